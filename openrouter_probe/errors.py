@@ -1,0 +1,128 @@
+"""The exception tree of openrouter-probe.
+
+Every error the library raises on purpose is a ``ProbeError``; the CLI shows it as one line and
+exits 1. Foreign exceptions (``requests``, ``json``, ``yaml``, ``pydantic``) are translated into this
+tree in one place each and chained with ``raise ... from exc``.
+
+::
+
+    ProbeError
+    ├── ConfigError                 a missing key, a bad environment variable or option
+    ├── APIError                    talking to OpenRouter failed
+    │   ├── APIConnectionError      no HTTP answer: DNS, refused, reset, timeout
+    │   └── APIStatusError          an HTTP error status (.status_code, .code, .message, .metadata,
+    │       │                       .body, .retry_after)
+    │       ├── RateLimitError      429
+    │       ├── InsufficientCreditsError   402
+    │       └── NoRouteError        404 for a model or route that has no endpoint
+    ├── PolicyError                 a policy spec or provider block is invalid (.errors: loc/msg pairs)
+    ├── SnapshotError               a snapshot or page could not be read or holds no endpoints
+    └── BudgetExceededError         a request would take spend over the cap
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIStatusError",
+    "BudgetExceededError",
+    "ConfigError",
+    "InsufficientCreditsError",
+    "NoRouteError",
+    "PolicyError",
+    "ProbeError",
+    "RateLimitError",
+    "SnapshotError",
+]
+
+
+class ProbeError(Exception):
+    """Base class of every error openrouter-probe raises on purpose."""
+
+
+class ConfigError(ProbeError):
+    """The environment or the options are unusable (e.g. a key is needed but not set)."""
+
+
+class APIError(ProbeError):
+    """Talking to the OpenRouter API failed."""
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class APIConnectionError(APIError):
+    """No HTTP response was received (connection refused or reset, DNS failure, timeout)."""
+
+
+class APIStatusError(APIError):
+    """OpenRouter answered with an error status.
+
+    ``code``, ``message`` and ``metadata`` come from OpenRouter's error envelope
+    ``{"error": {"code", "message", "metadata"}}`` when the body has one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        url: str | None = None,
+        code: int | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        body: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, url=url)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.body = body
+        self.retry_after = retry_after
+
+
+class RateLimitError(APIStatusError):
+    """HTTP 429: OpenRouter or the upstream provider is rate limiting."""
+
+
+class InsufficientCreditsError(APIStatusError):
+    """HTTP 402: the account or key has too few credits for the request."""
+
+
+class NoRouteError(APIStatusError):
+    """HTTP 404: the model is unknown, or no endpoint satisfies the routing constraints."""
+
+
+class PolicyError(ProbeError):
+    """A policy spec or provider block is invalid.
+
+    ``errors`` is a list of ``(loc, msg)`` pairs, ``loc`` naming the key (``provider.order[2]``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        errors: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.source = source
+        self.errors = list(errors)
+        detail = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in self.errors)
+        where = f"{source}: " if source else ""
+        full = f"{where}{message}" + (f" ({detail})" if detail else "")
+        super().__init__(full)
+
+
+class SnapshotError(ProbeError):
+    """A snapshot, endpoints body or provider page could not be read or holds no endpoints."""
+
+
+class BudgetExceededError(ProbeError):
+    """Going on would take spend over the cap."""

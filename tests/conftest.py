@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import stamina
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+CAPTURES = DATA / "captures"  # a byte-exact copy of ../shared/captures
+
+# Like llm-openrouter: a real key only when re-recording; cassettes never hold it.
+PYTEST_OPENROUTER_KEY = os.environ.get("PYTEST_OPENROUTER_KEY", "test-key-not-real")
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts from a known environment: the test key, the real base URL."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", PYTEST_OPENROUTER_KEY)
+    monkeypatch.delenv("OPENROUTER_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENROUTER_PROBE_DEBUG", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_retry_waits() -> object:
+    """Retries happen (up to 4 attempts) but without sleeping (stamina's testing mode)."""
+    with stamina.set_testing(True, attempts=4):
+        yield
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, object]:
+    return {
+        "filter_headers": ["authorization", "cookie", "x-api-key"],
+        "record_mode": "none",
+        "match_on": ["method", "scheme", "host", "port", "path", "query"],
+        "allow_playback_repeats": False,
+    }
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    return str(ROOT / "tests" / "cassettes" / request.module.__name__.split(".")[-1])
+
+
+@pytest.fixture
+def replay_server():
+    """A loopback HTTP server that answers with real OpenRouter bodies; yields (base_url, routes)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    routes: dict[str, tuple[int, str, str]] = {}
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+            status, body, ctype = routes.get(
+                self.path,
+                (
+                    404,
+                    '{"error":{"message":"No endpoints found for this path.","code":404}}',
+                    "application/json",
+                ),
+            )
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield base, routes, seen
+    finally:
+        server.shutdown()
+        server.server_close()
