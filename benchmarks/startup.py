@@ -33,8 +33,9 @@ def main() -> None:
     cases = {
         "baseline: python -c pass": [sys.executable, "-c", "pass"],
         "import openrouter_probe": [sys.executable, "-c", "import openrouter_probe"],
-        "openrouter-probe --help": [exe, "--help"] if exe else
-        [sys.executable, "-m", "openrouter_probe.cli", "--help"],
+        "openrouter-probe --help": [exe, "--help"]
+        if exe
+        else [sys.executable, "-m", "openrouter_probe.cli", "--help"],
         "reference: import pandas": [sys.executable, "-c", "import pandas"],
     }
     samples: dict[str, list[float]] = {name: [] for name in cases}
