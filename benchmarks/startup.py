@@ -35,7 +35,7 @@ def main() -> None:
         "import openrouter_probe": [sys.executable, "-c", "import openrouter_probe"],
         "openrouter-probe --help": [exe, "--help"]
         if exe
-        else [sys.executable, "-m", "openrouter_probe.cli", "--help"],
+        else [sys.executable, "-m", "openrouter_probe", "--help"],
         "reference: import pandas": [sys.executable, "-c", "import pandas"],
     }
     samples: dict[str, list[float]] = {name: [] for name in cases}

@@ -1,0 +1,19 @@
+"""The ``openrouter-probe`` command line: thin click commands over the library.
+
+A command parses options, calls one library function and renders. Data goes to stdout, provenance
+and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (a traceback only with
+``OPENROUTER_PROBE_DEBUG=1``); usage errors exit 2. This package is the only one that imports click;
+library modules are imported inside commands so ``openrouter-probe --help`` stays fast.
+
+Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models).
+"""
+
+from __future__ import annotations
+
+from openrouter_probe.cli import probe as _probe  # noqa: F401  (registers its commands)
+from openrouter_probe.cli._common import cli
+
+__all__ = ["cli"]
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()

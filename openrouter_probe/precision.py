@@ -1,0 +1,237 @@
+"""Precision: what a model was released in, what each endpoint serves, and the verdict.
+
+OpenRouter's ``quantization`` tag says what a provider *declares*; it says nothing about what the
+model was released in, and some providers declare ``unknown`` (or nothing) while serving a known
+format. The registry (``data/precision.yaml``, extendable by a user file) holds:
+
+- the vocabulary: ``int4, int8, fp4, mxfp4, nvfp4, fp6, fp8, mxfp8, fp16, bf16, fp32`` with bits and
+  family, plus ``unknown`` and ``null`` (undeclared);
+- each model's **native release precision** with its source (Kimi K2.5: INT4 by QAT; Kimi K2: block
+  FP8; DeepSeek V3/R1: FP8; gpt-oss: MXFP4; the usual BF16 families);
+- **provider facts** the tags miss (Fireworks serves K2.5 as NVFP4 under an ``unknown`` tag).
+
+Each endpoint gets a ``PrecisionVerdict``: ``native`` (effective == native), ``upcast`` (more bits
+than native: same quality, maybe dearer), ``requantized`` (fewer bits, or another format at the same
+width: INT4-native served as FP4/NVFP4), ``undeclared`` (no tag and no fact), or ``unassessed`` (the
+model's native precision is not in the registry).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.schema import Endpoint
+
+__all__ = [
+    "PRECISION_ENV",
+    "FormatInfo",
+    "NativePrecision",
+    "PrecisionRegistry",
+    "PrecisionVerdict",
+    "ProviderFact",
+    "Verdict",
+    "default_registry",
+]
+
+PRECISION_ENV = "OPENROUTER_PROBE_PRECISION"
+
+Verdict = Literal["native", "upcast", "requantized", "undeclared", "unassessed"]
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    name: str
+    bits: int
+    family: str
+
+
+@dataclass(frozen=True)
+class NativePrecision:
+    patterns: tuple[str, ...]
+    native: str
+    method: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ProviderFact:
+    model: str
+    provider: str  # a base slug (every variant) or a full tag
+    effective: str
+    source: str
+    date: str
+
+    def applies_to(self, model: str, endpoint: Endpoint) -> bool:
+        if not fnmatchcase(model, self.model):
+            return False
+        return self.provider in (endpoint.tag.lower(), endpoint.slug)
+
+
+@dataclass(frozen=True)
+class PrecisionVerdict:
+    """The precision of one endpoint: declared, effective, native, and the verdict with reasons."""
+
+    tag: str
+    declared: str | None
+    effective: str | None
+    effective_from: str  # "tag", "tag suffix", "provider fact: <source>", "nothing"
+    native: str | None
+    native_source: str | None
+    verdict: Verdict
+    reason: str
+
+
+@dataclass
+class PrecisionRegistry:
+    """Formats, native precisions and provider facts. ``load`` merges user files over the default."""
+
+    formats: dict[str, FormatInfo] = field(default_factory=dict)
+    models: list[NativePrecision] = field(default_factory=list)
+    facts: list[ProviderFact] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, *user_files: str | Path) -> PrecisionRegistry:
+        """Return the bundled registry with ``user_files`` (and ``$OPENROUTER_PROBE_PRECISION``)
+        merged over it: their models and facts are consulted first."""
+        text = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_text()
+        registry = cls()
+        registry._merge(yaml.safe_load(text), where="bundled precision.yaml")
+        paths = [*user_files]
+        if os.environ.get(PRECISION_ENV):
+            paths.append(os.environ[PRECISION_ENV])
+        for path in paths:
+            p = Path(path)
+            try:
+                doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"{p}: cannot read precision file: {exc.strerror}") from exc
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+            registry._merge(doc, where=str(p), first=True)
+        return registry
+
+    def _merge(self, doc: Any, *, where: str, first: bool = False) -> None:
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{where}: expected a mapping with formats/models/provider_facts")
+        unknown = set(doc) - {"formats", "models", "provider_facts"}
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key(s) {sorted(unknown)}; use formats, models, provider_facts"
+            )
+        for name, info in (doc.get("formats") or {}).items():
+            try:
+                self.formats[str(name)] = FormatInfo(
+                    str(name), int(info["bits"]), str(info.get("family", "float"))
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(f"{where}: formats.{name}: needs bits: <int>") from exc
+        models, facts = [], []
+        for i, item in enumerate(doc.get("models") or []):
+            try:
+                match = item["match"]
+                patterns = (match,) if isinstance(match, str) else tuple(str(m) for m in match)
+                native = str(item["native"]).lower()
+            except (KeyError, TypeError) as exc:
+                raise ConfigError(f"{where}: models[{i}]: needs match and native") from exc
+            self._check_format(native, f"{where}: models[{i}].native")
+            models.append(
+                NativePrecision(patterns, native, str(item.get("method", "")), str(item.get("source", "")))
+            )
+        for i, item in enumerate(doc.get("provider_facts") or []):
+            try:
+                fact = ProviderFact(
+                    model=str(item["model"]),
+                    provider=str(item["provider"]).lower(),
+                    effective=str(item["effective"]).lower(),
+                    source=str(item["source"]),
+                    date=str(item["date"]),
+                )
+            except (KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"{where}: provider_facts[{i}]: needs model, provider, effective, source, date"
+                ) from exc
+            self._check_format(fact.effective, f"{where}: provider_facts[{i}].effective")
+            facts.append(fact)
+        self.models = models + self.models if first else self.models + models
+        self.facts = facts + self.facts if first else self.facts + facts
+
+    def _check_format(self, name: str, where: str) -> None:
+        if name not in self.formats:
+            raise ConfigError(f"{where}: {name!r} is not a known format ({', '.join(self.formats)})")
+
+    def native_for(self, model: str) -> NativePrecision | None:
+        """Return the native release precision of ``model`` (id or canonical slug), if known."""
+        for entry in self.models:
+            if any(fnmatchcase(model, pattern) for pattern in entry.patterns):
+                return entry
+        return None
+
+    def effective_for(self, model: str, endpoint: Endpoint) -> tuple[str | None, str]:
+        """Return what ``endpoint`` really serves and where that came from."""
+        for fact in self.facts:
+            if fact.applies_to(model, endpoint):
+                return fact.effective, f"provider fact ({fact.date}): {fact.source}"
+        declared = (endpoint.quantization or "").lower() or None
+        if declared in self.formats:
+            return declared, "tag"
+        suffix = (endpoint.variant or "").lower()
+        if suffix in self.formats:
+            return suffix, "tag suffix"
+        return None, "nothing"
+
+    def verdict(self, model: str, endpoint: Endpoint) -> PrecisionVerdict:
+        """Judge one endpoint of ``model``."""
+        native = self.native_for(model)
+        effective, source = self.effective_for(model, endpoint)
+        declared = endpoint.quantization
+
+        def make(verdict: Verdict, reason: str) -> PrecisionVerdict:
+            return PrecisionVerdict(
+                tag=endpoint.tag,
+                declared=declared,
+                effective=effective,
+                effective_from=source,
+                native=native.native if native else None,
+                native_source=native.source if native else None,
+                verdict=verdict,
+                reason=reason,
+            )
+
+        if effective is None:
+            tag = "no quantization tag" if declared is None else f"tag {declared!r}"
+            return make("undeclared", f"{tag} and no known fact")
+        if native is None:
+            return make("unassessed", f"serves {effective}; {model}'s native precision is not in the registry")
+        served, released = self.formats[effective], self.formats[native.native]
+        how = "" if source == "tag" else f" (from {source.split(':')[0]})"
+        if effective == native.native:
+            return make("native", f"{effective}{how} is the native release precision")
+        if served.bits > released.bits:
+            return make("upcast", f"{effective}{how} is wider than native {native.native}")
+        if served.bits < released.bits:
+            return make("requantized", f"{effective}{how} has fewer bits than native {native.native}")
+        if effective in ("fp4", "fp8") and native.native.startswith(("mx", "nv")):
+            # OpenRouter's fp4/fp8 cover their mx/nv variants: no evidence of a lossy step.
+            return make("native", f"{effective}{how} covers native {native.native}")
+        return make(
+            "requantized", f"{effective}{how} is another {served.bits}-bit format than native {native.native}"
+        )
+
+
+@lru_cache(maxsize=1)
+def _bundled() -> PrecisionRegistry:
+    return PrecisionRegistry.load()
+
+
+def default_registry() -> PrecisionRegistry:
+    """The bundled registry plus ``$OPENROUTER_PROBE_PRECISION`` (cached when that is unset)."""
+    return PrecisionRegistry.load() if os.environ.get(PRECISION_ENV) else _bundled()
