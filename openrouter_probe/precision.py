@@ -144,7 +144,9 @@ class PrecisionRegistry:
                 raise ConfigError(f"{where}: models[{i}]: needs match and native") from exc
             self._check_format(native, f"{where}: models[{i}].native")
             models.append(
-                NativePrecision(patterns, native, str(item.get("method", "")), str(item.get("source", "")))
+                NativePrecision(
+                    patterns, native, str(item.get("method", "")), str(item.get("source", ""))
+                )
             )
         for i, item in enumerate(doc.get("provider_facts") or []):
             try:
@@ -166,7 +168,9 @@ class PrecisionRegistry:
 
     def _check_format(self, name: str, where: str) -> None:
         if name not in self.formats:
-            raise ConfigError(f"{where}: {name!r} is not a known format ({', '.join(self.formats)})")
+            raise ConfigError(
+                f"{where}: {name!r} is not a known format ({', '.join(self.formats)})"
+            )
 
     def native_for(self, model: str) -> NativePrecision | None:
         """Return the native release precision of ``model`` (id or canonical slug), if known."""
@@ -210,7 +214,10 @@ class PrecisionRegistry:
             tag = "no quantization tag" if declared is None else f"tag {declared!r}"
             return make("undeclared", f"{tag} and no known fact")
         if native is None:
-            return make("unassessed", f"serves {effective}; {model}'s native precision is not in the registry")
+            return make(
+                "unassessed",
+                f"serves {effective}; {model}'s native precision is not in the registry",
+            )
         served, released = self.formats[effective], self.formats[native.native]
         how = "" if source == "tag" else f" (from {source.split(':')[0]})"
         if effective == native.native:
@@ -218,12 +225,15 @@ class PrecisionRegistry:
         if served.bits > released.bits:
             return make("upcast", f"{effective}{how} is wider than native {native.native}")
         if served.bits < released.bits:
-            return make("requantized", f"{effective}{how} has fewer bits than native {native.native}")
+            return make(
+                "requantized", f"{effective}{how} has fewer bits than native {native.native}"
+            )
         if effective in ("fp4", "fp8") and native.native.startswith(("mx", "nv")):
             # OpenRouter's fp4/fp8 cover their mx/nv variants: no evidence of a lossy step.
             return make("native", f"{effective}{how} covers native {native.native}")
         return make(
-            "requantized", f"{effective}{how} is another {served.bits}-bit format than native {native.native}"
+            "requantized",
+            f"{effective}{how} is another {served.bits}-bit format than native {native.native}",
         )
 
 

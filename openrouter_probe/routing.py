@@ -231,7 +231,9 @@ def matches(entry: str, endpoint: Endpoint) -> bool:
     )
 
 
-def blended_price_usd_per_m(endpoint: Endpoint, params: RequestParams | None = None) -> Decimal | None:
+def blended_price_usd_per_m(
+    endpoint: Endpoint, params: RequestParams | None = None
+) -> Decimal | None:
     """USD per million tokens of a request mix: input and output prices weighted by token counts
     (1:1 without counts). ``None`` when the endpoint lists no price."""
     p_in = endpoint.pricing.prompt_usd_per_m
@@ -310,12 +312,20 @@ def _preferred(block: ProviderBlock, e: Endpoint) -> bool:
     thr, lat = block.preferred_min_throughput, block.preferred_max_latency
     if thr is not None and e.throughput_last_30m is not None:
         cut = thr if isinstance(thr, float | int) else thr.get("p50")
-        if cut is not None and e.throughput_last_30m.p50 is not None and e.throughput_last_30m.p50 < cut:
+        if (
+            cut is not None
+            and e.throughput_last_30m.p50 is not None
+            and e.throughput_last_30m.p50 < cut
+        ):
             return False
     if lat is not None and e.latency_last_30m is not None:
         cut_s = lat if isinstance(lat, float | int) else lat.get("p50")
         # preferred_max_latency is in seconds; endpoint latency is in milliseconds.
-        if cut_s is not None and e.latency_last_30m.p50 is not None and e.latency_last_30m.p50 > cut_s * 1000:
+        if (
+            cut_s is not None
+            and e.latency_last_30m.p50 is not None
+            and e.latency_last_30m.p50 > cut_s * 1000
+        ):
             return False
     return True
 
@@ -380,7 +390,8 @@ def route(
         rest = [e for e in admitted if e.tag not in placed]
         if blk.allow_fallbacks is False:
             excluded.extend(
-                Exclusion(e, "not_in_order", "not in order and allow_fallbacks is false") for e in rest
+                Exclusion(e, "not_in_order", "not in order and allow_fallbacks is false")
+                for e in rest
             )
             rest = []
         rest = _rank(rest, sort_key, blk, req)
@@ -400,9 +411,7 @@ def route(
         notes.append(ASSUMPTIONS["fallback_share"])
         if sort_key != "price":
             notes.append(ASSUMPTIONS["missing_stats"])
-        candidates = tuple(
-            Candidate(e, i + 1, shares[i], "sorted") for i, e in enumerate(chain)
-        )
+        candidates = tuple(Candidate(e, i + 1, shares[i], "sorted") for i, e in enumerate(chain))
         return RouteDecision("sorted", candidates, tuple(excluded), tuple(notes))
 
     notes.append(ASSUMPTIONS["balance_price"])
@@ -447,4 +456,9 @@ def expected_value(decision: RouteDecision, value: Mapping[str, float]) -> float
     total = sum(c.weight for c in decision.candidates if c.endpoint.tag in value)
     if total == 0:
         return math.nan
-    return sum(c.weight * value[c.endpoint.tag] for c in decision.candidates if c.endpoint.tag in value) / total
+    return (
+        sum(
+            c.weight * value[c.endpoint.tag] for c in decision.candidates if c.endpoint.tag in value
+        )
+        / total
+    )

@@ -5,12 +5,14 @@ and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (
 ``OPENROUTER_PROBE_DEBUG=1``); usage errors exit 2. This package is the only one that imports click;
 library modules are imported inside commands so ``openrouter-probe --help`` stays fast.
 
-Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models).
+Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models),
+``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget).
 """
 
 from __future__ import annotations
 
-from openrouter_probe.cli import probe as _probe  # noqa: F401  (registers its commands)
+from openrouter_probe.cli import policy as _policy  # noqa: F401  (registers its commands)
+from openrouter_probe.cli import probe as _probe  # noqa: F401
 from openrouter_probe.cli._common import cli
 
 __all__ = ["cli"]

@@ -1,0 +1,208 @@
+"""``openrouter-probe policy compile|explain|lint|check``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from openrouter_probe.cli._common import (
+    _load,
+    _note,
+    _render_rows,
+    cli,
+    format_option,
+    snapshot_options,
+)
+
+
+@cli.group()
+def policy() -> None:
+    """Compile a policy spec into OpenRouter's provider block; explain, lint and check it."""
+
+
+def _precision_option(func: Any) -> Any:
+    return click.option(
+        "--precision-file",
+        "precision_files",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="A YAML file of extra native precisions / provider facts (merged over the bundled one).",
+    )(func)
+
+
+def _registry(precision_files: tuple[str, ...]) -> Any:
+    from openrouter_probe.precision import PrecisionRegistry, default_registry
+
+    return PrecisionRegistry.load(*precision_files) if precision_files else default_registry()
+
+
+def _is_compiled(path: str) -> bool:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(doc, dict) and "provider" in doc and "provenance" in doc
+
+
+@policy.command("compile")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@snapshot_options
+@_precision_option
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Write the YAML here (default stdout)."
+)
+def compile_cmd(
+    spec: str,
+    offline: bool,
+    snapshot: str | None,
+    precision_files: tuple[str, ...],
+    output: str | None,
+) -> None:
+    """Compile SPEC against a snapshot of its model into a policy YAML (provider: at top level)."""
+    from openrouter_probe.policy import compile_policy, load_spec
+
+    parsed = load_spec(spec)
+    snap = _load(parsed.model, offline, snapshot)
+    compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=spec)
+    if output:
+        compiled.save(output)
+        _note(f"wrote {output}: admits {', '.join(compiled.admitted)}")
+    else:
+        click.echo(compiled.to_yaml(), nl=False)
+
+
+@policy.command()
+@click.argument("path", metavar="SPEC|POLICY", type=click.Path(exists=True, dir_okay=False))
+@snapshot_options
+@_precision_option
+@format_option("table", "json", "csv")
+def explain(
+    path: str, offline: bool, snapshot: str | None, precision_files: tuple[str, ...], fmt: str
+) -> None:
+    """Show the decision table: every endpoint, kept or dropped, and why.
+
+    A compiled POLICY is explained from its own recorded decisions; a SPEC is compiled first.
+    """
+    from openrouter_probe.policy import compile_policy, load_compiled_policy, load_spec
+
+    if _is_compiled(path):
+        compiled = load_compiled_policy(path)
+    else:
+        parsed = load_spec(path)
+        snap = _load(parsed.model, offline, snapshot)
+        compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=path)
+    rows = [d.to_dict() for d in compiled.decisions]
+    if fmt == "json":
+        click.echo(json.dumps(compiled.to_dict(), indent=2, ensure_ascii=False))
+        return
+    _render_rows(
+        rows,
+        fmt,
+        title=f"{compiled.model}: {len(compiled.admitted)} of {len(rows)} endpoints admitted",
+    )
+    if fmt == "table":
+        click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
+        if compiled.tradeoff:
+            t = compiled.tradeoff
+            s, loose = t["strict"], t["ignore_list_alone"]
+            click.echo(
+                f"trade-off: strict precision also drops {', '.join(t['strict_precision_drops'])}: "
+                f"{s['endpoints']} endpoints ({s['throughput_p50_sum_tps']:g} tok/s p50 summed) instead of "
+                f"{loose['endpoints']} ({loose['throughput_p50_sum_tps']:g} tok/s); cheapest output "
+                f"${s['cheapest_output_usd_per_m']:g}/M vs ${loose['cheapest_output_usd_per_m']:g}/M"
+            )
+        for note in compiled.routing.get("assumptions", []):
+            click.echo(f"assumption: {note}")
+
+
+@policy.command()
+@click.argument("block_path", metavar="BLOCK.yaml", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", help="The model the block is for (default: the compiled policy's).")
+@snapshot_options
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+def lint(
+    block_path: str, model: str | None, offline: bool, snapshot: str | None, strict: bool
+) -> None:
+    """Lint a provider block (a compiled policy or a hand-written one) against a snapshot.
+
+    Exit 0 when clean (or warnings only), 1 on errors (or any finding with --strict).
+    """
+    from openrouter_probe.errors import PolicyError
+    from openrouter_probe.lint import lint_block
+    from openrouter_probe.policy import _read_yaml
+
+    doc = _read_yaml(block_path)
+    if isinstance(doc, dict) and isinstance(doc.get("provenance"), dict):
+        model = model or doc["provenance"].get("model")
+    block = doc.get("provider", doc) if isinstance(doc, dict) else doc
+    if not isinstance(block, dict):
+        raise PolicyError(
+            "expected a provider mapping (or a file with provider: at top level)", source=block_path
+        )
+    if not model and not offline and not snapshot:
+        raise click.UsageError(
+            "give --model MODEL (or --offline / --snapshot PATH) for a bare block"
+        )
+    snap = _load(model, offline, snapshot)
+    findings = lint_block(block, snap.endpoints)
+    for f in findings:
+        click.echo(f"{block_path}: {f}")
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    _note(f"{errors} error(s), {warnings} warning(s)" if findings else "clean")
+    if errors or (strict and warnings):
+        sys.exit(1)
+
+
+@policy.command()
+@click.argument("policy_path", metavar="POLICY", type=click.Path(exists=True, dir_okay=False))
+@snapshot_options
+@click.option(
+    "--price-threshold-pct",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Report price moves larger than this.",
+)
+@format_option("text", "json", default="text")
+def check(
+    policy_path: str, offline: bool, snapshot: str | None, price_threshold_pct: float, fmt: str
+) -> None:
+    """Check a compiled POLICY against a fresh probe (or a snapshot) of its model.
+
+    Exit 0 when nothing that matters moved, 1 on drift, 2 on error: made for other repos' CI.
+    """
+    from openrouter_probe.drift import check_policy
+    from openrouter_probe.errors import ProbeError
+    from openrouter_probe.policy import load_compiled_policy
+
+    try:
+        compiled = load_compiled_policy(policy_path)
+        snap = _load(compiled.model, offline, snapshot)
+        report = check_policy(compiled, snap, price_threshold_pct=price_threshold_pct)
+    except ProbeError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "model": report.model,
+                    "drift": report.drifted,
+                    "changes": [
+                        {"kind": c.kind, "tag": c.tag, "message": c.message, "matters": c.matters}
+                        for c in report.changes
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        click.echo(report.render())
+    sys.exit(report.exit_code)

@@ -1,0 +1,539 @@
+"""Policy specs and the compiler that turns them into OpenRouter's ``provider`` block.
+
+A *spec* says what a person means ("native precision only, ignore fireworks and baseten, cheapest
+first"); ``compile_policy`` reads it against a snapshot and produces a ``CompiledPolicy``: the
+``provider`` mapping exactly as OpenRouter's request field wants it, the Batch API form, the
+provenance (model, snapshot, spec hash, compiler version) and a decision for every endpoint. The YAML
+it writes has ``provider:`` at the top level so other repos can pass
+``yaml.safe_load(f)["provider"]`` on untouched. The same inputs give byte-identical YAML.
+
+Which endpoints a block admits is decided by ``openrouter_probe.routing`` alone.
+
+Example::
+
+    from openrouter_probe.policy import compile_policy, load_spec
+    from openrouter_probe.snapshot import bundled_snapshot
+
+    compiled = compile_policy(load_spec("policies/kimi-k2.5.spec.yaml"), bundled_snapshot())
+    compiled.save("policies/kimi-k2.5.yaml")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from openrouter_probe.errors import PolicyError
+from openrouter_probe.precision import PrecisionRegistry, PrecisionVerdict, default_registry
+from openrouter_probe.routing import (
+    MaxPrice,
+    ProviderBlock,
+    RequestParams,
+    RouteDecision,
+    blended_price_usd_per_m,
+    matches,
+    route,
+)
+from openrouter_probe.schema import KNOWN_QUANTIZATIONS, Endpoint
+from openrouter_probe.snapshot import Snapshot
+
+__all__ = [
+    "CompiledPolicy",
+    "Decision",
+    "PolicySpec",
+    "PriceLimits",
+    "compile_policy",
+    "load_compiled_policy",
+    "load_provider_block",
+    "load_spec",
+    "parse_spec",
+]
+
+_VERSION = "0.1.0"
+_HEADER = (
+    "# Compiled by openrouter-probe: pass `provider` untouched as the request's provider field.\n"
+    "# Do not edit by hand; re-compile from the spec named in provenance.spec.\n"
+)
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PriceLimits(_Spec):
+    """Price ceilings in USD per **million** tokens (what ``max_price`` wants)."""
+
+    input_usd_per_m: float | None = Field(default=None, ge=0)
+    output_usd_per_m: float | None = Field(default=None, ge=0)
+
+
+class PolicySpec(_Spec):
+    """What a person means, in YAML. Unknown keys are errors.
+
+    - ``precision``: ``native`` (the model's release precision from the registry),
+      ``native-or-upcast`` (native or wider), ``any``, or a list of formats (``[int4, fp8]``);
+    - ``undeclared``: ``exclude`` (default) drops endpoints tagged ``unknown`` or untagged;
+      ``admit`` lets them through (the registry's provider facts still apply);
+    - ``ignore`` / ``allow``: lowercase provider slugs or full endpoint tags;
+    - ``min_uptime_30m_pct``: endpoints below it at compile time are ignored;
+    - ``max_price``: ceilings in USD per million tokens;
+    - ``strategy``: ``order`` (an explicit ``order`` list, sorted by ``order_by``), ``sort``
+      (OpenRouter sorts by ``order_by`` at request time) or ``balance`` (default load balancing);
+    - ``order_by``: ``price``, ``throughput``, ``latency`` or weights such as
+      ``{price: 0.7, throughput: 0.3}``;
+    - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``:
+      passed through.
+    """
+
+    model: str
+    description: str | None = None
+    precision: Literal["native", "native-or-upcast", "any"] | list[str] = "native"
+    undeclared: Literal["exclude", "admit"] = "exclude"
+    ignore: list[str] = Field(default_factory=list)
+    allow: list[str] | None = None
+    min_uptime_30m_pct: float | None = Field(default=None, ge=0, le=100)
+    max_price: PriceLimits | None = None
+    strategy: Literal["order", "sort", "balance"] = "order"
+    order_by: Literal["price", "throughput", "latency"] | dict[str, float] = "price"
+    fallbacks: bool = True
+    require_parameters: bool | None = None
+    data_collection: Literal["allow", "deny"] | None = None
+    zdr: bool | None = None
+
+    @field_validator("ignore", "allow")
+    @classmethod
+    def _slugs(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or ():
+            if entry != entry.lower() or " " in entry:
+                raise ValueError(
+                    f"{entry!r} is not a slug: use the lowercase provider slug or endpoint tag "
+                    f"(e.g. {entry.lower().replace(' ', '-')!r}; see `openrouter-probe endpoints`)"
+                )
+        return value
+
+    @field_validator("precision")
+    @classmethod
+    def _formats(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            bad = [v for v in value if v not in KNOWN_QUANTIZATIONS]
+            if bad:
+                raise ValueError(f"unknown format(s) {bad}; use {', '.join(KNOWN_QUANTIZATIONS)}")
+        return value
+
+    @field_validator("order_by")
+    @classmethod
+    def _weights(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            bad = set(value) - {"price", "throughput", "latency"}
+            if bad or not value or any(w < 0 for w in value.values()):
+                raise ValueError("weights are non-negative numbers for price, throughput, latency")
+        return value
+
+    def sha256(self) -> str:
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _yaml_error(exc: yaml.YAMLError, where: str) -> PolicyError:
+    mark = getattr(exc, "problem_mark", None)
+    line = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return PolicyError(f"not valid YAML: {line}{problem}", source=where)
+
+
+def _read_yaml(path: str | Path) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"cannot read: {exc.strerror}", source=str(p)) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, str(p)) from exc
+
+
+def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
+    """Validate a mapping as a policy spec; errors name the key and the fix."""
+    if not isinstance(data, Mapping):
+        raise PolicyError("a policy spec is a YAML mapping with at least `model:`", source=source)
+    try:
+        return PolicySpec.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+            loc = loc.lstrip(".")
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                known = ", ".join(PolicySpec.model_fields)
+                msg = f"not a policy key (known: {known})"
+            elif err["type"] == "missing":
+                msg = "required" + (" (the OpenRouter model id)" if loc == "model" else "")
+            errors.append((loc, msg))
+        raise PolicyError("invalid policy spec", source=source, errors=errors) from exc
+
+
+def load_spec(path: str | Path) -> PolicySpec:
+    """Read a policy spec YAML file."""
+    return parse_spec(_read_yaml(path), source=str(path))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the compiled policy does with one endpoint, and why."""
+
+    tag: str
+    provider: str
+    declared: str | None
+    effective: str | None
+    verdict: str
+    input_usd_per_m: float | None
+    output_usd_per_m: float | None
+    uptime_30m_pct: float | None
+    status: int | None
+    kept: bool
+    position: int | None
+    share: float | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class CompiledPolicy:
+    """A compiled ``provider`` block with its provenance and the decision for every endpoint."""
+
+    model: str
+    provider: ProviderBlock
+    provenance: dict[str, Any]
+    decisions: list[Decision] = field(default_factory=list)
+    routing: dict[str, Any] = field(default_factory=dict)
+    tradeoff: dict[str, Any] | None = None
+
+    @property
+    def admitted(self) -> list[str]:
+        """Tags admitted, in routing order."""
+        kept = [d for d in self.decisions if d.kept]
+        return [d.tag for d in sorted(kept, key=lambda d: d.position or 0)]
+
+    def batch_provider(self) -> dict[str, Any]:
+        """The Batch API form: batches accept only ``provider.only`` (a list of endpoint tags)."""
+        return {"only": self.admitted}
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "provider": self.provider.to_request(),
+            "batch": {"provider": self.batch_provider()},
+            "provenance": self.provenance,
+            "routing": self.routing,
+            "decisions": [d.to_dict() for d in self.decisions],
+        }
+        if self.tradeoff is not None:
+            doc["tradeoff"] = self.tradeoff
+        return doc
+
+    def to_yaml(self) -> str:
+        body = yaml.safe_dump(
+            self.to_dict(), sort_keys=False, allow_unicode=True, width=100, default_flow_style=False
+        )
+        return _HEADER + body
+
+    def save(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.write_text(self.to_yaml(), encoding="utf-8")
+        return target
+
+
+def load_provider_block(path: str | Path) -> ProviderBlock:
+    """Read a provider block: a compiled policy (``provider:`` at top level) or a bare mapping."""
+    doc = _read_yaml(path)
+    block = doc.get("provider", doc) if isinstance(doc, Mapping) else doc
+    return ProviderBlock.parse(block, source=str(path))
+
+
+def load_compiled_policy(path: str | Path) -> CompiledPolicy:
+    """Read a compiled policy YAML written by ``CompiledPolicy.save``."""
+    doc = _read_yaml(path)
+    where = str(path)
+    if not isinstance(doc, Mapping) or "provider" not in doc or "provenance" not in doc:
+        raise PolicyError(
+            "not a compiled policy (needs top-level provider: and provenance:); "
+            "compile one with `openrouter-probe policy compile SPEC`",
+            source=where,
+        )
+    provenance = doc["provenance"]
+    if not isinstance(provenance, Mapping) or not provenance.get("model"):
+        raise PolicyError("provenance.model is missing", source=where)
+    fields = Decision.__dataclass_fields__
+    try:
+        decisions = [Decision(**{k: d.get(k) for k in fields}) for d in doc.get("decisions") or []]
+    except (TypeError, AttributeError) as exc:
+        raise PolicyError(f"decisions are malformed: {exc}", source=where) from exc
+    return CompiledPolicy(
+        model=str(provenance["model"]),
+        provider=ProviderBlock.parse(doc["provider"], source=where),
+        provenance=dict(provenance),
+        decisions=decisions,
+        routing=dict(doc.get("routing") or {}),
+        tradeoff=doc.get("tradeoff"),
+    )
+
+
+# -- the compiler ---------------------------------------------------------------------------------
+
+
+def _allowed_formats(
+    spec: PolicySpec, native: str | None, registry: PrecisionRegistry
+) -> list[str] | None:
+    if spec.precision == "any":
+        return None
+    if isinstance(spec.precision, list):
+        return list(spec.precision)
+    if native is None:
+        raise PolicyError(
+            f"precision: {spec.precision}: the native precision of {spec.model} is not in the "
+            "registry; list formats instead (precision: [int4]) or add the model to a precision file",
+        )
+    if spec.precision == "native":
+        return [native]
+    bits = registry.formats[native].bits
+    wider = [n for n, info in registry.formats.items() if info.bits > bits]
+    return [native, *sorted(wider, key=lambda n: (registry.formats[n].bits, n))]
+
+
+def _score(e: Endpoint, order_by: Any, endpoints: Sequence[Endpoint]) -> tuple[float, str]:
+    """Lower is better. Weighted scores normalize each metric to 0..1 over ``endpoints``."""
+
+    def price(x: Endpoint) -> float | None:
+        p = blended_price_usd_per_m(x)
+        return None if p is None else float(p)
+
+    def thr(x: Endpoint) -> float | None:
+        return (
+            None
+            if x.throughput_last_30m is None or x.throughput_last_30m.p50 is None
+            else float(x.throughput_last_30m.p50)
+        )
+
+    def lat(x: Endpoint) -> float | None:
+        return (
+            None
+            if x.latency_last_30m is None or x.latency_last_30m.p50 is None
+            else float(x.latency_last_30m.p50)
+        )
+
+    metrics = {"price": (price, 1.0), "throughput": (thr, -1.0), "latency": (lat, 1.0)}
+    weights = {order_by: 1.0} if isinstance(order_by, str) else dict(order_by)
+    total = 0.0
+    for name, weight in sorted(weights.items()):
+        fn, sign = metrics[name]
+        values = [v for v in (fn(x) for x in endpoints) if v is not None]
+        v = fn(e)
+        if v is None or not values:
+            total += weight  # missing figures rank last on this metric
+            continue
+        lo, hi = min(values), max(values)
+        norm = 0.0 if hi == lo else (v - lo) / (hi - lo)
+        total += weight * (norm if sign > 0 else 1.0 - norm)
+    return (total, e.tag)
+
+
+def _build(
+    spec: PolicySpec, snap: Snapshot, registry: PrecisionRegistry
+) -> tuple[ProviderBlock, dict[str, str], dict[str, PrecisionVerdict]]:
+    """Return the block, why the compiler added each ignore entry, and every verdict."""
+    endpoints = snap.endpoints
+    verdicts = {e.tag: registry.verdict(snap.model, e) for e in endpoints}
+    native = registry.native_for(snap.model)
+    allowed = _allowed_formats(spec, native.native if native else None, registry)
+    quantizations: list[str] | None = None
+    if allowed is not None:
+        quantizations = list(allowed) + (["unknown"] if spec.undeclared == "admit" else [])
+
+    ignore_why: dict[str, str] = {entry: f"spec ignores {entry!r}" for entry in spec.ignore}
+    for e in endpoints:
+        v = verdicts[e.tag]
+        if any(matches(entry, e) for entry in ignore_why):
+            continue
+        tag_passes = quantizations is None or e.quantization in quantizations
+        if allowed is not None and tag_passes and v.effective not in (None, *allowed):
+            # The tag would pass the quantizations filter, but a known fact says otherwise.
+            ignore_why[e.tag] = f"serves {v.effective} ({v.effective_from})"
+        elif (
+            spec.min_uptime_30m_pct is not None
+            and (e.uptime_last_30m or 0) < spec.min_uptime_30m_pct
+        ):
+            ignore_why[e.tag] = (
+                f"uptime {e.uptime_last_30m}% < min_uptime_30m_pct {spec.min_uptime_30m_pct}%"
+            )
+
+    max_price = None
+    if spec.max_price is not None:
+        max_price = MaxPrice(
+            prompt=spec.max_price.input_usd_per_m, completion=spec.max_price.output_usd_per_m
+        )
+    base = ProviderBlock(
+        allow_fallbacks=None if spec.fallbacks else False,
+        require_parameters=spec.require_parameters,
+        data_collection=spec.data_collection,
+        zdr=spec.zdr,
+        only=spec.allow,
+        ignore=sorted(ignore_why) or None,
+        quantizations=quantizations,
+        max_price=max_price,
+    )
+    if spec.strategy == "sort":
+        if not isinstance(spec.order_by, str):
+            raise PolicyError(
+                "strategy: sort needs order_by: price, throughput or latency (not weights)"
+            )
+        return base.model_copy(update={"sort": spec.order_by}), ignore_why, verdicts
+    if spec.strategy == "balance":
+        return base, ignore_why, verdicts
+    admitted = route(base, endpoints).admitted
+    ranked = sorted(admitted, key=lambda e: _score(e, spec.order_by, admitted))
+    order = [e.tag for e in ranked]
+    return base.model_copy(update={"order": order or None}), ignore_why, verdicts
+
+
+def _decisions(
+    decision: RouteDecision,
+    endpoints: Sequence[Endpoint],
+    ignore_why: Mapping[str, str],
+    verdicts: Mapping[str, PrecisionVerdict],
+    loose: RouteDecision | None,
+) -> list[Decision]:
+    rows = []
+    for e in endpoints:
+        v = verdicts[e.tag]
+        cand = decision.candidate(e.tag)
+        if cand is not None:
+            how = f"position {cand.position}" + (
+                f", matched by {cand.matched_by!r}" if cand.matched_by else ""
+            )
+            reason = f"admitted ({how}); precision {v.verdict}: {v.reason}"
+        else:
+            x = decision.exclusion(e.tag)
+            assert x is not None
+            if x.reason == "ignore":
+                entry = next(k for k in ignore_why if matches(k, e))
+                reason = f"dropped: ignored ({ignore_why[entry]})"
+            else:
+                reason = f"dropped: {x.reason}: {x.detail}"
+            if x.reason == "quantization" and loose is not None and loose.candidate(e.tag):
+                reason += " (an ignore-list alone would admit it)"
+        price_in, price_out = e.pricing.prompt_usd_per_m, e.pricing.completion_usd_per_m
+        rows.append(
+            Decision(
+                tag=e.tag,
+                provider=e.provider_name,
+                declared=e.quantization,
+                effective=v.effective,
+                verdict=v.verdict,
+                input_usd_per_m=None if price_in is None else float(price_in),
+                output_usd_per_m=None if price_out is None else float(price_out),
+                uptime_30m_pct=None if e.uptime_last_30m is None else float(e.uptime_last_30m),
+                status=e.status,
+                kept=cand is not None,
+                position=cand.position if cand else None,
+                share=round(cand.weight, 4) if cand else None,
+                reason=reason,
+            )
+        )
+    return rows
+
+
+def _capacity(decision: RouteDecision) -> dict[str, Any]:
+    prices = [
+        float(p) for e in decision.admitted if (p := e.pricing.completion_usd_per_m) is not None
+    ]
+    expected = sum(
+        c.weight * float(c.endpoint.pricing.completion_usd_per_m or 0) for c in decision.candidates
+    )
+    tps = [
+        float(e.throughput_last_30m.p50)
+        for e in decision.admitted
+        if e.throughput_last_30m is not None and e.throughput_last_30m.p50 is not None
+    ]
+    return {
+        "endpoints": len(decision.candidates),
+        "cheapest_output_usd_per_m": min(prices) if prices else None,
+        "expected_output_usd_per_m": round(expected, 4),
+        "throughput_p50_sum_tps": sum(tps),
+    }
+
+
+def compile_policy(
+    spec: PolicySpec,
+    snapshot: Snapshot,
+    *,
+    registry: PrecisionRegistry | None = None,
+    spec_file: str | None = None,
+) -> CompiledPolicy:
+    """Compile ``spec`` against ``snapshot`` into a ``CompiledPolicy`` (deterministic).
+
+    Raises ``PolicyError`` when the spec is for another model or admits nothing.
+    """
+    if spec.model not in (snapshot.model, snapshot.data.get("id")):
+        raise PolicyError(
+            f"spec is for {spec.model} but the snapshot holds {snapshot.model}; "
+            f"probe {spec.model} or fix model:",
+            source=spec_file,
+        )
+    reg = registry or default_registry()
+    block, ignore_why, verdicts = _build(spec, snapshot, reg)
+    decision = route(block, snapshot.endpoints, RequestParams())
+    if not decision.candidates:
+        raise PolicyError(
+            f"the policy admits none of the {len(snapshot.endpoints)} endpoints of {spec.model}; "
+            "relax precision, ignore or max_price (see `openrouter-probe policy explain`)",
+            source=spec_file,
+        )
+    loose = None
+    tradeoff = None
+    if spec.undeclared == "exclude" and block.quantizations:
+        loose_spec = spec.model_copy(update={"undeclared": "admit"})
+        loose_block, _, _ = _build(loose_spec, snapshot, reg)
+        loose = route(loose_block, snapshot.endpoints)
+        extra = [t for t in loose.admitted_tags if decision.candidate(t) is None]
+        if extra:
+            tradeoff = {
+                "strict_precision_drops": extra,
+                "why": "quantizations admits only declared tags: endpoints tagged unknown or "
+                "untagged are dropped even when not known to be requantized",
+                "strict": _capacity(decision),
+                "ignore_list_alone": _capacity(loose),
+            }
+    provenance = {
+        "model": spec.model,
+        "compiler": f"openrouter-probe {_VERSION}",
+        "spec": {"file": Path(spec_file).name if spec_file else None, "sha256": spec.sha256()},
+        "snapshot": {
+            "source": snapshot.captured_from or snapshot.source,
+            "origin": snapshot.origin,
+            "taken_at": snapshot.taken_at.isoformat().replace("+00:00", "Z"),
+            "sha256": snapshot.sha256,
+            "note": snapshot.note,
+        },
+        "precision": {
+            "native": verdicts and next(iter(verdicts.values())).native,
+            "source": next(iter(verdicts.values())).native_source if verdicts else None,
+        },
+    }
+    return CompiledPolicy(
+        model=spec.model,
+        provider=block,
+        provenance=provenance,
+        decisions=_decisions(decision, snapshot.endpoints, ignore_why, verdicts, loose),
+        routing={"mode": decision.mode, "assumptions": list(decision.notes)},
+        tradeoff=tradeoff,
+    )
