@@ -126,3 +126,24 @@ class SnapshotError(ProbeError):
 
 class BudgetExceededError(ProbeError):
     """Going on would take spend over the cap."""
+
+
+def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
+    """Turn a pydantic ``ValidationError`` into ``(loc, msg)`` pairs a person can act on.
+
+    ``loc`` reads like the YAML it points at (``provider.order[2]``): union-member tags such as
+    ``literal[...]`` or ``list[str]`` are dropped, and messages for the same key are merged.
+    """
+    merged: dict[str, list[str]] = {}
+    for err in exc.errors():
+        parts = [p for p in err["loc"] if isinstance(p, int) or ("[" not in p and "(" not in p)]
+        loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+        loc = loc.lstrip(".")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "not an accepted key"
+        elif err["type"] == "missing":
+            msg = "required"
+        if msg not in merged.setdefault(loc, []):
+            merged[loc].append(msg)
+    return [(loc, "; or ".join(msgs)) for loc, msgs in merged.items()]

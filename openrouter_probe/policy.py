@@ -25,12 +25,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import PolicyError, validation_errors
 from openrouter_probe.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.routing import (
     MaxPrice,
@@ -61,6 +61,18 @@ _HEADER = (
     "# Compiled by openrouter-probe: pass `provider` untouched as the request's provider field.\n"
     "# Do not edit by hand; re-compile from the spec named in provenance.spec.\n"
 )
+
+
+def _check_slug(entry: str) -> str:
+    if entry != entry.lower() or " " in entry or not entry:
+        raise ValueError(
+            f"{entry!r} is not a slug: use the lowercase provider slug or endpoint tag "
+            f"(e.g. {entry.lower().replace(' ', '-')!r}; see `openrouter-probe endpoints`)"
+        )
+    return entry
+
+
+Slug = Annotated[str, AfterValidator(_check_slug)]
 
 
 class _Spec(BaseModel):
@@ -96,8 +108,8 @@ class PolicySpec(_Spec):
     description: str | None = None
     precision: Literal["native", "native-or-upcast", "any"] | list[str] = "native"
     undeclared: Literal["exclude", "admit"] = "exclude"
-    ignore: list[str] = Field(default_factory=list)
-    allow: list[str] | None = None
+    ignore: list[Slug] = Field(default_factory=list)
+    allow: list[Slug] | None = None
     min_uptime_30m_pct: float | None = Field(default=None, ge=0, le=100)
     max_price: PriceLimits | None = None
     strategy: Literal["order", "sort", "balance"] = "order"
@@ -106,17 +118,6 @@ class PolicySpec(_Spec):
     require_parameters: bool | None = None
     data_collection: Literal["allow", "deny"] | None = None
     zdr: bool | None = None
-
-    @field_validator("ignore", "allow")
-    @classmethod
-    def _slugs(cls, value: list[str] | None) -> list[str] | None:
-        for entry in value or ():
-            if entry != entry.lower() or " " in entry:
-                raise ValueError(
-                    f"{entry!r} is not a slug: use the lowercase provider slug or endpoint tag "
-                    f"(e.g. {entry.lower().replace(' ', '-')!r}; see `openrouter-probe endpoints`)"
-                )
-        return value
 
     @field_validator("precision")
     @classmethod
@@ -168,15 +169,11 @@ def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
         return PolicySpec.model_validate(dict(data))
     except ValidationError as exc:
         errors = []
-        for err in exc.errors():
-            loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-            loc = loc.lstrip(".")
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                known = ", ".join(PolicySpec.model_fields)
-                msg = f"not a policy key (known: {known})"
-            elif err["type"] == "missing":
-                msg = "required" + (" (the OpenRouter model id)" if loc == "model" else "")
+        for loc, msg in validation_errors(exc):
+            if msg == "not an accepted key":
+                msg = f"not a policy key (known: {', '.join(PolicySpec.model_fields)})"
+            elif msg == "required" and loc == "model":
+                msg = "required (the OpenRouter model id)"
             errors.append((loc, msg))
         raise PolicyError("invalid policy spec", source=source, errors=errors) from exc
 
@@ -368,13 +365,6 @@ def _build(
         if allowed is not None and tag_passes and v.effective not in (None, *allowed):
             # The tag would pass the quantizations filter, but a known fact says otherwise.
             ignore_why[e.tag] = f"serves {v.effective} ({v.effective_from})"
-        elif (
-            spec.min_uptime_30m_pct is not None
-            and (e.uptime_last_30m or 0) < spec.min_uptime_30m_pct
-        ):
-            ignore_why[e.tag] = (
-                f"uptime {e.uptime_last_30m}% < min_uptime_30m_pct {spec.min_uptime_30m_pct}%"
-            )
 
     max_price = None
     if spec.max_price is not None:
@@ -391,6 +381,13 @@ def _build(
         quantizations=quantizations,
         max_price=max_price,
     )
+    if spec.min_uptime_30m_pct is not None:
+        # Only endpoints the block would otherwise admit need an uptime ignore.
+        floor = spec.min_uptime_30m_pct
+        for e in route(base, endpoints).admitted:
+            if e.uptime_last_30m is None or e.uptime_last_30m < floor:
+                ignore_why[e.tag] = f"uptime {e.uptime_last_30m}% < min_uptime_30m_pct {floor:g}%"
+        base = base.model_copy(update={"ignore": sorted(ignore_why) or None})
     if spec.strategy == "sort":
         if not isinstance(spec.order_by, str):
             raise PolicyError(

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import PolicyError, validation_errors
 from openrouter_probe.schema import Endpoint
 
 __all__ = [
@@ -136,15 +136,15 @@ class ProviderBlock(_Strict):
         try:
             return cls.model_validate(dict(data))
         except ValidationError as exc:
-            errors = []
-            for err in exc.errors():
-                loc = "provider" + "".join(
-                    f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]
+            errors = [
+                (
+                    loc,
+                    "not a key OpenRouter accepts in provider (see OPENROUTER.md §6.1)"
+                    if msg == "not an accepted key"
+                    else msg,
                 )
-                msg = err["msg"]
-                if err["type"] == "extra_forbidden":
-                    msg = "not a key OpenRouter accepts in provider (see OPENROUTER.md §6.1)"
-                errors.append((loc, msg))
+                for loc, msg in validation_errors(exc, prefix="provider.")
+            ]
             raise PolicyError("invalid provider block", source=source, errors=errors) from exc
 
     def to_request(self) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.precision import PrecisionRegistry, default_registry
+from openrouter_probe.schema import Endpoint
+from openrouter_probe.snapshot import bundled_snapshot
+
+
+def _ep(tag: str, quantization: str | None) -> Endpoint:
+    return Endpoint.model_validate(
+        {"provider_name": tag.split("/")[0].title(), "tag": tag, "quantization": quantization,
+         "pricing": {"prompt": "0.000001", "completion": "0.000002"}}
+    )
+
+
+def test_k25_scenario_verdicts() -> None:
+    snap = bundled_snapshot()
+    reg = default_registry()
+    verdicts = {e.tag: reg.verdict(snap.model, e) for e in snap.endpoints}
+    assert {t for t, v in verdicts.items() if v.verdict == "native"} == {
+        "chutes/int4", "deepinfra/int4", "siliconflow/int4", "atlas-cloud/int4",
+        "parasail/int4", "moonshotai/int4"}
+    assert verdicts["baseten/fp4"].verdict == "requantized"
+    assert verdicts["baseten/fp4"].effective_from == "tag"
+    fw = verdicts["fireworks"]
+    assert (fw.declared, fw.effective, fw.verdict) == ("unknown", "nvfp4", "requantized")
+    assert fw.effective_from.startswith("provider fact (2026-02-01)")
+    assert {t for t, v in verdicts.items() if v.verdict == "undeclared"} == {"together", "novita", "venice"}
+    assert verdicts["chutes/int4"].native == "int4"
+    assert "Kimi-K2-Thinking" in (verdicts["chutes/int4"].native_source or "")
+
+
+@pytest.mark.parametrize(
+    ("model", "native"),
+    [("moonshotai/kimi-k2.5", "int4"), ("moonshotai/kimi-k2.5-0127", "int4"),
+     ("moonshotai/kimi-k2-thinking", "int4"), ("moonshotai/kimi-k2-0905", "fp8"),
+     ("moonshotai/kimi-k2", "fp8"), ("deepseek/deepseek-chat-v3.1", "fp8"),
+     ("deepseek/deepseek-r1-0528", "fp8"), ("openai/gpt-oss-120b", "mxfp4"),
+     ("qwen/qwen3-235b-a22b", "bf16"), ("meta-llama/llama-3.3-70b-instruct", "bf16")],
+)
+def test_native_precisions(model: str, native: str) -> None:
+    entry = default_registry().native_for(model)
+    assert entry is not None and entry.native == native
+    assert entry.source
+
+
+@pytest.mark.parametrize(
+    ("model", "tag", "quant", "verdict"),
+    [
+        ("moonshotai/kimi-k2-0905", "novita/fp8", "fp8", "native"),
+        ("moonshotai/kimi-k2-0905", "groq", "int4", "requantized"),  # FP8-native served 4-bit: lossy
+        ("moonshotai/kimi-k2-0905", "x/bf16", "bf16", "upcast"),
+        ("moonshotai/kimi-k2.5", "y", "bf16", "upcast"),
+        ("moonshotai/kimi-k2.5", "z", "int8", "upcast"),
+        ("moonshotai/kimi-k2.5", "deepinfra/fp4", "fp4", "requantized"),
+        ("moonshotai/kimi-k2.5", "w", None, "undeclared"),
+        ("moonshotai/kimi-k2.5", "v/int4", None, "native"),  # undeclared field, tag suffix says int4
+        ("openai/gpt-oss-120b", "a", "fp4", "native"),  # fp4 covers mxfp4 in OpenRouter's vocabulary
+        ("openai/gpt-oss-120b", "b", "nvfp4", "requantized"),
+        ("openai/gpt-oss-120b", "c", "bf16", "upcast"),
+        ("nobody/new-model", "d", "fp8", "unassessed"),
+        ("moonshotai/kimi-k2.5", "e", "fp3", "undeclared"),  # a value OpenRouter may add later
+    ],
+)
+def test_verdict_table(model: str, tag: str, quant: str | None, verdict: str) -> None:
+    assert default_registry().verdict(model, _ep(tag, quant)).verdict == verdict
+
+
+def test_fact_applies_to_the_model_only() -> None:
+    reg = default_registry()
+    assert reg.verdict("moonshotai/kimi-k3", _ep("fireworks", "unknown")).verdict == "undeclared"
+
+
+def test_user_file_extends_and_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = tmp_path / "mine.yaml"
+    user.write_text(
+        "models:\n  - match: nobody/new-model\n    native: bf16\n    source: our eval\n"
+        "provider_facts:\n  - model: moonshotai/kimi-k2.5*\n    provider: together\n"
+        "    effective: fp8\n    source: asked their support\n    date: '2026-11-01'\n"
+    )
+    reg = PrecisionRegistry.load(user)
+    assert reg.verdict("nobody/new-model", _ep("d", "fp8")).verdict == "requantized"
+    together = reg.verdict("moonshotai/kimi-k2.5", _ep("together", "unknown"))
+    assert (together.effective, together.verdict) == ("fp8", "upcast")
+    monkeypatch.setenv("OPENROUTER_PROBE_PRECISION", str(user))
+    assert default_registry().native_for("nobody/new-model") is not None
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("models: [{match: a/b}]", r"models\[0\]: needs match and native"),
+        ("models: [{match: a/b, native: fp3}]", "'fp3' is not a known format"),
+        ("provider_facts: [{model: a/b}]", r"provider_facts\[0\]: needs model"),
+        ("colours: {}", r"unknown key\(s\) \['colours'\]"),
+        ("[1, 2", "not valid YAML"),
+    ],
+)
+def test_bad_user_file_names_file_and_key(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        PrecisionRegistry.load(path)
+    assert str(path) in str(info.value)
