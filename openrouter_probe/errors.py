@@ -128,6 +128,15 @@ class BudgetExceededError(ProbeError):
     """Going on would take spend over the cap."""
 
 
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "decimal"})
+
+
+def _is_type_tag(part: str) -> bool:
+    """Pydantic puts union-member tags (``float``, ``literal[...]``, ``SortSpec``) in ``loc``;
+    keys in our payloads are lowercase identifiers."""
+    return "[" in part or "(" in part or part in _TYPE_TAGS or part[:1].isupper()
+
+
 def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
     """Turn a pydantic ``ValidationError`` into ``(loc, msg)`` pairs a person can act on.
 
@@ -136,7 +145,7 @@ def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
     """
     merged: dict[str, list[str]] = {}
     for err in exc.errors():
-        parts = [p for p in err["loc"] if isinstance(p, int) or ("[" not in p and "(" not in p)]
+        parts = [p for p in err["loc"] if isinstance(p, int) or not _is_type_tag(p)]
         loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
         loc = loc.lstrip(".")
         msg = str(err["msg"]).removeprefix("Value error, ")

@@ -151,17 +151,21 @@ def lint_block(
                     )
                 )
     lat = blk.preferred_max_latency
-    lat_p50 = lat if isinstance(lat, float | int) else (lat or {}).get("p50")
-    if lat_p50 is not None and lat_p50 > 100:
-        add(
-            LintFinding(
-                "latency-in-ms",
-                "warning",
-                "provider.preferred_max_latency",
-                f"{lat_p50} looks like milliseconds; preferred_max_latency is in seconds "
-                f"(use {lat_p50 / 1000:g})",
+    cutoffs = {"p50": lat} if isinstance(lat, float | int) else dict(lat or {})
+    for pct, seconds in cutoffs.items():
+        if seconds > 100:
+            where = "provider.preferred_max_latency" + (
+                "" if isinstance(lat, float | int) else f".{pct}"
             )
-        )
+            add(
+                LintFinding(
+                    "latency-in-ms",
+                    "warning",
+                    where,
+                    f"{seconds:g} looks like milliseconds; preferred_max_latency is in seconds "
+                    f"(use {seconds / 1000:g})",
+                )
+            )
     decision = route(blk, endpoints)
     if not decision.candidates:
         reasons = sorted({x.reason for x in decision.excluded})

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -70,7 +70,8 @@ ASSUMPTIONS: dict[str, str] = {
     "missing_stats": "Endpoints without throughput or latency stats sort last for those keys.",
     "fallback_share": "Ordered and sorted routes send each request to the first candidate and fall "
     "back on failure: the expected traffic share of candidate i is uptime_i × Π(1 − uptime_j) "
-    "over earlier j (uptime over the last 30 minutes).",
+    "over earlier j (30-minute uptime), normalized to sum to 1; fallbacks after an order list "
+    "are ranked by price.",
     "data_policy": "data_collection, zdr and enforce_distillable_text are enforced by OpenRouter "
     "from account data the endpoints list does not carry: the model cannot evaluate them.",
     "exacto": "sort 'exacto' is undocumented: modelled as load balancing.",
@@ -98,6 +99,19 @@ class MaxPrice(_Strict):
     request: float | str | None = None
     image: float | str | None = None
     audio: float | str | None = None
+
+    @field_validator("prompt", "completion", "request", "image", "audio")
+    @classmethod
+    def _finite(cls, value: float | str | None) -> float | str | None:
+        if value is None:
+            return value
+        try:
+            number = Decimal(str(value))
+        except InvalidOperation:
+            raise ValueError(f"{value!r} is not a number (USD per million tokens)") from None
+        if not number.is_finite() or number < 0:
+            raise ValueError(f"{value!r} must be a finite, non-negative number")
+        return value
 
     def limit(self, key: str) -> Decimal | None:
         value = getattr(self, key)
@@ -128,6 +142,17 @@ class ProviderBlock(_Strict):
             raise ValueError("entries must be non-empty strings")
         return value
 
+    @field_validator("preferred_min_throughput", "preferred_max_latency")
+    @classmethod
+    def _percentiles(
+        cls, value: float | dict[str, float] | None
+    ) -> float | dict[str, float] | None:
+        if isinstance(value, dict):
+            bad = sorted(set(value) - {"p50", "p75", "p90", "p99"})
+            if bad:
+                raise ValueError(f"percentile keys are p50, p75, p90, p99 (not {', '.join(bad)})")
+        return value
+
     @classmethod
     def parse(cls, data: Any, *, source: str | None = None) -> ProviderBlock:
         """Validate a mapping as a provider block; errors name the key (``provider.order[2]``)."""
@@ -143,7 +168,7 @@ class ProviderBlock(_Strict):
                     if msg == "not an accepted key"
                     else msg,
                 )
-                for loc, msg in validation_errors(exc, prefix="provider.")
+                for loc, msg in validation_errors(exc, prefix="provider")
             ]
             raise PolicyError("invalid provider block", source=source, errors=errors) from exc
 
@@ -307,25 +332,26 @@ def _sort_value(e: Endpoint, key: SortKey, params: RequestParams) -> tuple[int, 
     return (1, 0.0) if price is None else (0, float(price))
 
 
-def _preferred(block: ProviderBlock, e: Endpoint) -> bool:
-    """False when ``e`` misses a ``preferred_*`` threshold (p50 only when given as a number)."""
-    thr, lat = block.preferred_min_throughput, block.preferred_max_latency
-    if thr is not None and e.throughput_last_30m is not None:
-        cut = thr if isinstance(thr, float | int) else thr.get("p50")
-        if (
-            cut is not None
-            and e.throughput_last_30m.p50 is not None
-            and e.throughput_last_30m.p50 < cut
-        ):
+def _cutoffs(value: float | dict[str, float] | None) -> dict[str, float]:
+    """A ``preferred_*`` value as ``{percentile: cutoff}`` (a bare number applies to p50)."""
+    if value is None:
+        return {}
+    return {"p50": float(value)} if isinstance(value, float | int) else dict(value)
+
+
+def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool:
+    """False when ``e`` misses any cutoff of ``preferred_min_throughput`` (tokens/s) or
+    ``preferred_max_latency`` (seconds; endpoint latency is in milliseconds), or lacks ``tools``
+    for a request that sends tools (OpenRouter prefers tool-capable providers then)."""
+    if "tools" in params.parameters and "tools" not in e.supported_parameters:
+        return False
+    for pct, cut in _cutoffs(block.preferred_min_throughput).items():
+        have = getattr(e.throughput_last_30m, pct, None) if e.throughput_last_30m else None
+        if have is not None and have < cut:
             return False
-    if lat is not None and e.latency_last_30m is not None:
-        cut_s = lat if isinstance(lat, float | int) else lat.get("p50")
-        # preferred_max_latency is in seconds; endpoint latency is in milliseconds.
-        if (
-            cut_s is not None
-            and e.latency_last_30m.p50 is not None
-            and e.latency_last_30m.p50 > cut_s * 1000
-        ):
+    for pct, cut_s in _cutoffs(block.preferred_max_latency).items():
+        have = getattr(e.latency_last_30m, pct, None) if e.latency_last_30m else None
+        if have is not None and have > cut_s * 1000:
             return False
     return True
 
@@ -369,9 +395,6 @@ def route(
         notes.append(ASSUMPTIONS["quantization_exact"])
     if any(v is not None for v in (blk.data_collection, blk.zdr, blk.enforce_distillable_text)):
         notes.append(ASSUMPTIONS["data_policy"])
-    if "tools" in req.parameters and not blk.require_parameters:
-        # OpenRouter prefers tool-capable providers for tool requests (a soft preference).
-        admitted.sort(key=lambda e: "tools" not in e.supported_parameters)
 
     sort_key = blk.sort_key
     if sort_key == "exacto":
@@ -415,7 +438,7 @@ def route(
         return RouteDecision("sorted", candidates, tuple(excluded), tuple(notes))
 
     notes.append(ASSUMPTIONS["balance_price"])
-    stable = [e for e in admitted if (e.status or 0) >= 0 and _preferred(blk, e)]
+    stable = [e for e in admitted if (e.status or 0) >= 0 and _preferred(blk, e, req)]
     unstable = [e for e in admitted if e not in stable]
     if unstable:
         notes.append(ASSUMPTIONS["stable"])
@@ -423,8 +446,12 @@ def route(
     for e in stable:
         price = blended_price_usd_per_m(e, req)
         inverse[e.tag] = 0.0 if price is None or price <= 0 else 1.0 / float(price) ** 2
-    if stable and not any(inverse.values()):
-        inverse = dict.fromkeys(inverse, 1.0)  # all free or unpriced: spread evenly
+    free = [e.tag for e in stable if (p := blended_price_usd_per_m(e, req)) is not None and p == 0]
+    if free:
+        # 1/price² is unbounded for a free endpoint: the free ones share the traffic evenly.
+        inverse = {tag: (1.0 if tag in free else 0.0) for tag in inverse}
+    elif stable and not any(inverse.values()):
+        inverse = dict.fromkeys(inverse, 1.0)  # nothing priced: spread evenly
     total = sum(inverse.values())
     stable.sort(key=lambda e: (-inverse[e.tag], e.tag))
     chain_weights = [(e, inverse[e.tag] / total if total else 0.0, "balanced") for e in stable]
@@ -447,7 +474,7 @@ def _rank(
     k: SortKey = key or "price"
     return sorted(
         endpoints,
-        key=lambda e: (not _preferred(block, e), _sort_value(e, k, params), e.tag),
+        key=lambda e: (not _preferred(block, e, params), _sort_value(e, k, params), e.tag),
     )
 
 

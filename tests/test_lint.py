@@ -1,0 +1,198 @@
+"""``lint_block``: every code fires on its trap (bundled K2.5 snapshot) and the shipped policy is clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from openrouter_probe.lint import LintFinding, lint_block
+from openrouter_probe.schema import Endpoint
+from openrouter_probe.snapshot import bundled_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+K25 = bundled_snapshot().endpoints
+K25_TAGS = ", ".join(sorted(e.tag for e in K25))
+
+
+def codes(findings: list[LintFinding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def only(findings: list[LintFinding], code: str) -> LintFinding:
+    [finding] = [f for f in findings if f.code == code]
+    return finding
+
+
+def with_deepinfra_fp4() -> list[Endpoint]:
+    """K2.5 plus a second DeepInfra variant (``deepinfra/fp4``)."""
+    deepinfra = next(e for e in K25 if e.tag == "deepinfra/int4")
+    return [*K25, deepinfra.model_copy(update={"tag": "deepinfra/fp4", "quantization": "fp4"})]
+
+
+def test_display_name_in_ignore() -> None:
+    found = lint_block({"ignore": ["Fireworks"]}, K25)
+    assert codes(found) == ["display-name"]
+    f = found[0]
+    assert (f.severity, f.loc) == ("error", "provider.ignore[0]")
+    assert "'Fireworks' is a display name" in f.message
+    assert f.message.endswith("use 'fireworks'")
+    assert str(f).endswith("[display-name]")
+
+
+@pytest.mark.parametrize(
+    ("block", "loc", "kind", "fix"),
+    [
+        ({"order": ["Moonshot AI"]}, "provider.order[0]", "a display name", "moonshotai"),
+        ({"only": ["Chutes/INT4"]}, "provider.only[0]", "not lowercase", "chutes/int4"),
+        ({"ignore": ["chutes", "BaseTen"]}, "provider.ignore[1]", "a display name", "baseten"),
+    ],
+)
+def test_display_name_fixes(block: dict[str, Any], loc: str, kind: str, fix: str) -> None:
+    f = only(lint_block(block, K25), "display-name")
+    assert f.loc == loc
+    assert f"is {kind}" in f.message
+    assert f.message.endswith(f"use {fix!r}")
+
+
+def test_no_match() -> None:
+    found = lint_block({"only": ["groq"]}, K25)
+    f = only(found, "no-match")
+    assert (f.severity, f.loc) == ("error", "provider.only[0]")
+    assert f.message == f"'groq' matches no endpoint of this model (tags: {K25_TAGS})"
+    assert "admits-nothing" in codes(found)
+
+
+def test_no_match_in_ignore_is_a_warning() -> None:
+    found = lint_block({"ignore": ["groq"]}, K25)
+    assert codes(found) == ["no-match"]
+    assert found[0].severity == "warning"
+
+
+def test_base_slug_variants() -> None:
+    found = lint_block({"order": ["deepinfra"]}, with_deepinfra_fp4())
+    assert codes(found) == ["base-slug-variants"]
+    f = found[0]
+    assert (f.severity, f.loc) == ("warning", "provider.order[0]")
+    assert "base slug 'deepinfra' admits 2 endpoints (deepinfra/int4, deepinfra/fp4)" in f.message
+    # one variant only: no finding; a full tag: no finding; ignore: never
+    assert lint_block({"order": ["deepinfra"]}, K25) == []
+    assert lint_block({"order": ["deepinfra/fp4"]}, with_deepinfra_fp4()) == []
+    assert lint_block({"ignore": ["deepinfra"]}, with_deepinfra_fp4()) == []
+
+
+@pytest.mark.parametrize(
+    ("block", "reasons"),
+    [
+        ({"quantizations": ["fp8"]}, "quantization"),
+        ({"max_price": {"completion": 1.0}}, "max_price"),
+        ({"only": ["chutes/int4"], "ignore": ["chutes"]}, "ignore, only"),
+    ],
+)
+def test_admits_nothing(block: dict[str, Any], reasons: str) -> None:
+    f = only(lint_block(block, K25), "admits-nothing")
+    assert (f.severity, f.loc) == ("error", "provider")
+    assert f.message == (
+        f"admits none of the 11 endpoints (excluded by: {reasons}): every request would fail "
+        "with 404"
+    )
+
+
+def test_admits_nothing_alone_for_fp8() -> None:
+    assert codes(lint_block({"quantizations": ["fp8"]}, K25)) == ["admits-nothing"]
+
+
+@pytest.mark.parametrize(
+    ("max_price", "key", "fix"),
+    [
+        ({"completion": 0.0000022}, "completion", "use 2.2"),
+        ({"prompt": "0.00000045"}, "prompt", "use 0.45"),
+        ({"completion": 0.000003}, "completion", "use 3"),
+    ],
+)
+def test_max_price_per_token(max_price: dict[str, Any], key: str, fix: str) -> None:
+    found = lint_block({"max_price": max_price}, K25)
+    f = only(found, "max-price-per-token")
+    assert (f.severity, f.loc) == ("error", f"provider.max_price.{key}")
+    assert "looks like USD per token; max_price is USD per million tokens" in f.message
+    assert f.message.endswith(fix)
+    assert "admits-nothing" in codes(found)
+
+
+def test_max_price_per_million_is_clean() -> None:
+    assert lint_block({"max_price": {"prompt": 0.45, "completion": 2.2}}, K25) == []
+
+
+def test_order_ignored() -> None:
+    found = lint_block({"order": ["chutes/int4"], "ignore": ["chutes"]}, K25)
+    assert codes(found) == ["order-ignored"]  # and not also order-excluded
+    f = found[0]
+    assert (f.severity, f.loc) == ("error", "provider.order[0]")
+    assert f.message == "'chutes/int4' is also ignored by 'chutes': remove one of them"
+
+
+def test_order_excluded() -> None:
+    found = lint_block({"order": ["venice", "chutes/int4"], "quantizations": ["int4"]}, K25)
+    assert codes(found) == ["order-excluded"]
+    f = found[0]
+    assert (f.severity, f.loc) == ("warning", "provider.order[0]")
+    assert "venice: quantization 'unknown' not in ['int4']" in f.message
+
+
+def test_unknown_quantization() -> None:
+    found = lint_block({"quantizations": ["int4", "int3"]}, K25)
+    assert codes(found) == ["unknown-quantization"]
+    f = found[0]
+    assert (f.severity, f.loc) == ("error", "provider.quantizations[1]")
+    assert f.message.startswith("'int3' is not a quantization OpenRouter knows (int4, int8, fp4")
+
+
+def test_latency_in_ms() -> None:
+    found = lint_block({"preferred_max_latency": 2000}, K25)
+    assert codes(found) == ["latency-in-ms"]
+    f = found[0]
+    assert (f.severity, f.loc) == ("warning", "provider.preferred_max_latency")
+    assert "looks like milliseconds; preferred_max_latency is in seconds (use 2)" in f.message
+    assert lint_block({"preferred_max_latency": 2}, K25) == []
+    assert codes(lint_block({"preferred_max_latency": {"p50": 1500}}, K25)) == ["latency-in-ms"]
+
+
+def test_latency_in_ms_object_form_other_percentile() -> None:
+    assert codes(lint_block({"preferred_max_latency": {"p90": 2000}}, K25)) == ["latency-in-ms"]
+
+
+@pytest.mark.parametrize(
+    ("block", "key"),
+    [
+        ({"bogus": 1}, "bogus"),
+        ({"order": "chutes"}, "order"),
+        ({"sort": "cheapest"}, "sort"),
+    ],
+)
+def test_schema(block: dict[str, Any], key: str) -> None:
+    found = lint_block(block, K25)
+    assert set(codes(found)) == {"schema"}
+    assert all(f.severity == "error" for f in found)
+    assert any(f.loc.startswith("provider.") and f.loc.endswith(f".{key}") for f in found)
+
+
+def test_schema_unknown_key_message() -> None:
+    [f] = lint_block({"bogus": 1}, K25)
+    assert f.message == "not a key OpenRouter accepts in provider (see OPENROUTER.md §6.1)"
+
+
+def test_schema_non_numeric_max_price() -> None:
+    found = lint_block({"max_price": {"completion": "abc"}}, K25)
+    assert codes(found) == ["schema"]
+
+
+def test_checked_in_policy_lints_clean() -> None:
+    doc = yaml.safe_load((ROOT / "policies" / "kimi-k2.5.yaml").read_text(encoding="utf-8"))
+    assert lint_block(doc["provider"], K25) == []
+    assert lint_block(doc["batch"]["provider"], K25) == []
+
+
+def test_empty_block_is_clean() -> None:
+    assert lint_block({}, K25) == []
