@@ -59,15 +59,24 @@ def test_invalid_golden(spec: Path) -> None:
 def test_k25_policy_checked_in_is_reproduced_byte_for_byte() -> None:
     spec = ROOT / "policies" / "kimi-k2.5.spec.yaml"
     checked_in = (ROOT / "policies" / "kimi-k2.5.yaml").read_text()
-    assert compile_policy(load_spec(spec), SNAP, spec_file="policies/kimi-k2.5.spec.yaml").to_yaml() == checked_in
+    assert (
+        compile_policy(load_spec(spec), SNAP, spec_file="policies/kimi-k2.5.spec.yaml").to_yaml()
+        == checked_in
+    )
 
 
 def test_k25_policy_facts() -> None:
     doc = yaml.safe_load((ROOT / "policies" / "kimi-k2.5.yaml").read_text())
     provider = doc["provider"]
     assert provider == {
-        "order": ["chutes/int4", "deepinfra/int4", "siliconflow/int4", "atlas-cloud/int4",
-                  "parasail/int4", "moonshotai/int4"],
+        "order": [
+            "chutes/int4",
+            "deepinfra/int4",
+            "siliconflow/int4",
+            "atlas-cloud/int4",
+            "parasail/int4",
+            "moonshotai/int4",
+        ],
         "ignore": ["baseten", "fireworks"],
         "quantizations": ["int4"],
     }
@@ -121,13 +130,34 @@ def test_load_compiled_policy_rejects_a_spec() -> None:
 
 # ProviderPreferences in OpenRouter's OpenAPI file (OPENROUTER.md §6.1): additionalProperties false.
 PROVIDER_PREFERENCES = {
-    "order": list, "allow_fallbacks": bool, "require_parameters": bool, "data_collection": str,
-    "zdr": bool, "enforce_distillable_text": bool, "only": list, "ignore": list,
-    "quantizations": list, "sort": (str, dict), "preferred_min_throughput": (int, float, dict),
-    "preferred_max_latency": (int, float, dict), "max_price": dict,
+    "order": list,
+    "allow_fallbacks": bool,
+    "require_parameters": bool,
+    "data_collection": str,
+    "zdr": bool,
+    "enforce_distillable_text": bool,
+    "only": list,
+    "ignore": list,
+    "quantizations": list,
+    "sort": (str, dict),
+    "preferred_min_throughput": (int, float, dict),
+    "preferred_max_latency": (int, float, dict),
+    "max_price": dict,
 }
-QUANTIZATIONS = {"int4", "int8", "fp4", "mxfp4", "nvfp4", "fp6", "fp8", "mxfp8", "fp16", "bf16",
-                 "fp32", "unknown"}
+QUANTIZATIONS = {
+    "int4",
+    "int8",
+    "fp4",
+    "mxfp4",
+    "nvfp4",
+    "fp6",
+    "fp8",
+    "mxfp8",
+    "fp16",
+    "bf16",
+    "fp32",
+    "unknown",
+}
 
 
 def _assert_provider_preferences(block: dict) -> None:
@@ -160,14 +190,20 @@ specs = st.fixed_dictionaries(
     optional={
         "precision": st.one_of(
             st.sampled_from(["native", "native-or-upcast", "any"]),
-            st.lists(st.sampled_from(["int4", "fp4", "fp8", "unknown", "bf16"]), min_size=1, unique=True),
+            st.lists(
+                st.sampled_from(["int4", "fp4", "fp8", "unknown", "bf16"]), min_size=1, unique=True
+            ),
         ),
         "undeclared": st.sampled_from(["exclude", "admit"]),
         "ignore": st.lists(st.sampled_from(SLUGS + TAGS), unique=True, max_size=4),
         "min_uptime_30m_pct": st.sampled_from([90, 98.5, 99.5]),
         "max_price": st.fixed_dictionaries(
-            {}, optional={"input_usd_per_m": st.sampled_from([0.45, 0.5, 0.6]),
-                          "output_usd_per_m": st.sampled_from([2.2, 2.6, 3.0, 3.75])}),
+            {},
+            optional={
+                "input_usd_per_m": st.sampled_from([0.45, 0.5, 0.6]),
+                "output_usd_per_m": st.sampled_from([2.2, 2.6, 3.0, 3.75]),
+            },
+        ),
         "strategy": st.sampled_from(["order", "sort", "balance"]),
         "order_by": st.sampled_from(["price", "throughput", "latency"]),
         "fallbacks": st.booleans(),
@@ -212,26 +248,20 @@ def test_properties_of_compiled_policies(raw: dict) -> None:
 # -- the block reaches a server unchanged through the openai client -----------------------------------
 
 
-def test_block_passes_through_openai_extra_body(replay_server) -> None:
+def test_block_passes_through_openai_extra_body() -> None:
+    """The compiled block, sent with the openai client's extra_body, reaches a loopback server as is."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
     import openai
 
-    base, routes, seen = replay_server
     captured: list[dict] = []
-
-    from http.server import BaseHTTPRequestHandler  # noqa: F401  (the fixture's server handles GET)
-
-    # Reuse the loopback server: add a POST handler by wrapping the class at runtime.
-    server_handler = None
-    del server_handler
-    import threading
-    from http.server import ThreadingHTTPServer
+    cassette = yaml.safe_load((DATA / "captures" / "kimi-k2.5-chat-inceptron.yaml").read_text())
+    chat = cassette["interactions"][0]["response"]["body"].encode()  # a real K2.5 response body
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            captured.append(body)
-            reply = (DATA / "captures" / "kimi-k2.5-chat-inceptron.yaml").read_text()
-            chat = yaml.safe_load(reply)["interactions"][0]["response"]["body"].encode()
+            captured.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(chat)))
@@ -245,8 +275,11 @@ def test_block_passes_through_openai_extra_body(replay_server) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         provider = yaml.safe_load((ROOT / "policies" / "kimi-k2.5.yaml").read_text())["provider"]
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/api/v1",
-                               api_key="test-key-not-real", max_retries=0)
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}/api/v1",
+            api_key="test-key-not-real",
+            max_retries=0,
+        )
         reply = client.chat.completions.create(
             model="moonshotai/kimi-k2.5",
             messages=[{"role": "user", "content": "Say hi in Portuguese"}],
@@ -256,4 +289,6 @@ def test_block_passes_through_openai_extra_body(replay_server) -> None:
         server.shutdown()
         server.server_close()
     assert captured[0]["provider"] == provider
-    assert reply.model_extra is not None and reply.model_extra["provider"] == "Inceptron"
+    assert captured[0]["model"] == "moonshotai/kimi-k2.5"
+    assert reply.model_extra is not None
+    assert reply.model_extra["provider"] == "Inceptron"
