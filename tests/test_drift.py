@@ -85,7 +85,7 @@ def test_policy_for_another_model(tmp_path: Path) -> None:
     doc["model"] = doc["data"]["id"] = "moonshotai/kimi-k3"
     path = tmp_path / "k3.json"
     path.write_text(json.dumps(doc))
-    with pytest.raises(PolicyError, match="policy is for moonshotai/kimi-k2.5"):
+    with pytest.raises(PolicyError, match=r"policy is for moonshotai/kimi-k2\.5"):
         check_policy(load_compiled_policy(POLICY), load_snapshot(path))
 
 

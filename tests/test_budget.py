@@ -1,0 +1,401 @@
+"""The budget planner on the Kimi K2.5 scenario: the figures people read off it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openrouter_probe.budget import (
+    BudgetPlan,
+    format_tokens,
+    parse_reasoning_share,
+    parse_token_count,
+    plan_budget,
+)
+from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
+from openrouter_probe.routing import RequestParams, expected_value, route
+from openrouter_probe.snapshot import Snapshot, bundled_snapshot
+
+MODEL = "moonshotai/kimi-k2.5"
+POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
+# The scenario's policy, as compiled (tests do not depend on the file's exact order list).
+NATIVE_BLOCK = {
+    "ignore": ["baseten", "fireworks"],
+    "quantizations": ["int4"],
+    "order": [
+        "chutes/int4",
+        "deepinfra/int4",
+        "siliconflow/int4",
+        "atlas-cloud/int4",
+        "parasail/int4",
+        "moonshotai/int4",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def snap() -> Snapshot:
+    return bundled_snapshot(MODEL)
+
+
+@pytest.fixture(scope="module")
+def plan(snap: Snapshot) -> BudgetPlan:
+    return plan_budget(
+        snap, budget_usd=100, output_tokens="60M", datasets=6, reasoning_share="0.5:0.8"
+    )
+
+
+# -- parsing ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("60M", 60_000_000),
+        ("7.5M", 7_500_000),
+        ("500k", 500_000),
+        ("500K", 500_000),
+        ("2B", 2_000_000_000),
+        ("60000000", 60_000_000),
+        ("60_000_000", 60_000_000),
+        (" 10m ", 10_000_000),
+        (4096, 4096),
+    ],
+)
+def test_parse_token_count(text: str | int, tokens: int) -> None:
+    assert parse_token_count(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["60X", "", "M", "-5M", "1.2345k", "ten", "6 0M"])
+def test_parse_token_count_rejects(text: str) -> None:
+    with pytest.raises(ConfigError, match="--output-tokens"):
+        parse_token_count(text, what="--output-tokens")
+
+
+@pytest.mark.parametrize(
+    ("text", "low", "high"),
+    [
+        ("0.5:0.8", "0.5", "0.8"),
+        ("0.5-0.8", "0.5", "0.8"),
+        ("0.8:0.5", "0.5", "0.8"),
+        ("0.6", "0.6", "0.6"),
+        ("0", "0", "0"),
+        ((0.5, 0.8), "0.5", "0.8"),
+    ],
+)
+def test_parse_reasoning_share(text, low: str, high: str) -> None:
+    assert parse_reasoning_share(text) == (Decimal(low), Decimal(high))
+
+
+@pytest.mark.parametrize("text", ["1", "1.0", "0.5:1", "-0.1", "1.5", "abc", "0.1:0.2:0.3"])
+def test_parse_reasoning_share_rejects(text: str) -> None:
+    with pytest.raises(ConfigError, match="reasoning share"):
+        parse_reasoning_share(text)
+
+
+def test_format_tokens() -> None:
+    assert format_tokens(45_454_545) == "45.45M"
+    assert format_tokens(7_575_757) == "7.58M"
+    assert format_tokens(60_000_000) == "60M"
+    assert format_tokens(500_000) == "500k"
+    assert format_tokens(812) == "812"
+    assert format_tokens(None) == "-"
+
+
+# -- the scenario's figures -------------------------------------------------------------------------
+
+
+def test_cheapest_admitted_without_policy_is_chutes(plan: BudgetPlan) -> None:
+    assert plan.routing_mode == "load_balanced"
+    assert plan.policy is None
+    assert plan.cheapest.tag == "chutes/int4"
+    assert plan.cheapest.price_out_usd_per_m == Decimal("2.2")
+    assert plan.cheapest.price_in_usd_per_m == Decimal("0.45")
+    assert len(plan.endpoints) == 11  # default routing admits every endpoint
+
+
+def test_scenario_headline_figures(plan: BudgetPlan) -> None:
+    fig = plan.cheapest.output_only
+    assert fig.cost_usd == Decimal("132.00")
+    assert fig.shortfall_usd == Decimal(32)
+    assert fig.shortfall_pct == Decimal(32)
+    assert fig.headroom_usd == 0
+    assert fig.affordable_output_tokens == 45_454_545  # $100 / $2.20 per M
+    assert fig.affordable_output_tokens_per_dataset == 7_575_757  # over six datasets
+    assert float(fig.target_covered_pct) == pytest.approx(75.7576, abs=1e-4)
+    assert plan.headline == (
+        "60M output tokens at the cheapest admitted $2.20/M (Chutes) cost $132.00, 32% over the "
+        "$100.00 budget; $100.00 buys 45.45M output tokens, 7.58M per dataset over 6"
+    )
+
+
+def test_visible_tokens_for_the_reasoning_range(plan: BudgetPlan) -> None:
+    fig = plan.cheapest.output_only
+    # visible = billed × (1 − share): 45.45M × 0.2 and × 0.5
+    assert fig.affordable_visible_tokens_min == 9_090_909
+    assert fig.affordable_visible_tokens_max == 22_727_272
+    assert plan.target_visible_tokens_min == 12_000_000  # 60M at 80% reasoning
+    assert plan.target_visible_tokens_max == 30_000_000  # 60M at 50% reasoning
+
+
+def test_per_endpoint_figures(plan: BudgetPlan) -> None:
+    by_tag = {e.tag: e for e in plan.endpoints}
+    deepinfra = by_tag["deepinfra/int4"].output_only
+    assert deepinfra.cost_usd == Decimal(135)
+    assert deepinfra.affordable_output_tokens == 44_444_444
+    assert deepinfra.affordable_output_tokens_per_dataset == 7_407_407
+    moonshot = by_tag["moonshotai/int4"].output_only
+    assert moonshot.cost_usd == Decimal(180)
+    assert moonshot.shortfall_pct == Decimal(80)
+    assert moonshot.affordable_output_tokens == 33_333_333
+    assert moonshot.datasets_completed == 3
+    venice = by_tag["venice"]
+    assert venice.output_only.cost_usd == Decimal(225)
+    assert venice.weight == 0.0 and venice.role == "fallback"  # degraded, status -2
+    assert by_tag["baseten/fp4"].verdict == "requantized"
+    assert by_tag["chutes/int4"].verdict == "native"
+
+
+def test_run_until_the_money_runs_out(snap: Snapshot) -> None:
+    plan = plan_budget(
+        snap,
+        budget_usd=100,
+        output_tokens_per_dataset="10M",
+        datasets=6,
+        dataset_names=["B3", "B4", "B5", "B6", "B7", "B8"],
+    )
+    run = plan.cheapest.output_only.run
+    assert [r.dataset for r in run] == ["B3", "B4", "B5", "B6", "B7", "B8"]
+    assert [r.status for r in run] == ["complete"] * 4 + ["partial", "not started"]
+    assert all(r.cost_usd == Decimal(22) for r in run[:4])
+    assert run[4].funded_output_tokens == 5_454_545
+    assert float(run[4].completed_pct) == pytest.approx(54.54545)
+    assert run[5].funded_output_tokens == 0
+    assert sum(r.cost_usd for r in run) <= Decimal(100)
+    assert plan.cheapest.output_only.datasets_completed == 4
+
+
+def test_budget_with_headroom(snap: Snapshot) -> None:
+    plan = plan_budget(snap, budget_usd=150, output_tokens="60M", datasets=6)
+    fig = plan.cheapest.output_only
+    assert fig.shortfall_usd == 0 and fig.shortfall_pct == 0
+    assert fig.headroom_usd == Decimal(18)
+    assert fig.headroom_pct == Decimal(12)
+    assert fig.datasets_completed == 6
+    assert "12% under" in plan.headline
+
+
+def test_all_in_adds_input_tokens(snap: Snapshot) -> None:
+    plan = plan_budget(
+        snap,
+        budget_usd=100,
+        output_tokens="60M",
+        datasets=6,
+        prompt_tokens_per_request=500,
+        output_tokens_per_request="4k",
+    )
+    assert plan.requests == 15_000
+    assert plan.input_tokens == 7_500_000
+    assert plan.input_tokens_per_output_token == Decimal("0.125")
+    all_in = plan.cheapest.all_in
+    assert all_in is not None
+    # 60M × $2.20/M + 7.5M × $0.45/M
+    assert all_in.cost_usd == Decimal("135.375")
+    assert all_in.effective_usd_per_m == Decimal("2.25625")
+    assert all_in.affordable_output_tokens == 44_321_329
+    # The same through a ratio.
+    by_ratio = plan_budget(snap, budget_usd=100, output_tokens="60M", prompt_to_output_ratio=0.125)
+    assert by_ratio.cheapest.all_in is not None
+    assert by_ratio.cheapest.all_in.cost_usd == Decimal("135.375")
+    assert plan_budget(snap, budget_usd=100, output_tokens="60M").cheapest.all_in is None
+
+
+def test_time_to_finish_is_a_lower_bound(plan: BudgetPlan, snap: Snapshot) -> None:
+    # 60M tokens / (31 tokens/s per request × 2000 requests)
+    assert plan.cheapest.time_to_finish_s == pytest.approx(60e6 / (31 * 2000))
+    slower = plan_budget(snap, budget_usd=100, output_tokens="60M", concurrency=100)
+    assert slower.cheapest.time_to_finish_s == pytest.approx(60e6 / (31 * 100))
+    assert any("capacity" in n and "lower bound" in n for n in plan.notes)
+
+
+# -- under a policy ---------------------------------------------------------------------------------
+
+
+def _policy_block() -> dict:
+    if POLICY.exists():
+        return yaml.safe_load(POLICY.read_text(encoding="utf-8"))["provider"]
+    return NATIVE_BLOCK
+
+
+def test_policy_admits_only_native_int4(snap: Snapshot) -> None:
+    plan = plan_budget(
+        snap, budget_usd=100, output_tokens="60M", datasets=6, provider=_policy_block()
+    )
+    tags = {e.tag for e in plan.endpoints}
+    assert tags == {
+        "chutes/int4",
+        "deepinfra/int4",
+        "siliconflow/int4",
+        "atlas-cloud/int4",
+        "parasail/int4",
+        "moonshotai/int4",
+    }
+    excluded = {tag: reason for tag, reason, _ in plan.excluded}
+    assert excluded["fireworks"] == "ignore"
+    assert excluded["baseten/fp4"] == "ignore"
+    assert excluded["together"] == "quantization"
+    assert plan.routing_mode == "ordered"
+    assert plan.cheapest.tag == "chutes/int4"
+    assert plan.cheapest.output_only.cost_usd == Decimal(132)
+
+
+def test_blended_price_is_the_route_weighted_price(snap: Snapshot) -> None:
+    block = _policy_block()
+    plan = plan_budget(snap, budget_usd=100, output_tokens="60M", provider=block)
+    decision = route(block, snap.endpoints, RequestParams())
+    prices = {
+        c.endpoint.tag: float(c.endpoint.pricing.completion_usd_per_m) for c in decision.candidates
+    }
+    assert float(plan.blended.price_out_usd_per_m) == pytest.approx(
+        expected_value(decision, prices), rel=1e-12
+    )
+    # Ordered: Chutes first (uptime 98.4%), DeepInfra takes most of the rest.
+    weights = {e.tag: e.weight for e in plan.endpoints}
+    assert weights["chutes/int4"] == pytest.approx(0.984)
+    assert float(plan.blended.price_out_usd_per_m) == pytest.approx(2.2008, abs=1e-4)
+    assert float(plan.blended.output_only.cost_usd) == pytest.approx(132.048, abs=1e-3)
+
+
+def test_blended_under_default_load_balancing(plan: BudgetPlan, snap: Snapshot) -> None:
+    decision = route(None, snap.endpoints)
+    prices = {e.tag: float(e.pricing.completion_usd_per_m) for e in snap.endpoints}
+    assert float(plan.blended.price_out_usd_per_m) == pytest.approx(
+        expected_value(decision, prices), rel=1e-12
+    )
+    assert plan.blended.provider == "routing weights (load_balanced)"
+
+
+def test_sorted_policy(snap: Snapshot) -> None:
+    plan = plan_budget(
+        snap,
+        budget_usd=100,
+        output_tokens="60M",
+        provider={"sort": "throughput", "only": ["baseten", "fireworks"]},
+    )
+    assert plan.routing_mode == "sorted"
+    assert [e.tag for e in plan.endpoints] == ["baseten/fp4", "fireworks"]
+    assert plan.cheapest.output_only.cost_usd == Decimal(180)
+
+
+# -- bad input --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"budget_usd": -5}, "budget-usd"),
+        ({"budget_usd": 0}, "budget-usd"),
+        ({"budget_usd": "abc"}, "budget-usd"),
+        ({"reasoning_share": 1}, "reasoning-share"),
+        ({"output_tokens": "60X"}, "--output-tokens"),
+        ({"output_tokens": 0}, "more than 0"),
+        ({"datasets": 0}, "--datasets"),
+        ({"concurrency": 0}, "--concurrency"),
+        ({"prompt_tokens_per_request": 500}, "--output-tokens-per-request"),
+        ({"output_tokens_per_dataset": "9M", "datasets": 6}, "--tokens-per-dataset"),
+        ({"dataset_names": ["B3"], "datasets": 6}, "one name per dataset"),
+    ],
+)
+def test_bad_input(snap: Snapshot, kwargs: dict, match: str) -> None:
+    args = {"budget_usd": 100, "output_tokens": "60M", **kwargs}
+    with pytest.raises(ConfigError, match=match):
+        plan_budget(snap, **args)
+
+
+def test_no_target(snap: Snapshot) -> None:
+    with pytest.raises(ConfigError, match="give the target"):
+        plan_budget(snap, budget_usd=100)
+
+
+def test_no_priced_endpoint(snap: Snapshot) -> None:
+    data = {**snap.data, "endpoints": [{**e, "pricing": {}} for e in snap.data["endpoints"]]}
+    bare = Snapshot(model=MODEL, data=data, taken_at=snap.taken_at, source="file", origin="x.json")
+    with pytest.raises(SnapshotError, match=r"no endpoint .* lists an output price"):
+        plan_budget(bare, budget_usd=100, output_tokens="60M")
+
+
+def test_policy_admitting_nothing(snap: Snapshot) -> None:
+    with pytest.raises(PolicyError, match="admits no endpoint"):
+        plan_budget(snap, budget_usd=100, output_tokens="60M", provider={"only": ["nobody"]})
+
+
+def test_endpoints_list_and_frames(snap: Snapshot) -> None:
+    plan = plan_budget(snap.endpoints, budget_usd=100, output_tokens="60M", datasets=6)
+    assert plan.model is None and plan.snapshot is None
+    assert plan.cheapest.verdict is None
+    frame = plan.endpoints_frame()
+    assert list(frame["tag"])[-1] == "blended"
+    assert frame.loc[frame.tag == "chutes/int4", "cost_usd"].item() == 132.0
+    run = plan.run_frame()
+    assert list(run["status"]) == ["complete"] * 4 + ["partial", "not started"]
+
+
+def test_to_dict_has_every_figure_by_name(plan: BudgetPlan) -> None:
+    d = plan.to_dict()
+    cheapest = d["cheapest"]
+    assert cheapest["price_out_usd_per_m"] == 2.2
+    assert cheapest["output_only"]["cost_usd"] == 132.0
+    assert cheapest["output_only"]["shortfall_pct"] == 32.0
+    assert cheapest["output_only"]["affordable_output_tokens"] == 45_454_545
+    assert cheapest["output_only"]["affordable_output_tokens_per_dataset"] == 7_575_757
+    assert d["budget_usd"] == 100.0 and d["output_tokens"] == 60_000_000
+    assert len(d["endpoints"]) == 11
+
+
+# -- properties -------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.decimals(min_value="0.01", max_value="100000", places=2),
+    tokens=st.integers(min_value=1, max_value=10**10),
+    extra=st.integers(min_value=0, max_value=10**9),
+)
+def test_cost_monotonic_and_budget_spent_exactly(budget: Decimal, tokens: int, extra: int) -> None:
+    snap = bundled_snapshot(MODEL)
+    small = plan_budget(snap, budget_usd=budget, output_tokens=tokens)
+    large = plan_budget(snap, budget_usd=budget, output_tokens=tokens + extra)
+    assert small.cheapest.output_only.cost_usd <= large.cheapest.output_only.cost_usd
+    fig = small.cheapest.output_only
+    price = small.cheapest.price_out_usd_per_m
+    assert fig.affordable_output_tokens is not None
+    spent = Decimal(fig.affordable_output_tokens) * price / 1_000_000
+    # What the budget buys costs the budget, short by less than one token's price.
+    assert budget - price / 1_000_000 < spent <= budget
+    # Shortfall and headroom are two sides of one difference.
+    assert fig.cost_usd - fig.shortfall_usd + fig.headroom_usd == budget
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    share_low=st.decimals(min_value=0, max_value="0.99", places=2),
+    width=st.decimals(min_value=0, max_value="0.5", places=2),
+)
+def test_visible_tokens_shrink_with_reasoning(share_low: Decimal, width: Decimal) -> None:
+    share_high = min(share_low + width, Decimal("0.99"))
+    plan = plan_budget(
+        bundled_snapshot(MODEL),
+        budget_usd=100,
+        output_tokens="60M",
+        reasoning_share=(share_low, share_high),
+    )
+    fig = plan.cheapest.output_only
+    assert fig.affordable_visible_tokens_min is not None
+    assert fig.affordable_visible_tokens_max is not None
+    assert fig.affordable_visible_tokens_min <= fig.affordable_visible_tokens_max
+    assert fig.affordable_visible_tokens_max <= (fig.affordable_output_tokens or 0)
