@@ -25,9 +25,12 @@ _EXPORTS: dict[str, str] = {
     "APIError": "openrouter_probe.errors",
     "APIStatusError": "openrouter_probe.errors",
     "BudgetExceededError": "openrouter_probe.errors",
+    "BudgetPlan": "openrouter_probe.budget",
     "ChatCompletion": "openrouter_probe.schema",
     "Client": "openrouter_probe.client",
+    "CompiledPolicy": "openrouter_probe.policy",
     "ConfigError": "openrouter_probe.errors",
+    "DriftReport": "openrouter_probe.drift",
     "Endpoint": "openrouter_probe.schema",
     "Generation": "openrouter_probe.schema",
     "InsufficientCreditsError": "openrouter_probe.errors",
@@ -36,17 +39,33 @@ _EXPORTS: dict[str, str] = {
     "ModelEndpoints": "openrouter_probe.schema",
     "NoRouteError": "openrouter_probe.errors",
     "PolicyError": "openrouter_probe.errors",
+    "PolicySpec": "openrouter_probe.policy",
+    "PrecisionRegistry": "openrouter_probe.precision",
     "Pricing": "openrouter_probe.schema",
     "ProbeError": "openrouter_probe.errors",
     "Provider": "openrouter_probe.schema",
+    "ProviderBlock": "openrouter_probe.routing",
     "RateLimitError": "openrouter_probe.errors",
+    "RequestParams": "openrouter_probe.routing",
+    "RouteDecision": "openrouter_probe.routing",
     "Snapshot": "openrouter_probe.snapshot",
     "SnapshotError": "openrouter_probe.errors",
     "Usage": "openrouter_probe.schema",
+    "build_matrix": "openrouter_probe.matrix",
     "bundled_snapshot": "openrouter_probe.snapshot",
+    "check_policy": "openrouter_probe.drift",
+    "compile_policy": "openrouter_probe.policy",
+    "default_registry": "openrouter_probe.precision",
+    "lint_block": "openrouter_probe.lint",
+    "load_compiled_policy": "openrouter_probe.policy",
     "load_snapshot": "openrouter_probe.snapshot",
+    "load_spec": "openrouter_probe.policy",
+    "matrix_history": "openrouter_probe.matrix",
     "parse_provider_page": "openrouter_probe.scrape",
+    "parse_token_count": "openrouter_probe.quantities",
+    "plan_budget": "openrouter_probe.budget",
     "probe": "openrouter_probe.snapshot",
+    "route": "openrouter_probe.routing",
 }
 
 __all__ = [
@@ -54,9 +73,12 @@ __all__ = [
     "APIError",
     "APIStatusError",
     "BudgetExceededError",
+    "BudgetPlan",
     "ChatCompletion",
     "Client",
+    "CompiledPolicy",
     "ConfigError",
+    "DriftReport",
     "Endpoint",
     "Generation",
     "InsufficientCreditsError",
@@ -65,22 +87,40 @@ __all__ = [
     "ModelEndpoints",
     "NoRouteError",
     "PolicyError",
+    "PolicySpec",
+    "PrecisionRegistry",
     "Pricing",
     "ProbeError",
     "Provider",
+    "ProviderBlock",
     "RateLimitError",
+    "RequestParams",
+    "RouteDecision",
     "Snapshot",
     "SnapshotError",
     "Usage",
     "__version__",
+    "build_matrix",
     "bundled_snapshot",
+    "check_policy",
+    "compile_policy",
+    "default_registry",
+    "lint_block",
+    "load_compiled_policy",
     "load_snapshot",
+    "load_spec",
+    "matrix_history",
     "parse_provider_page",
+    "parse_token_count",
+    "plan_budget",
     "probe",
+    "route",
 ]
 
 if TYPE_CHECKING:
+    from openrouter_probe.budget import BudgetPlan, plan_budget
     from openrouter_probe.client import Client
+    from openrouter_probe.drift import DriftReport, check_policy
     from openrouter_probe.errors import (
         APIConnectionError,
         APIError,
@@ -94,6 +134,18 @@ if TYPE_CHECKING:
         RateLimitError,
         SnapshotError,
     )
+    from openrouter_probe.lint import lint_block
+    from openrouter_probe.matrix import build_matrix, matrix_history
+    from openrouter_probe.policy import (
+        CompiledPolicy,
+        PolicySpec,
+        compile_policy,
+        load_compiled_policy,
+        load_spec,
+    )
+    from openrouter_probe.precision import PrecisionRegistry, default_registry
+    from openrouter_probe.quantities import parse_token_count
+    from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
     from openrouter_probe.schema import (
         ChatCompletion,
         Endpoint,

@@ -12,12 +12,10 @@ from hypothesis import strategies as st
 
 from openrouter_probe.budget import (
     BudgetPlan,
-    format_tokens,
-    parse_reasoning_share,
-    parse_token_count,
     plan_budget,
 )
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
+from openrouter_probe.quantities import format_tokens, parse_reasoning_share, parse_token_count
 from openrouter_probe.routing import RequestParams, expected_value, route
 from openrouter_probe.snapshot import Snapshot, bundled_snapshot
 

@@ -50,13 +50,18 @@ def test_price_move_beyond_threshold(tmp_path: Path) -> None:
         by_tag["deepinfra/int4"]["pricing"]["completion"] = "0.0000025"  # 2.25 -> 2.50: +11.1%
         by_tag["siliconflow/int4"]["pricing"]["completion"] = "0.0000023"  # 2.25 -> 2.30: +2.2%
 
-    report = check_policy(load_compiled_policy(POLICY), load_snapshot(_edited(tmp_path, raise_price)))
+    report = check_policy(
+        load_compiled_policy(POLICY), load_snapshot(_edited(tmp_path, raise_price))
+    )
     prices = [c for c in report.changes if c.kind == "price"]
     assert [c.tag for c in prices] == ["deepinfra/int4"]
     assert "$2.25/M -> $2.5/M" in prices[0].message
     assert report.drifted
-    loose = check_policy(load_compiled_policy(POLICY), load_snapshot(_edited(tmp_path, raise_price)),
-                         price_threshold_pct=20)
+    loose = check_policy(
+        load_compiled_policy(POLICY),
+        load_snapshot(_edited(tmp_path, raise_price)),
+        price_threshold_pct=20,
+    )
     assert not [c for c in loose.changes if c.kind == "price"]
 
 
@@ -68,8 +73,13 @@ def test_added_and_ordered_gone(tmp_path: Path) -> None:
 
     report = check_policy(load_compiled_policy(POLICY), load_snapshot(_edited(tmp_path, edit)))
     by_kind = {c.kind: c for c in report.changes}
-    assert "parasail/int4 is in provider.order but no longer serves" in by_kind["ordered-gone"].message
-    assert "new endpoint nebius/int4 (Nebius, quantization int4); the block ADMITS it" in by_kind["added"].message
+    assert (
+        "parasail/int4 is in provider.order but no longer serves" in by_kind["ordered-gone"].message
+    )
+    assert (
+        "new endpoint nebius/int4 (Nebius, quantization int4); the block ADMITS it"
+        in by_kind["added"].message
+    )
     assert report.exit_code == 1
 
 
@@ -97,8 +107,9 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
-def test_cli_compile_reproduces_checked_in_policy(runner: CliRunner, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_compile_reproduces_checked_in_policy(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(ROOT)
     result = runner.invoke(cli, ["policy", "compile", "policies/kimi-k2.5.spec.yaml", "--offline"])
     assert result.exit_code == 0, result.output
@@ -117,8 +128,12 @@ def test_cli_check_exit_codes(runner: CliRunner, tmp_path: Path) -> None:
     path = _edited(tmp_path, lambda by_tag, _: by_tag["chutes/int4"].update(quantization="fp8"))
     drift = runner.invoke(cli, ["policy", "check", str(POLICY), "--snapshot", str(path)])
     assert drift.exit_code == 1
-    assert "DRIFT quantization: chutes/int4 quantization tag changed 'int4' -> 'fp8'" in drift.stdout
-    as_json = runner.invoke(cli, ["policy", "check", str(POLICY), "--snapshot", str(path), "--format", "json"])
+    assert (
+        "DRIFT quantization: chutes/int4 quantization tag changed 'int4' -> 'fp8'" in drift.stdout
+    )
+    as_json = runner.invoke(
+        cli, ["policy", "check", str(POLICY), "--snapshot", str(path), "--format", "json"]
+    )
     assert json.loads(as_json.stdout)["drift"] is True
     broken = tmp_path / "broken.yaml"
     broken.write_text("provider: {order: [a]}\n")

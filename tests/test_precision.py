@@ -12,8 +12,12 @@ from openrouter_probe.snapshot import bundled_snapshot
 
 def _ep(tag: str, quantization: str | None) -> Endpoint:
     return Endpoint.model_validate(
-        {"provider_name": tag.split("/")[0].title(), "tag": tag, "quantization": quantization,
-         "pricing": {"prompt": "0.000001", "completion": "0.000002"}}
+        {
+            "provider_name": tag.split("/")[0].title(),
+            "tag": tag,
+            "quantization": quantization,
+            "pricing": {"prompt": "0.000001", "completion": "0.000002"},
+        }
     )
 
 
@@ -22,25 +26,41 @@ def test_k25_scenario_verdicts() -> None:
     reg = default_registry()
     verdicts = {e.tag: reg.verdict(snap.model, e) for e in snap.endpoints}
     assert {t for t, v in verdicts.items() if v.verdict == "native"} == {
-        "chutes/int4", "deepinfra/int4", "siliconflow/int4", "atlas-cloud/int4",
-        "parasail/int4", "moonshotai/int4"}
+        "chutes/int4",
+        "deepinfra/int4",
+        "siliconflow/int4",
+        "atlas-cloud/int4",
+        "parasail/int4",
+        "moonshotai/int4",
+    }
     assert verdicts["baseten/fp4"].verdict == "requantized"
     assert verdicts["baseten/fp4"].effective_from == "tag"
     fw = verdicts["fireworks"]
     assert (fw.declared, fw.effective, fw.verdict) == ("unknown", "nvfp4", "requantized")
     assert fw.effective_from.startswith("provider fact (2026-02-01)")
-    assert {t for t, v in verdicts.items() if v.verdict == "undeclared"} == {"together", "novita", "venice"}
+    assert {t for t, v in verdicts.items() if v.verdict == "undeclared"} == {
+        "together",
+        "novita",
+        "venice",
+    }
     assert verdicts["chutes/int4"].native == "int4"
     assert "Kimi-K2-Thinking" in (verdicts["chutes/int4"].native_source or "")
 
 
 @pytest.mark.parametrize(
     ("model", "native"),
-    [("moonshotai/kimi-k2.5", "int4"), ("moonshotai/kimi-k2.5-0127", "int4"),
-     ("moonshotai/kimi-k2-thinking", "int4"), ("moonshotai/kimi-k2-0905", "fp8"),
-     ("moonshotai/kimi-k2", "fp8"), ("deepseek/deepseek-chat-v3.1", "fp8"),
-     ("deepseek/deepseek-r1-0528", "fp8"), ("openai/gpt-oss-120b", "mxfp4"),
-     ("qwen/qwen3-235b-a22b", "bf16"), ("meta-llama/llama-3.3-70b-instruct", "bf16")],
+    [
+        ("moonshotai/kimi-k2.5", "int4"),
+        ("moonshotai/kimi-k2.5-0127", "int4"),
+        ("moonshotai/kimi-k2-thinking", "int4"),
+        ("moonshotai/kimi-k2-0905", "fp8"),
+        ("moonshotai/kimi-k2", "fp8"),
+        ("deepseek/deepseek-chat-v3.1", "fp8"),
+        ("deepseek/deepseek-r1-0528", "fp8"),
+        ("openai/gpt-oss-120b", "mxfp4"),
+        ("qwen/qwen3-235b-a22b", "bf16"),
+        ("meta-llama/llama-3.3-70b-instruct", "bf16"),
+    ],
 )
 def test_native_precisions(model: str, native: str) -> None:
     entry = default_registry().native_for(model)
@@ -52,14 +72,29 @@ def test_native_precisions(model: str, native: str) -> None:
     ("model", "tag", "quant", "verdict"),
     [
         ("moonshotai/kimi-k2-0905", "novita/fp8", "fp8", "native"),
-        ("moonshotai/kimi-k2-0905", "groq", "int4", "requantized"),  # FP8-native served 4-bit: lossy
+        (
+            "moonshotai/kimi-k2-0905",
+            "groq",
+            "int4",
+            "requantized",
+        ),  # FP8-native served 4-bit: lossy
         ("moonshotai/kimi-k2-0905", "x/bf16", "bf16", "upcast"),
         ("moonshotai/kimi-k2.5", "y", "bf16", "upcast"),
         ("moonshotai/kimi-k2.5", "z", "int8", "upcast"),
         ("moonshotai/kimi-k2.5", "deepinfra/fp4", "fp4", "requantized"),
         ("moonshotai/kimi-k2.5", "w", None, "undeclared"),
-        ("moonshotai/kimi-k2.5", "v/int4", None, "native"),  # undeclared field, tag suffix says int4
-        ("openai/gpt-oss-120b", "a", "fp4", "native"),  # fp4 covers mxfp4 in OpenRouter's vocabulary
+        (
+            "moonshotai/kimi-k2.5",
+            "v/int4",
+            None,
+            "native",
+        ),  # undeclared field, tag suffix says int4
+        (
+            "openai/gpt-oss-120b",
+            "a",
+            "fp4",
+            "native",
+        ),  # fp4 covers mxfp4 in OpenRouter's vocabulary
         ("openai/gpt-oss-120b", "b", "nvfp4", "requantized"),
         ("openai/gpt-oss-120b", "c", "bf16", "upcast"),
         ("nobody/new-model", "d", "fp8", "unassessed"),

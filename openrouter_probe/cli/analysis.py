@@ -1,0 +1,372 @@
+"""``openrouter-probe matrix`` and ``budget``: the analysis commands."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from openrouter_probe.cli._common import (
+    _load,
+    _note,
+    _render_rows,
+    cli,
+    format_option,
+    snapshot_options,
+)
+
+if TYPE_CHECKING:
+    from openrouter_probe.budget import BudgetPlan
+
+# The matrix's table view: the columns that fit a terminal (csv and json carry them all).
+_TABLE_COLUMNS = (
+    "provider",
+    "tag",
+    "quantization_declared",
+    "verdict",
+    "input_usd_per_m",
+    "output_usd_per_m",
+    "cache_read_usd_per_m",
+    "uptime_30m_pct",
+    "status",
+    "latency_p50_ms",
+    "throughput_p50_tps",
+    "max_output_tokens",
+    "supports_tools",
+)
+
+
+class TokenCount(click.ParamType):  # type: ignore[type-arg]
+    """A token count such as ``60M``, ``7.5M``, ``500k`` or ``60000000``.
+
+    A bad value is a ``ConfigError`` (one line, exit 1), not a usage error.
+    """
+
+    name = "tokens"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from openrouter_probe.quantities import parse_token_count
+
+        if isinstance(value, int):
+            return value
+        what = param.opts[0] if param is not None and param.opts else "token count"
+        return parse_token_count(str(value), what=what)
+
+
+def _to_python(value: Any) -> Any:
+    """A pandas cell as plain JSON/CSV data (NaN and <NA> become None)."""
+    import pandas as pd
+
+    if value is None:
+        return None
+    if not isinstance(value, str | bool) and pd.isna(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat().replace("+00:00", "Z")
+    return value
+
+
+def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
+    cols = list(columns) if columns is not None else list(frame.columns)
+    return [
+        {c: _to_python(v) for c, v in zip(cols, row, strict=True)}
+        for row in frame[cols].itertuples(index=False, name=None)
+    ]
+
+
+@cli.command()
+@click.argument("model")
+@snapshot_options
+@click.option(
+    "--history",
+    "history",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="PATH",
+    help="Also load these saved snapshots of MODEL and show what changed over time (repeatable).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE.png",
+    help="Save a plot of price against uptime, coloured by precision verdict.",
+)
+@format_option("table", "json", "csv")
+def matrix(
+    model: str,
+    offline: bool,
+    snapshot: str | None,
+    history: tuple[str, ...],
+    plot_path: str | None,
+    fmt: str,
+) -> None:
+    """Show MODEL's provider matrix: precision verdict, prices, uptime, speed, limits.
+
+    One row per endpoint. Prices are USD per million tokens with the discount applied; the table
+    shows the main columns, --format csv and json carry every column (see docs/analysis.md).
+    With --history PATH (repeatable), show price, tag and status changes across the snapshots.
+    """
+    from openrouter_probe.matrix import build_matrix, matrix_history
+
+    snap = _load(model, offline, snapshot)
+    if history:
+        from openrouter_probe.snapshot import load_snapshot
+
+        snaps = [snap, *(load_snapshot(p) for p in history)]
+        frame = matrix_history(snaps)
+        title = f"{snap.model}: changes across {len(snaps)} snapshots"
+        _render_rows(_frame_rows(frame), fmt, title=title)
+        return
+    frame = build_matrix(snap)
+    if plot_path:
+        from openrouter_probe.plots import plot_price_uptime, save_figure
+
+        _note(f"plot: {save_figure(plot_price_uptime(frame), plot_path)}")
+    columns = _TABLE_COLUMNS if fmt == "table" else None
+    _render_rows(
+        _frame_rows(frame, columns),
+        fmt,
+        title=f"{snap.model} provider matrix (prices USD per 1M tokens)",
+    )
+
+
+def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
+    """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
+    from openrouter_probe.errors import PolicyError
+    from openrouter_probe.policy import load_compiled_policy
+
+    compiled = load_compiled_policy(policy_path)
+    if compiled.model != model:
+        raise PolicyError(
+            f"the policy is for {compiled.model}, not {model}; compile one for {model} "
+            "or pass the matching MODEL",
+            source=policy_path,
+        )
+    block: dict[str, Any] = compiled.provider.to_request()
+    return block
+
+
+@cli.command()
+@click.argument("model")
+@snapshot_options
+@click.option(
+    "--budget-usd",
+    "budget_usd",
+    required=True,
+    metavar="USD",
+    help="The money to spend, in USD (e.g. 100).",
+)
+@click.option(
+    "--output-tokens",
+    "output_tokens",
+    type=TokenCount(),
+    metavar="TOKENS",
+    help="Billed output tokens wanted in total, reasoning included (60M, 7.5M, 500k).",
+)
+@click.option(
+    "--tokens-per-dataset",
+    "tokens_per_dataset",
+    type=TokenCount(),
+    metavar="TOKENS",
+    help="Billed output tokens wanted per dataset (instead of --output-tokens).",
+)
+@click.option(
+    "--datasets",
+    type=int,
+    help="Number of datasets the target is split over, run in order [default: 1, or the number "
+    "of --dataset-names].",
+)
+@click.option(
+    "--dataset-names",
+    "dataset_names",
+    metavar="A,B,...",
+    help="Names of the datasets in run order (e.g. B3,B4,B5,B6,B7,B8).",
+)
+@click.option(
+    "--reasoning-share",
+    "reasoning_share",
+    default="0",
+    show_default=True,
+    metavar="S|LOW:HIGH",
+    help="Reasoning part of output: a fraction in [0, 1) or a range such as 0.5:0.8.",
+)
+@click.option(
+    "--prompt-tokens",
+    "prompt_tokens",
+    type=TokenCount(),
+    metavar="TOKENS",
+    help="Average prompt tokens per request (with --output-tokens-per-request: all-in figures).",
+)
+@click.option(
+    "--output-tokens-per-request",
+    "output_tokens_per_request",
+    type=TokenCount(),
+    metavar="TOKENS",
+    help="Average billed output tokens per request, reasoning included.",
+)
+@click.option(
+    "--prompt-ratio",
+    "prompt_ratio",
+    metavar="R",
+    help="Input tokens per output token (instead of the two per-request sizes).",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=2000,
+    show_default=True,
+    help="Concurrent requests, for the time estimate.",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="POLICY",
+    help="A compiled policy YAML: plan under its provider block (admitted endpoints, weights).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE.png",
+    help="Save a plot of cost against tokens for the reasoning shares, with the budget line.",
+)
+@format_option("table", "json")
+def budget(
+    model: str,
+    offline: bool,
+    snapshot: str | None,
+    budget_usd: str,
+    output_tokens: int | None,
+    tokens_per_dataset: int | None,
+    datasets: int | None,
+    dataset_names: str | None,
+    reasoning_share: str,
+    prompt_tokens: int | None,
+    output_tokens_per_request: int | None,
+    prompt_ratio: str | None,
+    concurrency: int,
+    policy_path: str | None,
+    plot_path: str | None,
+    fmt: str,
+) -> None:
+    """Plan MODEL's job against a budget: cost, what the budget buys, shortfall, time.
+
+    The target is billed output tokens (reasoning is billed as output): --output-tokens in total,
+    or --tokens-per-dataset with --datasets. Figures are given for every admitted endpoint, the
+    cheapest and the routing blend (under --policy, or OpenRouter's default routing without it),
+    output-only and, with the prompt size, all-in. --format json gives every figure by name.
+
+    Example: openrouter-probe budget moonshotai/kimi-k2.5 --offline --budget-usd 100
+    --output-tokens 60M --datasets 6 --reasoning-share 0.5:0.8
+    """
+    from openrouter_probe.budget import plan_budget
+    from openrouter_probe.errors import ConfigError
+    from openrouter_probe.quantities import parse_reasoning_share
+
+    # Checked before the snapshot is loaded, so a bad option fails on its own, without a probe.
+    parse_reasoning_share(reasoning_share, what="--reasoning-share")
+    if output_tokens is None and tokens_per_dataset is None:
+        raise ConfigError("give the target: --output-tokens 60M or --tokens-per-dataset 10M")
+    names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
+    if datasets is None:
+        datasets = len(names) if names else 1
+    snap = _load(model, offline, snapshot)
+    block = _policy_block(policy_path, snap.model) if policy_path else None
+    plan = plan_budget(
+        snap,
+        budget_usd=budget_usd,
+        output_tokens=output_tokens,
+        output_tokens_per_dataset=tokens_per_dataset,
+        datasets=datasets,
+        dataset_names=names,
+        reasoning_share=reasoning_share,
+        prompt_tokens_per_request=prompt_tokens,
+        output_tokens_per_request=output_tokens_per_request,
+        prompt_to_output_ratio=prompt_ratio,
+        provider=block,
+        concurrency=concurrency,
+    )
+    if plot_path:
+        from openrouter_probe.plots import plot_budget, save_figure
+
+        _note(f"plot: {save_figure(plot_budget(plan), plot_path)}")
+    if fmt == "json":
+        _render_rows([], "json", json_rows=plan.to_dict())
+        return
+    _render_plan(plan)
+
+
+def _render_plan(plan: BudgetPlan) -> None:
+    """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
+    from openrouter_probe.quantities import format_tokens
+
+    click.echo(plan.headline)
+    blend = plan.blended
+    click.echo(
+        f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
+        f"${blend.price_out_usd_per_m:.4g}/M output, the target costs "
+        f"${blend.output_only.cost_usd:,.2f}; the budget buys "
+        f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
+    )
+    click.echo(
+        f"target: {format_tokens(plan.output_tokens)} billed output tokens over {plan.datasets} "
+        f"dataset(s); at {plan.reasoning_share_min:.0%}-{plan.reasoning_share_max:.0%} reasoning "
+        f"that is {format_tokens(plan.target_visible_tokens_min)}-"
+        f"{format_tokens(plan.target_visible_tokens_max)} visible"
+    )
+    rows = []
+    for e in (*plan.endpoints, plan.blended):
+        out, all_in = e.output_only, e.all_in
+        rows.append(
+            {
+                "tag": e.tag,
+                "verdict": e.verdict,
+                "weight_pct": e.weight * 100,
+                "price_out_usd_per_m": float(e.price_out_usd_per_m),
+                "cost_usd": float(out.cost_usd),
+                "over_budget_pct": float(out.shortfall_pct - out.headroom_pct),
+                "budget_buys_tokens": format_tokens(out.affordable_output_tokens),
+                "per_dataset_tokens": format_tokens(out.affordable_output_tokens_per_dataset),
+                "visible_tokens": f"{format_tokens(out.affordable_visible_tokens_min)}-"
+                f"{format_tokens(out.affordable_visible_tokens_max)}",
+                "all_in_cost_usd": None if all_in is None else float(all_in.cost_usd),
+                "time_to_finish_h": None
+                if e.time_to_finish_s is None
+                else e.time_to_finish_s / 3600,
+            }
+        )
+    mode = plan.routing_mode.replace("_", "-")
+    _render_rows(
+        rows,
+        "table",
+        title=f"{plan.model}: ${plan.budget_usd:,.2f} budget per admitted endpoint ({mode} routing)",
+    )
+    for figures in (plan.cheapest.output_only, plan.cheapest.all_in):
+        if figures is None:
+            continue
+        run_rows = [
+            {
+                "dataset": r.dataset,
+                "target_tokens": format_tokens(r.target_output_tokens),
+                "funded_tokens": format_tokens(r.funded_output_tokens),
+                "cost_usd": float(r.cost_usd),
+                "completed_pct": float(r.completed_pct),
+                "status": r.status,
+            }
+            for r in figures.run
+        ]
+        basis = figures.basis.replace("_", "-")
+        _render_rows(
+            run_rows,
+            "table",
+            title=f"run until the money runs out at {plan.cheapest.tag}, {basis} "
+            f"(${figures.effective_usd_per_m:.4g}/M output)",
+        )
+    for tag, _reason, detail in plan.excluded:
+        _note(f"excluded {tag}: {detail}")
+    for note in plan.notes:
+        _note(f"note: {note}")
