@@ -200,7 +200,8 @@ class Client:
 
     def _headers(self, *, accept: str) -> dict[str, str]:
         headers = {"Accept": accept}
-        if self._api_key:
+        # The provider page is public HTML: it never needs the key, so it never gets it.
+        if self._api_key and accept != "text/html":
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 

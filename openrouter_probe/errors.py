@@ -145,7 +145,8 @@ def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
     """
     merged: dict[str, list[str]] = {}
     for err in exc.errors():
-        parts = [p for p in err["loc"] if isinstance(p, int) or not _is_type_tag(p)]
+        keep_all = err["type"] == "extra_forbidden"  # the loc *is* the unknown key: keep it as is
+        parts = [p for p in err["loc"] if keep_all or isinstance(p, int) or not _is_type_tag(p)]
         loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
         loc = loc.lstrip(".")
         msg = str(err["msg"]).removeprefix("Value error, ")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import Decimal
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import SnapshotError
@@ -99,7 +100,6 @@ _TRACKED = (
     "status",
 )
 
-_MILLION = Decimal(1_000_000)
 _FLOAT_COLUMNS = (
     "input_usd_per_m",
     "output_usd_per_m",
@@ -134,20 +134,9 @@ def _as_snapshots(snapshots: Snapshot | Iterable[Snapshot]) -> list[Snapshot]:
     return [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
 
 
-def _price_per_m(raw: Any, factor: Decimal) -> float:
-    """USD per million from OpenRouter's per-token string; NaN when absent or "variable" (< 0).
-
-    Decimal keeps ``0.0000022`` × 10⁶ at exactly 2.2 before the one conversion to float.
-    """
-    if raw is None or isinstance(raw, bool):
-        return float("nan")
-    try:
-        value = Decimal(str(raw))
-    except ArithmeticError:
-        return float("nan")
-    if value < 0 or not value.is_finite():
-        return float("nan")
-    return float(value * factor)
+def _per_m(value: Decimal | None) -> float:
+    """A ``Pricing`` helper's figure as a float; NaN when absent or unusable."""
+    return float("nan") if value is None else float(value)
 
 
 def _num(value: Any) -> float:
@@ -179,8 +168,6 @@ def build_matrix(
         for e in snap.endpoints:
             verdict = reg.verdict(model, e)
             pricing = e.pricing
-            factor = _MILLION * (Decimal(1) - Decimal(str(pricing.discount or 0)))
-            reasoning_raw = pricing.internal_reasoning
             lat, thr = e.latency_last_30m, e.throughput_last_30m
             params = e.supported_parameters
             cols["model"].append(model)
@@ -194,8 +181,8 @@ def build_matrix(
             cols["verdict"].append(verdict.verdict)
             cols["verdict_reason"].append(verdict.reason)
             for column, key in _PRICE_KEYS.items():
-                cols[column].append(_price_per_m(getattr(pricing, key), factor))
-            reasoning = _price_per_m(reasoning_raw, factor)
+                cols[column].append(_per_m(pricing.usd_per_m(key)))
+            reasoning = _per_m(pricing.usd_per_m("internal_reasoning"))
             listed = reasoning == reasoning  # NaN != NaN: listed means a usable number
             cols["reasoning_usd_per_m"].append(
                 reasoning if listed else cols["output_usd_per_m"][-1]
@@ -274,7 +261,11 @@ def matrix_history(
     """
     import pandas as pd
 
-    snaps = sorted(_as_snapshots(snapshots), key=lambda s: s.taken_at)
+    unique: dict[tuple[str, str], Snapshot] = {}
+    for snap in _as_snapshots(snapshots):
+        # The same data given twice is one point in time.
+        unique.setdefault((snap.model, snap.sha256), snap)
+    snaps = sorted(unique.values(), key=lambda s: s.taken_at)
     if not snaps:
         raise SnapshotError("matrix_history needs at least one snapshot")
     models = sorted({s.model for s in snaps})
@@ -283,6 +274,13 @@ def matrix_history(
             f"a history is of one model; these snapshots hold {', '.join(models)}: "
             "pass snapshots of one model"
         )
+    for a, b in pairwise(snaps):
+        if a.taken_at == b.taken_at:
+            raise SnapshotError(
+                f"{a.origin} and {b.origin} differ but carry the same time "
+                f"({a.taken_at.isoformat()}); a history needs dated snapshots: save them with "
+                "`openrouter-probe endpoints MODEL --save PATH`"
+            )
     frame = build_matrix(snaps, registry=registry)
     frame["key"] = _history_keys(frame)
     times = list(pd.to_datetime([s.taken_at for s in snaps], utc=True).unique())

@@ -92,7 +92,9 @@ class PolicySpec(_Spec):
     - ``precision``: ``native`` (the model's release precision from the registry),
       ``native-or-upcast`` (native or wider), ``any``, or a list of formats (``[int4, fp8]``);
     - ``undeclared``: ``exclude`` (default) drops endpoints tagged ``unknown`` or untagged;
-      ``admit`` lets them through (the registry's provider facts still apply);
+      ``admit`` adds ``unknown`` to ``quantizations`` (the registry's provider facts still apply).
+      Endpoints with no quantization at all (``null``) cannot be admitted by any ``quantizations``
+      list, since OpenRouter has no value for them: use ``precision: any`` with ``ignore`` for those;
     - ``ignore`` / ``allow``: lowercase provider slugs or full endpoint tags;
     - ``min_uptime_30m_pct``: endpoints below it at compile time are ignored;
     - ``max_price``: ceilings in USD per million tokens;
@@ -155,6 +157,8 @@ def _read_yaml(path: str | Path) -> Any:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyError(f"cannot read: {exc.strerror}", source=str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"not a text file ({exc.reason})", source=str(p)) from exc
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -246,7 +250,12 @@ class CompiledPolicy:
 
     def save(self, path: str | Path) -> Path:
         target = Path(path)
-        target.write_text(self.to_yaml(), encoding="utf-8")
+        try:
+            target.write_text(self.to_yaml(), encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(
+                f"cannot write the compiled policy: {exc.strerror}", source=str(target)
+            ) from exc
         return target
 
 
@@ -270,6 +279,9 @@ def load_compiled_policy(path: str | Path) -> CompiledPolicy:
     provenance = doc["provenance"]
     if not isinstance(provenance, Mapping) or not provenance.get("model"):
         raise PolicyError("provenance.model is missing", source=where)
+    for key in ("routing", "tradeoff"):
+        if doc.get(key) is not None and not isinstance(doc[key], Mapping):
+            raise PolicyError(f"{key} must be a mapping; re-compile the policy", source=where)
     fields = Decision.__dataclass_fields__
     try:
         decisions = [Decision(**{k: d.get(k) for k in fields}) for d in doc.get("decisions") or []]
@@ -344,6 +356,26 @@ def _score(e: Endpoint, order_by: Any, endpoints: Sequence[Endpoint]) -> tuple[f
     return (total, e.tag)
 
 
+def _check_auto_ignores(
+    ignore_why: Mapping[str, str], spec: PolicySpec, endpoints: Sequence[Endpoint]
+) -> None:
+    """Refuse an automatic ignore entry that would also hit endpoints it was not meant for.
+
+    A tag without a variant (``together``) is a base slug to OpenRouter: ignoring it ignores
+    ``together/turbo`` too. The compiler cannot say "this endpoint only" then, so it says so.
+    """
+    for entry, why in ignore_why.items():
+        if entry in spec.ignore or "/" in entry:
+            continue
+        others = [e.tag for e in endpoints if e.tag != entry and matches(entry, e)]
+        if others:
+            raise PolicyError(
+                f"the compiler would ignore {entry!r} ({why}), but OpenRouter reads {entry!r} as a "
+                f"base slug that also ignores {', '.join(others)}; decide by hand: add {entry!r} "
+                "to ignore: (all of them) or name the endpoints you want in allow:"
+            )
+
+
 def _build(
     spec: PolicySpec, snap: Snapshot, registry: PrecisionRegistry
 ) -> tuple[ProviderBlock, dict[str, str], dict[str, PrecisionVerdict]]:
@@ -388,6 +420,7 @@ def _build(
             if e.uptime_last_30m is None or e.uptime_last_30m < floor:
                 ignore_why[e.tag] = f"uptime {e.uptime_last_30m}% < min_uptime_30m_pct {floor:g}%"
         base = base.model_copy(update={"ignore": sorted(ignore_why) or None})
+    _check_auto_ignores(ignore_why, spec, endpoints)
     if spec.strategy == "sort":
         if not isinstance(spec.order_by, str):
             raise PolicyError(

@@ -114,6 +114,8 @@ class PrecisionRegistry:
                 doc = yaml.safe_load(p.read_text(encoding="utf-8"))
             except OSError as exc:
                 raise ConfigError(f"{p}: cannot read precision file: {exc.strerror}") from exc
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{p}: not a text file ({exc.reason})") from exc
             except yaml.YAMLError as exc:
                 raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
             registry._merge(doc, where=str(p), first=True)

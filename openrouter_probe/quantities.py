@@ -14,6 +14,7 @@ from openrouter_probe.errors import ConfigError
 
 __all__ = ["format_tokens", "parse_decimal", "parse_reasoning_share", "parse_token_count"]
 
+_LARGEST = Decimal(10) ** 15  # past this no budget, ratio or share is meant seriously
 _SUFFIXES = {"": 1, "k": 1_000, "m": 1_000_000, "b": 1_000_000_000, "g": 1_000_000_000}
 _TOKEN_RE = re.compile(r"^\s*(\d[\d_,]*(?:\.\d+)?|\.\d+)\s*([kmbg]?)\s*$", re.IGNORECASE)
 
@@ -99,4 +100,6 @@ def parse_decimal(value: Any, what: str) -> Decimal:
         raise ConfigError(f"{what}: {value!r} is not a number") from None
     if not result.is_finite():
         raise ConfigError(f"{what}: {value!r} is not a finite number")
+    if result.copy_abs() > _LARGEST:  # copy_abs: abs() would overflow the context first
+        raise ConfigError(f"{what}: {value!r} is too large to be meant")
     return result

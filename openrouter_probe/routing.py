@@ -19,8 +19,10 @@ Documented behaviour it follows:
 - ``preferred_min_throughput`` (tokens/s) and ``preferred_max_latency`` (**seconds**; endpoint latency
   is ms) deprioritize, never exclude.
 
-Where OpenRouter does not document its behaviour, the model assumes (each ``ASSUMPTIONS`` entry is
-printed by ``policy explain`` when it matters):
+Where OpenRouter does not document its behaviour, the model states what it assumes in
+``ASSUMPTIONS`` (case, exact quantization matching, what "stable" means, which price is balanced or
+sorted on, missing stats, fallback traffic shares, data policies, ``exacto``); each decision lists
+the ones it relied on in ``RouteDecision.notes`` and ``policy explain`` prints them.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ ASSUMPTIONS: dict[str, str] = {
     "quantization_exact": "quantizations matches the tag exactly: 'fp4' does not admit 'nvfp4' or "
     "'mxfp4' endpoints, and an endpoint with a null quantization is excluded by any list.",
     "stable": "'Recent outage' is read from status: an endpoint with status < 0 (observed on "
-    "degraded endpoints) is a fallback under load balancing, not a first choice.",
+    "degraded endpoints), or flagged deranked on the provider page, is a fallback under load "
+    "balancing, not a first choice.",
     "balance_price": "Load balancing weighs every stable admitted endpoint by 1/price², the price "
     "being the request's blended USD per million tokens (input and output mixed by the request's "
     "token counts; 1:1 when unknown).",
@@ -278,6 +281,9 @@ def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | Non
 
 def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
     """The first hard filter ``e`` fails, in the order OpenRouter's routing funnel applies them."""
+    if (e.model_extra or {}).get("is_byok_only"):
+        # Seen on provider pages: reachable only with the user's own provider key.
+        return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
     if block.only is not None and _first_match(block.only, e) is None:
         return Exclusion(e, "only", f"not matched by only {block.only}")
     hit = _first_match(block.ignore, e)
@@ -354,6 +360,11 @@ def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool
         if have is not None and have > cut_s * 1000:
             return False
     return True
+
+
+def _stable(e: Endpoint) -> bool:
+    """No sign of a recent outage: status not negative, not deranked (a provider-page flag)."""
+    return (e.status or 0) >= 0 and not (e.model_extra or {}).get("is_deranked")
 
 
 def _fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
@@ -438,7 +449,7 @@ def route(
         return RouteDecision("sorted", candidates, tuple(excluded), tuple(notes))
 
     notes.append(ASSUMPTIONS["balance_price"])
-    stable = [e for e in admitted if (e.status or 0) >= 0 and _preferred(blk, e, req)]
+    stable = [e for e in admitted if _stable(e) and _preferred(blk, e, req)]
     unstable = [e for e in admitted if e not in stable]
     if unstable:
         notes.append(ASSUMPTIONS["stable"])

@@ -132,7 +132,7 @@ class Pricing(_Payload):
         """Return the price under ``key`` in USD per unit (token, image, request), discount applied.
 
         ``None`` when the key is absent or not a number (routers list ``"-1"``: a negative price
-        means "variable" and is returned as ``None`` too).
+        means "variable" and is returned as ``None`` too), or when ``discount`` is outside 0..1.
         """
         raw = getattr(self, key, None)
         if raw is None and self.model_extra:
@@ -146,6 +146,8 @@ class Pricing(_Payload):
         if value < 0 or not value.is_finite():
             return None
         discount = Decimal(str(self.discount or 0))
+        if not Decimal(0) <= discount <= Decimal(1):
+            return None  # a discount outside 0..1 makes every price meaningless: treat as unpriced
         return value * (Decimal(1) - discount)
 
     def usd_per_m(self, key: str) -> Decimal | None:

@@ -163,6 +163,8 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
     if doc.get("format") == _FORMAT:
         try:
             taken_at = datetime.fromisoformat(str(doc["taken_at"]).replace("Z", "+00:00"))
+            if taken_at.tzinfo is None:
+                taken_at = taken_at.replace(tzinfo=UTC)  # a time without a zone is read as UTC
             data = doc["data"]
             model = str(doc["model"])
         except (KeyError, ValueError) as exc:
@@ -191,7 +193,11 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
         captured_from=captured_from,
         note=note,
     )
-    snap.parsed  # noqa: B018  (validate now, so a broken file fails where it is named)
+    try:
+        snap.parsed  # noqa: B018  (validate now, so a broken file fails where it is named)
+    except SnapshotError as exc:
+        # Name the file the user gave, not the origin recorded inside it.
+        raise SnapshotError(str(exc).replace(snap.origin, where, 1)) from exc
     stored = doc.get("sha256")
     if stored and stored != snap.sha256:
         log.warning(
@@ -209,6 +215,8 @@ def load_snapshot(path: str | Path) -> Snapshot:
         raise SnapshotError(f"{p}: no such snapshot file") from exc
     except OSError as exc:
         raise SnapshotError(f"{p}: cannot read snapshot: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{p}: not a text file ({exc.reason}); is this a snapshot?") from exc
     try:
         doc = json.loads(text)
     except ValueError as exc:

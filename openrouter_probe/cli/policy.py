@@ -45,7 +45,7 @@ def _is_compiled(path: str) -> bool:
 
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not text; load_spec says so
         return False
     return isinstance(doc, dict) and "provider" in doc and "provenance" in doc
 

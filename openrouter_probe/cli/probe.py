@@ -81,12 +81,18 @@ def models(input_path: str | None, fmt: str) -> None:
     from openrouter_probe.schema import ModelsList
 
     if input_path:
+        from pydantic import ValidationError
+
         from openrouter_probe.errors import SnapshotError
 
         try:
             listing = ModelsList.model_validate_json(Path(input_path).read_bytes())
-        except ValueError as exc:
-            raise SnapshotError(f"{input_path}: not a GET /models body: {exc}") from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+            raise SnapshotError(
+                f"{input_path}: not a GET /models body ({loc}: {first['msg']})"
+            ) from exc
     else:
         with Client() as client:
             listing = client.models()
