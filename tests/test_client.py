@@ -116,7 +116,7 @@ def test_key_is_required_for_key_endpoint(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_repr_hides_key() -> None:
-    client = Client(api_key="sk-or-v1-secretsecretsecret")
+    client = Client(api_key="fake-secret-for-repr-test")
     assert "secret" not in repr(client)
     assert "has_key=True" in repr(client)
 
