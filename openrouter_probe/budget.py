@@ -286,10 +286,8 @@ class BudgetPlan:
             "notes": list(self.notes),
         }
 
-    def endpoints_frame(self) -> pd.DataFrame:
-        """One row per admitted endpoint (then the blend): prices, cost, what the budget buys."""
-        import pandas as pd
-
+    def endpoint_rows(self) -> list[dict[str, Any]]:
+        """One plain row per admitted endpoint (then the blend): prices, cost, what it buys."""
         rows = []
         for e in (*self.endpoints, self.blended):
             out, all_in = e.output_only, e.all_in
@@ -305,6 +303,7 @@ class BudgetPlan:
                     "cost_usd": float(out.cost_usd),
                     "shortfall_usd": float(out.shortfall_usd),
                     "shortfall_pct": float(out.shortfall_pct),
+                    "over_budget_pct": float(out.shortfall_pct - out.headroom_pct),
                     "affordable_output_tokens": out.affordable_output_tokens,
                     "affordable_output_tokens_per_dataset": out.affordable_output_tokens_per_dataset,
                     "affordable_visible_tokens_min": out.affordable_visible_tokens_min,
@@ -319,7 +318,13 @@ class BudgetPlan:
                     else e.time_to_finish_s / 3600,
                 }
             )
-        frame = pd.DataFrame(rows)
+        return rows
+
+    def endpoints_frame(self) -> pd.DataFrame:
+        """``endpoint_rows`` as a DataFrame (nullable integers for the token counts)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.endpoint_rows())
         for column in (
             "affordable_output_tokens",
             "affordable_output_tokens_per_dataset",

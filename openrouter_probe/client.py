@@ -281,11 +281,16 @@ class Client:
         try:
             return self._get_model(path, EndpointsResponse).data
         except NoRouteError as exc:
-            exc.args = (
+            raise NoRouteError(
                 f"{exc.message} Check the model id with `openrouter-probe models` "
                 "(ids look like moonshotai/kimi-k2.5).",
-            )
-            raise
+                status_code=exc.status_code,
+                url=exc.url,
+                code=exc.code,
+                metadata=exc.metadata,
+                body=exc.body,
+                retry_after=exc.retry_after,
+            ) from exc
 
     def models(self) -> ModelsList:
         """Return every model OpenRouter lists (``GET /models``)."""

@@ -57,8 +57,11 @@ class DriftReport:
         return "\n".join(lines)
 
 
-def _pct(old: float, new: float) -> float:
-    return 0.0 if old == new else (abs(new - old) / old * 100 if old else 100.0)
+def _signed_pct(old: float, new: float) -> float:
+    """The move from ``old`` to ``new`` in percent of ``old`` (100 when a free price appears)."""
+    if old == new:
+        return 0.0
+    return (new - old) / old * 100 if old else 100.0
 
 
 def check_policy(
@@ -117,14 +120,14 @@ def check_policy(
         ):
             if before is None or after is None:
                 continue
-            moved = _pct(float(before), float(after))
-            if moved > price_threshold_pct:
+            moved = _signed_pct(float(before), float(after))
+            if abs(moved) > price_threshold_pct:
                 add(
                     Change(
                         "price",
                         tag,
                         f"{tag} {label} price ${before:g}/M -> ${float(after):g}/M "
-                        f"({moved:+.1f}% > {price_threshold_pct:g}%)".replace("+", "±", 1),
+                        f"({moved:+.1f}%, threshold ±{price_threshold_pct:g}%)",
                     )
                 )
         if was.status != now.status:

@@ -112,6 +112,7 @@ class PolicyError(ProbeError):
         source: str | None = None,
         errors: Sequence[tuple[str, str]] = (),
     ) -> None:
+        self.reason = message
         self.source = source
         self.errors = list(errors)
         detail = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in self.errors)

@@ -107,25 +107,6 @@ def lint_block(
                         "full tag of the one you mean",
                     )
                 )
-    if blk.order:
-        for i, entry in enumerate(blk.order):
-            hit = next(
-                (
-                    ig
-                    for ig in blk.ignore or []
-                    if any(matches(entry, e) and matches(ig, e) for e in endpoints) or ig == entry
-                ),
-                None,
-            )
-            if hit is not None:
-                add(
-                    LintFinding(
-                        "order-ignored",
-                        "error",
-                        f"provider.order[{i}]",
-                        f"{entry!r} is also ignored by {hit!r}: remove one of them",
-                    )
-                )
     for i, q in enumerate(blk.quantizations or []):
         if q not in KNOWN_QUANTIZATIONS:
             add(
@@ -178,22 +159,31 @@ def lint_block(
                 f"{', '.join(reasons)}): every request would fail with 404",
             )
         )
-    elif blk.order:
-        for i, entry in enumerate(blk.order):
-            hits = [e for e in endpoints if matches(entry, e)]
-            if hits and not any(decision.candidate(e.tag) for e in hits):
-                why = "; ".join(
-                    f"{e.tag}: {x.detail}" for e in hits if (x := decision.exclusion(e.tag))
+    # Why an ordered entry reaches nothing comes from the routing model, not a second copy of it.
+    for i, entry in enumerate(blk.order or []):
+        hits = [e for e in endpoints if matches(entry, e)]
+        excluded = [x for e in hits if (x := decision.exclusion(e.tag)) is not None]
+        ignored_by = [
+            x.detail.removeprefix("ignored by ") for x in excluded if x.reason == "ignore"
+        ]
+        if entry in (blk.ignore or []) or (hits and len(ignored_by) == len(hits)):
+            by = ignored_by[0] if ignored_by else repr(entry)
+            add(
+                LintFinding(
+                    "order-ignored",
+                    "error",
+                    f"provider.order[{i}]",
+                    f"{entry!r} is also ignored by {by}: remove one of them",
                 )
-                if not any(
-                    f.code == "order-ignored" and f.loc == f"provider.order[{i}]" for f in found
-                ):
-                    add(
-                        LintFinding(
-                            "order-excluded",
-                            "warning",
-                            f"provider.order[{i}]",
-                            f"{entry!r} is excluded by the block's filters ({why})",
-                        )
-                    )
+            )
+        elif hits and len(excluded) == len(hits) and decision.candidates:
+            why = "; ".join(f"{x.endpoint.tag}: {x.detail}" for x in excluded)
+            add(
+                LintFinding(
+                    "order-excluded",
+                    "warning",
+                    f"provider.order[{i}]",
+                    f"{entry!r} is excluded by the block's filters ({why})",
+                )
+            )
     return found

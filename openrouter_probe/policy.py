@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openrouter_probe import __version__
 from openrouter_probe.errors import PolicyError, validation_errors
 from openrouter_probe.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.routing import (
@@ -50,13 +51,16 @@ __all__ = [
     "PolicySpec",
     "PriceLimits",
     "compile_policy",
+    "compiled_from_document",
+    "is_compiled",
     "load_compiled_policy",
     "load_provider_block",
     "load_spec",
     "parse_spec",
+    "provider_mapping",
+    "read_yaml",
 ]
 
-_VERSION = "0.1.0"
 _HEADER = (
     "# Compiled by openrouter-probe: pass `provider` untouched as the request's provider field.\n"
     "# Do not edit by hand; re-compile from the spec named in provenance.spec.\n"
@@ -151,7 +155,8 @@ def _yaml_error(exc: yaml.YAMLError, where: str) -> PolicyError:
     return PolicyError(f"not valid YAML: {line}{problem}", source=where)
 
 
-def _read_yaml(path: str | Path) -> Any:
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file; unreadable files and YAML errors become a ``PolicyError`` naming it."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -184,7 +189,7 @@ def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
 
 def load_spec(path: str | Path) -> PolicySpec:
     """Read a policy spec YAML file."""
-    return parse_spec(_read_yaml(path), source=str(path))
+    return parse_spec(read_yaml(path), source=str(path))
 
 
 @dataclass(frozen=True)
@@ -259,42 +264,59 @@ class CompiledPolicy:
         return target
 
 
+def is_compiled(doc: Any) -> bool:
+    """Whether a YAML document is a compiled policy (``provider:`` and ``provenance:``)."""
+    return isinstance(doc, Mapping) and "provider" in doc and "provenance" in doc
+
+
+def provider_mapping(doc: Any) -> tuple[Any, str | None]:
+    """The provider block of a document (a compiled policy or a bare block) and, for a compiled
+    policy, the model it is for."""
+    if not isinstance(doc, Mapping):
+        return doc, None
+    provenance = doc.get("provenance")
+    model = provenance.get("model") if isinstance(provenance, Mapping) else None
+    return doc.get("provider", doc), (str(model) if model else None)
+
+
 def load_provider_block(path: str | Path) -> ProviderBlock:
     """Read a provider block: a compiled policy (``provider:`` at top level) or a bare mapping."""
-    doc = _read_yaml(path)
-    block = doc.get("provider", doc) if isinstance(doc, Mapping) else doc
+    block, _ = provider_mapping(read_yaml(path))
     return ProviderBlock.parse(block, source=str(path))
 
 
-def load_compiled_policy(path: str | Path) -> CompiledPolicy:
-    """Read a compiled policy YAML written by ``CompiledPolicy.save``."""
-    doc = _read_yaml(path)
-    where = str(path)
-    if not isinstance(doc, Mapping) or "provider" not in doc or "provenance" not in doc:
+def compiled_from_document(doc: Any, *, source: str | None = None) -> CompiledPolicy:
+    """Build a ``CompiledPolicy`` from a document ``CompiledPolicy.to_yaml`` wrote."""
+    if not is_compiled(doc):
         raise PolicyError(
             "not a compiled policy (needs top-level provider: and provenance:); "
             "compile one with `openrouter-probe policy compile SPEC`",
-            source=where,
+            source=source,
         )
     provenance = doc["provenance"]
     if not isinstance(provenance, Mapping) or not provenance.get("model"):
-        raise PolicyError("provenance.model is missing", source=where)
+        raise PolicyError("provenance.model is missing", source=source)
     for key in ("routing", "tradeoff"):
         if doc.get(key) is not None and not isinstance(doc[key], Mapping):
-            raise PolicyError(f"{key} must be a mapping; re-compile the policy", source=where)
+            raise PolicyError(f"{key} must be a mapping; re-compile the policy", source=source)
     fields = Decision.__dataclass_fields__
     try:
         decisions = [Decision(**{k: d.get(k) for k in fields}) for d in doc.get("decisions") or []]
     except (TypeError, AttributeError) as exc:
-        raise PolicyError(f"decisions are malformed: {exc}", source=where) from exc
+        raise PolicyError(f"decisions are malformed: {exc}", source=source) from exc
     return CompiledPolicy(
         model=str(provenance["model"]),
-        provider=ProviderBlock.parse(doc["provider"], source=where),
+        provider=ProviderBlock.parse(doc["provider"], source=source),
         provenance=dict(provenance),
         decisions=decisions,
         routing=dict(doc.get("routing") or {}),
         tradeoff=doc.get("tradeoff"),
     )
+
+
+def load_compiled_policy(path: str | Path) -> CompiledPolicy:
+    """Read a compiled policy YAML written by ``CompiledPolicy.save``."""
+    return compiled_from_document(read_yaml(path), source=str(path))
 
 
 # -- the compiler ---------------------------------------------------------------------------------
@@ -511,22 +533,32 @@ def compile_policy(
 ) -> CompiledPolicy:
     """Compile ``spec`` against ``snapshot`` into a ``CompiledPolicy`` (deterministic).
 
-    Raises ``PolicyError`` when the spec is for another model or admits nothing.
+    Raises ``PolicyError`` (naming ``spec_file``) when the spec is for another model, cannot be
+    expressed, or admits nothing.
     """
+    try:
+        return _compile(spec, snapshot, registry or default_registry(), spec_file)
+    except PolicyError as exc:
+        if exc.source is not None or spec_file is None:
+            raise
+        raise PolicyError(exc.reason, source=spec_file, errors=exc.errors) from exc
+
+
+def _compile(
+    spec: PolicySpec, snapshot: Snapshot, reg: PrecisionRegistry, spec_file: str | None
+) -> CompiledPolicy:
     if spec.model not in (snapshot.model, snapshot.data.get("id")):
         raise PolicyError(
             f"spec is for {spec.model} but the snapshot holds {snapshot.model}; "
-            f"probe {spec.model} or fix model:",
-            source=spec_file,
+            f"probe {spec.model} or fix model:"
         )
-    reg = registry or default_registry()
+    native = reg.native_for(snapshot.model)
     block, ignore_why, verdicts = _build(spec, snapshot, reg)
     decision = route(block, snapshot.endpoints, RequestParams())
     if not decision.candidates:
         raise PolicyError(
             f"the policy admits none of the {len(snapshot.endpoints)} endpoints of {spec.model}; "
-            "relax precision, ignore or max_price (see `openrouter-probe policy explain`)",
-            source=spec_file,
+            "relax precision, ignore or max_price (see `openrouter-probe policy explain`)"
         )
     loose = None
     tradeoff = None
@@ -545,7 +577,7 @@ def compile_policy(
             }
     provenance = {
         "model": spec.model,
-        "compiler": f"openrouter-probe {_VERSION}",
+        "compiler": f"openrouter-probe {__version__}",
         "spec": {"file": Path(spec_file).name if spec_file else None, "sha256": spec.sha256()},
         "snapshot": {
             "source": snapshot.captured_from or snapshot.source,
@@ -555,8 +587,8 @@ def compile_policy(
             "note": snapshot.note,
         },
         "precision": {
-            "native": verdicts and next(iter(verdicts.values())).native,
-            "source": next(iter(verdicts.values())).native_source if verdicts else None,
+            "native": native.native if native else None,
+            "source": native.source if native else None,
         },
     }
     return CompiledPolicy(

@@ -27,7 +27,6 @@ the ones it relied on in ``RouteDecision.notes`` and ``policy explain`` prints t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -49,7 +48,6 @@ __all__ = [
     "RouteDecision",
     "SortSpec",
     "blended_price_usd_per_m",
-    "expected_value",
     "matches",
     "route",
 ]
@@ -486,17 +484,4 @@ def _rank(
     return sorted(
         endpoints,
         key=lambda e: (not _preferred(block, e, params), _sort_value(e, k, params), e.tag),
-    )
-
-
-def expected_value(decision: RouteDecision, value: Mapping[str, float]) -> float:
-    """The traffic-weighted mean of a per-tag value (e.g. price) over the admitted endpoints."""
-    total = sum(c.weight for c in decision.candidates if c.endpoint.tag in value)
-    if total == 0:
-        return math.nan
-    return (
-        sum(
-            c.weight * value[c.endpoint.tag] for c in decision.candidates if c.endpoint.tag in value
-        )
-        / total
     )

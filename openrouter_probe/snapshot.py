@@ -23,12 +23,15 @@ from datetime import UTC, datetime
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from openrouter_probe.errors import APIError, NoRouteError, SnapshotError
 from openrouter_probe.schema import Endpoint, ModelEndpoints
+
+if TYPE_CHECKING:
+    from openrouter_probe.client import Client
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -241,7 +244,7 @@ def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
     return _from_document(json.loads(text), where=f"bundled:{name}", source="bundled")
 
 
-def probe(model: str, *, client: Any = None, use_page: bool = True) -> Snapshot:
+def probe(model: str, *, client: Client | None = None, use_page: bool = True) -> Snapshot:
     """Take a fresh snapshot of ``model``: the API first, then the provider page.
 
     The result's ``source`` says which one answered. An unknown model (404) is not retried on
@@ -251,7 +254,7 @@ def probe(model: str, *, client: Any = None, use_page: bool = True) -> Snapshot:
     from openrouter_probe.scrape import parse_provider_page
 
     own = client is None
-    api: Client = Client() if client is None else client
+    api = Client() if client is None else client
     try:
         try:
             parsed = api.endpoints(model)

@@ -16,7 +16,7 @@ from openrouter_probe.budget import (
 )
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
 from openrouter_probe.quantities import format_tokens, parse_reasoning_share, parse_token_count
-from openrouter_probe.routing import RequestParams, expected_value, route
+from openrouter_probe.routing import RequestParams, RouteDecision, route
 from openrouter_probe.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
@@ -252,6 +252,12 @@ def test_policy_admits_only_native_int4(snap: Snapshot) -> None:
     assert plan.cheapest.output_only.cost_usd == Decimal(132)
 
 
+def _weighted(decision: RouteDecision, value: dict[str, float]) -> float:
+    """The traffic-weighted mean of a per-tag value, computed here independently of budget.py."""
+    total = sum(c.weight for c in decision.candidates)
+    return sum(c.weight * value[c.endpoint.tag] for c in decision.candidates) / total
+
+
 def test_blended_price_is_the_route_weighted_price(snap: Snapshot) -> None:
     block = _policy_block()
     plan = plan_budget(snap, budget_usd=100, output_tokens="60M", provider=block)
@@ -260,7 +266,7 @@ def test_blended_price_is_the_route_weighted_price(snap: Snapshot) -> None:
         c.endpoint.tag: float(c.endpoint.pricing.completion_usd_per_m) for c in decision.candidates
     }
     assert float(plan.blended.price_out_usd_per_m) == pytest.approx(
-        expected_value(decision, prices), rel=1e-12
+        _weighted(decision, prices), rel=1e-12
     )
     # Ordered: Chutes first (uptime 98.4%), DeepInfra takes most of the rest.
     weights = {e.tag: e.weight for e in plan.endpoints}
@@ -273,7 +279,7 @@ def test_blended_under_default_load_balancing(plan: BudgetPlan, snap: Snapshot) 
     decision = route(None, snap.endpoints)
     prices = {e.tag: float(e.pricing.completion_usd_per_m) for e in snap.endpoints}
     assert float(plan.blended.price_out_usd_per_m) == pytest.approx(
-        expected_value(decision, prices), rel=1e-12
+        _weighted(decision, prices), rel=1e-12
     )
     assert plan.blended.provider == "routing weights (load_balanced)"
 

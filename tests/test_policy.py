@@ -52,8 +52,7 @@ def test_invalid_golden(spec: Path) -> None:
     with pytest.raises(PolicyError) as info:
         compile_policy(load_spec(spec), SNAP, spec_file=str(spec))
     assert message in str(info.value)
-    if "YAML" not in message and "other" not in spec.name:
-        assert str(spec) in str(info.value) or "admits none" in message or "sort" in message
+    assert str(info.value).startswith(f"{spec}: ")  # every error names the spec file
 
 
 def test_k25_policy_checked_in_is_reproduced_byte_for_byte() -> None:
@@ -144,6 +143,8 @@ PROVIDER_PREFERENCES = {
     "preferred_max_latency": (int, float, dict),
     "max_price": dict,
 }
+# Written out from the spec on purpose: importing schema.KNOWN_QUANTIZATIONS would check the
+# compiler's output against the library's own constant, so a wrong constant could not fail here.
 QUANTIZATIONS = {
     "int4",
     "int8",

@@ -192,9 +192,15 @@ def test_2025_stream_has_usage_with_null_finish() -> None:
         ChatCompletion.model_validate(e)
         for e in iter_sse_events(interaction["response"]["body"].splitlines())
     ]
+    finishes = [c.choices[0].finish_reason if c.choices else None for c in chunks]
+    assert finishes[-2:] == [
+        "stop",
+        None,
+    ]  # 2025: the usage chunk came after the finish, unrepeated
     last = chunks[-1]
-    assert last.usage is not None and last.usage.cost is not None
-    assert last.choices == [] or last.choices[0].finish_reason in (None, "stop")
+    assert last.usage is not None
+    assert last.usage.cost == pytest.approx(0.000039)
+    assert last.usage.completion_tokens == 3
     assert {c.provider for c in chunks} == {"Moonshot AI"}
 
 

@@ -86,6 +86,17 @@ def format_option(*choices: str, default: str = "table") -> Callable[[F], F]:
     )
 
 
+def plot_option(what: str) -> Callable[[F], F]:
+    """``--plot FILE.png``: save ``what`` as a PNG (the command passes ``plot_path``)."""
+    return click.option(
+        "--plot",
+        "plot_path",
+        type=click.Path(dir_okay=False, writable=True),
+        metavar="FILE.png",
+        help=f"Save a plot of {what}.",
+    )
+
+
 def snapshot_options(func: F) -> F:
     func = click.option(
         "--snapshot",

@@ -12,6 +12,7 @@ from openrouter_probe.cli._common import (
     _render_rows,
     cli,
     format_option,
+    plot_option,
     snapshot_options,
 )
 
@@ -87,13 +88,7 @@ def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
     metavar="PATH",
     help="Also load these saved snapshots of MODEL and show what changed over time (repeatable).",
 )
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False, writable=True),
-    metavar="FILE.png",
-    help="Save a plot of price against uptime, coloured by precision verdict.",
-)
+@plot_option("price against uptime, coloured by precision verdict")
 @format_option("table", "json", "csv")
 def matrix(
     model: str,
@@ -227,13 +222,7 @@ def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     metavar="POLICY",
     help="A compiled policy YAML: plan under its provider block (admitted endpoints, weights).",
 )
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False, writable=True),
-    metavar="FILE.png",
-    help="Save a plot of cost against tokens for the reasoning shares, with the budget line.",
-)
+@plot_option("cost against tokens for the reasoning shares, with the budget line")
 @format_option("table", "json")
 def budget(
     model: str,
@@ -318,27 +307,24 @@ def _render_plan(plan: BudgetPlan) -> None:
         f"that is {format_tokens(plan.target_visible_tokens_min)}-"
         f"{format_tokens(plan.target_visible_tokens_max)} visible"
     )
-    rows = []
-    for e in (*plan.endpoints, plan.blended):
-        out, all_in = e.output_only, e.all_in
-        rows.append(
-            {
-                "tag": e.tag,
-                "verdict": e.verdict,
-                "weight_pct": e.weight * 100,
-                "price_out_usd_per_m": float(e.price_out_usd_per_m),
-                "cost_usd": float(out.cost_usd),
-                "over_budget_pct": float(out.shortfall_pct - out.headroom_pct),
-                "budget_buys_tokens": format_tokens(out.affordable_output_tokens),
-                "per_dataset_tokens": format_tokens(out.affordable_output_tokens_per_dataset),
-                "visible_tokens": f"{format_tokens(out.affordable_visible_tokens_min)}-"
-                f"{format_tokens(out.affordable_visible_tokens_max)}",
-                "all_in_cost_usd": None if all_in is None else float(all_in.cost_usd),
-                "time_to_finish_h": None
-                if e.time_to_finish_s is None
-                else e.time_to_finish_s / 3600,
-            }
-        )
+    # The plan's own rows, shown for people: token counts as 45.45M, the weight in percent.
+    rows = [
+        {
+            "tag": r["tag"],
+            "verdict": r["verdict"],
+            "weight_pct": r["weight"] * 100,
+            "price_out_usd_per_m": r["price_out_usd_per_m"],
+            "cost_usd": r["cost_usd"],
+            "over_budget_pct": r["over_budget_pct"],
+            "budget_buys_tokens": format_tokens(r["affordable_output_tokens"]),
+            "per_dataset_tokens": format_tokens(r["affordable_output_tokens_per_dataset"]),
+            "visible_tokens": f"{format_tokens(r['affordable_visible_tokens_min'])}-"
+            f"{format_tokens(r['affordable_visible_tokens_max'])}",
+            "all_in_cost_usd": r["all_in_cost_usd"],
+            "time_to_finish_h": r["time_to_finish_h"],
+        }
+        for r in plan.endpoint_rows()
+    ]
     mode = plan.routing_mode.replace("_", "-")
     _render_rows(
         rows,

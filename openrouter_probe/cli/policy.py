@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -38,16 +37,6 @@ def _registry(precision_files: tuple[str, ...]) -> Any:
     from openrouter_probe.precision import PrecisionRegistry, default_registry
 
     return PrecisionRegistry.load(*precision_files) if precision_files else default_registry()
-
-
-def _is_compiled(path: str) -> bool:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not text; load_spec says so
-        return False
-    return isinstance(doc, dict) and "provider" in doc and "provenance" in doc
 
 
 @policy.command("compile")
@@ -89,12 +78,19 @@ def explain(
 
     A compiled POLICY is explained from its own recorded decisions; a SPEC is compiled first.
     """
-    from openrouter_probe.policy import compile_policy, load_compiled_policy, load_spec
+    from openrouter_probe.policy import (
+        compile_policy,
+        compiled_from_document,
+        is_compiled,
+        parse_spec,
+        read_yaml,
+    )
 
-    if _is_compiled(path):
-        compiled = load_compiled_policy(path)
+    doc = read_yaml(path)
+    if is_compiled(doc):
+        compiled = compiled_from_document(doc, source=path)
     else:
-        parsed = load_spec(path)
+        parsed = parse_spec(doc, source=path)
         snap = _load(parsed.model, offline, snapshot)
         compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=path)
     rows = [d.to_dict() for d in compiled.decisions]
@@ -135,12 +131,10 @@ def lint(
     """
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.lint import lint_block
-    from openrouter_probe.policy import _read_yaml
+    from openrouter_probe.policy import provider_mapping, read_yaml
 
-    doc = _read_yaml(block_path)
-    if isinstance(doc, dict) and isinstance(doc.get("provenance"), dict):
-        model = model or doc["provenance"].get("model")
-    block = doc.get("provider", doc) if isinstance(doc, dict) else doc
+    block, compiled_for = provider_mapping(read_yaml(block_path))
+    model = model or compiled_for
     if not isinstance(block, dict):
         raise PolicyError(
             "expected a provider mapping (or a file with provider: at top level)", source=block_path
