@@ -1,0 +1,141 @@
+"""Files that are never lost: every write goes to a temp file beside the target, is fsynced, then
+``os.replace``d over it, so a write that fails halfway (disk full, a size limit, Ctrl-C) leaves the
+old file whole.
+
+The generator's output is the one file that is appended to instead (a row is finished when its line
+is flushed); it uses :func:`append_line` and :func:`repair_torn_tail`, kept here beside the atomic
+writes so that every way the project touches a file on disk is in one module.
+
+Example::
+
+    from openrouter_probe.files import atomic_write_text
+
+    atomic_write_text("policies/kimi-k2.5.yaml", text)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "append_line",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "ensure_not_input",
+    "repair_torn_tail",
+    "same_file",
+]
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and return the path.
+
+    The bytes go to a temp file in the same folder (so ``os.replace`` never crosses a file system),
+    are flushed and fsynced, and only then replace the target; the folder is fsynced too where the
+    platform allows it. On any failure the temp file is removed and the old target is untouched.
+    An ``OSError`` propagates for the caller to translate into its own error.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(OSError):
+            # Keep the mode of the file being replaced (mkstemp creates 0600).
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777 if target.exists() else 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(folder)
+    return target
+
+
+def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def _fsync_dir(folder: Path) -> None:
+    # A rename is durable only once its folder is synced; not every platform can open a folder.
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name the same file (by resolved path, or by inode when both exist)."""
+    pa, pb = Path(a), Path(b)
+    if pa.exists() and pb.exists():
+        return os.path.samefile(pa, pb)
+    return pa.resolve() == pb.resolve()
+
+
+def ensure_not_input(output: str | Path, *inputs: str | Path) -> None:
+    """Raise ``ValueError`` when ``output`` is one of ``inputs``: a write must never replace its input.
+
+    Callers translate the error into their own (``PolicyError``, a click usage error) with the fix.
+    """
+    for source in inputs:
+        if same_file(output, source):
+            raise ValueError(f"the output {output} is the input {source}")
+
+
+def append_line(handle: IO[str], line: str, *, fsync: bool = False) -> None:
+    """Append one line (a newline is added) and flush it, so that a crash never tears it silently.
+
+    A line is on disk once this returns (``fsync=True`` also survives a power cut, at a cost).
+    """
+    handle.write(line if line.endswith("\n") else line + "\n")
+    handle.flush()
+    if fsync:
+        os.fsync(handle.fileno())
+
+
+def repair_torn_tail(path: str | Path) -> bytes | None:
+    """Cut a torn last line (no trailing newline) from an append-only file; return what was cut.
+
+    A process killed mid-write can leave half a line at the end. Everything before the last newline
+    is whole (each line is written and flushed in one piece); the torn rest is removed in place with
+    ``truncate`` so that the next append starts on a fresh line. Returns ``None`` when nothing was
+    torn or the file does not exist.
+    """
+    target = Path(path)
+    try:
+        size = target.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    with open(target, "rb+") as handle:
+        block = 65536
+        pos = size
+        tail = b""
+        while pos > 0:
+            start = max(0, pos - block)
+            handle.seek(start)
+            chunk = handle.read(pos - start)
+            tail = chunk + tail
+            if b"\n" in chunk:
+                break
+            pos = start
+        if tail.endswith(b"\n"):
+            return None
+        cut = tail.rfind(b"\n") + 1  # 0 when the whole file is one torn line
+        keep = size - (len(tail) - cut)
+        torn = tail[cut:]
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return torn
