@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -238,6 +239,27 @@ class VerifyPlan:
             known, alpha=self.alpha / max(1, len(self.compared)), power=self.power
         )
 
+    def bodies(self, tag: str) -> list[tuple[str, dict[str, Any]]]:
+        """Return ``(item id, request body)`` for every item pinned to ``tag``: what a sending
+        loop posts, one request each, before handing the responses to ``build_report``."""
+        endpoint = self.pinned.get(tag)
+        if endpoint is None:
+            raise ConfigError(f"{tag!r} is not in this plan ({', '.join(self.pinned)})")
+        return [
+            (
+                item.id,
+                request_body(
+                    item,
+                    endpoint,
+                    model=self.model,
+                    seed=self.seed,
+                    reasoning=self.reasoning,
+                    top_logprobs=self.top_logprobs,
+                ),
+            )
+            for item in self.items
+        ]
+
     def to_frame(self) -> pd.DataFrame:
         """One row per endpoint (pandas, imported here)."""
         import pandas as pd
@@ -272,8 +294,8 @@ class VerifyPlan:
 
         width = max(8, *(len(e.tag) for e in self.endpoints))
         lines = [
-            f"verify {self.model}: {len(self.items)} prompts x {len(self.endpoints)} endpoints "
-            f"= {self.requests} requests; reference {self.reference}",
+            f"verify {self.model} against {self.reference}",
+            f"{len(self.items)} prompts x {len(self.endpoints)} endpoints = {self.requests} requests",
             f"{'endpoint':<{width}} {'role':<9} {'reqs':>5} {'in/M':>6} {'out/M':>6} "
             f"{'expected':>9} {'worst':>9} sends",
         ]
@@ -291,18 +313,19 @@ class VerifyPlan:
             f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
         )
         gap = self.min_detectable_gap_best
-        lines.append(
+        tail = [
             "power: at best (no reverse disagreements) the known-answer prompts detect a gap of "
             + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
             + f" with {self.power:.0%} power at family-wise alpha {self.alpha:g}"
-        )
+        ]
         if self.budget_usd is not None:
-            lines.append(
+            tail.append(
                 f"budget ${self.budget_usd}: the worst case "
                 + ("fits" if self.fits_budget else "does NOT fit (the cap will stop the run early)")
             )
-        lines.extend(f"warning: {e.tag}: {w}" for e in self.endpoints for w in e.warnings)
-        lines.extend(f"note: {n}" for n in self.notes)
+        tail.extend(f"warning: {e.tag}: {w}" for e in self.endpoints for w in e.warnings)
+        tail.extend(f"note: {n}" for n in self.notes)
+        lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         return "\n".join(lines)
 
 
