@@ -276,3 +276,6 @@ def test_measure_tools_trigger_agreement_and_schema_rate() -> None:
     assert m.trigger_agreement == 0.5
     assert m.finish_reasons == {"tool_calls": 2}
     assert m.accuracy == 0.0
+    # the decisions differ (other arguments; a call where the reference answered "Paris")
+    assert m.exact_match_rate == 0.0
+    assert m.similarity_mean is not None and m.similarity_mean < 0.9

@@ -355,6 +355,18 @@ def _rate(values: Iterable[bool]) -> float | None:
     return None if not seq else sum(seq) / len(seq)
 
 
+def _similarity(
+    item: Item, obs: Observation, mine: Score, ref: Observation, theirs: Score
+) -> float:
+    """``difflib`` ratio of the normalised content; for tool prompts, of the normalised decision
+    (the call and its arguments, or the text), since a tool call has no content."""
+    if item.answer_kind == "tool":
+        a, b = mine.normalised, theirs.normalised
+    else:
+        a, b = normalise_text(obs.content), normalise_text(ref.content)
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
 def measure_endpoint(
     tag: str,
     items: Mapping[str, Item],
@@ -400,12 +412,7 @@ def measure_endpoint(
         exact_match_rate=_rate(s.normalised == r.normalised for _, s, _, r in pairs),
         similarity_mean=None
         if not pairs
-        else fmean(
-            difflib.SequenceMatcher(
-                None, normalise_text(ok[i].content), normalise_text(ref.content), autojunk=False
-            ).ratio()
-            for i, _, ref, _ in pairs
-        ),
+        else fmean(_similarity(items[i], ok[i], s, ref, r) for i, s, ref, r in pairs),
         counts=pair_counts(items, ok, reference),
         finish_reasons=dict(
             sorted(Counter(o.finish_reason or "none" for o in mine.values()).items())

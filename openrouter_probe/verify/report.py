@@ -24,7 +24,7 @@ from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
 from openrouter_probe.verify.stats import (
     DEFAULT_TOLERANCE,
     Comparison,
-    Verdict,
+    MeasuredVerdict,
     compare_to_reference,
 )
 
@@ -56,7 +56,7 @@ class EndpointResult:
     missing: int
 
     @property
-    def verdict(self) -> Verdict | None:
+    def verdict(self) -> MeasuredVerdict | None:
         return None if self.comparison is None else self.comparison.verdict
 
 
@@ -77,7 +77,7 @@ class VerifyReport:
     notes: tuple[str, ...] = field(default=())
 
     @property
-    def verdicts(self) -> dict[str, Verdict]:
+    def verdicts(self) -> dict[str, MeasuredVerdict]:
         """The verdict of each compared endpoint, by tag."""
         return {r.tag: r.verdict for r in self.results if r.verdict is not None}
 

@@ -42,8 +42,8 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "Comparison",
     "Interval",
+    "MeasuredVerdict",
     "PairedCounts",
-    "Verdict",
     "binom_cdf",
     "binom_sf",
     "clopper_pearson",
@@ -55,7 +55,7 @@ __all__ = [
     "wilson",
 ]
 
-Verdict = Literal["consistent", "differs", "inconclusive"]
+MeasuredVerdict = Literal["consistent", "differs", "inconclusive"]
 
 #: Family-wise error rate over all the endpoints compared with the reference.
 DEFAULT_ALPHA = 0.05
@@ -202,8 +202,12 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
 def _critical_b(d: int, alpha: float) -> int:
     """The largest ``k`` such that min(b, c) <= k rejects at ``alpha`` with d discordant pairs (-1:
     no outcome rejects)."""
-    k = -1
-    while k + 1 <= d // 2 and min(1.0, 2.0 * binom_cdf(k + 1, d, 0.5)) <= alpha:
+    k, tail = -1, 0.0
+    while k + 1 <= d // 2:
+        # the lower tail P(X <= k + 1), summed as it grows
+        tail += math.exp(_log_pmf(k + 1, d, 0.5))
+        if 2.0 * tail > alpha:
+            break
         k += 1
     return k
 
@@ -291,7 +295,7 @@ class Comparison:
     p_value: float
     p_adjusted: float
     min_detectable_gap: float | None
-    verdict: Verdict
+    verdict: MeasuredVerdict
     reason: str
 
 
@@ -341,7 +345,7 @@ def compare_to_reference(
         power_text = f"smallest gap detectable with {power:.0%} power at n={n}: {mdg_text}"
         if p_adj <= alpha:
             side = "less" if gap > 0 else "more"
-            verdict: Verdict = "differs"
+            verdict: MeasuredVerdict = "differs"
             reason = (
                 f"{side} accurate than the reference by {_pct(abs(gap))} "
                 f"(exact McNemar {c.ref_only} vs {c.endpoint_only}, Holm p={p_adj:.2g} <= {alpha:g})"
