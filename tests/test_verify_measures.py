@@ -97,6 +97,22 @@ def test_observation_reads_errors_tool_calls_and_logprobs() -> None:
     assert lp.tokens == ("4", "2")
 
 
+def test_observation_tolerates_odd_numbers() -> None:
+    body = _body("4", logprobs=_lp(["4"], {"4": -0.1}))
+    body["usage"] = {"prompt_tokens": "12", "completion_tokens": None, "cost": "0.00002"}
+    body["choices"][0]["logprobs"]["content"][0]["top_logprobs"] += [
+        {"token": "5"},  # no logprob: skipped
+        {"token": "4", "logprob": -3.0},  # a duplicate keeps the larger
+    ]
+    body["model"] = "moonshotai/kimi-k2.5-0127"
+    obs = Observation.from_completion("chutes/int4", "x", body)
+    assert (obs.prompt_tokens, obs.completion_tokens, obs.cost_usd) == (12, 0, 0.00002)
+    assert obs.first_top_logprobs == {"4": -0.1}
+    assert obs.model == "moonshotai/kimi-k2.5-0127"
+    empty = Observation.from_completion("chutes/int4", "x", {"choices": []})
+    assert (empty.content, empty.finish_reason, empty.cost_usd) == (None, None, None)
+
+
 def test_observation_from_a_generator_output_line() -> None:
     row = {
         "id": "r1",
@@ -231,6 +247,7 @@ def test_measure_endpoint_by_hand() -> None:
     assert m.exact_match_rate == 0.5
     assert m.similarity_mean is not None and 0.5 < m.similarity_mean < 1.0
     assert m.finish_reasons == {"none": 1, "stop": 4}
+    assert m.models == {}  # the bodies name no permaslug
     assert m.strict_format_rate == 1.0
     # logprobs on pairs 0, 1, 2 (the reference's item 4 has none):
     # p = {-: e^-.2, 3: e^-1.8}, q = {-: e^-.1, 3: e^-3}; TV over {-, 3, other}

@@ -32,6 +32,7 @@ WHEN = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def _body(content: str, provider: str, cost: float = 0.00001) -> dict[str, Any]:
     return {
         "provider": provider,
+        "model": "moonshotai/kimi-k2.5-0127",
         "choices": [{"finish_reason": "stop", "message": {"content": content}}],
         "usage": {"prompt_tokens": 56, "completion_tokens": 8, "cost": cost},
     }
@@ -102,6 +103,22 @@ def test_a_leaked_pin_is_discarded_and_counted() -> None:
     assert chutes.measures.accuracy == baseline.measures.accuracy
     assert chutes.measures.counts == baseline.measures.counts
     assert "2 response(s) came from another provider than the pinned one" in report.notes[0]
+
+
+def test_a_success_after_a_failure_replaces_it() -> None:
+    plan, observations = _simulate(5, 0, native_noise=0.0)
+    item = plan.items[0]
+    failed = Observation.from_completion(
+        "chutes/int4", item.id, {"provider": "Chutes", "error": {"code": 502, "message": "x"}}
+    )
+    report = build_report(plan, [failed, *observations], taken_at=WHEN)
+    chutes = report.result("chutes/int4")
+    assert (chutes.measures.failed, chutes.measures.scored) == (0, 5)
+    assert report.notes == ()
+    # the other way round, the failure is a repeat and ignored
+    report = build_report(plan, [*observations, failed], taken_at=WHEN)
+    assert report.result("chutes/int4").measures.failed == 0
+    assert report.notes == ("1 repeated response(s) for the same endpoint and item ignored",)
 
 
 def test_duplicates_and_outsiders_are_counted_not_scored() -> None:
@@ -179,6 +196,7 @@ def test_frame_repr_and_html() -> None:
     assert frame.loc["chutes/int4", "verdict"] == "inconclusive"
     assert frame.loc["moonshotai/int4", "role"] == "reference"
     assert frame.loc["chutes/int4", "accuracy"] == 0.75
+    assert frame.loc["chutes/int4", "models_served"] == "moonshotai/kimi-k2.5-0127 x4"
     assert frame.loc["moonshotai/int4", "cost_usd"] == pytest.approx(0.00008)
     assert repr(report) == (
         "<VerifyReport moonshotai/kimi-k2.5 vs moonshotai/int4, 4 prompts, 2026-11-30: "

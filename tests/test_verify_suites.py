@@ -177,13 +177,14 @@ def test_jsonl_suite_reads_rows(tmp_path: Path) -> None:
              "answer": "Paris", "max_tokens": 32}
         ),
         json.dumps({"messages": [{"role": "user", "content": "Write a haiku."}]}),
+        json.dumps({"messages": [{"role": "user", "content": "10^6?"}], "answer": "1,000,000"}),
     )  # fmt: skip
     items = load_jsonl_suite(path)
-    assert [i.answer for i in items] == ["4", "Paris", None]
-    assert [i.answer_kind for i in items] == ["number", "text", "text"]
+    assert [i.answer for i in items] == ["4", "Paris", None, "1,000,000"]
+    assert [i.answer_kind for i in items] == ["number", "text", "text", "number"]
     assert items[0].id.startswith("sha256:") and len(items[0].id) == 7 + 16
     assert items[1].id == "cap" and items[1].max_tokens == 32
-    assert [i.known for i in items] == [True, True, False]
+    assert [i.known for i in items] == [True, True, False, True]
     assert {i.suite for i in items} == {"mine.jsonl"}
 
 

@@ -59,6 +59,7 @@ class Observation:
     ``first_top_logprobs`` maps the top-k tokens at the first generated position to their logprobs
     (OpenAI's ``logprobs.content[0].top_logprobs``); ``tokens`` is the generated content token by
     token (``logprobs.content[].token``). Both are ``None`` when the response carried no logprobs.
+    ``model`` is the permaslug that served it (a version change shows there).
     """
 
     endpoint: str
@@ -69,6 +70,7 @@ class Observation:
     tool_calls: tuple[ToolCall, ...] = ()
     first_top_logprobs: dict[str, float] | None = None
     tokens: tuple[str, ...] | None = None
+    model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
@@ -92,12 +94,13 @@ class Observation:
             tool_calls=_tool_calls(message.get("tool_calls")),
             first_top_logprobs=_first_top(choice.get("logprobs")),
             tokens=_tokens(choice.get("logprobs")),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            reasoning_tokens=int(
-                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+            model=body.get("model"),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            reasoning_tokens=_count(
+                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
             ),
-            cost_usd=usage.get("cost"),
+            cost_usd=_number(usage.get("cost")),
             error=_error_text(error),
         )
 
@@ -117,18 +120,35 @@ class Observation:
             tool_calls=_tool_calls(row.get("tool_calls")),
             first_top_logprobs=_first_top(row.get("logprobs")),
             tokens=_tokens(row.get("logprobs")),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            reasoning_tokens=int(
-                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+            model=row.get("model"),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            reasoning_tokens=_count(
+                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
             ),
-            cost_usd=row.get("cost_usd", usage.get("cost")),
+            cost_usd=_number(row["cost_usd"] if "cost_usd" in row else usage.get("cost")),
             error=_error_text(row.get("error")),
         )
 
     @property
     def failed(self) -> bool:
         return self.error is not None or self.finish_reason == "error"
+
+
+def _number(value: Any) -> float | None:
+    """A float from a JSON number or numeric string; ``None`` for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _count(value: Any) -> int:
+    number = _number(value)
+    return 0 if number is None else int(number)
 
 
 def _error_text(error: Any) -> str | None:
@@ -175,9 +195,12 @@ def _first_top(logprobs: Any) -> dict[str, float] | None:
         return None
     out: dict[str, float] = {}
     for t in top:
-        if isinstance(t, Mapping) and isinstance(t.get("token"), str):
-            # a duplicate token (seen from some servers) keeps its larger logprob
-            out[t["token"]] = max(float(t["logprob"]), out.get(t["token"], -math.inf))
+        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
+            continue
+        logprob = _number(t.get("logprob"))
+        if logprob is not None:
+            # a duplicate token keeps its larger logprob
+            out[t["token"]] = max(logprob, out.get(t["token"], -math.inf))
     return out or None
 
 
@@ -310,6 +333,7 @@ class EndpointMeasures:
     similarity_mean: float | None
     counts: PairedCounts
     finish_reasons: dict[str, int] = field(default_factory=dict)
+    models: dict[str, int] = field(default_factory=dict)
     tool_calls: int = 0
     schema_valid_rate: float | None = None
     trigger_agreement: float | None = None
@@ -417,6 +441,7 @@ def measure_endpoint(
         finish_reasons=dict(
             sorted(Counter(o.finish_reason or "none" for o in mine.values()).items())
         ),
+        models=dict(sorted(Counter(o.model for o in ok.values() if o.model).items())),
         tool_calls=len(calls),
         schema_valid_rate=_rate(bool(s.schema_valid) for s in calls),
         trigger_agreement=_rate(

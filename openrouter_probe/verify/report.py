@@ -115,6 +115,7 @@ class VerifyReport:
                     "trigger_agreement": m.trigger_agreement,
                     "first_token_tv_mean": m.first_token_tv_mean,
                     "first_diff_token_median": m.first_diff_token_median,
+                    "models_served": ", ".join(f"{k} x{v}" for k, v in m.models.items()),
                     "scored": m.scored,
                     "failed": m.failed,
                     "leaked": r.leaked,
@@ -225,8 +226,9 @@ def build_report(
     This is the seam between sending and judging: a sending loop builds one ``Observation`` per
     response (``Observation.from_completion`` or ``from_output_line``) with the tag it pinned and
     the item id it sent. Here a response whose provider is not the pinned endpoint's is discarded
-    and counted as leaked; the first usable response per (endpoint, item) is kept; responses for
-    endpoints or items outside the plan are left out and counted in the notes.
+    and counted as leaked; per (endpoint, item) the first response is kept, or the first success
+    after a failed one (a retry); responses for endpoints or items outside the plan are left out
+    and counted in the notes.
 
     Example::
 
@@ -247,10 +249,11 @@ def build_report(
         if pin_leaked(obs.provider, endpoint):
             leaked[obs.endpoint] += 1
             continue
-        if obs.item_id in kept[obs.endpoint]:
+        previous = kept[obs.endpoint].get(obs.item_id)
+        if previous is not None and not (previous.failed and not obs.failed):
             duplicates += 1
             continue
-        kept[obs.endpoint][obs.item_id] = obs
+        kept[obs.endpoint][obs.item_id] = obs  # the first, or a success after a failure
     reference = kept[plan.reference]
     measures = {
         tag: measure_endpoint(tag, items, kept[tag].values(), reference) for tag in plan.pinned

@@ -413,7 +413,10 @@ def _jsonl_item(row: Any, where: str, suite: str) -> Item:
     raw_id = row.get("id")
     if raw_id is not None and (not isinstance(raw_id, str | int) or isinstance(raw_id, bool)):
         raise ConfigError(f'{where}: "id" must be a string or an integer')
-    numeric = isinstance(answer, int) or (isinstance(answer, str) and extract_number(answer).strict)
+    numeric = isinstance(answer, int) or (
+        isinstance(answer, str)
+        and bool(_STRICT.fullmatch(answer.strip()) or _GROUPED.fullmatch(answer.strip()))
+    )
     return Item(
         id=str(raw_id) if raw_id is not None else _content_id(messages),
         suite=suite,
