@@ -206,3 +206,15 @@ def test_frame_repr_and_html() -> None:
     assert "<table" in html and "inconclusive" in html and "moonshotai/int4" in html
     with pytest.raises(KeyError, match="'fireworks' is not in this report"):
         report.result("fireworks")
+
+
+def test_verify_modules_import_pandas_only_when_a_frame_is_asked_for() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, openrouter_probe.verify.report, openrouter_probe.verify.plan;"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
