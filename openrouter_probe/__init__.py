@@ -51,7 +51,10 @@ _EXPORTS: dict[str, str] = {
     "Snapshot": "openrouter_probe.snapshot",
     "SnapshotError": "openrouter_probe.errors",
     "Usage": "openrouter_probe.schema",
+    "VerifyPlan": "openrouter_probe.verify.plan",
+    "VerifyReport": "openrouter_probe.verify.report",
     "build_matrix": "openrouter_probe.matrix",
+    "build_report": "openrouter_probe.verify.report",
     "bundled_snapshot": "openrouter_probe.snapshot",
     "check_policy": "openrouter_probe.drift",
     "compile_policy": "openrouter_probe.policy",
@@ -64,6 +67,7 @@ _EXPORTS: dict[str, str] = {
     "parse_provider_page": "openrouter_probe.scrape",
     "parse_token_count": "openrouter_probe.quantities",
     "plan_budget": "openrouter_probe.budget",
+    "plan_verify": "openrouter_probe.verify.plan",
     "probe": "openrouter_probe.snapshot",
     "route": "openrouter_probe.routing",
 }
@@ -99,8 +103,11 @@ __all__ = [
     "Snapshot",
     "SnapshotError",
     "Usage",
+    "VerifyPlan",
+    "VerifyReport",
     "__version__",
     "build_matrix",
+    "build_report",
     "bundled_snapshot",
     "check_policy",
     "compile_policy",
@@ -113,6 +120,7 @@ __all__ = [
     "parse_provider_page",
     "parse_token_count",
     "plan_budget",
+    "plan_verify",
     "probe",
     "route",
 ]
@@ -159,6 +167,8 @@ if TYPE_CHECKING:
     )
     from openrouter_probe.scrape import parse_provider_page
     from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot, probe
+    from openrouter_probe.verify.plan import VerifyPlan, plan_verify
+    from openrouter_probe.verify.report import VerifyReport, build_report
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,463 @@
+"""Per-endpoint measures from responses already collected: nothing here sends a request.
+
+An ``Observation`` is one scored-to-be response: which endpoint it was pinned to, which item, who
+served it, what it said (content, tool calls, the first token's top-k logprobs, the generated tokens),
+and what it cost. ``score`` judges it against the item's known answer; ``measure_endpoint`` turns an
+endpoint's observations, paired item by item with the reference's, into ``EndpointMeasures``:
+
+- known-answer accuracy (with its Clopper-Pearson interval) and the strict-format rate;
+- agreement with the reference: exact match of the normalised answer, mean ``difflib`` ratio of the
+  content;
+- tool calls: finish-reason counts, the schema-valid rate of the calls made, trigger agreement (both
+  called a tool, or both did not) with the reference;
+- the first generated token: total variation between the two top-k distributions and the position of
+  the first differing token;
+- cost and tokens.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import fmean, median
+from typing import Any
+
+from openrouter_probe.verify.stats import Interval, PairedCounts, clopper_pearson
+from openrouter_probe.verify.suites import Item, check_schema, extract_number, normalise_text
+
+__all__ = [
+    "EndpointMeasures",
+    "Observation",
+    "Score",
+    "ToolCall",
+    "first_difference",
+    "measure_endpoint",
+    "pair_counts",
+    "score",
+    "top_k_distance",
+]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as returned: the function name and its arguments (parsed; ``None`` when the
+    ``arguments`` string is not a JSON object)."""
+
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One response to one item on one pinned endpoint.
+
+    ``first_top_logprobs`` maps the top-k tokens at the first generated position to their logprobs
+    (OpenAI's ``logprobs.content[0].top_logprobs``); ``tokens`` is the generated content token by
+    token (``logprobs.content[].token``). Both are ``None`` when the response carried no logprobs.
+    ``model`` is the permaslug that served it (a version change shows there).
+    """
+
+    endpoint: str
+    item_id: str
+    provider: str | None = None
+    content: str | None = None
+    finish_reason: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    first_top_logprobs: dict[str, float] | None = None
+    tokens: tuple[str, ...] | None = None
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_completion(cls, endpoint: str, item_id: str, body: Mapping[str, Any]) -> Observation:
+        """Read a chat completion body (as OpenRouter returns it) pinned to ``endpoint``."""
+        choices = body.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], Mapping) else {}
+        message = choice.get("message") or {}
+        usage = body.get("usage") or {}
+        error = body.get("error") or choice.get("error")
+        return cls(
+            endpoint=endpoint,
+            item_id=item_id,
+            provider=body.get("provider"),
+            content=message.get("content"),
+            finish_reason=choice.get("finish_reason"),
+            tool_calls=_tool_calls(message.get("tool_calls")),
+            first_top_logprobs=_first_top(choice.get("logprobs")),
+            tokens=_tokens(choice.get("logprobs")),
+            model=body.get("model"),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            reasoning_tokens=_count(
+                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+            ),
+            cost_usd=_number(usage.get("cost")),
+            error=_error_text(error),
+        )
+
+    @classmethod
+    def from_output_line(
+        cls, row: Mapping[str, Any], *, endpoint: str, item_id: str
+    ) -> Observation:
+        """Read a generator output line (``provider``, ``content``, ``finish_reason``, ``usage``,
+        ``cost_usd``, ``error``; ``tool_calls`` and ``logprobs`` when the generator kept them)."""
+        usage = row.get("usage") or {}
+        return cls(
+            endpoint=endpoint,
+            item_id=item_id,
+            provider=row.get("provider"),
+            content=row.get("content"),
+            finish_reason=row.get("finish_reason"),
+            tool_calls=_tool_calls(row.get("tool_calls")),
+            first_top_logprobs=_first_top(row.get("logprobs")),
+            tokens=_tokens(row.get("logprobs")),
+            model=row.get("model"),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            reasoning_tokens=_count(
+                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+            ),
+            cost_usd=_number(row["cost_usd"] if "cost_usd" in row else usage.get("cost")),
+            error=_error_text(row.get("error")),
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.finish_reason == "error"
+
+
+def _number(value: Any) -> float | None:
+    """A float from a JSON number or numeric string; ``None`` for anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _count(value: Any) -> int:
+    number = _number(value)
+    return 0 if number is None else int(number)
+
+
+def _error_text(error: Any) -> str | None:
+    if not error:
+        return None
+    if isinstance(error, Mapping):
+        return str(error.get("message") or error)
+    return str(error)
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    calls = []
+    for entry in raw or ():
+        function = entry.get("function") if isinstance(entry, Mapping) else None
+        if not isinstance(function, Mapping):
+            continue
+        text = function.get("arguments")
+        text = text if isinstance(text, str) else json.dumps(text)
+        try:
+            parsed = json.loads(text)
+        except (json.JSONDecodeError, TypeError):
+            parsed = None
+        calls.append(
+            ToolCall(
+                str(function.get("name", "")), parsed if isinstance(parsed, dict) else None, text
+            )
+        )
+    return tuple(calls)
+
+
+def _content_entries(logprobs: Any) -> list[Any]:
+    if not isinstance(logprobs, Mapping):
+        return []
+    content = logprobs.get("content")
+    return list(content) if isinstance(content, list) else []
+
+
+def _first_top(logprobs: Any) -> dict[str, float] | None:
+    entries = _content_entries(logprobs)
+    if not entries or not isinstance(entries[0], Mapping):
+        return None
+    top = entries[0].get("top_logprobs")
+    if not isinstance(top, list) or not top:
+        return None
+    out: dict[str, float] = {}
+    for t in top:
+        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
+            continue
+        logprob = _number(t.get("logprob"))
+        if logprob is not None:
+            # a duplicate token keeps its larger logprob
+            out[t["token"]] = max(logprob, out.get(t["token"], -math.inf))
+    return out or None
+
+
+def _tokens(logprobs: Any) -> tuple[str, ...] | None:
+    entries = _content_entries(logprobs)
+    if not entries:
+        return None
+    return tuple(str(e.get("token", "")) for e in entries if isinstance(e, Mapping))
+
+
+@dataclass(frozen=True)
+class Score:
+    """An observation judged against its item: ``correct`` is ``None`` when there is no known
+    answer; ``strict`` whether the answer kept the strict format; ``normalised`` what agreement
+    compares."""
+
+    correct: bool | None
+    strict: bool
+    normalised: str
+    called_tool: str | None
+    schema_valid: bool | None
+
+
+def score(item: Item, obs: Observation) -> Score:
+    """Judge ``obs`` against ``item``: its number, its text, or its tool call."""
+    call = obs.tool_calls[0] if obs.tool_calls else None
+    schema_valid = None
+    if call is not None:
+        schema = next(
+            (t["function"]["parameters"] for t in item.tools if t["function"]["name"] == call.name),
+            None,
+        )
+        schema_valid = (
+            schema is not None
+            and call.arguments is not None
+            and not check_schema(call.arguments, schema)
+        )
+    correct: bool | None
+    if item.answer_kind == "tool":
+        normalised = (
+            f"call {call.name} {json.dumps(call.arguments, sort_keys=True)}"
+            if call
+            else normalise_text(obs.content)
+        )
+        if item.expect_tool is None:
+            correct = call is None
+        else:
+            correct = (
+                call is not None
+                and call.name == item.expect_tool
+                and bool(schema_valid)
+                and _arguments_match(call.arguments or {}, item.expect_arguments)
+            )
+        return Score(correct, True, normalised, call.name if call else None, schema_valid)
+    if item.answer_kind == "number":
+        got = extract_number(obs.content)
+        correct = None if item.answer is None else got.value == extract_number(item.answer).value
+        normalised = got.value if got.value is not None else normalise_text(obs.content)
+        return Score(correct, got.strict, normalised, call.name if call else None, schema_valid)
+    normalised = normalise_text(obs.content)
+    correct = None if item.answer is None else normalised == normalise_text(item.answer)
+    return Score(correct, True, normalised, call.name if call else None, schema_valid)
+
+
+def _arguments_match(got: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    for key, want in expected.items():
+        have = got.get(key)
+        if isinstance(want, str):
+            if not isinstance(have, str) or normalise_text(have) != normalise_text(want):
+                return False
+        elif isinstance(want, int | float) and not isinstance(want, bool):
+            if (
+                isinstance(have, bool)
+                or not isinstance(have, int | float)
+                or not math.isclose(have, want, rel_tol=1e-9)
+            ):
+                return False
+        elif have != want:
+            return False
+    return True
+
+
+def top_k_distance(
+    p_logprobs: Mapping[str, float], q_logprobs: Mapping[str, float]
+) -> tuple[float, float]:
+    """Return (total variation, unlisted mass) between two top-k distributions at one position.
+
+    Each side is extended to the union of both top-k lists plus an "other" bucket holding
+    ``1 - sum(listed)``; a token one side did not list gets 0 there. The result is exact when both
+    lists carry all the mass, and within ``p_rest + q_rest`` (the second value) of the true total
+    variation otherwise.
+    """
+    p = {t: math.exp(v) for t, v in p_logprobs.items()}
+    q = {t: math.exp(v) for t, v in q_logprobs.items()}
+    p_rest = max(0.0, 1.0 - math.fsum(p.values()))
+    q_rest = max(0.0, 1.0 - math.fsum(q.values()))
+    tokens = set(p) | set(q)
+    tv = 0.5 * (
+        math.fsum(abs(p.get(t, 0.0) - q.get(t, 0.0)) for t in tokens) + abs(p_rest - q_rest)
+    )
+    return min(1.0, tv), p_rest + q_rest
+
+
+def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
+    """Return the index of the first differing element (``None`` when equal; the shorter length
+    when one is a prefix of the other)."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@dataclass(frozen=True)
+class EndpointMeasures:
+    """What one endpoint did, and how it compares with the reference on the same items.
+
+    Rates are fractions (0..1); ``None`` when nothing was there to measure.
+    """
+
+    endpoint: str
+    scored: int
+    failed: int
+    known: int
+    correct: int
+    accuracy: float | None
+    accuracy_ci: Interval | None
+    strict_format_rate: float | None
+    paired: int
+    exact_match_rate: float | None
+    similarity_mean: float | None
+    counts: PairedCounts
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+    models: dict[str, int] = field(default_factory=dict)
+    tool_calls: int = 0
+    schema_valid_rate: float | None = None
+    trigger_agreement: float | None = None
+    logprob_pairs: int = 0
+    first_token_tv_mean: float | None = None
+    first_token_tv_max: float | None = None
+    first_token_unlisted_mass_max: float | None = None
+    first_diff_token_median: float | None = None
+    identical_token_rate: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_unknown: int = 0
+
+
+def pair_counts(
+    items: Mapping[str, Item],
+    endpoint: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
+) -> PairedCounts:
+    """Count the known-answer items scored (not failed) on both sides by outcome pair."""
+    tally: Counter[tuple[bool, bool]] = Counter()
+    for item_id, obs in endpoint.items():
+        ref = reference.get(item_id)
+        item = items.get(item_id)
+        if item is None or ref is None or obs.failed or ref.failed:
+            continue
+        mine, theirs = score(item, obs).correct, score(item, ref).correct
+        if mine is None or theirs is None:
+            continue
+        tally[(theirs, mine)] += 1
+    return PairedCounts(
+        both=tally[(True, True)],
+        ref_only=tally[(True, False)],
+        endpoint_only=tally[(False, True)],
+        neither=tally[(False, False)],
+    )
+
+
+def _rate(values: Iterable[bool]) -> float | None:
+    seq = list(values)
+    return None if not seq else sum(seq) / len(seq)
+
+
+def _similarity(
+    item: Item, obs: Observation, mine: Score, ref: Observation, theirs: Score
+) -> float:
+    """``difflib`` ratio of the normalised content; for tool prompts, of the normalised decision
+    (the call and its arguments, or the text), since a tool call has no content."""
+    if item.answer_kind == "tool":
+        a, b = mine.normalised, theirs.normalised
+    else:
+        a, b = normalise_text(obs.content), normalise_text(ref.content)
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def measure_endpoint(
+    tag: str,
+    items: Mapping[str, Item],
+    observations: Iterable[Observation],
+    reference: Mapping[str, Observation],
+) -> EndpointMeasures:
+    """Measure one endpoint's ``observations`` (one per item; leaked pins already removed) against
+    the items and the reference's observations by item id. For the reference itself, pass its own
+    observations as both: agreement is then trivially 1."""
+    mine = {o.item_id: o for o in observations}
+    ok = {i: o for i, o in mine.items() if not o.failed and i in items}
+    scores = {i: score(items[i], o) for i, o in ok.items()}
+    known = {i: s for i, s in scores.items() if s.correct is not None}
+    correct = sum(1 for s in known.values() if s.correct)
+    numbers = [s.strict for i, s in scores.items() if items[i].answer_kind == "number"]
+    pairs = [
+        (i, s, ref, score(items[i], ref))
+        for i, s in scores.items()
+        if (ref := reference.get(i)) is not None and not ref.failed
+    ]
+    calls = [s for s in scores.values() if s.called_tool is not None]
+    tool_pairs = [(s, r) for i, s, _, r in pairs if items[i].answer_kind == "tool"]
+    distances = [
+        top_k_distance(ok[i].first_top_logprobs or {}, ref.first_top_logprobs or {})
+        for i, _, ref, _ in pairs
+        if ok[i].first_top_logprobs and ref.first_top_logprobs
+    ]
+    token_pairs = [
+        (ok[i].tokens, ref.tokens) for i, _, ref, _ in pairs if ok[i].tokens and ref.tokens
+    ]
+    diffs = [first_difference(a, b) for a, b in token_pairs if a is not None and b is not None]
+    costs = [o.cost_usd for o in mine.values()]
+    return EndpointMeasures(
+        endpoint=tag,
+        scored=len(ok),
+        failed=len(mine) - len(ok),
+        known=len(known),
+        correct=correct,
+        accuracy=None if not known else correct / len(known),
+        accuracy_ci=None if not known else clopper_pearson(correct, len(known)),
+        strict_format_rate=_rate(numbers),
+        paired=len(pairs),
+        exact_match_rate=_rate(s.normalised == r.normalised for _, s, _, r in pairs),
+        similarity_mean=None
+        if not pairs
+        else fmean(_similarity(items[i], ok[i], s, ref, r) for i, s, ref, r in pairs),
+        counts=pair_counts(items, ok, reference),
+        finish_reasons=dict(
+            sorted(Counter(o.finish_reason or "none" for o in mine.values()).items())
+        ),
+        models=dict(sorted(Counter(o.model for o in ok.values() if o.model).items())),
+        tool_calls=len(calls),
+        schema_valid_rate=_rate(bool(s.schema_valid) for s in calls),
+        trigger_agreement=_rate(
+            (s.called_tool is None) == (r.called_tool is None) for s, r in tool_pairs
+        ),
+        logprob_pairs=len(distances),
+        first_token_tv_mean=fmean(d for d, _ in distances) if distances else None,
+        first_token_tv_max=max(d for d, _ in distances) if distances else None,
+        first_token_unlisted_mass_max=max(r for _, r in distances) if distances else None,
+        first_diff_token_median=median([d for d in diffs if d is not None])
+        if any(d is not None for d in diffs)
+        else None,
+        identical_token_rate=_rate(d is None for d in diffs),
+        prompt_tokens=sum(o.prompt_tokens for o in mine.values()),
+        completion_tokens=sum(o.completion_tokens for o in mine.values()),
+        reasoning_tokens=sum(o.reasoning_tokens for o in mine.values()),
+        cost_usd=math.fsum(c for c in costs if c is not None),
+        cost_unknown=sum(1 for c in costs if c is None),
+    )

@@ -1,0 +1,464 @@
+"""The plan of a precision check, before anything is sent: pins, request bodies, cost, power.
+
+Each endpoint is reached through a pin, ``provider: {only: [TAG], allow_fallbacks: false}``; the
+routing model (``routing.route``) must confirm the pin admits that endpoint and nothing else (a base
+slug such as ``together`` would also admit ``together/turbo``), at the request's ``max_tokens``.
+Requests are built the same way for every endpoint: temperature 0, a fixed ``seed`` where the
+endpoint lists ``seed``, the same ``reasoning`` settings everywhere, top-k logprobs where listed.
+
+Cost per endpoint, in USD at its own prices (``Pricing.usd_per_m``, discount applied):
+
+- worst case: every request spends its ``max_tokens`` (at the dearer of the output and reasoning
+  prices) on a prompt counted at one token per UTF-8 byte plus a chat-template allowance (a BPE
+  token is at least one byte, so this bounds the real count);
+- expected: prompts at about four characters a token, answers at the suite's typical length, or at
+  ``max_tokens`` when reasoning is left on (a reasoning answer's length is not predictable).
+
+A served response whose ``provider`` (a display name) is not the pinned endpoint's is a leaked pin:
+``pin_leaked`` tells, and the report discards and counts it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.routing import RequestParams, route
+from openrouter_probe.schema import Endpoint
+from openrouter_probe.verify.stats import DEFAULT_ALPHA, DEFAULT_POWER, min_detectable_gap
+from openrouter_probe.verify.suites import Item
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "DEFAULT_N",
+    "DEFAULT_REASONING",
+    "DEFAULT_SEED",
+    "DEFAULT_TOP_LOGPROBS",
+    "EndpointPlan",
+    "VerifyPlan",
+    "default_reference",
+    "pin",
+    "pin_block",
+    "pin_leaked",
+    "plan_verify",
+    "prompt_tokens",
+    "request_body",
+]
+
+#: Arithmetic prompts per endpoint by default: enough that ``consistent`` is reachable at the
+#: default tolerance of 10 pp with five endpoints against a reference (see ``docs/verify.md``).
+DEFAULT_N = 200
+#: The sampling seed sent to endpoints that list ``seed`` (temperature is 0 anyway).
+DEFAULT_SEED = 20260127
+#: Reasoning off by default: the first generated token is then the answer's first token (the one
+#: place where logprobs compare like for like), and the answers are short and cheap.
+DEFAULT_REASONING: dict[str, Any] = {"effort": "none"}
+#: Top-k logprobs asked from endpoints that list ``logprobs`` and ``top_logprobs``.
+DEFAULT_TOP_LOGPROBS = 5
+
+#: Chat-template tokens allowed per message and per request in the worst-case prompt count.
+_TEMPLATE_TOKENS_PER_MESSAGE = 8
+_TEMPLATE_TOKENS_PER_REQUEST = 16
+
+
+def pin_block(tag: str) -> dict[str, Any]:
+    """Return the ``provider`` block that pins a request to the endpoint ``tag``."""
+    return {"only": [tag], "allow_fallbacks": False}
+
+
+def pin(
+    tag: str, endpoints: Sequence[Endpoint], *, params: RequestParams | None = None
+) -> Endpoint:
+    """Return the one endpoint ``pin_block(tag)`` admits, as the routing model decides.
+
+    Raises ``ConfigError`` when the pin admits nothing (with the routing model's reason) or more than
+    one endpoint (name the full tag instead).
+    """
+    decision = route(pin_block(tag), endpoints, params)
+    if decision.admitted_tags == [tag]:
+        return decision.admitted[0]
+    if not decision.admitted:
+        why = decision.exclusion(tag)
+        known = ", ".join(e.tag for e in endpoints)
+        detail = why.detail if why is not None else f"no endpoint has tag {tag!r} (tags: {known})"
+        raise ConfigError(f"pin {tag!r} admits no endpoint: {detail}")
+    raise ConfigError(
+        f"pin {tag!r} admits {len(decision.admitted)} endpoints ({', '.join(decision.admitted_tags)}); "
+        "name one full tag"
+    )
+
+
+def pin_leaked(provider: str | None, endpoint: Endpoint) -> bool:
+    """Whether a response served by ``provider`` (its display name) escaped the pin to ``endpoint``.
+
+    A response that names no provider cannot be attributed, so it counts as leaked too.
+    """
+    return provider != endpoint.provider_name
+
+
+def default_reference(model: str, endpoints: Sequence[Endpoint]) -> str | None:
+    """Return the first party's tag: the endpoint whose slug is the model's author
+    (``moonshotai/kimi-k2.5`` -> ``moonshotai/int4``), when there is exactly one."""
+    author = model.split("/", 1)[0].lower()
+    tags = [e.tag for e in endpoints if e.slug == author]
+    return tags[0] if len(tags) == 1 else None
+
+
+def _reasoning_off(reasoning: Mapping[str, Any] | None) -> bool:
+    return reasoning is not None and (
+        reasoning.get("effort") == "none" or reasoning.get("enabled") is False
+    )
+
+
+def request_body(
+    item: Item,
+    endpoint: Endpoint,
+    *,
+    model: str,
+    seed: int = DEFAULT_SEED,
+    reasoning: Mapping[str, Any] | None = None,
+    top_logprobs: int = DEFAULT_TOP_LOGPROBS,
+) -> dict[str, Any]:
+    """Return the chat request body for ``item`` pinned to ``endpoint``.
+
+    ``reasoning`` defaults to ``DEFAULT_REASONING`` and is sent as given to every endpoint; ``seed``
+    and ``logprobs``/``top_logprobs`` (when ``top_logprobs`` > 0) only where the endpoint lists them.
+    """
+    supported = set(endpoint.supported_parameters)
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [dict(m) for m in item.messages],
+        "provider": pin_block(endpoint.tag),
+        "temperature": 0,
+        "max_tokens": item.max_tokens,
+        "reasoning": dict(DEFAULT_REASONING if reasoning is None else reasoning),
+    }
+    if "seed" in supported:
+        body["seed"] = seed
+    if item.tools:
+        body["tools"] = [dict(t) for t in item.tools]
+        body["tool_choice"] = "auto"
+    if top_logprobs > 0 and {"logprobs", "top_logprobs"} <= supported:
+        body["logprobs"] = True
+        body["top_logprobs"] = top_logprobs
+    return body
+
+
+def prompt_tokens(item: Item) -> tuple[int, int]:
+    """Return (expected, worst-case) prompt tokens of ``item``: about 4 characters a token, and one
+    token per UTF-8 byte plus the template allowance (tools included: they are sent as text)."""
+    text = json.dumps(list(item.messages), ensure_ascii=False)
+    if item.tools:
+        text += json.dumps(list(item.tools), ensure_ascii=False)
+    overhead = _TEMPLATE_TOKENS_PER_REQUEST + _TEMPLATE_TOKENS_PER_MESSAGE * len(item.messages)
+    expected = math.ceil(len(text) / 4) + overhead // 2
+    return expected, len(text.encode()) + overhead
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
+
+    tag: str
+    provider_name: str
+    quantization: str | None
+    role: str  # "reference" | "compared"
+    requests: int
+    prompt_tokens_expected: int
+    prompt_tokens_worst: int
+    output_tokens_expected: int
+    output_tokens_worst: int
+    price_in_per_m: Decimal | None
+    price_out_per_m: Decimal | None
+    expected_usd: Decimal | None
+    worst_case_usd: Decimal | None
+    seed_sent: bool
+    logprobs_sent: bool
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    """What a check will send and may cost, before it sends anything."""
+
+    model: str
+    reference: str
+    items: tuple[Item, ...]
+    endpoints: tuple[EndpointPlan, ...]
+    pinned: dict[str, Endpoint]
+    seed: int
+    reasoning: dict[str, Any]
+    top_logprobs: int
+    alpha: float = DEFAULT_ALPHA
+    power: float = DEFAULT_POWER
+    budget_usd: Decimal | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def compared(self) -> list[str]:
+        return [e.tag for e in self.endpoints if e.role == "compared"]
+
+    @property
+    def requests(self) -> int:
+        return sum(e.requests for e in self.endpoints)
+
+    def _total(self, key: str) -> Decimal | None:
+        values = [getattr(e, key) for e in self.endpoints]
+        return None if any(v is None for v in values) else sum(values, Decimal(0))
+
+    @property
+    def worst_case_usd(self) -> Decimal | None:
+        """The most the check can cost (``None`` when an endpoint lists no price)."""
+        return self._total("worst_case_usd")
+
+    @property
+    def expected_usd(self) -> Decimal | None:
+        return self._total("expected_usd")
+
+    @property
+    def fits_budget(self) -> bool | None:
+        """Whether the worst case fits ``budget_usd`` (``None``: no budget or no price)."""
+        worst = self.worst_case_usd
+        return None if self.budget_usd is None or worst is None else worst <= self.budget_usd
+
+    @property
+    def min_detectable_gap_best(self) -> float | None:
+        """The smallest accuracy gap the known-answer items can detect with ``power`` at
+        ``alpha``/K, if the endpoints never disagree the other way (the best case: the report gives
+        the figure for the disagreements actually seen)."""
+        known = sum(1 for item in self.items if item.known)
+        return min_detectable_gap(
+            known, alpha=self.alpha / max(1, len(self.compared)), power=self.power
+        )
+
+    def bodies(self, tag: str) -> list[tuple[str, dict[str, Any]]]:
+        """Return ``(item id, request body)`` for every item pinned to ``tag``: what a sending
+        loop posts, one request each, before handing the responses to ``build_report``."""
+        endpoint = self.pinned.get(tag)
+        if endpoint is None:
+            raise ConfigError(f"{tag!r} is not in this plan ({', '.join(self.pinned)})")
+        return [
+            (
+                item.id,
+                request_body(
+                    item,
+                    endpoint,
+                    model=self.model,
+                    seed=self.seed,
+                    reasoning=self.reasoning,
+                    top_logprobs=self.top_logprobs,
+                ),
+            )
+            for item in self.items
+        ]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per endpoint (pandas, imported here)."""
+        import pandas as pd
+
+        rows = [
+            {
+                "tag": e.tag,
+                "provider": e.provider_name,
+                "role": e.role,
+                "requests": e.requests,
+                "price_in_usd_per_m": e.price_in_per_m,
+                "price_out_usd_per_m": e.price_out_per_m,
+                "expected_usd": e.expected_usd,
+                "worst_case_usd": e.worst_case_usd,
+                "seed": e.seed_sent,
+                "logprobs": e.logprobs_sent,
+                "warnings": "; ".join(e.warnings),
+            }
+            for e in self.endpoints
+        ]
+        return pd.DataFrame(rows)
+
+    def render(self) -> str:
+        """The plan as text (80 columns for tags up to 22 characters; a longer tag widens its
+        column rather than being cut), then its warnings and notes."""
+
+        def usd(v: Decimal | None) -> str:
+            return "?" if v is None else f"${v:.4f}"
+
+        def per_m(v: Decimal | None) -> str:
+            return "?" if v is None else f"{v:.2f}"
+
+        width = max(8, *(len(e.tag) for e in self.endpoints))
+        lines = [
+            f"verify {self.model} against {self.reference}",
+            f"{len(self.items)} prompts x {len(self.endpoints)} endpoints = {self.requests} requests",
+            f"{'endpoint':<{width}} {'role':<9} {'reqs':>5} {'in/M':>6} {'out/M':>6} "
+            f"{'expected':>9} {'worst':>9} sends",
+        ]
+        for e in self.endpoints:
+            sends = ",".join(
+                name for name, on in (("seed", e.seed_sent), ("lp", e.logprobs_sent)) if on
+            )
+            lines.append(
+                f"{e.tag:<{width}} {e.role:<9} {e.requests:>5} {per_m(e.price_in_per_m):>6} "
+                f"{per_m(e.price_out_per_m):>6} {usd(e.expected_usd):>9} "
+                f"{usd(e.worst_case_usd):>9} {sends or '-'}"
+            )
+        lines.append(
+            f"{'total':<{width}} {'':<9} {self.requests:>5} {'':>6} {'':>6} "
+            f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
+        )
+        gap = self.min_detectable_gap_best
+        tail = [
+            "power: at best (no reverse disagreements) the known-answer prompts detect a gap of "
+            + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
+            + f" with {self.power:.0%} power at family-wise alpha {self.alpha:g}"
+        ]
+        if self.budget_usd is not None:
+            tail.append(
+                f"budget ${self.budget_usd}: the worst case "
+                + ("fits" if self.fits_budget else "does NOT fit (the cap will stop the run early)")
+            )
+        tail.extend(f"warning: {e.tag}: {w}" for e in self.endpoints for w in e.warnings)
+        tail.extend(f"note: {n}" for n in self.notes)
+        lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
+        return "\n".join(lines)
+
+
+def _cost(
+    n_in: int, n_out: int, requests: int, endpoint: Endpoint, *, worst: bool
+) -> Decimal | None:
+    pricing = endpoint.pricing
+    p_in = pricing.usd_per_unit("prompt")
+    p_out = pricing.usd_per_unit("completion")
+    if p_in is None or p_out is None:
+        return None
+    if worst:
+        p_reason = pricing.usd_per_unit("internal_reasoning")
+        p_out = max(p_out, p_reason) if p_reason is not None else p_out
+    per_request = pricing.usd_per_unit("request") or Decimal(0)
+    return p_in * n_in + p_out * n_out + per_request * requests
+
+
+def plan_verify(
+    endpoints: Sequence[Endpoint],
+    *,
+    model: str,
+    tags: Sequence[str],
+    items: Sequence[Item],
+    reference: str | None = None,
+    seed: int = DEFAULT_SEED,
+    reasoning: Mapping[str, Any] | None = None,
+    top_logprobs: int = DEFAULT_TOP_LOGPROBS,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    budget_usd: Decimal | float | str | None = None,
+) -> VerifyPlan:
+    """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``.
+
+    ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
+    ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
+    (``default_reference``).
+
+    Example::
+
+        snap = bundled_snapshot("moonshotai/kimi-k2.5")
+        tags = [e.tag for e in snap.endpoints if e.quantization == "int4"]
+        plan = plan_verify(snap.endpoints, model=snap.model, tags=tags, items=arith_suite(200))
+        print(plan.render())
+    """
+    if not items:
+        raise ConfigError("no prompts to send; give at least one suite item")
+    ref = reference or default_reference(model, endpoints)
+    if ref is None:
+        raise ConfigError(
+            f"no first-party endpoint found for {model}; name the reference endpoint's tag"
+        )
+    order = [ref, *(t for t in dict.fromkeys(tags) if t != ref)]
+    if len(order) < 2:
+        raise ConfigError("nothing to compare: give at least one endpoint besides the reference")
+    settings = dict(DEFAULT_REASONING if reasoning is None else reasoning)
+    sent = {"temperature", "max_tokens", "reasoning"}
+    if any(item.tools for item in items):
+        sent |= {"tools", "tool_choice"}
+    params = RequestParams(
+        max_tokens=max(item.max_tokens for item in items), parameters=frozenset(sent)
+    )
+    tokens = [prompt_tokens(item) for item in items]
+    in_expected = sum(t[0] for t in tokens)
+    in_worst = sum(t[1] for t in tokens)
+    out_worst = sum(item.max_tokens for item in items)
+    out_expected = (
+        sum(item.expected_output_tokens for item in items)
+        if _reasoning_off(settings)
+        else out_worst
+    )
+    names = [e.provider_name for e in endpoints]
+    pinned: dict[str, Endpoint] = {}
+    rows = []
+    for tag in order:
+        endpoint = pin(tag, endpoints, params=params)
+        pinned[tag] = endpoint
+        supported = set(endpoint.supported_parameters)
+        warnings = []
+        for name in ("temperature", "reasoning", "seed"):
+            if name not in supported:
+                warnings.append(
+                    f"does not list {name}: it may ignore it, so its answers may differ for "
+                    "that reason rather than precision"
+                )
+        if names.count(endpoint.provider_name) > 1:
+            warnings.append(
+                f"another endpoint is also served by {endpoint.provider_name!r}: a leak to it "
+                "cannot be told from the response's provider"
+            )
+        rows.append(
+            EndpointPlan(
+                tag=tag,
+                provider_name=endpoint.provider_name,
+                quantization=endpoint.quantization,
+                role="reference" if tag == ref else "compared",
+                requests=len(items),
+                prompt_tokens_expected=in_expected,
+                prompt_tokens_worst=in_worst,
+                output_tokens_expected=out_expected,
+                output_tokens_worst=out_worst,
+                price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
+                price_out_per_m=endpoint.pricing.usd_per_m("completion"),
+                expected_usd=_cost(in_expected, out_expected, len(items), endpoint, worst=False),
+                worst_case_usd=_cost(in_worst, out_worst, len(items), endpoint, worst=True),
+                seed_sent="seed" in supported,
+                logprobs_sent=top_logprobs > 0 and {"logprobs", "top_logprobs"} <= supported,
+                warnings=tuple(warnings),
+            )
+        )
+    notes = []
+    lp = [r for r in rows if r.logprobs_sent]
+    if not any(r.logprobs_sent and r.role == "reference" for r in rows) or len(lp) < 2:
+        notes.append(
+            "first-token logprobs cannot be compared: the reference and at least one other "
+            "endpoint must list logprobs and top_logprobs"
+        )
+    if not _reasoning_off(settings):
+        notes.append(
+            "reasoning is on: the first generated token is a reasoning token, so the logprob "
+            "comparison and the expected cost are weaker (expected = worst-case output)"
+        )
+    return VerifyPlan(
+        model=model,
+        reference=ref,
+        items=tuple(items),
+        endpoints=tuple(rows),
+        pinned=pinned,
+        seed=seed,
+        reasoning=settings,
+        top_logprobs=top_logprobs,
+        alpha=alpha,
+        power=power,
+        budget_usd=None if budget_usd is None else Decimal(str(budget_usd)),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,302 @@
+"""The report of a precision check, and the seam between sending and judging.
+
+``build_report(plan, observations)`` takes the responses a sending loop collected (``Observation``
+objects: pinned tag, item id, body) and returns a ``VerifyReport``: leaked pins discarded and counted,
+every endpoint measured, each compared endpoint judged against the reference (Holm over all of them).
+The report has a DataFrame view (pandas, imported when asked), a short ``repr``, ``_repr_html_`` for
+Jupyter, and ``to_evidence_yaml()``: dated evidence in an additive ``measured:`` section that the
+precision registry can read (``docs/verify.md`` gives the format and the reader it needs).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
+from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
+from openrouter_probe.verify.stats import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    MeasuredVerdict,
+    compare_to_reference,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["EVIDENCE_HEADER", "EndpointResult", "VerifyReport", "build_report"]
+
+#: The comment at the top of an evidence file.
+EVIDENCE_HEADER = (
+    "# Precision evidence measured by `openrouter-probe verify` (docs/verify.md): each entry is one\n"
+    "# endpoint compared with a reference endpoint on the same pinned prompts, with its statistics.\n"
+)
+
+
+@dataclass(frozen=True)
+class EndpointResult:
+    """One endpoint's measures, its comparison with the reference (``None`` for the reference)
+    and what was discarded: ``leaked`` responses served by another provider, ``missing`` items with
+    no response."""
+
+    tag: str
+    provider_name: str
+    quantization: str | None
+    role: str
+    measures: EndpointMeasures
+    comparison: Comparison | None
+    leaked: int
+    missing: int
+
+    @property
+    def verdict(self) -> MeasuredVerdict | None:
+        return None if self.comparison is None else self.comparison.verdict
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of a precision check: one ``EndpointResult`` per endpoint, reference first."""
+
+    model: str
+    reference: str
+    taken_at: datetime
+    suites: tuple[str, ...]
+    items: int
+    alpha: float
+    power: float
+    tolerance: float
+    results: tuple[EndpointResult, ...]
+    snapshot_sha256: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def verdicts(self) -> dict[str, MeasuredVerdict]:
+        """The verdict of each compared endpoint, by tag."""
+        return {r.tag: r.verdict for r in self.results if r.verdict is not None}
+
+    def result(self, tag: str) -> EndpointResult:
+        """Return the result for ``tag`` (``KeyError`` naming the tags there are)."""
+        for r in self.results:
+            if r.tag == tag:
+                return r
+        raise KeyError(f"{tag!r} is not in this report ({', '.join(r.tag for r in self.results)})")
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat dict per endpoint (rates as fractions, cost in USD)."""
+        out = []
+        for r in self.results:
+            m, c = r.measures, r.comparison
+            ci = m.accuracy_ci
+            out.append(
+                {
+                    "tag": r.tag,
+                    "provider": r.provider_name,
+                    "quantization": r.quantization,
+                    "role": r.role,
+                    "verdict": r.verdict,
+                    "paired": None if c is None else c.counts.n,
+                    "accuracy": m.accuracy,
+                    "accuracy_ci_low": None if ci is None else ci.low,
+                    "accuracy_ci_high": None if ci is None else ci.high,
+                    "accuracy_gap": None if c is None else c.counts.gap,
+                    "p_holm": None if c is None else c.p_adjusted,
+                    "min_detectable_gap": None if c is None else c.min_detectable_gap,
+                    "exact_match_rate": m.exact_match_rate,
+                    "similarity_mean": m.similarity_mean,
+                    "strict_format_rate": m.strict_format_rate,
+                    "schema_valid_rate": m.schema_valid_rate,
+                    "trigger_agreement": m.trigger_agreement,
+                    "first_token_tv_mean": m.first_token_tv_mean,
+                    "first_diff_token_median": m.first_diff_token_median,
+                    "models_served": ", ".join(f"{k} x{v}" for k, v in m.models.items()),
+                    "scored": m.scored,
+                    "failed": m.failed,
+                    "leaked": r.leaked,
+                    "missing": r.missing,
+                    "prompt_tokens": m.prompt_tokens,
+                    "completion_tokens": m.completion_tokens,
+                    "reasoning_tokens": m.reasoning_tokens,
+                    "cost_usd": m.cost_usd,
+                    "reason": None if c is None else c.reason,
+                }
+            )
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """The report as a DataFrame, one row per endpoint (pandas imported here)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows()).set_index("tag")
+
+    def __repr__(self) -> str:
+        verdicts = ", ".join(f"{tag} {v}" for tag, v in self.verdicts.items())
+        return (
+            f"<VerifyReport {self.model} vs {self.reference}, {self.items} prompts, "
+            f"{self.taken_at:%Y-%m-%d}: {verdicts or 'nothing compared'}>"
+        )
+
+    def _repr_html_(self) -> str:
+        head = (
+            f"<p><b>{html.escape(self.model)}</b> against <b>{html.escape(self.reference)}</b>, "
+            f"{self.items} prompts ({html.escape(', '.join(self.suites))}), "
+            f"{self.taken_at:%Y-%m-%d}; alpha {self.alpha:g} (Holm), tolerance "
+            f"{100 * self.tolerance:.0f} pp, power {self.power:.0%}</p>"
+        )
+        columns = [
+            "provider", "role", "verdict", "paired", "accuracy", "accuracy_gap", "p_holm",
+            "min_detectable_gap", "exact_match_rate", "leaked", "cost_usd", "reason",
+        ]  # fmt: skip
+        table = self.to_frame()[columns].to_html(na_rep="", float_format=lambda v: f"{v:.4g}")
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)
+        return head + table + notes
+
+    def to_evidence(self) -> dict[str, Any]:
+        """The evidence document: ``{"measured": [one entry per compared endpoint]}``."""
+        k = sum(1 for r in self.results if r.comparison is not None)
+        entries = []
+        for r in self.results:
+            c = r.comparison
+            if c is None:
+                continue
+            m = r.measures
+            ref = self.result(self.reference).measures
+            ci = m.accuracy_ci
+            entries.append(
+                {
+                    "model": self.model,
+                    "endpoint": r.tag,
+                    "provider": r.provider_name,
+                    "declared": r.quantization,
+                    "reference": self.reference,
+                    "verdict": c.verdict,
+                    "date": f"{self.taken_at:%Y-%m-%d}",
+                    "n": c.counts.n,
+                    "accuracy": _round(m.accuracy),
+                    "accuracy_ci95": None if ci is None else [_round(ci.low), _round(ci.high)],
+                    "reference_accuracy": _round(ref.accuracy),
+                    "accuracy_gap": _round(c.counts.gap),
+                    "discordant": {
+                        "reference_only": c.counts.ref_only,
+                        "endpoint_only": c.counts.endpoint_only,
+                    },
+                    "p_value": _round(c.p_value, 6),
+                    "p_holm": _round(c.p_adjusted, 6),
+                    "min_detectable_gap": _round(c.min_detectable_gap),
+                    "power": self.power,
+                    "tolerance": self.tolerance,
+                    "alpha": self.alpha,
+                    "test": f"exact McNemar (paired), Holm over {k} endpoint(s)",
+                    "suites": list(self.suites),
+                    "exact_match_rate": _round(m.exact_match_rate),
+                    "leaked": r.leaked,
+                    "reason": c.reason,
+                    "source": "openrouter-probe verify"
+                    + (f"; snapshot {self.snapshot_sha256}" if self.snapshot_sha256 else ""),
+                }
+            )
+        return {"measured": entries}
+
+    def to_evidence_yaml(self) -> str:
+        """The evidence as YAML (deterministic: keys in a fixed order, floats rounded)."""
+        body = yaml.safe_dump(self.to_evidence(), sort_keys=False, allow_unicode=True, width=100)
+        return EVIDENCE_HEADER + body
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def build_report(
+    plan: VerifyPlan,
+    observations: Iterable[Observation],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    taken_at: datetime | None = None,
+    snapshot_sha256: str | None = None,
+) -> VerifyReport:
+    """Judge the collected ``observations`` of ``plan`` and return the report.
+
+    This is the seam between sending and judging: a sending loop builds one ``Observation`` per
+    response (``Observation.from_completion`` or ``from_output_line``) with the tag it pinned and
+    the item id it sent. Here a response whose provider is not the pinned endpoint's is discarded
+    and counted as leaked; per (endpoint, item) the first response is kept, or the first success
+    after a failed one (a retry); responses for endpoints or items outside the plan are left out
+    and counted in the notes.
+
+    Example::
+
+        plan = plan_verify(snap.endpoints, model=snap.model, tags=tags, items=arith_suite(200))
+        report = build_report(plan, [Observation.from_completion(tag, item_id, body), ...])
+        report.verdicts             # {'chutes/int4': 'consistent', ...}
+        print(report.to_evidence_yaml())
+    """
+    items = {item.id: item for item in plan.items}
+    kept: dict[str, dict[str, Observation]] = {tag: {} for tag in plan.pinned}
+    leaked: Counter[str] = Counter()
+    duplicates = outside = 0
+    for obs in observations:
+        endpoint = plan.pinned.get(obs.endpoint)
+        if endpoint is None or obs.item_id not in items:
+            outside += 1
+            continue
+        if pin_leaked(obs.provider, endpoint):
+            leaked[obs.endpoint] += 1
+            continue
+        previous = kept[obs.endpoint].get(obs.item_id)
+        if previous is not None and not (previous.failed and not obs.failed):
+            duplicates += 1
+            continue
+        kept[obs.endpoint][obs.item_id] = obs  # the first, or a success after a failure
+    reference = kept[plan.reference]
+    measures = {
+        tag: measure_endpoint(tag, items, kept[tag].values(), reference) for tag in plan.pinned
+    }
+    comparisons = compare_to_reference(
+        {tag: measures[tag].counts for tag in plan.compared},
+        alpha=plan.alpha,
+        tolerance=tolerance,
+        power=plan.power,
+    )
+    notes = []
+    if sum(leaked.values()):
+        notes.append(
+            f"{sum(leaked.values())} response(s) came from another provider than the pinned one "
+            "(leaked pins): discarded, not scored"
+        )
+    if duplicates:
+        notes.append(f"{duplicates} repeated response(s) for the same endpoint and item ignored")
+    if outside:
+        notes.append(f"{outside} response(s) for endpoints or items outside the plan ignored")
+    results = tuple(
+        EndpointResult(
+            tag=e.tag,
+            provider_name=e.provider_name,
+            quantization=e.quantization,
+            role=e.role,
+            measures=measures[e.tag],
+            comparison=comparisons.get(e.tag),
+            leaked=leaked[e.tag],
+            missing=len(items) - len(kept[e.tag]),
+        )
+        for e in plan.endpoints
+    )
+    return VerifyReport(
+        model=plan.model,
+        reference=plan.reference,
+        taken_at=taken_at or datetime.now(UTC).replace(microsecond=0),
+        suites=tuple(dict.fromkeys(item.suite for item in plan.items)),
+        items=len(items),
+        alpha=plan.alpha,
+        power=plan.power,
+        tolerance=tolerance,
+        results=results,
+        snapshot_sha256=snapshot_sha256,
+        notes=tuple(notes),
+    )

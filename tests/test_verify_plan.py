@@ -1,0 +1,224 @@
+"""The plan of a precision check: pins through the routing model, request bodies, cost, leaks."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.routing import RequestParams
+from openrouter_probe.schema import Endpoint, Pricing
+from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.verify.plan import (
+    DEFAULT_N,
+    DEFAULT_SEED,
+    default_reference,
+    pin,
+    pin_block,
+    pin_leaked,
+    plan_verify,
+    prompt_tokens,
+    request_body,
+)
+from openrouter_probe.verify.suites import arith_suite, tools_suite
+
+SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
+INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4"]
+
+
+def _endpoint(tag: str, name: str, **extra: object) -> Endpoint:
+    return Endpoint.model_validate(
+        {
+            "tag": tag,
+            "provider_name": name,
+            "pricing": {"prompt": "0.000001", "completion": "0.000002"},
+            "supported_parameters": ["temperature", "max_tokens", "reasoning"],
+            **extra,
+        }
+    )
+
+
+def test_the_six_int4_endpoints_of_the_bundled_snapshot() -> None:
+    assert INT4 == [
+        "chutes/int4",
+        "deepinfra/int4",
+        "siliconflow/int4",
+        "atlas-cloud/int4",
+        "parasail/int4",
+        "moonshotai/int4",
+    ]
+    assert default_reference(SNAP.model, SNAP.endpoints) == "moonshotai/int4"
+
+
+@pytest.mark.parametrize("tag", INT4)
+def test_each_pin_admits_exactly_its_endpoint(tag: str) -> None:
+    assert pin_block(tag) == {"only": [tag], "allow_fallbacks": False}
+    assert pin(tag, SNAP.endpoints).tag == tag
+
+
+def test_a_base_slug_that_admits_two_endpoints_is_refused() -> None:
+    endpoints = [_endpoint("together", "Together"), _endpoint("together/turbo", "Together")]
+    assert pin("together/turbo", endpoints).tag == "together/turbo"
+    with pytest.raises(
+        ConfigError,
+        match=r"pin 'together' admits 2 endpoints \(together, together/turbo\); name one full tag",
+    ):
+        pin("together", endpoints)
+
+
+def test_a_pin_that_admits_nothing_says_why() -> None:
+    with pytest.raises(ConfigError, match=r"pin 'nobody/int4' admits no endpoint: no endpoint has"):
+        pin("nobody/int4", SNAP.endpoints)
+    # the routing model's own reason: 70000 > chutes/int4's max_completion_tokens of 65535
+    with pytest.raises(ConfigError, match=r"max_tokens 70000 > its max 65535"):
+        pin("chutes/int4", SNAP.endpoints, params=RequestParams(max_tokens=70_000))
+
+
+def test_request_body_is_pinned_greedy_and_equal_across_endpoints() -> None:
+    item = arith_suite(1)[0]
+    chutes = pin("chutes/int4", SNAP.endpoints)
+    body = request_body(item, chutes, model=SNAP.model)
+    assert body == {
+        "model": "moonshotai/kimi-k2.5",
+        "messages": [dict(item.messages[0])],
+        "provider": {"only": ["chutes/int4"], "allow_fallbacks": False},
+        "temperature": 0,
+        "max_tokens": 256,
+        "reasoning": {"effort": "none"},
+        "seed": DEFAULT_SEED,
+    }
+    other = request_body(item, pin("moonshotai/int4", SNAP.endpoints), model=SNAP.model)
+    assert {k: v for k, v in other.items() if k != "provider"} == {
+        k: v for k, v in body.items() if k != "provider"
+    }
+
+
+def test_request_body_sends_seed_and_logprobs_only_where_listed() -> None:
+    plain = _endpoint("a/int4", "A")
+    rich = _endpoint(
+        "b/int4",
+        "B",
+        supported_parameters=["temperature", "reasoning", "seed", "logprobs", "top_logprobs"],
+    )
+    item = tools_suite()[0]
+    body = request_body(item, plain, model="m/x", reasoning={"enabled": False})
+    assert "seed" not in body and "logprobs" not in body
+    assert body["reasoning"] == {"enabled": False}
+    assert body["tool_choice"] == "auto" and len(body["tools"]) == 4
+    body = request_body(item, rich, model="m/x", seed=7, top_logprobs=3)
+    assert (body["seed"], body["logprobs"], body["top_logprobs"]) == (7, True, 3)
+    assert "logprobs" not in request_body(item, rich, model="m/x", top_logprobs=0)
+
+
+def test_pin_leaked() -> None:
+    chutes = pin("chutes/int4", SNAP.endpoints)
+    assert not pin_leaked("Chutes", chutes)
+    assert pin_leaked("Moonshot AI", chutes)
+    assert pin_leaked(None, chutes)  # unattributable: never scored
+
+
+def test_prompt_tokens_bound() -> None:
+    item = arith_suite(1)[0]
+    text = json.dumps([item.messages[0]], ensure_ascii=False)
+    expected, worst = prompt_tokens(item)
+    assert worst == len(text.encode()) + 16 + 8  # one token per byte, plus the template allowance
+    assert expected == -(-len(text) // 4) + 12
+    assert expected < worst
+
+
+def test_default_run_on_the_six_int4_endpoints() -> None:
+    # the figure the issue asks for: arith, n=200, six INT4 endpoints, bundled prices
+    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(DEFAULT_N))
+    assert plan.reference == "moonshotai/int4"
+    assert plan.compared == [t for t in INT4 if t != "moonshotai/int4"]
+    assert plan.requests == 1200
+    chutes = next(e for e in plan.endpoints if e.tag == "chutes/int4")
+    # 39,520 prompt tokens at most x $0.45/M + 200 x 256 output tokens x $2.20/M
+    assert (chutes.prompt_tokens_worst, chutes.output_tokens_worst) == (39_520, 51_200)
+    assert chutes.worst_case_usd == Decimal("39520") * Decimal("0.00000045") + Decimal(
+        "51200"
+    ) * Decimal("0.0000022")
+    assert chutes.worst_case_usd == Decimal("0.130424")
+    # 11,185 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
+    assert chutes.expected_usd == Decimal("0.00855325")
+    assert plan.worst_case_usd == Decimal("0.89168")
+    assert plan.expected_usd == Decimal("0.057715")
+    assert all(e.seed_sent and not e.logprobs_sent and not e.warnings for e in plan.endpoints)
+    assert plan.min_detectable_gap_best is not None
+    assert round(plan.min_detectable_gap_best, 3) == 0.051
+    text = plan.render()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "moonshotai/int4  reference   200   0.60   3.00   $0.0115   $0.1773 seed" in text
+    assert "first-token logprobs cannot be compared" in text
+
+
+def test_plan_warns_where_a_setting_may_be_ignored_or_a_leak_is_invisible() -> None:
+    endpoints = [
+        _endpoint("moonshotai/int4", "Moonshot AI", supported_parameters=["temperature"]),
+        _endpoint("deepinfra/int4", "DeepInfra"),
+        _endpoint("deepinfra/fp4", "DeepInfra"),
+    ]
+    plan = plan_verify(
+        endpoints,
+        model="moonshotai/kimi-k2.5",
+        tags=["deepinfra/int4"],
+        items=arith_suite(3),
+        budget_usd="0.000001",
+    )
+    ref, other = plan.endpoints
+    assert any("does not list reasoning" in w for w in ref.warnings)
+    assert any("a leak to it cannot be told" in w for w in other.warnings)
+    assert plan.fits_budget is False
+    assert "does NOT fit" in plan.render()
+
+
+def test_plan_with_reasoning_on_expects_the_worst_output() -> None:
+    plan = plan_verify(
+        SNAP.endpoints,
+        model=SNAP.model,
+        tags=["chutes/int4"],
+        items=arith_suite(4),
+        reasoning={"effort": "low"},
+    )
+    assert plan.endpoints[0].output_tokens_expected == plan.endpoints[0].output_tokens_worst
+    assert any("reasoning is on" in n for n in plan.notes)
+
+
+def test_plan_errors() -> None:
+    with pytest.raises(ConfigError, match="no prompts to send"):
+        plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=[])
+    with pytest.raises(ConfigError, match="nothing to compare"):
+        plan_verify(
+            SNAP.endpoints, model=SNAP.model, tags=["moonshotai/int4"], items=arith_suite(1)
+        )
+    with pytest.raises(ConfigError, match="no first-party endpoint found for z-ai/glm"):
+        plan_verify(SNAP.endpoints, model="z-ai/glm", tags=INT4, items=arith_suite(1))
+
+
+def test_unpriced_endpoint_has_no_cost() -> None:
+    endpoints = [
+        _endpoint("moonshotai/int4", "Moonshot AI"),
+        Endpoint(tag="free/int4", provider_name="Free", pricing=Pricing()),
+    ]
+    plan = plan_verify(endpoints, model="moonshotai/k", tags=["free/int4"], items=arith_suite(2))
+    assert plan.endpoints[1].worst_case_usd is None
+    assert plan.worst_case_usd is None and plan.fits_budget is None
+    assert "$?" not in plan.render() and " ? " in plan.render()
+
+
+def test_plan_bodies_are_the_pinned_requests_for_each_endpoint() -> None:
+    items = arith_suite(3) + tools_suite()[:1]
+    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=["chutes/int4"], items=items)
+    bodies = plan.bodies("chutes/int4")
+    assert [item_id for item_id, _ in bodies] == [i.id for i in items]
+    assert all(
+        b["provider"] == {"only": ["chutes/int4"], "allow_fallbacks": False} for _, b in bodies
+    )
+    assert bodies[0][1] == request_body(items[0], plan.pinned["chutes/int4"], model=SNAP.model)
+    assert "tools" in bodies[3][1] and "tools" not in bodies[0][1]
+    ref = dict(plan.bodies("moonshotai/int4"))
+    assert ref[items[0].id]["messages"] == bodies[0][1]["messages"]
+    with pytest.raises(ConfigError, match="'fireworks' is not in this plan"):
+        plan.bodies("fireworks")

@@ -1,0 +1,220 @@
+"""The report seam: collected responses in, verdicts, frames and dated evidence out.
+
+The end-to-end test of issue 10 (the fake server with two endpoints degraded by 10% and 20%) needs
+the generator and the fake server; here the same scenario is simulated at the level of responses:
+every endpoint answers the reference's answers, a native one flips 1% of its outcomes both ways (the
+batch nondeterminism of real deployments), a degraded one corrupts the given fraction of answers.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.verify.measures import Observation
+from openrouter_probe.verify.plan import VerifyPlan, plan_verify
+from openrouter_probe.verify.report import EVIDENCE_HEADER, build_report
+from openrouter_probe.verify.suites import arith_suite
+
+SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
+INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4"]
+NAMES = {e.tag: e.provider_name for e in SNAP.endpoints}
+DEGRADED = {"deepinfra/int4": 0.10, "parasail/int4": 0.20}
+WHEN = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _body(content: str, provider: str, cost: float = 0.00001) -> dict[str, Any]:
+    return {
+        "provider": provider,
+        "model": "moonshotai/kimi-k2.5-0127",
+        "choices": [{"finish_reason": "stop", "message": {"content": content}}],
+        "usage": {"prompt_tokens": 56, "completion_tokens": 8, "cost": cost},
+    }
+
+
+def _simulate(n: int, seed: int, *, native_noise: float = 0.01) -> tuple[VerifyPlan, list[Any]]:
+    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(n, seed=seed))
+    rng = random.Random(seed)
+    # the reference gets 95% right; a wrong answer is off by one
+    truth = {
+        item.id: (item.answer or "") if rng.random() < 0.95 else str(int(item.answer or 0) + 1)
+        for item in plan.items
+    }
+    observations = []
+    for tag in plan.pinned:
+        for item in plan.items:
+            answer = truth[item.id]
+            if tag in DEGRADED and rng.random() < DEGRADED[tag]:
+                answer = str(int(answer) + 7)  # a corrupted answer token
+            elif tag != plan.reference and rng.random() < native_noise:
+                right = item.answer or ""
+                answer = right if answer != right else str(int(right) - 1)  # flips either way
+            observations.append(
+                Observation.from_completion(tag, item.id, _body(answer, NAMES[tag]))
+            )
+    return plan, observations
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_n200_flags_both_degraded_endpoints_and_no_native_one(seed: int) -> None:
+    plan, observations = _simulate(200, seed)
+    report = build_report(plan, observations, taken_at=WHEN)
+    verdicts = report.verdicts
+    assert {t for t, v in verdicts.items() if v == "differs"} == set(DEGRADED)
+    natives = [t for t in plan.compared if t not in DEGRADED]
+    assert all(verdicts[t] == "consistent" for t in natives), verdicts
+    for tag in DEGRADED:
+        assert report.result(tag).comparison is not None
+        assert report.result(tag).comparison.reason.startswith("less accurate than the reference")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_n10_is_inconclusive_not_consistent(seed: int) -> None:
+    plan, observations = _simulate(10, seed, native_noise=0.0)
+    report = build_report(plan, observations, taken_at=WHEN)
+    natives = [t for t in plan.compared if t not in DEGRADED]
+    assert all(report.verdicts[t] == "inconclusive" for t in natives)
+    assert "differs" not in {report.verdicts[t] for t in natives}
+    comparison = report.result(natives[0]).comparison
+    assert comparison is not None
+    assert "more prompts needed" in comparison.reason
+
+
+def test_a_leaked_pin_is_discarded_and_counted() -> None:
+    plan, observations = _simulate(20, 0, native_noise=0.0)
+    item = plan.items[0]
+    # chutes/int4 answered twice for item 0: first by Moonshot AI (leaked, a wrong answer), then
+    # by Chutes; and one response that names no provider at all
+    leaked = [
+        Observation.from_completion("chutes/int4", item.id, _body("0", "Moonshot AI")),
+        Observation("chutes/int4", plan.items[1].id, provider=None, content="0"),
+    ]
+    report = build_report(plan, leaked + observations, taken_at=WHEN)
+    chutes = report.result("chutes/int4")
+    assert chutes.leaked == 2
+    assert chutes.missing == 0
+    baseline = build_report(plan, observations, taken_at=WHEN).result("chutes/int4")
+    assert chutes.measures.accuracy == baseline.measures.accuracy
+    assert chutes.measures.counts == baseline.measures.counts
+    assert "2 response(s) came from another provider than the pinned one" in report.notes[0]
+
+
+def test_a_success_after_a_failure_replaces_it() -> None:
+    plan, observations = _simulate(5, 0, native_noise=0.0)
+    item = plan.items[0]
+    failed = Observation.from_completion(
+        "chutes/int4", item.id, {"provider": "Chutes", "error": {"code": 502, "message": "x"}}
+    )
+    report = build_report(plan, [failed, *observations], taken_at=WHEN)
+    chutes = report.result("chutes/int4")
+    assert (chutes.measures.failed, chutes.measures.scored) == (0, 5)
+    assert report.notes == ()
+    # the other way round, the failure is a repeat and ignored
+    report = build_report(plan, [*observations, failed], taken_at=WHEN)
+    assert report.result("chutes/int4").measures.failed == 0
+    assert report.notes == ("1 repeated response(s) for the same endpoint and item ignored",)
+
+
+def test_duplicates_and_outsiders_are_counted_not_scored() -> None:
+    plan, observations = _simulate(5, 0, native_noise=0.0)
+    extra = [
+        observations[0],
+        Observation.from_completion("fireworks", plan.items[0].id, _body("1", "Fireworks")),
+        Observation.from_completion("chutes/int4", "arith/s9/00000", _body("1", "Chutes")),
+    ]
+    report = build_report(plan, observations + extra, taken_at=WHEN)
+    assert report.notes == (
+        "1 repeated response(s) for the same endpoint and item ignored",
+        "2 response(s) for endpoints or items outside the plan ignored",
+    )
+    missing = build_report(plan, observations[1:], taken_at=WHEN)
+    assert missing.result(plan.reference).missing == 1
+
+
+def _tiny_report() -> Any:
+    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=["chutes/int4"], items=arith_suite(4))
+    answers = [item.answer or "" for item in plan.items]
+    obs = [
+        Observation.from_completion("moonshotai/int4", item.id, _body(a, "Moonshot AI", 0.00002))
+        for item, a in zip(plan.items, answers, strict=True)
+    ] + [
+        Observation.from_completion("chutes/int4", item.id, _body(a, "Chutes"))
+        for item, a in zip(plan.items, [*answers[:3], "5"], strict=True)
+    ]
+    return build_report(plan, obs, taken_at=WHEN, snapshot_sha256=SNAP.sha256)
+
+
+def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
+    report = _tiny_report()
+    text = report.to_evidence_yaml()
+    assert text.startswith(EVIDENCE_HEADER)
+    doc = yaml.safe_load(text)
+    assert list(doc) == ["measured"]
+    (entry,) = doc["measured"]
+    assert entry == {
+        "model": "moonshotai/kimi-k2.5",
+        "endpoint": "chutes/int4",
+        "provider": "Chutes",
+        "declared": "int4",
+        "reference": "moonshotai/int4",
+        "verdict": "inconclusive",
+        "date": "2026-11-30",
+        "n": 4,
+        "accuracy": 0.75,
+        "accuracy_ci95": [0.1941, 0.9937],  # Clopper-Pearson 3/4
+        "reference_accuracy": 1.0,
+        "accuracy_gap": 0.25,
+        "discordant": {"reference_only": 1, "endpoint_only": 0},
+        "p_value": 1.0,  # exact McNemar with b=1, c=0: 2 x 1/2
+        "p_holm": 1.0,
+        "min_detectable_gap": None,  # four pairs cannot reach 80% power at any gap
+        "power": 0.8,
+        "tolerance": 0.1,
+        "alpha": 0.05,
+        "test": "exact McNemar (paired), Holm over 1 endpoint(s)",
+        "suites": ["arith"],
+        "exact_match_rate": 0.75,
+        "leaked": 0,
+        "reason": "gap 25.0 pp not significant (Holm p=1); smallest gap detectable with 80% "
+        "power at n=4: none up to 100 pp > tolerance 10.0 pp: more prompts needed",
+        "source": f"openrouter-probe verify; snapshot {SNAP.sha256}",
+    }
+    assert report.to_evidence_yaml() == text  # deterministic
+
+
+def test_frame_repr_and_html() -> None:
+    report = _tiny_report()
+    frame = report.to_frame()
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.index) == ["moonshotai/int4", "chutes/int4"]
+    assert frame.loc["chutes/int4", "verdict"] == "inconclusive"
+    assert frame.loc["moonshotai/int4", "role"] == "reference"
+    assert frame.loc["chutes/int4", "accuracy"] == 0.75
+    assert frame.loc["chutes/int4", "models_served"] == "moonshotai/kimi-k2.5-0127 x4"
+    assert frame.loc["moonshotai/int4", "cost_usd"] == pytest.approx(0.00008)
+    assert repr(report) == (
+        "<VerifyReport moonshotai/kimi-k2.5 vs moonshotai/int4, 4 prompts, 2026-11-30: "
+        "chutes/int4 inconclusive>"
+    )
+    html = report._repr_html_()
+    assert "<table" in html and "inconclusive" in html and "moonshotai/int4" in html
+    with pytest.raises(KeyError, match="'fireworks' is not in this report"):
+        report.result("fireworks")
+
+
+def test_verify_modules_import_pandas_only_when_a_frame_is_asked_for() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, openrouter_probe.verify.report, openrouter_probe.verify.plan;"
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

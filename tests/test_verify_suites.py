@@ -1,0 +1,234 @@
+"""Suites of the precision check: arith from a seed, the tools set and its checker, user JSONL."""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.verify.suites import (
+    ARITH_INSTRUCTION,
+    Extracted,
+    arith_suite,
+    check_schema,
+    extract_number,
+    load_jsonl_suite,
+    load_suites,
+    normalise_text,
+    tools_suite,
+)
+
+_OPS = {"*": operator.mul, "+": operator.add, "-": operator.sub}
+
+
+def test_arith_is_pinned_to_its_seed() -> None:
+    # golden: a change here changes every stored run's items (ids are reused on resume)
+    items = arith_suite(3)
+    assert [i.id for i in items] == ["arith/s0/00000", "arith/s0/00001", "arith/s0/00002"]
+    assert items[0].messages == (
+        {"role": "user", "content": f"What is 11154489 - 36043281? {ARITH_INSTRUCTION}"},
+    )
+    assert [i.answer for i in items] == ["-24888792", "-66347567", "31572506"]
+    assert items[2].messages[0]["content"].startswith("What is 4151 * 7606?")
+
+
+def test_arith_is_deterministic_prefix_stable_and_exact() -> None:
+    big = arith_suite(300, seed=7)
+    assert arith_suite(40, seed=7) == big[:40]
+    assert arith_suite(40, seed=8) != big[:40]
+    kinds = set()
+    for item in big:
+        m = re.match(r"What is (\d+) ([*+-]) (\d+)\?", item.messages[0]["content"])
+        assert m is not None
+        a, op, b = int(m[1]), m[2], int(m[3])
+        kinds.add(op)
+        assert item.answer == str(_OPS[op](a, b))
+        assert item.answer_kind == "number" and item.known
+    assert kinds == {"*", "+", "-"}
+    assert any(item.answer.startswith("-") for item in big if item.answer)
+    assert len({i.id for i in big}) == 300
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "strict"),
+    [
+        ("31572506", "31572506", True),
+        ("  -24888792\n", "-24888792", True),
+        ("**42**", "42", True),
+        ("`42`.", "42", True),
+        ("−17", "-17", True),  # unicode minus
+        ("1,234,567", "1234567", False),  # separators break the strict format but not the value
+        ("The answer is 2,493,522.", "2493522", False),
+        ("4151 * 7606 = 31572506", "31572506", False),
+        ("I cannot compute that.", None, False),
+        (None, None, False),
+    ],
+)
+def test_extract_number(text: str | None, value: str | None, strict: bool) -> None:
+    assert extract_number(text) == Extracted(value, strict)
+
+
+def test_normalise_text() -> None:
+    assert normalise_text("  Paris.\n") == "paris"
+    assert normalise_text("New   York") == normalise_text("new york")
+    assert normalise_text(None) == ""
+
+
+def test_tools_suite_shape() -> None:
+    items = tools_suite()
+    assert len(items) == 8
+    assert sum(1 for i in items if i.expect_tool is not None) == 6
+    assert {i.expect_tool for i in items} == {
+        "get_weather",
+        "convert_currency",
+        "create_event",
+        "search_docs",
+        None,
+    }
+    assert all(i.known and i.answer_kind == "tool" and len(i.tools) == 4 for i in items)
+    # every expected argument set, completed with the required keys it leaves open, is valid
+    for item in items:
+        if item.expect_tool is None:
+            continue
+        schema = next(
+            t["function"]["parameters"]
+            for t in item.tools
+            if t["function"]["name"] == item.expect_tool
+        )
+        arguments = dict(item.expect_arguments)
+        for key in schema["required"]:
+            arguments.setdefault(key, "filled in")
+        assert check_schema(arguments, schema) == [], item.id
+
+
+WEATHER = tools_suite()[0].tools[0]["function"]["parameters"]
+CONVERT = tools_suite()[0].tools[1]["function"]["parameters"]
+EVENT = tools_suite()[0].tools[2]["function"]["parameters"]
+SEARCH = tools_suite()[0].tools[3]["function"]["parameters"]
+
+
+@pytest.mark.parametrize(
+    ("value", "schema", "errors"),
+    [
+        ({"city": "Paris", "unit": "celsius"}, WEATHER, []),
+        ({"city": "Paris"}, WEATHER, ["$: missing 'unit'"]),
+        ({"city": "Paris", "unit": "kelvin"}, WEATHER,
+         ["$.unit: 'kelvin' is not one of ['celsius', 'fahrenheit']"]),
+        ({"city": "", "unit": "celsius", "x": 1}, WEATHER,
+         ["$.city: shorter than 1", "$: unexpected key 'x'"]),
+        ({"amount": 250, "from_currency": "EUR", "to_currency": "JPY"}, CONVERT, []),
+        ({"amount": -1, "from_currency": "eur", "to_currency": "JPY"}, CONVERT,
+         ["$.amount: -1 < minimum 0", "$.from_currency: does not match '^[A-Z]{3}$'"]),
+        ({"amount": True, "from_currency": "EUR", "to_currency": "JPY"}, CONVERT,
+         ["$.amount: expected number, got bool"]),
+        ({"title": "Review", "date": "2026-12-15", "attendees": ["Ana", 3]}, EVENT,
+         ["$.attendees[1]: expected string, got int"]),
+        ({"query": "rate limits", "max_results": 3.0}, SEARCH, []),  # 3.0 is an integer
+        ({"query": "rate limits", "max_results": 21}, SEARCH, ["$.max_results: 21 > maximum 20"]),
+        ("not an object", SEARCH, ["$: expected object, got str"]),
+    ],
+)  # fmt: skip
+def test_check_schema_by_hand(value: Any, schema: dict[str, Any], errors: list[str]) -> None:
+    assert check_schema(value, schema) == errors
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-30, 30) | st.floats(-30, 30, allow_nan=False)
+    | st.sampled_from(["", "Paris", "celsius", "EUR", "eur", "2026-12-15", "x" * 101]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(
+        st.sampled_from(["city", "unit", "amount", "from_currency", "to_currency", "title", "date",
+                         "attendees", "query", "max_results", "other"]),
+        inner,
+        max_size=4,
+    ),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values, which=st.sampled_from([WEATHER, CONVERT, EVENT, SEARCH]))
+def test_check_schema_agrees_with_jsonschema(value: Any, which: dict[str, Any]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")  # a dev dependency through nbformat
+    expected = jsonschema.Draft202012Validator(which).is_valid(value)
+    assert (check_schema(value, which) == []) == expected
+
+
+def _write(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_jsonl_suite_reads_rows(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        json.dumps({"messages": [{"role": "user", "content": "2+2?"}], "answer": 4}),
+        "",
+        json.dumps(
+            {"id": "cap", "messages": [{"role": "user", "content": "Capital of France?"}],
+             "answer": "Paris", "max_tokens": 32}
+        ),
+        json.dumps({"messages": [{"role": "user", "content": "Write a haiku."}]}),
+        json.dumps({"messages": [{"role": "user", "content": "10^6?"}], "answer": "1,000,000"}),
+    )  # fmt: skip
+    items = load_jsonl_suite(path)
+    assert [i.answer for i in items] == ["4", "Paris", None, "1,000,000"]
+    assert [i.answer_kind for i in items] == ["number", "text", "text", "number"]
+    assert items[0].id.startswith("sha256:") and len(items[0].id) == 7 + 16
+    assert items[1].id == "cap" and items[1].max_tokens == 32
+    assert [i.known for i in items] == [True, True, False, True]
+    assert {i.suite for i in items} == {"mine.jsonl"}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"messages": [}'], r"mine.jsonl:1: not valid JSON .*write one JSON object per line"),
+        (['{"prompt": "hi"}'], r"mine.jsonl:1: unknown key\(s\) \['prompt'\]; a row has messages"),
+        (['{"messages": []}'], r"mine.jsonl:1: needs \"messages\": a non-empty list"),
+        (['{"messages": [{"role": "user"}]}'], r"mine.jsonl:1: messages\[0\] needs a string"),
+        (['{"messages": [{"role": "user", "content": "a"}], "answer": [1]}'],
+         r"mine.jsonl:1: \"answer\" must be a string or an integer"),
+        (['{"messages": [{"role": "user", "content": "a"}], "max_tokens": 0}'],
+         r"mine.jsonl:1: \"max_tokens\" must be a positive integer"),
+        (["", '{"id": "a", "messages": [{"role": "user", "content": "a"}]}',
+          '{"id": "a", "messages": [{"role": "user", "content": "b"}]}'],
+         r"mine.jsonl:3: id 'a' already used on line 2; give each row a distinct \"id\""),
+        (["[1, 2]"], r"mine.jsonl:1: expected a JSON object"),
+        ([""], r"mine.jsonl: no rows"),
+    ],
+)  # fmt: skip
+def test_jsonl_suite_errors_name_file_line_and_fix(
+    tmp_path: Path, lines: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_jsonl_suite(_write(tmp_path, *lines))
+
+
+def test_jsonl_suite_unreadable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the suite file"):
+        load_jsonl_suite(tmp_path / "absent.jsonl")
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match="not a UTF-8 text file"):
+        load_jsonl_suite(binary)
+
+
+def test_load_suites(tmp_path: Path) -> None:
+    path = _write(tmp_path, json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    items = load_suites(f"arith, tools,{path}", n=5, seed=3)
+    assert [i.suite for i in items] == ["arith"] * 5 + ["tools"] * 8 + ["mine.jsonl"]
+    with pytest.raises(ConfigError, match="unknown suite 'arithmetic'; use arith, tools"):
+        load_suites("arithmetic", n=5)
+    with pytest.raises(ConfigError, match="no suite given"):
+        load_suites(" , ", n=5)
+    with pytest.raises(ConfigError, match="suites share item id"):
+        load_suites([str(path), str(path)], n=0)
