@@ -138,21 +138,25 @@ def _decimal(value: Decimal | float | int) -> Decimal:
 def format_usd(value: Decimal | float | int | None, *, unit: str = "") -> str:
     """Show an amount of USD: ``$2.20``, ``$10.00``, ``$1,234.50``; ``-`` for none.
 
-    Two decimals, more (up to six) only when a sub-cent amount needs them (``$0.075``); never an
-    exponent (a ``Decimal('1E+1')`` reads ``$10.00``). ``unit`` is appended (``/M``).
+    Two decimals; an amount under one dollar that two decimals would misstate keeps four
+    significant digits (``$0.075``, ``$0.0375``); never an exponent (``Decimal('1E+1')`` reads
+    ``$10.00``). ``unit`` is appended (``/M``).
     """
     if value is None:
         return "-"
     number = _decimal(value)
     if not number.is_finite():
         return str(number)
-    text = f"{number:,.2f}"
-    if number != 0 and round(number, 2) != number:
-        text = f"{round(number, 6):,.6f}".rstrip("0")
+    magnitude = abs(number)
+    if magnitude >= 1 or number == round(number, 2):
+        text = f"{magnitude:,.2f}"
+    else:
+        places = 3 - magnitude.adjusted()  # four significant digits
+        text = f"{round(magnitude, places):.{places}f}".rstrip("0")
         if len(text.rsplit(".", 1)[-1]) < 2:
-            text = f"{number:,.2f}"
-    sign = "-" if text.startswith("-") else ""
-    return f"{sign}${text.lstrip('-')}{unit}"
+            text = f"{magnitude:.2f}"
+    sign = "-" if number < 0 else ""
+    return f"{sign}${text}{unit}"
 
 
 def format_usd_per_m(value: Decimal | float | int | None) -> str:

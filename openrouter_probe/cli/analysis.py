@@ -303,22 +303,35 @@ def budget(
 
 def _render_plan(plan: BudgetPlan) -> None:
     """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
-    from openrouter_probe.quantities import format_tokens
+    from openrouter_probe.quantities import format_pct, format_tokens, format_usd, format_usd_per_m
 
     click.echo(plan.headline)
     blend = plan.blended
     click.echo(
         f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
-        f"${blend.price_out_usd_per_m:.4g}/M output, the target costs "
-        f"${blend.output_only.cost_usd:,.2f}; the budget buys "
+        f"{format_usd_per_m(blend.price_out_usd_per_m)} output, the target costs "
+        f"{format_usd(blend.output_only.cost_usd)}; the budget buys "
         f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
     )
-    click.echo(
+    low, high = plan.reasoning_share_min, plan.reasoning_share_max
+    target = (
         f"target: {format_tokens(plan.output_tokens)} billed output tokens over {plan.datasets} "
-        f"dataset(s); at {plan.reasoning_share_min:.0%}-{plan.reasoning_share_max:.0%} reasoning "
-        f"that is {format_tokens(plan.target_visible_tokens_min)}-"
-        f"{format_tokens(plan.target_visible_tokens_max)} visible"
     )
+    target += "dataset" if plan.datasets == 1 else "datasets"
+    if high == 0:
+        target += " (no --reasoning-share given: all of it counted as visible)"
+    elif low == high:
+        target += (
+            f"; at {format_pct(low)} reasoning that is "
+            f"{format_tokens(plan.target_visible_tokens_min)} visible"
+        )
+    else:
+        target += (
+            f"; at {format_pct(low)}-{format_pct(high)} reasoning that is "
+            f"{format_tokens(plan.target_visible_tokens_min)}-"
+            f"{format_tokens(plan.target_visible_tokens_max)} visible"
+        )
+    click.echo(target)
     # The plan's own rows, shown for people: token counts as 45.45M, the weight in percent.
     rows = [
         {
@@ -362,7 +375,7 @@ def _render_plan(plan: BudgetPlan) -> None:
             run_rows,
             "table",
             title=f"run until the money runs out at {plan.cheapest.tag}, {basis} "
-            f"(${figures.effective_usd_per_m:.4g}/M output)",
+            f"({format_usd_per_m(figures.effective_usd_per_m)} output)",
         )
     for tag, _reason, detail in plan.excluded:
         note(f"excluded {tag}: {detail}")

@@ -57,7 +57,11 @@ _ENDPOINTS_DROP_ORDER = (
 @cli.command()
 @click.argument("model")
 @snapshot_options
-@click.option("--save", type=click.Path(dir_okay=False, writable=True), help="Save the snapshot.")
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Save the snapshot (atomically; never over the --snapshot it was read from).",
+)
 @format_option("table", "json", "csv")
 def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None, fmt: str) -> None:
     """Show MODEL's endpoints: provider, tag, quantization, prices per million, uptime, speed.
@@ -67,7 +71,8 @@ def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None,
     """
     snap = load_snapshot_for(model, offline, snapshot)
     if save:
-        note(f"saved {snap.save(save)}")
+        read_from = (snapshot,) if snapshot and snapshot != "bundled" else ()
+        note(f"saved {snap.save(save, inputs=read_from)}")
     rows = [_endpoint_row(e) for e in snap.endpoints]
     render_rows(
         rows,
