@@ -117,7 +117,31 @@ def _freeze(value: Any) -> Any:
         frozen_list = _FrozenList()
         list.extend(frozen_list, (_freeze(item) for item in value))
         return frozen_list
+    if value is None or isinstance(value, str | int | float | bool):
+        return value  # immutable already
     return copy.deepcopy(value)
+
+
+def _freeze_list(items: list[Any]) -> _FrozenList:
+    return _FrozenList(_freeze_list(i) if type(i) is list else i for i in items)
+
+
+def _frozen_object(pairs: dict[str, Any]) -> _FrozenDict:
+    # json's object_hook: inner objects arrive frozen already; freeze the lists beside them.
+    for key, item in pairs.items():
+        if type(item) is list:
+            pairs[key] = _freeze_list(item)
+    return _FrozenDict(pairs)
+
+
+def _freeze_json(data: Any) -> tuple[Any, str | None]:
+    """A read-only copy of ``data`` and its JSON text; the JSON round trip runs in C, so this is
+    several times faster than walking the data in Python (what ``_freeze`` does for non-JSON)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return _freeze(data), None
+    return json.loads(text, object_hook=_frozen_object), text
 
 
 def _thaw(value: Any) -> Any:
@@ -167,11 +191,14 @@ class Snapshot:
     captured_from: SnapshotSource | None = None
     note: str | None = None
     _parsed: ModelEndpoints | None = field(default=None, repr=False, compare=False)
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Own a read-only copy: neither the caller's dict nor anyone later can change what the
         # cached sha256 and parsed endpoints were computed from.
-        object.__setattr__(self, "data", _freeze(self.data))
+        frozen, text = _freeze_json(self.data)
+        object.__setattr__(self, "data", frozen)
+        object.__setattr__(self, "_json", text)
         object.__setattr__(self, "taken_at", _as_utc(self.taken_at))
         if self._parsed is not None:
             object.__setattr__(self, "_parsed", self._parsed.model_copy(deep=True))
@@ -239,7 +266,8 @@ class Snapshot:
         if self._parsed is not None:
             return self._parsed
         try:
-            return ModelEndpoints.model_validate(_thaw(self.data))
+            plain = _thaw(self.data) if self._json is None else json.loads(self._json)
+            return ModelEndpoints.model_validate(plain)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
