@@ -336,7 +336,7 @@ def render_rows(
     needed = _table_total([p.minimum(two_lines) for p in plans])
     natural = _table_total([p.natural(two_lines) for p in plans])
     render_width = natural if width is None else max(width, needed)
-    Console(file=sys.stdout, width=render_width, force_terminal=False).print(table)
+    Console(file=sys.stdout, width=render_width).print(table)
     if dropped:
         note(
             f"left out to fit {width} columns: {', '.join(short_header(c) for c in dropped)} "
