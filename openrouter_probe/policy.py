@@ -310,6 +310,12 @@ def document_kind(doc: Any) -> DocumentKind:
     return "block"
 
 
+def _looks_like_block(doc: Mapping[Any, Any]) -> bool:
+    """A ``provider:`` key, or a key only a provider block has (``order``, ``only``, ``sort``...)."""
+    block_only = set(ProviderBlock.model_fields) - set(PolicySpec.model_fields)
+    return "provider" in doc or bool(set(map(str, doc)) & block_only)
+
+
 def _compiled_name(path: Path) -> str:
     """The file a spec compiles to by convention: ``x.spec.yaml`` -> ``x.yaml``."""
     name = path.name
@@ -356,6 +362,13 @@ def require_document(
             fix = f"explain it with `openrouter-probe policy explain {where}`"
         raise PolicyError(
             f"this is a compiled policy, not a policy spec: {fix}",
+            source=None if source is None else str(source),
+        )
+    if found == "block" and wanted == "spec" and _looks_like_block(doc):
+        raise PolicyError(
+            "this is a provider block, not a policy spec: lint it with "
+            f"`openrouter-probe policy lint {where} --model MODEL`, or write a spec with model: "
+            "and precision: (docs/policy.md) and compile that",
             source=None if source is None else str(source),
         )
     if found == "block" and wanted == "compiled":

@@ -110,11 +110,18 @@ def test_compile_detects_a_compiled_policy() -> None:
     )
 
 
-def test_a_bare_block_where_a_compiled_policy_is_wanted(tmp_path: Path) -> None:
+def test_a_bare_block_where_a_compiled_policy_or_a_spec_is_wanted(tmp_path: Path) -> None:
     block = tmp_path / "block.yaml"
     block.write_text("order: [chutes/int4]\nallow_fallbacks: false\n")
     with pytest.raises(PolicyError, match=r"bare provider block, not a compiled policy.*lint it"):
         load_compiled_policy(block)
+    with pytest.raises(PolicyError) as info:
+        load_spec(block)
+    assert str(info.value) == (
+        f"{block}: this is a provider block, not a policy spec: lint it with "
+        f"`openrouter-probe policy lint {block} --model MODEL`, or write a spec with model: and "
+        "precision: (docs/policy.md) and compile that"
+    )
 
 
 # -- explain when nothing is admitted -------------------------------------------------------------

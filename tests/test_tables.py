@@ -93,11 +93,14 @@ def test_explain_at_80_columns_lists_the_reasons_below() -> None:
 
 def test_budget_at_60_columns_keeps_tag_verdict_price_and_cost() -> None:
     args = ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "60M"]
-    stdout, _, code = _run(args, 60)
+    stdout, stderr, code = _run(args, 60)
     assert code == 0
     chutes = next(r for r in _cells(stdout) if r[0] == "chutes/int4")
     assert chutes[:2] == ["chutes/int4", "native"]
     assert "2.20" in chutes and "132.00" in chutes
+    # budget has no --format csv: the hint names only the formats it has
+    left_out = [line for line in stderr.splitlines() if line.startswith("left out to fit")]
+    assert len(left_out) == 1 and left_out[0].endswith("; --format json has every column)")
 
 
 def test_essential_columns_stay_whole_even_past_the_width() -> None:

@@ -338,11 +338,24 @@ def render_rows(
     render_width = natural if width is None else max(width, needed)
     Console(file=sys.stdout, width=render_width).print(table)
     if dropped:
+        others = _other_formats()
+        hint = f"; --format {others} has every column" if others else ""
         note(
             f"left out to fit {width} columns: {', '.join(short_header(c) for c in dropped)} "
-            "(widen the terminal or set COLUMNS; --format csv or json has every column)"
+            f"(widen the terminal or set COLUMNS{hint})"
         )
     return dropped
+
+
+def _other_formats() -> str:
+    """The running command's --format choices besides the table (``csv or json``), if any."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return ""
+    for param in ctx.command.params:
+        if param.name == "fmt" and isinstance(param.type, click.Choice):
+            return " or ".join(str(c) for c in param.type.choices if c != "table")
+    return ""
 
 
 _UNIT_SUFFIXES = (
