@@ -123,7 +123,10 @@ def _freeze(value: Any) -> Any:
 
 
 def _freeze_list(items: list[Any]) -> _FrozenList:
-    return _FrozenList(_freeze_list(i) if type(i) is list else i for i in items)
+    for index, item in enumerate(items):
+        if type(item) is list:  # lists of lists are rare: no generator on the common path
+            items[index] = _freeze_list(item)
+    return _FrozenList(items)
 
 
 def _frozen_object(pairs: dict[str, Any]) -> _FrozenDict:
@@ -266,8 +269,9 @@ class Snapshot:
         if self._parsed is not None:
             return self._parsed
         try:
-            plain = _thaw(self.data) if self._json is None else json.loads(self._json)
-            return ModelEndpoints.model_validate(plain)
+            if self._json is not None:  # the JSON text the data was frozen from: parsed in Rust
+                return ModelEndpoints.model_validate_json(self._json)
+            return ModelEndpoints.model_validate(_thaw(self.data))
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
