@@ -138,8 +138,8 @@ def _frozen_object(pairs: dict[str, Any]) -> _FrozenDict:
 
 
 def _freeze_json(data: Any) -> tuple[Any, str | None]:
-    """A read-only copy of ``data`` and its JSON text; the JSON round trip runs in C, so this is
-    several times faster than walking the data in Python (what ``_freeze`` does for non-JSON)."""
+    """A read-only copy of ``data`` and its JSON text. The round trip runs in C, with a hook per
+    object only; data that is not JSON falls back to ``_freeze``'s walk (and has no text)."""
     try:
         text = json.dumps(data, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -316,7 +316,7 @@ class Snapshot:
             "origin": self.origin,
             "note": self.note,
             "sha256": self.sha256,
-            "data": _thaw(self.data),
+            "data": _thaw(self.data) if self._json is None else json.loads(self._json),
         }
 
     def save(self, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:

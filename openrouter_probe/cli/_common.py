@@ -136,7 +136,7 @@ def note(text: str) -> None:
 # -- tables -------------------------------------------------------------------------------------
 
 # Columns a table never cuts (the tag, the verdict, the input/output prices and costs); every
-# other column is wrapped, then left out, right to left, when the width is short.
+# other column may wrap, then be left out (the command's drop order, then right to left).
 _ESSENTIAL_NAMES = frozenset({"tag", "id", "verdict"})
 
 
@@ -205,7 +205,7 @@ def _word_width(text: str) -> int:
     return max((cell_len(word) for word in text.split()), default=0)
 
 
-class _Plan:
+class ColumnPlan:
     """How one column of a table is shown: its header, cells and the widths it needs."""
 
     def __init__(self, column: str, cells: list[str], *, essential: bool, numeric: bool) -> None:
@@ -255,13 +255,13 @@ def fit_columns(
     *,
     keep: Callable[[str], bool] = essential_column,
     drop_order: Sequence[str] = (),
-) -> tuple[list[_Plan], bool, list[str]]:
+) -> tuple[list[ColumnPlan], bool, list[str]]:
     """Decide how a table fits ``width``: its column plans, whether headers take two lines, and
     the columns left out: those in ``drop_order`` first, in that order, then the others right to
     left, never one that ``keep`` protects."""
     columns = list(rows[0]) if rows else []
     plans = [
-        _Plan(
+        ColumnPlan(
             c,
             [format_cell(r.get(c), c) for r in rows],
             essential=keep(c),
