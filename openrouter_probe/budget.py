@@ -48,6 +48,8 @@ from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
 from openrouter_probe.precision import PrecisionRegistry, default_registry
 from openrouter_probe.quantities import (
     format_tokens,
+    format_usd,
+    format_usd_per_m,
     parse_decimal,
     parse_reasoning_share,
     parse_token_count,
@@ -244,11 +246,29 @@ class BudgetPlan:
             if self.datasets > 1
             else ""
         )
-        return (
+        text = (
             f"{format_tokens(self.output_tokens)} output tokens at the cheapest admitted "
-            f"${c.price_out_usd_per_m:.2f}/M ({c.provider}) cost ${fig.cost_usd:,.2f}, "
-            f"{pct:.0f}% {where} the ${self.budget_usd:,.2f} budget; "
-            f"${self.budget_usd:,.2f} buys {_buys(fig.affordable_output_tokens)} output tokens{per}"
+            f"{format_usd_per_m(c.price_out_usd_per_m)} ({c.provider}) cost "
+            f"{format_usd(fig.cost_usd)}, {pct:.0f}% {where} the {format_usd(self.budget_usd)} "
+            f"budget; {format_usd(self.budget_usd)} buys {_buys(fig.affordable_output_tokens)} "
+            f"output tokens{per}"
+        )
+        if c.all_in is not None:
+            text += (
+                f"; all-in with the prompts ({format_usd(c.all_in.effective_usd_per_m)} per "
+                f"million output tokens) the target costs {format_usd(c.all_in.cost_usd)} and "
+                f"{format_usd(self.budget_usd)} buys {_buys(c.all_in.affordable_output_tokens)} "
+                "output tokens"
+            )
+        return text
+
+    def __repr__(self) -> str:
+        c = self.cheapest
+        return (
+            f"<BudgetPlan {self.model or 'model'}: {format_tokens(self.output_tokens)} output "
+            f"tokens, {format_usd(self.budget_usd)} budget, {len(self.endpoints)} endpoints; "
+            f"cheapest {c.tag} {format_usd_per_m(c.price_out_usd_per_m)} costs "
+            f"{format_usd(c.output_only.cost_usd)}>"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -87,7 +88,7 @@ HISTORY_COLUMNS: dict[str, str] = {
     "status": "OpenRouter's status code",
     "uptime_30m_pct": "uptime over the last 30 minutes, percent",
     "change": "first (earliest snapshot), new, gone, changed or unchanged",
-    "changes": "what changed since the previous snapshot, e.g. 'output_usd_per_m 2.2 -> 2.5'",
+    "changes": "what changed since the previous snapshot, e.g. 'output_usd_per_m $2.20 -> $2.50'",
 }
 
 # Fields whose change the history reports, in the order it reports them.
@@ -99,6 +100,8 @@ _TRACKED = (
     "cache_read_usd_per_m",
     "status",
 )
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _FLOAT_COLUMNS = (
     "input_usd_per_m",
@@ -226,24 +229,32 @@ def _history_keys(frame: pd.DataFrame) -> pd.Series[str]:
     return frame["slug"].where(per_slug == 1, frame["tag"]).astype(object)
 
 
-def _describe(before: Any, after: Any) -> str | None:
+def _describe(before: Any, after: Any, field: str = "") -> str | None:
     def same(a: Any, b: Any) -> bool:
         import pandas as pd
 
         a_na, b_na = pd.isna(a), pd.isna(b)
         return bool(a_na and b_na) or (not a_na and not b_na and a == b)
 
-    return None if same(before, after) else f"{_show(before)} -> {_show(after)}"
+    return None if same(before, after) else f"{_show(before, field)} -> {_show(after, field)}"
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, field: str = "") -> str:
     import pandas as pd
+
+    from openrouter_probe.quantities import format_usd
 
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return "null"
+    if field.endswith("_usd_per_m"):
+        return format_usd(value)
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def _iso(when: datetime | None) -> str:
+    return "no time" if when is None else when.isoformat().replace("+00:00", "Z")
 
 
 def matrix_history(
@@ -257,33 +268,46 @@ def matrix_history(
     ``changes`` lists each tracked field that moved (tag, declared quantization, input, output and
     cache-read prices, status) as ``field old -> new``.
 
-    Raises ``SnapshotError`` when the snapshots are of different models or none is given.
+    Every dated snapshot is a point in time; only neighbours in time with equal data are merged,
+    so a price that goes A -> B -> A shows A as current. Raises ``SnapshotError`` when the
+    snapshots are of different models, none is given, one has no capture time, or two with
+    different data carry the same time.
     """
     import pandas as pd
 
-    unique: dict[tuple[str, str], Snapshot] = {}
-    for snap in _as_snapshots(snapshots):
-        # The same data given twice is one point in time.
-        unique.setdefault((snap.model, snap.sha256), snap)
-    snaps = sorted(unique.values(), key=lambda s: s.taken_at)
-    if not snaps:
+    given = _as_snapshots(snapshots)
+    if not given:
         raise SnapshotError("matrix_history needs at least one snapshot")
-    models = sorted({s.model for s in snaps})
+    models = sorted({s.model for s in given})
     if len(models) > 1:
         raise SnapshotError(
             f"a history is of one model; these snapshots hold {', '.join(models)}: "
             "pass snapshots of one model"
         )
+    for snap in given:
+        if snap.taken_at is None:
+            raise SnapshotError(
+                f"{snap.origin} has no capture time (a raw /endpoints body), so it has no place "
+                "in a history; save dated snapshots with `openrouter-probe endpoints MODEL --save "
+                "PATH`"
+            )
+    snaps: list[Snapshot] = []
+    for snap in sorted(given, key=lambda s: s.taken_at or _EPOCH):
+        # Equal data next to each other in time is one point; equal data later (a price that
+        # goes A -> B -> A) is a change back, and is kept.
+        if snaps and snaps[-1].sha256 == snap.sha256:
+            continue
+        snaps.append(snap)
     for a, b in pairwise(snaps):
         if a.taken_at == b.taken_at:
             raise SnapshotError(
                 f"{a.origin} and {b.origin} differ but carry the same time "
-                f"({a.taken_at.isoformat()}); a history needs dated snapshots: save them with "
+                f"({_iso(a.taken_at)}); a history needs dated snapshots: save them with "
                 "`openrouter-probe endpoints MODEL --save PATH`"
             )
     frame = build_matrix(snaps, registry=registry)
     frame["key"] = _history_keys(frame)
-    times = list(pd.to_datetime([s.taken_at for s in snaps], utc=True).unique())
+    times = list(pd.to_datetime([s.taken_at or _EPOCH for s in snaps], utc=True).unique())
     by_time = {t: grp.set_index("key") for t, grp in frame.groupby("taken_at", sort=True)}
     pieces: list[pd.DataFrame] = []
     previous: pd.DataFrame | None = None
@@ -313,7 +337,7 @@ def matrix_history(
                 moved = [
                     f"{name} {text}"
                     for name in _TRACKED
-                    if (text := _describe(old[name], row[name])) is not None
+                    if (text := _describe(old[name], row[name], name)) is not None
                 ]
                 change.append("changed" if moved else "unchanged")
                 detail.append("; ".join(moved) or None)

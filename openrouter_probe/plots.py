@@ -158,13 +158,24 @@ def plot_budget(
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
-    """Write ``fig`` to ``path`` (the format from its suffix, e.g. ``.png``) with the Agg canvas."""
+    """Write ``fig`` to ``path`` (the format from its suffix, e.g. ``.png``) with the Agg canvas.
+
+    The figure is rendered to bytes first and then written atomically: a failed render or write
+    leaves an existing file whole.
+    """
+    import io
+
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from openrouter_probe.files import atomic_write_bytes
 
     target = Path(path)
     FigureCanvasAgg(fig)  # attach a non-interactive canvas: works headless, in CI and in a CLI
+    suffix = target.suffix.lstrip(".").lower() or None  # none: matplotlib's default, PNG
+    buf = io.BytesIO()
     try:
-        fig.savefig(target, dpi=dpi)
+        fig.savefig(buf, dpi=dpi, format=suffix)
+        atomic_write_bytes(target, buf.getvalue())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--plot {target}: cannot write the plot: {exc}") from exc
     return target

@@ -32,6 +32,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from openrouter_probe import __version__
 from openrouter_probe.errors import PolicyError, validation_errors
+from openrouter_probe.files import atomic_write_text, ensure_not_input
 from openrouter_probe.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.routing import (
     MaxPrice,
@@ -52,6 +53,7 @@ __all__ = [
     "PriceLimits",
     "compile_policy",
     "compiled_from_document",
+    "document_kind",
     "is_compiled",
     "load_compiled_policy",
     "load_provider_block",
@@ -59,6 +61,7 @@ __all__ = [
     "parse_spec",
     "provider_mapping",
     "read_yaml",
+    "require_document",
 ]
 
 _HEADER = (
@@ -174,6 +177,7 @@ def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
     """Validate a mapping as a policy spec; errors name the key and the fix."""
     if not isinstance(data, Mapping):
         raise PolicyError("a policy spec is a YAML mapping with at least `model:`", source=source)
+    require_document(data, "spec", source=source)
     try:
         return PolicySpec.model_validate(dict(data))
     except ValidationError as exc:
@@ -253,10 +257,23 @@ class CompiledPolicy:
         )
         return _HEADER + body
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, inputs: Sequence[str | Path] = ()) -> Path:
+        """Write the YAML to ``path`` atomically (a failed write leaves the old file whole).
+
+        ``inputs`` are the files the policy was made from (the spec, a snapshot): writing over one
+        of them is refused, so ``-o`` can never replace the hand-written spec.
+        """
         target = Path(path)
         try:
-            target.write_text(self.to_yaml(), encoding="utf-8")
+            ensure_not_input(target, *inputs)
+        except ValueError:
+            raise PolicyError(
+                f"refusing to write the compiled policy over its own input; give another output "
+                f"file, e.g. -o {_compiled_name(target)}",
+                source=str(target),
+            ) from None
+        try:
+            atomic_write_text(target, self.to_yaml())
         except OSError as exc:
             raise PolicyError(
                 f"cannot write the compiled policy: {exc.strerror}", source=str(target)
@@ -269,9 +286,103 @@ def is_compiled(doc: Any) -> bool:
     return isinstance(doc, Mapping) and "provider" in doc and "provenance" in doc
 
 
-def provider_mapping(doc: Any) -> tuple[Any, str | None]:
+# Keys only a spec has (a provider block has none of them).
+_SPEC_ONLY_KEYS = frozenset(PolicySpec.model_fields) - {
+    "ignore",
+    "max_price",
+    "require_parameters",
+    "data_collection",
+    "zdr",
+}
+
+DocumentKind = Literal["spec", "compiled", "block", "other"]
+
+
+def document_kind(doc: Any) -> DocumentKind:
+    """Say what a YAML document is: a policy ``spec``, a ``compiled`` policy, a provider ``block``
+    (bare, or under ``provider:`` without provenance), or ``other`` (not a mapping)."""
+    if not isinstance(doc, Mapping):
+        return "other"
+    if is_compiled(doc):
+        return "compiled"
+    if "provider" not in doc and set(map(str, doc)) & _SPEC_ONLY_KEYS:
+        return "spec"
+    return "block"
+
+
+def _looks_like_block(doc: Mapping[Any, Any]) -> bool:
+    """A ``provider:`` key, or a key only a provider block has (``order``, ``only``, ``sort``...)."""
+    block_only = set(ProviderBlock.model_fields) - set(PolicySpec.model_fields)
+    return "provider" in doc or bool(set(map(str, doc)) & block_only)
+
+
+def _compiled_name(path: Path) -> str:
+    """The file a spec compiles to by convention: ``x.spec.yaml`` -> ``x.yaml``."""
+    name = path.name
+    for suffix in (".spec.yaml", ".spec.yml"):
+        if name.endswith(suffix):
+            return str(path.with_name(name[: -len(suffix)] + ".yaml"))
+    return str(path.with_name(f"{path.stem}.compiled.yaml"))
+
+
+_WANTED = {
+    "spec": "a policy spec",
+    "compiled": "a compiled policy",
+    "block": "a provider block",
+}
+
+
+def require_document(
+    doc: Any, wanted: Literal["spec", "compiled", "block"], *, source: str | Path | None
+) -> None:
+    """Raise a one-line ``PolicyError`` when ``doc`` is a spec where a compiled policy is wanted
+    (or the reverse), naming the command that turns one into the other.
+
+    Every command that reads a spec or a policy calls this before validating, so a wrong file
+    gives one line with the fix, not a list of schema errors. Other mismatches are left to the
+    validation that follows. ``wanted="block"`` accepts a compiled policy too (it holds one).
+    """
+    found = document_kind(doc)
+    if found == wanted or found == "other" or (wanted == "block" and found == "compiled"):
+        return
+    where = str(source) if source is not None else "the file"
+    if found == "spec":
+        command = f"openrouter-probe policy compile {where} -o {_compiled_name(Path(where))}"
+        raise PolicyError(
+            f"this is a policy spec, not {_WANTED[wanted]}: compile it first with `{command}`",
+            source=None if source is None else str(source),
+        )
+    if found == "compiled" and wanted == "spec":
+        spec = doc["provenance"].get("spec") if isinstance(doc["provenance"], Mapping) else None
+        spec_file = spec.get("file") if isinstance(spec, Mapping) else None
+        if spec_file:
+            spec_path = Path(where).with_name(str(spec_file))
+            fix = f"compile its spec instead: `openrouter-probe policy compile {spec_path} -o {where}`"
+        else:
+            fix = f"explain it with `openrouter-probe policy explain {where}`"
+        raise PolicyError(
+            f"this is a compiled policy, not a policy spec: {fix}",
+            source=None if source is None else str(source),
+        )
+    if found == "block" and wanted == "spec" and _looks_like_block(doc):
+        raise PolicyError(
+            "this is a provider block, not a policy spec: lint it with "
+            f"`openrouter-probe policy lint {where} --model MODEL`, or write a spec with model: "
+            "and precision: (docs/policy.md) and compile that",
+            source=None if source is None else str(source),
+        )
+    if found == "block" and wanted == "compiled":
+        raise PolicyError(
+            "this is a bare provider block, not a compiled policy (no provenance:); lint it with "
+            f"`openrouter-probe policy lint {where} --model MODEL`, or compile a spec into a policy",
+            source=None if source is None else str(source),
+        )
+
+
+def provider_mapping(doc: Any, *, source: str | Path | None = None) -> tuple[Any, str | None]:
     """The provider block of a document (a compiled policy or a bare block) and, for a compiled
-    policy, the model it is for."""
+    policy, the model it is for. A policy spec is refused in one line (compile it first)."""
+    require_document(doc, "block", source=source)
     if not isinstance(doc, Mapping):
         return doc, None
     provenance = doc.get("provenance")
@@ -281,12 +392,13 @@ def provider_mapping(doc: Any) -> tuple[Any, str | None]:
 
 def load_provider_block(path: str | Path) -> ProviderBlock:
     """Read a provider block: a compiled policy (``provider:`` at top level) or a bare mapping."""
-    block, _ = provider_mapping(read_yaml(path))
+    block, _ = provider_mapping(read_yaml(path), source=path)
     return ProviderBlock.parse(block, source=str(path))
 
 
 def compiled_from_document(doc: Any, *, source: str | None = None) -> CompiledPolicy:
     """Build a ``CompiledPolicy`` from a document ``CompiledPolicy.to_yaml`` wrote."""
+    require_document(doc, "compiled", source=source)
     if not is_compiled(doc):
         raise PolicyError(
             "not a compiled policy (needs top-level provider: and provenance:); "
@@ -530,14 +642,19 @@ def compile_policy(
     *,
     registry: PrecisionRegistry | None = None,
     spec_file: str | None = None,
+    allow_empty: bool = False,
 ) -> CompiledPolicy:
     """Compile ``spec`` against ``snapshot`` into a ``CompiledPolicy`` (deterministic).
 
     Raises ``PolicyError`` (naming ``spec_file``) when the spec is for another model, cannot be
-    expressed, or admits nothing.
+    expressed, or admits nothing. With ``allow_empty=True`` a policy that admits nothing is
+    returned instead (its ``decisions`` say why each endpoint was dropped): what ``policy
+    explain`` shows before it exits nonzero.
     """
     try:
-        return _compile(spec, snapshot, registry or default_registry(), spec_file)
+        return _compile(
+            spec, snapshot, registry or default_registry(), spec_file, allow_empty=allow_empty
+        )
     except PolicyError as exc:
         if exc.source is not None or spec_file is None:
             raise
@@ -545,7 +662,12 @@ def compile_policy(
 
 
 def _compile(
-    spec: PolicySpec, snapshot: Snapshot, reg: PrecisionRegistry, spec_file: str | None
+    spec: PolicySpec,
+    snapshot: Snapshot,
+    reg: PrecisionRegistry,
+    spec_file: str | None,
+    *,
+    allow_empty: bool = False,
 ) -> CompiledPolicy:
     if spec.model not in (snapshot.model, snapshot.data.get("id")):
         raise PolicyError(
@@ -555,10 +677,11 @@ def _compile(
     native = reg.native_for(snapshot.model)
     block, ignore_why, verdicts = _build(spec, snapshot, reg)
     decision = route(block, snapshot.endpoints, RequestParams())
-    if not decision.candidates:
+    if not decision.candidates and not allow_empty:
         raise PolicyError(
             f"the policy admits none of the {len(snapshot.endpoints)} endpoints of {spec.model}; "
-            "relax precision, ignore or max_price (see `openrouter-probe policy explain`)"
+            "relax precision, ignore or max_price (`openrouter-probe policy explain "
+            f"{spec_file or 'SPEC'}` shows why each one is dropped)"
         )
     loose = None
     tradeoff = None
@@ -582,7 +705,9 @@ def _compile(
         "snapshot": {
             "source": snapshot.captured_from or snapshot.source,
             "origin": snapshot.origin,
-            "taken_at": snapshot.taken_at.isoformat().replace("+00:00", "Z"),
+            "taken_at": None
+            if snapshot.taken_at is None
+            else snapshot.taken_at.isoformat().replace("+00:00", "Z"),
             "sha256": snapshot.sha256,
             "note": snapshot.note,
         },

@@ -47,6 +47,17 @@ PRECISION_ENV = "OPENROUTER_PROBE_PRECISION"
 Verdict = Literal["native", "upcast", "requantized", "undeclared", "unassessed"]
 
 
+def _yaml_error(exc: yaml.YAMLError, path: Path) -> ConfigError:
+    """One line for a precision file that is not YAML: ``file:line:column: what; fix``."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or "unreadable"
+    return ConfigError(
+        f"{where}: not valid YAML ({problem}); fix that line (the bundled "
+        "openrouter_probe/data/precision.yaml shows the format)"
+    )
+
+
 @dataclass(frozen=True)
 class FormatInfo:
     name: str
@@ -117,7 +128,7 @@ class PrecisionRegistry:
             except UnicodeDecodeError as exc:
                 raise ConfigError(f"{p}: not a text file ({exc.reason})") from exc
             except yaml.YAMLError as exc:
-                raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+                raise _yaml_error(exc, p) from exc
             registry._merge(doc, where=str(p), first=True)
         return registry
 

@@ -165,7 +165,7 @@ class ProviderBlock(_Strict):
             errors = [
                 (
                     loc,
-                    "not a key OpenRouter accepts in provider (see OPENROUTER.md §6.1)"
+                    "not a key OpenRouter accepts in provider (see https://openrouter.ai/docs/features/provider-routing)"
                     if msg == "not an accepted key"
                     else msg,
                 )

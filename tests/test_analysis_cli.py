@@ -107,7 +107,7 @@ def test_matrix_history(runner: CliRunner, tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     changed = [r for r in rows if r["change"] == "changed"]
     assert [(r["tag"], r["changes"]) for r in changed] == [
-        ("chutes/int4", "output_usd_per_m 2.2 -> 2.5")
+        ("chutes/int4", "output_usd_per_m $2.20 -> $2.50")
     ]
 
 

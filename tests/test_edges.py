@@ -102,7 +102,7 @@ def test_naive_taken_at_is_read_as_utc(tmp_path: Path) -> None:
     history = matrix_history([bundled_snapshot(), later])
     changed = history[history["change"] == "changed"]
     assert list(changed["tag"]) == ["chutes/int4"]
-    assert "output_usd_per_m 2.2 -> 2.5" in changed["changes"].iloc[0]
+    assert "output_usd_per_m $2.20 -> $2.50" in changed["changes"].iloc[0]
 
 
 def test_snapshot_error_names_the_file_given(tmp_path: Path) -> None:

@@ -180,7 +180,10 @@ def test_schema(block: dict[str, Any], key: str) -> None:
 
 def test_schema_unknown_key_message() -> None:
     [f] = lint_block({"bogus": 1}, K25)
-    assert f.message == "not a key OpenRouter accepts in provider (see OPENROUTER.md §6.1)"
+    assert (
+        f.message
+        == "not a key OpenRouter accepts in provider (see https://openrouter.ai/docs/features/provider-routing)"
+    )
 
 
 def test_schema_non_numeric_max_price() -> None:

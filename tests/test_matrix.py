@@ -133,7 +133,7 @@ def test_history_reports_price_tag_status_changes(snap: Snapshot) -> None:
     assert set(first["change"]) == {"first"}
     by_tag = second.set_index("tag")
     assert by_tag.loc["chutes/int4", "change"] == "changed"
-    assert by_tag.loc["chutes/int4", "changes"] == "output_usd_per_m 2.2 -> 2.5"
+    assert by_tag.loc["chutes/int4", "changes"] == "output_usd_per_m $2.20 -> $2.50"
     assert by_tag.loc["deepinfra/fp8", "changes"] == (
         "tag deepinfra/int4 -> deepinfra/fp8; quantization_declared int4 -> fp8"
     )

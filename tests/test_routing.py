@@ -869,7 +869,10 @@ def test_parse_unknown_key_message() -> None:
         ProviderBlock.parse({"order": ["chutes"], "bogus": 1})
     [(loc, msg)] = info.value.errors
     assert loc.endswith(".bogus")
-    assert msg == "not a key OpenRouter accepts in provider (see OPENROUTER.md §6.1)"
+    assert (
+        msg
+        == "not a key OpenRouter accepts in provider (see https://openrouter.ai/docs/features/provider-routing)"
+    )
 
 
 @pytest.mark.parametrize("data", [["order"], "order: [x]", None, 3])

@@ -112,62 +112,250 @@ def snapshot_options(func: F) -> F:
     return func
 
 
-def _load(model: str | None, offline: bool, snapshot: str | None) -> Snapshot:
+def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) -> Snapshot:
+    """Resolve ``--offline`` / ``--snapshot`` / a live probe for ``model`` and say which on stderr."""
     from openrouter_probe.snapshot import resolve_snapshot
 
     if offline and snapshot and snapshot != "bundled":
         raise click.UsageError("--offline and --snapshot PATH exclude each other")
     snap = resolve_snapshot(model, offline=offline, snapshot=snapshot)
-    _note(f"snapshot: {snap.provenance}")
+    note(f"snapshot: {snap.provenance}")
     if snap.source in ("api", "page") and snap.parsed.stats_missing:
-        _note(
+        note(
             "latency/throughput are null: OpenRouter only returns them with an API key "
             "(export OPENROUTER_API_KEY=...)"
         )
     return snap
 
 
-def _note(text: str) -> None:
+def note(text: str) -> None:
+    """Write one diagnostic line to stderr (data goes to stdout)."""
     click.echo(text, err=True)
 
 
-def _fmt_num(value: Any, digits: int = 2) -> str:
-    if value is None:
+# -- tables -------------------------------------------------------------------------------------
+
+# Columns a table never cuts (the tag, the verdict, the input/output prices and costs); every
+# other column may wrap, then be left out (the command's drop order, then right to left).
+_ESSENTIAL_NAMES = frozenset({"tag", "id", "verdict"})
+
+
+def essential_column(column: str) -> bool:
+    """Whether a table must show ``column`` whole: tag, id, verdict, input/output prices, costs."""
+    if column in _ESSENTIAL_NAMES:
+        return True
+    if column.endswith("_usd_per_m"):
+        return not column.startswith(("cache", "reasoning"))
+    return column.endswith("cost_usd")
+
+
+def format_cell(value: Any, column: str = "") -> str:
+    """Show one table cell in the house number style, from the unit its column name carries.
+
+    Money (``_usd_per_m``, ``_usd``) with two decimals (more only for a sub-cent price, never an
+    exponent), ``_ms`` and ``_tps`` as whole numbers, percentages (``_pct``) and other floats with
+    two decimals, booleans as yes/no; ``-`` for a missing value.
+    """
+    from decimal import Decimal
+
+    from openrouter_probe.quantities import format_number, format_usd
+
+    if value is None or (isinstance(value, float) and value != value):
         return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float | Decimal):
+        if column.endswith(("_usd_per_m", "_usd")):
+            return format_usd(value).replace("$", "", 1)
+        if column.endswith(("_ms", "_tps")):
+            return format_number(value, decimals=0)
+        if isinstance(value, int):
+            return str(value)
+        return format_number(value, decimals=2)
     return str(value)
 
 
-def _render_rows(
-    rows: Sequence[dict[str, Any]], fmt: str, *, title: str | None = None, json_rows: Any = None
-) -> None:
-    """Write ``rows`` to stdout as a rich table, CSV or JSON (``json_rows`` overrides for JSON)."""
+def _fmt_num(value: Any, digits: int = 2) -> str:
+    # Kept for branches written before format_cell; new code uses format_cell.
+    return format_cell(value)
+
+
+def table_width() -> int | None:
+    """The width tables must fit: ``$COLUMNS`` when set (piped output too), else the terminal's;
+    ``None`` when piped without ``$COLUMNS`` (nothing to fit: every column is shown whole)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.strip().isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        import shutil
+
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def _cell_width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.splitlines() or [""]), default=0)
+
+
+def _word_width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+class ColumnPlan:
+    """How one column of a table is shown: its header, cells and the widths it needs."""
+
+    def __init__(self, column: str, cells: list[str], *, essential: bool, numeric: bool) -> None:
+        self.column = column
+        self.cells = cells
+        self.essential = essential
+        self.numeric = numeric
+        # Essential and numeric columns never wrap; text columns (provider, reason) may.
+        self.fixed = essential or numeric
+
+    def header(self, two_lines: bool) -> str:
+        text = short_header(self.column)
+        if not two_lines or " " not in text:
+            return text
+        words = text.split(" ")
+        # Split where the longer of the two lines is shortest: "uptime / 30m %".
+        cut = min(
+            range(1, len(words)),
+            key=lambda i: max(len(" ".join(words[:i])), len(" ".join(words[i:]))),
+        )
+        return " ".join(words[:cut]) + "\n" + " ".join(words[cut:])
+
+    def natural(self, two_lines: bool) -> int:
+        header = self.header(two_lines)
+        return max([_cell_width(header), *(_cell_width(c) for c in self.cells)])
+
+    def minimum(self, two_lines: bool) -> int:
+        if self.fixed:
+            return self.natural(two_lines)
+        header = self.header(two_lines)
+        # A text column wraps, but not below its longest word or a readable 20 characters.
+        words = max([_word_width(header), *(_word_width(c) for c in self.cells), 1])
+        return max(words, min(self.natural(two_lines), _WRAP_MIN))
+
+
+_WRAP_MIN = 20
+
+
+def _table_total(widths: Sequence[int]) -> int:
+    # Rich's default box: one border per column plus one, and one space of padding each side.
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def fit_columns(
+    rows: Sequence[dict[str, Any]],
+    width: int | None,
+    *,
+    keep: Callable[[str], bool] = essential_column,
+    drop_order: Sequence[str] = (),
+) -> tuple[list[ColumnPlan], bool, list[str]]:
+    """Decide how a table fits ``width``: its column plans, whether headers take two lines, and
+    the columns left out: those in ``drop_order`` first, in that order, then the others right to
+    left, never one that ``keep`` protects."""
+    columns = list(rows[0]) if rows else []
+    plans = [
+        ColumnPlan(
+            c,
+            [format_cell(r.get(c), c) for r in rows],
+            essential=keep(c),
+            numeric=any(
+                isinstance(r.get(c), int | float) and not isinstance(r.get(c), bool) for r in rows
+            ),
+        )
+        for c in columns
+    ]
+    if width is None:
+        return plans, False, []
+    for two_lines in (False, True):
+        if _table_total([p.minimum(two_lines) for p in plans]) <= width:
+            return plans, two_lines, []
+    rank = {c: i for i, c in enumerate(drop_order)}
+    dropped: list[str] = []
+    while _table_total([p.minimum(True) for p in plans]) > width:
+        lesser = [i for i, p in enumerate(plans) if not p.essential]
+        if not lesser:
+            break  # the essential columns alone are wider: show them whole, wider than asked
+        # Named columns first (lowest rank), then the rightmost of the rest.
+        victim = min(lesser, key=lambda i: (rank.get(plans[i].column, len(rank)), -i))
+        dropped.append(plans.pop(victim).column)
+    order = {c: i for i, c in enumerate(columns)}
+    return plans, True, sorted(dropped, key=order.__getitem__)
+
+
+def render_rows(
+    rows: Sequence[dict[str, Any]],
+    fmt: str,
+    *,
+    title: str | None = None,
+    json_rows: Any = None,
+    keep: Callable[[str], bool] = essential_column,
+    drop_order: Sequence[str] = (),
+) -> list[str]:
+    """Write ``rows`` to stdout as a rich table, CSV or JSON (``json_rows`` overrides for JSON).
+
+    A table fits ``$COLUMNS`` (or the terminal): the tag, verdict and prices (``keep``) are never
+    cut; other text columns wrap, then the lesser columns are left out (``drop_order`` first, then
+    from the right), and one line on stderr names them. JSON floats are rounded to what they mean (``round_for_json``).
+    """
+    from openrouter_probe.quantities import round_for_json
+
     if fmt == "json":
         payload = rows if json_rows is None else json_rows
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
-        return
+        click.echo(json.dumps(round_for_json(payload), indent=2, ensure_ascii=False, default=str))
+        return []
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
         writer.writeheader()
         writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
         click.echo(buf.getvalue(), nl=False)
-        return
+        return []
     from rich.console import Console
     from rich.table import Table
 
+    width = table_width()
+    plans, two_lines, dropped = fit_columns(rows, width, keep=keep, drop_order=drop_order)
     table = Table(title=title, show_lines=False)
-    columns = list(rows[0]) if rows else []
-    for col in columns:
-        numeric = any(isinstance(r.get(col), int | float) for r in rows)
-        table.add_column(_short_header(col), justify="right" if numeric else "left")
-    for r in rows:
-        table.add_row(*(_fmt_num(r[c]) for c in columns))
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        console = Console(file=sys.stdout, width=200)
-    console.print(table)
+    for p in plans:
+        table.add_column(
+            p.header(two_lines),
+            justify="right" if p.numeric else "left",
+            no_wrap=p.fixed,
+            overflow="fold",
+            min_width=p.natural(two_lines) if p.fixed else None,
+        )
+    for i in range(len(rows)):
+        table.add_row(*(p.cells[i] for p in plans))
+    needed = _table_total([p.minimum(two_lines) for p in plans])
+    natural = _table_total([p.natural(two_lines) for p in plans])
+    render_width = natural if width is None else max(width, needed)
+    Console(file=sys.stdout, width=render_width).print(table)
+    if dropped:
+        others = _other_formats()
+        hint = f"; --format {others} has every column" if others else ""
+        note(
+            f"left out to fit {width} columns: {', '.join(short_header(c) for c in dropped)} "
+            f"(widen the terminal or set COLUMNS{hint})"
+        )
+    return dropped
+
+
+def _other_formats() -> str:
+    """The running command's --format choices besides the table (``csv or json``), if any."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return ""
+    for param in ctx.command.params:
+        if param.name == "fmt" and isinstance(param.type, click.Choice):
+            return " or ".join(str(c) for c in param.type.choices if c != "table")
+    return ""
 
 
 _UNIT_SUFFIXES = (
@@ -176,13 +364,21 @@ _UNIT_SUFFIXES = (
     ("_pct", " %"),
     ("_ms", " ms"),
     ("_tps", " tok/s"),
+    ("_h", " h"),
     ("_tokens", ""),
 )
 
 
-def _short_header(column: str) -> str:
+def short_header(column: str) -> str:
     """A compact table header that keeps the unit: ``output_usd_per_m`` -> ``output $/M``."""
     for suffix, unit in _UNIT_SUFFIXES:
         if column.endswith(suffix):
             return column[: -len(suffix)].replace("_", " ") + unit
     return column.replace("_", " ")
+
+
+# The names these helpers had before they were public, for branches written against them.
+_load = load_snapshot_for
+_note = note
+_render_rows = render_rows
+_short_header = short_header

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openrouter_probe.cli._common import (
-    _load,
-    _note,
-    _render_rows,
     cli,
     format_option,
+    load_snapshot_for,
+    note,
     plot_option,
+    render_rows,
     snapshot_options,
 )
 
@@ -34,6 +34,17 @@ _TABLE_COLUMNS = (
     "throughput_p50_tps",
     "max_output_tokens",
     "supports_tools",
+)
+# What a short terminal loses first (the tag, verdict and prices are never left out).
+_TABLE_DROP_ORDER = (
+    "supports_tools",
+    "max_output_tokens",
+    "cache_read_usd_per_m",
+    "status",
+    "latency_p50_ms",
+    "quantization_declared",
+    "throughput_p50_tps",
+    "provider",
 )
 
 
@@ -106,25 +117,26 @@ def matrix(
     """
     from openrouter_probe.matrix import build_matrix, matrix_history
 
-    snap = _load(model, offline, snapshot)
+    snap = load_snapshot_for(model, offline, snapshot)
     if history:
         from openrouter_probe.snapshot import load_snapshot
 
         snaps = [snap, *(load_snapshot(p) for p in history)]
         frame = matrix_history(snaps)
         title = f"{snap.model}: changes across {len(snaps)} snapshots"
-        _render_rows(_frame_rows(frame), fmt, title=title)
+        render_rows(_frame_rows(frame), fmt, title=title)
         return
     frame = build_matrix(snap)
     if plot_path:
         from openrouter_probe.plots import plot_price_uptime, save_figure
 
-        _note(f"plot: {save_figure(plot_price_uptime(frame), plot_path)}")
+        note(f"plot: {save_figure(plot_price_uptime(frame), plot_path)}")
     columns = _TABLE_COLUMNS if fmt == "table" else None
-    _render_rows(
+    render_rows(
         _frame_rows(frame, columns),
         fmt,
         title=f"{snap.model} provider matrix (prices USD per 1M tokens)",
+        drop_order=_TABLE_DROP_ORDER,
     )
 
 
@@ -263,7 +275,7 @@ def budget(
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1
-    snap = _load(model, offline, snapshot)
+    snap = load_snapshot_for(model, offline, snapshot)
     block = _policy_block(policy_path, snap.model) if policy_path else None
     plan = plan_budget(
         snap,
@@ -282,31 +294,44 @@ def budget(
     if plot_path:
         from openrouter_probe.plots import plot_budget, save_figure
 
-        _note(f"plot: {save_figure(plot_budget(plan), plot_path)}")
+        note(f"plot: {save_figure(plot_budget(plan), plot_path)}")
     if fmt == "json":
-        _render_rows([], "json", json_rows=plan.to_dict())
+        render_rows([], "json", json_rows=plan.to_dict())
         return
     _render_plan(plan)
 
 
 def _render_plan(plan: BudgetPlan) -> None:
     """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
-    from openrouter_probe.quantities import format_tokens
+    from openrouter_probe.quantities import format_pct, format_tokens, format_usd, format_usd_per_m
 
     click.echo(plan.headline)
     blend = plan.blended
     click.echo(
         f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
-        f"${blend.price_out_usd_per_m:.4g}/M output, the target costs "
-        f"${blend.output_only.cost_usd:,.2f}; the budget buys "
+        f"{format_usd_per_m(blend.price_out_usd_per_m)} output, the target costs "
+        f"{format_usd(blend.output_only.cost_usd)}; the budget buys "
         f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
     )
-    click.echo(
+    low, high = plan.reasoning_share_min, plan.reasoning_share_max
+    target = (
         f"target: {format_tokens(plan.output_tokens)} billed output tokens over {plan.datasets} "
-        f"dataset(s); at {plan.reasoning_share_min:.0%}-{plan.reasoning_share_max:.0%} reasoning "
-        f"that is {format_tokens(plan.target_visible_tokens_min)}-"
-        f"{format_tokens(plan.target_visible_tokens_max)} visible"
     )
+    target += "dataset" if plan.datasets == 1 else "datasets"
+    if high == 0:
+        target += " (no --reasoning-share given: all of it counted as visible)"
+    elif low == high:
+        target += (
+            f"; at {format_pct(low)} reasoning that is "
+            f"{format_tokens(plan.target_visible_tokens_min)} visible"
+        )
+    else:
+        target += (
+            f"; at {format_pct(low)}-{format_pct(high)} reasoning that is "
+            f"{format_tokens(plan.target_visible_tokens_min)}-"
+            f"{format_tokens(plan.target_visible_tokens_max)} visible"
+        )
+    click.echo(target)
     # The plan's own rows, shown for people: token counts as 45.45M, the weight in percent.
     rows = [
         {
@@ -326,7 +351,7 @@ def _render_plan(plan: BudgetPlan) -> None:
         for r in plan.endpoint_rows()
     ]
     mode = plan.routing_mode.replace("_", "-")
-    _render_rows(
+    render_rows(
         rows,
         "table",
         title=f"{plan.model}: ${plan.budget_usd:,.2f} budget per admitted endpoint ({mode} routing)",
@@ -346,13 +371,13 @@ def _render_plan(plan: BudgetPlan) -> None:
             for r in figures.run
         ]
         basis = figures.basis.replace("_", "-")
-        _render_rows(
+        render_rows(
             run_rows,
             "table",
             title=f"run until the money runs out at {plan.cheapest.tag}, {basis} "
-            f"(${figures.effective_usd_per_m:.4g}/M output)",
+            f"({format_usd_per_m(figures.effective_usd_per_m)} output)",
         )
     for tag, _reason, detail in plan.excluded:
-        _note(f"excluded {tag}: {detail}")
-    for note in plan.notes:
-        _note(f"note: {note}")
+        note(f"excluded {tag}: {detail}")
+    for text in plan.notes:
+        note(f"note: {text}")

@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
-    _load,
-    _note,
-    _render_rows,
     cli,
     format_option,
+    load_snapshot_for,
+    note,
+    render_rows,
     snapshot_options,
 )
 
@@ -53,17 +53,71 @@ def compile_cmd(
     precision_files: tuple[str, ...],
     output: str | None,
 ) -> None:
-    """Compile SPEC against a snapshot of its model into a policy YAML (provider: at top level)."""
+    """Compile SPEC against a snapshot of its model into a policy YAML (provider: at top level).
+
+    -o never writes over SPEC (or the --snapshot / --precision-file it was compiled from), and the
+    file is replaced atomically: a write that fails leaves the old policy whole.
+    """
     from openrouter_probe.policy import compile_policy, load_spec
 
+    inputs = [spec, *precision_files]
+    if snapshot and snapshot != "bundled":
+        inputs.append(snapshot)
+    if output:
+        _refuse_overwrite(output, inputs)
     parsed = load_spec(spec)
-    snap = _load(parsed.model, offline, snapshot)
+    snap = load_snapshot_for(parsed.model, offline, snapshot)
     compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=spec)
     if output:
-        compiled.save(output)
-        _note(f"wrote {output}: admits {', '.join(compiled.admitted)}")
+        compiled.save(output, inputs=inputs)
+        note(f"wrote {output}: admits {', '.join(compiled.admitted)}")
     else:
         click.echo(compiled.to_yaml(), nl=False)
+
+
+def _refuse_overwrite(output: str, inputs: list[str]) -> None:
+    """Checked before any work: -o must not be one of the files the policy is made from."""
+    from openrouter_probe.errors import PolicyError
+    from openrouter_probe.files import same_file
+
+    for source in inputs:
+        if same_file(output, source):
+            raise PolicyError(
+                f"-o {output} is the input {source}: compiling would replace it; write the policy "
+                "to another file (policies/NAME.yaml beside policies/NAME.spec.yaml)"
+            )
+
+
+# The explain table: what was decided first; a short terminal loses these first, in this order
+# (the reason is then listed below the table instead).
+_EXPLAIN_DROP_ORDER = ("status", "effective", "declared", "provider", "uptime_30m_pct", "reason")
+
+
+def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
+    from openrouter_probe.quantities import format_pct
+
+    rows = []
+    for d in compiled.decisions:
+        decision = "dropped"
+        if d.kept:
+            where = f"#{d.position}" if d.position is not None else "kept"
+            decision = where + (f", {format_pct(d.share)}" if d.share is not None else "")
+        rows.append(
+            {
+                "tag": d.tag,
+                "decision": decision,
+                "verdict": d.verdict,
+                "input_usd_per_m": d.input_usd_per_m,
+                "output_usd_per_m": d.output_usd_per_m,
+                "uptime_30m_pct": d.uptime_30m_pct,
+                "provider": d.provider,
+                "declared": d.declared,
+                "effective": d.effective,
+                "status": d.status,
+                "reason": d.reason,
+            }
+        )
+    return rows
 
 
 @policy.command()
@@ -76,8 +130,10 @@ def explain(
 ) -> None:
     """Show the decision table: every endpoint, kept or dropped, and why.
 
-    A compiled POLICY is explained from its own recorded decisions; a SPEC is compiled first.
+    A compiled POLICY is explained from its own recorded decisions; a SPEC is compiled first. A
+    spec that admits nothing still gets its table (why each endpoint is dropped), then exits 1.
     """
+    from openrouter_probe.cli._common import essential_column
     from openrouter_probe.policy import (
         compile_policy,
         compiled_from_document,
@@ -85,36 +141,56 @@ def explain(
         parse_spec,
         read_yaml,
     )
+    from openrouter_probe.quantities import format_usd_per_m
 
     doc = read_yaml(path)
     if is_compiled(doc):
         compiled = compiled_from_document(doc, source=path)
     else:
         parsed = parse_spec(doc, source=path)
-        snap = _load(parsed.model, offline, snapshot)
-        compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=path)
-    rows = [d.to_dict() for d in compiled.decisions]
+        snap = load_snapshot_for(parsed.model, offline, snapshot)
+        compiled = compile_policy(
+            parsed, snap, registry=_registry(precision_files), spec_file=path, allow_empty=True
+        )
+    total = len(compiled.decisions)
     if fmt == "json":
-        click.echo(json.dumps(compiled.to_dict(), indent=2, ensure_ascii=False))
-        return
-    _render_rows(
-        rows,
-        fmt,
-        title=f"{compiled.model}: {len(compiled.admitted)} of {len(rows)} endpoints admitted",
-    )
-    if fmt == "table":
-        click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
+        render_rows([], "json", json_rows=compiled.to_dict())
+    elif fmt == "csv":
+        render_rows([d.to_dict() for d in compiled.decisions], "csv")
+    else:
+        rows = _decision_rows(compiled)
+        dropped = render_rows(
+            rows,
+            fmt,
+            title=f"{compiled.model}: {len(compiled.admitted)} of {total} endpoints admitted",
+            keep=lambda c: essential_column(c) or c == "decision",
+            drop_order=_EXPLAIN_DROP_ORDER,
+        )
+        if "reason" in dropped:
+            for r in rows:
+                click.echo(f"{r['tag']}: {r['reason']}")
+        if compiled.admitted:
+            click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
         if compiled.tradeoff:
             t = compiled.tradeoff
             s, loose = t["strict"], t["ignore_list_alone"]
             click.echo(
                 f"trade-off: strict precision also drops {', '.join(t['strict_precision_drops'])}: "
-                f"{s['endpoints']} endpoints ({s['throughput_p50_sum_tps']:g} tok/s p50 summed) instead of "
-                f"{loose['endpoints']} ({loose['throughput_p50_sum_tps']:g} tok/s); cheapest output "
-                f"${s['cheapest_output_usd_per_m']:g}/M vs ${loose['cheapest_output_usd_per_m']:g}/M"
+                f"{s['endpoints']} endpoints ({s['throughput_p50_sum_tps']:.0f} tok/s p50 summed) "
+                f"instead of {loose['endpoints']} ({loose['throughput_p50_sum_tps']:.0f} tok/s); "
+                f"cheapest output {format_usd_per_m(s['cheapest_output_usd_per_m'])} vs "
+                f"{format_usd_per_m(loose['cheapest_output_usd_per_m'])}"
             )
-        for note in compiled.routing.get("assumptions", []):
-            click.echo(f"assumption: {note}")
+        for assumption in compiled.routing.get("assumptions", []):
+            click.echo(f"assumption: {assumption}")
+    if not compiled.admitted:
+        click.echo(
+            f"Error: {path}: the policy admits none of the {total} endpoints of "
+            f"{compiled.model}; relax precision, ignore or max_price (the table says why each "
+            "one is dropped)",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @policy.command()
@@ -133,7 +209,7 @@ def lint(
     from openrouter_probe.lint import lint_block
     from openrouter_probe.policy import provider_mapping, read_yaml
 
-    block, compiled_for = provider_mapping(read_yaml(block_path))
+    block, compiled_for = provider_mapping(read_yaml(block_path), source=block_path)
     model = model or compiled_for
     if not isinstance(block, dict):
         raise PolicyError(
@@ -143,13 +219,13 @@ def lint(
         raise click.UsageError(
             "give --model MODEL (or --offline / --snapshot PATH) for a bare block"
         )
-    snap = _load(model, offline, snapshot)
+    snap = load_snapshot_for(model, offline, snapshot)
     findings = lint_block(block, snap.endpoints)
     for f in findings:
         click.echo(f"{block_path}: {f}")
     errors = sum(f.severity == "error" for f in findings)
     warnings = len(findings) - errors
-    _note(f"{errors} error(s), {warnings} warning(s)" if findings else "clean")
+    note(f"{errors} error(s), {warnings} warning(s)" if findings else "clean")
     if errors or (strict and warnings):
         sys.exit(1)
 
@@ -178,7 +254,7 @@ def check(
 
     try:
         compiled = load_compiled_policy(policy_path)
-        snap = _load(compiled.model, offline, snapshot)
+        snap = load_snapshot_for(compiled.model, offline, snapshot)
         report = check_policy(compiled, snap, price_threshold_pct=price_threshold_pct)
     except ProbeError as exc:
         click.echo(f"Error: {exc}", err=True)

@@ -8,11 +8,11 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
-    _load,
-    _note,
-    _render_rows,
     cli,
     format_option,
+    load_snapshot_for,
+    note,
+    render_rows,
     snapshot_options,
 )
 
@@ -41,10 +41,27 @@ def _endpoint_row(e: Any) -> dict[str, Any]:
     }
 
 
+# What a short terminal loses first: limits, cache price, status codes, then speed and uptime.
+_ENDPOINTS_DROP_ORDER = (
+    "max_output_tokens",
+    "context_tokens",
+    "cache_read_usd_per_m",
+    "status",
+    "latency_p50_ms",
+    "quantization",
+    "throughput_p50_tps",
+    "provider",
+)
+
+
 @cli.command()
 @click.argument("model")
 @snapshot_options
-@click.option("--save", type=click.Path(dir_okay=False, writable=True), help="Save the snapshot.")
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Save the snapshot (atomically; never over the --snapshot it was read from).",
+)
 @format_option("table", "json", "csv")
 def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None, fmt: str) -> None:
     """Show MODEL's endpoints: provider, tag, quantization, prices per million, uptime, speed.
@@ -52,15 +69,17 @@ def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None,
     MODEL is an OpenRouter id (moonshotai/kimi-k2.5) or canonical slug. --format json prints the
     endpoints with OpenRouter's own field names.
     """
-    snap = _load(model, offline, snapshot)
+    snap = load_snapshot_for(model, offline, snapshot)
     if save:
-        _note(f"saved {snap.save(save)}")
+        read_from = (snapshot,) if snapshot and snapshot != "bundled" else ()
+        note(f"saved {snap.save(save, inputs=read_from)}")
     rows = [_endpoint_row(e) for e in snap.endpoints]
-    _render_rows(
+    render_rows(
         rows,
         fmt,
         title=f"{snap.model} endpoints (prices USD per 1M tokens)",
         json_rows=[e.to_json_dict() for e in snap.endpoints],
+        drop_order=_ENDPOINTS_DROP_ORDER,
     )
 
 
@@ -110,6 +129,6 @@ def models(input_path: str | None, fmt: str) -> None:
         }
         for m in listing.data
     ]
-    _render_rows(
+    render_rows(
         rows, fmt, title=f"{len(rows)} models", json_rows=[m.to_json_dict() for m in listing.data]
     )
