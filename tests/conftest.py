@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytest
-import stamina
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -23,10 +22,21 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_retry_waits() -> object:
-    """Retries happen (up to 4 attempts) but without sleeping (stamina's testing mode)."""
-    with stamina.set_testing(True, attempts=4):
-        yield
+def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Retries happen but nothing sleeps: the client's waits are recorded on a virtual clock
+    (the idea of stamina's testing mode). A test that asks for this fixture reads the waits."""
+    from openrouter_probe import client
+
+    waits: list[float] = []
+    clock = [0.0]
+
+    def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(client, "_sleep", fake_sleep)
+    monkeypatch.setattr(client, "_monotonic", lambda: clock[0])
+    return waits
 
 
 @pytest.fixture(scope="module")
