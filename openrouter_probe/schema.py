@@ -26,14 +26,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
@@ -41,6 +40,9 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+
+if TYPE_CHECKING:  # the top-level name appeared after pydantic 2.6, the declared minimum
+    from pydantic.functional_validators import ModelWrapValidatorHandler
 
 __all__ = [
     "KNOWN_QUANTIZATIONS",
@@ -253,7 +255,7 @@ class _Payload(BaseModel):
 
 def _record_key(raw: Any) -> str | None:
     if isinstance(raw, dict):
-        for key in ("id", "tag", "slug", "name"):
+        for key in ("id", "tag", "slug", "provider_name", "name"):
             if isinstance(raw.get(key), str):
                 return str(raw[key])
     return None
@@ -269,11 +271,14 @@ class Percentiles(_Payload):
 
 
 class PricingOverride(_Payload):
-    """A conditional price (``min_prompt_tokens`` or a UTC time window); price keys are extras."""
+    """A conditional price; price keys are extras. It applies when all of its conditions match:
+    ``min_prompt_tokens`` (prompt strictly longer), the UTC window ``utc_start``..``utc_end``
+    (HHMM, half-open, may wrap midnight), ``utc_days`` (``monday`` .. ``sunday``)."""
 
     min_prompt_tokens: int | None = None
     utc_start: int | None = None
     utc_end: int | None = None
+    utc_days: list[str] | None = None
 
 
 class Pricing(_Payload):

@@ -22,6 +22,23 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_logging() -> object:
+    """Each test starts with the package logger as a library leaves it (propagating, no handler of
+    its own) and gets it back so: a CLI run installs a stderr handler that would hide records from
+    caplog in the tests that follow."""
+    import logging
+
+    logger = logging.getLogger("openrouter_probe")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers[:] = []
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+    yield
+    logger.handlers[:], level, logger.propagate = saved[0], saved[1], saved[2]
+    logger.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
 def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Retries happen but nothing sleeps: the client's waits are recorded on a virtual clock
     (the idea of stamina's testing mode). A test that asks for this fixture reads the waits."""
