@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,9 @@ from openrouter_probe.cli._common import (
     format_option,
     snapshot_options,
 )
+
+if TYPE_CHECKING:
+    from openrouter_probe.schema import ModelsList
 
 
 def _endpoint_row(e: Any) -> dict[str, Any]:
@@ -115,7 +118,7 @@ def models(input_path: str | None, offline: bool, fmt: str) -> None:
     )
 
 
-def _fetch_models() -> Any:
+def _fetch_models() -> ModelsList:
     """``GET /models``; a failure the network may cause names the offline sources."""
     from openrouter_probe.catalog import BUNDLED_MODELS_LIST_DATE
     from openrouter_probe.client import Client
