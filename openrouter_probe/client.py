@@ -32,7 +32,6 @@ import re
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -424,28 +423,22 @@ class Client:
         are left out and listed in the result's ``skipped``, with one warning for the whole list.
         """
         quiet = {REPORT_SKIPPED: False}
-        page = self._get_model("/models", ModelsList, context=quiet)
-        models = list(page.data)
-        skipped = list(page.skipped)
-        read = len(page.data) + len(page.skipped)  # entries seen, readable or not
+        pages = [self._get_model("/models", ModelsList, context=quiet)]
+        read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
         seen: set[str] = set()
-        for _ in range(_MAX_MODEL_PAGES - 1):
-            target = self._next_models_page(page, read)
+        while len(pages) < _MAX_MODEL_PAGES:
+            target = self._next_models_page(pages[-1], read)
             if target is None or target[0] + str(target[1]) in seen:
                 break
             seen.add(target[0] + str(target[1]))
             page = self._get_model(target[0], ModelsList, params=target[1], context=quiet)
             if not page.data and not page.skipped:
                 break
-            skipped += [replace(s, index=s.index + read) for s in page.skipped]
-            models += page.data
+            pages.append(page)
             read += len(page.data) + len(page.skipped)
-        listing = ModelsList.model_construct(
-            data=models, total_count=page.total_count, links=page.links
-        )
-        listing._skipped = skipped
-        if skipped:
-            log.warning("%s", listing._skipped_summary())
+        listing = ModelsList.joined(pages)
+        if listing.skipped:
+            log.warning("%s", listing.skipped_summary())
         return listing
 
     def _next_models_page(

@@ -24,7 +24,8 @@ latency in milliseconds, throughput in tokens per second). Helpers that convert 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
@@ -205,7 +206,7 @@ class _Payload(BaseModel):
         instance._skipped = skipped
         context = info.context if isinstance(info.context, dict) else {}
         if skipped and context.get(REPORT_SKIPPED, True):
-            log.warning("%s", instance._skipped_summary())
+            log.warning("%s", instance.skipped_summary())
         return instance
 
     @classmethod
@@ -229,8 +230,11 @@ class _Payload(BaseModel):
                 return None
         return odd, bad_items
 
-    def _skipped_summary(self) -> str:
-        """One line: how many entries were skipped, of how many, and why the first one was."""
+    def skipped_summary(self) -> str:
+        """One line: how many entries were skipped, of how many, and why the first one was
+        (empty when none was)."""
+        if not self._skipped:
+            return ""
         name = self.skippable_list or ""
         total = len(getattr(self, name, None) or []) + len(self._skipped)
         owner = getattr(self, "id", None)
@@ -529,6 +533,26 @@ class ModelsList(_Payload):
     data: list[Model]
     total_count: int | None = None
     links: dict[str, Any] | None = None
+
+    @classmethod
+    def joined(cls, pages: Sequence[ModelsList]) -> ModelsList:
+        """Return one list from consecutive pages: their models in order, their skipped entries
+        numbered across all pages, ``total_count`` and ``links`` of the last page."""
+        if len(pages) == 1:
+            return pages[0]
+        skipped: list[SkippedRecord] = []
+        read = 0
+        for page in pages:
+            skipped += [replace(s, index=s.index + read) for s in page._skipped]
+            read += len(page.data) + len(page._skipped)
+        listing = cls.model_construct(
+            _fields_set=pages[0].model_fields_set,
+            data=[model for page in pages for model in page.data],
+            total_count=pages[-1].total_count,
+            links=pages[-1].links,
+        )
+        listing._skipped = skipped
+        return listing
 
 
 class Provider(_Payload):

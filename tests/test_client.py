@@ -25,6 +25,7 @@ from openrouter_probe.errors import (
     NoRouteError,
     RateLimitError,
 )
+from tests.conftest import CAPTURES
 
 
 @pytest.mark.vcr
@@ -48,6 +49,8 @@ def test_models_real_list() -> None:  # capture: models-list-2026-01-28.json
     assert len(listing.data) == 347
     ids = {m.id for m in listing.data}
     assert "moonshotai/kimi-k2.5" in ids
+    body = json.loads((CAPTURES / "models-list-2026-01-28.json").read_text())
+    assert listing.to_json_dict() == body  # one page: no paging keys added
 
 
 @pytest.mark.vcr
