@@ -24,9 +24,10 @@ latency in milliseconds, throughput in tokens per second). Helpers that convert 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import (
@@ -34,11 +35,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
-    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
-    model_serializer,
     model_validator,
 )
 
@@ -73,6 +71,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# Bumped whenever the reader keeps something aside, so that a payload can tell whether one inside
+# it did (a list, not a global statement; a race can only cause a harmless extra walk).
+_kept_events = [0]
 
 #: The quantization values OpenRouter documents (Aug 2026; ``mxfp4``/``nvfp4``/``mxfp8`` since
 #: 2026-07-27). Endpoints may also carry ``null`` (undeclared) or a value added later.
@@ -158,8 +160,13 @@ class _Payload(BaseModel):
     skippable_list: ClassVar[str | None] = None
     record_noun: ClassVar[str] = "entries"
 
-    _raw_fields: dict[str, Any] = PrivateAttr(default_factory=dict)
-    _skipped: list[SkippedRecord] = PrivateAttr(default_factory=list)
+    # Class-level empty defaults, set on an instance only when it has something to keep: pydantic
+    # private attributes would cost a Python call per instance (4x the parse time of a snapshot).
+    _raw_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    _skipped: ClassVar[tuple[SkippedRecord, ...]] = ()
+    #: True on an instance when it or a payload inside it kept something aside: ``to_json_dict``
+    #: walks only those (a serializer hook on every payload made dumps 6-10x slower).
+    _holds_kept: ClassVar[bool] = False
 
     @property
     def skipped(self) -> list[SkippedRecord]:
@@ -173,16 +180,31 @@ class _Payload(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the payload as OpenRouter sent it (only the keys that were present, odd-shaped
-        fields and skipped records included)."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        fields and skipped records included; ``model_dump`` leaves those two out)."""
+        out = self.model_dump(mode="json", exclude_unset=True)
+        if self._holds_kept:
+            self._restore_kept(out)
+        return out
+
+    def _restore_kept(self, out: dict[str, Any]) -> None:
+        """Put the odd-shaped fields and skipped entries back into a dump of this payload."""
+        for name in type(self).model_fields:
+            if name in out:
+                _restore_into(getattr(self, name), out[name])
+        out.update(self._raw_fields)
+        kept = out.get(self.skippable_list or "")
+        if isinstance(kept, list):
+            for record in self._skipped:  # ascending index: each insert restores its place
+                kept.insert(record.index, record.raw)
 
     @model_validator(mode="wrap")
     @classmethod
     def _read_tolerantly(
         cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
     ) -> Self:
+        before = _kept_events[0]
         try:
-            return handler(data)
+            instance = handler(data)
         except ValidationError as exc:
             if not isinstance(data, dict):
                 raise
@@ -192,22 +214,33 @@ class _Payload(BaseModel):
             odd, bad_items = plan
             if bad_items and len(bad_items) == len(data[cls.skippable_list or ""]):
                 raise  # not one entry readable: the wrong kind of body, not an odd record
-        cleaned = {k: v for k, v in data.items() if k not in odd}
-        skipped: list[SkippedRecord] = []
-        if bad_items and cls.skippable_list:
-            items = data[cls.skippable_list]
-            skipped = [
-                SkippedRecord(index=i, key=_record_key(items[i]), reason=bad_items[i], raw=items[i])
-                for i in sorted(bad_items)
-            ]
-            cleaned[cls.skippable_list] = [x for i, x in enumerate(items) if i not in bad_items]
-        instance = handler(cleaned)
-        instance._raw_fields = {k: data[k] for k in odd}
-        instance._skipped = skipped
-        context = info.context if isinstance(info.context, dict) else {}
-        if skipped and context.get(REPORT_SKIPPED, True):
-            log.warning("%s", instance.skipped_summary())
+            cleaned = {k: v for k, v in data.items() if k not in odd}
+            skipped: list[SkippedRecord] = []
+            if bad_items and cls.skippable_list:
+                items = data[cls.skippable_list]
+                skipped = [
+                    SkippedRecord(i, _record_key(items[i]), bad_items[i], items[i])
+                    for i in sorted(bad_items)
+                ]
+                cleaned[cls.skippable_list] = [x for i, x in enumerate(items) if i not in bad_items]
+            instance = handler(cleaned)
+            instance._keep(raw_fields={k: data[k] for k in odd}, skipped=skipped)
+            context = info.context if isinstance(info.context, dict) else {}
+            if skipped and context.get(REPORT_SKIPPED, True):
+                log.warning("%s", instance.skipped_summary())
+        if _kept_events[0] != before:  # this payload, or one inside it, kept something aside
+            object.__setattr__(instance, "_holds_kept", True)
         return instance
+
+    def _keep(self, *, raw_fields: Mapping[str, Any], skipped: Sequence[SkippedRecord]) -> None:
+        """Attach what the reader kept aside (not fields: no serializer or validator sees them)."""
+        if raw_fields:
+            object.__setattr__(self, "_raw_fields", dict(raw_fields))
+        if skipped:
+            object.__setattr__(self, "_skipped", tuple(skipped))
+        if raw_fields or skipped:
+            _kept_events[0] += 1
+            object.__setattr__(self, "_holds_kept", True)
 
     @classmethod
     def _salvage(
@@ -244,17 +277,19 @@ class _Payload(BaseModel):
             f"read; first: {name}{self._skipped[0]}"
         )
 
-    @model_serializer(mode="wrap")
-    def _dump_with_raw(self, handler: SerializerFunctionWrapHandler) -> Any:
-        out = handler(self)
-        if not isinstance(out, dict) or not (self._raw_fields or self._skipped):
-            return out
-        out.update(self._raw_fields)
-        kept = out.get(self.skippable_list or "")
-        if isinstance(kept, list):
-            for record in self._skipped:  # ascending index: each insert restores its place
-                kept.insert(record.index, record.raw)
-        return out
+
+def _restore_into(value: Any, dumped: Any) -> None:
+    """Walk ``value`` beside its dump and restore what payloads inside it kept aside."""
+    if isinstance(value, _Payload):
+        if value._holds_kept and isinstance(dumped, dict):
+            value._restore_kept(dumped)
+    elif isinstance(value, list) and isinstance(dumped, list):
+        for item, item_dump in zip(value, dumped, strict=False):
+            _restore_into(item, item_dump)
+    elif isinstance(value, dict) and isinstance(dumped, dict):
+        for key, item in value.items():
+            if key in dumped:
+                _restore_into(item, dumped[key])
 
 
 def _record_key(raw: Any) -> str | None:
@@ -551,7 +586,9 @@ class ModelsList(_Payload):
             total_count=pages[-1].total_count,
             links=pages[-1].links,
         )
-        listing._skipped = skipped
+        listing._keep(raw_fields={}, skipped=skipped)
+        if any(page._holds_kept for page in pages):
+            object.__setattr__(listing, "_holds_kept", True)
         return listing
 
 
