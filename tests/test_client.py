@@ -264,6 +264,13 @@ def test_retry_after_within_the_cap_is_waited(
     )
 
 
+def test_retry_after_zero_retries_at_once(retry_waits: list[float]) -> None:
+    # stamina 24.3 stopped retrying on Retry-After: 0; it means "now".
+    session = _FakeSession([_response(429, "{}", {"Retry-After": "0"}), _ok_models()])
+    assert [m.id for m in Client(session=session).models().data] == ["a/b"]  # type: ignore[arg-type]
+    assert retry_waits == [0.0] and session.calls == 2
+
+
 def test_wait_max_also_caps_retry_after(retry_waits: list[float]) -> None:
     session = _FakeSession([_response(503, "busy", {"Retry-After": "9"}), _ok_models()])
     with pytest.raises(APIStatusError, match=r"longer than the 5\.0 s this call may wait"):

@@ -1,4 +1,5 @@
-"""``openrouter-probe models`` (offline, input, tolerant) and what the CLI says when the network fails."""
+"""`openrouter-probe models` (offline, input, tolerant), `endpoints` on odd data, and what the CLI says
+when the network fails."""
 
 from __future__ import annotations
 
@@ -157,3 +158,23 @@ def test_empty_key_is_said_on_stderr(
         "(latency and throughput come back null)"
     ]
     assert "authorization" not in seen[0]
+
+
+def test_endpoints_snapshot_with_an_unreadable_endpoint(runner: CliRunner, tmp_path: Path) -> None:
+    body = json.loads((CAPTURES / "kimi-k3-endpoints-2026-08-25-reduced.json").read_text())
+    body["data"]["endpoints"][1]["pricing"] = "see website"  # Alibaba: no price to compute from
+    body["data"]["endpoints"][0]["service_tier"] = {"name": "standard"}  # odd, not core: kept
+    path = tmp_path / "k3.json"
+    path.write_text(json.dumps(body))
+    result = runner.invoke(
+        cli, ["endpoints", "moonshotai/kimi-k3", "--snapshot", str(path), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["tag"] for r in rows] == ["fireworks", "fireworks/fast", "morph/fast"]
+    assert rows[0]["service_tier"] == {"name": "standard"}
+    skip_lines = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
+    assert skip_lines == [
+        "skipped 1 of 4 endpoints of moonshotai/kimi-k3 that could not be read; first: "
+        "endpoints[1] (alibaba): pricing: Input should be a valid dictionary or instance of Pricing"
+    ]
