@@ -212,7 +212,7 @@ def _short(exc: APIError) -> str:
     """What failed, in a few words, for the one-line retry notice."""
     if isinstance(exc, APIStatusError):
         return f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
-    return str(exc).split(": ", 1)[-1]
+    return str(exc).rsplit(": ", 1)[-1]
 
 
 def _clock_time(seconds_from_now: float) -> str:
@@ -310,10 +310,14 @@ class Client:
                 url, params=params, headers=self._headers(accept=accept), timeout=self.timeout
             )
         except requests.Timeout as exc:
-            raise APIConnectionError(f"cannot reach {url}: timed out", url=url) from exc
+            raise APIConnectionError(f"{url}: timed out", url=url) from exc
         except requests.ConnectionError as exc:
+            # The host, not the path, is what could not be reached (``.url`` keeps the path).
+            parts = urlsplit(url)
             reason, _ = _connection_failure(exc)
-            raise APIConnectionError(f"cannot reach {url}: {reason}", url=url) from exc
+            raise APIConnectionError(
+                f"cannot reach {parts.scheme}://{parts.netloc}: {reason}", url=url
+            ) from exc
         except requests.RequestException as exc:
             raise APIConnectionError(f"request to {url} failed: {exc}", url=url) from exc
         if response.status_code >= 400:

@@ -147,7 +147,9 @@ def test_bad_model_id_is_a_config_error() -> None:
 def test_connection_error_is_mapped() -> None:
     # Port 9 (discard) on loopback refuses the connection: allowed by --allowed-hosts.
     client = Client(base_url="http://127.0.0.1:9/api/v1", attempts=2)
-    with pytest.raises(APIConnectionError, match=r"cannot reach http://127\.0\.0\.1:9"):
+    with pytest.raises(
+        APIConnectionError, match=r"^cannot reach http://127\.0\.0\.1:9: connection refused$"
+    ):
         client.models()
 
 
@@ -308,7 +310,8 @@ def test_connection_refused_gives_up_at_once(retry_waits: list[float]) -> None:
     client = Client(base_url="http://127.0.0.1:9/api/v1", attempts=5)
     with pytest.raises(APIConnectionError) as info:
         client.models()
-    assert str(info.value) == "cannot reach http://127.0.0.1:9/api/v1/models: connection refused"
+    assert str(info.value) == "cannot reach http://127.0.0.1:9: connection refused"
+    assert info.value.url == "http://127.0.0.1:9/api/v1/models"
     assert retry_waits == []  # no retry storm: the server is not there
 
 

@@ -98,7 +98,7 @@ def test_unreachable_models_is_one_short_line_naming_real_options(
     result = runner.invoke(cli, ["models"])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
-        f"Error: cannot reach {UNREACHABLE}/models: connection refused. Use --offline for the "
+        "Error: cannot reach http://127.0.0.1:9: connection refused. Use --offline for the "
         "bundled list of 2026-01-28, or --input FILE for a saved GET /models body"
     ]
     assert retry_waits == []  # refused: no retries
