@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "KeyInfo": "openrouter_probe.schema",
     "Model": "openrouter_probe.schema",
     "ModelEndpoints": "openrouter_probe.schema",
+    "ModelsList": "openrouter_probe.schema",
     "NoRouteError": "openrouter_probe.errors",
     "PolicyError": "openrouter_probe.errors",
     "PolicySpec": "openrouter_probe.policy",
@@ -48,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "RateLimitError": "openrouter_probe.errors",
     "RequestParams": "openrouter_probe.routing",
     "RouteDecision": "openrouter_probe.routing",
+    "SkippedRecord": "openrouter_probe.schema",
     "Snapshot": "openrouter_probe.snapshot",
     "SnapshotError": "openrouter_probe.errors",
     "Usage": "openrouter_probe.schema",
@@ -55,12 +57,14 @@ _EXPORTS: dict[str, str] = {
     "VerifyReport": "openrouter_probe.verify.report",
     "build_matrix": "openrouter_probe.matrix",
     "build_report": "openrouter_probe.verify.report",
+    "bundled_models_list": "openrouter_probe.catalog",
     "bundled_snapshot": "openrouter_probe.snapshot",
     "check_policy": "openrouter_probe.drift",
     "compile_policy": "openrouter_probe.policy",
     "default_registry": "openrouter_probe.precision",
     "lint_block": "openrouter_probe.lint",
     "load_compiled_policy": "openrouter_probe.policy",
+    "load_models_list": "openrouter_probe.catalog",
     "load_snapshot": "openrouter_probe.snapshot",
     "load_spec": "openrouter_probe.policy",
     "matrix_history": "openrouter_probe.matrix",
@@ -89,6 +93,7 @@ __all__ = [
     "KeyInfo",
     "Model",
     "ModelEndpoints",
+    "ModelsList",
     "NoRouteError",
     "PolicyError",
     "PolicySpec",
@@ -100,6 +105,7 @@ __all__ = [
     "RateLimitError",
     "RequestParams",
     "RouteDecision",
+    "SkippedRecord",
     "Snapshot",
     "SnapshotError",
     "Usage",
@@ -108,12 +114,14 @@ __all__ = [
     "__version__",
     "build_matrix",
     "build_report",
+    "bundled_models_list",
     "bundled_snapshot",
     "check_policy",
     "compile_policy",
     "default_registry",
     "lint_block",
     "load_compiled_policy",
+    "load_models_list",
     "load_snapshot",
     "load_spec",
     "matrix_history",
@@ -127,6 +135,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from openrouter_probe.budget import BudgetPlan, plan_budget
+    from openrouter_probe.catalog import bundled_models_list, load_models_list
     from openrouter_probe.client import Client
     from openrouter_probe.drift import DriftReport, check_policy
     from openrouter_probe.errors import (
@@ -161,8 +170,10 @@ if TYPE_CHECKING:
         KeyInfo,
         Model,
         ModelEndpoints,
+        ModelsList,
         Pricing,
         Provider,
+        SkippedRecord,
         Usage,
     )
     from openrouter_probe.scrape import parse_provider_page

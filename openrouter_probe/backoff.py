@@ -1,6 +1,6 @@
 """Bounded waits: how long to wait before a retry, and when to stop retrying.
 
-One policy serves the sync client (through stamina) and the async generator. Every wait is capped:
+One policy serves the sync client and the async generator. Every wait is capped:
 by ``wait_max_s``, and by the time left before the overall deadline. When the server asks for more
 than that (``Retry-After: 3600``), the answer is "give up now" with the time the server named, so
 that the caller can say when to retry instead of sleeping an hour in silence.

@@ -1,10 +1,16 @@
 """The synchronous OpenRouter API client, on ``requests``.
 
 One ``Client`` talks to ``OPENROUTER_BASE_URL`` (default ``https://openrouter.ai/api/v1``) with the
-key from ``OPENROUTER_API_KEY`` (optional for the public paths). Transient failures (connection
-errors, 429, 5xx) are retried with exponential backoff and jitter by stamina, honouring
-``Retry-After``; every failure is translated once, in ``_translate_status`` and ``_send``, into the
-tree in ``openrouter_probe.errors``.
+key from ``OPENROUTER_API_KEY`` (optional for the public paths). Transient failures (timeouts, resets,
+429, 5xx) are retried with exponential backoff and jitter (``openrouter_probe.backoff.Backoff``),
+honouring ``Retry-After`` within bounds: no wait is longer than ``wait_max`` or than the time left of
+``retry_timeout``, and a server that asks for more is answered at once with an error that says when to
+retry. Each retry is logged as it happens (one line on the ``openrouter_probe.client`` logger); a
+refused connection or an unknown host is not retried. Every failure is translated once, in
+``_translate_status`` and ``_send``, into the tree in ``openrouter_probe.errors``.
+
+Tests turn the waits off by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's
+testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
 
 Example::
 
@@ -19,16 +25,22 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import re
-from collections.abc import Mapping
+import socket
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
-import stamina
 from pydantic import BaseModel, ValidationError
 
+from openrouter_probe.backoff import Backoff
 from openrouter_probe.errors import (
     APIConnectionError,
     APIError,
@@ -39,6 +51,7 @@ from openrouter_probe.errors import (
     RateLimitError,
 )
 from openrouter_probe.schema import (
+    REPORT_SKIPPED,
     EndpointsResponse,
     Generation,
     KeyInfo,
@@ -49,7 +62,15 @@ from openrouter_probe.schema import (
 
 __all__ = ["DEFAULT_BASE_URL", "Client", "page_url"]
 
+log = logging.getLogger(__name__)
+
+# Module-level so that tests can turn every wait off (and run a virtual clock), as stamina's
+# testing mode does: nothing in a test should sleep for real.
+_sleep: Callable[[float], None] = time.sleep
+_monotonic: Callable[[], float] = time.monotonic
+
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+_MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
 _T = TypeVar("_T", bound=BaseModel)
@@ -76,13 +97,21 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
 
 
 def _retry_after_seconds(response: requests.Response) -> float | None:
+    """``Retry-After`` in seconds: a number, or an HTTP date (seconds from now); else ``None``."""
     value = response.headers.get("Retry-After")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        return None  # an HTTP date; the exponential backoff is good enough then
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _translate_status(response: requests.Response) -> APIStatusError:
@@ -134,13 +163,61 @@ def _translate_status(response: requests.Response) -> APIStatusError:
     )
 
 
-def _backoff(exc: Exception) -> bool | float:
-    """Tell stamina whether to retry ``exc`` and, with ``Retry-After``, how long to wait."""
-    if isinstance(exc, APIConnectionError):
-        return True
-    if isinstance(exc, APIStatusError) and exc.status_code in _RETRY_STATUSES:
-        return exc.retry_after if exc.retry_after is not None else True
-    return False
+def _retryable(exc: APIError) -> bool:
+    """Whether ``exc`` is worth another attempt: timeouts, resets, 408/429/5xx; never a refused
+    connection or an unknown host (the server is not there: retrying only delays the answer)."""
+    if isinstance(exc, APIStatusError):
+        return exc.status_code in _RETRY_STATUSES
+    if isinstance(exc, APIConnectionError) and exc.__cause__ is not None:
+        return not _connection_failure(exc.__cause__)[1]
+    return isinstance(exc, APIConnectionError)
+
+
+def _connection_failure(exc: BaseException) -> tuple[str, bool]:
+    """Say why a connection failed, in a few words, and whether retrying is pointless."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        cur = todo.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError):
+            return "connection refused", True
+        if isinstance(cur, socket.gaierror):
+            return "host name not found", True
+        if isinstance(cur, ConnectionResetError):
+            return "connection reset", False
+        links = [cur.__cause__, cur.__context__, getattr(cur, "reason", None), *cur.args]
+        todo += [x for x in links if isinstance(x, BaseException)]
+    return type(exc).__name__, False
+
+
+def _with_message(exc: APIError, message: str) -> APIError:
+    """A copy of ``exc`` (same class and fields) that says ``message``."""
+    if isinstance(exc, APIStatusError):
+        return type(exc)(
+            message,
+            status_code=exc.status_code,
+            url=exc.url,
+            code=exc.code,
+            metadata=exc.metadata,
+            body=exc.body,
+            retry_after=exc.retry_after,
+        )
+    return type(exc)(message, url=exc.url)
+
+
+def _short(exc: APIError) -> str:
+    """What failed, in a few words, for the one-line retry notice."""
+    if isinstance(exc, APIStatusError):
+        return f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
+    return str(exc).rsplit(": ", 1)[-1]
+
+
+def _clock_time(seconds_from_now: float) -> str:
+    when = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class Client:
@@ -148,8 +225,10 @@ class Client:
 
     Options are keyword-only. ``api_key`` defaults to ``OPENROUTER_API_KEY`` (public paths work
     without it, but then endpoint latency and throughput come back ``null``); ``base_url`` to
-    ``OPENROUTER_BASE_URL``. ``timeout`` is ``(connect, read)`` seconds. ``attempts`` bounds the
-    retries of transient failures; ``retry_timeout`` bounds their total time.
+    ``OPENROUTER_BASE_URL``; a key that is set but empty is said, once, and treated as none.
+    ``timeout`` is ``(connect, read)`` seconds. ``attempts`` counts every try of a transient failure
+    (the first included); ``retry_timeout`` bounds their total time and ``wait_max`` each wait
+    between them (``Retry-After`` included). ``sleep`` replaces ``time.sleep`` for those waits.
     """
 
     def __init__(
@@ -160,10 +239,20 @@ class Client:
         timeout: tuple[float, float] = (10.0, 60.0),
         attempts: int = 5,
         retry_timeout: float = 60.0,
+        wait_max: float = 20.0,
         session: requests.Session | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")
+        env_key = os.environ.get("OPENROUTER_API_KEY")
+        key = api_key if api_key is not None else (env_key or "")
         self._api_key = key.strip() or None
+        #: True when the key came from an OPENROUTER_API_KEY that is set but empty (or blank).
+        self.key_is_blank = api_key is None and env_key is not None and not env_key.strip()
+        if self.key_is_blank:
+            log.warning(
+                "OPENROUTER_API_KEY is set but empty; going on without a key "
+                "(latency and throughput come back null)"
+            )
         self.base_url = (
             base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
         ).rstrip("/")
@@ -175,6 +264,8 @@ class Client:
         self.timeout = timeout
         self.attempts = attempts
         self.retry_timeout = retry_timeout
+        self.wait_max = wait_max
+        self._sleep = sleep
         self._session = session or requests.Session()
         self._session.headers.setdefault("User-Agent", "openrouter-probe")
 
@@ -196,6 +287,11 @@ class Client:
         """Whether requests carry an API key."""
         return self._api_key is not None
 
+    def _key_state(self) -> str:
+        if self.key_is_blank:
+            return "OPENROUTER_API_KEY is set but empty"
+        return "OPENROUTER_API_KEY is not set"
+
     # -- transport ------------------------------------------------------------------------------
 
     def _headers(self, *, accept: str) -> dict[str, str]:
@@ -214,12 +310,13 @@ class Client:
                 url, params=params, headers=self._headers(accept=accept), timeout=self.timeout
             )
         except requests.Timeout as exc:
-            raise APIConnectionError(f"timed out talking to {url}: {exc}", url=url) from exc
+            raise APIConnectionError(f"{url}: timed out", url=url) from exc
         except requests.ConnectionError as exc:
+            # The host, not the path, is what could not be reached (``.url`` keeps the path).
+            parts = urlsplit(url)
+            reason, _ = _connection_failure(exc)
             raise APIConnectionError(
-                f"cannot reach {url} ({type(exc).__name__}); check the network or "
-                "OPENROUTER_BASE_URL, or use --offline",
-                url=url,
+                f"cannot reach {parts.scheme}://{parts.netloc}: {reason}", url=url
             ) from exc
         except requests.RequestException as exc:
             raise APIConnectionError(f"request to {url} failed: {exc}", url=url) from exc
@@ -234,20 +331,50 @@ class Client:
         params: Mapping[str, str] | None = None,
         accept: str = "application/json",
     ) -> requests.Response:
+        """GET with bounded retries: every wait capped, each retry said, one error at the end."""
         url = path if path.startswith("http") else f"{self.base_url}{path}"
-        for attempt in stamina.retry_context(
-            on=_backoff,
+        policy = Backoff(
+            wait_initial_s=0.5,
+            wait_max_s=self.wait_max,
             attempts=self.attempts,
-            timeout=self.retry_timeout,
-            wait_initial=0.5,
-            wait_max=20.0,
-        ):
-            with attempt:
+            timeout_s=self.retry_timeout,
+        )
+        sleep = self._sleep or _sleep
+        started = _monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
                 return self._send(url, params=params, accept=accept)
-        raise AssertionError("unreachable: stamina re-raises the last error")  # pragma: no cover
+            except APIError as exc:
+                if not _retryable(exc):
+                    raise
+                retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
+                decision = policy.next_wait(
+                    attempt=attempt, retry_after_s=retry_after, elapsed_s=_monotonic() - started
+                )
+                if decision.give_up:
+                    message = f"{exc}; {decision.reason}"
+                    if decision.retry_after_s is not None:
+                        message += f": retry after {_clock_time(decision.retry_after_s)}"
+                    raise _with_message(exc, message) from exc
+                log.warning(
+                    "%s: %s; retry %d of %d in %.1f s",
+                    url,
+                    _short(exc),
+                    attempt,
+                    self.attempts - 1,
+                    decision.wait_s,
+                )
+                sleep(decision.wait_s)
 
     def _get_model(
-        self, path: str, model: type[_T], *, params: Mapping[str, str] | None = None
+        self,
+        path: str,
+        model: type[_T],
+        *,
+        params: Mapping[str, str] | None = None,
+        context: dict[str, Any] | None = None,
     ) -> _T:
         response = self._get(path, params=params)
         try:
@@ -260,7 +387,7 @@ class Client:
                 url=response.url,
             ) from exc
         try:
-            return model.model_validate(payload)
+            return model.model_validate(payload, context=context)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
@@ -293,8 +420,47 @@ class Client:
             ) from exc
 
     def models(self) -> ModelsList:
-        """Return every model OpenRouter lists (``GET /models``)."""
-        return self._get_model("/models", ModelsList)
+        """Return every model OpenRouter lists (``GET /models``), following its pages.
+
+        A newer list names its next page in ``links.next``, or says ``total_count``: both are
+        followed (on this client's host only) until a page adds nothing. Models that cannot be read
+        are left out and listed in the result's ``skipped``, with one warning for the whole list.
+        """
+        quiet = {REPORT_SKIPPED: False}
+        pages = [self._get_model("/models", ModelsList, context=quiet)]
+        read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
+        seen: set[str] = set()
+        while len(pages) < _MAX_MODEL_PAGES:
+            target = self._next_models_page(pages[-1], read)
+            if target is None or target[0] + str(target[1]) in seen:
+                break
+            seen.add(target[0] + str(target[1]))
+            page = self._get_model(target[0], ModelsList, params=target[1], context=quiet)
+            if not page.data and not page.skipped:
+                break
+            pages.append(page)
+            read += len(page.data) + len(page.skipped)
+        listing = ModelsList.joined(pages)
+        if listing.skipped:
+            log.warning("%s", listing.skipped_summary())
+        return listing
+
+    def _next_models_page(
+        self, page: ModelsList, read: int
+    ) -> tuple[str, dict[str, str] | None] | None:
+        """The URL (and query) of the page after ``page``, or ``None`` when it was the last."""
+        links = page.links if page.links is not None else page.raw_fields.get("links")
+        nxt = links.get("next") if isinstance(links, dict) else None
+        if isinstance(nxt, str) and nxt.strip():
+            # Relative or absolute, the next page is asked of this client's own host: the key
+            # is never sent to a host named in a response body.
+            base = urlsplit(self.base_url)
+            target = urlsplit(urljoin(self.base_url + "/", nxt.strip()))
+            return urlunsplit((base.scheme, base.netloc, target.path, target.query, "")), None
+        total = page.total_count
+        if isinstance(total, int) and read < total:
+            return "/models", {"offset": str(read)}
+        return None
 
     def providers(self) -> ProvidersList:
         """Return every provider with its routing slug (``GET /providers``)."""
@@ -304,7 +470,7 @@ class Client:
         """Return the calling key's limits and usage (``GET /key``); needs ``OPENROUTER_API_KEY``."""
         if not self.has_key:
             raise ConfigError(
-                "GET /key needs an API key: export OPENROUTER_API_KEY=... "
+                f"GET /key needs an API key: {self._key_state()}; export OPENROUTER_API_KEY=... "
                 "(create one at https://openrouter.ai/settings/keys)"
             )
         return self._get_model("/key", _KeyEnvelope).data
@@ -316,15 +482,32 @@ class Client:
         are retried with backoff for up to ``wait_seconds``.
         """
         if not self.has_key:
-            raise ConfigError("GET /generation needs an API key: export OPENROUTER_API_KEY=...")
-        for attempt in stamina.retry_context(
-            on=NoRouteError, attempts=None, timeout=wait_seconds, wait_initial=1.0, wait_max=8.0
-        ):
-            with attempt:
+            raise ConfigError(
+                f"GET /generation needs an API key: {self._key_state()}; "
+                "export OPENROUTER_API_KEY=..."
+            )
+        policy = Backoff(wait_initial_s=1.0, wait_max_s=8.0, attempts=1_000, timeout_s=wait_seconds)
+        sleep = self._sleep or _sleep
+        started = _monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
                 return self._get_model(
                     "/generation", _GenerationEnvelope, params={"id": generation_id}
                 ).data
-        raise AssertionError("unreachable")  # pragma: no cover
+            except NoRouteError as exc:
+                decision = policy.next_wait(attempt=attempt, elapsed_s=_monotonic() - started)
+                if decision.give_up:
+                    raise _with_message(
+                        exc, f"{exc} (still not visible after {wait_seconds:.0f} s)"
+                    ) from exc
+                log.debug(
+                    "generation %s not visible yet; asking again in %.1f s",
+                    generation_id,
+                    decision.wait_s,
+                )
+                sleep(decision.wait_s)
 
     def page(self, model: str) -> str:
         """Return the HTML of ``model``'s provider page (see ``openrouter_probe.scrape``)."""

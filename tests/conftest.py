@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytest
-import stamina
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -23,10 +22,38 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_retry_waits() -> object:
-    """Retries happen (up to 4 attempts) but without sleeping (stamina's testing mode)."""
-    with stamina.set_testing(True, attempts=4):
-        yield
+def _fresh_logging() -> object:
+    """Each test starts with the package logger as a library leaves it (propagating, no handler of
+    its own) and gets it back so: a CLI run installs a stderr handler that would hide records from
+    caplog in the tests that follow."""
+    import logging
+
+    logger = logging.getLogger("openrouter_probe")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers[:] = []
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+    yield
+    logger.handlers[:], level, logger.propagate = saved[0], saved[1], saved[2]
+    logger.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Retries happen but nothing sleeps: the client's waits are recorded on a virtual clock
+    (the idea of stamina's testing mode). A test that asks for this fixture reads the waits."""
+    from openrouter_probe import client
+
+    waits: list[float] = []
+    clock = [0.0]
+
+    def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(client, "_sleep", fake_sleep)
+    monkeypatch.setattr(client, "_monotonic", lambda: clock[0])
+    return waits
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +14,9 @@ from openrouter_probe.cli._common import (
     render_rows,
     snapshot_options,
 )
+
+if TYPE_CHECKING:
+    from openrouter_probe.schema import ModelsList
 
 
 def _endpoint_row(e: Any) -> dict[str, Any]:
@@ -88,33 +90,34 @@ def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None,
     "--input",
     "input_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="Read a saved GET /models body instead of calling the API.",
+    help="Read a saved GET /models body (plain or .gz) instead of calling the API.",
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Use the models list bundled with the package (taken 2026-01-28): no network, no key.",
 )
 @format_option("table", "json", "csv")
-def models(input_path: str | None, fmt: str) -> None:
+def models(input_path: str | None, offline: bool, fmt: str) -> None:
     """List the models OpenRouter serves, with list prices per million tokens.
 
     Model-level prices track one endpoint, not the cheapest: use `endpoints` before spending.
+    Models that cannot be read are skipped, with one line on stderr.
     """
-    from openrouter_probe.client import Client
-    from openrouter_probe.schema import ModelsList
+    from openrouter_probe import catalog
 
-    if input_path:
-        from pydantic import ValidationError
-
-        from openrouter_probe.errors import SnapshotError
-
-        try:
-            listing = ModelsList.model_validate_json(Path(input_path).read_bytes())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-            raise SnapshotError(
-                f"{input_path}: not a GET /models body ({loc}: {first['msg']})"
-            ) from exc
+    if offline and input_path:
+        raise click.UsageError("--offline and --input FILE exclude each other")
+    if offline:
+        listing = catalog.bundled_models_list()
+        note(
+            f"models: the bundled list of {catalog.BUNDLED_MODELS_LIST_DATE}, "
+            f"{catalog.BUNDLED_MODELS_LIST_ORIGIN}; prices and models have changed since"
+        )
+    elif input_path:
+        listing = catalog.load_models_list(input_path)
     else:
-        with Client() as client:
-            listing = client.models()
+        listing = _fetch_models()
 
     def _f(value: Any) -> float | None:
         return None if value is None else float(value)
@@ -132,3 +135,22 @@ def models(input_path: str | None, fmt: str) -> None:
     render_rows(
         rows, fmt, title=f"{len(rows)} models", json_rows=[m.to_json_dict() for m in listing.data]
     )
+
+
+def _fetch_models() -> ModelsList:
+    """``GET /models``; a failure the network may cause names the offline sources."""
+    from openrouter_probe.catalog import BUNDLED_MODELS_LIST_DATE
+    from openrouter_probe.client import Client
+    from openrouter_probe.errors import APIConnectionError, APIError, APIStatusError
+
+    try:
+        with Client() as client:
+            return client.models()
+    except (APIConnectionError, APIStatusError) as exc:
+        if isinstance(exc, APIStatusError) and exc.status_code < 429:
+            raise
+        raise APIError(
+            f"{exc}. Use --offline for the bundled list of {BUNDLED_MODELS_LIST_DATE}, "
+            "or --input FILE for a saved GET /models body",
+            url=exc.url,
+        ) from exc

@@ -91,6 +91,38 @@ def main() -> None:
         interaction(k3_url, 502, bad_gateway),
         interaction(k3_url, 200, k3),
     )
+    # A 429 asking for an hour (OPENROUTER.md §9.4: Retry-After in seconds on 429/503): the client
+    # must not sleep an hour but fail at once, saying when to retry.
+    rate_limited = (
+        '{"error":{"message":"Rate limit exceeded: limit_rpm/moonshotai/kimi-k3","code":429}}'
+    )
+    write(
+        "test_retry_after_longer_than_wait_max_fails_at_once",
+        interaction(k3_url, 429, rate_limited, headers={"Retry-After": ["3600"]}),
+    )
+    # A 429 asking for 3 s, within the cap: waited exactly, then the real K3 body.
+    write(
+        "test_retry_after_within_the_cap_is_waited",
+        interaction(k3_url, 429, rate_limited, headers={"Retry-After": ["3"]}),
+        interaction(k3_url, 200, k3),
+    )
+    # The real models list split into two pages the way newer lists page (OPENROUTER.md §2:
+    # total_count and links.next); each model's JSON is byte-for-byte the capture's.
+    all_models = json.loads(models)["data"]
+    first, rest = all_models[:200], all_models[200:]
+    page1 = {
+        "data": first,
+        "total_count": len(all_models),
+        "links": {"next": "/api/v1/models?offset=200&limit=200"},
+    }
+    page2 = {"data": rest, "total_count": len(all_models), "links": {"next": None}}
+    write(
+        "test_models_follows_links_next",
+        interaction(f"{API}/models", 200, json.dumps(page1, ensure_ascii=False)),
+        interaction(
+            f"{API}/models?offset=200&limit=200", 200, json.dumps(page2, ensure_ascii=False)
+        ),
+    )
     # A gateway page that is not JSON.
     html = "<html><body><h1>502 Bad Gateway</h1></body></html>"
     write("test_malformed_json_body", interaction(k3_url, 200, html))
