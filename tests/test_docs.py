@@ -53,21 +53,22 @@ def _prose(text: str) -> str:
     return _FENCE.sub("", text)
 
 
-def cited_paths(text: str) -> list[str]:
-    """Relative link targets and backticked repository paths in a Markdown page's prose."""
+def cited_paths(text: str) -> list[tuple[str, str]]:
+    """``("link", target)`` for relative link targets and ``("path", token)`` for backticked
+    repository paths in a Markdown page's prose."""
     prose = _prose(text)
-    found: list[str] = []
+    found: list[tuple[str, str]] = []
     for m in _LINK.finditer(prose):
         target = (m.group(1) or m.group(2)).split("#", 1)[0]
         if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target):  # skip http:, mailto:
-            found.append(target)
+            found.append(("link", target))
     for m in _CODE.finditer(prose):
         token = m.group(1).strip()
         if not _PATHLIKE.match(token) or token.startswith("/"):
             continue
         first = token.split("/", 1)[0]
         if first in TOP and (token != first or "." in token):
-            found.append(token)
+            found.append(("path", token))
     return found
 
 
@@ -78,11 +79,10 @@ def _page_id(page: Path) -> str:
 @pytest.mark.parametrize("page", PAGES, ids=_page_id)
 def test_every_cited_file_exists(page: Path) -> None:
     missing = []
-    for target in cited_paths(page.read_text(encoding="utf-8")):
-        base = ROOT if not target.startswith(".") else page.parent
-        # Backticked paths are repository paths; links are relative to the page.
-        candidates = [ROOT / target, page.parent / target] if base is ROOT else [base / target]
-        if not any(c.exists() for c in candidates):
+    for kind, target in cited_paths(page.read_text(encoding="utf-8")):
+        # A link is relative to its page; a backticked path is a repository path.
+        where = page.parent / target if kind == "link" else ROOT / target
+        if not where.exists():
             missing.append(target)
     assert not missing, f"{_page_id(page)} cites files that do not exist: {missing}"
 
@@ -105,10 +105,10 @@ def test_link_check_finds_what_it_should() -> None:
         "```bash\nopenrouter-probe policy compile `docs/in-a-fence.md`\n```\n"
     )
     assert cited_paths(page) == [
-        "docs/policy.md",
-        "docs/img.png",
-        "policies/kimi-k2.5.yaml",
-        "docs/",
+        ("link", "docs/policy.md"),
+        ("link", "docs/img.png"),
+        ("path", "policies/kimi-k2.5.yaml"),
+        ("path", "docs/"),
     ]
     assert UNAVAILABLE.search("facts from `OPENROUTER.md` §6")
     assert UNAVAILABLE.search("see ../shared/captures")
