@@ -166,6 +166,17 @@ def test_lint_reports_a_display_name_in_a_hand_written_policy(tmp_path: Path) ->
     )
 
 
+def test_lint_without_a_snapshot_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "block.yml").write_text("provider:\n  order: [deepseek]\n")
+    code, out = _run("lint", tmp_path / "block.yml")
+    assert code == 1
+    assert out == (
+        f"Error: {tmp_path}/block.yml: no snapshot to check it against offline: save one next to "
+        f"it (openrouter-probe endpoints MODEL --save {tmp_path}/block.snapshot.json) "
+        "or give the hook args: [--snapshot, PATH]\n"
+    )
+
+
 def test_lint_passes_the_example_policy(tmp_path: Path) -> None:
     folder = _policies(tmp_path)
     assert _run("lint", folder / f"{NAME}.yaml") == (0, "")

@@ -65,8 +65,9 @@ def _recorded_source(doc: Any) -> str | None:
     return str(snap.get("source")) if isinstance(snap, dict) else None
 
 
-def _snapshot_for(pair: _Pair, model: str, given: str | None, compiled_doc: Any) -> Snapshot:
-    """The snapshot to compile or lint ``pair`` against, offline (see the module docstring)."""
+def _snapshot_for(pair: _Pair, model: str, given: str | None, doc: Any, *, where: Path) -> Snapshot:
+    """The snapshot to compile or lint ``pair`` against, offline (see the module docstring);
+    ``doc`` is the compiled policy document, ``where`` the file an error names."""
     from openrouter_probe.errors import SnapshotError
     from openrouter_probe.snapshot import resolve_snapshot
 
@@ -74,11 +75,11 @@ def _snapshot_for(pair: _Pair, model: str, given: str | None, compiled_doc: Any)
         return resolve_snapshot(model, snapshot=given)
     if pair.snapshot.exists():
         return resolve_snapshot(model, snapshot=str(pair.snapshot))
-    if _recorded_source(compiled_doc) == "bundled":
+    if _recorded_source(doc) == "bundled":
         return resolve_snapshot(model, snapshot="bundled")
     raise SnapshotError(
-        f"{pair.compiled}: no snapshot to check it against offline: save one next to it "
-        f"(openrouter-probe endpoints {model} --save {pair.snapshot}) "
+        f"{where}: no snapshot to check it against offline: save one next to it "
+        f"(openrouter-probe endpoints {model or 'MODEL'} --save {pair.snapshot}) "
         "or give the hook args: [--snapshot, PATH]"
     )
 
@@ -116,7 +117,7 @@ def _compile_one(pair: _Pair, given: str | None, registry: Any, check_only: bool
 
     spec = load_spec(pair.spec)
     compiled_doc = read_yaml(pair.compiled) if pair.compiled.exists() else None
-    snap = _snapshot_for(pair, spec.model, given, compiled_doc)
+    snap = _snapshot_for(pair, spec.model, given, compiled_doc, where=pair.compiled)
     fresh = compile_policy(spec, snap, registry=registry, spec_file=str(pair.spec)).to_yaml()
     current = pair.compiled.read_text(encoding="utf-8") if pair.compiled.exists() else None
     if current == fresh:
@@ -226,7 +227,7 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
                 click.echo(f"{path}: provider: must be a mapping")
                 failed = True
                 continue
-            snap = _snapshot_for(_Pair.of(path), model or "", snapshot, doc)
+            snap = _snapshot_for(_Pair.of(path), model or "", snapshot, doc, where=path)
             findings = lint_block(block, snap.endpoints)
         except ProbeError as exc:
             click.echo(f"Error: {exc}")
