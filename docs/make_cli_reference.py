@@ -1,0 +1,81 @@
+"""Write docs/cli.md: the ``--help`` of every openrouter-probe command and subcommand.
+
+Run ``python docs/make_cli_reference.py`` after changing a command; ``tests/test_docs.py`` fails when
+the committed page differs from what this script produces. The page is built by walking the click
+group ``openrouter_probe.cli.cli`` recursively, so commands registered later appear by themselves.
+The output does not depend on the terminal: the width is fixed at 80 columns and click writes no
+colour into help text.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+PROG = "openrouter-probe"
+WIDTH = 80
+OUTPUT = Path(__file__).resolve().parent / "cli.md"
+
+_INTRO = """\
+# CLI reference
+
+Generated from `--help` by `python docs/make_cli_reference.py`; do not edit by hand
+(`tests/test_docs.py` fails when this page is out of date). Every command accepts `-h` / `--help`.
+Data goes to stdout, provenance and diagnostics to stderr; errors are one line and exit 1 (set
+`OPENROUTER_PROBE_DEBUG=1` for a traceback), usage errors exit 2.
+
+Commands:
+
+{index}
+"""
+
+
+def _walk(
+    command: click.Command, ctx: click.Context, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], str]]:
+    """Yield (command path, help text) for ``command`` and, depth first, every subcommand."""
+    yield path, command.get_help(ctx)
+    if isinstance(command, click.Group):
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is None or sub.hidden:
+                continue
+            sub_ctx = click.Context(
+                sub, info_name=name, parent=ctx, terminal_width=WIDTH, max_content_width=WIDTH
+            )
+            yield from _walk(sub, sub_ctx, (*path, name))
+
+
+def render() -> str:
+    """Return the Markdown page for the commands registered in ``openrouter_probe.cli.cli`` now."""
+    from openrouter_probe.cli import cli
+
+    settings = {**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    root = click.Context(cli, info_name=PROG, **settings)
+    sections = list(_walk(cli, root, (PROG,)))
+    names = [" ".join(path) for path, _ in sections]
+    index = "\n".join(f"- `{name}`" for name in names[1:])
+    parts = [_INTRO.format(index=index)]
+    for name, (path, text) in zip(names, sections, strict=True):
+        level = "#" * min(len(path) + 1, 4)
+        parts.append(f"{level} `{name}`\n\n```text\n{text.rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
+def main() -> int:
+    """Write the page and say whether it changed."""
+    text = render()
+    old = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else None
+    if old == text:
+        print(f"{OUTPUT.name} is up to date", file=sys.stderr)
+        return 0
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUTPUT}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

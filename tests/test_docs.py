@@ -1,0 +1,157 @@
+"""The docs stay true: the CLI reference matches ``--help``, and every file a page cites exists.
+
+The docs are plain Markdown read on GitHub or in an editor, so there is no site build to warn about
+broken links; this module is the check instead: relative links and backticked repository paths in
+README.md, CHANGELOG.md, docs/*.md and examples/*.md must point at files in the repository, and no
+page may send the reader to files only the project's authors have (``OPENROUTER.md``, ``shared/``).
+"""
+
+from __future__ import annotations
+
+import re
+import runpy
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PAGES = sorted(
+    [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "examples").glob("**/*.md"),
+    ]
+)
+# Files the authors had but a reader of a clone does not.
+UNAVAILABLE = re.compile(r"OPENROUTER\.md|(?<![\w.-])(?:\.\./)?shared/")
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
+_CODE = re.compile(r"`([^`\n]+)`")
+_PATHLIKE = re.compile(r"^[\w.\-/]+$")
+
+
+def _top_level() -> set[str]:
+    """The first path component of every file git tracks (docs/, policies/, README.md, ...)."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        names = {line.split("/")[0] for line in out.splitlines() if line}
+    except (OSError, subprocess.CalledProcessError):  # an exported tree without .git
+        names = set()
+    return names | {p.name for p in ROOT.iterdir() if not p.name.startswith(".venv")}
+
+
+TOP = _top_level()
+
+
+def _prose(text: str) -> str:
+    """The page without its fenced code blocks (commands there are checked by running them)."""
+    return _FENCE.sub("", text)
+
+
+def cited_paths(text: str) -> list[tuple[str, str]]:
+    """``("link", target)`` for relative link targets and ``("path", token)`` for backticked
+    repository paths in a Markdown page's prose."""
+    prose = _prose(text)
+    found: list[tuple[str, str]] = []
+    for m in _LINK.finditer(prose):
+        target = (m.group(1) or m.group(2)).split("#", 1)[0]
+        if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target):  # skip http:, mailto:
+            found.append(("link", target))
+    for m in _CODE.finditer(prose):
+        token = m.group(1).strip()
+        if not _PATHLIKE.match(token) or token.startswith("/"):
+            continue
+        first = token.split("/", 1)[0]
+        if first in TOP and (token != first or "." in token):
+            found.append(("path", token))
+    return found
+
+
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+def test_every_cited_file_exists(page: Path) -> None:
+    missing = []
+    for kind, target in cited_paths(page.read_text(encoding="utf-8")):
+        # A link is relative to its page; a backticked path is a repository path.
+        where = page.parent / target if kind == "link" else ROOT / target
+        if not where.exists():
+            missing.append(target)
+    assert not missing, f"{_page_id(page)} cites files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+def test_no_page_cites_files_the_reader_lacks(page: Path) -> None:
+    hits = [
+        f"line {text[: m.start()].count(chr(10)) + 1}: {m.group(0)}"
+        for text in [page.read_text(encoding="utf-8")]
+        for m in UNAVAILABLE.finditer(text)
+    ]
+    assert not hits, f"{_page_id(page)} cites files a reader of the repository lacks: {hits}"
+
+
+def test_link_check_finds_what_it_should() -> None:
+    page = (
+        "See [the policy](docs/policy.md#lint), [site](https://openrouter.ai/docs), [top](#why),\n"
+        "`policies/kimi-k2.5.yaml`, `moonshotai/kimi-k2.5`, `budget.png`, `docs/`, `--offline`,\n"
+        "`policies/x.spec.yaml: invalid policy spec`, ![plot](docs/img.png)\n"
+        "```bash\nopenrouter-probe policy compile `docs/in-a-fence.md`\n```\n"
+    )
+    assert cited_paths(page) == [
+        ("link", "docs/policy.md"),
+        ("link", "docs/img.png"),
+        ("path", "policies/kimi-k2.5.yaml"),
+        ("path", "docs/"),
+    ]
+    assert UNAVAILABLE.search("facts from `OPENROUTER.md` §6")
+    assert UNAVAILABLE.search("see ../shared/captures")
+    assert UNAVAILABLE.search("`shared/scenarios/x.json`")
+    assert not UNAVAILABLE.search(
+        "shared mechanisms; tests/data/captures (a copy of the shared ones)"
+    )
+
+
+def test_cli_reference_is_current() -> None:
+    """docs/cli.md is what ``python docs/make_cli_reference.py`` writes for today's commands."""
+    make = runpy.run_path(str(ROOT / "docs" / "make_cli_reference.py"))
+    committed = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert make["render"]() == committed, (
+        "docs/cli.md is out of date with the commands' --help: run python docs/make_cli_reference.py"
+    )
+
+
+def test_cli_reference_covers_every_command() -> None:
+    from click import Group
+
+    from openrouter_probe.cli import cli
+
+    def paths(group: Group, prefix: str) -> list[str]:
+        out = []
+        for name, cmd in group.commands.items():
+            out.append(f"{prefix} {name}")
+            if isinstance(cmd, Group):
+                out += paths(cmd, f"{prefix} {name}")
+        return out
+
+    text = runpy.run_path(str(ROOT / "docs" / "make_cli_reference.py"))["render"]()
+    commands = paths(cli, "openrouter-probe")
+    assert {"openrouter-probe budget", "openrouter-probe policy compile"} <= set(commands)
+    for command in commands:
+        assert f"`{command}`" in text
+        assert f"Usage: {command} [OPTIONS]" in text
+
+
+def test_cli_reference_ignores_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    make = runpy.run_path(str(ROOT / "docs" / "make_cli_reference.py"))
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = make["render"]()
+    monkeypatch.setenv("COLUMNS", "40")
+    assert make["render"]() == wide
+    assert max(len(line) for line in wide.split("```text", 1)[1].splitlines()) <= 80
