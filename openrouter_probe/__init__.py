@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "RateLimitError": "openrouter_probe.errors",
     "RequestParams": "openrouter_probe.routing",
     "RouteDecision": "openrouter_probe.routing",
+    "RunSummary": "openrouter_probe.generate",
     "Snapshot": "openrouter_probe.snapshot",
     "SnapshotError": "openrouter_probe.errors",
     "Usage": "openrouter_probe.schema",
@@ -56,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "check_policy": "openrouter_probe.drift",
     "compile_policy": "openrouter_probe.policy",
     "default_registry": "openrouter_probe.precision",
+    "generate": "openrouter_probe.generate",
     "lint_block": "openrouter_probe.lint",
     "load_compiled_policy": "openrouter_probe.policy",
     "load_snapshot": "openrouter_probe.snapshot",
@@ -96,6 +98,7 @@ __all__ = [
     "RateLimitError",
     "RequestParams",
     "RouteDecision",
+    "RunSummary",
     "Snapshot",
     "SnapshotError",
     "Usage",
@@ -105,6 +108,7 @@ __all__ = [
     "check_policy",
     "compile_policy",
     "default_registry",
+    "generate",
     "lint_block",
     "load_compiled_policy",
     "load_snapshot",
@@ -134,6 +138,7 @@ if TYPE_CHECKING:
         RateLimitError,
         SnapshotError,
     )
+    from openrouter_probe.generate import RunSummary, generate
     from openrouter_probe.lint import lint_block
     from openrouter_probe.matrix import build_matrix, matrix_history
     from openrouter_probe.policy import (
