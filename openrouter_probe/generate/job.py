@@ -14,11 +14,12 @@ Example (in a notebook, whose event loop is already running)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ async def generate(
     read_timeout_s: float = 300.0,
     drain_timeout_s: float = 60.0,
     handle_signals: bool = False,
-    progress: Progress | None = None,
+    progress: bool | Progress = False,
     send: Sender | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     backoff: Backoff | None = None,
@@ -144,6 +145,8 @@ async def generate(
     endpoints read at start. ``dry_run`` sends nothing and returns the plan. ``send`` and ``sleep``
     replace the HTTP transport and the retry waits (tests). Returns a ``RunSummary``; raises
     ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
+    ``progress=True`` shows a rich progress bar on stderr (in Jupyter too); ``handle_signals=True``
+    makes SIGINT/SIGTERM drain then cancel (the CLI sets both).
     """
     from openrouter_probe.budget import plan_budget
     from openrouter_probe.lint import lint_block
@@ -198,7 +201,10 @@ async def generate(
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
 
     # The start-up check: the policy against the endpoints serving the model now.
-    endpoints, snap = _endpoints(compiled.model, snapshot, api_key=key, base_url=url)
+    # The sync client runs in a thread: the event loop (a notebook's, a test server's) keeps going.
+    endpoints, snap = await asyncio.to_thread(
+        _endpoints, compiled.model, snapshot, api_key=key, base_url=url
+    )
     parameters = {"max_tokens"} | ({"temperature"} if temperature is not None else set())
     parameters |= {"reasoning"} if reasoning is not None else set()
     decision = route(
@@ -260,7 +266,11 @@ async def generate(
             summary.message = plan.headline
         return summary
 
-    warning = _key_warning(budget, api_key=key, base_url=url) if send is None else None
+    warning = (
+        await asyncio.to_thread(_key_warning, budget, api_key=key, base_url=url)
+        if send is None
+        else None
+    )
     if warning:
         summary.warnings.append(warning)
     for text in summary.warnings:
@@ -288,39 +298,46 @@ async def generate(
         summary.not_sent = len(todo)
         return summary
 
-    with OutputLog(out) as output:
-        if send is None:
-            from openrouter_probe.generate.transport import HttpTransport
+    bar: Progress | None
+    if progress is True:
+        from openrouter_probe.generate.progress import RichProgress
 
-            async with HttpTransport(
-                base_url=url, api_key=key, limit=concurrency, read_timeout_s=read_timeout_s
-            ) as transport:
-                run = Run(
-                    todo,
-                    settings=settings,
-                    cap=cap,
-                    prices=prices,
-                    output=output,
-                    send=transport.send,
-                    summary=summary,
-                    tokens_before=state.output_tokens,
-                    sleep=sleep,
-                    progress=progress,
-                )
-                return await _run(run, handle_signals)
-        run = Run(
-            todo,
-            settings=settings,
-            cap=cap,
-            prices=prices,
-            output=output,
-            send=send,
-            summary=summary,
-            tokens_before=state.output_tokens,
-            sleep=sleep,
-            progress=progress,
-        )
-        return await _run(run, handle_signals)
+        bar = RichProgress(len(todo))
+    else:
+        bar = progress or None
+    with OutputLog(out) as output, _showing(bar):
+
+        def make(sender: Sender) -> Run:
+            return Run(
+                todo,
+                settings=settings,
+                cap=cap,
+                prices=prices,
+                output=output,
+                send=sender,
+                summary=summary,
+                tokens_before=state.output_tokens,
+                sleep=sleep,
+                progress=bar,
+            )
+
+        if send is not None:
+            return await _run(make(send), handle_signals)
+        from openrouter_probe.generate.transport import HttpTransport
+
+        async with HttpTransport(
+            base_url=url, api_key=key, limit=concurrency, read_timeout_s=read_timeout_s
+        ) as transport:
+            return await _run(make(transport.send), handle_signals)
+
+
+@contextlib.contextmanager
+def _showing(bar: Any) -> Iterator[None]:
+    if bar is None or not hasattr(bar, "__enter__"):
+        yield
+        return
+    with bar:
+        yield
 
 
 async def _run(run: Run, handle_signals: bool) -> RunSummary:

@@ -522,6 +522,8 @@ class Run:
         finally:
             if ticker is not None:
                 ticker.cancel()
+            if self.progress is not None:
+                self.progress.tick(self)
             if self._drain_handle is not None:
                 self._drain_handle.cancel()
         for result in results:
