@@ -166,7 +166,13 @@ if TYPE_CHECKING:
     from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot, probe
 
 
+#: Subpackages reachable as attributes (``orp.fake.serve``) without importing them up front.
+_SUBPACKAGES = frozenset({"fake"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"openrouter_probe.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'openrouter_probe' has no attribute {name!r}")

@@ -13,6 +13,7 @@ Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, mode
 from __future__ import annotations
 
 from openrouter_probe.cli import analysis as _analysis  # noqa: F401
+from openrouter_probe.cli import fake as _fake  # noqa: F401
 from openrouter_probe.cli import generate as _generate  # noqa: F401
 from openrouter_probe.cli import policy as _policy  # noqa: F401  (registers its commands)
 from openrouter_probe.cli import probe as _probe  # noqa: F401
