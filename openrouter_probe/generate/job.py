@@ -299,12 +299,12 @@ async def generate(
         return summary
 
     bar: Progress | None
-    if progress is True:
+    if progress is True and todo:
         from openrouter_probe.generate.progress import RichProgress
 
         bar = RichProgress(len(todo))
     else:
-        bar = progress or None
+        bar = None if isinstance(progress, bool) else progress
     with OutputLog(out) as output, _showing(bar):
 
         def make(sender: Sender) -> Run:

@@ -31,13 +31,11 @@ class RichProgress:
         )
 
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
+            BarColumn(bar_width=20),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[money]}"),
-            TextColumn("{task.fields[tokens]}"),
-            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[money]} {task.fields[tokens]} {task.fields[rate]}"),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
             TimeRemainingColumn(),
             TextColumn("{task.fields[providers]}"),
             console=console or Console(file=sys.stderr),
@@ -71,7 +69,7 @@ class RichProgress:
             completed=self._done,
             money=money,
             tokens=f"{tokens:,} tok",
-            rate=f"{self._done / elapsed:,.1f} rows/s, {run.in_flight} in flight",
+            rate=f"{self._done / elapsed:,.1f}/s {run.in_flight} in flight",
             providers=" ".join(f"{name}:{t.rows}" for name, t in top),
         )
         self._progress.refresh()

@@ -121,14 +121,22 @@ class RunSummary:
         """A few lines for people: what was done, spent and what remains."""
         cap = f" of ${self.budget_usd:,.2f}" if self.budget_usd is not None else ""
         remaining = self.remaining_usd
-        lines = [
-            f"{self.model} via {self.policy} -> {self.out}",
-            f"rows: {self.ok} ok, {self.truncated} truncated, {self.failed} failed, "
-            f"{self.cancelled} cancelled, {self.not_sent} not sent "
-            f"({self.rows_already_done} already done, {self.duplicates} duplicate ids skipped)",
+        lines = [f"{self.model} via {self.policy} -> {self.out}"]
+        if self.stop_reason == "dry-run":
+            lines.append(
+                f"dry run: {self.rows_to_send} rows to send ({self.rows_already_done} already done, "
+                f"{self.duplicates} duplicate ids skipped); nothing sent"
+            )
+        else:
+            lines.append(
+                f"rows: {self.ok} ok, {self.truncated} truncated, {self.failed} failed, "
+                f"{self.cancelled} cancelled, {self.not_sent} not sent "
+                f"({self.rows_already_done} already done, {self.duplicates} duplicate ids skipped)"
+            )
+        lines.append(
             f"spent: ${self.spent_usd:,.6f} this run, ${self.spent_total_usd:,.6f} in all{cap}"
-            + (f"; ${remaining:,.6f} remains" if remaining is not None else ""),
-        ]
+            + (f"; ${remaining:,.6f} remains" if remaining is not None else "")
+        )
         if self.possibly_billed_usd:
             lines.append(
                 f"possibly billed (cancelled in flight, counted as spent): "
