@@ -23,7 +23,7 @@ from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.generate import generate
 from openrouter_probe.generate.output import FINISHED
 from openrouter_probe.generate.runner import AdaptiveLimit
-from openrouter_probe.generate.transport import Failure
+from openrouter_probe.generate.transport import Answer, Failure
 from tests._generate import (
     POLICY,
     LedgerSender,
@@ -494,3 +494,21 @@ def test_the_output_is_never_an_input(tmp_path: Path) -> None:
                 snapshot="bundled",
             )
         )
+
+
+def test_answers_without_usage_cost_are_priced_at_the_worst_prices(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(50))
+
+    async def send(body: bytes, *, stream: bool) -> Answer:
+        await asyncio.sleep(0)
+        usage = {"prompt_tokens": 10, "completion_tokens": 100}
+        return Answer("Other", "m", "stop", "a", None, usage, "gen-1")
+
+    budget = Decimal("0.003")
+    summary = run(_gen(tmp_path, send, max_tokens=100, budget_usd=budget))  # type: ignore[arg-type]
+    out = records(tmp_path / "out.jsonl")
+    assert out and all(r["cost_estimated"] is True for r in out)
+    # 10 x $0.60/M + 100 x $3/M (Moonshot AI: the highest admitted prices) = $0.000306 a row
+    assert {r["cost_usd"] for r in out} == {0.000306}
+    assert summary.spent_usd == Decimal("0.000306") * len(out) <= budget
+    assert summary.stop_reason == "budget"

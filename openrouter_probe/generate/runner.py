@@ -330,16 +330,27 @@ class Run:
         if self.progress is not None:
             self.progress.row_done(record, self)
 
-    def _answered(self, row: PromptRow, answer: Answer, attempts: int, extra_cost: Decimal) -> None:
+    def _cost(self, answer: Answer) -> tuple[Decimal | None, bool]:
+        """``usage.cost``; without it (not OpenRouter?), the tokens at the worst admitted prices,
+        so that the cap still holds. Returns the cost and whether it was estimated."""
         cost = answer.cost_usd
-        estimated = False
-        if cost is None and answer.usage is not None:
-            # No usage.cost (not OpenRouter?): bill it at the worst prices so the cap still holds.
-            estimated = True
-            cost = self.prices.worst_case_usd(
-                prompt_tokens=int(answer.usage.get("prompt_tokens") or 0),
-                max_tokens=answer.completion_tokens,
-            )
+        if cost is not None or answer.usage is None:
+            return cost, False
+        estimate = self.prices.worst_case_usd(
+            prompt_tokens=int(answer.usage.get("prompt_tokens") or 0),
+            max_tokens=answer.completion_tokens,
+        )
+        return estimate, True
+
+    def _answered(
+        self,
+        row: PromptRow,
+        answer: Answer,
+        attempts: int,
+        extra_cost: Decimal,
+        cost: Decimal | None,
+        estimated: bool,
+    ) -> None:
         truncated = answer.finish_reason == "length"
         record = self._record(
             row,
@@ -433,11 +444,11 @@ class Run:
                 self.in_flight -= 1
                 self.in_flight_by_dataset[row.dataset] -= 1
             if isinstance(outcome, Answer):
-                cost = outcome.cost_usd
+                cost, estimated = self._cost(outcome)
                 self.cap.settle(worst, cost)
                 self.summary.spent_usd += cost or 0
                 self.limiter.on_success()
-                self._answered(row, outcome, attempt, extra_cost)
+                self._answered(row, outcome, attempt, extra_cost, cost, estimated)
                 self._notify()
                 return
             self.cap.settle(worst, outcome.cost_usd)
