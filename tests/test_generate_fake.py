@@ -273,3 +273,27 @@ def test_cli_sigint_drains_then_resume_completes(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert len(fake.ledger) == rows == len(records(tmp_path / "out.jsonl"))  # none paid twice
+
+
+def test_2000_concurrent_with_faults_the_cap_holds_and_the_ledgers_agree(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4000, datasets=6))
+    budget = Decimal("0.60")
+    faults = "upstream_429=0.05,platform_429=0.02,upstream_502=0.03,drop=0.02,stream_error=0.03"
+    with serve(speed=0, seed=10, faults=faults, median_tokens=100) as fake:
+        summary = _gen(
+            tmp_path,
+            fake.base_url,
+            concurrency=2000,
+            stream=True,
+            max_tokens=400,
+            budget_usd=budget,
+        )
+        out = records(tmp_path / "out.jsonl")
+        assert summary.stop_reason == "budget" and summary.retries > 0
+        assert fake.ledger.total_usd <= budget and summary.peak_committed_usd <= budget
+        assert (
+            sum(Decimal(str(r["cost_usd"] or 0)) for r in out)
+            == fake.ledger.total_usd
+            == summary.spent_usd
+        )
+        _agree_with_ledger(out, fake.ledger)

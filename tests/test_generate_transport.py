@@ -301,3 +301,37 @@ def test_truncated_event_is_transient() -> None:
     failure = parse_stream(body[: body.index('finish_reason":"stop') - 200])
     assert isinstance(failure, Failure) and failure.kind == "transient"
     assert failure.message.startswith("broken stream: stream event is not JSON")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _responses("kimi-k2.5-chat-inceptron.yaml")[0]["body"],
+        _responses("kimi-k2-0905/simple_kimi-k2_groq.yaml")[1]["body"],
+        json.dumps({"error": {"code": 502, "message": "Provider returned error"}}),
+        json.dumps(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "error",
+                        "error": {"code": 503, "message": "down"},
+                    }
+                ]
+            }
+        ),
+        json.dumps(
+            {"choices": [{"index": 0, "finish_reason": "error", "message": {"content": ""}}]}
+        ),
+        json.dumps(
+            {"choices": [{"index": 0, "finish_reason": "length", "message": {"content": "cut"}}]}
+        ),
+    ],
+)
+def test_failure_detection_agrees_with_the_schema(body: str) -> None:
+    """The hot path reads dicts (no pydantic per request, for CPU); it must call a body failed
+    exactly when ``schema.ChatCompletion.failed`` does."""
+    from openrouter_probe.schema import ChatCompletion
+
+    failed = ChatCompletion.model_validate(json.loads(body)).failed
+    assert isinstance(parse_body(body), Failure) is failed
