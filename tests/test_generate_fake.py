@@ -297,3 +297,61 @@ def test_2000_concurrent_with_faults_the_cap_holds_and_the_ledgers_agree(tmp_pat
             == summary.spent_usd
         )
         _agree_with_ledger(out, fake.ledger)
+
+
+def test_second_sigint_cancels_in_flight_and_records_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openrouter_probe.generate import runner
+
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
+    seen: list[runner.Run] = []
+    original = runner.Run.run
+
+    async def capture(self: runner.Run) -> Any:
+        seen.append(self)
+        return await original(self)
+
+    monkeypatch.setattr(runner.Run, "run", capture)
+
+    async def scenario(base_url: str) -> Any:
+        task = asyncio.ensure_future(
+            generate(
+                tmp_path / "prompts.jsonl",
+                policy=POLICY,
+                out=tmp_path / "out.jsonl",
+                base_url=base_url,
+                concurrency=5,
+                max_tokens=100,
+                budget_usd=1,
+                handle_signals=True,
+            )
+        )
+        while not seen or seen[0].in_flight < 5:
+            await asyncio.sleep(0)
+        os.kill(os.getpid(), signal.SIGINT)  # the real handler: stop taking rows, drain
+        while not seen[0].stopping:
+            await asyncio.sleep(0)
+        os.kill(os.getpid(), signal.SIGINT)  # again: cancel what is in flight
+        return await task
+
+    # Every answer's first byte waits 30 s on the server: the requests stay in flight.
+    with serve(speed=0, seed=11, faults="slow_first_byte=1/30") as fake:
+        summary = asyncio.run(scenario(fake.base_url))
+        billed_before = fake.ledger.total_usd
+    assert summary.stop_reason == "cancelled" and summary.cancelled == 5
+    out = records(tmp_path / "out.jsonl")
+    assert [r["status"] for r in out] == ["cancelled"] * 5
+    possibly = sum(Decimal(str(r["possibly_billed_usd"])) for r in out)
+    assert possibly == summary.possibly_billed_usd > 0 and billed_before == 0
+    monkeypatch.setattr(runner.Run, "run", original)
+    with serve(speed=0, seed=12) as fake:
+        again = _gen(tmp_path, fake.base_url, concurrency=5, max_tokens=100, budget_usd=1)
+        assert again.spent_before_usd == possibly  # counted as spent: the cap stays safe
+        done = [
+            r
+            for r in records(tmp_path / "out.jsonl")
+            if r["status"] == "ok" or r["status"] == "truncated"
+        ]
+        assert sorted(r["id"] for r in done) == sorted(f"r{i}" for i in range(20))
+        assert len(fake.ledger) == 20

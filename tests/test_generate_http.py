@@ -169,3 +169,20 @@ def test_live_endpoints_are_read_from_the_server(tmp_path: Path) -> None:
 
     summary = asyncio.run(go())
     assert summary.stop_reason == "dry-run" and summary.expected_usd is not None
+
+
+def test_unreachable_server_names_the_option_to_use(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
+    from openrouter_probe.errors import APIError
+
+    with pytest.raises(APIError, match=r"pass --snapshot bundled\|PATH") as info:
+        asyncio.run(
+            generate(
+                tmp_path / "prompts.jsonl",
+                policy=POLICY,
+                out=tmp_path / "o.jsonl",
+                base_url="http://127.0.0.1:9/api/v1",
+            )
+        )
+    assert "--offline" not in str(info.value)
+    assert not (tmp_path / "o.jsonl").exists()

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.backoff import Backoff
-from openrouter_probe.errors import APIError, ConfigError, PolicyError
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    ConfigError,
+    NoRouteError,
+    PolicyError,
+)
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.generate.output import OutputLog, load_resume_state
 from openrouter_probe.generate.prompts import parse_shard, read_prompts
@@ -69,8 +75,20 @@ def _endpoints(
     elif snapshot is not None:
         snap = load_snapshot(snapshot)
     else:
-        with Client(api_key=api_key, base_url=base_url) as client:
-            data = client.endpoints(model)
+        try:
+            with Client(api_key=api_key, base_url=base_url) as client:
+                data = client.endpoints(model)
+        except APIError as exc:
+            if isinstance(exc, NoRouteError):
+                raise
+            # The client's own advice names --offline, which generate does not have.
+            reason = "no connection" if isinstance(exc, APIConnectionError) else str(exc)
+            raise APIError(
+                f"cannot read {model}'s endpoints from {base_url} to check the policy and price "
+                f"the cap ({reason}); check the network or OPENROUTER_BASE_URL, or pass "
+                "--snapshot bundled|PATH (snapshot=...) to use a saved one",
+                url=exc.url,
+            ) from exc
         snap = Snapshot.from_endpoints(
             data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
         )
