@@ -512,3 +512,16 @@ def test_answers_without_usage_cost_are_priced_at_the_worst_prices(tmp_path: Pat
     assert {r["cost_usd"] for r in out} == {0.000306}
     assert summary.spent_usd == Decimal("0.000306") * len(out) <= budget
     assert summary.stop_reason == "budget"
+
+
+def test_an_answer_dearer_than_its_worst_case_is_reported(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(2))
+
+    async def send(body: bytes, *, stream: bool) -> Answer:
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "cost": 1.0}  # far above $3/M x 8
+        return Answer("Chutes", "m", "stop", "a", None, usage, "gen-1")
+
+    summary = run(_gen(tmp_path, send, max_tokens=8))  # type: ignore[arg-type]
+    assert any(
+        "2 answer(s) cost more than their reserved worst case" in w for w in summary.warnings
+    )

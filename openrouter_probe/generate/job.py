@@ -360,8 +360,12 @@ def _showing(bar: Any) -> Iterator[None]:
 
 async def _run(run: Run, handle_signals: bool) -> RunSummary:
     remove = run.install_signal_handlers() if handle_signals else None
+    known = len(run.summary.warnings)
     try:
-        return await run.run()
+        summary = await run.run()
     finally:
         if remove is not None:
             remove()
+    for text in summary.warnings[known:]:
+        log.warning("%s", text)
+    return summary

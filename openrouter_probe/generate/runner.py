@@ -542,6 +542,11 @@ class Run:
                 raise result
         self.summary.not_sent += sum(len(q) for q in self.queues.values())
         self.summary.peak_committed_usd = self.cap.peak_committed_usd
+        if self.cap.overruns:
+            self.summary.warnings.append(
+                f"{self.cap.overruns} answer(s) cost more than their reserved worst case (did the "
+                "endpoints' prices rise during the run?): the cap may be exceeded by the difference"
+            )
         self.summary.elapsed_s = self.clock() - self.started
         if (
             self.summary.stop_reason == "done"
