@@ -17,6 +17,7 @@ from aiohttp import web
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake.app import FakeOpenRouter
+from openrouter_probe.fake.billing import Credit
 from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.snapshot import Snapshot
@@ -48,6 +49,11 @@ class FakeServer:
     @property
     def ledger(self) -> Ledger:
         return self.fake.ledger
+
+    @property
+    def credit(self) -> Credit:
+        """The key's credit: ``limit_usd``, ``spent_usd`` and what requests in flight reserved."""
+        return self.fake.credit
 
     @property
     def clock(self) -> Clock:
