@@ -353,3 +353,47 @@ def test_the_credit_holds_under_concurrent_requests() -> None:
         assert fake.credit.reserved_usd == 0
         key = requests.get(f"{fake.base_url}/key", headers=KEY, timeout=5).json()["data"]
     assert Decimal(str(key["usage"])) == fake.ledger.total_usd
+
+
+# -- the time model -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("speed", [1.0, 10.0])
+def test_latency_and_throughput_follow_the_endpoint_scaled_by_speed(speed: float) -> None:
+    clock = ManualClock()
+    with serve(speed=speed, clock=clock) as fake:
+        for stream in (False, True):
+            r = _chat(
+                fake,
+                _ask(
+                    "describe a lake", max_tokens=3000, stream=stream, provider={"only": ["chutes"]}
+                ),
+            )
+            gen_id = r.headers["X-Generation-Id"]
+            assert r.content  # the whole answer
+            gen = requests.get(
+                f"{fake.base_url}/generation", params={"id": gen_id}, headers=KEY, timeout=5
+            ).json()["data"]
+            # Chutes: latency p50 1850 ms .. p99 13875 ms; throughput 31..50 tokens/s (p50..p99).
+            assert 925 / speed <= gen["latency"] <= 13875 / speed + 1
+            seconds = gen["tokens_completion"] / (gen["generation_time"] / 1000) / speed
+            assert 15 <= seconds <= 51  # tokens per second of the endpoint's own clock
+
+
+def test_importing_the_library_the_cli_and_the_plugin_does_not_import_aiohttp() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, openrouter_probe, openrouter_probe.fake, openrouter_probe.fake.plugin;"
+        "from openrouter_probe.cli import cli;"
+        "print(','.join(m for m in ('aiohttp', 'pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_the_package_reaches_fake_lazily() -> None:
+    import openrouter_probe as orp
+
+    assert orp.fake.serve is serve

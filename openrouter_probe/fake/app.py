@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import hashlib
 import json
 import math
@@ -460,7 +459,7 @@ class FakeOpenRouter:
             self.credit.reserve(reserved)
         reply: Reply | None = None
         try:
-            attempts: list[dict[str, Any]] = []
+            attempts: list[tuple[Endpoint, int]] = []
             failure: web.Response | None = None
             for attempt, endpoint in enumerate(chain):
                 fault = (
@@ -475,7 +474,7 @@ class FakeOpenRouter:
                     else None
                 )
                 if fault is None:
-                    attempts.append(_attempt(endpoint, model, 200))
+                    attempts.append((endpoint, 200))
                     reply = Reply(
                         self, request, body, model, endpoint, request_no, prompt_tokens, attempts
                     )
@@ -484,7 +483,7 @@ class FakeOpenRouter:
                     fault.kind, model=model.model_id, provider=endpoint.provider_name
                 )
                 failure = json_response(status, payload, {"X-Fake-Fault": fault.kind})
-                attempts.append(_attempt(endpoint, model, status))
+                attempts.append((endpoint, status))
                 self.ledger.count_error(fault.kind)
             assert failure is not None
             return failure
@@ -525,25 +524,6 @@ def _model_entry(model: ServedModel) -> dict[str, Any]:
         if "reasoning" in supported
         else None,
     }
-
-
-def _attempt(endpoint: Endpoint, model: ServedModel, status: int) -> dict[str, Any]:
-    """One ``provider_responses`` entry of ``/generation`` (fallbacks included)."""
-    return {
-        "endpoint_id": _endpoint_id(endpoint.tag),
-        "id": None,
-        "is_byok": False,
-        "latency": 0,
-        "model_permaslug": model.permaslug,
-        "provider_name": endpoint.provider_name,
-        "routed_service_tier": None,
-        "status": status,
-    }
-
-
-@functools.lru_cache(maxsize=4096)
-def _endpoint_id(tag: str) -> str:
-    return hashlib.sha1(tag.encode()).hexdigest()[:12]
 
 
 def _check_body(body: Any) -> str | None:

@@ -9,6 +9,7 @@ client abandoned, what was sent) into the ledger. Errors are never billed.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import zlib
@@ -56,7 +57,7 @@ class GenerationRecord:
     cost_usd: Decimal = Decimal(0)
     latency_ms: float = 0.0
     generation_time_ms: float = 0.0
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[tuple[Endpoint, int]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         cost = float(self.cost_usd)
@@ -86,8 +87,24 @@ class GenerationRecord:
             "finish_reason": self.finish_reason,
             "native_finish_reason": self.finish_reason,
             "provider_name": self.provider,
-            "provider_responses": self.attempts,
+            "provider_responses": [
+                {
+                    "endpoint_id": _endpoint_id(endpoint.tag),
+                    "id": None,
+                    "is_byok": False,
+                    "latency": 0,
+                    "model_permaslug": self.model,
+                    "provider_name": endpoint.provider_name,
+                    "routed_service_tier": None,
+                    "status": status,
+                }
+                for endpoint, status in self.attempts
+            ],
         }
+
+
+def _endpoint_id(tag: str) -> str:
+    return hashlib.sha1(tag.encode()).hexdigest()[:12]
 
 
 def _draw(p: Percentiles | None, u: float, default: float) -> float:
@@ -133,7 +150,7 @@ class Reply:
         endpoint: Endpoint,
         request_no: int,
         prompt_tokens: int,
-        attempts: list[dict[str, Any]],
+        attempts: list[tuple[Endpoint, int]],
     ) -> None:
         self.fake = fake
         self.request = request
@@ -302,7 +319,8 @@ class Reply:
         fake = self.fake
         kind = fault.kind if fault is not None else None
         top = self._logprobs_top()
-        wait = self._ttft_s() + answer.completion_tokens * self._seconds_per_token()
+        ttft = self._ttft_s()
+        generating = answer.completion_tokens * self._seconds_per_token()
         choice_error = None
         usage: dict[str, Any] | None = None
         if kind == "choice_error":
@@ -332,7 +350,7 @@ class Reply:
             usage=usage,
         )
         finish = "error" if kind in ("choice_error", "drop") else answer.finish_reason
-        if wait == 0 and kind != "drop":
+        if ttft == 0 and generating == 0 and kind != "drop":
             self._record(finish, first_byte_s=fake.clock.now())
             return web.Response(
                 status=200, body=payload, content_type=_JSON, headers=self._headers(fault)
@@ -341,11 +359,13 @@ class Reply:
         response.content_type = _JSON
         response.content_length = len(payload)
         await response.prepare(self.request)
-        first = fake.clock.now()
         pad = len(bodies.PADDING)
-        await response.write(payload[:pad])
-        if wait:
-            await fake.clock.sleep(wait)
+        await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
+        if ttft:
+            await fake.clock.sleep(ttft)
+        first = fake.clock.now()  # the first token: what /generation reports as latency
+        if generating:
+            await fake.clock.sleep(generating)
         if kind == "drop":
             await response.write(payload[pad : pad + (len(payload) - pad) // 2])
             self._record(finish, first_byte_s=first)
@@ -420,6 +440,7 @@ class Reply:
             ttft = self._ttft_s()
             if ttft:
                 await fake.clock.sleep(ttft)
+            first = fake.clock.now()
             batch: list[str] = []
             size = pending_r = pending_c = 0
             frames = self._frames(answer, show, writer)
