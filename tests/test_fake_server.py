@@ -210,3 +210,51 @@ def test_bad_json_is_400_and_the_server_keeps_serving(fake) -> None:
     assert r.status_code == 400
     assert json.loads(r.text)["error"]["code"] == 400
     assert _chat(fake, _ask()).status_code == 200
+
+
+def _shape(value):
+    """The key structure of a JSON value (keys of objects, recursively; the first list item)."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return None
+
+
+def _capture_body(name: str) -> str:
+    import yaml
+
+    from tests.conftest import CAPTURES
+
+    doc = yaml.safe_load((CAPTURES / name).read_text(encoding="utf-8"))
+    return doc["interactions"][0]["response"]["body"]
+
+
+def test_a_body_has_the_captured_shape(fake) -> None:
+    """Every key of the real K2.5 body (captures/kimi-k2.5-chat-inceptron.yaml) is in the fake's,
+    at the same place, and the padding comes first as in the capture."""
+    real = _capture_body("kimi-k2.5-chat-inceptron.yaml")
+    ours = _chat(fake, _ask(max_tokens=4000)).text
+    for body in (real, ours):
+        padding = body[: len(body) - len(body.lstrip())]
+        assert body.startswith("\n") and len(padding) > 10 and body.lstrip().startswith("{")
+    assert _shape(json.loads(ours)) == _shape(json.loads(real))
+
+
+def test_a_stream_has_the_captured_shape(fake) -> None:
+    """Same for the real K2.5 stream (captures/kimi-k2.5-stream-modelrun.yaml): the comment, the
+    first reasoning delta, the content deltas, the finish chunk, the usage chunk, [DONE]."""
+    real_text = _capture_body("kimi-k2.5-stream-modelrun.yaml")
+    ours_text = _chat(fake, _ask(stream=True, max_tokens=4000)).text
+    real = list(iter_sse_events(real_text.splitlines(keepends=True)))
+    ours = list(iter_sse_events(ours_text.splitlines(keepends=True)))
+    assert ours_text.split("\n", 1)[0] == real_text.split("\n", 1)[0] == ": OPENROUTER PROCESSING"
+    assert real_text.rstrip().endswith("data: [DONE]") and ours_text.rstrip().endswith(
+        "data: [DONE]"
+    )
+    assert _shape(ours[0]) == _shape(real[0])  # a reasoning delta
+    content = [e for e in ours if e["choices"][0]["delta"].get("content")]
+    real_content = [e for e in real if e["choices"][0]["delta"].get("content")]
+    assert _shape(content[0]) == _shape(real_content[0])
+    assert _shape(ours[-2]) == _shape(real[-2])  # the finish chunk
+    assert _shape(ours[-1]) == _shape(real[-1])  # the usage chunk, finish_reason repeated

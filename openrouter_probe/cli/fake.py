@@ -64,12 +64,12 @@ def fake_server(
     """
     if host not in ("127.0.0.1", "localhost", "::1"):
         _note(f"warning: serving on {host}; the fake accepts any key, keep it off shared networks")
+    from openrouter_probe.fake import parse_faults, serve
+
+    plan = parse_faults(faults or "", seed=seed)  # a bad spec is one line, before anything else
     if not (offline or snapshot or model):
         offline = True
     snap = _load(model, offline, snapshot)
-    from openrouter_probe.fake import parse_faults, serve
-
-    plan = parse_faults(faults or "", seed=seed)  # a bad spec is one line, before serving
     with serve(
         snap,
         host=host,

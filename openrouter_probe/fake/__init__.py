@@ -14,7 +14,8 @@ Example::
         ...
         print(fake.ledger.total_usd)
 
-Modules: ``server`` (the aiohttp application and ``serve``), ``bodies`` (response bodies as
+Modules: ``app`` (the aiohttp application: checks, routing, credit), ``reply`` (one endpoint's
+answer, body or stream, and bill), ``server`` (``serve``: the background thread), ``bodies`` (response bodies as
 OpenRouter sends them), ``billing`` (tokens, prices, credit), ``content`` (what the model says),
 ``faults`` (fault plans and degraded endpoints), ``ledger``, ``clock``, ``plugin`` (the fixture).
 Importing this package imports aiohttp; ``import openrouter_probe`` does not import this package.
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "FAULT_KINDS": "openrouter_probe.fake.faults",
     "Clock": "openrouter_probe.fake.clock",
-    "FakeOpenRouter": "openrouter_probe.fake.server",
+    "FakeOpenRouter": "openrouter_probe.fake.app",
     "FakeServer": "openrouter_probe.fake.server",
     "FaultPlan": "openrouter_probe.fake.faults",
     "FaultRule": "openrouter_probe.fake.faults",
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from openrouter_probe.fake.app import FakeOpenRouter
     from openrouter_probe.fake.clock import Clock, ManualClock, SystemClock
     from openrouter_probe.fake.faults import (
         FAULT_KINDS,
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
         parse_faults,
     )
     from openrouter_probe.fake.ledger import Ledger, LedgerEntry
-    from openrouter_probe.fake.server import FakeOpenRouter, FakeServer, serve
+    from openrouter_probe.fake.server import FakeServer, serve
 
 
 def __getattr__(name: str) -> Any:

@@ -20,10 +20,12 @@ from openrouter_probe.schema import Endpoint, Pricing
 __all__ = [
     "Charge",
     "Credit",
+    "UnitPrices",
     "affordable_tokens",
     "apply_overrides",
     "charge",
     "count_prompt_tokens",
+    "unit_prices",
     "worst_case_usd",
 ]
 
@@ -104,8 +106,43 @@ class Charge:
         return self.prompt_usd + self.completion_usd
 
 
-def _price(pricing: Pricing, key: str) -> Decimal:
-    return pricing.usd_per_unit(key) or _ZERO
+@dataclass(frozen=True)
+class UnitPrices:
+    """USD per token (per request for ``request``) with the discount applied; 0 where unlisted."""
+
+    prompt: Decimal
+    completion: Decimal
+    reasoning: Decimal
+    request: Decimal
+
+    @property
+    def output_max(self) -> Decimal:
+        """The dearer of the output and reasoning prices: what a worst case is priced at."""
+        return max(self.completion, self.reasoning)
+
+
+# Parsing price strings is the costly part of billing; an endpoint's base Pricing object lives as
+# long as the server, so its unit prices are computed once (the object is kept to rule out a reused
+# id). Prices after overrides are new objects and are computed each time.
+_UNIT_CACHE: dict[int, tuple[Pricing, UnitPrices]] = {}
+
+
+def unit_prices(pricing: Pricing) -> UnitPrices:
+    """The unit prices of ``pricing`` through the schema's ``Pricing.usd_per_unit`` helper."""
+    hit = _UNIT_CACHE.get(id(pricing))
+    if hit is not None and hit[0] is pricing:
+        return hit[1]
+    completion = pricing.usd_per_unit("completion") or _ZERO
+    listed = pricing.usd_per_unit("internal_reasoning")
+    prices = UnitPrices(
+        prompt=pricing.usd_per_unit("prompt") or _ZERO,
+        completion=completion,
+        reasoning=completion if listed is None else listed,
+        request=pricing.usd_per_unit("request") or _ZERO,
+    )
+    if not pricing.overrides and len(_UNIT_CACHE) < 65536:
+        _UNIT_CACHE[id(pricing)] = (pricing, prices)
+    return prices
 
 
 def charge(
@@ -121,18 +158,14 @@ def charge(
     ``completion_tokens`` includes ``reasoning_tokens``; reasoning is billed at
     ``internal_reasoning`` where the endpoint lists it, otherwise at the output price.
     """
-    pricing = apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at)
-    p_in = _price(pricing, "prompt")
-    p_out = _price(pricing, "completion")
-    listed = pricing.usd_per_unit("internal_reasoning")
-    p_reason = p_out if listed is None else listed
+    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
     answer = completion_tokens - reasoning_tokens
     return Charge(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         reasoning_tokens=reasoning_tokens,
-        prompt_usd=p_in * prompt_tokens + _price(pricing, "request"),
-        completion_usd=p_out * answer + p_reason * reasoning_tokens,
+        prompt_usd=prices.prompt * prompt_tokens + prices.request,
+        completion_usd=prices.completion * answer + prices.reasoning * reasoning_tokens,
     )
 
 
@@ -140,25 +173,21 @@ def worst_case_usd(
     endpoint: Endpoint, *, prompt_tokens: int, max_tokens: int, at: datetime
 ) -> Decimal:
     """What a request could cost at most: its prompt plus ``max_tokens`` at the dearer output price."""
-    pricing = apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at)
-    p_out = max(_price(pricing, "completion"), pricing.usd_per_unit("internal_reasoning") or _ZERO)
-    return (
-        _price(pricing, "prompt") * prompt_tokens + _price(pricing, "request") + p_out * max_tokens
-    )
+    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    return prices.prompt * prompt_tokens + prices.request + prices.output_max * max_tokens
 
 
 def affordable_tokens(
     endpoint: Endpoint, *, prompt_tokens: int, remaining_usd: Decimal, at: datetime
 ) -> int:
     """How many output tokens ``remaining_usd`` pays for after the prompt (0 when none)."""
-    pricing = apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at)
-    p_out = max(_price(pricing, "completion"), pricing.usd_per_unit("internal_reasoning") or _ZERO)
-    left = remaining_usd - _price(pricing, "prompt") * prompt_tokens - _price(pricing, "request")
+    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    left = remaining_usd - prices.prompt * prompt_tokens - prices.request
     if left <= 0:
         return 0
-    if p_out == 0:
+    if prices.output_max == 0:
         return 2**31 - 1
-    return int(left / p_out)
+    return int(left / prices.output_max)
 
 
 class Credit:

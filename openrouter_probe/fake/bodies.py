@@ -22,6 +22,7 @@ __all__ = [
     "PADDING",
     "PROCESSING",
     "ChunkWriter",
+    "choices_json",
     "completion_body",
     "error_body",
     "logprobs_object",
@@ -96,19 +97,14 @@ def logprobs_object(
     }
 
 
-def completion_body(
-    *,
-    generation_id: str,
-    created: int,
-    model: str,
-    provider: str,
+def choices_json(
     answer: Answer,
-    usage: dict[str, Any] | None,
+    *,
     show_reasoning: bool,
     logprobs: dict[str, Any] | None,
     choice_error: dict[str, Any] | None = None,
-) -> bytes:
-    """A non-streaming ``chat.completion`` body, padding included (the Inceptron capture's shape)."""
+) -> str:
+    """The ``choices`` array of a non-streaming body, serialized (callers cache it per answer)."""
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(answer.content),
@@ -133,18 +129,32 @@ def completion_body(
         choice["native_finish_reason"] = "error"
         choice["error"] = choice_error
         message["content"] = ""
-    body: dict[str, Any] = {
+    return _dumps([choice])
+
+
+def completion_body(
+    *,
+    generation_id: str,
+    created: int,
+    model: str,
+    provider: str,
+    choices: str,
+    usage: dict[str, Any] | None,
+) -> bytes:
+    """A non-streaming ``chat.completion`` body, padding included (the Inceptron capture's shape);
+    ``choices`` comes from ``choices_json``."""
+    head = {
         "id": generation_id,
         "object": "chat.completion",
         "created": created,
         "model": model,
         "provider": provider,
         "system_fingerprint": None,
-        "choices": [choice],
     }
+    text = _dumps(head)[:-1] + ',"choices":' + choices
     if usage is not None:
-        body["usage"] = usage
-    return PADDING + _dumps(body).encode()
+        text += ',"usage":' + _dumps(usage)
+    return PADDING + (text + "}").encode()
 
 
 class ChunkWriter:
@@ -249,3 +259,80 @@ def no_route_body(
         "failed_routing_step": step,
     }
     return error_body(404, message, metadata)
+
+
+def upstream_error_body(kind: str, *, model: str, provider: str) -> tuple[int, bytes]:
+    """A provider's failure as OpenRouter relays it: ``Provider returned error`` with
+    ``metadata.raw`` and ``provider_name`` (the 429 is the real Groq capture's wording)."""
+    if kind == "upstream_429":
+        raw = (
+            f"{model} is temporarily rate-limited upstream. Please retry shortly, or add your own "
+            "key to accumulate your rate limits: https://openrouter.ai/settings/integrations"
+        )
+        status = 429
+    elif kind == "upstream_502":
+        raw, status = "upstream connect error or disconnect/reset before headers", 502
+    elif kind == "upstream_503":
+        raw, status = f"{provider} is overloaded: no instances available", 503
+    else:  # wrapped_400: a 400 whose raw body is a transient 429
+        raw = _dumps({"error": {"message": "Rate limit reached, retry shortly", "code": 429}})
+        status = 400
+    return status, error_body(
+        status, "Provider returned error", {"raw": raw, "provider_name": provider}
+    )
+
+
+def platform_429(*, model: str, reset_ms: int, retry_after_s: int) -> tuple[bytes, dict[str, str]]:
+    """OpenRouter's own 429: the body and its ``Retry-After`` and ``X-RateLimit-*`` headers."""
+    headers = {
+        "Retry-After": str(retry_after_s),
+        "X-RateLimit-Limit": "20",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": str(reset_ms),
+    }
+    body = error_body(
+        429,
+        f"Rate limit exceeded: limit_rpm/{model}. High demand for {model}; please retry shortly.",
+        {"headers": {k: v for k, v in headers.items() if k.startswith("X-")}},
+    )
+    return body, headers
+
+
+def key_data(
+    *, limit_usd: float | None, remaining_usd: float | None, usage_usd: float
+) -> dict[str, Any]:
+    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD)."""
+    return {
+        "label": "fake-openrouter",
+        "limit": limit_usd,
+        "limit_remaining": remaining_usd,
+        "limit_reset": None,
+        "include_byok_in_limit": False,
+        "usage": usage_usd,
+        "usage_daily": usage_usd,
+        "usage_weekly": usage_usd,
+        "usage_monthly": usage_usd,
+        "byok_usage": 0,
+        "byok_usage_daily": 0,
+        "byok_usage_weekly": 0,
+        "byok_usage_monthly": 0,
+        "is_free_tier": False,
+        "is_management_key": False,
+        "is_provisioning_key": False,
+        "creator_user_id": "user_fake",
+        "expires_at": None,
+        "rate_limit": -1,
+    }
+
+
+def provider_entry(name: str, slug: str) -> dict[str, Any]:
+    """One ``GET /providers`` entry (the fake knows names and slugs, not policies)."""
+    return {
+        "name": name,
+        "slug": slug,
+        "privacy_policy_url": f"https://example.invalid/{slug}/privacy",
+        "terms_of_service_url": None,
+        "status_page_url": None,
+        "headquarters": None,
+        "datacenters": None,
+    }

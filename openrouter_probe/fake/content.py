@@ -107,6 +107,29 @@ def _rng(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def _cycle(words: tuple[str, ...], seed: str, length: int = 8192) -> tuple[str, ...]:
+    rng = random.Random(seed)
+    return tuple(f" {rng.choice(words)}" for _ in range(length))
+
+
+# Pseudo-random token streams computed once: an answer takes a slice at a seeded offset, so that
+# composing a 300-token answer costs a slice, not 300 draws (the server's hot path).
+_CONTENT_CYCLE = _cycle(_WORDS, "content")
+_THINK_CYCLE = _cycle(_THINK, "think")
+_ALT_RNG = random.Random("alternatives")
+_ALT_CYCLE = tuple(tuple(f" {w}" for w in _ALT_RNG.sample(_WORDS, 4)) for _ in range(509))
+_LOGPROB_CYCLE = tuple(-round(_ALT_RNG.random() * 0.05, 6) for _ in range(1021))
+
+
+def _take(cycle: tuple[Any, ...], start: int, n: int) -> tuple[Any, ...]:
+    """``n`` items of ``cycle`` from ``start``, wrapping around."""
+    start %= len(cycle)
+    out = cycle[start : start + n]
+    while len(out) < n:
+        out += cycle[: n - len(out)]
+    return out
+
+
 def answer_for(
     messages: list[Any],
     *,
@@ -128,41 +151,30 @@ def answer_for(
     rng = _rng(key, seed, nonce)
     total = max(2, round(median_tokens * math.exp(0.6 * rng.gauss(0.0, 1.0))))
     n_reason = round(total * reasoning_share) if reasoning else 0
+    offset = rng.getrandbits(32)
     question = _last_user_text(messages)
     result = arithmetic_answer(question)
+    content: tuple[str, ...]
     if result is not None:
         match = list(_ARITH.finditer(question))[-1]
-        content = [
-            f" {match.group(1)}",
-            f" {match.group(2)}",
-            f" {match.group(3)}",
-            " =",
-            f" {result}",
-        ]
-        thought = [f" {w}" for w in _THINK]
+        content = (f" {match.group(1)}", f" {match.group(2)}", f" {match.group(3)}", " =")
+        content += (f" {result}",)
+        thought = tuple(f" {w}" for w in _THINK)[:n_reason]
     else:
-        n_content = max(1, total - n_reason)
-        content = [f" {_WORDS[(rng.randrange(len(_WORDS)))]}" for _ in range(n_content)]
-        thought = []
-    reasoning_tokens = [
-        thought[i] if i < len(thought) else f" {_THINK[rng.randrange(len(_THINK))]}"
-        for i in range(n_reason)
-    ]
+        content = _take(_CONTENT_CYCLE, offset, max(1, total - n_reason))
+        thought = ()
+    reasoning_tokens = thought + _take(_THINK_CYCLE, offset, n_reason - len(thought))
     finish = "stop"
     if len(reasoning_tokens) + len(content) > max_tokens:
         finish = "length"
         reasoning_tokens = reasoning_tokens[:max_tokens]
         content = content[: max(0, max_tokens - len(reasoning_tokens))]
-    logprobs = [-round(rng.random() * 0.05, 6) for _ in content]
-    alternatives = [
-        tuple(f" {_WORDS[rng.randrange(len(_WORDS))]}" for _ in range(4)) for _ in content
-    ]
     return Answer(
-        reasoning=tuple(reasoning_tokens),
-        content=tuple(content),
+        reasoning=reasoning_tokens,
+        content=content,
         finish_reason=finish,
-        logprobs=tuple(logprobs),
-        alternatives=tuple(alternatives),
+        logprobs=_take(_LOGPROB_CYCLE, offset, len(content)),
+        alternatives=_take(_ALT_CYCLE, offset, len(content)),
     )
 
 

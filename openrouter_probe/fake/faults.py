@@ -23,7 +23,6 @@ fallbacks allowed a client sees one only when every admitted endpoint failed, as
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ __all__ = [
     "load_faults",
     "parse_degrade",
     "parse_faults",
+    "uniform",
 ]
 
 Phase = Literal["request", "upstream", "response"]
@@ -59,6 +59,22 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
 }
 
 DEFAULT_SECONDS = {"slow_first_byte": 30.0, "stall": 300.0}
+
+_MASK = (1 << 64) - 1
+
+
+def uniform(*parts: int) -> float:
+    """A draw in [0, 1) fixed by ``parts`` (integers mixed, then one splitmix64 finalizer).
+
+    Cheap and stateless, so a draw depends on the seed and the request's number, not on the order
+    in which concurrent requests happened to draw.
+    """
+    x = 0
+    for part in parts:
+        x = (x * 0x9E3779B97F4A7C15 + part + 0x632BE59BD9B4E019) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return ((x ^ (x >> 31)) >> 11) / 9007199254740992.0
 
 
 @dataclass(frozen=True)
@@ -116,10 +132,8 @@ class FaultPlan:
                 continue
             if rule.rate >= 1.0:
                 return rule
-            if rule.rate > 0:
-                draw = random.Random(f"{self.seed}:{request_no}:{attempt}:{index}").random()
-                if draw < rule.rate:
-                    return rule
+            if rule.rate > 0 and uniform(self.seed, request_no, attempt, index, 2) < rule.rate:
+                return rule
         return None
 
 

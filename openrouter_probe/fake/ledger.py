@@ -16,7 +16,7 @@ from typing import Any
 __all__ = ["Ledger", "LedgerEntry"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LedgerEntry:
     """One billed generation: who served it, its tokens and its cost in USD."""
 
