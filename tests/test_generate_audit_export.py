@@ -179,3 +179,28 @@ def test_export_cli(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "wrote 3 rows" in result.stderr
     assert len(records(target)) == 3
+
+
+def test_shards_cover_every_row_once_and_merge_in_audit(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(60))
+    outs = []
+    for i in range(3):
+        out = tmp_path / f"shard{i}.jsonl"
+        asyncio.run(
+            generate(
+                tmp_path / "prompts.jsonl",
+                policy=POLICY,
+                out=out,
+                send=LedgerSender(seed=i),
+                snapshot="bundled",
+                sleep=no_sleep,
+                max_tokens=16,
+                shard=f"{i}/3",
+            )
+        )
+        outs.append(out)
+    ids = [r["id"] for out in outs for r in records(out)]
+    assert sorted(ids) == sorted(f"r{i}" for i in range(60)) and len(set(ids)) == 60
+    assert all(records(out) for out in outs)
+    report = audit(outs, policy=POLICY, snapshot=bundled_snapshot())
+    assert report.rows == 60 and report.exit_code == 0
