@@ -287,6 +287,38 @@ openrouter-probe budget moonshotai/kimi-k2.5 --offline --budget-usd 100 --output
     --datasets 6 --reasoning-share 0.5:0.8 --policy policies/kimi-k2.5.yaml --format json
 ```""",
     ),
+    (
+        "md",
+        """## 6. Rehearse the run on the fake OpenRouter
+
+Before spending real money, run the generator against the project's fake OpenRouter: a loopback
+server that routes by the same provider block, bills from the snapshot's prices and keeps a ledger.
+First a dry run (the plan and its worst-case and expected cost; nothing is sent), then a small run
+under a tight cap: the generator's recorded spend equals the fake's ledger, and the cap holds.
+`await` works here because the notebook's event loop is already running.""",
+    ),
+    (
+        "code",
+        """import json
+import tempfile
+
+import openrouter_probe as orp
+from openrouter_probe.fake import serve
+
+work = Path(tempfile.mkdtemp())
+prompts = work / "prompts.jsonl"
+prompts.write_text(
+    "".join(json.dumps({"prompt": f"What is {i} * 41?", "dataset": f"B{i % 2}"}) + "\\n" for i in range(40))
+)
+if policy_file is not None:
+    with serve(speed=0) as fake:
+        options = dict(policy=policy_file, out=work / "out.jsonl", base_url=fake.base_url, api_key="sk-fake")
+        plan = await orp.generate(prompts, budget_usd=100, max_tokens=4096, dry_run=True, **options)
+        print(plan.render(), end="\\n\\n")
+        summary = await orp.generate(prompts, budget_usd=0.02, max_tokens=512, concurrency=2000, **options)
+        print(summary.render())
+        print(f"the fake's ledger: ${fake.ledger.total_usd:.6f}; recorded: ${summary.spent_usd:.6f}")""",
+    ),
 ]
 
 

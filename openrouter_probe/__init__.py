@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "RateLimitError": "openrouter_probe.errors",
     "RequestParams": "openrouter_probe.routing",
     "RouteDecision": "openrouter_probe.routing",
+    "RunSummary": "openrouter_probe.generate",
     "SkippedRecord": "openrouter_probe.schema",
     "Snapshot": "openrouter_probe.snapshot",
     "SnapshotError": "openrouter_probe.errors",
@@ -62,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "check_policy": "openrouter_probe.drift",
     "compile_policy": "openrouter_probe.policy",
     "default_registry": "openrouter_probe.precision",
+    "generate": "openrouter_probe.generate",
     "lint_block": "openrouter_probe.lint",
     "load_compiled_policy": "openrouter_probe.policy",
     "load_models_list": "openrouter_probe.catalog",
@@ -105,6 +107,7 @@ __all__ = [
     "RateLimitError",
     "RequestParams",
     "RouteDecision",
+    "RunSummary",
     "SkippedRecord",
     "Snapshot",
     "SnapshotError",
@@ -119,6 +122,7 @@ __all__ = [
     "check_policy",
     "compile_policy",
     "default_registry",
+    "generate",
     "lint_block",
     "load_compiled_policy",
     "load_models_list",
@@ -151,6 +155,7 @@ if TYPE_CHECKING:
         RateLimitError,
         SnapshotError,
     )
+    from openrouter_probe.generate import RunSummary, generate
     from openrouter_probe.lint import lint_block
     from openrouter_probe.matrix import build_matrix, matrix_history
     from openrouter_probe.policy import (
@@ -182,7 +187,13 @@ if TYPE_CHECKING:
     from openrouter_probe.verify.report import VerifyReport, build_report
 
 
+#: Subpackages reachable as attributes (``orp.fake.serve``) without importing them up front.
+_SUBPACKAGES = frozenset({"fake"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"openrouter_probe.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'openrouter_probe' has no attribute {name!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,8 @@ def test_notebook_runs_and_shows_the_scenario() -> None:
     assert "ignored by 'baseten'" in text
     assert "$2.2008/M output" in text
     assert images == 2  # price against uptime, cost against tokens
+    # The rehearsal on the fake server: a dry run, then a capped run whose spend is the ledger's.
+    assert "dry run: 40 rows to send" in text
+    ledger = re.search(r"the fake's ledger: \$([0-9.]+); recorded: \$([0-9.]+)", text)
+    assert ledger is not None and ledger.group(1) == ledger.group(2)
+    assert 0 < float(ledger.group(1)) <= 0.02

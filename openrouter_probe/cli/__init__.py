@@ -6,12 +6,15 @@ and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (
 library modules are imported inside commands so ``openrouter-probe --help`` stays fast.
 
 Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models),
-``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget).
+``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget), ``generate``
+(generate, audit, export).
 """
 
 from __future__ import annotations
 
 from openrouter_probe.cli import analysis as _analysis  # noqa: F401
+from openrouter_probe.cli import fake as _fake  # noqa: F401
+from openrouter_probe.cli import generate as _generate  # noqa: F401
 from openrouter_probe.cli import policy as _policy  # noqa: F401  (registers its commands)
 from openrouter_probe.cli import probe as _probe  # noqa: F401
 from openrouter_probe.cli._common import cli

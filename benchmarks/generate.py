@@ -1,0 +1,300 @@
+"""Client CPU per request and peak memory of `generate`, beside a bare aiohttp loop and the openai SDK.
+
+The fake OpenRouter (``speed=0``) serves in this process's background thread; each client runs in
+its own child process, which measures itself: CPU (user + system, ``getrusage``) from just before its
+work starts to its end, per request answered, and its peak RSS (``ru_maxrss``) with the RSS after
+imports beside it. Every client sends the same body (the policy's model and provider block, one user
+message, ``max_tokens``) with the same number of requests in flight:
+
+- ``bare``: aiohttp, one session, ``TCPConnector(limit=C)``, C workers pulling from a list; reads each
+  body and ``json.loads`` it (non-streaming) or reads the whole stream (streaming). The floor.
+- ``generate``: ``openrouter_probe.generate`` with its full work: prompts file, resume check, the cap
+  (``--budget-usd``), parsing and classification, one flushed output line per row.
+- ``openai``: ``AsyncOpenAI`` (httpx inside), ``max_retries=0``, C workers, iterating streams.
+
+Targets (issue 8): ``generate`` ≤ 1.5x the bare loop's CPU per request and peak memory, and at least
+10x cheaper per request than the openai SDK. Ratios are printed; nothing is asserted.
+
+    python benchmarks/generate.py [--requests 20000] [--concurrency 2000] [--openai-requests 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
+KEY = "sk-bench-not-real"
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _body(i: int, *, provider: Any, max_tokens: int, stream: bool) -> bytes:
+    return json.dumps(
+        {
+            "model": "moonshotai/kimi-k2.5",
+            "provider": provider,
+            "stream": stream,
+            "messages": [{"role": "user", "content": f"question {i}: what is {i} * 41?"}],
+            "max_tokens": max_tokens,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+# -- the clients (each runs in a child process) ----------------------------------------------------
+
+
+async def _bare(args: argparse.Namespace) -> int:
+    import aiohttp
+    import yaml
+
+    provider = yaml.safe_load(POLICY.read_text())["provider"]
+    bodies = [
+        _body(i, provider=provider, max_tokens=args.max_tokens, stream=args.stream)
+        for i in range(args.requests)
+    ]
+    url = args.base_url + "/chat/completions"
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    done = 0
+    it = iter(bodies)
+    connector = aiohttp.TCPConnector(limit=args.concurrency)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=300)
+    async with aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout) as s:
+
+        async def worker() -> None:
+            nonlocal done
+            for body in it:
+                async with s.post(url, data=body) as response:
+                    data = await response.read()
+                if response.status == 200:
+                    if not args.stream:
+                        json.loads(data)
+                    done += 1
+
+        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    return done
+
+
+async def _generate(args: argparse.Namespace) -> int:
+    from openrouter_probe.generate import generate
+
+    summary = await generate(
+        args.prompts,
+        policy=POLICY,
+        out=args.out,
+        budget_usd=1_000_000,
+        concurrency=args.concurrency,
+        max_tokens=args.max_tokens,
+        stream=args.stream,
+        base_url=args.base_url,
+        api_key=KEY,
+    )
+    return summary.ok + summary.truncated
+
+
+async def _openai(args: argparse.Namespace) -> int:
+    import openai
+    import yaml
+
+    try:  # openai >= 3 ships on httpx2; older releases on httpx
+        import httpx2 as httpx
+    except ImportError:
+        import httpx  # type: ignore[no-redef]
+
+    provider = yaml.safe_load(POLICY.read_text())["provider"]
+    limits = httpx.Limits(
+        max_connections=args.concurrency, max_keepalive_connections=args.concurrency
+    )
+    client = openai.AsyncOpenAI(
+        base_url=args.base_url,
+        api_key=KEY,
+        max_retries=0,
+        timeout=300,
+        http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+    )
+    done = 0
+    it = iter(range(args.requests))
+
+    async def worker() -> None:
+        nonlocal done
+        for i in it:
+            messages: Any = [{"role": "user", "content": f"question {i}: what is {i} * 41?"}]
+            if args.stream:
+                stream = await client.chat.completions.create(
+                    model="moonshotai/kimi-k2.5",
+                    messages=messages,
+                    max_tokens=args.max_tokens,
+                    stream=True,
+                    extra_body={"provider": provider},
+                )
+                async for _ in stream:
+                    pass
+            else:
+                await client.chat.completions.create(
+                    model="moonshotai/kimi-k2.5",
+                    messages=messages,
+                    max_tokens=args.max_tokens,
+                    extra_body={"provider": provider},
+                )
+            done += 1
+
+    async with client:
+        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    return done
+
+
+def child(args: argparse.Namespace) -> None:
+    import aiohttp  # noqa: F401  (imports count as start-up, not per-request work)
+    import yaml  # noqa: F401
+
+    if args.client == "generate":
+        # The library's modules are start-up too: generate imports them on first use.
+        import openrouter_probe.budget
+        import openrouter_probe.client
+        import openrouter_probe.generate
+        import openrouter_probe.lint
+        import openrouter_probe.policy
+        import openrouter_probe.snapshot  # noqa: F401
+    if args.client == "openai":
+        import openai  # noqa: F401
+    rss_after_imports = _rss_kb()
+    run = {"bare": _bare, "generate": _generate, "openai": _openai}[args.client]
+    start = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.perf_counter()
+    done = asyncio.run(run(args))
+    wall = time.perf_counter() - wall
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (end.ru_utime - start.ru_utime) + (end.ru_stime - start.ru_stime)
+    print(
+        json.dumps(
+            {
+                "done": done,
+                "cpu_s": cpu,
+                "wall_s": wall,
+                "peak_rss_kb": end.ru_maxrss,
+                "rss_after_imports_kb": rss_after_imports,
+            }
+        )
+    )
+
+
+# -- the parent: the fake server, the prompts, the table ---------------------------------------------
+
+
+def _run_child(
+    client: str, *, stream: bool, requests: int, base_url: str, args: Any, tmp: Path
+) -> dict[str, Any]:
+    prompts = tmp / f"prompts-{requests}.jsonl"
+    if not prompts.exists():
+        prompts.write_text(
+            "".join(
+                json.dumps({"id": f"r{i}", "prompt": f"question {i}: what is {i} * 41?"}) + "\n"
+                for i in range(requests)
+            )
+        )
+    out = tmp / f"out-{client}-{stream}.jsonl"
+    out.unlink(missing_ok=True)
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        client,
+        "--base-url",
+        base_url,
+        "--requests",
+        str(requests),
+        "--concurrency",
+        str(args.concurrency),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--prompts",
+        str(prompts),
+        "--out",
+        str(out),
+    ] + (["--stream"] if stream else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{client} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if result["done"] != requests:
+        print(f"warning: {client} answered {result['done']} of {requests}", file=sys.stderr)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--openai-requests", type=int, default=2_000)
+    parser.add_argument("--concurrency", type=int, default=2_000)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--modes", default="nonstream,stream")
+    parser.add_argument("--clients", default="bare,generate,openai")
+    parser.add_argument("--child", choices=["bare", "generate", "openai"])
+    parser.add_argument("--base-url")
+    parser.add_argument("--prompts")
+    parser.add_argument("--out")
+    parser.add_argument("--stream", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        args.client = args.child
+        child(args)
+        return
+
+    from openrouter_probe.fake import serve
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder, serve(speed=0, seed=0, median_tokens=24) as fake:
+        tmp = Path(folder)
+        for mode in args.modes.split(","):
+            stream = mode == "stream"
+            results = {}
+            for client in args.clients.split(","):
+                n = args.openai_requests if client == "openai" else args.requests
+                results[client] = r = _run_child(
+                    client, stream=stream, requests=n, base_url=fake.base_url, args=args, tmp=tmp
+                )
+                r["cpu_ms_per_request"] = r["cpu_s"] / max(1, r["done"]) * 1000
+                r["requests"] = n
+            base = results.get("bare")
+            for client, r in results.items():
+                rows.append((mode, client, r, base, results.get("generate")))
+    print(
+        f"{'mode':9} {'client':9} {'requests':>8} {'CPU ms/req':>10} {'x bare':>7} "
+        f"{'peak MB':>8} {'x bare':>7} {'added MB':>8} {'gen cheaper':>11} {'wall s':>7}"
+    )
+    for mode, client, r, base, gen in rows:
+        x_cpu = r["cpu_ms_per_request"] / base["cpu_ms_per_request"] if base else float("nan")
+        x_mem = r["peak_rss_kb"] / base["peak_rss_kb"] if base else float("nan")
+        cheaper = (
+            f"{r['cpu_ms_per_request'] / gen['cpu_ms_per_request']:.1f}x"
+            if gen and client == "openai"
+            else ""
+        )
+        added = (r["peak_rss_kb"] - r["rss_after_imports_kb"]) / 1024
+        print(
+            f"{mode:9} {client:9} {r['requests']:>8} {r['cpu_ms_per_request']:>10.3f} {x_cpu:>7.2f} "
+            f"{r['peak_rss_kb'] / 1024:>8.1f} {x_mem:>7.2f} {added:>8.1f} {cheaper:>11} {r['wall_s']:>7.1f}"
+        )
+    print(
+        "targets: generate <= 1.5x bare in CPU per request and peak memory; "
+        "openai >= 10x generate per request ('gen cheaper')"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""``openrouter-probe generate|audit|export``: run the job, check who served it, export it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from openrouter_probe.cli._common import (
+    _load,
+    _note,
+    _render_rows,
+    cli,
+    format_option,
+    snapshot_options,
+)
+
+
+@cli.command()
+@click.argument("prompts", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--policy",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A compiled policy YAML: its model and provider block go into every request.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The output JSONL: appended to; rerunning the same command resumes from it.",
+)
+@click.option("--budget-usd", help="Spend cap in USD for this output file, across runs.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Requests in flight at most.",
+)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=4096, show_default=True)
+@click.option(
+    "--target-tokens",
+    help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
+)
+@click.option("--stream/--no-stream", default=False, show_default=True)
+@click.option("--temperature", type=float)
+@click.option(
+    "--reasoning-effort",
+    type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
+)
+@click.option("--reasoning-max-tokens", type=click.IntRange(min=1))
+@click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
+@click.option("--shard", metavar="i/n", help="Send only shard i of n (0 <= i < n), by row id.")
+@click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
+@click.option(
+    "--lower-max-tokens",
+    is_flag=True,
+    help='On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
+)
+@click.option(
+    "--snapshot",
+    metavar="bundled|PATH",
+    help="Price and check the policy against this snapshot instead of the live endpoints.",
+)
+@click.option("--attempts", type=click.IntRange(min=1), default=6, show_default=True)
+@click.option(
+    "--read-timeout",
+    "read_timeout_s",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds without data before an answer counts as stalled.",
+)
+@click.option(
+    "--drain-timeout",
+    "drain_timeout_s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="After the first Ctrl-C, seconds to wait for requests in flight.",
+)
+@click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
+@format_option("text", "json", default="text")
+def generate(
+    prompts: str,
+    policy: str,
+    out: str,
+    budget_usd: str | None,
+    concurrency: int,
+    max_tokens: int,
+    target_tokens: str | None,
+    stream: bool,
+    temperature: float | None,
+    reasoning_effort: str | None,
+    reasoning_max_tokens: int | None,
+    dry_run: bool,
+    shard: str | None,
+    redo_failed: bool,
+    lower_max_tokens: bool,
+    snapshot: str | None,
+    attempts: int,
+    read_timeout_s: float,
+    drain_timeout_s: float,
+    quiet: bool,
+    fmt: str,
+) -> None:
+    """Run PROMPTS (JSONL) through the policy's providers into --out, within --budget-usd.
+
+    Each line of PROMPTS has `messages` or `prompt`, optional `id`, `dataset` and request
+    parameters. Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
+    one). The summary goes to stdout; progress and warnings to stderr. Exit 0 when the run ended as
+    asked (done, budget, target), 1 on a 401/402/404 stop, 130 when interrupted.
+    """
+    import asyncio
+
+    from openrouter_probe.generate import generate as run_generate
+
+    summary = asyncio.run(
+        run_generate(
+            prompts,
+            policy=policy,
+            out=out,
+            budget_usd=budget_usd,
+            concurrency=concurrency,
+            max_tokens=max_tokens,
+            target_tokens=target_tokens,
+            stream=stream,
+            temperature=temperature,
+            reasoning_effort=reasoning_effort,
+            reasoning_max_tokens=reasoning_max_tokens,
+            dry_run=dry_run,
+            shard=shard,
+            redo_failed=redo_failed,
+            lower_max_tokens=lower_max_tokens,
+            snapshot=snapshot,
+            attempts=attempts,
+            read_timeout_s=read_timeout_s,
+            drain_timeout_s=drain_timeout_s,
+            handle_signals=True,
+            progress=not quiet and not dry_run,
+        )
+    )
+    if fmt == "json":
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+    else:
+        click.echo(summary.render())
+    if summary.stop_reason in ("interrupted", "cancelled"):
+        sys.exit(130)
+    sys.exit(summary.exit_code)
+
+
+@cli.command("audit")
+@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--policy", required=True, type=click.Path(exists=True, dir_okay=False))
+@snapshot_options
+@format_option("table", "json", "csv")
+def audit_cmd(
+    outputs: tuple[str, ...], policy: str, offline: bool, snapshot: str | None, fmt: str
+) -> None:
+    """Report per provider what OUTPUTS (one or more shards) cost, and flag rows served outside
+    the policy (exit 1 if there is one)."""
+    from openrouter_probe.audit import audit
+    from openrouter_probe.policy import load_compiled_policy
+
+    model = load_compiled_policy(policy).model
+    snap = _load(model, offline, snapshot)
+    report = audit(outputs, policy=policy, snapshot=snap)
+    if fmt == "json":
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        _render_rows(report.provider_rows(), fmt, title=f"{model}: served rows by provider")
+        _note(report.render_notes())
+    sys.exit(report.exit_code)
+
+
+@cli.command("export")
+@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["sharegpt", "jsonl", "parquet"]),
+    default="sharegpt",
+    show_default=True,
+)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+@click.option("--include-truncated", is_flag=True, help="Also export answers cut at max_tokens.")
+def export_cmd(outputs: tuple[str, ...], fmt: str, output: str, include_truncated: bool) -> None:
+    """Export the answered rows of OUTPUTS for drafter training (reasoning as reasoning_content)."""
+    from openrouter_probe.export import export
+
+    count = export(outputs, fmt=fmt, output=output, include_truncated=include_truncated)
+    _note(f"wrote {count} rows to {output} ({fmt})")

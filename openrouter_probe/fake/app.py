@@ -1,0 +1,547 @@
+"""The fake OpenRouter's ``aiohttp.web`` application: state, routing, credit and the handlers.
+
+``FakeOpenRouter`` holds the snapshots, the credit, the ledger, the fault plan and the clock. Each
+chat request is checked (401, 400), routed by ``routing.route`` (one decision per distinct provider
+block and request parameters, cached; a block that admits nothing gets the real 404), refused when
+the credit cannot cover its worst case (402), then tried on the endpoints the decision gives, in
+order, falling back on upstream faults unless ``allow_fallbacks`` is false; ``fake.reply`` answers.
+Nothing here decides which endpoints a block admits or what a token costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from aiohttp import web
+
+from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.fake import bodies
+from openrouter_probe.fake.billing import (
+    Credit,
+    affordable_tokens,
+    count_prompt_tokens,
+    worst_case_usd,
+)
+from openrouter_probe.fake.clock import Clock, SystemClock
+from openrouter_probe.fake.content import Answer
+from openrouter_probe.fake.faults import FaultPlan, parse_degrade, parse_faults, uniform
+from openrouter_probe.fake.ledger import Ledger
+from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
+from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
+from openrouter_probe.schema import Endpoint
+from openrouter_probe.snapshot import Snapshot
+
+__all__ = ["FakeOpenRouter", "ServedModel"]
+
+#: Body keys that are model parameters (what ``require_parameters`` checks).
+_PARAMETER_KEYS = frozenset(
+    {
+        "temperature", "top_p", "top_k", "min_p", "top_a", "max_tokens", "stop", "seed", "tools",
+        "tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "reasoning",
+        "include_reasoning", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty",
+        "repetition_penalty", "logit_bias", "verbosity", "web_search_options",
+    }
+)  # fmt: skip
+_CACHE_SIZE = 8192
+#: The routing funnel's steps, in the order OpenRouter applies them, by ``Exclusion.reason``.
+#: Only "Filter by Allowed Providers" and "Filter by Parameters" are real recorded names.
+_FUNNEL = (
+    ("byok_only", "Filter by BYOK"),
+    ("only", "Filter by Allowed Providers"),
+    ("ignore", "Filter by Ignored Providers"),
+    ("quantization", "Filter by Quantization"),
+    ("max_price", "Filter by Max Price"),
+    ("require_parameters", "Filter by Parameters"),
+    ("max_tokens", "Filter by Max Tokens"),
+    ("context_length", "Filter by Context Length"),
+    ("not_in_order", "Filter by Allowed Providers"),
+)
+_STEP = dict(_FUNNEL)
+_STEP_RANK = {reason: i for i, (reason, _) in enumerate(_FUNNEL)}
+_JSON = "application/json"
+_ID_TABLE = bytes.maketrans(b"+/", b"Qz")
+
+
+def json_response(
+    status: int, body: bytes, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
+
+
+def error_response(
+    status: int, message: str, metadata: dict[str, Any] | None = None
+) -> web.Response:
+    return json_response(status, bodies.error_body(status, message, metadata))
+
+
+@dataclass
+class ServedModel:
+    """A model the fake serves: its snapshot, id, permaslug and endpoints."""
+
+    snapshot: Snapshot
+    model_id: str
+    permaslug: str
+    endpoints: list[Endpoint]
+
+    @property
+    def slugs(self) -> list[str]:
+        return list(dict.fromkeys(e.slug for e in self.endpoints))
+
+
+class _Plan:
+    """A routing decision and what serving needs from it, computed once per cached decision.
+
+    Under load balancing the first endpoint is drawn by the routing model's weights and the other
+    admitted ones follow as fallbacks; ``order``/``sort`` keep the decision's order. Without
+    fallbacks a sorted or balanced request gets one endpoint; an ordered one keeps its order list
+    (the decision already left out everything else).
+    """
+
+    def __init__(self, decision: RouteDecision, block: ProviderBlock) -> None:
+        self.decision = decision
+        self.endpoints = [c.endpoint for c in decision.candidates]
+        self.single = block.allow_fallbacks is False and decision.mode != "ordered"
+        self.cumulative: list[tuple[float, int]] = []
+        if decision.mode == "load_balanced":
+            acc = 0.0
+            for i, c in enumerate(decision.candidates):
+                if c.weight > 0:
+                    acc += c.weight
+                    self.cumulative.append((acc, i))
+
+    def chain(self, u: float) -> list[Endpoint]:
+        """The endpoints to try, in order, for a request whose draw is ``u`` in [0, 1)."""
+        endpoints = self.endpoints
+        if self.cumulative:
+            total = self.cumulative[-1][0]
+            last = self.cumulative[-1][1]
+            pick = next((i for acc, i in self.cumulative if u * total < acc), last)
+            endpoints = [endpoints[pick], *endpoints[:pick], *endpoints[pick + 1 :]]
+        return endpoints[:1] if self.single else endpoints
+
+
+class FakeOpenRouter:
+    """The fake OpenRouter's state and handlers; ``app()`` builds the ``aiohttp.web`` application.
+
+    Options (keyword-only): ``credit_usd`` (the key's limit; ``None`` = unlimited), ``faults`` (a
+    ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
+    own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade`` (``{tag: rate}``
+    or ``["tag=rate"]``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
+    completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
+    ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``.
+    """
+
+    def __init__(
+        self,
+        snapshots: Snapshot | Sequence[Snapshot],
+        *,
+        credit_usd: float | Decimal | None = None,
+        faults: str | FaultPlan | None = None,
+        seed: int = 0,
+        speed: float = 1.0,
+        degrade: Mapping[str, float] | Sequence[str] | None = None,
+        reasoning_share: float = 0.8,
+        median_tokens: int = 300,
+        generation_lag_s: float = 0.0,
+        clock: Clock | None = None,
+        api_key: str | None = None,
+        tokens_per_chunk: int = 2,
+    ) -> None:
+        snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
+        if not snaps:
+            raise ConfigError("the fake server needs at least one snapshot")
+        if speed < 0 or not math.isfinite(speed):
+            raise ConfigError(f"--speed {speed}: must be 0 (no waits) or a positive factor")
+        if not 0.0 <= reasoning_share <= 1.0:
+            raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
+        if credit_usd is not None and credit_usd < 0:
+            raise ConfigError(f"--credit-usd {credit_usd}: must not be negative")
+        self._models: dict[str, ServedModel] = {}
+        for snap in snaps:
+            endpoints = snap.endpoints
+            if not endpoints:
+                raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
+            names = [e.name for e in endpoints if e.name and " | " in e.name]
+            permaslug = names[0].split(" | ", 1)[1] if names else snap.model
+            entry = ServedModel(snap, snap.model, permaslug, endpoints)
+            self._models[snap.model] = entry
+            self._models.setdefault(permaslug, entry)
+        self.faults = (
+            faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
+        )
+        self.seed = seed
+        self.speed = speed
+        self.degrade = parse_degrade(degrade or {})
+        self.reasoning_share = reasoning_share
+        self.median_tokens = median_tokens
+        self.generation_lag_s = generation_lag_s
+        self.clock: Clock = clock or SystemClock()
+        self.tokens_per_chunk = max(1, tokens_per_chunk)
+        self.ledger = Ledger()
+        self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
+        self.generations: dict[str, GenerationRecord] = {}
+        self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        self.choices: dict[tuple[Any, ...], str] = {}
+        self._api_key = api_key
+        self._requests = 0
+        self._ids = 0
+        digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
+        self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
+        self._routes: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
+        self._blocks: dict[str, ProviderBlock | PolicyError] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def app(self) -> web.Application:
+        """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/api/v1/models", self.models)
+        app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
+        app.router.add_get("/api/v1/providers", self.providers)
+        app.router.add_get("/api/v1/key", self.key)
+        app.router.add_get("/api/v1/generation", self.generation)
+        app.router.add_post("/api/v1/chat/completions", self.chat)
+        app.router.add_get("/_fake/ledger", self.ledger_view)
+        return app
+
+    # -- helpers used by replies ----------------------------------------------------------------
+
+    def new_id(self) -> str:
+        """A generation id shaped like OpenRouter's (``gen-<unix>-<20 characters>``): a seeded
+        prefix and a counter, so ids are unique within a run and the same across runs."""
+        self._ids += 1
+        return f"gen-{int(self.clock.now())}-{self._id_prefix}{self._ids:010d}"
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.now(), UTC)
+
+    def remember(self, key: tuple[Any, ...], answer: Answer) -> None:
+        self.answers[key] = answer
+        if len(self.answers) > _CACHE_SIZE:
+            self.answers.popitem(last=False)
+
+    async def cancel_all(self) -> None:
+        """Cancel the requests still being served (a stalled stream, a slow first byte)."""
+        tasks = [t for t in self._tasks if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- checks and routing ---------------------------------------------------------------------
+
+    def _auth(self, request: web.Request) -> web.Response | None:
+        """The real 401 for a missing or empty bearer key (the key itself is never logged)."""
+        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            return error_response(401, "No auth credentials found")
+        if self._api_key is not None and key.strip() != self._api_key:
+            return error_response(401, "User not found.")
+        return None
+
+    def _block(self, raw: Any) -> tuple[str, ProviderBlock | PolicyError]:
+        key = json.dumps(raw, sort_keys=True, separators=(",", ":")) if raw is not None else ""
+        parsed = self._blocks.get(key)
+        if parsed is None:
+            try:
+                parsed = ProviderBlock.parse(raw if raw is not None else {}, source="provider")
+            except PolicyError as exc:
+                parsed = exc
+            if len(self._blocks) < _CACHE_SIZE:
+                self._blocks[key] = parsed
+        return key, parsed
+
+    def _route(
+        self, model: ServedModel, key: str, block: ProviderBlock, params: RequestParams
+    ) -> _Plan:
+        """Ask the routing model, once per distinct (model, block, parameters)."""
+        cache_key = (model.model_id, key, params)
+        plan = self._routes.get(cache_key)
+        if plan is None:
+            plan = _Plan(route(block, model.endpoints, params), block)
+            self._routes[cache_key] = plan
+            if len(self._routes) > _CACHE_SIZE:
+                self._routes.popitem(last=False)
+        return plan
+
+    def _no_route(
+        self, model: ServedModel, decision: RouteDecision, block: ProviderBlock
+    ) -> web.Response:
+        """The routing-failure 404, naming the step where the last endpoint dropped out."""
+        reasons = [x.reason for x in decision.excluded]
+        worst = max(reasons, key=lambda r: _STEP_RANK.get(r, -1)) if reasons else "only"
+        if worst in ("only", "not_in_order"):
+            pref = "provider.only" if worst == "only" else "provider.order"
+            requested = block.only if worst == "only" else block.order
+        else:
+            pref, requested = f"provider.{worst}", (block.only or block.order or [])
+        self.ledger.count_error("no_route")
+        return json_response(
+            404,
+            bodies.no_route_body(
+                model=model.permaslug,
+                available=model.slugs,
+                requested=requested,
+                step=_STEP.get(worst, "Filter by Provider Preferences"),
+                preference=pref,
+                initial_count=len(model.endpoints),
+            ),
+        )
+
+    def _refuse_credit(
+        self, chain: list[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
+    ) -> tuple[web.Response | None, Decimal]:
+        """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
+
+        No credit left gives "Insufficient credits"; a worst case above what is left gives "can
+        only afford N" when some lower ``max_tokens`` would fit.
+        """
+        available = self.credit.available_usd
+        assert available is not None
+        worst = [
+            (
+                worst_case_usd(
+                    e,
+                    prompt_tokens=prompt_tokens,
+                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
+                    at=now,
+                ),
+                e,
+            )
+            for e in chain
+        ]
+        need, dearest = max(worst, key=lambda pair: pair[0])
+        if need <= available:
+            return None, need
+        affordable = affordable_tokens(
+            dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+        )
+        self.ledger.count_error("insufficient_credits")
+        if affordable >= 1:
+            requested = output_cap(max_tokens, dearest, prompt_tokens)
+            message = (
+                "This request requires more credits, or fewer max_tokens. You requested up to "
+                f"{requested} tokens, but can only afford {affordable}."
+            )
+            return error_response(402, message), need
+        message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
+        return error_response(402, message), need
+
+    # -- read-only paths ------------------------------------------------------------------------
+
+    async def endpoints(self, request: web.Request) -> web.Response:
+        name = f"{request.match_info['author']}/{request.match_info['slug']}"
+        model = self._models.get(name)
+        if model is None:
+            return error_response(404, f"No endpoints found for {name}.")
+        data = model.snapshot.data
+        if "Authorization" not in request.headers:
+            # Without a key OpenRouter returns the performance stats as null (OPENROUTER.md §1.1).
+            data = dict(data)
+            data["endpoints"] = [
+                {**e, "latency_last_30m": None, "throughput_last_30m": None}
+                for e in model.snapshot.data.get("endpoints", [])
+            ]
+        return web.json_response({"data": data})
+
+    def _served_models(self) -> list[ServedModel]:
+        return list({id(m): m for m in self._models.values()}.values())
+
+    async def models(self, request: web.Request) -> web.Response:
+        data = [_model_entry(m) for m in self._served_models()]
+        return web.json_response({"data": data, "total_count": len(data), "links": {"next": None}})
+
+    async def providers(self, request: web.Request) -> web.Response:
+        seen: dict[str, dict[str, Any]] = {}
+        for model in self._served_models():
+            for e in model.endpoints:
+                seen.setdefault(e.slug, bodies.provider_entry(e.provider_name, e.slug))
+        return web.json_response({"data": list(seen.values())})
+
+    async def key(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
+        data = bodies.key_data(
+            limit_usd=None if limit is None else float(limit),
+            remaining_usd=None if remaining is None else float(remaining),
+            usage_usd=float(self.credit.spent_usd),
+        )
+        return web.json_response({"data": data})
+
+    async def generation(self, request: web.Request) -> web.Response:
+        """``/generation?id=``: 404 until ``generation_lag_s`` after the generation ended."""
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        gen_id = request.query.get("id", "")
+        if not gen_id:
+            return error_response(400, "Missing required query parameter: id")
+        gen = self.generations.get(gen_id)
+        if gen is None or self.clock.now() < gen.ready_s:
+            return error_response(404, f"Generation {gen_id} not found")
+        return web.json_response({"data": gen.to_json()})
+
+    async def ledger_view(self, request: web.Request) -> web.Response:
+        return web.json_response(self.ledger.to_json())
+
+    # -- chat completions -----------------------------------------------------------------------
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            return await self._chat(request)
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self._requests += 1
+        request_no = self._requests
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        try:
+            body = json.loads(await request.read())
+        except ValueError as exc:
+            self.ledger.count_error("bad_request")
+            return error_response(400, f"Invalid JSON in request body: {exc}")
+        problem = _check_body(body)
+        model = self._models.get(body["model"]) if problem is None else None
+        if problem is None and model is None:
+            problem = f"{body['model']} is not a valid model ID"
+        key, block = self._block(body.get("provider") if problem is None else None)
+        if problem is None and isinstance(block, PolicyError):
+            problem = f"Invalid provider preferences: {block}"
+        if problem is not None or model is None or isinstance(block, PolicyError):
+            self.ledger.count_error("bad_request")
+            return error_response(400, problem or "Bad request")
+        prompt_tokens = count_prompt_tokens(body["messages"])
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        sent = frozenset(k for k in body if k in _PARAMETER_KEYS)
+        if "max_completion_tokens" in body:
+            sent |= {"max_tokens"}
+        params = RequestParams(max_tokens=max_tokens, parameters=sent, prompt_tokens=prompt_tokens)
+        plan = self._route(model, key, block, params)
+        if not plan.decision.candidates:
+            return self._no_route(model, plan.decision, block)
+        stream = bool(body.get("stream"))
+        if self.faults and self.faults.draw(
+            "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
+        ):
+            self.ledger.count_error("platform_429")
+            reset_ms = int((self.clock.now() + 10) * 1000)
+            payload, headers = bodies.platform_429(
+                model=model.model_id, reset_ms=reset_ms, retry_after_s=10
+            )
+            return json_response(429, payload, {**headers, "X-Fake-Fault": "platform_429"})
+        chain = plan.chain(uniform(self.seed, request_no, 1))
+
+        reserved = Decimal(0)
+        if self.credit.limit_usd is not None:
+            refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
+            if refused is not None:
+                return refused
+            # Check and reservation run with no await in between, on the server's one loop:
+            # concurrent requests cannot both take the last of the credit.
+            self.credit.reserve(reserved)
+        reply: Reply | None = None
+        try:
+            attempts: list[tuple[Endpoint, int]] = []
+            failure: web.Response | None = None
+            for attempt, endpoint in enumerate(chain):
+                fault = (
+                    self.faults.draw(
+                        "upstream",
+                        request_no=request_no,
+                        attempt=attempt,
+                        endpoint=endpoint,
+                        stream=stream,
+                    )
+                    if self.faults
+                    else None
+                )
+                if fault is None:
+                    attempts.append((endpoint, 200))
+                    reply = Reply(
+                        self, request, body, model, endpoint, request_no, prompt_tokens, attempts
+                    )
+                    return await reply.run(stream=stream, max_tokens=max_tokens)
+                status, payload = bodies.upstream_error_body(
+                    fault.kind, model=model.model_id, provider=endpoint.provider_name
+                )
+                failure = json_response(status, payload, {"X-Fake-Fault": fault.kind})
+                attempts.append((endpoint, status))
+                self.ledger.count_error(fault.kind)
+            assert failure is not None
+            return failure
+        finally:
+            if self.credit.limit_usd is not None:
+                self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+
+
+def _model_entry(model: ServedModel) -> dict[str, Any]:
+    """A ``GET /models`` entry built from the snapshot (pricing: the cheapest endpoint's)."""
+    first = model.endpoints[0]
+    cheapest = min(
+        model.endpoints, key=lambda e: e.pricing.completion_usd_per_m or Decimal("Infinity")
+    )
+    supported = sorted({p for e in model.endpoints for p in e.supported_parameters})
+    data = model.snapshot.data
+    return {
+        "id": model.model_id,
+        "canonical_slug": model.permaslug,
+        "hugging_face_id": None,
+        "name": data.get("name") or first.model_name,
+        "created": data.get("created"),
+        "description": data.get("description"),
+        "context_length": max(e.context_length or 0 for e in model.endpoints) or None,
+        "architecture": data.get("architecture"),
+        "pricing": cheapest.pricing.to_json_dict(),
+        "top_provider": {
+            "context_length": first.context_length,
+            "max_completion_tokens": first.max_completion_tokens,
+            "is_moderated": False,
+        },
+        "per_request_limits": None,
+        "supported_parameters": supported,
+        "default_parameters": None,
+        "expiration_date": None,
+        "links": {"details": f"/api/v1/models/{model.permaslug}/endpoints"},
+        "reasoning": {"mandatory": False, "default_enabled": True}
+        if "reasoning" in supported
+        else None,
+    }
+
+
+def _check_body(body: Any) -> str | None:
+    """What is wrong with a chat request body (``None`` when nothing is). The wording is the
+    fake's own where no real message was recorded (docs/fake-server.md lists which)."""
+    if not isinstance(body, dict):
+        return "Invalid request body: expected a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "No models provided: set `model` to a model ID such as moonshotai/kimi-k2.5"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return 'Input required: specify "messages" (a non-empty list of chat messages)'
+    if not all(isinstance(m, dict) and "role" in m for m in messages):
+        return 'Invalid messages: each message needs a "role" and "content"'
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            return f"{key} must be a positive integer, got {value!r}"
+    return None

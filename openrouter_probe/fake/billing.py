@@ -1,0 +1,223 @@
+"""What a fake generation costs: token counts, the price that applies, 402s and the credit.
+
+Prices come from the serving endpoint through the schema's helpers (``Pricing.usd_per_unit``, which
+applies the endpoint's ``discount``); ``apply_overrides`` picks the conditional prices
+(``pricing.overrides``) that hold for a request. Reasoning tokens are billed as output tokens at the
+reasoning price (``internal_reasoning`` where listed, else ``completion``), as OpenRouter does.
+Amounts are ``Decimal`` USD until they go into a body.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from openrouter_probe.schema import Endpoint, Pricing
+
+__all__ = [
+    "Charge",
+    "Credit",
+    "UnitPrices",
+    "affordable_tokens",
+    "apply_overrides",
+    "charge",
+    "count_prompt_tokens",
+    "unit_prices",
+    "worst_case_usd",
+]
+
+_ZERO = Decimal(0)
+
+
+def count_prompt_tokens(messages: list[Any]) -> int:
+    """Count a request's prompt tokens deterministically: 3 per message plus one per 4 characters
+    of its text, plus 3 for the reply's priming.
+
+    Not a real tokenizer; it is stable, cheap and close to real counts for English (the K2.5 capture
+    with a 27- and a 20-character message reports 21 prompt tokens; this gives 21).
+    """
+    total = 3
+    for message in messages:
+        total += 3
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            total += math.ceil(len(content) / 4)
+        elif isinstance(content, list):  # content parts: count the text ones
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    total += math.ceil(len(part["text"]) / 4)
+    return total
+
+
+def _window_holds(start: int | None, end: int | None, hhmm: int) -> bool:
+    """A half-open UTC window ``[start, end)`` in HHMM clock numbers that may wrap midnight."""
+    if start is None and end is None:
+        return True
+    lo = 0 if start is None else start
+    hi = 2400 if end is None else end
+    if lo <= hi:
+        return lo <= hhmm < hi
+    return hhmm >= lo or hhmm < hi
+
+
+def apply_overrides(pricing: Pricing, *, prompt_tokens: int, at: datetime) -> Pricing:
+    """Return ``pricing`` with the ``overrides`` that hold for this request applied.
+
+    An override holds when the prompt has strictly more than its ``min_prompt_tokens`` and the
+    UTC time ``at`` is inside its ``[utc_start, utc_end)`` window (HHMM, may wrap midnight); later
+    entries win per key; keys an entry omits keep the base price (OPENROUTER.md §1.4).
+
+    The budget is getting the same resolution on branch ``harden-budget``; once that is merged
+    this function should call the shared one instead of keeping its own reading of the rules.
+    """
+    if not pricing.overrides:
+        return pricing
+    hhmm = at.hour * 100 + at.minute
+    prices: dict[str, Any] = {}
+    for override in pricing.overrides:
+        if override.min_prompt_tokens is not None and prompt_tokens <= override.min_prompt_tokens:
+            continue
+        if not _window_holds(override.utc_start, override.utc_end, hhmm):
+            continue
+        prices.update(override.model_extra or {})
+    if not prices:
+        return pricing
+    base = pricing.model_dump(mode="json", exclude_unset=True)
+    base.pop("overrides", None)
+    base.update(prices)
+    return Pricing.model_validate(base)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """The cost of one generation in USD, split as ``usage.cost_details`` reports it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    prompt_usd: Decimal
+    completion_usd: Decimal
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.prompt_usd + self.completion_usd
+
+
+@dataclass(frozen=True)
+class UnitPrices:
+    """USD per token (per request for ``request``) with the discount applied; 0 where unlisted."""
+
+    prompt: Decimal
+    completion: Decimal
+    reasoning: Decimal
+    request: Decimal
+
+    @property
+    def output_max(self) -> Decimal:
+        """The dearer of the output and reasoning prices: what a worst case is priced at."""
+        return max(self.completion, self.reasoning)
+
+
+# Parsing price strings is the costly part of billing; an endpoint's base Pricing object lives as
+# long as the server, so its unit prices are computed once (the object is kept to rule out a reused
+# id). Prices after overrides are new objects and are computed each time.
+_UNIT_CACHE: dict[int, tuple[Pricing, UnitPrices]] = {}
+
+
+def unit_prices(pricing: Pricing) -> UnitPrices:
+    """The unit prices of ``pricing`` through the schema's ``Pricing.usd_per_unit`` helper."""
+    hit = _UNIT_CACHE.get(id(pricing))
+    if hit is not None and hit[0] is pricing:
+        return hit[1]
+    completion = pricing.usd_per_unit("completion") or _ZERO
+    listed = pricing.usd_per_unit("internal_reasoning")
+    prices = UnitPrices(
+        prompt=pricing.usd_per_unit("prompt") or _ZERO,
+        completion=completion,
+        reasoning=completion if listed is None else listed,
+        request=pricing.usd_per_unit("request") or _ZERO,
+    )
+    if not pricing.overrides and len(_UNIT_CACHE) < 65536:
+        _UNIT_CACHE[id(pricing)] = (pricing, prices)
+    return prices
+
+
+def charge(
+    endpoint: Endpoint,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    reasoning_tokens: int,
+    at: datetime,
+) -> Charge:
+    """Price a generation at ``endpoint``'s prices (discount and applicable overrides included).
+
+    ``completion_tokens`` includes ``reasoning_tokens``; reasoning is billed at
+    ``internal_reasoning`` where the endpoint lists it, otherwise at the output price.
+    """
+    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    answer = completion_tokens - reasoning_tokens
+    return Charge(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        reasoning_tokens=reasoning_tokens,
+        prompt_usd=prices.prompt * prompt_tokens + prices.request,
+        completion_usd=prices.completion * answer + prices.reasoning * reasoning_tokens,
+    )
+
+
+def worst_case_usd(
+    endpoint: Endpoint, *, prompt_tokens: int, max_tokens: int, at: datetime
+) -> Decimal:
+    """What a request could cost at most: its prompt plus ``max_tokens`` at the dearer output price."""
+    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    return prices.prompt * prompt_tokens + prices.request + prices.output_max * max_tokens
+
+
+def affordable_tokens(
+    endpoint: Endpoint, *, prompt_tokens: int, remaining_usd: Decimal, at: datetime
+) -> int:
+    """How many output tokens ``remaining_usd`` pays for after the prompt (0 when none)."""
+    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    left = remaining_usd - prices.prompt * prompt_tokens - prices.request
+    if left <= 0:
+        return 0
+    if prices.output_max == 0:
+        return 2**31 - 1
+    return int(left / prices.output_max)
+
+
+class Credit:
+    """The key's credit: a limit (``None`` = unlimited), what was spent and what is reserved.
+
+    A request reserves its worst case before it is served and settles to its real cost after, so
+    concurrent requests can never spend past the limit. Every caller runs on the server's one event
+    loop and does the check and the reservation with no ``await`` between them, so no lock is needed.
+    """
+
+    def __init__(self, limit_usd: Decimal | None) -> None:
+        self.limit_usd = limit_usd
+        self.spent_usd = _ZERO
+        self.reserved_usd = _ZERO
+
+    @property
+    def available_usd(self) -> Decimal | None:
+        """What a new request may still reserve; ``None`` when there is no limit."""
+        if self.limit_usd is None:
+            return None
+        return self.limit_usd - self.spent_usd - self.reserved_usd
+
+    @property
+    def remaining_usd(self) -> Decimal | None:
+        """``limit_remaining`` as ``/key`` reports it (reservations are not spending)."""
+        return None if self.limit_usd is None else self.limit_usd - self.spent_usd
+
+    def reserve(self, amount_usd: Decimal) -> None:
+        self.reserved_usd += amount_usd
+
+    def settle(self, reserved_usd: Decimal, spent_usd: Decimal) -> None:
+        self.reserved_usd -= reserved_usd
+        self.spent_usd += spent_usd

@@ -1,0 +1,338 @@
+"""Response bodies as OpenRouter sends them (OPENROUTER.md §7-9, ``shared/captures/``).
+
+Non-streaming bodies start with whitespace keep-alive padding; streams open with
+``: OPENROUTER PROCESSING``, send reasoning deltas, then content deltas, a chunk with the
+``finish_reason``, the usage chunk with the ``finish_reason`` repeated, and ``data: [DONE]``. Errors use
+the envelope ``{"error": {"message", "code", "metadata"?}}`` with the real messages where known.
+Builders return ``bytes`` (or ``str`` pieces joined by the caller); they are on the hot path, so the
+repeated part of every stream chunk is serialized once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from openrouter_probe.fake.billing import Charge
+from openrouter_probe.fake.content import Answer
+
+__all__ = [
+    "DONE",
+    "PADDING",
+    "PROCESSING",
+    "ChunkWriter",
+    "choices_json",
+    "completion_body",
+    "error_body",
+    "logprobs_object",
+    "no_route_body",
+    "usage_object",
+]
+
+#: Keep-alive whitespace before a non-streaming body (the K2.5 Inceptron capture has this much).
+PADDING = b"\n         " * 8 + b"\n"
+PROCESSING = b": OPENROUTER PROCESSING\n\n"
+DONE = b"data: [DONE]\n\n"
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def usage_object(charge: Charge) -> dict[str, Any]:
+    """``usage`` in OpenRouter's full shape; ``cost`` is what the ledger bills."""
+    cost = float(charge.total_usd)
+    return {
+        "prompt_tokens": charge.prompt_tokens,
+        "completion_tokens": charge.completion_tokens,
+        "total_tokens": charge.prompt_tokens + charge.completion_tokens,
+        "cost": cost,
+        "is_byok": False,
+        "prompt_tokens_details": {
+            "cached_tokens": 0,
+            "cache_write_tokens": 0,
+            "audio_tokens": 0,
+            "video_tokens": 0,
+        },
+        "cost_details": {
+            "upstream_inference_cost": cost,
+            "upstream_inference_prompt_cost": float(charge.prompt_usd),
+            "upstream_inference_completions_cost": float(charge.completion_usd),
+        },
+        "completion_tokens_details": {
+            "reasoning_tokens": charge.reasoning_tokens,
+            "image_tokens": 0,
+            "audio_tokens": 0,
+        },
+    }
+
+
+def _token_logprob(
+    token: str, logprob: float, alternatives: Sequence[str], top: int
+) -> dict[str, Any]:
+    tops = [{"token": token, "logprob": logprob, "bytes": list(token.encode())}]
+    for i, alt in enumerate(alternatives[: max(0, top - 1)]):
+        lp = round(logprob - 2.0 - i, 6)
+        tops.append({"token": alt, "logprob": lp, "bytes": list(alt.encode())})
+    return {
+        "token": token,
+        "logprob": logprob,
+        "bytes": list(token.encode()),
+        "top_logprobs": tops[:top],
+    }
+
+
+def logprobs_object(
+    tokens: Sequence[str],
+    logprobs: Sequence[float],
+    alternatives: Sequence[Sequence[str]],
+    top: int,
+) -> dict[str, Any]:
+    """``choices[].logprobs`` in OpenAI's shape: ``{"content": [...], "refusal": None}``."""
+    return {
+        "content": [
+            _token_logprob(t, lp, alts, top)
+            for t, lp, alts in zip(tokens, logprobs, alternatives, strict=True)
+        ],
+        "refusal": None,
+    }
+
+
+def choices_json(
+    answer: Answer,
+    *,
+    show_reasoning: bool,
+    logprobs: dict[str, Any] | None,
+    choice_error: dict[str, Any] | None = None,
+) -> str:
+    """The ``choices`` array of a non-streaming body, serialized (callers cache it per answer)."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": "".join(answer.content),
+        "refusal": None,
+        "reasoning": None,
+    }
+    if show_reasoning and answer.reasoning:
+        text = "".join(answer.reasoning)
+        message["reasoning"] = text
+        message["reasoning_details"] = [
+            {"type": "reasoning.text", "text": text, "format": "unknown", "index": 0}
+        ]
+    choice: dict[str, Any] = {
+        "index": 0,
+        "logprobs": logprobs,
+        "finish_reason": answer.finish_reason,
+        "native_finish_reason": answer.finish_reason,
+        "message": message,
+    }
+    if choice_error is not None:
+        choice["finish_reason"] = "error"
+        choice["native_finish_reason"] = "error"
+        choice["error"] = choice_error
+        message["content"] = ""
+    return _dumps([choice])
+
+
+def completion_body(
+    *,
+    generation_id: str,
+    created: int,
+    model: str,
+    provider: str,
+    choices: str,
+    usage: dict[str, Any] | None,
+) -> bytes:
+    """A non-streaming ``chat.completion`` body, padding included (the Inceptron capture's shape);
+    ``choices`` comes from ``choices_json``."""
+    head = {
+        "id": generation_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "provider": provider,
+        "system_fingerprint": None,
+    }
+    text = _dumps(head)[:-1] + ',"choices":' + choices
+    if usage is not None:
+        text += ',"usage":' + _dumps(usage)
+    return PADDING + (text + "}").encode()
+
+
+class ChunkWriter:
+    """Serializes the frames of one stream; the part every chunk repeats is encoded once."""
+
+    def __init__(self, *, generation_id: str, created: int, model: str, provider: str) -> None:
+        head = {
+            "id": generation_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "provider": provider,
+        }
+        self._head = "data: " + _dumps(head)[:-1] + ',"choices":[{"index":0,"delta":'
+        self._open = ',"finish_reason":null,"native_finish_reason":null}]}\n\n'
+
+    def reasoning(self, text: str, *, logprobs: dict[str, Any] | None = None) -> str:
+        delta = {
+            "content": "",
+            "role": "assistant",
+            "reasoning": text,
+            "reasoning_details": [
+                {"type": "reasoning.text", "text": text, "format": "unknown", "index": 0}
+            ],
+        }
+        return self._head + _dumps(delta) + self._open
+
+    def content(self, text: str, *, logprobs: dict[str, Any] | None = None) -> str:
+        tail = self._open
+        if logprobs is not None:
+            tail = ',"logprobs":' + _dumps(logprobs) + tail
+        return self._head + _dumps({"content": text, "role": "assistant"}) + tail
+
+    def finish(self, finish_reason: str, *, usage: dict[str, Any] | None = None) -> str:
+        """The finishing chunk; with ``usage`` it is the last one (``finish_reason`` repeated)."""
+        delta = (
+            {"content": "", "role": "assistant"}
+            if usage
+            else {
+                "content": "",
+                "role": "assistant",
+                "reasoning": None,
+            }
+        )
+        tail = f',"finish_reason":"{finish_reason}","native_finish_reason":"{finish_reason}"}}]'
+        if usage is not None:
+            tail += ',"usage":' + _dumps(usage)
+        return self._head + _dumps(delta) + tail + "}\n\n"
+
+    def error(self, error: dict[str, Any]) -> str:
+        """A mid-stream error event (HTTP stays 200): top-level ``error``, ``finish_reason: error``."""
+        start = self._head[: -len(',"choices":[{"index":0,"delta":')]
+        return (
+            start
+            + ',"error":'
+            + _dumps(error)
+            + ',"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error",'
+            + '"native_finish_reason":"error"}]}\n\n'
+        )
+
+
+def error_body(code: int, message: str, metadata: dict[str, Any] | None = None) -> bytes:
+    """OpenRouter's error envelope; the HTTP status equals ``code``."""
+    error: dict[str, Any] = {"message": message, "code": code}
+    if metadata is not None:
+        error["metadata"] = metadata
+    return _dumps({"error": error, "user_id": "user_fake"}).encode()
+
+
+def no_route_body(
+    *,
+    model: str,
+    available: Iterable[str],
+    requested: Iterable[str] | None,
+    step: str,
+    preference: str,
+    initial_count: int,
+) -> bytes:
+    """The routing-failure 404 (OPENROUTER.md §9.3): names the providers serving the model."""
+    avail = list(dict.fromkeys(available))
+    req = list(requested or [])
+    if step == "Filter by Allowed Providers":
+        message = (
+            "No allowed providers are available for the selected model. "
+            f"Providers serving {model}: {', '.join(avail)}, but your request's "
+            f"{preference} preference permits only: {', '.join(req)}."
+        )
+    elif step == "Filter by Parameters":
+        message = (
+            "No endpoints found that can handle the requested parameters. To learn more about "
+            "provider routing, visit: https://openrouter.ai/docs/guides/routing/provider-selection"
+        )
+    else:
+        message = (
+            f"No endpoints found matching your provider preferences ({preference}). "
+            f"Providers serving {model}: {', '.join(avail)}."
+        )
+    metadata = {
+        "available_providers": avail,
+        "requested_providers": req,
+        "routing_funnel": [{"step": "Initial Endpoints", "endpoint_count": initial_count}],
+        "failed_routing_step": step,
+    }
+    return error_body(404, message, metadata)
+
+
+def upstream_error_body(kind: str, *, model: str, provider: str) -> tuple[int, bytes]:
+    """A provider's failure as OpenRouter relays it: ``Provider returned error`` with
+    ``metadata.raw`` and ``provider_name`` (the 429 is the real Groq capture's wording)."""
+    if kind == "upstream_429":
+        raw = (
+            f"{model} is temporarily rate-limited upstream. Please retry shortly, or add your own "
+            "key to accumulate your rate limits: https://openrouter.ai/settings/integrations"
+        )
+        status = 429
+    elif kind == "upstream_502":
+        raw, status = "upstream connect error or disconnect/reset before headers", 502
+    elif kind == "upstream_503":
+        raw, status = f"{provider} is overloaded: no instances available", 503
+    else:  # wrapped_400: a 400 whose raw body is a transient 429
+        raw = _dumps({"error": {"message": "Rate limit reached, retry shortly", "code": 429}})
+        status = 400
+    return status, error_body(
+        status, "Provider returned error", {"raw": raw, "provider_name": provider}
+    )
+
+
+def platform_429(*, model: str, reset_ms: int, retry_after_s: int) -> tuple[bytes, dict[str, str]]:
+    """OpenRouter's own 429: the body and its ``Retry-After`` and ``X-RateLimit-*`` headers."""
+    headers = {
+        "Retry-After": str(retry_after_s),
+        "X-RateLimit-Limit": "20",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": str(reset_ms),
+    }
+    body = error_body(
+        429,
+        f"Rate limit exceeded: limit_rpm/{model}. High demand for {model}; please retry shortly.",
+        {"headers": {k: v for k, v in headers.items() if k.startswith("X-")}},
+    )
+    return body, headers
+
+
+def key_data(
+    *, limit_usd: float | None, remaining_usd: float | None, usage_usd: float
+) -> dict[str, Any]:
+    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD)."""
+    return {
+        "label": "fake-openrouter",
+        "limit": limit_usd,
+        "limit_remaining": remaining_usd,
+        "limit_reset": None,
+        "include_byok_in_limit": False,
+        "usage": usage_usd,
+        "usage_daily": usage_usd,
+        "usage_weekly": usage_usd,
+        "usage_monthly": usage_usd,
+        "byok_usage": 0,
+        "byok_usage_daily": 0,
+        "byok_usage_weekly": 0,
+        "byok_usage_monthly": 0,
+        "is_free_tier": False,
+        "is_management_key": False,
+        "is_provisioning_key": False,
+        "creator_user_id": "user_fake",
+        "expires_at": None,
+        "rate_limit": -1,
+    }
+
+
+def provider_entry(name: str, slug: str) -> dict[str, Any]:
+    """One ``GET /providers`` entry (the fake knows names and slugs, not policies)."""
+    return {
+        "name": name,
+        "slug": slug,
+        "privacy_policy_url": f"https://example.invalid/{slug}/privacy",
+        "terms_of_service_url": None,
+        "status_page_url": None,
+        "headquarters": None,
+        "datacenters": None,
+    }

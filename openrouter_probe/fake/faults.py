@@ -1,0 +1,293 @@
+"""Faults the fake server injects, by rate or by schedule, and endpoints it degrades.
+
+A spec is a comma-separated list (``"upstream_429=0.05,drop=0.01"``) or a YAML file. Each entry is
+``KIND[:TAG]=RATE`` (drawn per request, seeded) or ``KIND[:TAG]=@N+M`` (the Nth and Mth chat requests,
+counting from 1), optionally followed by ``/SECONDS`` for the faults that wait. ``TAG`` limits an
+upstream fault to the endpoints an ``order`` entry with that slug or tag would select::
+
+    upstream_429:chutes/int4=1          chutes always answers 429 (requests fall back, if allowed)
+    stall=0.01/60                       1% of streams stall for 60 s, then the connection closes
+    drop=@3+7                           the 3rd and 7th requests lose their connection mid-body
+
+The same in YAML::
+
+    faults:
+      - {kind: upstream_429, rate: 1, tag: chutes/int4}
+      - {kind: stall, rate: 0.01, seconds: 60}
+      - {kind: drop, requests: [3, 7]}
+
+Draws are seeded by the server's seed, the request's number and the attempt, so a run with the same
+seed and the same arrival order sees the same faults. Upstream faults are drawn per attempt: with
+fallbacks allowed a client sees one only when every admitted endpoint failed, as with OpenRouter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.routing import matches
+from openrouter_probe.schema import Endpoint
+
+__all__ = [
+    "FAULT_KINDS",
+    "FaultPlan",
+    "FaultRule",
+    "load_faults",
+    "parse_degrade",
+    "parse_faults",
+    "uniform",
+]
+
+Phase = Literal["request", "upstream", "response"]
+
+#: Every fault kind, the phase it strikes in and what it does.
+FAULT_KINDS: dict[str, tuple[Phase, str]] = {
+    "platform_429": ("request", "OpenRouter's own 429 with Retry-After and X-RateLimit-* headers"),
+    "upstream_429": ("upstream", "the provider's 429: 'Provider returned error', metadata.raw"),
+    "upstream_502": ("upstream", "502 'Provider returned error' (invalid upstream response)"),
+    "upstream_503": ("upstream", "503: the provider is overloaded"),
+    "wrapped_400": ("upstream", "a 400 'Provider returned error' wrapping a transient 429/5xx"),
+    "stream_error": ("response", "a mid-stream error chunk, finish_reason 'error', HTTP 200"),
+    "choice_error": ("response", "a 200 body whose choice carries an error (non-streaming)"),
+    "drop": ("response", "the connection closes mid-body"),
+    "slow_first_byte": ("response", "the first byte waits SECONDS (default 30)"),
+    "stall": ("response", "a stream stops for SECONDS (default 300), then the connection closes"),
+}
+
+DEFAULT_SECONDS = {"slow_first_byte": 30.0, "stall": 300.0}
+
+_MASK = (1 << 64) - 1
+
+
+def uniform(*parts: int) -> float:
+    """A draw in [0, 1) fixed by ``parts`` (integers mixed, then one splitmix64 finalizer).
+
+    Cheap and stateless, so a draw depends on the seed and the request's number, not on the order
+    in which concurrent requests happened to draw.
+    """
+    x = 0
+    for part in parts:
+        x = (x * 0x9E3779B97F4A7C15 + part + 0x632BE59BD9B4E019) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return ((x ^ (x >> 31)) >> 11) / 9007199254740992.0
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    """One fault: its kind, how often (``rate``) or when (``requests``), where, and how long."""
+
+    kind: str
+    rate: float = 0.0
+    requests: frozenset[int] = frozenset()
+    tag: str | None = None
+    seconds: float | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return FAULT_KINDS[self.kind][0]
+
+    @property
+    def wait_s(self) -> float:
+        return self.seconds if self.seconds is not None else DEFAULT_SECONDS.get(self.kind, 0.0)
+
+    def applies_to(self, endpoint: Endpoint | None, *, stream: bool) -> bool:
+        if self.kind in ("stream_error", "stall") and not stream:
+            return False
+        if self.kind == "choice_error" and stream:
+            return False
+        return self.tag is None or (endpoint is not None and matches(self.tag, endpoint))
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """The rules of a run and the seed their draws use."""
+
+    rules: tuple[FaultRule, ...] = ()
+    seed: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def draw(
+        self,
+        phase: Phase,
+        *,
+        request_no: int,
+        attempt: int,
+        endpoint: Endpoint | None,
+        stream: bool,
+    ) -> FaultRule | None:
+        """The fault that strikes this request's ``attempt`` (0 first) in ``phase``, if any."""
+        for index, rule in enumerate(self.rules):
+            if rule.phase != phase or not rule.applies_to(endpoint, stream=stream):
+                continue
+            if rule.requests:
+                if request_no in rule.requests and attempt == 0:
+                    return rule
+                continue
+            if rule.rate >= 1.0:
+                return rule
+            if rule.rate > 0 and uniform(self.seed, request_no, attempt, index, 2) < rule.rate:
+                return rule
+        return None
+
+
+def _rate(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{where}: rate {text!r} is not a number between 0 and 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{where}: rate {value} must be between 0 and 1")
+    return value
+
+
+def _rule(
+    kind: str,
+    *,
+    tag: str | None,
+    rate: float | None,
+    requests: Iterable[int],
+    seconds: float | None,
+    where: str,
+) -> FaultRule:
+    if kind not in FAULT_KINDS:
+        known = ", ".join(sorted(FAULT_KINDS))
+        raise ConfigError(f"{where}: unknown fault {kind!r} (known: {known})")
+    reqs = frozenset(requests)
+    if any(n < 1 for n in reqs):
+        raise ConfigError(f"{where}: request numbers count from 1")
+    if rate is None and not reqs:
+        raise ConfigError(f"{where}: give a rate (0..1) or request numbers")
+    if seconds is not None and seconds < 0:
+        raise ConfigError(f"{where}: seconds must not be negative")
+    return FaultRule(kind=kind, rate=rate or 0.0, requests=reqs, tag=tag, seconds=seconds)
+
+
+def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
+    """Parse ``--faults``: ``KIND[:TAG]=RATE|@N+M[/SECONDS]`` entries separated by commas.
+
+    Example: ``parse_faults("upstream_429=0.05,drop=@3")``. A path to a ``.yaml``/``.yml`` file is
+    read with ``load_faults``.
+    """
+    text = spec.strip()
+    if text.endswith((".yaml", ".yml")):
+        return load_faults(text, seed=seed)
+    rules = []
+    for raw in filter(None, (part.strip() for part in text.split(","))):
+        where = f"--faults entry {raw!r}"
+        if "=" not in raw:
+            raise ConfigError(f"{where}: expected KIND=RATE or KIND=@N (e.g. upstream_429=0.05)")
+        left, right = raw.split("=", 1)
+        kind, _, tag = left.partition(":")
+        value, _, secs = right.partition("/")
+        seconds = None
+        if secs:
+            try:
+                seconds = float(secs.removesuffix("s"))
+            except ValueError:
+                raise ConfigError(f"{where}: {secs!r} is not a number of seconds") from None
+        if value.startswith("@"):
+            try:
+                numbers = [int(n) for n in value[1:].split("+")]
+            except ValueError:
+                raise ConfigError(
+                    f"{where}: {value!r} is not @N or @N+M (request numbers)"
+                ) from None
+            rules.append(
+                _rule(
+                    kind.strip(),
+                    tag=tag or None,
+                    rate=None,
+                    requests=numbers,
+                    seconds=seconds,
+                    where=where,
+                )
+            )
+        else:
+            rules.append(
+                _rule(
+                    kind.strip(),
+                    tag=tag or None,
+                    rate=_rate(value, where),
+                    requests=(),
+                    seconds=seconds,
+                    where=where,
+                )
+            )
+    return FaultPlan(tuple(rules), seed)
+
+
+def load_faults(path: str | Path, *, seed: int = 0) -> FaultPlan:
+    """Read a fault plan from YAML: a list of rules, or a mapping with a ``faults`` list."""
+    import yaml
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the fault file: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not YAML: {str(exc).splitlines()[0]}") from exc
+    items = doc.get("faults") if isinstance(doc, Mapping) else doc
+    if not isinstance(items, list):
+        raise ConfigError(f"{p}: expected a list of faults (or a mapping with 'faults:')")
+    rules = []
+    for i, item in enumerate(items):
+        where = f"{p}: faults[{i}]"
+        if not isinstance(item, Mapping) or "kind" not in item:
+            raise ConfigError(
+                f"{where}: each fault is a mapping with 'kind' (and rate or requests)"
+            )
+        extra = sorted(set(item) - {"kind", "rate", "requests", "tag", "seconds"})
+        if extra:
+            raise ConfigError(
+                f"{where}: unknown key {extra[0]!r} (kind, rate, requests, tag, seconds)"
+            )
+        requests = item.get("requests") or []
+        if not isinstance(requests, list) or not all(isinstance(n, int) for n in requests):
+            raise ConfigError(f"{where}.requests: a list of request numbers")
+        rate = item.get("rate")
+        seconds = item.get("seconds")
+        rules.append(
+            _rule(
+                str(item["kind"]),
+                tag=item.get("tag"),
+                rate=None if rate is None else _rate(str(rate), where),
+                requests=requests,
+                seconds=None if seconds is None else float(seconds),
+                where=where,
+            )
+        )
+    return FaultPlan(tuple(rules), seed)
+
+
+def parse_degrade(specs: Iterable[str] | Mapping[str, float]) -> dict[str, float]:
+    """Parse ``--degrade TAG=RATE`` options into ``{tag: rate}`` (a mapping passes through)."""
+    if isinstance(specs, Mapping):
+        return {str(k): _rate(str(v), f"degrade {k}") for k, v in specs.items()}
+    out: dict[str, float] = {}
+    for spec in specs:
+        tag, sep, rate = spec.partition("=")
+        if not sep or not tag:
+            raise ConfigError(f"--degrade {spec!r}: expected TAG=RATE (e.g. fireworks=0.2)")
+        out[tag.strip()] = _rate(rate, f"--degrade {spec!r}")
+    return out
+
+
+def _describe(rules: Iterable[FaultRule]) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": r.kind,
+            "rate": r.rate,
+            "requests": sorted(r.requests),
+            "tag": r.tag,
+            "seconds": r.wait_s,
+        }
+        for r in rules
+    ]

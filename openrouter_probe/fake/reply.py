@@ -1,0 +1,493 @@
+"""One endpoint's reply to one chat request: what it says, how it sends it, what it bills.
+
+A ``Reply`` composes the answer (``fake.content``), sends it as a body with keep-alive padding or as
+a stream (``fake.bodies``), paced by the endpoint's latency and throughput scaled by the server's
+speed, strikes the response-phase fault it drew, and bills what was generated (or, for a stream the
+client abandoned, what was sent) into the ledger. Errors are never billed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from openrouter_probe.fake import bodies
+from openrouter_probe.fake.billing import charge
+from openrouter_probe.fake.content import Answer, answer_for, perturb
+from openrouter_probe.fake.faults import FaultRule, uniform
+from openrouter_probe.fake.ledger import LedgerEntry
+from openrouter_probe.routing import matches
+from openrouter_probe.schema import Endpoint, Percentiles
+
+if TYPE_CHECKING:
+    from openrouter_probe.fake.app import FakeOpenRouter, ServedModel
+
+__all__ = ["GenerationRecord", "Reply", "output_cap"]
+
+_JSON = "application/json"
+_BATCH_BYTES = 32768
+
+
+@dataclass(slots=True)
+class GenerationRecord:
+    """What ``/generation?id=`` reports about one generation (billed or not)."""
+
+    id: str
+    model: str
+    provider: str
+    tag: str
+    created_s: float
+    ready_s: float
+    streamed: bool
+    cancelled: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+    latency_ms: float = 0.0
+    generation_time_ms: float = 0.0
+    attempts: list[tuple[Endpoint, int]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        cost = float(self.cost_usd)
+        return {
+            "id": self.id,
+            "upstream_id": None,
+            "created_at": datetime.fromtimestamp(self.created_s, UTC).isoformat(),
+            "model": self.model,
+            "origin": "",
+            "api_type": "completions",
+            "streamed": self.streamed,
+            "cancelled": self.cancelled,
+            "latency": round(self.latency_ms),
+            "moderation_latency": None,
+            "generation_time": round(self.generation_time_ms),
+            "total_cost": cost,
+            "usage": cost,
+            "upstream_inference_cost": 0,
+            "cache_discount": None,
+            "is_byok": False,
+            "tokens_prompt": self.prompt_tokens,
+            "tokens_completion": self.completion_tokens,
+            "native_tokens_prompt": self.prompt_tokens,
+            "native_tokens_completion": self.completion_tokens,
+            "native_tokens_reasoning": self.reasoning_tokens,
+            "native_tokens_cached": 0,
+            "finish_reason": self.finish_reason,
+            "native_finish_reason": self.finish_reason,
+            "provider_name": self.provider,
+            "provider_responses": [
+                {
+                    "endpoint_id": _endpoint_id(endpoint.tag),
+                    "id": None,
+                    "is_byok": False,
+                    "latency": 0,
+                    "model_permaslug": self.model,
+                    "provider_name": endpoint.provider_name,
+                    "routed_service_tier": None,
+                    "status": status,
+                }
+                for endpoint, status in self.attempts
+            ],
+        }
+
+
+def _endpoint_id(tag: str) -> str:
+    return hashlib.sha1(tag.encode()).hexdigest()[:12]
+
+
+def _draw(p: Percentiles | None, u: float, default: float) -> float:
+    """Inverse-CDF draw from percentiles (p50..p99), linear between them (0 maps to p50/2)."""
+    if p is None or p.p50 is None:
+        return default
+    p50 = float(p.p50)
+    points = [(0.0, p50 * 0.5), (0.5, p50)]
+    for q, v in ((0.75, p.p75), (0.9, p.p90), (0.99, p.p99)):
+        if v is not None:
+            points.append((q, float(v)))
+    points.append((1.0, points[-1][1]))
+    for (q0, v0), (q1, v1) in itertools.pairwise(points):
+        if u <= q1:
+            return v0 + (v1 - v0) * (u - q0) / (q1 - q0 or 1.0)
+    return points[-1][1]
+
+
+def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -> int:
+    """The output tokens a request may produce: ``max_tokens``, else the endpoint's limit."""
+    if max_tokens is not None:
+        return max_tokens
+    if endpoint.max_completion_tokens:
+        return endpoint.max_completion_tokens
+    return max(1, (endpoint.context_length or 65536) - prompt_tokens)
+
+
+def _drop(request: web.Request) -> None:
+    """Close the connection mid-body, as a dropped upstream does."""
+    if request.transport is not None:
+        request.transport.close()
+
+
+class Reply:
+    """One endpoint's reply to a request: the answer, the body or the stream, the bill."""
+
+    def __init__(
+        self,
+        fake: FakeOpenRouter,
+        request: web.Request,
+        body: dict[str, Any],
+        model: ServedModel,
+        endpoint: Endpoint,
+        request_no: int,
+        prompt_tokens: int,
+        attempts: list[tuple[Endpoint, int]],
+    ) -> None:
+        self.fake = fake
+        self.request = request
+        self.body = body
+        self.model = model
+        self.endpoint = endpoint
+        self.request_no = request_no
+        self.prompt_tokens = prompt_tokens
+        self.attempts = attempts
+        self.billed_usd = Decimal(0)
+        self.started_s = fake.clock.now()
+        self.id = fake.new_id()
+        self.streamed = bool(body.get("stream"))
+        self.cache_key: tuple[Any, ...] | None = None
+
+    # -- what to say ----------------------------------------------------------------------------
+
+    def _answer(self, max_tokens: int | None) -> tuple[Answer, bool]:
+        """The answer (cached per distinct request) and whether reasoning text is shown."""
+        fake, body = self.fake, self.body
+        raw = body.get("reasoning")
+        reasoning: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        enabled = not (
+            reasoning.get("enabled") is False
+            or reasoning.get("effort") == "none"
+            or body.get("reasoning_effort") == "none"
+        )
+        show = not (reasoning.get("exclude") is True or body.get("include_reasoning") is False)
+        temperature = body.get("temperature")
+        nonce = (
+            self.request_no if isinstance(temperature, int | float) and temperature > 0 else None
+        )
+        cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
+        messages = body["messages"]
+        key = (json.dumps(messages, sort_keys=True, default=str), nonce, cap, enabled)
+        answer = fake.answers.get(key)
+        if answer is None:
+            answer = answer_for(
+                messages,
+                seed=fake.seed,
+                nonce=nonce,
+                max_tokens=cap,
+                reasoning=enabled,
+                reasoning_share=fake.reasoning_share,
+                median_tokens=fake.median_tokens,
+            )
+            fake.remember(key, answer)
+        self.cache_key = key
+        rate = next((r for tag, r in fake.degrade.items() if matches(tag, self.endpoint)), 0.0)
+        if rate > 0:
+            self.cache_key = None  # a degraded answer is this endpoint's own: not shared
+            answer = perturb(answer, rate=rate, key=(fake.seed, key[0], nonce, self.endpoint.tag))
+        return answer, show
+
+    def _logprobs_top(self) -> int | None:
+        """``top_logprobs`` when logprobs were asked for and the endpoint lists them."""
+        if self.body.get("logprobs") is not True:
+            return None
+        if "logprobs" not in self.endpoint.supported_parameters:
+            return None
+        top = self.body.get("top_logprobs")
+        return top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
+
+    def _bill(
+        self, reasoning_tokens: int, content_tokens: int, *, cancelled: bool
+    ) -> dict[str, Any]:
+        """Charge the tokens at the endpoint's prices, add the ledger entry, return ``usage``."""
+        fake = self.fake
+        c = charge(
+            self.endpoint,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=reasoning_tokens + content_tokens,
+            reasoning_tokens=reasoning_tokens,
+            at=fake.now(),
+        )
+        self.billed_usd = c.total_usd
+        fake.ledger.add(
+            LedgerEntry(
+                generation_id=self.id,
+                model=self.model.permaslug,
+                provider=self.endpoint.provider_name,
+                tag=self.endpoint.tag,
+                prompt_tokens=c.prompt_tokens,
+                completion_tokens=c.completion_tokens,
+                reasoning_tokens=c.reasoning_tokens,
+                cost_usd=c.total_usd,
+                streamed=self.streamed,
+                cancelled=cancelled,
+                created=int(self.started_s),
+            )
+        )
+        return bodies.usage_object(c)
+
+    def _record(self, finish: str | None, *, first_byte_s: float, cancelled: bool = False) -> None:
+        fake = self.fake
+        end = fake.clock.now()
+        entry = fake.ledger.get(self.id)
+        fake.generations[self.id] = GenerationRecord(
+            id=self.id,
+            model=self.model.permaslug,
+            provider=self.endpoint.provider_name,
+            tag=self.endpoint.tag,
+            created_s=self.started_s,
+            ready_s=end + fake.generation_lag_s,
+            streamed=self.streamed,
+            cancelled=cancelled,
+            finish_reason=finish,
+            prompt_tokens=entry.prompt_tokens if entry else 0,
+            completion_tokens=entry.completion_tokens if entry else 0,
+            reasoning_tokens=entry.reasoning_tokens if entry else 0,
+            cost_usd=entry.cost_usd if entry else Decimal(0),
+            latency_ms=(first_byte_s - self.started_s) * 1000,
+            generation_time_ms=(end - first_byte_s) * 1000,
+            attempts=self.attempts,
+        )
+
+    def _headers(self, fault: FaultRule | None) -> dict[str, str]:
+        headers = {"X-Generation-Id": self.id}
+        if fault is not None:
+            headers["X-Fake-Fault"] = fault.kind
+        return headers
+
+    def _ttft_s(self) -> float:
+        """Time to first token: drawn from the endpoint's latency percentiles, over ``speed``."""
+        if self.fake.speed == 0:
+            return 0.0
+        u = uniform(self.fake.seed, self.request_no, zlib.crc32(self.endpoint.tag.encode()), 3)
+        return _draw(self.endpoint.latency_last_30m, u, 1000.0) / 1000.0 / self.fake.speed
+
+    def _seconds_per_token(self) -> float:
+        """Drawn from the endpoint's throughput percentiles (tokens/s), over ``speed``."""
+        if self.fake.speed == 0:
+            return 0.0
+        u = uniform(self.fake.seed, self.request_no, zlib.crc32(self.endpoint.tag.encode()), 4)
+        tps = _draw(self.endpoint.throughput_last_30m, 1.0 - u, 40.0)
+        return 1.0 / max(tps, 0.1) / self.fake.speed
+
+    # -- how to say it --------------------------------------------------------------------------
+
+    async def run(self, *, stream: bool, max_tokens: int | None) -> web.StreamResponse:
+        fake = self.fake
+        fault = (
+            fake.faults.draw(
+                "response",
+                request_no=self.request_no,
+                attempt=0,
+                endpoint=self.endpoint,
+                stream=stream,
+            )
+            if fake.faults
+            else None
+        )
+        answer, show = self._answer(max_tokens)
+        if fault is not None:
+            fake.ledger.count_error(fault.kind)
+            if fault.kind == "slow_first_byte":
+                await fake.clock.sleep(fault.wait_s)
+        if stream:
+            return await self._stream(answer, show, fault)
+        return await self._complete(answer, show, fault)
+
+    async def _complete(
+        self, answer: Answer, show: bool, fault: FaultRule | None
+    ) -> web.StreamResponse:
+        """A non-streaming body: padding at once, the JSON when the answer is done."""
+        fake = self.fake
+        kind = fault.kind if fault is not None else None
+        top = self._logprobs_top()
+        ttft = self._ttft_s()
+        generating = answer.completion_tokens * self._seconds_per_token()
+        choice_error = None
+        usage: dict[str, Any] | None = None
+        if kind == "choice_error":
+            provider = self.endpoint.provider_name
+            choice_error = {
+                "code": 502,
+                "message": f"Upstream error from {provider}: connection reset by peer",
+                "metadata": {"provider_name": provider, "raw": "connection reset by peer"},
+            }
+        elif kind != "drop":
+            usage = self._bill(len(answer.reasoning), len(answer.content), cancelled=False)
+        if choice_error is None and self.cache_key is not None:
+            ckey = (self.cache_key, show, top)
+            choices = fake.choices.get(ckey)
+            if choices is None:
+                choices = fake.choices[ckey] = self._choices(answer, show, top, None)
+                if len(fake.choices) > len(fake.answers) + 64:
+                    fake.choices.clear()  # bounded like the answer cache it mirrors
+        else:
+            choices = self._choices(answer, show, top, choice_error)
+        payload = bodies.completion_body(
+            generation_id=self.id,
+            created=int(self.started_s),
+            model=self.model.permaslug,
+            provider=self.endpoint.provider_name,
+            choices=choices,
+            usage=usage,
+        )
+        finish = "error" if kind in ("choice_error", "drop") else answer.finish_reason
+        if ttft == 0 and generating == 0 and kind != "drop":
+            self._record(finish, first_byte_s=fake.clock.now())
+            return web.Response(
+                status=200, body=payload, content_type=_JSON, headers=self._headers(fault)
+            )
+        response = web.StreamResponse(status=200, headers=self._headers(fault))
+        response.content_type = _JSON
+        response.content_length = len(payload)
+        await response.prepare(self.request)
+        pad = len(bodies.PADDING)
+        await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
+        if ttft:
+            await fake.clock.sleep(ttft)
+        first = fake.clock.now()  # the first token: what /generation reports as latency
+        if generating:
+            await fake.clock.sleep(generating)
+        if kind == "drop":
+            await response.write(payload[pad : pad + (len(payload) - pad) // 2])
+            self._record(finish, first_byte_s=first)
+            _drop(self.request)
+            return response
+        await response.write(payload[pad:])
+        await response.write_eof()
+        self._record(finish, first_byte_s=first)
+        return response
+
+    @staticmethod
+    def _choices(
+        answer: Answer, show: bool, top: int | None, choice_error: dict[str, Any] | None
+    ) -> str:
+        logprobs = None
+        if top is not None and choice_error is None:
+            logprobs = bodies.logprobs_object(
+                answer.content, answer.logprobs, answer.alternatives, top
+            )
+        return bodies.choices_json(
+            answer,
+            show_reasoning=show and choice_error is None,
+            logprobs=logprobs,
+            choice_error=choice_error,
+        )
+
+    def _frames(
+        self, answer: Answer, show: bool, writer: bodies.ChunkWriter
+    ) -> Iterator[tuple[str, int, int]]:
+        """(frame, reasoning tokens, content tokens) in the order they go out: reasoning deltas,
+        then content deltas. Excluded reasoning is billed but never sent (an empty frame).
+        Frames are made as they are sent, so an open stream holds one batch, not its answer."""
+        n = self.fake.tokens_per_chunk
+        top = self._logprobs_top()
+        for i in range(0, len(answer.reasoning), n):
+            piece = answer.reasoning[i : i + n]
+            yield (writer.reasoning("".join(piece)) if show else "", len(piece), 0)
+        for i in range(0, len(answer.content), n):
+            piece = answer.content[i : i + n]
+            lp = None
+            if top is not None:
+                lp = bodies.logprobs_object(
+                    piece, answer.logprobs[i : i + n], answer.alternatives[i : i + n], top
+                )
+            yield (writer.content("".join(piece), logprobs=lp), 0, len(piece))
+
+    async def _stream(
+        self, answer: Answer, show: bool, fault: FaultRule | None
+    ) -> web.StreamResponse:
+        """An SSE stream; a client that goes away is billed for the tokens already sent."""
+        fake = self.fake
+        writer = bodies.ChunkWriter(
+            generation_id=self.id,
+            created=int(self.started_s),
+            model=self.model.permaslug,
+            provider=self.endpoint.provider_name,
+        )
+        response = web.StreamResponse(status=200, headers=self._headers(fault))
+        response.content_type = "text/event-stream"
+        response.headers["Cache-Control"] = "no-cache"
+        n = fake.tokens_per_chunk
+        n_frames = -(-len(answer.reasoning) // n) + -(-len(answer.content) // n)
+        per_token = self._seconds_per_token()
+        kind = fault.kind if fault is not None else None
+        cut = n_frames // 2 if kind in ("stream_error", "drop", "stall") else n_frames
+        sent_r = sent_c = 0
+        first = fake.clock.now()
+        try:
+            await response.prepare(self.request)
+            first = fake.clock.now()
+            await response.write(bodies.PROCESSING)
+            ttft = self._ttft_s()
+            if ttft:
+                await fake.clock.sleep(ttft)
+            first = fake.clock.now()
+            batch: list[str] = []
+            size = pending_r = pending_c = 0
+            frames = self._frames(answer, show, writer)
+            for frame, n_r, n_c in itertools.islice(frames, cut):
+                if per_token:
+                    await fake.clock.sleep(per_token * (n_r + n_c))
+                batch.append(frame)
+                size += len(frame)
+                pending_r += n_r
+                pending_c += n_c
+                if per_token or size > _BATCH_BYTES:
+                    await response.write("".join(batch).encode())
+                    sent_r, sent_c = sent_r + pending_r, sent_c + pending_c
+                    batch, size, pending_r, pending_c = [], 0, 0, 0
+            if batch:
+                await response.write("".join(batch).encode())
+            sent_r, sent_c = sent_r + pending_r, sent_c + pending_c
+            if kind == "stream_error":
+                error = {
+                    "code": 502,
+                    "message": "Provider returned error",
+                    "metadata": {
+                        "error_type": "provider_unavailable",
+                        "provider_name": self.endpoint.provider_name,
+                    },
+                }
+                await response.write(writer.error(error).encode())
+                await response.write_eof()
+                self._record("error", first_byte_s=first)
+                return response
+            if kind in ("drop", "stall"):
+                if fault is not None and kind == "stall":
+                    await fake.clock.sleep(fault.wait_s)
+                self._record("error", first_byte_s=first)
+                _drop(self.request)
+                return response
+            usage = self._bill(sent_r, sent_c, cancelled=False)
+            finish = answer.finish_reason
+            tail = writer.finish(finish) + writer.finish(finish, usage=usage)
+            await response.write(tail.encode() + bodies.DONE)
+            await response.write_eof()
+            self._record(finish, first_byte_s=first)
+            return response
+        except (ConnectionError, asyncio.CancelledError):
+            # The client went away: bill what was sent, as providers without stream cancellation
+            # do. Faulted streams are errors and stay unbilled.
+            if kind is None and fake.ledger.get(self.id) is None:
+                self._bill(sent_r, sent_c, cancelled=True)
+                self._record(None, first_byte_s=first, cancelled=True)
+            raise
