@@ -258,3 +258,12 @@ def test_a_stream_has_the_captured_shape(fake) -> None:
     assert _shape(content[0]) == _shape(real_content[0])
     assert _shape(ours[-2]) == _shape(real[-2])  # the finish chunk
     assert _shape(ours[-1]) == _shape(real[-1])  # the usage chunk, finish_reason repeated
+
+
+def test_the_usage_template_is_the_usage_object() -> None:
+    from openrouter_probe.fake import bodies
+    from openrouter_probe.fake.billing import Charge
+
+    charge = Charge(21, 202, 166, Decimal("0.00000924"), Decimal("0.0004444"))
+    assert json.loads(bodies.usage_json(charge)) == bodies.usage_object(charge)
+    assert bodies.usage_object(charge)["cost"] == 0.00045364  # the Inceptron capture's figure

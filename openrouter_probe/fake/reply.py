@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import json
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,8 @@ __all__ = ["GenerationRecord", "Reply", "output_cap"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
+#: Prices without overrides do not depend on the time: skip reading the clock for them.
+_NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -51,16 +52,17 @@ class GenerationRecord:
     streamed: bool
     cancelled: bool = False
     finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: Decimal = Decimal(0)
+    billed: LedgerEntry | None = None
     latency_ms: float = 0.0
     generation_time_ms: float = 0.0
     attempts: list[tuple[Endpoint, int]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        cost = float(self.cost_usd)
+        billed = self.billed
+        cost = float(billed.cost_usd) if billed else 0.0
+        prompt = billed.prompt_tokens if billed else 0
+        completion = billed.completion_tokens if billed else 0
+        reasoning = billed.reasoning_tokens if billed else 0
         return {
             "id": self.id,
             "upstream_id": None,
@@ -78,11 +80,11 @@ class GenerationRecord:
             "upstream_inference_cost": 0,
             "cache_discount": None,
             "is_byok": False,
-            "tokens_prompt": self.prompt_tokens,
-            "tokens_completion": self.completion_tokens,
-            "native_tokens_prompt": self.prompt_tokens,
-            "native_tokens_completion": self.completion_tokens,
-            "native_tokens_reasoning": self.reasoning_tokens,
+            "tokens_prompt": prompt,
+            "tokens_completion": completion,
+            "native_tokens_prompt": prompt,
+            "native_tokens_completion": completion,
+            "native_tokens_reasoning": reasoning,
             "native_tokens_cached": 0,
             "finish_reason": self.finish_reason,
             "native_finish_reason": self.finish_reason,
@@ -161,6 +163,7 @@ class Reply:
         self.prompt_tokens = prompt_tokens
         self.attempts = attempts
         self.billed_usd = Decimal(0)
+        self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
         self.streamed = bool(body.get("stream"))
@@ -185,7 +188,8 @@ class Reply:
         )
         cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
         messages = body["messages"]
-        key = (json.dumps(messages, sort_keys=True, default=str), nonce, cap, enabled)
+        # repr of the parsed JSON: cheaper than dumping it, and equal for equal requests
+        key = (repr(messages), nonce, cap, enabled)
         answer = fake.answers.get(key)
         if answer is None:
             answer = answer_for(
@@ -214,40 +218,37 @@ class Reply:
         top = self.body.get("top_logprobs")
         return top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
 
-    def _bill(
-        self, reasoning_tokens: int, content_tokens: int, *, cancelled: bool
-    ) -> dict[str, Any]:
-        """Charge the tokens at the endpoint's prices, add the ledger entry, return ``usage``."""
+    def _bill(self, reasoning_tokens: int, content_tokens: int, *, cancelled: bool) -> str:
+        """Charge the tokens at the endpoint's prices, add the ledger entry, return ``usage``
+        serialized."""
         fake = self.fake
         c = charge(
             self.endpoint,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=reasoning_tokens + content_tokens,
             reasoning_tokens=reasoning_tokens,
-            at=fake.now(),
+            at=fake.now() if self.endpoint.pricing.overrides else _NO_TIME,
         )
         self.billed_usd = c.total_usd
-        fake.ledger.add(
-            LedgerEntry(
-                generation_id=self.id,
-                model=self.model.permaslug,
-                provider=self.endpoint.provider_name,
-                tag=self.endpoint.tag,
-                prompt_tokens=c.prompt_tokens,
-                completion_tokens=c.completion_tokens,
-                reasoning_tokens=c.reasoning_tokens,
-                cost_usd=c.total_usd,
-                streamed=self.streamed,
-                cancelled=cancelled,
-                created=int(self.started_s),
-            )
+        self.billed = LedgerEntry(
+            generation_id=self.id,
+            model=self.model.permaslug,
+            provider=self.endpoint.provider_name,
+            tag=self.endpoint.tag,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            reasoning_tokens=c.reasoning_tokens,
+            cost_usd=c.total_usd,
+            streamed=self.streamed,
+            cancelled=cancelled,
+            created=int(self.started_s),
         )
-        return bodies.usage_object(c)
+        fake.ledger.add(self.billed)
+        return bodies.usage_json(c)
 
     def _record(self, finish: str | None, *, first_byte_s: float, cancelled: bool = False) -> None:
         fake = self.fake
         end = fake.clock.now()
-        entry = fake.ledger.get(self.id)
         fake.generations[self.id] = GenerationRecord(
             id=self.id,
             model=self.model.permaslug,
@@ -258,10 +259,7 @@ class Reply:
             streamed=self.streamed,
             cancelled=cancelled,
             finish_reason=finish,
-            prompt_tokens=entry.prompt_tokens if entry else 0,
-            completion_tokens=entry.completion_tokens if entry else 0,
-            reasoning_tokens=entry.reasoning_tokens if entry else 0,
-            cost_usd=entry.cost_usd if entry else Decimal(0),
+            billed=self.billed,
             latency_ms=(first_byte_s - self.started_s) * 1000,
             generation_time_ms=(end - first_byte_s) * 1000,
             attempts=self.attempts,
@@ -322,7 +320,7 @@ class Reply:
         ttft = self._ttft_s()
         generating = answer.completion_tokens * self._seconds_per_token()
         choice_error = None
-        usage: dict[str, Any] | None = None
+        usage: str | None = None
         if kind == "choice_error":
             provider = self.endpoint.provider_name
             choice_error = {
@@ -487,7 +485,7 @@ class Reply:
         except (ConnectionError, asyncio.CancelledError):
             # The client went away: bill what was sent, as providers without stream cancellation
             # do. Faulted streams are errors and stay unbilled.
-            if kind is None and fake.ledger.get(self.id) is None:
+            if kind is None and self.billed is None:
                 self._bill(sent_r, sent_c, cancelled=True)
                 self._record(None, first_byte_s=first, cancelled=True)
             raise
