@@ -356,21 +356,24 @@ class Reply:
         response = web.StreamResponse(status=200, headers=self._headers(fault))
         response.content_type = _JSON
         response.content_length = len(payload)
-        await response.prepare(self.request)
-        pad = len(bodies.PADDING)
-        await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
-        if ttft:
-            await fake.clock.sleep(ttft)
-        first = fake.clock.now()  # the first token: what /generation reports as latency
-        if generating:
-            await fake.clock.sleep(generating)
-        if kind == "drop":
-            await response.write(payload[pad : pad + (len(payload) - pad) // 2])
-            self._record(finish, first_byte_s=first)
-            _drop(self.request)
-            return response
-        await response.write(payload[pad:])
-        await response.write_eof()
+        first = fake.clock.now()
+        try:
+            await response.prepare(self.request)
+            pad = len(bodies.PADDING)
+            await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
+            if ttft:
+                await fake.clock.sleep(ttft)
+            first = fake.clock.now()  # the first token: what /generation reports as latency
+            if generating:
+                await fake.clock.sleep(generating)
+            if kind == "drop":
+                await response.write(payload[pad : pad + (len(payload) - pad) // 2])
+                _drop(self.request)
+            else:
+                await response.write(payload[pad:])
+                await response.write_eof()
+        except ConnectionError:
+            pass  # the client left: a non-streaming answer is billed in full all the same
         self._record(finish, first_byte_s=first)
         return response
 
@@ -482,10 +485,12 @@ class Reply:
             await response.write_eof()
             self._record(finish, first_byte_s=first)
             return response
-        except (ConnectionError, asyncio.CancelledError):
-            # The client went away: bill what was sent, as providers without stream cancellation
-            # do. Faulted streams are errors and stay unbilled.
+        except (ConnectionError, asyncio.CancelledError) as exc:
+            # The client went away (or the server is stopping): bill what was sent, as providers
+            # without stream cancellation do. Faulted streams are errors and stay unbilled.
             if kind is None and self.billed is None:
                 self._bill(sent_r, sent_c, cancelled=True)
                 self._record(None, first_byte_s=first, cancelled=True)
-            raise
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return response
