@@ -176,3 +176,32 @@ def test_fake_server_command_rejects_a_bad_snapshot(tmp_path) -> None:
         "/endpoints body with data.endpoints; save one with "
         "`openrouter-probe endpoints MODEL --save PATH`\n"
     )
+
+
+def _python_block(path: str, after: str) -> str:
+    import re
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / path).read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```", text[text.index(after) :], re.S)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_docs_dry_run_prints_what_the_docs_show(capsys, monkeypatch) -> None:
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    exec(_python_block("docs/fake-server.md", "## Dry-run a policy"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "Chutes  37 * 41 = 1517",
+        "Chutes  12 * 12 = 144",
+        "Chutes  99 * 3 = 297",
+        "client counted $0.002425; the server billed $0.002425",
+    ]
+
+
+def test_the_readme_example_runs(capsys) -> None:
+    exec(_python_block("README.md", "## A fake OpenRouter"), {})
+    assert Decimal(capsys.readouterr().out.strip()) > 0
