@@ -147,7 +147,14 @@ def test_fake_server_command_serves_until_interrupted() -> None:
             timeout=10,
         )
         assert r.json()["provider"] == "Chutes"
-        cost = r.json()["usage"]["cost"]
+        usage = r.json()["usage"]
+        cost = usage["cost"]
+        # exactly its tokens at Chutes' prices in the bundled snapshot ($0.45/M in, $2.20/M out)
+        assert (
+            Decimal(str(cost))
+            == Decimal("0.00000045") * usage["prompt_tokens"]
+            + Decimal("0.0000022") * usage["completion_tokens"]
+        )
         ledger = requests.get(base_url.replace("/api/v1", "/_fake/ledger"), timeout=5).json()
         assert ledger["total_usd"] == cost
     finally:
