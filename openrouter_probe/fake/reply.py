@@ -31,10 +31,13 @@ from openrouter_probe.schema import Endpoint, Percentiles
 if TYPE_CHECKING:
     from openrouter_probe.fake.app import FakeOpenRouter, ServedModel
 
-__all__ = ["GenerationRecord", "Reply", "output_cap"]
+__all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "output_cap"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
+#: Seconds between keep-alives while an answer is on its way (padding or a comment).
+KEEPALIVE_S = 5.0
+_PAD_BEAT = b"\n         "
 #: Prices without overrides do not depend on the time: skip reading the clock for them.
 _NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -288,6 +291,17 @@ class Reply:
 
     # -- how to say it --------------------------------------------------------------------------
 
+    async def _wait(self, seconds: float, response: web.StreamResponse, beat: bytes) -> None:
+        """Wait ``seconds`` of the server's clock, sending ``beat`` every ``KEEPALIVE_S`` as
+        OpenRouter does (whitespace before a body, ``: OPENROUTER PROCESSING`` in a stream), so a
+        client's read timeout sees the same traffic it would see for real."""
+        while seconds > 0:
+            step = min(seconds, KEEPALIVE_S)
+            await self.fake.clock.sleep(step)
+            seconds -= step
+            if seconds > 0:
+                await response.write(beat)
+
     async def run(self, *, stream: bool, max_tokens: int | None) -> web.StreamResponse:
         fake = self.fake
         fault = (
@@ -355,17 +369,15 @@ class Reply:
             )
         response = web.StreamResponse(status=200, headers=self._headers(fault))
         response.content_type = _JSON
-        response.content_length = len(payload)
+        # chunked: keep-alive padding goes out while the answer is on its way
         first = fake.clock.now()
         try:
             await response.prepare(self.request)
             pad = len(bodies.PADDING)
             await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
-            if ttft:
-                await fake.clock.sleep(ttft)
+            await self._wait(ttft, response, _PAD_BEAT)
             first = fake.clock.now()  # the first token: what /generation reports as latency
-            if generating:
-                await fake.clock.sleep(generating)
+            await self._wait(generating, response, _PAD_BEAT)
             if kind == "drop":
                 await response.write(payload[pad : pad + (len(payload) - pad) // 2])
                 _drop(self.request)
@@ -438,9 +450,7 @@ class Reply:
             await response.prepare(self.request)
             first = fake.clock.now()
             await response.write(bodies.PROCESSING)
-            ttft = self._ttft_s()
-            if ttft:
-                await fake.clock.sleep(ttft)
+            await self._wait(self._ttft_s(), response, bodies.PROCESSING)
             first = fake.clock.now()
             batch: list[str] = []
             size = pending_r = pending_c = 0
