@@ -212,3 +212,13 @@ def test_the_docs_dry_run_prints_what_the_docs_show(capsys, monkeypatch) -> None
 def test_the_readme_example_runs(capsys) -> None:
     exec(_python_block("README.md", "## A fake OpenRouter"), {})
     assert Decimal(capsys.readouterr().out.strip()) > 0
+
+
+def test_a_port_in_use_is_one_clear_error() -> None:
+    from openrouter_probe.errors import ConfigError
+
+    with serve(speed=0) as first:
+        taken = rf"cannot serve on 127.0.0.1:{first.port}: "
+        with pytest.raises(ConfigError, match=taken), serve(speed=0, port=first.port):
+            pass  # pragma: no cover
+        assert requests.get(f"{first.base_url}/models", timeout=5).status_code == 200
