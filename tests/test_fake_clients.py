@@ -147,7 +147,14 @@ def test_fake_server_command_serves_until_interrupted() -> None:
             timeout=10,
         )
         assert r.json()["provider"] == "Chutes"
-        cost = r.json()["usage"]["cost"]
+        usage = r.json()["usage"]
+        cost = usage["cost"]
+        # exactly its tokens at Chutes' prices in the bundled snapshot ($0.45/M in, $2.20/M out)
+        assert (
+            Decimal(str(cost))
+            == Decimal("0.00000045") * usage["prompt_tokens"]
+            + Decimal("0.0000022") * usage["completion_tokens"]
+        )
         ledger = requests.get(base_url.replace("/api/v1", "/_fake/ledger"), timeout=5).json()
         assert ledger["total_usd"] == cost
     finally:
@@ -176,3 +183,42 @@ def test_fake_server_command_rejects_a_bad_snapshot(tmp_path) -> None:
         "/endpoints body with data.endpoints; save one with "
         "`openrouter-probe endpoints MODEL --save PATH`\n"
     )
+
+
+def _python_block(path: str, after: str) -> str:
+    import re
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / path).read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```", text[text.index(after) :], re.S)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_docs_dry_run_prints_what_the_docs_show(capsys, monkeypatch) -> None:
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    exec(_python_block("docs/fake-server.md", "## Dry-run a policy"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "Chutes  37 * 41 = 1517",
+        "Chutes  12 * 12 = 144",
+        "Chutes  99 * 3 = 297",
+        "client counted $0.002425; the server billed $0.002425",
+    ]
+
+
+def test_the_readme_example_runs(capsys) -> None:
+    exec(_python_block("README.md", "## A fake OpenRouter"), {})
+    assert Decimal(capsys.readouterr().out.strip()) > 0
+
+
+def test_a_port_in_use_is_one_clear_error() -> None:
+    from openrouter_probe.errors import ConfigError
+
+    with serve(speed=0) as first:
+        taken = rf"cannot serve on 127.0.0.1:{first.port}: "
+        with pytest.raises(ConfigError, match=taken), serve(speed=0, port=first.port):
+            pass  # pragma: no cover
+        assert requests.get(f"{first.base_url}/models", timeout=5).status_code == 200

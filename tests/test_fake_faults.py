@@ -273,3 +273,15 @@ def test_a_degraded_endpoint_gets_arithmetic_wrong() -> None:
     assert good["content"] == " 37 * 41 = 1517"
     assert "1517" not in bad["content"]
     assert bad["reasoning"] == good["reasoning"]  # only answer tokens flip
+
+
+def test_stopping_the_server_ends_a_stalled_stream_at_once() -> None:
+    """A stall on the real clock lasts an hour; leaving ``serve`` cancels it instead of waiting
+    (``stop`` would raise after its 30 s bound otherwise)."""
+    with serve(speed=0, faults="stall=1/3600") as fake:
+        r = _chat(fake, stream=True)
+        lines = r.iter_lines(decode_unicode=True)
+        assert next(lines) == ": OPENROUTER PROCESSING"
+    with pytest.raises(requests.exceptions.RequestException):
+        for _ in lines:
+            pass

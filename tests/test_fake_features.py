@@ -397,3 +397,24 @@ def test_the_package_reaches_fake_lazily() -> None:
     import openrouter_probe as orp
 
     assert orp.fake.serve is serve
+
+
+def test_keep_alives_fill_a_long_wait() -> None:
+    """At speed 1 Chutes takes seconds to answer; meanwhile a body gets whitespace and a stream
+    ': OPENROUTER PROCESSING' every 5 s of the server's clock, as OpenRouter sends them."""
+    clock = ManualClock()
+    with serve(speed=1, clock=clock) as fake:
+        body = _ask("describe a lake", max_tokens=3000, provider={"only": ["chutes"]})
+        start = clock.now()
+        text = _chat(fake, body).text
+        waited = clock.now() - start
+        padding = text[: len(text) - len(text.lstrip())]
+        assert waited > 10
+        assert (
+            padding.count("\n         ") >= 8 + int(waited // 5) - 2
+        )  # two waits, each cut in 5 s steps
+        assert json.loads(text)["provider"] == "Chutes"
+        stream = _chat(fake, {**body, "stream": True}).text
+    head = stream.split("data: ", 1)[0]
+    assert head.count(": OPENROUTER PROCESSING") >= 1
+    assert set(head.replace(": OPENROUTER PROCESSING\n\n", "")) == set()

@@ -258,3 +258,36 @@ def test_a_stream_has_the_captured_shape(fake) -> None:
     assert _shape(content[0]) == _shape(real_content[0])
     assert _shape(ours[-2]) == _shape(real[-2])  # the finish chunk
     assert _shape(ours[-1]) == _shape(real[-1])  # the usage chunk, finish_reason repeated
+
+
+def test_the_usage_template_is_the_usage_object() -> None:
+    from openrouter_probe.fake import bodies
+    from openrouter_probe.fake.billing import Charge
+
+    charge = Charge(21, 202, 166, Decimal("0.00000924"), Decimal("0.0004444"))
+    assert json.loads(bodies.usage_json(charge)) == bodies.usage_object(charge)
+    assert bodies.usage_object(charge)["cost"] == 0.00045364  # the Inceptron capture's figure
+
+
+def test_load_balancing_follows_the_routing_models_weights() -> None:
+    """Shares served under default load balancing match ``route()``'s weights for the same block."""
+    from openrouter_probe.routing import route
+    from openrouter_probe.snapshot import bundled_snapshot
+
+    block = {"ignore": ["fireworks", "baseten"]}
+    n = 600
+    with serve(speed=0, seed=3) as fake, requests.Session() as session:
+        for i in range(n):
+            session.post(
+                f"{fake.base_url}/chat/completions",
+                json=_ask(f"{i} - 1", max_tokens=50, provider=block),
+                headers=KEY,
+                timeout=30,
+            )
+        served = Counter(e.tag for e in fake.ledger.entries)
+    weights = route(block, bundled_snapshot().endpoints).weights
+    assert set(served) == {tag for tag, w in weights.items() if w > 0}
+    for tag, weight in weights.items():
+        # 3.5 standard deviations of a binomial share at n = 600
+        tolerance = 3.5 * (weight * (1 - weight) / n) ** 0.5 + 1e-9
+        assert abs(served[tag] / n - weight) <= tolerance, (tag, served[tag] / n, weight)

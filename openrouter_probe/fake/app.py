@@ -249,7 +249,7 @@ class FakeOpenRouter:
         return None
 
     def _block(self, raw: Any) -> tuple[str, ProviderBlock | PolicyError]:
-        key = json.dumps(raw, sort_keys=True, separators=(",", ":")) if raw is not None else ""
+        key = repr(raw) if raw is not None else ""  # a cache key: cheaper than a JSON dump
         parsed = self._blocks.get(key)
         if parsed is None:
             try:

@@ -70,8 +70,10 @@ def apply_overrides(pricing: Pricing, *, prompt_tokens: int, at: datetime) -> Pr
     UTC time ``at`` is inside its ``[utc_start, utc_end)`` window (HHMM, may wrap midnight); later
     entries win per key; keys an entry omits keep the base price (OPENROUTER.md §1.4).
 
-    The budget is getting the same resolution on branch ``harden-budget``; once that is merged
-    this function should call the shared one instead of keeping its own reading of the rules.
+    The budget gets the shared resolution on branch ``harden-budget``
+    (``openrouter_probe.pricing.effective_pricing(pricing, prompt_tokens=..., at=...)``, same
+    arguments); once that is merged this function should call it and keep only the fast path below
+    (no overrides: the same object, whose unit prices ``unit_prices`` caches).
     """
     if not pricing.overrides:
         return pricing

@@ -10,6 +10,7 @@ repeated part of every stream chunk is serialized once.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "error_body",
     "logprobs_object",
     "no_route_body",
+    "usage_json",
     "usage_object",
 ]
 
@@ -64,6 +66,22 @@ def usage_object(charge: Charge) -> dict[str, Any]:
             "audio_tokens": 0,
         },
     }
+
+
+def usage_json(charge: Charge) -> str:
+    """``usage_object(charge)`` serialized, from a template (the hot path of every answer)."""
+    cost = repr(float(charge.total_usd))
+    return (
+        f'{{"prompt_tokens":{charge.prompt_tokens},"completion_tokens":{charge.completion_tokens},'
+        f'"total_tokens":{charge.prompt_tokens + charge.completion_tokens},"cost":{cost},'
+        '"is_byok":false,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":0,'
+        '"audio_tokens":0,"video_tokens":0},'
+        f'"cost_details":{{"upstream_inference_cost":{cost},'
+        f'"upstream_inference_prompt_cost":{float(charge.prompt_usd)!r},'
+        f'"upstream_inference_completions_cost":{float(charge.completion_usd)!r}}},'
+        f'"completion_tokens_details":{{"reasoning_tokens":{charge.reasoning_tokens},'
+        '"image_tokens":0,"audio_tokens":0}}'
+    )
 
 
 def _token_logprob(
@@ -132,6 +150,11 @@ def choices_json(
     return _dumps([choice])
 
 
+@functools.lru_cache(maxsize=1024)
+def _model_provider(model: str, provider: str) -> str:
+    return f'"model":{_dumps(model)},"provider":{_dumps(provider)}'
+
+
 def completion_body(
     *,
     generation_id: str,
@@ -139,21 +162,18 @@ def completion_body(
     model: str,
     provider: str,
     choices: str,
-    usage: dict[str, Any] | None,
+    usage: str | None,
 ) -> bytes:
     """A non-streaming ``chat.completion`` body, padding included (the Inceptron capture's shape);
     ``choices`` comes from ``choices_json``."""
-    head = {
-        "id": generation_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "provider": provider,
-        "system_fingerprint": None,
-    }
-    text = _dumps(head)[:-1] + ',"choices":' + choices
+    text = (
+        f'{{"id":"{generation_id}","object":"chat.completion","created":{created},'
+        + _model_provider(model, provider)
+        + ',"system_fingerprint":null,"choices":'
+        + choices
+    )
     if usage is not None:
-        text += ',"usage":' + _dumps(usage)
+        text += ',"usage":' + usage
     return PADDING + (text + "}").encode()
 
 
@@ -188,8 +208,9 @@ class ChunkWriter:
             tail = ',"logprobs":' + _dumps(logprobs) + tail
         return self._head + _dumps({"content": text, "role": "assistant"}) + tail
 
-    def finish(self, finish_reason: str, *, usage: dict[str, Any] | None = None) -> str:
-        """The finishing chunk; with ``usage`` it is the last one (``finish_reason`` repeated)."""
+    def finish(self, finish_reason: str, *, usage: str | None = None) -> str:
+        """The finishing chunk; with ``usage`` (``usage_json``) it is the last one, with the
+        ``finish_reason`` repeated."""
         delta = (
             {"content": "", "role": "assistant"}
             if usage
@@ -201,7 +222,7 @@ class ChunkWriter:
         )
         tail = f',"finish_reason":"{finish_reason}","native_finish_reason":"{finish_reason}"}}]'
         if usage is not None:
-            tail += ',"usage":' + _dumps(usage)
+            tail += ',"usage":' + usage
         return self._head + _dumps(delta) + tail + "}\n\n"
 
     def error(self, error: dict[str, Any]) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import json
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,10 +31,15 @@ from openrouter_probe.schema import Endpoint, Percentiles
 if TYPE_CHECKING:
     from openrouter_probe.fake.app import FakeOpenRouter, ServedModel
 
-__all__ = ["GenerationRecord", "Reply", "output_cap"]
+__all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "output_cap"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
+#: Seconds between keep-alives while an answer is on its way (padding or a comment).
+KEEPALIVE_S = 5.0
+_PAD_BEAT = b"\n         "
+#: Prices without overrides do not depend on the time: skip reading the clock for them.
+_NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -51,16 +55,17 @@ class GenerationRecord:
     streamed: bool
     cancelled: bool = False
     finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: Decimal = Decimal(0)
+    billed: LedgerEntry | None = None
     latency_ms: float = 0.0
     generation_time_ms: float = 0.0
     attempts: list[tuple[Endpoint, int]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        cost = float(self.cost_usd)
+        billed = self.billed
+        cost = float(billed.cost_usd) if billed else 0.0
+        prompt = billed.prompt_tokens if billed else 0
+        completion = billed.completion_tokens if billed else 0
+        reasoning = billed.reasoning_tokens if billed else 0
         return {
             "id": self.id,
             "upstream_id": None,
@@ -78,11 +83,11 @@ class GenerationRecord:
             "upstream_inference_cost": 0,
             "cache_discount": None,
             "is_byok": False,
-            "tokens_prompt": self.prompt_tokens,
-            "tokens_completion": self.completion_tokens,
-            "native_tokens_prompt": self.prompt_tokens,
-            "native_tokens_completion": self.completion_tokens,
-            "native_tokens_reasoning": self.reasoning_tokens,
+            "tokens_prompt": prompt,
+            "tokens_completion": completion,
+            "native_tokens_prompt": prompt,
+            "native_tokens_completion": completion,
+            "native_tokens_reasoning": reasoning,
             "native_tokens_cached": 0,
             "finish_reason": self.finish_reason,
             "native_finish_reason": self.finish_reason,
@@ -161,6 +166,7 @@ class Reply:
         self.prompt_tokens = prompt_tokens
         self.attempts = attempts
         self.billed_usd = Decimal(0)
+        self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
         self.streamed = bool(body.get("stream"))
@@ -185,7 +191,8 @@ class Reply:
         )
         cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
         messages = body["messages"]
-        key = (json.dumps(messages, sort_keys=True, default=str), nonce, cap, enabled)
+        # repr of the parsed JSON: cheaper than dumping it, and equal for equal requests
+        key = (repr(messages), nonce, cap, enabled)
         answer = fake.answers.get(key)
         if answer is None:
             answer = answer_for(
@@ -214,40 +221,37 @@ class Reply:
         top = self.body.get("top_logprobs")
         return top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
 
-    def _bill(
-        self, reasoning_tokens: int, content_tokens: int, *, cancelled: bool
-    ) -> dict[str, Any]:
-        """Charge the tokens at the endpoint's prices, add the ledger entry, return ``usage``."""
+    def _bill(self, reasoning_tokens: int, content_tokens: int, *, cancelled: bool) -> str:
+        """Charge the tokens at the endpoint's prices, add the ledger entry, return ``usage``
+        serialized."""
         fake = self.fake
         c = charge(
             self.endpoint,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=reasoning_tokens + content_tokens,
             reasoning_tokens=reasoning_tokens,
-            at=fake.now(),
+            at=fake.now() if self.endpoint.pricing.overrides else _NO_TIME,
         )
         self.billed_usd = c.total_usd
-        fake.ledger.add(
-            LedgerEntry(
-                generation_id=self.id,
-                model=self.model.permaslug,
-                provider=self.endpoint.provider_name,
-                tag=self.endpoint.tag,
-                prompt_tokens=c.prompt_tokens,
-                completion_tokens=c.completion_tokens,
-                reasoning_tokens=c.reasoning_tokens,
-                cost_usd=c.total_usd,
-                streamed=self.streamed,
-                cancelled=cancelled,
-                created=int(self.started_s),
-            )
+        self.billed = LedgerEntry(
+            generation_id=self.id,
+            model=self.model.permaslug,
+            provider=self.endpoint.provider_name,
+            tag=self.endpoint.tag,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            reasoning_tokens=c.reasoning_tokens,
+            cost_usd=c.total_usd,
+            streamed=self.streamed,
+            cancelled=cancelled,
+            created=int(self.started_s),
         )
-        return bodies.usage_object(c)
+        fake.ledger.add(self.billed)
+        return bodies.usage_json(c)
 
     def _record(self, finish: str | None, *, first_byte_s: float, cancelled: bool = False) -> None:
         fake = self.fake
         end = fake.clock.now()
-        entry = fake.ledger.get(self.id)
         fake.generations[self.id] = GenerationRecord(
             id=self.id,
             model=self.model.permaslug,
@@ -258,10 +262,7 @@ class Reply:
             streamed=self.streamed,
             cancelled=cancelled,
             finish_reason=finish,
-            prompt_tokens=entry.prompt_tokens if entry else 0,
-            completion_tokens=entry.completion_tokens if entry else 0,
-            reasoning_tokens=entry.reasoning_tokens if entry else 0,
-            cost_usd=entry.cost_usd if entry else Decimal(0),
+            billed=self.billed,
             latency_ms=(first_byte_s - self.started_s) * 1000,
             generation_time_ms=(end - first_byte_s) * 1000,
             attempts=self.attempts,
@@ -289,6 +290,17 @@ class Reply:
         return 1.0 / max(tps, 0.1) / self.fake.speed
 
     # -- how to say it --------------------------------------------------------------------------
+
+    async def _wait(self, seconds: float, response: web.StreamResponse, beat: bytes) -> None:
+        """Wait ``seconds`` of the server's clock, sending ``beat`` every ``KEEPALIVE_S`` as
+        OpenRouter does (whitespace before a body, ``: OPENROUTER PROCESSING`` in a stream), so a
+        client's read timeout sees the same traffic it would see for real."""
+        while seconds > 0:
+            step = min(seconds, KEEPALIVE_S)
+            await self.fake.clock.sleep(step)
+            seconds -= step
+            if seconds > 0:
+                await response.write(beat)
 
     async def run(self, *, stream: bool, max_tokens: int | None) -> web.StreamResponse:
         fake = self.fake
@@ -322,7 +334,7 @@ class Reply:
         ttft = self._ttft_s()
         generating = answer.completion_tokens * self._seconds_per_token()
         choice_error = None
-        usage: dict[str, Any] | None = None
+        usage: str | None = None
         if kind == "choice_error":
             provider = self.endpoint.provider_name
             choice_error = {
@@ -357,22 +369,23 @@ class Reply:
             )
         response = web.StreamResponse(status=200, headers=self._headers(fault))
         response.content_type = _JSON
-        response.content_length = len(payload)
-        await response.prepare(self.request)
-        pad = len(bodies.PADDING)
-        await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
-        if ttft:
-            await fake.clock.sleep(ttft)
-        first = fake.clock.now()  # the first token: what /generation reports as latency
-        if generating:
-            await fake.clock.sleep(generating)
-        if kind == "drop":
-            await response.write(payload[pad : pad + (len(payload) - pad) // 2])
-            self._record(finish, first_byte_s=first)
-            _drop(self.request)
-            return response
-        await response.write(payload[pad:])
-        await response.write_eof()
+        # chunked: keep-alive padding goes out while the answer is on its way
+        first = fake.clock.now()
+        try:
+            await response.prepare(self.request)
+            pad = len(bodies.PADDING)
+            await response.write(payload[:pad])  # keep-alive padding at once, as OpenRouter does
+            await self._wait(ttft, response, _PAD_BEAT)
+            first = fake.clock.now()  # the first token: what /generation reports as latency
+            await self._wait(generating, response, _PAD_BEAT)
+            if kind == "drop":
+                await response.write(payload[pad : pad + (len(payload) - pad) // 2])
+                _drop(self.request)
+            else:
+                await response.write(payload[pad:])
+                await response.write_eof()
+        except ConnectionError:
+            pass  # the client left: a non-streaming answer is billed in full all the same
         self._record(finish, first_byte_s=first)
         return response
 
@@ -437,9 +450,7 @@ class Reply:
             await response.prepare(self.request)
             first = fake.clock.now()
             await response.write(bodies.PROCESSING)
-            ttft = self._ttft_s()
-            if ttft:
-                await fake.clock.sleep(ttft)
+            await self._wait(self._ttft_s(), response, bodies.PROCESSING)
             first = fake.clock.now()
             batch: list[str] = []
             size = pending_r = pending_c = 0
@@ -484,10 +495,12 @@ class Reply:
             await response.write_eof()
             self._record(finish, first_byte_s=first)
             return response
-        except (ConnectionError, asyncio.CancelledError):
-            # The client went away: bill what was sent, as providers without stream cancellation
-            # do. Faulted streams are errors and stay unbilled.
-            if kind is None and fake.ledger.get(self.id) is None:
+        except (ConnectionError, asyncio.CancelledError) as exc:
+            # The client went away (or the server is stopping): bill what was sent, as providers
+            # without stream cancellation do. Faulted streams are errors and stay unbilled.
+            if kind is None and self.billed is None:
                 self._bill(sent_r, sent_c, cancelled=True)
                 self._record(None, first_byte_s=first, cancelled=True)
-            raise
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return response
