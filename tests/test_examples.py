@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -140,3 +141,27 @@ def test_workflow_uses_only_options_policy_check_has() -> None:
     helped = CliRunner().invoke(cli, ["policy", "check", "--help"]).output
     missing = {opt for opt in used if opt not in helped} - _PENDING_OPTIONS
     assert not missing
+
+
+def test_dry_run_script_runs_end_to_end(tmp_path: Path) -> None:
+    """examples/dry_run.py: capped run, resume, and the recorded spend equals the fake's ledger."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "dry_run.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "admits chutes/int4, deepinfra/int4, siliconflow/int4" in out
+    assert "$132.00, 32% over the $100.00 budget; $100.00 buys 45.45M" in out
+    first = re.search(r"run 1: +stopped by 'budget' after (\d+) rows", out)
+    resumed = re.search(r"resumed: +(\d+) rows skipped, (\d+) sent", out)
+    assert first and resumed, out
+    assert int(resumed.group(1)) == int(first.group(1)) > 0
+    assert int(resumed.group(1)) + int(resumed.group(2)) == 18
+    money = re.search(r"recorded \$([\d.]+), fake ledger \$([\d.]+)", out)
+    assert money and money.group(1) == money.group(2), out
+    assert "every row was served by an endpoint" in out
+    assert (tmp_path / "drafter.sharegpt.jsonl").exists()
