@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from openrouter_probe.errors import APIError, NoRouteError, SnapshotError
+from openrouter_probe.errors import APIError, NoRouteError, SnapshotError, first_validation_error
 from openrouter_probe.schema import Endpoint, ModelEndpoints
 
 if TYPE_CHECKING:
@@ -107,10 +107,8 @@ class Snapshot:
         try:
             return ModelEndpoints.model_validate(self.data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
             raise SnapshotError(
-                f"{self.origin}: data.{loc}: {first['msg']}; re-take it with "
+                f"{self.origin}: {first_validation_error(exc, prefix='data')}; re-take it with "
                 f"`openrouter-probe endpoints {self.model} --save PATH`"
             ) from exc
 

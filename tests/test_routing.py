@@ -19,8 +19,12 @@ from hypothesis import strategies as st
 from openrouter_probe.errors import PolicyError
 from openrouter_probe.routing import (
     ASSUMPTIONS,
+    MAX_PRICE_UNITS,
+    NON_PARAMETER_KEYS,
+    REQUEST_PARAMETERS,
     Candidate,
     Exclusion,
+    MaxPrice,
     ProviderBlock,
     RequestParams,
     RouteDecision,
@@ -28,10 +32,11 @@ from openrouter_probe.routing import (
     blended_price_usd_per_m,
     matches,
     route,
+    service_tier,
 )
 from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import bundled_snapshot
-from tests.conftest import CAPTURES
+from tests.conftest import CAPTURES, ROOT
 
 # ---------------------------------------------------------------------------------------------
 # Data
@@ -320,7 +325,8 @@ def test_max_price_is_per_million(limit: float | str) -> None:
     assert d.admitted_tags == ["chutes/int4"]
     x = excl(d, "deepinfra/int4")
     assert x.reason == "max_price"
-    assert x.detail == f"completion $2.25/M tokens > max_price.completion ${limit}/M tokens"
+    # the limit is kept as a normalized decimal string: 2.20 reads $2.2
+    assert x.detail == "completion $2.25/M tokens > max_price.completion $2.2/M tokens"
     assert {x.reason for x in d.excluded} == {"max_price"}
 
 
@@ -366,6 +372,86 @@ def test_max_price_request_and_image_units() -> None:
     assert excl(d, "a").reason == "max_price"
 
 
+def test_max_price_audio_is_applied_per_audio_token() -> None:
+    # gpt-audio lists $32/M audio input tokens: "0.000032" per token.
+    eps = [ep("a", pricing={"prompt": "0.0000025", "completion": "0.00001", "audio": "0.000032"})]
+    d = route({"max_price": {"audio": "0.00003"}}, eps)
+    assert excl(d, "a").detail == (
+        "audio $0.000032 per audio token > max_price.audio $0.00003 per audio token"
+    )
+    assert ASSUMPTIONS["max_price_audio"] in d.notes
+    assert route({"max_price": {"audio": "0.000032"}}, eps).admitted_tags == ["a"]  # equality
+    assert ASSUMPTIONS["max_price_audio"] not in route({"max_price": {"prompt": 9}}, eps).notes
+
+
+@pytest.mark.parametrize(
+    ("key", "listed", "limit", "detail"),
+    [
+        ("prompt", "0.000003", "2.99", "prompt $3/M tokens > max_price.prompt $2.99/M tokens"),
+        (
+            "completion",
+            "0.00002",
+            "19",
+            "completion $20/M tokens > max_price.completion $19/M tokens",
+        ),
+        (
+            "request",
+            "0.02",
+            "0.01",
+            "request $0.02 per request > max_price.request $0.01 per request",
+        ),
+        ("image", "0.004", "0.003", "image $0.004 per image > max_price.image $0.003 per image"),
+        (
+            "audio",
+            "0.00004",
+            "0",
+            "audio $0.00004 per audio token > max_price.audio $0 per audio token",
+        ),
+    ],
+)
+def test_every_max_price_key_is_applied(key: str, listed: str, limit: str, detail: str) -> None:
+    pricing = {"prompt": "0.000001", "completion": "0.000002", key: listed}
+    d = route({"max_price": {key: limit}}, [ep("a", pricing=pricing), ep("unpriced")])
+    assert excl(d, "a").detail == detail
+    assert d.admitted_tags == ["unpriced"]  # no price listed for the key: nothing to compare
+
+
+def test_every_max_price_key_is_checked() -> None:
+    keys = ["prompt", "completion", "request", "image", "audio"]
+    assert list(MaxPrice.model_fields) == keys
+    assert list(MAX_PRICE_UNITS) == keys
+
+
+def test_unknown_max_price_key_is_rejected_with_the_known_ones() -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse({"max_price": {"tokens": 1}})
+    assert info.value.errors == [
+        (
+            "provider.max_price.tokens",
+            "not a max_price key (use prompt, completion, request, image, audio)",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [(2.2, "2.2"), ("2.20", "2.2"), (2.0, "2"), (100, "100"), (1e-7, "0.0000001"), (" 3 ", "3")],
+)
+def test_max_price_is_kept_as_a_decimal_string(given: Any, kept: str) -> None:
+    blk = ProviderBlock.parse({"max_price": {"completion": given}})
+    assert blk.to_request() == {"max_price": {"completion": kept}}
+    assert blk.max_price is not None and blk.max_price.limit("completion") == Decimal(kept)
+
+
+@pytest.mark.parametrize("value", [True, [1], {"a": 1}])
+def test_max_price_rejects_non_numbers(value: Any) -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse({"max_price": {"image": value}})
+    assert info.value.errors == [
+        ("provider.max_price.image", f"{value!r} is not a number (USD per million tokens)")
+    ]
+
+
 def test_require_parameters_with_tools() -> None:
     params = RequestParams(parameters=frozenset({"tools", "tool_choice"}))
     d = route({"require_parameters": True}, K25, params)
@@ -375,6 +461,36 @@ def test_require_parameters_with_tools() -> None:
     # without require_parameters nothing is excluded for it
     d = route({}, K25, params)
     assert d.excluded == ()
+
+
+def test_require_parameters_counts_request_parameters_only() -> None:
+    # A request body's keys as a client sends them: only temperature and tools are parameters.
+    body_keys = {"model", "messages", "stream", "provider", "temperature", "tools"}
+    params = RequestParams(parameters=frozenset(body_keys))
+    assert params.parameters == {"temperature", "tools"}
+    eps = [
+        ep("a", supported_parameters=["temperature", "tools"]),
+        ep("b", supported_parameters=["tools"]),
+    ]
+    d = route({"require_parameters": True}, eps, params)
+    assert d.admitted_tags == ["a"]
+    assert excl(d, "b").detail == "does not support temperature"
+    assert ASSUMPTIONS["unknown_parameter"] not in d.notes
+
+
+def test_require_parameters_counts_an_unknown_key_and_says_so() -> None:
+    params = RequestParams(parameters=frozenset({"model", "frobnicate"}))
+    d = route({"require_parameters": True}, [ep("a")], params)
+    assert excl(d, "a").detail == "does not support frobnicate"
+    assert ASSUMPTIONS["unknown_parameter"] in d.notes
+    # without require_parameters no note: nothing relied on it
+    assert ASSUMPTIONS["unknown_parameter"] not in route({}, [ep("a")], params).notes
+
+
+def test_request_params_accepts_any_iterable_of_keys() -> None:
+    params = RequestParams(parameters=["stream", "tools", "tools"])  # type: ignore[arg-type]
+    assert params.parameters == frozenset({"tools"})
+    assert params == RequestParams(parameters=frozenset({"tools"}))
 
 
 def test_max_tokens_above_max_completion_tokens() -> None:
@@ -899,7 +1015,8 @@ def test_parse_rejects_non_numeric_max_price(value: Any) -> None:
         {"sort": "throughput", "require_parameters": True, "data_collection": "deny", "zdr": True},
         {"sort": {"by": "price", "partition": "none"}},
         {"sort": {"by": "latency"}},
-        {"max_price": {"prompt": 0.5, "completion": "2.2", "request": 0.01}},
+        {"max_price": {"prompt": "0.5", "completion": "2.2", "request": "0.01", "audio": "0"}},
+        {"options": {"deepinfra": {"x": None, "y": [1, {"z": None}]}, "anthropic/2": {}}},
         {"preferred_max_latency": 2.5, "preferred_min_throughput": {"p50": 30.0, "p90": 10.0}},
         {"enforce_distillable_text": False},
     ],
@@ -963,7 +1080,9 @@ _blocks = st.fixed_dictionaries(
 _params = st.builds(
     RequestParams,
     max_tokens=st.sampled_from([None, 1000, 65535, 65536]),
-    parameters=st.sampled_from([frozenset(), frozenset({"tools"})]),
+    parameters=st.sampled_from(
+        [frozenset(), frozenset({"tools"}), frozenset({"model", "messages", "stream", "tools"})]
+    ),
     prompt_tokens=st.sampled_from([None, 1000, 200_000]),
     output_tokens=st.sampled_from([None, 500]),
 )
@@ -998,3 +1117,141 @@ def test_property_route_partitions_and_respects_filters(
         assert all(c.role == "ordered" for c in d.candidates)
     assert route(block, K25, params) == d
     assert route(ProviderBlock.parse(block), list(K25), params) == d
+
+
+# ---------------------------------------------------------------------------------------------
+# Service tiers: the endpoint's service_tier field decides, the tag suffix only without it
+# ---------------------------------------------------------------------------------------------
+
+
+def test_declared_tier_is_not_matched_by_base_slug() -> None:
+    # fireworks/fast sold as the priority tier: the base slug no longer reaches it.
+    eps = [ep("fireworks", service_tier=None), ep("fireworks/fast", service_tier="priority")]
+    assert route({"only": ["fireworks"]}, eps).admitted_tags == ["fireworks"]
+    assert route({"only": ["fireworks/fast"]}, eps).admitted_tags == ["fireworks/fast"]
+    d = route({"ignore": ["fireworks"]}, eps)
+    assert d.admitted_tags == ["fireworks/fast"]
+    assert excl(d, "fireworks").detail == "ignored by 'fireworks'"
+
+
+def test_declared_null_tier_overrides_the_suffix() -> None:
+    # a /priority tag that declares itself standard is matched by its base slug
+    eps = [ep("openai", service_tier=None), ep("openai/priority", service_tier=None)]
+    assert sorted(route({"only": ["openai"]}, eps).admitted_tags) == ["openai", "openai/priority"]
+
+
+@pytest.mark.parametrize(
+    ("tag", "fields", "tier"),
+    [
+        ("fireworks/fast", {"service_tier": "priority"}, "priority"),
+        ("google-vertex/flex", {"service_tier": "flex"}, "flex"),
+        ("groq/turbo", {"service_tier": "ultrafast"}, "ultrafast"),
+        ("openai/priority", {"service_tier": None}, None),
+        ("openai/priority", {}, "priority"),  # older data: the suffix decides
+        ("google-vertex/flex", {}, "flex"),
+        ("fireworks/fast", {}, None),
+        ("deepinfra", {}, None),
+        ("openai/priority", {"service_tier": {"odd": "shape"}}, "priority"),  # unreadable: suffix
+        ("openai", {"service_tier": ""}, None),
+    ],
+)
+def test_service_tier(tag: str, fields: dict[str, Any], tier: str | None) -> None:
+    assert service_tier(ep(tag, **fields)) == tier
+
+
+def test_base_slug_skips_declared_tiers_in_order_and_lint_counts() -> None:
+    eps = [ep("groq"), ep("groq/turbo", service_tier="ultrafast")]
+    d = route({"order": ["groq"], "allow_fallbacks": False}, eps)
+    assert d.admitted_tags == ["groq"]
+    assert excl(d, "groq/turbo").reason == "not_in_order"
+
+
+# ---------------------------------------------------------------------------------------------
+# provider.options: accepted, passed through untouched, never routed on
+# ---------------------------------------------------------------------------------------------
+
+OPTIONS = {"deepinfra": {"cache": None, "nested": {"a": [1, None]}}, "google-vertex": {}}
+
+
+def test_options_are_accepted_and_passed_through_untouched() -> None:
+    blk = ProviderBlock.parse({"options": OPTIONS, "sort": "price"})
+    assert blk.to_request() == {"options": OPTIONS, "sort": "price"}
+    assert route(blk, K25) == route({"sort": "price"}, K25)
+
+
+@pytest.mark.parametrize(
+    ("options", "loc"),
+    [({"deepinfra": "fast"}, "provider.options.deepinfra"), (["deepinfra"], "provider.options")],
+)
+def test_options_must_map_slugs_to_mappings(options: Any, loc: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse({"options": options})
+    assert [lo for lo, _ in info.value.errors] == [loc]
+
+
+def test_compiler_passes_options_through() -> None:
+    from openrouter_probe.policy import compile_policy, parse_spec
+
+    spec = {"model": "moonshotai/kimi-k2.5", "options": OPTIONS}
+    compiled = compile_policy(parse_spec(spec), bundled_snapshot())
+    assert compiled.provider.to_request()["options"] == OPTIONS
+    assert compiled.to_dict()["provider"]["options"] == OPTIONS
+    # options count in the spec's hash; a spec without them keeps the hash it had before the key
+    # existed (the golden files' provenance.spec.sha256 pin that)
+    assert parse_spec(spec).sha256() != parse_spec({"model": "moonshotai/kimi-k2.5"}).sha256()
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenRouter's official SDK (dev dependency) as the reference for field lists
+# ---------------------------------------------------------------------------------------------
+
+
+def _sdk_keys(model: Any) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_every_sdk_provider_preferences_field_is_known() -> None:
+    from openrouter.components import ProviderPreferences
+    from openrouter.components.providerpreferences import MaxPrice as SDKMaxPrice
+
+    assert _sdk_keys(ProviderPreferences) == set(ProviderBlock.model_fields)
+    assert _sdk_keys(SDKMaxPrice) == set(MaxPrice.model_fields) == set(MAX_PRICE_UNITS)
+
+
+def test_request_parameters_and_routing_keys_cover_the_sdk_chat_request() -> None:
+    import typing
+
+    from openrouter.components import ChatRequest
+    from openrouter.components.parameter import Parameter
+
+    literal = next(a for a in typing.get_args(Parameter) if typing.get_origin(a) is typing.Literal)
+    assert set(typing.get_args(literal)) == REQUEST_PARAMETERS
+    body = _sdk_keys(ChatRequest)
+    assert body <= REQUEST_PARAMETERS | NON_PARAMETER_KEYS, (
+        body - REQUEST_PARAMETERS - NON_PARAMETER_KEYS
+    )
+    assert not REQUEST_PARAMETERS & NON_PARAMETER_KEYS
+    for key in ("stream", "model", "messages", "provider"):
+        assert key in NON_PARAMETER_KEYS
+
+
+COMPILED = sorted(
+    [
+        *(ROOT / "policies").glob("*.yaml"),
+        *(ROOT / "tests" / "data" / "policies" / "valid").glob("*.expected.yaml"),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in COMPILED if not p.name.endswith(".spec.yaml")], ids=lambda p: p.name
+)
+def test_compiled_policies_validate_against_sdk_provider_preferences(path: Any) -> None:
+    import yaml
+    from openrouter.components import ProviderPreferences
+
+    provider = yaml.safe_load(path.read_text(encoding="utf-8"))["provider"]
+    # the SDK ignores unknown keys, so check them first, then every value's type
+    assert set(provider) <= _sdk_keys(ProviderPreferences)
+    sdk = ProviderPreferences.model_validate(provider)
+    assert sdk.model_dump(mode="json", by_alias=True, exclude_none=True) == provider

@@ -83,15 +83,13 @@ def models(input_path: str | None, fmt: str) -> None:
     if input_path:
         from pydantic import ValidationError
 
-        from openrouter_probe.errors import SnapshotError
+        from openrouter_probe.errors import SnapshotError, first_validation_error
 
         try:
             listing = ModelsList.model_validate_json(Path(input_path).read_bytes())
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"]) or "<root>"
             raise SnapshotError(
-                f"{input_path}: not a GET /models body ({loc}: {first['msg']})"
+                f"{input_path}: not a GET /models body ({first_validation_error(exc)})"
             ) from exc
     else:
         with Client() as client:
