@@ -127,13 +127,21 @@ def lint(
 ) -> None:
     """Lint a provider block (a compiled policy or a hand-written one) against a snapshot.
 
-    Exit 0 when clean (or warnings only), 1 on errors (or any finding with --strict).
+    Every finding is reported, schema errors included. Exit 0 when clean (or warnings only), 1 on
+    errors (or any finding with --strict).
     """
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.lint import lint_block
     from openrouter_probe.policy import provider_mapping, read_yaml
 
-    block, compiled_for = provider_mapping(read_yaml(block_path))
+    doc = read_yaml(block_path)
+    if isinstance(doc, dict) and "model" in doc and "provider" not in doc:
+        raise PolicyError(
+            "this is a policy spec, not a provider block: compile it first "
+            f"(openrouter-probe policy compile {block_path} -o POLICY.yaml), then lint POLICY.yaml",
+            source=block_path,
+        )
+    block, compiled_for = provider_mapping(doc)
     model = model or compiled_for
     if not isinstance(block, dict):
         raise PolicyError(
