@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -102,9 +101,8 @@ class PrecisionRegistry:
     def load(cls, *user_files: str | Path) -> PrecisionRegistry:
         """Return the bundled registry with ``user_files`` (and ``$OPENROUTER_PROBE_PRECISION``)
         merged over it: their models and facts are consulted first."""
-        text = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_text()
         registry = cls()
-        registry._merge(yaml.safe_load(text), where="bundled precision.yaml")
+        registry._merge(_bundled_document(), where="bundled precision.yaml")
         paths = [*user_files]
         if os.environ.get(PRECISION_ENV):
             paths.append(os.environ[PRECISION_ENV])
@@ -239,11 +237,16 @@ class PrecisionRegistry:
         )
 
 
-@lru_cache(maxsize=1)
-def _bundled() -> PrecisionRegistry:
-    return PrecisionRegistry.load()
+def _bundled_document() -> Any:
+    """The bundled ``precision.yaml``, parsed anew on every call.
+
+    With libyaml this takes about 2 ms, so nothing is cached: no caller (and no test) is handed a
+    registry that an earlier one built, changed, or built with other code.
+    """
+    text = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_text("utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def default_registry() -> PrecisionRegistry:
-    """The bundled registry plus ``$OPENROUTER_PROBE_PRECISION`` (cached when that is unset)."""
-    return PrecisionRegistry.load() if os.environ.get(PRECISION_ENV) else _bundled()
+    """A new registry: the bundled one plus ``$OPENROUTER_PROBE_PRECISION`` when set."""
+    return PrecisionRegistry.load()

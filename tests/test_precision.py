@@ -141,3 +141,61 @@ def test_bad_user_file_names_file_and_key(tmp_path: Path, content: str, message:
     with pytest.raises(ConfigError, match=message) as info:
         PrecisionRegistry.load(path)
     assert str(path) in str(info.value)
+
+
+def test_user_file_overrides_bundled_entries(tmp_path: Path) -> None:
+    # The bundled registry says K2.5 is INT4-native and Fireworks serves it as NVFP4; a user who
+    # knows better overrides both, and a format's width, without touching the bundled file.
+    user = tmp_path / "override.yaml"
+    user.write_text(
+        "formats:\n  nvfp4: {bits: 8, family: float}\n"
+        "models:\n  - match: moonshotai/kimi-k2.5*\n    native: fp8\n    source: our own eval\n"
+        "provider_facts:\n  - model: moonshotai/kimi-k2.5*\n    provider: fireworks\n"
+        "    effective: int4\n    source: asked their support\n    date: '2026-11-02'\n"
+    )
+    bundled = default_registry()
+    assert bundled.native_for("moonshotai/kimi-k2.5").native == "int4"  # type: ignore[union-attr]
+    reg = PrecisionRegistry.load(user)
+    native = reg.native_for("moonshotai/kimi-k2.5")
+    assert native is not None and (native.native, native.source) == ("fp8", "our own eval")
+    fw = reg.verdict("moonshotai/kimi-k2.5", _ep("fireworks", "unknown"))
+    assert (fw.effective, fw.effective_from) == (
+        "int4",
+        "provider fact (2026-11-02): asked their support",
+    )
+    assert (fw.native, fw.verdict) == ("fp8", "requantized")
+    assert reg.formats["nvfp4"].bits == 8
+    assert reg.verdict("openai/gpt-oss-120b", _ep("b", "nvfp4")).verdict == "upcast"
+    # the bundled entries stay behind the user's: other K2 models are untouched
+    assert reg.native_for("moonshotai/kimi-k2-thinking").native == "int4"  # type: ignore[union-attr]
+    assert [m.native for m in reg.models[:2]] == ["fp8", "int4"]
+    assert [f.effective for f in reg.facts] == ["int4", "nvfp4"]
+
+
+def test_later_user_files_win_over_earlier_ones(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("models:\n  - match: x/*\n    native: fp8\n")
+    second.write_text("models:\n  - match: x/m\n    native: bf16\n")
+    assert PrecisionRegistry.load(first, second).native_for("x/m").native == "bf16"  # type: ignore[union-attr]
+    assert PrecisionRegistry.load(second, first).native_for("x/m").native == "fp8"  # type: ignore[union-attr]
+
+
+def test_default_registry_is_a_new_object_each_time() -> None:
+    # A caller that changes its registry cannot change what the next caller (or test) gets.
+    reg = default_registry()
+    reg.models.clear()
+    reg.facts.clear()
+    reg.formats.pop("int4")
+    fresh = default_registry()
+    assert fresh is not reg
+    assert fresh.native_for("moonshotai/kimi-k2.5").native == "int4"  # type: ignore[union-attr]
+    assert fresh.facts and "int4" in fresh.formats
+
+
+def test_env_file_is_read_on_every_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = tmp_path / "env.yaml"
+    user.write_text("models:\n  - match: moonshotai/kimi-k2.5\n    native: bf16\n")
+    monkeypatch.setenv("OPENROUTER_PROBE_PRECISION", str(user))
+    assert default_registry().native_for("moonshotai/kimi-k2.5").native == "bf16"  # type: ignore[union-attr]
+    monkeypatch.delenv("OPENROUTER_PROBE_PRECISION")
+    assert default_registry().native_for("moonshotai/kimi-k2.5").native == "int4"  # type: ignore[union-attr]
