@@ -1255,3 +1255,167 @@ def test_compiled_policies_validate_against_sdk_provider_preferences(path: Any) 
     assert set(provider) <= _sdk_keys(ProviderPreferences)
     sdk = ProviderPreferences.model_validate(provider)
     assert sdk.model_dump(mode="json", by_alias=True, exclude_none=True) == provider
+
+
+# ---------------------------------------------------------------------------------------------
+# Branches a wrong decision would slip through (found by mutation testing)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sort_price_puts_an_unpriced_endpoint_last() -> None:
+    eps = [
+        ep("unpriced", pricing={}),
+        ep("dear", "0.000003", "0.000003"),
+        ep("cheap", "0.000001", "0.000001"),
+    ]
+    d = route({"sort": "price"}, eps)
+    assert d.admitted_tags == ["cheap", "dear", "unpriced"]
+    assert [c.role for c in d.candidates] == ["sorted", "sorted", "sorted"]
+    assert [c.weight for c in d.candidates] == pytest.approx(fallback_shares([99.0] * 3))
+    assert ASSUMPTIONS["missing_stats"] not in d.notes  # price sorts need no stats
+    assert blended_price_usd_per_m(eps[0]) is None
+    # ordered routes rank unpriced fallbacks last too
+    d = route({"order": ["dear"]}, eps)
+    assert d.admitted_tags == ["dear", "cheap", "unpriced"]
+    assert [c.matched_by for c in d.candidates] == ["dear", None, None]
+
+
+def test_ordered_route_counts_missing_uptime_as_up_and_zero_uptime_as_down() -> None:
+    eps = [
+        ep("a", uptime_last_30m=None),  # no stats: counts as 100% up
+        ep("b", uptime_last_30m=50.0),
+    ]
+    d = route({"order": ["b", "a"]}, eps)
+    assert d.admitted_tags == ["b", "a"]
+    assert [c.weight for c in d.candidates] == pytest.approx([0.5, 0.5])
+    d = route({"order": ["a", "b"]}, eps)
+    assert [c.weight for c in d.candidates] == [1.0, 0.0]
+    down = [ep("z", uptime_last_30m=0.0), ep("y", uptime_last_30m=80.0)]
+    d = route({"order": ["z", "y"]}, down)
+    assert [c.weight for c in d.candidates] == [0.0, 1.0]  # a dead first choice gets nothing
+    assert [c.position for c in d.candidates] == [1, 2]
+
+
+def test_every_candidate_down_sends_everything_to_the_first() -> None:
+    eps = [ep("z", uptime_last_30m=0.0), ep("y", uptime_last_30m=0.0), ep("x", uptime_last_30m=-5)]
+    d = route({"order": ["y", "z", "x"]}, eps)
+    assert [(c.endpoint.tag, c.weight) for c in d.candidates] == [
+        ("y", 1.0),
+        ("z", 0.0),
+        ("x", 0.0),
+    ]
+    d = route({"sort": "price"}, [ep("z", uptime_last_30m=150.0), ep("y", uptime_last_30m=0.0)])
+    assert d.weights == {"y": 0.0, "z": 1.0}  # uptime above 100% is clipped, not a bonus
+
+
+def test_load_balancing_with_nothing_priced_spreads_evenly() -> None:
+    eps = [ep("a", pricing={}), ep("b", pricing={"prompt": "0.000001"}), ep("c", pricing={})]
+    d = route({}, eps)
+    assert d.mode == "load_balanced"
+    assert d.weights == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+    assert d.admitted_tags == ["a", "b", "c"]  # equal weights: by tag
+
+
+def test_load_balancing_gives_an_unpriced_endpoint_nothing_beside_priced_ones() -> None:
+    d = route(
+        {},
+        [
+            ep("unpriced", pricing={}),
+            ep("a", "0.000001", "0.000001"),
+            ep("b", "0.000002", "0.000002"),
+        ],
+    )
+    assert d.weights == pytest.approx({"a": 0.8, "b": 0.2, "unpriced": 0.0})
+    assert d.admitted_tags == ["a", "b", "unpriced"]
+    assert cand(d, "unpriced").role == "balanced"
+
+
+def test_load_balancing_stable_reads_status_and_deranked() -> None:
+    eps = [
+        ep("ok", status=None),
+        ep("deranked", is_deranked=True),
+        ep("degraded", status=-1),
+        ep("zero", status=0),
+    ]
+    d = route({}, eps)
+    assert {c.endpoint.tag: c.role for c in d.candidates} == {
+        "ok": "balanced",
+        "zero": "balanced",
+        "deranked": "fallback",
+        "degraded": "fallback",
+    }
+    assert d.weights["ok"] == d.weights["zero"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("cutoff", "preferred"),
+    [(42, True), (42.0, True), (42.5, False), (41.9, True)],
+)
+def test_preferred_min_throughput_boundary(cutoff: float, preferred: bool) -> None:
+    # deepinfra/int4 runs at exactly 42 tok/s p50: at the cutoff it is still preferred
+    d = route({"preferred_min_throughput": cutoff, "only": ["deepinfra", "chutes"]}, K25)
+    assert (cand(d, "deepinfra/int4").role == "balanced") is preferred
+    assert cand(d, "chutes/int4").role == "fallback"  # 31 tok/s
+
+
+@pytest.mark.parametrize(
+    ("seconds", "preferred"),
+    [(1.32, True), (1.3201, True), (1.319, False)],
+)
+def test_preferred_max_latency_boundary(seconds: float, preferred: bool) -> None:
+    # deepinfra/int4: 1320 ms p50; a cutoff of exactly 1.32 s keeps it preferred
+    d = route({"preferred_max_latency": seconds, "only": ["deepinfra", "fireworks"]}, K25)
+    assert (cand(d, "deepinfra/int4").role == "balanced") is preferred
+
+
+def test_preferred_percentile_without_stats_is_not_held_against_the_endpoint() -> None:
+    eps = [ep("nostats"), ep("slow", throughput_last_30m={"p50": 5, "p90": 50})]
+    d = route({"preferred_min_throughput": {"p50": 10, "p90": 10}}, eps)
+    assert cand(d, "nostats").role == "balanced"
+    assert cand(d, "slow").role == "fallback"
+    d = route({"preferred_min_throughput": {"p90": 10}}, eps)
+    assert {c.role for c in d.candidates} == {"balanced"}
+    d = route({"preferred_max_latency": {"p99": 1}}, [ep("nolat", latency_last_30m={"p50": 5000})])
+    assert cand(d, "nolat").role == "balanced"  # p99 not reported: nothing to miss
+
+
+def test_context_length_counts_max_tokens_only_when_given() -> None:
+    e = ep("a", context_length=1000, max_completion_tokens=None)
+    assert route({}, [e], RequestParams(prompt_tokens=1000)).admitted_tags == ["a"]
+    d = route({}, [e], RequestParams(prompt_tokens=1000, max_tokens=1))
+    assert excl(d, "a").detail == "request exceeds its context 1000"
+    assert route({}, [e], RequestParams(max_tokens=10**9)).admitted_tags == ["a"]  # no prompt size
+    unknown = ep("b", context_length=None)
+    assert route({}, [unknown], RequestParams(prompt_tokens=10**9)).admitted_tags == ["b"]
+
+
+def test_filters_apply_in_routing_funnel_order() -> None:
+    e = ep("a", quantization="fp8", pricing={"prompt": "0.00001", "completion": "0.00001"})
+    block = {"only": ["b"], "ignore": ["a"], "quantizations": ["int4"], "max_price": {"prompt": 1}}
+    assert excl(route(block, [e]), "a").reason == "only"
+    block.pop("only")
+    assert excl(route(block, [e]), "a").reason == "ignore"
+    block.pop("ignore")
+    assert excl(route(block, [e]), "a").reason == "quantization"
+    block.pop("quantizations")
+    assert excl(route(block, [e]), "a").reason == "max_price"
+    block = {"require_parameters": True}
+    params = RequestParams(parameters=frozenset({"seed"}), max_tokens=10**6, prompt_tokens=10**6)
+    assert excl(route(block, [e], params), "a").reason == "require_parameters"
+    assert excl(route({}, [e], params), "a").reason == "max_tokens"
+    byok = ep("k", is_byok_only=True)
+    x = excl(route({"only": ["z"]}, [byok]), "k")
+    assert (x.reason, x.detail) == (
+        "byok_only",
+        "serves only requests that bring their own provider key",
+    )
+
+
+def test_blended_price_with_zero_tokens_is_the_plain_mean() -> None:
+    e = ep("a", "0.000001", "0.000003")
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=0, output_tokens=0)) == 2
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=3, output_tokens=None)) == 2
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=0, output_tokens=5)) == 3
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=5, output_tokens=0)) == 1
+    assert blended_price_usd_per_m(ep("b", pricing={"prompt": "0.000001"})) is None
+    assert blended_price_usd_per_m(ep("c", pricing={"completion": "0.000001"})) is None

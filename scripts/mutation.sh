@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Mutation testing (mutmut 3.8.1) of the modules that make decisions: routing, budget, drift,
+# precision, quantities. Slow (tens of minutes per module on two cores), so it is not part of
+# .ci/run. Usage:
+#
+#   bash scripts/mutation.sh                     # all five modules
+#   bash scripts/mutation.sh routing precision   # some of them
+#
+# It works on a copy of the tree (mutmut writes mutants/ and its cache where it runs; set
+# MUTATION_WORKDIR to keep the copy), re-runs every survivor in a fresh pytest process (mutmut's
+# workers are forked from a process that has already run the suite, so state that process built
+# can hide a mutant), and prints a kill rate per module, overall and without mutants of message
+# strings (a literal with a space in it: wording, not a decision).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$#" -gt 0 ]; then modules=("$@"); else modules=(routing budget drift precision quantities); fi
+for m in "${modules[@]}"; do
+  [ -f "$root/openrouter_probe/$m.py" ] || { echo "no module openrouter_probe/$m.py" >&2; exit 2; }
+done
+python -c 'import mutmut' 2>/dev/null || python -m pip install --quiet 'mutmut==3.8.1'
+
+work=${MUTATION_WORKDIR:-$(mktemp -d)}
+mkdir -p "$work"
+echo "mutation: working in $work" >&2
+# The tree as it is now (tracked and new files, not ignored ones), without mutmut's own leftovers.
+(cd "$root" && git ls-files -z --cached --others --exclude-standard) |
+  while IFS= read -r -d '' f; do
+    [ -f "$root/$f" ] && printf '%s\0' "$f"
+  done | (cd "$root" && xargs -0 cp --parents -t "$work")
+cd "$work"
+rm -rf mutants
+{
+  echo
+  echo "[tool.mutmut]"
+  echo 'source_paths = ["openrouter_probe"]'
+  printf 'only_mutate = ['
+  sep=""
+  for m in "${modules[@]}"; do printf '%s"openrouter_probe/%s.py"' "$sep" "$m"; sep=", "; done
+  echo "]"
+  echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "--hypothesis-seed=0"]'
+  echo 'pytest_add_cli_args_test_selection = ["tests"]'
+} >> pyproject.toml
+
+python -m mutmut run --max-children "${MUTATION_CHILDREN:-2}" > mutmut-run.log 2>&1 || {
+  tail -20 mutmut-run.log >&2
+  exit 1
+}
+
+# Re-run each survivor in a fresh process: apply it to the copy, run the tests that cover it.
+python -m mutmut results > survivors.txt || true
+: > rechecked.txt
+while IFS= read -r line; do
+  name=${line%%:*}
+  name=${name## }
+  status=${line##*: }
+  [ "$status" = "survived" ] || continue
+  file="openrouter_probe/$(echo "$name" | cut -d. -f2).py"
+  cp "$file" "$file.orig"
+  python -m mutmut apply "$name" > /dev/null
+  mapfile -t tests < <(python -m mutmut tests-for-mutant "$name" 2>/dev/null | grep '^tests/' || true)
+  [ "${#tests[@]}" -gt 0 ] || tests=(tests)
+  if python -m pytest -x -q -p no:cacheprovider --hypothesis-seed=0 "${tests[@]}" > /dev/null 2>&1; then
+    echo "$name survived" >> rechecked.txt
+  else
+    echo "$name killed-in-fresh-process" >> rechecked.txt
+  fi
+  mv "$file.orig" "$file"
+done < survivors.txt
+
+python - "${modules[@]}" <<'PY'
+"""Per module: mutants, killed, survivors; kill rate overall and without message-string mutants."""
+import re
+import subprocess
+import sys
+
+statuses = {}
+for line in open("survivors.txt"):
+    if ": " in line:
+        name, status = line.strip().rsplit(": ", 1)
+        statuses[name] = status
+for line in open("rechecked.txt"):
+    name, status = line.split()
+    statuses[name] = "killed" if status == "killed-in-fresh-process" else "survived"
+all_out = subprocess.run(
+    [sys.executable, "-m", "mutmut", "results", "--all", "true"], capture_output=True, text=True
+).stdout
+for line in all_out.splitlines():
+    name, status = line.strip().rsplit(": ", 1)
+    statuses.setdefault(name, status)
+
+QUOTED = re.compile(r"""(?:[rbfu]{0,2})("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+
+
+def is_message(name: str) -> bool:
+    """A mutant that only rewrites a string literal containing a space (a message)."""
+    diff = subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", name], capture_output=True, text=True
+    ).stdout.splitlines()
+    old = [l[1:] for l in diff if l.startswith("-") and not l.startswith("---")]
+    new = [l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")]
+    if len(old) != 1 or len(new) != 1:
+        return False
+    a, b = old[0], new[0]
+    if QUOTED.sub("S", a) != QUOTED.sub("S", b):
+        return False  # code changed, not only a literal
+    changed = [x for x, y in zip(QUOTED.findall(a), QUOTED.findall(b)) if x != y]
+    return bool(changed) and all(" " in x for x in changed)
+
+
+print(f"{'module':<12} {'mutants':>7} {'killed':>6} {'survived':>8} {'rate':>6}   "
+      f"{'w/o messages':>12}  survivors (not messages)")
+for module in sys.argv[1:]:
+    mine = {n: s for n, s in statuses.items() if n.startswith(f"openrouter_probe.{module}.")}
+    if not mine:
+        print(f"{module:<12} no mutants")
+        continue
+    counted = {n: s for n, s in mine.items() if s in ("killed", "survived", "timeout")}
+    killed = sum(s in ("killed", "timeout") for s in counted.values())
+    survivors = [n for n, s in counted.items() if s == "survived"]
+    messages = {n for n in counted if is_message(n)}
+    kept = {n: s for n, s in counted.items() if n not in messages}
+    kept_killed = sum(s in ("killed", "timeout") for s in kept.values())
+    real = [n for n in survivors if n not in messages]
+    rate = 100 * killed / len(counted)
+    rate_kept = 100 * kept_killed / len(kept) if kept else 100.0
+    print(f"{module:<12} {len(counted):>7} {killed:>6} {len(survivors):>8} {rate:>5.1f}%   "
+          f"{rate_kept:>11.1f}%  {' '.join(n.split('.', 2)[2] for n in real)}")
+PY
