@@ -17,7 +17,30 @@ if [ "$#" -gt 0 ]; then modules=("$@"); else modules=(routing budget drift preci
 for m in "${modules[@]}"; do
   [ -f "$root/openrouter_probe/$m.py" ] || { echo "no module openrouter_probe/$m.py" >&2; exit 2; }
 done
-python -c 'import mutmut' 2>/dev/null || python -m pip install --quiet 'mutmut==3.8.1'
+# The project's interpreter: the README's venv when there is one, else whatever `python` is.
+py=${PYTHON:-python}
+[ -x "$root/.venv/bin/python" ] && [ -z "${PYTHON:-}" ] && py="$root/.venv/bin/python"
+"$py" -c 'import openrouter_probe, pytest_recording' || {
+  echo "install the project first: pip install -e '.[dev]' (see the README)" >&2
+  exit 2
+}
+"$py" -c 'import mutmut' 2>/dev/null || "$py" -m pip install --quiet 'mutmut==3.8.1'
+
+# The test files that exercise each module (its own and its callers'): a mutant is judged by these.
+declare -A tests_of=(
+  [routing]="test_routing test_lint test_policy test_budget test_drift test_edges"
+  [precision]="test_precision test_policy test_matrix test_edges"
+  [budget]="test_budget test_analysis_cli test_edges"
+  [drift]="test_drift test_edges"
+  [quantities]="test_budget test_analysis_cli test_edges"
+)
+selected=()
+for m in "${modules[@]}"; do read -ra t <<< "${tests_of[$m]:-}"; selected+=("${t[@]}"); done
+[ "${#selected[@]}" -gt 0 ] || selected=(test_*)
+# Left out: property tests over whole compiles and end-to-end runs that take seconds each (a
+# surviving mutant runs every selected test): the kill rate is a floor for the full suite.
+slow="not test_properties_of_compiled_policies and not test_block_passes_through_openai_extra_body"
+slow="$slow and not test_matrix_table_and_plot"
 
 work=${MUTATION_WORKDIR:-$(mktemp -d)}
 mkdir -p "$work"
@@ -33,21 +56,33 @@ rm -rf mutants
   echo
   echo "[tool.mutmut]"
   echo 'source_paths = ["openrouter_probe"]'
+  # everything the tests read besides the package and tests/ (policies, notebooks, the README...)
+  printf 'also_copy = ['
+  sep=""
+  for f in *; do
+    case "$f" in openrouter_probe | tests | pyproject.toml) continue ;; esac
+    printf '%s"%s"' "$sep" "$f"
+    sep=", "
+  done
+  echo "]"
   printf 'only_mutate = ['
   sep=""
   for m in "${modules[@]}"; do printf '%s"openrouter_probe/%s.py"' "$sep" "$m"; sep=", "; done
   echo "]"
-  echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "--hypothesis-seed=0"]'
-  echo 'pytest_add_cli_args_test_selection = ["tests"]'
+  echo "pytest_add_cli_args = [\"-p\", \"no:cacheprovider\", \"--hypothesis-seed=0\", \"-m\", \"not notebook\", \"-k\", \"$slow\"]"
+  printf 'pytest_add_cli_args_test_selection = ['
+  sep=""
+  for t in $(printf '%s\n' "${selected[@]}" | sort -u); do printf '%s"tests/%s.py"' "$sep" "$t"; sep=", "; done
+  echo "]"
 } >> pyproject.toml
 
-python -m mutmut run --max-children "${MUTATION_CHILDREN:-2}" > mutmut-run.log 2>&1 || {
+"$py" -m mutmut run --max-children "${MUTATION_CHILDREN:-2}" > mutmut-run.log 2>&1 || {
   tail -20 mutmut-run.log >&2
   exit 1
 }
 
 # Re-run each survivor in a fresh process: apply it to the copy, run the tests that cover it.
-python -m mutmut results > survivors.txt || true
+"$py" -m mutmut results > survivors.txt || true
 : > rechecked.txt
 while IFS= read -r line; do
   name=${line%%:*}
@@ -56,10 +91,10 @@ while IFS= read -r line; do
   [ "$status" = "survived" ] || continue
   file="openrouter_probe/$(echo "$name" | cut -d. -f2).py"
   cp "$file" "$file.orig"
-  python -m mutmut apply "$name" > /dev/null
-  mapfile -t tests < <(python -m mutmut tests-for-mutant "$name" 2>/dev/null | grep '^tests/' || true)
-  [ "${#tests[@]}" -gt 0 ] || tests=(tests)
-  if python -m pytest -x -q -p no:cacheprovider --hypothesis-seed=0 "${tests[@]}" > /dev/null 2>&1; then
+  "$py" -m mutmut apply "$name" > /dev/null
+  mapfile -t tests < <("$py" -m mutmut tests-for-mutant "$name" 2>/dev/null | grep '^tests/' || true)
+  [ "${#tests[@]}" -gt 0 ] || { echo "$name survived" >> rechecked.txt; mv "$file.orig" "$file"; continue; }
+  if "$py" -m pytest -x -q -p no:cacheprovider --hypothesis-seed=0 "${tests[@]}" > /dev/null 2>&1; then
     echo "$name survived" >> rechecked.txt
   else
     echo "$name killed-in-fresh-process" >> rechecked.txt
@@ -67,7 +102,7 @@ while IFS= read -r line; do
   mv "$file.orig" "$file"
 done < survivors.txt
 
-python - "${modules[@]}" <<'PY'
+"$py" - "${modules[@]}" <<'PY'
 """Per module: mutants, killed, survivors; kill rate overall and without message-string mutants."""
 import re
 import subprocess
