@@ -116,10 +116,11 @@ class PrecisionRegistry:
                 raise ConfigError(f"{p}: not a text file ({exc.reason})") from exc
             except yaml.YAMLError as exc:
                 raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
-            registry._merge(doc, where=str(p), first=True)
+            registry._merge(doc, where=str(p))
         return registry
 
-    def _merge(self, doc: Any, *, where: str, first: bool = False) -> None:
+    def _merge(self, doc: Any, *, where: str) -> None:
+        """Add ``doc``'s entries ahead of those already there (later files win)."""
         if not isinstance(doc, dict):
             raise ConfigError(f"{where}: expected a mapping with formats/models/provider_facts")
         unknown = set(doc) - {"formats", "models", "provider_facts"}
@@ -163,8 +164,8 @@ class PrecisionRegistry:
                 ) from exc
             self._check_format(fact.effective, f"{where}: provider_facts[{i}].effective")
             facts.append(fact)
-        self.models = models + self.models if first else self.models + models
-        self.facts = facts + self.facts if first else self.facts + facts
+        self.models = models + self.models
+        self.facts = facts + self.facts
 
     def _check_format(self, name: str, where: str) -> None:
         if name not in self.formats:
@@ -184,10 +185,10 @@ class PrecisionRegistry:
         for fact in self.facts:
             if fact.applies_to(model, endpoint):
                 return fact.effective, f"provider fact ({fact.date}): {fact.source}"
-        declared = (endpoint.quantization or "").lower() or None
+        declared = endpoint.quantization.lower() if endpoint.quantization else None
         if declared in self.formats:
             return declared, "tag"
-        suffix = (endpoint.variant or "").lower()
+        suffix = endpoint.variant.lower() if endpoint.variant else None
         if suffix in self.formats:
             return suffix, "tag suffix"
         return None, "nothing"
@@ -243,8 +244,8 @@ def _bundled_document() -> Any:
     With libyaml this takes about 2 ms, so nothing is cached: no caller (and no test) is handed a
     registry that an earlier one built, changed, or built with other code.
     """
-    text = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_text("utf-8")
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_bytes()
+    return yaml.load(data, Loader=yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
 
 
 def default_registry() -> PrecisionRegistry:

@@ -34,6 +34,7 @@ sorted on, missing stats, fallback traffic shares, data policies, ``exacto``, th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -362,25 +363,19 @@ def service_tier(endpoint: Endpoint) -> str | None:
     a tier and ``openai/priority`` may not); older data without the field falls back to the tag's
     ``/priority`` or ``/flex`` suffix.
     """
-    if "service_tier" in endpoint.model_fields_set or "service_tier" in (
-        endpoint.model_extra or {}
-    ):
-        declared = getattr(endpoint, "service_tier", None)
+    if "service_tier" in endpoint.model_fields_set:  # a declared field or an extra key alike
+        declared = getattr(endpoint, "service_tier")  # noqa: B009 (an extra key or a field)
         if declared is None or isinstance(declared, str):
             return declared or None
-    variant = endpoint.variant or ""
-    return variant if variant in SERVICE_TIER_VARIANTS else None
+    return endpoint.variant if endpoint.variant in SERVICE_TIER_VARIANTS else None
 
 
 def matches(entry: str, endpoint: Endpoint) -> bool:
     """Whether an ``order``/``only``/``ignore`` entry selects ``endpoint``."""
     if entry == endpoint.tag:
         return True
-    return (
-        "/" not in entry
-        and entry == endpoint.tag.split("/", 1)[0]
-        and service_tier(endpoint) is None
-    )
+    # a base slug never holds "/": an entry that does can only equal the whole tag
+    return entry == endpoint.tag.partition("/")[0] and service_tier(endpoint) is None
 
 
 def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | None:
@@ -398,7 +393,7 @@ def blended_price_usd_per_m(
         return None
     n_in = Decimal(params.prompt_tokens) if params and params.prompt_tokens is not None else None
     n_out = Decimal(params.output_tokens) if params and params.output_tokens is not None else None
-    if n_in is None or n_out is None or n_in + n_out == 0:
+    if n_in is None or n_out is None or (n_in == 0 and n_out == 0):
         return (p_in + p_out) / 2
     return (p_in * n_in + p_out * n_out) / (n_in + n_out)
 
@@ -498,15 +493,27 @@ def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Excl
 # -- soft preferences and ranking -----------------------------------------------------------------
 
 
-def _sort_value(e: Endpoint, key: SortKey, params: RequestParams) -> tuple[int, float]:
-    if key == "throughput":
-        v = e.throughput_last_30m.p50 if e.throughput_last_30m else None
-        return (1, 0.0) if v is None else (0, -float(v))
-    if key == "latency":
-        v = e.latency_last_30m.p50 if e.latency_last_30m else None
-        return (1, 0.0) if v is None else (0, float(v))
+def _price_key(e: Endpoint, params: RequestParams) -> float:
     price = blended_price_usd_per_m(e, params)
-    return (1, 0.0) if price is None else (0, float(price))
+    return math.inf if price is None else float(price)
+
+
+def _throughput_key(e: Endpoint, _: RequestParams) -> float:
+    v = getattr(e.throughput_last_30m, "p50", None)
+    return math.inf if v is None else -float(v)
+
+
+def _latency_key(e: Endpoint, _: RequestParams) -> float:
+    v = getattr(e.latency_last_30m, "p50", None)
+    return math.inf if v is None else float(v)
+
+
+#: How each sort key ranks an endpoint: lower first, endpoints without the figure last.
+_SORT_KEYS: dict[str, Callable[[Endpoint, RequestParams], float]] = {
+    "price": _price_key,
+    "throughput": _throughput_key,
+    "latency": _latency_key,
+}
 
 
 def _cutoffs(value: float | dict[str, float] | None) -> dict[str, float]:
@@ -523,11 +530,11 @@ def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool
     if "tools" in params.parameters and "tools" not in e.supported_parameters:
         return False
     for pct, cut in _cutoffs(block.preferred_min_throughput).items():
-        have = getattr(e.throughput_last_30m, pct, None) if e.throughput_last_30m else None
+        have = getattr(e.throughput_last_30m, pct, None)
         if have is not None and have < cut:
             return False
     for pct, cut_s in _cutoffs(block.preferred_max_latency).items():
-        have = getattr(e.latency_last_30m, pct, None) if e.latency_last_30m else None
+        have = getattr(e.latency_last_30m, pct, None)
         if have is not None and have > cut_s * 1000:
             return False
     return True
@@ -535,29 +542,28 @@ def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool
 
 def _stable(e: Endpoint) -> bool:
     """No sign of a recent outage: status not negative, not deranked (a provider-page flag)."""
-    return (e.status or 0) >= 0 and not (e.model_extra or {}).get("is_deranked")
+    degraded = e.status is not None and e.status < 0
+    return not degraded and not (e.model_extra or {}).get("is_deranked")
 
 
 def _rank(
-    endpoints: Sequence[Endpoint], key: SortKey | None, block: ProviderBlock, params: RequestParams
+    endpoints: Sequence[Endpoint], key: str, block: ProviderBlock, params: RequestParams
 ) -> list[Endpoint]:
-    """Order fallbacks: by ``key`` (price when none), preferred endpoints first, ties by tag."""
-    k: SortKey = key or "price"
+    """Order by ``key``, preferred endpoints first, ties by tag."""
+    value = _SORT_KEYS[key]
     return sorted(
-        endpoints,
-        key=lambda e: (not _preferred(block, e, params), _sort_value(e, k, params), e.tag),
+        endpoints, key=lambda e: (not _preferred(block, e, params), value(e, params), e.tag)
     )
 
 
 def _fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
     """Expected traffic shares of a fallback chain (``ASSUMPTIONS["fallback_share"]``); an endpoint
     without uptime stats counts as always up; when none is ever up, the first takes everything."""
-    shares, miss = [], 1.0
-    for e in endpoints:
-        up = (e.uptime_last_30m if e.uptime_last_30m is not None else 100.0) / 100.0
-        up = min(max(up, 0.0), 1.0)
-        shares.append(miss * up)
-        miss *= 1.0 - up
+    ups = [
+        1.0 if e.uptime_last_30m is None else min(max(e.uptime_last_30m / 100, 0.0), 1.0)
+        for e in endpoints
+    ]
+    shares = [up * math.prod(1 - before for before in ups[:i]) for i, up in enumerate(ups)]
     total = sum(shares)
     if total > 0:
         return [s / total for s in shares]
@@ -567,15 +573,15 @@ def _fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
 def _balance_weights(stable: Sequence[Endpoint], params: RequestParams) -> dict[str, float]:
     """Load-balancing shares of the stable endpoints: 1/price², normalized to sum to 1."""
     prices = {e.tag: blended_price_usd_per_m(e, params) for e in stable}
-    if any(p == 0 for p in prices.values()):
+    free = [tag for tag, p in prices.items() if p == 0]
+    if free:
         # 1/price² is unbounded for a free endpoint: the free ones share the traffic evenly.
-        raw = {tag: float(p == 0) for tag, p in prices.items()}
-    else:
-        raw = {tag: 0.0 if p is None else 1.0 / float(p) ** 2 for tag, p in prices.items()}
-        if not any(raw.values()):
-            raw = dict.fromkeys(raw, 1.0)  # nothing priced: spread evenly
-    total = sum(raw.values())
-    return {tag: w / total for tag, w in raw.items()}
+        return {tag: 1 / len(free) if tag in free else 0.0 for tag in prices}
+    inverse = {tag: float(p) ** -2 for tag, p in prices.items() if p is not None}
+    if not inverse:
+        return {tag: 1 / len(prices) for tag in prices}  # nothing priced: spread evenly
+    total = sum(inverse.values())
+    return {tag: inverse.get(tag, 0.0) / total for tag in prices}
 
 
 # -- the three routing modes ----------------------------------------------------------------------
@@ -594,7 +600,7 @@ def _ordered_route(
     chain: list[Endpoint] = []
     for entry in block.order or ():
         hits = [e for e in admitted if e.tag not in placed and matches(entry, e)]
-        for e in sorted(hits, key=lambda e: _sort_value(e, "price", params)):
+        for e in sorted(hits, key=lambda e: _price_key(e, params)):
             placed[e.tag] = entry
             chain.append(e)
     rest = [e for e in admitted if e.tag not in placed]
@@ -602,7 +608,7 @@ def _ordered_route(
         reason = "not in order and allow_fallbacks is false"
         excluded = [*excluded, *(Exclusion(e, "not_in_order", reason) for e in rest)]
         rest = []
-    chain += _rank(rest, sort_key, block, params)
+    chain += _rank(rest, sort_key or "price", block, params)
     shares = _fallback_shares(chain)
     candidates = tuple(
         Candidate(
@@ -657,7 +663,7 @@ def _balanced_route(
     else:
         # Everything is degraded: OpenRouter still routes, in fallback order.
         shares = _fallback_shares(fallbacks)
-        rows = [(e, share, "fallback") for e, share in zip(fallbacks, shares, strict=True)]
+        rows = [(e, shares[i], "fallback") for i, e in enumerate(fallbacks)]
     candidates = tuple(Candidate(e, i, w, role) for i, (e, w, role) in enumerate(rows, start=1))
     return RouteDecision("load_balanced", candidates, tuple(excluded), tuple(notes))
 

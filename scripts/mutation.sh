@@ -45,6 +45,9 @@ slow="$slow and not test_matrix_table_and_plot"
 work=${MUTATION_WORKDIR:-$(mktemp -d)}
 mkdir -p "$work"
 echo "mutation: working in $work" >&2
+if [ -n "${MUTATION_REPORT_ONLY:-}" ]; then
+  cd "$work"  # re-check the survivors and report on an earlier run kept with MUTATION_WORKDIR
+else
 # The tree as it is now (tracked and new files, not ignored ones), without mutmut's own leftovers.
 (cd "$root" && git ls-files -z --cached --others --exclude-standard) |
   while IFS= read -r -d '' f; do
@@ -80,54 +83,21 @@ rm -rf mutants
   tail -20 mutmut-run.log >&2
   exit 1
 }
+fi
 
-# Re-run each survivor in a fresh process: apply it to the copy, run the tests that cover it.
-"$py" -m mutmut results > survivors.txt || true
-: > rechecked.txt
-while IFS= read -r line; do
-  name=${line%%:*}
-  name=${name## }
-  status=${line##*: }
-  [ "$status" = "survived" ] || continue
-  file="openrouter_probe/$(echo "$name" | cut -d. -f2).py"
-  cp "$file" "$file.orig"
-  "$py" -m mutmut apply "$name" > /dev/null
-  mapfile -t tests < <("$py" -m mutmut tests-for-mutant "$name" 2>/dev/null | grep '^tests/' || true)
-  [ "${#tests[@]}" -gt 0 ] || { echo "$name survived" >> rechecked.txt; mv "$file.orig" "$file"; continue; }
-  if "$py" -m pytest -x -q -p no:cacheprovider --hypothesis-seed=0 "${tests[@]}" > /dev/null 2>&1; then
-    echo "$name survived" >> rechecked.txt
-  else
-    echo "$name killed-in-fresh-process" >> rechecked.txt
-  fi
-  mv "$file.orig" "$file"
-done < survivors.txt
-
-"$py" - "${modules[@]}" <<'PY'
-"""Per module: mutants, killed, survivors; kill rate overall and without message-string mutants."""
+# Sort the survivors: mutants of message strings are noise; the others are re-run in a fresh
+# process (applied to the copy, the tests that cover them run by plain pytest).
+"$py" -m mutmut results --all true > results.txt || true
+"$py" - <<'PY'
 import re
 import subprocess
 import sys
-
-statuses = {}
-for line in open("survivors.txt"):
-    if ": " in line:
-        name, status = line.strip().rsplit(": ", 1)
-        statuses[name] = status
-for line in open("rechecked.txt"):
-    name, status = line.split()
-    statuses[name] = "killed" if status == "killed-in-fresh-process" else "survived"
-all_out = subprocess.run(
-    [sys.executable, "-m", "mutmut", "results", "--all", "true"], capture_output=True, text=True
-).stdout
-for line in all_out.splitlines():
-    name, status = line.strip().rsplit(": ", 1)
-    statuses.setdefault(name, status)
 
 QUOTED = re.compile(r"""(?:[rbfu]{0,2})("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
 
 
 def is_message(name: str) -> bool:
-    """A mutant that only rewrites a string literal containing a space (a message)."""
+    """A mutant that only rewrites, or replaces by None, string literals containing a space."""
     diff = subprocess.run(
         [sys.executable, "-m", "mutmut", "show", name], capture_output=True, text=True
     ).stdout.splitlines()
@@ -136,28 +106,56 @@ def is_message(name: str) -> bool:
     if len(old) != 1 or len(new) != 1:
         return False
     a, b = old[0], new[0]
+    if QUOTED.sub(lambda m: "None" if " " in m.group(1) else m.group(0), a) == b:
+        return True  # the message replaced by None
     if QUOTED.sub("S", a) != QUOTED.sub("S", b):
         return False  # code changed, not only a literal
     changed = [x for x, y in zip(QUOTED.findall(a), QUOTED.findall(b)) if x != y]
     return bool(changed) and all(" " in x for x in changed)
 
 
-print(f"{'module':<12} {'mutants':>7} {'killed':>6} {'survived':>8} {'rate':>6}   "
-      f"{'w/o messages':>12}  survivors (not messages)")
+with open("results.txt") as results, open("sorted.txt", "w") as out:
+    for line in results:
+        if ": " not in line:
+            continue
+        name, status = line.strip().rsplit(": ", 1)
+        if status == "survived" and is_message(name):
+            status = "message"
+        out.write(f"{name} {status}\n")
+PY
+: > rechecked.txt
+while read -r name status; do
+  [ "$status" = "survived" ] || continue
+  file="openrouter_probe/$(echo "$name" | cut -d. -f2).py"
+  cp "$file" "$file.orig"
+  "$py" -m mutmut apply "$name" > /dev/null
+  mapfile -t tests < <("$py" -m mutmut tests-for-mutant "$name" 2>/dev/null | grep '^tests/' || true)
+  if [ "${#tests[@]}" -gt 0 ] &&
+    ! "$py" -m pytest -x -q -p no:cacheprovider --hypothesis-seed=0 "${tests[@]}" > /dev/null 2>&1; then
+    echo "$name killed" >> rechecked.txt  # killed in a fresh process
+  fi
+  mv "$file.orig" "$file"
+done < sorted.txt
+
+"$py" - "${modules[@]}" <<'PY'
+"""Per module: mutants, killed, survivors; kill rate overall and without message-string mutants."""
+import sys
+
+statuses = dict(line.split() for line in open("sorted.txt"))
+statuses.update(dict(line.split() for line in open("rechecked.txt")))
+print(f"{'module':<12} {'mutants':>7} {'killed':>6} {'messages':>8} {'other':>5} {'rate':>6} "
+      f"{'w/o messages':>12}  surviving mutants, not messages")
 for module in sys.argv[1:]:
     mine = {n: s for n, s in statuses.items() if n.startswith(f"openrouter_probe.{module}.")}
-    if not mine:
+    counted = {n: s for n, s in mine.items() if s in ("killed", "timeout", "survived", "message")}
+    if not counted:
         print(f"{module:<12} no mutants")
         continue
-    counted = {n: s for n, s in mine.items() if s in ("killed", "survived", "timeout")}
     killed = sum(s in ("killed", "timeout") for s in counted.values())
-    survivors = [n for n, s in counted.items() if s == "survived"]
-    messages = {n for n in counted if is_message(n)}
-    kept = {n: s for n, s in counted.items() if n not in messages}
-    kept_killed = sum(s in ("killed", "timeout") for s in kept.values())
-    real = [n for n in survivors if n not in messages]
+    messages = sum(s == "message" for s in counted.values())
+    real = sorted(n.split(".", 2)[2] for n, s in counted.items() if s == "survived")
     rate = 100 * killed / len(counted)
-    rate_kept = 100 * kept_killed / len(kept) if kept else 100.0
-    print(f"{module:<12} {len(counted):>7} {killed:>6} {len(survivors):>8} {rate:>5.1f}%   "
-          f"{rate_kept:>11.1f}%  {' '.join(n.split('.', 2)[2] for n in real)}")
+    rate_kept = 100 * killed / (len(counted) - messages) if len(counted) > messages else 100.0
+    print(f"{module:<12} {len(counted):>7} {killed:>6} {messages:>8} {len(real):>5} {rate:>5.1f}% "
+          f"{rate_kept:>11.1f}%  {' '.join(real)}")
 PY

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.precision import PrecisionRegistry, default_registry
+from openrouter_probe.precision import FormatInfo, PrecisionRegistry, default_registry
 from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import bundled_snapshot
 
@@ -199,3 +199,195 @@ def test_env_file_is_read_on_every_call(tmp_path: Path, monkeypatch: pytest.Monk
     assert default_registry().native_for("moonshotai/kimi-k2.5").native == "bf16"  # type: ignore[union-attr]
     monkeypatch.delenv("OPENROUTER_PROBE_PRECISION")
     assert default_registry().native_for("moonshotai/kimi-k2.5").native == "int4"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("model", "tag", "quant", "effective", "source", "verdict", "reason"),
+    [
+        (
+            "moonshotai/kimi-k2.5",
+            "w",
+            None,
+            None,
+            "nothing",
+            "undeclared",
+            "no quantization tag and no known fact",
+        ),
+        (
+            "moonshotai/kimi-k2.5",
+            "w",
+            "unknown",
+            None,
+            "nothing",
+            "undeclared",
+            "tag 'unknown' and no known fact",
+        ),
+        (
+            "moonshotai/kimi-k2.5",
+            "v/int4",
+            None,
+            "int4",
+            "tag suffix",
+            "native",
+            "int4 (from tag suffix) is the native release precision",
+        ),
+        (
+            "moonshotai/kimi-k2.5",
+            "v/INT4",
+            None,
+            "int4",
+            "tag suffix",
+            "native",
+            "int4 (from tag suffix) is the native release precision",
+        ),
+        (
+            "moonshotai/kimi-k2.5",
+            "c",
+            "INT4",
+            "int4",
+            "tag",
+            "native",
+            "int4 is the native release precision",
+        ),
+        (
+            "nobody/x",
+            "d",
+            "fp8",
+            "fp8",
+            "tag",
+            "unassessed",
+            "serves fp8; nobody/x's native precision is not in the registry",
+        ),
+        (
+            "moonshotai/kimi-k2.5",
+            "z",
+            "int8",
+            "int8",
+            "tag",
+            "upcast",
+            "int8 is wider than native int4",
+        ),
+        (
+            "moonshotai/kimi-k2.5",
+            "b",
+            "fp4",
+            "fp4",
+            "tag",
+            "requantized",
+            "fp4 is another 4-bit format than native int4",
+        ),
+        (
+            "moonshotai/kimi-k2-0905",
+            "g",
+            "int4",
+            "int4",
+            "tag",
+            "requantized",
+            "int4 has fewer bits than native fp8",
+        ),
+        ("openai/gpt-oss-120b", "a", "fp4", "fp4", "tag", "native", "fp4 covers native mxfp4"),
+    ],
+)
+def test_verdict_records_where_the_precision_came_from(
+    model: str,
+    tag: str,
+    quant: str | None,
+    effective: str | None,
+    source: str,
+    verdict: str,
+    reason: str,
+) -> None:
+    v = default_registry().verdict(model, _ep(tag, quant))
+    assert (v.tag, v.declared, v.effective, v.effective_from) == (tag, quant, effective, source)
+    assert (v.verdict, v.reason) == (verdict, reason)
+
+
+def test_verdict_from_a_provider_fact_names_it() -> None:
+    v = default_registry().verdict("moonshotai/kimi-k2.5", _ep("fireworks", "unknown"))
+    assert v.effective_from.startswith("provider fact (2026-02-01): Fireworks serves Kimi K2.5")
+    assert (
+        v.reason
+        == "nvfp4 (from provider fact (2026-02-01)) is another 4-bit format than native int4"
+    )
+    assert (v.native, v.native_source) == ("int4", default_registry().models[0].source)
+
+
+def test_fact_matches_a_full_tag_whatever_its_case(tmp_path: Path) -> None:
+    user = tmp_path / "facts.yaml"
+    user.write_text(
+        "provider_facts:\n  - model: m/x\n    provider: DeepInfra/FP4\n    effective: nvfp4\n"
+        "    source: s\n    date: '2026-01-01'\n"
+    )
+    reg = PrecisionRegistry.load(user)
+    assert reg.facts[0].provider == "deepinfra/fp4"
+    assert reg.effective_for("m/x", _ep("DeepInfra/FP4", "fp4"))[0] == "nvfp4"
+    assert reg.effective_for("m/x", _ep("deepinfra/fp4", "fp4"))[0] == "nvfp4"
+    assert reg.effective_for("m/x", _ep("deepinfra", "fp4")) == ("fp4", "tag")  # another endpoint
+    assert reg.effective_for("m/y", _ep("deepinfra/fp4", "fp4")) == ("fp4", "tag")  # another model
+
+
+@pytest.mark.parametrize(
+    ("native", "served"), [("mxfp8", "fp8"), ("nvfp4", "fp4"), ("mxfp4", "fp4")]
+)
+def test_openrouters_wide_names_cover_their_mx_and_nv_variants(
+    tmp_path: Path, native: str, served: str
+) -> None:
+    user = tmp_path / "native.yaml"
+    user.write_text(f"models:\n  - match: m/x\n    native: {native}\n")
+    v = PrecisionRegistry.load(user).verdict("m/x", _ep("p", served))
+    assert (v.verdict, v.reason) == ("native", f"{served} covers native {native}")
+    # the other direction is a different format at the same width
+    back = PrecisionRegistry.load(user).verdict("m/x", _ep("p", native))
+    assert back.verdict == "native"
+
+
+def test_formats_keep_name_bits_and_family(tmp_path: Path) -> None:
+    reg = default_registry()
+    assert reg.formats["int4"] == FormatInfo("int4", 4, "int")
+    assert reg.formats["bf16"] == FormatInfo("bf16", 16, "float")
+    user = tmp_path / "formats.yaml"
+    user.write_text("formats:\n  int3: {bits: 3}\n  7: {bits: 7, family: int}\n")
+    reg = PrecisionRegistry.load(user)
+    assert reg.formats["int3"] == FormatInfo("int3", 3, "float")  # family defaults to float
+    assert reg.formats["7"] == FormatInfo("7", 7, "int")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("just text", "expected a mapping with formats/models/provider_facts"),
+        ("formats: {int3: {family: int}}", r"formats\.int3: needs bits: <int>"),
+        ("formats: {int3: {bits: many}}", r"formats\.int3: needs bits: <int>"),
+        (
+            "provider_facts: [{model: a/b, provider: x, effective: fp3, source: s, date: d}]",
+            r"provider_facts\[0\]\.effective: 'fp3' is not a known format",
+        ),
+    ],
+)
+def test_more_bad_user_files(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=message) as info:
+        PrecisionRegistry.load(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def test_unreadable_user_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read precision file: No such file"):
+        PrecisionRegistry.load(tmp_path / "missing.yaml")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match=r"not a text file \("):
+        PrecisionRegistry.load(binary)
+
+
+def test_native_precision_keeps_method_and_source(tmp_path: Path) -> None:
+    k25 = default_registry().native_for("moonshotai/kimi-k2.5")
+    assert k25 is not None and k25.patterns[0] == "moonshotai/kimi-k2.5*"
+    assert k25.method.startswith("quantization-aware training (weight-only INT4")
+    assert k25.source.startswith("Kimi K2.5 README")
+    user = tmp_path / "bare.yaml"
+    user.write_text("models:\n  - match: [a/b, a/c]\n    native: FP8\n")
+    bare = PrecisionRegistry.load(user).native_for("a/c")
+    assert bare is not None
+    assert (bare.patterns, bare.native, bare.method, bare.source) == (("a/b", "a/c"), "fp8", "", "")

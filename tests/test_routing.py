@@ -1304,8 +1304,14 @@ def test_every_candidate_down_sends_everything_to_the_first() -> None:
         ("z", 0.0),
         ("x", 0.0),
     ]
-    d = route({"sort": "price"}, [ep("z", uptime_last_30m=150.0), ep("y", uptime_last_30m=0.0)])
+    d = route(
+        {"order": ["z", "y"]}, [ep("z", uptime_last_30m=150.0), ep("y", uptime_last_30m=50.0)]
+    )
     assert d.weights == {"y": 0.0, "z": 1.0}  # uptime above 100% is clipped, not a bonus
+    d = route(
+        {"order": ["z", "y"]}, [ep("z", uptime_last_30m=-20.0), ep("y", uptime_last_30m=50.0)]
+    )
+    assert d.weights == {"z": 0.0, "y": 1.0}  # and below 0% too
 
 
 def test_load_balancing_with_nothing_priced_spreads_evenly() -> None:
@@ -1419,3 +1425,25 @@ def test_blended_price_with_zero_tokens_is_the_plain_mean() -> None:
     assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=5, output_tokens=0)) == 1
     assert blended_price_usd_per_m(ep("b", pricing={"prompt": "0.000001"})) is None
     assert blended_price_usd_per_m(ep("c", pricing={"completion": "0.000001"})) is None
+
+
+def test_to_request_is_json_ready_whatever_python_values_options_hold() -> None:
+    blk = ProviderBlock.parse(
+        {"options": {"deepinfra": {"budget": Decimal("1.5"), "pair": (1, 2)}}}
+    )
+    out = blk.to_request()
+    assert out == {"options": {"deepinfra": {"budget": "1.5", "pair": [1, 2]}}}
+    assert json.loads(json.dumps(out)) == out
+
+
+def test_parse_error_for_a_non_mapping_names_the_file() -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse(["chutes"], source="block.yaml")
+    assert str(info.value) == "block.yaml: a provider block must be a mapping"
+
+
+def test_base_slug_is_the_part_before_the_first_slash() -> None:
+    deep = ep("amazon-bedrock/claude-on-aws/eu")
+    assert matches("amazon-bedrock", deep)
+    assert not matches("amazon-bedrock/claude-on-aws", deep)  # a tag matches itself only
+    assert matches("amazon-bedrock/claude-on-aws/eu", deep)
