@@ -1447,3 +1447,16 @@ def test_base_slug_is_the_part_before_the_first_slash() -> None:
     assert matches("amazon-bedrock", deep)
     assert not matches("amazon-bedrock/claude-on-aws", deep)  # a tag matches itself only
     assert matches("amazon-bedrock/claude-on-aws/eu", deep)
+
+
+def test_an_order_entry_ranks_its_variants_by_the_requests_token_mix() -> None:
+    # 1:1 deepinfra/b is cheaper ($2/M vs $2.5/M); at 9 input tokens per output token, a is.
+    eps = [ep("deepinfra/b", "0.000003", "0.000001"), ep("deepinfra/a", "0.000001", "0.000004")]
+    assert route({"order": ["deepinfra"]}, eps).admitted_tags == ["deepinfra/b", "deepinfra/a"]
+    mix = RequestParams(prompt_tokens=9000, output_tokens=1000)
+    assert route({"order": ["deepinfra"]}, eps, mix).admitted_tags == ["deepinfra/a", "deepinfra/b"]
+
+
+def test_preferred_cutoffs_leave_endpoints_without_stats_alone() -> None:
+    d = route({"preferred_max_latency": 1, "preferred_min_throughput": 100}, [ep("nostats")])
+    assert cand(d, "nostats").role == "balanced"
