@@ -49,6 +49,7 @@ from openrouter_probe.errors import (
     InsufficientCreditsError,
     NoRouteError,
     RateLimitError,
+    first_validation_error,
 )
 from openrouter_probe.schema import (
     REPORT_SKIPPED,
@@ -389,11 +390,9 @@ class Client:
         try:
             return model.model_validate(payload, context=context)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
             raise APIError(
                 f"{response.url} returned JSON that is not a {model.__name__}: "
-                f"{loc or '<root>'}: {first['msg']}",
+                f"{first_validation_error(exc)}",
                 url=response.url,
             ) from exc
 

@@ -37,6 +37,8 @@ __all__ = [
     "ProbeError",
     "RateLimitError",
     "SnapshotError",
+    "first_validation_error",
+    "validation_errors",
 ]
 
 
@@ -158,3 +160,13 @@ def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
         if msg not in merged.setdefault(loc, []):
             merged[loc].append(msg)
     return [(loc, "; or ".join(msgs)) for loc, msgs in merged.items()]
+
+
+def first_validation_error(exc: Any, *, prefix: str = "") -> str:
+    """The first of ``validation_errors(exc)`` as one ``"loc: msg"`` phrase (``<root>`` for the
+    document itself): for messages that name one problem and the fix."""
+    errors = validation_errors(exc, prefix=prefix)
+    if not errors:
+        return "<root>: invalid"
+    loc, msg = errors[0]
+    return f"{loc or '<root>'}: {msg}"

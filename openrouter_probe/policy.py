@@ -109,8 +109,8 @@ class PolicySpec(_Spec):
       (OpenRouter sorts by ``order_by`` at request time) or ``balance`` (default load balancing);
     - ``order_by``: ``price``, ``throughput``, ``latency`` or weights such as
       ``{price: 0.7, throughput: 0.3}``;
-    - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``:
-      passed through.
+    - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``,
+      ``options`` (provider-specific options keyed by provider slug): passed through.
     """
 
     model: str
@@ -127,6 +127,7 @@ class PolicySpec(_Spec):
     require_parameters: bool | None = None
     data_collection: Literal["allow", "deny"] | None = None
     zdr: bool | None = None
+    options: dict[str, dict[str, Any]] | None = None
 
     @field_validator("precision")
     @classmethod
@@ -147,7 +148,10 @@ class PolicySpec(_Spec):
         return value
 
     def sha256(self) -> str:
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        if data["options"] is None:
+            del data["options"]  # added later: specs without it keep the hash they had
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -546,6 +550,7 @@ def _build(
         ignore=sorted(ignore_why) or None,
         quantizations=quantizations,
         max_price=max_price,
+        options=spec.options,
     )
     if spec.min_uptime_30m_pct is not None:
         # Only endpoints the block would otherwise admit need an uptime ignore.

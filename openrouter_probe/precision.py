@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -113,9 +112,8 @@ class PrecisionRegistry:
     def load(cls, *user_files: str | Path) -> PrecisionRegistry:
         """Return the bundled registry with ``user_files`` (and ``$OPENROUTER_PROBE_PRECISION``)
         merged over it: their models and facts are consulted first."""
-        text = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_text()
         registry = cls()
-        registry._merge(yaml.safe_load(text), where="bundled precision.yaml")
+        registry._merge(_bundled_document(), where="bundled precision.yaml")
         paths = [*user_files]
         if os.environ.get(PRECISION_ENV):
             paths.append(os.environ[PRECISION_ENV])
@@ -129,10 +127,11 @@ class PrecisionRegistry:
                 raise ConfigError(f"{p}: not a text file ({exc.reason})") from exc
             except yaml.YAMLError as exc:
                 raise _yaml_error(exc, p) from exc
-            registry._merge(doc, where=str(p), first=True)
+            registry._merge(doc, where=str(p))
         return registry
 
-    def _merge(self, doc: Any, *, where: str, first: bool = False) -> None:
+    def _merge(self, doc: Any, *, where: str) -> None:
+        """Add ``doc``'s entries ahead of those already there (later files win)."""
         if not isinstance(doc, dict):
             raise ConfigError(f"{where}: expected a mapping with formats/models/provider_facts")
         unknown = set(doc) - {"formats", "models", "provider_facts"}
@@ -176,8 +175,8 @@ class PrecisionRegistry:
                 ) from exc
             self._check_format(fact.effective, f"{where}: provider_facts[{i}].effective")
             facts.append(fact)
-        self.models = models + self.models if first else self.models + models
-        self.facts = facts + self.facts if first else self.facts + facts
+        self.models = models + self.models
+        self.facts = facts + self.facts
 
     def _check_format(self, name: str, where: str) -> None:
         if name not in self.formats:
@@ -197,10 +196,10 @@ class PrecisionRegistry:
         for fact in self.facts:
             if fact.applies_to(model, endpoint):
                 return fact.effective, f"provider fact ({fact.date}): {fact.source}"
-        declared = (endpoint.quantization or "").lower() or None
+        declared = endpoint.quantization.lower() if endpoint.quantization else None
         if declared in self.formats:
             return declared, "tag"
-        suffix = (endpoint.variant or "").lower()
+        suffix = endpoint.variant.lower() if endpoint.variant else None
         if suffix in self.formats:
             return suffix, "tag suffix"
         return None, "nothing"
@@ -250,11 +249,16 @@ class PrecisionRegistry:
         )
 
 
-@lru_cache(maxsize=1)
-def _bundled() -> PrecisionRegistry:
-    return PrecisionRegistry.load()
+def _bundled_document() -> Any:
+    """The bundled ``precision.yaml``, parsed anew on every call.
+
+    With libyaml this takes about 2 ms, so nothing is cached: no caller (and no test) is handed a
+    registry that an earlier one built, changed, or built with other code.
+    """
+    data = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_bytes()
+    return yaml.load(data, Loader=yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
 
 
 def default_registry() -> PrecisionRegistry:
-    """The bundled registry plus ``$OPENROUTER_PROBE_PRECISION`` (cached when that is unset)."""
-    return PrecisionRegistry.load() if os.environ.get(PRECISION_ENV) else _bundled()
+    """A new registry: the bundled one plus ``$OPENROUTER_PROBE_PRECISION`` when set."""
+    return PrecisionRegistry.load()

@@ -8,26 +8,34 @@ else decides "which endpoints does this block admit".
 Documented behaviour it follows:
 
 - slugs are lowercase; a base slug (``deepinfra``) matches every variant (``deepinfra/turbo``) except
-  service-tier endpoints (``openai/priority``, ``google-vertex/flex``); a full tag matches one endpoint;
+  service-tier endpoints: those whose ``service_tier`` is set (``flex``, ``priority``, ``ultrafast``),
+  or, in older data without that field, whose tag ends in ``/priority`` or ``/flex``; a full tag
+  matches one endpoint;
 - ``only`` is an allow-list, ``ignore`` a deny-list; ``quantizations`` keeps endpoints whose tag is
-  listed; ``max_price`` is USD per **million** (endpoint prices are USD per token); with
-  ``require_parameters`` every parameter sent must be in the endpoint's ``supported_parameters``;
+  listed; ``max_price`` is USD per **million** tokens for prompt and completion (endpoint prices are
+  USD per token) and per unit for request, image and audio; with ``require_parameters`` every
+  request parameter sent (``temperature``, ``tools``, ``response_format``, ...; not ``model``,
+  ``messages``, ``stream`` or ``provider``) must be in the endpoint's ``supported_parameters``;
   ``max_tokens`` above an endpoint's ``max_completion_tokens`` excludes it;
 - ``order`` is tried first, then the other admitted endpoints as fallbacks unless
   ``allow_fallbacks: false``; ``sort`` sorts strictly; neither means load balancing: endpoints with
   recent outages are skipped, the stable ones weighted by 1/price²;
 - ``preferred_min_throughput`` (tokens/s) and ``preferred_max_latency`` (**seconds**; endpoint latency
-  is ms) deprioritize, never exclude.
+  is ms) deprioritize, never exclude;
+- ``options`` (provider-specific options keyed by provider slug) does not route: it is kept and sent
+  as given.
 
 Where OpenRouter does not document its behaviour, the model states what it assumes in
 ``ASSUMPTIONS`` (case, exact quantization matching, what "stable" means, which price is balanced or
-sorted on, missing stats, fallback traffic shares, data policies, ``exacto``); each decision lists
-the ones it relied on in ``RouteDecision.notes`` and ``policy explain`` prints them.
+sorted on, missing stats, fallback traffic shares, data policies, ``exacto``, the unit of
+``max_price.audio``, body keys it does not know); each decision lists the ones it relied on in
+``RouteDecision.notes`` and ``policy explain`` prints them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -39,6 +47,8 @@ from openrouter_probe.schema import Endpoint
 
 __all__ = [
     "ASSUMPTIONS",
+    "NON_PARAMETER_KEYS",
+    "REQUEST_PARAMETERS",
     "SERVICE_TIER_VARIANTS",
     "Candidate",
     "Exclusion",
@@ -50,10 +60,76 @@ __all__ = [
     "blended_price_usd_per_m",
     "matches",
     "route",
+    "service_tier",
 ]
 
-#: Variants that a base slug does not match (OpenRouter docs: service tiers must be named).
+#: Tag suffixes that mark a service-tier endpoint in data without a ``service_tier`` field
+#: (OpenRouter docs: service tiers must be named; a base slug does not match them).
 SERVICE_TIER_VARIANTS = frozenset({"priority", "flex"})
+
+#: What endpoints list in ``supported_parameters`` (OpenRouter's ``Parameter`` enum): the request
+#: parameters ``require_parameters`` checks.
+REQUEST_PARAMETERS = frozenset(
+    {
+        "frequency_penalty",
+        "include_reasoning",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "min_p",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning",
+        "reasoning_effort",
+        "repetition_penalty",
+        "response_format",
+        "seed",
+        "stop",
+        "structured_outputs",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_a",
+        "top_k",
+        "top_logprobs",
+        "top_p",
+        "verbosity",
+        "web_search_options",
+    }
+)
+
+#: Request body keys that are not request parameters: what to run and how to route, stream, bill
+#: or trace it. ``require_parameters`` never checks them against ``supported_parameters``.
+NON_PARAMETER_KEYS = frozenset(
+    {
+        "cache_control",
+        "debug",
+        "deferred_tools",
+        "image_config",
+        "messages",
+        "metadata",
+        "modalities",
+        "model",
+        "models",
+        "plugins",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "provider",
+        "route",
+        "service_tier",
+        "session_id",
+        "stop_server_tools_when",
+        "stream",
+        "stream_options",
+        "trace",
+        "transforms",
+        "usage",
+        "user",
+    }
+)
 
 #: Undocumented points and what this model assumes about them.
 ASSUMPTIONS: dict[str, str] = {
@@ -76,6 +152,10 @@ ASSUMPTIONS: dict[str, str] = {
     "data_policy": "data_collection, zdr and enforce_distillable_text are enforced by OpenRouter "
     "from account data the endpoints list does not carry: the model cannot evaluate them.",
     "exacto": "sort 'exacto' is undocumented: modelled as load balancing.",
+    "max_price_audio": "max_price.audio is documented only as 'USD per audio unit': it is compared "
+    "with the endpoint's audio price as listed (USD per audio input token), not per million.",
+    "unknown_parameter": "A body key that is neither a known request parameter nor a known "
+    "routing key counts as a parameter under require_parameters: an endpoint must list it.",
 }
 
 SortKey = Literal["price", "throughput", "latency", "exacto"]
@@ -92,31 +172,56 @@ class SortSpec(_Strict):
     partition: Literal["model", "none"] | None = None
 
 
+#: Each ``max_price`` key and the unit its limit and the endpoint price are compared in.
+MAX_PRICE_UNITS: dict[str, str] = {
+    "prompt": "/M tokens",
+    "completion": "/M tokens",
+    "request": " per request",
+    "image": " per image",
+    "audio": " per audio token",
+}
+
+
 class MaxPrice(_Strict):
-    """``max_price``: USD per **million** tokens for prompt/completion; per request/image/audio unit."""
+    """``max_price``: USD per **million** tokens for prompt/completion; per request/image/audio unit.
 
-    prompt: float | str | None = None
-    completion: float | str | None = None
-    request: float | str | None = None
-    image: float | str | None = None
-    audio: float | str | None = None
+    Values may be given as numbers or decimal strings; they are kept as decimal strings (``"2.2"``),
+    the type OpenRouter's spec and official SDK give them.
+    """
 
-    @field_validator("prompt", "completion", "request", "image", "audio")
+    prompt: str | None = None
+    completion: str | None = None
+    request: str | None = None
+    image: str | None = None
+    audio: str | None = None
+
+    @field_validator("prompt", "completion", "request", "image", "audio", mode="before")
     @classmethod
-    def _finite(cls, value: float | str | None) -> float | str | None:
+    def _decimal_string(cls, value: Any) -> Any:
         if value is None:
             return value
+        if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+            raise ValueError(f"{value!r} is not a number (USD per million tokens)")
         try:
-            number = Decimal(str(value))
+            number = Decimal(str(value).strip())
         except InvalidOperation:
             raise ValueError(f"{value!r} is not a number (USD per million tokens)") from None
         if not number.is_finite() or number < 0:
             raise ValueError(f"{value!r} must be a finite, non-negative number")
-        return value
+        return f"{number.normalize():f}"
 
     def limit(self, key: str) -> Decimal | None:
         value = getattr(self, key)
         return None if value is None else Decimal(str(value))
+
+
+def _explain(loc: str, msg: str) -> str:
+    """Say which keys are accepted where pydantic only says a key is not."""
+    if msg != "not an accepted key":
+        return msg
+    if loc.startswith("provider.max_price."):
+        return f"not a max_price key (use {', '.join(MAX_PRICE_UNITS)})"
+    return "not a key OpenRouter accepts in provider (see https://openrouter.ai/docs/features/provider-routing)"
 
 
 class ProviderBlock(_Strict):
@@ -135,6 +240,8 @@ class ProviderBlock(_Strict):
     preferred_min_throughput: float | dict[str, float] | None = None
     preferred_max_latency: float | dict[str, float] | None = None
     max_price: MaxPrice | None = None
+    #: Provider-specific options keyed by provider slug: sent as given, never routed on.
+    options: dict[str, dict[str, Any]] | None = None
 
     @field_validator("order", "only", "ignore", "quantizations")
     @classmethod
@@ -163,18 +270,12 @@ class ProviderBlock(_Strict):
             return cls.model_validate(dict(data))
         except ValidationError as exc:
             errors = [
-                (
-                    loc,
-                    "not a key OpenRouter accepts in provider (see https://openrouter.ai/docs/features/provider-routing)"
-                    if msg == "not an accepted key"
-                    else msg,
-                )
-                for loc, msg in validation_errors(exc, prefix="provider")
+                (loc, _explain(loc, msg)) for loc, msg in validation_errors(exc, prefix="provider")
             ]
             raise PolicyError("invalid provider block", source=source, errors=errors) from exc
 
     def to_request(self) -> dict[str, Any]:
-        """The block as it goes into a request body (unset keys left out)."""
+        """The block as it goes into a request body (unset keys left out, ``options`` as given)."""
         return self.model_dump(mode="json", exclude_none=True)
 
     @property
@@ -186,14 +287,20 @@ class ProviderBlock(_Strict):
 class RequestParams:
     """What a request sends that routing looks at.
 
-    ``parameters`` are the body keys sent (``tools``, ``reasoning``, ``response_format``, ...);
-    ``prompt_tokens``/``output_tokens`` are typical counts, used to blend input and output prices.
+    ``parameters`` are the body keys sent; only request parameters are kept (``tools``,
+    ``reasoning``, ``response_format``, ...): keys in ``NON_PARAMETER_KEYS`` (``model``,
+    ``messages``, ``stream``, ``provider``, ...) are dropped, so a request body's keys can be passed
+    as they are. ``prompt_tokens``/``output_tokens`` are typical counts, used to blend input and
+    output prices.
     """
 
     max_tokens: int | None = None
     parameters: frozenset[str] = frozenset()
     prompt_tokens: int | None = None
     output_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", frozenset(self.parameters) - NON_PARAMETER_KEYS)
 
 
 @dataclass(frozen=True)
@@ -246,15 +353,33 @@ class RouteDecision:
         return any(c.endpoint.provider_name == provider_name for c in self.candidates)
 
 
+# -- matching -------------------------------------------------------------------------------------
+
+
+def service_tier(endpoint: Endpoint) -> str | None:
+    """The service tier ``endpoint`` sells (``flex``, ``priority``, ...), ``None`` for a standard one.
+
+    The endpoint's ``service_tier`` field decides where the data has it (so ``fireworks/fast`` may be
+    a tier and ``openai/priority`` may not); older data without the field falls back to the tag's
+    ``/priority`` or ``/flex`` suffix.
+    """
+    if "service_tier" in endpoint.model_fields_set:  # a declared field or an extra key alike
+        declared = getattr(endpoint, "service_tier")  # noqa: B009 (an extra key or a field)
+        if declared is None or isinstance(declared, str):
+            return declared or None
+    return endpoint.variant if endpoint.variant in SERVICE_TIER_VARIANTS else None
+
+
 def matches(entry: str, endpoint: Endpoint) -> bool:
     """Whether an ``order``/``only``/``ignore`` entry selects ``endpoint``."""
     if entry == endpoint.tag:
         return True
-    return (
-        "/" not in entry
-        and entry == endpoint.tag.split("/", 1)[0]
-        and (endpoint.variant or "") not in SERVICE_TIER_VARIANTS
-    )
+    # a base slug never holds "/": an entry that does can only equal the whole tag
+    return entry == endpoint.tag.partition("/")[0] and service_tier(endpoint) is None
+
+
+def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | None:
+    return next((e for e in entries or () if matches(e, endpoint)), None)
 
 
 def blended_price_usd_per_m(
@@ -268,72 +393,127 @@ def blended_price_usd_per_m(
         return None
     n_in = Decimal(params.prompt_tokens) if params and params.prompt_tokens is not None else None
     n_out = Decimal(params.output_tokens) if params and params.output_tokens is not None else None
-    if n_in is None or n_out is None or n_in + n_out == 0:
+    if n_in is None or n_out is None or (n_in == 0 and n_out == 0):
         return (p_in + p_out) / 2
     return (p_in * n_in + p_out * n_out) / (n_in + n_out)
 
 
-def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | None:
-    return next((e for e in entries or () if matches(e, endpoint)), None)
+# -- hard filters, in the order OpenRouter's routing funnel applies them --------------------------
+
+_Filter = Callable[[ProviderBlock, Endpoint, RequestParams], "Exclusion | None"]
 
 
-def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    """The first hard filter ``e`` fails, in the order OpenRouter's routing funnel applies them."""
+def _byok_only(_: ProviderBlock, e: Endpoint, __: RequestParams) -> Exclusion | None:
     if (e.model_extra or {}).get("is_byok_only"):
         # Seen on provider pages: reachable only with the user's own provider key.
         return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
+    return None
+
+
+def _only(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
     if block.only is not None and _first_match(block.only, e) is None:
         return Exclusion(e, "only", f"not matched by only {block.only}")
+    return None
+
+
+def _ignore(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
     hit = _first_match(block.ignore, e)
-    if hit is not None:
-        return Exclusion(e, "ignore", f"ignored by {hit!r}")
+    return None if hit is None else Exclusion(e, "ignore", f"ignored by {hit!r}")
+
+
+def _quantization(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
     if block.quantizations is not None and e.quantization not in block.quantizations:
         return Exclusion(
             e, "quantization", f"quantization {e.quantization!r} not in {block.quantizations}"
         )
-    if block.max_price is not None:
-        for key, price in (
-            ("prompt", e.pricing.prompt_usd_per_m),
-            ("completion", e.pricing.completion_usd_per_m),
-            ("request", e.pricing.usd_per_unit("request")),
-            ("image", e.pricing.usd_per_unit("image")),
-        ):
-            limit = block.max_price.limit(key)
-            if limit is not None and price is not None and price > limit:
-                unit = "/M tokens" if key in ("prompt", "completion") else f" per {key}"
-                return Exclusion(
-                    e, "max_price", f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
-                )
-    if block.require_parameters:
-        missing = sorted(params.parameters - set(e.supported_parameters))
-        if missing:
-            return Exclusion(e, "require_parameters", f"does not support {', '.join(missing)}")
-    if (
-        params.max_tokens is not None
-        and e.max_completion_tokens is not None
-        and params.max_tokens > e.max_completion_tokens
-    ):
-        return Exclusion(
-            e, "max_tokens", f"max_tokens {params.max_tokens} > its max {e.max_completion_tokens}"
-        )
-    if (
-        params.prompt_tokens is not None
-        and e.context_length is not None
-        and params.prompt_tokens + (params.max_tokens or 0) > e.context_length
-    ):
-        return Exclusion(e, "context_length", f"request exceeds its context {e.context_length}")
     return None
 
 
-def _sort_value(e: Endpoint, key: SortKey, params: RequestParams) -> tuple[int, float]:
-    if key == "throughput":
-        v = e.throughput_last_30m.p50 if e.throughput_last_30m else None
-        return (1, 0.0) if v is None else (0, -float(v))
-    if key == "latency":
-        v = e.latency_last_30m.p50 if e.latency_last_30m else None
-        return (1, 0.0) if v is None else (0, float(v))
+def _listed_price(e: Endpoint, key: str) -> Decimal | None:
+    """The endpoint's price for a ``max_price`` key, in that key's unit (``MAX_PRICE_UNITS``)."""
+    per_m = MAX_PRICE_UNITS[key] == "/M tokens"
+    return e.pricing.usd_per_m(key) if per_m else e.pricing.usd_per_unit(key)
+
+
+def _max_price(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
+    if block.max_price is None:
+        return None
+    for key, unit in MAX_PRICE_UNITS.items():
+        limit = block.max_price.limit(key)
+        price = _listed_price(e, key)
+        if limit is not None and price is not None and price > limit:
+            return Exclusion(
+                e, "max_price", f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
+            )
+    return None
+
+
+def _parameters(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    if not block.require_parameters:
+        return None
+    missing = sorted(params.parameters - set(e.supported_parameters))
+    if missing:
+        return Exclusion(e, "require_parameters", f"does not support {', '.join(missing)}")
+    return None
+
+
+def _max_tokens(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    cap = e.max_completion_tokens
+    if params.max_tokens is not None and cap is not None and params.max_tokens > cap:
+        return Exclusion(e, "max_tokens", f"max_tokens {params.max_tokens} > its max {cap}")
+    return None
+
+
+def _context(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    context = e.context_length
+    if params.prompt_tokens is None or context is None:
+        return None
+    if params.prompt_tokens + (params.max_tokens or 0) > context:
+        return Exclusion(e, "context_length", f"request exceeds its context {context}")
+    return None
+
+
+_FILTERS: tuple[_Filter, ...] = (
+    _byok_only,
+    _only,
+    _ignore,
+    _quantization,
+    _max_price,
+    _parameters,
+    _max_tokens,
+    _context,
+)
+
+
+def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    """The first hard filter ``e`` fails."""
+    return next((x for check in _FILTERS if (x := check(block, e, params)) is not None), None)
+
+
+# -- soft preferences and ranking -----------------------------------------------------------------
+
+
+def _price_key(e: Endpoint, params: RequestParams) -> float:
     price = blended_price_usd_per_m(e, params)
-    return (1, 0.0) if price is None else (0, float(price))
+    return math.inf if price is None else float(price)
+
+
+def _throughput_key(e: Endpoint, _: RequestParams) -> float:
+    v = getattr(e.throughput_last_30m, "p50", None)
+    return math.inf if v is None else -float(v)
+
+
+def _latency_key(e: Endpoint, _: RequestParams) -> float:
+    v = getattr(e.latency_last_30m, "p50", None)
+    return math.inf if v is None else float(v)
+
+
+#: How each sort key ranks an endpoint: lower first, endpoints without the figure last.
+_SORT_KEYS: dict[str, Callable[[Endpoint, RequestParams], float]] = {
+    "price": _price_key,
+    "throughput": _throughput_key,
+    "latency": _latency_key,
+}
 
 
 def _cutoffs(value: float | dict[str, float] | None) -> dict[str, float]:
@@ -350,11 +530,11 @@ def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool
     if "tools" in params.parameters and "tools" not in e.supported_parameters:
         return False
     for pct, cut in _cutoffs(block.preferred_min_throughput).items():
-        have = getattr(e.throughput_last_30m, pct, None) if e.throughput_last_30m else None
+        have = getattr(e.throughput_last_30m, pct, None)
         if have is not None and have < cut:
             return False
     for pct, cut_s in _cutoffs(block.preferred_max_latency).items():
-        have = getattr(e.latency_last_30m, pct, None) if e.latency_last_30m else None
+        have = getattr(e.latency_last_30m, pct, None)
         if have is not None and have > cut_s * 1000:
             return False
     return True
@@ -362,18 +542,146 @@ def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool
 
 def _stable(e: Endpoint) -> bool:
     """No sign of a recent outage: status not negative, not deranked (a provider-page flag)."""
-    return (e.status or 0) >= 0 and not (e.model_extra or {}).get("is_deranked")
+    degraded = e.status is not None and e.status < 0
+    return not degraded and not (e.model_extra or {}).get("is_deranked")
+
+
+def _rank(
+    endpoints: Sequence[Endpoint], key: str, block: ProviderBlock, params: RequestParams
+) -> list[Endpoint]:
+    """Order by ``key``, preferred endpoints first, ties by tag."""
+    value = _SORT_KEYS[key]
+    return sorted(
+        endpoints, key=lambda e: (not _preferred(block, e, params), value(e, params), e.tag)
+    )
 
 
 def _fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
-    shares, miss = [], 1.0
-    for e in endpoints:
-        up = (e.uptime_last_30m if e.uptime_last_30m is not None else 100.0) / 100.0
-        up = min(max(up, 0.0), 1.0)
-        shares.append(miss * up)
-        miss *= 1.0 - up
+    """Expected traffic shares of a fallback chain (``ASSUMPTIONS["fallback_share"]``); an endpoint
+    without uptime stats counts as always up; when none is ever up, the first takes everything."""
+    ups = [
+        1.0 if e.uptime_last_30m is None else min(max(e.uptime_last_30m / 100, 0.0), 1.0)
+        for e in endpoints
+    ]
+    shares = [up * math.prod(1 - before for before in ups[:i]) for i, up in enumerate(ups)]
     total = sum(shares)
-    return [s / total for s in shares] if total > 0 else [1.0] + [0.0] * (len(shares) - 1)
+    if total > 0:
+        return [s / total for s in shares]
+    return [float(i == 0) for i in range(len(shares))]
+
+
+def _balance_weights(stable: Sequence[Endpoint], params: RequestParams) -> dict[str, float]:
+    """Load-balancing shares of the stable endpoints: 1/price², normalized to sum to 1."""
+    prices = {e.tag: blended_price_usd_per_m(e, params) for e in stable}
+    free = [tag for tag, p in prices.items() if p == 0]
+    if free:
+        # 1/price² is unbounded for a free endpoint: the free ones share the traffic evenly.
+        return {tag: 1 / len(free) if tag in free else 0.0 for tag in prices}
+    inverse = {tag: float(p) ** -2 for tag, p in prices.items() if p is not None}
+    if not inverse:
+        return {tag: 1 / len(prices) for tag in prices}  # nothing priced: spread evenly
+    total = sum(inverse.values())
+    return {tag: inverse.get(tag, 0.0) / total for tag in prices}
+
+
+# -- the three routing modes ----------------------------------------------------------------------
+
+
+def _ordered_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    sort_key: SortKey | None,
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """``order`` entries first (an entry's endpoints cheapest first), then fallbacks."""
+    placed: dict[str, str] = {}  # tag -> the order entry that placed it
+    chain: list[Endpoint] = []
+    for entry in block.order or ():
+        hits = [e for e in admitted if e.tag not in placed and matches(entry, e)]
+        for e in sorted(hits, key=lambda e: _price_key(e, params)):
+            placed[e.tag] = entry
+            chain.append(e)
+    rest = [e for e in admitted if e.tag not in placed]
+    if block.allow_fallbacks is False:
+        reason = "not in order and allow_fallbacks is false"
+        excluded = [*excluded, *(Exclusion(e, "not_in_order", reason) for e in rest)]
+        rest = []
+    chain += _rank(rest, sort_key or "price", block, params)
+    shares = _fallback_shares(chain)
+    candidates = tuple(
+        Candidate(
+            e, i, shares[i - 1], "ordered" if e.tag in placed else "fallback", placed.get(e.tag)
+        )
+        for i, e in enumerate(chain, start=1)
+    )
+    notes = [*notes, ASSUMPTIONS["fallback_share"]]
+    return RouteDecision("ordered", candidates, tuple(excluded), tuple(notes))
+
+
+def _sorted_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    sort_key: SortKey,
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """Strictly by ``sort_key``, preferred endpoints first; traffic falls down the chain."""
+    chain = _rank(admitted, sort_key, block, params)
+    shares = _fallback_shares(chain)
+    notes = [*notes, ASSUMPTIONS["fallback_share"]]
+    if sort_key != "price":
+        notes.append(ASSUMPTIONS["missing_stats"])
+    candidates = tuple(
+        Candidate(e, i, shares[i - 1], "sorted") for i, e in enumerate(chain, start=1)
+    )
+    return RouteDecision("sorted", candidates, tuple(excluded), tuple(notes))
+
+
+def _balanced_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """Stable, preferred endpoints weighted by 1/price²; the others as zero-weight fallbacks."""
+    notes = [*notes, ASSUMPTIONS["balance_price"]]
+    stable = [e for e in admitted if _stable(e) and _preferred(block, e, params)]
+    fallbacks = _rank([e for e in admitted if e not in stable], "price", block, params)
+    if fallbacks:
+        notes.append(ASSUMPTIONS["stable"])
+    weights = _balance_weights(stable, params)
+    stable.sort(key=lambda e: (-weights[e.tag], e.tag))
+    rows: list[tuple[Endpoint, float, Literal["balanced", "fallback"]]] = [
+        (e, weights[e.tag], "balanced") for e in stable
+    ]
+    if stable:
+        rows += [(e, 0.0, "fallback") for e in fallbacks]
+    else:
+        # Everything is degraded: OpenRouter still routes, in fallback order.
+        shares = _fallback_shares(fallbacks)
+        rows = [(e, shares[i], "fallback") for i, e in enumerate(fallbacks)]
+    candidates = tuple(Candidate(e, i, w, role) for i, (e, w, role) in enumerate(rows, start=1))
+    return RouteDecision("load_balanced", candidates, tuple(excluded), tuple(notes))
+
+
+def _block_notes(block: ProviderBlock, params: RequestParams) -> list[str]:
+    """The assumptions a block's filters rely on, whatever the routing mode."""
+    notes = []
+    if block.quantizations:
+        notes.append(ASSUMPTIONS["quantization_exact"])
+    if block.max_price is not None and block.max_price.audio is not None:
+        notes.append(ASSUMPTIONS["max_price_audio"])
+    if block.require_parameters and params.parameters - REQUEST_PARAMETERS:
+        notes.append(ASSUMPTIONS["unknown_parameter"])
+    if any(
+        v is not None for v in (block.data_collection, block.zdr, block.enforce_distillable_text)
+    ):
+        notes.append(ASSUMPTIONS["data_policy"])
+    return notes
 
 
 def route(
@@ -391,7 +699,6 @@ def route(
     """
     blk = block if isinstance(block, ProviderBlock) else ProviderBlock.parse(block or {})
     req = params or RequestParams()
-    notes: list[str] = []
     admitted: list[Endpoint] = []
     excluded: list[Exclusion] = []
     for e in endpoints:
@@ -400,88 +707,13 @@ def route(
             admitted.append(e)
         else:
             excluded.append(why)
-    if blk.quantizations:
-        notes.append(ASSUMPTIONS["quantization_exact"])
-    if any(v is not None for v in (blk.data_collection, blk.zdr, blk.enforce_distillable_text)):
-        notes.append(ASSUMPTIONS["data_policy"])
-
+    notes = _block_notes(blk, req)
     sort_key = blk.sort_key
     if sort_key == "exacto":
         notes.append(ASSUMPTIONS["exacto"])
         sort_key = None
-
-    ordered: list[tuple[Endpoint, str]] = []
     if blk.order:
-        placed: set[str] = set()
-        for entry in blk.order:
-            hits = [e for e in admitted if e.tag not in placed and matches(entry, e)]
-            hits.sort(key=lambda e: _sort_value(e, "price", req))
-            for e in hits:
-                placed.add(e.tag)
-                ordered.append((e, entry))
-        rest = [e for e in admitted if e.tag not in placed]
-        if blk.allow_fallbacks is False:
-            excluded.extend(
-                Exclusion(e, "not_in_order", "not in order and allow_fallbacks is false")
-                for e in rest
-            )
-            rest = []
-        rest = _rank(rest, sort_key, blk, req)
-        chain = [e for e, _ in ordered] + rest
-        shares = _fallback_shares(chain)
-        notes.append(ASSUMPTIONS["fallback_share"])
-        by = dict((e.tag, entry) for e, entry in ordered)
-        candidates = tuple(
-            Candidate(e, i + 1, shares[i], "ordered" if e.tag in by else "fallback", by.get(e.tag))
-            for i, e in enumerate(chain)
-        )
-        return RouteDecision("ordered", candidates, tuple(excluded), tuple(notes))
-
+        return _ordered_route(blk, admitted, excluded, sort_key, req, notes)
     if sort_key is not None:
-        chain = _rank(admitted, sort_key, blk, req)
-        shares = _fallback_shares(chain)
-        notes.append(ASSUMPTIONS["fallback_share"])
-        if sort_key != "price":
-            notes.append(ASSUMPTIONS["missing_stats"])
-        candidates = tuple(Candidate(e, i + 1, shares[i], "sorted") for i, e in enumerate(chain))
-        return RouteDecision("sorted", candidates, tuple(excluded), tuple(notes))
-
-    notes.append(ASSUMPTIONS["balance_price"])
-    stable = [e for e in admitted if _stable(e) and _preferred(blk, e, req)]
-    unstable = [e for e in admitted if e not in stable]
-    if unstable:
-        notes.append(ASSUMPTIONS["stable"])
-    inverse: dict[str, float] = {}
-    for e in stable:
-        price = blended_price_usd_per_m(e, req)
-        inverse[e.tag] = 0.0 if price is None or price <= 0 else 1.0 / float(price) ** 2
-    free = [e.tag for e in stable if (p := blended_price_usd_per_m(e, req)) is not None and p == 0]
-    if free:
-        # 1/price² is unbounded for a free endpoint: the free ones share the traffic evenly.
-        inverse = {tag: (1.0 if tag in free else 0.0) for tag in inverse}
-    elif stable and not any(inverse.values()):
-        inverse = dict.fromkeys(inverse, 1.0)  # nothing priced: spread evenly
-    total = sum(inverse.values())
-    stable.sort(key=lambda e: (-inverse[e.tag], e.tag))
-    chain_weights = [(e, inverse[e.tag] / total if total else 0.0, "balanced") for e in stable]
-    chain_weights += [(e, 0.0, "fallback") for e in _rank(unstable, "price", blk, req)]
-    if not stable and unstable:
-        # Everything is degraded: OpenRouter still routes, in fallback order.
-        shares = _fallback_shares([e for e, _, _ in chain_weights])
-        chain_weights = [(e, s, r) for (e, _, r), s in zip(chain_weights, shares, strict=True)]
-    candidates = tuple(
-        Candidate(e, i + 1, w, role)  # type: ignore[arg-type]
-        for i, (e, w, role) in enumerate(chain_weights)
-    )
-    return RouteDecision("load_balanced", candidates, tuple(excluded), tuple(notes))
-
-
-def _rank(
-    endpoints: Sequence[Endpoint], key: SortKey | None, block: ProviderBlock, params: RequestParams
-) -> list[Endpoint]:
-    """Order fallbacks: by ``key`` (price when none), preferred endpoints first, ties by tag."""
-    k: SortKey = key or "price"
-    return sorted(
-        endpoints,
-        key=lambda e: (not _preferred(block, e, params), _sort_value(e, k, params), e.tag),
-    )
+        return _sorted_route(blk, admitted, excluded, sort_key, req, notes)
+    return _balanced_route(blk, admitted, excluded, req, notes)

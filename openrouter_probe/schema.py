@@ -37,6 +37,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -341,11 +342,21 @@ class Pricing(_Payload):
     discount: Number = 0
     overrides: list[PricingOverride] | None = None
 
+    @field_validator("discount")
+    @classmethod
+    def _fraction(cls, value: Number) -> Number:
+        # Outside 0..1 every price would be wrong (negative or inflated): refuse, never guess.
+        if not 0 <= value <= 1:
+            raise ValueError(
+                f"discount {value!r} is outside 0..1 (a fraction taken off every price)"
+            )
+        return value
+
     def usd_per_unit(self, key: str) -> Decimal | None:
         """Return the price under ``key`` in USD per unit (token, image, request), discount applied.
 
         ``None`` when the key is absent or not a number (routers list ``"-1"``: a negative price
-        means "variable" and is returned as ``None`` too), or when ``discount`` is outside 0..1.
+        means "variable" and is returned as ``None`` too).
         """
         raw = getattr(self, key, None)
         if raw is None and self.model_extra:
@@ -359,8 +370,6 @@ class Pricing(_Payload):
         if value < 0 or not value.is_finite():
             return None
         discount = Decimal(str(self.discount or 0))
-        if not Decimal(0) <= discount <= Decimal(1):
-            return None  # a discount outside 0..1 makes every price meaningless: treat as unpriced
         return value * (Decimal(1) - discount)
 
     def usd_per_m(self, key: str) -> Decimal | None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from openrouter_probe.errors import APIError, NoRouteError, SnapshotError
+from openrouter_probe.errors import APIError, NoRouteError, SnapshotError, first_validation_error
 from openrouter_probe.files import atomic_write_text, ensure_not_input
 from openrouter_probe.schema import Endpoint, ModelEndpoints
 
@@ -273,10 +273,8 @@ class Snapshot:
                 return ModelEndpoints.model_validate_json(self._json)
             return ModelEndpoints.model_validate(_thaw(self.data))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
             raise SnapshotError(
-                f"{self.origin}: data.{loc}: {first['msg']}; re-take it with "
+                f"{self.origin}: {first_validation_error(exc, prefix='data')}; re-take it with "
                 f"`openrouter-probe endpoints {self.model} --save PATH`"
             ) from exc
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from openrouter_probe.cli import cli
 from openrouter_probe.client import Client
@@ -50,11 +51,10 @@ def test_deranked_page_entry_is_a_fallback() -> None:
     assert decision.weights == {"chutes/int4": 1.0, "cheap": 0.0}
 
 
-def test_discount_outside_0_1_makes_the_price_unusable() -> None:
-    assert (
-        Pricing.model_validate({"completion": "0.0000022", "discount": 1.5}).completion_usd_per_m
-        is None
-    )
+@pytest.mark.parametrize("discount", [1.5, -0.1, float("nan")])
+def test_discount_outside_0_1_is_an_error_not_unpriced(discount: float) -> None:
+    with pytest.raises(ValidationError, match=r"discount .* is outside 0\.\.1"):
+        Pricing.model_validate({"completion": "0.0000022", "discount": discount})
     assert (
         Pricing.model_validate({"completion": "0.0000022", "discount": 1}).completion_usd_per_m == 0
     )

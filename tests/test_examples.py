@@ -46,7 +46,7 @@ def test_deepseek_policy_facts() -> None:
     assert doc["provider"] == {
         "order": ["atlas-cloud/fp8", "novita/fp8", "deepseek", "siliconflow/fp8"],
         "quantizations": ["fp8", "bf16", "fp16", "fp32"],
-        "max_price": {"completion": 0.6},
+        "max_price": {"completion": "0.6"},
     }
     assert doc["provenance"]["precision"]["native"] == "fp8"
     dropped = {d["tag"]: d["reason"] for d in doc["decisions"] if not d["kept"]}

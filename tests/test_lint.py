@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from openrouter_probe.lint import LintFinding, lint_block
+from openrouter_probe.routing import ProviderBlock
 from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import bundled_snapshot
 
@@ -178,6 +179,65 @@ def test_schema(block: dict[str, Any], key: str) -> None:
     assert any(f.loc.startswith("provider.") and f.loc.endswith(f".{key}") for f in found)
 
 
+def test_schema_errors_do_not_hide_other_findings() -> None:
+    # One schema error used to stop the lint: the six other findings were never shown.
+    block = {
+        "order": ["Fireworks", "chutes/int4"],
+        "ignore": ["chutes"],
+        "quantizations": ["int4", "int3"],
+        "max_price": {"completion": 0.0000022},
+        "preferred_max_latency": 2000,
+        "bogus": 1,
+    }
+    found = lint_block(block, K25)
+    assert [(f.code, f.loc) for f in found] == [
+        ("schema", "provider.bogus"),
+        ("display-name", "provider.order[0]"),
+        ("unknown-quantization", "provider.quantizations[1]"),
+        ("max-price-per-token", "provider.max_price.completion"),
+        ("latency-in-ms", "provider.preferred_max_latency"),
+        ("admits-nothing", "provider"),
+        ("order-ignored", "provider.order[1]"),
+    ]
+
+
+def test_a_bad_entry_or_sub_key_leaves_its_siblings_linted() -> None:
+    block = {
+        "order": ["Fireworks", 3, "chutes/int4"],
+        "ignore": ["chutes"],
+        "max_price": {"prompt": "abc", "completion": 0.0000022},
+        "sort": {"by": "price", "partition": "sideways"},
+    }
+    found = lint_block(block, K25)
+    assert [(f.code, f.loc) for f in found] == [
+        ("schema", "provider.order[1]"),
+        ("schema", "provider.sort"),  # the string form of sort does not fit either
+        ("schema", "provider.sort.partition"),
+        ("schema", "provider.max_price.prompt"),
+        ("display-name", "provider.order[0]"),
+        ("max-price-per-token", "provider.max_price.completion"),
+        ("admits-nothing", "provider"),
+        ("order-ignored", "provider.order[2]"),
+    ]
+
+
+def test_schema_error_alone_and_a_non_mapping() -> None:
+    assert [(f.code, f.loc) for f in lint_block({"sort": "cheapest"}, K25)] == [
+        ("schema", "provider.sort")
+    ]
+    [f] = lint_block(["chutes"], K25)  # type: ignore[arg-type]
+    assert (f.code, f.loc, f.message) == (
+        "schema",
+        "provider",
+        "a provider block must be a mapping",
+    )
+
+
+def test_a_parsed_block_is_linted_the_same() -> None:
+    block = {"order": ["chutes/int4"], "ignore": ["chutes"], "preferred_max_latency": 2000}
+    assert lint_block(ProviderBlock.parse(block), K25) == lint_block(block, K25)
+
+
 def test_schema_unknown_key_message() -> None:
     [f] = lint_block({"bogus": 1}, K25)
     assert (
@@ -199,3 +259,94 @@ def test_checked_in_policy_lints_clean() -> None:
 
 def test_empty_block_is_clean() -> None:
     assert lint_block({}, K25) == []
+
+
+# -- provider.options -----------------------------------------------------------------------------
+
+
+def test_options_for_a_provider_of_the_model_are_clean() -> None:
+    assert lint_block({"options": {"deepinfra": {"a": 1}, "chutes/int4": {}}}, K25) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "severity", "end"),
+    [
+        ("DeepInfra", "error", "silently drops these options; use 'deepinfra'"),
+        ("Moonshot AI", "error", "silently drops these options; use 'moonshotai'"),
+        ("deepinfr", "warning", "these options are never sent; use 'deepinfra'"),
+        ("siliconflw", "warning", "these options are never sent; use 'siliconflow'"),
+    ],
+)
+def test_options_slug_with_a_suggestion(key: str, severity: str, end: str) -> None:
+    [f] = lint_block({"options": {key: {}}}, K25)
+    assert (f.code, f.severity, f.loc) == ("options-slug", severity, f"provider.options.{key}")
+    assert f.message.endswith(end), f.message
+
+
+def test_options_slug_without_a_suggestion_lists_the_slugs() -> None:
+    [f] = lint_block({"options": {"groq": {"x": 1}}}, K25)
+    assert f.severity == "warning"
+    slugs = ", ".join(sorted({e.slug for e in K25}))
+    assert (
+        f.message
+        == f"'groq' is no provider of this model: these options are never sent (slugs: {slugs})"
+    )
+
+
+def test_options_value_not_a_mapping_is_a_schema_error() -> None:
+    found = lint_block({"options": {"deepinfra": "fast", "groq": {}}}, K25)
+    assert [(f.code, f.loc) for f in found] == [
+        ("schema", "provider.options.deepinfra"),
+        ("options-slug", "provider.options.groq"),
+    ]
+
+
+# -- service tiers --------------------------------------------------------------------------------
+
+
+def test_base_slug_variants_skips_declared_tier_endpoints() -> None:
+    deepinfra = next(e for e in K25 if e.tag == "deepinfra/int4")
+    tier = deepinfra.model_copy(update={"tag": "deepinfra/fast"})
+    tier = Endpoint.model_validate({**tier.to_json_dict(), "service_tier": "priority"})
+    assert lint_block({"order": ["deepinfra"]}, [*K25, tier]) == []
+    untiered = Endpoint.model_validate({**tier.to_json_dict(), "service_tier": None})
+    assert codes(lint_block({"order": ["deepinfra"]}, [*K25, untiered])) == ["base-slug-variants"]
+
+
+# -- the CLI ----------------------------------------------------------------------------------------
+
+
+def test_cli_lint_reports_every_finding(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    path = tmp_path / "block.yaml"
+    path.write_text(
+        "provider:\n  order: [Fireworks]\n  bogus: 1\n  preferred_max_latency: 2000\n"
+        "  options: {groq: {}}\n"
+    )
+    result = CliRunner().invoke(cli, ["policy", "lint", str(path), "--offline"])
+    assert result.exit_code == 1
+    assert [line.rsplit("[", 1)[-1] for line in result.stdout.splitlines()] == [
+        "schema]",
+        "display-name]",
+        "latency-in-ms]",
+        "options-slug]",
+    ]
+    assert "2 error(s), 2 warning(s)" in result.stderr
+
+
+def test_cli_lint_given_a_spec_says_so_in_one_line() -> None:
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    spec = ROOT / "policies" / "kimi-k2.5.spec.yaml"
+    result = CliRunner().invoke(cli, ["policy", "lint", str(spec), "--offline"])
+    assert result.exit_code == 1
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert line.startswith(f"Error: {spec}: this is a policy spec")
+    assert line.endswith(
+        f"compile it first with `openrouter-probe policy compile {spec} -o {spec.parent / 'kimi-k2.5.yaml'}`"
+    )

@@ -142,6 +142,7 @@ PROVIDER_PREFERENCES = {
     "preferred_min_throughput": (int, float, dict),
     "preferred_max_latency": (int, float, dict),
     "max_price": dict,
+    "options": dict,
 }
 # Written out from the spec on purpose: importing schema.KNOWN_QUANTIZATIONS would check the
 # compiler's output against the library's own constant, so a wrong constant could not fail here.
@@ -173,7 +174,8 @@ def _assert_provider_preferences(block: dict) -> None:
         assert block["data_collection"] in ("allow", "deny")
     if "max_price" in block:
         assert set(block["max_price"]) <= {"prompt", "completion", "request", "image", "audio"}
-        assert all(isinstance(v, int | float) for v in block["max_price"].values())
+        # decimal strings: the spec's and the official SDK's type (numbers are not accepted there)
+        assert all(isinstance(v, str) and float(v) >= 0 for v in block["max_price"].values())
 
 
 @pytest.mark.parametrize("spec", VALID, ids=lambda p: p.name.removesuffix(".spec.yaml"))

@@ -64,7 +64,7 @@ def test_stale_compiled_file_is_rewritten_and_fails(tmp_path: Path) -> None:
     provider = yaml.safe_load((folder / f"{NAME}.yaml").read_text())["provider"]
     # $0.90/M admits parasail/bf16 ($0.85/M), which the committed policy drops.
     assert "parasail/bf16" in provider["order"]
-    assert provider["max_price"] == {"completion": 0.9}
+    assert provider["max_price"] == {"completion": "0.9"}
     assert _run("compile", folder / f"{NAME}.spec.yaml") == (0, "")  # now fresh
 
 

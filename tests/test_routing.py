@@ -19,8 +19,12 @@ from hypothesis import strategies as st
 from openrouter_probe.errors import PolicyError
 from openrouter_probe.routing import (
     ASSUMPTIONS,
+    MAX_PRICE_UNITS,
+    NON_PARAMETER_KEYS,
+    REQUEST_PARAMETERS,
     Candidate,
     Exclusion,
+    MaxPrice,
     ProviderBlock,
     RequestParams,
     RouteDecision,
@@ -28,10 +32,11 @@ from openrouter_probe.routing import (
     blended_price_usd_per_m,
     matches,
     route,
+    service_tier,
 )
 from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import bundled_snapshot
-from tests.conftest import CAPTURES
+from tests.conftest import CAPTURES, ROOT
 
 # ---------------------------------------------------------------------------------------------
 # Data
@@ -320,7 +325,8 @@ def test_max_price_is_per_million(limit: float | str) -> None:
     assert d.admitted_tags == ["chutes/int4"]
     x = excl(d, "deepinfra/int4")
     assert x.reason == "max_price"
-    assert x.detail == f"completion $2.25/M tokens > max_price.completion ${limit}/M tokens"
+    # the limit is kept as a normalized decimal string: 2.20 reads $2.2
+    assert x.detail == "completion $2.25/M tokens > max_price.completion $2.2/M tokens"
     assert {x.reason for x in d.excluded} == {"max_price"}
 
 
@@ -366,6 +372,86 @@ def test_max_price_request_and_image_units() -> None:
     assert excl(d, "a").reason == "max_price"
 
 
+def test_max_price_audio_is_applied_per_audio_token() -> None:
+    # gpt-audio lists $32/M audio input tokens: "0.000032" per token.
+    eps = [ep("a", pricing={"prompt": "0.0000025", "completion": "0.00001", "audio": "0.000032"})]
+    d = route({"max_price": {"audio": "0.00003"}}, eps)
+    assert excl(d, "a").detail == (
+        "audio $0.000032 per audio token > max_price.audio $0.00003 per audio token"
+    )
+    assert ASSUMPTIONS["max_price_audio"] in d.notes
+    assert route({"max_price": {"audio": "0.000032"}}, eps).admitted_tags == ["a"]  # equality
+    assert ASSUMPTIONS["max_price_audio"] not in route({"max_price": {"prompt": 9}}, eps).notes
+
+
+@pytest.mark.parametrize(
+    ("key", "listed", "limit", "detail"),
+    [
+        ("prompt", "0.000003", "2.99", "prompt $3/M tokens > max_price.prompt $2.99/M tokens"),
+        (
+            "completion",
+            "0.00002",
+            "19",
+            "completion $20/M tokens > max_price.completion $19/M tokens",
+        ),
+        (
+            "request",
+            "0.02",
+            "0.01",
+            "request $0.02 per request > max_price.request $0.01 per request",
+        ),
+        ("image", "0.004", "0.003", "image $0.004 per image > max_price.image $0.003 per image"),
+        (
+            "audio",
+            "0.00004",
+            "0",
+            "audio $0.00004 per audio token > max_price.audio $0 per audio token",
+        ),
+    ],
+)
+def test_every_max_price_key_is_applied(key: str, listed: str, limit: str, detail: str) -> None:
+    pricing = {"prompt": "0.000001", "completion": "0.000002", key: listed}
+    d = route({"max_price": {key: limit}}, [ep("a", pricing=pricing), ep("unpriced")])
+    assert excl(d, "a").detail == detail
+    assert d.admitted_tags == ["unpriced"]  # no price listed for the key: nothing to compare
+
+
+def test_every_max_price_key_is_checked() -> None:
+    keys = ["prompt", "completion", "request", "image", "audio"]
+    assert list(MaxPrice.model_fields) == keys
+    assert list(MAX_PRICE_UNITS) == keys
+
+
+def test_unknown_max_price_key_is_rejected_with_the_known_ones() -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse({"max_price": {"tokens": 1}})
+    assert info.value.errors == [
+        (
+            "provider.max_price.tokens",
+            "not a max_price key (use prompt, completion, request, image, audio)",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [(2.2, "2.2"), ("2.20", "2.2"), (2.0, "2"), (100, "100"), (1e-7, "0.0000001"), (" 3 ", "3")],
+)
+def test_max_price_is_kept_as_a_decimal_string(given: Any, kept: str) -> None:
+    blk = ProviderBlock.parse({"max_price": {"completion": given}})
+    assert blk.to_request() == {"max_price": {"completion": kept}}
+    assert blk.max_price is not None and blk.max_price.limit("completion") == Decimal(kept)
+
+
+@pytest.mark.parametrize("value", [True, [1], {"a": 1}])
+def test_max_price_rejects_non_numbers(value: Any) -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse({"max_price": {"image": value}})
+    assert info.value.errors == [
+        ("provider.max_price.image", f"{value!r} is not a number (USD per million tokens)")
+    ]
+
+
 def test_require_parameters_with_tools() -> None:
     params = RequestParams(parameters=frozenset({"tools", "tool_choice"}))
     d = route({"require_parameters": True}, K25, params)
@@ -375,6 +461,36 @@ def test_require_parameters_with_tools() -> None:
     # without require_parameters nothing is excluded for it
     d = route({}, K25, params)
     assert d.excluded == ()
+
+
+def test_require_parameters_counts_request_parameters_only() -> None:
+    # A request body's keys as a client sends them: only temperature and tools are parameters.
+    body_keys = {"model", "messages", "stream", "provider", "temperature", "tools"}
+    params = RequestParams(parameters=frozenset(body_keys))
+    assert params.parameters == {"temperature", "tools"}
+    eps = [
+        ep("a", supported_parameters=["temperature", "tools"]),
+        ep("b", supported_parameters=["tools"]),
+    ]
+    d = route({"require_parameters": True}, eps, params)
+    assert d.admitted_tags == ["a"]
+    assert excl(d, "b").detail == "does not support temperature"
+    assert ASSUMPTIONS["unknown_parameter"] not in d.notes
+
+
+def test_require_parameters_counts_an_unknown_key_and_says_so() -> None:
+    params = RequestParams(parameters=frozenset({"model", "frobnicate"}))
+    d = route({"require_parameters": True}, [ep("a")], params)
+    assert excl(d, "a").detail == "does not support frobnicate"
+    assert ASSUMPTIONS["unknown_parameter"] in d.notes
+    # without require_parameters no note: nothing relied on it
+    assert ASSUMPTIONS["unknown_parameter"] not in route({}, [ep("a")], params).notes
+
+
+def test_request_params_accepts_any_iterable_of_keys() -> None:
+    params = RequestParams(parameters=["stream", "tools", "tools"])  # type: ignore[arg-type]
+    assert params.parameters == frozenset({"tools"})
+    assert params == RequestParams(parameters=frozenset({"tools"}))
 
 
 def test_max_tokens_above_max_completion_tokens() -> None:
@@ -902,7 +1018,8 @@ def test_parse_rejects_non_numeric_max_price(value: Any) -> None:
         {"sort": "throughput", "require_parameters": True, "data_collection": "deny", "zdr": True},
         {"sort": {"by": "price", "partition": "none"}},
         {"sort": {"by": "latency"}},
-        {"max_price": {"prompt": 0.5, "completion": "2.2", "request": 0.01}},
+        {"max_price": {"prompt": "0.5", "completion": "2.2", "request": "0.01", "audio": "0"}},
+        {"options": {"deepinfra": {"x": None, "y": [1, {"z": None}]}, "anthropic/2": {}}},
         {"preferred_max_latency": 2.5, "preferred_min_throughput": {"p50": 30.0, "p90": 10.0}},
         {"enforce_distillable_text": False},
     ],
@@ -966,7 +1083,9 @@ _blocks = st.fixed_dictionaries(
 _params = st.builds(
     RequestParams,
     max_tokens=st.sampled_from([None, 1000, 65535, 65536]),
-    parameters=st.sampled_from([frozenset(), frozenset({"tools"})]),
+    parameters=st.sampled_from(
+        [frozenset(), frozenset({"tools"}), frozenset({"model", "messages", "stream", "tools"})]
+    ),
     prompt_tokens=st.sampled_from([None, 1000, 200_000]),
     output_tokens=st.sampled_from([None, 500]),
 )
@@ -1001,3 +1120,346 @@ def test_property_route_partitions_and_respects_filters(
         assert all(c.role == "ordered" for c in d.candidates)
     assert route(block, K25, params) == d
     assert route(ProviderBlock.parse(block), list(K25), params) == d
+
+
+# ---------------------------------------------------------------------------------------------
+# Service tiers: the endpoint's service_tier field decides, the tag suffix only without it
+# ---------------------------------------------------------------------------------------------
+
+
+def test_declared_tier_is_not_matched_by_base_slug() -> None:
+    # fireworks/fast sold as the priority tier: the base slug no longer reaches it.
+    eps = [ep("fireworks", service_tier=None), ep("fireworks/fast", service_tier="priority")]
+    assert route({"only": ["fireworks"]}, eps).admitted_tags == ["fireworks"]
+    assert route({"only": ["fireworks/fast"]}, eps).admitted_tags == ["fireworks/fast"]
+    d = route({"ignore": ["fireworks"]}, eps)
+    assert d.admitted_tags == ["fireworks/fast"]
+    assert excl(d, "fireworks").detail == "ignored by 'fireworks'"
+
+
+def test_declared_null_tier_overrides_the_suffix() -> None:
+    # a /priority tag that declares itself standard is matched by its base slug
+    eps = [ep("openai", service_tier=None), ep("openai/priority", service_tier=None)]
+    assert sorted(route({"only": ["openai"]}, eps).admitted_tags) == ["openai", "openai/priority"]
+
+
+@pytest.mark.parametrize(
+    ("tag", "fields", "tier"),
+    [
+        ("fireworks/fast", {"service_tier": "priority"}, "priority"),
+        ("google-vertex/flex", {"service_tier": "flex"}, "flex"),
+        ("groq/turbo", {"service_tier": "ultrafast"}, "ultrafast"),
+        ("openai/priority", {"service_tier": None}, None),
+        ("openai/priority", {}, "priority"),  # older data: the suffix decides
+        ("google-vertex/flex", {}, "flex"),
+        ("fireworks/fast", {}, None),
+        ("deepinfra", {}, None),
+        ("openai/priority", {"service_tier": {"odd": "shape"}}, "priority"),  # unreadable: suffix
+        ("openai", {"service_tier": ""}, None),
+    ],
+)
+def test_service_tier(tag: str, fields: dict[str, Any], tier: str | None) -> None:
+    assert service_tier(ep(tag, **fields)) == tier
+
+
+def test_base_slug_skips_declared_tiers_in_order_and_lint_counts() -> None:
+    eps = [ep("groq"), ep("groq/turbo", service_tier="ultrafast")]
+    d = route({"order": ["groq"], "allow_fallbacks": False}, eps)
+    assert d.admitted_tags == ["groq"]
+    assert excl(d, "groq/turbo").reason == "not_in_order"
+
+
+# ---------------------------------------------------------------------------------------------
+# provider.options: accepted, passed through untouched, never routed on
+# ---------------------------------------------------------------------------------------------
+
+OPTIONS = {"deepinfra": {"cache": None, "nested": {"a": [1, None]}}, "google-vertex": {}}
+
+
+def test_options_are_accepted_and_passed_through_untouched() -> None:
+    blk = ProviderBlock.parse({"options": OPTIONS, "sort": "price"})
+    assert blk.to_request() == {"options": OPTIONS, "sort": "price"}
+    assert route(blk, K25) == route({"sort": "price"}, K25)
+
+
+@pytest.mark.parametrize(
+    ("options", "loc"),
+    [({"deepinfra": "fast"}, "provider.options.deepinfra"), (["deepinfra"], "provider.options")],
+)
+def test_options_must_map_slugs_to_mappings(options: Any, loc: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse({"options": options})
+    assert [lo for lo, _ in info.value.errors] == [loc]
+
+
+def test_compiler_passes_options_through() -> None:
+    from openrouter_probe.policy import compile_policy, parse_spec
+
+    spec = {"model": "moonshotai/kimi-k2.5", "options": OPTIONS}
+    compiled = compile_policy(parse_spec(spec), bundled_snapshot())
+    assert compiled.provider.to_request()["options"] == OPTIONS
+    assert compiled.to_dict()["provider"]["options"] == OPTIONS
+    # options count in the spec's hash; a spec without them keeps the hash it had before the key
+    # existed (the golden files' provenance.spec.sha256 pin that)
+    assert parse_spec(spec).sha256() != parse_spec({"model": "moonshotai/kimi-k2.5"}).sha256()
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenRouter's official SDK (dev dependency) as the reference for field lists
+# ---------------------------------------------------------------------------------------------
+
+
+def _sdk_keys(model: Any) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_every_sdk_provider_preferences_field_is_known() -> None:
+    from openrouter.components import ProviderPreferences
+    from openrouter.components.providerpreferences import MaxPrice as SDKMaxPrice
+
+    assert _sdk_keys(ProviderPreferences) == set(ProviderBlock.model_fields)
+    assert _sdk_keys(SDKMaxPrice) == set(MaxPrice.model_fields) == set(MAX_PRICE_UNITS)
+
+
+def test_request_parameters_and_routing_keys_cover_the_sdk_chat_request() -> None:
+    import typing
+
+    from openrouter.components import ChatRequest
+    from openrouter.components.parameter import Parameter
+
+    literal = next(a for a in typing.get_args(Parameter) if typing.get_origin(a) is typing.Literal)
+    assert set(typing.get_args(literal)) == REQUEST_PARAMETERS
+    body = _sdk_keys(ChatRequest)
+    assert body <= REQUEST_PARAMETERS | NON_PARAMETER_KEYS, (
+        body - REQUEST_PARAMETERS - NON_PARAMETER_KEYS
+    )
+    assert not REQUEST_PARAMETERS & NON_PARAMETER_KEYS
+    for key in ("stream", "model", "messages", "provider"):
+        assert key in NON_PARAMETER_KEYS
+
+
+COMPILED = sorted(
+    [
+        *(ROOT / "policies").glob("*.yaml"),
+        *(ROOT / "tests" / "data" / "policies" / "valid").glob("*.expected.yaml"),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in COMPILED if not p.name.endswith(".spec.yaml")], ids=lambda p: p.name
+)
+def test_compiled_policies_validate_against_sdk_provider_preferences(path: Any) -> None:
+    import yaml
+    from openrouter.components import ProviderPreferences
+
+    provider = yaml.safe_load(path.read_text(encoding="utf-8"))["provider"]
+    # the SDK ignores unknown keys, so check them first, then every value's type
+    assert set(provider) <= _sdk_keys(ProviderPreferences)
+    sdk = ProviderPreferences.model_validate(provider)
+    assert sdk.model_dump(mode="json", by_alias=True, exclude_none=True) == provider
+
+
+# ---------------------------------------------------------------------------------------------
+# Branches a wrong decision would slip through (found by mutation testing)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sort_price_puts_an_unpriced_endpoint_last() -> None:
+    eps = [
+        ep("unpriced", pricing={}),
+        ep("dear", "0.000003", "0.000003"),
+        ep("cheap", "0.000001", "0.000001"),
+    ]
+    d = route({"sort": "price"}, eps)
+    assert d.admitted_tags == ["cheap", "dear", "unpriced"]
+    assert [c.role for c in d.candidates] == ["sorted", "sorted", "sorted"]
+    assert [c.weight for c in d.candidates] == pytest.approx(fallback_shares([99.0] * 3))
+    assert ASSUMPTIONS["missing_stats"] not in d.notes  # price sorts need no stats
+    assert blended_price_usd_per_m(eps[0]) is None
+    # ordered routes rank unpriced fallbacks last too
+    d = route({"order": ["dear"]}, eps)
+    assert d.admitted_tags == ["dear", "cheap", "unpriced"]
+    assert [c.matched_by for c in d.candidates] == ["dear", None, None]
+
+
+def test_ordered_route_counts_missing_uptime_as_up_and_zero_uptime_as_down() -> None:
+    eps = [
+        ep("a", uptime_last_30m=None),  # no stats: counts as 100% up
+        ep("b", uptime_last_30m=50.0),
+    ]
+    d = route({"order": ["b", "a"]}, eps)
+    assert d.admitted_tags == ["b", "a"]
+    assert [c.weight for c in d.candidates] == pytest.approx([0.5, 0.5])
+    d = route({"order": ["a", "b"]}, eps)
+    assert [c.weight for c in d.candidates] == [1.0, 0.0]
+    down = [ep("z", uptime_last_30m=0.0), ep("y", uptime_last_30m=80.0)]
+    d = route({"order": ["z", "y"]}, down)
+    assert [c.weight for c in d.candidates] == [0.0, 1.0]  # a dead first choice gets nothing
+    assert [c.position for c in d.candidates] == [1, 2]
+
+
+def test_every_candidate_down_sends_everything_to_the_first() -> None:
+    eps = [ep("z", uptime_last_30m=0.0), ep("y", uptime_last_30m=0.0), ep("x", uptime_last_30m=-5)]
+    d = route({"order": ["y", "z", "x"]}, eps)
+    assert [(c.endpoint.tag, c.weight) for c in d.candidates] == [
+        ("y", 1.0),
+        ("z", 0.0),
+        ("x", 0.0),
+    ]
+    d = route(
+        {"order": ["z", "y"]}, [ep("z", uptime_last_30m=150.0), ep("y", uptime_last_30m=50.0)]
+    )
+    assert d.weights == {"y": 0.0, "z": 1.0}  # uptime above 100% is clipped, not a bonus
+    d = route(
+        {"order": ["z", "y"]}, [ep("z", uptime_last_30m=-20.0), ep("y", uptime_last_30m=50.0)]
+    )
+    assert d.weights == {"z": 0.0, "y": 1.0}  # and below 0% too
+
+
+def test_load_balancing_with_nothing_priced_spreads_evenly() -> None:
+    eps = [ep("a", pricing={}), ep("b", pricing={"prompt": "0.000001"}), ep("c", pricing={})]
+    d = route({}, eps)
+    assert d.mode == "load_balanced"
+    assert d.weights == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+    assert d.admitted_tags == ["a", "b", "c"]  # equal weights: by tag
+
+
+def test_load_balancing_gives_an_unpriced_endpoint_nothing_beside_priced_ones() -> None:
+    d = route(
+        {},
+        [
+            ep("unpriced", pricing={}),
+            ep("a", "0.000001", "0.000001"),
+            ep("b", "0.000002", "0.000002"),
+        ],
+    )
+    assert d.weights == pytest.approx({"a": 0.8, "b": 0.2, "unpriced": 0.0})
+    assert d.admitted_tags == ["a", "b", "unpriced"]
+    assert cand(d, "unpriced").role == "balanced"
+
+
+def test_load_balancing_stable_reads_status_and_deranked() -> None:
+    eps = [
+        ep("ok", status=None),
+        ep("deranked", is_deranked=True),
+        ep("degraded", status=-1),
+        ep("zero", status=0),
+    ]
+    d = route({}, eps)
+    assert {c.endpoint.tag: c.role for c in d.candidates} == {
+        "ok": "balanced",
+        "zero": "balanced",
+        "deranked": "fallback",
+        "degraded": "fallback",
+    }
+    assert d.weights["ok"] == d.weights["zero"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("cutoff", "preferred"),
+    [(42, True), (42.0, True), (42.5, False), (41.9, True)],
+)
+def test_preferred_min_throughput_boundary(cutoff: float, preferred: bool) -> None:
+    # deepinfra/int4 runs at exactly 42 tok/s p50: at the cutoff it is still preferred
+    d = route({"preferred_min_throughput": cutoff, "only": ["deepinfra", "chutes"]}, K25)
+    assert (cand(d, "deepinfra/int4").role == "balanced") is preferred
+    assert cand(d, "chutes/int4").role == "fallback"  # 31 tok/s
+
+
+@pytest.mark.parametrize(
+    ("seconds", "preferred"),
+    [(1.32, True), (1.3201, True), (1.319, False)],
+)
+def test_preferred_max_latency_boundary(seconds: float, preferred: bool) -> None:
+    # deepinfra/int4: 1320 ms p50; a cutoff of exactly 1.32 s keeps it preferred
+    d = route({"preferred_max_latency": seconds, "only": ["deepinfra", "fireworks"]}, K25)
+    assert (cand(d, "deepinfra/int4").role == "balanced") is preferred
+
+
+def test_preferred_percentile_without_stats_is_not_held_against_the_endpoint() -> None:
+    eps = [ep("nostats"), ep("slow", throughput_last_30m={"p50": 5, "p90": 50})]
+    d = route({"preferred_min_throughput": {"p50": 10, "p90": 10}}, eps)
+    assert cand(d, "nostats").role == "balanced"
+    assert cand(d, "slow").role == "fallback"
+    d = route({"preferred_min_throughput": {"p90": 10}}, eps)
+    assert {c.role for c in d.candidates} == {"balanced"}
+    d = route({"preferred_max_latency": {"p99": 1}}, [ep("nolat", latency_last_30m={"p50": 5000})])
+    assert cand(d, "nolat").role == "balanced"  # p99 not reported: nothing to miss
+
+
+def test_context_length_counts_max_tokens_only_when_given() -> None:
+    e = ep("a", context_length=1000, max_completion_tokens=None)
+    assert route({}, [e], RequestParams(prompt_tokens=1000)).admitted_tags == ["a"]
+    d = route({}, [e], RequestParams(prompt_tokens=1000, max_tokens=1))
+    assert excl(d, "a").detail == "request exceeds its context 1000"
+    assert route({}, [e], RequestParams(max_tokens=10**9)).admitted_tags == ["a"]  # no prompt size
+    unknown = ep("b", context_length=None)
+    assert route({}, [unknown], RequestParams(prompt_tokens=10**9)).admitted_tags == ["b"]
+
+
+def test_filters_apply_in_routing_funnel_order() -> None:
+    e = ep("a", quantization="fp8", pricing={"prompt": "0.00001", "completion": "0.00001"})
+    block = {"only": ["b"], "ignore": ["a"], "quantizations": ["int4"], "max_price": {"prompt": 1}}
+    assert excl(route(block, [e]), "a").reason == "only"
+    block.pop("only")
+    assert excl(route(block, [e]), "a").reason == "ignore"
+    block.pop("ignore")
+    assert excl(route(block, [e]), "a").reason == "quantization"
+    block.pop("quantizations")
+    assert excl(route(block, [e]), "a").reason == "max_price"
+    block = {"require_parameters": True}
+    params = RequestParams(parameters=frozenset({"seed"}), max_tokens=10**6, prompt_tokens=10**6)
+    assert excl(route(block, [e], params), "a").reason == "require_parameters"
+    assert excl(route({}, [e], params), "a").reason == "max_tokens"
+    byok = ep("k", is_byok_only=True)
+    x = excl(route({"only": ["z"]}, [byok]), "k")
+    assert (x.reason, x.detail) == (
+        "byok_only",
+        "serves only requests that bring their own provider key",
+    )
+
+
+def test_blended_price_with_zero_tokens_is_the_plain_mean() -> None:
+    e = ep("a", "0.000001", "0.000003")
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=0, output_tokens=0)) == 2
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=3, output_tokens=None)) == 2
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=0, output_tokens=5)) == 3
+    assert blended_price_usd_per_m(e, RequestParams(prompt_tokens=5, output_tokens=0)) == 1
+    assert blended_price_usd_per_m(ep("b", pricing={"prompt": "0.000001"})) is None
+    assert blended_price_usd_per_m(ep("c", pricing={"completion": "0.000001"})) is None
+
+
+def test_to_request_is_json_ready_whatever_python_values_options_hold() -> None:
+    blk = ProviderBlock.parse(
+        {"options": {"deepinfra": {"budget": Decimal("1.5"), "pair": (1, 2)}}}
+    )
+    out = blk.to_request()
+    assert out == {"options": {"deepinfra": {"budget": "1.5", "pair": [1, 2]}}}
+    assert json.loads(json.dumps(out)) == out
+
+
+def test_parse_error_for_a_non_mapping_names_the_file() -> None:
+    with pytest.raises(PolicyError) as info:
+        ProviderBlock.parse(["chutes"], source="block.yaml")
+    assert str(info.value) == "block.yaml: a provider block must be a mapping"
+
+
+def test_base_slug_is_the_part_before_the_first_slash() -> None:
+    deep = ep("amazon-bedrock/claude-on-aws/eu")
+    assert matches("amazon-bedrock", deep)
+    assert not matches("amazon-bedrock/claude-on-aws", deep)  # a tag matches itself only
+    assert matches("amazon-bedrock/claude-on-aws/eu", deep)
+
+
+def test_an_order_entry_ranks_its_variants_by_the_requests_token_mix() -> None:
+    # 1:1 deepinfra/b is cheaper ($2/M vs $2.5/M); at 9 input tokens per output token, a is.
+    eps = [ep("deepinfra/b", "0.000003", "0.000001"), ep("deepinfra/a", "0.000001", "0.000004")]
+    assert route({"order": ["deepinfra"]}, eps).admitted_tags == ["deepinfra/b", "deepinfra/a"]
+    mix = RequestParams(prompt_tokens=9000, output_tokens=1000)
+    assert route({"order": ["deepinfra"]}, eps, mix).admitted_tags == ["deepinfra/a", "deepinfra/b"]
+
+
+def test_preferred_cutoffs_leave_endpoints_without_stats_alone() -> None:
+    d = route({"preferred_max_latency": 1, "preferred_min_throughput": 100}, [ep("nostats")])
+    assert cand(d, "nostats").role == "balanced"

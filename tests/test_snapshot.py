@@ -75,7 +75,7 @@ def test_raw_endpoints_body_loads_as_snapshot() -> None:
         (
             '{"format": "openrouter-probe.snapshot/1", "model": "a/b", "taken_at": "2026-01-01T00:00:00Z",'
             ' "data": {"id": "a/b", "endpoints": [{"tag": "x"}]}}',
-            r"data\.endpoints\.0\.provider_name",
+            r"data\.endpoints\[0\]\.provider_name: required",
         ),
     ],
 )

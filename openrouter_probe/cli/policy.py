@@ -203,7 +203,8 @@ def lint(
 ) -> None:
     """Lint a provider block (a compiled policy or a hand-written one) against a snapshot.
 
-    Exit 0 when clean (or warnings only), 1 on errors (or any finding with --strict).
+    Every finding is reported, schema errors included. Exit 0 when clean (or warnings only), 1 on
+    errors (or any finding with --strict).
     """
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.lint import lint_block
