@@ -75,6 +75,8 @@ class VerifyReport:
     results: tuple[EndpointResult, ...]
     snapshot_sha256: str | None = None
     notes: tuple[str, ...] = field(default=())
+    #: What the sending run did (requests, spend, stop reason): ``verify_precision`` sets it.
+    run: Any = None
 
     @property
     def verdicts(self) -> dict[str, MeasuredVerdict]:
