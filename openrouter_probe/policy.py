@@ -110,7 +110,10 @@ class PolicySpec(_Spec):
     - ``order_by``: ``price``, ``throughput``, ``latency`` or weights such as
       ``{price: 0.7, throughput: 0.3}``;
     - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``:
-      passed through.
+      passed through;
+    - ``exclude_measured``: measured verdicts (``differs``, ``inconclusive``, ``consistent``) whose
+      endpoints are ignored: the latest ``measured:`` evidence in the precision registry (written
+      by ``openrouter-probe verify --evidence``) decides.
     """
 
     model: str
@@ -127,6 +130,9 @@ class PolicySpec(_Spec):
     require_parameters: bool | None = None
     data_collection: Literal["allow", "deny"] | None = None
     zdr: bool | None = None
+    exclude_measured: list[Literal["consistent", "differs", "inconclusive"]] = Field(
+        default_factory=list
+    )
 
     @field_validator("precision")
     @classmethod
@@ -147,7 +153,10 @@ class PolicySpec(_Spec):
         return value
 
     def sha256(self) -> str:
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        dumped = self.model_dump(mode="json")
+        if not dumped.get("exclude_measured"):
+            dumped.pop("exclude_measured", None)  # specs without it keep the hash they had
+        canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -531,6 +540,15 @@ def _build(
         if allowed is not None and tag_passes and v.effective not in (None, *allowed):
             # The tag would pass the quantizations filter, but a known fact says otherwise.
             ignore_why[e.tag] = f"serves {v.effective} ({v.effective_from})"
+    for e in endpoints:
+        m = verdicts[e.tag].measured
+        if m is not None and m.verdict in spec.exclude_measured and e.tag not in ignore_why:
+            ref = m.extra.get("reference")
+            ignore_why[e.tag] = (
+                f"measured {m}"
+                + (f" against {ref}" if ref else "")
+                + (f", and the spec's exclude_measured lists {m.verdict}")
+            )
 
     max_price = None
     if spec.max_price is not None:
