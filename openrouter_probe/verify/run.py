@@ -8,7 +8,9 @@ the ``VerifyReport``.
 Sending reuses the generator's run (``generate.runner.Run``): one run over every (endpoint, item)
 pair, each row carrying its own pin (``provider: {only: [TAG], allow_fallbacks: false}``) and its
 own worst-case prices, all under ONE spend cap (the generator's reservation) for the whole check.
-Rows are interleaved item by item, so a run stopped by the cap leaves complete pairs behind. The
+Rows are interleaved item by item, so a run stopped by the cap leaves mostly complete pairs behind
+(near the cap, cheaper endpoints' requests still fit when dearer ones wait; unpaired items are not
+scored against the reference). The
 output file is the generator's JSONL (one line per finished request, id ``TAG|ITEM``); a rerun with
 the same ``out`` sends nothing already recorded there and judges everything it holds.
 
