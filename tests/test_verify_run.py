@@ -25,6 +25,7 @@ from openrouter_probe.snapshot import bundled_snapshot, load_snapshot
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
+POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
 DEGRADED = {"deepinfra/int4": 0.1, "siliconflow/int4": 0.2}
 
 
@@ -382,3 +383,34 @@ def test_a_bad_measured_entry_names_the_file_and_the_fix(
     with pytest.raises(ConfigError, match=message) as info:
         _registry(tmp_path, [entry])
     assert str(tmp_path / "m.yaml") in str(info.value)
+
+
+def test_cli_runs_against_the_server_named_by_openrouter_base_url(tmp_path: Path) -> None:
+    out = tmp_path / "v.jsonl"
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        result = CliRunner().invoke(
+            cli,
+            ["verify", MODEL, "--endpoints", "chutes/int4", "--n", "10", "--out", str(out)],
+            env={"OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": "sk-fake"},
+        )
+        assert len(fake.ledger) == 20  # the endpoints were read live from the same server
+    assert result.exit_code == 0, result.output
+    assert "chutes/int4     inconclusive   10  100.0    +0.0" in result.stdout
+
+
+def test_cli_policy_compares_what_the_policy_admits() -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["verify", MODEL, "--offline", "--policy", str(POLICY), "--dry-run"],
+        env={"OPENROUTER_API_KEY": ""},
+    )
+    assert result.exit_code == 0, result.output
+    roles = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[3:9]}
+    assert roles == {
+        "moonshotai/int4": "reference",
+        "chutes/int4": "compared",
+        "deepinfra/int4": "compared",
+        "siliconflow/int4": "compared",
+        "atlas-cloud/int4": "compared",
+        "parasail/int4": "compared",
+    }

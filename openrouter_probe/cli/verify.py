@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,7 +114,9 @@ def verify(
     Prints the plan first (requests per endpoint, expected and worst-case cost at each endpoint's
     prices); --dry-run stops there. Then sends under --budget-usd (one cap for every endpoint),
     writes --out, and prints one verdict per endpoint: consistent, differs or inconclusive. Set
-    OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server), or use --fake.
+    OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server), or use --fake. Exit 0 when
+    the check ran as asked (to the end or to the budget), 1 on a 401/402/404 stop, 130 when
+    interrupted; the verdicts are data, not the exit code.
     """
     import asyncio
     import json
@@ -186,3 +189,7 @@ def verify(
         click.echo(report.to_evidence_yaml(), nl=False)
     else:
         click.echo(report.render())
+    run = report.run
+    if run is not None and run.stop_reason in ("interrupted", "cancelled"):
+        sys.exit(130)
+    sys.exit(0 if run is None else run.exit_code)
