@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -164,7 +163,7 @@ def verify(
         api_key = None
         if fake:
             base_url = stack.enter_context(_fake_server(source, degrade, fake_seed))
-            api_key = os.environ.get("OPENROUTER_API_KEY") or "sk-fake"
+            api_key = "sk-fake"  # never send a real key, even to loopback
         report = asyncio.run(
             verify_precision(
                 model,
