@@ -73,9 +73,11 @@ _EXPORTS: dict[str, str] = {
     "parse_provider_page": "openrouter_probe.scrape",
     "parse_token_count": "openrouter_probe.quantities",
     "plan_budget": "openrouter_probe.budget",
+    "plan_precision_check": "openrouter_probe.verify.run",
     "plan_verify": "openrouter_probe.verify.plan",
     "probe": "openrouter_probe.snapshot",
     "route": "openrouter_probe.routing",
+    "verify_precision": "openrouter_probe.verify.run",
 }
 
 __all__ = [
@@ -132,9 +134,11 @@ __all__ = [
     "parse_provider_page",
     "parse_token_count",
     "plan_budget",
+    "plan_precision_check",
     "plan_verify",
     "probe",
     "route",
+    "verify_precision",
 ]
 
 if TYPE_CHECKING:
@@ -185,6 +189,7 @@ if TYPE_CHECKING:
     from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot, probe
     from openrouter_probe.verify.plan import VerifyPlan, plan_verify
     from openrouter_probe.verify.report import VerifyReport, build_report
+    from openrouter_probe.verify.run import plan_precision_check, verify_precision
 
 
 #: Subpackages reachable as attributes (``orp.fake.serve``) without importing them up front.

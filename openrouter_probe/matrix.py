@@ -53,6 +53,8 @@ MATRIX_COLUMNS: dict[str, str] = {
     "precision_native": "the model's native release precision (null: not in the registry)",
     "verdict": "native | upcast | requantized | undeclared | unassessed",
     "verdict_reason": "one sentence saying why",
+    "measured": "the latest measured verdict from `verify` evidence in the precision registry: "
+    "consistent | differs | inconclusive (n=paired prompts, date); null: never measured",
     "input_usd_per_m": "input (prompt) price, USD per million tokens, discount applied",
     "output_usd_per_m": "output price, USD per million tokens (reasoning included), discount applied",
     "reasoning_usd_per_m": "reasoning-token price, USD per million: internal_reasoning where "
@@ -183,6 +185,7 @@ def build_matrix(
             cols["precision_native"].append(verdict.native)
             cols["verdict"].append(verdict.verdict)
             cols["verdict_reason"].append(verdict.reason)
+            cols["measured"].append(None if verdict.measured is None else str(verdict.measured))
             for column, key in _PRICE_KEYS.items():
                 cols[column].append(_per_m(pricing.usd_per_m(key)))
             reasoning = _per_m(pricing.usd_per_m("internal_reasoning"))

@@ -111,6 +111,9 @@ class PolicySpec(_Spec):
       ``{price: 0.7, throughput: 0.3}``;
     - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``,
       ``options`` (provider-specific options keyed by provider slug): passed through.
+    - ``exclude_measured``: measured verdicts (``differs``, ``inconclusive``, ``consistent``) whose
+      endpoints are ignored: the latest ``measured:`` evidence in the precision registry (written
+      by ``openrouter-probe verify --evidence``) decides.
     """
 
     model: str
@@ -128,6 +131,9 @@ class PolicySpec(_Spec):
     data_collection: Literal["allow", "deny"] | None = None
     zdr: bool | None = None
     options: dict[str, dict[str, Any]] | None = None
+    exclude_measured: list[Literal["consistent", "differs", "inconclusive"]] = Field(
+        default_factory=list
+    )
 
     @field_validator("precision")
     @classmethod
@@ -149,8 +155,11 @@ class PolicySpec(_Spec):
 
     def sha256(self) -> str:
         data = self.model_dump(mode="json")
-        if data["options"] is None:
-            del data["options"]  # added later: specs without it keep the hash they had
+        # Keys added later are left out when unset, so specs without them keep the hash they had.
+        if data.get("options") is None:
+            data.pop("options", None)
+        if not data.get("exclude_measured"):
+            data.pop("exclude_measured", None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -535,6 +544,15 @@ def _build(
         if allowed is not None and tag_passes and v.effective not in (None, *allowed):
             # The tag would pass the quantizations filter, but a known fact says otherwise.
             ignore_why[e.tag] = f"serves {v.effective} ({v.effective_from})"
+    for e in endpoints:
+        m = verdicts[e.tag].measured
+        if m is not None and m.verdict in spec.exclude_measured and e.tag not in ignore_why:
+            ref = m.extra.get("reference")
+            ignore_why[e.tag] = (
+                f"measured {m}"
+                + (f" against {ref}" if ref else "")
+                + (f", and the spec's exclude_measured lists {m.verdict}")
+            )
 
     max_price = None
     if spec.max_price is not None:

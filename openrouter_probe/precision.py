@@ -8,7 +8,10 @@ format. The registry (``data/precision.yaml``, extendable by a user file) holds:
   family, plus ``unknown`` and ``null`` (undeclared);
 - each model's **native release precision** with its source (Kimi K2.5: INT4 by QAT; Kimi K2: block
   FP8; DeepSeek V3/R1: FP8; gpt-oss: MXFP4; the usual BF16 families);
-- **provider facts** the tags miss (Fireworks serves K2.5 as NVFP4 under an ``unknown`` tag).
+- **provider facts** the tags miss (Fireworks serves K2.5 as NVFP4 under an ``unknown`` tag);
+- **measured** evidence (``measured:``, written by ``openrouter-probe verify --evidence``): an
+  endpoint's answers compared with a reference's, with a verdict ``consistent``, ``differs`` or
+  ``inconclusive``, its sample size and date (``measured_for`` gives the latest).
 
 Each endpoint gets a ``PrecisionVerdict``: ``native`` (effective == native), ``upcast`` (more bits
 than native: same quality, maybe dearer), ``requantized`` (fewer bits, or another format at the same
@@ -31,8 +34,10 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.schema import Endpoint
 
 __all__ = [
+    "MEASURED_VERDICTS",
     "PRECISION_ENV",
     "FormatInfo",
+    "Measured",
     "NativePrecision",
     "PrecisionRegistry",
     "PrecisionVerdict",
@@ -44,6 +49,8 @@ __all__ = [
 PRECISION_ENV = "OPENROUTER_PROBE_PRECISION"
 
 Verdict = Literal["native", "upcast", "requantized", "undeclared", "unassessed"]
+#: The verdicts of a measured precision check (``openrouter-probe verify``).
+MEASURED_VERDICTS = ("consistent", "differs", "inconclusive")
 
 
 def _yaml_error(exc: yaml.YAMLError, path: Path) -> ConfigError:
@@ -87,6 +94,25 @@ class ProviderFact:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """One measured verdict of ``verify`` on an endpoint: ``verdict`` on ``n`` paired prompts, on
+    ``date`` (ISO); ``extra`` keeps the entry's other keys as written (accuracy, p-values, ...)."""
+
+    model: str  # an fnmatch pattern, as for provider facts
+    endpoint: str  # a full tag
+    verdict: str  # consistent | differs | inconclusive
+    n: int
+    date: str
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def applies_to(self, model: str, tag: str) -> bool:
+        return fnmatchcase(model, self.model) and self.endpoint == tag.lower()
+
+    def __str__(self) -> str:
+        return f"{self.verdict} (n={self.n}, {self.date})"
+
+
+@dataclass(frozen=True)
 class PrecisionVerdict:
     """The precision of one endpoint: declared, effective, native, and the verdict with reasons."""
 
@@ -98,6 +124,7 @@ class PrecisionVerdict:
     native_source: str | None
     verdict: Verdict
     reason: str
+    measured: Measured | None = None  # the latest measured evidence, if any
 
 
 @dataclass
@@ -107,6 +134,7 @@ class PrecisionRegistry:
     formats: dict[str, FormatInfo] = field(default_factory=dict)
     models: list[NativePrecision] = field(default_factory=list)
     facts: list[ProviderFact] = field(default_factory=list)
+    measured: list[Measured] = field(default_factory=list)
 
     @classmethod
     def load(cls, *user_files: str | Path) -> PrecisionRegistry:
@@ -134,10 +162,11 @@ class PrecisionRegistry:
         """Add ``doc``'s entries ahead of those already there (later files win)."""
         if not isinstance(doc, dict):
             raise ConfigError(f"{where}: expected a mapping with formats/models/provider_facts")
-        unknown = set(doc) - {"formats", "models", "provider_facts"}
+        unknown = set(doc) - {"formats", "models", "provider_facts", "measured"}
         if unknown:
             raise ConfigError(
-                f"{where}: unknown key(s) {sorted(unknown)}; use formats, models, provider_facts"
+                f"{where}: unknown key(s) {sorted(unknown)}; use formats, models, provider_facts, "
+                "measured"
             )
         for name, info in (doc.get("formats") or {}).items():
             try:
@@ -177,6 +206,15 @@ class PrecisionRegistry:
             facts.append(fact)
         self.models = models + self.models
         self.facts = facts + self.facts
+        measured = [_measured(item, f"{where}: measured[{i}]") for i, item in
+                    enumerate(doc.get("measured") or [])]  # fmt: skip
+        self.measured = measured + self.measured
+
+    def measured_for(self, model: str, tag: str) -> Measured | None:
+        """Return the latest measured evidence on endpoint ``tag`` of ``model`` (by date; on a tie,
+        the entry from the file loaded last, user files before the bundled one)."""
+        found = [m for m in self.measured if m.applies_to(model, tag)]
+        return max(found, key=lambda m: m.date) if found else None
 
     def _check_format(self, name: str, where: str) -> None:
         if name not in self.formats:
@@ -220,6 +258,7 @@ class PrecisionRegistry:
                 native_source=native.source if native else None,
                 verdict=verdict,
                 reason=reason,
+                measured=self.measured_for(model, endpoint.tag),
             )
 
         if effective is None:
@@ -247,6 +286,31 @@ class PrecisionRegistry:
             "requantized",
             f"{effective}{how} is another {served.bits}-bit format than native {native.native}",
         )
+
+
+def _measured(item: Any, where: str) -> Measured:
+    """One ``measured:`` entry: model, endpoint (a full tag), verdict, n and date are required."""
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: expected a mapping (model, endpoint, verdict, n, date)")
+    missing = [k for k in ("model", "endpoint", "verdict", "n", "date") if item.get(k) is None]
+    if missing:
+        raise ConfigError(
+            f"{where}: needs {', '.join(missing)} (write it with openrouter-probe verify --evidence)"
+        )
+    verdict = str(item["verdict"]).lower()
+    if verdict not in MEASURED_VERDICTS:
+        raise ConfigError(
+            f"{where}.verdict: {item['verdict']!r}; use one of {', '.join(MEASURED_VERDICTS)}"
+        )
+    endpoint = str(item["endpoint"]).lower()
+    if "/" not in endpoint:
+        raise ConfigError(f"{where}.endpoint: {endpoint!r}; give the full tag, e.g. chutes/int4")
+    n = item["n"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigError(f"{where}.n: {n!r}; the number of paired prompts, a whole number")
+    date = str(item["date"])  # YAML reads an unquoted 2026-11-30 as a date: str() gives it back
+    rest = {k: v for k, v in item.items() if k not in ("model", "endpoint", "verdict", "n", "date")}
+    return Measured(str(item["model"]), endpoint, verdict, n, date, rest)
 
 
 def _bundled_document() -> Any:

@@ -7,7 +7,7 @@ library modules are imported inside commands so ``openrouter-probe --help`` stay
 
 Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models),
 ``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget), ``generate``
-(generate, audit, export).
+(generate, audit, export), ``verify`` (verify).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from openrouter_probe.cli import fake as _fake  # noqa: F401
 from openrouter_probe.cli import generate as _generate  # noqa: F401
 from openrouter_probe.cli import policy as _policy  # noqa: F401  (registers its commands)
 from openrouter_probe.cli import probe as _probe  # noqa: F401
+from openrouter_probe.cli import verify as _verify  # noqa: F401
 from openrouter_probe.cli._common import cli
 
 __all__ = ["cli"]

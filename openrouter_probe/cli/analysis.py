@@ -25,6 +25,7 @@ _TABLE_COLUMNS = (
     "tag",
     "quantization_declared",
     "verdict",
+    "measured",
     "input_usd_per_m",
     "output_usd_per_m",
     "cache_read_usd_per_m",
@@ -45,6 +46,7 @@ _TABLE_DROP_ORDER = (
     "quantization_declared",
     "throughput_p50_tps",
     "provider",
+    "measured",
 )
 
 
@@ -99,6 +101,13 @@ def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
     metavar="PATH",
     help="Also load these saved snapshots of MODEL and show what changed over time (repeatable).",
 )
+@click.option(
+    "--precision-file",
+    "precision_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A precision YAML (facts, or `verify --evidence` output) merged over the bundled one.",
+)
 @plot_option("price against uptime, coloured by precision verdict")
 @format_option("table", "json", "csv")
 def matrix(
@@ -106,6 +115,7 @@ def matrix(
     offline: bool,
     snapshot: str | None,
     history: tuple[str, ...],
+    precision_files: tuple[str, ...],
     plot_path: str | None,
     fmt: str,
 ) -> None:
@@ -126,12 +136,19 @@ def matrix(
         title = f"{snap.model}: changes across {len(snaps)} snapshots"
         render_rows(_frame_rows(frame), fmt, title=title)
         return
-    frame = build_matrix(snap)
+    registry = None
+    if precision_files:
+        from openrouter_probe.precision import PrecisionRegistry
+
+        registry = PrecisionRegistry.load(*precision_files)
+    frame = build_matrix(snap, registry=registry)
     if plot_path:
         from openrouter_probe.plots import plot_price_uptime, save_figure
 
         note(f"plot: {save_figure(plot_price_uptime(frame), plot_path)}")
-    columns = _TABLE_COLUMNS if fmt == "table" else None
+    columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "table" else None
+    if columns is not None and frame["measured"].isna().all():
+        columns = tuple(c for c in columns if c != "measured")  # shown once something is measured
     render_rows(
         _frame_rows(frame, columns),
         fmt,

@@ -14,7 +14,8 @@ Spend survives restarts: the sum of every line's ``cost_usd``, ``failed_attempts
 Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
 ``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
 never recomputed), ``generation_id``, ``attempts``, ``error``, plus ``messages`` (the request's),
-``tool_calls``, ``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``.
+``tool_calls``, ``logprobs`` (``choices[0].logprobs`` when the request asked for them),
+``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``.
 """
 
 from __future__ import annotations

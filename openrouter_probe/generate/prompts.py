@@ -44,6 +44,9 @@ class PromptRow:
     params: dict[str, Any]
     line: int
     prompt_bytes: int
+    #: The row's own ``provider`` block, serialized JSON sent byte for byte (``None``: the run's).
+    #: Set by callers that pin each row to its own endpoint (``verify``); never read from a file.
+    provider_json: str | None = None
 
 
 @dataclass

@@ -121,10 +121,13 @@ class Run:
         sleep: Sleep = asyncio.sleep,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.monotonic,
+        prices_for: Callable[[PromptRow], Prices] | None = None,
     ) -> None:
         self.settings = settings
         self.cap = cap
         self.prices = prices
+        # A row's own worst-case prices (a row pinned to one endpoint); ``None``: ``prices``.
+        self.prices_for = prices_for
         self.output = output
         self.send = send
         self.summary = summary
@@ -144,14 +147,7 @@ class Run:
         self._waiters: list[asyncio.Future[None]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._drain_handle: asyncio.TimerHandle | None = None
-        self._prefix = (
-            '{"model":'
-            + _dumps(settings.model)
-            + ',"provider":'
-            + settings.provider_json
-            + ',"stream":'
-            + ("true" if settings.stream else "false")
-        )
+        self._prefix = self._make_prefix(settings.provider_json)
         self.started = clock()
 
     # -- stopping ---------------------------------------------------------------------------------
@@ -266,10 +262,21 @@ class Run:
 
     # -- one row ------------------------------------------------------------------------------------
 
+    def _make_prefix(self, provider_json: str) -> str:
+        s = self.settings
+        return (
+            '{"model":'
+            + _dumps(s.model)
+            + ',"provider":'
+            + provider_json
+            + ',"stream":'
+            + ("true" if s.stream else "false")
+        )
+
     def _body(self, row: PromptRow, max_tokens: int) -> bytes:
         s = self.settings
         parts = [
-            self._prefix,
+            self._prefix if row.provider_json is None else self._make_prefix(row.provider_json),
             ',"messages":',
             _dumps(row.messages),
             ',"max_tokens":',
@@ -367,6 +374,8 @@ class Run:
         )
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
+        if answer.logprobs is not None:
+            record["logprobs"] = answer.logprobs
         if estimated:
             record["cost_estimated"] = True
         if extra_cost:
@@ -410,9 +419,10 @@ class Run:
         first = self.clock()
         extra_cost = Decimal(0)
         attempt = 0
+        prices = self.prices if self.prices_for is None else self.prices_for(row)
         while True:
             attempt += 1
-            worst = self.prices.worst_case_usd(prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+            worst = prices.worst_case_usd(prompt_tokens=prompt_tokens, max_tokens=max_tokens)
             if not await self._reserve(worst):
                 self.summary.not_sent += 1
                 return

@@ -56,6 +56,7 @@ class Answer:
     usage: dict[str, Any] | None
     generation_id: str | None
     tool_calls: list[dict[str, Any]] | None = None
+    logprobs: dict[str, Any] | None = None  # choices[0].logprobs (non-streaming), when sent
 
     @property
     def cost_usd(self) -> Decimal | None:
@@ -228,6 +229,7 @@ def parse_body(body: bytes | str, *, generation_id: str | None = None) -> Answer
         usage=usage if isinstance(usage, dict) else None,
         generation_id=obj.get("id") or generation_id,
         tool_calls=message.get("tool_calls") or None,
+        logprobs=choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else None,
     )
 
 

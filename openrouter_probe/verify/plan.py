@@ -201,6 +201,7 @@ class VerifyPlan:
     power: float = DEFAULT_POWER
     budget_usd: Decimal | None = None
     notes: tuple[str, ...] = field(default=())
+    snapshot_sha256: str | None = None
 
     @property
     def compared(self) -> list[str]:

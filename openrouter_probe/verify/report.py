@@ -11,6 +11,7 @@ precision registry can read (``docs/verify.md`` gives the format and the reader 
 from __future__ import annotations
 
 import html
+import textwrap
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ class VerifyReport:
     results: tuple[EndpointResult, ...]
     snapshot_sha256: str | None = None
     notes: tuple[str, ...] = field(default=())
+    #: What the sending run did (requests, spend, stop reason): ``verify_precision`` sets it.
+    run: Any = None
 
     @property
     def verdicts(self) -> dict[str, MeasuredVerdict]:
@@ -128,6 +131,42 @@ class VerifyReport:
                 }
             )
         return out
+
+    def render(self) -> str:
+        """The report as text: one line per endpoint (80 columns for tags up to 16 characters; a
+        longer tag widens its column rather than being cut), then each verdict's reason and the
+        notes, wrapped at 80."""
+
+        def pct(v: float | None, signed: bool = False) -> str:
+            if v is None:
+                return "-"
+            return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+
+        width = max(8, *(len(r.tag) for r in self.results))
+        head = (
+            f"{self.model} against {self.reference}: {self.items} prompts "
+            f"({', '.join(self.suites)}), {self.taken_at:%Y-%m-%d}; family-wise alpha "
+            f"{self.alpha:g} (Holm), tolerance {100 * self.tolerance:.0f} pp"
+        )
+        lines = [
+            *textwrap.wrap(head, width=80, subsequent_indent="  "),
+            f"{'endpoint':<{width}} {'verdict':<12} {'n':>4} {'acc%':>6} {'gap pp':>7} "
+            f"{'p_holm':>7} {'mdg pp':>6} {'leak':>4} {'cost':>9}",
+        ]
+        for r in self.results:
+            m, c = r.measures, r.comparison
+            verdict = r.verdict or r.role
+            lines.append(
+                f"{r.tag:<{width}} {verdict:<12} {(c.counts.n if c else m.known):>4} "
+                f"{pct(m.accuracy):>6} {pct(c.counts.gap if c else None, True):>7} "
+                f"{(f'{c.p_adjusted:.2g}' if c else '-'):>7} "
+                f"{pct(c.min_detectable_gap if c else None):>6} {r.leaked:>4} "
+                f"{f'${m.cost_usd:.4f}':>9}"
+            )
+        tail = [f"{r.tag}: {r.comparison.reason}" for r in self.results if r.comparison]
+        tail.extend(self.notes)
+        lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
+        return "\n".join(lines)
 
     def to_frame(self) -> pd.DataFrame:
         """The report as a DataFrame, one row per endpoint (pandas imported here)."""

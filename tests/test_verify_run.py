@@ -1,0 +1,416 @@
+"""The precision check end to end: sending through the generator's run to the fake server (and to a
+stub that leaks pins), the cap, resume, logprobs, the CLI and the evidence read back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from click.testing import CliRunner
+
+import openrouter_probe as orp
+from openrouter_probe.cli import cli
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.fake.content import arithmetic_answer
+from openrouter_probe.generate.transport import parse_body
+from openrouter_probe.precision import PrecisionRegistry
+from openrouter_probe.snapshot import bundled_snapshot, load_snapshot
+
+MODEL = "moonshotai/kimi-k2.5"
+SNAP = bundled_snapshot(MODEL)
+INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
+POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
+DEGRADED = {"deepinfra/int4": 0.1, "siliconflow/int4": 0.2}
+
+
+def _check(out: Path, *, base_url: str, **kwargs: Any) -> orp.VerifyReport:
+    options: dict[str, Any] = {
+        "endpoints": INT4,
+        "snapshot": SNAP,
+        "api_key": "sk-fake",
+        "budget_usd": 1,
+    }
+    options.update(kwargs)
+    return asyncio.run(orp.verify_precision(MODEL, out=out, base_url=base_url, **options))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_flags_both_degraded_endpoints_and_no_native_one(tmp_path: Path, seed: int) -> None:
+    with orp.fake.serve(SNAP, speed=0, seed=seed, degrade=DEGRADED) as fake:
+        report = _check(tmp_path / "v.jsonl", base_url=fake.base_url, seed=seed)
+        billed = fake.ledger.total_usd
+        generations = len(fake.ledger)
+    assert report.verdicts == {
+        "chutes/int4": "consistent",
+        "deepinfra/int4": "differs",
+        "siliconflow/int4": "differs",
+        "atlas-cloud/int4": "consistent",
+        "parasail/int4": "consistent",
+    }
+    assert generations == 6 * 200
+    assert report.result("moonshotai/int4").measures.accuracy == 1.0
+    assert report.result("siliconflow/int4").measures.accuracy < 0.9
+    # What the report counts as spent is what the server billed, to the cent fraction.
+    assert Decimal(str(round(sum(r.measures.cost_usd for r in report.results), 8))) == billed
+    assert report.run.spent_usd == billed
+
+
+def test_ten_prompts_are_inconclusive_not_consistent(tmp_path: Path) -> None:
+    with orp.fake.serve(SNAP, speed=0, degrade=DEGRADED) as fake:
+        report = _check(tmp_path / "v.jsonl", base_url=fake.base_url, n=10)
+    assert set(report.verdicts.values()) == {"inconclusive"}
+    assert "smallest gap detectable" in report.result("chutes/int4").comparison.reason  # type: ignore[union-attr]
+
+
+def test_the_cap_holds_across_every_endpoint(tmp_path: Path) -> None:
+    budget = Decimal("0.01")  # the plan's worst case is $0.89, the real cost $0.04: it stops
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        report = _check(tmp_path / "v.jsonl", base_url=fake.base_url, budget_usd=budget)
+        billed = fake.ledger.total_usd
+    assert billed <= budget
+    assert report.run.stop_reason == "budget"
+    assert report.run.peak_committed_usd <= budget
+    assert sum(r.missing for r in report.results) > 0
+    # Only items answered on both sides are paired.
+    ref = report.result("moonshotai/int4").measures.scored
+    for r in report.results[1:]:
+        assert r.comparison is not None
+        assert r.comparison.counts.n <= min(ref, r.measures.scored)
+    assert any("stopped early (budget)" in n for n in report.notes)
+
+
+def test_a_rerun_sends_nothing_already_scored(tmp_path: Path) -> None:
+    out = tmp_path / "v.jsonl"
+    with orp.fake.serve(SNAP, speed=0, degrade=DEGRADED) as fake:
+        first = _check(out, base_url=fake.base_url, n=20)
+        sent = len(fake.ledger)
+        again = _check(out, base_url=fake.base_url, n=20)
+        assert len(fake.ledger) == sent == 120
+        # A larger n extends the run: only the 10 new items go out, to each endpoint.
+        more = _check(out, base_url=fake.base_url, n=30)
+        assert len(fake.ledger) == 180
+    assert again.run.requests == 0 and again.run.rows_already_done == 120
+    assert again.verdicts == first.verdicts
+    assert more.run.requests == 60
+    assert more.result("chutes/int4").measures.scored == 30
+
+
+def _with_logprobs(tmp_path: Path, tags: list[str]) -> Any:
+    doc = SNAP.to_json()
+    doc.pop("sha256")
+    for e in doc["data"]["endpoints"]:
+        if e["tag"] in tags:
+            e["supported_parameters"] = [*e["supported_parameters"], "logprobs", "top_logprobs"]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return load_snapshot(path)
+
+
+def test_first_token_logprobs_are_kept_and_compared(tmp_path: Path) -> None:
+    snap = _with_logprobs(tmp_path, ["moonshotai/int4", "chutes/int4", "deepinfra/int4"])
+    out = tmp_path / "v.jsonl"
+    with orp.fake.serve(snap, speed=0, degrade={"deepinfra/int4": 0.2}) as fake:
+        report = _check(
+            out,
+            base_url=fake.base_url,
+            snapshot=snap,
+            endpoints=["chutes/int4", "deepinfra/int4"],
+            n=20,
+        )
+    lines = [json.loads(t) for t in out.read_text().splitlines()]
+    assert all(isinstance(r["logprobs"], dict) for r in lines)
+    chutes = report.result("chutes/int4").measures
+    deepinfra = report.result("deepinfra/int4").measures
+    assert chutes.logprob_pairs == deepinfra.logprob_pairs == 20
+    assert chutes.first_token_tv_mean == 0.0
+    assert deepinfra.first_token_tv_mean is not None and deepinfra.first_token_tv_mean > 0
+
+
+def test_parse_body_keeps_the_choice_logprobs() -> None:
+    logprobs = {"content": [{"token": "4", "logprob": -0.01, "top_logprobs": []}]}
+    body = {
+        "id": "gen-1",
+        "provider": "Chutes",
+        "model": MODEL,
+        "choices": [{"message": {"content": "4"}, "finish_reason": "stop", "logprobs": logprobs}],
+    }
+    answer = parse_body(json.dumps(body))
+    assert not isinstance(answer, orp.generate.transport.Failure)
+    assert answer.logprobs == logprobs
+    body["choices"][0]["logprobs"] = None
+    assert parse_body(json.dumps(body)).logprobs is None  # type: ignore[union-attr]
+
+
+# -- a leaked pin: a stub that serves some pinned requests from another provider --------------------
+
+
+class LeakyStub:
+    """Answers arithmetic correctly; requests pinned to ``leak_from`` are served by ``leak_to`` on
+    every ``every``-th item. Records every request body."""
+
+    def __init__(self, *, leak_from: str, leak_to: str, every: int) -> None:
+        self.names = {e.tag: e.provider_name for e in SNAP.endpoints}
+        self.leak_from, self.leak_to, self.every = leak_from, leak_to, every
+        self.bodies: list[dict[str, Any]] = []
+        self.leaked = 0
+
+    async def chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.bodies.append(body)
+        (tag,) = body["provider"]["only"]
+        assert body["provider"]["allow_fallbacks"] is False
+        index = int(body["messages"][0]["content"].split()[2]) % self.every  # operand as a hash
+        provider = self.names[tag]
+        if tag == self.leak_from and index == 0:
+            provider = self.names[self.leak_to]
+            self.leaked += 1
+        answer = arithmetic_answer(body["messages"][-1]["content"])
+        return web.json_response(
+            {
+                "id": f"gen-{len(self.bodies)}",
+                "model": "moonshotai/kimi-k2.5-0127",
+                "provider": provider,
+                "choices": [
+                    {"message": {"content": answer}, "finish_reason": "stop", "logprobs": None}
+                ],
+                "usage": {"prompt_tokens": 40, "completion_tokens": 6, "cost": 0.00003},
+            }
+        )
+
+
+async def _serve_stub(stub: LeakyStub, run: Any) -> Any:
+    app = web.Application()
+    app.router.add_post("/api/v1/chat/completions", stub.chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        return await run(f"http://127.0.0.1:{port}/api/v1")
+    finally:
+        await runner.cleanup()
+
+
+def test_a_leaked_pin_is_discarded_and_counted(tmp_path: Path) -> None:
+    stub = LeakyStub(leak_from="deepinfra/int4", leak_to="chutes/int4", every=4)
+
+    async def run(url: str) -> orp.VerifyReport:
+        return await orp.verify_precision(
+            MODEL,
+            out=tmp_path / "v.jsonl",
+            endpoints=["chutes/int4", "deepinfra/int4"],
+            n=40,
+            snapshot=SNAP,
+            api_key="sk-test",
+            base_url=url,
+            budget_usd=1,
+        )
+
+    report = asyncio.run(_serve_stub(stub, run))
+    assert stub.leaked > 0
+    deepinfra = report.result("deepinfra/int4")
+    assert deepinfra.leaked == stub.leaked
+    assert deepinfra.measures.scored == 40 - stub.leaked
+    assert deepinfra.comparison is not None and deepinfra.comparison.counts.n == 40 - stub.leaked
+    assert report.result("chutes/int4").leaked == 0
+    assert any("leaked pins" in n for n in report.notes)
+    # Every request was pinned to exactly one endpoint, with the same settings everywhere.
+    assert {b["provider"]["only"][0] for b in stub.bodies} == {
+        "moonshotai/int4",
+        "chutes/int4",
+        "deepinfra/int4",
+    }
+    assert {(b["temperature"], b["seed"], json.dumps(b["reasoning"])) for b in stub.bodies} == {
+        (0, 20260127, '{"effort": "none"}')
+    }
+
+
+def test_no_key_is_refused_before_anything_is_sent(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="export OPENROUTER_API_KEY"):
+        asyncio.run(orp.verify_precision(MODEL, out=tmp_path / "v.jsonl", snapshot=SNAP))
+    assert not (tmp_path / "v.jsonl").exists()
+
+
+# -- the CLI -----------------------------------------------------------------------------------------
+
+
+def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["verify", MODEL, "--offline", "--endpoints", ",".join(INT4), "--dry-run"],
+        env={"OPENROUTER_API_KEY": ""},
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == "200 prompts x 6 endpoints = 1200 requests"
+    assert "moonshotai/int4  reference   200   0.60   3.00   $0.0115   $0.1773 seed" in lines
+    assert "total                       1200                 $0.0577   $0.8917" in lines
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_cli_fake_run_writes_evidence_that_matrix_and_policy_honour(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out, evidence = tmp_path / "verify.jsonl", tmp_path / "measured.yaml"
+    args = ["verify", MODEL, "--fake", "--endpoints", ",".join(INT4), "--n", "200"]
+    args += ["--degrade", "deepinfra/int4=0.1", "--degrade", "siliconflow/int4=0.2"]
+    args += ["--out", str(out), "--budget-usd", "1", "--evidence", str(evidence), "--quiet"]
+    result = runner.invoke(cli, args, env={"OPENROUTER_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    table = result.stdout.splitlines()
+    assert any(line.startswith("deepinfra/int4   differs") for line in table)
+    assert any(line.startswith("chutes/int4      consistent") for line in table)
+    assert max(len(line) for line in table) <= 80
+    doc = yaml.safe_load(evidence.read_text())
+    assert {(m["endpoint"], m["verdict"], m["n"]) for m in doc["measured"]} == {
+        ("chutes/int4", "consistent", 200),
+        ("deepinfra/int4", "differs", 200),
+        ("siliconflow/int4", "differs", 200),
+        ("atlas-cloud/int4", "consistent", 200),
+        ("parasail/int4", "consistent", 200),
+    }
+    date = doc["measured"][0]["date"]
+
+    shown = runner.invoke(
+        cli,
+        ["matrix", MODEL, "--offline", "--precision-file", str(evidence), "--format", "json"],
+    )
+    assert shown.exit_code == 0, shown.output
+    measured = {r["tag"]: r["measured"] for r in json.loads(shown.stdout)}
+    assert measured["deepinfra/int4"] == f"differs (n=200, {date})"
+    assert measured["chutes/int4"] == f"consistent (n=200, {date})"
+    assert measured["fireworks"] is None
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"model: {MODEL}\nprecision: native\nexclude_measured: [differs]\n")
+    compiled = runner.invoke(
+        cli,
+        ["policy", "compile", str(spec), "--offline", "--precision-file", str(evidence)],
+    )
+    assert compiled.exit_code == 0, compiled.output
+    block = yaml.safe_load(compiled.stdout)["provider"]
+    assert block["ignore"] == ["deepinfra/int4", "siliconflow/int4"]
+    assert block["order"] == ["chutes/int4", "atlas-cloud/int4", "parasail/int4", "moonshotai/int4"]
+    policy = orp.compile_policy(
+        orp.load_spec(spec), SNAP, registry=PrecisionRegistry.load(evidence)
+    )
+    reasons = {d.tag: d.reason for d in policy.decisions}
+    assert reasons["deepinfra/int4"] == (
+        f"dropped: ignored (measured differs (n=200, {date}) against moonshotai/int4, and the "
+        "spec's exclude_measured lists differs)"
+    )
+
+
+def test_cli_degrade_needs_fake() -> None:
+    result = CliRunner().invoke(
+        cli, ["verify", MODEL, "--offline", "--degrade", "chutes/int4=0.1", "--dry-run"]
+    )
+    assert result.exit_code == 2
+    assert "--degrade needs --fake" in result.output
+
+
+# -- the registry's measured: section ----------------------------------------------------------------
+
+
+def _registry(tmp_path: Path, entries: list[dict[str, Any]], name: str = "m.yaml") -> Any:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"measured": entries}), encoding="utf-8")
+    return PrecisionRegistry.load(path)
+
+
+def _entry(**kw: Any) -> dict[str, Any]:
+    base = {
+        "model": "moonshotai/kimi-k2.5*",
+        "endpoint": "chutes/int4",
+        "verdict": "consistent",
+        "n": 200,
+        "date": "2026-11-01",
+    }
+    base.update(kw)
+    return base
+
+
+def test_measured_for_returns_the_latest_by_date(tmp_path: Path) -> None:
+    reg = _registry(
+        tmp_path,
+        [
+            _entry(date="2026-10-01", verdict="differs"),
+            _entry(date="2026-11-02", verdict="inconclusive", n=10, accuracy=0.9),
+            _entry(date="2026-11-01"),
+            _entry(endpoint="deepinfra/int4", verdict="differs"),
+        ],
+    )
+    latest = reg.measured_for(MODEL, "chutes/int4")
+    assert (latest.verdict, latest.n, latest.date) == ("inconclusive", 10, "2026-11-02")
+    assert latest.extra == {"accuracy": 0.9}
+    assert reg.measured_for(MODEL, "atlas-cloud/int4") is None
+    assert reg.measured_for("deepseek/deepseek-v3.2", "chutes/int4") is None
+    chutes = next(e for e in SNAP.endpoints if e.tag == "chutes/int4")
+    assert str(reg.verdict(MODEL, chutes).measured) == "inconclusive (n=10, 2026-11-02)"
+    assert reg.verdict(MODEL, chutes).verdict == "native"  # the declared verdict is unchanged
+
+
+def test_an_unquoted_yaml_date_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "measured:\n- {model: moonshotai/kimi-k2.5, endpoint: chutes/int4, verdict: differs,"
+        " n: 50, date: 2026-11-30}\n"
+    )
+    assert str(PrecisionRegistry.load(path).measured_for(MODEL, "chutes/int4")) == (
+        "differs (n=50, 2026-11-30)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (_entry(verdict="same"), r"measured\[0\]\.verdict: 'same'; use one of consistent, differs"),
+        (_entry(endpoint="chutes"), r"measured\[0\]\.endpoint: 'chutes'; give the full tag"),
+        ({"model": MODEL, "endpoint": "chutes/int4"}, r"measured\[0\]: needs verdict, n, date"),
+        (_entry(n="many"), r"measured\[0\]\.n: 'many'"),
+    ],
+)
+def test_a_bad_measured_entry_names_the_file_and_the_fix(
+    tmp_path: Path, entry: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        _registry(tmp_path, [entry])
+    assert str(tmp_path / "m.yaml") in str(info.value)
+
+
+def test_cli_runs_against_the_server_named_by_openrouter_base_url(tmp_path: Path) -> None:
+    out = tmp_path / "v.jsonl"
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        result = CliRunner().invoke(
+            cli,
+            ["verify", MODEL, "--endpoints", "chutes/int4", "--n", "10", "--out", str(out)],
+            env={"OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": "sk-fake"},
+        )
+        assert len(fake.ledger) == 20  # the endpoints were read live from the same server
+    assert result.exit_code == 0, result.output
+    assert "chutes/int4     inconclusive   10  100.0    +0.0" in result.stdout
+
+
+def test_cli_policy_compares_what_the_policy_admits() -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["verify", MODEL, "--offline", "--policy", str(POLICY), "--dry-run"],
+        env={"OPENROUTER_API_KEY": ""},
+    )
+    assert result.exit_code == 0, result.output
+    roles = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[3:9]}
+    assert roles == {
+        "moonshotai/int4": "reference",
+        "chutes/int4": "compared",
+        "deepinfra/int4": "compared",
+        "siliconflow/int4": "compared",
+        "atlas-cloud/int4": "compared",
+        "parasail/int4": "compared",
+    }
