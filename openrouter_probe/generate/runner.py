@@ -2,7 +2,8 @@
 
 Each worker takes the next row, reserves its worst case under the cap (waiting while other requests
 are in flight and the money is committed; stopping the run when nothing is in flight and it still
-does not fit), sends it, settles the reservation to ``usage.cost`` and appends the row's record.
+does not fit), journals the attempt (``ledger``: flushed before the request leaves), sends it,
+settles the reservation to ``usage.cost`` (in the cap and the journal) and appends the row's record.
 Retries of transient failures wait ``Backoff.next_wait`` (the sleep is injected: tests never wait)
 and each attempt reserves again. An adaptive limit lowers the number of requests in flight on 429
 storms and raises it again, one step per round of successes.
