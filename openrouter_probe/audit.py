@@ -17,12 +17,14 @@ Example::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openrouter_probe.generate.ledger import LEDGER_SUFFIX
 from openrouter_probe.generate.output import FINISHED, iter_records, output_tokens_of
 
 if TYPE_CHECKING:
@@ -138,9 +140,15 @@ class AuditReport:
 
 def merged_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
     """Yield one record per row id over several output files (shards): its finished record, the
-    first one found (a row is recorded as finished once)."""
+    first one found (a row is recorded as finished once). Spend journals (``OUT.jsonl.ledger``,
+    given by a glob such as ``out/*``) are skipped."""
     seen: set[str] = set()
     for path in paths:
+        if str(path).endswith(LEDGER_SUFFIX):
+            logging.getLogger(__name__).warning(
+                "%s: skipped: the spend journal of `generate`, not an output file", path
+            )
+            continue
         for _, record in iter_records(path):
             ident = str(record["id"])
             if record.get("status") in FINISHED and ident not in seen:

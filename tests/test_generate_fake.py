@@ -170,9 +170,13 @@ def test_kill_9_then_resume_loses_nothing_and_pays_once(tmp_path: Path, seed: in
         first = records(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
         assert len(first) < rows, "the run ended before the kill: raise rows"
         done = subprocess.run(
-            _cli(tmp_path, fake.base_url), env=_env(fake.base_url), capture_output=True, text=True
+            _cli(tmp_path, fake.base_url, "--format", "json"),
+            env=_env(fake.base_url),
+            capture_output=True,
+            text=True,
         )
         assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
         out = records(tmp_path / "out.jsonl")
         finished = [r for r in out if r["status"] in ("ok", "truncated")]
         ids = [r["id"] for r in finished]
@@ -189,6 +193,56 @@ def test_kill_9_then_resume_loses_nothing_and_pays_once(tmp_path: Path, seed: in
         recorded = sum(Decimal(str(r["cost_usd"])) for r in finished)
         lost = fake.ledger.total_usd - recorded
         assert lost >= 0 and len(fake.ledger) - len(finished) == extra
+        # The journal knew: every billed but unrecorded generation was in flight at the kill, and
+        # the resumed run counted each at its worst case (spent + possibly billed >= the ledger).
+        assert summary["killed_in_flight_before"] >= extra
+        assert Decimal(str(summary["possibly_billed_before_usd"])) >= lost
+        assert Decimal(str(summary["spent_total_usd"])) >= fake.ledger.total_usd
+
+
+@pytest.mark.parametrize("seed", [13, 14])
+def test_kill_9_then_resume_with_the_same_budget_the_cap_holds(tmp_path: Path, seed: int) -> None:
+    # Answers mostly cut at max_tokens cost close to their worst case, so the resumed run ends
+    # within one request of the cap: any money billed before the kill and not counted on resume
+    # (requests in flight at the kill) would push the fake's ledger over the budget.
+    rows, budget = 1500, Decimal("0.16")  # ~700 rows fit
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(rows))
+    kill_at = random.Random(seed).randint(20, 500)
+    cli = _cli(tmp_path, "", "--budget-usd", str(budget), "--format", "json")
+    with serve(speed=0, seed=seed, median_tokens=600) as fake:
+        proc = subprocess.Popen(
+            cli, env=_env(fake.base_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 120
+        while len(fake.ledger) < kill_at and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)  # polling the fake's ledger, not waiting for time to pass
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        text = (tmp_path / "out.jsonl").read_text()
+        first_ids = {json.loads(x)["id"] for x in text.splitlines(keepends=True) if x[-1] == "\n"}
+        done = subprocess.run(cli, env=_env(fake.base_url), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        billed = fake.ledger.total_usd
+        assert summary["stop_reason"] == "budget"
+        assert billed <= budget  # the cap held across the kill and the restart
+        out = records(tmp_path / "out.jsonl")
+        ids = [r["id"] for r in out if r["status"] in ("ok", "truncated")]
+        assert len(ids) == len(set(ids))  # no finished row sent (and recorded) again
+        assert set(ids) >= first_ids and len(ids) < rows
+        recorded = sum(Decimal(str(r["cost_usd"])) for r in out)
+        unrecorded = len(fake.ledger) - len(ids)  # billed, never answered: in flight at the kill
+        assert 0 <= unrecorded <= summary["killed_in_flight_before"] <= 16
+        possibly = Decimal(str(summary["possibly_billed_before_usd"]))
+        assert recorded + possibly >= billed
+        journal_only = Decimal(str(summary["unrecorded_before_usd"]))
+        assert Decimal(str(summary["spent_total_usd"])) == recorded + possibly + journal_only
+        assert Decimal(str(summary["spent_total_usd"])) <= budget
+        # A third run with the same budget sends nothing: the journal still counts the kill.
+        again = subprocess.run(cli, env=_env(fake.base_url), capture_output=True, text=True)
+        assert again.returncode == 0 and json.loads(again.stdout)["requests"] == 0
+        assert fake.ledger.total_usd == billed
 
 
 def test_cli_end_to_end_with_audit_and_export(tmp_path: Path) -> None:

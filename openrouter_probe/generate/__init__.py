@@ -6,7 +6,9 @@ command skips every finished row (resume never pays twice); the first SIGINT dra
 cancels. ``docs/generate.md`` states the guarantees and how each is tested.
 
 Modules: ``prompts`` (input rows and ids), ``transport`` (aiohttp, SSE and body parsing, error
-classification), ``spend`` (the cap), ``output`` (records, resume, torn tail), ``runner`` (the worker
+classification), ``spend`` (the cap), ``output`` (records, resume, torn tail), ``ledger`` (the
+spend journal beside the output: each request journaled before it is sent, so the cap holds across
+a SIGKILL), ``runner`` (the worker
 pool, targets, retries, signals), ``progress`` (rich), ``summary`` (``RunSummary``), ``job``
 (``generate``: start-up checks, dry run, the run).
 

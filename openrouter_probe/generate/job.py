@@ -33,6 +33,7 @@ from openrouter_probe.errors import (
     PolicyError,
 )
 from openrouter_probe.files import ensure_not_input
+from openrouter_probe.generate.ledger import Ledger, ledger_path, replay_ledger
 from openrouter_probe.generate.output import OutputLog, load_resume_state
 from openrouter_probe.generate.prompts import parse_shard, read_prompts
 from openrouter_probe.generate.runner import Progress, Run, RunSettings, Sender
@@ -183,8 +184,10 @@ async def generate(
     )
     reasoning = _reasoning(reasoning_effort, reasoning_max_tokens)
     shard_pair = parse_shard(shard) if isinstance(shard, str) else shard
+    journal = ledger_path(out)
     try:
         ensure_not_input(out, prompts, policy)
+        ensure_not_input(journal, prompts, policy)
     except ValueError as exc:
         raise ConfigError(f"--out: {exc}; name another file") from exc
 
@@ -199,6 +202,9 @@ async def generate(
     compiled, provider_raw, policy_hash = _policy(policy)
     rows = read_prompts(prompts, shard=shard_pair)
     state = load_resume_state(out, redo_failed=redo_failed)
+    # What the journal holds that no record does (requests in flight at a SIGKILL): spent too.
+    replay = replay_ledger(journal, accounted=state.accounted, output_exists=state.exists)
+    spent_before = state.spent_usd + replay.extra_usd
     todo = [r for r in rows if r.id not in state.finished]
     summary = RunSummary(
         out=str(out),
@@ -208,7 +214,12 @@ async def generate(
         rows_already_done=len(rows) - len(todo),
         rows_to_send=len(todo),
         duplicates=len(rows.duplicates),
-        spent_before_usd=state.spent_usd,
+        spent_before_usd=spent_before,
+        possibly_billed_before_usd=state.possibly_billed_usd + replay.possibly_billed_usd,
+        cancelled_before_usd=state.possibly_billed_usd,
+        killed_in_flight_before=replay.in_flight,
+        unrecorded_before_usd=replay.unrecorded_usd,
+        ledger=str(journal),
         budget_usd=budget,
     )
     for ident, first, again in rows.duplicates[:5]:
@@ -309,10 +320,13 @@ async def generate(
         lower_max_tokens=lower_max_tokens,
         drain_timeout_s=drain_timeout_s,
     )
-    cap = SpendCap(budget, spent_usd=state.spent_usd)
-    if budget is not None and state.spent_usd >= budget:
+    cap = SpendCap(budget, spent_usd=spent_before)
+    if budget is not None and spent_before >= budget:
         summary.stop_reason = "budget"
-        summary.message = f"{out} already records ${state.spent_usd:.6f} spent of the ${budget} cap"
+        summary.message = (
+            f"{out} and {journal.name} already record ${spent_before:.6f} spent of the "
+            f"${budget} cap"
+        )
         summary.not_sent = len(todo)
         return summary
 
@@ -323,7 +337,8 @@ async def generate(
         bar = RichProgress(len(todo))
     else:
         bar = None if isinstance(progress, bool) else progress
-    with OutputLog(out) as output, _showing(bar):
+    header = {"out": Path(out).name, "budget_usd": budget, "policy": str(policy)}
+    with OutputLog(out) as output, Ledger(journal, header=header) as ledger, _showing(bar):
 
         def make(sender: Sender) -> Run:
             return Run(
@@ -337,6 +352,7 @@ async def generate(
                 tokens_before=state.output_tokens,
                 sleep=sleep,
                 progress=bar,
+                ledger=ledger,
             )
 
         if send is not None:

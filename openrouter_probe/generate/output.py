@@ -9,13 +9,15 @@ have been billed (``possibly_billed_usd``, its reservation): the row is sent aga
 counts as spent.
 
 Spend survives restarts: the sum of every line's ``cost_usd``, ``failed_attempts_cost_usd`` and
-``possibly_billed_usd``.
+``possibly_billed_usd``, plus what the spend journal beside the output (``ledger``) holds that no
+line accounts for (requests in flight at a SIGKILL). Each line's ``run_id`` names the run that wrote
+it: that line accounts for every attempt its run made for its row.
 
 Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
 ``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
 never recomputed), ``generation_id``, ``attempts``, ``error``, plus ``messages`` (the request's),
 ``tool_calls``, ``logprobs`` (``choices[0].logprobs`` when the request asked for them),
-``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``.
+``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``, ``run_id``.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class ResumeState:
     output_tokens: dict[str, int] = field(default_factory=dict)  # per dataset, finished rows
     rows: int = 0
     torn: bytes | None = None
+    exists: bool = False
+    accounted: set[tuple[str, str]] = field(default_factory=set)  # (run_id, id) of every record
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -131,6 +135,7 @@ def load_resume_state(path: str | Path, *, redo_failed: bool = False) -> ResumeS
     p = Path(path)
     if not p.exists():
         return state
+    state.exists = True
     state.torn = repair_torn_tail(p)
     if state.torn:
         log.warning(
@@ -146,6 +151,9 @@ def load_resume_state(path: str | Path, *, redo_failed: bool = False) -> ResumeS
         state.spent_usd += cost + billed
         state.possibly_billed_usd += billed
         ident = str(record["id"])
+        run_id = record.get("run_id")
+        if isinstance(run_id, str):
+            state.accounted.add((run_id, ident))
         if status in FINISHED and ident not in state.finished:
             if status == "failed":
                 state.failed.add(ident)

@@ -2,7 +2,8 @@
 
 Each worker takes the next row, reserves its worst case under the cap (waiting while other requests
 are in flight and the money is committed; stopping the run when nothing is in flight and it still
-does not fit), sends it, settles the reservation to ``usage.cost`` and appends the row's record.
+does not fit), journals the attempt (``ledger``: flushed before the request leaves), sends it,
+settles the reservation to ``usage.cost`` (in the cap and the journal) and appends the row's record.
 Retries of transient failures wait ``Backoff.next_wait`` (the sleep is injected: tests never wait)
 and each attempt reserves again. An adaptive limit lowers the number of requests in flight on 429
 storms and raises it again, one step per round of successes.
@@ -30,6 +31,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from openrouter_probe.backoff import Backoff
+from openrouter_probe.generate.ledger import Ledger
 from openrouter_probe.generate.output import OutputLog
 from openrouter_probe.generate.prompts import PromptRow
 from openrouter_probe.generate.spend import Prices, SpendCap, prompt_tokens_bound
@@ -122,8 +124,11 @@ class Run:
         progress: Progress | None = None,
         clock: Callable[[], float] = time.monotonic,
         prices_for: Callable[[PromptRow], Prices] | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.settings = settings
+        self.ledger = ledger
+        self.run_id = ledger.run_id if ledger is not None else None
         self.cap = cap
         self.prices = prices
         # A row's own worst-case prices (a row pinned to one endpoint); ``None``: ``prices``.
@@ -328,6 +333,7 @@ class Run:
             "error": None,
             "messages": row.messages,
             "policy_sha256": self.settings.policy_sha256,
+            "run_id": self.run_id,  # the journal's attempts of this run for this row: accounted
         }
         record.update(fields)
         return record
@@ -420,6 +426,8 @@ class Run:
         extra_cost = Decimal(0)
         attempt = 0
         prices = self.prices if self.prices_for is None else self.prices_for(row)
+        ledger = self.ledger
+        id_json = _dumps(row.id) if ledger is not None else ""
         while True:
             attempt += 1
             worst = prices.worst_case_usd(prompt_tokens=prompt_tokens, max_tokens=max_tokens)
@@ -431,10 +439,14 @@ class Run:
             )
             self.summary.requests += 1
             try:
+                # Journaled (in the OS) before it leaves: a SIGKILL from here on cannot hide it.
+                sent = ledger.sent(id_json, worst) if ledger is not None else 0
                 outcome = await self.send(body, stream=s.stream)
             except asyncio.CancelledError:
                 # Cancelled in flight: the provider may bill it anyway. Count the reservation as
                 # spent and record it, so a resumed run knows (the row itself is sent again).
+                if ledger is not None:
+                    ledger.settle(sent, worst, cancelled=True)
                 self.cap.settle(worst, worst)
                 self.summary.cancelled += 1
                 self.summary.possibly_billed_usd += worst
@@ -455,12 +467,16 @@ class Run:
                 self.in_flight_by_dataset[row.dataset] -= 1
             if isinstance(outcome, Answer):
                 cost, estimated = self._cost(outcome)
+                if ledger is not None:
+                    ledger.settle(sent, cost)
                 self.cap.settle(worst, cost)
                 self.summary.spent_usd += cost or 0
                 self.limiter.on_success()
                 self._answered(row, outcome, attempt, extra_cost, cost, estimated)
                 self._notify()
                 return
+            if ledger is not None:
+                ledger.settle(sent, outcome.cost_usd)
             self.cap.settle(worst, outcome.cost_usd)
             if outcome.cost_usd:
                 extra_cost += outcome.cost_usd

@@ -37,7 +37,10 @@ class RunSummary:
 
     ``spent_usd`` is this run's settled spend (``usage.cost`` summed, plus billed failed attempts
     and what cancelled requests may have cost); ``spent_total_usd`` adds what the output file held
-    before. ``stop_reason`` is ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``,
+    before: the output's records, plus what the spend journal (``OUT.ledger``) holds that no record
+    does. ``possibly_billed_before_usd`` is the part of it that may or may not have been billed:
+    requests cancelled in flight by earlier runs (``cancelled_before``) or in flight when one was
+    killed (``killed_in_flight_before``), each at its reservation. ``stop_reason`` is ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``,
     ``credits`` (402), ``key`` (401), ``no-route`` (404) or ``dry-run``.
     """
 
@@ -58,6 +61,11 @@ class RunSummary:
     spent_usd: Decimal = Decimal(0)
     spent_before_usd: Decimal = Decimal(0)
     possibly_billed_usd: Decimal = Decimal(0)
+    possibly_billed_before_usd: Decimal = Decimal(0)
+    cancelled_before_usd: Decimal = Decimal(0)
+    killed_in_flight_before: int = 0
+    unrecorded_before_usd: Decimal = Decimal(0)  # billed attempts only the journal records
+    ledger: str = ""
     budget_usd: Decimal | None = None
     output_tokens: dict[str, int] = field(default_factory=dict)
     providers: dict[str, ProviderTally] = field(default_factory=dict)
@@ -106,6 +114,10 @@ class RunSummary:
             "spent_usd": money(self.spent_usd),
             "spent_total_usd": money(self.spent_total_usd),
             "possibly_billed_usd": money(self.possibly_billed_usd),
+            "possibly_billed_before_usd": money(self.possibly_billed_before_usd),
+            "killed_in_flight_before": self.killed_in_flight_before,
+            "unrecorded_before_usd": money(self.unrecorded_before_usd),
+            "ledger": self.ledger,
             "budget_usd": money(self.budget_usd),
             "remaining_usd": money(self.remaining_usd),
             "peak_committed_usd": money(self.peak_committed_usd),
@@ -116,6 +128,31 @@ class RunSummary:
             "elapsed_s": round(self.elapsed_s, 3),
             "warnings": list(self.warnings),
         }
+
+    def _before_lines(self) -> list[str]:
+        """Why earlier runs count for more than their records: possibly billed, unrecorded."""
+        lines = []
+        journal = self.ledger or "the spend journal"
+        if self.possibly_billed_before_usd:
+            why = []
+            if self.killed_in_flight_before:
+                killed = self.possibly_billed_before_usd - self.cancelled_before_usd
+                why.append(
+                    f"${killed:,.6f} for {self.killed_in_flight_before} request(s) in flight when "
+                    f"a run was killed, never answered ({journal})"
+                )
+            if self.cancelled_before_usd:
+                why.append(f"${self.cancelled_before_usd:,.6f} cancelled in flight")
+            lines.append(
+                f"possibly billed by earlier runs, counted as spent at the worst case: "
+                f"${self.possibly_billed_before_usd:,.6f}: " + "; ".join(why)
+            )
+        if self.unrecorded_before_usd:
+            lines.append(
+                f"billed to earlier attempts of rows not finished, counted as spent: "
+                f"${self.unrecorded_before_usd:,.6f} ({journal})"
+            )
+        return lines
 
     def render(self) -> str:
         """A few lines for people: what was done, spent and what remains."""
@@ -142,6 +179,7 @@ class RunSummary:
                 f"possibly billed (cancelled in flight, counted as spent): "
                 f"${self.possibly_billed_usd:,.6f}"
             )
+        lines.extend(self._before_lines())
         if self.output_tokens:
             per = ", ".join(f"{k} {v:,}" for k, v in sorted(self.output_tokens.items()))
             lines.append(f"output tokens (reasoning included): {per}")

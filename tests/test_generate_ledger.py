@@ -1,0 +1,247 @@
+"""The spend journal (``OUT.jsonl.ledger``): written before each request, replayed on every start.
+
+Replay is tested on hand-written journals (torn lines, unsettled and settled attempts, attempts an
+output record accounts for); the runner's use of it with the in-process sender (no sockets): a
+journal line for every request before it is sent, and a resume after a simulated SIGKILL counting
+what was in flight. The real SIGKILL of the CLI is tested on the fake server in
+``test_generate_fake.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.generate import generate
+from openrouter_probe.generate.ledger import Ledger, ledger_path, replay_ledger
+from openrouter_probe.generate.output import load_resume_state
+from openrouter_probe.generate.transport import Failure
+from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
+
+
+def _journal(path: Path, lines: list[dict[str, Any]], tail: str = "") -> Path:
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + tail, encoding="utf-8")
+    return path
+
+
+def _sent(n: int, ident: str, usd: str, run: str = "A") -> dict[str, Any]:
+    return {"sent": n, "run": run, "id": ident, "reserved_usd": usd}
+
+
+def _settled(n: int, usd: str | None, run: str = "A", **more: Any) -> dict[str, Any]:
+    return {"settled": n, "run": run, "cost_usd": usd, **more}
+
+
+def test_ledger_path_is_beside_the_output_and_not_a_jsonl() -> None:
+    assert ledger_path("runs/out.jsonl") == Path("runs/out.jsonl.ledger")
+    assert not ledger_path("out.jsonl").name.endswith(".jsonl")  # `*.jsonl` never matches it
+
+
+def test_replay_counts_what_no_record_accounts_for(tmp_path: Path) -> None:
+    path = _journal(
+        tmp_path / "out.jsonl.ledger",
+        [
+            {"run": "A", "started_utc": "2026-11-30T10:00:00Z", "out": "out.jsonl"},
+            _sent(1, "r1", "0.004"),  # answered and recorded: accounted
+            _settled(1, "0.0021"),
+            _sent(2, "r2", "0.004"),  # in flight at the kill: possibly billed, its reservation
+            _sent(3, "r3", "0.004"),  # a billed 502, retried...
+            _settled(3, "0.0005"),
+            _sent(4, "r3", "0.004"),  # ...and in flight at the kill
+            _sent(5, "r4", "0.004"),  # an unbilled 429, then the run was killed while waiting
+            _settled(5, None),
+            _sent(6, "r5", "0.0030"),  # cancelled in flight, its record torn by the kill
+            _settled(6, "0.0030", cancelled=True),
+            {"run": "B", "started_utc": "2026-11-30T11:00:00Z", "out": "out.jsonl"},
+            _sent(1, "r2", "0.004", run="B"),  # the same row resent by run B, recorded
+            _settled(1, "0.0019", run="B"),
+            _settled(99, "1", run="B"),  # a settle of an unknown attempt: ignored
+            {"future": "a line kind this version does not know"},
+            _sent(2, "r6", "0.007", run="B"),
+        ],
+        tail='{"settled":2,"run":"B","cost_us',  # the settle of r6 torn by a crash
+    )
+    replay = replay_ledger(path, accounted={("A", "r1"), ("B", "r2")})
+    assert replay.torn == b'{"settled":2,"run":"B","cost_us'
+    assert path.read_text().endswith('"reserved_usd": "0.007"}\n')  # cut back to whole lines
+    assert replay.attempts == 8 and replay.runs == 2
+    # In flight, never settled: r2 (run A), r3's second attempt, r6 (its settle was torn).
+    assert replay.in_flight == 3
+    assert replay.possibly_billed_usd == Decimal("0.004") + Decimal("0.004") + Decimal("0.007")
+    # Settled but in no record: r3's billed 502 and r5's cancellation (the 429 cost nothing).
+    assert replay.unrecorded == 2
+    assert replay.unrecorded_usd == Decimal("0.0005") + Decimal("0.0030")
+    assert replay.extra_usd == Decimal("0.0185")
+    # Replaying again gives the same answer (the repair is idempotent).
+    again = replay_ledger(path, accounted={("A", "r1"), ("B", "r2")})
+    assert again.torn is None and again.extra_usd == Decimal("0.0185")
+
+
+def test_a_torn_sent_line_was_never_sent(tmp_path: Path) -> None:
+    path = _journal(tmp_path / "j.ledger", [_sent(1, "r1", "0.5")], tail='{"sent":2,"run":"A","i')
+    replay = replay_ledger(path, accounted=set())
+    assert replay.attempts == 1 and replay.possibly_billed_usd == Decimal("0.5")
+
+
+def test_a_damaged_journal_is_named_by_line(tmp_path: Path) -> None:
+    path = _journal(tmp_path / "out.jsonl.ledger", [_sent(1, "r1", "0.5")], tail="garbage\n")
+    with pytest.raises(ConfigError, match=r"out\.jsonl\.ledger:2: not a spend journal line"):
+        replay_ledger(path, accounted=set())
+    _journal(path, [_sent(1, "r1", "-3")])
+    with pytest.raises(ConfigError, match=r"ledger:1: '-3' is not an amount of USD"):
+        replay_ledger(path, accounted=set())
+    _journal(path, [{"sent": "one", "run": "A", "id": "r1"}])
+    with pytest.raises(ConfigError, match=r"ledger:1: attempt 'one' is not a number"):
+        replay_ledger(path, accounted=set())
+
+
+def test_a_journal_without_its_output_is_refused(tmp_path: Path) -> None:
+    path = _journal(tmp_path / "out.jsonl.ledger", [_sent(1, "r1", "0.5")])
+    with pytest.raises(ConfigError) as info:
+        replay_ledger(path, accounted=set(), output_exists=False)
+    assert "without its output file out.jsonl" in str(info.value)
+    assert "delete the journal to start afresh" in str(info.value)
+    assert replay_ledger(tmp_path / "absent.ledger", accounted=set()).extra_usd == 0
+
+
+def test_ledger_lines_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl.ledger"
+    with Ledger(path, run_id="R", header={"out": "out.jsonl", "budget_usd": Decimal(5)}) as j:
+        first = j.sent(json.dumps('r"1'), Decimal("0.00038018"))
+        second = j.sent(json.dumps("r2"), Decimal("0.001"))
+        # The sent lines are in the file (the OS) before the requests leave; settles may wait.
+        assert path.read_text().count('"sent"') == 2
+        j.settle(first, Decimal("0.00021"))
+        j.settle(second, None)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert lines[0]["run"] == "R" and lines[0]["budget_usd"] == "5"
+    assert lines[1] == {"sent": 1, "run": "R", "id": 'r"1', "reserved_usd": "0.00038018"}
+    assert lines[3] == {"settled": 1, "run": "R", "cost_usd": "0.00021"}
+    assert lines[4] == {"settled": 2, "run": "R", "cost_usd": None}
+    assert replay_ledger(path, accounted=set()).extra_usd == Decimal("0.00021")
+
+
+async def _gen(tmp: Path, sender: LedgerSender, **options: Any) -> Any:
+    options.setdefault("snapshot", "bundled")
+    options.setdefault("sleep", no_sleep)
+    return await generate(
+        tmp / "prompts.jsonl", policy=POLICY, out=tmp / "out.jsonl", send=sender, **options
+    )
+
+
+def test_every_request_is_journaled_before_it_is_sent(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(30))
+    journal = tmp_path / "out.jsonl.ledger"
+    seen_before_send: list[int] = []
+    sender = LedgerSender(seed=1)
+    original = sender.__call__
+
+    async def send(body: bytes, *, stream: bool) -> Any:
+        seen_before_send.append(journal.read_text().count('"sent"'))
+        return await original(body, stream=stream)
+
+    summary = asyncio.run(_gen(tmp_path, send, concurrency=7, max_tokens=50))  # type: ignore[arg-type]
+    assert seen_before_send == sorted(seen_before_send)
+    # When the k-th request left, k sent lines were already in the file.
+    assert all(n >= i + 1 for i, n in enumerate(seen_before_send))
+    lines = [json.loads(x) for x in journal.read_text().splitlines()]
+    sent = [x for x in lines if "sent" in x]
+    settled = [x for x in lines if "settled" in x]
+    assert len(sent) == len(settled) == summary.requests == 30
+    costs = {x["settled"]: Decimal(x["cost_usd"]) for x in settled}
+    assert sum(costs.values()) == sender.billed_usd
+    run_id = lines[0]["run"]
+    out = records(tmp_path / "out.jsonl")
+    assert {r["run_id"] for r in out} == {run_id}
+    state = load_resume_state(tmp_path / "out.jsonl")
+    assert replay_ledger(journal, accounted=state.accounted).extra_usd == 0  # all recorded
+
+
+def test_resume_after_a_kill_counts_what_was_in_flight(tmp_path: Path) -> None:
+    """A SIGKILL as the journal sees it: sent lines without settles, records never written."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(40))
+    out, journal = tmp_path / "out.jsonl", tmp_path / "out.jsonl.ledger"
+    first = LedgerSender(seed=3)
+    asyncio.run(_gen(tmp_path, first, concurrency=8, max_tokens=400))
+    # Tear a record in half and forget the 6 after it, with their settles: 7 requests
+    # that the provider billed and that no record holds, as a kill -9 would leave them.
+    lines = out.read_text().splitlines(keepends=True)
+    lost = [json.loads(x) for x in lines[-7:]]
+    out.write_text("".join(lines[:-7]) + lines[-7][:40])
+    lost_ids = {r["id"] for r in lost}
+    kept = []
+    reserved = Decimal(0)
+    sent_of: dict[int, str] = {}
+    for text in journal.read_text().splitlines(keepends=True):
+        line = json.loads(text)
+        if "sent" in line:
+            sent_of[line["sent"]] = line["id"]
+            if line["id"] in lost_ids:
+                reserved += Decimal(line["reserved_usd"])
+        if "settled" in line and sent_of[line["settled"]] in lost_ids:
+            continue
+        kept.append(text)
+    journal.write_text("".join(kept))
+    recorded = sum(Decimal(str(json.loads(x)["cost_usd"])) for x in lines[:-7])
+    assert recorded + sum(Decimal(str(r["cost_usd"])) for r in lost) == first.billed_usd
+
+    second = LedgerSender(seed=4)
+    summary = asyncio.run(_gen(tmp_path, second, concurrency=8, max_tokens=400))
+    assert summary.killed_in_flight_before == 7
+    assert summary.possibly_billed_before_usd == reserved >= first.billed_usd - recorded
+    assert summary.spent_before_usd == recorded + reserved
+    assert "7 request(s) in flight when a run was killed" in summary.render()
+    # Only the rows in flight were sent again; every finished one was not.
+    assert sorted("r" + second.row_id(json.loads(b)) for b in second.bodies) == sorted(lost_ids)
+    # A third start still counts them (they may have been billed), and sends nothing.
+    third = LedgerSender(seed=5)
+    again = asyncio.run(_gen(tmp_path, third, concurrency=8, max_tokens=400))
+    assert third.bodies == [] and again.possibly_billed_before_usd == reserved
+    assert again.spent_before_usd == recorded + reserved + second.billed_usd
+
+
+def test_a_billed_retry_of_a_row_that_never_finished_counts(tmp_path: Path) -> None:
+    """A billed 502 then the run stopped (402) before the row finished: only the journal has it."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
+    billed_502 = Failure(kind="transient", message="502", status=502, cost_usd=Decimal("0.0007"))
+    no_credit = Failure(kind="run", message="Insufficient credits", status=402)
+
+    def fail(request: dict[str, Any], attempt: int) -> Failure | None:
+        return billed_502 if attempt == 1 else no_credit
+
+    summary = asyncio.run(_gen(tmp_path, LedgerSender(seed=6, fail=fail), max_tokens=20))
+    assert summary.stop_reason == "credits" and records(tmp_path / "out.jsonl") == []
+    assert summary.spent_usd == Decimal("0.0007")
+    again = asyncio.run(_gen(tmp_path, LedgerSender(seed=7), max_tokens=20))
+    assert again.spent_before_usd == Decimal("0.0007") == again.unrecorded_before_usd
+    assert "billed to earlier attempts of rows not finished" in again.render()
+
+
+def test_a_journal_whose_output_was_deleted_stops_the_run(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(3))
+    asyncio.run(_gen(tmp_path, LedgerSender(seed=8), max_tokens=20))
+    (tmp_path / "out.jsonl").unlink()
+    sender = LedgerSender(seed=9)
+    with pytest.raises(ConfigError, match=r"a spend journal without its output file out\.jsonl"):
+        asyncio.run(_gen(tmp_path, sender, max_tokens=20))
+    assert sender.bodies == []
+
+
+def test_audit_skips_the_journal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from openrouter_probe.audit import merged_records
+
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
+    asyncio.run(_gen(tmp_path, LedgerSender(seed=10), max_tokens=20))
+    everything = sorted(p for p in tmp_path.iterdir() if p.name.startswith("out"))
+    assert [p.name for p in everything] == ["out.jsonl", "out.jsonl.ledger"]
+    with caplog.at_level(logging.WARNING):
+        rows = list(merged_records(everything))  # `audit out*` in a shell
+    assert sorted(r["id"] for r in rows) == ["r0", "r1", "r2", "r3"]
+    assert "out.jsonl.ledger: skipped: the spend journal" in caplog.text
