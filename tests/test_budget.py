@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from openrouter_probe.budget import (
     plan_budget,
 )
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
+from openrouter_probe.pricing import effective_pricing, price_windows
 from openrouter_probe.quantities import format_tokens, parse_reasoning_share, parse_token_count
 from openrouter_probe.routing import RequestParams, RouteDecision, route
+from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
@@ -403,3 +406,193 @@ def test_visible_tokens_shrink_with_reasoning(share_low: Decimal, width: Decimal
     assert fig.affordable_visible_tokens_max is not None
     assert fig.affordable_visible_tokens_min <= fig.affordable_visible_tokens_max
     assert fig.affordable_visible_tokens_max <= (fig.affordable_output_tokens or 0)
+
+
+# -- prices the job pays: internal_reasoning and pricing overrides -----------------------------------
+
+
+def _ep(tag: str, out_per_m: str, in_per_m: str = "0.5", **pricing: object) -> Endpoint:
+    """An endpoint priced in USD per million (converted to OpenRouter's USD per token)."""
+    per_token = {
+        "prompt": str(Decimal(in_per_m) / 1_000_000),
+        "completion": str(Decimal(out_per_m) / 1_000_000),
+        **pricing,
+    }
+    return Endpoint.model_validate(
+        {
+            "tag": tag,
+            "provider_name": tag.split("/")[0].title(),
+            "quantization": "fp8",
+            "pricing": per_token,
+            "uptime_last_30m": 100,
+            "status": 0,
+        }
+    )
+
+
+def _m(usd_per_m: str) -> str:
+    return str(Decimal(usd_per_m) / 1_000_000)
+
+
+def test_effective_pricing_tiers_are_strictly_greater() -> None:
+    pricing = _ep(
+        "grok", "2", overrides=[{"min_prompt_tokens": 200_000, "completion": _m("4")}]
+    ).pricing
+    assert effective_pricing(pricing).completion_usd_per_m == Decimal(2)
+    assert effective_pricing(pricing, prompt_tokens=200_000).completion_usd_per_m == Decimal(2)
+    assert effective_pricing(pricing, prompt_tokens=200_001).completion_usd_per_m == Decimal(4)
+    # Keys the override omits inherit the base price; the result carries no overrides.
+    tier = effective_pricing(pricing, prompt_tokens=300_000)
+    assert tier.prompt_usd_per_m == Decimal("0.5") and tier.overrides is None
+
+
+def test_effective_pricing_windows_wrap_midnight_half_open() -> None:
+    night = {"utc_start": 2230, "utc_end": 630, "completion": _m("1")}
+    pricing = _ep("deepseek", "2", overrides=[night]).pricing
+    at = {
+        time(22, 29): 2,
+        time(22, 30): 1,
+        time(0, 0): 1,
+        time(6, 29): 1,
+        time(6, 30): 2,
+        time(12, 0): 2,
+    }
+    for when, price in at.items():
+        assert effective_pricing(pricing, at=when).completion_usd_per_m == Decimal(price), when
+    # A datetime is converted to UTC first: 01:00 at +05:00 is 20:00 UTC, outside the window.
+    tz = timezone(timedelta(hours=5))
+    assert (
+        effective_pricing(pricing, at=datetime(2026, 1, 1, 1, 0, tzinfo=tz)).completion_usd_per_m
+        == 2
+    )
+    assert effective_pricing(pricing).completion_usd_per_m == Decimal(2)  # no time: the default
+
+
+def test_later_overrides_win_per_key() -> None:
+    pricing = _ep(
+        "x",
+        "2",
+        overrides=[
+            {"min_prompt_tokens": 1000, "completion": _m("3"), "prompt": _m("1")},
+            {"min_prompt_tokens": 5000, "completion": _m("5")},
+        ],
+    ).pricing
+    both = effective_pricing(pricing, prompt_tokens=6000)
+    assert both.completion_usd_per_m == Decimal(5)  # the later entry wins
+    assert both.prompt_usd_per_m == Decimal(1)  # the key it omits keeps the earlier override
+    first = effective_pricing(pricing, prompt_tokens=2000)
+    assert (first.completion_usd_per_m, first.prompt_usd_per_m) == (Decimal(3), Decimal(1))
+
+
+def test_price_windows_merge_across_midnight() -> None:
+    pricing = _ep(
+        "deepseek", "2", overrides=[{"utc_start": 1630, "utc_end": 30, "completion": _m("1")}]
+    ).pricing
+    windows = price_windows(pricing)
+    assert [(w.start_hhmm, w.end_hhmm) for w in windows] == [(1630, 30), (30, 1630)]
+    assert [w.pricing.completion_usd_per_m for w in windows] == [Decimal(1), Decimal(2)]
+    assert windows[0].label == "16:30-00:30 UTC"
+    assert len(price_windows(_ep("flat", "2").pricing)) == 1
+
+
+def test_internal_reasoning_prices_the_reasoning_share() -> None:
+    # 2.00 output but 4.00 per reasoning token: at 50-80% reasoning a billed token costs up to
+    # 2 × 0.2 + 4 × 0.8 = 3.60, so the flat 2.50 endpoint is the cheaper one.
+    dear = _ep("gemini", "2", internal_reasoning=_m("4"))
+    flat = _ep("other", "2.5")
+    plan = plan_budget([dear, flat], budget_usd=100, output_tokens="10M", reasoning_share="0.5:0.8")
+    assert plan.cheapest.tag == "other"
+    by_tag = {e.tag: e for e in plan.endpoints}
+    assert by_tag["gemini"].price_out_usd_per_m == Decimal("3.6")
+    assert by_tag["gemini"].price_completion_usd_per_m == Decimal(2)
+    assert by_tag["gemini"].price_reasoning_usd_per_m == Decimal(4)
+    assert by_tag["gemini"].output_only.cost_usd == Decimal(36)
+    assert by_tag["other"].price_reasoning_usd_per_m is None
+    # A cheaper reasoning price is taken at the low end of the range: 2 × 0.5 + 1 × 0.5 = 1.50.
+    cheap = _ep("cheap", "2", internal_reasoning=_m("1"))
+    plan = plan_budget(
+        [cheap, flat], budget_usd=100, output_tokens="10M", reasoning_share="0.5:0.8"
+    )
+    assert plan.cheapest.tag == "cheap"
+    assert plan.cheapest.price_out_usd_per_m == Decimal("1.5")
+    assert any("internal_reasoning" in n for n in plan.notes)
+    # Without reasoning the listed output price holds.
+    plan = plan_budget([dear, flat], budget_usd=100, output_tokens="10M")
+    assert plan.cheapest.tag == "gemini" and plan.cheapest.price_out_usd_per_m == Decimal(2)
+
+
+def test_prompt_tier_overrides_apply_to_the_jobs_prompt_size() -> None:
+    tiered = _ep(
+        "grok",
+        "2",
+        overrides=[{"min_prompt_tokens": 200_000, "completion": _m("4"), "prompt": _m("1")}],
+    )
+    flat = _ep("other", "3")
+    short = plan_budget(
+        [tiered, flat],
+        budget_usd=100,
+        output_tokens="10M",
+        prompt_tokens_per_request=1000,
+        output_tokens_per_request=1000,
+    )
+    assert short.cheapest.tag == "grok" and short.cheapest.price_out_usd_per_m == Decimal(2)
+    long = plan_budget(
+        [tiered, flat],
+        budget_usd=100,
+        output_tokens="10M",
+        prompt_tokens_per_request="250k",
+        output_tokens_per_request=1000,
+    )
+    assert long.cheapest.tag == "other"
+    grok = next(e for e in long.endpoints if e.tag == "grok")
+    assert (grok.price_out_usd_per_m, grok.price_in_usd_per_m) == (Decimal(4), Decimal(1))
+    assert grok.all_in is not None
+    # 10M output × $4/M + 10k requests × 250k prompt tokens × $1/M
+    assert grok.all_in.cost_usd == Decimal(40) + Decimal(2500)
+    unknown = plan_budget([tiered, flat], budget_usd=100, output_tokens="10M")
+    assert any(
+        "grok price long prompts higher" in n and "--prompt-tokens" in n for n in unknown.notes
+    )
+
+
+def test_cheapest_time_window_is_reported() -> None:
+    night = _ep(
+        "deepseek", "2", overrides=[{"utc_start": 1630, "utc_end": 30, "completion": _m("0.5")}]
+    )
+    plan = plan_budget([night, _ep("other", "3")], budget_usd=100, output_tokens="10M")
+    assert plan.cheapest.price_out_usd_per_m == Decimal(2)  # the default-condition price
+    window = plan.cheapest_window
+    assert window is not None
+    assert (window.tag, window.start_hhmm, window.end_hhmm) == ("deepseek", 1630, 30)
+    assert window.price_out_usd_per_m == Decimal("0.5") and window.cost_usd == Decimal(5)
+    assert window.default_price_out_usd_per_m == Decimal(2)
+    assert plan.to_dict()["cheapest_window"] == {
+        "tag": "deepseek",
+        "utc_start": 1630,
+        "utc_end": 30,
+        "price_out_usd_per_m": 0.5,
+        "cost_usd": 5.0,
+        "default_price_out_usd_per_m": 2.0,
+    }
+    assert (
+        "prices vary by time of day: the cheapest window is 16:30-00:30 UTC at deepseek "
+        "($0.50/M output, $2.00/M otherwise): the target costs $5.00 there" in plan.notes
+    )
+    assert (
+        plan_budget([_ep("other", "3")], budget_usd=100, output_tokens="1M").cheapest_window is None
+    )
+
+
+def test_stale_order_entry_is_named(snap: Snapshot) -> None:
+    block = {**NATIVE_BLOCK, "order": ["gone-provider/int4", *NATIVE_BLOCK["order"]]}
+    plan = plan_budget(snap, budget_usd=100, output_tokens="60M", provider=block)
+    assert plan.unmatched_entries == ("gone-provider/int4",)
+    assert any(
+        "'gone-provider/int4', which no endpoint" in n and "--write" in n for n in plan.notes
+    )
+    assert (
+        plan_budget(
+            snap, budget_usd=100, output_tokens="60M", provider=NATIVE_BLOCK
+        ).unmatched_entries
+        == ()
+    )
