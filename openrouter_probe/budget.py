@@ -260,7 +260,7 @@ def _notes(
     for entry in unmatched:
         notes.append(
             f"the provider block names {entry!r}, which no endpoint of the snapshot matches: "
-            "the policy is stale; re-compile it (openrouter-probe policy check POLICY --write)"
+            "the policy is stale; re-compile it from its spec"
         )
     if window is not None:
         notes.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -587,12 +588,52 @@ def test_stale_order_entry_is_named(snap: Snapshot) -> None:
     block = {**NATIVE_BLOCK, "order": ["gone-provider/int4", *NATIVE_BLOCK["order"]]}
     plan = plan_budget(snap, budget_usd=100, output_tokens="60M", provider=block)
     assert plan.unmatched_entries == ("gone-provider/int4",)
-    assert any(
-        "'gone-provider/int4', which no endpoint" in n and "--write" in n for n in plan.notes
-    )
+    assert any("'gone-provider/int4', which no endpoint" in n and "stale" in n for n in plan.notes)
     assert (
         plan_budget(
             snap, budget_usd=100, output_tokens="60M", provider=NATIVE_BLOCK
         ).unmatched_entries
         == ()
     )
+
+
+def test_cli_budget_warns_about_a_stale_policy(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    doc = bundled_snapshot(MODEL).to_json()
+    doc["data"]["endpoints"] = [e for e in doc["data"]["endpoints"] if e["tag"] != "parasail/int4"]
+    fresh = tmp_path / "fresh.json"
+    fresh.write_text(json.dumps(doc))
+    args = [
+        "budget",
+        MODEL,
+        "--budget-usd",
+        "100",
+        "--output-tokens",
+        "60M",
+        "--policy",
+        str(POLICY),
+    ]
+    stale = CliRunner().invoke(cli, [*args, "--snapshot", str(fresh)])
+    assert stale.exit_code == 0, stale.output
+    assert (
+        f"warning: {POLICY} is stale: provider.order names parasail/int4, which no longer serves "
+        f"{MODEL} (OpenRouter skips it). Re-compile it: openrouter-probe policy check {POLICY} "
+        f"--snapshot {fresh} --write"
+    ) in stale.stderr
+    # Any other drift that matters is named too, with the same fix.
+    doc = bundled_snapshot(MODEL).to_json()
+    for e in doc["data"]["endpoints"]:
+        if e["tag"] == "chutes/int4":
+            e["pricing"]["completion"] = "0.000003"
+    fresh.write_text(json.dumps(doc))
+    moved = CliRunner().invoke(cli, [*args, "--snapshot", str(fresh)])
+    assert (
+        f"warning: {POLICY} has drifted since it was compiled (chutes/int4 output price "
+        f"$2.2/M -> $3/M (+36.4%, threshold ±5%)). Re-compile it: openrouter-probe policy check "
+        f"{POLICY} --snapshot {fresh} --write"
+    ) in moved.stderr
+    fine = CliRunner().invoke(cli, [*args, "--offline"])
+    assert "warning" not in fine.stderr

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from openrouter_probe.drift import check_policy
+from openrouter_probe.drift import check_policy, find_spec
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.policy import load_compiled_policy
+from openrouter_probe.policy import compile_policy, load_compiled_policy, load_spec, parse_spec
 from openrouter_probe.snapshot import bundled_snapshot, load_snapshot
 from tests.conftest import ROOT
 
@@ -175,3 +176,247 @@ def test_cli_compile_bad_spec_is_one_line(runner: CliRunner, tmp_path: Path) -> 
     assert result.exit_code == 1
     assert f"Error: {spec}: invalid policy spec (precision:" in result.stderr
     assert "Traceback" not in result.output
+
+
+# -- what the changes do, and the fix -----------------------------------------------------------------
+
+
+def _check(tmp_path: Path, edit, **kwargs):
+    return check_policy(
+        load_compiled_policy(POLICY), load_snapshot(_edited(tmp_path, edit)), **kwargs
+    )
+
+
+def test_a_retagged_provider_is_one_quantization_change(tmp_path: Path) -> None:
+    report = _check(
+        tmp_path,
+        lambda by_tag, _: by_tag["chutes/int4"].update(tag="chutes/fp4", quantization="fp4"),
+    )
+    per_endpoint = [c for c in report.changes if c.tag is not None]
+    assert [(c.kind, c.tag, c.matters) for c in per_endpoint] == [
+        ("quantization", "chutes/int4", True)
+    ]
+    assert per_endpoint[0].message == (
+        "Chutes: chutes/int4 is now chutes/fp4 (quantization 'int4' -> 'fp4'); "
+        "the block excludes it"
+    )
+    assert "order now starts with deepinfra/int4 (the first entry, chutes/int4, is gone)" in (
+        report.effects
+    )
+    assert "blended output price $2.20/M -> $2.25/M" in report.effects
+    assert report.blended_compiled_usd_per_m == pytest.approx(2.2008)
+    assert report.blended_now_usd_per_m == pytest.approx(2.25)
+    assert report.exit_code == 1
+
+
+def test_an_excluded_provider_gone_is_info_only(tmp_path: Path) -> None:
+    report = _check(tmp_path, lambda by_tag, eps: eps.remove(by_tag["fireworks"]))
+    assert [str(c) for c in report.changes] == [
+        "info  gone: fireworks (Fireworks, already excluded) no longer serves the model"
+    ]
+    assert report.exit_code == 0
+    assert report.effects == []
+    assert report.render().splitlines()[-2:] == [
+        "no drift that matters",
+        "nothing to do: no change touches what the policy admits, orders or pays",
+    ]
+
+
+def test_changes_to_excluded_endpoints_are_info(tmp_path: Path) -> None:
+    def edit(by_tag, endpoints):
+        by_tag["fireworks"]["pricing"]["completion"] = "0.000009"
+        by_tag["together"].update(quantization="fp8")
+        endpoints.append(dict(by_tag["baseten/fp4"], tag="baseten/fp8", quantization="fp8"))
+
+    report = _check(tmp_path, edit)
+    assert {(c.kind, c.tag): c.matters for c in report.changes} == {
+        ("added", "baseten/fp8"): False,
+        ("price", "fireworks"): False,
+        ("quantization", "together"): False,
+    }
+    assert report.exit_code == 0
+
+
+def test_a_new_cheaper_endpoint_ranks_behind_dearer_ones(tmp_path: Path) -> None:
+    def edit(by_tag, endpoints):
+        new = dict(by_tag["chutes/int4"], tag="nebius/int4", provider_name="Nebius")
+        new["pricing"] = dict(new["pricing"], completion="0.0000019")
+        endpoints.append(new)
+
+    report = _check(tmp_path, edit, spec=load_spec(SPEC), spec_file=str(SPEC))
+    assert (
+        "new endpoint nebius/int4 is admitted at $1.90/M but ranks 7th behind 6 dearer ones"
+        in report.effects
+    )
+    assert report.recompiled is not None
+    assert report.recompiled.provider.order == [
+        "nebius/int4",
+        "chutes/int4",
+        "deepinfra/int4",
+        "siliconflow/int4",
+        "atlas-cloud/int4",
+        "parasail/int4",
+        "moonshotai/int4",
+    ]
+    assert (
+        "a re-compile sets provider.order to nebius/int4, chutes/int4, deepinfra/int4, "
+        "siliconflow/int4, atlas-cloud/int4, parasail/int4, moonshotai/int4 (now chutes/int4, "
+        "deepinfra/int4, siliconflow/int4, atlas-cloud/int4, parasail/int4, moonshotai/int4)"
+        in report.effects
+    )
+    # Nebius first (uptime 98.4% copied from Chutes), Chutes takes 1.6% × 98.4% at $2.20/M, ...
+    assert report.blended_recompiled_usd_per_m == pytest.approx(
+        0.984 * 1.9 + 0.016 * 0.984 * 2.2 + 0.016 * 0.016 * 0.997 * 2.25, abs=1e-4
+    )
+    d = report.to_dict()
+    assert d["recompiled"] == {"provider": report.recompiled.provider.to_request()}
+    assert d["blended_output_usd_per_m"]["compiled"] == pytest.approx(2.2008)
+    assert d["fix"] == (
+        f"fix: re-compile it in place: openrouter-probe policy check POLICY --write (from {SPEC})"
+    )
+
+
+def test_an_order_only_change(tmp_path: Path) -> None:
+    spec = parse_spec({"model": "moonshotai/kimi-k2.5", "precision": "native", "strategy": "sort"})
+    compiled = compile_policy(spec, bundled_snapshot())
+    assert compiled.admitted[:2] == ["chutes/int4", "deepinfra/int4"]
+    # Chutes 2.20 -> 2.30 (+4.5%, under the threshold) sorts it behind DeepInfra and SiliconFlow (2.25).
+    path = _edited(
+        tmp_path,
+        lambda by_tag, _: by_tag["chutes/int4"]["pricing"].update(completion="0.0000023"),
+    )
+    report = check_policy(compiled, load_snapshot(path))
+    assert [(c.kind, c.matters) for c in report.changes] == [("order", True)]
+    assert report.changes[0].message.startswith(
+        "routing order changed: ['chutes/int4', 'deepinfra/int4', "
+    )
+    assert report.effects == [
+        "order now starts with deepinfra/int4 (the first entry, chutes/int4, is now 3rd)",
+        "blended output price $2.20/M -> $2.25/M",
+    ]
+    assert report.exit_code == 1
+
+
+def test_a_non_ordered_admitted_endpoint_disappears(tmp_path: Path) -> None:
+    spec = parse_spec({"model": "moonshotai/kimi-k2.5", "precision": "native", "strategy": "sort"})
+    compiled = compile_policy(spec, bundled_snapshot())
+    assert compiled.provider.order is None
+    path = _edited(tmp_path, lambda by_tag, eps: eps.remove(by_tag["parasail/int4"]))
+    report = check_policy(compiled, load_snapshot(path))
+    assert [(c.kind, c.tag, c.matters) for c in report.changes] == [
+        ("gone", "parasail/int4", True),
+        ("admitted", None, True),
+    ]
+    assert (
+        report.changes[0].message == "parasail/int4 (Parasail, admitted) no longer serves the model"
+    )
+    assert report.fix == (
+        "fix: re-compile from the spec it came from (provenance names no spec): "
+        "openrouter-probe policy check POLICY --spec SPEC --write"
+    )
+
+
+def test_a_price_that_disappears_or_appears_is_drift(tmp_path: Path) -> None:
+    gone = _check(tmp_path, lambda by_tag, _: by_tag["deepinfra/int4"]["pricing"].pop("prompt"))
+    assert [str(c) for c in gone.changes] == [
+        "DRIFT price: deepinfra/int4 input price ($0.45/M) is gone"
+    ]
+    assert gone.exit_code == 1
+    # Compiled where the input price was missing, checked where it is listed again.
+    compiled = compile_policy(load_spec(SPEC), load_snapshot(tmp_path / "fresh.json"))
+    appears = check_policy(compiled, bundled_snapshot())
+    assert [str(c) for c in appears.changes] == [
+        "DRIFT price: deepinfra/int4 input price appears: $0.45/M"
+    ]
+
+
+def test_find_spec_beside_the_policy(tmp_path: Path) -> None:
+    compiled = load_compiled_policy(POLICY)
+    spec, path, note = find_spec(compiled, POLICY)
+    assert path == SPEC and note is None and spec == load_spec(SPEC)
+    alone = tmp_path / "p.yaml"
+    alone.write_text(POLICY.read_text())
+    assert find_spec(compiled, alone) == (
+        None,
+        None,
+        f"provenance.spec.file names kimi-k2.5.spec.yaml, which is not beside {alone}",
+    )
+    (tmp_path / "kimi-k2.5.spec.yaml").write_text(SPEC.read_text() + "zdr: true\n")
+    spec, path, note = find_spec(compiled, alone)
+    assert spec is not None and spec.zdr is True
+    assert note == f"{tmp_path / 'kimi-k2.5.spec.yaml'} was edited since the compile"
+
+
+def test_cli_check_says_what_to_do_and_json_carries_the_recompile(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = _edited(
+        tmp_path,
+        lambda by_tag, _: by_tag["chutes/int4"].update(tag="chutes/fp4", quantization="fp4"),
+    )
+    text = runner.invoke(cli, ["policy", "check", str(POLICY), "--snapshot", str(path)])
+    assert text.exit_code == 1
+    assert text.stdout.splitlines()[-1] == (
+        f"fix: re-compile it in place: openrouter-probe policy check {POLICY} --snapshot {path} "
+        f"--write (from {SPEC})"
+    )
+    as_json = runner.invoke(
+        cli, ["policy", "check", str(POLICY), "--snapshot", str(path), "--format", "json"]
+    )
+    doc = json.loads(as_json.stdout)
+    assert doc["recompiled"] == {
+        "provider": {
+            "order": [
+                "deepinfra/int4",
+                "siliconflow/int4",
+                "atlas-cloud/int4",
+                "parasail/int4",
+                "moonshotai/int4",
+            ],
+            "ignore": ["baseten", "fireworks"],
+            "quantizations": ["int4"],
+        }
+    }
+    assert doc["blended_output_usd_per_m"] == {"compiled": 2.2008, "now": 2.25, "recompiled": 2.25}
+
+
+def test_cli_check_write_recompiles_in_place(runner: CliRunner, tmp_path: Path) -> None:
+    policy, spec = tmp_path / "kimi-k2.5.yaml", tmp_path / "kimi-k2.5.spec.yaml"
+    policy.write_text(POLICY.read_text())
+    spec.write_text(SPEC.read_text())
+    path = _edited(
+        tmp_path,
+        lambda by_tag, _: by_tag["chutes/int4"].update(tag="chutes/fp4", quantization="fp4"),
+    )
+    result = runner.invoke(
+        cli, ["policy", "check", str(policy), "--snapshot", str(path), "--write"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"wrote {policy}: admits deepinfra/int4, siliconflow/int4" in result.stderr
+    expected = compile_policy(load_spec(spec), load_snapshot(path), spec_file=str(spec))
+    assert policy.read_text() == expected.to_yaml()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
+    again = runner.invoke(cli, ["policy", "check", str(policy), "--snapshot", str(path)])
+    assert again.exit_code == 0 and "no drift" in again.stdout
+
+
+def test_cli_check_write_needs_the_spec(runner: CliRunner, tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY.read_text())
+    path = _edited(tmp_path, lambda by_tag, eps: eps.remove(by_tag["chutes/int4"]))
+    result = runner.invoke(
+        cli, ["policy", "check", str(policy), "--snapshot", str(path), "--write"]
+    )
+    assert result.exit_code == 2
+    assert (
+        f"Error: {policy}: --write re-compiles from the spec the policy was compiled from, and "
+        f"provenance.spec.file names kimi-k2.5.spec.yaml, which is not beside {policy}; "
+        "give it with --spec SPEC"
+    ) in result.stderr
+    assert policy.read_text() == POLICY.read_text()
+    given = runner.invoke(
+        cli,
+        ["policy", "check", str(policy), "--snapshot", str(path), "--spec", str(SPEC), "--write"],
+    )
+    assert given.exit_code == 0, given.output
+    assert "chutes/int4" not in yaml.safe_load(policy.read_text())["provider"]["order"]
