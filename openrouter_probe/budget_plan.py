@@ -220,8 +220,7 @@ class BudgetPlan:
         where = "over" if fig.shortfall_usd > 0 else "under"
         pct = fig.shortfall_pct if fig.shortfall_usd > 0 else fig.headroom_pct
         per = (
-            f", {format_tokens(fig.affordable_output_tokens_per_dataset)} per dataset over "
-            f"{self.datasets}"
+            f", {_buys(fig.affordable_output_tokens_per_dataset)} per dataset over {self.datasets}"
             if self.datasets > 1
             else ""
         )

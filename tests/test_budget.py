@@ -20,7 +20,7 @@ from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
 from openrouter_probe.pricing import effective_pricing, price_windows
 from openrouter_probe.quantities import format_tokens, parse_reasoning_share, parse_token_count
 from openrouter_probe.routing import RequestParams, RouteDecision, route
-from openrouter_probe.schema import Endpoint
+from openrouter_probe.schema import Endpoint, Percentiles
 from openrouter_probe.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
@@ -40,12 +40,12 @@ NATIVE_BLOCK = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def snap() -> Snapshot:
     return bundled_snapshot(MODEL)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def plan(snap: Snapshot) -> BudgetPlan:
     return plan_budget(
         snap, budget_usd=100, output_tokens="60M", datasets=6, reasoning_share="0.5:0.8"
@@ -637,3 +637,297 @@ def test_cli_budget_warns_about_a_stale_policy(tmp_path: Path) -> None:
     ) in moved.stderr
     fine = CliRunner().invoke(cli, [*args, "--offline"])
     assert "warning" not in fine.stderr
+
+
+# -- every figure of a small plan, worked out by hand -------------------------------------------------
+
+
+def _small(**pricing_a: object) -> list[Endpoint]:
+    a = _ep("a-prov/fp8", "2", "0.5", **pricing_a)
+    b = _ep("b-prov/fp8", "4", "1")
+    a.throughput_last_30m = Percentiles(p50=50)
+    b.throughput_last_30m = Percentiles(p50=25)
+    return [a, b]
+
+
+def _approx(value: object) -> object:
+    """``value`` with every float wrapped in ``pytest.approx`` (Decimal-to-float noise only)."""
+    if isinstance(value, dict):
+        return {k: _approx(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_approx(v) for v in value]
+    if isinstance(value, float):
+        return pytest.approx(value, rel=1e-12, abs=1e-12)
+    return value
+
+
+def _run(cost: float, pct: float, status: str, name: str, funded: int) -> dict:
+    return {
+        "dataset": name,
+        "target_output_tokens": 1_000_000,
+        "funded_output_tokens": funded,
+        "cost_usd": cost,
+        "completed_pct": pct,
+        "status": status,
+    }
+
+
+def _figures(basis: str, price: float, cost: float, affordable: int, run: list) -> dict:
+    over = cost - 10.0
+    return {
+        "basis": basis,
+        "effective_usd_per_m": price,
+        "cost_usd": cost,
+        "affordable_output_tokens": affordable,
+        "affordable_output_tokens_per_dataset": affordable // 3,
+        "affordable_visible_tokens_min": affordable // 2,  # at 50% reasoning
+        "affordable_visible_tokens_max": affordable * 3 // 4,  # at 25% reasoning
+        "target_covered_pct": affordable / 3_000_000 * 100,
+        "shortfall_usd": max(over, 0.0),
+        "shortfall_pct": max(over, 0.0) * 10,
+        "headroom_usd": max(-over, 0.0),
+        "headroom_pct": max(-over, 0.0) * 10,
+        "datasets_completed": sum(r["status"] == "complete" for r in run),
+        "run": run,
+    }
+
+
+def test_small_plan_every_key_by_hand() -> None:
+    # Two endpoints under default load balancing: request mix 1000 in / 1000 out, so the balanced
+    # prices are 1.25 and 2.50 and the weights 1/1.25² : 1/2.5² = 0.8 : 0.2.
+    plan = plan_budget(
+        _small(),
+        budget_usd=10,
+        output_tokens="3M",
+        datasets=3,
+        dataset_names=["x", "y", "z"],
+        reasoning_share="0.25:0.5",
+        prompt_tokens_per_request=1000,
+        output_tokens_per_request=1000,
+    )
+    full = [_run(2.0, 100.0, "complete", n, 1_000_000) for n in "xyz"]
+    a = {
+        "tag": "a-prov/fp8",
+        "provider": "A-Prov",
+        "verdict": None,
+        "role": "balanced",
+        "position": 1,
+        "weight": 0.8,
+        "price_in_usd_per_m": 0.5,
+        "price_out_usd_per_m": 2.0,
+        "price_completion_usd_per_m": 2.0,
+        "price_reasoning_usd_per_m": None,
+        "throughput_p50_tps": 50.0,
+        "time_to_finish_s": 30.0,  # 3M / (50 tok/s × 2000)
+        "time_to_finish_h": 30.0 / 3600,
+        "output_only": _figures("output_only", 2.0, 6.0, 5_000_000, full),
+        # all-in: 3000 requests × 1000 prompt tokens at $0.50/M on top: $2.50/M output
+        "all_in": _figures(
+            "all_in",
+            2.5,
+            7.5,
+            4_000_000,
+            [_run(2.5, 100.0, "complete", n, 1_000_000) for n in "xyz"],
+        ),
+    }
+    b_run = [
+        _run(4.0, 100.0, "complete", "x", 1_000_000),
+        _run(4.0, 100.0, "complete", "y", 1_000_000),
+        _run(2.0, 50.0, "partial", "z", 500_000),
+    ]
+    b_all_in_run = [
+        _run(5.0, 100.0, "complete", "x", 1_000_000),
+        _run(5.0, 100.0, "complete", "y", 1_000_000),
+        _run(0.0, 0.0, "not started", "z", 0),
+    ]
+    b = {
+        **a,
+        "tag": "b-prov/fp8",
+        "provider": "B-Prov",
+        "position": 2,
+        "weight": 0.2,
+        "price_in_usd_per_m": 1.0,
+        "price_out_usd_per_m": 4.0,
+        "price_completion_usd_per_m": 4.0,
+        "throughput_p50_tps": 25.0,
+        "time_to_finish_s": 60.0,
+        "time_to_finish_h": 60.0 / 3600,
+        "output_only": _figures("output_only", 4.0, 12.0, 2_500_000, b_run),
+        "all_in": _figures("all_in", 5.0, 15.0, 2_000_000, b_all_in_run),
+    }
+    # The blend: 0.8 × 2 + 0.2 × 4 = 2.40 output, 0.8 × 0.5 + 0.2 × 1 = 0.60 input; throughput
+    # the weighted harmonic mean 1 / (0.8/50 + 0.2/25) = 41.67 tok/s, so 36 s.
+    blend_run = [_run(2.4, 100.0, "complete", n, 1_000_000) for n in "xyz"]
+    blend_all_in_run = [
+        _run(3.0, 100.0, "complete", "x", 1_000_000),
+        _run(3.0, 100.0, "complete", "y", 1_000_000),
+        _run(3.0, 100.0, "complete", "z", 1_000_000),
+    ]
+    blended = {
+        **a,
+        "tag": "blended",
+        "provider": "routing weights (load_balanced)",
+        "role": "blend",
+        "position": None,
+        "weight": 1.0,
+        "price_in_usd_per_m": 0.6,
+        "price_out_usd_per_m": 2.4,
+        "price_completion_usd_per_m": None,
+        "throughput_p50_tps": 1 / (0.8 / 50 + 0.2 / 25),
+        "time_to_finish_s": 36.0,
+        "time_to_finish_h": 0.01,
+        "output_only": _figures("output_only", 2.4, 7.2, 4_166_666, blend_run),
+        "all_in": _figures("all_in", 3.0, 9.0, 3_333_333, blend_all_in_run),
+    }
+    d = plan.to_dict()
+    assert d.pop("headline").startswith(
+        "3M output tokens at the cheapest admitted $2.00/M (A-Prov)"
+    )
+    assert d.pop("notes") == list(plan.notes)
+    assert _approx(d) == {
+        "model": None,
+        "snapshot": None,
+        "budget_usd": 10.0,
+        "output_tokens": 3_000_000,
+        "datasets": 3,
+        "dataset_names": ["x", "y", "z"],
+        "output_tokens_per_dataset": [1_000_000] * 3,
+        "reasoning_share_min": 0.25,
+        "reasoning_share_max": 0.5,
+        "target_visible_tokens_min": 1_500_000,
+        "target_visible_tokens_max": 2_250_000,
+        "prompt_tokens_per_request": 1000,
+        "output_tokens_per_request": 1000,
+        "input_tokens_per_output_token": 1.0,
+        "input_tokens": 3_000_000,
+        "requests": 3000,
+        "concurrency": 2000,
+        "routing_mode": "load_balanced",
+        "policy": None,
+        "cheapest": a,
+        "blended": blended,
+        "endpoints": [a, b],
+        "excluded": [],
+        "unmatched_entries": [],
+        "cheapest_window": None,
+    }
+    rows = plan.endpoint_rows()
+    assert [r["tag"] for r in rows] == ["a-prov/fp8", "b-prov/fp8", "blended"]
+    assert _approx(rows[1]) == {
+        "tag": "b-prov/fp8",
+        "provider": "B-Prov",
+        "verdict": None,
+        "role": "balanced",
+        "weight": 0.2,
+        "price_in_usd_per_m": 1.0,
+        "price_out_usd_per_m": 4.0,
+        "price_reasoning_usd_per_m": None,
+        "cost_usd": 12.0,
+        "shortfall_usd": 2.0,
+        "shortfall_pct": 20.0,
+        "over_budget_pct": 20.0,
+        "affordable_output_tokens": 2_500_000,
+        "affordable_output_tokens_per_dataset": 833_333,
+        "affordable_visible_tokens_min": 1_250_000,
+        "affordable_visible_tokens_max": 1_875_000,
+        "datasets_completed": 2,
+        "all_in_cost_usd": 15.0,
+        "all_in_affordable_output_tokens": 2_000_000,
+        "time_to_finish_h": 60.0 / 3600,
+    }
+    assert rows[0]["over_budget_pct"] == pytest.approx(-40.0)  # 40% under
+    frame = plan.run_frame(which="blended")
+    assert list(frame["basis"]) == ["output_only"] * 3 + ["all_in"] * 3
+    assert list(frame["cost_usd"]) == pytest.approx([2.4, 2.4, 2.4, 3.0, 3.0, 3.0])
+    assert list(plan.endpoints_frame()["price_reasoning_usd_per_m"].isna()) == [True] * 3
+
+
+def test_free_endpoint_buys_unlimited() -> None:
+    free = _ep("free-prov", "0", "0")
+    plan = plan_budget([free, _ep("paid", "2")], budget_usd=10, output_tokens="3M", datasets=3)
+    assert plan.cheapest.tag == "free-prov"
+    fig = plan.cheapest.output_only
+    assert fig.cost_usd == 0
+    assert fig.affordable_output_tokens is None
+    assert fig.affordable_output_tokens_per_dataset is None
+    assert fig.affordable_visible_tokens_min is None and fig.affordable_visible_tokens_max is None
+    assert fig.target_covered_pct is None
+    assert (fig.headroom_usd, fig.headroom_pct, fig.shortfall_usd) == (10, 100, 0)
+    assert [(r.status, r.cost_usd, r.funded_output_tokens) for r in fig.run] == [
+        ("complete", 0, 1_000_000)
+    ] * 3
+    # Free endpoints share the traffic evenly under load balancing: the blend is free too.
+    assert plan.blended.price_out_usd_per_m == 0
+    assert plan.blended.output_only.affordable_output_tokens is None
+    assert plan.headline == (
+        "3M output tokens at the cheapest admitted $0.00/M (Free-Prov) cost $0.00, 100% under the "
+        "$10.00 budget; $10.00 buys unlimited output tokens, unlimited per dataset over 3"
+    )
+
+
+def test_endpoint_under_one_dollar_per_million() -> None:
+    plan = plan_budget([_ep("cheap", "0.4", "0.1")], budget_usd=10, output_tokens="30M")
+    fig = plan.cheapest.output_only
+    assert fig.cost_usd == Decimal(12)  # 30M × $0.40/M
+    assert fig.affordable_output_tokens == 25_000_000  # $10 / $0.40 per M
+    assert fig.shortfall_usd == 2 and fig.shortfall_pct == 20
+    assert float(fig.target_covered_pct) == pytest.approx(250 / 3)
+    assert plan.cheapest.price_out_usd_per_m == Decimal("0.4")
+    assert "cheapest admitted $0.40/M" in plan.headline
+
+
+def test_targets_that_do_not_divide_evenly() -> None:
+    plan = plan_budget([_ep("p", "1")], budget_usd=1000, output_tokens=10_000_003, datasets=3)
+    # The first datasets take the remainder, one token each; they sum to the target.
+    assert plan.output_tokens_per_dataset == (3_333_335, 3_333_334, 3_333_334)
+    run = plan.cheapest.output_only.run
+    assert [r.target_output_tokens for r in run] == [3_333_335, 3_333_334, 3_333_334]
+    tiny = plan_budget([_ep("p", "1")], budget_usd=1000, output_tokens=2, datasets=3)
+    assert tiny.output_tokens_per_dataset == (1, 1, 0)
+    # A dataset with nothing to do is complete at 100%.
+    assert [(r.status, r.completed_pct) for r in tiny.cheapest.output_only.run] == [
+        ("complete", 100),
+        ("complete", 100),
+        ("complete", 100),
+    ]
+    # $4.50 at $1/M over 3 × ~3.33M: the second dataset gets the last 1,166,665 tokens.
+    short = plan_budget([_ep("p", "1")], budget_usd="4.5", output_tokens=10_000_003, datasets=3)
+    assert [r.funded_output_tokens for r in short.cheapest.output_only.run] == [
+        3_333_335,
+        1_166_665,
+        0,
+    ]
+    assert short.cheapest.output_only.affordable_output_tokens_per_dataset == 1_500_000
+
+
+def test_require_parameters_through_plan_budget() -> None:
+    with_tools = _ep("tools-prov", "3")
+    with_tools.supported_parameters = ["tools", "max_tokens"]
+    without = _ep("plain-prov", "2")
+    without.supported_parameters = ["max_tokens"]
+    block = {"require_parameters": True}
+    plan = plan_budget(
+        [with_tools, without],
+        budget_usd=10,
+        output_tokens="1M",
+        provider=block,
+        parameters=["tools"],
+    )
+    assert [e.tag for e in plan.endpoints] == ["tools-prov"]
+    assert plan.excluded == (("plain-prov", "require_parameters", "does not support tools"),)
+    assert plan.policy == {"require_parameters": True}
+    # Without require_parameters, or without tools sent, the cheaper endpoint is admitted.
+    loose = plan_budget(
+        [with_tools, without], budget_usd=10, output_tokens="1M", parameters=["tools"]
+    )
+    assert {e.tag for e in loose.endpoints} == {"tools-prov", "plain-prov"}
+    plain = plan_budget([with_tools, without], budget_usd=10, output_tokens="1M", provider=block)
+    assert plain.cheapest.tag == "plain-prov"
+
+
+def test_unmatched_only_entry(snap: Snapshot) -> None:
+    plan = plan_budget(
+        snap, budget_usd=100, output_tokens="60M", provider={"only": ["chutes", "gone-x"]}
+    )
+    assert plan.unmatched_entries == ("gone-x",)
+    assert [e.tag for e in plan.endpoints] == ["chutes/int4"]

@@ -420,3 +420,58 @@ def test_cli_check_write_needs_the_spec(runner: CliRunner, tmp_path: Path) -> No
     )
     assert given.exit_code == 0, given.output
     assert "chutes/int4" not in yaml.safe_load(policy.read_text())["provider"]["order"]
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (4, "4th"),
+        (11, "11th"),
+        (12, "12th"),
+        (13, "13th"),
+        (21, "21st"),
+        (22, "22nd"),
+        (23, "23rd"),
+        (111, "111th"),
+    ],
+)
+def test_ordinals(n: int, text: str) -> None:
+    from openrouter_probe.drift import _ordinal
+
+    assert _ordinal(n) == text
+
+
+def test_two_endpoints_of_one_provider_retagged_are_not_paired(tmp_path: Path) -> None:
+    def two(by_tag, endpoints):
+        endpoints.append(dict(by_tag["chutes/int4"], tag="chutes/turbo"))
+
+    before = load_snapshot(_edited(tmp_path, two))
+    compiled = compile_policy(load_spec(SPEC), before)
+
+    def retag(by_tag, endpoints):
+        two(by_tag, endpoints)
+        by_tag["chutes/int4"].update(tag="chutes/fp4", quantization="fp4")
+        endpoints[-1].update(tag="chutes/fp8", quantization="fp8")
+
+    report = check_policy(compiled, load_snapshot(_edited(tmp_path, retag)))
+    kinds = sorted((c.kind, c.tag) for c in report.changes if c.tag)
+    assert kinds == [
+        ("added", "chutes/fp4"),
+        ("added", "chutes/fp8"),
+        ("ordered-gone", "chutes/int4"),
+        ("ordered-gone", "chutes/turbo"),
+    ]
+
+
+def test_a_free_price_that_rises(tmp_path: Path) -> None:
+    def free(by_tag, _):
+        by_tag["deepinfra/int4"]["pricing"]["prompt"] = "0"
+
+    compiled = compile_policy(load_spec(SPEC), load_snapshot(_edited(tmp_path, free)))
+    report = check_policy(compiled, bundled_snapshot())
+    assert [c.message for c in report.changes] == [
+        "deepinfra/int4 input price $0/M -> $0.45/M (+100.0%, threshold ±5%)"
+    ]
