@@ -308,6 +308,24 @@ def _compiled_blend(decisions: Sequence[Decision]) -> float | None:
     return round(sum(w * p for w, p in priced) / total, 4) if total > 0 else None
 
 
+def _ranked(what: str, endpoint: Endpoint, position: int, now: RouteDecision) -> str:
+    """``what`` is admitted at its price, and where it ranks (behind how many dearer ones)."""
+    price = endpoint.pricing.completion_usd_per_m
+    if price is None:
+        return f"{what} is admitted, with no output price"
+    dearer = sum(
+        1
+        for d in now.candidates[: position - 1]
+        if (p := d.endpoint.pricing.completion_usd_per_m) is not None and p > price
+    )
+    rank = f"ranks {_ordinal(position)}"
+    if not dearer:
+        return f"{what} is admitted at ${price:.2f}/M and {rank}"
+    return f"{what} is admitted at ${price:.2f}/M but {rank} behind {dearer} dearer " + (
+        "one" if dearer == 1 else "ones"
+    )
+
+
 def _effects(policy: CompiledPolicy, snapshot: Snapshot, now: RouteDecision) -> list[str]:
     """What the changes do to the policy as it stands (its block re-routed on the new snapshot)."""
     effects = []
@@ -326,25 +344,13 @@ def _effects(policy: CompiledPolicy, snapshot: Snapshot, now: RouteDecision) -> 
         )
     if not now.candidates:
         effects.append("the policy admits no endpoint any more: every request would fail")
+    known = {d.tag for d in policy.decisions}
     for c in now.candidates:
         if c.endpoint.tag in was:
             continue
-        price = c.endpoint.pricing.completion_usd_per_m
-        if price is None:
-            effects.append(f"new endpoint {c.endpoint.tag} is admitted, with no output price")
-            continue
-        dearer = sum(
-            1
-            for d in now.candidates[: c.position - 1]
-            if (p := d.endpoint.pricing.completion_usd_per_m) is not None and p > price
-        )
-        rank = f"ranks {_ordinal(c.position)}"
-        effects.append(
-            f"new endpoint {c.endpoint.tag} is admitted at ${price:.2f}/M but {rank} behind "
-            f"{dearer} dearer {'one' if dearer == 1 else 'ones'}"
-            if dearer
-            else f"new endpoint {c.endpoint.tag} is admitted at ${price:.2f}/M and {rank}"
-        )
+        tag = c.endpoint.tag
+        what = f"{tag}, excluded before," if tag in known else f"new endpoint {tag}"
+        effects.append(_ranked(what, c.endpoint, c.position, now))
     return effects
 
 

@@ -475,3 +475,36 @@ def test_a_free_price_that_rises(tmp_path: Path) -> None:
     assert [c.message for c in report.changes] == [
         "deepinfra/int4 input price $0/M -> $0.45/M (+100.0%, threshold ±5%)"
     ]
+
+
+def test_endpoints_admitted_now_are_ranked(tmp_path: Path) -> None:
+    def edit(by_tag, _):
+        by_tag["together"].update(quantization="int4")  # $2.80/M
+        by_tag["novita"].update(quantization="int4")
+        by_tag["novita"]["pricing"]["completion"] = "0.000001"
+
+    report = _check(tmp_path, edit)
+    assert report.effects == [
+        "novita, excluded before, is admitted at $1.00/M but ranks 7th behind 6 dearer ones",
+        "together, excluded before, is admitted at $2.80/M but ranks 8th behind 1 dearer one",
+    ]
+    assert str(report.changes[-1]) == (
+        "DRIFT admitted: admitted set changed: newly admitted: novita, together"
+    )
+
+
+def test_a_new_endpoint_that_ranks_first_under_sort(tmp_path: Path) -> None:
+    spec = parse_spec({"model": "moonshotai/kimi-k2.5", "precision": "native", "strategy": "sort"})
+    compiled = compile_policy(spec, bundled_snapshot())
+
+    def edit(by_tag, endpoints):
+        new = dict(by_tag["chutes/int4"], tag="nebius/int4", provider_name="Nebius")
+        new["pricing"] = dict(new["pricing"], completion="0.000001")
+        endpoints.append(new)
+
+    report = check_policy(compiled, load_snapshot(_edited(tmp_path, edit)))
+    assert report.effects == [
+        "order now starts with nebius/int4 (the first entry, chutes/int4, is now 2nd)",
+        "new endpoint nebius/int4 is admitted at $1.00/M and ranks 1st",
+        "blended output price $2.20/M -> $1.02/M",
+    ]
