@@ -149,20 +149,20 @@ def _signed_pct(old: float, new: float) -> float:
     return (new - old) / old * 100 if old else 100.0
 
 
+def _slug(tag: str) -> str:
+    return tag.partition("/")[0]
+
+
 def _retags(
     old: dict[str, Decision], new: dict[str, Endpoint], gone: set[str], added: set[str]
 ) -> list[tuple[str, str]]:
     """Pairs (old tag, new tag) where one provider's only gone endpoint became its only new one."""
     pairs = []
     for tag in sorted(gone):
-        slug = tag.split("/", 1)[0]
         mates = [
-            a
-            for a in added
-            if a.split("/", 1)[0] == slug and new[a].provider_name == old[tag].provider
+            a for a in added if _slug(a) == _slug(tag) and new[a].provider_name == old[tag].provider
         ]
-        lost = [g for g in gone if g.split("/", 1)[0] == slug]
-        if len(mates) == 1 and len(lost) == 1:
+        if len(mates) == 1 and [_slug(g) for g in gone].count(_slug(tag)) == 1:
             pairs.append((tag, mates[0]))
     return pairs
 

@@ -915,6 +915,9 @@ def test_require_parameters_through_plan_budget() -> None:
     )
     assert [e.tag for e in plan.endpoints] == ["tools-prov"]
     assert plan.excluded == (("plain-prov", "require_parameters", "does not support tools"),)
+    assert plan.to_dict()["excluded"] == [
+        {"tag": "plain-prov", "reason": "require_parameters", "detail": "does not support tools"}
+    ]
     assert plan.policy == {"require_parameters": True}
     # Without require_parameters, or without tools sent, the cheaper endpoint is admitted.
     loose = plan_budget(
@@ -931,3 +934,95 @@ def test_unmatched_only_entry(snap: Snapshot) -> None:
     )
     assert plan.unmatched_entries == ("gone-x",)
     assert [e.tag for e in plan.endpoints] == ["chutes/int4"]
+
+
+def _at(override: dict, when: time) -> Decimal | None:
+    """The output price at ``when`` with one time override ($1/M inside, $2/M outside)."""
+    pricing = _ep("p", "2", overrides=[{**override, "completion": _m("1")}]).pricing
+    return effective_pricing(pricing, at=when).completion_usd_per_m
+
+
+@pytest.mark.parametrize(
+    ("window", "when", "inside"),
+    [
+        ({"utc_start": 900, "utc_end": 1700}, time(9, 0), True),  # the start is inside
+        ({"utc_start": 900, "utc_end": 1700}, time(16, 59), True),
+        ({"utc_start": 900, "utc_end": 1700}, time(17, 0), False),  # the end is not
+        ({"utc_start": 900, "utc_end": 1700}, time(8, 59), False),
+        ({"utc_start": 0, "utc_end": 600}, time(0, 0), True),  # 0000 is midnight, a clock time
+        ({"utc_start": 1059, "utc_end": 1100}, time(10, 59), True),  # minute 59 is valid
+        ({"utc_start": 2300, "utc_end": 2400}, time(23, 59), True),  # 2400 ends the day
+        ({"utc_start": 2200}, time(23, 0), True),  # no end: until midnight
+        ({"utc_start": 2200}, time(12, 0), False),
+        ({"utc_end": 600}, time(0, 0), True),  # no start: from midnight
+        ({"utc_end": 600}, time(5, 59), True),
+        ({"utc_end": 600}, time(6, 0), False),
+        ({"utc_start": 800, "utc_end": 800}, time(8, 0), False),  # start = end: an empty window
+        ({"utc_start": 800, "utc_end": 800}, time(12, 0), False),
+        # Not clock times: the entry never applies (at midnight or at noon).
+        ({"utc_start": 1060, "utc_end": 1200}, time(11, 0), False),
+        ({"utc_start": 2500, "utc_end": 100}, time(0, 30), False),
+        ({"utc_start": 2430, "utc_end": 100}, time(0, 30), False),
+        ({"utc_start": 1000, "utc_end": 2460}, time(12, 0), False),
+        ({"utc_start": -100, "utc_end": 600}, time(0, 0), False),
+        ({"utc_start": -100, "utc_end": 600}, time(12, 0), False),
+    ],
+)
+def test_time_windows(window: dict, when: time, inside: bool) -> None:
+    assert _at(window, when) == (Decimal(1) if inside else Decimal(2))
+
+
+def test_window_labels_and_clock_values() -> None:
+    from openrouter_probe.pricing import PriceWindow, _minutes
+
+    base = _ep("p", "2").pricing
+    assert PriceWindow(2205, 605, base).label == "22:05-06:05 UTC"
+    assert PriceWindow(0, 2400, base).label == "00:00-24:00 UTC"
+    assert _minutes(True) is None and _minutes("1630") is None
+    assert (_minutes(0), _minutes(2359), _minutes(2400)) == (0, 1439, 1440)
+    late = _ep("p", "2", overrides=[{"utc_start": 2205, "utc_end": 605, "completion": _m("1")}])
+    plan = plan_budget([late], budget_usd=100, output_tokens="1M")
+    assert plan.cheapest_window is not None and plan.cheapest_window.label == "22:05-06:05 UTC"
+
+
+def test_to_dict_nulls_and_listed_prices() -> None:
+    no_input = _ep("no-input", "2")
+    no_input.pricing.prompt = None
+    plan = plan_budget(
+        [no_input, _ep("free", "0", "0"), _ep("gem", "3", internal_reasoning=_m("4"))],
+        budget_usd=10,
+        output_tokens="1M",
+        reasoning_share="0.5",
+    )
+    by_tag = {e["tag"]: e for e in plan.to_dict()["endpoints"]}
+    assert by_tag["no-input"]["price_in_usd_per_m"] is None
+    assert by_tag["no-input"]["all_in"] is None
+    assert by_tag["free"]["output_only"]["target_covered_pct"] is None
+    assert by_tag["free"]["output_only"]["affordable_output_tokens"] is None
+    assert by_tag["gem"]["price_reasoning_usd_per_m"] == 4.0
+    assert by_tag["gem"]["price_completion_usd_per_m"] == 3.0
+    assert by_tag["gem"]["price_out_usd_per_m"] == 3.5  # 3 × 0.5 + 4 × 0.5
+    rows = {r["tag"]: r for r in plan.endpoint_rows()}
+    assert rows["gem"]["price_reasoning_usd_per_m"] == 4.0
+    assert rows["no-input"]["price_in_usd_per_m"] is None
+    frame = plan.endpoints_frame()
+    text = ("tag", "provider", "verdict", "role")
+    assert {c: str(frame[c].dtype) for c in frame.columns if c not in text} == {
+        "weight": "float64",
+        "price_in_usd_per_m": "float64",
+        "price_out_usd_per_m": "float64",
+        "price_reasoning_usd_per_m": "float64",
+        "cost_usd": "float64",
+        "shortfall_usd": "float64",
+        "shortfall_pct": "float64",
+        "over_budget_pct": "float64",
+        "affordable_output_tokens": "Int64",
+        "affordable_output_tokens_per_dataset": "Int64",
+        "affordable_visible_tokens_min": "Int64",
+        "affordable_visible_tokens_max": "Int64",
+        "datasets_completed": "int64",
+        "all_in_cost_usd": "float64",
+        "all_in_affordable_output_tokens": "Int64",
+        "time_to_finish_h": "float64",
+    }
+    assert frame.loc[frame.tag == "free", "affordable_output_tokens"].isna().all()

@@ -264,6 +264,7 @@ def test_a_new_cheaper_endpoint_ranks_behind_dearer_ones(tmp_path: Path) -> None
         "deepinfra/int4, siliconflow/int4, atlas-cloud/int4, parasail/int4, moonshotai/int4)"
         in report.effects
     )
+    assert "blended output price after a re-compile $2.20/M -> $1.90/M" in report.effects
     # Nebius first (uptime 98.4% copied from Chutes), Chutes takes 1.6% × 98.4% at $2.20/M, ...
     assert report.blended_recompiled_usd_per_m == pytest.approx(
         0.984 * 1.9 + 0.016 * 0.984 * 2.2 + 0.016 * 0.016 * 0.997 * 2.25, abs=1e-4
@@ -507,4 +508,172 @@ def test_a_new_endpoint_that_ranks_first_under_sort(tmp_path: Path) -> None:
         "order now starts with nebius/int4 (the first entry, chutes/int4, is now 2nd)",
         "new endpoint nebius/int4 is admitted at $1.00/M and ranks 1st",
         "blended output price $2.20/M -> $1.02/M",
+    ]
+
+
+# -- the rest of what a wrong drift decision would change ---------------------------------------------
+
+
+def test_json_document_by_key(runner: CliRunner, tmp_path: Path) -> None:
+    path = _edited(tmp_path, lambda by_tag, _: by_tag["deepinfra/int4"].update(status=-2))
+    result = runner.invoke(
+        cli, ["policy", "check", str(POLICY), "--snapshot", str(path), "--format", "json"]
+    )
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    new_sha = load_snapshot(path).sha256
+    assert doc == {
+        "model": "moonshotai/kimi-k2.5",
+        "drift": False,
+        "compiled_snapshot": load_compiled_policy(POLICY).provenance["snapshot"]["sha256"],
+        "new_snapshot": new_sha,
+        "changes": [
+            {
+                "kind": "status",
+                "tag": "deepinfra/int4",
+                "message": "deepinfra/int4 status 0 -> -2",
+                "matters": False,
+            }
+        ],
+        "effects": [
+            "a re-compile gives the same provider block (its recorded decisions are refreshed)"
+        ],
+        "blended_output_usd_per_m": {"compiled": 2.2008, "now": 2.2008, "recompiled": 2.2008},
+        "recompiled": {"provider": load_compiled_policy(POLICY).provider.to_request()},
+        "fix": "nothing to do: no change touches what the policy admits, orders or pays",
+    }
+
+
+def test_render_head_and_verdict_lines(tmp_path: Path) -> None:
+    report = _check(tmp_path, lambda by_tag, eps: eps.remove(by_tag["chutes/int4"]))
+    lines = report.render().splitlines()
+    assert lines[0] == (
+        "moonshotai/kimi-k2.5: policy compiled on snapshot sha256:a647eec58c5b, checked against "
+        f"{report.new_snapshot[:19]}"
+    )
+    assert lines[-2] == "drift"
+    assert report.to_dict()["recompiled"] is None  # no spec given
+    assert report.to_dict()["blended_output_usd_per_m"]["recompiled"] is None
+
+
+def test_find_spec_without_a_spec_in_provenance() -> None:
+    compiled = load_compiled_policy(POLICY)
+    for spec in ("kimi-k2.5.spec.yaml", {"sha256": "sha256:x"}, None):
+        compiled.provenance["spec"] = spec
+        assert find_spec(compiled, POLICY) == (
+            None,
+            None,
+            "the policy's provenance names no spec file",
+        )
+
+
+def test_unchanged_prices_at_a_zero_threshold() -> None:
+    report = check_policy(load_compiled_policy(POLICY), bundled_snapshot(), price_threshold_pct=0)
+    assert report.changes == []
+
+
+def test_a_move_exactly_at_the_threshold_is_not_reported(tmp_path: Path) -> None:
+    def raise_price(by_tag, _):
+        by_tag["deepinfra/int4"]["pricing"]["completion"] = "0.0000025"  # 2.25 -> 2.50
+
+    exactly = (2.5 - 2.25) / 2.25 * 100
+    report = _check(tmp_path, raise_price, price_threshold_pct=exactly)
+    assert report.changes == []
+
+
+def test_one_price_gone_or_appearing_does_not_hide_the_other(tmp_path: Path) -> None:
+    def edit(by_tag, _):
+        by_tag["deepinfra/int4"]["pricing"].pop("prompt")
+        by_tag["deepinfra/int4"]["pricing"]["completion"] = "0.000003"
+        by_tag["fireworks"]["pricing"].pop("prompt")  # excluded: info
+
+    report = _check(tmp_path, edit)
+    assert [(c.kind, c.tag, c.matters, c.message) for c in report.changes] == [
+        ("price", "deepinfra/int4", True, "deepinfra/int4 input price ($0.45/M) is gone"),
+        (
+            "price",
+            "deepinfra/int4",
+            True,
+            "deepinfra/int4 output price $2.25/M -> $3/M (+33.3%, threshold ±5%)",
+        ),
+        ("price", "fireworks", False, "fireworks input price ($0.6/M) is gone"),
+    ]
+    # Compiled without the input prices, checked where they are back and one output moved.
+    compiled = compile_policy(load_spec(SPEC), load_snapshot(tmp_path / "fresh.json"))
+    back = check_policy(compiled, bundled_snapshot())
+    assert [(c.tag, c.matters, c.message) for c in back.changes] == [
+        ("deepinfra/int4", True, "deepinfra/int4 input price appears: $0.45/M"),
+        (
+            "deepinfra/int4",
+            True,
+            "deepinfra/int4 output price $3/M -> $2.25/M (-25.0%, threshold ±5%)",
+        ),
+        ("fireworks", False, "fireworks input price appears: $0.6/M"),
+    ]
+
+
+def test_no_input_price_either_side_still_checks_the_output(tmp_path: Path) -> None:
+    def no_input(by_tag, _):
+        by_tag["deepinfra/int4"]["pricing"].pop("prompt")
+
+    compiled = compile_policy(load_spec(SPEC), load_snapshot(_edited(tmp_path, no_input)))
+
+    def also_dearer(by_tag, endpoints):
+        no_input(by_tag, endpoints)
+        by_tag["deepinfra/int4"]["pricing"]["completion"] = "0.000003"
+
+    report = check_policy(compiled, load_snapshot(_edited(tmp_path, also_dearer)))
+    assert [c.message for c in report.changes] == [
+        "deepinfra/int4 output price $2.25/M -> $3/M (+33.3%, threshold ±5%)"
+    ]
+
+
+def test_retag_details(tmp_path: Path) -> None:
+    # Same quantization under a new tag: still admitted.
+    same = _check(tmp_path, lambda by_tag, _: by_tag["chutes/int4"].update(tag="chutes/int4-v2"))
+    assert str(same.changes[0]) == (
+        "DRIFT quantization: Chutes: chutes/int4 is now chutes/int4-v2 (quantization 'int4' -> "
+        "'int4'); the block ADMITS it"
+    )
+    # An excluded provider retagged stays excluded: info.
+    fw = _check(
+        tmp_path,
+        lambda by_tag, _: by_tag["fireworks"].update(tag="fireworks/nvfp4", quantization="nvfp4"),
+    )
+    assert [(c.kind, c.matters) for c in fw.changes] == [("quantization", False)]
+    # Another provider's name under the same slug is not the same provider.
+    other = _check(
+        tmp_path,
+        lambda by_tag, _: by_tag["chutes/int4"].update(tag="chutes/fp4", provider_name="Chutes 2"),
+    )
+    assert sorted((c.kind, c.tag) for c in other.changes if c.tag) == [
+        ("added", "chutes/fp4"),
+        ("ordered-gone", "chutes/int4"),
+    ]
+
+
+def test_quantization_change_that_admits_an_endpoint_matters(tmp_path: Path) -> None:
+    report = _check(tmp_path, lambda by_tag, _: by_tag["together"].update(quantization="int4"))
+    assert [(c.kind, c.tag, c.matters) for c in report.changes] == [
+        ("quantization", "together", True),
+        ("admitted", None, True),
+    ]
+
+
+def test_recompile_effects_name_added_keys(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.read_text() + "zdr: true\nmax_price: {output_usd_per_m: 2.5}\n")
+    report = check_policy(
+        load_compiled_policy(POLICY),
+        load_snapshot(_edited(tmp_path, lambda by_tag, eps: eps.remove(by_tag["parasail/int4"]))),
+        spec=load_spec(spec),
+        spec_file=str(spec),
+    )
+    assert report.effects == [
+        'a re-compile sets provider.max_price to {"completion": 2.5} (now unset)',
+        # atlas-cloud ($2.60/M) and moonshotai ($3/M) are over max_price
+        "a re-compile sets provider.order to chutes/int4, deepinfra/int4, siliconflow/int4 "
+        "(now chutes/int4, deepinfra/int4, siliconflow/int4, atlas-cloud/int4, "
+        "parasail/int4, moonshotai/int4)",
+        "a re-compile sets provider.zdr to True (now unset)",
     ]
