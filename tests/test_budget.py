@@ -1026,3 +1026,137 @@ def test_to_dict_nulls_and_listed_prices() -> None:
         "time_to_finish_h": "float64",
     }
     assert frame.loc[frame.tag == "free", "affordable_output_tokens"].isna().all()
+
+
+# -- the job's numbers and the planner's edges --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"datasets": True}, r"datasets \(--datasets\): True must be a whole number >= 1"),
+        ({"datasets": 1.5}, r"--datasets\): 1.5 must be"),
+        ({"concurrency": True}, r"concurrency \(--concurrency\): True must be"),
+        ({"prompt_to_output_ratio": -1}, r"--prompt-ratio: -1 must be >= 0"),
+        (
+            {
+                "prompt_to_output_ratio": 0.2,
+                "prompt_tokens_per_request": 800,
+                "output_tokens_per_request": 4000,
+            },
+            "give --prompt-ratio or --prompt-tokens with --output-tokens-per-request, not both",
+        ),
+        ({"output_tokens_per_request": 0}, "--output-tokens-per-request must be more than 0"),
+        ({"budget_usd": "-0.01"}, r"budget_usd \(--budget-usd\): -0.01 is not a positive amount"),
+    ],
+)
+def test_bad_job(kwargs: dict, match: str) -> None:
+    args = {"budget_usd": 100, "output_tokens": "60M", **kwargs}
+    with pytest.raises(ConfigError, match=match):
+        plan_budget([_ep("p", "2")], **args)
+
+
+def test_job_counts() -> None:
+    both = plan_budget(
+        [_ep("p", "2")],
+        budget_usd=1,
+        output_tokens="60M",
+        output_tokens_per_dataset="10M",
+        datasets=6,
+    )
+    assert both.output_tokens == 60_000_000 and both.output_tokens_per_dataset == (10_000_000,) * 6
+    # 60M / 7000 per request is 8571.4: 8572 requests, each with its prompt.
+    uneven = plan_budget(
+        [_ep("p", "2")],
+        budget_usd=1,
+        output_tokens="60M",
+        prompt_tokens_per_request=100,
+        output_tokens_per_request=7000,
+    )
+    assert uneven.requests == 8572 and uneven.input_tokens == 857_200
+    by_ratio = plan_budget(
+        [_ep("p", "2")], budget_usd=1, output_tokens=1000, prompt_to_output_ratio="0.3333"
+    )
+    assert by_ratio.input_tokens == 333 and by_ratio.requests is None  # rounded down
+    assert by_ratio.input_tokens_per_output_token == Decimal("0.3333")
+    zero = plan_budget([_ep("p", "2")], budget_usd=1, output_tokens=1000, prompt_to_output_ratio=0)
+    assert zero.input_tokens == 0 and zero.cheapest.all_in is not None
+
+
+def test_run_with_exactly_the_money_for_a_dataset() -> None:
+    plan = plan_budget(
+        [_ep("p", "2.2")], budget_usd=22, output_tokens_per_dataset="10M", datasets=2
+    )
+    run = plan.cheapest.output_only.run
+    assert [(r.status, r.funded_output_tokens, r.cost_usd) for r in run] == [
+        ("complete", 10_000_000, Decimal(22)),
+        ("not started", 0, Decimal(0)),
+    ]
+    assert plan.cheapest.output_only.shortfall_usd == 22
+    assert plan.cheapest.output_only.shortfall_pct == 100
+
+
+def test_time_needs_a_positive_throughput() -> None:
+    stalled = _ep("p", "2")
+    stalled.throughput_last_30m = Percentiles(p50=0)
+    plan = plan_budget([stalled], budget_usd=1, output_tokens="1M")
+    assert plan.cheapest.time_to_finish_s is None
+    assert plan.blended.throughput_p50_tps is None and plan.blended.time_to_finish_s is None
+    bare = plan_budget([_ep("p", "2")], budget_usd=1, output_tokens="1M")
+    assert "some endpoints carry no throughput stats (they need an API key): no time" in bare.notes
+    fast = _ep("p", "2")
+    fast.throughput_last_30m = Percentiles(p50=100)
+    timed = plan_budget([fast], budget_usd=1, output_tokens="1M", concurrency=10)
+    assert timed.cheapest.time_to_finish_s == 1000.0  # 1M / (100 × 10)
+    assert not any("throughput stats" in n for n in timed.notes)
+
+
+def test_cheapest_ties_break_on_input_price_then_position() -> None:
+    dear_in, cheap_in = _ep("dear-in", "2", "0.5"), _ep("cheap-in", "2", "0.3")
+    plan = plan_budget([dear_in, cheap_in], budget_usd=1, output_tokens="1M")
+    assert plan.cheapest.tag == "cheap-in"
+    no_in = _ep("no-in", "2", "0.3")
+    no_in.pricing.prompt = None  # a missing input price counts as 0 for the tie
+    plan = plan_budget([cheap_in, no_in], budget_usd=1, output_tokens="1M")
+    assert plan.cheapest.tag == "no-in"
+    first, second = _ep("first", "2", "0.3"), _ep("second", "2", "0.3")
+    ordered = plan_budget(
+        [first, second], budget_usd=1, output_tokens="1M", provider={"order": ["second", "first"]}
+    )
+    assert ordered.cheapest.tag == "second"
+
+
+def test_blend_without_input_prices_or_weights() -> None:
+    a, b = _ep("a", "2"), _ep("b", "4")
+    a.pricing.prompt = None
+    b.pricing.prompt = None
+    plan = plan_budget([a, b], budget_usd=1, output_tokens="1M")
+    assert plan.blended.price_in_usd_per_m is None and plan.blended.all_in is None
+    # The only stable endpoint is unpriced, the priced one is degraded: no priced endpoint carries
+    # traffic in the model, so the blend spreads evenly over the priced ones.
+    unpriced = _ep("unpriced", "2")
+    unpriced.pricing.completion = None
+    degraded = _ep("degraded", "3")
+    degraded.status = -2
+    even = plan_budget([unpriced, degraded], budget_usd=1, output_tokens="1M")
+    assert [e.tag for e in even.endpoints] == ["degraded"]
+    assert even.endpoints[0].weight == 0.0
+    assert even.blended.price_out_usd_per_m == Decimal(3)
+
+
+def test_plan_errors_name_where() -> None:
+    unpriced = _ep("unpriced", "2")
+    unpriced.pricing.completion = None
+    with pytest.raises(
+        SnapshotError, match=r"^the endpoints given: no endpoint of the model lists"
+    ):
+        plan_budget([unpriced], budget_usd=1, output_tokens="1M")
+    with pytest.raises(PolicyError, match=r"admits no priced endpoint of m/x \(1 excluded\)"):
+        plan_budget(
+            [unpriced, _ep("priced", "2")],
+            budget_usd=1,
+            output_tokens="1M",
+            provider={"only": ["unpriced"]},
+            model="m/x",
+        )
+    assert plan_budget([_ep("p", "2")], budget_usd=1, output_tokens=1, provider={}).policy == {}
