@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "check_policy": "openrouter_probe.drift",
     "compile_policy": "openrouter_probe.policy",
     "default_registry": "openrouter_probe.precision",
+    "effective_pricing": "openrouter_probe.pricing",
     "lint_block": "openrouter_probe.lint",
     "load_compiled_policy": "openrouter_probe.policy",
     "load_snapshot": "openrouter_probe.snapshot",
@@ -64,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "parse_provider_page": "openrouter_probe.scrape",
     "parse_token_count": "openrouter_probe.quantities",
     "plan_budget": "openrouter_probe.budget",
+    "price_windows": "openrouter_probe.pricing",
     "probe": "openrouter_probe.snapshot",
     "route": "openrouter_probe.routing",
 }
@@ -105,6 +107,7 @@ __all__ = [
     "check_policy",
     "compile_policy",
     "default_registry",
+    "effective_pricing",
     "lint_block",
     "load_compiled_policy",
     "load_snapshot",
@@ -113,6 +116,7 @@ __all__ = [
     "parse_provider_page",
     "parse_token_count",
     "plan_budget",
+    "price_windows",
     "probe",
     "route",
 ]
@@ -144,6 +148,7 @@ if TYPE_CHECKING:
         load_spec,
     )
     from openrouter_probe.precision import PrecisionRegistry, default_registry
+    from openrouter_probe.pricing import effective_pricing, price_windows
     from openrouter_probe.quantities import parse_token_count
     from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
     from openrouter_probe.schema import (
