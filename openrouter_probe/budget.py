@@ -376,21 +376,16 @@ def _route_priced(
     return decision, priced
 
 
-def _plan(
+def _per_endpoint(
     job: Job,
-    endpoints: Sequence[Endpoint],
-    block: ProviderBlock,
-    parameters: frozenset[str],
-    *,
+    decision: RouteDecision,
+    priced: Sequence[tuple[Endpoint, _Price]],
     registry: PrecisionRegistry,
     model: str | None,
-    provenance: str | None,
-    policy: dict[str, Any] | None,
-) -> BudgetPlan:
-    """Route the job's endpoints under ``block``, price every admitted one, then the blend."""
-    decision, priced = _route_priced(job, endpoints, block, parameters, model)
+) -> list[EndpointBudget]:
+    """The job's figures at every admitted, priced endpoint, in routing order."""
     by_tag = {c.endpoint.tag: c for c in decision.candidates}
-    per_endpoint = [
+    return [
         _endpoint_budget(
             job,
             tag=e.tag,
@@ -404,14 +399,12 @@ def _plan(
         )
         for e, p in priced
     ]
-    cheapest = min(
-        per_endpoint,
-        key=lambda b: (
-            b.price_out_usd_per_m,
-            b.price_in_usd_per_m if b.price_in_usd_per_m is not None else Decimal(0),
-            b.position or 0,
-        ),
-    )
+
+
+def _blended(
+    job: Job, decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
+) -> EndpointBudget:
+    """The job's figures at the routing blend (no listed completion/reasoning price of its own)."""
     blend_price, blend_tps = _blend(decision, priced)
     blended = _endpoint_budget(
         job,
@@ -424,7 +417,32 @@ def _plan(
         price=blend_price,
         throughput_tps=blend_tps,
     )
-    blended = _no_listed_prices(blended)
+    return replace(blended, price_completion_usd_per_m=None, price_reasoning_usd_per_m=None)
+
+
+def _plan(
+    job: Job,
+    endpoints: Sequence[Endpoint],
+    block: ProviderBlock,
+    parameters: frozenset[str],
+    *,
+    registry: PrecisionRegistry,
+    model: str | None,
+    provenance: str | None,
+    policy: dict[str, Any] | None,
+) -> BudgetPlan:
+    """Route the job's endpoints under ``block``, price every admitted one, then the blend."""
+    decision, priced = _route_priced(job, endpoints, block, parameters, model)
+    per_endpoint = _per_endpoint(job, decision, priced, registry, model)
+    cheapest = min(
+        per_endpoint,
+        key=lambda b: (
+            b.price_out_usd_per_m,
+            b.price_in_usd_per_m if b.price_in_usd_per_m is not None else Decimal(0),
+            b.position or 0,
+        ),
+    )
+    blended = _blended(job, decision, priced)
     unmatched = _unmatched(block, endpoints)
     window = _cheapest_window(job, priced, {e.tag: e for e in endpoints})
     return BudgetPlan(
@@ -453,8 +471,3 @@ def _plan(
         unmatched_entries=unmatched,
         cheapest_window=window,
     )
-
-
-def _no_listed_prices(blended: EndpointBudget) -> EndpointBudget:
-    """The blend has no listed completion/reasoning price of its own, only the weighted one."""
-    return replace(blended, price_completion_usd_per_m=None, price_reasoning_usd_per_m=None)
