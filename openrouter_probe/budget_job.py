@@ -181,12 +181,12 @@ def _run(job: Job, price_usd_per_m: Decimal) -> tuple[DatasetRun, ...]:
     remaining = job.budget_usd
     runs = []
     for name, target in zip(job.names, job.targets, strict=True):
-        full_cost = Decimal(target) * price_usd_per_m / _MILLION
-        if price_usd_per_m == 0 or remaining >= full_cost:
-            funded, cost = target, full_cost
-        else:
-            funded = min(target, floor_tokens(remaining / price_usd_per_m * _MILLION))
-            cost = Decimal(funded) * price_usd_per_m / _MILLION
+        funded = (
+            target
+            if price_usd_per_m == 0
+            else min(target, floor_tokens(remaining / price_usd_per_m * _MILLION))
+        )
+        cost = Decimal(funded) * price_usd_per_m / _MILLION
         remaining -= cost
         pct = Decimal(funded) / Decimal(target) * _HUNDRED if target else _HUNDRED
         status: Status = "complete" if funded >= target else "partial" if funded else "not started"

@@ -71,10 +71,8 @@ def _minutes(hhmm: Any) -> int | None:
 
 
 def _utc_minutes(at: time | datetime) -> int:
-    if isinstance(at, datetime):
-        if at.tzinfo is not None:
-            at = at.astimezone(UTC)
-        return at.hour * 60 + at.minute
+    if isinstance(at, datetime) and at.tzinfo is not None:
+        at = at.astimezone(UTC)
     return at.hour * 60 + at.minute
 
 
@@ -143,7 +141,7 @@ def price_windows(pricing: Pricing, *, prompt_tokens: int | None = None) -> list
     for entry in pricing.overrides or ():
         window = _window(entry)
         if window is not None:
-            cuts.update(m for m in window if 0 <= m <= _DAY_MIN)
+            cuts.update(window)  # clock times: 0..1440 minutes
     bounds = sorted(cuts)
     pieces: list[list[Any]] = []
     for start, end in pairwise(bounds):

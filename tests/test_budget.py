@@ -19,7 +19,7 @@ from openrouter_probe.budget import (
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
 from openrouter_probe.pricing import effective_pricing, price_windows
 from openrouter_probe.quantities import format_tokens, parse_reasoning_share, parse_token_count
-from openrouter_probe.routing import RequestParams, RouteDecision, route
+from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
 from openrouter_probe.schema import Endpoint, Percentiles
 from openrouter_probe.snapshot import Snapshot, bundled_snapshot
 
@@ -1160,3 +1160,148 @@ def test_plan_errors_name_where() -> None:
             model="m/x",
         )
     assert plan_budget([_ep("p", "2")], budget_usd=1, output_tokens=1, provider={}).policy == {}
+
+
+# -- more of what a wrong planner would change (mutation survivors) -----------------------------------
+
+
+def test_defaults_and_where_the_plan_comes_from(snap: Snapshot) -> None:
+    plan = plan_budget(snap, budget_usd=100, output_tokens="60M")
+    assert (plan.datasets, plan.dataset_names) == (1, ("1",))
+    assert plan.model == MODEL and plan.snapshot == snap.provenance and plan.snapshot
+    assert plan.input_tokens is None and plan.requests is None
+    three = plan_budget(snap, budget_usd=100, output_tokens="60M", datasets=3)
+    assert three.dataset_names == ("1", "2", "3")
+    # Notes that do not apply are not there.
+    plain = plan_budget([_ep("p", "2")], budget_usd=1, output_tokens="1M", prompt_to_output_ratio=1)
+    assert not any("all-in figures need the prompt size" in n for n in plain.notes)
+    assert not any("price long prompts" in n or "internal_reasoning" in n for n in plain.notes)
+    with pytest.raises(ConfigError, match="the target must be more than 0 tokens"):
+        plan_budget(snap, budget_usd=100, output_tokens_per_dataset=0, datasets=2)
+    data = {**snap.data, "endpoints": [{**e, "pricing": {}} for e in snap.data["endpoints"]]}
+    bare = Snapshot(model=MODEL, data=data, taken_at=snap.taken_at, source="file", origin="x.json")
+    with pytest.raises(SnapshotError, match=r"^x\.json: no endpoint of moonshotai/kimi-k2\.5"):
+        plan_budget(bare, budget_usd=100, output_tokens="60M")
+
+
+def test_ratio_with_output_per_request_and_a_block_object() -> None:
+    plan = plan_budget(
+        [_ep("p", "2")],
+        budget_usd=1,
+        output_tokens="60M",
+        prompt_to_output_ratio="0.2",
+        output_tokens_per_request=4000,
+        provider=ProviderBlock(only=["p"]),
+    )
+    assert plan.requests == 15_000 and plan.input_tokens == 12_000_000
+    assert plan.policy == {"only": ["p"]}
+
+
+def test_all_in_needs_an_input_price() -> None:
+    no_input = _ep("p", "2")
+    no_input.pricing.prompt = None
+    plan = plan_budget([no_input], budget_usd=1, output_tokens="1M", prompt_to_output_ratio=1)
+    assert plan.cheapest.all_in is None and plan.input_tokens == 1_000_000
+
+
+def test_slow_throughput_still_gives_a_time() -> None:
+    slow = _ep("p", "2")
+    slow.throughput_last_30m = Percentiles(p50=0.5)
+    plan = plan_budget([slow], budget_usd=1, output_tokens=1000, concurrency=2)
+    assert plan.cheapest.time_to_finish_s == 1000.0  # 1000 / (0.5 × 2)
+
+
+def test_request_counts_steer_load_balancing() -> None:
+    # 1:1 the blended prices are 1.50 and 2.25 (a gets more traffic); at 9 prompt tokens per
+    # output token they are 1.10 and 0.85, so b gets 1/0.85² : (1/1.1² + 1/0.85²) = 62.6%.
+    a, b = _ep("a", "2", "1"), _ep("b", "4", "0.5")
+    plan = plan_budget(
+        [a, b],
+        budget_usd=1,
+        output_tokens="1M",
+        prompt_tokens_per_request=9000,
+        output_tokens_per_request=1000,
+    )
+    weights = {e.tag: e.weight for e in plan.endpoints}
+    expected_b = (1 / 0.85**2) / (1 / 1.1**2 + 1 / 0.85**2)
+    assert weights["b"] == pytest.approx(expected_b)
+    small = _ep("small", "1", "0.1")
+    small.context_length = 8000
+    fits = plan_budget(
+        [small, a],
+        budget_usd=1,
+        output_tokens="1M",
+        prompt_tokens_per_request=9000,
+        output_tokens_per_request=1000,
+    )
+    assert fits.excluded == (("small", "context_length", "request exceeds its context 8000"),)
+
+
+def test_blend_when_an_unpriced_endpoint_takes_traffic() -> None:
+    # order: unpriced first, then a and b; each up 50% of the time, so the traffic shares are
+    # 0.5, 0.25 and 0.125 (normalized); the blend weighs a and b only: 2:1.
+    unpriced = _ep("unpriced", "2")
+    unpriced.pricing.completion = None
+    a, b = _ep("a", "2", "0.5"), _ep("b", "4", "1")
+    for e in (unpriced, a, b):
+        e.uptime_last_30m = 50
+    a.throughput_last_30m = Percentiles(p50=50)
+    b.throughput_last_30m = Percentiles(p50=25)
+    plan = plan_budget(
+        [unpriced, a, b],
+        budget_usd=1,
+        output_tokens="1M",
+        provider={"order": ["unpriced", "a", "b"]},
+    )
+    assert float(plan.blended.price_out_usd_per_m) == pytest.approx((2 * 2 + 4) / 3)
+    assert float(plan.blended.price_in_usd_per_m) == pytest.approx((2 * 0.5 + 1) / 3)
+    assert plan.blended.throughput_p50_tps == pytest.approx(1 / ((2 / 3) / 50 + (1 / 3) / 25))
+
+
+def test_windows_with_tiers_and_merges() -> None:
+    flat = price_windows(_ep("flat", "2").pricing)
+    assert [(w.start_hhmm, w.end_hhmm) for w in flat] == [(0, 2400)]
+    two = _ep(
+        "p",
+        "2",
+        overrides=[
+            {"utc_start": 100, "utc_end": 300, "completion": _m("1")},
+            {"utc_start": 300, "utc_end": 500, "completion": _m("1")},
+        ],
+    )
+    windows = price_windows(two.pricing)
+    assert [(w.start_hhmm, w.end_hhmm, w.pricing.completion_usd_per_m) for w in windows] == [
+        (500, 100, Decimal(2)),  # 05:00-24:00 and 00:00-01:00, merged across midnight
+        (100, 500, Decimal(1)),  # the two neighbouring windows at the same price, merged
+    ]
+    tiered = _ep(
+        "p",
+        "2",
+        overrides=[
+            {"min_prompt_tokens": 1000, "completion": _m("3")},
+            {"utc_start": 0, "utc_end": 600, "prompt": _m("0.1")},
+        ],
+    )
+    long = price_windows(tiered.pricing, prompt_tokens=2000)
+    assert [w.pricing.completion_usd_per_m for w in long] == [Decimal(3), Decimal(3)]
+    # Through the planner: the window prices are the long-prompt ones, and an endpoint without
+    # windows before it does not stop the search.
+    night = _ep(
+        "night",
+        "2",
+        overrides=[
+            {"min_prompt_tokens": 1000, "completion": _m("3")},
+            {"utc_start": 0, "utc_end": 600, "completion": _m("2.5")},
+        ],
+    )
+    plan = plan_budget(
+        [_ep("flat", "4"), night],
+        budget_usd=100,
+        output_tokens="1M",
+        prompt_tokens_per_request=2000,
+        output_tokens_per_request=1000,
+    )
+    assert plan.cheapest_window is not None
+    assert plan.cheapest_window.tag == "night"
+    assert plan.cheapest_window.price_out_usd_per_m == Decimal("2.5")
+    assert plan.cheapest_window.default_price_out_usd_per_m == Decimal(3)

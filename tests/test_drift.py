@@ -677,3 +677,70 @@ def test_recompile_effects_name_added_keys(tmp_path: Path) -> None:
         "parasail/int4, moonshotai/int4)",
         "a re-compile sets provider.zdr to True (now unset)",
     ]
+
+
+def test_retag_into_the_admitted_set_matters(tmp_path: Path) -> None:
+    report = _check(
+        tmp_path,
+        lambda by_tag, _: by_tag["together"].update(tag="together/int4", quantization="int4"),
+    )
+    assert [(c.kind, c.tag, c.matters) for c in report.changes] == [
+        ("quantization", "together", True),
+        ("admitted", None, True),
+    ]
+    assert report.changes[1].message == "admitted set changed: newly admitted: together/int4"
+
+
+def test_only_lost_endpoints_in_the_admitted_message(tmp_path: Path) -> None:
+    report = _check(tmp_path, lambda by_tag, _: by_tag["chutes/int4"].update(quantization="fp8"))
+    assert report.changes[-1].message == "admitted set changed: no longer admitted: chutes/int4"
+
+
+def test_ordinal_of_121() -> None:
+    from openrouter_probe.drift import _ordinal
+
+    assert _ordinal(121) == "121st"
+
+
+def test_provenance_without_a_snapshot_hash(tmp_path: Path) -> None:
+    compiled = load_compiled_policy(POLICY)
+    del compiled.provenance["snapshot"]
+    assert check_policy(compiled, bundled_snapshot()).compiled_snapshot == "?"
+
+
+def test_the_fix_names_the_spec_provenance_names(runner: CliRunner, tmp_path: Path) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY.read_text())
+    path = _edited(tmp_path, lambda by_tag, eps: eps.remove(by_tag["chutes/int4"]))
+    result = runner.invoke(cli, ["policy", "check", str(policy), "--snapshot", str(path)])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-1] == (
+        "fix: re-compile from the spec it came from (provenance names kimi-k2.5.spec.yaml): "
+        f"openrouter-probe policy check {policy} --snapshot {path} --spec SPEC --write"
+    )
+
+
+def test_a_recompile_that_fails_says_to_edit_the_spec(runner: CliRunner, tmp_path: Path) -> None:
+    policy, spec = tmp_path / "kimi-k2.5.yaml", tmp_path / "kimi-k2.5.spec.yaml"
+    spec.write_text(SPEC.read_text() + "allow: [chutes/int4]\n")
+    compiled = compile_policy(load_spec(spec), bundled_snapshot(), spec_file=str(spec))
+    policy.write_text(compiled.to_yaml())
+    path = _edited(tmp_path, lambda by_tag, eps: eps.remove(by_tag["chutes/int4"]))
+    report = check_policy(
+        compiled, load_snapshot(path), spec=load_spec(spec), spec_file=str(spec), policy_file="P"
+    )
+    with pytest.raises(PolicyError, match="admits none") as info:
+        compile_policy(load_spec(spec), load_snapshot(path))
+    failure = info.value.reason  # the compiler's own words (policy.py owns them)
+    assert f"a re-compile fails: {failure}" in report.effects
+    assert report.recompiled is None
+    assert (
+        report.fix
+        == f"fix: edit {spec} ({failure}), then run openrouter-probe policy check P --write"
+    )
+    result = runner.invoke(
+        cli, ["policy", "check", str(policy), "--snapshot", str(path), "--write"]
+    )
+    assert result.exit_code == 2
+    assert f"Error: {policy}: not re-written: the re-compile failed (see above)" in result.stderr
+    assert policy.read_text() == compiled.to_yaml()
