@@ -175,11 +175,6 @@ def format_cell(value: Any, column: str = "") -> str:
     return str(value)
 
 
-def _fmt_num(value: Any, digits: int = 2) -> str:
-    # Kept for branches written before format_cell; new code uses format_cell.
-    return format_cell(value)
-
-
 def table_width() -> int | None:
     """The width tables must fit: ``$COLUMNS`` when set (piped output too), else the terminal's;
     ``None`` when piped without ``$COLUMNS`` (nothing to fit: every column is shown whole)."""
@@ -375,10 +370,3 @@ def short_header(column: str) -> str:
         if column.endswith(suffix):
             return column[: -len(suffix)].replace("_", " ") + unit
     return column.replace("_", " ")
-
-
-# The names these helpers had before they were public, for branches written against them.
-_load = load_snapshot_for
-_note = note
-_render_rows = render_rows
-_short_header = short_header
