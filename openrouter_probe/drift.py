@@ -29,6 +29,7 @@ from typing import Any
 from openrouter_probe.errors import PolicyError
 from openrouter_probe.policy import CompiledPolicy, Decision, PolicySpec, compile_policy, load_spec
 from openrouter_probe.precision import PrecisionRegistry
+from openrouter_probe.quantities import format_usd_per_m
 from openrouter_probe.routing import RouteDecision, route
 from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import Snapshot
@@ -179,11 +180,20 @@ def _price_changes(
             continue
         if after is None:
             out.append(
-                Change("price", tag, f"{tag} {label} price (${before:g}/M) is gone", matters)
+                Change(
+                    "price",
+                    tag,
+                    f"{tag} {label} price ({format_usd_per_m(before)}) is gone",
+                    matters,
+                )
             )
             continue
         if before is None:
-            out.append(Change("price", tag, f"{tag} {label} price appears: ${after:g}/M", matters))
+            out.append(
+                Change(
+                    "price", tag, f"{tag} {label} price appears: {format_usd_per_m(after)}", matters
+                )
+            )
             continue
         moved = _signed_pct(float(before), float(after))
         if abs(moved) > threshold_pct:
@@ -191,7 +201,7 @@ def _price_changes(
                 Change(
                     "price",
                     tag,
-                    f"{tag} {label} price ${before:g}/M -> ${float(after):g}/M "
+                    f"{tag} {label} price {format_usd_per_m(before)} -> {format_usd_per_m(after)} "
                     f"({moved:+.1f}%, threshold ±{threshold_pct:g}%)",
                     matters,
                 )

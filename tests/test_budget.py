@@ -631,7 +631,7 @@ def test_cli_budget_warns_about_a_stale_policy(tmp_path: Path) -> None:
     moved = CliRunner().invoke(cli, [*args, "--snapshot", str(fresh)])
     assert (
         f"warning: {POLICY} has drifted since it was compiled (chutes/int4 output price "
-        f"$2.2/M -> $3/M (+36.4%, threshold ±5%)). Re-compile it: openrouter-probe policy check "
+        f"$2.20/M -> $3.00/M (+36.4%, threshold ±5%)). Re-compile it: openrouter-probe policy check "
         f"{POLICY} --snapshot {fresh} --write"
     ) in moved.stderr
     fine = CliRunner().invoke(cli, [*args, "--offline"])

@@ -56,7 +56,7 @@ def test_price_move_beyond_threshold(tmp_path: Path) -> None:
     )
     prices = [c for c in report.changes if c.kind == "price"]
     assert [c.tag for c in prices] == ["deepinfra/int4"]
-    assert "$2.25/M -> $2.5/M" in prices[0].message
+    assert "$2.25/M -> $2.50/M" in prices[0].message
     assert report.drifted
     loose = check_policy(
         load_compiled_policy(POLICY),
@@ -474,7 +474,7 @@ def test_a_free_price_that_rises(tmp_path: Path) -> None:
     compiled = compile_policy(load_spec(SPEC), load_snapshot(_edited(tmp_path, free)))
     report = check_policy(compiled, bundled_snapshot())
     assert [c.message for c in report.changes] == [
-        "deepinfra/int4 input price $0/M -> $0.45/M (+100.0%, threshold ±5%)"
+        "deepinfra/int4 input price $0.00/M -> $0.45/M (+100.0%, threshold ±5%)"
     ]
 
 
@@ -594,9 +594,9 @@ def test_one_price_gone_or_appearing_does_not_hide_the_other(tmp_path: Path) -> 
             "price",
             "deepinfra/int4",
             True,
-            "deepinfra/int4 output price $2.25/M -> $3/M (+33.3%, threshold ±5%)",
+            "deepinfra/int4 output price $2.25/M -> $3.00/M (+33.3%, threshold ±5%)",
         ),
-        ("price", "fireworks", False, "fireworks input price ($0.6/M) is gone"),
+        ("price", "fireworks", False, "fireworks input price ($0.60/M) is gone"),
     ]
     # Compiled without the input prices, checked where they are back and one output moved.
     compiled = compile_policy(load_spec(SPEC), load_snapshot(tmp_path / "fresh.json"))
@@ -606,7 +606,7 @@ def test_one_price_gone_or_appearing_does_not_hide_the_other(tmp_path: Path) -> 
         (
             "deepinfra/int4",
             True,
-            "deepinfra/int4 output price $3/M -> $2.25/M (-25.0%, threshold ±5%)",
+            "deepinfra/int4 output price $3.00/M -> $2.25/M (-25.0%, threshold ±5%)",
         ),
         ("fireworks", False, "fireworks input price appears: $0.6/M"),
     ]
@@ -624,7 +624,7 @@ def test_no_input_price_either_side_still_checks_the_output(tmp_path: Path) -> N
 
     report = check_policy(compiled, load_snapshot(_edited(tmp_path, also_dearer)))
     assert [c.message for c in report.changes] == [
-        "deepinfra/int4 output price $2.25/M -> $3/M (+33.3%, threshold ±5%)"
+        "deepinfra/int4 output price $2.25/M -> $3.00/M (+33.3%, threshold ±5%)"
     ]
 
 

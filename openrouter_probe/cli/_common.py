@@ -45,7 +45,7 @@ class _Group(click.Group):
 
 
 def _setup_logging() -> None:
-    """Diagnostics to stderr as plain lines; stamina's per-retry events only when debugging."""
+    """Diagnostics to stderr as plain lines (each retry is one line); debug lines only when debugging."""
     import logging
 
     debug = os.environ.get(_DEBUG_ENV) == "1"
@@ -57,7 +57,6 @@ def _setup_logging() -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     root.propagate = False
-    logging.getLogger("stamina").setLevel(logging.DEBUG if debug else logging.ERROR)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
