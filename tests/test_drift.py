@@ -608,7 +608,7 @@ def test_one_price_gone_or_appearing_does_not_hide_the_other(tmp_path: Path) -> 
             True,
             "deepinfra/int4 output price $3.00/M -> $2.25/M (-25.0%, threshold ±5%)",
         ),
-        ("fireworks", False, "fireworks input price appears: $0.6/M"),
+        ("fireworks", False, "fireworks input price appears: $0.60/M"),
     ]
 
 
