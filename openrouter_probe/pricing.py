@@ -8,6 +8,8 @@ conditional prices (``OPENROUTER.md`` §1.4, spec ``PricingOverride``):
 - ``utc_start`` / ``utc_end``: a UTC clock window in HHMM numbers (``2230`` is 22:30), half-open
   (``start <= t < end``), wrapping midnight when ``start > end``; a missing end is the end of the
   day, a missing start its beginning;
+- ``utc_days``: the UTC weekdays (``monday`` .. ``sunday``) the entry applies on; a request whose
+  day is not known (``at`` a bare ``time``, or no ``at``) gets no day-bound entry;
 - an entry applies when every condition it carries holds; its other keys are prices that replace
   the base ones. Later entries win per key; keys an entry omits inherit the base price.
 
@@ -38,7 +40,8 @@ from openrouter_probe.schema import Pricing, PricingOverride
 
 __all__ = ["PriceWindow", "effective_pricing", "price_windows"]
 
-_CONDITIONS = ("min_prompt_tokens", "utc_start", "utc_end")
+_CONDITIONS = ("min_prompt_tokens", "utc_start", "utc_end", "utc_days")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _DAY_MIN = 24 * 60
 
 
@@ -94,10 +97,23 @@ def _in_window(minute: int, window: tuple[int, int]) -> bool:
     return minute >= start or minute < end  # wraps midnight
 
 
-def _applies(entry: PricingOverride, prompt_tokens: int | None, minute: int | None) -> bool:
+def _utc_day(at: time | datetime | None) -> str | None:
+    """The UTC weekday of ``at`` (``monday``), or ``None`` when ``at`` carries no date."""
+    if not isinstance(at, datetime):
+        return None
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    return _WEEKDAYS[at.weekday()]
+
+
+def _applies(
+    entry: PricingOverride, prompt_tokens: int | None, minute: int | None, day: str | None = None
+) -> bool:
     if entry.min_prompt_tokens is not None and (
         prompt_tokens is None or prompt_tokens <= entry.min_prompt_tokens
     ):
+        return False
+    if entry.utc_days and (day is None or day not in {str(d).lower() for d in entry.utc_days}):
         return False
     window = _window(entry)
     return window is None or (minute is not None and _in_window(minute, window))
@@ -115,14 +131,15 @@ def effective_pricing(
 
     ``prompt_tokens`` is the request's prompt size (tiers need it: without it no tier applies);
     ``at`` is the time of the request (a ``datetime`` is converted to UTC, a ``time`` is taken as
-    UTC; without it no time window applies, which gives the default-condition prices). The result
-    has no ``overrides``.
+    UTC; without it no time window applies, which gives the default-condition prices; only a
+    ``datetime`` names the weekday that ``utc_days`` entries need). The result has no ``overrides``.
     """
     base = pricing.to_json_dict()
     base.pop("overrides", None)
     minute = None if at is None else _utc_minutes(at)
+    day = _utc_day(at)
     for entry in pricing.overrides or ():
-        if _applies(entry, prompt_tokens, minute):
+        if _applies(entry, prompt_tokens, minute, day):
             base.update(_prices(entry))
     return Pricing.model_validate(base)
 
@@ -135,7 +152,8 @@ def price_windows(pricing: Pricing, *, prompt_tokens: int | None = None) -> list
     """Cut the UTC day into windows of constant prices for a request of ``prompt_tokens``.
 
     One window (``00:00-24:00``) when no override depends on the time of day. Neighbouring windows
-    with the same prices are merged, across midnight too.
+    with the same prices are merged, across midnight too. Entries bound to weekdays (``utc_days``)
+    are left out: the windows are those of a day no such entry names.
     """
     cuts = {0, _DAY_MIN}
     for entry in pricing.overrides or ():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -466,6 +466,22 @@ def test_effective_pricing_windows_wrap_midnight_half_open() -> None:
         == 2
     )
     assert effective_pricing(pricing).completion_usd_per_m == Decimal(2)  # no time: the default
+
+
+def test_effective_pricing_honours_utc_days() -> None:
+    weekend = {"utc_days": ["saturday", "Sunday"], "completion": _m("1")}
+    pricing = _ep("deepseek", "2", overrides=[weekend]).pricing
+    saturday = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)  # a Saturday
+    monday = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    assert effective_pricing(pricing, at=saturday).completion_usd_per_m == Decimal(1)
+    assert effective_pricing(pricing, at=saturday + timedelta(days=1)).completion_usd_per_m == 1
+    assert effective_pricing(pricing, at=monday).completion_usd_per_m == Decimal(2)
+    # Sunday 23:30 at -02:00 is Monday 01:30 UTC: the weekday is the UTC one.
+    late = datetime(2026, 11, 29, 23, 30, tzinfo=timezone(timedelta(hours=-2)))
+    assert effective_pricing(pricing, at=late).completion_usd_per_m == Decimal(2)
+    # A bare time names no day: a day-bound entry does not apply, nor does it in the windows.
+    assert effective_pricing(pricing, at=time(12, 0)).completion_usd_per_m == Decimal(2)
+    assert [w.pricing.completion_usd_per_m for w in price_windows(pricing)] == [Decimal(2)]
 
 
 def test_later_overrides_win_per_key() -> None:
