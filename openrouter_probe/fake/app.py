@@ -566,8 +566,9 @@ def _check_body(body: Any) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return 'Input required: specify "messages" (a non-empty list of chat messages)'
-    if not all(isinstance(m, dict) and "role" in m for m in messages):
-        return 'Invalid messages: each message needs a "role" and "content"'
+    for m in messages:
+        if not isinstance(m, dict) or "role" not in m:
+            return 'Invalid messages: each message needs a "role" and "content"'
     for key in ("max_tokens", "max_completion_tokens"):
         value = body.get(key)
         if value is not None and (

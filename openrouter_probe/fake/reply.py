@@ -279,7 +279,7 @@ class Reply:
             float(billed.cost_usd) if billed else 0.0,
             (first_byte_s - self.started_s) * 1000,
             (end - first_byte_s) * 1000,
-            tuple((e.tag, e.provider_name, status) for e, status in self.attempts),
+            tuple([(e.tag, e.provider_name, status) for e, status in self.attempts]),
         )
 
     def _headers(self, fault: FaultRule | None) -> dict[str, str]:
