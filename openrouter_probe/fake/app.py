@@ -197,7 +197,8 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
-        self.generations: dict[str, GenerationRecord] = {}
+        #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
+        self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
@@ -406,7 +407,8 @@ class FakeOpenRouter:
         gen_id = request.query.get("id", "")
         if not gen_id:
             return error_response(400, "Missing required query parameter: id")
-        gen = self.generations.get(gen_id)
+        row = self.generations.get(gen_id)
+        gen = None if row is None else GenerationRecord(*row)
         if gen is None or self.clock.now() < gen.ready_s:
             return error_response(404, f"Generation {gen_id} not found")
         return web.json_response({"data": gen.to_json()})

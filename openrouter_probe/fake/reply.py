@@ -45,9 +45,10 @@ _EMPTY: dict[str, Any] = {}
 class GenerationRecord(NamedTuple):
     """What ``/generation?id=`` reports about one generation (billed or not).
 
-    A tuple of plain values (``attempts``: ``(tag, provider name, status)`` per attempt): the
-    server keeps one per generation for its whole life, and the garbage collector stops tracking
-    tuples that hold no containers, so a long run's records cost its collections nothing.
+    Plain values only (``attempts``: ``(tag, provider name, status)`` per attempt): the server
+    keeps one per generation for its whole life as a plain ``tuple`` (``FakeOpenRouter.generations``,
+    read back with ``GenerationRecord(*row)``), which the garbage collector stops tracking, so a
+    long run's records cost its collections nothing.
     """
 
     id: str
@@ -263,7 +264,8 @@ class Reply:
         fake = self.fake
         end = fake.clock.now()
         billed = self.billed
-        fake.generations[self.id] = GenerationRecord(
+        # a plain tuple in GenerationRecord's field order (a tuple subclass stays GC-tracked)
+        fake.generations[self.id] = (
             self.id,
             self.model.permaslug,
             self.endpoint.provider_name,
