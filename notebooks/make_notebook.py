@@ -95,12 +95,15 @@ NVFP4 (a fact recorded, with its source, in the precision registry), so it is `r
 Together, Novita and Venice declare nothing usable: `undeclared`. Six endpoints serve native INT4.
 
 The plot puts price against uptime: the good corner is **bottom right** (cheap and reliable), and
-the colour is the verdict.""",
+the colour is the verdict. The dotted line is the output price at which $100 would buy the whole
+60M-token target ($1.67/M); only endpoints in the shaded band under it would fit. None does: even
+the cheapest costs a third more. Section 3 works out what that means.""",
     ),
     (
         "code",
         """%matplotlib inline
-plot_price_uptime(matrix)""",
+target = plan_budget(snap, budget_usd=100, output_tokens="60M", datasets=6)
+plot_price_uptime(matrix, plan=target)""",
     ),
     (
         "md",
@@ -167,7 +170,12 @@ If the job simply runs the datasets in order and stops when the $100 is spent:""
 ### What the reasoning share does
 
 Each line is the cost of a number of *visible* tokens at one reasoning share; the dashed line is
-the budget. The more the model thinks, the steeper the line and the less text $100 buys.""",
+the budget. The more the model thinks, the steeper the line and the less text $100 buys.
+
+The target is marked: the red dotted line is what the 60M billed tokens (10M for each of six
+datasets) cost, $132, and the red band between it and the budget is the **$32 shortfall**. The grey
+band is the visible text those 60M tokens hold, 12M (80% reasoning) to 30M (50%): each line crosses
+the target's cost inside it. Wherever a line is above the dashed budget line, $100 does not reach.""",
     ),
     (
         "code",
@@ -318,6 +326,45 @@ if policy_file is not None:
         summary = await orp.generate(prompts, budget_usd=0.02, max_tokens=512, concurrency=2000, **options)
         print(summary.render())
         print(f"the fake's ledger: ${fake.ledger.total_usd:.6f}; recorded: ${summary.spent_usd:.6f}")""",
+    ),
+    (
+        "md",
+        """## 7. Check that the admitted providers serve the same model
+
+A provider can declare `int4` and still serve something else. `verify_precision` sends the same
+pinned prompts (here: arithmetic with known answers) to each endpoint and to a reference (the first
+party, Moonshot AI), then compares them pair by pair (exact McNemar test, Holm-corrected across
+endpoints). Each endpoint gets a verdict: `consistent` (no gap bigger than the 10-point tolerance
+could have gone unseen), `differs` (significantly less accurate) or `inconclusive` (too few prompts
+to tell).
+
+On the fake server we make DeepInfra *degrade* 20% of its answers, as a badly re-quantized
+deployment might, and check it against Chutes with 100 prompts each: a run of well under a second
+and about a cent of (fake) money. On the real API, drop the fake and set `OPENROUTER_API_KEY`; the
+command-line twin is
+`openrouter-probe verify moonshotai/kimi-k2.5 --endpoints chutes/int4,deepinfra/int4 --budget-usd 1`.""",
+    ),
+    (
+        "code",
+        """with serve(snap, speed=0, degrade={"deepinfra/int4": 0.2}) as fake:
+    report = await orp.verify_precision(
+        "moonshotai/kimi-k2.5",
+        endpoints=["chutes/int4", "deepinfra/int4"],
+        n=100,
+        budget_usd=1,
+        out=work / "verify.jsonl",
+        snapshot=snap,
+        base_url=fake.base_url,
+        api_key="sk-fake",
+    )
+print(report.render())
+report.to_frame()[["role", "verdict", "scored", "accuracy", "accuracy_gap", "p_holm", "cost_usd"]]""",
+    ),
+    (
+        "md",
+        """Chutes answers exactly like the reference: `consistent`. DeepInfra gets 15 points fewer right,
+far beyond chance: `differs`, and it should leave the policy (`verify --evidence FILE` writes the
+finding where `policy compile --precision-file FILE` reads it).""",
     ),
 ]
 

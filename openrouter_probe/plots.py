@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openrouter_probe.errors import ConfigError
+from openrouter_probe.quantities import format_tokens
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from openrouter_probe.budget import BudgetPlan
@@ -33,6 +35,10 @@ __all__ = [
     "plot_price_uptime",
     "save_figure",
 ]
+
+#: The target (and the shortfall to it) and the headroom under the budget, in every plot.
+_TARGET_COLOUR = "#c0392b"
+_HEADROOM_COLOUR = "#2c7fb8"
 
 #: One colour per precision verdict, the same in every plot.
 VERDICT_COLOURS: dict[str, str] = {
@@ -49,12 +55,15 @@ def plot_price_uptime(
     *,
     price_column: str = "output_usd_per_m",
     uptime_column: str = "uptime_30m_pct",
+    plan: BudgetPlan | None = None,
     title: str | None = None,
 ) -> Figure:
     """Scatter each endpoint's price against its uptime, coloured by precision verdict.
 
     ``matrix`` is a frame from ``build_matrix``; endpoints without the price or the uptime are left
     out. The best endpoints sit bottom right (cheap, reliable); each point is labelled with its tag.
+    With ``plan`` (from ``plan_budget``), a dotted line marks the output price at which the plan's
+    budget buys its whole target, and the band under it is shaded: endpoints inside it fit.
     """
     from matplotlib.figure import Figure
 
@@ -98,6 +107,20 @@ def plot_price_uptime(
         title
         or (f"{models[0]}: price against uptime" if len(models) == 1 else "price against uptime")
     )
+    if plan is not None and plan.output_tokens > 0:
+        fit = float(plan.budget_usd) / plan.output_tokens * 1e6
+        ax.axhspan(0, fit, color=_HEADROOM_COLOUR, alpha=0.12, zorder=0)
+        ax.axhline(
+            fit,
+            color=_HEADROOM_COLOUR,
+            linestyle=":",
+            linewidth=2,
+            # "\$": two dollar signs in one label would be read as mathtext.
+            label=f"\\${float(plan.budget_usd):,.0f} buys {format_tokens(plan.output_tokens)} "
+            f"at or below \\${fit:.2f}/M",
+        )
+        low = min([fit, *(float(p) for p in data[price_column])])
+        ax.set_ylim(bottom=low * 0.9)
     ax.grid(True, alpha=0.3)
     ax.margins(x=0.1)  # room for the labels, which sit left of their points
     ax.legend(title="precision verdict")
@@ -117,6 +140,10 @@ def plot_budget(
     V / (1 − s) tokens. Each line is one share (default: the plan's low, middle and high share);
     the dashed line is the budget, and each dot marks the visible tokens the budget buys at that
     share. The price is the plan's cheapest admitted output price unless given.
+
+    The target is marked too: a red dotted line at what the plan's billed output tokens cost, the
+    gap to the budget shaded (red: the shortfall; green: the headroom), and a grey band over the
+    visible tokens the target holds between the plan's lowest and highest reasoning share.
     """
     from matplotlib.figure import Figure
 
@@ -126,10 +153,11 @@ def plot_budget(
     if shares is None:
         shares = (low,) if low == high else (low, (low + high) / 2, high)
     budget = float(plan.budget_usd)
+    target_cost = plan.output_tokens * price_f / 1e6
     x_max = max(plan.output_tokens * 1.2, 1.0)
     steps = 50
     xs = [x_max * i / steps for i in range(steps + 1)]
-    fig = Figure(figsize=(8, 5), layout="constrained")
+    fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax = fig.add_subplot()
     for share in shares:
         ys = [x / (1 - share) * price_f / 1e6 for x in xs]
@@ -147,14 +175,60 @@ def plot_budget(
             )
     ax.axhline(budget, color="black", linestyle="--", label=f"budget ${budget:,.0f}")
     ax.plot([], [], "o", color="grey", label="visible tokens the budget buys (M)")
+    _mark_target(ax, plan, price_f, budget)
     ax.set_xlabel("visible output tokens wanted (millions)")
     ax.set_ylabel("cost (USD)")
     who = "cheapest admitted" if price is None else "given price"
     ax.set_title(title or f"{plan.model or 'model'}: cost at ${price_f:.2f}/M output ({who})")
-    ax.set_ylim(0, max(budget * 2.5, 1.0))
+    ax.set_ylim(0, max(budget * 2.5, target_cost * 1.2, 1.0))
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    # Below the axes: inside, the legend would hide the budget line and the dots on it.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8)
     return fig
+
+
+def _target_label(plan: BudgetPlan) -> str:
+    per = set(plan.output_tokens_per_dataset)
+    if plan.datasets > 1 and len(per) == 1:
+        return f"{format_tokens(per.pop())} x {plan.datasets} datasets"
+    return f"over {plan.datasets} datasets" if plan.datasets > 1 else "one dataset"
+
+
+def _mark_target(ax: Axes, plan: BudgetPlan, price_f: float, budget: float) -> None:
+    """Draw the target on a cost-against-visible-tokens plot: its cost, the gap, its visible text."""
+    if plan.output_tokens <= 0:
+        return
+    target_cost = plan.output_tokens * price_f / 1e6
+    gap = target_cost - budget
+    ax.axhline(
+        target_cost,
+        color=_TARGET_COLOUR,
+        linestyle=":",
+        linewidth=2,
+        label=f"target {format_tokens(plan.output_tokens)} billed "
+        f"({_target_label(plan)}) costs ${target_cost:,.2f}",
+    )
+    if abs(gap) >= 0.005:
+        ax.axhspan(
+            min(budget, target_cost),
+            max(budget, target_cost),
+            color=_TARGET_COLOUR if gap > 0 else _HEADROOM_COLOUR,
+            alpha=0.12,
+            label=f"shortfall ${gap:,.2f}" if gap > 0 else f"headroom ${-gap:,.2f}",
+        )
+    low_m = plan.target_visible_tokens_min / 1e6
+    high_m = plan.target_visible_tokens_max / 1e6
+    if high_m > low_m:
+        low, high = float(plan.reasoning_share_max), float(plan.reasoning_share_min)
+        ax.axvspan(
+            low_m,
+            high_m,
+            color="grey",
+            alpha=0.12,
+            label=f"target's visible text: {format_tokens(plan.target_visible_tokens_min)} "
+            f"({low:.0%} reasoning) to {format_tokens(plan.target_visible_tokens_max)} "
+            f"({high:.0%})",
+        )
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:

@@ -5,9 +5,11 @@ It is committed without outputs and built by ``notebooks/make_notebook.py``: bot
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,7 @@ def test_notebook_runs_and_shows_the_scenario() -> None:
 
     texts: list[str] = []
     images = 0
+    pngs: list[bytes] = []
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -77,7 +80,9 @@ def test_notebook_runs_and_shows_the_scenario() -> None:
                 texts.append(out.text)
             elif "data" in out:
                 texts.append(out["data"].get("text/plain", ""))
-                images += "image/png" in out["data"]
+                if "image/png" in out["data"]:
+                    images += 1
+                    pngs.append(base64.b64decode(out["data"]["image/png"]))
     text = "\n".join(texts)
     assert "Reconstructed, not a live capture" in text
     assert "cost $132.00, 32% over the $100.00 budget" in text
@@ -93,3 +98,17 @@ def test_notebook_runs_and_shows_the_scenario() -> None:
     ledger = re.search(r"the fake's ledger: \$([0-9.]+); recorded: \$([0-9.]+)", text)
     assert ledger is not None and ledger.group(1) == ledger.group(2)
     assert 0 < float(ledger.group(1)) <= 0.02
+    # The plots are real PNGs: price against uptime (8 x 5 in), then the budget with its legend
+    # below the axes (8 x 6.5 in); the marks themselves are checked in tests/test_plots.py.
+    sizes = [struct.unpack(">II", png[16:24]) for png in pngs]
+    assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in pngs)
+    assert sizes[0][0] > sizes[0][1] and sizes[1][1] > sizes[0][1], sizes
+    assert "<Figure size 800x500 with 1 Axes>" in text
+    assert "<Figure size 800x650 with 1 Axes>" in text
+    # The verify table on the fake: the degraded endpoint differs, the healthy one is consistent.
+    assert "moonshotai/kimi-k2.5 against moonshotai/int4: 100 prompts (arith)" in text
+    assert re.search(r"chutes/int4\s+consistent\s+100\s+100\.0\s+\+0\.0\s", text)
+    assert re.search(r"deepinfra/int4\s+differs\s+100\s+85\.0\s+\+15\.0\s", text)
+    assert "sent 300 request(s)" in text
+    frame = re.search(r"deepinfra/int4\s+compared\s+differs\s+100\s+0\.85\s+0\.15\s", text)
+    assert frame is not None, "the report's frame shows deepinfra/int4 as differs"

@@ -153,7 +153,8 @@ def verify(
     }
 
     def show(plan: Any) -> None:
-        click.echo(plan.render())
+        # With --format json/evidence stdout carries only the data: the plan goes to stderr.
+        click.echo(plan.render(), err=fmt != "table" and not dry_run)
 
     if dry_run:
         show(plan_precision_check(model, **options))
@@ -181,12 +182,12 @@ def verify(
     if evidence is not None:
         atomic_write_text(evidence, report.to_evidence_yaml())
         note(f"evidence: {evidence} (read it back with --precision-file {evidence})")
-    click.echo("")
     if fmt == "json":
         click.echo(json.dumps(report.rows(), indent=2, default=str))
     elif fmt == "evidence":
         click.echo(report.to_evidence_yaml(), nl=False)
     else:
+        click.echo("")
         click.echo(report.render())
     run = report.run
     if run is not None and run.stop_reason in ("interrupted", "cancelled"):
