@@ -26,26 +26,26 @@ _EXPORTS: dict[str, str] = {
     "APIStatusError": "openrouter_probe.errors",
     "BudgetExceededError": "openrouter_probe.errors",
     "BudgetPlan": "openrouter_probe.budget",
-    "ChatCompletion": "openrouter_probe.schema",
+    "ChatCompletion": "openrouter_probe.chat",
     "Client": "openrouter_probe.client",
-    "CompiledPolicy": "openrouter_probe.policy",
+    "CompiledPolicy": "openrouter_probe.policy_file",
     "ConfigError": "openrouter_probe.errors",
     "DriftReport": "openrouter_probe.drift",
     "Endpoint": "openrouter_probe.schema",
-    "Generation": "openrouter_probe.schema",
+    "Generation": "openrouter_probe.chat",
     "InsufficientCreditsError": "openrouter_probe.errors",
-    "KeyInfo": "openrouter_probe.schema",
+    "KeyInfo": "openrouter_probe.chat",
     "Model": "openrouter_probe.schema",
     "ModelEndpoints": "openrouter_probe.schema",
     "ModelsList": "openrouter_probe.schema",
     "NoRouteError": "openrouter_probe.errors",
     "PolicyError": "openrouter_probe.errors",
-    "PolicySpec": "openrouter_probe.policy",
+    "PolicySpec": "openrouter_probe.policy_file",
     "PrecisionRegistry": "openrouter_probe.precision",
     "Pricing": "openrouter_probe.schema",
     "ProbeError": "openrouter_probe.errors",
     "Provider": "openrouter_probe.schema",
-    "ProviderBlock": "openrouter_probe.routing",
+    "ProviderBlock": "openrouter_probe.provider_block",
     "RateLimitError": "openrouter_probe.errors",
     "RequestParams": "openrouter_probe.routing",
     "RouteDecision": "openrouter_probe.routing",
@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     "SkippedRecord": "openrouter_probe.schema",
     "Snapshot": "openrouter_probe.snapshot",
     "SnapshotError": "openrouter_probe.errors",
-    "Usage": "openrouter_probe.schema",
+    "Usage": "openrouter_probe.chat",
     "VerifyPlan": "openrouter_probe.verify.plan",
     "VerifyReport": "openrouter_probe.verify.report",
     "build_matrix": "openrouter_probe.matrix",
@@ -66,10 +66,10 @@ _EXPORTS: dict[str, str] = {
     "effective_pricing": "openrouter_probe.pricing",
     "generate": "openrouter_probe.generate",
     "lint_block": "openrouter_probe.lint",
-    "load_compiled_policy": "openrouter_probe.policy",
+    "load_compiled_policy": "openrouter_probe.policy_file",
     "load_models_list": "openrouter_probe.catalog",
     "load_snapshot": "openrouter_probe.snapshot",
-    "load_spec": "openrouter_probe.policy",
+    "load_spec": "openrouter_probe.policy_file",
     "matrix_history": "openrouter_probe.matrix",
     "parse_provider_page": "openrouter_probe.scrape",
     "parse_token_count": "openrouter_probe.quantities",
@@ -148,6 +148,7 @@ __all__ = [
 if TYPE_CHECKING:
     from openrouter_probe.budget import BudgetPlan, plan_budget
     from openrouter_probe.catalog import bundled_models_list, load_models_list
+    from openrouter_probe.chat import ChatCompletion, Generation, KeyInfo, Usage
     from openrouter_probe.client import Client
     from openrouter_probe.drift import DriftReport, check_policy
     from openrouter_probe.errors import (
@@ -166,29 +167,26 @@ if TYPE_CHECKING:
     from openrouter_probe.generate import RunSummary, generate
     from openrouter_probe.lint import lint_block
     from openrouter_probe.matrix import build_matrix, matrix_history
-    from openrouter_probe.policy import (
+    from openrouter_probe.policy import compile_policy
+    from openrouter_probe.policy_file import (
         CompiledPolicy,
         PolicySpec,
-        compile_policy,
         load_compiled_policy,
         load_spec,
     )
     from openrouter_probe.precision import PrecisionRegistry, default_registry
     from openrouter_probe.pricing import effective_pricing, price_windows
+    from openrouter_probe.provider_block import ProviderBlock
     from openrouter_probe.quantities import parse_token_count
-    from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
+    from openrouter_probe.routing import RequestParams, RouteDecision, route
     from openrouter_probe.schema import (
-        ChatCompletion,
         Endpoint,
-        Generation,
-        KeyInfo,
         Model,
         ModelEndpoints,
         ModelsList,
         Pricing,
         Provider,
         SkippedRecord,
-        Usage,
     )
     from openrouter_probe.scrape import parse_provider_page
     from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot, probe

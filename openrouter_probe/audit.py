@@ -165,7 +165,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     endpoints of ``snapshot``."""
     from openrouter_probe.budget import plan_budget
     from openrouter_probe.errors import ProbeError
-    from openrouter_probe.policy import load_compiled_policy
+    from openrouter_probe.policy_file import load_compiled_policy
     from openrouter_probe.routing import route
 
     files = [str(p) for p in paths]

@@ -61,7 +61,8 @@ from openrouter_probe.budget_plan import (
 from openrouter_probe.errors import PolicyError, SnapshotError
 from openrouter_probe.precision import PrecisionRegistry, default_registry
 from openrouter_probe.pricing import effective_pricing, price_windows
-from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, matches, route
+from openrouter_probe.provider_block import ProviderBlock
+from openrouter_probe.routing import RequestParams, RouteDecision, matches, route
 from openrouter_probe.schema import Endpoint, Pricing
 
 if TYPE_CHECKING:

@@ -41,6 +41,7 @@ import requests
 from pydantic import BaseModel, ValidationError
 
 from openrouter_probe.backoff import Backoff
+from openrouter_probe.chat import Generation, KeyInfo
 from openrouter_probe.errors import (
     APIConnectionError,
     APIError,
@@ -54,8 +55,6 @@ from openrouter_probe.errors import (
 from openrouter_probe.schema import (
     REPORT_SKIPPED,
     EndpointsResponse,
-    Generation,
-    KeyInfo,
     ModelEndpoints,
     ModelsList,
     ProvidersList,

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.policy import CompiledPolicy, Decision, PolicySpec, compile_policy, load_spec
+from openrouter_probe.policy import compile_policy
+from openrouter_probe.policy_file import CompiledPolicy, Decision, PolicySpec, load_spec
 from openrouter_probe.precision import PrecisionRegistry
 from openrouter_probe.quantities import format_usd_per_m
 from openrouter_probe.routing import RouteDecision, route

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.routing import ProviderBlock, RouteDecision, matches, route
+from openrouter_probe.provider_block import ProviderBlock
+from openrouter_probe.routing import RouteDecision, matches, route
 from openrouter_probe.schema import KNOWN_QUANTIZATIONS, Endpoint
 
 __all__ = ["LintFinding", "lint_block"]

@@ -160,7 +160,7 @@ def matrix(
 def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy import load_compiled_policy
+    from openrouter_probe.policy_file import load_compiled_policy
 
     compiled = load_compiled_policy(policy_path)
     if compiled.model != model:
@@ -177,7 +177,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     """Warn (stderr) when the policy no longer fits the snapshot: an ``order`` entry that serves
     nothing any more, or any other drift that matters, with the command that fixes it."""
     from openrouter_probe.drift import check_policy
-    from openrouter_probe.policy import load_compiled_policy
+    from openrouter_probe.policy_file import load_compiled_policy
     from openrouter_probe.routing import matches
 
     compiled = load_compiled_policy(policy_path)

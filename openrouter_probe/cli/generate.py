@@ -162,7 +162,7 @@ def audit_cmd(
     """Report per provider what OUTPUTS (one or more shards) cost, and flag rows served outside
     the policy (exit 1 if there is one)."""
     from openrouter_probe.audit import audit
-    from openrouter_probe.policy import load_compiled_policy
+    from openrouter_probe.policy_file import load_compiled_policy
 
     model = load_compiled_policy(policy).model
     snap = load_snapshot_for(model, offline, snapshot)

@@ -98,7 +98,7 @@ def _tracked_specs() -> list[Path]:
 def _pairs_to_compile(files: Iterable[str], given: str | None) -> list[_Pair]:
     """The spec/compiled pairs touched by ``files``; when the shared ``--snapshot`` file itself
     changed, also every tracked spec for the model it holds."""
-    from openrouter_probe.policy import load_spec
+    from openrouter_probe.policy_file import load_spec
     from openrouter_probe.snapshot import resolve_snapshot
 
     paths = [Path(f) for f in files]
@@ -113,7 +113,8 @@ def _pairs_to_compile(files: Iterable[str], given: str | None) -> list[_Pair]:
 def _compile_one(pair: _Pair, given: str | None, registry: Any, check_only: bool) -> bool:
     """Re-compile one pair; return True when the compiled file was already up to date."""
     from openrouter_probe.files import atomic_write_text
-    from openrouter_probe.policy import compile_policy, load_spec, read_yaml
+    from openrouter_probe.policy import compile_policy
+    from openrouter_probe.policy_file import load_spec, read_yaml
 
     spec = load_spec(pair.spec)
     compiled_doc = read_yaml(pair.compiled) if pair.compiled.exists() else None
@@ -211,7 +212,7 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
     """
     from openrouter_probe.errors import ProbeError
     from openrouter_probe.lint import lint_block
-    from openrouter_probe.policy import provider_mapping, read_yaml
+    from openrouter_probe.policy_file import provider_mapping, read_yaml
 
     failed = False
     for name in files:

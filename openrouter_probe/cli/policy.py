@@ -58,7 +58,8 @@ def compile_cmd(
     -o never writes over SPEC (or the --snapshot / --precision-file it was compiled from), and the
     file is replaced atomically: a write that fails leaves the old policy whole.
     """
-    from openrouter_probe.policy import compile_policy, load_spec
+    from openrouter_probe.policy import compile_policy
+    from openrouter_probe.policy_file import load_spec
 
     inputs = [spec, *precision_files]
     if snapshot and snapshot != "bundled":
@@ -134,8 +135,8 @@ def explain(
     spec that admits nothing still gets its table (why each endpoint is dropped), then exits 1.
     """
     from openrouter_probe.cli._common import essential_column
-    from openrouter_probe.policy import (
-        compile_policy,
+    from openrouter_probe.policy import compile_policy
+    from openrouter_probe.policy_file import (
         compiled_from_document,
         is_compiled,
         parse_spec,
@@ -208,7 +209,7 @@ def lint(
     """
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.lint import lint_block
-    from openrouter_probe.policy import provider_mapping, read_yaml
+    from openrouter_probe.policy_file import provider_mapping, read_yaml
 
     block, compiled_for = provider_mapping(read_yaml(block_path), source=block_path)
     model = model or compiled_for
@@ -299,7 +300,7 @@ def _check(
 ) -> Any:
     from openrouter_probe.drift import check_policy, find_spec
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy import load_compiled_policy, load_spec
+    from openrouter_probe.policy_file import load_compiled_policy, load_spec
 
     compiled = load_compiled_policy(policy_path)
     spec_note: str | None = None

@@ -38,7 +38,8 @@ from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.faults import FaultPlan, parse_degrade, parse_faults, uniform
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
-from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
+from openrouter_probe.provider_block import ProviderBlock
+from openrouter_probe.routing import RequestParams, RouteDecision, route
 from openrouter_probe.schema import Endpoint
 from openrouter_probe.snapshot import Snapshot
 

@@ -53,7 +53,7 @@ _BYTES_PER_TOKEN = 4
 
 def _policy(path: str | Path) -> tuple[Any, dict[str, Any], str]:
     """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
-    from openrouter_probe.policy import compiled_from_document, read_yaml
+    from openrouter_probe.policy_file import compiled_from_document, read_yaml
 
     doc = read_yaml(path)
     compiled = compiled_from_document(doc, source=str(path))

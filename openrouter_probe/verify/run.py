@@ -74,7 +74,7 @@ def _selected(
             raise ConfigError("--endpoints is empty; give full tags such as chutes/int4")
         return tags
     if policy is not None:
-        from openrouter_probe.policy import compiled_from_document, read_yaml
+        from openrouter_probe.policy_file import compiled_from_document, read_yaml
         from openrouter_probe.routing import route
 
         compiled = compiled_from_document(read_yaml(policy), source=str(policy))
