@@ -21,6 +21,8 @@ __all__ = ["Change", "DriftReport", "check_policy"]
 
 @dataclass(frozen=True)
 class Change:
+    """One thing that moved; ``matters`` is false for changes that are reported but not drift."""
+
     kind: str  # added, gone, ordered-gone, quantization, price, admitted, order, status
     tag: str | None
     message: str
@@ -32,6 +34,8 @@ class Change:
 
 @dataclass
 class DriftReport:
+    """What moved between a compiled policy's snapshot and a fresh one (``check_policy``)."""
+
     model: str
     compiled_snapshot: str
     new_snapshot: str
@@ -39,13 +43,16 @@ class DriftReport:
 
     @property
     def drifted(self) -> bool:
+        """Whether any change matters (the policy should be re-compiled)."""
         return any(c.matters for c in self.changes)
 
     @property
     def exit_code(self) -> int:
+        """1 on drift, else 0 (``policy check`` exits 2 on an error)."""
         return 1 if self.drifted else 0
 
     def render(self) -> str:
+        """Return the report as text: the two snapshots, one line per change, the conclusion."""
         head = (
             f"{self.model}: policy compiled on snapshot {self.compiled_snapshot[:19]}, "
             f"checked against {self.new_snapshot[:19]}"

@@ -253,6 +253,7 @@ class CompiledPolicy:
         return {"only": self.admitted}
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the compiled document: provider, batch, provenance, routing, decisions."""
         doc: dict[str, Any] = {
             "provider": self.provider.to_request(),
             "batch": {"provider": self.batch_provider()},
@@ -265,6 +266,7 @@ class CompiledPolicy:
         return doc
 
     def to_yaml(self) -> str:
+        """Return the compiled file's text (deterministic: the same inputs give the same bytes)."""
         body = yaml.safe_dump(
             self.to_dict(), sort_keys=False, allow_unicode=True, width=100, default_flow_style=False
         )

@@ -155,3 +155,59 @@ def test_cli_reference_ignores_the_terminal(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("COLUMNS", "40")
     assert make["render"]() == wide
     assert max(len(line) for line in wide.split("```text", 1)[1].splitlines()) <= 80
+
+
+def _api_reference() -> dict[str, object]:
+    return runpy.run_path(str(ROOT / "docs" / "make_api_reference.py"))
+
+
+def test_api_reference_is_current() -> None:
+    """docs/reference.md is what ``python docs/make_api_reference.py`` writes for today's API."""
+    committed = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    assert _api_reference()["render"]() == committed, (  # type: ignore[operator]
+        "docs/reference.md is out of date with the docstrings: run python docs/make_api_reference.py"
+    )
+
+
+def test_api_reference_covers_every_public_name() -> None:
+    import openrouter_probe
+    import openrouter_probe.fake
+
+    text = _api_reference()["render"]()  # type: ignore[operator]
+    for name in openrouter_probe.__all__:
+        assert f"### `openrouter_probe.{name}`" in text
+    for name in openrouter_probe.fake.__all__:
+        assert f"### `openrouter_probe.fake.{name}`" in text
+    assert "def save(self, path: str | Path, *, inputs: Sequence[str | Path] = ()) -> Path:" in text
+    assert " at 0x" not in text  # no memory address: the page is the same on every run
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    """Every class and function in ``__all__`` (the package's and its public subpackages') has a
+    docstring of its own: not inherited, not the one ``dataclasses`` makes up from the fields."""
+    make = _api_reference()
+    own_docstring = make["own_docstring"]
+    missing = [
+        f"{section}.{name}"
+        for section, name, obj, _ in make["public_names"]()  # type: ignore[operator]
+        if (callable(obj) or isinstance(obj, type)) and not own_docstring(obj)  # type: ignore[operator]
+    ]
+    assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_docstring_check_sees_a_dataclass_without_one() -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Bare:
+        x: int
+
+    @dataclass
+    class Told:
+        """Told something."""
+
+        x: int
+
+    own_docstring = _api_reference()["own_docstring"]
+    assert own_docstring(Bare) is None  # type: ignore[operator]
+    assert own_docstring(Told) == "Told something."  # type: ignore[operator]
