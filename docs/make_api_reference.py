@@ -283,7 +283,7 @@ def public_names() -> list[tuple[str, str, Any, ModuleType]]:
         module = importlib.import_module(f"{PACKAGE}.{sub}")
         for name in getattr(module, "__all__", []):
             value = getattr(module, name)
-            if name in top.__all__ and getattr(top, name) is _unwrap(value):
+            if name in top.__all__ and _unwrap(getattr(top, name)) is _unwrap(value):
                 continue  # the same object as the top-level name, documented there
             out.append((f"{PACKAGE}.{sub}", name, value, module))
     return out
@@ -300,18 +300,18 @@ def _unwrap(value: Any) -> Any:
 def render() -> str:
     """Return the Markdown page for the public API as it is now."""
     names = public_names()
-    sections: dict[str, list[str]] = {}
-    for section, name, obj, module in names:
-        sections.setdefault(section, []).append(entry(name, obj, module, f"{section}.{name}"))
     parts = [_INTRO]
-    for section in sections:
+    for section in (PACKAGE, *(f"{PACKAGE}.{sub}" for sub in SUBPACKAGES)):
         module = importlib.import_module(section)
         doc = inspect.cleandoc(module.__doc__ or "")
-        index = ", ".join(
-            f"[`{n}`](#{_anchor(f'{s}.{n}')})" for s, n, _, _ in names if s == section
-        )
+        own = [(n, obj, mod) for s, n, obj, mod in names if s == section]
+        index = ", ".join(f"[`{n}`](#{_anchor(f'{section}.{n}')})" for n, _, _ in own)
+        shared = [n for n in getattr(module, "__all__", []) if n not in {n for n, _, _ in own}]
+        if shared:
+            also = ", ".join(f"[`{n}`](#{_anchor(f'{PACKAGE}.{n}')})" for n in shared)
+            index += ("; " if index else "") + f"the same objects as `{PACKAGE}`'s: {also}"
         parts.append(f"## `{section}`\n\n```text\n{doc}\n```\n\n{index}\n")
-        parts.extend(sections[section])
+        parts.extend(entry(n, obj, mod, f"{section}.{n}") for n, obj, mod in own)
     return "\n".join(parts)
 
 

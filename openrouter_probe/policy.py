@@ -154,6 +154,7 @@ class PolicySpec(_Spec):
         return value
 
     def sha256(self) -> str:
+        """Return a hash of the spec's settings (canonical JSON); the compiled file records it."""
         data = self.model_dump(mode="json")
         # Keys added later are left out when unset, so specs without them keep the hash they had.
         if data.get("options") is None:

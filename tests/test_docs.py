@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import runpy
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,23 @@ def test_api_reference_is_current() -> None:
     assert _api_reference()["render"]() == committed, (  # type: ignore[operator]
         "docs/reference.md is out of date with the docstrings: run python docs/make_api_reference.py"
     )
+
+
+def test_api_reference_does_not_depend_on_what_was_imported_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``orp.generate`` is the callable subpackage or, resolved through ``__getattr__`` alone, the
+    coroutine function: the page is the same either way (a fresh interpreter gives the former)."""
+    import openrouter_probe
+    from openrouter_probe.generate.job import generate
+
+    monkeypatch.setattr(openrouter_probe, "generate", generate)
+    script = str(ROOT / "docs" / "make_api_reference.py")
+    code = f"import runpy; print(runpy.run_path({script!r})['render'](), end='')"
+    fresh = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert fresh == _api_reference()["render"]()  # type: ignore[operator]
 
 
 def test_api_reference_covers_every_public_name() -> None:
