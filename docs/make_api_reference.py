@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import importlib
 import inspect
-import pprint
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -240,12 +239,22 @@ def _comment_for(module: ModuleType, name: str) -> str:
 
 
 def _constant(name: str, value: Any, module: ModuleType) -> str:
+    """``NAME: annotation = value`` with the ``#:`` comment above it in its source; a dict one
+    entry a line."""
     note = _annotation(vars(module).get("__annotations__", {}).get(name, type(value)))
     comment = _comment_for(module, name)
-    text = pprint.pformat(value, width=WIDTH - len(name) - len(note) - 5)
-    text = text.replace("\n", "\n" + " " * (len(name) + len(note) + 5))
+    if isinstance(value, dict) and value:
+        text = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in value.items()) + "}"
+    else:
+        text = repr(value)
     head = f"# {comment}\n" if comment else ""
     return f"{head}{name}: {note} = {text}\n"
+
+
+def _constant_module(name: str, package: ModuleType) -> ModuleType:
+    """The module whose source assigns ``name`` (a package's lazy ``_EXPORTS`` says which)."""
+    where = getattr(package, "_EXPORTS", {}).get(name)
+    return importlib.import_module(where) if where else package
 
 
 def _defining_module(obj: Any, fallback: ModuleType) -> ModuleType:
@@ -269,6 +278,7 @@ def entry(name: str, obj: Any, module: ModuleType, qualified: str) -> str:
         body = _function(name, getattr(obj, name), "")  # the callable package ``generate``
         obj = getattr(obj, name)
     else:
+        module = _constant_module(name, module)
         body = _constant(name, obj, module)
     where = _defining_module(obj, module)
     source = f"Defined in `{_source_path(where)}`.\n\n" if where.__file__ else ""
