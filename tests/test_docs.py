@@ -12,6 +12,7 @@ import re
 import runpy
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,31 @@ def test_docstring_check_sees_a_dataclass_without_one() -> None:
     own_docstring = _api_reference()["own_docstring"]
     assert own_docstring(Bare) is None  # type: ignore[operator]
     assert own_docstring(Told) == "Told something."  # type: ignore[operator]
+
+
+_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
+
+
+def python_examples(page: str) -> list[tuple[str, str]]:
+    """``(code, output)`` for each ```python block followed directly by a plain ``` block."""
+    blocks = list(_BLOCK.finditer(page))
+    return [
+        (code.group(2), out.group(2))
+        for code, out in pairwise(blocks)
+        if code.group(1) == "python"
+        and out.group(1) == ""
+        and not page[code.end() : out.start()].strip()
+    ]
+
+
+@pytest.mark.parametrize("name", ["probe.md", "precision.md"])
+def test_python_examples_print_what_the_page_shows(name: str, tmp_path: Path) -> None:
+    """Each Python example followed by an output block prints exactly that output (run offline in
+    a scratch directory), so the figures pasted into the concept pages stay true."""
+    examples = python_examples((ROOT / "docs" / name).read_text(encoding="utf-8"))
+    assert examples, f"docs/{name} has no example with its output"
+    for code, shown in examples:
+        ran = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+        )
+        assert ran.stdout.strip() == shown.strip(), f"docs/{name}: the example\n{code}printed"
