@@ -206,12 +206,40 @@ def _class(name: str, cls: type) -> str:
         parts.append("\n" + _fields(cls, ""))
     elif dataclasses.is_dataclass(cls) or "__init__" in vars(cls):
         init = cls.__init__ if "__init__" in vars(cls) else None
-        sig = _signature(cls)
+        sig = _factories_shown(cls, _signature(cls))
         if init is not None or sig is not None:
             init_line = _signature_line("def __init__", _with_self(sig), "    ")
             parts.append("\n" + init_line + " ...\n")
     parts.extend("\n" + member for member in _members(cls, "    "))
     return "".join(parts)
+
+
+class _Shown:
+    """A default shown as source text (``field(default_factory=list)``, not ``<factory>``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _factories_shown(cls: type, sig: inspect.Signature | None) -> inspect.Signature | None:
+    """``sig`` with each dataclass field's default factory written as in the source."""
+    if sig is None or not dataclasses.is_dataclass(cls):
+        return sig
+    factories = {
+        f.name: f.default_factory
+        for f in dataclasses.fields(cls)
+        if f.default_factory is not dataclasses.MISSING
+    }
+    params = [
+        p.replace(default=_Shown(f"field(default_factory={_default(factories[p.name])})"))
+        if p.name in factories
+        else p
+        for p in sig.parameters.values()
+    ]
+    return sig.replace(parameters=params)
 
 
 def _with_self(sig: inspect.Signature | None) -> inspect.Signature | None:
