@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "check_policy": "openrouter_probe.drift",
     "compile_policy": "openrouter_probe.policy",
     "default_registry": "openrouter_probe.precision",
+    "effective_pricing": "openrouter_probe.pricing",
     "generate": "openrouter_probe.generate",
     "lint_block": "openrouter_probe.lint",
     "load_compiled_policy": "openrouter_probe.policy",
@@ -75,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "plan_budget": "openrouter_probe.budget",
     "plan_precision_check": "openrouter_probe.verify.run",
     "plan_verify": "openrouter_probe.verify.plan",
+    "price_windows": "openrouter_probe.pricing",
     "probe": "openrouter_probe.snapshot",
     "route": "openrouter_probe.routing",
     "verify_precision": "openrouter_probe.verify.run",
@@ -124,6 +126,7 @@ __all__ = [
     "check_policy",
     "compile_policy",
     "default_registry",
+    "effective_pricing",
     "generate",
     "lint_block",
     "load_compiled_policy",
@@ -136,6 +139,7 @@ __all__ = [
     "plan_budget",
     "plan_precision_check",
     "plan_verify",
+    "price_windows",
     "probe",
     "route",
     "verify_precision",
@@ -170,6 +174,7 @@ if TYPE_CHECKING:
         load_spec,
     )
     from openrouter_probe.precision import PrecisionRegistry, default_registry
+    from openrouter_probe.pricing import effective_pricing, price_windows
     from openrouter_probe.quantities import parse_token_count
     from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
     from openrouter_probe.schema import (

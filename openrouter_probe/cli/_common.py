@@ -45,7 +45,7 @@ class _Group(click.Group):
 
 
 def _setup_logging() -> None:
-    """Diagnostics to stderr as plain lines; stamina's per-retry events only when debugging."""
+    """Diagnostics to stderr as plain lines (each retry is one line); debug lines only when debugging."""
     import logging
 
     debug = os.environ.get(_DEBUG_ENV) == "1"
@@ -57,7 +57,6 @@ def _setup_logging() -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     root.propagate = False
-    logging.getLogger("stamina").setLevel(logging.DEBUG if debug else logging.ERROR)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -173,11 +172,6 @@ def format_cell(value: Any, column: str = "") -> str:
             return str(value)
         return format_number(value, decimals=2)
     return str(value)
-
-
-def _fmt_num(value: Any, digits: int = 2) -> str:
-    # Kept for branches written before format_cell; new code uses format_cell.
-    return format_cell(value)
 
 
 def table_width() -> int | None:
@@ -375,10 +369,3 @@ def short_header(column: str) -> str:
         if column.endswith(suffix):
             return column[: -len(suffix)].replace("_", " ") + unit
     return column.replace("_", " ")
-
-
-# The names these helpers had before they were public, for branches written against them.
-_load = load_snapshot_for
-_note = note
-_render_rows = render_rows
-_short_header = short_header

@@ -173,6 +173,39 @@ def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     return block
 
 
+def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> None:
+    """Warn (stderr) when the policy no longer fits the snapshot: an ``order`` entry that serves
+    nothing any more, or any other drift that matters, with the command that fixes it."""
+    from openrouter_probe.drift import check_policy
+    from openrouter_probe.policy import load_compiled_policy
+    from openrouter_probe.routing import matches
+
+    compiled = load_compiled_policy(policy_path)
+    fix = " ".join(["openrouter-probe policy check", policy_path, *snapshot_args, "--write"])
+    gone = [
+        entry
+        for entry in compiled.provider.order or ()
+        if not any(matches(entry, e) for e in snap.endpoints)
+    ]
+    if gone:
+        which = "which no longer serves" if len(gone) == 1 else "which no longer serve"
+        note(
+            f"warning: {policy_path} is stale: provider.order names {', '.join(gone)}, {which} "
+            f"{snap.model} (OpenRouter skips {'it' if len(gone) == 1 else 'them'}). "
+            f"Re-compile it: {fix}"
+        )
+        return
+    if not compiled.decisions:
+        return
+    report = check_policy(compiled, snap, policy_file=policy_path, snapshot_args=snapshot_args)
+    drift = [c for c in report.changes if c.matters]
+    if drift:
+        note(
+            f"warning: {policy_path} has drifted since it was compiled ({drift[0].message}"
+            f"{f'; {len(drift) - 1} more' if len(drift) > 1 else ''}). Re-compile it: {fix}"
+        )
+
+
 @cli.command()
 @click.argument("model")
 @snapshot_options
@@ -294,6 +327,12 @@ def budget(
         datasets = len(names) if names else 1
     snap = load_snapshot_for(model, offline, snapshot)
     block = _policy_block(policy_path, snap.model) if policy_path else None
+    if policy_path:
+        _warn_if_stale(
+            policy_path,
+            snap,
+            ["--offline"] if offline else ["--snapshot", snapshot] if snapshot else [],
+        )
     plan = plan_budget(
         snap,
         budget_usd=budget_usd,

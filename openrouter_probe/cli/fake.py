@@ -6,7 +6,7 @@ import time
 
 import click
 
-from openrouter_probe.cli._common import _load, _note, cli
+from openrouter_probe.cli._common import cli, load_snapshot_for, note
 
 
 @cli.command("fake-server")
@@ -63,13 +63,13 @@ def fake_server(
     OPENROUTER_BASE_URL=<printed URL> and any non-empty OPENROUTER_API_KEY.
     """
     if host not in ("127.0.0.1", "localhost", "::1"):
-        _note(f"warning: serving on {host}; the fake accepts any key, keep it off shared networks")
+        note(f"warning: serving on {host}; the fake accepts any key, keep it off shared networks")
     from openrouter_probe.fake import parse_faults, serve
 
     plan = parse_faults(faults or "", seed=seed)  # a bad spec is one line, before anything else
     if not (offline or snapshot or model):
         offline = True
-    snap = _load(model, offline, snapshot)
+    snap = load_snapshot_for(model, offline, snapshot)
     with serve(
         snap,
         host=host,
@@ -82,11 +82,11 @@ def fake_server(
         generation_lag_s=generation_lag_s,
     ) as fake:
         click.echo(fake.base_url)
-        _note(f"ledger: {fake.url}/_fake/ledger; Ctrl-C to stop")
+        note(f"ledger: {fake.url}/_fake/ledger; Ctrl-C to stop")
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
-            _note(
+            note(
                 f"stopped; billed ${float(fake.ledger.total_usd):.6f} in {len(fake.ledger)} generations"
             )

@@ -8,11 +8,11 @@ import sys
 import click
 
 from openrouter_probe.cli._common import (
-    _load,
-    _note,
-    _render_rows,
     cli,
     format_option,
+    load_snapshot_for,
+    note,
+    render_rows,
     snapshot_options,
 )
 
@@ -165,13 +165,13 @@ def audit_cmd(
     from openrouter_probe.policy import load_compiled_policy
 
     model = load_compiled_policy(policy).model
-    snap = _load(model, offline, snapshot)
+    snap = load_snapshot_for(model, offline, snapshot)
     report = audit(outputs, policy=policy, snapshot=snap)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        _render_rows(report.provider_rows(), fmt, title=f"{model}: served rows by provider")
-        _note(report.render_notes())
+        render_rows(report.provider_rows(), fmt, title=f"{model}: served rows by provider")
+        note(report.render_notes())
     sys.exit(report.exit_code)
 
 
@@ -191,4 +191,4 @@ def export_cmd(outputs: tuple[str, ...], fmt: str, output: str, include_truncate
     from openrouter_probe.export import export
 
     count = export(outputs, fmt=fmt, output=output, include_truncated=include_truncated)
-    _note(f"wrote {count} rows to {output} ({fmt})")
+    note(f"wrote {count} rows to {output} ({fmt})")

@@ -234,6 +234,7 @@ def lint(
 @policy.command()
 @click.argument("policy_path", metavar="POLICY", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
+@_precision_option
 @click.option(
     "--price-threshold-pct",
     type=float,
@@ -241,39 +242,110 @@ def lint(
     show_default=True,
     help="Report price moves larger than this.",
 )
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="SPEC",
+    help="The spec POLICY was compiled from [default: the file its provenance names, beside it].",
+)
+@click.option(
+    "--write", is_flag=True, help="Re-compile POLICY in place from its spec when it drifted."
+)
 @format_option("text", "json", default="text")
 def check(
-    policy_path: str, offline: bool, snapshot: str | None, price_threshold_pct: float, fmt: str
+    policy_path: str,
+    offline: bool,
+    snapshot: str | None,
+    precision_files: tuple[str, ...],
+    price_threshold_pct: float,
+    spec_path: str | None,
+    write: bool,
+    fmt: str,
 ) -> None:
     """Check a compiled POLICY against a fresh probe (or a snapshot) of its model.
 
-    Exit 0 when nothing that matters moved, 1 on drift, 2 on error: made for other repos' CI.
+    Says what changed, what it does to the policy, what a re-compile would change (when the spec
+    is at hand) and the fix. Exit 0 when nothing that matters moved, 1 on drift, 2 on error: made
+    for other repos' CI. With --write, a drifted POLICY is re-compiled in place (exit 0 once written).
     """
-    from openrouter_probe.drift import check_policy
     from openrouter_probe.errors import ProbeError
-    from openrouter_probe.policy import load_compiled_policy
 
     try:
-        compiled = load_compiled_policy(policy_path)
-        snap = load_snapshot_for(compiled.model, offline, snapshot)
-        report = check_policy(compiled, snap, price_threshold_pct=price_threshold_pct)
+        report = _check(
+            policy_path, offline, snapshot, precision_files, price_threshold_pct, spec_path, write
+        )
     except ProbeError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "model": report.model,
-                    "drift": report.drifted,
-                    "changes": [
-                        {"kind": c.kind, "tag": c.tag, "message": c.message, "matters": c.matters}
-                        for c in report.changes
-                    ],
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         click.echo(report.render())
+    if write and report.drifted:
+        _write_recompiled(report, policy_path, spec_path)
+        sys.exit(0)
     sys.exit(report.exit_code)
+
+
+def _check(
+    policy_path: str,
+    offline: bool,
+    snapshot: str | None,
+    precision_files: tuple[str, ...],
+    price_threshold_pct: float,
+    spec_path: str | None,
+    write: bool,
+) -> Any:
+    from openrouter_probe.drift import check_policy, find_spec
+    from openrouter_probe.errors import PolicyError
+    from openrouter_probe.policy import load_compiled_policy, load_spec
+
+    compiled = load_compiled_policy(policy_path)
+    spec_note: str | None = None
+    found: str | None = spec_path
+    spec = load_spec(spec_path) if spec_path is not None else None
+    if spec_path is None:
+        spec, where, spec_note = find_spec(compiled, policy_path)
+        found = None if where is None else str(where)
+    if spec is None and write:
+        raise PolicyError(
+            f"--write re-compiles from the spec the policy was compiled from, and {spec_note}; "
+            "give it with --spec SPEC",
+            source=policy_path,
+        )
+    if spec_note is not None and spec is not None:
+        note(f"note: {spec_note}: a re-compile also applies those edits")
+    snap = load_snapshot_for(compiled.model, offline, snapshot)
+    args = ["--offline"] if offline else ["--snapshot", snapshot] if snapshot else []
+    if spec_path is not None:
+        args += ["--spec", spec_path]
+    return check_policy(
+        compiled,
+        snap,
+        price_threshold_pct=price_threshold_pct,
+        spec=spec,
+        spec_file=found,
+        policy_file=policy_path,
+        registry=_registry(precision_files),
+        snapshot_args=args,
+    )
+
+
+def _write_recompiled(report: Any, policy_path: str, spec_path: str | None) -> None:
+    """Write the re-compiled policy over POLICY atomically (or exit 2 when it cannot be)."""
+    from openrouter_probe.files import atomic_write_text
+
+    if report.recompiled is None:
+        click.echo(
+            f"Error: {policy_path}: not re-written: the re-compile failed (see above); "
+            "edit the spec, then run --write again",
+            err=True,
+        )
+        sys.exit(2)
+    try:
+        atomic_write_text(policy_path, report.recompiled.to_yaml())
+    except OSError as exc:
+        click.echo(f"Error: {policy_path}: cannot write the policy: {exc.strerror}", err=True)
+        sys.exit(2)
+    note(f"wrote {policy_path}: admits {', '.join(report.recompiled.admitted)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import hashlib
 import json
 import math
@@ -70,6 +71,7 @@ _STEP = dict(_FUNNEL)
 _STEP_RANK = {reason: i for i, (reason, _) in enumerate(_FUNNEL)}
 _JSON = "application/json"
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
+_decode = json.JSONDecoder().decode
 
 
 def json_response(
@@ -109,25 +111,31 @@ class _Plan:
 
     def __init__(self, decision: RouteDecision, block: ProviderBlock) -> None:
         self.decision = decision
-        self.endpoints = [c.endpoint for c in decision.candidates]
-        self.single = block.allow_fallbacks is False and decision.mode != "ordered"
-        self.cumulative: list[tuple[float, int]] = []
+        endpoints = [c.endpoint for c in decision.candidates]
+        single = block.allow_fallbacks is False and decision.mode != "ordered"
+        # The chains are computed here, once per decision: a request only draws which one it gets.
+        self._bounds: list[float] = []  # cumulative weights of the endpoints that can be drawn
+        self._chains: list[tuple[Endpoint, ...]] = []
         if decision.mode == "load_balanced":
             acc = 0.0
             for i, c in enumerate(decision.candidates):
                 if c.weight > 0:
                     acc += c.weight
-                    self.cumulative.append((acc, i))
+                    self._bounds.append(acc)
+                    chain = [endpoints[i], *endpoints[:i], *endpoints[i + 1 :]]
+                    self._chains.append(tuple(chain[:1] if single else chain))
+        if not self._chains:
+            self._bounds = []
+            self._chains = [tuple(endpoints[:1] if single else endpoints)]
 
-    def chain(self, u: float) -> list[Endpoint]:
+    def chain(self, u: float) -> tuple[Endpoint, ...]:
         """The endpoints to try, in order, for a request whose draw is ``u`` in [0, 1)."""
-        endpoints = self.endpoints
-        if self.cumulative:
-            total = self.cumulative[-1][0]
-            last = self.cumulative[-1][1]
-            pick = next((i for acc, i in self.cumulative if u * total < acc), last)
-            endpoints = [endpoints[pick], *endpoints[:pick], *endpoints[pick + 1 :]]
-        return endpoints[:1] if self.single else endpoints
+        chains = self._chains
+        if len(chains) == 1:
+            return chains[0]
+        bounds = self._bounds
+        pick = bisect.bisect_right(bounds, u * bounds[-1])
+        return chains[pick if pick < len(chains) else -1]
 
 
 class FakeOpenRouter:
@@ -189,7 +197,8 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
-        self.generations: dict[str, GenerationRecord] = {}
+        #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
+        self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
@@ -261,12 +270,23 @@ class FakeOpenRouter:
         return key, parsed
 
     def _route(
-        self, model: ServedModel, key: str, block: ProviderBlock, params: RequestParams
+        self,
+        model: ServedModel,
+        key: str,
+        block: ProviderBlock,
+        *,
+        max_tokens: int | None,
+        sent: frozenset[str],
+        prompt_tokens: int,
     ) -> _Plan:
         """Ask the routing model, once per distinct (model, block, parameters)."""
-        cache_key = (model.model_id, key, params)
+        # A plain tuple of strings and ints: far cheaper to hash than a RequestParams.
+        cache_key = (model.model_id, key, max_tokens, sent, prompt_tokens)
         plan = self._routes.get(cache_key)
         if plan is None:
+            params = RequestParams(
+                max_tokens=max_tokens, parameters=sent, prompt_tokens=prompt_tokens
+            )
             plan = _Plan(route(block, model.endpoints, params), block)
             self._routes[cache_key] = plan
             if len(self._routes) > _CACHE_SIZE:
@@ -298,7 +318,7 @@ class FakeOpenRouter:
         )
 
     def _refuse_credit(
-        self, chain: list[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
+        self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
     ) -> tuple[web.Response | None, Decimal]:
         """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
 
@@ -387,7 +407,8 @@ class FakeOpenRouter:
         gen_id = request.query.get("id", "")
         if not gen_id:
             return error_response(400, "Missing required query parameter: id")
-        gen = self.generations.get(gen_id)
+        row = self.generations.get(gen_id)
+        gen = None if row is None else GenerationRecord(*row)
         if gen is None or self.clock.now() < gen.ready_s:
             return error_response(404, f"Generation {gen_id} not found")
         return web.json_response({"data": gen.to_json()})
@@ -413,8 +434,10 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
+        raw = await request.read()
         try:
-            body = json.loads(await request.read())
+            # str input skips json's encoding detection; other encodings take the general path
+            body = _decode(raw.decode()) if raw.isascii() else json.loads(raw)
         except ValueError as exc:
             self.ledger.count_error("bad_request")
             return error_response(400, f"Invalid JSON in request body: {exc}")
@@ -430,11 +453,12 @@ class FakeOpenRouter:
             return error_response(400, problem or "Bad request")
         prompt_tokens = count_prompt_tokens(body["messages"])
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
-        sent = frozenset(k for k in body if k in _PARAMETER_KEYS)
+        sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}
-        params = RequestParams(max_tokens=max_tokens, parameters=sent, prompt_tokens=prompt_tokens)
-        plan = self._route(model, key, block, params)
+        plan = self._route(
+            model, key, block, max_tokens=max_tokens, sent=sent, prompt_tokens=prompt_tokens
+        )
         if not plan.decision.candidates:
             return self._no_route(model, plan.decision, block)
         stream = bool(body.get("stream"))
@@ -476,7 +500,15 @@ class FakeOpenRouter:
                 if fault is None:
                     attempts.append((endpoint, 200))
                     reply = Reply(
-                        self, request, body, model, endpoint, request_no, prompt_tokens, attempts
+                        self,
+                        request,
+                        body,
+                        model,
+                        endpoint,
+                        request_no,
+                        prompt_tokens,
+                        attempts,
+                        stream=stream,
                     )
                     return await reply.run(stream=stream, max_tokens=max_tokens)
                 status, payload = bodies.upstream_error_body(
@@ -536,8 +568,9 @@ def _check_body(body: Any) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return 'Input required: specify "messages" (a non-empty list of chat messages)'
-    if not all(isinstance(m, dict) and "role" in m for m in messages):
-        return 'Invalid messages: each message needs a "role" and "content"'
+    for m in messages:
+        if not isinstance(m, dict) or "role" not in m:
+            return 'Invalid messages: each message needs a "role" and "content"'
     for key in ("max_tokens", "max_completion_tokens"):
         value = body.get(key)
         if value is not None and (

@@ -15,6 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from openrouter_probe.pricing import effective_pricing
 from openrouter_probe.schema import Endpoint, Pricing
 
 __all__ = [
@@ -52,45 +53,17 @@ def count_prompt_tokens(messages: list[Any]) -> int:
     return total
 
 
-def _window_holds(start: int | None, end: int | None, hhmm: int) -> bool:
-    """A half-open UTC window ``[start, end)`` in HHMM clock numbers that may wrap midnight."""
-    if start is None and end is None:
-        return True
-    lo = 0 if start is None else start
-    hi = 2400 if end is None else end
-    if lo <= hi:
-        return lo <= hhmm < hi
-    return hhmm >= lo or hhmm < hi
-
-
 def apply_overrides(pricing: Pricing, *, prompt_tokens: int, at: datetime) -> Pricing:
     """Return ``pricing`` with the ``overrides`` that hold for this request applied.
 
-    An override holds when the prompt has strictly more than its ``min_prompt_tokens`` and the
-    UTC time ``at`` is inside its ``[utc_start, utc_end)`` window (HHMM, may wrap midnight); later
-    entries win per key; keys an entry omits keep the base price (OPENROUTER.md §1.4).
-
-    The budget gets the shared resolution on branch ``harden-budget``
-    (``openrouter_probe.pricing.effective_pricing(pricing, prompt_tokens=..., at=...)``, same
-    arguments); once that is merged this function should call it and keep only the fast path below
-    (no overrides: the same object, whose unit prices ``unit_prices`` caches).
+    The rules (prompt-size tiers, UTC time windows, weekdays; later entries win per key) live in
+    one place, ``openrouter_probe.pricing.effective_pricing``, which the budget planner uses too.
+    Without overrides this returns the same object, whose unit prices ``unit_prices`` caches: the
+    fast path of almost every request.
     """
     if not pricing.overrides:
         return pricing
-    hhmm = at.hour * 100 + at.minute
-    prices: dict[str, Any] = {}
-    for override in pricing.overrides:
-        if override.min_prompt_tokens is not None and prompt_tokens <= override.min_prompt_tokens:
-            continue
-        if not _window_holds(override.utc_start, override.utc_end, hhmm):
-            continue
-        prices.update(override.model_extra or {})
-    if not prices:
-        return pricing
-    base = pricing.model_dump(mode="json", exclude_unset=True)
-    base.pop("overrides", None)
-    base.update(prices)
-    return Pricing.model_validate(base)
+    return effective_pricing(pricing, prompt_tokens=prompt_tokens, at=at)
 
 
 @dataclass(frozen=True)

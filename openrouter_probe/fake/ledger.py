@@ -2,7 +2,9 @@
 
 One entry per billed generation id; errors are not billed (zero-completion insurance) and only
 counted. The server's event loop writes, any thread reads (``fake.ledger`` from a test or a
-notebook), so every access takes a lock.
+notebook), so every access takes a lock. Entries are kept as tuples of plain values, which the
+garbage collector stops tracking, so a ledger of a million entries does not slow the server's
+collections; ``entries`` and ``get`` hand out ``LedgerEntry`` objects.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Ledger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, LedgerEntry] = {}
+        self._entries: dict[str, tuple[Any, ...]] = {}
         self._total = Decimal(0)
         self._errors: Counter[str] = Counter()
 
@@ -52,7 +54,19 @@ class Ledger:
         with self._lock:
             if entry.generation_id in self._entries:
                 raise ValueError(f"generation {entry.generation_id} is already billed")
-            self._entries[entry.generation_id] = entry
+            self._entries[entry.generation_id] = (
+                entry.generation_id,
+                entry.model,
+                entry.provider,
+                entry.tag,
+                entry.prompt_tokens,
+                entry.completion_tokens,
+                entry.reasoning_tokens,
+                entry.cost_usd,
+                entry.streamed,
+                entry.cancelled,
+                entry.created,
+            )
             self._total += entry.cost_usd
 
     def count_error(self, kind: str) -> None:
@@ -62,12 +76,14 @@ class Ledger:
 
     def get(self, generation_id: str) -> LedgerEntry | None:
         with self._lock:
-            return self._entries.get(generation_id)
+            row = self._entries.get(generation_id)
+        return None if row is None else LedgerEntry(*row)
 
     @property
     def entries(self) -> list[LedgerEntry]:
         with self._lock:
-            return list(self._entries.values())
+            rows = list(self._entries.values())
+        return [LedgerEntry(*row) for row in rows]
 
     @property
     def total_usd(self) -> Decimal:
@@ -87,9 +103,10 @@ class Ledger:
     def to_json(self) -> dict[str, Any]:
         """The ledger as ``GET /_fake/ledger`` serves it: ``total_usd``, ``entries``, ``errors``."""
         with self._lock:
-            return {
-                "total_usd": float(self._total),
-                "count": len(self._entries),
-                "entries": [e.to_json() for e in self._entries.values()],
-                "errors": dict(self._errors),
-            }
+            total, rows, errors = self._total, list(self._entries.values()), dict(self._errors)
+        return {
+            "total_usd": float(total),
+            "count": len(rows),
+            "entries": [LedgerEntry(*row).to_json() for row in rows],
+            "errors": errors,
+        }

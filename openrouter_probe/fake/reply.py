@@ -13,10 +13,9 @@ import hashlib
 import itertools
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiohttp import web
 
@@ -40,11 +39,17 @@ KEEPALIVE_S = 5.0
 _PAD_BEAT = b"\n         "
 #: Prices without overrides do not depend on the time: skip reading the clock for them.
 _NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+_EMPTY: dict[str, Any] = {}
 
 
-@dataclass(slots=True)
-class GenerationRecord:
-    """What ``/generation?id=`` reports about one generation (billed or not)."""
+class GenerationRecord(NamedTuple):
+    """What ``/generation?id=`` reports about one generation (billed or not).
+
+    Plain values only (``attempts``: ``(tag, provider name, status)`` per attempt): the server
+    keeps one per generation for its whole life as a plain ``tuple`` (``FakeOpenRouter.generations``,
+    read back with ``GenerationRecord(*row)``), which the garbage collector stops tracking, so a
+    long run's records cost its collections nothing.
+    """
 
     id: str
     model: str
@@ -55,17 +60,19 @@ class GenerationRecord:
     streamed: bool
     cancelled: bool = False
     finish_reason: str | None = None
-    billed: LedgerEntry | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
     latency_ms: float = 0.0
     generation_time_ms: float = 0.0
-    attempts: list[tuple[Endpoint, int]] = field(default_factory=list)
+    attempts: tuple[tuple[str, str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        billed = self.billed
-        cost = float(billed.cost_usd) if billed else 0.0
-        prompt = billed.prompt_tokens if billed else 0
-        completion = billed.completion_tokens if billed else 0
-        reasoning = billed.reasoning_tokens if billed else 0
+        cost = self.cost_usd
+        prompt = self.prompt_tokens
+        completion = self.completion_tokens
+        reasoning = self.reasoning_tokens
         return {
             "id": self.id,
             "upstream_id": None,
@@ -94,16 +101,16 @@ class GenerationRecord:
             "provider_name": self.provider,
             "provider_responses": [
                 {
-                    "endpoint_id": _endpoint_id(endpoint.tag),
+                    "endpoint_id": _endpoint_id(tag),
                     "id": None,
                     "is_byok": False,
                     "latency": 0,
                     "model_permaslug": self.model,
-                    "provider_name": endpoint.provider_name,
+                    "provider_name": provider_name,
                     "routed_service_tier": None,
                     "status": status,
                 }
-                for endpoint, status in self.attempts
+                for tag, provider_name, status in self.attempts
             ],
         }
 
@@ -156,6 +163,8 @@ class Reply:
         request_no: int,
         prompt_tokens: int,
         attempts: list[tuple[Endpoint, int]],
+        *,
+        stream: bool | None = None,
     ) -> None:
         self.fake = fake
         self.request = request
@@ -169,7 +178,7 @@ class Reply:
         self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
-        self.streamed = bool(body.get("stream"))
+        self.streamed = bool(body.get("stream")) if stream is None else stream
         self.cache_key: tuple[Any, ...] | None = None
 
     # -- what to say ----------------------------------------------------------------------------
@@ -178,7 +187,7 @@ class Reply:
         """The answer (cached per distinct request) and whether reasoning text is shown."""
         fake, body = self.fake, self.body
         raw = body.get("reasoning")
-        reasoning: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        reasoning: dict[str, Any] = raw if isinstance(raw, dict) else _EMPTY
         enabled = not (
             reasoning.get("enabled") is False
             or reasoning.get("effort") == "none"
@@ -206,7 +215,9 @@ class Reply:
             )
             fake.remember(key, answer)
         self.cache_key = key
-        rate = next((r for tag, r in fake.degrade.items() if matches(tag, self.endpoint)), 0.0)
+        rate = 0.0
+        if fake.degrade:
+            rate = next((r for tag, r in fake.degrade.items() if matches(tag, self.endpoint)), 0.0)
         if rate > 0:
             self.cache_key = None  # a degraded answer is this endpoint's own: not shared
             answer = perturb(answer, rate=rate, key=(fake.seed, key[0], nonce, self.endpoint.tag))
@@ -252,20 +263,25 @@ class Reply:
     def _record(self, finish: str | None, *, first_byte_s: float, cancelled: bool = False) -> None:
         fake = self.fake
         end = fake.clock.now()
-        fake.generations[self.id] = GenerationRecord(
-            id=self.id,
-            model=self.model.permaslug,
-            provider=self.endpoint.provider_name,
-            tag=self.endpoint.tag,
-            created_s=self.started_s,
-            ready_s=end + fake.generation_lag_s,
-            streamed=self.streamed,
-            cancelled=cancelled,
-            finish_reason=finish,
-            billed=self.billed,
-            latency_ms=(first_byte_s - self.started_s) * 1000,
-            generation_time_ms=(end - first_byte_s) * 1000,
-            attempts=self.attempts,
+        billed = self.billed
+        # a plain tuple in GenerationRecord's field order (a tuple subclass stays GC-tracked)
+        fake.generations[self.id] = (
+            self.id,
+            self.model.permaslug,
+            self.endpoint.provider_name,
+            self.endpoint.tag,
+            self.started_s,
+            end + fake.generation_lag_s,
+            self.streamed,
+            cancelled,
+            finish,
+            billed.prompt_tokens if billed else 0,
+            billed.completion_tokens if billed else 0,
+            billed.reasoning_tokens if billed else 0,
+            float(billed.cost_usd) if billed else 0.0,
+            (first_byte_s - self.started_s) * 1000,
+            (end - first_byte_s) * 1000,
+            tuple([(e.tag, e.provider_name, status) for e, status in self.attempts]),
         )
 
     def _headers(self, fault: FaultRule | None) -> dict[str, str]:
