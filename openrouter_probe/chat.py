@@ -130,6 +130,7 @@ class Usage(_Payload):
 
     @property
     def reasoning_tokens(self) -> int:
+        """Reasoning tokens billed (part of ``completion_tokens``); 0 when not reported."""
         details = self.completion_tokens_details
         return (details.reasoning_tokens or 0) if details else 0
 

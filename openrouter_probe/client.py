@@ -280,6 +280,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Close the HTTP session (``with Client() as client:`` does it on exit)."""
         self._session.close()
 
     @property

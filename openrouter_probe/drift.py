@@ -80,10 +80,12 @@ class DriftReport:
 
     @property
     def drifted(self) -> bool:
+        """Whether any change matters (the policy should be re-compiled)."""
         return any(c.matters for c in self.changes)
 
     @property
     def exit_code(self) -> int:
+        """1 on drift, else 0 (``policy check`` exits 2 on an error)."""
         return 1 if self.drifted else 0
 
     def render(self) -> str:

@@ -133,6 +133,7 @@ class PolicySpec(_Spec):
         return value
 
     def sha256(self) -> str:
+        """Return a hash of the spec's settings (canonical JSON); the compiled file records it."""
         data = self.model_dump(mode="json")
         # Keys added later are left out when unset, so specs without them keep the hash they had.
         if data.get("options") is None:
@@ -232,6 +233,7 @@ class CompiledPolicy:
         return {"only": self.admitted}
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the compiled document: provider, batch, provenance, routing, decisions."""
         doc: dict[str, Any] = {
             "provider": self.provider.to_request(),
             "batch": {"provider": self.batch_provider()},
@@ -244,6 +246,7 @@ class CompiledPolicy:
         return doc
 
     def to_yaml(self) -> str:
+        """Return the compiled file's text (deterministic: the same inputs give the same bytes)."""
         body = yaml.safe_dump(
             self.to_dict(), sort_keys=False, allow_unicode=True, width=100, default_flow_style=False
         )

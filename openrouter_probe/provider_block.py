@@ -147,4 +147,5 @@ class ProviderBlock(_Strict):
 
     @property
     def sort_key(self) -> SortKey | None:
+        """The metric ``sort`` names (``price``, ``throughput``, ``latency``), or ``None``."""
         return self.sort.by if isinstance(self.sort, SortSpec) else self.sort

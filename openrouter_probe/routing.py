@@ -206,6 +206,14 @@ class Exclusion:
 
 @dataclass(frozen=True)
 class RouteDecision:
+    """What a provider block admits on a set of endpoints, in the order OpenRouter would try them.
+
+    ``mode`` is how the order arises (an explicit ``order``, a ``sort``, or OpenRouter's load
+    balancing); ``candidates`` are the admitted endpoints with their position and expected share
+    of the traffic; ``excluded`` the others, each with a reason; ``notes`` the assumptions that
+    applied.
+    """
+
     mode: Literal["ordered", "sorted", "load_balanced"]
     candidates: tuple[Candidate, ...]
     excluded: tuple[Exclusion, ...]
@@ -213,20 +221,25 @@ class RouteDecision:
 
     @property
     def admitted(self) -> list[Endpoint]:
+        """The admitted endpoints, in routing order."""
         return [c.endpoint for c in self.candidates]
 
     @property
     def admitted_tags(self) -> list[str]:
+        """The admitted endpoints' tags, in routing order."""
         return [c.endpoint.tag for c in self.candidates]
 
     @property
     def weights(self) -> dict[str, float]:
+        """Each admitted tag's expected share of the traffic."""
         return {c.endpoint.tag: c.weight for c in self.candidates}
 
     def candidate(self, tag: str) -> Candidate | None:
+        """Return the admitted endpoint with this exact tag, or ``None``."""
         return next((c for c in self.candidates if c.endpoint.tag == tag), None)
 
     def exclusion(self, tag: str) -> Exclusion | None:
+        """Return why the endpoint with this exact tag is not admitted, or ``None``."""
         return next((x for x in self.excluded if x.endpoint.tag == tag), None)
 
     def admits_provider(self, provider_name: str) -> bool:

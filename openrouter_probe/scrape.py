@@ -8,8 +8,8 @@ records ``<hex id>:<payload>``: one per line for JSON and tagged payloads, while
 ``["model-page", "providerTableEndpointStats", {...}]`` query holds the provider table as an array of
 endpoints (provider slug = exact routing tag, quantization, prices in USD per token, p50 stats).
 
-None of this is documented: it is reverse-engineered, as public scrapers describe it (OPENROUTER.md
-section 11), and may change with any deploy. So every miss raises ``SnapshotError`` instead of
+None of this is documented: it is reverse-engineered, as public scrapers describe it, and may
+change with any deploy. So every miss raises ``SnapshotError`` instead of
 returning a partial result, and the API (``/models/{id}/endpoints``) stays the primary source. An
 older page layout with a rendered ``<table>`` is read as a fallback when its rows carry routing tags.
 """

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import runpy
 import subprocess
+import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,104 @@ def test_cli_reference_ignores_the_terminal(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("COLUMNS", "40")
     assert make["render"]() == wide
     assert max(len(line) for line in wide.split("```text", 1)[1].splitlines()) <= 80
+
+
+def _api_reference() -> dict[str, object]:
+    return runpy.run_path(str(ROOT / "docs" / "make_api_reference.py"))
+
+
+def test_api_reference_is_current() -> None:
+    """docs/reference.md is what ``python docs/make_api_reference.py`` writes for today's API."""
+    committed = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    assert _api_reference()["render"]() == committed, (  # type: ignore[operator]
+        "docs/reference.md is out of date with the docstrings: run python docs/make_api_reference.py"
+    )
+
+
+def test_api_reference_does_not_depend_on_what_was_imported_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``orp.generate`` is the callable subpackage or, resolved through ``__getattr__`` alone, the
+    coroutine function: the page is the same either way (a fresh interpreter gives the former)."""
+    import openrouter_probe
+    from openrouter_probe.generate.job import generate
+
+    monkeypatch.setattr(openrouter_probe, "generate", generate)
+    script = str(ROOT / "docs" / "make_api_reference.py")
+    code = f"import runpy; print(runpy.run_path({script!r})['render'](), end='')"
+    fresh = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert fresh == _api_reference()["render"]()  # type: ignore[operator]
+
+
+def test_api_reference_covers_every_public_name() -> None:
+    import openrouter_probe
+    import openrouter_probe.fake
+
+    text = _api_reference()["render"]()  # type: ignore[operator]
+    for name in openrouter_probe.__all__:
+        assert f"### `openrouter_probe.{name}`" in text
+    for name in openrouter_probe.fake.__all__:
+        assert f"### `openrouter_probe.fake.{name}`" in text
+    assert "def save(self, path: str | Path, *, inputs: Sequence[str | Path] = ()) -> Path:" in text
+    assert " at 0x" not in text  # no memory address: the page is the same on every run
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    """Every class and function in ``__all__`` (the package's and its public subpackages') has a
+    docstring of its own: not inherited, not the one ``dataclasses`` makes up from the fields."""
+    make = _api_reference()
+    own_docstring = make["own_docstring"]
+    missing = [
+        f"{section}.{name}"
+        for section, name, obj, _ in make["public_names"]()  # type: ignore[operator]
+        if (callable(obj) or isinstance(obj, type)) and not own_docstring(obj)  # type: ignore[operator]
+    ]
+    assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_docstring_check_sees_a_dataclass_without_one() -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Bare:
+        x: int
+
+    @dataclass
+    class Told:
+        """Told something."""
+
+        x: int
+
+    own_docstring = _api_reference()["own_docstring"]
+    assert own_docstring(Bare) is None  # type: ignore[operator]
+    assert own_docstring(Told) == "Told something."  # type: ignore[operator]
+
+
+_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
+
+
+def python_examples(page: str) -> list[tuple[str, str]]:
+    """``(code, output)`` for each ```python block followed directly by a plain ``` block."""
+    blocks = list(_BLOCK.finditer(page))
+    return [
+        (code.group(2), out.group(2))
+        for code, out in pairwise(blocks)
+        if code.group(1) == "python"
+        and out.group(1) == ""
+        and not page[code.end() : out.start()].strip()
+    ]
+
+
+@pytest.mark.parametrize("name", ["probe.md", "precision.md"])
+def test_python_examples_print_what_the_page_shows(name: str, tmp_path: Path) -> None:
+    """Each Python example followed by an output block prints exactly that output (run offline in
+    a scratch directory), so the figures pasted into the concept pages stay true."""
+    examples = python_examples((ROOT / "docs" / name).read_text(encoding="utf-8"))
+    assert examples, f"docs/{name} has no example with its output"
+    for code, shown in examples:
+        ran = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+        )
+        assert ran.stdout.strip() == shown.strip(), f"docs/{name}: the example\n{code}printed"

@@ -17,6 +17,8 @@ __all__ = ["Clock", "ManualClock", "SystemClock"]
 
 
 class Clock(Protocol):
+    """The time the fake server reads and waits on: ``SystemClock`` or ``ManualClock``."""
+
     def now(self) -> float:
         """Seconds since the epoch."""
 

@@ -79,10 +79,12 @@ class RunSummary:
 
     @property
     def spent_total_usd(self) -> Decimal:
+        """This run's spend plus what earlier runs on the same output spent (records and journal)."""
         return self.spent_before_usd + self.spent_usd
 
     @property
     def remaining_usd(self) -> Decimal | None:
+        """What is left of the budget after ``spent_total_usd`` (``None`` without a budget)."""
         return None if self.budget_usd is None else self.budget_usd - self.spent_total_usd
 
     @property

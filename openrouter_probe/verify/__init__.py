@@ -6,7 +6,9 @@
 - ``measures``: what each endpoint did, from responses already collected;
 - ``plan``: pins through the routing model, request bodies, cost and power before sending;
 - ``report``: ``build_report(plan, observations)`` (the seam a sending loop calls) and
-  ``VerifyReport`` (DataFrame view, HTML repr, dated evidence YAML).
+  ``VerifyReport`` (DataFrame view, HTML repr, dated evidence YAML);
+- ``run``: ``plan_precision_check`` (the plan, nothing sent) and ``verify_precision`` (the pinned
+  requests through the generator's run under one spend cap, then the report).
 
-The sending loop and the ``verify`` command are not here yet: they build on the generator.
+The public names are re-exported by ``openrouter_probe``; ``openrouter-probe verify`` is the command.
 """

@@ -205,10 +205,12 @@ class VerifyPlan:
 
     @property
     def compared(self) -> list[str]:
+        """The tags compared with the reference (the reference itself left out)."""
         return [e.tag for e in self.endpoints if e.role == "compared"]
 
     @property
     def requests(self) -> int:
+        """Requests the check sends in all, the reference's included."""
         return sum(e.requests for e in self.endpoints)
 
     def _total(self, key: str) -> Decimal | None:
@@ -222,6 +224,7 @@ class VerifyPlan:
 
     @property
     def expected_usd(self) -> Decimal | None:
+        """What the check should cost (``None`` when an endpoint lists no price)."""
         return self._total("expected_usd")
 
     @property
