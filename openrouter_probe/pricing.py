@@ -1,7 +1,7 @@
 """Prices as OpenRouter applies them: ``overrides`` for the prompt size and the time of day.
 
 An endpoint's top-level prices are the *default-condition* prices. ``pricing.overrides`` lists
-conditional prices (``OPENROUTER.md`` §1.4, spec ``PricingOverride``):
+conditional prices (OpenRouter's API spec, ``PricingOverride``):
 
 - ``min_prompt_tokens``: the entry applies when the request's prompt tokens are **strictly
   greater**;

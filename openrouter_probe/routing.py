@@ -1,4 +1,4 @@
-"""The one model of OpenRouter's provider routing (``OPENROUTER.md`` §6).
+"""The one model of OpenRouter's provider routing (https://openrouter.ai/docs/features/provider-routing).
 
 Given a ``provider`` block, a snapshot's endpoints and the request's parameters, ``route`` says which
 endpoints are admitted, in what order or with what weights, and why every other endpoint is

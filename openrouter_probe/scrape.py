@@ -306,7 +306,7 @@ def _table_row(row: Tag, cols: dict[str, int], where: str) -> dict[str, Any]:
     tags = [h.get(a) for h in holders for a in _TAG_ATTRS if h.has_attr(a)]
     tag = next((t.strip() for t in tags if isinstance(t, str) and t.strip()), None)
     if tag is None:
-        # Display names are not routing slugs (OPENROUTER.md section 6.2), so never guess one.
+        # Display names are not routing slugs (``Z.AI`` is ``z-ai``, ``Mancer 2`` is ``mancer``), so never guess one.
         raise SnapshotError(
             f"the provider table on {where} lacks routing tags (row {cell('provider')!r} has no "
             "data-provider-slug); use the API (`openrouter-probe endpoints MODEL`) instead"

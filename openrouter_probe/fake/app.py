@@ -366,7 +366,7 @@ class FakeOpenRouter:
             return error_response(404, f"No endpoints found for {name}.")
         data = model.snapshot.data
         if "Authorization" not in request.headers:
-            # Without a key OpenRouter returns the performance stats as null (OPENROUTER.md §1.1).
+            # Without a key OpenRouter returns the performance stats as null (OpenRouter's API spec, ``PublicEndpoint``).
             data = dict(data)
             data["endpoints"] = [
                 {**e, "latency_last_30m": None, "throughput_last_30m": None}

@@ -1,4 +1,4 @@
-"""Response bodies as OpenRouter sends them (OPENROUTER.md §7-9, ``shared/captures/``).
+"""Response bodies as OpenRouter sends them (the real captures in ``tests/data/captures/``).
 
 Non-streaming bodies start with whitespace keep-alive padding; streams open with
 ``: OPENROUTER PROCESSING``, send reasoning deltas, then content deltas, a chunk with the
@@ -254,7 +254,7 @@ def no_route_body(
     preference: str,
     initial_count: int,
 ) -> bytes:
-    """The routing-failure 404 (OPENROUTER.md §9.3): names the providers serving the model."""
+    """The routing-failure 404 (https://openrouter.ai/docs/api-reference/errors): names the providers serving the model."""
     avail = list(dict.fromkeys(available))
     req = list(requested or [])
     if step == "Filter by Allowed Providers":
