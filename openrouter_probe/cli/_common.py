@@ -64,10 +64,12 @@ def _setup_logging() -> None:
     package_name="openrouter-probe", prog_name="openrouter-probe", message="%(prog)s %(version)s"
 )
 def cli() -> None:
-    """Probe OpenRouter providers for a model, compile a routing policy, plan the budget.
+    """Probe OpenRouter providers for a model, compile a routing policy, plan the budget,
+    run the job within it, and check precision by measuring.
 
-    Set OPENROUTER_API_KEY for latency/throughput stats (optional for public data) and
-    OPENROUTER_BASE_URL to point at another server. --offline uses the bundled Kimi K2.5 snapshot.
+    OPENROUTER_API_KEY is needed to generate and verify (and gives latency/throughput stats);
+    OPENROUTER_BASE_URL points every command at another server, such as `fake-server`.
+    --offline uses the bundled Kimi K2.5 snapshot (reconstructed, not a live capture).
     """
 
 
