@@ -414,3 +414,27 @@ def test_cli_policy_compares_what_the_policy_admits() -> None:
         "atlas-cloud/int4": "compared",
         "parasail/int4": "compared",
     }
+
+
+def test_offline_without_fake_plans_and_sends_nothing(tmp_path: Path) -> None:
+    """--offline promises no network and no spending: with a key set it still only plans."""
+    with orp.fake.serve(speed=0) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        result = CliRunner().invoke(
+            cli,
+            [
+                "verify",
+                "moonshotai/kimi-k2.5",
+                "--offline",
+                "--n",
+                "5",
+                "--out",
+                str(tmp_path / "v.jsonl"),
+            ],
+            env=env,
+        )
+        assert result.exit_code == 0, result.output
+        assert "--offline sends nothing, so this is the plan only" in result.stderr
+        assert "55 requests" in result.stdout and "$0.0452" in result.stdout  # the plan
+        assert fake.ledger.total_usd == 0
+        assert not (tmp_path / "v.jsonl").exists()

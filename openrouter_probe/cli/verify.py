@@ -156,9 +156,20 @@ def verify(
         # With --format json/evidence stdout carries only the data: the plan goes to stderr.
         click.echo(plan.render(), err=fmt != "table" and not dry_run)
 
+    if offline and not fake and not dry_run:
+        # --offline promises no network and no spending: plan only, never send.
+        note(
+            "verify: --offline sends nothing, so this is the plan only; add --fake for a rehearsal "
+            "on the fake server, or use --snapshot PATH to send to OpenRouter"
+        )
+        dry_run = True
     if dry_run:
         show(plan_precision_check(model, **options))
         return
+    if budget_usd is None and not fake:
+        note(
+            "warning: no --budget-usd: this run has no spend cap (the plan above shows its worst case)"
+        )
     with contextlib.ExitStack() as stack:
         base_url = None
         api_key = None
