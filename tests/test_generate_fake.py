@@ -409,3 +409,29 @@ def test_second_sigint_cancels_in_flight_and_records_them(
         ]
         assert sorted(r["id"] for r in done) == sorted(f"r{i}" for i in range(20))
         assert len(fake.ledger) == 20
+
+
+def test_an_unreachable_server_stops_the_run_instead_of_failing_every_row(tmp_path: Path) -> None:
+    """Connection refused on every attempt: the run stops as `unreachable` (exit 1) after
+    UNREACHABLE_AFTER_ROWS rows, instead of ending `done` with every row failed."""
+    from openrouter_probe.generate.runner import UNREACHABLE_AFTER_ROWS
+
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
+    summary = _gen(
+        tmp_path,
+        "http://127.0.0.1:9/api/v1",  # the discard port: nothing listens, connect is refused
+        api_key="sk-fake",
+        snapshot="bundled",
+        concurrency=1,
+        budget_usd=1,
+        backoff=Backoff(
+            wait_initial_s=0, wait_max_s=1, wait_jitter_s=0, attempts=2, timeout_s=None
+        ),
+    )
+    assert summary.stop_reason == "unreachable"
+    assert summary.exit_code == 1
+    assert summary.failed == UNREACHABLE_AFTER_ROWS == 8
+    assert summary.not_sent == 20 - 8
+    assert "rows in a row got no answer from the server" in summary.message
+    assert "OPENROUTER_BASE_URL" in summary.message
+    assert summary.spent_usd == 0

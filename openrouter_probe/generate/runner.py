@@ -42,6 +42,9 @@ __all__ = ["AdaptiveLimit", "Run", "RunSettings", "Sender"]
 
 log = logging.getLogger(__name__)
 
+#: Rows failed in a row with no HTTP answer at all after which a run stops as ``unreachable``.
+UNREACHABLE_AFTER_ROWS = 8
+
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -149,6 +152,9 @@ class Run:
         self.observed_rows = 0
         self.in_flight = 0
         self.stopping = False
+        # Rows given up on in a row without one HTTP answer (refused, reset, stalled): the server
+        # is unreachable, and going on would only grind through every row (see _failed).
+        self.unanswered_streak = 0
         self._waiters: list[asyncio.Future[None]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._drain_handle: asyncio.TimerHandle | None = None
@@ -416,6 +422,17 @@ class Run:
             record["failed_attempts_cost_usd"] = float(extra_cost)
         self._write(record)
         self.summary.failed += 1
+        if failure.status is not None:
+            self.unanswered_streak = 0
+            return
+        self.unanswered_streak += 1
+        if self.unanswered_streak >= UNREACHABLE_AFTER_ROWS:
+            self.request_stop(
+                "unreachable",
+                f"{self.unanswered_streak} rows in a row got no answer from the server, the last: "
+                f"{failure.message}. Check OPENROUTER_BASE_URL and the network, then rerun the "
+                "same command (--redo-failed also resends the rows that failed)",
+            )
 
     async def _do_row(self, row: PromptRow) -> None:
         s = self.settings
@@ -472,6 +489,7 @@ class Run:
                 self.cap.settle(worst, cost)
                 self.summary.spent_usd += cost or 0
                 self.limiter.on_success()
+                self.unanswered_streak = 0
                 self._answered(row, outcome, attempt, extra_cost, cost, estimated)
                 self._notify()
                 return

@@ -40,7 +40,7 @@ class RunSummary:
     before: the output's records, plus what the spend journal (``OUT.ledger``) holds that no record
     does. ``possibly_billed_before_usd`` is the part of it that may or may not have been billed:
     requests cancelled in flight by earlier runs (``cancelled_before``) or in flight when one was
-    killed (``killed_in_flight_before``), each at its reservation. ``stop_reason`` is ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``,
+    killed (``killed_in_flight_before``), each at its reservation. ``stop_reason`` is ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``, ``unreachable`` (no answer at all),
     ``credits`` (402), ``key`` (401), ``no-route`` (404) or ``dry-run``.
     """
 
