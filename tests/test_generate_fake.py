@@ -100,6 +100,9 @@ def test_402_on_the_fake_stops_cleanly(tmp_path: Path) -> None:
         summary = _gen(tmp_path, fake.base_url, concurrency=4, max_tokens=500)
         assert summary.stop_reason == "credits"
         assert "credits" in summary.message.lower()
+        # The credits page is named once, whether or not OpenRouter's own text names it.
+        assert summary.message.count("openrouter.ai/settings/credits") == 1
+        assert summary.message.endswith("the same command to resume")
         out = records(tmp_path / "out.jsonl")
         assert sum(Decimal(str(r["cost_usd"])) for r in out) == fake.ledger.total_usd
         assert summary.not_sent == 200 - len(out)

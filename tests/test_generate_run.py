@@ -443,6 +443,20 @@ def test_dry_run_sends_nothing_and_prices_the_plan(tmp_path: Path) -> None:
     assert summary.stop_reason == "dry-run" and summary.not_sent == 100
 
 
+def test_without_a_budget_nothing_is_invented_and_the_missing_cap_is_said(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(10))
+    dry = run(_gen(tmp_path, LedgerSender(), max_tokens=100, dry_run=True))
+    [spent] = [line for line in dry.render().splitlines() if line.startswith("spent:")]
+    assert "$1.00" not in dry.message and " of $" not in spent
+    assert dry.message.startswith("no --budget-usd: nothing would cap the real run's spend")
+    real = run(_gen(tmp_path, LedgerSender(), max_tokens=100))
+    assert "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)" in (
+        real.warnings
+    )
+    capped = run(_gen(tmp_path, LedgerSender(), max_tokens=100, budget_usd="0.005"))
+    assert "of $0.005;" in capped.render()  # not "$0.00"
+
+
 def test_a_policy_that_admits_nothing_stops_before_sending(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(2))
     doc = yaml.safe_load(POLICY.read_text())

@@ -87,7 +87,7 @@ def _endpoints(
             raise APIError(
                 f"cannot read {model}'s endpoints from {base_url} to check the policy and price "
                 f"the cap ({reason}); check the network or OPENROUTER_BASE_URL, or pass "
-                "--snapshot bundled|PATH (snapshot=...) to use a saved one",
+                "--snapshot bundled|PATH (snapshot= in Python) to use a saved one",
                 url=exc.url,
             ) from exc
         snap = Snapshot.from_endpoints(
@@ -292,7 +292,11 @@ async def generate(
             )
             figures = plan.blended.all_in or plan.blended.output_only
             summary.expected_usd = figures.cost_usd
-            summary.message = plan.headline
+            summary.message = (
+                plan.headline
+                if budget is not None
+                else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
+            )
         return summary
 
     warning = (
@@ -302,6 +306,10 @@ async def generate(
     )
     if warning:
         summary.warnings.append(warning)
+    if budget is None:
+        summary.warnings.append(
+            "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)"
+        )
     for text in summary.warnings:
         log.warning("%s", text)
 

@@ -542,11 +542,16 @@ class Run:
                 if failure.afford_tokens and not self.settings.lower_max_tokens
                 else ""
             )
+            # OpenRouter's own text usually names the credits page already: say it once.
+            then = (
+                "Then rerun"
+                if "openrouter.ai/settings/credits" in failure.message
+                else "Add credits at https://openrouter.ai/settings/credits, then rerun"
+            )
             self.request_stop(
                 "credits",
                 f"OpenRouter says the credits are insufficient (402): {failure.message}{hint}. "
-                "Add credits at https://openrouter.ai/settings/credits, then rerun the same "
-                "command to resume",
+                f"{then} the same command to resume",
             )
         elif status == 401:
             self.request_stop("key", failure.message)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from openrouter_probe.quantities import format_usd
+
 __all__ = ["ProviderTally", "RunSummary"]
 
 
@@ -158,7 +160,7 @@ class RunSummary:
 
     def render(self) -> str:
         """A few lines for people: what was done, spent and what remains."""
-        cap = f" of ${self.budget_usd:,.2f}" if self.budget_usd is not None else ""
+        cap = f" of {format_usd(self.budget_usd)}" if self.budget_usd is not None else ""
         remaining = self.remaining_usd
         lines = [f"{self.model} via {self.policy} -> {self.out}"]
         if self.stop_reason == "dry-run":
