@@ -133,6 +133,8 @@ class AuditReport:
                 f"OUTSIDE THE POLICY: {len(self.outside)} row(s) served by providers "
                 f"{self.policy} does not admit: {shown}{more}"
             )
+        elif self.rows == 0:
+            lines.append("no row was served: nothing to check against the policy")
         else:
             lines.append(f"every row was served by an endpoint {self.policy} admits")
         return "\n".join(lines)

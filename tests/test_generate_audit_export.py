@@ -56,6 +56,17 @@ def test_audit_per_provider_and_within_policy(tmp_path: Path) -> None:
     assert "every row was served by an endpoint" in report.render_notes()
 
 
+def test_audit_of_only_failed_rows_does_not_claim_they_were_served(tmp_path: Path) -> None:
+    out = tmp_path / "failed.jsonl"
+    for i in range(3):
+        _append(out, {"id": f"r{i}", "dataset": "d0", "status": "failed", "provider": None,
+                      "error": {"kind": "transient", "message": "connection failed"}})  # fmt: skip
+    notes = audit([out], policy=POLICY, snapshot=bundled_snapshot()).render_notes()
+    assert "0 rows served, 3 failed" in notes
+    assert "no row was served: nothing to check against the policy" in notes
+    assert "every row was served" not in notes
+
+
 def test_audit_flags_rows_outside_the_policy(tmp_path: Path) -> None:
     out = _make_output(tmp_path, 3)
     _append(

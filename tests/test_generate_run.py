@@ -275,20 +275,36 @@ def test_402_stops_the_run_cleanly(tmp_path: Path) -> None:
     assert summary.not_sent == 40 - len(out)
 
 
-def test_402_can_only_afford_lowers_max_tokens_when_allowed(tmp_path: Path) -> None:
-    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
-    msg = "This request requires more credits, or fewer max_tokens. You requested up to 4096 tokens, but can only afford 100."
+def _afford(tokens: int) -> Any:
+    msg = (
+        "This request requires more credits, or fewer max_tokens. You requested up to 4096 "
+        f"tokens, but can only afford {tokens}."
+    )
 
     def fail(request: dict[str, Any], attempt: int) -> Failure | None:
-        return http_failure(402, msg) if request["max_tokens"] > 100 else None
+        return http_failure(402, msg) if request["max_tokens"] > tokens else None
 
-    blocked = LedgerSender(seed=15, fail=fail)
+    return fail
+
+
+def test_402_can_only_afford_lowers_max_tokens_when_allowed(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
+    blocked = LedgerSender(seed=15, fail=_afford(1500))
     s1 = run(_gen(tmp_path, blocked, max_tokens=4096))
     assert s1.stop_reason == "credits" and "--lower-max-tokens" in s1.message
-    allowed = LedgerSender(seed=16, fail=fail)
+    allowed = LedgerSender(seed=16, fail=_afford(1500))
     s2 = run(_gen(tmp_path, allowed, max_tokens=4096, lower_max_tokens=True))
     assert s2.ok + s2.truncated == 1
-    assert [json.loads(b)["max_tokens"] for b in allowed.bodies] == [4096, 100]
+    assert [json.loads(b)["max_tokens"] for b in allowed.bodies] == [4096, 1500]
+
+
+def test_402_never_lowers_max_tokens_below_a_quarter(tmp_path: Path) -> None:
+    """A near-empty answer would be kept as truncated and never bought again: stop instead."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
+    sender = LedgerSender(seed=17, fail=_afford(1023))  # 4096 // 4 = 1024
+    summary = run(_gen(tmp_path, sender, max_tokens=4096, lower_max_tokens=True))
+    assert summary.stop_reason == "credits" and summary.ok + summary.truncated == 0
+    assert [json.loads(b)["max_tokens"] for b in sender.bodies] == [4096]
 
 
 def test_401_and_404_stop_the_run(tmp_path: Path) -> None:

@@ -504,7 +504,11 @@ class Run:
                 if (
                     outcome.afford_tokens
                     and s.lower_max_tokens
-                    and 0 < outcome.afford_tokens < max_tokens
+                    # Never below a quarter of the asked max_tokens: a near-empty answer would be
+                    # recorded as truncated, and a resume never buys it again.
+                    and int(row.params.get("max_tokens", s.max_tokens)) // 4
+                    <= outcome.afford_tokens
+                    < max_tokens
                 ):
                     log.warning(
                         "%s: credits afford only %d tokens; retrying with max_tokens=%d",
