@@ -365,7 +365,9 @@ def main() -> int:
     if old == text:
         print(f"{OUTPUT.name} is up to date", file=sys.stderr)
         return 0
-    OUTPUT.write_text(text, encoding="utf-8")
+    from openrouter_probe.files import atomic_write_text
+
+    atomic_write_text(OUTPUT, text)
     print(f"wrote {OUTPUT}", file=sys.stderr)
     return 0
 

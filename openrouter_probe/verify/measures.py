@@ -79,30 +79,27 @@ class Observation:
 
     @classmethod
     def from_completion(cls, endpoint: str, item_id: str, body: Mapping[str, Any]) -> Observation:
-        """Read a chat completion body (as OpenRouter returns it) pinned to ``endpoint``."""
+        """Read a chat completion body (as OpenRouter returns it) pinned to ``endpoint``.
+
+        The body is mapped onto the generator's output-line fields, so both readers share one
+        translation (``from_output_line``).
+        """
         choices = body.get("choices") or [{}]
         choice = choices[0] if isinstance(choices[0], Mapping) else {}
         message = choice.get("message") or {}
         usage = body.get("usage") or {}
-        error = body.get("error") or choice.get("error")
-        return cls(
-            endpoint=endpoint,
-            item_id=item_id,
-            provider=body.get("provider"),
-            content=message.get("content"),
-            finish_reason=choice.get("finish_reason"),
-            tool_calls=_tool_calls(message.get("tool_calls")),
-            first_top_logprobs=_first_top(choice.get("logprobs")),
-            tokens=_tokens(choice.get("logprobs")),
-            model=body.get("model"),
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")),
-            reasoning_tokens=_count(
-                (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-            ),
-            cost_usd=_number(usage.get("cost")),
-            error=_error_text(error),
-        )
+        row = {
+            "provider": body.get("provider"),
+            "content": message.get("content"),
+            "finish_reason": choice.get("finish_reason"),
+            "tool_calls": message.get("tool_calls"),
+            "logprobs": choice.get("logprobs"),
+            "model": body.get("model"),
+            "usage": usage,
+            "cost_usd": usage.get("cost") if isinstance(usage, Mapping) else None,
+            "error": body.get("error") or choice.get("error"),
+        }
+        return cls.from_output_line(row, endpoint=endpoint, item_id=item_id)
 
     @classmethod
     def from_output_line(
