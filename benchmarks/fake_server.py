@@ -52,7 +52,7 @@ def _run_fake(port: int, ready: Any, options: dict[str, Any]) -> None:
     from aiohttp import web
 
     from openrouter_probe.fake.app import FakeOpenRouter
-    from openrouter_probe.snapshot import bundled_snapshot
+    from openrouter_probe.rules.snapshot import bundled_snapshot
 
     app = FakeOpenRouter(bundled_snapshot(), **options).app()
     ready.set()

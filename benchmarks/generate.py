@@ -164,12 +164,12 @@ def child(args: argparse.Namespace) -> None:
 
     if args.client == "generate":
         # The library's modules are start-up too: generate imports them on first use.
-        import openrouter_probe.budget
-        import openrouter_probe.client
+        import openrouter_probe.analysis.budget
+        import openrouter_probe.api.client
         import openrouter_probe.generate
-        import openrouter_probe.lint
-        import openrouter_probe.policy
-        import openrouter_probe.snapshot  # noqa: F401
+        import openrouter_probe.policy.compiler
+        import openrouter_probe.policy.lint
+        import openrouter_probe.rules.snapshot  # noqa: F401
     if args.client == "openai":
         import openai  # noqa: F401
     rss_after_imports = _rss_kb()

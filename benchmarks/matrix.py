@@ -24,10 +24,10 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from openrouter_probe.matrix import build_matrix
-from openrouter_probe.precision import default_registry
-from openrouter_probe.schema import ModelEndpoints
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot
+from openrouter_probe.analysis.matrix import build_matrix
+from openrouter_probe.api.schema import ModelEndpoints
+from openrouter_probe.rules.precision import default_registry
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 
 TARGET_S = 1.0
 _FAMILIES = (

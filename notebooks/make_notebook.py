@@ -37,12 +37,12 @@ illustrative uptime and speed figures, and it says so when loaded.""",
         "code",
         """import pandas as pd
 
-from openrouter_probe.budget import plan_budget
-from openrouter_probe.quantities import format_tokens
-from openrouter_probe.matrix import build_matrix
-from openrouter_probe.plots import plot_budget, plot_price_uptime
-from openrouter_probe.routing import route
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.analysis.budget import plan_budget
+from openrouter_probe.rules.quantities import format_tokens
+from openrouter_probe.analysis.matrix import build_matrix
+from openrouter_probe.analysis.plots import plot_budget, plot_price_uptime
+from openrouter_probe.rules.routing import route
+from openrouter_probe.rules.snapshot import bundled_snapshot
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 30)

@@ -15,71 +15,73 @@ Example::
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# name -> module that defines it
+# name -> the folder (or module) that exports it; each folder resolves it to its module.
 _EXPORTS: dict[str, str] = {
     "APIConnectionError": "openrouter_probe.errors",
     "APIError": "openrouter_probe.errors",
     "APIStatusError": "openrouter_probe.errors",
     "BudgetExceededError": "openrouter_probe.errors",
-    "BudgetPlan": "openrouter_probe.budget",
-    "ChatCompletion": "openrouter_probe.chat",
-    "Client": "openrouter_probe.client",
-    "CompiledPolicy": "openrouter_probe.policy_file",
+    "BudgetPlan": "openrouter_probe.analysis",
+    "ChatCompletion": "openrouter_probe.api",
+    "Client": "openrouter_probe.api",
+    "CompiledPolicy": "openrouter_probe.policy",
     "ConfigError": "openrouter_probe.errors",
-    "DriftReport": "openrouter_probe.drift",
-    "Endpoint": "openrouter_probe.schema",
-    "Generation": "openrouter_probe.chat",
+    "DriftReport": "openrouter_probe.policy",
+    "Endpoint": "openrouter_probe.api",
+    "Generation": "openrouter_probe.api",
     "InsufficientCreditsError": "openrouter_probe.errors",
-    "KeyInfo": "openrouter_probe.chat",
-    "Model": "openrouter_probe.schema",
-    "ModelEndpoints": "openrouter_probe.schema",
-    "ModelsList": "openrouter_probe.schema",
+    "KeyInfo": "openrouter_probe.api",
+    "Model": "openrouter_probe.api",
+    "ModelEndpoints": "openrouter_probe.api",
+    "ModelsList": "openrouter_probe.api",
     "NoRouteError": "openrouter_probe.errors",
     "PolicyError": "openrouter_probe.errors",
-    "PolicySpec": "openrouter_probe.policy_file",
-    "PrecisionRegistry": "openrouter_probe.precision",
-    "Pricing": "openrouter_probe.schema",
+    "PolicySpec": "openrouter_probe.policy",
+    "PrecisionRegistry": "openrouter_probe.rules",
+    "Pricing": "openrouter_probe.api",
     "ProbeError": "openrouter_probe.errors",
-    "Provider": "openrouter_probe.schema",
-    "ProviderBlock": "openrouter_probe.provider_block",
+    "Provider": "openrouter_probe.api",
+    "ProviderBlock": "openrouter_probe.rules",
     "RateLimitError": "openrouter_probe.errors",
-    "RequestParams": "openrouter_probe.routing",
-    "RouteDecision": "openrouter_probe.routing",
-    "RunSummary": "openrouter_probe.generate",
-    "SkippedRecord": "openrouter_probe.schema",
-    "Snapshot": "openrouter_probe.snapshot",
+    "RequestParams": "openrouter_probe.rules",
+    "RouteDecision": "openrouter_probe.rules",
+    "RunSummary": "openrouter_probe.run",
+    "SkippedRecord": "openrouter_probe.api",
+    "Snapshot": "openrouter_probe.rules",
     "SnapshotError": "openrouter_probe.errors",
-    "Usage": "openrouter_probe.chat",
-    "VerifyPlan": "openrouter_probe.verify.plan",
-    "VerifyReport": "openrouter_probe.verify.report",
-    "build_matrix": "openrouter_probe.matrix",
-    "build_report": "openrouter_probe.verify.report",
-    "bundled_models_list": "openrouter_probe.catalog",
-    "bundled_snapshot": "openrouter_probe.snapshot",
-    "check_policy": "openrouter_probe.drift",
+    "Usage": "openrouter_probe.api",
+    "VerifyPlan": "openrouter_probe.verify",
+    "VerifyReport": "openrouter_probe.verify",
+    "build_matrix": "openrouter_probe.analysis",
+    "build_report": "openrouter_probe.verify",
+    "bundled_models_list": "openrouter_probe.api",
+    "bundled_snapshot": "openrouter_probe.rules",
+    "check_policy": "openrouter_probe.policy",
     "compile_policy": "openrouter_probe.policy",
-    "default_registry": "openrouter_probe.precision",
-    "effective_pricing": "openrouter_probe.pricing",
+    "default_registry": "openrouter_probe.rules",
+    "effective_pricing": "openrouter_probe.rules",
     "generate": "openrouter_probe.generate",
-    "lint_block": "openrouter_probe.lint",
-    "load_compiled_policy": "openrouter_probe.policy_file",
-    "load_models_list": "openrouter_probe.catalog",
-    "load_snapshot": "openrouter_probe.snapshot",
-    "load_spec": "openrouter_probe.policy_file",
-    "matrix_history": "openrouter_probe.matrix",
-    "parse_provider_page": "openrouter_probe.scrape",
-    "parse_token_count": "openrouter_probe.quantities",
-    "plan_budget": "openrouter_probe.budget",
-    "plan_precision_check": "openrouter_probe.verify.run",
-    "plan_verify": "openrouter_probe.verify.plan",
-    "price_windows": "openrouter_probe.pricing",
-    "probe": "openrouter_probe.snapshot",
-    "route": "openrouter_probe.routing",
-    "verify_precision": "openrouter_probe.verify.run",
+    "lint_block": "openrouter_probe.policy",
+    "load_compiled_policy": "openrouter_probe.policy",
+    "load_models_list": "openrouter_probe.api",
+    "load_snapshot": "openrouter_probe.rules",
+    "load_spec": "openrouter_probe.policy",
+    "matrix_history": "openrouter_probe.analysis",
+    "parse_provider_page": "openrouter_probe.api",
+    "parse_token_count": "openrouter_probe.rules",
+    "plan_budget": "openrouter_probe.analysis",
+    "plan_precision_check": "openrouter_probe.verify",
+    "plan_verify": "openrouter_probe.verify",
+    "price_windows": "openrouter_probe.rules",
+    "probe": "openrouter_probe.rules",
+    "route": "openrouter_probe.rules",
+    "verify_precision": "openrouter_probe.verify",
 }
 
 __all__ = [
@@ -146,11 +148,29 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from openrouter_probe.budget import BudgetPlan, plan_budget
-    from openrouter_probe.catalog import bundled_models_list, load_models_list
-    from openrouter_probe.chat import ChatCompletion, Generation, KeyInfo, Usage
-    from openrouter_probe.client import Client
-    from openrouter_probe.drift import DriftReport, check_policy
+    from openrouter_probe.analysis import (
+        BudgetPlan,
+        build_matrix,
+        matrix_history,
+        plan_budget,
+    )
+    from openrouter_probe.api import (
+        ChatCompletion,
+        Client,
+        Endpoint,
+        Generation,
+        KeyInfo,
+        Model,
+        ModelEndpoints,
+        ModelsList,
+        Pricing,
+        Provider,
+        SkippedRecord,
+        Usage,
+        bundled_models_list,
+        load_models_list,
+        parse_provider_page,
+    )
     from openrouter_probe.errors import (
         APIConnectionError,
         APIError,
@@ -164,51 +184,75 @@ if TYPE_CHECKING:
         RateLimitError,
         SnapshotError,
     )
-    from openrouter_probe.generate import RunSummary, generate
-    from openrouter_probe.lint import lint_block
-    from openrouter_probe.matrix import build_matrix, matrix_history
-    from openrouter_probe.policy import compile_policy
-    from openrouter_probe.policy_file import (
+    from openrouter_probe.generate import (
+        generate,
+    )
+    from openrouter_probe.policy import (
         CompiledPolicy,
+        DriftReport,
         PolicySpec,
+        check_policy,
+        compile_policy,
+        lint_block,
         load_compiled_policy,
         load_spec,
     )
-    from openrouter_probe.precision import PrecisionRegistry, default_registry
-    from openrouter_probe.pricing import effective_pricing, price_windows
-    from openrouter_probe.provider_block import ProviderBlock
-    from openrouter_probe.quantities import parse_token_count
-    from openrouter_probe.routing import RequestParams, RouteDecision, route
-    from openrouter_probe.schema import (
-        Endpoint,
-        Model,
-        ModelEndpoints,
-        ModelsList,
-        Pricing,
-        Provider,
-        SkippedRecord,
+    from openrouter_probe.rules import (
+        PrecisionRegistry,
+        ProviderBlock,
+        RequestParams,
+        RouteDecision,
+        Snapshot,
+        bundled_snapshot,
+        default_registry,
+        effective_pricing,
+        load_snapshot,
+        parse_token_count,
+        price_windows,
+        probe,
+        route,
     )
-    from openrouter_probe.scrape import parse_provider_page
-    from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot, probe
-    from openrouter_probe.verify.plan import VerifyPlan, plan_verify
-    from openrouter_probe.verify.report import VerifyReport, build_report
-    from openrouter_probe.verify.run import plan_precision_check, verify_precision
+    from openrouter_probe.run import (
+        RunSummary,
+    )
+    from openrouter_probe.verify import (
+        VerifyPlan,
+        VerifyReport,
+        build_report,
+        plan_precision_check,
+        plan_verify,
+        verify_precision,
+    )
 
 
 #: Subpackages reachable as attributes (``orp.fake.serve``) without importing them up front.
-_SUBPACKAGES = frozenset({"fake"})
+_SUBPACKAGES = frozenset({"analysis", "api", "fake", "policy", "rules", "run", "verify"})
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f"openrouter_probe.{name}")
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openrouter_probe' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def lazy_exports(
+    package: str, exports: Mapping[str, str], subpackages: frozenset[str] = frozenset()
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Return a package's ``__getattr__`` and ``__dir__`` that import each name on first use.
+
+    ``exports`` maps a public name to the module that defines it (PEP 562). Every folder of the
+    package uses this, so that importing one module never imports its siblings' dependencies.
+    """
+    namespace = sys.modules[package].__dict__
+
+    def __getattr__(name: str) -> Any:
+        if name in subpackages:
+            return importlib.import_module(f"{package}.{name}")
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(namespace.get("__all__", ())))
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBPACKAGES)

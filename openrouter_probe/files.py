@@ -2,9 +2,10 @@
 ``os.replace``d over it, so a write that fails halfway (disk full, a size limit, Ctrl-C) leaves the
 old file whole.
 
-The generator's output is the one file that is appended to instead (a row is finished when its line
-is flushed); it uses :func:`append_line` and :func:`repair_torn_tail`, kept here beside the atomic
-writes so that every way the project touches a file on disk is in one module.
+The generator's output and its spend journal are the files that are appended to instead (a row is
+finished when its line is flushed); they use :func:`append_line`, :func:`repair_torn_tail` and
+:func:`iter_jsonl`, kept here beside the atomic writes so that every way the project touches a file
+on disk is in one module.
 
 Example::
 
@@ -16,19 +17,28 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from openrouter_probe.errors import ConfigError
 
 __all__ = [
     "append_line",
     "atomic_write_bytes",
     "atomic_write_text",
     "ensure_not_input",
+    "iter_jsonl",
     "repair_torn_tail",
     "same_file",
 ]
+
+
+log = logging.getLogger(__name__)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -139,3 +149,38 @@ def repair_torn_tail(path: str | Path) -> bytes | None:
         handle.flush()
         os.fsync(handle.fileno())
     return torn
+
+
+def iter_jsonl(
+    path: str | Path, *, what: str, line: str, damaged: str
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, value)`` for every non-blank line of an append-only JSONL file.
+
+    The one reader of the files the project appends to. ``what`` names the file in errors ("the
+    output file", "the spend journal"), ``line`` what each line is ("a spend journal line"), and
+    ``damaged`` says what to do about a line that is not JSON.
+    A file that cannot be opened, a line that is not UTF-8 text, and a line that is not JSON are
+    each a one-line ``ConfigError`` naming the file and line, except a last line without a newline
+    (a torn write that :func:`repair_torn_tail` has not cut yet), which is skipped with a warning.
+    """
+    p = Path(path)
+    try:
+        handle = p.open("rb")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read {what}: {exc.strerror}") from exc
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ConfigError(f"{p}:{lineno}: not UTF-8 text; {damaged}") from None
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError as exc:
+                if not text.endswith("\n"):
+                    log.warning("%s:%d: torn last line skipped (%d bytes)", p, lineno, len(raw))
+                    continue
+                raise ConfigError(f"{p}:{lineno}: not {line} ({exc}); {damaged}") from None
+            yield lineno, value

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests.conftest import CAPTURES
 
 Action = tuple[Any, ...]

@@ -42,7 +42,7 @@ def _fresh_logging() -> object:
 def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Retries happen but nothing sleeps: the client's waits are recorded on a virtual clock
     (the idea of stamina's testing mode). A test that asks for this fixture reads the waits."""
-    from openrouter_probe import client
+    from openrouter_probe.api import client
 
     waits: list[float] = []
     clock = [0.0]

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_matrix_csv_carries_the_verdicts(runner: CliRunner) -> None:
 
 
 def test_matrix_json_has_every_column(runner: CliRunner) -> None:
-    from openrouter_probe.matrix import MATRIX_COLUMNS
+    from openrouter_probe.analysis.matrix import MATRIX_COLUMNS
 
     result = runner.invoke(cli, ["matrix", MODEL, "--offline", "--format", "json"])
     assert result.exit_code == 0, result.output

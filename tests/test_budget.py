@@ -12,16 +12,19 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openrouter_probe.budget import (
-    BudgetPlan,
-    plan_budget,
-)
+from openrouter_probe.analysis.budget import plan_budget
+from openrouter_probe.analysis.budget_plan import BudgetPlan
+from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
-from openrouter_probe.pricing import effective_pricing, price_windows
-from openrouter_probe.quantities import format_tokens, parse_reasoning_share, parse_token_count
-from openrouter_probe.routing import ProviderBlock, RequestParams, RouteDecision, route
-from openrouter_probe.schema import Endpoint, Percentiles
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot
+from openrouter_probe.rules.pricing import effective_pricing, price_windows
+from openrouter_probe.rules.provider_block import ProviderBlock
+from openrouter_probe.rules.quantities import (
+    format_tokens,
+    parse_reasoning_share,
+    parse_token_count,
+)
+from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
@@ -988,7 +991,7 @@ def test_time_windows(window: dict, when: time, inside: bool) -> None:
 
 
 def test_window_labels_and_clock_values() -> None:
-    from openrouter_probe.pricing import PriceWindow, _minutes
+    from openrouter_probe.rules.pricing import PriceWindow, _minutes
 
     base = _ep("p", "2").pricing
     assert PriceWindow(2205, 605, base).label == "22:05-06:05 UTC"

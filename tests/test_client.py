@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 import requests
 
-from openrouter_probe.client import Client, _translate_status, page_url
+from openrouter_probe.api.client import Client, _translate_status, page_url
 from openrouter_probe.errors import (
     APIConnectionError,
     APIError,
@@ -259,7 +259,7 @@ def test_retry_after_within_the_cap_is_waited(
     assert len(Client().endpoints("moonshotai/kimi-k3").endpoints) == 4
     assert retry_waits == [3.0]
     assert vcr.play_count == 2  # type: ignore[attr-defined]
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.client"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.client"]
     assert line == (
         "https://openrouter.ai/api/v1/models/moonshotai/kimi-k3/endpoints: HTTP 429 (rate limited);"
         " retry 1 of 4 in 3.0 s"
@@ -300,7 +300,7 @@ def test_timeouts_are_retried_and_said(
     listing = Client(session=session).models()  # type: ignore[arg-type]
     assert [m.id for m in listing.data] == ["a/b"]
     assert session.calls == 3 and len(retry_waits) == 2
-    lines = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.client"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.client"]
     assert len(lines) == 2
     assert lines[0].startswith("https://openrouter.ai/api/v1/models: timed out; retry 1 of 4 in ")
 

@@ -10,10 +10,12 @@ import yaml
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from openrouter_probe.drift import check_policy, find_spec
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.policy import compile_policy, load_compiled_policy, load_spec, parse_spec
-from openrouter_probe.snapshot import bundled_snapshot, load_snapshot
+from openrouter_probe.policy.compiled import load_compiled_policy
+from openrouter_probe.policy.compiler import compile_policy
+from openrouter_probe.policy.drift import check_policy, find_spec
+from openrouter_probe.policy.spec import load_spec, parse_spec
+from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
 from tests.conftest import ROOT
 
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
@@ -440,7 +442,7 @@ def test_cli_check_write_needs_the_spec(runner: CliRunner, tmp_path: Path) -> No
     ],
 )
 def test_ordinals(n: int, text: str) -> None:
-    from openrouter_probe.drift import _ordinal
+    from openrouter_probe.policy.drift import _ordinal
 
     assert _ordinal(n) == text
 
@@ -697,7 +699,7 @@ def test_only_lost_endpoints_in_the_admitted_message(tmp_path: Path) -> None:
 
 
 def test_ordinal_of_121() -> None:
-    from openrouter_probe.drift import _ordinal
+    from openrouter_probe.policy.drift import _ordinal
 
     assert _ordinal(121) == "121st"
 

@@ -9,14 +9,15 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
+from openrouter_probe.analysis.matrix import matrix_history
+from openrouter_probe.api.client import Client
+from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.cli import cli
-from openrouter_probe.client import Client
 from openrouter_probe.errors import PolicyError, SnapshotError
-from openrouter_probe.matrix import matrix_history
-from openrouter_probe.policy import compile_policy, parse_spec
-from openrouter_probe.routing import route
-from openrouter_probe.schema import Endpoint, Pricing
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot
+from openrouter_probe.policy.compiler import compile_policy
+from openrouter_probe.policy.spec import parse_spec
+from openrouter_probe.rules.routing import route
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
 from tests.conftest import DATA, ROOT
 
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
@@ -193,7 +194,7 @@ def test_policy_check_on_a_malformed_policy_exits_2(runner: CliRunner, tmp_path:
 
 
 def test_page_fixture_flags_survive_into_endpoints() -> None:
-    from openrouter_probe.scrape import parse_provider_page
+    from openrouter_probe.api.scrape import parse_provider_page
 
     html = (DATA / "pages" / "kimi-k2.5-providers.html").read_text()
     parsed = parse_provider_page(html, model="moonshotai/kimi-k2.5")

@@ -16,8 +16,9 @@ import yaml
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from openrouter_probe.policy import compile_policy, load_spec
-from openrouter_probe.snapshot import load_snapshot
+from openrouter_probe.policy.compiler import compile_policy
+from openrouter_probe.policy.spec import load_spec
+from openrouter_probe.rules.snapshot import load_snapshot
 from tests.conftest import CAPTURES, ROOT
 
 EXAMPLES = ROOT / "examples"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from openrouter_probe.api.sse import iter_sse_events
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock, load_faults, parse_faults, serve
 from openrouter_probe.fake.faults import parse_degrade
-from openrouter_probe.sse import iter_sse_events
 
 MODEL = "moonshotai/kimi-k2.5"
 KEY = {"Authorization": "Bearer sk-fake-test"}

@@ -12,9 +12,9 @@ from decimal import Decimal
 import pytest
 import requests
 
+from openrouter_probe.api.sse import iter_sse_events
 from openrouter_probe.fake import ManualClock, serve
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot
-from openrouter_probe.sse import iter_sse_events
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
 KEY = {"Authorization": "Bearer sk-fake-test"}

@@ -17,8 +17,9 @@ import requests
 import openrouter_probe.fake.app as fake_app
 from openrouter_probe.fake import serve
 from openrouter_probe.fake.reply import GenerationRecord
-from openrouter_probe.routing import ProviderBlock, RequestParams, route
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.provider_block import ProviderBlock
+from openrouter_probe.rules.routing import RequestParams, route
+from openrouter_probe.rules.snapshot import bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
 KEY = {"Authorization": "Bearer sk-fake-test"}

@@ -13,8 +13,8 @@ from decimal import Decimal
 import pytest
 import requests
 
+from openrouter_probe.api.sse import iter_sse_events
 from openrouter_probe.fake import serve
-from openrouter_probe.sse import iter_sse_events
 
 MODEL = "moonshotai/kimi-k2.5"
 KEY = {"Authorization": "Bearer sk-fake-test"}
@@ -271,8 +271,8 @@ def test_the_usage_template_is_the_usage_object() -> None:
 
 def test_load_balancing_follows_the_routing_models_weights() -> None:
     """Shares served under default load balancing match ``route()``'s weights for the same block."""
-    from openrouter_probe.routing import route
-    from openrouter_probe.snapshot import bundled_snapshot
+    from openrouter_probe.rules.routing import route
+    from openrouter_probe.rules.snapshot import bundled_snapshot
 
     block = {"ignore": ["fireworks", "baseten"]}
     n = 600

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openrouter_probe.backoff import Backoff
+from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.files import (
     append_line,
     atomic_write_text,

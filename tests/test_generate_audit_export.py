@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from openrouter_probe.audit import audit
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.export import export
 from openrouter_probe.generate import generate
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.generate.audit import audit
+from openrouter_probe.generate.export import export
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 
 

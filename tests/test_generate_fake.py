@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from openrouter_probe.backoff import Backoff
+from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import serve
 from openrouter_probe.generate import generate
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
@@ -359,7 +359,7 @@ def test_2000_concurrent_with_faults_the_cap_holds_and_the_ledgers_agree(tmp_pat
 def test_second_sigint_cancels_in_flight_and_records_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from openrouter_probe.generate import runner
+    from openrouter_probe.run import runner
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
     seen: list[runner.Run] = []
@@ -417,7 +417,7 @@ def test_second_sigint_cancels_in_flight_and_records_them(
 def test_an_unreachable_server_stops_the_run_instead_of_failing_every_row(tmp_path: Path) -> None:
     """Connection refused on every attempt: the run stops as `unreachable` (exit 1) after
     UNREACHABLE_AFTER_ROWS rows, instead of ending `done` with every row failed."""
-    from openrouter_probe.generate.runner import UNREACHABLE_AFTER_ROWS
+    from openrouter_probe.run.runner import UNREACHABLE_AFTER_ROWS
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
     summary = _gen(

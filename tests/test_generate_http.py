@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from openrouter_probe.backoff import Backoff
+from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.generate import generate
 from tests import _stub
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts

@@ -20,9 +20,9 @@ import pytest
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generate import generate
-from openrouter_probe.generate.ledger import Ledger, ledger_path, replay_ledger
-from openrouter_probe.generate.output import load_resume_state
-from openrouter_probe.generate.transport import Failure
+from openrouter_probe.run.ledger import Ledger, ledger_path, replay_ledger
+from openrouter_probe.run.output import load_resume_state
+from openrouter_probe.run.transport import Failure
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 
 
@@ -235,7 +235,7 @@ def test_a_journal_whose_output_was_deleted_stops_the_run(tmp_path: Path) -> Non
 
 
 def test_audit_skips_the_journal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from openrouter_probe.audit import merged_records
+    from openrouter_probe.generate.audit import merged_records
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
     asyncio.run(_gen(tmp_path, LedgerSender(seed=10), max_tokens=20))

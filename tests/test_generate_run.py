@@ -18,12 +18,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openrouter_probe.backoff import Backoff
+from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.generate import generate
-from openrouter_probe.generate.output import FINISHED
-from openrouter_probe.generate.runner import AdaptiveLimit
-from openrouter_probe.generate.transport import Answer, Failure
+from openrouter_probe.run.output import FINISHED
+from openrouter_probe.run.runner import AdaptiveLimit
+from openrouter_probe.run.transport import Answer, Failure
 from tests._generate import (
     POLICY,
     LedgerSender,
@@ -381,7 +381,7 @@ def test_first_stop_drains_in_flight(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(50))
 
     async def scenario() -> Any:
-        from openrouter_probe.generate import runner
+        from openrouter_probe.run import runner
 
         sender = LedgerSender(seed=21)
         seen: list[runner.Run] = []

@@ -12,13 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from openrouter_probe.generate.transport import (
-    Answer,
-    Failure,
-    classify_error,
-    parse_body,
-    parse_stream,
-)
+from openrouter_probe.run.transport import Answer, Failure, classify_error, parse_body, parse_stream
 from tests.conftest import CAPTURES
 
 
@@ -331,7 +325,7 @@ def test_truncated_event_is_transient() -> None:
 def test_failure_detection_agrees_with_the_schema(body: str) -> None:
     """The hot path reads dicts (no pydantic per request, for CPU); it must call a body failed
     exactly when ``schema.ChatCompletion.failed`` does."""
-    from openrouter_probe.schema import ChatCompletion
+    from openrouter_probe.api.chat import ChatCompletion
 
     failed = ChatCompletion.model_validate(json.loads(body)).failed
     assert isinstance(parse_body(body), Failure) is failed

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from openrouter_probe.lint import LintFinding, lint_block
-from openrouter_probe.routing import ProviderBlock
-from openrouter_probe.schema import Endpoint
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.policy.lint import LintFinding, lint_block
+from openrouter_probe.rules.provider_block import ProviderBlock
+from openrouter_probe.rules.snapshot import bundled_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 K25 = bundled_snapshot().endpoints

@@ -10,9 +10,14 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
+from openrouter_probe.analysis.matrix import (
+    HISTORY_COLUMNS,
+    MATRIX_COLUMNS,
+    build_matrix,
+    matrix_history,
+)
 from openrouter_probe.errors import SnapshotError
-from openrouter_probe.matrix import HISTORY_COLUMNS, MATRIX_COLUMNS, build_matrix, matrix_history
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
 
@@ -168,7 +173,7 @@ def test_import_is_lazy() -> None:
     import subprocess
     import sys
 
-    code = "import sys, openrouter_probe.matrix, openrouter_probe.budget, openrouter_probe.plots;"
+    code = "import sys, openrouter_probe.analysis.matrix, openrouter_probe.analysis.budget, openrouter_probe.analysis.plots;"
     code += "print(','.join(m for m in ('pandas', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

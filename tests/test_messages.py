@@ -11,18 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 import openrouter_probe
-from openrouter_probe.budget import plan_budget
+from openrouter_probe.analysis.budget import plan_budget
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError, PolicyError
-from openrouter_probe.policy import (
-    document_kind,
-    load_compiled_policy,
-    load_provider_block,
-    load_spec,
-    read_yaml,
-)
-from openrouter_probe.precision import PrecisionRegistry
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.policy.compiled import load_compiled_policy, load_provider_block
+from openrouter_probe.policy.spec import document_kind, load_spec, read_yaml
+from openrouter_probe.rules.precision import PrecisionRegistry
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests.conftest import DATA, ROOT
 
 MODEL = "moonshotai/kimi-k2.5"

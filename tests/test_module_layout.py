@@ -1,4 +1,10 @@
-"""The split modules keep the old import paths, and imports run one way (issue 11 item 7)."""
+"""The package's folders read as the data flow, and imports run one way (issue 14).
+
+``api`` -> ``rules`` -> ``policy``, ``analysis``, ``fake``, ``run`` -> ``generate``, ``verify`` ->
+``cli``: a folder imports only the folders below it (and ``errors``/``files`` at the top), checked
+for every import in the package, those inside functions included, so that no import circle can
+form. Imports for type checkers only (``if TYPE_CHECKING:``) count too.
+"""
 
 from __future__ import annotations
 
@@ -6,82 +12,66 @@ import ast
 import importlib
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "openrouter_probe"
 
-MOVED = {
-    "openrouter_probe.routing": (
-        "openrouter_probe.provider_block",
-        ["MAX_PRICE_UNITS", "MaxPrice", "ProviderBlock", "SortSpec"],
-    ),
-    "openrouter_probe.policy": (
-        "openrouter_probe.policy_file",
-        [
-            "CompiledPolicy",
-            "Decision",
-            "PolicySpec",
-            "PriceLimits",
-            "compiled_from_document",
-            "document_kind",
-            "is_compiled",
-            "load_compiled_policy",
-            "load_provider_block",
-            "load_spec",
-            "parse_spec",
-            "provider_mapping",
-            "read_yaml",
-            "require_document",
-        ],
-    ),
-    "openrouter_probe.schema": (
-        "openrouter_probe.chat",
-        ["ChatCompletion", "Choice", "ErrorBody", "Generation", "KeyInfo", "Usage"],
-    ),
+#: The top level: at most four modules beside the folders.
+TOP_MODULES = {"__init__", "__main__", "errors", "files"}
+
+#: What each folder (or top-level module) may import of the package. ``openrouter_probe`` itself
+#: (``__version__``, ``lazy_exports``) is open to every module.
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "files": {"errors"},
+    "data": set(),
+    "api": {"errors", "files", "data"},
+    "rules": {"api", "errors", "files", "data"},
+    "policy": {"rules", "api", "errors", "files"},
+    "analysis": {"rules", "api", "errors", "files"},
+    "fake": {"rules", "api", "errors", "files"},
+    "run": {"rules", "api", "errors", "files"},
+    "generate": {"run", "policy", "analysis", "rules", "api", "errors", "files"},
+    "verify": {"run", "policy", "rules", "api", "errors", "files"},
+    "cli": {
+        "generate",
+        "verify",
+        "run",
+        "fake",
+        "policy",
+        "analysis",
+        "rules",
+        "api",
+        "errors",
+        "files",
+    },
+    "__main__": {"cli"},
+    # The root re-exports the public API lazily (strings, not imports), and names it for type
+    # checkers only: it imports nothing at run time.
+    "__init__": set(),
 }
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_moved_names_are_still_importable_from_the_old_module(old: str) -> None:
-    new, names = MOVED[old]
-    old_module, new_module = importlib.import_module(old), importlib.import_module(new)
-    for name in names:
-        assert getattr(old_module, name) is getattr(new_module, name), name
-        assert name in old_module.__all__, name
-        assert name in new_module.__all__, name
+def _unit(module: str) -> str:
+    """The folder (or top-level module) a dotted module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_schema_gives_an_attribute_error_for_unknown_names() -> None:
-    schema = importlib.import_module("openrouter_probe.schema")
-    with pytest.raises(AttributeError, match="no attribute 'NotAName'"):
-        schema.NotAName
-
-
-def test_chat_imports_first_in_a_fresh_interpreter() -> None:
-    """``chat`` builds on ``schema``, and ``schema`` re-exports ``chat`` lazily: no import cycle."""
-    code = (
-        "import openrouter_probe.chat as c, openrouter_probe.schema as s; "
-        "assert s.ChatCompletion is c.ChatCompletion"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-#: Lower layers never import higher ones (cli -> features -> routing -> schema -> errors).
-LAYER = {
-    "errors": 0,
-    "schema": 1,
-    "chat": 1,
-    "provider_block": 2,
-    "routing": 3,
-    "policy_file": 3,
-    "policy": 4,
-}
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
 
 
 def _imports(path: Path) -> list[tuple[str, int, bool]]:
-    """Return the package modules ``path`` imports, their lines, and whether only for typing."""
+    """Every package module ``path`` imports (at any depth), with its line and whether the import
+    is for type checkers only (under ``if TYPE_CHECKING:``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     typing_only = {
         id(node)
@@ -92,19 +82,121 @@ def _imports(path: Path) -> list[tuple[str, int, bool]]:
     }
     found = []
     for node in ast.walk(tree):
+        typing = id(node) in typing_only
         if isinstance(node, ast.ImportFrom) and node.module:
-            parts = node.module.split(".")
-            if parts[0] == "openrouter_probe" and len(parts) > 1:
-                found.append((parts[1], node.lineno, id(node) in typing_only))
+            if node.module.split(".")[0] != "openrouter_probe":
+                continue
+            base = PACKAGE.parent.joinpath(*node.module.split("."))
+            for alias in node.names:
+                # ``from openrouter_probe.fake import bodies`` imports the module fake.bodies
+                if (base / f"{alias.name}.py").exists() or (base / alias.name).is_dir():
+                    found.append((f"{node.module}.{alias.name}", node.lineno, typing))
+                else:
+                    found.append((node.module, node.lineno, typing))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "openrouter_probe":
+                    found.append((alias.name, node.lineno, typing))
     return found
 
 
-@pytest.mark.parametrize("module", sorted(LAYER))
-def test_imports_run_one_way(module: str) -> None:
-    upward = [
-        f"{module}.py:{line} imports {target}"
-        for target, line, typing_only in _imports(PACKAGE / f"{module}.py")
-        if target in LAYER and LAYER[target] > LAYER[module] and not typing_only
-    ]
-    # schema names the chat models for type checkers and loads them on first use (__getattr__).
-    assert upward == []
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_top_level_holds_four_modules_beside_the_folders() -> None:
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules == TOP_MODULES
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(MAY_IMPORT) - TOP_MODULES - {"errors", "files"}
+
+
+@pytest.mark.parametrize("folder", sorted(set(MAY_IMPORT) - TOP_MODULES - {"data"}))
+def test_each_folder_says_what_lives_there_and_what_it_may_import(folder: str) -> None:
+    init = PACKAGE / folder / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    assert doc, f"{folder}/__init__.py has no docstring"
+    assert "import" in doc, f"{folder}/__init__.py does not say which folders it may import"
+
+
+def test_imports_run_one_way() -> None:
+    wrong = []
+    for path in SOURCES:
+        here = _module_name(path)
+        unit = _unit(here)
+        allowed = MAY_IMPORT[unit] | {unit, "__init__"}
+        for target, line, typing in _imports(path):
+            if unit == "__init__" and typing:
+                continue  # the root names the public API for type checkers
+            if _unit(target) not in allowed:
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+    assert wrong == []
+
+
+def test_no_import_circle_between_modules() -> None:
+    """No module reaches itself through the imports of others (function-level ones included)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    names = {_module_name(p) for p in SOURCES}
+    for path in SOURCES:
+        here = _module_name(path)
+        for target, _, typing in _imports(path):
+            if typing and path.name == "__init__.py":
+                continue  # a package's re-exports for type checkers; it maps names lazily
+            if target in names and target != here and target != "openrouter_probe":
+                graph[here].add(target)
+    circles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join([*trail[trail.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for node in sorted(names):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "openrouter_probe",
+        "openrouter_probe.api",
+        "openrouter_probe.rules",
+        "openrouter_probe.policy",
+        "openrouter_probe.analysis",
+        "openrouter_probe.run",
+        "openrouter_probe.fake",
+        "openrouter_probe.generate",
+        "openrouter_probe.verify",
+    ],
+)
+def test_each_folders_all_resolves(package: str) -> None:
+    importlib.import_module(package)
+    module = sys.modules[package]
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+    exports = getattr(module, "_EXPORTS", {})
+    assert set(exports) <= set(module.__all__)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "openrouter_probe.api.sse",
+        "openrouter_probe.api.backoff",
+        "openrouter_probe.rules.quantities",
+        "openrouter_probe.run.rows",
+    ],
+)
+def test_a_light_module_does_not_pull_its_folders_heavy_siblings(module: str) -> None:
+    code = (
+        f"import sys, {module};"
+        "print(','.join(m for m in ('pandas','requests','pydantic','aiohttp') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -14,11 +14,17 @@ import pytest
 from click.testing import CliRunner
 
 from openrouter_probe import files
+from openrouter_probe.analysis.matrix import build_matrix, matrix_history
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
-from openrouter_probe.matrix import build_matrix, matrix_history
-from openrouter_probe.policy import compile_policy, load_spec
-from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot, resolve_snapshot
+from openrouter_probe.policy.compiler import compile_policy
+from openrouter_probe.policy.spec import load_spec
+from openrouter_probe.rules.snapshot import (
+    Snapshot,
+    bundled_snapshot,
+    load_snapshot,
+    resolve_snapshot,
+)
 from tests.conftest import CAPTURES, ROOT
 
 MODEL = "moonshotai/kimi-k2.5"
@@ -189,7 +195,7 @@ def test_a_failed_policy_save_leaves_the_old_file(tmp_path: Path, failing_fsync:
 
 
 def test_a_failed_plot_leaves_the_old_file(tmp_path: Path, failing_fsync: None) -> None:
-    from openrouter_probe.plots import plot_price_uptime, save_figure
+    from openrouter_probe.analysis.plots import plot_price_uptime, save_figure
 
     target = tmp_path / "plot.png"
     target.write_bytes(b"the good plot")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from openrouter_probe.budget import plan_budget
-from openrouter_probe.matrix import build_matrix
-from openrouter_probe.plots import plot_budget, plot_price_uptime, save_figure
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.analysis.budget import plan_budget
+from openrouter_probe.analysis.matrix import build_matrix
+from openrouter_probe.analysis.plots import plot_budget, plot_price_uptime, save_figure
+from openrouter_probe.rules.snapshot import bundled_snapshot
 
 SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
 

@@ -16,15 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.policy import (
-    compile_policy,
-    load_compiled_policy,
-    load_provider_block,
-    load_spec,
-    parse_spec,
-)
-from openrouter_probe.routing import ProviderBlock, matches, route
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.policy.compiled import load_compiled_policy, load_provider_block
+from openrouter_probe.policy.compiler import compile_policy
+from openrouter_probe.policy.spec import load_spec, parse_spec
+from openrouter_probe.rules.provider_block import ProviderBlock
+from openrouter_probe.rules.routing import matches, route
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests.conftest import DATA, ROOT
 
 GOLDEN = DATA / "policies"

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.precision import FormatInfo, PrecisionRegistry, default_registry
-from openrouter_probe.schema import Endpoint
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.precision import FormatInfo, PrecisionRegistry, default_registry
+from openrouter_probe.rules.snapshot import bundled_snapshot
 
 
 def _ep(tag: str, quantization: str | None) -> Endpoint:

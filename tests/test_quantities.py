@@ -1,4 +1,4 @@
-"""One number style: token counts, money, shares and JSON floats (``openrouter_probe.quantities``)."""
+"""One number style: token counts, money, shares and JSON floats (``openrouter_probe.rules.quantities``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.quantities import (
+from openrouter_probe.rules.quantities import (
     format_pct,
     format_tokens,
     format_usd,

@@ -1,4 +1,4 @@
-"""The routing model (``openrouter_probe.routing``) against OPENROUTER.md §6, fact by fact.
+"""The routing model (``openrouter_probe.rules.routing``) against OPENROUTER.md §6, fact by fact.
 
 Expected orders and weights are computed by hand in each test (from literal prices and uptimes),
 never by calling the helpers under test.
@@ -16,26 +16,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.routing import (
+from openrouter_probe.rules.provider_block import MAX_PRICE_UNITS, MaxPrice, ProviderBlock, SortSpec
+from openrouter_probe.rules.routing import (
     ASSUMPTIONS,
-    MAX_PRICE_UNITS,
     NON_PARAMETER_KEYS,
     REQUEST_PARAMETERS,
     Candidate,
     Exclusion,
-    MaxPrice,
-    ProviderBlock,
     RequestParams,
     RouteDecision,
-    SortSpec,
     blended_price_usd_per_m,
     matches,
     route,
     service_tier,
 )
-from openrouter_probe.schema import Endpoint
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests.conftest import CAPTURES, ROOT
 
 # ---------------------------------------------------------------------------------------------
@@ -1193,7 +1190,8 @@ def test_options_must_map_slugs_to_mappings(options: Any, loc: str) -> None:
 
 
 def test_compiler_passes_options_through() -> None:
-    from openrouter_probe.policy import compile_policy, parse_spec
+    from openrouter_probe.policy.compiler import compile_policy
+    from openrouter_probe.policy.spec import parse_spec
 
     spec = {"model": "moonshotai/kimi-k2.5", "options": OPTIONS}
     compiled = compile_policy(parse_spec(spec), bundled_snapshot())

@@ -8,14 +8,9 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from openrouter_probe.schema import (
-    ChatCompletion,
-    Endpoint,
-    EndpointsResponse,
-    ModelsList,
-    Pricing,
-)
-from openrouter_probe.sse import iter_sse_events
+from openrouter_probe.api.chat import ChatCompletion
+from openrouter_probe.api.schema import Endpoint, EndpointsResponse, ModelsList, Pricing
+from openrouter_probe.api.sse import iter_sse_events
 from tests.conftest import CAPTURES, DATA
 
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from openrouter_probe.api.scrape import _join_chunks, _resolve, _split_records, parse_provider_page
 from openrouter_probe.errors import SnapshotError
-from openrouter_probe.scrape import _join_chunks, _resolve, _split_records, parse_provider_page
 
 PAGES = Path(__file__).parent / "data" / "pages"
 SCENARIO = Path(__file__).parent / "data" / "kimi-k2.5-endpoints.json"  # copy of the shared one

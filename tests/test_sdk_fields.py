@@ -3,7 +3,7 @@
 The SDK (``openrouter``, a dev dependency only) is generated from OpenRouter's spec, so it is the
 newest machine-readable statement of the API's shapes. Its models reject older data (``PublicEndpoint``
 requires ``service_tier`` and ``native_tools``), so it is a reference to test against, not our parser.
-An SDK upgrade that adds a field fails here: declare the field in ``openrouter_probe/schema.py`` (in
+An SDK upgrade that adds a field fails here: declare the field in ``openrouter_probe/api/schema.py`` (in
 ``core_fields`` if the library computes from it), or list it below with the reason it stays raw.
 """
 
@@ -14,7 +14,7 @@ import json
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from openrouter_probe import schema
+from openrouter_probe.api import schema
 from tests.conftest import CAPTURES
 
 # A dev dependency, absent only from CI's lowest-versions run (the SDK needs pydantic>=2.11.2,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from openrouter_probe.client import Client
+from openrouter_probe.api.client import Client
 from openrouter_probe.errors import NoRouteError, SnapshotError
-from openrouter_probe.snapshot import (
+from openrouter_probe.rules.snapshot import (
     Snapshot,
     bundled_snapshot,
     load_snapshot,

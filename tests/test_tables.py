@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
 from openrouter_probe.cli._common import fit_columns, format_cell
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.snapshot import bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from openrouter_probe.schema import (
+from openrouter_probe.api.schema import (
     AliasTarget,
     Endpoint,
     EndpointsResponse,
@@ -24,7 +24,7 @@ from openrouter_probe.schema import (
     ModelsList,
     Percentiles,
 )
-from openrouter_probe.snapshot import load_snapshot
+from openrouter_probe.rules.snapshot import load_snapshot
 from tests.conftest import CAPTURES
 
 MODELS = json.loads((CAPTURES / "models-list-2026-01-28.json").read_text())
@@ -32,7 +32,7 @@ K3 = json.loads((CAPTURES / "kimi-k3-endpoints-2026-08-25-reduced.json").read_te
 
 
 def _schema_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.schema"]
+    return [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.schema"]
 
 
 def _reshaped_models() -> dict:

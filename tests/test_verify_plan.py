@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
+from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.routing import RequestParams
-from openrouter_probe.schema import Endpoint, Pricing
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.routing import RequestParams
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.plan import (
     DEFAULT_N,
     DEFAULT_SEED,

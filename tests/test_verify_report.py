@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from openrouter_probe.snapshot import bundled_snapshot
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import VerifyPlan, plan_verify
 from openrouter_probe.verify.report import EVIDENCE_HEADER, build_report

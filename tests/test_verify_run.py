@@ -18,9 +18,9 @@ import openrouter_probe as orp
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake.content import arithmetic_answer
-from openrouter_probe.generate.transport import parse_body
-from openrouter_probe.precision import PrecisionRegistry
-from openrouter_probe.snapshot import bundled_snapshot, load_snapshot
+from openrouter_probe.rules.precision import PrecisionRegistry
+from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
+from openrouter_probe.run.transport import Failure, parse_body
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
@@ -141,7 +141,7 @@ def test_parse_body_keeps_the_choice_logprobs() -> None:
         "choices": [{"message": {"content": "4"}, "finish_reason": "stop", "logprobs": logprobs}],
     }
     answer = parse_body(json.dumps(body))
-    assert not isinstance(answer, orp.generate.transport.Failure)
+    assert not isinstance(answer, Failure)
     assert answer.logprobs == logprobs
     body["choices"][0]["logprobs"] = None
     assert parse_body(json.dumps(body)).logprobs is None  # type: ignore[union-attr]

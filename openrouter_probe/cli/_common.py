@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from openrouter_probe.snapshot import Snapshot
+    from openrouter_probe.rules.snapshot import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -115,7 +115,7 @@ def snapshot_options(func: F) -> F:
 
 def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) -> Snapshot:
     """Resolve ``--offline`` / ``--snapshot`` / a live probe for ``model`` and say which on stderr."""
-    from openrouter_probe.snapshot import resolve_snapshot
+    from openrouter_probe.rules.snapshot import resolve_snapshot
 
     if offline and snapshot and snapshot != "bundled":
         raise click.UsageError("--offline and --snapshot PATH exclude each other")
@@ -159,7 +159,7 @@ def format_cell(value: Any, column: str = "") -> str:
     """
     from decimal import Decimal
 
-    from openrouter_probe.quantities import format_number, format_usd
+    from openrouter_probe.rules.quantities import format_number, format_usd
 
     if value is None or (isinstance(value, float) and value != value):
         return "-"
@@ -300,7 +300,7 @@ def render_rows(
     cut; other text columns wrap, then the lesser columns are left out (``drop_order`` first, then
     from the right), and one line on stderr names them. JSON floats are rounded to what they mean (``round_for_json``).
     """
-    from openrouter_probe.quantities import round_for_json
+    from openrouter_probe.rules.quantities import round_for_json
 
     if fmt == "json":
         payload = rows if json_rows is None else json_rows

@@ -17,7 +17,7 @@ from openrouter_probe.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from openrouter_probe.budget import BudgetPlan
+    from openrouter_probe.analysis.budget_plan import BudgetPlan
 
 # The matrix's table view: the columns that fit a terminal (csv and json carry them all).
 _TABLE_COLUMNS = (
@@ -59,7 +59,7 @@ class TokenCount(click.ParamType):  # type: ignore[type-arg]
     name = "tokens"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from openrouter_probe.quantities import parse_token_count
+        from openrouter_probe.rules.quantities import parse_token_count
 
         if isinstance(value, int):
             return value
@@ -125,11 +125,11 @@ def matrix(
     shows the main columns, --format csv and json carry every column (see docs/analysis.md).
     With --history PATH (repeatable), show price, tag and status changes across the snapshots.
     """
-    from openrouter_probe.matrix import build_matrix, matrix_history
+    from openrouter_probe.analysis.matrix import build_matrix, matrix_history
 
     snap = load_snapshot_for(model, offline, snapshot)
     if history:
-        from openrouter_probe.snapshot import load_snapshot
+        from openrouter_probe.rules.snapshot import load_snapshot
 
         snaps = [snap, *(load_snapshot(p) for p in history)]
         frame = matrix_history(snaps)
@@ -138,12 +138,12 @@ def matrix(
         return
     registry = None
     if precision_files:
-        from openrouter_probe.precision import PrecisionRegistry
+        from openrouter_probe.rules.precision import PrecisionRegistry
 
         registry = PrecisionRegistry.load(*precision_files)
     frame = build_matrix(snap, registry=registry)
     if plot_path:
-        from openrouter_probe.plots import plot_price_uptime, save_figure
+        from openrouter_probe.analysis.plots import plot_price_uptime, save_figure
 
         note(f"plot: {save_figure(plot_price_uptime(frame), plot_path)}")
     columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "table" else None
@@ -160,7 +160,7 @@ def matrix(
 def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy_file import load_compiled_policy
+    from openrouter_probe.policy.compiled import load_compiled_policy
 
     compiled = load_compiled_policy(policy_path)
     if compiled.model != model:
@@ -176,9 +176,9 @@ def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
 def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> None:
     """Warn (stderr) when the policy no longer fits the snapshot: an ``order`` entry that serves
     nothing any more, or any other drift that matters, with the command that fixes it."""
-    from openrouter_probe.drift import check_policy
-    from openrouter_probe.policy_file import load_compiled_policy
-    from openrouter_probe.routing import matches
+    from openrouter_probe.policy.compiled import load_compiled_policy
+    from openrouter_probe.policy.drift import check_policy
+    from openrouter_probe.rules.routing import matches
 
     compiled = load_compiled_policy(policy_path)
     fix = " ".join(["openrouter-probe policy check", policy_path, *snapshot_args, "--write"])
@@ -314,9 +314,9 @@ def budget(
     Example: openrouter-probe budget moonshotai/kimi-k2.5 --offline --budget-usd 100
     --output-tokens 60M --datasets 6 --reasoning-share 0.5:0.8
     """
-    from openrouter_probe.budget import plan_budget
+    from openrouter_probe.analysis.budget import plan_budget
     from openrouter_probe.errors import ConfigError
-    from openrouter_probe.quantities import parse_reasoning_share
+    from openrouter_probe.rules.quantities import parse_reasoning_share
 
     # Checked before the snapshot is loaded, so a bad option fails on its own, without a probe.
     parse_reasoning_share(reasoning_share, what="--reasoning-share")
@@ -348,7 +348,7 @@ def budget(
         concurrency=concurrency,
     )
     if plot_path:
-        from openrouter_probe.plots import plot_budget, save_figure
+        from openrouter_probe.analysis.plots import plot_budget, save_figure
 
         note(f"plot: {save_figure(plot_budget(plan), plot_path)}")
     if fmt == "json":
@@ -359,7 +359,12 @@ def budget(
 
 def _render_plan(plan: BudgetPlan) -> None:
     """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
-    from openrouter_probe.quantities import format_pct, format_tokens, format_usd, format_usd_per_m
+    from openrouter_probe.rules.quantities import (
+        format_pct,
+        format_tokens,
+        format_usd,
+        format_usd_per_m,
+    )
 
     click.echo(plan.headline)
     blend = plan.blended

@@ -161,8 +161,8 @@ def audit_cmd(
 ) -> None:
     """Report per provider what OUTPUTS (one or more shards) cost, and flag rows served outside
     the policy (exit 1 if there is one)."""
-    from openrouter_probe.audit import audit
-    from openrouter_probe.policy_file import load_compiled_policy
+    from openrouter_probe.generate.audit import audit
+    from openrouter_probe.policy.compiled import load_compiled_policy
 
     model = load_compiled_policy(policy).model
     snap = load_snapshot_for(model, offline, snapshot)
@@ -188,7 +188,7 @@ def audit_cmd(
 @click.option("--include-truncated", is_flag=True, help="Also export answers cut at max_tokens.")
 def export_cmd(outputs: tuple[str, ...], fmt: str, output: str, include_truncated: bool) -> None:
     """Export the answered rows of OUTPUTS for drafter training (reasoning as reasoning_content)."""
-    from openrouter_probe.export import export
+    from openrouter_probe.generate.export import export
 
     count = export(outputs, fmt=fmt, output=output, include_truncated=include_truncated)
     note(f"wrote {count} rows to {output} ({fmt})")

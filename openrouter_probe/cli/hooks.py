@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from openrouter_probe.snapshot import Snapshot
+    from openrouter_probe.rules.snapshot import Snapshot
 
 _SPEC, _SNAPSHOT = ".spec.yaml", ".snapshot.json"
 
@@ -69,7 +69,7 @@ def _snapshot_for(pair: _Pair, model: str, given: str | None, doc: Any, *, where
     """The snapshot to compile or lint ``pair`` against, offline (see the module docstring);
     ``doc`` is the compiled policy document, ``where`` the file an error names."""
     from openrouter_probe.errors import SnapshotError
-    from openrouter_probe.snapshot import resolve_snapshot
+    from openrouter_probe.rules.snapshot import resolve_snapshot
 
     if given:
         return resolve_snapshot(model, snapshot=given)
@@ -98,8 +98,8 @@ def _tracked_specs() -> list[Path]:
 def _pairs_to_compile(files: Iterable[str], given: str | None) -> list[_Pair]:
     """The spec/compiled pairs touched by ``files``; when the shared ``--snapshot`` file itself
     changed, also every tracked spec for the model it holds."""
-    from openrouter_probe.policy_file import load_spec
-    from openrouter_probe.snapshot import resolve_snapshot
+    from openrouter_probe.policy.spec import load_spec
+    from openrouter_probe.rules.snapshot import resolve_snapshot
 
     paths = [Path(f) for f in files]
     pairs = {_Pair.of(p) for p in paths}
@@ -113,8 +113,8 @@ def _pairs_to_compile(files: Iterable[str], given: str | None) -> list[_Pair]:
 def _compile_one(pair: _Pair, given: str | None, registry: Any, check_only: bool) -> bool:
     """Re-compile one pair; return True when the compiled file was already up to date."""
     from openrouter_probe.files import atomic_write_text
-    from openrouter_probe.policy import compile_policy
-    from openrouter_probe.policy_file import load_spec, read_yaml
+    from openrouter_probe.policy.compiler import compile_policy
+    from openrouter_probe.policy.spec import load_spec, read_yaml
 
     spec = load_spec(pair.spec)
     compiled_doc = read_yaml(pair.compiled) if pair.compiled.exists() else None
@@ -144,7 +144,7 @@ def _cli_snapshot(pair: _Pair, given: str | None, snap: Snapshot) -> str:
 
 
 def _registry(precision_files: tuple[str, ...]) -> Any:
-    from openrouter_probe.precision import PrecisionRegistry, default_registry
+    from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 
     return PrecisionRegistry.load(*precision_files) if precision_files else default_registry()
 
@@ -211,8 +211,9 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
     with --strict).
     """
     from openrouter_probe.errors import ProbeError
-    from openrouter_probe.lint import lint_block
-    from openrouter_probe.policy_file import provider_mapping, read_yaml
+    from openrouter_probe.policy.compiled import provider_mapping
+    from openrouter_probe.policy.lint import lint_block
+    from openrouter_probe.policy.spec import read_yaml
 
     failed = False
     for name in files:

@@ -34,7 +34,7 @@ def _precision_option(func: Any) -> Any:
 
 
 def _registry(precision_files: tuple[str, ...]) -> Any:
-    from openrouter_probe.precision import PrecisionRegistry, default_registry
+    from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 
     return PrecisionRegistry.load(*precision_files) if precision_files else default_registry()
 
@@ -58,8 +58,8 @@ def compile_cmd(
     -o never writes over SPEC (or the --snapshot / --precision-file it was compiled from), and the
     file is replaced atomically: a write that fails leaves the old policy whole.
     """
-    from openrouter_probe.policy import compile_policy
-    from openrouter_probe.policy_file import load_spec
+    from openrouter_probe.policy.compiler import compile_policy
+    from openrouter_probe.policy.spec import load_spec
 
     inputs = [spec, *precision_files]
     if snapshot and snapshot != "bundled":
@@ -95,7 +95,7 @@ _EXPLAIN_DROP_ORDER = ("status", "effective", "declared", "provider", "uptime_30
 
 
 def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
-    from openrouter_probe.quantities import format_pct
+    from openrouter_probe.rules.quantities import format_pct
 
     rows = []
     for d in compiled.decisions:
@@ -135,14 +135,10 @@ def explain(
     spec that admits nothing still gets its table (why each endpoint is dropped), then exits 1.
     """
     from openrouter_probe.cli._common import essential_column
-    from openrouter_probe.policy import compile_policy
-    from openrouter_probe.policy_file import (
-        compiled_from_document,
-        is_compiled,
-        parse_spec,
-        read_yaml,
-    )
-    from openrouter_probe.quantities import format_usd_per_m
+    from openrouter_probe.policy.compiled import compiled_from_document
+    from openrouter_probe.policy.compiler import compile_policy
+    from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml
+    from openrouter_probe.rules.quantities import format_usd_per_m
 
     doc = read_yaml(path)
     if is_compiled(doc):
@@ -208,8 +204,9 @@ def lint(
     errors (or any finding with --strict).
     """
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.lint import lint_block
-    from openrouter_probe.policy_file import provider_mapping, read_yaml
+    from openrouter_probe.policy.compiled import provider_mapping
+    from openrouter_probe.policy.lint import lint_block
+    from openrouter_probe.policy.spec import read_yaml
 
     block, compiled_for = provider_mapping(read_yaml(block_path), source=block_path)
     model = model or compiled_for
@@ -298,9 +295,10 @@ def _check(
     spec_path: str | None,
     write: bool,
 ) -> Any:
-    from openrouter_probe.drift import check_policy, find_spec
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy_file import load_compiled_policy, load_spec
+    from openrouter_probe.policy.compiled import load_compiled_policy
+    from openrouter_probe.policy.drift import check_policy, find_spec
+    from openrouter_probe.policy.spec import load_spec
 
     compiled = load_compiled_policy(policy_path)
     spec_note: str | None = None

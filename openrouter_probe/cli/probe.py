@@ -16,7 +16,7 @@ from openrouter_probe.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from openrouter_probe.schema import ModelsList
+    from openrouter_probe.api.schema import ModelsList
 
 
 def _endpoint_row(e: Any) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def models(input_path: str | None, offline: bool, fmt: str) -> None:
     Model-level prices track one endpoint, not the cheapest: use `endpoints` before spending.
     Models that cannot be read are skipped, with one line on stderr.
     """
-    from openrouter_probe import catalog
+    from openrouter_probe.api import catalog
 
     if offline and input_path:
         raise click.UsageError("--offline and --input FILE exclude each other")
@@ -139,8 +139,8 @@ def models(input_path: str | None, offline: bool, fmt: str) -> None:
 
 def _fetch_models() -> ModelsList:
     """``GET /models``; a failure the network may cause names the offline sources."""
-    from openrouter_probe.catalog import BUNDLED_MODELS_LIST_DATE
-    from openrouter_probe.client import Client
+    from openrouter_probe.api.catalog import BUNDLED_MODELS_LIST_DATE
+    from openrouter_probe.api.client import Client
     from openrouter_probe.errors import APIConnectionError, APIError, APIStatusError
 
     try:

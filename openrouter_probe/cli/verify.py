@@ -137,7 +137,7 @@ def verify(
     if fake and source is None:
         source = "bundled"
     if fake or source not in (None, "bundled"):
-        from openrouter_probe.snapshot import resolve_snapshot
+        from openrouter_probe.rules.snapshot import resolve_snapshot
 
         source = resolve_snapshot(model, offline=source == "bundled", snapshot=source)
         note(f"snapshot: {source.provenance}")

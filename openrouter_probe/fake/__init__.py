@@ -19,12 +19,14 @@ answer, body or stream, and bill), ``server`` (``serve``: the background thread)
 OpenRouter sends them), ``billing`` (tokens, prices, credit), ``content`` (what the model says),
 ``faults`` (fault plans and degraded endpoints), ``ledger``, ``clock``, ``plugin`` (the fixture).
 Importing this package imports aiohttp; ``import openrouter_probe`` does not import this package.
+May import ``rules`` and ``api`` (and ``errors``, ``files``); never ``run``, ``generate`` or ``cli``.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openrouter_probe import lazy_exports
 
 # name -> module that defines it; resolved on first use so that loading the pytest plugin (which
 # lives in this package) does not import aiohttp or pydantic.
@@ -74,14 +76,4 @@ if TYPE_CHECKING:
     from openrouter_probe.fake.server import FakeServer, serve
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openrouter_probe.fake' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import (
@@ -38,10 +39,9 @@ from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.faults import FaultPlan, parse_degrade, parse_faults, uniform
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
-from openrouter_probe.provider_block import ProviderBlock
-from openrouter_probe.routing import RequestParams, RouteDecision, route
-from openrouter_probe.schema import Endpoint
-from openrouter_probe.snapshot import Snapshot
+from openrouter_probe.rules.provider_block import ProviderBlock
+from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
+from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["FakeOpenRouter", "ServedModel"]
 
@@ -504,7 +504,7 @@ class FakeOpenRouter:
                         self,
                         request,
                         body,
-                        model,
+                        model.permaslug,
                         endpoint,
                         request_no,
                         prompt_tokens,

@@ -15,8 +15,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from openrouter_probe.pricing import effective_pricing
-from openrouter_probe.schema import Endpoint, Pricing
+from openrouter_probe.api.schema import Endpoint, Pricing
+from openrouter_probe.rules.pricing import effective_pricing
 
 __all__ = [
     "Charge",
@@ -57,7 +57,7 @@ def apply_overrides(pricing: Pricing, *, prompt_tokens: int, at: datetime) -> Pr
     """Return ``pricing`` with the ``overrides`` that hold for this request applied.
 
     The rules (prompt-size tiers, UTC time windows, weekdays; later entries win per key) live in
-    one place, ``openrouter_probe.pricing.effective_pricing``, which the budget planner uses too.
+    one place, ``openrouter_probe.rules.pricing.effective_pricing``, which the budget planner uses too.
     Without overrides this returns the same object, whose unit prices ``unit_prices`` caches: the
     fast path of almost every request.
     """

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.routing import matches
-from openrouter_probe.schema import Endpoint
+from openrouter_probe.rules.routing import matches
 
 __all__ = [
     "FAULT_KINDS",

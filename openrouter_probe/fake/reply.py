@@ -12,25 +12,24 @@ import asyncio
 import hashlib
 import itertools
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from aiohttp import web
 
+from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import charge
+from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import Answer, answer_for, perturb
-from openrouter_probe.fake.faults import FaultRule, uniform
-from openrouter_probe.fake.ledger import LedgerEntry
-from openrouter_probe.routing import matches
-from openrouter_probe.schema import Endpoint, Percentiles
+from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
+from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.rules.routing import matches
 
-if TYPE_CHECKING:
-    from openrouter_probe.fake.app import FakeOpenRouter, ServedModel
-
-__all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "output_cap"]
+__all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "Server", "output_cap"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
@@ -150,15 +149,53 @@ def _drop(request: web.Request) -> None:
         request.transport.close()
 
 
+class Server(Protocol):
+    """What a reply reads and writes of the server's state (``FakeOpenRouter`` is one).
+
+    A protocol, so that this module does not import the application that imports it.
+    """
+
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def speed(self) -> float: ...
+    @property
+    def degrade(self) -> dict[str, float]: ...
+    @property
+    def reasoning_share(self) -> float: ...
+    @property
+    def median_tokens(self) -> int: ...
+    @property
+    def generation_lag_s(self) -> float: ...
+    @property
+    def tokens_per_chunk(self) -> int: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def generations(self) -> dict[str, tuple[Any, ...]]: ...
+    @property
+    def answers(self) -> OrderedDict[tuple[Any, ...], Answer]: ...
+    @property
+    def choices(self) -> dict[tuple[Any, ...], str]: ...
+    @property
+    def faults(self) -> FaultPlan: ...
+
+    def new_id(self) -> str: ...
+    def now(self) -> datetime: ...
+    def remember(self, key: tuple[Any, ...], answer: Answer) -> None: ...
+
+
 class Reply:
     """One endpoint's reply to a request: the answer, the body or the stream, the bill."""
 
     def __init__(
         self,
-        fake: FakeOpenRouter,
+        fake: Server,
         request: web.Request,
         body: dict[str, Any],
-        model: ServedModel,
+        permaslug: str,
         endpoint: Endpoint,
         request_no: int,
         prompt_tokens: int,
@@ -169,7 +206,7 @@ class Reply:
         self.fake = fake
         self.request = request
         self.body = body
-        self.model = model
+        self.permaslug = permaslug
         self.endpoint = endpoint
         self.request_no = request_no
         self.prompt_tokens = prompt_tokens
@@ -246,7 +283,7 @@ class Reply:
         self.billed_usd = c.total_usd
         self.billed = LedgerEntry(
             generation_id=self.id,
-            model=self.model.permaslug,
+            model=self.permaslug,
             provider=self.endpoint.provider_name,
             tag=self.endpoint.tag,
             prompt_tokens=c.prompt_tokens,
@@ -267,7 +304,7 @@ class Reply:
         # a plain tuple in GenerationRecord's field order (a tuple subclass stays GC-tracked)
         fake.generations[self.id] = (
             self.id,
-            self.model.permaslug,
+            self.permaslug,
             self.endpoint.provider_name,
             self.endpoint.tag,
             self.started_s,
@@ -372,7 +409,7 @@ class Reply:
         payload = bodies.completion_body(
             generation_id=self.id,
             created=int(self.started_s),
-            model=self.model.permaslug,
+            model=self.permaslug,
             provider=self.endpoint.provider_name,
             choices=choices,
             usage=usage,
@@ -449,7 +486,7 @@ class Reply:
         writer = bodies.ChunkWriter(
             generation_id=self.id,
             created=int(self.started_s),
-            model=self.model.permaslug,
+            model=self.permaslug,
             provider=self.endpoint.provider_name,
         )
         response = web.StreamResponse(status=200, headers=self._headers(fault))

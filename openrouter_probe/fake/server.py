@@ -20,7 +20,7 @@ from openrouter_probe.fake.app import FakeOpenRouter
 from openrouter_probe.fake.billing import Credit
 from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.ledger import Ledger
-from openrouter_probe.snapshot import Snapshot
+from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["FakeServer", "serve"]
 
@@ -148,7 +148,7 @@ def serve(
             print(fake.ledger.total_usd)
     """
     if snapshot is None:
-        from openrouter_probe.snapshot import bundled_snapshot
+        from openrouter_probe.rules.snapshot import bundled_snapshot
 
         snapshot = bundled_snapshot()
     server = FakeServer(FakeOpenRouter(snapshot, **options), host, port).start()

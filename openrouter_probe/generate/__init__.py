@@ -5,12 +5,11 @@ reserves each request's worst case before sending and settles to ``usage.cost``;
 command skips every finished row (resume never pays twice); the first SIGINT drains, the second
 cancels. ``docs/generate.md`` states the guarantees and how each is tested.
 
-Modules: ``prompts`` (input rows and ids), ``transport`` (aiohttp, SSE and body parsing, error
-classification), ``spend`` (the cap), ``output`` (records, resume, torn tail), ``ledger`` (the
-spend journal beside the output: each request journaled before it is sent, so the cap holds across
-a SIGKILL), ``runner`` (the worker
-pool, targets, retries, signals), ``progress`` (rich), ``summary`` (``RunSummary``), ``job``
-(``generate``: start-up checks, dry run, the run).
+Modules: ``prompts`` (input rows and ids), ``job`` (``generate``: the policy, start-up checks,
+dry run, then the run through ``openrouter_probe.run``), ``audit`` (who served each row),
+``export`` (training formats). The paid run itself (transport, cap, journal, output, worker pool)
+lives in ``openrouter_probe.run``, shared with ``verify``.
+May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``.
 
 The package itself is callable, so ``await openrouter_probe.generate(...)`` works whether the name
 resolves to this package or to the function.
@@ -30,7 +29,7 @@ import types
 from typing import Any
 
 from openrouter_probe.generate.job import generate
-from openrouter_probe.generate.summary import RunSummary
+from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["RunSummary", "generate"]
 

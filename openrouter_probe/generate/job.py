@@ -14,103 +14,43 @@ Example (in a notebook, whose event loop is already running)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
-import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.backoff import Backoff
-from openrouter_probe.errors import (
-    APIConnectionError,
-    APIError,
-    ConfigError,
-    NoRouteError,
-    PolicyError,
-)
-from openrouter_probe.files import ensure_not_input
-from openrouter_probe.generate.ledger import Ledger, ledger_path, replay_ledger
-from openrouter_probe.generate.output import OutputLog, load_resume_state
-from openrouter_probe.generate.prompts import parse_shard, read_prompts
-from openrouter_probe.generate.runner import Progress, Run, RunSettings, Sender
-from openrouter_probe.generate.spend import SpendCap, prompt_tokens_bound, worst_case_prices
-from openrouter_probe.generate.summary import RunSummary
-from openrouter_probe.schema import Endpoint
+from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.generate.prompts import PromptSet, parse_shard, read_prompts
+from openrouter_probe.run.paid import JobOptions, endpoints_now, open_run
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.runner import Progress, RunSettings, Sender
+from openrouter_probe.run.spend import Prices, prompt_tokens_bound, worst_case_prices
+from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["REASONING_EFFORTS", "generate"]
 
 log = logging.getLogger(__name__)
 
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
-_DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
 
 
 def _policy(path: str | Path) -> tuple[Any, dict[str, Any], str]:
     """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
-    from openrouter_probe.policy_file import compiled_from_document, read_yaml
+    from openrouter_probe.policy.compiled import compiled_from_document
+    from openrouter_probe.policy.spec import read_yaml
 
     doc = read_yaml(path)
     compiled = compiled_from_document(doc, source=str(path))
     raw = doc["provider"]
     canonical = json.dumps({"model": compiled.model, "provider": raw}, sort_keys=True)
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _endpoints(
-    model: str, snapshot: Any, *, api_key: str, base_url: str
-) -> tuple[list[Endpoint], Any]:
-    """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live."""
-    from openrouter_probe.client import Client
-    from openrouter_probe.snapshot import Snapshot, bundled_snapshot, load_snapshot
-
-    if isinstance(snapshot, Snapshot):
-        snap = snapshot
-    elif snapshot == "bundled":
-        snap = bundled_snapshot(model)
-    elif snapshot is not None:
-        snap = load_snapshot(snapshot)
-    else:
-        try:
-            with Client(api_key=api_key, base_url=base_url) as client:
-                data = client.endpoints(model)
-        except APIError as exc:
-            if isinstance(exc, NoRouteError):
-                raise
-            # The client's own advice names --offline, which generate does not have.
-            reason = "no connection" if isinstance(exc, APIConnectionError) else str(exc)
-            raise APIError(
-                f"cannot read {model}'s endpoints from {base_url} to check the policy and price "
-                f"the cap ({reason}); check the network or OPENROUTER_BASE_URL, or pass "
-                "--snapshot bundled|PATH (snapshot= in Python) to use a saved one",
-                url=exc.url,
-            ) from exc
-        snap = Snapshot.from_endpoints(
-            data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
-        )
-    return list(snap.endpoints), snap
-
-
-def _key_warning(budget: Decimal | None, *, api_key: str, base_url: str) -> str | None:
-    from openrouter_probe.client import Client
-
-    try:
-        with Client(api_key=api_key, base_url=base_url, attempts=2, retry_timeout=10) as client:
-            info = client.key()
-    except APIError as exc:
-        return f"could not read the key's limit (GET /key): {exc}"
-    remaining = info.limit_remaining
-    if budget is not None and remaining is not None and Decimal(str(remaining)) < budget:
-        return (
-            f"the key's remaining limit is ${remaining:,.2f}, below the ${budget:,.2f} budget: "
-            "the run will stop with 402 before the budget is spent"
-        )
-    return None
 
 
 def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | None:
@@ -125,6 +65,110 @@ def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | N
     if max_tokens is not None:
         return {"max_tokens": max_tokens}
     return None
+
+
+def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
+    for ident, first, again in rows.duplicates[:5]:
+        summary.warnings.append(
+            f"{prompts}:{again}: id {ident!r} already on line {first}; sent once"
+        )
+    if len(rows.duplicates) > 5:
+        summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
+
+
+def _admitted_prices(
+    compiled: Any,
+    policy: str | Path,
+    endpoints: list[Endpoint],
+    *,
+    max_tokens: int,
+    parameters: set[str],
+    summary: RunSummary,
+) -> Prices:
+    """The start-up check: the policy against the endpoints serving the model now; return the
+    worst-case prices of what it admits (the cap's prices)."""
+    from openrouter_probe.policy.lint import lint_block
+    from openrouter_probe.rules.routing import RequestParams, route
+
+    decision = route(
+        compiled.provider,
+        endpoints,
+        RequestParams(max_tokens=max_tokens, parameters=frozenset(parameters)),
+    )
+    if not decision.admitted:
+        raise PolicyError(
+            f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now "
+            f"(with max_tokens={max_tokens}); every request would fail with 404. "
+            "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)",
+            source=str(policy),
+        )
+    for finding in lint_block(compiled.provider, endpoints):
+        if finding.loc.startswith("provider.order") and finding.code in (
+            "no-match",
+            "order-excluded",
+        ):
+            summary.warnings.append(f"{policy}: {finding.loc}: {finding.message}")
+    try:
+        return worst_case_prices(decision.admitted)
+    except ValueError as exc:
+        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
+
+
+def _dry_run(
+    summary: RunSummary,
+    todo: list[PromptRow],
+    prices: Prices,
+    *,
+    snap: Any,
+    compiled: Any,
+    options: JobOptions,
+    max_tokens: int,
+    target: int | None,
+    parameters: set[str],
+) -> RunSummary:
+    """What the run would do, sending nothing: the worst case of every row, the expected cost."""
+    from openrouter_probe.analysis.budget import plan_budget
+
+    budget = options.budget_usd
+    worst_total = sum(
+        (
+            prices.worst_case_usd(
+                prompt_tokens=prompt_tokens_bound(r.prompt_bytes, len(r.messages)),
+                max_tokens=int(r.params.get("max_tokens", max_tokens)),
+            )
+            for r in todo
+        ),
+        Decimal(0),
+    )
+    summary.stop_reason = "dry-run"
+    summary.worst_case_usd = worst_total
+    summary.not_sent = len(todo)
+    if not todo:
+        return summary
+    datasets = sorted({r.dataset for r in todo})
+    wanted = max_tokens * len(todo)
+    if target is not None:
+        wanted = min(wanted, target * len(datasets))
+    prompt_avg = max(1, sum(r.prompt_bytes for r in todo) // len(todo) // _BYTES_PER_TOKEN)
+    plan = plan_budget(
+        snap,
+        budget_usd=budget if budget is not None else max(worst_total, Decimal(1)),
+        output_tokens=wanted,
+        prompt_tokens_per_request=prompt_avg,
+        output_tokens_per_request=max_tokens,
+        provider=compiled.provider,
+        parameters=parameters,
+        concurrency=options.concurrency,
+        model=compiled.model,
+    )
+    figures = plan.blended.all_in or plan.blended.output_only
+    summary.expected_usd = figures.cost_usd
+    summary.message = (
+        plan.headline
+        if budget is not None
+        else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
+    )
+    return summary
 
 
 async def generate(
@@ -167,229 +211,91 @@ async def generate(
     ``progress=True`` shows a rich progress bar on stderr (in Jupyter too); ``handle_signals=True``
     makes SIGINT/SIGTERM drain then cancel (the CLI sets both).
     """
-    from openrouter_probe.budget import plan_budget
-    from openrouter_probe.lint import lint_block
-    from openrouter_probe.quantities import parse_decimal, parse_token_count
-    from openrouter_probe.routing import RequestParams, route
+    from openrouter_probe.rules.quantities import parse_token_count, whole_number
 
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigError(f"--concurrency {concurrency!r}: a whole number >= 1")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ConfigError(f"--max-tokens {max_tokens!r}: a whole number >= 1")
-    budget = None if budget_usd is None else parse_decimal(budget_usd, "--budget-usd")
-    if budget is not None and budget <= 0:
-        raise ConfigError(f"--budget-usd {budget_usd}: a positive amount of USD, e.g. 100")
+    max_tokens = whole_number(max_tokens, "--max-tokens")
+    options = JobOptions.resolve(
+        command="generate",
+        out=out,
+        inputs=(prompts, policy),
+        budget_usd=budget_usd,
+        concurrency=concurrency,
+        api_key=api_key,
+        base_url=base_url,
+        need_key=not dry_run,
+        attempts=attempts,
+        read_timeout_s=read_timeout_s,
+        drain_timeout_s=drain_timeout_s,
+        handle_signals=handle_signals,
+        progress=progress,
+        send=send,
+        sleep=sleep,
+        backoff=backoff,
+    )
     target = (
         None if target_tokens is None else parse_token_count(target_tokens, what="--target-tokens")
     )
     reasoning = _reasoning(reasoning_effort, reasoning_max_tokens)
     shard_pair = parse_shard(shard) if isinstance(shard, str) else shard
-    journal = ledger_path(out)
-    try:
-        ensure_not_input(out, prompts, policy)
-        ensure_not_input(journal, prompts, policy)
-    except ValueError as exc:
-        raise ConfigError(f"--out: {exc}; name another file") from exc
-
-    key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
-    url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or _DEFAULT_BASE_URL).rstrip("/")
-    if not key and not dry_run:
-        raise ConfigError(
-            "generate needs an API key: export OPENROUTER_API_KEY=... "
-            "(create one at https://openrouter.ai/settings/keys)"
-        )
 
     compiled, provider_raw, policy_hash = _policy(policy)
     rows = read_prompts(prompts, shard=shard_pair)
-    state = load_resume_state(out, redo_failed=redo_failed)
-    # What the journal holds that no record does (requests in flight at a SIGKILL): spent too.
-    replay = replay_ledger(journal, accounted=state.accounted, output_exists=state.exists)
-    spent_before = state.spent_usd + replay.extra_usd
-    todo = [r for r in rows if r.id not in state.finished]
-    summary = RunSummary(
-        out=str(out),
-        policy=str(policy),
-        model=compiled.model,
-        rows_total=len(rows),
-        rows_already_done=len(rows) - len(todo),
-        rows_to_send=len(todo),
-        duplicates=len(rows.duplicates),
-        spent_before_usd=spent_before,
-        possibly_billed_before_usd=state.possibly_billed_usd + replay.possibly_billed_usd,
-        cancelled_before_usd=state.possibly_billed_usd,
-        killed_in_flight_before=replay.in_flight,
-        unrecorded_before_usd=replay.unrecorded_usd,
-        ledger=str(journal),
-        budget_usd=budget,
-    )
-    for ident, first, again in rows.duplicates[:5]:
-        summary.warnings.append(
-            f"{prompts}:{again}: id {ident!r} already on line {first}; sent once"
+    with open_run(options, redo_failed=redo_failed) as paid:
+        todo = [r for r in rows if r.id not in paid.state.finished]
+        summary = paid.new_summary(
+            policy=str(policy),
+            model=compiled.model,
+            rows_total=len(rows),
+            rows_already_done=len(rows) - len(todo),
+            rows_to_send=len(todo),
+            duplicates=len(rows.duplicates),
         )
-    if len(rows.duplicates) > 5:
-        summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
-
-    # The start-up check: the policy against the endpoints serving the model now.
-    # The sync client runs in a thread: the event loop (a notebook's, a test server's) keeps going.
-    endpoints, snap = await asyncio.to_thread(
-        _endpoints, compiled.model, snapshot, api_key=key, base_url=url
-    )
-    parameters = {"max_tokens"} | ({"temperature"} if temperature is not None else set())
-    parameters |= {"reasoning"} if reasoning is not None else set()
-    decision = route(
-        compiled.provider,
-        endpoints,
-        RequestParams(max_tokens=max_tokens, parameters=frozenset(parameters)),
-    )
-    if not decision.admitted:
-        raise PolicyError(
-            f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now "
-            f"(with max_tokens={max_tokens}); every request would fail with 404. "
-            "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)",
-            source=str(policy),
+        _warn_duplicates(summary, prompts, rows)
+        # The sync client runs in a thread: the event loop (a notebook's, a test server's) goes on.
+        endpoints, snap = await asyncio.to_thread(
+            endpoints_now,
+            compiled.model,
+            snapshot,
+            api_key=options.api_key,
+            base_url=options.base_url,
         )
-    for finding in lint_block(compiled.provider, endpoints):
-        if finding.loc.startswith("provider.order") and finding.code in (
-            "no-match",
-            "order-excluded",
-        ):
-            summary.warnings.append(f"{policy}: {finding.loc}: {finding.message}")
-    try:
-        prices = worst_case_prices(decision.admitted)
-    except ValueError as exc:
-        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
-
-    worst_total = sum(
-        (
-            prices.worst_case_usd(
-                prompt_tokens=prompt_tokens_bound(r.prompt_bytes, len(r.messages)),
-                max_tokens=int(r.params.get("max_tokens", max_tokens)),
-            )
-            for r in todo
-        ),
-        Decimal(0),
-    )
-    if dry_run:
-        summary.stop_reason = "dry-run"
-        summary.worst_case_usd = worst_total
-        summary.not_sent = len(todo)
-        if todo:
-            datasets = sorted({r.dataset for r in todo})
-            wanted = max_tokens * len(todo)
-            if target is not None:
-                wanted = min(wanted, target * len(datasets))
-            prompt_avg = max(1, sum(r.prompt_bytes for r in todo) // len(todo) // _BYTES_PER_TOKEN)
-            plan = plan_budget(
-                snap,
-                budget_usd=budget if budget is not None else max(worst_total, Decimal(1)),
-                output_tokens=wanted,
-                prompt_tokens_per_request=prompt_avg,
-                output_tokens_per_request=max_tokens,
-                provider=compiled.provider,
-                parameters=parameters,
-                concurrency=concurrency,
-                model=compiled.model,
-            )
-            figures = plan.blended.all_in or plan.blended.output_only
-            summary.expected_usd = figures.cost_usd
-            summary.message = (
-                plan.headline
-                if budget is not None
-                else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
-            )
-        return summary
-
-    warning = (
-        await asyncio.to_thread(_key_warning, budget, api_key=key, base_url=url)
-        if send is None
-        else None
-    )
-    if warning:
-        summary.warnings.append(warning)
-    if budget is None:
-        summary.warnings.append(
-            "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)"
+        parameters = {"max_tokens"} | ({"temperature"} if temperature is not None else set())
+        parameters |= {"reasoning"} if reasoning is not None else set()
+        prices = _admitted_prices(
+            compiled,
+            policy,
+            endpoints,
+            max_tokens=max_tokens,
+            parameters=parameters,
+            summary=summary,
         )
-    for text in summary.warnings:
-        log.warning("%s", text)
-
-    settings = RunSettings(
-        model=compiled.model,
-        provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
-        policy_sha256=policy_hash,
-        max_tokens=max_tokens,
-        stream=stream,
-        temperature=temperature,
-        reasoning=reasoning,
-        target_tokens=target,
-        concurrency=concurrency,
-        backoff=backoff
-        or Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=attempts, timeout_s=600.0),
-        lower_max_tokens=lower_max_tokens,
-        drain_timeout_s=drain_timeout_s,
-    )
-    cap = SpendCap(budget, spent_usd=spent_before)
-    if budget is not None and spent_before >= budget:
-        summary.stop_reason = "budget"
-        summary.message = (
-            f"{out} and {journal.name} already record ${spent_before:.6f} spent of the "
-            f"${budget} cap"
-        )
-        summary.not_sent = len(todo)
-        return summary
-
-    bar: Progress | None
-    if progress is True and todo:
-        from openrouter_probe.generate.progress import RichProgress
-
-        bar = RichProgress(len(todo))
-    else:
-        bar = None if isinstance(progress, bool) else progress
-    header = {"out": Path(out).name, "budget_usd": budget, "policy": str(policy)}
-    with OutputLog(out) as output, Ledger(journal, header=header) as ledger, _showing(bar):
-
-        def make(sender: Sender) -> Run:
-            return Run(
+        if dry_run:
+            return _dry_run(
+                summary,
                 todo,
-                settings=settings,
-                cap=cap,
-                prices=prices,
-                output=output,
-                send=sender,
-                summary=summary,
-                tokens_before=state.output_tokens,
-                sleep=sleep,
-                progress=bar,
-                ledger=ledger,
+                prices,
+                snap=snap,
+                compiled=compiled,
+                options=options,
+                max_tokens=max_tokens,
+                target=target,
+                parameters=parameters,
             )
-
-        if send is not None:
-            return await _run(make(send), handle_signals)
-        from openrouter_probe.generate.transport import HttpTransport
-
-        async with HttpTransport(
-            base_url=url, api_key=key, limit=concurrency, read_timeout_s=read_timeout_s
-        ) as transport:
-            return await _run(make(transport.send), handle_signals)
-
-
-@contextlib.contextmanager
-def _showing(bar: Any) -> Iterator[None]:
-    if bar is None or not hasattr(bar, "__enter__"):
-        yield
-        return
-    with bar:
-        yield
-
-
-async def _run(run: Run, handle_signals: bool) -> RunSummary:
-    remove = run.install_signal_handlers() if handle_signals else None
-    known = len(run.summary.warnings)
-    try:
-        summary = await run.run()
-    finally:
-        if remove is not None:
-            remove()
-    for text in summary.warnings[known:]:
-        log.warning("%s", text)
-    return summary
+        settings = RunSettings(
+            model=compiled.model,
+            provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
+            policy_sha256=policy_hash,
+            max_tokens=max_tokens,
+            stream=stream,
+            temperature=temperature,
+            reasoning=reasoning,
+            target_tokens=target,
+            concurrency=concurrency,
+            backoff=backoff
+            or Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=attempts, timeout_s=600.0),
+            lower_max_tokens=lower_max_tokens,
+            drain_timeout_s=drain_timeout_s,
+        )
+        return await paid.run(
+            todo, settings=settings, prices=prices, summary=summary, header={"policy": str(policy)}
+        )

@@ -24,29 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.errors import ConfigError
+from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["PromptRow", "PromptSet", "parse_shard", "read_prompts", "row_id", "shard_of"]
+__all__ = ["PromptSet", "parse_shard", "read_prompts", "row_id", "shard_of"]
 
 #: Keys a row may not set: the policy and the run decide them.
 _RESERVED = frozenset({"model", "provider", "stream", "models", "route"})
 _ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 #: How many bad lines one error message lists before it says "and N more".
 _SHOWN = 10
-
-
-@dataclass(frozen=True)
-class PromptRow:
-    """One input row: its id, dataset, chat messages and per-row request parameters."""
-
-    id: str
-    dataset: str
-    messages: list[dict[str, Any]]
-    params: dict[str, Any]
-    line: int
-    prompt_bytes: int
-    #: The row's own ``provider`` block, serialized JSON sent byte for byte (``None``: the run's).
-    #: Set by callers that pin each row to its own endpoint (``verify``); never read from a file.
-    provider_json: str | None = None
 
 
 @dataclass

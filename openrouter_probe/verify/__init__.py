@@ -11,4 +11,37 @@
   requests through the generator's run under one spend cap, then the report).
 
 The public names are re-exported by ``openrouter_probe``; ``openrouter-probe verify`` is the command.
+May import ``run``, ``policy``, ``rules`` and ``api``; never ``generate`` or ``cli``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from openrouter_probe import lazy_exports
+
+# name -> module that defines it, imported on first use
+_EXPORTS: dict[str, str] = {
+    "VerifyPlan": "openrouter_probe.verify.plan",
+    "VerifyReport": "openrouter_probe.verify.report",
+    "build_report": "openrouter_probe.verify.report",
+    "plan_precision_check": "openrouter_probe.verify.run",
+    "plan_verify": "openrouter_probe.verify.plan",
+    "verify_precision": "openrouter_probe.verify.run",
+}
+
+__all__ = [
+    "VerifyPlan",
+    "VerifyReport",
+    "build_report",
+    "plan_precision_check",
+    "plan_verify",
+    "verify_precision",
+]
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.plan import VerifyPlan, plan_verify
+    from openrouter_probe.verify.report import VerifyReport, build_report
+    from openrouter_probe.verify.run import plan_precision_check, verify_precision
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

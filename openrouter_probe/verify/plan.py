@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.routing import RequestParams, route
-from openrouter_probe.schema import Endpoint
+from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.verify.stats import DEFAULT_ALPHA, DEFAULT_POWER, min_detectable_gap
 from openrouter_probe.verify.suites import Item
 

@@ -1,0 +1,107 @@
+"""Bounded waits: how long to wait before a retry, and when to stop retrying.
+
+One policy serves the sync client and the async generator. Every wait is capped:
+by ``wait_max_s``, and by the time left before the overall deadline. When the server asks for more
+than that (``Retry-After: 3600``), the answer is "give up now" with the time the server named, so
+that the caller can say when to retry instead of sleeping an hour in silence.
+
+The computation is a pure function of its inputs (the random draw is injected), so it is
+unit-tested without waiting; the callers inject their sleep, and tests run with waits off.
+
+Example::
+
+    from openrouter_probe.api.backoff import Backoff
+
+    policy = Backoff(wait_initial_s=0.5, wait_max_s=20, attempts=5, timeout_s=60)
+    decision = policy.next_wait(attempt=1, retry_after_s=2.0, elapsed_s=0.3)
+    if decision.give_up:
+        raise SomeError(decision.reason)
+    await asyncio.sleep(decision.wait_s)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Backoff", "WaitDecision"]
+
+
+@dataclass(frozen=True)
+class WaitDecision:
+    """What to do before the next attempt: wait ``wait_s`` seconds, or give up (with ``reason``)."""
+
+    wait_s: float
+    give_up: bool = False
+    reason: str = ""
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter, honouring ``Retry-After`` within a cap.
+
+    ``attempts`` counts every try, the first included. ``timeout_s`` bounds the whole series of
+    attempts (``None``: no overall deadline). Waits grow as ``wait_initial_s * 2**(attempt-1)`` up to
+    ``wait_max_s``, plus up to ``wait_jitter_s`` of random jitter (never past the cap).
+    """
+
+    wait_initial_s: float = 0.5
+    wait_max_s: float = 20.0
+    wait_jitter_s: float = 1.0
+    attempts: int = 5
+    timeout_s: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        if self.wait_initial_s < 0 or self.wait_max_s < 0 or self.wait_jitter_s < 0:
+            raise ValueError("waits must not be negative")
+
+    def next_wait(
+        self,
+        *,
+        attempt: int,
+        retry_after_s: float | None = None,
+        elapsed_s: float = 0.0,
+        rand: Callable[[], float] = random.random,
+    ) -> WaitDecision:
+        """Decide the wait after failed attempt number ``attempt`` (1-based).
+
+        ``retry_after_s`` is what the server asked for (``Retry-After``), ``elapsed_s`` the time spent
+        since the first attempt started. Gives up when the attempts are used up, when the server asks
+        for more than ``wait_max_s`` or than the time left, or when no time is left.
+        """
+        if attempt >= self.attempts:
+            return WaitDecision(
+                0.0, give_up=True, reason=f"gave up after {attempt} attempts", retry_after_s=None
+            )
+        left = None if self.timeout_s is None else self.timeout_s - elapsed_s
+        if left is not None and left <= 0:
+            return WaitDecision(
+                0.0, give_up=True, reason=f"gave up after {elapsed_s:.0f} s of retries"
+            )
+        cap = self.wait_max_s if left is None else min(self.wait_max_s, left)
+        if retry_after_s is not None:
+            asked = max(0.0, retry_after_s)
+            if asked > cap:
+                return WaitDecision(
+                    0.0,
+                    give_up=True,
+                    reason=f"the server asked to retry after {_seconds(asked)}, "
+                    f"longer than the {_seconds(cap)} this call may wait",
+                    retry_after_s=asked,
+                )
+            return WaitDecision(asked, retry_after_s=asked)
+        exp = self.wait_initial_s * (2 ** (attempt - 1))
+        wait = min(cap, exp + self.wait_jitter_s * rand())
+        return WaitDecision(max(0.0, wait))
+
+
+def _seconds(value: float) -> str:
+    if value >= 120:
+        return f"{value / 60:.0f} min"
+    if value >= 10:
+        return f"{value:.0f} s"
+    return f"{value:.1f} s"

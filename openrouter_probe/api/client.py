@@ -1,0 +1,521 @@
+"""The synchronous OpenRouter API client, on ``requests``.
+
+One ``Client`` talks to ``OPENROUTER_BASE_URL`` (default ``https://openrouter.ai/api/v1``) with the
+key from ``OPENROUTER_API_KEY`` (optional for the public paths). Transient failures (timeouts, resets,
+429, 5xx) are retried with exponential backoff and jitter (``openrouter_probe.api.backoff.Backoff``),
+honouring ``Retry-After`` within bounds: no wait is longer than ``wait_max`` or than the time left of
+``retry_timeout``, and a server that asks for more is answered at once with an error that says when to
+retry. Each retry is logged as it happens (one line on the ``openrouter_probe.api.client`` logger); a
+refused connection or an unknown host is not retried. Every failure is translated once, in
+``_translate_status`` and ``_send``, into the tree in ``openrouter_probe.errors``.
+
+Tests turn the waits off by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's
+testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
+
+Example::
+
+    from openrouter_probe import Client
+
+    with Client() as client:
+        data = client.endpoints("moonshotai/kimi-k2.5")
+        for endpoint in data.endpoints:
+            print(endpoint.tag, endpoint.quantization, endpoint.pricing.completion_usd_per_m)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
+
+import requests
+from pydantic import BaseModel, ValidationError
+
+from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.chat import Generation, KeyInfo
+from openrouter_probe.api.schema import (
+    REPORT_SKIPPED,
+    EndpointsResponse,
+    ModelEndpoints,
+    ModelsList,
+    ProvidersList,
+)
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    ConfigError,
+    InsufficientCreditsError,
+    NoRouteError,
+    RateLimitError,
+    first_validation_error,
+)
+
+__all__ = ["DEFAULT_BASE_URL", "Client", "page_url"]
+
+log = logging.getLogger(__name__)
+
+# Module-level so that tests can turn every wait off (and run a virtual clock), as stamina's
+# testing mode does: nothing in a test should sleep for real.
+_sleep: Callable[[float], None] = time.sleep
+_monotonic: Callable[[], float] = time.monotonic
+
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+_MAX_MODEL_PAGES = 100
+_MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
+_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
+_T = TypeVar("_T", bound=BaseModel)
+
+
+def _check_model(model: str) -> str:
+    if not _MODEL_RE.match(model or ""):
+        raise ConfigError(
+            f"{model!r} is not a model id: use author/slug as OpenRouter lists it, "
+            "e.g. moonshotai/kimi-k2.5 (see `openrouter-probe models`)"
+        )
+    return model
+
+
+def page_url(model: str, *, base_url: str | None = None) -> str:
+    """Return the provider page URL for ``model`` on the site that serves ``base_url``'s API.
+
+    ``https://openrouter.ai/api/v1`` gives ``https://openrouter.ai/<model>/providers``; a base URL
+    pointed at a local fake server gives the same path on that server.
+    """
+    base = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    site = re.sub(r"/api/v\d+$", "", base)
+    return f"{site}/{_check_model(model)}/providers"
+
+
+def _retry_after_seconds(response: requests.Response) -> float | None:
+    """``Retry-After`` in seconds: a number, or an HTTP date (seconds from now); else ``None``."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _translate_status(response: requests.Response) -> APIStatusError:
+    """Map an error response to the exception tree (the only place that does)."""
+    status = response.status_code
+    body = response.text
+    code: int | str | None = None
+    message = ""
+    metadata: dict[str, Any] = {}
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        err = payload["error"]
+        code = err.get("code")
+        message = str(err.get("message") or "")
+        if isinstance(err.get("metadata"), dict):
+            metadata = err["metadata"]
+    if not message:
+        snippet = " ".join(body.split())[:200]
+        message = f"HTTP {status} {response.reason or ''}".strip() + (
+            f": {snippet}" if snippet else ""
+        )
+    raw = metadata.get("raw")
+    if isinstance(raw, str) and raw and raw not in message:
+        message = f"{message} ({metadata.get('provider_name', 'provider')}: {raw})"
+    if status == 401:
+        message = f"{message} OpenRouter rejected the API key: check OPENROUTER_API_KEY."
+    elif status == 402:
+        message = (
+            f"{message} Add credits at https://openrouter.ai/settings/credits or lower max_tokens."
+        )
+    cls: type[APIStatusError] = APIStatusError
+    if status == 429:
+        cls = RateLimitError
+    elif status == 402:
+        cls = InsufficientCreditsError
+    elif status == 404:
+        cls = NoRouteError
+    return cls(
+        message,
+        status_code=status,
+        url=response.url,
+        code=code,
+        metadata=metadata,
+        body=body,
+        retry_after=_retry_after_seconds(response),
+    )
+
+
+def _retryable(exc: APIError) -> bool:
+    """Whether ``exc`` is worth another attempt: timeouts, resets, 408/429/5xx; never a refused
+    connection or an unknown host (the server is not there: retrying only delays the answer)."""
+    if isinstance(exc, APIStatusError):
+        return exc.status_code in _RETRY_STATUSES
+    if isinstance(exc, APIConnectionError) and exc.__cause__ is not None:
+        return not _connection_failure(exc.__cause__)[1]
+    return isinstance(exc, APIConnectionError)
+
+
+def _connection_failure(exc: BaseException) -> tuple[str, bool]:
+    """Say why a connection failed, in a few words, and whether retrying is pointless."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        cur = todo.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError):
+            return "connection refused", True
+        if isinstance(cur, socket.gaierror):
+            return "host name not found", True
+        if isinstance(cur, ConnectionResetError):
+            return "connection reset", False
+        links = [cur.__cause__, cur.__context__, getattr(cur, "reason", None), *cur.args]
+        todo += [x for x in links if isinstance(x, BaseException)]
+    return type(exc).__name__, False
+
+
+def _with_message(exc: APIError, message: str) -> APIError:
+    """A copy of ``exc`` (same class and fields) that says ``message``."""
+    if isinstance(exc, APIStatusError):
+        return type(exc)(
+            message,
+            status_code=exc.status_code,
+            url=exc.url,
+            code=exc.code,
+            metadata=exc.metadata,
+            body=exc.body,
+            retry_after=exc.retry_after,
+        )
+    return type(exc)(message, url=exc.url)
+
+
+def _short(exc: APIError) -> str:
+    """What failed, in a few words, for the one-line retry notice."""
+    if isinstance(exc, APIStatusError):
+        return f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
+    return str(exc).rsplit(": ", 1)[-1]
+
+
+def _clock_time(seconds_from_now: float) -> str:
+    when = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+class Client:
+    """A client for OpenRouter's read-only API paths.
+
+    Options are keyword-only. ``api_key`` defaults to ``OPENROUTER_API_KEY`` (public paths work
+    without it, but then endpoint latency and throughput come back ``null``); ``base_url`` to
+    ``OPENROUTER_BASE_URL``; a key that is set but empty is said, once, and treated as none.
+    ``timeout`` is ``(connect, read)`` seconds. ``attempts`` counts every try of a transient failure
+    (the first included); ``retry_timeout`` bounds their total time and ``wait_max`` each wait
+    between them (``Retry-After`` included). ``sleep`` replaces ``time.sleep`` for those waits.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: tuple[float, float] = (10.0, 60.0),
+        attempts: int = 5,
+        retry_timeout: float = 60.0,
+        wait_max: float = 20.0,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        env_key = os.environ.get("OPENROUTER_API_KEY")
+        key = api_key if api_key is not None else (env_key or "")
+        self._api_key = key.strip() or None
+        #: True when the key came from an OPENROUTER_API_KEY that is set but empty (or blank).
+        self.key_is_blank = api_key is None and env_key is not None and not env_key.strip()
+        if self.key_is_blank:
+            log.warning(
+                "OPENROUTER_API_KEY is set but empty; going on without a key "
+                "(latency and throughput come back null)"
+            )
+        self.base_url = (
+            base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"OPENROUTER_BASE_URL={self.base_url!r} is not an http(s) URL; "
+                f"unset it to use {DEFAULT_BASE_URL}"
+            )
+        self.timeout = timeout
+        self.attempts = attempts
+        self.retry_timeout = retry_timeout
+        self.wait_max = wait_max
+        self._sleep = sleep
+        self._session = session or requests.Session()
+        self._session.headers.setdefault("User-Agent", "openrouter-probe")
+
+    def __repr__(self) -> str:
+        # Never show the key, not even in a repr that ends up in a log.
+        return f"Client(base_url={self.base_url!r}, has_key={self.has_key})"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP session (``with Client() as client:`` does it on exit)."""
+        self._session.close()
+
+    @property
+    def has_key(self) -> bool:
+        """Whether requests carry an API key."""
+        return self._api_key is not None
+
+    def _key_state(self) -> str:
+        if self.key_is_blank:
+            return "OPENROUTER_API_KEY is set but empty"
+        return "OPENROUTER_API_KEY is not set"
+
+    # -- transport ------------------------------------------------------------------------------
+
+    def _headers(self, *, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept}
+        # The provider page is public HTML: it never needs the key, so it never gets it.
+        if self._api_key and accept != "text/html":
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _send(
+        self, url: str, *, params: Mapping[str, str] | None, accept: str
+    ) -> requests.Response:
+        """One GET; connection failures and error statuses become ``APIError`` subclasses."""
+        try:
+            response = self._session.get(
+                url, params=params, headers=self._headers(accept=accept), timeout=self.timeout
+            )
+        except requests.Timeout as exc:
+            raise APIConnectionError(f"{url}: timed out", url=url) from exc
+        except requests.ConnectionError as exc:
+            # The host, not the path, is what could not be reached (``.url`` keeps the path).
+            parts = urlsplit(url)
+            reason, _ = _connection_failure(exc)
+            raise APIConnectionError(
+                f"cannot reach {parts.scheme}://{parts.netloc}: {reason}", url=url
+            ) from exc
+        except requests.RequestException as exc:
+            raise APIConnectionError(f"request to {url} failed: {exc}", url=url) from exc
+        if response.status_code >= 400:
+            raise _translate_status(response)
+        return response
+
+    def _get(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        accept: str = "application/json",
+    ) -> requests.Response:
+        """GET with bounded retries: every wait capped, each retry said, one error at the end."""
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        policy = Backoff(
+            wait_initial_s=0.5,
+            wait_max_s=self.wait_max,
+            attempts=self.attempts,
+            timeout_s=self.retry_timeout,
+        )
+        sleep = self._sleep or _sleep
+        started = _monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._send(url, params=params, accept=accept)
+            except APIError as exc:
+                if not _retryable(exc):
+                    raise
+                retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
+                decision = policy.next_wait(
+                    attempt=attempt, retry_after_s=retry_after, elapsed_s=_monotonic() - started
+                )
+                if decision.give_up:
+                    message = f"{exc}; {decision.reason}"
+                    if decision.retry_after_s is not None:
+                        message += f": retry after {_clock_time(decision.retry_after_s)}"
+                    raise _with_message(exc, message) from exc
+                log.warning(
+                    "%s: %s; retry %d of %d in %.1f s",
+                    url,
+                    _short(exc),
+                    attempt,
+                    self.attempts - 1,
+                    decision.wait_s,
+                )
+                sleep(decision.wait_s)
+
+    def _get_model(
+        self,
+        path: str,
+        model: type[_T],
+        *,
+        params: Mapping[str, str] | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> _T:
+        response = self._get(path, params=params)
+        try:
+            payload = json.loads(response.text)
+        except ValueError as exc:
+            snippet = " ".join(response.text.split())[:120]
+            raise APIError(
+                f"{response.url} returned a body that is not JSON ({exc}): {snippet!r}; "
+                "is OPENROUTER_BASE_URL an OpenRouter API URL?",
+                url=response.url,
+            ) from exc
+        try:
+            return model.model_validate(payload, context=context)
+        except ValidationError as exc:
+            raise APIError(
+                f"{response.url} returned JSON that is not a {model.__name__}: "
+                f"{first_validation_error(exc)}",
+                url=response.url,
+            ) from exc
+
+    # -- API paths ------------------------------------------------------------------------------
+
+    def endpoints(self, model: str) -> ModelEndpoints:
+        """Return ``model``'s endpoints (by id, ``moonshotai/kimi-k2.5``, or canonical slug).
+
+        Raises ``NoRouteError`` for a model OpenRouter does not know.
+        """
+        path = f"/models/{quote(_check_model(model), safe='/:')}/endpoints"
+        try:
+            return self._get_model(path, EndpointsResponse).data
+        except NoRouteError as exc:
+            raise NoRouteError(
+                f"{exc.message} Check the model id with `openrouter-probe models` "
+                "(ids look like moonshotai/kimi-k2.5).",
+                status_code=exc.status_code,
+                url=exc.url,
+                code=exc.code,
+                metadata=exc.metadata,
+                body=exc.body,
+                retry_after=exc.retry_after,
+            ) from exc
+
+    def models(self) -> ModelsList:
+        """Return every model OpenRouter lists (``GET /models``), following its pages.
+
+        A newer list names its next page in ``links.next``, or says ``total_count``: both are
+        followed (on this client's host only) until a page adds nothing. Models that cannot be read
+        are left out and listed in the result's ``skipped``, with one warning for the whole list.
+        """
+        quiet = {REPORT_SKIPPED: False}
+        pages = [self._get_model("/models", ModelsList, context=quiet)]
+        read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
+        seen: set[str] = set()
+        while len(pages) < _MAX_MODEL_PAGES:
+            target = self._next_models_page(pages[-1], read)
+            if target is None or target[0] + str(target[1]) in seen:
+                break
+            seen.add(target[0] + str(target[1]))
+            page = self._get_model(target[0], ModelsList, params=target[1], context=quiet)
+            if not page.data and not page.skipped:
+                break
+            pages.append(page)
+            read += len(page.data) + len(page.skipped)
+        listing = ModelsList.joined(pages)
+        if listing.skipped:
+            log.warning("%s", listing.skipped_summary())
+        return listing
+
+    def _next_models_page(
+        self, page: ModelsList, read: int
+    ) -> tuple[str, dict[str, str] | None] | None:
+        """The URL (and query) of the page after ``page``, or ``None`` when it was the last."""
+        links = page.links if page.links is not None else page.raw_fields.get("links")
+        nxt = links.get("next") if isinstance(links, dict) else None
+        if isinstance(nxt, str) and nxt.strip():
+            # Relative or absolute, the next page is asked of this client's own host: the key
+            # is never sent to a host named in a response body.
+            base = urlsplit(self.base_url)
+            target = urlsplit(urljoin(self.base_url + "/", nxt.strip()))
+            return urlunsplit((base.scheme, base.netloc, target.path, target.query, "")), None
+        total = page.total_count
+        if isinstance(total, int) and read < total:
+            return "/models", {"offset": str(read)}
+        return None
+
+    def providers(self) -> ProvidersList:
+        """Return every provider with its routing slug (``GET /providers``)."""
+        return self._get_model("/providers", ProvidersList)
+
+    def key(self) -> KeyInfo:
+        """Return the calling key's limits and usage (``GET /key``); needs ``OPENROUTER_API_KEY``."""
+        if not self.has_key:
+            raise ConfigError(
+                f"GET /key needs an API key: {self._key_state()}; export OPENROUTER_API_KEY=... "
+                "(create one at https://openrouter.ai/settings/keys)"
+            )
+        return self._get_model("/key", _KeyEnvelope).data
+
+    def generation(self, generation_id: str, *, wait_seconds: float = 30.0) -> Generation:
+        """Return what a generation cost and who served it.
+
+        The lookup is eventually consistent: a fresh id answers 404 for several seconds, so 404s
+        are retried with backoff for up to ``wait_seconds``.
+        """
+        if not self.has_key:
+            raise ConfigError(
+                f"GET /generation needs an API key: {self._key_state()}; "
+                "export OPENROUTER_API_KEY=..."
+            )
+        policy = Backoff(wait_initial_s=1.0, wait_max_s=8.0, attempts=1_000, timeout_s=wait_seconds)
+        sleep = self._sleep or _sleep
+        started = _monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._get_model(
+                    "/generation", _GenerationEnvelope, params={"id": generation_id}
+                ).data
+            except NoRouteError as exc:
+                decision = policy.next_wait(attempt=attempt, elapsed_s=_monotonic() - started)
+                if decision.give_up:
+                    raise _with_message(
+                        exc, f"{exc} (still not visible after {wait_seconds:.0f} s)"
+                    ) from exc
+                log.debug(
+                    "generation %s not visible yet; asking again in %.1f s",
+                    generation_id,
+                    decision.wait_s,
+                )
+                sleep(decision.wait_s)
+
+    def page(self, model: str) -> str:
+        """Return the HTML of ``model``'s provider page (see ``openrouter_probe.api.scrape``)."""
+        return self._get(page_url(model, base_url=self.base_url), accept="text/html").text
+
+
+class _KeyEnvelope(BaseModel):
+    data: KeyInfo
+
+
+class _GenerationEnvelope(BaseModel):
+    data: Generation

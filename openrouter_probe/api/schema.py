@@ -1,0 +1,618 @@
+"""Typed views of what the OpenRouter API returns: a tolerant reader.
+
+OpenRouter adds and reshapes fields over time, and a parser that rejects them breaks on the next
+deploy. So every model keeps unknown keys (``extra="allow"``) and tolerates unknown enum values, and
+only the fields the library computes from (ids, prices, quantization, context, stats: each class's
+``core_fields``) are validated strictly. Any other field with an unexpected shape is kept raw
+(``raw_fields``, and ``to_json_dict()`` gives it back) and its attribute is left at its default:
+``Model.alias_target`` sent as a string instead of ``{name, slug}`` never fails a models list.
+
+A model or endpoint whose core fields cannot be read is skipped, not fatal for its list:
+``ModelsList.skipped`` and ``ModelEndpoints.skipped`` hold the skipped records (index, id or tag,
+reason, the raw record), and one warning on the ``openrouter_probe.api.schema`` logger says how many were
+skipped and why the first one was. Skipped records stay in ``to_json_dict()``, so a saved snapshot
+keeps everything OpenRouter sent.
+
+Numbers are typed ``int | float`` so that a payload dumped with
+``model_dump(mode="json", exclude_unset=True)`` is the payload that came in.
+
+Units are OpenRouter's own here (prices are decimal strings in USD per token, uptime in percent,
+latency in milliseconds, throughput in tokens per second). Helpers that convert say so in their name:
+``Pricing.prompt_usd_per_m`` is USD per million tokens with the discount applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+if TYPE_CHECKING:  # the top-level name appeared after pydantic 2.6, the declared minimum
+    from pydantic.functional_validators import ModelWrapValidatorHandler
+
+
+__all__ = [
+    "KNOWN_QUANTIZATIONS",
+    "KNOWN_SERVICE_TIERS",
+    "KNOWN_STATUSES",
+    "AliasTarget",
+    "Architecture",
+    "Endpoint",
+    "EndpointsResponse",
+    "Model",
+    "ModelEndpoints",
+    "ModelsList",
+    "Percentiles",
+    "Pricing",
+    "PricingOverride",
+    "Provider",
+    "ProvidersList",
+    "SkippedRecord",
+    "TopProvider",
+    "WorkloadPerf",
+]
+
+log = logging.getLogger(__name__)
+
+# Bumped whenever the reader keeps something aside, so that a payload can tell whether one inside
+# it did (a list, not a global statement; a race can only cause a harmless extra walk).
+_kept_events = [0]
+
+#: The quantization values OpenRouter documents (Aug 2026; ``mxfp4``/``nvfp4``/``mxfp8`` since
+#: 2026-07-27). Endpoints may also carry ``null`` (undeclared) or a value added later.
+KNOWN_QUANTIZATIONS: tuple[str, ...] = (
+    "int4",
+    "int8",
+    "fp4",
+    "mxfp4",
+    "nvfp4",
+    "fp6",
+    "fp8",
+    "mxfp8",
+    "fp16",
+    "bf16",
+    "fp32",
+    "unknown",
+)
+
+#: Endpoint ``status`` codes in OpenRouter's spec. Meanings are undocumented; ``-2`` was observed on
+#: degraded endpoints (uptime 72-91%) and ``-5`` on worse ones. Other values may appear.
+KNOWN_STATUSES: tuple[int, ...] = (0, -1, -2, -3, -5, -10)
+
+#: Endpoint ``service_tier`` values in OpenRouter's spec (``null`` is a standard endpoint). Other
+#: strings are kept as they came.
+KNOWN_SERVICE_TIERS: tuple[str, ...] = ("flex", "priority", "ultrafast")
+
+#: Validation context key: ``{"report_skipped": False}`` silences the warning about skipped records
+#: (for a caller that assembles several pages and reports once).
+REPORT_SKIPPED = "report_skipped"
+
+_MILLION = Decimal(1_000_000)
+
+
+def _to_decimal_string(value: Any) -> Any:
+    """Accept a price given as a number as well as the usual decimal string."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return repr(value)
+    return value
+
+
+def _to_optional_str(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+PriceStr = Annotated[str | None, BeforeValidator(_to_decimal_string)]
+Number = int | float
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A list entry that could not be read: where it was, what it was, why, and the raw record."""
+
+    index: int
+    key: str | None
+    reason: str
+    raw: Any
+
+    def __str__(self) -> str:
+        name = f" ({self.key})" if self.key else ""
+        return f"[{self.index}]{name}: {self.reason}"
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+    return text.lstrip(".") or "<record>"
+
+
+class _Payload(BaseModel):
+    """A payload that validates its ``core_fields`` and keeps any other odd-shaped field raw."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+
+    #: The fields the library computes from: validated, and a bad one makes the record unreadable.
+    #: ``None`` means every declared field. Any other declared field with an unexpected shape is
+    #: kept raw in ``raw_fields`` and its attribute left at its default.
+    core_fields: ClassVar[frozenset[str] | None] = None
+    #: The list field whose unreadable entries are skipped (``skipped``) instead of failing the
+    #: whole payload, and what its entries are called in messages.
+    skippable_list: ClassVar[str | None] = None
+    record_noun: ClassVar[str] = "entries"
+
+    # Class-level empty defaults, set on an instance only when it has something to keep: pydantic
+    # private attributes would cost a Python call per instance (4x the parse time of a snapshot).
+    _raw_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    _skipped: ClassVar[tuple[SkippedRecord, ...]] = ()
+    #: True on an instance when it or a payload inside it kept something aside: ``to_json_dict``
+    #: walks only those (a serializer hook on every payload made dumps 6-10x slower).
+    _holds_kept: ClassVar[bool] = False
+
+    @property
+    def skipped(self) -> list[SkippedRecord]:
+        """Entries of the list that could not be read and were left out (in list order)."""
+        return list(self._skipped)
+
+    @property
+    def raw_fields(self) -> dict[str, Any]:
+        """Declared fields whose value had an unexpected shape, as they came (not validated)."""
+        return dict(self._raw_fields)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Return the payload as OpenRouter sent it (only the keys that were present, odd-shaped
+        fields and skipped records included; ``model_dump`` leaves those two out)."""
+        out = self.model_dump(mode="json", exclude_unset=True)
+        if self._holds_kept:
+            self._restore_kept(out)
+        return out
+
+    def _restore_kept(self, out: dict[str, Any]) -> None:
+        """Put the odd-shaped fields and skipped entries back into a dump of this payload."""
+        for name in type(self).model_fields:
+            if name in out:
+                _restore_into(getattr(self, name), out[name])
+        out.update(self._raw_fields)
+        kept = out.get(self.skippable_list or "")
+        if isinstance(kept, list):
+            for record in self._skipped:  # ascending index: each insert restores its place
+                kept.insert(record.index, record.raw)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _read_tolerantly(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
+        before = _kept_events[0]
+        try:
+            instance = handler(data)
+        except ValidationError as exc:
+            if not isinstance(data, dict):
+                raise
+            plan = cls._salvage(exc, data)
+            if plan is None:
+                raise
+            odd, bad_items = plan
+            if bad_items and len(bad_items) == len(data[cls.skippable_list or ""]):
+                raise  # not one entry readable: the wrong kind of body, not an odd record
+            cleaned = {k: v for k, v in data.items() if k not in odd}
+            skipped: list[SkippedRecord] = []
+            if bad_items and cls.skippable_list:
+                items = data[cls.skippable_list]
+                skipped = [
+                    SkippedRecord(i, _record_key(items[i]), bad_items[i], items[i])
+                    for i in sorted(bad_items)
+                ]
+                cleaned[cls.skippable_list] = [x for i, x in enumerate(items) if i not in bad_items]
+            instance = handler(cleaned)
+            instance._keep(raw_fields={k: data[k] for k in odd}, skipped=skipped)
+            context = info.context if isinstance(info.context, dict) else {}
+            if skipped and context.get(REPORT_SKIPPED, True):
+                log.warning("%s", instance.skipped_summary())
+        if _kept_events[0] != before:  # this payload, or one inside it, kept something aside
+            object.__setattr__(instance, "_holds_kept", True)
+        return instance
+
+    def _keep(self, *, raw_fields: Mapping[str, Any], skipped: Sequence[SkippedRecord]) -> None:
+        """Attach what the reader kept aside (not fields: no serializer or validator sees them)."""
+        if raw_fields:
+            object.__setattr__(self, "_raw_fields", dict(raw_fields))
+        if skipped:
+            object.__setattr__(self, "_skipped", tuple(skipped))
+        if raw_fields or skipped:
+            _kept_events[0] += 1
+            object.__setattr__(self, "_holds_kept", True)
+
+    @classmethod
+    def _salvage(
+        cls, exc: ValidationError, data: dict[str, Any]
+    ) -> tuple[set[str], dict[int, str]] | None:
+        """Sort the errors into odd non-core fields and unreadable list entries (index: reason);
+        ``None`` when an error hits a core field (the record itself cannot be read)."""
+        odd: set[str] = set()
+        bad_items: dict[int, str] = {}
+        for err in exc.errors():
+            loc = err["loc"]
+            name = loc[0] if loc else None
+            if not isinstance(name, str) or name not in cls.model_fields or name not in data:
+                return None
+            if name == cls.skippable_list and len(loc) > 1 and isinstance(loc[1], int):
+                bad_items.setdefault(loc[1], f"{_loc(loc[2:])}: {err['msg']}")
+            elif cls.core_fields is not None and name not in cls.core_fields:
+                odd.add(name)
+            else:
+                return None
+        return odd, bad_items
+
+    def skipped_summary(self) -> str:
+        """One line: how many entries were skipped, of how many, and why the first one was
+        (empty when none was)."""
+        if not self._skipped:
+            return ""
+        name = self.skippable_list or ""
+        total = len(getattr(self, name, None) or []) + len(self._skipped)
+        owner = getattr(self, "id", None)
+        whose = f" of {owner}" if isinstance(owner, str) else ""
+        return (
+            f"skipped {len(self._skipped)} of {total} {self.record_noun}{whose} that could not be "
+            f"read; first: {name}{self._skipped[0]}"
+        )
+
+
+def _restore_into(value: Any, dumped: Any) -> None:
+    """Walk ``value`` beside its dump and restore what payloads inside it kept aside."""
+    if isinstance(value, _Payload):
+        if value._holds_kept and isinstance(dumped, dict):
+            value._restore_kept(dumped)
+    elif isinstance(value, list) and isinstance(dumped, list):
+        for item, item_dump in zip(value, dumped, strict=False):
+            _restore_into(item, item_dump)
+    elif isinstance(value, dict) and isinstance(dumped, dict):
+        for key, item in value.items():
+            if key in dumped:
+                _restore_into(item, dumped[key])
+
+
+def _record_key(raw: Any) -> str | None:
+    if isinstance(raw, dict):
+        for key in ("id", "tag", "slug", "provider_name", "name"):
+            if isinstance(raw.get(key), str):
+                return str(raw[key])
+    return None
+
+
+class Percentiles(_Payload):
+    """Percentiles over the last 30 minutes (``latency_last_30m`` in ms, throughput in tokens/s)."""
+
+    p50: Number | None = None
+    p75: Number | None = None
+    p90: Number | None = None
+    p99: Number | None = None
+
+
+class PricingOverride(_Payload):
+    """A conditional price; price keys are extras. It applies when all of its conditions match:
+    ``min_prompt_tokens`` (prompt strictly longer), the UTC window ``utc_start``..``utc_end``
+    (HHMM, half-open, may wrap midnight), ``utc_days`` (``monday`` .. ``sunday``)."""
+
+    min_prompt_tokens: int | None = None
+    utc_start: int | None = None
+    utc_end: int | None = None
+    utc_days: list[str] | None = None
+
+
+class Pricing(_Payload):
+    """Endpoint or model pricing: decimal strings in USD per token (per image/request/search where
+    the key says so); keys are sparse. ``discount`` is a fraction (0..1) taken off every price."""
+
+    prompt: PriceStr = None
+    completion: PriceStr = None
+    request: PriceStr = None
+    image: PriceStr = None
+    image_output: PriceStr = None
+    image_token: PriceStr = None
+    audio: PriceStr = None
+    audio_output: PriceStr = None
+    input_audio_cache: PriceStr = None
+    web_search: PriceStr = None
+    internal_reasoning: PriceStr = None
+    input_cache_read: PriceStr = None
+    input_cache_write: PriceStr = None
+    input_cache_write_1h: PriceStr = None
+    discount: Number = 0
+    overrides: list[PricingOverride] | None = None
+
+    @field_validator("discount")
+    @classmethod
+    def _fraction(cls, value: Number) -> Number:
+        # Outside 0..1 every price would be wrong (negative or inflated): refuse, never guess.
+        if not 0 <= value <= 1:
+            raise ValueError(
+                f"discount {value!r} is outside 0..1 (a fraction taken off every price)"
+            )
+        return value
+
+    def usd_per_unit(self, key: str) -> Decimal | None:
+        """Return the price under ``key`` in USD per unit (token, image, request), discount applied.
+
+        ``None`` when the key is absent or not a number (routers list ``"-1"``: a negative price
+        means "variable" and is returned as ``None`` too).
+        """
+        raw = getattr(self, key, None)
+        if raw is None and self.model_extra:
+            raw = self.model_extra.get(key)
+        if raw is None or isinstance(raw, bool):
+            return None
+        try:
+            value = Decimal(str(raw))
+        except InvalidOperation:
+            return None
+        if value < 0 or not value.is_finite():
+            return None
+        discount = Decimal(str(self.discount or 0))
+        return value * (Decimal(1) - discount)
+
+    def usd_per_m(self, key: str) -> Decimal | None:
+        """Return the price under ``key`` in USD per million units, discount applied."""
+        per_unit = self.usd_per_unit(key)
+        return None if per_unit is None else (per_unit * _MILLION).normalize()
+
+    @property
+    def prompt_usd_per_m(self) -> Decimal | None:
+        """Input price in USD per million tokens, discount applied."""
+        return self.usd_per_m("prompt")
+
+    @property
+    def completion_usd_per_m(self) -> Decimal | None:
+        """Output price in USD per million tokens (reasoning included), discount applied."""
+        return self.usd_per_m("completion")
+
+    @property
+    def reasoning_usd_per_m(self) -> Decimal | None:
+        """Reasoning-token price in USD per million: ``internal_reasoning`` where listed, otherwise
+        the output price (OpenRouter bills reasoning tokens as output tokens)."""
+        listed = self.usd_per_m("internal_reasoning")
+        return listed if listed is not None else self.completion_usd_per_m
+
+    @property
+    def cache_read_usd_per_m(self) -> Decimal | None:
+        """Cached-input read price in USD per million tokens, discount applied."""
+        return self.usd_per_m("input_cache_read")
+
+
+class Architecture(_Payload):
+    core_fields: ClassVar[frozenset[str] | None] = frozenset()
+
+    tokenizer: str | None = None
+    instruct_type: str | None = None
+    modality: str | None = None
+    input_modalities: list[str] = Field(default_factory=list)
+    output_modalities: list[str] = Field(default_factory=list)
+
+
+class WorkloadPerf(_Payload):
+    """One workload's performance in ``perf_last_30m_by_workload`` (only with an API key):
+    ``latency`` in ms (end to end for image and video generation), ``throughput`` in tokens/s."""
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset()
+
+    latency: Percentiles | None = None
+    throughput: Percentiles | None = None
+    request_count: int | None = None
+
+
+class Endpoint(_Payload):
+    """One provider endpoint of a model (``PublicEndpoint``).
+
+    ``tag`` is the exact routing token (``provider_slug[/variant]``); ``quantization`` is ``None``
+    when the provider did not declare it, ``"unknown"`` when it declared it unknown, or any string.
+    ``service_tier`` is the tier the endpoint sells (``flex``, ``priority``, ``ultrafast``, another
+    string, or ``None`` for a standard endpoint or older data that lacks the field).
+    """
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset(
+        {
+            "provider_name",
+            "tag",
+            "pricing",
+            "quantization",
+            "context_length",
+            "max_completion_tokens",
+            "max_prompt_tokens",
+            "supported_parameters",
+            "status",
+            "uptime_last_5m",
+            "uptime_last_30m",
+            "uptime_last_1d",
+            "latency_last_30m",
+            "throughput_last_30m",
+        }
+    )
+
+    name: str | None = None
+    model_id: str | None = None
+    model_name: str | None = None
+    context_length: int | None = None
+    pricing: Pricing = Field(default_factory=Pricing)
+    provider_name: str
+    tag: str
+    quantization: Annotated[str | None, BeforeValidator(_to_optional_str)] = None
+    max_completion_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    supported_parameters: list[str] = Field(default_factory=list)
+    status: int | None = None
+    uptime_last_5m: Number | None = None
+    uptime_last_30m: Number | None = None
+    uptime_last_1d: Number | None = None
+    latency_last_30m: Percentiles | None = None
+    throughput_last_30m: Percentiles | None = None
+    supports_implicit_caching: bool | None = None
+    supports_voice_cloning: bool | None = None
+    supports_tool_choice: dict[str, Any] | None = None
+    supports_diarization: bool | None = None
+    supports_image_reference: bool | None = None
+    supports_multiple_audio_references: bool | None = None
+    service_tier: str | None = None
+    native_tools: dict[str, Any] | None = None
+    perf_last_30m_by_workload: dict[str, WorkloadPerf] | None = None
+
+    @property
+    def slug(self) -> str:
+        """The provider's base slug: the part of ``tag`` before the first ``/``."""
+        return self.tag.split("/", 1)[0].lower()
+
+    @property
+    def variant(self) -> str | None:
+        """The part of ``tag`` after the slug (``int4``, ``fast``, ``us-east5``), if any."""
+        parts = self.tag.split("/", 1)
+        return parts[1] if len(parts) == 2 else None
+
+    @property
+    def has_stats(self) -> bool:
+        """Whether latency or throughput percentiles are present (they need an API key)."""
+        return self.latency_last_30m is not None or self.throughput_last_30m is not None
+
+
+class ModelEndpoints(_Payload):
+    """The ``data`` of ``GET /models/{author}/{slug}/endpoints``: a model and its endpoints.
+
+    An endpoint that cannot be read is left out of ``endpoints`` and listed in ``skipped``.
+    """
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset({"id", "endpoints"})
+    skippable_list: ClassVar[str | None] = "endpoints"
+    record_noun: ClassVar[str] = "endpoints"
+
+    id: str
+    name: str | None = None
+    created: int | None = None
+    description: str | None = None
+    architecture: Architecture | None = None
+    endpoints: list[Endpoint] = Field(default_factory=list)
+
+    @property
+    def stats_missing(self) -> bool:
+        """True when no endpoint carries latency/throughput (what OpenRouter does without a key)."""
+        return bool(self.endpoints) and not any(e.has_stats for e in self.endpoints)
+
+
+class EndpointsResponse(_Payload):
+    data: ModelEndpoints
+
+
+class TopProvider(_Payload):
+    core_fields: ClassVar[frozenset[str] | None] = frozenset(
+        {"context_length", "max_completion_tokens"}
+    )
+
+    context_length: int | None = None
+    max_completion_tokens: int | None = None
+    is_moderated: bool | None = None
+
+
+class AliasTarget(_Payload):
+    """The concrete model a tilde-latest alias (``~z-ai/glm-latest``) points at."""
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset()
+
+    name: str | None = None
+    slug: str | None = None
+
+
+class Model(_Payload):
+    """One entry of ``GET /models``; both the early-2026 and the newer field sets."""
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset({"id", "pricing", "context_length"})
+
+    id: str
+    canonical_slug: str | None = None
+    hugging_face_id: str | None = None
+    name: str | None = None
+    created: int | None = None
+    description: str | None = None
+    context_length: int | None = None
+    architecture: Architecture | None = None
+    pricing: Pricing = Field(default_factory=Pricing)
+    top_provider: TopProvider | None = None
+    per_request_limits: dict[str, Any] | None = None
+    supported_parameters: list[str] = Field(default_factory=list)
+    default_parameters: dict[str, Any] | None = None
+    expiration_date: str | None = None
+    knowledge_cutoff: str | None = None
+    supported_voices: list[Any] | None = None
+    links: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+    benchmarks: dict[str, Any] | None = None
+    alias_target: AliasTarget | None = None
+
+
+class ModelsList(_Payload):
+    """``GET /models``. A model that cannot be read is left out of ``data`` and listed in
+    ``skipped``. ``links.next`` (newer lists) names the next page; ``Client.models()`` follows it."""
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset({"data"})
+    skippable_list: ClassVar[str | None] = "data"
+    record_noun: ClassVar[str] = "models"
+
+    data: list[Model]
+    total_count: int | None = None
+    links: dict[str, Any] | None = None
+
+    @classmethod
+    def joined(cls, pages: Sequence[ModelsList]) -> ModelsList:
+        """Return one list from consecutive pages: their models in order, their skipped entries
+        numbered across all pages, ``total_count`` and ``links`` of the last page."""
+        if len(pages) == 1:
+            return pages[0]
+        skipped: list[SkippedRecord] = []
+        read = 0
+        for page in pages:
+            skipped += [replace(s, index=s.index + read) for s in page._skipped]
+            read += len(page.data) + len(page._skipped)
+        listing = cls.model_construct(
+            _fields_set=pages[0].model_fields_set,
+            data=[model for page in pages for model in page.data],
+            total_count=pages[-1].total_count,
+            links=pages[-1].links,
+        )
+        listing._keep(raw_fields={}, skipped=skipped)
+        if any(page._holds_kept for page in pages):
+            object.__setattr__(listing, "_holds_kept", True)
+        return listing
+
+
+class Provider(_Payload):
+    """One entry of ``GET /providers``. ``slug`` is what routing wants, never ``name``."""
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset({"name", "slug"})
+
+    name: str
+    slug: str
+    privacy_policy_url: str | None = None
+    terms_of_service_url: str | None = None
+    status_page_url: str | None = None
+    headquarters: str | None = None
+    datacenters: list[str] | None = None
+
+
+class ProvidersList(_Payload):
+    core_fields: ClassVar[frozenset[str] | None] = frozenset({"data"})
+    skippable_list: ClassVar[str | None] = "data"
+    record_noun: ClassVar[str] = "providers"
+
+    data: list[Provider]

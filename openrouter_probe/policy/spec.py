@@ -1,0 +1,272 @@
+"""The policy spec a person writes, and telling the policy documents apart.
+
+``PolicySpec`` is the spec model (``parse_spec``/``load_spec`` read one). ``read_yaml`` reads a
+document once, ``document_kind`` tells a spec from a compiled policy or a bare provider block, and
+``require_document`` refuses the wrong one in one line with the command to run. What the compiler
+writes is in ``openrouter_probe.policy.compiled``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from openrouter_probe.api.schema import KNOWN_QUANTIZATIONS
+from openrouter_probe.errors import PolicyError, validation_errors
+from openrouter_probe.rules.provider_block import ProviderBlock
+
+__all__ = [
+    "DocumentKind",
+    "PolicySpec",
+    "PriceLimits",
+    "document_kind",
+    "is_compiled",
+    "load_spec",
+    "parse_spec",
+    "read_yaml",
+    "require_document",
+]
+
+
+def _check_slug(entry: str) -> str:
+    if entry != entry.lower() or " " in entry or not entry:
+        raise ValueError(
+            f"{entry!r} is not a slug: use the lowercase provider slug or endpoint tag "
+            f"(e.g. {entry.lower().replace(' ', '-')!r}; see `openrouter-probe endpoints`)"
+        )
+    return entry
+
+
+Slug = Annotated[str, AfterValidator(_check_slug)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PriceLimits(_Spec):
+    """Price ceilings in USD per **million** tokens (what ``max_price`` wants)."""
+
+    input_usd_per_m: float | None = Field(default=None, ge=0)
+    output_usd_per_m: float | None = Field(default=None, ge=0)
+
+
+class PolicySpec(_Spec):
+    """What a person means, in YAML. Unknown keys are errors.
+
+    - ``precision``: ``native`` (the model's release precision from the registry),
+      ``native-or-upcast`` (native or wider), ``any``, or a list of formats (``[int4, fp8]``);
+    - ``undeclared``: ``exclude`` (default) drops endpoints tagged ``unknown`` or untagged;
+      ``admit`` adds ``unknown`` to ``quantizations`` (the registry's provider facts still apply).
+      Endpoints with no quantization at all (``null``) cannot be admitted by any ``quantizations``
+      list, since OpenRouter has no value for them: use ``precision: any`` with ``ignore`` for those;
+    - ``ignore`` / ``allow``: lowercase provider slugs or full endpoint tags;
+    - ``min_uptime_30m_pct``: endpoints below it at compile time are ignored;
+    - ``max_price``: ceilings in USD per million tokens;
+    - ``strategy``: ``order`` (an explicit ``order`` list, sorted by ``order_by``), ``sort``
+      (OpenRouter sorts by ``order_by`` at request time) or ``balance`` (default load balancing);
+    - ``order_by``: ``price``, ``throughput``, ``latency`` or weights such as
+      ``{price: 0.7, throughput: 0.3}``;
+    - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``,
+      ``options`` (provider-specific options keyed by provider slug): passed through.
+    - ``exclude_measured``: measured verdicts (``differs``, ``inconclusive``, ``consistent``) whose
+      endpoints are ignored: the latest ``measured:`` evidence in the precision registry (written
+      by ``openrouter-probe verify --evidence``) decides.
+    """
+
+    model: str
+    description: str | None = None
+    precision: Literal["native", "native-or-upcast", "any"] | list[str] = "native"
+    undeclared: Literal["exclude", "admit"] = "exclude"
+    ignore: list[Slug] = Field(default_factory=list)
+    allow: list[Slug] | None = None
+    min_uptime_30m_pct: float | None = Field(default=None, ge=0, le=100)
+    max_price: PriceLimits | None = None
+    strategy: Literal["order", "sort", "balance"] = "order"
+    order_by: Literal["price", "throughput", "latency"] | dict[str, float] = "price"
+    fallbacks: bool = True
+    require_parameters: bool | None = None
+    data_collection: Literal["allow", "deny"] | None = None
+    zdr: bool | None = None
+    options: dict[str, dict[str, Any]] | None = None
+    exclude_measured: list[Literal["consistent", "differs", "inconclusive"]] = Field(
+        default_factory=list
+    )
+
+    @field_validator("precision")
+    @classmethod
+    def _formats(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            bad = [v for v in value if v not in KNOWN_QUANTIZATIONS]
+            if bad:
+                raise ValueError(f"unknown format(s) {bad}; use {', '.join(KNOWN_QUANTIZATIONS)}")
+        return value
+
+    @field_validator("order_by")
+    @classmethod
+    def _weights(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            bad = set(value) - {"price", "throughput", "latency"}
+            if bad or not value or any(w < 0 for w in value.values()):
+                raise ValueError("weights are non-negative numbers for price, throughput, latency")
+        return value
+
+    def sha256(self) -> str:
+        """Return a hash of the spec's settings (canonical JSON); the compiled file records it."""
+        data = self.model_dump(mode="json")
+        # Keys added later are left out when unset, so specs without them keep the hash they had.
+        if data.get("options") is None:
+            data.pop("options", None)
+        if not data.get("exclude_measured"):
+            data.pop("exclude_measured", None)
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _yaml_error(exc: yaml.YAMLError, where: str) -> PolicyError:
+    mark = getattr(exc, "problem_mark", None)
+    line = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return PolicyError(f"not valid YAML: {line}{problem}", source=where)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file; unreadable files and YAML errors become a ``PolicyError`` naming it."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"cannot read: {exc.strerror}", source=str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"not a text file ({exc.reason})", source=str(p)) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, str(p)) from exc
+
+
+def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
+    """Validate a mapping as a policy spec; errors name the key and the fix."""
+    if not isinstance(data, Mapping):
+        raise PolicyError("a policy spec is a YAML mapping with at least `model:`", source=source)
+    require_document(data, "spec", source=source)
+    try:
+        return PolicySpec.model_validate(dict(data))
+    except ValidationError as exc:
+        errors = []
+        for loc, msg in validation_errors(exc):
+            if msg == "not an accepted key":
+                msg = f"not a policy key (known: {', '.join(PolicySpec.model_fields)})"
+            elif msg == "required" and loc == "model":
+                msg = "required (the OpenRouter model id)"
+            errors.append((loc, msg))
+        raise PolicyError("invalid policy spec", source=source, errors=errors) from exc
+
+
+def load_spec(path: str | Path) -> PolicySpec:
+    """Read a policy spec YAML file."""
+    return parse_spec(read_yaml(path), source=str(path))
+
+
+def is_compiled(doc: Any) -> bool:
+    """Whether a YAML document is a compiled policy (``provider:`` and ``provenance:``)."""
+    return isinstance(doc, Mapping) and "provider" in doc and "provenance" in doc
+
+
+# Keys only a spec has (a provider block has none of them).
+_SPEC_ONLY_KEYS = frozenset(PolicySpec.model_fields) - {
+    "ignore",
+    "max_price",
+    "require_parameters",
+    "data_collection",
+    "zdr",
+}
+
+DocumentKind = Literal["spec", "compiled", "block", "other"]
+
+
+def document_kind(doc: Any) -> DocumentKind:
+    """Say what a YAML document is: a policy ``spec``, a ``compiled`` policy, a provider ``block``
+    (bare, or under ``provider:`` without provenance), or ``other`` (not a mapping)."""
+    if not isinstance(doc, Mapping):
+        return "other"
+    if is_compiled(doc):
+        return "compiled"
+    if "provider" not in doc and set(map(str, doc)) & _SPEC_ONLY_KEYS:
+        return "spec"
+    return "block"
+
+
+def _looks_like_block(doc: Mapping[Any, Any]) -> bool:
+    """A ``provider:`` key, or a key only a provider block has (``order``, ``only``, ``sort``...)."""
+    block_only = set(ProviderBlock.model_fields) - set(PolicySpec.model_fields)
+    return "provider" in doc or bool(set(map(str, doc)) & block_only)
+
+
+def _compiled_name(path: Path) -> str:
+    """The file a spec compiles to by convention: ``x.spec.yaml`` -> ``x.yaml``."""
+    name = path.name
+    for suffix in (".spec.yaml", ".spec.yml"):
+        if name.endswith(suffix):
+            return str(path.with_name(name[: -len(suffix)] + ".yaml"))
+    return str(path.with_name(f"{path.stem}.compiled.yaml"))
+
+
+_WANTED = {
+    "spec": "a policy spec",
+    "compiled": "a compiled policy",
+    "block": "a provider block",
+}
+
+
+def require_document(
+    doc: Any, wanted: Literal["spec", "compiled", "block"], *, source: str | Path | None
+) -> None:
+    """Raise a one-line ``PolicyError`` when ``doc`` is a spec where a compiled policy is wanted
+    (or the reverse), naming the command that turns one into the other.
+
+    Every command that reads a spec or a policy calls this before validating, so a wrong file
+    gives one line with the fix, not a list of schema errors. Other mismatches are left to the
+    validation that follows. ``wanted="block"`` accepts a compiled policy too (it holds one).
+    """
+    found = document_kind(doc)
+    if found == wanted or found == "other" or (wanted == "block" and found == "compiled"):
+        return
+    where = str(source) if source is not None else "the file"
+    if found == "spec":
+        command = f"openrouter-probe policy compile {where} -o {_compiled_name(Path(where))}"
+        raise PolicyError(
+            f"this is a policy spec, not {_WANTED[wanted]}: compile it first with `{command}`",
+            source=None if source is None else str(source),
+        )
+    if found == "compiled" and wanted == "spec":
+        spec = doc["provenance"].get("spec") if isinstance(doc["provenance"], Mapping) else None
+        spec_file = spec.get("file") if isinstance(spec, Mapping) else None
+        if spec_file:
+            spec_path = Path(where).with_name(str(spec_file))
+            fix = f"compile its spec instead: `openrouter-probe policy compile {spec_path} -o {where}`"
+        else:
+            fix = f"explain it with `openrouter-probe policy explain {where}`"
+        raise PolicyError(
+            f"this is a compiled policy, not a policy spec: {fix}",
+            source=None if source is None else str(source),
+        )
+    if found == "block" and wanted == "spec" and _looks_like_block(doc):
+        raise PolicyError(
+            "this is a provider block, not a policy spec: lint it with "
+            f"`openrouter-probe policy lint {where} --model MODEL`, or write a spec with model: "
+            "and precision: (docs/policy.md) and compile that",
+            source=None if source is None else str(source),
+        )
+    if found == "block" and wanted == "compiled":
+        raise PolicyError(
+            "this is a bare provider block, not a compiled policy (no provenance:); lint it with "
+            f"`openrouter-probe policy lint {where} --model MODEL`, or compile a spec into a policy",
+            source=None if source is None else str(source),
+        )

@@ -1,0 +1,607 @@
+"""The one model of OpenRouter's provider routing (https://openrouter.ai/docs/features/provider-routing).
+
+Given a ``provider`` block, a snapshot's endpoints and the request's parameters, ``route`` says which
+endpoints are admitted, in what order or with what weights, and why every other endpoint is
+excluded. The policy compiler, the budget, the fake server and the audit all ask this module; nothing
+else decides "which endpoints does this block admit".
+
+Documented behaviour it follows:
+
+- slugs are lowercase; a base slug (``deepinfra``) matches every variant (``deepinfra/turbo``) except
+  service-tier endpoints: those whose ``service_tier`` is set (``flex``, ``priority``, ``ultrafast``),
+  or, in older data without that field, whose tag ends in ``/priority`` or ``/flex``; a full tag
+  matches one endpoint;
+- ``only`` is an allow-list, ``ignore`` a deny-list; ``quantizations`` keeps endpoints whose tag is
+  listed; ``max_price`` is USD per **million** tokens for prompt and completion (endpoint prices are
+  USD per token) and per unit for request, image and audio; with ``require_parameters`` every
+  request parameter sent (``temperature``, ``tools``, ``response_format``, ...; not ``model``,
+  ``messages``, ``stream`` or ``provider``) must be in the endpoint's ``supported_parameters``;
+  ``max_tokens`` above an endpoint's ``max_completion_tokens`` excludes it;
+- ``order`` is tried first, then the other admitted endpoints as fallbacks unless
+  ``allow_fallbacks: false``; ``sort`` sorts strictly; neither means load balancing: endpoints with
+  recent outages are skipped, the stable ones weighted by 1/price²;
+- ``preferred_min_throughput`` (tokens/s) and ``preferred_max_latency`` (**seconds**; endpoint latency
+  is ms) deprioritize, never exclude;
+- ``options`` (provider-specific options keyed by provider slug) does not route: it is kept and sent
+  as given.
+
+Where OpenRouter does not document its behaviour, the model states what it assumes in
+``ASSUMPTIONS`` (case, exact quantization matching, what "stable" means, which price is balanced or
+sorted on, missing stats, fallback traffic shares, data policies, ``exacto``, the unit of
+``max_price.audio``, body keys it does not know); each decision lists the ones it relied on in
+``RouteDecision.notes`` and ``policy explain`` prints them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.rules.provider_block import (
+    MAX_PRICE_UNITS,
+    ProviderBlock,
+    SortKey,
+)
+
+__all__ = [
+    "ASSUMPTIONS",
+    "NON_PARAMETER_KEYS",
+    "REQUEST_PARAMETERS",
+    "SERVICE_TIER_VARIANTS",
+    "Candidate",
+    "Exclusion",
+    "RequestParams",
+    "RouteDecision",
+    "blended_price_usd_per_m",
+    "matches",
+    "route",
+    "service_tier",
+]
+
+#: Tag suffixes that mark a service-tier endpoint in data without a ``service_tier`` field
+#: (OpenRouter docs: service tiers must be named; a base slug does not match them).
+SERVICE_TIER_VARIANTS = frozenset({"priority", "flex"})
+
+#: What endpoints list in ``supported_parameters`` (OpenRouter's ``Parameter`` enum): the request
+#: parameters ``require_parameters`` checks.
+REQUEST_PARAMETERS = frozenset(
+    {
+        "frequency_penalty",
+        "include_reasoning",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "min_p",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning",
+        "reasoning_effort",
+        "repetition_penalty",
+        "response_format",
+        "seed",
+        "stop",
+        "structured_outputs",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_a",
+        "top_k",
+        "top_logprobs",
+        "top_p",
+        "verbosity",
+        "web_search_options",
+    }
+)
+
+#: Request body keys that are not request parameters: what to run and how to route, stream, bill
+#: or trace it. ``require_parameters`` never checks them against ``supported_parameters``.
+NON_PARAMETER_KEYS = frozenset(
+    {
+        "cache_control",
+        "debug",
+        "deferred_tools",
+        "image_config",
+        "messages",
+        "metadata",
+        "modalities",
+        "model",
+        "models",
+        "plugins",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "provider",
+        "route",
+        "service_tier",
+        "session_id",
+        "stop_server_tools_when",
+        "stream",
+        "stream_options",
+        "trace",
+        "transforms",
+        "usage",
+        "user",
+    }
+)
+
+#: Undocumented points and what this model assumes about them.
+ASSUMPTIONS: dict[str, str] = {
+    "case": "Slugs are matched case-sensitively against lowercase tags: a display name or a "
+    "mixed-case slug matches nothing (third-party evidence: OpenRouter silently drops them).",
+    "quantization_exact": "quantizations matches the tag exactly: 'fp4' does not admit 'nvfp4' or "
+    "'mxfp4' endpoints, and an endpoint with a null quantization is excluded by any list.",
+    "stable": "'Recent outage' is read from status: an endpoint with status < 0 (observed on "
+    "degraded endpoints), or flagged deranked on the provider page, is a fallback under load "
+    "balancing, not a first choice.",
+    "balance_price": "Load balancing weighs every stable admitted endpoint by 1/price², the price "
+    "being the request's blended USD per million tokens (input and output mixed by the request's "
+    "token counts; 1:1 when unknown).",
+    "sort_price": "sort 'price' orders by the same blended price; ties keep tag order.",
+    "missing_stats": "Endpoints without throughput or latency stats sort last for those keys.",
+    "fallback_share": "Ordered and sorted routes send each request to the first candidate and fall "
+    "back on failure: the expected traffic share of candidate i is uptime_i × Π(1 − uptime_j) "
+    "over earlier j (30-minute uptime), normalized to sum to 1; fallbacks after an order list "
+    "are ranked by price.",
+    "data_policy": "data_collection, zdr and enforce_distillable_text are enforced by OpenRouter "
+    "from account data the endpoints list does not carry: the model cannot evaluate them.",
+    "exacto": "sort 'exacto' is undocumented: modelled as load balancing.",
+    "max_price_audio": "max_price.audio is documented only as 'USD per audio unit': it is compared "
+    "with the endpoint's audio price as listed (USD per audio input token), not per million.",
+    "unknown_parameter": "A body key that is neither a known request parameter nor a known "
+    "routing key counts as a parameter under require_parameters: an endpoint must list it.",
+}
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    """What a request sends that routing looks at.
+
+    ``parameters`` are the body keys sent; only request parameters are kept (``tools``,
+    ``reasoning``, ``response_format``, ...): keys in ``NON_PARAMETER_KEYS`` (``model``,
+    ``messages``, ``stream``, ``provider``, ...) are dropped, so a request body's keys can be passed
+    as they are. ``prompt_tokens``/``output_tokens`` are typical counts, used to blend input and
+    output prices.
+    """
+
+    max_tokens: int | None = None
+    parameters: frozenset[str] = frozenset()
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", frozenset(self.parameters) - NON_PARAMETER_KEYS)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An admitted endpoint: its 1-based position and its expected share of the traffic."""
+
+    endpoint: Endpoint
+    position: int
+    weight: float
+    role: Literal["ordered", "sorted", "balanced", "fallback"]
+    matched_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """An endpoint the block does not admit: a reason code and a sentence."""
+
+    endpoint: Endpoint
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """What a provider block admits on a set of endpoints, in the order OpenRouter would try them.
+
+    ``mode`` is how the order arises (an explicit ``order``, a ``sort``, or OpenRouter's load
+    balancing); ``candidates`` are the admitted endpoints with their position and expected share
+    of the traffic; ``excluded`` the others, each with a reason; ``notes`` the assumptions that
+    applied.
+    """
+
+    mode: Literal["ordered", "sorted", "load_balanced"]
+    candidates: tuple[Candidate, ...]
+    excluded: tuple[Exclusion, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def admitted(self) -> list[Endpoint]:
+        """The admitted endpoints, in routing order."""
+        return [c.endpoint for c in self.candidates]
+
+    @property
+    def admitted_tags(self) -> list[str]:
+        """The admitted endpoints' tags, in routing order."""
+        return [c.endpoint.tag for c in self.candidates]
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """Each admitted tag's expected share of the traffic."""
+        return {c.endpoint.tag: c.weight for c in self.candidates}
+
+    def candidate(self, tag: str) -> Candidate | None:
+        """Return the admitted endpoint with this exact tag, or ``None``."""
+        return next((c for c in self.candidates if c.endpoint.tag == tag), None)
+
+    def exclusion(self, tag: str) -> Exclusion | None:
+        """Return why the endpoint with this exact tag is not admitted, or ``None``."""
+        return next((x for x in self.excluded if x.endpoint.tag == tag), None)
+
+    def admits_provider(self, provider_name: str) -> bool:
+        """Whether a response's ``provider`` (a display name) is among the admitted endpoints."""
+        return any(c.endpoint.provider_name == provider_name for c in self.candidates)
+
+
+# -- matching -------------------------------------------------------------------------------------
+
+
+def service_tier(endpoint: Endpoint) -> str | None:
+    """The service tier ``endpoint`` sells (``flex``, ``priority``, ...), ``None`` for a standard one.
+
+    The endpoint's ``service_tier`` field decides where the data has it (so ``fireworks/fast`` may be
+    a tier and ``openai/priority`` may not); older data without the field falls back to the tag's
+    ``/priority`` or ``/flex`` suffix.
+    """
+    if "service_tier" in endpoint.model_fields_set:  # a declared field or an extra key alike
+        declared = getattr(endpoint, "service_tier")  # noqa: B009 (an extra key or a field)
+        if declared is None or isinstance(declared, str):
+            return declared or None
+    return endpoint.variant if endpoint.variant in SERVICE_TIER_VARIANTS else None
+
+
+def matches(entry: str, endpoint: Endpoint) -> bool:
+    """Whether an ``order``/``only``/``ignore`` entry selects ``endpoint``."""
+    if entry == endpoint.tag:
+        return True
+    # a base slug never holds "/": an entry that does can only equal the whole tag
+    return entry == endpoint.tag.partition("/")[0] and service_tier(endpoint) is None
+
+
+def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | None:
+    return next((e for e in entries or () if matches(e, endpoint)), None)
+
+
+def blended_price_usd_per_m(
+    endpoint: Endpoint, params: RequestParams | None = None
+) -> Decimal | None:
+    """USD per million tokens of a request mix: input and output prices weighted by token counts
+    (1:1 without counts). ``None`` when the endpoint lists no price."""
+    p_in = endpoint.pricing.prompt_usd_per_m
+    p_out = endpoint.pricing.completion_usd_per_m
+    if p_in is None or p_out is None:
+        return None
+    n_in = Decimal(params.prompt_tokens) if params and params.prompt_tokens is not None else None
+    n_out = Decimal(params.output_tokens) if params and params.output_tokens is not None else None
+    if n_in is None or n_out is None or (n_in == 0 and n_out == 0):
+        return (p_in + p_out) / 2
+    return (p_in * n_in + p_out * n_out) / (n_in + n_out)
+
+
+# -- hard filters, in the order OpenRouter's routing funnel applies them --------------------------
+
+_Filter = Callable[[ProviderBlock, Endpoint, RequestParams], "Exclusion | None"]
+
+
+def _byok_only(_: ProviderBlock, e: Endpoint, __: RequestParams) -> Exclusion | None:
+    if (e.model_extra or {}).get("is_byok_only"):
+        # Seen on provider pages: reachable only with the user's own provider key.
+        return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
+    return None
+
+
+def _only(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
+    if block.only is not None and _first_match(block.only, e) is None:
+        return Exclusion(e, "only", f"not matched by only {block.only}")
+    return None
+
+
+def _ignore(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
+    hit = _first_match(block.ignore, e)
+    return None if hit is None else Exclusion(e, "ignore", f"ignored by {hit!r}")
+
+
+def _quantization(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
+    if block.quantizations is not None and e.quantization not in block.quantizations:
+        return Exclusion(
+            e, "quantization", f"quantization {e.quantization!r} not in {block.quantizations}"
+        )
+    return None
+
+
+def _listed_price(e: Endpoint, key: str) -> Decimal | None:
+    """The endpoint's price for a ``max_price`` key, in that key's unit (``MAX_PRICE_UNITS``)."""
+    per_m = MAX_PRICE_UNITS[key] == "/M tokens"
+    return e.pricing.usd_per_m(key) if per_m else e.pricing.usd_per_unit(key)
+
+
+def _max_price(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
+    if block.max_price is None:
+        return None
+    for key, unit in MAX_PRICE_UNITS.items():
+        limit = block.max_price.limit(key)
+        price = _listed_price(e, key)
+        if limit is not None and price is not None and price > limit:
+            return Exclusion(
+                e, "max_price", f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
+            )
+    return None
+
+
+def _parameters(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    if not block.require_parameters:
+        return None
+    missing = sorted(params.parameters - set(e.supported_parameters))
+    if missing:
+        return Exclusion(e, "require_parameters", f"does not support {', '.join(missing)}")
+    return None
+
+
+def _max_tokens(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    cap = e.max_completion_tokens
+    if params.max_tokens is not None and cap is not None and params.max_tokens > cap:
+        return Exclusion(e, "max_tokens", f"max_tokens {params.max_tokens} > its max {cap}")
+    return None
+
+
+def _context(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    context = e.context_length
+    if params.prompt_tokens is None or context is None:
+        return None
+    if params.prompt_tokens + (params.max_tokens or 0) > context:
+        return Exclusion(e, "context_length", f"request exceeds its context {context}")
+    return None
+
+
+_FILTERS: tuple[_Filter, ...] = (
+    _byok_only,
+    _only,
+    _ignore,
+    _quantization,
+    _max_price,
+    _parameters,
+    _max_tokens,
+    _context,
+)
+
+
+def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    """The first hard filter ``e`` fails."""
+    return next((x for check in _FILTERS if (x := check(block, e, params)) is not None), None)
+
+
+# -- soft preferences and ranking -----------------------------------------------------------------
+
+
+def _price_key(e: Endpoint, params: RequestParams) -> float:
+    price = blended_price_usd_per_m(e, params)
+    return math.inf if price is None else float(price)
+
+
+def _throughput_key(e: Endpoint, _: RequestParams) -> float:
+    v = getattr(e.throughput_last_30m, "p50", None)
+    return math.inf if v is None else -float(v)
+
+
+def _latency_key(e: Endpoint, _: RequestParams) -> float:
+    v = getattr(e.latency_last_30m, "p50", None)
+    return math.inf if v is None else float(v)
+
+
+#: How each sort key ranks an endpoint: lower first, endpoints without the figure last.
+_SORT_KEYS: dict[str, Callable[[Endpoint, RequestParams], float]] = {
+    "price": _price_key,
+    "throughput": _throughput_key,
+    "latency": _latency_key,
+}
+
+
+def _cutoffs(value: float | dict[str, float] | None) -> dict[str, float]:
+    """A ``preferred_*`` value as ``{percentile: cutoff}`` (a bare number applies to p50)."""
+    if value is None:
+        return {}
+    return {"p50": float(value)} if isinstance(value, float | int) else dict(value)
+
+
+def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool:
+    """False when ``e`` misses any cutoff of ``preferred_min_throughput`` (tokens/s) or
+    ``preferred_max_latency`` (seconds; endpoint latency is in milliseconds), or lacks ``tools``
+    for a request that sends tools (OpenRouter prefers tool-capable providers then)."""
+    if "tools" in params.parameters and "tools" not in e.supported_parameters:
+        return False
+    for pct, cut in _cutoffs(block.preferred_min_throughput).items():
+        have = getattr(e.throughput_last_30m, pct, None)
+        if have is not None and have < cut:
+            return False
+    for pct, cut_s in _cutoffs(block.preferred_max_latency).items():
+        have = getattr(e.latency_last_30m, pct, None)
+        if have is not None and have > cut_s * 1000:
+            return False
+    return True
+
+
+def _stable(e: Endpoint) -> bool:
+    """No sign of a recent outage: status not negative, not deranked (a provider-page flag)."""
+    degraded = e.status is not None and e.status < 0
+    return not degraded and not (e.model_extra or {}).get("is_deranked")
+
+
+def _rank(
+    endpoints: Sequence[Endpoint], key: str, block: ProviderBlock, params: RequestParams
+) -> list[Endpoint]:
+    """Order by ``key``, preferred endpoints first, ties by tag."""
+    value = _SORT_KEYS[key]
+    return sorted(
+        endpoints, key=lambda e: (not _preferred(block, e, params), value(e, params), e.tag)
+    )
+
+
+def _fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
+    """Expected traffic shares of a fallback chain (``ASSUMPTIONS["fallback_share"]``); an endpoint
+    without uptime stats counts as always up; when none is ever up, the first takes everything."""
+    ups = [
+        1.0 if e.uptime_last_30m is None else min(max(e.uptime_last_30m / 100, 0.0), 1.0)
+        for e in endpoints
+    ]
+    shares = [up * math.prod(1 - before for before in ups[:i]) for i, up in enumerate(ups)]
+    total = sum(shares)
+    if total > 0:
+        return [s / total for s in shares]
+    return [float(i == 0) for i in range(len(shares))]
+
+
+def _balance_weights(stable: Sequence[Endpoint], params: RequestParams) -> dict[str, float]:
+    """Load-balancing shares of the stable endpoints: 1/price², normalized to sum to 1."""
+    prices = {e.tag: blended_price_usd_per_m(e, params) for e in stable}
+    free = [tag for tag, p in prices.items() if p == 0]
+    if free:
+        # 1/price² is unbounded for a free endpoint: the free ones share the traffic evenly.
+        return {tag: 1 / len(free) if tag in free else 0.0 for tag in prices}
+    inverse = {tag: float(p) ** -2 for tag, p in prices.items() if p is not None}
+    if not inverse:
+        return {tag: 1 / len(prices) for tag in prices}  # nothing priced: spread evenly
+    total = sum(inverse.values())
+    return {tag: inverse.get(tag, 0.0) / total for tag in prices}
+
+
+# -- the three routing modes ----------------------------------------------------------------------
+
+
+def _ordered_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    sort_key: SortKey | None,
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """``order`` entries first (an entry's endpoints cheapest first), then fallbacks."""
+    placed: dict[str, str] = {}  # tag -> the order entry that placed it
+    chain: list[Endpoint] = []
+    for entry in block.order or ():
+        hits = [e for e in admitted if e.tag not in placed and matches(entry, e)]
+        for e in sorted(hits, key=lambda e: _price_key(e, params)):
+            placed[e.tag] = entry
+            chain.append(e)
+    rest = [e for e in admitted if e.tag not in placed]
+    if block.allow_fallbacks is False:
+        reason = "not in order and allow_fallbacks is false"
+        excluded = [*excluded, *(Exclusion(e, "not_in_order", reason) for e in rest)]
+        rest = []
+    chain += _rank(rest, sort_key or "price", block, params)
+    shares = _fallback_shares(chain)
+    candidates = tuple(
+        Candidate(
+            e, i, shares[i - 1], "ordered" if e.tag in placed else "fallback", placed.get(e.tag)
+        )
+        for i, e in enumerate(chain, start=1)
+    )
+    notes = [*notes, ASSUMPTIONS["fallback_share"]]
+    return RouteDecision("ordered", candidates, tuple(excluded), tuple(notes))
+
+
+def _sorted_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    sort_key: SortKey,
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """Strictly by ``sort_key``, preferred endpoints first; traffic falls down the chain."""
+    chain = _rank(admitted, sort_key, block, params)
+    shares = _fallback_shares(chain)
+    notes = [*notes, ASSUMPTIONS["fallback_share"]]
+    if sort_key != "price":
+        notes.append(ASSUMPTIONS["missing_stats"])
+    candidates = tuple(
+        Candidate(e, i, shares[i - 1], "sorted") for i, e in enumerate(chain, start=1)
+    )
+    return RouteDecision("sorted", candidates, tuple(excluded), tuple(notes))
+
+
+def _balanced_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """Stable, preferred endpoints weighted by 1/price²; the others as zero-weight fallbacks."""
+    notes = [*notes, ASSUMPTIONS["balance_price"]]
+    stable = [e for e in admitted if _stable(e) and _preferred(block, e, params)]
+    fallbacks = _rank([e for e in admitted if e not in stable], "price", block, params)
+    if fallbacks:
+        notes.append(ASSUMPTIONS["stable"])
+    weights = _balance_weights(stable, params)
+    stable.sort(key=lambda e: (-weights[e.tag], e.tag))
+    rows: list[tuple[Endpoint, float, Literal["balanced", "fallback"]]] = [
+        (e, weights[e.tag], "balanced") for e in stable
+    ]
+    if stable:
+        rows += [(e, 0.0, "fallback") for e in fallbacks]
+    else:
+        # Everything is degraded: OpenRouter still routes, in fallback order.
+        shares = _fallback_shares(fallbacks)
+        rows = [(e, shares[i], "fallback") for i, e in enumerate(fallbacks)]
+    candidates = tuple(Candidate(e, i, w, role) for i, (e, w, role) in enumerate(rows, start=1))
+    return RouteDecision("load_balanced", candidates, tuple(excluded), tuple(notes))
+
+
+def _block_notes(block: ProviderBlock, params: RequestParams) -> list[str]:
+    """The assumptions a block's filters rely on, whatever the routing mode."""
+    notes = []
+    if block.quantizations:
+        notes.append(ASSUMPTIONS["quantization_exact"])
+    if block.max_price is not None and block.max_price.audio is not None:
+        notes.append(ASSUMPTIONS["max_price_audio"])
+    if block.require_parameters and params.parameters - REQUEST_PARAMETERS:
+        notes.append(ASSUMPTIONS["unknown_parameter"])
+    if any(
+        v is not None for v in (block.data_collection, block.zdr, block.enforce_distillable_text)
+    ):
+        notes.append(ASSUMPTIONS["data_policy"])
+    return notes
+
+
+def route(
+    block: ProviderBlock | Mapping[str, Any] | None,
+    endpoints: Iterable[Endpoint],
+    params: RequestParams | None = None,
+) -> RouteDecision:
+    """Decide which of ``endpoints`` a request with ``block`` can reach, in what order, and why not.
+
+    Example::
+
+        decision = route({"ignore": ["fireworks"], "quantizations": ["int4"]}, snap.endpoints)
+        decision.admitted_tags      # ['chutes/int4', ...]
+        decision.exclusion("fireworks").detail
+    """
+    blk = block if isinstance(block, ProviderBlock) else ProviderBlock.parse(block or {})
+    req = params or RequestParams()
+    admitted: list[Endpoint] = []
+    excluded: list[Exclusion] = []
+    for e in endpoints:
+        why = _exclusion(blk, e, req)
+        if why is None:
+            admitted.append(e)
+        else:
+            excluded.append(why)
+    notes = _block_notes(blk, req)
+    sort_key = blk.sort_key
+    if sort_key == "exacto":
+        notes.append(ASSUMPTIONS["exacto"])
+        sort_key = None
+    if blk.order:
+        return _ordered_route(blk, admitted, excluded, sort_key, req, notes)
+    if sort_key is not None:
+        return _sorted_route(blk, admitted, excluded, sort_key, req, notes)
+    return _balanced_route(blk, admitted, excluded, req, notes)

@@ -1,0 +1,486 @@
+"""Snapshots: a model's endpoints, when and where they were taken, and a content hash.
+
+Every analysis runs on a ``Snapshot``, so it can be saved, shared and reproduced. ``probe(model)``
+takes one from the API and falls back to the provider page; ``bundled_snapshot(model)`` loads the
+one shipped inside the package (the Kimi K2.5 scenario: reconstructed, not a live capture);
+``load_snapshot(path)`` reads a saved one.
+
+A snapshot is immutable from outside: ``data`` is a read-only view (mutating it raises
+``TypeError``), ``to_json()`` returns a fresh copy, so the cached ``sha256`` and parsed endpoints
+always describe the data. ``taken_at`` is a UTC time, or ``None`` when the capture time is unknown
+(a raw ``/endpoints`` body saved with curl): a time is never made up, so the same input bytes
+always give the same output bytes.
+
+Example::
+
+    from openrouter_probe import probe
+
+    snap = probe("moonshotai/kimi-k2.5")          # API first, then the provider page
+    snap.save("kimi-k2.5.snapshot.json")
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import html
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from openrouter_probe.api.schema import Endpoint, ModelEndpoints
+from openrouter_probe.errors import APIError, NoRouteError, SnapshotError, first_validation_error
+from openrouter_probe.files import atomic_write_text, ensure_not_input
+
+if TYPE_CHECKING:
+    from openrouter_probe.api.client import Client
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "Snapshot",
+    "SnapshotSource",
+    "bundled_snapshot",
+    "load_snapshot",
+    "probe",
+    "resolve_snapshot",
+]
+
+log = logging.getLogger(__name__)
+
+SnapshotSource = Literal["api", "page", "bundled", "file"]
+_FORMAT = "openrouter-probe.snapshot/1"
+
+#: Models with a snapshot shipped inside the package, and the package file that holds it.
+BUNDLED_MODELS: dict[str, str] = {"moonshotai/kimi-k2.5": "kimi-k2.5.snapshot.json"}
+
+
+_READ_ONLY = (
+    "a Snapshot is read-only: take a copy with snapshot.to_json() (a fresh dict), edit it, "
+    "and build a new Snapshot from it"
+)
+
+
+class _FrozenDict(dict[str, Any]):
+    """A dict that refuses changes; copies (``copy.deepcopy``, ``dict(x)``) are ordinary dicts."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_READ_ONLY)
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return _thaw(self)  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> Any:
+        return (_freeze, (_thaw(self),))
+
+
+class _FrozenList(list[Any]):
+    """A list that refuses changes; copies are ordinary lists."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_READ_ONLY)
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return _thaw(self)  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> Any:
+        return (_freeze, (_thaw(self),))
+
+
+def _freeze(value: Any) -> Any:
+    """A deep, read-only copy of JSON-like data."""
+    if isinstance(value, dict):
+        frozen = _FrozenDict()
+        for key, item in value.items():
+            dict.__setitem__(frozen, key, _freeze(item))
+        return frozen
+    if isinstance(value, list | tuple):
+        frozen_list = _FrozenList()
+        list.extend(frozen_list, (_freeze(item) for item in value))
+        return frozen_list
+    if value is None or isinstance(value, str | int | float | bool):
+        return value  # immutable already
+    return copy.deepcopy(value)
+
+
+def _freeze_list(items: list[Any]) -> _FrozenList:
+    for index, item in enumerate(items):
+        if type(item) is list:  # lists of lists are rare: no generator on the common path
+            items[index] = _freeze_list(item)
+    return _FrozenList(items)
+
+
+def _frozen_object(pairs: dict[str, Any]) -> _FrozenDict:
+    # json's object_hook: inner objects arrive frozen already; freeze the lists beside them.
+    for key, item in pairs.items():
+        if type(item) is list:
+            pairs[key] = _freeze_list(item)
+    return _FrozenDict(pairs)
+
+
+def _freeze_json(data: Any) -> tuple[Any, str | None]:
+    """A read-only copy of ``data`` and its JSON text. The round trip runs in C, with a hook per
+    object only; data that is not JSON falls back to ``_freeze``'s walk (and has no text)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return _freeze(data), None
+    return json.loads(text, object_hook=_frozen_object), text
+
+
+def _thaw(value: Any) -> Any:
+    """A deep, ordinary (mutable) copy of data made by ``_freeze``."""
+    if isinstance(value, dict):
+        return {key: _thaw(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_thaw(item) for item in value]
+    return value
+
+
+def _as_utc(when: datetime | None) -> datetime | None:
+    """``when`` in UTC: an offset is converted (not dropped), a time without a zone is read as UTC."""
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when.astimezone(UTC)
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat().replace("+00:00", "Z")
+
+
+def _content_hash(data: dict[str, Any]) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A model's endpoints as seen at ``taken_at`` from ``source``.
+
+    ``data`` is the ``data`` object of ``GET /models/{id}/endpoints`` exactly as OpenRouter sent it
+    (for a page scrape, the same shape built from the page), held as a read-only copy. ``taken_at``
+    is in UTC (an offset is converted), or ``None`` when the capture time is unknown. ``source``
+    says how this object was obtained (``api``, ``page``, ``bundled`` or ``file``);
+    ``captured_from`` keeps the source of the capture when a snapshot is saved and loaded again;
+    ``note`` carries provenance to show users.
+    """
+
+    model: str
+    data: dict[str, Any]
+    taken_at: datetime | None
+    source: SnapshotSource
+    origin: str
+    captured_from: SnapshotSource | None = None
+    note: str | None = None
+    _parsed: ModelEndpoints | None = field(default=None, repr=False, compare=False)
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Own a read-only copy: neither the caller's dict nor anyone later can change what the
+        # cached sha256 and parsed endpoints were computed from.
+        frozen, text = _freeze_json(self.data)
+        object.__setattr__(self, "data", frozen)
+        object.__setattr__(self, "_json", text)
+        object.__setattr__(self, "taken_at", _as_utc(self.taken_at))
+        if self._parsed is not None:
+            object.__setattr__(self, "_parsed", self._parsed.model_copy(deep=True))
+
+    def __repr__(self) -> str:
+        when = _iso(self.taken_at) or "capture time unknown"
+        count = len(self.data.get("endpoints") or ())
+        return (
+            f"<Snapshot {self.model}: {count} endpoints from {self.captured_from or self.source}, "
+            f"{when}, {self.sha256[:15]}…>"
+        )
+
+    def _repr_html_(self) -> str:
+        """A table of the endpoints for Jupyter: tag, provider, quantization, prices, uptime."""
+        from openrouter_probe.rules.quantities import format_usd_per_m
+
+        rows = []
+        for e in self.endpoints:
+            cells = (
+                e.tag,
+                e.provider_name,
+                e.quantization or "-",
+                format_usd_per_m(e.pricing.prompt_usd_per_m),
+                format_usd_per_m(e.pricing.completion_usd_per_m),
+                "-" if e.uptime_last_30m is None else f"{e.uptime_last_30m:.2f}",
+            )
+            rows.append(
+                "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+            )
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("tag", "provider", "quantization", "input", "output", "uptime 30m %")
+        )
+        return (
+            f"<p><b>{html.escape(self.provenance)}</b></p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+
+    @classmethod
+    def from_endpoints(
+        cls,
+        parsed: ModelEndpoints,
+        *,
+        model: str,
+        source: SnapshotSource,
+        origin: str,
+        taken_at: datetime | None = None,
+        note: str | None = None,
+    ) -> Snapshot:
+        """Build a snapshot from a parsed endpoints payload (the API's or the page's)."""
+        return cls(
+            model=model,
+            data=parsed.to_json_dict(),
+            taken_at=taken_at or datetime.now(UTC).replace(microsecond=0),
+            source=source,
+            origin=origin,
+            captured_from=source,
+            note=note,
+            _parsed=parsed,
+        )
+
+    @cached_property
+    def parsed(self) -> ModelEndpoints:
+        """The typed view of ``data``."""
+        if self._parsed is not None:
+            return self._parsed
+        try:
+            if self._json is not None:  # the JSON text the data was frozen from: parsed in Rust
+                return ModelEndpoints.model_validate_json(self._json)
+            return ModelEndpoints.model_validate(_thaw(self.data))
+        except ValidationError as exc:
+            raise SnapshotError(
+                f"{self.origin}: {first_validation_error(exc, prefix='data')}; re-take it with "
+                f"`openrouter-probe endpoints {self.model} --save PATH`"
+            ) from exc
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        """The parsed endpoints (a new list each time: the snapshot's own cannot be reordered)."""
+        return list(self.parsed.endpoints)
+
+    @cached_property
+    def sha256(self) -> str:
+        """A hash of ``data`` (canonical JSON): equal hashes mean equal endpoint data."""
+        return _content_hash(self.data)
+
+    @property
+    def provenance(self) -> str:
+        """One line saying what this snapshot is, for every place that shows results."""
+        when = (
+            "capture time unknown"
+            if self.taken_at is None
+            else self.taken_at.strftime("%Y-%m-%d %H:%M UTC")
+        )
+        first = self.captured_from or self.source
+        text = f"{self.model}: {len(self.endpoints)} endpoints from {first} ({self.origin}), {when}"
+        if self.source == "file" and first != "file":
+            text += ", loaded from file"
+        if self.note:
+            text += f". {self.note}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the snapshot as the JSON document ``save`` writes (a fresh copy, free to edit)."""
+        return {
+            "format": _FORMAT,
+            "model": self.model,
+            "taken_at": _iso(self.taken_at),
+            "source": self.captured_from or self.source,
+            "origin": self.origin,
+            "note": self.note,
+            "sha256": self.sha256,
+            "data": _thaw(self.data) if self._json is None else json.loads(self._json),
+        }
+
+    def save(self, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:
+        """Write the snapshot as JSON to ``path`` atomically and return it.
+
+        A failed write leaves the old file whole. ``inputs`` are files this snapshot was read
+        from: writing over one of them is refused (a raw body would be replaced by this form).
+        """
+        target = Path(path)
+        try:
+            ensure_not_input(target, *inputs)
+        except ValueError:
+            raise SnapshotError(
+                f"{target} is the snapshot being read; save to another file"
+            ) from None
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        try:
+            atomic_write_text(target, text)
+        except OSError as exc:
+            raise SnapshotError(f"cannot write snapshot to {target}: {exc.strerror}") from exc
+        return target
+
+
+def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
+    """Build a snapshot from a saved document, or from a bare ``/endpoints`` response body."""
+    if not isinstance(doc, dict):
+        raise SnapshotError(f"{where}: not a snapshot (a JSON object with 'data' is expected)")
+    if doc.get("format") == _FORMAT:
+        try:
+            stamp = doc["taken_at"]
+            taken_at = (
+                None
+                if stamp is None
+                else _as_utc(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")))
+            )
+            data = doc["data"]
+            model = str(doc["model"])
+        except (KeyError, ValueError) as exc:
+            raise SnapshotError(f"{where}: snapshot key {exc} is missing or malformed") from exc
+        captured = doc.get("source")
+        captured_from = captured if captured in ("api", "page", "bundled", "file") else None
+        origin, note = str(doc.get("origin") or where), doc.get("note")
+        if source == "bundled":
+            origin = where  # the package path: a file every user has
+    elif isinstance(doc.get("data"), dict) and "endpoints" in doc["data"]:
+        # A raw response body saved with curl: accept it, undated (never "now": the same bytes
+        # must compile to the same policy), and say so.
+        data, model = doc["data"], str(doc["data"].get("id", ""))
+        taken_at = None
+        captured_from, origin, note = None, where, "raw /endpoints body; capture time unknown"
+    else:
+        raise SnapshotError(
+            f"{where}: not a snapshot: expected 'format': {_FORMAT!r} or an /endpoints body "
+            "with data.endpoints; save one with `openrouter-probe endpoints MODEL --save PATH`"
+        )
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{where}: 'data' must be an object with 'endpoints'")
+    snap = Snapshot(
+        model=model,
+        data=data,
+        taken_at=taken_at,
+        source=source,
+        origin=origin,
+        captured_from=captured_from,
+        note=note,
+    )
+    try:
+        snap.parsed  # noqa: B018  (validate now, so a broken file fails where it is named)
+    except SnapshotError as exc:
+        # Name the file the user gave, not the origin recorded inside it.
+        raise SnapshotError(str(exc).replace(snap.origin, where, 1)) from exc
+    stored = doc.get("sha256")
+    if stored and stored != snap.sha256:
+        log.warning(
+            "%s: data changed since it was saved (stored %s, now %s)", where, stored, snap.sha256
+        )
+    return snap
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Load a snapshot saved by ``Snapshot.save`` (or a raw ``/endpoints`` response body)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"{p}: no such snapshot file") from exc
+    except OSError as exc:
+        raise SnapshotError(f"{p}: cannot read snapshot: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{p}: not a text file ({exc.reason}); is this a snapshot?") from exc
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise SnapshotError(f"{p}: not JSON ({exc}); is this a snapshot file?") from exc
+    return _from_document(doc, where=str(p), source="file")
+
+
+def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
+    """Load the snapshot shipped inside the package for ``model`` (offline, no key needed).
+
+    The Kimi K2.5 one is *reconstructed* from what OpenRouter showed in early 2026, not a live
+    capture; its ``note`` says so and every command that uses it prints that.
+    """
+    name = BUNDLED_MODELS.get(model)
+    if name is None:
+        known = ", ".join(sorted(BUNDLED_MODELS))
+        raise SnapshotError(
+            f"no bundled snapshot for {model!r} (bundled: {known}); "
+            "take one with `openrouter-probe endpoints MODEL --save PATH` and pass --snapshot PATH"
+        )
+    text = resources.files("openrouter_probe.data").joinpath(name).read_text(encoding="utf-8")
+    return _from_document(json.loads(text), where=f"openrouter_probe/data/{name}", source="bundled")
+
+
+def probe(model: str, *, client: Client | None = None, use_page: bool = True) -> Snapshot:
+    """Take a fresh snapshot of ``model``: the API first, then the provider page.
+
+    The result's ``source`` says which one answered. An unknown model (404) is not retried on
+    the page. ``client`` is an ``openrouter_probe.Client`` (one is made from the environment).
+    """
+    from openrouter_probe.api.client import Client, page_url
+    from openrouter_probe.api.scrape import parse_provider_page
+
+    own = client is None
+    api = Client() if client is None else client
+    try:
+        try:
+            parsed = api.endpoints(model)
+            origin = f"{api.base_url}/models/{model}/endpoints"
+            return Snapshot.from_endpoints(parsed, model=model, source="api", origin=origin)
+        except NoRouteError:
+            raise
+        except APIError as api_exc:
+            if not use_page:
+                raise
+            url = page_url(model, base_url=api.base_url)
+            log.warning("API failed (%s); trying the provider page %s", api_exc, url)
+            try:
+                html = api.page(model)
+            except APIError as page_exc:
+                raise APIError(
+                    f"both sources failed: API: {api_exc}; page: {page_exc}. "
+                    "Use --offline or --snapshot PATH to work without the network",
+                    url=url,
+                ) from page_exc
+            parsed = parse_provider_page(html, model=model, source=url)
+            return Snapshot.from_endpoints(parsed, model=model, source="page", origin=url)
+    finally:
+        if own:
+            api.close()
+
+
+def resolve_snapshot(
+    model: str | None, *, offline: bool = False, snapshot: str | None = None
+) -> Snapshot:
+    """Return the snapshot a command asked for: ``--snapshot bundled|PATH``, ``--offline``, or a
+    fresh ``probe``. A loaded snapshot for another model than ``model`` is an error."""
+    if snapshot == "bundled" or (offline and not snapshot):
+        snap = bundled_snapshot(model or "moonshotai/kimi-k2.5")
+    elif snapshot:
+        snap = load_snapshot(snapshot)
+    elif model:
+        snap = probe(model)
+    else:
+        raise SnapshotError("give a MODEL, --offline or --snapshot PATH")
+    if model and snap.model != model and snap.data.get("id") != model:
+        given = snapshot if snapshot and snapshot != "bundled" else snap.origin
+        raise SnapshotError(f"{given} holds {snap.model}, not {model}; pass a snapshot of {model}")
+    return snap

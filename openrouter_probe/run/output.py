@@ -1,0 +1,186 @@
+"""The output JSONL: one line per finished row, the run's only record, and how a rerun resumes.
+
+A row is finished when its line is flushed (``files.append_line``). Lines are written in the order
+rows finish, not the input order. On start, a torn last line from a crash is cut
+(``files.repair_torn_tail``), then every line is read back: rows recorded as ``ok``, ``truncated`` or
+``failed`` are finished and never sent again (``failed`` ones are with ``--redo-failed``); a
+``cancelled`` line records a request that was in flight when the run was cancelled and that may
+have been billed (``possibly_billed_usd``, its reservation): the row is sent again, and the money
+counts as spent.
+
+Spend survives restarts: the sum of every line's ``cost_usd``, ``failed_attempts_cost_usd`` and
+``possibly_billed_usd``, plus what the spend journal beside the output (``ledger``) holds that no
+line accounts for (requests in flight at a SIGKILL). Each line's ``run_id`` names the run that wrote
+it: that line accounts for every attempt its run made for its row.
+
+Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
+``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
+never recomputed), ``generation_id``, ``attempts``, ``error``, plus ``messages`` (the request's),
+``tool_calls``, ``logprobs`` (``choices[0].logprobs`` when the request asked for them),
+``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``, ``run_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
+from openrouter_probe.rules.quantities import recorded_usd
+
+__all__ = [
+    "FINISHED",
+    "RECORD_FIELDS",
+    "OutputLog",
+    "ResumeState",
+    "iter_records",
+    "load_resume_state",
+]
+
+log = logging.getLogger(__name__)
+
+RECORD_FIELDS = (
+    "id",
+    "dataset",
+    "status",
+    "provider",
+    "model",
+    "finish_reason",
+    "content",
+    "reasoning",
+    "usage",
+    "cost_usd",
+    "generation_id",
+    "attempts",
+    "error",
+)
+#: Statuses of a finished row (never sent again; ``failed`` is with ``--redo-failed``).
+FINISHED = frozenset({"ok", "truncated", "failed"})
+#: What to do about a damaged output line.
+_DAMAGED = (
+    "is this the --out file of `openrouter-probe generate`? If it is, the line is damaged: "
+    "restore the file, or remove that line (its row is then sent again)"
+)
+
+
+@dataclass
+class ResumeState:
+    """What an output file already holds: finished ids, money spent, tokens per dataset."""
+
+    finished: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    spent_usd: Decimal = Decimal(0)
+    possibly_billed_usd: Decimal = Decimal(0)
+    output_tokens: dict[str, int] = field(default_factory=dict)  # per dataset, finished rows
+    rows: int = 0
+    torn: bytes | None = None
+    exists: bool = False
+    accounted: set[tuple[str, str]] = field(default_factory=set)  # (run_id, id) of every record
+
+
+def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, record)`` for every line of an output file.
+
+    A line that is not a JSON object with ``id`` and ``status`` is a ``ConfigError`` naming the
+    file and line, except a last line without a newline (a torn write), which is skipped with a
+    warning (``files.iter_jsonl``).
+    """
+    for lineno, record in iter_jsonl(
+        path, what="the output file", line="a generator output line", damaged=_DAMAGED
+    ):
+        if not isinstance(record, dict) or "id" not in record or "status" not in record:
+            raise ConfigError(
+                f"{path}:{lineno}: not a generator output record (needs id and status); {_DAMAGED}"
+            )
+        yield lineno, record
+
+
+def output_tokens_of(record: dict[str, Any]) -> int:
+    """Billed output tokens of a record (``usage.completion_tokens``, reasoning included)."""
+    usage = record.get("usage")
+    if isinstance(usage, dict):
+        value = usage.get("completion_tokens")
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def load_resume_state(path: str | Path, *, redo_failed: bool = False) -> ResumeState:
+    """Repair a torn tail, then read what an existing output file holds (empty when it is absent)."""
+    state = ResumeState()
+    p = Path(path)
+    if not p.exists():
+        return state
+    state.exists = True
+    state.torn = repair_torn_tail(p)
+    if state.torn:
+        log.warning(
+            "%s: cut a torn last line (%d bytes) left by a crash; that row will be sent again",
+            p,
+            len(state.torn),
+        )
+    for lineno, record in iter_records(p):
+        state.rows += 1
+        status = record.get("status")
+        where = f"{p}:{lineno}"
+        cost = recorded_usd(record.get("cost_usd"), where, damaged=_DAMAGED) + recorded_usd(
+            record.get("failed_attempts_cost_usd"), where, damaged=_DAMAGED
+        )
+        billed = recorded_usd(record.get("possibly_billed_usd"), where, damaged=_DAMAGED)
+        state.spent_usd += cost + billed
+        state.possibly_billed_usd += billed
+        ident = str(record["id"])
+        run_id = record.get("run_id")
+        if isinstance(run_id, str):
+            state.accounted.add((run_id, ident))
+        if status in FINISHED and ident not in state.finished:
+            if status == "failed":
+                state.failed.add(ident)
+                if redo_failed:
+                    continue
+            state.finished.add(ident)
+            dataset = str(record.get("dataset") or "default")
+            state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(
+                record
+            )
+    return state
+
+
+class OutputLog:
+    """The output file open for appending: one flushed line per record."""
+
+    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self._handle: IO[str] | None = None
+
+    def open(self) -> OutputLog:
+        try:
+            self._handle = self.path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot open the output file: {exc.strerror}") from exc
+        return self
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record as a JSON line and flush it (the row is finished once this returns)."""
+        if self._handle is None:
+            raise RuntimeError("OutputLog.write before open")
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+        append_line(self._handle, line, fsync=self.fsync)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> OutputLog:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,27 @@
+"""The row a run sends: its id, dataset, messages and per-row request parameters.
+
+``generate`` reads rows from a prompts file (``openrouter_probe.generate.prompts``); ``verify``
+builds them from its plan, one per (endpoint, item) pair, each with its own pinned block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PromptRow"]
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One input row: its id, dataset, chat messages and per-row request parameters."""
+
+    id: str
+    dataset: str
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    line: int
+    prompt_bytes: int
+    #: The row's own ``provider`` block, serialized JSON sent byte for byte (``None``: the run's).
+    #: Set by callers that pin each row to its own endpoint (``verify``); never read from a file.
+    provider_json: str | None = None
