@@ -200,3 +200,23 @@ def test_a_light_module_does_not_pull_its_folders_heavy_siblings(module: str) ->
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def _function_lengths() -> list[tuple[int, str]]:
+    """Every function's length in lines, its signature and docstring included."""
+    lengths = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                assert node.end_lineno is not None
+                name = f"{path.relative_to(PACKAGE)}:{node.name}"
+                lengths.append((node.end_lineno - node.lineno + 1, name))
+    return sorted(lengths, reverse=True)
+
+
+def test_functions_are_short() -> None:
+    """Nothing over 100 lines, and at most three over 80 (issue 14)."""
+    lengths = _function_lengths()
+    assert [f"{name} ({n})" for n, name in lengths if n > 100] == []
+    assert len([n for n, _ in lengths if n > 80]) <= 3, lengths[:5]

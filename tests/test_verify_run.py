@@ -438,3 +438,25 @@ def test_offline_without_fake_plans_and_sends_nothing(tmp_path: Path) -> None:
         assert "55 requests" in result.stdout and "$0.0452" in result.stdout  # the plan
         assert fake.ledger.total_usd == 0
         assert not (tmp_path / "v.jsonl").exists()
+
+
+def test_verify_keeps_a_spend_journal_that_counts_on_a_rerun(tmp_path: Path) -> None:
+    """verify runs on generate's run path: a journal beside --out, and what it holds that no line
+    of the output accounts for (a request in flight when a run was killed) counts against the cap."""
+    out = tmp_path / "v.jsonl"
+    journal = tmp_path / "v.jsonl.ledger"
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        first = _check(out, base_url=fake.base_url, n=5)
+        lines = [json.loads(line) for line in journal.read_text().splitlines()]
+        header, sent = lines[0], [line for line in lines if "sent" in line]
+        assert header["command"] == "verify" and header["out"] == "v.jsonl"
+        assert len(sent) == first.run.requests == 6 * 5
+        # A killed run's request: journaled as sent, never settled, no output line holds it.
+        with journal.open("a") as handle:
+            handle.write(json.dumps({"sent": 1, "run": "killed", "id": "x", "reserved_usd": "0.5"}))
+            handle.write("\n")
+        again = _check(out, base_url=fake.base_url, n=6, budget_usd="0.5")
+        assert len(fake.ledger) == 30  # 0.5 spent before: nothing more fits under a 0.5 cap
+    assert again.run.possibly_billed_before_usd == Decimal("0.5")
+    assert again.run.killed_in_flight_before == 1
+    assert again.run.stop_reason == "budget" and again.run.requests == 0

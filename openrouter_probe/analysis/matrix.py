@@ -260,25 +260,9 @@ def _iso(when: datetime | None) -> str:
     return "no time" if when is None else when.isoformat().replace("+00:00", "Z")
 
 
-def matrix_history(
-    snapshots: Iterable[Snapshot], *, registry: PrecisionRegistry | None = None
-) -> pd.DataFrame:
-    """Line up several snapshots of one model and say what changed, endpoint by endpoint.
-
-    Rows are sorted by ``taken_at`` then ``provider`` and ``tag``; the columns are
-    ``HISTORY_COLUMNS``. ``change`` is ``first`` in the earliest snapshot, then ``new``, ``gone``
-    (a row with the endpoint's last known identity and no figures), ``changed`` or ``unchanged``;
-    ``changes`` lists each tracked field that moved (tag, declared quantization, input, output and
-    cache-read prices, status) as ``field old -> new``.
-
-    Every dated snapshot is a point in time; only neighbours in time with equal data are merged,
-    so a price that goes A -> B -> A shows A as current. Raises ``SnapshotError`` when the
-    snapshots are of different models, none is given, one has no capture time, or two with
-    different data carry the same time.
-    """
-    import pandas as pd
-
-    given = _as_snapshots(snapshots)
+def _history_points(given: list[Snapshot]) -> list[Snapshot]:
+    """The snapshots of a history in time order, neighbours with equal data merged; checked to be
+    of one model, dated, and not two different ones at the same time."""
     if not given:
         raise SnapshotError("matrix_history needs at least one snapshot")
     models = sorted({s.model for s in given})
@@ -308,6 +292,67 @@ def matrix_history(
                 f"({_iso(a.taken_at)}); a history needs dated snapshots: save them with "
                 "`openrouter-probe endpoints MODEL --save PATH`"
             )
+    return snaps
+
+
+def _compared(current: pd.DataFrame, previous: pd.DataFrame, when: Any) -> pd.DataFrame:
+    """``current`` with ``change``/``changes`` against ``previous``, plus rows for endpoints gone."""
+    import pandas as pd
+
+    # Plain dicts: a row lookup per endpoint, fine at the size of one model's endpoints.
+    before: dict[Any, dict[str, Any]] = {
+        key: dict(zip(previous.columns, values, strict=True))
+        for key, values in zip(previous.index, previous.itertuples(index=False), strict=True)
+    }
+    change: list[str] = []
+    detail: list[str | None] = []
+    for key, values in zip(current.index, current.itertuples(index=False), strict=True):
+        row = dict(zip(current.columns, values, strict=True))
+        old = before.get(key)
+        if old is None:
+            change.append("new")
+            detail.append(None)
+            continue
+        moved = [
+            f"{name} {text}"
+            for name in _TRACKED
+            if (text := _describe(old[name], row[name], name)) is not None
+        ]
+        change.append("changed" if moved else "unchanged")
+        detail.append("; ".join(moved) or None)
+    current["change"] = change
+    current["changes"] = detail
+    gone = previous.loc[~previous.index.isin(current.index)].copy()
+    if len(gone):
+        for column in ("input_usd_per_m", "output_usd_per_m", "uptime_30m_pct"):
+            gone[column] = float("nan")
+        gone["status"] = pd.NA
+        gone["taken_at"] = when
+        gone["change"] = "gone"
+        gone["changes"] = "no longer listed"
+        current = pd.concat([current, gone])
+    return current
+
+
+def matrix_history(
+    snapshots: Iterable[Snapshot], *, registry: PrecisionRegistry | None = None
+) -> pd.DataFrame:
+    """Line up several snapshots of one model and say what changed, endpoint by endpoint.
+
+    Rows are sorted by ``taken_at`` then ``provider`` and ``tag``; the columns are
+    ``HISTORY_COLUMNS``. ``change`` is ``first`` in the earliest snapshot, then ``new``, ``gone``
+    (a row with the endpoint's last known identity and no figures), ``changed`` or ``unchanged``;
+    ``changes`` lists each tracked field that moved (tag, declared quantization, input, output and
+    cache-read prices, status) as ``field old -> new``.
+
+    Every dated snapshot is a point in time; only neighbours in time with equal data are merged,
+    so a price that goes A -> B -> A shows A as current. Raises ``SnapshotError`` when the
+    snapshots are of different models, none is given, one has no capture time, or two with
+    different data carry the same time.
+    """
+    import pandas as pd
+
+    snaps = _history_points(_as_snapshots(snapshots))
     frame = build_matrix(snaps, registry=registry)
     frame["key"] = _history_keys(frame)
     times = list(pd.to_datetime([s.taken_at or _EPOCH for s in snaps], utc=True).unique())
@@ -321,40 +366,7 @@ def matrix_history(
             current["change"] = "first"
             current["changes"] = None
         else:
-            # Plain dicts: a row lookup per endpoint, fine at the size of one model's endpoints.
-            before: dict[Any, dict[str, Any]] = {
-                key: dict(zip(previous.columns, values, strict=True))
-                for key, values in zip(
-                    previous.index, previous.itertuples(index=False), strict=True
-                )
-            }
-            change: list[str] = []
-            detail: list[str | None] = []
-            for key, values in zip(current.index, current.itertuples(index=False), strict=True):
-                row = dict(zip(current.columns, values, strict=True))
-                old = before.get(key)
-                if old is None:
-                    change.append("new")
-                    detail.append(None)
-                    continue
-                moved = [
-                    f"{name} {text}"
-                    for name in _TRACKED
-                    if (text := _describe(old[name], row[name], name)) is not None
-                ]
-                change.append("changed" if moved else "unchanged")
-                detail.append("; ".join(moved) or None)
-            current["change"] = change
-            current["changes"] = detail
-            gone = previous.loc[~previous.index.isin(current.index)].copy()
-            if len(gone):
-                for column in ("input_usd_per_m", "output_usd_per_m", "uptime_30m_pct"):
-                    gone[column] = float("nan")
-                gone["status"] = pd.NA
-                gone["taken_at"] = when
-                gone["change"] = "gone"
-                gone["changes"] = "no longer listed"
-                current = pd.concat([current, gone])
+            current = _compared(current, previous, when)
         pieces.append(current)
         previous = current.loc[current["change"] != "gone"]
     out = pd.concat(pieces).reset_index(drop=True)

@@ -357,23 +357,10 @@ def budget(
     _render_plan(plan)
 
 
-def _render_plan(plan: BudgetPlan) -> None:
-    """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
-    from openrouter_probe.rules.quantities import (
-        format_pct,
-        format_tokens,
-        format_usd,
-        format_usd_per_m,
-    )
+def _target_line(plan: BudgetPlan) -> str:
+    """The target in billed tokens, and its visible part at the reasoning share."""
+    from openrouter_probe.rules.quantities import format_pct, format_tokens
 
-    click.echo(plan.headline)
-    blend = plan.blended
-    click.echo(
-        f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
-        f"{format_usd_per_m(blend.price_out_usd_per_m)} output, the target costs "
-        f"{format_usd(blend.output_only.cost_usd)}; the budget buys "
-        f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
-    )
     low, high = plan.reasoning_share_min, plan.reasoning_share_max
     target = (
         f"target: {format_tokens(plan.output_tokens)} billed output tokens over {plan.datasets} "
@@ -392,7 +379,53 @@ def _render_plan(plan: BudgetPlan) -> None:
             f"{format_tokens(plan.target_visible_tokens_min)}-"
             f"{format_tokens(plan.target_visible_tokens_max)} visible"
         )
-    click.echo(target)
+    return target
+
+
+def _render_run(plan: BudgetPlan) -> None:
+    """'Run until the money runs out' at the cheapest endpoint, output-only and all-in."""
+    from openrouter_probe.rules.quantities import format_tokens, format_usd_per_m
+
+    for figures in (plan.cheapest.output_only, plan.cheapest.all_in):
+        if figures is None:
+            continue
+        run_rows = [
+            {
+                "dataset": r.dataset,
+                "target_tokens": format_tokens(r.target_output_tokens),
+                "funded_tokens": format_tokens(r.funded_output_tokens),
+                "cost_usd": float(r.cost_usd),
+                "completed_pct": float(r.completed_pct),
+                "status": r.status,
+            }
+            for r in figures.run
+        ]
+        basis = figures.basis.replace("_", "-")
+        render_rows(
+            run_rows,
+            "table",
+            title=f"run until the money runs out at {plan.cheapest.tag}, {basis} "
+            f"({format_usd_per_m(figures.effective_usd_per_m)} output)",
+        )
+
+
+def _render_plan(plan: BudgetPlan) -> None:
+    """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
+    from openrouter_probe.rules.quantities import (
+        format_tokens,
+        format_usd,
+        format_usd_per_m,
+    )
+
+    click.echo(plan.headline)
+    blend = plan.blended
+    click.echo(
+        f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
+        f"{format_usd_per_m(blend.price_out_usd_per_m)} output, the target costs "
+        f"{format_usd(blend.output_only.cost_usd)}; the budget buys "
+        f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
+    )
+    click.echo(_target_line(plan))
     # The plan's own rows, shown for people: token counts as 45.45M, the weight in percent.
     rows = [
         {
@@ -417,27 +450,7 @@ def _render_plan(plan: BudgetPlan) -> None:
         "table",
         title=f"{plan.model}: ${plan.budget_usd:,.2f} budget per admitted endpoint ({mode} routing)",
     )
-    for figures in (plan.cheapest.output_only, plan.cheapest.all_in):
-        if figures is None:
-            continue
-        run_rows = [
-            {
-                "dataset": r.dataset,
-                "target_tokens": format_tokens(r.target_output_tokens),
-                "funded_tokens": format_tokens(r.funded_output_tokens),
-                "cost_usd": float(r.cost_usd),
-                "completed_pct": float(r.completed_pct),
-                "status": r.status,
-            }
-            for r in figures.run
-        ]
-        basis = figures.basis.replace("_", "-")
-        render_rows(
-            run_rows,
-            "table",
-            title=f"run until the money runs out at {plan.cheapest.tag}, {basis} "
-            f"({format_usd_per_m(figures.effective_usd_per_m)} output)",
-        )
+    _render_run(plan)
     for tag, _reason, detail in plan.excluded:
         note(f"excluded {tag}: {detail}")
     for text in plan.notes:

@@ -117,30 +117,18 @@ def verify(
     the check ran as asked (to the end or to the budget), 1 on a 401/402/404 stop, 130 when
     interrupted; the verdicts are data, not the exit code.
     """
-    import asyncio
-    import json
+    from openrouter_probe.verify.run import plan_precision_check
 
-    from openrouter_probe.files import atomic_write_text, ensure_not_input
-    from openrouter_probe.verify.run import plan_precision_check, verify_precision
-
-    if degrade and not fake:
-        raise click.UsageError("--degrade needs --fake (it configures the fake server)")
-    if offline and snapshot and snapshot != "bundled":
-        raise click.UsageError("--offline and --snapshot PATH exclude each other")
-    if evidence is not None:
-        try:
-            ensure_not_input(evidence, out, *(p for p in (policy,) if p))
-        except ValueError as exc:
-            raise click.UsageError(f"--evidence: {exc}; name another file") from exc
+    _check_options(
+        degrade=degrade,
+        fake=fake,
+        offline=offline,
+        snapshot=snapshot,
+        evidence=evidence,
+        inputs=(out, *(p for p in (policy,) if p)),
+    )
     tags = endpoints.split(",") if endpoints is not None else None
-    source: Any = "bundled" if offline and not snapshot else snapshot
-    if fake and source is None:
-        source = "bundled"
-    if fake or source not in (None, "bundled"):
-        from openrouter_probe.rules.snapshot import resolve_snapshot
-
-        source = resolve_snapshot(model, offline=source == "bundled", snapshot=source)
-        note(f"snapshot: {source.provenance}")
+    source = _snapshot(model, offline=offline, snapshot=snapshot, fake=fake)
     options: dict[str, Any] = {
         "endpoints": tags,
         "policy": policy,
@@ -166,30 +154,44 @@ def verify(
     if dry_run:
         show(plan_precision_check(model, **options))
         return
-    if budget_usd is None and not fake:
-        note(
-            "warning: no --budget-usd: this run has no spend cap (the plan above shows its worst case)"
-        )
-    with contextlib.ExitStack() as stack:
-        base_url = None
-        api_key = None
-        if fake:
-            base_url = stack.enter_context(_fake_server(source, degrade, fake_seed))
-            api_key = "sk-fake"  # never send a real key, even to loopback
-        report = asyncio.run(
-            verify_precision(
-                model,
-                out=out,
-                tolerance=tolerance,
-                concurrency=concurrency,
-                api_key=api_key,
-                base_url=base_url,
-                handle_signals=True,
-                progress=not quiet,
-                on_plan=show,
-                **options,
-            )
-        )
+    report = _send_check(
+        model,
+        fake=fake,
+        degrade=degrade,
+        fake_seed=fake_seed,
+        out=out,
+        tolerance=tolerance,
+        concurrency=concurrency,
+        progress=not quiet,
+        on_plan=show,
+        **options,
+    )
+    _show_report(report, fmt=fmt, evidence=evidence)
+    run = report.run
+    if run is not None and run.stop_reason in ("interrupted", "cancelled"):
+        sys.exit(130)
+    sys.exit(0 if run is None else run.exit_code)
+
+
+def _snapshot(model: str, *, offline: bool, snapshot: str | None, fake: bool) -> Any:
+    """What ``snapshot=`` gets: ``None`` (live), ``"bundled"``, or a loaded ``Snapshot`` (the fake
+    serves one, and a --snapshot PATH is checked to be this model's)."""
+    source: Any = "bundled" if offline and not snapshot else snapshot
+    if fake and source is None:
+        source = "bundled"
+    if fake or source not in (None, "bundled"):
+        from openrouter_probe.rules.snapshot import resolve_snapshot
+
+        source = resolve_snapshot(model, offline=source == "bundled", snapshot=source)
+        note(f"snapshot: {source.provenance}")
+    return source
+
+
+def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
+    import json
+
+    from openrouter_probe.files import atomic_write_text
+
     if evidence is not None:
         atomic_write_text(evidence, report.to_evidence_yaml())
         note(f"evidence: {evidence} (read it back with --precision-file {evidence})")
@@ -200,7 +202,46 @@ def verify(
     else:
         click.echo("")
         click.echo(report.render())
-    run = report.run
-    if run is not None and run.stop_reason in ("interrupted", "cancelled"):
-        sys.exit(130)
-    sys.exit(0 if run is None else run.exit_code)
+
+
+def _send_check(
+    model: str, *, fake: bool, degrade: tuple[str, ...], fake_seed: int, **kwargs: Any
+) -> Any:
+    """Run ``verify_precision`` (against a fake server on loopback with ``fake``)."""
+    import asyncio
+
+    from openrouter_probe.verify.run import verify_precision
+
+    with contextlib.ExitStack() as stack:
+        base_url = None
+        api_key = None
+        if fake:
+            base_url = stack.enter_context(_fake_server(kwargs["snapshot"], degrade, fake_seed))
+            api_key = "sk-fake"  # never send a real key, even to loopback
+        return asyncio.run(
+            verify_precision(
+                model, api_key=api_key, base_url=base_url, handle_signals=True, **kwargs
+            )
+        )
+
+
+def _check_options(
+    *,
+    degrade: tuple[str, ...],
+    fake: bool,
+    offline: bool,
+    snapshot: str | None,
+    evidence: str | None,
+    inputs: tuple[str, ...],
+) -> None:
+    from openrouter_probe.files import ensure_not_input
+
+    if degrade and not fake:
+        raise click.UsageError("--degrade needs --fake (it configures the fake server)")
+    if offline and snapshot and snapshot != "bundled":
+        raise click.UsageError("--offline and --snapshot PATH exclude each other")
+    if evidence is not None:
+        try:
+            ensure_not_input(evidence, *inputs)
+        except ValueError as exc:
+            raise click.UsageError(f"--evidence: {exc}; name another file") from exc

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,44 @@ def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | N
     return None
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What every request of the run asks for, as given to ``generate``."""
+
+    max_tokens: int
+    stream: bool
+    temperature: float | None
+    reasoning: dict[str, Any] | None
+    target: int | None
+    lower_max_tokens: bool
+
+    @property
+    def parameters(self) -> set[str]:
+        """The request parameters an endpoint must support (``require_parameters``)."""
+        named = {"max_tokens"} | ({"temperature"} if self.temperature is not None else set())
+        return named | ({"reasoning"} if self.reasoning is not None else set())
+
+
+def _settings(
+    asked: _Asked, compiled: Any, provider_raw: Any, policy_hash: str, options: JobOptions
+) -> RunSettings:
+    return RunSettings(
+        model=compiled.model,
+        provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
+        policy_sha256=policy_hash,
+        max_tokens=asked.max_tokens,
+        stream=asked.stream,
+        temperature=asked.temperature,
+        reasoning=asked.reasoning,
+        target_tokens=asked.target,
+        concurrency=options.concurrency,
+        backoff=options.backoff
+        or Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=options.attempts, timeout_s=600.0),
+        lower_max_tokens=asked.lower_max_tokens,
+        drain_timeout_s=options.drain_timeout_s,
+    )
+
+
 def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
     for ident, first, again in rows.duplicates[:5]:
         summary.warnings.append(
@@ -80,9 +119,7 @@ def _admitted_prices(
     compiled: Any,
     policy: str | Path,
     endpoints: list[Endpoint],
-    *,
-    max_tokens: int,
-    parameters: set[str],
+    asked: _Asked,
     summary: RunSummary,
 ) -> Prices:
     """The start-up check: the policy against the endpoints serving the model now; return the
@@ -93,12 +130,12 @@ def _admitted_prices(
     decision = route(
         compiled.provider,
         endpoints,
-        RequestParams(max_tokens=max_tokens, parameters=frozenset(parameters)),
+        RequestParams(max_tokens=asked.max_tokens, parameters=frozenset(asked.parameters)),
     )
     if not decision.admitted:
         raise PolicyError(
             f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now "
-            f"(with max_tokens={max_tokens}); every request would fail with 404. "
+            f"(with max_tokens={asked.max_tokens}); every request would fail with 404. "
             "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)",
             source=str(policy),
         )
@@ -122,14 +159,12 @@ def _dry_run(
     snap: Any,
     compiled: Any,
     options: JobOptions,
-    max_tokens: int,
-    target: int | None,
-    parameters: set[str],
+    asked: _Asked,
 ) -> RunSummary:
     """What the run would do, sending nothing: the worst case of every row, the expected cost."""
     from openrouter_probe.analysis.budget import plan_budget
 
-    budget = options.budget_usd
+    budget, max_tokens, target = options.budget_usd, asked.max_tokens, asked.target
     worst_total = sum(
         (
             prices.worst_case_usd(
@@ -157,7 +192,7 @@ def _dry_run(
         prompt_tokens_per_request=prompt_avg,
         output_tokens_per_request=max_tokens,
         provider=compiled.provider,
-        parameters=parameters,
+        parameters=asked.parameters,
         concurrency=options.concurrency,
         model=compiled.model,
     )
@@ -205,15 +240,23 @@ async def generate(
     Rows already finished in ``out`` are skipped (resume); ``budget_usd`` caps the spend of this
     output file across runs; ``target_tokens`` (``10M``) stops each dataset at that many billed
     output tokens. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live
-    endpoints read at start. ``dry_run`` sends nothing and returns the plan. ``send`` and ``sleep``
-    replace the HTTP transport and the retry waits (tests). Returns a ``RunSummary``; raises
+    endpoints read at start; ``dry_run`` sends nothing and returns the plan; ``send`` and ``sleep``
+    replace the HTTP transport and the retry waits (tests); ``progress=True`` shows a rich bar on
+    stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel. Raises
     ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
-    ``progress=True`` shows a rich progress bar on stderr (in Jupyter too); ``handle_signals=True``
-    makes SIGINT/SIGTERM drain then cancel (the CLI sets both).
     """
     from openrouter_probe.rules.quantities import parse_token_count, whole_number
 
-    max_tokens = whole_number(max_tokens, "--max-tokens")
+    asked = _Asked(
+        max_tokens=whole_number(max_tokens, "--max-tokens"),
+        stream=stream,
+        temperature=temperature,
+        reasoning=_reasoning(reasoning_effort, reasoning_max_tokens),
+        target=None
+        if target_tokens is None
+        else parse_token_count(target_tokens, what="--target-tokens"),
+        lower_max_tokens=lower_max_tokens,
+    )
     options = JobOptions.resolve(
         command="generate",
         out=out,
@@ -232,14 +275,32 @@ async def generate(
         sleep=sleep,
         backoff=backoff,
     )
-    target = (
-        None if target_tokens is None else parse_token_count(target_tokens, what="--target-tokens")
+    rows = read_prompts(prompts, shard=parse_shard(shard) if isinstance(shard, str) else shard)
+    return await _run_job(
+        options,
+        rows,
+        prompts=prompts,
+        policy=policy,
+        asked=asked,
+        snapshot=snapshot,
+        dry_run=dry_run,
+        redo_failed=redo_failed,
     )
-    reasoning = _reasoning(reasoning_effort, reasoning_max_tokens)
-    shard_pair = parse_shard(shard) if isinstance(shard, str) else shard
 
+
+async def _run_job(
+    options: JobOptions,
+    rows: PromptSet,
+    *,
+    prompts: str | Path,
+    policy: str | Path,
+    asked: _Asked,
+    snapshot: Any,
+    dry_run: bool,
+    redo_failed: bool,
+) -> RunSummary:
+    """Open the output, check the policy against the endpoints now, then dry-run or send."""
     compiled, provider_raw, policy_hash = _policy(policy)
-    rows = read_prompts(prompts, shard=shard_pair)
     with open_run(options, redo_failed=redo_failed) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
         summary = paid.new_summary(
@@ -259,43 +320,12 @@ async def generate(
             api_key=options.api_key,
             base_url=options.base_url,
         )
-        parameters = {"max_tokens"} | ({"temperature"} if temperature is not None else set())
-        parameters |= {"reasoning"} if reasoning is not None else set()
-        prices = _admitted_prices(
-            compiled,
-            policy,
-            endpoints,
-            max_tokens=max_tokens,
-            parameters=parameters,
-            summary=summary,
-        )
+        prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
             return _dry_run(
-                summary,
-                todo,
-                prices,
-                snap=snap,
-                compiled=compiled,
-                options=options,
-                max_tokens=max_tokens,
-                target=target,
-                parameters=parameters,
+                summary, todo, prices, snap=snap, compiled=compiled, options=options, asked=asked
             )
-        settings = RunSettings(
-            model=compiled.model,
-            provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
-            policy_sha256=policy_hash,
-            max_tokens=max_tokens,
-            stream=stream,
-            temperature=temperature,
-            reasoning=reasoning,
-            target_tokens=target,
-            concurrency=concurrency,
-            backoff=backoff
-            or Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=attempts, timeout_s=600.0),
-            lower_max_tokens=lower_max_tokens,
-            drain_timeout_s=drain_timeout_s,
-        )
+        settings = _settings(asked, compiled, provider_raw, policy_hash, options)
         return await paid.run(
             todo, settings=settings, prices=prices, summary=summary, header={"policy": str(policy)}
         )

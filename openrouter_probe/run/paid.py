@@ -209,6 +209,19 @@ class PaidRun:
             **fields,
         )
 
+    async def _warn(self, summary: RunSummary) -> None:
+        """Say before sending what could surprise: the key's limit below the budget, no cap."""
+        if self.options.send is None:
+            warning = await asyncio.to_thread(_key_warning, self.options)
+            if warning:
+                summary.warnings.append(warning)
+        if self.options.budget_usd is None:
+            summary.warnings.append(
+                "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)"
+            )
+        for text in summary.warnings:
+            log.warning("%s", text)
+
     async def run(
         self,
         rows: list[PromptRow],
@@ -227,16 +240,7 @@ class PaidRun:
         """
         options = self.options
         budget = options.budget_usd
-        if options.send is None:
-            warning = await asyncio.to_thread(_key_warning, options)
-            if warning:
-                summary.warnings.append(warning)
-        if budget is None:
-            summary.warnings.append(
-                "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)"
-            )
-        for text in summary.warnings:
-            log.warning("%s", text)
+        await self._warn(summary)
         spent_before = self.spent_before_usd
         if budget is not None and spent_before >= budget:
             summary.stop_reason = "budget"
@@ -247,13 +251,7 @@ class PaidRun:
             summary.not_sent = len(rows)
             return summary
         cap = SpendCap(budget, spent_usd=spent_before)
-        bar: Progress | None
-        if options.progress is True and rows:
-            from openrouter_probe.run.progress import RichProgress
-
-            bar = RichProgress(len(rows))
-        else:
-            bar = None if isinstance(options.progress, bool) else options.progress
+        bar = _progress_bar(options.progress, len(rows))
         journal_header = {
             "command": options.command,
             "out": options.out.name,
@@ -303,6 +301,14 @@ def open_run(options: JobOptions, *, redo_failed: bool = False) -> Iterator[Paid
     # What the journal holds that no record does (requests in flight at a SIGKILL): spent too.
     replay = replay_ledger(options.journal, accounted=state.accounted, output_exists=state.exists)
     yield PaidRun(options, state, replay)
+
+
+def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
+    if progress is True and rows:
+        from openrouter_probe.run.progress import RichProgress
+
+        return RichProgress(rows)
+    return None if isinstance(progress, bool) else progress
 
 
 @contextlib.contextmanager

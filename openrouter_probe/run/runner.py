@@ -36,9 +36,9 @@ from openrouter_probe.run.output import OutputLog
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, SpendCap, prompt_tokens_bound
 from openrouter_probe.run.summary import ProviderTally, RunSummary
-from openrouter_probe.run.transport import Answer, Failure
+from openrouter_probe.run.transport import Answer, Failure, FailureKind
 
-__all__ = ["AdaptiveLimit", "Run", "RunSettings", "Sender"]
+__all__ = ["ON_FAILURE", "AdaptiveLimit", "Run", "RunSettings", "Sender"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,21 @@ class AdaptiveLimit:
     def on_success(self) -> None:
         if self.limit < self.maximum:
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+
+
+@dataclass
+class _Attempts:
+    """One row's attempts so far: what the next one sends and what the earlier ones cost."""
+
+    max_tokens: int
+    body: bytes
+    prompt_tokens: int
+    prices: Prices
+    first_s: float
+    number: int = 0
+    extra_cost: Decimal = Decimal(0)  # what earlier, failed attempts cost
+    cost: Decimal | None = None  # the answered attempt's cost
+    estimated: bool = False  # ... estimated from its tokens (no usage.cost)
 
 
 class Run:
@@ -435,108 +450,130 @@ class Run:
             )
 
     async def _do_row(self, row: PromptRow) -> None:
+        """Send one row until it is answered, fails, or the run stops (see ``ON_FAILURE``)."""
         s = self.settings
         max_tokens = int(row.params.get("max_tokens", s.max_tokens))
-        prompt_tokens = prompt_tokens_bound(row.prompt_bytes, len(row.messages))
-        body = self._body(row, max_tokens)
-        first = self.clock()
-        extra_cost = Decimal(0)
-        attempt = 0
-        prices = self.prices if self.prices_for is None else self.prices_for(row)
-        ledger = self.ledger
-        id_json = _dumps(row.id) if ledger is not None else ""
+        attempt = _Attempts(
+            max_tokens=max_tokens,
+            body=self._body(row, max_tokens),
+            prompt_tokens=prompt_tokens_bound(row.prompt_bytes, len(row.messages)),
+            prices=self.prices if self.prices_for is None else self.prices_for(row),
+            first_s=self.clock(),
+        )
         while True:
-            attempt += 1
-            worst = prices.worst_case_usd(prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+            attempt.number += 1
+            worst = attempt.prices.worst_case_usd(
+                prompt_tokens=attempt.prompt_tokens, max_tokens=attempt.max_tokens
+            )
             if not await self._reserve(worst):
                 self.summary.not_sent += 1
                 return
-            self.in_flight_by_dataset[row.dataset] = (
-                self.in_flight_by_dataset.get(row.dataset, 0) + 1
-            )
-            self.summary.requests += 1
-            try:
-                # Journaled (in the OS) before it leaves: a SIGKILL from here on cannot hide it.
-                sent = ledger.sent(id_json, worst) if ledger is not None else 0
-                outcome = await self.send(body, stream=s.stream)
-            except asyncio.CancelledError:
-                # Cancelled in flight: the provider may bill it anyway. Count the reservation as
-                # spent and record it, so a resumed run knows (the row itself is sent again).
-                if ledger is not None:
-                    ledger.settle(sent, worst, cancelled=True)
-                self.cap.settle(worst, worst)
-                self.summary.cancelled += 1
-                self.summary.possibly_billed_usd += worst
-                self.summary.spent_usd += worst
-                record = self._record(
-                    row,
-                    status="cancelled",
-                    attempts=attempt,
-                    error={"kind": "cancelled", "message": "cancelled in flight"},
-                    possibly_billed_usd=float(worst),
-                )
-                if extra_cost:
-                    record["failed_attempts_cost_usd"] = float(extra_cost)
-                self.output.write(record)
-                raise
-            finally:
-                self.in_flight -= 1
-                self.in_flight_by_dataset[row.dataset] -= 1
+            outcome = await self._send_reserved(row, attempt, worst)
             if isinstance(outcome, Answer):
-                cost, estimated = self._cost(outcome)
-                if ledger is not None:
-                    ledger.settle(sent, cost)
-                self.cap.settle(worst, cost)
-                self.summary.spent_usd += cost or 0
-                self.limiter.on_success()
-                self.unanswered_streak = 0
-                self._answered(row, outcome, attempt, extra_cost, cost, estimated)
+                self._answered(
+                    row, outcome, attempt.number, attempt.extra_cost, *self._cost(outcome)
+                )
                 self._notify()
                 return
-            if ledger is not None:
-                ledger.settle(sent, outcome.cost_usd)
-            self.cap.settle(worst, outcome.cost_usd)
             if outcome.cost_usd:
-                extra_cost += outcome.cost_usd
+                attempt.extra_cost += outcome.cost_usd
                 self.summary.spent_usd += outcome.cost_usd
             self._notify()
-            if outcome.kind == "run":
-                if (
-                    outcome.afford_tokens
-                    and s.lower_max_tokens
-                    # Never below a quarter of the asked max_tokens: a near-empty answer would be
-                    # recorded as truncated, and a resume never buys it again.
-                    and int(row.params.get("max_tokens", s.max_tokens)) // 4
-                    <= outcome.afford_tokens
-                    < max_tokens
-                ):
-                    log.warning(
-                        "%s: credits afford only %d tokens; retrying with max_tokens=%d",
-                        row.id,
-                        outcome.afford_tokens,
-                        outcome.afford_tokens,
-                    )
-                    max_tokens = outcome.afford_tokens
-                    body = self._body(row, max_tokens)
-                    continue
-                self._stop_for(outcome)
-                self.summary.not_sent += 1
+            if not await ON_FAILURE[outcome.kind](self, row, outcome, attempt):
                 return
-            if outcome.kind == "row":
-                self._failed(row, outcome, attempt, extra_cost)
-                return
-            if outcome.rate_limited:
-                self.limiter.on_rate_limited(self.clock())
-            decision = s.backoff.next_wait(
-                attempt=attempt,
-                retry_after_s=outcome.retry_after_s,
-                elapsed_s=self.clock() - first,
+
+    async def _send_reserved(
+        self, row: PromptRow, attempt: _Attempts, worst: Decimal
+    ) -> Answer | Failure:
+        """Send one attempt whose worst case is reserved; settle it in the cap and the journal.
+
+        Journaled (in the OS) before it leaves, so a SIGKILL from then on cannot hide it. Cancelled
+        in flight, it may be billed anyway: its reservation counts as spent and a ``cancelled``
+        line records it (the row itself is sent again by a resumed run).
+        """
+        ledger = self.ledger
+        self.in_flight_by_dataset[row.dataset] = self.in_flight_by_dataset.get(row.dataset, 0) + 1
+        self.summary.requests += 1
+        try:
+            sent = ledger.sent(_dumps(row.id), worst) if ledger is not None else 0
+            outcome = await self.send(attempt.body, stream=self.settings.stream)
+        except asyncio.CancelledError:
+            if ledger is not None:
+                ledger.settle(sent, worst, cancelled=True)
+            self.cap.settle(worst, worst)
+            self.summary.cancelled += 1
+            self.summary.possibly_billed_usd += worst
+            self.summary.spent_usd += worst
+            record = self._record(
+                row,
+                status="cancelled",
+                attempts=attempt.number,
+                error={"kind": "cancelled", "message": "cancelled in flight"},
+                possibly_billed_usd=float(worst),
             )
-            if decision.give_up:
-                self._failed(row, outcome, attempt, extra_cost, decision.reason)
-                return
-            self.summary.retries += 1
-            await self.sleep(decision.wait_s)
+            if attempt.extra_cost:
+                record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
+            self.output.write(record)
+            raise
+        finally:
+            self.in_flight -= 1
+            self.in_flight_by_dataset[row.dataset] -= 1
+        if isinstance(outcome, Answer):
+            cost, attempt.estimated = self._cost(outcome)
+            attempt.cost = cost
+            self.summary.spent_usd += cost or 0
+            self.limiter.on_success()
+            self.unanswered_streak = 0
+        else:
+            cost = outcome.cost_usd
+        if ledger is not None:
+            ledger.settle(sent, cost)
+        self.cap.settle(worst, cost)
+        return outcome
+
+    # -- what a failed attempt leads to (ON_FAILURE) ---------------------------------------------
+
+    async def _retry_transient(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
+        """Wait as the backoff says and send again (True), or fail the row when it gives up."""
+        if failure.rate_limited:
+            self.limiter.on_rate_limited(self.clock())
+        decision = self.settings.backoff.next_wait(
+            attempt=attempt.number,
+            retry_after_s=failure.retry_after_s,
+            elapsed_s=self.clock() - attempt.first_s,
+        )
+        if decision.give_up:
+            self._failed(row, failure, attempt.number, attempt.extra_cost, decision.reason)
+            return False
+        self.summary.retries += 1
+        await self.sleep(decision.wait_s)
+        return True
+
+    async def _fail_row(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
+        """A final error for this row: record it as failed; the run goes on."""
+        self._failed(row, failure, attempt.number, attempt.extra_cost)
+        return False
+
+    async def _stop_run(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
+        """No row can succeed (401, 402, 404): stop the run, the row unsent. A 402 that says the
+        credits afford N tokens is sent again with ``max_tokens=N`` under ``--lower-max-tokens``,
+        never below a quarter of the row's own (a near-empty answer would be recorded as
+        truncated, and a resume never buys it again)."""
+        afford = failure.afford_tokens
+        floor = int(row.params.get("max_tokens", self.settings.max_tokens)) // 4
+        if afford and self.settings.lower_max_tokens and floor <= afford < attempt.max_tokens:
+            log.warning(
+                "%s: credits afford only %d tokens; retrying with max_tokens=%d",
+                row.id,
+                afford,
+                afford,
+            )
+            attempt.max_tokens = afford
+            attempt.body = self._body(row, afford)
+            return True
+        self._stop_for(failure)
+        self.summary.not_sent += 1
+        return False
 
     def _stop_for(self, failure: Failure) -> None:
         status = failure.status if failure.status not in (None, 200) else failure.code
@@ -614,6 +651,23 @@ class Run:
         while True:
             self.progress.tick(self)
             await asyncio.sleep(0.25)
+
+
+#: What a failed attempt leads to, by the failure's kind (``transport.classify_error``): the one
+#: place a reader finds every retry decision. Each returns True to send the row again.
+#:
+#: ``transient`` (408, 429, 5xx, timeouts, cut streams): wait (Retry-After, else exponential with
+#:     jitter) and retry, until the attempts or the time budget run out; then the row fails.
+#: ``row`` (400, 403, 413, 422: this request itself is wrong): the row fails; the run goes on.
+#: ``run`` (401 key, 402 credits, 404 no route: no request can succeed): the run stops, the row
+#:     unsent; a 402 affording fewer tokens retries lower under ``--lower-max-tokens``.
+#:
+#: Every attempt settles its reservation first (in the cap and the journal), whatever follows.
+ON_FAILURE: dict[FailureKind, Callable[[Run, PromptRow, Failure, _Attempts], Awaitable[bool]]] = {
+    "transient": Run._retry_transient,
+    "row": Run._fail_row,
+    "run": Run._stop_run,
+}
 
 
 def _dumps(value: Any) -> str:

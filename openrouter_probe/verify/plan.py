@@ -26,7 +26,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
@@ -348,6 +348,69 @@ def _cost(
     return p_in * n_in + p_out * n_out + per_request * requests
 
 
+class _Tokens(NamedTuple):
+    """The tokens the check sends to each endpoint, summed over its items."""
+
+    in_expected: int
+    in_worst: int
+    out_expected: int
+    out_worst: int
+    requests: int
+
+
+def _endpoint_plan(
+    tag: str, endpoint: Endpoint, *, ref: str, totals: _Tokens, names: list[str], top: int
+) -> EndpointPlan:
+    """What the check sends to one pinned endpoint, what it may cost, and what to watch for."""
+    supported = set(endpoint.supported_parameters)
+    warnings = [
+        f"does not list {name}: it may ignore it, so its answers may differ for that reason "
+        "rather than precision"
+        for name in ("temperature", "reasoning", "seed")
+        if name not in supported
+    ]
+    if names.count(endpoint.provider_name) > 1:
+        warnings.append(
+            f"another endpoint is also served by {endpoint.provider_name!r}: a leak to it "
+            "cannot be told from the response's provider"
+        )
+    n = totals.requests
+    return EndpointPlan(
+        tag=tag,
+        provider_name=endpoint.provider_name,
+        quantization=endpoint.quantization,
+        role="reference" if tag == ref else "compared",
+        requests=n,
+        prompt_tokens_expected=totals.in_expected,
+        prompt_tokens_worst=totals.in_worst,
+        output_tokens_expected=totals.out_expected,
+        output_tokens_worst=totals.out_worst,
+        price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
+        price_out_per_m=endpoint.pricing.usd_per_m("completion"),
+        expected_usd=_cost(totals.in_expected, totals.out_expected, n, endpoint, worst=False),
+        worst_case_usd=_cost(totals.in_worst, totals.out_worst, n, endpoint, worst=True),
+        seed_sent="seed" in supported,
+        logprobs_sent=top > 0 and {"logprobs", "top_logprobs"} <= supported,
+        warnings=tuple(warnings),
+    )
+
+
+def _plan_notes(rows: Sequence[EndpointPlan], settings: Mapping[str, Any]) -> tuple[str, ...]:
+    notes = []
+    lp = [r for r in rows if r.logprobs_sent]
+    if not any(r.logprobs_sent and r.role == "reference" for r in rows) or len(lp) < 2:
+        notes.append(
+            "first-token logprobs cannot be compared: the reference and at least one other "
+            "endpoint must list logprobs and top_logprobs"
+        )
+    if not _reasoning_off(settings):
+        notes.append(
+            "reasoning is on: the first generated token is a reasoning token, so the logprob "
+            "comparison and the expected cost are weaker (expected = worst-case output)"
+        )
+    return tuple(notes)
+
+
 def plan_verify(
     endpoints: Sequence[Endpoint],
     *,
@@ -401,57 +464,13 @@ def plan_verify(
         if _reasoning_off(settings)
         else out_worst
     )
+    totals = _Tokens(in_expected, in_worst, out_expected, out_worst, len(items))
     names = [e.provider_name for e in endpoints]
-    pinned: dict[str, Endpoint] = {}
-    rows = []
-    for tag in order:
-        endpoint = pin(tag, endpoints, params=params)
-        pinned[tag] = endpoint
-        supported = set(endpoint.supported_parameters)
-        warnings = []
-        for name in ("temperature", "reasoning", "seed"):
-            if name not in supported:
-                warnings.append(
-                    f"does not list {name}: it may ignore it, so its answers may differ for "
-                    "that reason rather than precision"
-                )
-        if names.count(endpoint.provider_name) > 1:
-            warnings.append(
-                f"another endpoint is also served by {endpoint.provider_name!r}: a leak to it "
-                "cannot be told from the response's provider"
-            )
-        rows.append(
-            EndpointPlan(
-                tag=tag,
-                provider_name=endpoint.provider_name,
-                quantization=endpoint.quantization,
-                role="reference" if tag == ref else "compared",
-                requests=len(items),
-                prompt_tokens_expected=in_expected,
-                prompt_tokens_worst=in_worst,
-                output_tokens_expected=out_expected,
-                output_tokens_worst=out_worst,
-                price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
-                price_out_per_m=endpoint.pricing.usd_per_m("completion"),
-                expected_usd=_cost(in_expected, out_expected, len(items), endpoint, worst=False),
-                worst_case_usd=_cost(in_worst, out_worst, len(items), endpoint, worst=True),
-                seed_sent="seed" in supported,
-                logprobs_sent=top_logprobs > 0 and {"logprobs", "top_logprobs"} <= supported,
-                warnings=tuple(warnings),
-            )
-        )
-    notes = []
-    lp = [r for r in rows if r.logprobs_sent]
-    if not any(r.logprobs_sent and r.role == "reference" for r in rows) or len(lp) < 2:
-        notes.append(
-            "first-token logprobs cannot be compared: the reference and at least one other "
-            "endpoint must list logprobs and top_logprobs"
-        )
-    if not _reasoning_off(settings):
-        notes.append(
-            "reasoning is on: the first generated token is a reasoning token, so the logprob "
-            "comparison and the expected cost are weaker (expected = worst-case output)"
-        )
+    pinned = {tag: pin(tag, endpoints, params=params) for tag in order}
+    rows = [
+        _endpoint_plan(tag, pinned[tag], ref=ref, totals=totals, names=names, top=top_logprobs)
+        for tag in order
+    ]
     return VerifyPlan(
         model=model,
         reference=ref,
@@ -464,5 +483,5 @@ def plan_verify(
         alpha=alpha,
         power=power,
         budget_usd=None if budget_usd is None else Decimal(str(budget_usd)),
-        notes=tuple(notes),
+        notes=_plan_notes(rows, settings),
     )
