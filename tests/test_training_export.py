@@ -219,6 +219,15 @@ def test_rows_the_specforge_shape_cannot_hold_are_counted_by_reason(
     assert kept.written == 2 and kept.left_out == {}
 
 
+def test_a_prompt_that_mentions_think_tags_is_kept(tmp_path: Path) -> None:
+    asks = {"role": "user", "content": "What does </think> do in Kimi's template?"}
+    out = _write(tmp_path / "out.jsonl", _record("q", [asks]))
+    summary = export([out], fmt="specforge", output=tmp_path / "sf.jsonl")
+    (row,) = _lines(tmp_path / "sf.jsonl")
+    assert summary.left_out == {} and row["conversations"][0] == asks
+    assert assert_specforge_row(row, expect_reasoning=True) == 1
+
+
 def test_text_only_parts_become_one_string_for_specforge(tmp_path: Path) -> None:
     parts = [{"type": "text", "text": "one "}, {"type": "text", "text": "two"}]
     out = _write(tmp_path / "out.jsonl", _record("p", [{"role": "user", "content": parts}]))

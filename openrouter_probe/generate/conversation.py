@@ -271,8 +271,9 @@ def _specforge_problem(messages: list[dict[str, Any]]) -> str | None:
             return "parts"
         if not content.strip():
             return "empty"
-        if has_think_marker(content) or has_think_marker(m.get("reasoning_content") or ""):
-            return "think"
+        reasoning = m.get("reasoning_content") or ""
+        if role == "assistant" and (has_think_marker(content) or has_think_marker(reasoning)):
+            return "think"  # validate_row checks assistant messages only
         if role == "system" and not saw_user:
             continue
         if role != expected:
