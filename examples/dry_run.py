@@ -74,8 +74,15 @@ async def run(workdir: Path) -> int:
     report = audit([out], policy=policy_path, snapshot=snap)
     print("8. audit:    " + report.render_notes().replace("\n", "\n            "))
 
-    rows = export([out], fmt="sharegpt", output=workdir / "drafter.sharegpt.jsonl")
-    print(f"9. export:   {rows} conversations -> {workdir / 'drafter.sharegpt.jsonl'}")
+    # SpecForge's regenerated-data shape; the multi-turn rows hold assistant turns the model did not
+    # write (copied from the prompts file): left out (docs/training-data.md).
+    target = workdir / "drafter.specforge.jsonl"
+    summary = export([out], fmt="specforge", output=target, only_generated=True)
+    print(
+        f"9. export:   {summary.written} SpecForge rows -> {target} "
+        f"({sum(summary.left_out.values())} left out, {sum(summary.not_answered.values())} "
+        "not answered)"
+    )
 
     ok = abs(recorded - ledger_usd) < Decimal("0.000001") and report.exit_code == 0
     return 0 if ok else 1

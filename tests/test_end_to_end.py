@@ -196,6 +196,7 @@ def test_the_whole_job_offline(
             "from": "gpt",
             "value": answer["content"],
             "reasoning_content": answer["reasoning"],
+            "generated": True,
         }
         assert turns[-2]["from"] == "human"
 

@@ -165,4 +165,9 @@ def test_dry_run_script_runs_end_to_end(tmp_path: Path) -> None:
     money = re.search(r"recorded \$([\d.]+), fake ledger \$([\d.]+)", out)
     assert money and money.group(1) == money.group(2), out
     assert "every row was served by an endpoint" in out
-    assert (tmp_path / "drafter.sharegpt.jsonl").exists()
+    exported = re.search(r"export: +(\d+) SpecForge rows .* \((\d+) left out, (\d+) not", out)
+    assert exported, out
+    rows = [json.loads(line) for line in (tmp_path / "drafter.specforge.jsonl").open()]
+    assert len(rows) == int(exported.group(1)) > 0
+    assert sum(int(g) for g in exported.groups()) == 18
+    assert all(r["status"] == "success" and r["conversations"][-1]["generated"] for r in rows)

@@ -129,14 +129,19 @@ def test_export_sharegpt_keeps_reasoning(tmp_path: Path) -> None:
     out = _make_output(tmp_path, 5)
     rows = {r["id"]: r for r in records(out)}
     target = tmp_path / "train.jsonl"
-    count = export([out], fmt="sharegpt", output=target, include_truncated=True)
+    summary = export([out], fmt="sharegpt", output=target, include_truncated=True)
     exported = records(target)
-    assert count == len(exported) == 5
+    assert summary.written == len(exported) == summary.read == 5
     first = exported[0]
     source = rows[first["id"]]
     assert first["conversations"] == [
         {"from": "human", "value": source["messages"][0]["content"]},
-        {"from": "gpt", "value": source["content"], "reasoning_content": "thinking"},
+        {
+            "from": "gpt",
+            "value": source["content"],
+            "reasoning_content": "thinking",
+            "generated": True,
+        },
     ]
 
 
@@ -153,14 +158,15 @@ def test_export_skips_failed_and_truncated_by_default(tmp_path: Path) -> None:
     _append(out, {**base, "id": "bad", "status": "failed"})
     _append(out, {**base, "id": "gone", "status": "cancelled"})
     target = tmp_path / "t.jsonl"
-    assert export([out], fmt="jsonl", output=target) == 1
+    summary = export([out], fmt="jsonl", output=target)
+    assert summary.written == 1 and summary.not_answered == {"truncated": 1, "failed": 1}
     (row,) = records(target)
     assert row["id"] == "ok"
-    assert row["messages"] == [
+    assert row["conversations"] == [
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "a"},
+        {"role": "assistant", "content": "a", "reasoning_content": None, "generated": True},
     ]
-    assert export([out], fmt="jsonl", output=target, include_truncated=True) == 2
+    assert export([out], fmt="jsonl", output=target, include_truncated=True).written == 2
 
 
 def test_export_parquet_roundtrip(tmp_path: Path) -> None:
@@ -168,10 +174,10 @@ def test_export_parquet_roundtrip(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     out = _make_output(tmp_path, 4)
     target = tmp_path / "t.parquet"
-    assert export([out], fmt="parquet", output=target, include_truncated=True) == 4
+    assert export([out], fmt="parquet", output=target, include_truncated=True).written == 4
     frame = pd.read_parquet(target)
     assert sorted(frame["id"]) == sorted(r["id"] for r in records(out))
-    messages = json.loads(frame["messages"][0])
+    messages = json.loads(frame["conversations"][0])
     assert messages[-1]["role"] == "assistant" and messages[-1]["reasoning_content"] == "thinking"
 
 
@@ -188,7 +194,7 @@ def test_export_cli(tmp_path: Path) -> None:
         cli, ["export", str(out), "--format", "sharegpt", "-o", str(target), "--include-truncated"]
     )
     assert result.exit_code == 0, result.output
-    assert "wrote 3 rows" in result.stderr
+    assert f"wrote 3 of 3 rows to {target} (sharegpt)" in result.stderr
     assert len(records(target)) == 3
 
 

@@ -180,15 +180,75 @@ def audit_cmd(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["sharegpt", "jsonl", "parquet"]),
+    # the same as generate.export.EXPORT_FORMATS (a test checks), spelled out so that --help does
+    # not import the generator
+    type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet"]),
     default="sharegpt",
     show_default=True,
+    help="specforge: SpecForge's regenerated-data rows (its validator's shape); sharegpt and "
+    "jsonl keep everything (tools, every turn's reasoning, image parts).",
 )
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
-@click.option("--include-truncated", is_flag=True, help="Also export answers cut at max_tokens.")
-def export_cmd(outputs: tuple[str, ...], fmt: str, output: str, include_truncated: bool) -> None:
-    """Export the answered rows of OUTPUTS for drafter training (reasoning as reasoning_content)."""
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
+    "other names JSON Lines.",
+)
+@click.option(
+    "--include-truncated",
+    is_flag=True,
+    help="Also export answers cut at max_tokens (never an empty one).",
+)
+@click.option(
+    "--only-generated",
+    is_flag=True,
+    help="Leave out rows that hold assistant turns from the prompts file (not model-written).",
+)
+@click.option(
+    "--require-reasoning",
+    is_flag=True,
+    help="Leave out rows with an assistant turn that has no reasoning.",
+)
+@click.option(
+    "--preserve-thinking/--no-preserve-thinking",
+    default=True,
+    show_default=True,
+    help="specforge: set preserve_thinking: true on rows with reasoning, for a chat template "
+    "that reads it.",
+)
+@click.option(
+    "--prompts",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The prompts file of the run: adds each row's `tools` (the output does not hold them).",
+)
+def export_cmd(
+    outputs: tuple[str, ...],
+    fmt: str,
+    output: str,
+    include_truncated: bool,
+    only_generated: bool,
+    require_reasoning: bool,
+    preserve_thinking: bool,
+    prompts: str | None,
+) -> None:
+    """Export the answered rows of OUTPUTS for drafter training (reasoning as
+    reasoning_content; each assistant turn marked generated: true/false).
+
+    Never exports an empty answer. The summary on stderr says how many rows were left out and
+    why. docs/training-data.md: from here to a SpecForge or speculators run.
+    """
     from openrouter_probe.generate.export import export
 
-    count = export(outputs, fmt=fmt, output=output, include_truncated=include_truncated)
-    note(f"wrote {count} rows to {output} ({fmt})")
+    summary = export(
+        outputs,
+        fmt=fmt,
+        output=output,
+        include_truncated=include_truncated,
+        only_generated=only_generated,
+        require_reasoning=require_reasoning,
+        preserve_thinking=preserve_thinking,
+        prompts=prompts,
+    )
+    note(summary.render())

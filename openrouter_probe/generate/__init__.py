@@ -7,8 +7,9 @@ cancels. ``docs/generate.md`` states the guarantees and how each is tested.
 
 Modules: ``prompts`` (input rows and ids), ``job`` (``generate``: the policy, start-up checks,
 dry run, then the run through ``openrouter_probe.run``), ``audit`` (who served each row),
-``export`` (training formats). The paid run itself (transport, cap, journal, output, worker pool)
-lives in ``openrouter_probe.run``, shared with ``verify``.
+``export`` (training formats) and ``conversation`` (a row as the conversation it exports: which
+turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
+worker pool) lives in ``openrouter_probe.run``, shared with ``verify``.
 May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``.
 
 The package itself is callable, so ``await openrouter_probe.generate(...)`` works whether the name

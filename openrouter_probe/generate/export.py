@@ -1,85 +1,340 @@
-"""Export generator output for training a drafter: ShareGPT, plain JSONL or parquet.
+"""Export generator output for training a drafter: SpecForge, ShareGPT, plain JSONL or parquet.
 
 Rows come from one or more output files (shards merged by row id). Only answered rows are exported:
-``ok`` ones, and ``truncated`` ones when asked (``include_truncated``); failed rows never. The prompt's
-messages and the assistant's answer make the conversation; the reasoning is kept beside the answer
-as ``reasoning_content``.
+``ok`` ones, and ``truncated`` ones when asked (``include_truncated``); failed rows never; and never
+a row whose answer is empty (the reasoning used up ``max_tokens``), whatever was asked. Each row's
+conversation is its prompt with the model's answers in place (``generate.conversation``); every
+assistant turn says whether the model wrote it (``generated``) and carries its reasoning as
+``reasoning_content``.
 
-- ``sharegpt``: ``{"id", "conversations": [{"from": "system"|"human"|"gpt", "value"}...]}``, the last
-  turn with ``reasoning_content``;
-- ``jsonl``: ``{"id", "dataset", "messages": [...the prompt, {"role": "assistant", "content",
-  "reasoning_content"}], "provider", "model", "finish_reason", "usage"}``;
-- ``parquet``: the ``jsonl`` rows as a table (pandas; needs ``pyarrow``), messages as JSON text.
+- ``specforge``: SpecForge's regenerated-data shape, what its ``validate_regenerated_data.py`` and
+  ``expand_reasoning_conversations.py`` read: ``{"id": str, "status": "success", "conversations":
+  [{"role", "content"}, ...], "preserve_thinking": true}``. Rows the shape cannot hold (tools, other
+  roles, image parts, an empty message, a ``<think>`` left in the text) are left out and counted.
+- ``sharegpt``: ``{"id", "conversations": [{"from": "system"|"human"|"gpt"|"tool", "value"}...],
+  "tools"}``, every other key of a message kept (``reasoning_content``, ``tool_calls``,
+  ``tool_call_id``, ``generated``), image parts kept as parts;
+- ``jsonl``: ``{"id", "dataset", "conversations": [...chat messages...], "tools", "provider",
+  "model", "finish_reason", "usage"}`` (plus ``turns``, per-turn metadata, for regenerated rows);
+- ``parquet``: the ``jsonl`` rows as a table (needs ``pyarrow``: the ``parquet`` extra), nested
+  values as JSON text.
 
-Every format is written atomically (a temp file, then a rename): an export never leaves half a file.
+``-o NAME.json`` writes the rows as one JSON array (``sharegpt``, ``jsonl``); every other name gets
+JSON Lines. ``specforge`` refuses ``.json`` (SpecForge's scripts read JSON Lines), ``parquet`` refuses
+``.json`` and ``.jsonl``. Every format is written atomically (a temp file, then a rename): an export
+never leaves half a file, and never writes over one of its inputs.
 
 Example::
 
     from openrouter_probe.generate.export import export
 
-    export(["out.jsonl"], fmt="sharegpt", output="train.jsonl")
+    summary = export(["out.jsonl"], fmt="specforge", output="train.jsonl", only_generated=True)
+    print(summary.render())
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import textwrap
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import atomic_write_bytes, atomic_write_text, ensure_not_input
+from openrouter_probe.generate.conversation import (
+    SPECFORGE_REASONS,
+    Conversation,
+    conversation_of,
+    sharegpt_turns,
+    specforge_row,
+)
 
-__all__ = ["EXPORT_FORMATS", "export", "to_jsonl_row", "to_sharegpt"]
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_sharegpt"]
 
-ExportFormat = Literal["sharegpt", "jsonl", "parquet"]
-EXPORT_FORMATS: tuple[str, ...] = ("sharegpt", "jsonl", "parquet")
-_SHAREGPT_ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
-
-
-def _text(content: Any) -> str:
-    """A message's content as text (multi-part content keeps its text parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return "" if content is None else str(content)
+EXPORT_FORMATS: tuple[str, ...] = ("sharegpt", "specforge", "jsonl", "parquet")
+#: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
+LEFT_OUT_REASONS = {
+    "empty_answer": "the answer is empty",
+    "copied_turns": "holds assistant turns from the prompts file (--only-generated)",
+    "no_reasoning": "an assistant turn has no reasoning (--require-reasoning)",
+    **SPECFORGE_REASONS,
+}
+_JSONL_COLUMNS = (
+    "id", "dataset", "conversations", "tools", "provider", "model", "finish_reason", "usage",
+)  # fmt: skip
+_SHOWN_IDS = 3
+_PARQUET_EXTRA = "pip install 'openrouter-probe[parquet]'"
 
 
-def to_sharegpt(record: dict[str, Any]) -> dict[str, Any]:
-    """Turn one output record into a ShareGPT conversation."""
-    turns = [
-        {
-            "from": _SHAREGPT_ROLES.get(str(m.get("role")), str(m.get("role"))),
-            "value": _text(m.get("content")),
+@dataclass
+class ExportSummary:
+    """What an export read, wrote and left out (and why): ``render()`` says it in a few lines."""
+
+    fmt: str
+    output: str
+    json_array: bool = False
+    read: int = 0
+    written: int = 0
+    not_answered: dict[str, int] = field(default_factory=dict)  # status -> rows
+    left_out: dict[str, int] = field(default_factory=dict)  # LEFT_OUT_REASONS key -> rows
+    left_out_ids: dict[str, list[str]] = field(default_factory=dict)  # the first few of each
+    think_split: int = 0  # rows with a <think> split out of a content
+    unreasoned: int = 0  # rows written with a model-written turn without reasoning
+    copied: int = 0  # rows written that hold prompt-file assistant turns
+    tools_unknown: int = 0  # rows written with tool calls but no `tools` list
+    output_tokens: int = 0  # billed output tokens of the answered rows read
+    reasoning_tokens: int = 0
+    longest_ok: int = 0  # output tokens of the longest row that finished (not cut)
+
+    @property
+    def reasoning_share(self) -> float | None:
+        """Reasoning tokens over billed output tokens of the answered rows read."""
+        return self.reasoning_tokens / self.output_tokens if self.output_tokens else None
+
+    def leave_out(self, reason: str, row_id: Any) -> None:
+        self.left_out[reason] = self.left_out.get(reason, 0) + 1
+        shown = self.left_out_ids.setdefault(reason, [])
+        if len(shown) < _SHOWN_IDS:
+            shown.append(str(row_id))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.fmt,
+            "output": self.output,
+            "json_array": self.json_array,
+            "read": self.read,
+            "written": self.written,
+            "not_answered": dict(self.not_answered),
+            "left_out": dict(self.left_out),
+            "left_out_ids": {k: list(v) for k, v in self.left_out_ids.items()},
+            "think_split": self.think_split,
+            "unreasoned": self.unreasoned,
+            "copied": self.copied,
+            "tools_unknown": self.tools_unknown,
+            "reasoning_share": self.reasoning_share,
+            "longest_ok_output_tokens": self.longest_ok,
         }
-        for m in record.get("messages") or []
-    ]
-    answer: dict[str, Any] = {"from": "gpt", "value": record.get("content") or ""}
-    if record.get("reasoning"):
-        answer["reasoning_content"] = record["reasoning"]
-    turns.append(answer)
-    return {"id": record["id"], "conversations": turns}
+
+    def render(self) -> str:
+        """The summary as short lines (stderr), each wrapped at 80 columns."""
+        shape = "a JSON array" if self.json_array else self.fmt
+        lines = [f"wrote {self.written} of {self.read} rows to {self.output} ({shape})"]
+        if self.not_answered:
+            counts = ", ".join(f"{n} {status}" for status, n in sorted(self.not_answered.items()))
+            hint = " (--include-truncated adds those cut at max_tokens)"
+            lines.append(f"not answered: {counts}" + (hint if "truncated" in counts else ""))
+        for reason, n in sorted(self.left_out.items(), key=lambda kv: -kv[1]):
+            ids = ", ".join(self.left_out_ids.get(reason, []))
+            more = ", ..." if n > _SHOWN_IDS else ""
+            lines.append(f"left out {n}: {LEFT_OUT_REASONS[reason]}: {ids}{more}")
+            if reason == "empty_answer":
+                lines.append(self._empty_answer_advice())
+        lines.extend(self._notes())
+        wrapped = [
+            textwrap.fill(
+                line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+            for line in lines[1:]
+        ]
+        return "\n".join([lines[0], *wrapped])  # the first line names the file: never cut
+
+    def _empty_answer_advice(self) -> str:
+        share = self.reasoning_share
+        measured = f"reasoning is {share:.0%} of the output tokens read; " if share else ""
+        longest = f" (the longest finished row used {self.longest_ok:,})" if self.longest_ok else ""
+        return (
+            f"  the reasoning used up max_tokens before the answer: {measured}"
+            f"raise --max-tokens for the next run{longest}"
+        )
+
+    def _notes(self) -> list[str]:
+        notes = []
+        if self.think_split:
+            notes.append(f"split <think>...</think> out of the content in {self.think_split} rows")
+        if self.copied:
+            notes.append(
+                f'{self.copied} rows hold assistant turns from the prompts file, marked "generated":'
+                " false (the model did not write them; --only-generated leaves these rows out)"
+            )
+        if self.unreasoned:
+            notes.append(
+                f"{self.unreasoned} rows have a model-written turn without reasoning "
+                "(--require-reasoning leaves them out)"
+            )
+        if self.tools_unknown:
+            notes.append(
+                f"{self.tools_unknown} rows hold tool calls but the output records no `tools`: "
+                "pass --prompts PROMPTS to take them from the prompts file"
+            )
+        return notes
 
 
-def to_jsonl_row(record: dict[str, Any]) -> dict[str, Any]:
-    """Turn one output record into a chat-format training row."""
-    answer: dict[str, Any] = {"role": "assistant", "content": record.get("content") or ""}
-    if record.get("reasoning"):
-        answer["reasoning_content"] = record["reasoning"]
-    return {
+def _usage_tokens(usage: Any) -> tuple[int, int]:
+    if not isinstance(usage, dict):
+        return 0, 0
+    output = usage.get("completion_tokens")
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return (
+        output if isinstance(output, int) else 0,
+        reasoning if isinstance(reasoning, int) else 0,
+    )
+
+
+def _count_tokens(summary: ExportSummary, record: dict[str, Any]) -> None:
+    """Add a row's billed output and reasoning tokens (per turn when it has turns)."""
+    turns = record.get("turns")
+    usages = (
+        [t.get("usage") for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
+    )
+    pairs = [_usage_tokens(u) for u in (usages or [record.get("usage")])]
+    output = sum(p[0] for p in pairs)
+    summary.output_tokens += output
+    summary.reasoning_tokens += sum(p[1] for p in pairs)
+    if record.get("status") == "ok":
+        summary.longest_ok = max(summary.longest_ok, output)
+
+
+def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
+    """Refuse what cannot be written before reading anything; return whether to write an array."""
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+    target = Path(output)
+    try:
+        ensure_not_input(target, *files)
+    except ValueError as exc:
+        raise ConfigError(f"-o: {exc}; name another file") from exc
+    suffix = target.suffix.lower()
+    if fmt == "specforge" and suffix == ".json":
+        raise ConfigError(
+            f"-o {target}: SpecForge's scripts read JSON Lines (validate_regenerated_data.py reads "
+            f"line by line; expand_reasoning_conversations.py wants .jsonl): name it "
+            f"{target.with_suffix('.jsonl')}"
+        )
+    if fmt == "parquet" and suffix in (".json", ".jsonl"):
+        raise ConfigError(f"-o {target}: --format parquet writes parquet: name it "
+                          f"{target.with_suffix('.parquet')}")  # fmt: skip
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(
+            f"-o {target}: the folder {folder} does not exist; create it "
+            f"(mkdir -p {folder}) or name a file in a folder that exists"
+        )
+    if fmt == "parquet":
+        try:
+            importlib.import_module("pyarrow")
+        except ImportError:
+            raise ConfigError(
+                f"--format parquet needs pyarrow: {_PARQUET_EXTRA} (or use --format jsonl)"
+            ) from None
+    return fmt in ("sharegpt", "jsonl") and suffix == ".json"
+
+
+def _prompt_tools(prompts: str | Path | None) -> dict[str, Any]:
+    """Each prompt row's ``tools`` by row id (the output does not record them)."""
+    if prompts is None:
+        return {}
+    from openrouter_probe.generate.prompts import read_prompts
+
+    return {r.id: r.params["tools"] for r in read_prompts(prompts) if r.params.get("tools")}
+
+
+def _uses_tools(conv: Conversation) -> bool:
+    return any(
+        m.get("role") == "tool" or m.get("tool_calls") or m.get("tool_call_id")
+        for m in conv.messages
+    )
+
+
+def to_sharegpt(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
+    """Turn one output record into a ShareGPT conversation (everything it holds kept)."""
+    row: dict[str, Any] = {
+        "id": record["id"],
+        "conversations": sharegpt_turns(conversation_of(record)),
+    }
+    if tools:
+        row["tools"] = tools
+    return row
+
+
+def _jsonl_row(record: dict[str, Any], conv: Conversation, tools: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
         "id": record["id"],
         "dataset": record.get("dataset"),
-        "messages": [*(record.get("messages") or []), answer],
+        "conversations": conv.messages,
+        "tools": tools or None,
         "provider": record.get("provider"),
         "model": record.get("model"),
         "finish_reason": record.get("finish_reason"),
         "usage": record.get("usage"),
     }
+    if isinstance(record.get("turns"), list):
+        row["turns"] = [
+            {k: v for k, v in t.items() if k not in ("content", "reasoning", "tool_calls")}
+            for t in record["turns"]
+        ]
+    return row
+
+
+def to_jsonl_row(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
+    """Turn one output record into a chat-format training row (``conversations``: the messages)."""
+    return _jsonl_row(record, conversation_of(record), tools)
+
+
+def _left_out(conv: Conversation, *, only_generated: bool, require_reasoning: bool) -> str | None:
+    """Why every format leaves the row out (the first reason), or ``None``."""
+    if conv.empty_answers():
+        return "empty_answer"
+    if only_generated and conv.copied:
+        return "copied_turns"
+    if require_reasoning and conv.unreasoned(written_only=False):
+        return "no_reasoning"
+    return None
+
+
+@dataclass(frozen=True)
+class _Options:
+    fmt: str
+    keep: frozenset[str]
+    only_generated: bool
+    require_reasoning: bool
+    preserve_thinking: bool
+    tools: dict[str, Any]
+
+
+def _row_of(
+    record: dict[str, Any], opts: _Options, summary: ExportSummary
+) -> dict[str, Any] | None:
+    """The exported row of one record, or ``None`` when it is left out (counted in ``summary``)."""
+    status = str(record.get("status"))
+    if status not in opts.keep:
+        summary.not_answered[status] = summary.not_answered.get(status, 0) + 1
+        return None
+    conv = conversation_of(record)
+    tools = record.get("tools") or opts.tools.get(str(record["id"]))
+    row: dict[str, Any] | str | None = _left_out(
+        conv, only_generated=opts.only_generated, require_reasoning=opts.require_reasoning
+    )
+    if row is None:
+        if opts.fmt == "specforge":
+            row = specforge_row(conv, record["id"], preserve_thinking=opts.preserve_thinking)
+        elif opts.fmt == "sharegpt":
+            row = {"id": record["id"], "conversations": sharegpt_turns(conv)}
+            if tools:
+                row["tools"] = tools
+        else:
+            row = _jsonl_row(record, conv, tools)
+    if isinstance(row, str):
+        summary.leave_out(row, record["id"])
+        return None
+    summary.think_split += bool(conv.think_split)
+    summary.copied += bool(conv.copied)
+    summary.unreasoned += bool(conv.unreasoned())
+    summary.tools_unknown += bool(not tools and _uses_tools(conv))
+    return row
 
 
 def export(
@@ -88,33 +343,67 @@ def export(
     fmt: str,
     output: str | Path,
     include_truncated: bool = False,
-) -> int:
-    """Write the answered rows of ``paths`` to ``output`` in ``fmt``; return how many rows."""
+    only_generated: bool = False,
+    require_reasoning: bool = False,
+    preserve_thinking: bool = True,
+    prompts: str | Path | None = None,
+) -> ExportSummary:
+    """Write the answered rows of ``paths`` to ``output`` in ``fmt``; say what was left out.
+
+    ``only_generated`` leaves out rows that hold assistant turns copied from the prompts file;
+    ``require_reasoning`` rows with an assistant turn without reasoning; ``preserve_thinking``
+    (``specforge``) sets ``preserve_thinking: true`` on rows with reasoning; ``prompts`` (the
+    prompts file) gives each row's ``tools``. A row with an empty answer is never exported.
+    """
     from openrouter_probe.generate.audit import merged_records
 
-    if fmt not in EXPORT_FORMATS:
-        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     files = [str(p) for p in paths]
+    json_array = _check_target(fmt, output, files)
+    opts = _Options(
+        fmt=fmt,
+        keep=frozenset({"ok", "truncated"} if include_truncated else {"ok"}),
+        only_generated=only_generated,
+        require_reasoning=require_reasoning,
+        preserve_thinking=preserve_thinking,
+        tools=_prompt_tools(prompts),
+    )
+    summary = ExportSummary(fmt=fmt, output=str(output), json_array=json_array)
+    rows = []
+    for record in merged_records(files):
+        summary.read += 1
+        if record.get("status") in ("ok", "truncated"):
+            _count_tokens(summary, record)
+        row = _row_of(record, opts, summary)
+        if row is not None:
+            rows.append(row)
+    _write(fmt, rows, Path(output), json_array=json_array)
+    summary.written = len(rows)
+    return summary
+
+
+def _write(fmt: str, rows: list[dict[str, Any]], output: Path, *, json_array: bool) -> None:
     try:
-        ensure_not_input(output, *files)
-    except ValueError as exc:
-        raise ConfigError(f"-o: {exc}; name another file") from exc
-    keep = {"ok", "truncated"} if include_truncated else {"ok"}
-    records = [r for r in merged_records(files) if r.get("status") in keep]
-    if any("messages" not in r for r in records):
+        if fmt == "parquet":
+            _write_parquet(rows, output)
+        elif json_array:
+            inner = ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
+            atomic_write_text(output, f"[\n{inner}\n]\n" if rows else "[]\n")
+        else:
+            atomic_write_text(
+                output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+            )
+    except FileNotFoundError:
         raise ConfigError(
-            "some records have no `messages` (written by another tool?): the export needs the "
-            "prompt of every row"
-        )
-    if fmt == "sharegpt":
-        rows = [to_sharegpt(r) for r in records]
-    else:
-        rows = [to_jsonl_row(r) for r in records]
-    if fmt == "parquet":
-        _write_parquet(rows, Path(output))
-    else:
-        atomic_write_text(output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return len(rows)
+            f"-o {output}: the folder {output.parent} does not exist; create it "
+            f"(mkdir -p {output.parent}) or name a file in a folder that exists"
+        ) from None
+    except PermissionError:
+        raise ConfigError(
+            f"-o {output}: permission denied writing in {output.parent}; name a file in a "
+            "folder you can write to"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"-o {output}: cannot write the export: {exc.strerror or exc}") from None
 
 
 def _write_parquet(rows: list[dict[str, Any]], output: Path) -> None:
@@ -122,22 +411,21 @@ def _write_parquet(rows: list[dict[str, Any]], output: Path) -> None:
 
     import pandas as pd
 
-    frame = pd.DataFrame(
+    nested = ("conversations", "tools", "usage", "turns")
+    columns = [*_JSONL_COLUMNS, "turns"]
+    cells = [
         [
-            {
-                **r,
-                "messages": json.dumps(r["messages"], ensure_ascii=False),
-                "usage": json.dumps(r["usage"], ensure_ascii=False),
-            }
-            for r in rows
-        ],
-        columns=["id", "dataset", "messages", "provider", "model", "finish_reason", "usage"],
-    )
+            json.dumps(r[k], ensure_ascii=False)
+            if k in nested and r.get(k) is not None
+            else r.get(k)
+            for k in columns
+        ]
+        for r in rows
+    ]
+    frame = pd.DataFrame(cells, columns=columns, dtype=object)
     buffer = io.BytesIO()
     try:
         frame.to_parquet(buffer, index=False)
     except ImportError as exc:
-        raise ConfigError(
-            f"parquet needs pyarrow ({exc}): pip install pyarrow, or use --format jsonl"
-        ) from exc
+        raise ConfigError(f"--format parquet needs pyarrow ({exc}): {_PARQUET_EXTRA}") from exc
     atomic_write_bytes(output, buffer.getvalue())
