@@ -107,10 +107,7 @@ def _settings(
 
 
 def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
-    for ident, first, again in rows.duplicates[:5]:
-        summary.warnings.append(
-            f"{prompts}:{again}: id {ident!r} already on line {first}; sent once"
-        )
+    summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
 
@@ -322,6 +319,8 @@ async def _run_job(
         )
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
+            for text in summary.warnings:  # a real run says them in PaidRun.run
+                log.warning("%s", text)
             return _dry_run(
                 summary, todo, prices, snap=snap, compiled=compiled, options=options, asked=asked
             )

@@ -240,6 +240,8 @@ class PaidRun:
         """
         options = self.options
         budget = options.budget_usd
+        if not rows and not self.state.exists:
+            return summary  # nothing to send, nothing recorded: create no empty output and journal
         await self._warn(summary)
         spent_before = self.spent_before_usd
         if budget is not None and spent_before >= budget:
