@@ -8,6 +8,7 @@ what to do, never a traceback, and nothing lost.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +16,16 @@ import pytest
 from click.testing import CliRunner, Result
 
 from openrouter_probe.cli import cli
+from openrouter_probe.cli.hooks import hooks as hooks_cli
+from openrouter_probe.errors import PolicyError, SnapshotError
 from openrouter_probe.fake import FakeServer, serve
+from openrouter_probe.generate import generate
 from openrouter_probe.generate.prompts import shard_of
+from openrouter_probe.policy.compiler import compile_policy
+from openrouter_probe.policy.spec import load_spec
+from openrouter_probe.rules.snapshot import load_snapshot
 from tests._generate import POLICY, records, write_prompts
-from tests.conftest import PYTEST_OPENROUTER_KEY
+from tests.conftest import PYTEST_OPENROUTER_KEY, ROOT
 
 
 @pytest.fixture
@@ -183,3 +190,56 @@ def test_a_damaged_middle_line_says_what_to_do_in_generate_audit_and_export(
     assert (exported.exit_code, _last_line(exported)) == (1, expected)
     assert not train.exists()
     assert len(fake.ledger) == 4
+
+
+# -- a snapshot of another model -----------------------------------------------------------------
+
+OTHER = ROOT / "examples" / "policies" / "deepseek-v3.2.snapshot.json"
+MISMATCH = (
+    f"model mismatch: {OTHER} holds deepseek/deepseek-v3.2, not moonshotai/kimi-k2.5; pass a "
+    "snapshot of moonshotai/kimi-k2.5 (save one with "
+    "`openrouter-probe endpoints moonshotai/kimi-k2.5 --save PATH`)"
+)
+
+
+def test_a_snapshot_of_another_model_is_a_model_mismatch_everywhere(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    """Every command that loads a snapshot for a model says so with both ids; generate said its
+    policy "admits none of the 8 endpoints serving moonshotai/kimi-k2.5 now" (DeepSeek's)."""
+    prompts = write_prompts(tmp_path / "prompts.jsonl", _rows(2))
+    out = tmp_path / "out.jsonl"
+    spec = ROOT / "policies" / "kimi-k2.5.spec.yaml"
+    commands = [
+        ["generate", prompts, "--policy", POLICY, "--out", out, "--snapshot", OTHER, "--dry-run"],
+        ["generate", prompts, "--policy", POLICY, "--out", out, "--snapshot", OTHER],
+        ["audit", prompts, "--policy", POLICY, "--snapshot", OTHER],
+        ["policy", "compile", spec, "--snapshot", OTHER],
+        ["policy", "check", POLICY, "--snapshot", OTHER],
+        ["policy", "lint", POLICY, "--snapshot", OTHER],
+        ["budget", "moonshotai/kimi-k2.5", "--snapshot", OTHER, "--budget-usd", "100",
+         "--output-tokens", "1M"],
+        ["matrix", "moonshotai/kimi-k2.5", "--offline", "--history", OTHER],
+        ["verify", "moonshotai/kimi-k2.5", "--snapshot", OTHER, "--dry-run"],
+    ]  # fmt: skip
+    for command in commands:
+        result = _invoke(fake, *command)
+        assert result.exit_code in (1, 2), (command, result.output)
+        assert _last_line(result) == f"Error: {MISMATCH}", command
+    assert not out.exists() and len(fake.ledger) == 0
+    hooks = CliRunner().invoke(hooks_cli, ["compile", "--snapshot", str(OTHER), str(spec)])
+    assert (hooks.exit_code, hooks.output) == (1, f"Error: {MISMATCH}\n")
+
+
+def test_the_library_refuses_a_loaded_snapshot_of_another_model(tmp_path: Path) -> None:
+    prompts = write_prompts(tmp_path / "prompts.jsonl", _rows(2))
+    other = load_snapshot(OTHER)
+    with pytest.raises(SnapshotError) as info:
+        asyncio.run(
+            generate(prompts, policy=POLICY, out=tmp_path / "out.jsonl", snapshot=other,
+                     dry_run=True)
+        )  # fmt: skip
+    assert str(info.value) == MISMATCH.replace(str(OTHER), other.origin)
+    spec = load_spec(ROOT / "policies" / "kimi-k2.5.spec.yaml")
+    with pytest.raises(PolicyError, match=r"model mismatch: .* holds deepseek/deepseek-v3\.2, "):
+        compile_policy(spec, other)

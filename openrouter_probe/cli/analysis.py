@@ -129,9 +129,10 @@ def matrix(
 
     snap = load_snapshot_for(model, offline, snapshot)
     if history:
-        from openrouter_probe.rules.snapshot import load_snapshot
+        from openrouter_probe.rules.snapshot import resolve_snapshot
 
-        snaps = [snap, *(load_snapshot(p) for p in history)]
+        # Each checked to be of MODEL, so that a mismatch names the file given.
+        snaps = [snap, *(resolve_snapshot(snap.model, snapshot=p) for p in history)]
         frame = matrix_history(snaps)
         title = f"{snap.model}: changes across {len(snaps)} snapshots"
         render_rows(_frame_rows(frame), fmt, title=title)

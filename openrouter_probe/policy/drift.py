@@ -34,7 +34,7 @@ from openrouter_probe.policy.spec import PolicySpec, load_spec
 from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.quantities import format_usd_per_m
 from openrouter_probe.rules.routing import RouteDecision, route
-from openrouter_probe.rules.snapshot import Snapshot
+from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
 __all__ = [
     "Change",
@@ -513,8 +513,13 @@ def check_policy(
         report = check_policy(load_compiled_policy(path), fetch_snapshot(model))
         print(report.render()); sys.exit(report.exit_code)
     """
-    if policy.model not in (snapshot.model, snapshot.data.get("id")):
-        raise PolicyError(f"policy is for {policy.model} but the snapshot holds {snapshot.model}")
+    mismatch = model_mismatch(
+        snapshot,
+        policy.model,
+        fix=f"the policy is for {policy.model}: check it against a snapshot of that model",
+    )
+    if mismatch:
+        raise PolicyError(mismatch)
     if not policy.decisions:
         raise PolicyError("the compiled policy has no decisions to compare; re-compile it")
     now = route(policy.provider, snapshot.endpoints)
