@@ -23,7 +23,7 @@ from openrouter_probe.generate import generate
 from openrouter_probe.generate.prompts import shard_of
 from openrouter_probe.policy.compiler import compile_policy
 from openrouter_probe.policy.spec import load_spec
-from openrouter_probe.rules.snapshot import load_snapshot
+from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
 from tests._generate import POLICY, records, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY, ROOT
 
@@ -243,3 +243,59 @@ def test_the_library_refuses_a_loaded_snapshot_of_another_model(tmp_path: Path) 
     spec = load_spec(ROOT / "policies" / "kimi-k2.5.spec.yaml")
     with pytest.raises(PolicyError, match=r"model mismatch: .* holds deepseek/deepseek-v3\.2, "):
         compile_policy(spec, other)
+
+
+# -- the compile command an error suggests ----------------------------------------------------------
+
+SPEC = ROOT / "policies" / "kimi-k2.5.spec.yaml"
+COMPILED = ROOT / "policies" / "kimi-k2.5.yaml"
+
+
+@pytest.mark.parametrize("how", ["--offline", "--snapshot bundled", "--snapshot PATH"])
+def test_the_compile_command_suggested_repeats_how_the_user_got_a_snapshot(
+    fake: FakeServer, tmp_path: Path, how: str
+) -> None:
+    """Issue 18: offline, the spec-vs-policy message suggested a compile that needs the network."""
+    saved = bundled_snapshot().save(tmp_path / "k25.json")
+    given = how.replace("PATH", str(saved)).split()
+    repeated = f"--snapshot {saved} " if "PATH" in how else "--offline "
+    prompts = write_prompts(tmp_path / "prompts.jsonl", _rows(1))
+    spec_given = (
+        f"Error: {SPEC}: this is a policy spec, not a compiled policy: compile it first with "
+        f"`openrouter-probe policy compile {SPEC} {repeated}-o {COMPILED}`"
+    )
+    commands = [
+        ["audit", prompts, "--policy", SPEC, *given],
+        ["policy", "check", SPEC, *given],
+        ["budget", "moonshotai/kimi-k2.5", "--policy", SPEC, *given, "--budget-usd", "100",
+         "--output-tokens", "1M"],
+    ]  # fmt: skip
+    if "PATH" not in how:  # verify loads the file before it reads the policy: the path is lost
+        commands.append(["verify", "moonshotai/kimi-k2.5", "--policy", SPEC, *given, "--dry-run"])
+    if given[0] == "--snapshot":  # generate's only way to work offline
+        commands.append(
+            ["generate", prompts, "--policy", SPEC, "--out", tmp_path / "o.jsonl", *given]
+        )
+    for command in commands:
+        result = _invoke(fake, *command)
+        assert result.exit_code in (1, 2), command  # policy check: 2 on an error
+        assert _last_line(result) == spec_given, command
+    lint = _invoke(fake, "policy", "lint", SPEC, *given)
+    assert _last_line(lint) == spec_given.replace("not a compiled policy", "not a provider block")
+    compiled_given = _invoke(fake, "policy", "compile", COMPILED, *given)
+    assert _last_line(compiled_given) == (
+        f"Error: {COMPILED}: this is a compiled policy, not a policy spec: compile its spec "
+        f"instead: `openrouter-probe policy compile {SPEC} {repeated}-o {COMPILED}`"
+    )
+    assert not (tmp_path / "o.jsonl").exists() and len(fake.ledger) == 0
+
+
+def test_online_the_suggested_compile_probes_as_the_user_did(
+    fake: FakeServer, tmp_path: Path
+) -> None:
+    prompts = write_prompts(tmp_path / "prompts.jsonl", _rows(1))
+    result = _invoke(fake, "audit", prompts, "--policy", SPEC)
+    assert _last_line(result) == (
+        f"Error: {SPEC}: this is a policy spec, not a compiled policy: compile it first with "
+        f"`openrouter-probe policy compile {SPEC} -o {COMPILED}`"
+    )

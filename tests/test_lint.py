@@ -348,5 +348,6 @@ def test_cli_lint_given_a_spec_says_so_in_one_line() -> None:
     [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
     assert line.startswith(f"Error: {spec}: this is a policy spec")
     assert line.endswith(
-        f"compile it first with `openrouter-probe policy compile {spec} -o {spec.parent / 'kimi-k2.5.yaml'}`"
+        "compile it first with `openrouter-probe policy compile "
+        f"{spec} --offline -o {spec.parent / 'kimi-k2.5.yaml'}`"
     )

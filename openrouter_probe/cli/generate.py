@@ -163,8 +163,10 @@ def audit_cmd(
     the policy (exit 1 if there is one)."""
     from openrouter_probe.generate.audit import audit
     from openrouter_probe.policy.compiled import load_compiled_policy
+    from openrouter_probe.policy.spec import snapshot_args
 
-    model = load_compiled_policy(policy).model
+    args = snapshot_args(offline=offline, snapshot=snapshot)
+    model = load_compiled_policy(policy, snapshot_args=args).model
     snap = load_snapshot_for(model, offline, snapshot)
     report = audit(outputs, policy=policy, snapshot=snap)
     if fmt == "json":

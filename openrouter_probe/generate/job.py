@@ -42,13 +42,14 @@ REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 _BYTES_PER_TOKEN = 4
 
 
-def _policy(path: str | Path) -> tuple[Any, dict[str, Any], str]:
+def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
     """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
     from openrouter_probe.policy.compiled import compiled_from_document
-    from openrouter_probe.policy.spec import read_yaml
+    from openrouter_probe.policy.spec import read_yaml, snapshot_args
 
     doc = read_yaml(path)
-    compiled = compiled_from_document(doc, source=str(path))
+    args = snapshot_args(snapshot=snapshot)  # a command an error suggests is offline if the run is
+    compiled = compiled_from_document(doc, source=str(path), snapshot_args=args)
     raw = doc["provider"]
     canonical = json.dumps({"model": compiled.model, "provider": raw}, sort_keys=True)
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
@@ -297,7 +298,7 @@ async def _run_job(
     redo_failed: bool,
 ) -> RunSummary:
     """Open the output, check the policy against the endpoints now, then dry-run or send."""
-    compiled, provider_raw, policy_hash = _policy(policy)
+    compiled, provider_raw, policy_hash = _policy(policy, snapshot)
     with open_run(options, redo_failed=redo_failed) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
         summary = paid.new_summary(
