@@ -256,7 +256,7 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
                 failed = True
                 continue
             snap = _snapshot_for(_Pair.of(path), model or "", snapshot, doc, where=path)
-            findings = lint_block(block, snap.endpoints)
+            findings = lint_block(block, snap.endpoints, model=snap.model)
         except ProbeError as exc:
             click.echo(f"Error: {exc}")
             failed = True

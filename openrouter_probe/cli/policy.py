@@ -195,9 +195,15 @@ def explain(
 @click.argument("block_path", metavar="BLOCK.yaml", type=click.Path(exists=True, dir_okay=False))
 @click.option("--model", help="The model the block is for (default: the compiled policy's).")
 @snapshot_options
+@_precision_option
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 def lint(
-    block_path: str, model: str | None, offline: bool, snapshot: str | None, strict: bool
+    block_path: str,
+    model: str | None,
+    offline: bool,
+    snapshot: str | None,
+    precision_files: tuple[str, ...],
+    strict: bool,
 ) -> None:
     """Lint a provider block (a compiled policy or a hand-written one) against a snapshot.
 
@@ -224,7 +230,9 @@ def lint(
             "give --model MODEL (or --offline / --snapshot PATH) for a bare block"
         )
     snap = load_snapshot_for(model, offline, snapshot)
-    findings = lint_block(block, snap.endpoints)
+    findings = lint_block(
+        block, snap.endpoints, model=snap.model, registry=_registry(precision_files)
+    )
     for f in findings:
         click.echo(f"{block_path}: {f}")
     errors = sum(f.severity == "error" for f in findings)
