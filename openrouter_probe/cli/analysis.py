@@ -276,6 +276,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     type=int,
     default=2000,
     show_default=True,
+    metavar="N",
     help="Concurrent requests, for the time estimate.",
 )
 @click.option(
