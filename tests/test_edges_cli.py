@@ -160,7 +160,7 @@ def test_a_non_utf8_byte_in_the_output_is_one_line_in_generate_and_audit(
     assert len(fake.ledger) == 4  # the resume sent nothing
 
 
-def test_a_non_utf8_byte_in_the_journal_is_one_line_when_generate_resumes(
+def test_a_non_utf8_byte_in_the_journal_is_one_line_in_generate_and_audit(
     fake: FakeServer, tmp_path: Path
 ) -> None:
     prompts, out = _finished_output(fake, tmp_path)
@@ -169,6 +169,9 @@ def test_a_non_utf8_byte_in_the_journal_is_one_line_when_generate_resumes(
     resumed = _generate(fake, prompts, out)
     assert resumed.exit_code == 1
     assert _last_line(resumed) == f"Error: {journal}:2: not UTF-8 text; {JOURNAL_ADVICE}"
+    audited = _invoke(fake, "audit", out, "--policy", POLICY, "--snapshot", "bundled")
+    assert audited.exit_code == 1  # audit reads the journal too: the money it holds
+    assert _last_line(audited) == f"Error: {journal}:2: not UTF-8 text; {JOURNAL_ADVICE}"
     assert len(fake.ledger) == 4
 
 
