@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> the folder (or module) that exports it; each folder resolves it to its module.
 _EXPORTS: dict[str, str] = {

@@ -214,6 +214,6 @@ def test_usage_errors_exit_2(runner: CliRunner) -> None:
 
 
 def test_version_and_help(runner: CliRunner) -> None:
-    assert runner.invoke(cli, ["--version"]).stdout.startswith("openrouter-probe 0.1.0")
+    assert runner.invoke(cli, ["--version"]).stdout.startswith("openrouter-probe 0.2.0")
     help_text = runner.invoke(cli, ["-h"]).stdout
     assert "endpoints" in help_text and "models" in help_text

@@ -678,6 +678,11 @@ def test_recompile_effects_name_added_keys(tmp_path: Path) -> None:
         "(now chutes/int4, deepinfra/int4, siliconflow/int4, atlas-cloud/int4, "
         "parasail/int4, moonshotai/int4)",
         "a re-compile sets provider.zdr to True (now unset)",
+        # each endpoint it drops, with its precision and prices (issue 18)
+        "a re-compile drops atlas-cloud/int4 (AtlasCloud, int4 native, $0.50/M in, $2.60/M out)",
+        "a re-compile drops parasail/int4 (Parasail, int4 native, $0.55/M in, $2.80/M out; "
+        "gone from the snapshot)",
+        "a re-compile drops moonshotai/int4 (Moonshot AI, int4 native, $0.60/M in, $3.00/M out)",
     ]
 
 

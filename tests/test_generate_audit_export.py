@@ -16,7 +16,15 @@ from openrouter_probe.generate import generate
 from openrouter_probe.generate.audit import audit
 from openrouter_probe.generate.export import export
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
+from tests._generate import (
+    POLICY,
+    LedgerSender,
+    http_failure,
+    no_sleep,
+    prompt_rows,
+    records,
+    write_prompts,
+)
 
 
 def _make_output(tmp_path: Path, n: int = 10, *, name: str = "out.jsonl", seed: int = 0) -> Path:
@@ -221,3 +229,108 @@ def test_shards_cover_every_row_once_and_merge_in_audit(tmp_path: Path) -> None:
     assert all(records(out) for out in outs)
     report = audit(outs, policy=POLICY, snapshot=bundled_snapshot())
     assert report.rows == 60 and report.exit_code == 0
+
+
+def _cancel_in_flight(tmp_path: Path, rows: int = 20, in_flight: int = 5) -> LedgerSender:
+    """A run of ``rows`` cancelled (the second Ctrl-C) with ``in_flight`` requests hanging."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(rows))
+    gate = asyncio.Event()
+
+    async def scenario() -> LedgerSender:
+        sender = LedgerSender(seed=19)
+        task = asyncio.ensure_future(
+            generate(tmp_path / "prompts.jsonl", policy=POLICY, out=tmp_path / "out.jsonl",
+                     send=sender, snapshot="bundled", sleep=no_sleep, concurrency=in_flight,
+                     max_tokens=16)
+        )  # fmt: skip
+        while len(sender.ledger) < 8:
+            await asyncio.sleep(0)
+        sender.gate = gate  # the next requests hang in flight
+        while sender.in_flight < in_flight:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return sender
+
+    return asyncio.run(scenario())
+
+
+def test_audit_counts_cancelled_requests_as_generate_counts_them(tmp_path: Path) -> None:
+    """Issue 18: after a double Ctrl-C, audit said $0.655 realised while generate counted $13.06
+    against the cap: the `cancelled` lines and their possibly billed money were left out."""
+    first = _cancel_in_flight(tmp_path)
+    out = tmp_path / "out.jsonl"
+    cancelled = [r for r in records(out) if r["status"] == "cancelled"]
+    possibly = sum(Decimal(str(r["possibly_billed_usd"])) for r in cancelled)
+    assert len(cancelled) == 5 and possibly > 0
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert report.rows == len(first.ledger) and report.realised_usd == first.billed_usd
+    assert (report.cancelled, report.cancelled_requests) == (5, 5)
+    assert report.possibly_billed_usd == possibly
+    assert report.spent_usd == first.billed_usd + possibly
+    # what generate counts against the cap when it resumes, to the last digit
+    resumed = asyncio.run(
+        generate(tmp_path / "prompts.jsonl", policy=POLICY, out=out, send=LedgerSender(seed=20),
+                 snapshot="bundled", sleep=no_sleep, max_tokens=16)
+    )  # fmt: skip
+    assert resumed.spent_before_usd == report.spent_usd
+    after = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert (after.rows, after.cancelled, after.cancelled_requests) == (20, 0, 5)
+    assert after.spent_usd == resumed.spent_total_usd == after.realised_usd + possibly
+    assert after.render_notes().splitlines()[:2] == [
+        f"20 rows served, 0 failed, 0 cancelled; realised ${after.realised_usd:,.6f}",
+        f"spent, as generate counts it against --budget-usd: ${after.spent_usd:,.6f} = "
+        f"${after.realised_usd:,.6f} realised + ${possibly:,.6f} possibly billed (5 cancelled in "
+        "flight; each at its worst case: the provider may have billed it)",
+    ]
+    doc = json.loads(
+        CliRunner()
+        .invoke(cli, ["audit", str(out), "--policy", str(POLICY), "--offline", "--format", "json"])
+        .stdout
+    )
+    assert doc["spent_usd"] == float(after.spent_usd)
+    assert doc["possibly_billed_usd"] == float(possibly) and doc["cancelled_requests"] == 5
+
+
+def test_audit_counts_requests_in_flight_at_a_kill_from_the_journal(tmp_path: Path) -> None:
+    out = _make_output(tmp_path, 3)
+    journal = out.with_name(out.name + ".ledger")
+    before = journal.read_bytes()
+    with journal.open("a") as handle:  # a later run, killed with one request in flight
+        handle.write('{"run":"deadbeef0001","started_utc":"2026-12-01T00:00:00Z"}\n')
+        handle.write('{"sent":1,"run":"deadbeef0001","id":"r9","reserved_usd":"0.0125"}\n')
+        handle.write('{"sent":2,"run":"deadbeef0001","id":"r8","reserv')  # torn by the kill
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert report.killed_in_flight == 1 and report.cancelled_requests == 0
+    assert report.possibly_billed_usd == Decimal("0.0125")
+    assert report.spent_usd == report.realised_usd + Decimal("0.0125")
+    assert "(1 in flight when a run was killed; each at its worst case" in report.render_notes()
+    # audit reads, never repairs: the torn tail is still there for generate to cut
+    assert journal.read_bytes().startswith(before) and journal.read_bytes().endswith(b"reserv")
+
+
+def test_a_row_sent_again_with_redo_failed_is_served_in_audit_and_export(tmp_path: Path) -> None:
+    """Noticed while accounting for cancelled lines: a row that failed and then succeeded with
+    --redo-failed is recorded twice, failed first; audit counted it failed and export left it out."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
+    out = tmp_path / "out.jsonl"
+
+    def fail_r1(request: dict[str, object], attempt: int) -> object:
+        content = request["messages"][-1]["content"]  # type: ignore[index]
+        return http_failure(400, "context too long") if content.startswith("question 1 ") else None
+
+    for sender, redo in ((LedgerSender(seed=1, fail=fail_r1), False), (LedgerSender(seed=2), True)):
+        asyncio.run(
+            generate(tmp_path / "prompts.jsonl", policy=POLICY, out=out, send=sender,
+                     snapshot="bundled", sleep=no_sleep, max_tokens=16, redo_failed=redo)
+        )  # fmt: skip
+    assert [(r["id"], r["status"]) for r in records(out) if r["id"] == "r1"] == [
+        ("r1", "failed"),
+        ("r1", "ok" if records(out)[-1]["finish_reason"] == "stop" else "truncated"),
+    ]
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert (report.rows, report.failed) == (4, 0)
+    train = tmp_path / "train.jsonl"
+    assert export([out], fmt="jsonl", output=train, include_truncated=True).written == 4
+    assert sorted(r["id"] for r in records(train)) == ["r0", "r1", "r2", "r3"]

@@ -193,3 +193,18 @@ def test_a_bad_output_line_is_named(tmp_path: Path) -> None:
     out.write_text('{"id": "a"}\n')
     with pytest.raises(ConfigError, match=r"out.jsonl:1: not a generator output record"):
         list(iter_records(out))
+
+
+def test_a_byte_order_mark_is_skipped_on_the_first_line_only(tmp_path: Path) -> None:
+    """Issue 18: a file saved with a UTF-8 BOM was rejected at line 1. The row ids are the same
+    as without the mark (a content id never sees it); a mark inside the file is still an error."""
+    text = '{"prompt": "a"}\n{"id": 7, "prompt": "b"}\n'
+    plain = read_prompts(_write(tmp_path, text))
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    marked = read_prompts(path)
+    assert [r.id for r in marked] == [r.id for r in plain] == [plain.rows[0].id, "7"]
+    assert marked.rows[0].messages == [{"role": "user", "content": "a"}]
+    path.write_bytes(text.encode() + b"\xef\xbb\xbf" + b'{"prompt": "c"}\n')
+    with pytest.raises(ConfigError, match=r"bom.jsonl:3: not JSON"):
+        read_prompts(path)

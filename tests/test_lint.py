@@ -10,6 +10,7 @@ import yaml
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.policy.lint import LintFinding, lint_block
+from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.snapshot import bundled_snapshot
 
@@ -333,8 +334,10 @@ def test_cli_lint_reports_every_finding(tmp_path: Path) -> None:
         "display-name]",
         "latency-in-ms]",
         "options-slug]",
+        # the block filters nothing: it admits 5 endpoints that are not native INT4
+        *["not-native]"] * 5,
     ]
-    assert "2 error(s), 2 warning(s)" in result.stderr
+    assert "2 error(s), 7 warning(s)" in result.stderr
 
 
 def test_cli_lint_given_a_spec_says_so_in_one_line() -> None:
@@ -348,5 +351,84 @@ def test_cli_lint_given_a_spec_says_so_in_one_line() -> None:
     [line] = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
     assert line.startswith(f"Error: {spec}: this is a policy spec")
     assert line.endswith(
-        f"compile it first with `openrouter-probe policy compile {spec} -o {spec.parent / 'kimi-k2.5.yaml'}`"
+        "compile it first with `openrouter-probe policy compile "
+        f"{spec} --offline -o {spec.parent / 'kimi-k2.5.yaml'}`"
     )
+
+
+def _hand_edited_to_admit_fireworks(tmp_path: Path) -> Path:
+    """The checked-in K2.5 policy with Fireworks put first and the precision filter removed."""
+    doc = yaml.safe_load((ROOT / "policies" / "kimi-k2.5.yaml").read_text())
+    doc["provider"]["order"].insert(0, "fireworks")
+    doc["provider"]["ignore"] = ["baseten"]
+    del doc["provider"]["quantizations"]
+    path = tmp_path / "kimi-k2.5.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+FIREWORKS = (
+    "warning: provider: admits fireworks (Fireworks), requantized: nvfp4 (from provider fact "
+    "(2026-02-01)) is another 4-bit format than native int4; moonshotai/kimi-k2.5 is released in "
+    "int4. Exclude it (ignore: [fireworks] or quantizations: [int4]) unless you mean it "
+    "[not-native]"
+)
+
+
+def test_lint_warns_when_a_hand_edited_policy_admits_an_endpoint_that_is_not_native(
+    tmp_path: Path,
+) -> None:
+    """Issue 18: a compiled policy edited to admit Fireworks (NVFP4 under an `unknown` tag) linted
+    clean. Every admitted endpoint whose verdict is not native is named, with why."""
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    path = _hand_edited_to_admit_fireworks(tmp_path)
+    result = CliRunner().invoke(cli, ["policy", "lint", str(path), "--offline"])
+    assert result.exit_code == 0  # warnings
+    assert result.stdout.splitlines() == [
+        f"{path}: {FIREWORKS}",
+        *(
+            f"{path}: warning: provider: admits {tag} ({name}), undeclared: tag 'unknown' and "
+            "no known fact; moonshotai/kimi-k2.5 is released in int4. Exclude it (ignore: "
+            f"[{tag}] or quantizations: [int4]) unless you mean it [not-native]"
+            for tag, name in (("together", "Together"), ("novita", "Novita"), ("venice", "Venice"))
+        ),
+    ]
+    strict = CliRunner().invoke(cli, ["policy", "lint", str(path), "--offline", "--strict"])
+    assert strict.exit_code == 1
+    clean = CliRunner().invoke(cli, ["policy", "lint", str(ROOT / "policies" / "kimi-k2.5.yaml"),
+                                     "--offline"])  # fmt: skip
+    assert (clean.exit_code, clean.stdout) == (0, "")
+    from openrouter_probe.cli.hooks import hooks
+
+    hook = CliRunner().invoke(hooks, ["lint", str(path)])  # pre-commit: a warning, not a failure
+    assert (hook.exit_code, hook.output.splitlines()[0]) == (0, f"{path}: {FIREWORKS}")
+
+
+def test_not_native_needs_a_known_native_precision_and_heeds_the_tag(tmp_path: Path) -> None:
+    snap = bundled_snapshot()
+    everything = {"sort": "price"}
+    assert not [
+        f
+        for f in lint_block(everything, snap.endpoints, model="x/unknown")
+        if f.code == "not-native"
+    ]  # the registry does not know the model's native precision: nothing to judge against
+    facts = tmp_path / "facts.yaml"
+    facts.write_text(
+        "provider_facts:\n  - model: moonshotai/kimi-k2.5\n    provider: chutes\n"
+        "    effective: fp8\n    date: '2026-11-01'\n    source: a test\n"
+    )
+    found = lint_block(
+        {"only": ["chutes/int4"]},
+        snap.endpoints,
+        model=snap.model,
+        registry=PrecisionRegistry.load(facts),
+    )
+    # tagged int4 (native) but known to serve fp8: quantizations cannot exclude it, ignore can
+    assert [str(f) for f in found] == [
+        "warning: provider: admits chutes/int4 (Chutes), upcast: fp8 (from provider fact "
+        "(2026-11-01)) is wider than native int4; moonshotai/kimi-k2.5 is released in int4. "
+        "Exclude it (ignore: [chutes]) unless you mean it [not-native]"
+    ]

@@ -163,7 +163,7 @@ def test_history_rejects_mixed_models(snap: Snapshot) -> None:
         source="file",
         origin="x",
     )
-    with pytest.raises(SnapshotError, match="one model"):
+    with pytest.raises(SnapshotError, match="model mismatch: a history is of one model"):
         matrix_history([snap, other])
     with pytest.raises(SnapshotError, match="at least one"):
         matrix_history([])

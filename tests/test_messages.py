@@ -25,7 +25,7 @@ SPEC = "policies/kimi-k2.5.spec.yaml"
 POLICY = "policies/kimi-k2.5.yaml"
 COMPILE_IT = (
     f"{SPEC}: this is a policy spec, not {{what}}: compile it first with "
-    f"`openrouter-probe policy compile {SPEC} -o {POLICY}`"
+    f"`openrouter-probe policy compile {SPEC} {{offline}}-o {POLICY}`"
 )
 
 
@@ -53,10 +53,10 @@ def test_document_kind() -> None:
 def test_library_loaders_say_it_in_one_line() -> None:
     with pytest.raises(PolicyError) as info:
         load_compiled_policy(SPEC)
-    assert str(info.value) == COMPILE_IT.format(what="a compiled policy")
+    assert str(info.value) == COMPILE_IT.format(what="a compiled policy", offline="")
     with pytest.raises(PolicyError) as info:
         load_provider_block(SPEC)
-    assert str(info.value) == COMPILE_IT.format(what="a provider block")
+    assert str(info.value) == COMPILE_IT.format(what="a provider block", offline="")
     with pytest.raises(PolicyError) as info:
         load_spec(POLICY)
     assert str(info.value) == (
@@ -93,7 +93,8 @@ def test_every_command_that_takes_a_policy_detects_a_spec(
     exit_code, _, stderr = _invoke(*args)
     assert exit_code == code
     errors = [line for line in stderr.splitlines() if line.startswith("Error")]
-    assert errors == [f"Error: {COMPILE_IT.format(what=what)}"]
+    # offline, so the compile it suggests is offline too (issue 18)
+    assert errors == [f"Error: {COMPILE_IT.format(what=what, offline='--offline ')}"]
 
 
 def test_compile_detects_a_compiled_policy() -> None:
@@ -101,7 +102,7 @@ def test_compile_detects_a_compiled_policy() -> None:
     assert exit_code == 1
     assert stderr.strip() == (
         f"Error: {POLICY}: this is a compiled policy, not a policy spec: compile its spec "
-        f"instead: `openrouter-probe policy compile {SPEC} -o {POLICY}`"
+        f"instead: `openrouter-probe policy compile {SPEC} --offline -o {POLICY}`"
     )
 
 

@@ -260,8 +260,9 @@ def test_snapshot_of_another_model_names_the_file_passed(tmp_path: Path) -> None
     with pytest.raises(SnapshotError) as info:
         resolve_snapshot("moonshotai/kimi-k3", snapshot=str(path))
     assert str(info.value) == (
-        f"{path} holds moonshotai/kimi-k2.5, not moonshotai/kimi-k3; "
-        "pass a snapshot of moonshotai/kimi-k3"
+        f"model mismatch: {path} holds moonshotai/kimi-k2.5, not moonshotai/kimi-k3; "
+        "pass a snapshot of moonshotai/kimi-k3 (save one with "
+        "`openrouter-probe endpoints moonshotai/kimi-k3 --save PATH`)"
     )
 
 

@@ -9,7 +9,9 @@ index (about 20 s with pre-commit-uv from the dev extra, 2-3 minutes with plain 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +54,15 @@ def test_fresh_policy_passes_from_any_file_of_the_pair(tmp_path: Path) -> None:
         assert _run("compile", folder / f"{NAME}{suffix}") == (0, "")
 
 
+#: What loosening the price cap changes, as the hook prints it under the stale file (issue 18).
+DIFF = (
+    '  a re-compile sets provider.max_price to {"completion": "0.9"} (now {"completion": "0.6"})\n'
+    "  a re-compile sets provider.order to novita/fp8, atlas-cloud/fp8, deepseek, siliconflow/fp8, "
+    "parasail/bf16 (now atlas-cloud/fp8, novita/fp8, deepseek, siliconflow/fp8)\n"
+    "  a re-compile admits parasail/bf16 (Parasail, bf16 upcast, $0.50/M in, $0.85/M out)\n"
+)
+
+
 def test_stale_compiled_file_is_rewritten_and_fails(tmp_path: Path) -> None:
     folder = _policies(tmp_path)
     _loosen_price_cap(folder / f"{NAME}.spec.yaml")
@@ -59,7 +70,7 @@ def test_stale_compiled_file_is_rewritten_and_fails(tmp_path: Path) -> None:
     assert code == 1
     assert out == (
         f"{folder}/{NAME}.yaml: is stale: re-compiled from {folder}/{NAME}.spec.yaml against "
-        f"{folder}/{NAME}.snapshot.json; review the diff and stage it\n"
+        f"{folder}/{NAME}.snapshot.json; review the diff and stage it\n" + DIFF
     )
     provider = yaml.safe_load((folder / f"{NAME}.yaml").read_text())["provider"]
     # $0.90/M admits parasail/bf16 ($0.85/M), which the committed policy drops.
@@ -77,6 +88,7 @@ def test_check_mode_reports_and_leaves_the_file(tmp_path: Path) -> None:
     assert out == (
         f"{folder}/{NAME}.yaml: is stale; re-compile it: openrouter-probe policy compile "
         f"{folder}/{NAME}.spec.yaml --snapshot {folder}/{NAME}.snapshot.json -o {folder}/{NAME}.yaml\n"
+        + DIFF
     )
     assert (folder / f"{NAME}.yaml").read_text() == before
 
@@ -89,6 +101,54 @@ def test_missing_compiled_file_is_written_and_fails(tmp_path: Path) -> None:
     assert code == 1
     assert out.startswith(f"{folder}/{NAME}.yaml: is missing: re-compiled from ")
     assert (folder / f"{NAME}.yaml").read_text() == expected
+    provider = yaml.safe_load(expected)["provider"]
+    lines = [line.split(" (")[0] for line in out.splitlines()[1:]]
+    assert lines == [
+        *(
+            f"  a re-compile sets provider.{key} to {_listed(provider[key])}"
+            for key in sorted(provider)
+        ),
+        *(f"  a re-compile admits {tag}" for tag in provider["order"]),
+    ]
+
+
+def _listed(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else json.dumps(value)
+
+
+def test_a_compiler_version_change_says_why_the_file_is_stale(tmp_path: Path) -> None:
+    """The compiled file records the compiler version: after an upgrade the block is the same and
+    the hook says so, and what moved (issue 18: "is stale ... review the diff" showed no diff)."""
+    folder = _policies(tmp_path)
+    compiled = folder / f"{NAME}.yaml"
+    compiled.write_text(
+        compiled.read_text().replace(
+            "compiler: openrouter-probe 0.2.0", "compiler: openrouter-probe 0.1.0"
+        )
+    )
+    code, out = _run("compile", "--check", compiled)
+    assert code == 1
+    assert out.splitlines()[1:] == [
+        "  the provider block and what it admits are unchanged",
+        "  a re-compile records provenance.compiler openrouter-probe 0.2.0 "
+        "(now openrouter-probe 0.1.0)",
+    ]
+
+
+def test_a_dropped_endpoint_is_named_with_its_precision_and_price(tmp_path: Path) -> None:
+    folder = _policies(tmp_path)
+    snap = folder / f"{NAME}.snapshot.json"
+    doc = json.loads(snap.read_text())
+    doc["data"]["endpoints"] = [
+        e for e in doc["data"]["endpoints"] if e["tag"] != "siliconflow/fp8"
+    ]
+    snap.write_text(json.dumps(doc))
+    code, out = _run("compile", "--check", folder / f"{NAME}.spec.yaml")
+    assert code == 1
+    assert out.splitlines()[-1] == (
+        "  a re-compile drops siliconflow/fp8 (SiliconFlow, fp8 native, $0.27/M in, $0.42/M out; "
+        "gone from the snapshot)"
+    )
 
 
 def test_changed_snapshot_makes_the_compiled_file_stale(tmp_path: Path) -> None:
@@ -250,3 +310,43 @@ def test_hooks_under_pre_commit_try_repo(tmp_path: Path) -> None:
     assert (
         "parasail/bf16" in yaml.safe_load((stale / f"{NAME}.yaml").read_text())["provider"]["order"]
     )
+
+
+def _git_here(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+
+def test_the_manifest_and_the_documented_rev_name_what_exists() -> None:
+    """Issue 18: the manifest cited docs/pre-commit.md (no such page) and the docs gave
+    `rev: v0.1.0` (no such tag). The manifest passes pre-commit's own loader, every page it names
+    exists, and every documented `rev:` is a full commit SHA (as `pre-commit autoupdate --freeze`
+    writes one) of this repository that ships both hooks."""
+    from pre_commit.clientlib import load_manifest
+
+    manifest = ROOT / ".pre-commit-hooks.yaml"
+    assert {hook["id"] for hook in load_manifest(str(manifest))} == {
+        "policy-compiled-fresh",
+        "policy-lint",
+    }
+    pages = re.findall(r"docs/[\w.-]+\.md", manifest.read_text())
+    assert pages and all((ROOT / page).is_file() for page in pages), pages
+    revs = {
+        doc: re.findall(r"^\s+rev: (\S+)", (ROOT / doc).read_text(), re.MULTILINE)
+        for doc in ("README.md", "docs/checked-in-policies.md")
+    }
+    assert all(revs.values()), revs
+    for doc, found in revs.items():
+        for rev in found:
+            assert re.fullmatch(r"[0-9a-f]{40}", rev), f"{doc}: rev {rev} is not a commit SHA"
+    if (
+        shutil.which("git") is None
+        or _git_here("rev-parse", "--is-shallow-repository").stdout != "false\n"
+    ):
+        pytest.skip("needs the repository's full git history")
+    for rev in {r for found in revs.values() for r in found}:
+        shown = _git_here("show", f"{rev}:.pre-commit-hooks.yaml")
+        assert shown.returncode == 0, f"rev {rev}: {shown.stderr.strip()}"
+        assert {h["id"] for h in yaml.safe_load(shown.stdout)} == {
+            "policy-compiled-fresh",
+            "policy-lint",
+        }

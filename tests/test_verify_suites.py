@@ -230,5 +230,20 @@ def test_load_suites(tmp_path: Path) -> None:
         load_suites("arithmetic", n=5)
     with pytest.raises(ConfigError, match="no suite given"):
         load_suites(" , ", n=5)
-    with pytest.raises(ConfigError, match="suites share item id"):
+    ident = items[-1].id
+    # issue 18: a duplicate id across suites names both places, as one within a file does
+    with pytest.raises(ConfigError) as info:
         load_suites([str(path), str(path)], n=0)
+    assert str(info.value) == (
+        f"{path}:1: id {ident!r} is already used by {path}:1; give the rows distinct ids"
+    )
+    other = tmp_path / "other.jsonl"
+    other.write_text(
+        "\n" + json.dumps({"id": "arith/s0/00000", "messages": [{"role": "user", "content": "x"}]})
+    )
+    with pytest.raises(ConfigError) as info:
+        load_suites(f"arith,{other}", n=3)
+    assert str(info.value) == (
+        f"{other}:2: id 'arith/s0/00000' is already used by the built-in arith suite; "
+        "give the rows distinct ids"
+    )

@@ -268,7 +268,7 @@ def _history_points(given: list[Snapshot]) -> list[Snapshot]:
     models = sorted({s.model for s in given})
     if len(models) > 1:
         raise SnapshotError(
-            f"a history is of one model; these snapshots hold {', '.join(models)}: "
+            f"model mismatch: a history is of one model, these snapshots hold {', '.join(models)}; "
             "pass snapshots of one model"
         )
     for snap in given:

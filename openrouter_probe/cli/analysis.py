@@ -129,9 +129,10 @@ def matrix(
 
     snap = load_snapshot_for(model, offline, snapshot)
     if history:
-        from openrouter_probe.rules.snapshot import load_snapshot
+        from openrouter_probe.rules.snapshot import resolve_snapshot
 
-        snaps = [snap, *(load_snapshot(p) for p in history)]
+        # Each checked to be of MODEL, so that a mismatch names the file given.
+        snaps = [snap, *(resolve_snapshot(snap.model, snapshot=p) for p in history)]
         frame = matrix_history(snaps)
         title = f"{snap.model}: changes across {len(snaps)} snapshots"
         render_rows(_frame_rows(frame), fmt, title=title)
@@ -157,12 +158,12 @@ def matrix(
     )
 
 
-def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
+def _policy_block(policy_path: str, model: str, snapshot_args: list[str]) -> dict[str, Any]:
     """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import load_compiled_policy
 
-    compiled = load_compiled_policy(policy_path)
+    compiled = load_compiled_policy(policy_path, snapshot_args=snapshot_args)
     if compiled.model != model:
         raise PolicyError(
             f"the policy is for {compiled.model}, not {model}; compile one for {model} "
@@ -275,6 +276,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     type=int,
     default=2000,
     show_default=True,
+    metavar="N",
     help="Concurrent requests, for the time estimate.",
 )
 @click.option(
@@ -325,14 +327,13 @@ def budget(
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1
+    from openrouter_probe.policy.spec import snapshot_args
+
     snap = load_snapshot_for(model, offline, snapshot)
-    block = _policy_block(policy_path, snap.model) if policy_path else None
+    args = snapshot_args(offline=offline, snapshot=snapshot)
+    block = _policy_block(policy_path, snap.model, args) if policy_path else None
     if policy_path:
-        _warn_if_stale(
-            policy_path,
-            snap,
-            ["--offline"] if offline else ["--snapshot", snapshot] if snapshot else [],
-        )
+        _warn_if_stale(policy_path, snap, args)
     plan = plan_budget(
         snap,
         budget_usd=budget_usd,

@@ -23,34 +23,55 @@ from openrouter_probe.cli._common import (
     "--policy",
     required=True,
     type=click.Path(exists=True, dir_okay=False),
+    metavar="POLICY",
     help="A compiled policy YAML: its model and provider block go into every request.",
 )
 @click.option(
+    "-o",
     "--out",
     required=True,
     type=click.Path(dir_okay=False),
     help="The output JSONL: appended to; rerunning the same command resumes from it.",
 )
-@click.option("--budget-usd", help="Spend cap in USD for this output file, across runs.")
+@click.option(
+    "--budget-usd", metavar="USD", help="Spend cap in USD for this output file, across runs."
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
     default=256,
     show_default=True,
+    metavar="N",
     help="Requests in flight at most.",
 )
-@click.option("--max-tokens", type=click.IntRange(min=1), default=4096, show_default=True)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Output tokens per answer at most, reasoning included (a row's max_tokens wins).",
+)
 @click.option(
     "--target-tokens",
     help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
 )
-@click.option("--stream/--no-stream", default=False, show_default=True)
-@click.option("--temperature", type=float)
+@click.option(
+    "--stream/--no-stream",
+    default=False,
+    show_default=True,
+    help="Ask for answers as streams (SSE); the records are the same either way.",
+)
+@click.option("--temperature", type=float, help="Of every request (a row's temperature wins).")
 @click.option(
     "--reasoning-effort",
     type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
+    help="reasoning.effort of every request (a row's reasoning wins).",
 )
-@click.option("--reasoning-max-tokens", type=click.IntRange(min=1))
+@click.option(
+    "--reasoning-max-tokens",
+    type=click.IntRange(min=1),
+    help="reasoning.max_tokens of every request, instead of --reasoning-effort.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option("--shard", metavar="i/n", help="Send only shard i of n (0 <= i < n), by row id.")
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
@@ -64,7 +85,13 @@ from openrouter_probe.cli._common import (
     metavar="bundled|PATH",
     help="Price and check the policy against this snapshot instead of the live endpoints.",
 )
-@click.option("--attempts", type=click.IntRange(min=1), default=6, show_default=True)
+@click.option(
+    "--attempts",
+    type=click.IntRange(min=1),
+    default=6,
+    show_default=True,
+    help="Tries per row, the first included, before the row is recorded as failed.",
+)
 @click.option(
     "--read-timeout",
     "read_timeout_s",
@@ -153,7 +180,13 @@ def generate(
 
 @cli.command("audit")
 @click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--policy", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--policy",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="POLICY",
+    help="The compiled policy the rows were generated under: who it admits.",
+)
 @snapshot_options
 @format_option("table", "json", "csv")
 def audit_cmd(
@@ -163,8 +196,10 @@ def audit_cmd(
     the policy (exit 1 if there is one)."""
     from openrouter_probe.generate.audit import audit
     from openrouter_probe.policy.compiled import load_compiled_policy
+    from openrouter_probe.policy.spec import snapshot_args
 
-    model = load_compiled_policy(policy).model
+    args = snapshot_args(offline=offline, snapshot=snapshot)
+    model = load_compiled_policy(policy, snapshot_args=args).model
     snap = load_snapshot_for(model, offline, snapshot)
     report = audit(outputs, policy=policy, snapshot=snap)
     if fmt == "json":

@@ -119,9 +119,10 @@ def _compile_one(pair: _Pair, given: str | None, registry: Any, check_only: bool
     spec = load_spec(pair.spec)
     compiled_doc = read_yaml(pair.compiled) if pair.compiled.exists() else None
     snap = _snapshot_for(pair, spec.model, given, compiled_doc, where=pair.compiled)
-    fresh = compile_policy(spec, snap, registry=registry, spec_file=str(pair.spec)).to_yaml()
+    fresh = compile_policy(spec, snap, registry=registry, spec_file=str(pair.spec))
+    text = fresh.to_yaml()
     current = pair.compiled.read_text(encoding="utf-8") if pair.compiled.exists() else None
-    if current == fresh:
+    if current == text:
         return True
     what = "is missing" if current is None else "is stale"
     source = _cli_snapshot(pair, given, snap)
@@ -129,12 +130,37 @@ def _compile_one(pair: _Pair, given: str | None, registry: Any, check_only: bool
     if check_only:
         click.echo(f"{pair.compiled}: {what}; re-compile it: {redo} -o {pair.compiled}")
     else:
-        atomic_write_text(pair.compiled, fresh)
+        atomic_write_text(pair.compiled, text)
         click.echo(
             f"{pair.compiled}: {what}: re-compiled from {pair.spec} against {source}; "
             "review the diff and stage it"
         )
+    for line in _diff_lines(compiled_doc, fresh, where=pair.compiled):
+        click.echo(f"  {line}")
     return False
+
+
+def _diff_lines(doc: Any, fresh: Any, *, where: Path) -> list[str]:
+    """What the re-compile changes against the compiled file as it was (``doc``), for review."""
+    from openrouter_probe.errors import PolicyError
+    from openrouter_probe.policy.compiled import compiled_from_document
+    from openrouter_probe.policy.drift import provenance_diff, recompile_diff
+
+    if doc is None:
+        return recompile_diff(None, fresh)
+    try:
+        old = compiled_from_document(doc, source=str(where))
+    except PolicyError as exc:
+        return [f"the file was not a compiled policy ({exc.reason}); it admits now:"] + [
+            line.removeprefix("a re-compile ") for line in recompile_diff(None, fresh)
+        ]
+    lines = recompile_diff(old, fresh)
+    if not lines:
+        lines = [
+            "the provider block and what it admits are unchanged",
+            *provenance_diff(old, fresh),
+        ]
+    return lines
 
 
 def _cli_snapshot(pair: _Pair, given: str | None, snap: Snapshot) -> str:
@@ -230,7 +256,7 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
                 failed = True
                 continue
             snap = _snapshot_for(_Pair.of(path), model or "", snapshot, doc, where=path)
-            findings = lint_block(block, snap.endpoints)
+            findings = lint_block(block, snap.endpoints, model=snap.model)
         except ProbeError as exc:
             click.echo(f"Error: {exc}")
             failed = True

@@ -59,14 +59,14 @@ def compile_cmd(
     file is replaced atomically: a write that fails leaves the old policy whole.
     """
     from openrouter_probe.policy.compiler import compile_policy
-    from openrouter_probe.policy.spec import load_spec
+    from openrouter_probe.policy.spec import load_spec, snapshot_args
 
     inputs = [spec, *precision_files]
     if snapshot and snapshot != "bundled":
         inputs.append(snapshot)
     if output:
         _refuse_overwrite(output, inputs)
-    parsed = load_spec(spec)
+    parsed = load_spec(spec, snapshot_args=snapshot_args(offline=offline, snapshot=snapshot))
     snap = load_snapshot_for(parsed.model, offline, snapshot)
     compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=spec)
     if output:
@@ -137,14 +137,15 @@ def explain(
     from openrouter_probe.cli._common import essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
-    from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml
+    from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml, snapshot_args
     from openrouter_probe.rules.quantities import format_usd_per_m
 
     doc = read_yaml(path)
+    args = snapshot_args(offline=offline, snapshot=snapshot)
     if is_compiled(doc):
-        compiled = compiled_from_document(doc, source=path)
+        compiled = compiled_from_document(doc, source=path, snapshot_args=args)
     else:
-        parsed = parse_spec(doc, source=path)
+        parsed = parse_spec(doc, source=path, snapshot_args=args)
         snap = load_snapshot_for(parsed.model, offline, snapshot)
         compiled = compile_policy(
             parsed, snap, registry=_registry(precision_files), spec_file=path, allow_empty=True
@@ -194,9 +195,15 @@ def explain(
 @click.argument("block_path", metavar="BLOCK.yaml", type=click.Path(exists=True, dir_okay=False))
 @click.option("--model", help="The model the block is for (default: the compiled policy's).")
 @snapshot_options
+@_precision_option
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 def lint(
-    block_path: str, model: str | None, offline: bool, snapshot: str | None, strict: bool
+    block_path: str,
+    model: str | None,
+    offline: bool,
+    snapshot: str | None,
+    precision_files: tuple[str, ...],
+    strict: bool,
 ) -> None:
     """Lint a provider block (a compiled policy or a hand-written one) against a snapshot.
 
@@ -206,9 +213,13 @@ def lint(
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import provider_mapping
     from openrouter_probe.policy.lint import lint_block
-    from openrouter_probe.policy.spec import read_yaml
+    from openrouter_probe.policy.spec import read_yaml, snapshot_args
 
-    block, compiled_for = provider_mapping(read_yaml(block_path), source=block_path)
+    block, compiled_for = provider_mapping(
+        read_yaml(block_path),
+        source=block_path,
+        snapshot_args=snapshot_args(offline=offline, snapshot=snapshot),
+    )
     model = model or compiled_for
     if not isinstance(block, dict):
         raise PolicyError(
@@ -219,7 +230,9 @@ def lint(
             "give --model MODEL (or --offline / --snapshot PATH) for a bare block"
         )
     snap = load_snapshot_for(model, offline, snapshot)
-    findings = lint_block(block, snap.endpoints)
+    findings = lint_block(
+        block, snap.endpoints, model=snap.model, registry=_registry(precision_files)
+    )
     for f in findings:
         click.echo(f"{block_path}: {f}")
     errors = sum(f.severity == "error" for f in findings)
@@ -298,12 +311,13 @@ def _check(
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.drift import check_policy, find_spec
-    from openrouter_probe.policy.spec import load_spec
+    from openrouter_probe.policy.spec import load_spec, snapshot_args
 
-    compiled = load_compiled_policy(policy_path)
+    args = snapshot_args(offline=offline, snapshot=snapshot)
+    compiled = load_compiled_policy(policy_path, snapshot_args=args)
     spec_note: str | None = None
     found: str | None = spec_path
-    spec = load_spec(spec_path) if spec_path is not None else None
+    spec = load_spec(spec_path, snapshot_args=args) if spec_path is not None else None
     if spec_path is None:
         spec, where, spec_note = find_spec(compiled, policy_path)
         found = None if where is None else str(where)
@@ -316,7 +330,6 @@ def _check(
     if spec_note is not None and spec is not None:
         note(f"note: {spec_note}: a re-compile also applies those edits")
     snap = load_snapshot_for(compiled.model, offline, snapshot)
-    args = ["--offline"] if offline else ["--snapshot", snapshot] if snapshot else []
     if spec_path is not None:
         args += ["--spec", spec_path]
     return check_policy(

@@ -29,7 +29,7 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
 
 @cli.command("verify")
 @click.argument("model")
-@click.option("--policy", metavar="FILE.yaml", help="Compare the endpoints this policy admits.")
+@click.option("--policy", metavar="POLICY", help="Compare the endpoints this policy admits.")
 @click.option(
     "--endpoints", metavar="TAG,...", help="Compare these endpoints (full tags, e.g. chutes/int4)."
 )
@@ -47,14 +47,27 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
     "--n", type=click.IntRange(min=1), default=200, show_default=True, help="Arith prompts."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arith prompts.")
-@click.option("--budget-usd", help="Spend cap in USD for the whole check (and --out across runs).")
 @click.option(
+    "--budget-usd",
+    metavar="USD",
+    help="Spend cap in USD for the whole check (and --out across runs).",
+)
+@click.option(
+    "-o",
     "--out",
     default="verify.jsonl",
     show_default=True,
+    metavar="FILE",
     help="Output JSONL; a rerun sends nothing it already records.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    metavar="N",
+    help="Requests in flight at most.",
+)
 @click.option(
     "--tolerance",
     type=click.FloatRange(min=0, max=1, min_open=True),

@@ -218,6 +218,7 @@ class FakeOpenRouter:
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)
         app.router.add_get("/api/v1/key", self.key)
+        app.router.add_get("/api/v1/credits", self.credits)
         app.router.add_get("/api/v1/generation", self.generation)
         app.router.add_post("/api/v1/chat/completions", self.chat)
         app.router.add_get("/_fake/ledger", self.ledger_view)
@@ -364,21 +365,24 @@ class FakeOpenRouter:
         model = self._models.get(name)
         if model is None:
             return error_response(404, f"No endpoints found for {name}.")
-        data = model.snapshot.data
-        if "Authorization" not in request.headers:
-            # Without a key OpenRouter returns the performance stats as null (OpenRouter's API spec, ``PublicEndpoint``).
-            data = dict(data)
-            data["endpoints"] = [
-                {**e, "latency_last_30m": None, "throughput_last_30m": None}
-                for e in model.snapshot.data.get("endpoints", [])
-            ]
+        # Without a key OpenRouter returns the performance stats as null (its API spec,
+        # ``PublicEndpoint``).
+        stats = "Authorization" in request.headers
+        data = dict(model.snapshot.data)
+        data["endpoints"] = [
+            bodies.endpoint_entry(raw, endpoint, stats=stats)
+            for raw, endpoint in zip(data.get("endpoints", []), model.endpoints, strict=True)
+        ]
         return web.json_response({"data": data})
 
     def _served_models(self) -> list[ServedModel]:
         return list({id(m): m for m in self._models.values()}.values())
 
     async def models(self, request: web.Request) -> web.Response:
-        data = [_model_entry(m) for m in self._served_models()]
+        data = [
+            bodies.model_entry(m.model_id, m.permaslug, m.endpoints, m.snapshot.data)
+            for m in self._served_models()
+        ]
         return web.json_response({"data": data, "total_count": len(data), "links": {"next": None}})
 
     async def providers(self, request: web.Request) -> web.Response:
@@ -396,6 +400,19 @@ class FakeOpenRouter:
         data = bodies.key_data(
             limit_usd=None if limit is None else float(limit),
             remaining_usd=None if remaining is None else float(remaining),
+            usage_usd=float(self.credit.spent_usd),
+        )
+        return web.json_response({"data": data})
+
+    async def credits(self, request: web.Request) -> web.Response:
+        """``/credits``: what the account bought (the key's limit) and used. OpenRouter asks for a
+        management key here; the fake does not tell keys apart."""
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        limit = self.credit.limit_usd
+        data = bodies.credits_data(
+            limit_usd=None if limit is None else float(limit),
             usage_usd=float(self.credit.spent_usd),
         )
         return web.json_response({"data": data})
@@ -523,40 +540,6 @@ class FakeOpenRouter:
         finally:
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
-
-
-def _model_entry(model: ServedModel) -> dict[str, Any]:
-    """A ``GET /models`` entry built from the snapshot (pricing: the cheapest endpoint's)."""
-    first = model.endpoints[0]
-    cheapest = min(
-        model.endpoints, key=lambda e: e.pricing.completion_usd_per_m or Decimal("Infinity")
-    )
-    supported = sorted({p for e in model.endpoints for p in e.supported_parameters})
-    data = model.snapshot.data
-    return {
-        "id": model.model_id,
-        "canonical_slug": model.permaslug,
-        "hugging_face_id": None,
-        "name": data.get("name") or first.model_name,
-        "created": data.get("created"),
-        "description": data.get("description"),
-        "context_length": max(e.context_length or 0 for e in model.endpoints) or None,
-        "architecture": data.get("architecture"),
-        "pricing": cheapest.pricing.to_json_dict(),
-        "top_provider": {
-            "context_length": first.context_length,
-            "max_completion_tokens": first.max_completion_tokens,
-            "is_moderated": False,
-        },
-        "per_request_limits": None,
-        "supported_parameters": supported,
-        "default_parameters": None,
-        "expiration_date": None,
-        "links": {"details": f"/api/v1/models/{model.permaslug}/endpoints"},
-        "reasoning": {"mandatory": False, "default_enabled": True}
-        if "reasoning" in supported
-        else None,
-    }
 
 
 def _check_body(body: Any) -> str | None:

@@ -1,5 +1,9 @@
 """Response bodies as OpenRouter sends them (the real captures in ``tests/data/captures/``).
 
+The catalogue and account bodies (``/models``, ``/models/{id}/endpoints``, ``/key``, ``/credits``,
+``/generation``) carry every field the official ``openrouter`` SDK (1.3.84) requires, with the values
+a plain pay-as-you-go account sees (``tests/test_fake_sdk.py`` parses each with the SDK's own models).
+
 Non-streaming bodies start with whitespace keep-alive padding; streams open with
 ``: OPENROUTER PROCESSING``, send reasoning deltas, then content deltas, a chunk with the
 ``finish_reason``, the usage chunk with the ``finish_reason`` repeated, and ``data: [DONE]``. Errors use
@@ -13,21 +17,30 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
+from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake.billing import Charge
 from openrouter_probe.fake.content import Answer
+from openrouter_probe.rules.routing import service_tier
 
 __all__ = [
     "DONE",
+    "GENERATION_EXTRAS",
     "PADDING",
     "PROCESSING",
     "ChunkWriter",
     "choices_json",
     "completion_body",
+    "credits_data",
+    "endpoint_entry",
     "error_body",
+    "key_data",
     "logprobs_object",
+    "model_entry",
     "no_route_body",
+    "provider_entry",
     "usage_json",
     "usage_object",
 ]
@@ -319,10 +332,38 @@ def platform_429(*, model: str, reset_ms: int, retry_after_s: int) -> tuple[byte
     return body, headers
 
 
+#: The fake account's workspace (every account has a default one; the id format is the fake's own).
+WORKSPACE_ID = "workspace_fake"
+#: Free-model requests a day for an account that bought at least $10 of credits (OpenRouter's
+#: ``FREE_MODEL_HAS_CREDITS_RPD``); the fake serves no ``:free`` variant, so none is ever used.
+FREE_MODEL_DAILY_REQUESTS = 1000
+#: What a lookup without a limit reports as credits bought: the fake never runs out without one.
+UNLIMITED_CREDITS_USD = 1_000_000.0
+
+
 def key_data(
     *, limit_usd: float | None, remaining_usd: float | None, usage_usd: float
 ) -> dict[str, Any]:
-    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD)."""
+    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD).
+
+    A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
+    the key's own limit when it has one (``effective_budget`` is then that entry), and
+    ``rate_limit`` is the deprecated object that "will always return -1"."""
+    budget = (
+        None
+        if limit_usd is None
+        else {
+            "budget_id": None,
+            "guardrail_id": None,
+            "include_byok": False,
+            "limit_usd": limit_usd,
+            "remaining_usd": limit_usd if remaining_usd is None else remaining_usd,
+            "reset_interval": None,
+            "resets_at": None,
+            "scope": "key_limit",
+            "spend_usd": usage_usd,
+        }
+    )
     return {
         "label": "fake-openrouter",
         "limit": limit_usd,
@@ -341,8 +382,113 @@ def key_data(
         "is_management_key": False,
         "is_provisioning_key": False,
         "creator_user_id": "user_fake",
+        "organization_id": None,
+        "workspace_id": WORKSPACE_ID,
+        "allowed_data_regions": ["global"],
+        "budgets": [] if budget is None else [budget],
+        "effective_budget": budget,
+        "free_model_daily_requests": {
+            "limit": FREE_MODEL_DAILY_REQUESTS,
+            "remaining": FREE_MODEL_DAILY_REQUESTS,
+            "used": 0,
+        },
         "expires_at": None,
-        "rate_limit": -1,
+        "rate_limit": {
+            "requests": -1,
+            "interval": "10s",
+            "note": "This field is deprecated and safe to ignore.",
+        },
+    }
+
+
+def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:
+    """``GET /credits``' ``data``: credits bought and used, in USD (the key's limit stands for
+    what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
+    total = UNLIMITED_CREDITS_USD if limit_usd is None else limit_usd
+    return {"total_credits": total, "total_usage": usage_usd}
+
+
+#: What ``/generation`` reports beyond the generation's own figures: no app, preset, router,
+#: search or media, the global data region, the fake account's workspace.
+GENERATION_EXTRAS: dict[str, Any] = {
+    "app_id": None,
+    "data_region": "global",
+    "external_user": None,
+    "http_referer": None,
+    "native_tokens_completion_images": 0,
+    "num_fetches": 0,
+    "num_input_audio_prompt": 0,
+    "num_media_completion": 0,
+    "num_media_prompt": 0,
+    "num_search_results": 0,
+    "preset_id": None,
+    "router": None,
+    "service_tier": None,
+    "user_agent": None,
+    "web_search_engine": None,
+    "workspace_id": WORKSPACE_ID,
+}
+
+
+def _tool_choice_support(parameters: Sequence[str]) -> dict[str, bool]:
+    """Which ``tool_choice`` values pass: all with ``tool_choice``, ``auto`` (the default) with
+    ``tools`` alone, none without tools."""
+    full = "tool_choice" in parameters
+    tools = full or "tools" in parameters
+    return {"auto": tools, "none": full, "required": full, "function": full}
+
+
+def endpoint_entry(raw: dict[str, Any], endpoint: Endpoint, *, stats: bool) -> dict[str, Any]:
+    """One ``/endpoints`` entry: the snapshot's, plus what the API sends today that older
+    snapshots lack (``service_tier`` as the routing model reads the endpoint, no native tools, no
+    diarization, ``supports_tool_choice`` from its parameters). Without a key (``stats=False``)
+    the performance stats are null, as OpenRouter sends them."""
+    entry = {
+        "native_tools": {},
+        "service_tier": service_tier(endpoint),
+        "supports_diarization": False,
+        "supports_implicit_caching": False,
+        "supports_tool_choice": _tool_choice_support(endpoint.supported_parameters),
+        **raw,
+    }
+    if not stats:
+        entry["latency_last_30m"] = entry["throughput_last_30m"] = None
+        entry.pop("perf_last_30m_by_workload", None)
+    return entry
+
+
+def model_entry(
+    model_id: str, permaslug: str, endpoints: Sequence[Endpoint], data: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``GET /models`` entry built from a snapshot (pricing: the cheapest endpoint's)."""
+    first = endpoints[0]
+    cheapest = min(endpoints, key=lambda e: e.pricing.completion_usd_per_m or Decimal("Infinity"))
+    supported = sorted({p for e in endpoints for p in e.supported_parameters})
+    return {
+        "id": model_id,
+        "canonical_slug": permaslug,
+        "hugging_face_id": None,
+        "name": data.get("name") or first.model_name,
+        "created": data.get("created"),
+        "description": data.get("description"),
+        "context_length": max(e.context_length or 0 for e in endpoints) or None,
+        "architecture": data.get("architecture"),
+        "pricing": cheapest.pricing.to_json_dict(),
+        "top_provider": {
+            "context_length": first.context_length,
+            "max_completion_tokens": first.max_completion_tokens,
+            "is_moderated": False,
+        },
+        "per_request_limits": None,
+        "supported_parameters": supported,
+        "default_parameters": None,
+        "supported_voices": None,
+        "knowledge_cutoff": None,
+        "expiration_date": None,
+        "links": {"details": f"/api/v1/models/{permaslug}/endpoints"},
+        "reasoning": {"mandatory": False, "default_enabled": True}
+        if "reasoning" in supported
+        else None,
     }
 
 

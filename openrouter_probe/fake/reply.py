@@ -111,6 +111,7 @@ class GenerationRecord(NamedTuple):
                 }
                 for tag, provider_name, status in self.attempts
             ],
+            **bodies.GENERATION_EXTRAS,
         }
 
 

@@ -6,6 +6,13 @@ whether the policy's ``provider`` block admits one of them. It reports, per prov
 cost, effective USD per million output tokens, truncations and errors; every row served outside the
 policy; and the realised spend beside what the budget planner predicts for the same tokens.
 
+It also accounts for the money that served no row, as ``generate`` does against its cap: requests
+cancelled in flight (a double Ctrl-C; ``cancelled`` lines) and requests in flight when a run was
+killed (the spend journal beside each output) may have been billed, so each counts at its
+reserved worst case; billed retries and failed attempts count at their cost. ``spent_usd`` is what
+``generate`` counts as spent on the same files (``run.output.load_resume_state`` and
+``run.ledger.replay_ledger``, read without repairing anything: a run may still be appending).
+
 Example::
 
     from openrouter_probe.generate.audit import audit
@@ -24,8 +31,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.run.ledger import LEDGER_SUFFIX
-from openrouter_probe.run.output import FINISHED, iter_records, output_tokens_of
+from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
+from openrouter_probe.run.output import FINISHED, iter_records, load_resume_state, output_tokens_of
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
@@ -83,9 +90,20 @@ class AuditReport:
     outside: list[tuple[str, str]] = field(default_factory=list)  # (row id, provider)
     failed: int = 0
     failed_by_kind: dict[str, int] = field(default_factory=dict)
-    realised_usd: Decimal = Decimal(0)
+    cancelled: int = 0  # rows cancelled in flight and never finished afterwards
+    cancelled_requests: int = 0  # ``cancelled`` lines: requests cancelled in flight
+    killed_in_flight: int = 0  # requests in flight when a run was killed (the journals)
+    realised_usd: Decimal = Decimal(0)  # the served rows' cost
+    possibly_billed_usd: Decimal = Decimal(0)  # cancelled or killed in flight, at the worst case
+    spent_usd: Decimal = Decimal(0)  # what generate counts as spent on these files
     predicted_usd: Decimal | None = None
     prediction_note: str = ""
+
+    @property
+    def other_billed_usd(self) -> Decimal:
+        """Billed to no served row: failed attempts, retries, failed rows (``spent_usd`` less the
+        realised and the possibly billed)."""
+        return self.spent_usd - self.realised_usd - self.possibly_billed_usd
 
     @property
     def exit_code(self) -> int:
@@ -107,15 +125,46 @@ class AuditReport:
             "outside_policy": [{"id": i, "provider": p} for i, p in self.outside],
             "failed": self.failed,
             "failed_by_kind": dict(self.failed_by_kind),
+            "cancelled": self.cancelled,
+            "cancelled_requests": self.cancelled_requests,
+            "killed_in_flight": self.killed_in_flight,
             "realised_usd": float(self.realised_usd),
+            "possibly_billed_usd": float(self.possibly_billed_usd),
+            "other_billed_usd": float(self.other_billed_usd),
+            "spent_usd": float(self.spent_usd),
             "predicted_usd": None if self.predicted_usd is None else float(self.predicted_usd),
             "prediction_note": self.prediction_note,
         }
 
+    def _spent_line(self) -> str:
+        why = []
+        if self.possibly_billed_usd:
+            stopped = [
+                f"{n} {what}"
+                for n, what in (
+                    (self.cancelled_requests, "cancelled in flight"),
+                    (self.killed_in_flight, "in flight when a run was killed"),
+                )
+                if n
+            ]
+            why.append(
+                f"${self.possibly_billed_usd:,.6f} possibly billed ({', '.join(stopped)}; "
+                "each at its worst case: the provider may have billed it)"
+            )
+        if self.other_billed_usd:
+            why.append(f"${self.other_billed_usd:,.6f} billed to failed attempts and retries")
+        return (
+            f"spent, as generate counts it against --budget-usd: ${self.spent_usd:,.6f} = "
+            f"${self.realised_usd:,.6f} realised + " + " + ".join(why)
+        )
+
     def render_notes(self) -> str:
         lines = [
-            f"{self.rows} rows served, {self.failed} failed; realised ${self.realised_usd:,.6f}"
+            f"{self.rows} rows served, {self.failed} failed, {self.cancelled} cancelled; "
+            f"realised ${self.realised_usd:,.6f}"
         ]
+        if self.spent_usd != self.realised_usd:
+            lines.append(self._spent_line())
         if self.predicted_usd is not None:
             delta = (
                 (self.realised_usd - self.predicted_usd) / self.predicted_usd * 100
@@ -140,11 +189,9 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def merged_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
-    """Yield one record per row id over several output files (shards): its finished record, the
-    first one found (a row is recorded as finished once). Spend journals (``OUT.jsonl.ledger``,
-    given by a glob such as ``out/*``) are skipped."""
-    seen: set[str] = set()
+def _records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
+    """Every record of the output files ``paths``, in file order; spend journals
+    (``OUT.jsonl.ledger``, given by a glob such as ``out/*``) are skipped with a warning."""
     for path in paths:
         if str(path).endswith(LEDGER_SUFFIX):
             logging.getLogger(__name__).warning(
@@ -152,10 +199,46 @@ def merged_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
             )
             continue
         for _, record in iter_records(path):
-            ident = str(record["id"])
-            if record.get("status") in FINISHED and ident not in seen:
-                seen.add(ident)
-                yield record
+            yield record
+
+
+def merged_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
+    """Yield one finished record per row id over several output files (shards).
+
+    A served record (``ok`` or ``truncated``) wins over a ``failed`` one, wherever it is: a row
+    that failed and was sent again with ``--redo-failed`` is recorded twice, failed first. Each
+    row's first served record comes in file order; rows that only failed come last. Spend
+    journals are skipped."""
+    served: set[str] = set()
+    failed: dict[str, dict[str, Any]] = {}
+    for record in _records(paths):
+        ident = str(record["id"])
+        status = record.get("status")
+        if status in FINISHED and status != "failed" and ident not in served:
+            served.add(ident)
+            failed.pop(ident, None)
+            yield record
+        elif status == "failed" and ident not in served:
+            failed.setdefault(ident, record)
+    yield from failed.values()
+
+
+def _spent(paths: Iterable[str | Path], report: AuditReport) -> set[str]:
+    """Fill the report's money and counts as generate counts them; return the cancelled row ids.
+
+    Reads each output and its journal without repairing them (a run may still be appending)."""
+    cancelled: set[str] = set()
+    for path in dict.fromkeys(str(p) for p in paths if not str(p).endswith(LEDGER_SUFFIX)):
+        state = load_resume_state(path, repair=False)
+        replay = replay_ledger(ledger_path(path), accounted=state.accounted, repair=False)
+        report.spent_usd += state.spent_usd + replay.extra_usd
+        report.possibly_billed_usd += state.possibly_billed_usd + replay.possibly_billed_usd
+        report.killed_in_flight += replay.in_flight
+    for record in _records(paths):
+        if record.get("status") == "cancelled":
+            report.cancelled_requests += 1
+            cancelled.add(str(record["id"]))
+    return cancelled
 
 
 def _int(value: Any) -> int:
@@ -165,22 +248,20 @@ def _int(value: Any) -> int:
 def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot) -> AuditReport:
     """Audit the output files ``paths`` against ``policy`` (a compiled policy file) and the
     endpoints of ``snapshot``."""
-    from openrouter_probe.analysis.budget import plan_budget
-    from openrouter_probe.errors import ProbeError
     from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.rules.routing import route
 
     files = [str(p) for p in paths]
     compiled = load_compiled_policy(policy)
-    decision = route(compiled.provider, snapshot.endpoints)
-    admitted_tags = set(decision.admitted_tags)
+    admitted_tags = set(route(compiled.provider, snapshot.endpoints).admitted_tags)
     by_name: dict[str, list[str]] = {}
     for e in snapshot.endpoints:
         by_name.setdefault(e.provider_name, []).append(e.tag)
     report = AuditReport(files=files, policy=str(policy), model=compiled.model)
     tallies: dict[str, ProviderAudit] = {}
-    prompt_total = 0
+    finished: set[str] = set()
     for record in merged_records(files):
+        finished.add(str(record["id"]))
         if record.get("status") == "failed":
             report.failed += 1
             kind = str((record.get("error") or {}).get("status") or "other")
@@ -193,41 +274,56 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             tally = tallies[name] = ProviderAudit(
                 name, tags, admitted=any(t in admitted_tags for t in tags)
             )
-        usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
-        assert isinstance(usage, dict)
-        tally.rows += 1
-        tally.prompt_tokens += _int(usage.get("prompt_tokens"))
-        prompt_total += _int(usage.get("prompt_tokens"))
-        tally.completion_tokens += output_tokens_of(record)
-        details = usage.get("completion_tokens_details") or {}
-        tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
-        cost = Decimal(str(record.get("cost_usd") or 0))
-        tally.cost_usd += cost
-        report.realised_usd += cost
-        tally.truncated += record.get("status") == "truncated"
+        report.realised_usd += _tally(tally, record)
         if not tally.admitted:
             report.outside.append((str(record["id"]), name))
     report.providers = sorted(tallies.values(), key=lambda t: (-t.rows, t.provider))
-    output_total = sum(t.completion_tokens for t in report.providers)
-    rows = report.rows
-    if output_total and rows:
-        try:
-            plan = plan_budget(
-                snapshot,
-                budget_usd=max(report.realised_usd, Decimal("0.000001")),
-                output_tokens=output_total,
-                prompt_tokens_per_request=max(1, prompt_total // rows),
-                output_tokens_per_request=max(1, output_total // rows),
-                provider=compiled.provider,
-                model=compiled.model,
-            )
-        except ProbeError as exc:
-            report.prediction_note = f"no prediction: {exc}"
-        else:
-            figures = plan.blended.all_in or plan.blended.output_only
-            report.predicted_usd = figures.cost_usd
-            report.prediction_note = (
-                f"{output_total:,} output and {prompt_total:,} prompt tokens at the blended "
-                f"price of the policy's routing ({plan.routing_mode})"
-            )
+    report.cancelled = len(_spent(files, report) - finished)
+    _predict(report, snapshot, compiled)
     return report
+
+
+def _tally(tally: ProviderAudit, record: dict[str, Any]) -> Decimal:
+    """Add one served record to its provider's tally; return its cost."""
+    usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+    assert isinstance(usage, dict)
+    tally.rows += 1
+    tally.prompt_tokens += _int(usage.get("prompt_tokens"))
+    tally.completion_tokens += output_tokens_of(record)
+    details = usage.get("completion_tokens_details") or {}
+    tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
+    cost = Decimal(str(record.get("cost_usd") or 0))
+    tally.cost_usd += cost
+    tally.truncated += record.get("status") == "truncated"
+    return cost
+
+
+def _predict(report: AuditReport, snapshot: Snapshot, compiled: Any) -> None:
+    """What the budget planner predicts for the served tokens, beside the realised cost."""
+    from openrouter_probe.analysis.budget import plan_budget
+    from openrouter_probe.errors import ProbeError
+
+    output_total = sum(t.completion_tokens for t in report.providers)
+    prompt_total = sum(t.prompt_tokens for t in report.providers)
+    rows = report.rows
+    if not (output_total and rows):
+        return
+    try:
+        plan = plan_budget(
+            snapshot,
+            budget_usd=max(report.realised_usd, Decimal("0.000001")),
+            output_tokens=output_total,
+            prompt_tokens_per_request=max(1, prompt_total // rows),
+            output_tokens_per_request=max(1, output_total // rows),
+            provider=compiled.provider,
+            model=compiled.model,
+        )
+    except ProbeError as exc:
+        report.prediction_note = f"no prediction: {exc}"
+        return
+    figures = plan.blended.all_in or plan.blended.output_only
+    report.predicted_usd = figures.cost_usd
+    report.prediction_note = (
+        f"{output_total:,} output and {prompt_total:,} prompt tokens at the blended "
+        f"price of the policy's routing ({plan.routing_mode})"
+    )

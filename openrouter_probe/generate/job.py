@@ -42,13 +42,14 @@ REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 _BYTES_PER_TOKEN = 4
 
 
-def _policy(path: str | Path) -> tuple[Any, dict[str, Any], str]:
+def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
     """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
     from openrouter_probe.policy.compiled import compiled_from_document
-    from openrouter_probe.policy.spec import read_yaml
+    from openrouter_probe.policy.spec import read_yaml, snapshot_args
 
     doc = read_yaml(path)
-    compiled = compiled_from_document(doc, source=str(path))
+    args = snapshot_args(snapshot=snapshot)  # a command an error suggests is offline if the run is
+    compiled = compiled_from_document(doc, source=str(path), snapshot_args=args)
     raw = doc["provider"]
     canonical = json.dumps({"model": compiled.model, "provider": raw}, sort_keys=True)
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
@@ -107,10 +108,7 @@ def _settings(
 
 
 def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
-    for ident, first, again in rows.duplicates[:5]:
-        summary.warnings.append(
-            f"{prompts}:{again}: id {ident!r} already on line {first}; sent once"
-        )
+    summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
 
@@ -300,7 +298,7 @@ async def _run_job(
     redo_failed: bool,
 ) -> RunSummary:
     """Open the output, check the policy against the endpoints now, then dry-run or send."""
-    compiled, provider_raw, policy_hash = _policy(policy)
+    compiled, provider_raw, policy_hash = _policy(policy, snapshot)
     with open_run(options, redo_failed=redo_failed) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
         summary = paid.new_summary(
@@ -322,6 +320,8 @@ async def _run_job(
         )
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
+            for text in summary.warnings:  # a real run says them in PaidRun.run
+                log.warning("%s", text)
             return _dry_run(
                 summary, todo, prices, snap=snap, compiled=compiled, options=options, asked=asked
             )

@@ -4,7 +4,11 @@ One JSON object per line: ``messages`` (chat format) or ``prompt`` (a string, se
 message), an optional ``id``, an optional ``dataset`` and optional per-row request parameters
 (``max_tokens``, ``temperature``, ``reasoning``, ...). A row's id is its ``id``, else a stable hash of
 its content (messages, dataset and parameters), so that a rerun finds the same ids. A malformed line
-is named by file and line number; duplicate ids are reported and sent once.
+is named by file and line number; duplicate ids are reported with both line numbers and sent once.
+A UTF-8 byte order mark at the start of the file (Windows editors write one) is skipped. A file
+with no row is an error (an empty input is almost always a wrong path or a failed step before);
+a shard (``--shard i/n``) that gets none of a file's rows is not: it has nothing to send, and says
+so in one line.
 
 Example::
 
@@ -16,17 +20,21 @@ Example::
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.run.rows import PromptRow
 
 __all__ = ["PromptSet", "parse_shard", "read_prompts", "row_id", "shard_of"]
+
+log = logging.getLogger(__name__)
 
 #: Keys a row may not set: the policy and the run decide them.
 _RESERVED = frozenset({"model", "provider", "stream", "models", "route"})
@@ -42,6 +50,14 @@ class PromptSet:
     path: str
     rows: list[PromptRow]
     duplicates: list[tuple[str, int, int]] = field(default_factory=list)  # (id, first line, line)
+    in_file: int = 0  # distinct rows in the file, every shard's
+
+    def duplicate_lines(self) -> list[str]:
+        """One line per duplicate id, naming the file and both line numbers."""
+        return [
+            f"{self.path}:{again}: id {ident!r} already on line {first}; sent once"
+            for ident, first, again in self.duplicates
+        ]
 
     def __iter__(self) -> Iterator[PromptRow]:
         return iter(self.rows)
@@ -145,38 +161,19 @@ def read_prompts(
 ) -> PromptSet:
     """Read a prompts JSONL file; raise ``ConfigError`` naming every bad line (file:line: why).
 
-    Blank lines are skipped. With ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are
-    kept. Rows with an id seen before are dropped and listed in ``duplicates``.
+    Blank lines are skipped, and a UTF-8 byte order mark before the first line. With
+    ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are kept. Rows with an id seen
+    before are dropped and listed in ``duplicates`` (``duplicate_lines`` names both lines of each).
+    A file without a row is a ``ConfigError``; a shard without one logs a warning.
     """
     p = Path(path)
     try:
         handle = p.open("rb")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the prompts file: {exc.strerror}") from exc
-    rows: list[PromptRow] = []
-    seen: dict[str, int] = {}
-    duplicates: list[tuple[str, int, int]] = []
-    errors: list[str] = []
     with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                errors.append(f"{p}:{lineno}: not UTF-8 text ({exc.reason})")
-                continue
-            if not text.strip():
-                continue
-            try:
-                row = _parse_line(text, default_dataset=default_dataset, line=lineno)
-            except ValueError as exc:
-                errors.append(f"{p}:{lineno}: {exc}")
-                continue
-            if row.id in seen:
-                duplicates.append((row.id, seen[row.id], lineno))
-                continue
-            seen[row.id] = lineno
-            if shard is None or shard_of(row.id, shard[1]) == shard[0]:
-                rows.append(row)
+        found = _read_lines(p, handle, default_dataset)
+    rows, duplicates, errors = found
     if errors:
         more = f"\n... and {len(errors) - _SHOWN} more bad lines" if len(errors) > _SHOWN else ""
         raise ConfigError(
@@ -184,4 +181,51 @@ def read_prompts(
             + "\n".join(errors[:_SHOWN])
             + more
         )
-    return PromptSet(str(p), rows, duplicates)
+    if not rows:
+        raise ConfigError(
+            f"{p}: no rows, the file is empty; write one JSON object per line with `messages` or "
+            '`prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
+        )
+    prompts = PromptSet(str(p), rows, duplicates, in_file=len(rows))
+    if shard is not None:
+        prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
+        if not prompts.rows:
+            log.warning(
+                "%s: shard %d/%d gets none of the file's %d rows: nothing to send",
+                p,
+                shard[0],
+                shard[1],
+                len(rows),
+            )
+    return prompts
+
+
+def _read_lines(
+    p: Path, handle: IO[bytes], default_dataset: str
+) -> tuple[list[PromptRow], list[tuple[str, int, int]], list[str]]:
+    """Every row of the file (first of each id), the duplicates, and the bad lines' messages."""
+    rows: list[PromptRow] = []
+    seen: dict[str, int] = {}
+    duplicates: list[tuple[str, int, int]] = []
+    errors: list[str] = []
+    for lineno, raw in enumerate(handle, start=1):
+        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            errors.append(f"{p}:{lineno}: not UTF-8 text ({exc.reason})")
+            continue
+        if not text.strip():
+            continue
+        try:
+            row = _parse_line(text, default_dataset=default_dataset, line=lineno)
+        except ValueError as exc:
+            errors.append(f"{p}:{lineno}: {exc}")
+            continue
+        if row.id in seen:
+            duplicates.append((row.id, seen[row.id], lineno))
+            continue
+        seen[row.id] = lineno
+        rows.append(row)
+    return rows, duplicates, errors

@@ -122,10 +122,13 @@ class CompiledPolicy:
         return target
 
 
-def provider_mapping(doc: Any, *, source: str | Path | None = None) -> tuple[Any, str | None]:
+def provider_mapping(
+    doc: Any, *, source: str | Path | None = None, snapshot_args: Sequence[str] = ()
+) -> tuple[Any, str | None]:
     """The provider block of a document (a compiled policy or a bare block) and, for a compiled
-    policy, the model it is for. A policy spec is refused in one line (compile it first)."""
-    require_document(doc, "block", source=source)
+    policy, the model it is for. A policy spec is refused in one line (compile it first, with
+    ``snapshot_args``)."""
+    require_document(doc, "block", source=source, snapshot_args=snapshot_args)
     if not isinstance(doc, Mapping):
         return doc, None
     provenance = doc.get("provenance")
@@ -139,13 +142,17 @@ def load_provider_block(path: str | Path) -> ProviderBlock:
     return ProviderBlock.parse(block, source=str(path))
 
 
-def compiled_from_document(doc: Any, *, source: str | None = None) -> CompiledPolicy:
-    """Build a ``CompiledPolicy`` from a document ``CompiledPolicy.to_yaml`` wrote."""
-    require_document(doc, "compiled", source=source)
+def compiled_from_document(
+    doc: Any, *, source: str | None = None, snapshot_args: Sequence[str] = ()
+) -> CompiledPolicy:
+    """Build a ``CompiledPolicy`` from a document ``CompiledPolicy.to_yaml`` wrote. A command an
+    error suggests carries ``snapshot_args`` (``policy.spec.snapshot_args``)."""
+    require_document(doc, "compiled", source=source, snapshot_args=snapshot_args)
     if not is_compiled(doc):
+        command = " ".join(["openrouter-probe policy compile SPEC", *snapshot_args])
         raise PolicyError(
             "not a compiled policy (needs top-level provider: and provenance:); "
-            "compile one with `openrouter-probe policy compile SPEC`",
+            f"compile one with `{command}`",
             source=source,
         )
     provenance = doc["provenance"]
@@ -169,6 +176,7 @@ def compiled_from_document(doc: Any, *, source: str | None = None) -> CompiledPo
     )
 
 
-def load_compiled_policy(path: str | Path) -> CompiledPolicy:
-    """Read a compiled policy YAML written by ``CompiledPolicy.save``."""
-    return compiled_from_document(read_yaml(path), source=str(path))
+def load_compiled_policy(path: str | Path, *, snapshot_args: Sequence[str] = ()) -> CompiledPolicy:
+    """Read a compiled policy YAML written by ``CompiledPolicy.save`` (``snapshot_args``: see
+    ``compiled_from_document``)."""
+    return compiled_from_document(read_yaml(path), source=str(path), snapshot_args=snapshot_args)

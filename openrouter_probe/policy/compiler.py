@@ -44,7 +44,7 @@ from openrouter_probe.rules.routing import (
     matches,
     route,
 )
-from openrouter_probe.rules.snapshot import Snapshot
+from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
 __all__ = ["compile_policy"]
 
@@ -308,11 +308,11 @@ def _compile(
     *,
     allow_empty: bool = False,
 ) -> CompiledPolicy:
-    if spec.model not in (snapshot.model, snapshot.data.get("id")):
-        raise PolicyError(
-            f"spec is for {spec.model} but the snapshot holds {snapshot.model}; "
-            f"probe {spec.model} or fix model:"
-        )
+    mismatch = model_mismatch(
+        snapshot, spec.model, fix=f"the spec is for {spec.model}: probe it, or fix model:"
+    )
+    if mismatch:
+        raise PolicyError(mismatch)
     native = reg.native_for(snapshot.model)
     block, ignore_why, verdicts = _build(spec, snapshot, reg)
     decision = route(block, snapshot.endpoints, RequestParams())

@@ -34,9 +34,16 @@ from openrouter_probe.policy.spec import PolicySpec, load_spec
 from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.quantities import format_usd_per_m
 from openrouter_probe.rules.routing import RouteDecision, route
-from openrouter_probe.rules.snapshot import Snapshot
+from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
-__all__ = ["Change", "DriftReport", "check_policy", "find_spec"]
+__all__ = [
+    "Change",
+    "DriftReport",
+    "check_policy",
+    "find_spec",
+    "provenance_diff",
+    "recompile_diff",
+]
 
 
 @dataclass(frozen=True)
@@ -376,19 +383,79 @@ def _shown(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict) else str(value)
 
 
+def _described(d: Decision) -> str:
+    """An endpoint as a reviewer wants it: provider, precision and verdict, prices."""
+    precision = f"{d.effective or d.declared or 'undeclared'} {d.verdict}"
+    return (
+        f"{d.provider}, {precision}, {format_usd_per_m(d.input_usd_per_m)} in, "
+        f"{format_usd_per_m(d.output_usd_per_m)} out"
+    )
+
+
+def _flat(mapping: dict[str, Any], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def recompile_diff(policy: CompiledPolicy | None, recompiled: CompiledPolicy) -> list[str]:
+    """What re-compiling ``policy`` into ``recompiled`` changes in what it admits, one line each.
+
+    The ``provider`` keys it sets, then every endpoint it admits or drops with its provider,
+    precision verdict and prices (``policy`` ``None``: the compiled file is missing, so every
+    admitted one is new). Empty when the block stays the same: ``provenance_diff`` then says why
+    the file changes at all.
+    """
+    before = {} if policy is None else policy.provider.to_request()
+    after = recompiled.provider.to_request()
+    lines = [
+        f"a re-compile sets provider.{key} to {_shown(after.get(key))} "
+        f"(now {_shown(before.get(key))})"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    ]
+    was = [] if policy is None else policy.admitted
+    old = {} if policy is None else {d.tag: d for d in policy.decisions}
+    new = {d.tag: d for d in recompiled.decisions}
+    lines += [
+        f"a re-compile admits {tag} ({_described(new[tag])})"
+        for tag in recompiled.admitted
+        if tag not in was
+    ]
+    lines += [
+        f"a re-compile drops {tag} ({_described(new.get(tag) or old[tag])}"
+        + ("" if tag in new else "; gone from the snapshot")
+        + ")"
+        for tag in was
+        if tag not in recompiled.admitted
+    ]
+    return lines
+
+
+def provenance_diff(policy: CompiledPolicy, recompiled: CompiledPolicy) -> list[str]:
+    """The provenance a re-compile records differently (the compiler version, the snapshot's
+    hash, the spec's hash), one line each: why a file whose block is unchanged is stale."""
+    before, after = (
+        _flat(policy.provenance, "provenance."),
+        _flat(recompiled.provenance, "provenance."),
+    )
+    return [
+        f"a re-compile records {key} {_shown(after.get(key))} (now {_shown(before.get(key))})"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    ]
+
+
 def _recompile_effects(
     policy: CompiledPolicy, recompiled: CompiledPolicy, blended_now: float | None
 ) -> list[str]:
-    before, after = policy.provider.to_request(), recompiled.provider.to_request()
-    if before == after:
+    lines = recompile_diff(policy, recompiled)
+    if not lines:
         return ["a re-compile gives the same provider block (its recorded decisions are refreshed)"]
-    lines = []
-    for key in sorted(set(before) | set(after)):
-        if before.get(key) != after.get(key):
-            lines.append(
-                f"a re-compile sets provider.{key} to {_shown(after.get(key))} "
-                f"(now {_shown(before.get(key))})"
-            )
     blended = _compiled_blend(recompiled.decisions)
     if _moved(blended_now, blended):
         lines.append(
@@ -446,8 +513,13 @@ def check_policy(
         report = check_policy(load_compiled_policy(path), fetch_snapshot(model))
         print(report.render()); sys.exit(report.exit_code)
     """
-    if policy.model not in (snapshot.model, snapshot.data.get("id")):
-        raise PolicyError(f"policy is for {policy.model} but the snapshot holds {snapshot.model}")
+    mismatch = model_mismatch(
+        snapshot,
+        policy.model,
+        fix=f"the policy is for {policy.model}: check it against a snapshot of that model",
+    )
+    if mismatch:
+        raise PolicyError(mismatch)
     if not policy.decisions:
         raise PolicyError("the compiled policy has no decisions to compare; re-compile it")
     now = route(policy.provider, snapshot.endpoints)

@@ -17,6 +17,9 @@ knows:
 - ``latency-in-ms``: ``preferred_max_latency`` that looks like milliseconds (it is seconds);
 - ``options-slug``: an ``options`` key that is not a provider slug of this model (OpenRouter
   forwards only the matched provider's options and silently drops unrecognized keys);
+- ``not-native``: the block admits an endpoint whose precision verdict is not ``native`` (a
+  hand-edited policy that now admits Fireworks' NVFP4 for an INT4 model), one finding per endpoint,
+  when the model is given and the precision registry knows its native precision;
 - ``schema``: a key OpenRouter does not accept, or a value of the wrong type.
 """
 
@@ -31,6 +34,7 @@ from typing import Any, Literal
 
 from openrouter_probe.api.schema import KNOWN_QUANTIZATIONS, Endpoint
 from openrouter_probe.errors import PolicyError
+from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.routing import RouteDecision, matches, route
 
@@ -52,11 +56,18 @@ class LintFinding:
 
 
 def lint_block(
-    block: ProviderBlock | Mapping[str, Any], endpoints: Sequence[Endpoint]
+    block: ProviderBlock | Mapping[str, Any],
+    endpoints: Sequence[Endpoint],
+    *,
+    model: str | None = None,
+    registry: PrecisionRegistry | None = None,
 ) -> list[LintFinding]:
     """Return every finding for ``block`` against ``endpoints`` (empty when clean).
 
     Schema errors come first; the rest of the block is linted as if the invalid keys were absent.
+    With ``model`` (the endpoints' model), every admitted endpoint whose precision verdict is not
+    ``native`` is a ``not-native`` warning (``registry``: the precision facts, default the
+    bundled ones).
     """
     if not isinstance(block, ProviderBlock | Mapping):
         return [LintFinding("schema", "error", "provider", "a provider block must be a mapping")]
@@ -70,6 +81,8 @@ def lint_block(
     decision = route(blk, endpoints)
     found += _admits_nothing(decision, endpoints)
     found += _order_findings(raw, blk, decision, endpoints)
+    if model is not None:
+        found += _precision_findings(decision, model, registry or default_registry())
     return found
 
 
@@ -325,4 +338,34 @@ def _order_findings(
                     f"{entry!r} is excluded by the block's filters ({why})",
                 )
             )
+    return found
+
+
+def _precision_findings(
+    decision: RouteDecision, model: str, registry: PrecisionRegistry
+) -> list[LintFinding]:
+    """Every admitted endpoint whose verdict is not native, named with why (the registry's
+    reason). Nothing when the registry does not know the model's native precision."""
+    native = registry.native_for(model)
+    if native is None:
+        return []
+    found = []
+    for candidate in decision.candidates:
+        endpoint = candidate.endpoint
+        verdict = registry.verdict(model, endpoint)
+        if verdict.verdict == "native":
+            continue
+        fix = f"ignore: [{endpoint.slug}]"
+        if endpoint.quantization != native.native:  # a tag that says native hides a fact
+            fix += f" or quantizations: [{native.native}]"
+        found.append(
+            LintFinding(
+                "not-native",
+                "warning",
+                "provider",
+                f"admits {endpoint.tag} ({endpoint.provider_name}), {verdict.verdict}: "
+                f"{verdict.reason}; {model} is released in {native.native}. Exclude it "
+                f"({fix}) unless you mean it",
+            )
+        )
     return found

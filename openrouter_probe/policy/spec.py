@@ -2,15 +2,16 @@
 
 ``PolicySpec`` is the spec model (``parse_spec``/``load_spec`` read one). ``read_yaml`` reads a
 document once, ``document_kind`` tells a spec from a compiled policy or a bare provider block, and
-``require_document`` refuses the wrong one in one line with the command to run. What the compiler
-writes is in ``openrouter_probe.policy.compiled``.
+``require_document`` refuses the wrong one in one line with the command to run (with the
+``--offline`` or ``--snapshot PATH`` the user gave, ``snapshot_args``). What the compiler writes is in
+``openrouter_probe.policy.compiled``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,7 @@ __all__ = [
     "parse_spec",
     "read_yaml",
     "require_document",
+    "snapshot_args",
 ]
 
 
@@ -151,11 +153,14 @@ def read_yaml(path: str | Path) -> Any:
         raise _yaml_error(exc, str(p)) from exc
 
 
-def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
-    """Validate a mapping as a policy spec; errors name the key and the fix."""
+def parse_spec(
+    data: Any, *, source: str | None = None, snapshot_args: Sequence[str] = ()
+) -> PolicySpec:
+    """Validate a mapping as a policy spec; errors name the key and the fix (a command they
+    suggest carries ``snapshot_args``)."""
     if not isinstance(data, Mapping):
         raise PolicyError("a policy spec is a YAML mapping with at least `model:`", source=source)
-    require_document(data, "spec", source=source)
+    require_document(data, "spec", source=source, snapshot_args=snapshot_args)
     try:
         return PolicySpec.model_validate(dict(data))
     except ValidationError as exc:
@@ -169,9 +174,30 @@ def parse_spec(data: Any, *, source: str | None = None) -> PolicySpec:
         raise PolicyError("invalid policy spec", source=source, errors=errors) from exc
 
 
-def load_spec(path: str | Path) -> PolicySpec:
-    """Read a policy spec YAML file."""
-    return parse_spec(read_yaml(path), source=str(path))
+def load_spec(path: str | Path, *, snapshot_args: Sequence[str] = ()) -> PolicySpec:
+    """Read a policy spec YAML file (``snapshot_args``: see ``parse_spec``)."""
+    return parse_spec(read_yaml(path), source=str(path), snapshot_args=snapshot_args)
+
+
+def snapshot_args(*, offline: bool = False, snapshot: Any = None) -> list[str]:
+    """The arguments that repeat how a command got its snapshot, for a command its error suggests.
+
+    ``--offline`` when the user is offline (``offline``, ``snapshot="bundled"`` or a bundled
+    ``Snapshot``), ``--snapshot PATH`` for a path, else nothing (the suggested command probes,
+    as the user's did)::
+
+        snapshot_args(offline=True)          # ["--offline"]
+        snapshot_args(snapshot="k25.json")   # ["--snapshot", "k25.json"]
+    """
+    if offline or snapshot == "bundled" or getattr(snapshot, "source", None) == "bundled":
+        return ["--offline"]
+    if isinstance(snapshot, str | Path):
+        return ["--snapshot", str(snapshot)]
+    return []
+
+
+def _compile_command(spec: str | Path, output: str, snapshot_args: Sequence[str]) -> str:
+    return " ".join(["openrouter-probe policy compile", str(spec), *snapshot_args, "-o", output])
 
 
 def is_compiled(doc: Any) -> bool:
@@ -226,10 +252,15 @@ _WANTED = {
 
 
 def require_document(
-    doc: Any, wanted: Literal["spec", "compiled", "block"], *, source: str | Path | None
+    doc: Any,
+    wanted: Literal["spec", "compiled", "block"],
+    *,
+    source: str | Path | None,
+    snapshot_args: Sequence[str] = (),
 ) -> None:
     """Raise a one-line ``PolicyError`` when ``doc`` is a spec where a compiled policy is wanted
-    (or the reverse), naming the command that turns one into the other.
+    (or the reverse), naming the command that turns one into the other (with ``snapshot_args``,
+    e.g. ``["--offline"]``: an offline user gets an offline command).
 
     Every command that reads a spec or a policy calls this before validating, so a wrong file
     gives one line with the fix, not a list of schema errors. Other mismatches are left to the
@@ -240,7 +271,7 @@ def require_document(
         return
     where = str(source) if source is not None else "the file"
     if found == "spec":
-        command = f"openrouter-probe policy compile {where} -o {_compiled_name(Path(where))}"
+        command = _compile_command(where, _compiled_name(Path(where)), snapshot_args)
         raise PolicyError(
             f"this is a policy spec, not {_WANTED[wanted]}: compile it first with `{command}`",
             source=None if source is None else str(source),
@@ -250,7 +281,7 @@ def require_document(
         spec_file = spec.get("file") if isinstance(spec, Mapping) else None
         if spec_file:
             spec_path = Path(where).with_name(str(spec_file))
-            fix = f"compile its spec instead: `openrouter-probe policy compile {spec_path} -o {where}`"
+            fix = f"compile its spec instead: `{_compile_command(spec_path, where, snapshot_args)}`"
         else:
             fix = f"explain it with `openrouter-probe policy explain {where}`"
         raise PolicyError(

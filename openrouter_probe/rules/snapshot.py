@@ -49,6 +49,7 @@ __all__ = [
     "SnapshotSource",
     "bundled_snapshot",
     "load_snapshot",
+    "model_mismatch",
     "probe",
     "resolve_snapshot",
 ]
@@ -480,7 +481,26 @@ def resolve_snapshot(
         snap = probe(model)
     else:
         raise SnapshotError("give a MODEL, --offline or --snapshot PATH")
-    if model and snap.model != model and snap.data.get("id") != model:
-        given = snapshot if snapshot and snapshot != "bundled" else snap.origin
-        raise SnapshotError(f"{given} holds {snap.model}, not {model}; pass a snapshot of {model}")
+    mismatch = model and model_mismatch(
+        snap, model, source=snapshot if snapshot and snapshot != "bundled" else None
+    )
+    if mismatch:
+        raise SnapshotError(mismatch)
     return snap
+
+
+def model_mismatch(
+    snap: Snapshot, model: str, *, source: str | None = None, fix: str | None = None
+) -> str | None:
+    """Say ``model mismatch`` with both ids when ``snap`` is not of ``model`` (``None`` when it is).
+
+    The one check every place that loads a snapshot for a model makes; each raises its own error
+    with the line. ``source`` names the snapshot (default: its origin); ``fix`` replaces the
+    default advice (pass a snapshot of ``model``).
+    """
+    if model in (snap.model, snap.data.get("id")):
+        return None
+    advice = fix or (
+        f"pass a snapshot of {model} (save one with `openrouter-probe endpoints {model} --save PATH`)"
+    )
+    return f"model mismatch: {source or snap.origin} holds {snap.model}, not {model}; {advice}"

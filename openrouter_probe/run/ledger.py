@@ -89,14 +89,19 @@ def _number(value: Any, where: str) -> int:
 
 
 def replay_ledger(
-    path: str | Path, *, accounted: Collection[tuple[str, str]], output_exists: bool = True
+    path: str | Path,
+    *,
+    accounted: Collection[tuple[str, str]],
+    output_exists: bool = True,
+    repair: bool = True,
 ) -> LedgerReplay:
     """Repair a torn tail of the journal at ``path``, then total what no output record accounts for.
 
     ``accounted`` holds ``(run_id, row id)`` for every record of the output. A journal whose output
     is gone (``output_exists=False``) is a ``ConfigError``: its money would count against a fresh
     output's cap, or silently vanish; the user decides. A line in the middle that is not JSON is a
-    ``ConfigError`` naming the file and line.
+    ``ConfigError`` naming the file and line. ``repair=False`` reads without writing (``audit``):
+    a torn last line is skipped instead of cut.
     """
     p = Path(path)
     replay = LedgerReplay(path=p)
@@ -108,7 +113,7 @@ def replay_ledger(
             "restore the output to resume, or delete the journal to start afresh (the money it "
             "records will then no longer count against --budget-usd)"
         )
-    replay.torn = repair_torn_tail(p)
+    replay.torn = repair_torn_tail(p) if repair else None
     if replay.torn:
         log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
     # (run, attempt) -> [row id, reserved, settled cost or None]

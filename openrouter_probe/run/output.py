@@ -111,14 +111,20 @@ def output_tokens_of(record: dict[str, Any]) -> int:
     return 0
 
 
-def load_resume_state(path: str | Path, *, redo_failed: bool = False) -> ResumeState:
-    """Repair a torn tail, then read what an existing output file holds (empty when it is absent)."""
+def load_resume_state(
+    path: str | Path, *, redo_failed: bool = False, repair: bool = True
+) -> ResumeState:
+    """Repair a torn tail, then read what an existing output file holds (empty when it is absent).
+
+    ``repair=False`` reads without writing (``audit``, which may read an output a run is still
+    appending to): a torn last line is skipped instead of cut.
+    """
     state = ResumeState()
     p = Path(path)
     if not p.exists():
         return state
     state.exists = True
-    state.torn = repair_torn_tail(p)
+    state.torn = repair_torn_tail(p) if repair else None
     if state.torn:
         log.warning(
             "%s: cut a torn last line (%d bytes) left by a crash; that row will be sent again",

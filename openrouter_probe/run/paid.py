@@ -132,7 +132,13 @@ def endpoints_now(
 ) -> tuple[list[Endpoint], Any]:
     """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live."""
     from openrouter_probe.api.client import Client
-    from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
+    from openrouter_probe.errors import SnapshotError
+    from openrouter_probe.rules.snapshot import (
+        Snapshot,
+        bundled_snapshot,
+        load_snapshot,
+        model_mismatch,
+    )
 
     if isinstance(snapshot, Snapshot):
         snap = snapshot
@@ -158,6 +164,11 @@ def endpoints_now(
         snap = Snapshot.from_endpoints(
             data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
         )
+    mismatch = model_mismatch(
+        snap, model, source=str(snapshot) if isinstance(snapshot, str | Path) else None
+    )
+    if mismatch:
+        raise SnapshotError(mismatch)
     return list(snap.endpoints), snap
 
 
@@ -240,6 +251,8 @@ class PaidRun:
         """
         options = self.options
         budget = options.budget_usd
+        if not rows and not self.state.exists:
+            return summary  # nothing to send, nothing recorded: create no empty output and journal
         await self._warn(summary)
         spent_before = self.spent_before_usd
         if budget is not None and spent_before >= budget:

@@ -19,7 +19,6 @@ import hashlib
 import json
 import random
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -431,6 +430,11 @@ def _jsonl_item(row: Any, where: str, suite: str) -> Item:
 def load_jsonl_suite(path: str | Path) -> list[Item]:
     """Read a user suite: one JSON object a line, ``messages`` and optional ``answer``/``id``/
     ``max_tokens``. Blank lines are skipped; a duplicate id is an error naming both lines."""
+    return _jsonl_suite(path)[0]
+
+
+def _jsonl_suite(path: str | Path) -> tuple[list[Item], dict[str, int]]:
+    """The items of a user suite and the line of each id."""
     p = Path(path)
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -461,7 +465,7 @@ def load_jsonl_suite(path: str | Path) -> list[Item]:
         items.append(item)
     if not items:
         raise ConfigError(f'{p}: no rows; write one JSON object per line with "messages"')
-    return items
+    return items, seen
 
 
 def load_suites(spec: str | Sequence[str], *, n: int, seed: int = 0) -> list[Item]:
@@ -471,18 +475,24 @@ def load_suites(spec: str | Sequence[str], *, n: int, seed: int = 0) -> list[Ite
     if not names:
         raise ConfigError("no suite given; use arith, tools, or a path to a JSONL file")
     items: list[Item] = []
+    origin: dict[str, str] = {}  # id -> where it comes from, for the error naming both
     for name in names:
-        if name == "arith":
-            items.extend(arith_suite(n, seed=seed))
-        elif name == "tools":
-            items.extend(tools_suite())
+        if name in ("arith", "tools"):
+            found = arith_suite(n, seed=seed) if name == "arith" else tools_suite()
+            where = {item.id: f"the built-in {name} suite" for item in found}
         elif name.endswith(".jsonl") or Path(name).exists():
-            items.extend(load_jsonl_suite(name))
+            found, lines = _jsonl_suite(name)
+            where = {ident: f"{name}:{line}" for ident, line in lines.items()}
         else:
             raise ConfigError(
                 f"unknown suite {name!r}; use arith, tools, or a path to a .jsonl file"
             )
-    duplicates = sorted(i for i, k in Counter(item.id for item in items).items() if k > 1)
-    if duplicates:
-        raise ConfigError(f"suites share item id(s) {duplicates[:5]}; give the rows distinct ids")
+        for item in found:
+            if item.id in origin:
+                raise ConfigError(
+                    f"{where[item.id]}: id {item.id!r} is already used by {origin[item.id]}; "
+                    "give the rows distinct ids"
+                )
+            origin[item.id] = where[item.id]
+        items.extend(found)
     return items
