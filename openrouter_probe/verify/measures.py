@@ -556,7 +556,9 @@ def measure_endpoint(
         accuracy=None if not known else correct / len(known),
         accuracy_ci=None if not known else clopper_pearson(correct, len(known)),
         strict_format_rate=_rate(
-            s.strict for i, s in judged.scores.items() if items[i].answer_kind == "number"
+            s.strict
+            for i, s in judged.scores.items()
+            if items[i].answer_kind == "number" and i in ok
         ),
         paired=len(pairs),
         exact_match_rate=_rate(
