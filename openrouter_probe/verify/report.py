@@ -11,10 +11,12 @@ precision registry can read (``docs/verify.md`` gives the format and the reader 
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import math
 import textwrap
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -155,8 +157,8 @@ class VerifyReport:
     def render(self) -> str:
         """The report as text: one line per endpoint (80 columns for tags up to 16 characters; a
         longer tag widens its column rather than being cut): verdict, paired n, accuracy, the
-        accuracy gap with its interval, the smallest Holm p of its measures, leaks, cost; then each
-        verdict's reason and the notes, wrapped at 80."""
+        accuracy gap with its interval, the smallest Holm p of its measures, cost; then each
+        verdict's reason (with the leaked responses discarded) and the notes, wrapped at 80."""
 
         width = max(8, *(len(r.tag) for r in self.results))
         level = next(
@@ -176,7 +178,7 @@ class VerifyReport:
         lines = [
             *textwrap.wrap(head, width=80, subsequent_indent="  "),
             f"{'endpoint':<{width}} {'verdict':<12} {'n':>4} {'acc%':>5} "
-            f"{'gap pp [interval]':<17} {'p_holm':>7} {'leak':>4} {'cost':>8}",
+            f"{'gap pp [interval]':<19} {'p_holm':>7} {'cost':>8}",
         ]
         for r in self.results:
             m, c = r.measures, r.comparison
@@ -184,11 +186,15 @@ class VerifyReport:
             p_min = _min_p(c)
             lines.append(
                 f"{r.tag:<{width}} {verdict:<12} {(c.counts.n if c else m.known):>4} "
-                f"{_pct(m.accuracy):>5} {_gap_text(c):<17} "
-                f"{('-' if p_min is None else f'{p_min:.2g}'):>7} {r.leaked:>4} "
-                f"{f'${m.cost_usd:.4f}':>8}"
+                f"{_pct(m.accuracy):>5} {_gap_text(c):<19} "
+                f"{('-' if p_min is None else f'{p_min:.2g}'):>7} {f'${m.cost_usd:.4f}':>8}"
             )
-        tail = [f"{r.tag}: {r.comparison.reason}" for r in self.results if r.comparison]
+        tail = [
+            f"{r.tag}: {r.comparison.reason}"
+            + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
+            for r in self.results
+            if r.comparison
+        ]
         tail.extend(self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         return "\n".join(lines)
@@ -323,6 +329,21 @@ def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
     return out
 
 
+def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
+    """The reference's measures with the tokens and cost of its other runs added: what the check
+    spent on it."""
+    extra = [o for run in runs for o in run.values()]
+    costs = [o.cost_usd for o in extra]
+    return dataclasses.replace(
+        m,
+        prompt_tokens=m.prompt_tokens + sum(o.prompt_tokens for o in extra),
+        completion_tokens=m.completion_tokens + sum(o.completion_tokens for o in extra),
+        reasoning_tokens=m.reasoning_tokens + sum(o.reasoning_tokens for o in extra),
+        cost_usd=math.fsum([m.cost_usd, *(c for c in costs if c is not None)]),
+        cost_unknown=m.cost_unknown + sum(1 for c in costs if c is None),
+    )
+
+
 @dataclass
 class _Kept:
     """The responses judged, by (tag, run) and item, and what was set aside."""
@@ -406,6 +427,7 @@ def build_report(
         tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
         for tag in plan.pinned
     }
+    measures[plan.reference] = _with_spend(measures[plan.reference], floor)
     tolerance = plan.tolerance if tolerance is None else tolerance
     comparisons = compare_to_reference(
         {tag: measures[tag].tests for tag in plan.compared},

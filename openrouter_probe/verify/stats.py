@@ -777,9 +777,10 @@ def _judge(
 
 def _prompts_needed(test: MeasureTest, *, power: float) -> int:
     """The pairs the measure's equivalence needs at its observed discordance (at least the
-    planning figure's, so that a run with no discordant pair does not promise a tiny sample)."""
+    plan's ``PLANNING_DISCORDANCE``, so that a small run with no discordant pair does not promise
+    a tiny sample)."""
     m = test.measure
-    discordance = max((m.b + m.c) / m.n if m.n else 0.0, PLANNING_DISCORDANCE / 5)
+    discordance = max((m.b + m.c) / m.n if m.n else 0.0, PLANNING_DISCORDANCE)
     one_sided = (1 - test.interval.level) / 2
     return prompts_for_equivalence(
         tolerance=test.margin, alpha=one_sided, power=power, discordance=min(1.0, discordance)
