@@ -140,6 +140,33 @@ def _tally(report: VerifyReport, scenario: str, counts: dict[str, list[int]]) ->
     return wrong
 
 
+COLUMNS = ("accuracy", "agreement", "tool_trigger", "tool_schema", "tool_arguments")
+
+
+def _table(counts: dict[str, list[int]]) -> list[str]:
+    """One row per condition: how often it was called ``differs`` (with a 95% interval), by which
+    measures, and the mean accuracy gap observed."""
+    lines = [
+        "| condition | differs [95% interval] | flagged by: accuracy | agreement | tool trigger "
+        "| tool schema | tool arguments | mean accuracy gap |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    conditions = sorted({k.split(": ")[0] for k in counts if not k.startswith(("null", "undeg"))})
+    for condition in conditions:
+        hits, total = counts[f"{condition}: differs"]
+        flagged = []
+        for name in COLUMNS:
+            h, t = counts.get(f"{condition}: flagged by {name}", [0, 0])
+            flagged.append(f"{h}/{t}" if t else "-")
+        gap = counts[f"{condition}: mean accuracy gap (x1000)"]
+        lines.append(
+            f"| {condition} | {_rate(hits, total)} | "
+            + " | ".join(flagged)
+            + f" | {gap[0] / gap[1] / 10:.1f} pp |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
@@ -157,15 +184,14 @@ def main() -> None:
         print(f"seed {seed} done ({time.perf_counter() - started:.0f} s)", flush=True)
     print(
         f"\n{args.seeds} seeds, n={args.n} arith + {args.tools} tool prompts, noise "
-        f"{args.noise:g}, five INT4 endpoints against moonshotai/int4 (sent twice), alpha 0.05"
+        f"{args.noise:g}, five INT4 endpoints against moonshotai/int4 (sent twice), alpha 0.05\n"
     )
-    print("| condition | rate [95% interval] |\n|---|---|")
-    for key in sorted(counts):
-        hits, total = counts[key]
-        if key.endswith("(x1000)"):
-            print(f"| {key.replace(' (x1000)', '')} | {hits / total / 10:.1f} pp |")
-        else:
-            print(f"| {key} | {_rate(hits, total)} |")
+    null = counts["null: any differs (family-wise)"]
+    print(f"family-wise false positives, nothing degraded: {_rate(*null)} of the seeds")
+    for key in ("undegraded endpoint: differs", "undegraded endpoint: consistent"):
+        print(f"{key}: {_rate(*counts[key])} of the endpoint checks")
+    print()
+    print("\n".join(_table(counts)))
     print(f"\nconsistent with an interval past the tolerance: {wrong}")
 
 

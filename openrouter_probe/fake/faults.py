@@ -315,6 +315,8 @@ class Degradation:
     noise: float = 0.0
     hard: float = 0.0
     _cache: dict[str, tuple[float, float, float]] = field(default_factory=dict, repr=False)
+    #: Whether any answer can change (read once per request on the server's hot path).
+    active: bool = False
 
     @classmethod
     def build(
@@ -351,6 +353,7 @@ class Degradation:
                 "that share of items and right on as many)"
             )
         out.hard = max(out.hard, largest)
+        out.active = bool(out) or out.noise > 0
         return out
 
     def __bool__(self) -> bool:

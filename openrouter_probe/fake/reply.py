@@ -279,7 +279,7 @@ class Reply:
             )
             fake.remember(key, answer)
         self.cache_key = key
-        if changes or changes.noise:
+        if changes.active:
             changed = self._change(answer, changes, key[0], nonce)
             if changed is not answer:
                 self.cache_key = None  # a changed answer is this request's own: not shared

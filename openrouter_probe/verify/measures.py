@@ -257,10 +257,9 @@ def score(item: Item, obs: Observation) -> Score:
         )
     correct: bool | None
     if item.answer_kind == "tool":
+        # the decision, not the prose around it: a call and its arguments, or none
         normalised = (
-            f"call {call.name} {json.dumps(call.arguments, sort_keys=True)}"
-            if call
-            else normalise_text(obs.content)
+            f"call {call.name} {json.dumps(call.arguments, sort_keys=True)}" if call else "no call"
         )
         if item.expect_tool is None:
             correct = call is None
