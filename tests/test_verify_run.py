@@ -453,7 +453,10 @@ def test_cli_runs_against_the_server_named_by_openrouter_base_url(tmp_path: Path
         )
         assert len(fake.ledger) == 30  # the endpoints were read live from the same server
     assert result.exit_code == 0, result.output
-    assert "chutes/int4     inconclusive   10 100.0 +0.0 [-21.3,+21.3]        1  $0.0003" in result.stdout
+    assert (
+        "chutes/int4     inconclusive   10 100.0 +0.0 [-21.3,+21.3]        1  $0.0003"
+        in result.stdout
+    )
 
 
 def test_cli_policy_compares_what_the_policy_admits() -> None:
