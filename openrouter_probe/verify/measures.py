@@ -500,19 +500,17 @@ def _judge_run(items: Mapping[str, Item], run: Mapping[str, Observation]) -> _Ju
 def _deciding(
     mine: _Judged, runs: Sequence[_Judged], counts: PairedCounts
 ) -> tuple[PairedMeasure, ...]:
-    """The deciding measures of an endpoint against the reference's runs (those with data)."""
+    """The deciding measures of an endpoint against the reference's runs (those with data; the
+    floor measures need a second run)."""
     first = runs[0]
-    out = [counts.measure("accuracy")]
-    out.append(
-        _excess("agreement", mine.answers, [r.answers for r in runs]) or _gap("agreement", {}, {})
-    )
-    out.append(
-        _excess("tool_trigger", mine.triggers, [r.triggers for r in runs])
-        or _gap("tool_trigger", {}, {})
-    )
-    out.append(_gap("tool_schema", mine.valid, first.valid))
-    out.append(_gap("tool_arguments", mine.right_call, first.right_call))
-    return tuple(m for m in out if m.n > 0)
+    found: list[PairedMeasure | None] = [
+        counts.measure("accuracy"),
+        _excess("agreement", mine.answers, [r.answers for r in runs]),
+        _excess("tool_trigger", mine.triggers, [r.triggers for r in runs]),
+        _gap("tool_schema", mine.valid, first.valid),
+        _gap("tool_arguments", mine.right_call, first.right_call),
+    ]
+    return tuple(m for m in found if m is not None and m.n > 0)
 
 
 def measure_endpoint(

@@ -695,7 +695,9 @@ def compare_to_reference(
 ) -> dict[str, Comparison]:
     """Judge each endpoint's deciding measures against the reference, Holm over all the tests.
 
-    ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list.
+    ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list;
+    ``accuracy_counts`` (optional) gives the full 2x2 of accuracy for the latter (a measure keeps
+    only the discordant counts), shown as ``Comparison.counts``.
 
     - ``differs``: some measure's test rejects at family-wise ``alpha`` (Holm over every endpoint
       and measure);
