@@ -131,6 +131,9 @@ def test_first_token_logprobs_are_kept_and_compared(tmp_path: Path) -> None:
     assert chutes.logprob_pairs == deepinfra.logprob_pairs == 20
     assert chutes.first_token_tv_mean == 0.0
     assert deepinfra.first_token_tv_mean is not None and deepinfra.first_token_tv_mean > 0
+    # the floor of the distance: the reference's second run against its first (the same here)
+    assert report.result("moonshotai/int4").measures.first_token_tv_floor == 0.0
+    assert deepinfra.first_token_tv_floor == 0.0 < deepinfra.first_token_tv_mean
 
 
 def test_parse_body_keeps_the_choice_logprobs() -> None:
