@@ -543,7 +543,6 @@ def measure_endpoint(
     logprobs = _logprob_figures(ok, reference, floor)
     costs = [o.cost_usd for o in mine.values()]
     calls = [s for s in judged.scores.values() if s.called_tool is not None]
-    floor_answers = runs[1].answers if len(runs) > 1 else {}
     return EndpointMeasures(
         endpoint=tag,
         scored=len(ok),
@@ -573,21 +572,7 @@ def measure_endpoint(
         models=dict(sorted(Counter(o.model for o in ok.values() if o.model).items())),
         tool_calls=len(calls),
         schema_valid_rate=_rate(judged.valid.values()),
-        trigger_agreement=_rate(
-            not _differs(v, runs[0].triggers[i])
-            for i, v in judged.triggers.items()
-            if i in runs[0].triggers
-        ),
-        trigger_f1=_f1(judged.called, runs[0].called),
-        arguments_rate=_rate(judged.right_call.values()),
-        floor_disagreement=_rate(
-            _differs(v, runs[0].answers[i])
-            for i, v in floor_answers.items()
-            if i in runs[0].answers
-        )
-        if floor_answers
-        else None,
-        floor_trigger_f1=_f1(runs[1].called, runs[0].called) if len(runs) > 1 else None,
+        **_agreement_figures(judged, runs),
         prompt_tokens=sum(o.prompt_tokens for o in mine.values()),
         completion_tokens=sum(o.completion_tokens for o in mine.values()),
         reasoning_tokens=sum(o.reasoning_tokens for o in mine.values()),
@@ -596,6 +581,28 @@ def measure_endpoint(
         tests=() if is_reference else _deciding(judged, runs, counts),
         **logprobs,
     )
+
+
+def _agreement_figures(judged: _Judged, runs: Sequence[_Judged]) -> dict[str, Any]:
+    """Trigger agreement and F1 against the reference's first run, the right-argument rate, and
+    the floor: the reference's second run against its first."""
+    first = runs[0]
+    floor = runs[1] if len(runs) > 1 else None
+    return {
+        "trigger_agreement": _rate(
+            not _differs(v, first.triggers[i])
+            for i, v in judged.triggers.items()
+            if i in first.triggers
+        ),
+        "trigger_f1": _f1(judged.called, first.called),
+        "arguments_rate": _rate(judged.right_call.values()),
+        "floor_disagreement": None
+        if floor is None or not floor.answers
+        else _rate(
+            _differs(v, first.answers[i]) for i, v in floor.answers.items() if i in first.answers
+        ),
+        "floor_trigger_f1": None if floor is None else _f1(floor.called, first.called),
+    }
 
 
 def _logprob_figures(

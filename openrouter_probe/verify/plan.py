@@ -535,19 +535,8 @@ def plan_verify(
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats)
     if not items:
         raise ConfigError("no prompts to send; give at least one suite item")
-    ref = (
-        resolve_tag(reference, endpoints, option="--reference")
-        if reference
-        else default_reference(model, endpoints)
-    )
-    tags = [resolve_tag(t, endpoints) for t in tags]
-    if ref is None:
-        raise ConfigError(
-            f"no first-party endpoint found for {model}; name the reference endpoint's tag"
-        )
-    order = [ref, *(t for t in dict.fromkeys(tags) if t != ref)]
-    if len(order) < 2:
-        raise ConfigError("nothing to compare: give at least one endpoint besides the reference")
+    order = _order(model, endpoints, tags, reference)
+    ref = order[0]
     settings = dict(DEFAULT_REASONING if reasoning is None else reasoning)
     sent = {"temperature", "max_tokens", "reasoning"}
     if any(item.tools for item in items):
@@ -555,16 +544,7 @@ def plan_verify(
     params = RequestParams(
         max_tokens=max(item.max_tokens for item in items), parameters=frozenset(sent)
     )
-    tokens = [prompt_tokens(item) for item in items]
-    in_expected = sum(t[0] for t in tokens)
-    in_worst = sum(t[1] for t in tokens)
-    out_worst = sum(item.max_tokens for item in items)
-    out_expected = (
-        sum(item.expected_output_tokens for item in items)
-        if _reasoning_off(settings)
-        else out_worst
-    )
-    totals = _Tokens(in_expected, in_worst, out_expected, out_worst, len(items))
+    totals = _totals(items, reasoning_off=_reasoning_off(settings))
     names = [e.provider_name for e in endpoints]
     pinned = {tag: pin(tag, endpoints, params=params) for tag in order}
     rows = [
@@ -593,6 +573,38 @@ def plan_verify(
         notes=_plan_notes(rows, settings),
         tolerance=tolerance,
         repeats=repeats,
+    )
+
+
+def _order(
+    model: str, endpoints: Sequence[Endpoint], tags: Sequence[str], reference: str | None
+) -> list[str]:
+    """The reference's full tag, then the other endpoints' (a slug with one endpoint resolved)."""
+    ref = (
+        resolve_tag(reference, endpoints, option="--reference")
+        if reference
+        else default_reference(model, endpoints)
+    )
+    if ref is None:
+        raise ConfigError(
+            f"no first-party endpoint found for {model}; name the reference endpoint's tag"
+        )
+    resolved = [resolve_tag(t, endpoints) for t in tags]
+    order = [ref, *(t for t in dict.fromkeys(resolved) if t != ref)]
+    if len(order) < 2:
+        raise ConfigError("nothing to compare: give at least one endpoint besides the reference")
+    return order
+
+
+def _totals(items: Sequence[Item], *, reasoning_off: bool) -> _Tokens:
+    """The tokens one endpoint is sent and may answer, summed over ``items``."""
+    tokens = [prompt_tokens(item) for item in items]
+    out_worst = sum(item.max_tokens for item in items)
+    out_expected = (
+        sum(item.expected_output_tokens for item in items) if reasoning_off else out_worst
+    )
+    return _Tokens(
+        sum(t[0] for t in tokens), sum(t[1] for t in tokens), out_expected, out_worst, len(items)
     )
 
 
