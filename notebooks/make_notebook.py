@@ -333,10 +333,11 @@ if policy_file is not None:
 
 A provider can declare `int4` and still serve something else. `verify_precision` sends the same
 pinned prompts (here: arithmetic with known answers) to each endpoint and to a reference (the first
-party, Moonshot AI), then compares them pair by pair (exact McNemar test, Holm-corrected across
-endpoints). Each endpoint gets a verdict: `consistent` (no gap bigger than the 10-point tolerance
-could have gone unseen), `differs` (significantly less accurate) or `inconclusive` (too few prompts
-to tell).
+party, Moonshot AI, sent twice to measure its own noise), then compares them pair by pair
+(mid-p McNemar tests, and the answers' disagreement against the reference's own, Holm-corrected
+across endpoints and measures). Each endpoint gets a verdict: `consistent` (the whole interval of
+every difference lies inside the 10-point tolerance), `differs` (significantly less accurate, or
+disagreeing more than the reference with itself) or `inconclusive` (too few prompts to tell).
 
 On the fake server we make DeepInfra *degrade* 20% of its answers, as a badly re-quantized
 deployment might, and check it against Chutes with 100 prompts each: a run of well under a second

@@ -222,6 +222,10 @@ def test_verify_on_the_fake_flags_the_degraded_endpoint(tmp_path: Path) -> None:
     assert 0.1 < deepinfra["accuracy_gap"] <= 0.3  # degraded at 20%
     assert all(r["scored"] == 200 and r["failed"] == 0 for r in report.values())
     recorded = _rows(out)
-    assert Counter(r["id"].split("|")[0] for r in recorded) == {t: 200 for t in report}
+    # the reference twice (its second run, TAG#2, is the floor of the agreement test)
+    assert Counter(r["id"].split("|")[0] for r in recorded) == {
+        **{t: 200 for t in report},
+        "moonshotai/int4#2": 200,
+    }
     # Sent with the fake key only: the user's key never leaves the process.
     assert os.environ["OPENROUTER_API_KEY"] not in out.read_text(encoding="utf-8")

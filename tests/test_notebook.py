@@ -109,6 +109,6 @@ def test_notebook_runs_and_shows_the_scenario() -> None:
     assert "moonshotai/kimi-k2.5 against moonshotai/int4: 100 prompts (arith)" in text
     assert re.search(r"chutes/int4\s+consistent\s+100\s+100\.0\s+\+0\.0\s", text)
     assert re.search(r"deepinfra/int4\s+differs\s+100\s+85\.0\s+\+15\.0\s", text)
-    assert "sent 300 request(s)" in text
+    assert "sent 400 request(s)" in text  # 100 each, the reference twice
     frame = re.search(r"deepinfra/int4\s+compared\s+differs\s+100\s+0\.85\s+0\.15\s", text)
     assert frame is not None, "the report's frame shows deepinfra/int4 as differs"

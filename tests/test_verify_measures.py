@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from openrouter_probe.verify.measures import (
+    FAILED,
     Observation,
     first_difference,
     measure_endpoint,
@@ -148,35 +149,45 @@ def test_score_numbers() -> None:
     assert wrong.correct is False
 
 
-def test_score_tool_calls() -> None:
-    items = {i.id: i for i in tools_suite()}
-    paris = items["tools/weather-paris"]
+TOOL_ITEMS = {i.id: i for i in tools_suite(40)}
+WEATHER = next(i for i in TOOL_ITEMS.values() if i.expect_tool == "get_weather")
+NO_TOOL = next(i for i in TOOL_ITEMS.values() if i.expect_tool is None)
+CONVERT = next(i for i in TOOL_ITEMS.values() if i.expect_tool == "convert_currency")
 
-    def call(name: str, arguments: str) -> Observation:
-        body = _body(
-            None,
-            finish="tool_calls",
-            tool_calls=[{"type": "function", "function": {"name": name, "arguments": arguments}}],
-        )
-        return Observation.from_completion("e", paris.id, body)
 
-    right = score(paris, call("get_weather", '{"city": "paris", "unit": "celsius"}'))
-    assert (right.correct, right.schema_valid, right.called_tool) == (True, True, "get_weather")
-    invalid = score(paris, call("get_weather", '{"city": "Paris", "unit": "kelvin"}'))
-    assert (invalid.correct, invalid.schema_valid) == (False, False)
-    other_city = score(paris, call("get_weather", '{"city": "Lyon", "unit": "celsius"}'))
-    assert (other_city.correct, other_city.schema_valid) == (False, True)
-    unknown_tool = score(paris, call("get_time", "{}"))
-    assert (unknown_tool.correct, unknown_tool.schema_valid) == (False, False)
-    no_call = score(paris, Observation("e", paris.id, content="It is sunny."))
-    assert (no_call.correct, no_call.called_tool, no_call.schema_valid) == (False, None, None)
-    capital = items["tools/no-tool-capital"]
-    assert score(capital, Observation("e", capital.id, content="Paris")).correct is True
-    converted = score(
-        items["tools/convert-eur-jpy"],
-        call("convert_currency", '{"amount": 250.0, "from_currency": "EUR", "to_currency": "JPY"}'),
+def _call(item: Item, name: str, arguments: str, endpoint: str = "e") -> Observation:
+    body = _body(
+        None,
+        finish="tool_calls",
+        tool_calls=[{"type": "function", "function": {"name": name, "arguments": arguments}}],
     )
-    assert converted.correct is True
+    return Observation.from_completion(endpoint, item.id, body)
+
+
+def test_score_tool_calls() -> None:
+    city, unit = WEATHER.expect_arguments["city"], WEATHER.expect_arguments["unit"]
+    other_unit = "celsius" if unit == "fahrenheit" else "fahrenheit"
+    right = score(
+        WEATHER, _call(WEATHER, "get_weather", json.dumps({"city": city.lower(), "unit": unit}))
+    )
+    assert (right.correct, right.schema_valid, right.called_tool) == (True, True, "get_weather")
+    invalid = score(
+        WEATHER, _call(WEATHER, "get_weather", json.dumps({"city": city, "unit": "kelvin"}))
+    )
+    assert (invalid.correct, invalid.schema_valid) == (False, False)
+    wrong = score(
+        WEATHER, _call(WEATHER, "get_weather", json.dumps({"city": city, "unit": other_unit}))
+    )
+    assert (wrong.correct, wrong.schema_valid) == (False, True)
+    unknown_tool = score(WEATHER, _call(WEATHER, "get_time", "{}"))
+    assert (unknown_tool.correct, unknown_tool.schema_valid) == (False, False)
+    no_call = score(WEATHER, Observation("e", WEATHER.id, content="It is sunny."))
+    assert (no_call.correct, no_call.called_tool, no_call.schema_valid) == (False, None, None)
+    assert score(NO_TOOL, Observation("e", NO_TOOL.id, content="Paris")).correct is True
+    arguments = {**CONVERT.expect_arguments, "amount": float(CONVERT.expect_arguments["amount"])}
+    assert score(CONVERT, _call(CONVERT, "convert_currency", json.dumps(arguments))).correct is True
+    failed = score(WEATHER, Observation("e", WEATHER.id, error="Provider returned error"))
+    assert (failed.correct, failed.called_tool, failed.normalised) == (False, None, FAILED)
 
 
 def test_score_text_and_unknown_answers() -> None:
@@ -236,19 +247,20 @@ def test_measure_endpoint_by_hand() -> None:
     items, mine, ref = _arith_observations()
     reference = {o.item_id: o for o in ref}
     m = measure_endpoint("chutes/int4", items, mine, reference)
-    # item 3 failed; of items 0, 1, 2, 4 the endpoint got 0, 1, 4 right (2 says "12")
-    assert (m.scored, m.failed, m.known, m.correct) == (4, 1, 4, 3)
-    assert m.accuracy == 0.75
+    # item 3 failed: an outcome (wrong), never dropped; of the others the endpoint got 0, 1, 4
+    # right (2 says "12")
+    assert (m.scored, m.failed, m.known, m.correct) == (4, 1, 5, 3)
+    assert m.accuracy == 0.6
     assert m.accuracy_ci is not None and m.accuracy_ci.method == "clopper-pearson"
-    # pairs: 0, 1 both right; 2 ref only; 4 endpoint only (the reference said "7")
-    assert m.counts == PairedCounts(both=2, ref_only=1, endpoint_only=1, neither=0)
+    # pairs: 0, 1 both right; 2 and 3 (failed) ref only; 4 endpoint only (the reference said "7")
+    assert m.counts == PairedCounts(both=2, ref_only=2, endpoint_only=1, neither=0)
     assert pair_counts(items, {o.item_id: o for o in mine}, reference) == m.counts
-    assert m.paired == 4
-    assert m.exact_match_rate == 0.5
-    assert m.similarity_mean is not None and 0.5 < m.similarity_mean < 1.0
+    assert m.paired == 5
+    assert m.exact_match_rate == 0.4  # 0 and 1; a failure agrees with nothing
+    assert m.similarity_mean is not None and 0.3 < m.similarity_mean < 1.0
     assert m.finish_reasons == {"none": 1, "stop": 4}
     assert m.models == {}  # the bodies name no permaslug
-    assert m.strict_format_rate == 1.0
+    assert m.strict_format_rate == 1.0  # of the four answers
     # logprobs on pairs 0, 1, 2 (the reference's item 4 has none):
     # p = {-: e^-.2, 3: e^-1.8}, q = {-: e^-.1, 3: e^-3}; TV over {-, 3, other}
     p_dash, p_3 = math.exp(-0.2), math.exp(-1.8)
@@ -262,37 +274,54 @@ def test_measure_endpoint_by_hand() -> None:
     assert m.cost_usd == pytest.approx(0.0004)  # four bodies at 0.0001, the error had no usage
     assert m.cost_unknown == 1
     assert (m.prompt_tokens, m.completion_tokens) == (160, 20)
+    # without a second run of the reference there is no floor: accuracy decides alone
+    assert [t.name for t in m.tests] == ["accuracy"]
+    assert (m.tests[0].b, m.tests[0].c, m.tests[0].n) == (2, 1, 5)
 
 
-def test_measure_tools_trigger_agreement_and_schema_rate() -> None:
-    items = {i.id: i for i in tools_suite()}
-    good = '{"city": "Paris", "unit": "celsius"}'
+def test_the_floor_pairs_the_endpoints_disagreement_with_the_references_own() -> None:
+    items, mine, ref = _arith_observations()
+    reference = {o.item_id: o for o in ref}
+    # the reference's second run differs from its first on item 0 only
+    second = dict(reference)
+    second[ref[0].item_id] = Observation("moonshotai/int4", ref[0].item_id, content="1", repeat=2)
+    m = measure_endpoint("chutes/int4", items, mine, reference, floor=[second])
+    agreement = next(t for t in m.tests if t.name == "agreement")
+    # endpoint differs on 2, 3 (failed), 4; the floor on 0: b = 3 items only the endpoint
+    # differs on, c = 1 only the floor does; every item has t = x + a = 1
+    assert (agreement.kind, agreement.n, agreement.b, agreement.c) == ("excess", 5, 3, 1)
+    assert agreement.groups == ((1, 4, 3),)
+    assert m.floor_disagreement == 0.2
+    ref_m = measure_endpoint("moonshotai/int4", items, ref, reference, floor=[second])
+    assert ref_m.tests == () and ref_m.exact_match_rate == 1.0 and ref_m.floor_disagreement == 0.2
 
-    def called(item_id: str, arguments: str) -> Observation:
-        return Observation.from_completion(
-            "e",
-            item_id,
-            _body(
-                None,
-                finish="tool_calls",
-                tool_calls=[{"function": {"name": "get_weather", "arguments": arguments}}],
-            ),
-        )
 
+def test_measure_tools_trigger_schema_and_arguments() -> None:
+    good = json.dumps(WEATHER.expect_arguments)
     ref = {
-        "tools/weather-paris": called("tools/weather-paris", good),
-        "tools/no-tool-capital": Observation("r", "tools/no-tool-capital", content="Paris"),
+        WEATHER.id: _call(WEATHER, "get_weather", good, "r"),
+        NO_TOOL.id: Observation("r", NO_TOOL.id, content="Paris"),
     }
+    floor = {
+        WEATHER.id: _call(WEATHER, "get_weather", good, "r"),
+        NO_TOOL.id: Observation("r", NO_TOOL.id, content="Lima"),
+    }
+    city = WEATHER.expect_arguments["city"]
     mine = [
-        called("tools/weather-paris", '{"city": "Paris"}'),  # schema-invalid: unit missing
-        called("tools/no-tool-capital", good),  # calls where the reference did not
+        _call(WEATHER, "get_weather", json.dumps({"city": city})),  # schema-invalid: no unit
+        _call(NO_TOOL, "get_weather", good),  # calls where the reference did not
     ]
-    m = measure_endpoint("e", items, mine, ref)
+    m = measure_endpoint("e", TOOL_ITEMS, mine, ref, floor=[floor])
     assert m.tool_calls == 2
-    assert m.schema_valid_rate == 0.5
+    assert m.schema_valid_rate == 0.0  # of the one item that expects a call
+    assert m.arguments_rate == 0.0
     assert m.trigger_agreement == 0.5
+    assert m.trigger_f1 == pytest.approx(2 / 3)  # TP 1, FP 1, FN 0 against the reference
+    assert m.floor_trigger_f1 == 1.0
     assert m.finish_reasons == {"tool_calls": 2}
-    assert m.accuracy == 0.0
-    # the decisions differ (other arguments; a call where the reference answered "Paris")
-    assert m.exact_match_rate == 0.0
-    assert m.similarity_mean is not None and m.similarity_mean < 0.9
+    assert m.accuracy is None  # tool prompts are judged by the tool measures, not accuracy
+    tests = {t.name: t for t in m.tests}
+    assert set(tests) == {"tool_trigger", "tool_schema", "tool_arguments"}
+    assert (tests["tool_trigger"].b, tests["tool_trigger"].c) == (1, 0)
+    assert (tests["tool_schema"].n, tests["tool_schema"].b, tests["tool_schema"].c) == (1, 1, 0)
+    assert (tests["tool_arguments"].b, tests["tool_arguments"].c) == (1, 0)

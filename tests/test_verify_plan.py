@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from openrouter_probe.verify.plan import (
     plan_verify,
     prompt_tokens,
     request_body,
+    resolve_tag,
 )
 from openrouter_probe.verify.suites import arith_suite, tools_suite
 
@@ -102,11 +104,11 @@ def test_request_body_sends_seed_and_logprobs_only_where_listed() -> None:
         "B",
         supported_parameters=["temperature", "reasoning", "seed", "logprobs", "top_logprobs"],
     )
-    item = tools_suite()[0]
+    item = tools_suite(1)[0]
     body = request_body(item, plain, model="m/x", reasoning={"enabled": False})
     assert "seed" not in body and "logprobs" not in body
     assert body["reasoning"] == {"enabled": False}
-    assert body["tool_choice"] == "auto" and len(body["tools"]) == 4
+    assert body["tool_choice"] == "auto" and len(body["tools"]) == 6
     body = request_body(item, rich, model="m/x", seed=7, top_logprobs=3)
     assert (body["seed"], body["logprobs"], body["top_logprobs"]) == (7, True, 3)
     assert "logprobs" not in request_body(item, rich, model="m/x", top_logprobs=0)
@@ -129,11 +131,12 @@ def test_prompt_tokens_bound() -> None:
 
 
 def test_default_run_on_the_six_int4_endpoints() -> None:
-    # the figure the issue asks for: arith, n=200, six INT4 endpoints, bundled prices
+    # the figure the issue asks for: arith, n=200, six INT4 endpoints, bundled prices; the
+    # reference is sent twice (its disagreement with itself is the floor)
     plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(DEFAULT_N))
     assert plan.reference == "moonshotai/int4"
     assert plan.compared == [t for t in INT4 if t != "moonshotai/int4"]
-    assert plan.requests == 1200
+    assert plan.requests == 1400
     chutes = next(e for e in plan.endpoints if e.tag == "chutes/int4")
     # 39,520 prompt tokens at most x $0.45/M + 200 x 256 output tokens x $2.20/M
     assert (chutes.prompt_tokens_worst, chutes.output_tokens_worst) == (39_520, 51_200)
@@ -143,14 +146,21 @@ def test_default_run_on_the_six_int4_endpoints() -> None:
     assert chutes.worst_case_usd == Decimal("0.130424")
     # 11,185 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
     assert chutes.expected_usd == Decimal("0.00855325")
-    assert plan.worst_case_usd == Decimal("0.89168")
-    assert plan.expected_usd == Decimal("0.057715")
+    assert plan.worst_case_usd == Decimal("1.068992")  # 0.89168 + the reference again, 0.177312
+    assert plan.expected_usd == Decimal("0.069226")
     assert all(e.seed_sent and not e.logprobs_sent and not e.warnings for e in plan.endpoints)
+    # mid-p McNemar at alpha/10 (five endpoints x accuracy and agreement), at best
+    assert plan.measures == ["accuracy", "agreement"] and plan.family == 10
     assert plan.min_detectable_gap_best is not None
     assert round(plan.min_detectable_gap_best, 3) == 0.051
+    # equivalence at 98% (Bonferroni over five): 80% power needs 117 prompts at 5% discordance
+    assert plan.interval_level == pytest.approx(0.98)
+    assert plan.prompts_needed == 117 and plan.equivalence_power > 0.99
     text = plan.render()
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "moonshotai/int4  reference   200   0.60   3.00   $0.0115   $0.1773 seed" in text
+    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0230   $0.3546 seed" in text
+    assert "(the reference x2) = 1400 requests" in text
+    assert "80%\n  power needs n=117" in text
     assert "first-token logprobs cannot be compared" in text
 
 
@@ -186,6 +196,40 @@ def test_plan_with_reasoning_on_expects_the_worst_output() -> None:
     assert any("reasoning is on" in n for n in plan.notes)
 
 
+def test_a_base_slug_names_its_one_endpoint_or_lists_them() -> None:
+    # issue 18: --endpoints chutes is chutes/int4 (the only chutes endpoint)
+    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=["chutes"], items=arith_suite(2))
+    assert plan.compared == ["chutes/int4"]
+    assert resolve_tag("chutes", SNAP.endpoints) == "chutes/int4"
+    assert resolve_tag("together", SNAP.endpoints) == "together"  # a tag that is a slug
+    endpoints = [
+        _endpoint("moonshotai/int4", "Moonshot AI"),
+        _endpoint("deepinfra/int4", "DeepInfra"),
+        _endpoint("deepinfra/fp4", "DeepInfra"),
+    ]
+    with pytest.raises(
+        ConfigError,
+        match=r"--endpoints deepinfra: 2 endpoints have that slug \(deepinfra/int4, deepinfra/fp4\)",
+    ):
+        plan_verify(endpoints, model="moonshotai/k", tags=["deepinfra"], items=arith_suite(1))
+    with pytest.raises(ConfigError, match="pin 'nosuch' admits no endpoint"):
+        plan_verify(SNAP.endpoints, model=SNAP.model, tags=["nosuch"], items=arith_suite(1))
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"alpha": 1.5}, "--alpha 1.5: must be a number strictly between 0 and 1"),
+        ({"power": 1.0}, "--power 1.0: must be"),
+        ({"tolerance": 1}, "--tolerance 1: must be"),
+        ({"repeats": 1}, "--repeats 1: must be an integer from 2 to 10"),
+    ],
+)
+def test_plan_checks_its_statistical_arguments(option: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(1), **option)
+
+
 def test_plan_errors() -> None:
     with pytest.raises(ConfigError, match="no prompts to send"):
         plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=[])
@@ -209,7 +253,7 @@ def test_unpriced_endpoint_has_no_cost() -> None:
 
 
 def test_plan_bodies_are_the_pinned_requests_for_each_endpoint() -> None:
-    items = arith_suite(3) + tools_suite()[:1]
+    items = arith_suite(3) + tools_suite(1)
     plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=["chutes/int4"], items=items)
     bodies = plan.bodies("chutes/int4")
     assert [item_id for item_id, _ in bodies] == [i.id for i in items]

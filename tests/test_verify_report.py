@@ -2,12 +2,14 @@
 
 The end-to-end test of issue 10 (the fake server with two endpoints degraded by 10% and 20%) needs
 the generator and the fake server; here the same scenario is simulated at the level of responses:
-every endpoint answers the reference's answers, a native one flips 1% of its outcomes both ways (the
-batch nondeterminism of real deployments), a degraded one corrupts the given fraction of answers.
+every endpoint answers the reference's answers, a native one (and the reference's second run, the
+floor) flips 1% of its outcomes both ways (the batch nondeterminism of real deployments), a degraded
+one corrupts the given fraction of answers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -47,16 +49,18 @@ def _simulate(n: int, seed: int, *, native_noise: float = 0.01) -> tuple[VerifyP
         for item in plan.items
     }
     observations = []
-    for tag in plan.pinned:
+    runs = [(tag, 1) for tag in plan.pinned] + [(plan.reference, 2)]
+    for tag, run in runs:
         for item in plan.items:
             answer = truth[item.id]
             if tag in DEGRADED and rng.random() < DEGRADED[tag]:
                 answer = str(int(answer) + 7)  # a corrupted answer token
-            elif tag != plan.reference and rng.random() < native_noise:
+            elif (tag, run) != (plan.reference, 1) and rng.random() < native_noise:
                 right = item.answer or ""
                 answer = right if answer != right else str(int(right) - 1)  # flips either way
+            body = _body(answer, NAMES[tag])
             observations.append(
-                Observation.from_completion(tag, item.id, _body(answer, NAMES[tag]))
+                dataclasses.replace(Observation.from_completion(tag, item.id, body), repeat=run)
             )
     return plan, observations
 
@@ -83,7 +87,11 @@ def test_n10_is_inconclusive_not_consistent(seed: int) -> None:
     assert "differs" not in {report.verdicts[t] for t in natives}
     comparison = report.result(natives[0]).comparison
     assert comparison is not None
-    assert "more prompts needed" in comparison.reason
+    assert comparison.prompts_needed is not None and comparison.prompts_needed > 10
+    assert comparison.reason.startswith("no test rejects, but the 98% interval of accuracy")
+    assert comparison.reason.endswith(
+        f"about {comparison.prompts_needed} paired prompts would settle it"
+    )
 
 
 def test_a_leaked_pin_is_discarded_and_counted() -> None:
@@ -121,6 +129,23 @@ def test_a_success_after_a_failure_replaces_it() -> None:
     assert report.notes == ("1 repeated response(s) for the same endpoint and item ignored",)
 
 
+def test_a_failure_counts_as_an_outcome_never_dropped() -> None:
+    # an endpoint that fails on the items the reference gets right looks worse, not better
+    plan, observations = _simulate(200, 0, native_noise=0.0)
+    failing = [
+        Observation("chutes/int4", o.item_id, provider="Chutes", error="Provider returned error")
+        if o.endpoint == "chutes/int4" and o.item_id in {i.id for i in plan.items[:30]}
+        else o
+        for o in observations
+    ]
+    report = build_report(plan, failing, taken_at=WHEN)
+    chutes = report.result("chutes/int4")
+    assert chutes.measures.failed == 30 and chutes.missing == 0
+    assert chutes.comparison is not None and chutes.comparison.counts.n == 200
+    assert chutes.comparison.counts.ref_only >= 25  # the reference got ~95% of them right
+    assert chutes.verdict == "differs"
+
+
 def test_duplicates_and_outsiders_are_counted_not_scored() -> None:
     plan, observations = _simulate(5, 0, native_noise=0.0)
     extra = [
@@ -135,6 +160,9 @@ def test_duplicates_and_outsiders_are_counted_not_scored() -> None:
     )
     missing = build_report(plan, observations[1:], taken_at=WHEN)
     assert missing.result(plan.reference).missing == 1
+    # the reference's second run counts toward its missing too
+    first_only = [o for o in observations if o.repeat == 1]
+    assert build_report(plan, first_only, taken_at=WHEN).result(plan.reference).missing == 5
 
 
 def _tiny_report() -> Any:
@@ -171,18 +199,26 @@ def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
         "reference_accuracy": 1.0,
         "accuracy_gap": 0.25,
         "discordant": {"reference_only": 1, "endpoint_only": 0},
-        "p_value": 1.0,  # exact McNemar with b=1, c=0: 2 x 1/2
-        "p_holm": 1.0,
+        "accuracy_gap_ci": [-0.2543, 0.6438],  # Tango, 90% (one endpoint: 1 - 2 x 0.05)
+        "interval_level": 0.9,
+        "p_value": 0.5,  # mid-p McNemar with b=1, c=0: 2 x (0 + 1/2 x 1/2)
+        "p_holm": 0.5,
         "min_detectable_gap": None,  # four pairs cannot reach 80% power at any gap
         "power": 0.8,
         "tolerance": 0.1,
         "alpha": 0.05,
-        "test": "exact McNemar (paired), Holm over 1 endpoint(s)",
+        "test": "mid-p McNemar and the floor test, Tango intervals; Holm over 1 test(s) "
+        "(1 endpoint(s))",
+        "measures": {
+            "accuracy": {"estimate": 0.25, "interval": [-0.2543, 0.6438], "p_holm": 0.5},
+        },
+        "repeats": 2,
         "suites": ["arith"],
         "exact_match_rate": 0.75,
+        "floor_disagreement": None,  # the reference was sent once here: no floor
         "leaked": 0,
-        "reason": "gap 25.0 pp not significant (Holm p=1); smallest gap detectable with 80% "
-        "power at n=4: none up to 100 pp > tolerance 10.0 pp: more prompts needed",
+        "reason": "no test rejects, but the 90% interval of accuracy [-25.4, +64.4] pp reaches "
+        "past +-10.0 pp: about 223 paired prompts would settle it",
         "source": f"openrouter-probe verify; snapshot {SNAP.sha256}",
     }
     assert report.to_evidence_yaml() == text  # deterministic

@@ -53,7 +53,7 @@ def test_flags_both_degraded_endpoints_and_no_native_one(tmp_path: Path, seed: i
         "atlas-cloud/int4": "consistent",
         "parasail/int4": "consistent",
     }
-    assert generations == 6 * 200
+    assert generations == 7 * 200  # the reference twice: the floor
     assert report.result("moonshotai/int4").measures.accuracy == 1.0
     assert report.result("siliconflow/int4").measures.accuracy < 0.9
     # What the report counts as spent is what the server billed, to the cent fraction.
@@ -65,7 +65,8 @@ def test_ten_prompts_are_inconclusive_not_consistent(tmp_path: Path) -> None:
     with orp.fake.serve(SNAP, speed=0, degrade=DEGRADED) as fake:
         report = _check(tmp_path / "v.jsonl", base_url=fake.base_url, n=10)
     assert set(report.verdicts.values()) == {"inconclusive"}
-    assert "smallest gap detectable" in report.result("chutes/int4").comparison.reason  # type: ignore[union-attr]
+    reason = report.result("chutes/int4").comparison.reason  # type: ignore[union-attr]
+    assert "paired prompts would settle it" in reason
 
 
 def test_the_cap_holds_across_every_endpoint(tmp_path: Path) -> None:
@@ -91,13 +92,13 @@ def test_a_rerun_sends_nothing_already_scored(tmp_path: Path) -> None:
         first = _check(out, base_url=fake.base_url, n=20)
         sent = len(fake.ledger)
         again = _check(out, base_url=fake.base_url, n=20)
-        assert len(fake.ledger) == sent == 120
+        assert len(fake.ledger) == sent == 140  # 20 items x 5 endpoints + the reference twice
         # A larger n extends the run: only the 10 new items go out, to each endpoint.
         more = _check(out, base_url=fake.base_url, n=30)
-        assert len(fake.ledger) == 180
-    assert again.run.requests == 0 and again.run.rows_already_done == 120
+        assert len(fake.ledger) == 210
+    assert again.run.requests == 0 and again.run.rows_already_done == 140
     assert again.verdicts == first.verdicts
-    assert more.run.requests == 60
+    assert more.run.requests == 70
     assert more.result("chutes/int4").measures.scored == 30
 
 
@@ -130,6 +131,9 @@ def test_first_token_logprobs_are_kept_and_compared(tmp_path: Path) -> None:
     assert chutes.logprob_pairs == deepinfra.logprob_pairs == 20
     assert chutes.first_token_tv_mean == 0.0
     assert deepinfra.first_token_tv_mean is not None and deepinfra.first_token_tv_mean > 0
+    # the floor of the distance: the reference's second run against its first (the same here)
+    assert report.result("moonshotai/int4").measures.first_token_tv_floor == 0.0
+    assert deepinfra.first_token_tv_floor == 0.0 < deepinfra.first_token_tv_mean
 
 
 def test_parse_body_keeps_the_choice_logprobs() -> None:
@@ -250,9 +254,9 @@ def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[1] == "200 prompts x 6 endpoints = 1200 requests"
-    assert "moonshotai/int4  reference   200   0.60   3.00   $0.0115   $0.1773 seed" in lines
-    assert "total                       1200                 $0.0577   $0.8917" in lines
+    assert lines[1] == "200 prompts x 6 endpoints (the reference x2) = 1400 requests"
+    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0230   $0.3546 seed" in lines
+    assert "total                       1400                 $0.0692   $1.0690" in lines
     assert max(len(line) for line in lines) <= 80
 
 
@@ -313,7 +317,64 @@ def test_cli_degrade_needs_fake() -> None:
         cli, ["verify", MODEL, "--offline", "--degrade", "chutes/int4=0.1", "--dry-run"]
     )
     assert result.exit_code == 2
-    assert "--degrade needs --fake" in result.output
+    assert "--degrade need(s) --fake" in result.output
+    noisy = CliRunner().invoke(
+        cli, ["verify", MODEL, "--offline", "--noise", "0.02", "--degrade-flip", "x=1", "--dry-run"]
+    )
+    assert noisy.exit_code == 2
+    assert "--degrade-flip, --noise need(s) --fake" in noisy.output
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--tolerance", "1"], "Invalid value for '--tolerance': 1.0 is not in the range 0<x<1"),
+        (["--alpha", "0"], "Invalid value for '--alpha': 0.0 is not in the range 0<x<1"),
+        (["--power", "1.5"], "Invalid value for '--power'"),
+        (["--repeats", "1"], "Invalid value for '--repeats': 1 is not in the range 2<=x<=10"),
+        (["--n", "0"], "Invalid value for '--n'"),
+    ],
+)
+def test_cli_statistical_options_are_checked_before_anything_is_sent(
+    tmp_path: Path, option: list[str], message: str
+) -> None:
+    # --tolerance 1 used to spend the money and then crash: now it is a usage error up front
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        out = tmp_path / "v.jsonl"
+        result = CliRunner().invoke(
+            cli, ["verify", MODEL, "--endpoints", "chutes", "--out", str(out), *option], env=env
+        )
+        assert len(fake.ledger) == 0
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not out.exists()
+
+
+def test_verify_precision_checks_its_arguments_before_sending(tmp_path: Path) -> None:
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        for bad, message in (
+            ({"tolerance": 1.0}, "--tolerance 1.0: must be"),
+            ({"alpha": 0.0}, "--alpha 0.0: must be"),
+            ({"power": 1.0}, "--power 1.0: must be"),
+            ({"repeats": 1}, "--repeats 1: must be"),
+            ({"n": 0}, "--n 0: must be"),
+        ):
+            with pytest.raises(ConfigError, match=message):
+                _check(tmp_path / "v.jsonl", base_url=fake.base_url, **bad)
+        assert len(fake.ledger) == 0
+    assert not (tmp_path / "v.jsonl").exists()
+
+
+def test_cli_endpoints_takes_a_slug_with_one_endpoint(tmp_path: Path) -> None:
+    # issue 18: --endpoints chutes is the one chutes endpoint, chutes/int4
+    result = CliRunner().invoke(
+        cli,
+        ["verify", MODEL, "--offline", "--endpoints", "chutes", "--dry-run"],
+        env={"OPENROUTER_API_KEY": ""},
+    )
+    assert result.exit_code == 0, result.output
+    assert any(line.startswith("chutes/int4     compared") for line in result.stdout.splitlines())
 
 
 # -- the registry's measured: section ----------------------------------------------------------------
@@ -393,9 +454,12 @@ def test_cli_runs_against_the_server_named_by_openrouter_base_url(tmp_path: Path
             ["verify", MODEL, "--endpoints", "chutes/int4", "--n", "10", "--out", str(out)],
             env={"OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": "sk-fake"},
         )
-        assert len(fake.ledger) == 20  # the endpoints were read live from the same server
+        assert len(fake.ledger) == 30  # the endpoints were read live from the same server
     assert result.exit_code == 0, result.output
-    assert "chutes/int4     inconclusive   10  100.0    +0.0" in result.stdout
+    assert (
+        "chutes/int4     inconclusive   10 100.0 +0.0 [-21.3,+21.3]        1  $0.0003"
+        in result.stdout
+    )
 
 
 def test_cli_policy_compares_what_the_policy_admits() -> None:
@@ -435,7 +499,7 @@ def test_offline_without_fake_plans_and_sends_nothing(tmp_path: Path) -> None:
         )
         assert result.exit_code == 0, result.output
         assert "--offline sends nothing, so this is the plan only" in result.stderr
-        assert "55 requests" in result.stdout and "$0.0452" in result.stdout  # the plan
+        assert "60 requests" in result.stdout and "$0.0497" in result.stdout  # the plan
         assert fake.ledger.total_usd == 0
         assert not (tmp_path / "v.jsonl").exists()
 
@@ -450,13 +514,13 @@ def test_verify_keeps_a_spend_journal_that_counts_on_a_rerun(tmp_path: Path) -> 
         lines = [json.loads(line) for line in journal.read_text().splitlines()]
         header, sent = lines[0], [line for line in lines if "sent" in line]
         assert header["command"] == "verify" and header["out"] == "v.jsonl"
-        assert len(sent) == first.run.requests == 6 * 5
+        assert len(sent) == first.run.requests == 7 * 5
         # A killed run's request: journaled as sent, never settled, no output line holds it.
         with journal.open("a") as handle:
             handle.write(json.dumps({"sent": 1, "run": "killed", "id": "x", "reserved_usd": "0.5"}))
             handle.write("\n")
         again = _check(out, base_url=fake.base_url, n=6, budget_usd="0.5")
-        assert len(fake.ledger) == 30  # 0.5 spent before: nothing more fits under a 0.5 cap
+        assert len(fake.ledger) == 35  # 0.5 spent before: nothing more fits under a 0.5 cap
     assert again.run.possibly_billed_before_usd == Decimal("0.5")
     assert again.run.killed_in_flight_before == 1
     assert again.run.stop_reason == "budget" and again.run.requests == 0

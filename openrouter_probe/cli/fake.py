@@ -3,10 +3,58 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from openrouter_probe.cli._common import cli, load_snapshot_for, note
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The options that make endpoints answer differently, shared by ``fake-server`` and ``verify``.
+DEGRADATION_OPTIONS = ("degrade", "degrade_flip", "degrade_tools", "noise")
+
+
+def degradation_options(func: F) -> F:
+    """``--degrade``, ``--degrade-flip``, ``--degrade-tools`` (each TAG=RATE, repeatable) and
+    ``--noise RATE``: how the fake's endpoints answer differently (``fake.content``)."""
+    rate = click.FloatRange(0, 1)
+    for option in reversed(
+        (
+            click.option(
+                "--degrade", multiple=True, metavar="TAG=RATE",
+                help="Make an endpoint less accurate: answer tokens flip at RATE (repeatable).",
+            ),
+            click.option(
+                "--degrade-flip", multiple=True, metavar="TAG=RATE",
+                help="Make an endpoint wrong on RATE of the items and right on as many others "
+                "(same accuracy, other answers; repeatable).",
+            ),
+            click.option(
+                "--degrade-tools", multiple=True, metavar="TAG=RATE",
+                help="Break an endpoint's tool calls at RATE: invalid arguments or no call "
+                "(repeatable).",
+            ),
+            click.option(
+                "--noise", type=rate, default=0.0, show_default=True, metavar="RATE",
+                help="Every endpoint (reference included) changes an answer at RATE: "
+                "nondeterminism at temperature 0.",
+            ),
+        )
+    ):  # fmt: skip
+        func = option(func)
+    return func
+
+
+def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``serve``/``FakeOpenRouter`` keywords for the degradation options given."""
+    return {
+        "degrade": list(options.get("degrade") or ()),
+        "degrade_flip": list(options.get("degrade_flip") or ()),
+        "degrade_tools": list(options.get("degrade_tools") or ()),
+        "noise": options.get("noise") or 0.0,
+    }
 
 
 @cli.command("fake-server")
@@ -21,12 +69,7 @@ from openrouter_probe.cli._common import cli, load_snapshot_for, note
     metavar="SPEC|FILE.yaml",
     help="Faults to inject, e.g. 'upstream_429=0.05,drop=0.01' (see docs/fake-server.md).",
 )
-@click.option(
-    "--degrade",
-    multiple=True,
-    metavar="TAG=RATE",
-    help="Make an endpoint perturb its answers at RATE (repeatable).",
-)
+@degradation_options
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
 @click.option(
     "--speed",
@@ -51,16 +94,17 @@ def fake_server(
     port: int,
     credit_usd: float | None,
     faults: str | None,
-    degrade: tuple[str, ...],
     seed: int,
     speed: float,
     generation_lag_s: float,
+    **changes: Any,
 ) -> None:
     """Serve a fake OpenRouter from a snapshot until Ctrl-C, and print its base URL.
 
     It routes every request by its provider block, bills at the serving endpoint's prices, keeps a
     ledger at /_fake/ledger and injects the faults asked for. Point a client at it with
-    OPENROUTER_BASE_URL=<printed URL> and any non-empty OPENROUTER_API_KEY.
+    OPENROUTER_BASE_URL=<printed URL> and any non-empty OPENROUTER_API_KEY. A fault or a
+    degradation whose TAG matches no endpoint is refused before it starts.
     """
     if host not in ("127.0.0.1", "localhost", "::1"):
         note(f"warning: serving on {host}; the fake accepts any key, keep it off shared networks")
@@ -78,8 +122,8 @@ def fake_server(
         faults=plan,
         seed=seed,
         speed=speed,
-        degrade=list(degrade),
         generation_lag_s=generation_lag_s,
+        **degradation_kwargs(changes),
     ) as fake:
         click.echo(fake.base_url)
         note(f"ledger: {fake.url}/_fake/ledger; Ctrl-C to stop")

@@ -10,20 +10,27 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import cli, format_option, note
+from openrouter_probe.cli.fake import DEGRADATION_OPTIONS, degradation_kwargs, degradation_options
 
 
 @contextlib.contextmanager
-def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str]:
+def _fake_server(snap: Any, changes: dict[str, Any], seed: int) -> Iterator[str]:
     from openrouter_probe.fake import serve
-    from openrouter_probe.fake.faults import parse_degrade
 
-    rates = parse_degrade(list(degrade))
-    with serve(snap, speed=0, degrade=rates, seed=seed) as fake:
-        note(
-            f"fake server: {fake.base_url} (speed 0"
-            + (f", degraded: {', '.join(f'{t}={r:g}' for t, r in rates.items())}" if rates else "")
-            + ")"
-        )
+    with serve(snap, speed=0, seed=seed, **degradation_kwargs(changes)) as fake:
+        d = fake.fake.degradation
+        said = [
+            f"{label} {', '.join(f'{t}={r:g}' for t, r in rates.items())}"
+            for label, rates in (
+                ("degraded:", d.degrade),
+                ("flipped:", d.flip),
+                ("tools:", d.tools),
+            )
+            if rates
+        ]
+        if d.noise:
+            said.append(f"noise {d.noise:g}")
+        note(f"fake server: {fake.base_url} (speed 0" + "".join(f"; {x}" for x in said) + ")")
         yield fake.base_url
 
 
@@ -31,7 +38,9 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
 @click.argument("model")
 @click.option("--policy", metavar="POLICY", help="Compare the endpoints this policy admits.")
 @click.option(
-    "--endpoints", metavar="TAG,...", help="Compare these endpoints (full tags, e.g. chutes/int4)."
+    "--endpoints",
+    metavar="TAG,...",
+    help="Compare these endpoints (tags such as chutes/int4, or a slug with one endpoint).",
 )
 @click.option(
     "--reference", metavar="TAG", help="The endpoint compared against (default: the first party)."
@@ -41,12 +50,18 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
     default="arith",
     show_default=True,
     metavar="arith,tools,FILE.jsonl",
-    help="Prompts: arith (generated), tools (built in), JSONL files; comma-separated.",
+    help="Prompts: arith and tools (generated, --n each), JSONL files; comma-separated.",
 )
 @click.option(
-    "--n", type=click.IntRange(min=1), default=200, show_default=True, help="Arith prompts."
+    "--n",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Prompts of each generated suite.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the arith prompts.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the generated prompts."
+)
 @click.option(
     "--budget-usd",
     metavar="USD",
@@ -70,10 +85,31 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
 )
 @click.option(
     "--tolerance",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
     default=0.1,
     show_default=True,
-    help="Largest accuracy gap still called consistent (0.1 = 10 pp).",
+    help="Margin of consistent: the whole interval of each gap (or excess disagreement) inside it.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Family-wise error rate over every endpoint and measure.",
+)
+@click.option(
+    "--power",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    default=0.8,
+    show_default=True,
+    help="The power the plan's figures are stated at.",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=2, max=10),
+    default=2,
+    show_default=True,
+    help="Times the reference is sent: its disagreement with itself is the floor.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option(
@@ -81,12 +117,7 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
     is_flag=True,
     help="Start the fake OpenRouter on the snapshot (speed 0) and check against it.",
 )
-@click.option(
-    "--degrade",
-    multiple=True,
-    metavar="TAG=RATE",
-    help="With --fake: make an endpoint perturb its answers at RATE (repeatable).",
-)
+@degradation_options
 @click.option(
     "--fake-seed", type=int, default=0, show_default=True, help="With --fake: the server's seed."
 )
@@ -99,65 +130,37 @@ def _fake_server(snap: Any, degrade: tuple[str, ...], seed: int) -> Iterator[str
 )
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
 @format_option("table", "json", "evidence")
-def verify(
-    model: str,
-    policy: str | None,
-    endpoints: str | None,
-    reference: str | None,
-    suite: str,
-    n: int,
-    seed: int,
-    budget_usd: str | None,
-    out: str,
-    concurrency: int,
-    tolerance: float,
-    dry_run: bool,
-    fake: bool,
-    degrade: tuple[str, ...],
-    fake_seed: int,
-    offline: bool,
-    snapshot: str | None,
-    evidence: str | None,
-    quiet: bool,
-    fmt: str,
-) -> None:
+def verify(model: str, **opts: Any) -> None:
     """Send the same pinned prompts to each endpoint of MODEL and compare them with the reference.
 
     Prints the plan first (requests per endpoint, expected and worst-case cost at each endpoint's
-    prices); --dry-run stops there. Then sends under --budget-usd (one cap for every endpoint),
-    writes --out, and prints one verdict per endpoint: consistent, differs or inconclusive. Set
-    OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server), or use --fake. Exit 0 when
-    the check ran as asked (to the end or to the budget), 1 on a 401/402/404 stop, 130 when
-    interrupted; the verdicts are data, not the exit code.
+    prices, power); --dry-run stops there. Then sends under --budget-usd (one cap for every
+    endpoint, the reference sent --repeats times), writes --out, and prints one verdict per
+    endpoint: consistent, differs or inconclusive. With --fake, --degrade, --degrade-flip,
+    --degrade-tools and --noise shape the fake's endpoints. Set OPENROUTER_API_KEY (and
+    OPENROUTER_BASE_URL for another server), or use --fake. Exit 0 when the check ran as asked (to
+    the end or to the budget), 1 on a 401/402/404 stop, 130 when interrupted; the verdicts are
+    data, not the exit code.
     """
     from openrouter_probe.verify.run import plan_precision_check
 
-    _check_options(
-        degrade=degrade,
-        fake=fake,
-        offline=offline,
-        snapshot=snapshot,
-        evidence=evidence,
-        inputs=(out, *(p for p in (policy,) if p)),
-    )
-    tags = endpoints.split(",") if endpoints is not None else None
-    source = _snapshot(model, offline=offline, snapshot=snapshot, fake=fake)
+    fmt, dry_run, fake = opts["fmt"], opts["dry_run"], opts["fake"]
+    changes = {k: opts[k] for k in DEGRADATION_OPTIONS}
+    _check_options(opts, changes)
+    tags = opts["endpoints"].split(",") if opts["endpoints"] is not None else None
+    source = _snapshot(model, offline=opts["offline"], snapshot=opts["snapshot"], fake=fake)
     options: dict[str, Any] = {
         "endpoints": tags,
-        "policy": policy,
-        "reference": reference,
-        "suite": suite,
-        "n": n,
-        "seed": seed,
-        "budget_usd": budget_usd,
         "snapshot": source,
+        **{k: opts[k] for k in ("policy", "reference", "suite", "n", "seed", "budget_usd")},
+        **{k: opts[k] for k in ("alpha", "power", "tolerance", "repeats")},
     }
 
     def show(plan: Any) -> None:
         # With --format json/evidence stdout carries only the data: the plan goes to stderr.
         click.echo(plan.render(), err=fmt != "table" and not dry_run)
 
-    if offline and not fake and not dry_run:
+    if opts["offline"] and not fake and not dry_run:
         # --offline promises no network and no spending: plan only, never send.
         note(
             "verify: --offline sends nothing, so this is the plan only; add --fake for a rehearsal "
@@ -170,16 +173,15 @@ def verify(
     report = _send_check(
         model,
         fake=fake,
-        degrade=degrade,
-        fake_seed=fake_seed,
-        out=out,
-        tolerance=tolerance,
-        concurrency=concurrency,
-        progress=not quiet,
+        changes=changes,
+        fake_seed=opts["fake_seed"],
+        out=opts["out"],
+        concurrency=opts["concurrency"],
+        progress=not opts["quiet"],
         on_plan=show,
         **options,
     )
-    _show_report(report, fmt=fmt, evidence=evidence)
+    _show_report(report, fmt=fmt, evidence=opts["evidence"])
     run = report.run
     if run is not None and run.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
@@ -218,7 +220,7 @@ def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
 
 
 def _send_check(
-    model: str, *, fake: bool, degrade: tuple[str, ...], fake_seed: int, **kwargs: Any
+    model: str, *, fake: bool, changes: dict[str, Any], fake_seed: int, **kwargs: Any
 ) -> Any:
     """Run ``verify_precision`` (against a fake server on loopback with ``fake``)."""
     import asyncio
@@ -229,7 +231,7 @@ def _send_check(
         base_url = None
         api_key = None
         if fake:
-            base_url = stack.enter_context(_fake_server(kwargs["snapshot"], degrade, fake_seed))
+            base_url = stack.enter_context(_fake_server(kwargs["snapshot"], changes, fake_seed))
             api_key = "sk-fake"  # never send a real key, even to loopback
         return asyncio.run(
             verify_precision(
@@ -238,22 +240,19 @@ def _send_check(
         )
 
 
-def _check_options(
-    *,
-    degrade: tuple[str, ...],
-    fake: bool,
-    offline: bool,
-    snapshot: str | None,
-    evidence: str | None,
-    inputs: tuple[str, ...],
-) -> None:
+def _check_options(opts: dict[str, Any], changes: dict[str, Any]) -> None:
     from openrouter_probe.files import ensure_not_input
 
-    if degrade and not fake:
-        raise click.UsageError("--degrade needs --fake (it configures the fake server)")
-    if offline and snapshot and snapshot != "bundled":
+    given = [f"--{k.replace('_', '-')}" for k, v in changes.items() if v]
+    if given and not opts["fake"]:
+        raise click.UsageError(
+            f"{', '.join(given)} need(s) --fake (they configure the fake server)"
+        )
+    if opts["offline"] and opts["snapshot"] and opts["snapshot"] != "bundled":
         raise click.UsageError("--offline and --snapshot PATH exclude each other")
+    evidence = opts["evidence"]
     if evidence is not None:
+        inputs = (opts["out"], *(p for p in (opts["policy"],) if p))
         try:
             ensure_not_input(evidence, *inputs)
         except ValueError as exc:

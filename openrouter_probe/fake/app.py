@@ -36,7 +36,13 @@ from openrouter_probe.fake.billing import (
 )
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
-from openrouter_probe.fake.faults import FaultPlan, parse_degrade, parse_faults, uniform
+from openrouter_probe.fake.faults import (
+    Degradation,
+    FaultPlan,
+    check_fault_tags,
+    parse_faults,
+    uniform,
+)
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
 from openrouter_probe.rules.provider_block import ProviderBlock
@@ -144,8 +150,9 @@ class FakeOpenRouter:
 
     Options (keyword-only): ``credit_usd`` (the key's limit; ``None`` = unlimited), ``faults`` (a
     ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
-    own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade`` (``{tag: rate}``
-    or ``["tag=rate"]``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
+    own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
+    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``noise`` and ``hard`` (rates on
+    every endpoint: see ``fake.content``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``.
     """
@@ -159,6 +166,10 @@ class FakeOpenRouter:
         seed: int = 0,
         speed: float = 1.0,
         degrade: Mapping[str, float] | Sequence[str] | None = None,
+        degrade_flip: Mapping[str, float] | Sequence[str] | None = None,
+        degrade_tools: Mapping[str, float] | Sequence[str] | None = None,
+        noise: float = 0.0,
+        hard: float = 0.0,
         reasoning_share: float = 0.8,
         median_tokens: int = 300,
         generation_lag_s: float = 0.0,
@@ -188,9 +199,14 @@ class FakeOpenRouter:
         self.faults = (
             faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
         )
+        served = [e for m in self._models.values() for e in m.endpoints]
+        check_fault_tags(self.faults, served)
         self.seed = seed
         self.speed = speed
-        self.degrade = parse_degrade(degrade or {})
+        self.degradation = Degradation.build(
+            served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
+        )
+        self.degrade = self.degradation.degrade
         self.reasoning_share = reasoning_share
         self.median_tokens = median_tokens
         self.generation_lag_s = generation_lag_s

@@ -142,6 +142,16 @@ def choices_json(
         "refusal": None,
         "reasoning": None,
     }
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "index": i,
+                "function": {"name": name, "arguments": arguments},
+            }
+            for i, (call_id, name, arguments) in enumerate(answer.tool_calls)
+        ]
     if show_reasoning and answer.reasoning:
         text = "".join(answer.reasoning)
         message["reasoning"] = text
@@ -220,6 +230,25 @@ class ChunkWriter:
         if logprobs is not None:
             tail = ',"logprobs":' + _dumps(logprobs) + tail
         return self._head + _dumps({"content": text, "role": "assistant"}) + tail
+
+    def tool_call(
+        self, index: int, arguments: str, *, call_id: str | None = None, name: str | None = None
+    ) -> str:
+        """A tool-call delta in OpenAI's shape: the first of a call carries its ``id``, ``type`` and
+        ``name``; the rest carry only ``index`` and a piece of ``arguments`` (clients join them by
+        ``index``)."""
+        call: dict[str, Any] = {"index": index}
+        if call_id is not None:
+            call |= {"id": call_id, "type": "function"}
+        function: dict[str, Any] = {"arguments": arguments}
+        if name is not None:
+            function = {"name": name, **function}
+        call["function"] = function
+        return (
+            self._head
+            + _dumps({"content": "", "role": "assistant", "tool_calls": [call]})
+            + self._open
+        )
 
     def finish(self, finish_reason: str, *, usage: str | None = None) -> str:
         """The finishing chunk; with ``usage`` (``usage_json``) it is the last one, with the

@@ -1,14 +1,31 @@
-"""What the fake model says: deterministic text, correct arithmetic, reasoning, logprobs, degradation.
+"""What the fake model says: deterministic text, arithmetic, tool calls, reasoning, logprobs, and the
+ways an endpoint can be made to say it differently.
 
-An answer depends only on the messages, the server's seed and (when the temperature is above 0) the
-request's number, never on the endpoint that serves it, so every endpoint answers alike unless it is
-*degraded*: a degraded endpoint flips answer tokens and shifts logprobs at its rate, standing in for a
-requantized deployment. Simple arithmetic questions ("What is 37 * 41?") are answered correctly, so
-that accuracy can be measured against the fake. A token is one word-like piece of text.
+An answer depends only on the messages (and the tools offered), the server's seed and (when the
+temperature is above 0) the request's number, never on the endpoint that serves it, so every
+endpoint answers alike unless it is *degraded*. Simple arithmetic questions ("What is 37 * 41?") are
+answered correctly, except on a ``hard`` share of them where every endpoint gives the same wrong
+number (a model is not perfect), so that accuracy can be measured against the fake. A request that
+offers ``tools`` and names one of them (its name's words, e.g. "weather" for ``get_weather``) is
+answered with a call whose arguments are read from the prompt by the tool's JSON schema (quoted
+text for free strings, enum values by name, pattern matches, numbers in order).
+
+The ways to differ, each at a rate:
+
+- ``perturb`` (``--degrade``): every answer token flips with that probability (less accurate), and
+  a tool call's argument value changes;
+- ``flip`` (``--degrade-flip``): wrong on a band of items the model gets right and right on as many
+  it gets wrong: the same accuracy, other answers;
+- ``break_tools`` (``--degrade-tools``): a tool call with schema-invalid arguments, or none;
+- ``noisy`` (``--noise``): on every endpoint, reference included, each request's final answer (or
+  one argument) changes with that probability: nondeterminism at temperature 0.
+
+A token is one word-like piece of text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -18,7 +35,16 @@ from dataclasses import dataclass
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
-__all__ = ["Answer", "answer_for", "arithmetic_answer", "perturb"]
+__all__ = [
+    "Answer",
+    "answer_for",
+    "arithmetic_answer",
+    "break_tools",
+    "flip",
+    "noisy",
+    "perturb",
+    "tool_call_for",
+]
 
 _ANSWER_TEXT = (
     "the model weighs each option and keeps the answer short while it checks the facts that "
@@ -38,19 +64,39 @@ _ARITH = re.compile(
 _OPS = {"x": "*", "×": "*", "÷": "/", "**": "^", "plus": "+", "minus": "-", "times": "*"}
 
 
+#: A tool call as the fake makes it: (call id, function name, arguments as a JSON string).
+ToolCallText = tuple[str, str, str]
+
+
 @dataclass(frozen=True)
 class Answer:
-    """A generation: reasoning and answer tokens, why it stopped, and logprobs of answer tokens."""
+    """A generation: reasoning and answer tokens, why it stopped, logprobs of answer tokens, and
+    tool calls (with the tokens their arguments count for).
+
+    ``item_u`` is an arithmetic item's fixed draw in [0, 1) (``None`` for anything else) and
+    ``other`` the result token a flip swaps in (the right one where the model is wrong, a wrong one
+    where it is right); ``call`` is the parsed call behind ``tool_calls`` with its schema.
+    """
 
     reasoning: tuple[str, ...]
     content: tuple[str, ...]
     finish_reason: str
     logprobs: tuple[float, ...]
     alternatives: tuple[tuple[str, ...], ...]
+    tool_calls: tuple[ToolCallText, ...] = ()
+    tool_tokens: int = 0
+    item_u: float | None = None
+    other: str | None = None
+    call: tuple[str, dict[str, Any], dict[str, Any]] | None = None
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.reasoning) + len(self.content)
+        return len(self.reasoning) + len(self.content) + self.tool_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        """What the answer bills beyond reasoning: its content and its tool calls."""
+        return len(self.content) + self.tool_tokens
 
 
 def arithmetic_answer(text: str) -> str | None:
@@ -130,6 +176,18 @@ def _take(cycle: tuple[Any, ...], start: int, n: int) -> tuple[Any, ...]:
     return out
 
 
+def _unit_draw(*parts: object) -> float:
+    """A fixed draw in [0, 1) for ``parts`` (the same on every endpoint and every run)."""
+    digest = hashlib.sha256(json.dumps(parts, default=str).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _wrong(result: str) -> str:
+    """A wrong result: the last digit moved by one (the same wrong number every time)."""
+    last = result[-1]
+    return result[:-1] + str((int(last) + 1) % 10) if last.isdigit() else result + "1"
+
+
 def answer_for(
     messages: list[Any],
     *,
@@ -139,13 +197,18 @@ def answer_for(
     reasoning: bool,
     reasoning_share: float,
     median_tokens: int,
+    tools: list[Any] | None = None,
+    hard: float = 0.0,
 ) -> Answer:
-    """Compose the answer to ``messages``: the same for the same messages and seed.
+    """Compose the answer to ``messages``: the same for the same messages, tools and seed.
 
     ``nonce`` (the request's number) varies the answer only when the request's temperature is
     above 0; pass ``None`` otherwise. The length is drawn from a log-normal around
     ``median_tokens``, a ``reasoning_share`` of it reasoning (none when ``reasoning`` is off), and
-    cut at ``max_tokens`` (reasoning first), which makes ``finish_reason`` ``"length"``.
+    cut at ``max_tokens`` (reasoning first), which makes ``finish_reason`` ``"length"``. An
+    arithmetic question is answered wrong on a ``hard`` share of items (the same ones, the same
+    wrong number, on every endpoint); a request with ``tools`` that names one is answered with a
+    call (``finish_reason`` ``"tool_calls"``).
     """
     key = json.dumps(messages, sort_keys=True, default=str)
     rng = _rng(key, seed, nonce)
@@ -153,29 +216,195 @@ def answer_for(
     n_reason = round(total * reasoning_share) if reasoning else 0
     offset = rng.getrandbits(32)
     question = _last_user_text(messages)
-    result = arithmetic_answer(question)
+    call = tool_call_for(question, tools) if tools else None
+    result = None if call is not None else arithmetic_answer(question)
     content: tuple[str, ...]
-    if result is not None:
+    item_u = other = None
+    if call is not None:
+        content = ()
+        thought = tuple(f" {w}" for w in _THINK)[:n_reason]
+    elif result is not None:
+        item_u = _unit_draw("item", question, seed)
+        right, wrong = result, _wrong(result)
+        said, other = (wrong, right) if item_u >= 1.0 - hard else (right, wrong)
         match = list(_ARITH.finditer(question))[-1]
         content = (f" {match.group(1)}", f" {match.group(2)}", f" {match.group(3)}", " =")
-        content += (f" {result}",)
+        content += (f" {said}",)
         thought = tuple(f" {w}" for w in _THINK)[:n_reason]
     else:
         content = _take(_CONTENT_CYCLE, offset, max(1, total - n_reason))
         thought = ()
     reasoning_tokens = thought + _take(_THINK_CYCLE, offset, n_reason - len(thought))
-    finish = "stop"
-    if len(reasoning_tokens) + len(content) > max_tokens:
-        finish = "length"
-        reasoning_tokens = reasoning_tokens[:max_tokens]
-        content = content[: max(0, max_tokens - len(reasoning_tokens))]
-    return Answer(
+    finish = "stop" if call is None else "tool_calls"
+    answer = Answer(
         reasoning=reasoning_tokens,
         content=content,
         finish_reason=finish,
         logprobs=_take(_LOGPROB_CYCLE, offset, len(content)),
         alternatives=_take(_ALT_CYCLE, offset, len(content)),
+        item_u=item_u,
+        other=None if other is None else f" {other}",
     )
+    if call is not None:
+        answer = _with_call(
+            answer, call, call_id=f"call_{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+        )
+    return _cut(answer, max_tokens)
+
+
+def _cut(answer: Answer, max_tokens: int) -> Answer:
+    """Cut at ``max_tokens`` (reasoning first): ``finish_reason`` becomes ``"length"`` and a tool
+    call that does not fit is not made."""
+    if answer.completion_tokens <= max_tokens:
+        return answer
+    reasoning_tokens = answer.reasoning[:max_tokens]
+    content = answer.content[: max(0, max_tokens - len(reasoning_tokens))]
+    return dataclasses.replace(
+        answer,
+        reasoning=reasoning_tokens,
+        content=content,
+        finish_reason="length",
+        logprobs=answer.logprobs[: len(content)],
+        alternatives=answer.alternatives[: len(content)],
+        tool_calls=(),
+        tool_tokens=0,
+    )
+
+
+# --- tool calls --------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z]+")
+_QUOTED = re.compile(r'"([^"]+)"')
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _function(tool: Any) -> dict[str, Any] | None:
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        return None
+    return function
+
+
+def _tool_score(name: str, words: set[str]) -> int:
+    return sum(
+        1 for w in name.lower().split("_") if len(w) > 3 and (w in words or f"{w}s" in words)
+    )
+
+
+def tool_call_for(text: str, tools: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """Return the call the fake makes for ``text`` with ``tools`` offered: ``(name, arguments,
+    schema)``, or ``None`` when the text names no tool (a word of four letters or more of the
+    tool's name, e.g. "weather" for ``get_weather``; the best-named tool wins, the first on a tie).
+
+    Arguments are read from the text by the schema's properties, in order: an ``enum`` by the first
+    of its values the text holds; a ``pattern`` by its matches; numbers in order (integers as
+    ``int``); other strings (and arrays of strings: all the rest) from double-quoted text.
+    """
+    words = set(_WORD.findall(text.lower()))
+    best: tuple[int, dict[str, Any]] | None = None
+    for tool in tools:
+        function = _function(tool)
+        if function is None:
+            continue
+        score = _tool_score(function["name"], words)
+        if score and (best is None or score > best[0]):
+            best = (score, function)
+    if best is None:
+        return None
+    function = best[1]
+    raw = function.get("parameters")
+    schema: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    return function["name"], _arguments(text, schema), schema
+
+
+def _arguments(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    raw = schema.get("properties")
+    properties: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    quoted = _QUOTED.findall(text)
+    rest = _QUOTED.sub(" ", text)
+    matched: dict[str, list[str]] = {}
+    for spec in properties.values():
+        pattern = spec.get("pattern") if isinstance(spec, dict) else None
+        if isinstance(pattern, str) and pattern not in matched:
+            core = pattern.removeprefix("^").removesuffix("$")
+            matched[pattern] = re.findall(rf"(?<![\w-]){core}(?![\w-])", rest)
+            rest = re.sub(rf"(?<![\w-]){core}(?![\w-])", " ", rest)
+    numbers = _NUMBER.findall(rest)
+    args: dict[str, Any] = {}
+    lower = text.lower()
+    for key, spec in properties.items():
+        if not isinstance(spec, dict):
+            continue
+        value: Any = None
+        if isinstance(spec.get("enum"), list):
+            value = next((v for v in spec["enum"] if str(v).lower() in lower), None)
+        elif isinstance(spec.get("pattern"), str):
+            found = matched.get(spec["pattern"]) or []
+            value = found.pop(0) if found else None
+        elif spec.get("type") in ("number", "integer") and numbers:
+            number = float(numbers.pop(0))
+            value = int(number) if spec["type"] == "integer" or number.is_integer() else number
+        elif spec.get("type") == "array" and quoted:
+            value, quoted = list(quoted), []
+        elif spec.get("type") == "string" and quoted:
+            value = quoted.pop(0)
+        if value is not None:
+            args[key] = value
+    return args
+
+
+def _with_call(
+    answer: Answer, call: tuple[str, dict[str, Any], dict[str, Any]], *, call_id: str
+) -> Answer:
+    name, arguments, _ = call
+    text = json.dumps(arguments, ensure_ascii=False)
+    return dataclasses.replace(
+        answer,
+        content=(),
+        logprobs=(),
+        alternatives=(),
+        finish_reason="tool_calls",
+        tool_calls=((call_id, name, text),),
+        tool_tokens=max(1, (len(name) + len(text)) // 4),
+        call=call,
+    )
+
+
+def _altered(
+    arguments: dict[str, Any], schema: dict[str, Any], rng: random.Random
+) -> dict[str, Any]:
+    """One argument value changed, the schema still met: another enum value, a number moved by one,
+    a code's letter or a date's day changed, a word added to a free string."""
+    properties = schema.get("properties") or {}
+    keys = [k for k in arguments if isinstance(properties.get(k), dict)]
+    if not keys:
+        return arguments
+    key = rng.choice(keys)
+    spec, value = properties[key], arguments[key]
+    out = dict(arguments)
+    if isinstance(spec.get("enum"), list) and len(spec["enum"]) > 1:
+        out[key] = rng.choice([v for v in spec["enum"] if v != value])
+    elif isinstance(value, bool):
+        out[key] = not value
+    elif isinstance(value, int | float):
+        maximum = spec.get("maximum")
+        out[key] = value - 1 if maximum is not None and value + 1 > maximum else value + 1
+    elif isinstance(value, str) and re.fullmatch(r"[A-Z]{3}", value):
+        out[key] = value[:2] + chr((ord(value[2]) - 65 + 1) % 26 + 65)
+    elif isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        day = int(value[-2:])
+        out[key] = f"{value[:-2]}{day % 28 + 1:02d}"
+    elif isinstance(value, str):
+        out[key] = f"{value} {rng.choice(_WORDS)}"
+    elif isinstance(value, list):
+        out[key] = [*value, rng.choice(_WORDS)]
+    return out
+
+
+def _recall(answer: Answer, arguments: dict[str, Any]) -> Answer:
+    assert answer.call is not None and answer.tool_calls
+    name, _, schema = answer.call
+    return _with_call(answer, (name, arguments, schema), call_id=answer.tool_calls[0][0])
 
 
 def _flip(token: str, rng: random.Random) -> str:
@@ -191,20 +420,76 @@ def _flip(token: str, rng: random.Random) -> str:
 def perturb(answer: Answer, *, rate: float, key: tuple[object, ...]) -> Answer:
     """Degrade ``answer`` as a requantized endpoint would: each answer token flips with
     probability ``rate`` (a digit changes, a word is swapped) and every logprob drops by ``rate``
-    nats plus the flip's own loss. Seeded by ``key``: the same request degrades the same way."""
+    nats plus the flip's own loss; a tool call's arguments change (one value) with probability
+    ``rate``. Seeded by ``key``: the same request degrades the same way."""
     if rate <= 0:
         return answer
     rng = _rng(*key)
+    if answer.call is not None:
+        if rng.random() >= rate:
+            return answer
+        return _recall(answer, _altered(answer.call[1], answer.call[2], rng))
     content = list(answer.content)
     logprobs = [lp - rate for lp in answer.logprobs]
     for i, token in enumerate(content):
         if rng.random() < rate:
             content[i] = _flip(token, rng)
             logprobs[i] -= 1.0 + rng.random()
-    return Answer(
-        reasoning=answer.reasoning,
-        content=tuple(content),
-        finish_reason=answer.finish_reason,
-        logprobs=tuple(round(lp, 6) for lp in logprobs),
-        alternatives=answer.alternatives,
+    return dataclasses.replace(
+        answer, content=tuple(content), logprobs=tuple(round(lp, 6) for lp in logprobs)
+    )
+
+
+def flip(answer: Answer, *, rate: float) -> Answer:
+    """Give an arithmetic item's other result on a band of items: those whose draw is below
+    ``rate`` (the model is right there: now wrong) and those at ``1 - rate`` or above (the model is
+    wrong there when ``hard >= rate``: now right). The same accuracy, other answers."""
+    u = answer.item_u
+    if rate <= 0 or u is None or answer.other is None or not answer.content:
+        return answer
+    if rate <= u < 1.0 - rate:
+        return answer
+    return dataclasses.replace(answer, content=(*answer.content[:-1], answer.other))
+
+
+def break_tools(answer: Answer, *, rate: float, key: tuple[object, ...]) -> Answer:
+    """With probability ``rate``, break a tool call: half the time its arguments miss a required
+    key or carry a wrong type (schema-invalid), half the time no call is made (a text answer)."""
+    if rate <= 0 or answer.call is None:
+        return answer
+    rng = _rng("tools", *key)
+    if rng.random() >= rate:
+        return answer
+    _, arguments, schema = answer.call
+    if rng.random() < 0.5:
+        words = _take(_CONTENT_CYCLE, rng.getrandbits(32), 12)
+        return dataclasses.replace(
+            answer, content=words, logprobs=_take(_LOGPROB_CYCLE, 0, 12),
+            alternatives=_take(_ALT_CYCLE, 0, 12), finish_reason="stop", tool_calls=(),
+            tool_tokens=0, call=None,
+        )  # fmt: skip
+    broken = dict(arguments)
+    required = [k for k in schema.get("required") or () if k in broken]
+    if required and rng.random() < 0.5:
+        del broken[rng.choice(required)]
+    elif broken:
+        key_name = rng.choice(sorted(broken))
+        broken[key_name] = [broken[key_name]]  # an array where the schema wants a scalar
+    else:
+        broken["unexpected"] = True
+    return _recall(answer, broken)
+
+
+def noisy(answer: Answer, draw: float, *, rate: float) -> Answer:
+    """Nondeterminism at temperature 0: when ``draw`` (the request's own, in [0, 1)) is below
+    ``rate``, the final answer token changes (a digit, or a word), or one argument of a tool call."""
+    if draw >= rate:
+        return answer
+    rng = random.Random(int(draw * 2**52))
+    if answer.call is not None:
+        return _recall(answer, _altered(answer.call[1], answer.call[2], rng))
+    if not answer.content:
+        return answer
+    return dataclasses.replace(
+        answer, content=(*answer.content[:-1], _flip(answer.content[-1], rng))
     )

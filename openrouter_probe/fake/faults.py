@@ -23,8 +23,8 @@ fallbacks allowed a client sees one only when every admitted endpoint failed, as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,8 +34,11 @@ from openrouter_probe.rules.routing import matches
 
 __all__ = [
     "FAULT_KINDS",
+    "Degradation",
     "FaultPlan",
     "FaultRule",
+    "check_fault_tags",
+    "check_tags",
     "load_faults",
     "parse_degrade",
     "parse_faults",
@@ -267,17 +270,114 @@ def load_faults(path: str | Path, *, seed: int = 0) -> FaultPlan:
     return FaultPlan(tuple(rules), seed)
 
 
-def parse_degrade(specs: Iterable[str] | Mapping[str, float]) -> dict[str, float]:
-    """Parse ``--degrade TAG=RATE`` options into ``{tag: rate}`` (a mapping passes through)."""
+def parse_degrade(
+    specs: Iterable[str] | Mapping[str, float], *, option: str = "--degrade"
+) -> dict[str, float]:
+    """Parse ``--degrade TAG=RATE`` options (or another ``option`` of that form) into
+    ``{tag: rate}`` (a mapping passes through, its rates checked)."""
     if isinstance(specs, Mapping):
-        return {str(k): _rate(str(v), f"degrade {k}") for k, v in specs.items()}
+        return {str(k): _rate(str(v), f"{option} {k}") for k, v in specs.items()}
     out: dict[str, float] = {}
     for spec in specs:
         tag, sep, rate = spec.partition("=")
-        if not sep or not tag:
-            raise ConfigError(f"--degrade {spec!r}: expected TAG=RATE (e.g. fireworks=0.2)")
-        out[tag.strip()] = _rate(rate, f"--degrade {spec!r}")
+        if not sep or not tag.strip():
+            raise ConfigError(f"{option} {spec!r}: expected TAG=RATE (e.g. fireworks=0.2)")
+        out[tag.strip()] = _rate(rate, f"{option} {spec!r}")
     return out
+
+
+def check_tags(pairs: Iterable[tuple[str, str]], endpoints: Sequence[Endpoint]) -> None:
+    """Raise ``ConfigError`` for the first ``(where, tag)`` that matches no endpoint (a fault or a
+    degradation that could never strike), listing the tags and slugs that would."""
+    for where, tag in pairs:
+        if not any(matches(tag, e) for e in endpoints):
+            tags = ", ".join(sorted({e.tag for e in endpoints}))
+            slugs = ", ".join(sorted({e.slug for e in endpoints}))
+            raise ConfigError(
+                f"{where}: no endpoint matches {tag!r}; use a tag ({tags}) or a provider slug "
+                f"({slugs})"
+            )
+
+
+_NO_RATES = (0.0, 0.0, 0.0)
+
+
+@dataclass
+class Degradation:
+    """How endpoints answer differently: ``degrade`` (less accurate), ``flip`` (other items, the same
+    accuracy), ``tools`` (broken tool calls), each ``{tag or slug: rate}``; ``noise`` on every
+    endpoint; ``hard``, the share of arithmetic items the model gets wrong everywhere (at least the
+    largest flip rate, so a flipped endpoint has items to be right on)."""
+
+    degrade: dict[str, float] = field(default_factory=dict)
+    flip: dict[str, float] = field(default_factory=dict)
+    tools: dict[str, float] = field(default_factory=dict)
+    noise: float = 0.0
+    hard: float = 0.0
+    _cache: dict[str, tuple[float, float, float]] = field(default_factory=dict, repr=False)
+    #: Whether any answer can change (read once per request on the server's hot path).
+    active: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        endpoints: Sequence[Endpoint],
+        *,
+        degrade: Mapping[str, float] | Sequence[str] | None = None,
+        flip: Mapping[str, float] | Sequence[str] | None = None,
+        tools: Mapping[str, float] | Sequence[str] | None = None,
+        noise: float = 0.0,
+        hard: float = 0.0,
+    ) -> Degradation:
+        """Parse and check the options against the served ``endpoints`` (an unknown tag is one
+        error naming the valid ones)."""
+        out = cls(
+            parse_degrade(degrade or {}),
+            parse_degrade(flip or {}, option="--degrade-flip"),
+            parse_degrade(tools or {}, option="--degrade-tools"),
+            _rate(str(noise), "--noise"),
+            _rate(str(hard), "--hard"),
+        )
+        for option, rates in (
+            ("--degrade", out.degrade),
+            ("--degrade-flip", out.flip),
+            ("--degrade-tools", out.tools),
+        ):
+            check_tags(
+                ((f"{option} {tag}={rate:g}", tag) for tag, rate in rates.items()), endpoints
+            )
+        largest = max(out.flip.values(), default=0.0)
+        if largest > 0.5:
+            raise ConfigError(
+                f"--degrade-flip rate {largest:g}: must be at most 0.5 (the endpoint is wrong on "
+                "that share of items and right on as many)"
+            )
+        out.hard = max(out.hard, largest)
+        out.active = bool(out) or out.noise > 0
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self.degrade or self.flip or self.tools)
+
+    def rates_for(self, endpoint: Endpoint) -> tuple[float, float, float]:
+        """``(degrade, flip, tools)`` rates of ``endpoint`` (the first matching entry of each)."""
+        rates = self._cache.get(endpoint.tag)
+        if rates is None:
+            rates = tuple(  # type: ignore[assignment]
+                next((r for tag, r in table.items() if matches(tag, endpoint)), 0.0)
+                for table in (self.degrade, self.flip, self.tools)
+            )
+            assert rates is not None
+            self._cache[endpoint.tag] = rates
+        return rates
+
+
+def check_fault_tags(plan: FaultPlan, endpoints: Sequence[Endpoint]) -> None:
+    """Refuse a fault whose ``TAG`` matches no served endpoint: it could never strike."""
+    check_tags(
+        ((f"--faults {rule.kind}:{rule.tag}", rule.tag) for rule in plan.rules if rule.tag),
+        endpoints,
+    )
 
 
 def _describe(rules: Iterable[FaultRule]) -> list[dict[str, Any]]:

@@ -24,10 +24,9 @@ from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import charge
 from openrouter_probe.fake.clock import Clock
-from openrouter_probe.fake.content import Answer, answer_for, perturb
-from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
+from openrouter_probe.fake.content import Answer, answer_for, break_tools, flip, noisy, perturb
+from openrouter_probe.fake.faults import Degradation, FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
-from openrouter_probe.rules.routing import matches
 
 __all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "Server", "output_cap"]
 
@@ -144,6 +143,28 @@ def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -
     return max(1, (endpoint.context_length or 65536) - prompt_tokens)
 
 
+#: Characters of a tool call's arguments per stream delta.
+_ARGUMENT_PIECE = 16
+
+
+def _pieces(arguments: str) -> list[str]:
+    return [arguments[i : i + _ARGUMENT_PIECE] for i in range(0, len(arguments), _ARGUMENT_PIECE)]
+
+
+def _tool_frames(answer: Answer, writer: bodies.ChunkWriter) -> Iterator[tuple[str, int, int]]:
+    """A call's first delta (id, type, name), then its arguments in pieces; the call's tokens are
+    spread over the pieces, so a stream cut short bills what it sent."""
+    for index, (call_id, name, arguments) in enumerate(answer.tool_calls):
+        yield (writer.tool_call(index, "", call_id=call_id, name=name), 0, 0)
+        pieces = _pieces(arguments)
+        share = answer.tool_tokens // max(1, len(answer.tool_calls))
+        sent = 0
+        for j, piece in enumerate(pieces, start=1):
+            upto = round(share * j / len(pieces))
+            yield (writer.tool_call(index, piece), 0, upto - sent)
+            sent = upto
+
+
 def _drop(request: web.Request) -> None:
     """Close the connection mid-body, as a dropped upstream does."""
     if request.transport is not None:
@@ -163,7 +184,7 @@ class Server(Protocol):
     @property
     def speed(self) -> float: ...
     @property
-    def degrade(self) -> dict[str, float]: ...
+    def degradation(self) -> Degradation: ...
     @property
     def reasoning_share(self) -> float: ...
     @property
@@ -238,8 +259,12 @@ class Reply:
         )
         cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
         messages = body["messages"]
+        tools = body.get("tools")
+        if not tools or not isinstance(tools, list) or body.get("tool_choice") == "none":
+            tools = None
+        changes = fake.degradation
         # repr of the parsed JSON: cheaper than dumping it, and equal for equal requests
-        key = (repr(messages), nonce, cap, enabled)
+        key = (repr(messages), nonce, cap, enabled, None if tools is None else repr(tools))
         answer = fake.answers.get(key)
         if answer is None:
             answer = answer_for(
@@ -250,16 +275,35 @@ class Reply:
                 reasoning=enabled,
                 reasoning_share=fake.reasoning_share,
                 median_tokens=fake.median_tokens,
+                tools=tools,
+                hard=changes.hard,
             )
             fake.remember(key, answer)
         self.cache_key = key
-        rate = 0.0
-        if fake.degrade:
-            rate = next((r for tag, r in fake.degrade.items() if matches(tag, self.endpoint)), 0.0)
-        if rate > 0:
-            self.cache_key = None  # a degraded answer is this endpoint's own: not shared
-            answer = perturb(answer, rate=rate, key=(fake.seed, key[0], nonce, self.endpoint.tag))
+        if changes.active:
+            changed = self._change(answer, changes, key[0], nonce)
+            if changed is not answer:
+                self.cache_key = None  # a changed answer is this request's own: not shared
+                answer = changed
         return answer, show
+
+    def _change(
+        self, answer: Answer, changes: Degradation, messages: str, nonce: int | None
+    ) -> Answer:
+        """This endpoint's degradations, then the noise every endpoint has."""
+        if changes:
+            degrade, flip_rate, tools_rate = changes.rates_for(self.endpoint)
+            key = (self.fake.seed, messages, nonce, self.endpoint.tag)
+            if degrade > 0:
+                answer = perturb(answer, rate=degrade, key=key)
+            if flip_rate > 0:
+                answer = flip(answer, rate=flip_rate)
+            if tools_rate > 0:
+                answer = break_tools(answer, rate=tools_rate, key=key)
+        if changes.noise > 0:
+            draw = uniform(self.fake.seed, self.request_no, 0x6E6F69)
+            answer = noisy(answer, draw, rate=changes.noise)
+        return answer
 
     def _logprobs_top(self) -> int | None:
         """``top_logprobs`` when logprobs were asked for and the endpoint lists them."""
@@ -397,7 +441,7 @@ class Reply:
                 "metadata": {"provider_name": provider, "raw": "connection reset by peer"},
             }
         elif kind != "drop":
-            usage = self._bill(len(answer.reasoning), len(answer.content), cancelled=False)
+            usage = self._bill(len(answer.reasoning), answer.output_tokens, cancelled=False)
         if choice_error is None and self.cache_key is not None:
             ckey = (self.cache_key, show, top)
             choices = fake.choices.get(ckey)
@@ -463,8 +507,9 @@ class Reply:
         self, answer: Answer, show: bool, writer: bodies.ChunkWriter
     ) -> Iterator[tuple[str, int, int]]:
         """(frame, reasoning tokens, content tokens) in the order they go out: reasoning deltas,
-        then content deltas. Excluded reasoning is billed but never sent (an empty frame).
-        Frames are made as they are sent, so an open stream holds one batch, not its answer."""
+        content deltas, then tool-call deltas (tool-call tokens count as content). Excluded
+        reasoning is billed but never sent (an empty frame). Frames are made as they are sent, so
+        an open stream holds one batch, not its answer."""
         n = self.fake.tokens_per_chunk
         top = self._logprobs_top()
         for i in range(0, len(answer.reasoning), n):
@@ -478,6 +523,7 @@ class Reply:
                     piece, answer.logprobs[i : i + n], answer.alternatives[i : i + n], top
                 )
             yield (writer.content("".join(piece), logprobs=lp), 0, len(piece))
+        yield from _tool_frames(answer, writer)
 
     async def _stream(
         self, answer: Answer, show: bool, fault: FaultRule | None
@@ -495,6 +541,7 @@ class Reply:
         response.headers["Cache-Control"] = "no-cache"
         n = fake.tokens_per_chunk
         n_frames = -(-len(answer.reasoning) // n) + -(-len(answer.content) // n)
+        n_frames += sum(1 + len(_pieces(arguments)) for _, _, arguments in answer.tool_calls)
         per_token = self._seconds_per_token()
         kind = fault.kind if fault is not None else None
         cut = n_frames // 2 if kind in ("stream_error", "drop", "stall") else n_frames

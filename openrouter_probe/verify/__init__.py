@@ -1,9 +1,10 @@
 """The empirical precision check: the same pinned prompts on every endpoint, judged with statistics.
 
-- ``stats``: Clopper-Pearson intervals, the exact paired (McNemar) test, Holm's correction, exact
-  power and the verdicts ``consistent`` / ``differs`` / ``inconclusive``;
-- ``suites``: the prompts (``arith`` from a seed, the built-in ``tools`` set, user JSONL);
-- ``measures``: what each endpoint did, from responses already collected;
+- ``stats``: Clopper-Pearson intervals, the mid-p paired (McNemar) test, the floor test, Tango's
+  interval for equivalence, Holm's correction, power, and the verdicts ``consistent`` /
+  ``differs`` / ``inconclusive``;
+- ``suites``: the prompts (``arith`` and ``tools`` generated from a seed, user JSONL);
+- ``measures``: what each endpoint did, and its deciding measures, from responses already collected;
 - ``plan``: pins through the routing model, request bodies, cost and power before sending;
 - ``report``: ``build_report(plan, observations)`` (the seam a sending loop calls) and
   ``VerifyReport`` (DataFrame view, HTML repr, dated evidence YAML);

@@ -1,18 +1,26 @@
 """Per-endpoint measures from responses already collected: nothing here sends a request.
 
-An ``Observation`` is one scored-to-be response: which endpoint it was pinned to, which item, who
-served it, what it said (content, tool calls, the first token's top-k logprobs, the generated tokens),
-and what it cost. ``score`` judges it against the item's known answer; ``measure_endpoint`` turns an
-endpoint's observations, paired item by item with the reference's, into ``EndpointMeasures``:
+An ``Observation`` is one scored-to-be response: which endpoint it was pinned to (and, for the
+reference, which of its runs), which item, who served it, what it said (content, tool calls, the
+first token's top-k logprobs, the generated tokens), and what it cost. ``score`` judges it against
+the item's known answer; ``measure_endpoint`` turns an endpoint's observations, paired item by item
+with the reference's runs, into ``EndpointMeasures``. A failed request is an outcome like any
+other, never dropped: wrong, disagreeing with everything (even another failure), no tool call.
 
-- known-answer accuracy (with its Clopper-Pearson interval) and the strict-format rate;
-- agreement with the reference: exact match of the normalised answer, mean ``difflib`` ratio of the
-  content;
-- tool calls: finish-reason counts, the schema-valid rate of the calls made, trigger agreement (both
-  called a tool, or both did not) with the reference;
-- the first generated token: total variation between the two top-k distributions and the position of
-  the first differing token;
-- cost and tokens.
+The **deciding measures** (``EndpointMeasures.paired``, judged by ``stats.compare_to_reference``):
+
+- ``accuracy``: right on the known answers (tool prompts aside), paired with the reference's first
+  run: a two-sided gap;
+- ``agreement``: the answer differs from the reference's first run, tested against how often the
+  reference's other runs differ from it (the floor): a one-sided excess;
+- ``tool_trigger``: the decision to call a tool differs from the reference's, against the floor;
+- ``tool_schema``: a schema-valid call where a call is expected, paired with the reference's;
+- ``tool_arguments``: the expected tool with the expected argument values, paired likewise.
+
+Descriptive measures beside them: the Clopper-Pearson interval of accuracy, the strict-format rate,
+exact match and ``difflib`` similarity, finish reasons, trigger F1 against the reference (and the
+reference's own against itself), first-token total variation (with its floor) and the first
+differing token, tokens and cost.
 """
 
 from __future__ import annotations
@@ -26,10 +34,11 @@ from dataclasses import dataclass, field
 from statistics import fmean, median
 from typing import Any
 
-from openrouter_probe.verify.stats import Interval, PairedCounts, clopper_pearson
+from openrouter_probe.verify.stats import Interval, PairedCounts, PairedMeasure, clopper_pearson
 from openrouter_probe.verify.suites import Item, check_schema, extract_number, normalise_text
 
 __all__ = [
+    "FAILED",
     "EndpointMeasures",
     "Observation",
     "Score",
@@ -76,6 +85,8 @@ class Observation:
     reasoning_tokens: int = 0
     cost_usd: float | None = None
     error: str | None = None
+    #: Which run of the endpoint this is (1 for all but the reference's repeats).
+    repeat: int = 1
 
     @classmethod
     def from_completion(cls, endpoint: str, item_id: str, body: Mapping[str, Any]) -> Observation:
@@ -103,12 +114,13 @@ class Observation:
 
     @classmethod
     def from_output_line(
-        cls, row: Mapping[str, Any], *, endpoint: str, item_id: str
+        cls, row: Mapping[str, Any], *, endpoint: str, item_id: str, repeat: int = 1
     ) -> Observation:
         """Read a generator output line (``provider``, ``content``, ``finish_reason``, ``usage``,
         ``cost_usd``, ``error``; ``tool_calls`` and ``logprobs`` when the generator kept them)."""
         usage = row.get("usage") or {}
         return cls(
+            repeat=repeat,
             endpoint=endpoint,
             item_id=item_id,
             provider=row.get("provider"),
@@ -221,8 +233,16 @@ class Score:
     schema_valid: bool | None
 
 
+#: What a failed request "answered": equal to nothing, not even another failure's.
+FAILED = "\x00failed"
+
+
 def score(item: Item, obs: Observation) -> Score:
-    """Judge ``obs`` against ``item``: its number, its text, or its tool call."""
+    """Judge ``obs`` against ``item``: its number, its text, or its tool call. A failed request is
+    wrong (when the answer is known), calls no tool and answers ``FAILED``."""
+    if obs.failed:
+        known = item.answer_kind == "tool" or item.answer is not None
+        return Score(False if known else None, False, FAILED, None, None)
     call = obs.tool_calls[0] if obs.tool_calls else None
     schema_valid = None
     if call is not None:
@@ -237,10 +257,9 @@ def score(item: Item, obs: Observation) -> Score:
         )
     correct: bool | None
     if item.answer_kind == "tool":
+        # the decision, not the prose around it: a call and its arguments, or none
         normalised = (
-            f"call {call.name} {json.dumps(call.arguments, sort_keys=True)}"
-            if call
-            else normalise_text(obs.content)
+            f"call {call.name} {json.dumps(call.arguments, sort_keys=True)}" if call else "no call"
         )
         if item.expect_tool is None:
             correct = call is None
@@ -314,7 +333,9 @@ def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:
 class EndpointMeasures:
     """What one endpoint did, and how it compares with the reference on the same items.
 
-    Rates are fractions (0..1); ``None`` when nothing was there to measure.
+    Rates are fractions (0..1); ``None`` when nothing was there to measure. ``paired`` holds the
+    deciding measures (empty for the reference itself); ``floor_*`` are the reference's own
+    disagreement with itself on the same items.
     """
 
     endpoint: str
@@ -334,9 +355,14 @@ class EndpointMeasures:
     tool_calls: int = 0
     schema_valid_rate: float | None = None
     trigger_agreement: float | None = None
+    trigger_f1: float | None = None
+    arguments_rate: float | None = None
+    floor_disagreement: float | None = None
+    floor_trigger_f1: float | None = None
     logprob_pairs: int = 0
     first_token_tv_mean: float | None = None
     first_token_tv_max: float | None = None
+    first_token_tv_floor: float | None = None
     first_token_unlisted_mass_max: float | None = None
     first_diff_token_median: float | None = None
     identical_token_rate: float | None = None
@@ -345,19 +371,27 @@ class EndpointMeasures:
     reasoning_tokens: int = 0
     cost_usd: float = 0.0
     cost_unknown: int = 0
+    tests: tuple[PairedMeasure, ...] = ()
+
+
+def _is_tool(item: Item) -> bool:
+    return item.answer_kind == "tool"
 
 
 def pair_counts(
     items: Mapping[str, Item],
     endpoint: Mapping[str, Observation],
     reference: Mapping[str, Observation],
+    *,
+    tools: bool = False,
 ) -> PairedCounts:
-    """Count the known-answer items scored (not failed) on both sides by outcome pair."""
+    """Count the known-answer items answered on both sides by outcome pair; a failure is wrong.
+    Tool prompts are left out (the tool measures judge them) unless ``tools``."""
     tally: Counter[tuple[bool, bool]] = Counter()
     for item_id, obs in endpoint.items():
         ref = reference.get(item_id)
         item = items.get(item_id)
-        if item is None or ref is None or obs.failed or ref.failed:
+        if item is None or ref is None or (_is_tool(item) and not tools):
             continue
         mine, theirs = score(item, obs).correct, score(item, ref).correct
         if mine is None or theirs is None:
@@ -388,38 +422,127 @@ def _similarity(
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
+def _differs(a: object, b: object) -> bool:
+    return a != b or a == FAILED
+
+
+def _excess(
+    name: str, values: Mapping[str, object], runs: Sequence[Mapping[str, object]]
+) -> PairedMeasure | None:
+    """The floor comparison of one measure: on every item every run has, whether the endpoint's
+    value differs from the first run's and how many of the other runs' do."""
+    if len(runs) < 2:
+        return None
+    first, others = runs[0], runs[1:]
+    common = [i for i in values if all(i in run for run in runs)]
+    groups: Counter[tuple[int, int]] = Counter()
+    b = c = 0.0
+    for i in common:
+        x = int(_differs(values[i], first[i]))
+        a = sum(_differs(run[i], first[i]) for run in others)
+        share = a / len(others)
+        b += x * (1 - share)
+        c += (1 - x) * share
+        if 0 < x + a < len(runs):
+            groups[(x + a, x)] += 1
+    table: dict[int, list[int]] = {}
+    for (t, x), count in groups.items():
+        entry = table.setdefault(t, [0, 0])
+        entry[0] += count
+        entry[1] += count * x
+    return PairedMeasure(
+        name, "excess", len(common), b, c,
+        tuple((t, m, s) for t, (m, s) in sorted(table.items())), len(runs),
+    )  # fmt: skip
+
+
+def _gap(name: str, mine: Mapping[str, bool], theirs: Mapping[str, bool]) -> PairedMeasure:
+    common = [i for i in mine if i in theirs]
+    b = sum(1 for i in common if theirs[i] and not mine[i])
+    c = sum(1 for i in common if mine[i] and not theirs[i])
+    return PairedMeasure(name, "gap", len(common), b, c)
+
+
+def _f1(predicted: Mapping[str, bool], truth: Mapping[str, bool]) -> float | None:
+    common = [i for i in predicted if i in truth]
+    tp = sum(1 for i in common if predicted[i] and truth[i])
+    fp = sum(1 for i in common if predicted[i] and not truth[i])
+    fn = sum(1 for i in common if truth[i] and not predicted[i])
+    return None if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One run's scores and what the deciding measures read from them, by item id."""
+
+    scores: dict[str, Score]
+    answers: dict[str, str]
+    triggers: dict[str, object]
+    called: dict[str, bool]
+    valid: dict[str, bool]
+    right_call: dict[str, bool]
+
+
+def _judge_run(items: Mapping[str, Item], run: Mapping[str, Observation]) -> _Judged:
+    scores = {i: score(items[i], o) for i, o in run.items() if i in items}
+    tool = {i for i in scores if _is_tool(items[i])}
+    expected = {i for i in tool if items[i].expect_tool is not None}
+    return _Judged(
+        scores=scores,
+        answers={i: s.normalised for i, s in scores.items() if i not in tool},
+        triggers={i: FAILED if run[i].failed else scores[i].called_tool is not None for i in tool},
+        called={i: scores[i].called_tool is not None for i in tool},
+        valid={i: bool(scores[i].schema_valid) for i in expected},
+        right_call={i: bool(scores[i].correct) for i in expected},
+    )
+
+
+def _deciding(
+    mine: _Judged, runs: Sequence[_Judged], counts: PairedCounts
+) -> tuple[PairedMeasure, ...]:
+    """The deciding measures of an endpoint against the reference's runs (those with data; the
+    floor measures need a second run)."""
+    first = runs[0]
+    found: list[PairedMeasure | None] = [
+        counts.measure("accuracy"),
+        _excess("agreement", mine.answers, [r.answers for r in runs]),
+        _excess("tool_trigger", mine.triggers, [r.triggers for r in runs]),
+        _gap("tool_schema", mine.valid, first.valid),
+        _gap("tool_arguments", mine.right_call, first.right_call),
+    ]
+    return tuple(m for m in found if m is not None and m.n > 0)
+
+
 def measure_endpoint(
     tag: str,
     items: Mapping[str, Item],
     observations: Iterable[Observation],
     reference: Mapping[str, Observation],
+    *,
+    floor: Sequence[Mapping[str, Observation]] = (),
 ) -> EndpointMeasures:
     """Measure one endpoint's ``observations`` (one per item; leaked pins already removed) against
-    the items and the reference's observations by item id. For the reference itself, pass its own
-    observations as both: agreement is then trivially 1."""
-    mine = {o.item_id: o for o in observations}
-    ok = {i: o for i, o in mine.items() if not o.failed and i in items}
-    scores = {i: score(items[i], o) for i, o in ok.items()}
-    known = {i: s for i, s in scores.items() if s.correct is not None}
+    the items, the reference's first run (``reference``) and its other runs (``floor``), by item id.
+    For the reference itself, pass its first run as both: agreement is then trivially 1, and the
+    floor figures are its runs' agreement with each other; ``tests`` is left empty."""
+    mine = {o.item_id: o for o in observations if o.item_id in items}
+    ok = {i: o for i, o in mine.items() if not o.failed}
+    judged = _judge_run(items, mine)
+    runs = [_judge_run(items, reference), *(_judge_run(items, f) for f in floor)]
+    known = {
+        i: s for i, s in judged.scores.items() if s.correct is not None and not _is_tool(items[i])
+    }
     correct = sum(1 for s in known.values() if s.correct)
-    numbers = [s.strict for i, s in scores.items() if items[i].answer_kind == "number"]
+    counts = pair_counts(items, mine, reference)
+    is_reference = mine is not None and all(reference.get(i) is o for i, o in mine.items())
     pairs = [
         (i, s, ref, score(items[i], ref))
-        for i, s in scores.items()
-        if (ref := reference.get(i)) is not None and not ref.failed
+        for i, s in judged.scores.items()
+        if (ref := reference.get(i)) is not None
     ]
-    calls = [s for s in scores.values() if s.called_tool is not None]
-    tool_pairs = [(s, r) for i, s, _, r in pairs if items[i].answer_kind == "tool"]
-    distances = [
-        top_k_distance(ok[i].first_top_logprobs or {}, ref.first_top_logprobs or {})
-        for i, _, ref, _ in pairs
-        if ok[i].first_top_logprobs and ref.first_top_logprobs
-    ]
-    token_pairs = [
-        (ok[i].tokens, ref.tokens) for i, _, ref, _ in pairs if ok[i].tokens and ref.tokens
-    ]
-    diffs = [first_difference(a, b) for a, b in token_pairs if a is not None and b is not None]
+    logprobs = _logprob_figures(ok, reference, floor)
     costs = [o.cost_usd for o in mine.values()]
+    calls = [s for s in judged.scores.values() if s.called_tool is not None]
     return EndpointMeasures(
         endpoint=tag,
         scored=len(ok),
@@ -428,33 +551,93 @@ def measure_endpoint(
         correct=correct,
         accuracy=None if not known else correct / len(known),
         accuracy_ci=None if not known else clopper_pearson(correct, len(known)),
-        strict_format_rate=_rate(numbers),
+        strict_format_rate=_rate(
+            s.strict
+            for i, s in judged.scores.items()
+            if items[i].answer_kind == "number" and i in ok
+        ),
         paired=len(pairs),
-        exact_match_rate=_rate(s.normalised == r.normalised for _, s, _, r in pairs),
+        exact_match_rate=_rate(
+            not _differs(s.normalised, r.normalised)
+            for i, s, _, r in pairs
+            if not _is_tool(items[i])
+        ),
         similarity_mean=None
         if not pairs
-        else fmean(_similarity(items[i], ok[i], s, ref, r) for i, s, ref, r in pairs),
-        counts=pair_counts(items, ok, reference),
+        else fmean(_similarity(items[i], mine[i], s, ref, r) for i, s, ref, r in pairs),
+        counts=counts,
         finish_reasons=dict(
             sorted(Counter(o.finish_reason or "none" for o in mine.values()).items())
         ),
         models=dict(sorted(Counter(o.model for o in ok.values() if o.model).items())),
         tool_calls=len(calls),
-        schema_valid_rate=_rate(bool(s.schema_valid) for s in calls),
-        trigger_agreement=_rate(
-            (s.called_tool is None) == (r.called_tool is None) for s, r in tool_pairs
-        ),
-        logprob_pairs=len(distances),
-        first_token_tv_mean=fmean(d for d, _ in distances) if distances else None,
-        first_token_tv_max=max(d for d, _ in distances) if distances else None,
-        first_token_unlisted_mass_max=max(r for _, r in distances) if distances else None,
-        first_diff_token_median=median([d for d in diffs if d is not None])
-        if any(d is not None for d in diffs)
-        else None,
-        identical_token_rate=_rate(d is None for d in diffs),
+        schema_valid_rate=_rate(judged.valid.values()),
+        **_agreement_figures(judged, runs),
         prompt_tokens=sum(o.prompt_tokens for o in mine.values()),
         completion_tokens=sum(o.completion_tokens for o in mine.values()),
         reasoning_tokens=sum(o.reasoning_tokens for o in mine.values()),
         cost_usd=math.fsum(c for c in costs if c is not None),
         cost_unknown=sum(1 for c in costs if c is None),
+        tests=() if is_reference else _deciding(judged, runs, counts),
+        **logprobs,
     )
+
+
+def _agreement_figures(judged: _Judged, runs: Sequence[_Judged]) -> dict[str, Any]:
+    """Trigger agreement and F1 against the reference's first run, the right-argument rate, and
+    the floor: the reference's second run against its first."""
+    first = runs[0]
+    floor = runs[1] if len(runs) > 1 else None
+    return {
+        "trigger_agreement": _rate(
+            not _differs(v, first.triggers[i])
+            for i, v in judged.triggers.items()
+            if i in first.triggers
+        ),
+        "trigger_f1": _f1(judged.called, first.called),
+        "arguments_rate": _rate(judged.right_call.values()),
+        "floor_disagreement": None
+        if floor is None or not floor.answers
+        else _rate(
+            _differs(v, first.answers[i]) for i, v in floor.answers.items() if i in first.answers
+        ),
+        "floor_trigger_f1": None if floor is None else _f1(floor.called, first.called),
+    }
+
+
+def _logprob_figures(
+    ok: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
+    floor: Sequence[Mapping[str, Observation]],
+) -> dict[str, Any]:
+    """First-token total variation (and the reference's own, its floor) and the first differing
+    generated token, where both sides carried logprobs."""
+
+    def distances(run: Mapping[str, Observation]) -> list[tuple[float, float]]:
+        return [
+            top_k_distance(o.first_top_logprobs, ref.first_top_logprobs)
+            for i, o in run.items()
+            if (ref := reference.get(i)) is not None
+            and not ref.failed
+            and not o.failed
+            and o.first_top_logprobs
+            and ref.first_top_logprobs
+        ]
+
+    found = distances(ok)
+    floor_found = distances(floor[0]) if floor else []
+    diffs = [
+        first_difference(o.tokens, ref.tokens)
+        for i, o in ok.items()
+        if (ref := reference.get(i)) is not None and not ref.failed and o.tokens and ref.tokens
+    ]
+    differing = [d for d in diffs if d is not None]
+    return {
+        "logprob_pairs": len(found),
+        "first_token_tv_mean": fmean(d for d, _ in found) if found else None,
+        "first_token_tv_max": max(d for d, _ in found) if found else None,
+        "first_token_tv_floor": fmean(d for d, _ in floor_found) if floor_found else None,
+        "first_token_unlisted_mass_max": max(r for _, r in found) if found else None,
+        "first_diff_token_median": median(differing) if differing else None,
+        "identical_token_rate": _rate(d is None for d in diffs),
+    }

@@ -31,7 +31,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.rules.routing import RequestParams, route
-from openrouter_probe.verify.stats import DEFAULT_ALPHA, DEFAULT_POWER, min_detectable_gap
+from openrouter_probe.verify.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_POWER,
+    DEFAULT_REPEATS,
+    DEFAULT_TOLERANCE,
+    PLANNING_DISCORDANCE,
+    check_statistics,
+    equivalence_power,
+    min_detectable_gap,
+    prompts_for_equivalence,
+)
 from openrouter_probe.verify.suites import Item
 
 if TYPE_CHECKING:
@@ -51,6 +61,7 @@ __all__ = [
     "plan_verify",
     "prompt_tokens",
     "request_body",
+    "resolve_tag",
 ]
 
 #: Arithmetic prompts per endpoint by default: enough that ``consistent`` is reachable at the
@@ -94,6 +105,21 @@ def pin(
         f"pin {tag!r} admits {len(decision.admitted)} endpoints ({', '.join(decision.admitted_tags)}); "
         "name one full tag"
     )
+
+
+def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "--endpoints") -> str:
+    """Return the full tag ``tag`` names: itself when an endpoint has it, else the one endpoint
+    whose base slug it is (``chutes`` -> ``chutes/int4``). Several endpoints of that slug are an
+    error listing them; no endpoint is left for ``pin`` to explain."""
+    if any(e.tag == tag for e in endpoints):
+        return tag
+    found = [e.tag for e in endpoints if e.tag.partition("/")[0] == tag]
+    if len(found) > 1:
+        raise ConfigError(
+            f"{option} {tag}: {len(found)} endpoints have that slug ({', '.join(found)}); "
+            "name one full tag"
+        )
+    return found[0] if found else tag
 
 
 def pin_leaked(provider: str | None, endpoint: Endpoint) -> bool:
@@ -202,6 +228,57 @@ class VerifyPlan:
     budget_usd: Decimal | None = None
     notes: tuple[str, ...] = field(default=())
     snapshot_sha256: str | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    repeats: int = DEFAULT_REPEATS
+
+    @property
+    def measures(self) -> list[str]:
+        """The deciding measures this plan's items feed (``stats.compare_to_reference``)."""
+        names = []
+        if any(item.answer_kind != "tool" for item in self.items):
+            names.append("agreement")
+            if any(item.answer_kind != "tool" and item.known for item in self.items):
+                names.insert(0, "accuracy")
+        if any(item.answer_kind == "tool" for item in self.items):
+            names.append("tool_trigger")
+            if any(item.expect_tool for item in self.items):
+                names += ["tool_schema", "tool_arguments"]
+        return names
+
+    @property
+    def family(self) -> int:
+        """The tests Holm corrects over: every compared endpoint times every deciding measure."""
+        return max(1, len(self.compared) * len(self.measures))
+
+    @property
+    def interval_level(self) -> float:
+        """The level of each endpoint's intervals: ``1 - 2 alpha/K`` (Bonferroni over K)."""
+        return 1 - 2 * self.alpha / max(1, len(self.compared))
+
+    def _accuracy_items(self) -> int:
+        return sum(1 for item in self.items if item.known and item.answer_kind != "tool")
+
+    @property
+    def equivalence_power(self) -> float:
+        """The chance that an endpoint equal to the reference gets its accuracy interval inside
+        ``+-tolerance`` at this n, with ``PLANNING_DISCORDANCE`` discordant prompts."""
+        return equivalence_power(
+            self._accuracy_items(),
+            discordance=PLANNING_DISCORDANCE,
+            tolerance=self.tolerance,
+            alpha=(1 - self.interval_level) / 2,
+        )
+
+    @property
+    def prompts_needed(self) -> int:
+        """Known-answer prompts for ``power`` to call an equal endpoint ``consistent`` at the
+        tolerance (``PLANNING_DISCORDANCE`` discordant prompts assumed)."""
+        return prompts_for_equivalence(
+            tolerance=self.tolerance,
+            alpha=(1 - self.interval_level) / 2,
+            power=self.power,
+            discordance=PLANNING_DISCORDANCE,
+        )
 
     @property
     def compared(self) -> list[str]:
@@ -235,12 +312,11 @@ class VerifyPlan:
 
     @property
     def min_detectable_gap_best(self) -> float | None:
-        """The smallest accuracy gap the known-answer items can detect with ``power`` at
-        ``alpha``/K, if the endpoints never disagree the other way (the best case: the report gives
-        the figure for the disagreements actually seen)."""
-        known = sum(1 for item in self.items if item.known)
+        """The smallest accuracy gap the known-answer items can detect with ``power`` (mid-p
+        McNemar at ``alpha``/m, m the tests in the family), if the endpoints never disagree the other
+        way (the best case: the report gives the figure for the disagreements actually seen)."""
         return min_detectable_gap(
-            known, alpha=self.alpha / max(1, len(self.compared)), power=self.power
+            self._accuracy_items(), alpha=self.alpha / self.family, power=self.power
         )
 
     def bodies(self, tag: str) -> list[tuple[str, dict[str, Any]]]:
@@ -286,6 +362,24 @@ class VerifyPlan:
         ]
         return pd.DataFrame(rows)
 
+    def _power_lines(self) -> list[str]:
+        gap = self.min_detectable_gap_best
+        known = self._accuracy_items()
+        if not known:
+            return [f"deciding measures: {', '.join(self.measures)} (no known-answer prompts)"]
+        return [
+            f"reference sent {self.repeats} times (its disagreement with itself is the floor); "
+            f"deciding measures: {', '.join(self.measures)}; Holm over {self.family} tests at "
+            f"family-wise alpha {self.alpha:g}",
+            "difference: mid-p McNemar detects an accuracy gap of "
+            + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
+            + f" with {self.power:.0%} power (at best: no reverse disagreements)",
+            f"equivalence: an endpoint equal to the reference is called consistent within "
+            f"+-{100 * self.tolerance:g} pp with {self.equivalence_power:.0%} power at n={known} "
+            f"({self.interval_level:.0%} intervals, {100 * PLANNING_DISCORDANCE:g}% discordant "
+            f"prompts assumed); {self.power:.0%} power needs n={self.prompts_needed}",
+        ]
+
     def render(self) -> str:
         """The plan as text (80 columns for tags up to 22 characters; a longer tag widens its
         column rather than being cut), then its warnings and notes."""
@@ -299,7 +393,9 @@ class VerifyPlan:
         width = max(8, *(len(e.tag) for e in self.endpoints))
         lines = [
             f"verify {self.model} against {self.reference}",
-            f"{len(self.items)} prompts x {len(self.endpoints)} endpoints = {self.requests} requests",
+            f"{len(self.items)} prompts x {len(self.endpoints)} endpoints"
+            + (f" (the reference x{self.repeats})" if self.repeats > 1 else "")
+            + f" = {self.requests} requests",
             f"{'endpoint':<{width}} {'role':<9} {'reqs':>5} {'in/M':>6} {'out/M':>6} "
             f"{'expected':>9} {'worst':>9} sends",
         ]
@@ -316,12 +412,7 @@ class VerifyPlan:
             f"{'total':<{width}} {'':<9} {self.requests:>5} {'':>6} {'':>6} "
             f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
         )
-        gap = self.min_detectable_gap_best
-        tail = [
-            "power: at best (no reverse disagreements) the known-answer prompts detect a gap of "
-            + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
-            + f" with {self.power:.0%} power at family-wise alpha {self.alpha:g}"
-        ]
+        tail = self._power_lines()
         if self.budget_usd is not None:
             tail.append(
                 f"budget ${self.budget_usd}: the worst case "
@@ -423,13 +514,16 @@ def plan_verify(
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
+    tolerance: float = DEFAULT_TOLERANCE,
+    repeats: int = DEFAULT_REPEATS,
     budget_usd: Decimal | float | str | None = None,
 ) -> VerifyPlan:
     """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``.
 
     ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
     ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
-    (``default_reference``).
+    (``default_reference``) and is sent ``repeats`` times (the floor). ``alpha``, ``power``,
+    ``tolerance`` (in (0, 1)) and ``repeats`` (2..10) are checked first.
 
     Example::
 
@@ -438,16 +532,11 @@ def plan_verify(
         plan = plan_verify(snap.endpoints, model=snap.model, tags=tags, items=arith_suite(200))
         print(plan.render())
     """
+    check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats)
     if not items:
         raise ConfigError("no prompts to send; give at least one suite item")
-    ref = reference or default_reference(model, endpoints)
-    if ref is None:
-        raise ConfigError(
-            f"no first-party endpoint found for {model}; name the reference endpoint's tag"
-        )
-    order = [ref, *(t for t in dict.fromkeys(tags) if t != ref)]
-    if len(order) < 2:
-        raise ConfigError("nothing to compare: give at least one endpoint besides the reference")
+    order = _order(model, endpoints, tags, reference)
+    ref = order[0]
     settings = dict(DEFAULT_REASONING if reasoning is None else reasoning)
     sent = {"temperature", "max_tokens", "reasoning"}
     if any(item.tools for item in items):
@@ -455,20 +544,18 @@ def plan_verify(
     params = RequestParams(
         max_tokens=max(item.max_tokens for item in items), parameters=frozenset(sent)
     )
-    tokens = [prompt_tokens(item) for item in items]
-    in_expected = sum(t[0] for t in tokens)
-    in_worst = sum(t[1] for t in tokens)
-    out_worst = sum(item.max_tokens for item in items)
-    out_expected = (
-        sum(item.expected_output_tokens for item in items)
-        if _reasoning_off(settings)
-        else out_worst
-    )
-    totals = _Tokens(in_expected, in_worst, out_expected, out_worst, len(items))
+    totals = _totals(items, reasoning_off=_reasoning_off(settings))
     names = [e.provider_name for e in endpoints]
     pinned = {tag: pin(tag, endpoints, params=params) for tag in order}
     rows = [
-        _endpoint_plan(tag, pinned[tag], ref=ref, totals=totals, names=names, top=top_logprobs)
+        _endpoint_plan(
+            tag,
+            pinned[tag],
+            ref=ref,
+            totals=_times(totals, repeats) if tag == ref else totals,
+            names=names,
+            top=top_logprobs,
+        )
         for tag in order
     ]
     return VerifyPlan(
@@ -484,4 +571,43 @@ def plan_verify(
         power=power,
         budget_usd=None if budget_usd is None else Decimal(str(budget_usd)),
         notes=_plan_notes(rows, settings),
+        tolerance=tolerance,
+        repeats=repeats,
     )
+
+
+def _order(
+    model: str, endpoints: Sequence[Endpoint], tags: Sequence[str], reference: str | None
+) -> list[str]:
+    """The reference's full tag, then the other endpoints' (a slug with one endpoint resolved)."""
+    ref = (
+        resolve_tag(reference, endpoints, option="--reference")
+        if reference
+        else default_reference(model, endpoints)
+    )
+    if ref is None:
+        raise ConfigError(
+            f"no first-party endpoint found for {model}; name the reference endpoint's tag"
+        )
+    resolved = [resolve_tag(t, endpoints) for t in tags]
+    order = [ref, *(t for t in dict.fromkeys(resolved) if t != ref)]
+    if len(order) < 2:
+        raise ConfigError("nothing to compare: give at least one endpoint besides the reference")
+    return order
+
+
+def _totals(items: Sequence[Item], *, reasoning_off: bool) -> _Tokens:
+    """The tokens one endpoint is sent and may answer, summed over ``items``."""
+    tokens = [prompt_tokens(item) for item in items]
+    out_worst = sum(item.max_tokens for item in items)
+    out_expected = (
+        sum(item.expected_output_tokens for item in items) if reasoning_off else out_worst
+    )
+    return _Tokens(
+        sum(t[0] for t in tokens), sum(t[1] for t in tokens), out_expected, out_worst, len(items)
+    )
+
+
+def _times(totals: _Tokens, repeats: int) -> _Tokens:
+    """The reference's share: every item sent ``repeats`` times."""
+    return _Tokens(*(value * repeats for value in totals))

@@ -2,7 +2,8 @@
 
 ``build_report(plan, observations)`` takes the responses a sending loop collected (``Observation``
 objects: pinned tag, item id, body) and returns a ``VerifyReport``: leaked pins discarded and counted,
-every endpoint measured, each compared endpoint judged against the reference (Holm over all of them).
+every endpoint measured against the reference's runs, each compared endpoint judged on every deciding
+measure (Holm over all endpoints and measures, Tango intervals for ``consistent``).
 The report has a DataFrame view (pandas, imported when asked), a short ``repr``, ``_repr_html_`` for
 Jupyter, and ``to_evidence_yaml()``: dated evidence in an additive ``measured:`` section that the
 precision registry can read (``docs/verify.md`` gives the format and the reader it needs).
@@ -10,10 +11,12 @@ precision registry can read (``docs/verify.md`` gives the format and the reader 
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import math
 import textwrap
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -23,7 +26,6 @@ import yaml
 from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
 from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
 from openrouter_probe.verify.stats import (
-    DEFAULT_TOLERANCE,
     Comparison,
     MeasuredVerdict,
     compare_to_reference,
@@ -32,7 +34,10 @@ from openrouter_probe.verify.stats import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["EVIDENCE_HEADER", "EndpointResult", "VerifyReport", "build_report"]
+__all__ = ["EVIDENCE_HEADER", "MEASURES", "EndpointResult", "VerifyReport", "build_report"]
+
+#: The deciding measures, in the order the report shows them (``measures`` module docstring).
+MEASURES = ("accuracy", "agreement", "tool_trigger", "tool_schema", "tool_arguments")
 
 #: The comment at the top of an evidence file.
 EVIDENCE_HEADER = (
@@ -78,6 +83,8 @@ class VerifyReport:
     notes: tuple[str, ...] = field(default=())
     #: What the sending run did (requests, spend, stop reason): ``verify_precision`` sets it.
     run: Any = None
+    #: How often the reference was sent (its runs 2.. are the floor).
+    repeats: int = 2
 
     @property
     def verdicts(self) -> dict[str, MeasuredVerdict]:
@@ -109,14 +116,29 @@ class VerifyReport:
                     "accuracy_ci_low": None if ci is None else ci.low,
                     "accuracy_ci_high": None if ci is None else ci.high,
                     "accuracy_gap": None if c is None else c.counts.gap,
+                    "accuracy_gap_ci_low": None if c is None or not c.interval else c.interval.low,
+                    "accuracy_gap_ci_high": None
+                    if c is None or not c.interval
+                    else c.interval.high,
+                    "interval_level": None
+                    if c is None or not c.tests
+                    else c.tests[0].interval.level,
                     "p_holm": None if c is None else c.p_adjusted,
+                    "p_holm_min": _min_p(c),
                     "min_detectable_gap": None if c is None else c.min_detectable_gap,
+                    "prompts_needed": None if c is None else c.prompts_needed,
+                    **_measure_columns(c),
                     "exact_match_rate": m.exact_match_rate,
+                    "floor_disagreement": m.floor_disagreement,
+                    "trigger_f1": m.trigger_f1,
+                    "floor_trigger_f1": m.floor_trigger_f1,
+                    "arguments_rate": m.arguments_rate,
                     "similarity_mean": m.similarity_mean,
                     "strict_format_rate": m.strict_format_rate,
                     "schema_valid_rate": m.schema_valid_rate,
                     "trigger_agreement": m.trigger_agreement,
                     "first_token_tv_mean": m.first_token_tv_mean,
+                    "first_token_tv_floor": m.first_token_tv_floor,
                     "first_diff_token_median": m.first_diff_token_median,
                     "models_served": ", ".join(f"{k} x{v}" for k, v in m.models.items()),
                     "scored": m.scored,
@@ -134,36 +156,45 @@ class VerifyReport:
 
     def render(self) -> str:
         """The report as text: one line per endpoint (80 columns for tags up to 16 characters; a
-        longer tag widens its column rather than being cut), then each verdict's reason and the
-        notes, wrapped at 80."""
-
-        def pct(v: float | None, signed: bool = False) -> str:
-            if v is None:
-                return "-"
-            return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+        longer tag widens its column rather than being cut): verdict, paired n, accuracy, the
+        accuracy gap with its interval, the smallest Holm p of its measures, cost; then each
+        verdict's reason (with the leaked responses discarded) and the notes, wrapped at 80."""
 
         width = max(8, *(len(r.tag) for r in self.results))
+        level = next(
+            (
+                r.comparison.tests[0].interval.level
+                for r in self.results
+                if r.comparison and r.comparison.tests
+            ),
+            None,
+        )
         head = (
             f"{self.model} against {self.reference}: {self.items} prompts "
             f"({', '.join(self.suites)}), {self.taken_at:%Y-%m-%d}; family-wise alpha "
             f"{self.alpha:g} (Holm), tolerance {100 * self.tolerance:.0f} pp"
+            + (f", {level:.0%} intervals" if level is not None else "")
         )
         lines = [
             *textwrap.wrap(head, width=80, subsequent_indent="  "),
-            f"{'endpoint':<{width}} {'verdict':<12} {'n':>4} {'acc%':>6} {'gap pp':>7} "
-            f"{'p_holm':>7} {'mdg pp':>6} {'leak':>4} {'cost':>9}",
+            f"{'endpoint':<{width}} {'verdict':<12} {'n':>4} {'acc%':>5} "
+            f"{'gap pp [interval]':<19} {'p_holm':>7} {'cost':>8}",
         ]
         for r in self.results:
             m, c = r.measures, r.comparison
             verdict = r.verdict or r.role
+            p_min = _min_p(c)
             lines.append(
                 f"{r.tag:<{width}} {verdict:<12} {(c.counts.n if c else m.known):>4} "
-                f"{pct(m.accuracy):>6} {pct(c.counts.gap if c else None, True):>7} "
-                f"{(f'{c.p_adjusted:.2g}' if c else '-'):>7} "
-                f"{pct(c.min_detectable_gap if c else None):>6} {r.leaked:>4} "
-                f"{f'${m.cost_usd:.4f}':>9}"
+                f"{_pct(m.accuracy):>5} {_gap_text(c):<19} "
+                f"{('-' if p_min is None else f'{p_min:.2g}'):>7} {f'${m.cost_usd:.4f}':>8}"
             )
-        tail = [f"{r.tag}: {r.comparison.reason}" for r in self.results if r.comparison]
+        tail = [
+            f"{r.tag}: {r.comparison.reason}"
+            + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
+            for r in self.results
+            if r.comparison
+        ]
         tail.extend(self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         return "\n".join(lines)
@@ -189,8 +220,9 @@ class VerifyReport:
             f"{100 * self.tolerance:.0f} pp, power {self.power:.0%}</p>"
         )
         columns = [
-            "provider", "role", "verdict", "paired", "accuracy", "accuracy_gap", "p_holm",
-            "min_detectable_gap", "exact_match_rate", "leaked", "cost_usd", "reason",
+            "provider", "role", "verdict", "paired", "accuracy", "accuracy_gap",
+            "accuracy_gap_ci_low", "accuracy_gap_ci_high", "p_holm_min", "exact_match_rate",
+            "floor_disagreement", "leaked", "cost_usd", "reason",
         ]  # fmt: skip
         table = self.to_frame()[columns].to_html(na_rep="", float_format=lambda v: f"{v:.4g}")
         notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)
@@ -199,6 +231,7 @@ class VerifyReport:
     def to_evidence(self) -> dict[str, Any]:
         """The evidence document: ``{"measured": [one entry per compared endpoint]}``."""
         k = sum(1 for r in self.results if r.comparison is not None)
+        tests = sum(len(r.comparison.tests) for r in self.results if r.comparison is not None)
         entries = []
         for r in self.results:
             c = r.comparison
@@ -221,6 +254,10 @@ class VerifyReport:
                     "accuracy_ci95": None if ci is None else [_round(ci.low), _round(ci.high)],
                     "reference_accuracy": _round(ref.accuracy),
                     "accuracy_gap": _round(c.counts.gap),
+                    "accuracy_gap_ci": None
+                    if c.interval is None
+                    else [_round(c.interval.low), _round(c.interval.high)],
+                    "interval_level": None if not c.tests else _round(c.tests[0].interval.level),
                     "discordant": {
                         "reference_only": c.counts.ref_only,
                         "endpoint_only": c.counts.endpoint_only,
@@ -231,9 +268,22 @@ class VerifyReport:
                     "power": self.power,
                     "tolerance": self.tolerance,
                     "alpha": self.alpha,
-                    "test": f"exact McNemar (paired), Holm over {k} endpoint(s)",
+                    "test": (
+                        f"mid-p McNemar and the floor test, Tango intervals; Holm over {tests} "
+                        f"test(s) ({k} endpoint(s))"
+                    ),
+                    "measures": {
+                        t.measure.name: {
+                            "estimate": _round(t.estimate),
+                            "interval": [_round(t.interval.low), _round(t.interval.high)],
+                            "p_holm": _round(t.p_adjusted, 6),
+                        }
+                        for t in c.tests
+                    },
+                    "repeats": self.repeats,
                     "suites": list(self.suites),
                     "exact_match_rate": _round(m.exact_match_rate),
+                    "floor_disagreement": _round(m.floor_disagreement),
                     "leaked": r.leaked,
                     "reason": c.reason,
                     "source": "openrouter-probe verify"
@@ -252,11 +302,104 @@ def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _min_p(c: Comparison | None) -> float | None:
+    return None if c is None or not c.tests else min(t.p_adjusted for t in c.tests)
+
+
+def _gap_text(c: Comparison | None) -> str:
+    """``+6.2 [+2.8,+12.3]``: the accuracy gap (pp) and its interval."""
+    if c is None or c.counts.gap is None or c.interval is None:
+        return "-"
+    return f"{100 * c.counts.gap:+.1f} [{100 * c.interval.low:+.1f},{100 * c.interval.high:+.1f}]"
+
+
+def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
+    """Each deciding measure's estimate, interval and Holm p as flat columns."""
+    out: dict[str, float | None] = {}
+    for name in MEASURES:
+        t = None if c is None else c.test(name)
+        out[f"{name}_estimate"] = None if t is None else t.estimate
+        out[f"{name}_ci_low"] = None if t is None else t.interval.low
+        out[f"{name}_ci_high"] = None if t is None else t.interval.high
+        out[f"{name}_p_holm"] = None if t is None else t.p_adjusted
+    return out
+
+
+def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
+    """The reference's measures with the tokens and cost of its other runs added: what the check
+    spent on it."""
+    extra = [o for run in runs for o in run.values()]
+    costs = [o.cost_usd for o in extra]
+    return dataclasses.replace(
+        m,
+        prompt_tokens=m.prompt_tokens + sum(o.prompt_tokens for o in extra),
+        completion_tokens=m.completion_tokens + sum(o.completion_tokens for o in extra),
+        reasoning_tokens=m.reasoning_tokens + sum(o.reasoning_tokens for o in extra),
+        cost_usd=math.fsum([m.cost_usd, *(c for c in costs if c is not None)]),
+        cost_unknown=m.cost_unknown + sum(1 for c in costs if c is None),
+    )
+
+
+@dataclass
+class _Kept:
+    """The responses judged, by (tag, run) and item, and what was set aside."""
+
+    runs: dict[tuple[str, int], dict[str, Observation]]
+    leaked: Counter[str]
+    duplicates: int = 0
+    outside: int = 0
+
+    def notes(self) -> list[str]:
+        notes = []
+        if sum(self.leaked.values()):
+            notes.append(
+                f"{sum(self.leaked.values())} response(s) came from another provider than the "
+                "pinned one (leaked pins): discarded, not scored"
+            )
+        if self.duplicates:
+            notes.append(
+                f"{self.duplicates} repeated response(s) for the same endpoint and item ignored"
+            )
+        if self.outside:
+            notes.append(
+                f"{self.outside} response(s) for endpoints or items outside the plan ignored"
+            )
+        return notes
+
+
+def _keep(plan: VerifyPlan, observations: Iterable[Observation], items: set[str]) -> _Kept:
+    """Per (endpoint, run, item) the first response, or the first success after a failed one;
+    leaked pins and responses outside the plan set aside and counted."""
+    kept = _Kept({}, Counter())
+    for tag in plan.pinned:
+        for number in range(1, (plan.repeats if tag == plan.reference else 1) + 1):
+            kept.runs[(tag, number)] = {}
+    for obs in observations:
+        endpoint = plan.pinned.get(obs.endpoint)
+        run = kept.runs.get((obs.endpoint, obs.repeat))
+        if endpoint is None or run is None or obs.item_id not in items:
+            kept.outside += 1
+            continue
+        if pin_leaked(obs.provider, endpoint):
+            kept.leaked[obs.endpoint] += 1
+            continue
+        previous = run.get(obs.item_id)
+        if previous is not None and not (previous.failed and not obs.failed):
+            kept.duplicates += 1
+            continue
+        run[obs.item_id] = obs  # the first, or a success after a failure
+    return kept
+
+
 def build_report(
     plan: VerifyPlan,
     observations: Iterable[Observation],
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float | None = None,
     taken_at: datetime | None = None,
     snapshot_sha256: str | None = None,
 ) -> VerifyReport:
@@ -277,42 +420,23 @@ def build_report(
         print(report.to_evidence_yaml())
     """
     items = {item.id: item for item in plan.items}
-    kept: dict[str, dict[str, Observation]] = {tag: {} for tag in plan.pinned}
-    leaked: Counter[str] = Counter()
-    duplicates = outside = 0
-    for obs in observations:
-        endpoint = plan.pinned.get(obs.endpoint)
-        if endpoint is None or obs.item_id not in items:
-            outside += 1
-            continue
-        if pin_leaked(obs.provider, endpoint):
-            leaked[obs.endpoint] += 1
-            continue
-        previous = kept[obs.endpoint].get(obs.item_id)
-        if previous is not None and not (previous.failed and not obs.failed):
-            duplicates += 1
-            continue
-        kept[obs.endpoint][obs.item_id] = obs  # the first, or a success after a failure
-    reference = kept[plan.reference]
+    kept = _keep(plan, observations, set(items))
+    reference = kept.runs[(plan.reference, 1)]
+    floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
     measures = {
-        tag: measure_endpoint(tag, items, kept[tag].values(), reference) for tag in plan.pinned
+        tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
+        for tag in plan.pinned
     }
+    measures[plan.reference] = _with_spend(measures[plan.reference], floor)
+    tolerance = plan.tolerance if tolerance is None else tolerance
     comparisons = compare_to_reference(
-        {tag: measures[tag].counts for tag in plan.compared},
+        {tag: measures[tag].tests for tag in plan.compared},
+        accuracy_counts={tag: measures[tag].counts for tag in plan.compared},
         alpha=plan.alpha,
         tolerance=tolerance,
         power=plan.power,
     )
-    notes = []
-    if sum(leaked.values()):
-        notes.append(
-            f"{sum(leaked.values())} response(s) came from another provider than the pinned one "
-            "(leaked pins): discarded, not scored"
-        )
-    if duplicates:
-        notes.append(f"{duplicates} repeated response(s) for the same endpoint and item ignored")
-    if outside:
-        notes.append(f"{outside} response(s) for endpoints or items outside the plan ignored")
+    runs_of = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
     results = tuple(
         EndpointResult(
             tag=e.tag,
@@ -321,8 +445,10 @@ def build_report(
             role=e.role,
             measures=measures[e.tag],
             comparison=comparisons.get(e.tag),
-            leaked=leaked[e.tag],
-            missing=len(items) - len(kept[e.tag]),
+            leaked=kept.leaked[e.tag],
+            missing=sum(
+                len(items) - len(kept.runs[(e.tag, r)]) for r in range(1, runs_of[e.tag] + 1)
+            ),
         )
         for e in plan.endpoints
     )
@@ -337,5 +463,6 @@ def build_report(
         tolerance=tolerance,
         results=results,
         snapshot_sha256=snapshot_sha256,
-        notes=tuple(notes),
+        notes=tuple(kept.notes()),
+        repeats=plan.repeats,
     )

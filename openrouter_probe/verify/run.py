@@ -11,7 +11,8 @@ each row carrying its own pin (``provider: {only: [TAG], allow_fallbacks: false}
 worst-case prices, all under ONE spend cap for the whole check. Rows are interleaved item by item,
 so a run stopped by the cap leaves mostly complete pairs behind (near the cap, cheaper endpoints'
 requests still fit when dearer ones wait; unpaired items are not scored against the reference).
-The output file is the generator's JSONL (one line per finished request, id ``TAG|ITEM``) with its
+The output file is the generator's JSONL (one line per finished request, id ``TAG|ITEM``, and
+``TAG#R|ITEM`` for the reference's runs after the first) with its
 spend journal beside it (``OUT.ledger``); a rerun with the same ``out`` sends nothing already
 recorded there and judges everything it holds.
 
@@ -51,10 +52,16 @@ from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
-from openrouter_probe.verify.stats import DEFAULT_TOLERANCE
+from openrouter_probe.verify.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_POWER,
+    DEFAULT_REPEATS,
+    DEFAULT_TOLERANCE,
+    check_statistics,
+)
 from openrouter_probe.verify.suites import load_suites
 
-__all__ = ["plan_precision_check", "row_key", "verify_precision"]
+__all__ = ["parse_row_key", "plan_precision_check", "row_key", "verify_precision"]
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +71,26 @@ _SEP = "|"
 DATASET = "verify"
 
 
-def row_key(tag: str, item_id: str) -> str:
-    """Return the output-file id of ``item_id`` sent to ``tag``: ``TAG|ITEM``."""
-    return f"{tag}{_SEP}{item_id}"
+#: Marks a run of the reference after the first in a row id: ``TAG#2|ITEM`` (a tag never holds it).
+_RUN = "#"
+
+
+def row_key(tag: str, item_id: str, repeat: int = 1) -> str:
+    """Return the output-file id of ``item_id`` sent to ``tag``: ``TAG|ITEM``, or ``TAG#R|ITEM``
+    for the reference's run ``R`` >= 2."""
+    head = tag if repeat == 1 else f"{tag}{_RUN}{repeat}"
+    return f"{head}{_SEP}{item_id}"
+
+
+def parse_row_key(key: str) -> tuple[str, int, str] | None:
+    """Return ``(tag, run, item id)`` of an output-file id (``None``: not one of the check's)."""
+    head, sep, item_id = key.partition(_SEP)
+    if not sep:
+        return None
+    tag, mark, run = head.partition(_RUN)
+    if not mark:
+        return tag, 1, item_id
+    return (tag, int(run), item_id) if run.isdigit() and int(run) >= 2 else None
 
 
 def _selected(
@@ -114,16 +138,22 @@ def plan_precision_check(
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    tolerance: float = DEFAULT_TOLERANCE,
+    repeats: int = DEFAULT_REPEATS,
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
     ``endpoints`` (full tags) or ``policy`` (a compiled policy: the endpoints it admits) choose what
     is compared; neither compares every endpoint. ``reference`` defaults to the first party.
-    ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` arith items
-    from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live
-    endpoints. Sends nothing.
+    ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` items of
+    each generated suite from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``)
+    replaces the live endpoints. ``alpha``, ``power``, ``tolerance`` (each in (0, 1)) and
+    ``repeats`` (the reference's runs, 2..10) are checked before anything else. Sends nothing.
     """
     whole_number(n, "--n")
+    check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
     key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
     url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
     _, snap = endpoints_now(model, snapshot, api_key=key, base_url=url)
@@ -136,6 +166,10 @@ def plan_precision_check(
         items=items,
         reference=reference,
         budget_usd=budget_usd,
+        alpha=alpha,
+        power=power,
+        tolerance=tolerance,
+        repeats=repeats,
     )
     return dataclasses.replace(plan, snapshot_sha256=getattr(snap, "sha256", None))
 
@@ -156,40 +190,45 @@ def observations_from(path: str | Path, plan: VerifyPlan) -> list[Observation]:
         return []
     out = []
     for _, record in iter_records(path):
-        tag, sep, item_id = str(record["id"]).partition(_SEP)
-        if not sep or record.get("status") not in FINISHED:
+        parsed = parse_row_key(str(record["id"]))
+        if parsed is None or record.get("status") not in FINISHED:
             continue
-        out.append(Observation.from_output_line(record, endpoint=tag, item_id=item_id))
+        tag, run, item_id = parsed
+        out.append(Observation.from_output_line(record, endpoint=tag, item_id=item_id, repeat=run))
     return out
 
 
 def _rows(plan: VerifyPlan, finished: set[str]) -> list[PromptRow]:
-    """One row per (endpoint, item) not yet finished, interleaved item by item, each pinned."""
+    """One row per (endpoint, run, item) not yet finished, interleaved item by item, each pinned;
+    the reference's runs follow one another."""
     bodies = {tag: plan.bodies(tag) for tag in plan.pinned}
+    runs = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
     rows: list[PromptRow] = []
     for index in range(len(plan.items)):
         for tag in plan.pinned:
             item_id, body = bodies[tag][index]
-            rid = row_key(tag, item_id)
-            if rid in finished:
-                continue
-            messages = body["messages"]
-            params = {k: v for k, v in body.items() if k not in ("model", "provider", "messages")}
-            size = len(json.dumps(messages, ensure_ascii=False).encode())
-            if "tools" in body:
-                size += len(json.dumps(body["tools"], ensure_ascii=False).encode())
-            rows.append(
-                PromptRow(
-                    rid,
-                    DATASET,
-                    messages,
-                    params,
-                    0,
-                    size,
-                    provider_json=json.dumps(pin_block(tag), separators=(",", ":")),
-                )
-            )
+            for run in range(1, runs[tag] + 1):
+                rid = row_key(tag, item_id, run)
+                if rid not in finished:
+                    rows.append(_row(rid, tag, body))
     return rows
+
+
+def _row(rid: str, tag: str, body: dict[str, Any]) -> PromptRow:
+    messages = body["messages"]
+    params = {k: v for k, v in body.items() if k not in ("model", "provider", "messages")}
+    size = len(json.dumps(messages, ensure_ascii=False).encode())
+    if "tools" in body:
+        size += len(json.dumps(body["tools"], ensure_ascii=False).encode())
+    return PromptRow(
+        rid,
+        DATASET,
+        messages,
+        params,
+        0,
+        size,
+        provider_json=json.dumps(pin_block(tag), separators=(",", ":")),
+    )
 
 
 async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
@@ -201,7 +240,7 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
     with open_run(options) as paid:
         rows = _rows(plan, paid.state.finished)
-        total = len(plan.items) * len(plan.pinned)
+        total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         summary = paid.new_summary(
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
@@ -228,7 +267,7 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
             prices=worst,
             summary=summary,
             header={"policy": summary.policy},
-            prices_for=lambda row: prices[row.id.partition(_SEP)[0]],
+            prices_for=lambda row: prices[row.id.partition(_SEP)[0].partition(_RUN)[0]],
         )
 
 
@@ -259,6 +298,9 @@ async def verify_precision(
     seed: int = 0,
     budget_usd: float | int | str | Decimal | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+    repeats: int = DEFAULT_REPEATS,
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
@@ -277,9 +319,12 @@ async def verify_precision(
     sends every (endpoint, item) not yet recorded in ``out``, pinned, under one ``budget_usd`` cap
     for the whole check (and for ``out`` across reruns, as ``generate``: the same run path, with
     its spend journal), and judges everything ``out`` holds for this plan. Responses served by
-    another provider than the pinned one are discarded and counted (``leaked``). Raises
-    ``ConfigError`` before sending when the inputs are unusable.
+    another provider than the pinned one are discarded and counted (``leaked``). The reference is
+    sent ``repeats`` times (its disagreement with itself is the floor). Raises ``ConfigError``
+    before sending when the inputs are unusable (``alpha``, ``power``, ``tolerance`` outside
+    (0, 1), ``repeats`` outside 2..10, ``n`` < 1 included).
     """
+    check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
     inputs = [p for p in [policy, *(s for s in _suite_files(suite))] if p is not None]
     options = JobOptions.resolve(
         command="verify",
@@ -310,16 +355,15 @@ async def verify_precision(
         snapshot=snapshot,
         api_key=options.api_key,
         base_url=options.base_url,
+        alpha=alpha,
+        power=power,
+        tolerance=tolerance,
+        repeats=repeats,
     )
     if on_plan is not None:
         on_plan(plan)
     summary = await _send(plan, options)
-    report = build_report(
-        plan,
-        observations_from(out, plan),
-        tolerance=tolerance,
-        snapshot_sha256=plan.snapshot_sha256,
-    )
+    report = build_report(plan, observations_from(out, plan), snapshot_sha256=plan.snapshot_sha256)
     notes = [*report.notes, *_run_notes(summary, out)]
     return dataclasses.replace(report, notes=tuple(notes), run=summary)
 

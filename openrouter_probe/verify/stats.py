@@ -1,69 +1,139 @@
-"""The statistics behind a precision verdict: intervals, the paired exact test, power, verdicts.
+"""The statistics behind a precision verdict: intervals, paired tests, the floor, power, verdicts.
 
 Choices, and why:
 
 - **Accuracy interval: Clopper-Pearson (exact).** Its coverage is at least the stated level for every
   n and every true accuracy; Wilson's is closer to nominal on average but dips below it, most of all
-  near 0 and 1, which is where a good model's accuracy sits. A verdict that must never claim more than
-  the numbers support wants the interval that never under-covers. ``wilson`` is here too, for
-  comparison.
-- **Test: exact McNemar on paired outcomes.** The same prompts go to the reference and to each
-  endpoint, so the outcomes are pairs. Prompts differ in difficulty far more than endpoints do; pairing
-  cancels that, and only the discordant prompts (right on one side, wrong on the other) carry
-  information. Fisher's test on the 2x2 of totals would treat the two samples as independent: the
-  wrong model, and less power. The exact (binomial) form is used because the discordant counts are
-  small exactly when it matters (n = 10, or a nearly perfect pair).
-- **Correction: Holm.** Every endpoint is tested against the same reference, so the tests are
-  dependent; Holm controls the family-wise error under any dependence and rejects everything
-  Bonferroni rejects, and sometimes more.
-- **Power: exact, for the paired test at the Bonferroni level alpha/K.** Holm's first step is that
-  level and every later step is laxer, so a gap detectable at alpha/K is detectable under Holm.
-  The gap is ``p10 - p01`` (reference right and endpoint wrong, minus the reverse); the model holds
-  ``p01`` at the background rate of reverse disagreements (observed, or 0 before any data) and raises
-  ``p10`` until the test rejects with the wanted probability.
+  near 0 and 1, which is where a good model's accuracy sits. ``wilson`` is here too, for comparison.
+- **Difference test: mid-p McNemar on paired outcomes.** The same prompts go to the reference and to
+  each endpoint, so the outcomes are pairs; only the discordant ones (right on one side only) carry
+  information. The exact conditional test is conservative (its family-wise error was 0.008 at a
+  nominal 0.05); the mid-p version keeps close to the nominal level without the asymptotic test's
+  failures at small counts (Fagerland, Lydersen and Laake 2013, BMC Med Res Methodol 13:91).
+- **Equivalence: Tango's score interval for the paired difference** (Tango 1998, Stat Med
+  17:891-908; recommended by Fagerland, Lydersen and Laake 2014, Stat Med 33:2850-2875). At a gap of
+  0 its statistic is McNemar's; a two one-sided tests procedure at level ``a`` is the same as the
+  ``1 - 2a`` interval lying inside the margin. Each endpoint's interval is taken at ``1 - 2 alpha/K``
+  (Bonferroni over the K endpoints), so the chance that any endpoint is called ``consistent`` while
+  its true gap is at the tolerance or beyond is at most ``alpha``.
+- **The floor: disagreement tested against the reference's own.** The reference is sent R >= 2
+  times. On each item, ``x`` says whether the endpoint's answer differs from the reference's first
+  run and ``a`` how many of the other R - 1 runs differ from it. If the endpoint were one more run
+  of the reference (exchangeable with runs 2..R), then given ``t = x + a`` the endpoint is the one
+  that differs with probability ``t / R``: the sum of ``x`` is a sum of independent Bernoulli
+  variables, and its upper tail (mid-p) is the one-sided p-value. With R = 2 this is McNemar's test
+  of the endpoint-vs-reference disagreement against the reference-vs-itself disagreement.
+- **Correction: Holm** over every (endpoint, deciding measure) test: one ``differs`` anywhere is
+  wrong with probability at most ``alpha``, under any dependence between the tests. ``consistent``
+  needs every deciding measure of the endpoint inside its margin (an intersection-union test, which
+  needs no correction across the measures).
+- **Power: exact for the mid-p test** (at the Bonferroni level ``alpha/m``, Holm's strictest step);
+  above ``EXACT_POWER_LIMIT`` pairs the test's rejection given more than 200 discordant pairs is
+  its normal approximation (the number of discordant pairs stays exact, so a tiny gap detected on
+  a handful of pairs is still computed exactly), which takes milliseconds at n = 100,000; the
+  equivalence power is the normal approximation of the two one-sided tests.
 
 Everything is computed with the standard library (``math.lgamma``, ``statistics.NormalDist``); the
-values are checked in ``tests/test_verify_stats.py`` against closed forms, hand computations and
-published tables.
+values are checked in ``tests/test_verify_stats.py`` against closed forms, published tables and
+scipy/statsmodels.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
+from openrouter_probe.errors import ConfigError
+
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_POWER",
+    "DEFAULT_REPEATS",
     "DEFAULT_TOLERANCE",
+    "EXACT_POWER_LIMIT",
+    "PLANNING_DISCORDANCE",
     "Comparison",
     "Interval",
+    "MeasureTest",
     "MeasuredVerdict",
     "PairedCounts",
+    "PairedMeasure",
     "binom_cdf",
     "binom_sf",
+    "check_statistics",
     "clopper_pearson",
     "compare_to_reference",
+    "equivalence_power",
+    "floor_test",
     "holm",
     "mcnemar_exact",
+    "mcnemar_midp",
     "mcnemar_power",
     "min_detectable_gap",
+    "prompts_for_equivalence",
+    "tango_interval",
     "wilson",
 ]
 
 MeasuredVerdict = Literal["consistent", "differs", "inconclusive"]
 
-#: Family-wise error rate over all the endpoints compared with the reference.
+#: Family-wise error rate over all the endpoints (and deciding measures) compared with the reference.
 DEFAULT_ALPHA = 0.05
-#: The power at which the minimum detectable gap is stated.
+#: The power at which the minimum detectable gap and the prompts needed are stated.
 DEFAULT_POWER = 0.8
-#: The accuracy gap (a fraction, reference minus endpoint) below which two endpoints count as the
-#: same: ``consistent`` needs a sample that would have caught a gap this large with 80% power.
+#: The margin of ``consistent``: the largest accuracy gap (or excess disagreement over the
+#: reference's own) whose whole interval still counts as the same.
 DEFAULT_TOLERANCE = 0.10
+#: How often the reference is sent: twice measures its disagreement with itself (the floor).
+DEFAULT_REPEATS = 2
+#: Above this many pairs the power is the normal approximation (exact below it).
+EXACT_POWER_LIMIT = 5000
+#: The share of discordant prompts the plan assumes before anything is measured.
+PLANNING_DISCORDANCE = 0.05
+
+_Z = NormalDist()
+
+
+def _in_unit(name: str, value: float, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < 1.0:
+        raise ConfigError(
+            f"{name} {value!r}: must be a number strictly between 0 and 1, e.g. {example}"
+        )
+
+
+def check_statistics(
+    *,
+    alpha: float | None = None,
+    power: float | None = None,
+    level: float | None = None,
+    tolerance: float | None = None,
+    repeats: int | None = None,
+    n: int | None = None,
+) -> None:
+    """Raise ``ConfigError`` (one line naming the option and its range) for a bad statistical
+    argument: ``alpha``, ``power``, ``level`` and ``tolerance`` in (0, 1), ``repeats`` an integer
+    from 2 to 10, ``n`` an integer >= 1. Called before anything is sent."""
+    for name, value, example in (
+        ("--alpha", alpha, "0.05"),
+        ("--power", power, "0.8"),
+        ("level", level, "0.95"),
+        ("--tolerance", tolerance, "0.1 (10 pp)"),
+    ):
+        if value is not None:
+            _in_unit(name, value, example)
+    if repeats is not None and (
+        isinstance(repeats, bool) or not isinstance(repeats, int) or not 2 <= repeats <= 10
+    ):
+        raise ConfigError(
+            f"--repeats {repeats!r}: must be an integer from 2 to 10 (the reference is sent that "
+            "many times to measure its disagreement with itself)"
+        )
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ConfigError(f"--n {n!r}: must be an integer >= 1")
 
 
 @dataclass(frozen=True)
@@ -198,66 +268,272 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     return {name: adjusted[name] for name in p_values}
 
 
-@lru_cache(maxsize=4096)
-def _critical_b(d: int, alpha: float) -> int:
+def mcnemar_midp(b: int, c: int) -> float:
+    """Return the two-sided mid-p McNemar p-value for discordant counts ``b`` and ``c``.
+
+    With ``k = min(b, c)`` and X ~ Binomial(b + c, 1/2): ``2 * (P(X < k) + P(X = k) / 2)``, capped
+    at 1. It is the exact p-value less the probability of the observed outcome, so it rejects more
+    often than the exact test and stays close to the nominal level. No discordant pair gives 1.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {b} and {c}")
+    d = b + c
+    if d == 0:
+        return 1.0
+    k = min(b, c)
+    return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(_log_pmf(k, d, 0.5)))
+
+
+def _binom_pmf(n: int, p: float) -> list[float]:
+    return [math.exp(_log_pmf(k, n, p)) for k in range(n + 1)]
+
+
+def _convolve(a: list[float], b: list[float]) -> list[float]:
+    out = [0.0] * (len(a) + len(b) - 1)
+    for i, x in enumerate(a):
+        if x < 1e-300:
+            continue
+        for j, y in enumerate(b):
+            out[i + j] += x * y
+    return out
+
+
+def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
+    """Return the one-sided mid-p value that the endpoint disagrees with the reference more than the
+    reference disagrees with itself.
+
+    ``groups`` maps ``t`` (1..repeats-1: on an item, how many of the endpoint and the reference's
+    runs 2..R differ from run 1) to ``(items, endpoint_differs)``: how many items have that ``t`` and
+    on how many of them the endpoint is one that differs. Under the null hypothesis the endpoint is
+    one more run of the reference, so on an item with total ``t`` it differs with probability
+    ``t / repeats``; the statistic is the sum, and the p-value ``P(S > s) + P(S = s) / 2``. Above
+    20,000 items the sum's distribution is the normal approximation.
+    """
+    if repeats < 2:
+        raise ValueError(f"repeats must be >= 2, got {repeats}")
+    s = sum(hits for _, hits in groups.values())
+    m = sum(items for items, _ in groups.values())
+    if m == 0:
+        return 1.0
+    if m > 20_000:
+        mean = sum(items * t / repeats for t, (items, _) in groups.items())
+        var = sum(items * (t / repeats) * (1 - t / repeats) for t, (items, _) in groups.items())
+        if var == 0:
+            return 1.0 if s <= mean else 0.0
+        return 1.0 - _Z.cdf((s - mean) / math.sqrt(var))
+    pmf = [1.0]
+    for t, (items, _) in sorted(groups.items()):
+        if not 0 < t < repeats:
+            raise ValueError(f"a group's total must be in 1..{repeats - 1}, got {t}")
+        pmf = _convolve(pmf, _binom_pmf(items, t / repeats))
+    return min(1.0, math.fsum(pmf[s + 1 :]) + pmf[s] / 2)
+
+
+def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Interval:
+    """Return Tango's score interval for the paired difference ``(b - c) / n``.
+
+    ``b`` and ``c`` are the discordant counts (``b``: reference right and endpoint wrong, or the
+    endpoint alone disagreeing), ``n`` all pairs. The bounds solve ``T(d) = +-z`` for the score
+    statistic ``T(d) = (b - c - n d) / sqrt(n (2 q(d) + d (1 - d)))``, ``q(d)`` the restricted
+    maximum likelihood estimate of the reverse discordance; ``T(0)`` is McNemar's statistic.
+    Fractional counts are accepted (the floor with more than two runs of the reference).
+    """
+    if n <= 0:
+        return Interval(-1.0, 1.0, level, "tango")
+    if b < 0 or c < 0 or b + c > n + 1e-9:
+        raise ValueError(f"need 0 <= b, c and b + c <= n, got {b}, {c} of {n}")
+    z = _Z.inv_cdf(1 - (1 - level) / 2)
+
+    def statistic(d: float) -> float:
+        big_b = -b - c + (2 * n - b + c) * d
+        big_c = -c * d * (1 - d)
+        q = (math.sqrt(max(0.0, big_b * big_b - 8 * n * big_c)) - big_b) / (4 * n)
+        var = n * (2 * q + d * (1 - d))
+        diff = b - c - n * d
+        if var <= 0:
+            return math.copysign(math.inf, diff) if diff else 0.0
+        return diff / math.sqrt(var)
+
+    estimate = (b - c) / n
+    low = -1.0 if estimate <= -1 else _root(lambda d: statistic(d) - z, -1.0, estimate)
+    high = 1.0 if estimate >= 1 else _root(lambda d: statistic(d) + z, estimate, 1.0)
+    return Interval(low, high, level, "tango")
+
+
+def _root(fn: Callable[[float], float], lo: float, hi: float) -> float:
+    """The root of a decreasing ``fn`` in [lo, hi] (bisection to 1e-12)."""
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if fn(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2
+
+
+@lru_cache(maxsize=16384)
+def _critical_b(d: int, alpha: float, mid_p: bool) -> int:
     """The largest ``k`` such that min(b, c) <= k rejects at ``alpha`` with d discordant pairs (-1:
     no outcome rejects)."""
     k, tail = -1, 0.0
     while k + 1 <= d // 2:
-        # the lower tail P(X <= k + 1), summed as it grows
-        tail += math.exp(_log_pmf(k + 1, d, 0.5))
-        if 2.0 * tail > alpha:
+        pmf = math.exp(_log_pmf(k + 1, d, 0.5))
+        p = 2.0 * tail + pmf if mid_p else 2.0 * (tail + pmf)
+        if min(1.0, p) > alpha:
             break
+        tail += pmf
         k += 1
     return k
 
 
-def mcnemar_power(n: int, *, p10: float, p01: float, alpha: float) -> float:
-    """Return the exact power of the two-sided exact McNemar test at level ``alpha``.
+#: Above this many discordant pairs (and ``EXACT_POWER_LIMIT`` pairs) the conditional rejection
+#: probability is the normal approximation.
+_EXACT_DISCORDANT = 200
+
+
+def _reject_given(d: int, share: float, alpha: float, *, mid_p: bool, exact: bool) -> float:
+    """P(the test rejects | d discordant pairs), b ~ Binomial(d, share)."""
+    if exact or d <= _EXACT_DISCORDANT:
+        k = _critical_b(d, alpha, mid_p)
+        if k < 0:
+            return 0.0
+        # reject when b <= k or b >= d - k
+        return min(1.0, binom_cdf(k, d, share) + binom_sf(d - k, d, share))
+    half = _Z.inv_cdf(1 - alpha / 2) * math.sqrt(d) / 2
+    mean, var = d * share, d * share * (1 - share)
+    if var == 0:
+        return 1.0 if abs(mean - d / 2) >= half else 0.0
+    sd = math.sqrt(var)
+    upper = 1 - _Z.cdf((d / 2 + half - 0.5 - mean) / sd)
+    lower = _Z.cdf((d / 2 - half + 0.5 - mean) / sd)
+    return min(1.0, upper + lower)
+
+
+def mcnemar_power(n: int, *, p10: float, p01: float, alpha: float, mid_p: bool = True) -> float:
+    """Return the power of the two-sided McNemar test (mid-p, or exact with ``mid_p=False``).
 
     ``n`` pairs, each discordant "reference right, endpoint wrong" with probability ``p10`` and the
     reverse with ``p01``. The discordant count D is Binomial(n, p10 + p01); given D = d, b is
     Binomial(d, p10 / (p10 + p01)); the test rejects when min(b, d - b) is at or below its critical
-    value.
+    value. Above ``EXACT_POWER_LIMIT`` pairs the rejection probability given more than 200
+    discordant pairs is the normal approximation (D's distribution stays exact).
     """
     if n < 0 or p10 < 0 or p01 < 0 or p10 + p01 > 1 + 1e-12:
         raise ValueError(f"need n >= 0 and p10, p01 >= 0 with p10 + p01 <= 1, got {p10}, {p01}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     psi = min(1.0, p10 + p01)
     if n == 0 or psi == 0.0:
         return 0.0
     share = p10 / psi
+    centre, spread = n * psi, math.sqrt(n * psi * (1 - psi))
+    first = max(1, math.floor(centre - 12 * spread) - 2)
+    last = min(n, math.ceil(centre + 12 * spread) + 2)
+    exact = n <= EXACT_POWER_LIMIT
     total = 0.0
-    for d in range(1, n + 1):
+    for d in range(first, last + 1):
         weight = math.exp(_log_pmf(d, n, psi))
-        if weight < 1e-16:
-            continue
-        k = _critical_b(d, alpha)
-        if k < 0:
-            continue
-        # reject when b <= k or b >= d - k
-        reject = binom_cdf(k, d, share) + binom_sf(d - k, d, share)
-        total += weight * min(1.0, reject)
+        if weight >= 1e-16:
+            total += weight * _reject_given(d, share, alpha, mid_p=mid_p, exact=exact)
     return min(1.0, total)
 
 
 def min_detectable_gap(
-    n: int, *, alpha: float, power: float = DEFAULT_POWER, background: float = 0.0
+    n: int,
+    *,
+    alpha: float,
+    power: float = DEFAULT_POWER,
+    background: float = 0.0,
+    mid_p: bool = True,
 ) -> float | None:
     """Return the smallest accuracy gap ``p10 - p01`` that ``n`` pairs detect with ``power``.
 
     ``background`` is ``p01``, the rate at which the endpoint is right where the reference is wrong
     (noise that both directions share). ``None`` when no gap up to ``1 - 2 * background`` reaches the
-    power: the sample is too small for any claim. Resolution: 1e-4.
+    power: the sample is too small for any claim. Resolution: 1e-4. Fast at any ``n`` (the normal
+    approximation above ``EXACT_POWER_LIMIT`` pairs).
     """
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power}")
     if not 0.0 <= background < 0.5:
         raise ValueError(f"background must be in [0, 0.5), got {background}")
+
+    def reaches(gap: float) -> bool:
+        p10 = background + gap
+        return mcnemar_power(n, p10=p10, p01=background, alpha=alpha, mid_p=mid_p) >= power
+
     limit = 1.0 - 2.0 * background
-    if n == 0 or mcnemar_power(n, p10=background + limit, p01=background, alpha=alpha) < power:
+    if n == 0 or not reaches(limit):
         return None
     lo, hi = 0.0, limit
     while hi - lo > 1e-4:
         mid = (lo + hi) / 2
-        if mcnemar_power(n, p10=background + mid, p01=background, alpha=alpha) >= power:
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _restricted_var(p10: float, p01: float, d: float) -> float:
+    """The per-pair variance in Tango's statistic at the margin ``d``: ``2 q + d (1 - d)``, ``q``
+    the restricted estimate of the reverse discordance for data at the rates ``p10``, ``p01``."""
+    big_b = -p10 - p01 + (2 - p10 + p01) * d
+    big_c = -p01 * d * (1 - d)
+    q = (math.sqrt(max(0.0, big_b * big_b - 8 * big_c)) - big_b) / 4
+    return max(2 * q + d * (1 - d), 1e-12)
+
+
+def equivalence_power(
+    n: int, *, discordance: float, tolerance: float, alpha: float, gap: float = 0.0
+) -> float:
+    """Return the probability that the ``1 - 2 alpha`` Tango interval of a paired gap lies inside
+    ``+-tolerance`` (the two one-sided score tests at ``alpha`` each), by the normal approximation.
+
+    ``discordance`` is the share of discordant pairs ``p10 + p01``, ``gap`` the true ``p10 - p01``.
+    The upper bound is below the tolerance exactly when Tango's statistic at the tolerance is below
+    ``-z``, i.e. when the estimate is below ``tolerance - z * sqrt(V / n)`` with ``V`` the
+    restricted variance there (``_restricted_var``, larger than at the estimate: what makes a small
+    sample's interval wide); the estimate is normal with variance ``(discordance - gap**2) / n``.
+    """
+    if n <= 0 or abs(gap) >= tolerance:
+        return 0.0
+    p10 = (discordance + gap) / 2
+    p01 = (discordance - gap) / 2
+    if p10 < 0 or p01 < 0:
+        raise ValueError(f"need |gap| <= discordance, got {gap} and {discordance}")
+    z = _Z.inv_cdf(1 - alpha)
+    spread = math.sqrt(max(discordance - gap * gap, 1e-12) / n)  # the estimate's standard error
+    upper_margin = tolerance - z * math.sqrt(_restricted_var(p10, p01, tolerance) / n)
+    lower_margin = -tolerance + z * math.sqrt(_restricted_var(p10, p01, -tolerance) / n)
+    upper = _Z.cdf((upper_margin - gap) / spread)
+    lower = _Z.cdf((lower_margin - gap) / spread)
+    return max(0.0, upper - lower)
+
+
+def prompts_for_equivalence(
+    *, tolerance: float, alpha: float, power: float = DEFAULT_POWER, discordance: float
+) -> int:
+    """Return the fewest pairs with which an endpoint equal to the reference is called
+    ``consistent`` (its interval inside ``+-tolerance``) with ``power``, at ``discordance``."""
+    check_statistics(alpha=alpha, power=power, tolerance=tolerance)
+    if not 0.0 < discordance <= 1.0:
+        raise ValueError(f"discordance must be in (0, 1], got {discordance}")
+
+    def enough(n: int) -> bool:
+        return (
+            equivalence_power(n, discordance=discordance, tolerance=tolerance, alpha=alpha) >= power
+        )
+
+    hi = 1
+    while not enough(hi):
+        hi *= 2
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
             hi = mid
         else:
             lo = mid
@@ -269,7 +545,7 @@ class PairedCounts:
     """Known-answer outcomes of one endpoint paired with the reference's on the same prompts.
 
     ``both`` right on both, ``ref_only`` right on the reference only (b), ``endpoint_only`` right on
-    the endpoint only (c), ``neither`` wrong on both.
+    the endpoint only (c), ``neither`` wrong on both. A failed request counts as wrong.
     """
 
     both: int = 0
@@ -286,10 +562,70 @@ class PairedCounts:
         """Reference accuracy minus endpoint accuracy on the paired prompts."""
         return None if self.n == 0 else (self.ref_only - self.endpoint_only) / self.n
 
+    def measure(self, name: str = "accuracy") -> PairedMeasure:
+        """These counts as a deciding measure (a two-sided gap)."""
+        return PairedMeasure(name, "gap", self.n, self.ref_only, self.endpoint_only)
+
+
+@dataclass(frozen=True)
+class PairedMeasure:
+    """One deciding measure of one endpoint, as paired discordant counts.
+
+    ``kind`` ``"gap"``: a rate the reference and the endpoint both have (accuracy, schema-valid
+    calls, right arguments); ``b`` reference only, ``c`` endpoint only; tested two-sided.
+    ``kind`` ``"excess"``: disagreement with the reference's first run against the reference's own
+    (the floor); ``b`` and ``c`` the items where only the endpoint, or only the floor, disagrees
+    (fractional with more than two runs); ``groups`` feed ``floor_test``; tested one-sided.
+    """
+
+    name: str
+    kind: Literal["gap", "excess"]
+    n: int
+    b: float
+    c: float
+    groups: tuple[tuple[int, int, int], ...] = ()  # (t, items, endpoint differs)
+    repeats: int = 2
+
+    @property
+    def estimate(self) -> float | None:
+        return None if self.n == 0 else (self.b - self.c) / self.n
+
+    def p_value(self) -> float:
+        if self.kind == "gap":
+            return mcnemar_midp(round(self.b), round(self.c))
+        groups = {t: (items, hits) for t, items, hits in self.groups}
+        return floor_test(groups, repeats=self.repeats)
+
+
+@dataclass(frozen=True)
+class MeasureTest:
+    """A deciding measure judged: its estimate and interval (at ``interval.level``), the raw and
+    Holm-adjusted p-values, the margin and whether the interval lies inside it."""
+
+    measure: PairedMeasure
+    estimate: float | None
+    interval: Interval
+    p_value: float
+    p_adjusted: float
+    margin: float
+
+    @property
+    def within(self) -> bool:
+        """The interval lies inside the margin (``+-margin`` for a gap, below it for an excess)."""
+        if self.measure.n == 0:
+            return False
+        if self.measure.kind == "excess":
+            return self.interval.high < self.margin
+        return -self.margin < self.interval.low and self.interval.high < self.margin
+
 
 @dataclass(frozen=True)
 class Comparison:
-    """One endpoint against the reference: the test, its power and the verdict with its reason."""
+    """One endpoint against the reference: the tests, the power and the verdict with its reason.
+
+    ``counts``, ``p_value``, ``p_adjusted``, ``interval`` are the accuracy measure's (``interval``:
+    the gap's, reference minus endpoint); ``tests`` holds every deciding measure.
+    """
 
     counts: PairedCounts
     p_value: float
@@ -297,74 +633,157 @@ class Comparison:
     min_detectable_gap: float | None
     verdict: MeasuredVerdict
     reason: str
+    interval: Interval | None = None
+    tests: tuple[MeasureTest, ...] = ()
+    prompts_needed: int | None = None
+
+    def test(self, name: str) -> MeasureTest | None:
+        """The deciding measure ``name`` (``None`` when it had no data)."""
+        return next((t for t in self.tests if t.measure.name == name), None)
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f} pp"
 
 
+def _span(interval: Interval) -> str:
+    return f"[{100 * interval.low:+.1f}, {100 * interval.high:+.1f}] pp"
+
+
+_DIFFERS = {
+    "accuracy": ("less accurate than the reference", "more accurate than the reference"),
+    "agreement": ("answers disagree with the reference more than it with itself", ""),
+    "tool_trigger": ("calls a tool where the reference does not (or the reverse) more often", ""),
+    "tool_schema": ("fewer schema-valid tool calls", "more schema-valid tool calls"),
+    "tool_arguments": ("fewer right tool-call arguments", "more right tool-call arguments"),
+}
+
+
+def _differs_text(test: MeasureTest) -> str:
+    estimate = test.estimate or 0.0
+    worse, better = _DIFFERS.get(test.measure.name, (test.measure.name, test.measure.name))
+    text = f"{worse if estimate >= 0 or not better else better} by {_pct(abs(estimate))}"
+    text += (
+        f" (Holm p={test.p_adjusted:.2g}, {test.interval.level:.0%} interval {_span(test.interval)}"
+    )
+    return text + (", inside the tolerance)" if test.within else ")")
+
+
+def _measures_of(
+    value: PairedCounts | Sequence[PairedMeasure],
+) -> tuple[PairedCounts, list[PairedMeasure]]:
+    if isinstance(value, PairedCounts):
+        return value, [value.measure()]
+    measures = list(value)
+    accuracy = next((m for m in measures if m.name == "accuracy"), None)
+    counts = PairedCounts() if accuracy is None else _counts_of(accuracy)
+    return counts, measures
+
+
+def _counts_of(measure: PairedMeasure) -> PairedCounts:
+    b, c = round(measure.b), round(measure.c)
+    return PairedCounts(both=measure.n - b - c, ref_only=b, endpoint_only=c)
+
+
 def compare_to_reference(
-    counts: Mapping[str, PairedCounts],
+    counts: Mapping[str, PairedCounts | Sequence[PairedMeasure]],
     *,
     alpha: float = DEFAULT_ALPHA,
     tolerance: float = DEFAULT_TOLERANCE,
     power: float = DEFAULT_POWER,
+    accuracy_counts: Mapping[str, PairedCounts] | None = None,
 ) -> dict[str, Comparison]:
-    """Judge each endpoint's paired counts against the reference, Holm-corrected over all of them.
+    """Judge each endpoint's deciding measures against the reference, Holm over all the tests.
 
-    - ``differs``: the exact McNemar test rejects equal accuracy at family-wise ``alpha``.
-    - ``consistent``: it does not, the smallest gap the sample detects with ``power`` (at alpha/K,
-      with the observed reverse disagreements as background) is at most ``tolerance``, and the observed
-      gap is below ``tolerance``.
-    - ``inconclusive``: anything else; the reason says what would be needed.
+    ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list;
+    ``accuracy_counts`` (optional) gives the full 2x2 of accuracy for the latter (a measure keeps
+    only the discordant counts), shown as ``Comparison.counts``.
+
+    - ``differs``: some measure's test rejects at family-wise ``alpha`` (Holm over every endpoint
+      and measure);
+    - ``consistent``: none does, and every measure's interval (Tango, at ``1 - 2 alpha/K`` for K
+      endpoints) lies inside ``+-tolerance``;
+    - ``inconclusive``: anything else; the reason says how many prompts would settle it.
 
     Example::
 
         compare_to_reference({"chutes/int4": PairedCounts(both=180, ref_only=14, neither=6)})
         # {'chutes/int4': Comparison(..., verdict='differs', ...)}
     """
-    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0 or not 0.0 < tolerance < 1.0:
-        raise ValueError("alpha, power and tolerance must be in (0, 1)")
+    check_statistics(alpha=alpha, power=power, tolerance=tolerance)
     k = max(1, len(counts))
-    raw = {tag: mcnemar_exact(c.ref_only, c.endpoint_only) for tag, c in counts.items()}
-    adjusted = holm(raw)
-    level = alpha / k
+    level = 1 - 2 * alpha / k
+    parsed = {tag: _measures_of(value) for tag, value in counts.items()}
+    if accuracy_counts:
+        parsed = {tag: (accuracy_counts.get(tag, c), m) for tag, (c, m) in parsed.items()}
+    raw = {(tag, m.name): m.p_value() for tag, (_, ms) in parsed.items() for m in ms if m.n > 0}
+    adjusted = holm({f"{tag}\n{name}": p for (tag, name), p in raw.items()})
+    family = max(1, len(raw))
     out: dict[str, Comparison] = {}
-    for tag, c in counts.items():
-        n = c.n
-        if n == 0:
-            out[tag] = Comparison(
-                c, 1.0, 1.0, None, "inconclusive", "no prompt with a known answer scored on both"
+    for tag, (acc, ms) in parsed.items():
+        tests = tuple(
+            MeasureTest(
+                m, m.estimate, tango_interval(m.b, m.c, m.n, level=level), raw[(tag, m.name)],
+                adjusted[f"{tag}\n{m.name}"], tolerance,
             )
-            continue
-        background = min(c.endpoint_only / n, 0.4999)
-        mdg = min_detectable_gap(n, alpha=level, power=power, background=background)
-        gap = c.gap or 0.0
-        p_adj = adjusted[tag]
-        mdg_text = "none up to 100 pp" if mdg is None else f"{_pct(mdg)}"
-        power_text = f"smallest gap detectable with {power:.0%} power at n={n}: {mdg_text}"
-        if p_adj <= alpha:
-            side = "less" if gap > 0 else "more"
-            verdict: MeasuredVerdict = "differs"
-            reason = (
-                f"{side} accurate than the reference by {_pct(abs(gap))} "
-                f"(exact McNemar {c.ref_only} vs {c.endpoint_only}, Holm p={p_adj:.2g} <= {alpha:g})"
-            )
-        # abs(gap) < tolerance is a guard: a gap that large with this much power is nearly always
-        # significant, but "consistent" must never sit beside an observed gap past the tolerance.
-        elif mdg is not None and mdg <= tolerance and abs(gap) < tolerance:
-            verdict = "consistent"
-            reason = (
-                f"gap {_pct(gap)} not significant (Holm p={p_adj:.2g}); {power_text} <= "
-                f"tolerance {_pct(tolerance)}"
-            )
-        else:
-            verdict = "inconclusive"
-            why = (
-                f"observed gap {_pct(abs(gap))} is not below tolerance {_pct(tolerance)}"
-                if mdg is not None and mdg <= tolerance
-                else f"{power_text} > tolerance {_pct(tolerance)}: more prompts needed"
-            )
-            reason = f"gap {_pct(gap)} not significant (Holm p={p_adj:.2g}); {why}"
-        out[tag] = Comparison(c, raw[tag], p_adj, mdg, verdict, reason)
+            for m in ms
+            if m.n > 0
+        )  # fmt: skip
+        out[tag] = _judge(acc, tests, alpha=alpha / family, power=power, holm_alpha=alpha)
     return out
+
+
+def _judge(
+    acc: PairedCounts,
+    tests: tuple[MeasureTest, ...],
+    *,
+    alpha: float,
+    power: float,
+    holm_alpha: float,
+) -> Comparison:
+    """One endpoint's verdict from its judged measures (``alpha``: the Bonferroni level of the
+    power statement; ``holm_alpha``: the family-wise level the adjusted p-values are held to)."""
+    accuracy = next((t for t in tests if t.measure.name == "accuracy"), None)
+    mdg = None
+    if acc.n:
+        background = min(acc.endpoint_only / acc.n, 0.4999)
+        mdg = min_detectable_gap(acc.n, alpha=alpha, power=power, background=background)
+    p_raw = accuracy.p_value if accuracy else 1.0
+    p_adj = accuracy.p_adjusted if accuracy else 1.0
+    interval = accuracy.interval if accuracy else None
+    if not tests:
+        return Comparison(
+            acc, 1.0, 1.0, mdg, "inconclusive", "no prompt scored on both sides", interval, tests
+        )
+    rejected = [t for t in tests if t.p_adjusted <= holm_alpha]
+    if rejected:
+        reason = "; ".join(_differs_text(t) for t in rejected)
+        return Comparison(acc, p_raw, p_adj, mdg, "differs", reason, interval, tests)
+    level = f"{tests[0].interval.level:.0%}"
+    spans = ", ".join(f"{t.measure.name} {_span(t.interval)}" for t in tests)
+    if all(t.within for t in tests):
+        reason = (
+            f"no test rejects (smallest Holm p={min(t.p_adjusted for t in tests):.2g}) and every "
+            f"{level} interval lies inside +-{_pct(tests[0].margin)}: {spans}"
+        )
+        return Comparison(acc, p_raw, p_adj, mdg, "consistent", reason, interval, tests)
+    wide = [t for t in tests if not t.within]
+    needed = max(_prompts_needed(t, power=power) for t in wide)
+    reason = (
+        f"no test rejects, but the {level} interval of "
+        + ", ".join(f"{t.measure.name} {_span(t.interval)}" for t in wide)
+        + f" reaches past +-{_pct(wide[0].margin)}: about {needed} paired prompts would settle it"
+    )
+    return Comparison(acc, p_raw, p_adj, mdg, "inconclusive", reason, interval, tests, needed)
+
+
+def _prompts_needed(test: MeasureTest, *, power: float) -> int:
+    """The pairs the measure's equivalence needs at its observed discordance (at least the
+    plan's ``PLANNING_DISCORDANCE``, so that a small run with no discordant pair does not promise
+    a tiny sample)."""
+    m = test.measure
+    discordance = max((m.b + m.c) / m.n if m.n else 0.0, PLANNING_DISCORDANCE)
+    one_sided = (1 - test.interval.level) / 2
+    return prompts_for_equivalence(
+        tolerance=test.margin, alpha=one_sided, power=power, discordance=min(1.0, discordance)
+    )

@@ -3,10 +3,9 @@
 - ``arith``: multi-digit arithmetic generated from a seed, each with its exact answer and a strict
   answer format ("Answer with the number only"). Item ``i`` of a seed is the same whatever ``n`` is, so
   a larger run extends a smaller one (and its ids, ``arith/s<seed>/<i>``, are stable for resume).
-- ``tools``: a small built-in set of tool-use prompts, each with JSON-schema'd tools and the call (or
-  no call) a correct answer makes; ``check_schema`` validates tool-call arguments for the subset of
-  JSON Schema the set uses (no new dependency: ``jsonschema`` would be the whole draft for eight
-  schemas; the tests check this checker agrees with it).
+- ``tools``: tool-use prompts generated from templates and a seed (like ``arith``), each offered six
+  tools with JSON schemas, with the call (or no call) a correct answer makes; ``check_schema``
+  validates tool-call arguments with ``jsonschema`` (Draft 2020-12).
 - a user JSONL file: one object a line with ``messages`` and an optional ``answer`` (and ``id``,
   ``max_tokens``); errors name ``file:line`` and the fix.
 
@@ -21,6 +20,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from openrouter_probe.errors import ConfigError
 
 __all__ = [
     "ARITH_INSTRUCTION",
-    "SCHEMA_KEYWORDS",
+    "TOOLS",
     "Extracted",
     "Item",
     "arith_suite",
@@ -44,27 +44,6 @@ __all__ = [
 ARITH_INSTRUCTION = (
     "Answer with the number only: digits, with a leading minus sign if it is negative; "
     "no words, spaces, commas or units."
-)
-
-#: JSON Schema keywords ``check_schema`` implements; any other keyword in a schema is an error.
-SCHEMA_KEYWORDS = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "enum",
-        "items",
-        "minimum",
-        "maximum",
-        "minLength",
-        "maxLength",
-        "minItems",
-        "maxItems",
-        "pattern",
-        "description",
-        "title",
-    }
 )
 
 
@@ -189,184 +168,169 @@ def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, 
     }
 
 
-_WEATHER = _tool(
-    "get_weather",
-    "Current weather for a city.",
-    {
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
         "type": "object",
-        "properties": {
-            "city": {"type": "string", "minLength": 1},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "unit"],
+        "properties": properties,
+        "required": required,
         "additionalProperties": False,
-    },
-)
-_CONVERT = _tool(
-    "convert_currency",
-    "Convert an amount between currencies (ISO 4217 codes).",
-    {
-        "type": "object",
-        "properties": {
-            "amount": {"type": "number", "minimum": 0},
-            "from_currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-            "to_currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-        },
-        "required": ["amount", "from_currency", "to_currency"],
-        "additionalProperties": False,
-    },
-)
-_EVENT = _tool(
-    "create_event",
-    "Add an event to the user's calendar.",
-    {
-        "type": "object",
-        "properties": {
-            "title": {"type": "string", "minLength": 1, "maxLength": 100},
-            "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
-            "attendees": {
-                "type": "array",
-                "items": {"type": "string", "minLength": 1},
-                "maxItems": 20,
-            },
-        },
-        "required": ["title", "date"],
-        "additionalProperties": False,
-    },
-)
-_SEARCH = _tool(
-    "search_docs",
-    "Search the product documentation.",
-    {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "minLength": 1},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 20},
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-)
-_ALL_TOOLS = (_WEATHER, _CONVERT, _EVENT, _SEARCH)
+    }
 
-#: (id, prompt, the tool a correct answer calls or None, argument values it must carry)
-_TOOL_CASES: tuple[tuple[str, str, str | None, dict[str, Any]], ...] = (
-    ("weather-paris", "What's the weather in Paris right now, in celsius?", "get_weather",
-     {"city": "Paris", "unit": "celsius"}),
-    ("weather-austin", "Is it hot in Austin today? Give me the temperature in fahrenheit.",
-     "get_weather", {"city": "Austin", "unit": "fahrenheit"}),
-    ("convert-eur-jpy", "How many Japanese yen is 250 euros?", "convert_currency",
-     {"amount": 250, "from_currency": "EUR", "to_currency": "JPY"}),
-    ("convert-usd-gbp", "Convert 19.99 US dollars to British pounds.", "convert_currency",
-     {"amount": 19.99, "from_currency": "USD", "to_currency": "GBP"}),
-    ("event-review", "Put 'Quarterly review' in my calendar on 2026-12-15 with Ana and Bo.",
-     "create_event", {"title": "Quarterly review", "date": "2026-12-15"}),
-    ("search-rate-limits", "Find the three most relevant documentation pages about rate limits.",
-     "search_docs", {"max_results": 3}),
-    ("no-tool-capital", "What is the capital of France? Answer in one word.", None, {}),
-    ("no-tool-arith", "What is 12 + 30? Answer with the number only.", None, {}),
+
+_CODE = {"type": "string", "pattern": "^[A-Z]{3}$"}
+#: The built-in tools, each with its JSON schema (Draft 2020-12), offered together on every item.
+TOOLS: tuple[dict[str, Any], ...] = (
+    _tool("get_weather", "Current weather for a city.", _object(
+        {"city": {"type": "string", "minLength": 1},
+         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        ["city", "unit"])),
+    _tool("convert_currency", "Convert an amount between currencies (ISO 4217 codes).", _object(
+        {"amount": {"type": "number", "minimum": 0}, "from_currency": _CODE,
+         "to_currency": _CODE},
+        ["amount", "from_currency", "to_currency"])),
+    _tool("create_event", "Add an event to the user's calendar.", _object(
+        {"title": {"type": "string", "minLength": 1, "maxLength": 100},
+         "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
+         "attendees": {"type": "array", "items": {"type": "string", "minLength": 1},
+                       "maxItems": 20}},
+        ["title", "date"])),
+    _tool("search_docs", "Search the product documentation.", _object(
+        {"query": {"type": "string", "minLength": 1},
+         "max_results": {"type": "integer", "minimum": 1, "maximum": 20}},
+        ["query", "max_results"])),
+    _tool("set_timer", "Start a countdown timer.", _object(
+        {"minutes": {"type": "integer", "minimum": 1, "maximum": 180},
+         "label": {"type": "string", "minLength": 1}},
+        ["minutes", "label"])),
+    _tool("send_email", "Send a short email.", _object(
+        {"to": {"type": "string", "pattern": "^[a-z.]+@[a-z]+\\.[a-z]{2,}$"},
+         "subject": {"type": "string", "minLength": 1}},
+        ["to", "subject"])),
 )  # fmt: skip
 
+_CITIES = ("Paris", "Austin", "Nairobi", "Osaka", "Lima", "Oslo", "Hanoi", "Perth", "Quito",
+           "Tunis", "Porto", "Denver", "Dakar", "Seoul", "Cusco", "Bergen")  # fmt: skip
+_CURRENCIES = ("EUR", "USD", "JPY", "GBP", "CHF", "CAD", "AUD", "SEK", "NOK", "INR")
+_TOPICS = ("rate limits", "streaming", "API keys", "billing alerts", "webhooks", "tool calling",
+           "prompt caching", "batch jobs", "error codes", "model routing")  # fmt: skip
+_TITLES = ("Quarterly review", "Design sync", "Dentist", "Team lunch", "Budget planning",
+           "Launch retro", "Hiring panel", "Board prep")  # fmt: skip
+_PEOPLE = ("Ana", "Bo", "Chen", "Dita", "Emeka", "Femi", "Gus", "Hana")
+_LABELS = ("tea", "pasta", "standup", "laundry", "stretch", "oven")
+_NAMES = ("ana.lopez", "bo.kim", "chen.wu", "dita.rai", "emeka.obi")
+_DOMAINS = ("example.com", "mail.org", "corp.net")
+_SUBJECTS = ("Invoice 42", "Lunch on Friday", "Draft attached", "Travel plans", "Weekly report")
+_QUESTIONS = (
+    "Name the capital of {country} in one word.",
+    "Give one synonym for the word '{word}'.",
+    "Is {a} a prime number? Answer yes or no.",
+    "Spell the word '{word}' backwards.",
+    "How many letters are in the word '{word}'? Answer with the number only.",
+)
+_COUNTRIES = ("France", "Kenya", "Peru", "Japan", "Norway", "Chile", "Ghana", "Nepal")
+_PLAIN_WORDS = ("happy", "quick", "bright", "calm", "brave", "gentle", "clever")
 
-def tools_suite() -> list[Item]:
-    """Return the built-in tool-use prompts (8: six that call a tool, two that should not)."""
-    for tool in _ALL_TOOLS:
-        _check_schema_keywords(tool["function"]["parameters"], f"tool {tool['function']['name']}")
-    return [
-        Item(
-            id=f"tools/{case_id}",
-            suite="tools",
-            messages=({"role": "user", "content": prompt},),
-            answer_kind="tool",
-            tools=_ALL_TOOLS,
-            expect_tool=tool,
-            expect_arguments=dict(arguments),
-            max_tokens=512,
-            expected_output_tokens=60,
+
+def _tool_case(rng: random.Random) -> tuple[str, str | None, dict[str, Any]]:
+    """One prompt and the call a correct answer makes (``None``: no call)."""
+    kind = rng.choice(("weather", "currency", "event", "docs", "timer", "email", "none", "none"))
+    if kind == "weather":
+        city, unit = rng.choice(_CITIES), rng.choice(("celsius", "fahrenheit"))
+        prompt = rng.choice((
+            f'What is the weather in "{city}" right now, in {unit}?',
+            f'Check the current weather for "{city}" and give it in {unit}.',
+        ))  # fmt: skip
+        return prompt, "get_weather", {"city": city, "unit": unit}
+    if kind == "currency":
+        amount = rng.choice((rng.randint(1, 5000), round(rng.uniform(1, 999), 2)))
+        src, dst = rng.sample(_CURRENCIES, 2)
+        prompt = rng.choice((
+            f"Convert {amount} {src} to {dst}.",
+            f"Please convert {amount} {src} into {dst} at today's currency rate.",
+        ))  # fmt: skip
+        return (
+            prompt,
+            "convert_currency",
+            {"amount": amount, "from_currency": src, "to_currency": dst},
         )
-        for case_id, prompt, tool, arguments in _TOOL_CASES
-    ]
+    if kind == "event":
+        title, people = rng.choice(_TITLES), rng.sample(_PEOPLE, rng.randint(0, 3))
+        date = f"2027-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        with_people = " with " + " and ".join(f'"{p}"' for p in people) if people else ""
+        prompt = f'Create an event "{title}" in my calendar on {date}{with_people}.'
+        expected: dict[str, Any] = {"title": title, "date": date}
+        if people:
+            expected["attendees"] = people
+        return prompt, "create_event", expected
+    if kind == "docs":
+        topic, k = rng.choice(_TOPICS), rng.randint(1, 20)
+        prompt = f'Search the docs for "{topic}" and return the top {k} results.'
+        return prompt, "search_docs", {"query": topic, "max_results": k}
+    if kind == "timer":
+        minutes, label = rng.randint(1, 180), rng.choice(_LABELS)
+        prompt = f'Start a timer for {minutes} minutes labelled "{label}".'
+        return prompt, "set_timer", {"minutes": minutes, "label": label}
+    if kind == "email":
+        to = f"{rng.choice(_NAMES)}@{rng.choice(_DOMAINS)}"
+        subject = rng.choice(_SUBJECTS)
+        prompt = f'Send an email to {to} with the subject "{subject}".'
+        return prompt, "send_email", {"to": to, "subject": subject}
+    template = rng.choice((*_QUESTIONS, "arith"))
+    if template == "arith":
+        a, b = rng.randint(10, 999), rng.randint(10, 999)
+        return f"What is {a} + {b}? Answer with the number only.", None, {}
+    prompt = template.format(
+        country=rng.choice(_COUNTRIES), word=rng.choice(_PLAIN_WORDS), a=rng.randint(10, 999)
+    )
+    return prompt, None, {}
 
 
-def _check_schema_keywords(schema: Any, where: str) -> None:
-    if not isinstance(schema, Mapping):
-        raise ConfigError(f"{where}: a schema must be an object")
-    unknown = sorted(set(schema) - SCHEMA_KEYWORDS)
-    if unknown:
-        raise ConfigError(
-            f"{where}: schema keyword(s) {unknown} are not supported by the tool-call checker; "
-            f"use only {sorted(SCHEMA_KEYWORDS)}"
-        )
-    for name, sub in (schema.get("properties") or {}).items():
-        _check_schema_keywords(sub, f"{where}.properties.{name}")
-    if "items" in schema:
-        _check_schema_keywords(schema["items"], f"{where}.items")
+def tools_suite(n: int = 200, *, seed: int = 0) -> list[Item]:
+    """Return ``n`` tool-use prompts from ``seed``, each offered the six built-in ``TOOLS``.
 
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "boolean": (bool,),
-    "null": (type(None),),
-    "number": (int, float),
-    "integer": (int,),
-}
-
-
-def _is_type(value: Any, name: str) -> bool:
-    if name in ("number", "integer") and isinstance(value, bool):
-        return False
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _TYPES.get(name, ()))
-
-
-def check_schema(value: Any, schema: Mapping[str, Any], *, path: str = "$") -> list[str]:
-    """Return what is wrong with ``value`` under ``schema`` (empty: valid), one line per fault.
-
-    Implements ``SCHEMA_KEYWORDS`` with JSON Schema's meaning (``pattern`` searches, ``integer``
-    accepts 1.0, booleans are not numbers).
+    Three in four ask for one tool's call with argument values the prompt states (free text in
+    double quotes, codes, dates, numbers, enum words); one in four needs no tool (a question, a
+    sum). Item ``i`` depends on ``seed`` and ``i`` only (ids ``tools/s<seed>/<i>``), so a larger
+    ``n`` extends a smaller run. Every expected call is valid under its tool's schema.
     """
-    errors: list[str] = []
-    kinds = schema.get("type")
-    if kinds is not None:
-        names = [kinds] if isinstance(kinds, str) else list(kinds)
-        if not any(_is_type(value, k) for k in names):
-            return [f"{path}: expected {' or '.join(names)}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} is not one of {schema['enum']}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value} < minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: {value} > maximum {schema['maximum']}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']}")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{path}: does not match {schema['pattern']!r}")
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{path}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{path}: more than {schema['maxItems']} items")
-        if "items" in schema:
-            for i, entry in enumerate(value):
-                errors.extend(check_schema(entry, schema["items"], path=f"{path}[{i}]"))
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        errors.extend(
-            f"{path}: missing {key!r}" for key in schema.get("required", ()) if key not in value
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    items = []
+    for i in range(n):
+        prompt, tool, arguments = _tool_case(random.Random(f"tools/{seed}/{i}"))
+        items.append(
+            Item(
+                id=f"tools/s{seed}/{i:05d}",
+                suite="tools",
+                messages=({"role": "user", "content": prompt},),
+                answer_kind="tool",
+                tools=TOOLS,
+                expect_tool=tool,
+                expect_arguments=arguments,
+                max_tokens=512,
+                expected_output_tokens=30,
+            )
         )
-        for key, entry in value.items():
-            if key in properties:
-                errors.extend(check_schema(entry, properties[key], path=f"{path}.{key}"))
-            elif schema.get("additionalProperties") is False:
-                errors.append(f"{path}: unexpected key {key!r}")
-    return errors
+    return items
+
+
+@lru_cache(maxsize=64)
+def _validator(schema_json: str) -> Any:
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def check_schema(value: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Return what is wrong with ``value`` under the JSON ``schema`` (empty: valid), one line per
+    fault, as ``jsonschema``'s Draft 2020-12 validator finds them (path: message)."""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    return [
+        f"$.{'.'.join(str(p) for p in error.absolute_path)}: {error.message}".replace("$.:", "$:")
+        for error in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    ]
 
 
 # --- user JSONL --------------------------------------------------------------------------------
@@ -469,8 +433,8 @@ def _jsonl_suite(path: str | Path) -> tuple[list[Item], dict[str, int]]:
 
 
 def load_suites(spec: str | Sequence[str], *, n: int, seed: int = 0) -> list[Item]:
-    """Return the items of a comma-separated suite list: ``arith`` (``n`` items from ``seed``),
-    ``tools`` (the built-in set) and paths to JSONL files, in the order given."""
+    """Return the items of a comma-separated suite list: ``arith`` and ``tools`` (``n`` items each
+    from ``seed``) and paths to JSONL files, in the order given."""
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     if not names:
         raise ConfigError("no suite given; use arith, tools, or a path to a JSONL file")
@@ -478,7 +442,7 @@ def load_suites(spec: str | Sequence[str], *, n: int, seed: int = 0) -> list[Ite
     origin: dict[str, str] = {}  # id -> where it comes from, for the error naming both
     for name in names:
         if name in ("arith", "tools"):
-            found = arith_suite(n, seed=seed) if name == "arith" else tools_suite()
+            found = arith_suite(n, seed=seed) if name == "arith" else tools_suite(n, seed=seed)
             where = {item.id: f"the built-in {name} suite" for item in found}
         elif name.endswith(".jsonl") or Path(name).exists():
             found, lines = _jsonl_suite(name)
