@@ -234,3 +234,15 @@ def test_load_suites(tmp_path: Path) -> None:
         f"{other}:2: id 'arith/s0/00000' is already used by the built-in arith suite; "
         "give the rows distinct ids"
     )
+
+
+def test_jsonl_suite_skips_a_byte_order_mark(tmp_path: Path) -> None:
+    """A suite saved by an editor that writes a UTF-8 BOM reads as the same items (issue 18)."""
+    row = '{"id": "q1", "messages": [{"role": "user", "content": "2+2?"}], "answer": "4"}\n'
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "marked").mkdir()
+    plain, marked = tmp_path / "plain" / "s.jsonl", tmp_path / "marked" / "s.jsonl"
+    plain.write_text(row, encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + row.encode())
+    assert load_jsonl_suite(marked) == load_jsonl_suite(plain)
+    assert [(item.id, item.answer) for item in load_jsonl_suite(marked)] == [("q1", "4")]

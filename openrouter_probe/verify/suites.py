@@ -401,7 +401,9 @@ def _jsonl_suite(path: str | Path) -> tuple[list[Item], dict[str, int]]:
     """The items of a user suite and the line of each id."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: a byte order mark (written by some Windows editors) is skipped, as the
+        # prompts reader does
+        lines = p.read_text(encoding="utf-8-sig").splitlines()
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the suite file: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
