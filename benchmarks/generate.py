@@ -16,6 +16,11 @@ Targets (issue 8): ``generate`` ≤ 1.5x the bare loop's CPU per request and pea
 10x cheaper per request than the openai SDK. Ratios are printed; nothing is asserted.
 
     python benchmarks/generate.py [--requests 20000] [--concurrency 2000] [--openai-requests 2000]
+        [--modes nonstream,stream,stream500] [--clients bare,generate,openai]
+
+Modes: ``nonstream`` and ``stream`` answer ~24 tokens (``--max-tokens 32``); ``stream500`` answers
+1,000 tokens in 500 chunks of 2 (``max_tokens`` 1000), with a fifth of ``--requests``: the shape of a
+long reasoning answer, where parsing the chunks is most of the client's work.
 """
 
 from __future__ import annotations
@@ -208,7 +213,8 @@ def _run_child(
             )
         )
     out = tmp / f"out-{client}-{stream}.jsonl"
-    out.unlink(missing_ok=True)
+    for leftover in (out, Path(f"{out}.ledger"), Path(f"{out}.lock")):
+        leftover.unlink(missing_ok=True)  # a fresh output each run (the journal and lock too)
     cmd = [
         sys.executable,
         __file__,
@@ -242,7 +248,7 @@ def main() -> None:
     parser.add_argument("--openai-requests", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=2_000)
     parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--modes", default="nonstream,stream")
+    parser.add_argument("--modes", default="nonstream,stream,stream500")
     parser.add_argument("--clients", default="bare,generate,openai")
     parser.add_argument("--child", choices=["bare", "generate", "openai"])
     parser.add_argument("--base-url")
@@ -258,18 +264,33 @@ def main() -> None:
     from openrouter_probe.fake import serve
 
     rows = []
-    with tempfile.TemporaryDirectory() as folder, serve(speed=0, seed=0, median_tokens=24) as fake:
+    with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         for mode in args.modes.split(","):
-            stream = mode == "stream"
+            stream = mode != "nonstream"
+            long = mode == "stream500"
+            # 500-chunk streams: answers of 1,000 tokens sent 2 per chunk, a fifth of the requests
+            options = (
+                {"median_tokens": 4000, "tokens_per_chunk": 2} if long else {"median_tokens": 24}
+            )
+            mode_args = argparse.Namespace(**vars(args))
+            if long:
+                mode_args.max_tokens = 1000
             results = {}
-            for client in args.clients.split(","):
-                n = args.openai_requests if client == "openai" else args.requests
-                results[client] = r = _run_child(
-                    client, stream=stream, requests=n, base_url=fake.base_url, args=args, tmp=tmp
-                )
-                r["cpu_ms_per_request"] = r["cpu_s"] / max(1, r["done"]) * 1000
-                r["requests"] = n
+            with serve(speed=0, seed=0, **options) as fake:
+                for client in args.clients.split(","):
+                    n = args.openai_requests if client == "openai" else args.requests
+                    n = max(1, n // 5) if long else n
+                    results[client] = r = _run_child(
+                        client,
+                        stream=stream,
+                        requests=n,
+                        base_url=fake.base_url,
+                        args=mode_args,
+                        tmp=tmp,
+                    )
+                    r["cpu_ms_per_request"] = r["cpu_s"] / max(1, r["done"]) * 1000
+                    r["requests"] = n
             base = results.get("bare")
             for client, r in results.items():
                 rows.append((mode, client, r, base, results.get("generate")))
