@@ -24,7 +24,7 @@ declare -A tests_of=(
   [policy/drift]="test_drift test_edges"
   [rules/quantities]="test_budget test_analysis_cli test_edges"
   [run/spend]="test_spend test_generate_run"
-  [run/ledger]="test_journal test_generate_ledger"
+  [run/ledger]="test_generate_ledger test_reconcile"
   [run/reconcile]="test_reconcile"
 )
 money=(run/spend run/ledger run/reconcile)
@@ -167,7 +167,7 @@ import sys
 
 statuses = dict(line.split() for line in open("sorted.txt"))
 statuses.update(dict(line.split() for line in open("rechecked.txt")))
-print(f"{'module':<12} {'mutants':>7} {'killed':>6} {'messages':>8} {'other':>5} {'rate':>6} "
+print(f"{'module':<16} {'mutants':>7} {'killed':>6} {'messages':>8} {'other':>5} {'rate':>6} "
       f"{'w/o messages':>12}  surviving mutants, not messages")
 for module in sys.argv[1:]:
     dotted = module.replace("/", ".")
@@ -176,13 +176,13 @@ for module in sys.argv[1:]:
     }
     counted = {n: s for n, s in mine.items() if s in ("killed", "timeout", "survived", "message")}
     if not counted:
-        print(f"{module:<12} no mutants")
+        print(f"{module:<16} no mutants")
         continue
     killed = sum(s in ("killed", "timeout") for s in counted.values())
     messages = sum(s == "message" for s in counted.values())
     real = sorted(n.rsplit(".", 1)[1] for n, s in counted.items() if s == "survived")
     rate = 100 * killed / len(counted)
     rate_kept = 100 * killed / (len(counted) - messages) if len(counted) > messages else 100.0
-    print(f"{module:<12} {len(counted):>7} {killed:>6} {messages:>8} {len(real):>5} {rate:>5.1f}% "
+    print(f"{module:<16} {len(counted):>7} {killed:>6} {messages:>8} {len(real):>5} {rate:>5.1f}% "
           f"{rate_kept:>11.1f}%  {' '.join(real)}")
 PY

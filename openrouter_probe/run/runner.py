@@ -166,6 +166,7 @@ class _Attempts:
     number: int = 0
     extra_cost: Decimal = Decimal(0)  # what earlier, failed attempts cost (known ones)
     flying: bool = False  # an attempt is in flight (a cancellation records it)
+    cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
     pauses_seen: int = 0  # the pool's pauses when the attempt left
 
 
@@ -226,6 +227,7 @@ class Run:
         for row in rows:
             self.queues.setdefault(row.dataset, deque()).append(row)
         self._order = list(self.queues)
+        self._open = list(self._order)  # the datasets still taking rows, in turn
         self._turn = 0
         self._prepared: dict[int, _Attempts] = {}
         self.settled_tokens: dict[str, int] = dict(tokens_before or {})
@@ -361,33 +363,32 @@ class Run:
         return settled + self._flying_tokens(dataset) >= target
 
     def _prepare(self, row: PromptRow) -> _Attempts:
-        """The row's first attempt: its body, shape, prices and worst case (computed once)."""
+        """The row's first attempt: its body, shape, prices and worst case (kept while it waits)."""
         attempt = self._prepared.get(id(row))
-        if attempt is None:
-            max_tokens = int(row.params.get("max_tokens", self.settings.max_tokens))
-            own = self._builder.own_part(row, max_tokens)
-            prefix = (
-                self._prefix
-                if row.provider_json is None
-                else self._builder.prefix(row.provider_json)
-            )
-            shape = self._builder.shape(row, own)
-            prices = self.prices if self.prices_for is None else self.prices_for(row)
-            attempt = _Attempts(
-                max_tokens=max_tokens,
-                body=(prefix + own).encode(),
-                shape=shape,
-                prices=prices,
-                worst=prices.worst_case_usd(
-                    prompt_tokens=shape.prompt_tokens, max_tokens=max_tokens, shape=shape
-                ),
-            )
-            self._prepared[id(row)] = attempt
-        return attempt
+        if attempt is not None:
+            return attempt
+        max_tokens = int(row.params.get("max_tokens", self.settings.max_tokens))
+        own = self._builder.own_part(row, max_tokens)
+        prefix = (
+            self._prefix if row.provider_json is None else self._builder.prefix(row.provider_json)
+        )
+        shape = self._builder.shape(row, own)
+        prices = self.prices if self.prices_for is None else self.prices_for(row)
+        return _Attempts(
+            max_tokens=max_tokens,
+            body=(prefix + own).encode(),
+            shape=shape,
+            prices=prices,
+            worst=prices.worst_case_usd(
+                prompt_tokens=shape.prompt_tokens, max_tokens=max_tokens, shape=shape
+            ),
+        )
 
     def _close(self, dataset: str, why: str) -> None:
         """``dataset`` sends nothing more: its rows left are not sent; its sub-cap is lent."""
         queue = self.queues.pop(dataset, None)
+        if dataset in self._open:
+            self._open.remove(dataset)
         if queue:
             self.summary.not_sent += len(queue)
             tally = self.summary.datasets.get(dataset)
@@ -422,7 +423,7 @@ class Run:
         if self.in_flight >= self.limiter.allowed:
             return "wait"
         blocked: list[tuple[str, Decimal]] = []
-        order = [d for d in self._order if d in self.queues]
+        order = list(self._open)
         for k in range(len(order)):
             dataset = order[(self._turn + k) % len(order)]
             queue = self.queues[dataset]
@@ -440,9 +441,10 @@ class Run:
             attempt = self._prepare(row)
             if self.cap.try_reserve(attempt.worst, dataset):
                 queue.popleft()
-                del self._prepared[id(row)]
-                self._turn = (order.index(dataset) + 1) % len(order)
+                self._prepared.pop(id(row), None)
+                self._turn = (self._open.index(dataset) + 1) % len(self._open)
                 return row, attempt
+            self._prepared[id(row)] = attempt  # it waits: keep what was computed
             if self._money_may_come(dataset, attempt.worst):
                 blocked.append((dataset, attempt.worst))
             else:
@@ -564,7 +566,7 @@ class Run:
 
     def _answered(self, row: PromptRow, answer: Answer, attempt: _Attempts) -> None:
         truncated = answer.finish_reason == "length"
-        cost = answer.cost_usd
+        cost = attempt.cost
         record = self._record(
             row,
             status="truncated" if truncated else "ok",
@@ -746,7 +748,7 @@ class Run:
             self.limiter.on_success()
             self.unanswered_streak = 0
             self._pauses_in_a_row = 0
-            cost = outcome.cost_usd
+            cost = attempt.cost = outcome.cost_usd
             if cost is None:
                 self._warn_cost(outcome, worst)
                 self._unknown(row, worst, number, generation_id)
@@ -818,7 +820,10 @@ class Run:
         if attempt.pauses_seen < self.summary.pauses:
             # it left before the pool paused: that pause was for it too; just send it again
             await self._until_resumed()
-            return not self.stopping or self._unsent()
+            if self.stopping:
+                self.summary.not_sent += 1
+                return False
+            return True
         self._pauses_in_a_row += 1
         if wait > self.settings.max_wait_s or self._pauses_in_a_row > PAUSES_BEFORE_STOP:
             resume = failure.reset_epoch_s or self.wall_clock() + wait
@@ -842,10 +847,6 @@ class Run:
             self.summary.not_sent += 1
             return False
         return True
-
-    def _unsent(self) -> bool:
-        self.summary.not_sent += 1
-        return False
 
     async def _fail_row(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
         """A final error for this row: record it as failed; the run goes on."""

@@ -268,6 +268,8 @@ class SpendCap:
         weight = self._weights.get(dataset)
         if self.cap_usd is None or weight is None:
             return None
+        if len(self._weights) == 1:  # alone, its share is whatever no one else committed
+            return self.cap_usd - (self.committed_usd - self.committed_by_dataset[dataset])
         open_committed = sum((self.committed_by_dataset[d] for d in self._weights), _ZERO)
         pool = self.cap_usd - (self.committed_usd - open_committed)
         return pool * weight / sum(self._weights.values())
