@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
+import socket
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -99,9 +102,35 @@ def test_replay_totals_the_money_of_every_attempt(tmp_path: Path) -> None:
         ("A", 6, "gen-6", Decimal("0.003"), "d0"),
     ]
     assert replay.by_dataset == {"d0": Decimal("0.0051"), "d1": Decimal("0.004")}
+    assert replay.path == path
     # Replaying again gives the same answer (the repair is idempotent).
     again = replay_ledger(path)
     assert again.torn is None and again.spent_usd == Decimal("0.0185")
+
+
+def test_replay_knows_every_run_and_reads_past_lines_it_does_not_know(tmp_path: Path) -> None:
+    path = _journal(
+        tmp_path / "out.jsonl.ledger",
+        [
+            {"run": "H", "started_utc": "2026-11-30T10:00:00Z"},  # a run that sent nothing
+            ["not", "an", "object"],
+            "a string",
+            {**_sent(1, "r1", "0.5", run="S"), "ds": 5},  # a run whose header was lost
+            _gen_line(1, "gen-1", run="S"),
+            _settled(1, None, run="S", unknown=True),
+            {"reconciled": 1, "run": "S", "cost_usd": "0.1"},
+            {**_sent(2, "r2", "0.5", run="S"), "ds": "d"},
+            _gen_line(2, "gen-2", run="S"),
+            {"reconciled": 2, "run": "S", "cost_usd": "0.2"},
+            {"gen": 2, "run": "S", "id": 7},  # not an id: ignored
+        ],
+    )
+    replay = replay_ledger(path)
+    assert replay.runs == {"H", "S"} and [h["run"] for h in replay.headers] == ["H"]
+    assert replay.reconciled == 2 and replay.reconciled_back_usd == Decimal("0.7")
+    assert replay.spent_usd == replay.settled_usd == Decimal("0.3")
+    assert replay.by_dataset == {"d": Decimal("0.2")}  # a dataset that is not a name: none
+    assert replay.pending == []
 
 
 def test_a_torn_sent_line_was_never_sent(tmp_path: Path) -> None:
@@ -120,8 +149,21 @@ def test_a_damaged_journal_is_named_by_line(tmp_path: Path) -> None:
     _journal(path, [{"sent": "one", "run": "A", "id": "r1"}])
     with pytest.raises(ConfigError, match=r"ledger:1: attempt 'one' is not a number"):
         replay_ledger(path)
-    _journal(path, [_sent(1, "r1", "0.5"), {"reconciled": 1, "run": "A", "cost_usd": "n/a"}])
-    with pytest.raises(ConfigError, match=r"ledger:2: 'n/a' is not an amount of USD"):
+    damaged = "; the file is damaged. Restore it, or delete it to stop counting"
+    for line, what in (
+        ({"reconciled": 1, "run": "A", "cost_usd": "n/a"}, "'n/a' is not an amount of USD"),
+        ({"settled": 1, "run": "A", "cost_usd": "-1"}, "'-1' is not an amount of USD"),
+        ({"settled": "x", "run": "A", "cost_usd": "1"}, "attempt 'x' is not a number"),
+    ):
+        _journal(path, [_sent(1, "r1", "0.5"), line])
+        with pytest.raises(ConfigError) as info:
+            replay_ledger(path)
+        assert str(info.value).startswith(f"{path}:2: {what}{damaged}")
+    _journal(path, [_sent(1, "r1", "x")])
+    with pytest.raises(ConfigError, match=rf"^{path}:1: 'x' is not an amount of USD{damaged}"):
+        replay_ledger(path)
+    _journal(path, [_sent(1, "r1", "1")], tail="garbage\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:2: not a spend journal line .*{damaged}"):
         replay_ledger(path)
 
 
@@ -151,9 +193,11 @@ def test_ledger_lines_round_trip(tmp_path: Path) -> None:
         j.settle(second, None)
         j.settle_unknown(third)
         j.reconciled("R", third, Decimal("0.0004"))
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    text = path.read_text()
+    assert re.match(r'\{"run":"R","started_utc":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ","out":', text)
+    lines = [json.loads(x) for x in text.splitlines()]
     assert lines[0]["run"] == "R" and lines[0]["budget_usd"] == "5"
-    assert isinstance(lines[0]["pid"], int) and lines[0]["host"]
+    assert lines[0]["pid"] == os.getpid() and lines[0]["host"] == socket.gethostname()
     assert lines[1] == {
         "sent": 1,
         "run": "R",
@@ -294,3 +338,56 @@ def test_audit_skips_the_journal(tmp_path: Path, caplog: pytest.LogCaptureFixtur
         rows = list(merged_records(everything))  # `audit out*` in a shell
     assert sorted(r["id"] for r in rows) == ["r0", "r1", "r2", "r3"]
     assert "out.jsonl.ledger: skipped: the spend journal" in caplog.text
+
+
+def test_a_journal_is_written_only_while_open_and_fsynced_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    ledger = Ledger(tmp_path / "j.ledger")
+    assert len(ledger.run_id) == 12 and ledger.fsync is False
+    for call in (lambda: ledger.sent('"r1"', Decimal(1)), lambda: ledger.settle(1, None)):
+        with pytest.raises(RuntimeError, match="the spend journal is not open"):
+            call()
+    with ledger:
+        ledger.sent('"r1"', Decimal(1))
+        ledger.settle_unknown(1, cancelled=True)
+    assert synced == []  # flushed to the OS, not to the disk: a kill cannot lose it
+    with pytest.raises(RuntimeError, match="the spend journal is not open"):
+        ledger.sent('"r2"', Decimal(1))
+    last = json.loads((tmp_path / "j.ledger").read_text().splitlines()[-1])
+    assert last == {"settled": 1, "run": ledger.run_id, "unknown": True, "cancelled": True}
+    with Ledger(tmp_path / "k.ledger", fsync=True) as durable:
+        durable.sent('"r1"', Decimal(1))
+    assert len(synced) == 2  # the header and the sent line
+
+
+def test_lines_of_one_turn_of_the_event_loop_share_one_flush(tmp_path: Path) -> None:
+    path = tmp_path / "j.ledger"
+
+    async def scenario() -> list[int]:
+        counts = []
+        with Ledger(path, run_id="R") as ledger:
+            assert ledger._handle is not None
+            flushes = [0]
+            original = ledger._handle.flush
+
+            def flush() -> None:
+                flushes[0] += 1
+                original()
+
+            ledger._handle.flush = flush  # type: ignore[method-assign]
+            for turn in range(2):
+                n = ledger.sent(json.dumps(f"r{turn}"), Decimal(1))
+                ledger.generation(n, f"gen-{turn}")
+                ledger.settle_unknown(n)
+                ledger.reconciled("R", n, Decimal("0.5"))
+                assert path.read_text().count('"gen"') == turn  # buffered for now
+                await asyncio.sleep(0)  # the turn ends: one flush
+                counts.append(path.read_text().count('"gen"'))
+            assert flushes[0] == 4  # the two sent lines, one flush per turn
+        return counts
+
+    assert asyncio.run(scenario()) == [1, 2]
+    assert replay_ledger(path).reconciled == 2

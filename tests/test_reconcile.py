@@ -33,11 +33,11 @@ def _pending(n: int, reserved: str = "0.01", dataset: str | None = "d") -> Pendi
 class Script:
     """A lookup answering from a script per generation id; records every call."""
 
-    def __init__(self, answers: dict[str, list[tuple[str, Any]]]) -> None:
+    def __init__(self, answers: dict[str, list[Any]]) -> None:
         self.answers = answers
         self.calls: list[str] = []
 
-    async def __call__(self, generation_id: str) -> tuple[str, Any]:
+    async def __call__(self, generation_id: str) -> Any:
         self.calls.append(generation_id)
         queue = self.answers[generation_id]
         return queue.pop(0) if len(queue) > 1 else queue[0]
@@ -62,14 +62,17 @@ async def _reconcile(
     )
     task = asyncio.ensure_future(reconciler.run())
     for item in items:
-        reconciler.add(item, now=now)
+        if now:
+            reconciler.add(item, now=True)
+        else:
+            reconciler.add(item)  # the default: after the first wait
     reconciler.finish()
     await asyncio.wait_for(task, 5)
     return reconciler, settled, slept, changes
 
 
 def test_an_attempt_is_looked_up_after_the_first_wait_and_settled() -> None:
-    lookup = Script({"gen-1": [("settled", D("0.0031"))]})
+    lookup = Script({"gen-1": [D("0.0031")]})
     reconciler, settled, slept, changes = asyncio.run(_reconcile([_pending(1)], lookup))
     assert settled == [(_pending(1), D("0.0031"))] and reconciler.settled == 1
     assert slept == [1.0] and lookup.calls == ["gen-1"] and changes == [1]
@@ -81,8 +84,8 @@ def test_the_lag_is_retried_with_growing_waits_then_given_up(
 ) -> None:
     lookup = Script(
         {
-            "gen-1": [("pending", None), ("pending", None), ("settled", D("0"))],
-            "gen-2": [("pending", None)],  # never there
+            "gen-1": [None, None, D("0")],
+            "gen-2": [None],  # never there
         }
     )
     with caplog.at_level(logging.WARNING):
@@ -101,7 +104,7 @@ def test_the_lag_is_retried_with_growing_waits_then_given_up(
 
 
 def test_an_unreadable_answer_is_given_up_at_once(caplog: pytest.LogCaptureFixture) -> None:
-    lookup = Script({"gen-1": [("unreadable", "HTTP 401")]})
+    lookup = Script({"gen-1": ["HTTP 401"]})
     with caplog.at_level(logging.WARNING):
         reconciler, settled, slept, _ = asyncio.run(_reconcile([_pending(1)], lookup))
     assert settled == [] and lookup.calls == ["gen-1"] and slept == [1.0]
@@ -110,7 +113,7 @@ def test_an_unreadable_answer_is_given_up_at_once(caplog: pytest.LogCaptureFixtu
 
 def test_attempts_of_an_earlier_run_are_looked_up_at_once_in_batches() -> None:
     items = [_pending(n) for n in range(PARALLEL_LOOKUPS + 3)]
-    lookup = Script({p.generation_id: [("settled", D("0.001"))] for p in items})
+    lookup = Script({p.generation_id: [D("0.001")] for p in items})
     reconciler, settled, slept, changes = asyncio.run(_reconcile(items, lookup, now=True))
     assert slept == [] and len(settled) == len(items) and reconciler.settled == len(items)
     assert changes == [PARALLEL_LOOKUPS, len(items)]  # one change per batch
@@ -184,3 +187,21 @@ def test_a_generation_never_found_stays_at_its_worst_case(tmp_path: Path) -> Non
         assert again.spent_total_usd == fake.ledger.total_usd
     lines = [json.loads(x) for x in (tmp_path / "out.jsonl.ledger").read_text().splitlines()]
     assert [D(x["cost_usd"]) for x in lines if "reconciled" in x] == [0]
+
+
+def test_what_generation_answers_is_read_as_a_cost_a_retry_or_a_reason() -> None:
+    from openrouter_probe.run.transport import read_generation
+
+    body = json.dumps({"data": {"id": "gen-1", "total_cost": 0.00045364, "usage": 0.00045364}})
+    assert read_generation(200, body.encode()) == D("0.00045364")
+    assert read_generation(200, b'{"data":{"total_cost":0}}') == 0
+    for status in (404, 429, 500, 503):  # not there yet, or the server is busy: try again
+        assert (
+            read_generation(status, b'{"error":{"message":"Generation gen-1 not found"}}') is None
+        )
+    assert read_generation(401, b"{}") == "HTTP 401"
+    assert read_generation(200, b"<html>") == "not a /generation body"
+    assert read_generation(200, b'{"data":null}') == "not a /generation body"
+    assert read_generation(200, b'{"data":{"id":"gen-1"}}') == "no total_cost"
+    assert read_generation(200, b'{"data":{"total_cost":"n/a"}}') == "total_cost is not a cost"
+    assert read_generation(200, b'{"data":{"total_cost":-1}}') == "total_cost is not a cost"

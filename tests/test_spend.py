@@ -73,6 +73,10 @@ def test_a_shape_counts_every_byte_sent_images_searches_and_cache_writes() -> No
         request_shape(10, [], {"plugins": [{"id": "web", "max_results": True}]}).web_searches == 5
     )
     assert request_shape(10, [], {"web_search_options": {}}).web_searches == 1
+    one = {"plugins": [{"id": "web", "max_results": 1}], "web_search_options": {}}
+    assert request_shape(10, [], one).web_searches == 2
+    default_too = {"plugins": [{"id": "web", "max_results": 2}, {"id": "web"}]}
+    assert request_shape(10, [], default_too).web_searches == 2 + DEFAULT_WEB_RESULTS
     assert request_shape(10, [], {"web_search_options": None}).web_searches == 0
     two = {"plugins": [{"id": "web", "max_results": 2}, {"id": "web", "max_results": 4}]}
     assert request_shape(10, [], two).web_searches == 6
@@ -157,7 +161,11 @@ def test_the_largest_max_tokens_that_fits() -> None:
     assert PRICES.max_tokens_within(D("0.0070039"), prompt_tokens=1000) == 1000
     free_output = Prices(D("0.000001"), D("0"))
     assert free_output.max_tokens_within(D("1"), prompt_tokens=10) == 2**31 - 1
+    assert free_output.max_tokens_within(D("0.00001"), prompt_tokens=10) == 2**31 - 1  # exactly
     assert free_output.max_tokens_within(D("0"), prompt_tokens=10) == 0
+    # what the row adds (two images at $0.01) comes off first
+    images = RequestShape(prompt_tokens=1000, images=2)
+    assert PRICES.max_tokens_within(D("0.027"), prompt_tokens=1000, shape=images) == 1000
 
 
 # -- the prices of what a policy admits ------------------------------------------------------
@@ -215,6 +223,18 @@ def test_worst_case_prices_count_overrides_and_the_discount() -> None:
     assert prices.output_usd_per_token == D("0.00001")
     assert prices.request_usd == D("0.005")
     assert prices.image_usd == 0 and prices.context_tokens is None
+
+
+def test_an_override_dearer_than_the_base_price_is_the_worst_case() -> None:
+    endpoint = _endpoint(
+        "deepseek",
+        prompt="0.0000003",
+        completion="0.000001",
+        overrides=[{"utc_start": 1600, "utc_end": 2400, "completion": "0.000002", "prompt": "0"}],
+    )
+    prices = worst_case_prices([endpoint])  # no discount: the override's own price
+    assert prices.output_usd_per_token == D("0.000002")
+    assert prices.input_usd_per_token == D("0.0000003")
 
 
 def test_an_endpoint_without_an_output_price_cannot_be_bounded() -> None:

@@ -119,8 +119,8 @@ def _number(value: Any, where: str) -> int:
 
 
 def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
-    """Every attempt, ``(run, number) -> [row, dataset, reserved, state, cost, generation id]``,
-    and the run header lines."""
+    """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id]``, and
+    the run header lines."""
     attempts: dict[tuple[str, int], list[Any]] = {}
     headers: list[dict[str, Any]] = []
     for lineno, line in iter_jsonl(
@@ -133,8 +133,8 @@ def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, 
         if "sent" in line:
             reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
             ds = line.get("ds")
-            entry = [str(line.get("id")), ds if isinstance(ds, str) else None, reserved]
-            attempts[(run, _number(line["sent"], where))] = [*entry, _SENT, None, None]
+            dataset = ds if isinstance(ds, str) else None
+            attempts[(run, _number(line["sent"], where))] = [dataset, reserved, _SENT, None, None]
             continue
         for key in ("gen", "settled", "reconciled"):
             if key in line:
@@ -151,16 +151,16 @@ def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, 
 def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None:
     if key == "gen":
         if isinstance(line.get("id"), str):
-            entry[5] = line["id"]
+            entry[4] = line["id"]
     elif key == "reconciled":
-        entry[3] = _RECONCILED
-        entry[4] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
-    elif entry[3] != _RECONCILED:  # a settle never undoes a reconciliation
+        entry[2] = _RECONCILED
+        entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
+    elif entry[2] != _RECONCILED:  # a settle never undoes a reconciliation
         if line.get("unknown") is True:
-            entry[3] = _UNKNOWN
+            entry[2] = _UNKNOWN
         else:
-            entry[3] = _KNOWN
-            entry[4] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
+            entry[2] = _KNOWN
+            entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
 
 
 def replay_ledger(path: str | Path, *, output_exists: bool = True) -> LedgerReplay:
@@ -188,7 +188,7 @@ def replay_ledger(path: str | Path, *, output_exists: bool = True) -> LedgerRepl
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
-    for (run, number), (_, ds, reserved, state, cost, gen) in attempts.items():
+    for (run, number), (ds, reserved, state, cost, gen) in attempts.items():
         if state in (_KNOWN, _RECONCILED):
             money = cost
             replay.settled_usd += cost

@@ -34,8 +34,9 @@ DEFAULT_WAITS_S: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 #: Lookups in flight at once.
 PARALLEL_LOOKUPS = 16
 
-#: ``generation id -> ("settled", cost) | ("pending", _) | ("unreadable", why)``.
-Lookup = Callable[[str], Awaitable[tuple[str, Decimal | str | None]]]
+#: ``generation id ->`` its cost (``Decimal``: settled), ``None`` (not there yet: retry), or why it
+#: cannot be read (``str``: give up).
+Lookup = Callable[[str], Awaitable[Decimal | str | None]]
 
 
 @dataclass
@@ -86,37 +87,35 @@ class Reconciler:
         self._items.append(_Item(pending, due))
         self._wake.set()
 
-    async def _try(self, item: _Item) -> bool:
-        """Look ``item`` up once; return whether it is done (settled or given up)."""
+    async def _try(self, item: _Item) -> _Item | None:
+        """Look ``item`` up once; return it when it is done (settled or given up)."""
         item.tries += 1
-        status, value = await self.lookup(item.pending.generation_id)
-        if status == "settled" and isinstance(value, Decimal):
+        found = await self.lookup(item.pending.generation_id)
+        if isinstance(found, Decimal):
             self.settled += 1
-            self.on_settled(item.pending, value)
-            return True
-        if status == "pending" and item.tries < len(self.waits_s):
+            self.on_settled(item.pending, found)
+            return item
+        if found is None and item.tries < len(self.waits_s):
             item.due_s = self._slept_s + self.waits_s[item.tries]
-            return False
-        why = "not found" if status == "pending" else str(value)
+            return None
         log.warning(
             "%s: could not settle its cost from /generation after %d tries (%s); it stays "
             "counted at its worst case, $%s",
             item.pending.generation_id,
             item.tries,
-            why,
+            found or "not found",
             item.pending.reserved_usd,
         )
         self.given_up.append(item.pending)
-        return True
+        return item
 
     async def _round(self) -> None:
         due = [item for item in self._items if item.due_s <= self._slept_s]
         for start in range(0, len(due), PARALLEL_LOOKUPS):
             batch = due[start : start + PARALLEL_LOOKUPS]
-            done = await asyncio.gather(*(self._try(item) for item in batch))
-            finished = {id(item) for item, d in zip(batch, done, strict=True) if d}
-            if finished:
-                self._items = [item for item in self._items if id(item) not in finished]
+            done = {id(item) for item in await asyncio.gather(*map(self._try, batch)) if item}
+            if done:
+                self._items = [item for item in self._items if id(item) not in done]
                 self.on_change()
 
     async def run(self) -> None:

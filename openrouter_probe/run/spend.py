@@ -167,11 +167,14 @@ def _prices(endpoint: Endpoint, key: str) -> list[Decimal]:
     discount = Decimal(str(endpoint.pricing.discount or 0))
     for override in endpoint.pricing.overrides or []:
         raw = (override.model_extra or {}).get(key)
+        if raw is None:
+            continue
         try:
-            value = Decimal(str(raw)) if raw is not None else None
+            value = Decimal(str(raw))
         except ArithmeticError:
-            value = None
-        if value is not None and value.is_finite() and value >= 0:
+            continue
+        # a negative price means "variable" (routers list -1): not a price
+        if value.is_finite() and not value.is_signed():
             found.append(value * (1 - discount))
     return found
 
@@ -270,9 +273,12 @@ class SpendCap:
             return None
         if len(self._weights) == 1:  # alone, its share is whatever no one else committed
             return self.cap_usd - (self.committed_usd - self.committed_by_dataset[dataset])
-        open_committed = sum((self.committed_by_dataset[d] for d in self._weights), _ZERO)
-        pool = self.cap_usd - (self.committed_usd - open_committed)
-        return pool * weight / sum(self._weights.values())
+        pool = self.cap_usd - self.committed_usd
+        weights = _ZERO
+        for name, share in self._weights.items():
+            pool += self.committed_by_dataset[name]  # an open dataset's money is in its share
+            weights += share
+        return pool * weight / weights
 
     def fits(self, amount_usd: Decimal, dataset: str | None = None) -> bool:
         """Whether a reservation of ``amount_usd`` for ``dataset`` would fit now."""
@@ -293,9 +299,7 @@ class SpendCap:
         self.reserved_usd += amount_usd
         self.in_flight += 1
         self._move(dataset, amount_usd)
-        committed = self.committed_usd
-        if committed > self.peak_committed_usd:
-            self.peak_committed_usd = committed
+        self.peak_committed_usd = max(self.peak_committed_usd, self.committed_usd)
         return True
 
     def settle(

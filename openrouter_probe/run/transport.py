@@ -272,9 +272,9 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     return failure
 
 
-#: What ``generation_cost`` found: ``("settled", cost)``, ``("pending", None)`` (not there yet:
-#: ``/generation`` is eventually consistent), or ``("unreadable", message)``.
-Lookup = tuple[str, Decimal | str | None]
+#: What ``generation_cost`` found: the cost (``Decimal``), ``None`` (not there yet: ``/generation``
+#: is eventually consistent), or why it cannot be read (``str``).
+Found = Decimal | str | None
 
 
 class HttpTransport:
@@ -386,7 +386,7 @@ class HttpTransport:
             return parse_stream(data, generation_id=generation_id)
         return parse_body(data, generation_id=generation_id)
 
-    async def generation_cost(self, generation_id: str) -> Lookup:
+    async def generation_cost(self, generation_id: str) -> Found:
         """What ``GET /generation?id=`` says a generation cost (``total_cost``)."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
         try:
@@ -395,24 +395,23 @@ class HttpTransport:
             ) as response:
                 status = response.status
                 data = await response.read()
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            return "pending", f"{type(exc).__name__}"
+        except (TimeoutError, aiohttp.ClientError):
+            return None  # tried again after the next wait
         return read_generation(status, data)
 
 
-def read_generation(status: int, data: bytes) -> Lookup:
-    """Read a ``/generation`` answer: 404 is pending (eventually consistent); a 200 gives
-    ``data.total_cost``; anything else is unreadable or, for 429 and 5xx, pending."""
+def read_generation(status: int, data: bytes) -> Found:
+    """Read a ``/generation`` answer: a 200 gives ``data.total_cost``; 404 (eventually
+    consistent), 429 and 5xx are ``None`` (try again); anything else says why it is unreadable."""
     if status == 404 or status == 429 or status >= 500:
-        return "pending", None
+        return None
     if status != 200:
-        return "unreadable", f"HTTP {status}"
+        return f"HTTP {status}"
     try:
-        payload = json.loads(data)
-        record = payload["data"]
+        record = json.loads(data)["data"]
         cost, invalid = read_cost(record.get("total_cost"))
     except (ValueError, KeyError, TypeError, AttributeError):
-        return "unreadable", "not a /generation body"
+        return "not a /generation body"
     if cost is None:
-        return "unreadable", "total_cost is not a cost" if invalid else "no total_cost"
-    return "settled", cost
+        return "total_cost is not a cost" if invalid else "no total_cost"
+    return cost
