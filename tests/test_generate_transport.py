@@ -329,3 +329,34 @@ def test_failure_detection_agrees_with_the_schema(body: str) -> None:
 
     failed = ChatCompletion.model_validate(json.loads(body)).failed
     assert isinstance(parse_body(body), Failure) is failed
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kimi-k2.5-stream-modelrun.yaml",
+        "kimi-k2-0905/simple_streaming_kimi-k2_moonshotai.yaml",
+    ],
+)
+def test_the_fast_event_reader_reads_what_the_sse_parser_reads(name: str) -> None:
+    from openrouter_probe.api.sse import iter_sse_events, parse_sse_events
+
+    (response,) = _responses(name)
+    body: str = response["body"]
+    slow = list(iter_sse_events(body.split("\n")))
+    assert parse_sse_events(body) == slow and len(slow) > 3
+    # the shapes it hands back to the event parser: every one still read the same
+    multi = "data: {\n" + 'data: "a": 1}\n\n' + body  # one event over two data: lines
+    assert parse_sse_events(multi) == list(iter_sse_events(multi.split("\n")))
+    assert parse_sse_events(multi)[0] == {"a": 1}
+    tight = body.replace("data: {", "data:{", 1)  # no space after the colon
+    assert parse_sse_events(tight) == slow
+    crlf = body.replace("\n", "\r\n")
+    assert parse_sse_events(crlf) == slow
+    two = 'data: {"a": 1},{"b": 2}\n\n'  # not one object
+    with pytest.raises(Exception, match="stream event is not JSON"):
+        parse_sse_events(two)
+    array = "data: [1, 2]\n\n"
+    with pytest.raises(Exception, match="stream event is not a JSON object"):
+        parse_sse_events(array)
+    assert parse_sse_events("") == [] and parse_sse_events("data: [DONE]\n\n") == []

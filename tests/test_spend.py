@@ -81,6 +81,11 @@ def test_a_shape_counts_every_byte_sent_images_searches_and_cache_writes() -> No
     two = {"plugins": [{"id": "web", "max_results": 2}, {"id": "web", "max_results": 4}]}
     assert request_shape(10, [], two).web_searches == 6
     assert request_shape(10, [{"role": "user", "content": "no image"}]).images == 0
+    # without parameters too: image parts and a message's own cache marker
+    picture = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
+    assert request_shape(10, picture).images == 1
+    marked = [{"role": "user", "content": "x", "cache_control": {"type": "ephemeral"}}]
+    assert request_shape(10, marked).cache_write is True
 
 
 # -- the worst case of one request -----------------------------------------------------------

@@ -41,6 +41,7 @@ import datetime
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ _DAMAGED = (
     "the file is damaged. Restore it, or delete it to stop counting the requests it records "
     "against --budget-usd"
 )
+#: A string that is its own JSON body once quoted.
+_PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")
 # An attempt's state in the replay.
 _SENT, _KNOWN, _UNKNOWN, _RECONCILED = 0, 1, 2, 3
 

@@ -63,6 +63,8 @@ RECORD_FIELDS = (
 )
 #: Statuses of a finished row (never sent again; ``failed`` is with ``--redo-failed``).
 FINISHED = frozenset({"ok", "truncated", "failed"})
+#: One encoder for every record (``json.dumps`` with options builds a new one per call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 #: What to do about a damaged output line.
 _DAMAGED = (
     "is this the --out file of `openrouter-probe generate`? If it is, the line is damaged: "
@@ -190,8 +192,7 @@ class OutputLog:
         """Append one record as a JSON line and flush it (the row is finished once this returns)."""
         if self._handle is None:
             raise RuntimeError("OutputLog.write before open")
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        append_line(self._handle, line, fsync=self.fsync)
+        append_line(self._handle, _ENCODE(record), fsync=self.fsync)
 
     def close(self) -> None:
         if self._handle is not None:

@@ -46,7 +46,7 @@ from openrouter_probe.run.output import OutputLog
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import RequestBuilder, dumps
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices, RequestShape, SpendCap
+from openrouter_probe.run.spend import Prices, RequestShape, SpendCap, request_shape
 from openrouter_probe.run.summary import DatasetTally, ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 
@@ -136,24 +136,23 @@ class AdaptiveLimit:
     def __init__(self, maximum: int, *, cooldown_s: float = 1.0) -> None:
         self.maximum = maximum
         self.limit = float(maximum)
+        self.allowed = maximum  # int(limit), at least 1: read for every request
         self.cooldown_s = cooldown_s
         self._last_decrease = -1e9
-
-    @property
-    def allowed(self) -> int:
-        return max(1, int(self.limit))
 
     def on_rate_limited(self, now: float) -> None:
         if now - self._last_decrease >= self.cooldown_s:
             self.limit = max(1.0, self.limit * 0.7)
+            self.allowed = max(1, int(self.limit))
             self._last_decrease = now
 
     def on_success(self) -> None:
         if self.limit < self.maximum:
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            self.allowed = max(1, int(self.limit))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Attempts:
     """One row's attempts so far: what the next one sends and reserves, what earlier ones cost."""
 
@@ -165,6 +164,7 @@ class _Attempts:
     first_s: float | None = None  # the first send: the retry deadline runs from here
     number: int = 0
     extra_cost: Decimal = Decimal(0)  # what earlier, failed attempts cost (known ones)
+    id_json: str = ""  # the row id as JSON, for the journal
     flying: bool = False  # an attempt is in flight (a cancellation records it)
     cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
     pauses_seen: int = 0  # the pool's pauses when the attempt left
@@ -233,6 +233,7 @@ class Run:
         self.settled_tokens: dict[str, int] = dict(tokens_before or {})
         self.observed: dict[str, tuple[int, int]] = {}  # dataset -> (tokens, rows) this run
         self.in_flight_by_dataset: dict[str, int] = dict.fromkeys(self._order, 0)
+        self._dataset_json = {name: dumps(name) for name in self._order}
         self._flying_max_tokens: dict[str, int] = dict.fromkeys(self._order, 0)
         self.in_flight = 0
         self.stopping = False
@@ -248,6 +249,7 @@ class Run:
         self._drain_handle: asyncio.TimerHandle | None = None
         self._builder = settings.builder()
         self._prefix = self._builder.prefix()
+        self._prefix_bytes = len(self._prefix.encode())
         self.started = clock()
         if cap.cap_usd is not None and self._order:
             cap.shares({d: settings.weights.get(d, 1) for d in self._order})
@@ -356,7 +358,7 @@ class Run:
     def _target_reached(self, dataset: str, *, in_flight_too: bool = True) -> bool:
         target = self.settings.target_tokens
         if target is None:
-            return False
+            return False  # the common case: no target, nothing to look up
         settled = self.settled_tokens.get(dataset, 0)
         if not in_flight_too:
             return settled >= target
@@ -368,20 +370,22 @@ class Run:
         if attempt is not None:
             return attempt
         max_tokens = int(row.params.get("max_tokens", self.settings.max_tokens))
-        own = self._builder.own_part(row, max_tokens)
         prefix = (
             self._prefix if row.provider_json is None else self._builder.prefix(row.provider_json)
         )
-        shape = self._builder.shape(row, own)
+        body = (prefix + self._builder.own_part(row, max_tokens)).encode()
+        # the bytes the row adds to the prefix: what its prompt may be made of
+        shape = request_shape(len(body) - len(prefix.encode()), row.messages, row.params)
         prices = self.prices if self.prices_for is None else self.prices_for(row)
         return _Attempts(
             max_tokens=max_tokens,
-            body=(prefix + own).encode(),
+            body=body,
             shape=shape,
             prices=prices,
             worst=prices.worst_case_usd(
                 prompt_tokens=shape.prompt_tokens, max_tokens=max_tokens, shape=shape
             ),
+            id_json=dumps(row.id),
         )
 
     def _close(self, dataset: str, why: str) -> None:
@@ -419,20 +423,39 @@ class Run:
             if picked != "again":
                 return picked
 
+    def _pick_alone(self) -> tuple[PromptRow, _Attempts] | None:
+        """The common case in a few lines: one dataset, no target, a row that fits now."""
+        if len(self._open) != 1 or self.settings.target_tokens is not None:
+            return None
+        queue = self.queues[self._open[0]]
+        if not queue or self.in_flight >= self.limiter.allowed:
+            return None
+        row = queue[0]
+        attempt = self._prepare(row)
+        if not self.cap.try_reserve(attempt.worst, row.dataset):
+            self._prepared[id(row)] = attempt
+            return None  # the general path decides: wait, or the money is out
+        queue.popleft()
+        self._prepared.pop(id(row), None)
+        return row, attempt
+
     def _pick_once(self) -> tuple[PromptRow, _Attempts] | str:
         if self.in_flight >= self.limiter.allowed:
             return "wait"
         blocked: list[tuple[str, Decimal]] = []
-        order = list(self._open)
-        for k in range(len(order)):
-            dataset = order[(self._turn + k) % len(order)]
+        datasets = self._open
+        count = len(datasets)
+        for k in range(count):
+            dataset = datasets[(self._turn + k) % count]
             queue = self.queues[dataset]
-            if not queue:
+            if not queue or self._target_reached(dataset, in_flight_too=False):
+                if queue:
+                    target = self.settings.target_tokens
+                    self._close(dataset, f"reached its target of {target} tokens")
+                    return "again"
                 if not self.in_flight_by_dataset.get(dataset):
                     self._close(dataset, "all rows sent")
-                continue
-            if self._target_reached(dataset, in_flight_too=False):
-                self._close(dataset, f"reached its target of {self.settings.target_tokens} tokens")
+                    return "again"
                 continue
             if self._target_reached(dataset):
                 blocked.append((dataset, Decimal(0)))
@@ -442,13 +465,13 @@ class Run:
             if self.cap.try_reserve(attempt.worst, dataset):
                 queue.popleft()
                 self._prepared.pop(id(row), None)
-                self._turn = (self._open.index(dataset) + 1) % len(self._open)
+                self._turn = (self._turn + k + 1) % count
                 return row, attempt
             self._prepared[id(row)] = attempt  # it waits: keep what was computed
-            if self._money_may_come(dataset, attempt.worst):
-                blocked.append((dataset, attempt.worst))
-            else:
+            if not self._money_may_come(dataset, attempt.worst):
                 self._spent_out(dataset, row, attempt)
+                return "again"
+            blocked.append((dataset, attempt.worst))
         if not blocked:
             return "done" if not self.queues or not self.in_flight else "wait"
         reconciling = self.reconciler is not None and self.reconciler.outstanding
@@ -503,7 +526,7 @@ class Run:
             if self._paused is not None and not self._paused.done():
                 await self._until_resumed()
                 continue
-            picked = self._pick()
+            picked = self._pick_alone() or self._pick()
             if picked == "done":
                 return None
             if picked == "wait":
@@ -604,7 +627,10 @@ class Run:
         if dataset is not None:
             dataset.done += 1
             dataset.output_tokens += tokens
-        tally = s.providers.setdefault(answer.provider or "?", ProviderTally())
+        name = answer.provider or "?"
+        tally = s.providers.get(name)
+        if tally is None:  # (setdefault would build a tally for every row)
+            tally = s.providers[name] = ProviderTally()
         tally.rows += 1
         tally.completion_tokens += tokens
         usage = answer.usage or {}
@@ -667,11 +693,19 @@ class Run:
                 return
 
     def _unknown(
-        self, row: PromptRow, worst: Decimal, number: int, generation_id: str | None
+        self,
+        row: PromptRow,
+        worst: Decimal,
+        number: int,
+        generation_id: str | None,
+        journaled: bool = True,
     ) -> None:
         """An attempt that left and whose cost is unknown: its worst case counts as spent until
-        the reconciler settles it from ``/generation`` (when it has a generation id)."""
+        the reconciler settles it from ``/generation`` (when it has a generation id; one only the
+        body named, not the headers, is journaled now, so that a restart can settle it too)."""
         if self.ledger is not None:
+            if generation_id is not None and not journaled:
+                self.ledger.generation(number, generation_id)
             self.ledger.settle_unknown(number)
         self.cap.settle(worst, worst, row.dataset)
         self.summary.spent_usd += worst
@@ -707,7 +741,11 @@ class Run:
             attempt.first_s = self.clock()
         attempt.pauses_seen = self.summary.pauses
         self.summary.requests += 1
-        number = ledger.sent(dumps(row.id), worst, dumps(row.dataset)) if ledger is not None else 0
+        number = (
+            ledger.sent(attempt.id_json, worst, self._dataset_json[row.dataset])
+            if ledger is not None
+            else 0
+        )
         seen: list[str] = []
 
         def on_id(generation_id: str) -> None:
@@ -729,10 +767,10 @@ class Run:
         finally:
             self._flying(row, attempt, -1)
         attempt.flying = False
-        generation_id = seen[0] if seen else outcome.generation_id
-        if generation_id is not None and not seen and ledger is not None:
-            ledger.generation(number, generation_id)  # the body named it, the headers did not
-        self._settle(row, attempt, number, outcome, generation_id)
+        if seen:
+            self._settle(row, attempt, number, outcome, seen[0], journaled=True)
+        else:
+            self._settle(row, attempt, number, outcome, outcome.generation_id, journaled=False)
         return outcome
 
     def _settle(
@@ -742,6 +780,8 @@ class Run:
         number: int,
         outcome: Answer | Failure,
         generation_id: str | None,
+        *,
+        journaled: bool,
     ) -> None:
         worst = attempt.worst
         if isinstance(outcome, Answer):
@@ -751,10 +791,10 @@ class Run:
             cost = attempt.cost = outcome.cost_usd
             if cost is None:
                 self._warn_cost(outcome, worst)
-                self._unknown(row, worst, number, generation_id)
+                self._unknown(row, worst, number, generation_id, journaled)
                 return
         elif outcome.cost_unknown:
-            self._unknown(row, worst, number, generation_id)
+            self._unknown(row, worst, number, generation_id, journaled)
             return
         else:
             cost = outcome.cost_usd

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from openrouter_probe.api.schema import Endpoint
 
@@ -54,10 +54,9 @@ def prompt_tokens_bound(prompt_bytes: int, messages: int) -> int:
     return prompt_bytes + TEMPLATE_TOKENS_PER_MESSAGE * messages + TEMPLATE_TOKENS_PER_REQUEST
 
 
-@dataclass(frozen=True)
-class RequestShape:
+class RequestShape(NamedTuple):
     """What a request may be billed for besides its output: prompt tokens (a bound), images, web
-    searches, and whether it writes a prompt cache."""
+    searches, and whether it writes a prompt cache. (A tuple: one is made per row.)"""
 
     prompt_tokens: int
     images: int = 0
@@ -100,6 +99,12 @@ def request_shape(
     ``params`` are the row's parameters besides ``messages`` (``plugins``, ``tools``, ...).
     """
     params = params or {}
+    bound = prompt_tokens_bound(sent_bytes, len(messages))
+    if not params and all(
+        isinstance(m, dict) and isinstance(m.get("content"), str) and "cache_control" not in m
+        for m in messages
+    ):
+        return RequestShape(prompt_tokens=bound)  # plain text messages: nothing else to bill
     images = 0
     cache_write = False
     for part in _walk([messages, params]):
@@ -108,7 +113,7 @@ def request_shape(
         if "cache_control" in part:
             cache_write = True
     return RequestShape(
-        prompt_tokens=prompt_tokens_bound(sent_bytes, len(messages)),
+        prompt_tokens=bound,
         images=images,
         web_searches=_web_searches(params),
         cache_write=cache_write,
@@ -271,8 +276,6 @@ class SpendCap:
         weight = self._weights.get(dataset)
         if self.cap_usd is None or weight is None:
             return None
-        if len(self._weights) == 1:  # alone, its share is whatever no one else committed
-            return self.cap_usd - (self.committed_usd - self.committed_by_dataset[dataset])
         pool = self.cap_usd - self.committed_usd
         weights = _ZERO
         for name, share in self._weights.items():
@@ -286,8 +289,8 @@ class SpendCap:
             return True
         if self.committed_usd + amount_usd > self.cap_usd:
             return False
-        if dataset is None:
-            return True
+        if dataset is None or len(self._weights) < 2:
+            return True  # one open dataset's share is all the cap leaves: the check above
         share = self.share_usd(dataset)
         return share is None or self.committed_by_dataset[dataset] + amount_usd <= share
 

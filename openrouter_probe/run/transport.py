@@ -36,7 +36,7 @@ from typing import Any
 
 import aiohttp
 
-from openrouter_probe.api.sse import iter_sse_events
+from openrouter_probe.api.sse import parse_sse_events
 from openrouter_probe.errors import APIError
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
@@ -55,12 +55,17 @@ __all__ = [
 def read_cost(value: Any) -> tuple[Decimal | None, bool]:
     """Read ``usage.cost``: ``(cost, invalid)``. A cost is a finite number >= 0; anything else
     (``"n/a"``, ``NaN``, a negative number, ``true``) is invalid, never zero."""
+    kind = type(value)
+    if kind is float or kind is int:  # what OpenRouter sends: a plain number (NaN fails >= 0)
+        if value >= 0 and value != math.inf:
+            return Decimal(str(value)), False
+        return None, True
     if value is None:
         return None, False
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None, True
+    if kind is not str:
+        return None, True  # true, a list, an object
     try:
-        cost = Decimal(str(value).strip())
+        cost = Decimal(value.strip())
     except InvalidOperation:
         return None, True
     if not cost.is_finite() or cost < 0:
@@ -183,6 +188,8 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
     """Parse a whole SSE body into an ``Answer``, or the ``Failure`` it reports.
 
     A stream that stops before a finish reason and ``[DONE]`` (a dropped connection) is transient.
+    The loop is the hot path of long streams (a 500-chunk answer is 500 events): it reads each
+    event's fields once and calls out only for what is rare (errors, tool calls).
     """
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     content: list[str] = []
@@ -190,31 +197,36 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None
     usage: dict[str, Any] | None = None
-    head: dict[str, Any] = {}
     try:
-        for event in iter_sse_events(text.split("\n")):
-            if not head:
-                head = event
+        events = parse_sse_events(text)
+    except APIError as exc:
+        return _unknown(f"broken stream: {exc}", generation_id)
+    head: dict[str, Any] = events[0] if events else {}
+    for event in events:
+        choices = event.get("choices")
+        if "error" in event or (choices and _has_error(choices)):
             failure = _body_failure(event)
             if failure is not None:
                 ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
                 return _with_cost(failure, event.get("usage"), ident)
-            if isinstance(event.get("usage"), dict):
-                usage = event["usage"]
-            for choice in event.get("choices") or ():
-                if not isinstance(choice, dict):
-                    continue
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    content.append(delta["content"])
-                if delta.get("reasoning"):
-                    reasoning.append(delta["reasoning"])
+        found = event.get("usage")
+        if found is not None and isinstance(found, dict):
+            usage = found
+        for choice in choices or ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if delta:
+                piece = delta.get("content")
+                if piece:
+                    content.append(piece)
+                piece = delta.get("reasoning")
+                if piece:
+                    reasoning.append(piece)
                 if delta.get("tool_calls"):
                     _merge_tool_calls(calls, delta["tool_calls"])
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-    except APIError as exc:
-        return _unknown(f"broken stream: {exc}", head.get("id") or generation_id)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
     if finish is None or "data: [DONE]" not in text:
         return _unknown(
             "the stream ended before its finish (connection dropped?)",
@@ -229,6 +241,13 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
         usage=usage,
         generation_id=head.get("id") or generation_id,
         tool_calls=[calls[i] for i in sorted(calls)] or None,
+    )
+
+
+def _has_error(choices: Any) -> bool:
+    """Whether a choice carries an error or ends with one (then ``_body_failure`` reads it)."""
+    return any(
+        isinstance(c, dict) and ("error" in c or c.get("finish_reason") == "error") for c in choices
     )
 
 
