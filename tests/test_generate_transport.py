@@ -344,19 +344,24 @@ def test_the_fast_event_reader_reads_what_the_sse_parser_reads(name: str) -> Non
     (response,) = _responses(name)
     body: str = response["body"]
     slow = list(iter_sse_events(body.split("\n")))
-    assert parse_sse_events(body) == slow and len(slow) > 3
+    assert list(parse_sse_events(body)) == slow and len(slow) > 3
+
+    def both(text: str) -> list[Any]:
+        fast = list(parse_sse_events(text))
+        assert fast == list(iter_sse_events(text.split("\n")))
+        return fast
+
     # the shapes it hands back to the event parser: every one still read the same
-    multi = "data: {\n" + 'data: "a": 1}\n\n' + body  # one event over two data: lines
-    assert parse_sse_events(multi) == list(iter_sse_events(multi.split("\n")))
-    assert parse_sse_events(multi)[0] == {"a": 1}
-    tight = body.replace("data: {", "data:{", 1)  # no space after the colon
-    assert parse_sse_events(tight) == slow
-    crlf = body.replace("\n", "\r\n")
-    assert parse_sse_events(crlf) == slow
-    two = 'data: {"a": 1},{"b": 2}\n\n'  # not one object
-    with pytest.raises(Exception, match="stream event is not JSON"):
-        parse_sse_events(two)
-    array = "data: [1, 2]\n\n"
-    with pytest.raises(Exception, match="stream event is not a JSON object"):
-        parse_sse_events(array)
-    assert parse_sse_events("") == [] and parse_sse_events("data: [DONE]\n\n") == []
+    assert both("data: {\n" + 'data: "a": 1}\n\n' + body)[0] == {"a": 1}  # over two lines
+    assert both(body.replace("data: {", "data:{", 1)) == slow  # no space after the colon
+    assert both(body.replace("\n", "\r\n")) == slow
+    long = "".join(f'data: {{"n": {i}}}\n\n' for i in range(123)) + "data: [DONE]\n\n"
+    assert both(long) == [{"n": i} for i in range(123)]  # over three batches
+    for broken, why in (
+        ('data: {"a": 1},{"b": 2}\n\n', "stream event is not JSON"),  # two objects on a line
+        ("data: [1, 2]\n\n", "stream event is not a JSON object"),
+        ('data: {"n": 1}\n\n' * 60 + 'data: {"n": \n\n', "stream event is not JSON"),
+    ):
+        with pytest.raises(Exception, match=why):
+            list(parse_sse_events(broken))
+    assert both("") == [] and both("data: [DONE]\n\n") == []

@@ -165,6 +165,7 @@ class _Attempts:
     number: int = 0
     extra_cost: Decimal = Decimal(0)  # what earlier, failed attempts cost (known ones)
     id_json: str = ""  # the row id as JSON, for the journal
+    ceiling_s: float | None = None  # how long an attempt may take (RunSettings.ceiling_s)
     flying: bool = False  # an attempt is in flight (a cancellation records it)
     cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
     pauses_seen: int = 0  # the pool's pauses when the attempt left
@@ -386,6 +387,7 @@ class Run:
                 prompt_tokens=shape.prompt_tokens, max_tokens=max_tokens, shape=shape
             ),
             id_json=dumps(row.id),
+            ceiling_s=self.settings.ceiling_s(max_tokens),
         )
 
     def _close(self, dataset: str, why: str) -> None:
@@ -759,7 +761,7 @@ class Run:
                 attempt.body,
                 stream=self.settings.stream,
                 on_id=on_id,
-                ceiling_s=self.settings.ceiling_s(attempt.max_tokens),
+                ceiling_s=attempt.ceiling_s,
             )
         except asyncio.CancelledError:
             self._cancelled(row, attempt, number, seen[0] if seen else None)
@@ -908,6 +910,7 @@ class Run:
                 afford,
             )
             attempt.max_tokens = afford
+            attempt.ceiling_s = self.settings.ceiling_s(afford)
             prefix = (
                 self._prefix
                 if row.provider_json is None

@@ -98,13 +98,18 @@ def request_shape(
 
     ``params`` are the row's parameters besides ``messages`` (``plugins``, ``tools``, ...).
     """
-    params = params or {}
     bound = prompt_tokens_bound(sent_bytes, len(messages))
-    if not params and all(
-        isinstance(m, dict) and isinstance(m.get("content"), str) and "cache_control" not in m
-        for m in messages
-    ):
-        return RequestShape(prompt_tokens=bound)  # plain text messages: nothing else to bill
+    if not params:
+        for message in messages:  # (a loop, not all(): this runs for every row)
+            if (
+                type(message) is not dict
+                or type(message.get("content")) is not str
+                or "cache_control" in message
+            ):
+                break
+        else:
+            return RequestShape(bound)  # plain text messages: nothing else to bill
+    params = params or {}
     images = 0
     cache_write = False
     for part in _walk([messages, params]):
@@ -301,7 +306,9 @@ class SpendCap:
             return False
         self.reserved_usd += amount_usd
         self.in_flight += 1
-        self._move(dataset, amount_usd)
+        if dataset is not None:
+            by = self.committed_by_dataset
+            by[dataset] = by.get(dataset, _ZERO) + amount_usd
         self.peak_committed_usd = max(self.peak_committed_usd, self.committed_usd)
         return True
 
@@ -315,7 +322,9 @@ class SpendCap:
         if cost > reserved_usd:
             self.overruns += 1
         self.spent_usd += cost
-        self._move(dataset, cost - reserved_usd)
+        if dataset is not None:
+            by = self.committed_by_dataset
+            by[dataset] = by.get(dataset, _ZERO) + cost - reserved_usd
 
     def add_spent(self, cost_usd: Decimal, dataset: str | None = None) -> None:
         """Add a cost that had no reservation of its own."""

@@ -197,36 +197,37 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None
     usage: dict[str, Any] | None = None
+    head: dict[str, Any] = {}
     try:
-        events = parse_sse_events(text)
+        for event in parse_sse_events(text):
+            if not head:
+                head = event
+            choices = event.get("choices")
+            if "error" in event or (choices and _has_error(choices)):
+                failure = _body_failure(event)
+                if failure is not None:
+                    ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
+                    return _with_cost(failure, event.get("usage"), ident)
+            found = event.get("usage")
+            if found is not None and isinstance(found, dict):
+                usage = found
+            for choice in choices or ():
+                if not isinstance(choice, dict):
+                    continue
+                delta = choice.get("delta")
+                if delta:
+                    piece = delta.get("content")
+                    if piece:
+                        content.append(piece)
+                    piece = delta.get("reasoning")
+                    if piece:
+                        reasoning.append(piece)
+                    if delta.get("tool_calls"):
+                        _merge_tool_calls(calls, delta["tool_calls"])
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
     except APIError as exc:
-        return _unknown(f"broken stream: {exc}", generation_id)
-    head: dict[str, Any] = events[0] if events else {}
-    for event in events:
-        choices = event.get("choices")
-        if "error" in event or (choices and _has_error(choices)):
-            failure = _body_failure(event)
-            if failure is not None:
-                ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
-                return _with_cost(failure, event.get("usage"), ident)
-        found = event.get("usage")
-        if found is not None and isinstance(found, dict):
-            usage = found
-        for choice in choices or ():
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta")
-            if delta:
-                piece = delta.get("content")
-                if piece:
-                    content.append(piece)
-                piece = delta.get("reasoning")
-                if piece:
-                    reasoning.append(piece)
-                if delta.get("tool_calls"):
-                    _merge_tool_calls(calls, delta["tool_calls"])
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+        return _unknown(f"broken stream: {exc}", head.get("id") or generation_id)
     if finish is None or "data: [DONE]" not in text:
         return _unknown(
             "the stream ended before its finish (connection dropped?)",
