@@ -16,6 +16,17 @@ Targets (issue 8): ``generate`` ≤ 1.5x the bare loop's CPU per request and pea
 10x cheaper per request than the openai SDK. Ratios are printed; nothing is asserted.
 
     python benchmarks/generate.py [--requests 20000] [--concurrency 2000] [--openai-requests 2000]
+        [--modes nonstream,stream,stream500] [--clients bare,generate,openai]
+        [--against OTHER_CHECKOUT --rounds 3]
+
+``--against PATH`` adds a client ``before``: ``generate`` from another checkout of the project (its
+``openrouter_probe`` on ``PYTHONPATH``), run side by side with this one against the same fake
+server; ``--rounds N`` alternates every client N times (bare, generate, before, bare, ...) and
+prints the median of each (the shared machine's noise moves single runs by 20%).
+
+Modes: ``nonstream`` and ``stream`` answer ~24 tokens (``--max-tokens 32``); ``stream500`` answers
+1,000 tokens in 500 chunks of 2 (``max_tokens`` 1000), with a fifth of ``--requests``: the shape of a
+long reasoning answer, where parsing the chunks is most of the client's work.
 """
 
 from __future__ import annotations
@@ -208,12 +219,15 @@ def _run_child(
             )
         )
     out = tmp / f"out-{client}-{stream}.jsonl"
-    out.unlink(missing_ok=True)
+    for leftover in (out, Path(f"{out}.ledger"), out.with_name(f".{out.name}.lock")):
+        leftover.unlink(missing_ok=True)  # a fresh output each run (the journal and lock too)
+    # "before": generate from the other checkout (--against); every other client: this one
+    library = args.against if client == "before" else str(ROOT)
     cmd = [
         sys.executable,
         __file__,
         "--child",
-        client,
+        "generate" if client == "before" else client,
         "--base-url",
         base_url,
         "--requests",
@@ -227,7 +241,8 @@ def _run_child(
         "--out",
         str(out),
     ] + (["--stream"] if stream else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = {**os.environ, "PYTHONPATH": library}
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{client} failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -236,19 +251,29 @@ def _run_child(
     return result
 
 
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose CPU per request is the median of ``runs`` (with every run's figure)."""
+    ordered = sorted(runs, key=lambda r: r["cpu_ms_per_request"])
+    middle = dict(ordered[len(ordered) // 2])
+    middle["all_cpu"] = [round(r["cpu_ms_per_request"], 3) for r in runs]
+    return middle
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--openai-requests", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=2_000)
     parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--modes", default="nonstream,stream")
+    parser.add_argument("--modes", default="nonstream,stream,stream500")
     parser.add_argument("--clients", default="bare,generate,openai")
     parser.add_argument("--child", choices=["bare", "generate", "openai"])
     parser.add_argument("--base-url")
     parser.add_argument("--prompts")
     parser.add_argument("--out")
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--against", help="another checkout: its generate runs as 'before'")
+    parser.add_argument("--rounds", type=int, default=1, help="alternate the clients N times")
     args = parser.parse_args()
     if args.child:
         args.client = args.child
@@ -258,18 +283,37 @@ def main() -> None:
     from openrouter_probe.fake import serve
 
     rows = []
-    with tempfile.TemporaryDirectory() as folder, serve(speed=0, seed=0, median_tokens=24) as fake:
+    with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         for mode in args.modes.split(","):
-            stream = mode == "stream"
-            results = {}
-            for client in args.clients.split(","):
-                n = args.openai_requests if client == "openai" else args.requests
-                results[client] = r = _run_child(
-                    client, stream=stream, requests=n, base_url=fake.base_url, args=args, tmp=tmp
-                )
-                r["cpu_ms_per_request"] = r["cpu_s"] / max(1, r["done"]) * 1000
-                r["requests"] = n
+            stream = mode != "nonstream"
+            long = mode == "stream500"
+            # 500-chunk streams: answers of 1,000 tokens sent 2 per chunk, a fifth of the requests
+            options = (
+                {"median_tokens": 4000, "tokens_per_chunk": 2} if long else {"median_tokens": 24}
+            )
+            mode_args = argparse.Namespace(**vars(args))
+            if long:
+                mode_args.max_tokens = 1000
+            clients = args.clients.split(",") + (["before"] if args.against else [])
+            runs: dict[str, list[dict[str, Any]]] = {client: [] for client in clients}
+            with serve(speed=0, seed=0, **options) as fake:
+                for _ in range(args.rounds):
+                    for client in clients:
+                        n = args.openai_requests if client == "openai" else args.requests
+                        n = max(1, n // 5) if long else n
+                        r = _run_child(
+                            client,
+                            stream=stream,
+                            requests=n,
+                            base_url=fake.base_url,
+                            args=mode_args,
+                            tmp=tmp,
+                        )
+                        r["cpu_ms_per_request"] = r["cpu_s"] / max(1, r["done"]) * 1000
+                        r["requests"] = n
+                        runs[client].append(r)
+            results = {client: _median(found) for client, found in runs.items()}
             base = results.get("bare")
             for client, r in results.items():
                 rows.append((mode, client, r, base, results.get("generate")))
@@ -289,6 +333,7 @@ def main() -> None:
         print(
             f"{mode:9} {client:9} {r['requests']:>8} {r['cpu_ms_per_request']:>10.3f} {x_cpu:>7.2f} "
             f"{r['peak_rss_kb'] / 1024:>8.1f} {x_mem:>7.2f} {added:>8.1f} {cheaper:>11} {r['wall_s']:>7.1f}"
+            + (f"  runs: {r['all_cpu']}" if len(r["all_cpu"]) > 1 else "")
         )
     print(
         "targets: generate <= 1.5x bare in CPU per request and peak memory; "

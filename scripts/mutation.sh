@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Mutation testing (mutmut 3.8.1) of the modules that make decisions: routing, budget, drift,
-# precision, quantities. Slow (tens of minutes per module on two cores), so it is not part of
-# .ci/run. Usage:
+# Mutation testing (mutmut 3.8.1) of the modules that make decisions: the routing rules, the
+# budget, drift, precision, quantities, and the money of a paid run (the cap, the spend journal, the
+# reconciler). A module is named by its path under openrouter_probe/, without .py; a name without
+# a folder is looked up (spend -> run/spend). About 4-5 minutes per money module on two cores
+# (longer for routing and budget), so it is not part of .ci/run. Usage:
 #
-#   bash scripts/mutation.sh                     # all five modules
-#   bash scripts/mutation.sh routing precision   # some of them
+#   bash scripts/mutation.sh                          # the money modules
+#   bash scripts/mutation.sh run/spend rules/routing  # some modules
+#   bash scripts/mutation.sh all                      # every module listed in tests_of below
 #
 # It works on a copy of the tree (mutmut writes mutants/ and its cache where it runs; set
 # MUTATION_WORKDIR to keep the copy), re-runs every survivor in a fresh pytest process (mutmut's
@@ -13,9 +16,34 @@
 # strings (a literal with a space in it: wording, not a decision).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [ "$#" -gt 0 ]; then modules=("$@"); else modules=(routing budget drift precision quantities); fi
-for m in "${modules[@]}"; do
-  [ -f "$root/openrouter_probe/$m.py" ] || { echo "no module openrouter_probe/$m.py" >&2; exit 2; }
+# The test files that exercise each module (its own and its callers'): a mutant is judged by these.
+declare -A tests_of=(
+  [rules/routing]="test_routing test_lint test_policy test_budget test_drift test_edges"
+  [rules/precision]="test_precision test_policy test_matrix test_edges"
+  [analysis/budget]="test_budget test_analysis_cli test_edges"
+  [policy/drift]="test_drift test_edges"
+  [rules/quantities]="test_budget test_analysis_cli test_edges"
+  [run/spend]="test_spend test_generate_run"
+  [run/ledger]="test_generate_ledger test_reconcile"
+  [run/reconcile]="test_reconcile"
+)
+money=(run/spend run/ledger run/reconcile)
+if [ "$#" -eq 0 ]; then set -- "${money[@]}"; fi
+if [ "$1" = all ]; then set -- "${!tests_of[@]}"; fi
+modules=()
+for m in "$@"; do
+  m=${m%.py}
+  m=${m#openrouter_probe/}
+  if [ ! -f "$root/openrouter_probe/$m.py" ]; then
+    # a bare name (spend, routing): the one module of that name in a folder
+    found=$(cd "$root/openrouter_probe" && ls -- */"$m".py 2>/dev/null || true)
+    [ "$(printf '%s\n' "$found" | grep -c .)" -eq 1 ] || {
+      echo "no module openrouter_probe/$m.py (name it by its folder, e.g. run/spend)" >&2
+      exit 2
+    }
+    m=${found%.py}
+  fi
+  modules+=("$m")
 done
 # The project's interpreter: the README's venv when there is one, else whatever `python` is.
 py=${PYTHON:-python}
@@ -26,17 +54,12 @@ py=${PYTHON:-python}
 }
 "$py" -c 'import mutmut' 2>/dev/null || "$py" -m pip install --quiet 'mutmut==3.8.1'
 
-# The test files that exercise each module (its own and its callers'): a mutant is judged by these.
-declare -A tests_of=(
-  [routing]="test_routing test_lint test_policy test_budget test_drift test_edges"
-  [precision]="test_precision test_policy test_matrix test_edges"
-  [budget]="test_budget test_analysis_cli test_edges"
-  [drift]="test_drift test_edges"
-  [quantities]="test_budget test_analysis_cli test_edges"
-)
 selected=()
-for m in "${modules[@]}"; do read -ra t <<< "${tests_of[$m]:-}"; selected+=("${t[@]}"); done
-[ "${#selected[@]}" -gt 0 ] || selected=(test_*)
+for m in "${modules[@]}"; do
+  [ -n "${tests_of[$m]:-}" ] || { echo "$m: no test list in tests_of (scripts/mutation.sh)" >&2; exit 2; }
+  read -ra t <<< "${tests_of[$m]}"
+  selected+=("${t[@]}")
+done
 # Left out: property tests over whole compiles and end-to-end runs that take seconds each (a
 # surviving mutant runs every selected test): the kill rate is a floor for the full suite.
 slow="not test_properties_of_compiled_policies and not test_block_passes_through_openai_extra_body"
@@ -126,7 +149,8 @@ PY
 : > rechecked.txt
 while read -r name status; do
   [ "$status" = "survived" ] || continue
-  file="openrouter_probe/$(echo "$name" | cut -d. -f2).py"
+  # openrouter_probe.run.spend.xǁSpendCapǁfits__mutmut_3 -> openrouter_probe/run/spend.py
+  file="$(echo "${name%.*}" | tr . /).py"
   cp "$file" "$file.orig"
   "$py" -m mutmut apply "$name" > /dev/null
   mapfile -t tests < <("$py" -m mutmut tests-for-mutant "$name" 2>/dev/null | grep '^tests/' || true)
@@ -143,19 +167,22 @@ import sys
 
 statuses = dict(line.split() for line in open("sorted.txt"))
 statuses.update(dict(line.split() for line in open("rechecked.txt")))
-print(f"{'module':<12} {'mutants':>7} {'killed':>6} {'messages':>8} {'other':>5} {'rate':>6} "
+print(f"{'module':<16} {'mutants':>7} {'killed':>6} {'messages':>8} {'other':>5} {'rate':>6} "
       f"{'w/o messages':>12}  surviving mutants, not messages")
 for module in sys.argv[1:]:
-    mine = {n: s for n, s in statuses.items() if n.startswith(f"openrouter_probe.{module}.")}
+    dotted = module.replace("/", ".")
+    mine = {
+        n: s for n, s in statuses.items() if n.rsplit(".", 1)[0] == f"openrouter_probe.{dotted}"
+    }
     counted = {n: s for n, s in mine.items() if s in ("killed", "timeout", "survived", "message")}
     if not counted:
-        print(f"{module:<12} no mutants")
+        print(f"{module:<16} no mutants")
         continue
     killed = sum(s in ("killed", "timeout") for s in counted.values())
     messages = sum(s == "message" for s in counted.values())
-    real = sorted(n.split(".", 2)[2] for n, s in counted.items() if s == "survived")
+    real = sorted(n.rsplit(".", 1)[1] for n, s in counted.items() if s == "survived")
     rate = 100 * killed / len(counted)
     rate_kept = 100 * killed / (len(counted) - messages) if len(counted) > messages else 100.0
-    print(f"{module:<12} {len(counted):>7} {killed:>6} {messages:>8} {len(real):>5} {rate:>5.1f}% "
+    print(f"{module:<16} {len(counted):>7} {killed:>6} {messages:>8} {len(real):>5} {rate:>5.1f}% "
           f"{rate_kept:>11.1f}%  {' '.join(real)}")
 PY

@@ -58,7 +58,7 @@ class LedgerSender:
     def row_id(self, request: dict[str, Any]) -> str:
         return str(request["messages"][-1]["content"].split(" ")[1])
 
-    async def __call__(self, body: bytes, *, stream: bool) -> Answer | Failure:
+    async def __call__(self, body: bytes, *, stream: bool, **_: Any) -> Answer | Failure:
         self.bodies.append(body)
         request = json.loads(body)
         key = self.row_id(request)
@@ -113,3 +113,16 @@ async def no_sleep(seconds: float) -> None:
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def journal_reconciled(path: Path) -> dict[str, Decimal]:
+    """What the journal at ``path`` settled from /generation: generation id -> cost."""
+    gens: dict[tuple[str, int], str] = {}
+    out: dict[str, Decimal] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        if "gen" in item:
+            gens[(item["run"], item["gen"])] = item["id"]
+        elif "reconciled" in item:
+            out[gens[(item["run"], item["reconciled"])]] = Decimal(item["cost_usd"])
+    return out

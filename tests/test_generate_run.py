@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -526,28 +527,45 @@ def test_the_output_is_never_an_input(tmp_path: Path) -> None:
         )
 
 
-def test_answers_without_usage_cost_are_priced_at_the_worst_prices(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cost", [None, "n/a", -0.5, float("nan"), True])
+def test_answers_without_a_valid_usage_cost_count_at_their_worst_case(
+    tmp_path: Path, cost: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No ``usage.cost``, or one that is not a cost: the worst case, a warning naming the provider,
+    no crash, never a lower spend (issue 15: "n/a" killed the workers, a negative cost lowered the
+    spend, $0 let 50 requests through a $0.001 cap)."""
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(50))
+    own_parts: list[int] = []
 
-    async def send(body: bytes, *, stream: bool) -> Answer:
+    async def send(body: bytes, *, stream: bool, **_: Any) -> Answer:
         await asyncio.sleep(0)
+        own_parts.append(len(body) - body.index(b',"messages"'))
         usage = {"prompt_tokens": 10, "completion_tokens": 100}
+        if cost is not None:
+            usage["cost"] = cost
         return Answer("Other", "m", "stop", "a", None, usage, "gen-1")
 
     budget = Decimal("0.003")
-    summary = run(_gen(tmp_path, send, max_tokens=100, budget_usd=budget))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING):
+        summary = run(_gen(tmp_path, send, max_tokens=100, budget_usd=budget))  # type: ignore[arg-type]
     out = records(tmp_path / "out.jsonl")
-    assert out and all(r["cost_estimated"] is True for r in out)
-    # 10 x $0.60/M + 100 x $3/M (Moonshot AI: the highest admitted prices) = $0.000306 a row
-    assert {r["cost_usd"] for r in out} == {0.000306}
-    assert summary.spent_usd == Decimal("0.000306") * len(out) <= budget
-    assert summary.stop_reason == "budget"
+    # Its own bytes (+16 for its one message, +32) at $0.60/M, 100 tokens at $3/M: Moonshot AI's,
+    # the highest admitted prices.
+    worst = [(n + 48) * Decimal("0.0000006") + 100 * Decimal("0.000003") for n in own_parts]
+    assert len(out) == len(own_parts) == 7 and all(r["cost_usd"] is None for r in out)
+    assert [Decimal(str(r["possibly_billed_usd"])) for r in out] == worst
+    assert summary.spent_usd == summary.possibly_billed_usd == sum(worst) <= budget
+    assert summary.stop_reason == "budget" and summary.ok == 7
+    assert caplog.text.count("Other: ") == 1 and "count at their worst case" in caplog.text
+    # a restart counts them too (the journal), never less
+    again = run(_gen(tmp_path, send, max_tokens=100, budget_usd=budget))  # type: ignore[arg-type]
+    assert again.spent_before_usd == sum(worst) and again.requests == 0
 
 
 def test_an_answer_dearer_than_its_worst_case_is_reported(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(2))
 
-    async def send(body: bytes, *, stream: bool) -> Answer:
+    async def send(body: bytes, *, stream: bool, **_: Any) -> Answer:
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "cost": 1.0}  # far above $3/M x 8
         return Answer("Chutes", "m", "stop", "a", None, usage, "gen-1")
 

@@ -329,3 +329,39 @@ def test_failure_detection_agrees_with_the_schema(body: str) -> None:
 
     failed = ChatCompletion.model_validate(json.loads(body)).failed
     assert isinstance(parse_body(body), Failure) is failed
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kimi-k2.5-stream-modelrun.yaml",
+        "kimi-k2-0905/simple_streaming_kimi-k2_moonshotai.yaml",
+    ],
+)
+def test_the_fast_event_reader_reads_what_the_sse_parser_reads(name: str) -> None:
+    from openrouter_probe.api.sse import iter_sse_events, parse_sse_events
+
+    (response,) = _responses(name)
+    body: str = response["body"]
+    slow = list(iter_sse_events(body.split("\n")))
+    assert list(parse_sse_events(body)) == slow and len(slow) > 3
+
+    def both(text: str) -> list[Any]:
+        fast = list(parse_sse_events(text))
+        assert fast == list(iter_sse_events(text.split("\n")))
+        return fast
+
+    # the shapes it hands back to the event parser: every one still read the same
+    assert both("data: {\n" + 'data: "a": 1}\n\n' + body)[0] == {"a": 1}  # over two lines
+    assert both(body.replace("data: {", "data:{", 1)) == slow  # no space after the colon
+    assert both(body.replace("\n", "\r\n")) == slow
+    long = "".join(f'data: {{"n": {i}}}\n\n' for i in range(123)) + "data: [DONE]\n\n"
+    assert both(long) == [{"n": i} for i in range(123)]  # over three batches
+    for broken, why in (
+        ('data: {"a": 1},{"b": 2}\n\n', "stream event is not JSON"),  # two objects on a line
+        ("data: [1, 2]\n\n", "stream event is not a JSON object"),
+        ('data: {"n": 1}\n\n' * 60 + 'data: {"n": \n\n', "stream event is not JSON"),
+    ):
+        with pytest.raises(Exception, match=why):
+            list(parse_sse_events(broken))
+    assert both("") == [] and both("data: [DONE]\n\n") == []

@@ -13,7 +13,7 @@ from typing import Any
 
 from openrouter_probe.errors import APIError
 
-__all__ = ["iter_sse_events"]
+__all__ = ["iter_sse_events", "parse_sse_events"]
 
 
 def iter_sse_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
@@ -52,3 +52,41 @@ def _decode(data: str) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise APIError(f"stream event is not a JSON object: {data[:120]!r}")
     return event
+
+
+#: Events decoded by one ``json.loads``: enough to spare the per-call cost, few enough that a long
+#: stream's events are not all alive at once (the collector would keep promoting them).
+_BATCH = 50
+
+
+def parse_sse_events(text: str) -> Iterator[dict[str, Any]]:
+    """Yield the JSON object of every ``data:`` event of a whole stream, until ``[DONE]``.
+
+    The same events as ``iter_sse_events``, read faster: when every event is one ``data:`` line
+    holding one JSON object (as OpenRouter sends them), the lines are decoded ``_BATCH`` at a time
+    by one ``json.loads`` of an array; anything else (a multi-line field, an event that is not an
+    object) goes through ``iter_sse_events``, which also names a malformed event.
+    """
+    payloads = []
+    for line in text.split("\n"):
+        if line.startswith("data: "):
+            data = line[6:].rstrip("\r")
+            if data == "[DONE]":
+                break
+            if not (data.startswith("{") and data.endswith("}")):
+                yield from iter_sse_events(text.split("\n"))
+                return
+            payloads.append(data)
+        elif line.startswith("data:"):
+            yield from iter_sse_events(text.split("\n"))
+            return
+    for start in range(0, len(payloads), _BATCH):
+        batch = payloads[start : start + _BATCH]
+        try:
+            events: list[dict[str, Any]] = json.loads("[" + ",".join(batch) + "]")
+        except ValueError:
+            events = []
+        if len(events) == len(batch):
+            yield from events
+        else:  # one at a time: the bad one is named (a line holding two objects, broken JSON)
+            yield from map(_decode, batch)

@@ -34,7 +34,9 @@ from openrouter_probe.cli._common import (
     help="The output JSONL: appended to; rerunning the same command resumes from it.",
 )
 @click.option(
-    "--budget-usd", metavar="USD", help="Spend cap in USD for this output file, across runs."
+    "--budget-usd",
+    metavar="USD",
+    help="Spend cap in USD for this output file, across runs (per shard with --shard).",
 )
 @click.option(
     "--concurrency",
@@ -74,6 +76,12 @@ from openrouter_probe.cli._common import (
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option("--shard", metavar="i/n", help="Send only shard i of n (0 <= i < n), by row id.")
+@click.option(
+    "--weights",
+    metavar="DS=W,...",
+    help="Share the budget between datasets by weight, e.g. B3=2,B4=1 (others weigh 1; "
+    "default: equal shares).",
+)
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
 @click.option(
     "--lower-max-tokens",
@@ -98,7 +106,16 @@ from openrouter_probe.cli._common import (
     type=float,
     default=300.0,
     show_default=True,
-    help="Seconds without data before an answer counts as stalled.",
+    help="Seconds without data, or a stream without a token (keep-alives only), before an "
+    "attempt counts as stalled.",
+)
+@click.option(
+    "--max-wait",
+    "max_wait_s",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Longest pause, in seconds, for OpenRouter's own 429 on the key; longer: stop.",
 )
 @click.option(
     "--drain-timeout",
@@ -124,11 +141,13 @@ def generate(
     reasoning_max_tokens: int | None,
     dry_run: bool,
     shard: str | None,
+    weights: str | None,
     redo_failed: bool,
     lower_max_tokens: bool,
     snapshot: str | None,
     attempts: int,
     read_timeout_s: float,
+    max_wait_s: float,
     drain_timeout_s: float,
     quiet: bool,
     fmt: str,
@@ -137,8 +156,9 @@ def generate(
 
     Each line of PROMPTS has `messages` or `prompt`, optional `id`, `dataset` and request
     parameters. Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
-    one). The summary goes to stdout; progress and warnings to stderr. Exit 0 when the run ended as
-    asked (done, budget, target), 1 on a 401/402/404 stop, 130 when interrupted.
+    one). The summary goes to stdout; progress, warnings and each retry to stderr. Exit 0 when the
+    run ended as asked (done, budget, target), 1 on a 401/402/404 stop or a rate limit longer than
+    --max-wait, 130 when interrupted.
     """
     import asyncio
 
@@ -159,11 +179,13 @@ def generate(
             reasoning_max_tokens=reasoning_max_tokens,
             dry_run=dry_run,
             shard=shard,
+            weights=weights,
             redo_failed=redo_failed,
             lower_max_tokens=lower_max_tokens,
             snapshot=snapshot,
             attempts=attempts,
             read_timeout_s=read_timeout_s,
+            max_wait_s=max_wait_s,
             drain_timeout_s=drain_timeout_s,
             handle_signals=True,
             progress=not quiet and not dry_run,

@@ -485,7 +485,7 @@ class FakeOpenRouter:
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
             return error_response(400, problem or "Bad request")
-        prompt_tokens = count_prompt_tokens(body["messages"])
+        prompt_tokens = count_prompt_tokens(body["messages"], body)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
@@ -496,13 +496,19 @@ class FakeOpenRouter:
         if not plan.decision.candidates:
             return self._no_route(model, plan.decision, block)
         stream = bool(body.get("stream"))
-        if self.faults and self.faults.draw(
-            "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
-        ):
+        limited = (
+            self.faults.draw(
+                "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
+            )
+            if self.faults
+            else None
+        )
+        if limited is not None:
             self.ledger.count_error("platform_429")
-            reset_ms = int((self.clock.now() + 10) * 1000)
+            wait = math.ceil(limited.wait_s)
+            reset_ms = int((self.clock.now() + wait) * 1000)
             payload, headers = bodies.platform_429(
-                model=model.model_id, reset_ms=reset_ms, retry_after_s=10
+                model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
             )
             return json_response(429, payload, {**headers, "X-Fake-Fault": "platform_429"})
         chain = plan.chain(uniform(self.seed, request_no, 1))

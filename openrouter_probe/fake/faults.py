@@ -49,7 +49,10 @@ Phase = Literal["request", "upstream", "response"]
 
 #: Every fault kind, the phase it strikes in and what it does.
 FAULT_KINDS: dict[str, tuple[Phase, str]] = {
-    "platform_429": ("request", "OpenRouter's own 429 with Retry-After and X-RateLimit-* headers"),
+    "platform_429": (
+        "request",
+        "OpenRouter's own 429 with Retry-After SECONDS (default 10) and X-RateLimit-* headers",
+    ),
     "upstream_429": ("upstream", "the provider's 429: 'Provider returned error', metadata.raw"),
     "upstream_502": ("upstream", "502 'Provider returned error' (invalid upstream response)"),
     "upstream_503": ("upstream", "503: the provider is overloaded"),
@@ -58,10 +61,20 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
     "choice_error": ("response", "a 200 body whose choice carries an error (non-streaming)"),
     "drop": ("response", "the connection closes mid-body"),
     "slow_first_byte": ("response", "the first byte waits SECONDS (default 30)"),
+    "keepalive": (
+        "response",
+        "only keep-alives (': OPENROUTER PROCESSING', padding) for SECONDS (default 600), then the "
+        "answer",
+    ),
     "stall": ("response", "a stream stops for SECONDS (default 300), then the connection closes"),
 }
 
-DEFAULT_SECONDS = {"slow_first_byte": 30.0, "stall": 300.0}
+DEFAULT_SECONDS = {
+    "slow_first_byte": 30.0,
+    "stall": 300.0,
+    "platform_429": 10.0,
+    "keepalive": 600.0,
+}
 
 _MASK = (1 << 64) - 1
 

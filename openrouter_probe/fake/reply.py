@@ -460,6 +460,8 @@ class Reply:
             usage=usage,
         )
         finish = "error" if kind in ("choice_error", "drop") else answer.finish_reason
+        if kind == "keepalive" and fault is not None:
+            ttft += fault.wait_s  # padding only, then the answer
         if ttft == 0 and generating == 0 and kind != "drop":
             self._record(finish, first_byte_s=fake.clock.now())
             return web.Response(
@@ -551,7 +553,8 @@ class Reply:
             await response.prepare(self.request)
             first = fake.clock.now()
             await response.write(bodies.PROCESSING)
-            await self._wait(self._ttft_s(), response, bodies.PROCESSING)
+            keepalive = fault.wait_s if fault is not None and kind == "keepalive" else 0.0
+            await self._wait(self._ttft_s() + keepalive, response, bodies.PROCESSING)
             first = fake.clock.now()
             batch: list[str] = []
             size = pending_r = pending_c = 0
@@ -599,7 +602,7 @@ class Reply:
         except (ConnectionError, asyncio.CancelledError) as exc:
             # The client went away (or the server is stopping): bill what was sent, as providers
             # without stream cancellation do. Faulted streams are errors and stay unbilled.
-            if kind is None and self.billed is None:
+            if kind in (None, "keepalive") and self.billed is None:
                 self._bill(sent_r, sent_c, cancelled=True)
                 self._record(None, first_byte_s=first, cancelled=True)
             if isinstance(exc, asyncio.CancelledError):

@@ -229,9 +229,9 @@ def _spent(paths: Iterable[str | Path], report: AuditReport) -> set[str]:
     Reads each output and its journal without repairing them (a run may still be appending)."""
     cancelled: set[str] = set()
     for path in dict.fromkeys(str(p) for p in paths if not str(p).endswith(LEDGER_SUFFIX)):
-        state = load_resume_state(path, repair=False)
-        replay = replay_ledger(ledger_path(path), accounted=state.accounted, repair=False)
-        report.spent_usd += state.spent_usd + replay.extra_usd
+        replay = replay_ledger(ledger_path(path), repair=False)
+        state = load_resume_state(path, journal_runs=replay.runs, repair=False)
+        report.spent_usd += state.spent_usd + replay.spent_usd
         report.possibly_billed_usd += state.possibly_billed_usd + replay.possibly_billed_usd
         report.killed_in_flight += replay.in_flight
     for record in _records(paths):

@@ -17,7 +17,8 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -27,10 +28,10 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.generate.prompts import PromptSet, parse_shard, read_prompts
-from openrouter_probe.run.paid import JobOptions, endpoints_now, open_run
+from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, key_warning, open_run
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Progress, RunSettings, Sender
-from openrouter_probe.run.spend import Prices, prompt_tokens_bound, worst_case_prices
+from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["REASONING_EFFORTS", "generate"]
@@ -69,6 +70,39 @@ def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | N
     return None
 
 
+def parse_weights(
+    weights: str | Mapping[str, float] | None, datasets: list[str]
+) -> dict[str, float]:
+    """``--weights B3=2,B4=1`` (or a mapping) checked against the prompts' datasets: each share
+    of the cap is its weight over the sum (a dataset not named weighs 1)."""
+    if weights is None:
+        return {}
+    if isinstance(weights, str):
+        pairs: dict[str, Any] = {}
+        for item in filter(None, (part.strip() for part in weights.split(","))):
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(f"--weights {item!r}: give DATASET=WEIGHT, e.g. B3=2,B4=1")
+            pairs[name.strip()] = value.strip()
+    else:
+        pairs = dict(weights)
+    out: dict[str, float] = {}
+    for name, value in pairs.items():
+        if name not in datasets:
+            raise ConfigError(
+                f"--weights {name}: no such dataset in the prompts (they are: "
+                f"{', '.join(datasets) or 'none'})"
+            )
+        try:
+            weight = float(value)
+        except (TypeError, ValueError):
+            weight = -1.0
+        if not weight > 0 or weight == float("inf"):
+            raise ConfigError(f"--weights {name}={value}: a weight is a number above 0, e.g. 2")
+        out[name] = weight
+    return out
+
+
 @dataclass(frozen=True)
 class _Asked:
     """What every request of the run asks for, as given to ``generate``."""
@@ -79,6 +113,13 @@ class _Asked:
     reasoning: dict[str, Any] | None
     target: int | None
     lower_max_tokens: bool
+    weights: Mapping[str, float] | str | None = None
+    shard: tuple[int, int] | None = None
+
+    @property
+    def shards(self) -> int | None:
+        """How many shards the prompts are split into (``None``: not sharded)."""
+        return None if self.shard is None else self.shard[1]
 
     @property
     def parameters(self) -> set[str]:
@@ -87,8 +128,40 @@ class _Asked:
         return named | ({"reasoning"} if self.reasoning is not None else set())
 
 
+def _ask(
+    max_tokens: int,
+    *,
+    stream: bool,
+    temperature: float | None,
+    reasoning: dict[str, Any] | None,
+    target_tokens: int | str | None,
+    lower_max_tokens: bool,
+    weights: str | Mapping[str, float] | None,
+    shard: str | tuple[int, int] | None,
+) -> _Asked:
+    from openrouter_probe.rules.quantities import parse_token_count, whole_number
+
+    return _Asked(
+        max_tokens=whole_number(max_tokens, "--max-tokens"),
+        stream=stream,
+        temperature=temperature,
+        reasoning=reasoning,
+        target=None
+        if target_tokens is None
+        else parse_token_count(target_tokens, what="--target-tokens"),
+        lower_max_tokens=lower_max_tokens,
+        weights=weights,
+        shard=parse_shard(shard) if isinstance(shard, str) else shard,
+    )
+
+
 def _settings(
-    asked: _Asked, compiled: Any, provider_raw: Any, policy_hash: str, options: JobOptions
+    asked: _Asked,
+    compiled: Any,
+    provider_raw: Any,
+    policy_hash: str,
+    options: JobOptions,
+    weights: Mapping[str, float],
 ) -> RunSettings:
     return RunSettings(
         model=compiled.model,
@@ -104,6 +177,9 @@ def _settings(
         or Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=options.attempts, timeout_s=600.0),
         lower_max_tokens=asked.lower_max_tokens,
         drain_timeout_s=options.drain_timeout_s,
+        read_timeout_s=options.read_timeout_s,
+        max_wait_s=options.max_wait_s,
+        weights=weights,
     )
 
 
@@ -121,7 +197,8 @@ def _admitted_prices(
     summary: RunSummary,
 ) -> Prices:
     """The start-up check: the policy against the endpoints serving the model now; return the
-    worst-case prices of what it admits (the cap's prices)."""
+    worst-case prices of what it admits for any request of the run (the cap's prices): a row with
+    its own ``max_tokens`` or parameters may be routed where the run's own parameters are not."""
     from openrouter_probe.policy.lint import lint_block
     from openrouter_probe.rules.routing import RequestParams, route
 
@@ -143,8 +220,9 @@ def _admitted_prices(
             "order-excluded",
         ):
             summary.warnings.append(f"{policy}: {finding.loc}: {finding.message}")
+    anything = route(compiled.provider, endpoints, RequestParams())
     try:
-        return worst_case_prices(decision.admitted)
+        return worst_case_prices(anything.admitted)
     except ValueError as exc:
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
 
@@ -163,12 +241,10 @@ def _dry_run(
     from openrouter_probe.analysis.budget import plan_budget
 
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, asked.target
+    builder = _settings(asked, compiled, {}, "", options, {}).builder()
     worst_total = sum(
         (
-            prices.worst_case_usd(
-                prompt_tokens=prompt_tokens_bound(r.prompt_bytes, len(r.messages)),
-                max_tokens=int(r.params.get("max_tokens", max_tokens)),
-            )
+            builder.worst_case_usd(r, prices, int(r.params.get("max_tokens", max_tokens)))
             for r in todo
         ),
         Decimal(0),
@@ -195,6 +271,11 @@ def _dry_run(
         model=compiled.model,
     )
     figures = plan.blended.all_in or plan.blended.output_only
+    if budget is not None and asked.shards:
+        summary.warnings.append(
+            f"--budget-usd {budget} is per shard: the {asked.shards} shards may spend "
+            f"${budget * asked.shards:,.2f} on the key in all"
+        )
     summary.expected_usd = figures.cost_usd
     summary.message = (
         plan.headline
@@ -202,6 +283,17 @@ def _dry_run(
         else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
     )
     return summary
+
+
+async def _key_check(summary: RunSummary, options: JobOptions, asked: _Asked) -> None:
+    """The dry run's look at the key: its limit against the budget of every shard."""
+    if not options.api_key or options.send is not None or options.budget_usd is None:
+        return
+    total = options.budget_usd * (asked.shards or 1)
+    # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
+    warning = await asyncio.to_thread(key_warning, options, total, asked.shards)
+    if warning:
+        summary.warnings.append(warning)
 
 
 async def generate(
@@ -221,6 +313,8 @@ async def generate(
     shard: str | tuple[int, int] | None = None,
     redo_failed: bool = False,
     lower_max_tokens: bool = False,
+    weights: str | Mapping[str, float] | None = None,
+    max_wait_s: float = 60.0,
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
@@ -231,29 +325,30 @@ async def generate(
     progress: bool | Progress = False,
     send: Sender | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
 ) -> RunSummary:
     """Run ``prompts`` through the model and ``provider`` block of ``policy`` into ``out``.
 
     Rows already finished in ``out`` are skipped (resume); ``budget_usd`` caps the spend of this
-    output file across runs; ``target_tokens`` (``10M``) stops each dataset at that many billed
-    output tokens. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live
-    endpoints read at start; ``dry_run`` sends nothing and returns the plan; ``send`` and ``sleep``
-    replace the HTTP transport and the retry waits (tests); ``progress=True`` shows a rich bar on
-    stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel. Raises
-    ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
+    output file across runs (per shard with ``shard``), shared between the datasets by ``weights``
+    (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops each dataset at that many
+    billed output tokens; OpenRouter's own 429 pauses every request up to ``max_wait_s``.
+    ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints read at
+    start; ``dry_run`` sends nothing and returns the plan; ``send``, ``sleep`` and ``clock``
+    replace the HTTP transport, the waits and the time (tests); ``progress=True`` shows a live line
+    on stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel.
+    Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
     """
-    from openrouter_probe.rules.quantities import parse_token_count, whole_number
-
-    asked = _Asked(
-        max_tokens=whole_number(max_tokens, "--max-tokens"),
+    asked = _ask(
+        max_tokens,
         stream=stream,
         temperature=temperature,
         reasoning=_reasoning(reasoning_effort, reasoning_max_tokens),
-        target=None
-        if target_tokens is None
-        else parse_token_count(target_tokens, what="--target-tokens"),
+        target_tokens=target_tokens,
         lower_max_tokens=lower_max_tokens,
+        weights=weights,
+        shard=shard,
     )
     options = JobOptions.resolve(
         command="generate",
@@ -271,25 +366,15 @@ async def generate(
         progress=progress,
         send=send,
         sleep=sleep,
+        clock=clock,
         backoff=backoff,
+        max_wait_s=max_wait_s,
     )
-    rows = read_prompts(prompts, shard=parse_shard(shard) if isinstance(shard, str) else shard)
-    return await _run_job(
-        options,
-        rows,
-        prompts=prompts,
-        policy=policy,
-        asked=asked,
-        snapshot=snapshot,
-        dry_run=dry_run,
-        redo_failed=redo_failed,
-    )
+    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)
 
 
 async def _run_job(
     options: JobOptions,
-    rows: PromptSet,
-    *,
     prompts: str | Path,
     policy: str | Path,
     asked: _Asked,
@@ -297,17 +382,26 @@ async def _run_job(
     dry_run: bool,
     redo_failed: bool,
 ) -> RunSummary:
-    """Open the output, check the policy against the endpoints now, then dry-run or send."""
+    """Read the prompts, open the output, check the policy against the endpoints now, then
+    dry-run or send."""
+    rows = read_prompts(prompts, shard=asked.shard)
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
-    with open_run(options, redo_failed=redo_failed) as paid:
+    weights = parse_weights(asked.weights, rows.datasets)
+    job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
+    with open_run(options, redo_failed=redo_failed, job=job) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
+        per_dataset: dict[str, int] = {}
+        for row in rows:
+            per_dataset[row.dataset] = per_dataset.get(row.dataset, 0) + 1
         summary = paid.new_summary(
+            datasets=per_dataset,
             policy=str(policy),
             model=compiled.model,
             rows_total=len(rows),
             rows_already_done=len(rows) - len(todo),
             rows_to_send=len(todo),
             duplicates=len(rows.duplicates),
+            shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
         # The sync client runs in a thread: the event loop (a notebook's, a test server's) goes on.
@@ -320,12 +414,13 @@ async def _run_job(
         )
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
+            await _key_check(summary, options, asked)
             for text in summary.warnings:  # a real run says them in PaidRun.run
                 log.warning("%s", text)
             return _dry_run(
                 summary, todo, prices, snap=snap, compiled=compiled, options=options, asked=asked
             )
-        settings = _settings(asked, compiled, provider_raw, policy_hash, options)
+        settings = _settings(asked, compiled, provider_raw, policy_hash, options, weights)
         return await paid.run(
             todo, settings=settings, prices=prices, summary=summary, header={"policy": str(policy)}
         )

@@ -1,41 +1,50 @@
-"""The spend journal beside the output: what was sent, before it was sent, so a SIGKILL loses no money.
+"""The spend journal beside the output: every attempt's money, written before the money can move.
 
-The output file records a row once it finishes; a process killed with SIGKILL (or a power cut, an OOM
-kill) has requests in flight that the provider may bill and that no record holds. The journal closes
-that gap: before each request leaves, a ``sent`` line naming the run, the attempt, the row id and the
-attempt's reserved worst case is appended and flushed (``files.append_line``: in the OS once it
-returns, so it survives the process being killed); when the attempt settles (an answer, a final
-failure, a failure that will be retried, a cancellation) a ``settled`` line records what it really
-cost. Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.ledger``), so
-``*.jsonl`` globs given to ``audit`` and ``export`` never pick it up.
+The output records rows; the journal records money, attempt by attempt, and is what the cap counts.
+Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.ledger``), so
+``*.jsonl`` globs given to ``audit`` and ``export`` never pick it up. One JSON object a line::
 
-Lines (one JSON object each; unknown keys and other lines are ignored, so later versions can add)::
-
-    {"run":"3f9a0c1b2d4e","started_utc":"2026-11-30T15:20:00Z","out":"out.jsonl","budget_usd":"100"}
-    {"sent":17,"run":"3f9a0c1b2d4e","id":"r17","reserved_usd":"0.00446"}
+    {"run":"3f9a0c1b2d4e","started_utc":"2026-11-30T15:20:00Z","command":"generate","model":"...",
+     "job":"sha256:...","pid":4242,"host":"gpu-1","out":"out.jsonl","budget_usd":"100"}
+    {"sent":17,"run":"3f9a0c1b2d4e","id":"r17","ds":"B3","reserved_usd":"0.00446"}
+    {"gen":17,"run":"3f9a0c1b2d4e","id":"gen-1777319885-pLuUvaQdB3l6lRlhlKuv"}
     {"settled":17,"run":"3f9a0c1b2d4e","cost_usd":"0.00212"}
+    {"settled":18,"run":"3f9a0c1b2d4e","unknown":true}
+    {"reconciled":18,"run":"3f9a0c1b2d4e","cost_usd":"0.00031"}
 
-Replay (on every start, before the cap is set): a torn last line is cut (a torn ``sent`` line's
-request never left: it is sent only after the line is written). Each output record carries the
-``run_id`` of the run that wrote it, and accounts for every attempt its run made for its row
-(``cost_usd``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``). Every other attempt in the
-journal is money no record holds: a settled one counts its ``cost_usd`` (a billed failure of a row
-that never finished), an unsettled one counts its whole reservation as possibly billed (it was in
-flight when the run died; whether the provider billed it is unknowable from here). Their sum is added
-to the output's spend, so the cap holds across a ``kill -9`` and a restart.
+- ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed
+  (``files.append_line``): once the write returns it is in the OS, and a SIGKILL cannot hide it.
+- ``gen``: the attempt's generation id, as soon as the response headers bring it.
+- ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
+  ``unknown`` (it left, and nothing said what it cost: a timeout, a cut connection, an answer
+  without a valid ``usage.cost``, a cancellation).
+- ``reconciled``: what ``GET /generation`` later said an unknown attempt cost (this run's
+  reconciler, or a later run's settling a killed one's).
 
-Settled lines are buffered and reach the file with the next ``sent`` line (or at close): a settle
-lost to a crash only makes replay count the reservation instead of the cost, never less.
+An attempt's money is its reconciled cost, else its settled cost, else its whole reservation
+("possibly billed": unknown, or never settled because the run was killed). The journal's money is
+the sum over its attempts; output records of runs the journal does not know (it was deleted, or
+the output predates it) count their own (``run.output``).
+
+``gen``, ``settled`` and ``reconciled`` lines are buffered and reach the file with the next flushed
+line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
+at its reservation (more, never less), and one with a generation id is settled again on resume.
+
+``replay_ledger`` reads it back (after ``run.lock`` is taken; a torn last line is cut first: a torn
+``sent`` line's request never left).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import logging
+import os
+import re
 import secrets
-from collections.abc import Collection
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
@@ -44,7 +53,7 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
 from openrouter_probe.rules.quantities import recorded_usd
 
-__all__ = ["LEDGER_SUFFIX", "Ledger", "LedgerReplay", "ledger_path", "replay_ledger"]
+__all__ = ["LEDGER_SUFFIX", "Ledger", "LedgerReplay", "Pending", "ledger_path", "replay_ledger"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,10 @@ _DAMAGED = (
     "the file is damaged. Restore it, or delete it to stop counting the requests it records "
     "against --budget-usd"
 )
+#: A string that is its own JSON body once quoted.
+_PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")
+# An attempt's state in the replay.
+_SENT, _KNOWN, _UNKNOWN, _RECONCILED = 0, 1, 2, 3
 
 
 def ledger_path(out: str | Path) -> Path:
@@ -63,23 +76,43 @@ def ledger_path(out: str | Path) -> Path:
     return p.with_name(p.name + LEDGER_SUFFIX)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An attempt counted at its worst case that ``/generation`` may settle: it has an id."""
+
+    run: str
+    attempt: int
+    generation_id: str
+    reserved_usd: Decimal
+    dataset: str | None
+
+
 @dataclass
 class LedgerReplay:
-    """What a journal holds that the output does not: money of attempts no record accounts for."""
+    """The money a journal records, attempt by attempt, summed.
+
+    ``spent_usd`` = ``settled_usd`` (known and reconciled costs) + ``possibly_billed_usd`` (the
+    reservations of attempts whose cost is unknown or that were in flight when a run died).
+    """
 
     path: Path
-    attempts: int = 0  # sent lines read
-    runs: int = 0  # distinct runs seen in sent lines
-    in_flight: int = 0  # sent, never settled, no record: in flight when a run died
-    possibly_billed_usd: Decimal = _ZERO  # their reservations
-    unrecorded: int = 0  # settled, no record (billed retries of rows that never finished)
-    unrecorded_usd: Decimal = _ZERO  # their costs
+    attempts: int = 0
+    runs: set[str] = field(default_factory=set)
+    headers: list[dict[str, Any]] = field(default_factory=list)
+    settled_usd: Decimal = _ZERO
+    possibly_billed_usd: Decimal = _ZERO
+    in_flight: int = 0  # sent, never settled: in flight when a run was killed
+    unknown: int = 0  # settled as unknown (timeouts, cut connections, cancellations, no cost)
+    reconciled: int = 0  # unknown ones that /generation settled
+    reconciled_back_usd: Decimal = _ZERO  # what those gave back (reservation - cost)
+    by_dataset: dict[str, Decimal] = field(default_factory=dict)
+    pending: list[Pending] = field(default_factory=list)
     torn: bytes | None = None
 
     @property
-    def extra_usd(self) -> Decimal:
-        """Money to add to the output's spend: possibly billed plus billed but unrecorded."""
-        return self.possibly_billed_usd + self.unrecorded_usd
+    def spent_usd(self) -> Decimal:
+        """Everything the journal counts as spent."""
+        return self.settled_usd + self.possibly_billed_usd
 
 
 def _number(value: Any, where: str) -> int:
@@ -88,68 +121,105 @@ def _number(value: Any, where: str) -> int:
     return value
 
 
-def replay_ledger(
-    path: str | Path,
-    *,
-    accounted: Collection[tuple[str, str]],
-    output_exists: bool = True,
-    repair: bool = True,
-) -> LedgerReplay:
-    """Repair a torn tail of the journal at ``path``, then total what no output record accounts for.
+def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
+    """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id]``, and
+    the run header lines."""
+    attempts: dict[tuple[str, int], list[Any]] = {}
+    headers: list[dict[str, Any]] = []
+    for lineno, line in iter_jsonl(
+        path, what="the spend journal", line="a spend journal line", damaged=_DAMAGED
+    ):
+        if not isinstance(line, dict):
+            continue
+        where = f"{path}:{lineno}"
+        run = str(line.get("run"))
+        if "sent" in line:
+            reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
+            ds = line.get("ds")
+            dataset = ds if isinstance(ds, str) else None
+            attempts[(run, _number(line["sent"], where))] = [dataset, reserved, _SENT, None, None]
+            continue
+        for key in ("gen", "settled", "reconciled"):
+            if key in line:
+                found = attempts.get((run, _number(line[key], where)))
+                if found is not None:
+                    _apply(found, key, line, where)
+                break
+        else:
+            if "started_utc" in line:
+                headers.append(line)
+    return attempts, headers
 
-    ``accounted`` holds ``(run_id, row id)`` for every record of the output. A journal whose output
-    is gone (``output_exists=False``) is a ``ConfigError``: its money would count against a fresh
-    output's cap, or silently vanish; the user decides. A line in the middle that is not JSON is a
-    ``ConfigError`` naming the file and line. ``repair=False`` reads without writing (``audit``):
-    a torn last line is skipped instead of cut.
+
+def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None:
+    if key == "gen":
+        if isinstance(line.get("id"), str):
+            entry[4] = line["id"]
+    elif key == "reconciled":
+        entry[2] = _RECONCILED
+        entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
+    elif entry[2] != _RECONCILED:  # a settle never undoes a reconciliation
+        if line.get("unknown") is True:
+            entry[2] = _UNKNOWN
+        else:
+            entry[2] = _KNOWN
+            entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
+
+
+def replay_ledger(
+    path: str | Path, *, output_exists: bool = True, repair: bool = True
+) -> LedgerReplay:
+    """Cut a torn tail of the journal at ``path``, then total the money of every attempt.
+
+    Call it only while holding the output's lock (``run.lock``): cutting a tail another process
+    is writing would tear its line. ``repair=False`` reads without writing (``audit``, which may
+    read a journal a run is appending to): a torn last line is skipped instead of cut. A journal that records attempts but whose output is gone
+    (``output_exists=False``) is a ``ConfigError``: its money would count against a fresh output's
+    cap, or silently vanish; the user decides. A line in the middle that is not JSON is a
+    ``ConfigError`` naming the file and line.
     """
     p = Path(path)
     replay = LedgerReplay(path=p)
     if not p.exists():
         return replay
-    if not output_exists:
+    replay.torn = repair_torn_tail(p) if repair else None
+    if replay.torn:
+        log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
+    attempts, replay.headers = _read(p)
+    if attempts and not output_exists:
         raise ConfigError(
             f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
             "restore the output to resume, or delete the journal to start afresh (the money it "
             "records will then no longer count against --budget-usd)"
         )
-    replay.torn = repair_torn_tail(p) if repair else None
-    if replay.torn:
-        log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
-    # (run, attempt) -> [row id, reserved, settled cost or None]
-    attempts: dict[tuple[str, int], list[Any]] = {}
-    runs: set[str] = set()
-    for lineno, line in iter_jsonl(
-        p, what="the spend journal", line="a spend journal line", damaged=_DAMAGED
-    ):
-        if not isinstance(line, dict):
-            continue
-        where = f"{p}:{lineno}"
-        run = str(line.get("run"))
-        if "sent" in line:
-            reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
-            attempts[(run, _number(line["sent"], where))] = [str(line.get("id")), reserved, None]
-            runs.add(run)
-        elif "settled" in line:
-            entry = attempts.get((run, _number(line["settled"], where)))
-            if entry is not None:
-                entry[2] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
     replay.attempts = len(attempts)
-    replay.runs = len(runs)
-    for (run, _), (ident, reserved, cost) in attempts.items():
-        if (run, ident) in accounted:
-            continue
-        if cost is None:
-            replay.in_flight += 1
+    replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
+    for (run, number), (ds, reserved, state, cost, gen) in attempts.items():
+        if state in (_KNOWN, _RECONCILED):
+            money = cost
+            replay.settled_usd += cost
+            if state == _RECONCILED:
+                replay.reconciled += 1
+                replay.reconciled_back_usd += max(_ZERO, reserved - cost)
+        else:
+            money = reserved
             replay.possibly_billed_usd += reserved
-        elif cost:
-            replay.unrecorded += 1
-            replay.unrecorded_usd += cost
+            replay.in_flight += state == _SENT
+            replay.unknown += state == _UNKNOWN
+            if gen is not None:
+                replay.pending.append(Pending(run, number, gen, reserved, ds))
+        if ds is not None:
+            replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
     return replay
 
 
+def _host() -> str:
+    return socket.gethostname() or "?"
+
+
 class Ledger:
-    """The journal open for appending, for one run: ``sent`` before each request, ``settle`` after."""
+    """The journal open for appending, for one run: ``sent`` before each attempt, then what
+    happened to it (``generation``, ``settle``, ``settle_unknown``, ``reconciled``)."""
 
     def __init__(
         self,
@@ -166,6 +236,7 @@ class Ledger:
         self._handle: IO[str] | None = None
         self._next = 0
         self._run_json = json.dumps(self.run_id)
+        self._flush_scheduled = False
 
     def open(self) -> Ledger:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
@@ -176,38 +247,83 @@ class Ledger:
                 f"{self.path}: cannot open the spend journal: {exc.strerror}"
             ) from exc
         started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        first = {"run": self.run_id, "started_utc": started, **self.header}
+        first = {
+            "run": self.run_id,
+            "started_utc": started,
+            **self.header,
+            "pid": os.getpid(),
+            "host": _host(),
+        }
         append_line(
             self._handle, json.dumps(first, separators=(",", ":"), default=str), fsync=self.fsync
         )
         return self
 
-    def sent(self, row_id_json: str, reserved_usd: Decimal) -> int:
-        """Record an attempt about to be sent and flush it; return its number for ``settle``.
-
-        ``row_id_json`` is the row id already as JSON (a quoted string). Call it after the
-        reservation and before the request leaves: once it returns, the line is in the OS.
-        """
+    def _write(self, line: str) -> IO[str]:
         handle = self._handle
         if handle is None:
-            raise RuntimeError("Ledger.sent before open")
+            raise RuntimeError("the spend journal is not open")
+        handle.write(line)
+        return handle
+
+    def sent(self, row_id_json: str, reserved_usd: Decimal, dataset_json: str = "null") -> int:
+        """Record an attempt about to be sent and flush it; return its number.
+
+        ``row_id_json`` and ``dataset_json`` are already JSON (quoted strings). Call it after the
+        reservation and before the request leaves: once it returns, the line is in the OS.
+        """
+        if self._handle is None:
+            raise RuntimeError("the spend journal is not open")
         self._next += 1
         append_line(
-            handle,
+            self._handle,
             f'{{"sent":{self._next},"run":{self._run_json},"id":{row_id_json},'
-            f'"reserved_usd":"{reserved_usd}"}}\n',
+            f'"ds":{dataset_json},"reserved_usd":"{reserved_usd}"}}\n',
             fsync=self.fsync,
         )
         return self._next
 
-    def settle(self, attempt: int, cost_usd: Decimal | None, *, cancelled: bool = False) -> None:
-        """Record what an attempt cost (``None``: nothing billed). Buffered: see the module doc."""
-        handle = self._handle
-        if handle is None:
-            raise RuntimeError("Ledger.settle before open")
+    def generation(self, attempt: int, generation_id: str) -> None:
+        """Record an attempt's generation id (flushed within this turn of the event loop)."""
+        self._write(
+            f'{{"gen":{attempt},"run":{self._run_json},"id":{json.dumps(generation_id)}}}\n'
+        )
+        self._flush_soon()
+
+    def settle(self, attempt: int, cost_usd: Decimal | None) -> None:
+        """Record what an attempt cost (``None``: nothing billed, an error status). Buffered."""
         cost = "null" if cost_usd is None else f'"{cost_usd}"'
+        self._write(f'{{"settled":{attempt},"run":{self._run_json},"cost_usd":{cost}}}\n')
+
+    def settle_unknown(self, attempt: int, *, cancelled: bool = False) -> None:
+        """Record that an attempt left and its cost is unknown (counted at its reservation)."""
         extra = ',"cancelled":true' if cancelled else ""
-        handle.write(f'{{"settled":{attempt},"run":{self._run_json},"cost_usd":{cost}{extra}}}\n')
+        self._write(f'{{"settled":{attempt},"run":{self._run_json},"unknown":true{extra}}}\n')
+
+    def reconciled(self, run_id: str, attempt: int, cost_usd: Decimal) -> None:
+        """Record what ``/generation`` says an unknown attempt (of any run) cost."""
+        self._write(
+            f'{{"reconciled":{attempt},"run":{json.dumps(run_id)},"cost_usd":"{cost_usd}"}}\n'
+        )
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """Flush at the end of this turn of the event loop (at once outside one): lines written
+        in the same turn share one write to the OS."""
+        if self._flush_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._flush_scheduled = True
+        loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self._handle is not None:
+            self._handle.flush()
 
     def close(self) -> None:
         if self._handle is not None:

@@ -8,16 +8,17 @@ rows finish, not the input order. On start, a torn last line from a crash is cut
 have been billed (``possibly_billed_usd``, its reservation): the row is sent again, and the money
 counts as spent.
 
-Spend survives restarts: the sum of every line's ``cost_usd``, ``failed_attempts_cost_usd`` and
-``possibly_billed_usd``, plus what the spend journal beside the output (``ledger``) holds that no
-line accounts for (requests in flight at a SIGKILL). Each line's ``run_id`` names the run that wrote
-it: that line accounts for every attempt its run made for its row.
+Spend survives restarts: the spend journal beside the output (``run.ledger``) records the money of
+every attempt of the runs it knows. Each line's ``run_id`` names the run that wrote it; a line of a
+run the journal does not know (the journal was deleted, or the output predates it) counts its own
+money: ``cost_usd``, ``failed_attempts_cost_usd`` and ``possibly_billed_usd``.
 
 Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
 ``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
 never recomputed), ``generation_id``, ``attempts``, ``error``, plus ``messages`` (the request's),
 ``tool_calls``, ``logprobs`` (``choices[0].logprobs`` when the request asked for them),
-``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd``, ``run_id``.
+``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd`` (an attempt whose cost is
+unknown, at its worst case: cancelled, timed out, no valid ``usage.cost``), ``run_id``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ RECORD_FIELDS = (
 )
 #: Statuses of a finished row (never sent again; ``failed`` is with ``--redo-failed``).
 FINISHED = frozenset({"ok", "truncated", "failed"})
+#: One encoder for every record (``json.dumps`` with options builds a new one per call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 #: What to do about a damaged output line.
 _DAMAGED = (
     "is this the --out file of `openrouter-probe generate`? If it is, the line is damaged: "
@@ -71,17 +74,19 @@ _DAMAGED = (
 
 @dataclass
 class ResumeState:
-    """What an output file already holds: finished ids, money spent, tokens per dataset."""
+    """What an output file already holds: finished ids, tokens per dataset, and the money of its
+    lines whose run the journal does not know (``spent_usd``, of it ``possibly_billed_usd``)."""
 
     finished: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     spent_usd: Decimal = Decimal(0)
     possibly_billed_usd: Decimal = Decimal(0)
+    spent_by_dataset: dict[str, Decimal] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # per dataset, finished rows
+    rows_by_dataset: dict[str, int] = field(default_factory=dict)  # finished rows per dataset
     rows: int = 0
     torn: bytes | None = None
     exists: bool = False
-    accounted: set[tuple[str, str]] = field(default_factory=set)  # (run_id, id) of every record
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -111,13 +116,30 @@ def output_tokens_of(record: dict[str, Any]) -> int:
     return 0
 
 
-def load_resume_state(
-    path: str | Path, *, redo_failed: bool = False, repair: bool = True
-) -> ResumeState:
-    """Repair a torn tail, then read what an existing output file holds (empty when it is absent).
+def _count_money(state: ResumeState, record: dict[str, Any], where: str, dataset: str) -> None:
+    cost = recorded_usd(record.get("cost_usd"), where, damaged=_DAMAGED) + recorded_usd(
+        record.get("failed_attempts_cost_usd"), where, damaged=_DAMAGED
+    )
+    billed = recorded_usd(record.get("possibly_billed_usd"), where, damaged=_DAMAGED)
+    state.spent_usd += cost + billed
+    state.possibly_billed_usd += billed
+    state.spent_by_dataset[dataset] = (
+        state.spent_by_dataset.get(dataset, Decimal(0)) + cost + billed
+    )
 
-    ``repair=False`` reads without writing (``audit``, which may read an output a run is still
-    appending to): a torn last line is skipped instead of cut.
+
+def load_resume_state(
+    path: str | Path,
+    *,
+    redo_failed: bool = False,
+    journal_runs: frozenset[str] | set[str] = frozenset(),
+    repair: bool = True,
+) -> ResumeState:
+    """Read what an existing output file holds (empty when it is absent), after cutting a torn
+    tail (``repair``: only under the output's lock).
+
+    Lines of the runs in ``journal_runs`` leave their money to the journal; other lines count
+    their own (``ResumeState.spent_usd``).
     """
     state = ResumeState()
     p = Path(path)
@@ -134,24 +156,17 @@ def load_resume_state(
     for lineno, record in iter_records(p):
         state.rows += 1
         status = record.get("status")
-        where = f"{p}:{lineno}"
-        cost = recorded_usd(record.get("cost_usd"), where, damaged=_DAMAGED) + recorded_usd(
-            record.get("failed_attempts_cost_usd"), where, damaged=_DAMAGED
-        )
-        billed = recorded_usd(record.get("possibly_billed_usd"), where, damaged=_DAMAGED)
-        state.spent_usd += cost + billed
-        state.possibly_billed_usd += billed
+        dataset = str(record.get("dataset") or "default")
+        if record.get("run_id") not in journal_runs:
+            _count_money(state, record, f"{p}:{lineno}", dataset)
         ident = str(record["id"])
-        run_id = record.get("run_id")
-        if isinstance(run_id, str):
-            state.accounted.add((run_id, ident))
         if status in FINISHED and ident not in state.finished:
             if status == "failed":
                 state.failed.add(ident)
                 if redo_failed:
                     continue
             state.finished.add(ident)
-            dataset = str(record.get("dataset") or "default")
+            state.rows_by_dataset[dataset] = state.rows_by_dataset.get(dataset, 0) + 1
             state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(
                 record
             )
@@ -177,8 +192,7 @@ class OutputLog:
         """Append one record as a JSON line and flush it (the row is finished once this returns)."""
         if self._handle is None:
             raise RuntimeError("OutputLog.write before open")
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-        append_line(self._handle, line, fsync=self.fsync)
+        append_line(self._handle, _ENCODE(record), fsync=self.fsync)
 
     def close(self) -> None:
         if self._handle is not None:

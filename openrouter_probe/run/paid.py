@@ -1,12 +1,14 @@
 """The one way to run a paid job: ``generate`` and ``verify`` both start their requests here.
 
-``JobOptions.resolve`` checks what every paid run takes (the output, the budget, the concurrency,
-the key and the base URL) before anything is read or sent. ``open_run`` opens the output for a run:
-it reads what the output and its spend journal already record (what is finished, what was spent,
-what was in flight when a run was killed). ``PaidRun.run`` then sends the rows: it checks the key's
-limit, builds the cap over everything spent so far, opens the output and the journal for appending,
-the transport and the progress bar, and runs the worker pool with its signals. A guarantee added
-here (the journal, a lock on the output, the accounting of unknown costs) holds for both commands.
+``JobOptions.resolve`` checks what every paid run takes (the output and its folder, the budget, the
+concurrency, the key and the base URL) before anything is read or sent. ``open_run`` opens the
+output for a run: it takes the output's lock (``run.lock``: one run per output, dry runs included)
+before anything is read or repaired, refuses an output another command (or another model) wrote,
+and reads what the output and its spend journal already record (what is finished, what was spent,
+what is still counted at its worst case). ``PaidRun.run`` then sends the rows: it checks the key's
+limit, builds the cap over everything spent so far (shared between the datasets), opens the output
+and the journal for appending, the transport, the reconciler and the progress line, and runs the
+worker pool with its signals. A guarantee added here holds for both commands.
 
 Example::
 
@@ -16,6 +18,9 @@ Example::
         todo = [row for row in rows if row.id not in paid.state.finished]
         summary = paid.new_summary(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
         summary = await paid.run(todo, settings=settings, prices=prices, summary=summary)
+
+A run of the other command on the same output stops with one line; a run of the same command under
+another policy or plan (a re-compiled policy) warns and resumes: its finished rows are kept.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -37,13 +43,15 @@ from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, N
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import parse_decimal, whole_number
 from openrouter_probe.run.ledger import Ledger, LedgerReplay, ledger_path, replay_ledger
+from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
+from openrouter_probe.run.reconcile import Lookup
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Progress, Run, RunSettings, Sender
+from openrouter_probe.run.runner import Progress, Run, RunSettings, Sender, dataset_tallies
 from openrouter_probe.run.spend import Prices, SpendCap
 from openrouter_probe.run.summary import RunSummary
 
-__all__ = ["JobOptions", "PaidRun", "endpoints_now", "open_run"]
+__all__ = ["Job", "JobOptions", "PaidRun", "endpoints_now", "key_warning", "open_run"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +63,8 @@ class JobOptions:
     """What every paid run takes: where it writes, what it may spend, how it sends.
 
     Build it with :meth:`resolve`, which checks each value and names the option in its error.
-    ``send`` and ``sleep`` replace the HTTP transport and the retry waits (tests).
+    ``send``, ``lookup`` (``/generation``), ``sleep`` and ``clock`` replace the HTTP transport, the
+    reconciler's lookups, the waits and the time (tests).
     """
 
     command: str
@@ -70,8 +79,11 @@ class JobOptions:
     handle_signals: bool = False
     progress: bool | Progress = False
     send: Sender | None = None
+    lookup: Lookup | None = None
     sleep: Sleep = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
     backoff: Backoff | None = None
+    max_wait_s: float = 60.0
 
     @property
     def journal(self) -> Path:
@@ -109,6 +121,7 @@ class JobOptions:
             ensure_not_input(ledger_path(target), *inputs)
         except ValueError as exc:
             raise ConfigError(f"--out: {exc}; name another file") from exc
+        _check_writable(target)
         key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
         url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         if not key and need_key:
@@ -125,6 +138,54 @@ class JobOptions:
             base_url=url,
             **rest,
         )
+
+
+def _check_writable(out: Path) -> None:
+    """The output's folder exists and takes new files; an existing output can be appended to."""
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"--out {out}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--out {out}: cannot write in {folder}; choose a folder you can write to"
+        )
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ConfigError(f"--out {out}: the file is read-only; make it writable or choose another")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a run makes: its model, a hash of what decides its requests (the policy's provider
+    block, the verify plan) and a name for people (the policy's path)."""
+
+    model: str
+    sha256: str
+    label: str
+
+
+def _check_job(options: JobOptions, headers: list[dict[str, Any]], job: Job | None) -> str | None:
+    """Refuse an output another command or another model wrote; warn (return why) when the same
+    command wrote it under another policy or plan: resuming after a re-compile stays possible."""
+    for header in headers:
+        command = header.get("command")
+        if isinstance(command, str) and command != options.command:
+            raise ConfigError(
+                f"{options.out} was written by `{command}` ({header.get('policy', '?')}); "
+                f"`{options.command}` does not add rows to it: give --out another file"
+            )
+        model = header.get("model")
+        if job is not None and isinstance(model, str) and model != job.model:
+            raise ConfigError(
+                f"{options.out} holds rows of {model}, not {job.model}: give --out another file"
+            )
+    last = headers[-1] if headers else {}
+    if job is not None and isinstance(last.get("job"), str) and last["job"] != job.sha256:
+        what = "policy" if options.command == "generate" else "plan"
+        return (
+            f"{options.out} was written under another {what} ({last.get('policy', '?')}); its "
+            f"finished rows are kept and not sent again (give --out another file to start afresh)"
+        )
+    return None
 
 
 def endpoints_now(
@@ -172,10 +233,14 @@ def endpoints_now(
     return list(snap.endpoints), snap
 
 
-def _key_warning(options: JobOptions) -> str | None:
+def key_warning(
+    options: JobOptions, budget_usd: Decimal | None = None, shards: int | None = None
+) -> str | None:
+    """Read the key's limit (``GET /key``); say when what remains of it is below ``budget_usd``
+    (the run's budget; a dry run of a shard gives the budget of every shard)."""
     from openrouter_probe.api.client import Client
 
-    budget = options.budget_usd
+    budget = options.budget_usd if budget_usd is None else budget_usd
     try:
         with Client(
             api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
@@ -184,46 +249,77 @@ def _key_warning(options: JobOptions) -> str | None:
     except APIError as exc:
         return f"could not read the key's limit (GET /key): {exc}"
     remaining = info.limit_remaining
-    if budget is not None and remaining is not None and Decimal(str(remaining)) < budget:
+    if budget is None or remaining is None or Decimal(str(remaining)) >= budget:
+        return None
+    if shards:
         return (
-            f"the key's remaining limit is ${remaining:,.2f}, below the ${budget:,.2f} budget: "
-            "the run will stop with 402 before the budget is spent"
+            f"the key's remaining limit is ${remaining:,.2f}, below the ${budget:,.2f} that "
+            f"{shards} shards of ${options.budget_usd:,.2f} may spend: the key's limit stops "
+            "them first (402), whichever shards run"
         )
-    return None
+    return (
+        f"the key's remaining limit is ${remaining:,.2f}, below the ${budget:,.2f} budget: "
+        "the run will stop with 402 before the budget is spent"
+    )
 
 
 class PaidRun:
     """An output opened for a run: what it already records, and ``run`` to send more rows."""
 
-    def __init__(self, options: JobOptions, state: ResumeState, replay: LedgerReplay) -> None:
+    def __init__(
+        self,
+        options: JobOptions,
+        state: ResumeState,
+        replay: LedgerReplay,
+        job: Job | None = None,
+        warnings: Sequence[str] = (),
+    ) -> None:
         self.options = options
         self.state = state
         self.replay = replay
+        self.job = job
+        self.warnings = list(warnings)
 
     @property
     def spent_before_usd(self) -> Decimal:
-        """What the output's records and its journal hold as spent before this run."""
-        return self.state.spent_usd + self.replay.extra_usd
+        """What the output's journal (and the records of runs it does not know) hold as spent."""
+        return self.replay.spent_usd + self.state.spent_usd
 
-    def new_summary(self, **fields: Any) -> RunSummary:
-        """A ``RunSummary`` for this run, with what the output held before filled in."""
+    @property
+    def spent_by_dataset(self) -> dict[str, Decimal]:
+        """``spent_before_usd`` per dataset (money no dataset owns is left out)."""
+        merged = dict(self.replay.by_dataset)
+        for name, amount in self.state.spent_by_dataset.items():
+            merged[name] = merged.get(name, Decimal(0)) + amount
+        return merged
+
+    def new_summary(
+        self, *, datasets: Mapping[str, int] | None = None, **fields: Any
+    ) -> RunSummary:
+        """A ``RunSummary`` for this run, with what the output held before filled in; ``datasets``
+        (rows per dataset in the prompts) lists every dataset, 0 included."""
         state, replay = self.state, self.replay
-        return RunSummary(
+        summary = RunSummary(
             out=str(self.options.out),
             spent_before_usd=self.spent_before_usd,
             possibly_billed_before_usd=state.possibly_billed_usd + replay.possibly_billed_usd,
-            cancelled_before_usd=state.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
-            unrecorded_before_usd=replay.unrecorded_usd,
             ledger=str(self.options.journal),
             budget_usd=self.options.budget_usd,
             **fields,
         )
+        if datasets:
+            summary.datasets = dataset_tallies(datasets, state.rows_by_dataset, state.output_tokens)
+            for name, amount in self.spent_by_dataset.items():
+                if name in summary.datasets:
+                    summary.datasets[name].spent_usd = amount
+        summary.warnings.extend(self.warnings)
+        return summary
 
     async def _warn(self, summary: RunSummary) -> None:
         """Say before sending what could surprise: the key's limit below the budget, no cap."""
         if self.options.send is None:
-            warning = await asyncio.to_thread(_key_warning, self.options)
+            warning = await asyncio.to_thread(key_warning, self.options)
             if warning:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
@@ -255,7 +351,7 @@ class PaidRun:
             return summary  # nothing to send, nothing recorded: create no empty output and journal
         await self._warn(summary)
         spent_before = self.spent_before_usd
-        if budget is not None and spent_before >= budget:
+        if budget is not None and spent_before >= budget and not self.replay.pending:
             summary.stop_reason = "budget"
             summary.message = (
                 f"{options.out} and {options.journal.name} already record ${spent_before:.6f} "
@@ -263,10 +359,12 @@ class PaidRun:
             )
             summary.not_sent = len(rows)
             return summary
-        cap = SpendCap(budget, spent_usd=spent_before)
+        cap = SpendCap(budget, spent_usd=spent_before, spent_by_dataset=self.spent_by_dataset)
         bar = _progress_bar(options.progress, len(rows))
         journal_header = {
             "command": options.command,
+            "model": self.job.model if self.job is not None else settings.model,
+            "job": self.job.sha256 if self.job is not None else settings.policy_sha256,
             "out": options.out.name,
             "budget_usd": budget,
             **(header or {}),
@@ -277,7 +375,7 @@ class PaidRun:
             _showing(bar),
         ):
 
-            def make(sender: Sender) -> Run:
+            def make(sender: Sender, lookup: Lookup | None) -> Run:
                 return Run(
                     rows,
                     settings=settings,
@@ -289,12 +387,15 @@ class PaidRun:
                     summary=summary,
                     tokens_before=self.state.output_tokens,
                     sleep=options.sleep,
+                    clock=options.clock,
                     progress=bar,
                     ledger=ledger,
+                    lookup=lookup,
+                    pending=self.replay.pending,
                 )
 
             if options.send is not None:
-                return await _run(make(options.send), options.handle_signals)
+                return await _run(make(options.send, options.lookup), options.handle_signals)
             from openrouter_probe.run.transport import HttpTransport
 
             async with HttpTransport(
@@ -302,18 +403,28 @@ class PaidRun:
                 api_key=options.api_key,
                 limit=options.concurrency,
                 read_timeout_s=options.read_timeout_s,
+                clock=options.clock,
             ) as transport:
-                return await _run(make(transport.send), options.handle_signals)
+                lookup = options.lookup or transport.generation_cost
+                return await _run(make(transport.send, lookup), options.handle_signals)
 
 
 @contextlib.contextmanager
-def open_run(options: JobOptions, *, redo_failed: bool = False) -> Iterator[PaidRun]:
-    """Open ``options.out`` for a run: read what it and its journal record (a torn last line of
-    either is cut first), and yield the ``PaidRun`` that sends the rest."""
-    state = load_resume_state(options.out, redo_failed=redo_failed)
-    # What the journal holds that no record does (requests in flight at a SIGKILL): spent too.
-    replay = replay_ledger(options.journal, accounted=state.accounted, output_exists=state.exists)
-    yield PaidRun(options, state, replay)
+def open_run(
+    options: JobOptions, *, redo_failed: bool = False, job: Job | None = None
+) -> Iterator[PaidRun]:
+    """Open ``options.out`` for a run and yield the ``PaidRun`` that sends the rest.
+
+    Takes the output's lock first (held until the block ends; a second run stops with one line
+    naming the holder), then reads the journal (the money) and the output (the finished rows),
+    cutting a torn last line of either. ``job`` names what this run makes: an output another
+    command or model wrote is refused, one written under another policy or plan warns.
+    """
+    with OutputLock(options.out, command=options.command):
+        replay = replay_ledger(options.journal, output_exists=options.out.exists())
+        warning = _check_job(options, replay.headers, job)
+        state = load_resume_state(options.out, redo_failed=redo_failed, journal_runs=replay.runs)
+        yield PaidRun(options, state, replay, job, [warning] if warning else [])
 
 
 def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
@@ -335,12 +446,8 @@ def _showing(bar: Any) -> Iterator[None]:
 
 async def _run(run: Run, handle_signals: bool) -> RunSummary:
     remove = run.install_signal_handlers() if handle_signals else None
-    known = len(run.summary.warnings)
     try:
-        summary = await run.run()
+        return await run.run()  # its warnings are said as they happen (Run.warn)
     finally:
         if remove is not None:
             remove()
-    for text in summary.warnings[known:]:
-        log.warning("%s", text)
-    return summary

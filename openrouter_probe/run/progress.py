@@ -1,75 +1,103 @@
 """Progress of a run with rich, on stderr (rich renders it in Jupyter too).
 
-Rows done of total, output tokens, dollars spent of the cap, rate and ETA, and rows per provider.
-Redrawn four times a second by the run's ticker, never per row: at 2000 requests in flight a redraw
-per row would cost more CPU than the requests.
+One line, fitted to the console's width: first what matters most, rows done of total, dollars spent
+of the cap and the ETA; then, as room allows, the rate in rows per second, output tokens, requests
+in flight (and attempts being settled from ``/generation``), a bar, and the providers serving the
+rows. At 80 columns the providers go first, then the bar. Redrawn four times a second by the run's
+ticker, never per row: at 2000 requests in flight a redraw per row would cost more CPU than the
+requests. Log lines (retries, warnings) print above the line while it is shown.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from openrouter_probe.run.runner import Run
 
-__all__ = ["RichProgress"]
+__all__ = ["RichProgress", "progress_line"]
+
+_BAR = 20
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA -:--:--"
+    s = int(seconds)
+    return f"ETA {s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def progress_line(run: Run, done: int, total: int, width: int) -> str:
+    """The progress line of ``run`` in at most ``width`` columns (at least the first three parts:
+    rows, money, ETA)."""
+    s = run.summary
+    cap = run.cap.cap_usd
+    elapsed = max(1e-9, run.clock() - run.started)
+    rate = done / elapsed
+    eta = (total - done) / rate if rate > 0 else None
+    money = f"${run.cap.spent_usd:,.4f}" + (f"/${cap:,.2f}" if cap is not None else "")
+    first = [f"{done:,}/{total:,} rows", money, _eta(eta)]
+    flying = f"{run.in_flight:,} in flight"
+    reconciler = run.reconciler
+    if reconciler is not None and reconciler.outstanding:
+        flying += f", {reconciler.outstanding:,} settling"
+    filled = int(_BAR * done / total) if total else _BAR
+    top = sorted(s.providers.items(), key=lambda kv: -kv[1].rows)[:4]
+    optional = [
+        f"{rate:,.1f} rows/s",
+        f"{sum(s.output_tokens.values()):,} tok",
+        flying,
+        "━" * filled + "╺" + "─" * max(0, _BAR - filled - 1),
+        " ".join(f"{name}:{t.rows:,}" for name, t in top),
+    ]
+    line = "  ".join(first)
+    for part in optional:
+        if part and len(line) + 2 + len(part) <= width:
+            line += "  " + part
+    return line
 
 
 class RichProgress:
-    """A rich progress bar fed by the run (``row_done`` per record, ``tick`` to redraw)."""
+    """A rich live line fed by the run (``row_done`` per record, ``tick`` to redraw)."""
 
     def __init__(self, total: int, *, console: Any = None) -> None:
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.live import Live
+        from rich.text import Text
 
-        self._progress = Progress(
-            BarColumn(bar_width=20),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[money]} {task.fields[tokens]} {task.fields[rate]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[providers]}"),
-            console=console or Console(file=sys.stderr),
-            auto_refresh=False,
-        )
-        self._task = self._progress.add_task(
-            "rows", total=total, money="", tokens="", rate="", providers=""
-        )
+        self._console = console or Console(file=sys.stderr)
+        self._text = Text("", no_wrap=True, overflow="crop")
+        self._live = Live(self._text, console=self._console, auto_refresh=False, transient=False)
+        self._total = total
         self._done = 0
+        self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     def __enter__(self) -> RichProgress:
-        self._progress.start()
+        before = sys.stderr
+        self._live.start()
+        # The CLI's log handler holds the stderr it saw at start; while the line is live (on a
+        # terminal rich redirects stderr above it), its lines take the same way round.
+        if sys.stderr is not before:
+            for handler in logging.getLogger("openrouter_probe").handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is before:
+                    self._handlers.append((handler, handler.setStream(sys.stderr)))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._progress.refresh()
-        self._progress.stop()
+        self._live.refresh()
+        self._live.stop()
+        for handler, stream in self._handlers:
+            handler.setStream(stream)
+        self._handlers = []
 
     def row_done(self, record: dict[str, Any], run: Run) -> None:
         self._done += 1
 
+    def line(self, run: Run) -> str:
+        return progress_line(run, self._done, self._total, self._console.width)
+
     def tick(self, run: Run) -> None:
-        s = run.summary
-        cap = run.cap.cap_usd
-        money = f"${run.cap.spent_usd:,.4f}" + (f" / ${cap:,.2f}" if cap is not None else "")
-        tokens = sum(s.output_tokens.values())
-        elapsed = max(1e-9, run.clock() - run.started)
-        top = sorted(s.providers.items(), key=lambda kv: -kv[1].rows)[:4]
-        self._progress.update(
-            self._task,
-            completed=self._done,
-            money=money,
-            tokens=f"{tokens:,} tok",
-            rate=f"{self._done / elapsed:,.1f}/s {run.in_flight} in flight",
-            providers=" ".join(f"{name}:{t.rows}" for name, t in top),
-        )
-        self._progress.refresh()
+        self._text.plain = self.line(run)
+        self._live.refresh()

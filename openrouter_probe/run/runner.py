@@ -1,42 +1,54 @@
-"""The run: a fixed pool of C workers pulling rows, the cap and the targets, retries, signals.
+"""The run: a fixed pool of C workers taking rows round-robin across datasets, the cap, retries.
 
-Each worker takes the next row, reserves its worst case under the cap (waiting while other requests
-are in flight and the money is committed; stopping the run when nothing is in flight and it still
-does not fit), journals the attempt (``ledger``: flushed before the request leaves), sends it,
-settles the reservation to ``usage.cost`` (in the cap and the journal) and appends the row's record.
-Retries of transient failures wait ``Backoff.next_wait`` (the sleep is injected: tests never wait)
-and each attempt reserves again. An adaptive limit lowers the number of requests in flight on 429
-storms and raises it again, one step per round of successes.
+A worker takes the next row in turn from the datasets (one row of each in rotation, so that every
+dataset advances at the same pace), reserving its worst case under the cap and the dataset's
+sub-cap (``SpendCap.shares``: equal by default, ``weights`` otherwise; what a finished dataset
+leaves is lent to the others). It journals the attempt (``ledger``: flushed before the request
+leaves), sends it, journals the generation id as soon as the headers bring it, settles the
+reservation to the answer's cost and appends the row's record. An attempt whose cost is unknown (it
+left and timed out, was cut, was cancelled, or its answer had no valid ``usage.cost``) counts at its
+whole reservation until the reconciler (``run.reconcile``) settles it from ``/generation``.
 
-Targets (``target_tokens`` per dataset, billed output tokens): a dataset gets no new request once its
-settled tokens plus the expected tokens of its requests in flight reach the target; datasets are
-served in the order they first appear.
+What a failed attempt leads to is one table, ``ON_FAILURE`` (by ``Failure.kind``, which
+``run.failure``'s table of OpenRouter's errors decides). Retries wait ``Backoff.next_wait`` from the
+row's first send (the sleep is injected: tests never wait), and a stop cancels the waits. OpenRouter's
+own, key-wide 429 pauses the whole pool for its ``Retry-After``, up to ``max_wait_s``; beyond that
+the run stops (``rate-limited``) with the time to resume, and its rows stay unsent. An adaptive
+limit lowers the number of requests in flight on 429 storms and raises it again.
 
-Stopping: ``request_stop`` (the first SIGINT/SIGTERM) stops taking rows and lets what is in flight
-finish, for at most ``drain_timeout_s``; ``cancel`` (the second, or the drain timing out) cancels the
-requests in flight: each is recorded as ``cancelled`` with its reservation as possibly billed.
+Targets (``target_tokens`` per dataset, billed output tokens): a dataset gets no new request once
+its settled tokens plus the expected tokens of its requests in flight (that dataset's mean so far)
+reach the target.
+
+Stopping: ``request_stop`` (the first SIGINT/SIGTERM) stops taking rows, cancels backoff and pause
+waits, and lets what is in flight finish, for at most ``drain_timeout_s``; ``cancel`` (the second,
+or the drain timing out) cancels the requests in flight: each is recorded as ``cancelled`` and
+counted at its worst case until settled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import datetime
 import logging
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.run.ledger import Ledger
+from openrouter_probe.run.failure import Failure, FailureKind
+from openrouter_probe.run.ledger import Ledger, Pending
 from openrouter_probe.run.output import OutputLog
+from openrouter_probe.run.reconcile import Lookup, Reconciler
+from openrouter_probe.run.request import RequestBuilder, dumps
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices, SpendCap, prompt_tokens_bound
-from openrouter_probe.run.summary import ProviderTally, RunSummary
-from openrouter_probe.run.transport import Answer, Failure, FailureKind
+from openrouter_probe.run.spend import Prices, RequestShape, SpendCap, request_shape
+from openrouter_probe.run.summary import DatasetTally, ProviderTally, RunSummary
+from openrouter_probe.run.transport import Answer
 
 __all__ = ["ON_FAILURE", "AdaptiveLimit", "Run", "RunSettings", "Sender"]
 
@@ -44,14 +56,24 @@ log = logging.getLogger(__name__)
 
 #: Rows failed in a row with no HTTP answer at all after which a run stops as ``unreachable``.
 UNREACHABLE_AFTER_ROWS = 8
+#: Pauses for the key's own 429 in a row, with no answer between, after which the run stops.
+PAUSES_BEFORE_STOP = 5
 
 Sleep = Callable[[float], Awaitable[None]]
 
 
 class Sender(Protocol):
-    """What sends one request body: ``HttpTransport.send`` or a test double."""
+    """What sends one request body: ``HttpTransport.send`` or a test double. ``on_id`` gets the
+    generation id when the headers bring it; ``ceiling_s`` bounds the attempt."""
 
-    def __call__(self, body: bytes, *, stream: bool) -> Awaitable[Answer | Failure]: ...
+    def __call__(
+        self,
+        body: bytes,
+        *,
+        stream: bool,
+        on_id: Callable[[str], None] | None = None,
+        ceiling_s: float | None = None,
+    ) -> Awaitable[Answer | Failure]: ...
 
 
 class Progress(Protocol):
@@ -62,7 +84,12 @@ class Progress(Protocol):
 
 @dataclass
 class RunSettings:
-    """What every request of a run shares, and how the run behaves."""
+    """What every request of a run shares, and how the run behaves.
+
+    ``read_timeout_s`` and ``min_tokens_per_s`` give each attempt its ceiling:
+    ``read_timeout_s + max_tokens / min_tokens_per_s``; ``max_wait_s`` is the longest pause for
+    the key's own 429; ``weights`` split the cap between datasets (unnamed ones weigh 1).
+    """
 
     model: str
     provider_json: str  # the policy's provider block, serialized once, sent byte for byte
@@ -80,6 +107,23 @@ class RunSettings:
     )
     lower_max_tokens: bool = False
     drain_timeout_s: float = 60.0
+    read_timeout_s: float = 300.0
+    min_tokens_per_s: float = 4.0
+    max_wait_s: float = 60.0
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+    def ceiling_s(self, max_tokens: int) -> float:
+        """How long one attempt may take at most, from its send to its last byte."""
+        return self.read_timeout_s + max_tokens / self.min_tokens_per_s
+
+    def builder(self) -> RequestBuilder:
+        return RequestBuilder(
+            model=self.model,
+            provider_json=self.provider_json,
+            stream=self.stream,
+            temperature=self.temperature,
+            reasoning=self.reasoning,
+        )
 
 
 class AdaptiveLimit:
@@ -92,36 +136,39 @@ class AdaptiveLimit:
     def __init__(self, maximum: int, *, cooldown_s: float = 1.0) -> None:
         self.maximum = maximum
         self.limit = float(maximum)
+        self.allowed = maximum  # int(limit), at least 1: read for every request
         self.cooldown_s = cooldown_s
         self._last_decrease = -1e9
-
-    @property
-    def allowed(self) -> int:
-        return max(1, int(self.limit))
 
     def on_rate_limited(self, now: float) -> None:
         if now - self._last_decrease >= self.cooldown_s:
             self.limit = max(1.0, self.limit * 0.7)
+            self.allowed = max(1, int(self.limit))
             self._last_decrease = now
 
     def on_success(self) -> None:
         if self.limit < self.maximum:
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            self.allowed = max(1, int(self.limit))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Attempts:
-    """One row's attempts so far: what the next one sends and what the earlier ones cost."""
+    """One row's attempts so far: what the next one sends and reserves, what earlier ones cost."""
 
     max_tokens: int
     body: bytes
-    prompt_tokens: int
+    shape: RequestShape
     prices: Prices
-    first_s: float
+    worst: Decimal
+    first_s: float | None = None  # the first send: the retry deadline runs from here
     number: int = 0
-    extra_cost: Decimal = Decimal(0)  # what earlier, failed attempts cost
-    cost: Decimal | None = None  # the answered attempt's cost
-    estimated: bool = False  # ... estimated from its tokens (no usage.cost)
+    extra_cost: Decimal = Decimal(0)  # what earlier, failed attempts cost (known ones)
+    id_json: str = ""  # the row id as JSON, for the journal
+    ceiling_s: float | None = None  # how long an attempt may take (RunSettings.ceiling_s)
+    flying: bool = False  # an attempt is in flight (a cancellation records it)
+    cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
+    pauses_seen: int = 0  # the pool's pauses when the attempt left
 
 
 class Run:
@@ -143,6 +190,9 @@ class Run:
         clock: Callable[[], float] = time.monotonic,
         prices_for: Callable[[PromptRow], Prices] | None = None,
         ledger: Ledger | None = None,
+        lookup: Lookup | None = None,
+        pending: list[Pending] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.ledger = ledger
@@ -157,29 +207,61 @@ class Run:
         self.sleep = sleep
         self.progress = progress
         self.clock = clock
+        self.wall_clock = wall_clock
+        # Attempts counted at their worst case are settled from /generation when there is a
+        # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
+        self.reconciler = (
+            Reconciler(
+                lookup,
+                on_settled=self.reconciled,
+                on_change=self._notify,
+                sleep=sleep,
+            )
+            if lookup is not None and ledger is not None
+            else None
+        )
+        for earlier in pending or ():
+            if self.reconciler is not None:
+                self.reconciler.add(earlier, now=True)
         self.limiter = AdaptiveLimit(settings.concurrency)
         self.queues: dict[str, deque[PromptRow]] = {}
         for row in rows:
             self.queues.setdefault(row.dataset, deque()).append(row)
+        self._order = list(self.queues)
+        self._open = list(self._order)  # the datasets still taking rows, in turn
+        self._turn = 0
+        self._prepared: dict[int, _Attempts] = {}
         self.settled_tokens: dict[str, int] = dict(tokens_before or {})
-        self.in_flight_by_dataset: dict[str, int] = {}
-        self.observed_tokens = 0
-        self.observed_rows = 0
+        self.observed: dict[str, tuple[int, int]] = {}  # dataset -> (tokens, rows) this run
+        self.in_flight_by_dataset: dict[str, int] = dict.fromkeys(self._order, 0)
+        self._dataset_json = {name: dumps(name) for name in self._order}
+        self._flying_max_tokens: dict[str, int] = dict.fromkeys(self._order, 0)
         self.in_flight = 0
         self.stopping = False
+        self._paused: asyncio.Future[None] | None = None  # open while the pool is paused
+        self._pauses_in_a_row = 0
         # Rows given up on in a row without one HTTP answer (refused, reset, stalled): the server
         # is unreachable, and going on would only grind through every row (see _failed).
         self.unanswered_streak = 0
+        self._warned_cost: set[str] = set()
         self._waiters: list[asyncio.Future[None]] = []
         self._workers: list[asyncio.Task[None]] = []
+        self._stopped: asyncio.Future[None] | None = None
         self._drain_handle: asyncio.TimerHandle | None = None
-        self._prefix = self._make_prefix(settings.provider_json)
+        self._builder = settings.builder()
+        self._prefix = self._builder.prefix()
+        self._prefix_bytes = len(self._prefix.encode())
         self.started = clock()
+        if cap.cap_usd is not None and self._order:
+            cap.shares({d: settings.weights.get(d, 1) for d in self._order})
+        self._out_of_money: list[str] = []
+        self._reconciling: asyncio.Future[None] | None = None
 
     # -- stopping ---------------------------------------------------------------------------------
 
     def request_stop(self, reason: str, message: str = "") -> None:
-        """Stop taking rows; requests in flight finish (the first Ctrl-C, a 402, the budget)."""
+        """Stop taking rows and cancel waits; requests in flight finish (the first Ctrl-C, a 402,
+        the budget)."""
         if not self.stopping:
             self.stopping = True
             self.summary.stop_reason = reason
@@ -187,6 +269,8 @@ class Run:
             if reason == "interrupted":
                 loop = asyncio.get_running_loop()
                 self._drain_handle = loop.call_later(self.settings.drain_timeout_s, self.cancel)
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
         self._notify()
 
     def cancel(self) -> None:
@@ -194,6 +278,8 @@ class Run:
         self.stopping = True
         if self.summary.stop_reason in ("done", "interrupted"):
             self.summary.stop_reason = "cancelled"
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
         for task in self._workers:
             task.cancel()
 
@@ -242,100 +328,239 @@ class Run:
         self._waiters.append(fut)
         await fut
 
-    # -- rows and targets -------------------------------------------------------------------------
+    async def _sleep_unless_stopped(self, seconds: float) -> None:
+        """Sleep (the injected sleep) unless and until the run stops."""
+        if seconds <= 0 or self.stopping:
+            return
+        if self._stopped is None:
+            self._stopped = asyncio.get_running_loop().create_future()
+        sleeper = asyncio.ensure_future(self.sleep(seconds))
+        try:
+            await asyncio.wait({sleeper, self._stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
 
-    def _expected_tokens(self) -> float:
-        """Tokens a request in flight is expected to bill: the mean so far, else ``max_tokens``."""
-        if self.observed_rows:
-            return self.observed_tokens / self.observed_rows
-        return float(self.settings.max_tokens)
+    async def _until_resumed(self) -> None:
+        """Wait while the pool is paused (the pause's own task does the sleeping)."""
+        if self._paused is not None and not self._paused.done():
+            await asyncio.wait({self._paused})
+
+    # -- rows, datasets and targets ---------------------------------------------------------------
+
+    def _flying_tokens(self, dataset: str) -> float:
+        """Tokens ``dataset``'s requests in flight are expected to bill: its own mean so far
+        times their number, else (no answer of it yet) their ``max_tokens``: never another
+        dataset's mean."""
+        tokens, rows = self.observed.get(dataset, (0, 0))
+        if rows:
+            return self.in_flight_by_dataset.get(dataset, 0) * tokens / rows
+        return float(self._flying_max_tokens.get(dataset, 0))
 
     def _target_reached(self, dataset: str, *, in_flight_too: bool = True) -> bool:
         target = self.settings.target_tokens
         if target is None:
-            return False
+            return False  # the common case: no target, nothing to look up
         settled = self.settled_tokens.get(dataset, 0)
         if not in_flight_too:
             return settled >= target
-        flying = self.in_flight_by_dataset.get(dataset, 0) * self._expected_tokens()
-        return settled + flying >= target
+        return settled + self._flying_tokens(dataset) >= target
 
-    async def _next_row(self) -> PromptRow | None:
-        while not self.stopping:
-            blocked = False
-            for dataset in list(self.queues):
-                queue = self.queues[dataset]
-                if not queue:
-                    del self.queues[dataset]
-                    continue
-                if self._target_reached(dataset, in_flight_too=False):
-                    self.summary.not_sent += len(queue)
-                    del self.queues[dataset]
-                    log.info(
-                        "%s: reached its target of %s output tokens",
-                        dataset,
-                        self.settings.target_tokens,
-                    )
-                    continue
-                if self._target_reached(dataset):
-                    blocked = True  # its requests in flight may still fall short: wait for them
-                    continue
-                return queue.popleft()
-            if not blocked:
-                return None
-            await self._wait_change()
-        return None
-
-    # -- one row ------------------------------------------------------------------------------------
-
-    def _make_prefix(self, provider_json: str) -> str:
-        s = self.settings
-        return (
-            '{"model":'
-            + _dumps(s.model)
-            + ',"provider":'
-            + provider_json
-            + ',"stream":'
-            + ("true" if s.stream else "false")
+    def _prepare(self, row: PromptRow) -> _Attempts:
+        """The row's first attempt: its body, shape, prices and worst case (kept while it waits)."""
+        attempt = self._prepared.get(id(row))
+        if attempt is not None:
+            return attempt
+        max_tokens = int(row.params.get("max_tokens", self.settings.max_tokens))
+        prefix = (
+            self._prefix if row.provider_json is None else self._builder.prefix(row.provider_json)
+        )
+        body = (prefix + self._builder.own_part(row, max_tokens)).encode()
+        # the bytes the row adds to the prefix: what its prompt may be made of
+        shape = request_shape(len(body) - len(prefix.encode()), row.messages, row.params)
+        prices = self.prices if self.prices_for is None else self.prices_for(row)
+        return _Attempts(
+            max_tokens=max_tokens,
+            body=body,
+            shape=shape,
+            prices=prices,
+            worst=prices.worst_case_usd(
+                prompt_tokens=shape.prompt_tokens, max_tokens=max_tokens, shape=shape
+            ),
+            id_json=dumps(row.id),
+            ceiling_s=self.settings.ceiling_s(max_tokens),
         )
 
-    def _body(self, row: PromptRow, max_tokens: int) -> bytes:
-        s = self.settings
-        parts = [
-            self._prefix if row.provider_json is None else self._make_prefix(row.provider_json),
-            ',"messages":',
-            _dumps(row.messages),
-            ',"max_tokens":',
-            str(max_tokens),
-        ]
-        if s.temperature is not None and "temperature" not in row.params:
-            parts += [',"temperature":', _dumps(s.temperature)]
-        if s.reasoning is not None and "reasoning" not in row.params:
-            parts += [',"reasoning":', _dumps(s.reasoning)]
-        for key, value in row.params.items():
-            if key != "max_tokens":
-                parts += [",", _dumps(key), ":", _dumps(value)]
-        parts.append("}")
-        return "".join(parts).encode()
+    def _close(self, dataset: str, why: str) -> None:
+        """``dataset`` sends nothing more: its rows left are not sent; its sub-cap is lent."""
+        queue = self.queues.pop(dataset, None)
+        if dataset in self._open:
+            self._open.remove(dataset)
+        if queue:
+            self.summary.not_sent += len(queue)
+            tally = self.summary.datasets.get(dataset)
+            if tally is not None:
+                tally.not_sent += len(queue)
+            for row in queue:
+                self._prepared.pop(id(row), None)
+            log.info("%s: %s; %d row(s) not sent", dataset, why, len(queue))
+        self.cap.close(dataset)
+        self._notify()
 
-    async def _reserve(self, worst: Decimal) -> bool:
+    def _money_may_come(self, dataset: str, worst: Decimal) -> bool:
+        """Whether money for ``dataset``'s next request may still free up: something settles,
+        the reconciler gives some back, or another dataset closes and lends its share."""
+        if self.cap.in_flight or (self.reconciler is not None and self.reconciler.outstanding):
+            return True
+        if not self.cap.fits(worst):
+            return False
+        return any(
+            d != dataset and (q or self.in_flight_by_dataset.get(d)) for d, q in self.queues.items()
+        )
+
+    def _pick(self) -> tuple[PromptRow, _Attempts] | str:
+        """The next row in turn that fits, reserved; else ``"wait"`` or ``"done"``. No await:
+        the check and the reservation cannot interleave with another worker's."""
         while True:
-            if self.stopping:
-                return False
-            fits = self.cap.fits(worst)
-            if fits and self.in_flight < self.limiter.allowed:
-                # Check and reserve with no await in between: atomic within the event loop.
-                self.cap.try_reserve(worst)
-                self.in_flight += 1
+            picked = self._pick_once()
+            if picked != "again":
+                return picked
+
+    def _pick_alone(self) -> tuple[PromptRow, _Attempts] | None:
+        """The common case in a few lines: one dataset, no target, a row that fits now."""
+        if len(self._open) != 1 or self.settings.target_tokens is not None:
+            return None
+        queue = self.queues[self._open[0]]
+        if not queue or self.in_flight >= self.limiter.allowed:
+            return None
+        row = queue[0]
+        attempt = self._prepare(row)
+        if not self.cap.try_reserve(attempt.worst, row.dataset):
+            self._prepared[id(row)] = attempt
+            return None  # the general path decides: wait, or the money is out
+        queue.popleft()
+        self._prepared.pop(id(row), None)
+        return row, attempt
+
+    def _pick_once(self) -> tuple[PromptRow, _Attempts] | str:
+        if self.in_flight >= self.limiter.allowed:
+            return "wait"
+        blocked: list[tuple[str, Decimal]] = []
+        datasets = self._open
+        count = len(datasets)
+        for k in range(count):
+            dataset = datasets[(self._turn + k) % count]
+            queue = self.queues[dataset]
+            if not queue or self._target_reached(dataset, in_flight_too=False):
+                if queue:
+                    target = self.settings.target_tokens
+                    self._close(dataset, f"reached its target of {target} tokens")
+                    return "again"
+                if not self.in_flight_by_dataset.get(dataset):
+                    self._close(dataset, "all rows sent")
+                    return "again"
+                continue
+            if self._target_reached(dataset):
+                blocked.append((dataset, Decimal(0)))
+                continue
+            row = queue[0]
+            attempt = self._prepare(row)
+            if self.cap.try_reserve(attempt.worst, dataset):
+                queue.popleft()
+                self._prepared.pop(id(row), None)
+                self._turn = (self._turn + k + 1) % count
+                return row, attempt
+            self._prepared[id(row)] = attempt  # it waits: keep what was computed
+            if not self._money_may_come(dataset, attempt.worst):
+                self._spent_out(dataset, row, attempt)
+                return "again"
+            blocked.append((dataset, attempt.worst))
+        if not blocked:
+            return "done" if not self.queues or not self.in_flight else "wait"
+        reconciling = self.reconciler is not None and self.reconciler.outstanding
+        if not self.cap.in_flight and not reconciling and all(worst for _, worst in blocked):
+            # every dataset waits for another to close: the one that had the most closes first
+            self._spent_out(*self._richest(blocked))
+            return "again"
+        return "wait"
+
+    def _richest(self, blocked: list[tuple[str, Decimal]]) -> tuple[str, PromptRow, _Attempts]:
+        def weight(dataset: str) -> Decimal:
+            return Decimal(str(self.settings.weights.get(dataset, 1)))
+
+        dataset = max(
+            (d for d, _ in blocked),
+            key=lambda d: self.cap.committed_by_dataset.get(d, Decimal(0)) / weight(d),
+        )
+        row = self.queues[dataset][0]
+        return dataset, row, self._prepare(row)
+
+    def _spent_out(self, dataset: str, row: PromptRow, attempt: _Attempts) -> None:
+        """``dataset``'s next row does not fit in what it may still spend: close it."""
+        share = self.cap.share_usd(dataset)
+        if share is not None and len(self._order) > 1:
+            left = max(Decimal(0), share - self.cap.committed_by_dataset.get(dataset, Decimal(0)))
+            where = f"its share of the cap has ${left:.6f} left"
+        else:
+            left = self.cap.remaining_usd or Decimal(0)
+            where = f"only ${left:.6f} of the ${self.cap.cap_usd} cap remains"
+        message = f"{row.id}: the next request may cost up to ${attempt.worst:.6f} and {where}"
+        fits = attempt.prices.max_tokens_within(
+            left, prompt_tokens=attempt.shape.prompt_tokens, shape=attempt.shape
+        )
+        if self.summary.requests == 0 and fits < attempt.max_tokens:
+            message += (
+                f"; --max-tokens {fits} would fit"
+                if fits >= 1
+                else f"; raise --budget-usd above ${attempt.worst:.6f} for one row"
+            )
+        self._out_of_money.append(f"{dataset}: {message}" if len(self._order) > 1 else message)
+        self._close(dataset, message)
+
+    def _flying(self, row: PromptRow, attempt: _Attempts, step: int) -> None:
+        """Count a request in (``step`` 1) or out (-1) of flight."""
+        self.in_flight += step
+        self.in_flight_by_dataset[row.dataset] += step
+        self._flying_max_tokens[row.dataset] += step * attempt.max_tokens
+
+    async def _take(self) -> tuple[PromptRow, _Attempts] | None:
+        """Wait for the next row that fits (round-robin across datasets); ``None`` at the end."""
+        while not self.stopping:
+            if self._paused is not None and not self._paused.done():
+                await self._until_resumed()
+                continue
+            picked = self._pick_alone() or self._pick()
+            if picked == "done":
+                return None
+            if picked == "wait":
+                await self._wait_change()
+                continue
+            assert not isinstance(picked, str)
+            row, attempt = picked
+            self._flying(row, attempt, 1)
+            return row, attempt
+        return None
+
+    async def _reserve_again(self, row: PromptRow, attempt: _Attempts) -> bool:
+        """Reserve a retry's worst case (waiting for the money, the limit, a pause)."""
+        dataset = row.dataset
+        while not self.stopping:
+            if self._paused is not None and not self._paused.done():
+                await self._until_resumed()
+                continue
+            if self.in_flight < self.limiter.allowed and self.cap.try_reserve(
+                attempt.worst, dataset
+            ):
+                self._flying(row, attempt, 1)
                 return True
-            if not fits and self.cap.in_flight == 0:
-                self.request_stop(
-                    "budget",
-                    f"the next request may cost up to ${worst:.6f} and only "
-                    f"${self.cap.remaining_usd:.6f} of the ${self.cap.cap_usd} cap remains",
-                )
+            if self.in_flight < self.limiter.allowed and not self._money_may_come(
+                dataset, attempt.worst
+            ):
+                self._spent_out(dataset, row, attempt)
                 return False
             await self._wait_change()
+        return False
+
+    # -- one row ------------------------------------------------------------------------------------
 
     def _record(self, row: PromptRow, **fields: Any) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -354,7 +579,7 @@ class Run:
             "error": None,
             "messages": row.messages,
             "policy_sha256": self.settings.policy_sha256,
-            "run_id": self.run_id,  # the journal's attempts of this run for this row: accounted
+            "run_id": self.run_id,  # the journal holds this run's money, attempt by attempt
         }
         record.update(fields)
         return record
@@ -364,28 +589,9 @@ class Run:
         if self.progress is not None:
             self.progress.row_done(record, self)
 
-    def _cost(self, answer: Answer) -> tuple[Decimal | None, bool]:
-        """``usage.cost``; without it (not OpenRouter?), the tokens at the worst admitted prices,
-        so that the cap still holds. Returns the cost and whether it was estimated."""
-        cost = answer.cost_usd
-        if cost is not None or answer.usage is None:
-            return cost, False
-        estimate = self.prices.worst_case_usd(
-            prompt_tokens=int(answer.usage.get("prompt_tokens") or 0),
-            max_tokens=answer.completion_tokens,
-        )
-        return estimate, True
-
-    def _answered(
-        self,
-        row: PromptRow,
-        answer: Answer,
-        attempts: int,
-        extra_cost: Decimal,
-        cost: Decimal | None,
-        estimated: bool,
-    ) -> None:
+    def _answered(self, row: PromptRow, answer: Answer, attempt: _Attempts) -> None:
         truncated = answer.finish_reason == "length"
+        cost = attempt.cost
         record = self._record(
             row,
             status="truncated" if truncated else "ok",
@@ -397,26 +603,36 @@ class Run:
             usage=answer.usage,
             cost_usd=float(cost) if cost is not None else None,
             generation_id=answer.generation_id,
-            attempts=attempts,
+            attempts=attempt.number,
         )
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
         if answer.logprobs is not None:
             record["logprobs"] = answer.logprobs
-        if estimated:
-            record["cost_estimated"] = True
-        if extra_cost:
-            record["failed_attempts_cost_usd"] = float(extra_cost)
+        if cost is None:
+            record["possibly_billed_usd"] = float(attempt.worst)
+        if attempt.extra_cost:
+            record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
         self._write(record)
+        self._tally(row, answer, cost, truncated)
+
+    def _tally(self, row: PromptRow, answer: Answer, cost: Decimal | None, truncated: bool) -> None:
         s = self.summary
         tokens = answer.completion_tokens
         s.truncated += truncated
         s.ok += not truncated
-        self.observed_tokens += tokens
-        self.observed_rows += 1
+        seen_tokens, seen_rows = self.observed.get(row.dataset, (0, 0))
+        self.observed[row.dataset] = (seen_tokens + tokens, seen_rows + 1)
         self.settled_tokens[row.dataset] = self.settled_tokens.get(row.dataset, 0) + tokens
         s.output_tokens[row.dataset] = s.output_tokens.get(row.dataset, 0) + tokens
-        tally = s.providers.setdefault(answer.provider or "?", ProviderTally())
+        dataset = s.datasets.get(row.dataset)
+        if dataset is not None:
+            dataset.done += 1
+            dataset.output_tokens += tokens
+        name = answer.provider or "?"
+        tally = s.providers.get(name)
+        if tally is None:  # (setdefault would build a tally for every row)
+            tally = s.providers[name] = ProviderTally()
         tally.rows += 1
         tally.completion_tokens += tokens
         usage = answer.usage or {}
@@ -426,17 +642,18 @@ class Run:
         tally.cost_usd += cost or 0
         tally.truncated += truncated
 
-    def _failed(
-        self, row: PromptRow, failure: Failure, attempts: int, extra_cost: Decimal, why: str = ""
-    ) -> None:
+    def _failed(self, row: PromptRow, failure: Failure, attempt: _Attempts, why: str = "") -> None:
         error = failure.to_record()
         if why:
             error["message"] = f"{failure.message}; {why}"
-        record = self._record(row, status="failed", attempts=attempts, error=error)
-        if extra_cost:
-            record["failed_attempts_cost_usd"] = float(extra_cost)
+        record = self._record(row, status="failed", attempts=attempt.number, error=error)
+        if attempt.extra_cost:
+            record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
         self._write(record)
         self.summary.failed += 1
+        dataset = self.summary.datasets.get(row.dataset)
+        if dataset is not None:
+            dataset.done += 1
         if failure.status is not None:
             self.unanswered_streak = 0
             return
@@ -449,87 +666,163 @@ class Run:
                 "same command (--redo-failed also resends the rows that failed)",
             )
 
-    async def _do_row(self, row: PromptRow) -> None:
-        """Send one row until it is answered, fails, or the run stops (see ``ON_FAILURE``)."""
-        s = self.settings
-        max_tokens = int(row.params.get("max_tokens", s.max_tokens))
-        attempt = _Attempts(
-            max_tokens=max_tokens,
-            body=self._body(row, max_tokens),
-            prompt_tokens=prompt_tokens_bound(row.prompt_bytes, len(row.messages)),
-            prices=self.prices if self.prices_for is None else self.prices_for(row),
-            first_s=self.clock(),
-        )
+    async def _do_row(self, row: PromptRow, attempt: _Attempts) -> None:
+        """Send one row (reserved) until it is answered, fails, or the run stops."""
+        try:
+            await self._attempts(row, attempt)
+        except asyncio.CancelledError:
+            if not attempt.flying:  # cancelled between attempts: nothing to record
+                self.summary.not_sent += 1
+            raise
+
+    async def _attempts(self, row: PromptRow, attempt: _Attempts) -> None:
         while True:
             attempt.number += 1
-            worst = attempt.prices.worst_case_usd(
-                prompt_tokens=attempt.prompt_tokens, max_tokens=attempt.max_tokens
-            )
-            if not await self._reserve(worst):
-                self.summary.not_sent += 1
-                return
-            outcome = await self._send_reserved(row, attempt, worst)
-            if isinstance(outcome, Answer):
-                self._answered(
-                    row, outcome, attempt.number, attempt.extra_cost, *self._cost(outcome)
-                )
-                self._notify()
-                return
-            if outcome.cost_usd:
-                attempt.extra_cost += outcome.cost_usd
-                self.summary.spent_usd += outcome.cost_usd
+            outcome = await self._send_reserved(row, attempt)
             self._notify()
+            if isinstance(outcome, Answer):
+                self._answered(row, outcome, attempt)
+                return
             if not await ON_FAILURE[outcome.kind](self, row, outcome, attempt):
                 return
+            attempt.worst = attempt.prices.worst_case_usd(
+                prompt_tokens=attempt.shape.prompt_tokens,
+                max_tokens=attempt.max_tokens,
+                shape=attempt.shape,
+            )
+            if not await self._reserve_again(row, attempt):
+                self.summary.not_sent += 1
+                return
 
-    async def _send_reserved(
-        self, row: PromptRow, attempt: _Attempts, worst: Decimal
-    ) -> Answer | Failure:
+    def _unknown(
+        self,
+        row: PromptRow,
+        worst: Decimal,
+        number: int,
+        generation_id: str | None,
+        journaled: bool = True,
+    ) -> None:
+        """An attempt that left and whose cost is unknown: its worst case counts as spent until
+        the reconciler settles it from ``/generation`` (when it has a generation id; one only the
+        body named, not the headers, is journaled now, so that a restart can settle it too)."""
+        if self.ledger is not None:
+            if generation_id is not None and not journaled:
+                self.ledger.generation(number, generation_id)
+            self.ledger.settle_unknown(number)
+        self.cap.settle(worst, worst, row.dataset)
+        self.summary.spent_usd += worst
+        self.summary.possibly_billed_usd += worst
+        if generation_id is None or self.reconciler is None or self.run_id is None:
+            self.summary.unsettleable += 1
+            return
+        self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
+
+    def _cancelled(self, row: PromptRow, attempt: _Attempts, number: int, gen: str | None) -> None:
+        self._unknown(row, attempt.worst, number, gen)
+        self.summary.cancelled += 1
+        record = self._record(
+            row,
+            status="cancelled",
+            attempts=attempt.number,
+            error={"kind": "cancelled", "message": "cancelled in flight"},
+            possibly_billed_usd=float(attempt.worst),
+            generation_id=gen,
+        )
+        if attempt.extra_cost:
+            record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
+        self.output.write(record)
+
+    async def _send_reserved(self, row: PromptRow, attempt: _Attempts) -> Answer | Failure:
         """Send one attempt whose worst case is reserved; settle it in the cap and the journal.
 
-        Journaled (in the OS) before it leaves, so a SIGKILL from then on cannot hide it. Cancelled
-        in flight, it may be billed anyway: its reservation counts as spent and a ``cancelled``
-        line records it (the row itself is sent again by a resumed run).
+        Journaled (in the OS) before it leaves, so a SIGKILL from then on cannot hide it; its
+        generation id is journaled as soon as the headers bring it.
         """
-        ledger = self.ledger
-        self.in_flight_by_dataset[row.dataset] = self.in_flight_by_dataset.get(row.dataset, 0) + 1
+        ledger, worst = self.ledger, attempt.worst
+        if attempt.first_s is None:
+            attempt.first_s = self.clock()
+        attempt.pauses_seen = self.summary.pauses
         self.summary.requests += 1
-        try:
-            sent = ledger.sent(_dumps(row.id), worst) if ledger is not None else 0
-            outcome = await self.send(attempt.body, stream=self.settings.stream)
-        except asyncio.CancelledError:
+        number = (
+            ledger.sent(attempt.id_json, worst, self._dataset_json[row.dataset])
+            if ledger is not None
+            else 0
+        )
+        seen: list[str] = []
+
+        def on_id(generation_id: str) -> None:
+            seen.append(generation_id)
             if ledger is not None:
-                ledger.settle(sent, worst, cancelled=True)
-            self.cap.settle(worst, worst)
-            self.summary.cancelled += 1
-            self.summary.possibly_billed_usd += worst
-            self.summary.spent_usd += worst
-            record = self._record(
-                row,
-                status="cancelled",
-                attempts=attempt.number,
-                error={"kind": "cancelled", "message": "cancelled in flight"},
-                possibly_billed_usd=float(worst),
+                ledger.generation(number, generation_id)
+
+        attempt.flying = True
+        try:
+            outcome = await self.send(
+                attempt.body,
+                stream=self.settings.stream,
+                on_id=on_id,
+                ceiling_s=attempt.ceiling_s,
             )
-            if attempt.extra_cost:
-                record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
-            self.output.write(record)
+        except asyncio.CancelledError:
+            self._cancelled(row, attempt, number, seen[0] if seen else None)
             raise
         finally:
-            self.in_flight -= 1
-            self.in_flight_by_dataset[row.dataset] -= 1
+            self._flying(row, attempt, -1)
+        attempt.flying = False
+        if seen:
+            self._settle(row, attempt, number, outcome, seen[0], journaled=True)
+        else:
+            self._settle(row, attempt, number, outcome, outcome.generation_id, journaled=False)
+        return outcome
+
+    def _settle(
+        self,
+        row: PromptRow,
+        attempt: _Attempts,
+        number: int,
+        outcome: Answer | Failure,
+        generation_id: str | None,
+        *,
+        journaled: bool,
+    ) -> None:
+        worst = attempt.worst
         if isinstance(outcome, Answer):
-            cost, attempt.estimated = self._cost(outcome)
-            attempt.cost = cost
-            self.summary.spent_usd += cost or 0
             self.limiter.on_success()
             self.unanswered_streak = 0
+            self._pauses_in_a_row = 0
+            cost = attempt.cost = outcome.cost_usd
+            if cost is None:
+                self._warn_cost(outcome, worst)
+                self._unknown(row, worst, number, generation_id, journaled)
+                return
+        elif outcome.cost_unknown:
+            self._unknown(row, worst, number, generation_id, journaled)
+            return
         else:
             cost = outcome.cost_usd
-        if ledger is not None:
-            ledger.settle(sent, cost)
-        self.cap.settle(worst, cost)
-        return outcome
+            if cost:
+                attempt.extra_cost += cost
+        if self.ledger is not None:
+            self.ledger.settle(number, cost)
+        self.cap.settle(worst, cost, row.dataset)
+        self.summary.spent_usd += cost or 0
+
+    def _warn_cost(self, answer: Answer, worst: Decimal) -> None:
+        provider = answer.provider or "?"
+        raw = (answer.usage or {}).get("cost")
+        if provider in self._warned_cost:
+            return
+        self._warned_cost.add(provider)
+        what = f"usage.cost {raw!r} is not a cost" if answer.cost_invalid else "no usage.cost"
+        self.warn(
+            f"{provider}: {what}; its answers count at their worst case (${worst:.6f} here) "
+            "until /generation settles them"
+        )
+
+    def warn(self, text: str) -> None:
+        """Say ``text`` on stderr now and in the summary."""
+        self.summary.warnings.append(text)
+        log.warning("%s", text)
 
     # -- what a failed attempt leads to (ON_FAILURE) ---------------------------------------------
 
@@ -540,18 +833,66 @@ class Run:
         decision = self.settings.backoff.next_wait(
             attempt=attempt.number,
             retry_after_s=failure.retry_after_s,
-            elapsed_s=self.clock() - attempt.first_s,
+            elapsed_s=self.clock() - (attempt.first_s or self.clock()),
         )
         if decision.give_up:
-            self._failed(row, failure, attempt.number, attempt.extra_cost, decision.reason)
+            self._failed(row, failure, attempt, decision.reason)
             return False
         self.summary.retries += 1
-        await self.sleep(decision.wait_s)
+        log.warning(
+            "%s: attempt %d failed (%s); retrying in %.1f s",
+            row.id,
+            attempt.number,
+            failure.message[:200],
+            decision.wait_s,
+        )
+        await self._sleep_unless_stopped(decision.wait_s)
+        if self.stopping:
+            self.summary.not_sent += 1
+            return False
+        return True
+
+    async def _pause_pool(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
+        """OpenRouter's own 429: every worker waits ``Retry-After``; beyond ``max_wait_s`` (or
+        after ``PAUSES_BEFORE_STOP`` pauses with no answer between) the run stops."""
+        wait = failure.retry_after_s
+        if wait is None and failure.reset_epoch_s is not None:
+            wait = max(0.0, failure.reset_epoch_s - self.wall_clock())
+        wait = 10.0 if wait is None else wait
+        if attempt.pauses_seen < self.summary.pauses:
+            # it left before the pool paused: that pause was for it too; just send it again
+            await self._until_resumed()
+            if self.stopping:
+                self.summary.not_sent += 1
+                return False
+            return True
+        self._pauses_in_a_row += 1
+        if wait > self.settings.max_wait_s or self._pauses_in_a_row > PAUSES_BEFORE_STOP:
+            resume = failure.reset_epoch_s or self.wall_clock() + wait
+            at = datetime.datetime.fromtimestamp(resume, datetime.UTC).strftime("%H:%M")
+            self.request_stop(
+                "rate-limited",
+                f"rate limited by the key: resume after {at} UTC (OpenRouter asked to wait "
+                f"{wait:.0f} s, more than --max-wait {self.settings.max_wait_s:.0f} s: "
+                f"{failure.message}); rerun the same command then",
+            )
+            self.summary.not_sent += 1
+            return False
+        if self._paused is None or self._paused.done():
+            self.summary.pauses += 1
+            log.warning(
+                "rate limited by the key (OpenRouter's own 429): every request waits %.0f s", wait
+            )
+            self._paused = asyncio.ensure_future(self._sleep_unless_stopped(wait))
+        await self._until_resumed()
+        if self.stopping:
+            self.summary.not_sent += 1
+            return False
         return True
 
     async def _fail_row(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
         """A final error for this row: record it as failed; the run goes on."""
-        self._failed(row, failure, attempt.number, attempt.extra_cost)
+        self._failed(row, failure, attempt)
         return False
 
     async def _stop_run(self, row: PromptRow, failure: Failure, attempt: _Attempts) -> bool:
@@ -569,7 +910,13 @@ class Run:
                 afford,
             )
             attempt.max_tokens = afford
-            attempt.body = self._body(row, afford)
+            attempt.ceiling_s = self.settings.ceiling_s(afford)
+            prefix = (
+                self._prefix
+                if row.provider_json is None
+                else self._builder.prefix(row.provider_json)
+            )
+            attempt.body = (prefix + self._builder.own_part(row, afford)).encode()
             return True
         self._stop_for(failure)
         self.summary.not_sent += 1
@@ -604,22 +951,70 @@ class Run:
                 f"{self.settings.model} now: re-compile it",
             )
 
+    # -- the money the reconciler settles -------------------------------------------------------
+
+    def reconciled(self, pending: Pending, cost: Decimal) -> None:
+        """``/generation`` says what an attempt counted at its worst case cost: journal it and
+        give the difference back (this run's attempts and earlier runs' alike)."""
+        if self.ledger is not None:
+            self.ledger.reconciled(pending.run, pending.attempt, cost)
+        back = pending.reserved_usd - cost
+        if back >= 0:
+            self.cap.give_back(back, pending.dataset)
+        else:
+            self.cap.add_spent(-back, pending.dataset)
+            self.cap.overruns += 1
+        s = self.summary
+        if pending.run == self.run_id:
+            s.spent_usd -= back
+            s.possibly_billed_usd -= pending.reserved_usd
+            s.reconciled += 1
+            s.reconciled_back_usd += back
+        else:
+            s.spent_before_usd -= back
+            s.possibly_billed_before_usd -= pending.reserved_usd
+            s.reconciled_before += 1
+            s.reconciled_before_back_usd += back
+        self._notify()
+
     # -- the pool -----------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
         while True:
-            row = await self._next_row()
-            if row is None:
+            taken = await self._take()
+            if taken is None:
                 return
-            await self._do_row(row)
+            await self._do_row(*taken)
+
+    async def _settle_the_rest(self) -> None:
+        """Let the reconciler settle what it holds (boundedly), unless the run was cancelled."""
+        reconciler = self.reconciler
+        if reconciler is None or self._reconciling is None:
+            return
+        reconciler.finish()
+        if reconciler.outstanding and self.summary.stop_reason not in ("cancelled",):
+            log.info("settling %d attempt(s) from /generation", reconciler.outstanding)
+            stop = self._stopped
+            waits = {self._reconciling} | (
+                {stop} if stop is not None and not stop.done() else set()
+            )
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if not self._reconciling.done():
+            self._reconciling.cancel()
+        await asyncio.gather(self._reconciling, return_exceptions=True)
 
     async def run(self) -> RunSummary:
         """Run every worker to the end (or the stop); return the summary."""
+        self._stopped = asyncio.get_running_loop().create_future()
+        self._reconciling = (
+            asyncio.ensure_future(self.reconciler.run()) if self.reconciler is not None else None
+        )
         count = max(1, min(self.settings.concurrency, sum(len(q) for q in self.queues.values())))
         self._workers = [asyncio.ensure_future(self._worker()) for _ in range(count)]
         ticker = asyncio.ensure_future(self._tick()) if self.progress is not None else None
         try:
             results = await asyncio.gather(*self._workers, return_exceptions=True)
+            await self._settle_the_rest()
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -627,24 +1022,34 @@ class Run:
                 self.progress.tick(self)
             if self._drain_handle is not None:
                 self._drain_handle.cancel()
+            for task in (self._reconciling, self._paused):
+                if task is not None and not task.done():
+                    task.cancel()
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
-        self.summary.not_sent += sum(len(q) for q in self.queues.values())
-        self.summary.peak_committed_usd = self.cap.peak_committed_usd
+        self._finish_summary()
+        return self.summary
+
+    def _finish_summary(self) -> None:
+        s = self.summary
+        s.not_sent += sum(len(q) for q in self.queues.values())
+        s.peak_committed_usd = self.cap.peak_committed_usd
+        for name, tally in s.datasets.items():
+            tally.spent_usd = self.cap.committed_by_dataset.get(name, tally.spent_usd)
         if self.cap.overruns:
-            self.summary.warnings.append(
+            self.warn(
                 f"{self.cap.overruns} answer(s) cost more than their reserved worst case (did the "
                 "endpoints' prices rise during the run?): the cap may be exceeded by the difference"
             )
-        self.summary.elapsed_s = self.clock() - self.started
-        if (
-            self.summary.stop_reason == "done"
-            and self.settings.target_tokens is not None
-            and (self.summary.not_sent)
-        ):
-            self.summary.stop_reason = "target"
-        return self.summary
+        s.elapsed_s = self.clock() - self.started
+        if s.stop_reason == "done" and self._out_of_money:
+            s.stop_reason = "budget"
+            s.message = "; ".join(self._out_of_money[:3]) + (
+                f"; and {len(self._out_of_money) - 3} more" if len(self._out_of_money) > 3 else ""
+            )
+        elif s.stop_reason == "done" and self.settings.target_tokens is not None and s.not_sent:
+            s.stop_reason = "target"
 
     async def _tick(self) -> None:
         assert self.progress is not None
@@ -653,22 +1058,39 @@ class Run:
             await asyncio.sleep(0.25)
 
 
-#: What a failed attempt leads to, by the failure's kind (``transport.classify_error``): the one
-#: place a reader finds every retry decision. Each returns True to send the row again.
+#: What a failed attempt leads to, by the failure's kind (``run.failure``'s table decides the
+#: kind): the one place a reader finds every retry decision. Each returns True to send again.
 #:
-#: ``transient`` (408, 429, 5xx, timeouts, cut streams): wait (Retry-After, else exponential with
-#:     jitter) and retry, until the attempts or the time budget run out; then the row fails.
+#: ``transient`` (408, upstream 429, 5xx, timeouts, cut streams, keep-alives only): wait (Retry-After,
+#:     else exponential with jitter, from the row's first send) and retry, until the attempts or
+#:     the time budget run out; then the row fails. A stop cancels the wait (the row is unsent).
+#: ``pause`` (OpenRouter's own 429 for the key): every worker waits Retry-After; beyond
+#:     ``max_wait_s`` the run stops (``rate-limited``), the row unsent, not failed.
 #: ``row`` (400, 403, 413, 422: this request itself is wrong): the row fails; the run goes on.
 #: ``run`` (401 key, 402 credits, 404 no route: no request can succeed): the run stops, the row
 #:     unsent; a 402 affording fewer tokens retries lower under ``--lower-max-tokens``.
 #:
-#: Every attempt settles its reservation first (in the cap and the journal), whatever follows.
+#: Every attempt settles its reservation first (in the cap and the journal), whatever follows;
+#: one whose cost is unknown (``Failure.cost_unknown``) stays at its worst case until settled.
 ON_FAILURE: dict[FailureKind, Callable[[Run, PromptRow, Failure, _Attempts], Awaitable[bool]]] = {
     "transient": Run._retry_transient,
+    "pause": Run._pause_pool,
     "row": Run._fail_row,
     "run": Run._stop_run,
 }
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def dataset_tallies(
+    rows_by_dataset: Mapping[str, int],
+    done_by_dataset: Mapping[str, int],
+    tokens_by_dataset: Mapping[str, int],
+) -> dict[str, DatasetTally]:
+    """A tally per dataset of the prompts (0 included), with what earlier runs finished."""
+    return {
+        name: DatasetTally(
+            rows=count,
+            done=done_by_dataset.get(name, 0),
+            output_tokens=tokens_by_dataset.get(name, 0),
+        )
+        for name, count in rows_by_dataset.items()
+    }

@@ -1,14 +1,23 @@
-"""What a run did: rows, tokens, money and why it stopped (``RunSummary``)."""
+"""What a run did: rows, tokens, money and why it stopped (``RunSummary``).
+
+``render`` writes it for people in lines of at most 80 columns, wrapped between words (a figure
+is never cut), every dataset listed (0 included), money never shown negative.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.rules.quantities import format_usd
 
-__all__ = ["ProviderTally", "RunSummary"]
+__all__ = ["DatasetTally", "ProviderTally", "RunSummary"]
+
+#: The width ``render`` fits its lines to.
+WIDTH = 80
+_ZERO = Decimal(0)
 
 
 @dataclass
@@ -19,7 +28,7 @@ class ProviderTally:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
-    cost_usd: Decimal = Decimal(0)
+    cost_usd: Decimal = _ZERO
     truncated: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -34,16 +43,63 @@ class ProviderTally:
 
 
 @dataclass
-class RunSummary:
-    """The outcome of ``generate``: counts, spend against the cap, and the stop reason.
+class DatasetTally:
+    """One dataset's rows and money: ``rows`` in the prompts, ``done`` finished (earlier runs
+    included), ``not_sent`` this run, ``spent_usd`` counted against the cap (earlier runs too),
+    ``share_usd`` its sub-cap when the cap was shared."""
 
-    ``spent_usd`` is this run's settled spend (``usage.cost`` summed, plus billed failed attempts
-    and what cancelled requests may have cost); ``spent_total_usd`` adds what the output file held
-    before: the output's records, plus what the spend journal (``OUT.ledger``) holds that no record
-    does. ``possibly_billed_before_usd`` is the part of it that may or may not have been billed:
-    requests cancelled in flight by earlier runs (``cancelled_before``) or in flight when one was
-    killed (``killed_in_flight_before``), each at its reservation. ``stop_reason`` is ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``, ``unreachable`` (no answer at all),
-    ``credits`` (402), ``key`` (401), ``no-route`` (404) or ``dry-run``.
+    rows: int = 0
+    done: int = 0
+    not_sent: int = 0
+    output_tokens: int = 0
+    spent_usd: Decimal = _ZERO
+    share_usd: Decimal | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "done": self.done,
+            "not_sent": self.not_sent,
+            "output_tokens": self.output_tokens,
+            "spent_usd": float(self.spent_usd),
+            "share_usd": None if self.share_usd is None else float(self.share_usd),
+        }
+
+
+def _usd(value: Decimal) -> str:
+    """Money for people, never negative (``$0.00 remains``), six decimals below a dollar."""
+    value = max(_ZERO, value)
+    return f"${value:,.2f}" if value >= 1 or value == 0 else f"${value:,.6f}"
+
+
+def _pack(label: str, items: list[str]) -> list[str]:
+    """``label`` then ``items`` joined by ", ", in lines of at most ``WIDTH``, never inside an
+    item."""
+    lines: list[str] = []
+    line = label
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if len(line) + 1 + len(piece) > WIDTH and line.strip():
+            lines.append(line)
+            line = "  " + piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    lines.append(line)
+    return lines
+
+
+@dataclass
+class RunSummary:
+    """The outcome of a paid run: counts, spend against the cap, and the stop reason.
+
+    Money: ``spent_usd`` is this run's (known costs, plus what attempts whose cost is unknown may
+    have cost, ``possibly_billed_usd``, at their worst case until ``/generation`` settled them:
+    ``reconciled`` of them, giving back ``reconciled_back_usd``). ``spent_before_usd`` is what the
+    output's journal and records held before (of it ``possibly_billed_before_usd``, less what this
+    run settled: ``reconciled_before``, ``reconciled_before_back_usd``). ``stop_reason`` is
+    ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``, ``unreachable`` (no answer at
+    all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
+    (402), ``key`` (401), ``no-route`` (404) or ``dry-run``.
     """
 
     out: str
@@ -60,34 +116,43 @@ class RunSummary:
     not_sent: int = 0
     requests: int = 0
     retries: int = 0
-    spent_usd: Decimal = Decimal(0)
-    spent_before_usd: Decimal = Decimal(0)
-    possibly_billed_usd: Decimal = Decimal(0)
-    possibly_billed_before_usd: Decimal = Decimal(0)
-    cancelled_before_usd: Decimal = Decimal(0)
+    pauses: int = 0
+    spent_usd: Decimal = _ZERO
+    spent_before_usd: Decimal = _ZERO
+    possibly_billed_usd: Decimal = _ZERO
+    possibly_billed_before_usd: Decimal = _ZERO
+    reconciled: int = 0
+    reconciled_back_usd: Decimal = _ZERO
+    reconciled_before: int = 0
+    reconciled_before_back_usd: Decimal = _ZERO
+    unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
     killed_in_flight_before: int = 0
-    unrecorded_before_usd: Decimal = Decimal(0)  # billed attempts only the journal records
     ledger: str = ""
     budget_usd: Decimal | None = None
+    shards: int | None = None
     output_tokens: dict[str, int] = field(default_factory=dict)
+    datasets: dict[str, DatasetTally] = field(default_factory=dict)
     providers: dict[str, ProviderTally] = field(default_factory=dict)
     stop_reason: str = "done"
     message: str = ""
     elapsed_s: float = 0.0
-    peak_committed_usd: Decimal = Decimal(0)
+    peak_committed_usd: Decimal = _ZERO
     worst_case_usd: Decimal | None = None  # dry run: every row at its worst case
     expected_usd: Decimal | None = None  # dry run: the budget planner's blended figure
     warnings: list[str] = field(default_factory=list)
 
     @property
     def spent_total_usd(self) -> Decimal:
-        """This run's spend plus what earlier runs on the same output spent (records and journal)."""
+        """This run's spend plus what earlier runs on the same output spent (journal, records)."""
         return self.spent_before_usd + self.spent_usd
 
     @property
     def remaining_usd(self) -> Decimal | None:
-        """What is left of the budget after ``spent_total_usd`` (``None`` without a budget)."""
-        return None if self.budget_usd is None else self.budget_usd - self.spent_total_usd
+        """What is left of the budget after ``spent_total_usd`` (never below 0; ``None``: no
+        budget)."""
+        if self.budget_usd is None:
+            return None
+        return max(_ZERO, self.budget_usd - self.spent_total_usd)
 
     @property
     def exit_code(self) -> int:
@@ -115,86 +180,129 @@ class RunSummary:
             "not_sent": self.not_sent,
             "requests": self.requests,
             "retries": self.retries,
+            "pauses": self.pauses,
             "spent_usd": money(self.spent_usd),
             "spent_total_usd": money(self.spent_total_usd),
             "possibly_billed_usd": money(self.possibly_billed_usd),
             "possibly_billed_before_usd": money(self.possibly_billed_before_usd),
+            "reconciled": self.reconciled,
+            "reconciled_back_usd": money(self.reconciled_back_usd),
+            "reconciled_before": self.reconciled_before,
+            "reconciled_before_back_usd": money(self.reconciled_before_back_usd),
+            "unsettleable": self.unsettleable,
             "killed_in_flight_before": self.killed_in_flight_before,
-            "unrecorded_before_usd": money(self.unrecorded_before_usd),
             "ledger": self.ledger,
             "budget_usd": money(self.budget_usd),
+            "shards": self.shards,
             "remaining_usd": money(self.remaining_usd),
             "peak_committed_usd": money(self.peak_committed_usd),
             "worst_case_usd": money(self.worst_case_usd),
             "expected_usd": money(self.expected_usd),
             "output_tokens": dict(self.output_tokens),
+            "datasets": {k: v.to_dict() for k, v in sorted(self.datasets.items())},
             "providers": {k: v.to_dict() for k, v in sorted(self.providers.items())},
             "elapsed_s": round(self.elapsed_s, 3),
             "warnings": list(self.warnings),
         }
 
-    def _before_lines(self) -> list[str]:
-        """Why earlier runs count for more than their records: possibly billed, unrecorded."""
-        lines = []
-        journal = self.ledger or "the spend journal"
-        if self.possibly_billed_before_usd:
-            why = []
-            if self.killed_in_flight_before:
-                killed = self.possibly_billed_before_usd - self.cancelled_before_usd
-                why.append(
-                    f"${killed:,.6f} for {self.killed_in_flight_before} request(s) in flight when "
-                    f"a run was killed, never answered ({journal})"
-                )
-            if self.cancelled_before_usd:
-                why.append(f"${self.cancelled_before_usd:,.6f} cancelled in flight")
+    def _money_lines(self) -> list[str]:
+        cap = f" of {format_usd(self.budget_usd)}" if self.budget_usd is not None else ""
+        remaining = self.remaining_usd
+        lines = [
+            f"spent: {_usd(self.spent_usd)} this run, {_usd(self.spent_total_usd)} in all{cap}"
+            + (f"; {_usd(remaining)} remains" if remaining is not None else "")
+        ]
+        if self.budget_usd is not None and self.spent_total_usd > self.budget_usd:
+            over = self.spent_total_usd - self.budget_usd
+            lines.append(f"over the cap by {_usd(over)} (answers cost more than their worst case)")
+        if self.shards and self.budget_usd is not None:
+            total = self.budget_usd * self.shards
             lines.append(
-                f"possibly billed by earlier runs, counted as spent at the worst case: "
-                f"${self.possibly_billed_before_usd:,.6f}: " + "; ".join(why)
+                f"--budget-usd is per shard: {format_usd(self.budget_usd)} x {self.shards} "
+                f"shards = {format_usd(total)} on the key in all"
             )
-        if self.unrecorded_before_usd:
+        if self.possibly_billed_usd or self.reconciled:
             lines.append(
-                f"billed to earlier attempts of rows not finished, counted as spent: "
-                f"${self.unrecorded_before_usd:,.6f} ({journal})"
+                f"possibly billed (cost unknown, counted at the worst case): "
+                f"{_usd(self.possibly_billed_usd)}; settled from /generation: "
+                f"{self.reconciled} attempt(s), {_usd(self.reconciled_back_usd)} given back"
+            )
+        if self.possibly_billed_before_usd or self.reconciled_before:
+            killed = (
+                f", {self.killed_in_flight_before} in flight when a run was killed"
+                if self.killed_in_flight_before
+                else ""
+            )
+            lines.append(
+                f"possibly billed by earlier runs{killed}: "
+                f"{_usd(self.possibly_billed_before_usd)} at the worst case; settled from "
+                f"/generation this run: {self.reconciled_before} attempt(s), "
+                f"{_usd(self.reconciled_before_back_usd)} given back ({self.ledger})"
+            )
+        if self.unsettleable:
+            lines.append(
+                f"{self.unsettleable} attempt(s) left with no generation id: they stay at "
+                "their worst case"
+            )
+        return lines
+
+    def _dataset_lines(self) -> list[str]:
+        if not self.datasets:
+            if not self.output_tokens:
+                return []
+            items = [f"{k} {v:,}" for k, v in sorted(self.output_tokens.items())]
+            return _pack("output tokens (reasoning included):", items)
+        lines = ["datasets: rows done/total, output tokens (reasoning included), spent"]
+        for name, t in sorted(self.datasets.items()):
+            share = f" of {_usd(t.share_usd)}" if t.share_usd is not None else ""
+            unsent = f", {t.not_sent:,} not sent" if t.not_sent else ""
+            lines.append(
+                f"  {name}: {t.done:,}/{t.rows:,} rows, {t.output_tokens:,} tok, "
+                f"{_usd(t.spent_usd)}{share}{unsent}"
             )
         return lines
 
     def render(self) -> str:
-        """A few lines for people: what was done, spent and what remains."""
-        cap = f" of {format_usd(self.budget_usd)}" if self.budget_usd is not None else ""
-        remaining = self.remaining_usd
+        """The summary for people, in lines of at most 80 columns."""
         lines = [f"{self.model} via {self.policy} -> {self.out}"]
         if self.stop_reason == "dry-run":
             lines.append(
-                f"dry run: {self.rows_to_send} rows to send ({self.rows_already_done} already done, "
-                f"{self.duplicates} duplicate ids skipped); nothing sent"
+                f"dry run: {self.rows_to_send:,} rows to send ({self.rows_already_done:,} already "
+                f"done, {self.duplicates:,} duplicate ids skipped); nothing sent"
             )
         else:
             lines.append(
-                f"rows: {self.ok} ok, {self.truncated} truncated, {self.failed} failed, "
-                f"{self.cancelled} cancelled, {self.not_sent} not sent "
-                f"({self.rows_already_done} already done, {self.duplicates} duplicate ids skipped)"
+                f"rows: {self.ok:,} ok, {self.truncated:,} truncated, {self.failed:,} failed, "
+                f"{self.cancelled:,} cancelled, {self.not_sent:,} not sent "
+                f"({self.rows_already_done:,} already done, {self.duplicates:,} duplicate ids "
+                f"skipped); {self.requests:,} requests, {self.retries:,} retried"
             )
-        lines.append(
-            f"spent: ${self.spent_usd:,.6f} this run, ${self.spent_total_usd:,.6f} in all{cap}"
-            + (f"; ${remaining:,.6f} remains" if remaining is not None else "")
-        )
-        if self.possibly_billed_usd:
-            lines.append(
-                f"possibly billed (cancelled in flight, counted as spent): "
-                f"${self.possibly_billed_usd:,.6f}"
-            )
-        lines.extend(self._before_lines())
-        if self.output_tokens:
-            per = ", ".join(f"{k} {v:,}" for k, v in sorted(self.output_tokens.items()))
-            lines.append(f"output tokens (reasoning included): {per}")
+        lines.extend(self._money_lines())
+        lines.extend(self._dataset_lines())
         for name, tally in sorted(self.providers.items()):
             lines.append(
-                f"  {name}: {tally.rows} rows, {tally.completion_tokens:,} output tokens, "
-                f"${tally.cost_usd:,.6f}"
+                f"  {name}: {tally.rows:,} rows, {tally.completion_tokens:,} output tokens, "
+                f"{_usd(tally.cost_usd)}"
             )
         if self.worst_case_usd is not None:
             lines.append(f"worst case of the rows to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
         lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
-        return "\n".join(lines)
+        return "\n".join(_fit(line) for line in lines)
+
+
+def _fit(line: str) -> str:
+    """``line`` wrapped at ``WIDTH`` between words (never inside a figure), continued indented."""
+    if len(line) <= WIDTH:
+        return line
+    indent = "  " + " " * (len(line) - len(line.lstrip(" ")))
+    return "\n".join(
+        textwrap.wrap(
+            line,
+            width=WIDTH,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )

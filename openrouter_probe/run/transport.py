@@ -1,16 +1,21 @@
-"""One chat completion over aiohttp: send the body, parse the answer, classify what went wrong.
+"""One chat completion over aiohttp: send the body, read the answer with bounded waits, parse it.
 
-``HttpTransport.send`` returns an ``Answer`` (the parsed completion) or a ``Failure`` with a kind:
+``HttpTransport.send`` returns an ``Answer`` (the parsed completion) or a ``Failure``, classified by
+``run.failure.classify_error`` (its table of OpenRouter's error messages and codes decides final or
+transient). aiohttp's exceptions are translated here and nowhere else. The key goes into the
+``Authorization`` header and nowhere else: no message built here contains it.
 
-- ``transient`` (retry with backoff): 408, 429 (upstream or platform), 5xx, 524/529, a 400 that wraps
-  one of those, connection errors, a stall past the read timeout, a stream cut before its end, an
-  error inside a 200 body or stream (mid-stream errors);
-- ``row`` (the row fails, the run goes on): other 400s (context length, invalid request), 403
-  (moderation), 413, 422;
-- ``run`` (stop the run): 401 (the key), 402 (credits), 404 (the policy admits nothing).
+Waits that end: ``aiohttp``'s ``sock_read`` bounds the gap between two reads; keep-alives are not
+progress: a stream that sends only ``: OPENROUTER PROCESSING`` comments (or a body only whitespace
+padding) for ``read_timeout_s`` fails (streams: no ``data:`` event for that long), and every
+attempt has a ceiling (``ceiling_s``, the runner derives it from ``max_tokens`` and a throughput
+floor). The clock is injected (tests move it with the fake server's ``ManualClock``).
 
-aiohttp's exceptions are translated here and nowhere else. The key goes into the ``Authorization``
-header and nowhere else: no message built here contains it.
+Money: an HTTP error status is never billed (OpenRouter answers it before any generation); every
+other way an attempt can end without a readable ``usage.cost`` (a timeout or a cut connection after
+the request left, a stream cut before its usage chunk, a 200 body that is not a completion) is
+``cost_unknown``. The generation id (``X-Generation-Id``) is handed to ``on_id`` the moment the
+headers arrive, so the journal has it before the answer does.
 
 Non-streaming bodies may start with whitespace keep-alive padding (``json.loads`` skips it); every
 200 body and every stream chunk is checked for a top-level ``error``, a ``choices[].error`` and a
@@ -22,26 +27,50 @@ merged by index, the usage chunk taken wherever it comes.
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Any, Literal
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import aiohttp
 
-from openrouter_probe.api.sse import iter_sse_events
+from openrouter_probe.api.sse import parse_sse_events
 from openrouter_probe.errors import APIError
+from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
-__all__ = ["Answer", "Failure", "HttpTransport", "classify_error", "parse_body", "parse_stream"]
+__all__ = [
+    "Answer",
+    "Failure",
+    "FailureKind",
+    "HttpTransport",
+    "classify_error",
+    "parse_body",
+    "parse_stream",
+    "read_cost",
+]
 
-FailureKind = Literal["transient", "row", "run"]
 
-_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 520, 522, 524, 529})
-_TRANSIENT_TYPES = frozenset(
-    {"rate_limit_exceeded", "provider_overloaded", "provider_unavailable", "server", "timeout"}
-)
-_AFFORD_RE = re.compile(r"can only afford (\d+)")
-_CODE_RE = re.compile(r"\b(408|429|5\d\d)\b")
+def read_cost(value: Any) -> tuple[Decimal | None, bool]:
+    """Read ``usage.cost``: ``(cost, invalid)``. A cost is a finite number >= 0; anything else
+    (``"n/a"``, ``NaN``, a negative number, ``true``) is invalid, never zero."""
+    kind = type(value)
+    if kind is float or kind is int:  # what OpenRouter sends: a plain number (NaN fails >= 0)
+        if value >= 0 and value != math.inf:
+            return Decimal(str(value)), False
+        return None, True
+    if value is None:
+        return None, False
+    if kind is not str:
+        return None, True  # true, a list, an object
+    try:
+        cost = Decimal(value.strip())
+    except InvalidOperation:
+        return None, True
+    if not cost.is_finite() or cost < 0:
+        return None, True
+    return cost, False
 
 
 @dataclass
@@ -60,122 +89,18 @@ class Answer:
 
     @property
     def cost_usd(self) -> Decimal | None:
-        """``usage.cost``: what OpenRouter charged, never recomputed."""
-        cost = (self.usage or {}).get("cost")
-        if cost is None or isinstance(cost, bool):
-            return None
-        return Decimal(str(cost))
+        """``usage.cost``: what OpenRouter charged, never recomputed (``None``: absent or invalid)."""
+        return read_cost((self.usage or {}).get("cost"))[0]
+
+    @property
+    def cost_invalid(self) -> bool:
+        """Whether ``usage.cost`` is there but not a cost (``"n/a"``, negative, NaN)."""
+        return read_cost((self.usage or {}).get("cost"))[1]
 
     @property
     def completion_tokens(self) -> int:
         value = (self.usage or {}).get("completion_tokens")
-        return value if isinstance(value, int) else 0
-
-
-@dataclass
-class Failure:
-    """An attempt that did not produce a completion, and what to do about it."""
-
-    kind: FailureKind
-    message: str
-    status: int | None = None
-    code: int | str | None = None
-    retry_after_s: float | None = None
-    cost_usd: Decimal | None = None  # when the error body still carried usage.cost
-    afford_tokens: int | None = None  # 402 "can only afford N"
-    rate_limited: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "status": self.status,
-            "code": self.code,
-            "message": self.message,
-        }
-
-
-def _int_code(code: Any) -> int | None:
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    if isinstance(code, str) and code.isdigit():
-        return int(code)
-    return None
-
-
-def _wraps_transient(metadata: dict[str, Any]) -> bool:
-    """Whether a 400's metadata says the upstream failure was transient (429, 5xx, overload)."""
-    if metadata.get("error_type") in _TRANSIENT_TYPES:
-        return True
-    provider_code = _int_code(metadata.get("provider_code"))
-    if provider_code is not None and (provider_code in _TRANSIENT_STATUSES or provider_code >= 500):
-        return True
-    raw = metadata.get("raw")
-    if isinstance(raw, str):
-        low = raw.lower()
-        if "rate limit" in low or "rate-limit" in low or "overloaded" in low:
-            return True
-        if _CODE_RE.search(raw) and "context" not in low:
-            return True
-    return False
-
-
-def classify_error(
-    status: int | None,
-    error: dict[str, Any] | None,
-    *,
-    retry_after_s: float | None = None,
-    body: str = "",
-) -> Failure:
-    """Classify an HTTP error status, or an error object inside a 200 body (``status`` 200).
-
-    ``error`` is OpenRouter's ``{"code", "message", "metadata"}``. Inside a 200 body the error's own
-    code decides (no code: transient, as a provider failure that another attempt may not repeat).
-    """
-    err = error or {}
-    metadata = err.get("metadata") if isinstance(err.get("metadata"), dict) else {}
-    assert isinstance(metadata, dict)
-    message = str(err.get("message") or "").strip()
-    if not message:
-        snippet = " ".join(body.split())[:200]
-        message = f"HTTP {status}" + (f": {snippet}" if snippet else "")
-    raw = metadata.get("raw")
-    if isinstance(raw, str) and raw and raw not in message:
-        message = f"{message} ({metadata.get('provider_name', 'provider')}: {raw[:300]})"
-    code = err.get("code")
-    effective = status
-    if status in (None, 200):
-        effective = _int_code(code)
-    rate_limited = effective == 429 or metadata.get("error_type") == "rate_limit_exceeded"
-    kind: FailureKind
-    if effective is None:
-        kind = "transient"
-    elif effective == 401:
-        kind = "run"
-        message = f"{message}: OpenRouter rejected the API key; check OPENROUTER_API_KEY"
-    elif effective == 402 or effective == 404:
-        kind = "run"
-    elif effective in _TRANSIENT_STATUSES or effective >= 500:
-        kind = "transient"
-    elif effective == 400 and _wraps_transient(metadata):
-        kind = "transient"
-        rate_limited = rate_limited or _int_code(metadata.get("provider_code")) == 429
-    else:
-        kind = "row"
-    afford = None
-    if effective == 402:
-        match = _AFFORD_RE.search(message)
-        afford = int(match.group(1)) if match else None
-    return Failure(
-        kind,
-        message,
-        status=status,
-        code=code,
-        retry_after_s=retry_after_s,
-        afford_tokens=afford,
-        rate_limited=rate_limited,
-        metadata=metadata,
-    )
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _body_failure(obj: dict[str, Any]) -> Failure | None:
@@ -196,10 +121,18 @@ def _body_failure(obj: dict[str, Any]) -> Failure | None:
     return None
 
 
-def _with_cost(failure: Failure, usage: Any) -> Failure:
-    if isinstance(usage, dict) and usage.get("cost") is not None:
-        failure.cost_usd = Decimal(str(usage["cost"]))
+def _with_cost(failure: Failure, usage: Any, generation_id: str | None) -> Failure:
+    """An error inside a 200 body or stream: billed as its ``usage.cost`` says, else unknown."""
+    cost = read_cost(usage.get("cost"))[0] if isinstance(usage, dict) else None
+    failure.cost_usd = cost
+    failure.cost_unknown = cost is None
+    failure.generation_id = generation_id
     return failure
+
+
+def _unknown(message: str, generation_id: str | None = None) -> Failure:
+    """A transient failure after the request left: what it cost is unknown."""
+    return Failure("transient", message, cost_unknown=True, generation_id=generation_id)
 
 
 def parse_body(body: bytes | str, *, generation_id: str | None = None) -> Answer | Failure:
@@ -208,15 +141,16 @@ def parse_body(body: bytes | str, *, generation_id: str | None = None) -> Answer
         obj = json.loads(body)
     except ValueError:
         text = body.decode(errors="replace") if isinstance(body, bytes) else body
-        return Failure("transient", f"the answer is not JSON: {' '.join(text.split())[:120]!r}")
+        return _unknown(f"the answer is not JSON: {' '.join(text.split())[:120]!r}", generation_id)
     if not isinstance(obj, dict):
-        return Failure("transient", "the answer is not a JSON object")
+        return _unknown("the answer is not a JSON object", generation_id)
+    ident = obj.get("id") if isinstance(obj.get("id"), str) else generation_id
     failure = _body_failure(obj)
     if failure is not None:
-        return _with_cost(failure, obj.get("usage"))
+        return _with_cost(failure, obj.get("usage"), ident)
     choices = obj.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
-        return Failure("transient", "the answer has no choices")
+        return _unknown("the answer has no choices", ident)
     choice = choices[0]
     message = choice.get("message") or {}
     usage = obj.get("usage")
@@ -227,7 +161,7 @@ def parse_body(body: bytes | str, *, generation_id: str | None = None) -> Answer
         content=message.get("content"),
         reasoning=message.get("reasoning"),
         usage=usage if isinstance(usage, dict) else None,
-        generation_id=obj.get("id") or generation_id,
+        generation_id=ident,
         tool_calls=message.get("tool_calls") or None,
         logprobs=choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else None,
     )
@@ -254,6 +188,8 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
     """Parse a whole SSE body into an ``Answer``, or the ``Failure`` it reports.
 
     A stream that stops before a finish reason and ``[DONE]`` (a dropped connection) is transient.
+    The loop is the hot path of long streams (a 500-chunk answer is 500 events): it reads each
+    event's fields once and calls out only for what is rare (errors, tool calls).
     """
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     content: list[str] = []
@@ -263,30 +199,40 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
     usage: dict[str, Any] | None = None
     head: dict[str, Any] = {}
     try:
-        for event in iter_sse_events(text.split("\n")):
+        for event in parse_sse_events(text):
             if not head:
                 head = event
-            failure = _body_failure(event)
-            if failure is not None:
-                return _with_cost(failure, event.get("usage"))
-            if isinstance(event.get("usage"), dict):
-                usage = event["usage"]
-            for choice in event.get("choices") or ():
+            choices = event.get("choices")
+            if "error" in event or (choices and _has_error(choices)):
+                failure = _body_failure(event)
+                if failure is not None:
+                    ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
+                    return _with_cost(failure, event.get("usage"), ident)
+            found = event.get("usage")
+            if found is not None and isinstance(found, dict):
+                usage = found
+            for choice in choices or ():
                 if not isinstance(choice, dict):
                     continue
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    content.append(delta["content"])
-                if delta.get("reasoning"):
-                    reasoning.append(delta["reasoning"])
-                if delta.get("tool_calls"):
-                    _merge_tool_calls(calls, delta["tool_calls"])
+                delta = choice.get("delta")
+                if delta:
+                    piece = delta.get("content")
+                    if piece:
+                        content.append(piece)
+                    piece = delta.get("reasoning")
+                    if piece:
+                        reasoning.append(piece)
+                    if delta.get("tool_calls"):
+                        _merge_tool_calls(calls, delta["tool_calls"])
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
     except APIError as exc:
-        return Failure("transient", f"broken stream: {exc}")
+        return _unknown(f"broken stream: {exc}", head.get("id") or generation_id)
     if finish is None or "data: [DONE]" not in text:
-        return Failure("transient", "the stream ended before its finish (connection dropped?)")
+        return _unknown(
+            "the stream ended before its finish (connection dropped?)",
+            head.get("id") or generation_id,
+        )
     return Answer(
         provider=head.get("provider"),
         model=head.get("model"),
@@ -299,18 +245,65 @@ def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answ
     )
 
 
+def _has_error(choices: Any) -> bool:
+    """Whether a choice carries an error or ends with one (then ``_body_failure`` reads it)."""
+    return any(
+        isinstance(c, dict) and ("error" in c or c.get("finish_reason") == "error") for c in choices
+    )
+
+
 def _retry_after(headers: Any) -> float | None:
     value = headers.get("Retry-After")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _reset_epoch_s(headers: Any) -> float | None:
+    """``X-RateLimit-Reset`` (epoch milliseconds, as OpenRouter sends it) in epoch seconds."""
+    try:
+        value = float(headers.get("X-RateLimit-Reset"))
+    except (TypeError, ValueError):
+        return None
+    return value / 1000 if math.isfinite(value) and value > 0 else None
+
+
+def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
+    """An HTTP error status (never billed): classified by its body and headers."""
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    platform = status == 429 and any(h.lower().startswith("x-ratelimit") for h in headers)
+    failure = classify_error(
+        status,
+        error if isinstance(error, dict) else None,
+        retry_after_s=_retry_after(headers),
+        body=data.decode(errors="replace"),
+        platform=platform,
+    )
+    if status == 429:
+        failure.reset_epoch_s = _reset_epoch_s(headers)
+    return failure
+
+
+#: What ``generation_cost`` found: the cost (``Decimal``), ``None`` (not there yet: ``/generation``
+#: is eventually consistent), or why it cannot be read (``str``).
+Found = Decimal | str | None
 
 
 class HttpTransport:
-    """POST chat completions over one aiohttp session (one per run, ``limit`` connections)."""
+    """POST chat completions over one aiohttp session (one per run, ``limit`` connections).
+
+    ``read_timeout_s`` bounds the gap between two reads (aiohttp) and, for streams, the time
+    without a ``data:`` event (keep-alive comments are not progress); ``clock`` is what measures
+    it (``time.monotonic``; tests inject the fake server's clock).
+    """
 
     def __init__(
         self,
@@ -320,14 +313,18 @@ class HttpTransport:
         limit: int,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
         self._headers = {
             "Authorization": f"Bearer {api_key}",
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
         }
         self._limit = limit
+        self._read_timeout_s = read_timeout_s
+        self._clock = clock
         # Bound the connection and the gap between reads, never the whole answer: a reasoning
         # answer can take minutes, but a stall between two reads is a stall.
         self._timeout = aiohttp.ClientTimeout(
@@ -339,7 +336,8 @@ class HttpTransport:
         return f"HttpTransport(url={self.url!r})"  # never the key
 
     async def __aenter__(self) -> HttpTransport:
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=self._limit)
+        # one more connection than the workers: the reconciler's lookups never wait for a worker
+        connector = aiohttp.TCPConnector(limit=self._limit + 1, limit_per_host=self._limit + 1)
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, headers=self._headers
         )
@@ -350,34 +348,90 @@ class HttpTransport:
             await self._session.close()
             self._session = None
 
-    async def send(self, body: bytes, *, stream: bool) -> Answer | Failure:
+    async def _read(
+        self, response: aiohttp.ClientResponse, *, stream: bool, ceiling_s: float | None
+    ) -> bytes | str:
+        """Read the body; return it, or why the wait ended (keep-alives only; the ceiling)."""
+        clock, limit = self._clock, self._read_timeout_s
+        started = last = clock()
+        chunks = []
+        content = response.content
+        while chunk := await content.readany():
+            chunks.append(chunk)
+            now = clock()
+            if stream:
+                if b"data:" in chunk:
+                    last = now
+                elif now - last > limit:
+                    return f"no token for {now - last:.0f} s, only keep-alive comments (--read-timeout)"
+            if ceiling_s is not None and now - started > ceiling_s:
+                return f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
+        return b"".join(chunks)
+
+    async def send(
+        self,
+        body: bytes,
+        *,
+        stream: bool,
+        on_id: Callable[[str], None] | None = None,
+        ceiling_s: float | None = None,
+    ) -> Answer | Failure:
         """Send one request body; return the answer or a classified failure (never raises for
-        HTTP or connection trouble; ``CancelledError`` propagates)."""
+        HTTP or connection trouble; ``CancelledError`` propagates). ``on_id`` gets the generation
+        id as soon as the headers bring it; ``ceiling_s`` bounds the whole attempt."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
+        generation_id = None
         try:
             async with self._session.post(self.url, data=body) as response:
-                data = await response.read()
                 status = response.status
                 generation_id = response.headers.get("X-Generation-Id")
-                retry_after = _retry_after(response.headers)
-        except TimeoutError:
-            return Failure("transient", "no data from the server within the read timeout (stall)")
-        except aiohttp.ClientError as exc:
-            # ClientConnectionError, ServerDisconnectedError, ClientPayloadError (a body cut off)
+                if generation_id and on_id is not None and status < 400:
+                    on_id(generation_id)
+                if status >= 400:
+                    return _error_failure(status, await response.read(), response.headers)
+                data = await self._read(response, stream=stream, ceiling_s=ceiling_s)
+        except aiohttp.ClientConnectorError as exc:
+            # never connected: the request did not leave, nothing can be billed
             return Failure("transient", f"connection failed: {type(exc).__name__}: {exc}")
-        if status >= 400:
-            try:
-                payload = json.loads(data)
-            except ValueError:
-                payload = None
-            error = payload.get("error") if isinstance(payload, dict) else None
-            failure = classify_error(
-                status,
-                error if isinstance(error, dict) else None,
-                retry_after_s=retry_after,
-                body=data.decode(errors="replace"),
+        except TimeoutError:
+            return _unknown(
+                "no data from the server within the read timeout (stall)", generation_id
             )
-            return failure
+        except aiohttp.ClientError as exc:
+            # ServerDisconnectedError, ClientPayloadError (a body cut off), a reset: it had left
+            return _unknown(f"connection failed: {type(exc).__name__}: {exc}", generation_id)
+        if isinstance(data, str):
+            return _unknown(data, generation_id)
         if stream:
             return parse_stream(data, generation_id=generation_id)
         return parse_body(data, generation_id=generation_id)
+
+    async def generation_cost(self, generation_id: str) -> Found:
+        """What ``GET /generation?id=`` says a generation cost (``total_cost``)."""
+        assert self._session is not None, "use `async with HttpTransport(...)`"
+        try:
+            async with self._session.get(
+                self.base_url + "/generation", params={"id": generation_id}
+            ) as response:
+                status = response.status
+                data = await response.read()
+        except (TimeoutError, aiohttp.ClientError):
+            return None  # tried again after the next wait
+        return read_generation(status, data)
+
+
+def read_generation(status: int, data: bytes) -> Found:
+    """Read a ``/generation`` answer: a 200 gives ``data.total_cost``; 404 (eventually
+    consistent), 429 and 5xx are ``None`` (try again); anything else says why it is unreadable."""
+    if status == 404 or status == 429 or status >= 500:
+        return None
+    if status != 200:
+        return f"HTTP {status}"
+    try:
+        record = json.loads(data)["data"]
+        cost, invalid = read_cost(record.get("total_cost"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "not a /generation body"
+    if cost is None:
+        return "total_cost is not a cost" if invalid else "no total_cost"
+    return cost

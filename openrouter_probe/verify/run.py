@@ -44,7 +44,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.client import DEFAULT_BASE_URL
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.rules.quantities import whole_number
-from openrouter_probe.run.paid import JobOptions, endpoints_now, open_run
+from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, open_run
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import RunSettings
 from openrouter_probe.run.spend import worst_case_prices
@@ -238,7 +238,8 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
         worst = worst_case_prices(plan.pinned.values())
     except ValueError as exc:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
-    with open_run(options) as paid:
+    job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
+    with open_run(options, job=job) as paid:
         rows = _rows(plan, paid.state.finished)
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         summary = paid.new_summary(

@@ -1,0 +1,133 @@
+"""One writer per output: an exclusive lock held for a run's whole life, dry runs included.
+
+Two runs on one ``--out`` (a second terminal, a cron job) would each keep their own cap and buy the
+same rows twice, and each start's repair of a torn last line could cut a line the other is writing.
+So every run takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on a hidden file beside the output
+(``out.jsonl`` -> ``.out.jsonl.lock``: a shell's ``out*`` given to ``audit`` never picks it up)
+before it reads or repairs anything, and holds it until it ends; the OS drops it
+when the process dies, ``kill -9`` included, so a stale lock never blocks a resume. The holder
+writes its PID, host, command and start time into the file; a second run stops with one line
+naming them. The holder removes the file as it ends, still holding the lock, so a run leaves
+nothing behind; a run that opened the file before it was removed, and locked it after, finds that
+the path no longer names the file it locked (another inode, or none), and tries again on a new one.
+
+A lock file beside the output rather than a lock on the spend journal: a dry run must take it too,
+and should create nothing that counts money; and the holder's name never mixes with the journal's
+lines. ``flock`` holds between processes of one machine; on a network file system it holds only
+where the system maps it to its own locks (NFSv4 does): shards on several machines each write their
+own output (``docs/generate.md``, "What the cap guarantees").
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+from pathlib import Path
+from typing import IO, Any
+
+from openrouter_probe.errors import ConfigError
+
+__all__ = ["LOCK_SUFFIX", "OutputLock", "lock_path"]
+
+LOCK_SUFFIX = ".lock"
+
+
+def lock_path(out: str | Path) -> Path:
+    """Return the lock file's path for the output ``out`` (``out.jsonl`` -> ``.out.jsonl.lock``)."""
+    p = Path(out)
+    return p.with_name(f".{p.name}{LOCK_SUFFIX}")
+
+
+def _holder(text: str) -> str:
+    try:
+        info: Any = json.loads(text)
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        return "another process (it has not written its name yet)"
+    return (
+        f"`{info.get('command', '?')}` (pid {info.get('pid', '?')} on {info.get('host', '?')}, "
+        f"since {info.get('since', '?')})"
+    )
+
+
+class OutputLock:
+    """The exclusive lock on an output: ``with OutputLock(out, command="generate"):``."""
+
+    def __init__(self, out: str | Path, *, command: str) -> None:
+        self.out = Path(out)
+        self.path = lock_path(out)
+        self.command = command
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> OutputLock:
+        """Take the lock, or raise ``ConfigError`` naming the process that holds it."""
+        for _ in range(100):
+            handle = self._lock_once()
+            if _same_file(handle, self.path):
+                break
+            handle.close()  # the holder removed it between our open and our lock: a new one
+        else:  # pragma: no cover - a hundred holders in a row removed it under us
+            raise ConfigError(f"{self.out}: its lock file keeps changing; try again")
+        since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname() or "?",
+            "command": self.command,
+            "since": since,
+        }
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def _lock_once(self) -> IO[str]:
+        import fcntl
+
+        folder = self.path.parent
+        try:
+            handle = self.path.open("a+", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"--out {self.out}: cannot write in {folder if str(folder) else '.'} "
+                f"({exc.strerror}); choose a folder you can write to"
+            ) from exc
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = _holder(handle.read())
+            handle.close()
+            raise ConfigError(
+                f"{self.out} is in use by {holder}: one run per output (two would each keep "
+                "their own cap); wait for it to end or stop it, or give this run another --out"
+            ) from None
+        return handle
+
+    def release(self) -> None:
+        """Remove the lock file while holding it, then drop the lock (closing releases it)."""
+        if self._handle is not None:
+            if _same_file(self._handle, self.path):
+                self.path.unlink(missing_ok=True)
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> OutputLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    """Whether ``path`` still names the file ``handle`` has open."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(handle.fileno())
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)

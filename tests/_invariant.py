@@ -1,0 +1,232 @@
+"""The money invariant under random fault mixes, kills and races: one seeded scenario.
+
+A scenario draws (from its seed) a prompt set, a budget, streaming or not, a read timeout, and a
+mix of every fault kind the fake server has, then runs ``generate`` on one output several times:
+
+1. a child process (``tests._child``), killed with SIGKILL at a random point (or left to end);
+2. while it runs, a second run on the same output from this process: the race (refused by the
+   lock while the child holds it; a plain resume if the child has ended);
+3. another child resuming, maybe killed too;
+4. a last resume in this process, to the end or the cap.
+
+Then it checks what ``docs/generate.md`` promises ("What the cap guarantees"): what the fake billed
+<= the cap; what the client counts (the journal, and records of runs it does not know, as the next
+start counts them) >= what the fake billed; no row recorded as finished twice; every finished
+record's cost is its generation's in the fake's ledger; and every billed generation no record holds
+is one the journal counts (by its generation id, or as an attempt with none).
+
+``tests/test_invariant.py`` runs a few seeds in CI; ``scripts/soak_invariant.py`` runs many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.fake import FAULT_KINDS, serve
+from openrouter_probe.generate import generate
+from openrouter_probe.run.ledger import replay_ledger
+from openrouter_probe.run.output import load_resume_state
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
+#: Seconds (real: the fake runs on the system clock) for the faults that wait.
+WAITS = {"slow_first_byte": 0.05, "stall": 0.05, "keepalive": 0.05, "platform_429": 1}
+
+
+@dataclass
+class Outcome:
+    """What a scenario did and found."""
+
+    seed: int
+    budget_usd: Decimal
+    billed_usd: Decimal
+    counted_usd: Decimal
+    generations: int
+    finished: int
+    kills: int = 0
+    refused: int = 0
+    runs: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"seed {self.seed}: billed ${self.billed_usd} <= cap ${self.budget_usd}, counted "
+            f"${self.counted_usd}; {self.generations} generations, {self.finished} rows finished; "
+            f"{self.kills} kill(s), {self.refused} refused; runs: {', '.join(self.runs)}"
+        )
+
+
+def _faults(rng: random.Random) -> str:
+    """Every fault kind at a random rate (some absent), the waiting ones short."""
+    parts = []
+    for kind in sorted(FAULT_KINDS):
+        rate = rng.choice([0, 0, 0.02, 0.05, 0.1])
+        if rate:
+            wait = WAITS.get(kind)
+            parts.append(f"{kind}={rate}" + (f"/{wait}" if wait is not None else ""))
+    return ",".join(parts)
+
+
+def _prompts(path: Path, rng: random.Random, rows: int) -> None:
+    datasets = rng.randint(1, 3)
+    lines = []
+    for i in range(rows):
+        row: dict[str, Any] = {
+            "id": f"r{i}",
+            "dataset": f"d{i % datasets}",
+            "prompt": f"question {i} " + "x" * rng.randint(1, 200),
+        }
+        if rng.random() < 0.1:
+            row["max_tokens"] = rng.randint(10, 200)
+        lines.append(json.dumps(row) + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _options(tmp: Path, rng: random.Random, budget: Decimal, base_url: str) -> dict[str, Any]:
+    return {
+        "prompts": str(tmp / "prompts.jsonl"),
+        "policy": str(POLICY),
+        "out": str(tmp / "out.jsonl"),
+        "budget_usd": str(budget),
+        "max_tokens": rng.choice([50, 100, 300]),
+        "stream": rng.random() < 0.5,
+        "concurrency": rng.choice([4, 16, 64]),
+        "read_timeout_s": rng.choice([300.0, 0.02]),
+        "attempts": rng.choice([2, 4, 6]),
+        "base_url": base_url,
+        "api_key": "sk-invariant",
+    }
+
+
+async def _no_sleep(seconds: float) -> None:
+    await asyncio.sleep(0)
+
+
+def _in_process(options: dict[str, Any]) -> str:
+    """A run in this process; returns its stop reason, or ``refused`` when the lock was held."""
+    args = dict(options)
+    prompts = args.pop("prompts")
+    try:
+        summary = asyncio.run(generate(prompts, sleep=_no_sleep, **args))
+    except ConfigError as exc:
+        if "is in use by" not in str(exc):
+            raise
+        return "refused"
+    return summary.stop_reason
+
+
+def _child(options: dict[str, Any], fake: Any, kill_at: int | None) -> tuple[str, bool]:
+    """A run in a child process, SIGKILLed once the fake has billed ``kill_at`` generations."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests._child", json.dumps(options)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    killed = False
+    deadline = time.monotonic() + 60
+    race: str | None = None
+    before = len(fake.ledger)
+    while proc.poll() is None and time.monotonic() < deadline:
+        if race is None and len(fake.ledger) > before:
+            race = _in_process(options)  # a second run on the same output, while it runs
+        if kill_at is not None and len(fake.ledger) >= kill_at:
+            proc.send_signal(signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.002)  # polling the child's progress in the fake's ledger
+    if proc.poll() is None and not killed:
+        proc.kill()
+        killed = True
+    out, err = proc.communicate()
+    if not killed and proc.returncode == 3 and b"is in use by" in err:
+        return "refused", False  # the race went the other way: this process held the output
+    if not killed and proc.returncode not in (0, 1):
+        raise AssertionError(f"the child failed ({proc.returncode}): {err[-2000:]}")
+    status = "killed" if killed else (json.loads(out)["stop_reason"] if out else "?")
+    return f"{status}" + (f" (race: {race})" if race else ""), killed
+
+
+def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
+    ledger = fake.ledger
+    replay = replay_ledger(Path(f"{out}.ledger"))
+    state = load_resume_state(out, journal_runs=replay.runs, repair=False)
+    outcome.counted_usd = replay.spent_usd + state.spent_usd
+    outcome.billed_usd = ledger.total_usd
+    outcome.generations = len(ledger)
+    problems = outcome.problems
+    if ledger.total_usd > budget:
+        problems.append(f"billed ${ledger.total_usd} over the cap ${budget}")
+    if outcome.counted_usd < ledger.total_usd:
+        problems.append(f"counted ${outcome.counted_usd} under the billed ${ledger.total_usd}")
+    records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
+    outcome.finished = len(finished)
+    ids = [r["id"] for r in finished]
+    if len(ids) != len(set(ids)):
+        problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
+    for r in finished:
+        entry = ledger.get(r["generation_id"]) if r.get("generation_id") else None
+        if r.get("cost_usd") is not None and (
+            entry is None or Decimal(str(r["cost_usd"])) != entry.cost_usd
+        ):
+            problems.append(f"{r['id']}: cost {r['cost_usd']} is not its generation's")
+    _check_unrecorded(out, records, ledger, replay, problems)
+
+
+def _check_unrecorded(
+    out: Path, records: list[dict[str, Any]], ledger: Any, replay: Any, problems: list[str]
+) -> None:
+    """Every billed generation no record holds is one the journal counts."""
+    known: set[str] = set()
+    without_id = 0
+    attempts: dict[tuple[str, int], bool] = {}
+    for line in Path(f"{out}.ledger").read_text().splitlines():
+        item = json.loads(line)
+        if "sent" in item:
+            attempts[(item["run"], item["sent"])] = False
+        elif "gen" in item:
+            known.add(item["id"])
+            attempts[(item["run"], item["gen"])] = True
+    without_id = sum(1 for has_id in attempts.values() if not has_id)
+    recorded = {r.get("generation_id") for r in records}
+    stray = [e for e in ledger.entries if e.generation_id not in recorded | known]
+    if len(stray) > without_id:
+        problems.append(f"{len(stray)} billed generation(s) the journal does not know")
+
+
+def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
+    """Run the scenario of ``seed`` in the folder ``tmp``; return what it found."""
+    rng = random.Random(seed)
+    count = rows or rng.randint(60, 240)
+    _prompts(tmp / "prompts.jsonl", rng, count)
+    budget = Decimal(rng.choice(["0.01", "0.03", "0.08", "1"]))
+    faults = _faults(rng)
+    lag = rng.choice([0, 0, 0.2])
+    with serve(speed=0, seed=seed, faults=faults or None, generation_lag_s=lag) as fake:
+        options = _options(tmp, rng, budget, fake.base_url)
+        outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0)
+        for step in range(2):
+            kill_at = rng.randint(1, count) if rng.random() < 0.7 else None
+            status, killed = _child(options, fake, kill_at)
+            outcome.kills += killed
+            outcome.refused += "refused" in status
+            outcome.runs.append(f"child {status}")
+            if step == 0:
+                options = {**options, **_options(tmp, rng, budget, fake.base_url)}
+        outcome.runs.append(f"last {_in_process(options)}")
+        _check(tmp / "out.jsonl", fake, budget, outcome)
+    return outcome

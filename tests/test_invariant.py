@@ -1,0 +1,35 @@
+"""The money invariant, randomized (issue 15): after every scenario of ``tests/_invariant.py``, what
+the fake billed <= the cap, what the client counts >= what the fake billed, no row bought twice.
+
+Seeded: each seed is one scenario (every fault kind of the fake at random rates, streaming or not,
+two child processes killed with SIGKILL at random points, a second run racing each for the output,
+a last resume). CI runs ``SEEDS``; ``python scripts/soak_invariant.py`` runs hundreds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests._invariant import run_scenario
+
+SEEDS = range(16)
+
+
+def test_the_money_invariant_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outcomes = []
+    for seed in SEEDS:
+        folder = tmp_path / f"seed-{seed}"
+        folder.mkdir()
+        outcome = run_scenario(seed, folder)
+        assert outcome.problems == [], outcome.line()
+        assert outcome.billed_usd <= outcome.budget_usd
+        assert outcome.counted_usd >= outcome.billed_usd
+        outcomes.append(outcome)
+    # the seeds do what the invariant is about: kills, refused races, a cap that binds
+    assert sum(o.kills for o in outcomes) >= len(SEEDS) // 2
+    assert sum(o.refused for o in outcomes) >= 1
+    assert any(o.billed_usd > o.budget_usd / 2 for o in outcomes)
+    with capsys.disabled():
+        print("\n" + "\n".join(o.line() for o in outcomes))
