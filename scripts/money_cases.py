@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -70,8 +71,10 @@ def _run(folder: Path, base_url: str | None = None, **options: Any) -> Any:
 
 
 def _line(case: str, cap: Decimal, billed: Decimal, counted: Decimal, note: str) -> str:
+    """The case's figures on one line, its note wrapped below (80 columns)."""
     held = "held" if billed <= cap and counted >= billed else "BROKEN"
-    return f"{case:<13} cap ${cap:<7} billed ${billed:.6f}  counted ${counted:.6f}  {held}: {note}"
+    head = f"{case:<12} {held:<6} cap ${cap:<7} billed ${billed:.6f}  counted ${counted:.6f}"
+    return "\n".join([head, *textwrap.wrap(note, 78, initial_indent="  ", subsequent_indent="  ")])
 
 
 def case_timeout(folder: Path) -> str:
