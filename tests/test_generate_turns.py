@@ -347,6 +347,10 @@ def test_a_budget_stop_mid_row_writes_no_line_and_the_resume_buys_only_the_rest(
         assert records(out) == []  # no output line for a row not finished
         kept = _turns_file(out)
         assert [(k["id"], k["turn"]["index"]) for k in kept] == [("r0", 1)]
+        # were the journal lost, the next start would count the kept turn's money itself
+        alone = load_resume_state(out, journal_runs=set(), repair=False)
+        assert alone.spent_usd == Decimal(str(kept[0]["turn"]["cost_usd"])) > 0
+        assert list(alone.turns) == ["r0"]
         # the resume's dry run counts the two turns still to send
         again = _run(out, fake, prompts=prompts, max_tokens=4096, dry_run=True)
         assert again.turns_to_send == 2 and again.turns_resumed == 1
@@ -512,3 +516,27 @@ def test_audit_counts_each_turn_at_its_provider(tmp_path: Path) -> None:
     assert report.realised_usd == cost
     tokens = sum(t["usage"]["completion_tokens"] for r in lines for t in r.get("turns", [r]))
     assert sum(p.completion_tokens for p in report.providers) == tokens
+
+
+def test_the_turns_file_is_read_tolerantly_and_a_damaged_line_is_named(tmp_path: Path) -> None:
+    prompts = _three_turn_rows(tmp_path / "prompts.jsonl", 2)
+    out = tmp_path / "out.jsonl"
+    sender = LedgerSender(seed=3)
+    first = _in_process(prompts, out, sender, budget_usd="0.0007", max_tokens=100)
+    assert first.rows_partial >= 1  # stopped mid-way, turns kept
+    turns_file = Path(f"{out}.turns")
+    whole = turns_file.read_text()
+    kept = len(whole.splitlines())
+    # a torn last line (a kill mid-write) is cut on start; that turn is bought again
+    turns_file.write_text(whole + '{"id": "r1", "dataset": "d1", "turn": {"ind')
+    again = _in_process(prompts, out, sender, max_tokens=100000)
+    assert again.stop_reason == "done" and again.turns_resumed == kept
+    assert all(line.endswith("}") for line in turns_file.read_text().splitlines())
+    # a damaged line in the middle stops the next start, naming the file and the line
+    lines = turns_file.read_text().splitlines()
+    turns_file.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
+    with pytest.raises(ConfigError, match=r"out\.jsonl\.turns:2: .*Restore it, or delete it"):
+        _in_process(prompts, out, sender)
+    turns_file.write_text('{"id": "r0", "turn": {"content": "x"}}\n')
+    with pytest.raises(ConfigError, match=r"out\.jsonl\.turns:1: not a turn of `generate --turns"):
+        _in_process(prompts, out, sender)

@@ -321,7 +321,8 @@ class RunSummary:
                 f"tokens, {_usd(tally.cost_usd)}"
             )
         if self.worst_case_usd is not None:
-            lines.append(f"worst case of the rows to send: ${self.worst_case_usd:,.4f}")
+            what = "rows" if self.turns_to_send is None else "requests (every turn)"
+            lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
         lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
