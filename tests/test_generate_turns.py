@@ -26,7 +26,7 @@ from openrouter_probe.generate.audit import audit
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.output import load_resume_state
 from openrouter_probe.run.transport import Answer, HttpTransport
-from openrouter_probe.run.turns import plan_turns, row_totals
+from openrouter_probe.run.turns import TurnBook, plan_turns, row_totals
 from tests._generate import (
     POLICY,
     LedgerSender,
@@ -109,6 +109,32 @@ def test_the_rows_totals_are_the_sums_of_its_turns_and_the_last_turns_answer() -
     turns[0] = {**turns[0], "cost_usd": None, "possibly_billed_usd": 0.004}
     fields = row_totals(turns)
     assert fields["cost_usd"] is None and fields["possibly_billed_usd"] == 0.004
+
+
+def test_a_row_resumes_from_the_kept_turns_that_follow_its_plan(tmp_path: Path) -> None:
+    from openrouter_probe.run.rows import PromptRow
+
+    messages = [_user("q1"), _assistant("a1"), _user("q2"), _assistant("a2"), _user("q3")]
+    row = PromptRow("r", "d", messages, {}, 1, 10)
+
+    def start(*indices: int) -> tuple[list[int], list[str]]:
+        kept = {"r": [{"index": i, "content": f"m{i}"} for i in indices]}
+        book = TurnBook.start(tmp_path / "out.jsonl", [row], kept)
+        return [t["index"] for t in book.rows["r"].done], book.dropped
+
+    assert start() == ([], [])
+    assert start(1) == ([1], [])
+    assert start(1, 3) == ([1, 3], [])
+    # a turn at the first index starts afresh (a run that began the row again)
+    assert start(1, 1, 3) == ([1, 3], [])
+    # turns that do not follow the plan (the prompts changed under the id) are not used
+    assert start(2) == ([], ["r"])
+    assert start(2, 1) == ([1], [])  # ... and a later fresh start is
+    assert start(1, 3, 5) == ([], ["r"])  # the last turn is never kept: it does not fit
+    request = TurnBook.start(tmp_path / "out.jsonl", [row], {"r": [{"index": 1,
+        "content": "m1"}, {"index": 3, "content": "m3"}]}).requests([row])[0]  # fmt: skip
+    assert request.messages == [_user("q1"), _assistant("m1"), _user("q2"), _assistant("m3"),
+                                _user("q3")]  # fmt: skip
 
 
 # -- on the fake: the examples, end to end ---------------------------------------------------------

@@ -315,6 +315,26 @@ class RowTurns:
         ]
 
 
+def _chain(plan: tuple[int, ...], kept: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """The turns a row resumes from: the kept turns, in the order they were kept, that follow its
+    plan from its first turn (a turn at the plan's first index starts a new chain: a run that
+    began the row afresh). The last turn is never kept (its answer goes into the output line).
+    Returns the chain and whether kept turns did not fit (the prompts changed under the id)."""
+    chain: list[dict[str, Any]] = []
+    broken = False
+    for turn in kept:
+        index = turn.get("index")
+        if index == plan[0]:
+            chain, broken = [turn], False
+        elif chain and len(chain) < len(plan) - 1 and index == plan[len(chain)]:
+            chain.append(turn)
+        else:
+            chain, broken = [], True
+    if len(plan) < 2:
+        chain, broken = [], bool(kept)
+    return chain, broken
+
+
 class TurnBook:
     """The rows of a run that go turn by turn, by id, and the turns file they keep turns in."""
 
@@ -336,14 +356,11 @@ class TurnBook:
             if not plan:
                 continue
             progress = RowTurns(row, plan)
-            earlier = kept.get(row.id, [])
-            # the last turn is never kept (its answer goes into the output line): at most all but it
-            fits = [t.get("index") for t in earlier] == list(plan[: len(earlier)])
-            if earlier and (not fits or len(earlier) >= len(plan)):
+            chain, broken = _chain(plan, kept.get(row.id, []))
+            if broken:
                 book.dropped.append(row.id)
-            elif earlier:
-                progress.done = list(earlier)
-                progress.resumed = len(earlier)
+            progress.done = chain
+            progress.resumed = len(chain)
             book.rows[row.id] = progress
         return book
 
