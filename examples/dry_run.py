@@ -49,16 +49,22 @@ async def run(workdir: Path) -> int:
             out=out,
             max_tokens=512,
             concurrency=8,
+            reasoning_effort="high",
+            turns="all",  # the multi-turn rows: every assistant turn regenerated, in order
             api_key="sk-fake-dry-run",
             base_url=fake.base_url,
         )
         dry = await orp.generate(PROMPTS, dry_run=True, **common)
-        print(f"4. dry run:  {dry.rows_to_send} rows, worst case ${dry.worst_case_usd:.4f}")
+        print(
+            f"4. dry run:  {dry.rows_to_send} rows, {dry.turns_to_send} requests (--turns all), "
+            f"worst case ${dry.worst_case_usd:.4f}"
+        )
 
         first = await orp.generate(PROMPTS, budget_usd="0.004", **common)
         print(
             f"5. run 1:    stopped by '{first.stop_reason}' after {first.ok + first.truncated} rows, "
             f"${first.spent_total_usd:.6f} of ${first.budget_usd}"
+            + (f" ({first.rows_partial} stopped mid-way)" if first.rows_partial else "")
         )
         second = await orp.generate(PROMPTS, budget_usd="1", **common)
         print(
@@ -74,10 +80,10 @@ async def run(workdir: Path) -> int:
     report = audit([out], policy=policy_path, snapshot=snap)
     print("8. audit:    " + report.render_notes().replace("\n", "\n            "))
 
-    # SpecForge's regenerated-data shape; the multi-turn rows hold assistant turns the model did not
-    # write (copied from the prompts file): left out (docs/training-data.md).
+    # SpecForge's regenerated-data shape: with --turns all every assistant turn is the model's
+    # (docs/training-data.md); rows cut at max_tokens are left out.
     target = workdir / "drafter.specforge.jsonl"
-    summary = export([out], fmt="specforge", output=target, only_generated=True)
+    summary = export([out], fmt="specforge", output=target, require_reasoning=True)
     print(
         f"9. export:   {summary.written} SpecForge rows -> {target} "
         f"({sum(summary.left_out.values())} left out, {sum(summary.not_answered.values())} "

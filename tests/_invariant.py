@@ -1,7 +1,9 @@
 """The money invariant under random fault mixes, kills and races: one seeded scenario.
 
 A scenario draws (from its seed) a prompt set, a budget, streaming or not, a read timeout, and a
-mix of every fault kind the fake server has, then runs ``generate`` on one output several times:
+mix of every fault kind the fake server has, and ``--turns last`` or ``all`` (then a third of the
+rows are multi-turn, each turn its own request), then runs ``generate`` on one output several
+times:
 
 1. a child process (``tests._child``), killed with SIGKILL at a random point (or left to end);
 2. while it runs, a second run on the same output from this process: the race (refused by the
@@ -13,7 +15,9 @@ Then it checks what ``docs/generate.md`` promises ("What the cap guarantees"): w
 <= the cap; what the client counts (the journal, and records of runs it does not know, as the next
 start counts them) >= what the fake billed; no row recorded as finished twice; every finished
 record's cost is its generation's in the fake's ledger; and every billed generation no record holds
-is one the journal counts (by its generation id, or as an attempt with none).
+is one the journal counts (by its generation id, or as an attempt with none). With ``--turns all``:
+every turn's cost is its generation's, and a turn the turns file kept was never bought again (one
+line per turn, and the finished row holds that very turn).
 
 ``tests/test_invariant.py`` runs a few seeds in CI; ``scripts/soak_invariant.py`` runs many.
 """
@@ -57,6 +61,8 @@ class Outcome:
     finished: int
     kills: int = 0
     refused: int = 0
+    turns: str = "last"
+    kept_turns: int = 0  # lines of the turns file (turns kept while their row was unfinished)
     runs: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -64,7 +70,9 @@ class Outcome:
         return (
             f"seed {self.seed}: billed ${self.billed_usd} <= cap ${self.budget_usd}, counted "
             f"${self.counted_usd}; {self.generations} generations, {self.finished} rows finished; "
-            f"{self.kills} kill(s), {self.refused} refused; runs: {', '.join(self.runs)}"
+            f"{self.kills} kill(s), {self.refused} refused; --turns {self.turns} "
+            f"({self.kept_turns} kept); runs: "
+            f"{', '.join(self.runs)}"
         )
 
 
@@ -90,6 +98,27 @@ def _prompts(path: Path, rng: random.Random, rows: int) -> None:
         }
         if rng.random() < 0.1:
             row["max_tokens"] = rng.randint(10, 200)
+        lines.append(json.dumps(row) + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _multi_turn(path: Path, rng: random.Random) -> None:
+    """Make about a third of the rows multi-turn: two or three turns each (``--turns all``)."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if rng.random() < 0.35:
+            first = {"role": "user", "content": row.pop("prompt")}
+            messages = [first, {"role": "assistant", "content": "copied " * rng.randint(1, 9)}]
+            messages.append({"role": "user", "content": "and then? " + "y" * rng.randint(1, 99)})
+            if rng.random() < 0.5:
+                messages += [
+                    {"role": "assistant", "content": "again"},
+                    {"role": "user", "content": "z"},
+                ]
+            row["messages"] = messages
+            # long enough for most turns to finish (a turn cut at max_tokens ends its row)
+            row["max_tokens"] = rng.randint(400, 900)
         lines.append(json.dumps(row) + "\n")
     path.write_text("".join(lines), encoding="utf-8")
 
@@ -179,12 +208,37 @@ def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
     if len(ids) != len(set(ids)):
         problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
     for r in finished:
-        entry = ledger.get(r["generation_id"]) if r.get("generation_id") else None
-        if r.get("cost_usd") is not None and (
-            entry is None or Decimal(str(r["cost_usd"])) != entry.cost_usd
-        ):
-            problems.append(f"{r['id']}: cost {r['cost_usd']} is not its generation's")
-    _check_unrecorded(out, records, ledger, replay, problems)
+        for answer in r.get("turns") or [r]:  # a row regenerated turn by turn: each turn
+            entry = ledger.get(answer["generation_id"]) if answer.get("generation_id") else None
+            if answer.get("cost_usd") is not None and (
+                entry is None or Decimal(str(answer["cost_usd"])) != entry.cost_usd
+            ):
+                problems.append(f"{r['id']}: cost {answer['cost_usd']} is not its generation's")
+    kept = _check_kept_turns(out, finished, problems)
+    outcome.kept_turns = len(kept)
+    _check_unrecorded(out, records + kept, ledger, replay, problems)
+
+
+def _check_kept_turns(
+    out: Path, finished: list[dict[str, Any]], problems: list[str]
+) -> list[dict[str, Any]]:
+    """A turn the turns file kept was bought once: one line per (row, turn), and a finished row
+    holds that very turn. Returns the kept turns (as records of their generations)."""
+    path = Path(f"{out}.turns")
+    lines = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    seen: set[tuple[str, int]] = set()
+    rows = {r["id"]: r for r in finished if r["status"] != "failed"}
+    for line in lines:
+        key = (line["id"], line["turn"]["index"])
+        if key in seen:
+            problems.append(f"{key}: a kept turn was bought again")
+        seen.add(key)
+        row = rows.get(line["id"])
+        if row is not None:
+            held = {t["index"]: t for t in row.get("turns") or []}
+            if held.get(key[1]) != line["turn"]:
+                problems.append(f"{key}: the finished row does not hold the kept turn")
+    return [line["turn"] for line in lines]
 
 
 def _check_unrecorded(
@@ -202,7 +256,7 @@ def _check_unrecorded(
             known.add(item["id"])
             attempts[(item["run"], item["gen"])] = True
     without_id = sum(1 for has_id in attempts.values() if not has_id)
-    recorded = {r.get("generation_id") for r in records}
+    recorded = {a.get("generation_id") for r in records for a in [r, *(r.get("turns") or [])]}
     stray = [e for e in ledger.entries if e.generation_id not in recorded | known]
     if len(stray) > without_id:
         problems.append(f"{len(stray)} billed generation(s) the journal does not know")
@@ -213,12 +267,17 @@ def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
     rng = random.Random(seed)
     count = rows or rng.randint(60, 240)
     _prompts(tmp / "prompts.jsonl", rng, count)
+    # drawn apart, so that the other draws of a seed stay what they were before --turns
+    turns_rng = random.Random(seed + 100_000)
+    turns = turns_rng.choice(["last", "all"])
+    if turns == "all":
+        _multi_turn(tmp / "prompts.jsonl", turns_rng)
     budget = Decimal(rng.choice(["0.01", "0.03", "0.08", "1"]))
     faults = _faults(rng)
     lag = rng.choice([0, 0, 0.2])
     with serve(speed=0, seed=seed, faults=faults or None, generation_lag_s=lag) as fake:
-        options = _options(tmp, rng, budget, fake.base_url)
-        outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0)
+        options = {**_options(tmp, rng, budget, fake.base_url), "turns": turns}
+        outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0, turns=turns)
         for step in range(2):
             kill_at = rng.randint(1, count) if rng.random() < 0.7 else None
             status, killed = _child(options, fake, kill_at)

@@ -171,3 +171,7 @@ def test_dry_run_script_runs_end_to_end(tmp_path: Path) -> None:
     assert len(rows) == int(exported.group(1)) > 0
     assert sum(int(g) for g in exported.groups()) == 18
     assert all(r["status"] == "success" and r["conversations"][-1]["generated"] for r in rows)
+    # --turns all: every assistant turn of every exported row is the model's, with its reasoning
+    turns = [m for r in rows for m in r["conversations"] if m["role"] == "assistant"]
+    assert all(m["generated"] and m["reasoning_content"] for m in turns)
+    assert re.search(r"dry run: +18 rows, 20 requests \(--turns all\)", out), out

@@ -82,6 +82,14 @@ from openrouter_probe.cli._common import (
     help="Share the budget between datasets by weight, e.g. B3=2,B4=1 (others weigh 1; "
     "default: equal shares).",
 )
+@click.option(
+    "--turns",
+    type=click.Choice(["last", "all"]),
+    default="last",
+    show_default=True,
+    help="last: answer after the last message; all: regenerate every assistant turn of "
+    "multi-turn rows in order, each request carrying the model's own earlier turns.",
+)
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
 @click.option(
     "--lower-max-tokens",
@@ -142,6 +150,7 @@ def generate(
     dry_run: bool,
     shard: str | None,
     weights: str | None,
+    turns: str,
     redo_failed: bool,
     lower_max_tokens: bool,
     snapshot: str | None,
@@ -180,6 +189,7 @@ def generate(
             dry_run=dry_run,
             shard=shard,
             weights=weights,
+            turns=turns,
             redo_failed=redo_failed,
             lower_max_tokens=lower_max_tokens,
             snapshot=snapshot,

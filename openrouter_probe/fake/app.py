@@ -154,7 +154,9 @@ class FakeOpenRouter:
     ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``noise`` and ``hard`` (rates on
     every endpoint: see ``fake.content``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
-    ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``.
+    ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
+    ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
+    on what was sent; off by default, a long run would hold them all).
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class FakeOpenRouter:
         clock: Clock | None = None,
         api_key: str | None = None,
         tokens_per_chunk: int = 2,
+        record_requests: bool = False,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -226,6 +229,8 @@ class FakeOpenRouter:
         self._routes: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
         self._blocks: dict[str, ProviderBlock | PolicyError] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
+        self.requests: list[Any] | None = [] if record_requests else None
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
@@ -452,6 +457,12 @@ class FakeOpenRouter:
 
     # -- chat completions -----------------------------------------------------------------------
 
+    def _check(self, body: Any) -> str | None:
+        """What is wrong with a request body (``None``: nothing); kept when recording."""
+        if self.requests is not None:
+            self.requests.append(body)
+        return _check_body(body)
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
         task = asyncio.current_task()
         if task is not None:
@@ -475,7 +486,7 @@ class FakeOpenRouter:
         except ValueError as exc:
             self.ledger.count_error("bad_request")
             return error_response(400, f"Invalid JSON in request body: {exc}")
-        problem = _check_body(body)
+        problem = self._check(body)
         model = self._models.get(body["model"]) if problem is None else None
         if problem is None and model is None:
             problem = f"{body['model']} is not a valid model ID"

@@ -4,7 +4,10 @@
 ``provider`` (a display name) to the snapshot's endpoints of that name, and asks the routing model
 whether the policy's ``provider`` block admits one of them. It reports, per provider: rows, tokens,
 cost, effective USD per million output tokens, truncations and errors; every row served outside the
-policy; and the realised spend beside what the budget planner predicts for the same tokens.
+policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
+regenerated turn by turn (``generate --turns all``) counts each turn at the provider that served
+it (the providers of one row may differ): its tokens, its cost, and whether the policy admits it;
+the row itself counts at the provider of its last turn.
 
 It also accounts for the money that served no row, as ``generate`` does against its cap: requests
 cancelled in flight (a double Ctrl-C; ``cancelled`` lines) and requests in flight when a run was
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
 from openrouter_probe.run.output import FINISHED, iter_records, load_resume_state, output_tokens_of
+from openrouter_probe.run.turns import TURNS_SUFFIX
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
@@ -55,6 +59,8 @@ class ProviderAudit:
     reasoning_tokens: int = 0
     cost_usd: Decimal = Decimal(0)
     truncated: int = 0
+    turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
+    answers: int = 0  # requests answered: one per row, one per turn of a row regenerated so
 
     @property
     def effective_usd_per_m(self) -> Decimal | None:
@@ -70,6 +76,7 @@ class ProviderAudit:
             "tags": ", ".join(self.tags) or "-",
             "admitted": "yes" if self.admitted else "NO",
             "rows": self.rows,
+            "turns": self.turns,
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
@@ -96,6 +103,8 @@ class AuditReport:
     realised_usd: Decimal = Decimal(0)  # the served rows' cost
     possibly_billed_usd: Decimal = Decimal(0)  # cancelled or killed in flight, at the worst case
     spent_usd: Decimal = Decimal(0)  # what generate counts as spent on these files
+    kept_turns: int = 0  # finished turns of rows not finished yet (``OUT.jsonl.turns``)
+    kept_turns_usd: Decimal = Decimal(0)  # what they cost (known costs)
     predicted_usd: Decimal | None = None
     prediction_note: str = ""
 
@@ -103,7 +112,7 @@ class AuditReport:
     def other_billed_usd(self) -> Decimal:
         """Billed to no served row: failed attempts, retries, failed rows (``spent_usd`` less the
         realised and the possibly billed)."""
-        return self.spent_usd - self.realised_usd - self.possibly_billed_usd
+        return self.spent_usd - self.realised_usd - self.possibly_billed_usd - self.kept_turns_usd
 
     @property
     def exit_code(self) -> int:
@@ -114,7 +123,12 @@ class AuditReport:
         return sum(p.rows for p in self.providers)
 
     def provider_rows(self) -> list[dict[str, Any]]:
-        return [p.to_dict() for p in self.providers]
+        """The table: one row per provider (``turns`` only when a row went turn by turn)."""
+        rows = [p.to_dict() for p in self.providers]
+        if not any(p.turns for p in self.providers):
+            for row in rows:
+                del row["turns"]
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +145,8 @@ class AuditReport:
             "realised_usd": float(self.realised_usd),
             "possibly_billed_usd": float(self.possibly_billed_usd),
             "other_billed_usd": float(self.other_billed_usd),
+            "kept_turns": self.kept_turns,
+            "kept_turns_usd": float(self.kept_turns_usd),
             "spent_usd": float(self.spent_usd),
             "predicted_usd": None if self.predicted_usd is None else float(self.predicted_usd),
             "prediction_note": self.prediction_note,
@@ -150,6 +166,11 @@ class AuditReport:
             why.append(
                 f"${self.possibly_billed_usd:,.6f} possibly billed ({', '.join(stopped)}; "
                 "each at its worst case: the provider may have billed it)"
+            )
+        if self.kept_turns:
+            why.append(
+                f"${self.kept_turns_usd:,.6f} for {self.kept_turns} finished turn(s) of rows "
+                "not finished yet (kept for the resume)"
             )
         if self.other_billed_usd:
             why.append(f"${self.other_billed_usd:,.6f} billed to failed attempts and retries")
@@ -189,13 +210,20 @@ class AuditReport:
         return "\n".join(lines)
 
 
+def _beside(path: str | Path) -> bool:
+    """Whether ``path`` is a file ``generate`` keeps beside an output (its journal, its turns)."""
+    return str(path).endswith((LEDGER_SUFFIX, TURNS_SUFFIX))
+
+
 def _records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
-    """Every record of the output files ``paths``, in file order; spend journals
-    (``OUT.jsonl.ledger``, given by a glob such as ``out/*``) are skipped with a warning."""
+    """Every record of the output files ``paths``, in file order; spend journals and turns files
+    (``OUT.jsonl.ledger``, ``OUT.jsonl.turns``, given by a glob such as ``out/*``) are skipped
+    with a warning."""
     for path in paths:
-        if str(path).endswith(LEDGER_SUFFIX):
+        if _beside(path):
+            what = "spend journal" if str(path).endswith(LEDGER_SUFFIX) else "turns file"
             logging.getLogger(__name__).warning(
-                "%s: skipped: the spend journal of `generate`, not an output file", path
+                "%s: skipped: the %s of `generate`, not an output file", path, what
             )
             continue
         for _, record in iter_records(path):
@@ -228,12 +256,17 @@ def _spent(paths: Iterable[str | Path], report: AuditReport) -> set[str]:
 
     Reads each output and its journal without repairing them (a run may still be appending)."""
     cancelled: set[str] = set()
-    for path in dict.fromkeys(str(p) for p in paths if not str(p).endswith(LEDGER_SUFFIX)):
+    for path in dict.fromkeys(str(p) for p in paths if not _beside(p)):
         replay = replay_ledger(ledger_path(path), repair=False)
         state = load_resume_state(path, journal_runs=replay.runs, repair=False)
         report.spent_usd += state.spent_usd + replay.spent_usd
         report.possibly_billed_usd += state.possibly_billed_usd + replay.possibly_billed_usd
         report.killed_in_flight += replay.in_flight
+        for turns in state.turns.values():
+            report.kept_turns += len(turns)
+            report.kept_turns_usd += sum(
+                (Decimal(str(t.get("cost_usd") or 0)) for t in turns), Decimal(0)
+            )
     for record in _records(paths):
         if record.get("status") == "cancelled":
             report.cancelled_requests += 1
@@ -267,34 +300,48 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             kind = str((record.get("error") or {}).get("status") or "other")
             report.failed_by_kind[kind] = report.failed_by_kind.get(kind, 0) + 1
             continue
-        name = str(record.get("provider") or "?")
-        tally = tallies.get(name)
-        if tally is None:
-            tags = sorted(by_name.get(name, []))
-            tally = tallies[name] = ProviderAudit(
-                name, tags, admitted=any(t in admitted_tags for t in tags)
+        turns = record.get("turns")
+        answers = turns if isinstance(turns, list) and turns else [record]
+        outside: list[str] = []
+        for i, answer in enumerate(answers):
+            name = str(answer.get("provider") or "?")
+            tally = tallies.get(name)
+            if tally is None:
+                tags = sorted(by_name.get(name, []))
+                tally = tallies[name] = ProviderAudit(
+                    name, tags, admitted=any(t in admitted_tags for t in tags)
+                )
+            last = i == len(answers) - 1
+            report.realised_usd += _tally(
+                tally, answer, row=record if last else None, turn=answers is turns
             )
-        report.realised_usd += _tally(tally, record)
-        if not tally.admitted:
-            report.outside.append((str(record["id"]), name))
+            if not tally.admitted and name not in outside:
+                outside.append(name)
+        report.outside.extend((str(record["id"]), name) for name in outside)
     report.providers = sorted(tallies.values(), key=lambda t: (-t.rows, t.provider))
     report.cancelled = len(_spent(files, report) - finished)
     _predict(report, snapshot, compiled)
     return report
 
 
-def _tally(tally: ProviderAudit, record: dict[str, Any]) -> Decimal:
-    """Add one served record to its provider's tally; return its cost."""
-    usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+def _tally(
+    tally: ProviderAudit, answer: dict[str, Any], *, row: dict[str, Any] | None, turn: bool
+) -> Decimal:
+    """Add one answer (a record, or one turn of it) to its provider's tally; return its cost.
+    ``row``: the record the answer finishes (counted as a row), ``None`` for an earlier turn."""
+    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
     assert isinstance(usage, dict)
-    tally.rows += 1
+    tally.answers += 1
+    tally.turns += turn
     tally.prompt_tokens += _int(usage.get("prompt_tokens"))
-    tally.completion_tokens += output_tokens_of(record)
+    tally.completion_tokens += output_tokens_of(answer)
     details = usage.get("completion_tokens_details") or {}
     tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
-    cost = Decimal(str(record.get("cost_usd") or 0))
+    cost = Decimal(str(answer.get("cost_usd") or 0))
     tally.cost_usd += cost
-    tally.truncated += record.get("status") == "truncated"
+    if row is not None:
+        tally.rows += 1
+        tally.truncated += row.get("status") == "truncated"
     return cost
 
 
@@ -305,7 +352,7 @@ def _predict(report: AuditReport, snapshot: Snapshot, compiled: Any) -> None:
 
     output_total = sum(t.completion_tokens for t in report.providers)
     prompt_total = sum(t.prompt_tokens for t in report.providers)
-    rows = report.rows
+    rows = sum(t.answers for t in report.providers)  # requests: a row's turns each count
     if not (output_total and rows):
         return
     try:

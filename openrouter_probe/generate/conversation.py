@@ -11,7 +11,7 @@ Every format keeps everything the row holds (tool calls, ``tool_call_id``, image
 every turn's reasoning) except ``specforge``, whose shape cannot hold some rows: ``specforge_row``
 says why in one short reason, and the export leaves the row out and counts it.
 
-The per-turn record (proposed for ``generate --turns all``; read here already): beside the usual
+The per-turn record (written by ``generate --turns all``, ``run.turns``): beside the usual
 fields, ``turns`` is a list with one object per assistant turn the model wrote, in order::
 
     {"index": 1, "content": "...", "reasoning": "...", "tool_calls": null, "finish_reason": "stop",
@@ -20,7 +20,10 @@ fields, ``turns`` is a list with one object per assistant turn the model wrote, 
 
 ``index`` is the position in ``messages`` of the prompt-file assistant message the turn replaces,
 or ``len(messages)`` for the answer after the last message. The record's own ``content`` and
-``reasoning`` are then the last turn's, and are not read again.
+``reasoning`` are then the last turn's, and are not read again. The conversation ends with the last
+turn: a row that stopped before its last turn (a turn cut at ``max_tokens``, recorded as
+``truncated``; a turn that failed) keeps none of the prompt's messages after it, which answer text
+the model never wrote.
 
 SpecForge's shape (``--format specforge``) is its regenerated-data contract, read from
 sgl-project/SpecForge at a6b6b0230009d15ec2a97a57384e6f53f0f96946: ``scripts/conversation_validation.py``
@@ -219,7 +222,7 @@ def conversation_of(record: dict[str, Any]) -> Conversation:
         )
     conv = Conversation([])
     answers = _turns(record, prompt) if "turns" in record else {len(prompt): record}
-    for index in range(len(prompt) + 1):
+    for index in range(max(answers) + 1):
         answer = answers.get(index)
         if answer is not None:
             conv.messages.append(

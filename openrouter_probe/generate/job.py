@@ -33,6 +33,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Progress, RunSettings, Sender
 from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.turns import TURNS_MODES, TurnBook, tool_rows
 
 __all__ = ["REASONING_EFFORTS", "generate"]
 
@@ -115,6 +116,7 @@ class _Asked:
     lower_max_tokens: bool
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
+    turns: str = "last"
 
     @property
     def shards(self) -> int | None:
@@ -138,9 +140,15 @@ def _ask(
     lower_max_tokens: bool,
     weights: str | Mapping[str, float] | None,
     shard: str | tuple[int, int] | None,
+    turns: str = "last",
 ) -> _Asked:
     from openrouter_probe.rules.quantities import parse_token_count, whole_number
 
+    if turns not in TURNS_MODES:
+        raise ConfigError(
+            f"--turns {turns!r}: use last (answer after the last message) or all (regenerate "
+            "every assistant turn)"
+        )
     return _Asked(
         max_tokens=whole_number(max_tokens, "--max-tokens"),
         stream=stream,
@@ -152,6 +160,7 @@ def _ask(
         lower_max_tokens=lower_max_tokens,
         weights=weights,
         shard=parse_shard(shard) if isinstance(shard, str) else shard,
+        turns=turns,
     )
 
 
@@ -227,6 +236,25 @@ def _admitted_prices(
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
 
 
+def _worst_total(
+    todo: list[PromptRow], prices: Prices, builder: Any, max_tokens: int, book: TurnBook | None
+) -> Decimal:
+    """The worst case of every request to send: a row's, or each of its turns' (the answers of
+    earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in)."""
+    total = Decimal(0)
+    for row in todo:
+        row_max = int(row.params.get("max_tokens", max_tokens))
+        progress = None if book is None else book.rows.get(row.id)
+        if progress is None:
+            total += builder.worst_case_usd(row, prices, row_max)
+            continue
+        for request, earlier in progress.planned():
+            total += builder.worst_case_usd(
+                request, prices, row_max, extra_prompt_tokens=earlier * row_max
+            )
+    return total
+
+
 def _dry_run(
     summary: RunSummary,
     todo: list[PromptRow],
@@ -236,26 +264,23 @@ def _dry_run(
     compiled: Any,
     options: JobOptions,
     asked: _Asked,
+    book: TurnBook | None,
 ) -> RunSummary:
-    """What the run would do, sending nothing: the worst case of every row, the expected cost."""
+    """What the run would do, sending nothing: the worst case of every request (every turn with
+    ``--turns all``), the expected cost."""
     from openrouter_probe.analysis.budget import plan_budget
 
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, asked.target
     builder = _settings(asked, compiled, {}, "", options, {}).builder()
-    worst_total = sum(
-        (
-            builder.worst_case_usd(r, prices, int(r.params.get("max_tokens", max_tokens)))
-            for r in todo
-        ),
-        Decimal(0),
-    )
     summary.stop_reason = "dry-run"
+    worst_total = _worst_total(todo, prices, builder, max_tokens, book)
     summary.worst_case_usd = worst_total
     summary.not_sent = len(todo)
     if not todo:
         return summary
     datasets = sorted({r.dataset for r in todo})
-    wanted = max_tokens * len(todo)
+    requests = len(todo) if book is None else book.to_send(todo)
+    wanted = max_tokens * requests
     if target is not None:
         wanted = min(wanted, target * len(datasets))
     prompt_avg = max(1, sum(r.prompt_bytes for r in todo) // len(todo) // _BYTES_PER_TOKEN)
@@ -283,6 +308,38 @@ def _dry_run(
         else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
     )
     return summary
+
+
+def _turn_book(
+    asked: _Asked,
+    options: JobOptions,
+    todo: list[PromptRow],
+    kept: dict[str, list[dict[str, Any]]],
+    summary: RunSummary,
+) -> TurnBook | None:
+    """``--turns all``: the rows that go turn by turn, each from its first missing turn; say what
+    it counts and what it sends once."""
+    if asked.turns != "all":
+        return None
+    book = TurnBook.start(options.out, todo, kept)
+    summary.turns_to_send = book.to_send(todo)
+    summary.turns_resumed = book.resumed
+    summary.turns_file = str(book.path)
+    tools = tool_rows(todo)
+    if tools:
+        shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
+        summary.warnings.append(
+            f"--turns all: {len(tools)} row(s) hold tool messages or tool calls, sent once as "
+            f"with --turns last (a tool result in the prompts file answers the prompt file's "
+            f"call, not the model's): {shown}"
+        )
+    if book.dropped:
+        summary.warnings.append(
+            f"{book.path}: the kept turns of {len(book.dropped)} row(s) no longer fit their "
+            f"messages (the prompts changed?): regenerated from their first turn: "
+            + ", ".join(book.dropped[:5])
+        )
+    return book
 
 
 async def _key_check(summary: RunSummary, options: JobOptions, asked: _Asked) -> None:
@@ -314,6 +371,7 @@ async def generate(
     redo_failed: bool = False,
     lower_max_tokens: bool = False,
     weights: str | Mapping[str, float] | None = None,
+    turns: str = "last",
     max_wait_s: float = 60.0,
     snapshot: Any = None,
     api_key: str | None = None,
@@ -334,6 +392,9 @@ async def generate(
     output file across runs (per shard with ``shard``), shared between the datasets by ``weights``
     (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops each dataset at that many
     billed output tokens; OpenRouter's own 429 pauses every request up to ``max_wait_s``.
+    ``turns="all"`` regenerates every assistant turn of multi-turn rows, in order, each request
+    carrying the model's own earlier turns (``run.turns``); ``"last"`` answers after the last
+    message.
     ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints read at
     start; ``dry_run`` sends nothing and returns the plan; ``send``, ``sleep`` and ``clock``
     replace the HTTP transport, the waits and the time (tests); ``progress=True`` shows a live line
@@ -349,6 +410,7 @@ async def generate(
         lower_max_tokens=lower_max_tokens,
         weights=weights,
         shard=shard,
+        turns=turns,
     )
     options = JobOptions.resolve(
         command="generate",
@@ -404,6 +466,7 @@ async def _run_job(
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
+        book = _turn_book(asked, options, todo, paid.state.turns, summary)
         # The sync client runs in a thread: the event loop (a notebook's, a test server's) goes on.
         endpoints, snap = await asyncio.to_thread(
             endpoints_now,
@@ -418,9 +481,21 @@ async def _run_job(
             for text in summary.warnings:  # a real run says them in PaidRun.run
                 log.warning("%s", text)
             return _dry_run(
-                summary, todo, prices, snap=snap, compiled=compiled, options=options, asked=asked
+                summary,
+                todo,
+                prices,
+                snap=snap,
+                compiled=compiled,
+                options=options,
+                asked=asked,
+                book=book,
             )
         settings = _settings(asked, compiled, provider_raw, policy_hash, options, weights)
         return await paid.run(
-            todo, settings=settings, prices=prices, summary=summary, header={"policy": str(policy)}
+            todo if book is None else book.requests(todo),
+            settings=settings,
+            prices=prices,
+            summary=summary,
+            header={"policy": str(policy), **({"turns": "all"} if book is not None else {})},
+            turns=book,
         )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +34,7 @@ from typing import IO, Any
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
 from openrouter_probe.rules.quantities import recorded_usd
+from openrouter_probe.run.turns import read_turns, turns_path
 
 __all__ = [
     "FINISHED",
@@ -87,6 +88,8 @@ class ResumeState:
     rows: int = 0
     torn: bytes | None = None
     exists: bool = False
+    #: ``generate --turns all``: the turns the turns file keeps of rows not finished, by row id
+    turns: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -128,6 +131,42 @@ def _count_money(state: ResumeState, record: dict[str, Any], where: str, dataset
     )
 
 
+def _count_turns(
+    state: ResumeState,
+    turns: list[Any],
+    where: str,
+    dataset: str,
+    journal_runs: Collection[str],
+    seen: set[Any],
+) -> None:
+    """Count the money of each turn the journal does not know the run of, once per generation
+    (a failed row sent again with ``--redo-failed`` records its earlier turns twice)."""
+    for turn in turns:
+        if not isinstance(turn, dict) or turn.get("run_id") in journal_runs:
+            continue
+        key = turn.get("generation_id") or id(turn)
+        if key not in seen:
+            seen.add(key)
+            _count_money(state, turn, where, dataset)
+
+
+def _read_turns_file(
+    state: ResumeState, out: Path, journal_runs: Collection[str], repair: bool, seen: set[Any]
+) -> None:
+    """The turns ``generate --turns all`` kept of rows not finished (a torn tail cut first)."""
+    path = turns_path(out)
+    if not path.exists():
+        return
+    torn = repair_torn_tail(path) if repair else None
+    if torn:
+        log.warning("%s: cut a torn last line (%d bytes) left by a crash", path, len(torn))
+    for lineno, ident, dataset, turn in read_turns(path):
+        if ident in state.finished:
+            continue
+        state.turns.setdefault(ident, []).append(turn)
+        _count_turns(state, [turn], f"{path}:{lineno}", dataset, journal_runs, seen)
+
+
 def load_resume_state(
     path: str | Path,
     *,
@@ -153,11 +192,17 @@ def load_resume_state(
             p,
             len(state.torn),
         )
+    seen: set[Any] = set()  # the turns whose money is counted
     for lineno, record in iter_records(p):
         state.rows += 1
         status = record.get("status")
         dataset = str(record.get("dataset") or "default")
-        if record.get("run_id") not in journal_runs:
+        turns = record.get("turns")
+        if type(turns) is list:  # each turn counts its own; a row's totals are their sums
+            _count_turns(state, turns, f"{p}:{lineno}", dataset, journal_runs, seen)
+        if record.get("run_id") not in journal_runs and (
+            type(turns) is not list or status not in ("ok", "truncated")
+        ):
             _count_money(state, record, f"{p}:{lineno}", dataset)
         ident = str(record["id"])
         if status in FINISHED and ident not in state.finished:
@@ -170,6 +215,7 @@ def load_resume_state(
             state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(
                 record
             )
+    _read_turns_file(state, p, journal_runs, repair, seen)
     return state
 
 

@@ -50,6 +50,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Progress, Run, RunSettings, Sender, dataset_tallies
 from openrouter_probe.run.spend import Prices, SpendCap
 from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.turns import TurnBook, turns_path
 
 __all__ = ["Job", "JobOptions", "PaidRun", "endpoints_now", "key_warning", "open_run"]
 
@@ -119,6 +120,7 @@ class JobOptions:
         try:
             ensure_not_input(target, *inputs)
             ensure_not_input(ledger_path(target), *inputs)
+            ensure_not_input(turns_path(target), *inputs)
         except ValueError as exc:
             raise ConfigError(f"--out: {exc}; name another file") from exc
         _check_writable(target)
@@ -329,6 +331,19 @@ class PaidRun:
         for text in summary.warnings:
             log.warning("%s", text)
 
+    def _journal_header(
+        self, settings: RunSettings, header: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The fields of this run's header line in the journal."""
+        return {
+            "command": self.options.command,
+            "model": self.job.model if self.job is not None else settings.model,
+            "job": self.job.sha256 if self.job is not None else settings.policy_sha256,
+            "out": self.options.out.name,
+            "budget_usd": self.options.budget_usd,
+            **(header or {}),
+        }
+
     async def run(
         self,
         rows: list[PromptRow],
@@ -338,12 +353,13 @@ class PaidRun:
         summary: RunSummary,
         header: dict[str, Any] | None = None,
         prices_for: Callable[[PromptRow], Prices] | None = None,
+        turns: TurnBook | None = None,
     ) -> RunSummary:
         """Send ``rows`` under one cap over everything the output has spent; return the summary.
 
         Warns when the key's limit is below the budget or when nothing caps the spend; stops at
         once (``budget``) when the output already spent the budget. ``header`` goes into the
-        journal's run line.
+        journal's run line; ``turns`` holds the rows that go turn by turn (``--turns all``).
         """
         options = self.options
         budget = options.budget_usd
@@ -361,18 +377,11 @@ class PaidRun:
             return summary
         cap = SpendCap(budget, spent_usd=spent_before, spent_by_dataset=self.spent_by_dataset)
         bar = _progress_bar(options.progress, len(rows))
-        journal_header = {
-            "command": options.command,
-            "model": self.job.model if self.job is not None else settings.model,
-            "job": self.job.sha256 if self.job is not None else settings.policy_sha256,
-            "out": options.out.name,
-            "budget_usd": budget,
-            **(header or {}),
-        }
         with (
             OutputLog(options.out) as output,
-            Ledger(options.journal, header=journal_header) as ledger,
+            Ledger(options.journal, header=self._journal_header(settings, header)) as ledger,
             _showing(bar),
+            contextlib.closing(turns or TurnBook(options.out)),
         ):
 
             def make(sender: Sender, lookup: Lookup | None) -> Run:
@@ -392,6 +401,7 @@ class PaidRun:
                     ledger=ledger,
                     lookup=lookup,
                     pending=self.replay.pending,
+                    turns=turns,
                 )
 
             if options.send is not None:

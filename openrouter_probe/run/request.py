@@ -62,9 +62,14 @@ class RequestBuilder:
         """What ``row`` may be billed for besides its output (see ``spend.request_shape``)."""
         return request_shape(len(own_part.encode()), row.messages, row.params)
 
-    def worst_case_usd(self, row: PromptRow, prices: Prices, max_tokens: int) -> Decimal:
-        """The most ``row`` may cost at ``max_tokens`` (the dry run's figure, the cap's)."""
+    def worst_case_usd(
+        self, row: PromptRow, prices: Prices, max_tokens: int, *, extra_prompt_tokens: int = 0
+    ) -> Decimal:
+        """The most ``row`` may cost at ``max_tokens`` (the dry run's figure, the cap's), its
+        prompt ``extra_prompt_tokens`` longer than its messages (answers it will carry)."""
         shape = self.shape(row, self.own_part(row, max_tokens))
         return prices.worst_case_usd(
-            prompt_tokens=shape.prompt_tokens, max_tokens=max_tokens, shape=shape
+            prompt_tokens=shape.prompt_tokens + extra_prompt_tokens,
+            max_tokens=max_tokens,
+            shape=shape,
         )

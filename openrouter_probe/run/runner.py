@@ -49,6 +49,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, RequestShape, SpendCap, request_shape
 from openrouter_probe.run.summary import DatasetTally, ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.turns import TurnBook, new_turn, row_totals
 
 __all__ = ["ON_FAILURE", "AdaptiveLimit", "Run", "RunSettings", "Sender"]
 
@@ -193,8 +194,10 @@ class Run:
         lookup: Lookup | None = None,
         pending: list[Pending] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        turns: TurnBook | None = None,
     ) -> None:
         self.settings = settings
+        self.turns = turns  # ``--turns all``: the rows that go turn by turn
         self.ledger = ledger
         self.run_id = ledger.run_id if ledger is not None else None
         self.cap = cap
@@ -577,7 +580,7 @@ class Run:
             "generation_id": None,
             "attempts": 0,
             "error": None,
-            "messages": row.messages,
+            "messages": row.messages if self.turns is None else self.turns.prompt(row),
             "policy_sha256": self.settings.policy_sha256,
             "run_id": self.run_id,  # the journal holds this run's money, attempt by attempt
         }
@@ -589,7 +592,11 @@ class Run:
         if self.progress is not None:
             self.progress.row_done(record, self)
 
-    def _answered(self, row: PromptRow, answer: Answer, attempt: _Attempts) -> None:
+    def _answered(self, row: PromptRow, answer: Answer, attempt: _Attempts) -> PromptRow | None:
+        """Record an answer: the row's line, or, for a row that goes turn by turn, its turn (the
+        request of its next turn is returned)."""
+        if self.turns is not None and row.id in self.turns.rows:
+            return self._turn_answered(row, answer, attempt)
         truncated = answer.finish_reason == "length"
         cost = attempt.cost
         record = self._record(
@@ -615,32 +622,76 @@ class Run:
             record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
         self._write(record)
         self._tally(row, answer, cost, truncated)
+        return None
 
-    def _tally(self, row: PromptRow, answer: Answer, cost: Decimal | None, truncated: bool) -> None:
+    def _turn_answered(
+        self, row: PromptRow, answer: Answer, attempt: _Attempts
+    ) -> PromptRow | None:
+        """A turn of a row that goes turn by turn is answered: keep it (flushed to the turns file)
+        and return the next turn's request; or, at the row's last turn (or a truncated one: the
+        next turns would carry an answer the model never finished), write the row's line."""
+        assert self.turns is not None
+        progress = self.turns.rows[row.id]
+        cost = attempt.cost
+        turn = new_turn(
+            progress.next_index,
+            answer,
+            attempts=attempt.number,
+            cost=cost,
+            worst=attempt.worst,
+            extra_cost=attempt.extra_cost,
+            run_id=self.run_id,
+        )
+        truncated = answer.finish_reason == "length"
+        self.summary.turns_done += 1
+        if not (progress.last or truncated):
+            self.turns.log.keep(progress.row, turn)
+            progress.done.append(turn)
+            self._tally(row, answer, cost, truncated, turn=True)
+            return progress.request()
+        progress.done.append(turn)
+        fields = row_totals(progress.done)
+        self._write(self._record(row, status="truncated" if truncated else "ok", **fields))
+        self._tally(row, answer, cost, truncated)
+        return None
+
+    def _tally(
+        self,
+        row: PromptRow,
+        answer: Answer,
+        cost: Decimal | None,
+        truncated: bool,
+        *,
+        turn: bool = False,
+    ) -> None:
+        """Count an answer: its tokens and money, and the row it finishes (unless ``turn``: a turn
+        before the row's last)."""
         s = self.summary
         tokens = answer.completion_tokens
-        s.truncated += truncated
-        s.ok += not truncated
         seen_tokens, seen_rows = self.observed.get(row.dataset, (0, 0))
         self.observed[row.dataset] = (seen_tokens + tokens, seen_rows + 1)
         self.settled_tokens[row.dataset] = self.settled_tokens.get(row.dataset, 0) + tokens
         s.output_tokens[row.dataset] = s.output_tokens.get(row.dataset, 0) + tokens
         dataset = s.datasets.get(row.dataset)
         if dataset is not None:
-            dataset.done += 1
+            dataset.done += not turn
             dataset.output_tokens += tokens
         name = answer.provider or "?"
         tally = s.providers.get(name)
         if tally is None:  # (setdefault would build a tally for every row)
             tally = s.providers[name] = ProviderTally()
-        tally.rows += 1
+        tally.rows += not turn
+        tally.turns += self.turns is not None and row.id in self.turns.rows
         tally.completion_tokens += tokens
         usage = answer.usage or {}
         tally.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         details = usage.get("completion_tokens_details") or {}
         tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
         tally.cost_usd += cost or 0
-        tally.truncated += truncated
+        if not turn:
+            s.truncated += truncated
+            s.ok += not truncated
+            tally.truncated += truncated
 
     def _failed(self, row: PromptRow, failure: Failure, attempt: _Attempts, why: str = "") -> None:
         error = failure.to_record()
@@ -649,6 +700,8 @@ class Run:
         record = self._record(row, status="failed", attempts=attempt.number, error=error)
         if attempt.extra_cost:
             record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
+        if self.turns is not None and self.turns.started(row.id):
+            record["turns"] = list(self.turns.rows[row.id].done)  # the turns it finished
         self._write(record)
         self.summary.failed += 1
         dataset = self.summary.datasets.get(row.dataset)
@@ -667,32 +720,50 @@ class Run:
             )
 
     async def _do_row(self, row: PromptRow, attempt: _Attempts) -> None:
-        """Send one row (reserved) until it is answered, fails, or the run stops."""
+        """Send one row (reserved) until it is answered, fails, or the run stops; a row that
+        goes turn by turn (``--turns all``) sends its next turn as soon as one is answered,
+        reserved like a retry (under its dataset's share, waiting for the money)."""
         try:
-            await self._attempts(row, attempt)
+            while True:
+                following = await self._attempts(row, attempt)
+                if following is None:
+                    return
+                row, attempt = following, self._prepare(following)
+                if not await self._reserve_again(row, attempt):
+                    self._unsent(row)
+                    return
         except asyncio.CancelledError:
             if not attempt.flying:  # cancelled between attempts: nothing to record
-                self.summary.not_sent += 1
+                self._unsent(row)
             raise
 
-    async def _attempts(self, row: PromptRow, attempt: _Attempts) -> None:
+    async def _attempts(self, row: PromptRow, attempt: _Attempts) -> PromptRow | None:
+        """Send ``row`` until it is answered, fails or the run stops; return the request of its
+        next turn, if it has one."""
         while True:
             attempt.number += 1
             outcome = await self._send_reserved(row, attempt)
             self._notify()
             if isinstance(outcome, Answer):
-                self._answered(row, outcome, attempt)
-                return
+                return self._answered(row, outcome, attempt)
             if not await ON_FAILURE[outcome.kind](self, row, outcome, attempt):
-                return
+                return None
             attempt.worst = attempt.prices.worst_case_usd(
                 prompt_tokens=attempt.shape.prompt_tokens,
                 max_tokens=attempt.max_tokens,
                 shape=attempt.shape,
             )
             if not await self._reserve_again(row, attempt):
-                self.summary.not_sent += 1
-                return
+                self._unsent(row)
+                return None
+
+    def _unsent(self, row: PromptRow) -> None:
+        """Count a row that stops unsent: ``not_sent``, or, when some of its turns are done,
+        stopped mid-way (its finished turns are kept in the turns file for the resume)."""
+        if self.turns is not None and self.turns.started(row.id):
+            self.summary.rows_partial += 1
+        else:
+            self.summary.not_sent += 1
 
     def _unknown(
         self,
@@ -848,7 +919,7 @@ class Run:
         )
         await self._sleep_unless_stopped(decision.wait_s)
         if self.stopping:
-            self.summary.not_sent += 1
+            self._unsent(row)
             return False
         return True
 
@@ -863,7 +934,7 @@ class Run:
             # it left before the pool paused: that pause was for it too; just send it again
             await self._until_resumed()
             if self.stopping:
-                self.summary.not_sent += 1
+                self._unsent(row)
                 return False
             return True
         self._pauses_in_a_row += 1
@@ -876,7 +947,7 @@ class Run:
                 f"{wait:.0f} s, more than --max-wait {self.settings.max_wait_s:.0f} s: "
                 f"{failure.message}); rerun the same command then",
             )
-            self.summary.not_sent += 1
+            self._unsent(row)
             return False
         if self._paused is None or self._paused.done():
             self.summary.pauses += 1
@@ -886,7 +957,7 @@ class Run:
             self._paused = asyncio.ensure_future(self._sleep_unless_stopped(wait))
         await self._until_resumed()
         if self.stopping:
-            self.summary.not_sent += 1
+            self._unsent(row)
             return False
         return True
 
@@ -919,7 +990,7 @@ class Run:
             attempt.body = (prefix + self._builder.own_part(row, afford)).encode()
             return True
         self._stop_for(failure)
-        self.summary.not_sent += 1
+        self._unsent(row)
         return False
 
     def _stop_for(self, failure: Failure) -> None:

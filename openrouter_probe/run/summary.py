@@ -30,10 +30,12 @@ class ProviderTally:
     reasoning_tokens: int = 0
     cost_usd: Decimal = _ZERO
     truncated: int = 0
+    turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "rows": self.rows,
+            "turns": self.turns,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
@@ -127,6 +129,13 @@ class RunSummary:
     reconciled_before_back_usd: Decimal = _ZERO
     unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
     killed_in_flight_before: int = 0
+    #: ``--turns all``: requests the rows to send need (``None``: ``--turns last``), turns the
+    #: turns file already held for them, turns answered this run, rows stopped mid-way
+    turns_to_send: int | None = None
+    turns_resumed: int = 0
+    turns_done: int = 0
+    rows_partial: int = 0
+    turns_file: str = ""
     ledger: str = ""
     budget_usd: Decimal | None = None
     shards: int | None = None
@@ -191,6 +200,10 @@ class RunSummary:
             "reconciled_before_back_usd": money(self.reconciled_before_back_usd),
             "unsettleable": self.unsettleable,
             "killed_in_flight_before": self.killed_in_flight_before,
+            "turns_to_send": self.turns_to_send,
+            "turns_resumed": self.turns_resumed,
+            "turns_done": self.turns_done,
+            "rows_partial": self.rows_partial,
             "ledger": self.ledger,
             "budget_usd": money(self.budget_usd),
             "shards": self.shards,
@@ -262,6 +275,26 @@ class RunSummary:
             )
         return lines
 
+    def _turn_lines(self) -> list[str]:
+        """``--turns all``: requests against rows (a row is done when its last turn is)."""
+        if self.turns_to_send is None:
+            return []
+        kept = (
+            f" ({self.turns_resumed:,} more kept by earlier runs, not sent again)"
+            if self.turns_resumed
+            else ""
+        )
+        line = f"turns (--turns all): {self.turns_to_send:,} requests for the rows to send{kept}"
+        if self.stop_reason != "dry-run":
+            line += f"; {self.turns_done:,} answered"
+        lines = [line]
+        if self.rows_partial:
+            lines.append(
+                f"{self.rows_partial:,} row(s) stopped mid-way: their finished turns are kept in "
+                f"{self.turns_file or 'the turns file'}; rerun the same command to finish them"
+            )
+        return lines
+
     def render(self) -> str:
         """The summary for people, in lines of at most 80 columns."""
         lines = [f"{self.model} via {self.policy} -> {self.out}"]
@@ -273,19 +306,23 @@ class RunSummary:
         else:
             lines.append(
                 f"rows: {self.ok:,} ok, {self.truncated:,} truncated, {self.failed:,} failed, "
-                f"{self.cancelled:,} cancelled, {self.not_sent:,} not sent "
-                f"({self.rows_already_done:,} already done, {self.duplicates:,} duplicate ids "
+                f"{self.cancelled:,} cancelled, {self.not_sent:,} not sent"
+                + (f", {self.rows_partial:,} stopped mid-way" if self.rows_partial else "")
+                + f" ({self.rows_already_done:,} already done, {self.duplicates:,} duplicate ids "
                 f"skipped); {self.requests:,} requests, {self.retries:,} retried"
             )
+        lines.extend(self._turn_lines())
         lines.extend(self._money_lines())
         lines.extend(self._dataset_lines())
         for name, tally in sorted(self.providers.items()):
+            turns = f", {tally.turns:,} turns" if tally.turns else ""
             lines.append(
-                f"  {name}: {tally.rows:,} rows, {tally.completion_tokens:,} output tokens, "
-                f"{_usd(tally.cost_usd)}"
+                f"  {name}: {tally.rows:,} rows{turns}, {tally.completion_tokens:,} output "
+                f"tokens, {_usd(tally.cost_usd)}"
             )
         if self.worst_case_usd is not None:
-            lines.append(f"worst case of the rows to send: ${self.worst_case_usd:,.4f}")
+            what = "rows" if self.turns_to_send is None else "requests (every turn)"
+            lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
         lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
