@@ -561,8 +561,42 @@ def test_the_turns_file_is_read_tolerantly_and_a_damaged_line_is_named(tmp_path:
     # a damaged line in the middle stops the next start, naming the file and the line
     lines = turns_file.read_text().splitlines()
     turns_file.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
-    with pytest.raises(ConfigError, match=r"out\.jsonl\.turns:2: .*Restore it, or delete it"):
+    with pytest.raises(
+        ConfigError, match=r"out\.jsonl\.turns:2: .*Restore it, or remove that line"
+    ):
         _in_process(prompts, out, sender)
     turns_file.write_text('{"id": "r0", "turn": {"content": "x"}}\n')
     with pytest.raises(ConfigError, match=r"out\.jsonl\.turns:1: not a turn of `generate --turns"):
         _in_process(prompts, out, sender)
+
+
+def test_kept_turns_are_used_without_the_output_and_never_dropped_by_turns_last(
+    tmp_path: Path,
+) -> None:
+    """Review of 0.2.0: with the output (and its journal) gone, the kept turns were ignored,
+    bought again and not counted; a resume without --turns all threw them away silently."""
+    prompts = _three_turn_rows(tmp_path / "prompts.jsonl", 2)
+    out = tmp_path / "out.jsonl"
+    sender = LedgerSender(seed=3)
+    first = _in_process(prompts, out, sender, budget_usd="0.0007", max_tokens=100)
+    assert first.rows_partial >= 1 and records(out) == []
+    kept = _turns_file(out)
+    paid = sum(Decimal(str(k["turn"]["cost_usd"])) for k in kept)
+    # --turns last on an output whose rows have kept turns: refused, nothing sent or changed
+    before = Path(f"{out}.turns").read_bytes()
+    sent = len(sender.bodies)
+    with pytest.raises(ConfigError, match=r"out\.jsonl\.turns keeps turns of \d+ unfinished row"):
+        _in_process(prompts, out, sender, turns="last")
+    assert len(sender.bodies) == sent and Path(f"{out}.turns").read_bytes() == before
+    # the output and the journal gone: the kept turns still count, and are not bought again
+    out.unlink(missing_ok=True)
+    Path(f"{out}.ledger").unlink()
+    state = load_resume_state(out, repair=False)
+    assert state.spent_usd == paid > 0 and sum(len(t) for t in state.turns.values()) == len(kept)
+    dry = _in_process(prompts, out, sender, dry_run=True)
+    assert dry.turns_resumed == len(kept) and dry.spent_before_usd == paid
+    done = _in_process(prompts, out, sender, max_tokens=100000)
+    assert done.stop_reason == "done" and done.turns_resumed == len(kept)
+    ids = [(k["id"], k["turn"]["index"]) for k in _turns_file(out)]
+    assert len(ids) == len(set(ids))  # no turn written twice: the kept ones were not re-bought
+    assert {(k["id"], k["turn"]["index"]) for k in kept} <= set(ids)

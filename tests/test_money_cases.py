@@ -126,6 +126,9 @@ def test_keep_alives_are_not_progress(
             read_timeout_s=60,
             budget_usd=1,
             backoff=patient,
+            # one request at a time: the fake's keep-alive handler moves the shared clock by
+            # hours, and another stream in flight then would see the same silence and fail too
+            concurrency=1,
             **_on(clock),
         )
         out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}

@@ -47,7 +47,8 @@ def test_endpoints_keep_tag_and_prices_whole(columns: int) -> None:
     assert "…" not in stdout
     assert all(len(line) <= columns for line in _table_lines(stdout))
     assert stderr.count(f"left out to fit {columns} columns:") == 1
-    assert "max output" in stderr  # the least useful column goes first
+    assert "max output" in stderr.replace("\n  ", " ")  # the least useful column goes first
+    assert all(len(line) <= columns for line in stderr.splitlines() if "snapshot:" not in line)
 
 
 @pytest.mark.parametrize("columns", [80, 60])
@@ -62,7 +63,7 @@ def test_matrix_keeps_tag_verdict_and_prices(columns: int) -> None:
         assert price in row
     assert all(len(line) <= columns for line in _table_lines(stdout))
     assert "…" not in stdout
-    assert "supports tools" in stderr.splitlines()[-1]
+    assert "supports tools" in stderr.replace("\n  ", " ").splitlines()[-1]
 
 
 def test_piped_without_columns_shows_every_column() -> None:
@@ -99,8 +100,11 @@ def test_budget_at_60_columns_keeps_tag_verdict_price_and_cost() -> None:
     assert chutes[:2] == ["chutes/int4", "native"]
     assert "2.20" in chutes and "132.00" in chutes
     # budget has no --format csv: the hint names only the formats it has
-    left_out = [line for line in stderr.splitlines() if line.startswith("left out to fit")]
+    # the note is wrapped to the width: its continuation lines are indented
+    notes = stderr.replace("\n  ", " ").splitlines()
+    left_out = [line for line in notes if line.startswith("left out to fit")]
     assert len(left_out) == 1 and left_out[0].endswith("; --format json has every column)")
+    assert all(len(line) <= 60 for line in stderr.splitlines() if "left out" in line)
 
 
 def test_essential_columns_stay_whole_even_past_the_width() -> None:
@@ -127,3 +131,18 @@ def test_essential_columns_stay_whole_even_past_the_width() -> None:
 )
 def test_format_cell(value: object, column: str, shown: str) -> None:
     assert format_cell(value, column) == shown
+
+
+def test_notes_wrap_to_the_width_between_words(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Review of 0.2.0: audit's notes and the snapshot line ran to 150-270 columns at 80."""
+    from openrouter_probe.cli._common import note
+
+    long = "spent: $13.060000 = $0.655000 realised + " + "$12.405000 possibly billed " * 6
+    monkeypatch.setenv("COLUMNS", "80")
+    note(long)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 1 and all(len(line) <= 80 for line in lines)
+    assert " ".join(line.strip() for line in lines) == long.strip()  # no figure cut
+    monkeypatch.delenv("COLUMNS")  # piped without COLUMNS: one line, for logs and grep
+    note(long)
+    assert capsys.readouterr().err == long + "\n"

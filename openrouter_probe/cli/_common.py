@@ -12,7 +12,9 @@ import csv
 import io
 import json
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -130,8 +132,28 @@ def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) ->
 
 
 def note(text: str) -> None:
-    """Write one diagnostic line to stderr (data goes to stdout)."""
-    click.echo(text, err=True)
+    """Write a diagnostic to stderr (data goes to stdout). Each line is wrapped between words
+    (never inside a figure, a path or an id) to ``$COLUMNS`` or the terminal, as tables are;
+    piped without ``$COLUMNS``, one line per message (for logs and grep)."""
+    width = _stderr_width()
+    lines = [
+        textwrap.fill(
+            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+        if width is not None and len(line) > width
+        else line
+        for line in text.splitlines() or [""]
+    ]
+    click.echo("\n".join(lines), err=True)
+
+
+def _stderr_width() -> int | None:
+    columns = os.environ.get("COLUMNS", "")
+    if columns.strip().isdigit() and int(columns) > 0:
+        return max(int(columns), 40)
+    if sys.stderr.isatty():
+        return max(shutil.get_terminal_size().columns, 40)
+    return None
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -183,8 +205,6 @@ def table_width() -> int | None:
     if columns.strip().isdigit() and int(columns) > 0:
         return int(columns)
     if sys.stdout.isatty():
-        import shutil
-
         return shutil.get_terminal_size().columns
     return None
 
@@ -336,10 +356,11 @@ def render_rows(
     if dropped:
         others = _other_formats()
         hint = f"; --format {others} has every column" if others else ""
-        note(
+        said = (
             f"left out to fit {width} columns: {', '.join(short_header(c) for c in dropped)} "
             f"(widen the terminal or set COLUMNS{hint})"
         )
+        note(said)
     return dropped
 
 

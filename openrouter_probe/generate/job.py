@@ -33,7 +33,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Progress, RunSettings, Sender
 from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
-from openrouter_probe.run.turns import TURNS_MODES, TurnBook, tool_rows
+from openrouter_probe.run.turns import TURNS_MODES, TurnBook, tool_rows, turns_path
 
 __all__ = ["REASONING_EFFORTS", "generate"]
 
@@ -320,6 +320,15 @@ def _turn_book(
     """``--turns all``: the rows that go turn by turn, each from its first missing turn; say what
     it counts and what it sends once."""
     if asked.turns != "all":
+        waiting = sorted({r.id for r in todo} & kept.keys())
+        if waiting:  # paid turns a --turns last run would throw away
+            shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
+            raise ConfigError(
+                f"{turns_path(options.out)} keeps turns of {len(waiting)} unfinished row(s) "
+                f"that a --turns all run paid for ({shown}): resume with --turns all, or "
+                "delete that file to answer those rows after their last message instead "
+                "(the spend journal keeps counting what they cost)"
+            )
         return None
     book = TurnBook.start(options.out, todo, kept)
     summary.turns_to_send = book.to_send(todo)

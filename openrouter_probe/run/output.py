@@ -182,8 +182,22 @@ def load_resume_state(
     """
     state = ResumeState()
     p = Path(path)
-    if not p.exists():
-        return state
+    seen: set[Any] = set()  # the turns whose money is counted
+    if p.exists():
+        _read_records(state, p, redo_failed, journal_runs, repair, seen)
+    # even without the output: the kept turns were paid, and are used (never bought again)
+    _read_turns_file(state, p, journal_runs, repair, seen)
+    return state
+
+
+def _read_records(
+    state: ResumeState,
+    p: Path,
+    redo_failed: bool,
+    journal_runs: frozenset[str] | set[str],
+    repair: bool,
+    seen: set[Any],
+) -> None:
     state.exists = True
     state.torn = repair_torn_tail(p) if repair else None
     if state.torn:
@@ -192,7 +206,6 @@ def load_resume_state(
             p,
             len(state.torn),
         )
-    seen: set[Any] = set()  # the turns whose money is counted
     for lineno, record in iter_records(p):
         state.rows += 1
         status = record.get("status")
@@ -215,8 +228,6 @@ def load_resume_state(
             state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(
                 record
             )
-    _read_turns_file(state, p, journal_runs, repair, seen)
-    return state
 
 
 class OutputLog:

@@ -73,8 +73,9 @@ TURNS_MODES = ("last", "all")
 TURNS_SUFFIX = ".turns"
 #: What to do about a damaged line of the turns file.
 _DAMAGED = (
-    "the file is damaged. Restore it, or delete it: the rows it holds turns of are then "
-    "regenerated from their first turn (their money stays counted in the spend journal)"
+    "the file is damaged. Restore it, or remove that line (that row is then regenerated from "
+    "the turn it held), or delete the file (every row it holds turns of is regenerated from its "
+    "first turn); the money stays counted in the spend journal"
 )
 _ZERO = Decimal(0)
 
