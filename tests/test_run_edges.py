@@ -359,3 +359,38 @@ def test_verify_counts_unknown_costs_and_settles_them(tmp_path: Path) -> None:
         assert run is not None
         assert run.reconciled == 2 and run.possibly_billed_usd == 0
         assert run.spent_usd == fake.ledger.total_usd
+
+
+def test_a_policy_for_an_unknown_model_names_the_policy(tmp_path: Path) -> None:
+    """Review of 0.2.0: a policy whose model OpenRouter does not know said only "No endpoints
+    found for acme/nonexistent-1", not which file holds that model nor what to fix."""
+    from openrouter_probe.errors import PolicyError
+
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(2))
+    policy = tmp_path / "bad.yaml"
+    policy.write_text(POLICY.read_text().replace("moonshotai/kimi-k2.5", "acme/nonexistent-1"))
+    with serve(speed=0) as fake, pytest.raises(PolicyError) as info:
+        asyncio.run(
+            generate(tmp_path / "prompts.jsonl", policy=policy, out=tmp_path / "out.jsonl",
+                     base_url=fake.base_url, api_key="sk-x", dry_run=True)
+        )  # fmt: skip
+    message = str(info.value)
+    assert message.startswith(f"{policy}: its model: No endpoints found for acme/nonexistent-1")
+    assert message.endswith("fix `model` in the policy's spec and re-compile it")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_dry_run_does_not_claim_to_settle(tmp_path: Path) -> None:
+    """Review of 0.2.0: a dry run after a kill said "settled from /generation this run: 0
+    attempt(s)", though a dry run settles nothing."""
+    from openrouter_probe.run.summary import RunSummary
+
+    summary = RunSummary(out="out.jsonl", policy="p.yaml", model="m", ledger="out.jsonl.ledger")
+    summary.possibly_billed_before_usd = Decimal("0.0124")
+    summary.killed_in_flight_before = 1
+    summary.stop_reason = "dry-run"
+    text = summary.render()
+    assert "settled from /generation this run" not in text
+    assert "a real run settles what it can from /generation" in text
+    summary.stop_reason = "done"
+    assert "settled from /generation this run: 0 attempt(s)" in summary.render()

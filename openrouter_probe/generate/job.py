@@ -26,7 +26,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generate.prompts import PromptSet, parse_shard, read_prompts
 from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, key_warning, open_run
 from openrouter_probe.run.rows import PromptRow
@@ -351,6 +351,23 @@ def _turn_book(
     return book
 
 
+async def _endpoints(
+    model: str, policy: str | Path, snapshot: Any, options: JobOptions
+) -> tuple[list[Any], Any]:
+    """The model's endpoints now; a model OpenRouter does not know names the policy it came from."""
+    try:
+        # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
+        return await asyncio.to_thread(
+            endpoints_now, model, snapshot, api_key=options.api_key, base_url=options.base_url
+        )
+    except NoRouteError as exc:
+        raise PolicyError(
+            f"its model: {exc.message.rstrip('.')}; fix `model` in the policy's spec and "
+            "re-compile it",
+            source=str(policy),
+        ) from exc
+
+
 async def _key_check(summary: RunSummary, options: JobOptions, asked: _Asked) -> None:
     """The dry run's look at the key: its limit against the budget of every shard."""
     if not options.api_key or options.send is not None or options.budget_usd is None:
@@ -476,14 +493,7 @@ async def _run_job(
         )
         _warn_duplicates(summary, prompts, rows)
         book = _turn_book(asked, options, todo, paid.state.turns, summary)
-        # The sync client runs in a thread: the event loop (a notebook's, a test server's) goes on.
-        endpoints, snap = await asyncio.to_thread(
-            endpoints_now,
-            compiled.model,
-            snapshot,
-            api_key=options.api_key,
-            base_url=options.base_url,
-        )
+        endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
             await _key_check(summary, options, asked)

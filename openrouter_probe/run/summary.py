@@ -246,11 +246,16 @@ class RunSummary:
                 if self.killed_in_flight_before
                 else ""
             )
+            settled = (
+                "a real run settles what it can from /generation"
+                if self.stop_reason == "dry-run"  # a dry run settles nothing
+                else f"settled from /generation this run: {self.reconciled_before} attempt(s), "
+                f"{_usd(self.reconciled_before_back_usd)} given back"
+            )
             lines.append(
                 f"possibly billed by earlier runs{killed}: "
-                f"{_usd(self.possibly_billed_before_usd)} at the worst case; settled from "
-                f"/generation this run: {self.reconciled_before} attempt(s), "
-                f"{_usd(self.reconciled_before_back_usd)} given back ({self.ledger})"
+                f"{_usd(self.possibly_billed_before_usd)} at the worst case; {settled} "
+                f"({self.ledger})"
             )
         if self.unsettleable:
             lines.append(
