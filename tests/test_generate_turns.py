@@ -385,6 +385,9 @@ def test_a_budget_stop_mid_row_writes_no_line_and_the_resume_buys_only_the_rest(
         entries = fake.ledger.entries
     assert second.stop_reason == "done" and second.requests == 2 and second.ok == 1
     (row,) = records(out)
+    # the kept turn's tokens count too (billed by the first run): the row's whole output
+    billed = sum(t["usage"]["completion_tokens"] for t in row["turns"])
+    assert second.datasets["default"].output_tokens == billed == row["usage"]["completion_tokens"]
     assert [t["index"] for t in row["turns"]] == [1, 3, 5]
     assert row["turns"][0] == kept[0]["turn"]
     assert [t["generation_id"] for t in row["turns"]] == [e.generation_id for e in entries]

@@ -83,7 +83,7 @@ class ResumeState:
     spent_usd: Decimal = Decimal(0)
     possibly_billed_usd: Decimal = Decimal(0)
     spent_by_dataset: dict[str, Decimal] = field(default_factory=dict)
-    output_tokens: dict[str, int] = field(default_factory=dict)  # per dataset, finished rows
+    output_tokens: dict[str, int] = field(default_factory=dict)  # per dataset: rows, kept turns
     rows_by_dataset: dict[str, int] = field(default_factory=dict)  # finished rows per dataset
     rows: int = 0
     torn: bytes | None = None
@@ -165,6 +165,8 @@ def _read_turns_file(
             continue
         state.turns.setdefault(ident, []).append(turn)
         _count_turns(state, [turn], f"{path}:{lineno}", dataset, journal_runs, seen)
+        # its output tokens were billed: they count toward the dataset's target and figures
+        state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(turn)
 
 
 def load_resume_state(
