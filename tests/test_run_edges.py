@@ -394,3 +394,31 @@ def test_a_dry_run_does_not_claim_to_settle(tmp_path: Path) -> None:
     assert "a real run settles what it can from /generation" in text
     summary.stop_reason = "done"
     assert "settled from /generation this run: 0 attempt(s)" in summary.render()
+
+
+def test_the_advice_for_datasets_is_what_fits_every_share_at_the_start(tmp_path: Path) -> None:
+    """Review of 0.2.0: six same-sized datasets under a tiny cap were advised --max-tokens 229,
+    280, 356, 464, 680 and 1616: each figure counted the shares that datasets closed before it
+    had lent. The next start has every dataset open: the advice is each one's share then."""
+    rows = [
+        {"id": f"{name}-{i}", "dataset": name, "prompt": f"question {i} " + "x" * 40}
+        for i in range(3)
+        for name in ("B3", "B4", "B5", "B6", "B7", "B8")
+    ]
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    sender = LedgerSender()
+
+    def gen(max_tokens: int) -> Any:
+        return asyncio.run(
+            generate(tmp_path / "prompts.jsonl", policy=POLICY, out=tmp_path / "out.jsonl",
+                     send=sender, snapshot="bundled", budget_usd="0.005", max_tokens=max_tokens)
+        )  # fmt: skip
+
+    summary = gen(4096)
+    assert summary.stop_reason == "budget" and sender.bodies == []
+    advice = {
+        int(n) for n in re.findall(r"--max-tokens (\d+) would fit its share", summary.message)
+    }
+    assert len(advice) == 1, summary.message  # the same rows, the same shares: one figure
+    again = gen(advice.pop())
+    assert all(tally.done >= 1 for tally in again.datasets.values()), again.datasets

@@ -507,17 +507,29 @@ class Run:
             left = self.cap.remaining_usd or Decimal(0)
             where = f"only ${left:.6f} of the ${self.cap.cap_usd} cap remains"
         message = f"{row.id}: the next request may cost up to ${attempt.worst:.6f} and {where}"
+        # the advice is for the next start, where every dataset is open again: its share then
+        shared = share is not None and len(self._order) > 1
+        base = self._first_share(dataset) if shared else left
         fits = attempt.prices.max_tokens_within(
-            left, prompt_tokens=attempt.shape.prompt_tokens, shape=attempt.shape
+            base, prompt_tokens=attempt.shape.prompt_tokens, shape=attempt.shape
         )
         if self.summary.requests == 0 and fits < attempt.max_tokens:
             message += (
                 f"; --max-tokens {fits} would fit"
+                + (" its share with every dataset open" if shared else "")
                 if fits >= 1
                 else f"; raise --budget-usd above ${attempt.worst:.6f} for one row"
             )
         self._out_of_money.append(f"{dataset}: {message}" if len(self._order) > 1 else message)
         self._close(dataset, message)
+
+    def _first_share(self, dataset: str) -> Decimal:
+        """``dataset``'s share of the whole cap while every dataset is open (``--weights``)."""
+        weight = Decimal(str(self.settings.weights.get(dataset, 1)))
+        total = sum(
+            (Decimal(str(self.settings.weights.get(d, 1))) for d in self._order), Decimal(0)
+        )
+        return (self.cap.cap_usd or Decimal(0)) * weight / total
 
     def _flying(self, row: PromptRow, attempt: _Attempts, step: int) -> None:
         """Count a request in (``step`` 1) or out (-1) of flight."""
