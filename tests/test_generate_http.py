@@ -186,3 +186,15 @@ def test_unreachable_server_names_the_option_to_use(tmp_path: Path) -> None:
         )
     assert "--offline" not in str(info.value)
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_key_limit_under_a_dollar_is_shown_as_it_is(tmp_path: Path) -> None:
+    """Review of 0.2.0: a key with $0.006 left was said to have "$0.01" left (two decimals)."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
+
+    async def go() -> Any:
+        async with _stub.serve(lambda b, n: ("ok",), key_remaining=0.006) as stub:
+            return await _run(tmp_path, stub, budget_usd="0.01")
+
+    summary = asyncio.run(go())
+    assert any("remaining limit is $0.006, below the $0.01 budget" in w for w in summary.warnings)

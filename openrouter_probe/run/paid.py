@@ -41,7 +41,7 @@ from openrouter_probe.api.client import DEFAULT_BASE_URL
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, NoRouteError
 from openrouter_probe.files import ensure_not_input
-from openrouter_probe.rules.quantities import parse_decimal, whole_number
+from openrouter_probe.rules.quantities import format_usd, parse_decimal, whole_number
 from openrouter_probe.run.ledger import Ledger, LedgerReplay, ledger_path, replay_ledger
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
@@ -253,15 +253,16 @@ def key_warning(
     remaining = info.limit_remaining
     if budget is None or remaining is None or Decimal(str(remaining)) >= budget:
         return None
+    left, cap = format_usd(remaining), format_usd(budget)
     if shards:
         return (
-            f"the key's remaining limit is ${remaining:,.2f}, below the ${budget:,.2f} that "
-            f"{shards} shards of ${options.budget_usd:,.2f} may spend: the key's limit stops "
-            "them first (402), whichever shards run"
+            f"the key's remaining limit is {left}, below the {cap} that {shards} shards of "
+            f"{format_usd(options.budget_usd)} may spend: the key's limit stops them first "
+            "(402), whichever shards run"
         )
     return (
-        f"the key's remaining limit is ${remaining:,.2f}, below the ${budget:,.2f} budget: "
-        "the run will stop with 402 before the budget is spent"
+        f"the key's remaining limit is {left}, below the {cap} budget: the run will stop with "
+        "402 before the budget is spent"
     )
 
 
