@@ -33,6 +33,7 @@ __all__ = [
     "atomic_write_text",
     "ensure_not_input",
     "iter_jsonl",
+    "json_error",
     "repair_torn_tail",
     "same_file",
 ]
@@ -182,5 +183,15 @@ def iter_jsonl(
                 if not text.endswith("\n"):
                     log.warning("%s:%d: torn last line skipped (%d bytes)", p, lineno, len(raw))
                     continue
-                raise ConfigError(f"{p}:{lineno}: not {line} ({exc}); {damaged}") from None
+                raise ConfigError(
+                    f"{p}:{lineno}: not {line} ({json_error(exc)}); {damaged}"
+                ) from None
             yield lineno, value
+
+
+def json_error(exc: ValueError) -> str:
+    """Why a line is not JSON, with the column in that line (``json``'s own "line 2 column 1"
+    counts lines inside the text, which reads wrong beside the file's line number)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg.removesuffix(' at')} at column {exc.pos + 1}"
+    return str(exc)

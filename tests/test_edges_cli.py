@@ -181,8 +181,8 @@ def test_a_damaged_middle_line_says_what_to_do_in_generate_audit_and_export(
     prompts, out = _finished_output(fake, tmp_path)
     _damage(out, 2, b'{"id": "r1", "status": "ok", "content": "cut here\n')
     expected = (
-        f"Error: {out}:2: not a generator output line (Invalid control character at: "
-        f"line 1 column 50 (char 49)); {OUTPUT_ADVICE}"
+        f"Error: {out}:2: not a generator output line (Invalid control character at "
+        f"column 50); {OUTPUT_ADVICE}"
     )
     resumed = _generate(fake, prompts, out)
     assert (resumed.exit_code, _last_line(resumed)) == (1, expected)
@@ -302,3 +302,19 @@ def test_online_the_suggested_compile_probes_as_the_user_did(
         f"Error: {SPEC}: this is a policy spec, not a compiled policy: compile it first with "
         f"`openrouter-probe policy compile {SPEC} -o {COMPILED}`"
     )
+
+
+def test_a_prompts_line_that_is_not_json_names_the_column_in_that_line(tmp_path: Path) -> None:
+    """Review of 0.2.0: `bad.jsonl:2: not JSON (Expecting value: line 2 column 1 (char 22))`
+    read as a second line number; the column in the file's line is what helps."""
+    from openrouter_probe.errors import ConfigError
+    from openrouter_probe.generate.prompts import read_prompts
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": \n{"id" "c"}\n')
+    with pytest.raises(ConfigError) as info:
+        read_prompts(path)
+    text = str(info.value)
+    assert f"{path.name}:2: not JSON (Expecting value at column 24)" in text
+    assert f"{path.name}:3: not JSON (Expecting ':' delimiter at column 7)" in text
+    assert "line 2 column" not in text and "(char " not in text

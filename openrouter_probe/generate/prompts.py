@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError
+from openrouter_probe.files import json_error
 from openrouter_probe.run.rows import PromptRow
 
 __all__ = ["PromptSet", "parse_shard", "read_prompts", "row_id", "shard_of"]
@@ -131,7 +132,7 @@ def _parse_line(text: str, *, default_dataset: str, line: int) -> PromptRow:
     try:
         obj = json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})") from None
+        raise ValueError(f"not JSON ({json_error(exc)})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"a row is a JSON object, not {type(obj).__name__}")
     messages = _messages(obj)
