@@ -8,7 +8,7 @@ message, ``max_tokens``) with the same number of requests in flight:
 
 - ``bare``: aiohttp, one session, ``TCPConnector(limit=C)``, C workers pulling from a list; reads each
   body and ``json.loads`` it (non-streaming) or reads the whole stream (streaming). The floor.
-- ``generate``: ``openrouter_probe.generate`` with its full work: prompts file, resume check, the cap
+- ``generate``: ``openrouter_probe.generate`` (the function) with its full work: prompts file, resume check, the cap
   (``--budget-usd``), parsing and classification, one flushed output line per row.
 - ``openai``: ``AsyncOpenAI`` (httpx inside), ``max_retries=0``, C workers, iterating streams.
 
@@ -102,7 +102,7 @@ async def _bare(args: argparse.Namespace) -> int:
 
 
 async def _generate(args: argparse.Namespace) -> int:
-    from openrouter_probe.generate import generate
+    from openrouter_probe.generation import generate
 
     summary = await generate(
         args.prompts,
@@ -177,7 +177,7 @@ def child(args: argparse.Namespace) -> None:
         # The library's modules are start-up too: generate imports them on first use.
         import openrouter_probe.analysis.budget
         import openrouter_probe.api.client
-        import openrouter_probe.generate
+        import openrouter_probe.generation
         import openrouter_probe.policy.compiler
         import openrouter_probe.policy.lint
         import openrouter_probe.rules.snapshot  # noqa: F401

@@ -3,7 +3,7 @@
 Run ``python docs/make_api_reference.py`` after changing a public signature or docstring;
 ``tests/test_docs.py`` fails when the committed page differs from what this script produces. The
 page walks ``openrouter_probe.__all__`` and the ``__all__`` of the public subpackages (``fake``,
-``generate``; ``verify`` exports its names at the top level). Each class shows the public methods
+``generation``; ``verify`` exports its names at the top level). Each class shows the public methods
 and properties it defines itself (inherited ones, such as pydantic's ``model_dump``, are left out);
 a pydantic model shows its fields. The output is deterministic: annotations are printed as written
 in the source (every module uses ``from __future__ import annotations``), defaults that are
@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 PACKAGE = "openrouter_probe"
-SUBPACKAGES = ("fake", "generate")
+SUBPACKAGES = ("fake", "generation")
 OUTPUT = Path(__file__).resolve().parent / "reference.md"
 WIDTH = 96
 
@@ -302,9 +302,6 @@ def entry(name: str, obj: Any, module: ModuleType, qualified: str) -> str:
         body = _class(name, obj)
     elif inspect.isfunction(obj) or inspect.iscoroutinefunction(obj):
         body = _function(name, obj, "")
-    elif isinstance(obj, ModuleType) and callable(getattr(obj, name, None)):
-        body = _function(name, getattr(obj, name), "")  # the callable package ``generate``
-        obj = getattr(obj, name)
     else:
         module = _constant_module(name, module)
         body = _constant(name, obj, module)

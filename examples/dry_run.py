@@ -20,8 +20,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import openrouter_probe as orp
-from openrouter_probe.generate.audit import audit
-from openrouter_probe.generate.export import export
+from openrouter_probe.generation.audit import audit
+from openrouter_probe.generation.export import export
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -66,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     "compile_policy": "openrouter_probe.policy",
     "default_registry": "openrouter_probe.rules",
     "effective_pricing": "openrouter_probe.rules",
-    "generate": "openrouter_probe.generate",
+    "generate": "openrouter_probe.generation",
     "lint_block": "openrouter_probe.policy",
     "load_compiled_policy": "openrouter_probe.policy",
     "load_models_list": "openrouter_probe.api",
@@ -184,7 +184,7 @@ if TYPE_CHECKING:
         RateLimitError,
         SnapshotError,
     )
-    from openrouter_probe.generate import (
+    from openrouter_probe.generation import (
         generate,
     )
     from openrouter_probe.policy import (

@@ -31,7 +31,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import ManualClock, serve
-from openrouter_probe.generate import generate
+from openrouter_probe.generation import generate
 from openrouter_probe.run.transport import Answer
 
 ROOT = Path(__file__).resolve().parents[1]

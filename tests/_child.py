@@ -20,7 +20,7 @@ async def _no_sleep(seconds: float) -> None:
 
 def main(argv: list[str]) -> int:
     from openrouter_probe.errors import ProbeError
-    from openrouter_probe.generate import generate
+    from openrouter_probe.generation import generate
 
     options: dict[str, Any] = json.loads(argv[0])
     prompts = options.pop("prompts")

@@ -177,7 +177,7 @@ def test_api_reference_does_not_depend_on_what_was_imported_before(
     """``orp.generate`` is the callable subpackage or, resolved through ``__getattr__`` alone, the
     coroutine function: the page is the same either way (a fresh interpreter gives the former)."""
     import openrouter_probe
-    from openrouter_probe.generate.job import generate
+    from openrouter_probe.generation.job import generate
 
     monkeypatch.setattr(openrouter_probe, "generate", generate)
     script = str(ROOT / "docs" / "make_api_reference.py")

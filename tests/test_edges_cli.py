@@ -19,8 +19,8 @@ from openrouter_probe.cli import cli
 from openrouter_probe.cli.hooks import hooks as hooks_cli
 from openrouter_probe.errors import PolicyError, SnapshotError
 from openrouter_probe.fake import FakeServer, serve
-from openrouter_probe.generate import generate
-from openrouter_probe.generate.prompts import shard_of
+from openrouter_probe.generation import generate
+from openrouter_probe.generation.prompts import shard_of
 from openrouter_probe.policy.compiler import compile_policy
 from openrouter_probe.policy.spec import load_spec
 from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
@@ -308,7 +308,7 @@ def test_a_prompts_line_that_is_not_json_names_the_column_in_that_line(tmp_path:
     """Review of 0.2.0: `bad.jsonl:2: not JSON (Expecting value: line 2 column 1 (char 22))`
     read as a second line number; the column in the file's line is what helps."""
     from openrouter_probe.errors import ConfigError
-    from openrouter_probe.generate.prompts import read_prompts
+    from openrouter_probe.generation.prompts import read_prompts
 
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": \n{"id" "c"}\n')

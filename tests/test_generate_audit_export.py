@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.generate import generate
-from openrouter_probe.generate.audit import audit
-from openrouter_probe.generate.export import export
+from openrouter_probe.generation import generate
+from openrouter_probe.generation.audit import audit
+from openrouter_probe.generation.export import export
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests._generate import (
     POLICY,

@@ -22,7 +22,7 @@ import pytest
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import serve
-from openrouter_probe.generate import generate
+from openrouter_probe.generation import generate
 from tests._generate import (
     POLICY,
     journal_reconciled,

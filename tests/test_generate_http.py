@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.generate import generate
+from openrouter_probe.generation import generate
 from tests import _stub
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY

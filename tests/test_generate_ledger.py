@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.generate import generate
+from openrouter_probe.generation import generate
 from openrouter_probe.run.ledger import Ledger, ledger_path, replay_ledger
 from openrouter_probe.run.output import load_resume_state
 from openrouter_probe.run.transport import Failure
@@ -328,7 +328,7 @@ def test_a_journal_whose_output_was_deleted_stops_the_run(tmp_path: Path) -> Non
 
 
 def test_audit_skips_the_journal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from openrouter_probe.generate.audit import merged_records
+    from openrouter_probe.generation.audit import merged_records
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
     asyncio.run(_gen(tmp_path, LedgerSender(seed=10), max_tokens=20))

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
-from openrouter_probe.generate import generate
-from openrouter_probe.generate.audit import audit
+from openrouter_probe.generation import generate
+from openrouter_probe.generation.audit import audit
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.output import load_resume_state
 from openrouter_probe.run.transport import Answer, HttpTransport
@@ -478,7 +478,7 @@ def test_a_turn_cut_at_max_tokens_stops_the_row_as_truncated(tmp_path: Path) -> 
     assert row["finish_reason"] == "length"
     assert _turns_file(out) == []  # a finished row's turns are in its line
     # its conversation ends with the cut turn: what followed answered text the model never wrote
-    from openrouter_probe.generate.conversation import conversation_of
+    from openrouter_probe.generation.conversation import conversation_of
 
     conv = conversation_of(row)
     assert [m["role"] for m in conv.messages] == ["user", "assistant"]

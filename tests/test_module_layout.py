@@ -34,10 +34,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "analysis": {"rules", "api", "errors", "files"},
     "fake": {"rules", "api", "errors", "files"},
     "run": {"rules", "api", "errors", "files"},
-    "generate": {"run", "policy", "analysis", "rules", "api", "errors", "files"},
+    "generation": {"run", "policy", "analysis", "rules", "api", "errors", "files"},
     "verify": {"run", "policy", "rules", "api", "errors", "files"},
     "cli": {
-        "generate",
+        "generation",
         "verify",
         "run",
         "fake",
@@ -171,7 +171,7 @@ def test_no_import_circle_between_modules() -> None:
         "openrouter_probe.analysis",
         "openrouter_probe.run",
         "openrouter_probe.fake",
-        "openrouter_probe.generate",
+        "openrouter_probe.generation",
         "openrouter_probe.verify",
     ],
 )
@@ -220,3 +220,20 @@ def test_functions_are_short() -> None:
     lengths = _function_lengths()
     assert [f"{name} ({n})" for n, name in lengths if n > 100] == []
     assert len([n for n, _ in lengths if n > 80]) <= 3, lengths[:5]
+
+
+def test_the_function_generate_hides_no_subpackage() -> None:
+    # Up to 0.2.0 the folder ``generate`` shared the function's name: once the function had been
+    # looked up, ``import openrouter_probe.generate.audit`` raised ImportError.
+    code = (
+        "import importlib, pkgutil, openrouter_probe as o;"
+        "assert callable(o.generate) and o.generate.__module__ == 'openrouter_probe.generation.job';"
+        "[importlib.import_module(m.name) for m in"
+        " pkgutil.walk_packages(o.__path__, 'openrouter_probe.')"
+        " if not m.name.endswith('__main__')];"
+        "import openrouter_probe.generation.audit as a; assert callable(a.audit);"
+        "print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -22,7 +22,7 @@ import pytest
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock, serve
-from openrouter_probe.generate import generate
+from openrouter_probe.generation import generate
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 from openrouter_probe.run.transport import Answer, Failure
 from tests._generate import (

@@ -25,8 +25,8 @@ import yaml
 import openrouter_probe as orp
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
-from openrouter_probe.generate import generate
-from openrouter_probe.generate.prompts import read_prompts
+from openrouter_probe.generation import generate
+from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.rules.snapshot import bundled_snapshot

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
-from openrouter_probe.generate import generate
-from openrouter_probe.generate.conversation import split_think
-from openrouter_probe.generate.export import EXPORT_FORMATS, export
+from openrouter_probe.generation import generate
+from openrouter_probe.generation.conversation import split_think
+from openrouter_probe.generation.export import EXPORT_FORMATS, export
 from tests._generate import POLICY, no_sleep, records
 from tests._specforge import (
     assert_specforge_row,

@@ -171,7 +171,7 @@ def generate(
     """
     import asyncio
 
-    from openrouter_probe.generate import generate as run_generate
+    from openrouter_probe.generation import generate as run_generate
 
     summary = asyncio.run(
         run_generate(
@@ -226,7 +226,7 @@ def audit_cmd(
 ) -> None:
     """Report per provider what OUTPUTS (one or more shards) cost, and flag rows served outside
     the policy (exit 1 if there is one)."""
-    from openrouter_probe.generate.audit import audit
+    from openrouter_probe.generation.audit import audit
     from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.spec import snapshot_args
 
@@ -306,7 +306,7 @@ def export_cmd(
     Never exports an empty answer. The summary on stderr says how many rows were left out and
     why. docs/training-data.md: from here to a SpecForge or speculators run.
     """
-    from openrouter_probe.generate.export import export
+    from openrouter_probe.generation.export import export
 
     summary = export(
         outputs,

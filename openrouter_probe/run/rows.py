@@ -1,6 +1,6 @@
 """The row a run sends: its id, dataset, messages and per-row request parameters.
 
-``generate`` reads rows from a prompts file (``openrouter_probe.generate.prompts``); ``verify``
+``generate`` reads rows from a prompts file (``openrouter_probe.generation.prompts``); ``verify``
 builds them from its plan, one per (endpoint, item) pair, each with its own pinned block.
 """
 

@@ -32,7 +32,7 @@ sgl-project/SpecForge at a6b6b0230009d15ec2a97a57384e6f53f0f96946: ``scripts/con
 
 Example::
 
-    from openrouter_probe.generate.conversation import conversation_of, specforge_row
+    from openrouter_probe.generation.conversation import conversation_of, specforge_row
 
     conv = conversation_of(record)            # the messages, answers in place
     row = specforge_row(conv, record["id"])   # a dict, or a str: why the shape cannot hold it

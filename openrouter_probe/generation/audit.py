@@ -18,7 +18,7 @@ reserved worst case; billed retries and failed attempts count at their cost. ``s
 
 Example::
 
-    from openrouter_probe.generate.audit import audit
+    from openrouter_probe.generation.audit import audit
     from openrouter_probe.rules.snapshot import bundled_snapshot
 
     report = audit(["out.jsonl"], policy="policies/kimi-k2.5.yaml", snapshot=bundled_snapshot())

@@ -1,4 +1,4 @@
-"""The thin async generator: prompts in, one JSON line per finished row out, within a spend cap.
+"""The generation job: prompts in, one JSON line per finished row out, within a spend cap.
 
 Every request carries the compiled policy's model and ``provider`` block byte for byte; the cap
 reserves each request's worst case before sending and settles to ``usage.cost``; a rerun of the same
@@ -12,8 +12,9 @@ turns the model wrote, the SpecForge shape). The paid run itself (transport, cap
 worker pool) lives in ``openrouter_probe.run``, shared with ``verify``.
 May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``.
 
-The package itself is callable, so ``await openrouter_probe.generate(...)`` works whether the name
-resolves to this package or to the function.
+The folder is ``generation`` (it was ``generate`` up to 0.2.0): a package named like the function
+``openrouter_probe.generate`` hid one behind the other, so ``import openrouter_probe.generate.audit``
+failed once the function had been looked up.
 
 Example::
 
@@ -25,21 +26,7 @@ Example::
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any
-
-from openrouter_probe.generate.job import generate
+from openrouter_probe.generation.job import generate
 from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["RunSummary", "generate"]
-
-
-class _CallableModule(types.ModuleType):
-    """``openrouter_probe.generate`` is both this package and the ``generate`` coroutine function."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return generate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -12,7 +12,7 @@ so in one line.
 
 Example::
 
-    from openrouter_probe.generate.prompts import read_prompts
+    from openrouter_probe.generation.prompts import read_prompts
 
     rows = read_prompts("prompts.jsonl")
     rows.rows[0].id, rows.duplicates

@@ -26,7 +26,7 @@ never leaves half a file, and never writes over one of its inputs.
 
 Example::
 
-    from openrouter_probe.generate.export import export
+    from openrouter_probe.generation.export import export
 
     summary = export(["out.jsonl"], fmt="specforge", output="train.jsonl", only_generated=True)
     print(summary.render())
@@ -44,7 +44,7 @@ from typing import Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import atomic_write_bytes, atomic_write_text, ensure_not_input
-from openrouter_probe.generate.conversation import (
+from openrouter_probe.generation.conversation import (
     SPECFORGE_REASONS,
     Conversation,
     conversation_of,
@@ -237,7 +237,7 @@ def _prompt_tools(prompts: str | Path | None) -> dict[str, Any]:
     """Each prompt row's ``tools`` by row id (the output does not record them)."""
     if prompts is None:
         return {}
-    from openrouter_probe.generate.prompts import read_prompts
+    from openrouter_probe.generation.prompts import read_prompts
 
     return {r.id: r.params["tools"] for r in read_prompts(prompts) if r.params.get("tools")}
 
@@ -355,7 +355,7 @@ def export(
     (``specforge``) sets ``preserve_thinking: true`` on rows with reasoning; ``prompts`` (the
     prompts file) gives each row's ``tools``. A row with an empty answer is never exported.
     """
-    from openrouter_probe.generate.audit import merged_records
+    from openrouter_probe.generation.audit import merged_records
 
     files = [str(p) for p in paths]
     json_array = _check_target(fmt, output, files)

@@ -27,7 +27,7 @@ from typing import Any
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
-from openrouter_probe.generate.prompts import PromptSet, parse_shard, read_prompts
+from openrouter_probe.generation.prompts import PromptSet, parse_shard, read_prompts
 from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, key_warning, open_run
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Progress, RunSettings, Sender
