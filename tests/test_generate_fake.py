@@ -427,7 +427,7 @@ def test_second_sigint_cancels_in_flight_and_records_them(
 def test_an_unreachable_server_stops_the_run_instead_of_failing_every_row(tmp_path: Path) -> None:
     """Connection refused on every attempt: the run stops as `unreachable` (exit 1) after
     UNREACHABLE_AFTER_ROWS rows, instead of ending `done` with every row failed."""
-    from openrouter_probe.run.runner import UNREACHABLE_AFTER_ROWS
+    from openrouter_probe.run.attempts import UNREACHABLE_AFTER_ROWS
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
     summary = _gen(

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.generation import generate
+from openrouter_probe.run.limit import AdaptiveLimit
 from openrouter_probe.run.output import FINISHED
-from openrouter_probe.run.runner import AdaptiveLimit
 from openrouter_probe.run.transport import Answer, Failure
 from tests._generate import (
     POLICY,

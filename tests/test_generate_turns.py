@@ -164,7 +164,7 @@ def test_the_examples_turn_by_turn_export_as_specforge_reads_them(tmp_path: Path
         bodies = list(fake.fake.requests)
         ledger = {e.generation_id: e for e in fake.ledger.entries}
     assert summary.stop_reason == "done" and summary.ok == 18 and summary.truncated == 0
-    assert summary.turns_to_send == 20 and summary.turns_done == 4 and summary.requests == 20
+    assert summary.turns_to_send == 20 and summary.turns_done == 20 and summary.requests == 20
     assert len(bodies) == 20 and len(ledger) == 20
     by_id = {r["id"]: r for r in records(out)}
     assert len(by_id) == 18 and all(r["status"] == "ok" for r in by_id.values())
@@ -265,7 +265,7 @@ def test_the_dry_run_counts_turns_not_rows(tmp_path: Path) -> None:
     )  # fmt: skip
     assert last.rows_to_send == every.rows_to_send == 18
     assert every.turns_to_send == 20 and last.turns_to_send is None
-    assert "turns (--turns all): 20 requests for the rows to send" in every.render()
+    assert "turns (--turns all): 20 to send for the rows to send" in every.render()
     # two more requests, and each second turn's prompt holds the first answer at its max_tokens
     assert last.worst_case_usd is not None and every.worst_case_usd is not None
     extra = every.worst_case_usd - last.worst_case_usd

@@ -422,3 +422,87 @@ def test_the_advice_for_datasets_is_what_fits_every_share_at_the_start(tmp_path:
     assert len(advice) == 1, summary.message  # the same rows, the same shares: one figure
     again = gen(advice.pop())
     assert all(tally.done >= 1 for tally in again.datasets.values()), again.datasets
+
+
+# -- issue 26: the books' figures add up -------------------------------------------------------
+
+
+def _six_datasets(tmp_path: Path, per: int = 6) -> list[str]:
+    names = [f"B{i}" for i in range(3, 9)]
+    rows = [
+        {"id": f"{name}-{i}", "dataset": name, "prompt": f"question {name}-{i} " + "x" * 40}
+        for i in range(per)
+        for name in names
+    ]
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    return names
+
+
+def test_the_budget_stop_names_each_dataset_once(tmp_path: Path) -> None:
+    """Issue 26: with six datasets the budget stop read "...; and 4 more" (and "and 9 more"):
+    every retry that found its dataset's money out added another entry. Every first attempt
+    fails here, so each row waits for the money again, from several workers at once."""
+    names = _six_datasets(tmp_path)
+
+    def fail(request: dict[str, Any], attempt: int) -> Any:
+        from tests._generate import http_failure
+
+        return http_failure(503, "overloaded") if attempt == 1 else None
+
+    summary = asyncio.run(
+        generate(tmp_path / "prompts.jsonl", policy=POLICY, out=tmp_path / "out.jsonl",
+                 send=LedgerSender(seed=4, fail=fail), snapshot="bundled", sleep=no_sleep,
+                 budget_usd="0.004", max_tokens=400, concurrency=12)
+    )  # fmt: skip
+    assert summary.stop_reason == "budget", summary.render()
+    named = re.findall(r"(?:^|; )(B\d): ", summary.message)
+    more = re.search(r"; and (\d+) more$", summary.message)
+    assert len(named) == len(set(named)) == min(3, len(named))
+    closed = len(named) + (int(more.group(1)) if more else 0)
+    assert 1 <= closed <= len(names), summary.message
+    assert closed == sum(1 for t in summary.datasets.values() if t.done < t.rows)
+
+
+def test_rows_turns_and_requests_are_counted_in_one_unit(tmp_path: Path) -> None:
+    """Issue 26: "turns (--turns all): 1,125 requests for the rows to send; 92 answered" after
+    "272 requests": the 92 counted only the turns of multi-turn rows. Every request sends one
+    turn: to send, answered and requests agree when nothing is retried."""
+    examples = Path(__file__).resolve().parents[1] / "examples" / "prompts.jsonl"
+
+    class Sender(LedgerSender):
+        def row_id(self, request: dict[str, Any]) -> str:
+            return str(len(self.bodies))  # the examples' prompts are not "question N"
+
+    summary = asyncio.run(
+        generate(examples, policy=POLICY, out=tmp_path / "out.jsonl", send=Sender(seed=5),
+                 snapshot="bundled", max_tokens=50_000, budget_usd=5, turns="all")
+    )  # fmt: skip
+    assert summary.stop_reason == "done" and summary.ok + summary.truncated == 18
+    assert summary.turns_to_send == summary.turns_done == summary.requests == 20
+    assert sum(t.turns for t in summary.providers.values()) == 20
+    text = " ".join(summary.render().split())
+    assert "; 20 requests, 0 retried" in text
+    assert "turns (--turns all): 20 to send for the rows to send; 20 answered" in text
+
+
+def test_the_last_progress_line_of_a_budget_stop_shows_no_eta(tmp_path: Path) -> None:
+    """Issue 26: a run stopped by its budget ended on a line with an ETA for rows it will
+    never send."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(40))
+    bar, _ = _progress(200)
+    lines: list[str] = []
+    original = bar.tick
+
+    def tick(run: Any) -> None:
+        original(run)
+        lines.append(bar.line(run))
+
+    bar.tick = tick  # type: ignore[method-assign]
+    summary = asyncio.run(
+        generate(tmp_path / "prompts.jsonl", policy=POLICY, out=tmp_path / "out.jsonl",
+                 send=LedgerSender(seed=2), snapshot="bundled", budget_usd="0.02",
+                 max_tokens=400, progress=bar)
+    )  # fmt: skip
+    assert summary.stop_reason == "budget" and 0 < summary.ok + summary.truncated < 40
+    assert "ETA" not in lines[-1] and "stopped: budget" in lines[-1], lines[-1]
+    assert re.match(r"\d+/40 rows  \$0\.\d{4}/\$0\.02  stopped: budget", lines[-1])

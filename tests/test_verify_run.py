@@ -524,3 +524,27 @@ def test_verify_keeps_a_spend_journal_that_counts_on_a_rerun(tmp_path: Path) -> 
     assert again.run.possibly_billed_before_usd == Decimal("0.5")
     assert again.run.killed_in_flight_before == 1
     assert again.run.stop_reason == "budget" and again.run.requests == 0
+
+
+def test_verify_honours_read_timeout_in_every_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: verify built its run settings without ``read_timeout_s``: each attempt's ceiling
+    was read_timeout 300 s + max_tokens / 4 whatever ``--read-timeout`` said. The transport and
+    the ceilings now come from the one config."""
+    from openrouter_probe.run import transport
+
+    seen: list[tuple[float, float | None, int]] = []
+    original = transport.HttpTransport.send
+
+    async def send(self: Any, body: bytes, **kwargs: Any) -> Any:
+        seen.append((self._read_timeout_s, kwargs.get("ceiling_s"), json.loads(body)["max_tokens"]))
+        return await original(self, body, **kwargs)
+
+    monkeypatch.setattr(transport.HttpTransport, "send", send)
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        report = _check(tmp_path / "v.jsonl", base_url=fake.base_url, n=4, read_timeout_s=7.0)
+    assert report.run is not None and report.run.requests == len(seen) > 0
+    for read_timeout, ceiling, max_tokens in seen:
+        assert read_timeout == 7.0
+        assert ceiling == 7.0 + max_tokens / 4.0

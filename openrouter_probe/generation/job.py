@@ -14,6 +14,7 @@ Example (in a notebook, whose event loop is already running)::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -28,9 +29,12 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generation.prompts import PromptSet, parse_shard, read_prompts
-from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, key_warning, open_run
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
+from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Progress, RunSettings, Sender
+from openrouter_probe.run.runner import Progress
+from openrouter_probe.run.sender import Sender
 from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.run.turns import TURNS_MODES, TurnBook, tool_rows, turns_path
@@ -106,14 +110,13 @@ def parse_weights(
 
 @dataclass(frozen=True)
 class _Asked:
-    """What every request of the run asks for, as given to ``generate``."""
+    """What every request of ``generate``'s run asks for, and how its prompts are read (how the
+    run sends and spends is its ``JobOptions``)."""
 
     max_tokens: int
     stream: bool
     temperature: float | None
     reasoning: dict[str, Any] | None
-    target: int | None
-    lower_max_tokens: bool
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
     turns: str = "last"
@@ -136,13 +139,11 @@ def _ask(
     stream: bool,
     temperature: float | None,
     reasoning: dict[str, Any] | None,
-    target_tokens: int | str | None,
-    lower_max_tokens: bool,
     weights: str | Mapping[str, float] | None,
     shard: str | tuple[int, int] | None,
     turns: str = "last",
 ) -> _Asked:
-    from openrouter_probe.rules.quantities import parse_token_count, whole_number
+    from openrouter_probe.rules.quantities import whole_number
 
     if turns not in TURNS_MODES:
         raise ConfigError(
@@ -154,41 +155,22 @@ def _ask(
         stream=stream,
         temperature=temperature,
         reasoning=reasoning,
-        target=None
-        if target_tokens is None
-        else parse_token_count(target_tokens, what="--target-tokens"),
-        lower_max_tokens=lower_max_tokens,
         weights=weights,
         shard=parse_shard(shard) if isinstance(shard, str) else shard,
         turns=turns,
     )
 
 
-def _settings(
-    asked: _Asked,
-    compiled: Any,
-    provider_raw: Any,
-    policy_hash: str,
-    options: JobOptions,
-    weights: Mapping[str, float],
-) -> RunSettings:
-    return RunSettings(
-        model=compiled.model,
+def _builder(asked: _Asked, model: str, provider_raw: Any) -> RequestBuilder:
+    """What every request of the run shares: the policy's model and provider block, byte for
+    byte, and the sampling the run asked for."""
+    return RequestBuilder(
+        model=model,
         provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
-        policy_sha256=policy_hash,
         max_tokens=asked.max_tokens,
         stream=asked.stream,
         temperature=asked.temperature,
         reasoning=asked.reasoning,
-        target_tokens=asked.target,
-        concurrency=options.concurrency,
-        backoff=options.backoff
-        or Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=options.attempts, timeout_s=600.0),
-        lower_max_tokens=asked.lower_max_tokens,
-        drain_timeout_s=options.drain_timeout_s,
-        read_timeout_s=options.read_timeout_s,
-        max_wait_s=options.max_wait_s,
-        weights=weights,
     )
 
 
@@ -237,21 +219,19 @@ def _admitted_prices(
 
 
 def _worst_total(
-    todo: list[PromptRow], prices: Prices, builder: Any, max_tokens: int, book: TurnBook | None
+    todo: list[PromptRow], prices: Prices, builder: RequestBuilder, book: TurnBook | None
 ) -> Decimal:
     """The worst case of every request to send: a row's, or each of its turns' (the answers of
     earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in)."""
     total = Decimal(0)
     for row in todo:
-        row_max = int(row.params.get("max_tokens", max_tokens))
         progress = None if book is None else book.rows.get(row.id)
         if progress is None:
-            total += builder.worst_case_usd(row, prices, row_max)
+            total += builder.build(row, prices).worst_usd
             continue
+        row_max = builder.max_tokens_of(row)
         for request, earlier in progress.planned():
-            total += builder.worst_case_usd(
-                request, prices, row_max, extra_prompt_tokens=earlier * row_max
-            )
+            total += builder.build(request, prices, extra_prompt_tokens=earlier * row_max).worst_usd
     return total
 
 
@@ -270,10 +250,10 @@ def _dry_run(
     ``--turns all``), the expected cost."""
     from openrouter_probe.analysis.budget import plan_budget
 
-    budget, max_tokens, target = options.budget_usd, asked.max_tokens, asked.target
-    builder = _settings(asked, compiled, {}, "", options, {}).builder()
+    budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
+    builder = _builder(asked, compiled.model, {})  # the provider block adds no prompt bytes
     summary.stop_reason = "dry-run"
-    worst_total = _worst_total(todo, prices, builder, max_tokens, book)
+    worst_total = _worst_total(todo, prices, builder, book)
     summary.worst_case_usd = worst_total
     summary.not_sent = len(todo)
     if not todo:
@@ -402,7 +382,7 @@ async def generate(
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
-    attempts: int = 6,
+    attempts: int | None = None,
     read_timeout_s: float = 300.0,
     drain_timeout_s: float = 60.0,
     handle_signals: bool = False,
@@ -427,16 +407,19 @@ async def generate(
     on stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel.
     Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
     """
+    from openrouter_probe.rules.quantities import parse_token_count
+
     asked = _ask(
         max_tokens,
         stream=stream,
         temperature=temperature,
         reasoning=_reasoning(reasoning_effort, reasoning_max_tokens),
-        target_tokens=target_tokens,
-        lower_max_tokens=lower_max_tokens,
         weights=weights,
         shard=shard,
         turns=turns,
+    )
+    target = (
+        None if target_tokens is None else parse_token_count(target_tokens, what="--target-tokens")
     )
     options = JobOptions.resolve(
         command="generate",
@@ -457,6 +440,8 @@ async def generate(
         clock=clock,
         backoff=backoff,
         max_wait_s=max_wait_s,
+        target_tokens=target,
+        lower_max_tokens=lower_max_tokens,
     )
     return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)
 
@@ -474,7 +459,7 @@ async def _run_job(
     dry-run or send."""
     rows = read_prompts(prompts, shard=asked.shard)
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
-    weights = parse_weights(asked.weights, rows.datasets)
+    options = dataclasses.replace(options, weights=parse_weights(asked.weights, rows.datasets))
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed=redo_failed, job=job) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
@@ -509,10 +494,9 @@ async def _run_job(
                 asked=asked,
                 book=book,
             )
-        settings = _settings(asked, compiled, provider_raw, policy_hash, options, weights)
         return await paid.run(
-            todo if book is None else book.requests(todo),
-            settings=settings,
+            todo,
+            builder=_builder(asked, compiled.model, provider_raw),
             prices=prices,
             summary=summary,
             header={"policy": str(policy), **({"turns": "all"} if book is not None else {})},

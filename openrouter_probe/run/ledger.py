@@ -12,8 +12,10 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
     {"settled":18,"run":"3f9a0c1b2d4e","unknown":true}
     {"reconciled":18,"run":"3f9a0c1b2d4e","cost_usd":"0.00031"}
 
-- ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed
-  (``files.append_line``): once the write returns it is in the OS, and a SIGKILL cannot hide it.
+- ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed: the
+  ``sent`` lines of every attempt leaving in the same turn of the event loop go out in one write
+  and one flush (``Ledger.written``), and none of them is sent before that flush returned: from
+  then on the line is in the OS, and a SIGKILL cannot hide it.
 - ``gen``: the attempt's generation id, as soon as the response headers bring it.
 - ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
   ``unknown`` (it left, and nothing said what it cost: a timeout, a cut connection, an answer
@@ -23,8 +25,9 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
 
 An attempt's money is its reconciled cost, else its settled cost, else its whole reservation
 ("possibly billed": unknown, or never settled because the run was killed). The journal's money is
-the sum over its attempts; output records of runs the journal does not know (it was deleted, or
-the output predates it) count their own (``run.output``).
+the sum over its attempts, and the only record of money: an output line of a run the journal does
+not know (it was deleted, or the output predates it) is read as a row, never as money
+(``run.output``).
 
 ``gen``, ``settled`` and ``reconciled`` lines are buffered and reach the file with the next flushed
 line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
@@ -237,6 +240,7 @@ class Ledger:
         self._next = 0
         self._run_json = json.dumps(self.run_id)
         self._flush_scheduled = False
+        self._written: asyncio.Future[None] | None = None
 
     def open(self) -> Ledger:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
@@ -272,16 +276,52 @@ class Ledger:
         ``row_id_json`` and ``dataset_json`` are already JSON (quoted strings). Call it after the
         reservation and before the request leaves: once it returns, the line is in the OS.
         """
+        number = self.sending(row_id_json, reserved_usd, dataset_json)
+        self._flush_now()
+        return number
+
+    def sending(self, row_id_json: str, reserved_usd: Decimal, dataset_json: str = "null") -> int:
+        """Record an attempt about to be sent, buffered; return its number. Await ``written``
+        before the request leaves (the run's way: many attempts leave in one turn of the loop,
+        and their lines share one write and one flush)."""
         if self._handle is None:
             raise RuntimeError("the spend journal is not open")
         self._next += 1
-        append_line(
-            self._handle,
+        self._handle.write(
             f'{{"sent":{self._next},"run":{self._run_json},"id":{row_id_json},'
-            f'"ds":{dataset_json},"reserved_usd":"{reserved_usd}"}}\n',
-            fsync=self.fsync,
+            f'"ds":{dataset_json},"reserved_usd":"{reserved_usd}"}}\n'
         )
         return self._next
+
+    def written(self) -> asyncio.Future[None]:
+        """A future done once every line written so far is in the OS (flushed; ``fsync`` too
+        when asked): one flush at the end of this turn of the loop for all the ``sent`` lines
+        written in it. A failed flush fails the future: none of those requests may leave."""
+        waiting = self._written
+        if waiting is None:
+            loop = asyncio.get_running_loop()
+            waiting = self._written = loop.create_future()
+            loop.call_soon(self._flush_written)
+        return waiting
+
+    def _flush_now(self) -> None:
+        """Flush what is written to the OS (and to the disk with ``fsync``)."""
+        self.flush()
+        if self.fsync and self._handle is not None:
+            os.fsync(self._handle.fileno())
+
+    def _flush_written(self) -> None:
+        waiting, self._written = self._written, None
+        if waiting is None:
+            return
+        try:
+            self._flush_now()
+        except OSError as exc:
+            if not waiting.done():
+                waiting.set_exception(exc)
+            return
+        if not waiting.done():
+            waiting.set_result(None)
 
     def generation(self, attempt: int, generation_id: str) -> None:
         """Record an attempt's generation id (flushed within this turn of the event loop)."""

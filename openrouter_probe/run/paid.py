@@ -28,131 +28,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.client import DEFAULT_BASE_URL
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, NoRouteError
-from openrouter_probe.files import ensure_not_input
-from openrouter_probe.rules.quantities import format_usd, parse_decimal, whole_number
-from openrouter_probe.run.ledger import Ledger, LedgerReplay, ledger_path, replay_ledger
+from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.books import Books
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.ledger import Ledger, LedgerReplay, replay_ledger
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.reconcile import Lookup
+from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Progress, Run, RunSettings, Sender, dataset_tallies
+from openrouter_probe.run.runner import Progress, Run
+from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.source import RowSource, TurnSource
 from openrouter_probe.run.spend import Prices, SpendCap
-from openrouter_probe.run.summary import RunSummary
-from openrouter_probe.run.turns import TurnBook, turns_path
+from openrouter_probe.run.summary import DatasetTally, RunSummary
+from openrouter_probe.run.turns import TurnBook
 
 __all__ = ["Job", "JobOptions", "PaidRun", "endpoints_now", "key_warning", "open_run"]
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 
-
-@dataclass(frozen=True)
-class JobOptions:
-    """What every paid run takes: where it writes, what it may spend, how it sends.
-
-    Build it with :meth:`resolve`, which checks each value and names the option in its error.
-    ``send``, ``lookup`` (``/generation``), ``sleep`` and ``clock`` replace the HTTP transport, the
-    reconciler's lookups, the waits and the time (tests).
-    """
-
-    command: str
-    out: Path
-    budget_usd: Decimal | None
-    concurrency: int
-    api_key: str
-    base_url: str
-    attempts: int = 6
-    read_timeout_s: float = 300.0
-    drain_timeout_s: float = 60.0
-    handle_signals: bool = False
-    progress: bool | Progress = False
-    send: Sender | None = None
-    lookup: Lookup | None = None
-    sleep: Sleep = asyncio.sleep
-    clock: Callable[[], float] = time.monotonic
-    backoff: Backoff | None = None
-    max_wait_s: float = 60.0
-
-    @property
-    def journal(self) -> Path:
-        """The spend journal beside the output (``out.jsonl.ledger``)."""
-        return ledger_path(self.out)
-
-    @classmethod
-    def resolve(
-        cls,
-        *,
-        command: str,
-        out: str | Path,
-        inputs: Sequence[str | Path] = (),
-        budget_usd: float | int | str | Decimal | None = None,
-        concurrency: int = 256,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        need_key: bool = True,
-        key_hint: str = "",
-        **rest: Any,
-    ) -> JobOptions:
-        """Check the options of a paid run and resolve the key and base URL from the environment.
-
-        ``inputs`` are the files the run reads: neither the output nor its journal may be one of
-        them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
-        one (``key_hint`` adds the command's own way out, such as ``--dry-run``).
-        """
-        concurrency = whole_number(concurrency, "--concurrency")
-        budget = None if budget_usd is None else parse_decimal(budget_usd, "--budget-usd")
-        if budget is not None and budget <= 0:
-            raise ConfigError(f"--budget-usd {budget_usd}: a positive amount of USD, e.g. 100")
-        target = Path(out)
-        try:
-            ensure_not_input(target, *inputs)
-            ensure_not_input(ledger_path(target), *inputs)
-            ensure_not_input(turns_path(target), *inputs)
-        except ValueError as exc:
-            raise ConfigError(f"--out: {exc}; name another file") from exc
-        _check_writable(target)
-        key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
-        url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        if not key and need_key:
-            raise ConfigError(
-                f"{command} needs an API key: export OPENROUTER_API_KEY=... "
-                f"(create one at https://openrouter.ai/settings/keys){key_hint}"
-            )
-        return cls(
-            command=command,
-            out=target,
-            budget_usd=budget,
-            concurrency=concurrency,
-            api_key=key,
-            base_url=url,
-            **rest,
+def dataset_tallies(
+    rows_by_dataset: Mapping[str, int],
+    done_by_dataset: Mapping[str, int],
+    tokens_by_dataset: Mapping[str, int],
+) -> dict[str, DatasetTally]:
+    """A tally per dataset of the prompts (0 included), with what earlier runs finished."""
+    return {
+        name: DatasetTally(
+            rows=count,
+            done=done_by_dataset.get(name, 0),
+            output_tokens=tokens_by_dataset.get(name, 0),
         )
-
-
-def _check_writable(out: Path) -> None:
-    """The output's folder exists and takes new files; an existing output can be appended to."""
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise ConfigError(f"--out {out}: the folder {folder} does not exist; create it first")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(
-            f"--out {out}: cannot write in {folder}; choose a folder you can write to"
-        )
-    if out.exists() and not os.access(out, os.W_OK):
-        raise ConfigError(f"--out {out}: the file is read-only; make it writable or choose another")
+        for name, count in rows_by_dataset.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -333,34 +251,50 @@ class PaidRun:
             log.warning("%s", text)
 
     def _journal_header(
-        self, settings: RunSettings, header: dict[str, Any] | None
+        self, builder: RequestBuilder, header: dict[str, Any] | None
     ) -> dict[str, Any]:
         """The fields of this run's header line in the journal."""
         return {
             "command": self.options.command,
-            "model": self.job.model if self.job is not None else settings.model,
-            "job": self.job.sha256 if self.job is not None else settings.policy_sha256,
+            "model": self.job.model if self.job is not None else builder.model,
+            "job": self.job.sha256 if self.job is not None else "",
             "out": self.options.out.name,
             "budget_usd": self.options.budget_usd,
             **(header or {}),
         }
 
+    def _books(
+        self, cap: SpendCap, rows: list[PromptRow], ledger: Ledger, lookup: Lookup | None
+    ) -> Books:
+        """The books of this run: the cap over everything spent, the journal, the reconciler
+        (with what earlier runs left to settle)."""
+        return Books(
+            cap,
+            datasets=sorted({r.dataset for r in rows}),
+            ledger=ledger,
+            lookup=lookup,
+            pending=self.replay.pending,
+            sleep=self.options.sleep,
+            tokens_before=self.state.output_tokens,
+        )
+
     async def run(
         self,
         rows: list[PromptRow],
         *,
-        settings: RunSettings,
+        builder: RequestBuilder,
         prices: Prices,
         summary: RunSummary,
         header: dict[str, Any] | None = None,
-        prices_for: Callable[[PromptRow], Prices] | None = None,
         turns: TurnBook | None = None,
     ) -> RunSummary:
         """Send ``rows`` under one cap over everything the output has spent; return the summary.
 
-        Warns when the key's limit is below the budget or when nothing caps the spend; stops at
-        once (``budget``) when the output already spent the budget. ``header`` goes into the
-        journal's run line; ``turns`` holds the rows that go turn by turn (``--turns all``).
+        ``builder`` makes each row's body and worst case at ``prices`` (a row's own ``prices``
+        when it has them). Warns when the key's limit is below the budget or when nothing caps
+        the spend; stops at once (``budget``) when the output already spent the budget.
+        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by
+        turn (``--turns all``).
         """
         options = self.options
         budget = options.budget_usd
@@ -378,46 +312,46 @@ class PaidRun:
             return summary
         cap = SpendCap(budget, spent_usd=spent_before, spent_by_dataset=self.spent_by_dataset)
         bar = _progress_bar(options.progress, len(rows))
+        job_sha256 = self.job.sha256 if self.job is not None else ""
         with (
             OutputLog(options.out) as output,
-            Ledger(options.journal, header=self._journal_header(settings, header)) as ledger,
+            Ledger(options.journal, header=self._journal_header(builder, header)) as ledger,
             _showing(bar),
-            contextlib.closing(turns or TurnBook(options.out)),
         ):
+            source = (
+                RowSource(rows, job_sha256=job_sha256, run_id=ledger.run_id)
+                if turns is None
+                else TurnSource(rows, turns, job_sha256=job_sha256, run_id=ledger.run_id)
+            )
+            with contextlib.closing(source):
 
-            def make(sender: Sender, lookup: Lookup | None) -> Run:
-                return Run(
-                    rows,
-                    settings=settings,
-                    cap=cap,
-                    prices=prices,
-                    prices_for=prices_for,
-                    output=output,
-                    send=sender,
-                    summary=summary,
-                    tokens_before=self.state.output_tokens,
-                    sleep=options.sleep,
+                def make(sender: Sender, lookup: Lookup | None) -> Run:
+                    books = self._books(cap, rows, ledger, lookup)
+                    return Run(
+                        source,
+                        options=options,
+                        builder=builder,
+                        prices=prices,
+                        books=books,
+                        output=output,
+                        send=sender,
+                        summary=summary,
+                        progress=bar,
+                    )
+
+                if options.send is not None:
+                    return await _run(make(options.send, options.lookup), options.handle_signals)
+                from openrouter_probe.run.transport import HttpTransport
+
+                async with HttpTransport(
+                    base_url=options.base_url,
+                    api_key=options.api_key,
+                    limit=options.concurrency,
+                    read_timeout_s=options.read_timeout_s,
                     clock=options.clock,
-                    progress=bar,
-                    ledger=ledger,
-                    lookup=lookup,
-                    pending=self.replay.pending,
-                    turns=turns,
-                )
-
-            if options.send is not None:
-                return await _run(make(options.send, options.lookup), options.handle_signals)
-            from openrouter_probe.run.transport import HttpTransport
-
-            async with HttpTransport(
-                base_url=options.base_url,
-                api_key=options.api_key,
-                limit=options.concurrency,
-                read_timeout_s=options.read_timeout_s,
-                clock=options.clock,
-            ) as transport:
-                lookup = options.lookup or transport.generation_cost
-                return await _run(make(transport.send, lookup), options.handle_signals)
+                ) as transport:
+                    lookup = options.lookup or transport.generation_cost
+                    return await _run(make(transport.send, lookup), options.handle_signals)
 
 
 @contextlib.contextmanager

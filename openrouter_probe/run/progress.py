@@ -1,7 +1,7 @@
 """Progress of a run with rich, on stderr (rich renders it in Jupyter too).
 
 One line, fitted to the console's width: first what matters most, rows done of total, dollars spent
-of the cap and the ETA; then, as room allows, the rate in rows per second, output tokens, requests
+of the cap and the ETA (or, once the run stopped short, why: ``stopped: budget``); then, as room allows, the rate in rows per second, output tokens, requests
 in flight (and attempts being settled from ``/generation``), a bar, and the providers serving the
 rows. At 80 columns the providers go first, then the bar. Redrawn four times a second by the run's
 ticker, never per row: at 2000 requests in flight a redraw per row would cost more CPU than the
@@ -32,22 +32,24 @@ def _eta(seconds: float | None) -> str:
 def progress_line(run: Run, done: int, total: int, width: int) -> str:
     """The progress line of ``run`` in at most ``width`` columns (at least the first three parts:
     rows, money, ETA)."""
-    s = run.summary
-    cap = run.cap.cap_usd
+    books = run.books
+    cap = books.cap.cap_usd
     elapsed = max(1e-9, run.clock() - run.started)
     rate = done / elapsed
     eta = (total - done) / rate if rate > 0 else None
-    money = f"${run.cap.spent_usd:,.4f}" + (f"/${cap:,.2f}" if cap is not None else "")
-    first = [f"{done:,}/{total:,} rows", money, _eta(eta)]
+    money = f"${books.cap.spent_usd:,.4f}" + (f"/${cap:,.2f}" if cap is not None else "")
+    # a run that stopped short (its budget, a stop) has no time left to estimate
+    when = _eta(eta) if run.stop_reason == "done" else f"stopped: {run.stop_reason}"
+    first = [f"{done:,}/{total:,} rows", money, when]
     flying = f"{run.in_flight:,} in flight"
-    reconciler = run.reconciler
-    if reconciler is not None and reconciler.outstanding:
-        flying += f", {reconciler.outstanding:,} settling"
+    if books.outstanding:
+        flying += f", {books.outstanding:,} settling"
     filled = int(_BAR * done / total) if total else _BAR
-    top = sorted(s.providers.items(), key=lambda kv: -kv[1].rows)[:4]
+    providers = books.counts.providers
+    top = sorted(providers.items(), key=lambda kv: -kv[1].rows)[:4]
     optional = [
         f"{rate:,.1f} rows/s",
-        f"{sum(s.output_tokens.values()):,} tok",
+        f"{sum(books.counts.output_tokens.values()):,} tok",
         flying,
         "━" * filled + "╺" + "─" * max(0, _BAR - filled - 1),
         " ".join(f"{name}:{t.rows:,}" for name, t in top),

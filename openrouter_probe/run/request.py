@@ -1,22 +1,23 @@
-"""The request a row sends: its body, byte for byte, and the worst case it may cost.
+"""The request a row sends: its body, byte for byte, and the worst case it may cost, in one place.
 
 One builder for the run, the dry run and the benchmarks: the body is the run's fixed prefix (model,
 the policy's ``provider`` block serialized once, ``stream``) spliced with the row's own part
 (messages, ``max_tokens``, the run's sampling parameters unless the row sets them, the row's
 parameters). The worst case (``run.spend``) bounds the prompt by every byte of the row's own part.
+``RequestBuilder.build`` makes both at once (``Request``): the run reserves what it sends.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, RequestShape, request_shape
 
-__all__ = ["RequestBuilder", "dumps"]
+__all__ = ["Request", "RequestBuilder", "dumps"]
 
 
 def dumps(value: Any) -> str:
@@ -24,16 +25,32 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of a row: the body it sends, its ``max_tokens``, what it may be billed for
+    besides its output (``shape``) and the most it may cost (``worst_usd``)."""
+
+    body: bytes
+    max_tokens: int
+    shape: RequestShape
+    worst_usd: Decimal
+
+
 @dataclass(frozen=True)
 class RequestBuilder:
-    """Builds the bodies of a run: ``model``, its ``provider`` block (JSON), ``stream`` and the
-    sampling parameters every row gets unless it sets its own."""
+    """Builds the bodies of a run: ``model``, its ``provider`` block (JSON), ``max_tokens`` unless a
+    row sets its own, ``stream`` and the sampling parameters every row gets unless it sets its own."""
 
     model: str
     provider_json: str
+    max_tokens: int = 4096
     stream: bool = False
     temperature: float | None = None
     reasoning: dict[str, Any] | None = None
+    _prefix: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prefix", self.prefix().encode())
 
     def prefix(self, provider_json: str | None = None) -> str:
         return (
@@ -65,11 +82,34 @@ class RequestBuilder:
     def worst_case_usd(
         self, row: PromptRow, prices: Prices, max_tokens: int, *, extra_prompt_tokens: int = 0
     ) -> Decimal:
-        """The most ``row`` may cost at ``max_tokens`` (the dry run's figure, the cap's), its
-        prompt ``extra_prompt_tokens`` longer than its messages (answers it will carry)."""
-        shape = self.shape(row, self.own_part(row, max_tokens))
-        return prices.worst_case_usd(
-            prompt_tokens=shape.prompt_tokens + extra_prompt_tokens,
-            max_tokens=max_tokens,
-            shape=shape,
+        """The most ``row`` may cost at ``max_tokens`` (``build``'s worst case)."""
+        return self.build(
+            row, prices, max_tokens=max_tokens, extra_prompt_tokens=extra_prompt_tokens
+        ).worst_usd
+
+    def max_tokens_of(self, row: PromptRow) -> int:
+        """The ``max_tokens`` ``row`` asks for: its own, else the run's."""
+        return int(row.params.get("max_tokens", self.max_tokens))
+
+    def build(
+        self,
+        row: PromptRow,
+        prices: Prices,
+        *,
+        max_tokens: int | None = None,
+        extra_prompt_tokens: int = 0,
+    ) -> Request:
+        """``row``'s request at ``max_tokens`` (default: the row's own, else the run's) and its
+        worst case at ``prices``, its prompt ``extra_prompt_tokens`` longer than its messages
+        (answers it will carry: the dry run of ``--turns all``)."""
+        tokens = self.max_tokens_of(row) if max_tokens is None else max_tokens
+        prefix = (
+            self._prefix if row.provider_json is None else self.prefix(row.provider_json).encode()
         )
+        own = self.own_part(row, tokens).encode()
+        # the bytes the row adds to the prefix: what its prompt may be made of
+        shape = request_shape(len(own), row.messages, row.params)
+        worst = prices.worst_case_usd(
+            prompt_tokens=shape.prompt_tokens + extra_prompt_tokens, max_tokens=tokens, shape=shape
+        )
+        return Request(prefix + own, tokens, shape, worst)

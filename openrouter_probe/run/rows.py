@@ -7,7 +7,10 @@ builds them from its plan, one per (endpoint, item) pair, each with its own pinn
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.spend import Prices
 
 __all__ = ["PromptRow"]
 
@@ -25,3 +28,5 @@ class PromptRow:
     #: The row's own ``provider`` block, serialized JSON sent byte for byte (``None``: the run's).
     #: Set by callers that pin each row to its own endpoint (``verify``); never read from a file.
     provider_json: str | None = None
+    #: The row's own worst-case prices (``None``: the run's): those of the endpoint it is pinned to.
+    prices: Prices | None = None

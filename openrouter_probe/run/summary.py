@@ -129,8 +129,9 @@ class RunSummary:
     reconciled_before_back_usd: Decimal = _ZERO
     unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
     killed_in_flight_before: int = 0
-    #: ``--turns all``: requests the rows to send need (``None``: ``--turns last``), turns the
-    #: turns file already held for them, turns answered this run, rows stopped mid-way
+    #: ``--turns all``: turns the rows to send need, one request each (``None``: ``--turns
+    #: last``), turns the turns file already held for them, turns answered this run (every
+    #: answer: a row without turns of its own is one turn), rows stopped mid-way
     turns_to_send: int | None = None
     turns_resumed: int = 0
     turns_done: int = 0
@@ -281,7 +282,8 @@ class RunSummary:
         return lines
 
     def _turn_lines(self) -> list[str]:
-        """``--turns all``: requests against rows (a row is done when its last turn is)."""
+        """``--turns all``: turns, in one unit with the rows line's requests (every request sends
+        one turn: a row's last turn finishes it; a row without turns of its own is one turn)."""
         if self.turns_to_send is None:
             return []
         kept = (
@@ -289,7 +291,7 @@ class RunSummary:
             if self.turns_resumed
             else ""
         )
-        line = f"turns (--turns all): {self.turns_to_send:,} requests for the rows to send{kept}"
+        line = f"turns (--turns all): {self.turns_to_send:,} to send for the rows to send{kept}"
         if self.stop_reason != "dry-run":
             line += f"; {self.turns_done:,} answered"
         lines = [line]
@@ -326,7 +328,7 @@ class RunSummary:
                 f"tokens, {_usd(tally.cost_usd)}"
             )
         if self.worst_case_usd is not None:
-            what = "rows" if self.turns_to_send is None else "requests (every turn)"
+            what = "rows" if self.turns_to_send is None else "turns"
             lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")

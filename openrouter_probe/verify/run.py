@@ -44,10 +44,11 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.client import DEFAULT_BASE_URL
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.rules.quantities import whole_number
-from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, open_run
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.paid import Job, endpoints_now, open_run
+from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import RunSettings
-from openrouter_probe.run.spend import worst_case_prices
+from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
@@ -198,7 +199,7 @@ def observations_from(path: str | Path, plan: VerifyPlan) -> list[Observation]:
     return out
 
 
-def _rows(plan: VerifyPlan, finished: set[str]) -> list[PromptRow]:
+def _rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
     """One row per (endpoint, run, item) not yet finished, interleaved item by item, each pinned;
     the reference's runs follow one another."""
     bodies = {tag: plan.bodies(tag) for tag in plan.pinned}
@@ -210,11 +211,12 @@ def _rows(plan: VerifyPlan, finished: set[str]) -> list[PromptRow]:
             for run in range(1, runs[tag] + 1):
                 rid = row_key(tag, item_id, run)
                 if rid not in finished:
-                    rows.append(_row(rid, tag, body))
+                    rows.append(_row(rid, tag, body, prices[tag]))
     return rows
 
 
-def _row(rid: str, tag: str, body: dict[str, Any]) -> PromptRow:
+def _row(rid: str, tag: str, body: dict[str, Any], prices: Prices) -> PromptRow:
+    """The request of one (endpoint, item, run): pinned to the endpoint, at its own prices."""
     messages = body["messages"]
     params = {k: v for k, v in body.items() if k not in ("model", "provider", "messages")}
     size = len(json.dumps(messages, ensure_ascii=False).encode())
@@ -228,6 +230,7 @@ def _row(rid: str, tag: str, body: dict[str, Any]) -> PromptRow:
         0,
         size,
         provider_json=json.dumps(pin_block(tag), separators=(",", ":")),
+        prices=prices,
     )
 
 
@@ -240,7 +243,7 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
     with open_run(options, job=job) as paid:
-        rows = _rows(plan, paid.state.finished)
+        rows = _rows(plan, paid.state.finished, prices)
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         summary = paid.new_summary(
             policy=f"verify {plan.model} (pins)",
@@ -251,24 +254,13 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
         )
         if not rows:
             return summary
-        settings = RunSettings(
+        builder = RequestBuilder(
             model=plan.model,
             provider_json=json.dumps(pin_block(plan.reference), separators=(",", ":")),
-            policy_sha256=_plan_hash(plan),
             max_tokens=max(item.max_tokens for item in plan.items),
-            concurrency=options.concurrency,
-            backoff=options.backoff
-            or Backoff(
-                wait_initial_s=1.0, wait_max_s=60.0, attempts=options.attempts, timeout_s=600.0
-            ),
         )
         return await paid.run(
-            rows,
-            settings=settings,
-            prices=worst,
-            summary=summary,
-            header={"policy": summary.policy},
-            prices_for=lambda row: prices[row.id.partition(_SEP)[0].partition(_RUN)[0]],
+            rows, builder=builder, prices=worst, summary=summary, header={"policy": summary.policy}
         )
 
 
@@ -306,7 +298,7 @@ async def verify_precision(
     api_key: str | None = None,
     base_url: str | None = None,
     concurrency: int = 32,
-    attempts: int = 6,
+    attempts: int | None = None,
     read_timeout_s: float = 300.0,
     handle_signals: bool = False,
     progress: bool = False,

@@ -1,0 +1,251 @@
+"""The attempt policy: what a failed attempt leads to, in one table (``ON_FAILURE``).
+
+``run.failure``'s table of OpenRouter's errors decides a failure's kind; this module decides, by
+that kind, what follows: a ``Decision`` the scheduler (``run.runner``) carries out, never a branch
+of its own.
+
+- ``transient`` (408, upstream 429, 5xx, timeouts, cut streams, keep-alives only): ``Retry`` after
+  the backoff's wait (Retry-After, else exponential with jitter, from the row's first send); when
+  the attempts or the time run out, ``Fail`` the row.
+- ``pause`` (OpenRouter's own 429 for the key): ``Pause`` the pool for Retry-After; beyond
+  ``max_wait_s``, or after ``PAUSES_BEFORE_STOP`` pauses with no answer between, ``Stop`` the run
+  (``rate-limited``), the row unsent.
+- ``row`` (400, 403, 413, 422: this request itself is wrong): ``Fail`` the row; the run goes on.
+- ``run`` (401 key, 402 credits, 404 no route: no request can succeed): ``Stop`` the run, the row
+  unsent; a 402 that affords fewer tokens is sent again ``Lower`` under ``lower_max_tokens``.
+
+Every reason a run stops for is decided here, as a ``Stop`` (``stop_for`` by status, and
+``row_failed``: ``UNREACHABLE_AFTER_ROWS`` rows in a row with no answer at all): a new one (a
+budget 403, a failure streak) is one more function returning a ``Stop``. Every attempt settles its
+money in the books first, whatever follows.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.failure import Failure, FailureKind
+from openrouter_probe.run.request import Request
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.spend import Prices
+
+__all__ = [
+    "ON_FAILURE",
+    "PAUSES_BEFORE_STOP",
+    "UNREACHABLE_AFTER_ROWS",
+    "Attempt",
+    "AttemptPolicy",
+    "Decision",
+    "Fail",
+    "Lower",
+    "Pause",
+    "Retry",
+    "Stop",
+]
+
+#: Rows failed in a row with no HTTP answer at all after which a run stops as ``unreachable``.
+UNREACHABLE_AFTER_ROWS = 8
+#: Pauses for the key's own 429 in a row, with no answer between, after which the run stops.
+PAUSES_BEFORE_STOP = 5
+_ZERO = Decimal(0)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One request's attempts so far: what the next one sends and reserves, what earlier ones
+    cost, and where the latest one is."""
+
+    request: Request
+    prices: Prices
+    id_json: str  # the row id as JSON, for the journal
+    ceiling_s: float  # how long an attempt may take (``JobOptions.ceiling_s``)
+    first_s: float | None = None  # the first send: the retry deadline runs from here
+    number: int = 0
+    extra_cost: Decimal = _ZERO  # what earlier, failed attempts cost (known ones)
+    flying: bool = False  # an attempt is in flight (a cancellation records it)
+    cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
+    pauses_seen: int = 0  # the pool's pauses when the attempt left
+
+    @property
+    def worst(self) -> Decimal:
+        """What the next attempt reserves: its request's worst case."""
+        return self.request.worst_usd
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Send again after ``wait_s`` (a stop cancels the wait: the row is unsent)."""
+
+    wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Every request waits ``wait_s``; ``joined``: the attempt left before the pool's pause began,
+    which was for it too: wait for that one, and send again."""
+
+    wait_s: float
+    joined: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """The row fails (``why`` is added to the failure's message); the run goes on."""
+
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """The run stops (``reason`` is the summary's ``stop_reason``); the row is unsent."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lower:
+    """Send again at ``max_tokens`` (a 402 affording fewer tokens, ``lower_max_tokens``)."""
+
+    max_tokens: int
+
+
+Decision = Retry | Pause | Fail | Stop | Lower
+
+
+class AttemptPolicy:
+    """Decides what follows a failed attempt (``decide``) and when failures stop the run."""
+
+    def __init__(
+        self,
+        options: JobOptions,
+        *,
+        model: str,
+        policy: str,
+        max_tokens_of: Callable[[PromptRow], int],
+    ) -> None:
+        self.options = options
+        self.model = model
+        self.policy = policy  # the policy's name, for the no-route advice
+        self.max_tokens_of = max_tokens_of
+        self.pauses_in_a_row = 0
+        # Rows given up on in a row without one HTTP answer (refused, reset, stalled): the server
+        # is unreachable, and going on would only grind through every row.
+        self.unanswered_streak = 0
+
+    def decide(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
+        """What follows ``failure`` of ``row``'s attempt (``pauses``: the pool's so far)."""
+        return ON_FAILURE[failure.kind](self, row, failure, attempt, pauses)
+
+    def answered(self) -> None:
+        """An attempt got an answer: the streaks of pauses and of unanswered rows end."""
+        self.unanswered_streak = 0
+        self.pauses_in_a_row = 0
+
+    def row_failed(self, failure: Failure) -> Stop | None:
+        """A row failed: stop the run when too many in a row got no HTTP answer at all."""
+        if failure.status is not None:
+            self.unanswered_streak = 0
+            return None
+        self.unanswered_streak += 1
+        if self.unanswered_streak < UNREACHABLE_AFTER_ROWS:
+            return None
+        return Stop(
+            "unreachable",
+            f"{self.unanswered_streak} rows in a row got no answer from the server, the last: "
+            f"{failure.message}. Check OPENROUTER_BASE_URL and the network, then rerun the "
+            "same command (--redo-failed also resends the rows that failed)",
+        )
+
+    def _transient(
+        self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int
+    ) -> Decision:
+        clock = self.options.clock
+        decision = self.options.backoff.next_wait(
+            attempt=attempt.number,
+            retry_after_s=failure.retry_after_s,
+            elapsed_s=clock() - (attempt.first_s or clock()),
+        )
+        return Fail(decision.reason) if decision.give_up else Retry(decision.wait_s)
+
+    def _pause(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
+        options = self.options
+        wait = failure.retry_after_s
+        if wait is None and failure.reset_epoch_s is not None:
+            wait = max(0.0, failure.reset_epoch_s - options.wall_clock())
+        wait = 10.0 if wait is None else wait
+        if attempt.pauses_seen < pauses:
+            return Pause(wait, joined=True)
+        self.pauses_in_a_row += 1
+        if wait > options.max_wait_s or self.pauses_in_a_row > PAUSES_BEFORE_STOP:
+            resume = failure.reset_epoch_s or options.wall_clock() + wait
+            at = datetime.datetime.fromtimestamp(resume, datetime.UTC).strftime("%H:%M")
+            return Stop(
+                "rate-limited",
+                f"rate limited by the key: resume after {at} UTC (OpenRouter asked to wait "
+                f"{wait:.0f} s, more than --max-wait {options.max_wait_s:.0f} s: "
+                f"{failure.message}); rerun the same command then",
+            )
+        return Pause(wait)
+
+    def _fail_row(
+        self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int
+    ) -> Decision:
+        return Fail()
+
+    def _stop_run(
+        self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int
+    ) -> Decision:
+        """A 402 that says the credits afford N tokens is sent again at N under
+        ``lower_max_tokens``, never below a quarter of the row's own (a near-empty answer would
+        be recorded as truncated, and a resume never buys it again)."""
+        afford = failure.afford_tokens
+        floor = self.max_tokens_of(row) // 4
+        lower = self.options.lower_max_tokens
+        if afford and lower and floor <= afford < attempt.request.max_tokens:
+            return Lower(afford)
+        return self.stop_for(failure)
+
+    def stop_for(self, failure: Failure) -> Stop:
+        """The stop a failure of kind ``run`` leads to, by its status."""
+        status = failure.status if failure.status not in (None, 200) else failure.code
+        if status == 402:
+            hint = (
+                " (allow a lower max_tokens with --lower-max-tokens)"
+                if failure.afford_tokens and not self.options.lower_max_tokens
+                else ""
+            )
+            # OpenRouter's own text usually names the credits page already: say it once.
+            then = (
+                "Then rerun"
+                if "openrouter.ai/settings/credits" in failure.message
+                else "Add credits at https://openrouter.ai/settings/credits, then rerun"
+            )
+            return Stop(
+                "credits",
+                f"OpenRouter says the credits are insufficient (402): {failure.message}{hint}. "
+                f"{then} the same command to resume",
+            )
+        if status == 401:
+            return Stop("key", failure.message)
+        return Stop(
+            "no-route",
+            f"OpenRouter found no endpoint for the request ({status}): {failure.message}. "
+            f"The policy {self.policy} admits nothing that serves {self.model} now: re-compile it",
+        )
+
+
+#: What a failed attempt leads to, by the failure's kind (``run.failure``'s table decides the
+#: kind): the one place a reader finds every retry decision (see the module docstring).
+ON_FAILURE: dict[
+    FailureKind, Callable[[AttemptPolicy, PromptRow, Failure, Attempt, int], Decision]
+] = {
+    "transient": AttemptPolicy._transient,
+    "pause": AttemptPolicy._pause,
+    "row": AttemptPolicy._fail_row,
+    "run": AttemptPolicy._stop_run,
+}

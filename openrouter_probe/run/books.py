@@ -1,0 +1,346 @@
+"""The books of a run: the only place its money is counted, and what its rows and tokens came to.
+
+The books hold the cap (``run.spend``), the journal (``run.ledger``) and the reconciler
+(``run.reconcile``); they know nothing of which row goes next. The scheduler asks them "may I send
+this?" (``reserve``), tells them "this leaves" (``sent``: journaled, then flushed with every other
+attempt leaving in the same turn of the event loop, before any of them is sent: ``leaving``) and
+"this came back" (``settle``: the cost, or the worst case while it is unknown; then ``answered``,
+``failed``, ``cancelled``, ``unsent``). ``/generation`` settles the unknown ones (``reconciled``).
+The run's ``RunSummary`` is made from the books once, at the end (``summarize``): nothing else
+writes a money figure.
+
+Money: an attempt counts at its reservation from the moment it is reserved; when it comes back, at
+its cost (``usage.cost``, or the error body's; ``None``: an error status, never billed), or, when
+nothing says what it cost, at its whole reservation ("possibly billed") until ``/generation``
+settles it. Earlier runs' attempts that a restart settles change what was spent before this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from openrouter_probe.run.attempts import Attempt
+from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.reconcile import Lookup, Reconciler
+from openrouter_probe.run.request import dumps
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.spend import SpendCap
+from openrouter_probe.run.summary import ProviderTally, RunSummary
+from openrouter_probe.run.transport import Answer
+
+__all__ = ["Books"]
+
+log = logging.getLogger(__name__)
+
+_ZERO = Decimal(0)
+
+
+@dataclass
+class _Counts:
+    """What this run's rows, requests and money came to, as the books count them."""
+
+    ok: int = 0
+    truncated: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    not_sent: int = 0
+    rows_partial: int = 0
+    requests: int = 0
+    turns_done: int = 0
+    spent_usd: Decimal = _ZERO
+    possibly_billed_usd: Decimal = _ZERO
+    reconciled: int = 0
+    reconciled_back_usd: Decimal = _ZERO
+    reconciled_before: int = 0
+    reconciled_before_back_usd: Decimal = _ZERO
+    possibly_billed_before_settled_usd: Decimal = _ZERO
+    unsettleable: int = 0
+    done: dict[str, int] = field(default_factory=dict)  # rows finished, per dataset
+    not_sent_by: dict[str, int] = field(default_factory=dict)
+    output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
+    providers: dict[str, ProviderTally] = field(default_factory=dict)
+
+
+class Books:
+    """The cap, the journal and the reconciler of one run, and its tallies (see the module)."""
+
+    def __init__(
+        self,
+        cap: SpendCap,
+        *,
+        datasets: Sequence[str],
+        ledger: Ledger | None = None,
+        lookup: Lookup | None = None,
+        pending: Sequence[Pending] = (),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        tokens_before: Mapping[str, int] | None = None,
+    ) -> None:
+        self.cap = cap
+        self.ledger = ledger
+        self.run_id = ledger.run_id if ledger is not None else None
+        self.counts = _Counts()
+        # Attempts counted at their worst case are settled from /generation when there is a
+        # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
+        self.reconciler = (
+            Reconciler(lookup, on_settled=self.reconciled, on_change=self._changed, sleep=sleep)
+            if lookup is not None and ledger is not None
+            else None
+        )
+        for earlier in pending:
+            if self.reconciler is not None:
+                self.reconciler.add(earlier, now=True)
+        #: called when money frees up (the scheduler's wake-up: ``Run`` sets it)
+        self.on_change: Callable[[], None] = lambda: None
+        self._dataset_json = {name: dumps(name) for name in datasets}
+        #: billed output tokens per dataset, earlier runs included (the targets')
+        self.settled_tokens: dict[str, int] = dict(tokens_before or {})
+        self.observed: dict[str, tuple[int, int]] = {}  # dataset -> (tokens, answers) this run
+        #: why datasets closed for want of money, one entry per dataset (the budget stop's text)
+        self.out_of_money: dict[str, str] = {}
+        self.warnings: list[str] = []
+        self._warned_cost: set[str] = set()
+
+    @property
+    def outstanding(self) -> int:
+        """Attempts the reconciler still holds at their worst case."""
+        return 0 if self.reconciler is None else self.reconciler.outstanding
+
+    # -- before an attempt leaves -----------------------------------------------------------------
+
+    def reserve(self, dataset: str, attempt: Attempt) -> bool:
+        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits."""
+        return self.cap.try_reserve(attempt.worst, dataset)
+
+    def sent(self, row: PromptRow, attempt: Attempt) -> int:
+        """Journal an attempt about to leave (reserved); return its number. Await ``leaving``
+        before sending it."""
+        self.counts.requests += 1
+        ledger = self.ledger
+        if ledger is None:
+            return 0
+        return ledger.sending(attempt.id_json, attempt.worst, self._dataset_json[row.dataset])
+
+    def leaving(self) -> Awaitable[None] | None:
+        """What to await before sending what ``sent`` journaled: the journal's one write and
+        flush for every attempt leaving in this turn of the loop (``None``: nothing to wait)."""
+        return None if self.ledger is None else self.ledger.written()
+
+    def generation(self, number: int, generation_id: str) -> None:
+        """Journal the generation id the headers brought for attempt ``number``."""
+        if self.ledger is not None:
+            self.ledger.generation(number, generation_id)
+
+    # -- when it comes back -----------------------------------------------------------------------
+
+    def settle(
+        self,
+        row: PromptRow,
+        attempt: Attempt,
+        number: int,
+        outcome: Answer | Failure,
+        generation_id: str | None,
+        *,
+        journaled: bool,
+    ) -> None:
+        """Settle attempt ``number``'s reservation to what it cost, in the cap and the journal."""
+        worst = attempt.worst
+        if isinstance(outcome, Answer):
+            cost = attempt.cost = outcome.cost_usd
+            if cost is None:
+                self._warn_cost(outcome, worst)
+                self.unknown(row, attempt, number, generation_id, journaled=journaled)
+                return
+        elif outcome.cost_unknown:
+            self.unknown(row, attempt, number, generation_id, journaled=journaled)
+            return
+        else:
+            cost = outcome.cost_usd
+            if cost:
+                attempt.extra_cost += cost
+        if self.ledger is not None:
+            self.ledger.settle(number, cost)
+        self.cap.settle(worst, cost, row.dataset)
+        self.counts.spent_usd += cost or 0
+
+    def unknown(
+        self,
+        row: PromptRow,
+        attempt: Attempt,
+        number: int,
+        generation_id: str | None,
+        *,
+        journaled: bool = True,
+    ) -> None:
+        """An attempt that left and whose cost is unknown: its worst case counts as spent until
+        the reconciler settles it from ``/generation`` (when it has a generation id; one only the
+        body named, not the headers, is journaled now, so that a restart can settle it too)."""
+        worst = attempt.worst
+        if self.ledger is not None:
+            if generation_id is not None and not journaled:
+                self.ledger.generation(number, generation_id)
+            self.ledger.settle_unknown(number)
+        self.cap.settle(worst, worst, row.dataset)
+        self.counts.spent_usd += worst
+        self.counts.possibly_billed_usd += worst
+        if generation_id is None or self.reconciler is None or self.run_id is None:
+            self.counts.unsettleable += 1
+            return
+        self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
+
+    def reconciled(self, pending: Pending, cost: Decimal) -> None:
+        """``/generation`` says what an attempt counted at its worst case cost: journal it and
+        give the difference back (this run's attempts and earlier runs' alike)."""
+        if self.ledger is not None:
+            self.ledger.reconciled(pending.run, pending.attempt, cost)
+        back = pending.reserved_usd - cost
+        if back >= 0:
+            self.cap.give_back(back, pending.dataset)
+        else:
+            self.cap.add_spent(-back, pending.dataset)
+            self.cap.overruns += 1
+        c = self.counts
+        if pending.run == self.run_id:
+            c.spent_usd -= back
+            c.possibly_billed_usd -= pending.reserved_usd
+            c.reconciled += 1
+            c.reconciled_back_usd += back
+        else:
+            c.possibly_billed_before_settled_usd += pending.reserved_usd
+            c.reconciled_before += 1
+            c.reconciled_before_back_usd += back
+        self.on_change()
+
+    def _changed(self) -> None:
+        self.on_change()
+
+    def _warn_cost(self, answer: Answer, worst: Decimal) -> None:
+        provider = answer.provider or "?"
+        if provider in self._warned_cost:
+            return
+        self._warned_cost.add(provider)
+        raw = (answer.usage or {}).get("cost")
+        what = f"usage.cost {raw!r} is not a cost" if answer.cost_invalid else "no usage.cost"
+        self.warn(
+            f"{provider}: {what}; its answers count at their worst case (${worst:.6f} here) "
+            "until /generation settles them"
+        )
+
+    def warn(self, text: str) -> None:
+        """Say ``text`` on stderr now and in the summary."""
+        self.warnings.append(text)
+        log.warning("%s", text)
+
+    async def settle_the_rest(
+        self, reconciling: asyncio.Future[None] | None, stop: asyncio.Future[None] | None
+    ) -> None:
+        """Let the reconciler settle what it holds, within its waits (or until ``stop``)."""
+        reconciler = self.reconciler
+        if reconciler is None or reconciling is None:
+            return
+        reconciler.finish()
+        if reconciler.outstanding:
+            log.info("settling %d attempt(s) from /generation", reconciler.outstanding)
+            waits = {reconciling} | ({stop} if stop is not None and not stop.done() else set())
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if not reconciling.done():
+            reconciling.cancel()
+        await asyncio.gather(reconciling, return_exceptions=True)
+
+    # -- rows and tokens --------------------------------------------------------------------------
+
+    def answered(
+        self, row: PromptRow, answer: Answer, cost: Decimal | None, *, last: bool, turn: bool
+    ) -> None:
+        """Count an answer: its tokens and cost, and the row it finishes when it is the ``last``
+        of its row (``turn``: an answer to one turn of a row that goes turn by turn)."""
+        c = self.counts
+        tokens = answer.completion_tokens
+        dataset = row.dataset
+        seen_tokens, seen_answers = self.observed.get(dataset, (0, 0))
+        self.observed[dataset] = (seen_tokens + tokens, seen_answers + 1)
+        self.settled_tokens[dataset] = self.settled_tokens.get(dataset, 0) + tokens
+        c.output_tokens[dataset] = c.output_tokens.get(dataset, 0) + tokens
+        name = answer.provider or "?"
+        tally = c.providers.get(name)
+        if tally is None:  # (setdefault would build a tally for every row)
+            tally = c.providers[name] = ProviderTally()
+        tally.turns += turn
+        c.turns_done += turn
+        tally.completion_tokens += tokens
+        usage = answer.usage or {}
+        tally.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        details = usage.get("completion_tokens_details") or {}
+        tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
+        tally.cost_usd += cost or 0
+        if last:
+            truncated = answer.finish_reason == "length"
+            c.done[dataset] = c.done.get(dataset, 0) + 1
+            tally.rows += 1
+            tally.truncated += truncated
+            c.truncated += truncated
+            c.ok += not truncated
+
+    def failed(self, row: PromptRow) -> None:
+        """Count a row recorded as failed."""
+        self.counts.failed += 1
+        self.counts.done[row.dataset] = self.counts.done.get(row.dataset, 0) + 1
+
+    def cancelled(self, row: PromptRow, attempt: Attempt, number: int, gen: str | None) -> None:
+        """Count an attempt cancelled in flight: at its worst case until settled."""
+        self.unknown(row, attempt, number, gen)
+        self.counts.cancelled += 1
+
+    def unsent(self, dataset: str, count: int = 1, *, partial: bool = False) -> None:
+        """Count rows that stop unsent (``partial``: some of its turns are done: kept for the
+        resume)."""
+        if partial:
+            self.counts.rows_partial += count
+            return
+        self.counts.not_sent += count
+        by = self.counts.not_sent_by
+        by[dataset] = by.get(dataset, 0) + count
+
+    def spent_out(self, dataset: str, message: str) -> None:
+        """``dataset`` closed for want of money (the first reason is kept: one per dataset)."""
+        self.out_of_money.setdefault(dataset, message)
+
+    # -- the summary ------------------------------------------------------------------------------
+
+    def summarize(self, summary: RunSummary) -> RunSummary:
+        """Add what the books counted to ``summary`` (which holds what the output held before)."""
+        c, s = self.counts, summary
+        for name in ("ok", "truncated", "failed", "cancelled", "not_sent", "rows_partial"):
+            setattr(s, name, getattr(s, name) + getattr(c, name))
+        s.requests += c.requests
+        s.turns_done += c.turns_done
+        s.spent_usd += c.spent_usd
+        s.possibly_billed_usd += c.possibly_billed_usd
+        s.reconciled += c.reconciled
+        s.reconciled_back_usd += c.reconciled_back_usd
+        s.reconciled_before += c.reconciled_before
+        s.reconciled_before_back_usd += c.reconciled_before_back_usd
+        s.spent_before_usd -= c.reconciled_before_back_usd
+        s.possibly_billed_before_usd -= c.possibly_billed_before_settled_usd
+        s.unsettleable += c.unsettleable
+        for name, tokens in c.output_tokens.items():
+            s.output_tokens[name] = s.output_tokens.get(name, 0) + tokens
+        for name, tally in c.providers.items():
+            s.providers[name] = tally
+        for name, tally_ in s.datasets.items():
+            tally_.done += c.done.get(name, 0)
+            tally_.not_sent += c.not_sent_by.get(name, 0)
+            tally_.output_tokens += c.output_tokens.get(name, 0)
+            tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
+        s.peak_committed_usd = self.cap.peak_committed_usd
+        if self.cap.overruns:
+            self.warn(
+                f"{self.cap.overruns} answer(s) cost more than their reserved worst case (did the "
+                "endpoints' prices rise during the run?): the cap may be exceeded by the difference"
+            )
+        s.warnings.extend(self.warnings)
+        return s

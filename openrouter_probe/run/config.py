@@ -1,0 +1,223 @@
+"""The one config of a paid run (``JobOptions``): each field declared once, with its default, and
+checked once, when it is made.
+
+``JobOptions.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
+CLI's flags): it parses the budget, checks the output and its folder, and reads the key and the base
+URL from the environment. The retry schedule is one ``Backoff``, made here (``default_backoff``) or
+given whole; ``attempts`` and a ``backoff`` that disagree are refused, never one silently winning.
+What a run's requests share (model, provider block, ``max_tokens``, sampling) is the
+``RequestBuilder`` (``run.request``), beside it.
+
+Example::
+
+    options = JobOptions.resolve(command="generate", out="out.jsonl", inputs=["prompts.jsonl"],
+                                 budget_usd=100, concurrency=256, read_timeout_s=120)
+    options.ceiling_s(4096)   # 120 + 4096 / 4: the longest one attempt may take
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
+
+from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.client import DEFAULT_BASE_URL
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.files import ensure_not_input
+from openrouter_probe.rules.quantities import parse_decimal, whole_number
+from openrouter_probe.run.ledger import ledger_path
+from openrouter_probe.run.turns import turns_path
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.reconcile import Lookup
+    from openrouter_probe.run.sender import Sender
+
+__all__ = ["DEFAULT_ATTEMPTS", "JobOptions", "Progress", "default_backoff"]
+
+Sleep = Callable[[float], Awaitable[None]]
+#: Tries per row, the first included, unless ``attempts`` or a ``backoff`` says otherwise.
+DEFAULT_ATTEMPTS = 6
+
+
+class Progress(Protocol):
+    """What shows a run's progress (``run.progress.RichProgress``): told of every record, and
+    redrawn on ``tick`` (``run`` is the ``run.runner.Run``)."""
+
+    def row_done(self, record: dict[str, Any], run: Any) -> None: ...
+
+    def tick(self, run: Any) -> None: ...
+
+
+def default_backoff(attempts: int = DEFAULT_ATTEMPTS) -> Backoff:
+    """The run's retry schedule: 1 s doubling to 60 s, ``attempts`` tries within 10 minutes."""
+    return Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=attempts, timeout_s=600.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOptions:
+    """What every paid run takes: where it writes, what it may spend, how it sends and waits.
+
+    ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
+    attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest pause for the key's own 429;
+    ``target_tokens`` stops each dataset at that many billed output tokens; ``weights`` split the
+    cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
+    tokens retry lower. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
+    ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
+    (tests). Build it with :meth:`resolve`, which names the option in its errors.
+    """
+
+    command: str
+    out: Path
+    budget_usd: Decimal | None = None
+    concurrency: int = 256
+    api_key: str = ""
+    base_url: str = DEFAULT_BASE_URL
+    backoff: Backoff = field(default_factory=default_backoff)
+    read_timeout_s: float = 300.0
+    min_tokens_per_s: float = 4.0
+    drain_timeout_s: float = 60.0
+    max_wait_s: float = 60.0
+    target_tokens: int | None = None
+    lower_max_tokens: bool = False
+    weights: Mapping[str, float] = field(default_factory=dict)
+    handle_signals: bool = False
+    progress: bool | Progress = False
+    send: Sender | None = None
+    lookup: Lookup | None = None
+    sleep: Sleep = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        for name in ("read_timeout_s", "min_tokens_per_s", "drain_timeout_s"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ConfigError(f"{name} {value!r}: a number of seconds above 0")
+        if self.max_wait_s < 0:
+            raise ConfigError(f"max_wait_s {self.max_wait_s!r}: a number of seconds, 0 or more")
+        if self.target_tokens is not None and self.target_tokens < 1:
+            raise ConfigError(f"target_tokens {self.target_tokens!r}: a whole number >= 1")
+        for dataset, weight in self.weights.items():
+            if not 0 < weight < float("inf"):
+                raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
+
+    @property
+    def attempts(self) -> int:
+        """Tries per row, the first included (the backoff's)."""
+        return self.backoff.attempts
+
+    @property
+    def journal(self) -> Path:
+        """The spend journal beside the output (``out.jsonl.ledger``)."""
+        return ledger_path(self.out)
+
+    def ceiling_s(self, max_tokens: int) -> float:
+        """How long one attempt may take at most, from its send to its last byte."""
+        return self.read_timeout_s + max_tokens / self.min_tokens_per_s
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        command: str,
+        out: str | Path,
+        inputs: Sequence[str | Path] = (),
+        budget_usd: float | int | str | Decimal | None = None,
+        concurrency: int | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        attempts: int | None = None,
+        backoff: Backoff | None = None,
+        need_key: bool = True,
+        key_hint: str = "",
+        **fields: Unpack[_Fields],
+    ) -> JobOptions:
+        """Check the options of a paid run and resolve the key and base URL from the environment.
+
+        ``inputs`` are the files the run reads: neither the output nor its journal may be one of
+        them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
+        one (``key_hint`` adds the command's own way out, such as ``--dry-run``). ``attempts``
+        builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
+        """
+        budget = None if budget_usd is None else parse_decimal(budget_usd, "--budget-usd")
+        if budget is not None and budget <= 0:
+            raise ConfigError(f"--budget-usd {budget_usd}: a positive amount of USD, e.g. 100")
+        target = Path(out)
+        try:
+            ensure_not_input(target, *inputs)
+            ensure_not_input(ledger_path(target), *inputs)
+            ensure_not_input(turns_path(target), *inputs)
+        except ValueError as exc:
+            raise ConfigError(f"--out: {exc}; name another file") from exc
+        _check_writable(target)
+        key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
+        url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        if not key and need_key:
+            raise ConfigError(
+                f"{command} needs an API key: export OPENROUTER_API_KEY=... "
+                f"(create one at https://openrouter.ai/settings/keys){key_hint}"
+            )
+        options = cls(
+            command=command,
+            out=target,
+            budget_usd=budget,
+            api_key=key,
+            base_url=url,
+            backoff=_backoff(attempts, backoff),
+            **fields,
+        )
+        if concurrency is None:
+            return options
+        return replace(options, concurrency=whole_number(concurrency, "--concurrency"))
+
+
+class _Fields(TypedDict, total=False):
+    """The fields ``resolve`` passes on as they are (their defaults are ``JobOptions``'s)."""
+
+    read_timeout_s: float
+    min_tokens_per_s: float
+    drain_timeout_s: float
+    max_wait_s: float
+    target_tokens: int | None
+    lower_max_tokens: bool
+    weights: Mapping[str, float]
+    handle_signals: bool
+    progress: bool | Progress
+    send: Sender | None
+    lookup: Lookup | None
+    sleep: Sleep
+    clock: Callable[[], float]
+    wall_clock: Callable[[], float]
+
+
+def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
+    """The one retry schedule: ``backoff`` as given, else the default with ``attempts`` tries."""
+    if attempts is not None:
+        attempts = whole_number(attempts, "--attempts")
+    if backoff is None:
+        return default_backoff(DEFAULT_ATTEMPTS if attempts is None else attempts)
+    if attempts is not None and attempts != backoff.attempts:
+        raise ConfigError(
+            f"attempts={attempts} and a backoff with attempts={backoff.attempts}: give one "
+            "(the backoff's attempts count every try)"
+        )
+    return backoff
+
+
+def _check_writable(out: Path) -> None:
+    """The output's folder exists and takes new files; an existing output can be appended to."""
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"--out {out}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--out {out}: cannot write in {folder}; choose a folder you can write to"
+        )
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ConfigError(f"--out {out}: the file is read-only; make it writable or choose another")

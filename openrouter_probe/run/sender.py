@@ -1,0 +1,50 @@
+"""The sender: what takes one attempt whose money the books reserved and journaled, and brings back
+its answer. The scheduler talks to it through one small interface, as httpx's ``Client`` talks to a
+``BaseTransport`` (``handle_request``): tests and other backends swap the sender, never the run.
+
+Today's sender is ``HttpTransport.send`` (aiohttp, one chat completion per call); tests pass a
+double (``tests/_generate.py``'s ``LedgerSender``). The contract, for every implementation:
+
+- **Called after the books.** When ``send`` is called, the attempt's worst case is reserved under
+  the cap and its ``sent`` line is in the journal, flushed: the sender never reserves or journals.
+- **The generation id as soon as it is known.** ``on_id(id)`` the moment the sender learns it
+  (the response headers; a batch's per-request id), so the journal has it before the answer.
+- **One outcome per call.** An ``Answer`` (``usage.cost`` is what the books settle), or a
+  ``Failure`` (``run.failure``: its kind decides what follows, in ``run.attempts``). A sender
+  that cannot tell whether the request was billed says so (``Failure.cost_unknown``): the books
+  count it at its worst case until ``/generation`` settles it. It raises nothing but
+  ``CancelledError``; a cancellation is recorded by the run as a cancelled attempt.
+- **``ceiling_s`` bounds the attempt**, from the call to the last byte (``JobOptions.ceiling_s``).
+
+A **Batch API sender** (the next issue, ``OPENROUTER-BATCH.md``) is one more implementation, with no
+change to the scheduler, the books or the journal: its ``send`` queues the body and returns an
+awaitable; the bodies queued in one turn of the loop (up to the run's concurrency, which bounds
+what is reserved at once) are submitted as one batch POST. Every one of them was reserved at its
+worst case and journaled before the POST, because the run calls ``send`` only after that; each
+awaitable resolves when the batch's result for it arrives (minutes or hours later: its
+``ceiling_s`` is the batch window), and the books settle it then, exactly as a synchronous answer.
+A batch that fails as a whole gives each of its requests the same ``Failure``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.transport import Answer
+
+__all__ = ["Sender"]
+
+
+class Sender(Protocol):
+    """Sends one request body (reserved and journaled) and returns its outcome (see the module)."""
+
+    def __call__(
+        self,
+        body: bytes,
+        *,
+        stream: bool,
+        on_id: Callable[[str], None] | None = None,
+        ceiling_s: float | None = None,
+    ) -> Awaitable[Answer | Failure]: ...
