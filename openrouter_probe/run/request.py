@@ -20,9 +20,13 @@ from openrouter_probe.run.spend import Prices, RequestShape, request_shape
 __all__ = ["Request", "RequestBuilder", "dumps"]
 
 
+#: One encoder (``json.dumps`` with options builds a new one per call: a step per request).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept: the form every body and journal line uses."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ from openrouter_probe.run.attempts import (
     Decision,
     Fail,
     Lower,
-    Pause,
     Retry,
     Stop,
 )
@@ -50,6 +49,7 @@ from openrouter_probe.run.source import RowSource
 from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.waits import Waits
 
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
 
@@ -75,7 +75,8 @@ class Run:
         self.options = options
         self.source = source
         self.books = books
-        books.on_change = self._notify
+        self.waits = Waits(options.sleep)
+        books.on_change = self.waits.notify
         self.output = output
         self.send = send
         self.summary = summary  # what the output held before; filled from the books at the end
@@ -92,15 +93,11 @@ class Run:
             builder=builder,
             prices=prices,
             options=options,
-            on_close=self._notify,
+            on_close=self.waits.notify,
         )
-        self.stopping = False
         self.stop_reason, self.message = "done", ""
         self.retries = self.pauses = 0
-        self._paused: asyncio.Future[None] | None = None  # open while the pool is paused
-        self._waiters: list[asyncio.Future[None]] = []
         self._workers: list[asyncio.Task[None]] = []
-        self._stopped: asyncio.Future[None] | None = None
         self._drain_handle: asyncio.TimerHandle | None = None
         self.started = self.clock()
 
@@ -108,28 +105,27 @@ class Run:
     def in_flight(self) -> int:
         return self.queues.in_flight
 
+    @property
+    def stopping(self) -> bool:
+        return self.waits.stopping
+
     # -- stopping ---------------------------------------------------------------------------------
 
     def request_stop(self, reason: str, message: str = "") -> None:
         """Stop taking rows and cancel waits; requests in flight finish (the first Ctrl-C, a 402,
         the budget)."""
         if not self.stopping:
-            self.stopping = True
             self.stop_reason, self.message = reason, message
             if reason == "interrupted":
                 loop = asyncio.get_running_loop()
                 self._drain_handle = loop.call_later(self.options.drain_timeout_s, self.cancel)
-        if self._stopped is not None and not self._stopped.done():
-            self._stopped.set_result(None)
-        self._notify()
+        self.waits.stop()
 
     def cancel(self) -> None:
         """Cancel the requests in flight (the second Ctrl-C, or the drain taking too long)."""
-        self.stopping = True
         if self.stop_reason in ("done", "interrupted"):
             self.stop_reason = "cancelled"
-        if self._stopped is not None and not self._stopped.done():
-            self._stopped.set_result(None)
+        self.waits.stop()
         for task in self._workers:
             task.cancel()
 
@@ -165,49 +161,19 @@ class Run:
 
         return remove
 
-    # -- waiting ----------------------------------------------------------------------------------
-
-    def _notify(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-    async def _wait_change(self) -> None:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        await fut
-
-    async def _sleep_unless_stopped(self, seconds: float) -> None:
-        """Sleep (the injected sleep) unless and until the run stops."""
-        if seconds <= 0 or self.stopping:
-            return
-        if self._stopped is None:
-            self._stopped = asyncio.get_running_loop().create_future()
-        sleeper = asyncio.ensure_future(self.options.sleep(seconds))
-        try:
-            await asyncio.wait({sleeper, self._stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-
-    async def _until_resumed(self) -> None:
-        """Wait while the pool is paused (the pause's own task does the sleeping)."""
-        if self._paused is not None and not self._paused.done():
-            await asyncio.wait({self._paused})
-
     # -- taking requests --------------------------------------------------------------------------
 
     async def _take(self) -> tuple[PromptRow, Attempt] | None:
         """Wait for the next request that fits; ``None`` at the end (or the stop)."""
         while not self.stopping:
-            if self._paused is not None and not self._paused.done():
-                await self._until_resumed()
+            if self.waits.is_paused:
+                await self.waits.until_resumed()
                 continue
             picked = self.queues.pick(self.limiter.allowed)
             if picked is Idle.DONE:
                 return None
             if isinstance(picked, Idle):
-                await self._wait_change()
+                await self.waits.change()
                 continue
             self.queues.flying(*picked, 1)
             return picked
@@ -218,8 +184,8 @@ class Run:
         pause; False when the run stops or the dataset's money is out."""
         queues = self.queues
         while not self.stopping:
-            if self._paused is not None and not self._paused.done():
-                await self._until_resumed()
+            if self.waits.is_paused:
+                await self.waits.until_resumed()
                 continue
             if queues.in_flight < self.limiter.allowed:
                 if self.books.reserve(row.dataset, attempt):
@@ -228,7 +194,7 @@ class Run:
                 if not queues.money_may_come(row.dataset, attempt.worst):
                     queues.spent_out(row.dataset, row, attempt)
                     return False
-            await self._wait_change()
+            await self.waits.change()
         return False
 
     # -- one request ------------------------------------------------------------------------------
@@ -259,7 +225,7 @@ class Run:
         while True:
             attempt.number += 1
             outcome = await self._send_reserved(row, attempt)
-            self._notify()
+            self.waits.notify()
             if isinstance(outcome, Answer):
                 self.limiter.on_success()
                 self.policy.answered()
@@ -308,25 +274,19 @@ class Run:
                 failure.message[:200],
                 decision.wait_s,
             )
-            await self._sleep_unless_stopped(decision.wait_s)
+            await self.waits.sleep_unless_stopped(decision.wait_s)
         else:
-            self._pause(decision)
-            await self._until_resumed()
+            if not decision.joined and self.waits.pause(decision.wait_s):
+                self.pauses += 1
+                log.warning(
+                    "rate limited by the key (OpenRouter's own 429): every request waits %.0f s",
+                    decision.wait_s,
+                )
+            await self.waits.until_resumed()
         if self.stopping:
             self._unsent(row)
             return False
         return True
-
-    def _pause(self, pause: Pause) -> None:
-        """OpenRouter's own 429: every worker waits (one pause at a time)."""
-        if pause.joined or (self._paused is not None and not self._paused.done()):
-            return
-        self.pauses += 1
-        log.warning(
-            "rate limited by the key (OpenRouter's own 429): every request waits %.0f s",
-            pause.wait_s,
-        )
-        self._paused = asyncio.ensure_future(self._sleep_unless_stopped(pause.wait_s))
 
     async def _send_reserved(self, row: PromptRow, attempt: Attempt) -> Answer | Failure:
         """Send one attempt whose worst case is reserved; settle it in the books.
@@ -387,7 +347,6 @@ class Run:
 
     async def run(self) -> RunSummary:
         """Run every worker to the end (or the stop); return the summary."""
-        self._stopped = asyncio.get_running_loop().create_future()
         reconciler = self.books.reconciler
         reconciling = asyncio.ensure_future(reconciler.run()) if reconciler is not None else None
         count = max(1, min(self.options.concurrency, self.queues.left()))
@@ -396,7 +355,7 @@ class Run:
         try:
             results = await asyncio.gather(*self._workers, return_exceptions=True)
             if self.stop_reason != "cancelled":  # a cancelled run settles nothing more
-                await self.books.settle_the_rest(reconciling, self._stopped)
+                await self.books.settle_the_rest(reconciling, self.waits.stopped)
         finally:
             if ticker is not None:
                 ticker.cancel()
@@ -405,7 +364,7 @@ class Run:
                 self.progress.tick(self)
             if self._drain_handle is not None:
                 self._drain_handle.cancel()
-            for task in (reconciling, self._paused):
+            for task in (reconciling, self.waits.paused):
                 if task is not None and not task.done():
                     task.cancel()
         for result in results:

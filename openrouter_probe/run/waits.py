@@ -1,0 +1,76 @@
+"""What the workers of a run wait on: a change (money freed, a dataset closed), the pool's pause
+for the key's own 429, a backoff wait, and the stop that cuts every wait short.
+
+All waits use the injected ``sleep`` (tests never wait) and end at once when the run stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+__all__ = ["Waits"]
+
+
+class Waits:
+    """The waits of one run's workers (see the module)."""
+
+    def __init__(self, sleep: Callable[[float], Awaitable[None]]) -> None:
+        self.sleep = sleep
+        self.stopping = False
+        self.paused: asyncio.Future[None] | None = None  # open while the pool is paused
+        self._waiters: list[asyncio.Future[None]] = []
+        self._stopped: asyncio.Future[None] | None = None
+
+    @property
+    def stopped(self) -> asyncio.Future[None]:
+        """Done once the run stops (made in the running loop on first use)."""
+        if self._stopped is None:
+            self._stopped = asyncio.get_running_loop().create_future()
+        return self._stopped
+
+    def stop(self) -> None:
+        """The run stops: every wait ends."""
+        self.stopping = True
+        if not self.stopped.done():
+            self.stopped.set_result(None)
+        self.notify()
+
+    def notify(self) -> None:
+        """Something changed (money, datasets, flight): wake every worker waiting for it."""
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def change(self) -> None:
+        """Wait for the next ``notify``."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
+
+    async def sleep_unless_stopped(self, seconds: float) -> None:
+        """Sleep (the injected sleep) unless and until the run stops."""
+        if seconds <= 0 or self.stopping:
+            return
+        sleeper = asyncio.ensure_future(self.sleep(seconds))
+        try:
+            await asyncio.wait({sleeper, self.stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+
+    @property
+    def is_paused(self) -> bool:
+        return self.paused is not None and not self.paused.done()
+
+    def pause(self, seconds: float) -> bool:
+        """Pause the pool for ``seconds`` unless it is paused already; return whether it began."""
+        if self.is_paused:
+            return False
+        self.paused = asyncio.ensure_future(self.sleep_unless_stopped(seconds))
+        return True
+
+    async def until_resumed(self) -> None:
+        """Wait while the pool is paused (the pause's own task does the sleeping)."""
+        if self.paused is not None and not self.paused.done():
+            await asyncio.wait({self.paused})
