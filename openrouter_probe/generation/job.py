@@ -29,11 +29,10 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generation.prompts import PromptSet, parse_shard, read_prompts
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Progress
 from openrouter_probe.run.sender import Sender
 from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary

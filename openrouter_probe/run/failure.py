@@ -4,7 +4,7 @@ OpenRouter tells a final error from a transient one only in its wording and code
 a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in OpenRouter's
 documentation (its errors page, and bodies recorded from the live API), each naming its source,
 first match wins, each tested (``tests/test_failure_table.py``). What each kind leads to is decided in
-one other place, ``run.runner.ON_FAILURE``:
+one other place, ``run.attempts.ON_FAILURE``:
 
 - ``transient``: retry with backoff (408, upstream 429, 5xx, a 400 wrapping one of those, timeouts,
   cut connections and streams, an error inside a 200 body or stream);

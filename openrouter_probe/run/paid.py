@@ -38,14 +38,14 @@ from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, NoRouteError
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books import Books
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.ledger import Ledger, LedgerReplay, replay_ledger
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.reconcile import Lookup
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Progress, Run
+from openrouter_probe.run.runner import Run
 from openrouter_probe.run.sender import Sender
 from openrouter_probe.run.source import RowSource, TurnSource
 from openrouter_probe.run.spend import Prices, SpendCap
