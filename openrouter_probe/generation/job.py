@@ -196,6 +196,11 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
     summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
+    summary.rows_skipped = len(rows.skipped)
+    summary.rows_ending_on_assistant = rows.ending_on_assistant
+    summary.warnings.extend(f"skipped, never sent: {why}" for why in rows.skipped[:5])
+    if len(rows.skipped) > 5:
+        summary.warnings.append(f"... and {len(rows.skipped) - 5} more rows skipped")
 
 
 def _admitted_prices(
@@ -472,7 +477,7 @@ async def _run_job(
 ) -> RunSummary:
     """Read the prompts, open the output, check the policy against the endpoints now, then
     dry-run or send."""
-    rows = read_prompts(prompts, shard=asked.shard)
+    rows = read_prompts(prompts, shard=asked.shard, turns=asked.turns)
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
     weights = parse_weights(asked.weights, rows.datasets)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))

@@ -6,6 +6,7 @@ builds them from its plan, one per (endpoint, item) pair, each with its own pinn
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,3 +26,6 @@ class PromptRow:
     #: The row's own ``provider`` block, serialized JSON sent byte for byte (``None``: the run's).
     #: Set by callers that pin each row to its own endpoint (``verify``); never read from a file.
     provider_json: str | None = None
+    #: Fields the output record carries as they are, never sent (``original``: the source's last
+    #: assistant answer, which ``--turns last`` regenerates). Set by ``generation.prompts``.
+    extra: Mapping[str, Any] | None = None

@@ -596,6 +596,7 @@ class Run:
             "policy_sha256": self.settings.policy_sha256,
             "run_id": self.run_id,  # the journal holds this run's money, attempt by attempt
         }
+        record.update(row.extra or {})
         record.update(fields)
         return record
 
