@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from openrouter_probe.cli import cli
+from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation import generate
-from openrouter_probe.generation.prompts import read_prompts, row_id
+from openrouter_probe.generation.manifest import SourceOptions, read_inputs
+from openrouter_probe.generation.prompts import Selection, read_prompts, row_id
 from openrouter_probe.generation.shapes import FieldMap
 from tests._generate import POLICY, LedgerSender, no_sleep, records
+from tests.conftest import ROOT
+
+MANIFEST = ROOT / "examples" / "datasets.yaml"
 
 SYSTEM = {"from": "system", "value": "You are a helpful assistant."}
 
@@ -244,3 +252,150 @@ def test_turns_all_keeps_the_trailing_answer_to_regenerate_it(tmp_path: Path) ->
     assert every.rows[0].id == read_prompts(path, turns="last").rows[0].id  # ids never move
     summary = _dry(path, tmp_path, turns="all")
     assert summary.rows_ending_on_assistant == 1 and summary.turns_to_send == 1
+
+
+# -- sources: JSON arrays, Parquet, datasets folders, hf: (item 3) ---------------------------------
+
+
+def test_a_json_array_and_parquet_are_read_like_jsonl(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    array = tmp_path / "share.json"
+    array.write_text(json.dumps(SHAREGPT, indent=1))
+    parquet = tmp_path / "ultra.parquet"
+    pd.DataFrame(ULTRACHAT).to_parquet(parquet)
+    share = _dry(array, tmp_path)
+    assert (share.rows_to_send, share.rows_skipped) == (2, 2)
+    assert f"skipped, never sent: {array}: row 3: `conversations` is an empty list" in (
+        share.warnings
+    )
+    rows = read_prompts(parquet, turns="last")
+    assert [r.id for r in rows] == [r["prompt_id"] for r in ULTRACHAT]
+    assert rows.rows[1].messages == [{"role": "user", "content": "Name three rivers."}]
+    (tmp_path / "p").mkdir()
+    assert _dry(parquet, tmp_path / "p").rows_to_send == 2
+
+
+def test_a_save_to_disk_folder_is_read_split_by_split(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    folder = tmp_path / "ultra"
+    datasets.DatasetDict(
+        {"train_sft": datasets.Dataset.from_list(ULTRACHAT),
+         "test_sft": datasets.Dataset.from_list(ULTRACHAT[:1])}
+    ).save_to_disk(str(folder))  # fmt: skip
+    summary = _dry(folder, tmp_path, split="train_sft")
+    assert summary.rows_to_send == 2 and summary.rows_ending_on_assistant == 2
+    assert [r.id for r in read_prompts(folder, split="test_sft")] == [ULTRACHAT[0]["prompt_id"]]
+    with pytest.raises(ConfigError, match=r"no split 'train'; it has test_sft, train_sft: give"):
+        read_prompts(folder)
+
+
+def _offline_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any]) -> Any:
+    """``acme/gsm8k-mini`` in a temp datasets cache, as a download leaves it, then offline: the
+    cache's own layout (``acme___gsm8k-mini/main/0.0.0/<hash>``), built by datasets' parquet
+    builder."""
+    datasets = pytest.importorskip("datasets")
+    from datasets.packaged_modules.parquet.parquet import Parquet
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(cache))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    source = tmp_path / "train.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(str(source))
+    builder = Parquet(cache_dir=str(cache), dataset_name="acme___gsm8k-mini", config_name="main",
+                      config_id="main", data_files={"train": str(source)}, hash="0" * 16)  # fmt: skip
+    builder.download_and_prepare()
+    for arrow in Path(builder.cache_dir).glob("acme___gsm8k-mini-*"):  # the name a download gives
+        arrow.rename(arrow.with_name(arrow.name.replace("acme___", "")))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    return datasets
+
+
+def test_an_hf_id_streams_from_the_datasets_cache_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(40)]
+    _offline_hub_cache(tmp_path, monkeypatch, rows)
+    summary = _dry("hf:acme/gsm8k-mini", tmp_path, config="main", split="train", limit=5)
+    assert summary.rows_to_send == 5
+    got = read_prompts("hf:acme/gsm8k-mini", config="main", split="train",
+                       selection=Selection(sample=4, seed=7))  # fmt: skip
+    again = read_prompts("hf:acme/gsm8k-mini", config="main", split="train",
+                         selection=Selection(sample=4, seed=7))  # fmt: skip
+    assert [r.id for r in got] == [r.id for r in again] and len(got) == 4
+    assert [r.line for r in got] == sorted(r.line for r in got)  # in the source's order
+    assert all(r.messages[0]["content"] == rows[r.line - 1]["question"] for r in got)
+    with pytest.raises(ConfigError, match=r"hf:acme/nope: cannot load it with datasets \(offline"):
+        read_prompts("hf:acme/nope")
+
+
+def test_without_datasets_an_hf_source_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets raises ImportError
+    with pytest.raises(ConfigError) as info:
+        read_prompts("hf:openai/gsm8k", config="main")
+    assert str(info.value) == (
+        "hf:openai/gsm8k needs the `datasets` library: pip install 'openrouter-probe[hf]'"
+    )
+
+
+def test_limit_and_sample_pick_the_same_rows_on_every_rerun(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "q.jsonl", [{"id": f"q{i}", "question": f"q {i}"} for i in range(100)])
+    assert [r.id for r in read_prompts(path, selection=Selection(limit=3))] == ["q0", "q1", "q2"]
+    one = [r.id for r in read_prompts(path, selection=Selection(sample=10, seed=1))]
+    assert one == [r.id for r in read_prompts(path, selection=Selection(sample=10, seed=1))]
+    assert one != [r.id for r in read_prompts(path, selection=Selection(sample=10, seed=2))]
+    assert len(set(one)) == 10 and one == sorted(one, key=lambda i: int(i[1:]))
+    with pytest.raises(ConfigError, match="give --limit or --sample, not both"):
+        Selection(limit=1, sample=1)
+    sampled = _dry(path, tmp_path, sample=10, seed=1)
+    assert sampled.rows_total == 10
+
+
+# -- a manifest of many datasets (item 4) ----------------------------------------------------------
+
+
+def test_the_bundled_manifest_reads_six_datasets_of_six_families(tmp_path: Path) -> None:
+    summary = _dry(MANIFEST, tmp_path)
+    assert sorted(summary.datasets) == ["B3", "B4", "B5", "B6", "B7", "B8"]
+    assert {k: t.rows for k, t in summary.datasets.items()} == dict.fromkeys(summary.datasets, 3)
+    assert summary.rows_skipped == 0 and summary.rows_ending_on_assistant == 6  # B3 and B4
+    assert summary.turns_to_send == 20  # B6 goes turn by turn: two rows of two turns
+    inputs = read_inputs(MANIFEST)
+    assert inputs.weights == {"B3": 1, "B4": 1, "B5": 1, "B6": 2, "B7": 1, "B8": 1}
+    assert inputs.turns["B6"] == "all" and inputs.turns["B3"] == "last"
+    b4 = [r for r in inputs.prompts if r.dataset == "B4"]
+    assert all(len(r.messages) == 1 and r.extra for r in b4)  # Magpie's answer is `original`
+
+
+def test_a_manifest_is_checked_key_by_key(tmp_path: Path) -> None:
+    bad = tmp_path / "m.yaml"
+    bad.write_text("datasets:\n  - name: B3\n    source: x.jsonl\n    limt: 3\n")
+    with pytest.raises(ConfigError, match=r"m.yaml: invalid manifest \(datasets\[0\].limt: not an"):
+        read_inputs(bad)
+    bad.write_text("datasets:\n  - {name: B3, source: a.jsonl}\n  - {name: B3, source: b.jsonl}\n")
+    with pytest.raises(ConfigError, match="datasets named twice: B3"):
+        read_inputs(bad)
+    with pytest.raises(ConfigError, match="a manifest sets each dataset's own; drop --limit"):
+        read_inputs(MANIFEST, options=SourceOptions.of(limit=2))
+
+
+def test_the_cli_dry_runs_a_manifest_and_an_hf_option_needs_an_hf_source(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["generate", str(MANIFEST), "--policy", str(POLICY), "-o", str(tmp_path / "o.jsonl"),
+              "--dry-run", "--snapshot", "bundled", "--budget-usd", "5"]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "  B6: 0/3 rows" in result.stdout
+    assert "6 rows end on an assistant turn" in result.stdout
+    result = CliRunner().invoke(
+        cli, ["generate", str(tmp_path / "missing.jsonl"), "--policy", str(POLICY), "-o",
+              str(tmp_path / "o.jsonl"), "--dry-run", "--snapshot", "bundled"]
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "missing.jsonl: cannot read the prompts file: No such file or directory" in (
+        result.stderr
+    )

@@ -18,7 +18,7 @@ from openrouter_probe.cli._common import (
 
 
 @cli.command()
-@click.argument("prompts", type=click.Path(exists=True, dir_okay=False))
+@click.argument("prompts", metavar="PROMPTS")
 @click.option(
     "--policy",
     required=True,
@@ -90,6 +90,26 @@ from openrouter_probe.cli._common import (
     help="last: answer after the last message; all: regenerate every assistant turn of "
     "multi-turn rows in order, each request carrying the model's own earlier turns.",
 )
+@click.option(
+    "--prompt-field",
+    metavar="FIELD",
+    help="The field that holds each row's prompt (a string) or conversation, e.g. question.",
+)
+@click.option("--id-field", metavar="FIELD", help="The field that holds each row's id.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Take N rows picked by --seed and each row id: the same rows on every rerun.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="The seed of --sample.")
+@click.option("--config", "hf_config", metavar="NAME", help="hf: sources: the dataset config.")
+@click.option(
+    "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+)
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
 @click.option(
     "--lower-max-tokens",
@@ -151,6 +171,13 @@ def generate(
     shard: str | None,
     weights: str | None,
     turns: str,
+    prompt_field: str | None,
+    id_field: str | None,
+    limit: int | None,
+    sample: int | None,
+    seed: int,
+    hf_config: str | None,
+    split: str | None,
     redo_failed: bool,
     lower_max_tokens: bool,
     snapshot: str | None,
@@ -161,10 +188,11 @@ def generate(
     quiet: bool,
     fmt: str,
 ) -> None:
-    """Run PROMPTS (JSONL) through the policy's providers into --out, within --budget-usd.
+    """Run PROMPTS through the policy's providers into --out, within --budget-usd.
 
-    Each line of PROMPTS has `messages` or `prompt`, optional `id`, `dataset` and request
-    parameters. Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
+    PROMPTS is a JSONL or JSON file, Parquet, a datasets folder, hf:OWNER/NAME or a manifest
+    of many datasets (.yaml); rows as SpecForge, ShareGPT, UltraChat, Magpie, gsm8k and our
+    own files write them (docs/inputs.md). Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
     one). The summary goes to stdout; progress, warnings and each retry to stderr. Exit 0 when the
     run ended as asked (done, budget, target), 1 on a 401/402/404 stop or a rate limit longer than
     --max-wait, 130 when interrupted.
@@ -190,6 +218,13 @@ def generate(
             shard=shard,
             weights=weights,
             turns=turns,
+            prompt_field=prompt_field,
+            id_field=id_field,
+            limit=limit,
+            sample=sample,
+            seed=seed,
+            config=hf_config,
+            split=split,
             redo_failed=redo_failed,
             lower_max_tokens=lower_max_tokens,
             snapshot=snapshot,

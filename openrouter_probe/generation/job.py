@@ -27,7 +27,8 @@ from typing import Any
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
-from openrouter_probe.generation.prompts import PromptSet, parse_shard, read_prompts
+from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
+from openrouter_probe.generation.prompts import PromptSet, parse_shard
 from openrouter_probe.run.paid import Job, JobOptions, endpoints_now, key_warning, open_run
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Progress, RunSettings, Sender
@@ -321,10 +322,15 @@ def _turn_book(
     todo: list[PromptRow],
     kept: dict[str, list[dict[str, Any]]],
     summary: RunSummary,
+    inputs: Inputs | None = None,
 ) -> TurnBook | None:
-    """``--turns all``: the rows that go turn by turn, each from its first missing turn; say what
-    it counts and what it sends once."""
-    if asked.turns != "all":
+    """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,
+    each from its first missing turn; say what it counts and what it sends once."""
+    if inputs is not None and inputs.turns:
+        todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
+    else:
+        todo_all = todo if asked.turns == "all" else []
+    if asked.turns != "all" and not todo_all:
         waiting = sorted({r.id for r in todo} & kept.keys())
         if waiting:  # paid turns a --turns last run would throw away
             shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
@@ -335,11 +341,11 @@ def _turn_book(
                 "(the spend journal keeps counting what they cost)"
             )
         return None
-    book = TurnBook.start(options.out, todo, kept)
+    book = TurnBook.start(options.out, todo_all, kept)
     summary.turns_to_send = book.to_send(todo)
     summary.turns_resumed = book.resumed
     summary.turns_file = str(book.path)
-    tools = tool_rows(todo)
+    tools = tool_rows(todo_all)
     if tools:
         shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
         summary.warnings.append(
@@ -403,6 +409,14 @@ async def generate(
     lower_max_tokens: bool = False,
     weights: str | Mapping[str, float] | None = None,
     turns: str = "last",
+    # issue 24: how the prompts are read (one source; a manifest sets each dataset's own)
+    prompt_field: str | None = None,
+    id_field: str | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    config: str | None = None,
+    split: str | None = None,
     max_wait_s: float = 60.0,
     snapshot: Any = None,
     api_key: str | None = None,
@@ -463,7 +477,16 @@ async def generate(
         backoff=backoff,
         max_wait_s=max_wait_s,
     )
-    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)
+    reading = SourceOptions.of(
+        prompt_field=prompt_field,
+        id_field=id_field,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        config=config,
+        split=split,
+    )
+    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed, reading)
 
 
 async def _run_job(
@@ -474,12 +497,17 @@ async def _run_job(
     snapshot: Any,
     dry_run: bool,
     redo_failed: bool,
+    reading: SourceOptions | None = None,
 ) -> RunSummary:
     """Read the prompts, open the output, check the policy against the endpoints now, then
     dry-run or send."""
-    rows = read_prompts(prompts, shard=asked.shard, turns=asked.turns)
+    inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
+    rows = inputs.prompts
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
-    weights = parse_weights(asked.weights, rows.datasets)
+    # a manifest's weights, unless --weights is given
+    weights = parse_weights(
+        asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
+    )
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed=redo_failed, job=job) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
@@ -497,7 +525,7 @@ async def _run_job(
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
-        book = _turn_book(asked, options, todo, paid.state.turns, summary)
+        book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:

@@ -328,12 +328,10 @@ class RunSummary:
                 "(never sent; the warnings name them)"
             )
         if self.stop_reason == "dry-run" and self.rows_ending_on_assistant:
-            how = (
-                "every assistant turn is regenerated"
-                if self.turns_to_send is not None
-                else "that answer is regenerated and kept as `original`"
+            lines.append(
+                f"{self.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
+                "is regenerated (--turns last keeps it as `original`)"
             )
-            lines.append(f"{self.rows_ending_on_assistant:,} rows end on an assistant turn: {how}")
         lines.extend(self._turn_lines())
         lines.extend(self._money_lines())
         lines.extend(self._dataset_lines())
