@@ -284,19 +284,26 @@ def audit_cmd(
     "fmt",
     # the same as generate.export.EXPORT_FORMATS (a test checks), spelled out so that --help does
     # not import the generator
-    type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet"]),
+    type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet", "hf"]),
     default="sharegpt",
     show_default=True,
     help="specforge: SpecForge's regenerated-data rows (its validator's shape); sharegpt and "
-    "jsonl keep everything (tools, every turn's reasoning, image parts).",
+    "jsonl keep everything (tools, every turn's reasoning, image parts); hf: a Hugging Face "
+    "dataset folder (Parquet shards and a dataset card).",
 )
 @click.option(
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
-    "other names JSON Lines.",
+    "other names JSON Lines; --format hf: a folder.",
+)
+@click.option(
+    "--push-to-hub",
+    metavar="REPO",
+    help="--format hf: upload the folder to this Hugging Face dataset repo (huggingface_hub; "
+    "its token, e.g. HF_TOKEN).",
 )
 @click.option(
     "--include-truncated",
@@ -334,6 +341,7 @@ def export_cmd(
     require_reasoning: bool,
     preserve_thinking: bool,
     prompts: str | None,
+    push_to_hub: str | None,
 ) -> None:
     """Export the answered rows of OUTPUTS for drafter training (reasoning as
     reasoning_content; each assistant turn marked generated: true/false).
@@ -352,5 +360,7 @@ def export_cmd(
         require_reasoning=require_reasoning,
         preserve_thinking=preserve_thinking,
         prompts=prompts,
+        push_to_hub=push_to_hub,
+        command=" ".join(["openrouter-probe", *sys.argv[1:]]),
     )
     note(summary.render())

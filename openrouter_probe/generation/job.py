@@ -548,6 +548,10 @@ async def _run_job(
             settings=settings,
             prices=prices,
             summary=summary,
-            header={"policy": str(policy), **({"turns": "all"} if book is not None else {})},
+            header={
+                "policy": str(policy),
+                "prompts": str(prompts),  # the export's dataset card names it
+                **({"turns": "all"} if book is not None else {}),
+            },
             turns=book,
         )
