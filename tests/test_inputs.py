@@ -141,10 +141,19 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+_READING = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
+
+
+def _source(options: dict[str, Any]) -> dict[str, Any]:
+    """``generate``'s options with the reading ones gathered into ``source``."""
+    reading = {k: options.pop(k) for k in _READING if k in options}
+    return {**options, **({"source": SourceOptions.of(**reading)} if reading else {})}
+
+
 def _dry(prompts: Any, tmp_path: Path, **options: Any) -> Any:
     return asyncio.run(
         generate(prompts, policy=POLICY, out=tmp_path / "out.jsonl", dry_run=True,
-                 snapshot="bundled", max_tokens=1000, **options)
+                 snapshot="bundled", max_tokens=1000, **_source(options))
     )  # fmt: skip
 
 

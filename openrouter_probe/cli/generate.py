@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -15,6 +18,51 @@ from openrouter_probe.cli._common import (
     render_rows,
     snapshot_options,
 )
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+_SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
+
+
+def source_options(func: F) -> F:
+    """How a single source is read (``--prompt-field`` ... ``--split``), passed to the command as
+    one ``reading`` mapping (``SourceOptions.of(**reading)``)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
+        return func(*args, reading=reading, **kwargs)
+
+    options = [
+        click.option(
+            "--prompt-field",
+            metavar="FIELD",
+            help="The field that holds each row's prompt (a string) or conversation, e.g. "
+            "question.",
+        ),
+        click.option("--id-field", metavar="FIELD", help="The field that holds each row's id."),
+        click.option(
+            "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
+        ),
+        click.option(
+            "--sample",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Take N rows picked by --seed and each row id: the same rows on every rerun.",
+        ),
+        click.option(
+            "--seed", type=int, default=0, show_default=True, help="The seed of --sample."
+        ),
+        click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
+        click.option(
+            "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return cast(F, decorated)
 
 
 @cli.command()
@@ -90,26 +138,7 @@ from openrouter_probe.cli._common import (
     help="last: answer after the last message; all: regenerate every assistant turn of "
     "multi-turn rows in order, each request carrying the model's own earlier turns.",
 )
-@click.option(
-    "--prompt-field",
-    metavar="FIELD",
-    help="The field that holds each row's prompt (a string) or conversation, e.g. question.",
-)
-@click.option("--id-field", metavar="FIELD", help="The field that holds each row's id.")
-@click.option(
-    "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
-)
-@click.option(
-    "--sample",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Take N rows picked by --seed and each row id: the same rows on every rerun.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="The seed of --sample.")
-@click.option("--config", "hf_config", metavar="NAME", help="hf: sources: the dataset config.")
-@click.option(
-    "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
-)
+@source_options
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
 @click.option(
     "--lower-max-tokens",
@@ -171,13 +200,7 @@ def generate(
     shard: str | None,
     weights: str | None,
     turns: str,
-    prompt_field: str | None,
-    id_field: str | None,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-    hf_config: str | None,
-    split: str | None,
+    reading: dict[str, Any],
     redo_failed: bool,
     lower_max_tokens: bool,
     snapshot: str | None,
@@ -200,6 +223,7 @@ def generate(
     import asyncio
 
     from openrouter_probe.generation import generate as run_generate
+    from openrouter_probe.generation.manifest import SourceOptions
 
     summary = asyncio.run(
         run_generate(
@@ -218,13 +242,7 @@ def generate(
             shard=shard,
             weights=weights,
             turns=turns,
-            prompt_field=prompt_field,
-            id_field=id_field,
-            limit=limit,
-            sample=sample,
-            seed=seed,
-            config=hf_config,
-            split=split,
+            source=SourceOptions.of(**reading),
             redo_failed=redo_failed,
             lower_max_tokens=lower_max_tokens,
             snapshot=snapshot,
@@ -296,6 +314,7 @@ def audit_cmd(
     "--output",
     required=True,
     type=click.Path(),
+    metavar="FILE",
     help="The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
     "other names JSON Lines; --format hf: a folder.",
 )

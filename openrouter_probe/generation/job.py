@@ -409,14 +409,7 @@ async def generate(
     lower_max_tokens: bool = False,
     weights: str | Mapping[str, float] | None = None,
     turns: str = "last",
-    # issue 24: how the prompts are read (one source; a manifest sets each dataset's own)
-    prompt_field: str | None = None,
-    id_field: str | None = None,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    config: str | None = None,
-    split: str | None = None,
+    source: SourceOptions | None = None,
     max_wait_s: float = 60.0,
     snapshot: Any = None,
     api_key: str | None = None,
@@ -437,15 +430,14 @@ async def generate(
     output file across runs (per shard with ``shard``), shared between the datasets by ``weights``
     (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops each dataset at that many
     billed output tokens; OpenRouter's own 429 pauses every request up to ``max_wait_s``.
-    ``turns="all"`` regenerates every assistant turn of multi-turn rows, in order, each request
-    carrying the model's own earlier turns (``run.turns``); ``"last"`` answers after the last
-    message.
+    ``turns="all"`` regenerates every assistant turn, in order, each request carrying the model's
+    own earlier turns; ``"last"`` the last one (a trailing answer is kept as ``original``).
+    ``prompts``: a file, folder, ``hf:`` id or manifest (``docs/inputs.md``), read as ``source``.
     ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints read at
     start; ``dry_run`` sends nothing and returns the plan; ``send``, ``sleep`` and ``clock``
     replace the HTTP transport, the waits and the time (tests); ``progress=True`` shows a live line
     on stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel.
-    Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
-    """
+    Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable."""
     asked = _ask(
         max_tokens,
         stream=stream,
@@ -477,16 +469,7 @@ async def generate(
         backoff=backoff,
         max_wait_s=max_wait_s,
     )
-    reading = SourceOptions.of(
-        prompt_field=prompt_field,
-        id_field=id_field,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        config=config,
-        split=split,
-    )
-    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed, reading)
+    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed, source)
 
 
 async def _run_job(
