@@ -141,6 +141,12 @@ def source_options(func: F) -> F:
 @source_options
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
 @click.option(
+    "--redo-truncated",
+    is_flag=True,
+    help="Send again only the rows cut at max_tokens, with --max-tokens (raise it); the new "
+    "answer supersedes the cut one for audit and export.",
+)
+@click.option(
     "--lower-max-tokens",
     is_flag=True,
     help='On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
@@ -202,6 +208,7 @@ def generate(
     turns: str,
     reading: dict[str, Any],
     redo_failed: bool,
+    redo_truncated: bool,
     lower_max_tokens: bool,
     snapshot: str | None,
     attempts: int,
@@ -244,6 +251,7 @@ def generate(
             turns=turns,
             source=SourceOptions.of(**reading),
             redo_failed=redo_failed,
+            redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
             snapshot=snapshot,
             attempts=attempts,

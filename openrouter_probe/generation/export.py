@@ -92,6 +92,7 @@ class ExportSummary:
     reasoning_tokens: int = 0
     longest_ok: int = 0  # output tokens of the longest row that finished (not cut)
     pushed: str | None = None  # --push-to-hub: the commit the Hub reports
+    superseded: int = 0  # truncated answers a --redo-truncated answer replaced
 
     @property
     def reasoning_share(self) -> float | None:
@@ -121,6 +122,7 @@ class ExportSummary:
             "reasoning_share": self.reasoning_share,
             "longest_ok_output_tokens": self.longest_ok,
             "pushed": self.pushed,
+            "superseded": self.superseded,
         }
 
     def render(self) -> str:
@@ -129,6 +131,11 @@ class ExportSummary:
         lines = [f"wrote {self.written} of {self.read} rows to {self.output} ({shape})"]
         if self.pushed:
             lines.append(f"pushed to the Hub: {self.pushed}")
+        if self.superseded:
+            lines.append(
+                f"{self.superseded} truncated answer(s) superseded by a --redo-truncated answer "
+                "(the later one is exported)"
+            )
         if self.not_answered:
             counts = ", ".join(f"{n} {status}" for status, n in sorted(self.not_answered.items()))
             hint = " (--include-truncated adds those cut at max_tokens)"
@@ -397,7 +404,8 @@ def export(
     summary = ExportSummary(fmt=fmt, output=str(output), json_array=json_array)
     rows = []
     pairs = []
-    for record in merged_records(files):
+    superseded: list[str] = []
+    for record in merged_records(files, superseded=superseded):
         summary.read += 1
         if record.get("status") in ("ok", "truncated"):
             _count_tokens(summary, record)
@@ -408,12 +416,14 @@ def export(
     if fmt == "hf":
         from openrouter_probe.generation import hub
 
-        hub.write_hub_folder(pairs, Path(output), hub.HubCard(command=command), files)
+        card = hub.HubCard(command=command, superseded=len(superseded))
+        hub.write_hub_folder(pairs, Path(output), card, files)
         if push_to_hub:
             summary.pushed = hub.push_to_hub(Path(output), push_to_hub, api=hub_api)
     else:
         _write(fmt, rows, Path(output), json_array=json_array)
     summary.written = len(rows)
+    summary.superseded = len(superseded)
     return summary
 
 

@@ -362,6 +362,32 @@ def _turn_book(
     return book
 
 
+def _truncated_rows(
+    rows: PromptSet, out: str | Path, max_tokens: int
+) -> tuple[list[PromptRow], list[str]]:
+    """``--redo-truncated``: the rows whose answer in ``out`` is the one cut at ``max_tokens``
+    (a later answer supersedes it), each with the new limit; and what to warn about them."""
+    from dataclasses import replace
+
+    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.run.output import output_tokens_of
+
+    cut = {str(r["id"]): output_tokens_of(r) for r in merged_records([out]) if r.get("status") == "truncated"}  # fmt: skip
+    todo = [
+        replace(r, params={**r.params, "max_tokens": max_tokens}) if "max_tokens" in r.params else r
+        for r in rows
+        if r.id in cut
+    ]
+    warnings = []
+    longest = max((cut[r.id] for r in todo), default=0)
+    if todo and max_tokens <= longest:
+        warnings.append(
+            f"--redo-truncated: --max-tokens {max_tokens} is no more than the {longest:,} output "
+            "tokens some were cut at: they may be cut again; raise --max-tokens"
+        )
+    return todo, warnings
+
+
 async def _endpoints(
     model: str, policy: str | Path, snapshot: Any, options: JobOptions
 ) -> tuple[list[Any], Any]:
@@ -406,6 +432,7 @@ async def generate(
     dry_run: bool = False,
     shard: str | tuple[int, int] | None = None,
     redo_failed: bool = False,
+    redo_truncated: bool = False,
     lower_max_tokens: bool = False,
     weights: str | Mapping[str, float] | None = None,
     turns: str = "last",
@@ -426,18 +453,16 @@ async def generate(
 ) -> RunSummary:
     """Run ``prompts`` through the model and ``provider`` block of ``policy`` into ``out``.
 
-    Rows already finished in ``out`` are skipped (resume); ``budget_usd`` caps the spend of this
-    output file across runs (per shard with ``shard``), shared between the datasets by ``weights``
-    (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops each dataset at that many
-    billed output tokens; OpenRouter's own 429 pauses every request up to ``max_wait_s``.
-    ``turns="all"`` regenerates every assistant turn, in order, each request carrying the model's
-    own earlier turns; ``"last"`` the last one (a trailing answer is kept as ``original``).
-    ``prompts``: a file, folder, ``hf:`` id or manifest (``docs/inputs.md``), read as ``source``.
-    ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints read at
-    start; ``dry_run`` sends nothing and returns the plan; ``send``, ``sleep`` and ``clock``
-    replace the HTTP transport, the waits and the time (tests); ``progress=True`` shows a live line
-    on stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel.
-    Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable."""
+    Rows already finished in ``out`` are skipped (resume; ``redo_*`` send failed or cut ones
+    again); ``budget_usd`` caps the spend of this output across runs (per shard with ``shard``),
+    shared by ``weights`` (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops
+    each dataset at that many billed output tokens; OpenRouter's own 429 pauses requests up to
+    ``max_wait_s``. ``turns="all"`` regenerates every assistant turn in order, ``"last"`` the last
+    (kept as ``original``); ``prompts``: a file, folder, ``hf:`` id or manifest, read as
+    ``source``. ``snapshot`` (a ``Snapshot``, path or ``"bundled"``) replaces the live endpoints;
+    ``dry_run`` sends nothing; ``send``, ``sleep``, ``clock`` replace the transport, waits and time
+    (tests); ``progress=True`` shows progress; ``handle_signals=True``: SIGINT/SIGTERM drain, then
+    cancel. Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     asked = _ask(
         max_tokens,
         stream=stream,
@@ -469,7 +494,8 @@ async def generate(
         backoff=backoff,
         max_wait_s=max_wait_s,
     )
-    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed, source)
+    redo = ("failed",) * redo_failed + ("truncated",) * redo_truncated
+    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo, source)
 
 
 async def _run_job(
@@ -479,7 +505,7 @@ async def _run_job(
     asked: _Asked,
     snapshot: Any,
     dry_run: bool,
-    redo_failed: bool,
+    redo: tuple[str, ...],
     reading: SourceOptions | None = None,
 ) -> RunSummary:
     """Read the prompts, open the output, check the policy against the endpoints now, then
@@ -492,8 +518,11 @@ async def _run_job(
         asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
     )
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
-    with open_run(options, redo_failed=redo_failed, job=job) as paid:
+    with open_run(options, redo_failed="failed" in redo, job=job) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
+        redone: list[str] = []
+        if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
+            todo, redone = _truncated_rows(rows, options.out, asked.max_tokens)
         per_dataset: dict[str, int] = {}
         for row in rows:
             per_dataset[row.dataset] = per_dataset.get(row.dataset, 0) + 1
@@ -508,6 +537,7 @@ async def _run_job(
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
+        summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
