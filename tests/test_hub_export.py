@@ -71,12 +71,13 @@ def test_export_hf_loads_with_datasets_and_the_card_says_where_it_came_from(
         for name, file in SOURCES.items()
     }
     for row in rows:
+        source = prompts_text[row["dataset"]]
         for turn in row["conversations"]:
-            if turn["generated"]:
-                assert turn["role"] == "assistant"
-                assert json.dumps(turn["content"])[1:-1] not in prompts_text[row["dataset"]]
-            else:  # a prompt turn: the source holds it
-                assert turn["role"] != "assistant" or row["dataset"] == "B6"
+            text = json.dumps(turn["content"], ensure_ascii=False)[1:-1]
+            if turn["generated"]:  # the model's: never a turn of the prompts
+                assert turn["role"] == "assistant" and text not in source
+            else:  # a turn of the prompts, and never an answer (those were all regenerated)
+                assert turn["role"] in ("system", "user") and text in source
         assert row["conversations"][-1]["generated"] is True
     b6_turns = [t for r in b6 for t in r["conversations"] if t["role"] == "assistant"]
     assert all(t["generated"] for t in b6_turns)  # --turns all: every answer is the model's

@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import json
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -49,6 +50,11 @@ __all__ = ["HubCard", "push_to_hub", "write_hub_folder"]
 HF_EXTRA = "pip install 'openrouter-probe[hf]'"
 #: Rows per Parquet shard (a shard of a few hundred MB at most for long reasoning rows).
 SHARD_ROWS = 50_000
+
+
+def folder_name(dataset: str) -> str:
+    """The dataset's folder and config name: letters, digits, ``_``, ``.``, ``-`` only."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset).strip("._") or "default"
 
 
 def _pyarrow() -> Any:
@@ -154,9 +160,7 @@ class HubCard:
                 "data_files": [{"split": "train", "path": "data/*/*.parquet"}],
             }
         ]
-        for name in sorted(self.rows_by_dataset):
-            if name == "default":
-                continue
+        for name in sorted({folder_name(n) for n in self.rows_by_dataset} - {"default"}):
             configs.append(
                 {
                     "config_name": name,
@@ -263,7 +267,7 @@ def write_hub_folder(
     by_dataset: dict[str, list[dict[str, Any]]] = {}
     for record, row in rows:
         card.count(record, row)
-        by_dataset.setdefault(str(row.get("dataset") or "default"), []).append(
+        by_dataset.setdefault(folder_name(str(row.get("dataset") or "default")), []).append(
             hub_row(row, record.get("original"))
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
