@@ -16,14 +16,17 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.manifest import SourceOptions, read_inputs
 from openrouter_probe.generation.prompts import Selection, read_prompts, row_id
-from openrouter_probe.generation.shapes import FieldMap
+from openrouter_probe.generation.shapes import FieldMap, validate_conversation
 from tests._generate import POLICY, LedgerSender, no_sleep, records
+from tests._specforge import assert_specforge_conversation
 from tests.conftest import ROOT
 
 MANIFEST = ROOT / "examples" / "datasets.yaml"
@@ -408,3 +411,25 @@ def test_the_cli_dry_runs_a_manifest_and_an_hf_option_needs_an_hf_source(tmp_pat
     assert "missing.jsonl: cannot read the prompts file: No such file or directory" in (
         result.stderr
     )
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["system", "user", "assistant"]), st.sampled_from(["", " ", "x"])
+        ),
+        max_size=6,
+    )
+)
+def test_the_conversation_check_is_specforges_on_its_own_roles(
+    turns: list[tuple[str, str]],
+) -> None:
+    """On system/user/assistant text turns, a row is sent exactly when SpecForge's
+    ``validate_conversation`` (the project's copy, ``tests/_specforge.py``) accepts it."""
+    messages = [{"role": role, "content": content} for role, content in turns]
+    try:
+        assert_specforge_conversation(messages)
+        accepted = True
+    except AssertionError:
+        accepted = False
+    assert (validate_conversation(messages) is None) == accepted

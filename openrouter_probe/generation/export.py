@@ -264,9 +264,10 @@ def _prompt_tools(prompts: str | Path | None) -> dict[str, Any]:
     """Each prompt row's ``tools`` by row id (the output does not record them)."""
     if prompts is None:
         return {}
-    from openrouter_probe.generation.prompts import read_prompts
+    from openrouter_probe.generation.manifest import read_inputs
 
-    return {r.id: r.params["tools"] for r in read_prompts(prompts) if r.params.get("tools")}
+    rows = read_inputs(prompts).prompts  # a manifest too: each dataset's rows
+    return {r.id: r.params["tools"] for r in rows if r.params.get("tools")}
 
 
 def _uses_tools(conv: Conversation) -> bool:
