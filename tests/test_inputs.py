@@ -329,9 +329,25 @@ def test_an_hf_id_streams_from_the_datasets_cache_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(40)]
-    _offline_hub_cache(tmp_path, monkeypatch, rows)
+    datasets = _offline_hub_cache(tmp_path, monkeypatch, rows)
+    calls: list[tuple[Any, ...]] = []
+    real = datasets.load_dataset
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append((*args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(datasets, "load_dataset", spy)
     summary = _dry("hf:acme/gsm8k-mini", tmp_path, config="main", split="train", limit=5)
     assert summary.rows_to_send == 5
+    assert calls == [("acme/gsm8k-mini", "main", {"split": "train", "streaming": True})]
+    result = CliRunner().invoke(
+        cli, ["generate", "hf:acme/gsm8k-mini", "--config", "main", "--split", "train",
+              "--sample", "7", "--seed", "3", "--policy", str(POLICY), "-o",
+              str(tmp_path / "cli.jsonl"), "--dry-run", "--snapshot", "bundled", "--format", "json"]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rows_to_send"] == 7
     got = read_prompts("hf:acme/gsm8k-mini", config="main", split="train",
                        selection=Selection(sample=4, seed=7))  # fmt: skip
     again = read_prompts("hf:acme/gsm8k-mini", config="main", split="train",
@@ -433,3 +449,29 @@ def test_the_conversation_check_is_specforges_on_its_own_roles(
     except AssertionError:
         accepted = False
     assert (validate_conversation(messages) is None) == accepted
+
+
+def test_a_manifests_weights_share_the_cap_as_weights_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's own sharing (``RunSettings.weights``) gets the manifest's; --weights replaces them."""
+    from openrouter_probe.generation import job
+
+    seen: list[dict[str, float]] = []
+    real = job._settings
+
+    def spy(*args: Any) -> Any:
+        seen.append(dict(args[-1]))
+        return real(*args)
+
+    monkeypatch.setattr(job, "_settings", spy)
+    for weights in (None, "B3=3"):
+        sender = LedgerSender()
+        sender.row_id = lambda request: request["messages"][-1]["content"]  # type: ignore[method-assign]
+        asyncio.run(
+            generate(MANIFEST, policy=POLICY, out=tmp_path / f"o{len(seen)}.jsonl",
+                     snapshot="bundled", send=sender, sleep=no_sleep, api_key="sk-test",
+                     budget_usd=1, max_tokens=50, weights=weights)
+        )  # fmt: skip
+    assert seen[-2] == {"B3": 1, "B4": 1, "B5": 1, "B6": 2, "B7": 1, "B8": 1}
+    assert seen[-1] == {"B3": 3}
