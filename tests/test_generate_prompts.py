@@ -66,20 +66,50 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         read_prompts(path)
     text = str(info.value)
-    assert f"{path}: 9 bad line(s)" in text
+    assert f"{path}: 6 bad line(s)" in text
     for line, why in [
         (2, "not JSON"),
         (3, "a row is a JSON object, not list"),
-        (4, "`messages` must be a non-empty list"),
-        (5, "messages[0].role is 'robot'"),
-        (6, "has both `messages` and `prompt`"),
         (7, "sets model: the policy (--policy) and the run decide those"),
         (8, "`max_tokens` must be a whole number >= 1"),
-        (9, "`id` must be a string or an integer"),
-        (10, "needs `messages`"),
+        (9, "`id` (the id) must be a string or an integer"),
+        (10, "has none of `messages`, `conversations`, `prompt`"),
     ]:
         assert f"{path}:{line}: {why}" in text, (line, text)
-    assert f"{path}:1:" not in text
+    for line in (1, 4, 5, 6):  # 4 and 5 are skipped (not valid conversations), 6 is UltraChat's
+        assert f"{path}:{line}:" not in text
+
+
+def test_rows_that_are_not_valid_conversations_are_skipped_with_line_and_reason(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: SpecForge's conversation_validation.py, row by row; the rest are sent."""
+    turns = [
+        [],
+        [{"role": "robot", "content": "x"}],
+        [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "q"}],
+        [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+        [{"role": "user", "content": "  "}],
+        [{"role": "user", "content": "a"}, {"role": "system", "content": "late"}],
+        [{"role": "system", "content": "s"}],
+        [{"role": "user", "content": "q"}, {"role": "tool", "content": "42"}],
+    ]
+    lines = [json.dumps({"id": f"bad{i}", "messages": t}) for i, t in enumerate(turns)]
+    lines.append(json.dumps({"id": "good", "messages": [{"role": "user", "content": "q"}]}))
+    rows = read_prompts(_write(tmp_path, "\n".join(lines) + "\n"))
+    assert [r.id for r in rows] == ["good"]
+    where = str(tmp_path / "p.jsonl")
+    assert rows.skipped == [
+        f"{where}:1: `messages` is an empty list",
+        f"{where}:2: turn 0 has role 'robot'; the roles read are assistant, bard, bing, chatgpt, "
+        "developer, gpt, human, model, system, tool, user",
+        f"{where}:3: turn 0 is assistant where user comes (user and assistant take turns)",
+        f"{where}:4: turn 1 is user where assistant comes (user and assistant take turns)",
+        f"{where}:5: turn 0 (user) has empty content",
+        f"{where}:6: turn 1 is system after the first user turn (system turns come first)",
+        f"{where}:7: has no user turn",
+        f"{where}:8: turn 1 is a tool result that answers no tool call",
+    ]
 
 
 def test_many_bad_lines_are_summarized(tmp_path: Path) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -16,9 +19,54 @@ from openrouter_probe.cli._common import (
     snapshot_options,
 )
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+_SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
+
+
+def source_options(func: F) -> F:
+    """How a single source is read (``--prompt-field`` ... ``--split``), passed to the command as
+    one ``reading`` mapping (``SourceOptions.of(**reading)``)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
+        return func(*args, reading=reading, **kwargs)
+
+    options = [
+        click.option(
+            "--prompt-field",
+            metavar="FIELD",
+            help="The field that holds each row's prompt (a string) or conversation, e.g. "
+            "question.",
+        ),
+        click.option("--id-field", metavar="FIELD", help="The field that holds each row's id."),
+        click.option(
+            "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
+        ),
+        click.option(
+            "--sample",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Take N rows picked by --seed and each row id: the same rows on every rerun.",
+        ),
+        click.option(
+            "--seed", type=int, default=0, show_default=True, help="The seed of --sample."
+        ),
+        click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
+        click.option(
+            "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return cast(F, decorated)
+
 
 @cli.command()
-@click.argument("prompts", type=click.Path(exists=True, dir_okay=False))
+@click.argument("prompts", metavar="PROMPTS")
 @click.option(
     "--policy",
     required=True,
@@ -90,7 +138,14 @@ from openrouter_probe.cli._common import (
     help="last: answer after the last message; all: regenerate every assistant turn of "
     "multi-turn rows in order, each request carrying the model's own earlier turns.",
 )
+@source_options
 @click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
+@click.option(
+    "--redo-truncated",
+    is_flag=True,
+    help="Send again only the rows cut at max_tokens, with --max-tokens (raise it); the new "
+    "answer supersedes the cut one for audit and export.",
+)
 @click.option(
     "--lower-max-tokens",
     is_flag=True,
@@ -151,7 +206,9 @@ def generate(
     shard: str | None,
     weights: str | None,
     turns: str,
+    reading: dict[str, Any],
     redo_failed: bool,
+    redo_truncated: bool,
     lower_max_tokens: bool,
     snapshot: str | None,
     attempts: int,
@@ -161,10 +218,11 @@ def generate(
     quiet: bool,
     fmt: str,
 ) -> None:
-    """Run PROMPTS (JSONL) through the policy's providers into --out, within --budget-usd.
+    """Run PROMPTS through the policy's providers into --out, within --budget-usd.
 
-    Each line of PROMPTS has `messages` or `prompt`, optional `id`, `dataset` and request
-    parameters. Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
+    PROMPTS is a JSONL or JSON file, Parquet, a datasets folder, hf:OWNER/NAME or a manifest
+    of many datasets (.yaml); rows as SpecForge, ShareGPT, UltraChat, Magpie, gsm8k and our
+    own files write them (docs/inputs.md). Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
     one). The summary goes to stdout; progress, warnings and each retry to stderr. Exit 0 when the
     run ended as asked (done, budget, target), 1 on a 401/402/404 stop or a rate limit longer than
     --max-wait, 130 when interrupted.
@@ -172,6 +230,7 @@ def generate(
     import asyncio
 
     from openrouter_probe.generation import generate as run_generate
+    from openrouter_probe.generation.manifest import SourceOptions
 
     summary = asyncio.run(
         run_generate(
@@ -190,7 +249,9 @@ def generate(
             shard=shard,
             weights=weights,
             turns=turns,
+            source=SourceOptions.of(**reading),
             redo_failed=redo_failed,
+            redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
             snapshot=snapshot,
             attempts=attempts,
@@ -249,19 +310,27 @@ def audit_cmd(
     "fmt",
     # the same as generate.export.EXPORT_FORMATS (a test checks), spelled out so that --help does
     # not import the generator
-    type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet"]),
+    type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet", "hf"]),
     default="sharegpt",
     show_default=True,
     help="specforge: SpecForge's regenerated-data rows (its validator's shape); sharegpt and "
-    "jsonl keep everything (tools, every turn's reasoning, image parts).",
+    "jsonl keep everything (tools, every turn's reasoning, image parts); hf: a Hugging Face "
+    "dataset folder (Parquet shards and a dataset card).",
 )
 @click.option(
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
+    metavar="FILE",
     help="The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
-    "other names JSON Lines.",
+    "other names JSON Lines; --format hf: a folder.",
+)
+@click.option(
+    "--push-to-hub",
+    metavar="REPO",
+    help="--format hf: upload the folder to this Hugging Face dataset repo (huggingface_hub; "
+    "its token, e.g. HF_TOKEN).",
 )
 @click.option(
     "--include-truncated",
@@ -299,6 +368,7 @@ def export_cmd(
     require_reasoning: bool,
     preserve_thinking: bool,
     prompts: str | None,
+    push_to_hub: str | None,
 ) -> None:
     """Export the answered rows of OUTPUTS for drafter training (reasoning as
     reasoning_content; each assistant turn marked generated: true/false).
@@ -317,5 +387,7 @@ def export_cmd(
         require_reasoning=require_reasoning,
         preserve_thinking=preserve_thinking,
         prompts=prompts,
+        push_to_hub=push_to_hub,
+        command=" ".join(["openrouter-probe", *sys.argv[1:]]),
     )
     note(summary.render())

@@ -105,6 +105,7 @@ class AuditReport:
     spent_usd: Decimal = Decimal(0)  # what generate counts as spent on these files
     kept_turns: int = 0  # finished turns of rows not finished yet (``OUT.jsonl.turns``)
     kept_turns_usd: Decimal = Decimal(0)  # what they cost (known costs)
+    superseded: int = 0  # truncated answers a --redo-truncated answer replaced
     predicted_usd: Decimal | None = None
     prediction_note: str = ""
 
@@ -147,6 +148,7 @@ class AuditReport:
             "other_billed_usd": float(self.other_billed_usd),
             "kept_turns": self.kept_turns,
             "kept_turns_usd": float(self.kept_turns_usd),
+            "superseded": self.superseded,
             "spent_usd": float(self.spent_usd),
             "predicted_usd": None if self.predicted_usd is None else float(self.predicted_usd),
             "prediction_note": self.prediction_note,
@@ -186,6 +188,11 @@ class AuditReport:
         ]
         if self.spent_usd != self.realised_usd:
             lines.append(self._spent_line())
+        if self.superseded:
+            lines.append(
+                f"{self.superseded} truncated answer(s) superseded by --redo-truncated: the "
+                "later answer is the row's (the cut one's cost counts as billed to retries)"
+            )
         if self.predicted_usd is not None:
             delta = (
                 (self.realised_usd - self.predicted_usd) / self.predicted_usd * 100
@@ -230,24 +237,33 @@ def _records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
             yield record
 
 
-def merged_records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
+def merged_records(
+    paths: Iterable[str | Path], *, superseded: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
     """Yield one finished record per row id over several output files (shards).
 
     A served record (``ok`` or ``truncated``) wins over a ``failed`` one, wherever it is: a row
-    that failed and was sent again with ``--redo-failed`` is recorded twice, failed first. Each
-    row's first served record comes in file order; rows that only failed come last. Spend
-    journals are skipped."""
-    served: set[str] = set()
+    that failed and was sent again with ``--redo-failed`` is recorded twice, failed first. A
+    later served record supersedes a ``truncated`` one (``--redo-truncated`` sent the row again);
+    the ids superseded are appended to ``superseded``. Each row's first served record takes its
+    place in file order; rows that only failed come last. Spend journals are skipped."""
+    served: dict[str, dict[str, Any]] = {}
     failed: dict[str, dict[str, Any]] = {}
     for record in _records(paths):
         ident = str(record["id"])
         status = record.get("status")
-        if status in FINISHED and status != "failed" and ident not in served:
-            served.add(ident)
-            failed.pop(ident, None)
-            yield record
+        if status in FINISHED and status != "failed":
+            before = served.get(ident)
+            if before is None:
+                served[ident] = record
+                failed.pop(ident, None)
+            elif before.get("status") == "truncated":
+                served[ident] = record  # keeps its place: a dict keeps the first key's
+                if superseded is not None:
+                    superseded.append(ident)
         elif status == "failed" and ident not in served:
             failed.setdefault(ident, record)
+    yield from served.values()
     yield from failed.values()
 
 
@@ -293,7 +309,8 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     report = AuditReport(files=files, policy=str(policy), model=compiled.model)
     tallies: dict[str, ProviderAudit] = {}
     finished: set[str] = set()
-    for record in merged_records(files):
+    superseded: list[str] = []
+    for record in merged_records(files, superseded=superseded):
         finished.add(str(record["id"]))
         if record.get("status") == "failed":
             report.failed += 1
@@ -319,6 +336,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
                 outside.append(name)
         report.outside.extend((str(record["id"]), name) for name in outside)
     report.providers = sorted(tallies.values(), key=lambda t: (-t.rows, t.provider))
+    report.superseded = len(superseded)
     report.cancelled = len(_spent(files, report) - finished)
     _predict(report, snapshot, compiled)
     return report

@@ -18,6 +18,9 @@ assistant turn says whether the model wrote it (``generated``) and carries its r
   "model", "finish_reason", "usage"}`` (plus ``turns``, per-turn metadata, for regenerated rows);
 - ``parquet``: the ``jsonl`` rows as a table (needs ``pyarrow``: the ``parquet`` extra), nested
   values as JSON text.
+- ``hf``: a Hugging Face dataset folder (``-o DIR``): Parquet shards per dataset and a dataset
+  card with the provenance, what ``datasets.load_dataset(DIR)`` reads (``generation.hub``);
+  ``push_to_hub`` uploads it with ``huggingface_hub``.
 
 ``-o NAME.json`` writes the rows as one JSON array (``sharegpt``, ``jsonl``); every other name gets
 JSON Lines. ``specforge`` refuses ``.json`` (SpecForge's scripts read JSON Lines), ``parquet`` refuses
@@ -54,7 +57,7 @@ from openrouter_probe.generation.conversation import (
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_sharegpt"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("sharegpt", "specforge", "jsonl", "parquet")
+EXPORT_FORMATS: tuple[str, ...] = ("sharegpt", "specforge", "jsonl", "parquet", "hf")
 #: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
 LEFT_OUT_REASONS = {
     "empty_answer": "the answer is empty",
@@ -88,6 +91,8 @@ class ExportSummary:
     output_tokens: int = 0  # billed output tokens of the answered rows read
     reasoning_tokens: int = 0
     longest_ok: int = 0  # output tokens of the longest row that finished (not cut)
+    pushed: str | None = None  # --push-to-hub: the commit the Hub reports
+    superseded: int = 0  # truncated answers a --redo-truncated answer replaced
 
     @property
     def reasoning_share(self) -> float | None:
@@ -116,12 +121,21 @@ class ExportSummary:
             "tools_unknown": self.tools_unknown,
             "reasoning_share": self.reasoning_share,
             "longest_ok_output_tokens": self.longest_ok,
+            "pushed": self.pushed,
+            "superseded": self.superseded,
         }
 
     def render(self) -> str:
         """The summary as short lines (stderr), each wrapped at 80 columns."""
         shape = "a JSON array" if self.json_array else self.fmt
         lines = [f"wrote {self.written} of {self.read} rows to {self.output} ({shape})"]
+        if self.pushed:
+            lines.append(f"pushed to the Hub: {self.pushed}")
+        if self.superseded:
+            lines.append(
+                f"{self.superseded} truncated answer(s) superseded by a --redo-truncated answer "
+                "(the later one is exported)"
+            )
         if self.not_answered:
             counts = ", ".join(f"{n} {status}" for status, n in sorted(self.not_answered.items()))
             hint = " (--include-truncated adds those cut at max_tokens)"
@@ -214,6 +228,19 @@ def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
             f"line by line; expand_reasoning_conversations.py wants .jsonl): name it "
             f"{target.with_suffix('.jsonl')}"
         )
+    if fmt == "hf":
+        if target.is_file():
+            raise ConfigError(f"-o {target}: --format hf writes a folder; name a folder")
+        if not (target.parent if str(target.parent) else Path(".")).is_dir():
+            raise ConfigError(f"-o {target}: the folder {target.parent} does not exist; create it")
+        for name in ("pyarrow", "pyarrow.parquet"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                raise ConfigError(
+                    "--format hf needs pyarrow: pip install 'openrouter-probe[hf]'"
+                ) from None
+        return False
     if fmt == "parquet" and suffix in (".json", ".jsonl"):
         raise ConfigError(f"-o {target}: --format parquet writes parquet: name it "
                           f"{target.with_suffix('.parquet')}")  # fmt: skip
@@ -237,9 +264,10 @@ def _prompt_tools(prompts: str | Path | None) -> dict[str, Any]:
     """Each prompt row's ``tools`` by row id (the output does not record them)."""
     if prompts is None:
         return {}
-    from openrouter_probe.generation.prompts import read_prompts
+    from openrouter_probe.generation.manifest import read_inputs
 
-    return {r.id: r.params["tools"] for r in read_prompts(prompts) if r.params.get("tools")}
+    rows = read_inputs(prompts).prompts  # a manifest too: each dataset's rows
+    return {r.id: r.params["tools"] for r in rows if r.params.get("tools")}
 
 
 def _uses_tools(conv: Conversation) -> bool:
@@ -347,8 +375,15 @@ def export(
     require_reasoning: bool = False,
     preserve_thinking: bool = True,
     prompts: str | Path | None = None,
+    push_to_hub: str | None = None,
+    hub_api: Any = None,
+    command: str | None = None,
 ) -> ExportSummary:
     """Write the answered rows of ``paths`` to ``output`` in ``fmt``; say what was left out.
+
+    ``fmt="hf"`` writes a dataset folder (``generation.hub``), its card naming ``command``;
+    ``push_to_hub`` (a repo id) then uploads it with ``huggingface_hub`` (``hub_api`` replaces
+    its ``HfApi``).
 
     ``only_generated`` leaves out rows that hold assistant turns copied from the prompts file;
     ``require_reasoning`` rows with an assistant turn without reasoning; ``preserve_thinking``
@@ -369,15 +404,27 @@ def export(
     )
     summary = ExportSummary(fmt=fmt, output=str(output), json_array=json_array)
     rows = []
-    for record in merged_records(files):
+    pairs = []
+    superseded: list[str] = []
+    for record in merged_records(files, superseded=superseded):
         summary.read += 1
         if record.get("status") in ("ok", "truncated"):
             _count_tokens(summary, record)
         row = _row_of(record, opts, summary)
         if row is not None:
             rows.append(row)
-    _write(fmt, rows, Path(output), json_array=json_array)
+            pairs.append((record, row))
+    if fmt == "hf":
+        from openrouter_probe.generation import hub
+
+        card = hub.HubCard(command=command, superseded=len(superseded))
+        hub.write_hub_folder(pairs, Path(output), card, files)
+        if push_to_hub:
+            summary.pushed = hub.push_to_hub(Path(output), push_to_hub, api=hub_api)
+    else:
+        _write(fmt, rows, Path(output), json_array=json_array)
     summary.written = len(rows)
+    summary.superseded = len(superseded)
     return summary
 
 

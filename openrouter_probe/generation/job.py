@@ -28,7 +28,8 @@ from typing import Any
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
-from openrouter_probe.generation.prompts import PromptSet, parse_shard, read_prompts
+from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
+from openrouter_probe.generation.prompts import PromptSet, parse_shard
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
 from openrouter_probe.run.request import RequestBuilder
@@ -177,6 +178,11 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
     summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
+    summary.rows_skipped = len(rows.skipped)
+    summary.rows_ending_on_assistant = rows.ending_on_assistant
+    summary.warnings.extend(f"skipped, never sent: {why}" for why in rows.skipped[:5])
+    if len(rows.skipped) > 5:
+        summary.warnings.append(f"... and {len(rows.skipped) - 5} more rows skipped")
 
 
 def _admitted_prices(
@@ -295,10 +301,15 @@ def _turn_book(
     todo: list[PromptRow],
     kept: dict[str, list[dict[str, Any]]],
     summary: RunSummary,
+    inputs: Inputs | None = None,
 ) -> TurnBook | None:
-    """``--turns all``: the rows that go turn by turn, each from its first missing turn; say what
-    it counts and what it sends once."""
-    if asked.turns != "all":
+    """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,
+    each from its first missing turn; say what it counts and what it sends once."""
+    if inputs is not None and inputs.turns:
+        todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
+    else:
+        todo_all = todo if asked.turns == "all" else []
+    if asked.turns != "all" and not todo_all:
         waiting = sorted({r.id for r in todo} & kept.keys())
         if waiting:  # paid turns a --turns last run would throw away
             shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
@@ -309,11 +320,11 @@ def _turn_book(
                 "(the spend journal keeps counting what they cost)"
             )
         return None
-    book = TurnBook.start(options.out, todo, kept)
+    book = TurnBook.start(options.out, todo_all, kept)
     summary.turns_to_send = book.to_send(todo)
     summary.turns_resumed = book.resumed
     summary.turns_file = str(book.path)
-    tools = tool_rows(todo)
+    tools = tool_rows(todo_all)
     if tools:
         shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
         summary.warnings.append(
@@ -328,6 +339,32 @@ def _turn_book(
             + ", ".join(book.dropped[:5])
         )
     return book
+
+
+def _truncated_rows(
+    rows: PromptSet, out: str | Path, max_tokens: int
+) -> tuple[list[PromptRow], list[str]]:
+    """``--redo-truncated``: the rows whose answer in ``out`` is the one cut at ``max_tokens``
+    (a later answer supersedes it), each with the new limit; and what to warn about them."""
+    from dataclasses import replace
+
+    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.run.output import output_tokens_of
+
+    cut = {str(r["id"]): output_tokens_of(r) for r in merged_records([out]) if r.get("status") == "truncated"}  # fmt: skip
+    todo = [
+        replace(r, params={**r.params, "max_tokens": max_tokens}) if "max_tokens" in r.params else r
+        for r in rows
+        if r.id in cut
+    ]
+    warnings = []
+    longest = max((cut[r.id] for r in todo), default=0)
+    if todo and max_tokens <= longest:
+        warnings.append(
+            f"--redo-truncated: --max-tokens {max_tokens} is no more than the {longest:,} output "
+            "tokens some were cut at: they may be cut again; raise --max-tokens"
+        )
+    return todo, warnings
 
 
 async def _endpoints(
@@ -374,9 +411,11 @@ async def generate(
     dry_run: bool = False,
     shard: str | tuple[int, int] | None = None,
     redo_failed: bool = False,
+    redo_truncated: bool = False,
     lower_max_tokens: bool = False,
     weights: str | Mapping[str, float] | None = None,
     turns: str = "last",
+    source: SourceOptions | None = None,
     max_wait_s: float = 60.0,
     snapshot: Any = None,
     api_key: str | None = None,
@@ -393,19 +432,16 @@ async def generate(
 ) -> RunSummary:
     """Run ``prompts`` through the model and ``provider`` block of ``policy`` into ``out``.
 
-    Rows already finished in ``out`` are skipped (resume); ``budget_usd`` caps the spend of this
-    output file across runs (per shard with ``shard``), shared between the datasets by ``weights``
-    (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops each dataset at that many
-    billed output tokens; OpenRouter's own 429 pauses every request up to ``max_wait_s``.
-    ``turns="all"`` regenerates every assistant turn of multi-turn rows, in order, each request
-    carrying the model's own earlier turns (``run.turns``); ``"last"`` answers after the last
-    message.
-    ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints read at
-    start; ``dry_run`` sends nothing and returns the plan; ``send``, ``sleep`` and ``clock``
-    replace the HTTP transport, the waits and the time (tests); ``progress=True`` shows a live line
-    on stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel.
-    Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
-    """
+    Rows already finished in ``out`` are skipped (resume; ``redo_*`` send failed or cut ones
+    again); ``budget_usd`` caps the spend of this output across runs (per shard with ``shard``),
+    shared by ``weights`` (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops
+    each dataset at that many billed output tokens; OpenRouter's own 429 pauses requests up to
+    ``max_wait_s``. ``turns="all"`` regenerates every assistant turn in order, ``"last"`` the last
+    (kept as ``original``); ``prompts``: a file, folder, ``hf:`` id or manifest, read as
+    ``source``. ``snapshot`` (a ``Snapshot``, path or ``"bundled"``) replaces the live endpoints;
+    ``dry_run`` sends nothing; ``send``, ``sleep``, ``clock`` replace the transport, waits and time
+    (tests); ``progress=True`` shows progress; ``handle_signals=True``: SIGINT/SIGTERM drain, then
+    cancel. Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     from openrouter_probe.rules.quantities import parse_token_count
 
     asked = _ask(
@@ -442,7 +478,8 @@ async def generate(
         target_tokens=target,
         lower_max_tokens=lower_max_tokens,
     )
-    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)
+    redo = ("failed",) * redo_failed + ("truncated",) * redo_truncated
+    return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo, source)
 
 
 async def _run_job(
@@ -452,16 +489,25 @@ async def _run_job(
     asked: _Asked,
     snapshot: Any,
     dry_run: bool,
-    redo_failed: bool,
+    redo: tuple[str, ...],
+    reading: SourceOptions | None = None,
 ) -> RunSummary:
     """Read the prompts, open the output, check the policy against the endpoints now, then
     dry-run or send."""
-    rows = read_prompts(prompts, shard=asked.shard)
+    inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
+    rows = inputs.prompts
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
-    options = dataclasses.replace(options, weights=parse_weights(asked.weights, rows.datasets))
+    # a manifest's weights, unless --weights is given
+    weights = parse_weights(
+        asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
+    )
+    options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
-    with open_run(options, redo_failed=redo_failed, job=job) as paid:
+    with open_run(options, redo_failed="failed" in redo, job=job) as paid:
         todo = [r for r in rows if r.id not in paid.state.finished]
+        redone: list[str] = []
+        if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
+            todo, redone = _truncated_rows(rows, options.out, asked.max_tokens)
         per_dataset: dict[str, int] = {}
         for row in rows:
             per_dataset[row.dataset] = per_dataset.get(row.dataset, 0) + 1
@@ -476,7 +522,8 @@ async def _run_job(
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
-        book = _turn_book(asked, options, todo, paid.state.turns, summary)
+        summary.warnings.extend(redone)
+        book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
@@ -498,6 +545,10 @@ async def _run_job(
             builder=_builder(asked, compiled.model, provider_raw),
             prices=prices,
             summary=summary,
-            header={"policy": str(policy), **({"turns": "all"} if book is not None else {})},
+            header={
+                "policy": str(policy),
+                "prompts": str(prompts),  # the export's dataset card names it
+                **({"turns": "all"} if book is not None else {}),
+            },
             turns=book,
         )

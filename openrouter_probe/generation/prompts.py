@@ -1,57 +1,67 @@
-"""Prompts: the input rows of a generation job, read from JSONL.
+"""Prompts: the input rows of a generation job, from any source, as each family writes them.
 
-One JSON object per line: ``messages`` (chat format) or ``prompt`` (a string, sent as one user
-message), an optional ``id``, an optional ``dataset`` and optional per-row request parameters
-(``max_tokens``, ``temperature``, ``reasoning``, ...). A row's id is its ``id``, else a stable hash of
-its content (messages, dataset and parameters), so that a rerun finds the same ids. A malformed line
-is named by file and line number; duplicate ids are reported with both line numbers and sent once.
-A UTF-8 byte order mark at the start of the file (Windows editors write one) is skipped. A file
-with no row is an error (an empty input is almost always a wrong path or a failed step before);
-a shard (``--shard i/n``) that gets none of a file's rows is not: it has nothing to send, and says
-so in one line.
+A source (``generation.sources``) is a JSONL file, a JSON array, Parquet, a ``datasets`` folder or
+``hf:OWNER/NAME``; a row is read as its family writes it (``generation.shapes``: ``messages`` or
+``conversations``, role/content or from/value, ``id``/``uuid``/``prompt_id``, a single prompt
+field), with an optional ``dataset`` and, in our own shape, per-row request parameters
+(``max_tokens``, ``temperature``, ``reasoning``, ...). A row's id is its own, else a stable hash
+of its content (messages, dataset and parameters), so that a rerun finds the same ids. A row that
+cannot be read (not JSON, no prompt field) is named by file and line and stops the job; a row
+whose conversation is not valid is skipped with its line and reason (``skipped``), never sent.
+Duplicate ids are reported with both line numbers and sent once. A UTF-8 byte order mark at the
+start of a file (Windows editors write one) is skipped. A source with no row is an error (an empty
+input is almost always a wrong path or a failed step before); a shard (``--shard i/n``) that gets
+none of the rows is not: it has nothing to send, and says so in one line.
+
+``turns="last"`` regenerates a conversation's last assistant turn: a trailing assistant answer
+is taken off the request and kept as the row's ``original`` (the output record holds it).
+``limit`` keeps the first N rows; ``sample`` N rows chosen by a hash of ``seed`` and each id, the
+same rows on every rerun (so resume finds them), in source order.
 
 Example::
 
     from openrouter_probe.generation.prompts import read_prompts
 
     rows = read_prompts("prompts.jsonl")
-    rows.rows[0].id, rows.duplicates
+    rows.rows[0].id, rows.duplicates, rows.skipped
 """
 
 from __future__ import annotations
 
-import codecs
 import hashlib
+import heapq
 import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.files import json_error
+from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
+from openrouter_probe.generation.sources import Source, open_source
 from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["PromptSet", "parse_shard", "read_prompts", "row_id", "shard_of"]
+__all__ = ["PromptSet", "Selection", "parse_shard", "read_prompts", "row_id", "shard_of"]
 
 log = logging.getLogger(__name__)
 
-#: Keys a row may not set: the policy and the run decide them.
-_RESERVED = frozenset({"model", "provider", "stream", "models", "route"})
-_ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 #: How many bad lines one error message lists before it says "and N more".
 _SHOWN = 10
 
 
 @dataclass
 class PromptSet:
-    """The rows of a prompts file, in file order, with the duplicates that were dropped."""
+    """The rows of a prompt source, in source order, with the duplicates that were dropped and
+    the rows skipped (``"FILE:LINE: why"``)."""
 
     path: str
     rows: list[PromptRow]
     duplicates: list[tuple[str, int, int]] = field(default_factory=list)  # (id, first line, line)
-    in_file: int = 0  # distinct rows in the file, every shard's
+    in_file: int = 0  # distinct rows selected from the source, every shard's
+    skipped: list[str] = field(default_factory=list)
+    #: rows (of ``rows``) whose conversation in the source ends on an assistant turn
+    ending_on_assistant: int = 0
 
     def duplicate_lines(self) -> list[str]:
         """One line per duplicate id, naming the file and both line numbers."""
@@ -69,6 +79,29 @@ class PromptSet:
     @property
     def datasets(self) -> list[str]:
         return sorted({r.dataset for r in self.rows})
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of a source's rows to take: the first ``limit``, or ``sample`` of them picked by a
+    hash of ``seed`` and each row's id (the same rows on every rerun)."""
+
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.sample is not None:
+            raise ConfigError("give --limit or --sample, not both")
+        for name, value in (("--limit", self.limit), ("--sample", self.sample)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):  # fmt: skip
+                raise ConfigError(f"{name} {value!r}: give a whole number >= 1")
+
+    def rank(self, ident: str) -> int:
+        """The row's place in the sample order (lowest first): stable for an id and a seed."""
+        digest = hashlib.sha256(f"{self.seed}\0{ident}".encode()).digest()
+        return int.from_bytes(digest[:8], "big")
 
 
 def row_id(messages: list[dict[str, Any]], dataset: str, params: dict[str, Any]) -> str:
@@ -102,131 +135,134 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def _messages(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if "messages" in obj and "prompt" in obj:
-        raise ValueError("has both `messages` and `prompt`; give one")
-    if "prompt" in obj:
-        prompt = obj["prompt"]
-        if not isinstance(prompt, str) or not prompt:
-            raise ValueError("`prompt` must be a non-empty string")
-        return [{"role": "user", "content": prompt}]
-    if "messages" not in obj:
-        raise ValueError("needs `messages` (a list of {role, content}) or `prompt` (a string)")
-    messages = obj["messages"]
-    if not isinstance(messages, list) or not messages:
-        raise ValueError("`messages` must be a non-empty list of {role, content} objects")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ValueError(f"messages[{i}] is not an object")
-        role = m.get("role")
-        if role not in _ROLES:
-            raise ValueError(
-                f"messages[{i}].role is {role!r}; use one of {', '.join(sorted(_ROLES))}"
-            )
-        if "content" not in m:
-            raise ValueError(f"messages[{i}] has no `content`")
-    return messages
+@dataclass(frozen=True)
+class _Reading:
+    """How to read each row of one source."""
+
+    fields: FieldMap
+    default_dataset: str
+    dataset: str | None  # every row's dataset (a manifest entry), whatever the row says
+    turns: str | None
 
 
-def _parse_line(text: str, *, default_dataset: str, line: int) -> PromptRow:
-    try:
-        obj = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({json_error(exc)})") from None
-    if not isinstance(obj, dict):
-        raise ValueError(f"a row is a JSON object, not {type(obj).__name__}")
-    messages = _messages(obj)
-    given = obj.get("id")
-    if given is not None and (not isinstance(given, str | int) or isinstance(given, bool)):
-        raise ValueError("`id` must be a string or an integer")
-    dataset = obj.get("dataset", default_dataset)
-    if not isinstance(dataset, str) or not dataset:
-        raise ValueError("`dataset` must be a non-empty string")
-    reserved = sorted(_RESERVED & obj.keys())
-    if reserved:
-        raise ValueError(
-            f"sets {', '.join(reserved)}: the policy (--policy) and the run decide those, not a row"
-        )
-    params = {k: v for k, v in obj.items() if k not in ("id", "dataset", "messages", "prompt")}
-    if "max_tokens" in params and (
-        not isinstance(params["max_tokens"], int) or params["max_tokens"] < 1
-    ):
-        raise ValueError("`max_tokens` must be a whole number >= 1")
-    ident = str(given) if given is not None else row_id(messages, dataset, params)
+def _prompt_row(obj: Any, number: int, how: _Reading) -> PromptRow:
+    shape = read_row(obj, how.fields)
+    dataset = how.dataset or shape.dataset or how.default_dataset
+    messages = shape.messages
+    ident = shape.given_id or row_id(messages, dataset, shape.params)
+    extra = None
+    if how.turns == "last" and messages[-1].get("role") == "assistant":
+        extra = {"original": messages[-1]}
+        messages = messages[:-1]
     size = len(json.dumps(messages, ensure_ascii=False).encode())
-    return PromptRow(ident, dataset, messages, params, line, size)
+    return PromptRow(ident, dataset, messages, shape.params, number, size, extra=extra)
+
+
+@dataclass
+class _Found:
+    rows: list[PromptRow] = field(default_factory=list)
+    duplicates: list[tuple[str, int, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    ending: set[str] = field(default_factory=set)
+
+
+def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
+    """Every row of the source (first of each id), the duplicates, the bad and skipped rows;
+    ``limit`` stops reading once it has its rows, ``sample`` keeps the lowest ranks."""
+    found = _Found()
+    seen: dict[str, int] = {}
+    heap: list[tuple[int, int, PromptRow]] = []  # (-rank, -number, row): the sample so far
+    for number, obj, error in source.rows():
+        if error is None:
+            try:
+                row = _prompt_row(obj, number, how)
+            except ShapeProblem as exc:
+                found.skipped.append(f"{source.where(number)}: {exc}")
+                continue
+            except ValueError as exc:
+                error = str(exc)
+        if error is not None:
+            found.errors.append(f"{source.where(number)}: {error}")
+            continue
+        if row.id in seen:
+            found.duplicates.append((row.id, seen[row.id], number))
+            continue
+        seen[row.id] = number
+        if row.extra is not None or row.messages[-1].get("role") == "assistant":
+            found.ending.add(row.id)
+        if selection.sample is None:
+            found.rows.append(row)
+            if selection.limit is not None and len(found.rows) >= selection.limit:
+                break
+            continue
+        item = (-selection.rank(row.id), -number, row)
+        if len(heap) < selection.sample:
+            heapq.heappush(heap, item)
+        elif item[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, item)
+    if selection.sample is not None:
+        found.rows = sorted((r for _, _, r in heap), key=lambda r: r.line)
+    return found
 
 
 def read_prompts(
-    path: str | Path, *, shard: tuple[int, int] | None = None, default_dataset: str = "default"
+    path: str | Path,
+    *,
+    shard: tuple[int, int] | None = None,
+    default_dataset: str = "default",
+    dataset: str | None = None,
+    turns: str | None = None,
+    fields: FieldMap | None = None,
+    selection: Selection | None = None,
+    config: str | None = None,
+    split: str | None = None,
 ) -> PromptSet:
-    """Read a prompts JSONL file; raise ``ConfigError`` naming every bad line (file:line: why).
+    """Read a prompt source; raise ``ConfigError`` naming every bad line (file:line: why).
 
-    Blank lines are skipped, and a UTF-8 byte order mark before the first line. With
-    ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are kept. Rows with an id seen
-    before are dropped and listed in ``duplicates`` (``duplicate_lines`` names both lines of each).
-    A file without a row is a ``ConfigError``; a shard without one logs a warning.
+    ``path`` is a file, a folder or ``hf:OWNER/NAME`` (with ``config`` and ``split``). Blank
+    lines are skipped, and a UTF-8 byte order mark before the first line. Rows whose
+    conversation is not valid are skipped and listed (``skipped``). ``fields`` names the
+    conversation, prompt or id field; ``dataset`` tags every row; ``turns="last"`` takes a
+    trailing assistant answer off the request (kept as ``original``); ``selection`` keeps a
+    limit or a sample. With ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are
+    kept. Rows with an id seen before are dropped and listed in ``duplicates``. A source without a
+    row is a ``ConfigError``; a shard without one logs a warning.
     """
-    p = Path(path)
-    try:
-        handle = p.open("rb")
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the prompts file: {exc.strerror}") from exc
-    with handle:
-        found = _read_lines(p, handle, default_dataset)
-    rows, duplicates, errors = found
-    if errors:
+    source = open_source(path, config=config, split=split)
+    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns)
+    found = _read_rows(source, how, selection or Selection())
+    label = source.spec
+    if found.errors:
+        errors = found.errors
         more = f"\n... and {len(errors) - _SHOWN} more bad lines" if len(errors) > _SHOWN else ""
         raise ConfigError(
-            f"{p}: {len(errors)} bad line(s); each row is a JSON object with `messages` or `prompt`:\n"
+            f"{label}: {len(errors)} bad {source.unit}(s); each row is a JSON object with a "
+            "conversation (`messages`, `conversations`) or a prompt (`prompt`, `question`, ...):\n"
             + "\n".join(errors[:_SHOWN])
             + more
         )
+    rows = found.rows
     if not rows:
+        if found.skipped:
+            raise ConfigError(
+                f"{label}: no rows to send: all {len(found.skipped)} are skipped, e.g. "
+                f"{found.skipped[0]}"
+            )
         raise ConfigError(
-            f"{p}: no rows, the file is empty; write one JSON object per line with `messages` or "
-            '`prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
+            f"{label}: no rows, the file is empty; write one JSON object per line with "
+            '`messages` or `prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
         )
-    prompts = PromptSet(str(p), rows, duplicates, in_file=len(rows))
+    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped)
     if shard is not None:
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
         if not prompts.rows:
             log.warning(
                 "%s: shard %d/%d gets none of the file's %d rows: nothing to send",
-                p,
+                label,
                 shard[0],
                 shard[1],
                 len(rows),
             )
+    prompts.ending_on_assistant = sum(1 for r in prompts.rows if r.id in found.ending)
     return prompts
-
-
-def _read_lines(
-    p: Path, handle: IO[bytes], default_dataset: str
-) -> tuple[list[PromptRow], list[tuple[str, int, int]], list[str]]:
-    """Every row of the file (first of each id), the duplicates, and the bad lines' messages."""
-    rows: list[PromptRow] = []
-    seen: dict[str, int] = {}
-    duplicates: list[tuple[str, int, int]] = []
-    errors: list[str] = []
-    for lineno, raw in enumerate(handle, start=1):
-        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
-            raw = raw[len(codecs.BOM_UTF8) :]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            errors.append(f"{p}:{lineno}: not UTF-8 text ({exc.reason})")
-            continue
-        if not text.strip():
-            continue
-        try:
-            row = _parse_line(text, default_dataset=default_dataset, line=lineno)
-        except ValueError as exc:
-            errors.append(f"{p}:{lineno}: {exc}")
-            continue
-        if row.id in seen:
-            duplicates.append((row.id, seen[row.id], lineno))
-            continue
-        seen[row.id] = lineno
-        rows.append(row)
-    return rows, duplicates, errors

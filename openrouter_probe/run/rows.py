@@ -6,6 +6,7 @@ builds them from its plan, one per (endpoint, item) pair, each with its own pinn
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,3 +31,6 @@ class PromptRow:
     provider_json: str | None = None
     #: The row's own worst-case prices (``None``: the run's): those of the endpoint it is pinned to.
     prices: Prices | None = None
+    #: Fields the output record carries as they are, never sent (``original``: the source's last
+    #: assistant answer, which ``--turns last`` regenerates). Set by ``generation.prompts``.
+    extra: Mapping[str, Any] | None = None

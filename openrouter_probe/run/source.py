@@ -63,6 +63,7 @@ class RowSource:
             "policy_sha256": self.job_sha256,
             "run_id": self.run_id,  # the journal holds this run's money, attempt by attempt
         }
+        record.update(row.extra or {})
         record.update(fields)
         return record
 

@@ -111,6 +111,10 @@ class RunSummary:
     rows_already_done: int = 0
     rows_to_send: int = 0
     duplicates: int = 0
+    #: rows of the prompts skipped as not a valid conversation (never sent), and rows whose
+    #: conversation ends on an assistant turn (``--turns last`` regenerates that turn)
+    rows_skipped: int = 0
+    rows_ending_on_assistant: int = 0
     ok: int = 0
     truncated: int = 0
     failed: int = 0
@@ -183,6 +187,8 @@ class RunSummary:
             "rows_already_done": self.rows_already_done,
             "rows_to_send": self.rows_to_send,
             "duplicates": self.duplicates,
+            "rows_skipped": self.rows_skipped,
+            "rows_ending_on_assistant": self.rows_ending_on_assistant,
             "ok": self.ok,
             "truncated": self.truncated,
             "failed": self.failed,
@@ -317,6 +323,16 @@ class RunSummary:
                 + (f", {self.rows_partial:,} stopped mid-way" if self.rows_partial else "")
                 + f" ({self.rows_already_done:,} already done, {self.duplicates:,} duplicate ids "
                 f"skipped); {self.requests:,} requests, {self.retries:,} retried"
+            )
+        if self.rows_skipped:
+            lines.append(
+                f"skipped {self.rows_skipped:,} rows of the prompts: not a valid conversation "
+                "(never sent; the warnings name them)"
+            )
+        if self.stop_reason == "dry-run" and self.rows_ending_on_assistant:
+            lines.append(
+                f"{self.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
+                "is regenerated (--turns last keeps it as `original`)"
             )
         lines.extend(self._turn_lines())
         lines.extend(self._money_lines())

@@ -1,0 +1,245 @@
+"""A manifest: many datasets in one job, each with its source, selection, weight and turns.
+
+A small YAML file (``examples/datasets.yaml`` is one)::
+
+    datasets:
+      - name: B3                                  # every row of it is tagged B3
+        source: hf:HuggingFaceH4/ultrachat_200k    # a path (from the manifest's folder) or hf:
+        split: train_sft
+        sample: 2000                               # or limit: N (the first N rows)
+        seed: 0
+        weight: 2                                  # its share of the budget (others weigh 1)
+      - name: B5
+        source: gsm8k.json
+        fields: {prompt: question}                 # conversation / prompt / id: which field holds it
+        turns: all                                 # regenerate every assistant turn of its rows
+
+``generate MANIFEST.yaml`` (and its dry run) reads every dataset into one prompt set; the
+weights become the run's ``--weights`` (the cap is shared across datasets by the run, as with
+``--weights``), and ``turns`` a dataset's own ``--turns`` (the command's otherwise).
+
+Example::
+
+    from openrouter_probe.generation.manifest import read_inputs
+
+    inputs = read_inputs("examples/datasets.yaml", turns="last")
+    inputs.prompts.datasets, inputs.weights
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from openrouter_probe.errors import ConfigError, validation_errors
+from openrouter_probe.generation.prompts import PromptSet, Selection, read_prompts
+from openrouter_probe.generation.shapes import FieldMap
+from openrouter_probe.generation.sources import HF_PREFIX
+
+__all__ = [
+    "DatasetEntry",
+    "Inputs",
+    "Manifest",
+    "SourceOptions",
+    "is_manifest",
+    "read_inputs",
+    "read_manifest",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fields(_Strict):
+    """Which field of a row holds its conversation, its prompt string, its id."""
+
+    conversation: str | None = None
+    prompt: str | None = None
+    id: str | None = None
+
+
+class DatasetEntry(_Strict):
+    """One dataset of a manifest."""
+
+    name: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    split: str | None = None
+    config: str | None = None
+    fields: Fields = Fields()
+    limit: PositiveInt | None = None
+    sample: PositiveInt | None = None
+    seed: int = 0
+    weight: PositiveFloat = 1.0
+    turns: Literal["last", "all"] | None = None
+
+
+class Manifest(_Strict):
+    """The datasets of one job, in order."""
+
+    datasets: list[DatasetEntry] = Field(min_length=1)
+
+
+def is_manifest(path: str | Path) -> bool:
+    """Whether ``path`` names a manifest (a ``.yaml``/``.yml`` file) rather than prompts."""
+    return Path(str(path)).suffix.lower() in (".yaml", ".yml") and not str(path).startswith(
+        HF_PREFIX
+    )
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """Read a manifest; every bad key is named with its place (``datasets[2].limit``)."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the manifest: {exc.strerror}") from exc
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{p}: not a YAML manifest ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"{p}: a manifest is a YAML mapping with `datasets:`, a list of "
+            "{name, source, ...} (docs/inputs.md)"
+        )
+    try:
+        manifest = Manifest.model_validate(dict(data))
+    except ValidationError as exc:
+        detail = "; ".join(f"{loc}: {msg}" for loc, msg in validation_errors(exc))
+        raise ConfigError(f"{p}: invalid manifest ({detail})") from exc
+    names = [d.name for d in manifest.datasets]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"{p}: datasets named twice: {', '.join(twice)}; give each its own name")
+    for i, entry in enumerate(manifest.datasets):
+        if entry.limit is not None and entry.sample is not None:
+            raise ConfigError(f"{p}: datasets[{i}] ({entry.name}): give limit or sample, not both")
+    return manifest
+
+
+@dataclass
+class Inputs:
+    """The rows of a job (one source or a manifest's), the weights and turns its datasets ask."""
+
+    prompts: PromptSet
+    weights: dict[str, float] = field(default_factory=dict)
+    turns: dict[str, str] = field(default_factory=dict)  # dataset -> last|all (manifest only)
+
+    def turns_of(self, dataset: str, default: str) -> str:
+        return self.turns.get(dataset, default)
+
+
+def _source_path(entry: DatasetEntry, folder: Path) -> str:
+    if entry.source.startswith(HF_PREFIX) or Path(entry.source).is_absolute():
+        return entry.source
+    return str(folder / entry.source)
+
+
+def _merge(sets: list[PromptSet], label: str) -> PromptSet:
+    """One prompt set of many; an id in two datasets is sent once, listed as a duplicate."""
+    merged = PromptSet(label, [])
+    seen: dict[str, int] = {}
+    for one in sets:
+        merged.duplicates.extend(one.duplicates)
+        merged.skipped.extend(one.skipped)
+        merged.in_file += one.in_file
+        merged.ending_on_assistant += one.ending_on_assistant
+        for row in one.rows:
+            if row.id in seen:
+                merged.duplicates.append((row.id, seen[row.id], row.line))
+                continue
+            seen[row.id] = row.line
+            merged.rows.append(row)
+    return merged
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How to read a single source (a manifest sets each dataset's own): which fields hold the
+    conversation or prompt and the id, which rows to take, the ``hf:`` config and split."""
+
+    fields: FieldMap = field(default_factory=FieldMap)
+    selection: Selection = field(default_factory=Selection)
+    config: str | None = None
+    split: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        prompt_field: str | None = None,
+        id_field: str | None = None,
+        limit: int | None = None,
+        sample: int | None = None,
+        seed: int = 0,
+        config: str | None = None,
+        split: str | None = None,
+    ) -> SourceOptions:
+        """From ``generate``'s options (``--prompt-field``, ``--id-field``, ``--limit``, ...)."""
+        return cls(FieldMap(prompt=prompt_field, id=id_field), Selection(limit, sample, seed),
+                   config, split)  # fmt: skip
+
+    def given(self) -> list[str]:
+        """The options set, by their command-line names."""
+        return [
+            name
+            for name, value in (
+                ("--prompt-field/--id-field", self.fields != FieldMap()),
+                ("--limit/--sample", self.selection != Selection()),
+                ("--config", self.config is not None),
+                ("--split", self.split is not None),
+            )
+            if value
+        ]
+
+
+def read_inputs(
+    prompts: str | Path,
+    *,
+    turns: str = "last",
+    shard: tuple[int, int] | None = None,
+    options: SourceOptions | None = None,
+) -> Inputs:
+    """Read a job's rows: one source (read with ``options``), or every dataset of a manifest
+    (each with its own; giving ``options`` too is an error)."""
+    options = options or SourceOptions()
+    if not is_manifest(prompts):
+        rows = read_prompts(
+            prompts,
+            shard=shard,
+            turns=turns,
+            fields=options.fields,
+            selection=options.selection,
+            config=options.config,
+            split=options.split,
+        )
+        return Inputs(rows)
+    if options.given():
+        raise ConfigError(
+            f"{prompts}: a manifest sets each dataset's own; drop {', '.join(options.given())} "
+            "(or set them in the manifest)"
+        )
+    manifest = read_manifest(prompts)
+    folder = Path(prompts).parent
+    sets, weights, modes = [], {}, {}
+    for entry in manifest.datasets:
+        mode = entry.turns or turns
+        sets.append(
+            read_prompts(
+                _source_path(entry, folder),
+                shard=shard,
+                dataset=entry.name,
+                turns=mode,
+                fields=FieldMap(entry.fields.conversation, entry.fields.prompt, entry.fields.id),
+                selection=Selection(entry.limit, entry.sample, entry.seed),
+                config=entry.config,
+                split=entry.split,
+            )
+        )
+        weights[entry.name] = entry.weight
+        modes[entry.name] = mode
+    return Inputs(_merge(sets, str(prompts)), weights, modes)
