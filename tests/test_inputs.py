@@ -454,17 +454,17 @@ def test_the_conversation_check_is_specforges_on_its_own_roles(
 def test_a_manifests_weights_share_the_cap_as_weights_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The run's own sharing (``RunSettings.weights``) gets the manifest's; --weights replaces them."""
+    """The run's own sharing (``JobOptions.weights``) gets the manifest's; --weights replaces them."""
     from openrouter_probe.generation import job
 
     seen: list[dict[str, float]] = []
-    real = job._settings
+    real = job.open_run
 
-    def spy(*args: Any) -> Any:
-        seen.append(dict(args[-1]))
-        return real(*args)
+    def spy(options: Any, **kwargs: Any) -> Any:
+        seen.append(dict(options.weights))
+        return real(options, **kwargs)
 
-    monkeypatch.setattr(job, "_settings", spy)
+    monkeypatch.setattr(job, "open_run", spy)
     for weights in (None, "B3=3"):
         sender = LedgerSender()
         sender.row_id = lambda request: request["messages"][-1]["content"]  # type: ignore[method-assign]
