@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.analysis.budget_job import Job, job_figures, make_job, time_to_finish_s
+from openrouter_probe.analysis.budget_job import BudgetJob, job_figures, make_job, time_to_finish_s
 from openrouter_probe.analysis.budget_plan import (
     BudgetPlan,
     EndpointBudget,
@@ -120,7 +120,7 @@ def _for_job(endpoints: Sequence[Endpoint], prompt_tokens: int | None) -> list[E
 
 
 def _endpoint_budget(
-    job: Job,
+    job: BudgetJob,
     *,
     tag: str,
     provider: str,
@@ -188,7 +188,7 @@ def _tps(e: Endpoint) -> float | None:
 
 
 def _cheapest_window(
-    job: Job, priced: Sequence[tuple[Endpoint, _Price]], originals: Mapping[str, Endpoint]
+    job: BudgetJob, priced: Sequence[tuple[Endpoint, _Price]], originals: Mapping[str, Endpoint]
 ) -> TimeWindowCost | None:
     """The cheapest (endpoint, UTC window) when some admitted endpoint's price varies by time."""
     best: TimeWindowCost | None = None
@@ -214,7 +214,7 @@ def _unmatched(block: ProviderBlock, endpoints: Sequence[Endpoint]) -> tuple[str
 
 
 def _notes(
-    job: Job,
+    job: BudgetJob,
     decision: RouteDecision,
     per_endpoint: Sequence[EndpointBudget],
     endpoints: Sequence[Endpoint],
@@ -340,7 +340,7 @@ def plan_budget(
 
 
 def _route_priced(
-    job: Job,
+    job: BudgetJob,
     endpoints: Sequence[Endpoint],
     block: ProviderBlock,
     parameters: frozenset[str],
@@ -368,7 +368,7 @@ def _route_priced(
 
 
 def _per_endpoint(
-    job: Job,
+    job: BudgetJob,
     decision: RouteDecision,
     priced: Sequence[tuple[Endpoint, _Price]],
     registry: PrecisionRegistry,
@@ -393,7 +393,7 @@ def _per_endpoint(
 
 
 def _blended(
-    job: Job, decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
+    job: BudgetJob, decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
 ) -> EndpointBudget:
     """The job's figures at the routing blend (no listed completion/reasoning price of its own)."""
     blend_price, blend_tps = _blend(decision, priced)
@@ -412,7 +412,7 @@ def _blended(
 
 
 def _plan(
-    job: Job,
+    job: BudgetJob,
     endpoints: Sequence[Endpoint],
     block: ProviderBlock,
     parameters: frozenset[str],
