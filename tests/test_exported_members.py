@@ -39,7 +39,7 @@ def _type_checking_imports() -> dict[str, str]:
 
 def test_the_lazy_table_is_the_type_checking_block() -> None:
     # One table: the lazy loader reads the imports the type checker reads, none left out.
-    assert openrouter_probe._EXPORTS == _type_checking_imports()
+    assert _type_checking_imports() == openrouter_probe._EXPORTS
     assert len(openrouter_probe._EXPORTS) == 64
 
 
