@@ -2,7 +2,8 @@
 
 A command parses options, calls one library function and renders. Data goes to stdout, provenance
 and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (a traceback only with
-``OPENROUTER_PROBE_DEBUG=1``); usage errors exit 2. Library modules are imported inside commands so
+``OPENROUTER_PROBE_DEBUG=1``): the job failed. Usage errors exit 2, the tool's own checks of an
+option's value included (``checked_by``: option callbacks raise click's usage error). Library modules are imported inside commands so
 ``openrouter-probe --help`` stays fast.
 """
 
@@ -89,6 +90,54 @@ def format_option(*choices: str, default: str = "table") -> Callable[[F], F]:
     )
 
 
+def checked_by(
+    check: Callable[[Any], object],
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """An option callback that runs the library's own check of a value (``check`` raises
+    ``ConfigError``) and turns a refusal into a usage error: exit 2, as click's own checks, not 1
+    (which is for a job that failed). The value passes on as given; the library reads it again."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from openrouter_probe.errors import ConfigError
+
+        if value is None or value == ():
+            return value
+        try:
+            for one in value if isinstance(value, tuple) else (value,):
+                check(one)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc), ctx) from exc
+        return value
+
+    return callback
+
+
+def usd_amount(option: str) -> Callable[[Any], object]:
+    """The check of ``--budget-usd``-like options: a positive, finite amount of USD."""
+
+    def check(value: Any) -> object:
+        from openrouter_probe.errors import ConfigError
+        from openrouter_probe.rules.quantities import parse_decimal
+
+        amount = parse_decimal(value, option)
+        if amount <= 0:
+            raise ConfigError(f"{option} {value}: a positive amount of USD, e.g. 100")
+        return amount
+
+    return check
+
+
+def token_count(option: str) -> Callable[[Any], object]:
+    """The check of a token-count option (``60M``, ``7.5M``, ``500k``)."""
+
+    def check(value: Any) -> object:
+        from openrouter_probe.rules.quantities import parse_token_count
+
+        return parse_token_count(value, what=option)
+
+    return check
+
+
 def plot_option(what: str) -> Callable[[F], F]:
     """``--plot FILE.png``: save ``what`` as a PNG (the command passes ``plot_path``)."""
     return click.option(
@@ -115,12 +164,17 @@ def snapshot_options(func: F) -> F:
     return func
 
 
+def check_snapshot_options(offline: bool, snapshot: str | None) -> None:
+    """``--offline`` with ``--snapshot PATH`` is a usage error, even where neither is read."""
+    if offline and snapshot and snapshot != "bundled":
+        raise click.UsageError("--offline and --snapshot PATH exclude each other")
+
+
 def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) -> Snapshot:
     """Resolve ``--offline`` / ``--snapshot`` / a live probe for ``model`` and say which on stderr."""
     from openrouter_probe.rules.snapshot import resolve_snapshot
 
-    if offline and snapshot and snapshot != "bundled":
-        raise click.UsageError("--offline and --snapshot PATH exclude each other")
+    check_snapshot_options(offline, snapshot)
     snap = resolve_snapshot(model, offline=offline, snapshot=snapshot)
     note(f"snapshot: {snap.provenance}")
     if snap.source in ("api", "page") and snap.parsed.stats_missing:

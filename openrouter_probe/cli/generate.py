@@ -8,13 +8,30 @@ import sys
 import click
 
 from openrouter_probe.cli._common import (
+    checked_by,
     cli,
     format_option,
     load_snapshot_for,
     note,
     render_rows,
     snapshot_options,
+    token_count,
+    usd_amount,
 )
+
+
+def _shard(text: str) -> object:
+    from openrouter_probe.generation.prompts import parse_shard
+
+    return parse_shard(text)
+
+
+def _weights_syntax(text: str) -> object:
+    """``--weights`` read as the run reads it, each dataset named taken as present (the prompts,
+    read later, say which datasets there are)."""
+    from openrouter_probe.generation.job import parse_weights
+
+    return parse_weights(text, [part.partition("=")[0].strip() for part in text.split(",")])
 
 
 @cli.command()
@@ -36,6 +53,7 @@ from openrouter_probe.cli._common import (
 @click.option(
     "--budget-usd",
     metavar="USD",
+    callback=checked_by(usd_amount("--budget-usd")),
     help="Spend cap in USD for this output file, across runs (per shard with --shard).",
 )
 @click.option(
@@ -55,6 +73,7 @@ from openrouter_probe.cli._common import (
 )
 @click.option(
     "--target-tokens",
+    callback=checked_by(token_count("--target-tokens")),
     help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
 )
 @click.option(
@@ -75,10 +94,16 @@ from openrouter_probe.cli._common import (
     help="reasoning.max_tokens of every request, instead of --reasoning-effort.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
-@click.option("--shard", metavar="i/n", help="Send only shard i of n (0 <= i < n), by row id.")
+@click.option(
+    "--shard",
+    metavar="i/n",
+    callback=checked_by(_shard),
+    help="Send only shard i of n (0 <= i < n), by row id.",
+)
 @click.option(
     "--weights",
     metavar="DS=W,...",
+    callback=checked_by(_weights_syntax),
     help="Share the budget between datasets by weight, e.g. B3=2,B4=1 (others weigh 1; "
     "default: equal shares).",
 )

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from openrouter_probe.cli._common import cli, format_option, note
+from openrouter_probe.cli._common import checked_by, cli, format_option, note, usd_amount
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
 _MOVED = ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools", "--noise")
@@ -67,6 +67,7 @@ def _moved_options(func: Any) -> Any:
 @click.option(
     "--budget-usd",
     metavar="USD",
+    callback=checked_by(usd_amount("--budget-usd")),
     help="Spend cap in USD for the whole check (and --out across runs).",
 )
 @click.option(
