@@ -252,15 +252,20 @@ def format_cell(value: Any, column: str = "") -> str:
     return str(value)
 
 
-def table_width() -> int | None:
-    """The width tables must fit: ``$COLUMNS`` when set (piped output too), else the terminal's;
-    ``None`` when piped without ``$COLUMNS`` (nothing to fit: every column is shown whole)."""
+#: The width a table fits when stdout is not a terminal and ``$COLUMNS`` is unset (a pipe, a file,
+#: a CI log): the classic terminal's, so piped tables stay readable (``--format csv|json`` for all).
+PIPE_WIDTH = 80
+
+
+def table_width() -> int:
+    """The width tables must fit: ``$COLUMNS`` when set (piped output too), else the terminal's,
+    else (piped without ``$COLUMNS``) ``PIPE_WIDTH``."""
     columns = os.environ.get("COLUMNS", "")
     if columns.strip().isdigit() and int(columns) > 0:
         return int(columns)
     if sys.stdout.isatty():
         return shutil.get_terminal_size().columns
-    return None
+    return PIPE_WIDTH
 
 
 def _cell_width(text: str) -> int:
@@ -281,7 +286,9 @@ class ColumnPlan:
     def __init__(self, column: str, cells: list[str], *, essential: bool, numeric: bool) -> None:
         self.column = column
         self.cells = cells
-        self.essential = essential
+        self.empty = all(cell == "-" for cell in cells)
+        # A column with nothing in it (every cell "-") has nothing to protect.
+        self.essential = essential and not self.empty
         self.numeric = numeric
         # Essential and numeric columns never wrap; text columns (provider, reason) may.
         self.fixed = essential or numeric
@@ -327,8 +334,9 @@ def fit_columns(
     drop_order: Sequence[str] = (),
 ) -> tuple[list[ColumnPlan], bool, list[str]]:
     """Decide how a table fits ``width``: its column plans, whether headers take two lines, and
-    the columns left out: those in ``drop_order`` first, in that order, then the others right to
-    left, never one that ``keep`` protects."""
+    the columns left out: empty ones (every cell ``-``) first, then those in ``drop_order``, in
+    that order, then the others right to left, never one that ``keep`` protects; a column left out
+    early comes back when the later ones leave room for it. ``None`` fits nothing."""
     columns = list(rows[0]) if rows else []
     plans = [
         ColumnPlan(
@@ -347,16 +355,26 @@ def fit_columns(
         if _table_total([p.minimum(two_lines) for p in plans]) <= width:
             return plans, two_lines, []
     rank = {c: i for i, c in enumerate(drop_order)}
-    dropped: list[str] = []
+    removed: list[ColumnPlan] = []
     while _table_total([p.minimum(True) for p in plans]) > width:
         lesser = [i for i, p in enumerate(plans) if not p.essential]
         if not lesser:
             break  # the essential columns alone are wider: show them whole, wider than asked
-        # Named columns first (lowest rank), then the rightmost of the rest.
-        victim = min(lesser, key=lambda i: (rank.get(plans[i].column, len(rank)), -i))
-        dropped.append(plans.pop(victim).column)
-    order = {c: i for i, c in enumerate(columns)}
-    return plans, True, sorted(dropped, key=order.__getitem__)
+        # Empty columns (every cell "-") first, then the named ones (lowest rank), then the
+        # rightmost of the rest.
+        victim = min(
+            lesser,
+            key=lambda i: (not plans[i].empty, rank.get(plans[i].column, len(rank)), -i),
+        )
+        removed.append(plans.pop(victim))
+    # Dropping one column at a time can leave room for an earlier one (a wide text column went
+    # last): put back each that fits, the last left out first.
+    for plan in reversed(removed):
+        trial = sorted([*plans, plan], key=lambda p: columns.index(p.column))
+        if _table_total([p.minimum(True) for p in trial]) <= width:
+            plans = trial
+    shown = {p.column for p in plans}
+    return plans, True, [c for c in columns if c not in shown]
 
 
 def render_rows(
@@ -370,7 +388,8 @@ def render_rows(
 ) -> list[str]:
     """Write ``rows`` to stdout as a rich table, CSV or JSON (``json_rows`` overrides for JSON).
 
-    A table fits ``$COLUMNS`` (or the terminal): the tag, verdict and prices (``keep``) are never
+    A table fits ``$COLUMNS`` (or the terminal, or 80 columns when piped): the tag, verdict and
+    prices (``keep``) are never
     cut; other text columns wrap, then the lesser columns are left out (``drop_order`` first, then
     from the right), and one line on stderr names them. JSON floats are rounded to what they mean (``round_for_json``).
     """

@@ -431,6 +431,17 @@ def _render_run(plan: BudgetPlan) -> None:
         )
 
 
+# What a narrow budget table leaves out first (after its empty columns): what the budget buys stays.
+_BUDGET_DROP_ORDER = (
+    "time_to_finish_h",
+    "visible_tokens",
+    "weight_pct",
+    "over_budget_pct",
+    "per_dataset_tokens",
+    "budget_buys_tokens",
+)
+
+
 def _render_plan(plan: BudgetPlan) -> None:
     """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
     from openrouter_probe.rules.quantities import (
@@ -471,6 +482,7 @@ def _render_plan(plan: BudgetPlan) -> None:
         rows,
         "table",
         title=f"{plan.model}: ${plan.budget_usd:,.2f} budget per admitted endpoint ({mode} routing)",
+        drop_order=_BUDGET_DROP_ORDER,
     )
     _render_run(plan)
     for tag, _reason, detail in plan.excluded:
