@@ -68,7 +68,7 @@ def test_raw_endpoints_body_loads_as_snapshot() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json at all", "not JSON"),
+        ("not json at all", "not a snapshot but a text or YAML file"),
         ("[1, 2]", "not a snapshot"),
         ('{"hello": "world"}', "not a snapshot"),
         ('{"format": "openrouter-probe.snapshot/1", "model": "a/b"}', "'taken_at'"),
