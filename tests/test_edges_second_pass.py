@@ -81,3 +81,59 @@ def test_a_plot_into_a_missing_folder_says_create_it(
     )
     assert ".tmp" not in result.output
     assert not (tmp_path / "nodir").exists()
+
+
+def test_a_difference_inside_the_tolerance_has_its_own_verdict(tmp_path: Path) -> None:
+    # issue 26: DeepInfra at --degrade 0.1 printed "differs" with +5.5 pp, [+3.1, +9.6] against a
+    # 10 pp tolerance: equality rejected and equivalence shown at once
+    import json
+
+    import yaml
+
+    out, evidence = tmp_path / "v.jsonl", tmp_path / "measured.yaml"
+    args = ["verify", MODEL, "--endpoints", "chutes/int4,deepinfra/int4", "--n", "200"]
+    args += ["--out", str(out), "--budget-usd", "1", "--quiet"]
+    with orp.fake.serve(SNAP, speed=0, degrade=["deepinfra/int4=0.1"]) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        table = CliRunner().invoke(cli, [*args, "--evidence", str(evidence)], env=env)
+        shown = CliRunner().invoke(cli, [*args, "--format", "json"], env=env)  # sends nothing
+        sent = len(fake.ledger)
+    assert table.exit_code == shown.exit_code == 0, table.output
+    assert sent == 800  # 200 prompts x (2 endpoints + the reference twice), once
+    lines = table.stdout.splitlines()
+    report = lines[lines.index("") :]  # the plan, a blank line, the report
+    row = next(i for i, line in enumerate(report) if line.startswith("deepinfra/int4 "))
+    lines = report
+    assert lines[row].startswith("deepinfra/int4  differs,      200  94.5 +5.5 [+3.1,+9.6]  ")
+    assert lines[row + 1] == " " * 16 + "within tolerance"  # under the verdict column
+    assert max(len(line) for line in lines) <= 80
+    reason = next(x for x in lines if x.startswith("deepinfra/int4: "))
+    assert reason.startswith("deepinfra/int4: less accurate than the reference by 5.5 pp")
+    assert "a real difference, smaller than the" in table.stdout
+    verdicts = {r["tag"]: r["verdict"] for r in json.loads(shown.stdout)}
+    assert verdicts == {
+        "moonshotai/int4": None,
+        "chutes/int4": "consistent",
+        "deepinfra/int4": "differs, within tolerance",
+    }
+    doc = yaml.safe_load(evidence.read_text(encoding="utf-8"))
+    assert {m["endpoint"]: m["verdict"] for m in doc["measured"]} == {
+        "chutes/int4": "consistent",
+        "deepinfra/int4": "differs, within tolerance",
+    }
+    # read back: the matrix shows it, and a spec can exclude it by name (or keep it)
+    date = doc["measured"][0]["date"]
+    matrix = CliRunner().invoke(
+        cli, ["matrix", MODEL, "--offline", "--precision-file", str(evidence), "--format", "json"]
+    )
+    measured = {r["tag"]: r["measured"] for r in json.loads(matrix.stdout)}
+    assert measured["deepinfra/int4"] == f"differs, within tolerance (n=200, {date})"
+    for listed, ignored in (('["differs, within tolerance"]', True), ("[differs]", False)):
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(f"model: {MODEL}\nexclude_measured: {listed}\n", encoding="utf-8")
+        compiled = CliRunner().invoke(
+            cli, ["policy", "compile", str(spec), "--offline", "--precision-file", str(evidence)]
+        )
+        assert compiled.exit_code == 0, compiled.output
+        block = yaml.safe_load(compiled.stdout)["provider"]
+        assert ("deepinfra/int4" in block.get("ignore", [])) is ignored, block

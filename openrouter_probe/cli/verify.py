@@ -131,8 +131,8 @@ def verify(model: str, **opts: Any) -> None:
     Prints the plan first (requests per endpoint, expected and worst-case cost at each endpoint's
     prices, power); --dry-run stops there. Then sends under --budget-usd (one cap for every
     endpoint, the reference sent --repeats times), writes --out, and prints one verdict per
-    endpoint: consistent, differs (within tolerance), or inconclusive. Set OPENROUTER_API_KEY (and
-    OPENROUTER_BASE_URL for another server). To rehearse on the fake, start `fake-server --speed 0`
+    endpoint: consistent, differs, "differs, within tolerance" or inconclusive (docs/verify.md).
+    Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server). To rehearse on the fake, start `fake-server --speed 0`
     (its --degrade, --degrade-flip, --degrade-tools, --noise and --seed shape its endpoints) and
     point OPENROUTER_BASE_URL at the URL it prints. Exit 0 when the check ran as asked (to the end
     or to the budget), 1 on a 401/402/404 stop, 2 on a usage error, 130 when interrupted; the
