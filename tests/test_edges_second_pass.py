@@ -137,3 +137,65 @@ def test_a_difference_inside_the_tolerance_has_its_own_verdict(tmp_path: Path) -
         assert compiled.exit_code == 0, compiled.output
         block = yaml.safe_load(compiled.stdout)["provider"]
         assert ("deepinfra/int4" in block.get("ignore", [])) is ignored, block
+
+
+# -- advice that points the right way -------------------------------------------------------------
+
+
+def _prompts(tmp_path: Path) -> Path:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "yo"}\n', "utf-8")
+    return path
+
+
+def test_max_tokens_above_every_limit_says_lower_it(tmp_path: Path) -> None:
+    # it said "Re-compile the policy against a fresh snapshot": the policy was fine
+    args = ["generate", str(_prompts(tmp_path)), "--policy", POLICY, "-o", str(tmp_path / "o")]
+    result = CliRunner().invoke(
+        cli, [*args, "--max-tokens", "300000", "--dry-run", "--snapshot", "bundled"]
+    )
+    assert result.exit_code == 1
+    assert _error(result) == (
+        f"Error: {POLICY}: admits none of the 11 endpoints serving {MODEL} now with "
+        "max_tokens=300000: above the output limit of each of the 6 it admits. Lower max_tokens "
+        "(--max-tokens) to 235929 or less, the largest they take (siliconflow/int4)"
+    )
+    assert "Re-compile" not in result.output
+    ok = CliRunner().invoke(
+        cli, [*args, "--max-tokens", "235929", "--dry-run", "--snapshot", "bundled"]
+    )
+    assert ok.exit_code == 0, ok.output  # the value it gave is taken
+
+
+def test_the_plan_prices_only_the_endpoints_that_can_serve_the_request(tmp_path: Path) -> None:
+    # it priced at "the cheapest admitted $2.20/M (Chutes)", whose limit is 65,535; the run is
+    # served by SiliconFlow at $2.25/M
+    import json
+
+    limits = {e.tag: e.max_completion_tokens for e in SNAP.endpoints}
+    assert limits["chutes/int4"] == 65535 and limits["siliconflow/int4"] == 235929
+    prompts, out = _prompts(tmp_path), tmp_path / "o.jsonl"
+    args = ["generate", str(prompts), "--policy", POLICY, "-o", str(out), "--max-tokens", "100000"]
+    plan = CliRunner().invoke(
+        cli, [*args, "--dry-run", "--snapshot", "bundled", "--budget-usd", "1"]
+    )
+    assert plan.exit_code == 0, plan.output
+    assert "at the cheapest admitted $2.25/M (SiliconFlow) cost $0.45" in " ".join(
+        plan.stdout.split()
+    )
+    assert "Chutes" not in plan.stdout
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        run = CliRunner().invoke(cli, [*args, "--budget-usd", "1", "--quiet"], env=env)
+        served = {entry.tag for entry in fake.ledger.entries}
+    assert run.exit_code == 0, run.output
+    assert served == {"siliconflow/int4"}
+    rows = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
+    assert {r["provider"] for r in rows} == {"SiliconFlow"}
+    # the library, asked the same
+    budget = orp.plan_budget(
+        SNAP, budget_usd=1, output_tokens=200_000, max_tokens=100_000,
+        provider=orp.load_compiled_policy(POLICY).provider,
+    )  # fmt: skip
+    assert budget.cheapest.tag == "siliconflow/int4"
+    assert "chutes/int4" not in {r["tag"] for r in budget.endpoint_rows()}

@@ -276,6 +276,7 @@ def plan_budget(
     prompt_to_output_ratio: float | str | Decimal | None = None,
     provider: ProviderBlock | Mapping[str, Any] | None = None,
     parameters: Iterable[str] = (),
+    max_tokens: int | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     registry: PrecisionRegistry | None = None,
     model: str | None = None,
@@ -288,7 +289,9 @@ def plan_budget(
     size: ``prompt_tokens_per_request`` with ``output_tokens_per_request``, or
     ``prompt_to_output_ratio`` (input tokens per output token). ``provider`` is a ``provider`` block
     (or ``None`` for OpenRouter's default routing); ``parameters`` are the request keys sent (they
-    matter under ``require_parameters``). ``concurrency`` feeds the time estimate only.
+    matter under ``require_parameters``); ``max_tokens`` is the requests' own, when they carry one:
+    an endpoint whose output limit is below it cannot serve them, so it is neither priced nor
+    blended (one routing model, as the run's). ``concurrency`` feeds the time estimate only.
 
     Raises ``ConfigError`` for bad numbers, ``SnapshotError`` when no endpoint lists a price and
     ``PolicyError`` when the block is invalid or admits no priced endpoint.
@@ -332,6 +335,7 @@ def plan_budget(
         endpoints,
         block,
         frozenset(parameters),
+        max_tokens=max_tokens,
         registry=registry if registry is not None else default_registry(),
         model=model,
         provenance=provenance,
@@ -345,9 +349,11 @@ def _route_priced(
     block: ProviderBlock,
     parameters: frozenset[str],
     model: str | None,
+    max_tokens: int | None = None,
 ) -> tuple[RouteDecision, list[tuple[Endpoint, _Price]]]:
     """The routing decision for the job's request, and its admitted endpoints with their prices."""
     params = RequestParams(
+        max_tokens=max_tokens,
         parameters=parameters,
         prompt_tokens=job.prompt_tokens_per_request,
         output_tokens=job.output_tokens_per_request,
@@ -417,13 +423,14 @@ def _plan(
     block: ProviderBlock,
     parameters: frozenset[str],
     *,
+    max_tokens: int | None,
     registry: PrecisionRegistry,
     model: str | None,
     provenance: str | None,
     policy: dict[str, Any] | None,
 ) -> BudgetPlan:
     """Route the job's endpoints under ``block``, price every admitted one, then the blend."""
-    decision, priced = _route_priced(job, endpoints, block, parameters, model)
+    decision, priced = _route_priced(job, endpoints, block, parameters, model, max_tokens)
     per_endpoint = _per_endpoint(job, decision, priced, registry, model)
     cheapest = min(
         per_endpoint,
