@@ -199,3 +199,46 @@ def test_the_plan_prices_only_the_endpoints_that_can_serve_the_request(tmp_path:
     )  # fmt: skip
     assert budget.cheapest.tag == "siliconflow/int4"
     assert "chutes/int4" not in {r["tag"] for r in budget.endpoint_rows()}
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (
+            ["pol.yaml", "--policy", "pol.yaml"],
+            "PROMPTS pol.yaml is a compiled policy, not prompts; give the prompts (JSON lines) "
+            "first: `openrouter-probe generate PROMPTS.jsonl --policy pol.yaml -o o.jsonl`",
+        ),
+        (
+            ["p.jsonl", "--policy", "p.jsonl"],
+            "--policy p.jsonl is a prompts file, not a policy; give a compiled policy: "
+            "`openrouter-probe generate p.jsonl --policy POLICY.yaml -o o.jsonl`",
+        ),
+        (
+            ["pol.yaml", "--policy", "p.jsonl"],
+            "pol.yaml is a compiled policy and p.jsonl a prompts file; swap them: "
+            "`openrouter-probe generate p.jsonl --policy pol.yaml -o o.jsonl`",
+        ),
+        (
+            ["spec.yaml", "--policy", "pol.yaml"],
+            "PROMPTS spec.yaml is a policy spec, not prompts; give the prompts (JSON lines) "
+            "first: `openrouter-probe generate PROMPTS.jsonl --policy pol.yaml -o o.jsonl`",
+        ),
+    ],
+)
+def test_a_policy_given_as_prompts_and_prompts_given_as_a_policy(
+    given: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # they printed twelve lines of "not JSON", or a YAML parse error
+    monkeypatch.chdir(tmp_path)
+    _prompts(tmp_path)
+    (tmp_path / "pol.yaml").write_text(Path(POLICY).read_text("utf-8"), "utf-8")
+    spec = (ROOT / "policies" / "kimi-k2.5.spec.yaml").read_text("utf-8")
+    (tmp_path / "spec.yaml").write_text(spec, "utf-8")
+    result = CliRunner().invoke(
+        cli, ["generate", *given, "-o", "o.jsonl", "--dry-run", "--snapshot", "bundled"]
+    )
+    assert result.exit_code == 2, result.output
+    assert _error(result) == f"Error: {said}"
+    assert "not JSON" not in result.output and "YAML" not in result.output
+    assert not (tmp_path / "o.jsonl").exists()

@@ -198,6 +198,7 @@ def generate(
 
     from openrouter_probe.generation import generate as run_generate
 
+    _check_not_swapped(prompts, policy, out)
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -233,6 +234,65 @@ def generate(
     if summary.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
     sys.exit(summary.exit_code)
+
+
+def _kind_of(path: str) -> str | None:
+    """What a file given to ``generate`` is, read from its start: ``"a compiled policy"`` or
+    ``"a policy spec"`` (YAML), ``"a prompts file"`` (JSON lines, Parquet), or ``None``."""
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        return None
+    if file.suffix.lower() == ".parquet":
+        return "a prompts file"
+    with file.open("rb") as handle:
+        head = handle.read(1 << 20)
+    first = next((line for line in head.splitlines() if line.strip()), b"").strip()
+    if first.startswith(b"{"):
+        try:
+            return "a prompts file" if isinstance(json.loads(first), dict) else None
+        except ValueError:
+            return None
+    if file.suffix.lower() not in (".yaml", ".yml") or len(head) == 1 << 20:
+        return None
+    import yaml
+
+    from openrouter_probe.policy.spec import document_kind
+
+    try:
+        kind = document_kind(yaml.safe_load(head.decode("utf-8", errors="replace")))
+    except yaml.YAMLError:
+        return None
+    return {"compiled": "a compiled policy", "spec": "a policy spec"}.get(kind)
+
+
+def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
+    """A policy given as PROMPTS, or prompts given as --policy: one line with the command as it
+    should be, before either is read (they gave a page of "not JSON" or a YAML parse error)."""
+    as_prompts, as_policy = _kind_of(prompts), _kind_of(policy)
+    policy_given = as_prompts in ("a compiled policy", "a policy spec")
+    if not policy_given and as_policy != "a prompts file":
+        return
+    right_prompts = prompts if as_prompts == "a prompts file" else "PROMPTS.jsonl"
+    right_policy = policy if as_policy in ("a compiled policy", None) else "POLICY.yaml"
+    if policy_given and as_policy == "a prompts file":
+        said, right_prompts, right_policy = "swap them", policy, prompts
+        what = f"{prompts} is {as_prompts} and {policy} {as_policy}"
+    elif policy_given:
+        said = "give the prompts (JSON lines) first"
+        what = f"PROMPTS {prompts} is {as_prompts}, not prompts"
+        if prompts != policy and as_prompts == "a compiled policy" and as_policy is None:
+            right_policy = prompts
+    else:
+        said = "give a compiled policy"
+        what = f"--policy {policy} is {as_policy}, not a policy"
+    if right_policy.endswith((".spec.yaml", ".spec.yml")):
+        right_policy = "POLICY.yaml"  # compile it first: the spec/policy swap says how
+    raise click.UsageError(
+        f"{what}; {said}: `openrouter-probe generate {right_prompts} --policy {right_policy} "
+        f"-o {out}`"
+    )
 
 
 @cli.command("audit")
