@@ -242,3 +242,30 @@ def test_a_policy_given_as_prompts_and_prompts_given_as_a_policy(
     assert _error(result) == f"Error: {said}"
     assert "not JSON" not in result.output and "YAML" not in result.output
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("args", [["endpoints", MODEL], ["matrix", MODEL], ["models"]])
+def test_a_base_url_without_api_v1_is_the_urls_fault(args: list[str]) -> None:
+    # `endpoints` said "Check the model id" when OPENROUTER_BASE_URL lacked /api/v1
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        base = fake.base_url.removesuffix("/api/v1")
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": base}
+        result = CliRunner().invoke(cli, args, env=env)
+        right = CliRunner().invoke(
+            cli, [*args, "--format", "json"], env={**env, "OPENROUTER_BASE_URL": fake.base_url}
+        )
+    assert result.exit_code == 1
+    assert _error(result) == (
+        f"Error: {base}/models answers 404: OPENROUTER_BASE_URL={base} is not an OpenRouter API "
+        f"URL. Give the API's root, ending in /api/v1, e.g. {base}/api/v1"
+    )
+    assert "model id" not in result.output
+    assert right.exit_code == 0, right.output  # the form it gives works
+
+
+def test_an_unknown_model_on_the_right_url_still_says_check_the_model_id() -> None:
+    with orp.fake.serve(SNAP, speed=0) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        result = CliRunner().invoke(cli, ["endpoints", "moonshotai/nope"], env=env)
+    assert result.exit_code == 1
+    assert "Check the model id with `openrouter-probe models`" in _error(result)
