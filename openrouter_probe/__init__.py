@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 # The public surface, written once: each name below is exported (``__all__``), loaded on first use
-# (``__getattr__``, read from this block by ``_exports_of``) and typed for checkers (the imports
+# (``__getattr__``, read from this block by ``exports_of``) and typed for checkers (the imports
 # themselves). ``name as name`` marks an explicit re-export for mypy --strict. Each ``# --`` line
 # opens a group of docs/reference.md (``python docs/make_api_reference.py``).
 if TYPE_CHECKING:
