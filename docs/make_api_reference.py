@@ -2,8 +2,9 @@
 
 Run ``python docs/make_api_reference.py`` after changing a public signature or docstring;
 ``tests/test_docs.py`` fails when the committed page differs from what this script produces. The
-page walks ``openrouter_probe.__all__`` and the ``__all__`` of the public subpackages (``fake``,
-``generation``; ``verify`` exports its names at the top level). Each class shows the public methods
+page walks ``openrouter_probe.__all__`` in the groups of the package root's one table (its
+``TYPE_CHECKING`` block: probe, rules, analyze, compile, generate, verify, errors), then the
+``__all__`` of the public subpackages (``fake``, ``generation``). Each class shows the public methods
 and properties it defines itself (inherited ones, such as pydantic's ``model_dump``, are left out);
 a pydantic model shows its fields. The output is deterministic: annotations are printed as written
 in the source (every module uses ``from __future__ import annotations``), defaults that are
@@ -332,21 +333,56 @@ def _unwrap(value: Any) -> Any:
     )
 
 
+_GROUP = re.compile(r"^    # -- (?P<title>[^:]+): (?P<about>.+)$")
+_NAME = re.compile(r"^    from [\w.]+ import (\w+) as \1$")
+
+
+def groups() -> list[tuple[str, str, list[str]]]:
+    """``(title, about, names)`` for each ``# -- Title: about`` group of the package root's
+    ``TYPE_CHECKING`` block, the one table of the public surface, in its order."""
+    top = importlib.import_module(PACKAGE)
+    out: list[tuple[str, str, list[str]]] = []
+    for line in Path(top.__file__ or "").read_text(encoding="utf-8").splitlines():
+        if match := _GROUP.match(line):
+            out.append((match["title"], match["about"], []))
+        elif (name := _NAME.match(line)) and out:
+            out[-1][2].append(name[1])
+    return out
+
+
+def _index(names: list[str], section: str) -> str:
+    return ", ".join(f"[`{n}`](#{_anchor(f'{section}.{n}')})" for n in names)
+
+
 def render() -> str:
     """Return the Markdown page for the public API as it is now."""
     names = public_names()
+    found = {(s, n): (obj, mod) for s, n, obj, mod in names}
+    top = importlib.import_module(PACKAGE)
     parts = [_INTRO]
-    for section in (PACKAGE, *(f"{PACKAGE}.{sub}" for sub in SUBPACKAGES)):
+    table = groups()
+    doc = inspect.cleandoc(top.__doc__ or "")
+    overview = "".join(
+        f"- {title}, {about}: {_index(sorted(own), PACKAGE)}\n" for title, about, own in table
+    )
+    parts.append(f"## `{PACKAGE}`\n\n```text\n{doc}\n```\n\n{overview}")
+    parts.append(entry("__version__", top.__version__, top, f"{PACKAGE}.__version__"))
+    for title, about, own in table:
+        parts.append(f"## {title}\n\n{about[0].upper()}{about[1:]}.\n")
+        for n in sorted(own):
+            obj, mod = found[(PACKAGE, n)]
+            parts.append(entry(n, obj, mod, f"{PACKAGE}.{n}"))
+    for section in (f"{PACKAGE}.{sub}" for sub in SUBPACKAGES):
         module = importlib.import_module(section)
         doc = inspect.cleandoc(module.__doc__ or "")
-        own = [(n, obj, mod) for s, n, obj, mod in names if s == section]
-        index = ", ".join(f"[`{n}`](#{_anchor(f'{section}.{n}')})" for n, _, _ in own)
-        shared = [n for n in getattr(module, "__all__", []) if n not in {n for n, _, _ in own}]
+        own_sub = [(n, obj, mod) for s, n, obj, mod in names if s == section]
+        index = _index([n for n, _, _ in own_sub], section)
+        shared = [n for n in getattr(module, "__all__", []) if n not in {n for n, _, _ in own_sub}]
         if shared:
-            also = ", ".join(f"[`{n}`](#{_anchor(f'{PACKAGE}.{n}')})" for n in shared)
+            also = _index(shared, PACKAGE)
             index += ("; " if index else "") + f"the same objects as `{PACKAGE}`'s: {also}"
         parts.append(f"## `{section}`\n\n```text\n{doc}\n```\n\n{index}\n")
-        parts.extend(entry(n, obj, mod, f"{section}.{n}") for n, obj, mod in own)
+        parts.extend(entry(n, obj, mod, f"{section}.{n}") for n, obj, mod in own_sub)
     return "\n".join(parts)
 
 

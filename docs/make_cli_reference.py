@@ -24,8 +24,20 @@ _INTRO = """\
 
 Generated from `--help` by `python docs/make_cli_reference.py`; do not edit by hand
 (`tests/test_docs.py` fails when this page is out of date). Every command accepts `-h` / `--help`.
-Data goes to stdout, provenance and diagnostics to stderr; errors are one line and exit 1 (set
-`OPENROUTER_PROBE_DEBUG=1` for a traceback), usage errors exit 2.
+Data goes to stdout, provenance and diagnostics to stderr; errors are one line (set
+`OPENROUTER_PROBE_DEBUG=1` for a traceback).
+
+## Exit codes
+
+| code | meaning |
+|---|---|
+| 0 | the command did what was asked (a run that stopped at its budget or its target included) |
+| 1 | the job failed: a file that cannot be read as what it should be, a 401/402/404 stop, a policy that admits nothing, `audit` finding rows served outside the policy |
+| 2 | a usage error, before anything is read or sent: an unknown option, a missing argument, or a value the tool itself refuses (`--budget-usd -5`, `--shard 3/2`, `--weights B3:2`, `--target-tokens 10Q`, `--offline` with `--snapshot PATH`) |
+| 130 | interrupted (Ctrl-C) |
+
+`policy check` is made for CI: 0 when nothing that matters moved, 1 on drift, 2 on any error.
+`tests/test_exit_codes.py` runs every command below with a bad option and checks 2.
 
 Commands:
 

@@ -15,218 +15,121 @@ Example::
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+#: The version of the installed package, as in its metadata.
 __version__ = "0.2.0"
 
-# name -> the folder (or module) that exports it; each folder resolves it to its module.
-_EXPORTS: dict[str, str] = {
-    "APIConnectionError": "openrouter_probe.errors",
-    "APIError": "openrouter_probe.errors",
-    "APIStatusError": "openrouter_probe.errors",
-    "BudgetExceededError": "openrouter_probe.errors",
-    "BudgetPlan": "openrouter_probe.analysis",
-    "ChatCompletion": "openrouter_probe.api",
-    "Client": "openrouter_probe.api",
-    "CompiledPolicy": "openrouter_probe.policy",
-    "ConfigError": "openrouter_probe.errors",
-    "DriftReport": "openrouter_probe.policy",
-    "Endpoint": "openrouter_probe.api",
-    "Generation": "openrouter_probe.api",
-    "InsufficientCreditsError": "openrouter_probe.errors",
-    "KeyInfo": "openrouter_probe.api",
-    "Model": "openrouter_probe.api",
-    "ModelEndpoints": "openrouter_probe.api",
-    "ModelsList": "openrouter_probe.api",
-    "NoRouteError": "openrouter_probe.errors",
-    "PolicyError": "openrouter_probe.errors",
-    "PolicySpec": "openrouter_probe.policy",
-    "PrecisionRegistry": "openrouter_probe.rules",
-    "Pricing": "openrouter_probe.api",
-    "ProbeError": "openrouter_probe.errors",
-    "Provider": "openrouter_probe.api",
-    "ProviderBlock": "openrouter_probe.rules",
-    "RateLimitError": "openrouter_probe.errors",
-    "RequestParams": "openrouter_probe.rules",
-    "RouteDecision": "openrouter_probe.rules",
-    "RunSummary": "openrouter_probe.run",
-    "SkippedRecord": "openrouter_probe.api",
-    "Snapshot": "openrouter_probe.rules",
-    "SnapshotError": "openrouter_probe.errors",
-    "Usage": "openrouter_probe.api",
-    "VerifyPlan": "openrouter_probe.verify",
-    "VerifyReport": "openrouter_probe.verify",
-    "build_matrix": "openrouter_probe.analysis",
-    "build_report": "openrouter_probe.verify",
-    "bundled_models_list": "openrouter_probe.api",
-    "bundled_snapshot": "openrouter_probe.rules",
-    "check_policy": "openrouter_probe.policy",
-    "compile_policy": "openrouter_probe.policy",
-    "default_registry": "openrouter_probe.rules",
-    "effective_pricing": "openrouter_probe.rules",
-    "generate": "openrouter_probe.generation",
-    "lint_block": "openrouter_probe.policy",
-    "load_compiled_policy": "openrouter_probe.policy",
-    "load_models_list": "openrouter_probe.api",
-    "load_snapshot": "openrouter_probe.rules",
-    "load_spec": "openrouter_probe.policy",
-    "matrix_history": "openrouter_probe.analysis",
-    "parse_provider_page": "openrouter_probe.api",
-    "parse_token_count": "openrouter_probe.rules",
-    "plan_budget": "openrouter_probe.analysis",
-    "plan_precision_check": "openrouter_probe.verify",
-    "plan_verify": "openrouter_probe.verify",
-    "price_windows": "openrouter_probe.rules",
-    "probe": "openrouter_probe.rules",
-    "route": "openrouter_probe.rules",
-    "verify_precision": "openrouter_probe.verify",
-}
-
-__all__ = [
-    "APIConnectionError",
-    "APIError",
-    "APIStatusError",
-    "BudgetExceededError",
-    "BudgetPlan",
-    "ChatCompletion",
-    "Client",
-    "CompiledPolicy",
-    "ConfigError",
-    "DriftReport",
-    "Endpoint",
-    "Generation",
-    "InsufficientCreditsError",
-    "KeyInfo",
-    "Model",
-    "ModelEndpoints",
-    "ModelsList",
-    "NoRouteError",
-    "PolicyError",
-    "PolicySpec",
-    "PrecisionRegistry",
-    "Pricing",
-    "ProbeError",
-    "Provider",
-    "ProviderBlock",
-    "RateLimitError",
-    "RequestParams",
-    "RouteDecision",
-    "RunSummary",
-    "SkippedRecord",
-    "Snapshot",
-    "SnapshotError",
-    "Usage",
-    "VerifyPlan",
-    "VerifyReport",
-    "__version__",
-    "build_matrix",
-    "build_report",
-    "bundled_models_list",
-    "bundled_snapshot",
-    "check_policy",
-    "compile_policy",
-    "default_registry",
-    "effective_pricing",
-    "generate",
-    "lint_block",
-    "load_compiled_policy",
-    "load_models_list",
-    "load_snapshot",
-    "load_spec",
-    "matrix_history",
-    "parse_provider_page",
-    "parse_token_count",
-    "plan_budget",
-    "plan_precision_check",
-    "plan_verify",
-    "price_windows",
-    "probe",
-    "route",
-    "verify_precision",
-]
-
+# The public surface, written once: each name below is exported (``__all__``), loaded on first use
+# (``__getattr__``, read from this block by ``exports_of``) and typed for checkers (the imports
+# themselves). ``name as name`` marks an explicit re-export for mypy --strict. Each ``# --`` line
+# opens a group of docs/reference.md (``python docs/make_api_reference.py``).
 if TYPE_CHECKING:
-    from openrouter_probe.analysis import (
-        BudgetPlan,
-        build_matrix,
-        matrix_history,
-        plan_budget,
-    )
-    from openrouter_probe.api import (
-        ChatCompletion,
-        Client,
-        Endpoint,
-        Generation,
-        KeyInfo,
-        Model,
-        ModelEndpoints,
-        ModelsList,
-        Pricing,
-        Provider,
-        SkippedRecord,
-        Usage,
-        bundled_models_list,
-        load_models_list,
-        parse_provider_page,
-    )
-    from openrouter_probe.errors import (
-        APIConnectionError,
-        APIError,
-        APIStatusError,
-        BudgetExceededError,
-        ConfigError,
-        InsufficientCreditsError,
-        NoRouteError,
-        PolicyError,
-        ProbeError,
-        RateLimitError,
-        SnapshotError,
-    )
-    from openrouter_probe.generation import (
-        generate,
-    )
-    from openrouter_probe.policy import (
-        CompiledPolicy,
-        DriftReport,
-        PolicySpec,
-        check_policy,
-        compile_policy,
-        lint_block,
-        load_compiled_policy,
-        load_spec,
-    )
-    from openrouter_probe.rules import (
-        PrecisionRegistry,
-        ProviderBlock,
-        RequestParams,
-        RouteDecision,
-        Snapshot,
-        bundled_snapshot,
-        default_registry,
-        effective_pricing,
-        load_snapshot,
-        parse_token_count,
-        price_windows,
-        probe,
-        route,
-    )
-    from openrouter_probe.run import (
-        RunSummary,
-    )
-    from openrouter_probe.verify import (
-        VerifyPlan,
-        VerifyReport,
-        build_report,
-        plan_precision_check,
-        plan_verify,
-        verify_precision,
-    )
+    # The groups' order is the page's, not isort's.
+    # isort: off
+    # -- Probe: who serves a model, from the API, the provider page or bundled data
+    from openrouter_probe.api import ChatCompletion as ChatCompletion
+    from openrouter_probe.api import Client as Client
+    from openrouter_probe.api import Endpoint as Endpoint
+    from openrouter_probe.api import Generation as Generation
+    from openrouter_probe.api import KeyInfo as KeyInfo
+    from openrouter_probe.api import Model as Model
+    from openrouter_probe.api import ModelEndpoints as ModelEndpoints
+    from openrouter_probe.api import ModelsList as ModelsList
+    from openrouter_probe.api import Pricing as Pricing
+    from openrouter_probe.api import Provider as Provider
+    from openrouter_probe.api import SkippedRecord as SkippedRecord
+    from openrouter_probe.api import Usage as Usage
+    from openrouter_probe.api import bundled_models_list as bundled_models_list
+    from openrouter_probe.api import load_models_list as load_models_list
+    from openrouter_probe.api import parse_provider_page as parse_provider_page
+    from openrouter_probe.rules import Snapshot as Snapshot
+    from openrouter_probe.rules import bundled_snapshot as bundled_snapshot
+    from openrouter_probe.rules import load_snapshot as load_snapshot
+    from openrouter_probe.rules import probe as probe
+
+    # -- Rules: OpenRouter's routing, the prices and the precision registry
+    from openrouter_probe.rules import PrecisionRegistry as PrecisionRegistry
+    from openrouter_probe.rules import ProviderBlock as ProviderBlock
+    from openrouter_probe.rules import RequestParams as RequestParams
+    from openrouter_probe.rules import RouteDecision as RouteDecision
+    from openrouter_probe.rules import default_registry as default_registry
+    from openrouter_probe.rules import effective_pricing as effective_pricing
+    from openrouter_probe.rules import parse_token_count as parse_token_count
+    from openrouter_probe.rules import price_windows as price_windows
+    from openrouter_probe.rules import route as route
+
+    # -- Analyze: the endpoint matrix, the budget plan and the plots
+    from openrouter_probe.analysis import BudgetPlan as BudgetPlan
+    from openrouter_probe.analysis import build_matrix as build_matrix
+    from openrouter_probe.analysis import matrix_history as matrix_history
+    from openrouter_probe.analysis import plan_budget as plan_budget
+    from openrouter_probe.analysis import plot_budget as plot_budget
+    from openrouter_probe.analysis import plot_price_uptime as plot_price_uptime
+
+    # -- Compile: a policy spec into OpenRouter's provider block, lint and drift
+    from openrouter_probe.policy import CompiledPolicy as CompiledPolicy
+    from openrouter_probe.policy import DriftReport as DriftReport
+    from openrouter_probe.policy import PolicySpec as PolicySpec
+    from openrouter_probe.policy import check_policy as check_policy
+    from openrouter_probe.policy import compile_policy as compile_policy
+    from openrouter_probe.policy import lint_block as lint_block
+    from openrouter_probe.policy import load_compiled_policy as load_compiled_policy
+    from openrouter_probe.policy import load_spec as load_spec
+
+    # -- Generate: the paid job, who served each row (audit) and the training files (export)
+    from openrouter_probe.generation import generate as generate
+    from openrouter_probe.generation.audit import AuditReport as AuditReport
+    from openrouter_probe.generation.audit import audit as audit
+    from openrouter_probe.generation.export import ExportSummary as ExportSummary
+    from openrouter_probe.generation.export import export as export
+    from openrouter_probe.run import RunSummary as RunSummary
+
+    # -- Verify: the empirical precision check
+    from openrouter_probe.verify import VerifyPlan as VerifyPlan
+    from openrouter_probe.verify import VerifyReport as VerifyReport
+    from openrouter_probe.verify import build_report as build_report
+    from openrouter_probe.verify import plan_precision_check as plan_precision_check
+    from openrouter_probe.verify import plan_verify as plan_verify
+    from openrouter_probe.verify import verify_precision as verify_precision
+
+    # -- Errors: one tree under ProbeError, defined in openrouter_probe.errors
+    from openrouter_probe.errors import APIConnectionError as APIConnectionError
+    from openrouter_probe.errors import APIError as APIError
+    from openrouter_probe.errors import APIStatusError as APIStatusError
+    from openrouter_probe.errors import ConfigError as ConfigError
+    from openrouter_probe.errors import InsufficientCreditsError as InsufficientCreditsError
+    from openrouter_probe.errors import NoRouteError as NoRouteError
+    from openrouter_probe.errors import PolicyError as PolicyError
+    from openrouter_probe.errors import ProbeError as ProbeError
+    from openrouter_probe.errors import RateLimitError as RateLimitError
+    from openrouter_probe.errors import SnapshotError as SnapshotError
+    # isort: on
 
 
 #: Subpackages reachable as attributes (``orp.fake.serve``) without importing them up front.
 _SUBPACKAGES = frozenset({"analysis", "api", "fake", "policy", "rules", "run", "verify"})
+
+
+_REEXPORT = re.compile(r"^    from ([\w.]+) import (\w+) as \2$", re.MULTILINE)
+
+
+def exports_of(path: str | Path) -> dict[str, str]:
+    """Return ``{name: module}`` for every ``from module import name as name`` line, indented
+    once, in the Python file at ``path``: the re-exports of its ``if TYPE_CHECKING:`` block.
+
+    A package that writes its public names once, as the imports its type checker reads, gets its
+    lazy table from them (the pattern of scientific-python's ``lazy_loader.attach_stub``). A
+    regular expression, not ``ast``, reads them: parsing the file would make ``import
+    openrouter_probe`` five times slower; ``tests/test_exported_members.py`` checks that the two
+    readings agree.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    return {name: module for module, name in _REEXPORT.findall(text)}
 
 
 def lazy_exports(
@@ -254,5 +157,10 @@ def lazy_exports(
 
     return __getattr__, __dir__
 
+
+#: name -> the folder (or module) that exports it, read from the ``TYPE_CHECKING`` block above.
+_EXPORTS: dict[str, str] = exports_of(__file__)
+
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBPACKAGES)

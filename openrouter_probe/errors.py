@@ -16,8 +16,10 @@ tree in one place each and chained with ``raise ... from exc``.
     │       ├── InsufficientCreditsError   402
     │       └── NoRouteError        404 for a model or route that has no endpoint
     ├── PolicyError                 a policy spec or provider block is invalid (.errors: loc/msg pairs)
-    ├── SnapshotError               a snapshot or page could not be read or holds no endpoints
-    └── BudgetExceededError         a request would take spend over the cap
+    └── SnapshotError               a snapshot or page could not be read or holds no endpoints
+
+A spend cap that is reached is not an error: the run stops sending, drains what is in flight and
+says so in its ``RunSummary`` (``stop_reason``), so nothing here is raised for it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ __all__ = [
     "APIConnectionError",
     "APIError",
     "APIStatusError",
-    "BudgetExceededError",
     "ConfigError",
     "InsufficientCreditsError",
     "NoRouteError",
@@ -125,10 +126,6 @@ class PolicyError(ProbeError):
 
 class SnapshotError(ProbeError):
     """A snapshot, endpoints body or provider page could not be read or holds no endpoints."""
-
-
-class BudgetExceededError(ProbeError):
-    """Going on would take spend over the cap."""
 
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "decimal"})

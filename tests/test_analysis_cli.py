@@ -198,7 +198,7 @@ def test_budget_with_a_small_policy_file(runner: CliRunner, tmp_path: Path) -> N
     assert plan["policy"] == {"only": ["deepinfra", "moonshotai"]}
 
 
-# -- bad input: one line, exit 1 --------------------------------------------------------------------
+# -- bad input: one line, exit 2 for a bad option (issue 26), 1 for a bad file --------------------------------------------------------------------
 
 
 def _error_line(result) -> str:
@@ -213,14 +213,16 @@ def _error_line(result) -> str:
         (["--reasoning-share", "1"], "--reasoning-share: 1 is outside [0, 1)"),
         (["--reasoning-share", "0.5:1.2"], "--reasoning-share: 1.2 is outside [0, 1)"),
         (["--reasoning-share", "-0.1"], "--reasoning-share: -0.1 is outside [0, 1)"),
-        (["--budget-usd", "-5"], "(--budget-usd): -5 is not a positive amount"),
+        (["--budget-usd", "-5"], "--budget-usd -5: a positive amount of USD, e.g. 100"),
         (["--output-tokens", "60X"], "--output-tokens: '60X' is not a token count"),
         (["--prompt-tokens", "5q"], "--prompt-tokens: '5q' is not a token count"),
     ],
 )
-def test_bad_input_exits_1_with_one_line(runner: CliRunner, extra: list[str], message: str) -> None:
+def test_a_bad_option_exits_2_with_one_line(
+    runner: CliRunner, extra: list[str], message: str
+) -> None:
     result = runner.invoke(cli, [*SCENARIO, *extra])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert message in _error_line(result)
     assert "Traceback" not in result.output
 
@@ -257,5 +259,5 @@ def test_policy_admitting_nothing(runner: CliRunner, tmp_path: Path) -> None:
 
 def test_missing_target(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["budget", MODEL, "--offline", "--budget-usd", "100"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "give the target" in _error_line(result)

@@ -165,6 +165,8 @@ def test_api_errors_are_one_line_exit_1(
 ) -> None:
     base, routes, _ = replay_server
     routes[route] = (status, body, "application/json")
+    # the API's root answers, as OpenRouter's does: a 404 is the model's, not the URL's
+    routes["/api/v1/models"] = (200, '{"data": []}', "application/json")
     monkeypatch.setenv("OPENROUTER_BASE_URL", f"{base}/api/v1")
     result = runner.invoke(cli, ["endpoints", "x/y"])
     assert result.exit_code == 1

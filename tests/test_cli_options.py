@@ -34,7 +34,9 @@ def _options() -> dict[str, list[tuple[str, click.Option, str]]]:
         for where, command in _commands(group, name):
             context = click.Context(command, info_name=where)
             for param in command.params:
-                if isinstance(param, click.Option) and param.name not in ("help", "version"):
+                if not isinstance(param, click.Option) or param.hidden:
+                    continue  # hidden: an option that moved, kept only to say where
+                if param.name not in ("help", "version"):
                     long = max(param.opts, key=len)
                     shown = "" if param.is_flag else param.make_metavar(context)
                     found[long].append((where, param, shown))

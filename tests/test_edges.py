@@ -182,7 +182,7 @@ def test_huge_budget_is_one_line(runner: CliRunner) -> None:
             "60M",
         ],
     )
-    assert "too large" in _one_line_error(result)
+    assert "too large" in _one_line_error(result, exit_code=2)  # a usage error (issue 26)
 
 
 def test_policy_check_on_a_malformed_policy_exits_2(runner: CliRunner, tmp_path: Path) -> None:

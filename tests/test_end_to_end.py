@@ -203,13 +203,17 @@ def test_the_whole_job_offline(
 
 def test_verify_on_the_fake_flags_the_degraded_endpoint(tmp_path: Path) -> None:
     out = tmp_path / "verify.jsonl"
-    result = _run(
-        [
-            "verify", MODEL, "--fake", "--degrade", "deepinfra/int4=0.2",
-            "--endpoints", "chutes/int4,deepinfra/int4", "--n", "200",
-            "--out", str(out), "--quiet", "--format", "json",
-        ]
-    )  # fmt: skip
+    snap = orp.bundled_snapshot(MODEL)
+    with orp.fake.serve(snap, speed=0, degrade=["deepinfra/int4=0.2"]) as fake:
+        result = _run(
+            [
+                "verify", MODEL,
+                "--endpoints", "chutes/int4,deepinfra/int4", "--n", "200",
+                "--out", str(out), "--quiet", "--format", "json",
+            ],
+            OPENROUTER_BASE_URL=fake.base_url,
+            OPENROUTER_API_KEY="sk-fake",
+        )  # fmt: skip
     assert result.exit_code == 0, result.output
     report = {r["tag"]: r for r in json.loads(result.stdout)}  # stdout is only the JSON
     assert report["moonshotai/int4"]["role"] == "reference"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import openrouter_probe
 
@@ -18,6 +20,50 @@ def test_all_is_sorted_and_resolves() -> None:
 
 def test_exports_match_the_lazy_table() -> None:
     assert set(openrouter_probe._EXPORTS) | {"__version__"} == set(openrouter_probe.__all__)
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """What a type checker reads in the package root: every import under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(Path(openrouter_probe.__file__).read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for block in tree.body:
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING":
+            for node in block.body:
+                assert isinstance(node, ast.ImportFrom) and node.module, ast.unparse(node)
+                for alias in node.names:
+                    # ``name as name``: an explicit re-export under mypy --strict
+                    assert alias.asname == alias.name, ast.unparse(node)
+                    found[alias.name] = node.module
+    return found
+
+
+def test_the_lazy_table_is_the_type_checking_block() -> None:
+    # One table: the lazy loader reads the imports the type checker reads, none left out.
+    assert _type_checking_imports() == openrouter_probe._EXPORTS
+    assert len(openrouter_probe._EXPORTS) == 64
+
+
+def test_a_notebooks_last_steps_are_at_the_top_level() -> None:
+    from openrouter_probe.analysis.plots import plot_budget
+    from openrouter_probe.generation.audit import audit
+    from openrouter_probe.generation.export import export
+
+    assert openrouter_probe.audit is audit
+    assert openrouter_probe.export is export
+    assert openrouter_probe.plot_budget is plot_budget
+    assert "plot_price_uptime" in openrouter_probe.__all__
+
+
+def test_dead_names_are_gone() -> None:
+    import openrouter_probe.errors as errors
+
+    # the cap stops a run (RunSummary.stop_reason == "budget"); nothing raised it
+    assert not hasattr(errors, "BudgetExceededError")
+    assert "BudgetExceededError" not in openrouter_probe.__all__
+    # one class named Job: the budget's is BudgetJob
+    from openrouter_probe.analysis import budget_job
+
+    assert not hasattr(budget_job, "Job") and budget_job.BudgetJob.__name__ == "BudgetJob"
 
 
 def test_import_does_not_pull_heavy_modules() -> None:

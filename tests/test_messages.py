@@ -244,7 +244,7 @@ def test_json_floats_carry_no_binary_noise() -> None:
 def test_budget_rejects_a_reversed_share() -> None:
     args = ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "60M"]
     exit_code, _, stderr = _invoke(*args, "--reasoning-share", "0.9:0.1")
-    assert exit_code == 1
+    assert exit_code == 2  # a usage error (issue 26)
     assert "reversed range; write the low share first: 0.1:0.9" in stderr
 
 

@@ -68,7 +68,7 @@ def test_raw_endpoints_body_loads_as_snapshot() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("not json at all", "not JSON"),
+        ("not json at all", "not a snapshot but a text or YAML file"),
         ("[1, 2]", "not a snapshot"),
         ('{"hello": "world"}', "not a snapshot"),
         ('{"format": "openrouter-probe.snapshot/1", "model": "a/b"}', "'taken_at'"),
@@ -126,10 +126,12 @@ def test_probe_falls_back_to_the_page(replay_server) -> None:
 
 
 def test_probe_does_not_scrape_for_an_unknown_model(replay_server) -> None:
-    base, _, seen = replay_server
+    base, routes, seen = replay_server
+    routes["/api/v1/models"] = (200, '{"data": []}', "application/json")
     with pytest.raises(NoRouteError):
         probe("x/y", client=Client(base_url=f"{base}/api/v1"))
-    assert [s["path"] for s in seen] == ["/api/v1/models/x/y/endpoints"]
+    # after the 404, only the API's root is asked (is the URL wrong?); no provider page
+    assert [s["path"] for s in seen] == ["/api/v1/models/x/y/endpoints", "/api/v1/models"]
 
 
 def test_snapshot_from_endpoints_keeps_payload() -> None:

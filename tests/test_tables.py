@@ -66,12 +66,42 @@ def test_matrix_keeps_tag_verdict_and_prices(columns: int) -> None:
     assert "supports tools" in stderr.replace("\n  ", " ").splitlines()[-1]
 
 
-def test_piped_without_columns_shows_every_column() -> None:
-    stdout, stderr, _ = _run(["matrix", MODEL, "--offline"], None)
-    assert "left out" not in stderr
-    header = " ".join(_table_lines(stdout)[1:3])
-    for name in ("supports", "max output", "latency", "cache read"):
+def test_piped_without_columns_fits_80() -> None:
+    # issue 26: piped with COLUMNS unset, `policy explain` printed about 230 columns
+    for args in (
+        ["matrix", MODEL, "--offline"],
+        ["policy", "explain", "policies/kimi-k2.5.yaml"],
+        ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "60M"],
+    ):
+        stdout, stderr, code = _run(args, None)
+        assert code == 0, stderr
+        lines = _table_lines(stdout)
+        assert lines and max(len(line) for line in lines) <= 80, args
+        assert "left out to fit 80 columns:" in stderr.replace("\n  ", " "), args
+
+
+def test_piped_without_columns_the_csv_has_every_column() -> None:
+    stdout, _, _ = _run(["matrix", MODEL, "--offline", "--format", "csv"], None)
+    header = stdout.splitlines()[0]
+    for name in ("supports_tools", "max_output_tokens", "latency_p50_ms", "cache_read_usd_per_m"):
         assert name in header
+
+
+def test_the_width_of_a_pipe_a_terminal_and_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import shutil
+    import sys
+
+    from openrouter_probe.cli._common import table_width
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys, "stdout", open(os.devnull, "w"))  # noqa: SIM115 (closed with the test)
+    assert table_width() == 80  # a pipe or a file
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((123, 40)))
+    assert table_width() == 123  # a terminal
+    monkeypatch.setenv("COLUMNS", "61")
+    assert table_width() == 61
 
 
 def test_wide_enough_shows_everything_on_one_header_line() -> None:
@@ -90,6 +120,41 @@ def test_explain_at_80_columns_lists_the_reasons_below() -> None:
     assert decisions["fireworks"] == decisions["venice"] == "dropped"
     assert "fireworks: dropped: ignored" in stdout
     assert "reason" in stderr
+    # issue 26: the table is 62 wide without the reasons: uptime (and status) fit beside it
+    header = " ".join(_table_lines(stdout)[1:3])
+    assert "uptime" in header and "30m %" in header and "status" in header
+    assert max(len(line) for line in _table_lines(stdout)) <= 80
+    left_out = stderr.replace("\n  ", " ")
+    assert "left out to fit 80 columns: provider, declared, effective, reason " in left_out
+    assert {r[0]: r[5] for r in rows}["venice"] == "88.70"
+
+
+def test_a_column_left_out_early_comes_back_when_a_later_one_makes_room() -> None:
+    rows = [{"tag": "t", "a": 12345, "b": "x" * 30}]
+    plans, _, dropped = fit_columns(rows, 22, drop_order=("a", "b"))
+    assert [p.column for p in plans] == ["tag", "a"] and dropped == ["b"]
+
+
+def test_budget_at_60_columns_drops_the_empty_column_first() -> None:
+    # issue 26: without the prompt size every "all in cost $" cell is "-"; it stayed (a cost
+    # column is protected) while "budget buys" and "per dataset" went
+    args = ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "60M"]
+    stdout, stderr, _ = _run([*args, "--datasets", "6"], 60)
+    header = " ".join(_table_lines(stdout)[1:3])
+    assert "all in" not in header
+    assert all("-" not in row[2:] for row in _cells(stdout)[:11])
+    stdout, stderr, _ = _run([*args, "--datasets", "6"], 72)
+    header = " ".join(_table_lines(stdout)[1:3])
+    assert "budget" in header and "buys" in header and "dataset" in header
+    chutes = next(r for r in _cells(stdout) if r[0] == "chutes/int4")
+    assert chutes == ["chutes/int4", "native", "2.20", "132.00", "45.45M", "7.58M"]
+    assert "all in cost $" in stderr.replace("\n  ", " ")
+
+
+def test_empty_columns_go_first() -> None:
+    rows = [{"tag": "t", "cost_usd": None, "note": "abcdefgh"}, {"tag": "u", "cost_usd": None}]
+    plans, _, dropped = fit_columns([{**r, "note": r.get("note")} for r in rows], 18)
+    assert [p.column for p in plans] == ["tag", "note"] and dropped == ["cost_usd"]
 
 
 def test_budget_at_60_columns_keeps_tag_verdict_price_and_cost() -> None:

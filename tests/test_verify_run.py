@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import yaml
 from aiohttp import web
@@ -263,10 +264,13 @@ def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
 def test_cli_fake_run_writes_evidence_that_matrix_and_policy_honour(tmp_path: Path) -> None:
     runner = CliRunner()
     out, evidence = tmp_path / "verify.jsonl", tmp_path / "measured.yaml"
-    args = ["verify", MODEL, "--fake", "--endpoints", ",".join(INT4), "--n", "200"]
-    args += ["--degrade", "deepinfra/int4=0.1", "--degrade", "siliconflow/int4=0.2"]
+    args = ["verify", MODEL, "--endpoints", ",".join(INT4), "--n", "200"]
     args += ["--out", str(out), "--budget-usd", "1", "--evidence", str(evidence), "--quiet"]
-    result = runner.invoke(cli, args, env={"OPENROUTER_API_KEY": ""})
+    # the rehearsal: `fake-server --speed 0 --degrade ...` and OPENROUTER_BASE_URL at it
+    degrade = ["deepinfra/int4=0.1", "siliconflow/int4=0.2"]
+    with orp.fake.serve(SNAP, speed=0, degrade=degrade) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        result = runner.invoke(cli, args, env=env)
     assert result.exit_code == 0, result.output
     table = result.stdout.splitlines()
     assert any(line.startswith("deepinfra/int4   differs") for line in table)
@@ -312,17 +316,28 @@ def test_cli_fake_run_writes_evidence_that_matrix_and_policy_honour(tmp_path: Pa
     )
 
 
-def test_cli_degrade_needs_fake() -> None:
+def test_cli_verify_keeps_what_a_user_of_the_real_api_needs() -> None:
+    # issue 22 item 6: the fake's knobs are fake-server's; verify had 25 options
+    command = cli.commands["verify"]
+    names = [o for p in command.params if isinstance(p, click.Option) for o in p.opts]
+    options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    assert len(options) <= 19, [p.name for p in options]
+    shown_names = {o for p in options for o in p.opts}
+    for gone in ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools"):
+        assert gone not in shown_names and gone in names  # hidden: it says where it went
+    shown = CliRunner().invoke(cli, ["verify", "--help"]).output.split("Options:")[1]
+    assert len([line for line in shown.splitlines() if line.startswith("  -")]) == 19 + 1  # --help
     result = CliRunner().invoke(
         cli, ["verify", MODEL, "--offline", "--degrade", "chutes/int4=0.1", "--dry-run"]
     )
     assert result.exit_code == 2
-    assert "--degrade need(s) --fake" in result.output
-    noisy = CliRunner().invoke(
-        cli, ["verify", MODEL, "--offline", "--noise", "0.02", "--degrade-flip", "x=1", "--dry-run"]
-    )
-    assert noisy.exit_code == 2
-    assert "--degrade-flip, --noise need(s) --fake" in noisy.output
+    assert (
+        "Error: --degrade is fake-server's option now: start `openrouter-probe fake-server "
+        "--offline --speed 0 --degrade ...` and set OPENROUTER_BASE_URL to the URL it prints"
+    ) in " ".join(result.output.split())
+    served = cli.commands["fake-server"]
+    served_names = {o for p in served.params for o in getattr(p, "opts", ())}
+    assert {"--degrade", "--degrade-flip", "--degrade-tools", "--noise", "--seed"} <= served_names
 
 
 @pytest.mark.parametrize(

@@ -409,10 +409,24 @@ def test_verdict_differs_when_the_test_rejects() -> None:
     assert out.reason == (
         "less accurate than the reference by 7.0 pp (Holm p=6.1e-05, 90% interval [+4.6, +10.6] pp)"
     )
-    # a smaller gap whose interval is inside the 10 pp tolerance: differs, and the reason says so
+    # a smaller gap whose interval is inside the 10 pp tolerance: equality rejected and
+    # equivalence shown at once, its own verdict (issue 26; it read "differs")
     small = compare_to_reference({"x": PairedCounts(460, 20, 2, 18)})["x"]
-    assert small.verdict == "differs"
-    assert small.reason.endswith("inside the tolerance)")
+    assert small.verdict == "differs, within tolerance"
+    assert small.reason == (
+        "less accurate than the reference by 3.6 pp (Holm p=6.6e-05, 90% interval [+2.2, +5.4] pp, "
+        "inside the tolerance); every 90% interval lies inside +-10.0 pp: a real difference, "
+        "smaller than the tolerance"
+    )
+
+
+def test_differs_within_tolerance_needs_every_measure_inside() -> None:
+    # accuracy rejects inside the tolerance, but 20 tool calls leave a wide interval: differs
+    accuracy = PairedCounts(460, 20, 2, 18).measure()
+    wide = PairedMeasure("tool_schema", "gap", 20, b=2, c=1)
+    out = compare_to_reference({"x": [accuracy, wide]})["x"]
+    assert [t.within for t in out.tests] == [True, False]
+    assert out.verdict == "differs"
 
 
 def test_verdict_at_n10_is_inconclusive_even_with_perfect_agreement() -> None:
@@ -439,7 +453,7 @@ def test_holm_correction_turns_differs_into_consistent() -> None:
     # b=5, c=0: raw mid-p 1/32 = 0.031 alone rejects; five endpoints make it 5/32 = 0.156
     counts = PairedCounts(both=192, ref_only=5, neither=3)
     alone = compare_to_reference({"x": counts})["x"]
-    assert alone.verdict == "differs"
+    assert alone.verdict == "differs, within tolerance"  # 2.5 pp, [+1.1, +5.0] inside 10 pp
     family = compare_to_reference({"x": counts, **dict.fromkeys("abcd", PairedCounts(both=200))})
     assert family["x"].p_adjusted == pytest.approx(5 / 32)
     assert family["x"].verdict == "consistent"

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.analysis.budget_job import Job, job_figures, make_job, time_to_finish_s
+from openrouter_probe.analysis.budget_job import BudgetJob, job_figures, make_job, time_to_finish_s
 from openrouter_probe.analysis.budget_plan import (
     BudgetPlan,
     EndpointBudget,
@@ -120,7 +120,7 @@ def _for_job(endpoints: Sequence[Endpoint], prompt_tokens: int | None) -> list[E
 
 
 def _endpoint_budget(
-    job: Job,
+    job: BudgetJob,
     *,
     tag: str,
     provider: str,
@@ -188,7 +188,7 @@ def _tps(e: Endpoint) -> float | None:
 
 
 def _cheapest_window(
-    job: Job, priced: Sequence[tuple[Endpoint, _Price]], originals: Mapping[str, Endpoint]
+    job: BudgetJob, priced: Sequence[tuple[Endpoint, _Price]], originals: Mapping[str, Endpoint]
 ) -> TimeWindowCost | None:
     """The cheapest (endpoint, UTC window) when some admitted endpoint's price varies by time."""
     best: TimeWindowCost | None = None
@@ -214,7 +214,7 @@ def _unmatched(block: ProviderBlock, endpoints: Sequence[Endpoint]) -> tuple[str
 
 
 def _notes(
-    job: Job,
+    job: BudgetJob,
     decision: RouteDecision,
     per_endpoint: Sequence[EndpointBudget],
     endpoints: Sequence[Endpoint],
@@ -276,6 +276,7 @@ def plan_budget(
     prompt_to_output_ratio: float | str | Decimal | None = None,
     provider: ProviderBlock | Mapping[str, Any] | None = None,
     parameters: Iterable[str] = (),
+    max_tokens: int | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     registry: PrecisionRegistry | None = None,
     model: str | None = None,
@@ -288,7 +289,9 @@ def plan_budget(
     size: ``prompt_tokens_per_request`` with ``output_tokens_per_request``, or
     ``prompt_to_output_ratio`` (input tokens per output token). ``provider`` is a ``provider`` block
     (or ``None`` for OpenRouter's default routing); ``parameters`` are the request keys sent (they
-    matter under ``require_parameters``). ``concurrency`` feeds the time estimate only.
+    matter under ``require_parameters``); ``max_tokens`` is the requests' own, when they carry one:
+    an endpoint whose output limit is below it cannot serve them, so it is neither priced nor
+    blended (one routing model, as the run's). ``concurrency`` feeds the time estimate only.
 
     Raises ``ConfigError`` for bad numbers, ``SnapshotError`` when no endpoint lists a price and
     ``PolicyError`` when the block is invalid or admits no priced endpoint.
@@ -332,6 +335,7 @@ def plan_budget(
         endpoints,
         block,
         frozenset(parameters),
+        max_tokens=max_tokens,
         registry=registry if registry is not None else default_registry(),
         model=model,
         provenance=provenance,
@@ -340,14 +344,16 @@ def plan_budget(
 
 
 def _route_priced(
-    job: Job,
+    job: BudgetJob,
     endpoints: Sequence[Endpoint],
     block: ProviderBlock,
     parameters: frozenset[str],
     model: str | None,
+    max_tokens: int | None = None,
 ) -> tuple[RouteDecision, list[tuple[Endpoint, _Price]]]:
     """The routing decision for the job's request, and its admitted endpoints with their prices."""
     params = RequestParams(
+        max_tokens=max_tokens,
         parameters=parameters,
         prompt_tokens=job.prompt_tokens_per_request,
         output_tokens=job.output_tokens_per_request,
@@ -368,7 +374,7 @@ def _route_priced(
 
 
 def _per_endpoint(
-    job: Job,
+    job: BudgetJob,
     decision: RouteDecision,
     priced: Sequence[tuple[Endpoint, _Price]],
     registry: PrecisionRegistry,
@@ -393,7 +399,7 @@ def _per_endpoint(
 
 
 def _blended(
-    job: Job, decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
+    job: BudgetJob, decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
 ) -> EndpointBudget:
     """The job's figures at the routing blend (no listed completion/reasoning price of its own)."""
     blend_price, blend_tps = _blend(decision, priced)
@@ -412,18 +418,19 @@ def _blended(
 
 
 def _plan(
-    job: Job,
+    job: BudgetJob,
     endpoints: Sequence[Endpoint],
     block: ProviderBlock,
     parameters: frozenset[str],
     *,
+    max_tokens: int | None,
     registry: PrecisionRegistry,
     model: str | None,
     provenance: str | None,
     policy: dict[str, Any] | None,
 ) -> BudgetPlan:
     """Route the job's endpoints under ``block``, price every admitted one, then the blend."""
-    decision, priced = _route_priced(job, endpoints, block, parameters, model)
+    decision, priced = _route_priced(job, endpoints, block, parameters, model, max_tokens)
     per_endpoint = _per_endpoint(job, decision, priced, registry, model)
     cheapest = min(
         per_endpoint,

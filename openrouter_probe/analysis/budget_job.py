@@ -1,7 +1,7 @@
 """The job a budget is planned for, and what it costs at one price.
 
 ``make_job`` validates what the user asks for (the budget, the target in total or per dataset, the
-datasets, the reasoning share, the prompt size) into a ``Job``, with every error naming its option
+datasets, the reasoning share, the prompt size) into a ``BudgetJob``, with every error naming its option
 and the fix. ``job_figures`` prices the job at one endpoint's output (and input) price: the cost,
 what the budget buys, and "run until the money runs out" over the datasets in order.
 """
@@ -23,7 +23,7 @@ from openrouter_probe.rules.quantities import (
     parse_token_count,
 )
 
-__all__ = ["Job", "job_figures", "make_job", "time_to_finish_s"]
+__all__ = ["BudgetJob", "job_figures", "make_job", "time_to_finish_s"]
 
 _MILLION = Decimal(1_000_000)
 _HUNDRED = Decimal(100)
@@ -32,7 +32,7 @@ Status = Literal["complete", "partial", "not started"]
 
 
 @dataclass(frozen=True)
-class Job:
+class BudgetJob:
     """A validated job: the target split over the datasets, the reasoning share, the prompt mix.
 
     ``input_per_output`` is input tokens per billed output token (``None`` without a prompt size);
@@ -140,7 +140,7 @@ def make_job(
     output_tokens_per_request: int | str | None,
     prompt_to_output_ratio: Any,
     concurrency: int,
-) -> Job:
+) -> BudgetJob:
     """Validate the job's numbers (see ``plan_budget``); raise ``ConfigError`` naming the option."""
     budget = _budget(budget_usd)
     datasets = _whole(datasets, "datasets (--datasets)")
@@ -161,7 +161,7 @@ def make_job(
             if requests is not None and prompt_n is not None
             else floor_tokens(Decimal(target) * ratio)
         )
-    return Job(
+    return BudgetJob(
         budget_usd=budget,
         output_tokens=target,
         names=names,
@@ -176,7 +176,7 @@ def make_job(
     )
 
 
-def _run(job: Job, price_usd_per_m: Decimal) -> tuple[DatasetRun, ...]:
+def _run(job: BudgetJob, price_usd_per_m: Decimal) -> tuple[DatasetRun, ...]:
     """Spend the budget on the datasets in order at ``price_usd_per_m`` until it runs out."""
     remaining = job.budget_usd
     runs = []
@@ -196,7 +196,7 @@ def _run(job: Job, price_usd_per_m: Decimal) -> tuple[DatasetRun, ...]:
 
 def _figures(
     basis: Literal["output_only", "all_in"],
-    job: Job,
+    job: BudgetJob,
     *,
     effective_usd_per_m: Decimal,
     cost_usd: Decimal,
@@ -238,7 +238,7 @@ def _figures(
 
 
 def job_figures(
-    job: Job, *, price_out_usd_per_m: Decimal, price_in_usd_per_m: Decimal | None
+    job: BudgetJob, *, price_out_usd_per_m: Decimal, price_in_usd_per_m: Decimal | None
 ) -> tuple[Figures, Figures | None]:
     """Price ``job`` output-only and, when the prompt size and the input price are known, all-in
     (the input tokens' cost spread over the output tokens)."""
@@ -260,7 +260,7 @@ def job_figures(
     return output_only, all_in
 
 
-def time_to_finish_s(job: Job, throughput_tps: float | None) -> float | None:
+def time_to_finish_s(job: BudgetJob, throughput_tps: float | None) -> float | None:
     """Seconds to produce the target at ``throughput_tps`` per request × the job's concurrency."""
     if throughput_tps is None or throughput_tps <= 0:
         return None

@@ -244,6 +244,11 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
     from openrouter_probe.files import atomic_write_bytes
 
     target = Path(path)
+    if not target.parent.is_dir():
+        # Said before the atomic write would name its temporary file in the missing folder.
+        raise ConfigError(
+            f"--plot {target}: the folder {target.parent} does not exist; create it first"
+        )
     FigureCanvasAgg(fig)  # attach a non-interactive canvas: works headless, in CI and in a CLI
     suffix = target.suffix.lstrip(".").lower() or None  # none: matplotlib's default, PNG
     buf = io.BytesIO()

@@ -369,6 +369,30 @@ class Client:
                 )
                 sleep(decision.wait_s)
 
+    def _answers(self, path: str) -> bool:
+        """Whether ``path`` answers without an error status (the body is not read). Only a diagnosis
+        rests on it: any failure to ask (a connection error, a replay that has no such request)
+        counts as an answer, so that nothing is blamed on a guess."""
+        try:
+            with self._session.get(
+                f"{self.base_url}{path}",
+                headers=self._headers(accept="application/json"),
+                timeout=self.timeout,
+                stream=True,
+            ) as response:
+                return response.status_code < 400
+        except Exception:  # any failure to ask: see the docstring
+            return True
+
+    def _wrong_base_url(self) -> ConfigError:
+        """A 404 for ``/models`` itself: the base URL, not the model id, is wrong."""
+        base = self.base_url
+        expected = f"{base}/api/v1" if not base.endswith("/api/v1") else DEFAULT_BASE_URL
+        return ConfigError(
+            f"{base}/models answers 404: OPENROUTER_BASE_URL={base} is not an OpenRouter API "
+            f"URL. Give the API's root, ending in /api/v1, e.g. {expected}"
+        )
+
     def _get_model(
         self,
         path: str,
@@ -407,6 +431,8 @@ class Client:
         try:
             return self._get_model(path, EndpointsResponse).data
         except NoRouteError as exc:
+            if not self._answers("/models"):
+                raise self._wrong_base_url() from exc
             raise NoRouteError(
                 f"{exc.message} Check the model id with `openrouter-probe models` "
                 "(ids look like moonshotai/kimi-k2.5).",
@@ -426,7 +452,10 @@ class Client:
         are left out and listed in the result's ``skipped``, with one warning for the whole list.
         """
         quiet = {REPORT_SKIPPED: False}
-        pages = [self._get_model("/models", ModelsList, context=quiet)]
+        try:
+            pages = [self._get_model("/models", ModelsList, context=quiet)]
+        except NoRouteError as exc:
+            raise self._wrong_base_url() from exc
         read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
         seen: set[str] = set()
         while len(pages) < _MAX_MODEL_PAGES:

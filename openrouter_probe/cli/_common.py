@@ -2,7 +2,8 @@
 
 A command parses options, calls one library function and renders. Data goes to stdout, provenance
 and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (a traceback only with
-``OPENROUTER_PROBE_DEBUG=1``); usage errors exit 2. Library modules are imported inside commands so
+``OPENROUTER_PROBE_DEBUG=1``): the job failed. Usage errors exit 2, the tool's own checks of an
+option's value included (``checked_by``: option callbacks raise click's usage error). Library modules are imported inside commands so
 ``openrouter-probe --help`` stays fast.
 """
 
@@ -89,6 +90,54 @@ def format_option(*choices: str, default: str = "table") -> Callable[[F], F]:
     )
 
 
+def checked_by(
+    check: Callable[[Any], object],
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """An option callback that runs the library's own check of a value (``check`` raises
+    ``ConfigError``) and turns a refusal into a usage error: exit 2, as click's own checks, not 1
+    (which is for a job that failed). The value passes on as given; the library reads it again."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from openrouter_probe.errors import ConfigError
+
+        if value is None or value == ():
+            return value
+        try:
+            for one in value if isinstance(value, tuple) else (value,):
+                check(one)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc), ctx) from exc
+        return value
+
+    return callback
+
+
+def usd_amount(option: str) -> Callable[[Any], object]:
+    """The check of ``--budget-usd``-like options: a positive, finite amount of USD."""
+
+    def check(value: Any) -> object:
+        from openrouter_probe.errors import ConfigError
+        from openrouter_probe.rules.quantities import parse_decimal
+
+        amount = parse_decimal(value, option)
+        if amount <= 0:
+            raise ConfigError(f"{option} {value}: a positive amount of USD, e.g. 100")
+        return amount
+
+    return check
+
+
+def token_count(option: str) -> Callable[[Any], object]:
+    """The check of a token-count option (``60M``, ``7.5M``, ``500k``)."""
+
+    def check(value: Any) -> object:
+        from openrouter_probe.rules.quantities import parse_token_count
+
+        return parse_token_count(value, what=option)
+
+    return check
+
+
 def plot_option(what: str) -> Callable[[F], F]:
     """``--plot FILE.png``: save ``what`` as a PNG (the command passes ``plot_path``)."""
     return click.option(
@@ -115,12 +164,17 @@ def snapshot_options(func: F) -> F:
     return func
 
 
+def check_snapshot_options(offline: bool, snapshot: str | None) -> None:
+    """``--offline`` with ``--snapshot PATH`` is a usage error, even where neither is read."""
+    if offline and snapshot and snapshot != "bundled":
+        raise click.UsageError("--offline and --snapshot PATH exclude each other")
+
+
 def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) -> Snapshot:
     """Resolve ``--offline`` / ``--snapshot`` / a live probe for ``model`` and say which on stderr."""
     from openrouter_probe.rules.snapshot import resolve_snapshot
 
-    if offline and snapshot and snapshot != "bundled":
-        raise click.UsageError("--offline and --snapshot PATH exclude each other")
+    check_snapshot_options(offline, snapshot)
     snap = resolve_snapshot(model, offline=offline, snapshot=snapshot)
     note(f"snapshot: {snap.provenance}")
     if snap.source in ("api", "page") and snap.parsed.stats_missing:
@@ -198,15 +252,20 @@ def format_cell(value: Any, column: str = "") -> str:
     return str(value)
 
 
-def table_width() -> int | None:
-    """The width tables must fit: ``$COLUMNS`` when set (piped output too), else the terminal's;
-    ``None`` when piped without ``$COLUMNS`` (nothing to fit: every column is shown whole)."""
+#: The width a table fits when stdout is not a terminal and ``$COLUMNS`` is unset (a pipe, a file,
+#: a CI log): the classic terminal's, so piped tables stay readable (``--format csv|json`` for all).
+PIPE_WIDTH = 80
+
+
+def table_width() -> int:
+    """The width tables must fit: ``$COLUMNS`` when set (piped output too), else the terminal's,
+    else (piped without ``$COLUMNS``) ``PIPE_WIDTH``."""
     columns = os.environ.get("COLUMNS", "")
     if columns.strip().isdigit() and int(columns) > 0:
         return int(columns)
     if sys.stdout.isatty():
         return shutil.get_terminal_size().columns
-    return None
+    return PIPE_WIDTH
 
 
 def _cell_width(text: str) -> int:
@@ -227,7 +286,9 @@ class ColumnPlan:
     def __init__(self, column: str, cells: list[str], *, essential: bool, numeric: bool) -> None:
         self.column = column
         self.cells = cells
-        self.essential = essential
+        self.empty = all(cell == "-" for cell in cells)
+        # A column with nothing in it (every cell "-") has nothing to protect.
+        self.essential = essential and not self.empty
         self.numeric = numeric
         # Essential and numeric columns never wrap; text columns (provider, reason) may.
         self.fixed = essential or numeric
@@ -273,8 +334,9 @@ def fit_columns(
     drop_order: Sequence[str] = (),
 ) -> tuple[list[ColumnPlan], bool, list[str]]:
     """Decide how a table fits ``width``: its column plans, whether headers take two lines, and
-    the columns left out: those in ``drop_order`` first, in that order, then the others right to
-    left, never one that ``keep`` protects."""
+    the columns left out: empty ones (every cell ``-``) first, then those in ``drop_order``, in
+    that order, then the others right to left, never one that ``keep`` protects; a column left out
+    early comes back when the later ones leave room for it. ``None`` fits nothing."""
     columns = list(rows[0]) if rows else []
     plans = [
         ColumnPlan(
@@ -293,16 +355,26 @@ def fit_columns(
         if _table_total([p.minimum(two_lines) for p in plans]) <= width:
             return plans, two_lines, []
     rank = {c: i for i, c in enumerate(drop_order)}
-    dropped: list[str] = []
+    removed: list[ColumnPlan] = []
     while _table_total([p.minimum(True) for p in plans]) > width:
         lesser = [i for i, p in enumerate(plans) if not p.essential]
         if not lesser:
             break  # the essential columns alone are wider: show them whole, wider than asked
-        # Named columns first (lowest rank), then the rightmost of the rest.
-        victim = min(lesser, key=lambda i: (rank.get(plans[i].column, len(rank)), -i))
-        dropped.append(plans.pop(victim).column)
-    order = {c: i for i, c in enumerate(columns)}
-    return plans, True, sorted(dropped, key=order.__getitem__)
+        # Empty columns (every cell "-") first, then the named ones (lowest rank), then the
+        # rightmost of the rest.
+        victim = min(
+            lesser,
+            key=lambda i: (not plans[i].empty, rank.get(plans[i].column, len(rank)), -i),
+        )
+        removed.append(plans.pop(victim))
+    # Dropping one column at a time can leave room for an earlier one (a wide text column went
+    # last): put back each that fits, the last left out first.
+    for plan in reversed(removed):
+        trial = sorted([*plans, plan], key=lambda p: columns.index(p.column))
+        if _table_total([p.minimum(True) for p in trial]) <= width:
+            plans = trial
+    shown = {p.column for p in plans}
+    return plans, True, [c for c in columns if c not in shown]
 
 
 def render_rows(
@@ -316,7 +388,8 @@ def render_rows(
 ) -> list[str]:
     """Write ``rows`` to stdout as a rich table, CSV or JSON (``json_rows`` overrides for JSON).
 
-    A table fits ``$COLUMNS`` (or the terminal): the tag, verdict and prices (``keep``) are never
+    A table fits ``$COLUMNS`` (or the terminal, or 80 columns when piped): the tag, verdict and
+    prices (``keep``) are never
     cut; other text columns wrap, then the lesser columns are left out (``drop_order`` first, then
     from the right), and one line on stderr names them. JSON floats are rounded to what they mean (``round_for_json``).
     """

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openrouter_probe.cli._common import (
+    checked_by,
     cli,
     format_option,
     load_snapshot_for,
@@ -14,6 +15,7 @@ from openrouter_probe.cli._common import (
     plot_option,
     render_rows,
     snapshot_options,
+    usd_amount,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ _TABLE_DROP_ORDER = (
 class TokenCount(click.ParamType):  # type: ignore[type-arg]
     """A token count such as ``60M``, ``7.5M``, ``500k`` or ``60000000``.
 
-    A bad value is a ``ConfigError`` (one line, exit 1), not a usage error.
+    A bad value is a usage error (exit 2) with the library's own message.
     """
 
     name = "tokens"
@@ -63,8 +65,28 @@ class TokenCount(click.ParamType):  # type: ignore[type-arg]
 
         if isinstance(value, int):
             return value
+        from openrouter_probe.errors import ConfigError
+
         what = param.opts[0] if param is not None and param.opts else "token count"
-        return parse_token_count(str(value), what=what)
+        try:
+            return parse_token_count(str(value), what=what)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc), ctx) from exc
+
+
+def _reasoning_share(value: str) -> object:
+    from openrouter_probe.rules.quantities import parse_reasoning_share
+
+    return parse_reasoning_share(value, what="--reasoning-share")
+
+
+def _prompt_ratio(value: str) -> object:
+    from openrouter_probe.errors import ConfigError
+    from openrouter_probe.rules.quantities import parse_decimal
+
+    if parse_decimal(value, "--prompt-ratio") < 0:
+        raise ConfigError(f"--prompt-ratio: {value} must be >= 0")
+    return value
 
 
 def _to_python(value: Any) -> Any:
@@ -215,6 +237,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     "budget_usd",
     required=True,
     metavar="USD",
+    callback=checked_by(usd_amount("--budget-usd")),
     help="The money to spend, in USD (e.g. 100).",
 )
 @click.option(
@@ -233,7 +256,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
 )
 @click.option(
     "--datasets",
-    type=int,
+    type=click.IntRange(min=1),
     help="Number of datasets the target is split over, run in order [default: 1, or the number "
     "of --dataset-names].",
 )
@@ -249,6 +272,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     default="0",
     show_default=True,
     metavar="S|LOW:HIGH",
+    callback=checked_by(_reasoning_share),
     help="Reasoning part of output: a fraction in [0, 1) or a range such as 0.5:0.8.",
 )
 @click.option(
@@ -269,11 +293,12 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     "--prompt-ratio",
     "prompt_ratio",
     metavar="R",
+    callback=checked_by(_prompt_ratio),
     help="Input tokens per output token (instead of the two per-request sizes).",
 )
 @click.option(
     "--concurrency",
-    type=int,
+    type=click.IntRange(min=1),
     default=2000,
     show_default=True,
     metavar="N",
@@ -317,13 +342,9 @@ def budget(
     --output-tokens 60M --datasets 6 --reasoning-share 0.5:0.8
     """
     from openrouter_probe.analysis.budget import plan_budget
-    from openrouter_probe.errors import ConfigError
-    from openrouter_probe.rules.quantities import parse_reasoning_share
 
-    # Checked before the snapshot is loaded, so a bad option fails on its own, without a probe.
-    parse_reasoning_share(reasoning_share, what="--reasoning-share")
     if output_tokens is None and tokens_per_dataset is None:
-        raise ConfigError("give the target: --output-tokens 60M or --tokens-per-dataset 10M")
+        raise click.UsageError("give the target: --output-tokens 60M or --tokens-per-dataset 10M")
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1
@@ -410,6 +431,17 @@ def _render_run(plan: BudgetPlan) -> None:
         )
 
 
+# What a narrow budget table leaves out first (after its empty columns): what the budget buys stays.
+_BUDGET_DROP_ORDER = (
+    "time_to_finish_h",
+    "visible_tokens",
+    "weight_pct",
+    "over_budget_pct",
+    "per_dataset_tokens",
+    "budget_buys_tokens",
+)
+
+
 def _render_plan(plan: BudgetPlan) -> None:
     """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
     from openrouter_probe.rules.quantities import (
@@ -450,6 +482,7 @@ def _render_plan(plan: BudgetPlan) -> None:
         rows,
         "table",
         title=f"{plan.model}: ${plan.budget_usd:,.2f} budget per admitted endpoint ({mode} routing)",
+        drop_order=_BUDGET_DROP_ORDER,
     )
     _render_run(plan)
     for tag, _reason, detail in plan.excluded:

@@ -8,12 +8,27 @@ from typing import Any, TypeVar
 
 import click
 
-from openrouter_probe.cli._common import cli, load_snapshot_for, note
+from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, note
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options that make endpoints answer differently, shared by ``fake-server`` and ``verify``.
 DEGRADATION_OPTIONS = ("degrade", "degrade_flip", "degrade_tools", "noise")
+
+
+def _tag_rate(option: str) -> Callable[[str], object]:
+    def check(spec: str) -> object:
+        from openrouter_probe.fake.faults import parse_degrade
+
+        return parse_degrade([spec], option=option)
+
+    return check
+
+
+def _faults(spec: str) -> object:
+    from openrouter_probe.fake import parse_faults
+
+    return parse_faults(spec)
 
 
 def degradation_options(func: F) -> F:
@@ -24,15 +39,18 @@ def degradation_options(func: F) -> F:
         (
             click.option(
                 "--degrade", multiple=True, metavar="TAG=RATE",
+                callback=checked_by(_tag_rate("--degrade")),
                 help="Make an endpoint less accurate: answer tokens flip at RATE (repeatable).",
             ),
             click.option(
                 "--degrade-flip", multiple=True, metavar="TAG=RATE",
+                callback=checked_by(_tag_rate("--degrade-flip")),
                 help="Make an endpoint wrong on RATE of the items and right on as many others "
                 "(same accuracy, other answers; repeatable).",
             ),
             click.option(
                 "--degrade-tools", multiple=True, metavar="TAG=RATE",
+                callback=checked_by(_tag_rate("--degrade-tools")),
                 help="Break an endpoint's tool calls at RATE: invalid arguments or no call "
                 "(repeatable).",
             ),
@@ -67,6 +85,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--faults",
     metavar="SPEC|FILE.yaml",
+    callback=checked_by(_faults),
     help="Faults to inject, e.g. 'upstream_429=0.05,drop=0.01' (see docs/fake-server.md).",
 )
 @degradation_options
@@ -110,7 +129,7 @@ def fake_server(
         note(f"warning: serving on {host}; the fake accepts any key, keep it off shared networks")
     from openrouter_probe.fake import parse_faults, serve
 
-    plan = parse_faults(faults or "", seed=seed)  # a bad spec is one line, before anything else
+    plan = parse_faults(faults or "", seed=seed)  # its syntax was checked by the option
     if not (offline or snapshot or model):
         offline = True
     snap = load_snapshot_for(model, offline, snapshot)

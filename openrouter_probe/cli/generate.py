@@ -11,12 +11,15 @@ from typing import Any, TypeVar, cast
 import click
 
 from openrouter_probe.cli._common import (
+    checked_by,
     cli,
     format_option,
     load_snapshot_for,
     note,
     render_rows,
     snapshot_options,
+    token_count,
+    usd_amount,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,6 +68,20 @@ def source_options(func: F) -> F:
     return cast(F, decorated)
 
 
+def _shard(text: str) -> object:
+    from openrouter_probe.generation.prompts import parse_shard
+
+    return parse_shard(text)
+
+
+def _weights_syntax(text: str) -> object:
+    """``--weights`` read as the run reads it, each dataset named taken as present (the prompts,
+    read later, say which datasets there are)."""
+    from openrouter_probe.generation.job import parse_weights
+
+    return parse_weights(text, [part.partition("=")[0].strip() for part in text.split(",")])
+
+
 @cli.command()
 @click.argument("prompts", metavar="PROMPTS")
 @click.option(
@@ -84,6 +101,7 @@ def source_options(func: F) -> F:
 @click.option(
     "--budget-usd",
     metavar="USD",
+    callback=checked_by(usd_amount("--budget-usd")),
     help="Spend cap in USD for this output file, across runs (per shard with --shard).",
 )
 @click.option(
@@ -103,6 +121,7 @@ def source_options(func: F) -> F:
 )
 @click.option(
     "--target-tokens",
+    callback=checked_by(token_count("--target-tokens")),
     help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
 )
 @click.option(
@@ -123,10 +142,16 @@ def source_options(func: F) -> F:
     help="reasoning.max_tokens of every request, instead of --reasoning-effort.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
-@click.option("--shard", metavar="i/n", help="Send only shard i of n (0 <= i < n), by row id.")
+@click.option(
+    "--shard",
+    metavar="i/n",
+    callback=checked_by(_shard),
+    help="Send only shard i of n (0 <= i < n), by row id.",
+)
 @click.option(
     "--weights",
     metavar="DS=W,...",
+    callback=checked_by(_weights_syntax),
     help="Share the budget between datasets by weight, e.g. B3=2,B4=1 (others weigh 1; "
     "default: equal shares).",
 )
@@ -232,6 +257,7 @@ def generate(
     from openrouter_probe.generation import generate as run_generate
     from openrouter_probe.generation.manifest import SourceOptions
 
+    _check_not_swapped(prompts, policy, out)
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -269,6 +295,65 @@ def generate(
     if summary.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
     sys.exit(summary.exit_code)
+
+
+def _kind_of(path: str) -> str | None:
+    """What a file given to ``generate`` is, read from its start: ``"a compiled policy"`` or
+    ``"a policy spec"`` (YAML), ``"a prompts file"`` (JSON lines, Parquet), or ``None``."""
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        return None
+    if file.suffix.lower() == ".parquet":
+        return "a prompts file"
+    with file.open("rb") as handle:
+        head = handle.read(1 << 20)
+    first = next((line for line in head.splitlines() if line.strip()), b"").strip()
+    if first.startswith(b"{"):
+        try:
+            return "a prompts file" if isinstance(json.loads(first), dict) else None
+        except ValueError:
+            return None
+    if file.suffix.lower() not in (".yaml", ".yml") or len(head) == 1 << 20:
+        return None
+    import yaml
+
+    from openrouter_probe.policy.spec import document_kind
+
+    try:
+        kind = document_kind(yaml.safe_load(head.decode("utf-8", errors="replace")))
+    except yaml.YAMLError:
+        return None
+    return {"compiled": "a compiled policy", "spec": "a policy spec"}.get(kind)
+
+
+def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
+    """A policy given as PROMPTS, or prompts given as --policy: one line with the command as it
+    should be, before either is read (they gave a page of "not JSON" or a YAML parse error)."""
+    as_prompts, as_policy = _kind_of(prompts), _kind_of(policy)
+    policy_given = as_prompts in ("a compiled policy", "a policy spec")
+    if not policy_given and as_policy != "a prompts file":
+        return
+    right_prompts = prompts if as_prompts == "a prompts file" else "PROMPTS.jsonl"
+    right_policy = policy if as_policy in ("a compiled policy", None) else "POLICY.yaml"
+    if policy_given and as_policy == "a prompts file":
+        said, right_prompts, right_policy = "swap them", policy, prompts
+        what = f"{prompts} is {as_prompts} and {policy} {as_policy}"
+    elif policy_given:
+        said = "give the prompts (JSON lines) first"
+        what = f"PROMPTS {prompts} is {as_prompts}, not prompts"
+        if prompts != policy and as_prompts == "a compiled policy" and as_policy is None:
+            right_policy = prompts
+    else:
+        said = "give a compiled policy"
+        what = f"--policy {policy} is {as_policy}, not a policy"
+    if right_policy.endswith((".spec.yaml", ".spec.yml")):
+        right_policy = "POLICY.yaml"  # compile it first: the spec/policy swap says how
+    raise click.UsageError(
+        f"{what}; {said}: `openrouter-probe generate {right_prompts} --policy {right_policy} "
+        f"-o {out}`"
+    )
 
 
 @cli.command("audit")

@@ -134,12 +134,13 @@ def explain(
     A compiled POLICY is explained from its own recorded decisions; a SPEC is compiled first. A
     spec that admits nothing still gets its table (why each endpoint is dropped), then exits 1.
     """
-    from openrouter_probe.cli._common import essential_column
+    from openrouter_probe.cli._common import check_snapshot_options, essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
     from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml, snapshot_args
     from openrouter_probe.rules.quantities import format_usd_per_m
 
+    check_snapshot_options(offline, snapshot)
     doc = read_yaml(path)
     args = snapshot_args(offline=offline, snapshot=snapshot)
     if is_compiled(doc):
@@ -248,7 +249,7 @@ def lint(
 @_precision_option
 @click.option(
     "--price-threshold-pct",
-    type=float,
+    type=click.FloatRange(min=0),
     default=5.0,
     show_default=True,
     help="Report price moves larger than this.",

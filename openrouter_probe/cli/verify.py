@@ -2,36 +2,38 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from openrouter_probe.cli._common import cli, format_option, note
-from openrouter_probe.cli.fake import DEGRADATION_OPTIONS, degradation_kwargs, degradation_options
+from openrouter_probe.cli._common import checked_by, cli, format_option, note, usd_amount
+
+#: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
+_MOVED = ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools", "--noise")
 
 
-@contextlib.contextmanager
-def _fake_server(snap: Any, changes: dict[str, Any], seed: int) -> Iterator[str]:
-    from openrouter_probe.fake import serve
+def _moved(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    if value:
+        name = param.opts[0]
+        then = "--seed" if name == "--fake-seed" else name
+        how = "" if name == "--fake" else f" {then} ..."
+        raise click.UsageError(
+            f"{name} is fake-server's option now: start `openrouter-probe fake-server --offline "
+            f"--speed 0{how}` and set OPENROUTER_BASE_URL to the URL it prints",
+            ctx,
+        )
 
-    with serve(snap, speed=0, seed=seed, **degradation_kwargs(changes)) as fake:
-        d = fake.fake.degradation
-        said = [
-            f"{label} {', '.join(f'{t}={r:g}' for t, r in rates.items())}"
-            for label, rates in (
-                ("degraded:", d.degrade),
-                ("flipped:", d.flip),
-                ("tools:", d.tools),
-            )
-            if rates
-        ]
-        if d.noise:
-            said.append(f"noise {d.noise:g}")
-        note(f"fake server: {fake.base_url} (speed 0" + "".join(f"; {x}" for x in said) + ")")
-        yield fake.base_url
+
+def _moved_options(func: Any) -> Any:
+    """The moved options, hidden: each says where it went instead of "No such option"."""
+    for name in _MOVED:
+        flag = name == "--fake"
+        func = click.option(
+            name, f"_{name[2:].replace('-', '_')}", is_flag=flag, multiple=not flag,
+            hidden=True, expose_value=False, callback=_moved,
+        )(func)  # fmt: skip
+    return func
 
 
 @cli.command("verify")
@@ -65,6 +67,7 @@ def _fake_server(snap: Any, changes: dict[str, Any], seed: int) -> Iterator[str]
 @click.option(
     "--budget-usd",
     metavar="USD",
+    callback=checked_by(usd_amount("--budget-usd")),
     help="Spend cap in USD for the whole check (and --out across runs).",
 )
 @click.option(
@@ -112,15 +115,6 @@ def _fake_server(snap: Any, changes: dict[str, Any], seed: int) -> Iterator[str]
     help="Times the reference is sent: its disagreement with itself is the floor.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
-@click.option(
-    "--fake",
-    is_flag=True,
-    help="Start the fake OpenRouter on the snapshot (speed 0) and check against it.",
-)
-@degradation_options
-@click.option(
-    "--fake-seed", type=int, default=0, show_default=True, help="With --fake: the server's seed."
-)
 @click.option("--offline", is_flag=True, help="Plan on the bundled snapshot (no key to plan).")
 @click.option("--snapshot", metavar="bundled|PATH", help="Plan on a saved snapshot.")
 @click.option(
@@ -130,25 +124,26 @@ def _fake_server(snap: Any, changes: dict[str, Any], seed: int) -> Iterator[str]
 )
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
 @format_option("table", "json", "evidence")
+@_moved_options
 def verify(model: str, **opts: Any) -> None:
     """Send the same pinned prompts to each endpoint of MODEL and compare them with the reference.
 
     Prints the plan first (requests per endpoint, expected and worst-case cost at each endpoint's
     prices, power); --dry-run stops there. Then sends under --budget-usd (one cap for every
     endpoint, the reference sent --repeats times), writes --out, and prints one verdict per
-    endpoint: consistent, differs or inconclusive. With --fake, --degrade, --degrade-flip,
-    --degrade-tools and --noise shape the fake's endpoints. Set OPENROUTER_API_KEY (and
-    OPENROUTER_BASE_URL for another server), or use --fake. Exit 0 when the check ran as asked (to
-    the end or to the budget), 1 on a 401/402/404 stop, 130 when interrupted; the verdicts are
-    data, not the exit code.
+    endpoint: consistent, differs, "differs, within tolerance" or inconclusive (docs/verify.md).
+    Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server). To rehearse on the fake, start `fake-server --speed 0`
+    (its --degrade, --degrade-flip, --degrade-tools, --noise and --seed shape its endpoints) and
+    point OPENROUTER_BASE_URL at the URL it prints. Exit 0 when the check ran as asked (to the end
+    or to the budget), 1 on a 401/402/404 stop, 2 on a usage error, 130 when interrupted; the
+    verdicts are data, not the exit code.
     """
     from openrouter_probe.verify.run import plan_precision_check
 
-    fmt, dry_run, fake = opts["fmt"], opts["dry_run"], opts["fake"]
-    changes = {k: opts[k] for k in DEGRADATION_OPTIONS}
-    _check_options(opts, changes)
+    fmt, dry_run = opts["fmt"], opts["dry_run"]
+    _check_options(opts)
     tags = opts["endpoints"].split(",") if opts["endpoints"] is not None else None
-    source = _snapshot(model, offline=opts["offline"], snapshot=opts["snapshot"], fake=fake)
+    source = _snapshot(model, offline=opts["offline"], snapshot=opts["snapshot"])
     options: dict[str, Any] = {
         "endpoints": tags,
         "snapshot": source,
@@ -160,11 +155,11 @@ def verify(model: str, **opts: Any) -> None:
         # With --format json/evidence stdout carries only the data: the plan goes to stderr.
         click.echo(plan.render(), err=fmt != "table" and not dry_run)
 
-    if opts["offline"] and not fake and not dry_run:
+    if opts["offline"] and not dry_run:
         # --offline promises no network and no spending: plan only, never send.
         note(
-            "verify: --offline sends nothing, so this is the plan only; add --fake for a rehearsal "
-            "on the fake server, or use --snapshot PATH to send to OpenRouter"
+            "verify: --offline sends nothing, so this is the plan only; for a rehearsal, start "
+            "`openrouter-probe fake-server --offline --speed 0` and set OPENROUTER_BASE_URL to its URL"
         )
         dry_run = True
     if dry_run:
@@ -172,9 +167,6 @@ def verify(model: str, **opts: Any) -> None:
         return
     report = _send_check(
         model,
-        fake=fake,
-        changes=changes,
-        fake_seed=opts["fake_seed"],
         out=opts["out"],
         concurrency=opts["concurrency"],
         progress=not opts["quiet"],
@@ -188,13 +180,11 @@ def verify(model: str, **opts: Any) -> None:
     sys.exit(0 if run is None else run.exit_code)
 
 
-def _snapshot(model: str, *, offline: bool, snapshot: str | None, fake: bool) -> Any:
-    """What ``snapshot=`` gets: ``None`` (live), ``"bundled"``, or a loaded ``Snapshot`` (the fake
-    serves one, and a --snapshot PATH is checked to be this model's)."""
+def _snapshot(model: str, *, offline: bool, snapshot: str | None) -> Any:
+    """What ``snapshot=`` gets: ``None`` (live), ``"bundled"``, or a loaded ``Snapshot`` (a
+    --snapshot PATH is checked to be this model's)."""
     source: Any = "bundled" if offline and not snapshot else snapshot
-    if fake and source is None:
-        source = "bundled"
-    if fake or source not in (None, "bundled"):
+    if source not in (None, "bundled"):
         from openrouter_probe.rules.snapshot import resolve_snapshot
 
         source = resolve_snapshot(model, offline=source == "bundled", snapshot=source)
@@ -219,35 +209,18 @@ def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
         click.echo(report.render())
 
 
-def _send_check(
-    model: str, *, fake: bool, changes: dict[str, Any], fake_seed: int, **kwargs: Any
-) -> Any:
-    """Run ``verify_precision`` (against a fake server on loopback with ``fake``)."""
+def _send_check(model: str, **kwargs: Any) -> Any:
+    """Run ``verify_precision`` with the signal handlers of a command."""
     import asyncio
 
     from openrouter_probe.verify.run import verify_precision
 
-    with contextlib.ExitStack() as stack:
-        base_url = None
-        api_key = None
-        if fake:
-            base_url = stack.enter_context(_fake_server(kwargs["snapshot"], changes, fake_seed))
-            api_key = "sk-fake"  # never send a real key, even to loopback
-        return asyncio.run(
-            verify_precision(
-                model, api_key=api_key, base_url=base_url, handle_signals=True, **kwargs
-            )
-        )
+    return asyncio.run(verify_precision(model, handle_signals=True, **kwargs))
 
 
-def _check_options(opts: dict[str, Any], changes: dict[str, Any]) -> None:
+def _check_options(opts: dict[str, Any]) -> None:
     from openrouter_probe.files import ensure_not_input
 
-    given = [f"--{k.replace('_', '-')}" for k, v in changes.items() if v]
-    if given and not opts["fake"]:
-        raise click.UsageError(
-            f"{', '.join(given)} need(s) --fake (they configure the fake server)"
-        )
     if opts["offline"] and opts["snapshot"] and opts["snapshot"] != "bundled":
         raise click.UsageError("--offline and --snapshot PATH exclude each other")
     evidence = opts["evidence"]

@@ -204,12 +204,7 @@ def _admitted_prices(
         RequestParams(max_tokens=asked.max_tokens, parameters=frozenset(asked.parameters)),
     )
     if not decision.admitted:
-        raise PolicyError(
-            f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now "
-            f"(with max_tokens={asked.max_tokens}); every request would fail with 404. "
-            "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)",
-            source=str(policy),
-        )
+        raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
     for finding in lint_block(compiled.provider, endpoints):
         if finding.loc.startswith("provider.order") and finding.code in (
             "no-match",
@@ -221,6 +216,33 @@ def _admitted_prices(
         return worst_case_prices(anything.admitted)
     except ValueError as exc:
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
+
+
+def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: _Asked) -> str:
+    """Why no endpoint would serve the run's requests, pointing at the fix: a ``max_tokens``
+    above the output limit of every endpoint the policy admits is lowered, not re-compiled."""
+    from openrouter_probe.rules.routing import RequestParams, route
+
+    head = f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now"
+    params = frozenset(asked.parameters)
+    loose = route(compiled.provider, endpoints, RequestParams(parameters=params)).admitted
+    limits = [e.max_completion_tokens for e in loose]
+    if loose and None not in limits:
+        largest = max(limit for limit in limits if limit is not None)
+        fits = route(
+            compiled.provider, endpoints, RequestParams(max_tokens=largest, parameters=params)
+        )
+        if fits.admitted:
+            takers = ", ".join(e.tag for e in fits.admitted)
+            return (
+                f"{head} with max_tokens={asked.max_tokens}: above the output limit of each of "
+                f"the {len(loose)} it admits. Lower max_tokens (--max-tokens) to {largest} or "
+                f"less, the largest they take ({takers})"
+            )
+    return (
+        f"{head} (with max_tokens={asked.max_tokens}); every request would fail with 404. "
+        "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)"
+    )
 
 
 def _worst_total(
@@ -277,6 +299,7 @@ def _dry_run(
         output_tokens_per_request=max_tokens,
         provider=compiled.provider,
         parameters=asked.parameters,
+        max_tokens=max_tokens,
         concurrency=options.concurrency,
         model=compiled.model,
     )

@@ -77,7 +77,8 @@ class PolicySpec(_Spec):
       ``{price: 0.7, throughput: 0.3}``;
     - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``,
       ``options`` (provider-specific options keyed by provider slug): passed through.
-    - ``exclude_measured``: measured verdicts (``differs``, ``inconclusive``, ``consistent``) whose
+    - ``exclude_measured``: measured verdicts (``differs``, ``differs, within tolerance``,
+      ``inconclusive``, ``consistent``) whose
       endpoints are ignored: the latest ``measured:`` evidence in the precision registry (written
       by ``openrouter-probe verify --evidence``) decides.
     """
@@ -97,9 +98,9 @@ class PolicySpec(_Spec):
     data_collection: Literal["allow", "deny"] | None = None
     zdr: bool | None = None
     options: dict[str, dict[str, Any]] | None = None
-    exclude_measured: list[Literal["consistent", "differs", "inconclusive"]] = Field(
-        default_factory=list
-    )
+    exclude_measured: list[
+        Literal["consistent", "differs", "differs, within tolerance", "inconclusive"]
+    ] = Field(default_factory=list)
 
     @field_validator("precision")
     @classmethod

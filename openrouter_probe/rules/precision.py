@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 
@@ -38,6 +38,7 @@ __all__ = [
     "PRECISION_ENV",
     "FormatInfo",
     "Measured",
+    "MeasuredVerdict",
     "NativePrecision",
     "PrecisionRegistry",
     "PrecisionVerdict",
@@ -49,8 +50,11 @@ __all__ = [
 PRECISION_ENV = "OPENROUTER_PROBE_PRECISION"
 
 Verdict = Literal["native", "upcast", "requantized", "undeclared", "unassessed"]
-#: The verdicts of a measured precision check (``openrouter-probe verify``).
-MEASURED_VERDICTS = ("consistent", "differs", "inconclusive")
+#: A verdict of the measured precision check (``openrouter-probe verify``; docs/verify.md says
+#: how each is reached).
+MeasuredVerdict = Literal["consistent", "differs", "differs, within tolerance", "inconclusive"]
+#: The verdicts of a measured precision check, as evidence files and policy specs may name them.
+MEASURED_VERDICTS: tuple[str, ...] = get_args(MeasuredVerdict)
 
 
 def _yaml_error(exc: yaml.YAMLError, path: Path) -> ConfigError:

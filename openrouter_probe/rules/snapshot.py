@@ -409,8 +409,25 @@ def load_snapshot(path: str | Path) -> Snapshot:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise SnapshotError(f"{p}: not JSON ({exc}); is this a snapshot file?") from exc
+        raise SnapshotError(f"{p}: {_not_json(p, text, exc)}") from exc
     return _from_document(doc, where=str(p), source="file")
+
+
+_SAVED_HOW = "the JSON that `openrouter-probe endpoints MODEL --save FILE` writes"
+
+
+def _not_json(path: Path, text: str, exc: ValueError) -> str:
+    """Why a file that is not JSON is no snapshot, in the reader's terms: a YAML file (a policy
+    or spec given as a snapshot) by its kind; a cut JSON file by its line and column."""
+    if path.suffix.lower() in (".yaml", ".yml") or not text.lstrip().startswith(("{", "[")):
+        return f"not a snapshot but a text or YAML file; a snapshot is {_SAVED_HOW}"
+    if isinstance(exc, json.JSONDecodeError):
+        return (
+            f"not valid JSON at line {exc.lineno}, column {exc.colno} "
+            f"({exc.msg.removesuffix(' at').removesuffix(' starting')}); a snapshot is "
+            f"{_SAVED_HOW}: save it again"
+        )
+    return f"not JSON; a snapshot is {_SAVED_HOW}"
 
 
 def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:

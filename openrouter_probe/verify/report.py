@@ -182,13 +182,18 @@ class VerifyReport:
         ]
         for r in self.results:
             m, c = r.measures, r.comparison
-            verdict = r.verdict or r.role
+            # "differs, within tolerance" is wider than its column: "differs," on the row, the
+            # rest on a line of its own below it (nothing else shares that line: 80 columns hold)
+            verdict, _, rest = (r.verdict or r.role).partition(", ")
+            verdict += "," if rest else ""
             p_min = _min_p(c)
             lines.append(
                 f"{r.tag:<{width}} {verdict:<12} {(c.counts.n if c else m.known):>4} "
                 f"{_pct(m.accuracy):>5} {_gap_text(c):<19} "
                 f"{('-' if p_min is None else f'{p_min:.2g}'):>7} {f'${m.cost_usd:.4f}':>8}"
             )
+            if rest:
+                lines.append(f"{'':<{width}} {rest}")
         tail = [
             f"{r.tag}: {r.comparison.reason}"
             + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")

@@ -43,7 +43,7 @@ from typing import Any
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.client import DEFAULT_BASE_URL
 from openrouter_probe.errors import ConfigError, PolicyError
-from openrouter_probe.rules.quantities import whole_number
+from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.paid import Job, endpoints_now, open_run
 from openrouter_probe.run.request import RequestBuilder
@@ -271,7 +271,7 @@ def _run_notes(summary: RunSummary, out: str | Path) -> list[str]:
         f"sent {summary.requests} request(s) ({summary.rows_already_done} of {summary.rows_total} "
         f"already in {out}); spent ${summary.spent_usd:.6f} this run, "
         f"${summary.spent_before_usd + summary.spent_usd:.6f} in all"
-        + (f" of the ${budget} cap" if budget is not None else "")
+        + (f" of the {format_usd(budget)} cap" if budget is not None else "")
     ]
     if summary.stop_reason not in ("done",):
         notes.append(f"the run stopped early ({summary.stop_reason}): {summary.message}")

@@ -48,6 +48,7 @@ from statistics import NormalDist
 from typing import Literal
 
 from openrouter_probe.errors import ConfigError
+from openrouter_probe.rules.precision import MeasuredVerdict
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -56,6 +57,7 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "EXACT_POWER_LIMIT",
     "PLANNING_DISCORDANCE",
+    "WITHIN_TOLERANCE",
     "Comparison",
     "Interval",
     "MeasureTest",
@@ -79,7 +81,9 @@ __all__ = [
     "wilson",
 ]
 
-MeasuredVerdict = Literal["consistent", "differs", "inconclusive"]
+
+#: Equality rejected and equivalence shown at once: a real difference, smaller than the tolerance.
+WITHIN_TOLERANCE: MeasuredVerdict = "differs, within tolerance"
 
 #: Family-wise error rate over all the endpoints (and deciding measures) compared with the reference.
 DEFAULT_ALPHA = 0.05
@@ -700,9 +704,11 @@ def compare_to_reference(
     only the discordant counts), shown as ``Comparison.counts``.
 
     - ``differs``: some measure's test rejects at family-wise ``alpha`` (Holm over every endpoint
-      and measure);
-    - ``consistent``: none does, and every measure's interval (Tango, at ``1 - 2 alpha/K`` for K
-      endpoints) lies inside ``+-tolerance``;
+      and measure), and not every measure's interval lies inside ``+-tolerance``;
+    - ``differs, within tolerance``: some test rejects, and every measure's interval (Tango, at
+      ``1 - 2 alpha/K`` for K endpoints) lies inside ``+-tolerance``: a real difference, smaller
+      than the tolerance;
+    - ``consistent``: no test rejects, and every measure's interval lies inside ``+-tolerance``;
     - ``inconclusive``: anything else; the reason says how many prompts would settle it.
 
     Example::
@@ -756,11 +762,20 @@ def _judge(
             acc, 1.0, 1.0, mdg, "inconclusive", "no prompt scored on both sides", interval, tests
         )
     rejected = [t for t in tests if t.p_adjusted <= holm_alpha]
+    level = f"{tests[0].interval.level:.0%}"
+    spans = ", ".join(f"{t.measure.name} {_span(t.interval)}" for t in tests)
+    if rejected and all(t.within for t in tests):
+        # Equality rejected and equivalence shown at once: neither "differs" (which reads as
+        # beyond the tolerance) nor "consistent" (which reads as the same) says it.
+        reason = (
+            "; ".join(_differs_text(t) for t in rejected)
+            + f"; every {level} interval lies inside +-{_pct(tests[0].margin)}: a real difference,"
+            " smaller than the tolerance"
+        )
+        return Comparison(acc, p_raw, p_adj, mdg, WITHIN_TOLERANCE, reason, interval, tests)
     if rejected:
         reason = "; ".join(_differs_text(t) for t in rejected)
         return Comparison(acc, p_raw, p_adj, mdg, "differs", reason, interval, tests)
-    level = f"{tests[0].interval.level:.0%}"
-    spans = ", ".join(f"{t.measure.name} {_span(t.interval)}" for t in tests)
     if all(t.within for t in tests):
         reason = (
             f"no test rejects (smallest Holm p={min(t.p_adjusted for t in tests):.2g}) and every "
