@@ -87,7 +87,9 @@ class Books:
         # Attempts counted at their worst case are settled from /generation when there is a
         # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
         self.reconciler = (
-            Reconciler(lookup, on_settled=self.reconciled, on_change=self._changed, sleep=sleep)
+            Reconciler(
+                lookup, on_settled=self.reconciled, on_change=lambda: self.on_change(), sleep=sleep
+            )
             if lookup is not None and ledger is not None
             else None
         )
@@ -109,6 +111,15 @@ class Books:
     def outstanding(self) -> int:
         """Attempts the reconciler still holds at their worst case."""
         return 0 if self.reconciler is None else self.reconciler.outstanding
+
+    def share(self, datasets: Sequence[str], weights: Mapping[str, float]) -> None:
+        """Split the cap between ``datasets`` by ``weights`` (unnamed ones weigh 1)."""
+        if self.cap.cap_usd is not None and datasets:
+            self.cap.shares({d: weights.get(d, 1) for d in datasets})
+
+    def close(self, dataset: str) -> None:
+        """``dataset`` sends nothing more: what its share leaves is lent to the others."""
+        self.cap.close(dataset)
 
     # -- before an attempt leaves -----------------------------------------------------------------
 
@@ -215,9 +226,6 @@ class Books:
             c.reconciled_before_back_usd += back
         self.on_change()
 
-    def _changed(self) -> None:
-        self.on_change()
-
     def _warn_cost(self, answer: Answer, worst: Decimal) -> None:
         provider = answer.provider or "?"
         if provider in self._warned_cost:
@@ -236,14 +244,19 @@ class Books:
         log.warning("%s", text)
 
     async def settle_the_rest(
-        self, reconciling: asyncio.Future[None] | None, stop: asyncio.Future[None] | None
+        self,
+        reconciling: asyncio.Future[None] | None,
+        stop: asyncio.Future[None] | None,
+        *,
+        wait: bool = True,
     ) -> None:
-        """Let the reconciler settle what it holds, within its waits (or until ``stop``)."""
+        """Let the reconciler settle what it holds, within its waits (or until ``stop``; not at
+        all without ``wait``), then end it."""
         reconciler = self.reconciler
         if reconciler is None or reconciling is None:
             return
         reconciler.finish()
-        if reconciler.outstanding:
+        if reconciler.outstanding and wait:
             log.info("settling %d attempt(s) from /generation", reconciler.outstanding)
             waits = {reconciling} | ({stop} if stop is not None and not stop.done() else set())
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -1,14 +1,15 @@
 """The one way to run a paid job: ``generate`` and ``verify`` both start their requests here.
 
-``JobOptions.resolve`` checks what every paid run takes (the output and its folder, the budget, the
-concurrency, the key and the base URL) before anything is read or sent. ``open_run`` opens the
+``JobOptions.resolve`` (``run.config``) checks what every paid run takes (the output and its
+folder, the budget, the concurrency, the key and the base URL) before anything is read or sent. ``open_run`` opens the
 output for a run: it takes the output's lock (``run.lock``: one run per output, dry runs included)
 before anything is read or repaired, refuses an output another command (or another model) wrote,
 and reads what the output and its spend journal already record (what is finished, what was spent,
 what is still counted at its worst case). ``PaidRun.run`` then sends the rows: it checks the key's
-limit, builds the cap over everything spent so far (shared between the datasets), opens the output
-and the journal for appending, the transport, the reconciler and the progress line, and runs the
-worker pool with its signals. A guarantee added here holds for both commands.
+limit, builds the books (``run.books``: the cap over everything spent so far, shared between the
+datasets, the journal open for appending, the reconciler), the row source, the sender (the aiohttp
+transport unless ``JobOptions.send`` gives one) and the progress line, and runs the scheduler
+(``run.runner``) with its signals. A guarantee added here holds for both commands.
 
 Example::
 
@@ -17,7 +18,8 @@ Example::
     with open_run(options) as paid:
         todo = [row for row in rows if row.id not in paid.state.finished]
         summary = paid.new_summary(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
-        summary = await paid.run(todo, settings=settings, prices=prices, summary=summary)
+        builder = RequestBuilder(model=MODEL, provider_json=block, max_tokens=4096)
+        summary = await paid.run(todo, builder=builder, prices=prices, summary=summary)
 
 A run of the other command on the same output stops with one line; a run of the same command under
 another policy or plan (a re-compiled policy) warns and resumes: its finished rows are kept.

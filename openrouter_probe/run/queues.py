@@ -71,9 +71,7 @@ class RowQueues:
         self.in_flight = 0
         self.in_flight_by_dataset: dict[str, int] = dict.fromkeys(self.order, 0)
         self._flying_max_tokens: dict[str, int] = dict.fromkeys(self.order, 0)
-        cap = books.cap
-        if cap.cap_usd is not None and self.order:
-            cap.shares({d: options.weights.get(d, 1) for d in self.order})
+        books.share(self.order, options.weights)
 
     def left(self) -> int:
         """Requests queued and not taken."""
@@ -122,7 +120,7 @@ class RowQueues:
             for row in queue:
                 self._prepared.pop(id(row), None)
             log.info("%s: %s; %d row(s) not sent", dataset, why, len(queue))
-        self.books.cap.close(dataset)
+        self.books.close(dataset)
         self._on_close()
 
     def money_may_come(self, dataset: str, worst: Decimal) -> bool:

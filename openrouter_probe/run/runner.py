@@ -354,8 +354,9 @@ class Run:
         ticker = asyncio.ensure_future(self._tick()) if self.progress is not None else None
         try:
             results = await asyncio.gather(*self._workers, return_exceptions=True)
-            if self.stop_reason != "cancelled":  # a cancelled run settles nothing more
-                await self.books.settle_the_rest(reconciling, self.waits.stopped)
+            # a cancelled run settles nothing more
+            wait = self.stop_reason != "cancelled"
+            await self.books.settle_the_rest(reconciling, self.waits.stopped, wait=wait)
         finally:
             if ticker is not None:
                 ticker.cancel()
