@@ -26,22 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import socket
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
 from pydantic import BaseModel, ValidationError
 
-from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.chat import Generation, KeyInfo
+from openrouter_probe.api.backoff import TRANSIENT_STATUSES, Backoff, retry_after_s
+from openrouter_probe.api.chat import Generation, KeyInfo, read_generation
 from openrouter_probe.api.schema import (
     REPORT_SKIPPED,
     EndpointsResponse,
@@ -72,7 +70,6 @@ _monotonic: Callable[[], float] = time.monotonic
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 _MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
-_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
 _T = TypeVar("_T", bound=BaseModel)
 
 
@@ -97,21 +94,8 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
 
 
 def _retry_after_seconds(response: requests.Response) -> float | None:
-    """``Retry-After`` in seconds: a number, or an HTTP date (seconds from now); else ``None``."""
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    """``Retry-After`` in seconds (a number or an HTTP date; ``backoff.retry_after_s``)."""
+    return retry_after_s(response.headers.get("Retry-After"), date=response.headers.get("Date"))
 
 
 def _translate_status(response: requests.Response) -> APIStatusError:
@@ -167,7 +151,7 @@ def _retryable(exc: APIError) -> bool:
     """Whether ``exc`` is worth another attempt: timeouts, resets, 408/429/5xx; never a refused
     connection or an unknown host (the server is not there: retrying only delays the answer)."""
     if isinstance(exc, APIStatusError):
-        return exc.status_code in _RETRY_STATUSES
+        return exc.status_code in TRANSIENT_STATUSES
     if isinstance(exc, APIConnectionError) and exc.__cause__ is not None:
         return not _connection_failure(exc.__cause__)[1]
     return isinstance(exc, APIConnectionError)
@@ -492,9 +476,7 @@ class Client:
         while True:
             attempt += 1
             try:
-                return self._get_model(
-                    "/generation", _GenerationEnvelope, params={"id": generation_id}
-                ).data
+                response = self._get("/generation", params={"id": generation_id})
             except NoRouteError as exc:
                 decision = policy.next_wait(attempt=attempt, elapsed_s=_monotonic() - started)
                 if decision.give_up:
@@ -507,6 +489,14 @@ class Client:
                     decision.wait_s,
                 )
                 sleep(decision.wait_s)
+                continue
+            found = read_generation(response.status_code, response.text)
+            if isinstance(found, Generation):
+                return found
+            raise APIError(
+                f"{response.url} returned JSON that is not a Generation: {found}",
+                url=response.url,
+            )
 
     def page(self, model: str) -> str:
         """Return the HTML of ``model``'s provider page (see ``openrouter_probe.api.scrape``)."""
@@ -515,7 +505,3 @@ class Client:
 
 class _KeyEnvelope(BaseModel):
     data: KeyInfo
-
-
-class _GenerationEnvelope(BaseModel):
-    data: Generation
