@@ -121,12 +121,16 @@ class Backoff:
         retry_after_s: float | None = None,
         elapsed_s: float = 0.0,
         rand: Callable[[], float] = random.random,
+        wait_the_cap: bool = False,
     ) -> WaitDecision:
         """Decide the wait after failed attempt number ``attempt`` (1-based).
 
         ``retry_after_s`` is what the server asked for (``Retry-After``), ``elapsed_s`` the time spent
         since the first attempt started. Gives up when the attempts are used up, when the server asks
         for more than ``wait_max_s`` or than the time left, or when no time is left.
+        ``wait_the_cap``: a server that asks for more than the cap is waited the cap instead, so
+        that a transient failure becomes final only when its attempts or its time are spent (the
+        run's rows; the sync client answers at once, saying when to retry).
         """
         if attempt >= self.attempts:
             return WaitDecision(
@@ -140,6 +144,8 @@ class Backoff:
         cap = self.wait_max_s if left is None else min(self.wait_max_s, left)
         if retry_after_s is not None:
             asked = max(0.0, retry_after_s)
+            if asked > cap and wait_the_cap:
+                return WaitDecision(cap, retry_after_s=asked)
             if asked > cap:
                 return WaitDecision(
                     0.0,

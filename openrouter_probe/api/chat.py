@@ -27,6 +27,7 @@ __all__ = [
     "CompletionTokensDetails",
     "Generation",
     "GenerationFound",
+    "KeyBudget",
     "KeyInfo",
     "PromptTokensDetails",
     "ProviderResponse",
@@ -40,8 +41,66 @@ __all__ = [
 ]
 
 
+_SCOPES = {
+    "key_limit": "key's own limit",
+    "api_key": "key's budget",
+    "workspace": "workspace budget",
+    "member": "member budget",
+    "workspace_default_member": "workspace's default member budget",
+    "workspace_default_key": "workspace's default key budget",
+}
+
+
+class KeyBudget(_Payload):
+    """One budget layer that ``GET /key`` lists (SDK 1.3.84 ``KeyBudget``; OPENROUTER.md 15).
+
+    ``scope`` is ``workspace_default_member``, ``workspace_default_key``, ``member``, ``api_key``,
+    ``workspace``, ``key_limit`` or a newer value; ``remaining_usd`` (``limit_usd - spend_usd``)
+    zero or below means this layer answers every request with a 403 until ``resets_at``.
+    """
+
+    core_fields: ClassVar[frozenset[str] | None] = frozenset()
+
+    scope: str | None = None
+    limit_usd: Number | None = None
+    spend_usd: Number | None = None
+    remaining_usd: Number | None = None
+    reset_interval: str | None = None
+    resets_at: str | None = None
+    include_byok: bool | None = None
+    budget_id: str | None = None
+    guardrail_id: str | None = None
+
+    @property
+    def remaining(self) -> Decimal | None:
+        """What is left in USD (``remaining_usd``, else ``limit_usd - spend_usd``)."""
+        if self.remaining_usd is not None:
+            return Decimal(str(self.remaining_usd))
+        if self.limit_usd is not None and self.spend_usd is not None:
+            return Decimal(str(self.limit_usd)) - Decimal(str(self.spend_usd))
+        return None
+
+    def describe(self) -> str:
+        """``"the workspace budget ($0.40 of $500.00 left, resets monthly)"``, for one line."""
+        scope = _SCOPES.get(
+            self.scope or "", f"{(self.scope or 'unknown').replace('_', ' ')} budget"
+        )
+        if self.guardrail_id:
+            scope = "guardrail budget"
+        left = self.remaining
+        have = "" if left is None else f"${max(left, Decimal(0)):,.2f} of "
+        limit = "?" if self.limit_usd is None else f"${self.limit_usd:,.2f}"
+        reset = f"resets {self.reset_interval}" if self.reset_interval else "never resets"
+        return f"the {scope} ({have}{limit} left, {reset})"
+
+
 class KeyInfo(_Payload):
-    """``GET /key``: the calling key's limits and usage, in USD."""
+    """``GET /key``: the calling key's limits and usage, in USD.
+
+    ``limit`` and ``limit_remaining`` are the key's own limit only; ``budgets`` every layer that
+    enforcement checks (guardrail, workspace, the key's limit) and ``effective_budget`` the one
+    that blocks first (``blocking_budget`` falls back on the key's limit for older answers).
+    """
 
     label: str | None = None
     limit: Number | None = None
@@ -62,6 +121,27 @@ class KeyInfo(_Payload):
     creator_user_id: str | None = None
     expires_at: str | None = None
     rate_limit: Any = None
+    budgets: list[KeyBudget] | None = None
+    effective_budget: KeyBudget | None = None
+    workspace_id: str | None = None
+
+    @property
+    def blocking_budget(self) -> KeyBudget | None:
+        """The budget that blocks requests first: ``effective_budget``; else the spent or least
+        remaining of ``budgets``; else, for an answer without them, the key's own limit."""
+        if self.effective_budget is not None:
+            return self.effective_budget
+        layers = [b for b in self.budgets or () if b.remaining is not None]
+        if layers:
+            return min(layers, key=lambda b: b.remaining or Decimal(0))
+        if self.limit is None:
+            return None
+        return KeyBudget(
+            scope="key_limit",
+            limit_usd=self.limit,
+            remaining_usd=self.limit_remaining,
+            reset_interval=self.limit_reset,
+        )
 
 
 class ProviderResponse(_Payload):

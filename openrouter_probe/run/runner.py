@@ -47,6 +47,7 @@ from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import RequestBuilder, dumps
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, RequestShape, SpendCap, request_shape
+from openrouter_probe.run.streak import FailureStreak
 from openrouter_probe.run.summary import DatasetTally, ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 from openrouter_probe.run.turns import TurnBook, new_turn, row_totals
@@ -246,6 +247,7 @@ class Run:
         # Rows given up on in a row without one HTTP answer (refused, reset, stalled): the server
         # is unreachable, and going on would only grind through every row (see _failed).
         self.unanswered_streak = 0
+        self.streak = FailureStreak()  # nearly every recent attempt failing for one reason
         self._warned_cost: set[str] = set()
         self._waiters: list[asyncio.Future[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -626,6 +628,8 @@ class Run:
         )
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
+        if answer.reasoning_details:
+            record["reasoning_details"] = answer.reasoning_details  # verbatim: signatures
         if answer.logprobs is not None:
             record["logprobs"] = answer.logprobs
         if cost is None:
@@ -756,6 +760,8 @@ class Run:
             attempt.number += 1
             outcome = await self._send_reserved(row, attempt)
             self._notify()
+            if (same := self.streak.see(outcome)) is not None:
+                self.request_stop("failing", same)
             if isinstance(outcome, Answer):
                 return self._answered(row, outcome, attempt)
             if not await ON_FAILURE[outcome.kind](self, row, outcome, attempt):
@@ -917,6 +923,7 @@ class Run:
             attempt=attempt.number,
             retry_after_s=failure.retry_after_s,
             elapsed_s=self.clock() - (attempt.first_s or self.clock()),
+            wait_the_cap=True,  # final only when its attempts or its time are spent
         )
         if decision.give_up:
             self._failed(row, failure, attempt, decision.reason)
@@ -1007,7 +1014,13 @@ class Run:
 
     def _stop_for(self, failure: Failure) -> None:
         status = failure.status if failure.status not in (None, 200) else failure.code
-        if status == 402:
+        if failure.budget:
+            self.request_stop(
+                "budget-spent",
+                f"an OpenRouter budget is spent (403): {failure.message}. Raise it or wait for "
+                "its reset, then rerun the same command to resume",
+            )
+        elif status == 402:
             hint = (
                 " (allow a lower max_tokens with --lower-max-tokens)"
                 if failure.afford_tokens and not self.settings.lower_max_tokens
