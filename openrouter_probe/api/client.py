@@ -405,23 +405,37 @@ class Client:
     def models(self) -> ModelsList:
         """Return every model OpenRouter lists (``GET /models``), following its pages.
 
-        A newer list names its next page in ``links.next``, or says ``total_count``: both are
-        followed (on this client's host only) until a page adds nothing. Models that cannot be read
-        are left out and listed in the result's ``skipped``, with one warning for the whole list.
+        A newer list names its next page in ``links.next``, or says ``total_count``. An explicit
+        ``links.next: null`` ends the list whatever ``total_count`` says; without ``links`` the
+        client pages on with ``?offset=N`` while ``total_count`` says more (on this client's host
+        only). A page that adds nothing ends it, and so does a page whose models were all on
+        earlier pages (a server that ignores ``offset``), with a warning. Models that cannot be
+        read are left out and listed in the result's ``skipped``, with one warning for the whole
+        list.
         """
         quiet = {REPORT_SKIPPED: False}
         pages = [self._get_model("/models", ModelsList, context=quiet)]
         read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
-        seen: set[str] = set()
+        ids = {m.id for m in pages[0].data}
+        asked: set[str] = set()
         while len(pages) < _MAX_MODEL_PAGES:
             target = self._next_models_page(pages[-1], read)
-            if target is None or target[0] + str(target[1]) in seen:
+            if target is None or target[0] + str(target[1]) in asked:
                 break
-            seen.add(target[0] + str(target[1]))
+            asked.add(target[0] + str(target[1]))
             page = self._get_model(target[0], ModelsList, params=target[1], context=quiet)
             if not page.data and not page.skipped:
                 break
+            if page.data and all(m.id in ids for m in page.data):
+                log.warning(
+                    "%s: the page after %d models repeats models already listed (does the "
+                    "server ignore offset?); the list ends there",
+                    self.base_url + target[0].removeprefix(self.base_url),
+                    read,
+                )
+                break
             pages.append(page)
+            ids.update(m.id for m in page.data)
             read += len(page.data) + len(page.skipped)
         listing = ModelsList.joined(pages)
         if listing.skipped:
@@ -433,6 +447,8 @@ class Client:
     ) -> tuple[str, dict[str, str] | None] | None:
         """The URL (and query) of the page after ``page``, or ``None`` when it was the last."""
         links = page.links if page.links is not None else page.raw_fields.get("links")
+        if isinstance(links, dict) and "next" in links and links["next"] is None:
+            return None  # the server says this was the last page
         nxt = links.get("next") if isinstance(links, dict) else None
         if isinstance(nxt, str) and nxt.strip():
             # Relative or absolute, the next page is asked of this client's own host: the key
