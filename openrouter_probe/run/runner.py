@@ -1163,8 +1163,9 @@ class Run:
 #: ``pause`` (OpenRouter's own 429 for the key): every worker waits Retry-After; beyond
 #:     ``max_wait_s`` the run stops (``rate-limited``), the row unsent, not failed.
 #: ``row`` (400, 403, 413, 422: this request itself is wrong): the row fails; the run goes on.
-#: ``run`` (401 key, 402 credits, 404 no route: no request can succeed): the run stops, the row
-#:     unsent; a 402 affording fewer tokens retries lower under ``--lower-max-tokens``.
+#: ``run`` (401 key, 402 credits, a 403 budget spent, 404 no route: no request can succeed): the
+#:     run stops, the row unsent; a 402 affording fewer tokens retries lower under
+#:     ``--lower-max-tokens``.
 #:
 #: Every attempt settles its reservation first (in the cap and the journal), whatever follows;
 #: one whose cost is unknown (``Failure.cost_unknown``) stays at its worst case until settled.
