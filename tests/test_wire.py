@@ -452,3 +452,24 @@ def test_a_streams_reasoning_details_merge_by_index_and_keep_the_signature() -> 
         }
     ]
     assert chat.content == "Yes." and not chat.failed
+
+
+def test_a_key_limit_below_one_request_still_sends_when_max_tokens_may_be_lowered(
+    tmp_path: Path,
+) -> None:
+    """The key's own limit answers 402 "can only afford N", which --lower-max-tokens follows:
+    it stops a run before sending only without that option (or when nothing is left)."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
+    with serve(speed=0, seed=10, credit_usd=0.006) as fake:
+        blocked = _gen(tmp_path, fake.base_url, budget_usd=1, max_tokens=4000)
+        assert blocked.stop_reason == "budget-spent" and blocked.requests == 0
+        assert blocked.message.startswith("the key's own limit ($0.006 of $0.006 left")
+        assert "(402)" in blocked.message
+        lowered = _gen(
+            tmp_path, fake.base_url, budget_usd=1, max_tokens=4000, lower_max_tokens=True
+        )
+        assert lowered.requests >= 1 and lowered.stop_reason != "budget-spent"
+        (record,) = records(tmp_path / "out.jsonl")
+        assert record["status"] in ("ok", "truncated")
+        assert record["attempts"] == 2  # the 402, then max_tokens lowered to what is affordable
+        assert fake.ledger.total_usd <= Decimal("0.006")

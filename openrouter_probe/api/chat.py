@@ -51,6 +51,13 @@ _SCOPES = {
 }
 
 
+def _usd(amount: Decimal) -> str:
+    """Dollars as a budget line shows them: cents, or the digits a sub-cent amount needs."""
+    if amount == 0 or abs(amount) >= Decimal("0.01"):
+        return f"${amount:,.2f}"
+    return f"${amount.quantize(Decimal('0.000001')).normalize():f}"
+
+
 class KeyBudget(_Payload):
     """One budget layer that ``GET /key`` lists (SDK 1.3.84 ``KeyBudget``; OPENROUTER.md 15).
 
@@ -88,8 +95,8 @@ class KeyBudget(_Payload):
         if self.guardrail_id:
             scope = "guardrail budget"
         left = self.remaining
-        have = "" if left is None else f"${max(left, Decimal(0)):,.2f} of "
-        limit = "?" if self.limit_usd is None else f"${self.limit_usd:,.2f}"
+        have = "" if left is None else f"{_usd(max(left, Decimal(0)))} of "
+        limit = "?" if self.limit_usd is None else _usd(Decimal(str(self.limit_usd)))
         reset = f"resets {self.reset_interval}" if self.reset_interval else "never resets"
         return f"the {scope} ({have}{limit} left, {reset})"
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -257,11 +258,15 @@ def key_check(
     budget_usd: Decimal | None = None,
     shards: int | None = None,
     one_request_usd: Decimal | None = None,
+    *,
+    lower_max_tokens: bool = False,
 ) -> tuple[str | None, bool]:
     """``(warning, blocks)``: what to say about the budget that blocks the key's requests first
     (``/key``'s ``effective_budget``: a guardrail, workspace or key budget; for an older answer
     the key's own limit), and whether what it has left is below ``one_request_usd``, the worst
-    case of one request (then OpenRouter would refuse every request: send nothing)."""
+    case of one request (then OpenRouter would refuse every request: send nothing). With
+    ``lower_max_tokens`` the key's own limit blocks only when nothing is left: its 402 says how
+    many tokens the rest affords, and the run retries with that many."""
     from openrouter_probe.api.client import Client
 
     budget = options.budget_usd if budget_usd is None else budget_usd
@@ -277,18 +282,19 @@ def key_check(
     if blocking is None or remaining is None:
         return None, False
     what = blocking.describe()
-    if one_request_usd is not None and remaining < one_request_usd:
+    own = blocking.scope == "key_limit"
+    status = "402" if own else "403"
+    lowers = lower_max_tokens and own and remaining > 0
+    if one_request_usd is not None and remaining < one_request_usd and not lowers:
         return (
             f"{what} is below the worst case of one request ({format_usd(one_request_usd)}): "
-            "OpenRouter would refuse every request (403); raise it or wait for its reset, then "
-            "rerun",
+            f"OpenRouter would refuse every request ({status}); raise it or wait for its reset, "
+            "then rerun",
             True,
         )
     if budget is None or remaining >= budget:
         return None, False
-    own = blocking.scope == "key_limit"
     said = f"the key's remaining limit is {format_usd(remaining)}," if own else f"{what} is"
-    status = "402" if own else "403"
     who = "the key's limit" if own else "it"
     cap = format_usd(budget)
     if shards:
@@ -355,13 +361,23 @@ class PaidRun:
         summary.warnings.extend(self.warnings)
         return summary
 
-    async def _warn(self, summary: RunSummary, one_request_usd: Decimal | None = None) -> bool:
+    async def _warn(
+        self,
+        summary: RunSummary,
+        one_request_usd: Decimal | None = None,
+        *,
+        lower_max_tokens: bool = False,
+    ) -> bool:
         """Say before sending what could surprise: the key's limit below the budget, no cap;
         return True when a budget of the key blocks even one request (send nothing)."""
         blocks = False
         if self.options.send is None:
             warning, blocks = await asyncio.to_thread(
-                key_check, self.options, None, None, one_request_usd
+                functools.partial(key_check, lower_max_tokens=lower_max_tokens),
+                self.options,
+                None,
+                None,
+                one_request_usd,
             )
             if warning and blocks:
                 summary.stop_reason, summary.message = "budget-spent", warning
@@ -409,9 +425,8 @@ class PaidRun:
         budget = options.budget_usd
         if not rows and not self.state.exists:
             return summary  # nothing to send, nothing recorded: create no empty output and journal
-        if await self._warn(
-            summary, prices.worst_case_usd(prompt_tokens=0, max_tokens=settings.max_tokens)
-        ):
+        one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=settings.max_tokens)
+        if await self._warn(summary, one_request, lower_max_tokens=settings.lower_max_tokens):
             summary.not_sent = len(rows)
             return summary
         spent_before = self.spent_before_usd
