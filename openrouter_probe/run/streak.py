@@ -9,8 +9,8 @@ same reason, it stops with that reason (exit 1; the rows not yet answered stay u
 the same command resumes them).
 
 A reason is what the failure says, with its numbers and ids taken out: the HTTP status (or the
-error's own code inside a 200), the provider when the error names one, and the first words of the
-message. An answer is a success in the window, whatever its finish.
+error's own code inside a 200) and the first words of the message (not the provider: with
+fallbacks allowed, every provider may fail the same way). An answer is a success in the window, whatever its finish.
 
 The detector knows nothing of money or scheduling: the run calls ``see`` once per attempt's outcome
 and stops when it returns a message.
@@ -31,12 +31,12 @@ _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 def reason_of(failure: Failure) -> str:
     """The reason a transient failure gives, without what varies from one attempt to the next
-    (numbers, ids): ``"HTTP 502 Provider returned error (Chutes)"``."""
+    (numbers, ids, which provider said it: with fallbacks every provider may fail alike):
+    ``"HTTP 502 Provider returned error"``."""
     status = failure.status if failure.status not in (None, 200) else failure.code
-    provider = failure.metadata.get("provider_name") if failure.metadata else None
     words = _NUMBERS.sub("N", failure.message.split(" (", 1)[0].split(";", 1)[0])[:80]
     head = f"HTTP {status} " if status is not None else ""
-    return f"{head}{words}" + (f" ({provider})" if provider else "")
+    return f"{head}{words}"
 
 
 class FailureStreak:
