@@ -411,7 +411,53 @@ def test_models_paging_stops_on_a_loop(replay_server) -> None:
     routes["/api/v1/models?again=1"] = (200, body, "application/json")
     listing = Client(base_url=f"{base}/api/v1").models()
     assert len(seen) == 2  # the second page names itself: not asked again
-    assert [m.id for m in listing.data] == ["a/one", "a/one"]
+    assert [m.id for m in listing.data] == ["a/one"]  # and it repeated page 1: left out
+
+
+def test_an_explicit_next_null_ends_paging(replay_server) -> None:
+    """Issue 23: links.next null, total_count 338, 4 models a page, a server that ignores
+    offset: the client paged on with ?offset=N, 85 GETs and each id 85 times."""
+    base, routes, seen = replay_server
+    page = _page(["a/one", "a/two", "a/three", "a/four"], total_count=338, links={"next": None})
+    routes["/api/v1/models"] = (200, page, "application/json")
+    for offset in range(4, 338, 4):  # a server that ignores offset
+        routes[f"/api/v1/models?offset={offset}"] = (200, page, "application/json")
+    listing = Client(base_url=f"{base}/api/v1").models()
+    assert [s["path"] for s in seen] == ["/api/v1/models"]
+    assert [m.id for m in listing.data] == ["a/one", "a/two", "a/three", "a/four"]
+
+
+def test_a_page_of_models_already_seen_ends_paging_with_a_warning(
+    replay_server, caplog: pytest.LogCaptureFixture
+) -> None:
+    base, routes, seen = replay_server
+    page = _page(["a/one", "a/two"], total_count=6)  # no links: offset paging
+    routes["/api/v1/models"] = (200, page, "application/json")
+    routes["/api/v1/models?offset=2"] = (200, page, "application/json")  # offset ignored
+    routes["/api/v1/models?offset=4"] = (200, page, "application/json")
+    listing = Client(base_url=f"{base}/api/v1").models()
+    assert [s["path"] for s in seen] == ["/api/v1/models", "/api/v1/models?offset=2"]
+    assert [m.id for m in listing.data] == ["a/one", "a/two"]
+    assert "repeats models already listed (does the server ignore offset?)" in caplog.text
+
+
+def test_the_models_command_prints_each_model_once(replay_server, monkeypatch) -> None:
+    """Issue 23: `openrouter-probe models --format json` printed 340 rows for 4 models."""
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    base, routes, seen = replay_server
+    page = _page(["a/one", "a/two", "a/three", "a/four"], total_count=338, links={"next": None})
+    routes["/api/v1/models"] = (200, page, "application/json")
+    for offset in range(4, 338, 4):
+        routes[f"/api/v1/models?offset={offset}"] = (200, page, "application/json")
+    monkeypatch.setenv("OPENROUTER_BASE_URL", f"{base}/api/v1")
+    result = CliRunner().invoke(cli, ["models", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["id"] for r in rows] == ["a/one", "a/two", "a/three", "a/four"]
+    assert len(seen) == 1
 
 
 def test_models_pages_skip_unreadable_models_and_say_so_once(

@@ -258,6 +258,47 @@ CASES: list[tuple[str, int, dict[str, Any], bool, str]] = [
         "transient",
     ),
     ("200 choice error 502", 200, _err(502, "Provider returned error"), False, "transient"),
+    # issue 23: a 429 that does not say it came from a provider is the key's own (a 2026
+    # recording: Retry-After: 61, no metadata, no X-RateLimit-* headers)
+    ("429 naming no provider", 429, _err(429, "Rate limit exceeded"), False, "pause"),
+    # issue 23, 403 split (OPENROUTER.md 15): a budget layer spent stops the run; a moderation
+    # or guardrail flag fails the row
+    (
+        "403 workspace budget (docs)",
+        403,
+        _err(403, "Workspace monthly budget of $500.00 exceeded"),
+        False,
+        "run",
+    ),
+    (
+        "403 key limit (3p)",
+        403,
+        _err(
+            403,
+            "Key limit exceeded (weekly limit). Manage it using "
+            "https://openrouter.ai/workspaces/default/keys",
+        ),
+        False,
+        "run",
+    ),
+    # issue 23, the mid-stream error rule: content, finish_reason length, then this event
+    ("200 mid-stream token limit (3p)", 200, _err(400, "Token limit reached"), False, "row"),
+    (
+        "200 error_type token_limit_exceeded (docs)",
+        200,
+        _err(400, "Provider returned error", error_type="token_limit_exceeded"),
+        False,
+        "row",
+    ),
+    (
+        "400 error_type max_tokens_exceeded (docs)",
+        400,
+        _err(400, "Provider returned error", error_type="max_tokens_exceeded"),
+        False,
+        "row",
+    ),
+    ("200 mid-stream 400 (generic)", 200, _err(400, "Provider returned error"), False, "row"),
+    ("200 mid-stream 500", 200, _err(500, "Internal Server Error"), False, "transient"),
     ("200 finish_reason error, no code", 200, {"message": "ended"}, False, "transient"),
 ]
 

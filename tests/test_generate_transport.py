@@ -298,36 +298,50 @@ def test_truncated_event_is_transient() -> None:
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "failed"),
     [
-        _responses("kimi-k2.5-chat-inceptron.yaml")[0]["body"],
-        _responses("kimi-k2-0905/simple_kimi-k2_groq.yaml")[1]["body"],
-        json.dumps({"error": {"code": 502, "message": "Provider returned error"}}),
-        json.dumps(
-            {
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "error",
-                        "error": {"code": 503, "message": "down"},
-                    }
-                ]
-            }
+        (_responses("kimi-k2.5-chat-inceptron.yaml")[0]["body"], False),
+        (_responses("kimi-k2-0905/simple_kimi-k2_groq.yaml")[1]["body"], False),
+        (json.dumps({"error": {"code": 502, "message": "Provider returned error"}}), True),
+        (
+            json.dumps(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "error",
+                            "error": {"code": 503, "message": "down"},
+                        }
+                    ]
+                }
+            ),
+            True,
         ),
-        json.dumps(
-            {"choices": [{"index": 0, "finish_reason": "error", "message": {"content": ""}}]}
+        (
+            json.dumps(
+                {"choices": [{"index": 0, "finish_reason": "error", "message": {"content": ""}}]}
+            ),
+            True,
         ),
-        json.dumps(
-            {"choices": [{"index": 0, "finish_reason": "length", "message": {"content": "cut"}}]}
+        (
+            json.dumps(
+                {
+                    "choices": [
+                        {"index": 0, "finish_reason": "length", "message": {"content": "cut"}}
+                    ]
+                }
+            ),
+            False,
         ),
     ],
 )
-def test_failure_detection_agrees_with_the_schema(body: str) -> None:
-    """The hot path reads dicts (no pydantic per request, for CPU); it must call a body failed
-    exactly when ``schema.ChatCompletion.failed`` does."""
-    from openrouter_probe.api.chat import ChatCompletion
+def test_failure_detection_of_the_one_model(body: str, failed: bool) -> None:
+    """The transport's outcome and the API's one model of a completion agree: a body is a
+    ``Failure`` exactly when ``api.chat.ChatCompletion.failed`` says so, and that is what the
+    body's shape says (a top-level error, a choice error, a finish_reason of error)."""
+    from openrouter_probe.api.chat import read_completion
 
-    failed = ChatCompletion.model_validate(json.loads(body)).failed
+    assert read_completion(body).failed is failed
     assert isinstance(parse_body(body), Failure) is failed
 
 

@@ -31,6 +31,7 @@ from openrouter_probe.rules.routing import (
     matches,
     route,
     service_tier,
+    tool_routing,
 )
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests.conftest import CAPTURES, ROOT
@@ -1035,11 +1036,37 @@ def test_data_policy_fields_are_noted_not_evaluated() -> None:
     assert ASSUMPTIONS["data_policy"] in d.notes
 
 
-def test_exacto_is_load_balancing() -> None:
+def test_sort_exacto_orders_by_quality_not_price() -> None:
+    """OPENROUTER.md 16: sort "exacto" asks for Auto Exacto's order on every request."""
     d = route({"sort": "exacto"}, K25)
-    assert d.mode == "load_balanced"
-    assert ASSUMPTIONS["exacto"] in d.notes
-    assert d.weights == route({}, K25).weights
+    assert d.mode == "exacto"
+    assert ASSUMPTIONS["auto_exacto"] in d.notes
+    assert d.admitted_tags == route({"sort": "throughput"}, K25).admitted_tags
+    assert d.admitted_tags != route({"sort": "price"}, K25).admitted_tags
+
+
+def test_rows_with_tools_are_ordered_by_auto_exacto_unless_sort_price() -> None:
+    tools = RequestParams(parameters=frozenset({"tools", "messages"}))
+    plain = route({}, K25)
+    d = route({}, K25, tools)
+    assert plain.mode == "load_balanced" and d.mode == "exacto"
+    # tool-capable endpoints first, then by throughput: not the 1/price² weights
+    capable = [e.tag for e in K25 if "tools" in e.supported_parameters]
+    assert d.admitted_tags[: len(capable)] == sorted(
+        capable,
+        key=lambda t: (-(next(e for e in K25 if e.tag == t).throughput_last_30m.p50 or 0), t),  # type: ignore[union-attr]
+    )
+    assert d.weights != plain.weights
+    assert route({"sort": "price"}, K25, tools).mode == "sorted"
+    assert (
+        route({"sort": "price"}, K25, tools).admitted_tags
+        == route({"sort": "price"}, K25).admitted_tags
+    )
+    ordered = route({"order": ["chutes/int4"]}, K25, tools)
+    assert ordered.mode == "ordered" and ordered.admitted_tags[0] == "chutes/int4"
+    assert tool_routing({}).startswith("requests with tools are ordered by Auto Exacto")
+    assert tool_routing({"sort": "price"}).startswith("requests with tools keep price order")
+    assert tool_routing({"sort": "exacto"}).startswith("every request, with tools or not")
 
 
 def test_admits_provider_by_display_name() -> None:

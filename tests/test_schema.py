@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from openrouter_probe.api.chat import ChatCompletion
+from openrouter_probe.api.chat import read_completion, read_stream
 from openrouter_probe.api.schema import Endpoint, EndpointsResponse, ModelsList, Pricing
 from openrouter_probe.api.sse import iter_sse_events
 from tests.conftest import CAPTURES, DATA
@@ -145,58 +145,62 @@ def test_inceptron_chat_capture() -> None:
     (interaction,) = _go_vcr("kimi-k2.5-chat-inceptron.yaml")
     body = interaction["response"]["body"]
     assert body.startswith("\n         \n")  # keep-alive padding before the JSON
-    chat = ChatCompletion.model_validate_json(body)
+    chat = read_completion(body)
     assert chat.provider == "Inceptron"
     assert chat.model == "moonshotai/kimi-k2.5-0127"
-    assert chat.usage is not None
-    assert (chat.usage.prompt_tokens, chat.usage.completion_tokens) == (21, 202)
-    assert chat.usage.reasoning_tokens == 166
-    assert chat.usage.cost == pytest.approx(0.00045364)
+    usage = chat.typed_usage
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens) == (21, 202)
+    assert usage.reasoning_tokens == 166
+    assert usage.cost == pytest.approx(0.00045364)
     # reasoning is billed as output: 202 completion tokens (166 of them reasoning) at $2.20/M
-    assert chat.usage.cost_details is not None
-    assert chat.usage.cost_details["upstream_inference_completions_cost"] == pytest.approx(
-        202 * 2.2e-6
-    )
-    assert chat.choices[0].message is not None
-    assert chat.choices[0].message["content"].strip().startswith("Oi!")
+    assert usage.cost_details is not None
+    assert usage.cost_details["upstream_inference_completions_cost"] == pytest.approx(202 * 2.2e-6)
+    assert chat.content is not None and chat.content.strip().startswith("Oi!")
+    assert chat.reasoning is not None and chat.reasoning.startswith(" The user wants me")
+    assert chat.reasoning_details == [
+        {"type": "reasoning.text", "text": chat.reasoning, "format": "unknown", "index": 0}
+    ]
     assert not chat.failed
 
 
 def test_modelrun_stream_capture() -> None:
     (interaction,) = _go_vcr("kimi-k2.5-stream-modelrun.yaml")
-    events = list(iter_sse_events(interaction["response"]["body"].splitlines()))
-    chunks = [ChatCompletion.model_validate(e) for e in events]
-    assert {c.provider for c in chunks} == {"ModelRun"}
-    assert {c.model for c in chunks} == {"moonshotai/kimi-k2.5-0127"}
-    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    body = interaction["response"]["body"]
+    events = list(iter_sse_events(body.splitlines()))
+    assert {e["provider"] for e in events} == {"ModelRun"}
+    finishes = [e["choices"][0]["finish_reason"] for e in events if e.get("choices")]
     assert (
         finishes.count("stop") == 2
     )  # the real 2026 stream repeats finish_reason in the usage chunk
-    usage = chunks[-1].usage
+    chat = read_stream(body)
+    assert chat.provider == "ModelRun" and chat.model == "moonshotai/kimi-k2.5-0127"
+    assert chat.finish_reason == "stop" and not chat.failed
+    usage = chat.typed_usage
     assert usage is not None and usage.cost == pytest.approx(0.0005738)
-    reasoning = "".join(
-        (c.choices[0].delta or {}).get("reasoning") or "" for c in chunks if c.choices
-    )
-    assert reasoning.startswith(" The user wants me to say")
+    assert chat.reasoning is not None and chat.reasoning.startswith(" The user wants me to say")
+    # the details of every chunk merged into one entry, its text the reasoning's
+    assert chat.reasoning_details is not None and len(chat.reasoning_details) == 1
+    assert chat.reasoning_details[0]["text"] == chat.reasoning
     assert usage.reasoning_tokens > 0 and usage.completion_tokens > usage.reasoning_tokens
 
 
 def test_2025_stream_has_usage_with_null_finish() -> None:
     (interaction,) = _go_vcr("kimi-k2-0905/simple_streaming_kimi-k2_moonshotai.yaml")
-    chunks = [
-        ChatCompletion.model_validate(e)
-        for e in iter_sse_events(interaction["response"]["body"].splitlines())
-    ]
-    finishes = [c.choices[0].finish_reason if c.choices else None for c in chunks]
+    body = interaction["response"]["body"]
+    events = list(iter_sse_events(body.splitlines()))
+    finishes = [e["choices"][0]["finish_reason"] if e.get("choices") else None for e in events]
     assert finishes[-2:] == [
         "stop",
         None,
     ]  # 2025: the usage chunk came after the finish, unrepeated
-    last = chunks[-1]
-    assert last.usage is not None
-    assert last.usage.cost == pytest.approx(0.000039)
-    assert last.usage.completion_tokens == 3
-    assert {c.provider for c in chunks} == {"Moonshot AI"}
+    assert {e["provider"] for e in events} == {"Moonshot AI"}
+    chat = read_stream(body)
+    assert chat.finish_reason == "stop" and chat.provider == "Moonshot AI"
+    usage = chat.typed_usage
+    assert usage is not None
+    assert usage.cost == pytest.approx(0.000039)
+    assert usage.completion_tokens == 3
 
 
 K2_0905 = {
@@ -220,29 +224,29 @@ def test_k2_0905_pinned_chats(suffix: str, provider: str) -> None:
     interactions = _go_vcr(f"kimi-k2-0905/simple_kimi-k2_{suffix}.yaml")
     request = json.loads(interactions[-1]["request"]["body"])
     assert request["provider"]["only"] == [suffix.replace("_", "/")]
-    chat = ChatCompletion.model_validate_json(interactions[-1]["response"]["body"])
+    chat = read_completion(interactions[-1]["response"]["body"])
     assert chat.provider == provider
-    assert chat.usage is not None and chat.usage.cost is not None and chat.usage.cost > 0
-    assert chat.usage.completion_tokens > 0
+    assert chat.cost_usd is not None and chat.cost_usd > 0
+    assert chat.completion_tokens > 0
     assert not chat.failed
 
 
 def test_k2_0905_unpinned_chat() -> None:
     (interaction,) = _go_vcr("kimi-k2-0905/simple_kimi-k2.yaml")
     assert "provider" not in json.loads(interaction["request"]["body"])
-    chat = ChatCompletion.model_validate_json(interaction["response"]["body"])
-    assert chat.provider and chat.usage and chat.usage.cost
+    chat = read_completion(interaction["response"]["body"])
+    assert chat.provider and chat.cost_usd
 
 
 def test_groq_429_body_is_an_error_envelope() -> None:
     first, second = _go_vcr("kimi-k2-0905/simple_kimi-k2_groq.yaml")
     assert first["response"]["code"] == 429
-    err = ChatCompletion.model_validate_json(first["response"]["body"])
+    err = read_completion(first["response"]["body"])
     assert err.failed and err.error is not None
-    assert err.error.code == 429
-    assert err.error.metadata is not None and err.error.metadata["provider_name"] == "Groq"
-    assert "rate-limited upstream" in err.error.metadata["raw"]
-    assert ChatCompletion.model_validate_json(second["response"]["body"]).provider == "Groq"
+    assert err.error["code"] == 429
+    assert err.error["metadata"]["provider_name"] == "Groq"
+    assert "rate-limited upstream" in err.error["metadata"]["raw"]
+    assert read_completion(second["response"]["body"]).provider == "Groq"
 
 
 def test_every_capture_file_is_covered() -> None:

@@ -100,12 +100,16 @@ def _price(pricing: Pricing, shares: tuple[Decimal, Decimal]) -> _Price | None:
     completion = pricing.completion_usd_per_m
     if completion is None:
         return None
-    reasoning = pricing.usd_per_m("internal_reasoning")
+    reasoning = pricing.listed_reasoning_usd_per_m  # a listed 0 is the completion rate
     out = completion
     if reasoning is not None:
         share = shares[1] if reasoning > completion else shares[0]
         out = completion * (1 - share) + reasoning * share
     return _Price(out, completion, reasoning, pricing.prompt_usd_per_m)
+
+
+def _some(tags: Sequence[str]) -> str:
+    return ", ".join(tags[:4]) + (f" and {len(tags) - 4} more" if len(tags) > 4 else "")
 
 
 def _for_job(endpoints: Sequence[Endpoint], prompt_tokens: int | None) -> list[Endpoint]:
@@ -247,6 +251,14 @@ def _notes(
         notes.append(
             "where an endpoint lists an internal_reasoning price, the reasoning share of output is "
             "priced at it (at the end of --reasoning-share that costs more)"
+        )
+    zero = sorted(
+        e.tag for e in endpoints if e.pricing.reasoning_price_rule == "listed 0: completion rate"
+    )
+    if zero:
+        notes.append(
+            f"{_some(zero)} list internal_reasoning 0: reasoning is priced at the completion rate "
+            "there (a listed zero is not free reasoning; 2025 bills charged it as output)"
         )
     for entry in unmatched:
         notes.append(

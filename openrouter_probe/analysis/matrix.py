@@ -58,8 +58,11 @@ MATRIX_COLUMNS: dict[str, str] = {
     "input_usd_per_m": "input (prompt) price, USD per million tokens, discount applied",
     "output_usd_per_m": "output price, USD per million tokens (reasoning included), discount applied",
     "reasoning_usd_per_m": "reasoning-token price, USD per million: internal_reasoning where "
-    "listed, otherwise the output price (reasoning is billed as output)",
-    "reasoning_price_listed": "whether the endpoint lists its own internal_reasoning price",
+    "listed and not zero, otherwise the output price (reasoning is billed as output; a listed 0 "
+    "is not free reasoning)",
+    "reasoning_price_listed": "whether the endpoint lists its own non-zero internal_reasoning price",
+    "reasoning_price_rule": "which rule priced reasoning: 'listed', 'listed 0: completion rate' or "
+    "'not listed: completion rate'",
     "cache_read_usd_per_m": "cached-input read price, USD per million tokens (null: not listed)",
     "discount_fraction": "the discount already applied to every price (0..1)",
     "uptime_5m_pct": "uptime over the last 5 minutes, percent",
@@ -70,6 +73,8 @@ MATRIX_COLUMNS: dict[str, str] = {
     "latency_p90_ms": "time to first token, 90th percentile over 30 minutes, milliseconds",
     "throughput_p50_tps": "output tokens per second per request, median over 30 minutes",
     "throughput_p90_tps": "output tokens per second per request, 90th percentile over 30 minutes",
+    "requests_30m": "requests behind the 30-minute uptime and speed figures "
+    "(perf_last_30m_by_workload request_count, summed over workloads; null: not given)",
     "context_tokens": "context length, tokens",
     "max_output_tokens": "largest max_tokens the endpoint accepts, tokens",
     "supports_reasoning": "'reasoning' is in supported_parameters",
@@ -119,7 +124,7 @@ _FLOAT_COLUMNS = (
     "throughput_p50_tps",
     "throughput_p90_tps",
 )
-_INT_COLUMNS = ("status", "context_tokens", "max_output_tokens")
+_INT_COLUMNS = ("status", "context_tokens", "max_output_tokens", "requests_30m")
 _BOOL_COLUMNS = (
     "reasoning_price_listed",
     "supports_reasoning",
@@ -188,12 +193,13 @@ def build_matrix(
             cols["measured"].append(None if verdict.measured is None else str(verdict.measured))
             for column, key in _PRICE_KEYS.items():
                 cols[column].append(_per_m(pricing.usd_per_m(key)))
-            reasoning = _per_m(pricing.usd_per_m("internal_reasoning"))
-            listed = reasoning == reasoning  # NaN != NaN: listed means a usable number
+            reasoning = _per_m(pricing.listed_reasoning_usd_per_m)
+            listed = reasoning == reasoning  # NaN != NaN: listed means a usable, non-zero number
             cols["reasoning_usd_per_m"].append(
                 reasoning if listed else cols["output_usd_per_m"][-1]
             )
             cols["reasoning_price_listed"].append(listed)
+            cols["reasoning_price_rule"].append(pricing.reasoning_price_rule)
             cols["discount_fraction"].append(float(pricing.discount or 0))
             cols["uptime_5m_pct"].append(_num(e.uptime_last_5m))
             cols["uptime_30m_pct"].append(_num(e.uptime_last_30m))
@@ -203,6 +209,7 @@ def build_matrix(
             cols["latency_p90_ms"].append(_num(lat.p90 if lat else None))
             cols["throughput_p50_tps"].append(_num(thr.p50 if thr else None))
             cols["throughput_p90_tps"].append(_num(thr.p90 if thr else None))
+            cols["requests_30m"].append(e.request_count_30m)
             cols["context_tokens"].append(e.context_length)
             cols["max_output_tokens"].append(e.max_completion_tokens)
             cols["supports_reasoning"].append("reasoning" in params)

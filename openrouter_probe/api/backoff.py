@@ -1,6 +1,8 @@
 """Bounded waits: how long to wait before a retry, and when to stop retrying.
 
-One policy serves the sync client and the async generator. Every wait is capped:
+One policy serves the sync client and the async generator, and so does what it reads from the wire:
+``TRANSIENT_STATUSES`` (the HTTP statuses worth another attempt) and ``retry_after_s`` (the
+``Retry-After`` header, in seconds or as an HTTP date). Every wait is capped:
 by ``wait_max_s``, and by the time left before the overall deadline. When the server asks for more
 than that (``Retry-After: 3600``), the answer is "give up now" with the time the server named, so
 that the caller can say when to retry instead of sleeping an hour in silence.
@@ -21,11 +23,64 @@ Example::
 
 from __future__ import annotations
 
+import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 
-__all__ = ["Backoff", "WaitDecision"]
+__all__ = ["MAX_RETRY_AFTER_S", "TRANSIENT_STATUSES", "Backoff", "WaitDecision", "retry_after_s"]
+
+#: The HTTP statuses worth another attempt, for every caller (the sync client, the run's failure
+#: table): 408 (timeout), 429 (rate limited), 500, 502 (provider returned an invalid answer), 503,
+#: 504, Cloudflare's 520 (unknown origin error) and 522 (origin connection timed out) in front of
+#: openrouter.ai, 524 (edge timeout) and 529 (provider overloaded) (OPENROUTER.md 9.1).
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+
+#: The longest ``Retry-After`` read as such (a day): a date years ahead is a day, which every
+#: caller's cap turns into "give up, retry after ..." anyway.
+MAX_RETRY_AFTER_S = 86_400.0
+
+
+def retry_after_s(
+    value: str | None, *, date: str | None = None, now_s: Callable[[], float] = time.time
+) -> float | None:
+    """Read a ``Retry-After`` header: seconds (``"61"``) or an HTTP date
+    (``"Tue, 01 Dec 2026 18:30:00 GMT"``), as seconds from now, capped at ``MAX_RETRY_AFTER_S``.
+
+    A date is measured from the answer's own ``Date`` header when it has one (the server's clock
+    against the server's clock), else from ``now_s()`` (epoch seconds). A date in the past is 0;
+    anything else (empty, ``"soon"``, NaN) is ``None``, as if there were no header.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        when = _http_date(text)
+        if when is None:
+            return None
+        base = _http_date(date) if date else None
+        seconds = when - (base if base is not None else now_s())
+    if not math.isfinite(seconds):
+        return None
+    return min(MAX_RETRY_AFTER_S, max(0.0, seconds))
+
+
+def _http_date(text: str | None) -> float | None:
+    """An HTTP date (RFC 9110: IMF-fixdate, or the obsolete forms) in epoch seconds."""
+    if not text:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 @dataclass(frozen=True)
@@ -66,12 +121,16 @@ class Backoff:
         retry_after_s: float | None = None,
         elapsed_s: float = 0.0,
         rand: Callable[[], float] = random.random,
+        wait_the_cap: bool = False,
     ) -> WaitDecision:
         """Decide the wait after failed attempt number ``attempt`` (1-based).
 
         ``retry_after_s`` is what the server asked for (``Retry-After``), ``elapsed_s`` the time spent
         since the first attempt started. Gives up when the attempts are used up, when the server asks
         for more than ``wait_max_s`` or than the time left, or when no time is left.
+        ``wait_the_cap``: a server that asks for more than the cap is waited the cap instead, so
+        that a transient failure becomes final only when its attempts or its time are spent (the
+        run's rows; the sync client answers at once, saying when to retry).
         """
         if attempt >= self.attempts:
             return WaitDecision(
@@ -85,6 +144,8 @@ class Backoff:
         cap = self.wait_max_s if left is None else min(self.wait_max_s, left)
         if retry_after_s is not None:
             asked = max(0.0, retry_after_s)
+            if asked > cap and wait_the_cap:
+                return WaitDecision(cap, retry_after_s=asked)
             if asked > cap:
                 return WaitDecision(
                     0.0,

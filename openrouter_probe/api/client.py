@@ -26,22 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import socket
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
 from pydantic import BaseModel, ValidationError
 
-from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.chat import Generation, KeyInfo
+from openrouter_probe.api.backoff import TRANSIENT_STATUSES, Backoff, retry_after_s
+from openrouter_probe.api.chat import Generation, KeyInfo, read_generation
 from openrouter_probe.api.schema import (
     REPORT_SKIPPED,
     EndpointsResponse,
@@ -72,7 +70,6 @@ _monotonic: Callable[[], float] = time.monotonic
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 _MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
-_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 524, 529})
 _T = TypeVar("_T", bound=BaseModel)
 
 
@@ -97,21 +94,8 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
 
 
 def _retry_after_seconds(response: requests.Response) -> float | None:
-    """``Retry-After`` in seconds: a number, or an HTTP date (seconds from now); else ``None``."""
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    """``Retry-After`` in seconds (a number or an HTTP date; ``backoff.retry_after_s``)."""
+    return retry_after_s(response.headers.get("Retry-After"), date=response.headers.get("Date"))
 
 
 def _translate_status(response: requests.Response) -> APIStatusError:
@@ -167,7 +151,7 @@ def _retryable(exc: APIError) -> bool:
     """Whether ``exc`` is worth another attempt: timeouts, resets, 408/429/5xx; never a refused
     connection or an unknown host (the server is not there: retrying only delays the answer)."""
     if isinstance(exc, APIStatusError):
-        return exc.status_code in _RETRY_STATUSES
+        return exc.status_code in TRANSIENT_STATUSES
     if isinstance(exc, APIConnectionError) and exc.__cause__ is not None:
         return not _connection_failure(exc.__cause__)[1]
     return isinstance(exc, APIConnectionError)
@@ -447,9 +431,13 @@ class Client:
     def models(self) -> ModelsList:
         """Return every model OpenRouter lists (``GET /models``), following its pages.
 
-        A newer list names its next page in ``links.next``, or says ``total_count``: both are
-        followed (on this client's host only) until a page adds nothing. Models that cannot be read
-        are left out and listed in the result's ``skipped``, with one warning for the whole list.
+        A newer list names its next page in ``links.next``, or says ``total_count``. An explicit
+        ``links.next: null`` ends the list whatever ``total_count`` says; without ``links`` the
+        client pages on with ``?offset=N`` while ``total_count`` says more (on this client's host
+        only). A page that adds nothing ends it, and so does a page whose models were all on
+        earlier pages (a server that ignores ``offset``), with a warning. Models that cannot be
+        read are left out and listed in the result's ``skipped``, with one warning for the whole
+        list.
         """
         quiet = {REPORT_SKIPPED: False}
         try:
@@ -457,16 +445,26 @@ class Client:
         except NoRouteError as exc:
             raise self._wrong_base_url() from exc
         read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
-        seen: set[str] = set()
+        ids = {m.id for m in pages[0].data}
+        asked: set[str] = set()
         while len(pages) < _MAX_MODEL_PAGES:
             target = self._next_models_page(pages[-1], read)
-            if target is None or target[0] + str(target[1]) in seen:
+            if target is None or target[0] + str(target[1]) in asked:
                 break
-            seen.add(target[0] + str(target[1]))
+            asked.add(target[0] + str(target[1]))
             page = self._get_model(target[0], ModelsList, params=target[1], context=quiet)
             if not page.data and not page.skipped:
                 break
+            if page.data and all(m.id in ids for m in page.data):
+                log.warning(
+                    "%s: the page after %d models repeats models already listed (does the "
+                    "server ignore offset?); the list ends there",
+                    self.base_url + target[0].removeprefix(self.base_url),
+                    read,
+                )
+                break
             pages.append(page)
+            ids.update(m.id for m in page.data)
             read += len(page.data) + len(page.skipped)
         listing = ModelsList.joined(pages)
         if listing.skipped:
@@ -478,6 +476,8 @@ class Client:
     ) -> tuple[str, dict[str, str] | None] | None:
         """The URL (and query) of the page after ``page``, or ``None`` when it was the last."""
         links = page.links if page.links is not None else page.raw_fields.get("links")
+        if isinstance(links, dict) and "next" in links and links["next"] is None:
+            return None  # the server says this was the last page
         nxt = links.get("next") if isinstance(links, dict) else None
         if isinstance(nxt, str) and nxt.strip():
             # Relative or absolute, the next page is asked of this client's own host: the key
@@ -521,9 +521,7 @@ class Client:
         while True:
             attempt += 1
             try:
-                return self._get_model(
-                    "/generation", _GenerationEnvelope, params={"id": generation_id}
-                ).data
+                response = self._get("/generation", params={"id": generation_id})
             except NoRouteError as exc:
                 decision = policy.next_wait(attempt=attempt, elapsed_s=_monotonic() - started)
                 if decision.give_up:
@@ -536,6 +534,14 @@ class Client:
                     decision.wait_s,
                 )
                 sleep(decision.wait_s)
+                continue
+            found = read_generation(response.status_code, response.text)
+            if isinstance(found, Generation):
+                return found
+            raise APIError(
+                f"{response.url} returned JSON that is not a Generation: {found}",
+                url=response.url,
+            )
 
     def page(self, model: str) -> str:
         """Return the HTML of ``model``'s provider page (see ``openrouter_probe.api.scrape``)."""
@@ -544,7 +550,3 @@ class Client:
 
 class _KeyEnvelope(BaseModel):
     data: KeyInfo
-
-
-class _GenerationEnvelope(BaseModel):
-    data: Generation

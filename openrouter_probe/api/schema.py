@@ -384,10 +384,33 @@ class Pricing(_Payload):
 
     @property
     def reasoning_usd_per_m(self) -> Decimal | None:
-        """Reasoning-token price in USD per million: ``internal_reasoning`` where listed, otherwise
-        the output price (OpenRouter bills reasoning tokens as output tokens)."""
-        listed = self.usd_per_m("internal_reasoning")
+        """Reasoning-token price in USD per million, by the reasoning price rule
+        (``reasoning_price_rule``): a non-zero ``internal_reasoning``, otherwise the output price
+        (OpenRouter bills reasoning tokens as output tokens)."""
+        listed = self.listed_reasoning_usd_per_m
         return listed if listed is not None else self.completion_usd_per_m
+
+    @property
+    def listed_reasoning_usd_per_m(self) -> Decimal | None:
+        """``internal_reasoning`` in USD per million when it is listed and not zero, else ``None``.
+
+        A listed zero is not a free-reasoning promise: endpoints of 2025 listed
+        ``internal_reasoning: "0"`` (319 of 321 models in one list) while their bills charged
+        reasoning tokens at the completion rate (362 completion tokens, 356 of them reasoning,
+        cost 362 x $2.50/M; issue 23)."""
+        listed = self.usd_per_m("internal_reasoning")
+        return listed if listed else None
+
+    @property
+    def reasoning_price_rule(self) -> str:
+        """Which rule prices reasoning tokens here: ``"listed"`` (a non-zero
+        ``internal_reasoning``), ``"listed 0: completion rate"`` or ``"not listed: completion
+        rate"``."""
+        if self.listed_reasoning_usd_per_m is not None:
+            return "listed"
+        if self.usd_per_m("internal_reasoning") is not None:
+            return "listed 0: completion rate"
+        return "not listed: completion rate"
 
     @property
     def cache_read_usd_per_m(self) -> Decimal | None:
@@ -487,6 +510,29 @@ class Endpoint(_Payload):
         """Whether latency or throughput percentiles are present (they need an API key)."""
         return self.latency_last_30m is not None or self.throughput_last_30m is not None
 
+    @property
+    def stats_withheld(self) -> bool:
+        """Whether latency and throughput were sent as ``null`` (OpenRouter's answer without a
+        key), not left out (a 2025 body had no such fields at all: nothing was withheld)."""
+        sent = self.model_fields_set
+        return (
+            "latency_last_30m" in sent
+            and "throughput_last_30m" in sent
+            and self.latency_last_30m is None
+            and self.throughput_last_30m is None
+        )
+
+    @property
+    def request_count_30m(self) -> int | None:
+        """How many requests stand behind the 30-minute uptime and speed figures:
+        ``perf_last_30m_by_workload.*.request_count`` summed over workloads (``None``: not given)."""
+        counts = [
+            w.request_count
+            for w in (self.perf_last_30m_by_workload or {}).values()
+            if w.request_count is not None
+        ]
+        return sum(counts) if counts else None
+
 
 class ModelEndpoints(_Payload):
     """The ``data`` of ``GET /models/{author}/{slug}/endpoints``: a model and its endpoints.
@@ -507,8 +553,13 @@ class ModelEndpoints(_Payload):
 
     @property
     def stats_missing(self) -> bool:
-        """True when no endpoint carries latency/throughput (what OpenRouter does without a key)."""
-        return bool(self.endpoints) and not any(e.has_stats for e in self.endpoints)
+        """True when no endpoint carries latency/throughput and they came as ``null`` (what
+        OpenRouter sends without a key); a body without the fields at all is not that."""
+        return (
+            bool(self.endpoints)
+            and not any(e.has_stats for e in self.endpoints)
+            and any(e.stats_withheld for e in self.endpoints)
+        )
 
 
 class EndpointsResponse(_Payload):

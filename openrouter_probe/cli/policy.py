@@ -180,6 +180,8 @@ def explain(
                 f"cheapest output {format_usd_per_m(s['cheapest_output_usd_per_m'])} vs "
                 f"{format_usd_per_m(loose['cheapest_output_usd_per_m'])}"
             )
+        if compiled.routing.get("tools"):
+            click.echo(f"tools: {compiled.routing['tools']}")
         for assumption in compiled.routing.get("assumptions", []):
             click.echo(f"assumption: {assumption}")
     if not compiled.admitted:

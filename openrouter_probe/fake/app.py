@@ -19,7 +19,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -179,6 +179,7 @@ class FakeOpenRouter:
         api_key: str | None = None,
         tokens_per_chunk: int = 2,
         record_requests: bool = False,
+        workspace_budget_usd: float | None = None,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -229,6 +230,10 @@ class FakeOpenRouter:
         self._routes: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
         self._blocks: dict[str, ProviderBlock | PolicyError] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: A workspace budget (USD a month): once the ledger holds that much, every chat request
+        #: answers OpenRouter's 403 "Workspace monthly budget of $X exceeded" (set it higher, or to
+        #: ``None``, to raise it while the server runs)
+        self.workspace_budget_usd = workspace_budget_usd
         #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
         self.requests: list[Any] | None = [] if record_requests else None
 
@@ -418,10 +423,18 @@ class FakeOpenRouter:
         if denied is not None:
             return denied
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
+        workspace = None
+        if self.workspace_budget_usd is not None:
+            workspace = bodies.workspace_budget(
+                limit_usd=self.workspace_budget_usd,
+                spend_usd=float(self.ledger.total_usd),
+                resets_at=_next_month(self.now()).isoformat().replace("+00:00", "Z"),
+            )
         data = bodies.key_data(
             limit_usd=None if limit is None else float(limit),
             remaining_usd=None if remaining is None else float(remaining),
             usage_usd=float(self.credit.spent_usd),
+            workspace=workspace,
         )
         return web.json_response({"data": data})
 
@@ -514,6 +527,17 @@ class FakeOpenRouter:
             if self.faults
             else None
         )
+        budget = self.workspace_budget_usd
+        if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
+            self.ledger.count_error("workspace_budget")
+            return json_response(403, bodies.workspace_budget_403(budget))
+        if limited is not None and limited.kind == "key_429":
+            self.ledger.count_error("key_429")
+            now = self.now()
+            payload, headers = bodies.key_429(
+                retry_at=now + timedelta(seconds=math.ceil(limited.wait_s)), now=now
+            )
+            return json_response(429, payload, {**headers, "X-Fake-Fault": "key_429"})
         if limited is not None:
             self.ledger.count_error("platform_429")
             wait = math.ceil(limited.wait_s)
@@ -573,6 +597,12 @@ class FakeOpenRouter:
         finally:
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+
+
+def _next_month(now: datetime) -> datetime:
+    """When a monthly budget resets: the first of the next month, 00:00 UTC."""
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC)
 
 
 def _check_body(body: Any) -> str | None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from decimal import Decimal
+from email.utils import format_datetime
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
@@ -361,6 +363,35 @@ def platform_429(*, model: str, reset_ms: int, retry_after_s: int) -> tuple[byte
     return body, headers
 
 
+def key_429(*, retry_at: datetime, now: datetime) -> tuple[bytes, dict[str, str]]:
+    """A 429 that does not say where it came from (issue 23, a 2026 recording): no
+    ``metadata``, no ``X-RateLimit-*`` headers; ``Retry-After`` as an HTTP date, beside the
+    ``Date`` it is measured from."""
+    headers = {"Retry-After": format_datetime(retry_at, usegmt=True)}
+    headers["Date"] = format_datetime(now, usegmt=True)
+    return error_body(429, "Rate limit exceeded"), headers
+
+
+def workspace_budget_403(limit_usd: float) -> bytes:
+    """A workspace budget spent: OpenRouter's 403 (its docs' wording, OPENROUTER.md 15)."""
+    return error_body(403, f"Workspace monthly budget of ${limit_usd:,.2f} exceeded")
+
+
+def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
+    """A ``/key`` ``budgets[]`` entry for the fake's workspace budget (``KeyBudget``)."""
+    return {
+        "budget_id": "budget_fake_workspace",
+        "guardrail_id": None,
+        "include_byok": False,
+        "limit_usd": limit_usd,
+        "remaining_usd": limit_usd - spend_usd,
+        "reset_interval": "monthly",
+        "resets_at": resets_at,
+        "scope": "workspace",
+        "spend_usd": spend_usd,
+    }
+
+
 #: The fake account's workspace (every account has a default one; the id format is the fake's own).
 WORKSPACE_ID = "workspace_fake"
 #: Free-model requests a day for an account that bought at least $10 of credits (OpenRouter's
@@ -371,13 +402,19 @@ UNLIMITED_CREDITS_USD = 1_000_000.0
 
 
 def key_data(
-    *, limit_usd: float | None, remaining_usd: float | None, usage_usd: float
+    *,
+    limit_usd: float | None,
+    remaining_usd: float | None,
+    usage_usd: float,
+    workspace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD).
 
     A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
     the key's own limit when it has one (``effective_budget`` is then that entry), and
-    ``rate_limit`` is the deprecated object that "will always return -1"."""
+    ``rate_limit`` is the deprecated object that "will always return -1". A ``workspace`` budget
+    (``workspace_budget``) comes first, as enforcement checks it before the key's own limit;
+    ``effective_budget`` is a spent entry if one is, else the one with the least remaining."""
     budget = (
         None
         if limit_usd is None
@@ -393,6 +430,7 @@ def key_data(
             "spend_usd": usage_usd,
         }
     )
+    layers = [b for b in (workspace, budget) if b is not None]
     return {
         "label": "fake-openrouter",
         "limit": limit_usd,
@@ -414,8 +452,8 @@ def key_data(
         "organization_id": None,
         "workspace_id": WORKSPACE_ID,
         "allowed_data_regions": ["global"],
-        "budgets": [] if budget is None else [budget],
-        "effective_budget": budget,
+        "budgets": layers,
+        "effective_budget": _effective(layers),
         "free_model_daily_requests": {
             "limit": FREE_MODEL_DAILY_REQUESTS,
             "remaining": FREE_MODEL_DAILY_REQUESTS,
@@ -428,6 +466,11 @@ def key_data(
             "note": "This field is deprecated and safe to ignore.",
         },
     }
+
+
+def _effective(layers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    spent = [b for b in layers if b["remaining_usd"] <= 0]
+    return spent[0] if spent else min(layers, key=lambda b: b["remaining_usd"], default=None)
 
 
 def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:

@@ -53,11 +53,21 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
         "request",
         "OpenRouter's own 429 with Retry-After SECONDS (default 10) and X-RateLimit-* headers",
     ),
+    "key_429": (
+        "request",
+        "a 429 'Rate limit exceeded' that names no provider and has no X-RateLimit-* headers, "
+        "Retry-After SECONDS (default 10) as an HTTP date",
+    ),
     "upstream_429": ("upstream", "the provider's 429: 'Provider returned error', metadata.raw"),
     "upstream_502": ("upstream", "502 'Provider returned error' (invalid upstream response)"),
     "upstream_503": ("upstream", "503: the provider is overloaded"),
     "wrapped_400": ("upstream", "a 400 'Provider returned error' wrapping a transient 429/5xx"),
     "stream_error": ("response", "a mid-stream error chunk, finish_reason 'error', HTTP 200"),
+    "length_error": (
+        "response",
+        "the whole answer, finish_reason 'length', then a mid-stream error 400 'Token limit "
+        "reached' (streams)",
+    ),
     "choice_error": ("response", "a 200 body whose choice carries an error (non-streaming)"),
     "drop": ("response", "the connection closes mid-body"),
     "slow_first_byte": ("response", "the first byte waits SECONDS (default 30)"),
@@ -73,6 +83,7 @@ DEFAULT_SECONDS = {
     "slow_first_byte": 30.0,
     "stall": 300.0,
     "platform_429": 10.0,
+    "key_429": 10.0,
     "keepalive": 600.0,
 }
 
@@ -112,7 +123,7 @@ class FaultRule:
         return self.seconds if self.seconds is not None else DEFAULT_SECONDS.get(self.kind, 0.0)
 
     def applies_to(self, endpoint: Endpoint | None, *, stream: bool) -> bool:
-        if self.kind in ("stream_error", "stall") and not stream:
+        if self.kind in ("stream_error", "stall", "length_error") and not stream:
             return False
         if self.kind == "choice_error" and stream:
             return False

@@ -586,6 +586,13 @@ class Reply:
                 await response.write_eof()
                 self._record("error", first_byte_s=first)
                 return response
+            if kind == "length_error":  # issue 23: content, a length finish, then an error
+                tail = writer.finish("length")
+                tail += writer.error({"code": 400, "message": "Token limit reached"})
+                await response.write(tail.encode())
+                await response.write_eof()
+                self._record("error", first_byte_s=first)
+                return response
             if kind in ("drop", "stall"):
                 if fault is not None and kind == "stall":
                     await fake.clock.sleep(fault.wait_s)

@@ -43,6 +43,7 @@ from openrouter_probe.rules.routing import (
     blended_price_usd_per_m,
     matches,
     route,
+    tool_routing,
 )
 from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
@@ -360,6 +361,10 @@ def _compile(
         provider=block,
         provenance=provenance,
         decisions=_decisions(decision, snapshot.endpoints, ignore_why, verdicts, loose),
-        routing={"mode": decision.mode, "assumptions": list(decision.notes)},
+        routing={
+            "mode": decision.mode,
+            "assumptions": list(decision.notes),
+            "tools": tool_routing(block),
+        },
         tradeoff=tradeoff,
     )

@@ -20,6 +20,9 @@ knows:
 - ``not-native``: the block admits an endpoint whose precision verdict is not ``native`` (a
   hand-edited policy that now admits Fireworks' NVFP4 for an INT4 model), one finding per endpoint,
   when the model is given and the precision registry knows its native precision;
+- ``exacto``: ``sort: "exacto"`` (Auto Exacto on every request: ordered by throughput, tool-call
+  error rate and benchmarks, not by price; OPENROUTER.md 16): the traffic and the blended price
+  are then not the cheapest endpoints', so the budget's blend is an estimate;
 - ``schema``: a key OpenRouter does not accept, or a value of the wrong type.
 """
 
@@ -77,6 +80,7 @@ def lint_block(
     found += _quantization_findings(raw)
     found += _max_price_findings(blk)
     found += _latency_findings(blk)
+    found += _exacto_findings(blk)
     found += _options_findings(raw, endpoints)
     decision = route(blk, endpoints)
     found += _admits_nothing(decision, endpoints)
@@ -279,6 +283,22 @@ def _latency_findings(blk: ProviderBlock) -> list[LintFinding]:
         )
         for pct, seconds in cutoffs.items()
         if seconds > 100
+    ]
+
+
+def _exacto_findings(blk: ProviderBlock) -> list[LintFinding]:
+    if blk.sort_key != "exacto":
+        return []
+    return [
+        LintFinding(
+            "exacto",
+            "warning",
+            "provider.sort",
+            "'exacto' orders every request by throughput, tool-call error rate and benchmark "
+            "scores, not by price: traffic goes to dearer endpoints and a blended price is an "
+            "estimate (use 'price' to keep price order; requests with tools get Auto Exacto "
+            "anyway unless sort is 'price')",
+        )
     ]
 
 

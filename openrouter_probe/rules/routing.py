@@ -20,6 +20,10 @@ Documented behaviour it follows:
 - ``order`` is tried first, then the other admitted endpoints as fallbacks unless
   ``allow_fallbacks: false``; ``sort`` sorts strictly; neither means load balancing: endpoints with
   recent outages are skipped, the stable ones weighted by 1/price²;
+- Auto Exacto (docs ``guides/routing/auto-exacto``, 2026): a request that carries ``tools`` is
+  ordered by OpenRouter on throughput, tool-call error rate and benchmark scores, not by price,
+  unless the block says ``sort: "price"`` (an explicit ``order`` is unaffected); ``sort: "exacto"``
+  asks for that order on every request (mode ``exacto``, ``ASSUMPTIONS["auto_exacto"]``);
 - ``preferred_min_throughput`` (tokens/s) and ``preferred_max_latency`` (**seconds**; endpoint latency
   is ms) deprioritize, never exclude;
 - ``options`` (provider-specific options keyed by provider slug) does not route: it is kept and sent
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -60,6 +64,7 @@ __all__ = [
     "matches",
     "route",
     "service_tier",
+    "tool_routing",
 ]
 
 #: Tag suffixes that mark a service-tier endpoint in data without a ``service_tier`` field
@@ -150,7 +155,13 @@ ASSUMPTIONS: dict[str, str] = {
     "are ranked by price.",
     "data_policy": "data_collection, zdr and enforce_distillable_text are enforced by OpenRouter "
     "from account data the endpoints list does not carry: the model cannot evaluate them.",
-    "exacto": "sort 'exacto' is undocumented: modelled as load balancing.",
+    "auto_exacto": "Auto Exacto orders requests with tools (and every request under sort "
+    "'exacto') by throughput, tool-call error rate and benchmark scores: the endpoints list "
+    "carries only throughput, so the model sorts by it (tool-capable endpoints first) and "
+    "price does not decide; a sort by throughput or latency is taken as kept.",
+    "default_estimate": "OpenRouter's default routing now also weighs effective price (cache "
+    "hits, token mix), throughput, time to first token and rate limits from recent traffic: "
+    "1/price² is what its docs said before, so a blended price under it is an estimate.",
     "max_price_audio": "max_price.audio is documented only as 'USD per audio unit': it is compared "
     "with the endpoint's audio price as listed (USD per audio input token), not per million.",
     "unknown_parameter": "A body key that is neither a known request parameter nor a known "
@@ -208,7 +219,7 @@ class RouteDecision:
     applied.
     """
 
-    mode: Literal["ordered", "sorted", "load_balanced"]
+    mode: Literal["ordered", "sorted", "load_balanced", "exacto"]
     candidates: tuple[Candidate, ...]
     excluded: tuple[Exclusion, ...]
     notes: tuple[str, ...] = field(default=())
@@ -536,7 +547,7 @@ def _balanced_route(
     notes: Sequence[str],
 ) -> RouteDecision:
     """Stable, preferred endpoints weighted by 1/price²; the others as zero-weight fallbacks."""
-    notes = [*notes, ASSUMPTIONS["balance_price"]]
+    notes = [*notes, ASSUMPTIONS["balance_price"], ASSUMPTIONS["default_estimate"]]
     stable = [e for e in admitted if _stable(e) and _preferred(block, e, params)]
     fallbacks = _rank([e for e in admitted if e not in stable], "price", block, params)
     if fallbacks:
@@ -554,6 +565,50 @@ def _balanced_route(
         rows = [(e, shares[i], "fallback") for i, e in enumerate(fallbacks)]
     candidates = tuple(Candidate(e, i, w, role) for i, (e, w, role) in enumerate(rows, start=1))
     return RouteDecision("load_balanced", candidates, tuple(excluded), tuple(notes))
+
+
+def _exacto_route(
+    block: ProviderBlock,
+    admitted: Sequence[Endpoint],
+    excluded: Sequence[Exclusion],
+    params: RequestParams,
+    notes: Sequence[str],
+) -> RouteDecision:
+    """Auto Exacto's order (``ASSUMPTIONS["auto_exacto"]``): tool-capable endpoints first, then by
+    throughput; traffic falls down the chain. An ``order`` list stays first (explicit wins)."""
+    if block.order:
+        ordered = _ordered_route(block, admitted, excluded, "throughput", params, notes)
+        return replace(ordered, notes=(*ordered.notes, ASSUMPTIONS["auto_exacto"]))
+    chain = _rank(admitted, "throughput", block, params)
+    shares = _fallback_shares(chain)
+    notes = [*notes, ASSUMPTIONS["auto_exacto"], ASSUMPTIONS["fallback_share"]]
+    notes.append(ASSUMPTIONS["missing_stats"])
+    candidates = tuple(
+        Candidate(e, i, shares[i - 1], "sorted") for i, e in enumerate(chain, start=1)
+    )
+    return RouteDecision("exacto", candidates, tuple(excluded), tuple(notes))
+
+
+def tool_routing(block: ProviderBlock | Mapping[str, Any] | None) -> str:
+    """What OpenRouter does with a request that carries ``tools`` under ``block`` (Auto Exacto,
+    docs ``guides/routing/auto-exacto``), in one sentence, for ``policy explain``."""
+    blk = block if isinstance(block, ProviderBlock) else ProviderBlock.parse(block or {})
+    key = blk.sort_key
+    if blk.order:
+        return "requests with tools follow the order list like any other (explicit order wins)"
+    if key == "price":
+        return "requests with tools keep price order (sort: price turns Auto Exacto off)"
+    if key == "exacto":
+        return (
+            "every request, with tools or not, is ordered by Auto Exacto (throughput, tool-call "
+            "error rate, benchmarks), not by price"
+        )
+    if key is not None:
+        return f"requests with tools keep the sort by {key}"
+    return (
+        "requests with tools are ordered by Auto Exacto (throughput, tool-call error rate, "
+        "benchmarks), not by price: add sort: price to keep price order"
+    )
 
 
 def _block_notes(block: ProviderBlock, params: RequestParams) -> list[str]:
@@ -597,9 +652,8 @@ def route(
             excluded.append(why)
     notes = _block_notes(blk, req)
     sort_key = blk.sort_key
-    if sort_key == "exacto":
-        notes.append(ASSUMPTIONS["exacto"])
-        sort_key = None
+    if sort_key == "exacto" or (sort_key is None and not blk.order and "tools" in req.parameters):
+        return _exacto_route(blk, admitted, excluded, req, notes)
     if blk.order:
         return _ordered_route(blk, admitted, excluded, sort_key, req, notes)
     if sort_key is not None:

@@ -11,8 +11,11 @@ of its own.
   ``max_wait_s``, or after ``PAUSES_BEFORE_STOP`` pauses with no answer between, ``Stop`` the run
   (``rate-limited``), the row unsent.
 - ``row`` (400, 403, 413, 422: this request itself is wrong): ``Fail`` the row; the run goes on.
-- ``run`` (401 key, 402 credits, 404 no route: no request can succeed): ``Stop`` the run, the row
-  unsent; a 402 that affords fewer tokens is sent again ``Lower`` under ``lower_max_tokens``.
+- ``run`` (401 key, 402 credits, a 403 budget spent, 404 no route: no request can succeed):
+  ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again ``Lower`` under
+  ``lower_max_tokens``.
+- nearly every recent attempt failing for one transient reason (``run.streak``): ``Stop`` the run
+  (``failing``), the rows left unsent.
 
 Every reason a run stops for is decided here, as a ``Stop`` (``stop_for`` by status, and
 ``row_failed``: ``UNREACHABLE_AFTER_ROWS`` rows in a row with no answer at all): a new one (a
@@ -32,6 +35,7 @@ from openrouter_probe.run.failure import Failure, FailureKind
 from openrouter_probe.run.request import Request
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.streak import FailureStreak
 
 __all__ = [
     "ON_FAILURE",
@@ -136,13 +140,19 @@ class AttemptPolicy:
         # Rows given up on in a row without one HTTP answer (refused, reset, stalled): the server
         # is unreachable, and going on would only grind through every row.
         self.unanswered_streak = 0
+        self.streak = FailureStreak()  # nearly every recent attempt failing for one reason
 
     def decide(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
-        """What follows ``failure`` of ``row``'s attempt (``pauses``: the pool's so far)."""
+        """What follows ``failure`` of ``row``'s attempt (``pauses``: the pool's so far): the
+        run stops when nearly every recent attempt failed this way (``run.streak``)."""
+        same = self.streak.see(failure)
+        if same is not None:
+            return Stop("failing", same)
         return ON_FAILURE[failure.kind](self, row, failure, attempt, pauses)
 
     def answered(self) -> None:
         """An attempt got an answer: the streaks of pauses and of unanswered rows end."""
+        self.streak.see(None)
         self.unanswered_streak = 0
         self.pauses_in_a_row = 0
 
@@ -169,6 +179,7 @@ class AttemptPolicy:
             attempt=attempt.number,
             retry_after_s=failure.retry_after_s,
             elapsed_s=clock() - (attempt.first_s or clock()),
+            wait_the_cap=True,  # final only when its attempts or its time are spent
         )
         return Fail(decision.reason) if decision.give_up else Retry(decision.wait_s)
 
@@ -213,6 +224,12 @@ class AttemptPolicy:
     def stop_for(self, failure: Failure) -> Stop:
         """The stop a failure of kind ``run`` leads to, by its status."""
         status = failure.status if failure.status not in (None, 200) else failure.code
+        if failure.budget:
+            return Stop(
+                "budget-spent",
+                f"an OpenRouter budget is spent (403): {failure.message}. Raise it or wait for "
+                "its reset, then rerun the same command to resume",
+            )
         if status == 402:
             hint = (
                 " (allow a lower max_tokens with --lower-max-tokens)"

@@ -7,11 +7,24 @@ first match wins, each tested (``tests/test_failure_table.py``). What each kind 
 one other place, ``run.attempts.ON_FAILURE``:
 
 - ``transient``: retry with backoff (408, upstream 429, 5xx, a 400 wrapping one of those, timeouts,
-  cut connections and streams, an error inside a 200 body or stream);
-- ``pause``: OpenRouter's own, key-wide 429 (``X-RateLimit-*`` headers): the whole pool waits;
-- ``row``: the row fails, the run goes on (400 invalid request or context length, 403, 413, 422);
-- ``run``: no row can succeed: 401 (the key), 402 (credits), 404 (the policy admits nothing), a 400
+  cut connections and streams, an error inside a 200 body or stream that has no code or a
+  transient one);
+- ``pause``: a key-wide 429, the whole pool waits: OpenRouter's own (``X-RateLimit-*`` headers,
+  in the headers or in ``metadata.headers``), and any HTTP 429 that does not say it came from a
+  provider (no ``metadata.provider_name``, ``provider_code`` or ``raw``): unknown is the key's own
+  until shown otherwise;
+- ``row``: the row fails, the run goes on (400 invalid request or context length, a moderation or
+  guardrail 403, 413, 422, a token limit reached mid-answer);
+- ``run``: no row can succeed: 401 (the key), 402 (credits), a 403 that says a budget is spent
+  (workspace, guardrail or key budget: ``Failure.budget``), 404 (the policy admits nothing), a 400
   naming an invalid model.
+
+An error inside a 200 body or stream is classified by its own ``code`` as an HTTP status would be
+(the mid-stream error rule): a mid-stream 429 or 5xx is transient, a mid-stream 400 the row's.
+A stream that sent content, ended with ``finish_reason: "length"`` and then
+``{"error": {"code": 400, "message": "Token limit reached"}}`` (recorded by a third party, 2026)
+reached its token limit: a retry would pay for the same cut, so it fails the row, and what came
+before the error is kept in the failure record (``Failure.partial``: content, reasoning, finish).
 
 Money is a separate question from the kind: ``Failure.cost_unknown`` marks an attempt that left and
 whose cost the answer did not tell (a timeout, a cut connection, a 200 without ``usage.cost``): it
@@ -28,11 +41,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+from openrouter_probe.api.backoff import TRANSIENT_STATUSES
+
 __all__ = ["ERROR_RULES", "ErrorRule", "Failure", "FailureKind", "classify_error", "rule_for"]
 
 FailureKind = Literal["transient", "pause", "row", "run"]
 
-_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _AFFORD_RE = re.compile(r"can only afford (\d+)")
 #: A raw upstream body that starts with a status line ("429 Too Many Requests", "503 ...").
 _STATUS_LINE_RE = re.compile(r"^\s*(?:HTTP/\S+\s+)?(408|429|5\d\d)\b")
@@ -58,14 +72,25 @@ class Failure:
     cost_unknown: bool = False
     generation_id: str | None = None
     reset_epoch_s: float | None = None  # a platform 429's X-RateLimit-Reset, in epoch seconds
+    #: What an answer sent before its error (``content``, ``reasoning``, ``finish_reason``).
+    partial: dict[str, Any] | None = None
+
+    @property
+    def budget(self) -> bool:
+        """Whether this is a budget layer that is spent (a 403 the table files under ``run``):
+        every request of the key fails until it resets or is raised."""
+        return self.kind == "run" and (self.status == 403 or _int_code(self.code) == 403)
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "kind": self.kind,
             "status": self.status,
             "code": self.code,
             "message": self.message,
         }
+        if self.partial is not None:
+            record["partial"] = self.partial
+        return record
 
 
 @dataclass(frozen=True)
@@ -75,7 +100,9 @@ class ErrorRule:
     ``status`` is the HTTP status (or the error's own code inside a 200 body; ``None``: any);
     ``message`` a lowercase substring of ``error.message``; ``detail`` a lowercase substring of
     ``metadata.raw``, ``metadata.error_type``, ``metadata.provider_error_code`` or
-    ``error.availability.code``; ``wraps`` matches a 400 whose upstream code is transient.
+    ``error.availability.code``; ``wraps`` matches a 400 whose upstream code is transient;
+    ``platform`` an answer with ``X-RateLimit-*`` headers; ``unattributed`` an HTTP error (not one
+    inside a 200) that names no provider.
     """
 
     status: int | None
@@ -85,11 +112,14 @@ class ErrorRule:
     detail: str = ""
     wraps: bool = False
     platform: bool = False
+    unattributed: bool = False
 
     def matches(self, status: int | None, facts: _Facts) -> bool:
         if self.status is not None and status != self.status:
             return False
         if self.platform and not facts.platform:
+            return False
+        if self.unattributed and not facts.unattributed:
             return False
         if self.message and self.message not in facts.message:
             return False
@@ -117,6 +147,31 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule(
         404, "run", "[3p] data policy (9.3)", message="no endpoints found matching your data policy"
+    ),
+    ErrorRule(
+        403,
+        "run",
+        "[docs] 'Workspace monthly budget of $500.00 exceeded': a budget layer is spent (15)",
+        message="budget",
+    ),
+    ErrorRule(
+        403,
+        "run",
+        "[3p] 'Key limit exceeded (weekly limit). Manage it using ...': the key's budget (15)",
+        message="limit exceeded",
+    ),
+    ErrorRule(
+        None,
+        "row",
+        "[3p] mid-stream 'Token limit reached' after content and finish_reason length (8): a"
+        " retry pays for the same cut",
+        message="token limit reached",
+    ),
+    ErrorRule(
+        None, "row", "[docs] error_type token_limit_exceeded (9.2)", detail="token_limit_exceeded"
+    ),
+    ErrorRule(
+        None, "row", "[docs] error_type max_tokens_exceeded (9.2)", detail="max_tokens_exceeded"
     ),
     ErrorRule(
         None, "transient", "[docs] availability.retryable (9.2)", detail="capacity_exhausted"
@@ -160,6 +215,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "[3p] OpenRouter's own 429 with X-RateLimit-* headers (9.4; openclaude#936)",
         platform=True,
     ),
+    ErrorRule(
+        429,
+        "pause",
+        "[3p] a 429 'Rate limit exceeded' naming no provider, no X-RateLimit-* (issue 23): the"
+        " key's own until shown otherwise",
+        unattributed=True,
+    ),
     ErrorRule(429, "transient", "[real] upstream 429 'Provider returned error' (Groq, 9.2)"),
     ErrorRule(
         503,
@@ -179,6 +241,7 @@ class _Facts:
     details: tuple[str, ...]
     wraps_transient: bool
     platform: bool
+    unattributed: bool = False
 
 
 def _int_code(code: Any) -> int | None:
@@ -213,7 +276,9 @@ def _upstream_code(metadata: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _facts(error: Mapping[str, Any], metadata: Mapping[str, Any], platform: bool) -> _Facts:
+def _facts(
+    error: Mapping[str, Any], metadata: Mapping[str, Any], platform: bool, *, http: bool
+) -> _Facts:
     details = [
         str(metadata.get(key) or "").lower() for key in ("raw", "error_type", "provider_error_code")
     ]
@@ -230,15 +295,17 @@ def _facts(error: Mapping[str, Any], metadata: Mapping[str, Any], platform: bool
         message=str(error.get("message") or "").lower(),
         details=tuple(d for d in details if d),
         wraps_transient=upstream is not None
-        and (upstream in _TRANSIENT_STATUSES or upstream >= 500),
+        and (upstream in TRANSIENT_STATUSES or upstream >= 500),
         platform=platform or in_body,
+        unattributed=http
+        and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
     )
 
 
 def _by_status(status: int | None) -> FailureKind:
     """The kind of a status no table line names: no code (an error inside a 200 body without
     one) and 408/429/5xx are transient; other 4xx fail the row."""
-    if status is None or status in _TRANSIENT_STATUSES or status >= 500:
+    if status is None or status in TRANSIENT_STATUSES or status >= 500:
         return "transient"
     return "row"
 
@@ -262,7 +329,7 @@ def rule_for(
     raw_metadata = err.get("metadata")
     metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     effective = _int_code(err.get("code")) if status in (None, 200) else status
-    facts = _facts(err, metadata, platform)
+    facts = _facts(err, metadata, platform, http=status not in (None, 200))
     return next((r for r in ERROR_RULES if r.matches(effective, facts)), None)
 
 

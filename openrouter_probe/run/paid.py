@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,15 @@ from openrouter_probe.run.spend import Prices, SpendCap
 from openrouter_probe.run.summary import DatasetTally, RunSummary
 from openrouter_probe.run.turns import TurnBook
 
-__all__ = ["Job", "JobOptions", "PaidRun", "endpoints_now", "key_warning", "open_run"]
+__all__ = [
+    "Job",
+    "JobOptions",
+    "PaidRun",
+    "endpoints_now",
+    "key_check",
+    "key_warning",
+    "open_run",
+]
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +167,26 @@ def endpoints_now(
 def key_warning(
     options: JobOptions, budget_usd: Decimal | None = None, shards: int | None = None
 ) -> str | None:
-    """Read the key's limit (``GET /key``); say when what remains of it is below ``budget_usd``
-    (the run's budget; a dry run of a shard gives the budget of every shard)."""
+    """Read the key's budgets (``GET /key``); say when the one that blocks first has less left
+    than ``budget_usd`` (the run's budget; a dry run of a shard gives the budget of every
+    shard). ``key_check`` also says whether it blocks a single request."""
+    return key_check(options, budget_usd, shards)[0]
+
+
+def key_check(
+    options: JobOptions,
+    budget_usd: Decimal | None = None,
+    shards: int | None = None,
+    one_request_usd: Decimal | None = None,
+    *,
+    lower_max_tokens: bool = False,
+) -> tuple[str | None, bool]:
+    """``(warning, blocks)``: what to say about the budget that blocks the key's requests first
+    (``/key``'s ``effective_budget``: a guardrail, workspace or key budget; for an older answer
+    the key's own limit), and whether what it has left is below ``one_request_usd``, the worst
+    case of one request (then OpenRouter would refuse every request: send nothing). With
+    ``lower_max_tokens`` the key's own limit blocks only when nothing is left: its 402 says how
+    many tokens the rest affords, and the run retries with that many."""
     from openrouter_probe.api.client import Client
 
     budget = options.budget_usd if budget_usd is None else budget_usd
@@ -169,21 +196,36 @@ def key_warning(
         ) as client:
             info = client.key()
     except APIError as exc:
-        return f"could not read the key's limit (GET /key): {exc}"
-    remaining = info.limit_remaining
-    if budget is None or remaining is None or Decimal(str(remaining)) >= budget:
-        return None
-    left, cap = format_usd(remaining), format_usd(budget)
+        return f"could not read the key's limit (GET /key): {exc}", False
+    blocking = info.blocking_budget
+    remaining = blocking.remaining if blocking is not None else None
+    if blocking is None or remaining is None:
+        return None, False
+    what = blocking.describe()
+    own = blocking.scope == "key_limit"
+    status = "402" if own else "403"
+    lowers = lower_max_tokens and own and remaining > 0
+    if one_request_usd is not None and remaining < one_request_usd and not lowers:
+        return (
+            f"{what} is below the worst case of one request ({format_usd(one_request_usd)}): "
+            f"OpenRouter would refuse every request ({status}); raise it or wait for its reset, "
+            "then rerun",
+            True,
+        )
+    if budget is None or remaining >= budget:
+        return None, False
+    said = f"the key's remaining limit is {format_usd(remaining)}," if own else f"{what} is"
+    who = "the key's limit" if own else "it"
+    cap = format_usd(budget)
     if shards:
         return (
-            f"the key's remaining limit is {left}, below the {cap} that {shards} shards of "
-            f"{format_usd(options.budget_usd)} may spend: the key's limit stops them first "
-            "(402), whichever shards run"
-        )
+            f"{said} below the {cap} that {shards} shards of {format_usd(options.budget_usd)} "
+            f"may spend: {who} stops them first "
+            f"({status}), whichever shards run"
+        ), False
     return (
-        f"the key's remaining limit is {left}, below the {cap} budget: the run will stop with "
-        "402 before the budget is spent"
-    )
+        f"{said} below the {cap} budget: the run will stop with {status} before the budget is spent"
+    ), False
 
 
 class PaidRun:
@@ -239,11 +281,27 @@ class PaidRun:
         summary.warnings.extend(self.warnings)
         return summary
 
-    async def _warn(self, summary: RunSummary) -> None:
-        """Say before sending what could surprise: the key's limit below the budget, no cap."""
+    async def _warn(
+        self,
+        summary: RunSummary,
+        one_request_usd: Decimal | None = None,
+        *,
+        lower_max_tokens: bool = False,
+    ) -> bool:
+        """Say before sending what could surprise: the key's limit below the budget, no cap;
+        return True when a budget of the key blocks even one request (send nothing)."""
+        blocks = False
         if self.options.send is None:
-            warning = await asyncio.to_thread(key_warning, self.options)
-            if warning:
+            warning, blocks = await asyncio.to_thread(
+                functools.partial(key_check, lower_max_tokens=lower_max_tokens),
+                self.options,
+                None,
+                None,
+                one_request_usd,
+            )
+            if warning and blocks:
+                summary.stop_reason, summary.message = "budget-spent", warning
+            elif warning:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
             summary.warnings.append(
@@ -251,6 +309,7 @@ class PaidRun:
             )
         for text in summary.warnings:
             log.warning("%s", text)
+        return blocks
 
     def _journal_header(
         self, builder: RequestBuilder, header: dict[str, Any] | None
@@ -302,7 +361,10 @@ class PaidRun:
         budget = options.budget_usd
         if not rows and not self.state.exists:
             return summary  # nothing to send, nothing recorded: create no empty output and journal
-        await self._warn(summary)
+        one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
+        if await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens):
+            summary.not_sent = len(rows)
+            return summary
         spent_before = self.spent_before_usd
         if budget is not None and spent_before >= budget and not self.replay.pending:
             summary.stop_reason = "budget"

@@ -87,6 +87,8 @@ class RowSource:
         )
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
+        if answer.reasoning_details:
+            record["reasoning_details"] = answer.reasoning_details  # verbatim: signatures
         if answer.logprobs is not None:
             record["logprobs"] = answer.logprobs
         if cost is None:

@@ -101,7 +101,9 @@ class RunSummary:
     run settled: ``reconciled_before``, ``reconciled_before_back_usd``). ``stop_reason`` is
     ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``, ``unreachable`` (no answer at
     all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
-    (402), ``key`` (401), ``no-route`` (404) or ``dry-run``.
+    (402), ``key`` (401), ``no-route`` (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
+    spent, or one below a request's worst case before sending), ``failing`` (nearly every recent
+    attempt failed one transient way: ``run.streak``) or ``dry-run``.
     """
 
     out: str

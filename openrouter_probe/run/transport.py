@@ -30,14 +30,20 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import aiohttp
 
-from openrouter_probe.api.sse import parse_sse_events
-from openrouter_probe.errors import APIError
+from openrouter_probe.api.backoff import retry_after_s
+from openrouter_probe.api.chat import (
+    ChatCompletion,
+    Generation,
+    read_completion,
+    read_cost,
+    read_stream,
+)
+from openrouter_probe.api.chat import read_generation as api_read_generation
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
 __all__ = [
@@ -52,73 +58,8 @@ __all__ = [
 ]
 
 
-def read_cost(value: Any) -> tuple[Decimal | None, bool]:
-    """Read ``usage.cost``: ``(cost, invalid)``. A cost is a finite number >= 0; anything else
-    (``"n/a"``, ``NaN``, a negative number, ``true``) is invalid, never zero."""
-    kind = type(value)
-    if kind is float or kind is int:  # what OpenRouter sends: a plain number (NaN fails >= 0)
-        if value >= 0 and value != math.inf:
-            return Decimal(str(value)), False
-        return None, True
-    if value is None:
-        return None, False
-    if kind is not str:
-        return None, True  # true, a list, an object
-    try:
-        cost = Decimal(value.strip())
-    except InvalidOperation:
-        return None, True
-    if not cost.is_finite() or cost < 0:
-        return None, True
-    return cost, False
-
-
-@dataclass
-class Answer:
-    """A completed chat completion, as the record needs it."""
-
-    provider: str | None
-    model: str | None
-    finish_reason: str | None
-    content: str | None
-    reasoning: str | None
-    usage: dict[str, Any] | None
-    generation_id: str | None
-    tool_calls: list[dict[str, Any]] | None = None
-    logprobs: dict[str, Any] | None = None  # choices[0].logprobs (non-streaming), when sent
-
-    @property
-    def cost_usd(self) -> Decimal | None:
-        """``usage.cost``: what OpenRouter charged, never recomputed (``None``: absent or invalid)."""
-        return read_cost((self.usage or {}).get("cost"))[0]
-
-    @property
-    def cost_invalid(self) -> bool:
-        """Whether ``usage.cost`` is there but not a cost (``"n/a"``, negative, NaN)."""
-        return read_cost((self.usage or {}).get("cost"))[1]
-
-    @property
-    def completion_tokens(self) -> int:
-        value = (self.usage or {}).get("completion_tokens")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _body_failure(obj: dict[str, Any]) -> Failure | None:
-    """The failure a 200 body or chunk reports, if any (top-level error, choice error, finish)."""
-    error = obj.get("error")
-    if isinstance(error, dict):
-        return classify_error(200, error)
-    for choice in obj.get("choices") or ():
-        if not isinstance(choice, dict):
-            continue
-        if isinstance(choice.get("error"), dict):
-            return classify_error(200, choice["error"])
-        if choice.get("finish_reason") == "error":
-            native = choice.get("native_finish_reason")
-            return classify_error(
-                200, {"message": f"the provider ended the answer with an error ({native})"}
-            )
-    return None
+#: The run's answer is the API's one model of a completion (``api.chat.ChatCompletion``).
+Answer = ChatCompletion
 
 
 def _with_cost(failure: Failure, usage: Any, generation_id: str | None) -> Failure:
@@ -135,132 +76,35 @@ def _unknown(message: str, generation_id: str | None = None) -> Failure:
     return Failure("transient", message, cost_unknown=True, generation_id=generation_id)
 
 
+def _outcome(completion: ChatCompletion, *, stream: bool) -> Answer | Failure:
+    """The completion, or the failure it reports: an error inside a 200 (classified by the
+    table; what came before it kept as the failure's ``partial``), or a body that is not a whole
+    answer (transient, cost unknown)."""
+    error = completion.error
+    if error is not None:
+        failure = classify_error(200, error)
+        if completion.content or completion.reasoning:
+            failure.partial = {
+                "finish_reason": completion.finish_reason,
+                "content": completion.content,
+                "reasoning": completion.reasoning,
+            }
+        return _with_cost(failure, completion.usage, completion.generation_id)
+    if completion.broken is not None:
+        return _unknown(completion.broken, completion.generation_id)
+    return completion
+
+
 def parse_body(body: bytes | str, *, generation_id: str | None = None) -> Answer | Failure:
-    """Parse a non-streaming 200 body (whitespace padding allowed)."""
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        text = body.decode(errors="replace") if isinstance(body, bytes) else body
-        return _unknown(f"the answer is not JSON: {' '.join(text.split())[:120]!r}", generation_id)
-    if not isinstance(obj, dict):
-        return _unknown("the answer is not a JSON object", generation_id)
-    ident = obj.get("id") if isinstance(obj.get("id"), str) else generation_id
-    failure = _body_failure(obj)
-    if failure is not None:
-        return _with_cost(failure, obj.get("usage"), ident)
-    choices = obj.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return _unknown("the answer has no choices", ident)
-    choice = choices[0]
-    message = choice.get("message") or {}
-    usage = obj.get("usage")
-    return Answer(
-        provider=obj.get("provider"),
-        model=obj.get("model"),
-        finish_reason=choice.get("finish_reason"),
-        content=message.get("content"),
-        reasoning=message.get("reasoning"),
-        usage=usage if isinstance(usage, dict) else None,
-        generation_id=ident,
-        tool_calls=message.get("tool_calls") or None,
-        logprobs=choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else None,
-    )
-
-
-def _merge_tool_calls(calls: dict[int, dict[str, Any]], deltas: list[Any]) -> None:
-    for delta in deltas:
-        if not isinstance(delta, dict):
-            continue
-        index = delta.get("index", len(calls))
-        call = calls.setdefault(index, {"type": "function", "function": {"arguments": ""}})
-        if delta.get("id"):
-            call["id"] = delta["id"]
-        if delta.get("type"):
-            call["type"] = delta["type"]
-        fn = delta.get("function") or {}
-        if fn.get("name"):
-            call["function"]["name"] = fn["name"]
-        if fn.get("arguments"):
-            call["function"]["arguments"] += fn["arguments"]
+    """Parse a non-streaming 200 body (whitespace padding allowed): ``api.chat.read_completion``."""
+    return _outcome(read_completion(body, generation_id=generation_id), stream=False)
 
 
 def parse_stream(body: bytes | str, *, generation_id: str | None = None) -> Answer | Failure:
-    """Parse a whole SSE body into an ``Answer``, or the ``Failure`` it reports.
-
-    A stream that stops before a finish reason and ``[DONE]`` (a dropped connection) is transient.
-    The loop is the hot path of long streams (a 500-chunk answer is 500 events): it reads each
-    event's fields once and calls out only for what is rare (errors, tool calls).
-    """
-    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish: str | None = None
-    usage: dict[str, Any] | None = None
-    head: dict[str, Any] = {}
-    try:
-        for event in parse_sse_events(text):
-            if not head:
-                head = event
-            choices = event.get("choices")
-            if "error" in event or (choices and _has_error(choices)):
-                failure = _body_failure(event)
-                if failure is not None:
-                    ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
-                    return _with_cost(failure, event.get("usage"), ident)
-            found = event.get("usage")
-            if found is not None and isinstance(found, dict):
-                usage = found
-            for choice in choices or ():
-                if not isinstance(choice, dict):
-                    continue
-                delta = choice.get("delta")
-                if delta:
-                    piece = delta.get("content")
-                    if piece:
-                        content.append(piece)
-                    piece = delta.get("reasoning")
-                    if piece:
-                        reasoning.append(piece)
-                    if delta.get("tool_calls"):
-                        _merge_tool_calls(calls, delta["tool_calls"])
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-    except APIError as exc:
-        return _unknown(f"broken stream: {exc}", head.get("id") or generation_id)
-    if finish is None or "data: [DONE]" not in text:
-        return _unknown(
-            "the stream ended before its finish (connection dropped?)",
-            head.get("id") or generation_id,
-        )
-    return Answer(
-        provider=head.get("provider"),
-        model=head.get("model"),
-        finish_reason=finish,
-        content="".join(content),
-        reasoning="".join(reasoning) or None,
-        usage=usage,
-        generation_id=head.get("id") or generation_id,
-        tool_calls=[calls[i] for i in sorted(calls)] or None,
-    )
-
-
-def _has_error(choices: Any) -> bool:
-    """Whether a choice carries an error or ends with one (then ``_body_failure`` reads it)."""
-    return any(
-        isinstance(c, dict) and ("error" in c or c.get("finish_reason") == "error") for c in choices
-    )
-
-
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    """Parse a whole SSE body into an ``Answer``, or the ``Failure`` it reports
+    (``api.chat.read_stream``). A stream that stops before a finish reason and ``[DONE]`` (a
+    dropped connection) is transient."""
+    return _outcome(read_stream(body, generation_id=generation_id), stream=True)
 
 
 def _reset_epoch_s(headers: Any) -> float | None:
@@ -283,7 +127,7 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     failure = classify_error(
         status,
         error if isinstance(error, dict) else None,
-        retry_after_s=_retry_after(headers),
+        retry_after_s=retry_after_s(headers.get("Retry-After"), date=headers.get("Date")),
         body=data.decode(errors="replace"),
         platform=platform,
     )
@@ -421,17 +265,12 @@ class HttpTransport:
 
 
 def read_generation(status: int, data: bytes) -> Found:
-    """Read a ``/generation`` answer: a 200 gives ``data.total_cost``; 404 (eventually
-    consistent), 429 and 5xx are ``None`` (try again); anything else says why it is unreadable."""
-    if status == 404 or status == 429 or status >= 500:
-        return None
-    if status != 200:
-        return f"HTTP {status}"
-    try:
-        record = json.loads(data)["data"]
-        cost, invalid = read_cost(record.get("total_cost"))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return "not a /generation body"
+    """Read a ``/generation`` answer (``api.chat.read_generation``) for its ``total_cost``:
+    ``None`` when it is not there yet (404, 429, 5xx), else the cost or why it is unreadable."""
+    found = api_read_generation(status, data)
+    if not isinstance(found, Generation):
+        return found
+    cost, invalid = found.cost()
     if cost is None:
         return "total_cost is not a cost" if invalid else "no total_cost"
     return cost
