@@ -760,7 +760,7 @@ class Run:
             attempt.number += 1
             outcome = await self._send_reserved(row, attempt)
             self._notify()
-            if (same := self.streak.see(outcome)) is not None:
+            if (same := self.streak.see(outcome, attempt.number)) is not None:
                 self.request_stop("failing", same)
             if isinstance(outcome, Answer):
                 return self._answered(row, outcome, attempt)
