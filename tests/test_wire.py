@@ -25,8 +25,9 @@ from openrouter_probe.api.backoff import (
     Backoff,
     retry_after_s,
 )
-from openrouter_probe.api.chat import KeyInfo, read_completion, read_stream
+from openrouter_probe.api.chat import KeyInfo
 from openrouter_probe.api.client import _retryable
+from openrouter_probe.api.completion import read_completion, read_stream
 from openrouter_probe.errors import APIStatusError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
