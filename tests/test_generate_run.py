@@ -213,19 +213,39 @@ def test_retries_are_bounded_then_the_row_fails(tmp_path: Path) -> None:
     assert summary.failed == 2 and sender.ledger == []
 
 
-def test_retry_after_beyond_the_cap_gives_up_at_once(tmp_path: Path) -> None:
+def test_retry_after_beyond_the_cap_is_not_final_before_the_attempts_are_spent(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: a Retry-After beyond the cap failed the row at its first attempt. Now a
+    provider's 429 is waited the cap and retried until its attempts are spent, and a 429 that
+    names no provider is the key's own: the run stops (rate-limited), the row unsent."""
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
 
     def fail(request: dict[str, Any], attempt: int) -> Failure:
-        f = http_failure(429)
+        f = http_failure(429, provider_name="Groq", raw="rate-limited upstream")
         f.retry_after_s = 3600
         return f
 
-    sender = LedgerSender(seed=10, fail=fail)
-    run(_gen(tmp_path, sender, max_tokens=16))
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    run(_gen(tmp_path, LedgerSender(seed=10, fail=fail), max_tokens=16, sleep=sleep))
     (record,) = records(tmp_path / "out.jsonl")
-    assert record["status"] == "failed" and record["attempts"] == 1
-    assert "asked to retry after 60 min" in record["error"]["message"]
+    assert record["status"] == "failed" and record["attempts"] == 4
+    assert waits == [30.0, 30.0, 30.0]  # the cap, between the four attempts
+
+    def key_wide(request: dict[str, Any], attempt: int) -> Failure:
+        f = http_failure(429, "Rate limit exceeded")
+        f.retry_after_s = 3600
+        return f
+
+    other = tmp_path / "key-wide"
+    write_prompts(other.mkdir() or other / "prompts.jsonl", prompt_rows(1))
+    summary = run(_gen(other, LedgerSender(seed=11, fail=key_wide), max_tokens=16))
+    assert summary.stop_reason == "rate-limited" and summary.not_sent == 1
+    assert summary.failed == 0 and not records(other / "out.jsonl")
 
 
 def test_final_row_errors_fail_the_row_and_redo_failed_resends(tmp_path: Path) -> None:
@@ -415,7 +435,7 @@ def test_rate_limit_storm_lowers_concurrency_then_recovers(tmp_path: Path) -> No
     storm = {"on": True}
 
     def fail(request: dict[str, Any], attempt: int) -> Failure | None:
-        return http_failure(429) if storm["on"] and attempt == 1 else None
+        return http_failure(429, provider_name="Chutes") if storm["on"] and attempt == 1 else None
 
     sender = LedgerSender(seed=22, fail=fail)
     summary = run(_gen(tmp_path, sender, concurrency=100, max_tokens=8))

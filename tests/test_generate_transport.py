@@ -339,7 +339,7 @@ def test_failure_detection_of_the_one_model(body: str, failed: bool) -> None:
     """The transport's outcome and the API's one model of a completion agree: a body is a
     ``Failure`` exactly when ``api.chat.ChatCompletion.failed`` says so, and that is what the
     body's shape says (a top-level error, a choice error, a finish_reason of error)."""
-    from openrouter_probe.api.chat import read_completion
+    from openrouter_probe.api.completion import read_completion
 
     assert read_completion(body).failed is failed
     assert isinstance(parse_body(body), Failure) is failed

@@ -17,7 +17,7 @@ import pytest
 
 from openrouter_probe.analysis.budget import plan_budget
 from openrouter_probe.analysis.matrix import build_matrix
-from openrouter_probe.api.chat import read_completion
+from openrouter_probe.api.completion import read_completion
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints, ModelsList
 from openrouter_probe.rules.snapshot import Snapshot
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from openrouter_probe.api.chat import read_completion, read_stream
+from openrouter_probe.api.completion import read_completion, read_stream
 from openrouter_probe.api.schema import Endpoint, EndpointsResponse, ModelsList, Pricing
 from openrouter_probe.api.sse import iter_sse_events
 from tests.conftest import CAPTURES, DATA

@@ -25,8 +25,9 @@ from openrouter_probe.api.backoff import (
     Backoff,
     retry_after_s,
 )
-from openrouter_probe.api.chat import KeyInfo, read_completion, read_stream
+from openrouter_probe.api.chat import KeyInfo
 from openrouter_probe.api.client import _retryable
+from openrouter_probe.api.completion import read_completion, read_stream
 from openrouter_probe.errors import APIStatusError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
@@ -155,6 +156,7 @@ def test_the_streak_says_when_nearly_every_attempt_fails_one_way() -> None:
     def bad(n: int) -> Failure:
         return classify_error(502, {"code": 502, "message": f"Provider returned error {n}"})
 
+    assert all(streak.see(bad(n), attempt=1) is None for n in range(50))  # first tries only
     assert [streak.see(bad(n)) for n in range(4)] == [None] * 4
     assert streak.see(ok) is None  # 4 of 5: below 90 %
     said = [streak.see(bad(n)) for n in range(4, 13)]

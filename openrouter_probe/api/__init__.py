@@ -12,7 +12,7 @@ from openrouter_probe import lazy_exports
 # name -> module that defines it, imported on first use
 _EXPORTS: dict[str, str] = {
     "Backoff": "openrouter_probe.api.backoff",
-    "ChatCompletion": "openrouter_probe.api.chat",
+    "ChatCompletion": "openrouter_probe.api.completion",
     "Client": "openrouter_probe.api.client",
     "DEFAULT_BASE_URL": "openrouter_probe.api.client",
     "Endpoint": "openrouter_probe.api.schema",
@@ -55,8 +55,9 @@ __all__ = [
 if TYPE_CHECKING:
     from openrouter_probe.api.backoff import Backoff
     from openrouter_probe.api.catalog import bundled_models_list, load_models_list
-    from openrouter_probe.api.chat import ChatCompletion, Generation, KeyInfo, Usage
+    from openrouter_probe.api.chat import Generation, KeyInfo, Usage
     from openrouter_probe.api.client import DEFAULT_BASE_URL, Client
+    from openrouter_probe.api.completion import ChatCompletion
     from openrouter_probe.api.schema import (
         Endpoint,
         Model,

@@ -345,6 +345,36 @@ class FakeOpenRouter:
             ),
         )
 
+    def _refuse_request(
+        self, request_no: int, model: ServedModel, *, stream: bool
+    ) -> web.Response | None:
+        """What answers before any endpoint is tried: a spent workspace budget (403), a key-wide
+        429 (the ``platform_429`` and ``key_429`` faults); ``None`` when the request goes on."""
+        budget = self.workspace_budget_usd
+        if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
+            self.ledger.count_error("workspace_budget")
+            return json_response(403, bodies.workspace_budget_403(budget))
+        limited = (
+            self.faults.draw(
+                "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
+            )
+            if self.faults
+            else None
+        )
+        if limited is None:
+            return None
+        self.ledger.count_error(limited.kind)
+        wait = math.ceil(limited.wait_s)
+        if limited.kind == "key_429":
+            now = self.now()
+            payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)
+        else:
+            reset_ms = int((self.clock.now() + wait) * 1000)
+            payload, headers = bodies.platform_429(
+                model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
+            )
+        return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
+
     def _refuse_credit(
         self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
     ) -> tuple[web.Response | None, Decimal]:
@@ -520,32 +550,9 @@ class FakeOpenRouter:
         if not plan.decision.candidates:
             return self._no_route(model, plan.decision, block)
         stream = bool(body.get("stream"))
-        limited = (
-            self.faults.draw(
-                "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
-            )
-            if self.faults
-            else None
-        )
-        budget = self.workspace_budget_usd
-        if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
-            self.ledger.count_error("workspace_budget")
-            return json_response(403, bodies.workspace_budget_403(budget))
-        if limited is not None and limited.kind == "key_429":
-            self.ledger.count_error("key_429")
-            now = self.now()
-            payload, headers = bodies.key_429(
-                retry_at=now + timedelta(seconds=math.ceil(limited.wait_s)), now=now
-            )
-            return json_response(429, payload, {**headers, "X-Fake-Fault": "key_429"})
-        if limited is not None:
-            self.ledger.count_error("platform_429")
-            wait = math.ceil(limited.wait_s)
-            reset_ms = int((self.clock.now() + wait) * 1000)
-            payload, headers = bodies.platform_429(
-                model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
-            )
-            return json_response(429, payload, {**headers, "X-Fake-Fault": "platform_429"})
+        refused = self._refuse_request(request_no, model, stream=stream)
+        if refused is not None:
+            return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
 
         reserved = Decimal(0)

@@ -145,7 +145,7 @@ class AttemptPolicy:
     def decide(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
         """What follows ``failure`` of ``row``'s attempt (``pauses``: the pool's so far): the
         run stops when nearly every recent attempt failed this way (``run.streak``)."""
-        same = self.streak.see(failure)
+        same = self.streak.see(failure, attempt.number)
         if same is not None:
             return Stop("failing", same)
         return ON_FAILURE[failure.kind](self, row, failure, attempt, pauses)

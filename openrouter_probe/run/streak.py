@@ -10,7 +10,8 @@ the same command resumes them).
 
 A reason is what the failure says, with its numbers and ids taken out: the HTTP status (or the
 error's own code inside a 200) and the first words of the message (not the provider: with
-fallbacks allowed, every provider may fail the same way). An answer is a success in the window, whatever its finish.
+fallbacks allowed, every provider may fail the same way). An answer is a success in the window, whatever its finish; a row's first failure is left out (a
+burst its retries get through is not a wall), its retries that fail again count.
 
 The detector knows nothing of money or scheduling: the run calls ``see`` once per attempt's outcome
 and stops when it returns a message.
@@ -52,14 +53,17 @@ class FailureStreak:
         self._recent: deque[str | None] = deque(maxlen=window)
         self._counts: Counter[str] = Counter()
 
-    def see(self, outcome: Any) -> str | None:
-        """Count one attempt's outcome (an answer or a ``Failure``); return the message to stop
-        with when the run should stop, else ``None``."""
-        reason = (
-            reason_of(outcome)
-            if isinstance(outcome, Failure) and outcome.kind == "transient"
-            else None
-        )
+    def see(self, outcome: Any, attempt: int = 2) -> str | None:
+        """Count one attempt's outcome (an answer or a ``Failure``; ``attempt``, its row's attempt
+        number from 1); return the message to stop with when the run should stop, else ``None``.
+
+        A row's first failure is not counted: a burst of 429s that the retries get through (a
+        rate-limit storm at the start, 100 rows in flight) is not a wall. What counts is a retry
+        that fails again, and every answer."""
+        failed = isinstance(outcome, Failure)
+        if failed and attempt < 2:
+            return None
+        reason = reason_of(outcome) if failed and outcome.kind == "transient" else None
         if len(self._recent) == self.window:
             gone = self._recent[0]
             if gone is not None:

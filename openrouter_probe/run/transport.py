@@ -36,14 +36,9 @@ from typing import Any
 import aiohttp
 
 from openrouter_probe.api.backoff import retry_after_s
-from openrouter_probe.api.chat import (
-    ChatCompletion,
-    Generation,
-    read_completion,
-    read_cost,
-    read_stream,
-)
+from openrouter_probe.api.chat import Generation, read_cost
 from openrouter_probe.api.chat import read_generation as api_read_generation
+from openrouter_probe.api.completion import ChatCompletion, read_completion, read_stream
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
 __all__ = [

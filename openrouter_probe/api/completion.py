@@ -1,0 +1,340 @@
+"""The one model of a chat completion: ``ChatCompletion``, read by ``read_completion`` (a body)
+and ``read_stream`` (a whole SSE stream).
+
+The paid run's transport and the tests read answers with it alike. It is the hot path of a run
+(one per request, 500 events for a long stream), so it reads plain dicts, once, with no validation
+per request; ``ChatCompletion.typed_usage`` gives the pydantic ``Usage`` when a caller wants types.
+Every 200 body and every stream chunk is checked for a top-level ``error``, a ``choices[].error``
+and a ``finish_reason`` of ``"error"`` (all three occur with HTTP 200); what came before an error
+is kept. Which rule reads which field, with its source: ``docs/wire.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from openrouter_probe.api.chat import Usage, read_cost
+from openrouter_probe.api.sse import parse_sse_events
+from openrouter_probe.errors import APIError
+
+__all__ = [
+    "ChatCompletion",
+    "merge_reasoning_details",
+    "read_completion",
+    "read_stream",
+    "reasoning_text",
+]
+
+
+@dataclass(slots=True)
+class ChatCompletion:
+    """A chat completion as a paid run and its tests read it: one body, or one whole stream.
+
+    Read by ``read_completion`` (a non-streaming body) and ``read_stream`` (a whole SSE body): plain
+    dict reads, no validation per request (the generator's hot path). ``provider`` is the display
+    name of who served it (not in the spec, present in every real capture); ``model`` the permaslug
+    used; ``usage`` the object as returned (``Usage.model_validate`` types it);
+    ``reasoning_details`` the list as sent (merged by index for a stream), kept verbatim for
+    whoever sends the turn back (signatures, encrypted blocks); ``reasoning`` its text, from
+    ``message.reasoning`` or, when that is null, from the details' ``reasoning.text`` and
+    ``reasoning.summary`` entries.
+
+    ``error`` is the error the answer reports (a top-level ``error``, a ``choices[].error`` or a
+    ``finish_reason`` of ``"error"``: all three occur with HTTP 200; a stream's mid-stream error
+    event), with what came before it kept in ``content`` and ``reasoning``; ``broken`` says why the
+    body is not a whole answer (not JSON, no choices, a stream cut before its finish).
+    """
+
+    provider: str | None
+    model: str | None
+    finish_reason: str | None
+    content: str | None
+    reasoning: str | None
+    usage: dict[str, Any] | None
+    generation_id: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    logprobs: dict[str, Any] | None = None  # choices[0].logprobs (non-streaming), when sent
+    reasoning_details: list[dict[str, Any]] | None = None
+    native_finish_reason: str | None = None
+    error: dict[str, Any] | None = None
+    broken: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the answer reports an error (``error``) or is not a whole one (``broken``)."""
+        return self.error is not None or self.broken is not None
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """``usage.cost``: what OpenRouter charged, never recomputed (``None``: absent or invalid)."""
+        return read_cost((self.usage or {}).get("cost"))[0]
+
+    @property
+    def cost_invalid(self) -> bool:
+        """Whether ``usage.cost`` is there but not a cost (``"n/a"``, negative, NaN)."""
+        return read_cost((self.usage or {}).get("cost"))[1]
+
+    @property
+    def completion_tokens(self) -> int:
+        value = (self.usage or {}).get("completion_tokens")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    @property
+    def typed_usage(self) -> Usage | None:
+        """``usage`` validated (token details, ``reasoning_tokens``), or ``None``."""
+        return None if self.usage is None else Usage.model_validate(self.usage)
+
+
+def reasoning_text(details: Any) -> str | None:
+    """The readable text of ``reasoning_details``: its ``reasoning.text`` entries' ``text`` and
+    its ``reasoning.summary`` entries' ``summary``, in order (encrypted entries have none)."""
+    if not isinstance(details, list):
+        return None
+    parts = []
+    for entry in details:
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("type")
+        value = entry.get("summary") if kind == "reasoning.summary" else entry.get("text")
+        if kind in ("reasoning.text", "reasoning.summary") and isinstance(value, str):
+            parts.append(value)
+    return "\n\n".join(p for p in parts if p) or None
+
+
+def _body_error(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The error a 200 body or chunk reports, if any (top-level error, choice error, finish)."""
+    error = obj.get("error")
+    if isinstance(error, dict):
+        return error
+    for choice in obj.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        inner = choice.get("error")
+        if isinstance(inner, dict):
+            return inner
+        if choice.get("finish_reason") == "error":
+            native = choice.get("native_finish_reason")
+            return {"message": f"the provider ended the answer with an error ({native})"}
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def read_completion(body: bytes | str, *, generation_id: str | None = None) -> ChatCompletion:
+    """Read a non-streaming 200 body (whitespace keep-alive padding allowed).
+
+    ``generation_id`` (the ``X-Generation-Id`` header) stands in for a body without an ``id``.
+    """
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        text = body.decode(errors="replace") if isinstance(body, bytes) else body
+        snippet = " ".join(text.split())[:120]
+        return _broken(f"the answer is not JSON: {snippet!r}", generation_id)
+    if not isinstance(obj, dict):
+        return _broken("the answer is not a JSON object", generation_id)
+    ident = obj.get("id") if isinstance(obj.get("id"), str) else generation_id
+    usage = obj.get("usage")
+    usage = usage if isinstance(usage, dict) else None
+    choices = obj.get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") or {}
+    if not isinstance(message, dict):
+        message = {}
+    details = message.get("reasoning_details")
+    details = details if isinstance(details, list) and details else None
+    reasoning = message.get("reasoning")
+    if reasoning is None and details is not None:
+        reasoning = reasoning_text(details)
+    completion = ChatCompletion(
+        provider=obj.get("provider"),
+        model=obj.get("model"),
+        finish_reason=choice.get("finish_reason"),
+        content=message.get("content"),
+        reasoning=reasoning,
+        usage=usage,
+        generation_id=ident,
+        tool_calls=message.get("tool_calls") or None,
+        logprobs=choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else None,
+        reasoning_details=details,
+        native_finish_reason=_text(choice.get("native_finish_reason")),
+        error=_body_error(obj),
+    )
+    if completion.error is None and not choice:
+        completion.broken = "the answer has no choices"
+    return completion
+
+
+def _broken(why: str, generation_id: str | None) -> ChatCompletion:
+    return ChatCompletion(None, None, None, None, None, None, generation_id, broken=why)
+
+
+def _merge_tool_calls(calls: dict[int, dict[str, Any]], deltas: list[Any]) -> None:
+    for delta in deltas:
+        if not isinstance(delta, dict):
+            continue
+        index = delta.get("index", len(calls))
+        call = calls.setdefault(index, {"type": "function", "function": {"arguments": ""}})
+        if delta.get("id"):
+            call["id"] = delta["id"]
+        if delta.get("type"):
+            call["type"] = delta["type"]
+        fn = delta.get("function") or {}
+        if fn.get("name"):
+            call["function"]["name"] = fn["name"]
+        if fn.get("arguments"):
+            call["function"]["arguments"] += fn["arguments"]
+
+
+#: The keys of a plain streamed ``reasoning.text`` piece: only its text needs joining.
+_PLAIN_DETAIL = frozenset({"type", "text", "format", "index"})
+_JOINED = ("text", "summary", "data")
+
+
+def merge_reasoning_details(pieces: list[list[Any]]) -> list[dict[str, Any]] | None:
+    """A stream's ``delta.reasoning_details`` lists as one: entries of the same ``index`` and
+    ``type`` joined (their ``text``, ``summary`` and ``data`` strings concatenated; any other key,
+    a ``signature``, an ``id``, ``format``, taken from the last piece that has it)."""
+    plain = _plain_text_details(pieces)
+    if plain is not None:
+        return plain
+    merged: dict[tuple[Any, Any], dict[str, Any]] = {}
+    joined: dict[tuple[Any, Any], dict[str, list[str]]] = {}
+    for piece in pieces:
+        for entry in piece:
+            if type(entry) is not dict:
+                continue
+            key = (entry.get("index"), entry.get("type"))
+            into = merged.get(key)
+            if into is None:
+                merged[key] = dict(entry)
+                joined[key] = {n: [v] for n in _JOINED if isinstance(v := entry.get(n), str)}
+                continue
+            parts = joined[key]
+            if entry.keys() == _PLAIN_DETAIL and entry["format"] == into["format"]:
+                text = entry["text"]
+                if type(text) is str:  # the hot case: one more piece of text
+                    if "text" in parts:
+                        parts["text"].append(text)
+                    else:
+                        parts["text"] = [text]
+                    continue
+            for name, value in entry.items():
+                if name in _JOINED and isinstance(value, str):
+                    parts.setdefault(name, []).append(value)
+                elif value is not None:
+                    into[name] = value
+    for key, parts in joined.items():
+        for name, values in parts.items():
+            merged[key][name] = "".join(values)
+    return list(merged.values()) or None
+
+
+def _plain_text_details(pieces: list[list[Any]]) -> list[dict[str, Any]] | None:
+    """The common stream, merged fast: every piece one ``reasoning.text`` entry of the same index
+    and format holding only its text (a 500-chunk answer has 400 of them). ``None`` otherwise."""
+    firsts = [p[0] for p in pieces if len(p) == 1]
+    if len(firsts) != len(pieces):
+        return None
+    try:
+        shapes = {(e["type"], e["index"], e["format"], len(e)) for e in firsts}
+        if len(shapes) != 1 or next(iter(shapes))[::3] != ("reasoning.text", 4):
+            return None
+        text = "".join([e["text"] for e in firsts])
+    except (KeyError, TypeError):  # another shape (a signature piece, not a dict): merge slowly
+        return None
+    return [{**firsts[0], "text": text}]
+
+
+def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatCompletion:
+    """Read a whole SSE body: content and reasoning deltas joined, tool-call deltas merged by
+    index, reasoning details merged, the usage chunk taken wherever it comes.
+
+    A mid-stream error event ends it (``error``, with what came before kept); a stream that stops
+    before a finish reason and ``[DONE]`` (a dropped connection) is ``broken``. The loop is the hot
+    path of long streams (a 500-chunk answer is 500 events): it reads each event's fields once
+    and calls out only for what is rare (errors, tool calls).
+    """
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    content: list[str] = []
+    reasoning: list[str] = []
+    details: list[list[Any]] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    native: str | None = None
+    usage: dict[str, Any] | None = None
+    head: dict[str, Any] = {}
+    error: dict[str, Any] | None = None
+    broken: str | None = None
+    # Any error (a key, or a finish_reason) shows as this string: one scan of the whole text
+    # spares looking for one in each of 500 events of a stream that has none.
+    may_fail = '"error"' in text
+    try:
+        for event in parse_sse_events(text):
+            if not head:
+                head = event
+            choices = event.get("choices")
+            if may_fail and ("error" in event or (choices and _has_error(choices))):
+                error = _body_error(event)
+                if error is not None:
+                    found = event.get("usage")
+                    if isinstance(found, dict):
+                        usage = found
+                    break
+            found = event.get("usage")
+            if found is not None and isinstance(found, dict):
+                usage = found
+            for choice in choices or ():
+                if not isinstance(choice, dict):
+                    continue
+                delta = choice.get("delta")
+                if delta:
+                    piece = delta.get("content")
+                    if piece:
+                        content.append(piece)
+                    piece = delta.get("reasoning")
+                    if piece:
+                        reasoning.append(piece)
+                    more = delta.get("reasoning_details")
+                    if more:
+                        details.append(more)
+                    if delta.get("tool_calls"):
+                        _merge_tool_calls(calls, delta["tool_calls"])
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+                    native = choice.get("native_finish_reason")
+    except APIError as exc:
+        broken = f"broken stream: {exc}"
+    ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
+    merged = merge_reasoning_details(details) if details else None
+    said = "".join(reasoning) or None
+    if said is None and merged is not None:
+        said = reasoning_text(merged)
+    if error is None and broken is None and (finish is None or "data: [DONE]" not in text):
+        broken = "the stream ended before its finish (connection dropped?)"
+    return ChatCompletion(
+        provider=head.get("provider"),
+        model=head.get("model"),
+        finish_reason=finish,
+        content="".join(content),
+        reasoning=said,
+        usage=usage,
+        generation_id=ident,
+        tool_calls=[calls[i] for i in sorted(calls)] or None,
+        reasoning_details=merged,
+        native_finish_reason=_text(native),
+        error=error,
+        broken=broken,
+    )
+
+
+def _has_error(choices: Any) -> bool:
+    """Whether a choice carries an error or ends with one (then ``_body_error`` reads it)."""
+    return any(
+        isinstance(c, dict) and ("error" in c or c.get("finish_reason") == "error") for c in choices
+    )
