@@ -28,6 +28,7 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
+from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import (
     Credit,
     affordable_tokens,
@@ -179,6 +180,8 @@ class FakeOpenRouter:
         api_key: str | None = None,
         tokens_per_chunk: int = 2,
         record_requests: bool = False,
+        batch_seconds: float = 420.0,
+        batch_api: str = "v1",
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -231,10 +234,16 @@ class FakeOpenRouter:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
         self.requests: list[Any] | None = [] if record_requests else None
+        if batch_api not in ("v1", "beta", "both"):
+            raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
+        #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
+        self.batches = BatchService(self, batch_seconds=batch_seconds)
+        self._batch_api = batch_api
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
+        self.batches.register(app, mount=self._batch_api)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)
