@@ -279,3 +279,79 @@ def test_compiled_batch_block_must_be_a_mapping() -> None:
 def test_listing_without_data_has_no_endpoints() -> None:
     listing = BatchListing(origin="o", taken_at=None, data=None)
     assert listing.endpoints == [] and "no :batch endpoint" in listing.describe()
+
+
+# -- analysis: endpoints, matrix, budget -----------------------------------------------------------
+
+
+def test_budget_for_the_bundled_k25_says_in_one_line_no_batch_endpoint_is_known() -> None:
+    out = _cli(
+        "budget", "moonshotai/kimi-k2.5", "--offline", "--budget-usd", "100",
+        "--output-tokens", "60M",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("60M output tokens at the cheapest admitted $2.20/M (Chutes)")
+    assert lines[1] == (
+        "batch: no :batch endpoint is known for moonshotai/kimi-k2.5 (this snapshot was not "
+        "probed for them; a fresh probe asks GET /models/MODEL:batch/endpoints)"
+    )
+
+
+def test_budget_prices_the_target_at_the_batch_price_beside_the_sync_one() -> None:
+    from openrouter_probe.analysis.budget_batch import plan_batch
+
+    plan = plan_batch(K3, output_tokens=60_000_000, budget_usd=100)
+    assert (plan.tag, plan.status) == ("together", "listed")
+    assert plan.cost_usd == 450 and plan.sync_cost_usd == 900
+    assert plan.affordable_output_tokens == 13_333_333
+    assert plan.line == (
+        "batch: 60M output tokens at the batch price $7.50/M (together, listed) cost $450.00, "
+        "50% of $900.00 at its sync price; $100.00 buys 13.33M"
+    )
+    out = _cli(
+        "budget", "moonshotai/kimi-k3", "--snapshot", str(EXAMPLE / "kimi-k3.snapshot.json"),
+        "--budget-usd", "100", "--output-tokens", "60M", "--policy", str(EXAMPLE / "kimi-k3.yaml"),
+        "--format", "json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["batch"]["cost_usd"] == 450.0
+
+
+def test_budget_under_a_policy_that_admits_no_batch_row_says_why() -> None:
+    from openrouter_probe.analysis.budget_batch import plan_batch
+
+    snap = _k25_with_batch([_row("together", "Together", "unknown", "0.0000014")])
+    compiled = compile_policy(parse_spec(KIMI_NATIVE), snap)
+    assert compiled.batch is not None
+    plan = plan_batch(
+        snap,
+        output_tokens=60_000_000,
+        budget_usd=100,
+        admitted=compiled.batch["order"],
+        policy_note=compiled.batch["note"],
+    )
+    assert plan.tag is None
+    assert plan.line == "batch: no :batch endpoint admitted by this policy (1 listed, none native)"
+    unprobed = plan_batch(K25, output_tokens=1, budget_usd=1)
+    assert unprobed.line.startswith("batch: no :batch endpoint is known for moonshotai/kimi-k2.5")
+
+
+def test_matrix_and_endpoints_show_the_batch_price_per_endpoint() -> None:
+    from openrouter_probe.analysis.matrix import build_matrix
+
+    frame = build_matrix(K3).set_index("tag")
+    assert frame.loc["together", "batch_output_usd_per_m"] == 7.5
+    assert frame.loc["together", "batch_input_usd_per_m"] == 1.5
+    assert frame.loc["together", "batch_status"] == "listed"
+    assert frame["batch_output_usd_per_m"].drop("together").isna().all()
+    assert build_matrix(K25)["batch_status"].isna().all()
+    out = _cli(
+        "endpoints", "moonshotai/kimi-k3", "--snapshot", str(EXAMPLE / "kimi-k3.snapshot.json"),
+        "--format", "csv",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    header, *rows = out.stdout.splitlines()
+    assert "output_usd_per_m,batch_output_usd_per_m" in header
+    assert any(r.startswith("Together,together,") and ",15.0,7.5," in r for r in rows)
+    assert "batch: moonshotai/kimi-k3: 1 :batch endpoint(s): together (listed)" in out.stderr

@@ -42,6 +42,7 @@ __all__ = [
     "BatchStatus",
     "batch_model_id",
     "batch_pairs",
+    "describe_batch",
     "listing_from_json",
 ]
 
@@ -220,3 +221,11 @@ def batch_pairs(listing: BatchListing | None, sync: Sequence[Endpoint]) -> list[
             twin = same[0] if len(same) == 1 else None
         pairs.append(BatchPair(b, twin, listing.status(b.tag)))
     return pairs
+
+
+def describe_batch(listing: BatchListing | None, model: str) -> str:
+    """One line for ``endpoints`` and ``matrix``: the model's ``:batch`` endpoints and their
+    status, or that none is listed, or that the snapshot does not say."""
+    if listing is None:
+        return f"batch: no :batch endpoint is known for {model} (this snapshot was not probed for them)"
+    return f"batch: {model}: {listing.describe()}"
