@@ -355,3 +355,21 @@ def test_matrix_and_endpoints_show_the_batch_price_per_endpoint() -> None:
     assert "output_usd_per_m,batch_output_usd_per_m" in header
     assert any(r.startswith("Together,together,") and ",15.0,7.5," in r for r in rows)
     assert "batch: moonshotai/kimi-k3: 1 :batch endpoint(s): together (listed)" in out.stderr
+
+
+def test_side_by_side_example_bills_the_batch_at_half_the_sync_price(tmp_path: Path) -> None:
+    """examples/batch/side_by_side.py: the same prompts sync and as one batch on the fake."""
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE / "side_by_side.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "3. sync:     8 rows" in out.stdout
+    assert "completed on Together: 8 rows" in out.stdout
+    assert "batch / sync = 0.500" in out.stdout
+    assert (tmp_path / "kimi-k3.yaml").read_text() == (
+        EXAMPLE / "kimi-k3.yaml"
+    ).read_text().replace("file: kimi-k3.spec.yaml", "file: null")

@@ -50,6 +50,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import (
     Charge,
@@ -165,7 +166,7 @@ class BatchService:
 
     def __init__(self, fake: Host, *, batch_seconds: float = 420.0) -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
-            raise ValueError(f"batch_seconds {batch_seconds}: must be 0 or more")
+            raise ConfigError(f"--batch-seconds {batch_seconds}: must be 0 or a positive number")
         self.fake = fake
         self.batch_seconds = batch_seconds
         self.batches: dict[str, _Batch] = {}
