@@ -4,7 +4,7 @@ What the batch sender stands on: ``create`` (the body written with ``endpoint`` 
 before ``requests``, which OpenRouter reads as a stream and otherwise refuses with 400), ``get``,
 ``results`` (the cursor pages of ``/batches/{id}/results``), ``list`` (``created_after``, ``after``,
 ``status``: how an orphaned batch is found again), ``delete``. Facts and sources:
-``OPENROUTER-BATCH.md``.
+``docs/batch.md``.
 
 Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
 first with ``list(created_after=...)``), and a poll's cadence is the sender's to set. Errors go

@@ -1,6 +1,6 @@
 """The fake's Batch API: ``/api/v1/batches`` served from a snapshot's ``:batch`` endpoints.
 
-What it does follows ``OPENROUTER-BATCH.md`` (the facts, with sources), and its bodies are the
+What it does follows the facts in ``docs/batch.md`` (with their sources), and its bodies are the
 shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject`` ...):
 
 - ``POST /batches``: the documented sync refusals (400 field order, no ``:batch`` endpoint, empty
