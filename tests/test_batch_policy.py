@@ -107,10 +107,7 @@ def test_a_malformed_acceptance_names_the_file_and_the_key(tmp_path: Path) -> No
 
 def test_probe_reads_the_batch_variant_and_a_404_means_none(replay_server) -> None:
     base, routes, seen = replay_server
-    body = (ROOT.parent.parent / "shared" / "captures").joinpath(
-        "kimi-k3-endpoints-2026-08-25-reduced.json"
-    )
-    sync = body.read_text() if body.exists() else json.dumps({"data": K3.to_json()["data"]})
+    sync = json.dumps({"data": K3.to_json()["data"]})
     routes["/api/v1/models/moonshotai/kimi-k3/endpoints"] = (200, sync, "application/json")
     batch = {"data": K3.to_json()["batch"]["data"]}
     routes["/api/v1/models/moonshotai/kimi-k3:batch/endpoints"] = (
