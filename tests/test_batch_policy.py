@@ -370,3 +370,24 @@ def test_side_by_side_example_bills_the_batch_at_half_the_sync_price(tmp_path: P
     assert (tmp_path / "kimi-k3.yaml").read_text() == (
         EXAMPLE / "kimi-k3.yaml"
     ).read_text().replace("file: kimi-k3.spec.yaml", "file: null")
+
+
+def test_policy_check_flags_a_pinned_batch_endpoint_that_is_gone_or_repriced() -> None:
+    from openrouter_probe.policy.drift import check_policy
+    from openrouter_probe.rules.snapshot import _from_document
+
+    policy = load_compiled_policy(EXAMPLE / "kimi-k3.yaml")
+    assert not check_policy(policy, K3).drifted
+    doc = K3.to_json()
+    doc["batch"]["data"]["endpoints"][0]["pricing"]["completion"] = "0.000015"
+    repriced = _from_document(doc, where="k3", source="file")
+    (change,) = [c for c in check_policy(policy, repriced).changes if c.kind.startswith("batch")]
+    assert (change.kind, change.matters) == ("batch-price", True)
+    assert change.message == "together :batch output $7.50/M -> $15.00/M (+100%)"
+    doc["batch"]["data"] = None
+    gone = _from_document(doc, where="k3", source="file")
+    report = check_policy(policy, gone)
+    assert report.drifted
+    assert "DRIFT batch-gone: batch.provider pins together, which has no :batch endpoint now" in (
+        report.render()
+    )

@@ -157,7 +157,9 @@ class FakeOpenRouter:
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
     ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
-    on what was sent; off by default, a long run would hold them all).
+    on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
+    a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
+    Batch API is mounted; ``fake.batches``).
     """
 
     def __init__(
