@@ -127,6 +127,15 @@ def test_probe_reads_the_batch_variant_and_a_404_means_none(replay_server) -> No
     none = probe("moonshotai/kimi-k2.5", client=Client(base_url=f"{base}/api/v1"))
     assert none.batch is not None and none.batch.data is None and none.batch_endpoints == []
     assert seen[-1]["path"] == "/api/v1/models/moonshotai/kimi-k2.5:batch/endpoints"
+    empty = {"data": {"id": "moonshotai/kimi-k2.5:batch", "endpoints": []}}
+    routes["/api/v1/models/moonshotai/kimi-k2.5:batch/endpoints"] = (
+        200,
+        json.dumps(empty),
+        "application/json",
+    )
+    listed_none = probe("moonshotai/kimi-k2.5", client=Client(base_url=f"{base}/api/v1"))
+    assert listed_none.batch is not None and listed_none.batch_endpoints == []
+    assert "no :batch endpoint" in listed_none.batch.describe()
 
 
 # -- the compiler ----------------------------------------------------------------------------------
@@ -264,6 +273,17 @@ def test_explain_and_lint_cover_the_batch_block() -> None:
     assert bad.returncode == 1
     assert "batch.provider.only[0]: 'fireworks' matches no :batch endpoint" in bad.stdout
     assert "[batch-unsupported-key]" in bad.stdout
+    # The older form (the admitted sync tags) against a snapshot that lists the :batch rows.
+    older = yaml.safe_load(Path(policy).read_text())
+    older["batch"] = {"provider": {"only": ["fireworks", "together"]}}
+    (tmp := Path(policy).with_name("older.tmp.yaml")).write_text(yaml.safe_dump(older))
+    try:
+        old = _cli("policy", "lint", str(tmp), "--snapshot", snapshot)
+    finally:
+        tmp.unlink()
+    assert old.returncode == 1
+    assert "'fireworks' matches no :batch endpoint" in old.stdout
+    assert "[batch-not-pinned]" in old.stdout
 
 
 def test_compiled_batch_block_must_be_a_mapping() -> None:

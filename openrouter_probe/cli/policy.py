@@ -258,7 +258,10 @@ def lint(
         block, snap.endpoints, model=snap.model, registry=_registry(precision_files)
     )
     batch = doc.get("batch") if isinstance(doc := read_yaml(block_path), dict) else None
-    if isinstance(batch, dict) and "decisions" in batch and batch.get("provider") is not None:
+    # The batch block: the compiled one always; the older form (sync tags as only) only against a
+    # snapshot that lists the :batch rows it would need.
+    known = isinstance(batch, dict) and ("decisions" in batch or snap.batch is not None)
+    if known and isinstance(batch, dict) and batch.get("provider") is not None:
         from openrouter_probe.policy.lint import lint_batch_block
 
         findings += lint_batch_block(batch["provider"], snap.batch_endpoints)
