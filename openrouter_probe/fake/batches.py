@@ -41,32 +41,28 @@ import binascii
 import hashlib
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 
-from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.fake import bodies
+from openrouter_probe.fake.batch_run import (
+    FINALIZING_S,
+    TERMINAL,
+    VALIDATING_S,
+    BatchLine,
+    BatchRun,
+    Host,
+)
 from openrouter_probe.fake.billing import (
-    Charge,
-    Credit,
-    charge,
     count_prompt_tokens,
     worst_case_usd,
 )
-from openrouter_probe.fake.clock import Clock
-from openrouter_probe.fake.content import answer_for
-from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
-from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.faults import FaultRule, uniform
 from openrouter_probe.fake.reply import output_cap
-from openrouter_probe.rules.batch import batch_model_id
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
-from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "BatchService"]
 
@@ -74,42 +70,12 @@ __all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "B
 BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings")
 #: Requests per batch (OpenRouter's documented limit).
 MAX_REQUESTS = 5000
-VALIDATING_S = 2.0
-FINALIZING_S = 3.0
-#: Seconds a batch may run before its provider stops (OpenRouter's 24 h window).
-WINDOW_S = 24 * 3600.0
-_TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _LIST_STATUSES = frozenset(
     {"validating", "in_progress", "completed", "failed", "expired", "cancelled"}
 )
 _ORDER_MESSAGE = (
     "endpoint and model are required and must appear before requests in the request body"
 )
-
-
-class Served(Protocol):
-    """What the Batch API reads of a served model (``fake.app.ServedModel``)."""
-
-    snapshot: Snapshot
-    model_id: str
-    permaslug: str
-
-
-class Host(Protocol):
-    """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
-
-    _models: dict[str, Any]
-    seed: int
-    faults: FaultPlan
-    clock: Clock
-    credit: Credit
-    ledger: Ledger
-    reasoning_share: float
-    median_tokens: int
-
-    def now(self) -> datetime: ...
-
-    def _auth(self, request: web.Request) -> web.Response | None: ...
 
 
 def _json(status: int, payload: Any) -> web.Response:
@@ -120,47 +86,6 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"code": status, "message": message}}, status=status)
 
 
-@dataclass
-class _Line:
-    """One request of a batch and what became of it (decided at acceptance, revealed over time)."""
-
-    custom_id: str
-    body: dict[str, Any]
-    failed: bool = False
-    prompt_tokens: int = 0
-    max_tokens: int = 0
-
-
-@dataclass
-class _Batch:
-    """One batch's state; its status is derived from the clock on each read (``BatchService._tick``)."""
-
-    number: int
-    id: str
-    model: Served
-    endpoint: str
-    runs_on: Endpoint
-    lines: list[_Line]
-    created_at: int
-    status: str = "validating"
-    fault: str | None = None
-    error: str | None = None
-    hidden_until: float = 0.0
-    finalized_at: int | None = None
-    results: list[dict[str, Any]] | None = None
-    usage: dict[str, Any] | None = None
-    cost_usd: Decimal = Decimal(0)
-    billed: bool = False
-    gated: bool = False
-    done: int = 0
-    failed: int = 0
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def expires_at(self) -> int:
-        return int(self.created_at + WINDOW_S)
-
-
 class BatchService:
     """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
 
@@ -169,7 +94,7 @@ class BatchService:
             raise ConfigError(f"--batch-seconds {batch_seconds}: must be 0 or a positive number")
         self.fake = fake
         self.batch_seconds = batch_seconds
-        self.batches: dict[str, _Batch] = {}
+        self.batches: dict[str, BatchRun] = {}
         self._count = 0
 
     def register(self, app: web.Application, *, mount: str = "v1") -> None:
@@ -228,7 +153,7 @@ class BatchService:
                 f"provider.only: {only}.",
             )
         runs_on = decision.admitted[0]
-        lines = [_Line(str(r["custom_id"]), dict(r["body"])) for r in body["requests"]]
+        lines = [BatchLine(str(r["custom_id"]), dict(r["body"])) for r in body["requests"]]
         estimate = Decimal(0)
         now = self.fake.now()
         for line in lines:
@@ -260,10 +185,10 @@ class BatchService:
         created = int(self.fake.clock.now())
         digest = hashlib.blake2b(f"{self.fake.seed}:{number}".encode(), digest_size=15).digest()
         batch_id = f"batch-{created}-{base64.b64encode(digest).decode().translate(str.maketrans('+/', 'Qz'))}"
-        batch = _Batch(number, batch_id, model, str(body["endpoint"]), runs_on, lines, created)
+        batch = BatchRun(number, batch_id, model, str(body["endpoint"]), runs_on, lines, created)
         self._strike(batch)
         self.batches[batch_id] = batch
-        return _json(202, self._object(batch, results=False))
+        return _json(202, batch.to_object(results=False))
 
     def _refuse(self, body: dict[str, Any]) -> web.Response | None:
         """The submit-time 4xx for a body whose fields are in order (``None``: accept it)."""
@@ -316,7 +241,7 @@ class BatchService:
                 return _error(400, "Each batch request body model must match the top-level model.")
         return None
 
-    def _strike(self, batch: _Batch) -> None:
+    def _strike(self, batch: BatchRun) -> None:
         """Decide the batch's faults and each line's fate now (seeded: the same every run)."""
         plan = self.fake.faults
         for index, rule in enumerate(plan.rules):
@@ -342,233 +267,21 @@ class BatchService:
 
     # -- the clock -------------------------------------------------------------------------------
 
-    def _tick(self, batch: _Batch) -> None:
-        """Move ``batch`` to where the clock says it is; finalize (and bill) on the way."""
-        if batch.status in _TERMINAL:
-            if batch.gated:
-                self._settle(batch)
-            return
-        elapsed = self.fake.clock.now() - batch.created_at
-        total = len(batch.lines)
-        if elapsed < VALIDATING_S:
-            return
-        if batch.error is not None or batch.fault == "batch_failed":
-            batch.status = "failed"
-            batch.error = (
-                batch.error
-                or 'The provider ended this batch as "failed" without reporting a reason.'
-            )
-            batch.failed = total
-            batch.finalized_at = int(batch.created_at + VALIDATING_S)
-            return
-        run = elapsed - VALIDATING_S
-        if batch.fault in ("batch_expire", "stuck"):
-            if elapsed < WINDOW_S:
-                batch.status = "in_progress"
-                share = 0.0 if batch.fault == "stuck" else min(0.5, run / WINDOW_S)
-                self._reveal(batch, math.floor(total * share))
-                return
-            batch.status = "expired"
-            batch.finalized_at = batch.expires_at
-            if batch.fault == "batch_expire":
-                self._reveal(batch, total // 2)
-                self._bill(batch, batch.lines[: total // 2], serve=False)
-            return
-        if self.batch_seconds == 0 or run >= self.batch_seconds:
-            self._reveal(batch, total)
-            if run < self.batch_seconds + FINALIZING_S:
-                batch.status = "finalizing"
-                return
-            batch.status = "completed"
-            batch.finalized_at = int(
-                batch.created_at + VALIDATING_S + self.batch_seconds + FINALIZING_S
-            )
-            self._bill(batch, batch.lines, serve=True)
-            return
-        batch.status = "in_progress"
-        self._reveal(batch, math.floor(total * run / self.batch_seconds))
-
-    def _reveal(self, batch: _Batch, upto: int) -> None:
-        shown = batch.lines[:upto]
-        batch.failed = sum(line.failed for line in shown)
-        batch.done = len(shown) - batch.failed
-
-    def _bill(self, batch: _Batch, lines: Sequence[_Line], *, serve: bool) -> None:
-        """Price every successful line of ``lines`` at the ``:batch`` price; bill them once the
-        credit covers the whole charge (the 402 gate)."""
-        chosen = {id(line) for line in lines}
-        rows: list[dict[str, Any]] = []
-        prompt = completion = reasoning = 0
-        cost = Decimal(0)
-        for i, line in enumerate(batch.lines, start=1):
-            if line.failed:
-                rows.append(self._failed_row(batch, line))
-            elif id(line) in chosen:
-                row, billed = self._answered_row(batch, i, line)
-                rows.append(row)
-                prompt += billed.prompt_tokens
-                completion += billed.completion_tokens
-                reasoning += billed.reasoning_tokens
-                cost += billed.total_usd
-        rows.reverse()  # observed: results come in reverse order of the requests
-        batch.rows = rows
-        batch.cost_usd = cost
-        batch.usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "completion_tokens_details": {"reasoning_tokens": reasoning},
-            "cost": float(cost),
-            "is_byok": False,
-        }
-        if serve and lines and batch.failed == len(batch.lines):
-            batch.error = (
-                f"All {len(batch.lines)} request(s) in this batch failed upstream; inspect each "
-                "result's error field."
-            )
-        batch.gated = True
-        self._settle(batch)
-
-    def _failed_row(self, batch: _Batch, line: _Line) -> dict[str, Any]:
-        runs_on = batch.runs_on
-        return {
-            "id": f"{runs_on.slug}-{line.custom_id}",
-            "custom_id": line.custom_id,
-            "response": None,
-            "error": {
-                "message": f"{runs_on.provider_name} rate limited this request; retry it later",
-                "type": "rate_limit_error",
-                "param": None,
-                "error_type": "rate_limit_exceeded",
-            },
-        }
-
-    def _answered_row(self, batch: _Batch, i: int, line: _Line) -> tuple[dict[str, Any], Charge]:
-        """A success line (the sync ``chat.completion`` body, usage without cost) and its charge."""
-        fake, runs_on = self.fake, batch.runs_on
-        messages = line.body.get("messages")
-        answer = answer_for(
-            messages if isinstance(messages, list) else [],
-            seed=fake.seed,
-            nonce=None,
-            max_tokens=max(line.max_tokens, 1),
-            reasoning=True,
-            reasoning_share=fake.reasoning_share,
-            median_tokens=fake.median_tokens,
-        )
-        finished = int(batch.finalized_at or batch.created_at)
-        billed = charge(
-            runs_on,
-            prompt_tokens=line.prompt_tokens,
-            completion_tokens=answer.completion_tokens,
-            reasoning_tokens=len(answer.reasoning),
-            at=datetime.fromtimestamp(finished, UTC),
-        )
-        rid = f"batch_req_{batch.id.rsplit('-', 1)[-1]}_{i:06d}"
-        digest = hashlib.sha256(f"{batch.id}:{i}".encode()).hexdigest()
-        gen_id = f"gen-batch-{batch.created_at}-{digest[:20]}"
-        usage = bodies.usage_object(billed)
-        usage.pop("cost", None)
-        usage.pop("cost_details", None)
-        body = {
-            "id": gen_id,
-            "object": "chat.completion",
-            "created": finished,
-            "model": batch_model_id(batch.model.model_id),
-            "provider": runs_on.provider_name,
-            "service_tier": "batch",
-            "system_fingerprint": None,
-            "choices": json.loads(bodies.choices_json(answer, show_reasoning=True, logprobs=None)),
-            "usage": usage,
-        }
-        row = {
-            "id": rid,
-            "custom_id": line.custom_id,
-            "response": {
-                "status_code": 200,
-                "request_id": f"req_batch_{digest[20:36]}",
-                "body": body,
-            },
-            "error": None,
-            "_entry": (gen_id, billed),
-        }
-        return row, billed
-
-    def _settle(self, batch: _Batch) -> None:
-        """Bill a finished batch when the credit covers it (then its results are served)."""
-        fake = self.fake
-        available = fake.credit.available_usd
-        if available is not None and batch.cost_usd > available:
-            return  # the 402 gate: results withheld until the charge is covered
-        for row in batch.rows:
-            entry = row.pop("_entry", None)
-            if entry is None:
-                continue
-            gen_id, billed = entry
-            fake.ledger.add(
-                LedgerEntry(
-                    generation_id=gen_id,
-                    model=batch.model.model_id,
-                    provider=batch.runs_on.provider_name,
-                    tag=batch.runs_on.tag,
-                    prompt_tokens=billed.prompt_tokens,
-                    completion_tokens=billed.completion_tokens,
-                    reasoning_tokens=billed.reasoning_tokens,
-                    cost_usd=billed.total_usd,
-                    streamed=False,
-                    cancelled=False,
-                    created=int(batch.finalized_at or batch.created_at),
-                )
-            )
-        if fake.credit.limit_usd is not None:
-            fake.credit.settle(Decimal(0), batch.cost_usd)
-        batch.gated = False
-        batch.billed = True
-        if batch.status == "completed":
-            batch.results = [{k: v for k, v in row.items() if k != "_entry"} for row in batch.rows]
-
-    # -- bodies ----------------------------------------------------------------------------------
-
-    def _object(self, batch: _Batch, *, results: bool) -> dict[str, Any]:
-        """A ``BatchObject`` (the list's items omit ``results``)."""
-        error = None if batch.error is None else {"message": batch.error}
-        running = batch.status != "validating"
-        return {
-            "id": batch.id,
-            "object": "batch",
-            "endpoint": batch.endpoint,
-            "model": batch.model.permaslug,
-            "completion_window": "24h",
-            "status": batch.status,
-            "created_at": batch.created_at,
-            "finalized_at": batch.finalized_at,
-            "expires_at": batch.expires_at if running else None,
-            "provider": batch.runs_on.provider_name if running else None,
-            "request_counts": {
-                "total": len(batch.lines),
-                "completed": batch.done,
-                "failed": batch.failed,
-            },
-            "usage": batch.usage if batch.billed and batch.status == "completed" else None,
-            "results": batch.results if results and batch.status == "completed" else None,
-            "error": error,
-        }
-
-    def _find(self, request: web.Request) -> tuple[_Batch | None, web.Response | None]:
+    def _find(self, request: web.Request) -> tuple[BatchRun | None, web.Response | None]:
         denied = self.fake._auth(request)
         if denied is not None:
             return None, denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None or self.fake.clock.now() < batch.hidden_until:
             return None, _error(404, f"Batch job {request.match_info['id']} not found.")
-        self._tick(batch)
+        batch.tick(self.fake, self.batch_seconds)
         return batch, None
 
-    def _gate(self, batch: _Batch) -> web.Response | None:
+    def _gate(self, batch: BatchRun) -> web.Response | None:
         if not batch.gated:
             return None
         self.fake.ledger.count_error("batch_results_402")
-        payload = self._object(batch, results=False)
+        payload = batch.to_object(results=False)
         payload["error"] = {
             "code": 402,
             "message": (
@@ -585,7 +298,7 @@ class BatchService:
         if batch is None:
             assert refused is not None
             return refused
-        return self._gate(batch) or _json(200, self._object(batch, results=True))
+        return self._gate(batch) or _json(200, batch.to_object(results=True))
 
     async def results_page(self, request: web.Request) -> web.Response:
         batch, refused = self._find(request)
@@ -595,7 +308,7 @@ class BatchService:
         gated = self._gate(batch)
         if gated is not None:
             return gated
-        if batch.status not in _TERMINAL:
+        if batch.status not in TERMINAL:
             return _error(
                 409, f"Batch {batch.id} is {batch.status}; results are served once it has finished."
             )
@@ -665,7 +378,7 @@ class BatchService:
                 before_t is not None and b.created_at >= before_t
             ):
                 continue
-            self._tick(b)
+            b.tick(self.fake, self.batch_seconds)
             listed = "in_progress" if b.status == "finalizing" else b.status
             if statuses and listed not in statuses:
                 continue
@@ -673,7 +386,7 @@ class BatchService:
         page = picked[:limit]
         data = []
         for b in page:
-            item = self._object(b, results=False)
+            item = b.to_object(results=False)
             item["status"] = "in_progress" if b.status == "finalizing" else b.status
             data.append(item)
         return _json(
@@ -692,7 +405,7 @@ class BatchService:
         if batch is None:
             assert refused is not None
             return refused
-        if batch.status not in _TERMINAL:
+        if batch.status not in TERMINAL:
             return _error(
                 409, f"Batch {batch.id} is {batch.status}; only a finished batch can be deleted."
             )
