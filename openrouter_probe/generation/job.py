@@ -27,7 +27,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
+from openrouter_probe.errors import APIError, ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generation.prompts import PromptSet, parse_shard, read_prompts
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
@@ -119,6 +119,8 @@ class _Asked:
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
     turns: str = "last"
+    #: ``--batch``: the batch sender's size, first poll interval, ``--abandon`` (None: sync)
+    batch: dict[str, Any] | None = None
 
     @property
     def shards(self) -> int | None:
@@ -390,6 +392,10 @@ async def generate(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
+    batch: bool = False,
+    batch_size: int | None = None,
+    batch_poll_s: float = 15.0,
+    abandon: bool = False,
 ) -> RunSummary:
     """Run ``prompts`` through the model and ``provider`` block of ``policy`` into ``out``.
 
@@ -404,6 +410,10 @@ async def generate(
     start; ``dry_run`` sends nothing and returns the plan; ``send``, ``sleep`` and ``clock``
     replace the HTTP transport, the waits and the time (tests); ``progress=True`` shows a live line
     on stderr (Jupyter too); ``handle_signals=True`` makes SIGINT/SIGTERM drain, then cancel.
+    ``batch=True`` sends through OpenRouter's Batch API on the same run path (``run.batch_sender``:
+    the policy's ``batch:`` block, the ``:batch`` row's price; ``batch_size`` lines at most per
+    batch, polled from every ``batch_poll_s``; ``abandon`` forgets batches an earlier run left
+    running: what completes is billed).
     Raises ``ConfigError``/``PolicyError`` before sending anything when the inputs are unusable.
     """
     from openrouter_probe.rules.quantities import parse_token_count
@@ -442,7 +452,73 @@ async def generate(
         target_tokens=target,
         lower_max_tokens=lower_max_tokens,
     )
+    if batch:
+        from openrouter_probe.rules.quantities import whole_number
+
+        size = 5000 if batch_size is None else whole_number(batch_size, "--batch-size")
+        asked = dataclasses.replace(
+            asked, batch={"size": size, "poll_s": batch_poll_s, "abandon": abandon}
+        )
+        # no cancel route: the first Ctrl-C stops submitting and leaves the batches running
+        options = dataclasses.replace(options, drain_timeout_s=min(drain_timeout_s, 1.0))
+    elif batch_size is not None or abandon:
+        raise ConfigError("--batch-size and --abandon go with --batch; add --batch or drop them")
     return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)
+
+
+def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]:
+    """The model's ``:batch`` endpoints: the snapshot's, or (a live one without them) asked now;
+    empty when unknown."""
+    if snap is not None and snap.batch is not None:
+        return list(snap.batch_endpoints)
+    if snap is not None and snap.source != "api":
+        return []
+    from openrouter_probe.api.client import Client
+    from openrouter_probe.rules.batch import batch_model_id
+
+    try:
+        with Client(api_key=options.api_key, base_url=options.base_url) as client:
+            return list(client.endpoints(batch_model_id(model)).endpoints)
+    except APIError as exc:
+        log.warning("%s: %s", batch_model_id(model), exc)
+        return []
+
+
+def _batch_settings(
+    compiled: Any, policy: str | Path, snap: Any, prices: Prices, asked: _Asked, options: JobOptions
+) -> Any:
+    """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
+    (the sync ones, which are higher, where the listing is unknown)."""
+    from openrouter_probe.run.batch_plan import BatchSettings
+
+    assert asked.batch is not None
+    provider = compiled.batch_provider()
+    if provider is None or not provider.get("only"):
+        note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"
+        raise PolicyError(
+            f"--batch: the policy's batch block names no endpoint ({note}); run without "
+            "--batch, or re-compile the policy from a snapshot that lists one",
+            source=str(policy),
+        )
+    batch_prices = prices
+    listed = _batch_listing(snap, compiled.model, options)
+    chosen = [e for e in listed if e.tag in provider["only"]]
+    if chosen:
+        batch_prices = worst_case_prices(chosen)
+    else:
+        log.warning(
+            "--batch: no :batch price known for %s; each batch is reserved at the sync price",
+            ", ".join(provider["only"]),
+        )
+    return BatchSettings(
+        model=compiled.model,
+        provider=dict(provider),
+        prices=batch_prices,
+        size=asked.batch["size"],
+        poll_s=asked.batch["poll_s"],
+        poll_max_s=max(120.0, asked.batch["poll_s"]),
+        abandon=asked.batch["abandon"],
+    )
 
 
 async def _run_job(
@@ -479,6 +555,10 @@ async def _run_job(
         book = _turn_book(asked, options, todo, paid.state.turns, summary)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
+        if asked.batch is not None:
+            settings = _batch_settings(compiled, policy, snap, prices, asked, options)
+            prices = settings.prices
+            paid.options = options = dataclasses.replace(options, batch=settings)
         if dry_run:
             await _key_check(summary, options, asked)
             for text in summary.warnings:  # a real run says them in PaidRun.run

@@ -213,6 +213,9 @@ class AttemptPolicy:
     def stop_for(self, failure: Failure) -> Stop:
         """The stop a failure of kind ``run`` leads to, by its status."""
         status = failure.status if failure.status not in (None, 200) else failure.code
+        stop = failure.metadata.get("stop")
+        if isinstance(stop, str):  # a sender's own reason (the batch sender: a failed batch)
+            return Stop(stop, failure.message)
         if status == 402:
             hint = (
                 " (allow a lower max_tokens with --lower-max-tokens)"

@@ -22,10 +22,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.ledger import Ledger, OpenBatch, Pending
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -33,7 +34,7 @@ from openrouter_probe.run.spend import SpendCap
 from openrouter_probe.run.summary import ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 
-__all__ = ["Books"]
+__all__ = ["Books", "allocate"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,24 @@ class _Counts:
     not_sent_by: dict[str, int] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
     providers: dict[str, ProviderTally] = field(default_factory=dict)
+
+
+def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
+    """Split ``total`` in proportion to ``weights`` so that the shares sum exactly to ``total``:
+    each share rounded down to the total's own decimal places (at least 12), the remainder on
+    the largest share. No weight (or all zero): equal shares."""
+    if not weights:
+        return []
+    exponent = total.as_tuple().exponent
+    places = max(12, -exponent if isinstance(exponent, int) else 0)
+    quantum = Decimal(1).scaleb(-places)
+    whole = sum(weights, _ZERO)
+    if whole <= 0:
+        weights, whole = [Decimal(1)] * len(weights), Decimal(len(weights))
+    shares = [(total * w / whole).quantize(quantum, rounding="ROUND_DOWN") for w in weights]
+    largest = max(range(len(shares)), key=lambda i: weights[i])
+    shares[largest] += total - sum(shares, _ZERO)
+    return [share.normalize() if share else _ZERO for share in shares]
 
 
 class Books:
@@ -250,6 +269,37 @@ class Books:
         if not reconciling.done():
             reconciling.cancel()
         await asyncio.gather(reconciling, return_exceptions=True)
+
+    # -- batches (``generate --batch``) ---------------------------------------------------------
+
+    def batch_planned(
+        self, plan: str, *, model: str, after: int, worst: Decimal, lines: list[list[Any]]
+    ) -> None:
+        """Journal a batch about to be submitted (flushed before the POST). Its lines' money is
+        their attempts': each was reserved and journaled (``sent``) before it was handed over."""
+        if self.ledger is not None:
+            self.ledger.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
+
+    def batch_submitted(self, run: str | None, plan: str, batch_id: str) -> None:
+        """Journal the id of a plan's batch (its 202, or the orphan found by the list)."""
+        if self.ledger is not None:
+            self.ledger.batch_id(run or self.ledger.run_id, plan, batch_id)
+
+    def batch_closed(self, run: str | None, plan: str, status: str) -> None:
+        """Journal that a plan is closed: its lines are settled, or it was never submitted."""
+        if self.ledger is not None:
+            self.ledger.batch_done(run or self.ledger.run_id, plan, status)
+
+    def batch_earlier(self, batch: OpenBatch, costs: Mapping[str, Decimal]) -> None:
+        """Settle an earlier run's batch lines: ``costs`` (custom id -> its share; 0 for a line
+        this run's own attempt carries) replaces each line's worst case, as ``/generation``
+        settles an unknown attempt. Lines not in ``costs`` stay at their worst case."""
+        for custom_id, cost in costs.items():
+            line = batch.lines.get(custom_id)
+            if line is None:
+                continue
+            number, reserved, dataset = line
+            self.reconciled(Pending(batch.run, number, "", reserved, dataset), cost)
 
     # -- rows and tokens --------------------------------------------------------------------------
 

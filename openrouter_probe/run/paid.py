@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -339,6 +339,8 @@ class PaidRun:
                         progress=bar,
                     )
 
+                if options.batch is not None:
+                    return await _run_batches(make, options, self.replay, summary)
                 if options.send is not None:
                     return await _run(make(options.send, options.lookup), options.handle_signals)
                 from openrouter_probe.run.transport import HttpTransport
@@ -387,6 +389,37 @@ def _showing(bar: Any) -> Iterator[None]:
         return
     with bar:
         yield
+
+
+async def _run_batches(
+    make: Callable[[Sender, Lookup | None], Run],
+    options: JobOptions,
+    replay: LedgerReplay,
+    summary: RunSummary,
+) -> RunSummary:
+    """The run with the batch sender (``generate --batch``), on the same path: the books journal
+    each batch's plan and id and settle each line from the batch's cost."""
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.batch_sender import BatchSender
+
+    assert options.batch is not None
+    with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
+        sender = BatchSender(
+            options.batch,
+            client=client,
+            earlier=replay.batches,
+            sleep=options.sleep,
+            clock=options.clock,
+            wall_clock=options.wall_clock,
+        )
+        run = make(sender, None)  # a batch line has no /generation to settle it from
+        sender.bind(run.books)
+        try:
+            result = await _run(run, options.handle_signals)
+        finally:
+            said = await sender.aclose()
+        result.warnings.extend(said)
+        return result
 
 
 async def _run(run: Run, handle_signals: bool) -> RunSummary:
