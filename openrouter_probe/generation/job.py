@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
+#: How long a row's retries may run in batch mode: a batch may take 24 h, and a retry another.
+_BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 
 
 def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
@@ -459,8 +461,14 @@ async def generate(
         asked = dataclasses.replace(
             asked, batch={"size": size, "poll_s": batch_poll_s, "abandon": abandon}
         )
-        # no cancel route: the first Ctrl-C stops submitting and leaves the batches running
-        options = dataclasses.replace(options, drain_timeout_s=min(drain_timeout_s, 1.0))
+        # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
+        # a line retried in a later batch waits for a batch (hours), not 10 minutes
+        timeout = max(options.backoff.timeout_s or 0.0, _BATCH_RETRY_WINDOW_S)
+        options = dataclasses.replace(
+            options,
+            drain_timeout_s=min(drain_timeout_s, 1.0),
+            backoff=dataclasses.replace(options.backoff, timeout_s=timeout),
+        )
     elif batch_size is not None or abandon:
         raise ConfigError("--batch-size and --abandon go with --batch; add --batch or drop them")
     return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)

@@ -123,5 +123,6 @@ def line_outcome(result: Any, *, batch_id: str, provider: str | None) -> Answer 
     return Failure(
         "row" if kind in _ROW_ERRORS else "transient",
         f"batch {batch_id}: line {result.custom_id} failed ({kind or 'error'}): {message}"[:300],
+        status=200,  # the batch answered: not a server out of reach
         rate_limited=kind == "rate_limit_exceeded",
     )

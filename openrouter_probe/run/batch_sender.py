@@ -77,6 +77,9 @@ log = logging.getLogger(__name__)
 
 Outcome = Answer | Failure
 _NO_BATCH_ENDPOINT = "does not have a :batch endpoint"
+#: How far the server's clock may be behind this one: a plan's created-after bound is this much
+#: earlier than the plan (the match is then the model, the line count and an id not journaled).
+_SKEW_S = 300
 
 
 @dataclass
@@ -241,7 +244,7 @@ class BatchSender:
         batch = _Batch(plan, None, lines={line.cid: line for line in lines})
         self.batches[plan] = batch
         worst = sum((line.key.worst_usd for line in lines), Decimal(0))
-        after = int(self.wall_clock()) - 1
+        after = int(self.wall_clock()) - _SKEW_S
         books.batch_planned(
             plan,
             model=self.settings.model,
@@ -252,18 +255,16 @@ class BatchSender:
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
             created = await self._create(requests)
-        except (APIConnectionError, APIStatusError) as exc:
-            status = getattr(exc, "status_code", None)
-            if status is None or status >= 500:  # the answer is lost: the batch may exist
-                log.warning("batch plan %s: %s; looking for it in the list", plan, exc)
-                if not await self._find(batch, after, len(lines)):
-                    self._answer_all(batch, _unknown(f"batch plan {plan}: {exc}"))
-                    return
-            else:
-                assert isinstance(exc, APIStatusError)
-                books.batch_closed(None, plan, f"refused {status}")
+        except APIStatusError as exc:
+            if exc.status_code < 500:  # refused: nothing was made, nothing billed
+                books.batch_closed(None, plan, f"refused {exc.status_code}")
                 batch.closed, batch.status = True, "refused"
-                self._answer_all(batch, _refused(exc, status))
+                self._answer_all(batch, _refused(exc, exc.status_code))
+                return
+            if not await self._lost(batch, after, len(lines), exc):
+                return
+        except APIConnectionError as exc:
+            if not await self._lost(batch, after, len(lines), exc):
                 return
         else:
             batch.batch_id = created.id
@@ -272,6 +273,16 @@ class BatchSender:
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
         await self._poll(batch)
+
+    async def _lost(self, batch: _Batch, after: int, count: int, exc: APIError) -> bool:
+        """The POST's answer is lost (no connection, 5xx): the batch may exist; look for it.
+        False when not found: its lines count at their worst case and go into a later batch,
+        and the plan stays open for the next run to look again."""
+        log.warning("batch plan %s: %s; looking for it in the list", batch.plan, exc)
+        if await self._find(batch, after, count):
+            return True
+        self._answer_all(batch, _unknown(f"batch plan {batch.plan}: {exc}"))
+        return False
 
     async def _create(self, requests: list[dict[str, Any]]) -> Batch:
         """POST the batch; on the exact no-``:batch``-endpoint 400 try the ``:batch`` slug once
@@ -512,7 +523,7 @@ def _copy(failure: Failure) -> Failure:
 
 def _unknown(message: str) -> Failure:
     """A line whose batch may have billed it: counted at its worst case, sent again later."""
-    return Failure("transient", message, cost_unknown=True)
+    return Failure("transient", message, status=200, cost_unknown=True)
 
 
 def _refused(exc: APIStatusError, status: int) -> Failure:

@@ -1,0 +1,269 @@
+"""``generate --batch`` on the fake OpenRouter: the Batch API sender on the run path.
+
+The fake runs on a ``ManualClock`` that the run's injected sleep moves, so no test waits for a
+batch: a poll interval of 15 s passes at once. Kills are real (``os._exit`` in a child process at
+the named point); the fake lives in this process, so its ledger is what was billed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import openrouter_probe as orp
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.fake import ManualClock
+from openrouter_probe.run.books import allocate
+from openrouter_probe.run.ledger import replay_ledger
+from openrouter_probe.run.lock import OutputLock
+from openrouter_probe.run.output import load_resume_state
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "examples" / "batch"
+PROMPTS = HERE / "prompts.jsonl"
+KEY = "sk-fake-batch-sender"
+ROWS = 8
+
+
+@pytest.fixture(scope="module")
+def snap() -> Any:
+    return orp.load_snapshot(HERE / "kimi-k3.snapshot.json")
+
+
+@pytest.fixture
+def policy(tmp_path: Path, snap: Any) -> Path:
+    compiled = orp.compile_policy(orp.load_spec(HERE / "kimi-k3.spec.yaml"), snap)
+    return compiled.save(tmp_path / "kimi-k3.yaml")
+
+
+def _mover(clock: ManualClock) -> Any:
+    async def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    return sleep
+
+
+async def _batch(fake: Any, clock: ManualClock, policy: Path, out: Path, **kw: Any) -> Any:
+    options: dict[str, Any] = {"max_tokens": 256, "budget_usd": "5"} | kw
+    return await orp.generate(
+        PROMPTS,
+        policy=policy,
+        out=out,
+        api_key=KEY,
+        base_url=fake.base_url,
+        batch=True,
+        sleep=_mover(clock),
+        clock=clock.now,
+        **options,
+    )
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def _finished_once(out: Path) -> None:
+    ids = [r["id"] for r in _records(out) if r["status"] in ("ok", "truncated")]
+    assert sorted(ids) == sorted(set(ids))
+    assert len(ids) == ROWS
+
+
+def _counted_covers_billed(out: Path, billed: Decimal, budget: Decimal) -> None:
+    counted = replay_ledger(out.with_name(out.name + ".ledger"), repair=False).spent_usd
+    assert billed <= budget
+    assert counted >= billed
+
+
+def test_allocate_sums_exactly_and_follows_the_weights() -> None:
+    shares = allocate(Decimal("0.0133140"), [Decimal(1), Decimal(2), Decimal(3)])
+    assert sum(shares) == Decimal("0.0133140")
+    assert shares[0] < shares[1] < shares[2]
+    assert allocate(Decimal("0.01"), [Decimal(0), Decimal(0)]) == [Decimal("0.005")] * 2
+    third = allocate(Decimal(1), [Decimal(1)] * 3)
+    assert sum(third) == 1 and third[1] == Decimal("0.333333333333")
+
+
+def test_sync_and_batch_on_the_same_prompts(tmp_path: Path, snap: Any, policy: Path) -> None:
+    clock = ManualClock(time.time())
+
+    async def go() -> tuple[Any, Any, Decimal, Decimal]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            sync = await orp.generate(
+                PROMPTS,
+                policy=policy,
+                out=tmp_path / "sync.jsonl",
+                max_tokens=256,
+                budget_usd="5",
+                api_key=KEY,
+                base_url=fake.base_url,
+            )
+            sync_usd = fake.ledger.total_usd
+            batch = await _batch(fake, clock, policy, tmp_path / "batch.jsonl", budget_usd="0.05")
+            return sync, batch, sync_usd, fake.ledger.total_usd - sync_usd
+
+    sync, batch, sync_usd, batch_usd = asyncio.run(go())
+    # Kimi K3's Together :batch row is listed at exactly half its sync price
+    assert batch_usd == sync_usd / 2
+    assert batch.spent_usd == batch_usd  # the rows' shares sum to the batch's usage.cost
+    assert batch.peak_committed_usd <= Decimal("0.05")
+    out = tmp_path / "batch.jsonl"
+    _finished_once(out)
+    records = _records(out)
+    assert {r["provider"] for r in records} == {"Together"}
+    synced = {r["id"]: r for r in _records(tmp_path / "sync.jsonl")}
+    for r in records:  # same prompts, same seed: the same tokens, at half the price
+        assert r["usage"]["completion_tokens"] == synced[r["id"]]["usage"]["completion_tokens"]
+    ledger = (tmp_path / "batch.jsonl.ledger").read_text(encoding="utf-8")
+    plan = ledger.index('"batch_plan"')
+    assert plan < ledger.index('"batch_id"') < ledger.index('"settled"')
+    assert '"status":"completed"' in ledger
+
+
+def _child(fake: Any, policy: Path, out: Path, kill: str) -> subprocess.CompletedProcess[str]:
+    """A batch run in a child that dies (os._exit, as a SIGKILL) at ``kill``: before the POST,
+    after the POST (before the id is journaled) or at the first poll."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os
+        import openrouter_probe as orp
+        from openrouter_probe.api.batches import BatchClient
+        create, get = BatchClient.create, BatchClient.get
+        def dying_create(self, **kw):
+            if {kill!r} == "before-post":
+                os._exit(9)
+            made = create(self, **kw)
+            if {kill!r} == "after-post":
+                os._exit(9)
+            return made
+        def dying_get(self, batch_id):
+            os._exit(9)
+        BatchClient.create = dying_create
+        BatchClient.get = dying_get
+        async def nap(s):
+            await asyncio.sleep(0)
+        asyncio.run(orp.generate({str(PROMPTS)!r}, policy={str(policy)!r}, out={str(out)!r},
+            max_tokens=256, budget_usd="5", api_key={KEY!r}, base_url={fake.base_url!r},
+            batch=True, sleep=nap))
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("kill", ["before-post", "after-post", "polling"])
+def test_resume_after_a_kill(tmp_path: Path, snap: Any, policy: Path, kill: str) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def go() -> tuple[Any, Decimal, int]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            done = await asyncio.to_thread(_child, fake, policy, out, kill)
+            assert done.returncode == 9, done.stderr
+            made = len(fake.fake.batches.batches)
+            summary = await _batch(fake, clock, policy, out)
+            return summary, fake.ledger.total_usd, made
+
+    summary, billed, made = asyncio.run(go())
+    assert made == (0 if kill == "before-post" else 1)
+    _finished_once(out)
+    # every row billed once: at the batch price, as one uninterrupted batch run bills them
+    assert billed == Decimal("0.013314")
+    _counted_covers_billed(out, billed, Decimal(5))
+    journal = (out.with_name(out.name + ".ledger")).read_text(encoding="utf-8")
+    if kill == "after-post":
+        assert summary.warnings == [] or all("still running" not in w for w in summary.warnings)
+        assert journal.count('"batch_plan"') == 1  # adopted, never submitted again
+    if kill == "before-post":
+        assert journal.count('"status":"not found"') == 1
+
+
+def test_a_second_run_on_one_output_is_refused(tmp_path: Path, snap: Any, policy: Path) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def go() -> None:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            with (
+                OutputLock(out, command="generate"),
+                pytest.raises(ConfigError, match="one run per output"),
+            ):
+                await _batch(fake, clock, policy, out)
+            assert len(fake.fake.batches.batches) == 0
+
+    asyncio.run(go())
+
+
+def test_402_on_results_then_a_rerun_after_credit(tmp_path: Path, snap: Any, policy: Path) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def go() -> tuple[Any, Any, Decimal, int]:
+        # two batches of 4 pass the submit's preflight; the credit covers one charge only
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock, credit_usd=0.0095) as fake:
+            first = await _batch(fake, clock, policy, out, batch_size=4)
+            billed_first = fake.ledger.total_usd
+            fake.fake.credit.limit_usd = Decimal(5)
+            second = await _batch(fake, clock, policy, out, batch_size=4)
+            return first, second, billed_first, len(fake.fake.batches.batches)
+
+    first, second, billed_first, made = asyncio.run(go())
+    assert first.stop_reason == "credits"
+    assert "results withheld until the charge is covered" in first.message
+    assert billed_first < Decimal("0.013314")
+    assert made == 2  # the rerun fetched the withheld results; nothing was submitted again
+    assert second.stop_reason == "done"
+    _finished_once(out)
+    _counted_covers_billed(out, Decimal("0.013314"), Decimal(5))
+
+
+@pytest.mark.parametrize("fault", ["batch_expire=@1", "line_fail=@2+5"])
+def test_unfinished_lines_go_into_a_later_batch(
+    tmp_path: Path, snap: Any, policy: Path, fault: str
+) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def go() -> tuple[Any, Decimal, int]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock, faults=fault) as fake:
+            summary = await _batch(fake, clock, policy, out)
+            return summary, fake.ledger.total_usd, len(fake.fake.batches.batches)
+
+    summary, billed, made = asyncio.run(go())
+    assert summary.stop_reason == "done"
+    # line_fail=@2+5 fails lines 2 and 5 of every batch: 8 lines, then 2 (line 2 fails), then 1
+    assert made == (2 if fault.startswith("batch_expire") else 3)
+    _finished_once(out)
+    _counted_covers_billed(out, billed, Decimal(5))
+    if fault.startswith("line_fail"):
+        assert billed == Decimal("0.013314")  # failed lines are billed nothing
+
+
+def test_a_failed_batch_names_itself_and_bills_nothing(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def go() -> tuple[Any, Decimal]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock, faults="batch_failed=@1") as fake:
+            summary = await _batch(fake, clock, policy, out)
+            return summary, fake.ledger.total_usd
+
+    summary, billed = asyncio.run(go())
+    assert summary.stop_reason == "batch-failed"
+    assert summary.message.startswith("batch batch-")
+    assert "failed" in summary.message
+    assert billed == 0
+    assert summary.spent_usd == 0  # the reservation is freed: nothing was billed
+    assert summary.not_sent == ROWS
