@@ -25,7 +25,6 @@ from openrouter_probe.fake import ManualClock
 from openrouter_probe.run.books import allocate
 from openrouter_probe.run.ledger import replay_ledger
 from openrouter_probe.run.lock import OutputLock
-from openrouter_probe.run.output import load_resume_state
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"
@@ -112,6 +111,7 @@ def test_sync_and_batch_on_the_same_prompts(tmp_path: Path, snap: Any, policy: P
             return sync, batch, sync_usd, fake.ledger.total_usd - sync_usd
 
     sync, batch, sync_usd, batch_usd = asyncio.run(go())
+    assert sync.ok + sync.truncated == batch.ok + batch.truncated == ROWS
     # Kimi K3's Together :batch row is listed at exactly half its sync price
     assert batch_usd == sync_usd / 2
     assert batch.spent_usd == batch_usd  # the rows' shares sum to the batch's usage.cost
@@ -267,3 +267,12 @@ def test_a_failed_batch_names_itself_and_bills_nothing(
     assert billed == 0
     assert summary.spent_usd == 0  # the reservation is freed: nothing was billed
     assert summary.not_sent == ROWS
+
+
+def test_batch_options_without_batch_are_refused(tmp_path: Path, policy: Path) -> None:
+    with pytest.raises(ConfigError, match="--batch-size and --abandon go with --batch"):
+        asyncio.run(
+            orp.generate(
+                PROMPTS, policy=policy, out=tmp_path / "o.jsonl", api_key=KEY, abandon=True
+            )
+        )

@@ -454,24 +454,35 @@ async def generate(
         target_tokens=target,
         lower_max_tokens=lower_max_tokens,
     )
-    if batch:
-        from openrouter_probe.rules.quantities import whole_number
-
-        size = 5000 if batch_size is None else whole_number(batch_size, "--batch-size")
-        asked = dataclasses.replace(
-            asked, batch={"size": size, "poll_s": batch_poll_s, "abandon": abandon}
-        )
-        # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
-        # a line retried in a later batch waits for a batch (hours), not 10 minutes
-        timeout = max(options.backoff.timeout_s or 0.0, _BATCH_RETRY_WINDOW_S)
-        options = dataclasses.replace(
-            options,
-            drain_timeout_s=min(drain_timeout_s, 1.0),
-            backoff=dataclasses.replace(options.backoff, timeout_s=timeout),
-        )
-    elif batch_size is not None or abandon:
-        raise ConfigError("--batch-size and --abandon go with --batch; add --batch or drop them")
+    if batch or batch_size is not None or abandon:
+        asked, options = _batch_mode(asked, options, batch, batch_size, batch_poll_s, abandon)
     return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo_failed)
+
+
+def _batch_mode(
+    asked: _Asked,
+    options: JobOptions,
+    batch: bool,
+    batch_size: int | None,
+    poll_s: float,
+    abandon: bool,
+) -> tuple[_Asked, JobOptions]:
+    """``--batch``'s options, checked; the run's options as batch mode wants them."""
+    from openrouter_probe.rules.quantities import whole_number
+
+    if not batch:
+        raise ConfigError("--batch-size and --abandon go with --batch; add --batch or drop them")
+    size = 5000 if batch_size is None else whole_number(batch_size, "--batch-size")
+    asked = dataclasses.replace(asked, batch={"size": size, "poll_s": poll_s, "abandon": abandon})
+    # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
+    # a line retried in a later batch waits for a batch (hours), not 10 minutes
+    timeout = max(options.backoff.timeout_s or 0.0, _BATCH_RETRY_WINDOW_S)
+    options = dataclasses.replace(
+        options,
+        drain_timeout_s=min(options.drain_timeout_s, 1.0),
+        backoff=dataclasses.replace(options.backoff, timeout_s=timeout),
+    )
+    return asked, options
 
 
 def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]:
