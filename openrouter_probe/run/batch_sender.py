@@ -27,7 +27,10 @@ POST) is looked for with ``GET /batches?created_after=`` (same model, same line 
 ``list_lag_s`` and adopted, or else dropped (its lines' worst case stays counted: a batch the
 list never showed may still bill). A request for a row in such a plan waits for it and gets the
 plan's result instead of being packed again: no row is in two live batches. The earlier run's
-attempt is then settled to 0 and this run's carries the share (``Books.batch_earlier``).
+attempt's worst case moves to this run's (``Books.reserve`` takes it over, so a cap the killed
+batch filled does not lock its own results out; ``Books.batch_moved`` journals the move as a plan
+of one line in this run, then settles the earlier attempt to 0), and this run's carries the
+share.
 
 **Stopping.** There is no cancel route: ``aclose`` (the run's end, a Ctrl-C) says which batches
 are still running; a rerun polls them. ``abandon`` forgets earlier runs' open batches (said: what
@@ -106,6 +109,7 @@ class _Batch:
     results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
     over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
     closed: bool = False
+    moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
 
 
 class BatchSender:
@@ -150,6 +154,7 @@ class BatchSender:
                 continue
             watched = _Batch(plan.plan, plan.run, earlier=plan, batch_id=plan.batch_id)
             self.batches[plan.plan] = watched
+            books.hold(plan)
             for cid in plan.lines:
                 self._by_cid[cid] = watched
             self._start(self._take_up(watched))
@@ -168,6 +173,10 @@ class BatchSender:
         cid = custom_id(key.row_id)
         earlier = self._by_cid.pop(cid, None)
         if earlier is not None:
+            assert self._books is not None
+            moved = f"{earlier.plan}.{secrets.token_hex(3)}"
+            if self._books.batch_moved(key.row_id, moved, earlier.batch_id, key.number):
+                earlier.moved.append(moved)
             outcome = await self._from_earlier(earlier, cid, key)
             if outcome is not None:
                 return outcome
@@ -188,6 +197,8 @@ class BatchSender:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         books = self._books
         said = []
+        if books is not None:
+            books.release_moves()
         for b in self.batches.values():
             if b.earlier is not None and books is not None:
                 served = {c: o.cost_usd for c, o in b.results.items() if isinstance(o, Answer)}
@@ -330,6 +341,8 @@ class BatchSender:
             if found:
                 batch.batch_id = found[-1].id  # newest first: the oldest match is the plan's
                 books.batch_submitted(batch.run, batch.plan, batch.batch_id)
+                for moved in batch.moved:
+                    books.batch_submitted(None, moved, batch.batch_id)
                 log.warning(
                     "batch plan %s: adopted %s (found in the list)", batch.plan, batch.batch_id
                 )
@@ -344,7 +357,7 @@ class BatchSender:
         assert plan is not None and self._books is not None
         try:
             if batch.batch_id is None and not await self._find(batch, plan.after, plan.count):
-                self._books.batch_closed(plan.run, plan.plan, "not found")
+                self._close(batch, "not found")
                 self._books.warn(
                     f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
                     f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into new "
@@ -425,13 +438,19 @@ class BatchSender:
                 )
                 waiting = batch.lines.pop(cid, None)
                 if waiting is not None:
-                    self._claimed(batch, cid, outcome)
                     _resolve(waiting.answer, outcome)
                 elif batch.earlier is not None:
                     batch.results[cid] = outcome
         await asyncio.sleep(0)  # the workers settle and write what was answered first
         batch.closed = True
-        books.batch_closed(batch.run, batch.plan, now.status)
+        self._close(batch, now.status)
+
+    def _close(self, batch: _Batch, status: str) -> None:
+        """Journal that ``batch``'s plan (and this run's plans of its lines) is closed."""
+        assert self._books is not None
+        self._books.batch_closed(batch.run, batch.plan, status)
+        for plan in batch.moved:
+            self._books.batch_closed(None, plan, status)
 
     async def _outcomes(self, batch_id: str, now: Batch) -> dict[str, Outcome]:
         """Every line's outcome, each answer with its share of ``usage.cost``."""
@@ -479,20 +498,7 @@ class BatchSender:
             if waiting.answer.done():
                 return waiting.answer.result()
             batch.lines.pop(cid, None)
-        outcome = batch.results.pop(cid, None)
-        if outcome is not None:
-            self._claimed(batch, cid, outcome)
-        return outcome
-
-    def _claimed(self, batch: _Batch, cid: str, outcome: Outcome) -> None:
-        """This run's attempt carries ``cid``'s outcome: the earlier run's attempt is settled to
-        0, unless the outcome leaves the cost unknown (both then stay at their worst case, and
-        the earlier plan stays open for the next run)."""
-        if batch.earlier is None or self._books is None:
-            return
-        if isinstance(outcome, Failure) and outcome.cost_unknown:
-            return
-        self._books.batch_earlier(batch.earlier, {cid: Decimal(0)})
+        return batch.results.pop(cid, None)
 
 
 def _same_model(found: str | None, model: str) -> bool:

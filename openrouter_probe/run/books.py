@@ -123,6 +123,11 @@ class Books:
         self.out_of_money: dict[str, str] = {}
         self.warnings: list[str] = []
         self._warned_cost: set[str] = set()
+        #: rows whose request an earlier run's open batch carries (``generate --batch``): the row
+        #: id (JSON) -> (that batch, the custom id); ``moved``: those whose reservation this run's
+        #: attempt took over (``reserve``), until the sender journals the move
+        self.held: dict[str, tuple[OpenBatch, str]] = {}
+        self.moved: dict[str, tuple[OpenBatch, str]] = {}
 
     @property
     def outstanding(self) -> int:
@@ -132,8 +137,22 @@ class Books:
     # -- before an attempt leaves -----------------------------------------------------------------
 
     def reserve(self, dataset: str, attempt: Attempt) -> bool:
-        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits."""
-        return self.cap.try_reserve(attempt.worst, dataset)
+        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits.
+
+        A row an earlier run's open batch carries takes over that line's worst case (still
+        counted in the journal until the move is journaled): its result is claimed, not bought
+        again, so the cap a killed batch filled does not lock its own results out."""
+        held = self.held.get(attempt.id_json)
+        if held is None:
+            return self.cap.try_reserve(attempt.worst, dataset)
+        batch, cid = held
+        _, reserved, line_dataset, _ = batch.lines[cid]
+        self.cap.give_back(reserved, line_dataset)
+        if not self.cap.try_reserve(attempt.worst, dataset):
+            self.cap.add_spent(reserved, line_dataset)
+            return False
+        self.moved[attempt.id_json] = self.held.pop(attempt.id_json)
+        return True
 
     def sent(self, row: PromptRow, attempt: Attempt) -> int:
         """Journal an attempt about to leave (reserved); return its number. Await ``leaving``
@@ -222,6 +241,9 @@ class Books:
         else:
             self.cap.add_spent(-back, pending.dataset)
             self.cap.overruns += 1
+        self._count_reconciled(pending, back)
+
+    def _count_reconciled(self, pending: Pending, back: Decimal) -> None:
         c = self.counts
         if pending.run == self.run_id:
             c.spent_usd -= back
@@ -290,6 +312,44 @@ class Books:
         if self.ledger is not None:
             self.ledger.batch_done(run or self.ledger.run_id, plan, status)
 
+    def hold(self, batch: OpenBatch) -> None:
+        """Note an earlier run's open batch: a request for one of its rows claims its line."""
+        for cid, (_, _, _, row_id) in batch.lines.items():
+            self.held[dumps(row_id)] = (batch, cid)
+
+    def batch_moved(self, row_id: str, plan: str, batch_id: str | None, number: int) -> bool:
+        """Journal that this run's attempt ``number`` carries an earlier batch's line for
+        ``row_id`` (a plan of one line in this run, with the batch's id when known), then settle
+        the earlier attempt to 0: its worst case moved to this one (``reserve``). False when
+        the row's reservation did not take one over."""
+        moved = self.moved.pop(dumps(row_id), None)
+        if moved is None:
+            return False
+        batch, cid = moved
+        old_number, reserved, dataset, _ = batch.lines[cid]
+        if self.ledger is not None:
+            ledger = self.ledger
+            ledger.batch_plan(
+                plan,
+                model=batch.model,
+                after=batch.after,
+                worst_usd=reserved,
+                lines=[[cid, number]],
+                count=batch.count,
+            )
+            if batch_id is not None:
+                ledger.batch_id(ledger.run_id, plan, batch_id)
+            ledger.reconciled(batch.run, old_number, _ZERO)
+        self._count_reconciled(Pending(batch.run, old_number, "", reserved, dataset), reserved)
+        return True
+
+    def release_moves(self) -> None:
+        """Moves never journaled (the run stopped first): the earlier worst cases count again."""
+        for batch, cid in self.moved.values():
+            _, reserved, dataset, _ = batch.lines[cid]
+            self.cap.add_spent(reserved, dataset)
+        self.moved.clear()
+
     def batch_earlier(self, batch: OpenBatch, costs: Mapping[str, Decimal]) -> None:
         """Settle an earlier run's batch lines: ``costs`` (custom id -> its share; 0 for a line
         this run's own attempt carries) replaces each line's worst case, as ``/generation``
@@ -298,7 +358,7 @@ class Books:
             line = batch.lines.get(custom_id)
             if line is None:
                 continue
-            number, reserved, dataset = line
+            number, reserved, dataset, _ = line
             self.reconciled(Pending(batch.run, number, "", reserved, dataset), cost)
 
     # -- rows and tokens --------------------------------------------------------------------------

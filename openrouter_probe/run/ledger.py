@@ -147,8 +147,8 @@ class OpenBatch:
     model: str
     after: int
     worst_usd: Decimal
-    #: custom id -> (the attempt number in ``run``, its reservation, its dataset)
-    lines: dict[str, tuple[int, Decimal, str | None]]
+    #: custom id -> (the attempt number in ``run``, its reservation, its dataset, its row id)
+    lines: dict[str, tuple[int, Decimal, str | None, str]]
     count: int = 0  # lines in the plan, settled ones included (the orphan search matches it)
     batch_id: str | None = None
 
@@ -179,7 +179,15 @@ def _read(
             reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
             ds = line.get("ds")
             dataset = ds if isinstance(ds, str) else None
-            attempts[(run, _number(line["sent"], where))] = [dataset, reserved, _SENT, None, None]
+            row = line.get("id")
+            attempts[(run, _number(line["sent"], where))] = [
+                dataset,
+                reserved,
+                _SENT,
+                None,
+                None,
+                row,
+            ]
             continue
         if "batch_plan" in line or "batch_id" in line or "batch_done" in line:
             _batch_line(plans, run, line, where)
@@ -257,7 +265,7 @@ def replay_ledger(
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
-    for (run, number), (ds, reserved, state, cost, gen) in attempts.items():
+    for (run, number), (ds, reserved, state, cost, gen, _row) in attempts.items():
         if state in (_KNOWN, _RECONCILED):
             money = cost
             replay.settled_usd += cost
@@ -288,11 +296,11 @@ def _open_batches(
         if line.get("done"):
             continue
         where = f"{path}: batch plan {plan}"
-        lines: dict[str, tuple[int, Decimal, str | None]] = {}
+        lines: dict[str, tuple[int, Decimal, str | None, str]] = {}
         for custom_id, number in line["lines"]:
             entry = attempts.get((run, _number(number, where)))
             if entry is not None and entry[2] in (_SENT, _UNKNOWN):  # known: its own money
-                lines[custom_id] = (number, entry[1], entry[0])
+                lines[custom_id] = (number, entry[1], entry[0], str(entry[5]))
         ident = line.get("id")
         found.append(
             OpenBatch(
@@ -302,7 +310,7 @@ def _open_batches(
                 after=int(line.get("after") or 0),
                 worst_usd=recorded_usd(line.get("worst_usd"), where, damaged=_DAMAGED),
                 lines=lines,
-                count=len(line["lines"]),
+                count=int(line.get("count") or len(line["lines"])),
                 batch_id=ident if isinstance(ident, str) else None,
             )
         )
@@ -441,7 +449,14 @@ class Ledger:
         self._flush_soon()
 
     def batch_plan(
-        self, plan: str, *, model: str, after: int, worst_usd: Decimal, lines: list[list[Any]]
+        self,
+        plan: str,
+        *,
+        model: str,
+        after: int,
+        worst_usd: Decimal,
+        lines: list[list[Any]],
+        count: int | None = None,
     ) -> None:
         """Record a batch about to be submitted and flush it: once this returns, the plan is in
         the OS, and a run killed after the POST finds its batch again."""
@@ -452,6 +467,7 @@ class Ledger:
             "after": after,
             "worst_usd": str(worst_usd),
             "lines": lines,
+            **({"count": count} if count is not None else {}),
         }
         self._write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
         self._flush_now()
