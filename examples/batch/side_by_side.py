@@ -2,12 +2,12 @@
 
 Kimi K3 (examples/batch/kimi-k3.snapshot.json, reconstructed) lists a Together ``:batch`` row at
 half its sync price. This script compiles the policy (its ``batch:`` block pins that row), runs the
-prompts sync with the generator (``orp.generate``), then submits them as one batch with the Batch
-API client, and compares what the fake's ledger billed for each half.
+prompts sync with the generator (``orp.generate``), then again with ``batch=True``
+(``generate --batch``: the same output lines, journal and cap, sent as one batch through the
+Batch API), and compares what the fake's ledger billed for each half.
 
-The batch half drives ``openrouter_probe.api.batches.BatchClient`` directly: ``generate --batch``
-(the batch sender, issue 25 part 3) will replace it. The fake's clock is a manual one moved by
-hand, so the batch finishes without the 7-minute wait a real one takes.
+The fake's clock is a manual one, and the batch run's sleep moves it: the batch's polls pass at
+once, without the 7-minute wait a real batch takes.
 
     python examples/batch/side_by_side.py            # in a temp folder; or: ... WORKDIR
 """
@@ -15,14 +15,13 @@ hand, so the batch finishes without the 7-minute wait a real one takes.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import tempfile
+import time
 from decimal import Decimal
 from pathlib import Path
 
 import openrouter_probe as orp
-from openrouter_probe.api.batches import BatchClient
 from openrouter_probe.fake import ManualClock
 
 HERE = Path(__file__).resolve().parent
@@ -41,43 +40,34 @@ async def run(workdir: Path) -> int:
     batch_provider = policy.batch_provider()
     print(f"2. policy:   sync {policy.provider.to_request()}; batch {batch_provider}")
 
-    rows = [json.loads(line) for line in PROMPTS.read_text(encoding="utf-8").splitlines()]
-    clock = ManualClock()
+    clock = ManualClock(time.time())
+
+    async def sleep(seconds: float) -> None:  # the batch's polls move the fake's clock
+        clock.advance(seconds)
+        await asyncio.sleep(0)
+
     with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
-        sync = await orp.generate(
-            PROMPTS,
-            policy=policy_path,
-            out=workdir / "sync.jsonl",
-            max_tokens=MAX_TOKENS,
-            budget_usd="5",
-            api_key=KEY,
-            base_url=fake.base_url,
-        )
+        common = {"policy": policy_path, "max_tokens": MAX_TOKENS, "budget_usd": "5"}
+        common |= {"api_key": KEY, "base_url": fake.base_url}
+        sync = await orp.generate(PROMPTS, out=workdir / "sync.jsonl", **common)
         sync_usd = fake.ledger.total_usd
         answered = sync.ok + sync.truncated
         print(f"3. sync:     {answered} rows, ${sync_usd:.6f} in the fake's ledger")
 
-        with BatchClient(api_key=KEY, base_url=fake.base_url) as batches:
-            requests = [
-                {
-                    "custom_id": r["id"],
-                    "body": {"messages": r["messages"], "max_tokens": MAX_TOKENS},
-                }
-                for r in rows
-            ]
-            job = batches.create(model=snap.model, requests=requests, provider=batch_provider)
-            clock.advance(fake.fake.batches.batch_seconds + 10)
-            done = batches.get(job.id)
+        batch = await orp.generate(
+            PROMPTS, out=workdir / "batch.jsonl", batch=True, sleep=sleep, clock=clock.now, **common
+        )
         batch_usd = fake.ledger.total_usd - sync_usd
+        (job,) = fake.fake.batches.batches.values()
+        rows = batch.ok + batch.truncated
         print(
-            f"4. batch:    {job.id} {done.status} on {done.provider}: "
-            f"{done.request_counts.completed} rows, usage.cost ${done.cost_usd:.6f}, "
-            f"ledger ${batch_usd:.6f}"
+            f"4. batch:    {job.id} {job.status} on {', '.join(batch.providers)}: {rows} rows, "
+            f"${batch.spent_usd:.6f} in the books, ledger ${batch_usd:.6f}"
         )
     ratio = batch_usd / sync_usd if sync_usd else Decimal(0)
     print(f"5. ratio:    batch / sync = {ratio:.3f} (the listed :batch price is half the sync one)")
-    same = abs(Decimal(str(done.cost_usd)) - batch_usd) < Decimal("0.000001")
-    return 0 if same and done.request_counts.completed == len(rows) else 1
+    same = batch.spent_usd == batch_usd  # the rows' shares sum to the batch's usage.cost
+    return 0 if same and rows == answered else 1
 
 
 def main() -> int:
