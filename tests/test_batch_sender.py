@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -53,7 +55,7 @@ def _mover(clock: ManualClock) -> Any:
 
 
 async def _batch(fake: Any, clock: ManualClock, policy: Path, out: Path, **kw: Any) -> Any:
-    options: dict[str, Any] = {"max_tokens": 256, "budget_usd": "5"} | kw
+    options: dict[str, Any] = {"max_tokens": 256, "budget_usd": "5", "sleep": _mover(clock)}
     return await orp.generate(
         PROMPTS,
         policy=policy,
@@ -61,9 +63,8 @@ async def _batch(fake: Any, clock: ManualClock, policy: Path, out: Path, **kw: A
         api_key=KEY,
         base_url=fake.base_url,
         batch=True,
-        sleep=_mover(clock),
         clock=clock.now,
-        **options,
+        **(options | kw),
     )
 
 
@@ -279,3 +280,83 @@ def test_batch_options_without_batch_are_refused(tmp_path: Path, policy: Path) -
                 PROMPTS, policy=policy, out=tmp_path / "o.jsonl", api_key=KEY, abandon=True
             )
         )
+
+
+def test_turns_all_goes_round_by_round(tmp_path: Path, snap: Any, policy: Path) -> None:
+    prompts = tmp_path / "turns.jsonl"
+    rows = [
+        {
+            "id": f"t{i}",
+            "messages": [
+                {"role": "user", "content": f"question {i}"},
+                {"role": "assistant", "content": "an earlier answer"},
+                {"role": "user", "content": "and then?"},
+            ],
+        }
+        for i in range(3)
+    ]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def go() -> tuple[Any, list[int]]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            summary = await orp.generate(
+                prompts,
+                policy=policy,
+                out=out,
+                max_tokens=512,
+                budget_usd="5",
+                api_key=KEY,
+                base_url=fake.base_url,
+                batch=True,
+                turns="all",
+                sleep=_mover(clock),
+                clock=clock.now,
+            )
+            sizes = [len(b.lines) for b in fake.fake.batches.batches.values()]
+            return summary, sizes
+
+    summary, sizes = asyncio.run(go())
+    assert summary.stop_reason == "done"
+    records = _records(out)
+    assert len(records) == 3
+    # every row's turn 1 in one batch, then the turns 2 (of rows whose turn 1 was not cut at
+    # max_tokens, which ends a row) in the next
+    assert sizes[0] == 3 and len(sizes) == 2
+    assert sizes[1] == sum(len(r["turns"]) == 2 for r in records) >= 1
+
+
+def test_ctrl_c_leaves_the_batch_running_and_a_rerun_writes_it(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    moving = _mover(clock)
+
+    async def interrupting(seconds: float) -> None:  # Ctrl-C at the first poll
+        os.kill(os.getpid(), signal.SIGINT)
+        await moving(seconds)
+
+    async def go() -> tuple[Any, Any, Decimal, int]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            first = await _batch(
+                fake,
+                clock,
+                policy,
+                out,
+                sleep=interrupting,
+                handle_signals=True,
+                drain_timeout_s=0.01,
+            )
+            second = await _batch(fake, clock, policy, out)
+            return first, second, fake.ledger.total_usd, len(fake.fake.batches.batches)
+
+    first, second, billed, made = asyncio.run(go())
+    assert first.stop_reason in ("interrupted", "cancelled")
+    (said,) = [w for w in first.warnings if "still running" in w]
+    assert said.startswith("1 batch(es) still running: batch-") and "There is no cancel" in said
+    assert second.stop_reason == "done" and made == 1
+    _finished_once(out)
+    assert billed == Decimal("0.013314")
+    _counted_covers_billed(out, billed, Decimal(5))
