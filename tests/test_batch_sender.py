@@ -130,7 +130,9 @@ def test_sync_and_batch_on_the_same_prompts(tmp_path: Path, snap: Any, policy: P
     assert '"status":"completed"' in ledger
 
 
-def _child(fake: Any, policy: Path, out: Path, kill: str) -> subprocess.CompletedProcess[str]:
+def _child(
+    fake: Any, policy: Path, out: Path, kill: str, budget: str = "5"
+) -> subprocess.CompletedProcess[str]:
     """A batch run in a child that dies (os._exit, as a SIGKILL) at ``kill``: before the POST,
     after the POST (before the id is journaled) or at the first poll."""
     script = textwrap.dedent(
@@ -153,7 +155,7 @@ def _child(fake: Any, policy: Path, out: Path, kill: str) -> subprocess.Complete
         async def nap(s):
             await asyncio.sleep(0)
         asyncio.run(orp.generate({str(PROMPTS)!r}, policy={str(policy)!r}, out={str(out)!r},
-            max_tokens=256, budget_usd="5", api_key={KEY!r}, base_url={fake.base_url!r},
+            max_tokens=256, budget_usd={budget!r}, api_key={KEY!r}, base_url={fake.base_url!r},
             batch=True, sleep=nap))
         """
     )
@@ -360,3 +362,29 @@ def test_ctrl_c_leaves_the_batch_running_and_a_rerun_writes_it(
     _finished_once(out)
     assert billed == Decimal("0.013314")
     _counted_covers_billed(out, billed, Decimal(5))
+
+
+def test_a_killed_batch_that_filled_the_cap_still_gets_its_results(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    cap = "0.0183735"  # the eight rows' worst case at the :batch price, exactly
+
+    async def go() -> tuple[Any, Decimal, list[list[str]]]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            done = await asyncio.to_thread(_child, fake, policy, out, "polling", cap)
+            assert done.returncode == 9, done.stderr
+            summary = await _batch(fake, clock, policy, out, budget_usd=cap)
+            batches = fake.fake.batches.batches.values()
+            return summary, fake.ledger.total_usd, [[x.custom_id for x in b.lines] for b in batches]
+
+    summary, billed, batches = asyncio.run(go())
+    assert summary.stop_reason == "done"
+    # the killed run's batch held what the datasets' shares (a third of the cap each) allowed;
+    # the resume claimed those six rows within that same money and sent the other two
+    assert [len(b) for b in batches] == [6, 2]
+    assert len({cid for b in batches for cid in b}) == ROWS
+    _finished_once(out)
+    assert billed == Decimal("0.013314")
+    _counted_covers_billed(out, billed, Decimal(cap))

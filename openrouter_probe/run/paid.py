@@ -302,7 +302,9 @@ class PaidRun:
             return summary  # nothing to send, nothing recorded: create no empty output and journal
         await self._warn(summary)
         spent_before = self.spent_before_usd
-        if budget is not None and spent_before >= budget and not self.replay.pending:
+        # (what earlier runs left to settle, /generation or open batches, may free money)
+        unsettled = self.replay.pending or self.replay.batches
+        if budget is not None and spent_before >= budget and not unsettled:
             summary.stop_reason = "budget"
             summary.message = (
                 f"{options.out} and {options.journal.name} already record ${spent_before:.6f} "
