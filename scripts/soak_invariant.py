@@ -8,6 +8,7 @@ total; exits 1 if any seed broke the invariant.
 
     python scripts/soak_invariant.py                    # seeds 1000-1199, 100-400 rows each
     python scripts/soak_invariant.py --seeds 0:50 --rows 1000
+    python scripts/soak_invariant.py --batch            # generate --batch scenarios instead
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests._invariant import run_scenario  # noqa: E402  (the repository's own test helpers)
+from tests._invariant import run_batch_scenario, run_scenario  # noqa: E402  (the repository's own test helpers)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1000:1200", help="FIRST:END (END excluded)")
     parser.add_argument("--rows", type=int, default=None, help="rows per scenario (default 60-240)")
+    parser.add_argument(
+        "--batch", action="store_true", help="generate --batch scenarios (kills around the POST)"
+    )
     args = parser.parse_args()
     # the runs' own lines (retries, warnings) would drown the scenarios' lines
     logging.getLogger("openrouter_probe").addHandler(logging.NullHandler())
@@ -37,7 +41,8 @@ def main() -> int:
     broken = kills = refused = 0
     for seed in range(first, end):
         with tempfile.TemporaryDirectory() as folder:
-            outcome = run_scenario(seed, Path(folder), rows=args.rows)
+            scenario = run_batch_scenario if args.batch else run_scenario
+            outcome = scenario(seed, Path(folder), rows=args.rows)
         kills += outcome.kills
         refused += outcome.refused
         print(outcome.line() + ("" if not outcome.problems else f"  PROBLEMS: {outcome.problems}"))

@@ -143,12 +143,13 @@ async def _no_sleep(seconds: float) -> None:
     await asyncio.sleep(0)
 
 
-def _in_process(options: dict[str, Any]) -> str:
-    """A run in this process; returns its stop reason, or ``refused`` when the lock was held."""
+def _in_process(options: dict[str, Any], **waits: Any) -> str:
+    """A run in this process; returns its stop reason, or ``refused`` when the lock was held.
+    ``waits`` replace its sleep (by default none) and clock."""
     args = dict(options)
     prompts = args.pop("prompts")
     try:
-        summary = asyncio.run(generate(prompts, sleep=_no_sleep, **args))
+        summary = asyncio.run(generate(prompts, **({"sleep": _no_sleep} | waits), **args))
     except ConfigError as exc:
         if "is in use by" not in str(exc):
             raise
@@ -288,4 +289,132 @@ def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
                 options = {**options, **_options(tmp, rng, budget, fake.base_url)}
         outcome.runs.append(f"last {_in_process(options)}")
         _check(tmp / "out.jsonl", fake, budget, outcome)
+    return outcome
+
+
+# -- batch mode (generate --batch) ------------------------------------------------------------
+
+BATCH_EXAMPLE = ROOT / "examples" / "batch"
+#: Faults of the fake's Batch API a batch scenario draws from (some of them, at random).
+BATCH_FAULTS = ("batch_expire=@1", "line_fail=0.1", "batch_404=@1", "stuck=@2", "batch_failed=@3")
+
+
+def _batch_child(
+    options: dict[str, Any], journal: Path, kill: str, waits: dict[str, Any]
+) -> tuple[str, bool]:
+    """A ``--batch`` run in a child, SIGKILLed at ``kill``: once the journal holds a batch plan
+    (before or just after the POST), its id (while polling), or after a few polls. The fake's
+    clock stands still for the child, so its batches never finish: it is always killed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests._child", json.dumps(options)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    mark = {"plan": '"batch_plan"', "id": '"batch_id"', "poll": '"batch_id"'}[kill]
+    deadline = time.monotonic() + 60
+    race: str | None = None
+    seen_at: float | None = None
+    while proc.poll() is None and time.monotonic() < deadline:
+        text = journal.read_text(encoding="utf-8") if journal.exists() else ""
+        if race is None and text:
+            race = _in_process(options, **waits)  # a second run on the same output
+        if seen_at is None and mark in text:
+            seen_at = time.monotonic()
+        if seen_at is not None and time.monotonic() - seen_at >= (0.2 if kill == "poll" else 0):
+            break
+        time.sleep(0.002)  # polling the child's progress in its journal
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate()
+    if not killed and proc.returncode == 3 and b"is in use by" in err:
+        return "refused", False
+    if not killed and proc.returncode not in (0, 1):
+        raise AssertionError(f"the child failed ({proc.returncode}): {err[-2000:]}")
+    status = f"killed at {kill}" if killed else (json.loads(out)["stop_reason"] if out else "?")
+    return status + (f" (race: {race})" if race else ""), killed
+
+
+def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
+    """Billed <= cap, counted >= billed, no row finished twice, no row billed in two completed
+    batches, and every finished row's answer is one the fake served in a batch."""
+    replay = replay_ledger(Path(f"{out}.ledger"))
+    state = load_resume_state(out, journal_runs=replay.runs, repair=False)
+    outcome.counted_usd = replay.spent_usd + state.spent_usd
+    outcome.billed_usd = fake.ledger.total_usd
+    outcome.generations = len(fake.ledger)
+    problems = outcome.problems
+    if outcome.billed_usd > budget:
+        problems.append(f"billed ${outcome.billed_usd} over the cap ${budget}")
+    if outcome.counted_usd < outcome.billed_usd:
+        problems.append(f"counted ${outcome.counted_usd} under the billed ${outcome.billed_usd}")
+    records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
+    outcome.finished = len(finished)
+    ids = [r["id"] for r in finished]
+    if len(ids) != len(set(ids)):
+        problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
+    billed: dict[str, int] = {}
+    for batch in fake.fake.batches.batches.values():
+        if batch.status == "completed" and batch.billed:
+            for line in batch.lines:
+                if not line.failed:
+                    billed[line.custom_id] = billed.get(line.custom_id, 0) + 1
+    twice = sorted(cid for cid, n in billed.items() if n > 1)
+    if twice:
+        problems.append(f"row(s) billed in two completed batches: {twice[:5]}")
+    served = {e.generation_id for e in fake.ledger.entries}
+    for r in finished:
+        if r["status"] != "failed" and r.get("generation_id") not in served:
+            problems.append(f"{r['id']}: its answer {r.get('generation_id')} was never billed")
+
+
+def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
+    """A ``generate --batch`` scenario: children killed before the POST, between the POST and
+    the journal's id line, or while polling; a racing run; some Batch API faults and the 402
+    gate; a last resume in this process (the fake's clock moved by its sleep, credit added)."""
+    from openrouter_probe.fake import ManualClock
+    from openrouter_probe.policy import compile_policy, load_spec
+    from openrouter_probe.rules import load_snapshot
+
+    rng = random.Random(seed)
+    count = rows or rng.randint(10, 60)
+    _prompts(tmp / "prompts.jsonl", rng, count)
+    snap = load_snapshot(BATCH_EXAMPLE / "kimi-k3.snapshot.json")
+    policy = compile_policy(load_spec(BATCH_EXAMPLE / "kimi-k3.spec.yaml"), snap)
+    policy_path = policy.save(tmp / "kimi-k3.yaml")
+    budget = Decimal(rng.choice(["0.02", "0.05", "1"]))
+    faults = ",".join(f for f in BATCH_FAULTS if rng.random() < 0.3)
+    credit = rng.choice([None, None, 0.02])
+    clock = ManualClock(time.time())
+    with serve(
+        snap, speed=0, seed=seed, faults=faults or None, clock=clock, credit_usd=credit
+    ) as fake:
+        options = {
+            **_options(tmp, rng, budget, fake.base_url),
+            "policy": str(policy_path),
+            "stream": False,
+            "read_timeout_s": 300.0,
+            "max_tokens": rng.choice([50, 100, 300]),
+            "batch": True,
+            "batch_size": rng.choice([4, 16, 5000]),
+        }
+        outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0, turns="last (batch)")
+
+        async def moving(seconds: float) -> None:
+            clock.advance(seconds)
+            await asyncio.sleep(0)
+
+        waits = {"sleep": moving, "clock": clock.now}
+        for _ in range(rng.choice([1, 2])):
+            kill = rng.choice(["plan", "id", "poll"])
+            status, killed = _batch_child(options, tmp / "out.jsonl.ledger", kill, waits)
+            outcome.kills += killed
+            outcome.refused += "refused" in status
+            outcome.runs.append(f"child {status}")
+        fake.fake.credit.limit_usd = None  # the credit is added: the withheld results unlock
+        outcome.runs.append(f"last {_in_process(options, **waits)}")
+        _check_batches(tmp / "out.jsonl", fake, budget, outcome)
     return outcome

@@ -51,7 +51,10 @@ def test_spec_parses_rates_schedules_tags_and_seconds() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("upstream_428=0.1", "unknown fault 'upstream_428' (known: choice_error, drop,"),
+        (
+            "upstream_428=0.1",
+            "unknown fault 'upstream_428' (known: batch_404, batch_expire, batch_failed, choice_error, drop,",
+        ),
         ("drop", "expected KIND=RATE or KIND=@N"),
         ("drop=2", "rate 2.0 must be between 0 and 1"),
         ("drop=often", "rate 'often' is not a number between 0 and 1"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._invariant import run_scenario
+from tests._invariant import run_batch_scenario, run_scenario
 
 SEEDS = range(16)
 
@@ -33,5 +33,29 @@ def test_the_money_invariant_holds(tmp_path: Path, capsys: pytest.CaptureFixture
     assert any(o.billed_usd > o.budget_usd / 2 for o in outcomes)
     # --turns all: rows regenerated turn by turn, killed mid-row with turns kept for the resume
     assert any(o.turns == "all" and o.kills and o.kept_turns for o in outcomes)
+    with capsys.disabled():
+        print("\n" + "\n".join(o.line() for o in outcomes))
+
+
+BATCH_SEEDS = range(6)
+
+
+def test_the_money_invariant_holds_in_batch_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``generate --batch``: children killed before the POST, between it and the id line, while
+    polling; a racing run; Batch API faults and the 402 gate; a last resume."""
+    outcomes = []
+    for seed in BATCH_SEEDS:
+        folder = tmp_path / f"batch-seed-{seed}"
+        folder.mkdir()
+        outcome = run_batch_scenario(seed, folder)
+        assert outcome.problems == [], outcome.line()
+        assert outcome.billed_usd <= outcome.budget_usd
+        assert outcome.counted_usd >= outcome.billed_usd
+        outcomes.append(outcome)
+    assert sum(o.kills for o in outcomes) >= len(BATCH_SEEDS) // 2
+    assert sum(o.refused for o in outcomes) >= 1
+    assert any(o.finished for o in outcomes)
     with capsys.disabled():
         print("\n" + "\n".join(o.line() for o in outcomes))

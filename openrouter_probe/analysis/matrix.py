@@ -27,6 +27,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import SnapshotError
+from openrouter_probe.rules.batch import BatchPair, batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 
 if TYPE_CHECKING:
@@ -65,6 +66,10 @@ MATRIX_COLUMNS: dict[str, str] = {
     "'not listed: completion rate'",
     "cache_read_usd_per_m": "cached-input read price, USD per million tokens (null: not listed)",
     "discount_fraction": "the discount already applied to every price (0..1)",
+    "batch_input_usd_per_m": "input price of the endpoint's :batch row (the Batch API), USD per "
+    "million tokens (null: no :batch row, or the snapshot was not probed for them)",
+    "batch_output_usd_per_m": "output price of the endpoint's :batch row, USD per million tokens",
+    "batch_status": "listed (a :batch row) | accepted (a submit to it was accepted) | null",
     "uptime_5m_pct": "uptime over the last 5 minutes, percent",
     "uptime_30m_pct": "uptime over the last 30 minutes, percent",
     "uptime_1d_pct": "uptime over the last day, percent",
@@ -116,6 +121,8 @@ _FLOAT_COLUMNS = (
     "reasoning_usd_per_m",
     "cache_read_usd_per_m",
     "discount_fraction",
+    "batch_input_usd_per_m",
+    "batch_output_usd_per_m",
     "uptime_5m_pct",
     "uptime_30m_pct",
     "uptime_1d_pct",
@@ -153,6 +160,18 @@ def _num(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+def _add_batch_cells(cols: dict[str, list[Any]], twin: BatchPair | None) -> None:
+    """The ``batch_*`` cells of one row: its ``:batch`` row's prices and status, or none."""
+    pricing = None if twin is None else twin.batch.pricing
+    cols["batch_input_usd_per_m"].append(
+        _per_m(None if pricing is None else pricing.prompt_usd_per_m)
+    )
+    cols["batch_output_usd_per_m"].append(
+        _per_m(None if pricing is None else pricing.completion_usd_per_m)
+    )
+    cols["batch_status"].append(None if twin is None else twin.status)
+
+
 def build_matrix(
     snapshots: Snapshot | Iterable[Snapshot], *, registry: PrecisionRegistry | None = None
 ) -> pd.DataFrame:
@@ -175,6 +194,7 @@ def build_matrix(
     for snap in _as_snapshots(snapshots):
         model = snap.model
         taken_at = snap.taken_at
+        twins = {p.sync.tag: p for p in batch_pairs(snap.batch, snap.endpoints) if p.sync}
         for e in snap.endpoints:
             verdict = reg.verdict(model, e)
             pricing = e.pricing
@@ -201,6 +221,7 @@ def build_matrix(
             cols["reasoning_price_listed"].append(listed)
             cols["reasoning_price_rule"].append(pricing.reasoning_price_rule)
             cols["discount_fraction"].append(float(pricing.discount or 0))
+            _add_batch_cells(cols, twins.get(e.tag))
             cols["uptime_5m_pct"].append(_num(e.uptime_last_5m))
             cols["uptime_30m_pct"].append(_num(e.uptime_last_30m))
             cols["uptime_1d_pct"].append(_num(e.uptime_last_1d))

@@ -172,6 +172,12 @@ def matrix(
     columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "table" else None
     if columns is not None and frame["measured"].isna().all():
         columns = tuple(c for c in columns if c != "measured")  # shown once something is measured
+    if columns is not None and snap.batch is not None:
+        at = columns.index("output_usd_per_m") + 1
+        columns = (*columns[:at], "batch_output_usd_per_m", "batch_status", *columns[at:])
+        from openrouter_probe.rules.batch import describe_batch
+
+        note(describe_batch(snap.batch, snap.model))
     render_rows(
         _frame_rows(frame, columns),
         fmt,
@@ -369,14 +375,38 @@ def budget(
         provider=block,
         concurrency=concurrency,
     )
+    batch = _batch_plan(snap, plan, policy_path, block)
     if plot_path:
         from openrouter_probe.analysis.plots import plot_budget, save_figure
 
         note(f"plot: {save_figure(plot_budget(plan), plot_path)}")
     if fmt == "json":
-        render_rows([], "json", json_rows=plan.to_dict())
+        render_rows([], "json", json_rows={**plan.to_dict(), "batch": batch.to_dict()})
         return
-    _render_plan(plan)
+    _render_plan(plan, batch.line)
+
+
+def _batch_plan(snap: Any, plan: BudgetPlan, policy_path: str | None, block: Any) -> Any:
+    """The target at the batch price, under the compiled policy's batch block when given."""
+    from openrouter_probe.analysis.budget_batch import plan_batch
+
+    admitted, why = None, None
+    if policy_path:
+        from openrouter_probe.policy.compiled import load_compiled_policy
+        from openrouter_probe.rules.routing import route
+
+        compiled = load_compiled_policy(policy_path)
+        if compiled.batch is not None:
+            admitted, why = list(compiled.batch.get("order") or []), compiled.batch.get("note")
+        else:
+            admitted = route(block, snap.batch_endpoints).admitted_tags
+    return plan_batch(
+        snap,
+        output_tokens=plan.output_tokens,
+        budget_usd=plan.budget_usd,
+        admitted=admitted,
+        policy_note=why,
+    )
 
 
 def _target_line(plan: BudgetPlan) -> str:
@@ -442,8 +472,9 @@ _BUDGET_DROP_ORDER = (
 )
 
 
-def _render_plan(plan: BudgetPlan) -> None:
-    """The plan as tables: the headline, per endpoint, and the run until the money runs out."""
+def _render_plan(plan: BudgetPlan, batch_line: str) -> None:
+    """The plan as tables: the headline and the batch line, per endpoint, and the run until the
+    money runs out."""
     from openrouter_probe.rules.quantities import (
         format_tokens,
         format_usd,
@@ -451,6 +482,7 @@ def _render_plan(plan: BudgetPlan) -> None:
     )
 
     click.echo(plan.headline)
+    click.echo(batch_line)
     blend = plan.blended
     click.echo(
         f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "

@@ -105,6 +105,14 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
     help="Seconds before /generation?id= knows a generation (404 before).",
 )
+@click.option(
+    "--batch-seconds",
+    "batch_seconds",
+    type=float,
+    default=420.0,
+    show_default=True,
+    help="Seconds a batch stays in_progress (the Batch API; OpenRouter's median is 7 minutes).",
+)
 def fake_server(
     model: str | None,
     offline: bool,
@@ -116,6 +124,7 @@ def fake_server(
     seed: int,
     speed: float,
     generation_lag_s: float,
+    batch_seconds: float,
     **changes: Any,
 ) -> None:
     """Serve a fake OpenRouter from a snapshot until Ctrl-C, and print its base URL.
@@ -123,7 +132,8 @@ def fake_server(
     It routes every request by its provider block, bills at the serving endpoint's prices, keeps a
     ledger at /_fake/ledger and injects the faults asked for. Point a client at it with
     OPENROUTER_BASE_URL=<printed URL> and any non-empty OPENROUTER_API_KEY. A fault or a
-    degradation whose TAG matches no endpoint is refused before it starts.
+    degradation whose TAG matches no endpoint is refused before it starts. A snapshot with
+    :batch endpoints is also served through the Batch API (/api/v1/batches).
     """
     if host not in ("127.0.0.1", "localhost", "::1"):
         note(f"warning: serving on {host}; the fake accepts any key, keep it off shared networks")
@@ -142,6 +152,7 @@ def fake_server(
         seed=seed,
         speed=speed,
         generation_lag_s=generation_lag_s,
+        batch_seconds=batch_seconds,
         **degradation_kwargs(changes),
     ) as fake:
         click.echo(fake.base_url)

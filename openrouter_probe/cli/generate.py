@@ -213,6 +213,24 @@ def _weights_syntax(text: str) -> object:
     show_default=True,
     help="After the first Ctrl-C, seconds to wait for requests in flight.",
 )
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send through OpenRouter's Batch API at the policy's :batch endpoint (its price, "
+    "results within 24 h); the same output, journal, cap and resume.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1, max=5000),
+    default=None,
+    help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
+)
+@click.option(
+    "--abandon",
+    is_flag=True,
+    help="With --batch: forget the batches an earlier run left running (there is no cancel: "
+    "what completes is still billed) and send their rows again.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
 @format_option("text", "json", default="text")
 def generate(
@@ -240,6 +258,9 @@ def generate(
     read_timeout_s: float,
     max_wait_s: float,
     drain_timeout_s: float,
+    batch: bool,
+    batch_size: int | None,
+    abandon: bool,
     quiet: bool,
     fmt: str,
 ) -> None:
@@ -284,6 +305,9 @@ def generate(
             read_timeout_s=read_timeout_s,
             max_wait_s=max_wait_s,
             drain_timeout_s=drain_timeout_s,
+            batch=batch,
+            batch_size=batch_size,
+            abandon=abandon,
             handle_signals=True,
             progress=not quiet and not dry_run,
         )

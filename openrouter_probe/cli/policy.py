@@ -170,6 +170,8 @@ def explain(
                 click.echo(f"{r['tag']}: {r['reason']}")
         if compiled.admitted:
             click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
+        for line in _batch_lines(compiled.batch):
+            click.echo(line)
         if compiled.tradeoff:
             t = compiled.tradeoff
             s, loose = t["strict"], t["ignore_list_alone"]
@@ -192,6 +194,28 @@ def explain(
             err=True,
         )
         sys.exit(1)
+
+
+def _batch_lines(batch: dict[str, Any] | None) -> list[str]:
+    """The batch block under the explain table: what a batch request carries, each row's batch
+    price beside its sync price, and the note (or why no :batch endpoint is admitted)."""
+    from openrouter_probe.rules.quantities import format_usd_per_m
+
+    if batch is None:
+        return []
+    lines = []
+    if batch.get("provider") is not None:
+        lines.append(f"batch block: {json.dumps(batch['provider'])}")
+    for d in batch.get("decisions") or []:
+        out, sync = d.get("output_usd_per_m"), d.get("sync_output_usd_per_m")
+        ratio = f", {out / sync:.0%}" if out is not None and sync else ""
+        sync_text = f" ({format_usd_per_m(sync)} sync{ratio})" if sync is not None else ""
+        lines.append(
+            f"batch: {d['tag']}: {format_usd_per_m(out)} output at the batch price"
+            f"{sync_text}, {d.get('status')}; {d.get('reason')}"
+        )
+    lines.append(f"batch: {batch.get('note')}")
+    return lines
 
 
 @policy.command()
@@ -236,6 +260,14 @@ def lint(
     findings = lint_block(
         block, snap.endpoints, model=snap.model, registry=_registry(precision_files)
     )
+    batch = doc.get("batch") if isinstance(doc := read_yaml(block_path), dict) else None
+    # The batch block: the compiled one always; the older form (sync tags as only) only against a
+    # snapshot that lists the :batch rows it would need.
+    known = isinstance(batch, dict) and ("decisions" in batch or snap.batch is not None)
+    if known and isinstance(batch, dict) and batch.get("provider") is not None:
+        from openrouter_probe.policy.lint import lint_batch_block
+
+        findings += lint_batch_block(batch["provider"], snap.batch_endpoints)
     for f in findings:
         click.echo(f"{block_path}: {f}")
     errors = sum(f.severity == "error" for f in findings)

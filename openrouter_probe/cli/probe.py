@@ -76,6 +76,18 @@ def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None,
         read_from = (snapshot,) if snapshot and snapshot != "bundled" else ()
         note(f"saved {snap.save(save, inputs=read_from)}")
     rows = [_endpoint_row(e) for e in snap.endpoints]
+    if snap.batch is not None:  # the :batch price beside the sync one (older snapshots: none)
+        from openrouter_probe.rules.batch import batch_pairs, describe_batch
+
+        twins = {p.sync.tag: p.batch for p in batch_pairs(snap.batch, snap.endpoints) if p.sync}
+        for index, row in enumerate(rows):
+            twin = twins.get(row["tag"])
+            price = None if twin is None else twin.pricing.completion_usd_per_m
+            at = list(row).index("output_usd_per_m") + 1
+            items = list(row.items())
+            items.insert(at, ("batch_output_usd_per_m", None if price is None else float(price)))
+            rows[index] = dict(items)
+        note(describe_batch(snap.batch, snap.model))
     render_rows(
         rows,
         fmt,

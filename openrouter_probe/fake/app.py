@@ -28,6 +28,7 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
+from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import (
     Credit,
     affordable_tokens,
@@ -156,7 +157,9 @@ class FakeOpenRouter:
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
     ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
-    on what was sent; off by default, a long run would hold them all).
+    on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
+    a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
+    Batch API is mounted; ``fake.batches``).
     """
 
     def __init__(
@@ -180,6 +183,8 @@ class FakeOpenRouter:
         tokens_per_chunk: int = 2,
         record_requests: bool = False,
         workspace_budget_usd: float | None = None,
+        batch_seconds: float = 420.0,
+        batch_api: str = "v1",
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -236,10 +241,16 @@ class FakeOpenRouter:
         self.workspace_budget_usd = workspace_budget_usd
         #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
         self.requests: list[Any] | None = [] if record_requests else None
+        if batch_api not in ("v1", "beta", "both"):
+            raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
+        #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
+        self.batches = BatchService(self, batch_seconds=batch_seconds)
+        self._batch_api = batch_api
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
+        self.batches.register(app, mount=self._batch_api)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)

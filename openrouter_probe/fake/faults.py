@@ -45,7 +45,7 @@ __all__ = [
     "uniform",
 ]
 
-Phase = Literal["request", "upstream", "response"]
+Phase = Literal["request", "upstream", "response", "batch"]
 
 #: Every fault kind, the phase it strikes in and what it does.
 FAULT_KINDS: dict[str, tuple[Phase, str]] = {
@@ -77,6 +77,12 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
         "answer",
     ),
     "stall": ("response", "a stream stops for SECONDS (default 300), then the connection closes"),
+    # The Batch API (fake/batches.py): @N counts batches, except line_fail's (lines of each batch).
+    "batch_failed": ("batch", "the provider ends the batch as failed after validation"),
+    "batch_expire": ("batch", "the batch runs to expires_at, then expired (half its lines billed)"),
+    "stuck": ("batch", "the batch stays in_progress with nothing done until it expires"),
+    "line_fail": ("batch", "a batch line fails with rate_limit_exceeded (not billed)"),
+    "batch_404": ("batch", "GET answers 404 'Batch job ID not found.' for SECONDS (default 2)"),
 }
 
 DEFAULT_SECONDS = {

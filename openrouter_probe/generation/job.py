@@ -27,7 +27,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, NoRouteError, PolicyError
+from openrouter_probe.errors import APIError, ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
 from openrouter_probe.generation.prompts import PromptSet, parse_shard
 from openrouter_probe.run.config import JobOptions, Progress
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
+#: How long a row's retries may run in batch mode: a batch may take 24 h, and a retry another.
+_BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 
 
 def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
@@ -120,6 +122,8 @@ class _Asked:
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
     turns: str = "last"
+    #: ``--batch``: the batch sender's size, first poll interval, ``--abandon`` (None: sync)
+    batch: dict[str, Any] | None = None
 
     @property
     def shards(self) -> int | None:
@@ -452,6 +456,10 @@ async def generate(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
+    batch: bool = False,
+    batch_size: int | None = None,
+    batch_poll_s: float = 15.0,
+    abandon: bool = False,
 ) -> RunSummary:
     """Run ``prompts`` through the model and ``provider`` block of ``policy`` into ``out``.
 
@@ -464,7 +472,10 @@ async def generate(
     ``source``. ``snapshot`` (a ``Snapshot``, path or ``"bundled"``) replaces the live endpoints;
     ``dry_run`` sends nothing; ``send``, ``sleep``, ``clock`` replace the transport, waits and time
     (tests); ``progress=True`` shows progress; ``handle_signals=True``: SIGINT/SIGTERM drain, then
-    cancel. Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
+    cancel. ``batch=True`` sends through the Batch API (``run.batch_sender``), ``batch_size`` lines
+    a batch, polled every ``batch_poll_s``; ``abandon`` forgets batches an earlier run left running
+    (what completes is billed). Raises ``ConfigError``/``PolicyError`` before sending when the
+    inputs are unusable."""
     from openrouter_probe.rules.quantities import parse_token_count
 
     asked = _ask(
@@ -502,7 +513,90 @@ async def generate(
         lower_max_tokens=lower_max_tokens,
     )
     redo = ("failed",) * redo_failed + ("truncated",) * redo_truncated
+    if batch or batch_size is not None or abandon:
+        asked, options = _batch_mode(asked, options, batch, batch_size, batch_poll_s, abandon)
     return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo, source)
+
+
+def _batch_mode(
+    asked: _Asked,
+    options: JobOptions,
+    batch: bool,
+    batch_size: int | None,
+    poll_s: float,
+    abandon: bool,
+) -> tuple[_Asked, JobOptions]:
+    """``--batch``'s options, checked; the run's options as batch mode wants them."""
+    from openrouter_probe.rules.quantities import whole_number
+
+    if not batch:
+        raise ConfigError("--batch-size and --abandon go with --batch; add --batch or drop them")
+    size = 5000 if batch_size is None else whole_number(batch_size, "--batch-size")
+    asked = dataclasses.replace(asked, batch={"size": size, "poll_s": poll_s, "abandon": abandon})
+    # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
+    # a line retried in a later batch waits for a batch (hours), not 10 minutes
+    timeout = max(options.backoff.timeout_s or 0.0, _BATCH_RETRY_WINDOW_S)
+    options = dataclasses.replace(
+        options,
+        drain_timeout_s=min(options.drain_timeout_s, 1.0),
+        backoff=dataclasses.replace(options.backoff, timeout_s=timeout),
+    )
+    return asked, options
+
+
+def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]:
+    """The model's ``:batch`` endpoints: the snapshot's, or (a live one without them) asked now;
+    empty when unknown."""
+    if snap is not None and snap.batch is not None:
+        return list(snap.batch_endpoints)
+    if snap is not None and snap.source != "api":
+        return []
+    from openrouter_probe.api.client import Client
+    from openrouter_probe.rules.batch import batch_model_id
+
+    try:
+        with Client(api_key=options.api_key, base_url=options.base_url) as client:
+            return list(client.endpoints(batch_model_id(model)).endpoints)
+    except APIError as exc:
+        log.warning("%s: %s", batch_model_id(model), exc)
+        return []
+
+
+def _batch_settings(
+    compiled: Any, policy: str | Path, snap: Any, prices: Prices, asked: _Asked, options: JobOptions
+) -> Any:
+    """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
+    (the sync ones, which are higher, where the listing is unknown)."""
+    from openrouter_probe.run.batch_plan import BatchSettings
+
+    assert asked.batch is not None
+    provider = compiled.batch_provider()
+    if provider is None or not provider.get("only"):
+        note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"
+        raise PolicyError(
+            f"--batch: the policy's batch block names no endpoint ({note}); run without "
+            "--batch, or re-compile the policy from a snapshot that lists one",
+            source=str(policy),
+        )
+    batch_prices = prices
+    listed = _batch_listing(snap, compiled.model, options)
+    chosen = [e for e in listed if e.tag in provider["only"]]
+    if chosen:
+        batch_prices = worst_case_prices(chosen)
+    else:
+        log.warning(
+            "--batch: no :batch price known for %s; each batch is reserved at the sync price",
+            ", ".join(provider["only"]),
+        )
+    return BatchSettings(
+        model=compiled.model,
+        provider=dict(provider),
+        prices=batch_prices,
+        size=asked.batch["size"],
+        poll_s=asked.batch["poll_s"],
+        poll_max_s=max(120.0, asked.batch["poll_s"]),
+        abandon=asked.batch["abandon"],
+    )
 
 
 async def _run_job(
@@ -549,6 +643,10 @@ async def _run_job(
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
+        if asked.batch is not None:
+            settings = _batch_settings(compiled, policy, snap, prices, asked, options)
+            prices = settings.prices
+            paid.options = options = dataclasses.replace(options, batch=settings)
         if dry_run:
             await _key_check(summary, options, asked)
             for text in summary.warnings:  # a real run says them in PaidRun.run

@@ -67,6 +67,10 @@ class CompiledPolicy:
     decisions: list[Decision] = field(default_factory=list)
     routing: dict[str, Any] = field(default_factory=dict)
     tradeoff: dict[str, Any] | None = None
+    #: The Batch API block compiled from the snapshot's ``:batch`` endpoints (``provider``: what a
+    #: batch request carries, ``order``, ``decisions``, ``note``); ``None`` when the snapshot has no
+    #: batch listing (taken before batches were probed), which keeps the older ``batch:`` form.
+    batch: dict[str, Any] | None = None
 
     @property
     def admitted(self) -> list[str]:
@@ -74,15 +78,21 @@ class CompiledPolicy:
         kept = [d for d in self.decisions if d.kept]
         return [d.tag for d in sorted(kept, key=lambda d: d.position or 0)]
 
-    def batch_provider(self) -> dict[str, Any]:
-        """The Batch API form: batches accept only ``provider.only`` (a list of endpoint tags)."""
+    def batch_provider(self) -> dict[str, Any] | None:
+        """The ``provider`` a Batch API request carries: ``{only: [tag], allow_fallbacks: false}``
+        for the first admitted ``:batch`` endpoint (``None``: the policy admits none). A policy
+        compiled from a snapshot without a batch listing keeps the older form, the admitted sync
+        tags as ``only`` (which a batch is only accepted for where they have ``:batch`` rows)."""
+        if self.batch is not None:
+            provider = self.batch.get("provider")
+            return dict(provider) if isinstance(provider, Mapping) else None
         return {"only": self.admitted}
 
     def to_dict(self) -> dict[str, Any]:
         """Return the compiled document: provider, batch, provenance, routing, decisions."""
         doc: dict[str, Any] = {
             "provider": self.provider.to_request(),
-            "batch": {"provider": self.batch_provider()},
+            "batch": self.batch if self.batch is not None else {"provider": self.batch_provider()},
             "provenance": self.provenance,
             "routing": self.routing,
             "decisions": [d.to_dict() for d in self.decisions],
@@ -173,7 +183,17 @@ def compiled_from_document(
         decisions=decisions,
         routing=dict(doc.get("routing") or {}),
         tradeoff=doc.get("tradeoff"),
+        batch=_batch_section(doc.get("batch"), source),
     )
+
+
+def _batch_section(raw: Any, source: str | None) -> dict[str, Any] | None:
+    """The compiled ``batch:`` block, or ``None`` for the older form (``provider.only`` alone)."""
+    if raw is None or (isinstance(raw, Mapping) and set(raw) <= {"provider"}):
+        return None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("decisions", []), list):
+        raise PolicyError("batch must be a mapping with decisions; re-compile", source=source)
+    return dict(raw)
 
 
 def load_compiled_policy(path: str | Path, *, snapshot_args: Sequence[str] = ()) -> CompiledPolicy:

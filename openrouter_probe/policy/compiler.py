@@ -35,6 +35,7 @@ from openrouter_probe.policy.compiled import (
 from openrouter_probe.policy.spec import (
     PolicySpec,
 )
+from openrouter_probe.rules.batch import batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.rules.provider_block import MaxPrice, ProviderBlock
 from openrouter_probe.rules.routing import (
@@ -158,10 +159,14 @@ def _ignores(
 
 
 def _build(
-    spec: PolicySpec, snap: Snapshot, registry: PrecisionRegistry
+    spec: PolicySpec,
+    snap: Snapshot,
+    registry: PrecisionRegistry,
+    rows: Sequence[Endpoint] | None = None,
 ) -> tuple[ProviderBlock, dict[str, str], dict[str, PrecisionVerdict]]:
-    """Return the block, why the compiler added each ignore entry, and every verdict."""
-    endpoints = snap.endpoints
+    """Return the block, why the compiler added each ignore entry, and every verdict (over
+    ``rows`` when given: the snapshot's ``:batch`` endpoints, under the same rules)."""
+    endpoints = snap.endpoints if rows is None else list(rows)
     verdicts = {e.tag: registry.verdict(snap.model, e) for e in endpoints}
     native = registry.native_for(snap.model)
     allowed = _allowed_formats(spec, native.native if native else None, registry)
@@ -367,4 +372,97 @@ def _compile(
             "tools": tool_routing(block),
         },
         tradeoff=tradeoff,
+        batch=_compile_batch(spec, snapshot, reg),
     )
+
+
+# -- the Batch API block ----------------------------------------------------------------------------
+
+
+def _compile_batch(
+    spec: PolicySpec, snapshot: Snapshot, reg: PrecisionRegistry
+) -> dict[str, Any] | None:
+    """The ``batch:`` block: the ``:batch`` endpoints the spec admits, under the same precision,
+    ignore and uptime rules as the sync block, in the order the compiler would use them, and the
+    ``provider`` a batch request carries (one endpoint: a batch runs on one provider, and only
+    ``only`` and ``allow_fallbacks`` apply). ``None`` when the snapshot has no batch listing."""
+    if snapshot.batch is None:
+        return None
+    pairs = batch_pairs(snapshot.batch, snapshot.endpoints)
+    # A :batch row carries no uptime of its own: the sync endpoint of the same deployment's does.
+    rows = [
+        p.batch
+        if p.batch.uptime_last_30m is not None or p.sync is None
+        else p.batch.model_copy(
+            update={"uptime_last_30m": p.sync.uptime_last_30m, "status": p.sync.status}
+        )
+        for p in pairs
+    ]
+    twins = {p.batch.tag: p for p in pairs}
+    decision = None
+    ignore_why: dict[str, str] = {}
+    if rows:
+        block, ignore_why, verdicts = _build(spec, snapshot, reg, rows)
+        decision = route(block, rows, RequestParams())
+    order = [] if decision is None else decision.admitted_tags
+    decisions = []
+    for e in rows:
+        pair = twins[e.tag]
+        cand = None if decision is None else decision.candidate(e.tag)
+        if cand is not None:
+            v = verdicts[e.tag]
+            reason = (
+                f"admitted (batch position {cand.position}, {pair.status}); "
+                f"precision {v.verdict}: {v.reason}"
+            )
+        else:
+            x = None if decision is None else decision.exclusion(e.tag)
+            assert x is not None
+            if x.reason == "ignore":
+                entry = next(k for k in ignore_why if matches(k, e))
+                reason = f"dropped: ignored ({ignore_why[entry]})"
+            else:
+                reason = f"dropped: {x.reason}: {x.detail}"
+        price_in, price_out = e.pricing.prompt_usd_per_m, e.pricing.completion_usd_per_m
+        sync_out = None if pair.sync is None else pair.sync.pricing.completion_usd_per_m
+        decisions.append(
+            {
+                "tag": e.tag,
+                "provider": e.provider_name,
+                "status": pair.status,
+                "input_usd_per_m": None if price_in is None else float(price_in),
+                "output_usd_per_m": None if price_out is None else float(price_out),
+                "sync_output_usd_per_m": None if sync_out is None else float(sync_out),
+                "kept": cand is not None,
+                "position": None if cand is None else cand.position,
+                "reason": reason,
+            }
+        )
+    provider = {"only": [order[0]], "allow_fallbacks": False} if order else None
+    return {
+        "provider": provider,
+        "order": order,
+        "note": _batch_note(snapshot, order, decisions),
+        "origin": snapshot.batch.origin,
+        "decisions": decisions,
+    }
+
+
+def _batch_note(snapshot: Snapshot, order: list[str], decisions: list[dict[str, Any]]) -> str:
+    """One line on what the batch block does, or why it admits nothing."""
+    if not decisions:
+        return f"no :batch endpoint is listed for {snapshot.model}"
+    if not order:
+        precision = all(
+            "quantization" in d["reason"] or "serves " in d["reason"] for d in decisions
+        )
+        why = "none native" if precision else "none admitted; see decisions"
+        return f"no :batch endpoint admitted by this policy ({len(decisions)} listed, {why})"
+    first = next(d for d in decisions if d["tag"] == order[0])
+    rest = f"; then {', '.join(order[1:])} in a later batch if it refuses" if order[1:] else ""
+    status = (
+        "a submit was accepted"
+        if first["status"] == "accepted"
+        else "listed; no submit accepted yet"
+    )
+    return f"batches run on {order[0]} ({status}){rest}"

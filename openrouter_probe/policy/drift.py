@@ -530,6 +530,7 @@ def check_policy(
         changes=[
             *_endpoint_changes(policy, snapshot, now, price_threshold_pct),
             *_routing_changes(policy, now),
+            *_batch_changes(policy, snapshot, price_threshold_pct),
         ],
         effects=_effects(policy, snapshot, now),
         blended_compiled_usd_per_m=_compiled_blend(policy.decisions),
@@ -552,6 +553,48 @@ def check_policy(
             report.effects.extend(_recompile_effects(policy, report.recompiled, c))
     report.fix = _fix(report, policy_file, spec_file, _spec_name(policy), snapshot_args, failed)
     return report
+
+
+def _batch_changes(
+    policy: CompiledPolicy, snapshot: Snapshot, threshold_pct: float
+) -> list[Change]:
+    """What moved under the batch block: its pinned ``:batch`` endpoint gone or re-priced, or
+    ``:batch`` endpoints listed for a policy compiled before they were known (info only)."""
+    if snapshot.batch is None:
+        return []
+    rows = {e.tag: e for e in snapshot.batch.endpoints}
+    if policy.batch is None:
+        if not rows:
+            return []
+        listed = ", ".join(rows)
+        message = f"{policy.model} lists :batch endpoints ({listed}); re-compile for a batch block"
+        return [Change("batch-listed", None, message, matters=False)]
+    provider = policy.batch.get("provider") or {}
+    changes = []
+    for tag in provider.get("only") or []:
+        row = rows.get(tag)
+        if row is None:
+            message = f"batch.provider pins {tag}, which has no :batch endpoint now"
+            changes.append(Change("batch-gone", tag, message + " (a submit is refused)"))
+            continue
+        before = next(
+            (d.get("output_usd_per_m") for d in policy.batch.get("decisions") or []
+             if d.get("tag") == tag),
+            None,
+        )  # fmt: skip
+        after = row.pricing.completion_usd_per_m
+        if before and after is not None:
+            moved = (float(after) - before) / before * 100
+            if abs(moved) > threshold_pct:
+                changes.append(
+                    Change(
+                        "batch-price",
+                        tag,
+                        f"{tag} :batch output {format_usd_per_m(before)} -> "
+                        f"{format_usd_per_m(after)} ({moved:+.0f}%)",
+                    )
+                )
+    return changes
 
 
 def _spec_name(policy: CompiledPolicy) -> str | None:

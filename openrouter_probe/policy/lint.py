@@ -24,6 +24,12 @@ knows:
   error rate and benchmarks, not by price; OPENROUTER.md 16): the traffic and the blended price
   are then not the cheapest endpoints', so the budget's blend is an estimate;
 - ``schema``: a key OpenRouter does not accept, or a value of the wrong type.
+
+``lint_batch_block`` lints the ``batch.provider`` block (what a Batch API request carries) against
+the model's ``:batch`` endpoints: ``batch-unsupported-key`` (a batch honours only ``only`` and
+``allow_fallbacks``), ``batch-no-endpoint`` (no ``:batch`` endpoint, or an ``only`` entry that
+matches none: the submit is refused), ``batch-not-pinned`` (several ``only`` entries: a batch runs
+on one provider, OpenRouter picks the cheapest).
 """
 
 from __future__ import annotations
@@ -39,9 +45,9 @@ from openrouter_probe.api.schema import KNOWN_QUANTIZATIONS, Endpoint
 from openrouter_probe.errors import PolicyError
 from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 from openrouter_probe.rules.provider_block import ProviderBlock
-from openrouter_probe.rules.routing import RouteDecision, matches, route
+from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, RouteDecision, matches, route
 
-__all__ = ["LintFinding", "lint_block"]
+__all__ = ["LintFinding", "lint_batch_block", "lint_block"]
 
 #: A max_price below this (USD per million) is taken for a per-token value.
 _PER_TOKEN_SUSPECT = 0.01
@@ -386,6 +392,61 @@ def _precision_findings(
                 f"admits {endpoint.tag} ({endpoint.provider_name}), {verdict.verdict}: "
                 f"{verdict.reason}; {model} is released in {native.native}. Exclude it "
                 f"({fix}) unless you mean it",
+            )
+        )
+    return found
+
+
+# -- the Batch API block --------------------------------------------------------------------------
+
+
+def lint_batch_block(block: Any, batch_endpoints: Sequence[Endpoint]) -> list[LintFinding]:
+    """Return every finding for a ``batch.provider`` block against the ``:batch`` endpoints."""
+    where = "batch.provider"
+    if not isinstance(block, Mapping):
+        return [LintFinding("schema", "error", where, "a batch provider block must be a mapping")]
+    found = [
+        LintFinding(
+            "batch-unsupported-key",
+            "error",
+            f"{where}.{key}",
+            f"a batch honours only provider.only and allow_fallbacks; drop {key}",
+        )
+        for key in block
+        if key not in BATCH_PROVIDER_KEYS
+    ]
+    only = block.get("only")
+    entries = [str(x) for x in only] if isinstance(only, list) else []
+    if not batch_endpoints:
+        found.append(
+            LintFinding(
+                "batch-no-endpoint",
+                "error",
+                where,
+                "the model lists no :batch endpoint: a submit is refused (400); run it sync",
+            )
+        )
+        return found
+    listed = ", ".join(e.tag for e in batch_endpoints)
+    for index, entry in enumerate(entries):
+        if not any(matches(entry, e) for e in batch_endpoints):
+            found.append(
+                LintFinding(
+                    "batch-no-endpoint",
+                    "error",
+                    f"{where}.only[{index}]",
+                    f"{entry!r} matches no :batch endpoint (the submit is refused with 404); "
+                    f"listed: {listed}",
+                )
+            )
+    if len(entries) > 1:
+        found.append(
+            LintFinding(
+                "batch-not-pinned",
+                "warning",
+                f"{where}.only",
+                "a batch runs on one provider and OpenRouter picks the cheapest of these; "
+                "pin one: only: [TAG]",
             )
         )
     return found

@@ -53,6 +53,7 @@ from openrouter_probe.rules.provider_block import (
 
 __all__ = [
     "ASSUMPTIONS",
+    "BATCH_PROVIDER_KEYS",
     "NON_PARAMETER_KEYS",
     "REQUEST_PARAMETERS",
     "SERVICE_TIER_VARIANTS",
@@ -63,6 +64,7 @@ __all__ = [
     "blended_price_usd_per_m",
     "matches",
     "route",
+    "route_batch",
     "service_tier",
     "tool_routing",
 ]
@@ -659,3 +661,21 @@ def route(
     if sort_key is not None:
         return _sorted_route(blk, admitted, excluded, sort_key, req, notes)
     return _balanced_route(blk, admitted, excluded, req, notes)
+
+
+#: The only ``provider`` keys a Batch API request honours (SDK 1.3.84 ``BatchProviderPreferences``).
+BATCH_PROVIDER_KEYS = ("only", "allow_fallbacks")
+
+
+def route_batch(
+    provider: Mapping[str, Any] | None, batch_endpoints: Iterable[Endpoint]
+) -> RouteDecision:
+    """Decide which ``:batch`` endpoint a Batch API request with ``provider`` runs on.
+
+    A batch runs on one provider: "by default OpenRouter picks the cheapest eligible batch
+    endpoint for the model, and you can pin a provider with ``provider.only``". Only ``only`` (and
+    ``allow_fallbacks``) apply; other keys are left out here (the fake refuses them, ``policy
+    lint`` flags them). The first candidate is the endpoint that runs the batch.
+    """
+    only = (provider or {}).get("only")
+    return route({"only": only, "sort": "price"} if only else {"sort": "price"}, batch_endpoints)

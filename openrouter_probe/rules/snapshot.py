@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import html
 import json
@@ -39,6 +40,12 @@ from pydantic import ValidationError
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.errors import APIError, NoRouteError, SnapshotError, first_validation_error
 from openrouter_probe.files import atomic_write_text, ensure_not_input
+from openrouter_probe.rules.batch import (
+    BatchAcceptance,
+    BatchListing,
+    batch_model_id,
+    listing_from_json,
+)
 
 if TYPE_CHECKING:
     from openrouter_probe.api.client import Client
@@ -184,7 +191,8 @@ class Snapshot:
     is in UTC (an offset is converted), or ``None`` when the capture time is unknown. ``source``
     says how this object was obtained (``api``, ``page``, ``bundled`` or ``file``);
     ``captured_from`` keeps the source of the capture when a snapshot is saved and loaded again;
-    ``note`` carries provenance to show users.
+    ``note`` carries provenance to show users. ``batch`` holds the model's ``:batch`` endpoints
+    (``openrouter_probe.rules.batch``; ``None`` when they were not probed, as in older snapshots).
     """
 
     model: str
@@ -194,6 +202,7 @@ class Snapshot:
     origin: str
     captured_from: SnapshotSource | None = None
     note: str | None = None
+    batch: BatchListing | None = None
     _parsed: ModelEndpoints | None = field(default=None, repr=False, compare=False)
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -251,6 +260,7 @@ class Snapshot:
         origin: str,
         taken_at: datetime | None = None,
         note: str | None = None,
+        batch: BatchListing | None = None,
     ) -> Snapshot:
         """Build a snapshot from a parsed endpoints payload (the API's or the page's)."""
         return cls(
@@ -261,8 +271,29 @@ class Snapshot:
             origin=origin,
             captured_from=source,
             note=note,
+            batch=batch,
             _parsed=parsed,
         )
+
+    @property
+    def batch_endpoints(self) -> list[Endpoint]:
+        """The model's ``:batch`` endpoints (empty when it has none or they were not probed)."""
+        return [] if self.batch is None else self.batch.endpoints
+
+    def with_batch_acceptance(
+        self, tag: str, batch_id: str, *, at: datetime | None = None
+    ) -> Snapshot:
+        """This snapshot with an accepted submit to the ``:batch`` endpoint ``tag`` recorded in
+        its batch history (``batch.accepted``): from then on ``tag`` shows as ``accepted``, not
+        only ``listed``. The endpoint data and ``sha256`` do not change."""
+        if self.batch is None or tag not in {e.tag for e in self.batch.endpoints}:
+            raise SnapshotError(
+                f"{self.origin}: {tag!r} is not a :batch endpoint of {self.model} in this "
+                "snapshot; re-probe it (`openrouter-probe endpoints MODEL --save PATH`)"
+            )
+        when = _as_utc(at or datetime.now(UTC).replace(microsecond=0))
+        listing = self.batch.with_acceptance(BatchAcceptance(tag, batch_id, when))
+        return dataclasses.replace(self, batch=listing, _parsed=self.parsed)
 
     @cached_property
     def parsed(self) -> ModelEndpoints:
@@ -316,7 +347,7 @@ class Snapshot:
             "note": self.note,
             "sha256": self.sha256,
             "data": _thaw(self.data) if self._json is None else json.loads(self._json),
-        }
+        } | ({} if self.batch is None else {"batch": self.batch.to_json()})
 
     def save(self, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:
         """Write the snapshot as JSON to ``path`` atomically and return it.
@@ -358,6 +389,7 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
         captured = doc.get("source")
         captured_from = captured if captured in ("api", "page", "bundled", "file") else None
         origin, note = str(doc.get("origin") or where), doc.get("note")
+        batch = None if doc.get("batch") is None else listing_from_json(doc["batch"], where=where)
         if source == "bundled":
             origin = where  # the package path: a file every user has
     elif isinstance(doc.get("data"), dict) and "endpoints" in doc["data"]:
@@ -366,6 +398,7 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
         data, model = doc["data"], str(doc["data"].get("id", ""))
         taken_at = None
         captured_from, origin, note = None, where, "raw /endpoints body; capture time unknown"
+        batch = None
     else:
         raise SnapshotError(
             f"{where}: not a snapshot: expected 'format': {_FORMAT!r} or an /endpoints body "
@@ -381,6 +414,7 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
         origin=origin,
         captured_from=captured_from,
         note=note,
+        batch=batch,
     )
     try:
         snap.parsed  # noqa: B018  (validate now, so a broken file fails where it is named)
@@ -462,7 +496,9 @@ def probe(model: str, *, client: Client | None = None, use_page: bool = True) ->
         try:
             parsed = api.endpoints(model)
             origin = f"{api.base_url}/models/{model}/endpoints"
-            return Snapshot.from_endpoints(parsed, model=model, source="api", origin=origin)
+            return Snapshot.from_endpoints(
+                parsed, model=model, source="api", origin=origin, batch=_probe_batch(api, model)
+            )
         except NoRouteError:
             raise
         except APIError as api_exc:
@@ -483,6 +519,22 @@ def probe(model: str, *, client: Client | None = None, use_page: bool = True) ->
     finally:
         if own:
             api.close()
+
+
+def _probe_batch(api: Client, model: str) -> BatchListing | None:
+    """The model's ``:batch`` endpoints (a 404 or an empty list: none), or ``None`` when the
+    listing could not be read (then nothing is known about batches, and that is said)."""
+    variant = batch_model_id(model)
+    origin = f"{api.base_url}/models/{variant}/endpoints"
+    when = datetime.now(UTC).replace(microsecond=0)
+    try:
+        parsed = api.endpoints(variant)
+    except NoRouteError:
+        return BatchListing(origin=origin, taken_at=when, data=None)
+    except APIError as exc:
+        log.warning("%s: %s; the snapshot says nothing about :batch endpoints", origin, exc)
+        return None
+    return BatchListing(origin=origin, taken_at=when, data=parsed.to_json_dict(), _parsed=parsed)
 
 
 def resolve_snapshot(

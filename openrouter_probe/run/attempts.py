@@ -230,6 +230,9 @@ class AttemptPolicy:
                 f"an OpenRouter budget is spent (403): {failure.message}. Raise it or wait for "
                 "its reset, then rerun the same command to resume",
             )
+        stop = failure.metadata.get("stop")
+        if isinstance(stop, str):  # a sender's own reason (the batch sender: a failed batch)
+            return Stop(stop, failure.message)
         if status == 402:
             hint = (
                 " (allow a lower max_tokens with --lower-max-tokens)"

@@ -22,10 +22,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.ledger import Ledger, OpenBatch, Pending
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -33,7 +34,7 @@ from openrouter_probe.run.spend import SpendCap
 from openrouter_probe.run.summary import ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 
-__all__ = ["Books"]
+__all__ = ["Books", "allocate"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,24 @@ class _Counts:
     not_sent_by: dict[str, int] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
     providers: dict[str, ProviderTally] = field(default_factory=dict)
+
+
+def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
+    """Split ``total`` in proportion to ``weights`` so that the shares sum exactly to ``total``:
+    each share rounded down to the total's own decimal places (at least 12), the remainder on
+    the largest share. No weight (or all zero): equal shares."""
+    if not weights:
+        return []
+    exponent = total.as_tuple().exponent
+    places = max(12, -exponent if isinstance(exponent, int) else 0)
+    quantum = Decimal(1).scaleb(-places)
+    whole = sum(weights, _ZERO)
+    if whole <= 0:
+        weights, whole = [Decimal(1)] * len(weights), Decimal(len(weights))
+    shares = [(total * w / whole).quantize(quantum, rounding="ROUND_DOWN") for w in weights]
+    largest = max(range(len(shares)), key=lambda i: weights[i])
+    shares[largest] += total - sum(shares, _ZERO)
+    return [share.normalize() if share else _ZERO for share in shares]
 
 
 class Books:
@@ -106,6 +125,11 @@ class Books:
         self.out_of_money: dict[str, str] = {}
         self.warnings: list[str] = []
         self._warned_cost: set[str] = set()
+        #: rows whose request an earlier run's open batch carries (``generate --batch``): the row
+        #: id (JSON) -> (that batch, the custom id); ``moved``: those whose reservation this run's
+        #: attempt took over (``reserve``), until the sender journals the move
+        self.held: dict[str, tuple[OpenBatch, str]] = {}
+        self.moved: dict[str, tuple[OpenBatch, str]] = {}
 
     @property
     def outstanding(self) -> int:
@@ -124,8 +148,22 @@ class Books:
     # -- before an attempt leaves -----------------------------------------------------------------
 
     def reserve(self, dataset: str, attempt: Attempt) -> bool:
-        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits."""
-        return self.cap.try_reserve(attempt.worst, dataset)
+        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits.
+
+        A row an earlier run's open batch carries takes over that line's worst case (still
+        counted in the journal until the move is journaled): its result is claimed, not bought
+        again, so the cap a killed batch filled does not lock its own results out."""
+        held = self.held.get(attempt.id_json)
+        if held is None:
+            return self.cap.try_reserve(attempt.worst, dataset)
+        batch, cid = held
+        _, reserved, line_dataset, _ = batch.lines[cid]
+        self.cap.give_back(reserved, line_dataset)
+        if not self.cap.try_reserve(attempt.worst, dataset):
+            self.cap.add_spent(reserved, line_dataset)
+            return False
+        self.moved[attempt.id_json] = self.held.pop(attempt.id_json)
+        return True
 
     def sent(self, row: PromptRow, attempt: Attempt) -> int:
         """Journal an attempt about to leave (reserved); return its number. Await ``leaving``
@@ -214,6 +252,9 @@ class Books:
         else:
             self.cap.add_spent(-back, pending.dataset)
             self.cap.overruns += 1
+        self._count_reconciled(pending, back)
+
+    def _count_reconciled(self, pending: Pending, back: Decimal) -> None:
         c = self.counts
         if pending.run == self.run_id:
             c.spent_usd -= back
@@ -263,6 +304,75 @@ class Books:
         if not reconciling.done():
             reconciling.cancel()
         await asyncio.gather(reconciling, return_exceptions=True)
+
+    # -- batches (``generate --batch``) ---------------------------------------------------------
+
+    def batch_planned(
+        self, plan: str, *, model: str, after: int, worst: Decimal, lines: list[list[Any]]
+    ) -> None:
+        """Journal a batch about to be submitted (flushed before the POST). Its lines' money is
+        their attempts': each was reserved and journaled (``sent``) before it was handed over."""
+        if self.ledger is not None:
+            self.ledger.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
+
+    def batch_submitted(self, run: str | None, plan: str, batch_id: str) -> None:
+        """Journal the id of a plan's batch (its 202, or the orphan found by the list)."""
+        if self.ledger is not None:
+            self.ledger.batch_id(run or self.ledger.run_id, plan, batch_id)
+
+    def batch_closed(self, run: str | None, plan: str, status: str) -> None:
+        """Journal that a plan is closed: its lines are settled, or it was never submitted."""
+        if self.ledger is not None:
+            self.ledger.batch_done(run or self.ledger.run_id, plan, status)
+
+    def hold(self, batch: OpenBatch) -> None:
+        """Note an earlier run's open batch: a request for one of its rows claims its line."""
+        for cid, (_, _, _, row_id) in batch.lines.items():
+            self.held[dumps(row_id)] = (batch, cid)
+
+    def batch_moved(self, row_id: str, plan: str, batch_id: str | None, number: int) -> bool:
+        """Journal that this run's attempt ``number`` carries an earlier batch's line for
+        ``row_id`` (a plan of one line in this run, with the batch's id when known), then settle
+        the earlier attempt to 0: its worst case moved to this one (``reserve``). False when
+        the row's reservation did not take one over."""
+        moved = self.moved.pop(dumps(row_id), None)
+        if moved is None:
+            return False
+        batch, cid = moved
+        old_number, reserved, dataset, _ = batch.lines[cid]
+        if self.ledger is not None:
+            ledger = self.ledger
+            ledger.batch_plan(
+                plan,
+                model=batch.model,
+                after=batch.after,
+                worst_usd=reserved,
+                lines=[[cid, number]],
+                count=batch.count,
+            )
+            if batch_id is not None:
+                ledger.batch_id(ledger.run_id, plan, batch_id)
+            ledger.reconciled(batch.run, old_number, _ZERO)
+        self._count_reconciled(Pending(batch.run, old_number, "", reserved, dataset), reserved)
+        return True
+
+    def release_moves(self) -> None:
+        """Moves never journaled (the run stopped first): the earlier worst cases count again."""
+        for batch, cid in self.moved.values():
+            _, reserved, dataset, _ = batch.lines[cid]
+            self.cap.add_spent(reserved, dataset)
+        self.moved.clear()
+
+    def batch_earlier(self, batch: OpenBatch, costs: Mapping[str, Decimal]) -> None:
+        """Settle an earlier run's batch lines: ``costs`` (custom id -> its share; 0 for a line
+        this run's own attempt carries) replaces each line's worst case, as ``/generation``
+        settles an unknown attempt. Lines not in ``costs`` stay at their worst case."""
+        for custom_id, cost in costs.items():
+            line = batch.lines.get(custom_id)
+            if line is None:
+                continue
+            number, reserved, dataset, _ = line
+            self.reconciled(Pending(batch.run, number, "", reserved, dataset), cost)
 
     # -- rows and tokens --------------------------------------------------------------------------
 

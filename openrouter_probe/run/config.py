@@ -35,6 +35,7 @@ from openrouter_probe.run.ledger import ledger_path
 from openrouter_probe.run.turns import turns_path
 
 if TYPE_CHECKING:
+    from openrouter_probe.run.batch_plan import BatchSettings
     from openrouter_probe.run.reconcile import Lookup
     from openrouter_probe.run.sender import Sender
 
@@ -67,7 +68,7 @@ class JobOptions:
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest pause for the key's own 429;
     ``target_tokens`` stops each dataset at that many billed output tokens; ``weights`` split the
     cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
-    tokens retry lower. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
+    tokens retry lower; ``batch`` sends through the Batch API (``run.batch_sender``). ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
     ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
     (tests). Build it with :meth:`resolve`, which names the option in its errors.
     """
@@ -90,6 +91,8 @@ class JobOptions:
     progress: bool | Progress = False
     send: Sender | None = None
     lookup: Lookup | None = None
+    #: send through the Batch API (``generate --batch``): the batch sender's settings
+    batch: BatchSettings | None = None
     sleep: Sleep = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
@@ -191,6 +194,7 @@ class _Fields(TypedDict, total=False):
     progress: bool | Progress
     send: Sender | None
     lookup: Lookup | None
+    batch: BatchSettings | None
     sleep: Sleep
     clock: Callable[[], float]
     wall_clock: Callable[[], float]

@@ -11,6 +11,10 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
     {"settled":17,"run":"3f9a0c1b2d4e","cost_usd":"0.00212"}
     {"settled":18,"run":"3f9a0c1b2d4e","unknown":true}
     {"reconciled":18,"run":"3f9a0c1b2d4e","cost_usd":"0.00031"}
+    {"batch_plan":"p1","run":"3f9a0c1b2d4e","model":"m","after":1788697040,"worst_usd":"0.0089",
+     "lines":[["r17",17],["r18",18]]}
+    {"batch_id":"p1","run":"3f9a0c1b2d4e","id":"batch-1788697047-yF7D"}
+    {"batch_done":"p1","run":"3f9a0c1b2d4e","status":"completed"}
 
 - ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed: the
   ``sent`` lines of every attempt leaving in the same turn of the event loop go out in one write
@@ -20,6 +24,11 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
 - ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
   ``unknown`` (it left, and nothing said what it cost: a timeout, a cut connection, an answer
   without a valid ``usage.cost``, a cancellation).
+- ``batch_plan`` (``generate --batch``): a batch about to be submitted, flushed before the POST:
+  its custom ids with the attempt each carries (their ``sent`` lines hold the money), the worst
+  case, the model and the time the batch is created after (the orphan search's bound);
+  ``batch_id`` the id its 202 gave; ``batch_done`` that it is settled (or dropped). A plan
+  without ``batch_done`` is open: the next run polls it by its id, or finds it by the list.
 - ``reconciled``: what ``GET /generation`` later said an unknown attempt cost (this run's
   reconciler, or a later run's settling a killed one's).
 
@@ -56,7 +65,15 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
 from openrouter_probe.rules.quantities import recorded_usd
 
-__all__ = ["LEDGER_SUFFIX", "Ledger", "LedgerReplay", "Pending", "ledger_path", "replay_ledger"]
+__all__ = [
+    "LEDGER_SUFFIX",
+    "Ledger",
+    "LedgerReplay",
+    "OpenBatch",
+    "Pending",
+    "ledger_path",
+    "replay_ledger",
+]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +127,8 @@ class LedgerReplay:
     reconciled_back_usd: Decimal = _ZERO  # what those gave back (reservation - cost)
     by_dataset: dict[str, Decimal] = field(default_factory=dict)
     pending: list[Pending] = field(default_factory=list)
+    #: batch plans without a ``batch_done`` line (``generate --batch``), in journal order
+    batches: list[OpenBatch] = field(default_factory=list)
     torn: bytes | None = None
 
     @property
@@ -118,17 +137,37 @@ class LedgerReplay:
         return self.settled_usd + self.possibly_billed_usd
 
 
+@dataclass
+class OpenBatch:
+    """A batch plan a run journaled and did not close: its batch may be running, finished, or
+    (killed before the POST, or between the POST and the ``batch_id`` line) not known by id."""
+
+    run: str
+    plan: str
+    model: str
+    after: int
+    worst_usd: Decimal
+    #: custom id -> (the attempt number in ``run``, its reservation, its dataset, its row id)
+    lines: dict[str, tuple[int, Decimal, str | None, str]]
+    count: int = 0  # lines in the plan, settled ones included (the orphan search matches it)
+    batch_id: str | None = None
+
+
 def _number(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{where}: attempt {value!r} is not a number; {_DAMAGED}")
     return value
 
 
-def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
+def _read(
+    path: Path, plans: dict[tuple[str, str], dict[str, Any]] | None = None
+) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
     """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id]``, and
-    the run header lines."""
+    the run header lines; the batch plans go into ``plans`` (``(run, plan)`` -> the line, with
+    ``batch_id`` and ``done`` added as their lines come)."""
     attempts: dict[tuple[str, int], list[Any]] = {}
     headers: list[dict[str, Any]] = []
+    plans = {} if plans is None else plans
     for lineno, line in iter_jsonl(
         path, what="the spend journal", line="a spend journal line", damaged=_DAMAGED
     ):
@@ -140,7 +179,18 @@ def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, 
             reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
             ds = line.get("ds")
             dataset = ds if isinstance(ds, str) else None
-            attempts[(run, _number(line["sent"], where))] = [dataset, reserved, _SENT, None, None]
+            row = line.get("id")
+            attempts[(run, _number(line["sent"], where))] = [
+                dataset,
+                reserved,
+                _SENT,
+                None,
+                None,
+                row,
+            ]
+            continue
+        if "batch_plan" in line or "batch_id" in line or "batch_done" in line:
+            _batch_line(plans, run, line, where)
             continue
         for key in ("gen", "settled", "reconciled"):
             if key in line:
@@ -152,6 +202,23 @@ def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, 
             if "started_utc" in line:
                 headers.append(line)
     return attempts, headers
+
+
+def _batch_line(
+    plans: dict[tuple[str, str], dict[str, Any]], run: str, line: dict[str, Any], where: str
+) -> None:
+    if "batch_plan" in line:
+        lines = line.get("lines")
+        if not isinstance(lines, list) or not all(
+            isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) for x in lines
+        ):
+            raise ConfigError(f"{where}: a batch plan without its lines; {_DAMAGED}")
+        plans[(run, str(line["batch_plan"]))] = dict(line)
+        return
+    key = "batch_id" if "batch_id" in line else "batch_done"
+    plan = plans.get((run, str(line[key])))
+    if plan is not None:
+        plan["id" if key == "batch_id" else "done"] = line.get("id", True)
 
 
 def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None:
@@ -188,7 +255,8 @@ def replay_ledger(
     replay.torn = repair_torn_tail(p) if repair else None
     if replay.torn:
         log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
-    attempts, replay.headers = _read(p)
+    plans: dict[tuple[str, str], dict[str, Any]] = {}
+    attempts, replay.headers = _read(p, plans)
     if attempts and not output_exists:
         raise ConfigError(
             f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
@@ -197,7 +265,7 @@ def replay_ledger(
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
-    for (run, number), (ds, reserved, state, cost, gen) in attempts.items():
+    for (run, number), (ds, reserved, state, cost, gen, _row) in attempts.items():
         if state in (_KNOWN, _RECONCILED):
             money = cost
             replay.settled_usd += cost
@@ -213,7 +281,40 @@ def replay_ledger(
                 replay.pending.append(Pending(run, number, gen, reserved, ds))
         if ds is not None:
             replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
+    replay.batches = _open_batches(plans, attempts, p)
     return replay
+
+
+def _open_batches(
+    plans: dict[tuple[str, str], dict[str, Any]],
+    attempts: dict[tuple[str, int], list[Any]],
+    path: Path,
+) -> list[OpenBatch]:
+    """The plans without a ``batch_done`` line, each line with its attempt's money."""
+    found = []
+    for (run, plan), line in plans.items():
+        if line.get("done"):
+            continue
+        where = f"{path}: batch plan {plan}"
+        lines: dict[str, tuple[int, Decimal, str | None, str]] = {}
+        for custom_id, number in line["lines"]:
+            entry = attempts.get((run, _number(number, where)))
+            if entry is not None and entry[2] in (_SENT, _UNKNOWN):  # known: its own money
+                lines[custom_id] = (number, entry[1], entry[0], str(entry[5]))
+        ident = line.get("id")
+        found.append(
+            OpenBatch(
+                run=run,
+                plan=plan,
+                model=str(line.get("model")),
+                after=int(line.get("after") or 0),
+                worst_usd=recorded_usd(line.get("worst_usd"), where, damaged=_DAMAGED),
+                lines=lines,
+                count=int(line.get("count") or len(line["lines"])),
+                batch_id=ident if isinstance(ident, str) else None,
+            )
+        )
+    return found
 
 
 def _host() -> str:
@@ -344,6 +445,46 @@ class Ledger:
         """Record what ``/generation`` says an unknown attempt (of any run) cost."""
         self._write(
             f'{{"reconciled":{attempt},"run":{json.dumps(run_id)},"cost_usd":"{cost_usd}"}}\n'
+        )
+        self._flush_soon()
+
+    def batch_plan(
+        self,
+        plan: str,
+        *,
+        model: str,
+        after: int,
+        worst_usd: Decimal,
+        lines: list[list[Any]],
+        count: int | None = None,
+    ) -> None:
+        """Record a batch about to be submitted and flush it: once this returns, the plan is in
+        the OS, and a run killed after the POST finds its batch again."""
+        line = {
+            "batch_plan": plan,
+            "run": self.run_id,
+            "model": model,
+            "after": after,
+            "worst_usd": str(worst_usd),
+            "lines": lines,
+            **({"count": count} if count is not None else {}),
+        }
+        self._write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self._flush_now()
+
+    def batch_id(self, run_id: str, plan: str, batch_id: str) -> None:
+        """Record the id a batch plan's submit was given (or its orphan was found under)."""
+        self._write(
+            f'{{"batch_id":{json.dumps(plan)},"run":{json.dumps(run_id)},'
+            f'"id":{json.dumps(batch_id)}}}\n'
+        )
+        self._flush_now()
+
+    def batch_done(self, run_id: str, plan: str, status: str) -> None:
+        """Record that a batch plan is closed: its batch settled, refused, or dropped."""
+        self._write(
+            f'{{"batch_done":{json.dumps(plan)},"run":{json.dumps(run_id)},'
+            f'"status":{json.dumps(status)}}}\n'
         )
         self._flush_soon()
 

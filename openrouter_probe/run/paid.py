@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -366,7 +366,9 @@ class PaidRun:
             summary.not_sent = len(rows)
             return summary
         spent_before = self.spent_before_usd
-        if budget is not None and spent_before >= budget and not self.replay.pending:
+        # (what earlier runs left to settle, /generation or open batches, may free money)
+        unsettled = self.replay.pending or self.replay.batches
+        if budget is not None and spent_before >= budget and not unsettled:
             summary.stop_reason = "budget"
             summary.message = (
                 f"{options.out} and {options.journal.name} already record ${spent_before:.6f} "
@@ -403,6 +405,8 @@ class PaidRun:
                         progress=bar,
                     )
 
+                if options.batch is not None:
+                    return await _run_batches(make, options, self.replay, summary)
                 if options.send is not None:
                     return await _run(make(options.send, options.lookup), options.handle_signals)
                 from openrouter_probe.run.transport import HttpTransport
@@ -451,6 +455,37 @@ def _showing(bar: Any) -> Iterator[None]:
         return
     with bar:
         yield
+
+
+async def _run_batches(
+    make: Callable[[Sender, Lookup | None], Run],
+    options: JobOptions,
+    replay: LedgerReplay,
+    summary: RunSummary,
+) -> RunSummary:
+    """The run with the batch sender (``generate --batch``), on the same path: the books journal
+    each batch's plan and id and settle each line from the batch's cost."""
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.batch_sender import BatchSender
+
+    assert options.batch is not None
+    with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
+        sender = BatchSender(
+            options.batch,
+            client=client,
+            earlier=replay.batches,
+            sleep=options.sleep,
+            clock=options.clock,
+            wall_clock=options.wall_clock,
+        )
+        run = make(sender, None)  # a batch line has no /generation to settle it from
+        sender.bind(run.books)
+        try:
+            result = await _run(run, options.handle_signals)
+        finally:
+            said = await sender.aclose()
+        result.warnings.extend(said)
+        return result
 
 
 async def _run(run: Run, handle_signals: bool) -> RunSummary:

@@ -44,7 +44,7 @@ from openrouter_probe.run.output import OutputLog
 from openrouter_probe.run.queues import Idle, RowQueues
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.sender import Sender, SendKey
 from openrouter_probe.run.source import RowSource
 from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.summary import RunSummary
@@ -310,8 +310,13 @@ class Run:
             leaving = books.leaving()
             if leaving is not None:
                 await leaving
+            key = SendKey(row.id, number, attempt.worst, row.dataset)
             outcome = await self.send(
-                attempt.request.body, stream=self.stream, on_id=on_id, ceiling_s=attempt.ceiling_s
+                attempt.request.body,
+                stream=self.stream,
+                on_id=on_id,
+                ceiling_s=attempt.ceiling_s,
+                key=key,
             )
         except asyncio.CancelledError:
             books.cancelled(row, attempt, number, seen[0] if seen else None)

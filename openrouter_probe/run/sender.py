@@ -16,9 +16,13 @@ double (``tests/_generate.py``'s ``LedgerSender``). The contract, for every impl
   ``CancelledError``; a cancellation is recorded by the run as a cancelled attempt.
 - **``ceiling_s`` bounds the attempt**, from the call to the last byte (``JobOptions.ceiling_s``).
 
-A **Batch API sender** (the next issue, ``OPENROUTER-BATCH.md``) is one more implementation, with no
-change to the scheduler, the books or the journal: its ``send`` queues the body and returns an
-awaitable; the bodies queued in one turn of the loop (up to the run's concurrency, which bounds
+- **``key`` names the attempt** (``SendKey``: the row id, the attempt's number in the journal, its
+  reservation and dataset). A sender that sends one request per call may ignore it; the batch
+  sender needs it to write a batch's plan (custom ids and the attempts they carry) before the POST.
+
+The **Batch API sender** (``run.batch_sender``, ``generate --batch``) is one more implementation,
+with no change to the scheduler, the books or the journal beyond passing ``key``: its ``send``
+queues the body and returns an awaitable; the bodies queued in one turn of the loop (up to the run's concurrency, which bounds
 what is reserved at once) are submitted as one batch POST. Every one of them was reserved at its
 worst case and journaled before the POST, because the run calls ``send`` only after that; each
 awaitable resolves when the batch's result for it arrives (minutes or hours later: its
@@ -29,12 +33,25 @@ A batch that fails as a whole gives each of its requests the same ``Failure``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Protocol
 
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.transport import Answer
 
-__all__ = ["Sender"]
+__all__ = ["SendKey", "Sender"]
+
+
+@dataclass(frozen=True, slots=True)
+class SendKey:
+    """Which attempt a ``send`` carries: its row, its number in the journal (``sent``), its
+    reserved worst case and its dataset."""
+
+    row_id: str
+    number: int
+    worst_usd: Decimal
+    dataset: str
 
 
 class Sender(Protocol):
@@ -47,4 +64,5 @@ class Sender(Protocol):
         stream: bool,
         on_id: Callable[[str], None] | None = None,
         ceiling_s: float | None = None,
+        key: SendKey | None = None,
     ) -> Awaitable[Answer | Failure]: ...

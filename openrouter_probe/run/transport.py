@@ -214,10 +214,12 @@ class HttpTransport:
         stream: bool,
         on_id: Callable[[str], None] | None = None,
         ceiling_s: float | None = None,
+        key: object = None,
     ) -> Answer | Failure:
         """Send one request body; return the answer or a classified failure (never raises for
         HTTP or connection trouble; ``CancelledError`` propagates). ``on_id`` gets the generation
-        id as soon as the headers bring it; ``ceiling_s`` bounds the whole attempt."""
+        id as soon as the headers bring it; ``ceiling_s`` bounds the whole attempt; ``key``
+        (``run.sender.SendKey``) is not needed: one request per call."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
         generation_id = None
         try:

@@ -1,0 +1,135 @@
+"""What a job costs through OpenRouter's Batch API, beside the sync figures (issue 25).
+
+``plan_batch(snapshot, output_tokens=..., budget_usd=...)`` prices the target at the cheapest
+admitted ``:batch`` endpoint (its own row's price, the batch price), next to the sync price of the
+same deployment, and says in one line why there is no batch figure when there is none: the
+snapshot was taken before batches were probed (nothing is known), the model lists no ``:batch``
+endpoint, or the policy admits none of those listed. ``admitted`` is the compiled policy's batch
+order (``CompiledPolicy.batch["order"]``); without a policy every ``:batch`` endpoint is
+admitted, as OpenRouter picks the cheapest one by default. Output tokens only, like the headline:
+input tokens, web search and caching are not all discounted (docs/batch.md).
+
+Example::
+
+    from openrouter_probe.analysis.budget_batch import plan_batch
+    from openrouter_probe.rules.snapshot import bundled_snapshot
+
+    plan_batch(bundled_snapshot(), output_tokens=60_000_000, budget_usd=100).line
+    # 'batch: no :batch endpoint is known for moonshotai/kimi-k2.5 (...)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from openrouter_probe.rules.batch import batch_pairs
+from openrouter_probe.rules.quantities import (
+    format_pct,
+    format_tokens,
+    format_usd,
+    format_usd_per_m,
+)
+
+if TYPE_CHECKING:
+    from openrouter_probe.rules.snapshot import Snapshot
+
+__all__ = ["BatchBudget", "plan_batch"]
+
+_MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class BatchBudget:
+    """The target at the batch price (``tag`` ``None``: no batch figure, ``line`` says why)."""
+
+    model: str
+    output_tokens: int
+    budget_usd: Decimal
+    line: str
+    tag: str | None = None
+    status: str | None = None
+    price_out_usd_per_m: Decimal | None = None
+    cost_usd: Decimal | None = None
+    sync_price_out_usd_per_m: Decimal | None = None
+    sync_cost_usd: Decimal | None = None
+    affordable_output_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def num(value: Decimal | None) -> float | None:
+            return None if value is None else float(value)
+
+        return {
+            "line": self.line,
+            "tag": self.tag,
+            "status": self.status,
+            "price_out_usd_per_m": num(self.price_out_usd_per_m),
+            "cost_usd": num(self.cost_usd),
+            "sync_price_out_usd_per_m": num(self.sync_price_out_usd_per_m),
+            "sync_cost_usd": num(self.sync_cost_usd),
+            "affordable_output_tokens": self.affordable_output_tokens,
+        }
+
+
+def plan_batch(
+    snapshot: Snapshot,
+    *,
+    output_tokens: int,
+    budget_usd: Decimal | float | int | str,
+    admitted: Sequence[str] | None = None,
+    policy_note: str | None = None,
+) -> BatchBudget:
+    """Price ``output_tokens`` at the cheapest admitted ``:batch`` endpoint of ``snapshot``.
+
+    ``admitted``: the ``:batch`` tags a compiled policy admits, in its order (``None``: no policy,
+    all of them); ``policy_note``: the compiled batch block's note, shown when it admits none.
+    """
+    budget = Decimal(str(budget_usd))
+
+    def without(line: str) -> BatchBudget:
+        return BatchBudget(snapshot.model, output_tokens, budget, line)
+
+    if snapshot.batch is None:
+        return without(
+            f"batch: no :batch endpoint is known for {snapshot.model} (this snapshot was "
+            "not probed for them; a fresh probe asks GET /models/MODEL:batch/endpoints)"
+        )
+    pairs = batch_pairs(snapshot.batch, snapshot.endpoints)
+    if not pairs:
+        return without(f"batch: no :batch endpoint is listed for {snapshot.model}: run it sync")
+    chosen = [p for p in pairs if admitted is None or p.batch.tag in admitted]
+    priced = [p for p in chosen if p.batch.pricing.completion_usd_per_m is not None]
+    if not priced:
+        why = policy_note or (
+            f"no :batch endpoint admitted by this policy ({len(pairs)} listed, none admitted)"
+        )
+        return without(f"batch: {why.removeprefix('batch: ')}")
+    best = min(priced, key=lambda p: (p.batch.pricing.completion_usd_per_m, p.batch.tag))
+    price = best.batch.pricing.completion_usd_per_m
+    assert price is not None
+    cost = price * output_tokens / _MILLION
+    sync = None if best.sync is None else best.sync.pricing.completion_usd_per_m
+    sync_cost = None if sync is None else sync * output_tokens / _MILLION
+    buys = int(budget / price * _MILLION) if price > 0 else None
+    line = (
+        f"batch: {format_tokens(output_tokens)} output tokens at the batch price "
+        f"{format_usd_per_m(price)} ({best.batch.tag}, {best.status}) cost {format_usd(cost)}"
+    )
+    if sync_cost is not None and sync:
+        line += f", {format_pct(price / sync)} of {format_usd(sync_cost)} at its sync price"
+    line += f"; {format_usd(budget)} buys {format_tokens(buys)}" if buys is not None else ""
+    return BatchBudget(
+        snapshot.model,
+        output_tokens,
+        budget,
+        line,
+        tag=best.batch.tag,
+        status=best.status,
+        price_out_usd_per_m=price,
+        cost_usd=cost,
+        sync_price_out_usd_per_m=sync,
+        sync_cost_usd=sync_cost,
+        affordable_output_tokens=buys,
+    )

@@ -1,0 +1,349 @@
+"""A client for OpenRouter's Batch API (``/api/v1/batches``), on ``requests``.
+
+What the batch sender stands on: ``create`` (the body written with ``endpoint`` and ``model``
+before ``requests``, which OpenRouter reads as a stream and otherwise refuses with 400), ``get``,
+``results`` (the cursor pages of ``/batches/{id}/results``), ``list`` (``created_after``, ``after``,
+``status``: how an orphaned batch is found again), ``delete``. Facts and sources:
+``docs/batch.md``.
+
+Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
+first with ``list(created_after=...)``), and a poll's cadence is the sender's to set. Errors go
+through the same translation as the sync client (``api.client``): a 402 on ``get`` (results
+withheld until the charge is covered) is an ``InsufficientCreditsError`` whose ``body`` holds the
+batch; a 404 right after a create is normal (the record is written asynchronously) and is a
+``NoRouteError`` like any 404.
+
+The canonical path is ``{base}/batches`` (``https://openrouter.ai/api/v1``); launch-era accounts
+answered it with the web app's HTML 404 and served ``/api/beta/batches``. So a 404 whose body is
+not JSON switches this client to the beta path once, says so on the
+``openrouter_probe.api.batches`` logger, and ``path`` tells which one is in use.
+
+Example::
+
+    from openrouter_probe.api.batches import BatchClient
+
+    with BatchClient() as batches:
+        job = batches.create(
+            model="moonshotai/kimi-k3",
+            requests=[{"custom_id": "r1", "body": {"messages": [{"role": "user", "content": "Hi"}]}}],
+            provider={"only": ["together"], "allow_fallbacks": False},
+        )
+        print(job.id, job.status)            # batch-1788697047-..., validating
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import requests
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from openrouter_probe.api.client import DEFAULT_BASE_URL, _connection_failure, _translate_status
+from openrouter_probe.errors import APIConnectionError, APIError, ConfigError
+
+__all__ = [
+    "Batch",
+    "BatchClient",
+    "BatchCounts",
+    "BatchList",
+    "BatchResult",
+    "ResultsPage",
+]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T", bound=BaseModel)
+
+
+class _Tolerant(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+
+
+class BatchCounts(_Tolerant):
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+class BatchResult(_Tolerant):
+    """One result line: exactly one of ``response`` (``{status_code, request_id, body}``, the sync
+    shape of the endpoint) and ``error`` (``{message, type, param, error_type}``) is set."""
+
+    id: str | None = None
+    custom_id: str
+    response: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def body(self) -> dict[str, Any] | None:
+        """The response body (a ``chat.completion`` for a chat batch), or ``None``."""
+        body = None if self.response is None else self.response.get("body")
+        return body if isinstance(body, dict) else None
+
+
+class Batch(_Tolerant):
+    """A ``BatchObject`` read tolerantly: recorded bodies lack fields the SDK requires
+    (``provider``, ``expires_at``), so every field but ``id`` and ``status`` may be absent."""
+
+    id: str
+    status: str
+    model: str | None = None
+    endpoint: str | None = None
+    provider: str | None = None
+    created_at: int | None = None
+    finalized_at: int | None = None
+    expires_at: int | None = None
+    request_counts: BatchCounts = Field(default_factory=BatchCounts)
+    usage: dict[str, Any] | None = None
+    results: list[BatchResult] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the batch has finished (``completed``, ``failed``, ``expired``, ``cancelled``)."""
+        return self.status in ("completed", "failed", "expired", "cancelled")
+
+    @property
+    def cost_usd(self) -> float | None:
+        """``usage.cost``: what OpenRouter charged for the whole batch (``None`` until it is known)."""
+        cost = None if self.usage is None else self.usage.get("cost")
+        return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+
+
+class BatchList(_Tolerant):
+    data: list[Batch] = Field(default_factory=list)
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
+class ResultsPage(_Tolerant):
+    data: list[BatchResult] = Field(default_factory=list)
+    has_more: bool = False
+    next_cursor: str | None = None
+
+
+def _stamp(value: int | float | datetime | None) -> str | None:
+    """A ``created_after``/``created_before`` value: Unix seconds (a datetime is converted)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return str(int(value.timestamp()))
+    return str(int(value))
+
+
+class BatchClient:
+    """OpenRouter's Batch API; options keyword-only, as ``openrouter_probe.Client``'s.
+
+    ``api_key`` defaults to ``OPENROUTER_API_KEY`` (required: every batch route needs it),
+    ``base_url`` to ``OPENROUTER_BASE_URL``.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: tuple[float, float] = (10.0, 120.0),
+        session: requests.Session | None = None,
+    ) -> None:
+        key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
+        if not key:
+            raise ConfigError(
+                "the Batch API needs an API key: export OPENROUTER_API_KEY=... "
+                "(create one at https://openrouter.ai/settings/keys)"
+            )
+        self._api_key = key
+        self.base_url = (
+            base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"OPENROUTER_BASE_URL={self.base_url!r} is not an http(s) URL; "
+                f"unset it to use {DEFAULT_BASE_URL}"
+            )
+        #: The batches path in use: ``{base}/batches``, or the beta path after a fallback.
+        self.path = f"{self.base_url}/batches"
+        self._fell_back = False
+        self.timeout = timeout
+        self._session = session or requests.Session()
+        self._session.headers.setdefault("User-Agent", "openrouter-probe")
+
+    def __repr__(self) -> str:
+        return f"BatchClient(path={self.path!r})"  # never the key
+
+    def __enter__(self) -> BatchClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._session.close()
+
+    # -- transport ------------------------------------------------------------------------------
+
+    def _beta_path(self) -> str | None:
+        site = re.sub(r"/api/v\d+$", "", self.base_url)
+        beta = f"{site}/api/beta/batches"
+        return None if beta == self.path else beta
+
+    def _call(
+        self,
+        method: str,
+        suffix: str = "",
+        *,
+        params: Sequence[tuple[str, str]] | None = None,
+        data: bytes | None = None,
+    ) -> requests.Response:
+        """One request; a non-JSON 404 on the v1 path moves to the beta path once (said)."""
+        while True:
+            url = self.path + suffix
+            headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"}
+            if data is not None:
+                headers["Content-Type"] = "application/json"
+            try:
+                response = self._session.request(
+                    method, url, params=params, data=data, headers=headers, timeout=self.timeout
+                )
+            except requests.Timeout as exc:
+                raise APIConnectionError(f"{method} {url}: timed out", url=url) from exc
+            except requests.RequestException as exc:
+                reason, _ = _connection_failure(exc)
+                raise APIConnectionError(f"{method} {url} failed: {reason}", url=url) from exc
+            if response.status_code == 404 and not self._fell_back and not _is_json(response):
+                beta = self._beta_path()
+                if beta is not None:
+                    log.warning(
+                        "%s answered a 404 that is not JSON (no Batch API there); using %s",
+                        self.path,
+                        beta,
+                    )
+                    self.path, self._fell_back = beta, True
+                    continue
+            if response.status_code >= 400:
+                raise _translate_status(response)
+            return response
+
+    def _read(self, response: requests.Response, model: type[_T]) -> _T:
+        try:
+            return model.model_validate(json.loads(response.text))
+        except (ValueError, ValidationError) as exc:
+            snippet = " ".join(response.text.split())[:120]
+            raise APIError(
+                f"{response.url} returned a body that is not a {model.__name__}: {snippet!r}",
+                url=response.url,
+            ) from exc
+
+    # -- the routes -----------------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        model: str,
+        requests: Sequence[Mapping[str, Any]],
+        endpoint: str = "/v1/chat/completions",
+        provider: Mapping[str, Any] | None = None,
+        completion_window: str | None = None,
+        callback_url: str | None = None,
+    ) -> Batch:
+        """Submit a batch (``202``: stored, not yet valid; it may still go ``failed``).
+
+        Each request is ``{"custom_id": ..., "body": {...}}``. The body is written with
+        ``endpoint``, ``model`` and the optional fields before ``requests``. Never retried.
+        """
+        head: dict[str, Any] = {"endpoint": endpoint, "model": model}
+        if callback_url is not None:
+            head["callback_url"] = callback_url
+        if completion_window is not None:
+            head["completion_window"] = completion_window
+        if provider is not None:
+            head["provider"] = dict(provider)
+        # Dicts keep insertion order and json.dumps writes it: requests goes last.
+        text = json.dumps({**head, "requests": [dict(r) for r in requests]}, ensure_ascii=False)
+        return self._read(self._call("POST", data=text.encode()), Batch)
+
+    def get(self, batch_id: str) -> Batch:
+        """The batch now (``results`` inline once it completed). A 402 (results withheld until the
+        charge is covered) raises ``InsufficientCreditsError``; a 404 right after the create is
+        the asynchronous write, not a lost batch (ask again)."""
+        return self._read(self._call("GET", f"/{batch_id}"), Batch)
+
+    def results_page(
+        self, batch_id: str, *, cursor: str | None = None, limit: int = 1000
+    ) -> ResultsPage:
+        """One page of ``/batches/{id}/results`` (``limit`` 1-1000; ``cursor`` from the last)."""
+        params = [("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
+        return self._read(self._call("GET", f"/{batch_id}/results", params=params), ResultsPage)
+
+    def results(self, batch_id: str, *, limit: int = 1000) -> Iterator[BatchResult]:
+        """Every result line of a finished batch, page after page (order not promised: match
+        lines on ``custom_id``)."""
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page = self.results_page(batch_id, cursor=cursor, limit=limit)
+            yield from page.data
+            if not page.has_more or not page.next_cursor or page.next_cursor in seen:
+                return
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+
+    def list(
+        self,
+        *,
+        created_after: int | float | datetime | None = None,
+        created_before: int | float | datetime | None = None,
+        after: str | None = None,
+        status: Sequence[str] = (),
+        limit: int = 100,
+    ) -> BatchList:
+        """One page of the workspace's batches, newest first (items omit ``results``).
+        ``created_after``/``created_before`` are strict bounds; ``after`` is the previous page's
+        ``last_id``."""
+        params: list[tuple[str, str]] = [("limit", str(limit))]
+        for key, value in (
+            ("created_after", _stamp(created_after)),
+            ("created_before", _stamp(created_before)),
+            ("after", after),
+        ):
+            if value is not None:
+                params.append((key, value))
+        params += [("status", s) for s in status]
+        return self._read(self._call("GET", params=params), BatchList)
+
+    def list_all(
+        self, *, created_after: int | float | datetime | None = None, status: Sequence[str] = ()
+    ) -> Iterator[Batch]:
+        """Every batch created after ``created_after``, following ``last_id`` pages."""
+        after: str | None = None
+        while True:
+            page = self.list(created_after=created_after, after=after, status=status)
+            yield from page.data
+            if not page.has_more or not page.last_id or page.last_id == after:
+                return
+            after = page.last_id
+
+    def delete(self, batch_id: str) -> dict[str, Any]:
+        """Delete a finished batch's stored requests and results (``409`` while it runs; billing
+        is kept; it is not a cancel: there is none)."""
+        response = self._call("DELETE", f"/{batch_id}")
+        try:
+            payload = json.loads(response.text)
+        except ValueError as exc:
+            raise APIError(f"{response.url}: the answer is not JSON", url=response.url) from exc
+        return payload if isinstance(payload, dict) else {"answer": payload}
+
+
+def _is_json(response: requests.Response) -> bool:
+    try:
+        json.loads(response.text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,325 @@
+"""One batch of the fake's Batch API: its lines, its state on the clock, its bill and its body.
+
+``BatchRun.tick`` moves a batch to where the fake's clock says it is (``validating`` for
+``VALIDATING_S``, ``in_progress`` for the service's ``batch_seconds``, ``finalizing`` for
+``FINALIZING_S``, then ``completed``; or ``failed``, ``expired``, or stuck, as its fault says), and
+bills it at finalize: one ledger entry per successful line at the ``:batch`` endpoint's price, once
+the credit covers the whole charge (the 402 gate, ``settle``). ``to_object`` is the
+``BatchObject`` body. The HTTP side is ``fake.batches``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.fake import bodies
+from openrouter_probe.fake.billing import Charge, Credit, charge
+from openrouter_probe.fake.clock import Clock
+from openrouter_probe.fake.content import answer_for
+from openrouter_probe.fake.faults import FaultPlan
+from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.rules.batch import batch_model_id
+from openrouter_probe.rules.snapshot import Snapshot
+
+__all__ = [
+    "FINALIZING_S",
+    "TERMINAL",
+    "VALIDATING_S",
+    "WINDOW_S",
+    "BatchLine",
+    "BatchRun",
+    "Host",
+    "Served",
+]
+
+VALIDATING_S = 2.0
+FINALIZING_S = 3.0
+#: Seconds a batch may run before its provider stops (OpenRouter's 24 h window).
+WINDOW_S = 24 * 3600.0
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+class Served(Protocol):
+    """What the Batch API reads of a served model (``fake.app.ServedModel``)."""
+
+    snapshot: Snapshot
+    model_id: str
+    permaslug: str
+
+
+class Host(Protocol):
+    """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
+
+    _models: dict[str, Any]
+    seed: int
+    faults: FaultPlan
+    clock: Clock
+    credit: Credit
+    ledger: Ledger
+    reasoning_share: float
+    median_tokens: int
+
+    def now(self) -> datetime: ...
+
+    def _auth(self, request: web.Request) -> web.Response | None: ...
+
+
+@dataclass
+class BatchLine:
+    """One request of a batch and what became of it (decided at acceptance, revealed over time)."""
+
+    custom_id: str
+    body: dict[str, Any]
+    failed: bool = False
+    prompt_tokens: int = 0
+    max_tokens: int = 0
+
+
+@dataclass
+class BatchRun:
+    """One batch: its lines, its state, and how the clock moves it (``tick``), bills it and shows it."""
+
+    number: int
+    id: str
+    model: Served
+    endpoint: str
+    runs_on: Endpoint
+    lines: list[BatchLine]
+    created_at: int
+    status: str = "validating"
+    fault: str | None = None
+    error: str | None = None
+    hidden_until: float = 0.0
+    finalized_at: int | None = None
+    results: list[dict[str, Any]] | None = None
+    usage: dict[str, Any] | None = None
+    cost_usd: Decimal = Decimal(0)
+    billed: bool = False
+    gated: bool = False
+    done: int = 0
+    failed: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def expires_at(self) -> int:
+        return int(self.created_at + WINDOW_S)
+
+    def tick(self, host: Host, batch_seconds: float) -> None:
+        """Move the batch to where the clock says it is; finalize (and bill) on the way."""
+        if self.status in TERMINAL:
+            if self.gated:
+                self.settle(host)
+            return
+        elapsed = host.clock.now() - self.created_at
+        total = len(self.lines)
+        if elapsed < VALIDATING_S:
+            return
+        if self.error is not None or self.fault == "batch_failed":
+            self.status = "failed"
+            self.error = (
+                self.error
+                or 'The provider ended this batch as "failed" without reporting a reason.'
+            )
+            self.failed = total
+            self.finalized_at = int(self.created_at + VALIDATING_S)
+            return
+        run = elapsed - VALIDATING_S
+        if self.fault in ("batch_expire", "stuck"):
+            if elapsed < WINDOW_S:
+                self.status = "in_progress"
+                share = 0.0 if self.fault == "stuck" else min(0.5, run / WINDOW_S)
+                self.reveal(math.floor(total * share))
+                return
+            self.status = "expired"
+            self.finalized_at = self.expires_at
+            if self.fault == "batch_expire":
+                self.reveal(total // 2)
+                self.bill(host, self.lines[: total // 2], serve=False)
+            return
+        if batch_seconds == 0 or run >= batch_seconds:
+            self.reveal(total)
+            if run < batch_seconds + FINALIZING_S:
+                self.status = "finalizing"
+                return
+            self.status = "completed"
+            self.finalized_at = int(self.created_at + VALIDATING_S + batch_seconds + FINALIZING_S)
+            self.bill(host, self.lines, serve=True)
+            return
+        self.status = "in_progress"
+        self.reveal(math.floor(total * run / batch_seconds))
+
+    def reveal(self, upto: int) -> None:
+        shown = self.lines[:upto]
+        self.failed = sum(line.failed for line in shown)
+        self.done = len(shown) - self.failed
+
+    def bill(self, host: Host, lines: Sequence[BatchLine], *, serve: bool) -> None:
+        """Price every successful line of ``lines`` at the ``:batch`` price; bill them once the
+        credit covers the whole charge (the 402 gate)."""
+        chosen = {id(line) for line in lines}
+        rows: list[dict[str, Any]] = []
+        prompt = completion = reasoning = 0
+        cost = Decimal(0)
+        for i, line in enumerate(self.lines, start=1):
+            if line.failed:
+                rows.append(self.failed_row(line))
+            elif id(line) in chosen:
+                row, billed = self.answered_row(host, i, line)
+                rows.append(row)
+                prompt += billed.prompt_tokens
+                completion += billed.completion_tokens
+                reasoning += billed.reasoning_tokens
+                cost += billed.total_usd
+        rows.reverse()  # observed: results come in reverse order of the requests
+        self.rows = rows
+        self.cost_usd = cost
+        self.usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+            "cost": float(cost),
+            "is_byok": False,
+        }
+        if serve and lines and self.failed == len(self.lines):
+            self.error = (
+                f"All {len(self.lines)} request(s) in this batch failed upstream; inspect each "
+                "result's error field."
+            )
+        self.gated = True
+        self.settle(host)
+
+    def failed_row(self, line: BatchLine) -> dict[str, Any]:
+        runs_on = self.runs_on
+        return {
+            "id": f"{runs_on.slug}-{line.custom_id}",
+            "custom_id": line.custom_id,
+            "response": None,
+            "error": {
+                "message": f"{runs_on.provider_name} rate limited this request; retry it later",
+                "type": "rate_limit_error",
+                "param": None,
+                "error_type": "rate_limit_exceeded",
+            },
+        }
+
+    def answered_row(self, host: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
+        """A success line (the sync ``chat.completion`` body, usage without cost) and its charge."""
+        fake, runs_on = host, self.runs_on
+        messages = line.body.get("messages")
+        answer = answer_for(
+            messages if isinstance(messages, list) else [],
+            seed=fake.seed,
+            nonce=None,
+            max_tokens=max(line.max_tokens, 1),
+            reasoning=True,
+            reasoning_share=fake.reasoning_share,
+            median_tokens=fake.median_tokens,
+        )
+        finished = int(self.finalized_at or self.created_at)
+        billed = charge(
+            runs_on,
+            prompt_tokens=line.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            reasoning_tokens=len(answer.reasoning),
+            at=datetime.fromtimestamp(finished, UTC),
+        )
+        rid = f"batch_req_{self.id.rsplit('-', 1)[-1]}_{i:06d}"
+        digest = hashlib.sha256(f"{self.id}:{i}".encode()).hexdigest()
+        gen_id = f"gen-batch-{self.created_at}-{digest[:20]}"
+        usage = bodies.usage_object(billed)
+        usage.pop("cost", None)
+        usage.pop("cost_details", None)
+        body = {
+            "id": gen_id,
+            "object": "chat.completion",
+            "created": finished,
+            "model": batch_model_id(self.model.model_id),
+            "provider": runs_on.provider_name,
+            "service_tier": "batch",
+            "system_fingerprint": None,
+            "choices": json.loads(bodies.choices_json(answer, show_reasoning=True, logprobs=None)),
+            "usage": usage,
+        }
+        row = {
+            "id": rid,
+            "custom_id": line.custom_id,
+            "response": {
+                "status_code": 200,
+                "request_id": f"req_batch_{digest[20:36]}",
+                "body": body,
+            },
+            "error": None,
+            "_entry": (gen_id, billed),
+        }
+        return row, billed
+
+    def settle(self, host: Host) -> None:
+        """Bill a finished batch when the credit covers it (then its results are served)."""
+        fake = host
+        available = fake.credit.available_usd
+        if available is not None and self.cost_usd > available:
+            return  # the 402 gate: results withheld until the charge is covered
+        for row in self.rows:
+            entry = row.pop("_entry", None)
+            if entry is None:
+                continue
+            gen_id, billed = entry
+            fake.ledger.add(
+                LedgerEntry(
+                    generation_id=gen_id,
+                    model=self.model.model_id,
+                    provider=self.runs_on.provider_name,
+                    tag=self.runs_on.tag,
+                    prompt_tokens=billed.prompt_tokens,
+                    completion_tokens=billed.completion_tokens,
+                    reasoning_tokens=billed.reasoning_tokens,
+                    cost_usd=billed.total_usd,
+                    streamed=False,
+                    cancelled=False,
+                    created=int(self.finalized_at or self.created_at),
+                )
+            )
+        if fake.credit.limit_usd is not None:
+            fake.credit.settle(Decimal(0), self.cost_usd)
+        self.gated = False
+        self.billed = True
+        if self.status == "completed":
+            self.results = [{k: v for k, v in row.items() if k != "_entry"} for row in self.rows]
+
+    # -- bodies ----------------------------------------------------------------------------------
+
+    def to_object(self, *, results: bool) -> dict[str, Any]:
+        """A ``BatchObject`` (the list's items omit ``results``)."""
+        error = None if self.error is None else {"message": self.error}
+        running = self.status != "validating"
+        return {
+            "id": self.id,
+            "object": "batch",
+            "endpoint": self.endpoint,
+            "model": self.model.permaslug,
+            "completion_window": "24h",
+            "status": self.status,
+            "created_at": self.created_at,
+            "finalized_at": self.finalized_at,
+            "expires_at": self.expires_at if running else None,
+            "provider": self.runs_on.provider_name if running else None,
+            "request_counts": {
+                "total": len(self.lines),
+                "completed": self.done,
+                "failed": self.failed,
+            },
+            "usage": self.usage if self.billed and self.status == "completed" else None,
+            "results": self.results if results and self.status == "completed" else None,
+            "error": error,
+        }

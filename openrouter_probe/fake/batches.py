@@ -1,0 +1,445 @@
+"""The fake's Batch API: ``/api/v1/batches`` served from a snapshot's ``:batch`` endpoints.
+
+What it does follows the facts in ``docs/batch.md`` (with their sources), and its bodies are the
+shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject`` ...):
+
+- ``POST /batches``: the documented sync refusals (400 field order, no ``:batch`` endpoint, empty
+  ``requests``, a line's ``body.model`` other than the batch's, a ``provider`` key besides ``only``
+  and ``allow_fallbacks``; 404 ``provider.only`` matching no ``:batch`` endpoint; 422 duplicate
+  ``custom_id``; 402 when the estimate, every line at its ``max_tokens`` at the batch price, is
+  above the credit left), else ``202`` with ``status: validating``. Checks that run after
+  acceptance (``stream: true``, ``max_tokens`` < 1) move the batch to ``failed``.
+- The status moves on the fake's clock: ``validating`` for ``VALIDATING_S``, ``in_progress`` for
+  ``batch_seconds`` (lines complete evenly over it, ``request_counts`` shows them), ``finalizing``
+  for ``FINALIZING_S``, then ``completed`` with the results inline (reversed, as observed). Billing
+  happens at finalize: one ledger entry per successful line at the ``:batch`` endpoint's price;
+  failed lines are billed nothing. The batch-level ``usage.cost`` is the sum; per-line usage has
+  token counts and no ``cost``.
+- ``GET /batches/{id}``; ``GET /batches/{id}/results`` (cursor pages, ``limit`` 1-1000); ``GET
+  /batches`` (newest first; ``limit``, ``after``, ``created_after``/``created_before``,
+  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route.
+- The 402 gate: a finished batch whose charge the credit cannot cover is not billed and its
+  results are withheld (GET answers 402 with the batch and ``results: null``) until the credit
+  allows it (a test raises ``fake.credit.limit_usd``); the batch is not re-run.
+- Faults (``--faults``, phase ``batch``): ``batch_failed`` (the provider ends the batch as failed,
+  nothing billed), ``batch_expire`` (runs to ``expires_at``, then ``expired`` with no results; the
+  lines done by then, half of them, are billed: whether OpenRouter bills them is an open
+  question, and the harsher answer is the one a client must survive), ``stuck`` (stays
+  ``in_progress`` with nothing done until it expires, nothing billed), ``line_fail`` (each line
+  fails with ``rate_limit_exceeded`` at RATE, or lines ``@N+M`` of every batch), ``batch_404``
+  (``404 Batch job <id> not found.`` for SECONDS (default 2) after the create, and absent from the
+  list meanwhile: the record is written asynchronously). ``@N`` counts batches from 1.
+
+``batch_api`` says where the routes are mounted: ``v1`` (default), ``beta`` (``/api/beta`` only, so
+``/api/v1/batches`` is a plain-text 404, as third parties recorded in Sept 2026) or ``both``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from aiohttp import web
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.fake.batch_run import (
+    FINALIZING_S,
+    TERMINAL,
+    VALIDATING_S,
+    BatchLine,
+    BatchRun,
+    Host,
+)
+from openrouter_probe.fake.billing import (
+    count_prompt_tokens,
+    worst_case_usd,
+)
+from openrouter_probe.fake.faults import FaultRule, uniform
+from openrouter_probe.fake.reply import output_cap
+from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
+
+__all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "BatchService"]
+
+#: The ``endpoint`` values a batch accepts (SDK 1.3.84 ``BatchSubmitBody``).
+BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings")
+#: Requests per batch (OpenRouter's documented limit).
+MAX_REQUESTS = 5000
+_LIST_STATUSES = frozenset(
+    {"validating", "in_progress", "completed", "failed", "expired", "cancelled"}
+)
+_ORDER_MESSAGE = (
+    "endpoint and model are required and must appear before requests in the request body"
+)
+
+
+def _json(status: int, payload: Any) -> web.Response:
+    return web.json_response(payload, status=status)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"code": status, "message": message}}, status=status)
+
+
+class BatchService:
+    """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
+
+    def __init__(self, fake: Host, *, batch_seconds: float = 420.0) -> None:
+        if batch_seconds < 0 or not math.isfinite(batch_seconds):
+            raise ConfigError(f"--batch-seconds {batch_seconds}: must be 0 or a positive number")
+        self.fake = fake
+        self.batch_seconds = batch_seconds
+        self.batches: dict[str, BatchRun] = {}
+        self._count = 0
+
+    def register(self, app: web.Application, *, mount: str = "v1") -> None:
+        """Add the routes (``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch`` variant's
+        ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
+        app.router.add_get("/api/v1/models/{author}/{slug:[^/]+:batch}/endpoints", self.endpoints)
+        prefixes = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
+        for prefix in prefixes[mount]:
+            app.router.add_post(f"{prefix}/batches", self.create)
+            app.router.add_get(f"{prefix}/batches", self.list)
+            app.router.add_get(f"{prefix}/batches/{{id}}", self.get)
+            app.router.add_get(f"{prefix}/batches/{{id}}/results", self.results_page)
+            app.router.add_delete(f"{prefix}/batches/{{id}}", self.delete)
+
+    # -- the :batch variant's endpoints ---------------------------------------------------------
+
+    async def endpoints(self, request: web.Request) -> web.Response:
+        base = f"{request.match_info['author']}/{request.match_info['slug'].removesuffix(':batch')}"
+        model = self.fake._models.get(base)
+        listing = None if model is None else model.snapshot.batch
+        if listing is None or listing.data is None or not listing.endpoints:
+            return _json(
+                404, {"error": {"message": f"No endpoints found for {base}:batch.", "code": 404}}
+            )
+        return web.json_response({"data": dict(listing.data)})
+
+    # -- create ----------------------------------------------------------------------------------
+
+    async def create(self, request: web.Request) -> web.Response:
+        denied = self.fake._auth(request)
+        if denied is not None:
+            return denied
+        try:
+            body = json.loads(await request.read())
+        except ValueError as exc:
+            return _error(400, f"Invalid JSON in request body: {exc}")
+        if not isinstance(body, dict):
+            return _error(400, "Invalid request body: expected a JSON object")
+        keys = list(body)  # JSON objects keep their order: OpenRouter reads the body as a stream
+        ahead = keys[: keys.index("requests")] if "requests" in keys else keys
+        if "endpoint" not in ahead or "model" not in ahead:
+            return _error(400, _ORDER_MESSAGE)
+        for key in ("callback_url", "completion_window", "provider"):
+            if key in keys and key not in ahead:
+                return _error(400, f"{key} must appear before requests in the request body")
+        refused = self._refuse(body)
+        if refused is not None:
+            return refused
+        model = self.fake._models[body["model"]]
+        decision = route_batch(body.get("provider"), model.snapshot.batch_endpoints)
+        if not decision.candidates:
+            only = ", ".join(map(str, (body.get("provider") or {}).get("only") or []))
+            return _error(
+                404,
+                f"Model '{body['model']}' does not have an eligible :batch endpoint matching "
+                f"provider.only: {only}.",
+            )
+        runs_on = decision.admitted[0]
+        lines = [BatchLine(str(r["custom_id"]), dict(r["body"])) for r in body["requests"]]
+        estimate = Decimal(0)
+        now = self.fake.now()
+        for line in lines:
+            messages = line.body.get("messages")
+            line.prompt_tokens = count_prompt_tokens(
+                messages if isinstance(messages, list) else [], line.body
+            )
+            raw_max = line.body.get("max_tokens", line.body.get("max_completion_tokens"))
+            line.max_tokens = output_cap(
+                raw_max if isinstance(raw_max, int) else None, runs_on, line.prompt_tokens
+            )
+            estimate += worst_case_usd(
+                runs_on,
+                prompt_tokens=line.prompt_tokens,
+                max_tokens=max(line.max_tokens, 1),
+                at=now,
+            )
+        available = self.fake.credit.available_usd
+        if available is not None and estimate > available:
+            self.fake.ledger.count_error("batch_preflight_402")
+            return _error(
+                402,
+                f"Insufficient credits for this batch: its estimated cost ${float(estimate):.6f} "
+                f"is above the spendable balance ${float(available):.6f}. Add more using "
+                "https://openrouter.ai/settings/credits",
+            )
+        self._count += 1
+        number = self._count
+        created = int(self.fake.clock.now())
+        digest = hashlib.blake2b(f"{self.fake.seed}:{number}".encode(), digest_size=15).digest()
+        batch_id = f"batch-{created}-{base64.b64encode(digest).decode().translate(str.maketrans('+/', 'Qz'))}"
+        batch = BatchRun(number, batch_id, model, str(body["endpoint"]), runs_on, lines, created)
+        self._strike(batch)
+        self.batches[batch_id] = batch
+        return _json(202, batch.to_object(results=False))
+
+    def _refuse(self, body: dict[str, Any]) -> web.Response | None:
+        """The submit-time 4xx for a body whose fields are in order (``None``: accept it)."""
+        model_id = body.get("model")
+        if not isinstance(model_id, str) or not model_id:
+            return _error(400, _ORDER_MESSAGE)
+        if body.get("endpoint") not in BATCH_ENDPOINTS:
+            return _error(400, f"endpoint must be one of {', '.join(BATCH_ENDPOINTS)}")
+        model = self.fake._models.get(model_id.removesuffix(":batch"))
+        if model is None or not model.snapshot.batch_endpoints:
+            return _error(400, f"Model '{model_id}' does not have a :batch endpoint.")
+        if model_id.endswith(":batch"):
+            body["model"] = model_id.removesuffix(":batch")
+        if body.get("completion_window", "24h") != "24h":
+            return _error(400, "completion_window must be 24h")
+        provider = body.get("provider")
+        if provider is not None:
+            if not isinstance(provider, dict):
+                return _error(400, "provider must be an object with only and allow_fallbacks")
+            extra = sorted(set(provider) - set(BATCH_PROVIDER_KEYS))
+            if extra:
+                return _error(
+                    400,
+                    f"Batch requests support only provider.only and provider.allow_fallbacks; "
+                    f"remove {', '.join(extra)}",
+                )
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not requests:
+            return _error(400, "requests must contain at least one item.")
+        if len(requests) > MAX_REQUESTS:
+            return _error(
+                400, f"A batch holds at most {MAX_REQUESTS} requests; got {len(requests)}."
+            )
+        seen: set[str] = set()
+        for number, item in enumerate(requests, start=1):
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("custom_id"), str)
+                or not item["custom_id"]
+            ):
+                return _error(400, f"Request at line {number} is missing custom_id.")
+            if not isinstance(item.get("body"), dict):
+                return _error(400, f"Request at line {number} has no body object.")
+            cid = item["custom_id"]
+            if cid in seen:
+                return _error(422, f"Request at line {number} has a duplicate custom_id '{cid}'.")
+            seen.add(cid)
+            line_model = item["body"].get("model")
+            if line_model is not None and line_model.removesuffix(":batch") != body["model"]:
+                return _error(400, "Each batch request body model must match the top-level model.")
+        return None
+
+    def _strike(self, batch: BatchRun) -> None:
+        """Decide the batch's faults and each line's fate now (seeded: the same every run)."""
+        plan = self.fake.faults
+        for index, rule in enumerate(plan.rules):
+            if rule.phase != "batch" or not rule.applies_to(batch.runs_on, stream=False):
+                continue
+            if rule.kind == "line_fail":
+                for i, line in enumerate(batch.lines, start=1):
+                    if _hits(rule, plan.seed, batch.number * 100_003 + i, index, i):
+                        line.failed = True
+            elif _hits(rule, plan.seed, batch.number, index, batch.number):
+                if rule.kind == "batch_404":
+                    batch.hidden_until = self.fake.clock.now() + (
+                        rule.seconds if rule.seconds is not None else 2.0
+                    )
+                elif batch.fault is None:
+                    batch.fault = rule.kind
+        for line in batch.lines:
+            if line.body.get("stream") is True:
+                batch.error = "Batch requests do not support stream: true."
+            value = line.body.get("max_tokens")
+            if value is not None and (not isinstance(value, int) or value < 1):
+                batch.error = f"Batch request '{line.custom_id}' has max_tokens below 1."
+
+    # -- the clock -------------------------------------------------------------------------------
+
+    def _find(self, request: web.Request) -> tuple[BatchRun | None, web.Response | None]:
+        denied = self.fake._auth(request)
+        if denied is not None:
+            return None, denied
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None or self.fake.clock.now() < batch.hidden_until:
+            return None, _error(404, f"Batch job {request.match_info['id']} not found.")
+        batch.tick(self.fake, self.batch_seconds)
+        return batch, None
+
+    def _gate(self, batch: BatchRun) -> web.Response | None:
+        if not batch.gated:
+            return None
+        self.fake.ledger.count_error("batch_results_402")
+        payload = batch.to_object(results=False)
+        payload["error"] = {
+            "code": 402,
+            "message": (
+                f"Results withheld until the batch charge of ${float(batch.cost_usd):.6f} is "
+                "covered. Add credits to unlock the already-computed results; the batch is not re-run."
+            ),
+        }
+        return _json(402, payload)
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    async def get(self, request: web.Request) -> web.Response:
+        batch, refused = self._find(request)
+        if batch is None:
+            assert refused is not None
+            return refused
+        return self._gate(batch) or _json(200, batch.to_object(results=True))
+
+    async def results_page(self, request: web.Request) -> web.Response:
+        batch, refused = self._find(request)
+        if batch is None:
+            assert refused is not None
+            return refused
+        gated = self._gate(batch)
+        if gated is not None:
+            return gated
+        if batch.status not in TERMINAL:
+            return _error(
+                409, f"Batch {batch.id} is {batch.status}; results are served once it has finished."
+            )
+        try:
+            limit = int(request.query.get("limit", "100"))
+        except ValueError:
+            return _error(400, "limit must be an integer from 1 to 1000")
+        if not 1 <= limit <= 1000:
+            return _error(400, "limit must be an integer from 1 to 1000")
+        start = 0
+        cursor = request.query.get("cursor")
+        if cursor:
+            try:
+                tag, owner, offset = (
+                    base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(":")
+                )
+                start = int(offset)
+                if tag != "v1" or owner != batch.id:
+                    raise ValueError(cursor)
+            except (ValueError, binascii.Error, UnicodeDecodeError):
+                return _error(400, f"cursor {cursor!r} is not a cursor of this batch's results")
+        rows = batch.results or []
+        page = rows[start : start + limit]
+        end = start + len(page)
+        next_cursor = (
+            base64.urlsafe_b64encode(f"v1:{batch.id}:{end}".encode()).decode().rstrip("=")
+            if end < len(rows)
+            else None
+        )
+        return _json(
+            200,
+            {
+                "object": "list",
+                "data": page,
+                "has_more": next_cursor is not None,
+                "next_cursor": next_cursor,
+            },
+        )
+
+    async def list(self, request: web.Request) -> web.Response:
+        denied = self.fake._auth(request)
+        if denied is not None:
+            return denied
+        query = request.query
+        try:
+            limit = int(query.get("limit", "20"))
+            after_t = _timestamp(query.get("created_after"))
+            before_t = _timestamp(query.get("created_before"))
+        except ValueError as exc:
+            return _error(400, str(exc))
+        if not 1 <= limit <= 100:
+            return _error(400, "limit must be an integer from 1 to 100")
+        statuses = set(query.getall("status", []))
+        if statuses - _LIST_STATUSES:
+            return _error(400, f"status must be one of {', '.join(sorted(_LIST_STATUSES))}")
+        now = self.fake.clock.now()
+        items = sorted(self.batches.values(), key=lambda b: (b.created_at, b.number), reverse=True)
+        after = query.get("after")
+        if after:
+            ids = [b.id for b in items]
+            items = items[ids.index(after) + 1 :] if after in ids else []
+        picked = []
+        for b in items:
+            if now < b.hidden_until:
+                continue
+            if (after_t is not None and b.created_at <= after_t) or (
+                before_t is not None and b.created_at >= before_t
+            ):
+                continue
+            b.tick(self.fake, self.batch_seconds)
+            listed = "in_progress" if b.status == "finalizing" else b.status
+            if statuses and listed not in statuses:
+                continue
+            picked.append(b)
+        page = picked[:limit]
+        data = []
+        for b in page:
+            item = b.to_object(results=False)
+            item["status"] = "in_progress" if b.status == "finalizing" else b.status
+            data.append(item)
+        return _json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": len(picked) > limit,
+            },
+        )
+
+    async def delete(self, request: web.Request) -> web.Response:
+        batch, refused = self._find(request)
+        if batch is None:
+            assert refused is not None
+            return refused
+        if batch.status not in TERMINAL:
+            return _error(
+                409, f"Batch {batch.id} is {batch.status}; only a finished batch can be deleted."
+            )
+        del self.batches[batch.id]
+        return _json(
+            200,
+            {
+                "id": batch.id,
+                "object": "batch",
+                "deletion": {
+                    "openrouter": "deleted",
+                    "upstream": {"provider": batch.runs_on.provider_name, "status": "unsupported"},
+                },
+            },
+        )
+
+
+def _hits(rule: FaultRule, seed: int, draw_key: int, index: int, number: int) -> bool:
+    """Whether ``rule`` strikes the batch (or line) ``number``: listed, or drawn at its rate."""
+    if rule.requests:
+        return number in rule.requests
+    return rule.rate >= 1.0 or (rule.rate > 0 and uniform(seed, draw_key, index, 5) < rule.rate)
+
+
+def _timestamp(value: str | None) -> float | None:
+    """``created_after``/``created_before``: Unix seconds or an ISO-8601 time."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{value!r} is not Unix seconds or an ISO-8601 time") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()

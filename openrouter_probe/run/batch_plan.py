@@ -1,0 +1,128 @@
+"""What ``generate --batch`` sends, and how: the settings of the batch sender, a row's custom id,
+a line's body, and what one result line comes to.
+
+The batch sender (``run.batch_sender``) stands on these; the money of every line is the books'
+(``run.books``: the reservation before the plan, the settlement from the batch's ``usage.cost``,
+``allocate`` for each row's share).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.transport import Answer, parse_body
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_LINES",
+    "BatchSettings",
+    "custom_id",
+    "line_body",
+    "line_outcome",
+    "priced_tokens",
+]
+
+#: OpenRouter's documented limits per batch: 5,000 requests, 200 MB.
+MAX_BATCH_LINES = 5000
+MAX_BATCH_BYTES = 200 * 1000 * 1000
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: The fields a batch line's body does not carry: the batch has them (or refuses them).
+_NOT_IN_A_LINE = ("provider", "stream", "stream_options", "model")
+#: A line's error types that another batch cannot fix (the row fails).
+_ROW_ERRORS = frozenset({"context_length_exceeded", "invalid_request_error", "invalid_request"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchSettings:
+    """How a run sends through the Batch API.
+
+    ``model`` and ``provider`` (the compiled policy's batch block: ``only: [tag]``,
+    ``allow_fallbacks: false``) go on every batch; ``prices`` are the ``:batch`` row's (the sync
+    ones where no batch price is listed), which price each row's share of a batch's cost;
+    ``size`` lines at most per batch; polls every ``poll_s`` growing to ``poll_max_s`` (with
+    jitter); a 404 within ``not_written_s`` of the create is the asynchronous write; the list may
+    lag ``list_lag_s`` (an orphan is searched for that long); a batch is polled ``window_s`` at
+    most. ``abandon`` forgets the batches earlier runs left running (what completes is billed).
+    """
+
+    model: str
+    provider: dict[str, Any] | None
+    prices: Prices
+    size: int = MAX_BATCH_LINES
+    poll_s: float = 15.0
+    poll_max_s: float = 120.0
+    not_written_s: float = 60.0
+    list_lag_s: float = 60.0
+    window_s: float = 26 * 3600.0
+    abandon: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.size <= MAX_BATCH_LINES:
+            raise ConfigError(
+                f"--batch-size {self.size}: a whole number from 1 to {MAX_BATCH_LINES} "
+                "(OpenRouter's limit per batch)"
+            )
+        if not 0 < self.poll_s <= self.poll_max_s:
+            raise ConfigError(
+                f"--batch-poll {self.poll_s}: seconds above 0, at most {self.poll_max_s}"
+            )
+
+
+def custom_id(row_id: str) -> str:
+    """The custom id of a row's line: the row id when it is 1-64 of ``[A-Za-z0-9_-]`` (what every
+    provider accepts), else a readable prefix and a hash of it. Stable across runs."""
+    if _PLAIN_ID.fullmatch(row_id):
+        return row_id
+    digest = hashlib.sha256(row_id.encode()).hexdigest()[:16]
+    prefix = re.sub(r"[^A-Za-z0-9_-]+", "_", row_id)[:40].strip("_")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def line_body(body: bytes) -> dict[str, Any]:
+    """A batch line's ``body``: the sync body without what the batch carries (``model``,
+    ``provider``) or refuses (``stream``)."""
+    obj = json.loads(body)
+    for name in _NOT_IN_A_LINE:
+        obj.pop(name, None)
+    return dict(obj)
+
+
+def priced_tokens(answer: Answer, prices: Prices) -> Decimal:
+    """What a line's own tokens come to at ``prices``: its weight in the batch's cost."""
+    usage = answer.usage or {}
+    prompt = usage.get("prompt_tokens")
+    prompt = prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else 0
+    return (
+        prompt * prices.input_usd_per_token + answer.completion_tokens * prices.output_usd_per_token
+    )
+
+
+def line_outcome(result: Any, *, batch_id: str, provider: str | None) -> Answer | Failure:
+    """One result line (``api.batches.BatchResult``) as the run reads a sync answer: an ``Answer``
+    (its ``provider`` the batch's, else the body's) or a ``Failure`` (a failed line is billed
+    nothing; it goes into a later batch unless its error is the row's own)."""
+    body = result.body
+    if body is not None:
+        outcome = parse_body(json.dumps(body))
+        if isinstance(outcome, Answer):
+            outcome.provider = provider or outcome.provider
+            if outcome.usage is not None:
+                outcome.usage = {k: v for k, v in outcome.usage.items() if k != "cost"}
+        return outcome
+    error = result.error or {}
+    kind = error.get("error_type") or error.get("type") or ""
+    message = str(error.get("message") or "no message")
+    return Failure(
+        "row" if kind in _ROW_ERRORS else "transient",
+        f"batch {batch_id}: line {result.custom_id} failed ({kind or 'error'}): {message}"[:300],
+        status=200,  # the batch answered: not a server out of reach
+        rate_limited=kind == "rate_limit_exceeded",
+    )

@@ -1,0 +1,575 @@
+"""The Batch API sender (``generate --batch``): a ``run.sender.Sender`` that packs the requests
+handed to it in one turn of the event loop into batches, and answers each when its batch ends.
+
+Every request it is handed was reserved at its worst case (at the ``:batch`` row's price) and
+journaled (``sent``) by the run before the call, as for the sync sender. Then, per batch:
+
+1. **the plan before the POST**: custom ids with the attempts they carry, the worst case, the
+   model and the time the batch is created after, journaled and flushed (``Books.batch_planned``);
+2. **the POST** (``api.batches.BatchClient.create``), then the **id** journaled (``batch_submitted``);
+   a refusal (4xx) closes the plan (nothing was billed); a lost answer (no connection, 5xx) does
+   not: the orphan search below finds the batch if it was made;
+3. **polling**, bounded and visible: every ``poll_s`` growing to ``poll_max_s``, with jitter, on
+   the run's injected sleep; a 404 in the first ``not_written_s`` is the asynchronous write; each
+   status change is logged with lines done and failed and the money reserved;
+4. **the end**: ``completed`` (or ``expired``/``cancelled`` with what was served): each line's
+   ``Answer`` gets its share of the batch's ``usage.cost`` (``run.books.allocate``: in proportion
+   to its tokens at the batch price, summing exactly to the batch) and the books settle it as a
+   sync answer; a failed line goes back to the run's attempt policy (a later batch, within
+   ``--attempts``); a line without a result (expired) counts at its worst case and goes into a
+   later batch; ``failed`` stops the run naming the batch and the first reason (nothing billed);
+   a 402 ("results withheld until the charge is covered") stops the run with the rows booked at
+   their worst case, and a rerun after credit fetches the results (the batch is not re-run).
+
+**Resume.** Plans an earlier run left open (``LedgerReplay.batches``) are taken up at ``bind``:
+one with an id is polled; one without (killed between the POST and the id line, or before the
+POST) is looked for with ``GET /batches?created_after=`` (same model, same line count) for
+``list_lag_s`` and adopted, or else dropped (its lines' worst case stays counted: a batch the
+list never showed may still bill). A request for a row in such a plan waits for it and gets the
+plan's result instead of being packed again: no row is in two live batches. The earlier run's
+attempt's worst case moves to this run's (``Books.reserve`` takes it over, so a cap the killed
+batch filled does not lock its own results out; ``Books.batch_moved`` journals the move as a plan
+of one line in this run, then settles the earlier attempt to 0), and this run's carries the
+share.
+
+**Stopping.** There is no cancel route: ``aclose`` (the run's end, a Ctrl-C) says which batches
+are still running; a rerun polls them. ``abandon`` forgets earlier runs' open batches (said: what
+completes is billed, and their lines stay counted at their worst case).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    InsufficientCreditsError,
+    NoRouteError,
+)
+from openrouter_probe.run.batch_plan import (
+    MAX_BATCH_BYTES,
+    BatchSettings,
+    custom_id,
+    line_body,
+    line_outcome,
+    priced_tokens,
+)
+from openrouter_probe.run.books import allocate
+from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.ledger import OpenBatch
+from openrouter_probe.run.transport import Answer
+
+if TYPE_CHECKING:
+    from openrouter_probe.api.batches import Batch, BatchClient
+    from openrouter_probe.run.books import Books
+    from openrouter_probe.run.sender import SendKey
+
+__all__ = ["BatchSender"]
+
+log = logging.getLogger(__name__)
+
+Outcome = Answer | Failure
+_NO_BATCH_ENDPOINT = "does not have a :batch endpoint"
+#: How far the server's clock may be behind this one: a plan's created-after bound is this much
+#: earlier than the plan (the match is then the model, the line count and an id not journaled).
+_SKEW_S = 300
+
+
+@dataclass
+class _Line:
+    cid: str
+    key: SendKey
+    body: dict[str, Any]
+    size: int
+    answer: asyncio.Future[Outcome]
+
+
+@dataclass
+class _Batch:
+    """One batch this sender watches: its own, or one an earlier run left open."""
+
+    plan: str
+    run: str | None  # the run that planned it (None: this one)
+    lines: dict[str, _Line] = field(default_factory=dict)  # this run's waiting requests
+    earlier: OpenBatch | None = None
+    batch_id: str | None = None
+    status: str = "planned"
+    done: int = 0
+    failed: int = 0
+    results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
+    over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
+    closed: bool = False
+    moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
+
+
+class BatchSender:
+    """Sends a run's requests as batches (see the module). Call ``bind(books)`` before the run,
+    ``await aclose()`` after it."""
+
+    def __init__(
+        self,
+        settings: BatchSettings,
+        *,
+        client: BatchClient,
+        earlier: Sequence[OpenBatch] = (),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.sleep, self.clock, self.wall_clock = sleep, clock, wall_clock
+        self._earlier_plans = list(earlier)
+        self._by_cid: dict[str, _Batch] = {}  # custom id -> the earlier batch that holds it
+        self._queue: list[_Line] = []
+        self._flushing = False
+        self._tasks: set[asyncio.Future[None]] = set()
+        self.batches: dict[str, _Batch] = {}  # plan -> batch
+        self._books: Books | None = None
+        self._random = random.Random()
+
+    # -- the run's side -----------------------------------------------------------------------
+
+    def bind(self, books: Books) -> None:
+        """Take the run's books; take up (or, with ``abandon``, forget) earlier runs' batches."""
+        self._books = books
+        for plan in self._earlier_plans:
+            if self.settings.abandon:
+                books.batch_closed(plan.run, plan.plan, "abandoned")
+                books.warn(
+                    f"abandoned batch {plan.batch_id or '(id unknown)'} of plan {plan.plan}: "
+                    f"there is no cancel, so what completes is billed; its {len(plan.lines)} "
+                    "row(s) stay counted at their worst case and go into new batches"
+                )
+                continue
+            watched = _Batch(plan.plan, plan.run, earlier=plan, batch_id=plan.batch_id)
+            self.batches[plan.plan] = watched
+            books.hold(plan)
+            for cid in plan.lines:
+                self._by_cid[cid] = watched
+            self._start(self._take_up(watched))
+
+    async def __call__(
+        self,
+        body: bytes,
+        *,
+        stream: bool,
+        on_id: Callable[[str], None] | None = None,
+        ceiling_s: float | None = None,
+        key: SendKey | None = None,
+    ) -> Outcome:
+        if key is None:
+            raise TypeError("the batch sender needs each request's key (run.sender.SendKey)")
+        cid = custom_id(key.row_id)
+        earlier = self._by_cid.pop(cid, None)
+        if earlier is not None:
+            assert self._books is not None
+            moved = f"{earlier.plan}.{secrets.token_hex(3)}"
+            if self._books.batch_moved(key.row_id, moved, earlier.batch_id, key.number):
+                earlier.moved.append(moved)
+            outcome = await self._from_earlier(earlier, cid, key)
+            if outcome is not None:
+                return outcome
+        line_json = line_body(body)
+        loop = asyncio.get_running_loop()
+        line = _Line(cid, key, line_json, len(body), loop.create_future())
+        self._queue.append(line)
+        if not self._flushing:
+            self._flushing = True
+            loop.call_soon(self._flush)
+        return await line.answer
+
+    async def aclose(self) -> list[str]:
+        """Stop watching; settle what earlier runs' batches served that no request asked for;
+        return (and log) what to say: which batches still run (a rerun polls them)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        books = self._books
+        said = []
+        if books is not None:
+            books.release_moves()
+        for b in self.batches.values():
+            if b.earlier is not None and books is not None:
+                served = {c: o.cost_usd for c, o in b.results.items() if isinstance(o, Answer)}
+                books.batch_earlier(b.earlier, {c: v for c, v in served.items() if v is not None})
+        running = [b for b in self.batches.values() if not b.closed and b.batch_id]
+        if running:
+            ids = ", ".join(f"{b.batch_id} ({b.status})" for b in running[:5])
+            more = f" and {len(running) - 5} more" if len(running) > 5 else ""
+            said.append(
+                f"{len(running)} batch(es) still running: {ids}{more}. There is no cancel: rerun "
+                "the same command to poll them and write their results (--abandon forgets them; "
+                "what completes is billed)"
+            )
+        for text in said:
+            log.warning("%s", text)
+        return said
+
+    def status_line(self) -> str:
+        """Batches by status, lines done and failed (the progress a poll shows)."""
+        by: dict[str, int] = {}
+        for b in self.batches.values():
+            by[b.status] = by.get(b.status, 0) + 1
+        done = sum(b.done for b in self.batches.values())
+        failed = sum(b.failed for b in self.batches.values())
+        states = ", ".join(f"{n} {s}" for s, n in sorted(by.items())) or "none"
+        return f"batches: {states}; lines done {done}, failed {failed}"
+
+    # -- packing and submitting ---------------------------------------------------------------
+
+    def _start(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _flush(self) -> None:
+        """Pack what was handed over in this turn of the loop into batches and submit them."""
+        self._flushing = False
+        queue, self._queue = [i for i in self._queue if not i.answer.done()], []
+        while queue:
+            lines: list[_Line] = []
+            size = 0
+            while queue and len(lines) < self.settings.size:
+                if lines and size + queue[0].size > MAX_BATCH_BYTES * 0.9:
+                    break
+                line = queue.pop(0)
+                lines.append(line)
+                size += line.size
+            self._start(self._submit(lines))
+
+    async def _submit(self, lines: list[_Line]) -> None:
+        books = self._books
+        assert books is not None, "BatchSender.bind(books) first"
+        plan = secrets.token_hex(5)
+        batch = _Batch(plan, None, lines={line.cid: line for line in lines})
+        self.batches[plan] = batch
+        worst = sum((line.key.worst_usd for line in lines), Decimal(0))
+        after = int(self.wall_clock()) - _SKEW_S
+        books.batch_planned(
+            plan,
+            model=self.settings.model,
+            after=after,
+            worst=worst,
+            lines=[[line.cid, line.key.number] for line in lines],
+        )
+        requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
+        try:
+            created = await self._create(requests)
+        except APIStatusError as exc:
+            if exc.status_code < 500:  # refused: nothing was made, nothing billed
+                books.batch_closed(None, plan, f"refused {exc.status_code}")
+                batch.closed, batch.status = True, "refused"
+                self._answer_all(batch, _refused(exc, exc.status_code))
+                return
+            if not await self._lost(batch, after, len(lines), exc):
+                return
+        except APIConnectionError as exc:
+            if not await self._lost(batch, after, len(lines), exc):
+                return
+        else:
+            batch.batch_id = created.id
+            books.batch_submitted(None, plan, created.id)
+        log.info(
+            "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
+        )
+        await self._poll(batch)
+
+    async def _lost(self, batch: _Batch, after: int, count: int, exc: APIError) -> bool:
+        """The POST's answer is lost (no connection, 5xx): the batch may exist; look for it.
+        False when not found: its lines count at their worst case and go into a later batch,
+        and the plan stays open for the next run to look again."""
+        log.warning("batch plan %s: %s; looking for it in the list", batch.plan, exc)
+        if await self._find(batch, after, count):
+            return True
+        self._answer_all(batch, _unknown(f"batch plan {batch.plan}: {exc}"))
+        return False
+
+    async def _create(self, requests: list[dict[str, Any]]) -> Batch:
+        """POST the batch; on the exact no-``:batch``-endpoint 400 try the ``:batch`` slug once
+        (sources disagree on which form the API wants; a 400 created nothing)."""
+        model = self.settings.model
+        provider = self.settings.provider
+        try:
+            return await asyncio.to_thread(
+                self.client.create, model=model, requests=requests, provider=provider
+            )
+        except APIStatusError as exc:
+            if exc.status_code != 400 or _NO_BATCH_ENDPOINT not in exc.message:
+                raise
+            if model.endswith(":batch"):
+                raise
+            log.warning("%s: %s; trying %s:batch once", model, exc.message, model)
+            return await asyncio.to_thread(
+                self.client.create, model=f"{model}:batch", requests=requests, provider=provider
+            )
+
+    # -- finding, polling, ending -------------------------------------------------------------
+
+    async def _find(self, batch: _Batch, after: int, count: int) -> bool:
+        """Look for the batch of a plan whose POST answer was lost: the same model and line
+        count, created after the plan; True when found (its id journaled)."""
+        books = self._books
+        assert books is not None
+        known = {b.batch_id for b in self.batches.values() if b.batch_id}
+        deadline = self.clock() + self.settings.list_lag_s
+        model = self.settings.model
+        while True:
+            try:
+                found = await asyncio.to_thread(
+                    lambda: [
+                        b
+                        for b in self.client.list_all(created_after=after)
+                        if b.id not in known
+                        and b.request_counts.total == count
+                        and _same_model(b.model, model)
+                    ]
+                )
+            except APIError as exc:
+                log.warning("listing batches to find plan %s: %s", batch.plan, exc)
+                found = []
+            if found:
+                batch.batch_id = found[-1].id  # newest first: the oldest match is the plan's
+                books.batch_submitted(batch.run, batch.plan, batch.batch_id)
+                for moved in batch.moved:
+                    books.batch_submitted(None, moved, batch.batch_id)
+                log.warning(
+                    "batch plan %s: adopted %s (found in the list)", batch.plan, batch.batch_id
+                )
+                return True
+            if self.clock() >= deadline:
+                return False
+            await self.sleep(min(self.settings.poll_s, self.settings.list_lag_s))
+
+    async def _take_up(self, batch: _Batch) -> None:
+        """An earlier run's open plan: find it by the list if it has no id, then poll it."""
+        plan = batch.earlier
+        assert plan is not None and self._books is not None
+        try:
+            if batch.batch_id is None and not await self._find(batch, plan.after, plan.count):
+                self._close(batch, "not found")
+                self._books.warn(
+                    f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
+                    f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into new "
+                    "batches, their earlier worst case stays counted"
+                )
+                batch.closed, batch.status = True, "not found"
+                return
+            await self._poll(batch)
+        finally:
+            batch.over.set()
+
+    async def _poll(self, batch: _Batch) -> None:
+        started = self.clock()
+        wait = self.settings.poll_s
+        assert batch.batch_id is not None
+        while True:
+            await self.sleep(wait * self._random.uniform(0.8, 1.2))
+            wait = min(wait * 1.5, self.settings.poll_max_s)
+            try:
+                now = await asyncio.to_thread(self.client.get, batch.batch_id)
+            except InsufficientCreditsError as exc:
+                self._answer_all(batch, _withheld(batch.batch_id, exc))
+                return
+            except NoRouteError as exc:
+                if self.clock() - started < self.settings.not_written_s:
+                    continue  # written asynchronously: not there yet
+                self._answer_all(batch, _unknown(f"batch {batch.batch_id}: {exc.message}"))
+                return
+            except APIStatusError as exc:
+                if exc.status_code == 410:
+                    self._answer_all(batch, _unknown(f"batch {batch.batch_id}: gone (410)"))
+                    return
+                log.warning("polling batch %s: %s", batch.batch_id, exc)
+                continue
+            except APIError as exc:
+                log.warning("polling batch %s: %s", batch.batch_id, exc)
+                continue
+            self._show(batch, now)
+            if now.terminal:
+                await self._end(batch, now)
+                return
+            if self.clock() - started > self.settings.window_s:
+                self._answer_all(batch, _still_running(batch.batch_id, now.status))
+                return
+
+    def _show(self, batch: _Batch, now: Batch) -> None:
+        counts = now.request_counts
+        if (now.status, counts.completed, counts.failed) != (
+            batch.status,
+            batch.done,
+            batch.failed,
+        ):
+            batch.status, batch.done, batch.failed = now.status, counts.completed, counts.failed
+            log.info(
+                "batch %s: %s, %d/%d done, %d failed; %s",
+                batch.batch_id,
+                now.status,
+                counts.completed,
+                counts.total,
+                counts.failed,
+                self.status_line(),
+            )
+
+    async def _end(self, batch: _Batch, now: Batch) -> None:
+        """Answer every line of a finished batch, then close its plan in the journal."""
+        books = self._books
+        assert books is not None and batch.batch_id is not None
+        if now.status == "failed":
+            reason = (now.error or {}).get("message") or "no reason given"
+            self._answer_all(batch, _failed(batch.batch_id, str(reason)))
+        else:
+            outcomes = await self._outcomes(batch.batch_id, now)
+            wanted = set(batch.lines) | (set(batch.earlier.lines) if batch.earlier else set())
+            for cid in wanted:
+                outcome = outcomes.get(cid) or _unknown(
+                    f"batch {batch.batch_id} ended {now.status} without this line's result; "
+                    "it goes into a later batch"
+                )
+                waiting = batch.lines.pop(cid, None)
+                if waiting is not None:
+                    _resolve(waiting.answer, outcome)
+                elif batch.earlier is not None:
+                    batch.results[cid] = outcome
+        await asyncio.sleep(0)  # the workers settle and write what was answered first
+        batch.closed = True
+        self._close(batch, now.status)
+
+    def _close(self, batch: _Batch, status: str) -> None:
+        """Journal that ``batch``'s plan (and this run's plans of its lines) is closed."""
+        assert self._books is not None
+        self._books.batch_closed(batch.run, batch.plan, status)
+        for plan in batch.moved:
+            self._books.batch_closed(None, plan, status)
+
+    async def _outcomes(self, batch_id: str, now: Batch) -> dict[str, Outcome]:
+        """Every line's outcome, each answer with its share of ``usage.cost``."""
+        results = list(now.results or [])
+        if len(results) < now.request_counts.completed + now.request_counts.failed:
+            try:
+                results = await asyncio.to_thread(lambda: list(self.client.results(batch_id)))
+            except APIError as exc:
+                log.warning("batch %s: results pages: %s", batch_id, exc)
+        outcomes: dict[str, Outcome] = {
+            r.custom_id: line_outcome(r, batch_id=batch_id, provider=now.provider) for r in results
+        }
+        answers = [(cid, o) for cid, o in outcomes.items() if isinstance(o, Answer)]
+        cost = now.cost_usd
+        if cost is not None and answers:
+            weights = [priced_tokens(a, self.settings.prices) for _, a in answers]
+            for (_, answer), share in zip(
+                answers, allocate(Decimal(str(cost)), weights), strict=True
+            ):
+                answer.usage = {**(answer.usage or {}), "cost": str(share)}
+        return outcomes
+
+    def _answer_all(self, batch: _Batch, outcome: Failure) -> None:
+        """Give every waiting line of ``batch`` the same failure (a copy each)."""
+        for line in batch.lines.values():
+            _resolve(line.answer, _copy(outcome))
+        batch.lines.clear()
+        if batch.earlier is not None:
+            for cid in batch.earlier.lines:
+                batch.results.setdefault(cid, _copy(outcome))
+
+    async def _from_earlier(self, batch: _Batch, cid: str, key: SendKey) -> Outcome | None:
+        """The outcome of ``cid`` from an earlier run's batch (waiting for it); ``None`` when
+        that batch was never found (the line is packed afresh)."""
+        if not batch.over.is_set() and cid not in batch.results:
+            loop = asyncio.get_running_loop()
+            waiting = _Line(cid, key, {}, 0, loop.create_future())
+            batch.lines[cid] = waiting
+            done: asyncio.Future[Any] = asyncio.ensure_future(batch.over.wait())
+            answer: asyncio.Future[Any] = waiting.answer
+            try:
+                await asyncio.wait({answer, done}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                done.cancel()
+            if waiting.answer.done():
+                return waiting.answer.result()
+            batch.lines.pop(cid, None)
+        return batch.results.pop(cid, None)
+
+
+def _same_model(found: str | None, model: str) -> bool:
+    """A listed batch's model is the plan's: the same slug, its ``:batch`` form, or a dated
+    slug of it (``z-ai/glm-5.3-20260816``)."""
+    if not found:
+        return False
+    base = model.removesuffix(":batch")
+    found = found.removesuffix(":batch")
+    return found == base or found.startswith(base + "-")
+
+
+def _resolve(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
+    if not future.done():
+        future.set_result(outcome)
+
+
+def _copy(failure: Failure) -> Failure:
+    return Failure(
+        failure.kind,
+        failure.message,
+        status=failure.status,
+        metadata=dict(failure.metadata),
+        cost_unknown=failure.cost_unknown,
+        rate_limited=failure.rate_limited,
+    )
+
+
+def _unknown(message: str) -> Failure:
+    """A line whose batch may have billed it: counted at its worst case, sent again later."""
+    return Failure("transient", message, status=200, cost_unknown=True)
+
+
+def _refused(exc: APIStatusError, status: int) -> Failure:
+    """A submit OpenRouter refused (nothing was made, nothing billed)."""
+    if status == 429:
+        return Failure("transient", f"batch submit: {exc.message}", status=429, rate_limited=True)
+    stop = "credits" if status == 402 else "batch-refused"
+    return Failure(
+        "run",
+        f"the batch submit was refused ({status}): {exc.message}",
+        status=status,
+        metadata={"stop": stop},
+    )
+
+
+def _withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id}: results withheld until the charge is covered (402): add credits at "
+        "https://openrouter.ai/settings/credits, then rerun the same command to fetch them "
+        "(the batch is not re-run)",
+        status=402,
+        cost_unknown=True,
+        metadata={"stop": "credits"},
+    )
+
+
+def _failed(batch_id: str, reason: str) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id} failed: {reason}"[:400],
+        metadata={"stop": "batch-failed"},
+    )
+
+
+def _still_running(batch_id: str, status: str) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id} is still {status} past the batch window; rerun the same command "
+        "to poll it again",
+        cost_unknown=True,
+        metadata={"stop": "batch-running"},
+    )
