@@ -236,8 +236,8 @@ def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: _Asked) -> str
             takers = ", ".join(e.tag for e in fits.admitted)
             return (
                 f"{head} with max_tokens={asked.max_tokens}: above the output limit of each of "
-                f"the {len(loose)} it admits. Lower max_tokens (--max-tokens) to {largest} or "
-                f"less, the largest they take ({takers})"
+                f"the {len(loose)} it admits. Lower it to max_tokens={largest} or less, "
+                f"the largest they take ({takers})"
             )
     return (
         f"{head} (with max_tokens={asked.max_tokens}); every request would fail with 404. "

@@ -65,7 +65,7 @@ _ZERO = Decimal(0)
 #: What to do about a damaged journal line.
 _DAMAGED = (
     "the file is damaged. Restore it, or delete it to stop counting the requests it records "
-    "against --budget-usd"
+    "against budget_usd"
 )
 #: A string that is its own JSON body once quoted.
 _PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")
@@ -193,7 +193,7 @@ def replay_ledger(
         raise ConfigError(
             f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
             "restore the output to resume, or delete the journal to start afresh (the money it "
-            "records will then no longer count against --budget-usd)"
+            "records will then no longer count against budget_usd)"
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}

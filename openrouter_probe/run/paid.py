@@ -305,7 +305,7 @@ class PaidRun:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
             summary.warnings.append(
-                "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)"
+                "no budget_usd: nothing caps this run's spend (dry_run=True shows the worst case)"
             )
         for text in summary.warnings:
             log.warning("%s", text)
@@ -370,7 +370,7 @@ class PaidRun:
             summary.stop_reason = "budget"
             summary.message = (
                 f"{options.out} and {options.journal.name} already record ${spent_before:.6f} "
-                f"spent of the ${budget} cap"
+                f"spent of the {format_usd(budget)} cap"
             )
             summary.not_sent = len(rows)
             return summary
