@@ -550,6 +550,7 @@ async def _run_job(
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if dry_run:
+            paid.count_unjournaled(summary, prices, asked.max_tokens)
             await _key_check(summary, options, asked)
             for text in summary.warnings:  # a real run says them in PaidRun.run
                 log.warning("%s", text)

@@ -47,6 +47,7 @@ import os
 import re
 import secrets
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -56,7 +57,16 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
 from openrouter_probe.rules.quantities import recorded_usd
 
-__all__ = ["LEDGER_SUFFIX", "Ledger", "LedgerReplay", "Pending", "ledger_path", "replay_ledger"]
+__all__ = [
+    "LEDGER_SUFFIX",
+    "Adopted",
+    "Ledger",
+    "LedgerReplay",
+    "Pending",
+    "adopt",
+    "ledger_path",
+    "replay_ledger",
+]
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +121,8 @@ class LedgerReplay:
     by_dataset: dict[str, Decimal] = field(default_factory=dict)
     pending: list[Pending] = field(default_factory=list)
     torn: bytes | None = None
+    #: the keys of the output records adopted (``adopt``): never adopted again
+    adopted: set[str] = field(default_factory=set)
 
     @property
     def spent_usd(self) -> Decimal:
@@ -124,9 +136,11 @@ def _number(value: Any, where: str) -> int:
     return value
 
 
-def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
+def _read(
+    path: Path, adopted: set[str]
+) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
     """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id]``, and
-    the run header lines."""
+    the run header lines; the keys of the records adopted go into ``adopted``."""
     attempts: dict[tuple[str, int], list[Any]] = {}
     headers: list[dict[str, Any]] = []
     for lineno, line in iter_jsonl(
@@ -140,7 +154,14 @@ def _read(path: Path) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, 
             reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
             ds = line.get("ds")
             dataset = ds if isinstance(ds, str) else None
-            attempts[(run, _number(line["sent"], where))] = [dataset, reserved, _SENT, None, None]
+            entry = [dataset, reserved, _SENT, None, None]
+            key = line.get("adopts")
+            if isinstance(key, str):  # a record's money adopted: unknown, settled from its id
+                adopted.add(key)
+                entry[2] = _UNKNOWN
+                gen = line.get("gen_id")
+                entry[4] = gen if isinstance(gen, str) else None
+            attempts[(run, _number(line["sent"], where))] = entry
             continue
         for key in ("gen", "settled", "reconciled"):
             if key in line:
@@ -188,7 +209,7 @@ def replay_ledger(
     replay.torn = repair_torn_tail(p) if repair else None
     if replay.torn:
         log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
-    attempts, replay.headers = _read(p)
+    attempts, replay.headers = _read(p, replay.adopted)
     if attempts and not output_exists:
         raise ConfigError(
             f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
@@ -214,6 +235,44 @@ def replay_ledger(
         if ds is not None:
             replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
     return replay
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """An output record's money the journal did not know, adopted: counted at ``worst_usd``
+    until ``/generation`` settles it (``generation_id``; ``None``: it stays at its worst case)."""
+
+    key: str
+    row_id: str
+    dataset: str
+    worst_usd: Decimal
+    generation_id: str | None
+
+
+def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) -> str:
+    """Journal ``records`` as the attempts of one adoption run (no header line; its id is
+    returned): one line each, written in one write and flushed (fsynced with ``fsync``).
+
+    Each line stands alone: a record whose line a crash tore (the torn tail is cut on the next
+    start) is not adopted, and is adopted again by the next start; one whose line is there is
+    never adopted twice (``LedgerReplay.adopted``). Call it under the output's lock.
+    """
+    run = json.dumps(secrets.token_hex(6))
+    lines = [
+        f'{{"sent":{number},"run":{run},"id":{json.dumps(r.row_id)},'
+        f'"ds":{json.dumps(r.dataset)},"reserved_usd":"{r.worst_usd}",'
+        f'"gen_id":{json.dumps(r.generation_id)},"adopts":{json.dumps(r.key)}}}\n'
+        for number, r in enumerate(records, start=1)
+    ]
+    try:
+        with Path(path).open("a", encoding="utf-8") as handle:
+            handle.write("".join(lines))
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write the spend journal: {exc.strerror}") from exc
+    return str(json.loads(run))
 
 
 def _host() -> str:
