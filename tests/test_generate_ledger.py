@@ -149,7 +149,7 @@ def test_a_damaged_journal_is_named_by_line(tmp_path: Path) -> None:
     _journal(path, [{"sent": "one", "run": "A", "id": "r1"}])
     with pytest.raises(ConfigError, match=r"ledger:1: attempt 'one' is not a number"):
         replay_ledger(path)
-    damaged = "; the file is damaged. Restore it, or delete it to stop counting"
+    damaged = "; the file is damaged. Restore it, or delete it: the output's records then count"
     for line, what in (
         ({"reconciled": 1, "run": "A", "cost_usd": "n/a"}, "'n/a' is not an amount of USD"),
         ({"settled": 1, "run": "A", "cost_usd": "-1"}, "'-1' is not an amount of USD"),

@@ -27,7 +27,15 @@ An attempt's money is its reconciled cost, else its settled cost, else its whole
 ("possibly billed": unknown, or never settled because the run was killed). The journal's money is
 the sum over its attempts, and the only record of money: an output line of a run the journal does
 not know (it was deleted, or the output predates it) is read as a row, never as money
-(``run.output``).
+(``run.output``). Its money is unknown, and the run adopts it (``adopt``)::
+
+    {"sent":1,"run":"9c0d2e4f6a8b","id":"r4","ds":"B3","reserved_usd":"0.0031",
+     "gen_id":"gen-1777319885-pLuUvaQdB3l6lRlhlKuv","adopts":"row||r4|gen-...||1|answer"}
+
+a ``sent`` line standing alone (no header line for the adoption's run): the attempt is unknown
+from the start, counted at ``reserved_usd`` (the record's worst case) until ``/generation``
+settles it by ``gen_id`` (``null``: it stays there); ``adopts`` names the record
+(``LedgerReplay.adopted``), so that it is never adopted twice.
 
 ``gen``, ``settled`` and ``reconciled`` lines are buffered and reach the file with the next flushed
 line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
@@ -74,8 +82,8 @@ LEDGER_SUFFIX = ".ledger"
 _ZERO = Decimal(0)
 #: What to do about a damaged journal line.
 _DAMAGED = (
-    "the file is damaged. Restore it, or delete it to stop counting the requests it records "
-    "against budget_usd"
+    "the file is damaged. Restore it, or delete it: the output's records then count at their "
+    "worst case until /generation settles them"
 )
 #: A string that is its own JSON body once quoted.
 _PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")

@@ -8,10 +8,14 @@ rows finish, not the input order. On start, a torn last line from a crash is cut
 have been billed (``possibly_billed_usd``, its reservation): the row is sent again, and the money
 counts as spent.
 
-Spend survives restarts: the spend journal beside the output (``run.ledger``) records the money of
-every attempt of the runs it knows. Each line's ``run_id`` names the run that wrote it; a line of a
-run the journal does not know (the journal was deleted, or the output predates it) counts its own
-money: ``cost_usd``, ``failed_attempts_cost_usd`` and ``possibly_billed_usd``.
+Records count no money: the spend journal beside the output (``run.ledger``) is the only record
+of it. Each line's ``run_id`` names the run that wrote it; a record (or a kept turn) of a run the
+journal does not know (the journal was deleted, the output predates it, a line written by hand) is
+read as a row, and its money is unknown: ``ResumeState.unjournaled`` lists it (``Unjournaled``:
+its answer, with its generation id and token counts, apart from the other attempts it states), the
+run adopts it into the journal at its worst case (``Unjournaled.worst_usd``, ``ledger.adopt``) and
+``/generation`` settles it as any unknown attempt. An adopted record is known by its key
+(``LedgerReplay.adopted``) and never adopted twice.
 
 Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
 ``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
