@@ -62,6 +62,14 @@ def test_the_budget_advice_is_in_library_terms_and_the_cli_shows_the_flags(tmp_p
              "--snapshot", "bundled", "--max-tokens", "40", "--quiet"],
             env=env,
         )  # fmt: skip
+        sharded = CliRunner().invoke(
+            cli,
+            ["generate", str(prompts), "--policy", POLICY, "--out", str(tmp_path / "s.jsonl"),
+             "--snapshot", "bundled", "--budget-usd", "0.5", "--shard", "0/2", "--dry-run"],
+            env=env,
+        )  # fmt: skip
+    assert "--budget-usd is per shard: $0.50 x 2 shards = $1.00" in sharded.stdout
+    assert "budget_usd" not in sharded.output, sharded.output
     # the same advice, the same number, with the CLI's flag
     assert f"--max-tokens {found.group(1)} would fit" in result.stdout, result.output
     assert "max_tokens=" not in result.stdout

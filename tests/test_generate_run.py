@@ -465,7 +465,7 @@ def test_without_a_budget_nothing_is_invented_and_the_missing_cap_is_said(tmp_pa
     dry = run(_gen(tmp_path, LedgerSender(), max_tokens=100, dry_run=True))
     [spent] = [line for line in dry.render().splitlines() if line.startswith("spent:")]
     assert "$1.00" not in dry.message and " of $" not in spent
-    assert dry.message.startswith("no --budget-usd: nothing would cap the real run's spend")
+    assert dry.message.startswith("no budget_usd: nothing would cap the real run's spend")
     real = run(_gen(tmp_path, LedgerSender(), max_tokens=100))
     assert "no budget_usd: nothing caps this run's spend (dry_run=True shows the worst case)" in (
         real.warnings

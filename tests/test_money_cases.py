@@ -489,7 +489,7 @@ def test_a_shards_dry_run_shows_the_total_and_the_keys_limit(tmp_path: Path) -> 
         summary = _gen(tmp_path, fake.base_url, budget_usd=10, shard="1/4", dry_run=True)
         assert summary.stop_reason == "dry-run" and summary.shards == 4
         assert any(
-            "--budget-usd 10 is per shard: the 4 shards may spend $40.00 on the key in all" in w
+            "budget_usd=10 is per shard: the 4 shards may spend $40.00 on the key in all" in w
             for w in summary.warnings
         )
         assert any(

@@ -24,11 +24,12 @@ FLAGS = {
     "max_tokens": "--max-tokens",
     "lower_max_tokens": "--lower-max-tokens",
     "redo_failed": "--redo-failed",
+    "redo_truncated": "--redo-truncated",
     "budget_usd": "--budget-usd",
     "dry_run": "--dry-run",
 }
 #: Names said bare in messages only as the keyword (``max_tokens`` is also a quantity).
-_BARE = ("max_wait_s", "lower_max_tokens", "redo_failed", "budget_usd", "dry_run")
+_BARE = ("max_wait_s", "lower_max_tokens", "redo_failed", "redo_truncated", "budget_usd", "dry_run")
 _NAMES = "|".join(sorted(FLAGS, key=len, reverse=True))
 _KEYWORD = re.compile(rf"(?<![\w.-])({_NAMES})=(True\b)?")
 _WORD = re.compile(rf"(?<![\w.-])({'|'.join(_BARE)})(?![\w=])")

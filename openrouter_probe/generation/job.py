@@ -306,14 +306,14 @@ def _dry_run(
     figures = plan.blended.all_in or plan.blended.output_only
     if budget is not None and asked.shards:
         summary.warnings.append(
-            f"--budget-usd {budget} is per shard: the {asked.shards} shards may spend "
+            f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "
             f"${budget * asked.shards:,.2f} on the key in all"
         )
     summary.expected_usd = figures.cost_usd
     summary.message = (
         plan.headline
         if budget is not None
-        else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
+        else "no budget_usd: nothing would cap the real run's spend; give one to cap it"
     )
     return summary
 
@@ -384,8 +384,8 @@ def _truncated_rows(
     longest = max((cut[r.id] for r in todo), default=0)
     if todo and max_tokens <= longest:
         warnings.append(
-            f"--redo-truncated: --max-tokens {max_tokens} is no more than the {longest:,} output "
-            "tokens some were cut at: they may be cut again; raise --max-tokens"
+            f"redo_truncated=True: max_tokens={max_tokens} is no more than the {longest:,} output "
+            f"tokens some were cut at: they may be cut again; raise it above max_tokens={longest}"
         )
     return todo, warnings
 

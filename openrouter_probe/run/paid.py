@@ -404,11 +404,11 @@ class PaidRun:
         budget = options.budget_usd
         if not rows and not self.state.exists:
             return summary  # nothing to send, nothing recorded: create no empty output and journal
+        self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
         if await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens):
             summary.not_sent = len(rows)
             return summary
-        self._adopt(summary, prices, builder.max_tokens)
         spent_before = self.spent_before_usd
         if budget is not None and spent_before >= budget and not self.replay.pending:
             summary.stop_reason = "budget"
