@@ -193,8 +193,9 @@ def _child(options: dict[str, Any], fake: Any, kill_at: int | None) -> tuple[str
 def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
     ledger = fake.ledger
     replay = replay_ledger(Path(f"{out}.ledger"))
-    state = load_resume_state(out, journal_runs=replay.runs, repair=False)
-    outcome.counted_usd = replay.spent_usd + state.spent_usd
+    state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
+    assert not state.unjournaled  # every record's money is the journal's
+    outcome.counted_usd = replay.spent_usd
     outcome.billed_usd = ledger.total_usd
     outcome.generations = len(ledger)
     problems = outcome.problems

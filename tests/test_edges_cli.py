@@ -138,8 +138,8 @@ OUTPUT_ADVICE = (
     "restore the file, or remove that line (its row is then sent again)"
 )
 JOURNAL_ADVICE = (
-    "the file is damaged. Restore it, or delete it to stop counting the requests it records "
-    "against --budget-usd"
+    "the file is damaged. Restore it, or delete it: the output's records then count at their "
+    "worst case until /generation settles them"
 )
 
 

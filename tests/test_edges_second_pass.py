@@ -157,8 +157,8 @@ def test_max_tokens_above_every_limit_says_lower_it(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert _error(result) == (
         f"Error: {POLICY}: admits none of the 11 endpoints serving {MODEL} now with "
-        "max_tokens=300000: above the output limit of each of the 6 it admits. Lower max_tokens "
-        "(--max-tokens) to 235929 or less, the largest they take (siliconflow/int4)"
+        "--max-tokens 300000: above the output limit of each of the 6 it admits. Lower it to "
+        "--max-tokens 235929 or less, the largest they take (siliconflow/int4)"
     )
     assert "Re-compile" not in result.output
     ok = CliRunner().invoke(

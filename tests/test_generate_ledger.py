@@ -149,7 +149,7 @@ def test_a_damaged_journal_is_named_by_line(tmp_path: Path) -> None:
     _journal(path, [{"sent": "one", "run": "A", "id": "r1"}])
     with pytest.raises(ConfigError, match=r"ledger:1: attempt 'one' is not a number"):
         replay_ledger(path)
-    damaged = "; the file is damaged. Restore it, or delete it to stop counting"
+    damaged = "; the file is damaged. Restore it, or delete it: the output's records then count"
     for line, what in (
         ({"reconciled": 1, "run": "A", "cost_usd": "n/a"}, "'n/a' is not an amount of USD"),
         ({"settled": 1, "run": "A", "cost_usd": "-1"}, "'-1' is not an amount of USD"),
@@ -251,9 +251,12 @@ def test_every_request_is_journaled_before_it_is_sent(tmp_path: Path) -> None:
     assert {r["run_id"] for r in out} == {run_id}
     replay = replay_ledger(journal)
     assert replay.spent_usd == sender.billed_usd and replay.possibly_billed_usd == 0
-    # the journal knows the run: the records' own money is not counted a second time
-    assert load_resume_state(tmp_path / "out.jsonl", journal_runs=replay.runs).spent_usd == 0
-    assert load_resume_state(tmp_path / "out.jsonl").spent_usd == sender.billed_usd
+    # the journal knows the run: the records count no money of their own
+    assert load_resume_state(tmp_path / "out.jsonl", journal_runs=replay.runs).unjournaled == []
+    # without it, each record's money is unknown (what the record states is only its floor)
+    alone = load_resume_state(tmp_path / "out.jsonl").unjournaled
+    assert len(alone) == 30 and all(u.generation_id for u in alone)
+    assert sum(u.recorded_usd for u in alone) == sender.billed_usd
 
 
 def test_resume_after_a_kill_counts_what_was_in_flight(tmp_path: Path) -> None:

@@ -209,7 +209,14 @@ def test_output_resume_state_and_torn_tail(tmp_path: Path) -> None:
     assert state.torn == b'{"id": "f", "status": "ok", "cost'
     assert out.read_bytes().endswith(b"}\n")
     assert state.finished == {"a", "b", "e"} and state.failed == {"b"}
-    assert state.spent_usd == Decimal("0.9375") and state.possibly_billed_usd == Decimal("0.5")
+    # no journal: every record's money is unknown, what each states only its floor
+    stated = {(u.row_id, u.key.rsplit("|", 1)[1]): u.recorded_usd for u in state.unjournaled}
+    assert stated == {
+        ("a", "answer"): Decimal("0.25"),
+        ("b", "rest"): Decimal("0.125"),
+        ("c", "rest"): Decimal("0.5"),
+        ("e", "answer"): Decimal("0.0625"),
+    }
     assert state.output_tokens == {"d": 10, "x": 7}
     redo = load_resume_state(out, redo_failed=True)
     assert redo.finished == {"a", "e"}

@@ -312,7 +312,7 @@ def test_402_can_only_afford_lowers_max_tokens_when_allowed(tmp_path: Path) -> N
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
     blocked = LedgerSender(seed=15, fail=_afford(1500))
     s1 = run(_gen(tmp_path, blocked, max_tokens=4096))
-    assert s1.stop_reason == "credits" and "--lower-max-tokens" in s1.message
+    assert s1.stop_reason == "credits" and "lower_max_tokens=True" in s1.message
     allowed = LedgerSender(seed=16, fail=_afford(1500))
     s2 = run(_gen(tmp_path, allowed, max_tokens=4096, lower_max_tokens=True))
     assert s2.ok + s2.truncated == 1
@@ -485,9 +485,9 @@ def test_without_a_budget_nothing_is_invented_and_the_missing_cap_is_said(tmp_pa
     dry = run(_gen(tmp_path, LedgerSender(), max_tokens=100, dry_run=True))
     [spent] = [line for line in dry.render().splitlines() if line.startswith("spent:")]
     assert "$1.00" not in dry.message and " of $" not in spent
-    assert dry.message.startswith("no --budget-usd: nothing would cap the real run's spend")
+    assert dry.message.startswith("no budget_usd: nothing would cap the real run's spend")
     real = run(_gen(tmp_path, LedgerSender(), max_tokens=100))
-    assert "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)" in (
+    assert "no budget_usd: nothing caps this run's spend (dry_run=True shows the worst case)" in (
         real.warnings
     )
     capped = run(_gen(tmp_path, LedgerSender(), max_tokens=100, budget_usd="0.005"))

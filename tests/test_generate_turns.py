@@ -23,8 +23,11 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.audit import audit
+from openrouter_probe.policy.compiled import load_compiled_policy
+from openrouter_probe.rules.routing import route
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.output import load_resume_state
+from openrouter_probe.run.spend import worst_case_prices
 from openrouter_probe.run.transport import Answer, HttpTransport
 from openrouter_probe.run.turns import TurnBook, plan_turns, row_totals
 from tests._generate import (
@@ -373,9 +376,12 @@ def test_a_budget_stop_mid_row_writes_no_line_and_the_resume_buys_only_the_rest(
         assert records(out) == []  # no output line for a row not finished
         kept = _turns_file(out)
         assert [(k["id"], k["turn"]["index"]) for k in kept] == [("r0", 1)]
-        # were the journal lost, the next start would count the kept turn's money itself
+        # were the journal lost, the kept turn's money would be unknown (issue 22 item 5): its
+        # record is no money, only a floor and the generation id /generation settles it from
         alone = load_resume_state(out, journal_runs=set(), repair=False)
-        assert alone.spent_usd == Decimal(str(kept[0]["turn"]["cost_usd"])) > 0
+        (unknown,) = alone.unjournaled
+        assert unknown.generation_id == kept[0]["turn"]["generation_id"]
+        assert unknown.recorded_usd == Decimal(str(kept[0]["turn"]["cost_usd"])) > 0
         assert list(alone.turns) == ["r0"]
         # the resume's dry run counts the two turns still to send
         again = _run(out, fake, prompts=prompts, max_tokens=4096, dry_run=True)
@@ -420,6 +426,10 @@ def _three_turn_rows(path: Path, n: int) -> Path:
             }
         )
     return write_prompts(path, rows)
+
+
+def _journal(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(f"{out}.ledger").read_text().splitlines()]
 
 
 def _in_process(prompts: Path, out: Path, sender: LedgerSender, **options: Any) -> Any:
@@ -591,15 +601,30 @@ def test_kept_turns_are_used_without_the_output_and_never_dropped_by_turns_last(
     with pytest.raises(ConfigError, match=r"out\.jsonl\.turns keeps turns of \d+ unfinished row"):
         _in_process(prompts, out, sender, turns="last")
     assert len(sender.bodies) == sent and Path(f"{out}.turns").read_bytes() == before
-    # the output and the journal gone: the kept turns still count, and are not bought again
+    # the output and the journal gone: the kept turns are used, not bought again, and their
+    # money is unknown (issue 22 item 5): at its worst case, never less than what they state
     out.unlink(missing_ok=True)
     Path(f"{out}.ledger").unlink()
     state = load_resume_state(out, repair=False)
-    assert state.spent_usd == paid > 0 and sum(len(t) for t in state.turns.values()) == len(kept)
+    assert sum(len(t) for t in state.turns.values()) == len(kept) == len(state.unjournaled)
+    assert sum(u.recorded_usd for u in state.unjournaled) == paid > 0
+    prices = worst_case_prices(
+        route(load_compiled_policy(POLICY).provider, bundled_snapshot().endpoints).admitted
+    )
+    worst = sum(u.worst_usd(prices, 200) for u in state.unjournaled)
+    assert worst > paid  # each turn's own tokens at the dearest admitted prices
     dry = _in_process(prompts, out, sender, dry_run=True)
-    assert dry.turns_resumed == len(kept) and dry.spent_before_usd == paid
+    assert dry.turns_resumed == len(kept) and dry.spent_before_usd == worst
+    assert not Path(f"{out}.ledger").exists()  # a dry run writes no journal
     done = _in_process(prompts, out, sender, max_tokens=100000)
     assert done.stop_reason == "done" and done.turns_resumed == len(kept)
+    # the run adopted them into the journal, once: no /generation here, so at their worst case
+    assert done.spent_before_usd == worst and done.unsettleable == 0
+    adopted = [x for x in _journal(out) if "adopts" in x]
+    assert len(adopted) == len(kept) and all(x["gen_id"] for x in adopted)
+    again = _in_process(prompts, out, sender, dry_run=True)
+    assert again.spent_before_usd == done.spent_total_usd
+    assert len([x for x in _journal(out) if "adopts" in x]) == len(kept)
     ids = [(k["id"], k["turn"]["index"]) for k in _turns_file(out)]
     assert len(ids) == len(set(ids))  # no turn written twice: the kept ones were not re-bought
     assert {(k["id"], k["turn"]["index"]) for k in kept} <= set(ids)

@@ -292,7 +292,7 @@ def test_a_key_wide_429_past_max_wait_stops_the_run_and_leaves_rows_unsent(
         assert summary.stop_reason == "rate-limited" and summary.exit_code == 1
         assert summary.failed == 0 and summary.not_sent == 200 and summary.ok == 0
         assert re.search(r"rate limited by the key: resume after \d\d:\d\d UTC", summary.message)
-        assert "--max-wait 60 s" in summary.message
+        assert "max_wait_s=60 s" in summary.message
         assert fake.ledger.total_usd == 0 and not (tmp_path / "out.jsonl").read_text()
 
 
@@ -489,7 +489,7 @@ def test_a_shards_dry_run_shows_the_total_and_the_keys_limit(tmp_path: Path) -> 
         summary = _gen(tmp_path, fake.base_url, budget_usd=10, shard="1/4", dry_run=True)
         assert summary.stop_reason == "dry-run" and summary.shards == 4
         assert any(
-            "--budget-usd 10 is per shard: the 4 shards may spend $40.00 on the key in all" in w
+            "budget_usd=10 is per shard: the 4 shards may spend $40.00 on the key in all" in w
             for w in summary.warnings
         )
         assert any(

@@ -70,7 +70,7 @@ def test_a_redo_no_longer_than_the_cut_is_warned(tmp_path: Path) -> None:
     _run(prompts, out, LedgerSender(seed=2), max_tokens=2)
     dry = _run(prompts, out, LedgerSender(), max_tokens=2, redo_truncated=True, dry_run=True)
     assert (
-        "--redo-truncated: --max-tokens 2 is no more than the 2 output tokens some were cut at: "
-        "they may be cut again; raise --max-tokens" in dry.warnings
+        "redo_truncated=True: max_tokens=2 is no more than the 2 output tokens some were cut at: "
+        "they may be cut again; raise it above max_tokens=2" in dry.warnings
     )
     assert dry.rows_to_send == sum(r["status"] == "truncated" for r in records(out))

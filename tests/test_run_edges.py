@@ -279,7 +279,7 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
 
     summary = gen(4096)
     assert summary.stop_reason == "budget" and sender.bodies == []
-    found = re.search(r"--max-tokens (\d+) would fit", summary.message)
+    found = re.search(r"max_tokens=(\d+) would fit", summary.message)
     assert found, summary.message
     fits = int(found.group(1))
     # the largest that fits: its worst case within the budget, one more token beyond it
@@ -416,9 +416,7 @@ def test_the_advice_for_datasets_is_what_fits_every_share_at_the_start(tmp_path:
 
     summary = gen(4096)
     assert summary.stop_reason == "budget" and sender.bodies == []
-    advice = {
-        int(n) for n in re.findall(r"--max-tokens (\d+) would fit its share", summary.message)
-    }
+    advice = {int(n) for n in re.findall(r"max_tokens=(\d+) would fit its share", summary.message)}
     assert len(advice) == 1, summary.message  # the same rows, the same shares: one figure
     again = gen(advice.pop())
     assert all(tally.done >= 1 for tally in again.datasets.values()), again.datasets

@@ -124,7 +124,7 @@ def test_a_429_naming_no_provider_is_the_keys_own(tmp_path: Path) -> None:
         summary = _gen(tmp_path, fake.base_url, concurrency=20, sleep=_advancing(clock))
         assert summary.stop_reason == "rate-limited" and summary.exit_code == 1
         assert summary.failed == 0 and summary.not_sent == 20 and summary.ok == 0
-        assert "--max-wait 60 s" in summary.message and "Rate limit exceeded" in summary.message
+        assert "max_wait_s=60 s" in summary.message and "Rate limit exceeded" in summary.message
         assert fake.ledger.total_usd == 0 and not (tmp_path / "out.jsonl").read_text()
 
 

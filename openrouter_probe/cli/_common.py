@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import shutil
 import sys
@@ -20,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
@@ -41,21 +44,25 @@ class _Group(click.Group):
         except ProbeError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(flagged(str(exc))) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             raise SystemExit(130) from None
 
 
+class _Flagged(logging.Formatter):
+    """Log lines with the library's keywords shown as the CLI's flags (``cli.terms``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return flagged(super().format(record))
+
+
 def _setup_logging() -> None:
     """Diagnostics to stderr as plain lines (each retry is one line); debug lines only when debugging."""
-    import logging
 
     debug = os.environ.get(_DEBUG_ENV) == "1"
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(levelname)s: %(message)s" if debug else "%(message)s")
-    )
+    handler.setFormatter(_Flagged("%(levelname)s: %(message)s" if debug else "%(message)s"))
     root = logging.getLogger("openrouter_probe")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.INFO)

@@ -21,6 +21,7 @@ from openrouter_probe.cli._common import (
     token_count,
     usd_amount,
 )
+from openrouter_probe.cli.terms import flagged
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -315,7 +316,7 @@ def generate(
     if fmt == "json":
         click.echo(json.dumps(summary.to_dict(), indent=2))
     else:
-        click.echo(summary.render())
+        click.echo(flagged(summary.render()))
     if summary.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
     sys.exit(summary.exit_code)

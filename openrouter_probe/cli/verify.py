@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import checked_by, cli, format_option, note, usd_amount
+from openrouter_probe.cli.terms import flagged
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
 _MOVED = ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools", "--noise")
@@ -206,7 +207,7 @@ def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
         click.echo(report.to_evidence_yaml(), nl=False)
     else:
         click.echo("")
-        click.echo(report.render())
+        click.echo(flagged(report.render()))
 
 
 def _send_check(model: str, **kwargs: Any) -> Any:

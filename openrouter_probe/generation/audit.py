@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
 from openrouter_probe.run.output import FINISHED, iter_records, load_resume_state, output_tokens_of
+from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.turns import TURNS_SUFFIX
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ class AuditReport:
     kept_turns: int = 0  # finished turns of rows not finished yet (``OUT.jsonl.turns``)
     kept_turns_usd: Decimal = Decimal(0)  # what they cost (known costs)
     superseded: int = 0  # truncated answers a --redo-truncated answer replaced
+    #: records (and kept turns) no spend journal knows: their money is unknown, at its worst case
+    unjournaled: int = 0
+    unjournaled_usd: Decimal = Decimal(0)
     predicted_usd: Decimal | None = None
     prediction_note: str = ""
 
@@ -113,7 +117,8 @@ class AuditReport:
     def other_billed_usd(self) -> Decimal:
         """Billed to no served row: failed attempts, retries, failed rows (``spent_usd`` less the
         realised and the possibly billed)."""
-        return self.spent_usd - self.realised_usd - self.possibly_billed_usd - self.kept_turns_usd
+        rest = self.spent_usd - self.realised_usd - self.possibly_billed_usd - self.kept_turns_usd
+        return max(Decimal(0), rest - self.unjournaled_usd)
 
     @property
     def exit_code(self) -> int:
@@ -148,6 +153,8 @@ class AuditReport:
             "other_billed_usd": float(self.other_billed_usd),
             "kept_turns": self.kept_turns,
             "kept_turns_usd": float(self.kept_turns_usd),
+            "unjournaled": self.unjournaled,
+            "unjournaled_usd": float(self.unjournaled_usd),
             "superseded": self.superseded,
             "spent_usd": float(self.spent_usd),
             "predicted_usd": None if self.predicted_usd is None else float(self.predicted_usd),
@@ -173,6 +180,12 @@ class AuditReport:
             why.append(
                 f"${self.kept_turns_usd:,.6f} for {self.kept_turns} finished turn(s) of rows "
                 "not finished yet (kept for the resume)"
+            )
+        if self.unjournaled:
+            why.append(
+                f"${self.unjournaled_usd:,.6f} unknown for {self.unjournaled} record(s) no spend "
+                "journal knows (each at its worst case; the next generate settles them from "
+                "/generation)"
             )
         if self.other_billed_usd:
             why.append(f"${self.other_billed_usd:,.6f} billed to failed attempts and retries")
@@ -267,16 +280,30 @@ def merged_records(
     yield from failed.values()
 
 
-def _spent(paths: Iterable[str | Path], report: AuditReport) -> set[str]:
+def _spent(paths: Iterable[str | Path], report: AuditReport, prices: Prices | None) -> set[str]:
     """Fill the report's money and counts as generate counts them; return the cancelled row ids.
 
-    Reads each output and its journal without repairing them (a run may still be appending)."""
+    Reads each output and its journal without repairing them (a run may still be appending).
+    The journal is the only record of money; a record no journal knows is unknown and counts
+    at its worst case at ``prices`` (the policy's dearest admitted endpoints; its output at
+    most a whole context when it states no ``usage``), never less than the record states."""
     cancelled: set[str] = set()
     for path in dict.fromkeys(str(p) for p in paths if not _beside(p)):
         replay = replay_ledger(ledger_path(path), repair=False)
-        state = load_resume_state(path, journal_runs=replay.runs, repair=False)
-        report.spent_usd += state.spent_usd + replay.spent_usd
-        report.possibly_billed_usd += state.possibly_billed_usd + replay.possibly_billed_usd
+        state = load_resume_state(
+            path, journal_runs=replay.runs, adopted=replay.adopted, repair=False
+        )
+        report.spent_usd += replay.spent_usd
+        report.possibly_billed_usd += replay.possibly_billed_usd
+        for unknown in state.unjournaled:
+            worst = (
+                unknown.recorded_usd
+                if prices is None
+                else unknown.worst_usd(prices, prices.context_tokens or 0)
+            )
+            report.unjournaled += 1
+            report.unjournaled_usd += worst
+            report.spent_usd += worst
         report.killed_in_flight += replay.in_flight
         for turns in state.turns.values():
             report.kept_turns += len(turns)
@@ -292,6 +319,16 @@ def _spent(paths: Iterable[str | Path], report: AuditReport) -> set[str]:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _prices(compiled: Any, snapshot: Snapshot) -> Prices | None:
+    """The worst-case prices of the endpoints ``compiled`` admits (``None``: unknowable)."""
+    from openrouter_probe.rules.routing import route
+
+    try:
+        return worst_case_prices(route(compiled.provider, snapshot.endpoints).admitted)
+    except ValueError:
+        return None
 
 
 def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot) -> AuditReport:
@@ -337,7 +374,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         report.outside.extend((str(record["id"]), name) for name in outside)
     report.providers = sorted(tallies.values(), key=lambda t: (-t.rows, t.provider))
     report.superseded = len(superseded)
-    report.cancelled = len(_spent(files, report) - finished)
+    report.cancelled = len(_spent(files, report, _prices(compiled, snapshot)) - finished)
     _predict(report, snapshot, compiled)
     return report
 

@@ -240,8 +240,8 @@ def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: _Asked) -> str
             takers = ", ".join(e.tag for e in fits.admitted)
             return (
                 f"{head} with max_tokens={asked.max_tokens}: above the output limit of each of "
-                f"the {len(loose)} it admits. Lower max_tokens (--max-tokens) to {largest} or "
-                f"less, the largest they take ({takers})"
+                f"the {len(loose)} it admits. Lower it to max_tokens={largest} or less, "
+                f"the largest they take ({takers})"
             )
     return (
         f"{head} (with max_tokens={asked.max_tokens}); every request would fail with 404. "
@@ -310,14 +310,14 @@ def _dry_run(
     figures = plan.blended.all_in or plan.blended.output_only
     if budget is not None and asked.shards:
         summary.warnings.append(
-            f"--budget-usd {budget} is per shard: the {asked.shards} shards may spend "
+            f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "
             f"${budget * asked.shards:,.2f} on the key in all"
         )
     summary.expected_usd = figures.cost_usd
     summary.message = (
         plan.headline
         if budget is not None
-        else "no --budget-usd: nothing would cap the real run's spend; give one to cap it"
+        else "no budget_usd: nothing would cap the real run's spend; give one to cap it"
     )
     return summary
 
@@ -388,8 +388,8 @@ def _truncated_rows(
     longest = max((cut[r.id] for r in todo), default=0)
     if todo and max_tokens <= longest:
         warnings.append(
-            f"--redo-truncated: --max-tokens {max_tokens} is no more than the {longest:,} output "
-            "tokens some were cut at: they may be cut again; raise --max-tokens"
+            f"redo_truncated=True: max_tokens={max_tokens} is no more than the {longest:,} output "
+            f"tokens some were cut at: they may be cut again; raise it above max_tokens={longest}"
         )
     return todo, warnings
 
@@ -648,6 +648,7 @@ async def _run_job(
             prices = settings.prices
             paid.options = options = dataclasses.replace(options, batch=settings)
         if dry_run:
+            paid.count_unjournaled(summary, prices, asked.max_tokens)
             await _key_check(summary, options, asked)
             for text in summary.warnings:  # a real run says them in PaidRun.run
                 log.warning("%s", text)

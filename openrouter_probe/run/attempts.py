@@ -168,7 +168,7 @@ class AttemptPolicy:
             "unreachable",
             f"{self.unanswered_streak} rows in a row got no answer from the server, the last: "
             f"{failure.message}. Check OPENROUTER_BASE_URL and the network, then rerun the "
-            "same command (--redo-failed also resends the rows that failed)",
+            "same command (redo_failed=True also resends the rows that failed)",
         )
 
     def _transient(
@@ -198,7 +198,7 @@ class AttemptPolicy:
             return Stop(
                 "rate-limited",
                 f"rate limited by the key: resume after {at} UTC (OpenRouter asked to wait "
-                f"{wait:.0f} s, more than --max-wait {options.max_wait_s:.0f} s: "
+                f"{wait:.0f} s, more than max_wait_s={options.max_wait_s:.0f} s: "
                 f"{failure.message}); rerun the same command then",
             )
         return Pause(wait)
@@ -235,7 +235,7 @@ class AttemptPolicy:
             return Stop(stop, failure.message)
         if status == 402:
             hint = (
-                " (allow a lower max_tokens with --lower-max-tokens)"
+                " (allow a lower max_tokens with lower_max_tokens=True)"
                 if failure.afford_tokens and not self.options.lower_max_tokens
                 else ""
             )

@@ -36,7 +36,15 @@ An attempt's money is its reconciled cost, else its settled cost, else its whole
 ("possibly billed": unknown, or never settled because the run was killed). The journal's money is
 the sum over its attempts, and the only record of money: an output line of a run the journal does
 not know (it was deleted, or the output predates it) is read as a row, never as money
-(``run.output``).
+(``run.output``). Its money is unknown, and the run adopts it (``adopt``)::
+
+    {"sent":1,"run":"9c0d2e4f6a8b","id":"r4","ds":"B3","reserved_usd":"0.0031",
+     "gen_id":"gen-1777319885-pLuUvaQdB3l6lRlhlKuv","adopts":"row||r4|gen-...||1|answer"}
+
+a ``sent`` line standing alone (no header line for the adoption's run): the attempt is unknown
+from the start, counted at ``reserved_usd`` (the record's worst case) until ``/generation``
+settles it by ``gen_id`` (``null``: it stays there); ``adopts`` names the record
+(``LedgerReplay.adopted``), so that it is never adopted twice.
 
 ``gen``, ``settled`` and ``reconciled`` lines are buffered and reach the file with the next flushed
 line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
@@ -56,6 +64,7 @@ import os
 import re
 import secrets
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -67,10 +76,12 @@ from openrouter_probe.rules.quantities import recorded_usd
 
 __all__ = [
     "LEDGER_SUFFIX",
+    "Adopted",
     "Ledger",
     "LedgerReplay",
     "OpenBatch",
     "Pending",
+    "adopt",
     "ledger_path",
     "replay_ledger",
 ]
@@ -81,8 +92,8 @@ LEDGER_SUFFIX = ".ledger"
 _ZERO = Decimal(0)
 #: What to do about a damaged journal line.
 _DAMAGED = (
-    "the file is damaged. Restore it, or delete it to stop counting the requests it records "
-    "against --budget-usd"
+    "the file is damaged. Restore it, or delete it: the output's records then count at their "
+    "worst case until /generation settles them"
 )
 #: A string that is its own JSON body once quoted.
 _PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")
@@ -130,6 +141,8 @@ class LedgerReplay:
     #: batch plans without a ``batch_done`` line (``generate --batch``), in journal order
     batches: list[OpenBatch] = field(default_factory=list)
     torn: bytes | None = None
+    #: the keys of the output records adopted (``adopt``): never adopted again
+    adopted: set[str] = field(default_factory=set)
 
     @property
     def spent_usd(self) -> Decimal:
@@ -160,11 +173,14 @@ def _number(value: Any, where: str) -> int:
 
 
 def _read(
-    path: Path, plans: dict[tuple[str, str], dict[str, Any]] | None = None
+    path: Path,
+    plans: dict[tuple[str, str], dict[str, Any]] | None = None,
+    adopted: set[str] | None = None,
 ) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
-    """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id]``, and
-    the run header lines; the batch plans go into ``plans`` (``(run, plan)`` -> the line, with
-    ``batch_id`` and ``done`` added as their lines come)."""
+    """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id, row]``,
+    and the run header lines; the batch plans go into ``plans`` (``(run, plan)`` -> the line, with
+    ``batch_id`` and ``done`` added as their lines come); the keys of the records adopted go into
+    ``adopted``."""
     attempts: dict[tuple[str, int], list[Any]] = {}
     headers: list[dict[str, Any]] = []
     plans = {} if plans is None else plans
@@ -179,15 +195,15 @@ def _read(
             reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
             ds = line.get("ds")
             dataset = ds if isinstance(ds, str) else None
-            row = line.get("id")
-            attempts[(run, _number(line["sent"], where))] = [
-                dataset,
-                reserved,
-                _SENT,
-                None,
-                None,
-                row,
-            ]
+            entry = [dataset, reserved, _SENT, None, None, line.get("id")]
+            key = line.get("adopts")
+            if isinstance(key, str):  # a record's money adopted: unknown, settled from its id
+                if adopted is not None:
+                    adopted.add(key)
+                entry[2] = _UNKNOWN
+                gen = line.get("gen_id")
+                entry[4] = gen if isinstance(gen, str) else None
+            attempts[(run, _number(line["sent"], where))] = entry
             continue
         if "batch_plan" in line or "batch_id" in line or "batch_done" in line:
             _batch_line(plans, run, line, where)
@@ -256,12 +272,12 @@ def replay_ledger(
     if replay.torn:
         log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
     plans: dict[tuple[str, str], dict[str, Any]] = {}
-    attempts, replay.headers = _read(p, plans)
+    attempts, replay.headers = _read(p, plans, replay.adopted)
     if attempts and not output_exists:
         raise ConfigError(
             f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
             "restore the output to resume, or delete the journal to start afresh (the money it "
-            "records will then no longer count against --budget-usd)"
+            "records will then no longer count against budget_usd)"
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
@@ -315,6 +331,44 @@ def _open_batches(
             )
         )
     return found
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """An output record's money the journal did not know, adopted: counted at ``worst_usd``
+    until ``/generation`` settles it (``generation_id``; ``None``: it stays at its worst case)."""
+
+    key: str
+    row_id: str
+    dataset: str
+    worst_usd: Decimal
+    generation_id: str | None
+
+
+def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) -> str:
+    """Journal ``records`` as the attempts of one adoption run (no header line; its id is
+    returned): one line each, written in one write and flushed (fsynced with ``fsync``).
+
+    Each line stands alone: a record whose line a crash tore (the torn tail is cut on the next
+    start) is not adopted, and is adopted again by the next start; one whose line is there is
+    never adopted twice (``LedgerReplay.adopted``). Call it under the output's lock.
+    """
+    run = json.dumps(secrets.token_hex(6))
+    lines = [
+        f'{{"sent":{number},"run":{run},"id":{json.dumps(r.row_id)},'
+        f'"ds":{json.dumps(r.dataset)},"reserved_usd":"{r.worst_usd}",'
+        f'"gen_id":{json.dumps(r.generation_id)},"adopts":{json.dumps(r.key)}}}\n'
+        for number, r in enumerate(records, start=1)
+    ]
+    try:
+        with Path(path).open("a", encoding="utf-8") as handle:
+            handle.write("".join(lines))
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write the spend journal: {exc.strerror}") from exc
+    return str(json.loads(run))
 
 
 def _host() -> str:

@@ -8,10 +8,14 @@ rows finish, not the input order. On start, a torn last line from a crash is cut
 have been billed (``possibly_billed_usd``, its reservation): the row is sent again, and the money
 counts as spent.
 
-Spend survives restarts: the spend journal beside the output (``run.ledger``) records the money of
-every attempt of the runs it knows. Each line's ``run_id`` names the run that wrote it; a line of a
-run the journal does not know (the journal was deleted, or the output predates it) counts its own
-money: ``cost_usd``, ``failed_attempts_cost_usd`` and ``possibly_billed_usd``.
+Records count no money: the spend journal beside the output (``run.ledger``) is the only record
+of it. Each line's ``run_id`` names the run that wrote it; a record (or a kept turn) of a run the
+journal does not know (the journal was deleted, the output predates it, a line written by hand) is
+read as a row, and its money is unknown: ``ResumeState.unjournaled`` lists it (``Unjournaled``:
+its answer, with its generation id and token counts, apart from the other attempts it states), the
+run adopts it into the journal at its worst case (``Unjournaled.worst_usd``, ``ledger.adopt``) and
+``/generation`` settles it as any unknown attempt. An adopted record is known by its key
+(``LedgerReplay.adopted``) and never adopted twice.
 
 Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
 ``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
@@ -29,18 +33,22 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
 from openrouter_probe.rules.quantities import recorded_usd
 from openrouter_probe.run.turns import read_turns, turns_path
 
+if TYPE_CHECKING:
+    from openrouter_probe.run.spend import Prices
+
 __all__ = [
     "FINISHED",
     "RECORD_FIELDS",
     "OutputLog",
     "ResumeState",
+    "Unjournaled",
     "iter_records",
     "load_resume_state",
 ]
@@ -75,14 +83,11 @@ _DAMAGED = (
 
 @dataclass
 class ResumeState:
-    """What an output file already holds: finished ids, tokens per dataset, and the money of its
-    lines whose run the journal does not know (``spent_usd``, of it ``possibly_billed_usd``)."""
+    """What an output file already holds: finished ids, tokens per dataset, and the records whose
+    money the journal does not know (``unjournaled``: the run adopts them into the journal)."""
 
     finished: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
-    spent_usd: Decimal = Decimal(0)
-    possibly_billed_usd: Decimal = Decimal(0)
-    spent_by_dataset: dict[str, Decimal] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # per dataset: rows, kept turns
     rows_by_dataset: dict[str, int] = field(default_factory=dict)  # finished rows per dataset
     rows: int = 0
@@ -90,6 +95,9 @@ class ResumeState:
     exists: bool = False
     #: ``generate --turns all``: the turns the turns file keeps of rows not finished, by row id
     turns: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: money of records (and kept turns) of runs the journal does not know: unknown
+    unjournaled: list[Unjournaled] = field(default_factory=list)
+    _keys: dict[str, int] = field(default_factory=dict, repr=False)
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -119,16 +127,86 @@ def output_tokens_of(record: dict[str, Any]) -> int:
     return 0
 
 
-def _count_money(state: ResumeState, record: dict[str, Any], where: str, dataset: str) -> None:
-    cost = recorded_usd(record.get("cost_usd"), where, damaged=_DAMAGED) + recorded_usd(
-        record.get("failed_attempts_cost_usd"), where, damaged=_DAMAGED
-    )
+@dataclass(frozen=True)
+class Unjournaled:
+    """Money an output record (or a kept turn) holds that the journal does not know: unknown.
+
+    ``key`` names it for the journal (``adopts``: adopted once, never twice). ``generation_id``
+    is the answer's (``/generation`` may settle it; ``None``: it stays at its worst case).
+    ``prompt_tokens`` / ``completion_tokens`` are the record's ``usage`` (``None``: none given);
+    ``recorded_usd`` is the money the record itself states.
+    """
+
+    key: str
+    row_id: str
+    dataset: str
+    generation_id: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    recorded_usd: Decimal
+
+    def worst_usd(self, prices: Prices, max_tokens: int) -> Decimal:
+        """The most it could have cost: its own token counts at ``prices`` (the dearest admitted
+        endpoints'), or without ``usage`` a whole context in and ``max_tokens`` out; never less
+        than what the record itself states."""
+        if self.prompt_tokens is None or self.completion_tokens is None:
+            worst = prices.worst_case_usd(
+                prompt_tokens=prices.context_tokens or 0, max_tokens=max_tokens
+            )
+        else:
+            worst = prices.worst_case_usd(
+                prompt_tokens=self.prompt_tokens, max_tokens=self.completion_tokens
+            )
+        return max(worst, self.recorded_usd)
+
+
+def _tokens(usage: Any, name: str) -> int | None:
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _unjournaled(
+    state: ResumeState,
+    record: dict[str, Any],
+    where: str,
+    dataset: str,
+    ident: str,
+    kind: str,
+    *,
+    answer: bool,
+) -> None:
+    """Note the money of ``record`` as unknown: its answer (``answer``: with its generation id
+    and token counts) and, apart, the other attempts it states (``failed_attempts_cost_usd``,
+    ``possibly_billed_usd``: no id, they stay as recorded)."""
+    cost = recorded_usd(record.get("cost_usd"), where, damaged=_DAMAGED)
+    failed = recorded_usd(record.get("failed_attempts_cost_usd"), where, damaged=_DAMAGED)
     billed = recorded_usd(record.get("possibly_billed_usd"), where, damaged=_DAMAGED)
-    state.spent_usd += cost + billed
-    state.possibly_billed_usd += billed
-    state.spent_by_dataset[dataset] = (
-        state.spent_by_dataset.get(dataset, Decimal(0)) + cost + billed
+    gen = record.get("generation_id")
+    base = "|".join(
+        (kind, str(record.get("run_id") or ""), ident, str(gen or ""), str(record.get("index", "")))
     )
+    count = state._keys[base] = state._keys.get(base, 0) + 1
+    key = f"{base}|{count}"
+    usage = record.get("usage")
+    if answer:
+        state.unjournaled.append(
+            Unjournaled(
+                key=key + "|answer",
+                row_id=ident,
+                dataset=dataset,
+                generation_id=gen if isinstance(gen, str) and gen else None,
+                prompt_tokens=_tokens(usage, "prompt_tokens"),
+                completion_tokens=_tokens(usage, "completion_tokens"),
+                recorded_usd=cost,
+            )
+        )
+        rest = failed + billed
+    else:
+        rest = cost + failed + billed
+    if rest > 0:
+        state.unjournaled.append(
+            Unjournaled(key + "|rest", ident, dataset, None, 0, 0, recorded_usd=rest)
+        )
 
 
 def _count_turns(
@@ -136,18 +214,19 @@ def _count_turns(
     turns: list[Any],
     where: str,
     dataset: str,
+    ident: str,
     journal_runs: Collection[str],
     seen: set[Any],
 ) -> None:
-    """Count the money of each turn the journal does not know the run of, once per generation
-    (a failed row sent again with ``--redo-failed`` records its earlier turns twice)."""
+    """Note each turn the journal does not know, once per generation (a failed row sent again
+    with ``--redo-failed`` records its earlier turns twice)."""
     for turn in turns:
         if not isinstance(turn, dict) or turn.get("run_id") in journal_runs:
             continue
         key = turn.get("generation_id") or id(turn)
         if key not in seen:
             seen.add(key)
-            _count_money(state, turn, where, dataset)
+            _unjournaled(state, turn, where, dataset, ident, "turn", answer=True)
 
 
 def _read_turns_file(
@@ -164,7 +243,7 @@ def _read_turns_file(
         if ident in state.finished:
             continue
         state.turns.setdefault(ident, []).append(turn)
-        _count_turns(state, [turn], f"{path}:{lineno}", dataset, journal_runs, seen)
+        _count_turns(state, [turn], f"{path}:{lineno}", dataset, ident, journal_runs, seen)
         # its output tokens were billed: they count toward the dataset's target and figures
         state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(turn)
 
@@ -173,22 +252,26 @@ def load_resume_state(
     path: str | Path,
     *,
     redo_failed: bool = False,
-    journal_runs: frozenset[str] | set[str] = frozenset(),
+    journal_runs: Collection[str] = frozenset(),
+    adopted: Collection[str] = frozenset(),
     repair: bool = True,
 ) -> ResumeState:
     """Read what an existing output file holds (empty when it is absent), after cutting a torn
     tail (``repair``: only under the output's lock).
 
-    Lines of the runs in ``journal_runs`` leave their money to the journal; other lines count
-    their own (``ResumeState.spent_usd``).
+    Records count no money: the journal does. Records (and kept turns) of runs not in
+    ``journal_runs`` whose keys are not in ``adopted`` (``LedgerReplay.adopted``) are listed in
+    ``ResumeState.unjournaled``: their money is unknown until the run adopts them.
     """
     state = ResumeState()
     p = Path(path)
-    seen: set[Any] = set()  # the turns whose money is counted
+    seen: set[Any] = set()  # the turns already noted
     if p.exists():
         _read_records(state, p, redo_failed, journal_runs, repair, seen)
     # even without the output: the kept turns were paid, and are used (never bought again)
     _read_turns_file(state, p, journal_runs, repair, seen)
+    if adopted:
+        state.unjournaled = [u for u in state.unjournaled if u.key not in adopted]
     return state
 
 
@@ -196,7 +279,7 @@ def _read_records(
     state: ResumeState,
     p: Path,
     redo_failed: bool,
-    journal_runs: frozenset[str] | set[str],
+    journal_runs: Collection[str],
     repair: bool,
     seen: set[Any],
 ) -> None:
@@ -212,14 +295,16 @@ def _read_records(
         state.rows += 1
         status = record.get("status")
         dataset = str(record.get("dataset") or "default")
+        ident = str(record["id"])
+        where = f"{p}:{lineno}"
         turns = record.get("turns")
-        if type(turns) is list:  # each turn counts its own; a row's totals are their sums
-            _count_turns(state, turns, f"{p}:{lineno}", dataset, journal_runs, seen)
+        if type(turns) is list:  # each turn is its own answer; a row's totals are their sums
+            _count_turns(state, turns, where, dataset, ident, journal_runs, seen)
         if record.get("run_id") not in journal_runs and (
             type(turns) is not list or status not in ("ok", "truncated")
         ):
-            _count_money(state, record, f"{p}:{lineno}", dataset)
-        ident = str(record["id"])
+            served = status in ("ok", "truncated") and type(turns) is not list
+            _unjournaled(state, record, where, dataset, ident, "row", answer=served)
         if status in FINISHED and ident not in state.finished:
             if status == "failed":
                 state.failed.add(ident)

@@ -42,7 +42,7 @@ from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, N
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.ledger import Ledger, LedgerReplay, replay_ledger
+from openrouter_probe.run.ledger import Adopted, Ledger, LedgerReplay, adopt, replay_ledger
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.reconcile import Lookup
@@ -247,16 +247,59 @@ class PaidRun:
 
     @property
     def spent_before_usd(self) -> Decimal:
-        """What the output's journal (and the records of runs it does not know) hold as spent."""
-        return self.replay.spent_usd + self.state.spent_usd
+        """What the output's journal holds as spent (the only record of money)."""
+        return self.replay.spent_usd
 
     @property
     def spent_by_dataset(self) -> dict[str, Decimal]:
         """``spent_before_usd`` per dataset (money no dataset owns is left out)."""
-        merged = dict(self.replay.by_dataset)
-        for name, amount in self.state.spent_by_dataset.items():
-            merged[name] = merged.get(name, Decimal(0)) + amount
-        return merged
+        return dict(self.replay.by_dataset)
+
+    def unjournaled(self, prices: Prices, max_tokens: int) -> list[Adopted]:
+        """The output's records (and kept turns) the journal does not know, each at its worst
+        case (``Unjournaled.worst_usd``): their money is unknown."""
+        return [
+            Adopted(u.key, u.row_id, u.dataset, u.worst_usd(prices, max_tokens), u.generation_id)
+            for u in self.state.unjournaled
+        ]
+
+    def count_unjournaled(self, summary: RunSummary, prices: Prices, max_tokens: int) -> None:
+        """Add the worst case of the records the journal does not know to ``summary``'s money
+        before this run (a dry run: nothing is written)."""
+        for record in self.unjournaled(prices, max_tokens):
+            summary.spent_before_usd += record.worst_usd
+            summary.possibly_billed_before_usd += record.worst_usd
+            tally = summary.datasets.get(record.dataset)
+            if tally is not None:
+                tally.spent_usd += record.worst_usd
+
+    def _adopt(self, summary: RunSummary, prices: Prices, max_tokens: int) -> None:
+        """Journal the records the journal does not know (``ledger.adopt``), read the journal
+        again, and refill ``summary``'s money before this run from it: the books and the
+        reconciler then settle them from ``/generation`` like any attempt counted at its worst
+        case."""
+        records = self.unjournaled(prices, max_tokens)
+        if not records:
+            return
+        options = self.options
+        options.out.open("a").close()  # the journal never stands without its output
+        adopt(options.journal, records)
+        unknown = sum(1 for r in records if r.generation_id is None)
+        log.warning(
+            "%s: %d record(s) of runs %s does not know: their money counts at its worst case "
+            "(%s) until /generation settles it (%d without a generation id stay there)",
+            options.out,
+            len(records),
+            options.journal.name,
+            format_usd(sum((r.worst_usd for r in records), Decimal(0))),
+            unknown,
+        )
+        self.replay = replay_ledger(options.journal)
+        self.state.unjournaled = []
+        summary.spent_before_usd = self.spent_before_usd
+        summary.possibly_billed_before_usd = self.replay.possibly_billed_usd
+        for name, tally in summary.datasets.items():
+            tally.spent_usd = self.replay.by_dataset.get(name, Decimal(0))
 
     def new_summary(
         self, *, datasets: Mapping[str, int] | None = None, **fields: Any
@@ -267,7 +310,7 @@ class PaidRun:
         summary = RunSummary(
             out=str(self.options.out),
             spent_before_usd=self.spent_before_usd,
-            possibly_billed_before_usd=state.possibly_billed_usd + replay.possibly_billed_usd,
+            possibly_billed_before_usd=replay.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
             ledger=str(self.options.journal),
             budget_usd=self.options.budget_usd,
@@ -305,7 +348,7 @@ class PaidRun:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
             summary.warnings.append(
-                "no --budget-usd: nothing caps this run's spend (--dry-run shows the worst case)"
+                "no budget_usd: nothing caps this run's spend (dry_run=True shows the worst case)"
             )
         for text in summary.warnings:
             log.warning("%s", text)
@@ -361,6 +404,7 @@ class PaidRun:
         budget = options.budget_usd
         if not rows and not self.state.exists:
             return summary  # nothing to send, nothing recorded: create no empty output and journal
+        self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
         if await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens):
             summary.not_sent = len(rows)
@@ -372,7 +416,7 @@ class PaidRun:
             summary.stop_reason = "budget"
             summary.message = (
                 f"{options.out} and {options.journal.name} already record ${spent_before:.6f} "
-                f"spent of the ${budget} cap"
+                f"spent of the {format_usd(budget)} cap"
             )
             summary.not_sent = len(rows)
             return summary
@@ -436,7 +480,9 @@ def open_run(
     with OutputLock(options.out, command=options.command):
         replay = replay_ledger(options.journal, output_exists=options.out.exists())
         warning = _check_job(options, replay.headers, job)
-        state = load_resume_state(options.out, redo_failed=redo_failed, journal_runs=replay.runs)
+        state = load_resume_state(
+            options.out, redo_failed=redo_failed, journal_runs=replay.runs, adopted=replay.adopted
+        )
         yield PaidRun(options, state, replay, job, [warning] if warning else [])
 
 

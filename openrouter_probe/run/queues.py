@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from decimal import Decimal
 
+from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions
@@ -222,7 +223,7 @@ class RowQueues:
             where = f"its share of the cap has ${left:.6f} left"
         else:
             left = cap.remaining_usd or _ZERO
-            where = f"only ${left:.6f} of the ${cap.cap_usd} cap remains"
+            where = f"only ${left:.6f} of the {format_usd(cap.cap_usd)} cap remains"
         message = f"{row.id}: the next request may cost up to ${attempt.worst:.6f} and {where}"
         # the advice is for the next start, where every dataset is open again: its share then
         base = self._first_share(dataset) if shared else left
@@ -232,10 +233,10 @@ class RowQueues:
         )
         if self.books.counts.requests == 0 and fits < attempt.request.max_tokens:
             message += (
-                f"; --max-tokens {fits} would fit"
+                f"; max_tokens={fits} would fit"
                 + (" its share with every dataset open" if shared else "")
                 if fits >= 1
-                else f"; raise --budget-usd above ${attempt.worst:.6f} for one row"
+                else f"; raise budget_usd above ${attempt.worst:.6f} for one row"
             )
         self.books.spent_out(dataset, f"{dataset}: {message}" if len(self.order) > 1 else message)
         self.close(dataset, message)

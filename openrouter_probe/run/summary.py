@@ -240,7 +240,7 @@ class RunSummary:
         if self.shards and self.budget_usd is not None:
             total = self.budget_usd * self.shards
             lines.append(
-                f"--budget-usd is per shard: {format_usd(self.budget_usd)} x {self.shards} "
+                f"budget_usd is per shard: {format_usd(self.budget_usd)} x {self.shards} "
                 f"shards = {format_usd(total)} on the key in all"
             )
         if self.possibly_billed_usd or self.reconciled:

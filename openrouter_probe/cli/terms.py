@@ -1,0 +1,47 @@
+"""The CLI's names for the library's terms: library messages say ``max_wait_s=60``, the CLI
+shows ``--max-wait 60``.
+
+Library messages (stop messages, budget advice, warnings) name the keyword a Python caller
+passes (``max_tokens=4096 would fit``, ``lower_max_tokens=True``); ``flagged`` rewrites them to
+the flags of the command line where the CLI prints them (the summary, the log lines, the one-line
+errors). Only the forms ``name=`` and ``name=True`` are rewritten, and a few names no message
+uses for anything else, so a message that speaks of ``max_tokens`` as a quantity is left as it is.
+
+Example::
+
+    flagged("the wait is more than max_wait_s=60 s")  # 'the wait is more than --max-wait 60 s'
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["FLAGS", "flagged"]
+
+#: The library's keyword -> the CLI's flag.
+FLAGS = {
+    "max_wait_s": "--max-wait",
+    "max_tokens": "--max-tokens",
+    "lower_max_tokens": "--lower-max-tokens",
+    "redo_failed": "--redo-failed",
+    "redo_truncated": "--redo-truncated",
+    "budget_usd": "--budget-usd",
+    "dry_run": "--dry-run",
+}
+#: Names said bare in messages only as the keyword (``max_tokens`` is also a quantity).
+_BARE = ("max_wait_s", "lower_max_tokens", "redo_failed", "redo_truncated", "budget_usd", "dry_run")
+_NAMES = "|".join(sorted(FLAGS, key=len, reverse=True))
+_KEYWORD = re.compile(rf"(?<![\w.-])({_NAMES})=(True\b)?")
+_WORD = re.compile(rf"(?<![\w.-])({'|'.join(_BARE)})(?![\w=])")
+
+
+def _keyword(match: re.Match[str]) -> str:
+    flag = FLAGS[match.group(1)]
+    return flag if match.group(2) else flag + " "
+
+
+def flagged(text: str) -> str:
+    """``text`` with the library's keywords shown as the CLI's flags (see the module)."""
+    if "_" not in text:
+        return text
+    return _WORD.sub(lambda m: FLAGS[m.group(1)], _KEYWORD.sub(_keyword, text))
