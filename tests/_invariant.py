@@ -342,8 +342,9 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
     """Billed <= cap, counted >= billed, no row finished twice, no row billed in two completed
     batches, and every finished row's answer is one the fake served in a batch."""
     replay = replay_ledger(Path(f"{out}.ledger"))
-    state = load_resume_state(out, journal_runs=replay.runs, repair=False)
-    outcome.counted_usd = replay.spent_usd + state.spent_usd
+    state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
+    assert not state.unjournaled  # every record's money is the journal's
+    outcome.counted_usd = replay.spent_usd
     outcome.billed_usd = fake.ledger.total_usd
     outcome.generations = len(fake.ledger)
     problems = outcome.problems

@@ -24,6 +24,7 @@ import pytest
 import openrouter_probe as orp
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock
+from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.books import allocate
 from openrouter_probe.run.ledger import replay_ledger
 from openrouter_probe.run.lock import OutputLock
@@ -62,9 +63,8 @@ async def _batch(fake: Any, clock: ManualClock, policy: Path, out: Path, **kw: A
         out=out,
         api_key=KEY,
         base_url=fake.base_url,
-        batch=True,
         clock=clock.now,
-        **(options | kw),
+        **({"batch": True} | options | kw),
     )
 
 
@@ -217,10 +217,10 @@ def test_402_on_results_then_a_rerun_after_credit(tmp_path: Path, snap: Any, pol
     async def go() -> tuple[Any, Any, Decimal, int]:
         # two batches of 4 pass the submit's preflight; the credit covers one charge only
         with orp.fake.serve(snap, speed=0, seed=7, clock=clock, credit_usd=0.0095) as fake:
-            first = await _batch(fake, clock, policy, out, batch_size=4)
+            first = await _batch(fake, clock, policy, out, batch=BatchOptions(size=4))
             billed_first = fake.ledger.total_usd
             fake.fake.credit.limit_usd = Decimal(5)
-            second = await _batch(fake, clock, policy, out, batch_size=4)
+            second = await _batch(fake, clock, policy, out, batch=BatchOptions(size=4))
             return first, second, billed_first, len(fake.fake.batches.batches)
 
     first, second, billed_first, made = asyncio.run(go())
@@ -276,12 +276,16 @@ def test_a_failed_batch_names_itself_and_bills_nothing(
 
 
 def test_batch_options_without_batch_are_refused(tmp_path: Path, policy: Path) -> None:
-    with pytest.raises(ConfigError, match="--batch-size and --abandon go with --batch"):
-        asyncio.run(
-            orp.generate(
-                PROMPTS, policy=policy, out=tmp_path / "o.jsonl", api_key=KEY, abandon=True
-            )
-        )
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    for extra in (["--abandon"], ["--batch-size", "4"]):
+        args = ["generate", str(PROMPTS), "--policy", str(policy), "-o", str(tmp_path / "o.jsonl")]
+        result = CliRunner().invoke(cli, [*args, *extra])
+        assert result.exit_code == 2, result.output
+        assert "--batch-size and --abandon go with --batch" in result.stderr
+        assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_turns_all_goes_round_by_round(tmp_path: Path, snap: Any, policy: Path) -> None:

@@ -406,16 +406,19 @@ class Client:
 
     # -- API paths ------------------------------------------------------------------------------
 
-    def endpoints(self, model: str) -> ModelEndpoints:
+    def endpoints(self, model: str, *, diagnose: bool = True) -> ModelEndpoints:
         """Return ``model``'s endpoints (by id, ``moonshotai/kimi-k2.5``, or canonical slug).
 
-        Raises ``NoRouteError`` for a model OpenRouter does not know.
+        Raises ``NoRouteError`` for a model OpenRouter does not know; with ``diagnose`` (the
+        default) a 404 first asks ``/models`` once, to tell a wrong base URL from a wrong model
+        id (``diagnose=False``: the caller knows the URL answers, e.g. a ``:batch`` variant asked
+        right after the model's own endpoints).
         """
         path = f"/models/{quote(_check_model(model), safe='/:')}/endpoints"
         try:
             return self._get_model(path, EndpointsResponse).data
         except NoRouteError as exc:
-            if not self._answers("/models"):
+            if diagnose and not self._answers("/models"):
                 raise self._wrong_base_url() from exc
             raise NoRouteError(
                 f"{exc.message} Check the model id with `openrouter-probe models` "

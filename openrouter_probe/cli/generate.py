@@ -29,6 +29,48 @@ F = TypeVar("F", bound=Callable[..., Any])
 _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
 
 
+def batch_options(func: F) -> F:
+    """``--batch``, ``--batch-size``, ``--abandon``, passed to the command as one ``batching``
+    (``False``, or the ``BatchOptions`` they ask for)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from openrouter_probe.run.batch_plan import MAX_BATCH_LINES, BatchOptions
+
+        batch, size, abandon = (kwargs.pop(k) for k in ("batch", "batch_size", "abandon"))
+        if not batch and (size is not None or abandon):
+            raise click.UsageError("--batch-size and --abandon go with --batch; add --batch")
+        batching = batch and BatchOptions(
+            size=MAX_BATCH_LINES if size is None else size, abandon=abandon
+        )
+        return func(*args, batching=batching, **kwargs)
+
+    options = [
+        click.option(
+            "--batch",
+            is_flag=True,
+            help="Send through OpenRouter's Batch API at the policy's :batch endpoint (its "
+            "price, results within 24 h); the same output, journal, cap and resume.",
+        ),
+        click.option(
+            "--batch-size",
+            type=click.IntRange(min=1, max=5000),
+            default=None,
+            help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
+        ),
+        click.option(
+            "--abandon",
+            is_flag=True,
+            help="With --batch: forget the batches an earlier run left running (there is no "
+            "cancel: what completes is still billed) and send their rows again.",
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return cast(F, decorated)
+
+
 def source_options(func: F) -> F:
     """How a single source is read (``--prompt-field`` ... ``--split``), passed to the command as
     one ``reading`` mapping (``SourceOptions.of(**reading)``)."""
@@ -214,24 +256,7 @@ def _weights_syntax(text: str) -> object:
     show_default=True,
     help="After the first Ctrl-C, seconds to wait for requests in flight.",
 )
-@click.option(
-    "--batch",
-    is_flag=True,
-    help="Send through OpenRouter's Batch API at the policy's :batch endpoint (its price, "
-    "results within 24 h); the same output, journal, cap and resume.",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1, max=5000),
-    default=None,
-    help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
-)
-@click.option(
-    "--abandon",
-    is_flag=True,
-    help="With --batch: forget the batches an earlier run left running (there is no cancel: "
-    "what completes is still billed) and send their rows again.",
-)
+@batch_options
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
 @format_option("text", "json", default="text")
 def generate(
@@ -259,21 +284,17 @@ def generate(
     read_timeout_s: float,
     max_wait_s: float,
     drain_timeout_s: float,
-    batch: bool,
-    batch_size: int | None,
-    abandon: bool,
+    batching: Any,
     quiet: bool,
     fmt: str,
 ) -> None:
     """Run PROMPTS through the policy's providers into --out, within --budget-usd.
 
-    PROMPTS is a JSONL or JSON file, Parquet, a datasets folder, hf:OWNER/NAME or a manifest
-    of many datasets (.yaml); rows as SpecForge, ShareGPT, UltraChat, Magpie, gsm8k and our
-    own files write them (docs/inputs.md). Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server, e.g. the fake
-    one). The summary goes to stdout; progress, warnings and each retry to stderr. Exit 0 when the
-    run ended as asked (done, budget, target), 1 on a 401/402/404 stop or a rate limit longer than
-    --max-wait, 130 when interrupted.
-    """
+    PROMPTS: JSONL, JSON, Parquet, a datasets folder, hf:OWNER/NAME or a manifest (.yaml), in the
+    shapes of SpecForge, ShareGPT, UltraChat... (docs/inputs.md). Set OPENROUTER_API_KEY (and
+    OPENROUTER_BASE_URL for another server). Summary on stdout; progress and warnings on stderr.
+    Exit 0 when the run ended as asked (done, budget, target), 1 when it stopped short, 130 when
+    interrupted."""
     import asyncio
 
     from openrouter_probe.generation import generate as run_generate
@@ -306,9 +327,7 @@ def generate(
             read_timeout_s=read_timeout_s,
             max_wait_s=max_wait_s,
             drain_timeout_s=drain_timeout_s,
-            batch=batch,
-            batch_size=batch_size,
-            abandon=abandon,
+            batch=batching,
             handle_signals=True,
             progress=not quiet and not dry_run,
         )

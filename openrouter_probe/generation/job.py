@@ -30,6 +30,8 @@ from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIError, ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
 from openrouter_probe.generation.prompts import PromptSet, parse_shard
+from openrouter_probe.rules.quantities import parse_token_count
+from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
 from openrouter_probe.run.request import RequestBuilder
@@ -456,28 +458,15 @@ async def generate(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
-    batch: bool = False,
-    batch_size: int | None = None,
-    batch_poll_s: float = 15.0,
-    abandon: bool = False,
+    batch: bool | BatchOptions = False,
 ) -> RunSummary:
-    """Run ``prompts`` through the model and ``provider`` block of ``policy`` into ``out``.
+    """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
-    Rows already finished in ``out`` are skipped (resume; ``redo_*`` send failed or cut ones
-    again); ``budget_usd`` caps the spend of this output across runs (per shard with ``shard``),
-    shared by ``weights`` (``"B3=2,B4=1"``; equal by default); ``target_tokens`` (``10M``) stops
-    each dataset at that many billed output tokens; OpenRouter's own 429 pauses requests up to
-    ``max_wait_s``. ``turns="all"`` regenerates every assistant turn in order, ``"last"`` the last
-    (kept as ``original``); ``prompts``: a file, folder, ``hf:`` id or manifest, read as
-    ``source``. ``snapshot`` (a ``Snapshot``, path or ``"bundled"``) replaces the live endpoints;
-    ``dry_run`` sends nothing; ``send``, ``sleep``, ``clock`` replace the transport, waits and time
-    (tests); ``progress=True`` shows progress; ``handle_signals=True``: SIGINT/SIGTERM drain, then
-    cancel. ``batch=True`` sends through the Batch API (``run.batch_sender``), ``batch_size`` lines
-    a batch, polled every ``batch_poll_s``; ``abandon`` forgets batches an earlier run left running
-    (what completes is billed). Raises ``ConfigError``/``PolicyError`` before sending when the
-    inputs are unusable."""
-    from openrouter_probe.rules.quantities import parse_token_count
-
+    Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
+    by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``send``, ``sleep``, ``clock``
+    replace the transport, waits and time (docs/generate.md says every option and guarantee).
+    Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     asked = _ask(
         max_tokens,
         stream=stream,
@@ -488,7 +477,7 @@ async def generate(
         turns=turns,
     )
     target = (
-        None if target_tokens is None else parse_token_count(target_tokens, what="--target-tokens")
+        None if target_tokens is None else parse_token_count(target_tokens, what="target_tokens")
     )
     options = JobOptions.resolve(
         command="generate",
@@ -513,26 +502,24 @@ async def generate(
         lower_max_tokens=lower_max_tokens,
     )
     redo = ("failed",) * redo_failed + ("truncated",) * redo_truncated
-    if batch or batch_size is not None or abandon:
-        asked, options = _batch_mode(asked, options, batch, batch_size, batch_poll_s, abandon)
+    asked, options = _batch_mode(asked, options, batch)
     return await _run_job(options, prompts, policy, asked, snapshot, dry_run, redo, source)
 
 
 def _batch_mode(
-    asked: _Asked,
-    options: JobOptions,
-    batch: bool,
-    batch_size: int | None,
-    poll_s: float,
-    abandon: bool,
+    asked: _Asked, options: JobOptions, batch: bool | BatchOptions
 ) -> tuple[_Asked, JobOptions]:
-    """``--batch``'s options, checked; the run's options as batch mode wants them."""
+    """Batch mode's options, checked; the run's options as batch mode wants them (unchanged
+    without ``batch``)."""
     from openrouter_probe.rules.quantities import whole_number
 
-    if not batch:
-        raise ConfigError("--batch-size and --abandon go with --batch; add --batch or drop them")
-    size = 5000 if batch_size is None else whole_number(batch_size, "--batch-size")
-    asked = dataclasses.replace(asked, batch={"size": size, "poll_s": poll_s, "abandon": abandon})
+    if batch is False:
+        return asked, options
+    chosen = BatchOptions() if batch is True else batch
+    size = whole_number(chosen.size, "batch size")
+    asked = dataclasses.replace(
+        asked, batch={"size": size, "poll_s": chosen.poll_s, "abandon": chosen.abandon}
+    )
     # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
     # a line retried in a later batch waits for a batch (hours), not 10 minutes
     timeout = max(options.backoff.timeout_s or 0.0, _BATCH_RETRY_WINDOW_S)
@@ -556,7 +543,7 @@ def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]
 
     try:
         with Client(api_key=options.api_key, base_url=options.base_url) as client:
-            return list(client.endpoints(batch_model_id(model)).endpoints)
+            return list(client.endpoints(batch_model_id(model), diagnose=False).endpoints)
     except APIError as exc:
         log.warning("%s: %s", batch_model_id(model), exc)
         return []

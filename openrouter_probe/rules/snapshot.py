@@ -528,7 +528,7 @@ def _probe_batch(api: Client, model: str) -> BatchListing | None:
     origin = f"{api.base_url}/models/{variant}/endpoints"
     when = datetime.now(UTC).replace(microsecond=0)
     try:
-        parsed = api.endpoints(variant)
+        parsed = api.endpoints(variant, diagnose=False)  # the model's own just answered
     except NoRouteError:
         return BatchListing(origin=origin, taken_at=when, data=None)
     except APIError as exc:

@@ -23,6 +23,7 @@ from openrouter_probe.run.transport import Answer, parse_body
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_BATCH_LINES",
+    "BatchOptions",
     "BatchSettings",
     "custom_id",
     "line_body",
@@ -38,6 +39,18 @@ _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NOT_IN_A_LINE = ("provider", "stream", "stream_options", "model")
 #: A line's error types that another batch cannot fix (the row fails).
 _ROW_ERRORS = frozenset({"context_length_exceeded", "invalid_request_error", "invalid_request"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchOptions:
+    """What a caller asks of batch mode (``generate(batch=BatchOptions(...))``; ``batch=True`` is
+    ``BatchOptions()``): ``size`` lines at most per batch, polled every ``poll_s``; ``abandon``
+    forgets the batches an earlier run left running (there is no cancel: what completes is billed).
+    """
+
+    size: int = MAX_BATCH_LINES
+    poll_s: float = 15.0
+    abandon: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

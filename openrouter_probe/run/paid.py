@@ -382,6 +382,21 @@ class PaidRun:
             tokens_before=self.state.output_tokens,
         )
 
+    def _spent_already(self, summary: RunSummary, rows: int) -> bool:
+        """Whether the output already spent the budget (stop at once, ``budget``): unless what
+        earlier runs left to settle (``/generation``, open batches) may free money."""
+        budget, spent_before = self.options.budget_usd, self.spent_before_usd
+        unsettled = self.replay.pending or self.replay.batches
+        if budget is None or spent_before < budget or unsettled:
+            return False
+        summary.stop_reason = "budget"
+        summary.message = (
+            f"{self.options.out} and {self.options.journal.name} already record "
+            f"${spent_before:.6f} spent of the {format_usd(budget)} cap"
+        )
+        summary.not_sent = rows
+        return True
+
     async def run(
         self,
         rows: list[PromptRow],
@@ -409,18 +424,11 @@ class PaidRun:
         if await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens):
             summary.not_sent = len(rows)
             return summary
-        spent_before = self.spent_before_usd
-        # (what earlier runs left to settle, /generation or open batches, may free money)
-        unsettled = self.replay.pending or self.replay.batches
-        if budget is not None and spent_before >= budget and not unsettled:
-            summary.stop_reason = "budget"
-            summary.message = (
-                f"{options.out} and {options.journal.name} already record ${spent_before:.6f} "
-                f"spent of the {format_usd(budget)} cap"
-            )
-            summary.not_sent = len(rows)
+        if self._spent_already(summary, len(rows)):
             return summary
-        cap = SpendCap(budget, spent_usd=spent_before, spent_by_dataset=self.spent_by_dataset)
+        cap = SpendCap(
+            budget, spent_usd=self.spent_before_usd, spent_by_dataset=self.spent_by_dataset
+        )
         bar = _progress_bar(options.progress, len(rows))
         job_sha256 = self.job.sha256 if self.job is not None else ""
         with (
