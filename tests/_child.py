@@ -18,11 +18,21 @@ async def _no_sleep(seconds: float) -> None:
     await asyncio.sleep(0)
 
 
+def batch_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as ``generate`` takes them: a ``batch`` given as JSON (``{"size": 4}``) becomes
+    the ``BatchOptions`` it stands for."""
+    from openrouter_probe.run.batch_plan import BatchOptions
+
+    if isinstance(options.get("batch"), dict):
+        options["batch"] = BatchOptions(**options["batch"])
+    return options
+
+
 def main(argv: list[str]) -> int:
     from openrouter_probe.errors import ProbeError
     from openrouter_probe.generation import generate
 
-    options: dict[str, Any] = json.loads(argv[0])
+    options: dict[str, Any] = batch_options(json.loads(argv[0]))
     prompts = options.pop("prompts")
     try:
         summary = asyncio.run(generate(prompts, sleep=_no_sleep, handle_signals=True, **options))

@@ -42,6 +42,7 @@ from openrouter_probe.fake import FAULT_KINDS, serve
 from openrouter_probe.generation import generate
 from openrouter_probe.run.ledger import replay_ledger
 from openrouter_probe.run.output import load_resume_state
+from tests._child import batch_options
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
@@ -146,7 +147,7 @@ async def _no_sleep(seconds: float) -> None:
 def _in_process(options: dict[str, Any], **waits: Any) -> str:
     """A run in this process; returns its stop reason, or ``refused`` when the lock was held.
     ``waits`` replace its sleep (by default none) and clock."""
-    args = dict(options)
+    args = batch_options(dict(options))
     prompts = args.pop("prompts")
     try:
         summary = asyncio.run(generate(prompts, **({"sleep": _no_sleep} | waits), **args))
@@ -400,8 +401,7 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
             "stream": False,
             "read_timeout_s": 300.0,
             "max_tokens": rng.choice([50, 100, 300]),
-            "batch": True,
-            "batch_size": rng.choice([4, 16, 5000]),
+            "batch": {"size": rng.choice([4, 16, 5000])},  # BatchOptions, as JSON for a child
         }
         outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0, turns="last (batch)")
 
