@@ -118,8 +118,16 @@ def test_402_on_the_fake_stops_cleanly(tmp_path: Path) -> None:
 def test_faults_survived_on_the_fake(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(300))
     faults = "upstream_429=0.1,platform_429=0.05,upstream_502=0.05,wrapped_400=0.05,drop=0.03,stream_error=0.05"
+    # About a third of the attempts meet a fault, in an order the concurrency shuffles: with six
+    # attempts a row gives up with probability 0.33**6, and one of 300 rows did in about a third
+    # of the runs. Twelve attempts make that 300 * 0.33**12, about 1 in 2,000.
+    patient = Backoff(
+        wait_initial_s=0.5, wait_max_s=30, wait_jitter_s=0, attempts=12, timeout_s=None
+    )
     with serve(speed=0, seed=4, faults=faults) as fake:
-        summary = _gen(tmp_path, fake.base_url, concurrency=50, stream=True, max_tokens=100)
+        summary = _gen(
+            tmp_path, fake.base_url, concurrency=50, stream=True, max_tokens=100, backoff=patient
+        )
         out = records(tmp_path / "out.jsonl")
         assert len(out) == 300
         assert all(r["status"] in ("ok", "truncated") for r in out), [

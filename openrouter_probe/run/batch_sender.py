@@ -429,7 +429,14 @@ class BatchSender:
             reason = (now.error or {}).get("message") or "no reason given"
             self._answer_all(batch, _failed(batch.batch_id, str(reason)))
         else:
-            outcomes = await self._outcomes(batch.batch_id, now)
+            try:
+                outcomes = await self._outcomes(batch.batch_id, now)
+            except InsufficientCreditsError as exc:  # the results gate: billed, not shown
+                self._answer_all(batch, _withheld(batch.batch_id, exc))
+                return  # the plan stays open: a rerun after credit fetches the results
+            except APIError as exc:  # finished and billed: never sent again, fetched again
+                self._answer_all(batch, _unread(batch.batch_id, exc))
+                return
             wanted = set(batch.lines) | (set(batch.earlier.lines) if batch.earlier else set())
             for cid in wanted:
                 outcome = outcomes.get(cid) or _unknown(
@@ -456,10 +463,9 @@ class BatchSender:
         """Every line's outcome, each answer with its share of ``usage.cost``."""
         results = list(now.results or [])
         if len(results) < now.request_counts.completed + now.request_counts.failed:
-            try:
-                results = await asyncio.to_thread(lambda: list(self.client.results(batch_id)))
-            except APIError as exc:
-                log.warning("batch %s: results pages: %s", batch_id, exc)
+            # an error here is the caller's: a finished batch's lines were billed, and a line
+            # whose result could not be read must not go into another batch
+            results = await asyncio.to_thread(lambda: list(self.client.results(batch_id)))
         outcomes: dict[str, Outcome] = {
             r.custom_id: line_outcome(r, batch_id=batch_id, provider=now.provider) for r in results
         }
@@ -554,6 +560,16 @@ def _withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
         status=402,
         cost_unknown=True,
         metadata={"stop": "credits"},
+    )
+
+
+def _unread(batch_id: str, exc: APIError) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id}: finished, but its results could not be read ({exc}); rerun the "
+        "same command to fetch them (the batch is not re-run)",
+        cost_unknown=True,
+        metadata={"stop": "batch-unread"},
     )
 
 
