@@ -296,7 +296,7 @@ def _dry_run(
     wanted = max_tokens * requests
     if target is not None:
         wanted = min(wanted, target * len(datasets))
-    prompt_avg = max(1, sum(r.prompt_bytes for r in todo) // len(todo) // _BYTES_PER_TOKEN)
+    prompt_avg = max(1, sum(r.prompt_size for r in todo) // len(todo) // _BYTES_PER_TOKEN)
     plan = plan_budget(
         snap,
         budget_usd=budget if budget is not None else max(worst_total, Decimal(1)),

@@ -154,8 +154,7 @@ def _prompt_row(obj: Any, number: int, how: _Reading) -> PromptRow:
     if how.turns == "last" and messages[-1].get("role") == "assistant":
         extra = {"original": messages[-1]}
         messages = messages[:-1]
-    size = len(json.dumps(messages, ensure_ascii=False).encode())
-    return PromptRow(ident, dataset, messages, shape.params, number, size, extra=extra)
+    return PromptRow(ident, dataset, messages, shape.params, number, extra=extra)
 
 
 @dataclass

@@ -197,7 +197,9 @@ class RowQueues:
                 return Idle.AGAIN
             blocked.append((dataset, attempt.worst))
         if not blocked:
-            return Idle.DONE if not self.queues or not self.in_flight else Idle.WAIT
+            # nothing left to take: rows never come back to a queue (a retry or a next turn
+            # stays with its worker), so this worker is done; the last one closes the datasets
+            return Idle.DONE
         idle = not self.books.cap.in_flight and not self.books.outstanding
         if idle and all(worst for _, worst in blocked):
             # every dataset waits for another to close: the one that had the most closes first

@@ -6,6 +6,7 @@ builds them from its plan, one per (endpoint, item) pair, each with its own pinn
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,8 @@ class PromptRow:
     messages: list[dict[str, Any]]
     params: dict[str, Any]
     line: int
-    prompt_bytes: int
+    #: The bytes of its prompt as JSON (``None``: its messages', measured when asked: ``prompt_size``).
+    prompt_bytes: int | None = None
     #: The row's own ``provider`` block, serialized JSON sent byte for byte (``None``: the run's).
     #: Set by callers that pin each row to its own endpoint (``verify``); never read from a file.
     provider_json: str | None = None
@@ -34,3 +36,11 @@ class PromptRow:
     #: Fields the output record carries as they are, never sent (``original``: the source's last
     #: assistant answer, which ``--turns last`` regenerates). Set by ``generation.prompts``.
     extra: Mapping[str, Any] | None = None
+
+    @property
+    def prompt_size(self) -> int:
+        """The bytes of the row's prompt as JSON: ``prompt_bytes``, else its messages' (measured
+        here, not for every row read: only the dry run's estimate asks)."""
+        if self.prompt_bytes is not None:
+            return self.prompt_bytes
+        return len(json.dumps(self.messages, ensure_ascii=False).encode())
