@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import requests
 
-import openrouter_probe.fake.app as fake_app
+import openrouter_probe.fake.router as fake_router
 from openrouter_probe.fake import serve
 from openrouter_probe.fake.reply import GenerationRecord
 from openrouter_probe.rules.provider_block import ProviderBlock
@@ -41,7 +41,7 @@ def test_routing_is_asked_once_per_distinct_block_and_parameters(monkeypatch) ->
         calls.append(block)
         return route(block, endpoints, params)
 
-    monkeypatch.setattr(fake_app, "route", counting_route)
+    monkeypatch.setattr(fake_router, "route", counting_route)
     ignore = {"ignore": ["fireworks", "baseten"]}
     with serve(speed=0) as fake:
         url = f"{fake.base_url}/chat/completions"
@@ -61,7 +61,7 @@ def test_load_balanced_chains_follow_the_decision_weights() -> None:
     snapshot = bundled_snapshot()
     block = ProviderBlock.parse({"ignore": ["fireworks", "baseten"]}, source="provider")
     decision = route(block, snapshot.endpoints, RequestParams(max_tokens=200, prompt_tokens=21))
-    plan = fake_app._Plan(decision, block)
+    plan = fake_router.Plan(decision, block)
     n = 20000
     firsts = Counter(plan.chain((i + 0.5) / n)[0].tag for i in range(n))
     total = sum(c.weight for c in decision.candidates)
@@ -81,11 +81,11 @@ def test_ordered_chain_without_fallbacks_keeps_the_order_list_only() -> None:
     block = ProviderBlock.parse(
         {"order": ["chutes/int4", "deepinfra"], "allow_fallbacks": False}, source="provider"
     )
-    plan = fake_app._Plan(route(block, snapshot.endpoints, RequestParams()), block)
+    plan = fake_router.Plan(route(block, snapshot.endpoints, RequestParams()), block)
     assert [e.slug for e in plan.chain(0.3)] == ["chutes", "deepinfra"]
     sort = ProviderBlock.parse({"sort": "price", "allow_fallbacks": False}, source="provider")
     decision = route(sort, snapshot.endpoints, RequestParams())
-    plan = fake_app._Plan(decision, sort)
+    plan = fake_router.Plan(decision, sort)
     assert [e.tag for e in plan.chain(0.9)] == [decision.candidates[0].endpoint.tag]
 
 

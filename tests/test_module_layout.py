@@ -222,6 +222,57 @@ def test_functions_are_short() -> None:
     assert len([n for n, _ in lengths if n > 80]) <= 3, lengths[:5]
 
 
+#: The most methods a class may hold (issue 22): a bigger one is two nouns, one module each.
+MAX_METHODS = 20
+
+
+def _methods(node: ast.ClassDef) -> int:
+    """The ``def``/``async def`` a class's own body holds (dunders and properties included; a
+    nested class counts on its own)."""
+    return sum(isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) for d in node.body)
+
+
+def _method_counts() -> list[tuple[int, str]]:
+    """Every class in the package with its method count, the biggest first."""
+    counts = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                counts.append(
+                    (_methods(node), f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}")
+                )
+    return sorted(counts, reverse=True)
+
+
+def test_no_class_has_more_than_twenty_methods() -> None:
+    """Issue 22: a class over the limit is split by what its methods are about (``run.books`` and
+    ``run.batch_books``, ``fake.app`` and ``fake.router``), never by merging methods."""
+    counts = _method_counts()
+    assert len(counts) > 50, "the walk found too few classes: is PACKAGE right?"
+    too_big = [f"{name}: {n} methods" for n, name in counts if n > MAX_METHODS]
+    assert not too_big, (
+        f"at most {MAX_METHODS} methods a class; move a coherent group of these into a class of "
+        f"its own module: {'; '.join(too_big)}"
+    )
+
+
+def test_the_method_count_sees_every_kind_of_def() -> None:
+    source = (
+        "class A:\n"
+        "    def __init__(self): ...\n"
+        "    @property\n"
+        "    def p(self): ...\n"
+        "    async def a(self): ...\n"
+        "    x = 1\n"
+        "    class B:\n"
+        "        def b(self): ...\n"
+    )
+    tree = ast.parse(source)
+    counts = {n.name: _methods(n) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    assert counts == {"A": 3, "B": 1}
+
+
 def test_the_function_generate_hides_no_subpackage() -> None:
     # Up to 0.2.0 the folder ``generate`` shared the function's name: once the function had been
     # looked up, ``import openrouter_probe.generate.audit`` raised ImportError.

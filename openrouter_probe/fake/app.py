@@ -1,10 +1,11 @@
-"""The fake OpenRouter's ``aiohttp.web`` application: state, routing, credit and the handlers.
+"""The fake OpenRouter's ``aiohttp.web`` application: state, checks, credit and the handlers.
 
 ``FakeOpenRouter`` holds the snapshots, the credit, the ledger, the fault plan and the clock. Each
-chat request is checked (401, 400), routed by ``routing.route`` (one decision per distinct provider
-block and request parameters, cached; a block that admits nothing gets the real 404), refused when
-the credit cannot cover its worst case (402), then tried on the endpoints the decision gives, in
-order, falling back on upstream faults unless ``allow_fallbacks`` is false; ``fake.reply`` answers.
+chat request is checked (401, 400), routed by ``fake.router`` (``routing.route`` asked once per
+distinct provider block and request parameters; a block that admits nothing gets the real 404),
+refused when the credit cannot cover its worst case (402), then tried on the endpoints the
+decision gives, in order, falling back on upstream faults unless ``allow_fallbacks`` is false;
+``fake.reply`` answers.
 Nothing here decides which endpoints a block admits or what a token costs.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import bisect
 import hashlib
 import json
 import math
@@ -46,8 +46,7 @@ from openrouter_probe.fake.faults import (
 )
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
-from openrouter_probe.rules.provider_block import ProviderBlock
-from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
+from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["FakeOpenRouter", "ServedModel"]
@@ -62,21 +61,6 @@ _PARAMETER_KEYS = frozenset(
     }
 )  # fmt: skip
 _CACHE_SIZE = 8192
-#: The routing funnel's steps, in the order OpenRouter applies them, by ``Exclusion.reason``.
-#: Only "Filter by Allowed Providers" and "Filter by Parameters" are real recorded names.
-_FUNNEL = (
-    ("byok_only", "Filter by BYOK"),
-    ("only", "Filter by Allowed Providers"),
-    ("ignore", "Filter by Ignored Providers"),
-    ("quantization", "Filter by Quantization"),
-    ("max_price", "Filter by Max Price"),
-    ("require_parameters", "Filter by Parameters"),
-    ("max_tokens", "Filter by Max Tokens"),
-    ("context_length", "Filter by Context Length"),
-    ("not_in_order", "Filter by Allowed Providers"),
-)
-_STEP = dict(_FUNNEL)
-_STEP_RANK = {reason: i for i, (reason, _) in enumerate(_FUNNEL)}
 _JSON = "application/json"
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
@@ -106,44 +90,6 @@ class ServedModel:
     @property
     def slugs(self) -> list[str]:
         return list(dict.fromkeys(e.slug for e in self.endpoints))
-
-
-class _Plan:
-    """A routing decision and what serving needs from it, computed once per cached decision.
-
-    Under load balancing the first endpoint is drawn by the routing model's weights and the other
-    admitted ones follow as fallbacks; ``order``/``sort`` keep the decision's order. Without
-    fallbacks a sorted or balanced request gets one endpoint; an ordered one keeps its order list
-    (the decision already left out everything else).
-    """
-
-    def __init__(self, decision: RouteDecision, block: ProviderBlock) -> None:
-        self.decision = decision
-        endpoints = [c.endpoint for c in decision.candidates]
-        single = block.allow_fallbacks is False and decision.mode != "ordered"
-        # The chains are computed here, once per decision: a request only draws which one it gets.
-        self._bounds: list[float] = []  # cumulative weights of the endpoints that can be drawn
-        self._chains: list[tuple[Endpoint, ...]] = []
-        if decision.mode == "load_balanced":
-            acc = 0.0
-            for i, c in enumerate(decision.candidates):
-                if c.weight > 0:
-                    acc += c.weight
-                    self._bounds.append(acc)
-                    chain = [endpoints[i], *endpoints[:i], *endpoints[i + 1 :]]
-                    self._chains.append(tuple(chain[:1] if single else chain))
-        if not self._chains:
-            self._bounds = []
-            self._chains = [tuple(endpoints[:1] if single else endpoints)]
-
-    def chain(self, u: float) -> tuple[Endpoint, ...]:
-        """The endpoints to try, in order, for a request whose draw is ``u`` in [0, 1)."""
-        chains = self._chains
-        if len(chains) == 1:
-            return chains[0]
-        bounds = self._bounds
-        pick = bisect.bisect_right(bounds, u * bounds[-1])
-        return chains[pick if pick < len(chains) else -1]
 
 
 class FakeOpenRouter:
@@ -232,8 +178,8 @@ class FakeOpenRouter:
         self._ids = 0
         digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
         self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
-        self._routes: OrderedDict[tuple[Any, ...], _Plan] = OrderedDict()
-        self._blocks: dict[str, ProviderBlock | PolicyError] = {}
+        #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
+        self.router = Router(self.ledger)
         self._tasks: set[asyncio.Task[Any]] = set()
         #: A workspace budget (USD a month): once the ledger holds that much, every chat request
         #: answers OpenRouter's 403 "Workspace monthly budget of $X exceeded" (set it higher, or to
@@ -285,7 +231,7 @@ class FakeOpenRouter:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    # -- checks and routing ---------------------------------------------------------------------
+    # -- checks and refusals ---------------------------------------------------------------------
 
     def _auth(self, request: web.Request) -> web.Response | None:
         """The real 401 for a missing or empty bearer key (the key itself is never logged)."""
@@ -295,66 +241,6 @@ class FakeOpenRouter:
         if self._api_key is not None and key.strip() != self._api_key:
             return error_response(401, "User not found.")
         return None
-
-    def _block(self, raw: Any) -> tuple[str, ProviderBlock | PolicyError]:
-        key = repr(raw) if raw is not None else ""  # a cache key: cheaper than a JSON dump
-        parsed = self._blocks.get(key)
-        if parsed is None:
-            try:
-                parsed = ProviderBlock.parse(raw if raw is not None else {}, source="provider")
-            except PolicyError as exc:
-                parsed = exc
-            if len(self._blocks) < _CACHE_SIZE:
-                self._blocks[key] = parsed
-        return key, parsed
-
-    def _route(
-        self,
-        model: ServedModel,
-        key: str,
-        block: ProviderBlock,
-        *,
-        max_tokens: int | None,
-        sent: frozenset[str],
-        prompt_tokens: int,
-    ) -> _Plan:
-        """Ask the routing model, once per distinct (model, block, parameters)."""
-        # A plain tuple of strings and ints: far cheaper to hash than a RequestParams.
-        cache_key = (model.model_id, key, max_tokens, sent, prompt_tokens)
-        plan = self._routes.get(cache_key)
-        if plan is None:
-            params = RequestParams(
-                max_tokens=max_tokens, parameters=sent, prompt_tokens=prompt_tokens
-            )
-            plan = _Plan(route(block, model.endpoints, params), block)
-            self._routes[cache_key] = plan
-            if len(self._routes) > _CACHE_SIZE:
-                self._routes.popitem(last=False)
-        return plan
-
-    def _no_route(
-        self, model: ServedModel, decision: RouteDecision, block: ProviderBlock
-    ) -> web.Response:
-        """The routing-failure 404, naming the step where the last endpoint dropped out."""
-        reasons = [x.reason for x in decision.excluded]
-        worst = max(reasons, key=lambda r: _STEP_RANK.get(r, -1)) if reasons else "only"
-        if worst in ("only", "not_in_order"):
-            pref = "provider.only" if worst == "only" else "provider.order"
-            requested = block.only if worst == "only" else block.order
-        else:
-            pref, requested = f"provider.{worst}", (block.only or block.order or [])
-        self.ledger.count_error("no_route")
-        return json_response(
-            404,
-            bodies.no_route_body(
-                model=model.permaslug,
-                available=model.slugs,
-                requested=requested,
-                step=_STEP.get(worst, "Filter by Provider Preferences"),
-                preference=pref,
-                initial_count=len(model.endpoints),
-            ),
-        )
 
     def _refuse_request(
         self, request_no: int, model: ServedModel, *, stream: bool
@@ -544,7 +430,7 @@ class FakeOpenRouter:
         model = self._models.get(body["model"]) if problem is None else None
         if problem is None and model is None:
             problem = f"{body['model']} is not a valid model ID"
-        key, block = self._block(body.get("provider") if problem is None else None)
+        key, block = self.router.block(body.get("provider") if problem is None else None)
         if problem is None and isinstance(block, PolicyError):
             problem = f"Invalid provider preferences: {block}"
         if problem is not None or model is None or isinstance(block, PolicyError):
@@ -555,11 +441,11 @@ class FakeOpenRouter:
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}
-        plan = self._route(
+        plan = self.router.plan(
             model, key, block, max_tokens=max_tokens, sent=sent, prompt_tokens=prompt_tokens
         )
         if not plan.decision.candidates:
-            return self._no_route(model, plan.decision, block)
+            return json_response(404, self.router.no_route(model, plan.decision, block))
         stream = bool(body.get("stream"))
         refused = self._refuse_request(request_no, model, stream=stream)
         if refused is not None:

@@ -5,8 +5,8 @@ Every request it is handed was reserved at its worst case (at the ``:batch`` row
 journaled (``sent``) by the run before the call, as for the sync sender. Then, per batch:
 
 1. **the plan before the POST**: custom ids with the attempts they carry, the worst case, the
-   model and the time the batch is created after, journaled and flushed (``Books.batch_planned``);
-2. **the POST** (``api.batches.BatchClient.create``), then the **id** journaled (``batch_submitted``);
+   model and the time the batch is created after, journaled and flushed (``BatchBooks.planned``);
+2. **the POST** (``api.batches.BatchClient.create``), then the **id** journaled (``submitted``);
    a refusal (4xx) closes the plan (nothing was billed); a lost answer (no connection, 5xx) does
    not: the orphan search below finds the batch if it was made;
 3. **polling**, bounded and visible: every ``poll_s`` growing to ``poll_max_s``, with jitter, on
@@ -28,9 +28,9 @@ POST) is looked for with ``GET /batches?created_after=`` (same model, same line 
 list never showed may still bill). A request for a row in such a plan waits for it and gets the
 plan's result instead of being packed again: no row is in two live batches. The earlier run's
 attempt's worst case moves to this run's (``Books.reserve`` takes it over, so a cap the killed
-batch filled does not lock its own results out; ``Books.batch_moved`` journals the move as a plan
-of one line in this run, then settles the earlier attempt to 0), and this run's carries the
-share.
+batch filled does not lock its own results out; ``BatchBooks.moved`` journals the move as a plan
+of one line in this run, then the books settle the earlier attempt to 0), and this run's carries
+the share. The plan journal and the held lines are ``run.batch_books``; the money is the books'.
 
 **Stopping.** There is no cancel route: ``aclose`` (the run's end, a Ctrl-C) says which batches
 are still running; a rerun polls them. ``abandon`` forgets earlier runs' open batches (said: what
@@ -56,6 +56,7 @@ from openrouter_probe.errors import (
     InsufficientCreditsError,
     NoRouteError,
 )
+from openrouter_probe.run.batch_books import BatchBooks
 from openrouter_probe.run.batch_plan import (
     MAX_BATCH_BYTES,
     BatchSettings,
@@ -135,17 +136,18 @@ class BatchSender:
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
         self.batches: dict[str, _Batch] = {}  # plan -> batch
-        self._books: Books | None = None
+        self._books: BatchBooks | None = None
         self._random = random.Random()
 
     # -- the run's side -----------------------------------------------------------------------
 
     def bind(self, books: Books) -> None:
-        """Take the run's books; take up (or, with ``abandon``, forget) earlier runs' batches."""
-        self._books = books
+        """Take the run's books (their batch side: ``run.batch_books``); take up (or, with
+        ``abandon``, forget) earlier runs' batches."""
+        self._books = batch_books = BatchBooks(books)
         for plan in self._earlier_plans:
             if self.settings.abandon:
-                books.batch_closed(plan.run, plan.plan, "abandoned")
+                batch_books.closed(plan.run, plan.plan, "abandoned")
                 books.warn(
                     f"abandoned batch {plan.batch_id or '(id unknown)'} of plan {plan.plan}: "
                     f"there is no cancel, so what completes is billed; its {len(plan.lines)} "
@@ -154,7 +156,7 @@ class BatchSender:
                 continue
             watched = _Batch(plan.plan, plan.run, earlier=plan, batch_id=plan.batch_id)
             self.batches[plan.plan] = watched
-            books.hold(plan)
+            batch_books.hold(plan)
             for cid in plan.lines:
                 self._by_cid[cid] = watched
             self._start(self._take_up(watched))
@@ -175,7 +177,7 @@ class BatchSender:
         if earlier is not None:
             assert self._books is not None
             moved = f"{earlier.plan}.{secrets.token_hex(3)}"
-            if self._books.batch_moved(key.row_id, moved, earlier.batch_id, key.number):
+            if self._books.moved(key.row_id, moved, earlier.batch_id, key.number):
                 earlier.moved.append(moved)
             outcome = await self._from_earlier(earlier, cid, key)
             if outcome is not None:
@@ -198,11 +200,11 @@ class BatchSender:
         books = self._books
         said = []
         if books is not None:
-            books.release_moves()
+            books.release()
         for b in self.batches.values():
             if b.earlier is not None and books is not None:
                 served = {c: o.cost_usd for c, o in b.results.items() if isinstance(o, Answer)}
-                books.batch_earlier(b.earlier, {c: v for c, v in served.items() if v is not None})
+                books.settle_earlier(b.earlier, {c: v for c, v in served.items() if v is not None})
         running = [b for b in self.batches.values() if not b.closed and b.batch_id]
         if running:
             ids = ", ".join(f"{b.batch_id} ({b.status})" for b in running[:5])
@@ -256,7 +258,7 @@ class BatchSender:
         self.batches[plan] = batch
         worst = sum((line.key.worst_usd for line in lines), Decimal(0))
         after = int(self.wall_clock()) - _SKEW_S
-        books.batch_planned(
+        books.planned(
             plan,
             model=self.settings.model,
             after=after,
@@ -268,7 +270,7 @@ class BatchSender:
             created = await self._create(requests)
         except APIStatusError as exc:
             if exc.status_code < 500:  # refused: nothing was made, nothing billed
-                books.batch_closed(None, plan, f"refused {exc.status_code}")
+                books.closed(None, plan, f"refused {exc.status_code}")
                 batch.closed, batch.status = True, "refused"
                 self._answer_all(batch, _refused(exc, exc.status_code))
                 return
@@ -279,7 +281,7 @@ class BatchSender:
                 return
         else:
             batch.batch_id = created.id
-            books.batch_submitted(None, plan, created.id)
+            books.submitted(None, plan, created.id)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
@@ -340,9 +342,9 @@ class BatchSender:
                 found = []
             if found:
                 batch.batch_id = found[-1].id  # newest first: the oldest match is the plan's
-                books.batch_submitted(batch.run, batch.plan, batch.batch_id)
+                books.submitted(batch.run, batch.plan, batch.batch_id)
                 for moved in batch.moved:
-                    books.batch_submitted(None, moved, batch.batch_id)
+                    books.submitted(None, moved, batch.batch_id)
                 log.warning(
                     "batch plan %s: adopted %s (found in the list)", batch.plan, batch.batch_id
                 )
@@ -358,7 +360,7 @@ class BatchSender:
         try:
             if batch.batch_id is None and not await self._find(batch, plan.after, plan.count):
                 self._close(batch, "not found")
-                self._books.warn(
+                self._books.books.warn(
                     f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
                     f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into new "
                     "batches, their earlier worst case stays counted"
@@ -455,9 +457,9 @@ class BatchSender:
     def _close(self, batch: _Batch, status: str) -> None:
         """Journal that ``batch``'s plan (and this run's plans of its lines) is closed."""
         assert self._books is not None
-        self._books.batch_closed(batch.run, batch.plan, status)
+        self._books.closed(batch.run, batch.plan, status)
         for plan in batch.moved:
-            self._books.batch_closed(None, plan, status)
+            self._books.closed(None, plan, status)
 
     async def _outcomes(self, batch_id: str, now: Batch) -> dict[str, Outcome]:
         """Every line's outcome, each answer with its share of ``usage.cost``."""

@@ -13,6 +13,11 @@ Money: an attempt counts at its reservation from the moment it is reserved; when
 its cost (``usage.cost``, or the error body's; ``None``: an error status, never billed), or, when
 nothing says what it cost, at its whole reservation ("possibly billed") until ``/generation``
 settles it. Earlier runs' attempts that a restart settles change what was spent before this run.
+
+Batch mode (``generate --batch``) adds a batch side, ``run.batch_books.BatchBooks``: the plan
+journal and the lines earlier runs' open batches hold (``holds``: a reservation for such a row
+takes over its line's worst case). It writes no money figure: it asks these books
+(``reconciled``, ``hand_back``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Protocol
 
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.ledger import Ledger, OpenBatch, Pending
+from openrouter_probe.run.ledger import Ledger, Pending
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -34,7 +39,7 @@ from openrouter_probe.run.spend import SpendCap
 from openrouter_probe.run.summary import ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 
-__all__ = ["Books", "allocate"]
+__all__ = ["Books", "HeldLines", "allocate"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +90,17 @@ def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
     return [share.normalize() if share else _ZERO for share in shares]
 
 
+class HeldLines(Protocol):
+    """The lines earlier runs' open batches hold for rows (``run.batch_books.BatchBooks``): a
+    reservation for such a row takes over its line's worst case (``Books.reserve``)."""
+
+    def reservation(self, row_json: str) -> tuple[Decimal, str | None] | None:
+        """The worst case and dataset of the line held for row ``row_json`` (``None``: none)."""
+
+    def take_over(self, row_json: str) -> None:
+        """This run's attempt for row ``row_json`` took over its line's worst case."""
+
+
 class Books:
     """The cap, the journal and the reconciler of one run, and its tallies (see the module)."""
 
@@ -124,12 +140,10 @@ class Books:
         #: why datasets closed for want of money, one entry per dataset (the budget stop's text)
         self.out_of_money: dict[str, str] = {}
         self.warnings: list[str] = []
-        self._warned_cost: set[str] = set()
-        #: rows whose request an earlier run's open batch carries (``generate --batch``): the row
-        #: id (JSON) -> (that batch, the custom id); ``moved``: those whose reservation this run's
-        #: attempt took over (``reserve``), until the sender journals the move
-        self.held: dict[str, tuple[OpenBatch, str]] = {}
-        self.moved: dict[str, tuple[OpenBatch, str]] = {}
+        self._said_once: set[str] = set()
+        #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
+        #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
+        self.holds: HeldLines | None = None
 
     @property
     def outstanding(self) -> int:
@@ -153,17 +167,24 @@ class Books:
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
-        held = self.held.get(attempt.id_json)
+        holds = self.holds
+        held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
             return self.cap.try_reserve(attempt.worst, dataset)
-        batch, cid = held
-        _, reserved, line_dataset, _ = batch.lines[cid]
+        assert holds is not None
+        reserved, line_dataset = held
         self.cap.give_back(reserved, line_dataset)
         if not self.cap.try_reserve(attempt.worst, dataset):
-            self.cap.add_spent(reserved, line_dataset)
+            self.hand_back(reserved, line_dataset)
             return False
-        self.moved[attempt.id_json] = self.held.pop(attempt.id_json)
+        holds.take_over(attempt.id_json)
         return True
+
+    def hand_back(self, reserved: Decimal, dataset: str | None) -> None:
+        """A batch line's worst case that ``reserve`` took over and no attempt of this run
+        carries (the reservation did not fit, or the run stopped before the move was journaled):
+        it counts again, as it still does in the journal."""
+        self.cap.add_spent(reserved, dataset)
 
     def sent(self, row: PromptRow, attempt: Attempt) -> int:
         """Journal an attempt about to leave (reserved); return its number. Await ``leaving``
@@ -210,7 +231,7 @@ class Books:
         if isinstance(outcome, Answer):
             cost = attempt.cost = outcome.cost_usd
             if cost is None:
-                self._warn_cost(outcome, worst)
+                self.warn(_cost_warning(outcome, worst), once=f"cost {outcome.provider or '?'}")
                 self.unknown(row, attempt, number, generation_id, journaled=journaled)
                 return
         elif outcome.cost_unknown:
@@ -250,20 +271,22 @@ class Books:
             return
         self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
 
-    def reconciled(self, pending: Pending, cost: Decimal) -> None:
-        """``/generation`` says what an attempt counted at its worst case cost: journal it and
-        give the difference back (this run's attempts and earlier runs' alike)."""
+    def reconciled(self, pending: Pending, cost: Decimal, *, taken_over: bool = False) -> None:
+        """``/generation`` (or a batch's cost) says what an attempt counted at its worst case
+        cost: journal it and give the difference back (this run's attempts and earlier runs'
+        alike). ``taken_over``: an earlier run's batch line whose worst case this run's attempt
+        took over (``reserve``): the cap already gave it back, only the journal and the counts
+        change."""
         if self.ledger is not None:
             self.ledger.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
-        if back >= 0:
+        if taken_over:
+            pass
+        elif back >= 0:
             self.cap.give_back(back, pending.dataset)
         else:
             self.cap.add_spent(-back, pending.dataset)
             self.cap.overruns += 1
-        self._count_reconciled(pending, back)
-
-    def _count_reconciled(self, pending: Pending, back: Decimal) -> None:
         c = self.counts
         if pending.run == self.run_id:
             c.spent_usd -= back
@@ -276,20 +299,13 @@ class Books:
             c.reconciled_before_back_usd += back
         self.on_change()
 
-    def _warn_cost(self, answer: Answer, worst: Decimal) -> None:
-        provider = answer.provider or "?"
-        if provider in self._warned_cost:
-            return
-        self._warned_cost.add(provider)
-        raw = (answer.usage or {}).get("cost")
-        what = f"usage.cost {raw!r} is not a cost" if answer.cost_invalid else "no usage.cost"
-        self.warn(
-            f"{provider}: {what}; its answers count at their worst case (${worst:.6f} here) "
-            "until /generation settles them"
-        )
-
-    def warn(self, text: str) -> None:
-        """Say ``text`` on stderr now and in the summary."""
+    def warn(self, text: str, *, once: str | None = None) -> None:
+        """Say ``text`` on stderr now and in the summary (``once``: a key said only the first
+        time, such as one provider's missing ``usage.cost``)."""
+        if once is not None:
+            if once in self._said_once:
+                return
+            self._said_once.add(once)
         self.warnings.append(text)
         log.warning("%s", text)
 
@@ -313,75 +329,6 @@ class Books:
         if not reconciling.done():
             reconciling.cancel()
         await asyncio.gather(reconciling, return_exceptions=True)
-
-    # -- batches (``generate --batch``) ---------------------------------------------------------
-
-    def batch_planned(
-        self, plan: str, *, model: str, after: int, worst: Decimal, lines: list[list[Any]]
-    ) -> None:
-        """Journal a batch about to be submitted (flushed before the POST). Its lines' money is
-        their attempts': each was reserved and journaled (``sent``) before it was handed over."""
-        if self.ledger is not None:
-            self.ledger.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
-
-    def batch_submitted(self, run: str | None, plan: str, batch_id: str) -> None:
-        """Journal the id of a plan's batch (its 202, or the orphan found by the list)."""
-        if self.ledger is not None:
-            self.ledger.batch_id(run or self.ledger.run_id, plan, batch_id)
-
-    def batch_closed(self, run: str | None, plan: str, status: str) -> None:
-        """Journal that a plan is closed: its lines are settled, or it was never submitted."""
-        if self.ledger is not None:
-            self.ledger.batch_done(run or self.ledger.run_id, plan, status)
-
-    def hold(self, batch: OpenBatch) -> None:
-        """Note an earlier run's open batch: a request for one of its rows claims its line."""
-        for cid, (_, _, _, row_id) in batch.lines.items():
-            self.held[dumps(row_id)] = (batch, cid)
-
-    def batch_moved(self, row_id: str, plan: str, batch_id: str | None, number: int) -> bool:
-        """Journal that this run's attempt ``number`` carries an earlier batch's line for
-        ``row_id`` (a plan of one line in this run, with the batch's id when known), then settle
-        the earlier attempt to 0: its worst case moved to this one (``reserve``). False when
-        the row's reservation did not take one over."""
-        moved = self.moved.pop(dumps(row_id), None)
-        if moved is None:
-            return False
-        batch, cid = moved
-        old_number, reserved, dataset, _ = batch.lines[cid]
-        if self.ledger is not None:
-            ledger = self.ledger
-            ledger.batch_plan(
-                plan,
-                model=batch.model,
-                after=batch.after,
-                worst_usd=reserved,
-                lines=[[cid, number]],
-                count=batch.count,
-            )
-            if batch_id is not None:
-                ledger.batch_id(ledger.run_id, plan, batch_id)
-            ledger.reconciled(batch.run, old_number, _ZERO)
-        self._count_reconciled(Pending(batch.run, old_number, "", reserved, dataset), reserved)
-        return True
-
-    def release_moves(self) -> None:
-        """Moves never journaled (the run stopped first): the earlier worst cases count again."""
-        for batch, cid in self.moved.values():
-            _, reserved, dataset, _ = batch.lines[cid]
-            self.cap.add_spent(reserved, dataset)
-        self.moved.clear()
-
-    def batch_earlier(self, batch: OpenBatch, costs: Mapping[str, Decimal]) -> None:
-        """Settle an earlier run's batch lines: ``costs`` (custom id -> its share; 0 for a line
-        this run's own attempt carries) replaces each line's worst case, as ``/generation``
-        settles an unknown attempt. Lines not in ``costs`` stay at their worst case."""
-        for custom_id, cost in costs.items():
-            line = batch.lines.get(custom_id)
-            if line is None:
-                continue
-            number, reserved, dataset, _ = line
-            self.reconciled(Pending(batch.run, number, "", reserved, dataset), cost)
 
     # -- rows and tokens --------------------------------------------------------------------------
 
@@ -476,3 +423,13 @@ class Books:
             )
         s.warnings.extend(self.warnings)
         return s
+
+
+def _cost_warning(answer: Answer, worst: Decimal) -> str:
+    """What to say of a provider whose answer carried no valid ``usage.cost``."""
+    raw = (answer.usage or {}).get("cost")
+    what = f"usage.cost {raw!r} is not a cost" if answer.cost_invalid else "no usage.cost"
+    return (
+        f"{answer.provider or '?'}: {what}; its answers count at their worst case "
+        f"(${worst:.6f} here) until /generation settles them"
+    )

@@ -1,0 +1,121 @@
+"""The books' batch side (``run.batch_books``): a line an earlier run's open batch holds moves its
+worst case to this run's attempt once, through the books, and comes back when no attempt carries it.
+
+Each case builds the earlier run's journal with ``run.ledger.Ledger`` and reads it back with
+``replay_ledger``, as a resume does; the money is then checked in the cap, the counts and the
+journal a second replay reads.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.run.attempts import Attempt
+from openrouter_probe.run.batch_books import BatchBooks
+from openrouter_probe.run.batch_plan import custom_id
+from openrouter_probe.run.books import Books
+from openrouter_probe.run.ledger import Ledger, OpenBatch, replay_ledger
+from openrouter_probe.run.request import Request, dumps
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.spend import SpendCap
+
+WORST = Decimal("0.01")
+ROW = "r1"
+
+
+def _killed_batch(journal: Path) -> OpenBatch:
+    """An earlier run that reserved and journaled row ``r1`` and planned its batch, then died."""
+    with Ledger(journal, run_id="earlier").open() as ledger:
+        number = ledger.sent(dumps(ROW), WORST, dumps("A"))
+        ledger.batch_plan(
+            "p1", model="m", after=0, worst_usd=WORST, lines=[[custom_id(ROW), number]]
+        )
+    (batch,) = replay_ledger(journal).batches
+    return batch
+
+
+def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchBooks, Ledger]:
+    replay = replay_ledger(journal)
+    cap = SpendCap(cap_usd, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
+    ledger = Ledger(journal, run_id="now").open()
+    books = Books(cap, datasets=["A"], ledger=ledger)
+    batch_books = BatchBooks(books)
+    batch_books.hold(replay.batches[0])
+    return books, batch_books, ledger
+
+
+def _attempt(worst: Decimal) -> Attempt:
+    request = Request(b"{}", 16, None, worst)  # type: ignore[arg-type]
+    return Attempt(request, None, dumps(ROW), 60.0)  # type: ignore[arg-type]
+
+
+def _row() -> PromptRow:
+    return PromptRow(ROW, "A", [{"role": "user", "content": "hi"}], {}, 1, 10)
+
+
+def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path) -> None:
+    journal = tmp_path / "out.jsonl.ledger"
+    _killed_batch(journal)
+    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    cap = books.cap
+    assert cap.spent_usd == WORST  # the killed batch filled the cap
+
+    attempt = _attempt(WORST)
+    assert books.reserve("A", attempt)  # it takes the line's worst case over: the cap fits it
+    assert (cap.spent_usd, cap.reserved_usd) == (0, WORST)
+    assert batch_books.reservation(dumps(ROW)) is None  # held no more: taken over
+    number = books.sent(_row(), attempt)
+    assert batch_books.moved(ROW, "p1.move", "batch-1", number)
+    assert not batch_books.moved(ROW, "p1.again", "batch-1", number)  # once
+    assert (cap.spent_usd, cap.reserved_usd) == (0, WORST)  # the move changed no cap figure
+    assert (books.counts.reconciled_before, books.counts.reconciled_before_back_usd) == (1, WORST)
+    assert books.counts.possibly_billed_before_settled_usd == WORST
+    ledger.close()
+
+    replay = replay_ledger(journal)
+    # the earlier attempt settled to 0, the new one counts the worst case: once, not twice
+    assert replay.spent_usd == WORST
+    assert replay.reconciled == 1
+    plans = {(b.run, b.plan): b for b in replay.batches}
+    assert set(plans) == {("earlier", "p1"), ("now", "p1.move")}
+    moved = plans[("now", "p1.move")]
+    assert moved.batch_id == "batch-1" and moved.count == 1
+    assert moved.lines == {custom_id(ROW): (number, WORST, "A", ROW)}
+
+
+def test_a_takeover_never_journaled_counts_the_line_again(tmp_path: Path) -> None:
+    journal = tmp_path / "out.jsonl.ledger"
+    _killed_batch(journal)
+    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    attempt = _attempt(WORST)
+    assert books.reserve("A", attempt)
+    books.cap.settle(WORST, None, "A")  # the attempt came back unbilled; the run stops
+    batch_books.release()  # before the sender journaled the move
+    assert (books.cap.spent_usd, books.cap.reserved_usd) == (WORST, 0)
+    assert not batch_books.moved(ROW, "p1.late", None, 1)
+    ledger.close()
+
+
+def test_a_takeover_that_does_not_fit_keeps_the_hold(tmp_path: Path) -> None:
+    journal = tmp_path / "out.jsonl.ledger"
+    _killed_batch(journal)
+    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    assert not books.reserve("A", _attempt(WORST * 2))  # dearer than the whole cap
+    assert (books.cap.spent_usd, books.cap.reserved_usd) == (WORST, 0)
+    assert batch_books.reservation(dumps(ROW)) == (WORST, "A")  # a later attempt may claim it
+    ledger.close()
+
+
+def test_an_earlier_batchs_served_lines_settle_through_the_books(tmp_path: Path) -> None:
+    journal = tmp_path / "out.jsonl.ledger"
+    batch = _killed_batch(journal)
+    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    changes: list[Any] = []
+    books.on_change = lambda: changes.append(1)
+    batch_books.settle_earlier(batch, {custom_id(ROW): Decimal("0.004"), "not-a-line": WORST})
+    assert books.cap.spent_usd == Decimal("0.004")
+    assert books.counts.reconciled_before_back_usd == Decimal("0.006") and changes == [1]
+    ledger.close()
+    assert replay_ledger(journal).spent_usd == Decimal("0.004")
