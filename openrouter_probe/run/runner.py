@@ -9,7 +9,7 @@ source (``run.source``: one per row, or turn by turn); they go out through a sen
 ``HttpTransport.send``, a test double, a batch sender).
 
 One attempt: reserved (``RowQueues.pick``; ``_reserve_again`` for a retry or a next turn), journaled
-(the attempts leaving in one turn of the loop share one write and flush, done before any is sent),
+(flushed before it is sent; with ``fsync`` the attempts of one turn of the loop share one fsync),
 sent, settled; then its record is appended (or the turn kept), or the policy's decision carried out. OpenRouter's own, key-wide 429 pauses the whole pool for its
 ``Retry-After``; an adaptive limit lowers the number of requests in flight on 429 storms.
 
