@@ -11,13 +11,13 @@ is kept. Which rule reads which field, with its source: ``docs/wire.md``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
 from openrouter_probe.api.chat import Usage, read_cost
+from openrouter_probe.api.jsontext import loads
 from openrouter_probe.api.sse import parse_sse_events
 from openrouter_probe.errors import APIError
 
@@ -132,7 +132,7 @@ def read_completion(body: bytes | str, *, generation_id: str | None = None) -> C
     ``generation_id`` (the ``X-Generation-Id`` header) stands in for a body without an ``id``.
     """
     try:
-        obj = json.loads(body)
+        obj = loads(body)
     except ValueError:
         text = body.decode(errors="replace") if isinstance(body, bytes) else body
         snippet = " ".join(text.split())[:120]

@@ -8,9 +8,11 @@ mid-stream error arrives as a ``data:`` event with an ``error`` object while HTT
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from openrouter_probe.api.jsontext import loads
 from openrouter_probe.errors import APIError
 
 __all__ = ["iter_sse_events", "parse_sse_events"]
@@ -58,32 +60,33 @@ def _decode(data: str) -> dict[str, Any]:
 #: stream's events are not all alive at once (the collector would keep promoting them).
 _BATCH = 50
 
+#: A ``data:`` line holding one JSON object, or ``[DONE]`` (its value, without ``data: ``).
+_OBJECT_LINE = re.compile(r"^data: (\{.*\}|\[DONE\])\r?$", re.MULTILINE)
+
 
 def parse_sse_events(text: str) -> Iterator[dict[str, Any]]:
     """Yield the JSON object of every ``data:`` event of a whole stream, until ``[DONE]``.
 
     The same events as ``iter_sse_events``, read faster: when every event is one ``data:`` line
-    holding one JSON object (as OpenRouter sends them), the lines are decoded ``_BATCH`` at a time
-    by one ``json.loads`` of an array; anything else (a multi-line field, an event that is not an
-    object) goes through ``iter_sse_events``, which also names a malformed event.
+    holding one JSON object (as OpenRouter sends them), the lines are found by one regular
+    expression (in C, not a Python step per line) and decoded ``_BATCH`` at a time by one
+    ``loads`` of an array (``api.jsontext``: orjson); anything else (a multi-line field, an event that is not an
+    object, ``data:`` without its space) goes through ``iter_sse_events``, which also names a
+    malformed event. (A JSON text holds no raw newline, so every line starting ``data:`` is a
+    field: counting them finds any line the expression did not take.)
     """
-    payloads = []
-    for line in text.split("\n"):
-        if line.startswith("data: "):
-            data = line[6:].rstrip("\r")
-            if data == "[DONE]":
-                break
-            if not (data.startswith("{") and data.endswith("}")):
-                yield from iter_sse_events(text.split("\n"))
-                return
-            payloads.append(data)
-        elif line.startswith("data:"):
-            yield from iter_sse_events(text.split("\n"))
-            return
+    found = _OBJECT_LINE.findall(text)
+    if len(found) != text.count("\ndata:") + text.startswith("data:"):
+        yield from iter_sse_events(text.split("\n"))
+        return
+    try:
+        payloads = found[: found.index("[DONE]")]
+    except ValueError:
+        payloads = found
     for start in range(0, len(payloads), _BATCH):
         batch = payloads[start : start + _BATCH]
         try:
-            events: list[dict[str, Any]] = json.loads("[" + ",".join(batch) + "]")
+            events: list[dict[str, Any]] = loads("[" + ",".join(batch) + "]")
         except ValueError:
             events = []
         if len(events) == len(batch):
