@@ -157,7 +157,7 @@ def _ask(
             "every assistant turn)"
         )
     return _Asked(
-        max_tokens=whole_number(max_tokens, "--max-tokens"),
+        max_tokens=whole_number(max_tokens, "max_tokens"),
         stream=stream,
         temperature=temperature,
         reasoning=reasoning,
