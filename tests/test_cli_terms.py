@@ -197,3 +197,26 @@ def test_export_refuses_by_keyword_and_the_cli_names_o_and_format(tmp_path: Path
         cli, ["export", str(tmp_path / "out.jsonl"), "--format", "parquet", "-o", str(target)]
     )
     assert f"-o {target}: --format parquet writes parquet" in result.output, result.output
+
+
+def test_the_job_options_say_their_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
+    """generation.job (turns, reasoning_effort and reasoning_max_tokens), run.output (out=)."""
+    prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "r0", "prompt": "question 0"}])
+    cases = [
+        ({"reasoning_effort": "high", "reasoning_max_tokens": 10},
+         ["--reasoning-effort", "high", "--reasoning-max-tokens", "10"],
+         "give reasoning_effort or reasoning_max_tokens, not both",
+         "give --reasoning-effort or --reasoning-max-tokens, not both"),
+    ]  # fmt: skip
+    for options, flags, said, shown in cases:
+        assert said in _generate_lib(prompts, **options)
+        result = _generate_cli(str(prompts), "--out", str(tmp_path / "out.jsonl"), *flags)
+        assert shown in result.output, result.output
+    # click's own choice refuses --turns every before the library sees it
+    assert "turns='every': use 'last'" in _generate_lib(prompts, turns="every")
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text('{"status": "ok"}\n', encoding="utf-8")  # run.output: no id
+    said = _generate_lib(prompts, out=damaged)
+    assert "is this the out= file of `generate`?" in said, said
+    result = _generate_cli(str(prompts), "--out", str(damaged))
+    assert "is this the --out file of `generate`?" in result.output, result.output

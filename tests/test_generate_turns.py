@@ -250,7 +250,7 @@ def test_the_default_is_last_the_prompt_sent_whole(tmp_path: Path) -> None:
 
 
 def test_turns_must_be_last_or_all(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--turns 'every': use last"):
+    with pytest.raises(ConfigError, match="turns='every': use 'last'"):
         asyncio.run(
             generate(EXAMPLES, policy=POLICY, out=tmp_path / "o.jsonl", turns="every",
                      dry_run=True)

@@ -188,7 +188,7 @@ def test_the_other_command_is_refused_and_another_policy_warns(tmp_path: Path) -
     message = str(info.value)
     assert message == (
         f"{out} was written by `generate` ({POLICY}); `verify` does not add rows to it: "
-        "give --out another file"
+        "give out= another file"
     )
     assert len(records(out)) == 5
     # the same command under a re-compiled policy: a warning, and finished rows are kept

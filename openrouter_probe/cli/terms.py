@@ -46,11 +46,13 @@ FLAGS = {
     "fmt": "--format",
     "push_to_hub": "--push-to-hub",
     "output": "-o",
+    "reasoning_effort": "--reasoning-effort",
+    "reasoning_max_tokens": "--reasoning-max-tokens",
 }
 #: Names said bare in messages only as the keyword (``max_tokens`` is also a quantity).
 _BARE = (
     "max_wait_s", "lower_max_tokens", "redo_failed", "redo_truncated", "budget_usd", "dry_run",
-    "read_timeout_s", "prompt_field", "id_field",
+    "read_timeout_s", "prompt_field", "id_field", "reasoning_effort", "reasoning_max_tokens",
 )  # fmt: skip
 _NAMES = "|".join(sorted(FLAGS, key=len, reverse=True))
 #: ``name=True``, ``name="value"`` (a value without spaces or quotes), ``name=value``, ``name=``.
