@@ -33,7 +33,7 @@ BAD: dict[str, tuple[list[str], str]] = {
     "policy check": ([POLICY, "--offline", "--price-threshold-pct", "-1"], "-1.0 is not in"),
     "generate": (
         [README, "--policy", POLICY, "-o", "o.jsonl", "--shard", "3/2"],
-        "--shard '3/2': needs 0 <= i < n, e.g. 0/2",
+        "--shard 3/2: needs 0 <= i < n, e.g. 0/2",
     ),
     "audit": ([README, "--policy", POLICY, "--offline", "--snapshot", "x.json"], "--offline and"),
     "export": ([README, "--format", "csv", "-o", "x.csv"], "Invalid value for '--format'"),
@@ -49,7 +49,7 @@ OWN_CHECKS = [
     ("generate", ["--budget-usd", "-5"], "--budget-usd -5: a positive amount of USD, e.g. 100"),
     ("generate", ["--budget-usd", "0"], "--budget-usd 0: a positive amount of USD, e.g. 100"),
     ("generate", ["--budget-usd", "ten"], "--budget-usd: 'ten' is not a number"),
-    ("generate", ["--shard", "3/2"], "--shard '3/2': needs 0 <= i < n, e.g. 0/2"),
+    ("generate", ["--shard", "3/2"], "--shard 3/2: needs 0 <= i < n, e.g. 0/2"),
     ("generate", ["--weights", "B3:2"], "--weights 'B3:2': give DATASET=WEIGHT, e.g. B3=2,B4=1"),
     ("generate", ["--weights", "B3=0"], "--weights B3=0: a weight is a number above 0, e.g. 2"),
     ("generate", ["--target-tokens", "10Q"], "--target-tokens: '10Q' is not a token count"),

@@ -191,7 +191,7 @@ def test_export_parquet_roundtrip(tmp_path: Path) -> None:
 
 def test_export_never_writes_over_its_input(tmp_path: Path) -> None:
     out = _make_output(tmp_path, 1)
-    with pytest.raises(ConfigError, match="-o: the output"):
+    with pytest.raises(ConfigError, match="output=: the output"):
         export([out], fmt="jsonl", output=out)
 
 
@@ -280,7 +280,7 @@ def test_audit_counts_cancelled_requests_as_generate_counts_them(tmp_path: Path)
     assert after.spent_usd == resumed.spent_total_usd == after.realised_usd + possibly
     assert after.render_notes().splitlines()[:2] == [
         f"20 rows served, 0 failed, 0 cancelled; realised ${after.realised_usd:,.6f}",
-        f"spent, as generate counts it against --budget-usd: ${after.spent_usd:,.6f} = "
+        f"spent, as generate counts it against budget_usd: ${after.spent_usd:,.6f} = "
         f"${after.realised_usd:,.6f} realised + ${possibly:,.6f} possibly billed (5 cancelled in "
         "flight; each at its worst case: the provider may have billed it)",
     ]

@@ -70,7 +70,7 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
     for line, why in [
         (2, "not JSON"),
         (3, "a row is a JSON object, not list"),
-        (7, "sets model: the policy (--policy) and the run decide those"),
+        (7, "sets model: the policy (policy=) and the run decide those"),
         (8, "`max_tokens` must be a whole number >= 1"),
         (9, "`id` (the id) must be a string or an integer"),
         (10, "has none of `messages`, `conversations`, `prompt`"),
@@ -148,7 +148,7 @@ def test_shards_split_rows_by_a_stable_hash(tmp_path: Path) -> None:
     assert shard_of("r0", 3) == shard_of("r0", 3)
     assert parse_shard("1/3") == (1, 3)
     for bad in ("3/3", "x", "1/0", "-1/2"):
-        with pytest.raises(ConfigError, match="--shard"):
+        with pytest.raises(ConfigError, match="shard="):
             parse_shard(bad)
 
 

@@ -250,7 +250,7 @@ def test_the_default_is_last_the_prompt_sent_whole(tmp_path: Path) -> None:
 
 
 def test_turns_must_be_last_or_all(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--turns 'every': use last"):
+    with pytest.raises(ConfigError, match="turns='every': use 'last'"):
         asyncio.run(
             generate(EXAMPLES, policy=POLICY, out=tmp_path / "o.jsonl", turns="every",
                      dry_run=True)
@@ -268,7 +268,7 @@ def test_the_dry_run_counts_turns_not_rows(tmp_path: Path) -> None:
     )  # fmt: skip
     assert last.rows_to_send == every.rows_to_send == 18
     assert every.turns_to_send == 20 and last.turns_to_send is None
-    assert "turns (--turns all): 20 to send for the rows to send" in every.render()
+    assert 'turns (turns="all"): 20 to send for the rows to send' in every.render()
     # two more requests, and each second turn's prompt holds the first answer at its max_tokens
     assert last.worst_case_usd is not None and every.worst_case_usd is not None
     extra = every.worst_case_usd - last.worst_case_usd

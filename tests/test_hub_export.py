@@ -141,7 +141,7 @@ def test_without_pyarrow_format_hf_says_what_to_install(
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ConfigError) as info:
         export([run[0]], fmt="hf", output=tmp_path / "hub")
-    assert str(info.value) == "--format hf needs pyarrow: pip install 'openrouter-probe[hf]'"
+    assert str(info.value) == "fmt='hf' needs pyarrow: pip install 'openrouter-probe[hf]'"
     assert not (tmp_path / "hub").exists()
 
 

@@ -377,7 +377,7 @@ def test_limit_and_sample_pick_the_same_rows_on_every_rerun(tmp_path: Path) -> N
     assert one == [r.id for r in read_prompts(path, selection=Selection(sample=10, seed=1))]
     assert one != [r.id for r in read_prompts(path, selection=Selection(sample=10, seed=2))]
     assert len(set(one)) == 10 and one == sorted(one, key=lambda i: int(i[1:]))
-    with pytest.raises(ConfigError, match="give --limit or --sample, not both"):
+    with pytest.raises(ConfigError, match="give limit= or sample=, not both"):
         Selection(limit=1, sample=1)
     sampled = _dry(path, tmp_path, sample=10, seed=1)
     assert sampled.rows_total == 10
@@ -407,7 +407,9 @@ def test_a_manifest_is_checked_key_by_key(tmp_path: Path) -> None:
     bad.write_text("datasets:\n  - {name: B3, source: a.jsonl}\n  - {name: B3, source: b.jsonl}\n")
     with pytest.raises(ConfigError, match="datasets named twice: B3"):
         read_inputs(bad)
-    with pytest.raises(ConfigError, match="a manifest sets each dataset's own; drop --limit"):
+    with pytest.raises(
+        ConfigError, match="a manifest sets each dataset's own; drop limit= or sample="
+    ):
         read_inputs(MANIFEST, options=SourceOptions.of(limit=2))
 
 

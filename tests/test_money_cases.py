@@ -140,7 +140,7 @@ def test_keep_alives_are_not_progress(
         abandoned = [e for e in fake.ledger.entries if e.generation_id not in _recorded(tmp_path)]
         # a body is billed in full though the client left; a stream for what it had sent
         assert len(abandoned) == 1 and abandoned[0].completion_tokens == (0 if stream else 100)
-    why = "only keep-alive comments (--read-timeout)" if stream else "(the attempt's ceiling)"
+    why = "only keep-alive comments (read_timeout_s)" if stream else "(the attempt's ceiling)"
     assert f"attempt 1 failed (no {'token' if stream else 'answer'} " in caplog.text
     assert why in caplog.text
 

@@ -48,7 +48,7 @@ def test_only_the_cut_rows_are_sent_again_and_their_new_answers_supersede(tmp_pa
     assert all(merged[i]["attempts"] == 1 and merged[i]["run_id"] != first_run(out) for i in cut)
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
     assert report.superseded == len(cut) and report.rows == 30
-    assert f"{len(cut)} truncated answer(s) superseded by --redo-truncated" in (
+    assert f"{len(cut)} truncated answer(s) superseded by redo_truncated=True" in (
         report.render_notes()
     )
     assert report.spent_usd == again.spent_total_usd

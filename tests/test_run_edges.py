@@ -188,7 +188,7 @@ def test_the_other_command_is_refused_and_another_policy_warns(tmp_path: Path) -
     message = str(info.value)
     assert message == (
         f"{out} was written by `generate` ({POLICY}); `verify` does not add rows to it: "
-        "give --out another file"
+        "give out= another file"
     )
     assert len(records(out)) == 5
     # the same command under a re-compiled policy: a warning, and finished rows are kept
@@ -249,7 +249,7 @@ def test_dry_run_checks_the_output_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"the folder .*no-such-folder does not exist; create it"):
         dry(missing)
     # /proc takes no new file, even for root (whom os.access lets write anywhere)
-    with pytest.raises(ConfigError, match=r"--out /proc/out\.jsonl: cannot write in /proc"):
+    with pytest.raises(ConfigError, match=r"out=/proc/out\.jsonl: cannot write in /proc"):
         dry(Path("/proc/out.jsonl"))
     assert dry(tmp_path / "out.jsonl").stop_reason == "dry-run"
     assert not (tmp_path / "out.jsonl").exists()  # a dry run creates no output
@@ -480,7 +480,7 @@ def test_rows_turns_and_requests_are_counted_in_one_unit(tmp_path: Path) -> None
     assert sum(t.turns for t in summary.providers.values()) == 20
     text = " ".join(summary.render().split())
     assert "; 20 requests, 0 retried" in text
-    assert "turns (--turns all): 20 to send for the rows to send; 20 answered" in text
+    assert 'turns (turns="all"): 20 to send for the rows to send; 20 answered' in text
 
 
 def test_the_last_progress_line_of_a_budget_stop_shows_no_eta(tmp_path: Path) -> None:

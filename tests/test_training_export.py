@@ -429,7 +429,7 @@ def test_a_json_name_gets_a_json_array(tmp_path: Path) -> None:
     assert "(a JSON array)" in " ".join(summary.render().split())
     with pytest.raises(ConfigError, match=r"SpecForge's scripts read JSON Lines .*: name it "):
         export([out], fmt="specforge", output=tmp_path / "train.json")
-    with pytest.raises(ConfigError, match=r"--format parquet writes parquet: name it .*parquet"):
+    with pytest.raises(ConfigError, match=r"fmt=.parquet. writes parquet: name it .*parquet"):
         export([out], fmt="parquet", output=tmp_path / "train.jsonl")
 
 

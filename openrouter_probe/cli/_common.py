@@ -113,7 +113,7 @@ def checked_by(
             for one in value if isinstance(value, tuple) else (value,):
                 check(one)
         except ConfigError as exc:
-            raise click.UsageError(str(exc), ctx) from exc
+            raise click.UsageError(flagged(str(exc)), ctx) from exc
         return value
 
     return callback
@@ -193,7 +193,8 @@ def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) ->
 
 
 def note(text: str) -> None:
-    """Write a diagnostic to stderr (data goes to stdout). Each line is wrapped between words
+    """Write a diagnostic to stderr (data goes to stdout), the library's keywords shown as the
+    CLI's flags (``cli.terms``). Each line is wrapped between words
     (never inside a figure, a path or an id) to ``$COLUMNS`` or the terminal, as tables are;
     piped without ``$COLUMNS``, one line per message (for logs and grep)."""
     width = _stderr_width()
@@ -203,7 +204,7 @@ def note(text: str) -> None:
         )
         if width is not None and len(line) > width
         else line
-        for line in text.splitlines() or [""]
+        for line in flagged(text).splitlines() or [""]
     ]
     click.echo("\n".join(lines), err=True)
 

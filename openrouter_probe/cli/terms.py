@@ -2,14 +2,17 @@
 shows ``--max-wait 60``.
 
 Library messages (stop messages, budget advice, warnings) name the keyword a Python caller
-passes (``max_tokens=4096 would fit``, ``lower_max_tokens=True``); ``flagged`` rewrites them to
-the flags of the command line where the CLI prints them (the summary, the log lines, the one-line
-errors). Only the forms ``name=`` and ``name=True`` are rewritten, and a few names no message
-uses for anything else, so a message that speaks of ``max_tokens`` as a quantity is left as it is.
+passes (``max_tokens=4096 would fit``, ``lower_max_tokens=True``, ``turns="all"``, ``out=``);
+``flagged`` rewrites them to the flags of the command line where the CLI prints them (the summary,
+the log lines, the one-line errors and usage errors). Only the forms ``name=VALUE`` (a quoted value
+loses its quotes), ``name=True`` and a bare ``name=`` are rewritten, and a few names no message uses
+for anything else, so a message that speaks of ``max_tokens`` as a quantity is left as it is.
 
 Example::
 
     flagged("the wait is more than max_wait_s=60 s")  # 'the wait is more than --max-wait 60 s'
+    flagged('resume with turns="all"')                # 'resume with --turns all'
+    flagged("give limit= or sample=, not both")       # 'give --limit or --sample, not both'
 """
 
 from __future__ import annotations
@@ -27,21 +30,49 @@ FLAGS = {
     "redo_truncated": "--redo-truncated",
     "budget_usd": "--budget-usd",
     "dry_run": "--dry-run",
+    "out": "--out",
+    "concurrency": "--concurrency",
+    "attempts": "--attempts",
+    "turns": "--turns",
+    "read_timeout_s": "--read-timeout",
+    "limit": "--limit",
+    "sample": "--sample",
+    "prompt_field": "--prompt-field",
+    "id_field": "--id-field",
+    "config": "--config",
+    "split": "--split",
+    "policy": "--policy",
+    "shard": "--shard",
+    "fmt": "--format",
+    "push_to_hub": "--push-to-hub",
+    "output": "-o",
+    "reasoning_effort": "--reasoning-effort",
+    "reasoning_max_tokens": "--reasoning-max-tokens",
 }
 #: Names said bare in messages only as the keyword (``max_tokens`` is also a quantity).
-_BARE = ("max_wait_s", "lower_max_tokens", "redo_failed", "redo_truncated", "budget_usd", "dry_run")
+_BARE = (
+    "max_wait_s", "lower_max_tokens", "redo_failed", "redo_truncated", "budget_usd", "dry_run",
+    "read_timeout_s", "prompt_field", "id_field", "reasoning_effort", "reasoning_max_tokens",
+)  # fmt: skip
 _NAMES = "|".join(sorted(FLAGS, key=len, reverse=True))
-_KEYWORD = re.compile(rf"(?<![\w.-])({_NAMES})=(True\b)?")
+#: ``name=True``, ``name="value"`` (a value without spaces or quotes), ``name=value``, ``name=``.
+_KEYWORD = re.compile(rf"""(?<![\w.-])({_NAMES})=(?:(True)\b|(["'])([^\s"']+)\3)?""")
 _WORD = re.compile(rf"(?<![\w.-])({'|'.join(_BARE)})(?![\w=])")
 
 
 def _keyword(match: re.Match[str]) -> str:
     flag = FLAGS[match.group(1)]
-    return flag if match.group(2) else flag + " "
+    if match.group(2):  # name=True: the flag alone
+        return flag
+    if match.group(4) is not None:  # name="value": the value as typed on the command line
+        return f"{flag} {match.group(4)}"
+    at = match.end()
+    follows = match.string[at : at + 1]
+    return flag + " " if follows and not follows.isspace() and follows not in ",;:)" else flag
 
 
 def flagged(text: str) -> str:
     """``text`` with the library's keywords shown as the CLI's flags (see the module)."""
-    if "_" not in text:
+    if "_" not in text and "=" not in text:
         return text
     return _WORD.sub(lambda m: FLAGS[m.group(1)], _KEYWORD.sub(_keyword, text))

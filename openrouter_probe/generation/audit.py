@@ -190,7 +190,7 @@ class AuditReport:
         if self.other_billed_usd:
             why.append(f"${self.other_billed_usd:,.6f} billed to failed attempts and retries")
         return (
-            f"spent, as generate counts it against --budget-usd: ${self.spent_usd:,.6f} = "
+            f"spent, as generate counts it against budget_usd: ${self.spent_usd:,.6f} = "
             f"${self.realised_usd:,.6f} realised + " + " + ".join(why)
         )
 
@@ -203,7 +203,7 @@ class AuditReport:
             lines.append(self._spent_line())
         if self.superseded:
             lines.append(
-                f"{self.superseded} truncated answer(s) superseded by --redo-truncated: the "
+                f"{self.superseded} truncated answer(s) superseded by redo_truncated=True: the "
                 "later answer is the row's (the cut one's cost counts as billed to retries)"
             )
         if self.predicted_usd is not None:

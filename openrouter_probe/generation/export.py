@@ -215,39 +215,41 @@ def _count_tokens(summary: ExportSummary, record: dict[str, Any]) -> None:
 def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
     """Refuse what cannot be written before reading anything; return whether to write an array."""
     if fmt not in EXPORT_FORMATS:
-        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+        raise ConfigError(f"fmt={fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     target = Path(output)
     try:
         ensure_not_input(target, *files)
     except ValueError as exc:
-        raise ConfigError(f"-o: {exc}; name another file") from exc
+        raise ConfigError(f"output=: {exc}; name another file") from exc
     suffix = target.suffix.lower()
     if fmt == "specforge" and suffix == ".json":
         raise ConfigError(
-            f"-o {target}: SpecForge's scripts read JSON Lines (validate_regenerated_data.py reads "
+            f"output={target}: SpecForge's scripts read JSON Lines (validate_regenerated_data.py reads "
             f"line by line; expand_reasoning_conversations.py wants .jsonl): name it "
             f"{target.with_suffix('.jsonl')}"
         )
     if fmt == "hf":
         if target.is_file():
-            raise ConfigError(f"-o {target}: --format hf writes a folder; name a folder")
+            raise ConfigError(f"output={target}: fmt='hf' writes a folder; name a folder")
         if not (target.parent if str(target.parent) else Path(".")).is_dir():
-            raise ConfigError(f"-o {target}: the folder {target.parent} does not exist; create it")
+            raise ConfigError(
+                f"output={target}: the folder {target.parent} does not exist; create it"
+            )
         for name in ("pyarrow", "pyarrow.parquet"):
             try:
                 importlib.import_module(name)
             except ImportError:
                 raise ConfigError(
-                    "--format hf needs pyarrow: pip install 'openrouter-probe[hf]'"
+                    "fmt='hf' needs pyarrow: pip install 'openrouter-probe[hf]'"
                 ) from None
         return False
     if fmt == "parquet" and suffix in (".json", ".jsonl"):
-        raise ConfigError(f"-o {target}: --format parquet writes parquet: name it "
+        raise ConfigError(f"output={target}: fmt='parquet' writes parquet: name it "
                           f"{target.with_suffix('.parquet')}")  # fmt: skip
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise ConfigError(
-            f"-o {target}: the folder {folder} does not exist; create it "
+            f"output={target}: the folder {folder} does not exist; create it "
             f"(mkdir -p {folder}) or name a file in a folder that exists"
         )
     if fmt == "parquet":
@@ -255,7 +257,7 @@ def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
             importlib.import_module("pyarrow")
         except ImportError:
             raise ConfigError(
-                f"--format parquet needs pyarrow: {_PARQUET_EXTRA} (or use --format jsonl)"
+                f"fmt='parquet' needs pyarrow: {_PARQUET_EXTRA} (or use fmt='jsonl')"
             ) from None
     return fmt in ("sharegpt", "jsonl") and suffix == ".json"
 
@@ -474,5 +476,5 @@ def _write_parquet(rows: list[dict[str, Any]], output: Path) -> None:
     try:
         frame.to_parquet(buffer, index=False)
     except ImportError as exc:
-        raise ConfigError(f"--format parquet needs pyarrow ({exc}): {_PARQUET_EXTRA}") from exc
+        raise ConfigError(f"fmt='parquet' needs pyarrow ({exc}): {_PARQUET_EXTRA}") from exc
     atomic_write_bytes(output, buffer.getvalue())

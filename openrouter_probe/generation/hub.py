@@ -61,7 +61,7 @@ def _pyarrow() -> Any:
     try:
         return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
     except ImportError:
-        raise ConfigError(f"--format hf needs pyarrow: {HF_EXTRA}") from None
+        raise ConfigError(f"fmt='hf' needs pyarrow: {HF_EXTRA}") from None
 
 
 def _text(value: Any) -> str | None:
@@ -303,7 +303,7 @@ def push_to_hub(folder: Path, repo: str, *, api: Any = None, private: bool = Tru
         try:
             hub = importlib.import_module("huggingface_hub")
         except ImportError:
-            raise ConfigError(f"--push-to-hub needs huggingface_hub: {HF_EXTRA}") from None
+            raise ConfigError(f"push_to_hub= needs huggingface_hub: {HF_EXTRA}") from None
         api = hub.HfApi()
     api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
     info = api.upload_folder(

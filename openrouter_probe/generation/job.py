@@ -67,11 +67,11 @@ def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
 
 def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | None:
     if effort is not None and max_tokens is not None:
-        raise ConfigError("give --reasoning-effort or --reasoning-max-tokens, not both")
+        raise ConfigError("give reasoning_effort or reasoning_max_tokens, not both")
     if effort is not None:
         if effort not in REASONING_EFFORTS:
             raise ConfigError(
-                f"--reasoning-effort {effort!r}: use one of {', '.join(REASONING_EFFORTS)}"
+                f"reasoning_effort={effort!r}: use one of {', '.join(REASONING_EFFORTS)}"
             )
         return {"effort": effort}
     if max_tokens is not None:
@@ -153,11 +153,11 @@ def _ask(
 
     if turns not in TURNS_MODES:
         raise ConfigError(
-            f"--turns {turns!r}: use last (answer after the last message) or all (regenerate "
+            f"turns={turns!r}: use 'last' (answer after the last message) or 'all' (regenerate "
             "every assistant turn)"
         )
     return _Asked(
-        max_tokens=whole_number(max_tokens, "--max-tokens"),
+        max_tokens=whole_number(max_tokens, "max_tokens"),
         stream=stream,
         temperature=temperature,
         reasoning=reasoning,
@@ -340,11 +340,11 @@ def _turn_book(
         todo_all = todo if asked.turns == "all" else []
     if asked.turns != "all" and not todo_all:
         waiting = sorted({r.id for r in todo} & kept.keys())
-        if waiting:  # paid turns a --turns last run would throw away
+        if waiting:  # paid turns a turns="last" run would throw away
             shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
             raise ConfigError(
                 f"{turns_path(options.out)} keeps turns of {len(waiting)} unfinished row(s) "
-                f"that a --turns all run paid for ({shown}): resume with --turns all, or "
+                f'that a turns="all" run paid for ({shown}): resume with turns="all", or '
                 "delete that file to answer those rows after their last message instead "
                 "(the spend journal keeps counting what they cost)"
             )
@@ -357,8 +357,8 @@ def _turn_book(
     if tools:
         shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
         summary.warnings.append(
-            f"--turns all: {len(tools)} row(s) hold tool messages or tool calls, sent once as "
-            f"with --turns last (a tool result in the prompts file answers the prompt file's "
+            f'turns="all": {len(tools)} row(s) hold tool messages or tool calls, sent once as '
+            'with turns="last" (a tool result in the prompts file answers the prompt file\'s '
             f"call, not the model's): {shown}"
         )
     if book.dropped:

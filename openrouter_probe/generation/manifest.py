@@ -184,14 +184,14 @@ class SourceOptions:
                    config, split)  # fmt: skip
 
     def given(self) -> list[str]:
-        """The options set, by their command-line names."""
+        """The options set, by their keywords (``SourceOptions.of``'s; the CLI shows its flags)."""
         return [
             name
             for name, value in (
-                ("--prompt-field/--id-field", self.fields != FieldMap()),
-                ("--limit/--sample", self.selection != Selection()),
-                ("--config", self.config is not None),
-                ("--split", self.split is not None),
+                ("prompt_field or id_field", self.fields != FieldMap()),
+                ("limit= or sample=", self.selection != Selection()),
+                ("config=", self.config is not None),
+                ("split=", self.split is not None),
             )
             if value
         ]

@@ -92,11 +92,11 @@ class Selection:
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.sample is not None:
-            raise ConfigError("give --limit or --sample, not both")
-        for name, value in (("--limit", self.limit), ("--sample", self.sample)):
+            raise ConfigError("give limit= or sample=, not both")
+        for name, value in (("limit", self.limit), ("sample", self.sample)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):  # fmt: skip
-                raise ConfigError(f"{name} {value!r}: give a whole number >= 1")
+                raise ConfigError(f"{name}={value!r}: give a whole number >= 1")
 
     def rank(self, ident: str) -> int:
         """The row's place in the sample order (lowest first): stable for an id and a seed."""
@@ -122,16 +122,16 @@ def shard_of(row_id_: str, shards: int) -> int:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``--shard i/n`` (``0 <= i < n``) into ``(i, n)``."""
+    """Parse ``shard="i/n"`` (``--shard i/n``) (``0 <= i < n``) into ``(i, n)``."""
     try:
         left, right = text.split("/")
         index, count = int(left), int(right)
     except ValueError:
         raise ConfigError(
-            f"--shard {text!r}: give i/n, e.g. 0/4 (shards are numbered from 0)"
+            f"shard={text!r}: give i/n, e.g. 0/4 (shards are numbered from 0)"
         ) from None
     if count < 1 or not 0 <= index < count:
-        raise ConfigError(f"--shard {text!r}: needs 0 <= i < n, e.g. 0/{max(count, 2)}")
+        raise ConfigError(f"shard={text!r}: needs 0 <= i < n, e.g. 0/{max(count, 2)}")
     return index, count
 
 

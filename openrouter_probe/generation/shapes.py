@@ -142,7 +142,7 @@ def _conversation(obj: Mapping[str, Any], fields: FieldMap) -> tuple[list[dict[s
         if not candidates:
             fields_ = ", ".join(f"`{k}`" for k in (*CONVERSATION_FIELDS, *PROMPT_FIELDS))
             raise ValueError(
-                f"has none of {fields_}; name the prompt field (--prompt-field, or `fields:` "
+                f"has none of {fields_}; name the prompt field (prompt_field, or `fields:` "
                 "in a manifest)"
             )
     key = candidates[0]
@@ -230,7 +230,7 @@ def _own_params(obj: Mapping[str, Any]) -> dict[str, Any]:
     reserved = sorted(RESERVED & obj.keys())
     if reserved:
         raise ValueError(
-            f"sets {', '.join(reserved)}: the policy (--policy) and the run decide those, not a row"
+            f"sets {', '.join(reserved)}: the policy (policy=) and the run decide those, not a row"
         )
     params = {k: v for k, v in obj.items() if k not in _OWN_KEYS}
     if "max_tokens" in params and (

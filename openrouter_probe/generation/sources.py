@@ -158,7 +158,7 @@ class Source:
             raise ConfigError(
                 f"{self.spec}: cannot load it with datasets{offline}: "
                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; check the "
-                "name, --config and --split"
+                "name, config= and split="
             ) from None
         yield from _numbered(loaded)
 
@@ -170,7 +170,7 @@ class Source:
         wanted = self.split or ("train" if "train" in splits or len(splits) != 1 else splits[0])
         if wanted not in splits:
             raise ConfigError(
-                f"{self.spec}: no split {wanted!r}; it has {', '.join(splits)}: give --split"
+                f"{self.spec}: no split {wanted!r}; it has {', '.join(splits)}: give split="
             )
         return loaded[wanted]
 
@@ -198,7 +198,7 @@ def open_source(spec: str | Path, *, config: str | None = None, split: str | Non
             raise ConfigError(f"{text}: give hf:OWNER/NAME, e.g. hf:openai/gsm8k")
         return Source(text, "hf", config, split)
     if config is not None or (split is not None and not Path(text).is_dir()):
-        what = "--config" if config is not None else "--split"
+        what = "config=" if config is not None else "split="
         raise ConfigError(f"{what} is for hf: ids and datasets folders, not the file {text}")
     path = Path(text)
     if path.is_dir():

@@ -236,9 +236,11 @@ def round_for_json(payload: Any, *, key: str | None = None) -> Any:
 
 
 def whole_number(value: Any, what: str) -> int:
-    """Check a count given in Python or on the command line: a whole number >= 1."""
+    """Check a count given in Python or on the command line: a whole number >= 1. ``what`` names
+    it: a keyword (``concurrency``, said ``concurrency=0``) or an option (``--n``, said ``--n 0``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{what} {value!r}: a whole number >= 1")
+        given = f"{what}={value!r}" if what.isidentifier() else f"{what} {value!r}"
+        raise ConfigError(f"{given}: a whole number >= 1")
     return value
 
 

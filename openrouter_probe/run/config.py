@@ -145,19 +145,19 @@ class JobOptions:
 
         ``inputs`` are the files the run reads: neither the output nor its journal may be one of
         them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
-        one (``key_hint`` adds the command's own way out, such as ``--dry-run``). ``attempts``
+        one (``key_hint`` adds the command's own way out, such as ``dry_run=True``). ``attempts``
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
         """
-        budget = None if budget_usd is None else parse_decimal(budget_usd, "--budget-usd")
+        budget = None if budget_usd is None else parse_decimal(budget_usd, "budget_usd")
         if budget is not None and budget <= 0:
-            raise ConfigError(f"--budget-usd {budget_usd}: a positive amount of USD, e.g. 100")
+            raise ConfigError(f"budget_usd={budget_usd}: a positive amount of USD, e.g. 100")
         target = Path(out)
         try:
             ensure_not_input(target, *inputs)
             ensure_not_input(ledger_path(target), *inputs)
             ensure_not_input(turns_path(target), *inputs)
         except ValueError as exc:
-            raise ConfigError(f"--out: {exc}; name another file") from exc
+            raise ConfigError(f"out=: {exc}; name another file") from exc
         _check_writable(target)
         key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
         url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -177,7 +177,7 @@ class JobOptions:
         )
         if concurrency is None:
             return options
-        return replace(options, concurrency=whole_number(concurrency, "--concurrency"))
+        return replace(options, concurrency=whole_number(concurrency, "concurrency"))
 
 
 class _Fields(TypedDict, total=False):
@@ -203,7 +203,7 @@ class _Fields(TypedDict, total=False):
 def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
     """The one retry schedule: ``backoff`` as given, else the default with ``attempts`` tries."""
     if attempts is not None:
-        attempts = whole_number(attempts, "--attempts")
+        attempts = whole_number(attempts, "attempts")
     if backoff is None:
         return default_backoff(DEFAULT_ATTEMPTS if attempts is None else attempts)
     if attempts is not None and attempts != backoff.attempts:
@@ -218,10 +218,8 @@ def _check_writable(out: Path) -> None:
     """The output's folder exists and takes new files; an existing output can be appended to."""
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise ConfigError(f"--out {out}: the folder {folder} does not exist; create it first")
+        raise ConfigError(f"out={out}: the folder {folder} does not exist; create it first")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(
-            f"--out {out}: cannot write in {folder}; choose a folder you can write to"
-        )
+        raise ConfigError(f"out={out}: cannot write in {folder}; choose a folder you can write to")
     if out.exists() and not os.access(out, os.W_OK):
-        raise ConfigError(f"--out {out}: the file is read-only; make it writable or choose another")
+        raise ConfigError(f"out={out}: the file is read-only; make it writable or choose another")

@@ -93,7 +93,7 @@ class OutputLock:
             handle = self.path.open("a+", encoding="utf-8")
         except OSError as exc:
             raise ConfigError(
-                f"--out {self.out}: cannot write in {folder if str(folder) else '.'} "
+                f"out={self.out}: cannot write in {folder if str(folder) else '.'} "
                 f"({exc.strerror}); choose a folder you can write to"
             ) from exc
         try:
@@ -104,7 +104,7 @@ class OutputLock:
             handle.close()
             raise ConfigError(
                 f"{self.out} is in use by {holder}: one run per output (two would each keep "
-                "their own cap); wait for it to end or stop it, or give this run another --out"
+                "their own cap); wait for it to end or stop it, or give this run another out="
             ) from None
         return handle
 

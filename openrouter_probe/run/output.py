@@ -76,7 +76,7 @@ FINISHED = frozenset({"ok", "truncated", "failed"})
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 #: What to do about a damaged output line.
 _DAMAGED = (
-    "is this the --out file of `openrouter-probe generate`? If it is, the line is damaged: "
+    "is this the out= file of `generate`? If it is, the line is damaged: "
     "restore the file, or remove that line (its row is then sent again)"
 )
 

@@ -102,19 +102,19 @@ def _check_job(options: JobOptions, headers: list[dict[str, Any]], job: Job | No
         if isinstance(command, str) and command != options.command:
             raise ConfigError(
                 f"{options.out} was written by `{command}` ({header.get('policy', '?')}); "
-                f"`{options.command}` does not add rows to it: give --out another file"
+                f"`{options.command}` does not add rows to it: give out= another file"
             )
         model = header.get("model")
         if job is not None and isinstance(model, str) and model != job.model:
             raise ConfigError(
-                f"{options.out} holds rows of {model}, not {job.model}: give --out another file"
+                f"{options.out} holds rows of {model}, not {job.model}: give out= another file"
             )
     last = headers[-1] if headers else {}
     if job is not None and isinstance(last.get("job"), str) and last["job"] != job.sha256:
         what = "policy" if options.command == "generate" else "plan"
         return (
             f"{options.out} was written under another {what} ({last.get('policy', '?')}); its "
-            f"finished rows are kept and not sent again (give --out another file to start afresh)"
+            f"finished rows are kept and not sent again (give out= another file to start afresh)"
         )
     return None
 

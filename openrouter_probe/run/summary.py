@@ -299,7 +299,7 @@ class RunSummary:
             if self.turns_resumed
             else ""
         )
-        line = f"turns (--turns all): {self.turns_to_send:,} to send for the rows to send{kept}"
+        line = f'turns (turns="all"): {self.turns_to_send:,} to send for the rows to send{kept}'
         if self.stop_reason != "dry-run":
             line += f"; {self.turns_done:,} answered"
         lines = [line]
@@ -334,7 +334,7 @@ class RunSummary:
         if self.stop_reason == "dry-run" and self.rows_ending_on_assistant:
             lines.append(
                 f"{self.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
-                "is regenerated (--turns last keeps it as `original`)"
+                'is regenerated (turns="last" keeps it as `original`)'
             )
         lines.extend(self._turn_lines())
         lines.extend(self._money_lines())

@@ -202,7 +202,7 @@ class HttpTransport:
                 if b"data:" in chunk:
                     last = now
                 elif now - last > limit:
-                    return f"no token for {now - last:.0f} s, only keep-alive comments (--read-timeout)"
+                    return f"no token for {now - last:.0f} s, only keep-alive comments (read_timeout_s)"
             if ceiling_s is not None and now - started > ceiling_s:
                 return f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
         return b"".join(chunks)
