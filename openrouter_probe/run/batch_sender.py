@@ -6,7 +6,11 @@ journaled (``sent``) by the run before the call, as for the sync sender. Then, p
 
 1. **the plan before the POST**: custom ids with the attempts they carry, the worst case, the
    model and the time the batch is created after, journaled and flushed (``Books.batch_planned``);
-2. **the POST** (``api.batches.BatchClient.create``), then the **id** journaled (``batch_submitted``);
+2. **the POST** (``api.batches.BatchClient.create``) once fewer than ``live`` batches run (the
+   requests that wait are packed together when one ends, and answered unsent if the run stops
+   first: nothing was billed), then the **id** journaled (``batch_submitted``) and the run's first
+   accepted submit recorded in the snapshot file's history (``rules.batch_history``; a history
+   that cannot be written is a warning, never the run's end);
    a refusal (4xx) closes the plan (nothing was billed); a lost answer (no connection, 5xx) does
    not: the orphan search below finds the batch if it was made;
 3. **polling**, bounded and visible: every ``poll_s`` growing to ``poll_max_s``, with jitter, on
@@ -44,8 +48,10 @@ import logging
 import random
 import secrets
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +61,9 @@ from openrouter_probe.errors import (
     APIStatusError,
     InsufficientCreditsError,
     NoRouteError,
+    SnapshotError,
 )
+from openrouter_probe.rules.batch_history import record_batch_acceptance
 from openrouter_probe.run.batch_plan import (
     MAX_BATCH_BYTES,
     BatchSettings,
@@ -131,7 +139,11 @@ class BatchSender:
         self.sleep, self.clock, self.wall_clock = sleep, clock, wall_clock
         self._earlier_plans = list(earlier)
         self._by_cid: dict[str, _Batch] = {}  # custom id -> the earlier batch that holds it
-        self._queue: list[_Line] = []
+        self._queue: list[_Line] = []  # handed over in this turn of the loop
+        self._pending: deque[_Line] = deque()  # waiting for a batch to be submitted in
+        self._live = 0  # batches running: this run's submitted, earlier runs' taken up
+        self._stopped = False  # the run stops: nothing more is submitted
+        self._recorded: set[str] = set()  # endpoints whose acceptance this run recorded
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
         self.batches: dict[str, _Batch] = {}  # plan -> batch
@@ -140,9 +152,13 @@ class BatchSender:
 
     # -- the run's side -----------------------------------------------------------------------
 
-    def bind(self, books: Books) -> None:
-        """Take the run's books; take up (or, with ``abandon``, forget) earlier runs' batches."""
+    def bind(self, books: Books, *, stopped: asyncio.Future[None] | None = None) -> None:
+        """Take the run's books; take up (or, with ``abandon``, forget) earlier runs' batches.
+        ``stopped`` (the run's stop): from then on nothing more is submitted, and the requests
+        still waiting for a batch are answered unsent (nothing was billed)."""
         self._books = books
+        if stopped is not None:
+            stopped.add_done_callback(lambda _: self._stop())
         for plan in self._earlier_plans:
             if self.settings.abandon:
                 books.batch_closed(plan.run, plan.plan, "abandoned")
@@ -157,6 +173,7 @@ class BatchSender:
             books.hold(plan)
             for cid in plan.lines:
                 self._by_cid[cid] = watched
+            self._live += 1  # it runs on OpenRouter: it counts against ``live``
             self._start(self._take_up(watched))
 
     async def __call__(
@@ -192,6 +209,7 @@ class BatchSender:
     async def aclose(self) -> list[str]:
         """Stop watching; settle what earlier runs' batches served that no request asked for;
         return (and log) what to say: which batches still run (a rerun polls them)."""
+        self._stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -236,19 +254,50 @@ class BatchSender:
     def _flush(self) -> None:
         """Pack what was handed over in this turn of the loop into batches and submit them."""
         self._flushing = False
-        queue, self._queue = [i for i in self._queue if not i.answer.done()], []
-        while queue:
+        self._pending.extend(self._queue)
+        self._queue = []
+        self._pump()
+
+    def _pump(self) -> None:
+        """Submit what waits, in batches of ``size`` lines at most, while fewer than ``live``
+        batches run; once the run stops, answer what waits unsent instead."""
+        pending = self._pending
+        if self._stopped:
+            while pending:
+                _resolve(pending.popleft().answer, _not_submitted())
+            return
+        while pending and self._live < self.settings.live:
             lines: list[_Line] = []
             size = 0
-            while queue and len(lines) < self.settings.size:
-                if lines and size + queue[0].size > MAX_BATCH_BYTES * 0.9:
+            while pending and len(lines) < self.settings.size:
+                line = pending[0]
+                if line.answer.done():  # cancelled while it waited
+                    pending.popleft()
+                    continue
+                if lines and size + line.size > MAX_BATCH_BYTES * 0.9:
                     break
-                line = queue.pop(0)
-                lines.append(line)
+                lines.append(pending.popleft())
                 size += line.size
-            self._start(self._submit(lines))
+            if lines:
+                self._live += 1  # counted now: the next turn of this loop sees it
+                self._start(self._submit(lines))
+
+    def _stop(self) -> None:
+        self._stopped = True
+        self._pump()
+
+    def _ended(self) -> None:
+        """A batch stopped running (or was never made): another may be submitted."""
+        self._live -= 1
+        self._pump()
 
     async def _submit(self, lines: list[_Line]) -> None:
+        try:
+            await self._submit_and_poll(lines)
+        finally:
+            self._ended()
+
+    async def _submit_and_poll(self, lines: list[_Line]) -> None:
         books = self._books
         assert books is not None, "BatchSender.bind(books) first"
         plan = secrets.token_hex(5)
@@ -280,6 +329,7 @@ class BatchSender:
         else:
             batch.batch_id = created.id
             books.batch_submitted(None, plan, created.id)
+            await self._accepted(created.id)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
@@ -314,6 +364,31 @@ class BatchSender:
                 self.client.create, model=f"{model}:batch", requests=requests, provider=provider
             )
 
+    async def _accepted(self, batch_id: str) -> None:
+        """Record the run's first accepted submit to its ``:batch`` endpoint in the snapshot's
+        history (``settings.history``); a history that cannot be written is said, never fatal."""
+        only = [str(tag) for tag in (self.settings.provider or {}).get("only") or []]
+        tag = only[0] if len(only) == 1 else None
+        if (tag or "") in self._recorded:
+            return
+        self._recorded.add(tag or "")
+        path, books = self.settings.history, self._books
+        assert books is not None
+        if path is None:
+            if self.settings.history_off:
+                books.warn(f"batch {batch_id} was accepted; {self.settings.history_off}")
+            return
+        if tag is None:  # which one OpenRouter chose is not known at the 202
+            log.info("batch %s accepted for one of %s: none recorded", batch_id, ", ".join(only))
+            return
+        at = datetime.fromtimestamp(self.wall_clock(), UTC)
+        try:
+            await asyncio.to_thread(record_batch_acceptance, path, tag, batch_id, at=at)
+        except SnapshotError as exc:  # the history is never worth the run
+            books.warn(f"{exc} (the run goes on)")
+            return
+        log.info("%s: batch %s recorded as accepted for %s", path, batch_id, tag)
+
     # -- finding, polling, ending -------------------------------------------------------------
 
     async def _find(self, batch: _Batch, after: int, count: int) -> bool:
@@ -346,6 +421,7 @@ class BatchSender:
                 log.warning(
                     "batch plan %s: adopted %s (found in the list)", batch.plan, batch.batch_id
                 )
+                await self._accepted(batch.batch_id)
                 return True
             if self.clock() >= deadline:
                 return False
@@ -368,6 +444,7 @@ class BatchSender:
             await self._poll(batch)
         finally:
             batch.over.set()
+            self._ended()
 
     async def _poll(self, batch: _Batch) -> None:
         started = self.clock()
@@ -536,6 +613,16 @@ def _copy(failure: Failure) -> Failure:
 def _unknown(message: str) -> Failure:
     """A line whose batch may have billed it: counted at its worst case, sent again later."""
     return Failure("transient", message, status=200, cost_unknown=True)
+
+
+def _not_submitted() -> Failure:
+    """A request that waited for a batch when the run stopped: never sent, billed nothing; the
+    row stays unsent for a rerun."""
+    return Failure(
+        "run",
+        "not submitted: the run stopped while it waited for a batch",
+        metadata={"stop": "interrupted"},
+    )
 
 
 def _refused(exc: APIStatusError, status: int) -> Failure:
