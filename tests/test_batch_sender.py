@@ -284,7 +284,10 @@ def test_batch_options_without_batch_are_refused(tmp_path: Path, policy: Path) -
         args = ["generate", str(PROMPTS), "--policy", str(policy), "-o", str(tmp_path / "o.jsonl")]
         result = CliRunner().invoke(cli, [*args, *extra])
         assert result.exit_code == 2, result.output
-        assert "--batch-size and --abandon go with --batch" in result.stderr
+        assert (
+            "--batch-size, --batch-live, --batch-poll and --abandon go with --batch"
+            in result.stderr
+        )
         assert not (tmp_path / "o.jsonl").exists()
 
 
@@ -392,3 +395,159 @@ def test_a_killed_batch_that_filled_the_cap_still_gets_its_results(
     _finished_once(out)
     assert billed == Decimal("0.013314")
     _counted_covers_billed(out, billed, Decimal(cap))
+
+
+def test_live_batches_never_exceed_the_cap_and_the_run_finishes(
+    tmp_path: Path, snap: Any, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight one-line batches, two at most running at once (seen from the client: a batch runs
+    from its 202 until a GET shows it ended); without the cap all eight run at once."""
+    from openrouter_probe.api.batches import BatchClient
+
+    create, get = BatchClient.create, BatchClient.get
+    running: set[str] = set()
+    peaks: list[int] = []
+
+    def counting_create(self: Any, **kw: Any) -> Any:
+        made = create(self, **kw)
+        running.add(made.id)
+        peaks.append(len(running))
+        return made
+
+    def counting_get(self: Any, batch_id: str) -> Any:
+        now = get(self, batch_id)
+        if now.terminal:
+            running.discard(batch_id)
+        return now
+
+    monkeypatch.setattr(BatchClient, "create", counting_create)
+    monkeypatch.setattr(BatchClient, "get", counting_get)
+
+    def run(live: int, out: Path) -> tuple[Any, Decimal, int]:
+        clock = ManualClock(time.time())
+
+        async def go() -> tuple[Any, Decimal, int]:
+            with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+                summary = await _batch(
+                    fake, clock, policy, out, batch=BatchOptions(size=1, live=live)
+                )
+                return summary, fake.ledger.total_usd, len(fake.fake.batches.batches)
+
+        return asyncio.run(go())
+
+    summary, billed, made = run(2, tmp_path / "capped.jsonl")
+    assert summary.stop_reason == "done" and made == ROWS
+    assert max(peaks) == 2
+    _finished_once(tmp_path / "capped.jsonl")
+    assert billed == Decimal("0.013314")  # every row billed once, as one batch of eight bills
+    _counted_covers_billed(tmp_path / "capped.jsonl", billed, Decimal(5))
+    peaks.clear()
+    summary, _, made = run(100, tmp_path / "free.jsonl")
+    assert summary.stop_reason == "done" and made == ROWS and max(peaks) == ROWS
+
+
+def test_requests_waiting_for_a_batch_stop_unsent_and_unbilled(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    """A Ctrl-C while one batch runs and seven rows wait for a slot: the seven are never
+    submitted, billed nothing and counted nothing; a rerun gets the one and sends the seven."""
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    moving = _mover(clock)
+
+    async def interrupting(seconds: float) -> None:  # Ctrl-C at the first poll
+        os.kill(os.getpid(), signal.SIGINT)
+        await moving(seconds)
+
+    async def go() -> tuple[Any, Any, Decimal]:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            one = BatchOptions(size=1, live=1)
+            first = await _batch(
+                fake, clock, policy, out, batch=one, sleep=interrupting, handle_signals=True
+            )
+            assert len(fake.fake.batches.batches) == 1
+            second = await _batch(fake, clock, policy, out, batch=one)
+            return first, second, fake.ledger.total_usd
+
+    first, second, billed = asyncio.run(go())
+    assert first.stop_reason in ("interrupted", "cancelled")  # the drain is 1 s in batch mode
+    # the row in the running batch counts at its worst case until a rerun gets its result;
+    # the seven that waited were never sent: unsent, and nothing counted for them
+    assert (first.cancelled, first.not_sent) == (1, ROWS - 1)
+    assert 0 < first.spent_usd < Decimal("0.0183735") / 4  # eight rows' worst case: 0.0183735
+    assert second.stop_reason == "done"
+    _finished_once(out)
+    assert billed == Decimal("0.013314")
+    _counted_covers_billed(out, billed, Decimal(5))
+
+
+def test_the_first_poll_waits_poll_s(tmp_path: Path, snap: Any, policy: Path) -> None:
+    clock = ManualClock(time.time())
+    waits: list[float] = []
+    moving = _mover(clock)
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await moving(seconds)
+
+    async def go() -> Any:
+        with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+            return await _batch(
+                fake,
+                clock,
+                policy,
+                tmp_path / "out.jsonl",
+                batch=BatchOptions(poll_s=40),
+                sleep=sleep,
+            )
+
+    assert asyncio.run(go()).stop_reason == "done"
+    assert 32 <= waits[0] <= 48  # 40 s with its jitter of 20%, not the default 15
+    with pytest.raises(ConfigError, match=r"--batch-poll 0: seconds from 1 to 3600"):
+        BatchOptions(poll_s=0)
+    with pytest.raises(ConfigError, match=r"--batch-live 0: a whole number from 1 to 100"):
+        BatchOptions(live=0)
+
+
+def test_batch_live_and_batch_poll_from_the_cli(
+    tmp_path: Path, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    import openrouter_probe.generation as generation
+    from openrouter_probe.cli import cli
+    from openrouter_probe.cli import generate as cli_generate
+    from openrouter_probe.run import batch_plan
+
+    asked: list[Any] = []
+
+    async def capture(*args: Any, **kw: Any) -> Any:
+        asked.append(kw["batch"])
+        raise ConfigError("captured")
+
+    monkeypatch.setattr(generation, "generate", capture)
+    args = ["generate", str(PROMPTS), "--policy", str(policy), "-o", str(tmp_path / "o.jsonl")]
+    result = CliRunner().invoke(cli, [*args, "--batch", "--batch-live", "2", "--batch-poll", "30"])
+    assert result.exit_code == 1 and "captured" in result.stderr
+    assert asked == [BatchOptions(live=2, poll_s=30.0)]
+    for bad, said in (
+        (["--batch-poll", "0.5"], "0.5 is not in the range 1.0<=x<=3600.0"),
+        (["--batch-poll", "7200"], "7200.0 is not in the range 1.0<=x<=3600.0"),
+        (["--batch-live", "0"], "0 is not in the range 1<=x<=100"),
+    ):
+        result = CliRunner().invoke(cli, [*args, "--batch", *bad])
+        assert result.exit_code == 2 and said in result.stderr, result.stderr
+    # the CLI's ranges (kept out of its imports: --help stays fast) are the library's
+    assert (
+        cli_generate._MAX_LINES,
+        cli_generate._LIVE,
+        cli_generate._MAX_LIVE,
+        cli_generate._MIN_POLL_S,
+        cli_generate._MAX_POLL_S,
+    ) == (
+        batch_plan.MAX_BATCH_LINES,
+        batch_plan.DEFAULT_LIVE_BATCHES,
+        batch_plan.MAX_LIVE_BATCHES,
+        batch_plan.MIN_POLL_S,
+        batch_plan.MAX_POLL_S,
+    )

@@ -535,7 +535,7 @@ def test_order_naming_a_gone_endpoint_warns(tmp_path: Path) -> None:
 
 def test_the_output_is_never_an_input(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
-    with pytest.raises(ConfigError, match="out=: .* name another file"):
+    with pytest.raises(ConfigError, match=r"out=: .* name another file"):
         run(
             generate(
                 tmp_path / "prompts.jsonl",

@@ -29,20 +29,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
 
 
+_BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
+#: ``run.batch_plan``'s bounds (MAX_BATCH_LINES, DEFAULT_LIVE_BATCHES, MAX_LIVE_BATCHES,
+#: MIN_POLL_S, MAX_POLL_S), not imported here so that ``--help`` stays fast; a test holds them equal.
+_MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600.0
+
+
 def batch_options(func: F) -> F:
-    """``--batch``, ``--batch-size``, ``--abandon``, passed to the command as one ``batching``
-    (``False``, or the ``BatchOptions`` they ask for)."""
+    """``--batch``, ``--batch-size``, ``--batch-live``, ``--batch-poll``, ``--abandon``, passed to
+    the command as one ``batching`` (``False``, or the ``BatchOptions`` they ask for)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from openrouter_probe.run.batch_plan import MAX_BATCH_LINES, BatchOptions
+        from openrouter_probe.run.batch_plan import BatchOptions
 
-        batch, size, abandon = (kwargs.pop(k) for k in ("batch", "batch_size", "abandon"))
-        if not batch and (size is not None or abandon):
-            raise click.UsageError("--batch-size and --abandon go with --batch; add --batch")
-        batching = batch and BatchOptions(
-            size=MAX_BATCH_LINES if size is None else size, abandon=abandon
-        )
+        batch = kwargs.pop("batch")
+        given = {name: kwargs.pop(name) for name in _BATCH_ONLY}
+        asked = {name: value for name, value in given.items() if value not in (None, False)}
+        if not batch and asked:
+            flags = ", ".join("--" + name.replace("_", "-") for name in asked)
+            raise click.UsageError(
+                "--batch-size, --batch-live, --batch-poll and --abandon go with --batch; add "
+                f"--batch (given: {flags})"
+            )
+        names = {"batch_size": "size", "batch_live": "live", "batch_poll": "poll_s"}
+        chosen = {names[k]: v for k, v in given.items() if k in names and v is not None}
+        batching = batch and BatchOptions(**chosen, abandon=given["abandon"])
         return func(*args, batching=batching, **kwargs)
 
     options = [
@@ -54,9 +66,24 @@ def batch_options(func: F) -> F:
         ),
         click.option(
             "--batch-size",
-            type=click.IntRange(min=1, max=5000),
+            type=click.IntRange(min=1, max=_MAX_LINES),
             default=None,
             help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
+        ),
+        click.option(
+            "--batch-live",
+            type=click.IntRange(min=1, max=_MAX_LIVE),
+            default=None,
+            help=f"With --batch: batches running at once at most (default {_LIVE}; "
+            "each may take 24 h; the rest wait, reserved, for one to end).",
+        ),
+        click.option(
+            "--batch-poll",
+            type=click.FloatRange(min=_MIN_POLL_S, max=_MAX_POLL_S),
+            default=None,
+            metavar="SECONDS",
+            help="With --batch: seconds before the first poll of a batch (default 15; it grows "
+            "by half to 2 minutes, or to this if longer).",
         ),
         click.option(
             "--abandon",

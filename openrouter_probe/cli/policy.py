@@ -131,8 +131,10 @@ def explain(
 ) -> None:
     """Show the decision table: every endpoint, kept or dropped, and why.
 
-    A compiled POLICY is explained from its own recorded decisions; a SPEC is compiled first. A
-    spec that admits nothing still gets its table (why each endpoint is dropped), then exits 1.
+    A compiled POLICY is explained from its own recorded decisions (with --snapshot/--offline,
+    its :batch rows' listed|accepted from that snapshot's history, which grows after the compile);
+    a SPEC is compiled first. A spec that admits nothing still gets its table (why each endpoint
+    is dropped), then exits 1.
     """
     from openrouter_probe.cli._common import check_snapshot_options, essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
@@ -143,8 +145,11 @@ def explain(
     check_snapshot_options(offline, snapshot)
     doc = read_yaml(path)
     args = snapshot_args(offline=offline, snapshot=snapshot)
+    history = None
     if is_compiled(doc):
         compiled = compiled_from_document(doc, source=path, snapshot_args=args)
+        if offline or snapshot:  # the history of the snapshot asked for, not a live probe
+            history = load_snapshot_for(compiled.model, offline, snapshot).batch
     else:
         parsed = parse_spec(doc, source=path, snapshot_args=args)
         snap = load_snapshot_for(parsed.model, offline, snapshot)
@@ -170,7 +175,7 @@ def explain(
                 click.echo(f"{r['tag']}: {r['reason']}")
         if compiled.admitted:
             click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
-        for line in _batch_lines(compiled.batch):
+        for line in _batch_lines(compiled.batch, history):
             click.echo(line)
         if compiled.tradeoff:
             t = compiled.tradeoff
@@ -196,26 +201,42 @@ def explain(
         sys.exit(1)
 
 
-def _batch_lines(batch: dict[str, Any] | None) -> list[str]:
+def _batch_lines(batch: dict[str, Any] | None, history: Any = None) -> list[str]:
     """The batch block under the explain table: what a batch request carries, each row's batch
-    price beside its sync price, and the note (or why no :batch endpoint is admitted)."""
+    price beside its sync price, and the note (or why no :batch endpoint is admitted).
+    ``history`` (a snapshot's ``BatchListing``) says which rows a submit was accepted for since
+    the compile."""
     from openrouter_probe.rules.quantities import format_usd_per_m
 
     if batch is None:
         return []
-    lines = []
+    lines, since = [], []
     if batch.get("provider") is not None:
         lines.append(f"batch block: {json.dumps(batch['provider'])}")
     for d in batch.get("decisions") or []:
         out, sync = d.get("output_usd_per_m"), d.get("sync_output_usd_per_m")
         ratio = f", {out / sync:.0%}" if out is not None and sync else ""
         sync_text = f" ({format_usd_per_m(sync)} sync{ratio})" if sync is not None else ""
+        status = d.get("status")
+        first = _accepted_since(history, d["tag"]) if status == "listed" else None
+        if first is not None:
+            status = "accepted"
+            since.append(f"batch: {d['tag']}: a submit was accepted since the compile ({first})")
         lines.append(
             f"batch: {d['tag']}: {format_usd_per_m(out)} output at the batch price"
-            f"{sync_text}, {d.get('status')}; {d.get('reason')}"
+            f"{sync_text}, {status}; {d.get('reason')}"
         )
     lines.append(f"batch: {batch.get('note')}")
-    return lines
+    return lines + since
+
+
+def _accepted_since(history: Any, tag: str) -> str | None:
+    """The first accepted submit to ``tag`` in ``history`` ("batch id, time"), if any."""
+    for acceptance in [] if history is None else history.accepted:
+        if acceptance.tag == tag:
+            when = acceptance.to_json()["at"]
+            return str(acceptance.batch_id) + (f", {when}" if when else "")
+    return None
 
 
 @policy.command()

@@ -124,7 +124,8 @@ class _Asked:
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
     turns: str = "last"
-    #: ``--batch``: the batch sender's size, first poll interval, ``--abandon`` (None: sync)
+    #: ``--batch``: the batch sender's size, live batches, first poll interval, ``--abandon``
+    #: (None: sync)
     batch: dict[str, Any] | None = None
 
     @property
@@ -518,7 +519,13 @@ def _batch_mode(
     chosen = BatchOptions() if batch is True else batch
     size = whole_number(chosen.size, "batch size")
     asked = dataclasses.replace(
-        asked, batch={"size": size, "poll_s": chosen.poll_s, "abandon": chosen.abandon}
+        asked,
+        batch={
+            "size": size,
+            "live": chosen.live,
+            "poll_s": chosen.poll_s,
+            "abandon": chosen.abandon,
+        },
     )
     # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
     # a line retried in a later batch waits for a batch (hours), not 10 minutes
@@ -550,7 +557,13 @@ def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]
 
 
 def _batch_settings(
-    compiled: Any, policy: str | Path, snap: Any, prices: Prices, asked: _Asked, options: JobOptions
+    compiled: Any,
+    policy: str | Path,
+    snap: Any,
+    prices: Prices,
+    asked: _Asked,
+    options: JobOptions,
+    snapshot: Any = None,
 ) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
     (the sync ones, which are higher, where the listing is unknown)."""
@@ -580,10 +593,26 @@ def _batch_settings(
         provider=dict(provider),
         prices=batch_prices,
         size=asked.batch["size"],
+        live=asked.batch["live"],
         poll_s=asked.batch["poll_s"],
         poll_max_s=max(120.0, asked.batch["poll_s"]),
         abandon=asked.batch["abandon"],
+        **_batch_history(snapshot, snap),
     )
+
+
+def _batch_history(snapshot: Any, snap: Any) -> dict[str, Any]:
+    """Where the run records its accepted submits: the snapshot file it was given (a path), or
+    nowhere, with why when the user would look for it there (the bundled snapshot)."""
+    if isinstance(snapshot, str | Path) and snapshot != "bundled":
+        return {"history": Path(snapshot)}
+    if snapshot == "bundled" or getattr(snap, "source", None) == "bundled":
+        return {
+            "history_off": "the bundled snapshot (package data) does not record it: save one "
+            "(`openrouter-probe endpoints MODEL --save PATH`) and pass --snapshot PATH "
+            "(snapshot=PATH) to keep a batch history"
+        }
+    return {}  # a live probe, or a Snapshot object: no file to record it in
 
 
 async def _run_job(
@@ -631,7 +660,7 @@ async def _run_job(
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if asked.batch is not None:
-            settings = _batch_settings(compiled, policy, snap, prices, asked, options)
+            settings = _batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
             prices = settings.prices
             paid.options = options = dataclasses.replace(options, batch=settings)
         if dry_run:

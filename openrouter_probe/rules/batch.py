@@ -6,7 +6,8 @@ empty list means the model has none. A snapshot holds them in ``Snapshot.batch``
 ``BatchListing`` (``None``: the snapshot was taken before batches were probed, so nothing is
 known). The catalog has listed ``:batch`` slugs that were then refused at submit, so an endpoint is
 only ``listed`` until a submit to it was accepted: ``BatchListing.accepted`` is that history (the
-batch sender appends to it with ``Snapshot.with_batch_acceptance``), and ``status(tag)`` reads it.
+batch sender appends to the snapshot file it was given with ``rules.batch_history``), and
+``status(tag)`` reads it.
 
 In a saved snapshot the listing is the top-level ``batch`` key, beside ``data``::
 

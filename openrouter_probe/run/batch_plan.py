@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from openrouter_probe.errors import ConfigError
@@ -21,8 +22,12 @@ from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.transport import Answer, parse_body
 
 __all__ = [
+    "DEFAULT_LIVE_BATCHES",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_LINES",
+    "MAX_LIVE_BATCHES",
+    "MAX_POLL_S",
+    "MIN_POLL_S",
     "BatchOptions",
     "BatchSettings",
     "custom_id",
@@ -34,6 +39,12 @@ __all__ = [
 #: OpenRouter's documented limits per batch: 5,000 requests, 200 MB.
 MAX_BATCH_LINES = 5000
 MAX_BATCH_BYTES = 200 * 1000 * 1000
+#: Batches running at once by default: each waits up to 24 h, and the 429 on create was seen
+#: after 16 creations in a row (docs/batch.md, open question 7).
+DEFAULT_LIVE_BATCHES = 4
+MAX_LIVE_BATCHES = 100
+#: The first poll's wait, in seconds, that ``--batch-poll`` accepts.
+MIN_POLL_S, MAX_POLL_S = 1.0, 3600.0
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The fields a batch line's body does not carry: the batch has them (or refuses them).
 _NOT_IN_A_LINE = ("provider", "stream", "stream_options", "model")
@@ -44,13 +55,33 @@ _ROW_ERRORS = frozenset({"context_length_exceeded", "invalid_request_error", "in
 @dataclass(frozen=True, kw_only=True)
 class BatchOptions:
     """What a caller asks of batch mode (``generate(batch=BatchOptions(...))``; ``batch=True`` is
-    ``BatchOptions()``): ``size`` lines at most per batch, polled every ``poll_s``; ``abandon``
-    forgets the batches an earlier run left running (there is no cancel: what completes is billed).
+    ``BatchOptions()``): ``size`` lines at most per batch, at most ``live`` batches running at once
+    (each may run 24 h), polled every ``poll_s`` seconds at first; ``abandon`` forgets the batches
+    an earlier run left running (there is no cancel: what completes is billed).
     """
 
     size: int = MAX_BATCH_LINES
+    live: int = DEFAULT_LIVE_BATCHES
     poll_s: float = 15.0
     abandon: bool = False
+
+    def __post_init__(self) -> None:
+        _check_live(self.live)
+        if isinstance(self.poll_s, bool) or not isinstance(self.poll_s, int | float):
+            raise ConfigError(f"--batch-poll {self.poll_s!r}: a number of seconds, e.g. 15")
+        if not MIN_POLL_S <= self.poll_s <= MAX_POLL_S:
+            raise ConfigError(
+                f"--batch-poll {self.poll_s:g}: seconds from {MIN_POLL_S:g} to {MAX_POLL_S:g} "
+                "(the first poll's wait; it grows by half up to 2 minutes, or to this if longer)"
+            )
+
+
+def _check_live(live: int) -> None:
+    if isinstance(live, bool) or not isinstance(live, int) or not 1 <= live <= MAX_LIVE_BATCHES:
+        raise ConfigError(
+            f"--batch-live {live!r}: a whole number from 1 to {MAX_LIVE_BATCHES} (batches "
+            f"running at once; default {DEFAULT_LIVE_BATCHES})"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,22 +91,28 @@ class BatchSettings:
     ``model`` and ``provider`` (the compiled policy's batch block: ``only: [tag]``,
     ``allow_fallbacks: false``) go on every batch; ``prices`` are the ``:batch`` row's (the sync
     ones where no batch price is listed), which price each row's share of a batch's cost;
-    ``size`` lines at most per batch; polls every ``poll_s`` growing to ``poll_max_s`` (with
-    jitter); a 404 within ``not_written_s`` of the create is the asynchronous write; the list may
-    lag ``list_lag_s`` (an orphan is searched for that long); a batch is polled ``window_s`` at
-    most. ``abandon`` forgets the batches earlier runs left running (what completes is billed).
+    ``size`` lines at most per batch; ``live`` batches at most running at once (those an earlier
+    run left open count); polls every ``poll_s`` growing to ``poll_max_s`` (with jitter); a 404
+    within ``not_written_s`` of the create is the asynchronous write; the list may lag
+    ``list_lag_s`` (an orphan is searched for that long); a batch is polled ``window_s`` at most.
+    ``abandon`` forgets the batches earlier runs left running (what completes is billed).
+    ``history`` is the snapshot file that records the first accepted submit of the run
+    (``rules.batch_history``; ``None``: none, and ``history_off`` says why, once, if not empty).
     """
 
     model: str
     provider: dict[str, Any] | None
     prices: Prices
     size: int = MAX_BATCH_LINES
+    live: int = DEFAULT_LIVE_BATCHES
     poll_s: float = 15.0
     poll_max_s: float = 120.0
     not_written_s: float = 60.0
     list_lag_s: float = 60.0
     window_s: float = 26 * 3600.0
     abandon: bool = False
+    history: Path | None = None
+    history_off: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.size <= MAX_BATCH_LINES:
@@ -83,6 +120,7 @@ class BatchSettings:
                 f"--batch-size {self.size}: a whole number from 1 to {MAX_BATCH_LINES} "
                 "(OpenRouter's limit per batch)"
             )
+        _check_live(self.live)
         if not 0 < self.poll_s <= self.poll_max_s:
             raise ConfigError(
                 f"--batch-poll {self.poll_s}: seconds above 0, at most {self.poll_max_s}"

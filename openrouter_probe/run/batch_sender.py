@@ -6,7 +6,11 @@ journaled (``sent``) by the run before the call, as for the sync sender. Then, p
 
 1. **the plan before the POST**: custom ids with the attempts they carry, the worst case, the
    model and the time the batch is created after, journaled and flushed (``BatchBooks.planned``);
-2. **the POST** (``api.batches.BatchClient.create``), then the **id** journaled (``submitted``);
+2. **the POST** (``api.batches.BatchClient.create``) once fewer than ``live`` batches run (the
+   requests that wait are packed together when one ends, and answered unsent if the run stops
+   first: nothing was billed), then the **id** journaled (``submitted``) and the run's first
+   accepted submit recorded in the snapshot file's history (``rules.batch_history``; a history
+   that cannot be written is a warning, never the run's end);
    a refusal (4xx) closes the plan (nothing was billed); a lost answer (no connection, 5xx) does
    not: the orphan search below finds the batch if it was made;
 3. **polling**, bounded and visible: every ``poll_s`` growing to ``poll_max_s``, with jitter, on
@@ -44,6 +48,7 @@ import logging
 import random
 import secrets
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -57,15 +62,13 @@ from openrouter_probe.errors import (
     NoRouteError,
 )
 from openrouter_probe.run.batch_books import BatchBooks
+from openrouter_probe.run.batch_calls import BatchCalls
 from openrouter_probe.run.batch_plan import (
     MAX_BATCH_BYTES,
     BatchSettings,
     custom_id,
     line_body,
-    line_outcome,
-    priced_tokens,
 )
-from openrouter_probe.run.books import allocate
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import OpenBatch
 from openrouter_probe.run.transport import Answer
@@ -80,7 +83,6 @@ __all__ = ["BatchSender"]
 log = logging.getLogger(__name__)
 
 Outcome = Answer | Failure
-_NO_BATCH_ENDPOINT = "does not have a :batch endpoint"
 #: How far the server's clock may be behind this one: a plan's created-after bound is this much
 #: earlier than the plan (the match is then the model, the line count and an id not journaled).
 _SKEW_S = 300
@@ -109,6 +111,34 @@ class _Batch:
     failed: int = 0
     results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
     over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
+
+    def answer_all(self, outcome: Failure) -> None:
+        """Give every waiting line the same failure (a copy each)."""
+        for line in self.lines.values():
+            _resolve(line.answer, _copy(outcome))
+        self.lines.clear()
+        if self.earlier is not None:
+            for cid in self.earlier.lines:
+                self.results.setdefault(cid, _copy(outcome))
+
+    async def outcome_of(self, cid: str, key: SendKey) -> Outcome | None:
+        """An earlier run's batch: the outcome of ``cid`` (waiting for it); ``None`` when the
+        batch was never found (the line is packed afresh)."""
+        if not self.over.is_set() and cid not in self.results:
+            loop = asyncio.get_running_loop()
+            waiting = _Line(cid, key, {}, 0, loop.create_future())
+            self.lines[cid] = waiting
+            done: asyncio.Future[Any] = asyncio.ensure_future(self.over.wait())
+            answer: asyncio.Future[Any] = waiting.answer
+            try:
+                await asyncio.wait({answer, done}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                done.cancel()
+            if waiting.answer.done():
+                return waiting.answer.result()
+            self.lines.pop(cid, None)
+        return self.results.pop(cid, None)
+
     closed: bool = False
     moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
 
@@ -129,10 +159,14 @@ class BatchSender:
     ) -> None:
         self.settings = settings
         self.client = client
+        self.calls = BatchCalls(settings, client, sleep=sleep, clock=clock, wall_clock=wall_clock)
         self.sleep, self.clock, self.wall_clock = sleep, clock, wall_clock
         self._earlier_plans = list(earlier)
         self._by_cid: dict[str, _Batch] = {}  # custom id -> the earlier batch that holds it
-        self._queue: list[_Line] = []
+        self._queue: list[_Line] = []  # handed over in this turn of the loop
+        self._pending: deque[_Line] = deque()  # waiting for a batch to be submitted in
+        self._live = 0  # batches running: this run's submitted, earlier runs' taken up
+        self._stopped = False  # the run stops: nothing more is submitted
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
         self.batches: dict[str, _Batch] = {}  # plan -> batch
@@ -141,10 +175,14 @@ class BatchSender:
 
     # -- the run's side -----------------------------------------------------------------------
 
-    def bind(self, books: Books) -> None:
+    def bind(self, books: Books, *, stopped: asyncio.Future[None] | None = None) -> None:
         """Take the run's books (their batch side: ``run.batch_books``); take up (or, with
-        ``abandon``, forget) earlier runs' batches."""
+        ``abandon``, forget) earlier runs' batches. ``stopped`` (the run's stop): from then on
+        nothing more is submitted, and the requests still waiting for a batch are answered
+        unsent (nothing was billed)."""
         self._books = batch_books = BatchBooks(books)
+        if stopped is not None:
+            stopped.add_done_callback(lambda _: self._stop())
         for plan in self._earlier_plans:
             if self.settings.abandon:
                 batch_books.closed(plan.run, plan.plan, "abandoned")
@@ -159,6 +197,7 @@ class BatchSender:
             batch_books.hold(plan)
             for cid in plan.lines:
                 self._by_cid[cid] = watched
+            self._live += 1  # it runs on OpenRouter: it counts against ``live``
             self._start(self._take_up(watched))
 
     async def __call__(
@@ -179,7 +218,7 @@ class BatchSender:
             moved = f"{earlier.plan}.{secrets.token_hex(3)}"
             if self._books.moved(key.row_id, moved, earlier.batch_id, key.number):
                 earlier.moved.append(moved)
-            outcome = await self._from_earlier(earlier, cid, key)
+            outcome = await earlier.outcome_of(cid, key)
             if outcome is not None:
                 return outcome
         line_json = line_body(body)
@@ -194,6 +233,7 @@ class BatchSender:
     async def aclose(self) -> list[str]:
         """Stop watching; settle what earlier runs' batches served that no request asked for;
         return (and log) what to say: which batches still run (a rerun polls them)."""
+        self._stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -238,19 +278,50 @@ class BatchSender:
     def _flush(self) -> None:
         """Pack what was handed over in this turn of the loop into batches and submit them."""
         self._flushing = False
-        queue, self._queue = [i for i in self._queue if not i.answer.done()], []
-        while queue:
+        self._pending.extend(self._queue)
+        self._queue = []
+        self._pump()
+
+    def _pump(self) -> None:
+        """Submit what waits, in batches of ``size`` lines at most, while fewer than ``live``
+        batches run; once the run stops, answer what waits unsent instead."""
+        pending = self._pending
+        if self._stopped:
+            while pending:
+                _resolve(pending.popleft().answer, _not_submitted())
+            return
+        while pending and self._live < self.settings.live:
             lines: list[_Line] = []
             size = 0
-            while queue and len(lines) < self.settings.size:
-                if lines and size + queue[0].size > MAX_BATCH_BYTES * 0.9:
+            while pending and len(lines) < self.settings.size:
+                line = pending[0]
+                if line.answer.done():  # cancelled while it waited
+                    pending.popleft()
+                    continue
+                if lines and size + line.size > MAX_BATCH_BYTES * 0.9:
                     break
-                line = queue.pop(0)
-                lines.append(line)
+                lines.append(pending.popleft())
                 size += line.size
-            self._start(self._submit(lines))
+            if lines:
+                self._live += 1  # counted now: the next turn of this loop sees it
+                self._start(self._submit(lines))
+
+    def _stop(self) -> None:
+        self._stopped = True
+        self._pump()
+
+    def _ended(self) -> None:
+        """A batch stopped running (or was never made): another may be submitted."""
+        self._live -= 1
+        self._pump()
 
     async def _submit(self, lines: list[_Line]) -> None:
+        try:
+            await self._submit_and_poll(lines)
+        finally:
+            self._ended()
+
+    async def _submit_and_poll(self, lines: list[_Line]) -> None:
         books = self._books
         assert books is not None, "BatchSender.bind(books) first"
         plan = secrets.token_hex(5)
@@ -267,12 +338,12 @@ class BatchSender:
         )
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
-            created = await self._create(requests)
+            created = await self.calls.create(requests)
         except APIStatusError as exc:
             if exc.status_code < 500:  # refused: nothing was made, nothing billed
                 books.closed(None, plan, f"refused {exc.status_code}")
                 batch.closed, batch.status = True, "refused"
-                self._answer_all(batch, _refused(exc, exc.status_code))
+                batch.answer_all(_refused(exc, exc.status_code))
                 return
             if not await self._lost(batch, after, len(lines), exc):
                 return
@@ -282,6 +353,7 @@ class BatchSender:
         else:
             batch.batch_id = created.id
             books.submitted(None, plan, created.id)
+            await self.calls.accepted(created.id, books.books.warn)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
@@ -294,27 +366,8 @@ class BatchSender:
         log.warning("batch plan %s: %s; looking for it in the list", batch.plan, exc)
         if await self._find(batch, after, count):
             return True
-        self._answer_all(batch, _unknown(f"batch plan {batch.plan}: {exc}"))
+        batch.answer_all(_unknown(f"batch plan {batch.plan}: {exc}"))
         return False
-
-    async def _create(self, requests: list[dict[str, Any]]) -> Batch:
-        """POST the batch; on the exact no-``:batch``-endpoint 400 try the ``:batch`` slug once
-        (sources disagree on which form the API wants; a 400 created nothing)."""
-        model = self.settings.model
-        provider = self.settings.provider
-        try:
-            return await asyncio.to_thread(
-                self.client.create, model=model, requests=requests, provider=provider
-            )
-        except APIStatusError as exc:
-            if exc.status_code != 400 or _NO_BATCH_ENDPOINT not in exc.message:
-                raise
-            if model.endswith(":batch"):
-                raise
-            log.warning("%s: %s; trying %s:batch once", model, exc.message, model)
-            return await asyncio.to_thread(
-                self.client.create, model=f"{model}:batch", requests=requests, provider=provider
-            )
 
     # -- finding, polling, ending -------------------------------------------------------------
 
@@ -324,34 +377,16 @@ class BatchSender:
         books = self._books
         assert books is not None
         known = {b.batch_id for b in self.batches.values() if b.batch_id}
-        deadline = self.clock() + self.settings.list_lag_s
-        model = self.settings.model
-        while True:
-            try:
-                found = await asyncio.to_thread(
-                    lambda: [
-                        b
-                        for b in self.client.list_all(created_after=after)
-                        if b.id not in known
-                        and b.request_counts.total == count
-                        and _same_model(b.model, model)
-                    ]
-                )
-            except APIError as exc:
-                log.warning("listing batches to find plan %s: %s", batch.plan, exc)
-                found = []
-            if found:
-                batch.batch_id = found[-1].id  # newest first: the oldest match is the plan's
-                books.submitted(batch.run, batch.plan, batch.batch_id)
-                for moved in batch.moved:
-                    books.submitted(None, moved, batch.batch_id)
-                log.warning(
-                    "batch plan %s: adopted %s (found in the list)", batch.plan, batch.batch_id
-                )
-                return True
-            if self.clock() >= deadline:
-                return False
-            await self.sleep(min(self.settings.poll_s, self.settings.list_lag_s))
+        found = await self.calls.search(batch.plan, known, after, count)
+        if found is None:
+            return False
+        batch.batch_id = found
+        books.submitted(batch.run, batch.plan, found)
+        for moved in batch.moved:
+            books.submitted(None, moved, found)
+        log.warning("batch plan %s: adopted %s (found in the list)", batch.plan, found)
+        await self.calls.accepted(found, books.books.warn)
+        return True
 
     async def _take_up(self, batch: _Batch) -> None:
         """An earlier run's open plan: find it by the list if it has no id, then poll it."""
@@ -370,6 +405,7 @@ class BatchSender:
             await self._poll(batch)
         finally:
             batch.over.set()
+            self._ended()
 
     async def _poll(self, batch: _Batch) -> None:
         started = self.clock()
@@ -381,16 +417,16 @@ class BatchSender:
             try:
                 now = await asyncio.to_thread(self.client.get, batch.batch_id)
             except InsufficientCreditsError as exc:
-                self._answer_all(batch, _withheld(batch.batch_id, exc))
+                batch.answer_all(_withheld(batch.batch_id, exc))
                 return
             except NoRouteError as exc:
                 if self.clock() - started < self.settings.not_written_s:
                     continue  # written asynchronously: not there yet
-                self._answer_all(batch, _unknown(f"batch {batch.batch_id}: {exc.message}"))
+                batch.answer_all(_unknown(f"batch {batch.batch_id}: {exc.message}"))
                 return
             except APIStatusError as exc:
                 if exc.status_code == 410:
-                    self._answer_all(batch, _unknown(f"batch {batch.batch_id}: gone (410)"))
+                    batch.answer_all(_unknown(f"batch {batch.batch_id}: gone (410)"))
                     return
                 log.warning("polling batch %s: %s", batch.batch_id, exc)
                 continue
@@ -402,7 +438,7 @@ class BatchSender:
                 await self._end(batch, now)
                 return
             if self.clock() - started > self.settings.window_s:
-                self._answer_all(batch, _still_running(batch.batch_id, now.status))
+                batch.answer_all(_still_running(batch.batch_id, now.status))
                 return
 
     def _show(self, batch: _Batch, now: Batch) -> None:
@@ -429,15 +465,15 @@ class BatchSender:
         assert books is not None and batch.batch_id is not None
         if now.status == "failed":
             reason = (now.error or {}).get("message") or "no reason given"
-            self._answer_all(batch, _failed(batch.batch_id, str(reason)))
+            batch.answer_all(_failed(batch.batch_id, str(reason)))
         else:
             try:
-                outcomes = await self._outcomes(batch.batch_id, now)
+                outcomes = await self.calls.outcomes(batch.batch_id, now)
             except InsufficientCreditsError as exc:  # the results gate: billed, not shown
-                self._answer_all(batch, _withheld(batch.batch_id, exc))
+                batch.answer_all(_withheld(batch.batch_id, exc))
                 return  # the plan stays open: a rerun after credit fetches the results
             except APIError as exc:  # finished and billed: never sent again, fetched again
-                self._answer_all(batch, _unread(batch.batch_id, exc))
+                batch.answer_all(_unread(batch.batch_id, exc))
                 return
             wanted = set(batch.lines) | (set(batch.earlier.lines) if batch.earlier else set())
             for cid in wanted:
@@ -461,63 +497,6 @@ class BatchSender:
         for plan in batch.moved:
             self._books.closed(None, plan, status)
 
-    async def _outcomes(self, batch_id: str, now: Batch) -> dict[str, Outcome]:
-        """Every line's outcome, each answer with its share of ``usage.cost``."""
-        results = list(now.results or [])
-        if len(results) < now.request_counts.completed + now.request_counts.failed:
-            # an error here is the caller's: a finished batch's lines were billed, and a line
-            # whose result could not be read must not go into another batch
-            results = await asyncio.to_thread(lambda: list(self.client.results(batch_id)))
-        outcomes: dict[str, Outcome] = {
-            r.custom_id: line_outcome(r, batch_id=batch_id, provider=now.provider) for r in results
-        }
-        answers = [(cid, o) for cid, o in outcomes.items() if isinstance(o, Answer)]
-        cost = now.cost_usd
-        if cost is not None and answers:
-            weights = [priced_tokens(a, self.settings.prices) for _, a in answers]
-            for (_, answer), share in zip(
-                answers, allocate(Decimal(str(cost)), weights), strict=True
-            ):
-                answer.usage = {**(answer.usage or {}), "cost": str(share)}
-        return outcomes
-
-    def _answer_all(self, batch: _Batch, outcome: Failure) -> None:
-        """Give every waiting line of ``batch`` the same failure (a copy each)."""
-        for line in batch.lines.values():
-            _resolve(line.answer, _copy(outcome))
-        batch.lines.clear()
-        if batch.earlier is not None:
-            for cid in batch.earlier.lines:
-                batch.results.setdefault(cid, _copy(outcome))
-
-    async def _from_earlier(self, batch: _Batch, cid: str, key: SendKey) -> Outcome | None:
-        """The outcome of ``cid`` from an earlier run's batch (waiting for it); ``None`` when
-        that batch was never found (the line is packed afresh)."""
-        if not batch.over.is_set() and cid not in batch.results:
-            loop = asyncio.get_running_loop()
-            waiting = _Line(cid, key, {}, 0, loop.create_future())
-            batch.lines[cid] = waiting
-            done: asyncio.Future[Any] = asyncio.ensure_future(batch.over.wait())
-            answer: asyncio.Future[Any] = waiting.answer
-            try:
-                await asyncio.wait({answer, done}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                done.cancel()
-            if waiting.answer.done():
-                return waiting.answer.result()
-            batch.lines.pop(cid, None)
-        return batch.results.pop(cid, None)
-
-
-def _same_model(found: str | None, model: str) -> bool:
-    """A listed batch's model is the plan's: the same slug, its ``:batch`` form, or a dated
-    slug of it (``z-ai/glm-5.3-20260816``)."""
-    if not found:
-        return False
-    base = model.removesuffix(":batch")
-    found = found.removesuffix(":batch")
-    return found == base or found.startswith(base + "-")
-
 
 def _resolve(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
     if not future.done():
@@ -538,6 +517,16 @@ def _copy(failure: Failure) -> Failure:
 def _unknown(message: str) -> Failure:
     """A line whose batch may have billed it: counted at its worst case, sent again later."""
     return Failure("transient", message, status=200, cost_unknown=True)
+
+
+def _not_submitted() -> Failure:
+    """A request that waited for a batch when the run stopped: never sent, billed nothing; the
+    row stays unsent for a rerun."""
+    return Failure(
+        "run",
+        "not submitted: the run stopped while it waited for a batch",
+        metadata={"stop": "interrupted"},
+    )
 
 
 def _refused(exc: APIStatusError, status: int) -> Failure:

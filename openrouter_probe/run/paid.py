@@ -533,7 +533,7 @@ async def _run_batches(
             wall_clock=options.wall_clock,
         )
         run = make(sender, None)  # a batch line has no /generation to settle it from
-        sender.bind(run.books)
+        sender.bind(run.books, stopped=run.waits.stopped)  # the stop ends waiting for a batch
         try:
             result = await _run(run, options.handle_signals)
         finally:

@@ -1,0 +1,152 @@
+"""The Batch API calls of one batch run, off the event loop: submit, look for a lost submit in the
+list, fetch a finished batch's results with each answer's share of its cost, and record an
+accepted submit in the snapshot's history.
+
+``run.batch_sender`` decides when to call them and journals what they return; these only talk to
+OpenRouter (``api.batches.BatchClient``, whose calls block: each runs in a thread) and to the
+snapshot file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from openrouter_probe.errors import APIError, APIStatusError, SnapshotError
+from openrouter_probe.rules.batch_history import record_batch_acceptance
+from openrouter_probe.run.batch_plan import BatchSettings, line_outcome, priced_tokens
+from openrouter_probe.run.books import allocate
+from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.transport import Answer
+
+if TYPE_CHECKING:
+    from openrouter_probe.api.batches import Batch, BatchClient
+
+__all__ = ["BatchCalls"]
+
+log = logging.getLogger(__name__)
+
+_NO_BATCH_ENDPOINT = "does not have a :batch endpoint"
+
+
+class BatchCalls:
+    """The calls a ``BatchSender`` makes (see the module)."""
+
+    def __init__(
+        self,
+        settings: BatchSettings,
+        client: BatchClient,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.sleep, self.clock, self.wall_clock = sleep, clock, wall_clock
+        self._recorded: set[str] = set()  # endpoints whose acceptance this run recorded
+
+    async def create(self, requests: list[dict[str, Any]]) -> Batch:
+        """POST the batch; on the exact no-``:batch``-endpoint 400 try the ``:batch`` slug once
+        (sources disagree on which form the API wants; a 400 created nothing)."""
+        model = self.settings.model
+        provider = self.settings.provider
+        try:
+            return await asyncio.to_thread(
+                self.client.create, model=model, requests=requests, provider=provider
+            )
+        except APIStatusError as exc:
+            if exc.status_code != 400 or _NO_BATCH_ENDPOINT not in exc.message:
+                raise
+            if model.endswith(":batch"):
+                raise
+            log.warning("%s: %s; trying %s:batch once", model, exc.message, model)
+            return await asyncio.to_thread(
+                self.client.create, model=f"{model}:batch", requests=requests, provider=provider
+            )
+
+    async def search(self, plan: str, known: Collection[str], after: int, count: int) -> str | None:
+        """The id of plan ``plan``'s batch, looked for in the list for ``list_lag_s``: the same
+        model and line count, created after ``after``, not one of ``known``; ``None``: not
+        found (the oldest match is the plan's)."""
+        deadline = self.clock() + self.settings.list_lag_s
+        model = self.settings.model
+        while True:
+            try:
+                found = await asyncio.to_thread(
+                    lambda: [
+                        b
+                        for b in self.client.list_all(created_after=after)
+                        if b.id not in known
+                        and b.request_counts.total == count
+                        and _same_model(b.model, model)
+                    ]
+                )
+            except APIError as exc:
+                log.warning("listing batches to find plan %s: %s", plan, exc)
+                found = []
+            if found:
+                return found[-1].id  # newest first
+            if self.clock() >= deadline:
+                return None
+            await self.sleep(min(self.settings.poll_s, self.settings.list_lag_s))
+
+    async def outcomes(self, batch_id: str, now: Batch) -> dict[str, Answer | Failure]:
+        """Every line's outcome, each answer with its share of ``usage.cost``."""
+        results = list(now.results or [])
+        if len(results) < now.request_counts.completed + now.request_counts.failed:
+            # an error here is the caller's: a finished batch's lines were billed, and a line
+            # whose result could not be read must not go into another batch
+            results = await asyncio.to_thread(lambda: list(self.client.results(batch_id)))
+        outcomes: dict[str, Answer | Failure] = {
+            r.custom_id: line_outcome(r, batch_id=batch_id, provider=now.provider) for r in results
+        }
+        answers = [(cid, o) for cid, o in outcomes.items() if isinstance(o, Answer)]
+        cost = now.cost_usd
+        if cost is not None and answers:
+            weights = [priced_tokens(a, self.settings.prices) for _, a in answers]
+            for (_, answer), share in zip(
+                answers, allocate(Decimal(str(cost)), weights), strict=True
+            ):
+                answer.usage = {**(answer.usage or {}), "cost": str(share)}
+        return outcomes
+
+    async def accepted(self, batch_id: str, warn: Callable[[str], None]) -> None:
+        """Record the run's first accepted submit to its ``:batch`` endpoint in the snapshot's
+        history (``settings.history``); a history that cannot be written is said (``warn``),
+        never fatal."""
+        only = [str(tag) for tag in (self.settings.provider or {}).get("only") or []]
+        tag = only[0] if len(only) == 1 else None
+        if (tag or "") in self._recorded:
+            return
+        self._recorded.add(tag or "")
+        path = self.settings.history
+        if path is None:
+            if self.settings.history_off:
+                warn(f"batch {batch_id} was accepted; {self.settings.history_off}")
+            return
+        if tag is None:  # which one OpenRouter chose is not known at the 202
+            log.info("batch %s accepted for one of %s: none recorded", batch_id, ", ".join(only))
+            return
+        at = datetime.fromtimestamp(self.wall_clock(), UTC)
+        try:
+            await asyncio.to_thread(record_batch_acceptance, path, tag, batch_id, at=at)
+        except SnapshotError as exc:  # the history is never worth the run
+            warn(f"{exc} (the run goes on)")
+            return
+        log.info("%s: batch %s recorded as accepted for %s", path, batch_id, tag)
+
+
+def _same_model(found: str | None, model: str) -> bool:
+    """A listed batch's model is the plan's: the same slug, its ``:batch`` form, or a dated
+    slug of it (``z-ai/glm-5.3-20260816``)."""
+    if not found:
+        return False
+    base = model.removesuffix(":batch")
+    found = found.removesuffix(":batch")
+    return found == base or found.startswith(base + "-")
