@@ -308,16 +308,16 @@ def test_sorted_policy(snap: Snapshot) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"budget_usd": -5}, "budget-usd"),
-        ({"budget_usd": 0}, "budget-usd"),
-        ({"budget_usd": "abc"}, "budget-usd"),
-        ({"reasoning_share": 1}, "reasoning-share"),
-        ({"output_tokens": "60X"}, "--output-tokens"),
+        ({"budget_usd": -5}, "budget_usd"),
+        ({"budget_usd": 0}, "budget_usd"),
+        ({"budget_usd": "abc"}, "budget_usd"),
+        ({"reasoning_share": 1}, "reasoning_share"),
+        ({"output_tokens": "60X"}, "output_tokens: '60X'"),
         ({"output_tokens": 0}, "more than 0"),
-        ({"datasets": 0}, "--datasets"),
-        ({"concurrency": 0}, "--concurrency"),
-        ({"prompt_tokens_per_request": 500}, "--output-tokens-per-request"),
-        ({"output_tokens_per_dataset": "9M", "datasets": 6}, "--tokens-per-dataset"),
+        ({"datasets": 0}, "datasets=0"),
+        ({"concurrency": 0}, "concurrency=0"),
+        ({"prompt_tokens_per_request": 500}, "needs output_tokens_per_request"),
+        ({"output_tokens_per_dataset": "9M", "datasets": 6}, "output_tokens_per_dataset=9M"),
         ({"dataset_names": ["B3"], "datasets": 6}, "one name per dataset"),
     ],
 )
@@ -570,7 +570,8 @@ def test_prompt_tier_overrides_apply_to_the_jobs_prompt_size() -> None:
     assert grok.all_in.cost_usd == Decimal(40) + Decimal(2500)
     unknown = plan_budget([tiered, flat], budget_usd=100, output_tokens="10M")
     assert any(
-        "grok price long prompts higher" in n and "--prompt-tokens" in n for n in unknown.notes
+        "grok price long prompts higher" in n and "prompt_tokens_per_request" in n
+        for n in unknown.notes
     )
 
 
@@ -1052,20 +1053,21 @@ def test_to_dict_nulls_and_listed_prices() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"datasets": True}, r"datasets \(--datasets\): True must be a whole number >= 1"),
-        ({"datasets": 1.5}, r"--datasets\): 1.5 must be"),
-        ({"concurrency": True}, r"concurrency \(--concurrency\): True must be"),
-        ({"prompt_to_output_ratio": -1}, r"--prompt-ratio: -1 must be >= 0"),
+        ({"datasets": True}, r"datasets=True: must be a whole number >= 1"),
+        ({"datasets": 1.5}, r"datasets=1.5: must be"),
+        ({"concurrency": True}, r"concurrency=True: must be"),
+        ({"prompt_to_output_ratio": -1}, r"prompt_to_output_ratio: -1 must be >= 0"),
         (
             {
                 "prompt_to_output_ratio": 0.2,
                 "prompt_tokens_per_request": 800,
                 "output_tokens_per_request": 4000,
             },
-            "give --prompt-ratio or --prompt-tokens with --output-tokens-per-request, not both",
+            "give prompt_to_output_ratio or prompt_tokens_per_request with output_tokens_per_request, "
+            "not both",
         ),
-        ({"output_tokens_per_request": 0}, "--output-tokens-per-request must be more than 0"),
-        ({"budget_usd": "-0.01"}, r"budget_usd \(--budget-usd\): -0.01 is not a positive amount"),
+        ({"output_tokens_per_request": 0}, "output_tokens_per_request=0: must be more than 0"),
+        ({"budget_usd": "-0.01"}, r"budget_usd: -0.01 is not a positive amount"),
     ],
 )
 def test_bad_job(kwargs: dict, match: str) -> None:

@@ -4,6 +4,7 @@ its flags (``--max-tokens N``) where it prints them (``cli.terms``)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.generation.export import export
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.run.lock import OutputLock
-from tests._generate import POLICY, write_prompts
+from tests._generate import POLICY, ROOT, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY
 
 
@@ -220,3 +221,214 @@ def test_the_job_options_say_their_keywords_and_the_cli_its_flags(tmp_path: Path
     assert "is this the out= file of `generate`?" in said, said
     result = _generate_cli(str(prompts), "--out", str(damaged))
     assert "is this the --out file of `generate`?" in result.output, result.output
+
+
+# -- second pass: export's summary, generate's weights and batch, plots, budget, verify, snapshots
+
+
+@pytest.mark.parametrize(
+    ("library", "cli_text"),
+    [
+        ("(include_truncated=True adds those cut", "(--include-truncated adds those cut"),
+        ("; only_generated=True leaves these rows out)", "; --only-generated leaves these rows out)"),
+        ("(require_reasoning=True leaves them out)", "(--require-reasoning leaves them out)"),
+        ("pass prompts=PROMPTS to take them", "pass --prompts PROMPTS to take them"),
+        ("raise max_tokens= for the next run", "raise --max-tokens for the next run"),
+        ("by a redo_truncated=True answer", "by a --redo-truncated answer"),
+        ("weights='B3:2': give DATASET=WEIGHT", "--weights B3:2: give DATASET=WEIGHT"),
+        ("batch=True: no :batch price known; run without batch=, or",
+         "--batch: no :batch price known; run without --batch, or"),
+        ("alpha=1.5: must be", "--alpha 1.5: must be"),
+        ("power=1.0, tolerance=1, repeats=1", "--power 1.0, --tolerance 1, --repeats 1"),
+        ("give endpoints= or policy=, not both", "give --endpoints or --policy, not both"),
+        ("reference='deepinfra': 2 endpoints", "--reference deepinfra: 2 endpoints"),
+        ("n=0: must be an integer; power at n=200", "n=0: must be an integer; power at n=200"),
+        ("Use offline=True or snapshot=PATH to", "Use --offline or --snapshot PATH to"),
+        ('pass snapshot="bundled" or snapshot=PATH', "pass --snapshot bundled or --snapshot PATH"),
+        ("output_tokens=60M is not output_tokens_per_dataset=9M × datasets=6",
+         "--output-tokens 60M is not --tokens-per-dataset 9M × --datasets 6"),
+        ("give prompt_to_output_ratio or prompt_tokens_per_request with output_tokens_per_request",
+         "give --prompt-ratio or --prompt-tokens with --output-tokens-per-request"),
+        ("dataset_names: 1 names; the end of reasoning_share",
+         "--dataset-names: 1 names; the end of --reasoning-share"),
+        ("affordable_output_tokens_per_dataset, provider.snapshot=x",
+         "affordable_output_tokens_per_dataset, provider.snapshot=x"),  # not keywords
+    ],
+)  # fmt: skip
+def test_flagged_shows_the_second_pass_keywords(library: str, cli_text: str) -> None:
+    assert flagged(library) == cli_text
+
+
+def test_flagged_takes_a_commands_own_terms() -> None:
+    assert (
+        flagged("path=a/b.png: the folder a", {"path": "--plot"}) == "--plot a/b.png: the folder a"
+    )
+    assert flagged("path=a/b.png: the folder a") == "path=a/b.png: the folder a"
+
+
+def test_the_export_summary_says_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
+    """generation.export: the summary's hints (include_truncated, only_generated, prompts)."""
+    user = {"role": "user", "content": "first question"}
+    copied = {"role": "assistant", "content": "an answer from the prompts file"}
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    rows = [
+        {"id": "m", "status": "ok", "content": "the answer", "reasoning": "r",
+         "messages": [user, copied, {"role": "user", "content": "second"}]},
+        {"id": "tool", "status": "ok", "content": "", "reasoning": "r", "tool_calls": [call],
+         "messages": [user]},
+        {"id": "t", "status": "truncated", "content": "cut", "reasoning": "r", "messages": [user]},
+    ]  # fmt: skip
+    out = write_prompts(tmp_path / "out.jsonl", rows)
+    said = " ".join(export([out], fmt="jsonl", output=tmp_path / "lib.jsonl").render().split())
+    assert "(include_truncated=True adds those cut at max_tokens)" in said, said
+    assert "only_generated=True leaves these rows out" in said, said
+    assert "pass prompts=PROMPTS to take them" in said, said
+    assert "--" not in said
+    result = CliRunner().invoke(
+        cli, ["export", str(out), "--format", "jsonl", "-o", str(tmp_path / "cli.jsonl")]
+    )
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.stderr.split())  # as one line, whatever the wrapping
+    assert "(--include-truncated adds those cut at max_tokens)" in shown, shown
+    assert "--only-generated leaves these rows out" in shown, shown
+    assert "pass --prompts PROMPTS to take them" in shown, shown
+    assert "=True" not in shown and "prompts=" not in shown
+
+
+def test_generate_weights_say_weights_and_the_cli_says_its_flag(tmp_path: Path) -> None:
+    """generation.job: a weight for a dataset the prompts do not have."""
+    prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "r0", "dataset": "B3", "prompt": "q"}])
+    said = _generate_lib(prompts, weights="B9=2")
+    assert "weights='B9': no such dataset in the prompts (they are: B3)" in said, said
+    result = _generate_cli(str(prompts), "--out", str(tmp_path / "o.jsonl"), "--weights", "B9=2")
+    assert result.exit_code == 1
+    assert "--weights B9: no such dataset in the prompts (they are: B3)" in result.output
+
+
+def test_a_plot_into_a_missing_folder_says_path_and_the_cli_says_plot(tmp_path: Path) -> None:
+    """analysis.plots: save_figure's path=; matrix --plot."""
+    from matplotlib.figure import Figure
+
+    from openrouter_probe.analysis.plots import save_figure
+
+    target = tmp_path / "nodir" / "b.png"
+    with pytest.raises(ConfigError) as info:
+        save_figure(Figure(), target)
+    assert str(info.value).startswith(f"path={target}: the folder "), info.value
+    assert "--" not in str(info.value)
+    result = CliRunner().invoke(
+        cli, ["matrix", "moonshotai/kimi-k2.5", "--offline", "--plot", str(target)]
+    )
+    assert result.exit_code == 1
+    assert f"Error: --plot {target}: the folder {target.parent} does not exist" in result.output
+
+
+def _budget_cli(*args: str) -> Result:
+    return CliRunner().invoke(
+        cli, ["budget", "moonshotai/kimi-k2.5", "--offline", "--budget-usd", "100",
+              "--output-tokens", "60M", *args], env={"COLUMNS": ""},
+    )  # fmt: skip
+
+
+def test_the_budget_says_its_keywords_alone_and_the_cli_its_flags() -> None:
+    """analysis.budget_job (dataset_names, prompt_tokens_per_request) and analysis.budget's
+    notes (the prompt size): no ``name (--flag)`` pairs any more."""
+    from openrouter_probe.analysis.budget import plan_budget
+    from openrouter_probe.rules.snapshot import bundled_snapshot
+
+    snap = bundled_snapshot("moonshotai/kimi-k2.5")
+    base: dict[str, Any] = {"budget_usd": 100, "output_tokens": "60M"}
+    with pytest.raises(ConfigError) as info:
+        plan_budget(snap, **base, datasets=6, dataset_names=["B3"])
+    assert str(info.value) == "dataset_names: 1 names for 6 datasets; give one name per dataset"
+    with pytest.raises(ConfigError) as info:
+        plan_budget(snap, **base, prompt_tokens_per_request=800)
+    assert str(info.value).startswith("prompt_tokens_per_request needs output_tokens_per_request")
+    assert str(info.value).endswith("or give prompt_to_output_ratio instead"), info.value
+    notes = " ".join(plan_budget(snap, **base).notes)
+    said = (
+        "give prompt_tokens_per_request with output_tokens_per_request, or prompt_to_output_ratio"
+    )
+    assert said in notes and "--" not in notes, notes
+    names = _budget_cli("--datasets", "6", "--dataset-names", "B3")
+    assert "Error: --dataset-names: 1 names for 6 datasets; give one name per dataset" in (
+        names.output
+    ), names.output
+    prompt = _budget_cli("--prompt-tokens", "800")
+    assert "Error: --prompt-tokens needs --output-tokens-per-request" in prompt.output
+    assert "or give --prompt-ratio instead" in prompt.output
+    plain = _budget_cli()
+    assert plain.exit_code == 0, plain.output
+    assert "give --prompt-tokens with --output-tokens-per-request, or --prompt-ratio" in (
+        plain.stderr
+    ), plain.stderr
+    assert "prompt_tokens_per_request" not in plain.stderr
+
+
+def _two_deepinfra(path: Path) -> Path:
+    """The bundled snapshot with a second DeepInfra endpoint: the slug names two."""
+    doc = json.loads(
+        (ROOT / "openrouter_probe" / "data" / "kimi-k2.5.snapshot.json").read_text(encoding="utf-8")
+    )
+    doc.pop("sha256")
+    second = {**doc["data"]["endpoints"][1], "tag": "deepinfra/fp4", "quantization": "fp4"}
+    doc["data"]["endpoints"].append(second)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_verify_says_its_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
+    """verify.run (endpoints= or policy=), verify.plan (a slug of two endpoints), verify.stats
+    (alpha=, which the CLI's own range check refuses first: shown as the CLI would)."""
+    from openrouter_probe.rules.snapshot import load_snapshot
+    from openrouter_probe.verify.run import plan_precision_check
+    from openrouter_probe.verify.stats import check_statistics
+
+    model = "moonshotai/kimi-k2.5"
+    two = _two_deepinfra(tmp_path / "two.json")
+    slug = "2 endpoints have that slug (deepinfra/int4, deepinfra/fp4)"
+    cases = [
+        ({"endpoints": ["chutes"], "policy": str(POLICY)},
+         ["--endpoints", "chutes", "--policy", str(POLICY)],
+         "give endpoints= or policy=, not both", "give --endpoints or --policy, not both"),
+        ({"endpoints": ["deepinfra"]}, ["--endpoints", "deepinfra"],
+         f"endpoints='deepinfra': {slug}", f"--endpoints deepinfra: {slug}"),
+        ({"endpoints": ["chutes"], "reference": "deepinfra"},
+         ["--endpoints", "chutes", "--reference", "deepinfra"],
+         f"reference='deepinfra': {slug}", f"--reference deepinfra: {slug}"),
+    ]  # fmt: skip
+    for options, flags, said, shown in cases:
+        with pytest.raises(ConfigError) as info:
+            plan_precision_check(model, snapshot=load_snapshot(two), **options)
+        assert said in str(info.value) and "--" not in str(info.value), info.value
+        result = CliRunner().invoke(
+            cli, ["verify", model, "--snapshot", str(two), "--dry-run", *flags]
+        )
+        assert result.exit_code == 1 and shown in result.output, result.output
+        assert said not in result.output
+    with pytest.raises(ConfigError) as info:
+        check_statistics(alpha=1.5)
+    assert str(info.value).startswith("alpha=1.5: must be a number strictly between 0 and 1")
+    assert flagged(str(info.value)).startswith("--alpha 1.5: must be a number strictly")
+    with pytest.raises(ConfigError, match=r"^n=0: a whole number >= 1$"):
+        plan_precision_check(model, snapshot="bundled", n=0)
+
+
+def test_a_snapshot_the_package_lacks_says_snapshot_and_the_cli_its_flag() -> None:
+    """rules.snapshot: the suggested command stays whole, the way out is snapshot=PATH."""
+    from openrouter_probe.errors import SnapshotError
+    from openrouter_probe.rules.snapshot import bundled_snapshot, resolve_snapshot
+
+    with pytest.raises(SnapshotError) as info:
+        bundled_snapshot("acme/none")
+    said = str(info.value)
+    assert said.endswith(
+        "take one with `openrouter-probe endpoints MODEL --save PATH` and pass snapshot=PATH"
+    ), said
+    with pytest.raises(SnapshotError, match=r"^give a model, offline=True or snapshot=PATH$"):
+        resolve_snapshot(None)
+    result = CliRunner().invoke(cli, ["matrix", "acme/none", "--offline"])
+    assert result.exit_code == 1
+    assert result.output.rstrip().endswith(
+        "take one with `openrouter-probe endpoints MODEL --save PATH` and pass --snapshot PATH"
+    ), result.output

@@ -50,7 +50,7 @@ OWN_CHECKS = [
     ("generate", ["--budget-usd", "0"], "--budget-usd 0: a positive amount of USD, e.g. 100"),
     ("generate", ["--budget-usd", "ten"], "--budget-usd: 'ten' is not a number"),
     ("generate", ["--shard", "3/2"], "--shard 3/2: needs 0 <= i < n, e.g. 0/2"),
-    ("generate", ["--weights", "B3:2"], "--weights 'B3:2': give DATASET=WEIGHT, e.g. B3=2,B4=1"),
+    ("generate", ["--weights", "B3:2"], "--weights B3:2: give DATASET=WEIGHT, e.g. B3=2,B4=1"),
     ("generate", ["--weights", "B3=0"], "--weights B3=0: a weight is a number above 0, e.g. 2"),
     ("generate", ["--target-tokens", "10Q"], "--target-tokens: '10Q' is not a token count"),
     ("budget", ["--output-tokens", "10Q"], "--output-tokens: '10Q' is not a token count"),

@@ -424,9 +424,9 @@ def test_weights_give_a_dataset_more_of_the_money(tmp_path: Path) -> None:
         assert fake.ledger.total_usd <= D("0.05") and summary.stop_reason == "budget"
         b3, b4 = summary.datasets["B3"], summary.datasets["B4"]
         assert 1.6 < b3.done / b4.done < 2.5 and 1.6 < b3.spent_usd / b4.spent_usd < 2.5
-    with pytest.raises(ConfigError, match=r"--weights B9: no such dataset in the prompts"):
+    with pytest.raises(ConfigError, match=r"weights='B9': no such dataset in the prompts"):
         _gen(tmp_path, "http://127.0.0.1:9/api/v1", weights="B9=2", dry_run=True)
-    with pytest.raises(ConfigError, match=r"--weights B3=0: a weight is a number above 0"):
+    with pytest.raises(ConfigError, match=r"weights=B3=0: a weight is a number above 0"):
         _gen(tmp_path, "http://127.0.0.1:9/api/v1", weights="B3=0", dry_run=True)
 
 

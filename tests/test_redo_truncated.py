@@ -57,7 +57,7 @@ def test_only_the_cut_rows_are_sent_again_and_their_new_answers_supersede(tmp_pa
     )
     summary = export([out], fmt="jsonl", output=tmp_path / "train.jsonl", include_truncated=True)
     assert summary.superseded == len(cut) and summary.written == 30
-    assert "superseded by a --redo-truncated answer" in summary.render()
+    assert "superseded by a redo_truncated=True answer" in summary.render()
 
 
 def first_run(out: Path) -> str:

@@ -31,7 +31,7 @@ def test_bundled_snapshot_is_the_scenario_with_provenance() -> None:
 
 
 def test_bundled_for_another_model_is_a_clear_error() -> None:
-    with pytest.raises(SnapshotError, match=r"no bundled snapshot for 'x/y'.*--snapshot PATH"):
+    with pytest.raises(SnapshotError, match=r"no bundled snapshot for 'x/y'.*pass snapshot=PATH$"):
         bundled_snapshot("x/y")
 
 

@@ -160,7 +160,7 @@ def test_prompt_file_turns_are_marked_and_only_generated_drops_them(tmp_path: Pa
     only = export([out], fmt="specforge", output=tmp_path / "sf.jsonl", only_generated=True)
     assert [r["id"] for r in _lines(tmp_path / "sf.jsonl")] == ["s"]
     assert only.left_out == {"copied_turns": 1} and only.left_out_ids == {"copied_turns": ["m"]}
-    assert "left out 1: holds assistant turns from the prompts file (--only-generated): m" in (
+    assert "left out 1: holds assistant turns from the prompts file (only_generated=True): m" in (
         only.render())  # fmt: skip
 
 
@@ -173,7 +173,7 @@ def test_require_reasoning_leaves_out_rows_with_a_turn_without_it(tmp_path: Path
     )
     summary = export([out], fmt="specforge", output=tmp_path / "sf.jsonl")
     assert summary.written == 3 and summary.unreasoned == 1
-    assert "1 rows have a model-written turn without reasoning (--require-reasoning" in (
+    assert "1 rows have a model-written turn without reasoning (require_reasoning=True" in (
         summary.render())  # fmt: skip
     rows = {r["id"]: r for r in _lines(tmp_path / "sf.jsonl")}
     assert "preserve_thinking" not in rows["n"] and rows["r"]["preserve_thinking"] is True
@@ -298,10 +298,10 @@ def test_an_empty_answer_is_never_exported_and_the_advice_is_measured(
         "not answered: 1 failed",
         "left out 2: the answer is empty: e1, e2",
         "  the reasoning used up max_tokens before the answer: reasoning is 91% of the",
-        "  output tokens read; raise --max-tokens for the next run (the longest finished",
+        "  output tokens read; raise max_tokens= for the next run (the longest finished",
         "  row used 100)",
     ]
-    # Without --include-truncated they are not answered rows, and said so.
+    # Without include_truncated they are not answered rows, and said so.
     plain = export([out], fmt="jsonl", output=tmp_path / "t.jsonl")
     assert plain.not_answered == {"failed": 1, "truncated": 2} and plain.left_out == {}
 
@@ -348,7 +348,7 @@ def test_sharegpt_keeps_tool_calls_ids_tools_and_every_reasoning(tmp_path: Path)
         {"role": "tool", "content": "2", "tool_call_id": "call_1"},
     ]  # fmt: skip
     without = export([out], fmt="sharegpt", output=tmp_path / "sg.jsonl")
-    assert without.tools_unknown == 1 and "pass --prompts PROMPTS" in without.render()
+    assert without.tools_unknown == 1 and "pass prompts=PROMPTS" in without.render()
 
 
 def test_jsonl_has_a_conversations_column_with_tools_and_image_parts(tmp_path: Path) -> None:

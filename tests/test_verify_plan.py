@@ -209,7 +209,7 @@ def test_a_base_slug_names_its_one_endpoint_or_lists_them() -> None:
     ]
     with pytest.raises(
         ConfigError,
-        match=r"--endpoints deepinfra: 2 endpoints have that slug \(deepinfra/int4, deepinfra/fp4\)",
+        match=r"endpoints='deepinfra': 2 endpoints have that slug \(deepinfra/int4, deepinfra/fp4\)",
     ):
         plan_verify(endpoints, model="moonshotai/k", tags=["deepinfra"], items=arith_suite(1))
     with pytest.raises(ConfigError, match="pin 'nosuch' admits no endpoint"):
@@ -219,10 +219,10 @@ def test_a_base_slug_names_its_one_endpoint_or_lists_them() -> None:
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        ({"alpha": 1.5}, "--alpha 1.5: must be a number strictly between 0 and 1"),
-        ({"power": 1.0}, "--power 1.0: must be"),
-        ({"tolerance": 1}, "--tolerance 1: must be"),
-        ({"repeats": 1}, "--repeats 1: must be an integer from 2 to 10"),
+        ({"alpha": 1.5}, "alpha=1.5: must be a number strictly between 0 and 1"),
+        ({"power": 1.0}, "power=1.0: must be"),
+        ({"tolerance": 1}, "tolerance=1: must be"),
+        ({"repeats": 1}, "repeats=1: must be an integer from 2 to 10"),
     ],
 )
 def test_plan_checks_its_statistical_arguments(option: dict[str, Any], message: str) -> None:

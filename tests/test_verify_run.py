@@ -369,11 +369,11 @@ def test_cli_statistical_options_are_checked_before_anything_is_sent(
 def test_verify_precision_checks_its_arguments_before_sending(tmp_path: Path) -> None:
     with orp.fake.serve(SNAP, speed=0) as fake:
         for bad, message in (
-            ({"tolerance": 1.0}, "--tolerance 1.0: must be"),
-            ({"alpha": 0.0}, "--alpha 0.0: must be"),
-            ({"power": 1.0}, "--power 1.0: must be"),
-            ({"repeats": 1}, "--repeats 1: must be"),
-            ({"n": 0}, "--n 0: must be"),
+            ({"tolerance": 1.0}, "tolerance=1.0: must be"),
+            ({"alpha": 0.0}, "alpha=0.0: must be"),
+            ({"power": 1.0}, "power=1.0: must be"),
+            ({"repeats": 1}, "repeats=1: must be"),
+            ({"n": 0}, "n=0: must be"),
         ):
             with pytest.raises(ConfigError, match=message):
                 _check(tmp_path / "v.jsonl", base_url=fake.base_url, **bad)

@@ -204,16 +204,16 @@ def test_power_outside_zero_one_is_refused(power: float) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"alpha": 0}, "--alpha 0: must be a number strictly between 0 and 1"),
-        ({"alpha": 1.0}, "--alpha 1.0: must be"),
-        ({"power": 1}, "--power 1: must be"),
-        ({"tolerance": 1}, "--tolerance 1: must be"),
-        ({"tolerance": -0.1}, "--tolerance -0.1: must be"),
-        ({"level": 95}, "level 95: must be"),
-        ({"repeats": 1}, "--repeats 1: must be an integer from 2 to 10"),
-        ({"repeats": 2.5}, "--repeats 2.5: must be an integer"),
-        ({"n": 0}, "--n 0: must be an integer >= 1"),
-        ({"alpha": True}, "--alpha True: must be"),
+        ({"alpha": 0}, "alpha=0: must be a number strictly between 0 and 1"),
+        ({"alpha": 1.0}, "alpha=1.0: must be"),
+        ({"power": 1}, "power=1: must be"),
+        ({"tolerance": 1}, "tolerance=1: must be"),
+        ({"tolerance": -0.1}, "tolerance=-0.1: must be"),
+        ({"level": 95}, "level=95: must be"),
+        ({"repeats": 1}, "repeats=1: must be an integer from 2 to 10"),
+        ({"repeats": 2.5}, "repeats=2.5: must be an integer"),
+        ({"n": 0}, "n=0: must be an integer >= 1"),
+        ({"alpha": True}, "alpha=True: must be"),
     ],
 )
 def test_statistical_arguments_are_checked(options: dict[str, object], message: str) -> None:

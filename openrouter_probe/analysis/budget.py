@@ -229,8 +229,7 @@ def _notes(
     if job.input_per_output is None:
         notes.append(
             "all-in figures need the prompt size: give prompt_tokens_per_request with "
-            "output_tokens_per_request (--prompt-tokens, --output-tokens-per-request) or "
-            "prompt_to_output_ratio (--prompt-ratio)"
+            "output_tokens_per_request, or prompt_to_output_ratio"
         )
     if any(b.throughput_p50_tps is None for b in per_endpoint):
         notes.append("some endpoints carry no throughput stats (they need an API key): no time")
@@ -245,12 +244,12 @@ def _notes(
     if tiered and job.prompt_tokens_per_request is None:
         notes.append(
             f"{', '.join(tiered)} price long prompts higher (pricing overrides by prompt size): "
-            "give --prompt-tokens with --output-tokens-per-request to apply them"
+            "give prompt_tokens_per_request with output_tokens_per_request to apply them"
         )
     if any(b.price_reasoning_usd_per_m is not None for b in per_endpoint):
         notes.append(
             "where an endpoint lists an internal_reasoning price, the reasoning share of output is "
-            "priced at it (at the end of --reasoning-share that costs more)"
+            "priced at it (at the end of reasoning_share that costs more)"
         )
     zero = sorted(
         e.tag for e in endpoints if e.pricing.reasoning_price_rule == "listed 0: completion rate"

@@ -53,17 +53,17 @@ class BudgetJob:
 
 
 def _budget(budget_usd: Any) -> Decimal:
-    budget = parse_decimal(budget_usd, "budget_usd (--budget-usd)")
+    budget = parse_decimal(budget_usd, "budget_usd")
     if budget <= 0:
         raise ConfigError(
-            f"budget_usd (--budget-usd): {budget_usd} is not a positive amount of USD; give e.g. 100"
+            f"budget_usd: {budget_usd} is not a positive amount of USD; give e.g. 100"
         )
     return budget
 
 
 def _whole(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{what}: {value!r} must be a whole number >= 1")
+        raise ConfigError(f"{what}={value!r}: must be a whole number >= 1")
     return value
 
 
@@ -72,21 +72,24 @@ def _tokens(value: int | str | None, what: str) -> int | None:
 
 
 def _target(total_given: int | str | None, per_given: int | str | None, datasets: int) -> int:
-    total = _tokens(total_given, "--output-tokens")
-    per = _tokens(per_given, "--tokens-per-dataset")
+    total = _tokens(total_given, "output_tokens")
+    per = _tokens(per_given, "output_tokens_per_dataset")
     if total is None and per is None:
         raise ConfigError(
-            "give the target: output_tokens (--output-tokens 60M) or "
-            "output_tokens_per_dataset (--tokens-per-dataset 10M) with datasets"
+            'give the target: output_tokens="60M", or output_tokens_per_dataset="10M" with '
+            "datasets="
         )
     if total is not None and per is not None and total != per * datasets:
         raise ConfigError(
-            f"--output-tokens {format_tokens(total)} is not --tokens-per-dataset "
-            f"{format_tokens(per)} × --datasets {datasets}; give one of them"
+            f"output_tokens={format_tokens(total)} is not output_tokens_per_dataset="
+            f"{format_tokens(per)} × datasets={datasets}; give one of them"
         )
     target = total if total is not None else (per or 0) * datasets
     if target <= 0:
-        raise ConfigError("output_tokens (--output-tokens): the target must be more than 0 tokens")
+        raise ConfigError(
+            "the target must be more than 0 tokens: give output_tokens= or "
+            "output_tokens_per_dataset= above 0"
+        )
     return target
 
 
@@ -101,29 +104,30 @@ def _names(dataset_names: Sequence[str] | None, datasets: int) -> tuple[str, ...
     names = tuple(dataset_names) if dataset_names else tuple(str(i + 1) for i in range(datasets))
     if len(names) != datasets:
         raise ConfigError(
-            f"dataset_names (--dataset-names): {len(names)} names for {datasets} datasets; "
-            "give one name per dataset"
+            f"dataset_names: {len(names)} names for {datasets} datasets; give one name per dataset"
         )
     return names
 
 
 def _ratio(prompt_n: int | None, out_n: int | None, given: Any) -> Decimal | None:
-    """Input tokens per output token, from ``--prompt-ratio`` or the two per-request sizes."""
+    """Input tokens per output token, from ``prompt_to_output_ratio`` or the two per-request sizes."""
     if given is not None:
-        ratio = parse_decimal(given, "--prompt-ratio")
+        ratio = parse_decimal(given, "prompt_to_output_ratio")
         if ratio < 0:
-            raise ConfigError(f"--prompt-ratio: {given} must be >= 0")
+            raise ConfigError(f"prompt_to_output_ratio: {given} must be >= 0")
         if prompt_n is not None and out_n is not None:
             raise ConfigError(
-                "give --prompt-ratio or --prompt-tokens with --output-tokens-per-request, not both"
+                "give prompt_to_output_ratio or prompt_tokens_per_request with "
+                "output_tokens_per_request, not both"
             )
         return ratio
     if prompt_n is None:
         return None
     if out_n is None:
         raise ConfigError(
-            "--prompt-tokens needs --output-tokens-per-request (billed output per request, "
-            "reasoning included) to count the requests; or give --prompt-ratio instead"
+            "prompt_tokens_per_request needs output_tokens_per_request (billed output per "
+            "request, reasoning included) to count the requests; or give prompt_to_output_ratio "
+            "instead"
         )
     return Decimal(prompt_n) / Decimal(out_n)
 
@@ -143,15 +147,15 @@ def make_job(
 ) -> BudgetJob:
     """Validate the job's numbers (see ``plan_budget``); raise ``ConfigError`` naming the option."""
     budget = _budget(budget_usd)
-    datasets = _whole(datasets, "datasets (--datasets)")
-    concurrency = _whole(concurrency, "concurrency (--concurrency)")
+    datasets = _whole(datasets, "datasets")
+    concurrency = _whole(concurrency, "concurrency")
     target = _target(output_tokens, output_tokens_per_dataset, datasets)
     names = _names(dataset_names, datasets)
-    shares = parse_reasoning_share(reasoning_share, what="--reasoning-share")
-    prompt_n = _tokens(prompt_tokens_per_request, "--prompt-tokens")
-    out_n = _tokens(output_tokens_per_request, "--output-tokens-per-request")
+    shares = parse_reasoning_share(reasoning_share, what="reasoning_share")
+    prompt_n = _tokens(prompt_tokens_per_request, "prompt_tokens_per_request")
+    out_n = _tokens(output_tokens_per_request, "output_tokens_per_request")
     if out_n == 0:
-        raise ConfigError("--output-tokens-per-request must be more than 0")
+        raise ConfigError("output_tokens_per_request=0: must be more than 0")
     ratio = _ratio(prompt_n, out_n, prompt_to_output_ratio)
     requests = None if out_n is None else math.ceil(target / out_n)
     input_tokens = None

@@ -247,7 +247,7 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
     if not target.parent.is_dir():
         # Said before the atomic write would name its temporary file in the missing folder.
         raise ConfigError(
-            f"--plot {target}: the folder {target.parent} does not exist; create it first"
+            f"path={target}: the folder {target.parent} does not exist; create it first"
         )
     FigureCanvasAgg(fig)  # attach a non-interactive canvas: works headless, in CI and in a CLI
     suffix = target.suffix.lstrip(".").lower() or None  # none: matplotlib's default, PNG
@@ -256,5 +256,5 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
         fig.savefig(buf, dpi=dpi, format=suffix)
         atomic_write_bytes(target, buf.getvalue())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"--plot {target}: cannot write the plot: {exc}") from exc
+        raise ConfigError(f"path={target}: cannot write the plot: {exc}") from exc
     return target

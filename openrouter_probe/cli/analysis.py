@@ -17,6 +17,7 @@ from openrouter_probe.cli._common import (
     snapshot_options,
     usd_amount,
 )
+from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
     from openrouter_probe.analysis.budget_plan import BudgetPlan
@@ -87,6 +88,17 @@ def _prompt_ratio(value: str) -> object:
     if parse_decimal(value, "--prompt-ratio") < 0:
         raise ConfigError(f"--prompt-ratio: {value} must be >= 0")
     return value
+
+
+def _save_plot(fig: Any, plot_path: str) -> Any:
+    """``save_figure``, its refusal (``path=FILE: ...``) said with ``--plot FILE``."""
+    from openrouter_probe.analysis.plots import save_figure
+    from openrouter_probe.errors import ConfigError
+
+    try:
+        return save_figure(fig, plot_path)
+    except ConfigError as exc:
+        raise ConfigError(flagged(str(exc), {"path": "--plot"})) from exc
 
 
 def _to_python(value: Any) -> Any:
@@ -166,9 +178,9 @@ def matrix(
         registry = PrecisionRegistry.load(*precision_files)
     frame = build_matrix(snap, registry=registry)
     if plot_path:
-        from openrouter_probe.analysis.plots import plot_price_uptime, save_figure
+        from openrouter_probe.analysis.plots import plot_price_uptime
 
-        note(f"plot: {save_figure(plot_price_uptime(frame), plot_path)}")
+        note(f"plot: {_save_plot(plot_price_uptime(frame), plot_path)}")
     columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "table" else None
     if columns is not None and frame["measured"].isna().all():
         columns = tuple(c for c in columns if c != "measured")  # shown once something is measured
@@ -377,9 +389,9 @@ def budget(
     )
     batch = _batch_plan(snap, plan, policy_path, block)
     if plot_path:
-        from openrouter_probe.analysis.plots import plot_budget, save_figure
+        from openrouter_probe.analysis.plots import plot_budget
 
-        note(f"plot: {save_figure(plot_budget(plan), plot_path)}")
+        note(f"plot: {_save_plot(plot_budget(plan), plot_path)}")
     if fmt == "json":
         render_rows([], "json", json_rows={**plan.to_dict(), "batch": batch.to_dict()})
         return

@@ -6,7 +6,10 @@ passes (``max_tokens=4096 would fit``, ``lower_max_tokens=True``, ``turns="all"`
 ``flagged`` rewrites them to the flags of the command line where the CLI prints them (the summary,
 the log lines, the one-line errors and usage errors). Only the forms ``name=VALUE`` (a quoted value
 loses its quotes), ``name=True`` and a bare ``name=`` are rewritten, and a few names no message uses
-for anything else, so a message that speaks of ``max_tokens`` as a quantity is left as it is.
+for anything else, so a message that speaks of ``max_tokens`` as a quantity is left as it is
+(and not ``n``: ``n=200`` is a count in verify's report; the CLI's own range check refuses
+``--n 0`` before the library would). A command adds a keyword only its function means
+(``flagged(text, {"path": "--plot"})`` for ``save_figure``).
 
 Example::
 
@@ -17,7 +20,9 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 
 __all__ = ["FLAGS", "flagged"]
 
@@ -48,20 +53,53 @@ FLAGS = {
     "output": "-o",
     "reasoning_effort": "--reasoning-effort",
     "reasoning_max_tokens": "--reasoning-max-tokens",
+    # generate and export
+    "weights": "--weights",
+    "batch": "--batch",
+    "include_truncated": "--include-truncated",
+    "only_generated": "--only-generated",
+    "require_reasoning": "--require-reasoning",
+    "prompts": "--prompts",
+    # the snapshot a command reads
+    "snapshot": "--snapshot",
+    "offline": "--offline",
+    # budget
+    "output_tokens": "--output-tokens",
+    "output_tokens_per_dataset": "--tokens-per-dataset",
+    "datasets": "--datasets",
+    "dataset_names": "--dataset-names",
+    "reasoning_share": "--reasoning-share",
+    "prompt_tokens_per_request": "--prompt-tokens",
+    "output_tokens_per_request": "--output-tokens-per-request",
+    "prompt_to_output_ratio": "--prompt-ratio",
+    # verify (not ``n``: ``n=200`` is a count in the report)
+    "endpoints": "--endpoints",
+    "reference": "--reference",
+    "alpha": "--alpha",
+    "power": "--power",
+    "tolerance": "--tolerance",
+    "repeats": "--repeats",
 }
 #: Names said bare in messages only as the keyword (``max_tokens`` is also a quantity).
 _BARE = (
     "max_wait_s", "lower_max_tokens", "redo_failed", "redo_truncated", "budget_usd", "dry_run",
     "read_timeout_s", "prompt_field", "id_field", "reasoning_effort", "reasoning_max_tokens",
+    "include_truncated", "only_generated", "require_reasoning", "output_tokens_per_dataset",
+    "dataset_names", "reasoning_share", "prompt_tokens_per_request", "output_tokens_per_request",
+    "prompt_to_output_ratio",
 )  # fmt: skip
-_NAMES = "|".join(sorted(FLAGS, key=len, reverse=True))
-#: ``name=True``, ``name="value"`` (a value without spaces or quotes), ``name=value``, ``name=``.
-_KEYWORD = re.compile(rf"""(?<![\w.-])({_NAMES})=(?:(True)\b|(["'])([^\s"']+)\3)?""")
 _WORD = re.compile(rf"(?<![\w.-])({'|'.join(_BARE)})(?![\w=])")
 
 
-def _keyword(match: re.Match[str]) -> str:
-    flag = FLAGS[match.group(1)]
+@functools.lru_cache(maxsize=8)
+def _keywords(names: tuple[str, ...]) -> re.Pattern[str]:
+    """``name=True``, ``name="value"`` (a value without spaces or quotes), ``name=value``,
+    ``name=``, for any of ``names`` (the longest first)."""
+    alternatives = "|".join(sorted(names, key=len, reverse=True))
+    return re.compile(rf"""(?<![\w.-])({alternatives})=(?:(True)\b|(["'])([^\s"']+)\3)?""")
+
+
+def _keyword(match: re.Match[str], flag: str) -> str:
     if match.group(2):  # name=True: the flag alone
         return flag
     if match.group(4) is not None:  # name="value": the value as typed on the command line
@@ -71,8 +109,13 @@ def _keyword(match: re.Match[str]) -> str:
     return flag + " " if follows and not follows.isspace() and follows not in ",;:)" else flag
 
 
-def flagged(text: str) -> str:
-    """``text`` with the library's keywords shown as the CLI's flags (see the module)."""
+def flagged(text: str, terms: Mapping[str, str] | None = None) -> str:
+    """``text`` with the library's keywords shown as the CLI's flags (see the module). ``terms``
+    adds a command's own ``name=`` forms, for a keyword only one function means (``save_figure``'s
+    ``path=`` is ``--plot``)."""
     if "_" not in text and "=" not in text:
         return text
-    return _WORD.sub(lambda m: FLAGS[m.group(1)], _KEYWORD.sub(_keyword, text))
+    flags = {**FLAGS, **terms} if terms else FLAGS
+    keywords = _keywords(tuple(flags))
+    text = keywords.sub(lambda m: _keyword(m, flags[m.group(1)]), text)
+    return _WORD.sub(lambda m: FLAGS[m.group(1)], text)

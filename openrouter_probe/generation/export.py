@@ -61,8 +61,8 @@ EXPORT_FORMATS: tuple[str, ...] = ("sharegpt", "specforge", "jsonl", "parquet", 
 #: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
 LEFT_OUT_REASONS = {
     "empty_answer": "the answer is empty",
-    "copied_turns": "holds assistant turns from the prompts file (--only-generated)",
-    "no_reasoning": "an assistant turn has no reasoning (--require-reasoning)",
+    "copied_turns": "holds assistant turns from the prompts file (only_generated=True)",
+    "no_reasoning": "an assistant turn has no reasoning (require_reasoning=True)",
     **SPECFORGE_REASONS,
 }
 _JSONL_COLUMNS = (
@@ -91,8 +91,8 @@ class ExportSummary:
     output_tokens: int = 0  # billed output tokens of the answered rows read
     reasoning_tokens: int = 0
     longest_ok: int = 0  # output tokens of the longest row that finished (not cut)
-    pushed: str | None = None  # --push-to-hub: the commit the Hub reports
-    superseded: int = 0  # truncated answers a --redo-truncated answer replaced
+    pushed: str | None = None  # push_to_hub: the commit the Hub reports
+    superseded: int = 0  # truncated answers a redo_truncated=True answer replaced
 
     @property
     def reasoning_share(self) -> float | None:
@@ -133,12 +133,12 @@ class ExportSummary:
             lines.append(f"pushed to the Hub: {self.pushed}")
         if self.superseded:
             lines.append(
-                f"{self.superseded} truncated answer(s) superseded by a --redo-truncated answer "
+                f"{self.superseded} truncated answer(s) superseded by a redo_truncated=True answer "
                 "(the later one is exported)"
             )
         if self.not_answered:
             counts = ", ".join(f"{n} {status}" for status, n in sorted(self.not_answered.items()))
-            hint = " (--include-truncated adds those cut at max_tokens)"
+            hint = " (include_truncated=True adds those cut at max_tokens)"
             lines.append(f"not answered: {counts}" + (hint if "truncated" in counts else ""))
         for reason, n in sorted(self.left_out.items(), key=lambda kv: -kv[1]):
             ids = ", ".join(self.left_out_ids.get(reason, []))
@@ -161,7 +161,7 @@ class ExportSummary:
         longest = f" (the longest finished row used {self.longest_ok:,})" if self.longest_ok else ""
         return (
             f"  the reasoning used up max_tokens before the answer: {measured}"
-            f"raise --max-tokens for the next run{longest}"
+            f"raise max_tokens= for the next run{longest}"
         )
 
     def _notes(self) -> list[str]:
@@ -171,17 +171,17 @@ class ExportSummary:
         if self.copied:
             notes.append(
                 f'{self.copied} rows hold assistant turns from the prompts file, marked "generated":'
-                " false (the model did not write them; --only-generated leaves these rows out)"
+                " false (the model did not write them; only_generated=True leaves these rows out)"
             )
         if self.unreasoned:
             notes.append(
                 f"{self.unreasoned} rows have a model-written turn without reasoning "
-                "(--require-reasoning leaves them out)"
+                "(require_reasoning=True leaves them out)"
             )
         if self.tools_unknown:
             notes.append(
                 f"{self.tools_unknown} rows hold tool calls but the output records no `tools`: "
-                "pass --prompts PROMPTS to take them from the prompts file"
+                "pass prompts=PROMPTS to take them from the prompts file"
             )
         return notes
 
@@ -443,16 +443,18 @@ def _write(fmt: str, rows: list[dict[str, Any]], output: Path, *, json_array: bo
             )
     except FileNotFoundError:
         raise ConfigError(
-            f"-o {output}: the folder {output.parent} does not exist; create it "
+            f"output={output}: the folder {output.parent} does not exist; create it "
             f"(mkdir -p {output.parent}) or name a file in a folder that exists"
         ) from None
     except PermissionError:
         raise ConfigError(
-            f"-o {output}: permission denied writing in {output.parent}; name a file in a "
+            f"output={output}: permission denied writing in {output.parent}; name a file in a "
             "folder you can write to"
         ) from None
     except OSError as exc:
-        raise ConfigError(f"-o {output}: cannot write the export: {exc.strerror or exc}") from None
+        raise ConfigError(
+            f"output={output}: cannot write the export: {exc.strerror or exc}"
+        ) from None
 
 
 def _write_parquet(rows: list[dict[str, Any]], output: Path) -> None:

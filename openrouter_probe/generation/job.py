@@ -91,7 +91,7 @@ def parse_weights(
         for item in filter(None, (part.strip() for part in weights.split(","))):
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
-                raise ConfigError(f"--weights {item!r}: give DATASET=WEIGHT, e.g. B3=2,B4=1")
+                raise ConfigError(f"weights={item!r}: give DATASET=WEIGHT, e.g. B3=2,B4=1")
             pairs[name.strip()] = value.strip()
     else:
         pairs = dict(weights)
@@ -99,7 +99,7 @@ def parse_weights(
     for name, value in pairs.items():
         if name not in datasets:
             raise ConfigError(
-                f"--weights {name}: no such dataset in the prompts (they are: "
+                f"weights={name!r}: no such dataset in the prompts (they are: "
                 f"{', '.join(datasets) or 'none'})"
             )
         try:
@@ -107,7 +107,7 @@ def parse_weights(
         except (TypeError, ValueError):
             weight = -1.0
         if not weight > 0 or weight == float("inf"):
-            raise ConfigError(f"--weights {name}={value}: a weight is a number above 0, e.g. 2")
+            raise ConfigError(f"weights={name}={value}: a weight is a number above 0, e.g. 2")
         out[name] = weight
     return out
 
@@ -574,8 +574,8 @@ def _batch_settings(
     if provider is None or not provider.get("only"):
         note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"
         raise PolicyError(
-            f"--batch: the policy's batch block names no endpoint ({note}); run without "
-            "--batch, or re-compile the policy from a snapshot that lists one",
+            f"batch=True: the policy's batch block names no endpoint ({note}); run without "
+            "batch=, or re-compile the policy from a snapshot that lists one",
             source=str(policy),
         )
     batch_prices = prices
@@ -585,7 +585,7 @@ def _batch_settings(
         batch_prices = worst_case_prices(chosen)
     else:
         log.warning(
-            "--batch: no :batch price known for %s; each batch is reserved at the sync price",
+            "batch=True: no :batch price known for %s; each batch is reserved at the sync price",
             ", ".join(provider["only"]),
         )
     return BatchSettings(

@@ -475,7 +475,7 @@ def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
         known = ", ".join(sorted(BUNDLED_MODELS))
         raise SnapshotError(
             f"no bundled snapshot for {model!r} (bundled: {known}); "
-            "take one with `openrouter-probe endpoints MODEL --save PATH` and pass --snapshot PATH"
+            "take one with `openrouter-probe endpoints MODEL --save PATH` and pass snapshot=PATH"
         )
     text = resources.files("openrouter_probe.data").joinpath(name).read_text(encoding="utf-8")
     return _from_document(json.loads(text), where=f"openrouter_probe/data/{name}", source="bundled")
@@ -511,7 +511,7 @@ def probe(model: str, *, client: Client | None = None, use_page: bool = True) ->
             except APIError as page_exc:
                 raise APIError(
                     f"both sources failed: API: {api_exc}; page: {page_exc}. "
-                    "Use --offline or --snapshot PATH to work without the network",
+                    "Use offline=True or snapshot=PATH to work without the network",
                     url=url,
                 ) from page_exc
             parsed = parse_provider_page(html, model=model, source=url)
@@ -549,7 +549,7 @@ def resolve_snapshot(
     elif model:
         snap = probe(model)
     else:
-        raise SnapshotError("give a MODEL, --offline or --snapshot PATH")
+        raise SnapshotError("give a model, offline=True or snapshot=PATH")
     mismatch = model and model_mismatch(
         snap, model, source=snapshot if snapshot and snapshot != "bundled" else None
     )

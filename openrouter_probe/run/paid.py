@@ -150,7 +150,7 @@ def endpoints_now(
             raise APIError(
                 f"cannot read {model}'s endpoints from {base_url} to check the policy and price "
                 f"the cap ({reason}); check the network or OPENROUTER_BASE_URL, or pass "
-                "--snapshot bundled|PATH (snapshot= in Python) to use a saved one",
+                'snapshot="bundled" or snapshot=PATH to use a saved one',
                 url=exc.url,
             ) from exc
         snap = Snapshot.from_endpoints(

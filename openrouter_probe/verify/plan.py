@@ -107,7 +107,7 @@ def pin(
     )
 
 
-def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "--endpoints") -> str:
+def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "endpoints") -> str:
     """Return the full tag ``tag`` names: itself when an endpoint has it, else the one endpoint
     whose base slug it is (``chutes`` -> ``chutes/int4``). Several endpoints of that slug are an
     error listing them; no endpoint is left for ``pin`` to explain."""
@@ -116,7 +116,7 @@ def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "--end
     found = [e.tag for e in endpoints if e.tag.partition("/")[0] == tag]
     if len(found) > 1:
         raise ConfigError(
-            f"{option} {tag}: {len(found)} endpoints have that slug ({', '.join(found)}); "
+            f"{option}={tag!r}: {len(found)} endpoints have that slug ({', '.join(found)}); "
             "name one full tag"
         )
     return found[0] if found else tag
@@ -581,7 +581,7 @@ def _order(
 ) -> list[str]:
     """The reference's full tag, then the other endpoints' (a slug with one endpoint resolved)."""
     ref = (
-        resolve_tag(reference, endpoints, option="--reference")
+        resolve_tag(reference, endpoints, option="reference")
         if reference
         else default_reference(model, endpoints)
     )

@@ -98,11 +98,11 @@ def _selected(
     model: str, snap: Any, endpoints: Sequence[str] | None, policy: str | Path | None
 ) -> list[str]:
     if endpoints is not None and policy is not None:
-        raise ConfigError("give --endpoints or --policy, not both")
+        raise ConfigError("give endpoints= or policy=, not both")
     if endpoints is not None:
         tags = [t.strip() for t in endpoints if t.strip()]
         if not tags:
-            raise ConfigError("--endpoints is empty; give full tags such as chutes/int4")
+            raise ConfigError("endpoints= names no tag; give full tags such as chutes/int4")
         return tags
     if policy is not None:
         from openrouter_probe.policy.compiled import compiled_from_document
@@ -153,7 +153,7 @@ def plan_precision_check(
     replaces the live endpoints. ``alpha``, ``power``, ``tolerance`` (each in (0, 1)) and
     ``repeats`` (the reference's runs, 2..10) are checked before anything else. Sends nothing.
     """
-    whole_number(n, "--n")
+    whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
     key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
     url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")

@@ -105,7 +105,7 @@ _Z = NormalDist()
 def _in_unit(name: str, value: float, example: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < 1.0:
         raise ConfigError(
-            f"{name} {value!r}: must be a number strictly between 0 and 1, e.g. {example}"
+            f"{name}={value!r}: must be a number strictly between 0 and 1, e.g. {example}"
         )
 
 
@@ -122,10 +122,10 @@ def check_statistics(
     argument: ``alpha``, ``power``, ``level`` and ``tolerance`` in (0, 1), ``repeats`` an integer
     from 2 to 10, ``n`` an integer >= 1. Called before anything is sent."""
     for name, value, example in (
-        ("--alpha", alpha, "0.05"),
-        ("--power", power, "0.8"),
+        ("alpha", alpha, "0.05"),
+        ("power", power, "0.8"),
         ("level", level, "0.95"),
-        ("--tolerance", tolerance, "0.1 (10 pp)"),
+        ("tolerance", tolerance, "0.1 (10 pp)"),
     ):
         if value is not None:
             _in_unit(name, value, example)
@@ -133,11 +133,11 @@ def check_statistics(
         isinstance(repeats, bool) or not isinstance(repeats, int) or not 2 <= repeats <= 10
     ):
         raise ConfigError(
-            f"--repeats {repeats!r}: must be an integer from 2 to 10 (the reference is sent that "
+            f"repeats={repeats!r}: must be an integer from 2 to 10 (the reference is sent that "
             "many times to measure its disagreement with itself)"
         )
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ConfigError(f"--n {n!r}: must be an integer >= 1")
+        raise ConfigError(f"n={n!r}: must be an integer >= 1")
 
 
 @dataclass(frozen=True)
