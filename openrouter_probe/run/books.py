@@ -202,6 +202,12 @@ class Books:
             return ledger.sending(attempt.id_json, attempt.worst, dataset)
         return ledger.sent(attempt.id_json, attempt.worst, dataset)
 
+    def withdrawn(self, row: PromptRow, attempt: Attempt) -> None:
+        """An attempt ``sent`` journaled that never left: its line could not be written
+        (``files.WriteFailed``). Its reservation is released: nothing was billed."""
+        self.counts.requests -= 1
+        self.cap.settle(attempt.worst, None, row.dataset)
+
     def leaving(self) -> Awaitable[None] | None:
         """What to await before sending what ``sent`` journaled (``None``: it is in the OS
         already): the journal's one write and ``fsync`` for every attempt leaving in this turn

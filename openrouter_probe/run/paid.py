@@ -238,12 +238,20 @@ class PaidRun:
         replay: LedgerReplay,
         job: Job | None = None,
         warnings: Sequence[str] = (),
+        *,
+        lock: OutputLock | None = None,
     ) -> None:
         self.options = options
         self.state = state
         self.replay = replay
         self.job = job
         self.warnings = list(warnings)
+        self.lock = lock
+
+    def _created(self) -> None:
+        """The output exists now: lock its inode too (``OutputLock.claim``)."""
+        if self.lock is not None:
+            self.lock.claim()
 
     @property
     def spent_before_usd(self) -> Decimal:
@@ -283,6 +291,7 @@ class PaidRun:
             return
         options = self.options
         options.out.open("a").close()  # the journal never stands without its output
+        self._created()
         adopt(options.journal, records)
         unknown = sum(1 for r in records if r.generation_id is None)
         log.warning(
@@ -436,6 +445,7 @@ class PaidRun:
             Ledger(options.journal, header=self._journal_header(builder, header)) as ledger,
             _showing(bar),
         ):
+            self._created()
             source = (
                 RowSource(rows, job_sha256=job_sha256, run_id=ledger.run_id)
                 if turns is None
@@ -445,7 +455,7 @@ class PaidRun:
 
                 def make(sender: Sender, lookup: Lookup | None) -> Run:
                     books = self._books(cap, rows, ledger, lookup)
-                    return Run(
+                    run = Run(
                         source,
                         options=options,
                         builder=builder,
@@ -456,22 +466,57 @@ class PaidRun:
                         summary=summary,
                         progress=bar,
                     )
+                    stop.run = run
+                    return run
 
-                if options.batch is not None:
-                    return await _run_batches(make, options, self.replay, summary)
-                if options.send is not None:
-                    return await _run(make(options.send, options.lookup), options.handle_signals)
-                from openrouter_probe.run.transport import HttpTransport
+                stop = _WriteStop()
+                output.on_failure = ledger.on_failure = stop
+                result = await self._send(make, options, summary)
+        failed = ledger.failed or output.failed  # (or failed only as the files closed)
+        if failed:
+            stop(failed)
+            result.stop_reason, result.message = "write-failed", failed
+        return result
 
-                async with HttpTransport(
-                    base_url=options.base_url,
-                    api_key=options.api_key,
-                    limit=options.concurrency,
-                    read_timeout_s=options.read_timeout_s,
-                    clock=options.clock,
-                ) as transport:
-                    lookup = options.lookup or transport.generation_cost
-                    return await _run(make(transport.send, lookup), options.handle_signals)
+    async def _send(
+        self,
+        make: Callable[[Sender, Lookup | None], Run],
+        options: JobOptions,
+        summary: RunSummary,
+    ) -> RunSummary:
+        """Run with the sender the options name: batches, a test's, or the HTTP transport."""
+        if options.batch is not None:
+            return await _run_batches(make, options, self.replay, summary)
+        if options.send is not None:
+            return await _run(make(options.send, options.lookup), options.handle_signals)
+        from openrouter_probe.run.transport import HttpTransport
+
+        async with HttpTransport(
+            base_url=options.base_url,
+            api_key=options.api_key,
+            limit=options.concurrency,
+            read_timeout_s=options.read_timeout_s,
+            clock=options.clock,
+        ) as transport:
+            lookup = options.lookup or transport.generation_cost
+            return await _run(make(transport.send, lookup), options.handle_signals)
+
+
+class _WriteStop:
+    """What a failed write of the output or the journal calls (once each): say it in one line
+    (the first only) and stop sending; what is in flight settles into the journal if it can."""
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+        self.said = False
+
+    def __call__(self, line: str) -> None:
+        if self.said:
+            return
+        self.said = True
+        log.error("%s", line)
+        if self.run is not None:
+            self.run.request_stop("write-failed", line)
 
 
 @contextlib.contextmanager
@@ -485,13 +530,13 @@ def open_run(
     cutting a torn last line of either. ``job`` names what this run makes: an output another
     command or model wrote is refused, one written under another policy or plan warns.
     """
-    with OutputLock(options.out, command=options.command):
+    with OutputLock(options.out, command=options.command) as lock:
         replay = replay_ledger(options.journal, output_exists=options.out.exists())
         warning = _check_job(options, replay.headers, job)
         state = load_resume_state(
             options.out, redo_failed=redo_failed, journal_runs=replay.runs, adopted=replay.adopted
         )
-        yield PaidRun(options, state, replay, job, [warning] if warning else [])
+        yield PaidRun(options, state, replay, job, [warning] if warning else [], lock=lock)
 
 
 def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:

@@ -1,0 +1,200 @@
+"""Issue 30: a write that fails stops the sending, and every exit path prints the summary.
+
+The disk is simulated (no real disk is filled): the output and the spend journal are opened through
+``files.open_append``, which these tests replace with files whose raw writes draw on one shared
+budget of free bytes. Past it a write is short (a torn line, as a real full disk makes) and the next
+raises ``ENOSPC`` (or ``EROFS``), under Python's own buffering, as the OS would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import io
+import json
+import logging
+import os
+import pathlib
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from openrouter_probe.files import WriteFailed, open_append
+from openrouter_probe.generation import generate
+from openrouter_probe.run.ledger import Ledger, replay_ledger
+from tests._generate import POLICY, LedgerSender, prompt_rows, records, write_prompts
+
+
+class Disk:
+    """Free bytes shared by every file opened through it; ``sender`` is watched at the first
+    failed write (what was in flight, what had been sent)."""
+
+    def __init__(self, free: int, *, code: int = errno.ENOSPC, sender: Any = None) -> None:
+        self.free = free
+        self.code = code
+        self.sender = sender
+        self.failures = 0
+        self.in_flight_at_failure: int | None = None
+        self.sent_at_failure: int | None = None
+
+    def open(self, path: str | Path) -> IO[str]:
+        raw = _Raw(self, Path(path))
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8")
+
+
+class _Raw(io.RawIOBase):
+    def __init__(self, disk: Disk, path: Path) -> None:
+        self.disk = disk
+        self.file = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def write(self, data: Any) -> int:
+        disk = self.disk
+        n = min(len(data), disk.free)
+        if n == 0:
+            if disk.failures == 0 and disk.sender is not None:
+                disk.in_flight_at_failure = disk.sender.in_flight
+                disk.sent_at_failure = len(disk.sender.bodies)
+            disk.failures += 1
+            raise OSError(disk.code, os.strerror(disk.code))
+        self.file.write(bytes(data[:n]))
+        disk.free -= n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self.file.close()
+        super().close()
+
+
+def _use(monkeypatch: pytest.MonkeyPatch, disk: Disk | None) -> None:
+    opener = open_append if disk is None else disk.open
+    monkeypatch.setattr("openrouter_probe.run.ledger.open_append", opener)
+    monkeypatch.setattr("openrouter_probe.run.output.open_append", opener)
+
+
+def _gen(tmp: Path, sender: LedgerSender, **options: Any) -> Any:
+    return asyncio.run(
+        generate(
+            tmp / "prompts.jsonl",
+            policy=POLICY,
+            out=tmp / "out.jsonl",
+            send=sender,
+            snapshot="bundled",
+            max_tokens=60,
+            concurrency=16,
+            **options,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("free", "code"),
+    [(6_000, errno.ENOSPC), (25_000, errno.ENOSPC), (47_000, errno.ENOSPC), (9_000, errno.EROFS)],
+)
+def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, free: int,
+    code: int,
+) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(300))
+    sender = LedgerSender(seed=free)
+    disk = Disk(free, code=code, sender=sender)
+    _use(monkeypatch, disk)
+    with caplog.at_level(logging.INFO, logger="openrouter_probe"):
+        summary = _gen(tmp_path, sender, budget_usd="5")
+    name = errno.errorcode[code]
+    assert disk.failures >= 1 and disk.sent_at_failure is not None
+    assert summary.stop_reason == "write-failed" and summary.exit_code == 1
+    assert f"cannot write ({os.strerror(code)}, {name})" in summary.message
+    assert str(tmp_path / "out.jsonl") in summary.message  # the path (the journal's or the output's)
+    # no request left after the first failed write
+    assert len(sender.bodies) == disk.sent_at_failure < 300
+    said = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(said) == 1 and name in said[0].getMessage()
+    assert "stopped: write-failed: " in " ".join(summary.render().split())
+    in_flight = disk.in_flight_at_failure or 0
+
+    # make room: the rerun resumes, and pays again only answers that were in flight (the one
+    # whose record was being written when the disk filled included)
+    _use(monkeypatch, None)
+    again = _gen(tmp_path, sender, budget_usd="5")
+    assert again.stop_reason == "done"
+    done = [r["id"] for r in records(tmp_path / "out.jsonl")]
+    assert sorted(done) == sorted(f"r{i}" for i in range(300))  # each row once, none torn
+    paid = Counter(row for row, _, _ in sender.ledger)
+    twice = sum(n - 1 for n in paid.values())
+    assert twice <= in_flight + 1
+    # the journal counts at least what the fake billed, and never above the cap
+    journal = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
+    assert sender.billed_usd <= journal.spent_usd <= Decimal(5)
+
+
+def test_a_rerun_while_still_full_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
+    sender = LedgerSender()
+    _use(monkeypatch, Disk(0))
+    with pytest.raises(WriteFailed) as info:
+        _gen(tmp_path, sender)
+    assert sender.bodies == []
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path / 'out.jsonl.ledger'}: cannot write (")
+    assert "ENOSPC" in message and "rerun" in message
+
+
+def test_a_lock_that_cannot_be_removed_keeps_the_finished_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A folder made read-only mid-run: every row finished, then unlinking the lock fails
+    (EACCES): a warning, and the summary, not a traceback."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(30))
+    real = pathlib.Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith(".lock"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+        real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(pathlib.Path, "unlink", unlink)
+    with caplog.at_level(logging.INFO, logger="openrouter_probe"):
+        summary = _gen(tmp_path, LedgerSender())
+    assert summary.stop_reason == "done" and summary.ok + summary.truncated == 30
+    warned = [r.getMessage() for r in caplog.records if "lock file" in r.getMessage()]
+    assert len(warned) == 1 and "EACCES" in warned[0] and ".out.jsonl.lock" in warned[0]
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+def test_a_settled_line_is_in_the_file_within_one_turn_of_the_loop(
+    tmp_path: Path, unknown: bool
+) -> None:
+    """The docs say a ``settled`` line reaches the file within one turn of the loop: it reached
+    it only with the next flushed line (a batch row recorded before a kill stayed at its worst
+    case)."""
+    path = tmp_path / "j.ledger"
+
+    async def scenario() -> tuple[str, str]:
+        with Ledger(path) as ledger:
+            number = ledger.sent('"r1"', Decimal("0.01"))
+            if unknown:
+                ledger.settle_unknown(number)
+            else:
+                ledger.settle(number, Decimal("0.002"))
+            before = path.read_text()
+            await asyncio.sleep(0)  # one turn of the loop
+            return before, path.read_text()
+
+    before, after = asyncio.run(scenario())
+    assert '"settled":1' not in before
+    last = json.loads(after.splitlines()[-1])
+    assert last["settled"] == 1
+    assert last.get("unknown") is True if unknown else last["cost_usd"] == "0.002"
