@@ -32,8 +32,11 @@ class Disk:
     """Free bytes shared by every file opened through it; ``sender`` is watched at the first
     failed write (what was in flight, what had been sent)."""
 
-    def __init__(self, free: int, *, code: int = errno.ENOSPC, sender: Any = None) -> None:
+    def __init__(
+        self, free: int, *, code: int = errno.ENOSPC, sender: Any = None, only: str = ""
+    ) -> None:
         self.free = free
+        self.only = only  # only the files whose names end so fill (the others have room)
         self.code = code
         self.sender = sender
         self.failures = 0
@@ -41,6 +44,8 @@ class Disk:
         self.sent_at_failure: int | None = None
 
     def open(self, path: str | Path) -> IO[str]:
+        if not str(path).endswith(self.only):
+            return open_append(path)
         raw = _Raw(self, Path(path))
         return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8")
 
@@ -79,6 +84,7 @@ def _use(monkeypatch: pytest.MonkeyPatch, disk: Disk | None) -> None:
     opener = open_append if disk is None else disk.open
     monkeypatch.setattr("openrouter_probe.run.ledger.open_append", opener)
     monkeypatch.setattr("openrouter_probe.run.output.open_append", opener)
+    monkeypatch.setattr("openrouter_probe.run.turns.open_append", opener)
 
 
 def _gen(tmp: Path, sender: LedgerSender, **options: Any) -> Any:
@@ -101,7 +107,10 @@ def _gen(tmp: Path, sender: LedgerSender, **options: Any) -> Any:
     [(6_000, errno.ENOSPC), (25_000, errno.ENOSPC), (47_000, errno.ENOSPC), (9_000, errno.EROFS)],
 )
 def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_flight(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, free: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    free: int,
     code: int,
 ) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(300))
@@ -114,7 +123,9 @@ def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_f
     assert disk.failures >= 1 and disk.sent_at_failure is not None
     assert summary.stop_reason == "write-failed" and summary.exit_code == 1
     assert f"cannot write ({os.strerror(code)}, {name})" in summary.message
-    assert str(tmp_path / "out.jsonl") in summary.message  # the path (the journal's or the output's)
+    assert (
+        str(tmp_path / "out.jsonl") in summary.message
+    )  # the path (the journal's or the output's)
     # no request left after the first failed write
     assert len(sender.bodies) == disk.sent_at_failure < 300
     said = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -135,6 +146,49 @@ def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_f
     # the journal counts at least what the fake billed, and never above the cap
     journal = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
     assert sender.billed_usd <= journal.spent_usd <= Decimal(5)
+
+
+@pytest.mark.parametrize("only", ["", ".turns", ".jsonl"])
+def test_turn_by_turn_a_full_disk_stops_the_sending_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, only: str
+) -> None:
+    """``turns="all"``: the turns file fills too; a turn whose line cannot be kept stops the run
+    (``WriteFailed``) instead of killing its worker; the rerun finishes every row."""
+    rows = [
+        {
+            "id": f"r{i}",
+            "messages": [
+                {"role": "user", "content": f"question r{i} one"},
+                {"role": "assistant", "content": "copied"},
+                {"role": "user", "content": f"question r{i} two"},
+                {"role": "assistant", "content": "copied"},
+                {"role": "user", "content": f"question r{i} three"},
+            ],
+        }
+        for i in range(60)
+    ]
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    sender = LedgerSender(seed=4)
+    disk = Disk(12_000 if not only else 4_000, sender=sender, only=only)
+    _use(monkeypatch, disk)
+    summary = _gen(tmp_path, sender, turns="all")
+    assert summary.stop_reason == "write-failed" and "ENOSPC" in summary.message
+    if only:  # the file that filled
+        name = {".turns": "out.jsonl.turns", ".jsonl": "out.jsonl"}[only]
+        assert summary.message.startswith(f"{tmp_path / name}: cannot write")
+    assert len(sender.bodies) == disk.sent_at_failure < 180
+    in_flight = disk.in_flight_at_failure or 0
+    _use(monkeypatch, None)
+    again = _gen(tmp_path, sender, turns="all")
+    assert again.stop_reason == "done"
+    assert sorted(r["id"] for r in records(tmp_path / "out.jsonl")) == sorted(
+        f"r{i}" for i in range(60)
+    )
+    paid = Counter(row for row, _, _ in sender.ledger)
+    kept = {r["id"]: len(r["turns"]) for r in records(tmp_path / "out.jsonl")}
+    assert all(paid[row] >= n for row, n in kept.items())
+    # a row whose record was lost buys its (up to 3) turns again: only rows in flight
+    assert sum(paid[row] - n for row, n in kept.items()) <= 3 * (in_flight + 1)
 
 
 def test_a_rerun_while_still_full_is_one_line(
@@ -198,3 +252,53 @@ def test_a_settled_line_is_in_the_file_within_one_turn_of_the_loop(
     last = json.loads(after.splitlines()[-1])
     assert last["settled"] == 1
     assert last.get("unknown") is True if unknown else last["cost_usd"] == "0.002"
+
+
+@pytest.mark.parametrize(("free", "code"), [(8_000, errno.ENOSPC), (8_000, errno.EROFS), (0, 28)])
+def test_the_cli_says_a_full_disk_in_one_line_and_prints_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: int, code: int
+) -> None:
+    """Issue 30: a disk that filled mid-run ended in 168 lines of stderr (ten "Exception in
+    callback Ledger.flush()", an unhandled OSError), no summary and a torn output line; a rerun
+    while still full crashed the same way."""
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+    from openrouter_probe.fake import serve
+
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(120))
+    _use(monkeypatch, Disk(free, code=code))
+    args = [
+        "generate",
+        str(tmp_path / "prompts.jsonl"),
+        "--policy",
+        str(POLICY),
+        "--out",
+        str(tmp_path / "out.jsonl"),
+        "--max-tokens",
+        "60",
+        "--budget-usd",
+        "2",
+        "--concurrency",
+        "8",
+        "--snapshot",
+        "bundled",
+        "--quiet",
+    ]
+    with serve(speed=0, seed=3) as fake:
+        env = {"OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": "sk-fake"}
+        result = CliRunner().invoke(cli, args, env=env)
+        billed = len(fake.ledger.entries)
+    name = errno.errorcode[code]
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.stderr and "Exception in callback" not in result.stderr
+    said = [line for line in result.stderr.splitlines() if name in line]
+    assert len(said) == 1 and "out.jsonl" in said[0] and "rerun" in said[0], result.stderr
+    if free == 0:  # still full from the start: the one line is the error, and nothing is sent
+        assert said[0].startswith("Error: ") and billed == 0 and result.stdout == ""
+    else:
+        assert billed < 120
+        stopped = " ".join(result.stdout[result.stdout.index("stopped: ") :].split())
+        assert stopped == f"stopped: write-failed: {said[0]}"  # the summary, with the same line
+        assert "spent" in result.stdout

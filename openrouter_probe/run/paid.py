@@ -472,10 +472,10 @@ class PaidRun:
                 stop = _WriteStop()
                 output.on_failure = ledger.on_failure = stop
                 result = await self._send(make, options, summary)
-        failed = ledger.failed or output.failed  # (or failed only as the files closed)
+        failed = output.failed or ledger.failed  # (or failed only as the files closed)
         if failed:
             stop(failed)
-            result.stop_reason, result.message = "write-failed", failed
+            result.stop_reason, result.message = "write-failed", stop.line or failed
         return result
 
     async def _send(
@@ -508,12 +508,12 @@ class _WriteStop:
 
     def __init__(self) -> None:
         self.run: Run | None = None
-        self.said = False
+        self.line: str | None = None  # the first
 
     def __call__(self, line: str) -> None:
-        if self.said:
+        if self.line is not None:
             return
-        self.said = True
+        self.line = line
         log.error("%s", line)
         if self.run is not None:
             self.run.request_stop("write-failed", line)
