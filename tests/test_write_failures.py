@@ -302,3 +302,63 @@ def test_the_cli_says_a_full_disk_in_one_line_and_prints_the_summary(
         stopped = " ".join(result.stdout[result.stdout.index("stopped: ") :].split())
         assert stopped == f"stopped: write-failed: {said[0]}"  # the summary, with the same line
         assert "spent" in result.stdout
+
+
+@pytest.mark.parametrize("free", [900, 1_300, 1_700])
+def test_a_batch_run_on_a_full_disk_submits_nothing_unjournaled_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: int
+) -> None:
+    """``batch=True``: a batch whose plan line cannot be flushed is never submitted (its lines
+    answer "not submitted"), the run ends (no hang) and the rerun finishes every row once."""
+    import time
+
+    import openrouter_probe as orp
+    from openrouter_probe.fake import ManualClock
+
+    here = Path(__file__).resolve().parents[1] / "examples" / "batch"
+    snap = orp.load_snapshot(here / "kimi-k3.snapshot.json")
+    policy = orp.compile_policy(orp.load_spec(here / "kimi-k3.spec.yaml"), snap).save(
+        tmp_path / "kimi-k3.yaml"
+    )
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+
+    async def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    async def run(fake: Any) -> Any:
+        return await asyncio.wait_for(
+            orp.generate(
+                here / "prompts.jsonl",
+                policy=policy,
+                out=out,
+                api_key="sk-fake",
+                base_url=fake.base_url,
+                clock=clock.now,
+                batch=True,
+                sleep=sleep,
+                max_tokens=256,
+                budget_usd="5",
+            ),
+            timeout=60,
+        )
+
+    with orp.fake.serve(snap, speed=0, seed=7, clock=clock) as fake:
+        _use(monkeypatch, Disk(free, only=".ledger"))
+        first = asyncio.run(run(fake))
+        billed_first = len(fake.ledger.entries)
+        planned = '"batch_plan"' in (tmp_path / "out.jsonl.ledger").read_text()
+        _use(monkeypatch, None)
+        second = asyncio.run(run(fake))
+        billed = Counter(e.tag for e in fake.ledger.entries)
+        total = fake.ledger.total_usd
+    assert first.stop_reason == "write-failed" and "out.jsonl.ledger" in first.message
+    assert "ENOSPC" in first.message
+    assert billed_first == 0 or planned  # nothing submitted without its plan in the journal
+    assert second.stop_reason == "done"
+    ids = [r["id"] for r in records(out) if r["status"] in ("ok", "truncated")]
+    assert len(ids) == len(set(ids)) == 8
+    assert len(fake.ledger.entries) == 8 and len(billed) >= 1
+    journal = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
+    assert total <= journal.spent_usd <= Decimal(5)
