@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +30,7 @@ from openrouter_probe.errors import ConfigError, ProbeError
 
 __all__ = [
     "WriteFailed",
+    "WriteFailures",
     "append_line",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -121,6 +122,24 @@ def write_error(path: str | Path, exc: OSError) -> str:
         f"{path}: cannot write ({exc.strerror or exc}, {code}): no new request was sent after it; "
         "make room on the disk (or make the folder writable), then rerun: it resumes"
     )
+
+
+class WriteFailures:
+    """The first failed write of a file a run appends to: ``line`` (``write_error``; ``None``
+    while every write went through), and ``on_failure`` told it once (the run stops sending)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.line: str | None = None
+        self.on_failure: Callable[[str], None] | None = None
+
+    def fail(self, exc: OSError) -> str:
+        """Note a failed write (the first one only) and return its line."""
+        if self.line is None:
+            self.line = write_error(self.path, exc)
+            if self.on_failure is not None:
+                self.on_failure(self.line)
+        return self.line
 
 
 def open_append(path: str | Path) -> IO[str]:

@@ -129,7 +129,7 @@ def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_f
     # no request left after the first failed write
     assert len(sender.bodies) == disk.sent_at_failure < 300
     said = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert len(said) == 1 and name in said[0].getMessage()
+    assert len(said) == 1 and said[0].getMessage() == summary.message  # one line, the summary's
     assert "stopped: write-failed: " in " ".join(summary.render().split())
     in_flight = disk.in_flight_at_failure or 0
 
@@ -150,7 +150,7 @@ def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_f
 
 @pytest.mark.parametrize("only", ["", ".turns", ".jsonl"])
 def test_turn_by_turn_a_full_disk_stops_the_sending_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, only: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, only: str
 ) -> None:
     """``turns="all"``: the turns file fills too; a turn whose line cannot be kept stops the run
     (``WriteFailed``) instead of killing its worker; the rerun finishes every row."""
@@ -171,8 +171,11 @@ def test_turn_by_turn_a_full_disk_stops_the_sending_too(
     sender = LedgerSender(seed=4)
     disk = Disk(12_000 if not only else 4_000, sender=sender, only=only)
     _use(monkeypatch, disk)
-    summary = _gen(tmp_path, sender, turns="all")
+    with caplog.at_level(logging.INFO, logger="openrouter_probe"):
+        summary = _gen(tmp_path, sender, turns="all")
     assert summary.stop_reason == "write-failed" and "ENOSPC" in summary.message
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert said == [summary.message]  # one line, the summary's
     if only:  # the file that filled
         name = {".turns": "out.jsonl.turns", ".jsonl": "out.jsonl"}[only]
         assert summary.message.startswith(f"{tmp_path / name}: cannot write")

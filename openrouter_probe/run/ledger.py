@@ -51,7 +51,7 @@ line, or within one turn of the event loop: a line lost to a crash only leaves a
 at its reservation (more, never less), and one with a generation id is settled again on resume.
 
 A write that fails (a full disk, a read-only file system, a quota) fails the journal for good:
-``on_failure`` is told once (the run stops sending), nothing more is written to it (a line after
+``writes.on_failure`` is told once (the run stops sending), nothing more is written to it (a line after
 a lost one would leave a damaged file), a ``sent`` (or batch) line that cannot be flushed raises
 ``files.WriteFailed`` (its request never leaves), and the lines already in the file stand: the
 next run, once there is room, resumes from them.
@@ -70,7 +70,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -79,6 +79,7 @@ from typing import IO, Any
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import (
     WriteFailed,
+    WriteFailures,
     append_line,
     iter_jsonl,
     open_append,
@@ -409,10 +410,8 @@ class Ledger:
         self._run_json = json.dumps(self.run_id)
         self._flush_scheduled = False
         self._written: asyncio.Future[None] | None = None
-        #: the first failed write's line (``files.write_error``): nothing is written after it
-        self.failed: str | None = None
-        #: told the first failed write's line, once (the run stops sending)
-        self.on_failure: Callable[[str], None] | None = None
+        #: the first failed write (``line``): nothing is written after it
+        self.writes = WriteFailures(self.path)
 
     def open(self) -> Ledger:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
@@ -441,24 +440,17 @@ class Ledger:
             raise WriteFailed(write_error(self.path, exc)) from exc
         return self
 
-    def _fail(self, exc: OSError) -> None:
-        """The journal cannot be written: say so once, and write nothing more."""
-        if self.failed is None:
-            self.failed = write_error(self.path, exc)
-            if self.on_failure is not None:
-                self.on_failure(self.failed)
-
     def _write(self, line: str) -> None:
         """Buffer ``line`` (dropped once a write failed: see the module)."""
         handle = self._handle
         if handle is None:
             raise RuntimeError("the spend journal is not open")
-        if self.failed is not None:
+        if self.writes.line is not None:
             return
         try:
             handle.write(line)
         except OSError as exc:
-            self._fail(exc)
+            self.writes.fail(exc)
 
     def sent(self, row_id_json: str, reserved_usd: Decimal, dataset_json: str = "null") -> int:
         """Record an attempt about to be sent and flush it; return its number.
@@ -479,8 +471,8 @@ class Ledger:
             f'{{"sent":{self._next},"run":{self._run_json},"id":{row_id_json},'
             f'"ds":{dataset_json},"reserved_usd":"{reserved_usd}"}}\n'
         )
-        if self.failed is not None:
-            raise WriteFailed(self.failed)
+        if self.writes.line is not None:
+            raise WriteFailed(self.writes.line)
         return self._next
 
     def written(self) -> asyncio.Future[None]:
@@ -498,13 +490,13 @@ class Ledger:
         """Flush what is written to the OS (and to the disk with ``fsync``); raise
         ``WriteFailed`` when it cannot be (now or before): what it guards must not happen."""
         self.flush()
-        if self.fsync and self._handle is not None and self.failed is None:
+        if self.fsync and self._handle is not None and self.writes.line is None:
             try:
                 os.fsync(self._handle.fileno())
             except OSError as exc:
-                self._fail(exc)
-        if self.failed is not None:
-            raise WriteFailed(self.failed)
+                self.writes.fail(exc)
+        if self.writes.line is not None:
+            raise WriteFailed(self.writes.line)
 
     def _flush_written(self) -> None:
         waiting, self._written = self._written, None
@@ -599,13 +591,13 @@ class Ledger:
         loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Flush what is buffered to the OS (a failure fails the journal: ``_fail``)."""
+        """Flush what is buffered to the OS (a failure fails the journal: ``writes``)."""
         self._flush_scheduled = False
-        if self._handle is not None and self.failed is None:
+        if self._handle is not None and self.writes.line is None:
             try:
                 self._handle.flush()
             except OSError as exc:
-                self._fail(exc)
+                self.writes.fail(exc)
 
     def close(self) -> None:
         """Flush and close (after a failed write, the rest of what was buffered is tried once
@@ -615,7 +607,7 @@ class Ledger:
             try:
                 handle.close()
             except OSError as exc:
-                self._fail(exc)
+                self.writes.fail(exc)
 
     def __enter__(self) -> Ledger:
         return self.open()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -37,11 +37,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import (
+    WriteFailures,
     append_line,
     iter_jsonl,
     open_append,
     repair_torn_tail,
-    write_error,
 )
 from openrouter_probe.rules.quantities import recorded_usd
 from openrouter_probe.run.turns import read_turns, turns_path
@@ -327,7 +327,7 @@ class OutputLog:
     """The output file open for appending: one flushed line per record.
 
     A write that fails (a full disk, a read-only file system, a quota) fails the output for good:
-    ``on_failure`` is told once (the run stops sending), and no record is written after it (a
+    ``writes.on_failure`` is told once (the run stops sending), and no record is written after it (a
     line after a lost one would leave a damaged file; a torn last one is cut on the next start).
     The rows whose records are lost are sent again by the next run: their answers, journaled, are
     paid twice, and only those in flight when the write failed can be.
@@ -337,10 +337,8 @@ class OutputLog:
         self.path = Path(path)
         self.fsync = fsync
         self._handle: IO[str] | None = None
-        #: the first failed write's line (``files.write_error``): nothing is written after it
-        self.failed: str | None = None
-        #: told the first failed write's line, once (the run stops sending)
-        self.on_failure: Callable[[str], None] | None = None
+        #: the first failed write (``line``): nothing is written after it
+        self.writes = WriteFailures(self.path)
 
     def open(self) -> OutputLog:
         try:
@@ -351,21 +349,15 @@ class OutputLog:
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record as a JSON line and flush it (the row is finished once this returns;
-        it is not when the output has failed: ``failed``)."""
+        it is not once a write failed: ``writes``)."""
         if self._handle is None:
             raise RuntimeError("OutputLog.write before open")
-        if self.failed is not None:
+        if self.writes.line is not None:
             return
         try:
             append_line(self._handle, _ENCODE(record), fsync=self.fsync)
         except OSError as exc:
-            self._fail(exc)
-
-    def _fail(self, exc: OSError) -> None:
-        if self.failed is None:
-            self.failed = write_error(self.path, exc)
-            if self.on_failure is not None:
-                self.on_failure(self.failed)
+            self.writes.fail(exc)
 
     def close(self) -> None:
         handle, self._handle = self._handle, None
@@ -373,7 +365,7 @@ class OutputLog:
             try:
                 handle.close()
             except OSError as exc:
-                self._fail(exc)
+                self.writes.fail(exc)
 
     def __enter__(self) -> OutputLog:
         return self.open()

@@ -470,9 +470,12 @@ class PaidRun:
                     return run
 
                 stop = _WriteStop()
-                output.on_failure = ledger.on_failure = stop
+                output.writes.on_failure = ledger.writes.on_failure = stop
+                if turns is not None:
+                    turns.log.writes.on_failure = stop
                 result = await self._send(make, options, summary)
-        failed = output.failed or ledger.failed  # (or failed only as the files closed)
+        failed = output.writes.line or ledger.writes.line or (turns and turns.log.writes.line)
+        # (or failed only as the files closed)
         if failed:
             stop(failed)
             result.stop_reason, result.message = "write-failed", stop.line or failed

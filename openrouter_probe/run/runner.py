@@ -56,6 +56,9 @@ __all__ = ["AdaptiveLimit", "Progress", "Run"]
 
 log = logging.getLogger(__name__)
 
+#: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
+_NOT_SENT = Failure("run", "not sent: the spend journal cannot be written")
+
 
 class Run:
     """One run over a row source: create it, then ``await run.run()`` for the summary."""
@@ -304,9 +307,8 @@ class Run:
             attempt.first_s = self.clock()
         attempt.pauses_seen = self.pauses
         try:
-            number = books.sent(row, attempt)
+            number = books.sent(row, attempt)  # (WriteFailed: it never leaves, nothing reserved)
         except WriteFailed:
-            books.withdrawn(row, attempt)
             self.queues.flying(row, attempt, -1)
             raise
         seen: list[str] = []
@@ -321,8 +323,8 @@ class Run:
             if leaving is not None:
                 try:
                     await leaving
-                except WriteFailed:
-                    books.withdrawn(row, attempt)
+                except WriteFailed:  # never left: released, never billed
+                    books.settle(row, attempt, number, _NOT_SENT, None, journaled=False)
                     raise
             key = SendKey(row.id, number, attempt.worst, row.dataset)
             outcome = await self.send(
