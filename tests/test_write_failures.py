@@ -365,3 +365,21 @@ def test_a_batch_run_on_a_full_disk_submits_nothing_unjournaled_and_resumes(
     assert len(fake.ledger.entries) == 8 and len(billed) >= 1
     journal = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
     assert total <= journal.spent_usd <= Decimal(5)
+
+
+def test_adopting_records_on_a_full_disk_is_one_line_and_sends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal deleted, the output's records adopted on the next start: on a full disk that
+    start stops with the one line (it said "cannot write the spend journal" without the errno)."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(10))
+    _gen(tmp_path, LedgerSender(), budget_usd="1")
+    (tmp_path / "out.jsonl.ledger").unlink()
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
+    _use(monkeypatch, Disk(0))
+    again = LedgerSender()
+    with pytest.raises(WriteFailed) as info:
+        _gen(tmp_path, again, budget_usd="1")
+    assert again.bodies == []
+    assert str(info.value).startswith(f"{tmp_path / 'out.jsonl.ledger'}: cannot write (")
+    assert "ENOSPC" in str(info.value)

@@ -380,8 +380,8 @@ def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) 
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write the spend journal: {exc.strerror}") from exc
+    except OSError as exc:  # a full disk: one line, nothing sent (``files.WriteFailed``)
+        raise WriteFailed(write_error(path, exc)) from exc
     return str(json.loads(run))
 
 

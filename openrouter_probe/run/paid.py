@@ -39,6 +39,7 @@ from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, NoRouteError
+from openrouter_probe.files import WriteFailed, write_error
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
@@ -290,7 +291,10 @@ class PaidRun:
         if not records:
             return
         options = self.options
-        options.out.open("a").close()  # the journal never stands without its output
+        try:
+            options.out.open("a").close()  # the journal never stands without its output
+        except OSError as exc:
+            raise WriteFailed(write_error(options.out, exc)) from exc
         self._created()
         adopt(options.journal, records)
         unknown = sum(1 for r in records if r.generation_id is None)
