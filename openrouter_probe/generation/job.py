@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIError, ConfigError, NoRouteError, PolicyError
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
@@ -168,9 +169,14 @@ def _ask(
     )
 
 
-def _builder(asked: _Asked, model: str, provider_raw: Any) -> RequestBuilder:
+def _builder(
+    asked: _Asked, model: str, provider_raw: Any, *, identity: bool = False
+) -> RequestBuilder:
     """What every request of the run shares: the policy's model and provider block, byte for
-    byte, and the sampling the run asked for."""
+    byte, the sampling the run asked for and what the model's card fixes (``rules.sampling``);
+    ``identity``: each row's ``session_id`` (the response cache's rows kept apart)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
     return RequestBuilder(
         model=model,
         provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
@@ -178,7 +184,21 @@ def _builder(asked: _Asked, model: str, provider_raw: Any) -> RequestBuilder:
         stream=asked.stream,
         temperature=asked.temperature,
         reasoning=asked.reasoning,
+        advice=sampling_advice(model),
+        identity=identity,
     )
+
+
+def _sampling_note(summary: RunSummary, model: str, asked: _Asked) -> None:
+    """Say the sampling the model's card fixes and the run sends (``rules.sampling``)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
+    advice = sampling_advice(model)
+    if advice is not None:
+        note = advice.describe()
+        if asked.temperature is not None:
+            note += f"; this run sets temperature={asked.temperature:g}, which wins"
+        summary.notes.append(note)
 
 
 def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
@@ -208,7 +228,7 @@ def _admitted_prices(
     decision = route(
         compiled.provider,
         endpoints,
-        RequestParams(max_tokens=asked.max_tokens, parameters=frozenset(asked.parameters)),
+        RequestParams(max_tokens=asked.max_tokens, parameters=_sent_parameters(compiled, asked)),
     )
     if not decision.admitted:
         raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
@@ -225,13 +245,22 @@ def _admitted_prices(
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
 
 
+def _sent_parameters(compiled: Any, asked: _Asked) -> frozenset[str]:
+    """The parameters every request sends: the run's, and the sampling its model card fixes
+    (``require_parameters`` routes only to endpoints that take them all)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
+    advice = sampling_advice(compiled.model)
+    return frozenset(asked.parameters) | frozenset(advice.names if advice is not None else ())
+
+
 def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: _Asked) -> str:
     """Why no endpoint would serve the run's requests, pointing at the fix: a ``max_tokens``
     above the output limit of every endpoint the policy admits is lowered, not re-compiled."""
     from openrouter_probe.rules.routing import RequestParams, route
 
     head = f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now"
-    params = frozenset(asked.parameters)
+    params = _sent_parameters(compiled, asked)
     loose = route(compiled.provider, endpoints, RequestParams(parameters=params)).admitted
     limits = [e.max_completion_tokens for e in loose]
     if loose and None not in limits:
@@ -460,12 +489,15 @@ async def generate(
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
     batch: bool | BatchOptions = False,
+    response_cache: bool = True,
 ) -> RunSummary:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``send``, ``sleep``, ``clock``
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``response_cache`` asks
+    OpenRouter's response cache for every request (a row resent after a lost answer is answered
+    free; ``False`` never asks); ``send``, ``sleep``, ``clock``
     replace the transport, waits and time (docs/generate.md says every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     asked = _ask(
@@ -501,6 +533,7 @@ async def generate(
         max_wait_s=max_wait_s,
         target_tokens=target,
         lower_max_tokens=lower_max_tokens,
+        response_cache_ttl_s=RESPONSE_CACHE_TTL_S if response_cache else None,
     )
     redo = ("failed",) * redo_failed + ("truncated",) * redo_truncated
     asked, options = _batch_mode(asked, options, batch)
@@ -655,6 +688,7 @@ async def _run_job(
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
+        _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
@@ -680,7 +714,12 @@ async def _run_job(
             )
         return await paid.run(
             todo,
-            builder=_builder(asked, compiled.model, provider_raw),
+            builder=_builder(
+                asked,
+                compiled.model,
+                provider_raw,
+                identity=options.response_cache_ttl_s is not None,
+            ),
             prices=prices,
             summary=summary,
             header={
