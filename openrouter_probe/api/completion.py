@@ -27,11 +27,11 @@ __all__ = [
     "CACHE_TTL_HEADER",
     "RESPONSE_CACHE_TTL_S",
     "ChatCompletion",
-    "response_cache_headers",
     "merge_reasoning_details",
     "read_completion",
     "read_stream",
     "reasoning_text",
+    "response_cache_headers",
 ]
 
 

@@ -46,6 +46,7 @@ from openrouter_probe.fake.faults import (
 )
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
+from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
 
@@ -172,6 +173,8 @@ class FakeOpenRouter:
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        #: OpenRouter's response cache (``X-OpenRouter-Cache: true``; ``fake.response_cache``)
+        self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
         self._requests = 0
@@ -436,8 +439,19 @@ class FakeOpenRouter:
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
             return error_response(400, problem or "Bad request")
-        prompt_tokens = count_prompt_tokens(body["messages"], body)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        stream = bool(body.get("stream"))
+        cache = cache_request(request.headers, raw, stream)
+        if cache is not None:  # before any provider: a hit bills nothing, holds nothing
+            hit = self.response_cache.get(cache[0], self.clock.now())
+            if hit is not None:
+                served = [(hit.endpoint, 200)]
+                reply = Reply(
+                    self, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
+                    stream=stream, cached=hit, cache=cache,
+                )  # fmt: skip
+                return await reply.run(stream=stream, max_tokens=max_tokens)
+        prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}
@@ -446,7 +460,6 @@ class FakeOpenRouter:
         )
         if not plan.decision.candidates:
             return json_response(404, self.router.no_route(model, plan.decision, block))
-        stream = bool(body.get("stream"))
         refused = self._refuse_request(request_no, model, stream=stream)
         if refused is not None:
             return refused
@@ -488,6 +501,7 @@ class FakeOpenRouter:
                         prompt_tokens,
                         attempts,
                         stream=stream,
+                        cache=cache,
                     )
                     return await reply.run(stream=stream, max_tokens=max_tokens)
                 status, payload = bodies.upstream_error_body(

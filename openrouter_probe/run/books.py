@@ -258,9 +258,7 @@ class Books:
                 self.warn(
                     _cost_warning(outcome, max(worst, own)), once=f"cost {outcome.provider or '?'}"
                 )
-                self.unknown(
-                    row, attempt, number, generation_id, journaled=journaled, counted=own
-                )
+                self.unknown(row, attempt, number, generation_id, journaled=journaled, counted=own)
                 return
         elif outcome.cost_unknown:
             self.unknown(row, attempt, number, generation_id, journaled=journaled)
