@@ -175,6 +175,10 @@ class Books:
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
+        # the room for output past max_tokens, fixed for this attempt from here to its settle
+        attempt.overshoot_usd = self.overshoot.extra_usd(
+            attempt.request.max_tokens, attempt.prices.output_usd_per_token
+        )
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
