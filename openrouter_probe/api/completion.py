@@ -305,7 +305,7 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     index, reasoning details merged, the usage chunk taken wherever it comes.
 
     A mid-stream error event ends it (``error``, with what came before kept); a stream that stops
-    before a finish reason and ``[DONE]`` (a dropped connection) is ``broken``. The loop is the hot
+    before ``[DONE]``, or with no finish reason nor usage (xAI's null finish), is ``broken``. The loop is the hot
     path of long streams (a 500-chunk answer is 500 events): it reads each event's fields once
     and calls out only for what is rare (errors, tool calls).
     """
@@ -364,10 +364,7 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     said = "".join(reasoning) or None
     if said is None and merged is not None:
         said = reasoning_text(merged)
-    # A stream ends whole with [DONE]; a finish reason, or (xAI cut at max_tokens answers
-    # ``finish_reason: null`` to the end) the usage chunk, says the answer came to its end.
-    done = "data: [DONE]" in text
-    if error is None and broken is None and (not done or (finish is None and usage is None)):
+    if (error or broken) is None and ("data: [DONE]" not in text or (finish or usage) is None):
         broken = "the stream ended before its finish (connection dropped?)"
     return ChatCompletion(
         provider=head.get("provider"),

@@ -368,13 +368,9 @@ def generate(
             progress=not quiet and not dry_run,
         )
     )
-    if fmt == "json":
-        click.echo(json.dumps(summary.to_dict(), indent=2))
-    else:
-        click.echo(flagged(summary.render()))
-    if summary.stop_reason in ("interrupted", "cancelled"):
-        sys.exit(130)
-    sys.exit(summary.exit_code)
+    said = json.dumps(summary.to_dict(), indent=2) if fmt == "json" else summary.render()
+    click.echo(said if fmt == "json" else flagged(said))
+    sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
 
 
 def _kind_of(path: str) -> str | None:

@@ -400,6 +400,7 @@ class FakeOpenRouter:
 
     # -- chat completions -----------------------------------------------------------------------
 
+
     def _check(self, body: Any) -> str | None:
         """What is wrong with a request body (``None``: nothing); kept when recording."""
         if self.requests is not None:
@@ -442,15 +443,9 @@ class FakeOpenRouter:
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         stream = bool(body.get("stream"))
         cache = cache_request(request.headers, raw, stream)
-        if cache is not None:  # before any provider: a hit bills nothing, holds nothing
-            hit = self.response_cache.get(cache[0], self.clock.now())
-            if hit is not None:
-                served = [(hit.endpoint, 200)]
-                reply = Reply(
-                    self, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
-                    stream=stream, cached=hit, cache=cache,
-                )  # fmt: skip
-                return await reply.run(stream=stream, max_tokens=max_tokens)
+        hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
+        if hit is not None:  # before any provider: a hit bills nothing, holds nothing
+            return await hit.run(stream=stream, max_tokens=max_tokens)
         prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
@@ -515,6 +510,20 @@ class FakeOpenRouter:
         finally:
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+
+
+def _cache_hit(
+    fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
+) -> Reply | None:
+    """The reply that replays the response cache's answer to this request, if it has one."""
+    hit = fake.response_cache.get(cache[0], fake.clock.now())
+    if hit is None:
+        return None
+    served = [(hit.endpoint, 200)]
+    return Reply(
+        fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
+        stream=bool(body.get("stream")), cached=hit, cache=cache,
+    )  # fmt: skip
 
 
 def _next_month(now: datetime) -> datetime:

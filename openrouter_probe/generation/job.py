@@ -189,6 +189,11 @@ def _builder(
     )
 
 
+def _cached(options: JobOptions) -> bool:
+    """Whether the run asks OpenRouter's response cache (then each row carries its identity)."""
+    return options.response_cache_ttl_s is not None
+
+
 def _sampling_note(summary: RunSummary, model: str, asked: _Asked) -> None:
     """Say the sampling the model's card fixes and the run sends (``rules.sampling``)."""
     from openrouter_probe.rules.sampling import sampling_advice
@@ -495,20 +500,13 @@ async def generate(
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``response_cache`` asks
-    OpenRouter's response cache for every request (a row resent after a lost answer is answered
-    free; ``False`` never asks); ``send``, ``sleep``, ``clock``
-    replace the transport, waits and time (docs/generate.md says every option and guarantee).
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``response_cache=False`` never
+    asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
+    and time (docs/generate.md says every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
-    asked = _ask(
-        max_tokens,
-        stream=stream,
-        temperature=temperature,
-        reasoning=_reasoning(reasoning_effort, reasoning_max_tokens),
-        weights=weights,
-        shard=shard,
-        turns=turns,
-    )
+    reasoning = _reasoning(reasoning_effort, reasoning_max_tokens)
+    asked = _ask(max_tokens, stream=stream, temperature=temperature, reasoning=reasoning,
+                 weights=weights, shard=shard, turns=turns)  # fmt: skip
     target = (
         None if target_tokens is None else parse_token_count(target_tokens, what="target_tokens")
     )
@@ -714,12 +712,7 @@ async def _run_job(
             )
         return await paid.run(
             todo,
-            builder=_builder(
-                asked,
-                compiled.model,
-                provider_raw,
-                identity=options.response_cache_ttl_s is not None,
-            ),
+            builder=_builder(asked, compiled.model, provider_raw, identity=_cached(options)),
             prices=prices,
             summary=summary,
             header={

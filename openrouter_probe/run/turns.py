@@ -211,6 +211,8 @@ def new_turn(
         turn["failed_attempts_cost_usd"] = float(extra_cost)
     if answer.logprobs is not None:
         turn["logprobs"] = answer.logprobs
+    if answer.cache_hit:
+        turn["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
     return turn
 
 
