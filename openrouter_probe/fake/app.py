@@ -400,7 +400,6 @@ class FakeOpenRouter:
 
     # -- chat completions -----------------------------------------------------------------------
 
-
     def _check(self, body: Any) -> str | None:
         """What is wrong with a request body (``None``: nothing); kept when recording."""
         if self.requests is not None:
