@@ -290,16 +290,22 @@ def _worst_total(
     todo: list[PromptRow], prices: Prices, builder: RequestBuilder, book: TurnBook | None
 ) -> Decimal:
     """The worst case of every request to send: a row's, or each of its turns' (the answers of
-    earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in)."""
+    earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in),
+    each with the room the run reserves for output past ``max_tokens`` (``run.overshoot``)."""
+    from openrouter_probe.run.overshoot import Overshoot
+
+    room, price = Overshoot().extra_usd, prices.output_usd_per_token
     total = Decimal(0)
     for row in todo:
         progress = None if book is None else book.rows.get(row.id)
         if progress is None:
-            total += builder.build(row, prices).worst_usd
+            request = builder.build(row, prices)
+            total += request.worst_usd + room(request.max_tokens, price)
             continue
         row_max = builder.max_tokens_of(row)
-        for request, earlier in progress.planned():
-            total += builder.build(request, prices, extra_prompt_tokens=earlier * row_max).worst_usd
+        for turn, earlier in progress.planned():
+            request = builder.build(turn, prices, extra_prompt_tokens=earlier * row_max)
+            total += request.worst_usd + room(request.max_tokens, price)
     return total
 
 
@@ -319,7 +325,8 @@ def _dry_run(
     from openrouter_probe.analysis.budget import plan_budget
 
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
-    builder = _builder(asked, compiled.model, {})  # the provider block adds no prompt bytes
+    # the provider block adds no prompt bytes; the row identity does, as in the real run
+    builder = _builder(asked, compiled.model, {}, identity=_cached(options))
     summary.stop_reason = "dry-run"
     worst_total = _worst_total(todo, prices, builder, book)
     summary.worst_case_usd = worst_total
