@@ -46,9 +46,9 @@ class SamplingAdvice:
             return ", ".join(f"{k}={v:g}" for k, v in values.items())
 
         return (
-            f"{self.model}: its card fixes sampling ({said(self.thinking)} with thinking; "
-            f"{said(self.instant)} without), sent explicitly so every provider samples alike "
-            f"unless temperature= or a row's own values say otherwise ({self.source})"
+            f"sampling as the {self.model} card fixes it, sent to every provider: "
+            f"{said(self.thinking)} with thinking; {said(self.instant)} without ({self.source}; "
+            "temperature= or a row's own values win)"
         )
 
 
@@ -56,8 +56,7 @@ _KIMI_K25 = SamplingAdvice(
     model="moonshotai/kimi-k2.5",
     thinking={"temperature": 1.0, "top_p": 0.95},
     instant={"temperature": 0.6, "top_p": 0.95},
-    source="Moonshot's K2.5 model card and its Kimi Vendor Verifier, which checks providers at "
-    "these values",
+    source="Moonshot's K2.5 card and Kimi Vendor Verifier",
 )
 
 #: The registry: model id (or permaslug) -> what its card fixes.
