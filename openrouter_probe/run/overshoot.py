@@ -43,6 +43,8 @@ class Overshoot:
 
     ratio: Decimal = Decimal(1)  # the largest completion tokens / max_tokens seen (1: none)
     by_provider: dict[str, ProviderOvershoot] = field(default_factory=dict)
+    #: ``extra_usd`` by (max_tokens, price) at the current ratio (a reservation per request)
+    _room: dict[tuple[int, Decimal], Decimal] = field(default_factory=dict, repr=False)
 
     def extra_tokens(self, max_tokens: int) -> int:
         """The output tokens past ``max_tokens`` a request may be billed for, at worst."""
@@ -52,7 +54,11 @@ class Overshoot:
 
     def extra_usd(self, max_tokens: int, output_usd_per_token: Decimal) -> Decimal:
         """What a reservation adds for output past ``max_tokens`` at the dearest output price."""
-        return self.extra_tokens(max_tokens) * output_usd_per_token
+        key = (max_tokens, output_usd_per_token)
+        room = self._room.get(key)
+        if room is None:
+            room = self._room[key] = self.extra_tokens(max_tokens) * output_usd_per_token
+        return room
 
     def see(
         self, provider: str | None, *, billed_tokens: int, max_tokens: int, cost_usd: Decimal | None
@@ -62,7 +68,9 @@ class Overshoot:
         if max_tokens <= 0 or billed_tokens <= max_tokens:
             return False
         ratio = Decimal(billed_tokens) / max_tokens
-        self.ratio = max(self.ratio, ratio)
+        if ratio > self.ratio:
+            self.ratio = ratio
+            self._room.clear()
         tally = self.by_provider.setdefault(provider or "?", ProviderOvershoot())
         tally.answers += 1
         tally.worst_ratio = max(tally.worst_ratio, float(ratio))

@@ -41,6 +41,10 @@ def dumps(value: Any) -> str:
     return _ENCODE(value)
 
 
+#: Row parameters that change the sampling a row is sent with (``sampling_of``).
+_SAMPLED = frozenset({"temperature", "top_p", "reasoning", "reasoning_effort"})
+
+
 def row_session(row_id: str) -> str:
     """The ``session_id`` of row ``row_id``: ``orp-`` and 32 hex digits of its SHA-256 (stable
     across processes and runs; within OpenRouter's 128 characters whatever the id)."""
@@ -77,9 +81,13 @@ class RequestBuilder:
     advice: SamplingAdvice | None = None
     identity: bool = False
     _prefix: bytes = field(init=False, repr=False, compare=False)
+    _plain_sampling: dict[str, Any] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_prefix", self.prefix().encode())
+        # the sampling of a row that sets none of its own (the common row: computed once)
+        plain = PromptRow("", "", [], {}, 0)
+        object.__setattr__(self, "_plain_sampling", self._sampling(plain))
 
     def prefix(self, provider_json: str | None = None) -> str:
         return (
@@ -98,6 +106,11 @@ class RequestBuilder:
     def sampling_of(self, row: PromptRow) -> dict[str, Any] | None:
         """The sampling ``row`` is sent with: the run's ``temperature`` or its card's advice
         where the row sets none, and the row's own (``None``: none said)."""
+        if not row.params.keys() & _SAMPLED:
+            return self._plain_sampling  # (shared: records serialize it, nobody changes it)
+        return self._sampling(row)
+
+    def _sampling(self, row: PromptRow) -> dict[str, Any] | None:
         params = row.params
         said: dict[str, Any] = {}
         advice = self.advice

@@ -88,7 +88,7 @@ class RowSource:
         request = attempt.request
         record["max_tokens"] = request.max_tokens  # what an overshoot is measured against
         if request.sampling is not None:
-            record["sampling"] = dict(request.sampling)
+            record["sampling"] = request.sampling
         if answer.cache_hit:
             record["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
         if answer.tool_calls:
