@@ -227,3 +227,29 @@ def test_the_books_count_a_hit_at_zero_without_a_cost() -> None:
     assert books.reserve("d", attempt)
     books.settle(row, attempt, 1, answer, "gen-1", journaled=True)  # type: ignore[arg-type]
     assert attempt.cost == 0 and books.cap.spent_usd == 0 and books.counts.cache_hits == 1
+
+
+def test_the_fake_keeps_only_200s_and_only_within_the_ttl() -> None:
+    import requests
+
+    from openrouter_probe.fake.clock import ManualClock
+
+    clock = ManualClock(1_800_000_000.0)
+    body = json.dumps(
+        {"model": "moonshotai/kimi-k2.5", "messages": [{"role": "user", "content": "hi"}],
+         "provider": {"only": ["chutes/int4"], "allow_fallbacks": False}}
+    )  # fmt: skip
+    with serve(speed=0, seed=1, clock=clock, faults="upstream_502=@1") as fake:
+        headers = {"Authorization": "Bearer k", **response_cache_headers(60)}
+        url = fake.base_url + "/chat/completions"
+        failed = requests.post(url, data=body, headers=headers, timeout=10)
+        assert failed.status_code == 502
+        first = requests.post(url, data=body, headers=headers, timeout=10)
+        assert first.headers["X-OpenRouter-Cache-Status"] == "MISS"  # the 502 was not kept
+        clock.set(1_800_000_000.0 + 59)
+        within = requests.post(url, data=body, headers=headers, timeout=10)
+        clock.set(1_800_000_000.0 + 61)
+        after = requests.post(url, data=body, headers=headers, timeout=10)
+        assert within.headers["X-OpenRouter-Cache-Status"] == "HIT"
+        assert after.headers["X-OpenRouter-Cache-Status"] == "MISS"  # the TTL ran out
+        assert len(fake.ledger) == 2
