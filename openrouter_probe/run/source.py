@@ -170,6 +170,7 @@ class TurnSource(RowSource):
             worst=attempt.worst,
             extra_cost=attempt.extra_cost,
             run_id=self.run_id,
+            max_tokens=attempt.request.max_tokens,
         )
         truncated = answer.truncated
         if not (progress.last or truncated):
