@@ -52,6 +52,17 @@ class Overshoot:
         learned = (self.ratio - 1) * max_tokens
         return math.ceil(max(margin, learned))
 
+    def within(self, tokens: int) -> int:
+        """The largest ``max_tokens`` whose output and room past it fit in ``tokens``."""
+        low, high = 0, max(0, tokens)
+        while low < high:  # extra_tokens grows with max_tokens: a bisection
+            mid = (low + high + 1) // 2
+            if mid + self.extra_tokens(mid) <= tokens:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
     def extra_usd(self, max_tokens: int, output_usd_per_token: Decimal) -> Decimal:
         """What a reservation adds for output past ``max_tokens`` at the dearest output price."""
         key = (max_tokens, output_usd_per_token)
