@@ -149,7 +149,10 @@ def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
             time.sleep(0.005)  # polling the fake (its requests arrived), not waiting for time
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert not (tmp_path / "out.jsonl").exists() or not records(tmp_path / "out.jsonl")
+        out_path = tmp_path / "out.jsonl"
+        before = {r["id"] for r in records(out_path)} if out_path.exists() else set()
+        lost = rows - len(before)  # billed, never recorded: in flight at the kill
+        assert lost >= 1, "every answer came before the kill: slow the fake down"
         cache = fake.fake.response_cache
         while cache.stores < rows and time.monotonic() < deadline:
             time.sleep(0.01)  # the fake finishes what was in flight (a client gone or not)
@@ -170,15 +173,19 @@ def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
         )
         assert summary.stop_reason == "done"
         assert fake.ledger.total_usd == billed and len(fake.ledger) == rows  # the resend is free
-        assert summary.cache_hits == rows and summary.killed_in_flight_before == rows
-        out = records(tmp_path / "out.jsonl")
-        assert len(out) == rows
+        assert summary.cache_hits == lost and summary.killed_in_flight_before == lost
+        out = [r for r in records(out_path) if r["id"] not in before]
+        assert len(out) == lost
         assert all(r["response_cache"] == "hit" and r["cost_usd"] == 0 for r in out)
         assert all(r["usage"]["completion_tokens"] == 0 for r in out)
         assert all(r["content"] or r["reasoning"] for r in out)  # the answer itself, replayed
-        # the killed attempts are settled from /generation at what the fake billed for them
-        assert summary.reconciled_before == rows
-        assert summary.spent_total_usd == billed and summary.spent_usd == 0
+        # the killed attempts whose generation id the journal holds (the headers came before the
+        # kill) are settled from /generation at what the fake billed for them; the rest stay at
+        # their worst case: never under what was billed
+        assert summary.spent_usd == 0 and summary.spent_total_usd >= billed
+        assert 1 <= summary.reconciled_before <= lost
+        if summary.reconciled_before == lost:
+            assert summary.spent_total_usd == billed
 
 
 def test_a_hit_on_the_fake_bills_nothing_and_replays_the_answer() -> None:
