@@ -200,7 +200,11 @@ def _weights_syntax(text: str) -> object:
     show_default=True,
     help="Ask for answers as streams (SSE); the records are the same either way.",
 )
-@click.option("--temperature", type=float, help="Of every request (a row's temperature wins).")
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0, max=2),
+    help="Of every request, 0 to 2 (a row's temperature wins).",
+)
 @click.option(
     "--reasoning-effort",
     type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
@@ -261,7 +265,7 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--read-timeout",
     "read_timeout_s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=300.0,
     show_default=True,
     help="Seconds without data, or a stream without a token (keep-alives only), before an "
@@ -278,7 +282,7 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--drain-timeout",
     "drain_timeout_s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=60.0,
     show_default=True,
     help="After the first Ctrl-C, seconds to wait for requests in flight.",
