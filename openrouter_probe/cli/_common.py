@@ -243,6 +243,25 @@ def snapshot_options(func: F) -> F:
     return func
 
 
+def given(name: str) -> bool:
+    """Whether the running command's parameter ``name`` was given (not its default)."""
+    ctx = click.get_current_context()
+    source = ctx.get_parameter_source(name)
+    return source is not None and source not in (
+        click.ParameterSource.DEFAULT,
+        click.ParameterSource.DEFAULT_MAP,
+    )
+
+
+def warn_unused(name: str, why: str) -> None:
+    """Say on stderr that the option ``name``, given, does nothing here (``why``), as the
+    running command spells it (``--no-preserve-thinking``)."""
+    if not given(name):
+        return
+    ctx = click.get_current_context()
+    note(f"warning: {flag_of(ctx.command, name, ctx.params.get(name), given=True)} {why}: ignored")
+
+
 def check_snapshot_options(offline: bool, snapshot: str | None) -> None:
     """``--offline`` with ``--snapshot PATH`` is a usage error, even where neither is read."""
     if offline and snapshot and snapshot != "bundled":

@@ -20,6 +20,7 @@ from openrouter_probe.cli._common import (
     snapshot_options,
     token_count,
     usd_amount,
+    warn_unused,
 )
 from openrouter_probe.cli.terms import flagged
 
@@ -105,6 +106,8 @@ def source_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
+        if reading["sample"] is None:
+            warn_unused("seed", "picks the rows of --sample, and there is no --sample")
         return func(*args, reading=reading, **kwargs)
 
     options = [
@@ -367,6 +370,8 @@ def generate(
         click.echo(json.dumps(summary.to_dict(), indent=2))
     else:
         click.echo(flagged(summary.render()))
+        if len(summary.skipped_rows) > 10:
+            note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
     if summary.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
     sys.exit(summary.exit_code)
@@ -463,7 +468,7 @@ def audit_cmd(
     sys.exit(report.exit_code)
 
 
-@cli.command("export")
+@cli.command("export", keywords={"paths": "outputs"})
 @click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--format",
@@ -538,6 +543,8 @@ def export_cmd(
     """
     from openrouter_probe.generation.export import export
 
+    if fmt != "specforge":
+        warn_unused("preserve_thinking", f"is specforge's; --format {fmt} has no such key")
     summary = export(
         outputs,
         fmt=fmt,

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
+#: Skipped rows the warnings name one by one (``RunSummary.skipped_rows`` holds every one).
+_SHOWN_SKIPPED = 10
 #: How long a row's retries may run in batch mode: a batch may take 24 h, and a retry another.
 _BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 
@@ -216,10 +218,15 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
     summary.rows_skipped = len(rows.skipped)
+    summary.skipped_rows = list(rows.skipped)
     summary.rows_ending_on_assistant = rows.ending_on_assistant
-    summary.warnings.extend(f"skipped, never sent: {why}" for why in rows.skipped[:5])
-    if len(rows.skipped) > 5:
-        summary.warnings.append(f"... and {len(rows.skipped) - 5} more rows skipped")
+    shown = rows.skipped[:_SHOWN_SKIPPED]
+    summary.warnings.extend(f"skipped, never sent: {why}" for why in shown)
+    if len(rows.skipped) > len(shown):
+        summary.warnings.append(
+            f"... and {len(rows.skipped) - len(shown)} more rows skipped (the summary's "
+            f"skipped_rows names all {len(rows.skipped)}, each with its line and reason)"
+        )
 
 
 def _admitted_prices(
