@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,10 +129,10 @@ def test_push_to_hub_hands_the_folder_to_huggingface_hub(
         "repo_id": "me/x", "repo_type": "dataset", "private": True, "exist_ok": True,
     }  # fmt: skip
     assert upload["folder_path"] == str(folder) and upload["repo_type"] == "dataset"
-    assert (
-        "README.md" in listed["files"]
-        and "data/B3/train-00000-of-00001.parquet" in (listed["files"])
-    )
+    assert "README.md" in listed["files"]
+    (b3,) = [f for f in listed["files"] if f.startswith("data/B3/")]
+    assert re.fullmatch(r"data/B3/train-00000-of-00001-[0-9a-f]{16}\.parquet", b3)
+    assert upload["delete_patterns"] == ["data/**"]  # an earlier export's shards go
     assert "pushed to the Hub: https://huggingface.co/datasets/me/x/commit/1" in summary.render()
 
 

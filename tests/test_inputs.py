@@ -408,7 +408,7 @@ def test_a_manifest_is_checked_key_by_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="datasets named twice: B3"):
         read_inputs(bad)
     with pytest.raises(
-        ConfigError, match="a manifest sets each dataset's own; drop limit= or sample="
+        ConfigError, match="a manifest sets each dataset's own; drop limit=2 "
     ):
         read_inputs(MANIFEST, options=SourceOptions.of(limit=2))
 
