@@ -58,8 +58,9 @@ class OptionError(ConfigError):
     """A value given for a keyword (or a combination of keywords) is refused: a usage error.
 
     ``template`` names each keyword in braces; ``values`` holds each keyword's value as given.
-    ``{name}`` is the keyword alone (``limit=``), ``{name=}`` the keyword with its value
-    (``read_timeout_s=-1.0``), ``{name=text}`` the keyword with that value (``fmt='hf'``).
+    ``{name}`` is the keyword alone (``limit=``; ``{name:bare}``: ``limit``, for prose),
+    ``{name=}`` the keyword with its value (``read_timeout_s=-1.0``), ``{name=text}`` the keyword
+    with that value (``fmt='hf'``).
     ``str()`` is the library's wording; the CLI renders the same template with each command's
     own flags (``--read-timeout -1.0``) and exits 2.
 
@@ -84,13 +85,21 @@ class OptionError(ConfigError):
         value, given)`` (``given``: whether a value is shown)."""
         values = self.values
 
-        class _Fields(dict[str, str]):
-            def __missing__(self, key: str) -> str:
-                name, eq, text = key.partition("=")
+        class _Term:
+            def __init__(self, key: str) -> None:
+                self.key = key
+
+            def __format__(self, spec: str) -> str:
+                name, eq, text = self.key.partition("=")
                 if not eq:
-                    return str(term(name, None, False))
+                    said = str(term(name, None, False))
+                    return said.removesuffix("=") if spec == "bare" else said
                 value: Any = values.get(name) if not text else _literal(text)
                 return str(term(name, value, True))
+
+        class _Fields(dict[str, _Term]):
+            def __missing__(self, key: str) -> _Term:
+                return _Term(key)
 
         return self.template.format_map(_Fields())
 

@@ -302,7 +302,7 @@ def test_generate_weights_say_weights_and_the_cli_says_its_flag(tmp_path: Path) 
     said = _generate_lib(prompts, weights="B9=2")
     assert "weights='B9': no such dataset in the prompts (they are: B3)" in said, said
     result = _generate_cli(str(prompts), "--out", str(tmp_path / "o.jsonl"), "--weights", "B9=2")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error
     assert "--weights B9: no such dataset in the prompts (they are: B3)" in result.output
 
 
@@ -355,6 +355,7 @@ def test_the_budget_says_its_keywords_alone_and_the_cli_its_flags() -> None:
     assert "Error: --dataset-names: 1 names for 6 datasets; give one name per dataset" in (
         names.output
     ), names.output
+    assert names.exit_code == 2  # a usage error
     prompt = _budget_cli("--prompt-tokens", "800")
     assert "Error: --prompt-tokens needs --output-tokens-per-request" in prompt.output
     assert "or give --prompt-ratio instead" in prompt.output

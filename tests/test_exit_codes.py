@@ -356,3 +356,34 @@ def test_every_skipped_row_is_in_the_json_summary_and_the_text_names_ten(tmp_pat
     assert len(named) == 10 and named[-1].startswith(f"skipped, never sent: {prompts}:11:")
     assert "... and 3 more rows skipped" in text.stderr
     assert "--format json lists all 13 skipped rows (skipped_rows)" in text.stderr
+
+
+# -- found across the other verbs: values the library refused with exit 1 ---------------------
+
+ACROSS_VERBS = [
+    (["budget", MODEL, "--offline", "--budget-usd", "10", "--output-tokens", "1M",
+      "--datasets", "3", "--dataset-names", "a,b"],
+     "--dataset-names: 2 names for 3 datasets; give one name per dataset"),
+    (["budget", MODEL, "--offline", "--budget-usd", "10", "--output-tokens", "1M",
+      "--prompt-tokens", "100", "--output-tokens-per-request", "100", "--prompt-ratio", "2"],
+     "give --prompt-ratio or --prompt-tokens with --output-tokens-per-request, not both"),
+    (["budget", MODEL, "--offline", "--budget-usd", "10", "--output-tokens", "1M",
+      "--prompt-tokens", "100"], "--prompt-tokens needs --output-tokens-per-request"),
+    (["verify", MODEL, "--offline", "--suite", "arithmetic"],
+     "--suite arithmetic: no such suite; use arith, tools, or a path to a .jsonl file"),
+    (["generate", README, "--policy", POLICY, "-o", "o.jsonl", "--snapshot", "bundled",
+      "--dry-run", "--weights", "B9=2"], "--weights B9: no such dataset in the prompts"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "said"), ACROSS_VERBS)
+def test_values_refused_across_verbs_are_usage_errors(
+    args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    if args[0] == "generate":  # a prompts file with one dataset, B3
+        (tmp_path / "p.jsonl").write_text(json.dumps({"dataset": "B3", "prompt": "q"}) + "\n")
+        args = [args[0], str(tmp_path / "p.jsonl"), *args[2:]]
+    result = CliRunner().invoke(cli, args, env={"OPENROUTER_API_KEY": "sk-x"})
+    assert result.exit_code == 2, result.output
+    assert said in _error_line(result)

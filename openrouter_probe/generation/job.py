@@ -105,9 +105,9 @@ def parse_weights(
     out: dict[str, float] = {}
     for name, value in pairs.items():
         if name not in datasets:
-            raise ConfigError(
-                f"weights={name!r}: no such dataset in the prompts (they are: "
-                f"{', '.join(datasets) or 'none'})"
+            known = (", ".join(datasets) or "none").replace("{", "{{").replace("}", "}}")
+            raise OptionError(
+                f"{{weights=}}: no such dataset in the prompts (they are: {known})", weights=name
             )
         try:
             weight = float(value)
