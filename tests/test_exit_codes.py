@@ -254,7 +254,9 @@ def _output(tmp_path: Path, n: int = 2) -> Path:
 def test_export_push_to_hub_without_format_hf_is_a_usage_error(tmp_path: Path) -> None:
     out = _output(tmp_path)
     target = tmp_path / "x.jsonl"
-    result = CliRunner().invoke(cli, ["export", str(out), "--push-to-hub", "me/x", "-o", str(target)])
+    result = CliRunner().invoke(
+        cli, ["export", str(out), "--push-to-hub", "me/x", "-o", str(target)]
+    )
     assert result.exit_code == 2 and not target.exists()
     assert _error_line(result) == (
         "Error: --push-to-hub me/x uploads a Hub dataset folder, which only --format hf writes "
@@ -267,7 +269,9 @@ def test_export_prompts_matching_no_row_is_a_usage_error(tmp_path: Path) -> None
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"id": "elsewhere", "prompt": "q"}) + "\n", encoding="utf-8")
     target = tmp_path / "x.jsonl"
-    result = CliRunner().invoke(cli, ["export", str(out), "--prompts", str(other), "-o", str(target)])
+    result = CliRunner().invoke(
+        cli, ["export", str(out), "--prompts", str(other), "-o", str(target)]
+    )
     assert result.exit_code == 2 and not target.exists()
     assert f"Error: --prompts {other}: none of its row ids is a row of the outputs read" in (
         _error_line(result)
@@ -326,7 +330,9 @@ def test_verify_warns_of_options_a_plan_does_not_read(tmp_path: Path) -> None:
         cli, ["verify", MODEL, "--offline", "--suite", str(suite), "--n", "5",
               "--evidence", str(tmp_path / "e.yaml")],
     )  # fmt: skip
-    assert "warning: --evidence " in result.stderr and "this run sends none: ignored" in result.stderr
+    assert (
+        "warning: --evidence " in result.stderr and "this run sends none: ignored" in result.stderr
+    )
     assert "warning: --n 5 shapes the generated suites (arith, tools), and --suite has none" in (
         result.stderr
     )

@@ -208,6 +208,8 @@ def test_a_re_export_into_the_same_folder_loads_its_own_rows_with_the_default_ca
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [
-        [3, "answer 0 of 3"], [5, "answer 0 of 5"], [3, "answer 0 of 3"]
+        [3, "answer 0 of 3"],
+        [5, "answer 0 of 5"],
+        [3, "answer 0 of 3"],
     ]
     assert (tmp_path / "hf-home" / "datasets").is_dir()  # the default cache, under HF_HOME

@@ -93,9 +93,7 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
 
 def as_flags(exc: OptionError, command: click.Command) -> str:
     """``exc``'s message with each keyword said as ``command``'s flag (``flag_of``)."""
-    return exc.render(
-        lambda name, value, given: flag_of(command, name, value, given=given)
-    )
+    return exc.render(lambda name, value, given: flag_of(command, name, value, given=given))
 
 
 class _Group(click.Group):

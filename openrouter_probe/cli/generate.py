@@ -366,15 +366,21 @@ def generate(
             progress=not quiet and not dry_run,
         )
     )
-    if fmt == "json":
-        click.echo(json.dumps(summary.to_dict(), indent=2))
-    else:
-        click.echo(flagged(summary.render()))
-        if len(summary.skipped_rows) > 10:
-            note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
+    _show_summary(summary, fmt)
     if summary.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
     sys.exit(summary.exit_code)
+
+
+def _show_summary(summary: Any, fmt: str) -> None:
+    """The run's summary on stdout: JSON (every skipped row in ``skipped_rows``) or text (the
+    warnings name the first 10)."""
+    if fmt == "json":
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    click.echo(flagged(summary.render()))
+    if len(summary.skipped_rows) > 10:
+        note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
 
 
 def _kind_of(path: str) -> str | None:

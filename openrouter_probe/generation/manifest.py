@@ -231,7 +231,7 @@ def read_inputs(
         return Inputs(rows)
     given = options.given()
     if given:
-        names = ", ".join("{%s=}" % name for name in given)
+        names = ", ".join(f"{{{name}=}}" for name in given)
         raise OptionError(
             f"{_braced(prompts)}: a manifest sets each dataset's own; drop {names} (or set them "
             "in the manifest)",

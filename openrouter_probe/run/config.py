@@ -103,9 +103,13 @@ class JobOptions:
             if not value > 0:
                 raise OptionError(f"{{{name}=}}: a number of seconds above 0", **{name: value})
         if self.max_wait_s < 0:
-            raise OptionError("{max_wait_s=}: a number of seconds, 0 or more", max_wait_s=self.max_wait_s)
+            raise OptionError(
+                "{max_wait_s=}: a number of seconds, 0 or more", max_wait_s=self.max_wait_s
+            )
         if self.target_tokens is not None and self.target_tokens < 1:
-            raise OptionError("{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens)
+            raise OptionError(
+                "{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens
+            )
         for dataset, weight in self.weights.items():
             if not 0 < weight < float("inf"):
                 raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
