@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol
 
+from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger, Pending
@@ -204,15 +205,23 @@ class Books:
 
         Without ``fsync`` the line is flushed to the OS at once: a flush costs less than the
         wait for a shared one (a wake-up per request). With ``fsync`` the lines of every attempt
-        leaving in this turn of the loop share one write and one ``fsync`` (``leaving``)."""
-        self.counts.requests += 1
+        leaving in this turn of the loop share one write and one ``fsync`` (``leaving``).
+
+        A line the journal cannot take (``files.WriteFailed``, raised on): the attempt never
+        leaves, and its reservation is released (nothing was billed)."""
         ledger = self.ledger
+        self.counts.requests += 1
         if ledger is None:
             return 0
         dataset = self._dataset_json[row.dataset]
-        if ledger.fsync:
-            return ledger.sending(attempt.id_json, attempt.worst, dataset)
-        return ledger.sent(attempt.id_json, attempt.worst, dataset)
+        try:
+            if ledger.fsync:
+                return ledger.sending(attempt.id_json, attempt.worst, dataset)
+            return ledger.sent(attempt.id_json, attempt.worst, dataset)
+        except WriteFailed:
+            self.counts.requests -= 1
+            self.cap.settle(attempt.worst, None, row.dataset)
+            raise
 
     def leaving(self) -> Awaitable[None] | None:
         """What to await before sending what ``sent`` journaled (``None``: it is in the OS

@@ -103,7 +103,9 @@ class RunSummary:
     all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
     (402), ``key`` (401), ``no-route`` (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
     spent, or one below a request's worst case before sending), ``failing`` (nearly every recent
-    attempt failed one transient way: ``run.streak``) or ``dry-run``.
+    attempt failed one transient way: ``run.streak``), ``write-failed`` (the output or its journal
+    could not be written: a full disk, a read-only folder; nothing was sent after it, and a rerun
+    resumes) or ``dry-run``.
     """
 
     out: str
