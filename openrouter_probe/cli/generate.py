@@ -214,9 +214,10 @@ def _weights_syntax(text: str) -> object:
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option(
     "--shard",
-    metavar="i/n",
+    metavar="i/n|auto",
     callback=checked_by(_shard),
-    help="Send only shard i of n (0 <= i < n), by row id.",
+    help="Send only shard i of n (0 <= i < n), by row id; auto: the launcher's rank and world "
+    "size (SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS, RANK/WORLD_SIZE).",
 )
 @click.option(
     "--weights",
