@@ -220,6 +220,13 @@ def _weights_syntax(text: str) -> object:
     "size (SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS, RANK/WORLD_SIZE).",
 )
 @click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="KEYS.json",
+    help="Spend through this shard's own key from `keys create` (with --shard i/n or auto); "
+    "OpenRouter stops the shard at the key's limit.",
+)
+@click.option(
     "--weights",
     metavar="DS=W,...",
     callback=checked_by(_weights_syntax),
@@ -301,6 +308,7 @@ def generate(
     reasoning_max_tokens: int | None,
     dry_run: bool,
     shard: str | None,
+    key_file: str | None,
     weights: str | None,
     turns: str,
     reading: dict[str, Any],
@@ -329,6 +337,10 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     _check_not_swapped(prompts, policy, out)
+    if key_file and not shard:
+        raise click.UsageError(
+            "--key-file holds one key a shard: give --shard i/n or --shard auto with it"
+        )
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -344,6 +356,7 @@ def generate(
             reasoning_max_tokens=reasoning_max_tokens,
             dry_run=dry_run,
             shard=shard,
+            key_file=key_file,
             weights=weights,
             turns=turns,
             source=SourceOptions.of(**reading),

@@ -44,6 +44,7 @@ from openrouter_probe.fake.faults import (
     parse_faults,
     uniform,
 )
+from openrouter_probe.fake.keys import KeyStore
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
 from openrouter_probe.fake.router import Router
@@ -131,6 +132,7 @@ class FakeOpenRouter:
         workspace_budget_usd: float | None = None,
         batch_seconds: float = 420.0,
         batch_api: str = "v1",
+        management_key: str | None = None,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -192,11 +194,15 @@ class FakeOpenRouter:
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
         self.batches = BatchService(self, batch_seconds=batch_seconds)
         self._batch_api = batch_api
+        #: ``management_key``: the key management API and the keys it makes (``fake.keys``)
+        self.managed_keys = KeyStore(self, management_key) if management_key else None
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
         app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
         self.batches.register(app, mount=self._batch_api)
+        if self.managed_keys is not None:
+            self.managed_keys.register(app)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)
@@ -238,7 +244,12 @@ class FakeOpenRouter:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             return error_response(401, "No auth credentials found")
-        if self._api_key is not None and key.strip() != self._api_key:
+        managed = self.managed_keys
+        if (
+            self._api_key is not None
+            and key.strip() != self._api_key
+            and not (managed is not None and managed.knows(key.strip()))
+        ):
             return error_response(401, "User not found.")
         return None
 
@@ -349,6 +360,10 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
+        managed = self.managed_keys
+        own = None if managed is None else managed.of(managed.bearer(request))
+        if own is not None and managed is not None:
+            return web.json_response({"data": managed.key_data(own)})
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
         workspace = None
         if self.workspace_budget_usd is not None:
@@ -451,11 +466,23 @@ class FakeOpenRouter:
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
+        own, own_reserved = None, Decimal(0)
+        if self.managed_keys is not None:
+            secret = self.managed_keys.bearer(request)
+            refused, own, own_reserved = self.managed_keys.refuse_chat(
+                secret, chain, prompt_tokens, max_tokens, self.now()
+            )
+            if refused is not None:
+                return refused
+            if own is not None:
+                own.credit.reserve(own_reserved)  # no await since the check, as below
 
         reserved = Decimal(0)
         if self.credit.limit_usd is not None:
             refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
             if refused is not None:
+                if own is not None:
+                    own.credit.settle(own_reserved, Decimal(0))
                 return refused
             # Check and reservation run with no await in between, on the server's one loop:
             # concurrent requests cannot both take the last of the credit.
@@ -501,6 +528,8 @@ class FakeOpenRouter:
         finally:
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+            if own is not None and self.managed_keys is not None:
+                self.managed_keys.settle(own, own_reserved, None if reply is None else reply.billed)
 
 
 def _next_month(now: datetime) -> datetime:
