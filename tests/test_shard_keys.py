@@ -171,6 +171,28 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
         shown = json.loads(status.stdout)
         assert Decimal(shown["keys_usage_usd"]) == fake.ledger.total_usd
         assert not any(s in status.output for s in secrets)
+        # audit and export over the folder: every shard's rows, the money against the keys
+        audited = CliRunner().invoke(
+            cli,
+            ["audit", str(tmp_path / "out"), "--policy", str(POLICY), "--snapshot", "bundled",
+             "--key-file", str(tmp_path / "keys.json"), "--format", "json"],
+        )  # fmt: skip
+        assert audited.exit_code == 0, audited.output
+        body = json.loads(audited.stdout)
+        assert sum(p["rows"] for p in body["providers"]) == len(ids)
+        assert len(body["files"]) == 4
+        assert Decimal(str(body["spent_usd"])) == books.journals_usd
+        assert Decimal(body["keys"]["keys_usage_usd"]) == fake.ledger.total_usd
+        assert Decimal(body["keys"]["journals_usd"]) == books.journals_usd
+        exported = CliRunner().invoke(
+            cli,
+            ["export", str(tmp_path / "out" / "*.jsonl"), "--format", "jsonl",
+             "--include-truncated", "-o", str(tmp_path / "train.jsonl")],
+        )  # fmt: skip
+        assert exported.exit_code == 0, exported.output
+        exported_ids = [r["id"] for r in records(tmp_path / "train.jsonl")]
+        assert set(exported_ids) <= set(ids) and len(exported_ids) == len(set(exported_ids))
+        assert f"of {len(ids)} rows to" in exported.stderr  # every shard's rows were read
         # no file the job wrote holds a secret but the key file
         for path in (tmp_path / "out").iterdir():
             text = path.read_text(encoding="utf-8")

@@ -442,7 +442,7 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
 
 
 @cli.command("audit")
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("outputs", nargs=-1, required=True, metavar="OUTPUTS|DIR|GLOB...")
 @click.option(
     "--policy",
     required=True,
@@ -450,31 +450,52 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
     metavar="POLICY",
     help="The compiled policy the rows were generated under: who it admits.",
 )
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="KEYS.json",
+    help="The job's keys (`keys create`): check the shards' journals against the keys' usage "
+    "as OpenRouter reports it (OPENROUTER_MANAGEMENT_KEY).",
+)
 @snapshot_options
 @format_option("table", "json", "csv")
 def audit_cmd(
-    outputs: tuple[str, ...], policy: str, offline: bool, snapshot: str | None, fmt: str
+    outputs: tuple[str, ...],
+    policy: str,
+    key_file: str | None,
+    offline: bool,
+    snapshot: str | None,
+    fmt: str,
 ) -> None:
-    """Report per provider what OUTPUTS (one or more shards) cost, and flag rows served outside
-    the policy (exit 1 if there is one)."""
+    """Report per provider what OUTPUTS (files, folders or globs: every shard) cost, and flag rows
+    served outside the policy (exit 1 if there is one, or if the keys used more than the
+    journals count)."""
     from openrouter_probe.generation.audit import audit
+    from openrouter_probe.generation.books import expand_outputs, job_books
     from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.spec import snapshot_args
 
+    files = expand_outputs(outputs)
     args = snapshot_args(offline=offline, snapshot=snapshot)
     model = load_compiled_policy(policy, snapshot_args=args).model
     snap = load_snapshot_for(model, offline, snapshot)
-    report = audit(outputs, policy=policy, snapshot=snap)
+    report = audit(files, policy=policy, snapshot=snap)
+    books = job_books(key_file, files) if key_file else None
     if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        body = report.to_dict()
+        if books is not None:
+            body["keys"] = books.to_dict()
+        click.echo(json.dumps(body, indent=2))
     else:
         render_rows(report.provider_rows(), fmt, title=f"{model}: served rows by provider")
         note(report.render_notes())
-    sys.exit(report.exit_code)
+        if books is not None:
+            note(books.render())
+    sys.exit(max(report.exit_code, books.exit_code if books is not None else 0))
 
 
 @cli.command("export")
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("outputs", nargs=-1, required=True, metavar="OUTPUTS|DIR|GLOB...")
 @click.option(
     "--format",
     "fmt",
@@ -546,10 +567,11 @@ def export_cmd(
     Never exports an empty answer. The summary on stderr says how many rows were left out and
     why. docs/training-data.md: from here to a SpecForge or speculators run.
     """
+    from openrouter_probe.generation.books import expand_outputs
     from openrouter_probe.generation.export import export
 
     summary = export(
-        outputs,
+        expand_outputs(outputs),
         fmt=fmt,
         output=output,
         include_truncated=include_truncated,
