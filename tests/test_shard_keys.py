@@ -26,6 +26,7 @@ from openrouter_probe.generation.keyfile import (
     create_shard_keys,
     read_key_file,
     revoke_shard_keys,
+    shard_secret,
     split_budget,
 )
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
@@ -53,7 +54,7 @@ def test_the_fake_serves_the_management_api_and_holds_each_key_to_its_limit() ->
             made = keys.create("job-0of1", limit_usd=Decimal("0.01"))
             assert made.secret.startswith("sk-or-v1-") and made.secret not in repr(made)
             assert made.info.limit_usd == Decimal("0.01") and made.info.usage_usd == 0
-            assert [k.hash for k in keys.list()] == [made.info.hash]
+            assert [k.hash for k in keys.list_keys()] == [made.info.hash]
             # a management key cannot call completions; an inference key cannot manage keys
             refused = _chat(base, MANAGER)
             assert refused.status_code == 403
@@ -82,7 +83,7 @@ def test_the_fake_serves_the_management_api_and_holds_each_key_to_its_limit() ->
             # disabled: refused; deleted: gone
             assert keys.update(made.info.hash, disabled=True).disabled is True
             assert _chat(base, made.secret).status_code == 403
-            assert keys.list() == [] and len(keys.list(include_disabled=True)) == 1
+            assert keys.list_keys() == [] and len(keys.list_keys(include_disabled=True)) == 1
             assert keys.delete(made.info.hash) is True
             assert _chat(base, made.secret).status_code == 401
             with pytest.raises(APIStatusError) as gone:
@@ -103,7 +104,7 @@ def test_split_budget_never_sums_above_it() -> None:
 def _run_shard(tmp: Path, base: str, i: int, n: int, budget: float, **more: Any) -> Any:
     return asyncio.run(
         generate(tmp / "prompts.jsonl", policy=POLICY, out=tmp / "out" / f"shard-{i}.jsonl",
-                 base_url=base, key_file=tmp / "keys.json", shard=f"{i}/{n}", budget_usd=budget,
+                 base_url=base, api_key=shard_secret(tmp / "keys.json", f"{i}/{n}"), shard=f"{i}/{n}", budget_usd=budget,
                  snapshot="bundled", sleep=no_sleep, max_tokens=300, concurrency=8, **more)
     )  # fmt: skip
 
@@ -144,7 +145,7 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
         assert wrong.stop_reason != "done", wrong  # stopped by the server at its key's limit
         assert "key's limit" in wrong.message  # what the current run makes of the key's 402
         with KeysClient(management_key=MANAGER, base_url=fake.base_url) as keys:
-            usage = {k.hash: k.usage_usd for k in keys.list()}
+            usage = {k.hash: k.usage_usd for k in keys.list_keys()}
         for key in keyfile.keys:
             assert usage[key.hash] <= key.limit_usd  # each key within its limit
         assert fake.ledger.total_usd == sum(usage.values()) <= Decimal("0.08")
@@ -201,8 +202,8 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
         assert revoked.exit_code == 0, revoked.output
         assert revoked.stdout.count(" disabled ") == 4
         with KeysClient(management_key=MANAGER, base_url=fake.base_url) as keys:
-            assert keys.list() == []  # no enabled key of the job left
-            assert len(keys.list(include_disabled=True)) == 4
+            assert keys.list_keys() == []  # no enabled key of the job left
+            assert len(keys.list_keys(include_disabled=True)) == 4
 
 
 def test_key_file_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,7 +230,7 @@ def test_key_file_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         assert result.exit_code == 2 and "give --shard i/n or --shard auto" in result.stderr
         with pytest.raises(ConfigError, match="holds keys for 2 shards, not 3"):
             asyncio.run(generate(tmp_path / "p.jsonl", policy=POLICY, out=tmp_path / "o.jsonl",
-                                 key_file=tmp_path / "k.json", shard="0/3", base_url=fake.base_url,
+                                 api_key=shard_secret(tmp_path / "k.json", "0/3"), shard="0/3", base_url=fake.base_url,
                                  snapshot="bundled"))  # fmt: skip
         done = revoke_shard_keys(made, delete=True, client=client)
         assert [what for _, what in done] == ["deleted", "deleted"]

@@ -148,7 +148,7 @@ class KeysClient:
         except ValueError:
             raise APIConnectionError(f"{method} {url}: the answer is not JSON", url=url) from None
 
-    def list(self, *, include_disabled: bool = False) -> list[KeyRecord]:
+    def list_keys(self, *, include_disabled: bool = False) -> list[KeyRecord]:
         """Every key of the account (pages of 100, followed to the end)."""
         out: list[KeyRecord] = []
         while True:

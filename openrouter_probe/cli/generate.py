@@ -337,10 +337,6 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     _check_not_swapped(prompts, policy, out)
-    if key_file and not shard:
-        raise click.UsageError(
-            "--key-file holds one key a shard: give --shard i/n or --shard auto with it"
-        )
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -356,7 +352,7 @@ def generate(
             reasoning_max_tokens=reasoning_max_tokens,
             dry_run=dry_run,
             shard=shard,
-            key_file=key_file,
+            api_key=_shard_key(key_file, shard),
             weights=weights,
             turns=turns,
             source=SourceOptions.of(**reading),
@@ -377,9 +373,20 @@ def generate(
         click.echo(json.dumps(summary.to_dict(), indent=2))
     else:
         click.echo(flagged(summary.render()))
-    if summary.stop_reason in ("interrupted", "cancelled"):
-        sys.exit(130)
-    sys.exit(summary.exit_code)
+    sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
+
+
+def _shard_key(key_file: str | None, shard: str | None) -> str | None:
+    """``--key-file``: the secret of this shard's key (``None``: the key of OPENROUTER_API_KEY)."""
+    if key_file is None:
+        return None
+    if not shard:
+        raise click.UsageError(
+            "--key-file holds one key a shard: give --shard i/n or --shard auto with it"
+        )
+    from openrouter_probe.generation.keyfile import shard_secret
+
+    return shard_secret(key_file, shard)
 
 
 def _kind_of(path: str) -> str | None:

@@ -44,7 +44,7 @@ from openrouter_probe.fake.faults import (
     parse_faults,
     uniform,
 )
-from openrouter_probe.fake.keys import KeyStore
+from openrouter_probe.fake.keys import KeyStore, ManagedKey
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
 from openrouter_probe.fake.router import Router
@@ -195,7 +195,9 @@ class FakeOpenRouter:
         self.batches = BatchService(self, batch_seconds=batch_seconds)
         self._batch_api = batch_api
         #: ``management_key``: the key management API and the keys it makes (``fake.keys``)
-        self.managed_keys = KeyStore(self, management_key) if management_key else None
+        self.managed_keys = (
+            KeyStore(management_key, ledger=self.ledger, now=self.now) if management_key else None
+        )
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
@@ -466,27 +468,9 @@ class FakeOpenRouter:
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
-        own, own_reserved = None, Decimal(0)
-        if self.managed_keys is not None:
-            secret = self.managed_keys.bearer(request)
-            refused, own, own_reserved = self.managed_keys.refuse_chat(
-                secret, chain, prompt_tokens, max_tokens, self.now()
-            )
-            if refused is not None:
-                return refused
-            if own is not None:
-                own.credit.reserve(own_reserved)  # no await since the check, as below
-
-        reserved = Decimal(0)
-        if self.credit.limit_usd is not None:
-            refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
-            if refused is not None:
-                if own is not None:
-                    own.credit.settle(own_reserved, Decimal(0))
-                return refused
-            # Check and reservation run with no await in between, on the server's one loop:
-            # concurrent requests cannot both take the last of the credit.
-            self.credit.reserve(reserved)
+        refused, held = _hold(self, request, chain, prompt_tokens, max_tokens)
+        if refused is not None:
+            return refused
         reply: Reply | None = None
         try:
             attempts: list[tuple[Endpoint, int]] = []
@@ -526,10 +510,46 @@ class FakeOpenRouter:
             assert failure is not None
             return failure
         finally:
-            if self.credit.limit_usd is not None:
-                self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
-            if own is not None and self.managed_keys is not None:
-                self.managed_keys.settle(own, own_reserved, None if reply is None else reply.billed)
+            _release(self, held, reply)
+
+
+def _hold(
+    fake: FakeOpenRouter,
+    request: web.Request,
+    chain: Sequence[Endpoint],
+    prompt_tokens: int,
+    max_tokens: int | None,
+) -> tuple[web.Response | None, tuple[Decimal, ManagedKey | None, Decimal]]:
+    """What a request holds before it is served, or its refusal (402, a key's 401/402/403):
+    its worst case on the account's credit and on its own key's limit (``fake.keys``).
+    Check and reservation run with no await in between, on the server's one loop:
+    concurrent requests cannot both take the last of the credit."""
+    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
+    if fake.credit.limit_usd is not None:
+        refused, reserved = fake._refuse_credit(chain, prompt_tokens, max_tokens, now)
+        if refused is not None:
+            return refused, nothing
+        fake.credit.reserve(reserved)
+    if fake.managed_keys is None:
+        return None, (reserved, None, Decimal(0))
+    refused, own, own_reserved = fake.managed_keys.admit(
+        request, chain, prompt_tokens, max_tokens, now
+    )
+    if refused is not None:
+        fake.credit.settle(reserved, Decimal(0))
+        return refused, nothing
+    return None, (reserved, own, own_reserved)
+
+
+def _release(
+    fake: FakeOpenRouter, held: tuple[Decimal, ManagedKey | None, Decimal], reply: Reply | None
+) -> None:
+    """Settle what ``_hold`` held to what the request cost (nothing when it was not billed)."""
+    reserved, own, own_reserved = held
+    if fake.credit.limit_usd is not None:
+        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+    if own is not None and fake.managed_keys is not None:
+        fake.managed_keys.settle(own, own_reserved, None if reply is None else reply.billed)
 
 
 def _next_month(now: datetime) -> datetime:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -34,8 +34,7 @@ from openrouter_probe.fake.reply import output_cap
 
 if TYPE_CHECKING:
     from openrouter_probe.api.schema import Endpoint
-    from openrouter_probe.fake.app import FakeOpenRouter
-    from openrouter_probe.fake.ledger import LedgerEntry
+    from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 
 __all__ = ["KeyStore", "ManagedKey"]
 
@@ -106,8 +105,9 @@ class ManagedKey:
 class KeyStore:
     """The keys a management key made, by hash and by secret; the routes and the chat checks."""
 
-    def __init__(self, fake: FakeOpenRouter, management_key: str) -> None:
-        self.fake = fake
+    def __init__(self, management_key: str, *, ledger: Ledger, now: Callable[[], datetime]) -> None:
+        self.ledger = ledger  # the server's: refusals are counted there
+        self.now = now  # the server's clock
         self.management_key = management_key
         self.keys: dict[str, ManagedKey] = {}
         self._by_secret: dict[str, str] = {}
@@ -146,6 +146,24 @@ class KeyStore:
 
     # -- the chat handler's checks --------------------------------------------------------------
 
+    def admit(
+        self,
+        request: web.Request,
+        chain: Sequence[Endpoint],
+        prompt_tokens: int,
+        max_tokens: int | None,
+        now: datetime,
+    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
+        """``refuse_chat`` for the request's key; what it lets through is reserved on the key at
+        once (no ``await`` between the check and the reservation: concurrent requests cannot both
+        take the last of a key's limit)."""
+        refused, key, amount = self.refuse_chat(
+            self.bearer(request), chain, prompt_tokens, max_tokens, now
+        )
+        if key is not None:
+            key.credit.reserve(amount)
+        return refused, key, amount
+
     def refuse_chat(
         self,
         secret: str,
@@ -156,7 +174,7 @@ class KeyStore:
     ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
         """A refusal for a request of ``secret`` (the management key, a disabled, expired or
         deleted key, a spent limit), or the key to reserve on and the amount (its worst case)."""
-        ledger = self.fake.ledger
+        ledger = self.ledger
         if secret == self.management_key:
             ledger.count_error("management_key")
             return (
@@ -318,9 +336,7 @@ class KeyStore:
             return _error(400, "name is required: a non-empty string")
         secret = "sk-or-v1-" + secrets.token_hex(32)
         digest = hashlib.sha256(secret.encode()).hexdigest()
-        key = ManagedKey(
-            hash=digest, secret=secret, name=body["name"], created_at=_iso(self.fake.now())
-        )
+        key = ManagedKey(hash=digest, secret=secret, name=body["name"], created_at=_iso(self.now()))
         problem = self._fields(body, key)
         if problem is not None:
             return _error(400, problem)
@@ -353,7 +369,7 @@ class KeyStore:
         problem = self._fields(body, key)
         if problem is not None:
             return _error(400, problem)
-        key.updated_at = _iso(self.fake.now())
+        key.updated_at = _iso(self.now())
         return web.json_response({"data": key.to_json()})
 
     async def delete(self, request: web.Request) -> web.Response:

@@ -39,14 +39,14 @@ def _output(path: Path) -> bool:
 
 
 def expand_outputs(paths: Iterable[str | Path]) -> list[Path]:
-    """The output files ``paths`` name: a file as it is, a folder's ``*.jsonl`` (recursively: a
-    datatrove run writes one folder a rank), a glob's matches; journals and turns files beside
-    them are left out. A name that matches nothing is a ``ConfigError``."""
+    """The output files ``paths`` name: a file as it is, a folder's ``*.jsonl`` (not its
+    subfolders: a datatrove run keeps its inputs and logs there), a glob's matches; journals and
+    turns files beside them are left out. A name that matches nothing is a ``ConfigError``."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            matches = sorted(p for p in path.rglob("*.jsonl") if _output(p))
+            matches = sorted(p for p in path.glob("*.jsonl") if _output(p))
         elif path.exists():
             matches = [path]
         else:

@@ -438,17 +438,6 @@ async def _key_check(summary: RunSummary, options: JobOptions, asked: _Asked) ->
         summary.warnings.append(warning)
 
 
-def _shard_secret(key_file: str | Path, shard: tuple[int, int] | None) -> str:
-    """``key_file=``: the secret of this shard's key (``generation.keyfile``)."""
-    from openrouter_probe.generation.keyfile import read_key_file, shard_key
-
-    if shard is None:
-        raise ConfigError(
-            f"key_file={str(key_file)!r} holds one key a shard: give shard='i/n' or shard='auto'"
-        )
-    return shard_key(read_key_file(key_file), shard).secret
-
-
 async def generate(
     prompts: str | Path,
     *,
@@ -474,7 +463,6 @@ async def generate(
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
-    key_file: str | Path | None = None,
     attempts: int | None = None,
     read_timeout_s: float = 300.0,
     drain_timeout_s: float = 60.0,
@@ -490,8 +478,7 @@ async def generate(
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``key_file`` (with ``shard``):
-    the shard's own key from ``keys.create``'s file, held by OpenRouter to its limit; ``send``, ``sleep``, ``clock``
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``send``, ``sleep``, ``clock``
     replace the transport, waits and time (docs/generate.md says every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     asked = _ask(
@@ -506,8 +493,6 @@ async def generate(
     target = (
         None if target_tokens is None else parse_token_count(target_tokens, what="target_tokens")
     )
-    if key_file is not None:
-        api_key = _shard_secret(key_file, asked.shard)
     options = JobOptions.resolve(
         command="generate",
         out=out,

@@ -42,6 +42,7 @@ __all__ = [
     "read_key_file",
     "revoke_shard_keys",
     "shard_key",
+    "shard_secret",
     "split_budget",
 ]
 
@@ -240,12 +241,25 @@ def shard_key(keyfile: KeyFile, shard: tuple[int, int]) -> ShardKey:
     raise ConfigError(f"{keyfile.path}: no key for shard {index}/{count} (created midway?)")
 
 
+def shard_secret(key_file: str | Path, shard: str | tuple[int, int] | None) -> str:
+    """The secret of shard ``shard``'s key in ``key_file`` (``"i/n"``, ``"auto"`` or ``(i, n)``),
+    for ``generate(api_key=...)``: the run's journal and output never hold it."""
+    from openrouter_probe.generation.prompts import parse_shard
+
+    if shard is None:
+        raise ConfigError(
+            f"key_file={str(key_file)!r} holds one key a shard: give shard='i/n' or shard='auto'"
+        )
+    pair = parse_shard(shard) if isinstance(shard, str) else shard
+    return shard_key(read_key_file(key_file), pair).secret
+
+
 def key_records(keyfile: KeyFile, *, client: KeysClient | None = None) -> list[KeyRecord | None]:
     """What the server says of each key of the file now (``None``: a key it no longer has)."""
     own = client is None
     keys_client = client or KeysClient()
     try:
-        known = {r.hash: r for r in keys_client.list(include_disabled=True)}
+        known = {r.hash: r for r in keys_client.list_keys(include_disabled=True)}
         return [known.get(k.hash) for k in keyfile.keys]
     finally:
         if own:
@@ -261,7 +275,7 @@ def revoke_shard_keys(
     keys_client = client or KeysClient()
     done: list[tuple[ShardKey, str]] = []
     try:
-        known = {r.hash for r in keys_client.list(include_disabled=True)}
+        known = {r.hash for r in keys_client.list_keys(include_disabled=True)}
         for key in keyfile.keys:
             if key.hash not in known:
                 done.append((key, "gone"))
