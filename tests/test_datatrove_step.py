@@ -50,14 +50,19 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
         create_shard_keys("job", shards=4, budget_usd=2, out=tmp_path / "keys.json", client=keys)
         env = {**os.environ, "OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": ""}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        command = [
+            sys.executable, str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(tmp_path / "out"),
+            "--tasks", "4", "--workers", "2", "--policy", str(POLICY), "--budget-usd", "2",
+            "--key-file", str(tmp_path / "keys.json"), "--max-tokens", "300",
+            "--snapshot", "bundled",
+        ]  # fmt: skip
         run = subprocess.run(
-            [sys.executable, str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(tmp_path / "out"),
-             "--tasks", "4", "--workers", "2", "--policy", str(POLICY), "--budget-usd", "2",
-             "--key-file", str(tmp_path / "keys.json"), "--max-tokens", "300",
-             "--snapshot", "bundled"],
-            env=env, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
+            command, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
         assert run.returncode == 0, run.stderr[-3000:]
+        assert sorted(p.name for p in (tmp_path / "out" / "logs" / "completions").iterdir()) == [
+            f"{i:05d}" for i in range(4)
+        ]
         outs = expand_outputs([tmp_path / "out"])
         assert [p.name for p in outs] == [f"rank-{i:05d}.jsonl" for i in range(4)]
         answered = [r["id"] for out in outs for r in records(out)]
@@ -78,6 +83,17 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
                 text = path.read_text(encoding="utf-8", errors="replace")
                 assert not any(s in text for s in secrets), path
         assert not any(s in run.stdout + run.stderr for s in secrets)
+        # rank 2 as if killed before datatrove marked it done: the rerun runs it again, it
+        # resumes from its journal and sends nothing; the finished ranks are skipped
+        billed = fake.ledger.total_usd
+        (tmp_path / "out" / "logs" / "completions" / "00002").unlink()
+        again = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert (tmp_path / "out" / "logs" / "completions" / "00002").exists()
+        assert fake.ledger.total_usd == billed  # nothing paid twice
+        assert sorted(r["id"] for out in outs for r in records(out)) == sorted(answered)
         # one shard run by hand with a budget 20x its key's limit: the server stops it there
         write_prompts(tmp_path / "more.jsonl", prompt_rows(3000, size=400))
         by_hand = asyncio.run(
