@@ -30,9 +30,11 @@ def _weights(text: str) -> object:
     try:
         values = [float(part) for part in text.split(",")]
     except ValueError:
-        raise ConfigError(f"--weights {text}: give one number a shard, e.g. 2,1,1,1") from None
+        raise ConfigError(
+            f"--shard-weights {text}: give one number a shard, e.g. 2,1,1,1"
+        ) from None
     if any(not v > 0 for v in values):
-        raise ConfigError(f"--weights {text}: every weight is a number above 0")
+        raise ConfigError(f"--shard-weights {text}: every weight is a number above 0")
     return values
 
 
@@ -56,11 +58,11 @@ def keys_group() -> None:
     "--out",
     required=True,
     type=click.Path(dir_okay=False),
-    metavar="KEYS.json",
     help="The key file to write (mode 0600); must not exist.",
 )
 @click.option(
-    "--weights",
+    "--shard-weights",
+    "weights",
     metavar="W,W,...",
     callback=checked_by(_weights),
     help="Share the budget between shards by weight, one a shard (default: equal).",
