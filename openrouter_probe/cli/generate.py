@@ -20,6 +20,7 @@ from openrouter_probe.cli._common import (
     snapshot_options,
     token_count,
     usd_amount,
+    warn_unused,
 )
 from openrouter_probe.cli.terms import flagged
 
@@ -105,6 +106,8 @@ def source_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
+        if reading["sample"] is None:
+            warn_unused("seed", "picks the rows of --sample, and there is no --sample")
         return func(*args, reading=reading, **kwargs)
 
     options = [
@@ -200,7 +203,11 @@ def _weights_syntax(text: str) -> object:
     show_default=True,
     help="Ask for answers as streams (SSE); the records are the same either way.",
 )
-@click.option("--temperature", type=float, help="Of every request (a row's temperature wins).")
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0, max=2),
+    help="Of every request, 0 to 2 (a row's temperature wins).",
+)
 @click.option(
     "--reasoning-effort",
     type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
@@ -255,6 +262,13 @@ def _weights_syntax(text: str) -> object:
     help='On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
 )
 @click.option(
+    "--no-response-cache",
+    "no_response_cache",
+    is_flag=True,
+    help="Do not ask OpenRouter's response cache (X-OpenRouter-Cache, 24 h) for the requests; "
+    "by default it answers a row resent after a lost answer free.",
+)
+@click.option(
     "--snapshot",
     metavar="bundled|PATH",
     help="Price and check the policy against this snapshot instead of the live endpoints.",
@@ -269,7 +283,7 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--read-timeout",
     "read_timeout_s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=300.0,
     show_default=True,
     help="Seconds without data, or a stream without a token (keep-alives only), before an "
@@ -286,7 +300,7 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--drain-timeout",
     "drain_timeout_s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=60.0,
     show_default=True,
     help="After the first Ctrl-C, seconds to wait for requests in flight.",
@@ -315,6 +329,7 @@ def generate(
     redo_failed: bool,
     redo_truncated: bool,
     lower_max_tokens: bool,
+    no_response_cache: bool,
     snapshot: str | None,
     attempts: int,
     read_timeout_s: float,
@@ -359,6 +374,7 @@ def generate(
             redo_failed=redo_failed,
             redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
+            response_cache=not no_response_cache,
             snapshot=snapshot,
             attempts=attempts,
             read_timeout_s=read_timeout_s,
@@ -369,10 +385,7 @@ def generate(
             progress=not quiet and not dry_run,
         )
     )
-    if fmt == "json":
-        click.echo(json.dumps(summary.to_dict(), indent=2))
-    else:
-        click.echo(flagged(summary.render()))
+    _show_summary(summary, fmt)
     sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
 
 
@@ -387,6 +400,17 @@ def _shard_key(key_file: str | None, shard: str | None) -> str | None:
     from openrouter_probe.generation.keyfile import shard_secret
 
     return shard_secret(key_file, shard)
+
+
+def _show_summary(summary: Any, fmt: str) -> None:
+    """The run's summary on stdout: JSON (every skipped row in ``skipped_rows``) or text (the
+    warnings name the first 10)."""
+    if fmt == "json":
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    click.echo(flagged(summary.render()))
+    if len(summary.skipped_rows) > 10:
+        note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
 
 
 def _kind_of(path: str) -> str | None:
@@ -449,7 +473,7 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
 
 
 @cli.command("audit")
-@click.argument("outputs", nargs=-1, required=True, metavar="OUTPUTS|DIR|GLOB...")
+@click.argument("outputs", nargs=-1, required=True)
 @click.option(
     "--policy",
     required=True,
@@ -501,8 +525,8 @@ def audit_cmd(
     sys.exit(max(report.exit_code, books.exit_code if books is not None else 0))
 
 
-@cli.command("export")
-@click.argument("outputs", nargs=-1, required=True, metavar="OUTPUTS|DIR|GLOB...")
+@cli.command("export", keywords={"paths": "outputs"})
+@click.argument("outputs", nargs=-1, required=True)
 @click.option(
     "--format",
     "fmt",
@@ -568,8 +592,8 @@ def export_cmd(
     prompts: str | None,
     push_to_hub: str | None,
 ) -> None:
-    """Export the answered rows of OUTPUTS for drafter training (reasoning as
-    reasoning_content; each assistant turn marked generated: true/false).
+    """Export the answered rows of OUTPUTS (files, folders or globs) for drafter training
+    (reasoning as reasoning_content; each assistant turn marked generated: true/false).
 
     Never exports an empty answer. The summary on stderr says how many rows were left out and
     why. docs/training-data.md: from here to a SpecForge or speculators run.
@@ -577,6 +601,8 @@ def export_cmd(
     from openrouter_probe.generation.books import expand_outputs
     from openrouter_probe.generation.export import export
 
+    if fmt != "specforge":
+        warn_unused("preserve_thinking", f"is specforge's; --format {fmt} has no such key")
     summary = export(
         expand_outputs(outputs),
         fmt=fmt,
