@@ -47,13 +47,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically and return the path.
 
     The bytes go to a temp file in the same folder (so ``os.replace`` never crosses a file system),
     are flushed and fsynced, and only then replace the target; the folder is fsynced too where the
     platform allows it. On any failure the temp file is removed and the old target is untouched.
-    An ``OSError`` propagates for the caller to translate into its own error.
+    An ``OSError`` propagates for the caller to translate into its own error. ``mode`` (e.g.
+    ``0o600`` for a file of secrets) is the new file's mode from its first byte on; without it the
+    replaced file's mode is kept (0644 for a new file).
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
@@ -63,9 +65,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        with contextlib.suppress(OSError):
-            # Keep the mode of the file being replaced (mkstemp creates 0600).
-            os.chmod(tmp, os.stat(target).st_mode & 0o7777 if target.exists() else 0o644)
+        if mode is not None:
+            os.chmod(tmp, mode)  # mkstemp created it 0600: never readable by others meanwhile
+        else:
+            with contextlib.suppress(OSError):
+                # Keep the mode of the file being replaced (mkstemp creates 0600).
+                os.chmod(tmp, os.stat(target).st_mode & 0o7777 if target.exists() else 0o644)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -75,9 +80,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     return target
 
 
-def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
+def atomic_write_text(
+    path: str | Path, text: str, *, encoding: str = "utf-8", mode: int | None = None
+) -> Path:
     """Write ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    return atomic_write_bytes(path, text.encode(encoding))
+    return atomic_write_bytes(path, text.encode(encoding), mode=mode)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -131,6 +131,8 @@ class _Asked:
     reasoning: dict[str, Any] | None
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
+    #: ``shard="auto"``: the launcher's variables that gave the shard (said in the dry run)
+    shard_source: str = ""
     turns: str = "last"
     #: ``--batch``: the batch sender's size, live batches, first poll interval, ``--abandon``
     #: (None: sync)
@@ -167,6 +169,12 @@ def _ask(
         )
     max_tokens = whole_number(max_tokens, "max_tokens")
     _check_sampling(max_tokens, temperature, reasoning)
+    source = ""
+    if isinstance(shard, str) and shard.strip() == "auto":
+        from openrouter_probe.generation.shards import shard_from_launcher
+
+        launcher = shard_from_launcher()
+        shard, source = launcher.pair, launcher.source
     return _Asked(
         max_tokens=max_tokens,
         stream=stream,
@@ -174,6 +182,7 @@ def _ask(
         reasoning=reasoning,
         weights=weights,
         shard=parse_shard(shard) if isinstance(shard, str) else shard,
+        shard_source=source,
         turns=turns,
     )
 
@@ -389,6 +398,10 @@ def _dry_run(
         model=compiled.model,
     )
     figures = plan.blended.all_in or plan.blended.output_only
+    if asked.shard_source and asked.shard is not None:
+        summary.shard_from = (
+            f"shard {asked.shard[0]}/{asked.shard[1]} from the launcher ({asked.shard_source})"
+        )
     if budget is not None and asked.shards:
         summary.warnings.append(
             f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "

@@ -155,6 +155,9 @@ class RunSummary:
     ledger: str = ""
     budget_usd: Decimal | None = None
     shards: int | None = None
+    #: ``shard="auto"``: the shard and the launcher's variables that gave it, e.g.
+    #: "shard 1/4 from the launcher (RANK=1, WORLD_SIZE=4)"
+    shard_from: str = ""
     output_tokens: dict[str, int] = field(default_factory=dict)
     datasets: dict[str, DatasetTally] = field(default_factory=dict)
     providers: dict[str, ProviderTally] = field(default_factory=dict)
@@ -232,6 +235,7 @@ class RunSummary:
             "ledger": self.ledger,
             "budget_usd": money(self.budget_usd),
             "shards": self.shards,
+            "shard_from": self.shard_from,
             "remaining_usd": money(self.remaining_usd),
             "peak_committed_usd": money(self.peak_committed_usd),
             "worst_case_usd": money(self.worst_case_usd),
@@ -344,6 +348,8 @@ class RunSummary:
                 f"dry run: {self.rows_to_send:,} rows to send ({self.rows_already_done:,} already "
                 f"done, {self.duplicates:,} duplicate ids skipped); nothing sent"
             )
+            if self.shard_from:
+                lines.append(self.shard_from)
         else:
             lines.append(
                 f"rows: {self.ok:,} ok, {self.truncated:,} truncated, {self.failed:,} failed, "
