@@ -100,6 +100,10 @@ class HeldLines(Protocol):
     def take_over(self, row_json: str) -> None:
         """This run's attempt for row ``row_json`` took over its line's worst case."""
 
+    def carried(self, row_json: str, number: int) -> None:
+        """Attempt ``number`` for row ``row_json`` was just journaled (buffered): journal the
+        move of the line it took over, if any, in the same write."""
+
 
 class Books:
     """The cap, the journal and the reconciler of one run, and its tallies (see the module)."""
@@ -198,9 +202,17 @@ class Books:
         if ledger is None:
             return 0
         dataset = self._dataset_json[row.dataset]
-        if ledger.fsync:
-            return ledger.sending(attempt.id_json, attempt.worst, dataset)
-        return ledger.sent(attempt.id_json, attempt.worst, dataset)
+        holds = self.holds
+        if holds is None:
+            if ledger.fsync:
+                return ledger.sending(attempt.id_json, attempt.worst, dataset)
+            return ledger.sent(attempt.id_json, attempt.worst, dataset)
+        number = ledger.sending(attempt.id_json, attempt.worst, dataset)
+        # a batch line this attempt took over (``reserve``): its move goes in the same write
+        holds.carried(attempt.id_json, number)
+        if not ledger.fsync:
+            ledger.flush()
+        return number
 
     def leaving(self) -> Awaitable[None] | None:
         """What to await before sending what ``sent`` journaled (``None``: it is in the OS

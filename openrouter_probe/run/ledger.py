@@ -140,6 +140,9 @@ class LedgerReplay:
     pending: list[Pending] = field(default_factory=list)
     #: batch plans without a ``batch_done`` line (``generate --batch``), in journal order
     batches: list[OpenBatch] = field(default_factory=list)
+    #: every batch id the journal records, closed plans' too: plan -> id (the orphan search never
+    #: adopts one of these; a moved line's plan without its id line takes its first plan's)
+    batch_ids: dict[str, str] = field(default_factory=dict)
     torn: bytes | None = None
     #: the keys of the output records adopted (``adopt``): never adopted again
     adopted: set[str] = field(default_factory=set)
@@ -298,6 +301,9 @@ def replay_ledger(
         if ds is not None:
             replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
     replay.batches = _open_batches(plans, attempts, p)
+    replay.batch_ids = {
+        plan: line["id"] for (_, plan), line in plans.items() if isinstance(line.get("id"), str)
+    }
     return replay
 
 

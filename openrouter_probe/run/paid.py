@@ -426,6 +426,10 @@ class PaidRun:
             return summary
         if self._spent_already(summary, len(rows)):
             return summary
+        if options.batch is not None:  # an open batch's rows first: its answers are paid
+            from openrouter_probe.run.batch_books import claimed_first
+
+            rows = claimed_first(rows, self.replay.batches)
         cap = SpendCap(
             budget, spent_usd=self.spent_before_usd, spent_by_dataset=self.spent_by_dataset
         )
@@ -458,7 +462,7 @@ class PaidRun:
                     )
 
                 if options.batch is not None:
-                    return await _run_batches(make, options, self.replay, summary)
+                    return await _run_batches(make, options, self.replay, summary, rows)
                 if options.send is not None:
                     return await _run(make(options.send, options.lookup), options.handle_signals)
                 from openrouter_probe.run.transport import HttpTransport
@@ -516,6 +520,7 @@ async def _run_batches(
     options: JobOptions,
     replay: LedgerReplay,
     summary: RunSummary,
+    rows: list[PromptRow],
 ) -> RunSummary:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
@@ -528,6 +533,8 @@ async def _run_batches(
             options.batch,
             client=client,
             earlier=replay.batches,
+            recorded=replay.batch_ids,
+            wanted={str(row.id) for row in rows},
             sleep=options.sleep,
             clock=options.clock,
             wall_clock=options.wall_clock,
