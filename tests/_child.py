@@ -32,7 +32,8 @@ def kill_points(spec: str) -> None:
     """Die (``os._exit(9)``: no cleanup, as a SIGKILL) at the named points, ``;``-separated:
     ``write:N`` once the N-th output record is written (a batch's results being written);
     ``plan:N`` right after the N-th ``batch_plan`` journal line; ``create:N`` once the N-th
-    ``POST /batches`` made its batch, before its answer is read. (``CHILD_KILL`` in the
+    ``POST /batches`` made its batch, before its answer is read; ``poll:N`` after the N-th
+    ``GET /batches/{id}``. (``CHILD_KILL`` in the
     environment: the batch tests' and the invariant harness's kill points.)"""
     import os
 
@@ -59,6 +60,7 @@ def kill_points(spec: str) -> None:
             "write": (OutputLog, "write"),
             "plan": (Ledger, "batch_plan"),
             "create": (BatchClient, "create"),
+            "poll": (BatchClient, "get"),
         }[what]
         dying(*target, int(count or 1))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -183,3 +184,54 @@ def test_a_lost_post_never_adopts_the_runs_own_finished_batch(
     records = _records(out)
     assert sorted(r["id"] for r in records) == sorted(f"r{i}" for i in range(8))
     assert {r["generation_id"] for r in records} == served
+
+
+def test_still_running_names_each_batch_once_with_its_status(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    """A batch whose lines two resumes moved (one plan per line) is one batch: stopped with
+    Ctrl-C, the run says its id once, and never calls it ``planned``."""
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    journal = tmp_path / "out.jsonl.ledger"
+    said: list[str] = []
+    with orp.fake.serve(snap, speed=0, seed=32, batch_seconds=10**6, clock=clock) as fake:
+        options = {
+            "prompts": str(_prompts(tmp_path / "prompts.jsonl", 8)),
+            "policy": str(policy),
+            "out": str(out),
+            "budget_usd": "5",
+            "max_tokens": 256,
+            "batch": {"poll_s": 1},
+            "api_key": KEY,
+            "base_url": fake.base_url,
+        }
+        _child(options, "poll:1", clock, journal)
+        for _ in range(2):
+            plans = journal.read_text(encoding="utf-8").count('"batch_plan"')
+
+            async def interrupting(seconds: float, plans: int = plans) -> None:
+                # Ctrl-C once this run has journaled its moves (each row's line)
+                if journal.read_text(encoding="utf-8").count('"batch_plan"') >= plans + 8:
+                    os.kill(os.getpid(), signal.SIGINT)
+                clock.advance(seconds)
+                await asyncio.sleep(0)
+
+            args = dict(options, batch=BatchOptions(poll_s=1))
+            summary = asyncio.run(
+                orp.generate(
+                    args.pop("prompts"),
+                    sleep=interrupting,
+                    clock=clock.now,
+                    handle_signals=True,
+                    drain_timeout_s=0.01,
+                    **args,
+                )
+            )
+            assert summary.stop_reason in ("interrupted", "cancelled")
+            said = [w for w in summary.warnings if "still running" in w]
+        made = list(fake.fake.batches.batches)
+    assert len(made) == 1
+    (text,) = said
+    assert text.startswith(f"1 batch(es) still running: {made[0]} (")
+    assert text.count(made[0]) == 1 and "planned" not in text
