@@ -331,9 +331,12 @@ def _batch_child(
     deadline = time.monotonic() + (60 if mark else 20)
     race: str | None = None
     seen_at: float | None = None
+    # a child that kills itself is raced once it holds the output (its header is journaled):
+    # a race that went first would leave it nothing to die in
+    before = len(journal.read_text(encoding="utf-8")) if mark is None and journal.exists() else 0
     while proc.poll() is None and time.monotonic() < deadline:
         text = journal.read_text(encoding="utf-8") if journal.exists() else ""
-        if race is None and text:
+        if race is None and len(text) > before:
             race = _in_process(options, **waits)  # a second run on the same output
         if mark is None:
             if clock is not None and '"batch_id"' in text:
@@ -358,8 +361,9 @@ def _batch_child(
 
 
 def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
-    """Billed <= cap, counted >= billed, no row finished twice, no row billed in two completed
-    batches, and every finished row's answer is one the fake served in a batch."""
+    """Billed <= cap, billed <= counted <= cap, no row finished twice, no row billed in two
+    completed batches, every finished row's answer is one the fake served in a batch, and no
+    answer a completed batch billed is left unrecorded."""
     replay = replay_ledger(Path(f"{out}.ledger"))
     state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
     assert not state.unjournaled  # every record's money is the journal's
@@ -371,6 +375,8 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
         problems.append(f"billed ${outcome.billed_usd} over the cap ${budget}")
     if outcome.counted_usd < outcome.billed_usd:
         problems.append(f"counted ${outcome.counted_usd} under the billed ${outcome.billed_usd}")
+    if outcome.counted_usd > budget:  # a line carried into a resume counted twice
+        problems.append(f"counted ${outcome.counted_usd} over the cap ${budget}")
     records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
     outcome.finished = len(finished)
@@ -452,10 +458,18 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
         waits = {"sleep": moving, "clock": clock.now}
         # drawn apart, so that the other draws of a seed stay what they were before
         kills_rng = random.Random(seed + 200_000)
-        for _ in range(rng.choice([1, 2])):
-            kill = rng.choice(["plan", "id", "poll"])
-            if kills_rng.random() < 0.5:  # the kill points of issue 30
-                kill = kills_rng.choice(["write:1", "write:3", "moved", "create"])
+        kills = [rng.choice(["plan", "id", "poll"]) for _ in range(rng.choice([1, 2]))]
+        draw = kills_rng.random()
+        if draw < 0.35:  # issue 30's sequence: killed while writing, then after the move
+            kills = [f"write:{kills_rng.randint(1, 5)}", "moved"]
+        elif draw < 0.7:  # the new kill points alone
+            kills = [
+                kills_rng.choice(["write:1", "write:3", "moved", "create"])
+                if kills_rng.random() < 0.6
+                else kill
+                for kill in kills
+            ]
+        for kill in kills:
             status, killed = _batch_child(
                 options, tmp / "out.jsonl.ledger", kill, waits, clock=clock
             )

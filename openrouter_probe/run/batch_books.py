@@ -106,7 +106,7 @@ class BatchBooks:
         old_number, reserved, dataset, _ = batch.lines[cid]
         plan = f"{batch.plan.split('.')[0]}.{secrets.token_hex(3)}"
         earlier = Pending(batch.run, old_number, "", reserved, dataset)
-        self.books.reconciled(earlier, _ZERO, taken_over=True)
+        self.books.reconciled(earlier, _ZERO, taken_over=True, known=cid in batch.settled)
         ledger = self.books.ledger
         if ledger is not None:
             ledger.batch_plan(
@@ -141,7 +141,7 @@ class BatchBooks:
         worst case."""
         for custom_id, cost in costs.items():
             line = batch.lines.get(custom_id)
-            if line is None:
+            if line is None or custom_id in batch.settled:  # settled already at its cost
                 continue
             number, reserved, dataset, _ = line
             self.books.reconciled(Pending(batch.run, number, "", reserved, dataset), cost)

@@ -192,8 +192,6 @@ class BatchSender:
             if moved is not None:
                 earlier.moved.append(moved)
             outcome = await earlier.outcome_of(cid, key)
-            if earlier.ended is not None and not self._unclaimed(earlier):
-                self._close(earlier, earlier.ended)  # its last served answer is claimed
             if outcome is not None:
                 return outcome
         line_json = line_body(body)
@@ -218,6 +216,8 @@ class BatchSender:
             books.release()
         unrecorded = []
         for b in self.batches.values():
+            if books is not None and b.earlier is None and b.ended is not None:
+                self._close(b, b.ended)  # this run's own: every answer was written
             if books is None or b.earlier is None or b.closed:
                 continue
             waiting = self._unclaimed(b)  # paid answers no request of this run claimed
@@ -450,7 +450,7 @@ class BatchSender:
             )
 
     async def _end(self, batch: Watched, now: Batch) -> None:
-        """Answer every line of a finished batch, then close its plan in the journal."""
+        """Answer every line of a finished batch (its plan is closed at the run's end)."""
         books = self._books
         assert books is not None and batch.batch_id is not None
         if now.status == "failed":
@@ -475,11 +475,9 @@ class BatchSender:
                     resolve(waiting.answer, outcome)
                 elif batch.earlier is not None:
                     batch.results[cid] = outcome
-        await asyncio.sleep(0)  # the workers settle and write what was answered first
-        if self._unclaimed(batch):
-            batch.ended = now.status  # closed once every served answer is claimed
-            return
-        self._close(batch, now.status)
+        # closed at the run's end (``aclose``), once every answer's record is written and every
+        # served answer claimed: a kill before leaves it open, and the rerun fetches it again
+        batch.ended = now.status
 
     def _unclaimed(self, batch: Watched) -> set[str]:
         """Custom ids of answers an earlier run's batch served for rows this run may send that

@@ -283,12 +283,14 @@ class Books:
             return
         self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
 
-    def reconciled(self, pending: Pending, cost: Decimal, *, taken_over: bool = False) -> None:
+    def reconciled(
+        self, pending: Pending, cost: Decimal, *, taken_over: bool = False, known: bool = False
+    ) -> None:
         """``/generation`` (or a batch's cost) says what an attempt counted at its worst case
         cost: journal it and give the difference back (this run's attempts and earlier runs'
         alike). ``taken_over``: an earlier run's batch line whose worst case this run's attempt
         took over (``reserve``): the cap already gave it back, only the journal and the counts
-        change."""
+        change. ``known``: that line was settled at its answer's cost, not possibly billed."""
         if self.ledger is not None:
             self.ledger.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
@@ -306,7 +308,7 @@ class Books:
             c.reconciled += 1
             c.reconciled_back_usd += back
         else:
-            c.possibly_billed_before_settled_usd += pending.reserved_usd
+            c.possibly_billed_before_settled_usd += _ZERO if known else pending.reserved_usd
             c.reconciled_before += 1
             c.reconciled_before_back_usd += back
         self.on_change()
