@@ -76,6 +76,7 @@ from openrouter_probe.run.batch_watch import (
     not_submitted,
     refused,
     resolve,
+    running_message,
     still_running,
     unknown,
     unread,
@@ -96,7 +97,6 @@ log = logging.getLogger(__name__)
 #: How far the server's clock may be behind this one: a plan's created-after bound is this much
 #: earlier than the plan (the match is then the model, the line count and an id not journaled).
 _SKEW_S = 300
-_TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 class BatchSender:
@@ -232,7 +232,7 @@ class BatchSender:
                 self._close(b, b.ended)
             elif waiting:
                 unrecorded.append(f"{len(waiting)} of {b.batch_id}")
-        said.extend(_running_message(self.batches.values()))
+        said.extend(running_message(self.batches.values()))
         if unrecorded:
             said.append(
                 f"answers fetched but not recorded: {', '.join(unrecorded)}; they are paid and "
@@ -480,15 +480,7 @@ class BatchSender:
         batch.ended = now.status
 
     def _unclaimed(self, batch: Watched) -> set[str]:
-        """Custom ids of answers an earlier run's batch served for rows this run may send that
-        no request claimed yet (they are paid: the plan stays open until they are recorded)."""
-        wanted = self._wanted
-        rows = {cid: row for plan in batch.plans for cid, (*_, row) in plan.lines.items()}
-        return {
-            cid
-            for cid, outcome in batch.results.items()
-            if isinstance(outcome, Answer) and (wanted is None or rows.get(cid) in wanted)
-        }
+        return batch.unclaimed(self._wanted)
 
     def _close(self, batch: Watched, status: str) -> None:
         """Journal that ``batch``'s plan (and the plans that moved its lines) is closed."""
@@ -501,23 +493,3 @@ class BatchSender:
             self._books.closed(earlier.run, earlier.plan, status)
         for plan in batch.moved:
             self._books.closed(None, plan, status)
-
-
-def _running_message(batches: Collection[Watched]) -> list[str]:
-    """What to say of the batches still running on OpenRouter: each id once, with the status
-    last seen (``not polled``: an earlier run's, this run ended before its first poll)."""
-    running: dict[str, str] = {}
-    for b in batches:
-        if b.closed or b.batch_id is None or b.ended is not None or b.status in _TERMINAL:
-            continue
-        status = "not polled" if b.status in ("open", "planned") else b.status
-        running.setdefault(b.batch_id, status)
-    if not running:
-        return []
-    ids = ", ".join(f"{i} ({status})" for i, status in list(running.items())[:5])
-    more = f" and {len(running) - 5} more" if len(running) > 5 else ""
-    return [
-        f"{len(running)} batch(es) still running: {ids}{more}. There is no cancel: rerun the "
-        "same command to poll them and write their results (--abandon forgets them; what "
-        "completes is billed)"
-    ]

@@ -8,6 +8,7 @@ the run's stop reasons).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "not_submitted",
     "refused",
     "resolve",
+    "running_message",
     "still_running",
     "unknown",
     "unread",
@@ -35,6 +37,7 @@ __all__ = [
 ]
 
 Outcome = Answer | Failure
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 @dataclass
@@ -70,6 +73,17 @@ class Watched:
     def held(self) -> set[str]:
         """The custom ids earlier runs' plans of this batch hold."""
         return {cid for plan in self.plans for cid in plan.lines}
+
+    def unclaimed(self, wanted: Collection[str] | None) -> set[str]:
+        """Custom ids of answers an earlier run's batch served for rows this run may send
+        (``wanted``; ``None``: any) that no request claimed yet (they are paid: the plan stays
+        open until they are recorded)."""
+        rows = {cid: row for plan in self.plans for cid, (*_, row) in plan.lines.items()}
+        return {
+            cid
+            for cid, outcome in self.results.items()
+            if isinstance(outcome, Answer) and (wanted is None or rows.get(cid) in wanted)
+        }
 
     def answer_all(self, outcome: Failure) -> None:
         """Give every waiting line the same failure (a copy each)."""
@@ -188,3 +202,23 @@ def still_running(batch_id: str, status: str) -> Failure:
         cost_unknown=True,
         metadata={"stop": "batch-running"},
     )
+
+
+def running_message(batches: Collection[Watched]) -> list[str]:
+    """What to say of the batches still running on OpenRouter: each id once, with the status
+    last seen (``not polled``: an earlier run's, this run ended before its first poll)."""
+    running: dict[str, str] = {}
+    for b in batches:
+        if b.closed or b.batch_id is None or b.ended is not None or b.status in TERMINAL:
+            continue
+        status = "not polled" if b.status in ("open", "planned") else b.status
+        running.setdefault(b.batch_id, status)
+    if not running:
+        return []
+    ids = ", ".join(f"{i} ({status})" for i, status in list(running.items())[:5])
+    more = f" and {len(running) - 5} more" if len(running) > 5 else ""
+    return [
+        f"{len(running)} batch(es) still running: {ids}{more}. There is no cancel: rerun the "
+        "same command to poll them and write their results (--abandon forgets them; what "
+        "completes is billed)"
+    ]
