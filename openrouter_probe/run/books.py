@@ -107,6 +107,10 @@ class HeldLines(Protocol):
     def take_over(self, row_json: str) -> None:
         """This run's attempt for row ``row_json`` took over its line's worst case."""
 
+    def carried(self, row_json: str, number: int) -> None:
+        """Attempt ``number`` for row ``row_json`` was just journaled (buffered): journal the
+        move of the line it took over, if any, in the same write."""
+
 
 class Books:
     """The cap, the journal and the reconciler of one run, and its tallies (see the module)."""
@@ -215,9 +219,17 @@ class Books:
             return 0
         dataset = self._dataset_json[row.dataset]
         try:
-            if ledger.fsync:
-                return ledger.sending(attempt.id_json, attempt.worst, dataset)
-            return ledger.sent(attempt.id_json, attempt.worst, dataset)
+            holds = self.holds
+            if holds is None:
+                if ledger.fsync:
+                    return ledger.sending(attempt.id_json, attempt.worst, dataset)
+                return ledger.sent(attempt.id_json, attempt.worst, dataset)
+            number = ledger.sending(attempt.id_json, attempt.worst, dataset)
+            # a batch line this attempt took over (``reserve``): its move goes in the same write
+            holds.carried(attempt.id_json, number)
+            if not ledger.fsync:
+                ledger.flush()
+            return number
         except WriteFailed:
             self.counts.requests -= 1
             self.cap.settle(attempt.worst, None, row.dataset)
@@ -313,12 +325,14 @@ class Books:
             return
         self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
 
-    def reconciled(self, pending: Pending, cost: Decimal, *, taken_over: bool = False) -> None:
+    def reconciled(
+        self, pending: Pending, cost: Decimal, *, taken_over: bool = False, known: bool = False
+    ) -> None:
         """``/generation`` (or a batch's cost) says what an attempt counted at its worst case
         cost: journal it and give the difference back (this run's attempts and earlier runs'
         alike). ``taken_over``: an earlier run's batch line whose worst case this run's attempt
         took over (``reserve``): the cap already gave it back, only the journal and the counts
-        change."""
+        change. ``known``: that line was settled at its answer's cost, not possibly billed."""
         if self.ledger is not None:
             self.ledger.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
@@ -336,7 +350,7 @@ class Books:
             c.reconciled += 1
             c.reconciled_back_usd += back
         else:
-            c.possibly_billed_before_settled_usd += pending.reserved_usd
+            c.possibly_billed_before_settled_usd += _ZERO if known else pending.reserved_usd
             c.reconciled_before += 1
             c.reconciled_before_back_usd += back
         self.on_change()

@@ -156,6 +156,9 @@ class LedgerReplay:
     pending: list[Pending] = field(default_factory=list)
     #: batch plans without a ``batch_done`` line (``generate --batch``), in journal order
     batches: list[OpenBatch] = field(default_factory=list)
+    #: every batch id the journal records, closed plans' too: plan -> id (the orphan search never
+    #: adopts one of these; a moved line's plan without its id line takes its first plan's)
+    batch_ids: dict[str, str] = field(default_factory=dict)
     torn: bytes | None = None
     #: the keys of the output records adopted (``adopt``): never adopted again
     adopted: set[str] = field(default_factory=set)
@@ -180,6 +183,10 @@ class OpenBatch:
     lines: dict[str, tuple[int, Decimal, str | None, str]]
     count: int = 0  # lines in the plan, settled ones included (the orphan search matches it)
     batch_id: str | None = None
+    #: lines whose attempt is settled at its answer's cost (``lines`` holds that cost): the plan
+    #: is open, so the run was killed before every answer's record was surely written; a row
+    #: without one claims the line again (its answer is fetched again, never bought again)
+    settled: set[str] = field(default_factory=set)
 
 
 def _number(value: Any, where: str) -> int:
@@ -316,6 +323,9 @@ def replay_ledger(
         if ds is not None:
             replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
     replay.batches = _open_batches(plans, attempts, p)
+    replay.batch_ids = {
+        plan: line["id"] for (_, plan), line in plans.items() if isinstance(line.get("id"), str)
+    }
     return replay
 
 
@@ -331,10 +341,14 @@ def _open_batches(
             continue
         where = f"{path}: batch plan {plan}"
         lines: dict[str, tuple[int, Decimal, str | None, str]] = {}
+        settled: set[str] = set()
         for custom_id, number in line["lines"]:
             entry = attempts.get((run, _number(number, where)))
-            if entry is not None and entry[2] in (_SENT, _UNKNOWN):  # known: its own money
+            if entry is not None and entry[2] in (_SENT, _UNKNOWN):
                 lines[custom_id] = (number, entry[1], entry[0], str(entry[5]))
+            elif entry is not None and entry[2] == _KNOWN:  # its answer's record may be lost
+                lines[custom_id] = (number, entry[3] or _ZERO, entry[0], str(entry[5]))
+                settled.add(custom_id)
         ident = line.get("id")
         found.append(
             OpenBatch(
@@ -346,6 +360,7 @@ def _open_batches(
                 lines=lines,
                 count=int(line.get("count") or len(line["lines"])),
                 batch_id=ident if isinstance(ident, str) else None,
+                settled=settled,
             )
         )
     return found

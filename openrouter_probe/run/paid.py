@@ -439,6 +439,10 @@ class PaidRun:
             return summary
         if self._spent_already(summary, len(rows)):
             return summary
+        if options.batch is not None:  # an open batch's rows first: its answers are paid
+            from openrouter_probe.run.batch_books import claimed_first
+
+            rows = claimed_first(rows, self.replay.batches)
         cap = SpendCap(
             budget, spent_usd=self.spent_before_usd, spent_by_dataset=self.spent_by_dataset
         )
@@ -477,7 +481,7 @@ class PaidRun:
                 output.writes.on_failure = ledger.writes.on_failure = stop
                 if turns is not None:
                     turns.log.writes.on_failure = stop
-                result = await self._send(make, options, summary)
+                result = await self._send(make, options, summary, rows)
         failed = output.writes.line or ledger.writes.line or (turns and turns.log.writes.line)
         # (or failed only as the files closed)
         if failed:
@@ -490,10 +494,11 @@ class PaidRun:
         make: Callable[[Sender, Lookup | None], Run],
         options: JobOptions,
         summary: RunSummary,
+        rows: list[PromptRow],
     ) -> RunSummary:
         """Run with the sender the options name: batches, a test's, or the HTTP transport."""
         if options.batch is not None:
-            return await _run_batches(make, options, self.replay, summary)
+            return await _run_batches(make, options, self.replay, summary, rows)
         if options.send is not None:
             return await _run(make(options.send, options.lookup), options.handle_signals)
         from openrouter_probe.api.completion import response_cache_headers
@@ -571,6 +576,7 @@ async def _run_batches(
     options: JobOptions,
     replay: LedgerReplay,
     summary: RunSummary,
+    rows: list[PromptRow],
 ) -> RunSummary:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
@@ -583,6 +589,8 @@ async def _run_batches(
             options.batch,
             client=client,
             earlier=replay.batches,
+            recorded=replay.batch_ids,
+            wanted={str(row.id) for row in rows},
             sleep=options.sleep,
             clock=options.clock,
             wall_clock=options.wall_clock,
