@@ -325,7 +325,7 @@ class BatchSender:
             )
         except WriteFailed:  # the plan is not journaled: the batch must not be made
             batch.closed, batch.status = True, "not submitted"
-            batch.answer_all(_not_submitted())
+            batch.answer_all(not_submitted())
             return
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
