@@ -143,18 +143,21 @@ class _Reading:
     default_dataset: str
     dataset: str | None  # every row's dataset (a manifest entry), whatever the row says
     turns: str | None
+    folder: Path | None = None  # where a row's relative image paths are read from
 
 
 def _prompt_row(obj: Any, number: int, how: _Reading) -> PromptRow:
-    shape = read_row(obj, how.fields)
+    shape = read_row(obj, how.fields, folder=how.folder)
     dataset = how.dataset or shape.dataset or how.default_dataset
     messages = shape.messages
     ident = shape.given_id or row_id(messages, dataset, shape.params)
-    extra = None
+    extra: dict[str, Any] = {}
     if how.turns == "last" and messages[-1].get("role") == "assistant":
-        extra = {"original": messages[-1]}
+        extra["original"] = messages[-1]
         messages = messages[:-1]
-    return PromptRow(ident, dataset, messages, shape.params, number, extra=extra)
+    if shape.meta:
+        extra["meta"] = shape.meta  # the dataset's other columns: kept, never sent
+    return PromptRow(ident, dataset, messages, shape.params, number, extra=extra or None)
 
 
 @dataclass
@@ -188,7 +191,7 @@ def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
             found.duplicates.append((row.id, seen[row.id], number))
             continue
         seen[row.id] = number
-        if row.extra is not None or row.messages[-1].get("role") == "assistant":
+        if (row.extra and "original" in row.extra) or row.messages[-1].get("role") == "assistant":
             found.ending.add(row.id)
         if selection.sample is None:
             found.rows.append(row)
@@ -229,7 +232,8 @@ def read_prompts(
     row is a ``ConfigError``; a shard without one logs a warning.
     """
     source = open_source(path, config=config, split=split)
-    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns)
+    folder = None if source.kind == "hf" else Path(source.spec).parent
+    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)
     found = _read_rows(source, how, selection or Selection())
     label = source.spec
     if found.errors:
