@@ -72,7 +72,7 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
         (3, "a row is a JSON object, not list"),
         (7, "sets model: the policy (policy=) and the run decide those"),
         (9, "`id` (the id) must be a string or an integer"),
-        (10, "has none of `messages`, `conversations`, `prompt`"),
+        (10, "has none of `messages`, `conversations`, `conversation`, `items`, `prompt`"),
     ]:
         assert f"{path}:{line}: {why}" in text, (line, text)
     for line in (1, 4, 5, 6, 8):  # 4, 5 and 8 are skipped (not valid conversations; a
