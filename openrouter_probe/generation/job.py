@@ -192,6 +192,26 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
         summary.warnings.append(f"... and {len(rows.skipped) - 5} more rows skipped")
 
 
+def _skip_unservable(
+    rows: PromptSet, endpoints: list[Endpoint], snap: Any, compiled: Any, asked: _Asked
+) -> None:
+    """Take the rows no admitted endpoint can serve (longer than every context, an image the
+    model cannot take) out of ``rows``: skipped with their line and why, counted; the others go."""
+    from openrouter_probe.generation.fit import input_modalities, unservable
+
+    found = unservable(
+        rows.rows,
+        endpoints=endpoints,
+        provider=compiled.provider,
+        parameters=asked.parameters,
+        max_tokens=asked.max_tokens,
+        input_modalities=input_modalities(snap),
+        model=compiled.model,
+    )
+    if found:
+        rows.drop({row.id: why for row, why in found})
+
+
 def _admitted_prices(
     compiled: Any,
     policy: str | Path,
@@ -630,6 +650,8 @@ async def _run_job(
     inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
     rows = inputs.prompts
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
+    endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
+    _skip_unservable(rows, endpoints, snap, compiled, asked)
     # a manifest's weights, unless --weights is given
     weights = parse_weights(
         asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
@@ -657,7 +679,6 @@ async def _run_job(
         _warn_duplicates(summary, prompts, rows)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
-        endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if asked.batch is not None:
             settings = _batch_settings(compiled, policy, snap, prices, asked, options, snapshot)

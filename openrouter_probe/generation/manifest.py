@@ -153,6 +153,8 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
         merged.skipped.extend(one.skipped)
         merged.in_file += one.in_file
         merged.ending_on_assistant += one.ending_on_assistant
+        if one.source is not None:
+            merged.sources.update(dict.fromkeys(one.datasets, one.source))
         for row in one.rows:
             if row.id in seen:
                 merged.duplicates.append((row.id, seen[row.id], row.line))

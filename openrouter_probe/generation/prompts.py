@@ -62,6 +62,24 @@ class PromptSet:
     skipped: list[str] = field(default_factory=list)
     #: rows (of ``rows``) whose conversation in the source ends on an assistant turn
     ending_on_assistant: int = 0
+    #: where the rows come from (a manifest's: each dataset's own, ``sources``)
+    source: Source | None = None
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def where(self, row: PromptRow) -> str:
+        """``path:LINE`` (JSONL) or ``path: row N`` of ``row``: what a message names."""
+        source = self.sources.get(row.dataset, self.source)
+        return source.where(row.line) if source is not None else f"{self.path}:{row.line}"
+
+    def drop(self, why: dict[str, str]) -> None:
+        """Skip the rows whose ids ``why`` holds (each with its reason), as if never read."""
+        gone = [r for r in self.rows if r.id in why]
+        self.rows = [r for r in self.rows if r.id not in why]
+        self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
+        self.ending_on_assistant -= sum(
+            1 for r in gone
+            if (r.extra and "original" in r.extra) or r.messages[-1].get("role") == "assistant"
+        )
 
     def duplicate_lines(self) -> list[str]:
         """One line per duplicate id, naming the file and both line numbers."""
@@ -256,7 +274,8 @@ def read_prompts(
             f"{label}: no rows, the file is empty; write one JSON object per line with "
             '`messages` or `prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
         )
-    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped)
+    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped,
+                        source=source)  # fmt: skip
     if shard is not None:
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
         if not prompts.rows:

@@ -457,6 +457,8 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     if status is not None:
         raise ShapeProblem(status)
     reader = _Reader(obj, layout, fields, folder)
+    if layout.status:
+        reader.used.add("status")  # a success: the regeneration's, not the dataset's data
     messages = reader.images(reader.system(reader.conversation()))
     params = reader.params()
     problem = validate_conversation(messages)
