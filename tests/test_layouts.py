@@ -448,3 +448,22 @@ def test_read_prompts_keeps_the_layout_name_and_meta(tmp_path: Path) -> None:
     row = read_prompts(path).rows[0]
     assert row.extra == {"meta": {"response": "July 10, 1981", "category": "closed_qa"}}
     assert read_row(LAYOUTS["dolly"][0][0]).layout == "dolly"
+
+
+def test_export_carries_meta_into_the_jsonl_rows_and_the_hub_dataset(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    _run(tmp_path, LAYOUTS["dolly"][0][:1])
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(cli, ["export", str(out), "--format", "jsonl", "-o",
+                                      str(tmp_path / "train.jsonl")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert records(tmp_path / "train.jsonl")[0]["meta"] == LAYOUTS["dolly"][2]
+    result = CliRunner().invoke(cli, ["export", str(out), "--format", "hf", "-o",
+                                      str(tmp_path / "hub")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (shard,) = (tmp_path / "hub").rglob("*.parquet")
+    assert json.loads(pq.read_table(shard).to_pylist()[0]["meta"]) == LAYOUTS["dolly"][2]
