@@ -78,9 +78,7 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
     for line in (1, 4, 5, 6, 8):  # 4, 5 and 8 are skipped (not valid conversations; a
         assert f"{path}:{line}:" not in text  # max_tokens that cannot be sent), 6 is UltraChat's
     path.write_text("\n".join(path.read_text().splitlines()[i] for i in (0, 3, 4, 5, 7)) + "\n")
-    assert read_prompts(path).skipped[-1] == (
-        f"{path}:5: max_tokens=0: give a whole number >= 1"
-    )
+    assert read_prompts(path).skipped[-1] == (f"{path}:5: max_tokens=0: give a whole number >= 1")
 
 
 def test_rows_that_are_not_valid_conversations_are_skipped_with_line_and_reason(

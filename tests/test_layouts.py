@@ -55,11 +55,11 @@ GLAIVE_SYSTEM = (
     "SYSTEM: You are a helpful assistant with access to the following functions. Use them if "
     "required -\n" + json.dumps(WEATHER, indent=4) + "\n\n" + json.dumps(
         {"name": "convert", "description": "Convert", "parameters": {"type": "object",
-         "properties": {"amount": {"type": "number"}}}}, indent=4)  # fmt: skip
-)
+         "properties": {"amount": {"type": "number"}}}}, indent=4)
+)  # fmt: skip
 GLAIVE_CHAT = (
-    "USER: What's the weather in Paris?\n\n\nASSISTANT: <functioncall> {\"name\": \"get_weather\", "
-    "\"arguments\": '{\"city\": \"Paris\"}'} <|endoftext|>\n\n\nFUNCTION RESPONSE: {\"temp\": 18}"
+    'USER: What\'s the weather in Paris?\n\n\nASSISTANT: <functioncall> {"name": "get_weather", '
+    '"arguments": \'{"city": "Paris"}\'} <|endoftext|>\n\n\nFUNCTION RESPONSE: {"temp": 18}'
     "\n\n\nASSISTANT: It is 18 degrees in Paris. <|endoftext|>\n\n\nUSER: And tomorrow?\n\n\n"
     "ASSISTANT: I can only tell today's weather. <|endoftext|>"
 )
@@ -329,7 +329,7 @@ def test_alpacas_template_is_overridden_in_a_manifest(tmp_path: Path) -> None:
     manifest = tmp_path / "m.yaml"
     manifest.write_text(
         "datasets:\n  - name: A\n    source: alpaca.jsonl\n    fields:\n"
-        "      template: \"### Instruction:\\n{instruction}\\n\\n### Input:\\n{input}\"\n"
+        '      template: "### Instruction:\\n{instruction}\\n\\n### Input:\\n{input}"\n'
     )
     rows = {r.line: r for r in read_prompts_manifest(manifest)}
     assert rows[1].messages == [
@@ -382,8 +382,14 @@ def test_a_vlm_row_sends_its_image_as_a_part_where_the_model_takes_images(tmp_pa
 
 def test_a_rows_parameters_are_checked_and_other_columns_are_never_sent(tmp_path: Path) -> None:
     rows = [
-        {"id": "ok", "prompt": "Hi", "temperature": 0.5, "top_p": 0.9, "source": "mine",
-         "reasoning_effort": "low"},
+        {
+            "id": "ok",
+            "prompt": "Hi",
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "source": "mine",
+            "reasoning_effort": "low",
+        },
         {"id": "hot", "prompt": "Hi", "temperature": "hot"},
         {"id": "seven", "prompt": "Hi", "temperature": 7},
         {"id": "nan", "prompt": "Hi", "temperature": float("nan")},

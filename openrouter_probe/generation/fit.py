@@ -101,8 +101,10 @@ def unservable(
             admitted = route(provider, endpoints, RequestParams(max_tokens=row_max,
                                                                 parameters=key[1])).admitted  # fmt: skip
             contexts = [e.context_length for e in admitted]
-            largest[key] = None if not contexts or None in contexts else max(
-                c for c in contexts if c is not None
+            largest[key] = (
+                None
+                if not contexts or None in contexts
+                else max(c for c in contexts if c is not None)
             )
         context = largest[key]
         if context is None:

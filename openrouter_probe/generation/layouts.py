@@ -241,7 +241,8 @@ def _glaive_functions(system: str) -> tuple[str, list[dict[str, Any]]]:
     if start < 0:
         return text, []
     prompt, rest = text[:start].strip(), text[start:]
-    decoder, tools, at = json.JSONDecoder(), [], 0
+    decoder, at = json.JSONDecoder(), 0
+    tools: list[dict[str, Any]] = []
     while at < len(rest):
         while at < len(rest) and rest[at] in " \t\r\n,":
             at += 1

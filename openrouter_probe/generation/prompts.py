@@ -77,7 +77,8 @@ class PromptSet:
         self.rows = [r for r in self.rows if r.id not in why]
         self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
         self.ending_on_assistant -= sum(
-            1 for r in gone
+            1
+            for r in gone
             if (r.extra and "original" in r.extra) or r.messages[-1].get("role") == "assistant"
         )
 

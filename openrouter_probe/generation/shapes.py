@@ -1,33 +1,22 @@
-"""Row shapes: the conversation, id and parameters of one input row, as each family writes them.
+"""Row shapes: the conversation, id, parameters and other columns of one input row.
 
-The families (``docs/inputs.md`` shows each with the command that reads it):
-
-- ours: ``messages`` (OpenAI chat messages) or ``prompt`` (a string), ``id``, ``dataset`` and
-  request parameters (``max_tokens``, ``temperature``, ``tools``, ...) sent with the row;
-- SpecForge's prepared file (``scripts/prepare_data.py``, sgl-project/SpecForge a6b6b02) and our
-  own ``export --format specforge|sharegpt|jsonl``: ``id`` and ``conversations``;
-- ShareGPT (``Aeala/ShareGPT_Vicuna_unfiltered``): ``conversations`` of ``from``/``value`` turns;
-- UltraChat (``HuggingFaceH4/ultrachat_200k``): ``prompt_id``, ``prompt`` and ``messages``; the
-  conversation wins over the ``prompt`` string;
-- Magpie: ``uuid``, ``conversations`` (and ``instruction``); gsm8k: ``question``; Nemotron:
-  ``input`` (a string or a list of messages); hermes-fc (``NousResearch/hermes-function-calling-v1``):
-  ``conversations`` and ``tools`` as a JSON string, sent as the request's ``tools``.
-
-The conversation is read from the field the user names, else the first of ``messages``,
-``conversations``, ``prompt``, ``question``, ``instruction``, ``input`` the row has; a string is one
-user turn. Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names). The id
-is the named field, else ``id``, ``uuid`` or ``prompt_id``, else a content hash. Only rows of our
-own shape (``messages``/``prompt``) carry request parameters; another family's columns
-(``answer``, Nemotron's ``reasoning: "on"``, Magpie's ``model``) are data, not parameters, and are
-not sent (a ``tools`` column is, as speculators renders it: c05b95b
-``src/speculators/data_generation/configs.py``).
+A row is read by its entry of the layout table (``generation.layouts``: WildChat, LMSYS,
+OpenHermes, Tulu, OpenThoughts, OpenOrca, SlimOrca, Alpaca, Dolly, the Nemotron sets, ShareGPT,
+glaive, hermes, xlam, LLaMA-Factory, OpenAI's fine-tune format, SpecForge's vlm and regenerated
+rows, ours; ``docs/inputs.md`` shows the table), or by the fields the user names (``FieldMap``).
+Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names); only the message
+keys the API reads are kept (``params.MESSAGE_KEYS``). Only rows of our own shape
+(``messages``/``prompt``) carry request parameters, and only OpenRouter's chat parameters
+(``params.CHAT_PARAMETERS``), each checked (``params.check``): a value that cannot be sent skips
+the row. Every other column is the dataset's data, returned as ``meta`` (never sent; the output
+record keeps it). A row whose ``status`` says it failed is skipped.
 
 A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
 (``validate_conversation``, a6b6b02) checks it: system messages only before the first user turn,
 then ``user`` and ``assistant`` in turn from ``user``, every content a non-empty string. Beside it,
-our own rows keep what the chat API takes: a ``developer`` message where a system one may be, an
-assistant message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a
-user turn. A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
+the chat API's own shapes pass: a ``developer`` message where a system one may be, an assistant
+message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a user turn.
+A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
 """
 
 from __future__ import annotations
@@ -200,9 +189,7 @@ def _link_tool_results(messages: list[dict[str, Any]]) -> None:
 def _no_empty_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Without the empty system turns a set writes for "no system prompt" (Nemotron's)."""
     return [
-        m
-        for m in messages
-        if not (m.get("role") == "system" and m.get("content") in (None, ""))
+        m for m in messages if not (m.get("role") == "system" and m.get("content") in (None, ""))
     ]
 
 
@@ -274,7 +261,9 @@ def validate_conversation(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _given_id(obj: Mapping[str, Any], keys: tuple[str, ...], named: str | None) -> tuple[str | None, str | None]:
+def _given_id(
+    obj: Mapping[str, Any], keys: tuple[str, ...], named: str | None
+) -> tuple[str | None, str | None]:
     for key in keys:
         value = obj.get(key)
         if value is None:
@@ -389,7 +378,10 @@ class _Reader:
         self.used.add(key)
         value = self.obj[key]
         try:
-            parts = [image_part(v, folder=self.folder) for v in (value if isinstance(value, list) else [value])]
+            parts = [
+                image_part(v, folder=self.folder)
+                for v in (value if isinstance(value, list) else [value])
+            ]
         except LayoutProblem as exc:
             raise ShapeProblem(str(exc)) from None
         out = [dict(m) for m in messages]
