@@ -473,3 +473,22 @@ def test_export_carries_meta_into_the_jsonl_rows_and_the_hub_dataset(tmp_path: P
     assert result.exit_code == 0, result.output
     (shard,) = (tmp_path / "hub").rglob("*.parquet")
     assert json.loads(pq.read_table(shard).to_pylist()[0]["meta"]) == LAYOUTS["dolly"][2]
+
+
+def test_an_image_column_from_datasets_is_encoded_as_a_data_url() -> None:
+    image = pytest.importorskip("PIL.Image")
+    import base64
+    import io
+
+    picture = image.new("RGB", (2, 2), "red")
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    png = image.open(io.BytesIO(buffer.getvalue()))  # as datasets decodes it: format PNG
+    row = {"id": "v", "conversations": [U("<image>What colour?")]}
+    for value in (png, {"bytes": buffer.getvalue(), "path": "red.png"}):
+        parts = read_row({**row, "image": value}).messages[0]["content"]
+        url = parts[0]["image_url"]["url"]
+        assert url.startswith("data:image/png;base64,")
+        decoded = image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+        assert decoded.size == (2, 2) and decoded.getpixel((0, 0)) == (255, 0, 0)
+        assert parts[1] == {"type": "text", "text": "What colour?"}

@@ -25,6 +25,7 @@ Composition rules, written down:
 from __future__ import annotations
 
 import base64
+import io
 import json
 import mimetypes
 import re
@@ -307,8 +308,13 @@ def glaive_chat(system: Any, chat: Any) -> tuple[list[dict[str, Any]], list[dict
 
 def image_part(value: Any, *, folder: Path | None = None) -> dict[str, Any]:
     """An image column as an ``image_url`` part: a URL or ``data:`` URL as it is; a local file
-    (from ``folder``, the source's) as a ``data:`` URL; ``{"bytes", "path"}`` (datasets' Image)
-    from its bytes."""
+    (from ``folder``, the source's) as a ``data:`` URL; ``{"bytes", "path"}`` (datasets' Image
+    undecoded) from its bytes; a PIL image (datasets' Image, streamed) encoded in its format."""
+    if callable(getattr(value, "save", None)) and hasattr(value, "format"):  # a PIL image
+        buffer = io.BytesIO()
+        kind = str(value.format or "PNG").upper()
+        value.save(buffer, format=kind)
+        value = {"bytes": buffer.getvalue(), "path": f"image.{kind.lower()}"}
     if isinstance(value, Mapping) and isinstance(value.get("bytes"), bytes | bytearray):
         mime = mimetypes.guess_type(str(value.get("path") or "x.png"))[0] or "image/png"
         data = base64.b64encode(bytes(value["bytes"])).decode()

@@ -344,7 +344,7 @@ class _Reader:
             self.tools = tools
             return messages
         dialogue = [k for k in layout.dialogue if k in obj]
-        if dialogue:
+        if dialogue and self.fields.template is None:
             self.used.add(dialogue[0])
             return _turns_of(obj[dialogue[0]], dialogue[0], own=layout.params)
         keys = [k for k in layout.prompt if k in obj]
