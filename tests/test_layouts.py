@@ -27,7 +27,7 @@ from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.generation.shapes import ShapeProblem, read_row
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests._generate import POLICY, no_sleep, records
-from tests.test_inputs import HERMES, TOOLS
+from tests.test_inputs import HERMES, MAGPIE, OUR_SPECFORGE, SHAREGPT, SPECFORGE_PREPARED, TOOLS
 
 PROVIDER = yaml.safe_load(POLICY.read_text())["provider"]
 MODEL = "moonshotai/kimi-k2.5"
@@ -262,6 +262,19 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
         {"prompt": "Name three rivers.", "prompt_id": "0a1b", "messages": [
             U("Name three rivers."), A("The Nile, the Amazon, the Danube.")]},
     ], [([U("Name three rivers.")], {})], {"prompt": "Name three rivers."}),
+    # issue 24's: Aeala/ShareGPT_Vicuna_unfiltered (two rows skipped: empty, human twice)
+    "sharegpt": (SHAREGPT, [([U("Summarize the plot of Hamlet in two sentences.")], {}),
+                            ([S("You are a helpful assistant."), U("What is a monad?"),
+                              A("A monad is ..."), U("Give an example in Python.")], {})], None),
+    # Magpie-Align/Magpie-Qwen2.5-Pro-1M-v0.1: uuid, conversations, and many data columns
+    "magpie": (MAGPIE[:1], [([U("Write a haiku.")], {})],
+               {k: v for k, v in MAGPIE[0].items() if k not in ("uuid", "conversations")}),
+    # SpecForge scripts/prepare_data.py output: id, conversations (role/content)
+    "specforge-prepared": (SPECFORGE_PREPARED, [([U("How does photosynthesis work?")], {}),
+                                                ([S("Be brief."), U("Why?")], {})], None),
+    # our own export --format specforge, a second pass: preserve_thinking is the trainer's
+    "our-specforge-export": (OUR_SPECFORGE, [([U("Explain threads.")], {})],
+                             {"preserve_thinking": True}),
     # openai/gsm8k: question, answer
     "gsm8k": ([{"question": "What is 6 * 7?", "answer": "#### 42"}],
               [([U("What is 6 * 7?")], {})], {"answer": "#### 42"}),
