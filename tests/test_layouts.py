@@ -92,7 +92,12 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
          "turn": 1, "language": "English", "toxic": False, "redacted": False, "country": "France"},
     ], [([U("Write a limerick about cats.")], {})],
         {"model": "gpt-4-0314", "timestamp": "2023-04-09T00:00:00", "turn": 1,
-         "language": "English", "toxic": False, "redacted": False, "country": "France"}),
+         "language": "English", "toxic": False, "redacted": False, "country": "France",
+         "conversation": [  # each turn's own columns, aligned with the source's turns
+             {"language": "English", "toxic": False, "redacted": False, "turn_identifier": 1,
+              "country": "France"},
+             {"language": "English", "toxic": False, "redacted": False, "turn_identifier": 1,
+              "timestamp": None}]}),
     # lmsys/lmsys-chat-1m: conversation_id, model, conversation (content, role), turn, language,
     # openai_moderation, redacted
     "lmsys": ([
@@ -116,7 +121,8 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
                            {"from": "gpt", "value": "..."}], "source": "x", "id": "oh-2"},
     ], [([S("You are an AI assistant."), U("What is photosynthesis?")], {})],
         {"source": "airoboros2.2", "category": "orca", "id": None, "skip_prompt_formatting": False,
-         "model": None, "hash": None, "views": None}),
+         "model": None, "hash": None, "views": None,
+         "conversations": [{"weight": None}, {"weight": 0}, {"weight": 1}]}),
     # allenai/tulu-3-sft-mixture: id, messages (role, content), source
     "tulu": ([
         {"id": "oasst1_1", "messages": [U("Name a prime."), A("7")],
@@ -143,7 +149,8 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
                             "weight": None},
                            {"from": "human", "value": "Summarize: The cat sat.", "weight": 0.0},
                            {"from": "gpt", "value": "A cat sat.", "weight": 1.0}]},
-    ], [([S("You are a helpful assistant."), U("Summarize: The cat sat.")], {})], None),
+    ], [([S("You are a helpful assistant."), U("Summarize: The cat sat.")], {})],
+        {"conversations": [{"weight": None}, {"weight": 0.0}, {"weight": 1.0}]}),
     # tatsu-lab/alpaca: instruction, input, output, text
     "alpaca": ([
         {"instruction": "Translate the sentence into French.", "input": "Where is the library?",
@@ -251,7 +258,8 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
           {"role": "assistant", "tool_calls": [{"id": "call_a", "type": "function", "function": {
               "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
           {"role": "tool", "tool_call_id": "call_a", "content": "3"}],
-         {"tools": [WEATHER_TOOL], "parallel_tool_calls": False})], None),
+         {"tools": [WEATHER_TOOL], "parallel_tool_calls": False})],
+        {"messages": [{}, {}, {"weight": 0}, {}, {"weight": 1}]}),
     # SpecForge scripts/regenerate_train_data.py output: id, status, conversations
     "regenerated": ([
         {"id": "r-1", "status": "success", "conversations": [U("Hi."), A("Hello!")]},
@@ -274,7 +282,8 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
                                                 ([S("Be brief."), U("Why?")], {})], None),
     # our own export --format specforge, a second pass: preserve_thinking is the trainer's
     "our-specforge-export": (OUR_SPECFORGE, [([U("Explain threads.")], {})],
-                             {"preserve_thinking": True}),
+                             {"preserve_thinking": True, "conversations": [
+                                 {}, {"reasoning_content": "think", "generated": True}]}),
     # openai/gsm8k: question, answer
     "gsm8k": ([{"question": "What is 6 * 7?", "answer": "#### 42"}],
               [([U("What is 6 * 7?")], {})], {"answer": "#### 42"}),

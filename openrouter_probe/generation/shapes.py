@@ -41,7 +41,13 @@ from openrouter_probe.generation.layouts import (
     image_part,
     layout_of,
 )
-from openrouter_probe.generation.params import CHAT_PARAMETERS, RESERVED, check, message_keys
+from openrouter_probe.generation.params import (
+    CHAT_PARAMETERS,
+    MESSAGE_KEYS,
+    RESERVED,
+    check,
+    message_keys,
+)
 
 __all__ = [
     "CONVERSATION_FIELDS",
@@ -208,6 +214,24 @@ def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
     return _no_empty_system(messages)
 
 
+def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
+    """``{key: [each turn's keys that are not sent]}`` when a turn has any (else ``{}``): the
+    dialogue's per-turn data, kept in ``meta`` aligned with the source's turns."""
+    value = _decoded(value)
+    if not isinstance(value, list):
+        return {}
+    out = []
+    for turn in value:
+        if not isinstance(turn, Mapping):
+            out.append({})
+            continue
+        role = ROLES.get(str(turn.get("role", turn.get("from"))).lower(), "user")
+        sent = MESSAGE_KEYS[role] if own and "role" in turn else {"role", "from", "content",
+                                                                     "value", *_TURN_KEYS}  # fmt: skip
+        out.append({str(k): _jsonable(v) for k, v in turn.items() if k not in sent})
+    return {key: out} if any(out) else {}
+
+
 def _content_problem(m: Mapping[str, Any], i: int) -> str | None:
     content, role = m.get("content"), m.get("role")
     if role == "assistant" and m.get("tool_calls") and content in (None, ""):
@@ -346,7 +370,9 @@ class _Reader:
         dialogue = [k for k in layout.dialogue if k in obj]
         if dialogue and self.fields.template is None:
             self.used.add(dialogue[0])
-            return _turns_of(obj[dialogue[0]], dialogue[0], own=layout.params)
+            messages = _turns_of(obj[dialogue[0]], dialogue[0], own=layout.params)
+            self.turn_meta = _turn_leftovers(obj[dialogue[0]], dialogue[0], own=layout.params)
+            return messages
         keys = [k for k in layout.prompt if k in obj]
         if layout.name in ("alpaca", "dolly") or self.fields.template is not None:
             self.used |= set(keys) if self.fields.template is None else set()
@@ -358,6 +384,8 @@ class _Reader:
         return _turns_of(obj[keys[0]], keys[0], own=False)
 
     tools: list[dict[str, Any]] | None = None
+    #: the dialogue's per-turn keys that are not sent (WildChat's ``toxic``, a ``weight``...)
+    turn_meta: dict[str, Any] = field(default_factory=dict)
 
     def system(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = self.fields.system or self.layout.system
@@ -458,4 +486,5 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
         raise ShapeProblem(problem)
     used = reader.used | ({id_key} if id_key else set())
     meta = {str(k): _jsonable(v) for k, v in obj.items() if k not in used}
+    meta.update(reader.turn_meta)
     return RowShape(messages, given, dataset, params, layout.params, layout.name, meta)
