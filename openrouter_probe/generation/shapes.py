@@ -220,7 +220,7 @@ def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
     value = _decoded(value)
     if not isinstance(value, list):
         return {}
-    out = []
+    out: list[dict[str, Any]] = []
     for turn in value:
         if not isinstance(turn, Mapping):
             out.append({})
