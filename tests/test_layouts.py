@@ -514,3 +514,11 @@ def test_an_image_column_from_datasets_is_encoded_as_a_data_url() -> None:
         decoded = image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
         assert decoded.size == (2, 2) and decoded.getpixel((0, 0)) == (255, 0, 0)
         assert parts[1] == {"type": "text", "text": "What colour?"}
+
+
+def test_a_dataset_whose_only_row_is_past_the_context_keeps_its_weight(tmp_path: Path) -> None:
+    rows = [{"id": "l", "dataset": "A", "prompt": "word " * 230_000},
+            {"id": "s", "dataset": "B", "prompt": "Name a prime."}]  # fmt: skip
+    dry, _ = _run(tmp_path, rows, dry_run=True, snapshot="bundled", weights="A=2,B=1")
+    assert (dry.rows_to_send, dry.rows_skipped) == (1, 1)
+    assert sorted(dry.datasets) == ["B"]

@@ -650,12 +650,12 @@ async def _run_job(
     inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
     rows = inputs.prompts
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
-    endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
-    _skip_unservable(rows, endpoints, snap, compiled, asked)
     # a manifest's weights, unless --weights is given
     weights = parse_weights(
         asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
     )
+    endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
+    _skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
     options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed="failed" in redo, job=job) as paid:
