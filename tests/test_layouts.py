@@ -522,3 +522,11 @@ def test_a_dataset_whose_only_row_is_past_the_context_keeps_its_weight(tmp_path:
     dry, _ = _run(tmp_path, rows, dry_run=True, snapshot="bundled", weights="A=2,B=1")
     assert (dry.rows_to_send, dry.rows_skipped) == (1, 1)
     assert sorted(dry.datasets) == ["B"]
+
+
+def test_a_glaive_row_without_functions_sends_no_tools() -> None:
+    system = "SYSTEM: You are a helpful assistant, with no access to external functions."
+    messages, tools = glaive_chat(system, "USER: Hi!\n\n\nASSISTANT: Hello! <|endoftext|>")
+    assert tools == [] and messages == [S(system.removeprefix("SYSTEM: ")), U("Hi!"), A("Hello!")]
+    shape = read_row({"system": system, "chat": "USER: Hi!\n\n\nASSISTANT: Hello! <|endoftext|>"})
+    assert shape.params == {} and shape.meta == {} and shape.layout == "glaive"
