@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import (
@@ -136,7 +136,7 @@ class FakeOpenRouter:
         if not snaps:
             raise ConfigError("the fake server needs at least one snapshot")
         if speed < 0 or not math.isfinite(speed):
-            raise ConfigError(f"--speed {speed}: must be 0 (no waits) or a positive factor")
+            raise OptionError("{speed=}: must be 0 (no waits) or a positive factor", speed=speed)
         if not 0.0 <= reasoning_share <= 1.0:
             raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
         if credit_usd is not None and credit_usd < 0:

@@ -27,7 +27,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import APIError, ConfigError, NoRouteError, PolicyError
+from openrouter_probe.errors import APIError, ConfigError, NoRouteError, OptionError, PolicyError
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
 from openrouter_probe.generation.prompts import PromptSet, parse_shard
 from openrouter_probe.rules.quantities import parse_token_count
@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
+#: Skipped rows the warnings name one by one (``RunSummary.skipped_rows`` holds every one).
+_SHOWN_SKIPPED = 10
 #: How long a row's retries may run in batch mode: a batch may take 24 h, and a retry another.
 _BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 
@@ -67,11 +69,16 @@ def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
 
 def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | None:
     if effort is not None and max_tokens is not None:
-        raise ConfigError("give reasoning_effort or reasoning_max_tokens, not both")
+        raise OptionError(
+            "give {reasoning_effort} or {reasoning_max_tokens}, not both",
+            reasoning_effort=effort,
+            reasoning_max_tokens=max_tokens,
+        )
     if effort is not None:
         if effort not in REASONING_EFFORTS:
-            raise ConfigError(
-                f"reasoning_effort={effort!r}: use one of {', '.join(REASONING_EFFORTS)}"
+            raise OptionError(
+                f"{{reasoning_effort=}}: use one of {', '.join(REASONING_EFFORTS)}",
+                reasoning_effort=effort,
             )
         return {"effort": effort}
     if max_tokens is not None:
@@ -98,9 +105,9 @@ def parse_weights(
     out: dict[str, float] = {}
     for name, value in pairs.items():
         if name not in datasets:
-            raise ConfigError(
-                f"weights={name!r}: no such dataset in the prompts (they are: "
-                f"{', '.join(datasets) or 'none'})"
+            known = (", ".join(datasets) or "none").replace("{", "{{").replace("}", "}}")
+            raise OptionError(
+                f"{{weights=}}: no such dataset in the prompts (they are: {known})", weights=name
             )
         try:
             weight = float(value)
@@ -157,8 +164,10 @@ def _ask(
             f"turns={turns!r}: use 'last' (answer after the last message) or 'all' (regenerate "
             "every assistant turn)"
         )
+    max_tokens = whole_number(max_tokens, "max_tokens")
+    _check_sampling(max_tokens, temperature, reasoning)
     return _Asked(
-        max_tokens=whole_number(max_tokens, "max_tokens"),
+        max_tokens=max_tokens,
         stream=stream,
         temperature=temperature,
         reasoning=reasoning,
@@ -166,6 +175,29 @@ def _ask(
         shard=parse_shard(shard) if isinstance(shard, str) else shard,
         turns=turns,
     )
+
+
+def _check_sampling(
+    max_tokens: int, temperature: float | None, reasoning: dict[str, Any] | None
+) -> None:
+    """Refuse what OpenRouter would refuse or the run could not use: a temperature outside
+    [0, 2] (or not a number), a reasoning budget that leaves no room for the answer."""
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
+        raise OptionError(
+            "{temperature=}: a number from 0 to 2 (OpenRouter's range)", temperature=temperature
+        )
+    budget = (reasoning or {}).get("max_tokens")
+    if budget is not None and budget >= max_tokens:
+        raise OptionError(
+            "{reasoning_max_tokens=} leaves no room for the answer within {max_tokens=} "
+            "(reasoning counts within it): lower the first or raise the second",
+            reasoning_max_tokens=budget,
+            max_tokens=max_tokens,
+        )
 
 
 def _builder(asked: _Asked, model: str, provider_raw: Any) -> RequestBuilder:
@@ -186,10 +218,15 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
     summary.rows_skipped = len(rows.skipped)
+    summary.skipped_rows = list(rows.skipped)
     summary.rows_ending_on_assistant = rows.ending_on_assistant
-    summary.warnings.extend(f"skipped, never sent: {why}" for why in rows.skipped[:5])
-    if len(rows.skipped) > 5:
-        summary.warnings.append(f"... and {len(rows.skipped) - 5} more rows skipped")
+    shown = rows.skipped[:_SHOWN_SKIPPED]
+    summary.warnings.extend(f"skipped, never sent: {why}" for why in shown)
+    if len(rows.skipped) > len(shown):
+        summary.warnings.append(
+            f"... and {len(rows.skipped) - len(shown)} more rows skipped (the summary's "
+            f"skipped_rows names all {len(rows.skipped)}, each with its line and reason)"
+        )
 
 
 def _skip_unservable(
@@ -536,6 +573,13 @@ def _batch_mode(
 
     if batch is False:
         return asked, options
+    if asked.stream:
+        raise OptionError(
+            "{stream=True} and {batch=True} exclude each other: a batch's answers come back "
+            "whole, never streamed",
+            stream=True,
+            batch=True,
+        )
     chosen = BatchOptions() if batch is True else batch
     size = whole_number(chosen.size, "batch size")
     asked = dataclasses.replace(

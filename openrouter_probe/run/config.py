@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.client import DEFAULT_BASE_URL
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import parse_decimal, whole_number
 from openrouter_probe.run.ledger import ledger_path
@@ -101,11 +101,15 @@ class JobOptions:
         for name in ("read_timeout_s", "min_tokens_per_s", "drain_timeout_s"):
             value = getattr(self, name)
             if not value > 0:
-                raise ConfigError(f"{name} {value!r}: a number of seconds above 0")
+                raise OptionError(f"{{{name}=}}: a number of seconds above 0", **{name: value})
         if self.max_wait_s < 0:
-            raise ConfigError(f"max_wait_s {self.max_wait_s!r}: a number of seconds, 0 or more")
+            raise OptionError(
+                "{max_wait_s=}: a number of seconds, 0 or more", max_wait_s=self.max_wait_s
+            )
         if self.target_tokens is not None and self.target_tokens < 1:
-            raise ConfigError(f"target_tokens {self.target_tokens!r}: a whole number >= 1")
+            raise OptionError(
+                "{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens
+            )
         for dataset, weight in self.weights.items():
             if not 0 < weight < float("inf"):
                 raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")

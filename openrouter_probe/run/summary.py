@@ -116,6 +116,8 @@ class RunSummary:
     #: rows of the prompts skipped as not a valid conversation (never sent), and rows whose
     #: conversation ends on an assistant turn (``--turns last`` regenerates that turn)
     rows_skipped: int = 0
+    #: every skipped row, ``"FILE:LINE: why"`` (the warnings name the first few)
+    skipped_rows: list[str] = field(default_factory=list)
     rows_ending_on_assistant: int = 0
     ok: int = 0
     truncated: int = 0
@@ -190,6 +192,7 @@ class RunSummary:
             "rows_to_send": self.rows_to_send,
             "duplicates": self.duplicates,
             "rows_skipped": self.rows_skipped,
+            "skipped_rows": list(self.skipped_rows),
             "rows_ending_on_assistant": self.rows_ending_on_assistant,
             "ok": self.ok,
             "truncated": self.truncated,
