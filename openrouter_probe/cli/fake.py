@@ -123,6 +123,12 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
     help="Seconds a batch stays in_progress (the Batch API; OpenRouter's median is 7 minutes).",
 )
+@click.option(
+    "--management-key",
+    metavar="KEY",
+    help="Serve the key management API (/api/v1/keys, /api/v1/activity) to this key; the keys it "
+    "creates are accepted, each held to its own limit.",
+)
 def fake_server(
     model: str | None,
     offline: bool,
@@ -135,6 +141,7 @@ def fake_server(
     speed: float,
     generation_lag_s: float,
     batch_seconds: float,
+    management_key: str | None,
     **changes: Any,
 ) -> None:
     """Serve a fake OpenRouter from a snapshot until Ctrl-C, and print its base URL.
@@ -163,6 +170,7 @@ def fake_server(
         speed=speed,
         generation_lag_s=generation_lag_s,
         batch_seconds=batch_seconds,
+        management_key=management_key,
         **degradation_kwargs(changes),
     ) as fake:
         click.echo(fake.base_url)

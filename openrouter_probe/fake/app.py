@@ -44,8 +44,10 @@ from openrouter_probe.fake.faults import (
     parse_faults,
     uniform,
 )
+from openrouter_probe.fake.keys import KeyStore, ManagedKey
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
+from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
 
@@ -131,6 +133,7 @@ class FakeOpenRouter:
         workspace_budget_usd: float | None = None,
         batch_seconds: float = 420.0,
         batch_api: str = "v1",
+        management_key: str | None = None,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -172,6 +175,8 @@ class FakeOpenRouter:
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        #: OpenRouter's response cache (``X-OpenRouter-Cache: true``; ``fake.response_cache``)
+        self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
         self._requests = 0
@@ -192,11 +197,17 @@ class FakeOpenRouter:
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
         self.batches = BatchService(self, batch_seconds=batch_seconds)
         self._batch_api = batch_api
+        #: ``management_key``: the key management API and the keys it makes (``fake.keys``)
+        self.managed_keys = (
+            KeyStore(management_key, ledger=self.ledger, now=self.now) if management_key else None
+        )
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
         app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
         self.batches.register(app, mount=self._batch_api)
+        if self.managed_keys is not None:
+            self.managed_keys.register(app)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)
@@ -238,7 +249,12 @@ class FakeOpenRouter:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             return error_response(401, "No auth credentials found")
-        if self._api_key is not None and key.strip() != self._api_key:
+        managed = self.managed_keys
+        if (
+            self._api_key is not None
+            and key.strip() != self._api_key
+            and not (managed is not None and managed.knows(key.strip()))
+        ):
             return error_response(401, "User not found.")
         return None
 
@@ -349,6 +365,10 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
+        managed = self.managed_keys
+        own = None if managed is None else managed.of(managed.bearer(request))
+        if own is not None and managed is not None:
+            return web.json_response({"data": managed.key_data(own)})
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
         workspace = None
         if self.workspace_budget_usd is not None:
@@ -436,8 +456,13 @@ class FakeOpenRouter:
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
             return error_response(400, problem or "Bad request")
-        prompt_tokens = count_prompt_tokens(body["messages"], body)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        stream = bool(body.get("stream"))
+        cache = cache_request(request.headers, raw, stream)
+        hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
+        if hit is not None:  # before any provider: a hit bills nothing, holds nothing
+            return await hit.run(stream=stream, max_tokens=max_tokens)
+        prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}
@@ -446,20 +471,13 @@ class FakeOpenRouter:
         )
         if not plan.decision.candidates:
             return json_response(404, self.router.no_route(model, plan.decision, block))
-        stream = bool(body.get("stream"))
         refused = self._refuse_request(request_no, model, stream=stream)
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
-
-        reserved = Decimal(0)
-        if self.credit.limit_usd is not None:
-            refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
-            if refused is not None:
-                return refused
-            # Check and reservation run with no await in between, on the server's one loop:
-            # concurrent requests cannot both take the last of the credit.
-            self.credit.reserve(reserved)
+        refused, held = _hold(self, request, chain, prompt_tokens, max_tokens)
+        if refused is not None:
+            return refused
         reply: Reply | None = None
         try:
             attempts: list[tuple[Endpoint, int]] = []
@@ -488,6 +506,7 @@ class FakeOpenRouter:
                         prompt_tokens,
                         attempts,
                         stream=stream,
+                        cache=cache,
                     )
                     return await reply.run(stream=stream, max_tokens=max_tokens)
                 status, payload = bodies.upstream_error_body(
@@ -499,8 +518,60 @@ class FakeOpenRouter:
             assert failure is not None
             return failure
         finally:
-            if self.credit.limit_usd is not None:
-                self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+            _release(self, held, reply)
+
+
+def _hold(
+    fake: FakeOpenRouter,
+    request: web.Request,
+    chain: Sequence[Endpoint],
+    prompt_tokens: int,
+    max_tokens: int | None,
+) -> tuple[web.Response | None, tuple[Decimal, ManagedKey | None, Decimal]]:
+    """What a request holds before it is served, or its refusal (402, a key's 401/402/403):
+    its worst case on the account's credit and on its own key's limit (``fake.keys``).
+    Check and reservation run with no await in between, on the server's one loop:
+    concurrent requests cannot both take the last of the credit."""
+    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
+    if fake.credit.limit_usd is not None:
+        refused, reserved = fake._refuse_credit(chain, prompt_tokens, max_tokens, now)
+        if refused is not None:
+            return refused, nothing
+        fake.credit.reserve(reserved)
+    if fake.managed_keys is None:
+        return None, (reserved, None, Decimal(0))
+    refused, own, own_reserved = fake.managed_keys.admit(
+        request, chain, prompt_tokens, max_tokens, now
+    )
+    if refused is not None:
+        fake.credit.settle(reserved, Decimal(0))
+        return refused, nothing
+    return None, (reserved, own, own_reserved)
+
+
+def _release(
+    fake: FakeOpenRouter, held: tuple[Decimal, ManagedKey | None, Decimal], reply: Reply | None
+) -> None:
+    """Settle what ``_hold`` held to what the request cost (nothing when it was not billed)."""
+    reserved, own, own_reserved = held
+    if fake.credit.limit_usd is not None:
+        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+    if own is not None and fake.managed_keys is not None:
+        fake.managed_keys.settle(own, own_reserved, None if reply is None else reply.billed)
+
+
+def _cache_hit(
+    fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
+) -> Reply | None:
+    """The reply that replays the response cache's answer to this request, if it has one."""
+    hit = fake.response_cache.get(cache[0], fake.clock.now())
+    if hit is None:
+        return None
+    served = [(hit.endpoint, 200)]
+    return Reply(
+        fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
+        stream=bool(body.get("stream")), cached=hit, cache=cache,
+    )  # fmt: skip
 
 
 def _next_month(now: datetime) -> datetime:

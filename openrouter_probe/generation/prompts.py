@@ -142,7 +142,12 @@ def shard_of(row_id_: str, shards: int) -> int:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``shard="i/n"`` (``--shard i/n``) (``0 <= i < n``) into ``(i, n)``."""
+    """Parse ``shard="i/n"`` (``--shard i/n``) (``0 <= i < n``) into ``(i, n)``; ``"auto"``:
+    the launcher's rank and world size (``generation.shards``)."""
+    if text.strip() == "auto":
+        from openrouter_probe.generation.shards import shard_from_launcher
+
+        return shard_from_launcher().pair
     try:
         left, right = text.split("/")
         index, count = int(left), int(right)

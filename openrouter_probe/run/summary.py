@@ -103,7 +103,9 @@ class RunSummary:
     all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
     (402), ``key`` (401), ``no-route`` (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
     spent, or one below a request's worst case before sending), ``failing`` (nearly every recent
-    attempt failed one transient way: ``run.streak``) or ``dry-run``.
+    attempt failed one transient way: ``run.streak``), ``write-failed`` (the output or its journal
+    could not be written: a full disk, a read-only folder; nothing was sent after it, and a rerun
+    resumes) or ``dry-run``.
     """
 
     out: str
@@ -136,6 +138,11 @@ class RunSummary:
     reconciled_before: int = 0
     reconciled_before_back_usd: Decimal = _ZERO
     unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
+    cache_hits: int = 0  # answers of OpenRouter's response cache: billed nothing, counted $0
+    #: providers that billed past ``max_tokens``: (answers, worst ratio, USD past the limits)
+    overshoot: dict[str, tuple[int, float, Decimal]] = field(default_factory=dict)
+    #: what the run says besides warnings (the sampling a model card fixes, sent explicitly)
+    notes: list[str] = field(default_factory=list)
     killed_in_flight_before: int = 0
     #: ``--turns all``: turns the rows to send need, one request each (``None``: ``--turns
     #: last``), turns the turns file already held for them, turns answered this run (every
@@ -148,6 +155,9 @@ class RunSummary:
     ledger: str = ""
     budget_usd: Decimal | None = None
     shards: int | None = None
+    #: ``shard="auto"``: the shard and the launcher's variables that gave it, e.g.
+    #: "shard 1/4 from the launcher (RANK=1, WORLD_SIZE=4)"
+    shard_from: str = ""
     output_tokens: dict[str, int] = field(default_factory=dict)
     datasets: dict[str, DatasetTally] = field(default_factory=dict)
     providers: dict[str, ProviderTally] = field(default_factory=dict)
@@ -211,6 +221,12 @@ class RunSummary:
             "reconciled_before": self.reconciled_before,
             "reconciled_before_back_usd": money(self.reconciled_before_back_usd),
             "unsettleable": self.unsettleable,
+            "cache_hits": self.cache_hits,
+            "overshoot": {
+                k: {"answers": n, "worst_ratio": round(r, 3), "over_usd": float(usd)}
+                for k, (n, r, usd) in sorted(self.overshoot.items())
+            },
+            "notes": list(self.notes),
             "killed_in_flight_before": self.killed_in_flight_before,
             "turns_to_send": self.turns_to_send,
             "turns_resumed": self.turns_resumed,
@@ -219,6 +235,7 @@ class RunSummary:
             "ledger": self.ledger,
             "budget_usd": money(self.budget_usd),
             "shards": self.shards,
+            "shard_from": self.shard_from,
             "remaining_usd": money(self.remaining_usd),
             "peak_committed_usd": money(self.peak_committed_usd),
             "worst_case_usd": money(self.worst_case_usd),
@@ -268,6 +285,16 @@ class RunSummary:
                 f"possibly billed by earlier runs{killed}: "
                 f"{_usd(self.possibly_billed_before_usd)} at the worst case; {settled} "
                 f"({self.ledger})"
+            )
+        if self.cache_hits:
+            lines.append(
+                f"{self.cache_hits:,} answer(s) from OpenRouter's response cache: billed nothing, "
+                "counted $0 (rows resent after a lost answer)"
+            )
+        for name, (answers, ratio, usd) in sorted(self.overshoot.items()):
+            lines.append(
+                f"{name} billed past max_tokens: {answers:,} answer(s), up to {ratio:.2f}x, "
+                f"{_usd(usd)} for the tokens past the limit (reserved for from then on)"
             )
         if self.unsettleable:
             lines.append(
@@ -321,6 +348,8 @@ class RunSummary:
                 f"dry run: {self.rows_to_send:,} rows to send ({self.rows_already_done:,} already "
                 f"done, {self.duplicates:,} duplicate ids skipped); nothing sent"
             )
+            if self.shard_from:
+                lines.append(self.shard_from)
         else:
             lines.append(
                 f"rows: {self.ok:,} ok, {self.truncated:,} truncated, {self.failed:,} failed, "
@@ -353,6 +382,7 @@ class RunSummary:
             lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
+        lines.extend(self.notes)
         lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
         return "\n".join(_fit(line) for line in lines)
 
