@@ -32,6 +32,8 @@ from tests.test_inputs import HERMES, MAGPIE, OUR_SPECFORGE, SHAREGPT, SPECFORGE
 PROVIDER = yaml.safe_load(POLICY.read_text())["provider"]
 MODEL = "moonshotai/kimi-k2.5"
 BODY_KEYS = CHAT_PARAMETERS | {"model", "provider", "stream", "messages"}
+#: What Kimi K2.5's model card fixes for its thinking mode (sent unless the row sets its own).
+CARD_SAMPLING = {"temperature": 1.0, "top_p": 0.95}
 
 
 def U(text: str) -> dict[str, Any]:
@@ -299,6 +301,11 @@ def _run(tmp_path: Path, rows: list[dict[str, Any]], **options: Any) -> tuple[An
     with serve(speed=0, seed=1, record_requests=True) as fake:
         summary = asyncio.run(generate(args.pop("prompts", path), base_url=fake.base_url, **args))
         bodies = list(fake.fake.requests)
+    for body in bodies:  # every row's own session (the cache's key), the model card's sampling
+        assert body.pop("session_id").startswith("orp-")
+        for key, value in CARD_SAMPLING.items():
+            if body.get(key) == value:
+                del body[key]
     return summary, bodies
 
 
@@ -485,8 +492,9 @@ def test_export_carries_meta_into_the_jsonl_rows_and_the_hub_dataset(tmp_path: P
     from openrouter_probe.cli import cli
 
     pq = pytest.importorskip("pyarrow.parquet")
-    _run(tmp_path, LAYOUTS["dolly"][0][:1])
+    _run(tmp_path, LAYOUTS["dolly"][0][:1], max_tokens=8000)  # an answer not cut: exported
     out = tmp_path / "out.jsonl"
+    assert records(out)[0]["status"] == "ok"
     result = CliRunner().invoke(cli, ["export", str(out), "--format", "jsonl", "-o",
                                       str(tmp_path / "train.jsonl")])  # fmt: skip
     assert result.exit_code == 0, result.output
