@@ -263,6 +263,26 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
         )
 
 
+def _skip_unservable(
+    rows: PromptSet, endpoints: list[Endpoint], snap: Any, compiled: Any, asked: _Asked
+) -> None:
+    """Take the rows no admitted endpoint can serve (longer than every context, an image the
+    model cannot take) out of ``rows``: skipped with their line and why, counted; the others go."""
+    from openrouter_probe.generation.fit import input_modalities, unservable
+
+    found = unservable(
+        rows.rows,
+        endpoints=endpoints,
+        provider=compiled.provider,
+        parameters=asked.parameters,
+        max_tokens=asked.max_tokens,
+        input_modalities=input_modalities(snap),
+        model=compiled.model,
+    )
+    if found:
+        rows.drop({row.id: why for row, why in found})
+
+
 def _admitted_prices(
     compiled: Any,
     policy: str | Path,
@@ -729,6 +749,8 @@ async def _run_job(
     weights = parse_weights(
         asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
     )
+    endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
+    _skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
     options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed="failed" in redo, job=job) as paid:
@@ -753,7 +775,6 @@ async def _run_job(
         _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
-        endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if asked.batch is not None:
             settings = _batch_settings(compiled, policy, snap, prices, asked, options, snapshot)

@@ -113,7 +113,8 @@ def request_shape(
     images = 0
     cache_write = False
     for part in _walk([messages, params]):
-        if part.get("type") in _IMAGE_PARTS:
+        kind = part.get("type")  # a tool's JSON Schema may name a property "type"
+        if isinstance(kind, str) and kind in _IMAGE_PARTS:
             images += 1
         if "cache_control" in part:
             cache_write = True
