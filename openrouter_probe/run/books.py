@@ -161,8 +161,9 @@ class Books:
 
     # -- before an attempt leaves -----------------------------------------------------------------
 
-    def reserve(self, dataset: str, attempt: Attempt) -> bool:
-        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits.
+    def reserve(self, dataset: str, attempt: Attempt, *, borrow: bool = False) -> bool:
+        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share (``borrow``:
+        the cap alone), if it fits.
 
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
@@ -170,11 +171,11 @@ class Books:
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
-            return self.cap.try_reserve(attempt.worst, dataset)
+            return self.cap.try_reserve(attempt.worst, dataset, borrow=borrow)
         assert holds is not None
         reserved, line_dataset = held
         self.cap.give_back(reserved, line_dataset)
-        if not self.cap.try_reserve(attempt.worst, dataset):
+        if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
             self.hand_back(reserved, line_dataset)
             return False
         holds.take_over(attempt.id_json)

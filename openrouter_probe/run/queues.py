@@ -124,6 +124,28 @@ class RowQueues:
         self.books.close(dataset)
         self._on_close()
 
+    def reserve(self, dataset: str, attempt: Attempt, *, stuck: bool = False) -> bool:
+        """Reserve ``attempt`` under ``dataset``'s share; past it, borrow from the cap what the
+        others leave unspent when ``dataset`` has committed the least per weight of the datasets
+        that still want money (so none is left with 0 rows while money remains), or when the
+        run is ``stuck`` (every worker waits and nothing is in flight: no one else can use it)."""
+        books = self.books
+        if books.reserve(dataset, attempt):
+            return True
+        if not books.cap.fits(attempt.worst, borrow=True):
+            return False
+        if not (stuck or self._poorest(dataset)):
+            return False
+        return books.reserve(dataset, attempt, borrow=True)
+
+    def _poorest(self, dataset: str) -> bool:
+        """Whether ``dataset`` has committed no more per weight than any other open dataset with
+        rows queued (those still want their share)."""
+        mine = self._committed_per_weight(dataset)
+        return all(
+            self._committed_per_weight(d) >= mine for d in self._open if d != dataset and self.queues[d]
+        )
+
     def money_may_come(self, dataset: str, worst: Decimal) -> bool:
         """Whether money for ``dataset``'s next request may still free up: something settles,
         the reconciler gives some back, or another dataset closes and lends its share."""
@@ -136,14 +158,15 @@ class RowQueues:
             d != dataset and (q or self.in_flight_by_dataset.get(d)) for d, q in self.queues.items()
         )
 
-    def pick(self, allowed: int) -> tuple[PromptRow, Attempt] | Idle:
+    def pick(self, allowed: int, *, stuck: bool = False) -> tuple[PromptRow, Attempt] | Idle:
         """The next request in turn that fits, reserved (``allowed``: the requests that may be
-        in flight); else ``Idle.WAIT`` or ``Idle.DONE``."""
-        alone = self._pick_alone(allowed)
+        in flight); else ``Idle.WAIT`` or ``Idle.DONE``. ``stuck``: every worker waits and
+        nothing is in flight, so a request that fits the cap borrows past its share."""
+        alone = None if stuck else self._pick_alone(allowed)
         if alone is not None:
             return alone
         while True:
-            picked = self._pick_once(allowed)
+            picked = self._pick_once(allowed, stuck=stuck)
             if picked is not Idle.AGAIN:
                 return picked
 
@@ -163,7 +186,7 @@ class RowQueues:
         self._prepared.pop(id(row), None)
         return row, attempt
 
-    def _pick_once(self, allowed: int) -> tuple[PromptRow, Attempt] | Idle:
+    def _pick_once(self, allowed: int, *, stuck: bool) -> tuple[PromptRow, Attempt] | Idle:
         if self.in_flight >= allowed:
             return Idle.WAIT
         blocked: list[tuple[str, Decimal]] = []
@@ -186,7 +209,7 @@ class RowQueues:
                 continue
             row = queue[0]
             attempt = self.prepare(row)
-            if self.books.reserve(dataset, attempt):
+            if self.reserve(dataset, attempt, stuck=stuck):
                 queue.popleft()
                 self._prepared.pop(id(row), None)
                 self._turn = (self._turn + k + 1) % count
@@ -219,13 +242,12 @@ class RowQueues:
         """``dataset``'s next request does not fit in what it may still spend: close it."""
         cap = self.books.cap
         shared = cap.share_usd(dataset) is not None and len(self.order) > 1
+        left = max(_ZERO, (cap.cap_usd or _ZERO) - cap.committed_usd)
+        where = f"only ${left:.6f} of the {format_usd(cap.cap_usd)} cap remains"
         if shared:
             share = cap.share_usd(dataset) or _ZERO
-            left = max(_ZERO, share - cap.committed_by_dataset.get(dataset, _ZERO))
-            where = f"its share of the cap has ${left:.6f} left"
-        else:
-            left = cap.remaining_usd or _ZERO
-            where = f"only ${left:.6f} of the {format_usd(cap.cap_usd)} cap remains"
+            mine = max(_ZERO, share - cap.committed_by_dataset.get(dataset, _ZERO))
+            where += f" (its share has ${mine:.6f} left; nothing is left to borrow)"
         message = f"{row.id}: the next request may cost up to ${attempt.worst:.6f} and {where}"
         # the advice is for the next start, where every dataset is open again: its share then
         base = self._first_share(dataset) if shared else left
@@ -240,6 +262,12 @@ class RowQueues:
                 if fits >= 1
                 else f"; raise budget_usd above ${attempt.worst:.6f} for one row"
             )
+        elif self.books.counts.requests:
+            now = attempt.prices.max_tokens_within(
+                left, prompt_tokens=shape.prompt_tokens, shape=shape
+            )
+            if 1 <= now < attempt.request.max_tokens:
+                message += f"; max_tokens={now} fits what remains"
         self.books.spent_out(dataset, f"{dataset}: {message}" if len(self.order) > 1 else message)
         self.close(dataset, message)
 
