@@ -128,11 +128,18 @@ class RowQueues:
         """Reserve ``attempt`` under ``dataset``'s share; past it, borrow from the cap what the
         others leave unspent when ``dataset`` has committed the least per weight of the datasets
         that still want money (so none is left with 0 rows while money remains), or when the
-        run is ``stuck`` (every worker waits and nothing is in flight: no one else can use it)."""
+        run is ``stuck`` (every worker waits and nothing is in flight: no one else can use it).
+
+        When the money left cannot buy every open dataset its next request (``tight``), only
+        the poorest go, whatever their shares say: the last rows go to those that had least."""
         books = self.books
-        if books.reserve(dataset, attempt):
+        cap = books.cap
+        tight = cap.cap_usd is not None and len(self._open) > 1 and (
+            cap.cap_usd - cap.committed_usd < len(self._open) * attempt.worst
+        )
+        if not tight and books.reserve(dataset, attempt):
             return True
-        if not books.cap.fits(attempt.worst, borrow=True):
+        if not cap.fits(attempt.worst, borrow=True):
             return False
         if not (stuck or self._poorest(dataset)):
             return False
