@@ -175,3 +175,33 @@ def test_six_datasets_under_a_cap_for_two_rows_each_all_get_rows(tmp_path: Path)
         assert max(spent) <= 2 * min(spent), spent
         worst = Decimal(re.findall(r"may cost up to \$([0-9.]+)", summary.message)[0])
         assert Decimal("0.03") - summary.spent_total_usd < worst, summary.message
+
+
+def test_the_dry_run_names_the_datasets_whose_share_cannot_buy_one_request(tmp_path: Path) -> None:
+    """Issue 32 item 4: the dry run says which datasets cannot afford one request at the job's
+    max_tokens, and the value that fits their share; a real run at that value gives each rows."""
+    names = ["B3", "B4", "B5"]
+    rows = [
+        {"id": f"{n}-{i}", "dataset": n, "prompt": f"question {n}-{i} " + "x" * 40}
+        for i in range(3)
+        for n in names
+    ]
+    prompts = write_prompts(tmp_path / "prompts.jsonl", rows)
+
+    def gen(max_tokens: int, **options: Any) -> Any:
+        return _guarded(
+            generate(prompts, policy=POLICY, out=tmp_path / "out.jsonl", api_key="sk-test",
+                     send=LedgerSender(), snapshot="bundled", sleep=no_sleep,
+                     budget_usd="0.009", max_tokens=max_tokens, **options)
+        )  # fmt: skip
+
+    dry = gen(4096, dry_run=True)
+    said = [w for w in dry.warnings if "cannot buy one request at max_tokens=4096" in w]
+    assert [w.split(":")[0] for w in said] == names, dry.warnings
+    assert all("its share of the cap, $0.003000," in w for w in said)
+    fits = {int(n) for w in said for n in re.findall(r"max_tokens=(\d+) fits its share", w)}
+    assert len(fits) == 1 and 0 < min(fits) < 4096  # the same rows' shape: one figure
+    at_fits = gen(fits.pop(), dry_run=True)
+    assert not [w for w in at_fits.warnings if "cannot buy one request" in w]
+    # enough for one request each: no warning
+    assert not [w for w in gen(200, dry_run=True).warnings if "cannot buy" in w]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from openrouter_probe.rules.quantities import format_usd
@@ -29,7 +29,7 @@ from openrouter_probe.run.request import RequestBuilder, dumps
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices
 
-__all__ = ["Idle", "RowQueues"]
+__all__ = ["Idle", "RowQueues", "unaffordable_shares"]
 
 log = logging.getLogger(__name__)
 
@@ -282,3 +282,49 @@ class RowQueues:
         """``dataset``'s share of the whole cap while every dataset is open (``weights``)."""
         total = sum((self._weight(d) for d in self.order), _ZERO)
         return (self.books.cap.cap_usd or _ZERO) * self._weight(dataset) / total
+
+
+def unaffordable_shares(
+    rows: list[PromptRow],
+    *,
+    builder: RequestBuilder,
+    prices: Prices,
+    budget_usd: Decimal | None,
+    weights: Mapping[str, float],
+) -> list[str]:
+    """What a dry run says of each dataset whose share of ``budget_usd`` (every dataset open,
+    ``weights``) cannot buy even its cheapest request at the job's ``max_tokens``: the share, the
+    worst case, and the ``max_tokens`` that fits (such a dataset borrows what the others leave
+    unspent, so it may still get rows; at that ``max_tokens`` it gets its own)."""
+    datasets = sorted({row.dataset for row in rows})
+    if budget_usd is None or len(datasets) < 2:
+        return []
+    weight = {d: Decimal(str(weights.get(d, 1))) for d in datasets}
+    total = sum(weight.values(), _ZERO)
+    cheapest: dict[str, Attempt | None] = dict.fromkeys(datasets)
+    for row in rows:
+        row_prices = prices if row.prices is None else row.prices
+        request = builder.build(row, row_prices)
+        best = cheapest[row.dataset]
+        if best is None or request.worst_usd < best.worst:
+            cheapest[row.dataset] = Attempt(request, row_prices, "", 0.0)
+    said = []
+    for dataset, attempt in cheapest.items():
+        share = budget_usd * weight[dataset] / total
+        if attempt is None or attempt.worst <= share:
+            continue
+        shape = attempt.request.shape
+        fits = attempt.prices.max_tokens_within(
+            share, prompt_tokens=shape.prompt_tokens, shape=shape
+        )
+        advice = (
+            f"max_tokens={fits} fits its share"
+            if fits >= 1
+            else "no max_tokens fits its share: raise budget_usd"
+        )
+        said.append(
+            f"{dataset}: its share of the cap, ${share:.6f}, cannot buy one request at "
+            f"max_tokens={attempt.request.max_tokens} (worst case ${attempt.worst:.6f}); "
+            f"{advice} (it borrows what the others leave unspent, so it may still get rows)"
+        )
+    return said
