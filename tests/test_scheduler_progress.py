@@ -205,3 +205,29 @@ def test_the_dry_run_names_the_datasets_whose_share_cannot_buy_one_request(tmp_p
     assert not [w for w in at_fits.warnings if "cannot buy one request" in w]
     # enough for one request each: no warning
     assert not [w for w in gen(200, dry_run=True).warnings if "cannot buy" in w]
+
+
+def test_a_row_dearer_than_the_whole_cap_is_skipped_and_named_not_a_stop(tmp_path: Path) -> None:
+    """Issue 32 item 3 (the scheduler's side): a row whose worst case is more than the whole
+    cap can never be bought; it was at the head of its dataset's queue and closed it (a budget
+    stop, the good rows never sent). Now it is skipped and named, and the others go."""
+    rows = [
+        {"id": "r0", "dataset": "d0", "prompt": "question r0 short"},
+        {"id": "r1", "dataset": "d0", "prompt": "question r1 " + "y" * 20_000},
+        {"id": "r2", "dataset": "d0", "prompt": "question r2 short"},
+        {"id": "r3", "dataset": "d1", "prompt": "question r3 short"},
+    ]
+    prompts = write_prompts(tmp_path / "prompts.jsonl", rows)
+    sender = LedgerSender()
+    summary = _guarded(
+        generate(prompts, policy=POLICY, out=tmp_path / "out.jsonl", api_key="sk-test",
+                 send=sender, snapshot="bundled", sleep=no_sleep, budget_usd="0.01",
+                 max_tokens=200, concurrency=1)
+    )  # fmt: skip
+    sent = sorted(json.loads(b)["messages"][-1]["content"].split(" ")[1] for b in sender.bodies)
+    assert sent == ["r0", "r2", "r3"]
+    assert summary.stop_reason == "done" and summary.not_sent == 1
+    said = [w for w in summary.warnings if w.startswith("r1: skipped, not sent")]
+    assert len(said) == 1 and "more than the $0.01 cap leaves this run" in said[0], said
+    assert re.search(r"max_tokens=\d+ would fit it|its prompt alone does not fit", said[0])
+    assert sorted(r["id"] for r in records(tmp_path / "out.jsonl")) == ["r0", "r2", "r3"]

@@ -134,12 +134,18 @@ class RowQueues:
         the poorest go, whatever their shares say: the last rows go to those that had least."""
         books = self.books
         cap = books.cap
-        tight = cap.cap_usd is not None and len(self._open) > 1 and (
-            cap.cap_usd - cap.committed_usd < len(self._open) * attempt.worst
+        held = books.holds is not None  # (held batch lines come back inside books.reserve)
+        tight = (
+            not held
+            and cap.cap_usd is not None
+            and len(self._open) > 1
+            and cap.cap_usd - cap.committed_usd < len(self._open) * attempt.worst
         )
         if not tight and books.reserve(dataset, attempt):
             return True
-        if not cap.fits(attempt.worst, borrow=True):
+        if held and not stuck:
+            return False  # the held lines' money is planned line by line: no loans beside it
+        if not held and not cap.fits(attempt.worst, borrow=True):
             return False
         if not (stuck or self._poorest(dataset)):
             return False
@@ -221,6 +227,11 @@ class RowQueues:
                 self._prepared.pop(id(row), None)
                 self._turn = (self._turn + k + 1) % count
                 return row, attempt
+            if self.never_fits(attempt):
+                queue.popleft()
+                self._prepared.pop(id(row), None)
+                self.skip(row, attempt)
+                return Idle.AGAIN
             self._prepared[id(row)] = attempt  # it waits: keep what was computed
             if not self.money_may_come(dataset, attempt.worst):
                 self.spent_out(dataset, row, attempt)
@@ -244,6 +255,43 @@ class RowQueues:
 
     def _committed_per_weight(self, dataset: str) -> Decimal:
         return self.books.cap.committed_by_dataset.get(dataset, _ZERO) / self._weight(dataset)
+
+    def never_fits(self, attempt: Attempt) -> bool:
+        """Whether ``attempt`` is a row's own problem: it costs more at worst than the whole
+        cap left to this run (no share, loan or settle can ever make room for it) while a
+        request of its ``max_tokens`` with no prompt would fit (else the cap is too small for
+        the job's ``max_tokens``: a budget stop, whose reason says the ``max_tokens`` that fits)."""
+        cap = self.books.cap
+        if cap.cap_usd is None or self.books.holds is not None:
+            return False  # (an earlier batch's held lines come back: the room is not known)
+        room = cap.cap_usd - cap.spent_before_usd
+        if attempt.worst <= room:
+            return False
+        bare = attempt.prices.worst_case_usd(
+            prompt_tokens=0, max_tokens=attempt.request.max_tokens
+        )
+        return bare <= room
+
+    def skip(self, row: PromptRow, attempt: Attempt) -> None:
+        """``row`` can never be bought under this cap: it is not sent and named; its dataset
+        goes on with its other rows. The caller has taken it off its queue. (A row already
+        started, whose next turn or retry does not fit, stops the run at ``budget`` instead:
+        its turns are kept, and a rerun at a higher cap finishes it.)"""
+        cap = self.books.cap
+        room = (cap.cap_usd or _ZERO) - cap.spent_before_usd
+        shape = attempt.request.shape
+        fits = attempt.prices.max_tokens_within(
+            room, prompt_tokens=shape.prompt_tokens, shape=shape
+        )
+        advice = (
+            f"max_tokens={fits} would fit it" if fits >= 1 else "its prompt alone does not fit"
+        )
+        self.books.warn(
+            f"{row.id}: skipped, not sent: its request may cost up to ${attempt.worst:.6f}, more "
+            f"than the {format_usd(cap.cap_usd)} cap leaves this run (${room:.6f}); {advice}, "
+            "or raise budget_usd"
+        )
+        self.books.unsent(row.dataset)
 
     def spent_out(self, dataset: str, row: PromptRow, attempt: Attempt) -> None:
         """``dataset``'s next request does not fit in what it may still spend: close it."""

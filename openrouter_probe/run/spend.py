@@ -246,6 +246,7 @@ class SpendCap:
     ) -> None:
         self.cap_usd = cap_usd
         self.spent_usd = spent_usd
+        self.spent_before_usd = spent_usd  # what earlier runs spent: never spendable again
         self.reserved_usd = _ZERO
         self.in_flight = 0
         self.peak_committed_usd = spent_usd
