@@ -417,7 +417,9 @@ class Books:
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
-        self._unsettled_warning()
+        unsettled = _unsettled(self.reconciler)
+        if unsettled:
+            self.warn(unsettled)
         if self.cap.overruns:
             self.warn(
                 f"{self.cap.overruns} answer(s) cost more than their reserved worst case (did the "
@@ -427,24 +429,6 @@ class Books:
         return s
 
 
-    def _unsettled_warning(self) -> None:
-        """Say how much ``/generation`` left unsettled this run (given up, or still queued when
-        the run ended), and that a rerun settles it: it stays at its worst case till then."""
-        reconciler = self.reconciler
-        if reconciler is None:
-            return
-        left = list(reconciler.given_up) + reconciler.queued()
-        if not left:
-            return
-        worst = sum((p.reserved_usd for p in left), _ZERO)
-        self.warn(
-            f"{len(left)} attempt(s) could not be settled from /generation in this run: "
-            f"${worst:.6f} stays counted at the worst case (the cap is safe, this money is not "
-            "spendable); rerun the same command later to settle them (nothing recorded is "
-            "bought again)"
-        )
-
-
 def _cost_warning(answer: Answer, worst: Decimal) -> str:
     """What to say of a provider whose answer carried no valid ``usage.cost``."""
     raw = (answer.usage or {}).get("cost")
@@ -452,4 +436,21 @@ def _cost_warning(answer: Answer, worst: Decimal) -> str:
     return (
         f"{answer.provider or '?'}: {what}; its answers count at their worst case "
         f"(${worst:.6f} here) until /generation settles them"
+    )
+
+
+def _unsettled(reconciler: Reconciler | None) -> str | None:
+    """What to say of what ``/generation`` left unsettled this run (given up, or still queued
+    when the run ended): how much stays at its worst case, and that a rerun settles it."""
+    if reconciler is None:
+        return None
+    left = list(reconciler.given_up) + reconciler.queued()
+    if not left:
+        return None
+    worst = sum((p.reserved_usd for p in left), _ZERO)
+    return (
+        f"{len(left)} attempt(s) could not be settled from /generation in this run: "
+        f"${worst:.6f} stays counted at the worst case (the cap is safe, this money is not "
+        "spendable); rerun the same command later to settle them (nothing recorded is "
+        "bought again)"
     )

@@ -156,7 +156,9 @@ class RowQueues:
         rows queued (those still want their share)."""
         mine = self._committed_per_weight(dataset)
         return all(
-            self._committed_per_weight(d) >= mine for d in self._open if d != dataset and self.queues[d]
+            self._committed_per_weight(d) >= mine
+            for d in self._open
+            if d != dataset and self.queues[d]
         )
 
     def money_may_come(self, dataset: str, worst: Decimal) -> bool:
@@ -267,9 +269,7 @@ class RowQueues:
         room = cap.cap_usd - cap.spent_before_usd
         if attempt.worst <= room:
             return False
-        bare = attempt.prices.worst_case_usd(
-            prompt_tokens=0, max_tokens=attempt.request.max_tokens
-        )
+        bare = attempt.prices.worst_case_usd(prompt_tokens=0, max_tokens=attempt.request.max_tokens)
         return bare <= room
 
     def skip(self, row: PromptRow, attempt: Attempt) -> None:
@@ -283,9 +283,7 @@ class RowQueues:
         fits = attempt.prices.max_tokens_within(
             room, prompt_tokens=shape.prompt_tokens, shape=shape
         )
-        advice = (
-            f"max_tokens={fits} would fit it" if fits >= 1 else "its prompt alone does not fit"
-        )
+        advice = f"max_tokens={fits} would fit it" if fits >= 1 else "its prompt alone does not fit"
         self.books.warn(
             f"{row.id}: skipped, not sent: its request may cost up to ${attempt.worst:.6f}, more "
             f"than the {format_usd(cap.cap_usd)} cap leaves this run (${room:.6f}); {advice}, "

@@ -98,8 +98,7 @@ class Run:
         self.stop_reason, self.message = "done", ""
         self.retries = self.pauses = 0
         self._workers: list[asyncio.Task[None]] = []
-        self._live = 0  # workers not yet ended
-        self._waiting = 0  # workers waiting for a change (money, a close)
+        self._live = 0  # workers not yet ended (``waits.waiting`` of them wait for a change)
         self._drain_handle: asyncio.TimerHandle | None = None
         self.started = self.clock()
 
@@ -171,20 +170,12 @@ class Run:
         can free money or close a dataset). The waiting worker then borrows past its share what
         fits the cap, or closes its dataset (``spent_out``): the run progresses or stops."""
         return (
-            self._waiting + 1 >= self._live
+            self.waits.waiting + 1 >= self._live
             and not self.queues.in_flight
             and not self.books.cap.in_flight
             and not self.books.outstanding
             and not self.waits.is_paused
         )
-
-    async def _change(self) -> None:
-        """Wait for a change, counted among the waiting workers (``_stuck``)."""
-        self._waiting += 1
-        try:
-            await self.waits.change()
-        finally:
-            self._waiting -= 1
 
     async def _take(self) -> tuple[PromptRow, Attempt] | None:
         """Wait for the next request that fits; ``None`` at the end (or the stop)."""
@@ -198,7 +189,7 @@ class Run:
             if picked is Idle.DONE:
                 return None
             if isinstance(picked, Idle):
-                await self._change()
+                await self.waits.change()
                 continue
             self.queues.flying(*picked, 1)
             return picked
@@ -220,37 +211,34 @@ class Run:
                 if stuck or not queues.money_may_come(row.dataset, attempt.worst):
                     queues.spent_out(row.dataset, row, attempt)
                     return False
-            await self._change()
+            await self.waits.change()
         return False
 
     # -- one request ------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
         try:
-            await self._work()
+            while True:
+                taken = await self._take()
+                if taken is None:
+                    return
+                row, attempt = taken
+                try:
+                    while True:
+                        following = await self._attempts(row, attempt)
+                        if following is None:
+                            break
+                        row, attempt = following, self.queues.prepare(following)
+                        if not await self._reserve_again(row, attempt):
+                            self._unsent(row)
+                            break
+                except asyncio.CancelledError:
+                    if not attempt.flying:  # cancelled between attempts: nothing to record
+                        self._unsent(row)
+                    raise
         finally:
             self._live -= 1
             self.waits.notify()  # the others may now be all that is left: they look again
-
-    async def _work(self) -> None:
-        while True:
-            taken = await self._take()
-            if taken is None:
-                return
-            row, attempt = taken
-            try:
-                while True:
-                    following = await self._attempts(row, attempt)
-                    if following is None:
-                        break
-                    row, attempt = following, self.queues.prepare(following)
-                    if not await self._reserve_again(row, attempt):
-                        self._unsent(row)
-                        break
-            except asyncio.CancelledError:
-                if not attempt.flying:  # cancelled between attempts: nothing to record
-                    self._unsent(row)
-                raise
 
     async def _attempts(self, row: PromptRow, attempt: Attempt) -> PromptRow | None:
         """Send ``row`` until it is answered, fails or the run stops; return the request of its

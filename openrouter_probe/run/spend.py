@@ -289,7 +289,9 @@ class SpendCap:
             weights += share
         return pool * weight / weights
 
-    def fits(self, amount_usd: Decimal, dataset: str | None = None, *, borrow: bool = False) -> bool:
+    def fits(
+        self, amount_usd: Decimal, dataset: str | None = None, *, borrow: bool = False
+    ) -> bool:
         """Whether a reservation of ``amount_usd`` for ``dataset`` would fit now (``borrow``:
         under the cap alone, past the dataset's share: ``run.queues`` says when it may)."""
         if self.cap_usd is None:
