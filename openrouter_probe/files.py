@@ -17,25 +17,30 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, ProbeError
 
 __all__ = [
+    "WriteFailed",
+    "WriteFailures",
     "append_line",
     "atomic_write_bytes",
     "atomic_write_text",
     "ensure_not_input",
     "iter_jsonl",
     "json_error",
+    "open_append",
     "repair_torn_tail",
     "same_file",
+    "write_error",
 ]
 
 
@@ -101,6 +106,46 @@ def ensure_not_input(output: str | Path, *inputs: str | Path) -> None:
     for source in inputs:
         if same_file(output, source):
             raise ValueError(f"the output {output} is the input {source}")
+
+
+class WriteFailed(ProbeError):
+    """A file a run appends to could not take a line (a full disk, a read-only folder, a quota):
+    what it guarded (a request about to leave) must not happen. The message is one line naming
+    the file and the errno (``write_error``)."""
+
+
+def write_error(path: str | Path, exc: OSError) -> str:
+    """The one line that says a write to ``path`` failed: the file, the reason and the errno,
+    and what to do (``ENOSPC``, ``EROFS``, ``EACCES``, ``EDQUOT``...)."""
+    code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return (
+        f"{path}: cannot write ({exc.strerror or exc}, {code}): no new request was sent after it; "
+        "make room on the disk (or make the folder writable), then rerun: it resumes"
+    )
+
+
+class WriteFailures:
+    """The first failed write of a file a run appends to: ``line`` (``write_error``; ``None``
+    while every write went through), and ``on_failure`` told it once (the run stops sending)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.line: str | None = None
+        self.on_failure: Callable[[str], None] | None = None
+
+    def fail(self, exc: OSError) -> str:
+        """Note a failed write (the first one only) and return its line."""
+        if self.line is None:
+            self.line = write_error(self.path, exc)
+            if self.on_failure is not None:
+                self.on_failure(self.line)
+        return self.line
+
+
+def open_append(path: str | Path) -> IO[str]:
+    """Open ``path`` for appending text (the output, the spend journal, the turns file): the one
+    place they are opened, so that a test can give them a disk that fills."""
+    return Path(path).open("a", encoding="utf-8")
 
 
 def append_line(handle: IO[str], line: str, *, fsync: bool = False) -> None:

@@ -44,6 +44,7 @@ completes is billed, and their lines stay counted at their worst case).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import secrets
@@ -61,6 +62,7 @@ from openrouter_probe.errors import (
     InsufficientCreditsError,
     NoRouteError,
 )
+from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.batch_books import BatchBooks
 from openrouter_probe.run.batch_calls import BatchCalls
 from openrouter_probe.run.batch_plan import (
@@ -329,13 +331,18 @@ class BatchSender:
         self.batches[plan] = batch
         worst = sum((line.key.worst_usd for line in lines), Decimal(0))
         after = int(self.wall_clock()) - _SKEW_S
-        books.planned(
-            plan,
-            model=self.settings.model,
-            after=after,
-            worst=worst,
-            lines=[[line.cid, line.key.number] for line in lines],
-        )
+        try:
+            books.planned(
+                plan,
+                model=self.settings.model,
+                after=after,
+                worst=worst,
+                lines=[[line.cid, line.key.number] for line in lines],
+            )
+        except WriteFailed:  # the plan is not journaled: the batch must not be made
+            batch.closed, batch.status = True, "not submitted"
+            batch.answer_all(_not_submitted())
+            return
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
             created = await self.calls.create(requests)
@@ -352,7 +359,8 @@ class BatchSender:
                 return
         else:
             batch.batch_id = created.id
-            books.submitted(None, plan, created.id)
+            with contextlib.suppress(WriteFailed):  # the plan is journaled: a rerun finds it
+                books.submitted(None, plan, created.id)
             await self.calls.accepted(created.id, books.books.warn)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst

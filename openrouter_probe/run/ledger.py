@@ -23,7 +23,9 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
 - ``gen``: the attempt's generation id, as soon as the response headers bring it.
 - ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
   ``unknown`` (it left, and nothing said what it cost: a timeout, a cut connection, an answer
-  without a valid ``usage.cost``, a cancellation).
+  without a valid ``usage.cost``, a cancellation), with ``counted_usd`` when it counts at more
+  than its reservation (an answer without a cost whose own token counts, at the dearest admitted
+  price, cost more: it was billed past ``max_tokens``).
 - ``batch_plan`` (``generate --batch``): a batch about to be submitted, flushed before the POST:
   its custom ids with the attempt each carries (their ``sent`` lines hold the money), the worst
   case, the model and the time the batch is created after (the orphan search's bound);
@@ -50,6 +52,12 @@ settles it by ``gen_id`` (``null``: it stays there); ``adopts`` names the record
 line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
 at its reservation (more, never less), and one with a generation id is settled again on resume.
 
+A write that fails (a full disk, a read-only file system, a quota) fails the journal for good:
+``writes.on_failure`` is told once (the run stops sending), nothing more is written to it (a line after
+a lost one would leave a damaged file), a ``sent`` (or batch) line that cannot be flushed raises
+``files.WriteFailed`` (its request never leaves), and the lines already in the file stand: the
+next run, once there is room, resumes from them.
+
 ``replay_ledger`` reads it back (after ``run.lock`` is taken; a torn last line is cut first: a torn
 ``sent`` line's request never left).
 """
@@ -71,7 +79,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
+from openrouter_probe.files import (
+    WriteFailed,
+    WriteFailures,
+    append_line,
+    iter_jsonl,
+    open_append,
+    repair_torn_tail,
+    write_error,
+)
 from openrouter_probe.rules.quantities import recorded_usd
 
 __all__ = [
@@ -247,6 +263,8 @@ def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None
     elif entry[2] != _RECONCILED:  # a settle never undoes a reconciliation
         if line.get("unknown") is True:
             entry[2] = _UNKNOWN
+            if "counted_usd" in line:  # more than its reservation: its own tokens at the price
+                entry[1] = recorded_usd(line.get("counted_usd"), where, damaged=_DAMAGED)
         else:
             entry[2] = _KNOWN
             entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
@@ -361,13 +379,13 @@ def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) 
         for number, r in enumerate(records, start=1)
     ]
     try:
-        with Path(path).open("a", encoding="utf-8") as handle:
+        with open_append(path) as handle:
             handle.write("".join(lines))
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write the spend journal: {exc.strerror}") from exc
+    except OSError as exc:  # a full disk: one line, nothing sent (``files.WriteFailed``)
+        raise WriteFailed(write_error(path, exc)) from exc
     return str(json.loads(run))
 
 
@@ -396,11 +414,13 @@ class Ledger:
         self._run_json = json.dumps(self.run_id)
         self._flush_scheduled = False
         self._written: asyncio.Future[None] | None = None
+        #: the first failed write (``line``): nothing is written after it
+        self.writes = WriteFailures(self.path)
 
     def open(self) -> Ledger:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
         try:
-            self._handle = self.path.open("a", encoding="utf-8")
+            self._handle = open_append(self.path)
         except OSError as exc:
             raise ConfigError(
                 f"{self.path}: cannot open the spend journal: {exc.strerror}"
@@ -413,17 +433,28 @@ class Ledger:
             "pid": os.getpid(),
             "host": _host(),
         }
-        append_line(
-            self._handle, json.dumps(first, separators=(",", ":"), default=str), fsync=self.fsync
-        )
+        try:
+            append_line(
+                self._handle,
+                json.dumps(first, separators=(",", ":"), default=str),
+                fsync=self.fsync,
+            )
+        except OSError as exc:  # nothing sent yet: one line, and the rerun starts the same
+            self.close()
+            raise WriteFailed(write_error(self.path, exc)) from exc
         return self
 
-    def _write(self, line: str) -> IO[str]:
+    def _write(self, line: str) -> None:
+        """Buffer ``line`` (dropped once a write failed: see the module)."""
         handle = self._handle
         if handle is None:
             raise RuntimeError("the spend journal is not open")
-        handle.write(line)
-        return handle
+        if self.writes.line is not None:
+            return
+        try:
+            handle.write(line)
+        except OSError as exc:
+            self.writes.fail(exc)
 
     def sent(self, row_id_json: str, reserved_usd: Decimal, dataset_json: str = "null") -> int:
         """Record an attempt about to be sent and flush it; return its number.
@@ -439,13 +470,13 @@ class Ledger:
         """Record an attempt about to be sent, buffered; return its number. Await ``written``
         before the request leaves (the run's way: many attempts leave in one turn of the loop,
         and their lines share one write and one flush)."""
-        if self._handle is None:
-            raise RuntimeError("the spend journal is not open")
         self._next += 1
-        self._handle.write(
+        self._write(
             f'{{"sent":{self._next},"run":{self._run_json},"id":{row_id_json},'
             f'"ds":{dataset_json},"reserved_usd":"{reserved_usd}"}}\n'
         )
+        if self.writes.line is not None:
+            raise WriteFailed(self.writes.line)
         return self._next
 
     def written(self) -> asyncio.Future[None]:
@@ -460,10 +491,16 @@ class Ledger:
         return waiting
 
     def _flush_now(self) -> None:
-        """Flush what is written to the OS (and to the disk with ``fsync``)."""
+        """Flush what is written to the OS (and to the disk with ``fsync``); raise
+        ``WriteFailed`` when it cannot be (now or before): what it guards must not happen."""
         self.flush()
-        if self.fsync and self._handle is not None:
-            os.fsync(self._handle.fileno())
+        if self.fsync and self._handle is not None and self.writes.line is None:
+            try:
+                os.fsync(self._handle.fileno())
+            except OSError as exc:
+                self.writes.fail(exc)
+        if self.writes.line is not None:
+            raise WriteFailed(self.writes.line)
 
     def _flush_written(self) -> None:
         waiting, self._written = self._written, None
@@ -471,7 +508,7 @@ class Ledger:
             return
         try:
             self._flush_now()
-        except OSError as exc:
+        except WriteFailed as exc:
             if not waiting.done():
                 waiting.set_exception(exc)
             return
@@ -489,11 +526,18 @@ class Ledger:
         """Record what an attempt cost (``None``: nothing billed, an error status). Buffered."""
         cost = "null" if cost_usd is None else f'"{cost_usd}"'
         self._write(f'{{"settled":{attempt},"run":{self._run_json},"cost_usd":{cost}}}\n')
+        self._flush_soon()
 
-    def settle_unknown(self, attempt: int, *, cancelled: bool = False) -> None:
-        """Record that an attempt left and its cost is unknown (counted at its reservation)."""
+    def settle_unknown(
+        self, attempt: int, *, cancelled: bool = False, counted_usd: Decimal | None = None
+    ) -> None:
+        """Record that an attempt left and its cost is unknown (counted at its reservation, or
+        at ``counted_usd`` when that is more: an answer whose own token counts cost more)."""
         extra = ',"cancelled":true' if cancelled else ""
+        if counted_usd is not None:
+            extra += f',"counted_usd":"{counted_usd}"'
         self._write(f'{{"settled":{attempt},"run":{self._run_json},"unknown":true{extra}}}\n')
+        self._flush_soon()
 
     def reconciled(self, run_id: str, attempt: int, cost_usd: Decimal) -> None:
         """Record what ``/generation`` says an unknown attempt (of any run) cost."""
@@ -556,14 +600,23 @@ class Ledger:
         loop.call_soon(self.flush)
 
     def flush(self) -> None:
+        """Flush what is buffered to the OS (a failure fails the journal: ``writes``)."""
         self._flush_scheduled = False
-        if self._handle is not None:
-            self._handle.flush()
+        if self._handle is not None and self.writes.line is None:
+            try:
+                self._handle.flush()
+            except OSError as exc:
+                self.writes.fail(exc)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        """Flush and close (after a failed write, the rest of what was buffered is tried once
+        more: it follows what is in the file, so the file stays whole or torn at its end)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError as exc:
+                self.writes.fail(exc)
 
     def __enter__(self) -> Ledger:
         return self.open()

@@ -27,6 +27,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import (
     Attempt,
     AttemptPolicy,
@@ -54,6 +55,9 @@ from openrouter_probe.run.waits import Waits
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
 
 log = logging.getLogger(__name__)
+
+#: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
+_NOT_SENT = Failure("run", "not sent: the spend journal cannot be written")
 
 
 class Run:
@@ -236,6 +240,10 @@ class Run:
                     if not attempt.flying:  # cancelled between attempts: nothing to record
                         self._unsent(row)
                     raise
+                except WriteFailed as exc:  # its journal line could not be written: it never left
+                    self.request_stop("write-failed", str(exc))
+                    self._unsent(row)
+                    return
         finally:
             self._live -= 1
             self.waits.notify()  # the others may now be all that is left: they look again
@@ -319,7 +327,11 @@ class Run:
         if attempt.first_s is None:
             attempt.first_s = self.clock()
         attempt.pauses_seen = self.pauses
-        number = books.sent(row, attempt)
+        try:
+            number = books.sent(row, attempt)  # (WriteFailed: it never leaves, nothing reserved)
+        except WriteFailed:
+            self.queues.flying(row, attempt, -1)
+            raise
         seen: list[str] = []
 
         def on_id(generation_id: str) -> None:
@@ -330,7 +342,11 @@ class Run:
         try:
             leaving = books.leaving()
             if leaving is not None:
-                await leaving
+                try:
+                    await leaving
+                except WriteFailed:  # never left: released, never billed
+                    books.settle(row, attempt, number, _NOT_SENT, None, journaled=False)
+                    raise
             key = SendKey(row.id, number, attempt.worst, row.dataset)
             outcome = await self.send(
                 attempt.request.body,

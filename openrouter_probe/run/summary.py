@@ -103,7 +103,9 @@ class RunSummary:
     all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
     (402), ``key`` (401), ``no-route`` (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
     spent, or one below a request's worst case before sending), ``failing`` (nearly every recent
-    attempt failed one transient way: ``run.streak``) or ``dry-run``.
+    attempt failed one transient way: ``run.streak``), ``write-failed`` (the output or its journal
+    could not be written: a full disk, a read-only folder; nothing was sent after it, and a rerun
+    resumes) or ``dry-run``.
     """
 
     out: str
@@ -116,6 +118,8 @@ class RunSummary:
     #: rows of the prompts skipped as not a valid conversation (never sent), and rows whose
     #: conversation ends on an assistant turn (``--turns last`` regenerates that turn)
     rows_skipped: int = 0
+    #: every skipped row, ``"FILE:LINE: why"`` (the warnings name the first few)
+    skipped_rows: list[str] = field(default_factory=list)
     rows_ending_on_assistant: int = 0
     ok: int = 0
     truncated: int = 0
@@ -134,6 +138,11 @@ class RunSummary:
     reconciled_before: int = 0
     reconciled_before_back_usd: Decimal = _ZERO
     unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
+    cache_hits: int = 0  # answers of OpenRouter's response cache: billed nothing, counted $0
+    #: providers that billed past ``max_tokens``: (answers, worst ratio, USD past the limits)
+    overshoot: dict[str, tuple[int, float, Decimal]] = field(default_factory=dict)
+    #: what the run says besides warnings (the sampling a model card fixes, sent explicitly)
+    notes: list[str] = field(default_factory=list)
     killed_in_flight_before: int = 0
     #: ``--turns all``: turns the rows to send need, one request each (``None``: ``--turns
     #: last``), turns the turns file already held for them, turns answered this run (every
@@ -190,6 +199,7 @@ class RunSummary:
             "rows_to_send": self.rows_to_send,
             "duplicates": self.duplicates,
             "rows_skipped": self.rows_skipped,
+            "skipped_rows": list(self.skipped_rows),
             "rows_ending_on_assistant": self.rows_ending_on_assistant,
             "ok": self.ok,
             "truncated": self.truncated,
@@ -208,6 +218,12 @@ class RunSummary:
             "reconciled_before": self.reconciled_before,
             "reconciled_before_back_usd": money(self.reconciled_before_back_usd),
             "unsettleable": self.unsettleable,
+            "cache_hits": self.cache_hits,
+            "overshoot": {
+                k: {"answers": n, "worst_ratio": round(r, 3), "over_usd": float(usd)}
+                for k, (n, r, usd) in sorted(self.overshoot.items())
+            },
+            "notes": list(self.notes),
             "killed_in_flight_before": self.killed_in_flight_before,
             "turns_to_send": self.turns_to_send,
             "turns_resumed": self.turns_resumed,
@@ -265,6 +281,16 @@ class RunSummary:
                 f"possibly billed by earlier runs{killed}: "
                 f"{_usd(self.possibly_billed_before_usd)} at the worst case; {settled} "
                 f"({self.ledger})"
+            )
+        if self.cache_hits:
+            lines.append(
+                f"{self.cache_hits:,} answer(s) from OpenRouter's response cache: billed nothing, "
+                "counted $0 (rows resent after a lost answer)"
+            )
+        for name, (answers, ratio, usd) in sorted(self.overshoot.items()):
+            lines.append(
+                f"{name} billed past max_tokens: {answers:,} answer(s), up to {ratio:.2f}x, "
+                f"{_usd(usd)} for the tokens past the limit (reserved for from then on)"
             )
         if self.unsettleable:
             lines.append(
@@ -350,6 +376,7 @@ class RunSummary:
             lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
+        lines.extend(self.notes)
         lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
         return "\n".join(_fit(line) for line in lines)
 
