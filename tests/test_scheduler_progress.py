@@ -226,8 +226,9 @@ def test_a_row_dearer_than_the_whole_cap_is_skipped_and_named_not_a_stop(tmp_pat
     )  # fmt: skip
     sent = sorted(json.loads(b)["messages"][-1]["content"].split(" ")[1] for b in sender.bodies)
     assert sent == ["r0", "r2", "r3"]
-    assert summary.stop_reason == "done" and summary.not_sent == 1
+    assert summary.stop_reason == "budget" and summary.not_sent == 1
     said = [w for w in summary.warnings if w.startswith("r1: skipped, not sent")]
-    assert len(said) == 1 and "more than the $0.01 cap leaves this run" in said[0], said
+    assert len(said) == 1 and "more than the whole $0.01 cap" in said[0], said
+    assert "r1: skipped, not sent" in summary.message
     assert re.search(r"max_tokens=\d+ would fit it|its prompt alone does not fit", said[0])
     assert sorted(r["id"] for r in records(tmp_path / "out.jsonl")) == ["r0", "r2", "r3"]

@@ -266,7 +266,7 @@ class RowQueues:
         cap = self.books.cap
         if cap.cap_usd is None or self.books.holds is not None:
             return False  # (an earlier batch's held lines come back: the room is not known)
-        room = cap.cap_usd - cap.spent_before_usd
+        room = cap.cap_usd  # (a resumed run's spent cap is a budget stop, not the row's)
         if attempt.worst <= room:
             return False
         bare = attempt.prices.worst_case_usd(prompt_tokens=0, max_tokens=attempt.request.max_tokens)
@@ -278,17 +278,19 @@ class RowQueues:
         started, whose next turn or retry does not fit, stops the run at ``budget`` instead:
         its turns are kept, and a rerun at a higher cap finishes it.)"""
         cap = self.books.cap
-        room = (cap.cap_usd or _ZERO) - cap.spent_before_usd
+        room = cap.cap_usd or _ZERO
         shape = attempt.request.shape
         fits = attempt.prices.max_tokens_within(
             room, prompt_tokens=shape.prompt_tokens, shape=shape
         )
         advice = f"max_tokens={fits} would fit it" if fits >= 1 else "its prompt alone does not fit"
-        self.books.warn(
+        said = (
             f"{row.id}: skipped, not sent: its request may cost up to ${attempt.worst:.6f}, more "
-            f"than the {format_usd(cap.cap_usd)} cap leaves this run (${room:.6f}); {advice}, "
-            "or raise budget_usd"
+            f"than the whole {format_usd(cap.cap_usd)} cap; {advice}, or raise budget_usd"
         )
+        self.books.warn(said)
+        # the run ends at ``budget`` (the other rows went): the first such row names why
+        self.books.spent_out(row.dataset, f"{row.dataset}: {said}" if len(self.order) > 1 else said)
         self.books.unsent(row.dataset)
 
     def spent_out(self, dataset: str, row: PromptRow, attempt: Attempt) -> None:
