@@ -35,6 +35,7 @@ from openrouter_probe.rules.quantities import parse_token_count
 from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
+from openrouter_probe.run.queues import unaffordable_shares
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.sender import Sender
@@ -422,6 +423,11 @@ def _dry_run(
         summary.shard_from = (
             f"shard {asked.shard[0]}/{asked.shard[1]} from the launcher ({asked.shard_source})"
         )
+    summary.warnings.extend(
+        unaffordable_shares(
+            todo, builder=builder, prices=prices, budget_usd=budget, weights=options.weights
+        )
+    )
     if budget is not None and asked.shards:
         summary.warnings.append(
             f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "

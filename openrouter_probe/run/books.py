@@ -174,8 +174,9 @@ class Books:
 
     # -- before an attempt leaves -----------------------------------------------------------------
 
-    def reserve(self, dataset: str, attempt: Attempt) -> bool:
-        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits.
+    def reserve(self, dataset: str, attempt: Attempt, *, borrow: bool = False) -> bool:
+        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share (``borrow``:
+        the cap alone), if it fits.
 
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
@@ -187,11 +188,11 @@ class Books:
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
-            return self.cap.try_reserve(attempt.worst, dataset)
+            return self.cap.try_reserve(attempt.worst, dataset, borrow=borrow)
         assert holds is not None
         reserved, line_dataset = held
         self.cap.give_back(reserved, line_dataset)
-        if not self.cap.try_reserve(attempt.worst, dataset):
+        if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
             self.hand_back(reserved, line_dataset)
             return False
         holds.take_over(attempt.id_json)
@@ -475,6 +476,9 @@ class Books:
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
+        unsettled = _unsettled(self.reconciler)
+        if unsettled:
+            self.warn(unsettled)
         if self.cap.overruns:
             why = (
                 "providers billed past max_tokens: the reservations kept room for it from the "
@@ -523,4 +527,21 @@ def _cost_warning(answer: Answer, worst: Decimal) -> str:
     return (
         f"{answer.provider or '?'}: {what}; its answers count at their worst case "
         f"(${worst:.6f} here) until /generation settles them"
+    )
+
+
+def _unsettled(reconciler: Reconciler | None) -> str | None:
+    """What to say of what ``/generation`` left unsettled this run (given up, or still queued
+    when the run ended): how much stays at its worst case, and that a rerun settles it."""
+    if reconciler is None:
+        return None
+    left = list(reconciler.given_up) + reconciler.queued()
+    if not left:
+        return None
+    worst = sum((p.reserved_usd for p in left), _ZERO)
+    return (
+        f"{len(left)} attempt(s) could not be settled from /generation in this run: "
+        f"${worst:.6f} stays counted at the worst case (the cap is safe, this money is not "
+        "spendable); rerun the same command later to settle them (nothing recorded is "
+        "bought again)"
     )

@@ -102,6 +102,7 @@ class Run:
         self.stop_reason, self.message = "done", ""
         self.retries = self.pauses = 0
         self._workers: list[asyncio.Task[None]] = []
+        self._live = 0  # workers not yet ended (``waits.waiting`` of them wait for a change)
         self._drain_handle: asyncio.TimerHandle | None = None
         self.started = self.clock()
 
@@ -167,6 +168,19 @@ class Run:
 
     # -- taking requests --------------------------------------------------------------------------
 
+    def _stuck(self) -> bool:
+        """Whether a worker about to wait would wait for good: every other worker waits too,
+        nothing is in flight, the reconciler holds nothing and the pool is not paused (nothing
+        can free money or close a dataset). The waiting worker then borrows past its share what
+        fits the cap, or closes its dataset (``spent_out``): the run progresses or stops."""
+        return (
+            self.waits.waiting + 1 >= self._live
+            and not self.queues.in_flight
+            and not self.books.cap.in_flight
+            and not self.books.outstanding
+            and not self.waits.is_paused
+        )
+
     async def _take(self) -> tuple[PromptRow, Attempt] | None:
         """Wait for the next request that fits; ``None`` at the end (or the stop)."""
         while not self.stopping:
@@ -174,6 +188,8 @@ class Run:
                 await self.waits.until_resumed()
                 continue
             picked = self.queues.pick(self.limiter.allowed)
+            if picked is Idle.WAIT and self._stuck():
+                picked = self.queues.pick(self.limiter.allowed, stuck=True)
             if picked is Idle.DONE:
                 return None
             if isinstance(picked, Idle):
@@ -192,10 +208,11 @@ class Run:
                 await self.waits.until_resumed()
                 continue
             if queues.in_flight < self.limiter.allowed:
-                if self.books.reserve(row.dataset, attempt):
+                stuck = self._stuck()
+                if queues.reserve(row.dataset, attempt, stuck=stuck):
                     queues.flying(row, attempt, 1)
                     return True
-                if not queues.money_may_come(row.dataset, attempt.worst):
+                if stuck or not queues.money_may_come(row.dataset, attempt.worst):
                     queues.spent_out(row.dataset, row, attempt)
                     return False
             await self.waits.change()
@@ -204,28 +221,32 @@ class Run:
     # -- one request ------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        while True:
-            taken = await self._take()
-            if taken is None:
-                return
-            row, attempt = taken
-            try:
-                while True:
-                    following = await self._attempts(row, attempt)
-                    if following is None:
-                        break
-                    row, attempt = following, self.queues.prepare(following)
-                    if not await self._reserve_again(row, attempt):
+        try:
+            while True:
+                taken = await self._take()
+                if taken is None:
+                    return
+                row, attempt = taken
+                try:
+                    while True:
+                        following = await self._attempts(row, attempt)
+                        if following is None:
+                            break
+                        row, attempt = following, self.queues.prepare(following)
+                        if not await self._reserve_again(row, attempt):
+                            self._unsent(row)
+                            break
+                except asyncio.CancelledError:
+                    if not attempt.flying:  # cancelled between attempts: nothing to record
                         self._unsent(row)
-                        break
-            except asyncio.CancelledError:
-                if not attempt.flying:  # cancelled between attempts: nothing to record
+                    raise
+                except WriteFailed as exc:  # its journal line could not be written: it never left
+                    self.request_stop("write-failed", str(exc))
                     self._unsent(row)
-                raise
-            except WriteFailed as exc:  # its journal line could not be written: it never left
-                self.request_stop("write-failed", str(exc))
-                self._unsent(row)
-                return
+                    return
+        finally:
+            self._live -= 1
+            self.waits.notify()  # the others may now be all that is left: they look again
 
     async def _attempts(self, row: PromptRow, attempt: Attempt) -> PromptRow | None:
         """Send ``row`` until it is answered, fails or the run stops; return the request of its
@@ -371,6 +392,7 @@ class Run:
         reconciler = self.books.reconciler
         reconciling = asyncio.ensure_future(reconciler.run()) if reconciler is not None else None
         count = max(1, min(self.options.concurrency, self.queues.left()))
+        self._live = count  # (each worker counts itself out as it ends)
         self._workers = [asyncio.ensure_future(self._worker()) for _ in range(count)]
         ticker = asyncio.ensure_future(self._tick()) if self.progress is not None else None
         try:
