@@ -32,6 +32,7 @@ from typing import Protocol
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -144,6 +145,8 @@ class Books:
         #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
+        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it)
+        self.window: DollarWindow | None = None
 
     @property
     def outstanding(self) -> int:
@@ -167,6 +170,11 @@ class Books:
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
+        window = self.window
+        if window is not None and not window.admits(
+            self.cap.reserved_usd, self.cap.in_flight, attempt.worst
+        ):
+            return False  # the dollars in flight are full: wait for one to settle
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
@@ -416,6 +424,10 @@ class Books:
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
+        window = self.window
+        if window is not None:
+            s.held_max_usd = max(s.held_max_usd, window.most_held_usd)
+            s.in_flight_refusals += window.refusals
         if self.cap.overruns:
             self.warn(
                 f"{self.cap.overruns} answer(s) cost more than their reserved worst case (did the "

@@ -1,8 +1,28 @@
-"""How many requests may be in flight (``AdaptiveLimit``): the scheduler's one knob on 429 storms."""
+"""How much may be in flight: requests (``AdaptiveLimit``, learned from 429 storms) and dollars
+(``DollarWindow``, learned from OpenRouter's in-flight 402s).
+
+Since 2026 OpenRouter holds each paid request's estimated cost while it runs, and refuses a request
+that would take the held total past the account's in-flight budget (a fraction of the credit
+balance; OPENROUTER.md 18) with a 402 ``in_flight_budget_exhausted`` and ``Retry-After``. The budget
+is not published, so the run learns it: a request starts only while the worst cases in flight plus
+its own fit the dollar window, which opens at ``START_REQUESTS`` requests' worst case, grows by each
+answered request's worst case until the first refusal (doubling per round trip, as TCP's slow
+start), then shrinks ×0.7 on a refusal (at most once per ``cooldown_s``) and grows back by about one
+request's worst case per round trip. It never grows past twice the most ever held, so a window that
+does not bind (no in-flight budget; the request limit binds first) stays near what was held.
+A request alone is always let go: the window binds only with something else in flight.
+"""
 
 from __future__ import annotations
 
-__all__ = ["AdaptiveLimit"]
+from decimal import Decimal
+
+__all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow"]
+
+#: The dollar window opens at this many requests' worst case (the first request's).
+START_REQUESTS = 16
+_ZERO = Decimal(0)
+_SHRINK = Decimal("0.7")
 
 
 class AdaptiveLimit:
@@ -29,3 +49,66 @@ class AdaptiveLimit:
         if self.limit < self.maximum:
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
             self.allowed = max(1, int(self.limit))
+
+
+class DollarWindow:
+    """How many dollars of worst cases may be in flight (see the module).
+
+    ``admits`` is asked before every reservation (``run.books.Books.reserve``), with what is held
+    (the cap's ``reserved_usd``, its ``in_flight``); ``refused`` on an in-flight 402, with what the
+    others still hold; ``on_success`` on every answer. ``most_held_usd`` and ``refusals`` are the
+    summary's ("held in flight at most $X; N in-flight refusals").
+    """
+
+    def __init__(self, *, start_requests: int = START_REQUESTS, cooldown_s: float = 1.0) -> None:
+        self.start_requests = start_requests
+        self.cooldown_s = cooldown_s
+        self.limit_usd: Decimal | None = None  # opened at the first request
+        self.learned = False  # a refusal was seen: the slow start is over
+        self.most_held_usd = _ZERO
+        self.refusals = 0
+        self.lone_in_a_row = 0  # refusals with nothing else in flight, since the last answer
+        self._last_decrease = -1e9
+
+    def admits(self, held_usd: Decimal, held: int, worst_usd: Decimal) -> bool:
+        """Whether a request of worst case ``worst_usd`` may start with ``held`` requests holding
+        ``held_usd`` in flight (one alone always may)."""
+        total = held_usd + worst_usd
+        limit = self.limit_usd
+        if limit is None:
+            limit = self.limit_usd = worst_usd * self.start_requests
+        if held and total > limit:
+            return False
+        if total > self.most_held_usd:
+            self.most_held_usd = total
+        return True
+
+    def refused(self, others_usd: Decimal, others: int, worst_usd: Decimal, now: float) -> bool:
+        """An in-flight 402 for a request of worst case ``worst_usd`` while ``others`` requests
+        held ``others_usd``: shrink the window; return whether it was alone (nothing else held:
+        one request larger than the in-flight budget, or recent costs still settling)."""
+        self.refusals += 1
+        self.learned = True
+        if others == 0:
+            self.lone_in_a_row += 1
+            return True
+        if now - self._last_decrease >= self.cooldown_s:
+            base = others_usd + worst_usd
+            if self.limit_usd is not None:
+                base = min(base, self.limit_usd)
+            self.limit_usd = max(worst_usd, base * _SHRINK)
+            self._last_decrease = now
+        return False
+
+    def on_success(self, worst_usd: Decimal) -> None:
+        """An answer: grow by ``worst_usd`` before the first refusal, by about one request per
+        round trip after; never past twice the most held."""
+        self.lone_in_a_row = 0
+        limit = self.limit_usd
+        if limit is None or limit <= 0:
+            return
+        ceiling = self.most_held_usd * 2
+        if limit >= ceiling:
+            return
+        step = worst_usd if not self.learned else worst_usd * worst_usd / limit
+        self.limit_usd = min(ceiling, limit + step)
