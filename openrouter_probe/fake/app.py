@@ -38,6 +38,7 @@ from openrouter_probe.fake.billing import (
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.faults import (
+    AccountLimits,
     Degradation,
     FaultPlan,
     check_fault_tags,
@@ -105,7 +106,10 @@ class FakeOpenRouter:
     ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
     on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
     a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
-    Batch API is mounted; ``fake.batches``).
+    Batch API is mounted; ``fake.batches``); ``in_flight_share`` (of the credit left),
+    ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s`` and
+    ``key_limit_usd``: the
+    2026 in-flight budget and the key's own limit, each with its real 402 (``fake.faults.AccountLimits``).
     """
 
     def __init__(
@@ -131,6 +135,11 @@ class FakeOpenRouter:
         workspace_budget_usd: float | None = None,
         batch_seconds: float = 420.0,
         batch_api: str = "v1",
+        in_flight_share: float | None = None,
+        in_flight_usd: float | Decimal | None = None,
+        key_limit_usd: float | Decimal | None = None,
+        in_flight_retry_after_s: int = 1,
+        in_flight_settle_s: float = 0.0,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -169,6 +178,18 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
+        if in_flight_share is not None and credit_usd is None:
+            raise ConfigError(
+                "--in-flight-share is a share of the credit left: give --credit-usd too"
+            )
+        #: the in-flight budget and the key's own limit (``fake.faults.AccountLimits``)
+        self.limits = AccountLimits(
+            in_flight_share=in_flight_share,
+            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
+            key_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
+            retry_after_s=in_flight_retry_after_s,
+            settle_s=in_flight_settle_s,
+        )
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
@@ -350,6 +371,9 @@ class FakeOpenRouter:
         if denied is not None:
             return denied
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
+        if self.limits.key_limit_usd is not None:  # the key's own limit, beside the credit
+            limit = self.limits.key_limit_usd
+            remaining = max(Decimal(0), limit - self.ledger.total_usd)
         workspace = None
         if self.workspace_budget_usd is not None:
             workspace = bodies.workspace_budget(
@@ -451,7 +475,66 @@ class FakeOpenRouter:
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
+        held = self._hold(chain, prompt_tokens, max_tokens)
+        if isinstance(held, web.Response):
+            return held
+        billed: list[Decimal] = []
+        try:
+            return await self._serve(
+                request, body, model, chain, request_no, prompt_tokens, max_tokens, stream, billed
+            )
+        finally:
+            if held:
+                self.limits.release(held, sum(billed, Decimal(0)), self.clock.now())
 
+    def _hold(
+        self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
+    ) -> web.Response | Decimal:
+        """The account limits' 402 (the key's limit, the in-flight budget), or what the request
+        holds in flight (``fake.faults.AccountLimits``)."""
+        limits = self.limits
+        if not limits.holds and limits.key_limit_usd is None:
+            return Decimal(0)
+        now = self.now()
+        need = max(
+            worst_case_usd(
+                e,
+                prompt_tokens=prompt_tokens,
+                max_tokens=output_cap(max_tokens, e, prompt_tokens),
+                at=now,
+            )
+            for e in chain
+        )
+        refused = limits.refuse(
+            need,
+            balance_usd=self.credit.remaining_usd,
+            spent_usd=self.ledger.total_usd,
+            now=self.clock.now(),
+        )
+        if refused is not None:
+            payload, headers = refused
+            kind = "in_flight_budget" if b"in_flight" in payload else "key_limit"
+            self.ledger.count_error(kind)
+            return json_response(402, payload, {**headers, "X-Fake-Fault": kind})
+        if not limits.holds:
+            return Decimal(0)
+        limits.hold(need)
+        return need
+
+    async def _serve(
+        self,
+        request: web.Request,
+        body: Any,
+        model: ServedModel,
+        chain: Sequence[Endpoint],
+        request_no: int,
+        prompt_tokens: int,
+        max_tokens: int | None,
+        stream: bool,
+        billed: list[Decimal],
+    ) -> web.StreamResponse:
+        """Serve a request the account may hold: the credit's 402, or the endpoints in turn
+        (what it billed is appended to ``billed``)."""
         reserved = Decimal(0)
         if self.credit.limit_usd is not None:
             refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
@@ -499,6 +582,8 @@ class FakeOpenRouter:
             assert failure is not None
             return failure
         finally:
+            if reply is not None:
+                billed.append(reply.billed_usd)
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
 

@@ -7,7 +7,8 @@ balance; OPENROUTER.md 18) with a 402 ``in_flight_budget_exhausted`` and ``Retry
 is not published, so the run learns it: a request starts only while the worst cases in flight plus
 its own fit the dollar window, which opens at ``START_REQUESTS`` requests' worst case, grows by each
 answered request's worst case until the first refusal (doubling per round trip, as TCP's slow
-start), then shrinks ×0.7 on a refusal (at most once per ``cooldown_s``) and grows back by about one
+start), then shrinks ×0.7 on a refusal (at most once per round trip: a window's worth of answers
+between two decreases, so that one burst of refusals is one decrease) and grows back by about one
 request's worst case per round trip. It never grows past twice the most ever held, so a window that
 does not bind (no in-flight budget; the request limit binds first) stays near what was held.
 A request alone is always let go: the window binds only with something else in flight.
@@ -60,15 +61,16 @@ class DollarWindow:
     summary's ("held in flight at most $X; N in-flight refusals").
     """
 
-    def __init__(self, *, start_requests: int = START_REQUESTS, cooldown_s: float = 1.0) -> None:
+    def __init__(self, *, start_requests: int = START_REQUESTS) -> None:
         self.start_requests = start_requests
-        self.cooldown_s = cooldown_s
         self.limit_usd: Decimal | None = None  # opened at the first request
         self.learned = False  # a refusal was seen: the slow start is over
         self.most_held_usd = _ZERO
         self.refusals = 0
         self.lone_in_a_row = 0  # refusals with nothing else in flight, since the last answer
-        self._last_decrease = -1e9
+        # one decrease per round trip: answers since the last one, and a window's worth of them
+        self._answers = 0
+        self._round_trip = 0
 
     def admits(self, held_usd: Decimal, held: int, worst_usd: Decimal) -> bool:
         """Whether a request of worst case ``worst_usd`` may start with ``held`` requests holding
@@ -83,7 +85,7 @@ class DollarWindow:
             self.most_held_usd = total
         return True
 
-    def refused(self, others_usd: Decimal, others: int, worst_usd: Decimal, now: float) -> bool:
+    def refused(self, others_usd: Decimal, others: int, worst_usd: Decimal) -> bool:
         """An in-flight 402 for a request of worst case ``worst_usd`` while ``others`` requests
         held ``others_usd``: shrink the window; return whether it was alone (nothing else held:
         one request larger than the in-flight budget, or recent costs still settling)."""
@@ -92,18 +94,22 @@ class DollarWindow:
         if others == 0:
             self.lone_in_a_row += 1
             return True
-        if now - self._last_decrease >= self.cooldown_s:
-            base = others_usd + worst_usd
-            if self.limit_usd is not None:
-                base = min(base, self.limit_usd)
-            self.limit_usd = max(worst_usd, base * _SHRINK)
-            self._last_decrease = now
+        level = others_usd + worst_usd  # what OpenRouter would not hold
+        if self.limit_usd is not None:
+            level = min(level, self.limit_usd)
+        if self._answers >= self._round_trip:
+            self.limit_usd = max(worst_usd, level * _SHRINK)
+            self._answers = 0
+            self._round_trip = int(self.limit_usd / worst_usd)
+        else:  # the same round trip: no second decrease, but never again above what was refused
+            self.limit_usd = max(worst_usd, min(level - worst_usd, self.limit_usd or level))
         return False
 
     def on_success(self, worst_usd: Decimal) -> None:
         """An answer: grow by ``worst_usd`` before the first refusal, by about one request per
         round trip after; never past twice the most held."""
         self.lone_in_a_row = 0
+        self._answers += 1
         limit = self.limit_usd
         if limit is None or limit <= 0:
             return
