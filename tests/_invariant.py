@@ -47,7 +47,13 @@ from tests._child import batch_options
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 #: Seconds (real: the fake runs on the system clock) for the faults that wait.
-WAITS = {"slow_first_byte": 0.05, "stall": 0.05, "keepalive": 0.05, "platform_429": 1}
+WAITS = {
+    "slow_first_byte": 0.05,
+    "stall": 0.05,
+    "keepalive": 0.05,
+    "platform_429": 1,
+    "in_flight_402": 0,  # Retry-After: 0 (a child waits for real)
+}
 
 
 @dataclass

@@ -267,7 +267,8 @@ class FakeOpenRouter:
         self, request_no: int, model: ServedModel, *, stream: bool
     ) -> web.Response | None:
         """What answers before any endpoint is tried: a spent workspace budget (403), a key-wide
-        429 (the ``platform_429`` and ``key_429`` faults); ``None`` when the request goes on."""
+        429 (the ``platform_429`` and ``key_429`` faults), the in-flight 402 (``in_flight_402``);
+        ``None`` when the request goes on."""
         budget = self.workspace_budget_usd
         if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
             self.ledger.count_error("workspace_budget")
@@ -283,6 +284,10 @@ class FakeOpenRouter:
             return None
         self.ledger.count_error(limited.kind)
         wait = math.ceil(limited.wait_s)
+        if limited.kind == "in_flight_402":
+            self.limits.refused += 1
+            headers = {"Retry-After": str(wait), "X-Fake-Fault": limited.kind}
+            return json_response(402, bodies.in_flight_402(), headers)
         if limited.kind == "key_429":
             now = self.now()
             payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)
