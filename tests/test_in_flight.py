@@ -240,9 +240,7 @@ def test_300_rows_at_200_in_flight_finish_under_a_budget_of_ten_requests(tmp_pat
     budget = one * 10  # ten requests' worst case
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(300))
     clock = ManualClock(time.time())
-    with serve(
-        speed=0, seed=3, in_flight_usd=budget, in_flight_settle_s=2.0, clock=clock
-    ) as fake:
+    with serve(speed=0, seed=3, in_flight_usd=budget, in_flight_settle_s=2.0, clock=clock) as fake:
         summary = _gen(
             tmp_path,
             fake.base_url,

@@ -45,13 +45,13 @@ from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.streak import FailureStreak
 
 __all__ = [
+    "LONE_REFUSALS_BEFORE_STOP",
     "ON_FAILURE",
     "PAUSES_BEFORE_STOP",
     "UNREACHABLE_AFTER_ROWS",
     "Attempt",
     "AttemptPolicy",
     "Decision",
-    "LONE_REFUSALS_BEFORE_STOP",
     "Fail",
     "Hold",
     "Lower",
