@@ -178,15 +178,12 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
-        if in_flight_share is not None and credit_usd is None:
-            raise ConfigError(
-                "--in-flight-share is a share of the credit left: give --credit-usd too"
-            )
         #: the in-flight budget and the key's own limit (``fake.faults.AccountLimits``)
-        self.limits = AccountLimits(
+        self.limits = AccountLimits.build(
+            credit_usd=credit_usd,
             in_flight_share=in_flight_share,
-            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
-            key_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
+            in_flight_usd=in_flight_usd,
+            key_limit_usd=key_limit_usd,
             retry_after_s=in_flight_retry_after_s,
             settle_s=in_flight_settle_s,
         )
@@ -297,45 +294,6 @@ class FakeOpenRouter:
                 model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
             )
         return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
-
-    def _refuse_credit(
-        self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
-    ) -> tuple[web.Response | None, Decimal]:
-        """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
-
-        No credit left gives "Insufficient credits"; a worst case above what is left gives "can
-        only afford N" when some lower ``max_tokens`` would fit.
-        """
-        available = self.credit.available_usd
-        assert available is not None
-        worst = [
-            (
-                worst_case_usd(
-                    e,
-                    prompt_tokens=prompt_tokens,
-                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                    at=now,
-                ),
-                e,
-            )
-            for e in chain
-        ]
-        need, dearest = max(worst, key=lambda pair: pair[0])
-        if need <= available:
-            return None, need
-        affordable = affordable_tokens(
-            dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
-        )
-        self.ledger.count_error("insufficient_credits")
-        if affordable >= 1:
-            requested = output_cap(max_tokens, dearest, prompt_tokens)
-            message = (
-                "This request requires more credits, or fewer max_tokens. You requested up to "
-                f"{requested} tokens, but can only afford {affordable}."
-            )
-            return error_response(402, message), need
-        message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
-        return error_response(402, message), need
 
     # -- read-only paths ------------------------------------------------------------------------
 
@@ -480,7 +438,7 @@ class FakeOpenRouter:
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
-        held = self._hold(chain, prompt_tokens, max_tokens)
+        held = _hold(self, chain, prompt_tokens, max_tokens)
         if isinstance(held, web.Response):
             return held
         billed: list[Decimal] = []
@@ -491,40 +449,6 @@ class FakeOpenRouter:
         finally:
             if held:
                 self.limits.release(held, sum(billed, Decimal(0)), self.clock.now())
-
-    def _hold(
-        self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
-    ) -> web.Response | Decimal:
-        """The account limits' 402 (the key's limit, the in-flight budget), or what the request
-        holds in flight (``fake.faults.AccountLimits``)."""
-        limits = self.limits
-        if not limits.holds and limits.key_limit_usd is None:
-            return Decimal(0)
-        now = self.now()
-        need = max(
-            worst_case_usd(
-                e,
-                prompt_tokens=prompt_tokens,
-                max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                at=now,
-            )
-            for e in chain
-        )
-        refused = limits.refuse(
-            need,
-            balance_usd=self.credit.remaining_usd,
-            spent_usd=self.ledger.total_usd,
-            now=self.clock.now(),
-        )
-        if refused is not None:
-            payload, headers = refused
-            kind = "in_flight_budget" if b"in_flight" in payload else "key_limit"
-            self.ledger.count_error(kind)
-            return json_response(402, payload, {**headers, "X-Fake-Fault": kind})
-        if not limits.holds:
-            return Decimal(0)
-        limits.hold(need)
-        return need
 
     async def _serve(
         self,
@@ -542,7 +466,7 @@ class FakeOpenRouter:
         (what it billed is appended to ``billed``)."""
         reserved = Decimal(0)
         if self.credit.limit_usd is not None:
-            refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
+            refused, reserved = _refuse_credit(self, chain, prompt_tokens, max_tokens, self.now())
             if refused is not None:
                 return refused
             # Check and reservation run with no await in between, on the server's one loop:
@@ -591,6 +515,85 @@ class FakeOpenRouter:
                 billed.append(reply.billed_usd)
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+
+
+def _hold(
+    fake: FakeOpenRouter, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
+) -> web.Response | Decimal:
+    """The account limits' 402 (the key's limit, the in-flight budget), or what the request
+    holds in flight (``fake.faults.AccountLimits``)."""
+    limits = fake.limits
+    if not limits.holds and limits.key_limit_usd is None:
+        return Decimal(0)
+    now = fake.now()
+    need = max(
+        worst_case_usd(
+            e,
+            prompt_tokens=prompt_tokens,
+            max_tokens=output_cap(max_tokens, e, prompt_tokens),
+            at=now,
+        )
+        for e in chain
+    )
+    refused = limits.refuse(
+        need,
+        balance_usd=fake.credit.remaining_usd,
+        spent_usd=fake.ledger.total_usd,
+        now=fake.clock.now(),
+    )
+    if refused is not None:
+        payload, headers = refused
+        kind = "in_flight_budget" if b"in_flight" in payload else "key_limit"
+        fake.ledger.count_error(kind)
+        return json_response(402, payload, {**headers, "X-Fake-Fault": kind})
+    if not limits.holds:
+        return Decimal(0)
+    limits.hold(need)
+    return need
+
+
+def _refuse_credit(
+    fake: FakeOpenRouter,
+    chain: Sequence[Endpoint],
+    prompt_tokens: int,
+    max_tokens: int | None,
+    now: datetime,
+) -> tuple[web.Response | None, Decimal]:
+    """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
+
+    No credit left gives "Insufficient credits"; a worst case above what is left gives "can
+    only afford N" when some lower ``max_tokens`` would fit.
+    """
+    available = fake.credit.available_usd
+    assert available is not None
+    worst = [
+        (
+            worst_case_usd(
+                e,
+                prompt_tokens=prompt_tokens,
+                max_tokens=output_cap(max_tokens, e, prompt_tokens),
+                at=now,
+            ),
+            e,
+        )
+        for e in chain
+    ]
+    need, dearest = max(worst, key=lambda pair: pair[0])
+    if need <= available:
+        return None, need
+    affordable = affordable_tokens(
+        dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+    )
+    fake.ledger.count_error("insufficient_credits")
+    if affordable >= 1:
+        requested = output_cap(max_tokens, dearest, prompt_tokens)
+        message = (
+            "This request requires more credits, or fewer max_tokens. You requested up to "
+            f"{requested} tokens, but can only afford {affordable}."
+        )
+        return error_response(402, message), need
+    message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
+    return error_response(402, message), need
 
 
 def _next_month(now: datetime) -> datetime:

@@ -473,6 +473,30 @@ class AccountLimits:
             if value is not None and value < 0:
                 raise ConfigError(f"{name} {value}: must not be negative")
 
+    @classmethod
+    def build(
+        cls,
+        *,
+        credit_usd: float | Decimal | None,
+        in_flight_share: float | None,
+        in_flight_usd: float | Decimal | None,
+        key_limit_usd: float | Decimal | None,
+        retry_after_s: int = 1,
+        settle_s: float = 0.0,
+    ) -> AccountLimits:
+        """The fake's options as limits (a share of the credit needs a credit)."""
+        if in_flight_share is not None and credit_usd is None:
+            raise ConfigError(
+                "--in-flight-share is a share of the credit left: give --credit-usd too"
+            )
+        return cls(
+            in_flight_share=in_flight_share,
+            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
+            key_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
+            retry_after_s=retry_after_s,
+            settle_s=settle_s,
+        )
+
     @property
     def holds(self) -> bool:
         """Whether requests hold money in flight (an in-flight budget is set)."""
