@@ -28,17 +28,15 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
+from openrouter_probe.fake.account import AccountLimits, hold_for, refuse_credit
 from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import (
     Credit,
-    affordable_tokens,
     count_prompt_tokens,
-    worst_case_usd,
 )
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.faults import (
-    AccountLimits,
     Degradation,
     FaultPlan,
     check_fault_tags,
@@ -46,7 +44,7 @@ from openrouter_probe.fake.faults import (
     uniform,
 )
 from openrouter_probe.fake.ledger import Ledger
-from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
+from openrouter_probe.fake.reply import GenerationRecord, Reply
 from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
 
@@ -109,7 +107,7 @@ class FakeOpenRouter:
     Batch API is mounted; ``fake.batches``); ``in_flight_share`` (of the credit left),
     ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s`` and
     ``key_limit_usd``: the
-    2026 in-flight budget and the key's own limit, each with its real 402 (``fake.faults.AccountLimits``).
+    2026 in-flight budget and the key's own limit, each with its real 402 (``fake.account.AccountLimits``).
     """
 
     def __init__(
@@ -178,7 +176,7 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
-        #: the in-flight budget and the key's own limit (``fake.faults.AccountLimits``)
+        #: the in-flight budget and the key's own limit (``fake.account.AccountLimits``)
         self.limits = AccountLimits.build(
             credit_usd=credit_usd,
             in_flight_share=in_flight_share,
@@ -438,7 +436,7 @@ class FakeOpenRouter:
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
-        held = _hold(self, chain, prompt_tokens, max_tokens)
+        held = hold_for(self, chain, prompt_tokens, max_tokens)
         if isinstance(held, web.Response):
             return held
         billed: list[Decimal] = []
@@ -466,7 +464,7 @@ class FakeOpenRouter:
         (what it billed is appended to ``billed``)."""
         reserved = Decimal(0)
         if self.credit.limit_usd is not None:
-            refused, reserved = _refuse_credit(self, chain, prompt_tokens, max_tokens, self.now())
+            refused, reserved = refuse_credit(self, chain, prompt_tokens, max_tokens, self.now())
             if refused is not None:
                 return refused
             # Check and reservation run with no await in between, on the server's one loop:
@@ -515,85 +513,6 @@ class FakeOpenRouter:
                 billed.append(reply.billed_usd)
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
-
-
-def _hold(
-    fake: FakeOpenRouter, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
-) -> web.Response | Decimal:
-    """The account limits' 402 (the key's limit, the in-flight budget), or what the request
-    holds in flight (``fake.faults.AccountLimits``)."""
-    limits = fake.limits
-    if not limits.holds and limits.key_limit_usd is None:
-        return Decimal(0)
-    now = fake.now()
-    need = max(
-        worst_case_usd(
-            e,
-            prompt_tokens=prompt_tokens,
-            max_tokens=output_cap(max_tokens, e, prompt_tokens),
-            at=now,
-        )
-        for e in chain
-    )
-    refused = limits.refuse(
-        need,
-        balance_usd=fake.credit.remaining_usd,
-        spent_usd=fake.ledger.total_usd,
-        now=fake.clock.now(),
-    )
-    if refused is not None:
-        payload, headers = refused
-        kind = "in_flight_budget" if b"in_flight" in payload else "key_limit"
-        fake.ledger.count_error(kind)
-        return json_response(402, payload, {**headers, "X-Fake-Fault": kind})
-    if not limits.holds:
-        return Decimal(0)
-    limits.hold(need)
-    return need
-
-
-def _refuse_credit(
-    fake: FakeOpenRouter,
-    chain: Sequence[Endpoint],
-    prompt_tokens: int,
-    max_tokens: int | None,
-    now: datetime,
-) -> tuple[web.Response | None, Decimal]:
-    """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
-
-    No credit left gives "Insufficient credits"; a worst case above what is left gives "can
-    only afford N" when some lower ``max_tokens`` would fit.
-    """
-    available = fake.credit.available_usd
-    assert available is not None
-    worst = [
-        (
-            worst_case_usd(
-                e,
-                prompt_tokens=prompt_tokens,
-                max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                at=now,
-            ),
-            e,
-        )
-        for e in chain
-    ]
-    need, dearest = max(worst, key=lambda pair: pair[0])
-    if need <= available:
-        return None, need
-    affordable = affordable_tokens(
-        dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
-    )
-    fake.ledger.count_error("insufficient_credits")
-    if affordable >= 1:
-        requested = output_cap(max_tokens, dearest, prompt_tokens)
-        message = (
-            "This request requires more credits, or fewer max_tokens. You requested up to "
-            f"{requested} tokens, but can only afford {affordable}."
-        )
-        return error_response(402, message), need
-    message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
-    return error_response(402, message), need
 
 
 def _next_month(now: datetime) -> datetime:

@@ -23,23 +23,17 @@ fallbacks allowed a client sees one only when every admitted endpoint failed, as
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
-from email.utils import formatdate
 from pathlib import Path
 from typing import Any, Literal
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.fake import bodies
 from openrouter_probe.rules.routing import matches
 
 __all__ = [
     "FAULT_KINDS",
-    "AccountLimits",
     "Degradation",
     "FaultPlan",
     "FaultRule",
@@ -433,126 +427,3 @@ def _describe(rules: Iterable[FaultRule]) -> list[dict[str, Any]]:
         }
         for r in rules
     ]
-
-
-@dataclass
-class AccountLimits:
-    """The 2026 account limits the fake keeps beside its credit (OPENROUTER.md 18).
-
-    The in-flight budget: each chat request holds its worst case (on the dearest endpoint of its
-    chain, as the credit's reservation) while it is served; a request that would take the held
-    total past ``in_flight_share`` of the balance left (the credit's limit less what was spent),
-    or past ``in_flight_usd`` (the fixed ceiling), is answered OpenRouter's 402
-    ``in_flight_budget_exhausted`` with ``Retry-After: retry_after_s`` (seconds; ``retry_date``:
-    an HTTP date), or, when only settling costs hold it full, the seconds until enough of them
-    settle. A finished request's real cost stays held for ``settle_s`` seconds of the
-    server's clock ("for a short settlement window", the docs say), so that the budget can refuse
-    with no request still running, as OpenRouter's can. The key's limit: once the ledger holds ``key_limit_usd``, every chat request is
-    answered the 402 ``limit_source: openrouter_key_limit``.
-    """
-
-    in_flight_share: float | None = None
-    in_flight_usd: Decimal | None = None
-    key_limit_usd: Decimal | None = None
-    retry_after_s: int = 1
-    retry_date: bool = False
-    settle_s: float = 0.0
-    held_usd: Decimal = field(default_factory=Decimal)
-    most_held_usd: Decimal = field(default_factory=Decimal)
-    refused: int = 0
-    #: what finished requests still hold while their costs settle: (until, cost), oldest first
-    settling: deque[tuple[float, Decimal]] = field(default_factory=deque)
-    _settling_usd: Decimal = field(default_factory=Decimal)
-
-    def __post_init__(self) -> None:
-        share = self.in_flight_share
-        if share is not None and not 0 < share <= 1:
-            raise ConfigError(f"--in-flight-share {share}: a fraction above 0, at most 1")
-        for name in ("in_flight_usd", "key_limit_usd"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name} {value}: must not be negative")
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        credit_usd: float | Decimal | None,
-        in_flight_share: float | None,
-        in_flight_usd: float | Decimal | None,
-        key_limit_usd: float | Decimal | None,
-        retry_after_s: int = 1,
-        settle_s: float = 0.0,
-    ) -> AccountLimits:
-        """The fake's options as limits (a share of the credit needs a credit)."""
-        if in_flight_share is not None and credit_usd is None:
-            raise ConfigError(
-                "--in-flight-share is a share of the credit left: give --credit-usd too"
-            )
-        return cls(
-            in_flight_share=in_flight_share,
-            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
-            key_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
-            retry_after_s=retry_after_s,
-            settle_s=settle_s,
-        )
-
-    @property
-    def holds(self) -> bool:
-        """Whether requests hold money in flight (an in-flight budget is set)."""
-        return self.in_flight_share is not None or self.in_flight_usd is not None
-
-    def budget_usd(self, balance_usd: Decimal | None) -> Decimal | None:
-        """The in-flight budget now: the share of ``balance_usd``, at most the ceiling."""
-        budget = self.in_flight_usd
-        if self.in_flight_share is not None and balance_usd is not None:
-            share = max(Decimal(0), balance_usd) * Decimal(str(self.in_flight_share))
-            budget = share if budget is None else min(budget, share)
-        return budget
-
-    def refuse(
-        self, need_usd: Decimal, *, balance_usd: Decimal | None, spent_usd: Decimal, now: float
-    ) -> tuple[bytes, dict[str, str]] | None:
-        """The 402 body and headers for a request that would hold ``need_usd``; ``None``: it may
-        go (then ``hold`` it)."""
-        if self.key_limit_usd is not None and spent_usd >= self.key_limit_usd:
-            return bodies.key_limit_402(float(self.key_limit_usd)), {}
-        budget = self.budget_usd(balance_usd)
-        if budget is None or self.holding(now) + need_usd <= budget:
-            return None
-        self.refused += 1
-        wait = float(self.retry_after_s)
-        over = self.holding(now) + need_usd - budget
-        if self.held_usd + need_usd <= budget:  # settling costs alone hold it: until they free
-            for until, cost in self.settling:
-                over -= cost
-                if over <= 0:
-                    wait = max(wait, until - now)
-                    break
-        wait = float(math.ceil(wait))
-        if self.retry_date:
-            retry = formatdate(now + wait, usegmt=True)
-            headers = {"Retry-After": retry, "Date": formatdate(now, usegmt=True)}
-        else:
-            headers = {"Retry-After": str(int(wait))}
-        return bodies.in_flight_402(), headers
-
-    def holding(self, now: float) -> Decimal:
-        """What is held now: the requests in flight, and the costs still settling."""
-        settling = self.settling
-        while settling and settling[0][0] <= now:
-            self._settling_usd -= settling.popleft()[1]
-        return self.held_usd + self._settling_usd
-
-    def hold(self, amount_usd: Decimal) -> None:
-        self.held_usd += amount_usd
-        total = self.held_usd + self._settling_usd
-        if total > self.most_held_usd:
-            self.most_held_usd = total
-
-    def release(self, amount_usd: Decimal, cost_usd: Decimal, now: float) -> None:
-        """A request finished: its hold becomes its cost, held ``settle_s`` more."""
-        self.held_usd -= amount_usd
-        if self.settle_s > 0 and cost_usd > 0:
-            self.settling.append((now + self.settle_s, cost_usd))
-            self._settling_usd += cost_usd
