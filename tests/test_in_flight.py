@@ -8,6 +8,7 @@ key-limit 402 by its documented ``limit_source``, the nested 402 recorded in 202
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from decimal import Decimal
@@ -320,3 +321,52 @@ def test_the_key_limit_402_stops_naming_the_key_limit(tmp_path: Path) -> None:
     assert summary.failed == 0 and all(r["status"] != "failed" for r in out)
     assert summary.not_sent > 0 and len(out) + summary.not_sent == 60
     assert billed >= Decimal("0.002")
+
+
+def test_in_flight_refusals_in_process_show_in_the_progress_line_and_the_records(
+    tmp_path: Path,
+) -> None:
+    from rich.console import Console
+
+    from openrouter_probe.run.progress import RichProgress
+    from openrouter_probe.run.transport import classify_error
+    from tests._generate import LedgerSender
+
+    def fail(request: dict[str, Any], attempt: int) -> Any:
+        row = request["messages"][-1]["content"].split(" ")[1]
+        if row in ("3", "5") and attempt == 1:
+            return classify_error(402, IN_FLIGHT_BODY["error"], retry_after_s=0.0)
+        return None
+
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(40))
+    bar = RichProgress(40, console=Console(file=io.StringIO(), width=200, force_terminal=True))
+    lines: list[str] = []
+    original = bar.tick
+
+    def tick(run: Any) -> None:
+        original(run)
+        lines.append(bar.line(run))
+
+    bar.tick = tick  # type: ignore[method-assign]
+    sender = LedgerSender(seed=2, fail=fail)
+    summary = asyncio.run(
+        generate(
+            tmp_path / "prompts.jsonl",
+            policy=POLICY,
+            out=tmp_path / "out.jsonl",
+            send=sender,
+            snapshot="bundled",
+            budget_usd=5,
+            max_tokens=50,
+            concurrency=8,
+            progress=bar,
+            sleep=no_sleep,
+        )
+    )
+    assert summary.stop_reason == "done" and summary.failed == 0
+    assert summary.in_flight_refusals == 2 and summary.retries == 0
+    assert summary.requests == 42 and sender.attempts["3"] == 2
+    out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
+    assert out["r3"]["status"] in ("ok", "truncated") and out["r3"]["attempts"] == 2
+    assert "2 in-flight 402s" in lines[-1], lines[-1]
+    assert "held in flight at most $" in summary.render()
