@@ -370,3 +370,28 @@ def test_in_flight_refusals_in_process_show_in_the_progress_line_and_the_records
     assert out["r3"]["status"] in ("ok", "truncated") and out["r3"]["attempts"] == 2
     assert "2 in-flight 402s" in lines[-1], lines[-1]
     assert "held in flight at most $" in summary.render()
+
+
+def test_the_fakes_in_flight_402_retry_after_as_a_date_is_read_in_seconds() -> None:
+    from openrouter_probe.fake.account import AccountLimits
+
+    limits = AccountLimits(in_flight_usd=Decimal("0.01"), retry_after_s=5, retry_date=True)
+    assert limits.refuse(Decimal("0.004"), balance_usd=None, spent_usd=Decimal(0), now=1e9) is None
+    limits.hold(Decimal("0.008"))
+    refused = limits.refuse(Decimal("0.004"), balance_usd=None, spent_usd=Decimal(0), now=1e9)
+    assert refused is not None
+    body, headers = refused
+    failure = _error_failure(402, body, headers)
+    assert failure.kind == "held" and failure.retry_after_s == 5.0  # the date, from `Date`
+    assert json.loads(body)["error"]["metadata"]["reason"] == "in_flight_budget_exhausted"
+    # a share of the balance left, at most the ceiling
+    share = AccountLimits(in_flight_share=0.5, in_flight_usd=Decimal("3"))
+    assert share.budget_usd(Decimal("4")) == Decimal("2.0")
+    assert share.budget_usd(Decimal("10")) == Decimal("3")
+    # the key's own limit once spent
+    key = AccountLimits(key_limit_usd=Decimal("1"))
+    body, _ = key.refuse(Decimal("0.1"), balance_usd=None, spent_usd=Decimal("1"), now=0) or (
+        b"",
+        {},
+    )
+    assert refusal(402, read_error(body).error) == "key_limit"
