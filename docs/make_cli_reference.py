@@ -33,8 +33,16 @@ Data goes to stdout, provenance and diagnostics to stderr; errors are one line (
 |---|---|
 | 0 | the command did what was asked (a run that stopped at its budget or its target included) |
 | 1 | the job failed: a file that cannot be read as what it should be, a 401/402/404 stop, a policy that admits nothing, `audit` finding rows served outside the policy |
-| 2 | a usage error, before anything is read or sent: an unknown option, a missing argument, or a value the tool itself refuses (`--budget-usd -5`, `--shard 3/2`, `--weights B3:2`, `--target-tokens 10Q`, `--offline` with `--snapshot PATH`) |
+| 2 | a usage error, before anything is read or sent: an unknown option, a missing argument, or a value the tool itself refuses (`--budget-usd -5`, `--shard 3/2`, `--weights B3:2`, `--target-tokens 10Q` or `0`, `--offline` with `--snapshot PATH`, `--limit` with `--sample`, `--reasoning-effort` with `--reasoning-max-tokens`, `--reasoning-max-tokens` not below `--max-tokens`, `--temperature` outside 0-2 or `nan`, `--stream` with `--batch`, `--split`/`--config` on a file, a source flag on a manifest, `--read-timeout`/`--drain-timeout` not above 0, `verify --endpoints` with `--policy`, `fake-server --port 99999` or `--speed -1`, `export --push-to-hub` without `--format hf`, `export --prompts` whose ids match no row, `export` of a spend journal alone) |
 | 130 | interrupted (Ctrl-C) |
+
+The library refuses a keyword's value with `OptionError` (a `ConfigError`): `.values` holds each
+keyword and the value given, `str()` says them as a Python caller passes them (`temperature=nan`);
+the CLI says the same message with the command's own flags, looked up in its click options
+(`--temperature nan`), and exits 2. An option given that does nothing where it is is a warning on
+stderr (`--seed` without `--sample`, `--no-preserve-thinking` outside `--format specforge`,
+`verify --evidence` or `--out` when nothing is sent, `verify --n`/`--seed` without a generated
+suite). `generate --format json` names every skipped row (`skipped_rows`); the text names 10.
 
 `policy check` is made for CI: 0 when nothing that matters moved, 1 on drift, 2 on any error.
 `tests/test_exit_codes.py` runs every command below with a bad option and checks 2.

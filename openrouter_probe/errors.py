@@ -8,6 +8,8 @@ tree in one place each and chained with ``raise ... from exc``.
 
     ProbeError
     ├── ConfigError                 a missing key, a bad environment variable or option
+    │   └── OptionError             a keyword's value, or a pair of keywords, refused (.options,
+    │                               .values: the CLI names each as its flag and exits 2)
     ├── APIError                    talking to OpenRouter failed
     │   ├── APIConnectionError      no HTTP answer: DNS, refused, reset, timeout
     │   └── APIStatusError          an HTTP error status (.status_code, .code, .message, .metadata,
@@ -34,6 +36,7 @@ __all__ = [
     "ConfigError",
     "InsufficientCreditsError",
     "NoRouteError",
+    "OptionError",
     "PolicyError",
     "ProbeError",
     "RateLimitError",
@@ -49,6 +52,65 @@ class ProbeError(Exception):
 
 class ConfigError(ProbeError):
     """The environment or the options are unusable (e.g. a key is needed but not set)."""
+
+
+class OptionError(ConfigError):
+    """A value given for a keyword (or a combination of keywords) is refused: a usage error.
+
+    ``template`` names each keyword in braces; ``values`` holds each keyword's value as given.
+    ``{name}`` is the keyword alone (``limit=``; ``{name:bare}``: ``limit``, for prose),
+    ``{name=}`` the keyword with its value (``read_timeout_s=-1.0``), ``{name=text}`` the keyword
+    with that value (``fmt='hf'``).
+    ``str()`` is the library's wording; the CLI renders the same template with each command's
+    own flags (``--read-timeout -1.0``) and exits 2.
+
+    Example::
+
+        OptionError("give {limit} or {sample}, not both", limit=2, sample=1)
+        # str(): "give limit= or sample=, not both"; the CLI: "give --limit or --sample, not both"
+    """
+
+    def __init__(self, template: str, **values: Any) -> None:
+        self.template = template
+        self.values = values
+        super().__init__(self.render(keyword_term))
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The keywords the error is about, in the order given."""
+        return tuple(self.values)
+
+    def render(self, term: Any) -> str:
+        """The message with each ``{name}``, ``{name=}`` and ``{name=text}`` said by ``term(name,
+        value, given)`` (``given``: whether a value is shown)."""
+        values = self.values
+
+        class _Term:
+            def __init__(self, key: str) -> None:
+                self.key = key
+
+            def __format__(self, spec: str) -> str:
+                name, eq, text = self.key.partition("=")
+                if not eq:
+                    said = str(term(name, None, False))
+                    return said.removesuffix("=") if spec == "bare" else said
+                value: Any = values.get(name) if not text else _literal(text)
+                return str(term(name, value, True))
+
+        class _Fields(dict[str, _Term]):
+            def __missing__(self, key: str) -> _Term:
+                return _Term(key)
+
+        return self.template.format_map(_Fields())
+
+
+def _literal(text: str) -> Any:
+    return {"True": True, "False": False}.get(text, text)
+
+
+def keyword_term(name: str, value: Any, given: bool) -> str:
+    """A keyword as a Python caller passes it: ``name=`` alone, ``name=VALUE`` with its value."""
+    return f"{name}={value!r}" if given else f"{name}="
 
 
 class APIError(ProbeError):

@@ -134,7 +134,7 @@ def test_the_run_options_are_refused_by_keyword_and_the_cli_names_its_flags(
          f"out={missing}: the folder", f"--out {missing}: the folder"),
         ({"shard": "x"}, ["--shard", "x"], "shard='x': give i/n", "--shard x: give i/n"),
         ({"source": SourceOptions.of(config="main")}, ["--config", "main"],
-         "config= is for hf: ids", "--config is for hf: ids"),
+         "config='main' is for hf: ids", "--config main is for hf: ids"),
     ]  # fmt: skip
     for options, flags, said, shown in cases:
         assert said in _generate_lib(prompts, **options)
@@ -153,10 +153,11 @@ def test_a_manifest_and_source_options_say_the_keywords_the_cli_its_flags(tmp_pa
     manifest = tmp_path / "m.yaml"
     manifest.write_text("datasets:\n  - {name: B3, source: a.jsonl}\n", encoding="utf-8")
     said = _generate_lib(manifest, source=SourceOptions.of(limit=2, prompt_field="q"))
-    assert "drop prompt_field or id_field, limit= or sample= (or set them" in said
+    assert "drop prompt_field='q', limit=2 (or set them" in said
     result = _generate_cli(str(manifest), "--out", str(tmp_path / "o.jsonl"), "--limit", "2",
                            "--prompt-field", "q")  # fmt: skip
-    assert "drop --prompt-field or --id-field, --limit or --sample (or set them" in result.output
+    assert "drop --prompt-field q, --limit 2 (or set them" in result.output
+    assert result.exit_code == 2  # a usage error: flags a manifest does not take
 
 
 def test_the_prompt_field_advice_and_the_turns_line_in_both_terms(tmp_path: Path) -> None:
@@ -206,7 +207,7 @@ def test_the_job_options_say_their_keywords_and_the_cli_its_flags(tmp_path: Path
     cases = [
         ({"reasoning_effort": "high", "reasoning_max_tokens": 10},
          ["--reasoning-effort", "high", "--reasoning-max-tokens", "10"],
-         "give reasoning_effort or reasoning_max_tokens, not both",
+         "give reasoning_effort= or reasoning_max_tokens=, not both",
          "give --reasoning-effort or --reasoning-max-tokens, not both"),
     ]  # fmt: skip
     for options, flags, said, shown in cases:
@@ -301,7 +302,7 @@ def test_generate_weights_say_weights_and_the_cli_says_its_flag(tmp_path: Path) 
     said = _generate_lib(prompts, weights="B9=2")
     assert "weights='B9': no such dataset in the prompts (they are: B3)" in said, said
     result = _generate_cli(str(prompts), "--out", str(tmp_path / "o.jsonl"), "--weights", "B9=2")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error
     assert "--weights B9: no such dataset in the prompts (they are: B3)" in result.output
 
 
@@ -354,6 +355,7 @@ def test_the_budget_says_its_keywords_alone_and_the_cli_its_flags() -> None:
     assert "Error: --dataset-names: 1 names for 6 datasets; give one name per dataset" in (
         names.output
     ), names.output
+    assert names.exit_code == 2  # a usage error
     prompt = _budget_cli("--prompt-tokens", "800")
     assert "Error: --prompt-tokens needs --output-tokens-per-request" in prompt.output
     assert "or give --prompt-ratio instead" in prompt.output
@@ -404,7 +406,7 @@ def test_verify_says_its_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
         result = CliRunner().invoke(
             cli, ["verify", model, "--snapshot", str(two), "--dry-run", *flags]
         )
-        assert result.exit_code == 1 and shown in result.output, result.output
+        assert result.exit_code == 2 and shown in result.output, result.output  # usage errors
         assert said not in result.output
     with pytest.raises(ConfigError) as info:
         check_statistics(alpha=1.5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,10 +129,10 @@ def test_push_to_hub_hands_the_folder_to_huggingface_hub(
         "repo_id": "me/x", "repo_type": "dataset", "private": True, "exist_ok": True,
     }  # fmt: skip
     assert upload["folder_path"] == str(folder) and upload["repo_type"] == "dataset"
-    assert (
-        "README.md" in listed["files"]
-        and "data/B3/train-00000-of-00001.parquet" in (listed["files"])
-    )
+    assert "README.md" in listed["files"]
+    (b3,) = [f for f in listed["files"] if f.startswith("data/B3/")]
+    assert re.fullmatch(r"data/B3/train-00000-of-00001-[0-9a-f]{16}\.parquet", b3)
+    assert upload["delete_patterns"] == ["data/**"]  # an earlier export's shards go
     assert "pushed to the Hub: https://huggingface.co/datasets/me/x/commit/1" in summary.render()
 
 
@@ -161,3 +162,54 @@ def test_the_cli_exports_hf_into_a_folder(run: tuple[Path, Any, list[Any]], tmp_
     )
     assert refused.exit_code == 1 and "holds files and no dataset card" in refused.stderr
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+_REEXPORT = """
+import json, sys
+from pathlib import Path
+import datasets
+from click.testing import CliRunner
+from openrouter_probe.cli import cli
+
+tmp = Path(sys.argv[1])
+counts = []
+for n in (3, 5, 3):
+    out = tmp / f"out{n}.jsonl"
+    out.write_text("".join(json.dumps({
+        "id": f"r{i}", "dataset": "d", "status": "ok", "content": f"answer {i} of {n}",
+        "messages": [{"role": "user", "content": f"question {i}"}], "provider": "Chutes",
+        "model": "m", "finish_reason": "stop", "usage": {"completion_tokens": 3}}) + "\\n"
+        for i in range(n)))
+    result = CliRunner().invoke(cli, ["export", str(out), "--format", "hf", "-o",
+                                      str(tmp / "hub" / "drafter-data")])
+    assert result.exit_code == 0, result.output
+    rows = datasets.load_dataset(str(tmp / "hub" / "drafter-data"), split="train")
+    counts.append([len(rows), rows[0]["conversations"][-1]["content"]])
+print(json.dumps(counts))
+"""
+
+
+def test_a_re_export_into_the_same_folder_loads_its_own_rows_with_the_default_cache(
+    tmp_path: Path,
+) -> None:
+    """Issue 32 item 6: datasets keys its cache of a local folder on the card's data files; the
+    shards' names carry their hash, so each export is read back, not the first one's cache. The
+    folder's parent (``hub/``) does not exist before: ``-o`` makes it."""
+    import os
+    import subprocess
+
+    pytest.importorskip("datasets")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env.pop("HF_DATASETS_CACHE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _REEXPORT, str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [
+        [3, "answer 0 of 3"],
+        [5, "answer 0 of 5"],
+        [3, "answer 0 of 3"],
+    ]
+    assert (tmp_path / "hf-home" / "datasets").is_dir()  # the default cache, under HF_HOME

@@ -141,7 +141,9 @@ def test_a_200_stream_whose_only_event_is_an_error_with_only_error_and_user_id()
 
 
 def test_the_window_opens_at_its_start_and_always_lets_one_go() -> None:
-    window = DollarWindow()
+    default = DollarWindow()  # a run's: open until the first refusal
+    assert default.admits(W * 1000, 1000, W) and default.limit_usd is None
+    window = DollarWindow(start_requests=START_REQUESTS)
     assert window.admits(Decimal(0), 0, W)
     assert window.limit_usd == W * START_REQUESTS
     assert window.admits(W * (START_REQUESTS - 1), START_REQUESTS - 1, W)
@@ -185,7 +187,7 @@ def test_slow_start_doubles_and_never_passes_twice_the_most_held() -> None:
 
 
 def test_a_lone_refusal_is_counted_and_does_not_shrink() -> None:
-    window = DollarWindow()
+    window = DollarWindow(start_requests=START_REQUESTS)
     window.admits(Decimal(0), 0, W)
     assert window.refused(Decimal(0), 0, W) is True
     assert window.lone_in_a_row == 1 and window.limit_usd == W * START_REQUESTS
@@ -262,7 +264,9 @@ def test_300_rows_at_200_in_flight_finish_under_a_budget_of_ten_requests(tmp_pat
     assert most_held <= budget
     assert refused >= 1 and summary.in_flight_refusals == refused
     assert summary.requests == 300 + refused
-    assert refused / summary.requests < 0.35
+    # the window is open until the first refusal: the first burst (200 at once into a budget of
+    # ten) is refused, then the run holds what the budget takes
+    assert refused / summary.requests < 0.45
     assert summary.retries == 0  # a refusal is not a failure's retry
     assert summary.held_max_usd > 0
     assert "in-flight refusals" in summary.render()

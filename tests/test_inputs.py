@@ -407,9 +407,7 @@ def test_a_manifest_is_checked_key_by_key(tmp_path: Path) -> None:
     bad.write_text("datasets:\n  - {name: B3, source: a.jsonl}\n  - {name: B3, source: b.jsonl}\n")
     with pytest.raises(ConfigError, match="datasets named twice: B3"):
         read_inputs(bad)
-    with pytest.raises(
-        ConfigError, match="a manifest sets each dataset's own; drop limit= or sample="
-    ):
+    with pytest.raises(ConfigError, match="a manifest sets each dataset's own; drop limit=2 "):
         read_inputs(MANIFEST, options=SourceOptions.of(limit=2))
 
 

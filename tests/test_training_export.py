@@ -387,13 +387,18 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(cli, ["export", *args])
 
 
-def test_a_missing_folder_is_one_line_naming_it(tmp_path: Path) -> None:
+def test_a_missing_folder_is_made_and_a_file_in_the_path_is_one_line_naming_it(
+    tmp_path: Path,
+) -> None:
     out = _write(tmp_path / "out.jsonl", _record("a", [USER]))
-    result = _cli(str(out), "-o", "/nonexistent/x.jsonl")
+    made = tmp_path / "new" / "deep" / "x.jsonl"
+    result = _cli(str(out), "-o", str(made))  # issue 32: README's -o hub/... on a fresh tree
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in made.read_text().splitlines()] == ["a"]
+    result = _cli(str(out), "-o", f"{out}/x.jsonl")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.strip().splitlines() == [
-        "Error: -o /nonexistent/x.jsonl: the folder /nonexistent does not exist; create it "
-        "(mkdir -p /nonexistent) or name a file in a folder that exists"
+        f"Error: -o {out}/x.jsonl: {out} is a file, not a folder; name a file in a folder"
     ]
 
 

@@ -213,7 +213,7 @@ def test_load_suites(tmp_path: Path) -> None:
     path = _write(tmp_path, json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
     items = load_suites(f"arith, tools,{path}", n=5, seed=3)
     assert [i.suite for i in items] == ["arith"] * 5 + ["tools"] * 5 + ["mine.jsonl"]
-    with pytest.raises(ConfigError, match="unknown suite 'arithmetic'; use arith, tools"):
+    with pytest.raises(ConfigError, match="suite='arithmetic': no such suite; use arith, tools"):
         load_suites("arithmetic", n=5)
     with pytest.raises(ConfigError, match="no suite given"):
         load_suites(" , ", n=5)

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from openrouter_probe.analysis.budget_plan import DatasetRun, Figures, floor_tokens, visible_tokens
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.quantities import (
     format_tokens,
     parse_decimal,
@@ -103,8 +103,11 @@ def _split(total: int, parts: int) -> tuple[int, ...]:
 def _names(dataset_names: Sequence[str] | None, datasets: int) -> tuple[str, ...]:
     names = tuple(dataset_names) if dataset_names else tuple(str(i + 1) for i in range(datasets))
     if len(names) != datasets:
-        raise ConfigError(
-            f"dataset_names: {len(names)} names for {datasets} datasets; give one name per dataset"
+        raise OptionError(
+            f"{{dataset_names:bare}}: {len(names)} names for {datasets} datasets; give one name "
+            "per dataset",
+            dataset_names=",".join(names),
+            datasets=datasets,
         )
     return names
 
@@ -116,18 +119,24 @@ def _ratio(prompt_n: int | None, out_n: int | None, given: Any) -> Decimal | Non
         if ratio < 0:
             raise ConfigError(f"prompt_to_output_ratio: {given} must be >= 0")
         if prompt_n is not None and out_n is not None:
-            raise ConfigError(
-                "give prompt_to_output_ratio or prompt_tokens_per_request with "
-                "output_tokens_per_request, not both"
+            raise OptionError(
+                "give {prompt_to_output_ratio:bare} or {prompt_tokens_per_request:bare} with "
+                "{output_tokens_per_request:bare}, not both",
+                prompt_to_output_ratio=given,
+                prompt_tokens_per_request=prompt_n,
+                output_tokens_per_request=out_n,
             )
         return ratio
     if prompt_n is None:
         return None
     if out_n is None:
-        raise ConfigError(
-            "prompt_tokens_per_request needs output_tokens_per_request (billed output per "
-            "request, reasoning included) to count the requests; or give prompt_to_output_ratio "
-            "instead"
+        raise OptionError(
+            "{prompt_tokens_per_request:bare} needs {output_tokens_per_request:bare} (billed "
+            "output per request, reasoning included) to count the requests; or give "
+            "{prompt_to_output_ratio:bare} instead",
+            prompt_tokens_per_request=prompt_n,
+            output_tokens_per_request=None,
+            prompt_to_output_ratio=None,
         )
     return Decimal(prompt_n) / Decimal(out_n)
 

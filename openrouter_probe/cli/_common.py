@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -25,6 +25,7 @@ import click
 from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
+    from openrouter_probe.errors import OptionError
     from openrouter_probe.rules.snapshot import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,8 +33,75 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DEBUG_ENV = "OPENROUTER_PROBE_DEBUG"
 
 
+class Command(click.Command):
+    """A command whose library refusals of a keyword's value (``OptionError``) are usage errors:
+    exit 2, the keyword said as this command's own flag, looked up in its click parameters.
+    ``keywords`` maps a library keyword to the parameter that gives it where their names differ
+    (``export``'s ``paths=`` is its ``OUTPUTS``)."""
+
+    def __init__(self, *args: Any, keywords: Mapping[str, str] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.keywords = dict(keywords or {})
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from openrouter_probe.errors import OptionError
+
+        try:
+            return super().invoke(ctx)
+        except OptionError as exc:
+            if os.environ.get(_DEBUG_ENV) == "1":
+                raise
+            raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
+
+
+def _parameter(command: click.Command, keyword: str) -> click.Parameter | None:
+    name = getattr(command, "keywords", {}).get(keyword, keyword)
+    return next((p for p in command.params if p.name == name), None)
+
+
+def _shown(value: Any) -> str:
+    """A value as typed on a command line (a quoted word where it has spaces)."""
+    import shlex
+
+    if isinstance(value, tuple | list):
+        return " ".join(_shown(v) for v in value)
+    text = str(value)
+    return shlex.quote(text) if text != shlex.quote(text) and " " in text else text
+
+
+def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: bool = False) -> str:
+    """How ``command`` spells the library keyword ``keyword`` (``read_timeout_s`` ->
+    ``--read-timeout``), with ``value`` when ``given`` (``--read-timeout -1.0``; a flag alone,
+    or its ``--no-`` form for ``False``). A keyword the command has no parameter for is said as
+    the library says it (``name=VALUE``)."""
+    from openrouter_probe.errors import keyword_term
+
+    param = _parameter(command, keyword)
+    if param is None:
+        return keyword_term(keyword, value, given)
+    if isinstance(param, click.Argument):
+        label = param.make_metavar(click.Context(command))
+        return f"{label} {_shown(value)}" if given and value is not None else label
+    assert isinstance(param, click.Option)
+    flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+    if not given:
+        return flag
+    if param.is_flag:
+        return param.secondary_opts[0] if value is False and param.secondary_opts else flag
+    return f"{flag} {_shown(value)}"
+
+
+def as_flags(exc: OptionError, command: click.Command) -> str:
+    """``exc``'s message with each keyword said as ``command``'s flag (``flag_of``)."""
+    return exc.render(lambda name, value, given: flag_of(command, name, value, given=given))
+
+
 class _Group(click.Group):
-    """Turns library errors into one clear line and exit code 1."""
+    """Turns library errors into one clear line and exit code 1; its commands' refused values
+    (``OptionError``) into usage errors, exit 2 (``Command``)."""
+
+    command_class = Command
+    group_class = type  # a sub-group (``policy``) is one of these too
 
     def invoke(self, ctx: click.Context) -> Any:
         from openrouter_probe.errors import ProbeError
@@ -105,13 +173,15 @@ def checked_by(
     (which is for a job that failed). The value passes on as given; the library reads it again."""
 
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        from openrouter_probe.errors import ConfigError
+        from openrouter_probe.errors import ConfigError, OptionError
 
         if value is None or value == ():
             return value
         try:
             for one in value if isinstance(value, tuple) else (value,):
                 check(one)
+        except OptionError as exc:
+            raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
         except ConfigError as exc:
             raise click.UsageError(flagged(str(exc)), ctx) from exc
         return value
@@ -169,6 +239,25 @@ def snapshot_options(func: F) -> F:
         help="Use the snapshot bundled with the package: no network, no key.",
     )(func)
     return func
+
+
+def given(name: str) -> bool:
+    """Whether the running command's parameter ``name`` was given (not its default)."""
+    ctx = click.get_current_context()
+    source = ctx.get_parameter_source(name)
+    return source is not None and source not in (
+        click.ParameterSource.DEFAULT,
+        click.ParameterSource.DEFAULT_MAP,
+    )
+
+
+def warn_unused(name: str, why: str) -> None:
+    """Say on stderr that the option ``name``, given, does nothing here (``why``), as the
+    running command spells it (``--no-preserve-thinking``)."""
+    if not given(name):
+        return
+    ctx = click.get_current_context()
+    note(f"warning: {flag_of(ctx.command, name, ctx.params.get(name), given=True)} {why}: ignored")
 
 
 def check_snapshot_options(offline: bool, snapshot: str | None) -> None:

@@ -247,7 +247,13 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
         )
 
 
-@cli.command()
+@cli.command(
+    keywords={
+        "output_tokens_per_dataset": "tokens_per_dataset",
+        "prompt_tokens_per_request": "prompt_tokens",
+        "prompt_to_output_ratio": "prompt_ratio",
+    }
+)
 @click.argument("model")
 @snapshot_options
 @click.option(

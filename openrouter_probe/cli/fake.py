@@ -80,8 +80,18 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--offline", is_flag=True, help="Serve the snapshot bundled with the package.")
 @click.option("--snapshot", metavar="bundled|PATH", help="Serve a saved snapshot.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=int, default=8080, show_default=True, help="Port (0: any free one).")
-@click.option("--credit-usd", type=float, help="The key's credit limit in USD (default: none).")
+@click.option(
+    "--port",
+    type=click.IntRange(min=0, max=65535),
+    default=8080,
+    show_default=True,
+    help="Port (0: any free one).",
+)
+@click.option(
+    "--credit-usd",
+    type=click.FloatRange(min=0),
+    help="The key's credit limit in USD (default: none).",
+)
 @click.option(
     "--in-flight-share",
     type=float,
@@ -108,7 +118,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
 @click.option(
     "--speed",
-    type=float,
+    type=click.FloatRange(min=0),
     default=1.0,
     show_default=True,
     help="Latency scale: 1 = the endpoints' own stats, 10 = ten times faster, 0 = no waits.",
@@ -116,7 +126,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--generation-lag",
     "generation_lag_s",
-    type=float,
+    type=click.FloatRange(min=0),
     default=0.0,
     show_default=True,
     help="Seconds before /generation?id= knows a generation (404 before).",
@@ -124,7 +134,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--batch-seconds",
     "batch_seconds",
-    type=float,
+    type=click.FloatRange(min=0),
     default=420.0,
     show_default=True,
     help="Seconds a batch stays in_progress (the Batch API; OpenRouter's median is 7 minutes).",

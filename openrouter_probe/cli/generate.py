@@ -20,6 +20,7 @@ from openrouter_probe.cli._common import (
     snapshot_options,
     token_count,
     usd_amount,
+    warn_unused,
 )
 from openrouter_probe.cli.terms import flagged
 
@@ -105,6 +106,8 @@ def source_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
+        if reading["sample"] is None:
+            warn_unused("seed", "picks the rows of --sample, and there is no --sample")
         return func(*args, reading=reading, **kwargs)
 
     options = [
@@ -200,7 +203,11 @@ def _weights_syntax(text: str) -> object:
     show_default=True,
     help="Ask for answers as streams (SSE); the records are the same either way.",
 )
-@click.option("--temperature", type=float, help="Of every request (a row's temperature wins).")
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0, max=2),
+    help="Of every request, 0 to 2 (a row's temperature wins).",
+)
 @click.option(
     "--reasoning-effort",
     type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
@@ -247,6 +254,13 @@ def _weights_syntax(text: str) -> object:
     help='On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
 )
 @click.option(
+    "--no-response-cache",
+    "no_response_cache",
+    is_flag=True,
+    help="Do not ask OpenRouter's response cache (X-OpenRouter-Cache, 24 h) for the requests; "
+    "by default it answers a row resent after a lost answer free.",
+)
+@click.option(
     "--snapshot",
     metavar="bundled|PATH",
     help="Price and check the policy against this snapshot instead of the live endpoints.",
@@ -261,7 +275,7 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--read-timeout",
     "read_timeout_s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=300.0,
     show_default=True,
     help="Seconds without data, or a stream without a token (keep-alives only), before an "
@@ -278,7 +292,7 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--drain-timeout",
     "drain_timeout_s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=60.0,
     show_default=True,
     help="After the first Ctrl-C, seconds to wait for requests in flight.",
@@ -306,6 +320,7 @@ def generate(
     redo_failed: bool,
     redo_truncated: bool,
     lower_max_tokens: bool,
+    no_response_cache: bool,
     snapshot: str | None,
     attempts: int,
     read_timeout_s: float,
@@ -349,6 +364,7 @@ def generate(
             redo_failed=redo_failed,
             redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
+            response_cache=not no_response_cache,
             snapshot=snapshot,
             attempts=attempts,
             read_timeout_s=read_timeout_s,
@@ -359,13 +375,21 @@ def generate(
             progress=not quiet and not dry_run,
         )
     )
-    if fmt == "json":
-        click.echo(json.dumps(summary.to_dict(), indent=2))
-    else:
-        click.echo(flagged(summary.render()))
+    _show_summary(summary, fmt)
     if summary.stop_reason in ("interrupted", "cancelled"):
         sys.exit(130)
     sys.exit(summary.exit_code)
+
+
+def _show_summary(summary: Any, fmt: str) -> None:
+    """The run's summary on stdout: JSON (every skipped row in ``skipped_rows``) or text (the
+    warnings name the first 10)."""
+    if fmt == "json":
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    click.echo(flagged(summary.render()))
+    if len(summary.skipped_rows) > 10:
+        note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
 
 
 def _kind_of(path: str) -> str | None:
@@ -459,7 +483,7 @@ def audit_cmd(
     sys.exit(report.exit_code)
 
 
-@cli.command("export")
+@cli.command("export", keywords={"paths": "outputs"})
 @click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--format",
@@ -534,6 +558,8 @@ def export_cmd(
     """
     from openrouter_probe.generation.export import export
 
+    if fmt != "specforge":
+        warn_unused("preserve_thinking", f"is specforge's; --format {fmt} has no such key")
     summary = export(
         outputs,
         fmt=fmt,

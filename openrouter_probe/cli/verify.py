@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from openrouter_probe.cli._common import checked_by, cli, format_option, note, usd_amount
+from openrouter_probe.cli._common import (
+    checked_by,
+    cli,
+    format_option,
+    note,
+    usd_amount,
+    warn_unused,
+)
 from openrouter_probe.cli.terms import flagged
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
@@ -143,6 +150,7 @@ def verify(model: str, **opts: Any) -> None:
 
     fmt, dry_run = opts["fmt"], opts["dry_run"]
     _check_options(opts)
+    _warn_unused(opts)
     tags = opts["endpoints"].split(",") if opts["endpoints"] is not None else None
     source = _snapshot(model, offline=opts["offline"], snapshot=opts["snapshot"])
     options: dict[str, Any] = {
@@ -217,6 +225,18 @@ def _send_check(model: str, **kwargs: Any) -> Any:
     from openrouter_probe.verify.run import verify_precision
 
     return asyncio.run(verify_precision(model, handle_signals=True, **kwargs))
+
+
+def _warn_unused(opts: dict[str, Any]) -> None:
+    """Options given that this check does not read."""
+    if opts["dry_run"] or opts["offline"]:
+        why = "is written after the prompts are sent, and this run sends none"
+        warn_unused("evidence", why)
+        warn_unused("out", why)
+    suites = {part.strip() for part in str(opts["suite"]).split(",")}
+    if not suites & {"arith", "tools"}:
+        for name in ("n", "seed"):
+            warn_unused(name, "shapes the generated suites (arith, tools), and --suite has none")
 
 
 def _check_options(opts: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.account import AccountLimits, hold_for, refuse_credit
 from openrouter_probe.fake.batches import BatchService
@@ -45,6 +45,7 @@ from openrouter_probe.fake.faults import (
 )
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply
+from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
 
@@ -143,7 +144,7 @@ class FakeOpenRouter:
         if not snaps:
             raise ConfigError("the fake server needs at least one snapshot")
         if speed < 0 or not math.isfinite(speed):
-            raise ConfigError(f"--speed {speed}: must be 0 (no waits) or a positive factor")
+            raise OptionError("{speed=}: must be 0 (no waits) or a positive factor", speed=speed)
         if not 0.0 <= reasoning_share <= 1.0:
             raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
         if credit_usd is not None and credit_usd < 0:
@@ -188,6 +189,8 @@ class FakeOpenRouter:
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        #: OpenRouter's response cache (``X-OpenRouter-Cache: true``; ``fake.response_cache``)
+        self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
         self._requests = 0
@@ -421,8 +424,13 @@ class FakeOpenRouter:
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
             return error_response(400, problem or "Bad request")
-        prompt_tokens = count_prompt_tokens(body["messages"], body)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        stream = bool(body.get("stream"))
+        cache = cache_request(request.headers, raw, stream)
+        hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
+        if hit is not None:  # before any provider: a hit bills nothing, holds nothing
+            return await hit.run(stream=stream, max_tokens=max_tokens)
+        prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}
@@ -431,7 +439,6 @@ class FakeOpenRouter:
         )
         if not plan.decision.candidates:
             return json_response(404, self.router.no_route(model, plan.decision, block))
-        stream = bool(body.get("stream"))
         refused = self._refuse_request(request_no, model, stream=stream)
         if refused is not None:
             return refused
@@ -442,8 +449,9 @@ class FakeOpenRouter:
         billed: list[Decimal] = []
         try:
             return await self._serve(
-                request, body, model, chain, request_no, prompt_tokens, max_tokens, stream, billed
-            )
+                request, body, model, chain, request_no, prompt_tokens, max_tokens, stream,
+                billed, cache,
+            )  # fmt: skip
         finally:
             if held:
                 self.limits.release(held, sum(billed, Decimal(0)), self.clock.now())
@@ -459,6 +467,7 @@ class FakeOpenRouter:
         max_tokens: int | None,
         stream: bool,
         billed: list[Decimal],
+        cache: tuple[str, int] | None,
     ) -> web.StreamResponse:
         """Serve a request the account may hold: the credit's 402, or the endpoints in turn
         (what it billed is appended to ``billed``)."""
@@ -498,6 +507,7 @@ class FakeOpenRouter:
                         prompt_tokens,
                         attempts,
                         stream=stream,
+                        cache=cache,
                     )
                     return await reply.run(stream=stream, max_tokens=max_tokens)
                 status, payload = bodies.upstream_error_body(
@@ -513,6 +523,20 @@ class FakeOpenRouter:
                 billed.append(reply.billed_usd)
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+
+
+def _cache_hit(
+    fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
+) -> Reply | None:
+    """The reply that replays the response cache's answer to this request, if it has one."""
+    hit = fake.response_cache.get(cache[0], fake.clock.now())
+    if hit is None:
+        return None
+    served = [(hit.endpoint, 200)]
+    return Reply(
+        fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
+        stream=bool(body.get("stream")), cached=hit, cache=cache,
+    )  # fmt: skip
 
 
 def _next_month(now: datetime) -> datetime:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.files import atomic_write_bytes, atomic_write_text, ensure_not_input
 from openrouter_probe.generation.conversation import (
     SPECFORGE_REASONS,
@@ -212,10 +212,20 @@ def _count_tokens(summary: ExportSummary, record: dict[str, Any]) -> None:
         summary.longest_ok = max(summary.longest_ok, output)
 
 
-def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
+def _check_target(
+    fmt: str, output: str | Path, files: list[str], push_to_hub: str | None = None
+) -> bool:
     """Refuse what cannot be written before reading anything; return whether to write an array."""
     if fmt not in EXPORT_FORMATS:
-        raise ConfigError(f"fmt={fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+        raise OptionError(f"{{fmt=}}: use one of {', '.join(EXPORT_FORMATS)}", fmt=fmt)
+    if push_to_hub and fmt != "hf":
+        raise OptionError(
+            "{push_to_hub=} uploads a Hub dataset folder, which only {fmt=hf} writes (given: "
+            "{fmt=}): add it, or drop {push_to_hub}",
+            push_to_hub=push_to_hub,
+            fmt=fmt,
+        )
+    _check_outputs(files)
     target = Path(output)
     try:
         ensure_not_input(target, *files)
@@ -231,10 +241,7 @@ def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
     if fmt == "hf":
         if target.is_file():
             raise ConfigError(f"output={target}: fmt='hf' writes a folder; name a folder")
-        if not (target.parent if str(target.parent) else Path(".")).is_dir():
-            raise ConfigError(
-                f"output={target}: the folder {target.parent} does not exist; create it"
-            )
+        _check_folder(target)
         for name in ("pyarrow", "pyarrow.parquet"):
             try:
                 importlib.import_module(name)
@@ -246,12 +253,7 @@ def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
     if fmt == "parquet" and suffix in (".json", ".jsonl"):
         raise ConfigError(f"output={target}: fmt='parquet' writes parquet: name it "
                           f"{target.with_suffix('.parquet')}")  # fmt: skip
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise ConfigError(
-            f"output={target}: the folder {folder} does not exist; create it "
-            f"(mkdir -p {folder}) or name a file in a folder that exists"
-        )
+    _check_folder(target)
     if fmt == "parquet":
         try:
             importlib.import_module("pyarrow")
@@ -262,14 +264,50 @@ def _check_target(fmt: str, output: str | Path, files: list[str]) -> bool:
     return fmt in ("sharegpt", "jsonl") and suffix == ".json"
 
 
-def _prompt_tools(prompts: str | Path | None) -> dict[str, Any]:
-    """Each prompt row's ``tools`` by row id (the output does not record them)."""
+def _check_folder(target: Path) -> None:
+    """The folder ``target`` goes in exists, or can be made (a missing one is made at the write):
+    no part of its path is a file."""
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(
+                    f"output={target}: {parent} is a file, not a folder; name a file in a folder"
+                )
+            return
+
+
+def _check_outputs(files: list[str]) -> None:
+    """Refuse outputs that hold no output: every one a spend journal or turns file of ``generate``
+    (an export of them would write nothing)."""
+    from openrouter_probe.run.ledger import LEDGER_SUFFIX
+    from openrouter_probe.run.turns import TURNS_SUFFIX
+
+    beside = [f for f in files if f.endswith((LEDGER_SUFFIX, TURNS_SUFFIX))]
+    if files and len(beside) == len(files):
+        first = beside[0]
+        what = "spend journal" if first.endswith(LEDGER_SUFFIX) else "turns file"
+        answers = first.removesuffix(LEDGER_SUFFIX).removesuffix(TURNS_SUFFIX)
+        raise OptionError(
+            f"{_braced(first)} is the {what} of `generate`, not an output file: export "
+            f"the output it is beside ({_braced(answers)})",
+            paths=files,
+        )
+
+
+def _braced(text: object) -> str:
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
+def _prompt_tools(prompts: str | Path | None) -> tuple[dict[str, Any], set[str]]:
+    """Each prompt row's ``tools`` by row id (the output does not record them), and every row id
+    of the prompts."""
     if prompts is None:
-        return {}
+        return {}, set()
     from openrouter_probe.generation.manifest import read_inputs
 
     rows = read_inputs(prompts).prompts  # a manifest too: each dataset's rows
-    return {r.id: r.params["tools"] for r in rows if r.params.get("tools")}
+    tools = {r.id: r.params["tools"] for r in rows if r.params.get("tools")}
+    return tools, {r.id for r in rows}
 
 
 def _uses_tools(conv: Conversation) -> bool:
@@ -395,19 +433,21 @@ def export(
     from openrouter_probe.generation.audit import merged_records
 
     files = [str(p) for p in paths]
-    json_array = _check_target(fmt, output, files)
+    json_array = _check_target(fmt, output, files, push_to_hub)
+    tools, prompt_ids = _prompt_tools(prompts)
     opts = _Options(
         fmt=fmt,
         keep=frozenset({"ok", "truncated"} if include_truncated else {"ok"}),
         only_generated=only_generated,
         require_reasoning=require_reasoning,
         preserve_thinking=preserve_thinking,
-        tools=_prompt_tools(prompts),
+        tools=tools,
     )
     summary = ExportSummary(fmt=fmt, output=str(output), json_array=json_array)
     rows = []
     pairs = []
     superseded: list[str] = []
+    matched = False
     for record in merged_records(files, superseded=superseded):
         summary.read += 1
         if record.get("status") in ("ok", "truncated"):
@@ -416,6 +456,13 @@ def export(
         if row is not None:
             rows.append(row)
             pairs.append((record, row))
+        matched = matched or str(record["id"]) in prompt_ids
+    if prompts is not None and summary.read and not matched:
+        raise OptionError(
+            "{prompts=}: none of its row ids is a row of the outputs read (the prompts of "
+            "another run?): give the prompts file these rows were generated from",
+            prompts=str(prompts),
+        )
     if fmt == "hf":
         from openrouter_probe.generation import hub
 
@@ -432,6 +479,7 @@ def export(
 
 def _write(fmt: str, rows: list[dict[str, Any]], output: Path, *, json_array: bool) -> None:
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)  # -o hub/x.jsonl on a fresh tree
         if fmt == "parquet":
             _write_parquet(rows, output)
         elif json_array:

@@ -3,7 +3,8 @@
 The folder::
 
     DIR/README.md                                   the dataset card: YAML header + provenance
-    DIR/data/<dataset>/train-00000-of-00001.parquet  one folder of shards per dataset
+    DIR/data/<dataset>/train-00000-of-00001-<sha>.parquet  one folder of shards per dataset (the
+                                                    name ends in the start of its SHA-256)
 
 ``datasets.load_dataset(DIR)`` reads it (the card's ``configs``: ``default``, every row, and one
 config per dataset, e.g. ``load_dataset(DIR, "B3")``). A row: ``id``, ``dataset``,
@@ -28,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib
 import json
 import re
@@ -55,6 +57,14 @@ SHARD_ROWS = 50_000
 def folder_name(dataset: str) -> str:
     """The dataset's folder and config name: letters, digits, ``_``, ``.``, ``-`` only."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset).strip("._") or "default"
+
+
+def shard_name(index: int, shards: int, data: bytes) -> str:
+    """A Parquet shard's file name, with the first 16 hex digits of its content's SHA-256:
+    ``datasets`` keys its cache of a local folder on the files' names (not their content), so a
+    re-export into the same folder must name its shards anew to be read back, not the cache."""
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return f"train-{index:05d}-of-{shards:05d}-{digest}.parquet"
 
 
 def _pyarrow() -> Any:
@@ -130,6 +140,8 @@ class HubCard:
     prompts: list[str] = field(default_factory=list)
     command: str | None = None
     superseded: int = 0
+    #: each dataset folder's shard files, as the card's configs name them (``write_hub_folder``)
+    shards: dict[str, list[str]] = field(default_factory=dict)
 
     def count(self, record: Mapping[str, Any], row: Mapping[str, Any]) -> None:
         """Add one exported row: its dataset, the providers of its turns, model and policy."""
@@ -151,20 +163,30 @@ class HubCard:
         total = sum(self.providers.values())
         return {p: round(n / total, 4) for p, n in self.providers.most_common()} if total else {}
 
+    def _files(self, name: str | None) -> str | list[str]:
+        """The shard files of dataset ``name`` (every dataset's: ``None``), each by name where
+        they are known: ``datasets`` keys its cache of a local folder on this header, so the
+        names (which carry each file's hash) make a re-export load as written, not from the
+        cache."""
+        if not self.shards:
+            return "data/*/*.parquet" if name is None else f"data/{name}/*.parquet"
+        chosen = sorted(self.shards) if name is None else [name]
+        return [path for n in chosen for path in self.shards.get(n, [])]
+
     def header(self) -> dict[str, Any]:
         """The YAML header ``datasets`` reads: the configs (all rows; one per dataset)."""
         configs: list[dict[str, Any]] = [
             {
                 "config_name": "default",
                 "default": True,
-                "data_files": [{"split": "train", "path": "data/*/*.parquet"}],
+                "data_files": [{"split": "train", "path": self._files(None)}],
             }
         ]
         for name in sorted({folder_name(n) for n in self.rows_by_dataset} - {"default"}):
             configs.append(
                 {
                     "config_name": name,
-                    "data_files": [{"split": "train", "path": f"data/{name}/*.parquet"}],
+                    "data_files": [{"split": "train", "path": self._files(name)}],
                 }
             )
         return {"configs": configs, "tags": ["synthetic", "speculative-decoding", "openrouter"]}
@@ -279,9 +301,11 @@ def write_hub_folder(
             for i in range(shards):
                 part = items[i * SHARD_ROWS : (i + 1) * SHARD_ROWS]
                 table = pa.Table.from_pylist(part, schema=schema)
-                pq.write_table(
-                    table, work / "data" / name / f"train-{i:05d}-of-{shards:05d}.parquet"
-                )
+                shard = work / "data" / name / f"train-{i:05d}-of-{shards:05d}.parquet"
+                pq.write_table(table, shard)
+                named = shard.with_name(shard_name(i, shards, shard.read_bytes()))
+                shard.rename(named)
+                card.shards.setdefault(name, []).append(f"data/{name}/{named.name}")
         atomic_write_text(work / "README.md", card.render())
         if folder.exists():
             if not (folder / "README.md").is_file() and any(folder.iterdir()):
@@ -311,5 +335,7 @@ def push_to_hub(folder: Path, repo: str, *, api: Any = None, private: bool = Tru
         repo_id=repo,
         repo_type="dataset",
         commit_message="openrouter-probe export --format hf",
+        # the shards of an earlier export have other names (their hashes): not left behind
+        delete_patterns=["data/**"],
     )
     return str(getattr(info, "commit_url", info))

@@ -31,15 +31,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
-from openrouter_probe.errors import ConfigError, validation_errors
+from openrouter_probe.errors import ConfigError, OptionError, validation_errors
 from openrouter_probe.generation.prompts import PromptSet, Selection, read_prompts
 from openrouter_probe.generation.shapes import FieldMap
-from openrouter_probe.generation.sources import HF_PREFIX
+from openrouter_probe.generation.sources import HF_PREFIX, hf_only
 
 __all__ = [
     "DatasetEntry",
@@ -183,18 +183,22 @@ class SourceOptions:
         return cls(FieldMap(prompt=prompt_field, id=id_field), Selection(limit, sample, seed),
                    config, split)  # fmt: skip
 
-    def given(self) -> list[str]:
-        """The options set, by their keywords (``SourceOptions.of``'s; the CLI shows its flags)."""
-        return [
-            name
-            for name, value in (
-                ("prompt_field or id_field", self.fields != FieldMap()),
-                ("limit= or sample=", self.selection != Selection()),
-                ("config=", self.config is not None),
-                ("split=", self.split is not None),
-            )
-            if value
-        ]
+    def given(self) -> dict[str, Any]:
+        """The options set, by their keywords (``SourceOptions.of``'s) and values."""
+        named = {
+            "prompt_field": self.fields.prompt,
+            "id_field": self.fields.id,
+            "limit": self.selection.limit,
+            "sample": self.selection.sample,
+            "config": self.config,
+            "split": self.split,
+        }
+        return {name: value for name, value in named.items() if value is not None}
+
+
+def _braced(text: object) -> str:
+    """``text`` inside an ``OptionError`` template (its braces doubled)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 def read_inputs(
@@ -208,6 +212,13 @@ def read_inputs(
     (each with its own; giving ``options`` too is an error)."""
     options = options or SourceOptions()
     if not is_manifest(prompts):
+        wrong = hf_only(prompts, config=options.config, split=options.split)
+        if wrong is not None:
+            raise OptionError(
+                f"{{{wrong}=}} is for hf: ids and datasets folders, not the file "
+                f"{_braced(prompts)}",
+                **{wrong: getattr(options, wrong)},
+            )
         rows = read_prompts(
             prompts,
             shard=shard,
@@ -218,10 +229,13 @@ def read_inputs(
             split=options.split,
         )
         return Inputs(rows)
-    if options.given():
-        raise ConfigError(
-            f"{prompts}: a manifest sets each dataset's own; drop {', '.join(options.given())} "
-            "(or set them in the manifest)"
+    given = options.given()
+    if given:
+        names = ", ".join(f"{{{name}=}}" for name in given)
+        raise OptionError(
+            f"{_braced(prompts)}: a manifest sets each dataset's own; drop {names} (or set them "
+            "in the manifest)",
+            **given,
         )
     manifest = read_manifest(prompts)
     folder = Path(prompts).parent

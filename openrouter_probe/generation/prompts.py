@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.generation.sources import Source, open_source
 from openrouter_probe.run.rows import PromptRow
@@ -92,11 +92,12 @@ class Selection:
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.sample is not None:
-            raise ConfigError("give limit= or sample=, not both")
+            raise OptionError("give {limit} or {sample}, not both", limit=self.limit,
+                              sample=self.sample)  # fmt: skip
         for name, value in (("limit", self.limit), ("sample", self.sample)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):  # fmt: skip
-                raise ConfigError(f"{name}={value!r}: give a whole number >= 1")
+                raise OptionError(f"{{{name}=}}: give a whole number >= 1", **{name: value})
 
     def rank(self, ident: str) -> int:
         """The row's place in the sample order (lowest first): stable for an id and a seed."""

@@ -36,7 +36,7 @@ from typing import Any
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import json_error
 
-__all__ = ["HF_EXTRA", "HF_PREFIX", "Source", "open_source"]
+__all__ = ["HF_EXTRA", "HF_PREFIX", "Source", "hf_only", "open_source"]
 
 HF_PREFIX = "hf:"
 HF_EXTRA = "pip install 'openrouter-probe[hf]'"
@@ -188,6 +188,16 @@ def _offline() -> bool:
     return bool(getattr(config, "HF_HUB_OFFLINE", False))
 
 
+def hf_only(spec: str | Path, *, config: str | None, split: str | None) -> str | None:
+    """The keyword (``config``, ``split``) given for ``spec`` that only ``hf:`` ids and datasets
+    folders read (a file has no config nor split), or ``None``."""
+    if str(spec).startswith(HF_PREFIX):
+        return None
+    if config is not None:
+        return "config"
+    return "split" if split is not None and not Path(spec).is_dir() else None
+
+
 def open_source(spec: str | Path, *, config: str | None = None, split: str | None = None) -> Source:
     """The source ``spec`` names (a path or ``hf:OWNER/NAME``); raise ``ConfigError`` naming the
     fix when it is none (a missing path, a ``hf:`` id without an owner)."""
@@ -197,9 +207,9 @@ def open_source(spec: str | Path, *, config: str | None = None, split: str | Non
         if name.count("/") != 1 or not all(name.split("/")):
             raise ConfigError(f"{text}: give hf:OWNER/NAME, e.g. hf:openai/gsm8k")
         return Source(text, "hf", config, split)
-    if config is not None or (split is not None and not Path(text).is_dir()):
-        what = "config=" if config is not None else "split="
-        raise ConfigError(f"{what} is for hf: ids and datasets folders, not the file {text}")
+    wrong = hf_only(text, config=config, split=split)
+    if wrong is not None:
+        raise ConfigError(f"{wrong}= is for hf: ids and datasets folders, not the file {text}")
     path = Path(text)
     if path.is_dir():
         if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():

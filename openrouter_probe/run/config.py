@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.client import DEFAULT_BASE_URL
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import parse_decimal, whole_number
 from openrouter_probe.run.ledger import ledger_path
@@ -68,7 +68,8 @@ class JobOptions:
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest pause for the key's own 429;
     ``target_tokens`` stops each dataset at that many billed output tokens; ``weights`` split the
     cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
-    tokens retry lower; ``batch`` sends through the Batch API (``run.batch_sender``). ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
+    tokens retry lower; ``batch`` sends through the Batch API (``run.batch_sender``);
+    ``response_cache_ttl_s`` asks OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
     ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
     (tests). Build it with :meth:`resolve`, which names the option in its errors.
     """
@@ -93,6 +94,9 @@ class JobOptions:
     lookup: Lookup | None = None
     #: send through the Batch API (``generate --batch``): the batch sender's settings
     batch: BatchSettings | None = None
+    #: ask OpenRouter's response cache for every request, answers kept this many seconds
+    #: (``None``: never ask; ``verify`` never does, its repeats must be generated anew)
+    response_cache_ttl_s: int | None = None
     sleep: Sleep = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
@@ -101,11 +105,15 @@ class JobOptions:
         for name in ("read_timeout_s", "min_tokens_per_s", "drain_timeout_s"):
             value = getattr(self, name)
             if not value > 0:
-                raise ConfigError(f"{name} {value!r}: a number of seconds above 0")
+                raise OptionError(f"{{{name}=}}: a number of seconds above 0", **{name: value})
         if self.max_wait_s < 0:
-            raise ConfigError(f"max_wait_s {self.max_wait_s!r}: a number of seconds, 0 or more")
+            raise OptionError(
+                "{max_wait_s=}: a number of seconds, 0 or more", max_wait_s=self.max_wait_s
+            )
         if self.target_tokens is not None and self.target_tokens < 1:
-            raise ConfigError(f"target_tokens {self.target_tokens!r}: a whole number >= 1")
+            raise OptionError(
+                "{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens
+            )
         for dataset, weight in self.weights.items():
             if not 0 < weight < float("inf"):
                 raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
@@ -195,6 +203,7 @@ class _Fields(TypedDict, total=False):
     send: Sender | None
     lookup: Lookup | None
     batch: BatchSettings | None
+    response_cache_ttl_s: int | None
     sleep: Sleep
     clock: Callable[[], float]
     wall_clock: Callable[[], float]

@@ -5,7 +5,9 @@ Since 2026 OpenRouter holds each paid request's estimated cost while it runs, an
 that would take the held total past the account's in-flight budget (a fraction of the credit
 balance; OPENROUTER.md 18) with a 402 ``in_flight_budget_exhausted`` and ``Retry-After``. The budget
 is not published, so the run learns it: a request starts only while the worst cases in flight plus
-its own fit the dollar window, which opens at ``START_REQUESTS`` requests' worst case, grows by each
+its own fit the dollar window. A run's window is open until the first refusal (no account without
+an in-flight budget is slowed); ``start_requests`` (``START_REQUESTS``) instead opens it at that
+many requests' worst case, growing by each
 answered request's worst case until the first refusal (doubling per round trip, as TCP's slow
 start), then shrinks ×0.7 on a refusal (at most once per round trip: a window's worth of answers
 between two decreases, so that one burst of refusals is one decrease) and grows back by about one
@@ -61,7 +63,7 @@ class DollarWindow:
     summary's ("held in flight at most $X; N in-flight refusals").
     """
 
-    def __init__(self, *, start_requests: int = START_REQUESTS) -> None:
+    def __init__(self, *, start_requests: int | None = None) -> None:
         self.start_requests = start_requests
         self.limit_usd: Decimal | None = None  # opened at the first request
         self.learned = False  # a refusal was seen: the slow start is over
@@ -78,6 +80,10 @@ class DollarWindow:
         total = held_usd + worst_usd
         limit = self.limit_usd
         if limit is None:
+            if self.start_requests is None:  # open until the first refusal
+                if total > self.most_held_usd:
+                    self.most_held_usd = total
+                return True
             limit = self.limit_usd = worst_usd * self.start_requests
         if held and total > limit:
             return False

@@ -29,7 +29,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.verify.stats import (
     DEFAULT_ALPHA,
@@ -115,9 +115,10 @@ def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "endpo
         return tag
     found = [e.tag for e in endpoints if e.tag.partition("/")[0] == tag]
     if len(found) > 1:
-        raise ConfigError(
-            f"{option}={tag!r}: {len(found)} endpoints have that slug ({', '.join(found)}); "
-            "name one full tag"
+        listed = ", ".join(found).replace("{", "{{").replace("}", "}}")
+        raise OptionError(
+            f"{{{option}=}}: {len(found)} endpoints have that slug ({listed}); name one full tag",
+            **{option: tag},
         )
     return found[0] if found else tag
 

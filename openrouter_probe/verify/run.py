@@ -42,7 +42,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.client import DEFAULT_BASE_URL
-from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.paid import Job, endpoints_now, open_run
@@ -98,7 +98,8 @@ def _selected(
     model: str, snap: Any, endpoints: Sequence[str] | None, policy: str | Path | None
 ) -> list[str]:
     if endpoints is not None and policy is not None:
-        raise ConfigError("give endpoints= or policy=, not both")
+        raise OptionError("give {endpoints} or {policy}, not both", endpoints=endpoints,
+                          policy=policy)  # fmt: skip
     if endpoints is not None:
         tags = [t.strip() for t in endpoints if t.strip()]
         if not tags:

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 
 __all__ = [
     "ARITH_INSTRUCTION",
@@ -450,8 +450,8 @@ def load_suites(spec: str | Sequence[str], *, n: int, seed: int = 0) -> list[Ite
             found, lines = _jsonl_suite(name)
             where = {ident: f"{name}:{line}" for ident, line in lines.items()}
         else:
-            raise ConfigError(
-                f"unknown suite {name!r}; use arith, tools, or a path to a .jsonl file"
+            raise OptionError(
+                "{suite=}: no such suite; use arith, tools, or a path to a .jsonl file", suite=name
             )
         for item in found:
             if item.id in origin:
