@@ -94,10 +94,27 @@ def _faults(rng: random.Random) -> str:
     """Every fault kind at a random rate (some absent), the waiting ones short."""
     parts = []
     for kind in sorted(FAULT_KINDS):
+        if kind in SEPARATE_DRAWS:
+            continue
         rate = rng.choice([0, 0, 0.02, 0.05, 0.1])
         if rate:
             wait = WAITS.get(kind)
             parts.append(f"{kind}={rate}" + (f"/{wait}" if wait is not None else ""))
+    return ",".join(parts)
+
+
+#: Fault kinds drawn from their own seed (``_separate``), so that the draws of the others stay what
+#: they were before these kinds were added.
+SEPARATE_DRAWS = ("in_flight_402",)
+
+
+def _separate(seed: int) -> str:
+    rng = random.Random(seed + 200_000)
+    parts = []
+    for kind in SEPARATE_DRAWS:
+        rate = rng.choice([0, 0.02, 0.05, 0.1])
+        if rate:
+            parts.append(f"{kind}={rate}/{WAITS.get(kind, 0)}")
     return ",".join(parts)
 
 
@@ -293,7 +310,7 @@ def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
     if turns == "all":
         _multi_turn(tmp / "prompts.jsonl", turns_rng)
     budget = Decimal(rng.choice(["0.01", "0.03", "0.08", "1"]))
-    faults = _faults(rng)
+    faults = ",".join(f for f in (_faults(rng), _separate(seed)) if f)
     lag = rng.choice([0, 0, 0.2])
     with serve(speed=0, seed=seed, faults=faults or None, generation_lag_s=lag) as fake:
         options = {**_options(tmp, rng, budget, fake.base_url), "turns": turns}
