@@ -49,7 +49,13 @@ from tests._child import batch_options
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 #: Seconds (real: the fake runs on the system clock) for the faults that wait.
-WAITS = {"slow_first_byte": 0.05, "stall": 0.05, "keepalive": 0.05, "platform_429": 1}
+WAITS = {
+    "slow_first_byte": 0.05,
+    "stall": 0.05,
+    "keepalive": 0.05,
+    "platform_429": 1,
+    "in_flight_402": 0,  # Retry-After: 0 (a child waits for real)
+}
 #: ``overbill``'s factor here (not seconds): billing past max_tokens within the margin every
 #: reservation keeps before an overshoot is seen (``run.overshoot``: 5% plus 16 tokens), so the
 #: cap holds whatever the concurrency of the first requests; a 6x provider, learned from its
@@ -88,10 +94,27 @@ def _faults(rng: random.Random) -> str:
     """Every fault kind at a random rate (some absent), the waiting ones short."""
     parts = []
     for kind in sorted(FAULT_KINDS):
+        if kind in SEPARATE_DRAWS:
+            continue
         rate = rng.choice([0, 0, 0.02, 0.05, 0.1])
         if rate:
             wait = WAITS.get(kind)
             parts.append(f"{kind}={rate}" + (f"/{wait}" if wait is not None else ""))
+    return ",".join(parts)
+
+
+#: Fault kinds drawn from their own seed (``_separate``), so that the draws of the others stay what
+#: they were before these kinds were added.
+SEPARATE_DRAWS = ("in_flight_402",)
+
+
+def _separate(seed: int) -> str:
+    rng = random.Random(seed + 200_000)
+    parts = []
+    for kind in SEPARATE_DRAWS:
+        rate = rng.choice([0, 0.02, 0.05, 0.1])
+        if rate:
+            parts.append(f"{kind}={rate}/{WAITS.get(kind, 0)}")
     return ",".join(parts)
 
 
@@ -287,7 +310,7 @@ def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
     if turns == "all":
         _multi_turn(tmp / "prompts.jsonl", turns_rng)
     budget = Decimal(rng.choice(["0.01", "0.03", "0.08", "1"]))
-    faults = _faults(rng)
+    faults = ",".join(f for f in (_faults(rng), _separate(seed)) if f)
     lag = rng.choice([0, 0, 0.2])
     with serve(speed=0, seed=seed, faults=faults or None, generation_lag_s=lag) as fake:
         options = {**_options(tmp, rng, budget, fake.base_url), "turns": turns}

@@ -93,6 +93,22 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     help="The key's credit limit in USD (default: none).",
 )
 @click.option(
+    "--in-flight-share",
+    type=float,
+    help="OpenRouter's in-flight budget (2026): requests in flight may hold at most this share "
+    "of the credit left (with --credit-usd); over it, its 402 with Retry-After.",
+)
+@click.option(
+    "--in-flight-usd",
+    type=float,
+    help="The in-flight budget's fixed ceiling in USD (alone, or with --in-flight-share).",
+)
+@click.option(
+    "--key-limit-usd",
+    type=float,
+    help="The key's own limit in USD: once billed, every request gets the key-limit 402.",
+)
+@click.option(
     "--faults",
     metavar="SPEC|FILE.yaml",
     callback=checked_by(_faults),
@@ -136,6 +152,9 @@ def fake_server(
     host: str,
     port: int,
     credit_usd: float | None,
+    in_flight_share: float | None,
+    in_flight_usd: float | None,
+    key_limit_usd: float | None,
     faults: str | None,
     seed: int,
     speed: float,
@@ -165,6 +184,9 @@ def fake_server(
         host=host,
         port=port,
         credit_usd=credit_usd,
+        in_flight_share=in_flight_share,
+        in_flight_usd=in_flight_usd,
+        key_limit_usd=key_limit_usd,
         faults=plan,
         seed=seed,
         speed=speed,

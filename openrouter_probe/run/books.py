@@ -37,6 +37,7 @@ from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.overshoot import Overshoot
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
@@ -155,6 +156,8 @@ class Books:
         #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
+        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it)
+        self.window: DollarWindow | None = None
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
 
@@ -185,6 +188,11 @@ class Books:
         attempt.overshoot_usd = self.overshoot.extra_usd(
             attempt.request.max_tokens, attempt.prices.output_usd_per_token
         )
+        window = self.window
+        if window is not None and not window.admits(
+            self.cap.reserved_usd, self.cap.in_flight, attempt.worst
+        ):
+            return False  # the dollars in flight are full: wait for one to settle
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
@@ -479,6 +487,10 @@ class Books:
         unsettled = _unsettled(self.reconciler)
         if unsettled:
             self.warn(unsettled)
+        window = self.window
+        if window is not None:
+            s.held_max_usd = max(s.held_max_usd, window.most_held_usd)
+            s.in_flight_refusals += window.refusals
         if self.cap.overruns:
             why = (
                 "providers billed past max_tokens: the reservations kept room for it from the "

@@ -229,6 +229,27 @@ def key_check(
     ), False
 
 
+def key_figures(options: JobOptions) -> str:
+    """What ``/key`` says of the key's own limit, for the key-limit stop (``""``: unreadable)."""
+    from openrouter_probe.api.client import Client
+
+    try:
+        with Client(
+            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
+        ) as client:
+            info = client.key()
+    except APIError:
+        return ""
+    if info.limit is None:
+        return ""
+    said = f" (GET /key: the key's limit is {format_usd(Decimal(str(info.limit)))}"
+    if info.limit_remaining is not None:
+        said += f", {format_usd(Decimal(str(info.limit_remaining)))} remaining"
+    if info.limit_reset:
+        said += f", reset {info.limit_reset}"
+    return said + ")"
+
+
 class PaidRun:
     """An output opened for a run: what it already records, and ``run`` to send more rows."""
 
@@ -514,7 +535,10 @@ class PaidRun:
             headers=None if ttl is None else response_cache_headers(ttl),
         ) as transport:
             lookup = options.lookup or transport.generation_cost
-            return await _run(make(transport.send, lookup), options.handle_signals)
+            result = await _run(make(transport.send, lookup), options.handle_signals)
+        if result.stop_reason == "key-limit":
+            result.message += await asyncio.to_thread(key_figures, options)
+        return result
 
 
 class _WriteStop:

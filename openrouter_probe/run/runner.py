@@ -33,6 +33,7 @@ from openrouter_probe.run.attempts import (
     AttemptPolicy,
     Decision,
     Fail,
+    Hold,
     Lower,
     Retry,
     Stop,
@@ -40,7 +41,7 @@ from openrouter_probe.run.attempts import (
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.limit import AdaptiveLimit
+from openrouter_probe.run.limit import AdaptiveLimit, DollarWindow
 from openrouter_probe.run.output import OutputLog
 from openrouter_probe.run.queues import Idle, RowQueues
 from openrouter_probe.run.request import RequestBuilder
@@ -87,8 +88,18 @@ class Run:
         self.progress = progress
         self.clock = options.clock
         self.stream = builder.stream
+        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch)
+        self.dollars = DollarWindow()
+        if options.batch is None:
+            books.window = self.dollars
+        cap = books.cap
         self.policy = AttemptPolicy(
-            options, model=builder.model, policy=summary.policy, max_tokens_of=builder.max_tokens_of
+            options,
+            model=builder.model,
+            policy=summary.policy,
+            max_tokens_of=builder.max_tokens_of,
+            window=self.dollars,
+            held=lambda: (cap.reserved_usd, cap.in_flight),
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -257,6 +268,7 @@ class Run:
             self.waits.notify()
             if isinstance(outcome, Answer):
                 self.limiter.on_success()
+                self.dollars.on_success(attempt.worst)
                 self.policy.answered()
                 following, record = self.source.answered(row, outcome, attempt)
                 turn = self.source.turn_by_turn
@@ -292,7 +304,9 @@ class Run:
             lower = self.queues.prepare(row, max_tokens=decision.max_tokens)
             attempt.request, attempt.ceiling_s = lower.request, lower.ceiling_s
             return True
-        if isinstance(decision, Retry):
+        if isinstance(decision, Hold):  # the in-flight budget: not a retry of a failure
+            await self.waits.sleep_unless_stopped(decision.wait_s)
+        elif isinstance(decision, Retry):
             if failure.rate_limited:
                 self.limiter.on_rate_limited(self.clock())
             self.retries += 1
