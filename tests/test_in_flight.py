@@ -264,9 +264,11 @@ def test_300_rows_at_200_in_flight_finish_under_a_budget_of_ten_requests(tmp_pat
     assert most_held <= budget
     assert refused >= 1 and summary.in_flight_refusals == refused
     assert summary.requests == 300 + refused
-    # the window is open until the first refusal: the first burst (200 at once into a budget of
-    # ten) is refused, then the run holds what the budget takes
-    assert refused / summary.requests < 0.45
+    # the window opens at sixteen requests' worst case and grows by one per answer until the
+    # first refusal (slow start), then holds what the budget takes: 74 of 374 attempts here,
+    # where the fake's settling costs (invisible to the run) fill most of its budget; 256 of 556
+    # with the window open until the first refusal
+    assert refused / summary.requests < 0.25
     assert summary.retries == 0  # a refusal is not a failure's retry
     assert summary.held_max_usd > 0
     assert "in-flight refusals" in summary.render()

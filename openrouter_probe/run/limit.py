@@ -5,9 +5,8 @@ Since 2026 OpenRouter holds each paid request's estimated cost while it runs, an
 that would take the held total past the account's in-flight budget (a fraction of the credit
 balance; OPENROUTER.md 18) with a 402 ``in_flight_budget_exhausted`` and ``Retry-After``. The budget
 is not published, so the run learns it: a request starts only while the worst cases in flight plus
-its own fit the dollar window. A run's window is open until the first refusal (no account without
-an in-flight budget is slowed); ``start_requests`` (``START_REQUESTS``) instead opens it at that
-many requests' worst case, growing by each
+its own fit the dollar window. A run's window opens at ``START_REQUESTS`` requests' worst case
+(``start_requests``; ``None`` keeps it open until the first refusal), growing by each
 answered request's worst case until the first refusal (doubling per round trip, as TCP's slow
 start), then shrinks ×0.7 on a refusal (at most once per round trip: a window's worth of answers
 between two decreases, so that one burst of refusals is one decrease) and grows back by about one

@@ -41,7 +41,7 @@ from openrouter_probe.run.attempts import (
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.limit import AdaptiveLimit, DollarWindow
+from openrouter_probe.run.limit import START_REQUESTS, AdaptiveLimit, DollarWindow
 from openrouter_probe.run.output import OutputLog
 from openrouter_probe.run.queues import Idle, RowQueues
 from openrouter_probe.run.request import RequestBuilder
@@ -89,7 +89,7 @@ class Run:
         self.clock = options.clock
         self.stream = builder.stream
         # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch)
-        self.dollars = DollarWindow()
+        self.dollars = DollarWindow(start_requests=START_REQUESTS)
         if options.batch is None:
             books.window = self.dollars
         cap = books.cap
