@@ -151,16 +151,7 @@ class FakeOpenRouter:
             raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
         if credit_usd is not None and credit_usd < 0:
             raise ConfigError(f"--credit-usd {credit_usd}: must not be negative")
-        self._models: dict[str, ServedModel] = {}
-        for snap in snaps:
-            endpoints = snap.endpoints
-            if not endpoints:
-                raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
-            names = [e.name for e in endpoints if e.name and " | " in e.name]
-            permaslug = names[0].split(" | ", 1)[1] if names else snap.model
-            entry = ServedModel(snap, snap.model, permaslug, endpoints)
-            self._models[snap.model] = entry
-            self._models.setdefault(permaslug, entry)
+        self._models = _served(snaps)
         self.faults = (
             faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
         )
@@ -534,6 +525,21 @@ class FakeOpenRouter:
             if reply is not None:
                 billed.append(reply.billed_usd)
             _release(self, reserved, reply)
+
+
+def _served(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
+    """The models the fake serves, by id and by permaslug (the first id's wins)."""
+    models: dict[str, ServedModel] = {}
+    for snap in snaps:
+        endpoints = snap.endpoints
+        if not endpoints:
+            raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
+        names = [e.name for e in endpoints if e.name and " | " in e.name]
+        permaslug = names[0].split(" | ", 1)[1] if names else snap.model
+        entry = ServedModel(snap, snap.model, permaslug, endpoints)
+        models[snap.model] = entry
+        models.setdefault(permaslug, entry)
+    return models
 
 
 def _hold(
