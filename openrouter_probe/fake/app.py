@@ -41,7 +41,10 @@ from openrouter_probe.fake.faults import (
     Degradation,
     FaultPlan,
     check_fault_tags,
+    check_tags,
     parse_faults,
+    parse_template,
+    template_tokens,
     uniform,
 )
 from openrouter_probe.fake.ledger import Ledger
@@ -98,7 +101,9 @@ class FakeOpenRouter:
     Options (keyword-only): ``credit_usd`` (the key's limit; ``None`` = unlimited), ``faults`` (a
     ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
     own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
-    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``noise`` and ``hard`` (rates on
+    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
+    tokens}`` or ``["tag=tokens"]``: that endpoint counts and bills that many more prompt tokens per
+    chat request, as a different chat template would), ``noise`` and ``hard`` (rates on
     every endpoint: see ``fake.content``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
@@ -119,6 +124,7 @@ class FakeOpenRouter:
         degrade: Mapping[str, float] | Sequence[str] | None = None,
         degrade_flip: Mapping[str, float] | Sequence[str] | None = None,
         degrade_tools: Mapping[str, float] | Sequence[str] | None = None,
+        degrade_template: Mapping[str, int] | Sequence[str] | None = None,
         noise: float = 0.0,
         hard: float = 0.0,
         reasoning_share: float = 0.8,
@@ -162,6 +168,11 @@ class FakeOpenRouter:
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
         )
         self.degrade = self.degradation.degrade
+        #: Extra prompt tokens per endpoint (a different chat template): ``template_tokens``.
+        self.template = parse_template(degrade_template or {})
+        check_tags(
+            ((f"--degrade-template {tag}={n}", tag) for tag, n in self.template.items()), served
+        )
         self.reasoning_share = reasoning_share
         self.median_tokens = median_tokens
         self.generation_lag_s = generation_lag_s
@@ -272,6 +283,13 @@ class FakeOpenRouter:
             )
         return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
 
+    def prompt_tokens_on(self, endpoint: Endpoint, prompt_tokens: int) -> int:
+        """The prompt tokens ``endpoint`` counts for a request of ``prompt_tokens``: more (or
+        fewer, never below one) where ``degrade_template`` gives it another template."""
+        if not self.template:
+            return prompt_tokens
+        return max(1, prompt_tokens + template_tokens(self.template, endpoint))
+
     def _refuse_credit(
         self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
     ) -> tuple[web.Response | None, Decimal]:
@@ -286,7 +304,7 @@ class FakeOpenRouter:
             (
                 worst_case_usd(
                     e,
-                    prompt_tokens=prompt_tokens,
+                    prompt_tokens=self.prompt_tokens_on(e, prompt_tokens),
                     max_tokens=output_cap(max_tokens, e, prompt_tokens),
                     at=now,
                 ),
@@ -298,7 +316,10 @@ class FakeOpenRouter:
         if need <= available:
             return None, need
         affordable = affordable_tokens(
-            dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+            dearest,
+            prompt_tokens=self.prompt_tokens_on(dearest, prompt_tokens),
+            remaining_usd=available,
+            at=now,
         )
         self.ledger.count_error("insufficient_credits")
         if affordable >= 1:
@@ -485,7 +506,7 @@ class FakeOpenRouter:
                         model.permaslug,
                         endpoint,
                         request_no,
-                        prompt_tokens,
+                        self.prompt_tokens_on(endpoint, prompt_tokens),
                         attempts,
                         stream=stream,
                     )

@@ -42,6 +42,8 @@ __all__ = [
     "load_faults",
     "parse_degrade",
     "parse_faults",
+    "parse_template",
+    "template_tokens",
     "uniform",
 ]
 
@@ -314,6 +316,39 @@ def parse_degrade(
             raise ConfigError(f"{option} {spec!r}: expected TAG=RATE (e.g. fireworks=0.2)")
         out[tag.strip()] = _rate(rate, f"{option} {spec!r}")
     return out
+
+
+def parse_template(
+    specs: Iterable[str] | Mapping[str, int], *, option: str = "--degrade-template"
+) -> dict[str, int]:
+    """Parse ``--degrade-template TAG=TOKENS`` options into ``{tag: tokens}``: the endpoint renders
+    a different chat template, so it counts (and bills) ``tokens`` more prompt tokens per request
+    (fewer when negative; never below one). A mapping passes through, its counts checked."""
+    pairs: list[tuple[object, object]] = []
+    if isinstance(specs, Mapping):
+        pairs.extend(specs.items())
+    else:
+        for spec in specs:
+            tag, sep, tokens = spec.partition("=")
+            if not sep or not tag.strip():
+                raise ConfigError(f"{option} {spec!r}: expected TAG=TOKENS (e.g. fireworks=12)")
+            pairs.append((tag, tokens))
+    out: dict[str, int] = {}
+    for tag, tokens in pairs:
+        text = str(tokens).strip()
+        try:
+            count = int(text)
+        except ValueError:
+            raise ConfigError(
+                f"{option} {tag}={text}: TOKENS must be a whole number of prompt tokens (e.g. 12)"
+            ) from None
+        out[str(tag).strip()] = count
+    return out
+
+
+def template_tokens(table: Mapping[str, int], endpoint: Endpoint) -> int:
+    """The prompt tokens ``endpoint``'s template adds (the first matching entry; 0 for none)."""
+    return next((n for tag, n in table.items() if matches(tag, endpoint)), 0)
 
 
 def check_tags(pairs: Iterable[tuple[str, str]], endpoints: Sequence[Endpoint]) -> None:
