@@ -283,13 +283,6 @@ class FakeOpenRouter:
             )
         return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
 
-    def prompt_tokens_on(self, endpoint: Endpoint, prompt_tokens: int) -> int:
-        """The prompt tokens ``endpoint`` counts for a request of ``prompt_tokens``: more (or
-        fewer, never below one) where ``degrade_template`` gives it another template."""
-        if not self.template:
-            return prompt_tokens
-        return max(1, prompt_tokens + template_tokens(self.template, endpoint))
-
     def _refuse_credit(
         self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
     ) -> tuple[web.Response | None, Decimal]:
@@ -304,7 +297,7 @@ class FakeOpenRouter:
             (
                 worst_case_usd(
                     e,
-                    prompt_tokens=self.prompt_tokens_on(e, prompt_tokens),
+                    prompt_tokens=template_tokens(self.template, e, prompt_tokens),
                     max_tokens=output_cap(max_tokens, e, prompt_tokens),
                     at=now,
                 ),
@@ -317,7 +310,7 @@ class FakeOpenRouter:
             return None, need
         affordable = affordable_tokens(
             dearest,
-            prompt_tokens=self.prompt_tokens_on(dearest, prompt_tokens),
+            prompt_tokens=template_tokens(self.template, dearest, prompt_tokens),
             remaining_usd=available,
             at=now,
         )
@@ -506,7 +499,7 @@ class FakeOpenRouter:
                         model.permaslug,
                         endpoint,
                         request_no,
-                        self.prompt_tokens_on(endpoint, prompt_tokens),
+                        template_tokens(self.template, endpoint, prompt_tokens),
                         attempts,
                         stream=stream,
                     )

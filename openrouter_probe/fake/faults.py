@@ -346,9 +346,14 @@ def parse_template(
     return out
 
 
-def template_tokens(table: Mapping[str, int], endpoint: Endpoint) -> int:
-    """The prompt tokens ``endpoint``'s template adds (the first matching entry; 0 for none)."""
-    return next((n for tag, n in table.items() if matches(tag, endpoint)), 0)
+def template_tokens(table: Mapping[str, int], endpoint: Endpoint, prompt_tokens: int) -> int:
+    """The prompt tokens ``endpoint`` counts for a request of ``prompt_tokens``: more (or fewer,
+    never below one) where ``table`` (``parse_template``'s; the first matching entry) gives it
+    another template."""
+    if not table:
+        return prompt_tokens
+    extra = next((n for tag, n in table.items() if matches(tag, endpoint)), 0)
+    return max(1, prompt_tokens + extra)
 
 
 def check_tags(pairs: Iterable[tuple[str, str]], endpoints: Sequence[Endpoint]) -> None:
