@@ -329,20 +329,20 @@ def parse_template(
         pairs.extend(specs.items())
     else:
         for spec in specs:
-            tag, sep, tokens = spec.partition("=")
+            tag, sep, count_text = spec.partition("=")
             if not sep or not tag.strip():
                 raise ConfigError(f"{option} {spec!r}: expected TAG=TOKENS (e.g. fireworks=12)")
-            pairs.append((tag, tokens))
+            pairs.append((tag, count_text))
     out: dict[str, int] = {}
-    for tag, tokens in pairs:
+    for name, tokens in pairs:
         text = str(tokens).strip()
         try:
             count = int(text)
         except ValueError:
             raise ConfigError(
-                f"{option} {tag}={text}: TOKENS must be a whole number of prompt tokens (e.g. 12)"
+                f"{option} {name}={text}: TOKENS must be a whole number of prompt tokens (e.g. 12)"
             ) from None
-        out[str(tag).strip()] = count
+        out[str(name).strip()] = count
     return out
 
 

@@ -583,9 +583,7 @@ def measure_endpoint(
         cost_usd=math.fsum(c for c in costs if c is not None),
         cost_unknown=sum(1 for c in costs if c is None),
         tests=() if is_reference else _deciding(judged, runs, counts),
-        prompt_agreement=prompt_token_agreement(
-            mine, reference, floor=floor[0] if floor else None
-        ),
+        prompt_agreement=prompt_token_agreement(mine, reference, floor=floor[0] if floor else None),
         **logprobs,
     )
 
