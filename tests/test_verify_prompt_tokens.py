@@ -130,11 +130,11 @@ def test_the_fake_counts_and_bills_the_extra_template_tokens() -> None:
 def test_the_fake_refuses_a_bad_template_option() -> None:
     with pytest.raises(ConfigError, match=r"--degrade-template nobody=3: no endpoint matches"):
         FakeOpenRouter(SNAP, degrade_template=["nobody=3"])
-    with pytest.raises(ConfigError, match="chutes=many: TOKENS must be a whole number"):
+    with pytest.raises(ConfigError, match="chutes=many: N must be a whole number"):
         FakeOpenRouter(SNAP, degrade_template={"chutes": "many"})  # type: ignore[dict-item]
     result = CliRunner().invoke(cli, ["fake-server", "--offline", "--degrade-template", "chutes"])
     assert result.exit_code == 2
-    assert "--degrade-template 'chutes': expected TAG=TOKENS" in result.output
+    assert "--degrade-template 'chutes': expected TAG=N" in result.output
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -39,7 +39,8 @@ def _faults(spec: str) -> object:
 
 def degradation_options(func: F) -> F:
     """``--degrade``, ``--degrade-flip``, ``--degrade-tools`` (each TAG=RATE, repeatable),
-    ``--degrade-template TAG=TOKENS`` (repeatable) and ``--noise RATE``: how the fake's endpoints answer differently (``fake.content``)."""
+    ``--degrade-template TAG=N`` (repeatable) and ``--noise RATE``: how the fake's endpoints
+    answer differently (``fake.content``)."""
     rate = click.FloatRange(0, 1)
     for option in reversed(
         (
@@ -61,9 +62,9 @@ def degradation_options(func: F) -> F:
                 "(repeatable).",
             ),
             click.option(
-                "--degrade-template", multiple=True, metavar="TAG=TOKENS",
+                "--degrade-template", multiple=True, metavar="TAG=N",
                 callback=checked_by(_tag_tokens),
-                help="Make an endpoint render another chat template: it counts and bills TOKENS "
+                help="Make an endpoint render another chat template: it counts and bills N "
                 "more prompt tokens per request (repeatable).",
             ),
             click.option(

@@ -321,7 +321,7 @@ def parse_degrade(
 def parse_template(
     specs: Iterable[str] | Mapping[str, int], *, option: str = "--degrade-template"
 ) -> dict[str, int]:
-    """Parse ``--degrade-template TAG=TOKENS`` options into ``{tag: tokens}``: the endpoint renders
+    """Parse ``--degrade-template TAG=N`` options into ``{tag: tokens}``: the endpoint renders
     a different chat template, so it counts (and bills) ``tokens`` more prompt tokens per request
     (fewer when negative; never below one). A mapping passes through, its counts checked."""
     pairs: list[tuple[object, object]] = []
@@ -331,7 +331,7 @@ def parse_template(
         for spec in specs:
             tag, sep, count_text = spec.partition("=")
             if not sep or not tag.strip():
-                raise ConfigError(f"{option} {spec!r}: expected TAG=TOKENS (e.g. fireworks=12)")
+                raise ConfigError(f"{option} {spec!r}: expected TAG=N (e.g. fireworks=12)")
             pairs.append((tag, count_text))
     out: dict[str, int] = {}
     for name, tokens in pairs:
@@ -340,7 +340,7 @@ def parse_template(
             count = int(text)
         except ValueError:
             raise ConfigError(
-                f"{option} {name}={text}: TOKENS must be a whole number of prompt tokens (e.g. 12)"
+                f"{option} {name}={text}: N must be a whole number of prompt tokens (e.g. 12)"
             ) from None
         out[str(name).strip()] = count
     return out
