@@ -14,15 +14,19 @@ import requests
 from click.testing import CliRunner
 
 import openrouter_probe as orp
+from openrouter_probe.api.batches import BatchClient
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
+from openrouter_probe.fake import ManualClock
 from openrouter_probe.fake.app import FakeOpenRouter
+from openrouter_probe.fake.batches import FINALIZING_S, VALIDATING_S
 from openrouter_probe.fake.billing import count_prompt_tokens, unit_prices
-from openrouter_probe.rules.snapshot import bundled_snapshot
+from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import pin_block
 from openrouter_probe.verify.prompt_tokens import prompt_token_agreement
 
+ROOT = Path(__file__).resolve().parent.parent
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
@@ -171,3 +175,35 @@ def test_verify_names_the_endpoint_with_another_template_and_no_other(
         assert row["findings"] == [], tag
         assert (row["prompt_tokens_differ_rate"], row["prompt_tokens_systematic"]) == (0.0, False)
     assert rows["moonshotai/int4"]["prompt_tokens_floor_differ_rate"] == 0.0
+
+
+def test_a_batch_on_that_endpoint_counts_and_bills_them_too() -> None:
+    k3 = load_snapshot(ROOT / "examples" / "batch" / "kimi-k3.snapshot.json")
+    lines = [
+        {
+            "custom_id": f"row-{i}",
+            "body": {"messages": [{"role": "user", "content": f"{i} + {i}?"}]},
+        }
+        for i in range(1, 3)
+    ]
+    clock = ManualClock(1_790_000_000)
+    with (
+        orp.fake.serve(
+            k3, speed=0, clock=clock, batch_seconds=60, degrade_template=["together=9"]
+        ) as fake,
+        BatchClient(api_key="sk-fake", base_url=fake.base_url) as client,
+    ):
+        job = client.create(
+            model="moonshotai/kimi-k3",
+            requests=lines,
+            provider={"only": ["together"], "allow_fallbacks": False},
+        )
+        clock.advance(VALIDATING_S + 60 + FINALIZING_S)
+        assert client.get(job.id).status == "completed"
+        entries = fake.ledger.entries
+    counted = {count_prompt_tokens(line["body"]["messages"], line["body"]) for line in lines}
+    assert {e.prompt_tokens for e in entries} == {n + 9 for n in counted}
+    for e in entries:  # billed at the :batch price, the extra tokens included
+        assert e.cost_usd == Decimal("0.0000015") * e.prompt_tokens + Decimal("0.0000075") * (
+            e.completion_tokens
+        )
