@@ -19,7 +19,7 @@ from openrouter_probe.run.books import Books
 from openrouter_probe.run.ledger import Ledger, OpenBatch, replay_ledger
 from openrouter_probe.run.request import Request, dumps
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import SpendCap
+from openrouter_probe.run.spend import Prices, SpendCap
 
 WORST = Decimal("0.01")
 ROW = "r1"
@@ -48,7 +48,8 @@ def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchBooks, Ledger
 
 def _attempt(worst: Decimal) -> Attempt:
     request = Request(b"{}", 16, None, worst)  # type: ignore[arg-type]
-    return Attempt(request, None, dumps(ROW), 60.0)  # type: ignore[arg-type]
+    # no output price: no room for output past max_tokens (run.overshoot), the worst case alone
+    return Attempt(request, Prices(Decimal(0), Decimal(0)), dumps(ROW), 60.0)
 
 
 def _row() -> PromptRow:

@@ -274,6 +274,8 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
             )
         )
 
+    from openrouter_probe.rules.sampling import sampling_advice
+    from openrouter_probe.run.overshoot import Overshoot
     from openrouter_probe.run.request import RequestBuilder
     from openrouter_probe.run.spend import worst_case_prices
 
@@ -286,9 +288,20 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
     block = load_compiled_policy(POLICY).provider
     prices = worst_case_prices(route(block, bundled_snapshot().endpoints, RequestParams()).admitted)
     row = read_prompts(tmp_path / "prompts.jsonl").rows[0]
-    builder = RequestBuilder(model=MODEL, provider_json="{}")
-    assert builder.worst_case_usd(row, prices, fits) <= budget
-    assert builder.worst_case_usd(row, prices, fits + 1) > budget
+    # the row's body as the run sends it: its session_id (the response cache) and the sampling
+    # its card fixes are prompt bytes too
+    builder = RequestBuilder(
+        model=MODEL, provider_json="{}", identity=True, advice=sampling_advice(MODEL)
+    )
+    room = Overshoot().extra_usd  # and the room each reservation keeps past max_tokens
+
+    def worst(max_tokens: int) -> Decimal:
+        return builder.worst_case_usd(row, prices, max_tokens) + room(
+            max_tokens, prices.output_usd_per_token
+        )
+
+    assert worst(fits) <= budget
+    assert worst(fits + 1) > budget
     assert gen(fits).requests >= 1
 
 

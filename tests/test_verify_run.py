@@ -72,9 +72,12 @@ def test_ten_prompts_are_inconclusive_not_consistent(tmp_path: Path) -> None:
 
 def test_the_cap_holds_across_every_endpoint(tmp_path: Path) -> None:
     budget = Decimal("0.01")  # the plan's worst case is $0.89, the real cost $0.04: it stops
-    with orp.fake.serve(SNAP, speed=0) as fake:
+    with orp.fake.serve(SNAP, speed=0, record_requests=True) as fake:
         report = _check(tmp_path / "v.jsonl", base_url=fake.base_url, budget_usd=budget)
         billed = fake.ledger.total_usd
+        # verify's repeats are measured anew: never the response cache, no row identity
+        assert fake.fake.response_cache.stores == 0 and fake.fake.requests
+        assert not any("session_id" in body for body in fake.fake.requests)
     assert billed <= budget
     assert report.run.stop_reason == "budget"
     assert report.run.peak_committed_usd <= budget

@@ -22,12 +22,35 @@ from openrouter_probe.api.sse import parse_sse_events
 from openrouter_probe.errors import APIError
 
 __all__ = [
+    "CACHE_HEADER",
+    "CACHE_STATUS_HEADER",
+    "CACHE_TTL_HEADER",
+    "RESPONSE_CACHE_TTL_S",
     "ChatCompletion",
     "merge_reasoning_details",
     "read_completion",
     "read_stream",
     "reasoning_text",
+    "response_cache_headers",
 ]
+
+
+#: OpenRouter's response cache (docs ``guides/features/response-caching``, beta since 2026-04-30):
+#: the request header that asks for it, the one that sets its lifetime (1-86400 s, default 300),
+#: and the response header that says ``HIT`` or ``MISS``.
+CACHE_HEADER = "X-OpenRouter-Cache"
+CACHE_TTL_HEADER = "X-OpenRouter-Cache-TTL"
+CACHE_STATUS_HEADER = "X-OpenRouter-Cache-Status"
+#: The lifetime ``generate`` asks for: the longest the docs allow (24 h), so that a row resent by a
+#: resume within a day of its lost answer is answered from the cache, free.
+RESPONSE_CACHE_TTL_S = 86400
+
+
+def response_cache_headers(ttl_s: int = RESPONSE_CACHE_TTL_S) -> dict[str, str]:
+    """The request headers that ask OpenRouter's response cache for an answer kept ``ttl_s``."""
+    if not 1 <= ttl_s <= 86400:
+        raise ValueError(f"a response cache TTL is 1 to 86400 seconds, not {ttl_s}")
+    return {CACHE_HEADER: "true", CACHE_TTL_HEADER: str(ttl_s)}
 
 
 @dataclass(slots=True)
@@ -47,6 +70,11 @@ class ChatCompletion:
     ``finish_reason`` of ``"error"``: all three occur with HTTP 200; a stream's mid-stream error
     event), with what came before it kept in ``content`` and ``reasoning``; ``broken`` says why the
     body is not a whole answer (not JSON, no choices, a stream cut before its finish).
+
+    ``cache_hit``: OpenRouter's response cache answered (``X-OpenRouter-Cache-Status: HIT``): a
+    replay of an earlier answer, billed nothing. ``cut``: no finish reason (xAI answers
+    ``finish_reason: null`` when cut at ``max_tokens``) with the completion tokens at or past the
+    request's ``max_tokens``, set by whoever knows that limit (``mark_cut``): truncated.
     """
 
     provider: str | None
@@ -62,6 +90,22 @@ class ChatCompletion:
     native_finish_reason: str | None = None
     error: dict[str, Any] | None = None
     broken: str | None = None
+    cache_hit: bool = False
+    cut: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """Cut at ``max_tokens``: ``finish_reason: "length"``, or none at the limit (``cut``)."""
+        return self.finish_reason == "length" or self.cut
+
+    def mark_cut(self, max_tokens: int) -> None:
+        """Say whether an answer with no finish reason was cut at ``max_tokens``: its completion
+        tokens (or its reasoning tokens, which 2026 bodies report above them) reach it."""
+        if self.finish_reason is None and not self.failed:
+            details = (self.usage or {}).get("completion_tokens_details")
+            reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+            reasoning = reasoning if type(reasoning) is int else 0
+            self.cut = max(self.completion_tokens, reasoning) >= max_tokens
 
     @property
     def failed(self) -> bool:
@@ -261,7 +305,7 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     index, reasoning details merged, the usage chunk taken wherever it comes.
 
     A mid-stream error event ends it (``error``, with what came before kept); a stream that stops
-    before a finish reason and ``[DONE]`` (a dropped connection) is ``broken``. The loop is the hot
+    before ``[DONE]``, or with no finish reason nor usage (xAI's null finish), is ``broken``. The loop is the hot
     path of long streams (a 500-chunk answer is 500 events): it reads each event's fields once
     and calls out only for what is rare (errors, tool calls).
     """
@@ -320,7 +364,7 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     said = "".join(reasoning) or None
     if said is None and merged is not None:
         said = reasoning_text(merged)
-    if error is None and broken is None and (finish is None or "data: [DONE]" not in text):
+    if (error or broken) is None and ("data: [DONE]" not in text or (finish or usage) is None):
         broken = "the stream ended before its finish (connection dropped?)"
     return ChatCompletion(
         provider=head.get("provider"),

@@ -254,6 +254,13 @@ def _weights_syntax(text: str) -> object:
     help='On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
 )
 @click.option(
+    "--no-response-cache",
+    "no_response_cache",
+    is_flag=True,
+    help="Do not ask OpenRouter's response cache (X-OpenRouter-Cache, 24 h) for the requests; "
+    "by default it answers a row resent after a lost answer free.",
+)
+@click.option(
     "--snapshot",
     metavar="bundled|PATH",
     help="Price and check the policy against this snapshot instead of the live endpoints.",
@@ -313,6 +320,7 @@ def generate(
     redo_failed: bool,
     redo_truncated: bool,
     lower_max_tokens: bool,
+    no_response_cache: bool,
     snapshot: str | None,
     attempts: int,
     read_timeout_s: float,
@@ -356,6 +364,7 @@ def generate(
             redo_failed=redo_failed,
             redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
+            response_cache=not no_response_cache,
             snapshot=snapshot,
             attempts=attempts,
             read_timeout_s=read_timeout_s,

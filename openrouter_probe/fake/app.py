@@ -49,6 +49,7 @@ from openrouter_probe.fake.faults import (
 )
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
+from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
 
@@ -183,6 +184,8 @@ class FakeOpenRouter:
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
+        #: OpenRouter's response cache (``X-OpenRouter-Cache: true``; ``fake.response_cache``)
+        self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
         self._requests = 0
@@ -450,8 +453,13 @@ class FakeOpenRouter:
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
             return error_response(400, problem or "Bad request")
-        prompt_tokens = count_prompt_tokens(body["messages"], body)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        stream = bool(body.get("stream"))
+        cache = cache_request(request.headers, raw, stream)
+        hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
+        if hit is not None:  # before any provider: a hit bills nothing, holds nothing
+            return await hit.run(stream=stream, max_tokens=max_tokens)
+        prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}
@@ -460,7 +468,6 @@ class FakeOpenRouter:
         )
         if not plan.decision.candidates:
             return json_response(404, self.router.no_route(model, plan.decision, block))
-        stream = bool(body.get("stream"))
         refused = self._refuse_request(request_no, model, stream=stream)
         if refused is not None:
             return refused
@@ -502,6 +509,7 @@ class FakeOpenRouter:
                         template_tokens(self.template, endpoint, prompt_tokens),
                         attempts,
                         stream=stream,
+                        cache=cache,
                     )
                     return await reply.run(stream=stream, max_tokens=max_tokens)
                 status, payload = bodies.upstream_error_body(
@@ -515,6 +523,20 @@ class FakeOpenRouter:
         finally:
             if self.credit.limit_usd is not None:
                 self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+
+
+def _cache_hit(
+    fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
+) -> Reply | None:
+    """The reply that replays the response cache's answer to this request, if it has one."""
+    hit = fake.response_cache.get(cache[0], fake.clock.now())
+    if hit is None:
+        return None
+    served = [(hit.endpoint, 200)]
+    return Reply(
+        fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
+        stream=bool(body.get("stream")), cached=hit, cache=cache,
+    )  # fmt: skip
 
 
 def _next_month(now: datetime) -> datetime:

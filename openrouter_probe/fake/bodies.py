@@ -252,7 +252,7 @@ class ChunkWriter:
             + self._open
         )
 
-    def finish(self, finish_reason: str, *, usage: str | None = None) -> str:
+    def finish(self, finish_reason: str | None, *, usage: str | None = None) -> str:
         """The finishing chunk; with ``usage`` (``usage_json``) it is the last one, with the
         ``finish_reason`` repeated."""
         delta = (
@@ -264,7 +264,8 @@ class ChunkWriter:
                 "reasoning": None,
             }
         )
-        tail = f',"finish_reason":"{finish_reason}","native_finish_reason":"{finish_reason}"}}]'
+        said = "null" if finish_reason is None else f'"{finish_reason}"'
+        tail = f',"finish_reason":{said},"native_finish_reason":{said}}}]'
         if usage is not None:
             tail += ',"usage":' + usage
         return self._head + _dumps(delta) + tail + "}\n\n"

@@ -39,6 +39,7 @@ __all__ = [
     "Answer",
     "answer_for",
     "arithmetic_answer",
+    "at_limit",
     "break_tools",
     "flip",
     "noisy",
@@ -80,7 +81,7 @@ class Answer:
 
     reasoning: tuple[str, ...]
     content: tuple[str, ...]
-    finish_reason: str
+    finish_reason: str | None  # None: cut at max_tokens the xAI way (``at_limit``)
     logprobs: tuple[float, ...]
     alternatives: tuple[tuple[str, ...], ...]
     tool_calls: tuple[ToolCallText, ...] = ()
@@ -250,6 +251,23 @@ def answer_for(
             answer, call, call_id=f"call_{hashlib.sha256(key.encode()).hexdigest()[:24]}"
         )
     return _cut(answer, max_tokens)
+
+
+def at_limit(answer: Answer, max_tokens: int) -> Answer:
+    """The answer as xAI sends one cut at ``max_tokens``: its content run on to the limit, then
+    ``finish_reason: null`` (no tool call: the answer was cut)."""
+    room = max_tokens - len(answer.reasoning) - len(answer.content)
+    more = _take(_CONTENT_CYCLE, len(answer.content), max(0, room))
+    content = (answer.content + more)[: max(0, max_tokens - len(answer.reasoning))]
+    return dataclasses.replace(
+        answer,
+        content=content,
+        finish_reason=None,
+        logprobs=_take(_LOGPROB_CYCLE, 0, len(content)),
+        alternatives=_take(_ALT_CYCLE, 0, len(content)),
+        tool_calls=(),
+        tool_tokens=0,
+    )
 
 
 def _cut(answer: Answer, max_tokens: int) -> Answer:

@@ -71,6 +71,15 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
         "reached' (streams)",
     ),
     "choice_error": ("response", "a 200 body whose choice carries an error (non-streaming)"),
+    "finish_null": (
+        "response",
+        "the answer runs to max_tokens and ends with finish_reason null (xAI's way of a cut)",
+    ),
+    "overbill": (
+        "response",
+        "bills /FACTOR (default 6) x max_tokens output tokens, the excess as reasoning (providers "
+        "that bill past the limit)",
+    ),
     "drop": ("response", "the connection closes mid-body"),
     "slow_first_byte": ("response", "the first byte waits SECONDS (default 30)"),
     "keepalive": (
@@ -93,6 +102,7 @@ DEFAULT_SECONDS = {
     "platform_429": 10.0,
     "key_429": 10.0,
     "keepalive": 600.0,
+    "overbill": 6.0,  # not seconds: the factor of max_tokens billed
 }
 
 _MASK = (1 << 64) - 1

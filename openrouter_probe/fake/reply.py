@@ -4,6 +4,12 @@ A ``Reply`` composes the answer (``fake.content``), sends it as a body with keep
 a stream (``fake.bodies``), paced by the endpoint's latency and throughput scaled by the server's
 speed, strikes the response-phase fault it drew, and bills what was generated (or, for a stream the
 client abandoned, what was sent) into the ledger. Errors are never billed.
+
+With the response cache asked for (``fake.response_cache``), a whole 200 answer is stored; a hit
+replays one (``cached``): its content, no fault, every usage counter 0, nothing billed. The
+``finish_null`` fault answers to ``max_tokens`` with ``finish_reason: null`` (xAI); ``overbill``
+bills FACTOR x ``max_tokens`` output tokens (default 6), the tokens past what was generated as
+reasoning, as providers that bill past the limit do.
 """
 
 from __future__ import annotations
@@ -22,11 +28,20 @@ from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import charge
+from openrouter_probe.fake.billing import Charge, charge
 from openrouter_probe.fake.clock import Clock
-from openrouter_probe.fake.content import Answer, answer_for, break_tools, flip, noisy, perturb
+from openrouter_probe.fake.content import (
+    Answer,
+    answer_for,
+    at_limit,
+    break_tools,
+    flip,
+    noisy,
+    perturb,
+)
 from openrouter_probe.fake.faults import Degradation, FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
 
 __all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "Server", "output_cap"]
 
@@ -143,6 +158,15 @@ def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -
     return max(1, (endpoint.context_length or 65536) - prompt_tokens)
 
 
+#: Faults after which the answer is still whole (a response cache may keep it).
+_WHOLE = frozenset({"slow_first_byte", "keepalive", "finish_null", "overbill"})
+
+
+def charge_nothing() -> Charge:
+    """A cache hit's usage: every billable counter 0."""
+    return Charge(0, 0, 0, Decimal(0), Decimal(0))
+
+
 #: Characters of a tool call's arguments per stream delta.
 _ARGUMENT_PIECE = 16
 
@@ -203,6 +227,8 @@ class Server(Protocol):
     def choices(self) -> dict[tuple[Any, ...], str]: ...
     @property
     def faults(self) -> FaultPlan: ...
+    @property
+    def response_cache(self) -> ResponseCache: ...
 
     def new_id(self) -> str: ...
     def now(self) -> datetime: ...
@@ -224,8 +250,14 @@ class Reply:
         attempts: list[tuple[Endpoint, int]],
         *,
         stream: bool | None = None,
+        cached: CachedAnswer | None = None,
+        cache: tuple[str, int] | None = None,
     ) -> None:
         self.fake = fake
+        self.cached = cached  # a response cache hit: replay this, bill nothing
+        self.cache = cache  # the response cache's key and TTL (the request asked for it)
+        self.cap = 0  # the output tokens the request may produce (``output_cap``)
+        self.overbill = 0.0  # the ``overbill`` fault's factor (0: bill what was generated)
         self.request = request
         self.body = body
         self.permaslug = permaslug
@@ -245,6 +277,8 @@ class Reply:
     def _answer(self, max_tokens: int | None) -> tuple[Answer, bool]:
         """The answer (cached per distinct request) and whether reasoning text is shown."""
         fake, body = self.fake, self.body
+        if self.cached is not None:
+            return self.cached.answer, self.cached.show
         raw = body.get("reasoning")
         reasoning: dict[str, Any] = raw if isinstance(raw, dict) else _EMPTY
         enabled = not (
@@ -257,7 +291,7 @@ class Reply:
         nonce = (
             self.request_no if isinstance(temperature, int | float) and temperature > 0 else None
         )
-        cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
+        cap = self.cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
         messages = body["messages"]
         tools = body.get("tools")
         if not tools or not isinstance(tools, list) or body.get("tool_choice") == "none":
@@ -318,6 +352,11 @@ class Reply:
         """Charge the tokens at the endpoint's prices, add the ledger entry, return ``usage``
         serialized."""
         fake = self.fake
+        if self.cached is not None:  # a response cache hit: every billable counter 0
+            return bodies.usage_json(charge_nothing())
+        if self.overbill:  # billed past max_tokens: the tokens past what was sent as reasoning
+            billed = -(-int(self.overbill * self.cap * 1000) // 1000)
+            reasoning_tokens += max(0, billed - reasoning_tokens - content_tokens)
         c = charge(
             self.endpoint,
             prompt_tokens=self.prompt_tokens,
@@ -370,7 +409,28 @@ class Reply:
         headers = {"X-Generation-Id": self.id}
         if fault is not None:
             headers["X-Fake-Fault"] = fault.kind
+        if self.cache is not None:
+            headers["X-OpenRouter-Cache-Status"] = "HIT" if self.cached is not None else "MISS"
+            headers["X-OpenRouter-Cache-TTL"] = str(self.cache[1])
         return headers
+
+    def _store(self, answer: Answer, show: bool, fault: FaultRule | None) -> None:
+        """Keep a whole 200 answer in the response cache, when the request asked for it."""
+        if self.cache is None or self.cached is not None:
+            return
+        if fault is not None and fault.kind not in _WHOLE:
+            return
+        self.fake.response_cache.put(
+            self.cache[0],
+            CachedAnswer(
+                answer,
+                show,
+                self.endpoint,
+                self.permaslug,
+                self.fake.clock.now(),
+                float(self.cache[1]),
+            ),
+        )
 
     def _ttft_s(self) -> float:
         """Time to first token: drawn from the endpoint's latency percentiles, over ``speed``."""
@@ -410,7 +470,7 @@ class Reply:
                 endpoint=self.endpoint,
                 stream=stream,
             )
-            if fake.faults
+            if fake.faults and self.cached is None
             else None
         )
         answer, show = self._answer(max_tokens)
@@ -418,6 +478,11 @@ class Reply:
             fake.ledger.count_error(fault.kind)
             if fault.kind == "slow_first_byte":
                 await fake.clock.sleep(fault.wait_s)
+            elif fault.kind == "finish_null":
+                answer = at_limit(answer, self.cap)
+                self.cache_key = None  # this request's own answer: not shared
+            elif fault.kind == "overbill":
+                self.overbill = fault.wait_s
         if stream:
             return await self._stream(answer, show, fault)
         return await self._complete(answer, show, fault)
@@ -463,6 +528,7 @@ class Reply:
         if kind == "keepalive" and fault is not None:
             ttft += fault.wait_s  # padding only, then the answer
         if ttft == 0 and generating == 0 and kind != "drop":
+            self._store(answer, show, fault)
             self._record(finish, first_byte_s=fake.clock.now())
             return web.Response(
                 status=200, body=payload, content_type=_JSON, headers=self._headers(fault)
@@ -486,6 +552,8 @@ class Reply:
                 await response.write_eof()
         except ConnectionError:
             pass  # the client left: a non-streaming answer is billed in full all the same
+        if kind != "drop":  # generated whole and billed, whether the client stayed or not
+            self._store(answer, show, fault)
         self._record(finish, first_byte_s=first)
         return response
 
@@ -604,6 +672,7 @@ class Reply:
             tail = writer.finish(finish) + writer.finish(finish, usage=usage)
             await response.write(tail.encode() + bodies.DONE)
             await response.write_eof()
+            self._store(answer, show, fault)
             self._record(finish, first_byte_s=first)
             return response
         except (ConnectionError, asyncio.CancelledError) as exc:

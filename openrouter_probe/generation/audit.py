@@ -3,8 +3,9 @@
 ``audit`` reads one or more output files (shards are merged by row id), maps each row's served
 ``provider`` (a display name) to the snapshot's endpoints of that name, and asks the routing model
 whether the policy's ``provider`` block admits one of them. It reports, per provider: rows, tokens,
-cost, effective USD per million output tokens, truncations and errors; every row served outside the
-policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
+cost, effective USD per million output tokens, truncations and errors, and the answers billed past
+their ``max_tokens`` (how many, the worst ratio, what the tokens past the limit cost: providers
+bill past it, ``run.overshoot``); every row served outside the policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
 regenerated turn by turn (``generate --turns all``) counts each turn at the provider that served
 it (the providers of one row may differ): its tokens, its cost, and whether the policy admits it;
 the row itself counts at the provider of its last turn.
@@ -62,6 +63,9 @@ class ProviderAudit:
     truncated: int = 0
     turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
     answers: int = 0  # requests answered: one per row, one per turn of a row regenerated so
+    past_limit: int = 0  # answers billed past their max_tokens
+    worst_ratio: float = 0.0  # the largest billed output tokens / max_tokens among them
+    past_limit_usd: Decimal = Decimal(0)  # what the tokens past the limits cost (their share)
 
     @property
     def effective_usd_per_m(self) -> Decimal | None:
@@ -84,6 +88,9 @@ class ProviderAudit:
             "cost_usd": round(float(self.cost_usd), 6),
             "effective_usd_per_m": None if eff is None else round(float(eff), 4),
             "truncated": self.truncated,
+            "past_max_tokens": self.past_limit,
+            "worst_ratio": round(self.worst_ratio, 2) if self.past_limit else None,
+            "past_max_tokens_usd": round(float(self.past_limit_usd), 6),
         }
 
 
@@ -134,6 +141,10 @@ class AuditReport:
         if not any(p.turns for p in self.providers):
             for row in rows:
                 del row["turns"]
+        if not any(p.past_limit for p in self.providers):
+            for row in rows:
+                for name in ("past_max_tokens", "worst_ratio", "past_max_tokens_usd"):
+                    del row[name]
         return rows
 
     def to_dict(self) -> dict[str, Any]:
@@ -201,6 +212,13 @@ class AuditReport:
         ]
         if self.spent_usd != self.realised_usd:
             lines.append(self._spent_line())
+        for p in self.providers:
+            if p.past_limit:
+                lines.append(
+                    f"{p.provider} billed past max_tokens: {p.past_limit} answer(s), up to "
+                    f"{p.worst_ratio:.2f}x the limit, ${p.past_limit_usd:,.6f} for the tokens "
+                    "past it (a worst case of max_tokens x price does not bound its answers)"
+                )
         if self.superseded:
             lines.append(
                 f"{self.superseded} truncated answer(s) superseded by redo_truncated=True: the "
@@ -394,6 +412,12 @@ def _tally(
     tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
     cost = Decimal(str(answer.get("cost_usd") or 0))
     tally.cost_usd += cost
+    limit = _int(answer.get("max_tokens") or (row or {}).get("max_tokens"))
+    billed = output_tokens_of(answer)
+    if limit and billed > limit:
+        tally.past_limit += 1
+        tally.worst_ratio = max(tally.worst_ratio, billed / limit)
+        tally.past_limit_usd += cost * (billed - limit) / billed
     if row is not None:
         tally.rows += 1
         tally.truncated += row.get("status") == "truncated"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIError, ConfigError, NoRouteError, OptionError, PolicyError
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
@@ -200,9 +201,14 @@ def _check_sampling(
         )
 
 
-def _builder(asked: _Asked, model: str, provider_raw: Any) -> RequestBuilder:
+def _builder(
+    asked: _Asked, model: str, provider_raw: Any, *, identity: bool = False
+) -> RequestBuilder:
     """What every request of the run shares: the policy's model and provider block, byte for
-    byte, and the sampling the run asked for."""
+    byte, the sampling the run asked for and what the model's card fixes (``rules.sampling``);
+    ``identity``: each row's ``session_id`` (the response cache's rows kept apart)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
     return RequestBuilder(
         model=model,
         provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
@@ -210,7 +216,26 @@ def _builder(asked: _Asked, model: str, provider_raw: Any) -> RequestBuilder:
         stream=asked.stream,
         temperature=asked.temperature,
         reasoning=asked.reasoning,
+        advice=sampling_advice(model),
+        identity=identity,
     )
+
+
+def _cached(options: JobOptions) -> bool:
+    """Whether the run asks OpenRouter's response cache (then each row carries its identity)."""
+    return options.response_cache_ttl_s is not None
+
+
+def _sampling_note(summary: RunSummary, model: str, asked: _Asked) -> None:
+    """Say the sampling the model's card fixes and the run sends (``rules.sampling``)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
+    advice = sampling_advice(model)
+    if advice is not None:
+        note = advice.describe()
+        if asked.temperature is not None:
+            note += f"; this run sets temperature={asked.temperature:g}, which wins"
+        summary.notes.append(note)
 
 
 def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
@@ -245,7 +270,7 @@ def _admitted_prices(
     decision = route(
         compiled.provider,
         endpoints,
-        RequestParams(max_tokens=asked.max_tokens, parameters=frozenset(asked.parameters)),
+        RequestParams(max_tokens=asked.max_tokens, parameters=_sent_parameters(compiled, asked)),
     )
     if not decision.admitted:
         raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
@@ -262,13 +287,22 @@ def _admitted_prices(
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
 
 
+def _sent_parameters(compiled: Any, asked: _Asked) -> frozenset[str]:
+    """The parameters every request sends: the run's, and the sampling its model card fixes
+    (``require_parameters`` routes only to endpoints that take them all)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
+    advice = sampling_advice(compiled.model)
+    return frozenset(asked.parameters) | frozenset(advice.names if advice is not None else ())
+
+
 def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: _Asked) -> str:
     """Why no endpoint would serve the run's requests, pointing at the fix: a ``max_tokens``
     above the output limit of every endpoint the policy admits is lowered, not re-compiled."""
     from openrouter_probe.rules.routing import RequestParams, route
 
     head = f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now"
-    params = frozenset(asked.parameters)
+    params = _sent_parameters(compiled, asked)
     loose = route(compiled.provider, endpoints, RequestParams(parameters=params)).admitted
     limits = [e.max_completion_tokens for e in loose]
     if loose and None not in limits:
@@ -293,16 +327,22 @@ def _worst_total(
     todo: list[PromptRow], prices: Prices, builder: RequestBuilder, book: TurnBook | None
 ) -> Decimal:
     """The worst case of every request to send: a row's, or each of its turns' (the answers of
-    earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in)."""
+    earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in),
+    each with the room the run reserves for output past ``max_tokens`` (``run.overshoot``)."""
+    from openrouter_probe.run.overshoot import Overshoot
+
+    room, price = Overshoot().extra_usd, prices.output_usd_per_token
     total = Decimal(0)
     for row in todo:
         progress = None if book is None else book.rows.get(row.id)
         if progress is None:
-            total += builder.build(row, prices).worst_usd
+            request = builder.build(row, prices)
+            total += request.worst_usd + room(request.max_tokens, price)
             continue
         row_max = builder.max_tokens_of(row)
-        for request, earlier in progress.planned():
-            total += builder.build(request, prices, extra_prompt_tokens=earlier * row_max).worst_usd
+        for turn, earlier in progress.planned():
+            request = builder.build(turn, prices, extra_prompt_tokens=earlier * row_max)
+            total += request.worst_usd + room(request.max_tokens, price)
     return total
 
 
@@ -322,7 +362,8 @@ def _dry_run(
     from openrouter_probe.analysis.budget import plan_budget
 
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
-    builder = _builder(asked, compiled.model, {})  # the provider block adds no prompt bytes
+    # the provider block adds no prompt bytes; the row identity does, as in the real run
+    builder = _builder(asked, compiled.model, {}, identity=_cached(options))
     summary.stop_reason = "dry-run"
     worst_total = _worst_total(todo, prices, builder, book)
     summary.worst_case_usd = worst_total
@@ -497,23 +538,19 @@ async def generate(
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
     batch: bool | BatchOptions = False,
+    response_cache: bool = True,
 ) -> RunSummary:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``send``, ``sleep``, ``clock``
-    replace the transport, waits and time (docs/generate.md says every option and guarantee).
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``response_cache=False`` never
+    asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
+    and time (docs/generate.md says every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
-    asked = _ask(
-        max_tokens,
-        stream=stream,
-        temperature=temperature,
-        reasoning=_reasoning(reasoning_effort, reasoning_max_tokens),
-        weights=weights,
-        shard=shard,
-        turns=turns,
-    )
+    reasoning = _reasoning(reasoning_effort, reasoning_max_tokens)
+    asked = _ask(max_tokens, stream=stream, temperature=temperature, reasoning=reasoning,
+                 weights=weights, shard=shard, turns=turns)  # fmt: skip
     target = (
         None if target_tokens is None else parse_token_count(target_tokens, what="target_tokens")
     )
@@ -538,6 +575,7 @@ async def generate(
         max_wait_s=max_wait_s,
         target_tokens=target,
         lower_max_tokens=lower_max_tokens,
+        response_cache_ttl_s=RESPONSE_CACHE_TTL_S if response_cache else None,
     )
     redo = ("failed",) * redo_failed + ("truncated",) * redo_truncated
     asked, options = _batch_mode(asked, options, batch)
@@ -699,6 +737,7 @@ async def _run_job(
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
+        _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
         endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
@@ -724,7 +763,7 @@ async def _run_job(
             )
         return await paid.run(
             todo,
-            builder=_builder(asked, compiled.model, provider_raw),
+            builder=_builder(asked, compiled.model, provider_raw, identity=_cached(options)),
             prices=prices,
             summary=summary,
             header={

@@ -73,11 +73,14 @@ class Attempt:
     flying: bool = False  # an attempt is in flight (a cancellation records it)
     cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
     pauses_seen: int = 0  # the pool's pauses when the attempt left
+    #: room for output billed past ``max_tokens`` (``run.overshoot``), set when it is reserved
+    overshoot_usd: Decimal = _ZERO
 
     @property
     def worst(self) -> Decimal:
-        """What the next attempt reserves: its request's worst case."""
-        return self.request.worst_usd
+        """What the next attempt reserves: its request's worst case, and room for output billed
+        past its ``max_tokens``."""
+        return self.request.worst_usd + self.overshoot_usd
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,13 @@ The run's ``RunSummary`` is made from the books once, at the end (``summarize``)
 writes a money figure.
 
 Money: an attempt counts at its reservation from the moment it is reserved; when it comes back, at
-its cost (``usage.cost``, or the error body's; ``None``: an error status, never billed), or, when
-nothing says what it cost, at its whole reservation ("possibly billed") until ``/generation``
-settles it. Earlier runs' attempts that a restart settles change what was spent before this run.
+its cost (``usage.cost``, or the error body's; ``None``: an error status, never billed; $0 for
+an answer of OpenRouter's response cache, ``cache_hit``), or, when nothing says what it cost, at
+its whole reservation ("possibly billed"), or its own token counts at the dearest admitted price
+when they cost more (an answer billed past ``max_tokens``), until ``/generation`` settles it.
+Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: a margin,
+then the largest overshoot any provider of the run billed). Earlier runs' attempts that a restart
+settles change what was spent before this run.
 
 Batch mode (``generate --batch``) adds a batch side, ``run.batch_books.BatchBooks``: the plan
 journal and the lines earlier runs' open batches hold (``holds``: a reservation for such a row
@@ -32,6 +36,7 @@ from typing import Protocol
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.overshoot import Overshoot
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -66,6 +71,7 @@ class _Counts:
     reconciled_before_back_usd: Decimal = _ZERO
     possibly_billed_before_settled_usd: Decimal = _ZERO
     unsettleable: int = 0
+    cache_hits: int = 0  # answers of OpenRouter's response cache (billed nothing)
     done: dict[str, int] = field(default_factory=dict)  # rows finished, per dataset
     not_sent_by: dict[str, int] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
@@ -144,6 +150,8 @@ class Books:
         #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
+        #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
+        self.overshoot = Overshoot()
 
     @property
     def outstanding(self) -> int:
@@ -167,6 +175,10 @@ class Books:
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
+        # the room for output past max_tokens, fixed for this attempt from here to its settle
+        attempt.overshoot_usd = self.overshoot.extra_usd(
+            attempt.request.max_tokens, attempt.prices.output_usd_per_token
+        )
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
@@ -226,13 +238,31 @@ class Books:
         *,
         journaled: bool,
     ) -> None:
-        """Settle attempt ``number``'s reservation to what it cost, in the cap and the journal."""
+        """Settle attempt ``number``'s reservation to what it cost, in the cap and the journal.
+
+        An answer is read against its request here first: cut at ``max_tokens`` with no finish
+        reason (``mark_cut``), billed past it (``overshoot``), from the response cache (billed
+        nothing, whatever its usage says)."""
         worst = attempt.worst
         if isinstance(outcome, Answer):
-            cost = attempt.cost = outcome.cost_usd
+            max_tokens = attempt.request.max_tokens
+            outcome.mark_cut(max_tokens)
+            cost = outcome.cost_usd
+            if outcome.cache_hit:
+                cost = cost or _ZERO
+                self.counts.cache_hits += 1
+            attempt.cost = cost
+            billed = _billed_output(outcome.usage)
+            if self.overshoot.see(
+                outcome.provider, billed_tokens=billed, max_tokens=max_tokens, cost_usd=cost
+            ):
+                log.info("%s billed %d tokens for max_tokens=%d", row.id, billed, max_tokens)
             if cost is None:
-                self.warn(_cost_warning(outcome, worst), once=f"cost {outcome.provider or '?'}")
-                self.unknown(row, attempt, number, generation_id, journaled=journaled)
+                own = _own_cost(outcome.usage, attempt)
+                self.warn(
+                    _cost_warning(outcome, max(worst, own)), once=f"cost {outcome.provider or '?'}"
+                )
+                self.unknown(row, attempt, number, generation_id, journaled=journaled, counted=own)
                 return
         elif outcome.cost_unknown:
             self.unknown(row, attempt, number, generation_id, journaled=journaled)
@@ -254,16 +284,19 @@ class Books:
         generation_id: str | None,
         *,
         journaled: bool = True,
+        counted: Decimal = _ZERO,
     ) -> None:
-        """An attempt that left and whose cost is unknown: its worst case counts as spent until
-        the reconciler settles it from ``/generation`` (when it has a generation id; one only the
-        body named, not the headers, is journaled now, so that a restart can settle it too)."""
-        worst = attempt.worst
+        """An attempt that left and whose cost is unknown: its worst case (or ``counted``, when
+        that is more: an answer's own token counts) counts as spent until the reconciler settles
+        it from ``/generation`` (when it has a generation id; one only the body named, not the
+        headers, is journaled now, so that a restart can settle it too)."""
+        reserved = attempt.worst
+        worst = max(reserved, counted)
         if self.ledger is not None:
             if generation_id is not None and not journaled:
                 self.ledger.generation(number, generation_id)
-            self.ledger.settle_unknown(number)
-        self.cap.settle(worst, worst, row.dataset)
+            self.ledger.settle_unknown(number, counted_usd=worst if worst > reserved else None)
+        self.cap.settle(reserved, worst, row.dataset)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
         if generation_id is None or self.reconciler is None or self.run_id is None:
@@ -357,7 +390,7 @@ class Books:
         tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
         tally.cost_usd += cost or 0
         if last:
-            truncated = answer.finish_reason == "length"
+            truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1
             tally.rows += 1
             tally.truncated += truncated
@@ -406,6 +439,9 @@ class Books:
         s.spent_before_usd -= c.reconciled_before_back_usd
         s.possibly_billed_before_usd -= c.possibly_billed_before_settled_usd
         s.unsettleable += c.unsettleable
+        s.cache_hits += c.cache_hits
+        for name, seen in self.overshoot.by_provider.items():
+            s.overshoot[name] = (seen.answers, seen.worst_ratio, seen.over_usd)
         for name, tokens in c.output_tokens.items():
             s.output_tokens[name] = s.output_tokens.get(name, 0) + tokens
         for name, tally in c.providers.items():
@@ -417,12 +453,44 @@ class Books:
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
         if self.cap.overruns:
+            why = (
+                "providers billed past max_tokens: the reservations kept room for it from the "
+                "first such answer on"
+                if self.overshoot.by_provider
+                else "did the endpoints' prices rise during the run?"
+            )
             self.warn(
-                f"{self.cap.overruns} answer(s) cost more than their reserved worst case (did the "
-                "endpoints' prices rise during the run?): the cap may be exceeded by the difference"
+                f"{self.cap.overruns} answer(s) cost more than their reserved worst case ({why}): "
+                "the cap may be exceeded by the difference"
             )
         s.warnings.extend(self.warnings)
         return s
+
+
+def _billed_output(usage: Mapping[str, object] | None) -> int:
+    """The output tokens an answer was billed for: its completion tokens, plus its reasoning
+    tokens when it reports more of those (2026 bodies: 19 reasoning for 16 completion)."""
+    if not usage:
+        return 0
+    completion = usage.get("completion_tokens")
+    completion = completion if type(completion) is int else 0
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if type(reasoning) is int and reasoning > completion:
+        return completion + reasoning
+    return completion
+
+
+def _own_cost(usage: Mapping[str, object] | None, attempt: Attempt) -> Decimal:
+    """What an answer's own token counts cost at the dearest admitted price (``attempt.prices``):
+    the least an answer without a cost may have cost."""
+    if not usage:
+        return _ZERO
+    prompt = usage.get("prompt_tokens")
+    prompt = prompt if type(prompt) is int and prompt > 0 else 0
+    return attempt.prices.worst_case_usd(
+        prompt_tokens=prompt, max_tokens=_billed_output(usage), shape=attempt.request.shape
+    )
 
 
 def _cost_warning(answer: Answer, worst: Decimal) -> str:

@@ -68,7 +68,8 @@ class JobOptions:
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest pause for the key's own 429;
     ``target_tokens`` stops each dataset at that many billed output tokens; ``weights`` split the
     cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
-    tokens retry lower; ``batch`` sends through the Batch API (``run.batch_sender``). ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
+    tokens retry lower; ``batch`` sends through the Batch API (``run.batch_sender``);
+    ``response_cache_ttl_s`` asks OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
     ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
     (tests). Build it with :meth:`resolve`, which names the option in its errors.
     """
@@ -93,6 +94,9 @@ class JobOptions:
     lookup: Lookup | None = None
     #: send through the Batch API (``generate --batch``): the batch sender's settings
     batch: BatchSettings | None = None
+    #: ask OpenRouter's response cache for every request, answers kept this many seconds
+    #: (``None``: never ask; ``verify`` never does, its repeats must be generated anew)
+    response_cache_ttl_s: int | None = None
     sleep: Sleep = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
@@ -199,6 +203,7 @@ class _Fields(TypedDict, total=False):
     send: Sender | None
     lookup: Lookup | None
     batch: BatchSettings | None
+    response_cache_ttl_s: int | None
     sleep: Sleep
     clock: Callable[[], float]
     wall_clock: Callable[[], float]

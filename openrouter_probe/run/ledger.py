@@ -23,7 +23,9 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
 - ``gen``: the attempt's generation id, as soon as the response headers bring it.
 - ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
   ``unknown`` (it left, and nothing said what it cost: a timeout, a cut connection, an answer
-  without a valid ``usage.cost``, a cancellation).
+  without a valid ``usage.cost``, a cancellation), with ``counted_usd`` when it counts at more
+  than its reservation (an answer without a cost whose own token counts, at the dearest admitted
+  price, cost more: it was billed past ``max_tokens``).
 - ``batch_plan`` (``generate --batch``): a batch about to be submitted, flushed before the POST:
   its custom ids with the attempt each carries (their ``sent`` lines hold the money), the worst
   case, the model and the time the batch is created after (the orphan search's bound);
@@ -247,6 +249,8 @@ def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None
     elif entry[2] != _RECONCILED:  # a settle never undoes a reconciliation
         if line.get("unknown") is True:
             entry[2] = _UNKNOWN
+            if "counted_usd" in line:  # more than its reservation: its own tokens at the price
+                entry[1] = recorded_usd(line.get("counted_usd"), where, damaged=_DAMAGED)
         else:
             entry[2] = _KNOWN
             entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
@@ -490,9 +494,14 @@ class Ledger:
         cost = "null" if cost_usd is None else f'"{cost_usd}"'
         self._write(f'{{"settled":{attempt},"run":{self._run_json},"cost_usd":{cost}}}\n')
 
-    def settle_unknown(self, attempt: int, *, cancelled: bool = False) -> None:
-        """Record that an attempt left and its cost is unknown (counted at its reservation)."""
+    def settle_unknown(
+        self, attempt: int, *, cancelled: bool = False, counted_usd: Decimal | None = None
+    ) -> None:
+        """Record that an attempt left and its cost is unknown (counted at its reservation, or
+        at ``counted_usd`` when that is more: an answer whose own token counts cost more)."""
         extra = ',"cancelled":true' if cancelled else ""
+        if counted_usd is not None:
+            extra += f',"counted_usd":"{counted_usd}"'
         self._write(f'{{"settled":{attempt},"run":{self._run_json},"unknown":true{extra}}}\n')
 
     def reconciled(self, run_id: str, attempt: int, cost_usd: Decimal) -> None:

@@ -461,14 +461,17 @@ class PaidRun:
                     return await _run_batches(make, options, self.replay, summary)
                 if options.send is not None:
                     return await _run(make(options.send, options.lookup), options.handle_signals)
+                from openrouter_probe.api.completion import response_cache_headers
                 from openrouter_probe.run.transport import HttpTransport
 
+                ttl = options.response_cache_ttl_s
                 async with HttpTransport(
                     base_url=options.base_url,
                     api_key=options.api_key,
                     limit=options.concurrency,
                     read_timeout_s=options.read_timeout_s,
                     clock=options.clock,
+                    headers=None if ttl is None else response_cache_headers(ttl),
                 ) as transport:
                     lookup = options.lookup or transport.generation_cost
                     return await _run(make(transport.send, lookup), options.handle_signals)

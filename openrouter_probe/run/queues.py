@@ -230,8 +230,9 @@ class RowQueues:
         # the advice is for the next start, where every dataset is open again: its share then
         base = self._first_share(dataset) if shared else left
         shape = attempt.request.shape
-        fits = attempt.prices.max_tokens_within(
-            base, prompt_tokens=shape.prompt_tokens, shape=shape
+        # the output and the room the reservation keeps past it (``run.overshoot``) must fit
+        fits = self.books.overshoot.within(
+            attempt.prices.max_tokens_within(base, prompt_tokens=shape.prompt_tokens, shape=shape)
         )
         if self.books.counts.requests == 0 and fits < attempt.request.max_tokens:
             message += (

@@ -74,7 +74,7 @@ class RowSource:
         cost = attempt.cost
         record = self.record(
             row,
-            status="truncated" if answer.finish_reason == "length" else "ok",
+            status="truncated" if answer.truncated else "ok",
             provider=answer.provider,
             model=answer.model,
             finish_reason=answer.finish_reason,
@@ -85,6 +85,12 @@ class RowSource:
             generation_id=answer.generation_id,
             attempts=attempt.number,
         )
+        request = attempt.request
+        record["max_tokens"] = request.max_tokens  # what an overshoot is measured against
+        if request.sampling is not None:
+            record["sampling"] = request.sampling
+        if answer.cache_hit:
+            record["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
         if answer.reasoning_details:
@@ -164,8 +170,9 @@ class TurnSource(RowSource):
             worst=attempt.worst,
             extra_cost=attempt.extra_cost,
             run_id=self.run_id,
+            max_tokens=attempt.request.max_tokens,
         )
-        truncated = answer.finish_reason == "length"
+        truncated = answer.truncated
         if not (progress.last or truncated):
             self.book.log.keep(progress.row, turn)
             progress.done.append(turn)

@@ -136,6 +136,11 @@ class RunSummary:
     reconciled_before: int = 0
     reconciled_before_back_usd: Decimal = _ZERO
     unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
+    cache_hits: int = 0  # answers of OpenRouter's response cache: billed nothing, counted $0
+    #: providers that billed past ``max_tokens``: (answers, worst ratio, USD past the limits)
+    overshoot: dict[str, tuple[int, float, Decimal]] = field(default_factory=dict)
+    #: what the run says besides warnings (the sampling a model card fixes, sent explicitly)
+    notes: list[str] = field(default_factory=list)
     killed_in_flight_before: int = 0
     #: ``--turns all``: turns the rows to send need, one request each (``None``: ``--turns
     #: last``), turns the turns file already held for them, turns answered this run (every
@@ -211,6 +216,12 @@ class RunSummary:
             "reconciled_before": self.reconciled_before,
             "reconciled_before_back_usd": money(self.reconciled_before_back_usd),
             "unsettleable": self.unsettleable,
+            "cache_hits": self.cache_hits,
+            "overshoot": {
+                k: {"answers": n, "worst_ratio": round(r, 3), "over_usd": float(usd)}
+                for k, (n, r, usd) in sorted(self.overshoot.items())
+            },
+            "notes": list(self.notes),
             "killed_in_flight_before": self.killed_in_flight_before,
             "turns_to_send": self.turns_to_send,
             "turns_resumed": self.turns_resumed,
@@ -268,6 +279,16 @@ class RunSummary:
                 f"possibly billed by earlier runs{killed}: "
                 f"{_usd(self.possibly_billed_before_usd)} at the worst case; {settled} "
                 f"({self.ledger})"
+            )
+        if self.cache_hits:
+            lines.append(
+                f"{self.cache_hits:,} answer(s) from OpenRouter's response cache: billed nothing, "
+                "counted $0 (rows resent after a lost answer)"
+            )
+        for name, (answers, ratio, usd) in sorted(self.overshoot.items()):
+            lines.append(
+                f"{name} billed past max_tokens: {answers:,} answer(s), up to {ratio:.2f}x, "
+                f"{_usd(usd)} for the tokens past the limit (reserved for from then on)"
             )
         if self.unsettleable:
             lines.append(
@@ -353,6 +374,7 @@ class RunSummary:
             lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
+        lines.extend(self.notes)
         lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
         return "\n".join(_fit(line) for line in lines)
 

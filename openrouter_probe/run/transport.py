@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -38,7 +38,12 @@ import aiohttp
 from openrouter_probe.api.backoff import retry_after_s
 from openrouter_probe.api.chat import Generation, read_cost
 from openrouter_probe.api.chat import read_generation as api_read_generation
-from openrouter_probe.api.completion import ChatCompletion, read_completion, read_stream
+from openrouter_probe.api.completion import (
+    CACHE_STATUS_HEADER,
+    ChatCompletion,
+    read_completion,
+    read_stream,
+)
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
 __all__ = [
@@ -153,6 +158,7 @@ class HttpTransport:
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
@@ -160,6 +166,7 @@ class HttpTransport:
             "Authorization": f"Bearer {api_key}",
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
+            **(headers or {}),  # the response cache's (``api.completion.response_cache_headers``)
         }
         self._limit = limit
         self._read_timeout_s = read_timeout_s
@@ -226,6 +233,7 @@ class HttpTransport:
             async with self._session.post(self.url, data=body) as response:
                 status = response.status
                 generation_id = response.headers.get("X-Generation-Id")
+                hit = response.headers.get(CACHE_STATUS_HEADER) == "HIT"
                 if generation_id and on_id is not None and status < 400:
                     on_id(generation_id)
                 if status >= 400:
@@ -244,8 +252,12 @@ class HttpTransport:
         if isinstance(data, str):
             return _unknown(data, generation_id)
         if stream:
-            return parse_stream(data, generation_id=generation_id)
-        return parse_body(data, generation_id=generation_id)
+            outcome = parse_stream(data, generation_id=generation_id)
+        else:
+            outcome = parse_body(data, generation_id=generation_id)
+        if hit and isinstance(outcome, ChatCompletion):
+            outcome.cache_hit = True  # the response cache's replay: billed nothing
+        return outcome
 
     async def generation_cost(self, generation_id: str) -> Found:
         """What ``GET /generation?id=`` says a generation cost (``total_cost``)."""

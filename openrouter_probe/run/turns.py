@@ -189,8 +189,10 @@ def new_turn(
     worst: Decimal,
     extra_cost: Decimal,
     run_id: str | None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """One turn's record, as the output's ``turns`` and the turns file hold it."""
+    """One turn's record, as the output's ``turns`` and the turns file hold it (``max_tokens``:
+    the limit it was asked under, what ``audit`` measures an overshoot against)."""
     turn: dict[str, Any] = {
         "index": index,
         "content": answer.content,
@@ -211,6 +213,10 @@ def new_turn(
         turn["failed_attempts_cost_usd"] = float(extra_cost)
     if answer.logprobs is not None:
         turn["logprobs"] = answer.logprobs
+    if max_tokens is not None:
+        turn["max_tokens"] = max_tokens
+    if answer.cache_hit:
+        turn["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
     return turn
 
 

@@ -1,0 +1,90 @@
+"""Answers billed past ``max_tokens``, learned as a run goes, so the cap holds when providers do it.
+
+A worst case of ``max_tokens`` x the output price is not an upper bound: providers bill past the
+limit (2026 recordings: AtlasCloud 398 completion tokens for ``max_tokens: 64``, SiliconFlow 65 for
+64, a reasoning model 262 for 10; ``OPENROUTER.md`` §18). So every reservation adds room for output
+past the limit (``extra_usd``): until a provider of the run has been seen billing past it, a margin
+(``MARGIN_SHARE`` of ``max_tokens`` plus ``MARGIN_TOKENS``: SiliconFlow's one token over, with
+room); from the first answer past the limit on, the largest ratio any provider of the run billed
+(completion tokens over ``max_tokens``), if larger, for every request: which provider serves a
+request is OpenRouter's choice, so each one may be served by the worst of them.
+
+``Overshoot`` keeps, per provider (display name), the answers past their limit, the worst ratio
+and what the tokens past the limit cost (``by_provider``): the summary and ``audit`` name them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+__all__ = ["MARGIN_SHARE", "MARGIN_TOKENS", "Overshoot", "ProviderOvershoot"]
+
+#: The room a reservation keeps for output past ``max_tokens`` until a larger overshoot is seen:
+#: this share of ``max_tokens`` plus this many tokens.
+MARGIN_SHARE = Decimal("0.05")
+MARGIN_TOKENS = 16
+_ZERO = Decimal(0)
+
+
+@dataclass
+class ProviderOvershoot:
+    """One provider's answers billed past their ``max_tokens`` this run."""
+
+    answers: int = 0
+    worst_ratio: float = 1.0
+    over_usd: Decimal = _ZERO  # what the tokens past the limits cost (their share of the cost)
+
+
+@dataclass
+class Overshoot:
+    """The overshoot a run has seen, and the room each reservation keeps for it (the module)."""
+
+    ratio: Decimal = Decimal(1)  # the largest completion tokens / max_tokens seen (1: none)
+    by_provider: dict[str, ProviderOvershoot] = field(default_factory=dict)
+    #: ``extra_usd`` by (max_tokens, price) at the current ratio (a reservation per request)
+    _room: dict[tuple[int, Decimal], Decimal] = field(default_factory=dict, repr=False)
+
+    def extra_tokens(self, max_tokens: int) -> int:
+        """The output tokens past ``max_tokens`` a request may be billed for, at worst."""
+        margin = MARGIN_SHARE * max_tokens + MARGIN_TOKENS
+        learned = (self.ratio - 1) * max_tokens
+        return math.ceil(max(margin, learned))
+
+    def within(self, tokens: int) -> int:
+        """The largest ``max_tokens`` whose output and room past it fit in ``tokens``."""
+        low, high = 0, max(0, tokens)
+        while low < high:  # extra_tokens grows with max_tokens: a bisection
+            mid = (low + high + 1) // 2
+            if mid + self.extra_tokens(mid) <= tokens:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    def extra_usd(self, max_tokens: int, output_usd_per_token: Decimal) -> Decimal:
+        """What a reservation adds for output past ``max_tokens`` at the dearest output price."""
+        key = (max_tokens, output_usd_per_token)
+        room = self._room.get(key)
+        if room is None:
+            room = self._room[key] = self.extra_tokens(max_tokens) * output_usd_per_token
+        return room
+
+    def see(
+        self, provider: str | None, *, billed_tokens: int, max_tokens: int, cost_usd: Decimal | None
+    ) -> bool:
+        """An answer billed ``billed_tokens`` output tokens for ``max_tokens``: learn its
+        overshoot; return whether it went past the limit."""
+        if max_tokens <= 0 or billed_tokens <= max_tokens:
+            return False
+        ratio = Decimal(billed_tokens) / max_tokens
+        if ratio > self.ratio:
+            self.ratio = ratio
+            self._room.clear()
+        tally = self.by_provider.setdefault(provider or "?", ProviderOvershoot())
+        tally.answers += 1
+        tally.worst_ratio = max(tally.worst_ratio, float(ratio))
+        if cost_usd:
+            tally.over_usd += cost_usd * (billed_tokens - max_tokens) / billed_tokens
+        return True
