@@ -205,13 +205,14 @@ class VerifyReport:
             )
             if rest:
                 lines.append(f"{'':<{width}} {rest}")
-        tail = [
-            f"{r.tag}: {r.comparison.reason}"
-            + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
-            for r in self.results
-            if r.comparison
-        ]
-        tail.extend(f"{r.tag}: {finding}" for r in self.results for finding in r.findings)
+        tail = []
+        for r in self.results:  # each verdict's reason, then its findings beside the verdict
+            if r.comparison:
+                tail.append(
+                    f"{r.tag}: {r.comparison.reason}"
+                    + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
+                )
+            tail.extend(f"{r.tag}: {finding}" for finding in r.findings)
         tail.extend(self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         return "\n".join(lines)
