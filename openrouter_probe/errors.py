@@ -13,7 +13,7 @@ tree in one place each and chained with ``raise ... from exc``.
     ├── APIError                    talking to OpenRouter failed
     │   ├── APIConnectionError      no HTTP answer: DNS, refused, reset, timeout
     │   └── APIStatusError          an HTTP error status (.status_code, .code, .message, .metadata,
-    │       │                       .body, .retry_after)
+    │       │                       .body, .retry_after, .refusal: a 402/403's case, api.envelope)
     │       ├── RateLimitError      429
     │       ├── InsufficientCreditsError   402
     │       └── NoRouteError        404 for a model or route that has no endpoint
@@ -129,7 +129,8 @@ class APIStatusError(APIError):
     """OpenRouter answered with an error status.
 
     ``code``, ``message`` and ``metadata`` come from OpenRouter's error envelope
-    ``{"error": {"code", "message", "metadata"}}`` when the body has one.
+    ``{"error": {"code", "message", "metadata"}}`` when the body has one (``api.envelope``: a
+    nested ``error.error`` read through, the message cleaned for a person).
     """
 
     def __init__(
@@ -142,6 +143,7 @@ class APIStatusError(APIError):
         metadata: Mapping[str, Any] | None = None,
         body: str = "",
         retry_after: float | None = None,
+        refusal: str | None = None,
     ) -> None:
         super().__init__(message, url=url)
         self.status_code = status_code
@@ -150,6 +152,9 @@ class APIStatusError(APIError):
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.body = body
         self.retry_after = retry_after
+        #: what a 402 or 403 says (``api.envelope.refusal``: ``in_flight``, ``key_limit``,
+        #: ``too_large``, ``credits``, ``budget``, ``flagged``); ``None`` for other statuses
+        self.refusal = refusal
 
 
 class RateLimitError(APIStatusError):

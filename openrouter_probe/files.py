@@ -17,38 +17,45 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, ProbeError
 
 __all__ = [
+    "WriteFailed",
+    "WriteFailures",
     "append_line",
     "atomic_write_bytes",
     "atomic_write_text",
     "ensure_not_input",
     "iter_jsonl",
     "json_error",
+    "open_append",
     "repair_torn_tail",
     "same_file",
+    "write_error",
 ]
 
 
 log = logging.getLogger(__name__)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically and return the path.
 
     The bytes go to a temp file in the same folder (so ``os.replace`` never crosses a file system),
     are flushed and fsynced, and only then replace the target; the folder is fsynced too where the
     platform allows it. On any failure the temp file is removed and the old target is untouched.
-    An ``OSError`` propagates for the caller to translate into its own error.
+    An ``OSError`` propagates for the caller to translate into its own error. ``mode`` (e.g.
+    ``0o600`` for a file of secrets) is the new file's mode from its first byte on; without it the
+    replaced file's mode is kept (0644 for a new file).
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
@@ -58,9 +65,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        with contextlib.suppress(OSError):
-            # Keep the mode of the file being replaced (mkstemp creates 0600).
-            os.chmod(tmp, os.stat(target).st_mode & 0o7777 if target.exists() else 0o644)
+        if mode is not None:
+            os.chmod(tmp, mode)  # mkstemp created it 0600: never readable by others meanwhile
+        else:
+            with contextlib.suppress(OSError):
+                # Keep the mode of the file being replaced (mkstemp creates 0600).
+                os.chmod(tmp, os.stat(target).st_mode & 0o7777 if target.exists() else 0o644)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -70,9 +80,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     return target
 
 
-def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
+def atomic_write_text(
+    path: str | Path, text: str, *, encoding: str = "utf-8", mode: int | None = None
+) -> Path:
     """Write ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    return atomic_write_bytes(path, text.encode(encoding))
+    return atomic_write_bytes(path, text.encode(encoding), mode=mode)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -101,6 +113,46 @@ def ensure_not_input(output: str | Path, *inputs: str | Path) -> None:
     for source in inputs:
         if same_file(output, source):
             raise ValueError(f"the output {output} is the input {source}")
+
+
+class WriteFailed(ProbeError):
+    """A file a run appends to could not take a line (a full disk, a read-only folder, a quota):
+    what it guarded (a request about to leave) must not happen. The message is one line naming
+    the file and the errno (``write_error``)."""
+
+
+def write_error(path: str | Path, exc: OSError) -> str:
+    """The one line that says a write to ``path`` failed: the file, the reason and the errno,
+    and what to do (``ENOSPC``, ``EROFS``, ``EACCES``, ``EDQUOT``...)."""
+    code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return (
+        f"{path}: cannot write ({exc.strerror or exc}, {code}): no new request was sent after it; "
+        "make room on the disk (or make the folder writable), then rerun: it resumes"
+    )
+
+
+class WriteFailures:
+    """The first failed write of a file a run appends to: ``line`` (``write_error``; ``None``
+    while every write went through), and ``on_failure`` told it once (the run stops sending)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.line: str | None = None
+        self.on_failure: Callable[[str], None] | None = None
+
+    def fail(self, exc: OSError) -> str:
+        """Note a failed write (the first one only) and return its line."""
+        if self.line is None:
+            self.line = write_error(self.path, exc)
+            if self.on_failure is not None:
+                self.on_failure(self.line)
+        return self.line
+
+
+def open_append(path: str | Path) -> IO[str]:
+    """Open ``path`` for appending text (the output, the spend journal, the turns file): the one
+    place they are opened, so that a test can give them a disk that fills."""
+    return Path(path).open("a", encoding="utf-8")
 
 
 def append_line(handle: IO[str], line: str, *, fsync: bool = False) -> None:

@@ -28,10 +28,50 @@ def batch_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def kill_points(spec: str) -> None:
+    """Die (``os._exit(9)``: no cleanup, as a SIGKILL) at the named points, ``;``-separated:
+    ``write:N`` once the N-th output record is written (a batch's results being written);
+    ``plan:N`` right after the N-th ``batch_plan`` journal line; ``create:N`` once the N-th
+    ``POST /batches`` made its batch, before its answer is read; ``poll:N`` after the N-th
+    ``GET /batches/{id}``. (``CHILD_KILL`` in the
+    environment: the batch tests' and the invariant harness's kill points.)"""
+    import os
+
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.ledger import Ledger
+    from openrouter_probe.run.output import OutputLog
+
+    def dying(cls: Any, name: str, after: int) -> None:
+        real = getattr(cls, name)
+        seen = [0]
+
+        def call(self: Any, *args: Any, **kw: Any) -> Any:
+            done = real(self, *args, **kw)
+            seen[0] += 1
+            if seen[0] >= after:
+                os._exit(9)
+            return done
+
+        setattr(cls, name, call)
+
+    for point in filter(None, spec.split(";")):
+        what, _, count = point.partition(":")
+        target = {
+            "write": (OutputLog, "write"),
+            "plan": (Ledger, "batch_plan"),
+            "create": (BatchClient, "create"),
+            "poll": (BatchClient, "get"),
+        }[what]
+        dying(*target, int(count or 1))
+
+
 def main(argv: list[str]) -> int:
+    import os
+
     from openrouter_probe.errors import ProbeError
     from openrouter_probe.generation import generate
 
+    kill_points(os.environ.get("CHILD_KILL", ""))
     options: dict[str, Any] = batch_options(json.loads(argv[0]))
     prompts = options.pop("prompts")
     try:

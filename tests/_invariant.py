@@ -49,7 +49,13 @@ from tests._child import batch_options
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 #: Seconds (real: the fake runs on the system clock) for the faults that wait.
-WAITS = {"slow_first_byte": 0.05, "stall": 0.05, "keepalive": 0.05, "platform_429": 1}
+WAITS = {
+    "slow_first_byte": 0.05,
+    "stall": 0.05,
+    "keepalive": 0.05,
+    "platform_429": 1,
+    "in_flight_402": 0,  # Retry-After: 0 (a child waits for real)
+}
 #: ``overbill``'s factor here (not seconds): billing past max_tokens within the margin every
 #: reservation keeps before an overshoot is seen (``run.overshoot``: 5% plus 16 tokens), so the
 #: cap holds whatever the concurrency of the first requests; a 6x provider, learned from its
@@ -88,10 +94,27 @@ def _faults(rng: random.Random) -> str:
     """Every fault kind at a random rate (some absent), the waiting ones short."""
     parts = []
     for kind in sorted(FAULT_KINDS):
+        if kind in SEPARATE_DRAWS:
+            continue
         rate = rng.choice([0, 0, 0.02, 0.05, 0.1])
         if rate:
             wait = WAITS.get(kind)
             parts.append(f"{kind}={rate}" + (f"/{wait}" if wait is not None else ""))
+    return ",".join(parts)
+
+
+#: Fault kinds drawn from their own seed (``_separate``), so that the draws of the others stay what
+#: they were before these kinds were added.
+SEPARATE_DRAWS = ("in_flight_402",)
+
+
+def _separate(seed: int) -> str:
+    rng = random.Random(seed + 200_000)
+    parts = []
+    for kind in SEPARATE_DRAWS:
+        rate = rng.choice([0, 0.02, 0.05, 0.1])
+        if rate:
+            parts.append(f"{kind}={rate}/{WAITS.get(kind, 0)}")
     return ",".join(parts)
 
 
@@ -287,7 +310,7 @@ def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
     if turns == "all":
         _multi_turn(tmp / "prompts.jsonl", turns_rng)
     budget = Decimal(rng.choice(["0.01", "0.03", "0.08", "1"]))
-    faults = _faults(rng)
+    faults = ",".join(f for f in (_faults(rng), _separate(seed)) if f)
     lag = rng.choice([0, 0, 0.2])
     with serve(speed=0, seed=seed, faults=faults or None, generation_lag_s=lag) as fake:
         options = {**_options(tmp, rng, budget, fake.base_url), "turns": turns}
@@ -312,28 +335,47 @@ BATCH_EXAMPLE = ROOT / "examples" / "batch"
 BATCH_FAULTS = ("batch_expire=@1", "line_fail=0.1", "batch_404=@1", "stuck=@2", "batch_failed=@3")
 
 
+#: Kill points where the child kills itself (``tests._child.kill_points``), the fake's clock
+#: moving while it polls so that its batches finish: while a finished batch's results are being
+#: written; right after the run's first ``batch_plan`` line (a resume's: a line moved to it);
+#: right after a POST made its batch, before the answer is read (the orphan search's case).
+SELF_KILLS = {"write": "write:{n}", "moved": "plan:1", "create": "create:1"}
+
+
 def _batch_child(
-    options: dict[str, Any], journal: Path, kill: str, waits: dict[str, Any]
+    options: dict[str, Any], journal: Path, kill: str, waits: dict[str, Any], *, clock: Any = None
 ) -> tuple[str, bool]:
     """A ``--batch`` run in a child, SIGKILLed at ``kill``: once the journal holds a batch plan
-    (before or just after the POST), its id (while polling), or after a few polls. The fake's
-    clock stands still for the child, so its batches never finish: it is always killed."""
+    (before or just after the POST), its id (while polling), or after a few polls; the fake's
+    clock stands still for the child, so its batches never finish: it is always killed. Or it
+    kills itself at one of ``SELF_KILLS`` (``write:3``: the third record), the fake's clock
+    (``clock``) moved on while it polls."""
+    point = kill.partition(":")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if point[0] in SELF_KILLS:
+        env["CHILD_KILL"] = SELF_KILLS[point[0]].format(n=point[2] or 1)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests._child", json.dumps(options)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=env,
     )
-    mark = {"plan": '"batch_plan"', "id": '"batch_id"', "poll": '"batch_id"'}[kill]
-    deadline = time.monotonic() + 60
+    mark = {"plan": '"batch_plan"', "id": '"batch_id"', "poll": '"batch_id"'}.get(kill)
+    deadline = time.monotonic() + (60 if mark else 20)
     race: str | None = None
     seen_at: float | None = None
+    # a child that kills itself is raced once it holds the output (its header is journaled):
+    # a race that went first would leave it nothing to die in
+    before = len(journal.read_text(encoding="utf-8")) if mark is None and journal.exists() else 0
     while proc.poll() is None and time.monotonic() < deadline:
         text = journal.read_text(encoding="utf-8") if journal.exists() else ""
-        if race is None and text:
+        if race is None and len(text) > before:
             race = _in_process(options, **waits)  # a second run on the same output
-        if seen_at is None and mark in text:
+        if mark is None:
+            if clock is not None and '"batch_id"' in text:
+                clock.advance(60)  # its batches run on: it dies at its own point
+        elif seen_at is None and mark in text:
             seen_at = time.monotonic()
         if seen_at is not None and time.monotonic() - seen_at >= (0.2 if kill == "poll" else 0):
             break
@@ -342,6 +384,8 @@ def _batch_child(
     if killed:
         proc.send_signal(signal.SIGKILL)
     out, err = proc.communicate()
+    if proc.returncode == 9 and "CHILD_KILL" in env:
+        killed = True  # it died at its own point
     if not killed and proc.returncode == 3 and b"is in use by" in err:
         return "refused", False
     if not killed and proc.returncode not in (0, 1):
@@ -351,8 +395,9 @@ def _batch_child(
 
 
 def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
-    """Billed <= cap, counted >= billed, no row finished twice, no row billed in two completed
-    batches, and every finished row's answer is one the fake served in a batch."""
+    """Billed <= cap, billed <= counted <= cap, no row finished twice, no row billed in two
+    completed batches, every finished row's answer is one the fake served in a batch, and no
+    answer a completed batch billed is left unrecorded."""
     replay = replay_ledger(Path(f"{out}.ledger"))
     state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
     assert not state.unjournaled  # every record's money is the journal's
@@ -364,6 +409,8 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
         problems.append(f"billed ${outcome.billed_usd} over the cap ${budget}")
     if outcome.counted_usd < outcome.billed_usd:
         problems.append(f"counted ${outcome.counted_usd} under the billed ${outcome.billed_usd}")
+    if outcome.counted_usd > budget:  # a line carried into a resume counted twice
+        problems.append(f"counted ${outcome.counted_usd} over the cap ${budget}")
     records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
     outcome.finished = len(finished)
@@ -383,6 +430,28 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
     for r in finished:
         if r["status"] != "failed" and r.get("generation_id") not in served:
             problems.append(f"{r['id']}: its answer {r.get('generation_id')} was never billed")
+    lost = _lost_answers(records, fake)
+    if lost:
+        problems.append(f"{len(lost)} billed answer(s) never recorded: {sorted(lost)[:3]}")
+
+
+def _finished_records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+
+
+def _lost_answers(records: list[dict[str, Any]], fake: Any) -> set[str]:
+    """The answers completed batches billed and served that no record holds (a paid answer
+    lost: the sender must fetch and record every one)."""
+    recorded = {r.get("generation_id") for r in records}
+    paid = {e.generation_id for e in fake.ledger.entries}
+    served = set()
+    for batch in fake.fake.batches.batches.values():
+        if batch.status == "completed" and batch.billed:
+            for result in batch.results or []:
+                body = (result.get("response") or {}).get("body") or {}
+                if body.get("id") in paid:
+                    served.add(body["id"])
+    return served - recorded
 
 
 def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
@@ -421,13 +490,32 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
             await asyncio.sleep(0)
 
         waits = {"sleep": moving, "clock": clock.now}
-        for _ in range(rng.choice([1, 2])):
-            kill = rng.choice(["plan", "id", "poll"])
-            status, killed = _batch_child(options, tmp / "out.jsonl.ledger", kill, waits)
+        # drawn apart, so that the other draws of a seed stay what they were before
+        kills_rng = random.Random(seed + 200_000)
+        kills = [rng.choice(["plan", "id", "poll"]) for _ in range(rng.choice([1, 2]))]
+        draw = kills_rng.random()
+        if draw < 0.35:  # issue 30's sequence: killed while writing, then after the move
+            kills = [f"write:{kills_rng.randint(1, 5)}", "moved"]
+        elif draw < 0.7:  # the new kill points alone
+            kills = [
+                kills_rng.choice(["write:1", "write:3", "moved", "create"])
+                if kills_rng.random() < 0.6
+                else kill
+                for kill in kills
+            ]
+        for kill in kills:
+            status, killed = _batch_child(
+                options, tmp / "out.jsonl.ledger", kill, waits, clock=clock
+            )
             outcome.kills += killed
             outcome.refused += "refused" in status
             outcome.runs.append(f"child {status}")
         fake.fake.credit.limit_usd = None  # the credit is added: the withheld results unlock
         outcome.runs.append(f"last {_in_process(options, **waits)}")
-        _check_batches(tmp / "out.jsonl", fake, budget, outcome)
+        out = tmp / "out.jsonl"
+        for _ in range(2):  # reruns at the same cap record what the last one left fetched
+            if not _lost_answers(_finished_records(out), fake):
+                break
+            outcome.runs.append(f"rerun {_in_process(options, **waits)}")
+        _check_batches(out, fake, budget, outcome)
     return outcome

@@ -8,6 +8,7 @@ journal a second replay reads.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ def _killed_batch(journal: Path) -> OpenBatch:
         ledger.batch_plan(
             "p1", model="m", after=0, worst_usd=WORST, lines=[[custom_id(ROW), number]]
         )
+        ledger.batch_id("earlier", "p1", "batch-1")
     (batch,) = replay_ledger(journal).batches
     return batch
 
@@ -68,8 +70,19 @@ def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path
     assert (cap.spent_usd, cap.reserved_usd) == (0, WORST)
     assert batch_books.reservation(dumps(ROW)) is None  # held no more: taken over
     number = books.sent(_row(), attempt)
-    assert batch_books.moved(ROW, "p1.move", "batch-1", number)
-    assert not batch_books.moved(ROW, "p1.again", "batch-1", number)  # once
+    # the move is in the OS with the attempt's own line, in one write: a kill lands before the
+    # three lines or after them, never between (where the line would count twice)
+    lines = journal.read_text().splitlines()
+    header = next(i for i, x in enumerate(lines) if '"run":"now","started_utc"' in x)
+    assert [next(iter(json.loads(x))) for x in lines[header + 1 :]] == [
+        "sent",
+        "reconciled",
+        "batch_plan",
+        "batch_id",
+    ]
+    move = batch_books.moved(ROW)
+    assert move is not None and move.startswith("p1.")
+    assert batch_books.moved(ROW) is None  # once
     assert (cap.spent_usd, cap.reserved_usd) == (0, WORST)  # the move changed no cap figure
     assert (books.counts.reconciled_before, books.counts.reconciled_before_back_usd) == (1, WORST)
     assert books.counts.possibly_billed_before_settled_usd == WORST
@@ -80,8 +93,9 @@ def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path
     assert replay.spent_usd == WORST
     assert replay.reconciled == 1
     plans = {(b.run, b.plan): b for b in replay.batches}
-    assert set(plans) == {("earlier", "p1"), ("now", "p1.move")}
-    moved = plans[("now", "p1.move")]
+    assert set(plans) == {("earlier", "p1"), ("now", move)}
+    assert plans[("earlier", "p1")].lines == {}  # the line is the new attempt's alone
+    moved = plans[("now", move)]
     assert moved.batch_id == "batch-1" and moved.count == 1
     assert moved.lines == {custom_id(ROW): (number, WORST, "A", ROW)}
 
@@ -95,7 +109,8 @@ def test_a_takeover_never_journaled_counts_the_line_again(tmp_path: Path) -> Non
     books.cap.settle(WORST, None, "A")  # the attempt came back unbilled; the run stops
     batch_books.release()  # before the sender journaled the move
     assert (books.cap.spent_usd, books.cap.reserved_usd) == (WORST, 0)
-    assert not batch_books.moved(ROW, "p1.late", None, 1)
+    assert batch_books.moved(ROW) is None
+    assert "batch_plan" not in journal.read_text().split('"run":"now"')[-1]
     ledger.close()
 
 

@@ -78,6 +78,7 @@ def test_the_options_issue_18_named() -> None:
     assert out == {
         "openrouter-probe generate": ["--out", "-o"],
         "openrouter-probe verify": ["--out", "-o"],
+        "openrouter-probe keys create": ["--out", "-o"],
     }
     assert {shown for _, _, shown in OPTIONS["--out"]} == {"FILE"}
     assert {shown for _, _, shown in OPTIONS["--policy"]} == {"POLICY"}

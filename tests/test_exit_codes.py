@@ -44,6 +44,23 @@ BAD: dict[str, tuple[list[str], str]] = {
         "--faults entry 'upstream_429=lots': rate 'lots' is not a number between 0 and 1",
     ),
     "verify": ([MODEL, "--offline", "--budget-usd", "ten"], "--budget-usd: 'ten' is not a number"),
+    "keys create": (
+        [
+            "--shards",
+            "2",
+            "--budget-usd",
+            "1",
+            "--name",
+            "j",
+            "-o",
+            "k.json",
+            "--shard-weights",
+            "1,0",
+        ],
+        "--shard-weights 1,0: every weight is a number above 0",
+    ),
+    "keys status": (["k.json"], "'k.json' does not exist"),
+    "keys revoke": (["k.json"], "'k.json' does not exist"),
 }
 
 # The values issue 26 found exiting 1 (click's own exited 2).

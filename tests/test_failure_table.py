@@ -52,6 +52,29 @@ def _err(code: int, message: str, **metadata: Any) -> dict[str, Any]:
     return body
 
 
+#: The in-flight 402 as other projects logged it, 2026-09/10 (OPENROUTER.md 18).
+IN_FLIGHT_402 = _err(
+    402,
+    "This request would exceed your available credits given your current in-flight requests. "
+    "Retry after in-flight requests settle, or add credits.",
+    reason="in_flight_budget_exhausted",
+    limit_source="openrouter_in_flight_budget",
+)
+#: The key's own limit as a 402 (docs api_reference/limits, 2026; the wording is the project's).
+KEY_LIMIT_402 = _err(
+    402, "Key limit exceeded (monthly limit).", limit_source="openrouter_key_limit"
+)
+#: One request larger than the account can hold (OPENROUTER.md 18; message as recorded).
+WEIGHT_402 = _err(
+    402,
+    "This request requires more credits, or fewer max_tokens. You requested up to 393216 "
+    "tokens, but can only afford 369211",
+    reason="weight_exceeds_budget",
+    limit_source="openrouter_credits",
+    provider_name=None,
+)
+
+
 #: (id, HTTP status, error object, platform headers, expected kind)
 CASES: list[tuple[str, int, dict[str, Any], bool, str]] = [
     ("401 User not found", 401, _err(401, "User not found."), False, "run"),
@@ -300,6 +323,17 @@ CASES: list[tuple[str, int, dict[str, Any], bool, str]] = [
     ("200 mid-stream 400 (generic)", 200, _err(400, "Provider returned error"), False, "row"),
     ("200 mid-stream 500", 200, _err(500, "Internal Server Error"), False, "transient"),
     ("200 finish_reason error, no code", 200, {"message": "ended"}, False, "transient"),
+    # issue 31 (OPENROUTER.md 18): the 2026 402s, branched on metadata.limit_source / reason
+    ("402 in-flight budget (docs, 3p)", 402, IN_FLIGHT_402, False, "held"),
+    ("402 key limit (docs)", 402, KEY_LIMIT_402, False, "run"),
+    ("402 weight_exceeds_budget (docs, 3p)", 402, WEIGHT_402, False, "run"),
+    (
+        "403 a limit exceeded that names no key (project's wording)",
+        403,
+        _err(403, "Guardrail daily limit exceeded"),
+        False,
+        "run",
+    ),
 ]
 
 
@@ -325,6 +359,14 @@ def test_every_line_of_the_table_is_tested() -> None:
 def test_the_facts_a_failure_carries() -> None:
     afford = classify_error(402, CASES[1][2])
     assert afford.afford_tokens == 1056 and not afford.rate_limited
+    assert afford.refusal == "too_large"
+    weight = classify_error(402, WEIGHT_402)
+    assert weight.refusal == "too_large" and weight.afford_tokens == 369211
+    held = classify_error(402, IN_FLIGHT_402, retry_after_s=3.0)
+    assert held.refusal == "in_flight" and held.retry_after_s == 3.0
+    assert classify_error(402, KEY_LIMIT_402).refusal == "key_limit"
+    key_403 = next(c[2] for c in CASES if c[0] == "403 key limit (3p)")
+    assert classify_error(403, key_403).refusal == "key_limit"
     groq = classify_error(429, GROQ_429, retry_after_s=2.0)
     assert groq.rate_limited and groq.retry_after_s == 2.0
     assert "Groq: moonshotai/kimi-k2-0905 is temporarily rate-limited" in groq.message

@@ -66,18 +66,19 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         read_prompts(path)
     text = str(info.value)
-    assert f"{path}: 6 bad line(s)" in text
+    assert f"{path}: 5 bad line(s)" in text
     for line, why in [
         (2, "not JSON"),
         (3, "a row is a JSON object, not list"),
         (7, "sets model: the policy (policy=) and the run decide those"),
-        (8, "`max_tokens` must be a whole number >= 1"),
         (9, "`id` (the id) must be a string or an integer"),
-        (10, "has none of `messages`, `conversations`, `prompt`"),
+        (10, "has none of `messages`, `conversations`, `conversation`, `items`, `prompt`"),
     ]:
         assert f"{path}:{line}: {why}" in text, (line, text)
-    for line in (1, 4, 5, 6):  # 4 and 5 are skipped (not valid conversations), 6 is UltraChat's
-        assert f"{path}:{line}:" not in text
+    for line in (1, 4, 5, 6, 8):  # 4, 5 and 8 are skipped (not valid conversations; a
+        assert f"{path}:{line}:" not in text  # max_tokens that cannot be sent), 6 is UltraChat's
+    path.write_text("\n".join(path.read_text().splitlines()[i] for i in (0, 3, 4, 5, 7)) + "\n")
+    assert read_prompts(path).skipped[-1] == (f"{path}:5: max_tokens=0: give a whole number >= 1")
 
 
 def test_rows_that_are_not_valid_conversations_are_skipped_with_line_and_reason(
@@ -102,7 +103,7 @@ def test_rows_that_are_not_valid_conversations_are_skipped_with_line_and_reason(
     assert rows.skipped == [
         f"{where}:1: `messages` is an empty list",
         f"{where}:2: turn 0 has role 'robot'; the roles read are assistant, bard, bing, chatgpt, "
-        "developer, gpt, human, model, system, tool, user",
+        "developer, function_call, gpt, human, model, observation, system, tool, user",
         f"{where}:3: turn 0 is assistant where user comes (user and assistant take turns)",
         f"{where}:4: turn 1 is user where assistant comes (user and assistant take turns)",
         f"{where}:5: turn 0 (user) has empty content",

@@ -204,7 +204,7 @@ def test_each_family_is_read_as_the_conversation_it_holds(tmp_path: Path) -> Non
     assert share[0].extra == {"original": {"role": "assistant",
                                            "content": "Prince Hamlet seeks revenge ..."}}  # fmt: skip
     assert [m["role"] for m in share[1].messages] == ["system", "user", "assistant", "user"]
-    assert share[1].extra is None
+    assert share[1].extra is None  # every column read: nothing left for `meta`
     ultra = first(ULTRACHAT)  # the conversation wins over the `prompt` string
     assert [m["content"] for m in ultra[0].messages] == [
         "How does photosynthesis work?", "Plants turn light into sugar ...", "And at night?"
@@ -212,8 +212,10 @@ def test_each_family_is_read_as_the_conversation_it_holds(tmp_path: Path) -> Non
     assert ultra[0].params == {}
     gsm = first(GSM8K)
     assert gsm[0].messages == [{"role": "user", "content": GSM8K[0]["question"]}]
-    nemo = first(NEMOTRON)
-    assert nemo[0].messages == NEMOTRON[0]["input"] and nemo[0].params == {}
+    nemo = first(NEMOTRON)  # Llama-Nemotron: `system_prompt` is the system turn (issue 32)
+    system = {"role": "system", "content": "detailed thinking on"}
+    assert nemo[0].messages == [system, *NEMOTRON[0]["input"]] and nemo[0].params == {}
+    assert nemo[0].extra["meta"]["reasoning"] == "on"  # data, kept, never sent
     assert nemo[1].messages == [{"role": "user", "content": NEMOTRON[1]["input"]}]
     hermes = first(HERMES)
     assert hermes[0].params == {"tools": TOOLS}  # the JSON string, sent as the request's tools

@@ -180,6 +180,12 @@ def test_a_generation_never_found_stays_at_its_worst_case(tmp_path: Path) -> Non
         assert summary.reconciled == 0 and summary.possibly_billed_usd > 0
         assert summary.spent_usd == fake.ledger.total_usd + summary.possibly_billed_usd
         assert "possibly billed (cost unknown, counted at the worst case)" in summary.render()
+        # issue 30 item 5: the give-up says how much is unsettled and that a rerun settles it
+        given_up = (
+            f"1 attempt(s) could not be settled from /generation in this run: "
+            f"${summary.possibly_billed_usd:.6f} stays counted at the worst case"
+        )
+        assert any(given_up in w and "rerun the same command" in w for w in summary.warnings)
         clock.advance(3600)
         again = _run(tmp_path, fake, clock, budget_usd=1)
         assert again.reconciled_before == 1 and again.possibly_billed_before_usd == 0

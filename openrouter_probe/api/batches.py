@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openrouter_probe.api.client import DEFAULT_BASE_URL, _connection_failure, _translate_status
+from openrouter_probe.api.client import DEFAULT_BASE_URL, _connection_failure, translate_status
 from openrouter_probe.errors import APIConnectionError, APIError, ConfigError
 
 __all__ = [
@@ -228,7 +228,7 @@ class BatchClient:
                     self.path, self._fell_back = beta, True
                     continue
             if response.status_code >= 400:
-                raise _translate_status(response)
+                raise translate_status(response)
             return response
 
     def _read(self, response: requests.Response, model: type[_T]) -> _T:

@@ -7,7 +7,7 @@ honouring ``Retry-After`` within bounds: no wait is longer than ``wait_max`` or 
 ``retry_timeout``, and a server that asks for more is answered at once with an error that says when to
 retry. Each retry is logged as it happens (one line on the ``openrouter_probe.api.client`` logger); a
 refused connection or an unknown host is not retried. Every failure is translated once, in
-``_translate_status`` and ``_send``, into the tree in ``openrouter_probe.errors``.
+``translate_status`` and ``_send``, into the tree in ``openrouter_probe.errors``.
 
 Tests turn the waits off by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's
 testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
@@ -40,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 
 from openrouter_probe.api.backoff import TRANSIENT_STATUSES, Backoff, retry_after_s
 from openrouter_probe.api.chat import Generation, KeyInfo, read_generation
+from openrouter_probe.api.envelope import read_error, refusal
 from openrouter_probe.api.schema import (
     REPORT_SKIPPED,
     EndpointsResponse,
@@ -58,7 +59,7 @@ from openrouter_probe.errors import (
     first_validation_error,
 )
 
-__all__ = ["DEFAULT_BASE_URL", "Client", "page_url"]
+__all__ = ["DEFAULT_BASE_URL", "Client", "page_url", "translate_status"]
 
 log = logging.getLogger(__name__)
 
@@ -98,23 +99,26 @@ def _retry_after_seconds(response: requests.Response) -> float | None:
     return retry_after_s(response.headers.get("Retry-After"), date=response.headers.get("Date"))
 
 
-def _translate_status(response: requests.Response) -> APIStatusError:
-    """Map an error response to the exception tree (the only place that does)."""
+#: What each 402 case asks of a person (``api.envelope.refusal``).
+_REFUSAL_ADVICE = {
+    "in_flight": " The account's in-flight budget is full: retry after the requests in flight"
+    " settle (Retry-After), send fewer at once, or add credits.",
+    "key_limit": " The key's own limit is spent: raise it at https://openrouter.ai/settings/keys"
+    " or use another key.",
+    "too_large": " One request is larger than the account can hold: lower max_tokens or add"
+    " credits at https://openrouter.ai/settings/credits.",
+    "credits": " Add credits at https://openrouter.ai/settings/credits or lower max_tokens.",
+}
+
+
+def translate_status(response: requests.Response) -> APIStatusError:
+    """Map an error response to the exception tree (the only place that does; the batch client
+    uses it too). The body is read by ``api.envelope.read_error``."""
     status = response.status_code
     body = response.text
-    code: int | str | None = None
-    message = ""
-    metadata: dict[str, Any] = {}
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
-        err = payload["error"]
-        code = err.get("code")
-        message = str(err.get("message") or "")
-        if isinstance(err.get("metadata"), dict):
-            metadata = err["metadata"]
+    envelope = read_error(body)
+    metadata = envelope.metadata
+    message = envelope.message
     if not message:
         snippet = " ".join(body.split())[:200]
         message = f"HTTP {status} {response.reason or ''}".strip() + (
@@ -123,12 +127,14 @@ def _translate_status(response: requests.Response) -> APIStatusError:
     raw = metadata.get("raw")
     if isinstance(raw, str) and raw and raw not in message:
         message = f"{message} ({metadata.get('provider_name', 'provider')}: {raw})"
+    case = refusal(status, envelope.error)
     if status == 401:
         message = f"{message} OpenRouter rejected the API key: check OPENROUTER_API_KEY."
     elif status == 402:
-        message = (
-            f"{message} Add credits at https://openrouter.ai/settings/credits or lower max_tokens."
-        )
+        advice = _REFUSAL_ADVICE.get(case or "credits", "")
+        if "openrouter.ai/settings/credits" in message:
+            advice = advice.replace(" at https://openrouter.ai/settings/credits", "")
+        message = f"{message}{advice}"
     cls: type[APIStatusError] = APIStatusError
     if status == 429:
         cls = RateLimitError
@@ -140,11 +146,16 @@ def _translate_status(response: requests.Response) -> APIStatusError:
         message,
         status_code=status,
         url=response.url,
-        code=code,
+        code=envelope.code,
         metadata=metadata,
         body=body,
         retry_after=_retry_after_seconds(response),
+        refusal=case,
     )
+
+
+#: The old private name (kept for callers outside the package).
+_translate_status = translate_status
 
 
 def _retryable(exc: APIError) -> bool:
@@ -188,6 +199,7 @@ def _with_message(exc: APIError, message: str) -> APIError:
             metadata=exc.metadata,
             body=exc.body,
             retry_after=exc.retry_after,
+            refusal=exc.refusal,
         )
     return type(exc)(message, url=exc.url)
 
@@ -306,7 +318,7 @@ class Client:
         except requests.RequestException as exc:
             raise APIConnectionError(f"request to {url} failed: {exc}", url=url) from exc
         if response.status_code >= 400:
-            raise _translate_status(response)
+            raise translate_status(response)
         return response
 
     def _get(
@@ -429,6 +441,7 @@ class Client:
                 metadata=exc.metadata,
                 body=exc.body,
                 retry_after=exc.retry_after,
+                refusal=exc.refusal,
             ) from exc
 
     def models(self) -> ModelsList:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from openrouter_probe.cli import analysis as _analysis  # noqa: F401
 from openrouter_probe.cli import fake as _fake  # noqa: F401
 from openrouter_probe.cli import generate as _generate  # noqa: F401
+from openrouter_probe.cli import keys as _keys  # noqa: F401
 from openrouter_probe.cli import policy as _policy  # noqa: F401  (registers its commands)
 from openrouter_probe.cli import probe as _probe  # noqa: F401
 from openrouter_probe.cli import verify as _verify  # noqa: F401

@@ -107,6 +107,22 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     help="The key's credit limit in USD (default: none).",
 )
 @click.option(
+    "--in-flight-share",
+    type=float,
+    help="OpenRouter's in-flight budget (2026): requests in flight may hold at most this share "
+    "of the credit left (with --credit-usd); over it, its 402 with Retry-After.",
+)
+@click.option(
+    "--in-flight-usd",
+    type=float,
+    help="The in-flight budget's fixed ceiling in USD (alone, or with --in-flight-share).",
+)
+@click.option(
+    "--key-limit-usd",
+    type=float,
+    help="The key's own limit in USD: once billed, every request gets the key-limit 402.",
+)
+@click.option(
     "--faults",
     metavar="SPEC|FILE.yaml",
     callback=checked_by(_faults),
@@ -137,6 +153,12 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     show_default=True,
     help="Seconds a batch stays in_progress (the Batch API; OpenRouter's median is 7 minutes).",
 )
+@click.option(
+    "--management-key",
+    metavar="KEY",
+    help="Serve the key management API (/api/v1/keys, /api/v1/activity) to this key; the keys it "
+    "creates are accepted, each held to its own limit.",
+)
 def fake_server(
     model: str | None,
     offline: bool,
@@ -144,11 +166,15 @@ def fake_server(
     host: str,
     port: int,
     credit_usd: float | None,
+    in_flight_share: float | None,
+    in_flight_usd: float | None,
+    key_limit_usd: float | None,
     faults: str | None,
     seed: int,
     speed: float,
     generation_lag_s: float,
     batch_seconds: float,
+    management_key: str | None,
     **changes: Any,
 ) -> None:
     """Serve a fake OpenRouter from a snapshot until Ctrl-C, and print its base URL.
@@ -172,11 +198,15 @@ def fake_server(
         host=host,
         port=port,
         credit_usd=credit_usd,
+        in_flight_share=in_flight_share,
+        in_flight_usd=in_flight_usd,
+        key_limit_usd=key_limit_usd,
         faults=plan,
         seed=seed,
         speed=speed,
         generation_lag_s=generation_lag_s,
         batch_seconds=batch_seconds,
+        management_key=management_key,
         **degradation_kwargs(changes),
     ) as fake:
         click.echo(fake.base_url)

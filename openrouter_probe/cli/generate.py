@@ -221,9 +221,17 @@ def _weights_syntax(text: str) -> object:
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option(
     "--shard",
-    metavar="i/n",
+    metavar="i/n|auto",
     callback=checked_by(_shard),
-    help="Send only shard i of n (0 <= i < n), by row id.",
+    help="Send only shard i of n (0 <= i < n), by row id; auto: the launcher's rank and world "
+    "size (SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS, RANK/WORLD_SIZE).",
+)
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="KEYS.json",
+    help="Spend through this shard's own key from `keys create` (with --shard i/n or auto); "
+    "OpenRouter stops the shard at the key's limit.",
 )
 @click.option(
     "--weights",
@@ -314,6 +322,7 @@ def generate(
     reasoning_max_tokens: int | None,
     dry_run: bool,
     shard: str | None,
+    key_file: str | None,
     weights: str | None,
     turns: str,
     reading: dict[str, Any],
@@ -358,6 +367,7 @@ def generate(
             reasoning_max_tokens=reasoning_max_tokens,
             dry_run=dry_run,
             shard=shard,
+            api_key=_shard_key(key_file, shard),
             weights=weights,
             turns=turns,
             source=SourceOptions.of(**reading),
@@ -376,9 +386,20 @@ def generate(
         )
     )
     _show_summary(summary, fmt)
-    if summary.stop_reason in ("interrupted", "cancelled"):
-        sys.exit(130)
-    sys.exit(summary.exit_code)
+    sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
+
+
+def _shard_key(key_file: str | None, shard: str | None) -> str | None:
+    """``--key-file``: the secret of this shard's key (``None``: the key of OPENROUTER_API_KEY)."""
+    if key_file is None:
+        return None
+    if not shard:
+        raise click.UsageError(
+            "--key-file holds one key a shard: give --shard i/n or --shard auto with it"
+        )
+    from openrouter_probe.generation.keyfile import shard_secret
+
+    return shard_secret(key_file, shard)
 
 
 def _show_summary(summary: Any, fmt: str) -> None:
@@ -452,7 +473,7 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
 
 
 @cli.command("audit")
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("outputs", nargs=-1, required=True)
 @click.option(
     "--policy",
     required=True,
@@ -460,31 +481,52 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
     metavar="POLICY",
     help="The compiled policy the rows were generated under: who it admits.",
 )
+@click.option(
+    "--key-file",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="KEYS.json",
+    help="The job's keys (`keys create`): check the shards' journals against the keys' usage "
+    "as OpenRouter reports it (OPENROUTER_MANAGEMENT_KEY).",
+)
 @snapshot_options
 @format_option("table", "json", "csv")
 def audit_cmd(
-    outputs: tuple[str, ...], policy: str, offline: bool, snapshot: str | None, fmt: str
+    outputs: tuple[str, ...],
+    policy: str,
+    key_file: str | None,
+    offline: bool,
+    snapshot: str | None,
+    fmt: str,
 ) -> None:
-    """Report per provider what OUTPUTS (one or more shards) cost, and flag rows served outside
-    the policy (exit 1 if there is one)."""
+    """Report per provider what OUTPUTS (files, folders or globs: every shard) cost, and flag rows
+    served outside the policy (exit 1 if there is one, or if the keys used more than the
+    journals count)."""
     from openrouter_probe.generation.audit import audit
+    from openrouter_probe.generation.books import expand_outputs, job_books
     from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.spec import snapshot_args
 
+    files = expand_outputs(outputs)
     args = snapshot_args(offline=offline, snapshot=snapshot)
     model = load_compiled_policy(policy, snapshot_args=args).model
     snap = load_snapshot_for(model, offline, snapshot)
-    report = audit(outputs, policy=policy, snapshot=snap)
+    report = audit(files, policy=policy, snapshot=snap)
+    books = job_books(key_file, files) if key_file else None
     if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        body = report.to_dict()
+        if books is not None:
+            body["keys"] = books.to_dict()
+        click.echo(json.dumps(body, indent=2))
     else:
         render_rows(report.provider_rows(), fmt, title=f"{model}: served rows by provider")
         note(report.render_notes())
-    sys.exit(report.exit_code)
+        if books is not None:
+            note(books.render())
+    sys.exit(max(report.exit_code, books.exit_code if books is not None else 0))
 
 
 @cli.command("export", keywords={"paths": "outputs"})
-@click.argument("outputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("outputs", nargs=-1, required=True)
 @click.option(
     "--format",
     "fmt",
@@ -550,18 +592,19 @@ def export_cmd(
     prompts: str | None,
     push_to_hub: str | None,
 ) -> None:
-    """Export the answered rows of OUTPUTS for drafter training (reasoning as
-    reasoning_content; each assistant turn marked generated: true/false).
+    """Export the answered rows of OUTPUTS (files, folders or globs) for drafter training
+    (reasoning as reasoning_content; each assistant turn marked generated: true/false).
 
     Never exports an empty answer. The summary on stderr says how many rows were left out and
     why. docs/training-data.md: from here to a SpecForge or speculators run.
     """
+    from openrouter_probe.generation.books import expand_outputs
     from openrouter_probe.generation.export import export
 
     if fmt != "specforge":
         warn_unused("preserve_thinking", f"is specforge's; --format {fmt} has no such key")
     summary = export(
-        outputs,
+        expand_outputs(outputs),
         fmt=fmt,
         output=output,
         include_truncated=include_truncated,

@@ -48,6 +48,7 @@ FLAGS = {
     "split": "--split",
     "policy": "--policy",
     "shard": "--shard",
+    "key_file": "--key-file",
     "fmt": "--format",
     "push_to_hub": "--push-to-hub",
     "output": "-o",

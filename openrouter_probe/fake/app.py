@@ -28,12 +28,11 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.fake import bodies
+from openrouter_probe.fake.account import AccountLimits, hold_for, refuse_credit
 from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import (
     Credit,
-    affordable_tokens,
     count_prompt_tokens,
-    worst_case_usd,
 )
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
@@ -47,8 +46,9 @@ from openrouter_probe.fake.faults import (
     template_tokens,
     uniform,
 )
+from openrouter_probe.fake.keys import KeyStore, ManagedKey
 from openrouter_probe.fake.ledger import Ledger
-from openrouter_probe.fake.reply import GenerationRecord, Reply, output_cap
+from openrouter_probe.fake.reply import GenerationRecord, Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
 from openrouter_probe.rules.snapshot import Snapshot
@@ -111,7 +111,10 @@ class FakeOpenRouter:
     ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
     on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
     a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
-    Batch API is mounted; ``fake.batches``).
+    Batch API is mounted; ``fake.batches``); ``in_flight_share`` (of the credit left),
+    ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s`` and
+    ``key_limit_usd``: the
+    2026 in-flight budget and the key's own limit, each with its real 402 (``fake.account.AccountLimits``).
     """
 
     def __init__(
@@ -138,6 +141,12 @@ class FakeOpenRouter:
         workspace_budget_usd: float | None = None,
         batch_seconds: float = 420.0,
         batch_api: str = "v1",
+        management_key: str | None = None,
+        in_flight_share: float | None = None,
+        in_flight_usd: float | Decimal | None = None,
+        key_limit_usd: float | Decimal | None = None,
+        in_flight_retry_after_s: int = 1,
+        in_flight_settle_s: float = 0.0,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
         if not snaps:
@@ -181,6 +190,15 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
+        #: the in-flight budget and the key's own limit (``fake.account.AccountLimits``)
+        self.limits = AccountLimits.build(
+            credit_usd=credit_usd,
+            in_flight_share=in_flight_share,
+            in_flight_usd=in_flight_usd,
+            key_limit_usd=key_limit_usd,
+            retry_after_s=in_flight_retry_after_s,
+            settle_s=in_flight_settle_s,
+        )
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
@@ -206,11 +224,17 @@ class FakeOpenRouter:
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
         self.batches = BatchService(self, batch_seconds=batch_seconds)
         self._batch_api = batch_api
+        #: ``management_key``: the key management API and the keys it makes (``fake.keys``)
+        self.managed_keys = (
+            KeyStore(management_key, ledger=self.ledger, now=self.now) if management_key else None
+        )
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
         app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
         self.batches.register(app, mount=self._batch_api)
+        if self.managed_keys is not None:
+            self.managed_keys.register(app)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)
@@ -252,7 +276,12 @@ class FakeOpenRouter:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             return error_response(401, "No auth credentials found")
-        if self._api_key is not None and key.strip() != self._api_key:
+        managed = self.managed_keys
+        if (
+            self._api_key is not None
+            and key.strip() != self._api_key
+            and not (managed is not None and managed.knows(key.strip()))
+        ):
             return error_response(401, "User not found.")
         return None
 
@@ -260,7 +289,8 @@ class FakeOpenRouter:
         self, request_no: int, model: ServedModel, *, stream: bool
     ) -> web.Response | None:
         """What answers before any endpoint is tried: a spent workspace budget (403), a key-wide
-        429 (the ``platform_429`` and ``key_429`` faults); ``None`` when the request goes on."""
+        429 (the ``platform_429`` and ``key_429`` faults), the in-flight 402 (``in_flight_402``);
+        ``None`` when the request goes on."""
         budget = self.workspace_budget_usd
         if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
             self.ledger.count_error("workspace_budget")
@@ -276,6 +306,10 @@ class FakeOpenRouter:
             return None
         self.ledger.count_error(limited.kind)
         wait = math.ceil(limited.wait_s)
+        if limited.kind == "in_flight_402":
+            self.limits.refused += 1
+            headers = {"Retry-After": str(wait), "X-Fake-Fault": limited.kind}
+            return json_response(402, bodies.in_flight_402(), headers)
         if limited.kind == "key_429":
             now = self.now()
             payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)
@@ -285,48 +319,6 @@ class FakeOpenRouter:
                 model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
             )
         return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
-
-    def _refuse_credit(
-        self, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
-    ) -> tuple[web.Response | None, Decimal]:
-        """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
-
-        No credit left gives "Insufficient credits"; a worst case above what is left gives "can
-        only afford N" when some lower ``max_tokens`` would fit.
-        """
-        available = self.credit.available_usd
-        assert available is not None
-        worst = [
-            (
-                worst_case_usd(
-                    e,
-                    prompt_tokens=template_tokens(self.template, e, prompt_tokens),
-                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                    at=now,
-                ),
-                e,
-            )
-            for e in chain
-        ]
-        need, dearest = max(worst, key=lambda pair: pair[0])
-        if need <= available:
-            return None, need
-        affordable = affordable_tokens(
-            dearest,
-            prompt_tokens=template_tokens(self.template, dearest, prompt_tokens),
-            remaining_usd=available,
-            at=now,
-        )
-        self.ledger.count_error("insufficient_credits")
-        if affordable >= 1:
-            requested = output_cap(max_tokens, dearest, prompt_tokens)
-            message = (
-                "This request requires more credits, or fewer max_tokens. You requested up to "
-                f"{requested} tokens, but can only afford {affordable}."
-            )
-            return error_response(402, message), need
-        message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
-        return error_response(402, message), need
 
     # -- read-only paths ------------------------------------------------------------------------
 
@@ -366,7 +358,14 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
+        managed = self.managed_keys
+        own = None if managed is None else managed.of(managed.bearer(request))
+        if own is not None and managed is not None:
+            return web.json_response({"data": managed.key_data(own)})
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
+        if self.limits.key_limit_usd is not None:  # the key's own limit, beside the credit
+            limit = self.limits.key_limit_usd
+            remaining = max(Decimal(0), limit - self.ledger.total_usd)
         workspace = None
         if self.workspace_budget_usd is not None:
             workspace = bodies.workspace_budget(
@@ -472,15 +471,37 @@ class FakeOpenRouter:
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
+        held = hold_for(self, chain, prompt_tokens, max_tokens)
+        if isinstance(held, web.Response):
+            return held
+        billed: list[Decimal] = []
+        try:
+            return await self._serve(
+                request, body, model, chain, request_no, prompt_tokens, max_tokens, stream,
+                billed, cache,
+            )  # fmt: skip
+        finally:
+            if held:
+                self.limits.release(held, sum(billed, Decimal(0)), self.clock.now())
 
-        reserved = Decimal(0)
-        if self.credit.limit_usd is not None:
-            refused, reserved = self._refuse_credit(chain, prompt_tokens, max_tokens, self.now())
-            if refused is not None:
-                return refused
-            # Check and reservation run with no await in between, on the server's one loop:
-            # concurrent requests cannot both take the last of the credit.
-            self.credit.reserve(reserved)
+    async def _serve(
+        self,
+        request: web.Request,
+        body: Any,
+        model: ServedModel,
+        chain: Sequence[Endpoint],
+        request_no: int,
+        prompt_tokens: int,
+        max_tokens: int | None,
+        stream: bool,
+        billed: list[Decimal],
+        cache: tuple[str, int] | None,
+    ) -> web.StreamResponse:
+        """Serve a request the account may hold: the credit's 402, or the endpoints in turn
+        (what it billed is appended to ``billed``)."""
+        refused, reserved = _hold(self, request, chain, prompt_tokens, max_tokens)
+        if refused is not None:
+            return refused
         reply: Reply | None = None
         try:
             attempts: list[tuple[Endpoint, int]] = []
@@ -521,8 +542,50 @@ class FakeOpenRouter:
             assert failure is not None
             return failure
         finally:
-            if self.credit.limit_usd is not None:
-                self.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+            if reply is not None:
+                billed.append(reply.billed_usd)
+            _release(self, reserved, reply)
+
+
+def _hold(
+    fake: FakeOpenRouter,
+    request: web.Request,
+    chain: Sequence[Endpoint],
+    prompt_tokens: int,
+    max_tokens: int | None,
+) -> tuple[web.Response | None, tuple[Decimal, ManagedKey | None, Decimal]]:
+    """What a request holds before it is served, or its refusal (402, a key's 401/402/403):
+    its worst case on the account's credit and on its own key's limit (``fake.keys``).
+    Check and reservation run with no await in between, on the server's one loop:
+    concurrent requests cannot both take the last of the credit."""
+    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
+    if fake.template:  # another chat template counts more prompt tokens: hold the most of them
+        prompt_tokens = max(template_tokens(fake.template, e, prompt_tokens) for e in chain)
+    if fake.credit.limit_usd is not None:
+        refused, reserved = refuse_credit(fake, chain, prompt_tokens, max_tokens, now)
+        if refused is not None:
+            return refused, nothing
+        fake.credit.reserve(reserved)
+    if fake.managed_keys is None:
+        return None, (reserved, None, Decimal(0))
+    refused, own, own_reserved = fake.managed_keys.admit(
+        request, chain, prompt_tokens, max_tokens, now
+    )
+    if refused is not None:
+        fake.credit.settle(reserved, Decimal(0))
+        return refused, nothing
+    return None, (reserved, own, own_reserved)
+
+
+def _release(
+    fake: FakeOpenRouter, held: tuple[Decimal, ManagedKey | None, Decimal], reply: Reply | None
+) -> None:
+    """Settle what ``_hold`` held to what the request cost (nothing when it was not billed)."""
+    reserved, own, own_reserved = held
+    if fake.credit.limit_usd is not None:
+        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+    if own is not None and fake.managed_keys is not None:
+        fake.managed_keys.settle(own, own_reserved, None if reply is None else reply.billed)
 
 
 def _cache_hit(

@@ -576,3 +576,30 @@ def provider_entry(name: str, slug: str) -> dict[str, Any]:
         "headquarters": None,
         "datacenters": None,
     }
+
+
+#: The in-flight 402's message, as other projects logged it in 2026-09/10 (OPENROUTER.md 18).
+IN_FLIGHT_MESSAGE = (
+    "This request would exceed your available credits given your current in-flight requests. "
+    "Retry after in-flight requests settle, or add credits."
+)
+
+
+def in_flight_402() -> bytes:
+    """The account's in-flight budget full: OpenRouter's 402 (sent with ``Retry-After``)."""
+    return error_body(
+        402,
+        IN_FLIGHT_MESSAGE,
+        {"reason": "in_flight_budget_exhausted", "limit_source": "openrouter_in_flight_budget"},
+    )
+
+
+def key_limit_402(limit_usd: float) -> bytes:
+    """The key's own limit spent, as a 402 (docs ``api_reference/limits``, 2026: ``limit_source:
+    openrouter_key_limit``; the wording of the message is the fake's)."""
+    return error_body(
+        402,
+        f"Key limit exceeded: this key's limit of ${limit_usd:,.2f} is spent. Manage it using "
+        "https://openrouter.ai/settings/keys",
+        {"limit_source": "openrouter_key_limit"},
+    )

@@ -60,6 +60,11 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
         "a 429 'Rate limit exceeded' that names no provider and has no X-RateLimit-* headers, "
         "Retry-After SECONDS (default 10) as an HTTP date",
     ),
+    "in_flight_402": (
+        "request",
+        "the account's in-flight budget full: OpenRouter's 402 in_flight_budget_exhausted with "
+        "Retry-After SECONDS (default 1)",
+    ),
     "upstream_429": ("upstream", "the provider's 429: 'Provider returned error', metadata.raw"),
     "upstream_502": ("upstream", "502 'Provider returned error' (invalid upstream response)"),
     "upstream_503": ("upstream", "503: the provider is overloaded"),
@@ -101,6 +106,7 @@ DEFAULT_SECONDS = {
     "stall": 300.0,
     "platform_429": 10.0,
     "key_429": 10.0,
+    "in_flight_402": 1.0,
     "keepalive": 600.0,
     "overbill": 6.0,  # not seconds: the factor of max_tokens billed
 }

@@ -67,6 +67,7 @@ LEFT_OUT_REASONS = {
 }
 _JSONL_COLUMNS = (
     "id", "dataset", "conversations", "tools", "provider", "model", "finish_reason", "usage",
+    "meta",
 )  # fmt: skip
 _SHOWN_IDS = 3
 _PARQUET_EXTRA = "pip install 'openrouter-probe[parquet]'"
@@ -338,6 +339,7 @@ def _jsonl_row(record: dict[str, Any], conv: Conversation, tools: Any) -> dict[s
         "model": record.get("model"),
         "finish_reason": record.get("finish_reason"),
         "usage": record.get("usage"),
+        "meta": record.get("meta"),  # the prompt row's other columns (the dataset's data)
     }
     if isinstance(record.get("turns"), list):
         row["turns"] = [

@@ -12,7 +12,8 @@ config per dataset, e.g. ``load_dataset(DIR, "B3")``). A row: ``id``, ``dataset`
 in this job; ``false`` for every turn from the prompts, ``tool_calls`` as JSON text,
 ``tool_call_id``), ``tools`` (JSON text, as hermes-fc stores it), ``provider``, ``model``,
 ``finish_reason``, ``usage`` (JSON text), ``original`` (the prompts' answer that ``--turns last``
-regenerated, or null). Content parts (images) are kept as their JSON text.
+regenerated, or null), ``meta`` (JSON text: the prompt row's other columns, the dataset's data
+that was never sent, or null). Content parts (images) are kept as their JSON text.
 
 The card's provenance: the model, the policy and its hash, the snapshot it was compiled against
 (hash and date), the providers that served the rows and their shares, the spend the journals
@@ -105,6 +106,7 @@ def hub_row(row: Mapping[str, Any], original: Any = None) -> dict[str, Any]:
         "finish_reason": row.get("finish_reason"),
         "usage": _text(row.get("usage")),
         "original": _text(original.get("content")) if isinstance(original, Mapping) else None,
+        "meta": _text(row.get("meta")) if row.get("meta") else None,
     }
 
 
@@ -119,7 +121,8 @@ def _schema(pa: Any) -> Any:
             ("tool_call_id", pa.string()),
         ]
     )
-    strings = ("id", "dataset", "tools", "provider", "model", "finish_reason", "usage", "original")
+    strings = ("id", "dataset", "tools", "provider", "model", "finish_reason", "usage", "original",
+               "meta")  # fmt: skip
     fields = [(name, pa.string()) for name in strings]
     fields.insert(2, ("conversations", pa.list_(message)))
     return pa.schema(fields)

@@ -35,6 +35,7 @@ from openrouter_probe.rules.quantities import parse_token_count
 from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, endpoints_now, key_warning, open_run
+from openrouter_probe.run.queues import unaffordable_shares
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.sender import Sender
@@ -131,6 +132,8 @@ class _Asked:
     reasoning: dict[str, Any] | None
     weights: Mapping[str, float] | str | None = None
     shard: tuple[int, int] | None = None
+    #: ``shard="auto"``: the launcher's variables that gave the shard (said in the dry run)
+    shard_source: str = ""
     turns: str = "last"
     #: ``--batch``: the batch sender's size, live batches, first poll interval, ``--abandon``
     #: (None: sync)
@@ -167,6 +170,12 @@ def _ask(
         )
     max_tokens = whole_number(max_tokens, "max_tokens")
     _check_sampling(max_tokens, temperature, reasoning)
+    source = ""
+    if isinstance(shard, str) and shard.strip() == "auto":
+        from openrouter_probe.generation.shards import shard_from_launcher
+
+        launcher = shard_from_launcher()
+        shard, source = launcher.pair, launcher.source
     return _Asked(
         max_tokens=max_tokens,
         stream=stream,
@@ -174,6 +183,7 @@ def _ask(
         reasoning=reasoning,
         weights=weights,
         shard=parse_shard(shard) if isinstance(shard, str) else shard,
+        shard_source=source,
         turns=turns,
     )
 
@@ -252,6 +262,26 @@ def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) 
             f"... and {len(rows.skipped) - len(shown)} more rows skipped (the summary's "
             f"skipped_rows names all {len(rows.skipped)}, each with its line and reason)"
         )
+
+
+def _skip_unservable(
+    rows: PromptSet, endpoints: list[Endpoint], snap: Any, compiled: Any, asked: _Asked
+) -> None:
+    """Take the rows no admitted endpoint can serve (longer than every context, an image the
+    model cannot take) out of ``rows``: skipped with their line and why, counted; the others go."""
+    from openrouter_probe.generation.fit import input_modalities, unservable
+
+    found = unservable(
+        rows.rows,
+        endpoints=endpoints,
+        provider=compiled.provider,
+        parameters=asked.parameters,
+        max_tokens=asked.max_tokens,
+        input_modalities=input_modalities(snap),
+        model=compiled.model,
+    )
+    if found:
+        rows.drop({row.id: why for row, why in found})
 
 
 def _admitted_prices(
@@ -389,6 +419,15 @@ def _dry_run(
         model=compiled.model,
     )
     figures = plan.blended.all_in or plan.blended.output_only
+    if asked.shard_source and asked.shard is not None:
+        summary.shard_from = (
+            f"shard {asked.shard[0]}/{asked.shard[1]} from the launcher ({asked.shard_source})"
+        )
+    summary.warnings.extend(
+        unaffordable_shares(
+            todo, builder=builder, prices=prices, budget_usd=budget, weights=options.weights
+        )
+    )
     if budget is not None and asked.shards:
         summary.warnings.append(
             f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "
@@ -716,6 +755,8 @@ async def _run_job(
     weights = parse_weights(
         asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
     )
+    endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
+    _skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
     options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed="failed" in redo, job=job) as paid:
@@ -740,7 +781,6 @@ async def _run_job(
         _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
-        endpoints, snap = await _endpoints(compiled.model, policy, snapshot, options)
         prices = _admitted_prices(compiled, policy, endpoints, asked, summary)
         if asked.batch is not None:
             settings = _batch_settings(compiled, policy, snap, prices, asked, options, snapshot)

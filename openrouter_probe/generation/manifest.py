@@ -11,7 +11,8 @@ A small YAML file (``examples/datasets.yaml`` is one)::
         weight: 2                                  # its share of the budget (others weigh 1)
       - name: B5
         source: gsm8k.json
-        fields: {prompt: question}                 # conversation / prompt / id: which field holds it
+        fields: {prompt: question}                 # conversation / prompt / id / system /
+                                                   # template: which field holds what
         turns: all                                 # regenerate every assistant turn of its rows
 
 ``generate MANIFEST.yaml`` (and its dry run) reads every dataset into one prompt set; the
@@ -57,11 +58,15 @@ class _Strict(BaseModel):
 
 
 class Fields(_Strict):
-    """Which field of a row holds its conversation, its prompt string, its id."""
+    """Which field of a row holds its conversation, its prompt string, its id, its system
+    prompt; ``template`` composes the prompt of several columns (``"{instruction}\n\n{input}"``:
+    Alpaca's, the default for Alpaca and Dolly rows)."""
 
     conversation: str | None = None
     prompt: str | None = None
     id: str | None = None
+    system: str | None = None
+    template: str | None = None
 
 
 class DatasetEntry(_Strict):
@@ -148,6 +153,8 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
         merged.skipped.extend(one.skipped)
         merged.in_file += one.in_file
         merged.ending_on_assistant += one.ending_on_assistant
+        if one.source is not None:
+            merged.sources.update(dict.fromkeys(one.datasets, one.source))
         for row in one.rows:
             if row.id in seen:
                 merged.duplicates.append((row.id, seen[row.id], row.line))
@@ -248,7 +255,7 @@ def read_inputs(
                 shard=shard,
                 dataset=entry.name,
                 turns=mode,
-                fields=FieldMap(entry.fields.conversation, entry.fields.prompt, entry.fields.id),
+                fields=FieldMap(**entry.fields.model_dump()),
                 selection=Selection(entry.limit, entry.sample, entry.seed),
                 config=entry.config,
                 split=entry.split,

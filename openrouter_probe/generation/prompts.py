@@ -62,6 +62,25 @@ class PromptSet:
     skipped: list[str] = field(default_factory=list)
     #: rows (of ``rows``) whose conversation in the source ends on an assistant turn
     ending_on_assistant: int = 0
+    #: where the rows come from (a manifest's: each dataset's own, ``sources``)
+    source: Source | None = None
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def where(self, row: PromptRow) -> str:
+        """``path:LINE`` (JSONL) or ``path: row N`` of ``row``: what a message names."""
+        source = self.sources.get(row.dataset, self.source)
+        return source.where(row.line) if source is not None else f"{self.path}:{row.line}"
+
+    def drop(self, why: dict[str, str]) -> None:
+        """Skip the rows whose ids ``why`` holds (each with its reason), as if never read."""
+        gone = [r for r in self.rows if r.id in why]
+        self.rows = [r for r in self.rows if r.id not in why]
+        self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
+        self.ending_on_assistant -= sum(
+            1
+            for r in gone
+            if (r.extra and "original" in r.extra) or r.messages[-1].get("role") == "assistant"
+        )
 
     def duplicate_lines(self) -> list[str]:
         """One line per duplicate id, naming the file and both line numbers."""
@@ -123,7 +142,12 @@ def shard_of(row_id_: str, shards: int) -> int:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``shard="i/n"`` (``--shard i/n``) (``0 <= i < n``) into ``(i, n)``."""
+    """Parse ``shard="i/n"`` (``--shard i/n``) (``0 <= i < n``) into ``(i, n)``; ``"auto"``:
+    the launcher's rank and world size (``generation.shards``)."""
+    if text.strip() == "auto":
+        from openrouter_probe.generation.shards import shard_from_launcher
+
+        return shard_from_launcher().pair
     try:
         left, right = text.split("/")
         index, count = int(left), int(right)
@@ -144,18 +168,21 @@ class _Reading:
     default_dataset: str
     dataset: str | None  # every row's dataset (a manifest entry), whatever the row says
     turns: str | None
+    folder: Path | None = None  # where a row's relative image paths are read from
 
 
 def _prompt_row(obj: Any, number: int, how: _Reading) -> PromptRow:
-    shape = read_row(obj, how.fields)
+    shape = read_row(obj, how.fields, folder=how.folder)
     dataset = how.dataset or shape.dataset or how.default_dataset
     messages = shape.messages
     ident = shape.given_id or row_id(messages, dataset, shape.params)
-    extra = None
+    extra: dict[str, Any] = {}
     if how.turns == "last" and messages[-1].get("role") == "assistant":
-        extra = {"original": messages[-1]}
+        extra["original"] = messages[-1]
         messages = messages[:-1]
-    return PromptRow(ident, dataset, messages, shape.params, number, extra=extra)
+    if shape.meta:
+        extra["meta"] = shape.meta  # the dataset's other columns: kept, never sent
+    return PromptRow(ident, dataset, messages, shape.params, number, extra=extra or None)
 
 
 @dataclass
@@ -189,7 +216,7 @@ def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
             found.duplicates.append((row.id, seen[row.id], number))
             continue
         seen[row.id] = number
-        if row.extra is not None or row.messages[-1].get("role") == "assistant":
+        if (row.extra and "original" in row.extra) or row.messages[-1].get("role") == "assistant":
             found.ending.add(row.id)
         if selection.sample is None:
             found.rows.append(row)
@@ -230,7 +257,8 @@ def read_prompts(
     row is a ``ConfigError``; a shard without one logs a warning.
     """
     source = open_source(path, config=config, split=split)
-    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns)
+    folder = None if source.kind == "hf" else Path(source.spec).parent
+    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)
     found = _read_rows(source, how, selection or Selection())
     label = source.spec
     if found.errors:
@@ -253,7 +281,8 @@ def read_prompts(
             f"{label}: no rows, the file is empty; write one JSON object per line with "
             '`messages` or `prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
         )
-    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped)
+    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped,
+                        source=source)  # fmt: skip
     if shard is not None:
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
         if not prompts.rows:

@@ -1,44 +1,57 @@
-"""Row shapes: the conversation, id and parameters of one input row, as each family writes them.
+"""Row shapes: the conversation, id, parameters and other columns of one input row.
 
-The families (``docs/inputs.md`` shows each with the command that reads it):
-
-- ours: ``messages`` (OpenAI chat messages) or ``prompt`` (a string), ``id``, ``dataset`` and
-  request parameters (``max_tokens``, ``temperature``, ``tools``, ...) sent with the row;
-- SpecForge's prepared file (``scripts/prepare_data.py``, sgl-project/SpecForge a6b6b02) and our
-  own ``export --format specforge|sharegpt|jsonl``: ``id`` and ``conversations``;
-- ShareGPT (``Aeala/ShareGPT_Vicuna_unfiltered``): ``conversations`` of ``from``/``value`` turns;
-- UltraChat (``HuggingFaceH4/ultrachat_200k``): ``prompt_id``, ``prompt`` and ``messages``; the
-  conversation wins over the ``prompt`` string;
-- Magpie: ``uuid``, ``conversations`` (and ``instruction``); gsm8k: ``question``; Nemotron:
-  ``input`` (a string or a list of messages); hermes-fc (``NousResearch/hermes-function-calling-v1``):
-  ``conversations`` and ``tools`` as a JSON string, sent as the request's ``tools``.
-
-The conversation is read from the field the user names, else the first of ``messages``,
-``conversations``, ``prompt``, ``question``, ``instruction``, ``input`` the row has; a string is one
-user turn. Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names). The id
-is the named field, else ``id``, ``uuid`` or ``prompt_id``, else a content hash. Only rows of our
-own shape (``messages``/``prompt``) carry request parameters; another family's columns
-(``answer``, Nemotron's ``reasoning: "on"``, Magpie's ``model``) are data, not parameters, and are
-not sent (a ``tools`` column is, as speculators renders it: c05b95b
-``src/speculators/data_generation/configs.py``).
+A row is read by its entry of the layout table (``generation.layouts``: WildChat, LMSYS,
+OpenHermes, Tulu, OpenThoughts, OpenOrca, SlimOrca, Alpaca, Dolly, the Nemotron sets, ShareGPT,
+glaive, hermes, xlam, LLaMA-Factory, OpenAI's fine-tune format, SpecForge's vlm and regenerated
+rows, ours; ``docs/inputs.md`` shows the table), or by the fields the user names (``FieldMap``).
+Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names); only the message
+keys the API reads are kept (``params.MESSAGE_KEYS``). Only rows of our own shape
+(``messages``/``prompt``) carry request parameters, and only OpenRouter's chat parameters
+(``params.CHAT_PARAMETERS``), each checked (``params.check``): a value that cannot be sent skips
+the row. Every other column is the dataset's data, returned as ``meta`` (never sent; the output
+record keeps it). A row whose ``status`` says it failed is skipped.
 
 A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
 (``validate_conversation``, a6b6b02) checks it: system messages only before the first user turn,
 then ``user`` and ``assistant`` in turn from ``user``, every content a non-empty string. Beside it,
-our own rows keep what the chat API takes: a ``developer`` message where a system one may be, an
-assistant message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a
-user turn. A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
+the chat API's own shapes pass: a ``developer`` message where a system one may be, an assistant
+message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a user turn.
+A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
 """
 
 from __future__ import annotations
 
+import base64
+import datetime as _dt
 import json
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
+
+from openrouter_probe.generation.layouts import (
+    Layout,
+    LayoutProblem,
+    compose,
+    convert_tools,
+    convert_xlam,
+    glaive_chat,
+    image_part,
+    layout_of,
+)
+from openrouter_probe.generation.params import (
+    CHAT_PARAMETERS,
+    MESSAGE_KEYS,
+    RESERVED,
+    check,
+    message_keys,
+)
 
 __all__ = [
     "CONVERSATION_FIELDS",
+    "FAILED_STATUSES",
     "ID_FIELDS",
     "PROMPT_FIELDS",
     "ROLES",
@@ -49,7 +62,8 @@ __all__ = [
     "validate_conversation",
 ]
 
-#: Role names as the families write them, to the chat API's.
+#: Role names as the families write them, to the chat API's (LLaMA-Factory's ``function_call``
+#: and ``observation`` are a tool call and its result).
 ROLES: dict[str, str] = {
     "user": "user",
     "human": "user",
@@ -62,14 +76,14 @@ ROLES: dict[str, str] = {
     "system": "system",
     "developer": "developer",
     "tool": "tool",
+    "function_call": "assistant",
+    "observation": "tool",
 }
-CONVERSATION_FIELDS = ("messages", "conversations")
-PROMPT_FIELDS = ("prompt", "question", "instruction", "input")
+CONVERSATION_FIELDS = ("messages", "conversations", "conversation", "items")
+PROMPT_FIELDS = ("prompt", "question", "instruction", "query", "input")
 ID_FIELDS = ("id", "uuid", "prompt_id")
-#: Keys a row may not set: the policy and the run decide them.
-RESERVED = frozenset({"model", "provider", "stream", "models", "route"})
-#: Keys of a row of our own shape that are neither sent nor data of the row.
-_OWN_KEYS = frozenset({"dataset", "messages", "prompt", *ID_FIELDS})
+#: ``status`` values of a row that is not a prompt (a failed regeneration, a failed answer).
+FAILED_STATUSES = frozenset({"failed", "failure", "error", "skipped", "cancelled"})
 #: Message keys kept from a turn of another family (``reasoning_content``, ``generated``,
 #: ``weight``... are the trainer's, not the API's).
 _TURN_KEYS = ("tool_calls", "tool_call_id", "name")
@@ -81,23 +95,41 @@ class ShapeProblem(ValueError):
 
 @dataclass(frozen=True)
 class FieldMap:
-    """Which fields hold a row's conversation (or prompt string) and its id (``None``: found)."""
+    """Which fields hold a row's conversation (or prompt string), its id and its system prompt,
+    and the template that composes a prompt of several columns (``None``: the layout's)."""
 
     conversation: str | None = None
     prompt: str | None = None
     id: str | None = None
+    system: str | None = None
+    template: str | None = None
+
+    @property
+    def named(self) -> bool:
+        return self.conversation is not None or self.prompt is not None
 
 
 @dataclass(frozen=True)
 class RowShape:
     """One row as read: the full conversation (chat messages), its id given (or ``None``), the
-    dataset it names, its request parameters, and whether it is of our own shape."""
+    dataset it names, its request parameters, whether it is of our own shape, the layout it was
+    read as and its other columns (``meta``: data, never sent)."""
 
     messages: list[dict[str, Any]]
     given_id: str | None
     dataset: str | None
     params: dict[str, Any]
     own: bool
+    layout: str = "ours"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_images(self) -> bool:
+        return any(
+            isinstance(m.get("content"), list)
+            and any(isinstance(p, Mapping) and p.get("type") == "image_url" for p in m["content"])
+            for m in self.messages
+        )
 
 
 def _decoded(value: Any) -> Any:
@@ -111,6 +143,18 @@ def _decoded(value: Any) -> Any:
     return value
 
 
+def _call(value: Any, i: int) -> dict[str, Any]:
+    """LLaMA-Factory's ``function_call`` turn (``{"name", "arguments"}`` as JSON text) as a call."""
+    call = _decoded(value)
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+        raise ShapeProblem(f"turn {i} (function_call) is not JSON of {{name, arguments}}")
+    arguments = call.get("arguments", {})
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {"id": f"call_{i}", "type": "function",
+            "function": {"name": call["name"], "arguments": arguments}}  # fmt: skip
+
+
 def _turn(turn: Any, i: int, *, own: bool) -> dict[str, Any]:
     if not isinstance(turn, Mapping):
         raise ShapeProblem(f"turn {i} is not an object")
@@ -120,43 +164,72 @@ def _turn(turn: Any, i: int, *, own: bool) -> dict[str, Any]:
         known = ", ".join(sorted(ROLES))
         raise ShapeProblem(f"turn {i} has role {named!r}; the roles read are {known}")
     if own and "role" in turn:
-        message = dict(turn)
-        message["role"] = role
-        return message
-    content = turn.get("content", turn.get("value"))
-    message = {"role": role, "content": content}
-    message.update({k: turn[k] for k in _TURN_KEYS if turn.get(k)})
+        message = message_keys({**turn, "role": role})
+    else:
+        content = turn.get("content", turn.get("value"))
+        message = {"role": role, "content": content}
+        message.update({k: turn[k] for k in _TURN_KEYS if turn.get(k)})
+        if named == "function_call":
+            message = {"role": "assistant", "content": "", "tool_calls": [_call(content, i)]}
+    content = message.get("content")
+    if isinstance(content, list) and content and all(isinstance(p, str) for p in content):
+        raise ShapeProblem(
+            f"turn {i} ({role}) is a list of {len(content)} strings, not text nor content "
+            "parts (join them in the source: the separator is the dataset's)"
+        )
     return message
 
 
-def _conversation(obj: Mapping[str, Any], fields: FieldMap) -> tuple[list[dict[str, Any]], bool]:
-    """The row's turns and whether it is of our own shape (``messages`` or ``prompt``)."""
-    if fields.conversation is not None or fields.prompt is not None:
-        key = fields.conversation or fields.prompt
-        assert key is not None
-        if key not in obj:
-            raise ValueError(f"has no `{key}` (the field named for this dataset)")
-        candidates = [key]
-    else:
-        candidates = [k for k in (*CONVERSATION_FIELDS, *PROMPT_FIELDS) if k in obj]
-        if not candidates:
-            fields_ = ", ".join(f"`{k}`" for k in (*CONVERSATION_FIELDS, *PROMPT_FIELDS))
-            raise ValueError(
-                f"has none of {fields_}; name the prompt field (prompt_field, or `fields:` "
-                "in a manifest)"
-            )
-    key = candidates[0]
-    own = not fields.conversation and not fields.prompt and key in ("messages", "prompt")
-    value = _decoded(obj[key])
+def _link_tool_results(messages: list[dict[str, Any]]) -> None:
+    """A ShareGPT ``observation`` answers the ``function_call`` before it: give it that id."""
+    last: str | None = None
+    for m in messages:
+        calls = m.get("tool_calls")
+        if m.get("role") == "assistant" and calls and isinstance(calls[0], Mapping):
+            last = calls[0].get("id")
+        elif m.get("role") == "tool" and "tool_call_id" not in m and last is not None:
+            m["tool_call_id"] = last
+            last = None
+
+
+def _no_empty_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Without the empty system turns a set writes for "no system prompt" (Nemotron's)."""
+    return [
+        m for m in messages if not (m.get("role") == "system" and m.get("content") in (None, ""))
+    ]
+
+
+def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
+    value = _decoded(value)
     if isinstance(value, str):
         if not value.strip():
             raise ShapeProblem(f"`{key}` is an empty string")
-        return [{"role": "user", "content": value}], own
+        return [{"role": "user", "content": value}]
     if not isinstance(value, list):
         raise ShapeProblem(f"`{key}` is {type(value).__name__}, not a list of turns or a string")
     if not value:
         raise ShapeProblem(f"`{key}` is an empty list")
-    return [_turn(t, i, own=own) for i, t in enumerate(value)], own
+    messages = [_turn(t, i, own=own) for i, t in enumerate(value)]
+    _link_tool_results(messages)
+    return _no_empty_system(messages)
+
+
+def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
+    """``{key: [each turn's keys that are not sent]}`` when a turn has any (else ``{}``): the
+    dialogue's per-turn data, kept in ``meta`` aligned with the source's turns."""
+    value = _decoded(value)
+    if not isinstance(value, list):
+        return {}
+    out: list[dict[str, Any]] = []
+    for turn in value:
+        if not isinstance(turn, Mapping):
+            out.append({})
+            continue
+        role = ROLES.get(str(turn.get("role", turn.get("from"))).lower(), "user")
+        sent = MESSAGE_KEYS[role] if own and "role" in turn else {"role", "from", "content",
+                                                                     "value", *_TURN_KEYS}  # fmt: skip
+        out.append({str(k): _jsonable(v) for k, v in turn.items() if k not in sent})
+    return {key: out} if any(out) else {}
 
 
 def _content_problem(m: Mapping[str, Any], i: int) -> str | None:
@@ -164,7 +237,9 @@ def _content_problem(m: Mapping[str, Any], i: int) -> str | None:
     if role == "assistant" and m.get("tool_calls") and content in (None, ""):
         return None  # a call without text
     if role == "user" and isinstance(content, list) and content:
-        return None  # content parts (images): the chat API's, not SpecForge's
+        if all(isinstance(p, Mapping) and isinstance(p.get("type"), str) for p in content):
+            return None  # content parts (images): the chat API's, not SpecForge's
+        return f"turn {i} (user) holds content parts that are not objects with a `type`"
     if not isinstance(content, str):
         return f"turn {i} ({role}) has no text content (a non-empty string)"
     if not content.strip():
@@ -210,8 +285,9 @@ def validate_conversation(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _given_id(obj: Mapping[str, Any], fields: FieldMap) -> str | None:
-    keys = (fields.id,) if fields.id is not None else ID_FIELDS
+def _given_id(
+    obj: Mapping[str, Any], keys: tuple[str, ...], named: str | None
+) -> tuple[str | None, str | None]:
     for key in keys:
         value = obj.get(key)
         if value is None:
@@ -220,51 +296,195 @@ def _given_id(obj: Mapping[str, Any], fields: FieldMap) -> str | None:
             raise ValueError(f"`{key}` (the id) must be a string or an integer")
         if isinstance(value, str) and not value.strip():
             continue
-        return str(value)
-    if fields.id is not None:
-        raise ValueError(f"has no `{fields.id}` (the id field named for this dataset)")
-    return None
+        return str(value), key
+    if named is not None:
+        raise ValueError(f"has no `{named}` (the id field named for this dataset)")
+    return None, None
 
 
 def _own_params(obj: Mapping[str, Any]) -> dict[str, Any]:
-    reserved = sorted(RESERVED & obj.keys())
+    """Our own row's chat parameters (``params.CHAT_PARAMETERS``), each checked: a value that
+    cannot be sent skips the row; ``reasoning_effort`` is sent as ``reasoning.effort``."""
+    reserved = sorted((RESERVED - {"messages"}) & obj.keys())
     if reserved:
         raise ValueError(
             f"sets {', '.join(reserved)}: the policy (policy=) and the run decide those, not a row"
         )
-    params = {k: v for k, v in obj.items() if k not in _OWN_KEYS}
-    if "max_tokens" in params and (
-        not isinstance(params["max_tokens"], int)
-        or isinstance(params["max_tokens"], bool)
-        or params["max_tokens"] < 1
-    ):
-        raise ValueError("`max_tokens` must be a whole number >= 1")
+    params = {k: _decoded(v) if k == "tools" else v for k, v in obj.items()
+              if k in CHAT_PARAMETERS}  # fmt: skip
+    for key, value in params.items():
+        problem = check(key, value)
+        if problem is not None:
+            raise ShapeProblem(problem)
+    if "reasoning_effort" in params and "reasoning" not in params:
+        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
     return params
 
 
-def _tools(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Another family's ``tools`` column (a list, or hermes-fc's JSON string), if it has one."""
-    tools = _decoded(obj.get("tools"))
-    if tools in (None, "", []):
-        return {}
-    if not isinstance(tools, list):
-        raise ShapeProblem("`tools` is not a list of tools (nor JSON text of one)")
-    return {"tools": tools}
+def _jsonable(value: Any) -> Any:
+    """A column's value as JSON can hold it (the output record is JSON)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        return "base64:" + base64.b64encode(bytes(value)).decode()
+    if isinstance(value, Decimal):
+        return str(value)
+    item = getattr(value, "item", None)  # numpy scalars
+    return _jsonable(item()) if callable(item) else str(value)
 
 
-def read_row(obj: Any, fields: FieldMap | None = None) -> RowShape:
+def _named_layout(fields: FieldMap) -> Layout:
+    key = fields.conversation or fields.prompt
+    assert key is not None
+    return Layout("named", "the fields named", (key,),
+                  dialogue=(fields.conversation,) if fields.conversation else (),
+                  prompt=(fields.prompt,) if fields.prompt else (), system=fields.system)  # fmt: skip
+
+
+@dataclass
+class _Reader:
+    obj: Mapping[str, Any]
+    layout: Layout
+    fields: FieldMap
+    folder: Path | None
+    used: set[str] = field(default_factory=lambda: {"dataset"})
+
+    def conversation(self) -> list[dict[str, Any]]:
+        obj, layout = self.obj, self.layout
+        if layout.chat_text:
+            self.used |= {"system", "chat"}
+            try:
+                messages, tools = glaive_chat(obj.get("system"), obj.get("chat"))
+            except LayoutProblem as exc:
+                raise ShapeProblem(str(exc)) from None
+            self.tools = tools
+            return messages
+        dialogue = [k for k in layout.dialogue if k in obj]
+        if dialogue and self.fields.template is None:
+            self.used.add(dialogue[0])
+            messages = _turns_of(obj[dialogue[0]], dialogue[0], own=layout.params)
+            self.turn_meta = _turn_leftovers(obj[dialogue[0]], dialogue[0], own=layout.params)
+            return messages
+        keys = [k for k in layout.prompt if k in obj]
+        if layout.name in ("alpaca", "dolly") or self.fields.template is not None:
+            self.used |= set(keys) if self.fields.template is None else set()
+            text = compose(obj, tuple(keys), self.fields.template)
+            if not text:
+                raise ShapeProblem(f"`{keys[0]}` is an empty string")
+            return [{"role": "user", "content": text}]
+        self.used.add(keys[0])
+        return _turns_of(obj[keys[0]], keys[0], own=False)
+
+    tools: list[dict[str, Any]] | None = None
+    #: the dialogue's per-turn keys that are not sent (WildChat's ``toxic``, a ``weight``...)
+    turn_meta: dict[str, Any] = field(default_factory=dict)
+
+    def system(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        key = self.fields.system or self.layout.system
+        value = self.obj.get(key) if key and not self.layout.chat_text else None
+        if not isinstance(value, str) or not value.strip():
+            if key in self.obj and value in (None, ""):
+                self.used.add(str(key))  # an empty system prompt: nothing to keep
+            return messages
+        if messages and messages[0].get("role") in ("system", "developer"):
+            return messages  # the conversation's own: the column stays in meta
+        self.used.add(str(key))
+        return [{"role": "system", "content": value}, *messages]
+
+    def images(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        key = self.layout.image
+        if key is None or self.obj.get(key) in (None, "", []):
+            return messages
+        self.used.add(key)
+        value = self.obj[key]
+        try:
+            parts = [
+                image_part(v, folder=self.folder)
+                for v in (value if isinstance(value, list) else [value])
+            ]
+        except LayoutProblem as exc:
+            raise ShapeProblem(str(exc)) from None
+        out = [dict(m) for m in messages]
+        for m in out:
+            if m.get("role") == "user" and isinstance(m.get("content"), str):
+                text = m["content"].replace("<image>", "").strip()
+                m["content"] = [*parts, {"type": "text", "text": text}]
+                return out
+        raise ShapeProblem("`image` is given but the conversation has no user text turn")
+
+    def params(self) -> dict[str, Any]:
+        obj, layout = self.obj, self.layout
+        if layout.params:
+            params = _own_params(obj)
+            self.used |= set(params) | {"reasoning_effort"} & obj.keys()
+            return params
+        if self.tools is not None:
+            return {"tools": self.tools} if self.tools else {}
+        if layout.tools is None or obj.get(layout.tools) in (None, "", []):
+            return {}
+        self.used.add(layout.tools)
+        tools = _decoded(obj[layout.tools])
+        try:
+            converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
+        except LayoutProblem as exc:
+            raise ShapeProblem(str(exc)) from None
+        return {"tools": converted} if converted else {}
+
+
+def _status_problem(obj: Mapping[str, Any]) -> str | None:
+    status = obj.get("status")
+    if isinstance(status, str) and status.lower() in FAILED_STATUSES:
+        return f"status is {status!r}: a failed row, not a prompt"
+    return None
+
+
+def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = None) -> RowShape:
     """Read one decoded row; ``ValueError`` for a row that cannot be read at all (the file or the
-    field mapping is wrong), ``ShapeProblem`` for one to skip (its conversation is not valid)."""
+    field mapping is wrong), ``ShapeProblem`` for one to skip (its conversation is not valid, a
+    parameter cannot be sent, its status says it failed). ``folder``: where a relative image path
+    is read from."""
     if not isinstance(obj, Mapping):
         raise ValueError(f"a row is a JSON object, not {type(obj).__name__}")
     fields = fields or FieldMap()
-    messages, own = _conversation(obj, fields)
-    given = _given_id(obj, fields)
+    if fields.named:
+        key = fields.conversation or fields.prompt
+        if key not in obj:
+            raise ValueError(f"has no `{key}` (the field named for this dataset)")
+        layout = _named_layout(fields)
+    else:
+        found = layout_of(obj)
+        if found is None:
+            names = ", ".join(f"`{k}`" for k in (*CONVERSATION_FIELDS, *PROMPT_FIELDS))
+            raise ValueError(
+                f"has none of {names}; name the prompt field (prompt_field, or `fields:` "
+                "in a manifest)"
+            )
+        layout = found
     dataset = obj.get("dataset")
     if dataset is not None and (not isinstance(dataset, str) or not dataset):
         raise ValueError("`dataset` must be a non-empty string")
-    params = _own_params(obj) if own else _tools(obj)
+    ids = (fields.id,) if fields.id is not None else (*layout.id, *ID_FIELDS)
+    given, id_key = _given_id(obj, ids, fields.id)
+    status = _status_problem(obj)
+    if status is not None:
+        raise ShapeProblem(status)
+    reader = _Reader(obj, layout, fields, folder)
+    if layout.status:
+        reader.used.add("status")  # a success: the regeneration's, not the dataset's data
+    messages = reader.images(reader.system(reader.conversation()))
+    params = reader.params()
     problem = validate_conversation(messages)
     if problem is not None:
         raise ShapeProblem(problem)
-    return RowShape(messages, given, dataset, params, own)
+    used = reader.used | ({id_key} if id_key else set())
+    meta = {str(k): _jsonable(v) for k, v in obj.items() if k not in used}
+    meta.update(reader.turn_meta)
+    return RowShape(messages, given, dataset, params, layout.params, layout.name, meta)

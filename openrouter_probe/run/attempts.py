@@ -10,10 +10,16 @@ of its own.
 - ``pause`` (OpenRouter's own 429 for the key): ``Pause`` the pool for Retry-After; beyond
   ``max_wait_s``, or after ``PAUSES_BEFORE_STOP`` pauses with no answer between, ``Stop`` the run
   (``rate-limited``), the row unsent.
+- ``held`` (a 402 saying the account's in-flight budget is full): ``Hold``: the row waits for
+  Retry-After (capped at the backoff's longest wait) and goes again, never counted a failure;
+  the dollar window (``run.limit.DollarWindow``) shrinks. A request refused alone, nothing else in
+  flight, ``LONE_REFUSALS_BEFORE_STOP`` times in a row, is larger than the budget holds: ``Lower``
+  (halved, under ``lower_max_tokens``) or ``Stop`` (``in-flight``) with the advice to lower
+  ``max_tokens``.
 - ``row`` (400, 403, 413, 422: this request itself is wrong): ``Fail`` the row; the run goes on.
-- ``run`` (401 key, 402 credits, a 403 budget spent, 404 no route: no request can succeed):
-  ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again ``Lower`` under
-  ``lower_max_tokens``.
+- ``run`` (401 key, 402 credits, the key's own limit, a 403 budget spent, 404 no route: no request
+  can succeed): ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again
+  ``Lower`` under ``lower_max_tokens``.
 - nearly every recent attempt failing for one transient reason (``run.streak``): ``Stop`` the run
   (``failing``), the rows left unsent.
 
@@ -32,12 +38,14 @@ from decimal import Decimal
 
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.failure import Failure, FailureKind
+from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.request import Request
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.streak import FailureStreak
 
 __all__ = [
+    "LONE_REFUSALS_BEFORE_STOP",
     "ON_FAILURE",
     "PAUSES_BEFORE_STOP",
     "UNREACHABLE_AFTER_ROWS",
@@ -45,6 +53,7 @@ __all__ = [
     "AttemptPolicy",
     "Decision",
     "Fail",
+    "Hold",
     "Lower",
     "Pause",
     "Retry",
@@ -55,6 +64,10 @@ __all__ = [
 UNREACHABLE_AFTER_ROWS = 8
 #: Pauses for the key's own 429 in a row, with no answer between, after which the run stops.
 PAUSES_BEFORE_STOP = 5
+#: In-flight 402s in a row for a request alone in flight after which it is too large to hold.
+LONE_REFUSALS_BEFORE_STOP = 3
+#: The wait after an in-flight 402 that names no Retry-After.
+HOLD_WAIT_S = 2.0
 _ZERO = Decimal(0)
 
 
@@ -73,6 +86,7 @@ class Attempt:
     flying: bool = False  # an attempt is in flight (a cancellation records it)
     cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
     pauses_seen: int = 0  # the pool's pauses when the attempt left
+    held: int = 0  # attempts the in-flight budget refused (not tries of the backoff's)
     #: room for output billed past ``max_tokens`` (``run.overshoot``), set when it is reserved
     overshoot_usd: Decimal = _ZERO
 
@@ -86,6 +100,14 @@ class Attempt:
 @dataclass(frozen=True, slots=True)
 class Retry:
     """Send again after ``wait_s`` (a stop cancels the wait: the row is unsent)."""
+
+    wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The account's in-flight budget is full: send again after ``wait_s``, not a failure (a stop
+    cancels the wait: the row is unsent)."""
 
     wait_s: float
 
@@ -121,7 +143,7 @@ class Lower:
     max_tokens: int
 
 
-Decision = Retry | Pause | Fail | Stop | Lower
+Decision = Retry | Hold | Pause | Fail | Stop | Lower
 
 
 class AttemptPolicy:
@@ -134,8 +156,13 @@ class AttemptPolicy:
         model: str,
         policy: str,
         max_tokens_of: Callable[[PromptRow], int],
+        window: DollarWindow | None = None,
+        held: Callable[[], tuple[Decimal, int]] | None = None,
     ) -> None:
         self.options = options
+        #: the dollars in flight, and what the others in flight hold (``run.limit``; the runner's)
+        self.window = window or DollarWindow()
+        self.held = held or (lambda: (_ZERO, 0))
         self.model = model
         self.policy = policy  # the policy's name, for the no-route advice
         self.max_tokens_of = max_tokens_of
@@ -179,12 +206,37 @@ class AttemptPolicy:
     ) -> Decision:
         clock = self.options.clock
         decision = self.options.backoff.next_wait(
-            attempt=attempt.number,
+            attempt=attempt.number - attempt.held,
             retry_after_s=failure.retry_after_s,
             elapsed_s=clock() - (attempt.first_s or clock()),
             wait_the_cap=True,  # final only when its attempts or its time are spent
         )
         return Fail(decision.reason) if decision.give_up else Retry(decision.wait_s)
+
+    def _held(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
+        """An in-flight 402: shrink the dollar window and wait Retry-After; a request refused
+        alone again and again is larger than the budget holds (see the module)."""
+        attempt.held += 1
+        others_usd, others = self.held()
+        window = self.window
+        alone = window.refused(others_usd, others, attempt.worst)
+        if alone and window.lone_in_a_row >= LONE_REFUSALS_BEFORE_STOP:
+            max_tokens = attempt.request.max_tokens
+            lower = max_tokens // 2
+            if self.options.lower_max_tokens and lower >= max(1, self.max_tokens_of(row) // 4):
+                window.lone_in_a_row = 0
+                return Lower(lower)
+            return Stop(
+                "in-flight",
+                f"{row.id}: OpenRouter's in-flight budget refused this request "
+                f"{window.lone_in_a_row} times with nothing else in flight (its worst case "
+                f"${attempt.worst:.6f}): one request is larger than the account can hold. Lower "
+                f"max_tokens (now {max_tokens}; lower_max_tokens=True halves it on this refusal) "
+                f"or add credits, then rerun the same command to resume ({failure.message})",
+            )
+        cap = self.options.backoff.wait_max_s
+        wait = HOLD_WAIT_S if failure.retry_after_s is None else failure.retry_after_s
+        return Hold(min(max(0.0, wait), cap))
 
     def _pause(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
         options = self.options
@@ -227,6 +279,13 @@ class AttemptPolicy:
     def stop_for(self, failure: Failure) -> Stop:
         """The stop a failure of kind ``run`` leads to, by its status."""
         status = failure.status if failure.status not in (None, 200) else failure.code
+        if failure.refusal == "key_limit":
+            return Stop(
+                "key-limit",
+                f"the key's own limit is spent ({status}): {failure.message}. Raise the key's "
+                "limit at https://openrouter.ai/settings/keys (or use another key), then rerun "
+                "the same command to resume",
+            )
         if failure.budget:
             return Stop(
                 "budget-spent",
@@ -242,6 +301,8 @@ class AttemptPolicy:
                 if failure.afford_tokens and not self.options.lower_max_tokens
                 else ""
             )
+            if failure.refusal == "too_large" and not hint:
+                hint = " (one request is larger than the account can hold: lower max_tokens)"
             # OpenRouter's own text usually names the credits page already: say it once.
             then = (
                 "Then rerun"
@@ -269,6 +330,7 @@ ON_FAILURE: dict[
 ] = {
     "transient": AttemptPolicy._transient,
     "pause": AttemptPolicy._pause,
+    "held": AttemptPolicy._held,
     "row": AttemptPolicy._fail_row,
     "run": AttemptPolicy._stop_run,
 }

@@ -8,8 +8,8 @@ before the sender got them, and their ``sent`` lines hold the money (``run.ledge
 It also holds the lines that earlier runs' open batches carry (``hold``): a request for such a row
 is not bought again, its reservation takes over the line's worst case (``Books.reserve`` asks
 ``reservation``, then calls ``take_over``). ``moved`` journals that this run's attempt carries the
-line (a plan of one line in this run) and has the books settle the earlier attempt to 0;
-``release`` hands back the takeovers never journaled; ``settle_earlier`` settles an earlier batch's
+line (a plan of one line in this run, written with the attempt's ``sent`` line: ``carried``) and
+has the books settle the earlier attempt to 0; ``release`` hands back the takeovers never journaled; ``settle_earlier`` settles an earlier batch's
 lines from what its batch served.
 
 Every money figure (the cap, the counts, the journal's ``settled``/``reconciled`` lines) is written
@@ -19,15 +19,17 @@ the cap and the summary can never disagree about a line that moved.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import secrets
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.ledger import OpenBatch, Pending
 from openrouter_probe.run.request import dumps
+from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["BatchBooks"]
+__all__ = ["BatchBooks", "claimed_first"]
 
 _ZERO = Decimal(0)
 
@@ -43,6 +45,8 @@ class BatchBooks:
         #: (``Books.reserve``), until ``moved`` journals the move
         self.held: dict[str, tuple[OpenBatch, str]] = {}
         self.taken: dict[str, tuple[OpenBatch, str]] = {}
+        #: rows whose move ``carried`` journaled -> the plan of one line that holds it now
+        self.moves: dict[str, str] = {}
         books.holds = self
 
     # -- the plan journal -----------------------------------------------------------------------
@@ -89,16 +93,20 @@ class BatchBooks:
         """This run's attempt for row ``row_json`` took over its line's worst case."""
         self.taken[row_json] = self.held.pop(row_json)
 
-    def moved(self, row_id: str, plan: str, batch_id: str | None, number: int) -> bool:
-        """Journal that this run's attempt ``number`` carries an earlier batch's line for
-        ``row_id`` (a plan of one line in this run, with the batch's id when known), then have
-        the books settle the earlier attempt to 0: its worst case moved to this one
-        (``Books.reserve``). False when the row's reservation did not take one over."""
-        taken = self.taken.pop(dumps(row_id), None)
+    def carried(self, row_json: str, number: int) -> None:
+        """This run's attempt ``number`` for row ``row_json`` was just journaled (``Books.sent``,
+        buffered): if its reservation took over an earlier batch's line, journal the move in the
+        same write: the earlier attempt settled to 0 (its worst case moved to this one), then a
+        plan of one line in this run naming the batch (flushed, with the attempt's ``sent``
+        line). A kill lands before all three lines or after them: the line is counted once."""
+        taken = self.taken.pop(row_json, None)
         if taken is None:
-            return False
+            return
         batch, cid = taken
         old_number, reserved, dataset, _ = batch.lines[cid]
+        plan = f"{batch.plan.split('.')[0]}.{secrets.token_hex(3)}"
+        earlier = Pending(batch.run, old_number, "", reserved, dataset)
+        self.books.reconciled(earlier, _ZERO, taken_over=True, known=cid in batch.settled)
         ledger = self.books.ledger
         if ledger is not None:
             ledger.batch_plan(
@@ -109,11 +117,14 @@ class BatchBooks:
                 lines=[[cid, number]],
                 count=batch.count,
             )
-            if batch_id is not None:
-                ledger.batch_id(ledger.run_id, plan, batch_id)
-        earlier = Pending(batch.run, old_number, "", reserved, dataset)
-        self.books.reconciled(earlier, _ZERO, taken_over=True)
-        return True
+            if batch.batch_id is not None:
+                ledger.batch_id(ledger.run_id, plan, batch.batch_id)
+        self.moves[row_json] = plan
+
+    def moved(self, row_id: str) -> str | None:
+        """The plan that journaled the move of row ``row_id``'s earlier batch line to this run
+        (``carried``); ``None``: its reservation took none over."""
+        return self.moves.pop(dumps(row_id), None)
 
     def release(self) -> None:
         """Takeovers never journaled (the run stopped first): the earlier worst cases count
@@ -130,7 +141,15 @@ class BatchBooks:
         worst case."""
         for custom_id, cost in costs.items():
             line = batch.lines.get(custom_id)
-            if line is None:
+            if line is None or custom_id in batch.settled:  # settled already at its cost
                 continue
             number, reserved, dataset, _ = line
             self.books.reconciled(Pending(batch.run, number, "", reserved, dataset), cost)
+
+
+def claimed_first(rows: Sequence[PromptRow], batches: Sequence[OpenBatch]) -> list[PromptRow]:
+    """``rows`` with those earlier runs' open batches carry first (otherwise in order): their
+    answers are paid, and each claims its line's own worst case (``Books.reserve``), so a row
+    that does not fit what the cap leaves never closes its dataset before them."""
+    held = {row_id for batch in batches for (_, _, _, row_id) in batch.lines.values()}
+    return sorted(rows, key=lambda row: str(row.id) not in held)

@@ -70,31 +70,58 @@ class BatchCalls:
                 self.client.create, model=f"{model}:batch", requests=requests, provider=provider
             )
 
-    async def search(self, plan: str, known: Collection[str], after: int, count: int) -> str | None:
+    async def search(
+        self, plan: str, known: Collection[str], after: int, count: int, cids: Collection[str]
+    ) -> str | None:
         """The id of plan ``plan``'s batch, looked for in the list for ``list_lag_s``: the same
-        model and line count, created after ``after``, not one of ``known``; ``None``: not
-        found (the oldest match is the plan's)."""
+        model and line count, created after ``after``, not one of ``known`` (every batch the
+        job's journal records, and those this run watches); of those, one whose results hold
+        every custom id of ``cids`` (a finished batch's are read: that costs nothing), else the
+        oldest whose custom ids cannot be read yet (running, or withheld); ``None``: not found. A finished
+        batch whose results miss one of ``cids`` is another plan's, never adopted."""
         deadline = self.clock() + self.settings.list_lag_s
-        model = self.settings.model
         while True:
             try:
-                found = await asyncio.to_thread(
-                    lambda: [
-                        b
-                        for b in self.client.list_all(created_after=after)
-                        if b.id not in known
-                        and b.request_counts.total == count
-                        and _same_model(b.model, model)
-                    ]
-                )
+                found = await asyncio.to_thread(self._candidates, known, after, count, set(cids))
             except APIError as exc:
                 log.warning("listing batches to find plan %s: %s", plan, exc)
-                found = []
-            if found:
-                return found[-1].id  # newest first
+                found = None
+            if found is not None:
+                return found
             if self.clock() >= deadline:
                 return None
             await self.sleep(min(self.settings.poll_s, self.settings.list_lag_s))
+
+    def _candidates(
+        self, known: Collection[str], after: int, count: int, cids: set[str]
+    ) -> str | None:
+        """One look at the list (see ``search``); blocks."""
+        model = self.settings.model
+        listed = [
+            b
+            for b in self.client.list_all(created_after=after)
+            if b.id not in known
+            and b.request_counts.total == count
+            and _same_model(b.model, model)
+            and (b.created_at is None or b.created_at >= after)
+        ]
+        unverified = []  # running, or results withheld (402): the custom ids are not shown yet
+        for b in reversed(listed):  # newest first: the oldest first
+            if not b.terminal:
+                unverified.append(b.id)
+                continue
+            try:
+                now = self.client.get(b.id)
+                results = now.results
+                if results is None or len(results) < count:
+                    results = list(self.client.results(b.id))
+            except APIError as exc:
+                log.warning("reading batch %s to match a plan: %s", b.id, exc)
+                unverified.append(b.id)
+                continue
+            if cids <= {r.custom_id for r in results}:
+                return b.id
+        return unverified[0] if unverified else None
 
     async def outcomes(self, batch_id: str, now: Batch) -> dict[str, Answer | Failure]:
         """Every line's outcome, each answer with its share of ``usage.cost``."""

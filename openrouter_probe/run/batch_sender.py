@@ -44,15 +44,15 @@ completes is billed, and their lines stay counted at their worst case).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from openrouter_probe.errors import (
     APIConnectionError,
@@ -61,6 +61,7 @@ from openrouter_probe.errors import (
     InsufficientCreditsError,
     NoRouteError,
 )
+from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.batch_books import BatchBooks
 from openrouter_probe.run.batch_calls import BatchCalls
 from openrouter_probe.run.batch_plan import (
@@ -69,7 +70,20 @@ from openrouter_probe.run.batch_plan import (
     custom_id,
     line_body,
 )
-from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.batch_watch import (
+    Line,
+    Outcome,
+    Watched,
+    failed,
+    not_submitted,
+    refused,
+    resolve,
+    running_message,
+    still_running,
+    unknown,
+    unread,
+    withheld,
+)
 from openrouter_probe.run.ledger import OpenBatch
 from openrouter_probe.run.transport import Answer
 
@@ -82,65 +96,9 @@ __all__ = ["BatchSender"]
 
 log = logging.getLogger(__name__)
 
-Outcome = Answer | Failure
 #: How far the server's clock may be behind this one: a plan's created-after bound is this much
 #: earlier than the plan (the match is then the model, the line count and an id not journaled).
 _SKEW_S = 300
-
-
-@dataclass
-class _Line:
-    cid: str
-    key: SendKey
-    body: dict[str, Any]
-    size: int
-    answer: asyncio.Future[Outcome]
-
-
-@dataclass
-class _Batch:
-    """One batch this sender watches: its own, or one an earlier run left open."""
-
-    plan: str
-    run: str | None  # the run that planned it (None: this one)
-    lines: dict[str, _Line] = field(default_factory=dict)  # this run's waiting requests
-    earlier: OpenBatch | None = None
-    batch_id: str | None = None
-    status: str = "planned"
-    done: int = 0
-    failed: int = 0
-    results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
-    over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
-
-    def answer_all(self, outcome: Failure) -> None:
-        """Give every waiting line the same failure (a copy each)."""
-        for line in self.lines.values():
-            _resolve(line.answer, _copy(outcome))
-        self.lines.clear()
-        if self.earlier is not None:
-            for cid in self.earlier.lines:
-                self.results.setdefault(cid, _copy(outcome))
-
-    async def outcome_of(self, cid: str, key: SendKey) -> Outcome | None:
-        """An earlier run's batch: the outcome of ``cid`` (waiting for it); ``None`` when the
-        batch was never found (the line is packed afresh)."""
-        if not self.over.is_set() and cid not in self.results:
-            loop = asyncio.get_running_loop()
-            waiting = _Line(cid, key, {}, 0, loop.create_future())
-            self.lines[cid] = waiting
-            done: asyncio.Future[Any] = asyncio.ensure_future(self.over.wait())
-            answer: asyncio.Future[Any] = waiting.answer
-            try:
-                await asyncio.wait({answer, done}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                done.cancel()
-            if waiting.answer.done():
-                return waiting.answer.result()
-            self.lines.pop(cid, None)
-        return self.results.pop(cid, None)
-
-    closed: bool = False
-    moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
 
 
 class BatchSender:
@@ -153,6 +111,8 @@ class BatchSender:
         *,
         client: BatchClient,
         earlier: Sequence[OpenBatch] = (),
+        recorded: Mapping[str, str] | None = None,
+        wanted: Collection[str] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -162,14 +122,19 @@ class BatchSender:
         self.calls = BatchCalls(settings, client, sleep=sleep, clock=clock, wall_clock=wall_clock)
         self.sleep, self.clock, self.wall_clock = sleep, clock, wall_clock
         self._earlier_plans = list(earlier)
-        self._by_cid: dict[str, _Batch] = {}  # custom id -> the earlier batch that holds it
-        self._queue: list[_Line] = []  # handed over in this turn of the loop
-        self._pending: deque[_Line] = deque()  # waiting for a batch to be submitted in
+        #: every plan's batch id the journal records (closed plans' too): never adopted again
+        self._recorded = dict(recorded or {})
+        #: the rows this run may send (``None``: any): an answer served for one of them is
+        #: recorded before its plan closes; another row's (finished already) is only settled
+        self._wanted = None if wanted is None else set(wanted)
+        self._by_cid: dict[str, Watched] = {}  # custom id -> the earlier batch that holds it
+        self._queue: list[Line] = []  # handed over in this turn of the loop
+        self._pending: deque[Line] = deque()  # waiting for a batch to be submitted in
         self._live = 0  # batches running: this run's submitted, earlier runs' taken up
         self._stopped = False  # the run stops: nothing more is submitted
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
-        self.batches: dict[str, _Batch] = {}  # plan -> batch
+        self.batches: dict[str, Watched] = {}  # plan -> batch
         self._books: BatchBooks | None = None
         self._random = random.Random()
 
@@ -183,6 +148,7 @@ class BatchSender:
         self._books = batch_books = BatchBooks(books)
         if stopped is not None:
             stopped.add_done_callback(lambda _: self._stop())
+        roots: dict[str, Watched] = {}
         for plan in self._earlier_plans:
             if self.settings.abandon:
                 batch_books.closed(plan.run, plan.plan, "abandoned")
@@ -192,11 +158,20 @@ class BatchSender:
                     "row(s) stay counted at their worst case and go into new batches"
                 )
                 continue
-            watched = _Batch(plan.plan, plan.run, earlier=plan, batch_id=plan.batch_id)
-            self.batches[plan.plan] = watched
+            root = plan.plan.split(".")[0]  # a moved line's plan is named after its first
+            batch_id = plan.batch_id or self._recorded.get(root)
             batch_books.hold(plan)
+            watched = roots.get(root)
+            if watched is not None:  # one batch, one watch: polled once, counted once
+                watched.joined.append(plan)
+                watched.batch_id = watched.batch_id or batch_id
+            else:
+                watched = roots[root] = Watched(plan.plan, plan.run, earlier=plan)
+                watched.batch_id, watched.status = batch_id, "open"
+                self.batches[plan.plan] = watched
             for cid in plan.lines:
                 self._by_cid[cid] = watched
+        for watched in roots.values():
             self._live += 1  # it runs on OpenRouter: it counts against ``live``
             self._start(self._take_up(watched))
 
@@ -215,15 +190,15 @@ class BatchSender:
         earlier = self._by_cid.pop(cid, None)
         if earlier is not None:
             assert self._books is not None
-            moved = f"{earlier.plan}.{secrets.token_hex(3)}"
-            if self._books.moved(key.row_id, moved, earlier.batch_id, key.number):
+            moved = self._books.moved(key.row_id)  # journaled with the attempt (``carried``)
+            if moved is not None:
                 earlier.moved.append(moved)
             outcome = await earlier.outcome_of(cid, key)
             if outcome is not None:
                 return outcome
         line_json = line_body(body)
         loop = asyncio.get_running_loop()
-        line = _Line(cid, key, line_json, len(body), loop.create_future())
+        line = Line(cid, key, line_json, len(body), loop.create_future())
         self._queue.append(line)
         if not self._flushing:
             self._flushing = True
@@ -241,18 +216,29 @@ class BatchSender:
         said = []
         if books is not None:
             books.release()
+        unrecorded = []
         for b in self.batches.values():
-            if b.earlier is not None and books is not None:
-                served = {c: o.cost_usd for c, o in b.results.items() if isinstance(o, Answer)}
-                books.settle_earlier(b.earlier, {c: v for c, v in served.items() if v is not None})
-        running = [b for b in self.batches.values() if not b.closed and b.batch_id]
-        if running:
-            ids = ", ".join(f"{b.batch_id} ({b.status})" for b in running[:5])
-            more = f" and {len(running) - 5} more" if len(running) > 5 else ""
+            if books is not None and b.earlier is None and b.ended is not None:
+                self._close(b, b.ended)  # this run's own: every answer was written
+            if books is None or b.earlier is None or b.closed:
+                continue
+            waiting = self._unclaimed(b)  # paid answers no request of this run claimed
+            served = {
+                c: o.cost_usd
+                for c, o in b.results.items()
+                if isinstance(o, Answer) and o.cost_usd is not None and c not in waiting
+            }
+            for plan in b.plans:  # rows finished already: only their money is settled
+                books.settle_earlier(plan, {c: v for c, v in served.items() if c in plan.lines})
+            if b.ended is not None and not waiting:
+                self._close(b, b.ended)
+            elif waiting:
+                unrecorded.append(f"{len(waiting)} of {b.batch_id}")
+        said.extend(running_message(self.batches.values()))
+        if unrecorded:
             said.append(
-                f"{len(running)} batch(es) still running: {ids}{more}. There is no cancel: rerun "
-                "the same command to poll them and write their results (--abandon forgets them; "
-                "what completes is billed)"
+                f"answers fetched but not recorded: {', '.join(unrecorded)}; they are paid and "
+                "their batch stays open: rerun the same command to record them (not re-run)"
             )
         for text in said:
             log.warning("%s", text)
@@ -288,10 +274,10 @@ class BatchSender:
         pending = self._pending
         if self._stopped:
             while pending:
-                _resolve(pending.popleft().answer, _not_submitted())
+                resolve(pending.popleft().answer, not_submitted())
             return
         while pending and self._live < self.settings.live:
-            lines: list[_Line] = []
+            lines: list[Line] = []
             size = 0
             while pending and len(lines) < self.settings.size:
                 line = pending[0]
@@ -315,27 +301,32 @@ class BatchSender:
         self._live -= 1
         self._pump()
 
-    async def _submit(self, lines: list[_Line]) -> None:
+    async def _submit(self, lines: list[Line]) -> None:
         try:
             await self._submit_and_poll(lines)
         finally:
             self._ended()
 
-    async def _submit_and_poll(self, lines: list[_Line]) -> None:
+    async def _submit_and_poll(self, lines: list[Line]) -> None:
         books = self._books
         assert books is not None, "BatchSender.bind(books) first"
         plan = secrets.token_hex(5)
-        batch = _Batch(plan, None, lines={line.cid: line for line in lines})
+        batch = Watched(plan, None, lines={line.cid: line for line in lines})
         self.batches[plan] = batch
         worst = sum((line.key.worst_usd for line in lines), Decimal(0))
         after = int(self.wall_clock()) - _SKEW_S
-        books.planned(
-            plan,
-            model=self.settings.model,
-            after=after,
-            worst=worst,
-            lines=[[line.cid, line.key.number] for line in lines],
-        )
+        try:
+            books.planned(
+                plan,
+                model=self.settings.model,
+                after=after,
+                worst=worst,
+                lines=[[line.cid, line.key.number] for line in lines],
+            )
+        except WriteFailed:  # the plan is not journaled: the batch must not be made
+            batch.closed, batch.status = True, "not submitted"
+            batch.answer_all(not_submitted())
+            return
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
             created = await self.calls.create(requests)
@@ -343,7 +334,7 @@ class BatchSender:
             if exc.status_code < 500:  # refused: nothing was made, nothing billed
                 books.closed(None, plan, f"refused {exc.status_code}")
                 batch.closed, batch.status = True, "refused"
-                batch.answer_all(_refused(exc, exc.status_code))
+                batch.answer_all(refused(exc, exc.status_code))
                 return
             if not await self._lost(batch, after, len(lines), exc):
                 return
@@ -352,48 +343,55 @@ class BatchSender:
                 return
         else:
             batch.batch_id = created.id
-            books.submitted(None, plan, created.id)
+            with contextlib.suppress(WriteFailed):  # the plan is journaled: a rerun finds it
+                books.submitted(None, plan, created.id)
             await self.calls.accepted(created.id, books.books.warn)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
         await self._poll(batch)
 
-    async def _lost(self, batch: _Batch, after: int, count: int, exc: APIError) -> bool:
+    async def _lost(self, batch: Watched, after: int, count: int, exc: APIError) -> bool:
         """The POST's answer is lost (no connection, 5xx): the batch may exist; look for it.
         False when not found: its lines count at their worst case and go into a later batch,
         and the plan stays open for the next run to look again."""
         log.warning("batch plan %s: %s; looking for it in the list", batch.plan, exc)
-        if await self._find(batch, after, count):
+        if await self._find(batch, after, count, set(batch.lines)):
             return True
-        batch.answer_all(_unknown(f"batch plan {batch.plan}: {exc}"))
+        batch.answer_all(unknown(f"batch plan {batch.plan}: {exc}"))
         return False
 
     # -- finding, polling, ending -------------------------------------------------------------
 
-    async def _find(self, batch: _Batch, after: int, count: int) -> bool:
+    async def _find(self, batch: Watched, after: int, count: int, cids: set[str]) -> bool:
         """Look for the batch of a plan whose POST answer was lost: the same model and line
-        count, created after the plan; True when found (its id journaled)."""
+        count, created after the plan, holding the plan's custom ids, and no batch a plan of
+        this job records or this run watches; True when found (its id journaled)."""
         books = self._books
         assert books is not None
         known = {b.batch_id for b in self.batches.values() if b.batch_id}
-        found = await self.calls.search(batch.plan, known, after, count)
+        known |= set(self._recorded.values())
+        found = await self.calls.search(batch.plan, known, after, count, cids)
         if found is None:
             return False
         batch.batch_id = found
         books.submitted(batch.run, batch.plan, found)
+        for plan in batch.joined:
+            books.submitted(plan.run, plan.plan, found)
         for moved in batch.moved:
             books.submitted(None, moved, found)
         log.warning("batch plan %s: adopted %s (found in the list)", batch.plan, found)
         await self.calls.accepted(found, books.books.warn)
         return True
 
-    async def _take_up(self, batch: _Batch) -> None:
+    async def _take_up(self, batch: Watched) -> None:
         """An earlier run's open plan: find it by the list if it has no id, then poll it."""
         plan = batch.earlier
         assert plan is not None and self._books is not None
         try:
-            if batch.batch_id is None and not await self._find(batch, plan.after, plan.count):
+            if batch.batch_id is None and not await self._find(
+                batch, plan.after, plan.count, batch.held()
+            ):
                 self._close(batch, "not found")
                 self._books.books.warn(
                     f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
@@ -407,7 +405,7 @@ class BatchSender:
             batch.over.set()
             self._ended()
 
-    async def _poll(self, batch: _Batch) -> None:
+    async def _poll(self, batch: Watched) -> None:
         started = self.clock()
         wait = self.settings.poll_s
         assert batch.batch_id is not None
@@ -417,16 +415,16 @@ class BatchSender:
             try:
                 now = await asyncio.to_thread(self.client.get, batch.batch_id)
             except InsufficientCreditsError as exc:
-                batch.answer_all(_withheld(batch.batch_id, exc))
+                batch.answer_all(withheld(batch.batch_id, exc))
                 return
             except NoRouteError as exc:
                 if self.clock() - started < self.settings.not_written_s:
                     continue  # written asynchronously: not there yet
-                batch.answer_all(_unknown(f"batch {batch.batch_id}: {exc.message}"))
+                batch.answer_all(unknown(f"batch {batch.batch_id}: {exc.message}"))
                 return
             except APIStatusError as exc:
                 if exc.status_code == 410:
-                    batch.answer_all(_unknown(f"batch {batch.batch_id}: gone (410)"))
+                    batch.answer_all(unknown(f"batch {batch.batch_id}: gone (410)"))
                     return
                 log.warning("polling batch %s: %s", batch.batch_id, exc)
                 continue
@@ -438,10 +436,10 @@ class BatchSender:
                 await self._end(batch, now)
                 return
             if self.clock() - started > self.settings.window_s:
-                batch.answer_all(_still_running(batch.batch_id, now.status))
+                batch.answer_all(still_running(batch.batch_id, now.status))
                 return
 
-    def _show(self, batch: _Batch, now: Batch) -> None:
+    def _show(self, batch: Watched, now: Batch) -> None:
         counts = now.request_counts
         if (now.status, counts.completed, counts.failed) != (
             batch.status,
@@ -459,124 +457,47 @@ class BatchSender:
                 self.status_line(),
             )
 
-    async def _end(self, batch: _Batch, now: Batch) -> None:
-        """Answer every line of a finished batch, then close its plan in the journal."""
+    async def _end(self, batch: Watched, now: Batch) -> None:
+        """Answer every line of a finished batch (its plan is closed at the run's end)."""
         books = self._books
         assert books is not None and batch.batch_id is not None
         if now.status == "failed":
             reason = (now.error or {}).get("message") or "no reason given"
-            batch.answer_all(_failed(batch.batch_id, str(reason)))
+            batch.answer_all(failed(batch.batch_id, str(reason)))
         else:
             try:
                 outcomes = await self.calls.outcomes(batch.batch_id, now)
             except InsufficientCreditsError as exc:  # the results gate: billed, not shown
-                batch.answer_all(_withheld(batch.batch_id, exc))
+                batch.answer_all(withheld(batch.batch_id, exc))
                 return  # the plan stays open: a rerun after credit fetches the results
             except APIError as exc:  # finished and billed: never sent again, fetched again
-                batch.answer_all(_unread(batch.batch_id, exc))
+                batch.answer_all(unread(batch.batch_id, exc))
                 return
-            wanted = set(batch.lines) | (set(batch.earlier.lines) if batch.earlier else set())
-            for cid in wanted:
-                outcome = outcomes.get(cid) or _unknown(
+            for cid in set(batch.lines) | batch.held():
+                outcome = outcomes.get(cid) or unknown(
                     f"batch {batch.batch_id} ended {now.status} without this line's result; "
                     "it goes into a later batch"
                 )
                 waiting = batch.lines.pop(cid, None)
                 if waiting is not None:
-                    _resolve(waiting.answer, outcome)
+                    resolve(waiting.answer, outcome)
                 elif batch.earlier is not None:
                     batch.results[cid] = outcome
-        await asyncio.sleep(0)  # the workers settle and write what was answered first
-        batch.closed = True
-        self._close(batch, now.status)
+        # closed at the run's end (``aclose``), once every answer's record is written and every
+        # served answer claimed: a kill before leaves it open, and the rerun fetches it again
+        batch.ended = now.status
 
-    def _close(self, batch: _Batch, status: str) -> None:
-        """Journal that ``batch``'s plan (and this run's plans of its lines) is closed."""
+    def _unclaimed(self, batch: Watched) -> set[str]:
+        return batch.unclaimed(self._wanted)
+
+    def _close(self, batch: Watched, status: str) -> None:
+        """Journal that ``batch``'s plan (and the plans that moved its lines) is closed."""
         assert self._books is not None
+        if batch.closed:
+            return
+        batch.closed, batch.status = True, status
         self._books.closed(batch.run, batch.plan, status)
+        for earlier in batch.joined:
+            self._books.closed(earlier.run, earlier.plan, status)
         for plan in batch.moved:
             self._books.closed(None, plan, status)
-
-
-def _resolve(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
-    if not future.done():
-        future.set_result(outcome)
-
-
-def _copy(failure: Failure) -> Failure:
-    return Failure(
-        failure.kind,
-        failure.message,
-        status=failure.status,
-        metadata=dict(failure.metadata),
-        cost_unknown=failure.cost_unknown,
-        rate_limited=failure.rate_limited,
-    )
-
-
-def _unknown(message: str) -> Failure:
-    """A line whose batch may have billed it: counted at its worst case, sent again later."""
-    return Failure("transient", message, status=200, cost_unknown=True)
-
-
-def _not_submitted() -> Failure:
-    """A request that waited for a batch when the run stopped: never sent, billed nothing; the
-    row stays unsent for a rerun."""
-    return Failure(
-        "run",
-        "not submitted: the run stopped while it waited for a batch",
-        metadata={"stop": "interrupted"},
-    )
-
-
-def _refused(exc: APIStatusError, status: int) -> Failure:
-    """A submit OpenRouter refused (nothing was made, nothing billed)."""
-    if status == 429:
-        return Failure("transient", f"batch submit: {exc.message}", status=429, rate_limited=True)
-    stop = "credits" if status == 402 else "batch-refused"
-    return Failure(
-        "run",
-        f"the batch submit was refused ({status}): {exc.message}",
-        status=status,
-        metadata={"stop": stop},
-    )
-
-
-def _withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
-    return Failure(
-        "run",
-        f"batch {batch_id}: results withheld until the charge is covered (402): add credits at "
-        "https://openrouter.ai/settings/credits, then rerun the same command to fetch them "
-        "(the batch is not re-run)",
-        status=402,
-        cost_unknown=True,
-        metadata={"stop": "credits"},
-    )
-
-
-def _unread(batch_id: str, exc: APIError) -> Failure:
-    return Failure(
-        "run",
-        f"batch {batch_id}: finished, but its results could not be read ({exc}); rerun the "
-        "same command to fetch them (the batch is not re-run)",
-        cost_unknown=True,
-        metadata={"stop": "batch-unread"},
-    )
-
-
-def _failed(batch_id: str, reason: str) -> Failure:
-    return Failure(
-        "run",
-        f"batch {batch_id} failed: {reason}"[:400],
-        metadata={"stop": "batch-failed"},
-    )
-
-
-def _still_running(batch_id: str, status: str) -> Failure:
-    return Failure(
-        "run",
-        f"batch {batch_id} is still {status} past the batch window; rerun the same command "
-        "to poll it again",
-        cost_unknown=True,
-        metadata={"stop": "batch-running"},
-    )

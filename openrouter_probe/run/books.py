@@ -33,9 +33,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol
 
+from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.overshoot import Overshoot
 from openrouter_probe.run.reconcile import Lookup, Reconciler
 from openrouter_probe.run.request import dumps
@@ -106,6 +108,10 @@ class HeldLines(Protocol):
     def take_over(self, row_json: str) -> None:
         """This run's attempt for row ``row_json`` took over its line's worst case."""
 
+    def carried(self, row_json: str, number: int) -> None:
+        """Attempt ``number`` for row ``row_json`` was just journaled (buffered): journal the
+        move of the line it took over, if any, in the same write."""
+
 
 class Books:
     """The cap, the journal and the reconciler of one run, and its tallies (see the module)."""
@@ -150,6 +156,8 @@ class Books:
         #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
+        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it)
+        self.window: DollarWindow | None = None
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
 
@@ -169,8 +177,9 @@ class Books:
 
     # -- before an attempt leaves -----------------------------------------------------------------
 
-    def reserve(self, dataset: str, attempt: Attempt) -> bool:
-        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share, if it fits.
+    def reserve(self, dataset: str, attempt: Attempt, *, borrow: bool = False) -> bool:
+        """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share (``borrow``:
+        the cap alone), if it fits.
 
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
@@ -179,14 +188,19 @@ class Books:
         attempt.overshoot_usd = self.overshoot.extra_usd(
             attempt.request.max_tokens, attempt.prices.output_usd_per_token
         )
+        window = self.window
+        if window is not None and not window.admits(
+            self.cap.reserved_usd, self.cap.in_flight, attempt.worst
+        ):
+            return False  # the dollars in flight are full: wait for one to settle
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
-            return self.cap.try_reserve(attempt.worst, dataset)
+            return self.cap.try_reserve(attempt.worst, dataset, borrow=borrow)
         assert holds is not None
         reserved, line_dataset = held
         self.cap.give_back(reserved, line_dataset)
-        if not self.cap.try_reserve(attempt.worst, dataset):
+        if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
             self.hand_back(reserved, line_dataset)
             return False
         holds.take_over(attempt.id_json)
@@ -204,15 +218,31 @@ class Books:
 
         Without ``fsync`` the line is flushed to the OS at once: a flush costs less than the
         wait for a shared one (a wake-up per request). With ``fsync`` the lines of every attempt
-        leaving in this turn of the loop share one write and one ``fsync`` (``leaving``)."""
-        self.counts.requests += 1
+        leaving in this turn of the loop share one write and one ``fsync`` (``leaving``).
+
+        A line the journal cannot take (``files.WriteFailed``, raised on): the attempt never
+        leaves, and its reservation is released (nothing was billed)."""
         ledger = self.ledger
+        self.counts.requests += 1
         if ledger is None:
             return 0
         dataset = self._dataset_json[row.dataset]
-        if ledger.fsync:
-            return ledger.sending(attempt.id_json, attempt.worst, dataset)
-        return ledger.sent(attempt.id_json, attempt.worst, dataset)
+        try:
+            holds = self.holds
+            if holds is None:
+                if ledger.fsync:
+                    return ledger.sending(attempt.id_json, attempt.worst, dataset)
+                return ledger.sent(attempt.id_json, attempt.worst, dataset)
+            number = ledger.sending(attempt.id_json, attempt.worst, dataset)
+            # a batch line this attempt took over (``reserve``): its move goes in the same write
+            holds.carried(attempt.id_json, number)
+            if not ledger.fsync:
+                ledger.flush()
+            return number
+        except WriteFailed:
+            self.counts.requests -= 1
+            self.cap.settle(attempt.worst, None, row.dataset)
+            raise
 
     def leaving(self) -> Awaitable[None] | None:
         """What to await before sending what ``sent`` journaled (``None``: it is in the OS
@@ -304,12 +334,14 @@ class Books:
             return
         self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
 
-    def reconciled(self, pending: Pending, cost: Decimal, *, taken_over: bool = False) -> None:
+    def reconciled(
+        self, pending: Pending, cost: Decimal, *, taken_over: bool = False, known: bool = False
+    ) -> None:
         """``/generation`` (or a batch's cost) says what an attempt counted at its worst case
         cost: journal it and give the difference back (this run's attempts and earlier runs'
         alike). ``taken_over``: an earlier run's batch line whose worst case this run's attempt
         took over (``reserve``): the cap already gave it back, only the journal and the counts
-        change."""
+        change. ``known``: that line was settled at its answer's cost, not possibly billed."""
         if self.ledger is not None:
             self.ledger.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
@@ -327,7 +359,7 @@ class Books:
             c.reconciled += 1
             c.reconciled_back_usd += back
         else:
-            c.possibly_billed_before_settled_usd += pending.reserved_usd
+            c.possibly_billed_before_settled_usd += _ZERO if known else pending.reserved_usd
             c.reconciled_before += 1
             c.reconciled_before_back_usd += back
         self.on_change()
@@ -452,6 +484,13 @@ class Books:
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
+        unsettled = _unsettled(self.reconciler)
+        if unsettled:
+            self.warn(unsettled)
+        window = self.window
+        if window is not None:
+            s.held_max_usd = max(s.held_max_usd, window.most_held_usd)
+            s.in_flight_refusals += window.refusals
         if self.cap.overruns:
             why = (
                 "providers billed past max_tokens: the reservations kept room for it from the "
@@ -500,4 +539,21 @@ def _cost_warning(answer: Answer, worst: Decimal) -> str:
     return (
         f"{answer.provider or '?'}: {what}; its answers count at their worst case "
         f"(${worst:.6f} here) until /generation settles them"
+    )
+
+
+def _unsettled(reconciler: Reconciler | None) -> str | None:
+    """What to say of what ``/generation`` left unsettled this run (given up, or still queued
+    when the run ended): how much stays at its worst case, and that a rerun settles it."""
+    if reconciler is None:
+        return None
+    left = list(reconciler.given_up) + reconciler.queued()
+    if not left:
+        return None
+    worst = sum((p.reserved_usd for p in left), _ZERO)
+    return (
+        f"{len(left)} attempt(s) could not be settled from /generation in this run: "
+        f"${worst:.6f} stays counted at the worst case (the cap is safe, this money is not "
+        "spendable); rerun the same command later to settle them (nothing recorded is "
+        "bought again)"
     )

@@ -78,7 +78,7 @@ class JobOptions:
     out: Path
     budget_usd: Decimal | None = None
     concurrency: int = 256
-    api_key: str = ""
+    api_key: str = field(default="", repr=False)  # never in a repr, a log, a traceback
     base_url: str = DEFAULT_BASE_URL
     backoff: Backoff = field(default_factory=default_backoff)
     read_timeout_s: float = 300.0

@@ -15,9 +15,15 @@ one other place, ``run.attempts.ON_FAILURE``:
   until shown otherwise;
 - ``row``: the row fails, the run goes on (400 invalid request or context length, a moderation or
   guardrail 403, 413, 422, a token limit reached mid-answer);
-- ``run``: no row can succeed: 401 (the key), 402 (credits), a 403 that says a budget is spent
-  (workspace, guardrail or key budget: ``Failure.budget``), 404 (the policy admits nothing), a 400
-  naming an invalid model.
+- ``held``: the account's in-flight budget is full (a 402 ``in_flight_budget_exhausted``, 2026):
+  not the row's failure and not a stop: the row waits for ``Retry-After`` and goes again, and the
+  run holds fewer dollars in flight (``run.limit.DollarWindow``);
+- ``run``: no row can succeed: 401 (the key), 402 (credits; the key's own limit; one request
+  larger than the account can hold), a 403 that says a budget is spent (workspace, guardrail or
+  key budget: ``Failure.budget``), 404 (the policy admits nothing), a 400 naming an invalid model.
+
+Every 402 and 403 is read once, by ``api.envelope`` (``reason``, ``limit_source``, a nested
+``error.error``, the message cleaned): the table matches its case (``Failure.refusal``).
 
 An error inside a 200 body or stream is classified by its own ``code`` as an HTTP status would be
 (the mid-stream error rule): a mid-stream 429 or 5xx is transient, a mid-stream 400 the row's.
@@ -42,10 +48,11 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from openrouter_probe.api.backoff import TRANSIENT_STATUSES
+from openrouter_probe.api.envelope import clean_message, find_error, refusal
 
 __all__ = ["ERROR_RULES", "ErrorRule", "Failure", "FailureKind", "classify_error", "rule_for"]
 
-FailureKind = Literal["transient", "pause", "row", "run"]
+FailureKind = Literal["transient", "pause", "held", "row", "run"]
 
 _AFFORD_RE = re.compile(r"can only afford (\d+)")
 #: A raw upstream body that starts with a status line ("429 Too Many Requests", "503 ...").
@@ -74,6 +81,8 @@ class Failure:
     reset_epoch_s: float | None = None  # a platform 429's X-RateLimit-Reset, in epoch seconds
     #: What an answer sent before its error (``content``, ``reasoning``, ``finish_reason``).
     partial: dict[str, Any] | None = None
+    #: What a 402 or 403 says (``api.envelope.refusal``): ``in_flight``, ``key_limit``, ...
+    refusal: str | None = None
 
     @property
     def budget(self) -> bool:
@@ -102,7 +111,7 @@ class ErrorRule:
     ``metadata.raw``, ``metadata.error_type``, ``metadata.provider_error_code`` or
     ``error.availability.code``; ``wraps`` matches a 400 whose upstream code is transient;
     ``platform`` an answer with ``X-RateLimit-*`` headers; ``unattributed`` an HTTP error (not one
-    inside a 200) that names no provider.
+    inside a 200) that names no provider; ``refusal`` a 402/403 case (``api.envelope.refusal``).
     """
 
     status: int | None
@@ -113,9 +122,12 @@ class ErrorRule:
     wraps: bool = False
     platform: bool = False
     unattributed: bool = False
+    refusal: str = ""
 
     def matches(self, status: int | None, facts: _Facts) -> bool:
         if self.status is not None and status != self.status:
+            return False
+        if self.refusal and self.refusal != facts.refusal:
             return False
         if self.platform and not facts.platform:
             return False
@@ -134,7 +146,26 @@ class ErrorRule:
 #: on the API; the tests name the recording of each line).
 ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(401, "run", "[real] 'User not found.': the key is wrong"),
-    ErrorRule(402, "run", "[3p] 'can only afford N' (9.1)", message="can only afford"),
+    ErrorRule(
+        402,
+        "held",
+        "[docs, 3p] reason in_flight_budget_exhausted, limit_source openrouter_in_flight_budget"
+        " (18): the account's in-flight budget is full; wait Retry-After, hold fewer dollars",
+        refusal="in_flight",
+    ),
+    ErrorRule(
+        402,
+        "run",
+        "[docs] limit_source openrouter_key_limit (18): the key's own limit is spent",
+        refusal="key_limit",
+    ),
+    ErrorRule(
+        402,
+        "run",
+        "[docs, 3p] reason weight_exceeds_budget, limit_source openrouter_credits, 'can only"
+        " afford N' (18, 9.1): one request larger than the account can hold",
+        refusal="too_large",
+    ),
     ErrorRule(402, "run", "[real] 'Insufficient credits. Add more using ...' (9.1)"),
     ErrorRule(
         404, "run", "[3p] provider.only admits nothing (9.3)", message="no allowed providers"
@@ -158,7 +189,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         403,
         "run",
         "[3p] 'Key limit exceeded (weekly limit). Manage it using ...': the key's budget (15)",
-        message="limit exceeded",
+        refusal="key_limit",
+    ),
+    ErrorRule(
+        403, "run", "[3p] '... limit exceeded': a budget layer is spent (15)", refusal="budget"
     ),
     ErrorRule(
         None,
@@ -242,6 +276,7 @@ class _Facts:
     wraps_transient: bool
     platform: bool
     unattributed: bool = False
+    refusal: str | None = None
 
 
 def _int_code(code: Any) -> int | None:
@@ -277,7 +312,12 @@ def _upstream_code(metadata: Mapping[str, Any]) -> int | None:
 
 
 def _facts(
-    error: Mapping[str, Any], metadata: Mapping[str, Any], platform: bool, *, http: bool
+    error: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    platform: bool,
+    *,
+    http: bool,
+    status: int | None = None,
 ) -> _Facts:
     details = [
         str(metadata.get(key) or "").lower() for key in ("raw", "error_type", "provider_error_code")
@@ -299,6 +339,7 @@ def _facts(
         platform=platform or in_body,
         unattributed=http
         and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
+        refusal=refusal(status, error),
     )
 
 
@@ -311,7 +352,7 @@ def _by_status(status: int | None) -> FailureKind:
 
 
 def _message(error: Mapping[str, Any], metadata: Mapping[str, Any], status: Any, body: str) -> str:
-    message = str(error.get("message") or "").strip()
+    message = clean_message(error.get("message"))
     if not message:
         snippet = " ".join(body.split())[:200]
         message = f"HTTP {status}" + (f": {snippet}" if snippet else "")
@@ -325,12 +366,22 @@ def rule_for(
     status: int | None, error: dict[str, Any] | None, *, platform: bool = False
 ) -> ErrorRule | None:
     """The table's line that decides this error (``None``: its status class decides)."""
-    err = error or {}
+    err = _error(error)
     raw_metadata = err.get("metadata")
     metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     effective = _int_code(err.get("code")) if status in (None, 200) else status
-    facts = _facts(err, metadata, platform, http=status not in (None, 200))
+    facts = _facts(err, metadata, platform, http=status not in (None, 200), status=status)
     return next((r for r in ERROR_RULES if r.matches(effective, facts)), None)
+
+
+def _error(error: dict[str, Any] | None) -> dict[str, Any]:
+    """The error object, a nested ``error.error`` read through (``api.envelope.find_error``)."""
+    if not error:
+        return {}
+    if "error" not in error:
+        return error
+    found, _ = find_error({"error": error})
+    return found or {}
 
 
 def classify_error(
@@ -347,7 +398,7 @@ def classify_error(
     code decides. ``platform``: the answer carried ``X-RateLimit-*`` headers (OpenRouter's own
     limit, not a provider's).
     """
-    err = error or {}
+    err = _error(error)
     raw_metadata = err.get("metadata")
     metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     code = err.get("code")
@@ -373,4 +424,5 @@ def classify_error(
         afford_tokens=afford,
         rate_limited=rate_limited,
         metadata=metadata,
+        refusal=refusal(status, err),
     )

@@ -52,6 +52,12 @@ settles it by ``gen_id`` (``null``: it stays there); ``adopts`` names the record
 line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
 at its reservation (more, never less), and one with a generation id is settled again on resume.
 
+A write that fails (a full disk, a read-only file system, a quota) fails the journal for good:
+``writes.on_failure`` is told once (the run stops sending), nothing more is written to it (a line after
+a lost one would leave a damaged file), a ``sent`` (or batch) line that cannot be flushed raises
+``files.WriteFailed`` (its request never leaves), and the lines already in the file stand: the
+next run, once there is room, resumes from them.
+
 ``replay_ledger`` reads it back (after ``run.lock`` is taken; a torn last line is cut first: a torn
 ``sent`` line's request never left).
 """
@@ -73,7 +79,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
+from openrouter_probe.files import (
+    WriteFailed,
+    WriteFailures,
+    append_line,
+    iter_jsonl,
+    open_append,
+    repair_torn_tail,
+    write_error,
+)
 from openrouter_probe.rules.quantities import recorded_usd
 
 __all__ = [
@@ -142,6 +156,9 @@ class LedgerReplay:
     pending: list[Pending] = field(default_factory=list)
     #: batch plans without a ``batch_done`` line (``generate --batch``), in journal order
     batches: list[OpenBatch] = field(default_factory=list)
+    #: every batch id the journal records, closed plans' too: plan -> id (the orphan search never
+    #: adopts one of these; a moved line's plan without its id line takes its first plan's)
+    batch_ids: dict[str, str] = field(default_factory=dict)
     torn: bytes | None = None
     #: the keys of the output records adopted (``adopt``): never adopted again
     adopted: set[str] = field(default_factory=set)
@@ -166,6 +183,10 @@ class OpenBatch:
     lines: dict[str, tuple[int, Decimal, str | None, str]]
     count: int = 0  # lines in the plan, settled ones included (the orphan search matches it)
     batch_id: str | None = None
+    #: lines whose attempt is settled at its answer's cost (``lines`` holds that cost): the plan
+    #: is open, so the run was killed before every answer's record was surely written; a row
+    #: without one claims the line again (its answer is fetched again, never bought again)
+    settled: set[str] = field(default_factory=set)
 
 
 def _number(value: Any, where: str) -> int:
@@ -302,6 +323,9 @@ def replay_ledger(
         if ds is not None:
             replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
     replay.batches = _open_batches(plans, attempts, p)
+    replay.batch_ids = {
+        plan: line["id"] for (_, plan), line in plans.items() if isinstance(line.get("id"), str)
+    }
     return replay
 
 
@@ -317,10 +341,14 @@ def _open_batches(
             continue
         where = f"{path}: batch plan {plan}"
         lines: dict[str, tuple[int, Decimal, str | None, str]] = {}
+        settled: set[str] = set()
         for custom_id, number in line["lines"]:
             entry = attempts.get((run, _number(number, where)))
-            if entry is not None and entry[2] in (_SENT, _UNKNOWN):  # known: its own money
+            if entry is not None and entry[2] in (_SENT, _UNKNOWN):
                 lines[custom_id] = (number, entry[1], entry[0], str(entry[5]))
+            elif entry is not None and entry[2] == _KNOWN:  # its answer's record may be lost
+                lines[custom_id] = (number, entry[3] or _ZERO, entry[0], str(entry[5]))
+                settled.add(custom_id)
         ident = line.get("id")
         found.append(
             OpenBatch(
@@ -332,6 +360,7 @@ def _open_batches(
                 lines=lines,
                 count=int(line.get("count") or len(line["lines"])),
                 batch_id=ident if isinstance(ident, str) else None,
+                settled=settled,
             )
         )
     return found
@@ -365,13 +394,13 @@ def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) 
         for number, r in enumerate(records, start=1)
     ]
     try:
-        with Path(path).open("a", encoding="utf-8") as handle:
+        with open_append(path) as handle:
             handle.write("".join(lines))
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write the spend journal: {exc.strerror}") from exc
+    except OSError as exc:  # a full disk: one line, nothing sent (``files.WriteFailed``)
+        raise WriteFailed(write_error(path, exc)) from exc
     return str(json.loads(run))
 
 
@@ -400,11 +429,13 @@ class Ledger:
         self._run_json = json.dumps(self.run_id)
         self._flush_scheduled = False
         self._written: asyncio.Future[None] | None = None
+        #: the first failed write (``line``): nothing is written after it
+        self.writes = WriteFailures(self.path)
 
     def open(self) -> Ledger:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
         try:
-            self._handle = self.path.open("a", encoding="utf-8")
+            self._handle = open_append(self.path)
         except OSError as exc:
             raise ConfigError(
                 f"{self.path}: cannot open the spend journal: {exc.strerror}"
@@ -417,17 +448,28 @@ class Ledger:
             "pid": os.getpid(),
             "host": _host(),
         }
-        append_line(
-            self._handle, json.dumps(first, separators=(",", ":"), default=str), fsync=self.fsync
-        )
+        try:
+            append_line(
+                self._handle,
+                json.dumps(first, separators=(",", ":"), default=str),
+                fsync=self.fsync,
+            )
+        except OSError as exc:  # nothing sent yet: one line, and the rerun starts the same
+            self.close()
+            raise WriteFailed(write_error(self.path, exc)) from exc
         return self
 
-    def _write(self, line: str) -> IO[str]:
+    def _write(self, line: str) -> None:
+        """Buffer ``line`` (dropped once a write failed: see the module)."""
         handle = self._handle
         if handle is None:
             raise RuntimeError("the spend journal is not open")
-        handle.write(line)
-        return handle
+        if self.writes.line is not None:
+            return
+        try:
+            handle.write(line)
+        except OSError as exc:
+            self.writes.fail(exc)
 
     def sent(self, row_id_json: str, reserved_usd: Decimal, dataset_json: str = "null") -> int:
         """Record an attempt about to be sent and flush it; return its number.
@@ -443,13 +485,13 @@ class Ledger:
         """Record an attempt about to be sent, buffered; return its number. Await ``written``
         before the request leaves (the run's way: many attempts leave in one turn of the loop,
         and their lines share one write and one flush)."""
-        if self._handle is None:
-            raise RuntimeError("the spend journal is not open")
         self._next += 1
-        self._handle.write(
+        self._write(
             f'{{"sent":{self._next},"run":{self._run_json},"id":{row_id_json},'
             f'"ds":{dataset_json},"reserved_usd":"{reserved_usd}"}}\n'
         )
+        if self.writes.line is not None:
+            raise WriteFailed(self.writes.line)
         return self._next
 
     def written(self) -> asyncio.Future[None]:
@@ -464,10 +506,16 @@ class Ledger:
         return waiting
 
     def _flush_now(self) -> None:
-        """Flush what is written to the OS (and to the disk with ``fsync``)."""
+        """Flush what is written to the OS (and to the disk with ``fsync``); raise
+        ``WriteFailed`` when it cannot be (now or before): what it guards must not happen."""
         self.flush()
-        if self.fsync and self._handle is not None:
-            os.fsync(self._handle.fileno())
+        if self.fsync and self._handle is not None and self.writes.line is None:
+            try:
+                os.fsync(self._handle.fileno())
+            except OSError as exc:
+                self.writes.fail(exc)
+        if self.writes.line is not None:
+            raise WriteFailed(self.writes.line)
 
     def _flush_written(self) -> None:
         waiting, self._written = self._written, None
@@ -475,7 +523,7 @@ class Ledger:
             return
         try:
             self._flush_now()
-        except OSError as exc:
+        except WriteFailed as exc:
             if not waiting.done():
                 waiting.set_exception(exc)
             return
@@ -493,6 +541,7 @@ class Ledger:
         """Record what an attempt cost (``None``: nothing billed, an error status). Buffered."""
         cost = "null" if cost_usd is None else f'"{cost_usd}"'
         self._write(f'{{"settled":{attempt},"run":{self._run_json},"cost_usd":{cost}}}\n')
+        self._flush_soon()
 
     def settle_unknown(
         self, attempt: int, *, cancelled: bool = False, counted_usd: Decimal | None = None
@@ -503,6 +552,7 @@ class Ledger:
         if counted_usd is not None:
             extra += f',"counted_usd":"{counted_usd}"'
         self._write(f'{{"settled":{attempt},"run":{self._run_json},"unknown":true{extra}}}\n')
+        self._flush_soon()
 
     def reconciled(self, run_id: str, attempt: int, cost_usd: Decimal) -> None:
         """Record what ``/generation`` says an unknown attempt (of any run) cost."""
@@ -565,14 +615,23 @@ class Ledger:
         loop.call_soon(self.flush)
 
     def flush(self) -> None:
+        """Flush what is buffered to the OS (a failure fails the journal: ``writes``)."""
         self._flush_scheduled = False
-        if self._handle is not None:
-            self._handle.flush()
+        if self._handle is not None and self.writes.line is None:
+            try:
+                self._handle.flush()
+            except OSError as exc:
+                self.writes.fail(exc)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        """Flush and close (after a failed write, the rest of what was buffered is tried once
+        more: it follows what is in the file, so the file stays whole or torn at its end)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError as exc:
+                self.writes.fail(exc)
 
     def __enter__(self) -> Ledger:
         return self.open()

@@ -11,6 +11,12 @@ naming them. The holder removes the file as it ends, still holding the lock, so 
 nothing behind; a run that opened the file before it was removed, and locked it after, finds that
 the path no longer names the file it locked (another inode, or none), and tries again on a new one.
 
+One writer per file, not per name: the lock file sits beside the output's real path (symlinks
+resolved: ``link.jsonl`` -> ``out.jsonl`` takes ``.out.jsonl.lock``), and the run also holds a
+``flock`` on the output file itself once it exists (``claim``: at the start, or as soon as the run
+creates it). A lock on an open file is the inode's, whatever name opened it: a hard link to a
+locked output, in any folder, is refused like its own name (``OutputLock.identity``).
+
 A lock file beside the output rather than a lock on the spend journal: a dry run must take it too,
 and should create nothing that counts money; and the holder's name never mixes with the journal's
 lines. ``flock`` holds between processes of one machine; on a network file system it holds only
@@ -21,7 +27,9 @@ own output (``docs/generate.md``, "What the cap guarantees").
 from __future__ import annotations
 
 import datetime
+import errno
 import json
+import logging
 import os
 import socket
 from pathlib import Path
@@ -32,6 +40,8 @@ from openrouter_probe.errors import ConfigError
 __all__ = ["LOCK_SUFFIX", "OutputLock", "lock_path"]
 
 LOCK_SUFFIX = ".lock"
+
+log = logging.getLogger(__name__)
 
 
 def lock_path(out: str | Path) -> Path:
@@ -58,9 +68,10 @@ class OutputLock:
 
     def __init__(self, out: str | Path, *, command: str) -> None:
         self.out = Path(out)
-        self.path = lock_path(out)
+        self.path = lock_path(self.out.resolve())
         self.command = command
         self._handle: IO[str] | None = None
+        self._identity: int | None = None  # a descriptor of the output, locked (``claim``)
 
     def acquire(self) -> OutputLock:
         """Take the lock, or raise ``ConfigError`` naming the process that holds it."""
@@ -78,12 +89,44 @@ class OutputLock:
             "command": self.command,
             "since": since,
         }
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps(record) + "\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+        except OSError as exc:  # a full disk: the lock holds all the same, unnamed
+            log.warning("%s: cannot write the holder's name (%s)", self.path, exc.strerror)
         self._handle = handle
+        try:
+            self.claim()
+        except BaseException:
+            self.release()
+            raise
         return self
+
+    def claim(self) -> None:
+        """Lock the output file itself (its inode), if it exists and is not locked yet: call it
+        once the run has created the output. Raise ``ConfigError`` when another run holds it
+        under another name (a hard link, a symlink's target)."""
+        import fcntl
+
+        if self._identity is not None:
+            return
+        try:
+            fd = os.open(self.out, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return  # absent (nothing to link to yet), or unreadable: reading it says why
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _flock_holder(os.fstat(fd))
+            os.close(fd)
+            raise ConfigError(
+                f"{self.out} is in use by {holder} under another name (a link to the same "
+                "file): one run per output (two would each keep their own cap); wait for it to "
+                "end or stop it, or give this run another out="
+            ) from None
+        self._identity = fd
 
     def _lock_once(self) -> IO[str]:
         import fcntl
@@ -110,9 +153,21 @@ class OutputLock:
 
     def release(self) -> None:
         """Remove the lock file while holding it, then drop the lock (closing releases it)."""
+        if self._identity is not None:
+            os.close(self._identity)
+            self._identity = None
         if self._handle is not None:
-            if _same_file(self._handle, self.path):
-                self.path.unlink(missing_ok=True)
+            try:
+                if _same_file(self._handle, self.path):
+                    self.path.unlink(missing_ok=True)
+            except OSError as exc:  # a folder made read-only: harmless, never locked again
+                log.warning(
+                    "%s: cannot remove the lock file (%s, errno %s); it is not held, "
+                    "remove it by hand",
+                    self.path,
+                    exc.strerror,
+                    errno.errorcode.get(exc.errno or 0, exc.errno),
+                )
             self._handle.close()
             self._handle = None
 
@@ -131,3 +186,18 @@ def _same_file(handle: IO[str], path: Path) -> bool:
         return False
     here = os.fstat(handle.fileno())
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _flock_holder(st: os.stat_result) -> str:
+    """Who holds a ``flock`` on the file ``st`` describes: ``pid N`` from ``/proc/locks``
+    (Linux), or "another run"."""
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == dev:
+                    return f"another run (pid {fields[4]})"
+    except OSError:
+        pass
+    return "another run"

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.files import append_line, iter_jsonl, repair_torn_tail
+from openrouter_probe.files import (
+    WriteFailures,
+    append_line,
+    iter_jsonl,
+    open_append,
+    repair_torn_tail,
+)
 from openrouter_probe.rules.quantities import recorded_usd
 from openrouter_probe.run.turns import read_turns, turns_path
 
@@ -318,30 +324,48 @@ def _read_records(
 
 
 class OutputLog:
-    """The output file open for appending: one flushed line per record."""
+    """The output file open for appending: one flushed line per record.
+
+    A write that fails (a full disk, a read-only file system, a quota) fails the output for good:
+    ``writes.on_failure`` is told once (the run stops sending), and no record is written after it (a
+    line after a lost one would leave a damaged file; a torn last one is cut on the next start).
+    The rows whose records are lost are sent again by the next run: their answers, journaled, are
+    paid twice, and only those in flight when the write failed can be.
+    """
 
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._handle: IO[str] | None = None
+        #: the first failed write (``line``): nothing is written after it
+        self.writes = WriteFailures(self.path)
 
     def open(self) -> OutputLog:
         try:
-            self._handle = self.path.open("a", encoding="utf-8")
+            self._handle = open_append(self.path)
         except OSError as exc:
             raise ConfigError(f"{self.path}: cannot open the output file: {exc.strerror}") from exc
         return self
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one record as a JSON line and flush it (the row is finished once this returns)."""
+        """Append one record as a JSON line and flush it (the row is finished once this returns;
+        it is not once a write failed: ``writes``)."""
         if self._handle is None:
             raise RuntimeError("OutputLog.write before open")
-        append_line(self._handle, _ENCODE(record), fsync=self.fsync)
+        if self.writes.line is not None:
+            return
+        try:
+            append_line(self._handle, _ENCODE(record), fsync=self.fsync)
+        except OSError as exc:
+            self.writes.fail(exc)
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError as exc:
+                self.writes.fail(exc)
 
     def __enter__(self) -> OutputLog:
         return self.open()

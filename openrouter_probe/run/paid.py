@@ -39,6 +39,7 @@ from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIConnectionError, APIError, ConfigError, NoRouteError
+from openrouter_probe.files import WriteFailed, write_error
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
@@ -228,6 +229,27 @@ def key_check(
     ), False
 
 
+def key_figures(options: JobOptions) -> str:
+    """What ``/key`` says of the key's own limit, for the key-limit stop (``""``: unreadable)."""
+    from openrouter_probe.api.client import Client
+
+    try:
+        with Client(
+            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
+        ) as client:
+            info = client.key()
+    except APIError:
+        return ""
+    if info.limit is None:
+        return ""
+    said = f" (GET /key: the key's limit is {format_usd(Decimal(str(info.limit)))}"
+    if info.limit_remaining is not None:
+        said += f", {format_usd(Decimal(str(info.limit_remaining)))} remaining"
+    if info.limit_reset:
+        said += f", reset {info.limit_reset}"
+    return said + ")"
+
+
 class PaidRun:
     """An output opened for a run: what it already records, and ``run`` to send more rows."""
 
@@ -238,12 +260,20 @@ class PaidRun:
         replay: LedgerReplay,
         job: Job | None = None,
         warnings: Sequence[str] = (),
+        *,
+        lock: OutputLock | None = None,
     ) -> None:
         self.options = options
         self.state = state
         self.replay = replay
         self.job = job
         self.warnings = list(warnings)
+        self.lock = lock
+
+    def _created(self) -> None:
+        """The output exists now: lock its inode too (``OutputLock.claim``)."""
+        if self.lock is not None:
+            self.lock.claim()
 
     @property
     def spent_before_usd(self) -> Decimal:
@@ -282,7 +312,11 @@ class PaidRun:
         if not records:
             return
         options = self.options
-        options.out.open("a").close()  # the journal never stands without its output
+        try:
+            options.out.open("a").close()  # the journal never stands without its output
+        except OSError as exc:
+            raise WriteFailed(write_error(options.out, exc)) from exc
+        self._created()
         adopt(options.journal, records)
         unknown = sum(1 for r in records if r.generation_id is None)
         log.warning(
@@ -426,6 +460,10 @@ class PaidRun:
             return summary
         if self._spent_already(summary, len(rows)):
             return summary
+        if options.batch is not None:  # an open batch's rows first: its answers are paid
+            from openrouter_probe.run.batch_books import claimed_first
+
+            rows = claimed_first(rows, self.replay.batches)
         cap = SpendCap(
             budget, spent_usd=self.spent_before_usd, spent_by_dataset=self.spent_by_dataset
         )
@@ -436,6 +474,7 @@ class PaidRun:
             Ledger(options.journal, header=self._journal_header(builder, header)) as ledger,
             _showing(bar),
         ):
+            self._created()
             source = (
                 RowSource(rows, job_sha256=job_sha256, run_id=ledger.run_id)
                 if turns is None
@@ -445,7 +484,7 @@ class PaidRun:
 
                 def make(sender: Sender, lookup: Lookup | None) -> Run:
                     books = self._books(cap, rows, ledger, lookup)
-                    return Run(
+                    run = Run(
                         source,
                         options=options,
                         builder=builder,
@@ -456,25 +495,67 @@ class PaidRun:
                         summary=summary,
                         progress=bar,
                     )
+                    stop.run = run
+                    return run
 
-                if options.batch is not None:
-                    return await _run_batches(make, options, self.replay, summary)
-                if options.send is not None:
-                    return await _run(make(options.send, options.lookup), options.handle_signals)
-                from openrouter_probe.api.completion import response_cache_headers
-                from openrouter_probe.run.transport import HttpTransport
+                stop = _WriteStop()
+                output.writes.on_failure = ledger.writes.on_failure = stop
+                if turns is not None:
+                    turns.log.writes.on_failure = stop
+                result = await self._send(make, options, summary, rows)
+        failed = output.writes.line or ledger.writes.line or (turns and turns.log.writes.line)
+        # (or failed only as the files closed)
+        if failed:
+            stop(failed)
+            result.stop_reason, result.message = "write-failed", stop.line or failed
+        return result
 
-                ttl = options.response_cache_ttl_s
-                async with HttpTransport(
-                    base_url=options.base_url,
-                    api_key=options.api_key,
-                    limit=options.concurrency,
-                    read_timeout_s=options.read_timeout_s,
-                    clock=options.clock,
-                    headers=None if ttl is None else response_cache_headers(ttl),
-                ) as transport:
-                    lookup = options.lookup or transport.generation_cost
-                    return await _run(make(transport.send, lookup), options.handle_signals)
+    async def _send(
+        self,
+        make: Callable[[Sender, Lookup | None], Run],
+        options: JobOptions,
+        summary: RunSummary,
+        rows: list[PromptRow],
+    ) -> RunSummary:
+        """Run with the sender the options name: batches, a test's, or the HTTP transport."""
+        if options.batch is not None:
+            return await _run_batches(make, options, self.replay, summary, rows)
+        if options.send is not None:
+            return await _run(make(options.send, options.lookup), options.handle_signals)
+        from openrouter_probe.api.completion import response_cache_headers
+        from openrouter_probe.run.transport import HttpTransport
+
+        ttl = options.response_cache_ttl_s
+        async with HttpTransport(
+            base_url=options.base_url,
+            api_key=options.api_key,
+            limit=options.concurrency,
+            read_timeout_s=options.read_timeout_s,
+            clock=options.clock,
+            headers=None if ttl is None else response_cache_headers(ttl),
+        ) as transport:
+            lookup = options.lookup or transport.generation_cost
+            result = await _run(make(transport.send, lookup), options.handle_signals)
+        if result.stop_reason == "key-limit":
+            result.message += await asyncio.to_thread(key_figures, options)
+        return result
+
+
+class _WriteStop:
+    """What a failed write of the output or the journal calls (once each): say it in one line
+    (the first only) and stop sending; what is in flight settles into the journal if it can."""
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+        self.line: str | None = None  # the first
+
+    def __call__(self, line: str) -> None:
+        if self.line is not None:
+            return
+        self.line = line
+        log.error("%s", line)
+        if self.run is not None:
+            self.run.request_stop("write-failed", line)
 
 
 @contextlib.contextmanager
@@ -488,13 +569,13 @@ def open_run(
     cutting a torn last line of either. ``job`` names what this run makes: an output another
     command or model wrote is refused, one written under another policy or plan warns.
     """
-    with OutputLock(options.out, command=options.command):
+    with OutputLock(options.out, command=options.command) as lock:
         replay = replay_ledger(options.journal, output_exists=options.out.exists())
         warning = _check_job(options, replay.headers, job)
         state = load_resume_state(
             options.out, redo_failed=redo_failed, journal_runs=replay.runs, adopted=replay.adopted
         )
-        yield PaidRun(options, state, replay, job, [warning] if warning else [])
+        yield PaidRun(options, state, replay, job, [warning] if warning else [], lock=lock)
 
 
 def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
@@ -519,6 +600,7 @@ async def _run_batches(
     options: JobOptions,
     replay: LedgerReplay,
     summary: RunSummary,
+    rows: list[PromptRow],
 ) -> RunSummary:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
@@ -531,6 +613,8 @@ async def _run_batches(
             options.batch,
             client=client,
             earlier=replay.batches,
+            recorded=replay.batch_ids,
+            wanted={str(row.id) for row in rows},
             sleep=options.sleep,
             clock=options.clock,
             wall_clock=options.wall_clock,

@@ -2,7 +2,8 @@
 
 One line, fitted to the console's width: first what matters most, rows done of total, dollars spent
 of the cap and the ETA (or, once the run stopped short, why: ``stopped: budget``); then, as room allows, the rate in rows per second, output tokens, requests
-in flight (and attempts being settled from ``/generation``), a bar, and the providers serving the
+in flight (and attempts being settled from ``/generation``; once OpenRouter's in-flight budget has
+refused a request, the dollars held of the dollar window and the refusals), a bar, and the providers serving the
 rows. At 80 columns the providers go first, then the bar. Redrawn four times a second by the run's
 ticker, never per row: at 2000 requests in flight a redraw per row would cost more CPU than the
 requests. Log lines (retries, warnings) print above the line while it is shown.
@@ -44,6 +45,12 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
     flying = f"{run.in_flight:,} in flight"
     if books.outstanding:
         flying += f", {books.outstanding:,} settling"
+    window = getattr(run, "dollars", None)
+    if window is not None and window.refusals:  # OpenRouter's in-flight budget binds
+        flying += (
+            f" (${books.cap.reserved_usd:,.2f} of ${window.limit_usd or 0:,.2f} held, "
+            f"{window.refusals:,} in-flight 402s)"
+        )
     filled = int(_BAR * done / total) if total else _BAR
     providers = books.counts.providers
     top = sorted(providers.items(), key=lambda kv: -kv[1].rows)[:4]

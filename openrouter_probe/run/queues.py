@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 
 from openrouter_probe.rules.quantities import format_usd
@@ -29,7 +29,7 @@ from openrouter_probe.run.request import RequestBuilder, dumps
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices
 
-__all__ = ["Idle", "RowQueues"]
+__all__ = ["Idle", "RowQueues", "unaffordable_shares"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,43 @@ class RowQueues:
         self.books.close(dataset)
         self._on_close()
 
+    def reserve(self, dataset: str, attempt: Attempt, *, stuck: bool = False) -> bool:
+        """Reserve ``attempt`` under ``dataset``'s share; past it, borrow from the cap what the
+        others leave unspent when ``dataset`` has committed the least per weight of the datasets
+        that still want money (so none is left with 0 rows while money remains), or when the
+        run is ``stuck`` (every worker waits and nothing is in flight: no one else can use it).
+
+        When the money left cannot buy every open dataset its next request (``tight``), only
+        the poorest go, whatever their shares say: the last rows go to those that had least."""
+        books = self.books
+        cap = books.cap
+        held = books.holds is not None  # (held batch lines come back inside books.reserve)
+        tight = (
+            not held
+            and cap.cap_usd is not None
+            and len(self._open) > 1
+            and cap.cap_usd - cap.committed_usd < len(self._open) * attempt.worst
+        )
+        if not tight and books.reserve(dataset, attempt):
+            return True
+        if held and not stuck:
+            return False  # the held lines' money is planned line by line: no loans beside it
+        if not held and not cap.fits(attempt.worst, borrow=True):
+            return False
+        if not (stuck or self._poorest(dataset)):
+            return False
+        return books.reserve(dataset, attempt, borrow=True)
+
+    def _poorest(self, dataset: str) -> bool:
+        """Whether ``dataset`` has committed no more per weight than any other open dataset with
+        rows queued (those still want their share)."""
+        mine = self._committed_per_weight(dataset)
+        return all(
+            self._committed_per_weight(d) >= mine
+            for d in self._open
+            if d != dataset and self.queues[d]
+        )
+
     def money_may_come(self, dataset: str, worst: Decimal) -> bool:
         """Whether money for ``dataset``'s next request may still free up: something settles,
         the reconciler gives some back, or another dataset closes and lends its share."""
@@ -136,14 +173,15 @@ class RowQueues:
             d != dataset and (q or self.in_flight_by_dataset.get(d)) for d, q in self.queues.items()
         )
 
-    def pick(self, allowed: int) -> tuple[PromptRow, Attempt] | Idle:
+    def pick(self, allowed: int, *, stuck: bool = False) -> tuple[PromptRow, Attempt] | Idle:
         """The next request in turn that fits, reserved (``allowed``: the requests that may be
-        in flight); else ``Idle.WAIT`` or ``Idle.DONE``."""
-        alone = self._pick_alone(allowed)
+        in flight); else ``Idle.WAIT`` or ``Idle.DONE``. ``stuck``: every worker waits and
+        nothing is in flight, so a request that fits the cap borrows past its share."""
+        alone = None if stuck else self._pick_alone(allowed)
         if alone is not None:
             return alone
         while True:
-            picked = self._pick_once(allowed)
+            picked = self._pick_once(allowed, stuck=stuck)
             if picked is not Idle.AGAIN:
                 return picked
 
@@ -163,7 +201,7 @@ class RowQueues:
         self._prepared.pop(id(row), None)
         return row, attempt
 
-    def _pick_once(self, allowed: int) -> tuple[PromptRow, Attempt] | Idle:
+    def _pick_once(self, allowed: int, *, stuck: bool) -> tuple[PromptRow, Attempt] | Idle:
         if self.in_flight >= allowed:
             return Idle.WAIT
         blocked: list[tuple[str, Decimal]] = []
@@ -186,11 +224,16 @@ class RowQueues:
                 continue
             row = queue[0]
             attempt = self.prepare(row)
-            if self.books.reserve(dataset, attempt):
+            if self.reserve(dataset, attempt, stuck=stuck):
                 queue.popleft()
                 self._prepared.pop(id(row), None)
                 self._turn = (self._turn + k + 1) % count
                 return row, attempt
+            if self.never_fits(attempt):
+                queue.popleft()
+                self._prepared.pop(id(row), None)
+                self.skip(row, attempt)
+                return Idle.AGAIN
             self._prepared[id(row)] = attempt  # it waits: keep what was computed
             if not self.money_may_come(dataset, attempt.worst):
                 self.spent_out(dataset, row, attempt)
@@ -215,17 +258,51 @@ class RowQueues:
     def _committed_per_weight(self, dataset: str) -> Decimal:
         return self.books.cap.committed_by_dataset.get(dataset, _ZERO) / self._weight(dataset)
 
+    def never_fits(self, attempt: Attempt) -> bool:
+        """Whether ``attempt`` is a row's own problem: it costs more at worst than the whole
+        cap left to this run (no share, loan or settle can ever make room for it) while a
+        request of its ``max_tokens`` with no prompt would fit (else the cap is too small for
+        the job's ``max_tokens``: a budget stop, whose reason says the ``max_tokens`` that fits)."""
+        cap = self.books.cap
+        if cap.cap_usd is None or self.books.holds is not None:
+            return False  # (an earlier batch's held lines come back: the room is not known)
+        room = cap.cap_usd  # (a resumed run's spent cap is a budget stop, not the row's)
+        if attempt.worst <= room:
+            return False
+        bare = attempt.prices.worst_case_usd(prompt_tokens=0, max_tokens=attempt.request.max_tokens)
+        return bare <= room
+
+    def skip(self, row: PromptRow, attempt: Attempt) -> None:
+        """``row`` can never be bought under this cap: it is not sent and named; its dataset
+        goes on with its other rows. The caller has taken it off its queue. (A row already
+        started, whose next turn or retry does not fit, stops the run at ``budget`` instead:
+        its turns are kept, and a rerun at a higher cap finishes it.)"""
+        cap = self.books.cap
+        room = cap.cap_usd or _ZERO
+        shape = attempt.request.shape
+        fits = attempt.prices.max_tokens_within(
+            room, prompt_tokens=shape.prompt_tokens, shape=shape
+        )
+        advice = f"max_tokens={fits} would fit it" if fits >= 1 else "its prompt alone does not fit"
+        said = (
+            f"{row.id}: skipped, not sent: its request may cost up to ${attempt.worst:.6f}, more "
+            f"than the whole {format_usd(cap.cap_usd)} cap; {advice}, or raise budget_usd"
+        )
+        self.books.warn(said)
+        # the run ends at ``budget`` (the other rows went): the first such row names why
+        self.books.spent_out(row.dataset, f"{row.dataset}: {said}" if len(self.order) > 1 else said)
+        self.books.unsent(row.dataset)
+
     def spent_out(self, dataset: str, row: PromptRow, attempt: Attempt) -> None:
         """``dataset``'s next request does not fit in what it may still spend: close it."""
         cap = self.books.cap
         shared = cap.share_usd(dataset) is not None and len(self.order) > 1
+        left = max(_ZERO, (cap.cap_usd or _ZERO) - cap.committed_usd)
+        where = f"only ${left:.6f} of the {format_usd(cap.cap_usd)} cap remains"
         if shared:
             share = cap.share_usd(dataset) or _ZERO
-            left = max(_ZERO, share - cap.committed_by_dataset.get(dataset, _ZERO))
-            where = f"its share of the cap has ${left:.6f} left"
-        else:
-            left = cap.remaining_usd or _ZERO
-            where = f"only ${left:.6f} of the {format_usd(cap.cap_usd)} cap remains"
+            mine = max(_ZERO, share - cap.committed_by_dataset.get(dataset, _ZERO))
+            where += f" (its share has ${mine:.6f} left; nothing is left to borrow)"
         message = f"{row.id}: the next request may cost up to ${attempt.worst:.6f} and {where}"
         # the advice is for the next start, where every dataset is open again: its share then
         base = self._first_share(dataset) if shared else left
@@ -241,6 +318,12 @@ class RowQueues:
                 if fits >= 1
                 else f"; raise budget_usd above ${attempt.worst:.6f} for one row"
             )
+        elif self.books.counts.requests:
+            now = attempt.prices.max_tokens_within(
+                left, prompt_tokens=shape.prompt_tokens, shape=shape
+            )
+            if 1 <= now < attempt.request.max_tokens:
+                message += f"; max_tokens={now} fits what remains"
         self.books.spent_out(dataset, f"{dataset}: {message}" if len(self.order) > 1 else message)
         self.close(dataset, message)
 
@@ -248,3 +331,49 @@ class RowQueues:
         """``dataset``'s share of the whole cap while every dataset is open (``weights``)."""
         total = sum((self._weight(d) for d in self.order), _ZERO)
         return (self.books.cap.cap_usd or _ZERO) * self._weight(dataset) / total
+
+
+def unaffordable_shares(
+    rows: list[PromptRow],
+    *,
+    builder: RequestBuilder,
+    prices: Prices,
+    budget_usd: Decimal | None,
+    weights: Mapping[str, float],
+) -> list[str]:
+    """What a dry run says of each dataset whose share of ``budget_usd`` (every dataset open,
+    ``weights``) cannot buy even its cheapest request at the job's ``max_tokens``: the share, the
+    worst case, and the ``max_tokens`` that fits (such a dataset borrows what the others leave
+    unspent, so it may still get rows; at that ``max_tokens`` it gets its own)."""
+    datasets = sorted({row.dataset for row in rows})
+    if budget_usd is None or len(datasets) < 2:
+        return []
+    weight = {d: Decimal(str(weights.get(d, 1))) for d in datasets}
+    total = sum(weight.values(), _ZERO)
+    cheapest: dict[str, Attempt | None] = dict.fromkeys(datasets)
+    for row in rows:
+        row_prices = prices if row.prices is None else row.prices
+        request = builder.build(row, row_prices)
+        best = cheapest[row.dataset]
+        if best is None or request.worst_usd < best.worst:
+            cheapest[row.dataset] = Attempt(request, row_prices, "", 0.0)
+    said = []
+    for dataset, attempt in cheapest.items():
+        share = budget_usd * weight[dataset] / total
+        if attempt is None or attempt.worst <= share:
+            continue
+        shape = attempt.request.shape
+        fits = attempt.prices.max_tokens_within(
+            share, prompt_tokens=shape.prompt_tokens, shape=shape
+        )
+        advice = (
+            f"max_tokens={fits} fits its share"
+            if fits >= 1
+            else "no max_tokens fits its share: raise budget_usd"
+        )
+        said.append(
+            f"{dataset}: its share of the cap, ${share:.6f}, cannot buy one request at "
+            f"max_tokens={attempt.request.max_tokens} (worst case ${attempt.worst:.6f}); "
+            f"{advice} (it borrows what the others leave unspent, so it may still get rows)"
+        )
+    return said

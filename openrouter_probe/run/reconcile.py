@@ -80,6 +80,10 @@ class Reconciler:
         """Attempts queued and not yet settled or given up."""
         return len(self._items)
 
+    def queued(self) -> list[Pending]:
+        """The attempts still queued (not settled, not given up)."""
+        return [item.pending for item in self._items]
+
     def add(self, pending: Pending, *, now: bool = False) -> None:
         """Queue ``pending``: looked up after the first wait (``now``: at once, an attempt of an
         earlier run, long over)."""

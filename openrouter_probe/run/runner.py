@@ -27,11 +27,13 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import (
     Attempt,
     AttemptPolicy,
     Decision,
     Fail,
+    Hold,
     Lower,
     Retry,
     Stop,
@@ -39,7 +41,7 @@ from openrouter_probe.run.attempts import (
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.limit import AdaptiveLimit
+from openrouter_probe.run.limit import START_REQUESTS, AdaptiveLimit, DollarWindow
 from openrouter_probe.run.output import OutputLog
 from openrouter_probe.run.queues import Idle, RowQueues
 from openrouter_probe.run.request import RequestBuilder
@@ -54,6 +56,9 @@ from openrouter_probe.run.waits import Waits
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
 
 log = logging.getLogger(__name__)
+
+#: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
+_NOT_SENT = Failure("run", "not sent: the spend journal cannot be written")
 
 
 class Run:
@@ -83,8 +88,18 @@ class Run:
         self.progress = progress
         self.clock = options.clock
         self.stream = builder.stream
+        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch)
+        self.dollars = DollarWindow(start_requests=START_REQUESTS)
+        if options.batch is None:
+            books.window = self.dollars
+        cap = books.cap
         self.policy = AttemptPolicy(
-            options, model=builder.model, policy=summary.policy, max_tokens_of=builder.max_tokens_of
+            options,
+            model=builder.model,
+            policy=summary.policy,
+            max_tokens_of=builder.max_tokens_of,
+            window=self.dollars,
+            held=lambda: (cap.reserved_usd, cap.in_flight),
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -98,6 +113,7 @@ class Run:
         self.stop_reason, self.message = "done", ""
         self.retries = self.pauses = 0
         self._workers: list[asyncio.Task[None]] = []
+        self._live = 0  # workers not yet ended (``waits.waiting`` of them wait for a change)
         self._drain_handle: asyncio.TimerHandle | None = None
         self.started = self.clock()
 
@@ -163,6 +179,19 @@ class Run:
 
     # -- taking requests --------------------------------------------------------------------------
 
+    def _stuck(self) -> bool:
+        """Whether a worker about to wait would wait for good: every other worker waits too,
+        nothing is in flight, the reconciler holds nothing and the pool is not paused (nothing
+        can free money or close a dataset). The waiting worker then borrows past its share what
+        fits the cap, or closes its dataset (``spent_out``): the run progresses or stops."""
+        return (
+            self.waits.waiting + 1 >= self._live
+            and not self.queues.in_flight
+            and not self.books.cap.in_flight
+            and not self.books.outstanding
+            and not self.waits.is_paused
+        )
+
     async def _take(self) -> tuple[PromptRow, Attempt] | None:
         """Wait for the next request that fits; ``None`` at the end (or the stop)."""
         while not self.stopping:
@@ -170,6 +199,8 @@ class Run:
                 await self.waits.until_resumed()
                 continue
             picked = self.queues.pick(self.limiter.allowed)
+            if picked is Idle.WAIT and self._stuck():
+                picked = self.queues.pick(self.limiter.allowed, stuck=True)
             if picked is Idle.DONE:
                 return None
             if isinstance(picked, Idle):
@@ -188,10 +219,11 @@ class Run:
                 await self.waits.until_resumed()
                 continue
             if queues.in_flight < self.limiter.allowed:
-                if self.books.reserve(row.dataset, attempt):
+                stuck = self._stuck()
+                if queues.reserve(row.dataset, attempt, stuck=stuck):
                     queues.flying(row, attempt, 1)
                     return True
-                if not queues.money_may_come(row.dataset, attempt.worst):
+                if stuck or not queues.money_may_come(row.dataset, attempt.worst):
                     queues.spent_out(row.dataset, row, attempt)
                     return False
             await self.waits.change()
@@ -200,24 +232,32 @@ class Run:
     # -- one request ------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        while True:
-            taken = await self._take()
-            if taken is None:
-                return
-            row, attempt = taken
-            try:
-                while True:
-                    following = await self._attempts(row, attempt)
-                    if following is None:
-                        break
-                    row, attempt = following, self.queues.prepare(following)
-                    if not await self._reserve_again(row, attempt):
+        try:
+            while True:
+                taken = await self._take()
+                if taken is None:
+                    return
+                row, attempt = taken
+                try:
+                    while True:
+                        following = await self._attempts(row, attempt)
+                        if following is None:
+                            break
+                        row, attempt = following, self.queues.prepare(following)
+                        if not await self._reserve_again(row, attempt):
+                            self._unsent(row)
+                            break
+                except asyncio.CancelledError:
+                    if not attempt.flying:  # cancelled between attempts: nothing to record
                         self._unsent(row)
-                        break
-            except asyncio.CancelledError:
-                if not attempt.flying:  # cancelled between attempts: nothing to record
+                    raise
+                except WriteFailed as exc:  # its journal line could not be written: it never left
+                    self.request_stop("write-failed", str(exc))
                     self._unsent(row)
-                raise
+                    return
+        finally:
+            self._live -= 1
+            self.waits.notify()  # the others may now be all that is left: they look again
 
     async def _attempts(self, row: PromptRow, attempt: Attempt) -> PromptRow | None:
         """Send ``row`` until it is answered, fails or the run stops; return the request of its
@@ -228,6 +268,7 @@ class Run:
             self.waits.notify()
             if isinstance(outcome, Answer):
                 self.limiter.on_success()
+                self.dollars.on_success(attempt.worst)
                 self.policy.answered()
                 following, record = self.source.answered(row, outcome, attempt)
                 turn = self.source.turn_by_turn
@@ -263,7 +304,9 @@ class Run:
             lower = self.queues.prepare(row, max_tokens=decision.max_tokens)
             attempt.request, attempt.ceiling_s = lower.request, lower.ceiling_s
             return True
-        if isinstance(decision, Retry):
+        if isinstance(decision, Hold):  # the in-flight budget: not a retry of a failure
+            await self.waits.sleep_unless_stopped(decision.wait_s)
+        elif isinstance(decision, Retry):
             if failure.rate_limited:
                 self.limiter.on_rate_limited(self.clock())
             self.retries += 1
@@ -298,7 +341,11 @@ class Run:
         if attempt.first_s is None:
             attempt.first_s = self.clock()
         attempt.pauses_seen = self.pauses
-        number = books.sent(row, attempt)
+        try:
+            number = books.sent(row, attempt)  # (WriteFailed: it never leaves, nothing reserved)
+        except WriteFailed:
+            self.queues.flying(row, attempt, -1)
+            raise
         seen: list[str] = []
 
         def on_id(generation_id: str) -> None:
@@ -309,7 +356,11 @@ class Run:
         try:
             leaving = books.leaving()
             if leaving is not None:
-                await leaving
+                try:
+                    await leaving
+                except WriteFailed:  # never left: released, never billed
+                    books.settle(row, attempt, number, _NOT_SENT, None, journaled=False)
+                    raise
             key = SendKey(row.id, number, attempt.worst, row.dataset)
             outcome = await self.send(
                 attempt.request.body,
@@ -355,6 +406,7 @@ class Run:
         reconciler = self.books.reconciler
         reconciling = asyncio.ensure_future(reconciler.run()) if reconciler is not None else None
         count = max(1, min(self.options.concurrency, self.queues.left()))
+        self._live = count  # (each worker counts itself out as it ends)
         self._workers = [asyncio.ensure_future(self._worker()) for _ in range(count)]
         ticker = asyncio.ensure_future(self._tick()) if self.progress is not None else None
         try:

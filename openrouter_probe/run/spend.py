@@ -113,7 +113,8 @@ def request_shape(
     images = 0
     cache_write = False
     for part in _walk([messages, params]):
-        if part.get("type") in _IMAGE_PARTS:
+        kind = part.get("type")  # a tool's JSON Schema may name a property "type"
+        if isinstance(kind, str) and kind in _IMAGE_PARTS:
             images += 1
         if "cache_control" in part:
             cache_write = True
@@ -246,6 +247,7 @@ class SpendCap:
     ) -> None:
         self.cap_usd = cap_usd
         self.spent_usd = spent_usd
+        self.spent_before_usd = spent_usd  # what earlier runs spent: never spendable again
         self.reserved_usd = _ZERO
         self.in_flight = 0
         self.peak_committed_usd = spent_usd
@@ -288,21 +290,27 @@ class SpendCap:
             weights += share
         return pool * weight / weights
 
-    def fits(self, amount_usd: Decimal, dataset: str | None = None) -> bool:
-        """Whether a reservation of ``amount_usd`` for ``dataset`` would fit now."""
+    def fits(
+        self, amount_usd: Decimal, dataset: str | None = None, *, borrow: bool = False
+    ) -> bool:
+        """Whether a reservation of ``amount_usd`` for ``dataset`` would fit now (``borrow``:
+        under the cap alone, past the dataset's share: ``run.queues`` says when it may)."""
         if self.cap_usd is None:
             return True
         if self.committed_usd + amount_usd > self.cap_usd:
             return False
-        if dataset is None or len(self._weights) < 2:
+        if dataset is None or borrow or len(self._weights) < 2:
             return True  # one open dataset's share is all the cap leaves: the check above
         share = self.share_usd(dataset)
         return share is None or self.committed_by_dataset[dataset] + amount_usd <= share
 
-    def try_reserve(self, amount_usd: Decimal, dataset: str | None = None) -> bool:
-        """Reserve ``amount_usd`` if it fits under the cap; return whether it did."""
+    def try_reserve(
+        self, amount_usd: Decimal, dataset: str | None = None, *, borrow: bool = False
+    ) -> bool:
+        """Reserve ``amount_usd`` if it fits under the cap (and the share, unless ``borrow``);
+        return whether it did."""
         # No await between the check and the update (see the class docstring): atomic in asyncio.
-        if not self.fits(amount_usd, dataset):
+        if not self.fits(amount_usd, dataset, borrow=borrow):
             return False
         self.reserved_usd += amount_usd
         self.in_flight += 1

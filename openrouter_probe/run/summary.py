@@ -101,9 +101,13 @@ class RunSummary:
     run settled: ``reconciled_before``, ``reconciled_before_back_usd``). ``stop_reason`` is
     ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``, ``unreachable`` (no answer at
     all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
-    (402), ``key`` (401), ``no-route`` (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
+    (402), ``key-limit`` (a 402 or 403 saying the key's own limit is spent), ``in-flight`` (one
+    request alone refused by the in-flight budget, again and again), ``key`` (401), ``no-route``
+    (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
     spent, or one below a request's worst case before sending), ``failing`` (nearly every recent
-    attempt failed one transient way: ``run.streak``) or ``dry-run``.
+    attempt failed one transient way: ``run.streak``), ``write-failed`` (the output or its journal
+    could not be written: a full disk, a read-only folder; nothing was sent after it, and a rerun
+    resumes) or ``dry-run``.
     """
 
     out: str
@@ -153,6 +157,9 @@ class RunSummary:
     ledger: str = ""
     budget_usd: Decimal | None = None
     shards: int | None = None
+    #: ``shard="auto"``: the shard and the launcher's variables that gave it, e.g.
+    #: "shard 1/4 from the launcher (RANK=1, WORLD_SIZE=4)"
+    shard_from: str = ""
     output_tokens: dict[str, int] = field(default_factory=dict)
     datasets: dict[str, DatasetTally] = field(default_factory=dict)
     providers: dict[str, ProviderTally] = field(default_factory=dict)
@@ -160,6 +167,10 @@ class RunSummary:
     message: str = ""
     elapsed_s: float = 0.0
     peak_committed_usd: Decimal = _ZERO
+    #: the most the run's requests in flight held at once (their worst cases), and the in-flight
+    #: 402s OpenRouter answered (its in-flight budget full: ``run.limit.DollarWindow``)
+    held_max_usd: Decimal = _ZERO
+    in_flight_refusals: int = 0
     worst_case_usd: Decimal | None = None  # dry run: every row at its worst case
     expected_usd: Decimal | None = None  # dry run: the budget planner's blended figure
     warnings: list[str] = field(default_factory=list)
@@ -230,8 +241,11 @@ class RunSummary:
             "ledger": self.ledger,
             "budget_usd": money(self.budget_usd),
             "shards": self.shards,
+            "shard_from": self.shard_from,
             "remaining_usd": money(self.remaining_usd),
             "peak_committed_usd": money(self.peak_committed_usd),
+            "held_max_usd": money(self.held_max_usd),
+            "in_flight_refusals": self.in_flight_refusals,
             "worst_case_usd": money(self.worst_case_usd),
             "expected_usd": money(self.expected_usd),
             "output_tokens": dict(self.output_tokens),
@@ -342,6 +356,8 @@ class RunSummary:
                 f"dry run: {self.rows_to_send:,} rows to send ({self.rows_already_done:,} already "
                 f"done, {self.duplicates:,} duplicate ids skipped); nothing sent"
             )
+            if self.shard_from:
+                lines.append(self.shard_from)
         else:
             lines.append(
                 f"rows: {self.ok:,} ok, {self.truncated:,} truncated, {self.failed:,} failed, "
@@ -362,6 +378,11 @@ class RunSummary:
             )
         lines.extend(self._turn_lines())
         lines.extend(self._money_lines())
+        if self.in_flight_refusals:
+            lines.append(
+                f"held in flight at most ${self.held_max_usd:,.4f}; {self.in_flight_refusals:,} "
+                "in-flight refusals (OpenRouter's in-flight budget: each waited and went again)"
+            )
         lines.extend(self._dataset_lines())
         for name, tally in sorted(self.providers.items()):
             turns = f", {tally.turns:,} turns" if tally.turns else ""

@@ -26,7 +26,6 @@ merged by index, the usage chunk taken wherever it comes.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -44,6 +43,7 @@ from openrouter_probe.api.completion import (
     read_completion,
     read_stream,
 )
+from openrouter_probe.api.envelope import read_error
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
 __all__ = [
@@ -117,16 +117,13 @@ def _reset_epoch_s(headers: Any) -> float | None:
 
 
 def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
-    """An HTTP error status (never billed): classified by its body and headers."""
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        payload = None
-    error = payload.get("error") if isinstance(payload, dict) else None
+    """An HTTP error status (never billed): classified by its body (``api.envelope.read_error``:
+    a nested ``error.error`` read through) and headers."""
+    error = read_error(data).error
     platform = status == 429 and any(h.lower().startswith("x-ratelimit") for h in headers)
     failure = classify_error(
         status,
-        error if isinstance(error, dict) else None,
+        error or None,
         retry_after_s=retry_after_s(headers.get("Retry-After"), date=headers.get("Date")),
         body=data.decode(errors="replace"),
         platform=platform,

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.files import append_line, iter_jsonl
+from openrouter_probe.files import WriteFailed, WriteFailures, append_line, iter_jsonl, open_append
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.transport import Answer
@@ -255,24 +255,29 @@ class TurnLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._handle: IO[str] | None = None
+        #: the first failed write (``line``): nothing is written after it
+        self.writes = WriteFailures(self.path)
 
     def keep(self, row: PromptRow, turn: dict[str, Any]) -> None:
         """Append one finished turn and flush it: once this returns, a resume will not buy it
         again."""
-        if self._handle is None:
-            try:
-                self._handle = self.path.open("a", encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(
-                    f"{self.path}: cannot open the turns file: {exc.strerror}"
-                ) from exc
-        line = {"id": row.id, "dataset": row.dataset, "turn": turn}
-        append_line(self._handle, dumps(line))
+        if self.writes.line is not None:  # nothing after a failed write (a torn one stays)
+            raise WriteFailed(self.writes.line)
+        try:
+            if self._handle is None:
+                self._handle = open_append(self.path)
+            line = {"id": row.id, "dataset": row.dataset, "turn": turn}
+            append_line(self._handle, dumps(line))
+        except OSError as exc:  # a full disk: the run stops sending (``files.WriteFailed``)
+            raise WriteFailed(self.writes.fail(exc)) from exc
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError as exc:
+                self.writes.fail(exc)
 
 
 @dataclasses.dataclass

@@ -21,6 +21,7 @@ class Waits:
         self.paused: asyncio.Future[None] | None = None  # open while the pool is paused
         self._waiters: list[asyncio.Future[None]] = []
         self._stopped: asyncio.Future[None] | None = None
+        self.waiting = 0  # workers waiting in ``change`` (for money, a close)
 
     @property
     def stopped(self) -> asyncio.Future[None]:
@@ -44,10 +45,14 @@ class Waits:
                 fut.set_result(None)
 
     async def change(self) -> None:
-        """Wait for the next ``notify``."""
+        """Wait for the next ``notify`` (counted in ``waiting`` meanwhile)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
-        await fut
+        self.waiting += 1
+        try:
+            await fut
+        finally:
+            self.waiting -= 1
 
     async def sleep_unless_stopped(self, seconds: float) -> None:
         """Sleep (the injected sleep) unless and until the run stops."""

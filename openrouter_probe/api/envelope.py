@@ -1,0 +1,170 @@
+"""One reading of OpenRouter's error envelope, and of every 402 and 403: ``read_error``, ``refusal``.
+
+The envelope is ``{"error": {"code", "message", "metadata"}, "user_id"?}`` (OPENROUTER.md 9.1); a
+402 can nest it (``{"error": {"error": {"message": ...}}}``, recorded 2025), and an error event in
+a 200 stream can hold nothing but ``error`` and ``user_id``. ``read_error`` finds the innermost
+error object, keeps its ``metadata`` (``reason`` and ``limit_source`` among it, 2026), and cleans
+the message for a person (whitespace joined, a message that is itself JSON read for its own
+message, never cut raw JSON).
+
+``refusal`` names what a 402 or 403 says, one case each, the same for the sync client
+(``api.client``), the batch client (``api.batches``) and the run (``run.failure``); the action is
+the caller's (docs/wire.md has the table):
+
+=================  ==========================================================================
+``in_flight``      402 ``reason: in_flight_budget_exhausted`` / ``limit_source:
+                   openrouter_in_flight_budget``: the account's in-flight budget is full; wait for
+                   ``Retry-After`` and send again (OPENROUTER.md 18)
+``key_limit``      402 ``limit_source: openrouter_key_limit`` (18), or a 403 "Key limit exceeded"
+                   (15): the key's own limit is spent
+``too_large``      402 ``reason: weight_exceeds_budget``, ``limit_source: openrouter_credits`` or
+                   "can only afford N": one request is larger than the account can hold (18, 9.1)
+``credits``        any other 402: "Insufficient credits" (9.1)
+``budget``         403 naming a budget ("Workspace monthly budget of $500.00 exceeded", 15)
+``flagged``        any other 403: a moderation or guardrail flag on this request (9.1)
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["ErrorEnvelope", "Refusal", "clean_message", "find_error", "read_error", "refusal"]
+
+Refusal = Literal["in_flight", "key_limit", "too_large", "credits", "budget", "flagged"]
+
+#: The longest message kept for a person (an upstream ``raw`` is cut separately).
+MESSAGE_CHARS = 500
+_NESTING = 4  # how deep ``error.error...`` is followed
+
+
+@dataclass(frozen=True)
+class ErrorEnvelope:
+    """What an error body says: the innermost error object's ``code``, its message cleaned for a
+    person (``""``: none), its ``metadata`` (``{}``: none), and ``reason``/``limit_source`` from
+    that metadata. ``error`` is the error object itself, nesting resolved (for the error table)."""
+
+    code: int | str | None = None
+    message: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    limit_source: str | None = None
+    error: dict[str, Any] = field(default_factory=dict)
+    nested: bool = False
+
+
+def find_error(payload: Any) -> tuple[dict[str, Any] | None, bool]:
+    """The error object of a parsed body (``payload["error"]``, following ``error.error``), and
+    whether it was nested. The outer object's ``code`` and ``metadata`` fill what the inner one
+    lacks."""
+    error = payload.get("error") if isinstance(payload, Mapping) else None
+    if not isinstance(error, dict):
+        return None, False
+    merged = dict(error)
+    nested = False
+    for _ in range(_NESTING):
+        inner = merged.get("error")
+        if not isinstance(inner, dict):
+            break
+        nested = True
+        outer = {k: v for k, v in merged.items() if k != "error"}
+        merged = {**outer, **{k: v for k, v in inner.items() if v is not None}}
+        if isinstance(outer.get("metadata"), dict) and isinstance(inner.get("metadata"), dict):
+            merged["metadata"] = {**outer["metadata"], **inner["metadata"]}
+    return merged, nested
+
+
+def clean_message(text: Any) -> str:
+    """A message for a person: whitespace joined, a message that is itself a JSON error body read
+    for its own message, at most ``MESSAGE_CHARS`` characters."""
+    if not isinstance(text, str):
+        return "" if text is None else str(text)
+    message = " ".join(text.split())
+    if message[:1] in "{[":
+        try:
+            parsed = json.loads(message)
+        except ValueError:
+            parsed = None
+        inner, _ = find_error(parsed) if isinstance(parsed, dict) else (None, False)
+        if inner is None and isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
+            inner = parsed
+        if inner is not None and isinstance(inner.get("message"), str):
+            return clean_message(inner["message"])
+    if len(message) > MESSAGE_CHARS:
+        message = message[: MESSAGE_CHARS - 1].rstrip() + "…"
+    return message
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def read_error(body: Any) -> ErrorEnvelope:
+    """Read an error body (bytes, text, or a parsed payload); an unreadable one reads as empty."""
+    payload = body
+    if isinstance(body, bytes | bytearray):
+        body = body.decode(errors="replace")
+    if isinstance(body, str):
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return ErrorEnvelope()
+    error, nested = find_error(payload)
+    if error is None:
+        return ErrorEnvelope()
+    raw_metadata = error.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
+    return ErrorEnvelope(
+        code=error.get("code"),
+        message=clean_message(error.get("message")),
+        metadata=metadata,
+        reason=_text(metadata.get("reason")),
+        limit_source=_text(metadata.get("limit_source")),
+        error=error,
+        nested=nested,
+    )
+
+
+def _code(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def refusal(status: int | None, error: Mapping[str, Any] | None) -> Refusal | None:
+    """Which 402 or 403 case ``error`` (an error object, as ``find_error`` gives it) is; ``None``
+    for any other status. ``status`` is the HTTP status, or ``None``/200 for an error inside a 200
+    body (its own ``code`` decides)."""
+    err = error or {}
+    code = _code(err.get("code")) if status in (None, 200) else status
+    if code not in (402, 403):
+        return None
+    raw = err.get("metadata")
+    metadata: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    reason = str(metadata.get("reason") or "").lower()
+    source = str(metadata.get("limit_source") or "").lower()
+    message = clean_message(err.get("message")).lower()
+    if code == 402:
+        if reason == "in_flight_budget_exhausted" or source == "openrouter_in_flight_budget":
+            return "in_flight"
+        if source == "openrouter_key_limit":
+            return "key_limit"
+        if (
+            reason == "weight_exceeds_budget"
+            or source == "openrouter_credits"
+            or "can only afford" in message
+        ):
+            return "too_large"
+        if "in-flight requests" in message:  # the 2026 message, should its metadata be lost
+            return "in_flight"
+        return "credits"
+    if "key limit" in message or source == "openrouter_key_limit":
+        return "key_limit"
+    if "budget" in message or "limit exceeded" in message:
+        return "budget"
+    return "flagged"

@@ -1,0 +1,231 @@
+"""The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget and the key's own
+limit (``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``:
+those two; ``refuse_credit``: the credit's 402s).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from email.utils import formatdate
+from typing import Any
+
+from aiohttp import web
+
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.fake import bodies
+from openrouter_probe.fake.billing import affordable_tokens, worst_case_usd
+from openrouter_probe.fake.reply import output_cap
+
+__all__ = ["AccountLimits", "hold_for", "refuse_credit"]
+
+
+def _402(body: bytes, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=402, body=body, content_type="application/json", headers=headers)
+
+
+@dataclass
+class AccountLimits:
+    """The 2026 account limits the fake keeps beside its credit (OPENROUTER.md 18).
+
+    The in-flight budget: each chat request holds its worst case (on the dearest endpoint of its
+    chain, as the credit's reservation) while it is served; a request that would take the held
+    total past ``in_flight_share`` of the balance left (the credit's limit less what was spent),
+    or past ``in_flight_usd`` (the fixed ceiling), is answered OpenRouter's 402
+    ``in_flight_budget_exhausted`` with ``Retry-After: retry_after_s`` (seconds; ``retry_date``:
+    an HTTP date), or, when only settling costs hold it full, the seconds until enough of them
+    settle. A finished request's real cost stays held for ``settle_s`` seconds of the
+    server's clock ("for a short settlement window", the docs say), so that the budget can refuse
+    with no request still running, as OpenRouter's can. The key's limit: once the ledger holds ``key_limit_usd``, every chat request is
+    answered the 402 ``limit_source: openrouter_key_limit``.
+    """
+
+    in_flight_share: float | None = None
+    in_flight_usd: Decimal | None = None
+    key_limit_usd: Decimal | None = None
+    retry_after_s: int = 1
+    retry_date: bool = False
+    settle_s: float = 0.0
+    held_usd: Decimal = field(default_factory=Decimal)
+    most_held_usd: Decimal = field(default_factory=Decimal)
+    refused: int = 0
+    #: what finished requests still hold while their costs settle: (until, cost), oldest first
+    settling: deque[tuple[float, Decimal]] = field(default_factory=deque)
+    _settling_usd: Decimal = field(default_factory=Decimal)
+
+    def __post_init__(self) -> None:
+        share = self.in_flight_share
+        if share is not None and not 0 < share <= 1:
+            raise ConfigError(f"--in-flight-share {share}: a fraction above 0, at most 1")
+        for name in ("in_flight_usd", "key_limit_usd"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} {value}: must not be negative")
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        credit_usd: float | Decimal | None,
+        in_flight_share: float | None,
+        in_flight_usd: float | Decimal | None,
+        key_limit_usd: float | Decimal | None,
+        retry_after_s: int = 1,
+        settle_s: float = 0.0,
+    ) -> AccountLimits:
+        """The fake's options as limits (a share of the credit needs a credit)."""
+        if in_flight_share is not None and credit_usd is None:
+            raise ConfigError(
+                "--in-flight-share is a share of the credit left: give --credit-usd too"
+            )
+        return cls(
+            in_flight_share=in_flight_share,
+            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
+            key_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
+            retry_after_s=retry_after_s,
+            settle_s=settle_s,
+        )
+
+    @property
+    def holds(self) -> bool:
+        """Whether requests hold money in flight (an in-flight budget is set)."""
+        return self.in_flight_share is not None or self.in_flight_usd is not None
+
+    def budget_usd(self, balance_usd: Decimal | None) -> Decimal | None:
+        """The in-flight budget now: the share of ``balance_usd``, at most the ceiling."""
+        budget = self.in_flight_usd
+        if self.in_flight_share is not None and balance_usd is not None:
+            share = max(Decimal(0), balance_usd) * Decimal(str(self.in_flight_share))
+            budget = share if budget is None else min(budget, share)
+        return budget
+
+    def refuse(
+        self, need_usd: Decimal, *, balance_usd: Decimal | None, spent_usd: Decimal, now: float
+    ) -> tuple[bytes, dict[str, str]] | None:
+        """The 402 body and headers for a request that would hold ``need_usd``; ``None``: it may
+        go (then ``hold`` it)."""
+        if self.key_limit_usd is not None and spent_usd >= self.key_limit_usd:
+            return bodies.key_limit_402(float(self.key_limit_usd)), {}
+        budget = self.budget_usd(balance_usd)
+        if budget is None or self.holding(now) + need_usd <= budget:
+            return None
+        self.refused += 1
+        wait = float(self.retry_after_s)
+        over = self.holding(now) + need_usd - budget
+        if self.held_usd + need_usd <= budget:  # settling costs alone hold it: until they free
+            for until, cost in self.settling:
+                over -= cost
+                if over <= 0:
+                    wait = max(wait, until - now)
+                    break
+        wait = float(math.ceil(wait))
+        if self.retry_date:
+            retry = formatdate(now + wait, usegmt=True)
+            headers = {"Retry-After": retry, "Date": formatdate(now, usegmt=True)}
+        else:
+            headers = {"Retry-After": str(int(wait))}
+        return bodies.in_flight_402(), headers
+
+    def holding(self, now: float) -> Decimal:
+        """What is held now: the requests in flight, and the costs still settling."""
+        settling = self.settling
+        while settling and settling[0][0] <= now:
+            self._settling_usd -= settling.popleft()[1]
+        return self.held_usd + self._settling_usd
+
+    def hold(self, amount_usd: Decimal) -> None:
+        self.held_usd += amount_usd
+        total = self.held_usd + self._settling_usd
+        if total > self.most_held_usd:
+            self.most_held_usd = total
+
+    def release(self, amount_usd: Decimal, cost_usd: Decimal, now: float) -> None:
+        """A request finished: its hold becomes its cost, held ``settle_s`` more."""
+        self.held_usd -= amount_usd
+        if self.settle_s > 0 and cost_usd > 0:
+            self.settling.append((now + self.settle_s, cost_usd))
+            self._settling_usd += cost_usd
+
+
+def hold_for(
+    fake: Any, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
+) -> web.Response | Decimal:
+    """The account limits' 402 (the key's limit, the in-flight budget), or what the request
+    holds in flight (``fake.account.AccountLimits``)."""
+    limits = fake.limits
+    if not limits.holds and limits.key_limit_usd is None:
+        return Decimal(0)
+    now = fake.now()
+    need = max(
+        worst_case_usd(
+            e,
+            prompt_tokens=prompt_tokens,
+            max_tokens=output_cap(max_tokens, e, prompt_tokens),
+            at=now,
+        )
+        for e in chain
+    )
+    refused = limits.refuse(
+        need,
+        balance_usd=fake.credit.remaining_usd,
+        spent_usd=fake.ledger.total_usd,
+        now=fake.clock.now(),
+    )
+    if refused is not None:
+        payload, headers = refused
+        kind = "in_flight_budget" if b"in_flight" in payload else "key_limit"
+        fake.ledger.count_error(kind)
+        return _402(payload, {**headers, "X-Fake-Fault": kind})
+    if not limits.holds:
+        return Decimal(0)
+    limits.hold(need)
+    return need
+
+
+def refuse_credit(
+    fake: Any,
+    chain: Sequence[Endpoint],
+    prompt_tokens: int,
+    max_tokens: int | None,
+    now: datetime,
+) -> tuple[web.Response | None, Decimal]:
+    """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
+
+    No credit left gives "Insufficient credits"; a worst case above what is left gives "can
+    only afford N" when some lower ``max_tokens`` would fit.
+    """
+    available = fake.credit.available_usd
+    assert available is not None
+    worst = [
+        (
+            worst_case_usd(
+                e,
+                prompt_tokens=prompt_tokens,
+                max_tokens=output_cap(max_tokens, e, prompt_tokens),
+                at=now,
+            ),
+            e,
+        )
+        for e in chain
+    ]
+    need, dearest = max(worst, key=lambda pair: pair[0])
+    if need <= available:
+        return None, need
+    affordable = affordable_tokens(
+        dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+    )
+    fake.ledger.count_error("insufficient_credits")
+    if affordable >= 1:
+        requested = output_cap(max_tokens, dearest, prompt_tokens)
+        message = (
+            "This request requires more credits, or fewer max_tokens. You requested up to "
+            f"{requested} tokens, but can only afford {affordable}."
+        )
+        return _402(bodies.error_body(402, message)), need
+    message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
+    return _402(bodies.error_body(402, message)), need

@@ -1,0 +1,414 @@
+"""The fake OpenRouter's key management API (``--management-key KEY``): keys with their own limits.
+
+``KeyStore`` serves ``/api/v1/keys`` (list, create; get, patch, delete by hash) and
+``/api/v1/activity`` to the management key only, and is asked by the chat handler about every
+request made with one of its keys: a disabled, expired or deleted key is refused; a key whose limit
+is spent answers the 403 "Key limit exceeded" of OPENROUTER.md §15; a request whose worst case does
+not fit what the key has left answers the 402 "can only afford N" with ``limit_source:
+openrouter_key_limit`` (§18). Like the account's credit, a request reserves its worst case on its
+key before it is served and settles to its real cost after, so concurrent requests of one key never
+spend past its limit. A management key cannot call completions (OpenRouter: "Management keys cannot
+be used to make API calls to OpenRouter's completion endpoints"); the fake's 403 wording is its own.
+
+The response shapes are the spec's: create answers ``{"data": {...}, "key": "sk-or-v1-..."}`` (the
+secret, shown once), list ``{"data": [...]}``, get and patch ``{"data": {...}}``, delete
+``{"deleted": true}``; activity ``{"data": [{date, model, provider_name, usage, requests, ...}]}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from openrouter_probe.fake import bodies
+from openrouter_probe.fake.billing import Credit, affordable_tokens, worst_case_usd
+from openrouter_probe.fake.reply import output_cap
+
+if TYPE_CHECKING:
+    from openrouter_probe.api.schema import Endpoint
+    from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+
+__all__ = ["KeyStore", "ManagedKey"]
+
+_RESETS = (None, "daily", "weekly", "monthly")
+_KEY_LIMIT_HINT = "Raise the key's limit or use another key"
+
+
+def _error(status: int, message: str, metadata: dict[str, Any] | None = None) -> web.Response:
+    return web.Response(
+        status=status,
+        body=bodies.error_body(status, message, metadata),
+        content_type="application/json",
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass
+class ManagedKey:
+    """A key made through the management API: its limit, its spend and its activity."""
+
+    hash: str
+    secret: str
+    name: str
+    created_at: str
+    limit_usd: Decimal | None = None
+    limit_reset: str | None = None
+    include_byok_in_limit: bool = False
+    expires_at: str | None = None
+    disabled: bool = False
+    updated_at: str | None = None
+    credit: Credit = field(default_factory=lambda: Credit(None))
+    #: (date, model, provider, endpoint tag) -> [requests, prompt, completion, reasoning, usd]
+    activity: dict[tuple[str, str, str, str], list[Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        spent = float(self.credit.spent_usd)
+        limit = None if self.limit_usd is None else float(self.limit_usd)
+        return {
+            "hash": self.hash,
+            "name": self.name,
+            "label": f"{self.secret[:12]}...{self.secret[-4:]}",
+            "disabled": self.disabled,
+            "limit": limit,
+            "limit_remaining": None
+            if limit is None
+            else float(self.limit_usd - self.credit.spent_usd),  # type: ignore[operator]
+            "limit_reset": self.limit_reset,
+            "include_byok_in_limit": self.include_byok_in_limit,
+            "usage": spent,
+            "usage_daily": spent,
+            "usage_weekly": spent,
+            "usage_monthly": spent,
+            "byok_usage": 0,
+            "byok_usage_daily": 0,
+            "byok_usage_weekly": 0,
+            "byok_usage_monthly": 0,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "expires_at": self.expires_at,
+            "creator_user_id": None,
+            "workspace_id": None,
+        }
+
+
+class KeyStore:
+    """The keys a management key made, by hash and by secret; the routes and the chat checks."""
+
+    def __init__(self, management_key: str, *, ledger: Ledger, now: Callable[[], datetime]) -> None:
+        self.ledger = ledger  # the server's: refusals are counted there
+        self.now = now  # the server's clock
+        self.management_key = management_key
+        self.keys: dict[str, ManagedKey] = {}
+        self._by_secret: dict[str, str] = {}
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/api/v1/keys", self.list_keys)
+        app.router.add_post("/api/v1/keys", self.create)
+        app.router.add_get("/api/v1/keys/{hash}", self.get)
+        app.router.add_patch("/api/v1/keys/{hash}", self.patch)
+        app.router.add_delete("/api/v1/keys/{hash}", self.delete)
+        app.router.add_get("/api/v1/activity", self.activity)
+
+    # -- who is calling ---------------------------------------------------------------------------
+
+    @staticmethod
+    def bearer(request: web.Request) -> str:
+        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+        return key.strip() if scheme.lower() == "bearer" else ""
+
+    def knows(self, secret: str) -> bool:
+        """A secret the server accepts: the management key or one of its keys (even deleted keys
+        are refused later, with their own message)."""
+        return secret == self.management_key or secret in self._by_secret
+
+    def of(self, secret: str) -> ManagedKey | None:
+        found = self._by_secret.get(secret)
+        return None if found is None else self.keys.get(found)
+
+    def _manager(self, request: web.Request) -> web.Response | None:
+        secret = self.bearer(request)
+        if not secret:
+            return _error(401, "No auth credentials found")
+        if secret != self.management_key:
+            return _error(401, "Invalid management key: this endpoint needs a management key")
+        return None
+
+    # -- the chat handler's checks --------------------------------------------------------------
+
+    def admit(
+        self,
+        request: web.Request,
+        chain: Sequence[Endpoint],
+        prompt_tokens: int,
+        max_tokens: int | None,
+        now: datetime,
+    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
+        """``refuse_chat`` for the request's key; what it lets through is reserved on the key at
+        once (no ``await`` between the check and the reservation: concurrent requests cannot both
+        take the last of a key's limit)."""
+        refused, key, amount = self.refuse_chat(
+            self.bearer(request), chain, prompt_tokens, max_tokens, now
+        )
+        if key is not None:
+            key.credit.reserve(amount)
+        return refused, key, amount
+
+    def refuse_chat(
+        self,
+        secret: str,
+        chain: Sequence[Endpoint],
+        prompt_tokens: int,
+        max_tokens: int | None,
+        now: datetime,
+    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
+        """A refusal for a request of ``secret`` (the management key, a disabled, expired or
+        deleted key, a spent limit), or the key to reserve on and the amount (its worst case)."""
+        ledger = self.ledger
+        if secret == self.management_key:
+            ledger.count_error("management_key")
+            return (
+                _error(403, "Management keys cannot be used for completions; use an API key"),
+                None,
+                Decimal(0),
+            )
+        if secret not in self._by_secret:
+            return None, None, Decimal(0)
+        key = self.of(secret)
+        if key is None:
+            ledger.count_error("key_deleted")
+            return _error(401, "User not found."), None, Decimal(0)
+        if key.disabled:
+            ledger.count_error("key_disabled")
+            return _error(403, "This API key is disabled"), None, Decimal(0)
+        if key.expires_at is not None and _iso(now) >= key.expires_at:
+            ledger.count_error("key_expired")
+            return _error(401, "This API key has expired"), None, Decimal(0)
+        worst = [
+            (
+                worst_case_usd(
+                    e,
+                    prompt_tokens=prompt_tokens,
+                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
+                    at=now,
+                ),
+                e,
+            )
+            for e in chain
+        ]
+        need, dearest = max(worst, key=lambda pair: pair[0])
+        available = key.credit.available_usd
+        if available is None or need <= available:
+            return None, key, need
+        ledger.count_error("key_limit")
+        affordable = affordable_tokens(
+            dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+        )
+        reset = key.limit_reset or "total"
+        if affordable < 1:
+            message = (
+                f"Key limit exceeded ({reset} limit). Manage it using "
+                "https://openrouter.ai/settings/keys"
+            )
+            return _error(403, message), None, Decimal(0)
+        requested = output_cap(max_tokens, dearest, prompt_tokens)
+        message = (
+            "This request requires more credits, or fewer max_tokens. You requested up to "
+            f"{requested} tokens, but can only afford {affordable}. To increase, visit "
+            "https://openrouter.ai/settings/keys and raise your key's limit"
+        )
+        metadata = {
+            "limit_source": "openrouter_key_limit",
+            "remedy_hint": _KEY_LIMIT_HINT,
+            "provider_name": None,
+        }
+        return _error(402, message, metadata), None, Decimal(0)
+
+    def settle(self, key: ManagedKey, reserved: Decimal, billed: LedgerEntry | None) -> None:
+        """Settle a request of ``key``: its reservation given back, its real cost spent."""
+        key.credit.settle(reserved, billed.cost_usd if billed is not None else Decimal(0))
+        if billed is None:
+            return
+        day = datetime.fromtimestamp(billed.created, UTC).date().isoformat()
+        row = key.activity.setdefault(
+            (day, billed.model, billed.provider, billed.tag), [0, 0, 0, 0, Decimal(0)]
+        )
+        row[0] += 1
+        row[1] += billed.prompt_tokens
+        row[2] += billed.completion_tokens
+        row[3] += billed.reasoning_tokens
+        row[4] += billed.cost_usd
+
+    def key_data(self, key: ManagedKey) -> dict[str, Any]:
+        """``GET /key`` answered for one of the store's keys: its own limit and usage."""
+        limit = None if key.limit_usd is None else float(key.limit_usd)
+        remaining = key.credit.remaining_usd
+        data = bodies.key_data(
+            limit_usd=limit,
+            remaining_usd=None if remaining is None else float(remaining),
+            usage_usd=float(key.credit.spent_usd),
+        )
+        data.update(label=key.to_json()["label"], limit_reset=key.limit_reset)
+        data.update(expires_at=key.expires_at, include_byok_in_limit=key.include_byok_in_limit)
+        return data
+
+    # -- the management routes --------------------------------------------------------------------
+
+    async def list_keys(self, request: web.Request) -> web.Response:
+        denied = self._manager(request)
+        if denied is not None:
+            return denied
+        include_disabled = request.query.get("include_disabled", "false").lower() == "true"
+        try:
+            offset = int(request.query.get("offset", "0"))
+        except ValueError:
+            return _error(400, "offset must be a whole number")
+        keys = [k for k in self.keys.values() if include_disabled or not k.disabled]
+        return web.json_response({"data": [k.to_json() for k in keys[offset : offset + 100]]})
+
+    async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError as exc:
+            return _error(400, f"Invalid JSON in request body: {exc}")
+        if not isinstance(body, dict):
+            return _error(400, "Invalid request body: expected a JSON object")
+        return body
+
+    @staticmethod
+    def _fields(body: dict[str, Any], key: ManagedKey) -> str | None:
+        """Apply the fields of a create or patch body to ``key``; a problem's message, or None."""
+        if "limit" in body:
+            limit = body["limit"]
+            if limit is None:
+                key.limit_usd = None
+            else:
+                try:
+                    value = Decimal(str(limit))
+                except InvalidOperation:
+                    return f"limit must be a number, got {limit!r}"
+                if isinstance(limit, bool) or not value.is_finite() or value < 0:
+                    return f"limit must be a number >= 0, got {limit!r}"
+                key.limit_usd = value
+            key.credit.limit_usd = key.limit_usd
+        if "limit_reset" in body:
+            if body["limit_reset"] not in _RESETS:
+                return f"limit_reset must be daily, weekly, monthly or null, got {body['limit_reset']!r}"
+            key.limit_reset = body["limit_reset"]
+        for name in ("include_byok_in_limit", "disabled"):
+            if name in body:
+                if not isinstance(body[name], bool):
+                    return f"{name} must be true or false"
+                setattr(key, name, body[name])
+        if "expires_at" in body:
+            expires = body["expires_at"]
+            if expires is not None:
+                try:
+                    moment = datetime.fromisoformat(str(expires).replace("Z", "+00:00"))
+                except ValueError:
+                    return f"expires_at must be an ISO 8601 time, got {expires!r}"
+                expires = _iso(moment.astimezone(UTC))
+            key.expires_at = expires
+        if "name" in body:
+            if not isinstance(body["name"], str) or not body["name"].strip():
+                return "name must be a non-empty string"
+            key.name = body["name"]
+        return None
+
+    async def create(self, request: web.Request) -> web.Response:
+        denied = self._manager(request)
+        if denied is not None:
+            return denied
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
+        if not isinstance(body.get("name"), str) or not body["name"].strip():
+            return _error(400, "name is required: a non-empty string")
+        secret = "sk-or-v1-" + secrets.token_hex(32)
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        key = ManagedKey(hash=digest, secret=secret, name=body["name"], created_at=_iso(self.now()))
+        problem = self._fields(body, key)
+        if problem is not None:
+            return _error(400, problem)
+        self.keys[digest] = key
+        self._by_secret[secret] = digest
+        return web.json_response({"data": key.to_json(), "key": secret}, status=201)
+
+    def _found(self, request: web.Request) -> ManagedKey | web.Response:
+        denied = self._manager(request)
+        if denied is not None:
+            return denied
+        key = self.keys.get(request.match_info["hash"])
+        if key is None:
+            return _error(404, f"API key {request.match_info['hash']} not found")
+        return key
+
+    async def get(self, request: web.Request) -> web.Response:
+        key = self._found(request)
+        if isinstance(key, web.Response):
+            return key
+        return web.json_response({"data": key.to_json()})
+
+    async def patch(self, request: web.Request) -> web.Response:
+        key = self._found(request)
+        if isinstance(key, web.Response):
+            return key
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
+        problem = self._fields(body, key)
+        if problem is not None:
+            return _error(400, problem)
+        key.updated_at = _iso(self.now())
+        return web.json_response({"data": key.to_json()})
+
+    async def delete(self, request: web.Request) -> web.Response:
+        key = self._found(request)
+        if isinstance(key, web.Response):
+            return key
+        del self.keys[key.hash]  # its secret stays known: a request with it gets the 401
+        return web.json_response({"deleted": True})
+
+    async def activity(self, request: web.Request) -> web.Response:
+        denied = self._manager(request)
+        if denied is not None:
+            return denied
+        wanted_hash = request.query.get("api_key_hash")
+        wanted_date = request.query.get("date")
+        totals: dict[tuple[str, str, str, str], list[Any]] = {}
+        for key in self.keys.values():
+            if wanted_hash and key.hash != wanted_hash:
+                continue
+            for where, row in key.activity.items():
+                if wanted_date and where[0] != wanted_date:
+                    continue
+                acc = totals.setdefault(where, [0, 0, 0, 0, Decimal(0)])
+                for i, value in enumerate(row):
+                    acc[i] += value
+        data = [
+            {
+                "date": day,
+                "model": model,
+                "model_permaslug": model,
+                "endpoint_id": tag,
+                "provider_name": provider,
+                "usage": float(row[4]),
+                "byok_usage_inference": 0,
+                "requests": row[0],
+                "prompt_tokens": row[1],
+                "completion_tokens": row[2],
+                "reasoning_tokens": row[3],
+            }
+            for (day, model, provider, tag), row in sorted(totals.items())
+        ]
+        return web.json_response({"data": data})

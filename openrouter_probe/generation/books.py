@@ -1,0 +1,198 @@
+"""One job's books across shards: every shard's output found (files, folders, globs), the money of
+their journals summed, and checked against the usage OpenRouter reports for the job's keys.
+
+The journals (``run.ledger``) count every attempt at its real cost, or at its worst case while the
+cost is unknown, so for one job the journals' total is at least what the keys were billed
+(``counted >= billed``). Books that show the keys billed more than the journals count mean money no
+journal knows (a shard run without its journal, a key used elsewhere): ``exit_code`` 1. The keys'
+usage above the job's budget is the other failure (it cannot happen while every key keeps its
+limit: their limits sum to at most the budget).
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.api.keys import KeyRecord, KeysClient
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.generation.keyfile import KeyFile, key_records, read_key_file
+from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
+from openrouter_probe.run.turns import TURNS_SUFFIX
+
+__all__ = ["JobBooks", "KeyLine", "expand_outputs", "job_books", "journals_spent"]
+
+_ZERO = Decimal(0)
+
+
+def _output(path: Path) -> bool:
+    name = path.name
+    return (
+        path.is_file()
+        and not name.endswith((LEDGER_SUFFIX, TURNS_SUFFIX))
+        and not (name.startswith("."))
+    )
+
+
+def expand_outputs(paths: Iterable[str | Path]) -> list[Path]:
+    """The output files ``paths`` name: a file as it is, a folder's ``*.jsonl`` (not its
+    subfolders: a datatrove run keeps its inputs and logs there), a glob's matches; journals and
+    turns files beside them are left out. A name that matches nothing is a ``ConfigError``."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            matches = sorted(p for p in path.glob("*.jsonl") if _output(p))
+        elif path.exists():
+            matches = [path]
+        else:
+            matches = sorted(Path(p) for p in glob.glob(str(raw), recursive=True))
+            matches = [p for p in matches if _output(p)]
+        if not matches:
+            raise ConfigError(f"{raw}: no output file there (give files, a folder or a glob)")
+        found.extend(matches)
+    return list(dict.fromkeys(found))
+
+
+def journals_spent(outputs: Sequence[Path]) -> tuple[Decimal, Decimal]:
+    """The journals' money over ``outputs``: (spent, of it possibly billed), read without
+    repairing (a shard may still be writing)."""
+    spent = possibly = _ZERO
+    for out in outputs:
+        replay = replay_ledger(ledger_path(out), repair=False)
+        spent += replay.spent_usd
+        possibly += replay.possibly_billed_usd
+    return spent, possibly
+
+
+@dataclass(frozen=True)
+class KeyLine:
+    """A shard's key as the server reports it (``record`` None: the server no longer has it)."""
+
+    shard: int
+    name: str
+    hash: str
+    limit_usd: Decimal
+    record: KeyRecord | None
+
+    @property
+    def state(self) -> str:
+        if self.record is None:
+            return "gone"
+        return "disabled" if self.record.disabled else "enabled"
+
+    def to_dict(self) -> dict[str, Any]:
+        usage = None if self.record is None else self.record.usage_usd
+        remaining = None if self.record is None else self.record.limit_remaining_usd
+        return {
+            "shard": self.shard,
+            "name": self.name,
+            "hash": self.hash,
+            "limit_usd": str(self.limit_usd),
+            "usage_usd": None if usage is None else str(usage),
+            "remaining_usd": None if remaining is None else str(remaining),
+            "state": self.state,
+        }
+
+
+@dataclass
+class JobBooks:
+    """A job's keys beside its shards' journals."""
+
+    job: str
+    budget_usd: Decimal
+    shards: int
+    keys: list[KeyLine] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    journals_usd: Decimal = _ZERO
+    possibly_billed_usd: Decimal = _ZERO
+
+    @property
+    def keys_usage_usd(self) -> Decimal | None:
+        """What OpenRouter reports the keys used (``None``: a key is gone, its usage unknown)."""
+        if any(k.record is None for k in self.keys):
+            return None
+        return sum((k.record.usage_usd for k in self.keys if k.record), _ZERO)
+
+    @property
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        usage = self.keys_usage_usd
+        if usage is not None and self.outputs and usage > self.journals_usd:
+            out.append(
+                f"the keys used ${usage} but the journals count ${self.journals_usd}: "
+                f"${usage - self.journals_usd} no journal knows (an output missing here, or a "
+                "key used elsewhere)"
+            )
+        if usage is not None and usage > self.budget_usd:
+            out.append(f"the keys used ${usage}, over the job's budget of ${self.budget_usd}")
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.problems else 0
+
+    def key_rows(self) -> list[dict[str, Any]]:
+        return [k.to_dict() for k in self.keys]
+
+    def to_dict(self) -> dict[str, Any]:
+        usage = self.keys_usage_usd
+        return {
+            "job": self.job,
+            "budget_usd": str(self.budget_usd),
+            "shards": self.shards,
+            "keys": self.key_rows(),
+            "keys_usage_usd": None if usage is None else str(usage),
+            "outputs": self.outputs,
+            "journals_usd": str(self.journals_usd),
+            "possibly_billed_usd": str(self.possibly_billed_usd),
+            "problems": self.problems,
+        }
+
+    def render(self) -> str:
+        usage = self.keys_usage_usd
+        said = "unknown (a key is gone)" if usage is None else f"${usage}"
+        lines = [f"keys: {said} used of the ${self.budget_usd} budget"]
+        if self.outputs:
+            lines.append(
+                f"journals of {len(self.outputs)} output(s): ${self.journals_usd} counted "
+                f"(${self.possibly_billed_usd} of it possibly billed, at its worst case)"
+            )
+        lines.extend(
+            self.problems
+            or (
+                ["the keys' usage is within the journals' count"]
+                if self.outputs and usage is not None
+                else []
+            )
+        )
+        return "\n".join(lines)
+
+
+def job_books(
+    key_file: str | Path | KeyFile,
+    outputs: Iterable[str | Path] = (),
+    *,
+    client: KeysClient | None = None,
+) -> JobBooks:
+    """The books of the job of ``key_file`` over its shards' ``outputs`` (files, folders, globs)."""
+    keyfile = key_file if isinstance(key_file, KeyFile) else read_key_file(key_file)
+    files = expand_outputs(outputs) if outputs else []
+    spent, possibly = journals_spent(files)
+    records = key_records(keyfile, client=client)
+    return JobBooks(
+        job=keyfile.job,
+        budget_usd=keyfile.budget_usd,
+        shards=keyfile.shards,
+        keys=[
+            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r)
+            for k, r in zip(keyfile.keys, records, strict=True)
+        ],
+        outputs=[str(f) for f in files],
+        journals_usd=spent,
+        possibly_billed_usd=possibly,
+    )

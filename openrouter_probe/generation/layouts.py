@@ -1,0 +1,337 @@
+"""Layouts: which columns of a popular SFT set make the conversation, the system turn, the id and
+the tools, each entry read from its dataset card (``docs/inputs.md`` shows the table).
+
+A row is matched to the first layout whose ``needs`` columns it has (``LAYOUTS`` runs from the
+most specific to the most general); ``generation.shapes`` reads it by that entry. Every column a
+layout does not read is the dataset's data: kept in the output record under ``meta``, never sent.
+
+Composition rules, written down:
+
+- ``prompt`` fields (Alpaca's ``instruction`` + ``input``, Dolly's ``instruction`` + ``context``)
+  are joined as ``TEMPLATE``: the instruction, a blank line, the input (no blank line and no input
+  when it is empty); a manifest's ``fields: {template: "..."}`` replaces it (``{column}`` names a
+  column, ``{{``/``}}`` a brace);
+- a ``system`` field (OpenThoughts' ``system``, OpenOrca's and Llama-Nemotron's ``system_prompt``)
+  is the system turn, put first unless the conversation holds one;
+- ``tools`` are sent in OpenAI's schema: a list of ``{"type": "function", "function": {...}}`` as
+  it is; a list of bare functions (LLaMA-Factory's glaive) wrapped; xlam's
+  ``{name, description, parameters: {arg: {type, description, default}}}`` converted
+  (``convert_xlam``); glaive's functions in its ``system`` text parsed (``glaive_chat``); anything
+  else refused by name;
+- ``image`` (SpecForge's vlm rows): a path, URL or ``data:`` URL, sent as an ``image_url`` part
+  before the text of the first user turn (``<image>`` taken out of the text).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import mimetypes
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LAYOUTS",
+    "TEMPLATE",
+    "Layout",
+    "LayoutProblem",
+    "compose",
+    "convert_tools",
+    "convert_xlam",
+    "glaive_chat",
+    "image_part",
+    "layout_of",
+]
+
+#: Alpaca's and Dolly's instruction and input, as one user turn.
+TEMPLATE = "{instruction}\n\n{input}"
+
+
+class LayoutProblem(ValueError):
+    """A row of a known layout that cannot be sent as it is (one line: why)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One entry of the table: the set it reads, the columns that identify it and what each
+    column is."""
+
+    name: str
+    sets: str  # the Hub ids (and formats) it is read from
+    needs: tuple[str, ...]  # every one present: the row is of this layout
+    dialogue: tuple[str, ...] = ()  # the first present: a list of turns (or a string)
+    prompt: tuple[str, ...] = ()  # composed into one user turn (the first present, or all)
+    system: str | None = None
+    id: tuple[str, ...] = ("id", "uuid", "prompt_id")
+    tools: str | None = None
+    image: str | None = None
+    params: bool = False  # our own shape: chat parameters are read from the row
+    chat_text: bool = False  # glaive: the dialogue is one USER:/ASSISTANT: string
+    xlam: bool = False
+    status: bool = False  # a status column: rows whose status is not a success are skipped
+
+
+_DIALOGUE = ("messages", "conversations", "conversation", "items")
+_PROMPTS = ("prompt", "question", "instruction", "query", "input")
+
+LAYOUTS: tuple[Layout, ...] = (
+    Layout("glaive", "glaiveai/glaive-function-calling-v2", ("system", "chat"), chat_text=True,
+           system="system"),
+    Layout("xlam", "Salesforce/xlam-function-calling-60k", ("query", "tools", "answers"),
+           prompt=("query",), tools="tools", xlam=True),
+    Layout("nemotron-v2", "nvidia/Nemotron-Post-Training-Dataset-v1/-v2",
+           ("messages", "generator", "reasoning"), dialogue=("messages",), id=("uuid",)),
+    Layout("llama-nemotron", "nvidia/Llama-Nemotron-Post-Training-Dataset",
+           ("input", "generator"), dialogue=("input",), system="system_prompt", id=("uuid",)),
+    Layout("wildchat", "allenai/WildChat-1M", ("conversation", "conversation_hash"),
+           dialogue=("conversation",), id=("conversation_hash",)),
+    Layout("lmsys", "lmsys/lmsys-chat-1m", ("conversation", "conversation_id"),
+           dialogue=("conversation",), id=("conversation_id",)),
+    Layout("openorca", "Open-Orca/OpenOrca", ("system_prompt", "question", "response"),
+           prompt=("question",), system="system_prompt"),
+    Layout("alpaca", "tatsu-lab/alpaca, yahma/alpaca-cleaned", ("instruction", "input", "output"),
+           prompt=("instruction", "input")),
+    Layout("dolly", "databricks/databricks-dolly-15k", ("instruction", "context", "response"),
+           prompt=("instruction", "context")),
+    Layout("specforge-vlm", "SpecForge prepare_data.py (vlm presets)",
+           ("conversations", "image"), dialogue=("conversations",), image="image"),
+    Layout("regenerated", "SpecForge regenerate_train_data.py; export --format specforge",
+           ("conversations", "status"), dialogue=("conversations",), status=True),
+    Layout("openthoughts", "open-thoughts/OpenThoughts-114k", ("system", "conversations"),
+           dialogue=("conversations",), system="system"),
+    Layout("sharegpt", "ShareGPT, OpenHermes-2.5, SlimOrca, Infinity-Instruct, Magpie, "
+           "hermes-fc, LLaMA-Factory glaive, SpecForge prepared", ("conversations",),
+           dialogue=("conversations",), system="system_prompt", tools="tools"),
+    Layout("ours", "ours; OpenAI fine-tune (tools); Tulu-3 SFT mixture; UltraChat",
+           ("messages",), dialogue=("messages",), tools="tools", params=True),
+    Layout("wildchat-like", "any `conversation` list", ("conversation",),
+           dialogue=("conversation",)),
+    Layout("sharegpt-raw", "raw ShareGPT exports (`items`)", ("items",), dialogue=("items",)),
+    Layout("ours-prompt", "ours: a `prompt` string", ("prompt",), prompt=("prompt",),
+           params=True),
+    Layout("single", "gsm8k (`question`), Magpie (`instruction`), Nemotron (`input`)", (),
+           prompt=_PROMPTS),
+)  # fmt: skip
+
+
+def layout_of(obj: Mapping[str, Any]) -> Layout | None:
+    """The first layout whose columns the row has (``None``: none of the known fields)."""
+    for layout in LAYOUTS:
+        if not all(k in obj for k in layout.needs):
+            continue
+        if layout.name == "nemotron-v2" and not isinstance(obj.get("reasoning"), str):
+            continue  # our own row with a `reasoning` object and a `generator` column
+        if layout.name == "single" and not any(k in obj for k in layout.prompt):
+            return None
+        return layout
+    return None
+
+
+class _Blank(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        raise LayoutProblem(f"the template names `{key}`, a column the row does not have")
+
+
+def compose(obj: Mapping[str, Any], fields: tuple[str, ...], template: str | None) -> str:
+    """The one user turn of a composed prompt: ``template`` filled with the row's columns, else
+    the ``fields`` joined by a blank line (empty ones left out)."""
+    if template is not None:
+        values = _Blank({k: "" if v is None else str(v) for k, v in obj.items()})
+        try:
+            return template.format_map(values).strip()
+        except (ValueError, IndexError) as exc:
+            raise LayoutProblem(f"the template cannot be filled ({exc})") from None
+    parts = []
+    for key in fields:
+        value = obj.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise LayoutProblem(f"`{key}` is {type(value).__name__}, not text")
+        parts.append(value.strip())
+    return "\n\n".join(parts)
+
+
+def _function(tool: Any, i: int) -> dict[str, Any]:
+    if isinstance(tool, Mapping) and tool.get("type") == "function":
+        function = tool.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            return dict(tool)
+    if isinstance(tool, Mapping) and isinstance(tool.get("name"), str) and "type" not in tool:
+        return {"type": "function", "function": dict(tool)}
+    raise LayoutProblem(
+        f"tools[{i}] is neither an OpenAI tool ({{type: function, function: {{name, ...}}}}) "
+        "nor a function ({name, description, parameters})"
+    )
+
+
+def convert_tools(value: Any) -> list[dict[str, Any]]:
+    """A ``tools`` column in OpenAI's schema: OpenAI tools as they are, bare functions wrapped."""
+    if not isinstance(value, list):
+        raise LayoutProblem("`tools` is not a list of tools (nor JSON text of one)")
+    return [_function(t, i) for i, t in enumerate(value)]
+
+
+_XLAM_TYPES = {
+    "str": "string", "string": "string", "int": "integer", "integer": "integer",
+    "float": "number", "number": "number", "bool": "boolean", "boolean": "boolean",
+    "list": "array", "array": "array", "dict": "object", "object": "object", "tuple": "array",
+    "set": "array", "any": None,
+}  # fmt: skip
+_XLAM_TYPE = re.compile(r"^\s*(?P<base>[A-Za-z]+)(?:\[.*\])?\s*(?P<opt>,\s*optional)?\s*$")
+
+
+def convert_xlam(value: Any) -> list[dict[str, Any]]:
+    """xlam's tools (``{name, description, parameters: {arg: {type, description, default}}}``,
+    types as Python writes them: ``str``, ``List[int]``, ``float, optional``) in OpenAI's schema;
+    a type it cannot map refuses the row by name."""
+    if not isinstance(value, list):
+        raise LayoutProblem("xlam `tools` is not a list of functions (nor JSON text of one)")
+    out = []
+    for i, tool in enumerate(value):
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+            raise LayoutProblem(f"xlam tools[{i}] has no `name`")
+        params = tool.get("parameters") or {}
+        if not isinstance(params, Mapping):
+            raise LayoutProblem(f"xlam tools[{i}] ({tool['name']}): `parameters` is not an object")
+        properties: dict[str, Any] = {}
+        required = []
+        for arg, spec in params.items():
+            spec = spec if isinstance(spec, Mapping) else {}
+            written = str(spec.get("type", "any"))
+            match = _XLAM_TYPE.match(written)
+            base = match.group("base").lower() if match else None
+            if base not in _XLAM_TYPES:
+                raise LayoutProblem(
+                    f"xlam tools[{i}] ({tool['name']}): argument `{arg}` has type {written!r}, "
+                    "which has no JSON Schema type here"
+                )
+            prop: dict[str, Any] = {}
+            if _XLAM_TYPES[base] is not None:
+                prop["type"] = _XLAM_TYPES[base]
+            if spec.get("description"):
+                prop["description"] = str(spec["description"])
+            if "default" in spec and spec["default"] not in (None, ""):
+                prop["default"] = spec["default"]
+            properties[str(arg)] = prop
+            if not (match and match.group("opt")) and "default" not in spec:
+                required.append(str(arg))
+        parameters: dict[str, Any] = {"type": "object", "properties": properties}
+        if required:
+            parameters["required"] = required
+        function = {"name": tool["name"], "parameters": parameters}
+        if tool.get("description"):
+            function["description"] = str(tool["description"])
+        out.append({"type": "function", "function": function})
+    return out
+
+
+_GLAIVE_MARK = re.compile(r"(?:^|\n+)\s*(USER|ASSISTANT|FUNCTION RESPONSE):\s?")
+_END = "<|endoftext|>"
+
+
+def _glaive_functions(system: str) -> tuple[str, list[dict[str, Any]]]:
+    """Glaive's ``system`` text: the prompt before the functions, and each function (JSON objects
+    one after another) as an OpenAI tool."""
+    text = system.strip().removeprefix("SYSTEM:").strip()
+    start = text.find("{")
+    if start < 0:
+        return text, []
+    prompt, rest = text[:start].strip(), text[start:]
+    decoder, at = json.JSONDecoder(), 0
+    tools: list[dict[str, Any]] = []
+    while at < len(rest):
+        while at < len(rest) and rest[at] in " \t\r\n,":
+            at += 1
+        if at >= len(rest):
+            break
+        try:
+            function, at = decoder.raw_decode(rest, at)
+        except ValueError:
+            raise LayoutProblem(
+                "glaive `system`: the function list is not JSON objects one after another"
+            ) from None
+        tools.append(_function(function, len(tools)))
+    return prompt.rstrip(" -:"), tools
+
+
+def _glaive_call(text: str, n: int) -> dict[str, Any]:
+    body = text.replace("<functioncall>", "", 1).replace(_END, "").strip()
+    # glaive writes the arguments as a JSON string in single quotes: '{"a": 1}'
+    body = re.sub(r"\"arguments\"\s*:\s*'(.*)'\s*}\s*$", r'"arguments": \1}', body, flags=re.S)
+    try:
+        call = json.loads(body)
+    except ValueError:
+        raise LayoutProblem(f"glaive turn {n}: the <functioncall> is not JSON") from None
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+        raise LayoutProblem(f"glaive turn {n}: the <functioncall> names no function")
+    arguments = call.get("arguments", {})
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {"id": f"call_{n}", "type": "function",
+            "function": {"name": call["name"], "arguments": arguments}}  # fmt: skip
+
+
+def glaive_chat(system: Any, chat: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Glaive's ``system`` and ``chat`` strings as chat messages and OpenAI tools: ``USER:`` is a
+    user turn, ``ASSISTANT: <functioncall> {...}`` an assistant tool call, ``FUNCTION RESPONSE:``
+    the tool message answering it, ``<|endoftext|>`` dropped."""
+    if not isinstance(chat, str) or not isinstance(system, str | None):
+        raise LayoutProblem("glaive `system` and `chat` are not text")
+    prompt, tools = _glaive_functions(system or "")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}] if prompt else []
+    pieces = _GLAIVE_MARK.split(chat)
+    if pieces[0].strip():
+        raise LayoutProblem("glaive `chat` does not start with USER:")
+    last_call: str | None = None
+    for n, (mark, text) in enumerate(zip(pieces[1::2], pieces[2::2], strict=True)):
+        text = text.replace(_END, "").strip()
+        if mark == "USER":
+            messages.append({"role": "user", "content": text})
+        elif mark == "ASSISTANT" and text.startswith("<functioncall>"):
+            call = _glaive_call(text, n)
+            last_call = call["id"]
+            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif mark == "ASSISTANT":
+            messages.append({"role": "assistant", "content": text})
+        else:
+            if last_call is None:
+                raise LayoutProblem(f"glaive turn {n}: a FUNCTION RESPONSE answers no call")
+            messages.append({"role": "tool", "tool_call_id": last_call, "content": text})
+            last_call = None
+    return messages, tools
+
+
+def image_part(value: Any, *, folder: Path | None = None) -> dict[str, Any]:
+    """An image column as an ``image_url`` part: a URL or ``data:`` URL as it is; a local file
+    (from ``folder``, the source's) as a ``data:`` URL; ``{"bytes", "path"}`` (datasets' Image
+    undecoded) from its bytes; a PIL image (datasets' Image, streamed) encoded in its format."""
+    if callable(getattr(value, "save", None)) and hasattr(value, "format"):  # a PIL image
+        buffer = io.BytesIO()
+        kind = str(value.format or "PNG").upper()
+        value.save(buffer, format=kind)
+        value = {"bytes": buffer.getvalue(), "path": f"image.{kind.lower()}"}
+    if isinstance(value, Mapping) and isinstance(value.get("bytes"), bytes | bytearray):
+        mime = mimetypes.guess_type(str(value.get("path") or "x.png"))[0] or "image/png"
+        data = base64.b64encode(bytes(value["bytes"])).decode()
+        return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+    if isinstance(value, Mapping) and value.get("path"):
+        value = value["path"]
+    if not isinstance(value, str) or not value.strip():
+        raise LayoutProblem("`image` is not a path, a URL or image bytes")
+    if value.startswith(("http://", "https://", "data:")):
+        return {"type": "image_url", "image_url": {"url": value}}
+    path = Path(value)
+    if not path.is_absolute() and folder is not None:
+        path = folder / path
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LayoutProblem(f"`image` {value}: cannot read it ({exc.strerror})") from None
+    mime = mimetypes.guess_type(path.name)[0] or "image/png"
+    return {"type": "image_url",
+            "image_url": {"url": f"data:{mime};base64,{base64.b64encode(raw).decode()}"}}  # fmt: skip

@@ -1,0 +1,224 @@
+"""What the Batch API sender (``run.batch_sender``) watches: one batch (``Watched``: its own, or
+one an earlier run left open), the requests waiting in it (``Line``), and the outcomes it gives
+them when the batch cannot answer a line (``unknown``: counted at the worst case and sent again
+later; ``not_submitted``, ``refused``, ``withheld``, ``unread``, ``failed``, ``still_running``:
+the run's stop reasons).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError
+from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.ledger import OpenBatch
+from openrouter_probe.run.transport import Answer
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.sender import SendKey
+
+__all__ = [
+    "Line",
+    "Outcome",
+    "Watched",
+    "copy",
+    "failed",
+    "not_submitted",
+    "refused",
+    "resolve",
+    "running_message",
+    "still_running",
+    "unknown",
+    "unread",
+    "withheld",
+]
+
+Outcome = Answer | Failure
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+@dataclass
+class Line:
+    cid: str
+    key: SendKey
+    body: dict[str, Any]
+    size: int
+    answer: asyncio.Future[Outcome]
+
+
+@dataclass
+class Watched:
+    """One batch this sender watches: its own, or one an earlier run left open."""
+
+    plan: str
+    run: str | None  # the run that planned it (None: this one)
+    lines: dict[str, Line] = field(default_factory=dict)  # this run's waiting requests
+    earlier: OpenBatch | None = None
+    batch_id: str | None = None
+    status: str = "planned"
+    done: int = 0
+    failed: int = 0
+    results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
+    over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
+
+    @property
+    def plans(self) -> list[OpenBatch]:
+        """The earlier runs' plans of this batch: its first, then those that moved its lines
+        (``joined``)."""
+        return [] if self.earlier is None else [self.earlier, *self.joined]
+
+    def held(self) -> set[str]:
+        """The custom ids earlier runs' plans of this batch hold."""
+        return {cid for plan in self.plans for cid in plan.lines}
+
+    def unclaimed(self, wanted: Collection[str] | None) -> set[str]:
+        """Custom ids of answers an earlier run's batch served for rows this run may send
+        (``wanted``; ``None``: any) that no request claimed yet (they are paid: the plan stays
+        open until they are recorded)."""
+        rows = {cid: row for plan in self.plans for cid, (*_, row) in plan.lines.items()}
+        return {
+            cid
+            for cid, outcome in self.results.items()
+            if isinstance(outcome, Answer) and (wanted is None or rows.get(cid) in wanted)
+        }
+
+    def answer_all(self, outcome: Failure) -> None:
+        """Give every waiting line the same failure (a copy each)."""
+        for line in self.lines.values():
+            resolve(line.answer, copy(outcome))
+        self.lines.clear()
+        for cid in self.held():
+            self.results.setdefault(cid, copy(outcome))
+
+    async def outcome_of(self, cid: str, key: SendKey) -> Outcome | None:
+        """An earlier run's batch: the outcome of ``cid`` (waiting for it); ``None`` when the
+        batch was never found (the line is packed afresh)."""
+        if not self.over.is_set() and cid not in self.results:
+            loop = asyncio.get_running_loop()
+            waiting = Line(cid, key, {}, 0, loop.create_future())
+            self.lines[cid] = waiting
+            done: asyncio.Future[Any] = asyncio.ensure_future(self.over.wait())
+            answer: asyncio.Future[Any] = waiting.answer
+            try:
+                await asyncio.wait({answer, done}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                done.cancel()
+            if waiting.answer.done():
+                return waiting.answer.result()
+            self.lines.pop(cid, None)
+        return self.results.pop(cid, None)
+
+    closed: bool = False
+    moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
+    #: earlier runs' other plans of the same batch (a line's move: ``BatchBooks.carried``)
+    joined: list[OpenBatch] = field(default_factory=list)
+    #: the status it ended with while answers it served wait for their rows' requests (the
+    #: plan stays open until each is claimed: a paid answer is never dropped)
+    ended: str | None = None
+
+
+def resolve(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
+    if not future.done():
+        future.set_result(outcome)
+
+
+def copy(failure: Failure) -> Failure:
+    return Failure(
+        failure.kind,
+        failure.message,
+        status=failure.status,
+        metadata=dict(failure.metadata),
+        cost_unknown=failure.cost_unknown,
+        rate_limited=failure.rate_limited,
+    )
+
+
+def unknown(message: str) -> Failure:
+    """A line whose batch may have billed it: counted at its worst case, sent again later."""
+    return Failure("transient", message, status=200, cost_unknown=True)
+
+
+def not_submitted() -> Failure:
+    """A request that waited for a batch when the run stopped: never sent, billed nothing; the
+    row stays unsent for a rerun."""
+    return Failure(
+        "run",
+        "not submitted: the run stopped while it waited for a batch",
+        metadata={"stop": "interrupted"},
+    )
+
+
+def refused(exc: APIStatusError, status: int) -> Failure:
+    """A submit OpenRouter refused (nothing was made, nothing billed)."""
+    if status == 429:
+        return Failure("transient", f"batch submit: {exc.message}", status=429, rate_limited=True)
+    stop = "credits" if status == 402 else "batch-refused"
+    return Failure(
+        "run",
+        f"the batch submit was refused ({status}): {exc.message}",
+        status=status,
+        metadata={"stop": stop},
+    )
+
+
+def withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id}: results withheld until the charge is covered (402): add credits at "
+        "https://openrouter.ai/settings/credits, then rerun the same command to fetch them "
+        "(the batch is not re-run)",
+        status=402,
+        cost_unknown=True,
+        metadata={"stop": "credits"},
+    )
+
+
+def unread(batch_id: str, exc: APIError) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id}: finished, but its results could not be read ({exc}); rerun the "
+        "same command to fetch them (the batch is not re-run)",
+        cost_unknown=True,
+        metadata={"stop": "batch-unread"},
+    )
+
+
+def failed(batch_id: str, reason: str) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id} failed: {reason}"[:400],
+        metadata={"stop": "batch-failed"},
+    )
+
+
+def still_running(batch_id: str, status: str) -> Failure:
+    return Failure(
+        "run",
+        f"batch {batch_id} is still {status} past the batch window; rerun the same command "
+        "to poll it again",
+        cost_unknown=True,
+        metadata={"stop": "batch-running"},
+    )
+
+
+def running_message(batches: Collection[Watched]) -> list[str]:
+    """What to say of the batches still running on OpenRouter: each id once, with the status
+    last seen (``not polled``: an earlier run's, this run ended before its first poll)."""
+    running: dict[str, str] = {}
+    for b in batches:
+        if b.closed or b.batch_id is None or b.ended is not None or b.status in TERMINAL:
+            continue
+        status = "not polled" if b.status in ("open", "planned") else b.status
+        running.setdefault(b.batch_id, status)
+    if not running:
+        return []
+    ids = ", ".join(f"{i} ({status})" for i, status in list(running.items())[:5])
+    more = f" and {len(running) - 5} more" if len(running) > 5 else ""
+    return [
+        f"{len(running)} batch(es) still running: {ids}{more}. There is no cancel: rerun the "
+        "same command to poll them and write their results (--abandon forgets them; what "
+        "completes is billed)"
+    ]

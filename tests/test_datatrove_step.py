@@ -1,0 +1,130 @@
+"""datatrove, the optional extra: ``GenerateStep`` on the local executor, one key a rank, on the fake.
+
+The example (``examples/scale-out/datatrove_pipeline.py``) runs as a user runs it, in its own
+process (datatrove's executor starts its own workers); the fake serves it over loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from openrouter_probe.api.keys import KeysClient
+from openrouter_probe.fake import serve
+from openrouter_probe.generation import generate
+from openrouter_probe.generation.books import expand_outputs, job_books
+from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file, shard_secret
+from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "scale-out" / "datatrove_pipeline.py"
+MANAGER = "mgmt-datatrove"
+
+
+def test_without_datatrove_the_import_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "datatrove", None)
+    monkeypatch.setitem(sys.modules, "datatrove.data", None)
+    monkeypatch.delitem(sys.modules, "openrouter_probe.generation.datatrove_step", raising=False)
+    with pytest.raises(ImportError) as caught:
+        importlib.import_module("openrouter_probe.generation.datatrove_step")
+    assert str(caught.value) == (
+        "GenerateStep needs datatrove: pip install 'openrouter-probe[datatrove]'"
+    )
+
+
+def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
+    pytest.importorskip("datatrove")
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(120))
+    with serve(speed=0, seed=7, management_key=MANAGER) as fake:
+        keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        create_shard_keys("job", shards=4, budget_usd=2, out=tmp_path / "keys.json", client=keys)
+        env = {**os.environ, "OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": ""}
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        command = [
+            sys.executable, str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(tmp_path / "out"),
+            "--tasks", "4", "--workers", "2", "--policy", str(POLICY), "--budget-usd", "2",
+            "--key-file", str(tmp_path / "keys.json"), "--max-tokens", "300",
+            "--snapshot", "bundled",
+        ]  # fmt: skip
+        run = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert sorted(p.name for p in (tmp_path / "out" / "logs" / "completions").iterdir()) == [
+            f"{i:05d}" for i in range(4)
+        ]
+        outs = expand_outputs([tmp_path / "out"])
+        assert [p.name for p in outs] == [f"rank-{i:05d}.jsonl" for i in range(4)]
+        answered = [r["id"] for out in outs for r in records(out)]
+        assert sorted(answered) == sorted(f"r{i}" for i in range(120))  # every row, once
+        assert all(records(out) for out in outs)  # each rank had rows
+        keyfile = read_key_file(tmp_path / "keys.json")
+        books = job_books(keyfile, [tmp_path / "out"], client=keys)
+        # the fake's ledger equals the summed journals, and each key's usage is its rank's
+        assert books.journals_usd == fake.ledger.total_usd == books.keys_usage_usd
+        assert fake.ledger.total_usd <= Decimal(2) and books.exit_code == 0
+        for i, line in enumerate(books.keys):
+            assert line.record is not None
+            rank_spent = sum(Decimal(str(r["cost_usd"])) for r in records(outs[i]))
+            assert line.record.usage_usd == rank_spent
+        secrets = [k.secret for k in keyfile.keys]
+        for path in (tmp_path / "out").rglob("*"):
+            if path.is_file():
+                text = path.read_text(encoding="utf-8", errors="replace")
+                assert not any(s in text for s in secrets), path
+        assert not any(s in run.stdout + run.stderr for s in secrets)
+        # rank 2 as if killed before datatrove marked it done: the rerun runs it again, it
+        # resumes from its journal and sends nothing; the finished ranks are skipped
+        billed = fake.ledger.total_usd
+        (tmp_path / "out" / "logs" / "completions" / "00002").unlink()
+        again = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert (tmp_path / "out" / "logs" / "completions" / "00002").exists()
+        assert fake.ledger.total_usd == billed  # nothing paid twice
+        assert sorted(r["id"] for out in outs for r in records(out)) == sorted(answered)
+        # one shard run by hand with a budget 20x its key's limit: the server stops it there
+        write_prompts(tmp_path / "more.jsonl", prompt_rows(3000, size=400))
+        by_hand = asyncio.run(
+            generate(tmp_path / "more.jsonl", policy=POLICY, out=tmp_path / "by-hand.jsonl",
+                     base_url=fake.base_url, api_key=shard_secret(tmp_path / "keys.json", "0/4"), shard="0/4",
+                     budget_usd=10, snapshot="bundled", sleep=no_sleep, max_tokens=4096,
+                     concurrency=32)
+        )  # fmt: skip
+        assert by_hand.stop_reason != "done"
+        assert "key's limit" in by_hand.message
+        zero = keys.get(keyfile.keys[0].hash)
+        assert zero.usage_usd <= Decimal("0.5")
+        assert fake.ledger.total_usd <= Decimal(2)
+        keys.close()
+
+
+def test_the_step_alone_yields_the_answers(tmp_path: Path) -> None:
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep
+
+    docs = [Document(text=f"question {i}", id=f"d{i}", metadata={"dataset": "x"}) for i in range(5)]
+    with serve(speed=0, seed=8) as fake:
+        step = GenerateStep(policy=POLICY, output=tmp_path, budget_usd=1, base_url=fake.base_url,
+                            api_key="sk-test", snapshot="bundled", max_tokens=64)  # fmt: skip
+        out = list(step.run(iter(docs), rank=1, world_size=2))
+        assert sorted(d.id for d in out) == [f"d{i}" for i in range(5)]
+        rows = records(tmp_path / "rank-00001.jsonl")
+        assert {r["dataset"] for r in rows} == {"x"}
+        assert sum(Decimal(str(d.metadata["cost_usd"])) for d in out) == fake.ledger.total_usd
+        sent = [json.loads(line) for line in (tmp_path / "prompts" / "rank-00001.jsonl").open()]
+        assert sent[0] == {"id": "d0", "prompt": "question 0", "dataset": "x"}
+        assert step.stats["rows_answered"].total == 5

@@ -1,0 +1,52 @@
+"""Issue 30: ``repr(JobOptions)`` held the API key. No options object, nor an object that holds
+the key to send it, may show it in its ``repr`` or ``str`` (a log line, a traceback's locals, a
+notebook's echo)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.api.batches import BatchClient
+from openrouter_probe.api.client import Client
+from openrouter_probe.generation.manifest import SourceOptions
+from openrouter_probe.run.batch_plan import BatchOptions
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.request import RequestBuilder
+from openrouter_probe.run.transport import HttpTransport
+
+MARK = "sk-or-v1-MARKEDKEY0123456789abcdef"
+
+
+def _objects(tmp_path: Path) -> dict[str, Any]:
+    options = JobOptions.resolve(
+        command="generate", out=tmp_path / "out.jsonl", api_key=MARK, budget_usd=1
+    )
+    transport = HttpTransport(base_url="http://127.0.0.1:9/api/v1", api_key=MARK, limit=4)
+    return {
+        "JobOptions": options,
+        "JobOptions replaced": dataclasses.replace(options, concurrency=8),
+        "BatchOptions": BatchOptions(),
+        "RequestBuilder": RequestBuilder(model="m", provider_json="{}"),
+        "SourceOptions": SourceOptions(),
+        "Client": Client(api_key=MARK, base_url="http://127.0.0.1:9/api/v1"),
+        "BatchClient": BatchClient(api_key=MARK, base_url="http://127.0.0.1:9/api/v1"),
+        "HttpTransport": transport,
+    }
+
+
+def test_no_options_object_shows_the_key(tmp_path: Path) -> None:
+    async def scenario() -> dict[str, tuple[str, str]]:  # the transport wants a running loop
+        return {name: (repr(o), str(o)) for name, o in _objects(tmp_path).items()}
+
+    shown = asyncio.run(scenario())
+    assert len(shown) == 8
+    for name, (as_repr, as_str) in shown.items():
+        assert MARK not in as_repr, name
+        assert MARK not in as_str, name
+        assert MARK[8:20] not in as_repr + as_str, name  # not even a part of it
+    assert "concurrency=8" in shown["JobOptions replaced"][0]  # a repr that still says things
+    options = _objects(tmp_path)["JobOptions"]
+    assert options.api_key == MARK  # redacted from the repr, not lost
