@@ -40,7 +40,6 @@ from openrouter_probe.fake.faults import (
     Degradation,
     FaultPlan,
     check_fault_tags,
-    check_tags,
     parse_faults,
     parse_template,
     template_tokens,
@@ -103,8 +102,7 @@ class FakeOpenRouter:
     ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
     own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
     ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
-    tokens}`` or ``["tag=tokens"]``: that endpoint counts and bills that many more prompt tokens per
-    chat request, as a different chat template would), ``noise`` and ``hard`` (rates on
+    n}``: n more prompt tokens on that endpoint, ``faults.parse_template``), ``noise`` and ``hard`` (rates on
     every endpoint: see ``fake.content``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
@@ -178,11 +176,7 @@ class FakeOpenRouter:
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
         )
         self.degrade = self.degradation.degrade
-        #: Extra prompt tokens per endpoint (a different chat template): ``template_tokens``.
-        self.template = parse_template(degrade_template or {})
-        check_tags(
-            ((f"--degrade-template {tag}={n}", tag) for tag, n in self.template.items()), served
-        )
+        self.template = parse_template(degrade_template or {}, endpoints=served)
         self.reasoning_share = reasoning_share
         self.median_tokens = median_tokens
         self.generation_lag_s = generation_lag_s

@@ -335,11 +335,15 @@ def parse_degrade(
 
 
 def parse_template(
-    specs: Iterable[str] | Mapping[str, int], *, option: str = "--degrade-template"
+    specs: Iterable[str] | Mapping[str, int],
+    *,
+    option: str = "--degrade-template",
+    endpoints: Sequence[Endpoint] | None = None,
 ) -> dict[str, int]:
     """Parse ``--degrade-template TAG=N`` options into ``{tag: tokens}``: the endpoint renders
     a different chat template, so it counts (and bills) ``tokens`` more prompt tokens per request
-    (fewer when negative; never below one). A mapping passes through, its counts checked."""
+    (fewer when negative; never below one). A mapping passes through, its counts checked; with
+    ``endpoints``, a tag that matches none of them is refused (``check_tags``)."""
     pairs: list[tuple[object, object]] = []
     if isinstance(specs, Mapping):
         pairs.extend(specs.items())
@@ -359,6 +363,8 @@ def parse_template(
                 f"{option} {name}={text}: N must be a whole number of prompt tokens (e.g. 12)"
             ) from None
         out[str(name).strip()] = count
+    if endpoints is not None:
+        check_tags(((f"{option} {tag}={n}", tag) for tag, n in out.items()), endpoints)
     return out
 
 
