@@ -219,6 +219,18 @@ def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
         "leaked": 0,
         "reason": "no test rejects, but the 90% interval of accuracy [-25.4, +64.4] pp reaches "
         "past +-10.0 pp: about 223 paired prompts would settle it",
+        # every response counted 56 prompt tokens: the counts agree, nothing is found
+        "prompt_tokens": {
+            "pairs": 4,
+            "differ_rate": 0.0,
+            "diff_median": None,
+            "higher": 0,
+            "lower": 0,
+            "floor_differ_rate": None,
+            "unreported": 0,
+            "systematic": False,
+        },
+        "findings": [],
         "source": f"openrouter-probe verify; snapshot {SNAP.sha256}",
     }
     assert report.to_evidence_yaml() == text  # deterministic

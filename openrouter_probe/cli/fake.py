@@ -13,7 +13,7 @@ from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, not
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options that make endpoints answer differently, shared by ``fake-server`` and ``verify``.
-DEGRADATION_OPTIONS = ("degrade", "degrade_flip", "degrade_tools", "noise")
+DEGRADATION_OPTIONS = ("degrade", "degrade_flip", "degrade_tools", "degrade_template", "noise")
 
 
 def _tag_rate(option: str) -> Callable[[str], object]:
@@ -25,6 +25,12 @@ def _tag_rate(option: str) -> Callable[[str], object]:
     return check
 
 
+def _tag_tokens(spec: str) -> object:
+    from openrouter_probe.fake.faults import parse_template
+
+    return parse_template([spec], option="--degrade-template")
+
+
 def _faults(spec: str) -> object:
     from openrouter_probe.fake import parse_faults
 
@@ -32,8 +38,9 @@ def _faults(spec: str) -> object:
 
 
 def degradation_options(func: F) -> F:
-    """``--degrade``, ``--degrade-flip``, ``--degrade-tools`` (each TAG=RATE, repeatable) and
-    ``--noise RATE``: how the fake's endpoints answer differently (``fake.content``)."""
+    """``--degrade``, ``--degrade-flip``, ``--degrade-tools`` (each TAG=RATE, repeatable),
+    ``--degrade-template TAG=N`` (repeatable) and ``--noise RATE``: how the fake's endpoints
+    answer differently (``fake.content``)."""
     rate = click.FloatRange(0, 1)
     for option in reversed(
         (
@@ -55,6 +62,12 @@ def degradation_options(func: F) -> F:
                 "(repeatable).",
             ),
             click.option(
+                "--degrade-template", multiple=True, metavar="TAG=N",
+                callback=checked_by(_tag_tokens),
+                help="Make an endpoint render another chat template: it counts and bills N "
+                "more prompt tokens per request (repeatable).",
+            ),
+            click.option(
                 "--noise", type=rate, default=0.0, show_default=True, metavar="RATE",
                 help="Every endpoint (reference included) changes an answer at RATE: "
                 "nondeterminism at temperature 0.",
@@ -71,6 +84,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "degrade": list(options.get("degrade") or ()),
         "degrade_flip": list(options.get("degrade_flip") or ()),
         "degrade_tools": list(options.get("degrade_tools") or ()),
+        "degrade_template": list(options.get("degrade_template") or ()),
         "noise": options.get("noise") or 0.0,
     }
 

@@ -41,6 +41,8 @@ from openrouter_probe.fake.faults import (
     FaultPlan,
     check_fault_tags,
     parse_faults,
+    parse_template,
+    template_tokens,
     uniform,
 )
 from openrouter_probe.fake.keys import KeyStore, ManagedKey
@@ -99,7 +101,8 @@ class FakeOpenRouter:
     Options (keyword-only): ``credit_usd`` (the key's limit; ``None`` = unlimited), ``faults`` (a
     ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
     own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
-    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``noise`` and ``hard`` (rates on
+    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
+    n}``: n more prompt tokens on that endpoint, ``faults.parse_template``), ``noise`` and ``hard`` (rates on
     every endpoint: see ``fake.content``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
     completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
@@ -123,6 +126,7 @@ class FakeOpenRouter:
         degrade: Mapping[str, float] | Sequence[str] | None = None,
         degrade_flip: Mapping[str, float] | Sequence[str] | None = None,
         degrade_tools: Mapping[str, float] | Sequence[str] | None = None,
+        degrade_template: Mapping[str, int] | Sequence[str] | None = None,
         noise: float = 0.0,
         hard: float = 0.0,
         reasoning_share: float = 0.8,
@@ -163,6 +167,7 @@ class FakeOpenRouter:
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
         )
         self.degrade = self.degradation.degrade
+        self.template = parse_template(degrade_template or {}, endpoints=served)
         self.reasoning_share = reasoning_share
         self.median_tokens = median_tokens
         self.generation_lag_s = generation_lag_s
@@ -507,7 +512,7 @@ class FakeOpenRouter:
                         model.permaslug,
                         endpoint,
                         request_no,
-                        prompt_tokens,
+                        template_tokens(self.template, endpoint, prompt_tokens),
                         attempts,
                         stream=stream,
                         cache=cache,
@@ -554,6 +559,8 @@ def _hold(
     Check and reservation run with no await in between, on the server's one loop:
     concurrent requests cannot both take the last of the credit."""
     now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
+    if fake.template:  # another chat template counts more prompt tokens: hold the most of them
+        prompt_tokens = max(template_tokens(fake.template, e, prompt_tokens) for e in chain)
     if fake.credit.limit_usd is not None:
         refused, reserved = refuse_credit(fake, chain, prompt_tokens, max_tokens, now)
         if refused is not None:

@@ -68,6 +68,8 @@ class Host(Protocol):
     ledger: Ledger
     reasoning_share: float
     median_tokens: int
+    #: Extra prompt tokens by tag (``--degrade-template``; ``faults.template_tokens``).
+    template: dict[str, int]
 
     def now(self) -> datetime: ...
 

@@ -60,7 +60,7 @@ from openrouter_probe.fake.billing import (
     count_prompt_tokens,
     worst_case_usd,
 )
-from openrouter_probe.fake.faults import FaultRule, uniform
+from openrouter_probe.fake.faults import FaultRule, template_tokens, uniform
 from openrouter_probe.fake.reply import output_cap
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 
@@ -158,8 +158,10 @@ class BatchService:
         now = self.fake.now()
         for line in lines:
             messages = line.body.get("messages")
-            line.prompt_tokens = count_prompt_tokens(
-                messages if isinstance(messages, list) else [], line.body
+            line.prompt_tokens = template_tokens(
+                self.fake.template,
+                runs_on,
+                count_prompt_tokens(messages if isinstance(messages, list) else [], line.body),
             )
             raw_max = line.body.get("max_tokens", line.body.get("max_completion_tokens"))
             line.max_tokens = output_cap(

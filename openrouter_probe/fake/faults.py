@@ -42,6 +42,8 @@ __all__ = [
     "load_faults",
     "parse_degrade",
     "parse_faults",
+    "parse_template",
+    "template_tokens",
     "uniform",
 ]
 
@@ -330,6 +332,50 @@ def parse_degrade(
             raise ConfigError(f"{option} {spec!r}: expected TAG=RATE (e.g. fireworks=0.2)")
         out[tag.strip()] = _rate(rate, f"{option} {spec!r}")
     return out
+
+
+def parse_template(
+    specs: Iterable[str] | Mapping[str, int],
+    *,
+    option: str = "--degrade-template",
+    endpoints: Sequence[Endpoint] | None = None,
+) -> dict[str, int]:
+    """Parse ``--degrade-template TAG=N`` options into ``{tag: tokens}``: the endpoint renders
+    a different chat template, so it counts (and bills) ``tokens`` more prompt tokens per request
+    (fewer when negative; never below one). A mapping passes through, its counts checked; with
+    ``endpoints``, a tag that matches none of them is refused (``check_tags``)."""
+    pairs: list[tuple[object, object]] = []
+    if isinstance(specs, Mapping):
+        pairs.extend(specs.items())
+    else:
+        for spec in specs:
+            tag, sep, count_text = spec.partition("=")
+            if not sep or not tag.strip():
+                raise ConfigError(f"{option} {spec!r}: expected TAG=N (e.g. fireworks=12)")
+            pairs.append((tag, count_text))
+    out: dict[str, int] = {}
+    for name, tokens in pairs:
+        text = str(tokens).strip()
+        try:
+            count = int(text)
+        except ValueError:
+            raise ConfigError(
+                f"{option} {name}={text}: N must be a whole number of prompt tokens (e.g. 12)"
+            ) from None
+        out[str(name).strip()] = count
+    if endpoints is not None:
+        check_tags(((f"{option} {tag}={n}", tag) for tag, n in out.items()), endpoints)
+    return out
+
+
+def template_tokens(table: Mapping[str, int], endpoint: Endpoint, prompt_tokens: int) -> int:
+    """The prompt tokens ``endpoint`` counts for a request of ``prompt_tokens``: more (or fewer,
+    never below one) where ``table`` (``parse_template``'s; the first matching entry) gives it
+    another template."""
+    if not table:
+        return prompt_tokens
+    extra = next((n for tag, n in table.items() if matches(tag, endpoint)), 0)
+    return max(1, prompt_tokens + extra)
 
 
 def check_tags(pairs: Iterable[tuple[str, str]], endpoints: Sequence[Endpoint]) -> None:

@@ -20,7 +20,8 @@ The **deciding measures** (``EndpointMeasures.paired``, judged by ``stats.compar
 Descriptive measures beside them: the Clopper-Pearson interval of accuracy, the strict-format rate,
 exact match and ``difflib`` similarity, finish reasons, trigger F1 against the reference (and the
 reference's own against itself), first-token total variation (with its floor) and the first
-differing token, tokens and cost.
+differing token, tokens and cost, and prompt-token agreement with the reference
+(``prompt_tokens.PromptTokenAgreement``: a systematic difference is a finding of its own).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from statistics import fmean, median
 from typing import Any
 
+from openrouter_probe.verify.prompt_tokens import PromptTokenAgreement, prompt_token_agreement
 from openrouter_probe.verify.stats import Interval, PairedCounts, PairedMeasure, clopper_pearson
 from openrouter_probe.verify.suites import Item, check_schema, extract_number, normalise_text
 
@@ -372,6 +374,8 @@ class EndpointMeasures:
     cost_usd: float = 0.0
     cost_unknown: int = 0
     tests: tuple[PairedMeasure, ...] = ()
+    #: Its ``usage.prompt_tokens`` against the reference's first run's, item by item.
+    prompt_agreement: PromptTokenAgreement | None = None
 
 
 def _is_tool(item: Item) -> bool:
@@ -579,6 +583,7 @@ def measure_endpoint(
         cost_usd=math.fsum(c for c in costs if c is not None),
         cost_unknown=sum(1 for c in costs if c is None),
         tests=() if is_reference else _deciding(judged, runs, counts),
+        prompt_agreement=prompt_token_agreement(mine, reference, floor=floor[0] if floor else None),
         **logprobs,
     )
 

@@ -65,6 +65,15 @@ class EndpointResult:
     def verdict(self) -> MeasuredVerdict | None:
         return None if self.comparison is None else self.comparison.verdict
 
+    @property
+    def findings(self) -> tuple[str, ...]:
+        """Findings beside the verdict, whatever it is: a systematic prompt-token difference
+        ("renders a different template: +N tokens per request"). None for the reference."""
+        agreement = self.measures.prompt_agreement
+        if self.comparison is None or agreement is None or agreement.finding is None:
+            return ()
+        return (agreement.finding,)
+
 
 @dataclass(frozen=True)
 class VerifyReport:
@@ -145,6 +154,8 @@ class VerifyReport:
                     "failed": m.failed,
                     "leaked": r.leaked,
                     "missing": r.missing,
+                    **_prompt_columns(m),
+                    "findings": list(r.findings),
                     "prompt_tokens": m.prompt_tokens,
                     "completion_tokens": m.completion_tokens,
                     "reasoning_tokens": m.reasoning_tokens,
@@ -194,12 +205,14 @@ class VerifyReport:
             )
             if rest:
                 lines.append(f"{'':<{width}} {rest}")
-        tail = [
-            f"{r.tag}: {r.comparison.reason}"
-            + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
-            for r in self.results
-            if r.comparison
-        ]
+        tail = []
+        for r in self.results:  # each verdict's reason, then its findings beside the verdict
+            if r.comparison:
+                tail.append(
+                    f"{r.tag}: {r.comparison.reason}"
+                    + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
+                )
+            tail.extend(f"{r.tag}: {finding}" for finding in r.findings)
         tail.extend(self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         return "\n".join(lines)
@@ -291,6 +304,10 @@ class VerifyReport:
                     "floor_disagreement": _round(m.floor_disagreement),
                     "leaked": r.leaked,
                     "reason": c.reason,
+                    "prompt_tokens": {
+                        k.removeprefix("prompt_tokens_"): v for k, v in _prompt_columns(m).items()
+                    },
+                    "findings": list(r.findings),
                     "source": "openrouter-probe verify"
                     + (f"; snapshot {self.snapshot_sha256}" if self.snapshot_sha256 else ""),
                 }
@@ -332,6 +349,21 @@ def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
         out[f"{name}_ci_high"] = None if t is None else t.interval.high
         out[f"{name}_p_holm"] = None if t is None else t.p_adjusted
     return out
+
+
+def _prompt_columns(m: EndpointMeasures) -> dict[str, Any]:
+    """Prompt-token agreement with the reference as flat columns (``prompt_tokens`` module)."""
+    a = m.prompt_agreement
+    return {
+        "prompt_tokens_pairs": None if a is None else a.pairs,
+        "prompt_tokens_differ_rate": None if a is None else _round(a.differ_rate),
+        "prompt_tokens_diff_median": None if a is None else a.median_difference,
+        "prompt_tokens_higher": None if a is None else a.higher,
+        "prompt_tokens_lower": None if a is None else a.lower,
+        "prompt_tokens_floor_differ_rate": None if a is None else _round(a.floor_rate),
+        "prompt_tokens_unreported": None if a is None else a.unreported,
+        "prompt_tokens_systematic": None if a is None else a.systematic,
+    }
 
 
 def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
