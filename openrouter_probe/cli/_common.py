@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.terms import flagged
 
@@ -246,8 +247,8 @@ def given(name: str) -> bool:
     ctx = click.get_current_context()
     source = ctx.get_parameter_source(name)
     return source is not None and source not in (
-        click.ParameterSource.DEFAULT,
-        click.ParameterSource.DEFAULT_MAP,
+        ParameterSource.DEFAULT,
+        ParameterSource.DEFAULT_MAP,
     )
 
 
