@@ -14,7 +14,8 @@ _EXPORTS: dict[str, str] = {
     "Backoff": "openrouter_probe.api.backoff",
     "ChatCompletion": "openrouter_probe.api.completion",
     "Client": "openrouter_probe.api.client",
-    "DEFAULT_BASE_URL": "openrouter_probe.api.client",
+    "Connection": "openrouter_probe.api.connection",
+    "DEFAULT_BASE_URL": "openrouter_probe.api.connection",
     "Endpoint": "openrouter_probe.api.schema",
     "Generation": "openrouter_probe.api.chat",
     "KeyInfo": "openrouter_probe.api.chat",
@@ -36,6 +37,7 @@ __all__ = [
     "Backoff",
     "ChatCompletion",
     "Client",
+    "Connection",
     "Endpoint",
     "Generation",
     "KeyInfo",
@@ -56,8 +58,9 @@ if TYPE_CHECKING:
     from openrouter_probe.api.backoff import Backoff
     from openrouter_probe.api.catalog import bundled_models_list, load_models_list
     from openrouter_probe.api.chat import Generation, KeyInfo, Usage
-    from openrouter_probe.api.client import DEFAULT_BASE_URL, Client
+    from openrouter_probe.api.client import Client
     from openrouter_probe.api.completion import ChatCompletion
+    from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
     from openrouter_probe.api.schema import (
         Endpoint,
         Model,

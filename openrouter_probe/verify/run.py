@@ -34,14 +34,13 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.client import DEFAULT_BASE_URL
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.config import JobOptions
@@ -156,9 +155,8 @@ def plan_precision_check(
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
-    url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    _, snap = endpoints_now(model, snapshot, api_key=key, base_url=url)
+    conn = Connection.resolve(api_key=api_key, base_url=base_url)
+    _, snap = endpoints_now(model, snapshot, api_key=conn.api_key, base_url=conn.base_url)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
     plan = plan_verify(
