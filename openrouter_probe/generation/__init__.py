@@ -26,7 +26,15 @@ Example::
 
 from __future__ import annotations
 
-from openrouter_probe.generation.job import generate
-from openrouter_probe.run.summary import RunSummary
+from typing import TYPE_CHECKING
 
-__all__ = ["RunSummary", "generate"]
+from openrouter_probe import exports_of, lazy_exports
+
+# The public names, written once as the imports a type checker reads (``exports_of``).
+if TYPE_CHECKING:
+    from openrouter_probe.generation.job import generate as generate
+    from openrouter_probe.run.summary import RunSummary as RunSummary
+
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
