@@ -366,6 +366,22 @@ def table_width() -> int:
     return PIPE_WIDTH
 
 
+def echo_text(text: str) -> None:
+    """Write prose to stdout (a table's notes, a summary) wrapped between words to the width tables
+    fit (``table_width``: 80 columns when piped without ``$COLUMNS``), never inside a figure, a
+    path or an id; a line that is one long word stays whole."""
+    width = table_width()
+    for line in text.splitlines() or [""]:
+        if len(line) <= width:
+            click.echo(line)
+            continue
+        click.echo(
+            textwrap.fill(
+                line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+        )
+
+
 def _cell_width(text: str) -> int:
     from rich.cells import cell_len
 
@@ -457,7 +473,7 @@ def fit_columns(
     while _table_total([p.minimum(True) for p in plans]) > width:
         lesser = [i for i, p in enumerate(plans) if not p.essential]
         if not lesser:
-            break  # the essential columns alone are wider: show them whole, wider than asked
+            break  # the essential columns alone are wider: their text folds (render_rows)
         # Empty columns (every cell "-") first, then the named ones (lowest rank), then the
         # rightmost of the rest.
         victim = min(
@@ -509,20 +525,24 @@ def render_rows(
 
     width = table_width()
     plans, two_lines, dropped = fit_columns(rows, width, keep=keep, drop_order=drop_order)
+    needed = _table_total([p.minimum(two_lines) for p in plans])
+    natural = _table_total([p.natural(two_lines) for p in plans])
+    # Wider than asked even with only the essential columns: their text (a long model id) folds
+    # onto a second line, never cut; figures stay whole.
+    fold = width is not None and needed > width
     table = Table(title=title, show_lines=False)
     for p in plans:
+        whole = p.fixed and not (fold and not p.numeric)
         table.add_column(
             p.header(two_lines),
             justify="right" if p.numeric else "left",
-            no_wrap=p.fixed,
+            no_wrap=whole,
             overflow="fold",
-            min_width=p.natural(two_lines) if p.fixed else None,
+            min_width=p.natural(two_lines) if whole else None,
         )
     for i in range(len(rows)):
         table.add_row(*(p.cells[i] for p in plans))
-    needed = _table_total([p.minimum(two_lines) for p in plans])
-    natural = _table_total([p.natural(two_lines) for p in plans])
-    render_width = natural if width is None else max(width, needed)
+    render_width = natural if width is None else width
     Console(file=sys.stdout, width=render_width).print(table)
     if dropped:
         others = _other_formats()

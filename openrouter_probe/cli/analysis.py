@@ -9,6 +9,7 @@ import click
 from openrouter_probe.cli._common import (
     checked_by,
     cli,
+    echo_text,
     format_option,
     load_snapshot_for,
     note,
@@ -499,16 +500,16 @@ def _render_plan(plan: BudgetPlan, batch_line: str) -> None:
         format_usd_per_m,
     )
 
-    click.echo(plan.headline)
-    click.echo(batch_line)
+    echo_text(plan.headline)
+    echo_text(batch_line)
     blend = plan.blended
-    click.echo(
+    echo_text(
         f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
         f"{format_usd_per_m(blend.price_out_usd_per_m)} output, the target costs "
         f"{format_usd(blend.output_only.cost_usd)}; the budget buys "
         f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
     )
-    click.echo(_target_line(plan))
+    echo_text(_target_line(plan))
     # The plan's own rows, shown for people: token counts as 45.45M, the weight in percent.
     rows = [
         {

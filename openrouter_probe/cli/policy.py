@@ -10,6 +10,7 @@ import click
 
 from openrouter_probe.cli._common import (
     cli,
+    echo_text,
     format_option,
     load_snapshot_for,
     note,
@@ -172,15 +173,15 @@ def explain(
         )
         if "reason" in dropped:
             for r in rows:
-                click.echo(f"{r['tag']}: {r['reason']}")
+                echo_text(f"{r['tag']}: {r['reason']}")
         if compiled.admitted:
-            click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
+            echo_text(f"provider block: {json.dumps(compiled.provider.to_request())}")
         for line in _batch_lines(compiled.batch, history):
-            click.echo(line)
+            echo_text(line)
         if compiled.tradeoff:
             t = compiled.tradeoff
             s, loose = t["strict"], t["ignore_list_alone"]
-            click.echo(
+            echo_text(
                 f"trade-off: strict precision also drops {', '.join(t['strict_precision_drops'])}: "
                 f"{s['endpoints']} endpoints ({s['throughput_p50_sum_tps']:.0f} tok/s p50 summed) "
                 f"instead of {loose['endpoints']} ({loose['throughput_p50_sum_tps']:.0f} tok/s); "
@@ -188,9 +189,9 @@ def explain(
                 f"{format_usd_per_m(loose['cheapest_output_usd_per_m'])}"
             )
         if compiled.routing.get("tools"):
-            click.echo(f"tools: {compiled.routing['tools']}")
+            echo_text(f"tools: {compiled.routing['tools']}")
         for assumption in compiled.routing.get("assumptions", []):
-            click.echo(f"assumption: {assumption}")
+            echo_text(f"assumption: {assumption}")
     if not compiled.admitted:
         click.echo(
             f"Error: {path}: the policy admits none of the {total} endpoints of "
@@ -348,7 +349,7 @@ def check(
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
-        click.echo(report.render())
+        click.echo(report.render())  # whole lines: its fix is a command to copy
     if write and report.drifted:
         _write_recompiled(report, policy_path, spec_path)
         sys.exit(0)
