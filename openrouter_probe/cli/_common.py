@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
+from openrouter_probe.cli.options import format_option, out_option, snapshot_options
 from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Shared options, declared in ``cli.options`` (re-exported for the commands).
+__all__ = ["format_option", "out_option", "snapshot_options"]
 
 _DEBUG_ENV = "OPENROUTER_PROBE_DEBUG"
 
@@ -155,17 +159,6 @@ def cli() -> None:
 # -- shared options -------------------------------------------------------------------------------
 
 
-def format_option(*choices: str, default: str = "table") -> Callable[[F], F]:
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(choices),
-        default=default,
-        show_default=True,
-        help="Output format (data goes to stdout).",
-    )
-
-
 def checked_by(
     check: Callable[[Any], object],
 ) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -225,21 +218,6 @@ def plot_option(what: str) -> Callable[[F], F]:
         metavar="FILE.png",
         help=f"Save a plot of {what}.",
     )
-
-
-def snapshot_options(func: F) -> F:
-    func = click.option(
-        "--snapshot",
-        "snapshot",
-        metavar="bundled|PATH",
-        help="Use a saved snapshot (or 'bundled') instead of probing OpenRouter.",
-    )(func)
-    func = click.option(
-        "--offline",
-        is_flag=True,
-        help="Use the snapshot bundled with the package: no network, no key.",
-    )(func)
-    return func
 
 
 def given(name: str) -> bool:
@@ -562,7 +540,7 @@ def _other_formats() -> str:
         return ""
     for param in ctx.command.params:
         if param.name == "fmt" and isinstance(param.type, click.Choice):
-            return " or ".join(str(c) for c in param.type.choices if c != "table")
+            return " or ".join(str(c) for c in param.type.choices if c != "text")
     return ""
 
 

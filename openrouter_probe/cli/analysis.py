@@ -18,6 +18,7 @@ from openrouter_probe.cli._common import (
     snapshot_options,
     usd_amount,
 )
+from openrouter_probe.cli.options import AliasedOption
 from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
     help="A precision YAML (facts, or `verify --evidence` output) merged over the bundled one.",
 )
 @plot_option("price against uptime, coloured by precision verdict")
-@format_option("table", "json", "csv")
+@format_option("csv")
 def matrix(
     model: str,
     offline: bool,
@@ -182,7 +183,7 @@ def matrix(
         from openrouter_probe.analysis.plots import plot_price_uptime
 
         note(f"plot: {_save_plot(plot_price_uptime(frame), plot_path)}")
-    columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "table" else None
+    columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "text" else None
     if columns is not None and frame["measured"].isna().all():
         columns = tuple(c for c in columns if c != "measured")  # shown once something is measured
     if columns is not None and snap.batch is not None:
@@ -273,8 +274,10 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     help="Billed output tokens wanted in total, reasoning included (60M, 7.5M, 500k).",
 )
 @click.option(
-    "--tokens-per-dataset",
+    "--target-tokens",
     "tokens_per_dataset",
+    cls=AliasedOption,
+    aliases=("--tokens-per-dataset",),
     type=TokenCount(),
     metavar="TOKENS",
     help="Billed output tokens wanted per dataset (instead of --output-tokens).",
@@ -337,7 +340,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     help="A compiled policy YAML: plan under its provider block (admitted endpoints, weights).",
 )
 @plot_option("cost against tokens for the reasoning shares, with the budget line")
-@format_option("table", "json")
+@format_option()
 def budget(
     model: str,
     offline: bool,
@@ -359,7 +362,7 @@ def budget(
     """Plan MODEL's job against a budget: cost, what the budget buys, shortfall, time.
 
     The target is billed output tokens (reasoning is billed as output): --output-tokens in total,
-    or --tokens-per-dataset with --datasets. Figures are given for every admitted endpoint, the
+    or --target-tokens (per dataset) with --datasets. Figures are given for every admitted endpoint, the
     cheapest and the routing blend (under --policy, or OpenRouter's default routing without it),
     output-only and, with the prompt size, all-in. --format json gives every figure by name.
 
@@ -369,7 +372,7 @@ def budget(
     from openrouter_probe.analysis.budget import plan_budget
 
     if output_tokens is None and tokens_per_dataset is None:
-        raise click.UsageError("give the target: --output-tokens 60M or --tokens-per-dataset 10M")
+        raise click.UsageError("give the target: --output-tokens 60M or --target-tokens 10M")
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from openrouter_probe.cli._common import (
+    check_snapshot_options,
     checked_by,
     cli,
     format_option,
@@ -22,6 +23,7 @@ from openrouter_probe.cli._common import (
     usd_amount,
     warn_unused,
 )
+from openrouter_probe.cli.options import aliased, out_option
 from openrouter_probe.cli.terms import flagged
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -125,10 +127,17 @@ def source_options(func: F) -> F:
             "--sample",
             type=click.IntRange(min=1),
             metavar="N",
-            help="Take N rows picked by --seed and each row id: the same rows on every rerun.",
+            help="Take N rows picked by --sample-seed and each row id: the same rows on every "
+            "rerun.",
         ),
-        click.option(
-            "--seed", type=int, default=0, show_default=True, help="The seed of --sample."
+        aliased(
+            "--sample-seed",
+            "seed",
+            aliases=("--seed",),
+            type=int,
+            default=0,
+            show_default=True,
+            help="The seed of --sample.",
         ),
         click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
         click.option(
@@ -164,12 +173,8 @@ def _weights_syntax(text: str) -> object:
     metavar="POLICY",
     help="A compiled policy YAML: its model and provider block go into every request.",
 )
-@click.option(
-    "-o",
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The output JSONL: appended to; rerunning the same command resumes from it.",
+@out_option(
+    "The output JSONL: appended to; rerunning the same command resumes from it.", required=True
 )
 @click.option(
     "--budget-usd",
@@ -194,6 +199,7 @@ def _weights_syntax(text: str) -> object:
 )
 @click.option(
     "--target-tokens",
+    metavar="TOKENS",
     callback=checked_by(token_count("--target-tokens")),
     help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
 )
@@ -274,6 +280,12 @@ def _weights_syntax(text: str) -> object:
     help="Price and check the policy against this snapshot instead of the live endpoints.",
 )
 @click.option(
+    "--offline",
+    is_flag=True,
+    help="Price and check the policy against the bundled snapshot (--snapshot bundled); the "
+    "requests still go to OpenRouter.",
+)
+@click.option(
     "--attempts",
     type=click.IntRange(min=1),
     default=6,
@@ -307,7 +319,7 @@ def _weights_syntax(text: str) -> object:
 )
 @batch_options
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
-@format_option("text", "json", default="text")
+@format_option()
 def generate(
     prompts: str,
     policy: str,
@@ -331,6 +343,7 @@ def generate(
     lower_max_tokens: bool,
     no_response_cache: bool,
     snapshot: str | None,
+    offline: bool,
     attempts: int,
     read_timeout_s: float,
     max_wait_s: float,
@@ -352,6 +365,7 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     _check_not_swapped(prompts, policy, out)
+    check_snapshot_options(offline, snapshot)
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -375,7 +389,7 @@ def generate(
             redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
             response_cache=not no_response_cache,
-            snapshot=snapshot,
+            snapshot="bundled" if offline else snapshot,
             attempts=attempts,
             read_timeout_s=read_timeout_s,
             max_wait_s=max_wait_s,
@@ -489,7 +503,7 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
     "as OpenRouter reports it (OPENROUTER_MANAGEMENT_KEY).",
 )
 @snapshot_options
-@format_option("table", "json", "csv")
+@format_option("csv")
 def audit_cmd(
     outputs: tuple[str, ...],
     policy: str,
@@ -525,7 +539,7 @@ def audit_cmd(
     sys.exit(max(report.exit_code, books.exit_code if books is not None else 0))
 
 
-@cli.command("export", keywords={"paths": "outputs"})
+@cli.command("export", keywords={"paths": "outputs", "output": "out"})
 @click.argument("outputs", nargs=-1, required=True)
 @click.option(
     "--format",
@@ -539,14 +553,12 @@ def audit_cmd(
     "jsonl keep everything (tools, every turn's reasoning, image parts); hf: a Hugging Face "
     "dataset folder (Parquet shards and a dataset card).",
 )
-@click.option(
-    "-o",
-    "--output",
+@out_option(
+    "The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
+    "other names JSON Lines; --format hf: a folder.",
     required=True,
     type=click.Path(),
     metavar="FILE",
-    help="The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
-    "other names JSON Lines; --format hf: a folder.",
 )
 @click.option(
     "--push-to-hub",
@@ -584,7 +596,7 @@ def audit_cmd(
 def export_cmd(
     outputs: tuple[str, ...],
     fmt: str,
-    output: str,
+    out: str,
     include_truncated: bool,
     only_generated: bool,
     require_reasoning: bool,
@@ -606,7 +618,7 @@ def export_cmd(
     summary = export(
         expand_outputs(outputs),
         fmt=fmt,
-        output=output,
+        output=out,
         include_truncated=include_truncated,
         only_generated=only_generated,
         require_reasoning=require_reasoning,

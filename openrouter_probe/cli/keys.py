@@ -22,6 +22,7 @@ from openrouter_probe.cli._common import (
     render_rows,
     usd_amount,
 )
+from openrouter_probe.cli.options import out_option
 
 
 def _weights(text: str) -> object:
@@ -53,13 +54,7 @@ def keys_group() -> None:
     help="The job's budget: the keys' limits share it and never sum above it.",
 )
 @click.option("--name", "job", required=True, metavar="JOB", help="Keys are named JOB-IofN.")
-@click.option(
-    "-o",
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The key file to write (mode 0600); must not exist.",
-)
+@out_option("The key file to write (mode 0600); must not exist.", required=True)
 @click.option(
     "--shard-weights",
     "weights",
@@ -104,7 +99,7 @@ def keys_create(
 @keys_group.command("status")
 @click.argument("key_file", type=click.Path(exists=True, dir_okay=False), metavar="KEYS.json")
 @click.argument("outputs", nargs=-1, metavar="[OUTPUTS|DIR|GLOB]...")
-@format_option("table", "json", default="table")
+@format_option()
 def keys_status(key_file: str, outputs: tuple[str, ...], fmt: str) -> None:
     """Each key's limit and usage as OpenRouter reports them, and what the shards' journals
     (OUTPUTS: files, folders or globs) count: exit 1 when OpenRouter reports more than the

@@ -17,6 +17,7 @@ from openrouter_probe.cli._common import (
     render_rows,
     snapshot_options,
 )
+from openrouter_probe.cli.options import out_option
 
 
 @cli.group()
@@ -44,15 +45,13 @@ def _registry(precision_files: tuple[str, ...]) -> Any:
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
 @_precision_option
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write the YAML here (default stdout)."
-)
+@out_option("Write the YAML here (default stdout).")
 def compile_cmd(
     spec: str,
     offline: bool,
     snapshot: str | None,
     precision_files: tuple[str, ...],
-    output: str | None,
+    out: str | None,
 ) -> None:
     """Compile SPEC against a snapshot of its model into a policy YAML (provider: at top level).
 
@@ -65,14 +64,14 @@ def compile_cmd(
     inputs = [spec, *precision_files]
     if snapshot and snapshot != "bundled":
         inputs.append(snapshot)
-    if output:
-        _refuse_overwrite(output, inputs)
+    if out:
+        _refuse_overwrite(out, inputs)
     parsed = load_spec(spec, snapshot_args=snapshot_args(offline=offline, snapshot=snapshot))
     snap = load_snapshot_for(parsed.model, offline, snapshot)
     compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=spec)
-    if output:
-        compiled.save(output, inputs=inputs)
-        note(f"wrote {output}: admits {', '.join(compiled.admitted)}")
+    if out:
+        compiled.save(out, inputs=inputs)
+        note(f"wrote {out}: admits {', '.join(compiled.admitted)}")
     else:
         click.echo(compiled.to_yaml(), nl=False)
 
@@ -126,7 +125,7 @@ def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
 @click.argument("path", metavar="SPEC|POLICY", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
 @_precision_option
-@format_option("table", "json", "csv")
+@format_option("csv")
 def explain(
     path: str, offline: bool, snapshot: str | None, precision_files: tuple[str, ...], fmt: str
 ) -> None:
@@ -320,7 +319,7 @@ def lint(
 @click.option(
     "--write", is_flag=True, help="Re-compile POLICY in place from its spec when it drifted."
 )
-@format_option("text", "json", default="text")
+@format_option()
 def check(
     policy_path: str,
     offline: bool,

@@ -15,6 +15,7 @@ from openrouter_probe.cli._common import (
     usd_amount,
     warn_unused,
 )
+from openrouter_probe.cli.options import AliasedOption, out_option
 from openrouter_probe.cli.terms import flagged
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
@@ -70,7 +71,14 @@ def _moved_options(func: Any) -> Any:
     help="Prompts of each generated suite.",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the generated prompts."
+    "--suite-seed",
+    "seed",
+    cls=AliasedOption,
+    aliases=("--seed",),
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the generated prompts (the arith and tools suites).",
 )
 @click.option(
     "--budget-usd",
@@ -78,13 +86,11 @@ def _moved_options(func: Any) -> Any:
     callback=checked_by(usd_amount("--budget-usd")),
     help="Spend cap in USD for the whole check (and --out across runs).",
 )
-@click.option(
-    "-o",
-    "--out",
+@out_option(
+    "Output JSONL; a rerun sends nothing it already records.",
     default="verify.jsonl",
     show_default=True,
     metavar="FILE",
-    help="Output JSONL; a rerun sends nothing it already records.",
 )
 @click.option(
     "--concurrency",
@@ -131,7 +137,7 @@ def _moved_options(func: Any) -> Any:
     help="Also write the dated evidence (read back with --precision-file).",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
-@format_option("table", "json", "evidence")
+@format_option("evidence")
 @_moved_options
 def verify(model: str, **opts: Any) -> None:
     """Send the same pinned prompts to each endpoint of MODEL and compare them with the reference.
@@ -162,7 +168,7 @@ def verify(model: str, **opts: Any) -> None:
 
     def show(plan: Any) -> None:
         # With --format json/evidence stdout carries only the data: the plan goes to stderr.
-        click.echo(plan.render(), err=fmt != "table" and not dry_run)
+        click.echo(plan.render(), err=fmt != "text" and not dry_run)
 
     if opts["offline"] and not dry_run:
         # --offline promises no network and no spending: plan only, never send.
