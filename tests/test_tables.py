@@ -243,3 +243,25 @@ def test_notes_wrap_to_the_width_between_words(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.delenv("COLUMNS")  # piped without COLUMNS: one line, for logs and grep
     note(long)
     assert capsys.readouterr().err == long + "\n"
+
+
+def test_policy_explain_piped_in_a_real_process_without_columns_fits_80() -> None:
+    """The same as a user's pipe: a child process, COLUMNS not set at all, stdout a pipe."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    out = subprocess.run(
+        [sys.executable, "-m", "openrouter_probe", "policy", "explain", "policies/kimi-k2.5.yaml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
+    lines = out.stdout.splitlines()
+    assert len(lines) > 20 and max(len(line) for line in lines) <= 80
+    assert "assumption: Ordered and sorted routes send each request" in out.stdout
