@@ -154,6 +154,8 @@ def test_the_old_spellings_still_run(tmp_path: Path) -> None:
                               "--format", "json"])  # fmt: skip
     assert new.exit_code == old.exit_code == 0, (new.output, old.output)
     assert new.stdout == old.stdout and '"datasets": 2' in new.stdout
+    said = "--tokens-per-dataset is --target-tokens now; the old name is accepted until 0.4.0"
+    assert said in old.stderr and said not in new.stderr
     table = runner.invoke(cli, ["endpoints", "moonshotai/kimi-k2.5", "--offline", "--format",
                                 "table"])  # fmt: skip
     text = runner.invoke(cli, ["endpoints", "moonshotai/kimi-k2.5", "--offline"])

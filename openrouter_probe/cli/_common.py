@@ -48,6 +48,15 @@ class Command(click.Command):
         super().__init__(*args, **kwargs)
         self.keywords = dict(keywords or {})
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # An old spelling kept for one release (``cli.options.AliasedOption``) works, and says so.
+        for param in self.params:
+            for alias in getattr(param, "aliases", ()):
+                if any(a == alias or a.startswith(f"{alias}=") for a in args):
+                    new = next(o for o in param.opts if o.startswith("--") and o != alias)
+                    note(f"{alias} is {new} now; the old name is accepted until 0.4.0")
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         from openrouter_probe.errors import OptionError
 
