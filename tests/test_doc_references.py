@@ -4,9 +4,10 @@ exist).
 
 Read in ``README.md`` and every hand-written page of ``docs/`` (not ``reference.md`` and
 ``cli.md``, which ``docs/make_*.py`` write from the code): every ``openrouter_probe.X.Y`` and every
-``folder.module[.name]`` in backticks resolves to a module or an attribute; every path
-``openrouter_probe/...`` exists; every ``tests/test_*.py`` (or bare ``test_*.py``) is a file and
-every ``test_*`` name cited in backticks is a test function of the suite.
+``folder.module[.name]`` in backticks resolves to a module or an attribute; every
+``tests/test_*.py`` (or bare ``test_*.py``) is a file and every ``test_*`` name cited in
+backticks is a test function of the suite. (That every path a page cites exists is
+``tests/test_docs.py``'s check.)
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ _DOTTED = re.compile(
     + "|".join([*FOLDERS, "errors", "files"])
     + r")(?:\.\w+)+))"
 )
-_PATH = re.compile(r"(?<![\w./-])openrouter_probe/([\w/.-]*\w)")
 _TEST_FILE = re.compile(r"(?<![\w.-])((?:tests/)?test_\w+\.py)\b")
 _TEST_NAME = re.compile(r"^(test_\w+)(?:\[.*\])?(?:\(\))?$")
 
@@ -94,10 +94,6 @@ def test_every_module_and_name_a_page_names_exists(page: Path) -> None:
             dotted = match.group(1) or match.group(2)
             if dotted not in NOT_MODULES and not _resolves(dotted):
                 missing.append(f"{page.name}:{n}: {dotted}")
-    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-        for match in _PATH.finditer(line):
-            if not (PACKAGE / match.group(1)).exists():
-                missing.append(f"{page.name}:{n}: openrouter_probe/{match.group(1)}")
     assert not missing, missing
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Shared options, declared in ``cli.options`` (re-exported for the commands).
-__all__ = ["format_option", "out_option", "snapshot_options"]
+__all__ = ["budget_option", "format_option", "out_option", "snapshot_options"]
 
 _DEBUG_ENV = "OPENROUTER_PROBE_DEBUG"
 
@@ -205,6 +205,19 @@ def usd_amount(option: str) -> Callable[[Any], object]:
         return amount
 
     return check
+
+
+def budget_option(help: str, **attrs: Any) -> Callable[[F], F]:
+    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``usd_amount``).
+    The parameter is ``budget_usd``; ``attrs`` go to ``click.option`` (``required``)."""
+    return click.option(
+        "--budget-usd",
+        "budget_usd",
+        metavar="USD",
+        callback=checked_by(usd_amount("--budget-usd")),
+        help=help,
+        **attrs,
+    )
 
 
 def token_count(option: str) -> Callable[[Any], object]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openrouter_probe.cli._common import (
+    budget_option,
     checked_by,
     cli,
     echo_text,
@@ -16,7 +17,6 @@ from openrouter_probe.cli._common import (
     plot_option,
     render_rows,
     snapshot_options,
-    usd_amount,
 )
 from openrouter_probe.cli.options import AliasedOption
 from openrouter_probe.cli.terms import flagged
@@ -258,14 +258,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
 )
 @click.argument("model")
 @snapshot_options
-@click.option(
-    "--budget-usd",
-    "budget_usd",
-    required=True,
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="The money to spend, in USD (e.g. 100).",
-)
+@budget_option("The money to spend, in USD (e.g. 100).", required=True)
 @click.option(
     "--output-tokens",
     "output_tokens",

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from openrouter_probe.cli._common import (
+    budget_option,
     check_snapshot_options,
     checked_by,
     cli,
@@ -20,7 +21,6 @@ from openrouter_probe.cli._common import (
     render_rows,
     snapshot_options,
     token_count,
-    usd_amount,
     warn_unused,
 )
 from openrouter_probe.cli.options import aliased, out_option
@@ -176,12 +176,7 @@ def _weights_syntax(text: str) -> object:
 @out_option(
     "The output JSONL: appended to; rerunning the same command resumes from it.", required=True
 )
-@click.option(
-    "--budget-usd",
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="Spend cap in USD for this output file, across runs (per shard with --shard).",
-)
+@budget_option("Spend cap in USD for this output file, across runs (per shard with --shard).")
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),

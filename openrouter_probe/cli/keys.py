@@ -15,12 +15,12 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
+    budget_option,
     checked_by,
     cli,
     format_option,
     note,
     render_rows,
-    usd_amount,
 )
 from openrouter_probe.cli.options import out_option
 
@@ -46,13 +46,7 @@ def keys_group() -> None:
 
 @keys_group.command("create")
 @click.option("--shards", type=click.IntRange(min=1), required=True, help="How many keys.")
-@click.option(
-    "--budget-usd",
-    required=True,
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="The job's budget: the keys' limits share it and never sum above it.",
-)
+@budget_option("The job's budget: the keys' limits share it and never sum above it.", required=True)
 @click.option("--name", "job", required=True, metavar="JOB", help="Keys are named JOB-IofN.")
 @out_option("The key file to write (mode 0600); must not exist.", required=True)
 @click.option(

@@ -8,11 +8,10 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
-    checked_by,
+    budget_option,
     cli,
     format_option,
     note,
-    usd_amount,
     warn_unused,
 )
 from openrouter_probe.cli.options import AliasedOption, out_option
@@ -80,12 +79,7 @@ def _moved_options(func: Any) -> Any:
     show_default=True,
     help="Seed of the generated prompts (the arith and tools suites).",
 )
-@click.option(
-    "--budget-usd",
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="Spend cap in USD for the whole check (and --out across runs).",
-)
+@budget_option("Spend cap in USD for the whole check (and --out across runs).")
 @out_option(
     "Output JSONL; a rerun sends nothing it already records.",
     default="verify.jsonl",
