@@ -52,7 +52,7 @@ class Command(click.Command):
         # An old spelling kept for one release (``cli.options.AliasedOption``) works, and says so.
         for param in self.params:
             for alias in getattr(param, "aliases", ()):
-                if any(a == alias or a.startswith(f"{alias}=") for a in args):
+                if any(str(a) == alias or str(a).startswith(f"{alias}=") for a in args):
                     new = next(o for o in param.opts if o.startswith("--") and o != alias)
                     note(f"{alias} is {new} now; the old name is accepted until 0.4.0")
         return super().parse_args(ctx, args)
