@@ -231,6 +231,34 @@ def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
             "systematic": False,
         },
         "findings": [],
+        # every test, deciding or beside the verdict, in one shape (results.TestResult)
+        "decided_by": "accuracy",  # the only deciding test; its interval passes the margin
+        "tests": [
+            {
+                "name": "accuracy",
+                "statistic": 0.25,
+                "p_value": 0.5,
+                "p_adjusted": 0.5,
+                "interval": [-0.254348, 0.643832],
+                "interval_level": 0.9,
+                "verdict": "inconclusive",
+                "deciding": True,
+                "detail": "accuracy gap, reference minus endpoint; mid-p McNemar; 4 paired "
+                "items, margin 0.1",
+            },
+            {
+                "name": "prompt_tokens",
+                "statistic": 0.0,
+                "p_value": None,  # no count differs: no direction to test
+                "p_adjusted": None,
+                "interval": [0.0, 0.602365],  # Clopper-Pearson 0/4
+                "interval_level": 0.95,
+                "verdict": "inconclusive",  # 4 pairs, fewer than the rule's 5
+                "deciding": False,
+                "detail": "usage.prompt_tokens: 0 of 4 identical requests counted "
+                "differently (higher 0, lower 0); sign test of the direction",
+            },
+        ],
         "source": f"openrouter-probe verify; snapshot {SNAP.sha256}",
     }
     assert report.to_evidence_yaml() == text  # deterministic
