@@ -241,6 +241,7 @@ def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
                 "p_adjusted": 0.5,
                 "interval": [-0.254348, 0.643832],
                 "interval_level": 0.9,
+                "threshold": None,
                 "verdict": "inconclusive",
                 "deciding": True,
                 "detail": "accuracy gap, reference minus endpoint; mid-p McNemar; 4 paired "
@@ -253,6 +254,7 @@ def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
                 "p_adjusted": None,
                 "interval": [0.0, 0.602365],  # Clopper-Pearson 0/4
                 "interval_level": 0.95,
+                "threshold": None,
                 "verdict": "inconclusive",  # 4 pairs, fewer than the rule's 5
                 "deciding": False,
                 "detail": "usage.prompt_tokens: 0 of 4 identical requests counted "
@@ -294,3 +296,13 @@ def test_verify_modules_import_pandas_only_when_a_frame_is_asked_for() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_table_shows_every_test_in_one_shape_and_the_deciding_one() -> None:
+    text = _tiny_report().render()
+    tail = text.split("chutes/int4 tests ", 1)[1].splitlines()
+    assert tail == [
+        "(inconclusive, decided by accuracy):",
+        "  accuracy      inconclusive stat +0.25 p 0.5 (Holm 0.5) [-0.254, +0.644]",
+        "  prompt_tokens inconclusive stat +0 [+0, +0.602] (beside the verdict)",
+    ]

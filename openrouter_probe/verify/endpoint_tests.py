@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from openrouter_probe.verify.measures import Observation
     from openrouter_probe.verify.suites import Item
 
-__all__ = ["endpoint_tests", "prompt_token_result"]
+__all__ = ["beside_findings", "endpoint_tests", "prompt_token_result"]
 
 
 def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | None:
@@ -83,4 +83,33 @@ def endpoint_tests(
     )
     if found is not None:
         out.append(found)
+    return tuple(out)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def beside_findings(tests: Sequence[TestResult]) -> tuple[str, ...]:
+    """A finding for each test beside the verdict that says ``differs`` (prompt tokens aside:
+    ``PromptTokenAgreement.finding`` words that one): reasons to look, not the verdict."""
+    out = []
+    for t in tests:
+        if t.deciding or t.verdict != "differs":
+            continue
+        if t.name == "k2vv_tool_call_f1":
+            out.append(
+                f"below K2-Vendor-Verifier's tool_call_f1 threshold: {_pct(t.statistic)} < "
+                f"{_pct(t.threshold)}"
+            )
+        elif t.name == "k2vv_schema_accuracy" and t.interval is not None:
+            out.append(
+                f"K2-Vendor-Verifier schema accuracy {_pct(t.statistic)} (95% interval "
+                f"{_pct(t.interval.low)} to {_pct(t.interval.high)}) below the reference's"
+            )
+        elif t.name == "logprobs" and t.p_value is not None:
+            out.append(
+                "token logprobs differ from the reference's more than its own second run's "
+                f"(sign test p={t.p_value:.2g}; supporting evidence, not the verdict)"
+            )
     return tuple(out)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from openrouter_probe.verify.endpoint_tests import endpoint_tests
+from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
 from openrouter_probe.verify.kept import keep_responses
 from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
 from openrouter_probe.verify.plan import VerifyPlan
@@ -79,11 +79,14 @@ class EndpointResult:
     @property
     def findings(self) -> tuple[str, ...]:
         """Findings beside the verdict, whatever it is: a systematic prompt-token difference
-        ("renders a different template: +N tokens per request"). None for the reference."""
-        agreement = self.measures.prompt_agreement
-        if self.comparison is None or agreement is None or agreement.finding is None:
+        ("renders a different template: +N tokens per request"), a K2VV score below its
+        threshold, token logprobs further from the reference than its own runs. None for the
+        reference."""
+        if self.comparison is None:
             return ()
-        return (agreement.finding,)
+        agreement = self.measures.prompt_agreement
+        tokens = () if agreement is None or agreement.finding is None else (agreement.finding,)
+        return tokens + beside_findings(self.tests)
 
 
 @dataclass(frozen=True)

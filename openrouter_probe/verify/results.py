@@ -8,7 +8,8 @@ is one), its own verdict and a sentence. ``deciding`` says whether it takes part
 endpoint's verdict (the deciding measures, Holm over the family) or is reported beside it.
 
 The JSON form (``TestResult.to_json``) has the stable keys ``name``, ``statistic``, ``p_value``,
-``p_adjusted``, ``interval`` (``[low, high]`` or ``null``), ``interval_level``, ``verdict``,
+``p_adjusted``, ``interval`` (``[low, high]`` or ``null``), ``interval_level``, ``threshold``,
+``verdict``,
 ``deciding``, ``detail`` (``docs/verify.md``, "The JSON").
 """
 
@@ -60,21 +61,25 @@ class TestResult:
     detail: str
     deciding: bool = False
     p_adjusted: float | None = None
+    #: A published threshold the statistic is held to (K2VV's F1), where the test is one.
+    threshold: float | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in TEST_VERDICTS:
             raise ValueError(f"{self.name}: verdict {self.verdict!r} is not one of {TEST_VERDICTS}")
 
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON form (keys in a fixed order, floats rounded to 6 digits)."""
+        """The stable JSON form (keys in a fixed order, statistics and intervals to 6 decimals, p-values to 6
+        significant digits)."""
         i = self.interval
         return {
             "name": self.name,
             "statistic": _round(self.statistic),
-            "p_value": _round(self.p_value),
-            "p_adjusted": _round(self.p_adjusted),
+            "p_value": _significant(self.p_value),
+            "p_adjusted": _significant(self.p_adjusted),
             "interval": None if i is None else [_round(i.low), _round(i.high)],
             "interval_level": None if i is None else _round(i.level),
+            "threshold": self.threshold,
             "verdict": self.verdict,
             "deciding": self.deciding,
             "detail": self.detail,
@@ -90,6 +95,8 @@ class TestResult:
             parts.append(f"p {self.p_value:.2g}{held}")
         if self.interval is not None:
             parts.append(f"[{self.interval.low:+.3g}, {self.interval.high:+.3g}]")
+        if self.threshold is not None:
+            parts.append(f"threshold {self.threshold:g}")
         if not self.deciding:
             parts.append("(beside the verdict)")
         return " ".join(parts)
@@ -97,6 +104,11 @@ class TestResult:
 
 def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def _significant(value: float | None) -> float | None:
+    """A p-value to 6 significant digits (a tiny p stays visible, not 0.0)."""
+    return None if value is None else float(f"{value:.6g}")
 
 
 def _verdict_of(test: MeasureTest, alpha: float) -> TestVerdict:

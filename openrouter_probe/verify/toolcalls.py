@@ -197,6 +197,8 @@ def k2vv_results(
         + "; K2VV publishes no threshold"
     )
     return (
-        TestResult("k2vv_tool_call_f1", f1, None, None, f1_verdict, f1_text),
+        TestResult(
+            "k2vv_tool_call_f1", f1, None, None, f1_verdict, f1_text, threshold=score.threshold
+        ),
         TestResult("k2vv_schema_accuracy", acc, None, interval, schema_verdict, schema_text),
     )
