@@ -306,3 +306,22 @@ def test_the_table_shows_every_test_in_one_shape_and_the_deciding_one() -> None:
         "  accuracy      inconclusive stat +0.25 p 0.5 (Holm 0.5) [-0.254, +0.644]",
         "  prompt_tokens inconclusive stat +0 [+0, +0.602] (beside the verdict)",
     ]
+
+
+def test_decided_by_names_the_test_that_settled_each_verdict() -> None:
+    from openrouter_probe.verify.results import TestResult, decided_by
+    from openrouter_probe.verify.stats import Interval
+
+    def t(name: str, verdict: Any, p: float, lo: float, hi: float, deciding: bool = True) -> Any:
+        return TestResult(name, 0.0, p, Interval(lo, hi, 0.98), verdict, "", deciding, p)
+
+    acc = t("accuracy", "differs", 0.01, 0.05, 0.2)
+    agr = t("agreement", "differs", 0.001, 0.02, 0.3)
+    lp = t("logprobs", "differs", 1e-9, 0.0, 0.0, deciding=False)  # never decides
+    assert decided_by("differs", [acc, agr, lp]) == "agreement"  # the smallest Holm p
+    near = t("accuracy", "consistent", 0.9, -0.02, 0.09)  # 0.09: closest to the 0.1 margin
+    far = t("agreement", "consistent", 0.8, -0.03, 0.04)
+    assert decided_by("consistent", [near, far]) == "accuracy"
+    wide = t("tool_schema", "inconclusive", 0.5, -0.3, 0.3)
+    assert decided_by("inconclusive", [near, wide]) == "tool_schema"
+    assert decided_by(None, [acc]) is None and decided_by("differs", [lp]) is None
