@@ -143,10 +143,11 @@ def test_on_the_fake_logprobs_see_a_degradation_but_do_not_decide(
     lp = tests["logprobs"]
     assert (lp["verdict"], lp["deciding"], lp["interval"]) == ("differs", False, None)
     assert lp["p_value"] < 1e-6 and lp["statistic"] > 0
+    assert lp["p_adjusted"] == pytest.approx(min(1.0, 5 * lp["p_value"]), rel=1e-5)  # 5 compared
     assert "supporting evidence only" in lp["detail"]
     assert degraded["findings"] == [
-        "token logprobs differ from the reference's more than its own second run's (sign test "
-        f"p={lp['p_value']:.2g}; supporting evidence, not the verdict)"
+        "token logprobs differ from the reference's more than its own second run's (sign test, "
+        f"adjusted p={lp['p_adjusted']:.2g}; supporting evidence, not the verdict)"
     ]
     # at n = 40 the deciding tests cannot see a 5% degradation reliably: the verdict is theirs
     deciding = [t for t in degraded["tests"] if t["deciding"]]

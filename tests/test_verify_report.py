@@ -303,7 +303,7 @@ def test_the_table_shows_every_test_in_one_shape_and_the_deciding_one() -> None:
     tail = text.split("chutes/int4 tests ", 1)[1].splitlines()
     assert tail == [
         "(inconclusive, decided by accuracy):",
-        "  accuracy      inconclusive stat +0.25 p 0.5 (Holm 0.5) [-0.254, +0.644]",
+        "  accuracy      inconclusive stat +0.25 p 0.5 (adjusted 0.5) [-0.254, +0.644]",
         "  prompt_tokens inconclusive stat +0 [+0, +0.602] (beside the verdict)",
     ]
 

@@ -64,8 +64,10 @@ def endpoint_tests(
     floor: Sequence[Mapping[str, Observation]],
     agreement: PromptTokenAgreement | None,
     thinking: bool,
+    compared: int = 1,
 ) -> tuple[TestResult, ...]:
-    """The deciding measures first, then the tests reported beside them (where they have data)."""
+    """The deciding measures first, then the tests reported beside them (where they have data).
+    ``compared``: the endpoints compared, over which the logprob test is Bonferroni-adjusted."""
     out = list(comparison_results(comparison, alpha=alpha))
     tokens = prompt_token_result(agreement)
     if tokens is not None:
@@ -79,7 +81,9 @@ def endpoint_tests(
             again = k2vv_score(items, floor[0], reference, thinking=thinking) if floor else None
             out.extend(k2vv_results(mine, own, again))
     found = logprob_result(
-        compare_logprobs(run, reference, floor[0] if floor else None), alpha=alpha
+        compare_logprobs(run, reference, floor[0] if floor else None),
+        alpha=alpha,
+        tests=compared,
     )
     if found is not None:
         out.append(found)
@@ -107,9 +111,9 @@ def beside_findings(tests: Sequence[TestResult]) -> tuple[str, ...]:
                 f"K2-Vendor-Verifier schema accuracy {_pct(t.statistic)} (95% interval "
                 f"{_pct(t.interval.low)} to {_pct(t.interval.high)}) below the reference's"
             )
-        elif t.name == "logprobs" and t.p_value is not None:
+        elif t.name == "logprobs" and t.p_adjusted is not None:
             out.append(
                 "token logprobs differ from the reference's more than its own second run's "
-                f"(sign test p={t.p_value:.2g}; supporting evidence, not the verdict)"
+                f"(sign test, adjusted p={t.p_adjusted:.2g}; supporting evidence, not the verdict)"
             )
     return tuple(out)

@@ -166,19 +166,26 @@ def compare_logprobs(
     )
 
 
-def logprob_result(found: LogprobComparison, *, alpha: float) -> TestResult | None:
-    """The comparison as a test result beside the verdict (``None`` with no logprob pairs):
-    ``differs`` when the sign test rejects at ``alpha``, else ``inconclusive`` (no margin is
-    set for logprobs, so no equivalence is claimed)."""
+def logprob_result(found: LogprobComparison, *, alpha: float, tests: int = 1) -> TestResult | None:
+    """The comparison as a test result beside the verdict (``None`` with no logprob pairs).
+
+    ``p_adjusted`` is Bonferroni over the ``tests`` endpoints compared (``min(1, tests * p)``),
+    so that no endpoint of a null check is called ``differs`` by it more than ``alpha`` of the
+    time; ``differs`` when it is at most ``alpha``, else ``inconclusive`` (no margin is set for
+    logprobs, so no equivalence is claimed)."""
     if found.pairs == 0:
         return None
     p = found.p_value
-    verdict: TestVerdict = "differs" if p is not None and p <= alpha else "inconclusive"
+    adjusted = None if p is None else min(1.0, max(1, tests) * p)
+    verdict: TestVerdict = (
+        "differs" if adjusted is not None and adjusted <= alpha else "inconclusive"
+    )
     detail = (
         f"top-k logprobs on the reference's own completions: mean total variation "
         f"{found.mean_distance:.4f} against the floor's {found.mean_floor:.4f} over "
         f"{found.positions} shared positions of {found.pairs} prompts; further than the floor "
-        f"on {found.higher}, nearer on {found.lower} (one-sided sign test); supporting "
+        f"on {found.higher}, nearer on {found.lower} (one-sided sign test, Bonferroni over "
+        f"{max(1, tests)} endpoint(s)); supporting "
         "evidence only"
     )
-    return TestResult("logprobs", found.statistic, p, None, verdict, detail)
+    return TestResult("logprobs", found.statistic, p, None, verdict, detail, p_adjusted=adjusted)

@@ -429,9 +429,6 @@ def build_report(
         tolerance=tolerance,
         power=plan.power,
     )
-    thinking = not (
-        plan.reasoning.get("effort") == "none" or plan.reasoning.get("enabled") is False
-    )
     tests = {
         tag: endpoint_tests(
             c,
@@ -441,7 +438,8 @@ def build_report(
             reference=reference,
             floor=floor,
             agreement=measures[tag].prompt_agreement,
-            thinking=thinking,
+            thinking=plan.thinking,
+            compared=len(comparisons),
         )
         for tag, c in comparisons.items()
     }

@@ -47,7 +47,8 @@ class TestResult:
 
     ``statistic`` is the test's estimate in its own unit (``detail`` names it); ``p_value`` the
     raw p-value (``None`` for a test that has none, such as a threshold), ``p_adjusted`` the
-    Holm-adjusted one for deciding tests; ``interval`` its interval, ``None`` where there is
+    adjusted one (Holm over the family for deciding tests, Bonferroni over the endpoints for the
+    logprob test); ``interval`` its interval, ``None`` where there is
     none. ``verdict`` is this test's alone; ``inconclusive`` where the data cannot tell.
     """
 
@@ -86,12 +87,12 @@ class TestResult:
         }
 
     def line(self, width: int = 20) -> str:
-        """``  accuracy  differs  stat +0.055 p 0.0012 (Holm 0.012) [+0.031, +0.096]``"""
+        """``  accuracy  differs stat +0.055 p 0.0012 (adjusted 0.012) [+0.031, +0.096]``"""
         parts = [f"  {self.name:<{width}} {self.verdict}"]
         if self.statistic is not None:
             parts.append(f"stat {self.statistic:+.3g}")
         if self.p_value is not None:
-            held = f" (Holm {self.p_adjusted:.2g})" if self.p_adjusted is not None else ""
+            held = f" (adjusted {self.p_adjusted:.2g})" if self.p_adjusted is not None else ""
             parts.append(f"p {self.p_value:.2g}{held}")
         if self.interval is not None:
             parts.append(f"[{self.interval.low:+.3g}, {self.interval.high:+.3g}]")
