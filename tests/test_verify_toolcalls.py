@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scipy import stats as scipy_stats
 
 import openrouter_probe as orp
 from openrouter_probe.cli import cli
@@ -21,6 +22,7 @@ from openrouter_probe.verify.toolcalls import (
     K2VV_COMMIT,
     K2VV_F1_THRESHOLD,
     K2VVScore,
+    fisher_exact,
     k2vv_results,
     k2vv_score,
     k2vv_valid,
@@ -99,11 +101,19 @@ def test_the_threshold_is_beside_the_verdict_never_deciding_it() -> None:
     )
     assert f1.p_value is None and f1.interval is None  # a threshold, not a test
     assert f"K2-Vendor-Verifier@{K2VV_COMMIT[:7]}" in f1.detail
-    assert (schema.statistic, schema.verdict) == (1.0, "consistent")
+    # 10 of 10 against 10 of 10: no difference, but 10 calls cannot show one within 10 pp
+    assert (schema.statistic, schema.p_value, schema.verdict) == (1.0, 1.0, "inconclusive")
+    many = K2VVScore(200, 100, 99, 90, 10, 10, 90, 0.8)
+    ref = K2VVScore(200, 100, 100, 100, 0, 0, 100, 0.8)
+    assert k2vv_results(many, reference=ref)[1].verdict == "consistent"  # 99/100, [0.946, 1]
     below = K2VVScore(20, 10, 2, tp=7, fp=3, fn=3, tn=7, threshold=0.8)
-    f1, schema = k2vv_results(below, reference=K2VVScore(20, 10, 10, 10, 0, 0, 10, 0.8))
+    f1, schema = k2vv_results(
+        below, reference=K2VVScore(20, 10, 10, 10, 0, 0, 10, 0.8), alpha=0.05, tests=5
+    )
     assert (f1.verdict, schema.verdict) == ("differs", "differs")
-    assert schema.interval is not None and schema.interval.high < 1.0  # 2/10 below 10/10
+    exact = fisher_exact(2, 10, 10, 10)
+    assert exact == pytest.approx(scipy_stats.fisher_exact([[2, 8], [10, 0]]).pvalue, rel=1e-9)
+    assert (schema.p_value, schema.p_adjusted) == (exact, pytest.approx(5 * exact))
     never = K2VVScore(5, 0, 0, 0, 0, 0, 5, 0.8)
     assert [r.verdict for r in k2vv_results(never)] == ["inconclusive", "inconclusive"]
     # decided_by ignores results that are not deciding, whatever they say
@@ -141,13 +151,13 @@ def test_on_the_fake_the_tool_breaking_endpoint_is_below_k2vvs_threshold(
         in (broken["findings"])
     )
     schema = tests["k2vv_schema_accuracy"]
-    assert schema["verdict"] == "differs" and schema["interval"][1] < 1.0
+    assert schema["verdict"] == "differs" and schema["p_adjusted"] <= 0.05
     for tag, row in rows.items():  # the native endpoints meet K2VV's threshold
         tests = {t["name"]: t for t in row["tests"]}
         assert row["verdict"] != "differs", tag
         assert tests["k2vv_tool_call_f1"]["statistic"] >= 0.80, tag
         assert tests["k2vv_tool_call_f1"]["verdict"] == "consistent", tag
-        assert tests["k2vv_schema_accuracy"]["verdict"] == "consistent", tag
+        assert tests["k2vv_schema_accuracy"]["verdict"] != "differs", tag
         assert row["findings"] == [], tag
         # every test carries the same keys, in the same order
         assert all(

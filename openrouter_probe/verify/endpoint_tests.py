@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 from openrouter_probe.verify.logprobs import compare_logprobs, logprob_result
 from openrouter_probe.verify.prompt_tokens import MIN_PAIRS, PromptTokenAgreement
 from openrouter_probe.verify.results import TestResult, TestVerdict, comparison_results
-from openrouter_probe.verify.stats import Comparison, binom_cdf, clopper_pearson
+from openrouter_probe.verify.stats import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    binom_cdf,
+    clopper_pearson,
+)
 from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
 
 if TYPE_CHECKING:
@@ -79,7 +84,16 @@ def endpoint_tests(
             # second run against its first (the F1 the first party reaches against itself)
             own = k2vv_score(items, reference, reference, thinking=thinking)
             again = k2vv_score(items, floor[0], reference, thinking=thinking) if floor else None
-            out.extend(k2vv_results(mine, own, again))
+            out.extend(
+                k2vv_results(
+                    mine,
+                    own,
+                    again,
+                    alpha=alpha,
+                    tests=compared,
+                    tolerance=comparison_margin(comparison),
+                )
+            )
     found = logprob_result(
         compare_logprobs(run, reference, floor[0] if floor else None),
         alpha=alpha,
@@ -88,6 +102,11 @@ def endpoint_tests(
     if found is not None:
         out.append(found)
     return tuple(out)
+
+
+def comparison_margin(comparison: Comparison) -> float:
+    """The tolerance the deciding tests were held to (the default with no test)."""
+    return comparison.tests[0].margin if comparison.tests else DEFAULT_TOLERANCE
 
 
 def _pct(value: float | None) -> str:

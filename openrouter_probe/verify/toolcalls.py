@@ -30,18 +30,20 @@ check's temperature 0, where the reference agrees with itself far more often.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from openrouter_probe.verify.results import TestResult, TestVerdict
-from openrouter_probe.verify.stats import Interval, clopper_pearson
+from openrouter_probe.verify.stats import clopper_pearson
 from openrouter_probe.verify.suites import check_schema
 
 __all__ = [
     "K2VV_COMMIT",
     "K2VV_F1_THRESHOLD",
     "K2VVScore",
+    "fisher_exact",
     "k2vv_results",
     "k2vv_score",
     "k2vv_valid",
@@ -154,18 +156,79 @@ def k2vv_score(
     return K2VVScore(len(shared), calls, valid, tp, fp, fn, tn, threshold)
 
 
+def fisher_exact(a: int, n: int, b: int, m: int) -> float:
+    """Two-sided Fisher exact p-value of ``a`` successes in ``n`` against ``b`` in ``m``: the
+    probability, given the margins, of every table no more likely than the observed one."""
+    total, hits = n + m, a + b
+
+    def pmf(k: int) -> float:
+        return math.comb(n, k) * math.comb(m, hits - k) / math.comb(total, hits)
+
+    observed = pmf(a)
+    lo, hi = max(0, hits - m), min(n, hits)
+    return min(
+        1.0, math.fsum(q for k in range(lo, hi + 1) if (q := pmf(k)) <= observed * 1.0000001)
+    )
+
+
+def _schema_result(
+    score: K2VVScore, reference: K2VVScore | None, *, alpha: float, tests: int, tolerance: float
+) -> TestResult:
+    acc = score.schema_accuracy
+    ref_acc = None if reference is None else reference.schema_accuracy
+    interval = (
+        None
+        if acc is None
+        else clopper_pearson(score.successful_tool_calls, score.tool_call_responses)
+    )
+    p = adjusted = None
+    verdict: TestVerdict = "inconclusive"
+    if interval is not None and reference is not None and ref_acc is not None:
+        p = fisher_exact(
+            score.successful_tool_calls,
+            score.tool_call_responses,
+            reference.successful_tool_calls,
+            reference.tool_call_responses,
+        )
+        adjusted = min(1.0, max(1, tests) * p)
+        if adjusted <= alpha:
+            verdict = "differs"
+        elif interval.low >= ref_acc - tolerance:
+            verdict = "consistent"
+    text = (
+        f"K2VV schema_accuracy: {score.successful_tool_calls} of {score.tool_call_responses} "
+        "finish_reason=tool_calls responses schema-valid"
+        + (
+            ""
+            if reference is None or ref_acc is None
+            else f" against the reference's {reference.successful_tool_calls} of "
+            f"{reference.tool_call_responses}; Fisher exact, Bonferroni over {max(1, tests)} "
+            "endpoint(s)"
+        )
+        + "; K2VV publishes no threshold"
+    )
+    return TestResult("k2vv_schema_accuracy", acc, p, interval, verdict, text, p_adjusted=adjusted)
+
+
 def k2vv_results(
-    score: K2VVScore, reference: K2VVScore | None = None, floor: K2VVScore | None = None
+    score: K2VVScore,
+    reference: K2VVScore | None = None,
+    floor: K2VVScore | None = None,
+    *,
+    alpha: float = 0.05,
+    tests: int = 1,
+    tolerance: float = 0.1,
 ) -> tuple[TestResult, TestResult]:
     """The two K2VV scores as test results reported beside the verdict (never deciding).
 
     ``k2vv_tool_call_f1``: ``differs`` below K2VV's threshold, ``consistent`` at or above it,
     ``inconclusive`` when neither side ever called a tool. ``k2vv_schema_accuracy`` (with its
-    95% Clopper-Pearson interval): ``differs`` when the interval lies wholly below the
-    reference's own schema accuracy, ``consistent`` when it contains it, ``inconclusive``
-    with no tool-call response. ``reference`` is the reference scored on itself (its schema
-    accuracy), ``floor`` its second run against its first (the F1 it reaches against itself,
-    shown beside K2VV's threshold)."""
+    95% Clopper-Pearson interval) against the reference's own (``reference``: the reference
+    scored on itself): Fisher's exact test, Bonferroni over the ``tests`` endpoints compared;
+    ``differs`` when it rejects at ``alpha``, ``consistent`` when it does not and the
+    interval's low end is within ``tolerance`` of the reference's rate, ``inconclusive``
+    otherwise (or with no tool-call response). ``floor``: the reference's second run against
+    its first (the F1 it reaches against itself, shown beside K2VV's threshold)."""
     f1 = score.f1
     f1_verdict: TestVerdict = (
         "inconclusive" if f1 is None else "consistent" if f1 >= score.threshold else "differs"
@@ -181,24 +244,9 @@ def k2vv_results(
         )
         + "; ours is the tool_trigger floor test"
     )
-    acc = score.schema_accuracy
-    interval: Interval | None = None
-    ref_acc = None if reference is None else reference.schema_accuracy
-    schema_verdict: TestVerdict = "inconclusive"
-    if acc is not None:
-        interval = clopper_pearson(score.successful_tool_calls, score.tool_call_responses)
-        if ref_acc is not None:
-            below = interval.high < ref_acc
-            schema_verdict = "differs" if below else "consistent"
-    schema_text = (
-        f"K2VV schema_accuracy: {score.successful_tool_calls} of {score.tool_call_responses} "
-        "finish_reason=tool_calls responses schema-valid"
-        + ("" if ref_acc is None else f"; the reference's {ref_acc:.1%}")
-        + "; K2VV publishes no threshold"
-    )
     return (
         TestResult(
             "k2vv_tool_call_f1", f1, None, None, f1_verdict, f1_text, threshold=score.threshold
         ),
-        TestResult("k2vv_schema_accuracy", acc, None, interval, schema_verdict, schema_text),
+        _schema_result(score, reference, alpha=alpha, tests=tests, tolerance=tolerance),
     )
