@@ -72,7 +72,8 @@ def endpoint_tests(
     compared: int = 1,
 ) -> tuple[TestResult, ...]:
     """The deciding measures first, then the tests reported beside them (where they have data).
-    ``compared``: the endpoints compared, over which the logprob test is Bonferroni-adjusted."""
+    ``compared``: the endpoints compared, over which the logprob test and K2VV's schema
+    accuracy test are Bonferroni-adjusted."""
     out = list(comparison_results(comparison, alpha=alpha))
     tokens = prompt_token_result(agreement)
     if tokens is not None:
