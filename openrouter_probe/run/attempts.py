@@ -219,7 +219,7 @@ class AttemptPolicy:
         attempt.held += 1
         others_usd, others = self.held()
         window = self.window
-        alone = window.refused(others_usd, others, attempt.worst)
+        alone = window.refused(others_usd, others, attempt.request.worst_usd)
         if alone and window.lone_in_a_row >= LONE_REFUSALS_BEFORE_STOP:
             max_tokens = attempt.request.max_tokens
             lower = max_tokens // 2

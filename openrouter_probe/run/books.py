@@ -14,8 +14,10 @@ its cost (``usage.cost``, or the error body's; ``None``: an error status, never 
 an answer of OpenRouter's response cache, ``cache_hit``), or, when nothing says what it cost, at
 its whole reservation ("possibly billed"), or its own token counts at the dearest admitted price
 when they cost more (an answer billed past ``max_tokens``), until ``/generation`` settles it.
-Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: a margin,
-then the largest overshoot any provider of the run billed). Earlier runs' attempts that a restart
+Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: the unseen
+room until the first answers, then a margin, or the largest overshoot any provider of the run
+billed). A batch (no dollar window) keeps the margin from its first line: its lines are answered
+when the batch ends, so a first wave would be the whole first batch, made eight times smaller. Earlier runs' attempts that a restart
 settles change what was spent before this run.
 
 Batch mode (``generate --batch``) adds a batch side, ``run.batch_books.BatchBooks``: the plan
@@ -156,8 +158,12 @@ class Books:
         #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
-        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it)
+        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it),
+        #: and what OpenRouter holds for the attempts in flight, as the window counts it: each
+        #: one's worst case without the room past ``max_tokens`` (OpenRouter holds the input and
+        #: ``max_tokens`` at the endpoint's prices; the room is the cap's own guard)
         self.window: DollarWindow | None = None
+        self.held_usd = _ZERO
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
 
@@ -184,27 +190,47 @@ class Books:
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
-        # the room for output past max_tokens, fixed for this attempt from here to its settle
-        attempt.overshoot_usd = self.overshoot.extra_usd(
-            attempt.request.max_tokens, attempt.prices.output_usd_per_token
-        )
+        # the room for output past max_tokens, fixed for this attempt from here to its settle:
+        # the unseen room in the first wave (``run.overshoot``), unless only the margin fits
+        max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
+        overshoot = self.overshoot
+        if overshoot.first_wave and self.window is not None:  # (not for a batch: the module)
+            attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price)
+            if self._reserve(dataset, attempt, borrow):
+                return True
+        # (a request that does not fit is judged at the margin: ``RowQueues.never_fits``)
+        attempt.overshoot_usd = overshoot.extra_usd(max_tokens, price)
+        if overshoot.first_wave and self.window is not None and self.cap.in_flight:
+            return False  # it waits for the first answers
+        return self._reserve(dataset, attempt, borrow)
+
+    def _reserve(self, dataset: str, attempt: Attempt, borrow: bool) -> bool:
         window = self.window
         if window is not None and not window.admits(
-            self.cap.reserved_usd, self.cap.in_flight, attempt.worst
+            self.held_usd, self.cap.in_flight, attempt.request.worst_usd
         ):
             return False  # the dollars in flight are full: wait for one to settle
         holds = self.holds
         held = None if holds is None else holds.reservation(attempt.id_json)
         if held is None:
-            return self.cap.try_reserve(attempt.worst, dataset, borrow=borrow)
+            if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
+                return False
+            self.held_usd += attempt.request.worst_usd
+            return True
         assert holds is not None
         reserved, line_dataset = held
         self.cap.give_back(reserved, line_dataset)
         if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
             self.hand_back(reserved, line_dataset)
             return False
+        self.held_usd += attempt.request.worst_usd
         holds.take_over(attempt.id_json)
         return True
+
+    def _release(self, attempt: Attempt, cost_usd: Decimal | None, dataset: str) -> None:
+        """An attempt's reservation ends (``cost_usd``: what it counts at now)."""
+        self.held_usd -= attempt.request.worst_usd
+        self.cap.settle(attempt.worst, cost_usd, dataset)
 
     def hand_back(self, reserved: Decimal, dataset: str | None) -> None:
         """A batch line's worst case that ``reserve`` took over and no attempt of this run
@@ -241,7 +267,7 @@ class Books:
             return number
         except WriteFailed:
             self.counts.requests -= 1
-            self.cap.settle(attempt.worst, None, row.dataset)
+            self._release(attempt, None, row.dataset)
             raise
 
     def leaving(self) -> Awaitable[None] | None:
@@ -303,7 +329,7 @@ class Books:
                 attempt.extra_cost += cost
         if self.ledger is not None:
             self.ledger.settle(number, cost)
-        self.cap.settle(worst, cost, row.dataset)
+        self._release(attempt, cost, row.dataset)
         self.counts.spent_usd += cost or 0
 
     def unknown(
@@ -326,7 +352,7 @@ class Books:
             if generation_id is not None and not journaled:
                 self.ledger.generation(number, generation_id)
             self.ledger.settle_unknown(number, counted_usd=worst if worst > reserved else None)
-        self.cap.settle(reserved, worst, row.dataset)
+        self._release(attempt, worst, row.dataset)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
         if generation_id is None or self.reconciler is None or self.run_id is None:
