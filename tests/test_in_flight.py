@@ -543,3 +543,31 @@ def test_a_refused_request_waits_its_retry_after_and_is_resent_byte_for_byte(
     assert body["session_id"].startswith("orp-") and body["stream"] is False
     others = {json.loads(b)["session_id"] for b in sender.bodies if b not in sent}
     assert len(others) == 3 and body["session_id"] not in others  # unique to the row
+
+
+def test_the_seed_jobs_end_a_balance_too_low_to_hold_one_request_is_the_budgets_stop(
+    tmp_path: Path,
+) -> None:
+    """The seed job in small (scripts/seed_scenario.py): the cap is the balance, the in-flight
+    budget a tenth of what is left. Near the end a tenth of the balance holds no request; that
+    stopped the run `in-flight`, exit 1, at 99.9% of its money. It is the budget's stop."""
+    clock = ManualClock(time.time())
+    one = _one_request_holds(tmp_path)
+    cap = one * 60
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(400))
+    with serve(speed=0, seed=6, credit_usd=cap, in_flight_share=0.1, clock=clock) as fake:
+        summary = _gen(
+            tmp_path,
+            fake.base_url,
+            concurrency=200,
+            budget_usd=cap,
+            sleep=_moving(clock),
+            clock=clock.now,
+        )
+        billed = fake.ledger.total_usd
+        refused = fake.fake.limits.refused
+    assert summary.stop_reason == "budget" and summary.exit_code == 0, summary.message
+    assert summary.failed == 0 and summary.not_sent > 0
+    assert "no longer holds one request" in summary.message
+    assert refused >= 3 and summary.in_flight_refusals == refused
+    assert billed <= cap and billed > cap * Decimal("0.8")
