@@ -97,6 +97,19 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
+        _write_prompts(tmp / "prompts.jsonl", 1)
+        with serve(speed=0, seed=args.seed, in_flight_usd=1000) as probe:  # one request's hold
+            asyncio.run(
+                generate(
+                    tmp / "prompts.jsonl",
+                    policy=POLICY,
+                    out=tmp / "one.jsonl",
+                    base_url=probe.base_url,
+                    budget_usd=budget,
+                    max_tokens=max_tokens,
+                )
+            )
+            one = probe.fake.limits.most_held_usd
         _write_prompts(tmp / "prompts.jsonl", rows)
         options: dict[str, Any] = {
             "speed": speed,
@@ -136,6 +149,12 @@ def main() -> int:
         f"speed {speed:g} (latency, throughput and every wait {speed:g}x faster), in-flight "
         f"budget {args.in_flight_share:g} of the balance left, settling {args.settle_s:g} s, "
         f"faults {args.faults or 'none'}"
+    )
+    start = budget * Decimal(str(args.in_flight_share))
+    print(
+        f"{args.concurrency} requests' worst case ${one * args.concurrency:.4f} (the fake's hold "
+        f"${one:.6f} each) against an in-flight budget of ${start:.4f} at the start: "
+        f"{one * args.concurrency / start:.2f}x (unscaled: 2000 x $0.0123 = $24.6 against $10)"
     )
     print(
         f"stop {s.stop_reason} ({s.message[:120]}), exit {s.exit_code}; ok {s.ok}, truncated "
