@@ -213,6 +213,22 @@ def _gen(tmp: Path, base_url: str, **options: Any) -> Any:
     )
 
 
+def _in_process(tmp: Path, sender: Any, **options: Any) -> Any:
+    """``generate`` on the bundled snapshot through an in-process sender, $5, max_tokens 50."""
+    return asyncio.run(
+        generate(
+            tmp / "prompts.jsonl",
+            policy=POLICY,
+            out=tmp / "out.jsonl",
+            send=sender,
+            snapshot="bundled",
+            budget_usd=5,
+            max_tokens=50,
+            **options,
+        )
+    )
+
+
 def _one_request_holds(tmp: Path) -> Decimal:
     """What one row of these prompts holds on the fake (its worst case on the dearest endpoint)."""
     write_prompts(tmp / "prompts.jsonl", prompt_rows(1))
@@ -355,20 +371,7 @@ def test_in_flight_refusals_in_process_show_in_the_progress_line_and_the_records
 
     bar.tick = tick  # type: ignore[method-assign]
     sender = LedgerSender(seed=2, fail=fail)
-    summary = asyncio.run(
-        generate(
-            tmp_path / "prompts.jsonl",
-            policy=POLICY,
-            out=tmp_path / "out.jsonl",
-            send=sender,
-            snapshot="bundled",
-            budget_usd=5,
-            max_tokens=50,
-            concurrency=8,
-            progress=bar,
-            sleep=no_sleep,
-        )
-    )
+    summary = _in_process(tmp_path, sender, concurrency=8, progress=bar, sleep=no_sleep)
     assert summary.stop_reason == "done" and summary.failed == 0
     assert summary.in_flight_refusals == 2 and summary.retries == 0
     assert summary.requests == 42 and sender.attempts["3"] == 2
@@ -518,20 +521,7 @@ def test_a_refused_request_waits_its_retry_after_and_is_resent_byte_for_byte(
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
     sender = LedgerSender(seed=3, fail=fail)
-    summary = asyncio.run(
-        generate(
-            tmp_path / "prompts.jsonl",
-            policy=POLICY,
-            out=tmp_path / "out.jsonl",
-            send=sender,
-            snapshot="bundled",
-            budget_usd=5,
-            max_tokens=50,
-            concurrency=4,
-            sleep=sleep,
-            api_key="sk-test",
-        )
-    )
+    summary = _in_process(tmp_path, sender, concurrency=4, sleep=sleep, api_key="sk-test")
     assert summary.stop_reason == "done" and summary.failed == 0
     assert summary.in_flight_refusals == 1 and summary.retries == 0 and 2.0 in waits
     sent = [b for b in sender.bodies if b'"question 2 ' in b]
