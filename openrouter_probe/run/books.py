@@ -17,8 +17,8 @@ when they cost more (an answer billed past ``max_tokens``), until ``/generation`
 Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: the unseen
 room until the first answers, then a margin, or the largest overshoot any provider of the run
 billed). A batch (no dollar window) keeps the margin from its first line: its lines are answered
-when the batch ends, so a first wave would be the whole first batch, made eight times smaller. Earlier runs' attempts that a restart
-settles change what was spent before this run.
+when the batch ends, so a first wave would be the whole first batch, made eight times smaller.
+Earlier runs' attempts that a restart settles change what was spent before this run.
 
 Batch mode (``generate --batch``) adds a batch side, ``run.batch_books.BatchBooks``: the plan
 journal and the lines earlier runs' open batches hold (``holds``: a reservation for such a row
