@@ -127,8 +127,10 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     if status == 429 and not platform and isinstance(inner, dict):
         # OpenRouter's key-wide 429 can carry its rate-limit headers in the body instead
         # (``error.metadata.headers``, OPENROUTER.md 15)
-        platform = any(str(h).lower().startswith("x-ratelimit") for h in inner)
-        limits = inner if platform else headers
+        named = {str(h).lower(): value for h, value in inner.items()}
+        platform = any(h.startswith("x-ratelimit") for h in named)
+        if "x-ratelimit-reset" in named:
+            limits = {"X-RateLimit-Reset": named["x-ratelimit-reset"]}
     failure = classify_error(
         status,
         error or None,
