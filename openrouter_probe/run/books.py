@@ -159,11 +159,9 @@ class Books:
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
         #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it),
-        #: and what OpenRouter holds for the attempts in flight, as the window counts it: each
-        #: one's worst case without the room past ``max_tokens`` (OpenRouter holds the input and
-        #: ``max_tokens`` at the endpoint's prices; the room is the cap's own guard)
+        #: counted as OpenRouter holds them (``SpendCap.held_usd``): each attempt's worst case
+        #: without the room past ``max_tokens``, the cap's own guard
         self.window: DollarWindow | None = None
-        self.held_usd = _ZERO
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
 
@@ -191,46 +189,33 @@ class Books:
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
         # the room for output past max_tokens, fixed for this attempt from here to its settle:
-        # the unseen room in the first wave (``run.overshoot``), unless only the margin fits
+        # the unseen room in the first wave (``run.overshoot``), else (or when only that fits,
+        # nothing else in flight) the margin; a request that does not fit is judged at the
+        # margin (``RowQueues.never_fits``)
         max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
-        overshoot = self.overshoot
-        if overshoot.first_wave and self.window is not None:  # (not for a batch: the module)
-            attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price)
-            if self._reserve(dataset, attempt, borrow):
-                return True
-        # (a request that does not fit is judged at the margin: ``RowQueues.never_fits``)
-        attempt.overshoot_usd = overshoot.extra_usd(max_tokens, price)
-        if overshoot.first_wave and self.window is not None and self.cap.in_flight:
-            return False  # it waits for the first answers
-        return self._reserve(dataset, attempt, borrow)
-
-    def _reserve(self, dataset: str, attempt: Attempt, borrow: bool) -> bool:
-        window = self.window
-        if window is not None and not window.admits(
-            self.held_usd, self.cap.in_flight, attempt.request.worst_usd
-        ):
-            return False  # the dollars in flight are full: wait for one to settle
+        overshoot, cap, window = self.overshoot, self.cap, self.window
+        first = overshoot.first_wave and window is not None  # (not for a batch: the module)
+        margin = overshoot.extra_usd(max_tokens, price)
+        attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price) if first else margin
+        hold = attempt.request.worst_usd  # what OpenRouter holds for it
         holds = self.holds
-        held = None if holds is None else holds.reservation(attempt.id_json)
-        if held is None:
-            if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
-                return False
-            self.held_usd += attempt.request.worst_usd
-            return True
-        assert holds is not None
-        reserved, line_dataset = held
-        self.cap.give_back(reserved, line_dataset)
-        if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
-            self.hand_back(reserved, line_dataset)
-            return False
-        self.held_usd += attempt.request.worst_usd
-        holds.take_over(attempt.id_json)
-        return True
-
-    def _release(self, attempt: Attempt, cost_usd: Decimal | None, dataset: str) -> None:
-        """An attempt's reservation ends (``cost_usd``: what it counts at now)."""
-        self.held_usd -= attempt.request.worst_usd
-        self.cap.settle(attempt.worst, cost_usd, dataset)
+        while True:
+            fits = False  # the dollars in flight are full: wait for one to settle
+            if window is None or window.admits(cap.held_usd, cap.in_flight, hold):
+                held = None if holds is None else holds.reservation(attempt.id_json)
+                if held is not None:
+                    cap.give_back(*held)
+                fits = cap.try_reserve(attempt.worst, dataset, borrow=borrow, held_usd=hold)
+                if held is not None and holds is not None:
+                    if fits:
+                        holds.take_over(attempt.id_json)
+                    else:
+                        self.hand_back(*held)
+            if fits or not first:
+                return fits
+            first, attempt.overshoot_usd = False, margin
+            if cap.in_flight:
+                return False  # it waits for the first answers
 
     def hand_back(self, reserved: Decimal, dataset: str | None) -> None:
         """A batch line's worst case that ``reserve`` took over and no attempt of this run
@@ -267,7 +252,7 @@ class Books:
             return number
         except WriteFailed:
             self.counts.requests -= 1
-            self._release(attempt, None, row.dataset)
+            self.cap.settle(attempt.worst, None, row.dataset, held_usd=attempt.request.worst_usd)
             raise
 
     def leaving(self) -> Awaitable[None] | None:
@@ -329,7 +314,7 @@ class Books:
                 attempt.extra_cost += cost
         if self.ledger is not None:
             self.ledger.settle(number, cost)
-        self._release(attempt, cost, row.dataset)
+        self.cap.settle(worst, cost, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += cost or 0
 
     def unknown(
@@ -352,7 +337,7 @@ class Books:
             if generation_id is not None and not journaled:
                 self.ledger.generation(number, generation_id)
             self.ledger.settle_unknown(number, counted_usd=worst if worst > reserved else None)
-        self._release(attempt, worst, row.dataset)
+        self.cap.settle(reserved, worst, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
         if generation_id is None or self.reconciler is None or self.run_id is None:

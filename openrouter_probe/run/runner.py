@@ -99,7 +99,7 @@ class Run:
             policy=summary.policy,
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
-            held=lambda: (books.held_usd, cap.in_flight),
+            held=lambda: (books.cap.held_usd, cap.in_flight),
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
