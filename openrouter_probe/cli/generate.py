@@ -386,7 +386,7 @@ def generate(
         )
     )
     _show_summary(summary, fmt)
-    sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
+    sys.exit(summary.exit_code)
 
 
 def _shard_key(key_file: str | None, shard: str | None) -> str | None:

@@ -40,6 +40,7 @@ from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.sender import Sender
 from openrouter_probe.run.spend import Prices, worst_case_prices
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.run.turns import TURNS_MODES, TurnBook, tool_rows, turns_path
 
@@ -394,7 +395,7 @@ def _dry_run(
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
     # the provider block adds no prompt bytes; the row identity does, as in the real run
     builder = _builder(asked, compiled.model, {}, identity=_cached(options))
-    summary.stop_reason = "dry-run"
+    summary.stop_reason = StopReason.DRY_RUN
     worst_total = _worst_total(todo, prices, builder, book)
     summary.worst_case_usd = worst_total
     summary.not_sent = len(todo)

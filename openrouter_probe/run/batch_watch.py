@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import OpenBatch
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.transport import Answer
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def not_submitted() -> Failure:
     return Failure(
         "run",
         "not submitted: the run stopped while it waited for a batch",
-        metadata={"stop": "interrupted"},
+        metadata={"stop": StopReason.INTERRUPTED},
     )
 
 
@@ -155,7 +156,7 @@ def refused(exc: APIStatusError, status: int) -> Failure:
     """A submit OpenRouter refused (nothing was made, nothing billed)."""
     if status == 429:
         return Failure("transient", f"batch submit: {exc.message}", status=429, rate_limited=True)
-    stop = "credits" if status == 402 else "batch-refused"
+    stop = StopReason.CREDITS if status == 402 else StopReason.BATCH_REFUSED
     return Failure(
         "run",
         f"the batch submit was refused ({status}): {exc.message}",

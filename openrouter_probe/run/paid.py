@@ -53,6 +53,7 @@ from openrouter_probe.run.runner import Run
 from openrouter_probe.run.sender import Sender
 from openrouter_probe.run.source import RowSource, TurnSource
 from openrouter_probe.run.spend import Prices, SpendCap
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import DatasetTally, RunSummary
 from openrouter_probe.run.turns import TurnBook
 
@@ -377,7 +378,7 @@ class PaidRun:
                 one_request_usd,
             )
             if warning and blocks:
-                summary.stop_reason, summary.message = "budget-spent", warning
+                summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, warning
             elif warning:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
@@ -423,7 +424,7 @@ class PaidRun:
         unsettled = self.replay.pending or self.replay.batches
         if budget is None or spent_before < budget or unsettled:
             return False
-        summary.stop_reason = "budget"
+        summary.stop_reason = StopReason.BUDGET
         summary.message = (
             f"{self.options.out} and {self.options.journal.name} already record "
             f"${spent_before:.6f} spent of the {format_usd(budget)} cap"
@@ -507,7 +508,8 @@ class PaidRun:
         # (or failed only as the files closed)
         if failed:
             stop(failed)
-            result.stop_reason, result.message = "write-failed", stop.line or failed
+            result.stop_reason = StopReason.WRITE_FAILED
+            result.message = stop.line or failed
         return result
 
     async def _send(
@@ -536,7 +538,7 @@ class PaidRun:
         ) as transport:
             lookup = options.lookup or transport.generation_cost
             result = await _run(make(transport.send, lookup), options.handle_signals)
-        if result.stop_reason == "key-limit":
+        if result.stop_reason == StopReason.KEY_LIMIT:
             result.message += await asyncio.to_thread(key_figures, options)
         return result
 
@@ -555,7 +557,7 @@ class _WriteStop:
         self.line = line
         log.error("%s", line)
         if self.run is not None:
-            self.run.request_stop("write-failed", line)
+            self.run.request_stop(StopReason.WRITE_FAILED, line)
 
 
 @contextlib.contextmanager
