@@ -27,6 +27,9 @@ WRITTEN = {
     "failing": 1,
     "write-failed": 1,
     "batch-refused": 1,
+    "batch-unread": 1,
+    "batch-failed": 1,
+    "batch-running": 1,
 }
 
 

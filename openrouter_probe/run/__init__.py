@@ -14,17 +14,20 @@ _EXPORTS: dict[str, str] = {
     "PromptRow": "openrouter_probe.run.rows",
     "RunSummary": "openrouter_probe.run.summary",
     "SpendCap": "openrouter_probe.run.spend",
+    "StopReason": "openrouter_probe.run.stop",
 }
 
 __all__ = [
     "PromptRow",
     "RunSummary",
     "SpendCap",
+    "StopReason",
 ]
 
 if TYPE_CHECKING:
     from openrouter_probe.run.rows import PromptRow
     from openrouter_probe.run.spend import SpendCap
+    from openrouter_probe.run.stop import StopReason
     from openrouter_probe.run.summary import RunSummary
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -294,8 +294,8 @@ class AttemptPolicy:
                 "its reset, then rerun the same command to resume",
             )
         stop = failure.metadata.get("stop")
-        if isinstance(stop, str):  # a sender's own reason (the batch sender: a failed batch)
-            return Stop(StopReason(stop), failure.message)
+        if isinstance(stop, StopReason):  # a sender's own (the batch sender: a failed batch)
+            return Stop(stop, failure.message)
         if status == 402:
             hint = (
                 " (allow a lower max_tokens with lower_max_tokens=True)"

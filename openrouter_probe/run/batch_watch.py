@@ -173,7 +173,7 @@ def withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
         "(the batch is not re-run)",
         status=402,
         cost_unknown=True,
-        metadata={"stop": "credits"},
+        metadata={"stop": StopReason.CREDITS},
     )
 
 
@@ -183,7 +183,7 @@ def unread(batch_id: str, exc: APIError) -> Failure:
         f"batch {batch_id}: finished, but its results could not be read ({exc}); rerun the "
         "same command to fetch them (the batch is not re-run)",
         cost_unknown=True,
-        metadata={"stop": "batch-unread"},
+        metadata={"stop": StopReason.BATCH_UNREAD},
     )
 
 
@@ -191,7 +191,7 @@ def failed(batch_id: str, reason: str) -> Failure:
     return Failure(
         "run",
         f"batch {batch_id} failed: {reason}"[:400],
-        metadata={"stop": "batch-failed"},
+        metadata={"stop": StopReason.BATCH_FAILED},
     )
 
 
@@ -201,7 +201,7 @@ def still_running(batch_id: str, status: str) -> Failure:
         f"batch {batch_id} is still {status} past the batch window; rerun the same command "
         "to poll it again",
         cost_unknown=True,
-        metadata={"stop": "batch-running"},
+        metadata={"stop": StopReason.BATCH_RUNNING},
     )
 
 

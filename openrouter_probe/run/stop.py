@@ -55,8 +55,14 @@ class StopReason(StrEnum):
     FAILING = "failing"
     #: the output or its journal could not be written
     WRITE_FAILED = "write-failed"
-    #: OpenRouter refused a batch submit (``generate --batch``)
+    #: OpenRouter refused a batch submit (batch mode, as the four below)
     BATCH_REFUSED = "batch-refused"
+    #: a batch finished, but its results could not be read (a rerun fetches them)
+    BATCH_UNREAD = "batch-unread"
+    #: a batch failed
+    BATCH_FAILED = "batch-failed"
+    #: a batch is still running past the batch window (a rerun polls it again)
+    BATCH_RUNNING = "batch-running"
 
     @property
     def exit_code(self) -> int:
