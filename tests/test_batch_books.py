@@ -135,3 +135,52 @@ def test_an_earlier_batchs_served_lines_settle_through_the_books(tmp_path: Path)
     assert books.counts.reconciled_before_back_usd == Decimal("0.006") and changes == [1]
     ledger.close()
     assert replay_ledger(journal).spent_usd == Decimal("0.004")
+
+
+def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
+    """The batch sender reports events (``run.batch_plan``); ``BatchBooks.record`` journals them
+    as the plan journal's lines, and answers a claim with the plan of the move."""
+    from openrouter_probe.run.batch_plan import Claimed, Closed, Held, Planned, Said, Submitted
+
+    journal = tmp_path / "out.jsonl.ledger"
+    earlier = _killed_batch(journal)
+    replay = replay_ledger(journal)
+    cap = SpendCap(WORST, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
+    ledger = Ledger(journal, run_id="now").open()
+    books = Books(cap, datasets=["A"], ledger=ledger)
+    record = BatchBooks(books).record
+    assert record(Held(earlier)) is None
+    attempt = _attempt(WORST)
+    assert books.reserve("A", attempt)  # the held line's worst case, taken over
+    number = books.sent(_row(), attempt)
+    move = record(Claimed(ROW))
+    assert move is not None and move.startswith("p1.")
+    record(Planned("p2", model="m", after=7, worst_usd=WORST, lines=[["c2", number]]))
+    record(Submitted(None, "p2", "batch-2"))
+    record(Closed(None, "p2", "completed"))
+    record(Closed(None, move, "completed"))
+    record(Said("a warning"))
+    ledger.close()
+    assert books.warnings == ["a warning"]
+    plans = {(b.run, b.plan) for b in replay_ledger(journal).batches}
+    assert plans == {("earlier", "p1")}  # p2 and the move closed; the earlier plan stays open
+
+
+def test_the_batch_sender_holds_no_books() -> None:
+    """The sender seam: the batch sender's modules import neither the books nor their batch
+    side; they report events, and the run journals them."""
+    import ast
+
+    import openrouter_probe.run as run
+
+    folder = Path(run.__file__).parent
+    for name in ("batch_sender", "batch_watch", "batch_plan"):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module is not None
+        }
+        assert not imported & {"openrouter_probe.run.books", "openrouter_probe.run.batch_books"}
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert not names & {"Books", "BatchBooks"}, name

@@ -1,7 +1,8 @@
 """The batch side of a run's books (``generate --batch``): the plan journal and the held lines.
 
-``BatchBooks`` journals each batch plan of the Batch API sender (``run.batch_sender``): the plan
-before its POST (``planned``), its batch's id (``submitted``), its close (``closed``). Plan lines
+``BatchBooks`` journals the events the Batch API sender (``run.batch_sender``) reports to the run
+(``record``: ``run.batch_plan.BatchEvent``; the sender holds no books): the plan before its POST
+(``planned``), its batch's id (``submitted``), its close (``closed``). Plan lines
 carry no money: the attempts they name were reserved and journaled by the books (``Books.sent``)
 before the sender got them, and their ``sent`` lines hold the money (``run.ledger``).
 
@@ -24,6 +25,17 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from openrouter_probe.run.batch_plan import (
+    BatchEvent,
+    Claimed,
+    Closed,
+    Held,
+    Planned,
+    Released,
+    Said,
+    SettledEarlier,
+    Submitted,
+)
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.ledger import OpenBatch, Pending
 from openrouter_probe.run.request import dumps
@@ -48,6 +60,28 @@ class BatchBooks:
         #: rows whose move ``carried`` journaled -> the plan of one line that holds it now
         self.moves: dict[str, str] = {}
         books.holds = self
+
+    def record(self, event: BatchEvent) -> str | None:
+        """Journal (or act on) one event of the batch sender; a ``Claimed`` row gets the plan
+        that journaled its move (``moved``)."""
+        match event:
+            case Planned(plan, model, after, worst, lines):
+                self.planned(plan, model=model, after=after, worst=worst, lines=lines)
+            case Submitted(run, plan, batch_id):
+                self.submitted(run, plan, batch_id)
+            case Closed(run, plan, status):
+                self.closed(run, plan, status)
+            case Held(batch):
+                self.hold(batch)
+            case Claimed(row_id):
+                return self.moved(row_id)
+            case Released():
+                self.release()
+            case SettledEarlier(batch, costs):
+                self.settle_earlier(batch, costs)
+            case Said(text):
+                self.books.warn(text)
+        return None
 
     # -- the plan journal -----------------------------------------------------------------------
 

@@ -607,6 +607,7 @@ async def _run_batches(
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
     from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.batch_books import BatchBooks
     from openrouter_probe.run.batch_sender import BatchSender
 
     assert options.batch is not None
@@ -622,7 +623,9 @@ async def _run_batches(
             wall_clock=options.wall_clock,
         )
         run = make(sender, None)  # a batch line has no /generation to settle it from
-        sender.bind(run.books, stopped=run.waits.stopped)  # the stop ends waiting for a batch
+        # the sender reports its plans' events; the run's books journal them (the sender holds
+        # no books); the stop ends waiting for a batch
+        sender.bind(BatchBooks(run.books).record, stopped=run.waits.stopped)
         try:
             result = await _run(run, options.handle_signals)
         finally:
