@@ -114,6 +114,10 @@ log = logging.getLogger(__name__)
 _SKEW_S = 300
 
 
+def _unbound(event: BatchEvent) -> str | None:
+    raise AssertionError("BatchSender.bind(events) first")
+
+
 class BatchSender:
     """Sends a run's requests as batches (see the module). Call ``bind(events)`` before the run,
     ``await aclose()`` after it."""
@@ -148,7 +152,9 @@ class BatchSender:
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
         self.batches: dict[str, Watched] = {}  # plan -> batch
-        self._events: EventSink | None = None
+        self._events: EventSink = _unbound  # the run's sink (``bind``)
+        #: what the batch calls say (a history not written), reported to the run
+        self._said: Callable[[str], object] = lambda text: self._events(Said(text))
         self._random = random.Random()
 
     # -- the run's side -----------------------------------------------------------------------
@@ -206,7 +212,7 @@ class BatchSender:
         earlier = self._by_cid.pop(cid, None)
         if earlier is not None:
             # the move was journaled with the attempt (``BatchBooks.carried``)
-            moved = self._emit(Claimed(key.row_id))
+            moved = self._events(Claimed(key.row_id))
             if moved is not None:
                 earlier.moved.append(moved)
             outcome = await earlier.outcome_of(cid, key)
@@ -228,10 +234,10 @@ class BatchSender:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        bound = self._events is not None
+        bound = self._events is not _unbound
         said = []
         if bound:
-            self._emit(Released())
+            self._events(Released())
         unrecorded = []
         for b in self.batches.values():
             if bound and b.earlier is None and b.ended is not None:
@@ -246,7 +252,7 @@ class BatchSender:
             }
             for plan in b.plans:  # rows finished already: only their money is settled
                 costs = {c: v for c, v in served.items() if c in plan.lines}
-                self._emit(SettledEarlier(plan, costs))
+                self._events(SettledEarlier(plan, costs))
             if b.ended is not None and not waiting:
                 self._close(b, b.ended)
             elif waiting:
@@ -270,14 +276,6 @@ class BatchSender:
         failed = sum(b.failed for b in self.batches.values())
         states = ", ".join(f"{n} {s}" for s, n in sorted(by.items())) or "none"
         return f"batches: {states}; lines done {done}, failed {failed}"
-
-    def _emit(self, event: BatchEvent) -> str | None:
-        """Report ``event`` to the run (``bind``); what the run answers (``Claimed``)."""
-        assert self._events is not None, "BatchSender.bind(events) first"
-        return self._events(event)
-
-    def _say(self, text: str) -> None:
-        self._emit(Said(text))
 
     # -- packing and submitting ---------------------------------------------------------------
 
@@ -339,7 +337,7 @@ class BatchSender:
         worst = sum((line.key.worst_usd for line in lines), Decimal(0))
         after = int(self.wall_clock()) - _SKEW_S
         try:
-            self._emit(
+            self._events(
                 Planned(
                     plan,
                     model=self.settings.model,
@@ -357,7 +355,7 @@ class BatchSender:
             created = await self.calls.create(requests)
         except APIStatusError as exc:
             if exc.status_code < 500:  # refused: nothing was made, nothing billed
-                self._emit(Closed(None, plan, f"refused {exc.status_code}"))
+                self._events(Closed(None, plan, f"refused {exc.status_code}"))
                 batch.closed, batch.status = True, "refused"
                 batch.answer_all(refused(exc, exc.status_code))
                 return
@@ -369,8 +367,8 @@ class BatchSender:
         else:
             batch.batch_id = created.id
             with contextlib.suppress(WriteFailed):  # the plan is journaled: a rerun finds it
-                self._emit(Submitted(None, plan, created.id))
-            await self.calls.accepted(created.id, self._say)
+                self._events(Submitted(None, plan, created.id))
+            await self.calls.accepted(created.id, self._said)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
@@ -398,13 +396,13 @@ class BatchSender:
         if found is None:
             return False
         batch.batch_id = found
-        self._emit(Submitted(batch.run, batch.plan, found))
+        self._events(Submitted(batch.run, batch.plan, found))
         for plan in batch.joined:
-            self._emit(Submitted(plan.run, plan.plan, found))
+            self._events(Submitted(plan.run, plan.plan, found))
         for moved in batch.moved:
-            self._emit(Submitted(None, moved, found))
+            self._events(Submitted(None, moved, found))
         log.warning("batch plan %s: adopted %s (found in the list)", batch.plan, found)
-        await self.calls.accepted(found, self._say)
+        await self.calls.accepted(found, self._said)
         return True
 
     async def _take_up(self, batch: Watched) -> None:
@@ -416,10 +414,12 @@ class BatchSender:
                 batch, plan.after, plan.count, batch.held()
             ):
                 self._close(batch, "not found")
-                self._say(
-                    f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
-                    f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into new "
-                    "batches, their earlier worst case stays counted"
+                self._events(
+                    Said(
+                        f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
+                        f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into "
+                        "new batches, their earlier worst case stays counted"
+                    )
                 )
                 batch.closed, batch.status = True, "not found"
                 return
@@ -517,8 +517,8 @@ class BatchSender:
         if batch.closed:
             return
         batch.closed, batch.status = True, status
-        self._emit(Closed(batch.run, batch.plan, status))
+        self._events(Closed(batch.run, batch.plan, status))
         for earlier in batch.joined:
-            self._emit(Closed(earlier.run, earlier.plan, status))
+            self._events(Closed(earlier.run, earlier.plan, status))
         for plan in batch.moved:
-            self._emit(Closed(None, plan, status))
+            self._events(Closed(None, plan, status))
