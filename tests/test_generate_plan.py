@@ -113,3 +113,15 @@ def test_batch_mode_is_planned_whole(tmp_path: Path) -> None:
     with pytest.raises(OptionError) as refused:
         _plan(tmp_path, batch=BatchOptions(size=10), stream=True)
     assert "exclude each other" in str(refused.value)
+
+
+def test_job_options_resolve_takes_every_field_once() -> None:
+    """``JobOptions.resolve`` passes ``_Fields`` on as they are and resolves the rest itself:
+    together they are the options' fields, none twice."""
+    from openrouter_probe.run.config import JobOptions, _Fields
+
+    fields = {f.name for f in dataclasses.fields(JobOptions)}
+    resolved = set(inspect.signature(JobOptions.resolve).parameters) & fields
+    assert resolved == {"command", "out", "budget_usd", "concurrency", "api_key", "base_url",
+                        "backoff"}  # fmt: skip
+    assert set(_Fields.__annotations__) == fields - resolved
