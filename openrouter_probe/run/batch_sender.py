@@ -211,7 +211,7 @@ class BatchSender:
         cid = custom_id(key.row_id)
         earlier = self._by_cid.pop(cid, None)
         if earlier is not None:
-            # the move was journaled with the attempt (``BatchBooks.carried``)
+            # the move was journaled with the attempt (``BatchClaims``)
             moved = self._events(Claimed(key.row_id))
             if moved is not None:
                 earlier.moved.append(moved)

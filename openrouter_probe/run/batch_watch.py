@@ -114,7 +114,7 @@ class Watched:
 
     closed: bool = False
     moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
-    #: earlier runs' other plans of the same batch (a line's move: ``BatchBooks.carried``)
+    #: earlier runs' other plans of the same batch (a line's move: ``BatchClaims``)
     joined: list[OpenBatch] = field(default_factory=list)
     #: the status it ended with while answers it served wait for their rows' requests (the
     #: plan stays open until each is claimed: a paid answer is never dropped)

@@ -461,10 +461,15 @@ class PaidRun:
                 if turns is None
                 else TurnSource(rows, turns, job_sha256=job_sha256, run_id=ledger.run_id)
             )
+            if options.batch is not None:  # earlier runs' open batches claim their rows
+                from openrouter_probe.run.batch_books import BatchClaims
+
+                source.claims = BatchClaims(ledger)
             with contextlib.closing(source):
 
                 def make(sender: Sender, lookup: Lookup | None) -> Run:
                     books = self._books(cap, rows, ledger, lookup)
+                    books.claims = source.claims
                     run = Run(
                         source,
                         options=options,

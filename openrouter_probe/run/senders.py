@@ -21,6 +21,8 @@ from decimal import Decimal
 
 from openrouter_probe.errors import APIError
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
+from openrouter_probe.run.batch_plan import BatchEvent, EventSink, Released, Said, SettledEarlier
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.ledger import LedgerReplay
 from openrouter_probe.run.reconcile import Lookup
@@ -59,7 +61,6 @@ async def _run_batches(
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
     from openrouter_probe.api.batches import BatchClient
-    from openrouter_probe.run.batch_books import BatchBooks
     from openrouter_probe.run.batch_sender import BatchSender
 
     assert options.batch is not None
@@ -75,15 +76,39 @@ async def _run_batches(
             wall_clock=options.wall_clock,
         )
         run = make(sender, None)  # a batch line has no /generation to settle it from
-        # the sender reports its plans' events; the run's books journal them (the sender holds
-        # no books); the stop ends waiting for a batch
-        sender.bind(BatchBooks(run.books).record, stopped=run.waits.stopped)
+        # the sender reports its plans' events (it holds no books): the plan journal takes
+        # them, the books the money; the stop ends waiting for a batch
+        sender.bind(_batch_sink(run), stopped=run.waits.stopped)
         try:
             result = await _run(run, options.handle_signals)
         finally:
             said = await sender.aclose()
         result.warnings.extend(said)
         return result
+
+
+def _batch_sink(run: Run) -> EventSink:
+    """Where the batch sender's events go: the plan events to the plan journal, the money
+    events to the books (the claims the sender takes up are the row source's)."""
+    books, claims = run.books, run.source.claims
+    assert isinstance(claims, BatchClaims)
+    journal = BatchJournal(books.ledger, claims)
+
+    def record(event: BatchEvent) -> str | None:
+        match event:
+            case Said(text):
+                books.warn(text)
+            case Released():  # claims taken over that no attempt carries count again
+                for claim in claims.release():
+                    books.hand_back(claim.reserved_usd, claim.dataset)
+            case SettledEarlier(batch, costs):
+                for pending, cost in settlements(batch, costs):
+                    books.reconciled(pending, cost)
+            case _:
+                return journal.record(event)
+        return None
+
+    return record
 
 
 async def _run_given(
