@@ -14,9 +14,11 @@ its cost (``usage.cost``, or the error body's; ``None``: an error status, never 
 an answer of OpenRouter's response cache, ``cache_hit``), or, when nothing says what it cost, at
 its whole reservation ("possibly billed"), or its own token counts at the dearest admitted price
 when they cost more (an answer billed past ``max_tokens``), until ``/generation`` settles it.
-Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: a margin,
-then the largest overshoot any provider of the run billed). Earlier runs' attempts that a restart
-settles change what was spent before this run.
+Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: the unseen
+room until the first answers, then a margin, or the largest overshoot any provider of the run
+billed). A run without a dollar window keeps the margin from its first line: its sender may
+answer its lines all at once, so a first wave would be all of them, made eight times smaller.
+Earlier runs' attempts that a restart settles change what was spent before this run.
 
 A row may come with a claim (``Claim``): a reservation the journal already holds for it, an
 earlier run's attempt whose answer may still arrive. The claims are the row source's (``claims``,
@@ -170,7 +172,9 @@ class Books:
         #: the claims of the run's rows (the row source's, wired in by the run): ``reserve``
         #: takes a claimed row's worst case over
         self.claims: Claims | None = None
-        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it)
+        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it),
+        #: counted as OpenRouter holds them (``SpendCap.held_usd``): each attempt's worst case
+        #: without the room past ``max_tokens``, the cap's own guard
         self.window: DollarWindow | None = None
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
@@ -198,26 +202,34 @@ class Books:
         A claimed row takes over its claim's worst case (still counted in the journal until the
         attempt that carries it is journaled): its result is claimed, not bought again, so the cap
         an earlier run filled does not lock its own results out."""
-        # the room for output past max_tokens, fixed for this attempt from here to its settle
-        attempt.overshoot_usd = self.overshoot.extra_usd(
-            attempt.request.max_tokens, attempt.prices.output_usd_per_token
-        )
-        window = self.window
-        if window is not None and not window.admits(
-            self.cap.reserved_usd, self.cap.in_flight, attempt.worst
-        ):
-            return False  # the dollars in flight are full: wait for one to settle
+        # the room for output past max_tokens, fixed for this attempt from here to its settle:
+        # the unseen room in the first wave (``run.overshoot``), else (or when only that fits,
+        # nothing else in flight) the margin; a request that does not fit is judged at the
+        # margin (``RowQueues.never_fits``)
+        max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
+        overshoot, cap, window = self.overshoot, self.cap, self.window
+        first = overshoot.first_wave and window is not None  # (no window: the module)
+        margin = overshoot.extra_usd(max_tokens, price)
+        attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price) if first else margin
+        hold = attempt.request.worst_usd  # what OpenRouter holds for it
         claims = self.claims
-        claim = None if claims is None else claims.claim(attempt.id_json)
-        if claim is None:
-            return self.cap.try_reserve(attempt.worst, dataset, borrow=borrow)
-        assert claims is not None
-        self.cap.give_back(claim.reserved_usd, claim.dataset)
-        if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
-            self.hand_back(claim.reserved_usd, claim.dataset)
-            return False
-        claims.take(attempt.id_json)
-        return True
+        while True:
+            fits = False  # the dollars in flight are full: wait for one to settle
+            if window is None or window.admits(cap.held_usd, cap.in_flight, hold):
+                claim = None if claims is None else claims.claim(attempt.id_json)
+                if claim is not None:
+                    cap.give_back(claim.reserved_usd, claim.dataset)
+                fits = cap.try_reserve(attempt.worst, dataset, borrow=borrow, held_usd=hold)
+                if claim is not None and claims is not None:
+                    if fits:
+                        claims.take(attempt.id_json)
+                    else:
+                        self.hand_back(claim.reserved_usd, claim.dataset)
+            if fits or not first:
+                return fits
+            first, attempt.overshoot_usd = False, margin
+            if cap.in_flight:
+                return False  # it waits for the first answers
 
     def hand_back(self, reserved: Decimal, dataset: str | None) -> None:
         """A claim's worst case that ``reserve`` took over and no attempt of this run carries
@@ -258,7 +270,7 @@ class Books:
             return number
         except WriteFailed:
             self.counts.requests -= 1
-            self.cap.settle(attempt.worst, None, row.dataset)
+            self.cap.settle(attempt.worst, None, row.dataset, held_usd=attempt.request.worst_usd)
             raise
 
     def leaving(self) -> Awaitable[None] | None:
@@ -320,7 +332,7 @@ class Books:
                 attempt.extra_cost += cost
         if self.ledger is not None:
             self.ledger.settle(number, cost)
-        self.cap.settle(worst, cost, row.dataset)
+        self.cap.settle(worst, cost, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += cost or 0
 
     def unknown(
@@ -343,7 +355,7 @@ class Books:
             if generation_id is not None and not journaled:
                 self.ledger.generation(number, generation_id)
             self.ledger.settle_unknown(number, counted_usd=worst if worst > reserved else None)
-        self.cap.settle(reserved, worst, row.dataset)
+        self.cap.settle(reserved, worst, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
         if generation_id is None or self.reconciler is None or self.run_id is None:
