@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from openrouter_probe.generation.export import ExportSummary as ExportSummary
     from openrouter_probe.generation.export import export as export
     from openrouter_probe.run import RunSummary as RunSummary
+    from openrouter_probe.run import StopReason as StopReason
 
     # -- Verify: the empirical precision check
     from openrouter_probe.verify import VerifyPlan as VerifyPlan

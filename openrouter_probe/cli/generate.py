@@ -38,6 +38,25 @@ _BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
 _MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600.0
 
 
+#: The ``generate`` options that set a field of the job's plan (``generation.plan.GeneratePlan``,
+#: whose fields are ``generate()``'s keywords) under another name; every other option is named
+#: as the field it sets, but for ``CLI_ONLY``. ``tests/test_generate_plan.py`` holds them so.
+FEEDS = {
+    "key_file": "api_key",
+    "no_response_cache": "response_cache",
+    "quiet": "progress",
+    **{name: "source" for name in _SOURCE_OPTIONS},
+    "batch": "batch",
+    **{name: "batch" for name in _BATCH_ONLY},
+}
+#: The options of the command alone: how the summary is written (``--format``).
+CLI_ONLY = ("fmt",)
+#: The plan's fields no option sets: the command gives them itself (``handle_signals=True``),
+#: leaves them to the environment (``OPENROUTER_BASE_URL``), or to a library caller (a test's
+#: sender, waits, clock and backoff).
+NOT_OPTIONS = ("base_url", "handle_signals", "send", "sleep", "clock", "backoff")
+
+
 def batch_options(func: F) -> F:
     """``--batch``, ``--batch-size``, ``--batch-live``, ``--batch-poll``, ``--abandon``, passed to
     the command as one ``batching`` (``False``, or the ``BatchOptions`` they ask for)."""
@@ -159,7 +178,7 @@ def _shard(text: str) -> object:
 def _weights_syntax(text: str) -> object:
     """``--weights`` read as the run reads it, each dataset named taken as present (the prompts,
     read later, say which datasets there are)."""
-    from openrouter_probe.generation.job import parse_weights
+    from openrouter_probe.generation.plan import parse_weights
 
     return parse_weights(text, [part.partition("=")[0].strip() for part in text.split(",")])
 
@@ -395,7 +414,7 @@ def generate(
         )
     )
     _show_summary(summary, fmt)
-    sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
+    sys.exit(summary.exit_code)
 
 
 def _shard_key(key_file: str | None, shard: str | None) -> str | None:
@@ -539,7 +558,7 @@ def audit_cmd(
 @click.option(
     "--format",
     "fmt",
-    # the same as generate.export.EXPORT_FORMATS (a test checks), spelled out so that --help does
+    # the same as generation.formats.EXPORT_FORMATS (a test checks), spelled out so that --help does
     # not import the generator
     type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet", "hf"]),
     default="sharegpt",
@@ -607,8 +626,9 @@ def export_cmd(
     """
     from openrouter_probe.generation.books import expand_outputs
     from openrouter_probe.generation.export import export
+    from openrouter_probe.generation.formats import FORMATS
 
-    if fmt != "specforge":
+    if "preserve_thinking" not in FORMATS[fmt].options:
         warn_unused("preserve_thinking", f"is specforge's; --format {fmt} has no such key")
     summary = export(
         expand_outputs(outputs),

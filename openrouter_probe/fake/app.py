@@ -193,8 +193,7 @@ class FakeOpenRouter:
         self._api_key = api_key
         self._requests = 0
         self._ids = 0
-        digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
-        self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
+        self._id_prefix = _id_prefix(seed)
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
         self.router = Router(self.ledger)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -533,6 +532,12 @@ class FakeOpenRouter:
             if reply is not None:
                 billed.append(reply.billed_usd)
             _release(self, reserved, reply)
+
+
+def _id_prefix(seed: int) -> str:
+    """The seed's own prefix of every id the fake makes (ten URL-safe characters)."""
+    digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
+    return base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
 
 
 def _served(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:

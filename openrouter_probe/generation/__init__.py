@@ -5,10 +5,11 @@ reserves each request's worst case before sending and settles to ``usage.cost``;
 command skips every finished row (resume never pays twice); the first SIGINT drains, the second
 cancels. ``docs/generate.md`` states the guarantees and how each is tested.
 
-Modules: ``prompts`` (input rows and ids), ``job`` (``generate``: the policy, start-up checks,
-dry run, then the run through ``openrouter_probe.run``), ``audit`` (who served each row),
-``export`` (training formats) and ``conversation`` (a row as the conversation it exports: which
-turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
+Modules: ``prompts`` (input rows and ids), ``plan`` (``GeneratePlan``: ``generate``'s keywords,
+checked once), ``job`` (``generate``: the policy, then the run through ``openrouter_probe.run``),
+``admission`` (the policy against the endpoints now), ``dry_run``, ``audit`` (who served each
+row), ``export`` and ``formats`` (the training formats) and ``conversation`` (a row as the
+conversation it exports: which turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
 worker pool) lives in ``openrouter_probe.run``, shared with ``verify``.
 May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``.
 

@@ -13,6 +13,7 @@ from openrouter_probe import exports_of, lazy_exports
 if TYPE_CHECKING:
     from openrouter_probe.run.rows import PromptRow as PromptRow
     from openrouter_probe.run.spend import SpendCap as SpendCap
+    from openrouter_probe.run.stop import StopReason as StopReason
     from openrouter_probe.run.summary import RunSummary as RunSummary
 
 _EXPORTS: dict[str, str] = exports_of(__file__)

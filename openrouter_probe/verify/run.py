@@ -48,6 +48,7 @@ from openrouter_probe.run.paid import Job, endpoints_now, open_run
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, worst_case_prices
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
@@ -272,7 +273,7 @@ def _run_notes(summary: RunSummary, out: str | Path) -> list[str]:
         f"${summary.spent_before_usd + summary.spent_usd:.6f} in all"
         + (f" of the {format_usd(budget)} cap" if budget is not None else "")
     ]
-    if summary.stop_reason not in ("done",):
+    if summary.stop_reason != StopReason.DONE:
         notes.append(f"the run stopped early ({summary.stop_reason}): {summary.message}")
     notes.extend(summary.warnings)
     return notes
