@@ -7,6 +7,7 @@ import asyncio
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -17,7 +18,8 @@ from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.ledger import Ledger, replay_ledger
-from openrouter_probe.run.overshoot import MARGIN_TOKENS, Overshoot
+from openrouter_probe.run.limit import DollarWindow
+from openrouter_probe.run.overshoot import FIRST_ANSWERS, MARGIN_TOKENS, Overshoot
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.source import RowSource
@@ -49,12 +51,18 @@ def _attempt(max_tokens: int) -> tuple[PromptRow, Attempt]:
     return row, Attempt(request, PRICES, '"r1"', 60.0)
 
 
-def _settle(body: str, max_tokens: int, tmp: Path | None = None) -> tuple[Books, Attempt, Any]:
+def _settle(
+    body: str, max_tokens: int, tmp: Path | None = None, *, first_wave: bool = False
+) -> tuple[Books, Attempt, Any]:
     row, attempt = _attempt(max_tokens)
     ledger = Ledger(tmp / "j.ledger", header={"command": "generate"}) if tmp else None
     if ledger is not None:
         ledger.__enter__()
     books = Books(SpendCap(Decimal(1)), datasets=["d"], ledger=ledger)
+    if first_wave:  # a run's books (a batch has no first wave)
+        books.window = DollarWindow()
+    else:  # past the first wave: the reservation keeps the margin alone
+        books.overshoot.answers = FIRST_ANSWERS
     assert books.reserve("d", attempt)
     number = books.sent(row, attempt)
     outcome = parse_body(body)
@@ -112,6 +120,10 @@ def test_a_missing_cost_counts_at_least_its_own_tokens_at_the_dearest_price(
     _, later = _attempt(10)
     assert books.reserve("d", later)
     assert later.worst >= 9 * PRICES.input_usd_per_token + 262 * PRICES.output_usd_per_token
+    # in the first wave (no answer yet) the reservation already had room for it (8x + 256)
+    first, attempt, _ = _settle(NO_COST_PAST, 10, first_wave=True)
+    assert attempt.overshoot_usd == (70 + 256) * PRICES.output_usd_per_token
+    assert attempt.worst >= own and first.cap.spent_usd == attempt.worst
 
 
 def test_the_margin_before_any_overshoot_is_seen() -> None:
@@ -176,3 +188,28 @@ def test_a_provider_billing_6x_does_not_take_the_billed_total_past_the_cap(
         assert sum(p.past_limit for p in past.values()) == len(out)
         assert all(p.worst_ratio == 6.0 and p.past_limit_usd > 0 for p in past.values())
         assert "billed past max_tokens" in report.render_notes()
+
+
+@pytest.mark.parametrize("concurrency", [200, 400])
+def test_a_wide_first_wave_does_not_pass_the_cap_before_the_overshoot_is_learned(
+    tmp_path: Path, concurrency: int
+) -> None:
+    """Chutes (the first of the order) bills 6x max_tokens on every answer; the first wave of a
+    run at --concurrency 200+ leaves before any answer is back. On the margin alone it took the
+    fake's ledger to $0.01203 on a $0.01 cap; the first wave's unseen room (8x) keeps it under."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(600))
+    budget = Decimal("0.01")
+    with serve(speed=0, seed=4, faults="overbill:chutes/int4=1/6") as fake:
+        summary = _gen(
+            tmp_path, fake.base_url, max_tokens=50, concurrency=concurrency, budget_usd=budget
+        )
+        billed = fake.ledger.total_usd
+        served = {entry.provider for entry in fake.ledger.entries}
+    assert served == {"Chutes"}
+    assert summary.stop_reason == "budget" and summary.failed == 0
+    assert billed <= budget  # the cap held
+    assert billed > budget * Decimal("0.8")  # and bound the run: the room is handed back
+    assert Decimal(str(summary.spent_total_usd)) >= billed
+    assert summary.overshoot == {"Chutes": (summary.ok + summary.truncated, 6.0, ANY)}
+    out = records(tmp_path / "out.jsonl")
+    assert all(r["usage"]["completion_tokens"] == 300 for r in out)

@@ -231,6 +231,36 @@ def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:
             "systematic": False,
         },
         "findings": [],
+        # every test, deciding or beside the verdict, in one shape (results.TestResult)
+        "decided_by": "accuracy",  # the only deciding test; its interval passes the margin
+        "tests": [
+            {
+                "name": "accuracy",
+                "statistic": 0.25,
+                "p_value": 0.5,
+                "p_adjusted": 0.5,
+                "interval": [-0.254348, 0.643832],
+                "interval_level": 0.9,
+                "threshold": None,
+                "verdict": "inconclusive",
+                "deciding": True,
+                "detail": "accuracy gap, reference minus endpoint; mid-p McNemar; 4 paired "
+                "items, margin 0.1",
+            },
+            {
+                "name": "prompt_tokens",
+                "statistic": 0.0,
+                "p_value": None,  # no count differs: no direction to test
+                "p_adjusted": None,
+                "interval": [0.0, 0.602365],  # Clopper-Pearson 0/4
+                "interval_level": 0.95,
+                "threshold": None,
+                "verdict": "inconclusive",  # 4 pairs, fewer than the rule's 5
+                "deciding": False,
+                "detail": "usage.prompt_tokens: 0 of 4 identical requests counted "
+                "differently (higher 0, lower 0); sign test of the direction",
+            },
+        ],
         "source": f"openrouter-probe verify; snapshot {SNAP.sha256}",
     }
     assert report.to_evidence_yaml() == text  # deterministic
@@ -266,3 +296,32 @@ def test_verify_modules_import_pandas_only_when_a_frame_is_asked_for() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_table_shows_every_test_in_one_shape_and_the_deciding_one() -> None:
+    text = _tiny_report().render()
+    tail = text.split("chutes/int4 tests ", 1)[1].splitlines()
+    assert tail == [
+        "(inconclusive, decided by accuracy):",
+        "  accuracy      inconclusive stat +0.25 p 0.5 (adjusted 0.5) [-0.254, +0.644]",
+        "  prompt_tokens inconclusive stat +0 [+0, +0.602] (beside the verdict)",
+    ]
+
+
+def test_decided_by_names_the_test_that_settled_each_verdict() -> None:
+    from openrouter_probe.verify.results import TestResult, decided_by
+    from openrouter_probe.verify.stats import Interval
+
+    def t(name: str, verdict: Any, p: float, lo: float, hi: float, deciding: bool = True) -> Any:
+        return TestResult(name, 0.0, p, Interval(lo, hi, 0.98), verdict, "", deciding, p)
+
+    acc = t("accuracy", "differs", 0.01, 0.05, 0.2)
+    agr = t("agreement", "differs", 0.001, 0.02, 0.3)
+    lp = t("logprobs", "differs", 1e-9, 0.0, 0.0, deciding=False)  # never decides
+    assert decided_by("differs", [acc, agr, lp]) == "agreement"  # the smallest Holm p
+    near = t("accuracy", "consistent", 0.9, -0.02, 0.09)  # 0.09: closest to the 0.1 margin
+    far = t("agreement", "consistent", 0.8, -0.03, 0.04)
+    assert decided_by("consistent", [near, far]) == "accuracy"
+    wide = t("tool_schema", "inconclusive", 0.5, -0.3, 0.3)
+    assert decided_by("inconclusive", [near, wide]) == "tool_schema"
+    assert decided_by(None, [acc]) is None and decided_by("differs", [lp]) is None

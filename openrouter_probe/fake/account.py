@@ -1,6 +1,7 @@
-"""The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget and the key's own
-limit (``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``:
-those two; ``refuse_credit``: the credit's 402s).
+"""The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget
+(``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``: the
+in-flight budget; ``refuse_credit``: the credit's 402s). A key's own limit, the default key's
+(``--key-limit-usd``) as a managed key's, is ``fake.keys``'.
 """
 
 from __future__ import annotations
@@ -41,13 +42,11 @@ class AccountLimits:
     an HTTP date), or, when only settling costs hold it full, the seconds until enough of them
     settle. A finished request's real cost stays held for ``settle_s`` seconds of the
     server's clock ("for a short settlement window", the docs say), so that the budget can refuse
-    with no request still running, as OpenRouter's can. The key's limit: once the ledger holds ``key_limit_usd``, every chat request is
-    answered the 402 ``limit_source: openrouter_key_limit``.
+    with no request still running, as OpenRouter's can.
     """
 
     in_flight_share: float | None = None
     in_flight_usd: Decimal | None = None
-    key_limit_usd: Decimal | None = None
     retry_after_s: int = 1
     retry_date: bool = False
     settle_s: float = 0.0
@@ -62,10 +61,8 @@ class AccountLimits:
         share = self.in_flight_share
         if share is not None and not 0 < share <= 1:
             raise ConfigError(f"--in-flight-share {share}: a fraction above 0, at most 1")
-        for name in ("in_flight_usd", "key_limit_usd"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name} {value}: must not be negative")
+        if self.in_flight_usd is not None and self.in_flight_usd < 0:
+            raise ConfigError(f"in_flight_usd {self.in_flight_usd}: must not be negative")
 
     @classmethod
     def build(
@@ -74,7 +71,6 @@ class AccountLimits:
         credit_usd: float | Decimal | None,
         in_flight_share: float | None,
         in_flight_usd: float | Decimal | None,
-        key_limit_usd: float | Decimal | None,
         retry_after_s: int = 1,
         settle_s: float = 0.0,
     ) -> AccountLimits:
@@ -86,7 +82,6 @@ class AccountLimits:
         return cls(
             in_flight_share=in_flight_share,
             in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
-            key_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
             retry_after_s=retry_after_s,
             settle_s=settle_s,
         )
@@ -105,12 +100,10 @@ class AccountLimits:
         return budget
 
     def refuse(
-        self, need_usd: Decimal, *, balance_usd: Decimal | None, spent_usd: Decimal, now: float
+        self, need_usd: Decimal, *, balance_usd: Decimal | None, now: float
     ) -> tuple[bytes, dict[str, str]] | None:
         """The 402 body and headers for a request that would hold ``need_usd``; ``None``: it may
         go (then ``hold`` it)."""
-        if self.key_limit_usd is not None and spent_usd >= self.key_limit_usd:
-            return bodies.key_limit_402(float(self.key_limit_usd)), {}
         budget = self.budget_usd(balance_usd)
         if budget is None or self.holding(now) + need_usd <= budget:
             return None
@@ -155,10 +148,10 @@ class AccountLimits:
 def hold_for(
     fake: Any, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
 ) -> web.Response | Decimal:
-    """The account limits' 402 (the key's limit, the in-flight budget), or what the request
-    holds in flight (``fake.account.AccountLimits``)."""
+    """The in-flight budget's 402, or what the request holds in flight
+    (``fake.account.AccountLimits``)."""
     limits = fake.limits
-    if not limits.holds and limits.key_limit_usd is None:
+    if not limits.holds:
         return Decimal(0)
     now = fake.now()
     need = max(
@@ -170,19 +163,11 @@ def hold_for(
         )
         for e in chain
     )
-    refused = limits.refuse(
-        need,
-        balance_usd=fake.credit.remaining_usd,
-        spent_usd=fake.ledger.total_usd,
-        now=fake.clock.now(),
-    )
+    refused = limits.refuse(need, balance_usd=fake.credit.remaining_usd, now=fake.clock.now())
     if refused is not None:
         payload, headers = refused
-        kind = "in_flight_budget" if b"in_flight" in payload else "key_limit"
-        fake.ledger.count_error(kind)
-        return _402(payload, {**headers, "X-Fake-Fault": kind})
-    if not limits.holds:
-        return Decimal(0)
+        fake.ledger.count_error("in_flight_budget")
+        return _402(payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
     limits.hold(need)
     return need
 

@@ -110,9 +110,10 @@ class FakeOpenRouter:
     on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
     a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
     Batch API is mounted; ``fake.batches``); ``in_flight_share`` (of the credit left),
-    ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s`` and
-    ``key_limit_usd``: the
-    2026 in-flight budget and the key's own limit, each with its real 402 (``fake.account.AccountLimits``).
+    ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s``: the
+    2026 in-flight budget with its real 402 (``fake.account.AccountLimits``); ``key_limit_usd``:
+    the limit of the key the fake was started with, held as each managed key's (``fake.keys``);
+    ``management_key``: serve the key management API to that key.
     """
 
     def __init__(
@@ -175,12 +176,11 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
-        #: the in-flight budget and the key's own limit (``fake.account.AccountLimits``)
+        #: the in-flight budget (``fake.account.AccountLimits``)
         self.limits = AccountLimits.build(
             credit_usd=credit_usd,
             in_flight_share=in_flight_share,
             in_flight_usd=in_flight_usd,
-            key_limit_usd=key_limit_usd,
             retry_after_s=in_flight_retry_after_s,
             settle_s=in_flight_settle_s,
         )
@@ -209,17 +209,20 @@ class FakeOpenRouter:
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
         self.batches = BatchService(self, batch_seconds=batch_seconds)
         self._batch_api = batch_api
-        #: ``management_key``: the key management API and the keys it makes (``fake.keys``)
-        self.managed_keys = (
-            KeyStore(management_key, ledger=self.ledger, now=self.now) if management_key else None
+        #: the keys, each held to its own limit: the default key (``key_limit_usd``) and, with
+        #: ``management_key``, the key management API and the keys it makes (``fake.keys``)
+        self.keys = KeyStore(
+            management_key or None,
+            ledger=self.ledger,
+            now=self.now,
+            default_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
         )
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
         app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
         self.batches.register(app, mount=self._batch_api)
-        if self.managed_keys is not None:
-            self.managed_keys.register(app)
+        self.keys.register(app)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
         app.router.add_get("/api/v1/providers", self.providers)
@@ -261,11 +264,10 @@ class FakeOpenRouter:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             return error_response(401, "No auth credentials found")
-        managed = self.managed_keys
         if (
             self._api_key is not None
             and key.strip() != self._api_key
-            and not (managed is not None and managed.knows(key.strip()))
+            and not self.keys.knows(key.strip())
         ):
             return error_response(401, "User not found.")
         return None
@@ -343,14 +345,15 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
-        managed = self.managed_keys
-        own = None if managed is None else managed.of(managed.bearer(request))
-        if own is not None and managed is not None:
-            return web.json_response({"data": managed.key_data(own)})
+        keys = self.keys
+        own = keys.of(keys.bearer(request))
+        if own is not None:
+            return web.json_response({"data": keys.key_data(own)})
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
-        if self.limits.key_limit_usd is not None:  # the key's own limit, beside the credit
-            limit = self.limits.key_limit_usd
-            remaining = max(Decimal(0), limit - self.ledger.total_usd)
+        usage = self.credit.spent_usd
+        default = keys.default.credit
+        if default.limit_usd is not None:  # the default key's own limit, beside the credit
+            limit, remaining, usage = default.limit_usd, default.remaining_usd, default.spent_usd
         workspace = None
         if self.workspace_budget_usd is not None:
             workspace = bodies.workspace_budget(
@@ -361,7 +364,7 @@ class FakeOpenRouter:
         data = bodies.key_data(
             limit_usd=None if limit is None else float(limit),
             remaining_usd=None if remaining is None else float(remaining),
-            usage_usd=float(self.credit.spent_usd),
+            usage_usd=float(usage),
             workspace=workspace,
         )
         return web.json_response({"data": data})
@@ -555,7 +558,8 @@ def _hold(
     max_tokens: int | None,
 ) -> tuple[web.Response | None, tuple[Decimal, ManagedKey | None, Decimal]]:
     """What a request holds before it is served, or its refusal (402, a key's 401/402/403):
-    its worst case on the account's credit and on its own key's limit (``fake.keys``).
+    its worst case on the account's credit and on its key's limit (``fake.keys``: a managed
+    key's, or the default key's ``key_limit_usd``).
     Check and reservation run with no await in between, on the server's one loop:
     concurrent requests cannot both take the last of the credit."""
     now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
@@ -566,11 +570,7 @@ def _hold(
         if refused is not None:
             return refused, nothing
         fake.credit.reserve(reserved)
-    if fake.managed_keys is None:
-        return None, (reserved, None, Decimal(0))
-    refused, own, own_reserved = fake.managed_keys.admit(
-        request, chain, prompt_tokens, max_tokens, now
-    )
+    refused, own, own_reserved = fake.keys.admit(request, chain, prompt_tokens, max_tokens, now)
     if refused is not None:
         fake.credit.settle(reserved, Decimal(0))
         return refused, nothing
@@ -584,8 +584,8 @@ def _release(
     reserved, own, own_reserved = held
     if fake.credit.limit_usd is not None:
         fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
-    if own is not None and fake.managed_keys is not None:
-        fake.managed_keys.settle(own, own_reserved, None if reply is None else reply.billed)
+    if own is not None:
+        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
 
 
 def _cache_hit(

@@ -592,14 +592,3 @@ def in_flight_402() -> bytes:
         IN_FLIGHT_MESSAGE,
         {"reason": "in_flight_budget_exhausted", "limit_source": "openrouter_in_flight_budget"},
     )
-
-
-def key_limit_402(limit_usd: float) -> bytes:
-    """The key's own limit spent, as a 402 (docs ``api_reference/limits``, 2026: ``limit_source:
-    openrouter_key_limit``; the wording of the message is the fake's)."""
-    return error_body(
-        402,
-        f"Key limit exceeded: this key's limit of ${limit_usd:,.2f} is spent. Manage it using "
-        "https://openrouter.ai/settings/keys",
-        {"limit_source": "openrouter_key_limit"},
-    )

@@ -1,8 +1,11 @@
-"""The fake OpenRouter's key management API (``--management-key KEY``): keys with their own limits.
+"""The fake OpenRouter's keys, each with its own limit: the key it was started with (the default
+key: ``--key-limit-usd``) and the keys of its management API (``--management-key KEY``).
 
 ``KeyStore`` serves ``/api/v1/keys`` (list, create; get, patch, delete by hash) and
 ``/api/v1/activity`` to the management key only, and is asked by the chat handler about every
-request made with one of its keys: a disabled, expired or deleted key is refused; a key whose limit
+request: one made with a key of the store, or with any other key the fake accepts (the default
+key, whose limit is ``key_limit_usd``; the management API does not list it). The one check holds
+both: a disabled, expired or deleted key is refused; a key whose limit
 is spent answers the 403 "Key limit exceeded" of OPENROUTER.md §15; a request whose worst case does
 not fit what the key has left answers the 402 "can only afford N" with ``limit_source:
 openrouter_key_limit`` (§18). Like the account's credit, a request reserves its worst case on its
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import Credit, affordable_tokens, worst_case_usd
 from openrouter_probe.fake.reply import output_cap
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
     from openrouter_probe.api.schema import Endpoint
     from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 
-__all__ = ["KeyStore", "ManagedKey"]
+__all__ = ["DEFAULT_HASH", "KeyStore", "ManagedKey"]
 
 _RESETS = (None, "daily", "weekly", "monthly")
 _KEY_LIMIT_HINT = "Raise the key's limit or use another key"
@@ -102,17 +106,43 @@ class ManagedKey:
         }
 
 
-class KeyStore:
-    """The keys a management key made, by hash and by secret; the routes and the chat checks."""
+#: The default key's hash (the sha256 of no secret: the fake takes any key as its default key)
+DEFAULT_HASH = hashlib.sha256(b"").hexdigest()
 
-    def __init__(self, management_key: str, *, ledger: Ledger, now: Callable[[], datetime]) -> None:
+
+class KeyStore:
+    """The fake's keys: the default key (``default``) and those a management key made, by hash
+    and by secret; the management routes and the chat checks."""
+
+    def __init__(
+        self,
+        management_key: str | None,
+        *,
+        ledger: Ledger,
+        now: Callable[[], datetime],
+        default_limit_usd: Decimal | None = None,
+    ) -> None:
         self.ledger = ledger  # the server's: refusals are counted there
         self.now = now  # the server's clock
         self.management_key = management_key
         self.keys: dict[str, ManagedKey] = {}
         self._by_secret: dict[str, str] = {}
+        if default_limit_usd is not None and default_limit_usd < 0:
+            raise ConfigError(f"key_limit_usd {default_limit_usd}: must not be negative")
+        #: every other key the fake accepts: its limit is ``key_limit_usd`` (``--key-limit-usd``)
+        self.default = ManagedKey(
+            hash=DEFAULT_HASH,
+            secret="",
+            name="default",
+            created_at=_iso(now()),
+            limit_usd=default_limit_usd,
+            credit=Credit(default_limit_usd),
+        )
 
     def register(self, app: web.Application) -> None:
+        """Mount the management API (only with a management key)."""
+        if self.management_key is None:
+            return
         app.router.add_get("/api/v1/keys", self.list_keys)
         app.router.add_post("/api/v1/keys", self.create)
         app.router.add_get("/api/v1/keys/{hash}", self.get)
@@ -130,7 +160,9 @@ class KeyStore:
     def knows(self, secret: str) -> bool:
         """A secret the server accepts: the management key or one of its keys (even deleted keys
         are refused later, with their own message)."""
-        return secret == self.management_key or secret in self._by_secret
+        return (
+            self.management_key is not None and secret == self.management_key
+        ) or secret in self._by_secret
 
     def of(self, secret: str) -> ManagedKey | None:
         found = self._by_secret.get(secret)
@@ -140,7 +172,7 @@ class KeyStore:
         secret = self.bearer(request)
         if not secret:
             return _error(401, "No auth credentials found")
-        if secret != self.management_key:
+        if self.management_key is None or secret != self.management_key:
             return _error(401, "Invalid management key: this endpoint needs a management key")
         return None
 
@@ -173,9 +205,11 @@ class KeyStore:
         now: datetime,
     ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
         """A refusal for a request of ``secret`` (the management key, a disabled, expired or
-        deleted key, a spent limit), or the key to reserve on and the amount (its worst case)."""
+        deleted key, a spent limit), or the key to reserve on and the amount (its worst case).
+        A secret the store did not make is the default key's; without a limit it is not held
+        (``None``: nothing to reserve or settle)."""
         ledger = self.ledger
-        if secret == self.management_key:
+        if self.management_key is not None and secret == self.management_key:
             ledger.count_error("management_key")
             return (
                 _error(403, "Management keys cannot be used for completions; use an API key"),
@@ -183,7 +217,9 @@ class KeyStore:
                 Decimal(0),
             )
         if secret not in self._by_secret:
-            return None, None, Decimal(0)
+            if self.default.limit_usd is None:
+                return None, None, Decimal(0)
+            return self._within_limit(self.default, chain, prompt_tokens, max_tokens, now)
         key = self.of(secret)
         if key is None:
             ledger.count_error("key_deleted")
@@ -194,6 +230,20 @@ class KeyStore:
         if key.expires_at is not None and _iso(now) >= key.expires_at:
             ledger.count_error("key_expired")
             return _error(401, "This API key has expired"), None, Decimal(0)
+        if key.credit.limit_usd is None:  # no limit: only its usage is counted
+            return None, key, Decimal(0)
+        return self._within_limit(key, chain, prompt_tokens, max_tokens, now)
+
+    def _within_limit(
+        self,
+        key: ManagedKey,
+        chain: Sequence[Endpoint],
+        prompt_tokens: int,
+        max_tokens: int | None,
+        now: datetime,
+    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
+        """``key`` with the worst case to reserve on it, or the key-limit 402 ("can only afford
+        N", ``limit_source: openrouter_key_limit``) or 403 ("Key limit exceeded")."""
         worst = [
             (
                 worst_case_usd(
@@ -210,7 +260,7 @@ class KeyStore:
         available = key.credit.available_usd
         if available is None or need <= available:
             return None, key, need
-        ledger.count_error("key_limit")
+        self.ledger.count_error("key_limit")
         affordable = affordable_tokens(
             dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
         )

@@ -15,7 +15,9 @@ of its own.
   the dollar window (``run.limit.DollarWindow``) shrinks. A request refused alone, nothing else in
   flight, ``LONE_REFUSALS_BEFORE_STOP`` times in a row, is larger than the budget holds: ``Lower``
   (halved, under ``lower_max_tokens``) or ``Stop`` (``in-flight``) with the advice to lower
-  ``max_tokens``.
+  ``max_tokens``; when the run held at least ``SHRUNK_BELOW_REQUESTS`` such requests before, the
+  budget (a share of the balance left) shrank as the balance was spent: ``Stop`` at ``budget``
+  (the seed job's end: at $6.24 of a $6.25 balance a tenth of it holds no request).
 - ``row`` (400, 403, 413, 422: this request itself is wrong): ``Fail`` the row; the run goes on.
 - ``run`` (401 key, 402 credits, the key's own limit, a 403 budget spent, 404 no route: no request
   can succeed): ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again
@@ -66,6 +68,9 @@ UNREACHABLE_AFTER_ROWS = 8
 PAUSES_BEFORE_STOP = 5
 #: In-flight 402s in a row for a request alone in flight after which it is too large to hold.
 LONE_REFUSALS_BEFORE_STOP = 3
+#: A request refused alone while the run once held this many such requests' worst case: the
+#: budget shrank with the balance it is a share of, and the run stops at ``budget``.
+SHRUNK_BELOW_REQUESTS = 2
 #: The wait after an in-flight 402 that names no Retry-After.
 HOLD_WAIT_S = 2.0
 _ZERO = Decimal(0)
@@ -219,13 +224,23 @@ class AttemptPolicy:
         attempt.held += 1
         others_usd, others = self.held()
         window = self.window
-        alone = window.refused(others_usd, others, attempt.worst)
+        alone = window.refused(others_usd, others, attempt.request.worst_usd)
         if alone and window.lone_in_a_row >= LONE_REFUSALS_BEFORE_STOP:
             max_tokens = attempt.request.max_tokens
             lower = max_tokens // 2
             if self.options.lower_max_tokens and lower >= max(1, self.max_tokens_of(row) // 4):
                 window.lone_in_a_row = 0
                 return Lower(lower)
+            hold = attempt.request.worst_usd
+            if window.most_held_usd >= hold * SHRUNK_BELOW_REQUESTS:
+                return Stop(  # it held more before: the balance it is a share of is spent down
+                    "budget",
+                    f"{row.id}: OpenRouter's in-flight budget, a share of the balance left, "
+                    f"no longer holds one request (worst case ${hold:.6f}; this run held "
+                    f"${window.most_held_usd:.6f} in flight at most): the account's balance is "
+                    "spent down (or another job on it holds the rest). Add credits, then rerun "
+                    f"the same command to resume ({failure.message})",
+                )
             return Stop(
                 "in-flight",
                 f"{row.id}: OpenRouter's in-flight budget refused this request "

@@ -14,9 +14,11 @@ its cost (``usage.cost``, or the error body's; ``None``: an error status, never 
 an answer of OpenRouter's response cache, ``cache_hit``), or, when nothing says what it cost, at
 its whole reservation ("possibly billed"), or its own token counts at the dearest admitted price
 when they cost more (an answer billed past ``max_tokens``), until ``/generation`` settles it.
-Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: a margin,
-then the largest overshoot any provider of the run billed). Earlier runs' attempts that a restart
-settles change what was spent before this run.
+Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: the unseen
+room until the first answers, then a margin, or the largest overshoot any provider of the run
+billed). A batch (no dollar window) keeps the margin from its first line: its lines are answered
+when the batch ends, so a first wave would be the whole first batch, made eight times smaller.
+Earlier runs' attempts that a restart settles change what was spent before this run.
 
 Batch mode (``generate --batch``) adds a batch side, ``run.batch_books.BatchBooks``: the plan
 journal and the lines earlier runs' open batches hold (``holds``: a reservation for such a row
@@ -156,7 +158,9 @@ class Books:
         #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
         #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
         self.holds: HeldLines | None = None
-        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it)
+        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it),
+        #: counted as OpenRouter holds them (``SpendCap.held_usd``): each attempt's worst case
+        #: without the room past ``max_tokens``, the cap's own guard
         self.window: DollarWindow | None = None
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
@@ -184,27 +188,34 @@ class Books:
         A row an earlier run's open batch carries takes over that line's worst case (still
         counted in the journal until the move is journaled): its result is claimed, not bought
         again, so the cap a killed batch filled does not lock its own results out."""
-        # the room for output past max_tokens, fixed for this attempt from here to its settle
-        attempt.overshoot_usd = self.overshoot.extra_usd(
-            attempt.request.max_tokens, attempt.prices.output_usd_per_token
-        )
-        window = self.window
-        if window is not None and not window.admits(
-            self.cap.reserved_usd, self.cap.in_flight, attempt.worst
-        ):
-            return False  # the dollars in flight are full: wait for one to settle
+        # the room for output past max_tokens, fixed for this attempt from here to its settle:
+        # the unseen room in the first wave (``run.overshoot``), else (or when only that fits,
+        # nothing else in flight) the margin; a request that does not fit is judged at the
+        # margin (``RowQueues.never_fits``)
+        max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
+        overshoot, cap, window = self.overshoot, self.cap, self.window
+        first = overshoot.first_wave and window is not None  # (not for a batch: the module)
+        margin = overshoot.extra_usd(max_tokens, price)
+        attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price) if first else margin
+        hold = attempt.request.worst_usd  # what OpenRouter holds for it
         holds = self.holds
-        held = None if holds is None else holds.reservation(attempt.id_json)
-        if held is None:
-            return self.cap.try_reserve(attempt.worst, dataset, borrow=borrow)
-        assert holds is not None
-        reserved, line_dataset = held
-        self.cap.give_back(reserved, line_dataset)
-        if not self.cap.try_reserve(attempt.worst, dataset, borrow=borrow):
-            self.hand_back(reserved, line_dataset)
-            return False
-        holds.take_over(attempt.id_json)
-        return True
+        while True:
+            fits = False  # the dollars in flight are full: wait for one to settle
+            if window is None or window.admits(cap.held_usd, cap.in_flight, hold):
+                held = None if holds is None else holds.reservation(attempt.id_json)
+                if held is not None:
+                    cap.give_back(*held)
+                fits = cap.try_reserve(attempt.worst, dataset, borrow=borrow, held_usd=hold)
+                if held is not None and holds is not None:
+                    if fits:
+                        holds.take_over(attempt.id_json)
+                    else:
+                        self.hand_back(*held)
+            if fits or not first:
+                return fits
+            first, attempt.overshoot_usd = False, margin
+            if cap.in_flight:
+                return False  # it waits for the first answers
 
     def hand_back(self, reserved: Decimal, dataset: str | None) -> None:
         """A batch line's worst case that ``reserve`` took over and no attempt of this run
@@ -241,7 +252,7 @@ class Books:
             return number
         except WriteFailed:
             self.counts.requests -= 1
-            self.cap.settle(attempt.worst, None, row.dataset)
+            self.cap.settle(attempt.worst, None, row.dataset, held_usd=attempt.request.worst_usd)
             raise
 
     def leaving(self) -> Awaitable[None] | None:
@@ -303,7 +314,7 @@ class Books:
                 attempt.extra_cost += cost
         if self.ledger is not None:
             self.ledger.settle(number, cost)
-        self.cap.settle(worst, cost, row.dataset)
+        self.cap.settle(worst, cost, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += cost or 0
 
     def unknown(
@@ -326,7 +337,7 @@ class Books:
             if generation_id is not None and not journaled:
                 self.ledger.generation(number, generation_id)
             self.ledger.settle_unknown(number, counted_usd=worst if worst > reserved else None)
-        self.cap.settle(reserved, worst, row.dataset)
+        self.cap.settle(reserved, worst, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
         if generation_id is None or self.reconciler is None or self.run_id is None:

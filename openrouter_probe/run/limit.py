@@ -13,6 +13,10 @@ between two decreases, so that one burst of refusals is one decrease) and grows 
 request's worst case per round trip. It never grows past twice the most ever held, so a window that
 does not bind (no in-flight budget; the request limit binds first) stays near what was held.
 A request alone is always let go: the window binds only with something else in flight.
+The window counts what OpenRouter holds: each request's input and ``max_tokens`` at the dearest
+admitted prices (``Request.worst_usd``; ``SpendCap.held_usd`` in flight), not the room the cap keeps
+past ``max_tokens`` (``run.overshoot``): that room changes as the run learns, OpenRouter's hold
+does not.
 """
 
 from __future__ import annotations

@@ -9,6 +9,18 @@ room); from the first answer past the limit on, the largest ratio any provider o
 (completion tokens over ``max_tokens``), if larger, for every request: which provider serves a
 request is OpenRouter's choice, so each one may be served by the worst of them.
 
+The first wave: until the run has had ``FIRST_ANSWERS`` answers, no overshoot is known, and a wide
+first wave (``--concurrency 200`` on a tight cap) would be sent on the margin alone: a provider
+billing 6x would take the total past the cap before its first answer came back. So until then a
+reservation keeps the unseen room instead (``first_room_usd``): ``UNSEEN_SHARE`` of ``max_tokens``
+plus ``UNSEEN_TOKENS`` (8x the limit in all, above AtlasCloud's 6.2x; the 256 tokens cover the
+reasoning model's 262 for 10). Unknown is the worst case: the first wave is smaller (the cap
+admits fewer such reservations), and is learned from before the windows open wide. A request that
+fits the cap only with the margin, nothing else in flight, goes with the margin (``Books.reserve``:
+a tight cap's first requests go one at a time; what one of them can overrun is its own overshoot).
+A provider that serves none of the first answers is covered by the margin until its first answer.
+A batch (``generate --batch``) has no first wave: it keeps the margin (``run.books``).
+
 ``Overshoot`` keeps, per provider (display name), the answers past their limit, the worst ratio
 and what the tokens past the limit cost (``by_provider``): the summary and ``audit`` name them.
 """
@@ -19,12 +31,24 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-__all__ = ["MARGIN_SHARE", "MARGIN_TOKENS", "Overshoot", "ProviderOvershoot"]
+__all__ = [
+    "FIRST_ANSWERS",
+    "MARGIN_SHARE",
+    "MARGIN_TOKENS",
+    "UNSEEN_SHARE",
+    "UNSEEN_TOKENS",
+    "Overshoot",
+    "ProviderOvershoot",
+]
 
 #: The room a reservation keeps for output past ``max_tokens`` until a larger overshoot is seen:
 #: this share of ``max_tokens`` plus this many tokens.
 MARGIN_SHARE = Decimal("0.05")
 MARGIN_TOKENS = 16
+#: The room of the first wave, before ``FIRST_ANSWERS`` answers have come back (the module).
+UNSEEN_SHARE = Decimal(7)
+UNSEEN_TOKENS = 256
+FIRST_ANSWERS = 16
 _ZERO = Decimal(0)
 
 
@@ -43,6 +67,7 @@ class Overshoot:
 
     ratio: Decimal = Decimal(1)  # the largest completion tokens / max_tokens seen (1: none)
     by_provider: dict[str, ProviderOvershoot] = field(default_factory=dict)
+    answers: int = 0  # answers seen, up to ``FIRST_ANSWERS`` (the first wave's end)
     #: ``extra_usd`` by (max_tokens, price) at the current ratio (a reservation per request)
     _room: dict[tuple[int, Decimal], Decimal] = field(default_factory=dict, repr=False)
 
@@ -71,11 +96,27 @@ class Overshoot:
             room = self._room[key] = self.extra_tokens(max_tokens) * output_usd_per_token
         return room
 
+    @property
+    def first_wave(self) -> bool:
+        """Whether the run is still before its ``FIRST_ANSWERS``-th answer."""
+        return self.answers < FIRST_ANSWERS
+
+    def first_room_usd(self, max_tokens: int, output_usd_per_token: Decimal) -> Decimal:
+        """What a reservation adds for output past ``max_tokens`` now: the unseen room in the
+        first wave (at least ``extra_usd``), ``extra_usd`` after."""
+        room = self.extra_usd(max_tokens, output_usd_per_token)
+        if self.answers >= FIRST_ANSWERS:
+            return room
+        unseen = math.ceil(UNSEEN_SHARE * max_tokens) + UNSEEN_TOKENS
+        return max(room, unseen * output_usd_per_token)
+
     def see(
         self, provider: str | None, *, billed_tokens: int, max_tokens: int, cost_usd: Decimal | None
     ) -> bool:
         """An answer billed ``billed_tokens`` output tokens for ``max_tokens``: learn its
         overshoot; return whether it went past the limit."""
+        if self.answers < FIRST_ANSWERS:
+            self.answers += 1
         if max_tokens <= 0 or billed_tokens <= max_tokens:
             return False
         ratio = Decimal(billed_tokens) / max_tokens

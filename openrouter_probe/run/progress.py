@@ -48,7 +48,7 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
     window = getattr(run, "dollars", None)
     if window is not None and window.refusals:  # OpenRouter's in-flight budget binds
         flying += (
-            f" (${books.cap.reserved_usd:,.2f} of ${window.limit_usd or 0:,.2f} held, "
+            f" (${books.cap.held_usd:,.2f} of ${window.limit_usd or 0:,.2f} held, "
             f"{window.refusals:,} in-flight 402s)"
         )
     filled = int(_BAR * done / total) if total else _BAR

@@ -99,7 +99,7 @@ class Run:
             policy=summary.policy,
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
-            held=lambda: (cap.reserved_usd, cap.in_flight),
+            held=lambda: (books.cap.held_usd, cap.in_flight),
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -272,7 +272,7 @@ class Run:
             self.waits.notify()
             if isinstance(outcome, Answer):
                 self.limiter.on_success()
-                self.dollars.on_success(attempt.worst)
+                self.dollars.on_success(attempt.request.worst_usd)
                 self.policy.answered()
                 following, record = self.source.answered(row, outcome, attempt)
                 turn = self.source.turn_by_turn

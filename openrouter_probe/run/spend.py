@@ -249,6 +249,9 @@ class SpendCap:
         self.spent_usd = spent_usd
         self.spent_before_usd = spent_usd  # what earlier runs spent: never spendable again
         self.reserved_usd = _ZERO
+        #: what OpenRouter holds for the reservations in flight, as the in-flight budget counts
+        #: it (``held_usd`` of each: its input and ``max_tokens``; ``run.limit.DollarWindow``)
+        self.held_usd = _ZERO
         self.in_flight = 0
         self.peak_committed_usd = spent_usd
         self.overruns = 0  # answers that cost more than their reservation (should stay 0)
@@ -305,14 +308,20 @@ class SpendCap:
         return share is None or self.committed_by_dataset[dataset] + amount_usd <= share
 
     def try_reserve(
-        self, amount_usd: Decimal, dataset: str | None = None, *, borrow: bool = False
+        self,
+        amount_usd: Decimal,
+        dataset: str | None = None,
+        *,
+        borrow: bool = False,
+        held_usd: Decimal = _ZERO,
     ) -> bool:
         """Reserve ``amount_usd`` if it fits under the cap (and the share, unless ``borrow``);
-        return whether it did."""
+        return whether it did. ``held_usd``: what OpenRouter holds for it (``held_usd``)."""
         # No await between the check and the update (see the class docstring): atomic in asyncio.
         if not self.fits(amount_usd, dataset, borrow=borrow):
             return False
         self.reserved_usd += amount_usd
+        self.held_usd += held_usd
         self.in_flight += 1
         if dataset is not None:
             by = self.committed_by_dataset
@@ -321,10 +330,17 @@ class SpendCap:
         return True
 
     def settle(
-        self, reserved_usd: Decimal, cost_usd: Decimal | None, dataset: str | None = None
+        self,
+        reserved_usd: Decimal,
+        cost_usd: Decimal | None,
+        dataset: str | None = None,
+        *,
+        held_usd: Decimal = _ZERO,
     ) -> None:
-        """Release a reservation and add what the request cost (``None``: nothing billed)."""
+        """Release a reservation (and what OpenRouter held for it) and add what the request
+        cost (``None``: nothing billed)."""
         self.reserved_usd -= reserved_usd
+        self.held_usd -= held_usd
         self.in_flight -= 1
         cost = cost_usd or _ZERO
         if cost > reserved_usd:

@@ -119,8 +119,18 @@ def _reset_epoch_s(headers: Any) -> float | None:
 def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     """An HTTP error status (never billed): classified by its body (``api.envelope.read_error``:
     a nested ``error.error`` read through) and headers."""
-    error = read_error(data).error
+    envelope = read_error(data)
+    error = envelope.error
     platform = status == 429 and any(h.lower().startswith("x-ratelimit") for h in headers)
+    limits = headers
+    inner = envelope.metadata.get("headers")
+    if status == 429 and not platform and isinstance(inner, dict):
+        # OpenRouter's key-wide 429 can carry its rate-limit headers in the body instead
+        # (``error.metadata.headers``, OPENROUTER.md 15)
+        named = {str(h).lower(): value for h, value in inner.items()}
+        platform = any(h.startswith("x-ratelimit") for h in named)
+        if "x-ratelimit-reset" in named:
+            limits = {"X-RateLimit-Reset": named["x-ratelimit-reset"]}
     failure = classify_error(
         status,
         error or None,
@@ -129,7 +139,7 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
         platform=platform,
     )
     if status == 429:
-        failure.reset_epoch_s = _reset_epoch_s(headers)
+        failure.reset_epoch_s = _reset_epoch_s(limits)
     return failure
 
 

@@ -6,6 +6,12 @@
 - ``suites``: the prompts (``arith`` and ``tools`` generated from a seed, user JSONL);
 - ``measures``: what each endpoint did, and its deciding measures, from responses already collected;
 - ``plan``: pins through the routing model, request bodies, cost and power before sending;
+- ``prompt_tokens``: prompt-token agreement with the reference (another chat template);
+- ``toolcalls``: tool calls as K2-Vendor-Verifier scores them (schema accuracy, F1, threshold);
+- ``logprobs``: the token-level top-k logprob comparison on the reference's own completions;
+- ``results``: ``TestResult``, the one shape every test is reported in, and ``decided_by``;
+- ``endpoint_tests``: every test of one endpoint, deciding and beside the verdict;
+- ``kept``: which responses are judged (leaked pins, repeats and outsiders set aside);
 - ``report``: ``build_report(plan, observations)`` (the seam a sending loop calls) and
   ``VerifyReport`` (DataFrame view, HTML repr, dated evidence YAML);
 - ``run``: ``plan_precision_check`` (the plan, nothing sent) and ``verify_precision`` (the pinned

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from statistics import fmean, median
 from typing import Any
 
+from openrouter_probe.verify.logprobs import positions_of, top_k_distance
 from openrouter_probe.verify.prompt_tokens import PromptTokenAgreement, prompt_token_agreement
 from openrouter_probe.verify.stats import Interval, PairedCounts, PairedMeasure, clopper_pearson
 from openrouter_probe.verify.suites import Item, check_schema, extract_number, normalise_text
@@ -81,6 +82,8 @@ class Observation:
     tool_calls: tuple[ToolCall, ...] = ()
     first_top_logprobs: dict[str, float] | None = None
     tokens: tuple[str, ...] | None = None
+    #: Every generated position's top-k ``{token: logprob}`` (``logprobs.positions_of``).
+    top_logprobs: tuple[dict[str, float], ...] | None = None
     model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -131,6 +134,7 @@ class Observation:
             tool_calls=_tool_calls(row.get("tool_calls")),
             first_top_logprobs=_first_top(row.get("logprobs")),
             tokens=_tokens(row.get("logprobs")),
+            top_logprobs=positions_of(row.get("logprobs")),
             model=row.get("model"),
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
@@ -299,27 +303,6 @@ def _arguments_match(got: Mapping[str, Any], expected: Mapping[str, Any]) -> boo
         elif have != want:
             return False
     return True
-
-
-def top_k_distance(
-    p_logprobs: Mapping[str, float], q_logprobs: Mapping[str, float]
-) -> tuple[float, float]:
-    """Return (total variation, unlisted mass) between two top-k distributions at one position.
-
-    Each side is extended to the union of both top-k lists plus an "other" bucket holding
-    ``1 - sum(listed)``; a token one side did not list gets 0 there. The result is exact when both
-    lists carry all the mass, and within ``p_rest + q_rest`` (the second value) of the true total
-    variation otherwise.
-    """
-    p = {t: math.exp(v) for t, v in p_logprobs.items()}
-    q = {t: math.exp(v) for t, v in q_logprobs.items()}
-    p_rest = max(0.0, 1.0 - math.fsum(p.values()))
-    q_rest = max(0.0, 1.0 - math.fsum(q.values()))
-    tokens = set(p) | set(q)
-    tv = 0.5 * (
-        math.fsum(abs(p.get(t, 0.0) - q.get(t, 0.0)) for t in tokens) + abs(p_rest - q_rest)
-    )
-    return min(1.0, tv), p_rest + q_rest
 
 
 def first_difference(a: Sequence[str], b: Sequence[str]) -> int | None:

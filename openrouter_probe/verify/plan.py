@@ -233,6 +233,11 @@ class VerifyPlan:
     repeats: int = DEFAULT_REPEATS
 
     @property
+    def thinking(self) -> bool:
+        """Whether the requests leave reasoning on (the ``reasoning`` block does not turn it off)."""
+        return not _reasoning_off(self.reasoning)
+
+    @property
     def measures(self) -> list[str]:
         """The deciding measures this plan's items feed (``stats.compare_to_reference``)."""
         names = []

@@ -15,7 +15,6 @@ import dataclasses
 import html
 import math
 import textwrap
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,8 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
+from openrouter_probe.verify.kept import keep_responses
 from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
-from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
+from openrouter_probe.verify.plan import VerifyPlan
+from openrouter_probe.verify.prompt_tokens import prompt_columns
+from openrouter_probe.verify.results import TestResult, decided_by, render_results
 from openrouter_probe.verify.stats import (
     Comparison,
     MeasuredVerdict,
@@ -60,6 +63,14 @@ class EndpointResult:
     comparison: Comparison | None
     leaked: int
     missing: int
+    #: Every test of the endpoint against the reference (``results.TestResult``): the deciding
+    #: measures first, then those reported beside them; empty for the reference.
+    tests: tuple[TestResult, ...] = ()
+
+    @property
+    def decided_by(self) -> str | None:
+        """The test that decided the verdict (``results.decided_by``)."""
+        return decided_by(self.verdict, self.tests)
 
     @property
     def verdict(self) -> MeasuredVerdict | None:
@@ -68,11 +79,14 @@ class EndpointResult:
     @property
     def findings(self) -> tuple[str, ...]:
         """Findings beside the verdict, whatever it is: a systematic prompt-token difference
-        ("renders a different template: +N tokens per request"). None for the reference."""
-        agreement = self.measures.prompt_agreement
-        if self.comparison is None or agreement is None or agreement.finding is None:
+        ("renders a different template: +N tokens per request"), a K2VV score below its
+        threshold, token logprobs further from the reference than its own runs. None for the
+        reference."""
+        if self.comparison is None:
             return ()
-        return (agreement.finding,)
+        agreement = self.measures.prompt_agreement
+        tokens = () if agreement is None or agreement.finding is None else (agreement.finding,)
+        return tokens + beside_findings(self.tests)
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,7 @@ class VerifyReport:
                     "quantization": r.quantization,
                     "role": r.role,
                     "verdict": r.verdict,
+                    "decided_by": r.decided_by,
                     "paired": None if c is None else c.counts.n,
                     "accuracy": m.accuracy,
                     "accuracy_ci_low": None if ci is None else ci.low,
@@ -154,13 +169,14 @@ class VerifyReport:
                     "failed": m.failed,
                     "leaked": r.leaked,
                     "missing": r.missing,
-                    **_prompt_columns(m),
+                    **prompt_columns(m.prompt_agreement),
                     "findings": list(r.findings),
                     "prompt_tokens": m.prompt_tokens,
                     "completion_tokens": m.completion_tokens,
                     "reasoning_tokens": m.reasoning_tokens,
                     "cost_usd": m.cost_usd,
                     "reason": None if c is None else c.reason,
+                    "tests": [t.to_json() for t in r.tests],
                 }
             )
         return out
@@ -215,6 +231,9 @@ class VerifyReport:
             tail.extend(f"{r.tag}: {finding}" for finding in r.findings)
         tail.extend(self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
+        for r in self.results:  # every test, one line each, the same shape for all
+            for line in render_results(r.tag, r.tests, r.verdict):
+                lines.append(textwrap.fill(line, width=80, subsequent_indent=" " * 6))
         return "\n".join(lines)
 
     def to_frame(self) -> pd.DataFrame:
@@ -305,9 +324,12 @@ class VerifyReport:
                     "leaked": r.leaked,
                     "reason": c.reason,
                     "prompt_tokens": {
-                        k.removeprefix("prompt_tokens_"): v for k, v in _prompt_columns(m).items()
+                        k.removeprefix("prompt_tokens_"): v
+                        for k, v in prompt_columns(m.prompt_agreement).items()
                     },
                     "findings": list(r.findings),
+                    "decided_by": r.decided_by,
+                    "tests": [t.to_json() for t in r.tests],
                     "source": "openrouter-probe verify"
                     + (f"; snapshot {self.snapshot_sha256}" if self.snapshot_sha256 else ""),
                 }
@@ -351,21 +373,6 @@ def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
     return out
 
 
-def _prompt_columns(m: EndpointMeasures) -> dict[str, Any]:
-    """Prompt-token agreement with the reference as flat columns (``prompt_tokens`` module)."""
-    a = m.prompt_agreement
-    return {
-        "prompt_tokens_pairs": None if a is None else a.pairs,
-        "prompt_tokens_differ_rate": None if a is None else _round(a.differ_rate),
-        "prompt_tokens_diff_median": None if a is None else a.median_difference,
-        "prompt_tokens_higher": None if a is None else a.higher,
-        "prompt_tokens_lower": None if a is None else a.lower,
-        "prompt_tokens_floor_differ_rate": None if a is None else _round(a.floor_rate),
-        "prompt_tokens_unreported": None if a is None else a.unreported,
-        "prompt_tokens_systematic": None if a is None else a.systematic,
-    }
-
-
 def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
     """The reference's measures with the tokens and cost of its other runs added: what the check
     spent on it."""
@@ -379,57 +386,6 @@ def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) 
         cost_usd=math.fsum([m.cost_usd, *(c for c in costs if c is not None)]),
         cost_unknown=m.cost_unknown + sum(1 for c in costs if c is None),
     )
-
-
-@dataclass
-class _Kept:
-    """The responses judged, by (tag, run) and item, and what was set aside."""
-
-    runs: dict[tuple[str, int], dict[str, Observation]]
-    leaked: Counter[str]
-    duplicates: int = 0
-    outside: int = 0
-
-    def notes(self) -> list[str]:
-        notes = []
-        if sum(self.leaked.values()):
-            notes.append(
-                f"{sum(self.leaked.values())} response(s) came from another provider than the "
-                "pinned one (leaked pins): discarded, not scored"
-            )
-        if self.duplicates:
-            notes.append(
-                f"{self.duplicates} repeated response(s) for the same endpoint and item ignored"
-            )
-        if self.outside:
-            notes.append(
-                f"{self.outside} response(s) for endpoints or items outside the plan ignored"
-            )
-        return notes
-
-
-def _keep(plan: VerifyPlan, observations: Iterable[Observation], items: set[str]) -> _Kept:
-    """Per (endpoint, run, item) the first response, or the first success after a failed one;
-    leaked pins and responses outside the plan set aside and counted."""
-    kept = _Kept({}, Counter())
-    for tag in plan.pinned:
-        for number in range(1, (plan.repeats if tag == plan.reference else 1) + 1):
-            kept.runs[(tag, number)] = {}
-    for obs in observations:
-        endpoint = plan.pinned.get(obs.endpoint)
-        run = kept.runs.get((obs.endpoint, obs.repeat))
-        if endpoint is None or run is None or obs.item_id not in items:
-            kept.outside += 1
-            continue
-        if pin_leaked(obs.provider, endpoint):
-            kept.leaked[obs.endpoint] += 1
-            continue
-        previous = run.get(obs.item_id)
-        if previous is not None and not (previous.failed and not obs.failed):
-            kept.duplicates += 1
-            continue
-        run[obs.item_id] = obs  # the first, or a success after a failure
-    return kept
 
 
 def build_report(
@@ -457,7 +413,7 @@ def build_report(
         print(report.to_evidence_yaml())
     """
     items = {item.id: item for item in plan.items}
-    kept = _keep(plan, observations, set(items))
+    kept = keep_responses(plan, observations, set(items))
     reference = kept.runs[(plan.reference, 1)]
     floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
     measures = {
@@ -473,6 +429,20 @@ def build_report(
         tolerance=tolerance,
         power=plan.power,
     )
+    tests = {
+        tag: endpoint_tests(
+            c,
+            alpha=plan.alpha,
+            items=items,
+            run=kept.runs[(tag, 1)],
+            reference=reference,
+            floor=floor,
+            agreement=measures[tag].prompt_agreement,
+            thinking=plan.thinking,
+            compared=len(comparisons),
+        )
+        for tag, c in comparisons.items()
+    }
     runs_of = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
     results = tuple(
         EndpointResult(
@@ -482,6 +452,7 @@ def build_report(
             role=e.role,
             measures=measures[e.tag],
             comparison=comparisons.get(e.tag),
+            tests=tests.get(e.tag, ()),
             leaked=kept.leaked[e.tag],
             missing=sum(
                 len(items) - len(kept.runs[(e.tag, r)]) for r in range(1, runs_of[e.tag] + 1)

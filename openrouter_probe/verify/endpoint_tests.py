@@ -1,0 +1,139 @@
+"""Every test of one compared endpoint, as ``results.TestResult`` values, and the verdict's
+deciding test.
+
+The deciding measures (``stats.compare_to_reference``) decide the verdict; beside them, never
+deciding: prompt-token agreement (``prompt_tokens``), the K2-Vendor-Verifier tool-call scores
+(``toolcalls``) and the token-level logprob comparison (``logprobs``). Each becomes one
+``TestResult`` so the report and ``--format json`` show them the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from openrouter_probe.verify.logprobs import compare_logprobs, logprob_result
+from openrouter_probe.verify.prompt_tokens import MIN_PAIRS, PromptTokenAgreement
+from openrouter_probe.verify.results import TestResult, TestVerdict, comparison_results
+from openrouter_probe.verify.stats import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    binom_cdf,
+    clopper_pearson,
+)
+from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.measures import Observation
+    from openrouter_probe.verify.suites import Item
+
+__all__ = ["beside_findings", "endpoint_tests", "prompt_token_result"]
+
+
+def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | None:
+    """Prompt-token agreement as a test result beside the verdict.
+
+    Statistic: the share of identical requests counted differently (95% Clopper-Pearson
+    interval); p-value: the two-sided exact sign test of higher against lower counts (a
+    template adds or removes tokens one way). ``differs`` when the difference is systematic
+    (``PromptTokenAgreement.systematic``), ``consistent`` with enough pairs and no systematic
+    difference, ``inconclusive`` with fewer pairs than the rule needs."""
+    if agreement is None or agreement.pairs == 0:
+        return None
+    rate = agreement.differ_rate
+    interval = clopper_pearson(agreement.differing, agreement.pairs)
+    n = agreement.higher + agreement.lower
+    p = None
+    if n:
+        p = min(1.0, 2 * binom_cdf(min(agreement.higher, agreement.lower), n, 0.5))
+    verdict: TestVerdict = "differs" if agreement.systematic else "consistent"
+    if not agreement.systematic and agreement.pairs < MIN_PAIRS:
+        verdict = "inconclusive"
+    median = agreement.median_difference
+    detail = (
+        f"usage.prompt_tokens: {agreement.differing} of {agreement.pairs} identical requests "
+        f"counted differently (higher {agreement.higher}, lower {agreement.lower}"
+        + ("" if median is None else f", median {median:+g}")
+        + "); sign test of the direction"
+    )
+    return TestResult("prompt_tokens", rate, p, interval, verdict, detail)
+
+
+def endpoint_tests(
+    comparison: Comparison,
+    *,
+    alpha: float,
+    items: Mapping[str, Item],
+    run: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
+    floor: Sequence[Mapping[str, Observation]],
+    agreement: PromptTokenAgreement | None,
+    thinking: bool,
+    compared: int = 1,
+) -> tuple[TestResult, ...]:
+    """The deciding measures first, then the tests reported beside them (where they have data).
+    ``compared``: the endpoints compared, over which the logprob test and K2VV's schema
+    accuracy test are Bonferroni-adjusted."""
+    out = list(comparison_results(comparison, alpha=alpha))
+    tokens = prompt_token_result(agreement)
+    if tokens is not None:
+        out.append(tokens)
+    if any(item.tools for item in items.values()):
+        mine = k2vv_score(items, run, reference, thinking=thinking)
+        if mine.items:
+            # the reference's own: its first run scored on itself (schema accuracy), and its
+            # second run against its first (the F1 the first party reaches against itself)
+            own = k2vv_score(items, reference, reference, thinking=thinking)
+            again = k2vv_score(items, floor[0], reference, thinking=thinking) if floor else None
+            out.extend(
+                k2vv_results(
+                    mine,
+                    own,
+                    again,
+                    alpha=alpha,
+                    tests=compared,
+                    tolerance=comparison_margin(comparison),
+                )
+            )
+    found = logprob_result(
+        compare_logprobs(run, reference, floor[0] if floor else None),
+        alpha=alpha,
+        tests=compared,
+    )
+    if found is not None:
+        out.append(found)
+    return tuple(out)
+
+
+def comparison_margin(comparison: Comparison) -> float:
+    """The tolerance the deciding tests were held to (the default with no test)."""
+    return comparison.tests[0].margin if comparison.tests else DEFAULT_TOLERANCE
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def beside_findings(tests: Sequence[TestResult]) -> tuple[str, ...]:
+    """A finding for each test beside the verdict that says ``differs`` (prompt tokens aside:
+    ``PromptTokenAgreement.finding`` words that one): reasons to look, not the verdict."""
+    out = []
+    for t in tests:
+        if t.deciding or t.verdict != "differs":
+            continue
+        if t.name == "k2vv_tool_call_f1":
+            out.append(
+                f"below K2-Vendor-Verifier's tool_call_f1 threshold: {_pct(t.statistic)} < "
+                f"{_pct(t.threshold)}"
+            )
+        elif t.name == "k2vv_schema_accuracy" and t.interval is not None:
+            out.append(
+                f"K2-Vendor-Verifier schema accuracy {_pct(t.statistic)} (95% interval "
+                f"{_pct(t.interval.low)} to {_pct(t.interval.high)}) below the reference's"
+            )
+        elif t.name == "logprobs" and t.p_adjusted is not None:
+            out.append(
+                "token logprobs differ from the reference's more than its own second run's "
+                f"(sign test, adjusted p={t.p_adjusted:.2g}; supporting evidence, not the verdict)"
+            )
+    return tuple(out)

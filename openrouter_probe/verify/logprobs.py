@@ -1,0 +1,191 @@
+"""A token-level comparison of top-k logprobs, on the reference's own completions.
+
+Where an endpoint lists ``logprobs`` and ``top_logprobs`` the check asks for the top-k
+alternatives at every generated position (OpenAI's and OpenRouter's shape:
+``choices[].logprobs.content[].{token, logprob, top_logprobs[].{token, logprob}}``). The only
+positions where two endpoints saw the same context are those of the reference's completion
+that the endpoint also generated: the shared prefix of the two token sequences, up to and
+including the first position where they part (whose context is still shared). There, per
+prompt, ``d`` is the mean total variation between the two top-k distributions
+(``top_k_distance``), and ``f`` the same between the reference's second run and its first.
+
+The test: if the endpoint served the same model the same way it would be one more run of the
+reference, exchangeable with run 2 given the prompt; then ``d - f`` is symmetric about 0 and
+its sign is a fair coin on every prompt where it is not 0. The one-sided exact sign test
+(more prompts with ``d > f`` than chance) gives the p-value; the statistic is the mean of
+``d - f``. It is reported as supporting evidence, never deciding the verdict (``deciding`` is
+false): batch nondeterminism moves logprobs in ways a top-5 list cannot separate from precision,
+and the test needs the same tokenizer (tokens are compared as strings) and reasoning off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Any, Protocol
+
+from openrouter_probe.verify.results import TestResult, TestVerdict
+from openrouter_probe.verify.stats import binom_sf
+
+__all__ = [
+    "LogprobComparison",
+    "compare_logprobs",
+    "logprob_result",
+    "positions_of",
+    "top_k_distance",
+]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def positions_of(logprobs: Any) -> tuple[dict[str, float], ...] | None:
+    """Each generated position's top-k ``{token: logprob}`` from ``choices[0].logprobs``
+    (``None`` without logprobs; a position without ``top_logprobs`` maps its own token)."""
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not isinstance(content, list) or not content:
+        return None
+    out = []
+    for entry in content:
+        if not isinstance(entry, Mapping):
+            continue
+        top = entry.get("top_logprobs")
+        listed = top if isinstance(top, list) and top else [entry]
+        position: dict[str, float] = {}
+        for t in listed:
+            if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
+                continue
+            lp = _number(t.get("logprob"))
+            if lp is not None:  # a duplicate token keeps its larger logprob
+                position[t["token"]] = max(lp, position.get(t["token"], -math.inf))
+        out.append(position)
+    return tuple(out) or None
+
+
+def top_k_distance(
+    p_logprobs: Mapping[str, float], q_logprobs: Mapping[str, float]
+) -> tuple[float, float]:
+    """Return (total variation, unlisted mass) between two top-k distributions at one position.
+
+    Each side is extended to the union of both top-k lists plus an "other" bucket holding
+    ``1 - sum(listed)``; a token one side did not list gets 0 there. The result is exact when both
+    lists carry all the mass, and within ``p_rest + q_rest`` (the second value) of the true total
+    variation otherwise.
+    """
+    p = {t: math.exp(v) for t, v in p_logprobs.items()}
+    q = {t: math.exp(v) for t, v in q_logprobs.items()}
+    p_rest = max(0.0, 1.0 - math.fsum(p.values()))
+    q_rest = max(0.0, 1.0 - math.fsum(q.values()))
+    tokens = set(p) | set(q)
+    tv = 0.5 * (
+        math.fsum(abs(p.get(t, 0.0) - q.get(t, 0.0)) for t in tokens) + abs(p_rest - q_rest)
+    )
+    return min(1.0, tv), p_rest + q_rest
+
+
+class _WithLogprobs(Protocol):
+    @property
+    def tokens(self) -> tuple[str, ...] | None: ...
+    @property
+    def top_logprobs(self) -> tuple[dict[str, float], ...] | None: ...
+    @property
+    def failed(self) -> bool: ...
+
+
+def _shared_distance(mine: _WithLogprobs, ref: _WithLogprobs) -> tuple[float, int] | None:
+    """Mean total variation over the positions with a shared context, and their number."""
+    if mine.failed or ref.failed or not mine.top_logprobs or not ref.top_logprobs:
+        return None
+    a, b = mine.tokens or (), ref.tokens or ()
+    shared = 0
+    limit = min(len(mine.top_logprobs), len(ref.top_logprobs), len(a), len(b))
+    while shared < limit:
+        shared += 1  # this position's context is shared; does the next one's stay so?
+        if a[shared - 1] != b[shared - 1]:
+            break
+    if shared == 0:
+        return None
+    found = [top_k_distance(mine.top_logprobs[i], ref.top_logprobs[i])[0] for i in range(shared)]
+    return fmean(found), shared
+
+
+@dataclass(frozen=True)
+class LogprobComparison:
+    """Per prompt: the endpoint's and the floor's mean distance on shared positions."""
+
+    pairs: int  # prompts with logprobs on the endpoint, the reference and its second run
+    positions: int  # shared positions compared, over those prompts
+    mean_distance: float | None
+    mean_floor: float | None
+    higher: int  # prompts where the endpoint is further from run 1 than run 2 is
+    lower: int
+
+    @property
+    def statistic(self) -> float | None:
+        if self.mean_distance is None or self.mean_floor is None:
+            return None
+        return self.mean_distance - self.mean_floor
+
+    @property
+    def p_value(self) -> float | None:
+        """One-sided exact sign test: ``P(X >= higher)``, ``X ~ Binomial(higher + lower, 1/2)``."""
+        n = self.higher + self.lower
+        return None if n == 0 else binom_sf(self.higher, n, 0.5)
+
+
+def compare_logprobs(
+    run: Mapping[str, _WithLogprobs],
+    reference: Mapping[str, _WithLogprobs],
+    floor: Mapping[str, _WithLogprobs] | None,
+) -> LogprobComparison:
+    """Compare ``run`` with the reference's first run, against its second (``floor``)."""
+    d_all, f_all, higher, lower, positions = [], [], 0, 0, 0
+    for item, ref in reference.items():
+        if floor is None or item not in run or item not in floor:
+            continue
+        d, f = _shared_distance(run[item], ref), _shared_distance(floor[item], ref)
+        if d is None or f is None:
+            continue
+        d_all.append(d[0])
+        f_all.append(f[0])
+        positions += d[1]
+        higher += d[0] > f[0] + 1e-12
+        lower += d[0] < f[0] - 1e-12
+    return LogprobComparison(
+        len(d_all),
+        positions,
+        fmean(d_all) if d_all else None,
+        fmean(f_all) if f_all else None,
+        higher,
+        lower,
+    )
+
+
+def logprob_result(found: LogprobComparison, *, alpha: float, tests: int = 1) -> TestResult | None:
+    """The comparison as a test result beside the verdict (``None`` with no logprob pairs).
+
+    ``p_adjusted`` is Bonferroni over the ``tests`` endpoints compared (``min(1, tests * p)``),
+    so that no endpoint of a null check is called ``differs`` by it more than ``alpha`` of the
+    time; ``differs`` when it is at most ``alpha``, else ``inconclusive`` (no margin is set for
+    logprobs, so no equivalence is claimed)."""
+    if found.pairs == 0:
+        return None
+    p = found.p_value
+    adjusted = None if p is None else min(1.0, max(1, tests) * p)
+    verdict: TestVerdict = (
+        "differs" if adjusted is not None and adjusted <= alpha else "inconclusive"
+    )
+    detail = (
+        f"top-k logprobs on the reference's own completions: mean total variation "
+        f"{found.mean_distance:.4f} against the floor's {found.mean_floor:.4f} over "
+        f"{found.positions} shared positions of {found.pairs} prompts; further than the floor "
+        f"on {found.higher}, nearer on {found.lower} (one-sided sign test, Bonferroni over "
+        f"{max(1, tests)} endpoint(s)); supporting "
+        "evidence only"
+    )
+    return TestResult("logprobs", found.statistic, p, None, verdict, detail, p_adjusted=adjusted)

@@ -1,0 +1,61 @@
+"""The sampled arm's MMD test (Hamming kernel, seeded permutation p-value)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from openrouter_probe.verify.sampled import hamming_kernel, mmd_squared, mmd_test
+
+
+def _draw(rng: random.Random, temperature: float, n: int) -> list[str]:
+    # Two-letter alphabet per position: 'a' (greedy) vs 'b'; hotter -> more 'b'.
+    share = 0.1 * temperature
+    return ["".join("b" if rng.random() < share else "a" for _ in range(20)) for _ in range(n)]
+
+
+def test_kernel_counts_agreeing_positions_over_length() -> None:
+    assert hamming_kernel("abcd", "abxd", 4) == 0.75
+    assert hamming_kernel("ab", "abcd", 4) == 0.5  # missing units never agree
+    with pytest.raises(ValueError, match="length must be >= 1"):
+        hamming_kernel("a", "a", 0)
+
+
+def test_identical_samples_have_negative_or_zero_unbiased_mmd() -> None:
+    same = ["aaaa", "aaab", "abaa"]
+    assert mmd_squared(same, list(same), length=4) <= 0.0
+
+
+def test_hotter_endpoint_differs_and_same_one_does_not() -> None:
+    rng = random.Random(7)
+    ref = _draw(rng, 1.0, 30)
+    hot = mmd_test("mmd", ref, _draw(rng, 3.0, 30), length=20, permutations=200, seed=1, alpha=0.05)
+    assert hot.verdict == "differs" and hot.p_value == pytest.approx(1 / 201)
+    same = mmd_test(
+        "mmd", ref, _draw(rng, 1.0, 30), length=20, permutations=200, seed=1, alpha=0.05
+    )
+    assert same.verdict == "inconclusive" and same.p_value > 0.05
+    again = mmd_test(
+        "mmd",
+        ref,
+        _draw(random.Random(7), 1.0, 30),
+        length=20,
+        permutations=200,
+        seed=1,
+        alpha=0.05,
+    )
+    assert again == mmd_test(
+        "mmd",
+        ref,
+        _draw(random.Random(7), 1.0, 30),
+        length=20,
+        permutations=200,
+        seed=1,
+        alpha=0.05,
+    )
+
+
+def test_too_few_samples_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="raise the sampled arm's N"):
+        mmd_test("mmd", ["a"], ["a", "b"], length=1, permutations=10, seed=0, alpha=0.05)
