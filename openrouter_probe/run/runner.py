@@ -196,6 +196,7 @@ class Run:
 
     async def _take(self) -> tuple[PromptRow, Attempt] | None:
         """Wait for the next request that fits; ``None`` at the end (or the stop)."""
+        woken = False  # by a change, first in line (``Waits.turn``)
         while not self.stopping:
             if self.waits.is_paused:
                 await self.waits.until_resumed()
@@ -206,9 +207,12 @@ class Run:
             if picked is Idle.DONE:
                 return None
             if isinstance(picked, Idle):
-                await self.waits.change()
+                await self.waits.turn()
+                woken = True
                 continue
             self.queues.flying(*picked, 1)
+            if woken:
+                self.waits.pass_turn()  # another may fit too: the next in line looks
             return picked
         return None
 
