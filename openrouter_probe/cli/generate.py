@@ -44,6 +44,7 @@ _MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600
 FEEDS = {
     "key_file": "api_key",
     "no_response_cache": "response_cache",
+    "offline": "snapshot",
     "quiet": "progress",
     **{name: "source" for name in _SOURCE_OPTIONS},
     "batch": "batch",
