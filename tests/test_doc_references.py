@@ -64,12 +64,46 @@ def _resolves(dotted: str) -> bool:
             if exc.name is not None and exc.name.startswith("openrouter_probe"):
                 continue
             raise
+        except ImportError as exc:  # a module of an extra not installed here (datatrove)
+            if "pip install 'openrouter-probe[" not in str(exc):
+                raise
+            return _defined_in_source(name, parts[i:])
         for attr in parts[i:]:
             if not hasattr(obj, attr):
                 return False
             obj = getattr(obj, attr)
         return True
     return False
+
+
+def _defined_in_source(module: str, attrs: list[str]) -> bool:
+    """Whether ``module``'s source defines ``attrs[0]`` (read, not imported: its extra is
+    missing)."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    if not attrs:
+        return path.exists()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    names |= {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign | ast.AnnAssign)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    }
+    exported = {
+        e.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(x, ast.Name) and x.id == "__all__" for x in n.targets)
+        for e in ast.walk(n.value)
+        if isinstance(e, ast.Constant)
+    }
+    return attrs[0] in names | exported
 
 
 @functools.cache
