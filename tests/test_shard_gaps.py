@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +16,9 @@ from openrouter_probe.api.keys import KeysClient
 from openrouter_probe.cli import cli
 from openrouter_probe.fake import serve
 from openrouter_probe.generation.keyfile import read_key_file
+from openrouter_probe.generation.prompts import shard_of
+from openrouter_probe.generation.shards import ShardShare, shard_shares_note
+from openrouter_probe.rules.quantities import format_usd
 from tests._generate import POLICY, prompt_rows, records, write_prompts
 
 MANAGER = "mgmt-gaps-key"
@@ -61,3 +65,59 @@ def test_a_shard_stopped_by_its_key_limit_names_the_key(
         assert key.secret not in result.output and key.secret not in out.read_text()
         statuses = [r["status"] for r in records(out)]
         assert statuses and "failed" not in statuses, statuses
+
+
+def _dry(tmp: Path, *more: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = CliRunner().invoke(
+        cli,
+        ["generate", str(tmp / "prompts.jsonl"), "--policy", str(POLICY),
+         "-o", str(tmp / "out.jsonl"), "--budget-usd", "1", "--snapshot", "bundled",
+         "--max-tokens", "300", "--dry-run", "--format", "json", *more],
+        env={"OPENROUTER_API_KEY": "", **(env or {})},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    body: dict[str, Any] = json.loads(result.stdout)
+    return body
+
+
+def test_the_dry_run_of_a_sharded_job_says_every_shards_rows_and_worst_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = prompt_rows(90, datasets=2)
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    for name in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_PROCID",
+                 "SLURM_NTASKS"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    whole = _dry(tmp_path)
+    assert whole["shard_shares"] == []  # not sharded: nothing more said
+    by_hand = _dry(tmp_path, "--shard", "2/3")
+    auto = _dry(tmp_path, "--shard", "auto", env={"RANK": "2", "WORLD_SIZE": "3"})
+    for body in (by_hand, auto):
+        shares = body["shard_shares"]
+        assert [s["shard"] for s in shares] == ["0/3", "1/3", "2/3"]
+        assert [s["this"] for s in shares] == [False, False, True]
+        # each shard's rows are the row hash's, the same on every machine
+        assert [s["rows"] for s in shares] == [
+            sum(1 for r in rows if shard_of(r["id"], 3) == i) for i in range(3)
+        ]
+        assert shares[2]["rows"] == body["rows_to_send"]
+        assert shares[2]["worst_usd"] == body["worst_case_usd"]
+        # the shards' worst cases add up to the whole job's
+        total = sum(Decimal(str(s["worst_usd"])) for s in shares)
+        assert abs(total - Decimal(str(whole["worst_case_usd"]))) < Decimal("1e-9")
+        note = next(n for n in body["notes"] if n.startswith("the job's 3 shards"))
+        assert "2/3 (this one) " + f"{shares[2]['rows']} rows" in note
+        assert note.endswith(f"all 90 rows, worst {format_usd(total)}")
+    assert auto["shard_from"].startswith("shard 2/3 from the launcher (RANK=2")
+    assert by_hand["shard_shares"] == auto["shard_shares"]
+
+
+def test_the_shard_note_lists_this_one_and_the_extremes_past_eight() -> None:
+    shares = [ShardShare(i, 12, 10 + i, Decimal("0.1"), i == 5) for i in range(12)]
+    note = shard_shares_note(shares)
+    assert note == (
+        "the job's 12 shards (before resume): 0/12 10 rows, worst $0.10; 5/12 (this one) "
+        "15 rows, worst $0.10; 11/12 21 rows, worst $0.10; all 186 rows, worst $1.20"
+    )
+    unknown = [ShardShare(0, 2, 3, None), ShardShare(1, 2, 4, Decimal(1), True)]
+    assert shard_shares_note(unknown).endswith("all 7 rows, worst unknown")

@@ -376,6 +376,26 @@ def _worst_total(
     return total
 
 
+def _shard_shares(
+    summary: RunSummary,
+    every_shard: list[PromptRow],
+    shard: tuple[int, int],
+    prices: Prices,
+    builder: RequestBuilder,
+    book: TurnBook | None,
+) -> None:
+    """The dry run of a sharded job: each shard's rows and worst case, before resume (the other
+    shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere)."""
+    from openrouter_probe.generation.shards import shard_shares, shard_shares_note
+
+    def worst(part: list[PromptRow]) -> Decimal:
+        return _worst_total(part, prices, builder, None)
+
+    shares = shard_shares(every_shard, shard, None if book is not None else worst)
+    summary.shard_shares = [s.to_dict() for s in shares]
+    summary.notes.append(shard_shares_note(shares))
+
+
 def _dry_run(
     summary: RunSummary,
     todo: list[PromptRow],
@@ -386,9 +406,10 @@ def _dry_run(
     options: JobOptions,
     asked: _Asked,
     book: TurnBook | None,
+    every_shard: list[PromptRow] | None = None,
 ) -> RunSummary:
     """What the run would do, sending nothing: the worst case of every request (every turn with
-    ``--turns all``), the expected cost."""
+    ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
     from openrouter_probe.analysis.budget import plan_budget
 
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
@@ -398,6 +419,8 @@ def _dry_run(
     worst_total = _worst_total(todo, prices, builder, book)
     summary.worst_case_usd = worst_total
     summary.not_sent = len(todo)
+    if asked.shard is not None and every_shard:
+        _shard_shares(summary, every_shard, asked.shard, prices, builder, book)
     if not todo:
         return summary
     datasets = sorted({r.dataset for r in todo})
@@ -800,6 +823,7 @@ async def _run_job(
                 options=options,
                 asked=asked,
                 book=book,
+                every_shard=rows.every_shard,
             )
         return await paid.run(
             todo,
