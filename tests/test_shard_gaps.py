@@ -4,7 +4,12 @@ and worst case."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,13 +20,16 @@ from click.testing import CliRunner
 from openrouter_probe.api.keys import KeysClient
 from openrouter_probe.cli import cli
 from openrouter_probe.fake import serve
-from openrouter_probe.generation.keyfile import read_key_file
+from openrouter_probe.generation.books import expand_outputs, job_books
+from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file
 from openrouter_probe.generation.prompts import shard_of
 from openrouter_probe.generation.shards import ShardShare, shard_shares_note
 from openrouter_probe.rules.quantities import format_usd
 from tests._generate import POLICY, prompt_rows, records, write_prompts
 
 MANAGER = "mgmt-gaps-key"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "scale-out" / "datatrove_pipeline.py"
 
 
 def test_a_shard_stopped_by_its_key_limit_names_the_key(
@@ -121,3 +129,102 @@ def test_the_shard_note_lists_this_one_and_the_extremes_past_eight() -> None:
     )
     unknown = [ShardShare(0, 2, 3, None), ShardShare(1, 2, 4, Decimal(1), True)]
     assert shard_shares_note(unknown).endswith("all 7 rows, worst unknown")
+
+
+#: the example in this process with its output's N-th record write followed by a real SIGKILL
+#: (datatrove's local executor runs its tasks here with --workers 1: the task dies mid-run)
+_KILLED_EXAMPLE = """
+import os, runpy, signal, sys
+from openrouter_probe.run.output import OutputLog
+after, real, seen = int(os.environ["KILL_AFTER_WRITES"]), OutputLog.write, [0]
+def write(self, *args, **kw):
+    done = real(self, *args, **kw)
+    seen[0] += 1
+    if seen[0] >= after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return done
+OutputLog.write = write
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_datatrove_task_killed_mid_run_resumes_without_paying_twice(tmp_path: Path) -> None:
+    pytest.importorskip("datatrove")
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(60))
+    out = tmp_path / "out"
+    with serve(speed=0, seed=9, management_key=MANAGER) as fake:
+        keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        create_shard_keys("dt", shards=2, budget_usd=1, out=tmp_path / "keys.json", client=keys)
+        env = {**os.environ, "OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": ""}
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        command = [
+            str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(out), "--tasks", "2",
+            "--workers", "1", "--policy", str(POLICY), "--budget-usd", "1",
+            "--key-file", str(tmp_path / "keys.json"), "--max-tokens", "300",
+            "--concurrency", "4", "--snapshot", "bundled",
+        ]  # fmt: skip
+        rank_ids = [shard_of(r["id"], 2) for r in prompt_rows(60)]
+        kill_at = rank_ids.count(0) + 10  # rank 0 done, rank 1 ten records in
+        # its own process group: datatrove's multiprocess Manager (a forked server) outlives a
+        # SIGKILL of the executor and holds its pipes, so it is ended with the group below
+        log = tmp_path / "killed.log"
+        with log.open("wb") as sink:
+            killed = subprocess.Popen(
+                [sys.executable, "-c", _KILLED_EXAMPLE, *command],
+                env={**env, "KILL_AFTER_WRITES": str(kill_at)},
+                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                code = killed.wait(timeout=300)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(killed.pid, signal.SIGKILL)
+        assert code == -signal.SIGKILL, log.read_text()[-3000:]
+        completions = out / "logs" / "completions"
+        assert sorted(p.name for p in completions.iterdir()) == ["00000"]
+        rank1 = out / "rank-00001.jsonl"
+        before = {r["id"]: r for r in records(rank1)}
+        assert 10 <= len(before) < rank_ids.count(1)  # killed mid-run
+        billed_before = len(fake.ledger)
+        again = subprocess.run(
+            [sys.executable, *command], env=env, capture_output=True, text=True, timeout=300,
+            check=False,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert sorted(p.name for p in completions.iterdir()) == ["00000", "00001"]
+        outs = expand_outputs([out])
+        answered = [r["id"] for o in outs for r in records(o) if r["status"] in ("ok", "truncated")]
+        assert sorted(answered) == sorted(r["id"] for r in prompt_rows(60))  # each row once
+        after = {r["id"]: r for r in records(rank1)}
+        for row_id, record in before.items():  # what was recorded is kept, never bought again
+            assert after[row_id]["generation_id"] == record["generation_id"]
+        # the rerun bought at most the rows not recorded yet; what was answered in flight at
+        # the kill (billed, never recorded) comes back from the response cache, unbilled: every
+        # row billed once
+        assert len(fake.ledger) - billed_before <= len(after) - len(before)
+        assert len(fake.ledger) == len(answered) == 60
+        # ... and the summed journals hold what the fake billed: exactly, but for the attempts
+        # in flight at the kill, which stay counted at their worst case (no generation id came
+        # back to settle them by); each key's usage is its rank's
+        books = job_books(read_key_file(tmp_path / "keys.json"), [out], client=keys)
+        assert books.keys_usage_usd == fake.ledger.total_usd
+        unsettled = _unsettled_reserves(Path(f"{rank1}.ledger"))
+        assert 1 <= len(unsettled) <= 4  # --concurrency 4
+        assert books.possibly_billed_usd == sum(unsettled)
+        counted = books.journals_usd - books.possibly_billed_usd
+        assert counted <= fake.ledger.total_usd <= books.journals_usd
+        assert books.exit_code == 0
+        keys.close()
+
+
+def _unsettled_reserves(journal: Path) -> list[Decimal]:
+    """The reserved worst case of every attempt the journal says was sent and never settled."""
+    sent: dict[tuple[str, int], Decimal] = {}
+    for line in journal.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        if "sent" in entry:
+            sent[entry["run"], entry["sent"]] = Decimal(entry["reserved_usd"])
+        elif "settled" in entry:
+            sent.pop((entry["run"], entry["settled"]), None)
+    return list(sent.values())
