@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from openrouter_probe.generation.export import ExportSummary as ExportSummary
     from openrouter_probe.generation.export import export as export
     from openrouter_probe.run import RunSummary as RunSummary
+    from openrouter_probe.run import StopReason as StopReason
 
     # -- Verify: the empirical precision check
     from openrouter_probe.verify import VerifyPlan as VerifyPlan
@@ -111,10 +112,6 @@ if TYPE_CHECKING:
     # isort: on
 
 
-#: Subpackages reachable as attributes (``orp.fake.serve``) without importing them up front.
-_SUBPACKAGES = frozenset({"analysis", "api", "fake", "policy", "rules", "run", "verify"})
-
-
 _REEXPORT = re.compile(r"^    from ([\w.]+) import (\w+) as \2$", re.MULTILINE)
 
 
@@ -133,20 +130,25 @@ def exports_of(path: str | Path) -> dict[str, str]:
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, str], subpackages: frozenset[str] = frozenset()
+    package: str, exports: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return a package's ``__getattr__`` and ``__dir__`` that import each name on first use.
 
-    ``exports`` maps a public name to the module that defines it (PEP 562). Every folder of the
-    package uses this, so that importing one module never imports its siblings' dependencies.
+    ``exports`` maps a public name to the module that defines it (PEP 562; every folder reads
+    its own from its ``TYPE_CHECKING`` block with ``exports_of``). Any other name that is a module
+    or a folder of the package is imported as one (``orp.generation``, ``orp.fake.server``), as
+    after an explicit ``import``. Importing one module never imports its siblings' dependencies.
     """
     namespace = sys.modules[package].__dict__
+    folder = Path(namespace["__file__"]).parent
 
     def __getattr__(name: str) -> Any:
-        if name in subpackages:
-            return importlib.import_module(f"{package}.{name}")
         module = exports.get(name)
         if module is None:
+            if not name.startswith("_") and (
+                (folder / name / "__init__.py").is_file() or (folder / f"{name}.py").is_file()
+            ):
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module), name)
         namespace[name] = value
@@ -163,4 +165,4 @@ _EXPORTS: dict[str, str] = exports_of(__file__)
 
 __all__ = sorted([*_EXPORTS, "__version__"])
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBPACKAGES)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

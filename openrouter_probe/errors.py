@@ -13,7 +13,8 @@ tree in one place each and chained with ``raise ... from exc``.
     ├── APIError                    talking to OpenRouter failed
     │   ├── APIConnectionError      no HTTP answer: DNS, refused, reset, timeout
     │   └── APIStatusError          an HTTP error status (.status_code, .code, .message, .metadata,
-    │       │                       .body, .retry_after, .refusal: a 402/403's case, api.envelope)
+    │       │                       .body, .retry_after, .refusal: a 402/403's case, api.envelope,
+    │       │                       .kind: final or not, api.error_rules)
     │       ├── RateLimitError      429
     │       ├── InsufficientCreditsError   402
     │       └── NoRouteError        404 for a model or route that has no endpoint
@@ -144,6 +145,7 @@ class APIStatusError(APIError):
         body: str = "",
         retry_after: float | None = None,
         refusal: str | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(message, url=url)
         self.status_code = status_code
@@ -155,6 +157,9 @@ class APIStatusError(APIError):
         #: what a 402 or 403 says (``api.envelope.refusal``: ``in_flight``, ``key_limit``,
         #: ``too_large``, ``credits``, ``budget``, ``flagged``); ``None`` for other statuses
         self.refusal = refusal
+        #: what the error table makes of it (``api.error_rules``: ``transient``, ``pause``,
+        #: ``held``, ``row``, ``run``); the sync client retries the first three
+        self.kind = kind
 
 
 class RateLimitError(APIStatusError):

@@ -18,11 +18,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # The test files that exercise each module (its own and its callers'): a mutant is judged by these.
 declare -A tests_of=(
-  [rules/routing]="test_routing test_lint test_policy test_budget test_drift test_edges"
-  [rules/precision]="test_precision test_policy test_matrix test_edges"
-  [analysis/budget]="test_budget test_analysis_cli test_edges"
-  [policy/drift]="test_drift test_edges"
-  [rules/quantities]="test_budget test_analysis_cli test_edges"
+  [rules/routing]="test_routing test_lint test_policy test_budget test_drift test_bad_inputs"
+  [rules/precision]="test_precision test_policy test_matrix test_bad_inputs"
+  [analysis/budget]="test_budget test_analysis_cli test_bad_inputs"
+  [policy/drift]="test_drift test_bad_inputs"
+  [rules/quantities]="test_budget test_analysis_cli test_bad_inputs"
   [run/spend]="test_spend test_generate_run"
   [run/ledger]="test_generate_ledger test_reconcile"
   [run/reconcile]="test_reconcile"

@@ -1,5 +1,6 @@
-"""The books' batch side (``run.batch_books``): a line an earlier run's open batch holds moves its
-worst case to this run's attempt once, through the books, and comes back when no attempt carries it.
+"""Batch mode's claims and plan journal (``run.batch_books``): a line an earlier run's open batch
+holds is a claim on its row, whose worst case moves to this run's attempt once, through the books,
+and comes back when no attempt carries it.
 
 Each case builds the earlier run's journal with ``run.ledger.Ledger`` and reads it back with
 ``replay_ledger``, as a resume does; the money is then checked in the cap, the counts and the
@@ -13,8 +14,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.batch_books import BatchBooks
+from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.batch_plan import custom_id
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.ledger import Ledger, OpenBatch, replay_ledger
@@ -38,14 +41,15 @@ def _killed_batch(journal: Path) -> OpenBatch:
     return batch
 
 
-def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchBooks, Ledger]:
+def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchClaims, Ledger]:
     replay = replay_ledger(journal)
     cap = SpendCap(cap_usd, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     ledger = Ledger(journal, run_id="now").open()
     books = Books(cap, datasets=["A"], ledger=ledger)
-    batch_books = BatchBooks(books)
-    batch_books.hold(replay.batches[0])
-    return books, batch_books, ledger
+    claims = BatchClaims(ledger)
+    claims.hold(replay.batches[0])
+    books.claims = claims  # as the run wires the row source's claims in
+    return books, claims, ledger
 
 
 def _attempt(worst: Decimal) -> Attempt:
@@ -61,14 +65,14 @@ def _row() -> PromptRow:
 def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path) -> None:
     journal = tmp_path / "out.jsonl.ledger"
     _killed_batch(journal)
-    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    books, claims, ledger = _resumed(journal, cap_usd=WORST)
     cap = books.cap
     assert cap.spent_usd == WORST  # the killed batch filled the cap
 
     attempt = _attempt(WORST)
     assert books.reserve("A", attempt)  # it takes the line's worst case over: the cap fits it
     assert (cap.spent_usd, cap.reserved_usd) == (0, WORST)
-    assert batch_books.reservation(dumps(ROW)) is None  # held no more: taken over
+    assert claims.claim(dumps(ROW)) is None  # held no more: taken over
     number = books.sent(_row(), attempt)
     # the move is in the OS with the attempt's own line, in one write: a kill lands before the
     # three lines or after them, never between (where the line would count twice)
@@ -80,9 +84,9 @@ def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path
         "batch_plan",
         "batch_id",
     ]
-    move = batch_books.moved(ROW)
+    move = claims.moved(ROW)
     assert move is not None and move.startswith("p1.")
-    assert batch_books.moved(ROW) is None  # once
+    assert claims.moved(ROW) is None  # once
     assert (cap.spent_usd, cap.reserved_usd) == (0, WORST)  # the move changed no cap figure
     assert (books.counts.reconciled_before, books.counts.reconciled_before_back_usd) == (1, WORST)
     assert books.counts.possibly_billed_before_settled_usd == WORST
@@ -103,13 +107,15 @@ def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path
 def test_a_takeover_never_journaled_counts_the_line_again(tmp_path: Path) -> None:
     journal = tmp_path / "out.jsonl.ledger"
     _killed_batch(journal)
-    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    books, claims, ledger = _resumed(journal, cap_usd=WORST)
     attempt = _attempt(WORST)
     assert books.reserve("A", attempt)
     books.cap.settle(WORST, None, "A")  # the attempt came back unbilled; the run stops
-    batch_books.release()  # before the sender journaled the move
+    (claim,) = claims.release()  # before the attempt that carries it was journaled
+    assert (claim.reserved_usd, claim.dataset) == (WORST, "A")
+    books.hand_back(claim.reserved_usd, claim.dataset)  # as the run does at Released
     assert (books.cap.spent_usd, books.cap.reserved_usd) == (WORST, 0)
-    assert batch_books.moved(ROW) is None
+    assert claims.moved(ROW) is None and claims.release() == []
     assert "batch_plan" not in journal.read_text().split('"run":"now"')[-1]
     ledger.close()
 
@@ -117,21 +123,86 @@ def test_a_takeover_never_journaled_counts_the_line_again(tmp_path: Path) -> Non
 def test_a_takeover_that_does_not_fit_keeps_the_hold(tmp_path: Path) -> None:
     journal = tmp_path / "out.jsonl.ledger"
     _killed_batch(journal)
-    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    books, claims, ledger = _resumed(journal, cap_usd=WORST)
     assert not books.reserve("A", _attempt(WORST * 2))  # dearer than the whole cap
     assert (books.cap.spent_usd, books.cap.reserved_usd) == (WORST, 0)
-    assert batch_books.reservation(dumps(ROW)) == (WORST, "A")  # a later attempt may claim it
+    claim = claims.claim(dumps(ROW))  # a later attempt may claim it
+    assert claim is not None and (claim.reserved_usd, claim.dataset) == (WORST, "A")
+    assert claim.earlier.run == "earlier" and not claim.known
     ledger.close()
 
 
 def test_an_earlier_batchs_served_lines_settle_through_the_books(tmp_path: Path) -> None:
     journal = tmp_path / "out.jsonl.ledger"
     batch = _killed_batch(journal)
-    books, batch_books, ledger = _resumed(journal, cap_usd=WORST)
+    books, _, ledger = _resumed(journal, cap_usd=WORST)
     changes: list[Any] = []
     books.on_change = lambda: changes.append(1)
-    batch_books.settle_earlier(batch, {custom_id(ROW): Decimal("0.004"), "not-a-line": WORST})
+    served = {custom_id(ROW): Decimal("0.004"), "not-a-line": WORST}
+    for pending, cost in settlements(batch, served):  # as the run does at SettledEarlier
+        books.reconciled(pending, cost)
     assert books.cap.spent_usd == Decimal("0.004")
     assert books.counts.reconciled_before_back_usd == Decimal("0.006") and changes == [1]
     ledger.close()
     assert replay_ledger(journal).spent_usd == Decimal("0.004")
+
+
+def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
+    """The batch sender reports events (``run.batch_plan``); ``BatchJournal.record`` journals the
+    plan events as the plan journal's lines, holds the claims, and answers a claim with the plan
+    of the move."""
+    from openrouter_probe.run.batch_plan import Claimed, Closed, Held, Planned, Said, Submitted
+
+    journal = tmp_path / "out.jsonl.ledger"
+    earlier = _killed_batch(journal)
+    replay = replay_ledger(journal)
+    cap = SpendCap(WORST, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
+    ledger = Ledger(journal, run_id="now").open()
+    books = Books(cap, datasets=["A"], ledger=ledger)
+    claims = BatchClaims(ledger)
+    books.claims = claims
+    record = BatchJournal(ledger, claims).record
+    assert record(Held(earlier)) is None
+    attempt = _attempt(WORST)
+    assert books.reserve("A", attempt)  # the held line's worst case, taken over
+    number = books.sent(_row(), attempt)
+    move = record(Claimed(ROW))
+    assert move is not None and move.startswith("p1.")
+    record(Planned("p2", model="m", after=7, worst_usd=WORST, lines=[["c2", number]]))
+    record(Submitted(None, "p2", "batch-2"))
+    record(Closed(None, "p2", "completed"))
+    record(Closed(None, move, "completed"))
+    with pytest.raises(TypeError):
+        record(Said("a money event is the books'"))
+    ledger.close()
+    plans = {(b.run, b.plan) for b in replay_ledger(journal).batches}
+    assert plans == {("earlier", "p1")}  # p2 and the move closed; the earlier plan stays open
+
+
+def test_the_batch_sender_holds_no_books() -> None:
+    """The sender seam: the batch sender's modules never name the books, and the sender itself
+    not the run's side of batch mode either: it reports events, the run journals them. The books
+    know claims (``run.books.Claim``), not batches."""
+    import ast
+
+    import openrouter_probe.run as run
+
+    folder = Path(run.__file__).parent
+
+    def names(module: str) -> set[str]:
+        tree = ast.parse((folder / f"{module}.py").read_text())
+        found = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        return found
+
+    for module in ("batch_sender", "batch_watch", "batch_plan", "batch_books"):
+        found = names(module)
+        assert "Books" not in found, module
+        books = {n for n in found if n.startswith("openrouter_probe.run.books.")}
+        assert books <= {"openrouter_probe.run.books.Claim"}, module
+    for module in ("batch_sender", "batch_watch", "batch_plan"):
+        assert not {n for n in names(module) if "batch_books" in n}, module
+    text = (folder / "books.py").read_text().lower()
+    assert "batch" not in text

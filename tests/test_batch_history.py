@@ -121,12 +121,15 @@ def test_a_batch_run_records_its_accepted_submit_and_the_commands_say_accepted(
     )  # fmt: skip
     assert "(together, accepted)" in budget.stdout
     explained = _invoke("policy", "explain", str(policy), "--snapshot", snap)
-    assert "$15.00/M sync, 50%), accepted" in explained.stdout
+    explained_text = explained.stdout.replace("\n  ", " ")  # wrapped to the table's width
+    assert "$15.00/M sync, 50%), accepted" in explained_text
     assert f"batch: together: a submit was accepted since the compile ({batch_id}" in (
-        explained.stdout
+        explained_text
     )
     spec = _invoke("policy", "explain", str(HERE / "kimi-k3.spec.yaml"), "--snapshot", snap)
-    assert "batch: batches run on together (a submit was accepted)" in spec.stdout
+    assert "batch: batches run on together (a submit was accepted)" in spec.stdout.replace(
+        "\n  ", " "
+    )
     # the policy pinned this snapshot's sha256: the history is no drift
     checked = CliRunner().invoke(cli, ["policy", "check", str(policy), "--snapshot", snap])
     assert checked.exit_code == 0, checked.output

@@ -15,7 +15,8 @@ from decimal import Decimal
 import pytest
 import requests
 
-from openrouter_probe.api.client import Client, _translate_status, page_url
+from openrouter_probe.api.client import Client, page_url
+from openrouter_probe.api.translate import translate_status
 from openrouter_probe.errors import (
     APIConnectionError,
     APIError,
@@ -173,7 +174,7 @@ def _response(status: int, body: str, headers: dict[str, str] | None = None) -> 
     ],
 )
 def test_every_status_maps_into_the_tree(status: int, cls: type[APIStatusError]) -> None:
-    exc = _translate_status(_response(status, f'{{"error":{{"message":"m","code":{status}}}}}'))
+    exc = translate_status(_response(status, f'{{"error":{{"message":"m","code":{status}}}}}'))
     assert type(exc) is cls
     assert exc.status_code == status and exc.code == status
 
@@ -184,7 +185,7 @@ def test_groq_429_metadata_and_retry_after() -> None:
         'kimi-k2-0905 is temporarily rate-limited upstream.","provider_name":"Groq"}},'
         '"user_id":"user_redacted"}'
     )  # captures/kimi-k2-0905/simple_kimi-k2_groq.yaml
-    exc = _translate_status(_response(429, body, {"Retry-After": "7"}))
+    exc = translate_status(_response(429, body, {"Retry-After": "7"}))
     assert isinstance(exc, RateLimitError)
     assert exc.retry_after == 7.0
     assert exc.metadata["provider_name"] == "Groq"
@@ -196,13 +197,13 @@ def test_402_names_the_fix() -> None:
         '{"error":{"message":"This request requires more credits, or fewer max_tokens. You '
         'requested up to 16384 tokens, but can only afford 1056.","code":402}}'
     )
-    exc = _translate_status(_response(402, body))
+    exc = translate_status(_response(402, body))
     assert isinstance(exc, InsufficientCreditsError)
     assert "can only afford 1056" in str(exc) and "settings/credits" in str(exc)
 
 
 def test_non_json_error_body() -> None:
-    exc = _translate_status(_response(503, "<html>upstream connect error</html>"))
+    exc = translate_status(_response(503, "<html>upstream connect error</html>"))
     assert exc.status_code == 503 and exc.code is None
     assert "upstream connect error" in str(exc)
 
@@ -333,10 +334,10 @@ def test_retry_after_as_an_http_date() -> None:
     from email.utils import format_datetime
 
     later = datetime.now(UTC) + timedelta(seconds=120)
-    exc = _translate_status(_response(429, "{}", {"Retry-After": format_datetime(later)}))
+    exc = translate_status(_response(429, "{}", {"Retry-After": format_datetime(later)}))
     assert exc.retry_after is not None and 100 < exc.retry_after <= 120
-    assert _translate_status(_response(429, "{}", {"Retry-After": "inf"})).retry_after is None
-    assert _translate_status(_response(429, "{}", {"Retry-After": "soon"})).retry_after is None
+    assert translate_status(_response(429, "{}", {"Retry-After": "inf"})).retry_after is None
+    assert translate_status(_response(429, "{}", {"Retry-After": "soon"})).retry_after is None
 
 
 # -- the key ----------------------------------------------------------------------------------------

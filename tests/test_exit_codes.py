@@ -333,9 +333,13 @@ def test_generate_warns_of_seed_without_sample(tmp_path: Path) -> None:
     prompts.write_text("".join(json.dumps(r) + "\n" for r in PROMPTS_ROWS), encoding="utf-8")
     base = ["generate", str(prompts), "--policy", POLICY, "-o", str(tmp_path / "o.jsonl"),
             "--snapshot", "bundled", "--dry-run"]  # fmt: skip
+    # --seed is the old spelling of --sample-seed (issue 33): the warning names the new one
     result = CliRunner().invoke(cli, [*base, "--seed", "3"])
     assert result.exit_code == 0
-    assert "warning: --seed 3 picks the rows of --sample, and there is no --sample" in result.stderr
+    assert (
+        "warning: --sample-seed 3 picks the rows of --sample, and there is no --sample"
+        in result.stderr
+    )
     sampled = CliRunner().invoke(cli, [*base, "--seed", "3", "--sample", "2"])
     assert sampled.exit_code == 0 and "warning: --seed" not in sampled.stderr
 

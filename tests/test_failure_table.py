@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from openrouter_probe.run.failure import ERROR_RULES, classify_error, rule_for
+from openrouter_probe.api.error_rules import ERROR_RULES, rule_for
+from openrouter_probe.run.failure import classify_error
 from tests.conftest import CAPTURES
 
 GROQ_429 = json.loads(
@@ -375,8 +376,9 @@ def test_the_facts_a_failure_carries() -> None:
     )
     assert wrapped.rate_limited  # a 400 wrapping a 429 slows the pool down too
     key = classify_error(401, CASES[0][2])
+    # one wording for the run and the sync client (api.envelope.error_message)
     assert (
-        key.message == "User not found.: OpenRouter rejected the API key; check OPENROUTER_API_KEY"
+        key.message == "User not found. OpenRouter rejected the API key: check OPENROUTER_API_KEY."
     )
     empty = classify_error(502, None, body="<html>bad gateway</html>")
     assert empty.kind == "transient" and empty.message == "HTTP 502: <html>bad gateway</html>"

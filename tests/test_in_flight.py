@@ -18,8 +18,8 @@ from typing import Any
 import requests
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.client import translate_status
 from openrouter_probe.api.envelope import clean_message, read_error, refusal
+from openrouter_probe.api.translate import translate_status
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.fake.bodies import IN_FLIGHT_MESSAGE
 from openrouter_probe.generation import generate

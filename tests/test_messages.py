@@ -251,6 +251,7 @@ def test_budget_rejects_a_reversed_share() -> None:
 def test_budget_text_without_a_share_and_with_the_prompt_size() -> None:
     args = ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "60M"]
     _, stdout, _ = _invoke(*args, "--prompt-tokens", "2000", "--output-tokens-per-request", "1000")
+    stdout = stdout.replace("\n  ", " ")  # the prose wraps to the table's width (80 piped)
     assert "0%-0%" not in stdout
     assert "(no --reasoning-share given: all of it counted as visible)" in stdout
     headline = stdout.splitlines()[0]
@@ -259,6 +260,7 @@ def test_budget_text_without_a_share_and_with_the_prompt_size() -> None:
         "and $100.00 buys 32.26M output tokens"
     )
     _, stdout, _ = _invoke(*args, "--reasoning-share", "0.6")
+    stdout = stdout.replace("\n  ", " ")
     assert "at 60% reasoning that is 24M visible" in stdout
     assert "$2.61/M output" in stdout  # the blend, in the house style (not $2.607/M)
 

@@ -92,25 +92,33 @@ def test_no_response_cache_sends_neither_the_header_nor_a_session(tmp_path: Path
 
 _BUILD = """
 import json, sys
-from openrouter_probe.generation.job import _ask, _builder, _policy
+import inspect
+from openrouter_probe.generation.job import _policy, generate
+from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices
 compiled, raw, _ = _policy(sys.argv[1], "bundled")
-asked = _ask(100, stream=False, temperature=None, reasoning=None, weights=None, shard=None)
-builder = _builder(asked, compiled.model, raw, identity=True)
+keywords = {name: p.default for name, p in inspect.signature(generate).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+keywords.update(policy=sys.argv[1], out=sys.argv[2], max_tokens=100, dry_run=True)
+builder = GeneratePlan.of("p.jsonl", **keywords).request_builder(compiled.model, raw,
+                                                                  identity=True)
 row = PromptRow("r7", "d0", [{"role": "user", "content": "question 7 \\u00e9"}], {}, 1)
 sys.stdout.buffer.write(builder.build(row, Prices(0, 0)).body)
 """
 
 
-def test_a_row_is_the_same_bytes_in_any_process() -> None:
+def test_a_row_is_the_same_bytes_in_any_process(tmp_path: Path) -> None:
     """The body is a pure function of the run's settings and the row: two processes with
     different hash seeds build the very bytes (the cache's key)."""
     bodies = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         done = subprocess.run(
-            [sys.executable, "-c", _BUILD, str(POLICY)], env=env, capture_output=True, check=True
+            [sys.executable, "-c", _BUILD, str(POLICY), str(tmp_path / "out.jsonl")],
+            env=env,
+            capture_output=True,
+            check=True,
         )
         bodies.append(done.stdout)
     assert bodies[0] == bodies[1]

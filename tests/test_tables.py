@@ -80,6 +80,38 @@ def test_piped_without_columns_fits_80() -> None:
         assert "left out to fit 80 columns:" in stderr.replace("\n  ", " "), args
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["policy", "explain", "policies/kimi-k2.5.yaml"],
+        ["policy", "explain", "policies/kimi-k2.5.spec.yaml", "--offline"],
+        ["models", "--offline"],
+        ["endpoints", MODEL, "--offline"],
+        ["matrix", MODEL, "--offline"],
+        ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "60M"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_every_line_of_a_table_command_fits_80_when_piped(args: list[str]) -> None:
+    """Issue 33: the table fit, but the prose beside it did not (``policy explain`` printed
+    286-column reasons, assumptions and trade-off lines), and ``models`` drew an 85-wide table
+    (its ids are essential: now they fold). Every stdout line counts, not only the table's."""
+    stdout, stderr, code = _run(args, None)
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert len(lines) >= 3
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert "…" not in stdout
+    if args[1] == "explain":
+        # wrapped between words, never inside one: every reason and assumption still reads
+        text = " ".join(line.strip() for line in lines)
+        assert "fireworks: dropped: ignored (spec ignores 'fireworks')" in text
+        assert '"order": ["chutes/int4", "deepinfra/int4",' in text
+    if args[0] == "models":
+        ids = "".join(c[0] for c in _cells(stdout))
+        assert "moonshotai/kimi-k2.5" in ids
+
+
 def test_piped_without_columns_the_csv_has_every_column() -> None:
     stdout, _, _ = _run(["matrix", MODEL, "--offline", "--format", "csv"], None)
     header = stdout.splitlines()[0]
@@ -211,3 +243,25 @@ def test_notes_wrap_to_the_width_between_words(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.delenv("COLUMNS")  # piped without COLUMNS: one line, for logs and grep
     note(long)
     assert capsys.readouterr().err == long + "\n"
+
+
+def test_policy_explain_piped_in_a_real_process_without_columns_fits_80() -> None:
+    """The same as a user's pipe: a child process, COLUMNS not set at all, stdout a pipe."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    out = subprocess.run(
+        [sys.executable, "-m", "openrouter_probe", "policy", "explain", "policies/kimi-k2.5.yaml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
+    lines = out.stdout.splitlines()
+    assert len(lines) > 20 and max(len(line) for line in lines) <= 80
+    assert "assumption: Ordered and sorted routes send each request" in out.stdout

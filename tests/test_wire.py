@@ -26,8 +26,8 @@ from openrouter_probe.api.backoff import (
     retry_after_s,
 )
 from openrouter_probe.api.chat import KeyInfo
-from openrouter_probe.api.client import _retryable
 from openrouter_probe.api.completion import read_completion, read_stream
+from openrouter_probe.api.translate import retryable
 from openrouter_probe.errors import APIStatusError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
@@ -69,13 +69,13 @@ def _gen(tmp: Path, base_url: str, **options: Any) -> Any:
 def test_the_client_and_the_failure_table_retry_the_same_statuses() -> None:
     """api/client.py retried 524 but not 520/522; run/failure.py retried all three."""
     for status in sorted(TRANSIENT_STATUSES):
-        assert _retryable(APIStatusError("x", status_code=status)), status
+        assert retryable(APIStatusError("x", status_code=status)), status
         assert classify_error(status, {"code": status, "message": "x"}).kind in (
             "transient",
             "pause",
         ), status
     assert {520, 522} <= TRANSIENT_STATUSES
-    assert not _retryable(APIStatusError("x", status_code=400))
+    assert not retryable(APIStatusError("x", status_code=400))
 
 
 def test_retry_after_reads_seconds_and_http_dates_capped() -> None:

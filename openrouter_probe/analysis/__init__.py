@@ -6,31 +6,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openrouter_probe import lazy_exports
+from openrouter_probe import exports_of, lazy_exports
 
-# name -> module that defines it, imported on first use
-_EXPORTS: dict[str, str] = {
-    "BudgetPlan": "openrouter_probe.analysis.budget_plan",
-    "build_matrix": "openrouter_probe.analysis.matrix",
-    "matrix_history": "openrouter_probe.analysis.matrix",
-    "plan_budget": "openrouter_probe.analysis.budget",
-    "plot_budget": "openrouter_probe.analysis.plots",
-    "plot_price_uptime": "openrouter_probe.analysis.plots",
-}
-
-__all__ = [
-    "BudgetPlan",
-    "build_matrix",
-    "matrix_history",
-    "plan_budget",
-    "plot_budget",
-    "plot_price_uptime",
-]
-
+# The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
-    from openrouter_probe.analysis.budget import plan_budget
-    from openrouter_probe.analysis.budget_plan import BudgetPlan
-    from openrouter_probe.analysis.matrix import build_matrix, matrix_history
-    from openrouter_probe.analysis.plots import plot_budget, plot_price_uptime
+    from openrouter_probe.analysis.budget import plan_budget as plan_budget
+    from openrouter_probe.analysis.budget_plan import BudgetPlan as BudgetPlan
+    from openrouter_probe.analysis.matrix import build_matrix as build_matrix
+    from openrouter_probe.analysis.matrix import matrix_history as matrix_history
+    from openrouter_probe.analysis.plots import plot_budget as plot_budget
+    from openrouter_probe.analysis.plots import plot_price_uptime as plot_price_uptime
 
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,67 +7,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openrouter_probe import lazy_exports
+from openrouter_probe import exports_of, lazy_exports
 
-# name -> module that defines it, imported on first use
-_EXPORTS: dict[str, str] = {
-    "Backoff": "openrouter_probe.api.backoff",
-    "ChatCompletion": "openrouter_probe.api.completion",
-    "Client": "openrouter_probe.api.client",
-    "DEFAULT_BASE_URL": "openrouter_probe.api.client",
-    "Endpoint": "openrouter_probe.api.schema",
-    "Generation": "openrouter_probe.api.chat",
-    "KeyInfo": "openrouter_probe.api.chat",
-    "Model": "openrouter_probe.api.schema",
-    "ModelEndpoints": "openrouter_probe.api.schema",
-    "ModelsList": "openrouter_probe.api.schema",
-    "Pricing": "openrouter_probe.api.schema",
-    "Provider": "openrouter_probe.api.schema",
-    "SkippedRecord": "openrouter_probe.api.schema",
-    "Usage": "openrouter_probe.api.chat",
-    "bundled_models_list": "openrouter_probe.api.catalog",
-    "iter_sse_events": "openrouter_probe.api.sse",
-    "load_models_list": "openrouter_probe.api.catalog",
-    "parse_provider_page": "openrouter_probe.api.scrape",
-}
-
-__all__ = [
-    "DEFAULT_BASE_URL",
-    "Backoff",
-    "ChatCompletion",
-    "Client",
-    "Endpoint",
-    "Generation",
-    "KeyInfo",
-    "Model",
-    "ModelEndpoints",
-    "ModelsList",
-    "Pricing",
-    "Provider",
-    "SkippedRecord",
-    "Usage",
-    "bundled_models_list",
-    "iter_sse_events",
-    "load_models_list",
-    "parse_provider_page",
-]
-
+# The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
-    from openrouter_probe.api.backoff import Backoff
-    from openrouter_probe.api.catalog import bundled_models_list, load_models_list
-    from openrouter_probe.api.chat import Generation, KeyInfo, Usage
-    from openrouter_probe.api.client import DEFAULT_BASE_URL, Client
-    from openrouter_probe.api.completion import ChatCompletion
-    from openrouter_probe.api.schema import (
-        Endpoint,
-        Model,
-        ModelEndpoints,
-        ModelsList,
-        Pricing,
-        Provider,
-        SkippedRecord,
-    )
-    from openrouter_probe.api.scrape import parse_provider_page
-    from openrouter_probe.api.sse import iter_sse_events
+    from openrouter_probe.api.backoff import Backoff as Backoff
+    from openrouter_probe.api.catalog import bundled_models_list as bundled_models_list
+    from openrouter_probe.api.catalog import load_models_list as load_models_list
+    from openrouter_probe.api.chat import Generation as Generation
+    from openrouter_probe.api.chat import KeyInfo as KeyInfo
+    from openrouter_probe.api.chat import Usage as Usage
+    from openrouter_probe.api.client import Client as Client
+    from openrouter_probe.api.completion import ChatCompletion as ChatCompletion
+    from openrouter_probe.api.connection import DEFAULT_BASE_URL as DEFAULT_BASE_URL
+    from openrouter_probe.api.connection import Connection as Connection
+    from openrouter_probe.api.schema import Endpoint as Endpoint
+    from openrouter_probe.api.schema import Model as Model
+    from openrouter_probe.api.schema import ModelEndpoints as ModelEndpoints
+    from openrouter_probe.api.schema import ModelsList as ModelsList
+    from openrouter_probe.api.schema import Pricing as Pricing
+    from openrouter_probe.api.schema import Provider as Provider
+    from openrouter_probe.api.schema import SkippedRecord as SkippedRecord
+    from openrouter_probe.api.scrape import parse_provider_page as parse_provider_page
+    from openrouter_probe.api.sse import iter_sse_events as iter_sse_events
 
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

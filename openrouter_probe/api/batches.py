@@ -8,7 +8,7 @@ before ``requests``, which OpenRouter reads as a stream and otherwise refuses wi
 
 Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
 first with ``list(created_after=...)``), and a poll's cadence is the sender's to set. Errors go
-through the same translation as the sync client (``api.client``): a 402 on ``get`` (results
+through the same translation as the sync client (``api.translate``): a 402 on ``get`` (results
 withheld until the charge is covered) is an ``InsufficientCreditsError`` whose ``body`` holds the
 batch; a 404 right after a create is normal (the record is written asynchronously) and is a
 ``NoRouteError`` like any 404.
@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -44,8 +42,9 @@ from typing import Any, TypeVar
 import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openrouter_probe.api.client import DEFAULT_BASE_URL, _connection_failure, translate_status
-from openrouter_probe.errors import APIConnectionError, APIError, ConfigError
+from openrouter_probe.api.connection import Connection
+from openrouter_probe.api.translate import translate_exception, translate_status
+from openrouter_probe.errors import APIError
 
 __all__ = [
     "Batch",
@@ -142,7 +141,8 @@ class BatchClient:
     """OpenRouter's Batch API; options keyword-only, as ``openrouter_probe.Client``'s.
 
     ``api_key`` defaults to ``OPENROUTER_API_KEY`` (required: every batch route needs it),
-    ``base_url`` to ``OPENROUTER_BASE_URL``.
+    ``base_url`` to ``OPENROUTER_BASE_URL``; a ``connection`` (``api.connection``) already
+    resolved replaces them and ``timeout``.
     """
 
     def __init__(
@@ -152,26 +152,17 @@ class BatchClient:
         base_url: str | None = None,
         timeout: tuple[float, float] = (10.0, 120.0),
         session: requests.Session | None = None,
+        connection: Connection | None = None,
     ) -> None:
-        key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
-        if not key:
-            raise ConfigError(
-                "the Batch API needs an API key: export OPENROUTER_API_KEY=... "
-                "(create one at https://openrouter.ai/settings/keys)"
-            )
-        self._api_key = key
-        self.base_url = (
-            base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
-        ).rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"OPENROUTER_BASE_URL={self.base_url!r} is not an http(s) URL; "
-                f"unset it to use {DEFAULT_BASE_URL}"
-            )
+        self.connection = connection or Connection.resolve(
+            api_key=api_key, base_url=base_url, timeout=timeout
+        )
+        self.connection.require_key("the Batch API")
+        self.base_url = self.connection.base_url
         #: The batches path in use: ``{base}/batches``, or the beta path after a fallback.
         self.path = f"{self.base_url}/batches"
         self._fell_back = False
-        self.timeout = timeout
+        self.timeout = self.connection.timeout
         self._session = session or requests.Session()
         self._session.headers.setdefault("User-Agent", "openrouter-probe")
 
@@ -190,8 +181,7 @@ class BatchClient:
     # -- transport ------------------------------------------------------------------------------
 
     def _beta_path(self) -> str | None:
-        site = re.sub(r"/api/v\d+$", "", self.base_url)
-        beta = f"{site}/api/beta/batches"
+        beta = f"{self.connection.site}/api/beta/batches"
         return None if beta == self.path else beta
 
     def _call(
@@ -205,18 +195,15 @@ class BatchClient:
         """One request; a non-JSON 404 on the v1 path moves to the beta path once (said)."""
         while True:
             url = self.path + suffix
-            headers = {"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"}
+            headers = self.connection.headers()
             if data is not None:
                 headers["Content-Type"] = "application/json"
             try:
                 response = self._session.request(
                     method, url, params=params, data=data, headers=headers, timeout=self.timeout
                 )
-            except requests.Timeout as exc:
-                raise APIConnectionError(f"{method} {url}: timed out", url=url) from exc
             except requests.RequestException as exc:
-                reason, _ = _connection_failure(exc)
-                raise APIConnectionError(f"{method} {url} failed: {reason}", url=url) from exc
+                raise translate_exception(exc, url=url, method=method) from exc
             if response.status_code == 404 and not self._fell_back and not _is_json(response):
                 beta = self._beta_path()
                 if beta is not None:

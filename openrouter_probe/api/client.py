@@ -1,13 +1,15 @@
 """The synchronous OpenRouter API client, on ``requests``.
 
-One ``Client`` talks to ``OPENROUTER_BASE_URL`` (default ``https://openrouter.ai/api/v1``) with the
-key from ``OPENROUTER_API_KEY`` (optional for the public paths). Transient failures (timeouts, resets,
+One ``Client`` talks to one ``api.connection.Connection``: ``OPENROUTER_BASE_URL`` (default
+``https://openrouter.ai/api/v1``) with the key from ``OPENROUTER_API_KEY`` (optional for the public
+paths). Transient failures (timeouts, resets,
 429, 5xx) are retried with exponential backoff and jitter (``openrouter_probe.api.backoff.Backoff``),
 honouring ``Retry-After`` within bounds: no wait is longer than ``wait_max`` or than the time left of
 ``retry_timeout``, and a server that asks for more is answered at once with an error that says when to
 retry. Each retry is logged as it happens (one line on the ``openrouter_probe.api.client`` logger); a
-refused connection or an unknown host is not retried. Every failure is translated once, in
-``translate_status`` and ``_send``, into the tree in ``openrouter_probe.errors``.
+refused connection or an unknown host is not retried; which error statuses are retried is the
+error table's (``api.error_rules``: ``transient``, ``pause``, ``held``). Every failure is translated
+by ``api.translate``, as in the batch and key clients, into the tree in ``openrouter_probe.errors``.
 
 Tests turn the waits off by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's
 testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
@@ -26,9 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -38,9 +38,9 @@ from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 import requests
 from pydantic import BaseModel, ValidationError
 
-from openrouter_probe.api.backoff import TRANSIENT_STATUSES, Backoff, retry_after_s
+from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Generation, KeyInfo, read_generation
-from openrouter_probe.api.envelope import read_error, refusal
+from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection, resolve_base_url
 from openrouter_probe.api.schema import (
     REPORT_SKIPPED,
     EndpointsResponse,
@@ -48,18 +48,16 @@ from openrouter_probe.api.schema import (
     ModelsList,
     ProvidersList,
 )
+from openrouter_probe.api.translate import retryable, translate_exception, translate_status
 from openrouter_probe.errors import (
-    APIConnectionError,
     APIError,
     APIStatusError,
     ConfigError,
-    InsufficientCreditsError,
     NoRouteError,
-    RateLimitError,
     first_validation_error,
 )
 
-__all__ = ["DEFAULT_BASE_URL", "Client", "page_url", "translate_status"]
+__all__ = ["Client", "page_url"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +66,6 @@ log = logging.getLogger(__name__)
 _sleep: Callable[[float], None] = time.sleep
 _monotonic: Callable[[], float] = time.monotonic
 
-DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 _MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
 _T = TypeVar("_T", bound=BaseModel)
@@ -89,103 +86,8 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
     ``https://openrouter.ai/api/v1`` gives ``https://openrouter.ai/<model>/providers``; a base URL
     pointed at a local fake server gives the same path on that server.
     """
-    base = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    site = re.sub(r"/api/v\d+$", "", base)
+    site = Connection(base_url=resolve_base_url(base_url)).site
     return f"{site}/{_check_model(model)}/providers"
-
-
-def _retry_after_seconds(response: requests.Response) -> float | None:
-    """``Retry-After`` in seconds (a number or an HTTP date; ``backoff.retry_after_s``)."""
-    return retry_after_s(response.headers.get("Retry-After"), date=response.headers.get("Date"))
-
-
-#: What each 402 case asks of a person (``api.envelope.refusal``).
-_REFUSAL_ADVICE = {
-    "in_flight": " The account's in-flight budget is full: retry after the requests in flight"
-    " settle (Retry-After), send fewer at once, or add credits.",
-    "key_limit": " The key's own limit is spent: raise it at https://openrouter.ai/settings/keys"
-    " or use another key.",
-    "too_large": " One request is larger than the account can hold: lower max_tokens or add"
-    " credits at https://openrouter.ai/settings/credits.",
-    "credits": " Add credits at https://openrouter.ai/settings/credits or lower max_tokens.",
-}
-
-
-def translate_status(response: requests.Response) -> APIStatusError:
-    """Map an error response to the exception tree (the only place that does; the batch client
-    uses it too). The body is read by ``api.envelope.read_error``."""
-    status = response.status_code
-    body = response.text
-    envelope = read_error(body)
-    metadata = envelope.metadata
-    message = envelope.message
-    if not message:
-        snippet = " ".join(body.split())[:200]
-        message = f"HTTP {status} {response.reason or ''}".strip() + (
-            f": {snippet}" if snippet else ""
-        )
-    raw = metadata.get("raw")
-    if isinstance(raw, str) and raw and raw not in message:
-        message = f"{message} ({metadata.get('provider_name', 'provider')}: {raw})"
-    case = refusal(status, envelope.error)
-    if status == 401:
-        message = f"{message} OpenRouter rejected the API key: check OPENROUTER_API_KEY."
-    elif status == 402:
-        advice = _REFUSAL_ADVICE.get(case or "credits", "")
-        if "openrouter.ai/settings/credits" in message:
-            advice = advice.replace(" at https://openrouter.ai/settings/credits", "")
-        message = f"{message}{advice}"
-    cls: type[APIStatusError] = APIStatusError
-    if status == 429:
-        cls = RateLimitError
-    elif status == 402:
-        cls = InsufficientCreditsError
-    elif status == 404:
-        cls = NoRouteError
-    return cls(
-        message,
-        status_code=status,
-        url=response.url,
-        code=envelope.code,
-        metadata=metadata,
-        body=body,
-        retry_after=_retry_after_seconds(response),
-        refusal=case,
-    )
-
-
-#: The old private name (kept for callers outside the package).
-_translate_status = translate_status
-
-
-def _retryable(exc: APIError) -> bool:
-    """Whether ``exc`` is worth another attempt: timeouts, resets, 408/429/5xx; never a refused
-    connection or an unknown host (the server is not there: retrying only delays the answer)."""
-    if isinstance(exc, APIStatusError):
-        return exc.status_code in TRANSIENT_STATUSES
-    if isinstance(exc, APIConnectionError) and exc.__cause__ is not None:
-        return not _connection_failure(exc.__cause__)[1]
-    return isinstance(exc, APIConnectionError)
-
-
-def _connection_failure(exc: BaseException) -> tuple[str, bool]:
-    """Say why a connection failed, in a few words, and whether retrying is pointless."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        cur = todo.pop()
-        if id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        if isinstance(cur, ConnectionRefusedError):
-            return "connection refused", True
-        if isinstance(cur, socket.gaierror):
-            return "host name not found", True
-        if isinstance(cur, ConnectionResetError):
-            return "connection reset", False
-        links = [cur.__cause__, cur.__context__, getattr(cur, "reason", None), *cur.args]
-        todo += [x for x in links if isinstance(x, BaseException)]
-    return type(exc).__name__, False
 
 
 def _with_message(exc: APIError, message: str) -> APIError:
@@ -200,6 +102,7 @@ def _with_message(exc: APIError, message: str) -> APIError:
             body=exc.body,
             retry_after=exc.retry_after,
             refusal=exc.refusal,
+            kind=exc.kind,
         )
     return type(exc)(message, url=exc.url)
 
@@ -222,7 +125,8 @@ class Client:
     Options are keyword-only. ``api_key`` defaults to ``OPENROUTER_API_KEY`` (public paths work
     without it, but then endpoint latency and throughput come back ``null``); ``base_url`` to
     ``OPENROUTER_BASE_URL``; a key that is set but empty is said, once, and treated as none.
-    ``timeout`` is ``(connect, read)`` seconds. ``attempts`` counts every try of a transient failure
+    ``timeout`` is ``(connect, read)`` seconds. A ``connection`` (``api.connection``) already
+    resolved replaces those three. ``attempts`` counts every try of a transient failure
     (the first included); ``retry_timeout`` bounds their total time and ``wait_max`` each wait
     between them (``Retry-After`` included). ``sleep`` replaces ``time.sleep`` for those waits.
     """
@@ -238,26 +142,19 @@ class Client:
         wait_max: float = 20.0,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] | None = None,
+        connection: Connection | None = None,
     ) -> None:
-        env_key = os.environ.get("OPENROUTER_API_KEY")
-        key = api_key if api_key is not None else (env_key or "")
-        self._api_key = key.strip() or None
-        #: True when the key came from an OPENROUTER_API_KEY that is set but empty (or blank).
-        self.key_is_blank = api_key is None and env_key is not None and not env_key.strip()
-        if self.key_is_blank:
+        #: the key, the API root and the timeouts (``api.connection``), resolved once
+        self.connection = connection or Connection.resolve(
+            api_key=api_key, base_url=base_url, timeout=timeout
+        )
+        if self.connection.key_is_blank:
             log.warning(
                 "OPENROUTER_API_KEY is set but empty; going on without a key "
                 "(latency and throughput come back null)"
             )
-        self.base_url = (
-            base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
-        ).rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"OPENROUTER_BASE_URL={self.base_url!r} is not an http(s) URL; "
-                f"unset it to use {DEFAULT_BASE_URL}"
-            )
-        self.timeout = timeout
+        self.base_url = self.connection.base_url
+        self.timeout = self.connection.timeout
         self.attempts = attempts
         self.retry_timeout = retry_timeout
         self.wait_max = wait_max
@@ -282,21 +179,14 @@ class Client:
     @property
     def has_key(self) -> bool:
         """Whether requests carry an API key."""
-        return self._api_key is not None
+        return self.connection.has_key
 
-    def _key_state(self) -> str:
-        if self.key_is_blank:
-            return "OPENROUTER_API_KEY is set but empty"
-        return "OPENROUTER_API_KEY is not set"
+    @property
+    def key_is_blank(self) -> bool:
+        """Whether the key came from an OPENROUTER_API_KEY that is set but empty (or blank)."""
+        return self.connection.key_is_blank
 
     # -- transport ------------------------------------------------------------------------------
-
-    def _headers(self, *, accept: str) -> dict[str, str]:
-        headers = {"Accept": accept}
-        # The provider page is public HTML: it never needs the key, so it never gets it.
-        if self._api_key and accept != "text/html":
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
 
     def _send(
         self, url: str, *, params: Mapping[str, str] | None, accept: str
@@ -304,19 +194,13 @@ class Client:
         """One GET; connection failures and error statuses become ``APIError`` subclasses."""
         try:
             response = self._session.get(
-                url, params=params, headers=self._headers(accept=accept), timeout=self.timeout
+                url,
+                params=params,
+                headers=self.connection.headers(accept=accept),
+                timeout=self.timeout,
             )
-        except requests.Timeout as exc:
-            raise APIConnectionError(f"{url}: timed out", url=url) from exc
-        except requests.ConnectionError as exc:
-            # The host, not the path, is what could not be reached (``.url`` keeps the path).
-            parts = urlsplit(url)
-            reason, _ = _connection_failure(exc)
-            raise APIConnectionError(
-                f"cannot reach {parts.scheme}://{parts.netloc}: {reason}", url=url
-            ) from exc
         except requests.RequestException as exc:
-            raise APIConnectionError(f"request to {url} failed: {exc}", url=url) from exc
+            raise translate_exception(exc, url=url) from exc
         if response.status_code >= 400:
             raise translate_status(response)
         return response
@@ -344,7 +228,7 @@ class Client:
             try:
                 return self._send(url, params=params, accept=accept)
             except APIError as exc:
-                if not _retryable(exc):
+                if not retryable(exc):
                     raise
                 retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
                 decision = policy.next_wait(
@@ -372,7 +256,7 @@ class Client:
         try:
             with self._session.get(
                 f"{self.base_url}{path}",
-                headers=self._headers(accept="application/json"),
+                headers=self.connection.headers(),
                 timeout=self.timeout,
                 stream=True,
             ) as response:
@@ -512,11 +396,7 @@ class Client:
 
     def key(self) -> KeyInfo:
         """Return the calling key's limits and usage (``GET /key``); needs ``OPENROUTER_API_KEY``."""
-        if not self.has_key:
-            raise ConfigError(
-                f"GET /key needs an API key: {self._key_state()}; export OPENROUTER_API_KEY=... "
-                "(create one at https://openrouter.ai/settings/keys)"
-            )
+        self.connection.require_key("GET /key")
         return self._get_model("/key", _KeyEnvelope).data
 
     def generation(self, generation_id: str, *, wait_seconds: float = 30.0) -> Generation:
@@ -525,11 +405,7 @@ class Client:
         The lookup is eventually consistent: a fresh id answers 404 for several seconds, so 404s
         are retried with backoff for up to ``wait_seconds``.
         """
-        if not self.has_key:
-            raise ConfigError(
-                f"GET /generation needs an API key: {self._key_state()}; "
-                "export OPENROUTER_API_KEY=..."
-            )
+        self.connection.require_key("GET /generation")
         policy = Backoff(wait_initial_s=1.0, wait_max_s=8.0, attempts=1_000, timeout_s=wait_seconds)
         sleep = self._sleep or _sleep
         started = _monotonic()

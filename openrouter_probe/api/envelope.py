@@ -32,7 +32,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["ErrorEnvelope", "Refusal", "clean_message", "find_error", "read_error", "refusal"]
+__all__ = [
+    "ErrorEnvelope",
+    "Refusal",
+    "clean_message",
+    "error_message",
+    "find_error",
+    "int_code",
+    "read_error",
+    "refusal",
+]
 
 Refusal = Literal["in_flight", "key_limit", "too_large", "credits", "budget", "flagged"]
 
@@ -128,7 +137,8 @@ def read_error(body: Any) -> ErrorEnvelope:
     )
 
 
-def _code(value: Any) -> int | None:
+def int_code(value: Any) -> int | None:
+    """A status code given as a number or as digits (``"402"``); ``None`` for anything else."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().isdigit():
@@ -141,7 +151,7 @@ def refusal(status: int | None, error: Mapping[str, Any] | None) -> Refusal | No
     for any other status. ``status`` is the HTTP status, or ``None``/200 for an error inside a 200
     body (its own ``code`` decides)."""
     err = error or {}
-    code = _code(err.get("code")) if status in (None, 200) else status
+    code = int_code(err.get("code")) if status in (None, 200) else status
     if code not in (402, 403):
         return None
     raw = err.get("metadata")
@@ -168,3 +178,26 @@ def refusal(status: int | None, error: Mapping[str, Any] | None) -> Refusal | No
     if "budget" in message or "limit exceeded" in message:
         return "budget"
     return "flagged"
+
+
+def error_message(
+    status: int | None, error: Mapping[str, Any] | None, body: str, *, reason: str = ""
+) -> str:
+    """What an error says to a person, one rule for every client and the run: the envelope's
+    message cleaned (else ``HTTP <status> <reason>`` and the start of the body), the upstream's
+    ``metadata.raw`` after it (cut at 300 characters, named by ``provider_name``), and for a 401
+    where to fix the key."""
+    err = error or {}
+    message = clean_message(err.get("message"))
+    if not message:
+        snippet = " ".join(body.split())[:200]
+        message = f"HTTP {status} {reason}".strip() + (f": {snippet}" if snippet else "")
+    raw_metadata = err.get("metadata")
+    metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, Mapping) else {}
+    raw = metadata.get("raw")
+    if isinstance(raw, str) and raw and raw not in message:
+        message = f"{message} ({metadata.get('provider_name') or 'provider'}: {raw[:300]})"
+    code = int_code(err.get("code")) if status in (None, 200) else status
+    if code == 401:
+        message = f"{message} OpenRouter rejected the API key: check OPENROUTER_API_KEY."
+    return message

@@ -26,7 +26,8 @@ from typing import Any
 
 import requests
 
-from openrouter_probe.api.client import DEFAULT_BASE_URL, _translate_status
+from openrouter_probe.api.connection import resolve_base_url
+from openrouter_probe.api.translate import translate_exception, translate_status
 from openrouter_probe.errors import APIConnectionError, ConfigError
 
 __all__ = ["CreatedKey", "KeyRecord", "KeysClient"]
@@ -100,9 +101,7 @@ class KeysClient:
                 "create keys"
             )
         self._key = key.strip()
-        self.base_url = (
-            base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
-        ).rstrip("/")
+        self.base_url = resolve_base_url(base_url)
         self.timeout = timeout
         self._session = session or requests.Session()
         self._session.headers.setdefault("User-Agent", "openrouter-probe")
@@ -138,11 +137,9 @@ class KeysClient:
                 timeout=self.timeout,
             )
         except requests.RequestException as exc:
-            raise APIConnectionError(
-                f"{method} {url} failed: {type(exc).__name__}", url=url
-            ) from exc
+            raise translate_exception(exc, url=url, method=method) from exc
         if response.status_code >= 400:
-            raise _translate_status(response)
+            raise translate_status(response)
         try:
             return response.json()
         except ValueError:

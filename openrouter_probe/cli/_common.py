@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
+from openrouter_probe.cli.options import format_option, out_option, snapshot_options
 from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Shared options, declared in ``cli.options`` (re-exported for the commands).
+__all__ = ["budget_option", "format_option", "out_option", "snapshot_options"]
 
 _DEBUG_ENV = "OPENROUTER_PROBE_DEBUG"
 
@@ -43,6 +47,15 @@ class Command(click.Command):
     def __init__(self, *args: Any, keywords: Mapping[str, str] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.keywords = dict(keywords or {})
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # An old spelling kept for one release (``cli.options.AliasedOption``) works, and says so.
+        for param in self.params:
+            for alias in getattr(param, "aliases", ()):
+                if any(str(a) == alias or str(a).startswith(f"{alias}=") for a in args):
+                    new = next(o for o in param.opts if o.startswith("--") and o != alias)
+                    note(f"{alias} is {new} now; the old name is accepted until 0.4.0")
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         from openrouter_probe.errors import OptionError
@@ -155,17 +168,6 @@ def cli() -> None:
 # -- shared options -------------------------------------------------------------------------------
 
 
-def format_option(*choices: str, default: str = "table") -> Callable[[F], F]:
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(choices),
-        default=default,
-        show_default=True,
-        help="Output format (data goes to stdout).",
-    )
-
-
 def checked_by(
     check: Callable[[Any], object],
 ) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -205,6 +207,19 @@ def usd_amount(option: str) -> Callable[[Any], object]:
     return check
 
 
+def budget_option(help: str, **attrs: Any) -> Callable[[F], F]:
+    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``usd_amount``).
+    The parameter is ``budget_usd``; ``attrs`` go to ``click.option`` (``required``)."""
+    return click.option(
+        "--budget-usd",
+        "budget_usd",
+        metavar="USD",
+        callback=checked_by(usd_amount("--budget-usd")),
+        help=help,
+        **attrs,
+    )
+
+
 def token_count(option: str) -> Callable[[Any], object]:
     """The check of a token-count option (``60M``, ``7.5M``, ``500k``)."""
 
@@ -225,21 +240,6 @@ def plot_option(what: str) -> Callable[[F], F]:
         metavar="FILE.png",
         help=f"Save a plot of {what}.",
     )
-
-
-def snapshot_options(func: F) -> F:
-    func = click.option(
-        "--snapshot",
-        "snapshot",
-        metavar="bundled|PATH",
-        help="Use a saved snapshot (or 'bundled') instead of probing OpenRouter.",
-    )(func)
-    func = click.option(
-        "--offline",
-        is_flag=True,
-        help="Use the snapshot bundled with the package: no network, no key.",
-    )(func)
-    return func
 
 
 def given(name: str) -> bool:
@@ -366,6 +366,22 @@ def table_width() -> int:
     return PIPE_WIDTH
 
 
+def echo_text(text: str) -> None:
+    """Write prose to stdout (a table's notes, a summary) wrapped between words to the width tables
+    fit (``table_width``: 80 columns when piped without ``$COLUMNS``), never inside a figure, a
+    path or an id; a line that is one long word stays whole."""
+    width = table_width()
+    for line in text.splitlines() or [""]:
+        if len(line) <= width:
+            click.echo(line)
+            continue
+        click.echo(
+            textwrap.fill(
+                line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+        )
+
+
 def _cell_width(text: str) -> int:
     from rich.cells import cell_len
 
@@ -457,7 +473,7 @@ def fit_columns(
     while _table_total([p.minimum(True) for p in plans]) > width:
         lesser = [i for i, p in enumerate(plans) if not p.essential]
         if not lesser:
-            break  # the essential columns alone are wider: show them whole, wider than asked
+            break  # the essential columns alone are wider: their text folds (render_rows)
         # Empty columns (every cell "-") first, then the named ones (lowest rank), then the
         # rightmost of the rest.
         victim = min(
@@ -509,20 +525,24 @@ def render_rows(
 
     width = table_width()
     plans, two_lines, dropped = fit_columns(rows, width, keep=keep, drop_order=drop_order)
+    needed = _table_total([p.minimum(two_lines) for p in plans])
+    natural = _table_total([p.natural(two_lines) for p in plans])
+    # Wider than asked even with only the essential columns: their text (a long model id) folds
+    # onto a second line, never cut; figures stay whole.
+    fold = width is not None and needed > width
     table = Table(title=title, show_lines=False)
     for p in plans:
+        whole = p.fixed and not (fold and not p.numeric)
         table.add_column(
             p.header(two_lines),
             justify="right" if p.numeric else "left",
-            no_wrap=p.fixed,
+            no_wrap=whole,
             overflow="fold",
-            min_width=p.natural(two_lines) if p.fixed else None,
+            min_width=p.natural(two_lines) if whole else None,
         )
     for i in range(len(rows)):
         table.add_row(*(p.cells[i] for p in plans))
-    needed = _table_total([p.minimum(two_lines) for p in plans])
-    natural = _table_total([p.natural(two_lines) for p in plans])
-    render_width = natural if width is None else max(width, needed)
+    render_width = natural if width is None else width
     Console(file=sys.stdout, width=render_width).print(table)
     if dropped:
         others = _other_formats()
@@ -542,7 +562,7 @@ def _other_formats() -> str:
         return ""
     for param in ctx.command.params:
         if param.name == "fmt" and isinstance(param.type, click.Choice):
-            return " or ".join(str(c) for c in param.type.choices if c != "table")
+            return " or ".join(str(c) for c in param.type.choices if c != "text")
     return ""
 
 

@@ -7,16 +7,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openrouter_probe.cli._common import (
+    budget_option,
     checked_by,
     cli,
+    echo_text,
     format_option,
     load_snapshot_for,
     note,
     plot_option,
     render_rows,
     snapshot_options,
-    usd_amount,
 )
+from openrouter_probe.cli.options import AliasedOption
 from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
@@ -143,7 +145,7 @@ def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
     help="A precision YAML (facts, or `verify --evidence` output) merged over the bundled one.",
 )
 @plot_option("price against uptime, coloured by precision verdict")
-@format_option("table", "json", "csv")
+@format_option("csv")
 def matrix(
     model: str,
     offline: bool,
@@ -181,7 +183,7 @@ def matrix(
         from openrouter_probe.analysis.plots import plot_price_uptime
 
         note(f"plot: {_save_plot(plot_price_uptime(frame), plot_path)}")
-    columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "table" else None
+    columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "text" else None
     if columns is not None and frame["measured"].isna().all():
         columns = tuple(c for c in columns if c != "measured")  # shown once something is measured
     if columns is not None and snap.batch is not None:
@@ -256,14 +258,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
 )
 @click.argument("model")
 @snapshot_options
-@click.option(
-    "--budget-usd",
-    "budget_usd",
-    required=True,
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="The money to spend, in USD (e.g. 100).",
-)
+@budget_option("The money to spend, in USD (e.g. 100).", required=True)
 @click.option(
     "--output-tokens",
     "output_tokens",
@@ -272,8 +267,10 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     help="Billed output tokens wanted in total, reasoning included (60M, 7.5M, 500k).",
 )
 @click.option(
-    "--tokens-per-dataset",
+    "--target-tokens",
     "tokens_per_dataset",
+    cls=AliasedOption,
+    aliases=("--tokens-per-dataset",),
     type=TokenCount(),
     metavar="TOKENS",
     help="Billed output tokens wanted per dataset (instead of --output-tokens).",
@@ -336,7 +333,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     help="A compiled policy YAML: plan under its provider block (admitted endpoints, weights).",
 )
 @plot_option("cost against tokens for the reasoning shares, with the budget line")
-@format_option("table", "json")
+@format_option()
 def budget(
     model: str,
     offline: bool,
@@ -358,7 +355,7 @@ def budget(
     """Plan MODEL's job against a budget: cost, what the budget buys, shortfall, time.
 
     The target is billed output tokens (reasoning is billed as output): --output-tokens in total,
-    or --tokens-per-dataset with --datasets. Figures are given for every admitted endpoint, the
+    or --target-tokens (per dataset) with --datasets. Figures are given for every admitted endpoint, the
     cheapest and the routing blend (under --policy, or OpenRouter's default routing without it),
     output-only and, with the prompt size, all-in. --format json gives every figure by name.
 
@@ -368,7 +365,7 @@ def budget(
     from openrouter_probe.analysis.budget import plan_budget
 
     if output_tokens is None and tokens_per_dataset is None:
-        raise click.UsageError("give the target: --output-tokens 60M or --tokens-per-dataset 10M")
+        raise click.UsageError("give the target: --output-tokens 60M or --target-tokens 10M")
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1
@@ -499,16 +496,16 @@ def _render_plan(plan: BudgetPlan, batch_line: str) -> None:
         format_usd_per_m,
     )
 
-    click.echo(plan.headline)
-    click.echo(batch_line)
+    echo_text(plan.headline)
+    echo_text(batch_line)
     blend = plan.blended
-    click.echo(
+    echo_text(
         f"blended over the routing weights ({plan.routing_mode.replace('_', '-')}): "
         f"{format_usd_per_m(blend.price_out_usd_per_m)} output, the target costs "
         f"{format_usd(blend.output_only.cost_usd)}; the budget buys "
         f"{format_tokens(blend.output_only.affordable_output_tokens)} output tokens"
     )
-    click.echo(_target_line(plan))
+    echo_text(_target_line(plan))
     # The plan's own rows, shown for people: token counts as 45.45M, the weight in percent.
     rows = [
         {

@@ -11,6 +11,8 @@ from typing import Any, TypeVar, cast
 import click
 
 from openrouter_probe.cli._common import (
+    budget_option,
+    check_snapshot_options,
     checked_by,
     cli,
     format_option,
@@ -19,9 +21,9 @@ from openrouter_probe.cli._common import (
     render_rows,
     snapshot_options,
     token_count,
-    usd_amount,
     warn_unused,
 )
+from openrouter_probe.cli.options import aliased, out_option
 from openrouter_probe.cli.terms import flagged
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,6 +36,26 @@ _BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
 #: ``run.batch_plan``'s bounds (MAX_BATCH_LINES, DEFAULT_LIVE_BATCHES, MAX_LIVE_BATCHES,
 #: MIN_POLL_S, MAX_POLL_S), not imported here so that ``--help`` stays fast; a test holds them equal.
 _MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600.0
+
+
+#: The ``generate`` options that set a field of the job's plan (``generation.plan.GeneratePlan``,
+#: whose fields are ``generate()``'s keywords) under another name; every other option is named
+#: as the field it sets, but for ``CLI_ONLY``. ``tests/test_generate_plan.py`` holds them so.
+FEEDS = {
+    "key_file": "api_key",
+    "no_response_cache": "response_cache",
+    "offline": "snapshot",
+    "quiet": "progress",
+    **{name: "source" for name in _SOURCE_OPTIONS},
+    "batch": "batch",
+    **{name: "batch" for name in _BATCH_ONLY},
+}
+#: The options of the command alone: how the summary is written (``--format``).
+CLI_ONLY = ("fmt",)
+#: The plan's fields no option sets: the command gives them itself (``handle_signals=True``),
+#: leaves them to the environment (``OPENROUTER_BASE_URL``), or to a library caller (a test's
+#: sender, waits, clock and backoff).
+NOT_OPTIONS = ("base_url", "handle_signals", "send", "sleep", "clock", "backoff")
 
 
 def batch_options(func: F) -> F:
@@ -125,10 +147,17 @@ def source_options(func: F) -> F:
             "--sample",
             type=click.IntRange(min=1),
             metavar="N",
-            help="Take N rows picked by --seed and each row id: the same rows on every rerun.",
+            help="Take N rows picked by --sample-seed and each row id: the same rows on every "
+            "rerun.",
         ),
-        click.option(
-            "--seed", type=int, default=0, show_default=True, help="The seed of --sample."
+        aliased(
+            "--sample-seed",
+            "seed",
+            aliases=("--seed",),
+            type=int,
+            default=0,
+            show_default=True,
+            help="The seed of --sample.",
         ),
         click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
         click.option(
@@ -150,7 +179,7 @@ def _shard(text: str) -> object:
 def _weights_syntax(text: str) -> object:
     """``--weights`` read as the run reads it, each dataset named taken as present (the prompts,
     read later, say which datasets there are)."""
-    from openrouter_probe.generation.job import parse_weights
+    from openrouter_probe.generation.plan import parse_weights
 
     return parse_weights(text, [part.partition("=")[0].strip() for part in text.split(",")])
 
@@ -164,19 +193,10 @@ def _weights_syntax(text: str) -> object:
     metavar="POLICY",
     help="A compiled policy YAML: its model and provider block go into every request.",
 )
-@click.option(
-    "-o",
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The output JSONL: appended to; rerunning the same command resumes from it.",
+@out_option(
+    "The output JSONL: appended to; rerunning the same command resumes from it.", required=True
 )
-@click.option(
-    "--budget-usd",
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="Spend cap in USD for this output file, across runs (per shard with --shard).",
-)
+@budget_option("Spend cap in USD for this output file, across runs (per shard with --shard).")
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -194,6 +214,7 @@ def _weights_syntax(text: str) -> object:
 )
 @click.option(
     "--target-tokens",
+    metavar="TOKENS",
     callback=checked_by(token_count("--target-tokens")),
     help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
 )
@@ -274,6 +295,12 @@ def _weights_syntax(text: str) -> object:
     help="Price and check the policy against this snapshot instead of the live endpoints.",
 )
 @click.option(
+    "--offline",
+    is_flag=True,
+    help="Price and check the policy against the bundled snapshot (--snapshot bundled); the "
+    "requests still go to OpenRouter.",
+)
+@click.option(
     "--attempts",
     type=click.IntRange(min=1),
     default=6,
@@ -307,7 +334,7 @@ def _weights_syntax(text: str) -> object:
 )
 @batch_options
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
-@format_option("text", "json", default="text")
+@format_option()
 def generate(
     prompts: str,
     policy: str,
@@ -331,6 +358,7 @@ def generate(
     lower_max_tokens: bool,
     no_response_cache: bool,
     snapshot: str | None,
+    offline: bool,
     attempts: int,
     read_timeout_s: float,
     max_wait_s: float,
@@ -352,6 +380,7 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     _check_not_swapped(prompts, policy, out)
+    check_snapshot_options(offline, snapshot)
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -375,7 +404,7 @@ def generate(
             redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
             response_cache=not no_response_cache,
-            snapshot=snapshot,
+            snapshot="bundled" if offline else snapshot,
             attempts=attempts,
             read_timeout_s=read_timeout_s,
             max_wait_s=max_wait_s,
@@ -390,7 +419,7 @@ def generate(
 
         name_spent_key(summary, key_file, shard)
     _show_summary(summary, fmt)
-    sys.exit(130 if summary.stop_reason in ("interrupted", "cancelled") else summary.exit_code)
+    sys.exit(summary.exit_code)
 
 
 def _shard_key(key_file: str | None, shard: str | None) -> str | None:
@@ -493,7 +522,7 @@ def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
     "as OpenRouter reports it (OPENROUTER_MANAGEMENT_KEY).",
 )
 @snapshot_options
-@format_option("table", "json", "csv")
+@format_option("csv")
 def audit_cmd(
     outputs: tuple[str, ...],
     policy: str,
@@ -529,12 +558,12 @@ def audit_cmd(
     sys.exit(max(report.exit_code, books.exit_code if books is not None else 0))
 
 
-@cli.command("export", keywords={"paths": "outputs"})
+@cli.command("export", keywords={"paths": "outputs", "output": "out"})
 @click.argument("outputs", nargs=-1, required=True)
 @click.option(
     "--format",
     "fmt",
-    # the same as generate.export.EXPORT_FORMATS (a test checks), spelled out so that --help does
+    # the same as generation.formats.EXPORT_FORMATS (a test checks), spelled out so that --help does
     # not import the generator
     type=click.Choice(["sharegpt", "specforge", "jsonl", "parquet", "hf"]),
     default="sharegpt",
@@ -543,14 +572,12 @@ def audit_cmd(
     "jsonl keep everything (tools, every turn's reasoning, image parts); hf: a Hugging Face "
     "dataset folder (Parquet shards and a dataset card).",
 )
-@click.option(
-    "-o",
-    "--output",
+@out_option(
+    "The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
+    "other names JSON Lines; --format hf: a folder.",
     required=True,
     type=click.Path(),
     metavar="FILE",
-    help="The file to write (atomically). NAME.json gets one JSON array (sharegpt, jsonl); "
-    "other names JSON Lines; --format hf: a folder.",
 )
 @click.option(
     "--push-to-hub",
@@ -588,7 +615,7 @@ def audit_cmd(
 def export_cmd(
     outputs: tuple[str, ...],
     fmt: str,
-    output: str,
+    out: str,
     include_truncated: bool,
     only_generated: bool,
     require_reasoning: bool,
@@ -604,13 +631,14 @@ def export_cmd(
     """
     from openrouter_probe.generation.books import expand_outputs
     from openrouter_probe.generation.export import export
+    from openrouter_probe.generation.formats import FORMATS
 
-    if fmt != "specforge":
+    if "preserve_thinking" not in FORMATS[fmt].options:
         warn_unused("preserve_thinking", f"is specforge's; --format {fmt} has no such key")
     summary = export(
         expand_outputs(outputs),
         fmt=fmt,
-        output=output,
+        output=out,
         include_truncated=include_truncated,
         only_generated=only_generated,
         require_reasoning=require_reasoning,

@@ -15,13 +15,14 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
+    budget_option,
     checked_by,
     cli,
     format_option,
     note,
     render_rows,
-    usd_amount,
 )
+from openrouter_probe.cli.options import out_option
 
 
 def _weights(text: str) -> object:
@@ -45,21 +46,9 @@ def keys_group() -> None:
 
 @keys_group.command("create")
 @click.option("--shards", type=click.IntRange(min=1), required=True, help="How many keys.")
-@click.option(
-    "--budget-usd",
-    required=True,
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="The job's budget: the keys' limits share it and never sum above it.",
-)
+@budget_option("The job's budget: the keys' limits share it and never sum above it.", required=True)
 @click.option("--name", "job", required=True, metavar="JOB", help="Keys are named JOB-IofN.")
-@click.option(
-    "-o",
-    "--out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The key file to write (mode 0600); must not exist.",
-)
+@out_option("The key file to write (mode 0600); must not exist.", required=True)
 @click.option(
     "--shard-weights",
     "weights",
@@ -104,7 +93,7 @@ def keys_create(
 @keys_group.command("status")
 @click.argument("key_file", type=click.Path(exists=True, dir_okay=False), metavar="KEYS.json")
 @click.argument("outputs", nargs=-1, metavar="[OUTPUTS|DIR|GLOB]...")
-@format_option("table", "json", default="table")
+@format_option()
 def keys_status(key_file: str, outputs: tuple[str, ...], fmt: str) -> None:
     """Each key's limit and usage as OpenRouter reports them, and what the shards' journals
     (OUTPUTS: files, folders or globs) count: exit 1 when OpenRouter reports more than the

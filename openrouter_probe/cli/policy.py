@@ -10,12 +10,14 @@ import click
 
 from openrouter_probe.cli._common import (
     cli,
+    echo_text,
     format_option,
     load_snapshot_for,
     note,
     render_rows,
     snapshot_options,
 )
+from openrouter_probe.cli.options import out_option
 
 
 @cli.group()
@@ -43,15 +45,13 @@ def _registry(precision_files: tuple[str, ...]) -> Any:
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
 @_precision_option
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="Write the YAML here (default stdout)."
-)
+@out_option("Write the YAML here (default stdout).")
 def compile_cmd(
     spec: str,
     offline: bool,
     snapshot: str | None,
     precision_files: tuple[str, ...],
-    output: str | None,
+    out: str | None,
 ) -> None:
     """Compile SPEC against a snapshot of its model into a policy YAML (provider: at top level).
 
@@ -64,14 +64,14 @@ def compile_cmd(
     inputs = [spec, *precision_files]
     if snapshot and snapshot != "bundled":
         inputs.append(snapshot)
-    if output:
-        _refuse_overwrite(output, inputs)
+    if out:
+        _refuse_overwrite(out, inputs)
     parsed = load_spec(spec, snapshot_args=snapshot_args(offline=offline, snapshot=snapshot))
     snap = load_snapshot_for(parsed.model, offline, snapshot)
     compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=spec)
-    if output:
-        compiled.save(output, inputs=inputs)
-        note(f"wrote {output}: admits {', '.join(compiled.admitted)}")
+    if out:
+        compiled.save(out, inputs=inputs)
+        note(f"wrote {out}: admits {', '.join(compiled.admitted)}")
     else:
         click.echo(compiled.to_yaml(), nl=False)
 
@@ -125,7 +125,7 @@ def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
 @click.argument("path", metavar="SPEC|POLICY", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
 @_precision_option
-@format_option("table", "json", "csv")
+@format_option("csv")
 def explain(
     path: str, offline: bool, snapshot: str | None, precision_files: tuple[str, ...], fmt: str
 ) -> None:
@@ -172,15 +172,15 @@ def explain(
         )
         if "reason" in dropped:
             for r in rows:
-                click.echo(f"{r['tag']}: {r['reason']}")
+                echo_text(f"{r['tag']}: {r['reason']}")
         if compiled.admitted:
-            click.echo(f"provider block: {json.dumps(compiled.provider.to_request())}")
+            echo_text(f"provider block: {json.dumps(compiled.provider.to_request())}")
         for line in _batch_lines(compiled.batch, history):
-            click.echo(line)
+            echo_text(line)
         if compiled.tradeoff:
             t = compiled.tradeoff
             s, loose = t["strict"], t["ignore_list_alone"]
-            click.echo(
+            echo_text(
                 f"trade-off: strict precision also drops {', '.join(t['strict_precision_drops'])}: "
                 f"{s['endpoints']} endpoints ({s['throughput_p50_sum_tps']:.0f} tok/s p50 summed) "
                 f"instead of {loose['endpoints']} ({loose['throughput_p50_sum_tps']:.0f} tok/s); "
@@ -188,9 +188,9 @@ def explain(
                 f"{format_usd_per_m(loose['cheapest_output_usd_per_m'])}"
             )
         if compiled.routing.get("tools"):
-            click.echo(f"tools: {compiled.routing['tools']}")
+            echo_text(f"tools: {compiled.routing['tools']}")
         for assumption in compiled.routing.get("assumptions", []):
-            click.echo(f"assumption: {assumption}")
+            echo_text(f"assumption: {assumption}")
     if not compiled.admitted:
         click.echo(
             f"Error: {path}: the policy admits none of the {total} endpoints of "
@@ -319,7 +319,7 @@ def lint(
 @click.option(
     "--write", is_flag=True, help="Re-compile POLICY in place from its spec when it drifted."
 )
-@format_option("text", "json", default="text")
+@format_option()
 def check(
     policy_path: str,
     offline: bool,
@@ -348,7 +348,7 @@ def check(
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
-        click.echo(report.render())
+        click.echo(report.render())  # whole lines: its fix is a command to copy
     if write and report.drifted:
         _write_recompiled(report, policy_path, spec_path)
         sys.exit(0)

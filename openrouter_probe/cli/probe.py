@@ -64,7 +64,7 @@ _ENDPOINTS_DROP_ORDER = (
     type=click.Path(dir_okay=False, writable=True),
     help="Save the snapshot (atomically; never over the --snapshot it was read from).",
 )
-@format_option("table", "json", "csv")
+@format_option("csv")
 def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None, fmt: str) -> None:
     """Show MODEL's endpoints: provider, tag, quantization, prices per million, uptime, speed.
 
@@ -109,7 +109,7 @@ def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None,
     is_flag=True,
     help="Use the models list bundled with the package (taken 2026-01-28): no network, no key.",
 )
-@format_option("table", "json", "csv")
+@format_option("csv")
 def models(input_path: str | None, offline: bool, fmt: str) -> None:
     """List the models OpenRouter serves, with list prices per million tokens.
 

@@ -8,13 +8,13 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
-    checked_by,
+    budget_option,
     cli,
     format_option,
     note,
-    usd_amount,
     warn_unused,
 )
+from openrouter_probe.cli.options import AliasedOption, out_option
 from openrouter_probe.cli.terms import flagged
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
@@ -70,21 +70,21 @@ def _moved_options(func: Any) -> Any:
     help="Prompts of each generated suite.",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the generated prompts."
+    "--suite-seed",
+    "seed",
+    cls=AliasedOption,
+    aliases=("--seed",),
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the generated prompts (the arith and tools suites).",
 )
-@click.option(
-    "--budget-usd",
-    metavar="USD",
-    callback=checked_by(usd_amount("--budget-usd")),
-    help="Spend cap in USD for the whole check (and --out across runs).",
-)
-@click.option(
-    "-o",
-    "--out",
+@budget_option("Spend cap in USD for the whole check (and --out across runs).")
+@out_option(
+    "Output JSONL; a rerun sends nothing it already records.",
     default="verify.jsonl",
     show_default=True,
     metavar="FILE",
-    help="Output JSONL; a rerun sends nothing it already records.",
 )
 @click.option(
     "--concurrency",
@@ -131,7 +131,7 @@ def _moved_options(func: Any) -> Any:
     help="Also write the dated evidence (read back with --precision-file).",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
-@format_option("table", "json", "evidence")
+@format_option("evidence")
 @_moved_options
 def verify(model: str, **opts: Any) -> None:
     """Send the same pinned prompts to each endpoint of MODEL and compare them with the reference.
@@ -162,7 +162,7 @@ def verify(model: str, **opts: Any) -> None:
 
     def show(plan: Any) -> None:
         # With --format json/evidence stdout carries only the data: the plan goes to stderr.
-        click.echo(plan.render(), err=fmt != "table" and not dry_run)
+        click.echo(plan.render(), err=fmt != "text" and not dry_run)
 
     if opts["offline"] and not dry_run:
         # --offline promises no network and no spending: plan only, never send.
@@ -184,8 +184,6 @@ def verify(model: str, **opts: Any) -> None:
     )
     _show_report(report, fmt=fmt, evidence=opts["evidence"])
     run = report.run
-    if run is not None and run.stop_reason in ("interrupted", "cancelled"):
-        sys.exit(130)
     sys.exit(0 if run is None else run.exit_code)
 
 

@@ -29,54 +29,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openrouter_probe import lazy_exports
+from openrouter_probe import exports_of, lazy_exports
 
-# name -> module that defines it; resolved on first use so that loading the pytest plugin (which
-# lives in this package) does not import aiohttp or pydantic.
-_EXPORTS: dict[str, str] = {
-    "FAULT_KINDS": "openrouter_probe.fake.faults",
-    "Clock": "openrouter_probe.fake.clock",
-    "FakeOpenRouter": "openrouter_probe.fake.app",
-    "FakeServer": "openrouter_probe.fake.server",
-    "FaultPlan": "openrouter_probe.fake.faults",
-    "FaultRule": "openrouter_probe.fake.faults",
-    "Ledger": "openrouter_probe.fake.ledger",
-    "LedgerEntry": "openrouter_probe.fake.ledger",
-    "ManualClock": "openrouter_probe.fake.clock",
-    "SystemClock": "openrouter_probe.fake.clock",
-    "load_faults": "openrouter_probe.fake.faults",
-    "parse_faults": "openrouter_probe.fake.faults",
-    "serve": "openrouter_probe.fake.server",
-}
-
-__all__ = [
-    "FAULT_KINDS",
-    "Clock",
-    "FakeOpenRouter",
-    "FakeServer",
-    "FaultPlan",
-    "FaultRule",
-    "Ledger",
-    "LedgerEntry",
-    "ManualClock",
-    "SystemClock",
-    "load_faults",
-    "parse_faults",
-    "serve",
-]
-
+# The public names, written once as the imports a type checker reads (``exports_of``), each
+# resolved on first use so that loading the pytest plugin (which lives in this package) does not
+# import aiohttp or pydantic.
 if TYPE_CHECKING:
-    from openrouter_probe.fake.app import FakeOpenRouter
-    from openrouter_probe.fake.clock import Clock, ManualClock, SystemClock
-    from openrouter_probe.fake.faults import (
-        FAULT_KINDS,
-        FaultPlan,
-        FaultRule,
-        load_faults,
-        parse_faults,
-    )
-    from openrouter_probe.fake.ledger import Ledger, LedgerEntry
-    from openrouter_probe.fake.server import FakeServer, serve
+    from openrouter_probe.fake.app import FakeOpenRouter as FakeOpenRouter
+    from openrouter_probe.fake.clock import Clock as Clock
+    from openrouter_probe.fake.clock import ManualClock as ManualClock
+    from openrouter_probe.fake.clock import SystemClock as SystemClock
+    from openrouter_probe.fake.faults import FAULT_KINDS as FAULT_KINDS
+    from openrouter_probe.fake.faults import FaultPlan as FaultPlan
+    from openrouter_probe.fake.faults import FaultRule as FaultRule
+    from openrouter_probe.fake.faults import load_faults as load_faults
+    from openrouter_probe.fake.faults import parse_faults as parse_faults
+    from openrouter_probe.fake.ledger import Ledger as Ledger
+    from openrouter_probe.fake.ledger import LedgerEntry as LedgerEntry
+    from openrouter_probe.fake.server import FakeServer as FakeServer
+    from openrouter_probe.fake.server import serve as serve
 
-
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

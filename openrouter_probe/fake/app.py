@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -148,22 +148,11 @@ class FakeOpenRouter:
         in_flight_settle_s: float = 0.0,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
-        if not snaps:
-            raise ConfigError("the fake server needs at least one snapshot")
-        if speed < 0 or not math.isfinite(speed):
-            raise OptionError("{speed=}: must be 0 (no waits) or a positive factor", speed=speed)
-        if not 0.0 <= reasoning_share <= 1.0:
-            raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
-        if credit_usd is not None and credit_usd < 0:
-            raise ConfigError(f"--credit-usd {credit_usd}: must not be negative")
+        _check_settings(snaps, speed, reasoning_share, credit_usd, batch_api)
         self._models = _served(snaps)
-        self.faults = (
-            faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
-        )
         served = [e for m in self._models.values() for e in m.endpoints]
-        check_fault_tags(self.faults, served)
-        self.seed = seed
-        self.speed = speed
+        self.faults = _faults(faults, seed, served)
+        self.seed, self.speed = seed, speed
         self.degradation = Degradation.build(
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
         )
@@ -176,14 +165,6 @@ class FakeOpenRouter:
         self.tokens_per_chunk = max(1, tokens_per_chunk)
         self.ledger = Ledger()
         self.credit = Credit(None if credit_usd is None else Decimal(str(credit_usd)))
-        #: the in-flight budget (``fake.account.AccountLimits``)
-        self.limits = AccountLimits.build(
-            credit_usd=credit_usd,
-            in_flight_share=in_flight_share,
-            in_flight_usd=in_flight_usd,
-            retry_after_s=in_flight_retry_after_s,
-            settle_s=in_flight_settle_s,
-        )
         #: ``/generation`` records as plain tuples (``GenerationRecord(*row)`` reads one)
         self.generations: dict[str, tuple[Any, ...]] = {}
         self.answers: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
@@ -191,32 +172,30 @@ class FakeOpenRouter:
         self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key = api_key
-        self._requests = 0
-        self._ids = 0
-        digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
-        self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
+        self._requests = self._ids = 0
+        self._id_prefix = _id_prefix(seed)
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
         self.router = Router(self.ledger)
         self._tasks: set[asyncio.Task[Any]] = set()
-        #: A workspace budget (USD a month): once the ledger holds that much, every chat request
-        #: answers OpenRouter's 403 "Workspace monthly budget of $X exceeded" (set it higher, or to
-        #: ``None``, to raise it while the server runs)
+        #: A workspace budget (USD a month; settable while the server runs): once the ledger holds
+        #: that much, every chat request answers 403 "Workspace monthly budget of $X exceeded"
         self.workspace_budget_usd = workspace_budget_usd
         #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
         self.requests: list[Any] | None = [] if record_requests else None
-        if batch_api not in ("v1", "beta", "both"):
-            raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
         self.batches = BatchService(self, batch_seconds=batch_seconds)
         self._batch_api = batch_api
-        #: the keys, each held to its own limit: the default key (``key_limit_usd``) and, with
-        #: ``management_key``, the key management API and the keys it makes (``fake.keys``)
-        self.keys = KeyStore(
-            management_key or None,
-            ledger=self.ledger,
-            now=self.now,
-            default_limit_usd=None if key_limit_usd is None else Decimal(str(key_limit_usd)),
+        #: the in-flight budget (``fake.account.AccountLimits``) and the keys, each held to its
+        #: own limit: the default key (``key_limit_usd``) and, with ``management_key``, the key
+        #: management API and the keys it makes (``fake.keys``)
+        self.limits = AccountLimits.build(
+            credit_usd=credit_usd,
+            in_flight_share=in_flight_share,
+            in_flight_usd=in_flight_usd,
+            retry_after_s=in_flight_retry_after_s,
+            settle_s=in_flight_settle_s,
         )
+        self.keys = _keys(self.ledger, self.now, management_key, key_limit_usd)
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
@@ -533,6 +512,50 @@ class FakeOpenRouter:
             if reply is not None:
                 billed.append(reply.billed_usd)
             _release(self, reserved, reply)
+
+
+def _check_settings(
+    snaps: Sequence[Snapshot],
+    speed: float,
+    reasoning_share: float,
+    credit_usd: float | Decimal | None,
+    batch_api: str,
+) -> None:
+    """The fake's settings, checked before anything is built."""
+    if not snaps:
+        raise ConfigError("the fake server needs at least one snapshot")
+    if speed < 0 or not math.isfinite(speed):
+        raise OptionError("{speed=}: must be 0 (no waits) or a positive factor", speed=speed)
+    if not 0.0 <= reasoning_share <= 1.0:
+        raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
+    if credit_usd is not None and credit_usd < 0:
+        raise ConfigError(f"--credit-usd {credit_usd}: must not be negative")
+    if batch_api not in ("v1", "beta", "both"):
+        raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
+
+
+def _keys(
+    ledger: Ledger,
+    now: Callable[[], datetime],
+    management_key: str | None,
+    key_limit_usd: float | Decimal | None,
+) -> KeyStore:
+    """The fake's keys: the default key's limit and, with a management key, the key API."""
+    limit = None if key_limit_usd is None else Decimal(str(key_limit_usd))
+    return KeyStore(management_key or None, ledger=ledger, now=now, default_limit_usd=limit)
+
+
+def _faults(faults: str | FaultPlan | None, seed: int, served: Sequence[Any]) -> FaultPlan:
+    """The fault plan, each of its tags checked against the endpoints served."""
+    plan = faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
+    check_fault_tags(plan, served)
+    return plan
+
+
+def _id_prefix(seed: int) -> str:
+    """The seed's own prefix of every id the fake makes (ten URL-safe characters)."""
+    digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
+    return base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
 
 
 def _served(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:

@@ -5,10 +5,11 @@ reserves each request's worst case before sending and settles to ``usage.cost``;
 command skips every finished row (resume never pays twice); the first SIGINT drains, the second
 cancels. ``docs/generate.md`` states the guarantees and how each is tested.
 
-Modules: ``prompts`` (input rows and ids), ``job`` (``generate``: the policy, start-up checks,
-dry run, then the run through ``openrouter_probe.run``), ``audit`` (who served each row),
-``export`` (training formats) and ``conversation`` (a row as the conversation it exports: which
-turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
+Modules: ``prompts`` (input rows and ids), ``plan`` (``GeneratePlan``: ``generate``'s keywords,
+checked once), ``job`` (``generate``: the policy, then the run through ``openrouter_probe.run``),
+``admission`` (the policy against the endpoints now), ``dry_run``, ``audit`` (who served each
+row), ``export`` and ``formats`` (the training formats) and ``conversation`` (a row as the
+conversation it exports: which turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
 worker pool) lives in ``openrouter_probe.run``, shared with ``verify``.
 May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``.
 
@@ -26,7 +27,15 @@ Example::
 
 from __future__ import annotations
 
-from openrouter_probe.generation.job import generate
-from openrouter_probe.run.summary import RunSummary
+from typing import TYPE_CHECKING
 
-__all__ = ["RunSummary", "generate"]
+from openrouter_probe import exports_of, lazy_exports
+
+# The public names, written once as the imports a type checker reads (``exports_of``).
+if TYPE_CHECKING:
+    from openrouter_probe.generation.job import generate as generate
+    from openrouter_probe.run.summary import RunSummary as RunSummary
+
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

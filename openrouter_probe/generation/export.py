@@ -37,8 +37,6 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-import json
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,18 +44,23 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.errors import ConfigError, OptionError
-from openrouter_probe.files import atomic_write_bytes, atomic_write_text, ensure_not_input
+from openrouter_probe.files import ensure_not_input
 from openrouter_probe.generation.conversation import (
     SPECFORGE_REASONS,
     Conversation,
     conversation_of,
-    sharegpt_turns,
-    specforge_row,
+)
+from openrouter_probe.generation.formats import (
+    EXPORT_FORMATS,
+    FORMATS,
+    ExportFormat,
+    Target,
+    to_jsonl_row,
+    to_sharegpt,
 )
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_sharegpt"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("sharegpt", "specforge", "jsonl", "parquet", "hf")
 #: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
 LEFT_OUT_REASONS = {
     "empty_answer": "the answer is empty",
@@ -65,12 +68,7 @@ LEFT_OUT_REASONS = {
     "no_reasoning": "an assistant turn has no reasoning (require_reasoning=True)",
     **SPECFORGE_REASONS,
 }
-_JSONL_COLUMNS = (
-    "id", "dataset", "conversations", "tools", "provider", "model", "finish_reason", "usage",
-    "meta",
-)  # fmt: skip
 _SHOWN_IDS = 3
-_PARQUET_EXTRA = "pip install 'openrouter-probe[parquet]'"
 
 
 @dataclass
@@ -215,11 +213,13 @@ def _count_tokens(summary: ExportSummary, record: dict[str, Any]) -> None:
 
 def _check_target(
     fmt: str, output: str | Path, files: list[str], push_to_hub: str | None = None
-) -> bool:
-    """Refuse what cannot be written before reading anything; return whether to write an array."""
-    if fmt not in EXPORT_FORMATS:
+) -> tuple[ExportFormat, bool]:
+    """Refuse what cannot be written before reading anything; return the format and whether to
+    write an array."""
+    if fmt not in FORMATS:
         raise OptionError(f"{{fmt=}}: use one of {', '.join(EXPORT_FORMATS)}", fmt=fmt)
-    if push_to_hub and fmt != "hf":
+    chosen = FORMATS[fmt]
+    if push_to_hub and not chosen.folder:
         raise OptionError(
             "{push_to_hub=} uploads a Hub dataset folder, which only {fmt=hf} writes (given: "
             "{fmt=}): add it, or drop {push_to_hub}",
@@ -232,49 +232,8 @@ def _check_target(
         ensure_not_input(target, *files)
     except ValueError as exc:
         raise ConfigError(f"output=: {exc}; name another file") from exc
-    suffix = target.suffix.lower()
-    if fmt == "specforge" and suffix == ".json":
-        raise ConfigError(
-            f"output={target}: SpecForge's scripts read JSON Lines (validate_regenerated_data.py reads "
-            f"line by line; expand_reasoning_conversations.py wants .jsonl): name it "
-            f"{target.with_suffix('.jsonl')}"
-        )
-    if fmt == "hf":
-        if target.is_file():
-            raise ConfigError(f"output={target}: fmt='hf' writes a folder; name a folder")
-        _check_folder(target)
-        for name in ("pyarrow", "pyarrow.parquet"):
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                raise ConfigError(
-                    "fmt='hf' needs pyarrow: pip install 'openrouter-probe[hf]'"
-                ) from None
-        return False
-    if fmt == "parquet" and suffix in (".json", ".jsonl"):
-        raise ConfigError(f"output={target}: fmt='parquet' writes parquet: name it "
-                          f"{target.with_suffix('.parquet')}")  # fmt: skip
-    _check_folder(target)
-    if fmt == "parquet":
-        try:
-            importlib.import_module("pyarrow")
-        except ImportError:
-            raise ConfigError(
-                f"fmt='parquet' needs pyarrow: {_PARQUET_EXTRA} (or use fmt='jsonl')"
-            ) from None
-    return fmt in ("sharegpt", "jsonl") and suffix == ".json"
-
-
-def _check_folder(target: Path) -> None:
-    """The folder ``target`` goes in exists, or can be made (a missing one is made at the write):
-    no part of its path is a file."""
-    for parent in target.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(
-                    f"output={target}: {parent} is a file, not a folder; name a file in a folder"
-                )
-            return
+    chosen.check(target)
+    return chosen, chosen.arrays and target.suffix.lower() == ".json"
 
 
 def _check_outputs(files: list[str]) -> None:
@@ -318,42 +277,6 @@ def _uses_tools(conv: Conversation) -> bool:
     )
 
 
-def to_sharegpt(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
-    """Turn one output record into a ShareGPT conversation (everything it holds kept)."""
-    row: dict[str, Any] = {
-        "id": record["id"],
-        "conversations": sharegpt_turns(conversation_of(record)),
-    }
-    if tools:
-        row["tools"] = tools
-    return row
-
-
-def _jsonl_row(record: dict[str, Any], conv: Conversation, tools: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "id": record["id"],
-        "dataset": record.get("dataset"),
-        "conversations": conv.messages,
-        "tools": tools or None,
-        "provider": record.get("provider"),
-        "model": record.get("model"),
-        "finish_reason": record.get("finish_reason"),
-        "usage": record.get("usage"),
-        "meta": record.get("meta"),  # the prompt row's other columns (the dataset's data)
-    }
-    if isinstance(record.get("turns"), list):
-        row["turns"] = [
-            {k: v for k, v in t.items() if k not in ("content", "reasoning", "tool_calls")}
-            for t in record["turns"]
-        ]
-    return row
-
-
-def to_jsonl_row(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
-    """Turn one output record into a chat-format training row (``conversations``: the messages)."""
-    return _jsonl_row(record, conversation_of(record), tools)
-
-
 def _left_out(conv: Conversation, *, only_generated: bool, require_reasoning: bool) -> str | None:
     """Why every format leaves the row out (the first reason), or ``None``."""
     if conv.empty_answers():
@@ -367,7 +290,7 @@ def _left_out(conv: Conversation, *, only_generated: bool, require_reasoning: bo
 
 @dataclass(frozen=True)
 class _Options:
-    fmt: str
+    fmt: ExportFormat
     keep: frozenset[str]
     only_generated: bool
     require_reasoning: bool
@@ -389,14 +312,7 @@ def _row_of(
         conv, only_generated=opts.only_generated, require_reasoning=opts.require_reasoning
     )
     if row is None:
-        if opts.fmt == "specforge":
-            row = specforge_row(conv, record["id"], preserve_thinking=opts.preserve_thinking)
-        elif opts.fmt == "sharegpt":
-            row = {"id": record["id"], "conversations": sharegpt_turns(conv)}
-            if tools:
-                row["tools"] = tools
-        else:
-            row = _jsonl_row(record, conv, tools)
+        row = opts.fmt.row(record, conv, tools, opts.preserve_thinking)
     if isinstance(row, str):
         summary.leave_out(row, record["id"])
         return None
@@ -435,10 +351,10 @@ def export(
     from openrouter_probe.generation.audit import merged_records
 
     files = [str(p) for p in paths]
-    json_array = _check_target(fmt, output, files, push_to_hub)
+    chosen, json_array = _check_target(fmt, output, files, push_to_hub)
     tools, prompt_ids = _prompt_tools(prompts)
     opts = _Options(
-        fmt=fmt,
+        fmt=chosen,
         keep=frozenset({"ok", "truncated"} if include_truncated else {"ok"}),
         only_generated=only_generated,
         require_reasoning=require_reasoning,
@@ -446,7 +362,6 @@ def export(
         tools=tools,
     )
     summary = ExportSummary(fmt=fmt, output=str(output), json_array=json_array)
-    rows = []
     pairs = []
     superseded: list[str] = []
     matched = False
@@ -456,7 +371,6 @@ def export(
             _count_tokens(summary, record)
         row = _row_of(record, opts, summary)
         if row is not None:
-            rows.append(row)
             pairs.append((record, row))
         matched = matched or str(record["id"]) in prompt_ids
     if prompts is not None and summary.read and not matched:
@@ -465,68 +379,12 @@ def export(
             "another run?): give the prompts file these rows were generated from",
             prompts=str(prompts),
         )
-    if fmt == "hf":
+    target = Target(Path(output), json_array, tuple(files), command, len(superseded))
+    chosen.write(pairs, target)
+    if push_to_hub:  # (a folder's: ``_check_target``)
         from openrouter_probe.generation import hub
 
-        card = hub.HubCard(command=command, superseded=len(superseded))
-        hub.write_hub_folder(pairs, Path(output), card, files)
-        if push_to_hub:
-            summary.pushed = hub.push_to_hub(Path(output), push_to_hub, api=hub_api)
-    else:
-        _write(fmt, rows, Path(output), json_array=json_array)
-    summary.written = len(rows)
+        summary.pushed = hub.push_to_hub(Path(output), push_to_hub, api=hub_api)
+    summary.written = len(pairs)
     summary.superseded = len(superseded)
     return summary
-
-
-def _write(fmt: str, rows: list[dict[str, Any]], output: Path, *, json_array: bool) -> None:
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)  # -o hub/x.jsonl on a fresh tree
-        if fmt == "parquet":
-            _write_parquet(rows, output)
-        elif json_array:
-            inner = ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
-            atomic_write_text(output, f"[\n{inner}\n]\n" if rows else "[]\n")
-        else:
-            atomic_write_text(
-                output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-            )
-    except FileNotFoundError:
-        raise ConfigError(
-            f"output={output}: the folder {output.parent} does not exist; create it "
-            f"(mkdir -p {output.parent}) or name a file in a folder that exists"
-        ) from None
-    except PermissionError:
-        raise ConfigError(
-            f"output={output}: permission denied writing in {output.parent}; name a file in a "
-            "folder you can write to"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            f"output={output}: cannot write the export: {exc.strerror or exc}"
-        ) from None
-
-
-def _write_parquet(rows: list[dict[str, Any]], output: Path) -> None:
-    import io
-
-    import pandas as pd
-
-    nested = ("conversations", "tools", "usage", "turns")
-    columns = [*_JSONL_COLUMNS, "turns"]
-    cells = [
-        [
-            json.dumps(r[k], ensure_ascii=False)
-            if k in nested and r.get(k) is not None
-            else r.get(k)
-            for k in columns
-        ]
-        for r in rows
-    ]
-    frame = pd.DataFrame(cells, columns=columns, dtype=object)
-    buffer = io.BytesIO()
-    try:
-        frame.to_parquet(buffer, index=False)
-    except ImportError as exc:
-        raise ConfigError(f"fmt='parquet' needs pyarrow ({exc}): {_PARQUET_EXTRA}") from exc
-    atomic_write_bytes(output, buffer.getvalue())

@@ -118,8 +118,24 @@ LAYOUTS: tuple[Layout, ...] = (
 )  # fmt: skip
 
 
+#: ``layout_of`` by a row's columns, where they alone decide it (the rows of one file share
+#: theirs: the table is walked once per set of columns, not per row); bounded.
+_BY_COLUMNS: dict[frozenset[str], Layout | None] = {}
+_NEMOTRON_V2 = frozenset(next(x for x in LAYOUTS if x.name == "nemotron-v2").needs)
+
+
 def layout_of(obj: Mapping[str, Any]) -> Layout | None:
     """The first layout whose columns the row has (``None``: none of the known fields)."""
+    columns = frozenset(obj)
+    if columns in _BY_COLUMNS:
+        return _BY_COLUMNS[columns]
+    found = _layout_of(obj)
+    if len(_BY_COLUMNS) < 256 and not columns >= _NEMOTRON_V2:  # (that one reads a value)
+        _BY_COLUMNS[columns] = found
+    return found
+
+
+def _layout_of(obj: Mapping[str, Any]) -> Layout | None:
     for layout in LAYOUTS:
         if not all(k in obj for k in layout.needs):
             continue

@@ -106,21 +106,16 @@ class ShardShare:
 
 
 def shard_shares(
-    rows: Sequence[Any],
-    shard: tuple[int, int],
+    parts: Sequence[Sequence[Any]],
+    index: int,
     worst: Callable[[list[Any]], Decimal] | None,
 ) -> list[ShardShare]:
-    """Every shard of the job of ``rows`` (all of the input's rows, each with an ``id``): its
-    rows by the row hash and ``worst(rows)`` (``None``: not known), ``this`` marking ``shard``."""
-    from openrouter_probe.generation.prompts import shard_of
-
-    index, count = shard
-    split: list[list[Any]] = [[] for _ in range(count)]
-    for row in rows:
-        split[shard_of(row.id, count)].append(row)
+    """Every shard of a job, ``parts`` its rows split by the row hash (``prompts.shard_of``):
+    its rows and ``worst(rows)`` (``None``: not known), ``this`` marking shard ``index``."""
+    count = len(parts)
     return [
-        ShardShare(i, count, len(part), None if worst is None else worst(part), i == index)
-        for i, part in enumerate(split)
+        ShardShare(i, count, len(part), None if worst is None else worst(list(part)), i == index)
+        for i, part in enumerate(parts)
     ]
 
 

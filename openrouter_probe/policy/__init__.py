@@ -6,49 +6,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openrouter_probe import lazy_exports
+from openrouter_probe import exports_of, lazy_exports
 
-# name -> module that defines it, imported on first use
-_EXPORTS: dict[str, str] = {
-    "CompiledPolicy": "openrouter_probe.policy.compiled",
-    "Decision": "openrouter_probe.policy.compiled",
-    "DriftReport": "openrouter_probe.policy.drift",
-    "LintFinding": "openrouter_probe.policy.lint",
-    "PolicySpec": "openrouter_probe.policy.spec",
-    "check_policy": "openrouter_probe.policy.drift",
-    "compile_policy": "openrouter_probe.policy.compiler",
-    "lint_block": "openrouter_probe.policy.lint",
-    "load_compiled_policy": "openrouter_probe.policy.compiled",
-    "load_provider_block": "openrouter_probe.policy.compiled",
-    "load_spec": "openrouter_probe.policy.spec",
-    "parse_spec": "openrouter_probe.policy.spec",
-}
-
-__all__ = [
-    "CompiledPolicy",
-    "Decision",
-    "DriftReport",
-    "LintFinding",
-    "PolicySpec",
-    "check_policy",
-    "compile_policy",
-    "lint_block",
-    "load_compiled_policy",
-    "load_provider_block",
-    "load_spec",
-    "parse_spec",
-]
-
+# The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
-    from openrouter_probe.policy.compiled import (
-        CompiledPolicy,
-        Decision,
-        load_compiled_policy,
-        load_provider_block,
-    )
-    from openrouter_probe.policy.compiler import compile_policy
-    from openrouter_probe.policy.drift import DriftReport, check_policy
-    from openrouter_probe.policy.lint import LintFinding, lint_block
-    from openrouter_probe.policy.spec import PolicySpec, load_spec, parse_spec
+    from openrouter_probe.policy.compiled import CompiledPolicy as CompiledPolicy
+    from openrouter_probe.policy.compiled import Decision as Decision
+    from openrouter_probe.policy.compiled import load_compiled_policy as load_compiled_policy
+    from openrouter_probe.policy.compiled import load_provider_block as load_provider_block
+    from openrouter_probe.policy.compiler import compile_policy as compile_policy
+    from openrouter_probe.policy.drift import DriftReport as DriftReport
+    from openrouter_probe.policy.drift import check_policy as check_policy
+    from openrouter_probe.policy.lint import LintFinding as LintFinding
+    from openrouter_probe.policy.lint import lint_block as lint_block
+    from openrouter_probe.policy.spec import PolicySpec as PolicySpec
+    from openrouter_probe.policy.spec import load_spec as load_spec
+    from openrouter_probe.policy.spec import parse_spec as parse_spec
 
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,24 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openrouter_probe import lazy_exports
+from openrouter_probe import exports_of, lazy_exports
 
-# name -> module that defines it, imported on first use
-_EXPORTS: dict[str, str] = {
-    "PromptRow": "openrouter_probe.run.rows",
-    "RunSummary": "openrouter_probe.run.summary",
-    "SpendCap": "openrouter_probe.run.spend",
-}
-
-__all__ = [
-    "PromptRow",
-    "RunSummary",
-    "SpendCap",
-]
-
+# The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
-    from openrouter_probe.run.rows import PromptRow
-    from openrouter_probe.run.spend import SpendCap
-    from openrouter_probe.run.summary import RunSummary
+    from openrouter_probe.run.rows import PromptRow as PromptRow
+    from openrouter_probe.run.spend import SpendCap as SpendCap
+    from openrouter_probe.run.stop import StopReason as StopReason
+    from openrouter_probe.run.summary import RunSummary as RunSummary
 
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

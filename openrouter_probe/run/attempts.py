@@ -44,6 +44,7 @@ from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.request import Request
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.streak import FailureStreak
 
 __all__ = [
@@ -137,7 +138,7 @@ class Fail:
 class Stop:
     """The run stops (``reason`` is the summary's ``stop_reason``); the row is unsent."""
 
-    reason: str
+    reason: StopReason
     message: str
 
 
@@ -182,7 +183,7 @@ class AttemptPolicy:
         run stops when nearly every recent attempt failed this way (``run.streak``)."""
         same = self.streak.see(failure, attempt.number)
         if same is not None:
-            return Stop("failing", same)
+            return Stop(StopReason.FAILING, same)
         return ON_FAILURE[failure.kind](self, row, failure, attempt, pauses)
 
     def answered(self) -> None:
@@ -200,7 +201,7 @@ class AttemptPolicy:
         if self.unanswered_streak < UNREACHABLE_AFTER_ROWS:
             return None
         return Stop(
-            "unreachable",
+            StopReason.UNREACHABLE,
             f"{self.unanswered_streak} rows in a row got no answer from the server, the last: "
             f"{failure.message}. Check OPENROUTER_BASE_URL and the network, then rerun the "
             "same command (redo_failed=True also resends the rows that failed)",
@@ -234,7 +235,7 @@ class AttemptPolicy:
             hold = attempt.request.worst_usd
             if window.most_held_usd >= hold * SHRUNK_BELOW_REQUESTS:
                 return Stop(  # it held more before: the balance it is a share of is spent down
-                    "budget",
+                    StopReason.BUDGET,
                     f"{row.id}: OpenRouter's in-flight budget, a share of the balance left, "
                     f"no longer holds one request (worst case ${hold:.6f}; this run held "
                     f"${window.most_held_usd:.6f} in flight at most): the account's balance is "
@@ -242,7 +243,7 @@ class AttemptPolicy:
                     f"the same command to resume ({failure.message})",
                 )
             return Stop(
-                "in-flight",
+                StopReason.IN_FLIGHT,
                 f"{row.id}: OpenRouter's in-flight budget refused this request "
                 f"{window.lone_in_a_row} times with nothing else in flight (its worst case "
                 f"${attempt.worst:.6f}): one request is larger than the account can hold. Lower "
@@ -266,7 +267,7 @@ class AttemptPolicy:
             resume = failure.reset_epoch_s or options.wall_clock() + wait
             at = datetime.datetime.fromtimestamp(resume, datetime.UTC).strftime("%H:%M")
             return Stop(
-                "rate-limited",
+                StopReason.RATE_LIMITED,
                 f"rate limited by the key: resume after {at} UTC (OpenRouter asked to wait "
                 f"{wait:.0f} s, more than max_wait_s={options.max_wait_s:.0f} s: "
                 f"{failure.message}); rerun the same command then",
@@ -296,19 +297,19 @@ class AttemptPolicy:
         status = failure.status if failure.status not in (None, 200) else failure.code
         if failure.refusal == "key_limit":
             return Stop(
-                "key-limit",
+                StopReason.KEY_LIMIT,
                 f"the key's own limit is spent ({status}): {failure.message}. Raise the key's "
                 "limit at https://openrouter.ai/settings/keys (or use another key), then rerun "
                 "the same command to resume",
             )
         if failure.budget:
             return Stop(
-                "budget-spent",
+                StopReason.BUDGET_SPENT,
                 f"an OpenRouter budget is spent (403): {failure.message}. Raise it or wait for "
                 "its reset, then rerun the same command to resume",
             )
         stop = failure.metadata.get("stop")
-        if isinstance(stop, str):  # a sender's own reason (the batch sender: a failed batch)
+        if isinstance(stop, StopReason):  # a sender's own (the batch sender: a failed batch)
             return Stop(stop, failure.message)
         if status == 402:
             hint = (
@@ -325,14 +326,14 @@ class AttemptPolicy:
                 else "Add credits at https://openrouter.ai/settings/credits, then rerun"
             )
             return Stop(
-                "credits",
+                StopReason.CREDITS,
                 f"OpenRouter says the credits are insufficient (402): {failure.message}{hint}. "
                 f"{then} the same command to resume",
             )
         if status == 401:
-            return Stop("key", failure.message)
+            return Stop(StopReason.KEY, failure.message)
         return Stop(
-            "no-route",
+            StopReason.NO_ROUTE,
             f"OpenRouter found no endpoint for the request ({status}): {failure.message}. "
             f"The policy {self.policy} admits nothing that serves {self.model} now: re-compile it",
         )

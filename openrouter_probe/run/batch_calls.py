@@ -143,7 +143,7 @@ class BatchCalls:
                 answer.usage = {**(answer.usage or {}), "cost": str(share)}
         return outcomes
 
-    async def accepted(self, batch_id: str, warn: Callable[[str], None]) -> None:
+    async def accepted(self, batch_id: str, warn: Callable[[str], object]) -> None:
         """Record the run's first accepted submit to its ``:batch`` endpoint in the snapshot's
         history (``settings.history``); a history that cannot be written is said (``warn``),
         never fatal."""

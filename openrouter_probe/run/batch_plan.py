@@ -1,9 +1,13 @@
 """What ``generate --batch`` sends, and how: the settings of the batch sender, a row's custom id,
-a line's body, and what one result line comes to.
+a line's body, what one result line comes to, and the events the sender reports.
 
 The batch sender (``run.batch_sender``) stands on these; the money of every line is the books'
 (``run.books``: the reservation before the plan, the settlement from the batch's ``usage.cost``,
-``allocate`` for each row's share).
+``allocate`` for each row's share). The sender holds no books: it reports each step of a plan
+as a ``BatchEvent`` (``Planned`` before the POST, ``Submitted``, ``Closed``; ``Held`` for an
+earlier run's open batch taken up, ``Claimed`` for a request that claims one of its lines,
+``Released`` and ``SettledEarlier`` at its close, ``Said`` for what the run should say) to the
+sink the run gives it, which journals them (``run.batch_books``) before the sender goes on.
 """
 
 from __future__ import annotations
@@ -11,15 +15,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.transport import Answer, parse_body
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.ledger import OpenBatch
 
 __all__ = [
     "DEFAULT_LIVE_BATCHES",
@@ -28,8 +36,17 @@ __all__ = [
     "MAX_LIVE_BATCHES",
     "MAX_POLL_S",
     "MIN_POLL_S",
+    "BatchEvent",
     "BatchOptions",
     "BatchSettings",
+    "Claimed",
+    "Closed",
+    "Held",
+    "Planned",
+    "Released",
+    "Said",
+    "SettledEarlier",
+    "Submitted",
     "custom_id",
     "line_body",
     "line_outcome",
@@ -177,3 +194,79 @@ def line_outcome(result: Any, *, batch_id: str, provider: str | None) -> Answer 
         status=200,  # the batch answered: not a server out of reach
         rate_limited=kind == "rate_limit_exceeded",
     )
+
+
+# -- the events the batch sender reports (the run journals them) ---------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A batch about to be submitted: journal it (flushed) before the POST. Its lines' money is
+    their attempts', each reserved and journaled before it was handed over."""
+
+    plan: str
+    model: str
+    after: int
+    worst_usd: Decimal
+    lines: list[list[Any]]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The id of a plan's batch (its 202, or the orphan the list showed); ``run``: the run that
+    journaled the plan (``None``: this one)."""
+
+    run: str | None
+    plan: str
+    batch_id: str
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A plan is closed: its lines are settled, or it was never submitted (``status`` says)."""
+
+    run: str | None
+    plan: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Held:
+    """An earlier run's open batch the sender takes up: a request for one of its rows claims its
+    line, not bought again."""
+
+    batch: OpenBatch
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A request for row ``row_id`` claims the line an earlier batch holds for it; the sink
+    answers the plan that journaled the move to this run (``None``: none moved)."""
+
+    row_id: str
+
+
+@dataclass(frozen=True)
+class Released:
+    """The sender closes: lines taken over that no attempt of this run carries count again."""
+
+
+@dataclass(frozen=True)
+class SettledEarlier:
+    """An earlier run's batch lines served: ``costs`` (custom id -> its share) settle them."""
+
+    batch: OpenBatch
+    costs: Mapping[str, Decimal]
+
+
+@dataclass(frozen=True)
+class Said:
+    """What the run should say (a warning)."""
+
+    text: str
+
+
+BatchEvent = Planned | Submitted | Closed | Held | Claimed | Released | SettledEarlier | Said
+#: Where the sender reports its events: the run journals each before it returns (a journal
+#: that cannot take ``Planned`` raises ``files.WriteFailed``: the batch is not made).
+EventSink = Callable[[BatchEvent], str | None]

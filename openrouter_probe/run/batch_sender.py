@@ -5,7 +5,7 @@ Every request it is handed was reserved at its worst case (at the ``:batch`` row
 journaled (``sent``) by the run before the call, as for the sync sender. Then, per batch:
 
 1. **the plan before the POST**: custom ids with the attempts they carry, the worst case, the
-   model and the time the batch is created after, journaled and flushed (``BatchBooks.planned``);
+   model and the time the batch is created after, journaled and flushed (``Planned``);
 2. **the POST** (``api.batches.BatchClient.create``) once fewer than ``live`` batches run (the
    requests that wait are packed together when one ends, and answered unsent if the run stops
    first: nothing was billed), then the **id** journaled (``submitted``) and the run's first
@@ -32,9 +32,14 @@ POST) is looked for with ``GET /batches?created_after=`` (same model, same line 
 list never showed may still bill). A request for a row in such a plan waits for it and gets the
 plan's result instead of being packed again: no row is in two live batches. The earlier run's
 attempt's worst case moves to this run's (``Books.reserve`` takes it over, so a cap the killed
-batch filled does not lock its own results out; ``BatchBooks.moved`` journals the move as a plan
-of one line in this run, then the books settle the earlier attempt to 0), and this run's carries
-the share. The plan journal and the held lines are ``run.batch_books``; the money is the books'.
+batch filled does not lock its own results out; the run journals the move as a plan of one
+line in this run, then the books settle the earlier attempt to 0), and this run's carries the
+share.
+
+**Events, not books.** The sender holds no books: every step it takes is a
+``run.batch_plan.BatchEvent`` (``Planned`` before the POST, ``Submitted``, ``Closed``, ``Held``,
+``Claimed``, ``Released``, ``SettledEarlier``, ``Said``) given to the sink ``bind`` takes; the run
+journals each (``run.batch_books``) before the sender goes on, and the money is the books'.
 
 **Stopping.** There is no cancel route: ``aclose`` (the run's end, a Ctrl-C) says which batches
 are still running; a rerun polls them. ``abandon`` forgets earlier runs' open batches (said: what
@@ -62,11 +67,20 @@ from openrouter_probe.errors import (
     NoRouteError,
 )
 from openrouter_probe.files import WriteFailed
-from openrouter_probe.run.batch_books import BatchBooks
 from openrouter_probe.run.batch_calls import BatchCalls
 from openrouter_probe.run.batch_plan import (
     MAX_BATCH_BYTES,
+    BatchEvent,
     BatchSettings,
+    Claimed,
+    Closed,
+    EventSink,
+    Held,
+    Planned,
+    Released,
+    Said,
+    SettledEarlier,
+    Submitted,
     custom_id,
     line_body,
 )
@@ -89,7 +103,6 @@ from openrouter_probe.run.transport import Answer
 
 if TYPE_CHECKING:
     from openrouter_probe.api.batches import Batch, BatchClient
-    from openrouter_probe.run.books import Books
     from openrouter_probe.run.sender import SendKey
 
 __all__ = ["BatchSender"]
@@ -101,8 +114,12 @@ log = logging.getLogger(__name__)
 _SKEW_S = 300
 
 
+def _unbound(event: BatchEvent) -> str | None:
+    raise AssertionError("BatchSender.bind(events) first")
+
+
 class BatchSender:
-    """Sends a run's requests as batches (see the module). Call ``bind(books)`` before the run,
+    """Sends a run's requests as batches (see the module). Call ``bind(events)`` before the run,
     ``await aclose()`` after it."""
 
     def __init__(
@@ -135,32 +152,37 @@ class BatchSender:
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
         self.batches: dict[str, Watched] = {}  # plan -> batch
-        self._books: BatchBooks | None = None
+        self._events: EventSink = _unbound  # the run's sink (``bind``)
+        #: what the batch calls say (a history not written), reported to the run
+        self._said: Callable[[str], object] = lambda text: self._events(Said(text))
         self._random = random.Random()
 
     # -- the run's side -----------------------------------------------------------------------
 
-    def bind(self, books: Books, *, stopped: asyncio.Future[None] | None = None) -> None:
-        """Take the run's books (their batch side: ``run.batch_books``); take up (or, with
-        ``abandon``, forget) earlier runs' batches. ``stopped`` (the run's stop): from then on
-        nothing more is submitted, and the requests still waiting for a batch are answered
-        unsent (nothing was billed)."""
-        self._books = batch_books = BatchBooks(books)
+    def bind(self, events: EventSink, *, stopped: asyncio.Future[None] | None = None) -> None:
+        """Report every event to ``events`` (the run journals them: ``run.batch_books``); take
+        up (or, with ``abandon``, forget) earlier runs' batches. ``stopped`` (the run's stop):
+        from then on nothing more is submitted, and the requests still waiting for a batch are
+        answered unsent (nothing was billed)."""
+        self._events = events
         if stopped is not None:
             stopped.add_done_callback(lambda _: self._stop())
         roots: dict[str, Watched] = {}
         for plan in self._earlier_plans:
             if self.settings.abandon:
-                batch_books.closed(plan.run, plan.plan, "abandoned")
-                books.warn(
-                    f"abandoned batch {plan.batch_id or '(id unknown)'} of plan {plan.plan}: "
-                    f"there is no cancel, so what completes is billed; its {len(plan.lines)} "
-                    "row(s) stay counted at their worst case and go into new batches"
+                events(Closed(plan.run, plan.plan, "abandoned"))
+                events(
+                    Said(
+                        f"abandoned batch {plan.batch_id or '(id unknown)'} of plan "
+                        f"{plan.plan}: there is no cancel, so what completes is billed; its "
+                        f"{len(plan.lines)} row(s) stay counted at their worst case and go "
+                        "into new batches"
+                    )
                 )
                 continue
             root = plan.plan.split(".")[0]  # a moved line's plan is named after its first
             batch_id = plan.batch_id or self._recorded.get(root)
-            batch_books.hold(plan)
+            events(Held(plan))
             watched = roots.get(root)
             if watched is not None:  # one batch, one watch: polled once, counted once
                 watched.joined.append(plan)
@@ -189,8 +211,8 @@ class BatchSender:
         cid = custom_id(key.row_id)
         earlier = self._by_cid.pop(cid, None)
         if earlier is not None:
-            assert self._books is not None
-            moved = self._books.moved(key.row_id)  # journaled with the attempt (``carried``)
+            # the move was journaled with the attempt (``BatchClaims``)
+            moved = self._events(Claimed(key.row_id))
             if moved is not None:
                 earlier.moved.append(moved)
             outcome = await earlier.outcome_of(cid, key)
@@ -212,15 +234,15 @@ class BatchSender:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        books = self._books
+        bound = self._events is not _unbound
         said = []
-        if books is not None:
-            books.release()
+        if bound:
+            self._events(Released())
         unrecorded = []
         for b in self.batches.values():
-            if books is not None and b.earlier is None and b.ended is not None:
+            if bound and b.earlier is None and b.ended is not None:
                 self._close(b, b.ended)  # this run's own: every answer was written
-            if books is None or b.earlier is None or b.closed:
+            if not bound or b.earlier is None or b.closed:
                 continue
             waiting = self._unclaimed(b)  # paid answers no request of this run claimed
             served = {
@@ -229,7 +251,8 @@ class BatchSender:
                 if isinstance(o, Answer) and o.cost_usd is not None and c not in waiting
             }
             for plan in b.plans:  # rows finished already: only their money is settled
-                books.settle_earlier(plan, {c: v for c, v in served.items() if c in plan.lines})
+                costs = {c: v for c, v in served.items() if c in plan.lines}
+                self._events(SettledEarlier(plan, costs))
             if b.ended is not None and not waiting:
                 self._close(b, b.ended)
             elif waiting:
@@ -308,20 +331,20 @@ class BatchSender:
             self._ended()
 
     async def _submit_and_poll(self, lines: list[Line]) -> None:
-        books = self._books
-        assert books is not None, "BatchSender.bind(books) first"
         plan = secrets.token_hex(5)
         batch = Watched(plan, None, lines={line.cid: line for line in lines})
         self.batches[plan] = batch
         worst = sum((line.key.worst_usd for line in lines), Decimal(0))
         after = int(self.wall_clock()) - _SKEW_S
         try:
-            books.planned(
-                plan,
-                model=self.settings.model,
-                after=after,
-                worst=worst,
-                lines=[[line.cid, line.key.number] for line in lines],
+            self._events(
+                Planned(
+                    plan,
+                    model=self.settings.model,
+                    after=after,
+                    worst_usd=worst,
+                    lines=[[line.cid, line.key.number] for line in lines],
+                )
             )
         except WriteFailed:  # the plan is not journaled: the batch must not be made
             batch.closed, batch.status = True, "not submitted"
@@ -332,7 +355,7 @@ class BatchSender:
             created = await self.calls.create(requests)
         except APIStatusError as exc:
             if exc.status_code < 500:  # refused: nothing was made, nothing billed
-                books.closed(None, plan, f"refused {exc.status_code}")
+                self._events(Closed(None, plan, f"refused {exc.status_code}"))
                 batch.closed, batch.status = True, "refused"
                 batch.answer_all(refused(exc, exc.status_code))
                 return
@@ -344,8 +367,8 @@ class BatchSender:
         else:
             batch.batch_id = created.id
             with contextlib.suppress(WriteFailed):  # the plan is journaled: a rerun finds it
-                books.submitted(None, plan, created.id)
-            await self.calls.accepted(created.id, books.books.warn)
+                self._events(Submitted(None, plan, created.id))
+            await self.calls.accepted(created.id, self._said)
         log.info(
             "batch %s submitted: %d line(s), worst case $%s", batch.batch_id, len(lines), worst
         )
@@ -367,36 +390,36 @@ class BatchSender:
         """Look for the batch of a plan whose POST answer was lost: the same model and line
         count, created after the plan, holding the plan's custom ids, and no batch a plan of
         this job records or this run watches; True when found (its id journaled)."""
-        books = self._books
-        assert books is not None
         known = {b.batch_id for b in self.batches.values() if b.batch_id}
         known |= set(self._recorded.values())
         found = await self.calls.search(batch.plan, known, after, count, cids)
         if found is None:
             return False
         batch.batch_id = found
-        books.submitted(batch.run, batch.plan, found)
+        self._events(Submitted(batch.run, batch.plan, found))
         for plan in batch.joined:
-            books.submitted(plan.run, plan.plan, found)
+            self._events(Submitted(plan.run, plan.plan, found))
         for moved in batch.moved:
-            books.submitted(None, moved, found)
+            self._events(Submitted(None, moved, found))
         log.warning("batch plan %s: adopted %s (found in the list)", batch.plan, found)
-        await self.calls.accepted(found, books.books.warn)
+        await self.calls.accepted(found, self._said)
         return True
 
     async def _take_up(self, batch: Watched) -> None:
         """An earlier run's open plan: find it by the list if it has no id, then poll it."""
         plan = batch.earlier
-        assert plan is not None and self._books is not None
+        assert plan is not None
         try:
             if batch.batch_id is None and not await self._find(
                 batch, plan.after, plan.count, batch.held()
             ):
                 self._close(batch, "not found")
-                self._books.books.warn(
-                    f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
-                    f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into new "
-                    "batches, their earlier worst case stays counted"
+                self._events(
+                    Said(
+                        f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
+                        f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into "
+                        "new batches, their earlier worst case stays counted"
+                    )
                 )
                 batch.closed, batch.status = True, "not found"
                 return
@@ -459,8 +482,7 @@ class BatchSender:
 
     async def _end(self, batch: Watched, now: Batch) -> None:
         """Answer every line of a finished batch (its plan is closed at the run's end)."""
-        books = self._books
-        assert books is not None and batch.batch_id is not None
+        assert batch.batch_id is not None
         if now.status == "failed":
             reason = (now.error or {}).get("message") or "no reason given"
             batch.answer_all(failed(batch.batch_id, str(reason)))
@@ -492,12 +514,11 @@ class BatchSender:
 
     def _close(self, batch: Watched, status: str) -> None:
         """Journal that ``batch``'s plan (and the plans that moved its lines) is closed."""
-        assert self._books is not None
         if batch.closed:
             return
         batch.closed, batch.status = True, status
-        self._books.closed(batch.run, batch.plan, status)
+        self._events(Closed(batch.run, batch.plan, status))
         for earlier in batch.joined:
-            self._books.closed(earlier.run, earlier.plan, status)
+            self._events(Closed(earlier.run, earlier.plan, status))
         for plan in batch.moved:
-            self._books.closed(None, plan, status)
+            self._events(Closed(None, plan, status))

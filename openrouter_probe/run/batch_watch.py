@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import OpenBatch
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.transport import Answer
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class Watched:
 
     closed: bool = False
     moved: list[str] = field(default_factory=list)  # earlier: this run's plans of its lines
-    #: earlier runs' other plans of the same batch (a line's move: ``BatchBooks.carried``)
+    #: earlier runs' other plans of the same batch (a line's move: ``BatchClaims``)
     joined: list[OpenBatch] = field(default_factory=list)
     #: the status it ended with while answers it served wait for their rows' requests (the
     #: plan stays open until each is claimed: a paid answer is never dropped)
@@ -147,7 +148,7 @@ def not_submitted() -> Failure:
     return Failure(
         "run",
         "not submitted: the run stopped while it waited for a batch",
-        metadata={"stop": "interrupted"},
+        metadata={"stop": StopReason.INTERRUPTED},
     )
 
 
@@ -155,7 +156,7 @@ def refused(exc: APIStatusError, status: int) -> Failure:
     """A submit OpenRouter refused (nothing was made, nothing billed)."""
     if status == 429:
         return Failure("transient", f"batch submit: {exc.message}", status=429, rate_limited=True)
-    stop = "credits" if status == 402 else "batch-refused"
+    stop = StopReason.CREDITS if status == 402 else StopReason.BATCH_REFUSED
     return Failure(
         "run",
         f"the batch submit was refused ({status}): {exc.message}",
@@ -172,7 +173,7 @@ def withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
         "(the batch is not re-run)",
         status=402,
         cost_unknown=True,
-        metadata={"stop": "credits"},
+        metadata={"stop": StopReason.CREDITS},
     )
 
 
@@ -182,7 +183,7 @@ def unread(batch_id: str, exc: APIError) -> Failure:
         f"batch {batch_id}: finished, but its results could not be read ({exc}); rerun the "
         "same command to fetch them (the batch is not re-run)",
         cost_unknown=True,
-        metadata={"stop": "batch-unread"},
+        metadata={"stop": StopReason.BATCH_UNREAD},
     )
 
 
@@ -190,7 +191,7 @@ def failed(batch_id: str, reason: str) -> Failure:
     return Failure(
         "run",
         f"batch {batch_id} failed: {reason}"[:400],
-        metadata={"stop": "batch-failed"},
+        metadata={"stop": StopReason.BATCH_FAILED},
     )
 
 
@@ -200,7 +201,7 @@ def still_running(batch_id: str, status: str) -> Failure:
         f"batch {batch_id} is still {status} past the batch window; rerun the same command "
         "to poll it again",
         cost_unknown=True,
-        metadata={"stop": "batch-running"},
+        metadata={"stop": StopReason.BATCH_RUNNING},
     )
 
 

@@ -16,14 +16,15 @@ its whole reservation ("possibly billed"), or its own token counts at the deares
 when they cost more (an answer billed past ``max_tokens``), until ``/generation`` settles it.
 Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: the unseen
 room until the first answers, then a margin, or the largest overshoot any provider of the run
-billed). A batch (no dollar window) keeps the margin from its first line: its lines are answered
-when the batch ends, so a first wave would be the whole first batch, made eight times smaller.
+billed). A run without a dollar window keeps the margin from its first line: its sender may
+answer its lines all at once, so a first wave would be all of them, made eight times smaller.
 Earlier runs' attempts that a restart settles change what was spent before this run.
 
-Batch mode (``generate --batch``) adds a batch side, ``run.batch_books.BatchBooks``: the plan
-journal and the lines earlier runs' open batches hold (``holds``: a reservation for such a row
-takes over its line's worst case). It writes no money figure: it asks these books
-(``reconciled``, ``hand_back``).
+A row may come with a claim (``Claim``): a reservation the journal already holds for it, an
+earlier run's attempt whose answer may still arrive. The claims are the row source's (``claims``,
+wired in by the run): a reservation for a claimed row takes the claim's worst case over instead
+of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
+write as its own line. The books know claims, not what made them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from openrouter_probe.run.spend import SpendCap
 from openrouter_probe.run.summary import ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 
-__all__ = ["Books", "HeldLines", "allocate"]
+__all__ = ["Books", "Claim", "Claims", "allocate"]
 
 log = logging.getLogger(__name__)
 
@@ -100,19 +101,32 @@ def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
     return [share.normalize() if share else _ZERO for share in shares]
 
 
-class HeldLines(Protocol):
-    """The lines earlier runs' open batches hold for rows (``run.batch_books.BatchBooks``): a
-    reservation for such a row takes over its line's worst case (``Books.reserve``)."""
+@dataclass(frozen=True)
+class Claim:
+    """A reservation the journal holds for a row already: the ``earlier`` attempt, counted at its
+    worst case (``reserved_usd``, in ``dataset``) whose answer may still come (``known``: its cost
+    is settled already). ``journal(number)`` writes, buffered, that this run's attempt ``number``
+    carries it from now on (``Books.sent`` calls it right after that attempt's own line)."""
 
-    def reservation(self, row_json: str) -> tuple[Decimal, str | None] | None:
-        """The worst case and dataset of the line held for row ``row_json`` (``None``: none)."""
+    reserved_usd: Decimal
+    dataset: str | None
+    earlier: Pending
+    known: bool
+    journal: Callable[[int], None]
 
-    def take_over(self, row_json: str) -> None:
-        """This run's attempt for row ``row_json`` took over its line's worst case."""
 
-    def carried(self, row_json: str, number: int) -> None:
-        """Attempt ``number`` for row ``row_json`` was just journaled (buffered): journal the
-        move of the line it took over, if any, in the same write."""
+class Claims(Protocol):
+    """The claims of a run's rows (see the module): one open claim a row at most."""
+
+    def claim(self, row_json: str) -> Claim | None:
+        """The open claim of row ``row_json`` (``None``: none)."""
+
+    def take(self, row_json: str) -> None:
+        """This run's attempt for row ``row_json`` took its open claim over (``reserve``)."""
+
+    def carried(self, row_json: str) -> Claim | None:
+        """The claim row ``row_json``'s attempt took over, now carried by the attempt just
+        journaled (``None``: it took none)."""
 
 
 class Books:
@@ -155,9 +169,9 @@ class Books:
         self.out_of_money: dict[str, str] = {}
         self.warnings: list[str] = []
         self._said_once: set[str] = set()
-        #: the lines earlier runs' open batches hold for rows (``generate --batch``: set by
-        #: ``run.batch_books.BatchBooks``); ``reserve`` takes a held line's worst case over
-        self.holds: HeldLines | None = None
+        #: the claims of the run's rows (the row source's, wired in by the run): ``reserve``
+        #: takes a claimed row's worst case over
+        self.claims: Claims | None = None
         #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it),
         #: counted as OpenRouter holds them (``SpendCap.held_usd``): each attempt's worst case
         #: without the room past ``max_tokens``, the cap's own guard
@@ -185,32 +199,32 @@ class Books:
         """Reserve ``attempt``'s worst case under the cap and ``dataset``'s share (``borrow``:
         the cap alone), if it fits.
 
-        A row an earlier run's open batch carries takes over that line's worst case (still
-        counted in the journal until the move is journaled): its result is claimed, not bought
-        again, so the cap a killed batch filled does not lock its own results out."""
+        A claimed row takes over its claim's worst case (still counted in the journal until the
+        attempt that carries it is journaled): its result is claimed, not bought again, so the cap
+        an earlier run filled does not lock its own results out."""
         # the room for output past max_tokens, fixed for this attempt from here to its settle:
         # the unseen room in the first wave (``run.overshoot``), else (or when only that fits,
         # nothing else in flight) the margin; a request that does not fit is judged at the
         # margin (``RowQueues.never_fits``)
         max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
         overshoot, cap, window = self.overshoot, self.cap, self.window
-        first = overshoot.first_wave and window is not None  # (not for a batch: the module)
+        first = overshoot.first_wave and window is not None  # (no window: the module)
         margin = overshoot.extra_usd(max_tokens, price)
         attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price) if first else margin
         hold = attempt.request.worst_usd  # what OpenRouter holds for it
-        holds = self.holds
+        claims = self.claims
         while True:
             fits = False  # the dollars in flight are full: wait for one to settle
             if window is None or window.admits(cap.held_usd, cap.in_flight, hold):
-                held = None if holds is None else holds.reservation(attempt.id_json)
-                if held is not None:
-                    cap.give_back(*held)
+                claim = None if claims is None else claims.claim(attempt.id_json)
+                if claim is not None:
+                    cap.give_back(claim.reserved_usd, claim.dataset)
                 fits = cap.try_reserve(attempt.worst, dataset, borrow=borrow, held_usd=hold)
-                if held is not None and holds is not None:
+                if claim is not None and claims is not None:
                     if fits:
-                        holds.take_over(attempt.id_json)
+                        claims.take(attempt.id_json)
                     else:
-                        self.hand_back(*held)
+                        self.hand_back(claim.reserved_usd, claim.dataset)
             if fits or not first:
                 return fits
             first, attempt.overshoot_usd = False, margin
@@ -218,9 +232,9 @@ class Books:
                 return False  # it waits for the first answers
 
     def hand_back(self, reserved: Decimal, dataset: str | None) -> None:
-        """A batch line's worst case that ``reserve`` took over and no attempt of this run
-        carries (the reservation did not fit, or the run stopped before the move was journaled):
-        it counts again, as it still does in the journal."""
+        """A claim's worst case that ``reserve`` took over and no attempt of this run carries
+        (the reservation did not fit, or the run stopped before the attempt was journaled): it
+        counts again, as it still does in the journal."""
         self.cap.add_spent(reserved, dataset)
 
     def sent(self, row: PromptRow, attempt: Attempt) -> int:
@@ -239,14 +253,18 @@ class Books:
             return 0
         dataset = self._dataset_json[row.dataset]
         try:
-            holds = self.holds
-            if holds is None:
+            claims = self.claims
+            if claims is None:
                 if ledger.fsync:
                     return ledger.sending(attempt.id_json, attempt.worst, dataset)
                 return ledger.sent(attempt.id_json, attempt.worst, dataset)
             number = ledger.sending(attempt.id_json, attempt.worst, dataset)
-            # a batch line this attempt took over (``reserve``): its move goes in the same write
-            holds.carried(attempt.id_json, number)
+            # a claim this attempt took over (``reserve``) goes in the same write: the earlier
+            # attempt settled to 0 (its worst case is this one's), then what carries it now
+            claim = claims.carried(attempt.id_json)
+            if claim is not None:
+                self.reconciled(claim.earlier, _ZERO, taken_over=True, known=claim.known)
+                claim.journal(number)
             if not ledger.fsync:
                 ledger.flush()
             return number
@@ -348,11 +366,11 @@ class Books:
     def reconciled(
         self, pending: Pending, cost: Decimal, *, taken_over: bool = False, known: bool = False
     ) -> None:
-        """``/generation`` (or a batch's cost) says what an attempt counted at its worst case
+        """``/generation`` (or a sender's own cost) says what an attempt counted at its worst case
         cost: journal it and give the difference back (this run's attempts and earlier runs'
-        alike). ``taken_over``: an earlier run's batch line whose worst case this run's attempt
-        took over (``reserve``): the cap already gave it back, only the journal and the counts
-        change. ``known``: that line was settled at its answer's cost, not possibly billed."""
+        alike). ``taken_over``: an earlier run's attempt whose worst case this run's attempt
+        took over (``reserve``, a claim): the cap already gave it back, only the journal and the
+        counts change. ``known``: it was settled at its answer's cost, not possibly billed."""
         if self.ledger is not None:
             self.ledger.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost

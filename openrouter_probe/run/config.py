@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.client import DEFAULT_BASE_URL
+from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import parse_decimal, whole_number
@@ -119,6 +119,11 @@ class JobOptions:
                 raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
 
     @property
+    def connection(self) -> Connection:
+        """The key and the API root as one ``api.connection.Connection``."""
+        return Connection(api_key=self.api_key, base_url=self.base_url)
+
+    @property
     def attempts(self) -> int:
         """Tries per row, the first included (the backoff's)."""
         return self.backoff.attempts
@@ -167,19 +172,15 @@ class JobOptions:
         except ValueError as exc:
             raise ConfigError(f"out=: {exc}; name another file") from exc
         _check_writable(target)
-        key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
-        url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        if not key and need_key:
-            raise ConfigError(
-                f"{command} needs an API key: export OPENROUTER_API_KEY=... "
-                f"(create one at https://openrouter.ai/settings/keys){key_hint}"
-            )
+        connection = Connection.resolve(api_key=api_key, base_url=base_url)
+        if need_key:
+            connection.require_key(command, key_hint)
         options = cls(
             command=command,
             out=target,
             budget_usd=budget,
-            api_key=key,
-            base_url=url,
+            api_key=connection.api_key,
+            base_url=connection.base_url,
             backoff=_backoff(attempts, backoff),
             **fields,
         )

@@ -51,8 +51,10 @@ from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Run
 from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.senders import sender_for
 from openrouter_probe.run.source import RowSource, TurnSource
 from openrouter_probe.run.spend import Prices, SpendCap
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import DatasetTally, RunSummary
 from openrouter_probe.run.turns import TurnBook
 
@@ -229,29 +231,6 @@ def key_check(
     ), False
 
 
-def key_figures(options: JobOptions) -> str:
-    """What ``/key`` says of the key's own limit, for the key-limit stop (``""``: unreadable)."""
-    from openrouter_probe.api.client import Client
-
-    try:
-        with Client(
-            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
-        ) as client:
-            info = client.key()
-    except APIError:
-        return ""
-    if info.limit is None:
-        return ""
-    said = f" (GET /key: the key's limit is {format_usd(Decimal(str(info.limit)))}"
-    if info.usage is not None:
-        said += f", {format_usd(Decimal(str(info.usage)))} used"
-    if info.limit_remaining is not None:
-        said += f", {format_usd(Decimal(str(info.limit_remaining)))} remaining"
-    if info.limit_reset:
-        said += f", reset {info.limit_reset}"
-    return said + ")"
-
-
 class PaidRun:
     """An output opened for a run: what it already records, and ``run`` to send more rows."""
 
@@ -379,7 +358,7 @@ class PaidRun:
                 one_request_usd,
             )
             if warning and blocks:
-                summary.stop_reason, summary.message = "budget-spent", warning
+                summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, warning
             elif warning:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
@@ -425,7 +404,7 @@ class PaidRun:
         unsettled = self.replay.pending or self.replay.batches
         if budget is None or spent_before < budget or unsettled:
             return False
-        summary.stop_reason = "budget"
+        summary.stop_reason = StopReason.BUDGET
         summary.message = (
             f"{self.options.out} and {self.options.journal.name} already record "
             f"${spent_before:.6f} spent of the {format_usd(budget)} cap"
@@ -482,10 +461,15 @@ class PaidRun:
                 if turns is None
                 else TurnSource(rows, turns, job_sha256=job_sha256, run_id=ledger.run_id)
             )
+            if options.batch is not None:  # earlier runs' open batches claim their rows
+                from openrouter_probe.run.batch_books import BatchClaims
+
+                source.claims = BatchClaims(ledger)
             with contextlib.closing(source):
 
                 def make(sender: Sender, lookup: Lookup | None) -> Run:
                     books = self._books(cap, rows, ledger, lookup)
+                    books.claims = source.claims
                     run = Run(
                         source,
                         options=options,
@@ -509,7 +493,8 @@ class PaidRun:
         # (or failed only as the files closed)
         if failed:
             stop(failed)
-            result.stop_reason, result.message = "write-failed", stop.line or failed
+            result.stop_reason = StopReason.WRITE_FAILED
+            result.message = stop.line or failed
         return result
 
     async def _send(
@@ -519,28 +504,9 @@ class PaidRun:
         summary: RunSummary,
         rows: list[PromptRow],
     ) -> RunSummary:
-        """Run with the sender the options name: batches, a test's, or the HTTP transport."""
-        if options.batch is not None:
-            return await _run_batches(make, options, self.replay, summary, rows)
-        if options.send is not None:
-            return await _run(make(options.send, options.lookup), options.handle_signals)
-        from openrouter_probe.api.completion import response_cache_headers
-        from openrouter_probe.run.transport import HttpTransport
-
-        ttl = options.response_cache_ttl_s
-        async with HttpTransport(
-            base_url=options.base_url,
-            api_key=options.api_key,
-            limit=options.concurrency,
-            read_timeout_s=options.read_timeout_s,
-            clock=options.clock,
-            headers=None if ttl is None else response_cache_headers(ttl),
-        ) as transport:
-            lookup = options.lookup or transport.generation_cost
-            result = await _run(make(transport.send, lookup), options.handle_signals)
-        if result.stop_reason == "key-limit":
-            result.message += await asyncio.to_thread(key_figures, options)
-        return result
+        """Run with the sender the options choose (``run.senders.SENDERS``: batches, a test's,
+        or the HTTP transport)."""
+        return await sender_for(options).run(make, options, self.replay, rows)
 
 
 class _WriteStop:
@@ -557,7 +523,7 @@ class _WriteStop:
         self.line = line
         log.error("%s", line)
         if self.run is not None:
-            self.run.request_stop("write-failed", line)
+            self.run.request_stop(StopReason.WRITE_FAILED, line)
 
 
 @contextlib.contextmanager
@@ -595,46 +561,3 @@ def _showing(bar: Any) -> Iterator[None]:
         return
     with bar:
         yield
-
-
-async def _run_batches(
-    make: Callable[[Sender, Lookup | None], Run],
-    options: JobOptions,
-    replay: LedgerReplay,
-    summary: RunSummary,
-    rows: list[PromptRow],
-) -> RunSummary:
-    """The run with the batch sender (``generate --batch``), on the same path: the books journal
-    each batch's plan and id and settle each line from the batch's cost."""
-    from openrouter_probe.api.batches import BatchClient
-    from openrouter_probe.run.batch_sender import BatchSender
-
-    assert options.batch is not None
-    with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
-        sender = BatchSender(
-            options.batch,
-            client=client,
-            earlier=replay.batches,
-            recorded=replay.batch_ids,
-            wanted={str(row.id) for row in rows},
-            sleep=options.sleep,
-            clock=options.clock,
-            wall_clock=options.wall_clock,
-        )
-        run = make(sender, None)  # a batch line has no /generation to settle it from
-        sender.bind(run.books, stopped=run.waits.stopped)  # the stop ends waiting for a batch
-        try:
-            result = await _run(run, options.handle_signals)
-        finally:
-            said = await sender.aclose()
-        result.warnings.extend(said)
-        return result
-
-
-async def _run(run: Run, handle_signals: bool) -> RunSummary:
-    remove = run.install_signal_handlers() if handle_signals else None
-    try:
-        return await run.run()  # its warnings are said as they happen (Run.warn)
-    finally:
-        if remove is not None:
-            remove()

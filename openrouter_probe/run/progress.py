@@ -15,6 +15,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
+from openrouter_probe.run.stop import StopReason
+
 if TYPE_CHECKING:
     from openrouter_probe.run.runner import Run
 
@@ -40,7 +42,7 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
     eta = (total - done) / rate if rate > 0 else None
     money = f"${books.cap.spent_usd:,.4f}" + (f"/${cap:,.2f}" if cap is not None else "")
     # a run that stopped short (its budget, a stop) has no time left to estimate
-    when = _eta(eta) if run.stop_reason == "done" else f"stopped: {run.stop_reason}"
+    when = _eta(eta) if run.stop_reason == StopReason.DONE else f"stopped: {run.stop_reason}"
     first = [f"{done:,}/{total:,} rows", money, when]
     flying = f"{run.in_flight:,} in flight"
     if books.outstanding:

@@ -134,7 +134,7 @@ class RowQueues:
         the poorest go, whatever their shares say: the last rows go to those that had least."""
         books = self.books
         cap = books.cap
-        held = books.holds is not None  # (held batch lines come back inside books.reserve)
+        held = books.claims is not None  # (claims come back inside books.reserve)
         tight = (
             not held
             and cap.cap_usd is not None
@@ -264,8 +264,8 @@ class RowQueues:
         request of its ``max_tokens`` with no prompt would fit (else the cap is too small for
         the job's ``max_tokens``: a budget stop, whose reason says the ``max_tokens`` that fits)."""
         cap = self.books.cap
-        if cap.cap_usd is None or self.books.holds is not None:
-            return False  # (an earlier batch's held lines come back: the room is not known)
+        if cap.cap_usd is None or self.books.claims is not None:
+            return False  # (claimed rows' worst cases come back: the room is not known)
         room = cap.cap_usd  # (a resumed run's spent cap is a budget stop, not the row's)
         if attempt.worst <= room:
             return False

@@ -82,12 +82,17 @@ class RequestBuilder:
     identity: bool = False
     _prefix: bytes = field(init=False, repr=False, compare=False)
     _plain_sampling: dict[str, Any] | None = field(init=False, repr=False, compare=False)
+    _plain_sampling_json: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_prefix", self.prefix().encode())
-        # the sampling of a row that sets none of its own (the common row: computed once)
+        # the sampling of a row that sets none of its own (the common row: computed once),
+        # and its part of the body (``_own``: the same bytes, not encoded again per row)
         plain = PromptRow("", "", [], {}, 0)
-        object.__setattr__(self, "_plain_sampling", self._sampling(plain))
+        sampling = self._sampling(plain)
+        object.__setattr__(self, "_plain_sampling", sampling)
+        said = "".join(f",{dumps(k)}:{dumps(v)}" for k, v in (sampling or {}).items())
+        object.__setattr__(self, "_plain_sampling_json", said)
 
     def prefix(self, provider_json: str | None = None) -> str:
         return (
@@ -134,9 +139,12 @@ class RequestBuilder:
         sampling = None
         if self.advice is not None:
             sampling = self.sampling_of(row)
-            for name, value in (sampling or {}).items():
-                if name not in params:
-                    parts += [",", dumps(name), ":", dumps(value)]
+            if not params and sampling is self._plain_sampling:
+                parts.append(self._plain_sampling_json)  # (the common row)
+            else:
+                for name, value in (sampling or {}).items():
+                    if name not in params:
+                        parts += [",", dumps(name), ":", dumps(value)]
         elif self.temperature is not None and "temperature" not in params:
             parts += [',"temperature":', dumps(self.temperature)]
         if self.reasoning is not None and "reasoning" not in params:

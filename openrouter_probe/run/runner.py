@@ -49,6 +49,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.sender import Sender, SendKey
 from openrouter_probe.run.source import RowSource
 from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.run.transport import Answer
 from openrouter_probe.run.waits import Waits
@@ -110,7 +111,8 @@ class Run:
             options=options,
             on_close=self.waits.notify,
         )
-        self.stop_reason, self.message = "done", ""
+        self.stop_reason: StopReason = StopReason.DONE
+        self.message = ""
         self.retries = self.pauses = 0
         self._workers: list[asyncio.Task[None]] = []
         self._live = 0  # workers not yet ended (``waits.waiting`` of them wait for a change)
@@ -127,20 +129,20 @@ class Run:
 
     # -- stopping ---------------------------------------------------------------------------------
 
-    def request_stop(self, reason: str, message: str = "") -> None:
+    def request_stop(self, reason: StopReason, message: str = "") -> None:
         """Stop taking rows and cancel waits; requests in flight finish (the first Ctrl-C, a 402,
         the budget)."""
         if not self.stopping:
             self.stop_reason, self.message = reason, message
-            if reason == "interrupted":
+            if reason == StopReason.INTERRUPTED:
                 loop = asyncio.get_running_loop()
                 self._drain_handle = loop.call_later(self.options.drain_timeout_s, self.cancel)
         self.waits.stop()
 
     def cancel(self) -> None:
         """Cancel the requests in flight (the second Ctrl-C, or the drain taking too long)."""
-        if self.stop_reason in ("done", "interrupted"):
-            self.stop_reason = "cancelled"
+        if self.stop_reason in (StopReason.DONE, StopReason.INTERRUPTED):
+            self.stop_reason = StopReason.CANCELLED
         self.waits.stop()
         for task in self._workers:
             task.cancel()
@@ -162,7 +164,7 @@ class Run:
                     self.options.drain_timeout_s,
                     self.in_flight,
                 )
-                self.request_stop("interrupted", f"stopped by {signame}")
+                self.request_stop(StopReason.INTERRUPTED, f"stopped by {signame}")
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -194,6 +196,7 @@ class Run:
 
     async def _take(self) -> tuple[PromptRow, Attempt] | None:
         """Wait for the next request that fits; ``None`` at the end (or the stop)."""
+        woken = False  # by a change, first in line (``Waits.turn``)
         while not self.stopping:
             if self.waits.is_paused:
                 await self.waits.until_resumed()
@@ -204,9 +207,12 @@ class Run:
             if picked is Idle.DONE:
                 return None
             if isinstance(picked, Idle):
-                await self.waits.change()
+                await self.waits.turn()
+                woken = True
                 continue
             self.queues.flying(*picked, 1)
+            if woken:
+                self.waits.pass_turn()  # another may fit too: the next in line looks
             return picked
         return None
 
@@ -252,7 +258,7 @@ class Run:
                         self._unsent(row)
                     raise
                 except WriteFailed as exc:  # its journal line could not be written: it never left
-                    self.request_stop("write-failed", str(exc))
+                    self.request_stop(StopReason.WRITE_FAILED, str(exc))
                     self._unsent(row)
                     return
         finally:
@@ -412,7 +418,7 @@ class Run:
         try:
             results = await asyncio.gather(*self._workers, return_exceptions=True)
             # a cancelled run settles nothing more
-            wait = self.stop_reason != "cancelled"
+            wait = self.stop_reason != StopReason.CANCELLED
             await self.books.settle_the_rest(reconciling, self.waits.stopped, wait=wait)
         finally:
             if ticker is not None:
@@ -437,13 +443,14 @@ class Run:
             self.books.unsent("", queued)  # (their datasets were never closed: none to name)
             self.queues.queues.clear()
         out_of_money = list(self.books.out_of_money.values())
-        if self.stop_reason == "done" and out_of_money:
-            self.stop_reason = "budget"
+        if self.stop_reason == StopReason.DONE and out_of_money:
+            self.stop_reason = StopReason.BUDGET
             self.message = "; ".join(out_of_money[:3]) + (
                 f"; and {len(out_of_money) - 3} more" if len(out_of_money) > 3 else ""
             )
-        elif self.stop_reason == "done" and self.options.target_tokens is not None:
-            self.stop_reason = "target" if self.books.counts.not_sent else "done"
+        elif self.stop_reason == StopReason.DONE and self.options.target_tokens is not None:
+            done = not self.books.counts.not_sent
+            self.stop_reason = StopReason.DONE if done else StopReason.TARGET
 
     def _summary(self) -> RunSummary:
         s = self.summary

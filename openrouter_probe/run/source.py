@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from openrouter_probe.run.attempts import Attempt
+from openrouter_probe.run.books import Claims
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.transport import Answer
@@ -31,6 +32,10 @@ class RowSource:
         self.rows = rows
         self.job_sha256 = job_sha256
         self.run_id = run_id
+        #: the claims on its rows: reservations the journal holds for them already (batch mode:
+        #: the lines of earlier runs' open batches, ``run.batch_books.BatchClaims``), which the
+        #: books take over instead of buying the rows again (``Books.reserve``)
+        self.claims: Claims | None = None
 
     def requests(self) -> list[PromptRow]:
         """The first request of every row, in the order they are to be sent."""

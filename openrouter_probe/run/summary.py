@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.stop import StopReason
 
 __all__ = ["DatasetTally", "ProviderTally", "RunSummary"]
 
@@ -98,16 +99,8 @@ class RunSummary:
     have cost, ``possibly_billed_usd``, at their worst case until ``/generation`` settled them:
     ``reconciled`` of them, giving back ``reconciled_back_usd``). ``spent_before_usd`` is what the
     output's journal and records held before (of it ``possibly_billed_before_usd``, less what this
-    run settled: ``reconciled_before``, ``reconciled_before_back_usd``). ``stop_reason`` is
-    ``done``, ``budget``, ``target``, ``interrupted``, ``cancelled``, ``unreachable`` (no answer at
-    all), ``rate-limited`` (the key's own 429 asked for longer than ``--max-wait``), ``credits``
-    (402), ``key-limit`` (a 402 or 403 saying the key's own limit is spent), ``in-flight`` (one
-    request alone refused by the in-flight budget, again and again), ``key`` (401), ``no-route``
-    (404), ``budget-spent`` (a 403 saying an OpenRouter budget is
-    spent, or one below a request's worst case before sending), ``failing`` (nearly every recent
-    attempt failed one transient way: ``run.streak``), ``write-failed`` (the output or its journal
-    could not be written: a full disk, a read-only folder; nothing was sent after it, and a rerun
-    resumes) or ``dry-run``.
+    run settled: ``reconciled_before``, ``reconciled_before_back_usd``). ``stop_reason`` is a
+    ``run.stop.StopReason`` (each reason says when it is given).
     """
 
     out: str
@@ -165,7 +158,7 @@ class RunSummary:
     output_tokens: dict[str, int] = field(default_factory=dict)
     datasets: dict[str, DatasetTally] = field(default_factory=dict)
     providers: dict[str, ProviderTally] = field(default_factory=dict)
-    stop_reason: str = "done"
+    stop_reason: StopReason = StopReason.DONE
     message: str = ""
     elapsed_s: float = 0.0
     peak_committed_usd: Decimal = _ZERO
@@ -192,8 +185,9 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        """0 when the run ended as asked (done, budget, target, dry run), 1 otherwise."""
-        return 0 if self.stop_reason in ("done", "budget", "target", "dry-run") else 1
+        """The stop reason's (``StopReason.exit_code``): 0 when the run ended as asked (done,
+        budget, target, dry run), 130 when a signal stopped it, 1 otherwise."""
+        return StopReason(self.stop_reason).exit_code
 
     def to_dict(self) -> dict[str, Any]:
         def money(value: Decimal | None) -> float | None:
@@ -203,7 +197,7 @@ class RunSummary:
             "out": self.out,
             "policy": self.policy,
             "model": self.model,
-            "stop_reason": self.stop_reason,
+            "stop_reason": str(self.stop_reason),
             "message": self.message,
             "rows_total": self.rows_total,
             "rows_already_done": self.rows_already_done,
@@ -288,7 +282,7 @@ class RunSummary:
             )
             settled = (
                 "a real run settles what it can from /generation"
-                if self.stop_reason == "dry-run"  # a dry run settles nothing
+                if self.stop_reason == StopReason.DRY_RUN  # a dry run settles nothing
                 else f"settled from /generation this run: {self.reconciled_before} attempt(s), "
                 f"{_usd(self.reconciled_before_back_usd)} given back"
             )
@@ -341,7 +335,7 @@ class RunSummary:
             else ""
         )
         line = f'turns (turns="all"): {self.turns_to_send:,} to send for the rows to send{kept}'
-        if self.stop_reason != "dry-run":
+        if self.stop_reason != StopReason.DRY_RUN:
             line += f"; {self.turns_done:,} answered"
         lines = [line]
         if self.rows_partial:
@@ -354,7 +348,7 @@ class RunSummary:
     def render(self) -> str:
         """The summary for people, in lines of at most 80 columns."""
         lines = [f"{self.model} via {self.policy} -> {self.out}"]
-        if self.stop_reason == "dry-run":
+        if self.stop_reason == StopReason.DRY_RUN:
             lines.append(
                 f"dry run: {self.rows_to_send:,} rows to send ({self.rows_already_done:,} already "
                 f"done, {self.duplicates:,} duplicate ids skipped); nothing sent"
@@ -374,7 +368,7 @@ class RunSummary:
                 f"skipped {self.rows_skipped:,} rows of the prompts: not a valid conversation "
                 "(never sent; the warnings name them)"
             )
-        if self.stop_reason == "dry-run" and self.rows_ending_on_assistant:
+        if self.stop_reason == StopReason.DRY_RUN and self.rows_ending_on_assistant:
             lines.append(
                 f"{self.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
                 'is regenerated (turns="last" keeps it as `original`)'

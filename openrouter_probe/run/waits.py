@@ -1,12 +1,18 @@
 """What the workers of a run wait on: a change (money freed, a dataset closed), the pool's pause
 for the key's own 429, a backoff wait, and the stop that cuts every wait short.
 
+Workers waiting to take a request wait in a line (``turn``): a change wakes its first, which wakes
+the next once it took one (``pass_turn``). What the first found when it took none, the others
+would find too (taking looks at the run, not at the worker): the rest of the line sleeps on, so a
+change costs a wake-up per request it lets go, not one per worker waiting.
+
 All waits use the injected ``sleep`` (tests never wait) and end at once when the run stops.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 __all__ = ["Waits"]
@@ -20,8 +26,9 @@ class Waits:
         self.stopping = False
         self.paused: asyncio.Future[None] | None = None  # open while the pool is paused
         self._waiters: list[asyncio.Future[None]] = []
+        self._line: deque[asyncio.Future[None]] = deque()  # ``turn``'s, first in line first
         self._stopped: asyncio.Future[None] | None = None
-        self.waiting = 0  # workers waiting in ``change`` (for money, a close)
+        self.waiting = 0  # workers waiting in ``change`` or ``turn`` (for money, a close)
 
     @property
     def stopped(self) -> asyncio.Future[None]:
@@ -35,14 +42,30 @@ class Waits:
         self.stopping = True
         if not self.stopped.done():
             self.stopped.set_result(None)
+        line, self._line = self._line, deque()
+        for fut in line:
+            if not fut.done():
+                fut.set_result(None)
         self.notify()
 
     def notify(self) -> None:
-        """Something changed (money, datasets, flight): wake every worker waiting for it."""
+        """Something changed (money, datasets, flight): wake every worker waiting for it in
+        ``change``, and the first in ``turn``'s line."""
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+        self.pass_turn()
+
+    def pass_turn(self) -> None:
+        """Wake the first worker in ``turn``'s line (the one woken took a request: another
+        may fit too)."""
+        line = self._line
+        while line:
+            fut = line.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
 
     async def change(self) -> None:
         """Wait for the next ``notify`` (counted in ``waiting`` meanwhile)."""
@@ -51,6 +74,21 @@ class Waits:
         self.waiting += 1
         try:
             await fut
+        finally:
+            self.waiting -= 1
+
+    async def turn(self) -> None:
+        """Wait in line for a ``notify`` to take a request (the module); a worker woken calls
+        ``pass_turn`` once it took one."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._line.append(fut)
+        self.waiting += 1
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.pass_turn()  # woken, then cancelled before it looked: the next one looks
+            raise
         finally:
             self.waiting -= 1
 

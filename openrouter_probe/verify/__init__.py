@@ -25,30 +25,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openrouter_probe import lazy_exports
+from openrouter_probe import exports_of, lazy_exports
 
-# name -> module that defines it, imported on first use
-_EXPORTS: dict[str, str] = {
-    "VerifyPlan": "openrouter_probe.verify.plan",
-    "VerifyReport": "openrouter_probe.verify.report",
-    "build_report": "openrouter_probe.verify.report",
-    "plan_precision_check": "openrouter_probe.verify.run",
-    "plan_verify": "openrouter_probe.verify.plan",
-    "verify_precision": "openrouter_probe.verify.run",
-}
-
-__all__ = [
-    "VerifyPlan",
-    "VerifyReport",
-    "build_report",
-    "plan_precision_check",
-    "plan_verify",
-    "verify_precision",
-]
-
+# The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
-    from openrouter_probe.verify.plan import VerifyPlan, plan_verify
-    from openrouter_probe.verify.report import VerifyReport, build_report
-    from openrouter_probe.verify.run import plan_precision_check, verify_precision
+    from openrouter_probe.verify.plan import VerifyPlan as VerifyPlan
+    from openrouter_probe.verify.plan import plan_verify as plan_verify
+    from openrouter_probe.verify.report import VerifyReport as VerifyReport
+    from openrouter_probe.verify.report import build_report as build_report
+    from openrouter_probe.verify.run import plan_precision_check as plan_precision_check
+    from openrouter_probe.verify.run import verify_precision as verify_precision
 
+_EXPORTS: dict[str, str] = exports_of(__file__)
+__all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
-from openrouter_probe.verify.kept import keep_responses
+from openrouter_probe.verify.kept import Kept, keep_responses
 from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.prompt_tokens import prompt_columns
@@ -36,6 +36,8 @@ from openrouter_probe.verify.stats import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from openrouter_probe.verify.suites import Item
 
 __all__ = ["EVIDENCE_HEADER", "MEASURES", "EndpointResult", "VerifyReport", "build_report"]
 
@@ -388,6 +390,32 @@ def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) 
     )
 
 
+def _tests(
+    plan: VerifyPlan,
+    comparisons: Mapping[str, Comparison],
+    items: Mapping[str, Item],
+    kept: Kept,
+    measures: Mapping[str, EndpointMeasures],
+) -> dict[str, tuple[TestResult, ...]]:
+    """Every test of each compared endpoint (``endpoint_tests``), by tag."""
+    reference = kept.runs[(plan.reference, 1)]
+    floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
+    return {
+        tag: endpoint_tests(
+            c,
+            alpha=plan.alpha,
+            items=items,
+            run=kept.runs[(tag, 1)],
+            reference=reference,
+            floor=floor,
+            agreement=measures[tag].prompt_agreement,
+            thinking=plan.thinking,
+            compared=len(comparisons),
+        )
+        for tag, c in comparisons.items()
+    }
+
+
 def build_report(
     plan: VerifyPlan,
     observations: Iterable[Observation],
@@ -429,20 +457,7 @@ def build_report(
         tolerance=tolerance,
         power=plan.power,
     )
-    tests = {
-        tag: endpoint_tests(
-            c,
-            alpha=plan.alpha,
-            items=items,
-            run=kept.runs[(tag, 1)],
-            reference=reference,
-            floor=floor,
-            agreement=measures[tag].prompt_agreement,
-            thinking=plan.thinking,
-            compared=len(comparisons),
-        )
-        for tag, c in comparisons.items()
-    }
+    tests = _tests(plan, comparisons, items, kept, measures)
     runs_of = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
     results = tuple(
         EndpointResult(

@@ -34,14 +34,13 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.client import DEFAULT_BASE_URL
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.config import JobOptions
@@ -49,6 +48,7 @@ from openrouter_probe.run.paid import Job, endpoints_now, open_run
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, worst_case_prices
+from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
@@ -156,9 +156,8 @@ def plan_precision_check(
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    key = (api_key if api_key is not None else os.environ.get("OPENROUTER_API_KEY", "")).strip()
-    url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    _, snap = endpoints_now(model, snapshot, api_key=key, base_url=url)
+    conn = Connection.resolve(api_key=api_key, base_url=base_url)
+    _, snap = endpoints_now(model, snapshot, api_key=conn.api_key, base_url=conn.base_url)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
     plan = plan_verify(
@@ -274,7 +273,7 @@ def _run_notes(summary: RunSummary, out: str | Path) -> list[str]:
         f"${summary.spent_before_usd + summary.spent_usd:.6f} in all"
         + (f" of the {format_usd(budget)} cap" if budget is not None else "")
     ]
-    if summary.stop_reason not in ("done",):
+    if summary.stop_reason != StopReason.DONE:
         notes.append(f"the run stopped early ({summary.stop_reason}): {summary.message}")
     notes.extend(summary.warnings)
     return notes

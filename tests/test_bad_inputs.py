@@ -1,4 +1,5 @@
-"""Edge cases and bad inputs found in review: each asserts the exact behaviour, never a traceback."""
+"""Bad inputs (odd page entries, discounts, snapshots, files, budgets): each asserts the exact
+behaviour, one line and never a traceback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 26, the edges a new user touches (second pass): figures in the house style, messages that
-point at the fix. Each test failed before its change."""
+"""Messages that point at the fix, and figures in the house style, where a new user touches the
+tool (issue 26). Each test failed before its change."""
 
 from __future__ import annotations
 

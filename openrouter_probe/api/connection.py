@@ -1,0 +1,106 @@
+"""Where requests go and with what key: ``Connection``, resolved once.
+
+``OPENROUTER_API_KEY`` and ``OPENROUTER_BASE_URL`` are read here and nowhere else: the sync
+client (``api.client``), the batch client (``api.batches``), the key management client
+(``api.keys``, for its base URL) and a paid run (``run.config.JobOptions``) each resolve one
+``Connection`` from what the caller gave and the environment, with one rule: an argument wins,
+then the environment, then the default; a key is stripped (blank is none); a base URL loses its
+trailing ``/`` and must be http(s).
+
+Example::
+
+    conn = Connection.resolve()                       # the environment's key and URL
+    conn = Connection.resolve(base_url=fake.base_url, api_key="sk-fake", timeout=(5, 30))
+    conn.require_key("generate")                      # ConfigError: how to set one
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from openrouter_probe.errors import ConfigError
+
+__all__ = ["DEFAULT_BASE_URL", "KEYS_PAGE", "Connection", "resolve_base_url"]
+
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+#: Where a person creates a key (said in every "needs an API key" error).
+KEYS_PAGE = "https://openrouter.ai/settings/keys"
+
+
+def resolve_base_url(base_url: str | None = None) -> str:
+    """The API root: ``base_url``, else ``OPENROUTER_BASE_URL``, else the default; no trailing
+    ``/``. A URL that is not http(s) is refused with the way out."""
+    url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"OPENROUTER_BASE_URL={url!r} is not an http(s) URL; unset it to use {DEFAULT_BASE_URL}"
+        )
+    return url
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connection:
+    """One way to OpenRouter: the key (``""``: none), the API root and ``(connect, read)``
+    timeouts in seconds. ``key_is_blank``: the key came from an ``OPENROUTER_API_KEY`` that is
+    set but empty (a person's mistake worth saying). Never shows the key in a repr."""
+
+    api_key: str = field(default="", repr=False)
+    base_url: str = DEFAULT_BASE_URL
+    timeout: tuple[float, float] = (10.0, 60.0)
+    key_is_blank: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: tuple[float, float] = (10.0, 60.0),
+    ) -> Connection:
+        """The connection of ``api_key`` and ``base_url``, the environment filling what is
+        ``None``."""
+        env_key = os.environ.get("OPENROUTER_API_KEY")
+        key = api_key if api_key is not None else (env_key or "")
+        blank = api_key is None and env_key is not None and not env_key.strip()
+        return cls(
+            api_key=key.strip(),
+            base_url=resolve_base_url(base_url),
+            timeout=timeout,
+            key_is_blank=blank,
+        )
+
+    @property
+    def has_key(self) -> bool:
+        """Whether requests carry an API key."""
+        return bool(self.api_key)
+
+    @property
+    def site(self) -> str:
+        """The site that serves the API (``https://openrouter.ai``): the root without ``/api/vN``."""
+        return re.sub(r"/api/v\d+$", "", self.base_url)
+
+    def key_state(self) -> str:
+        """Why there is no key, in a few words."""
+        if self.key_is_blank:
+            return "OPENROUTER_API_KEY is set but empty"
+        return "OPENROUTER_API_KEY is not set"
+
+    def require_key(self, what: str, hint: str = "") -> str:
+        """The key, or a ``ConfigError`` saying that ``what`` needs one and how to set it
+        (``hint`` adds the caller's own way out)."""
+        if not self.api_key:
+            raise ConfigError(
+                f"{what} needs an API key: {self.key_state()}; export OPENROUTER_API_KEY=... "
+                f"(create one at {KEYS_PAGE}){hint}"
+            )
+        return self.api_key
+
+    def headers(self, *, accept: str = "application/json") -> dict[str, str]:
+        """The headers of one request: ``Accept``, and the key's ``Authorization`` when there is
+        one (never for public HTML: the provider page does not need it, so it never gets it)."""
+        headers = {"Accept": accept}
+        if self.api_key and accept != "text/html":
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers

@@ -1,0 +1,343 @@
+"""Final versus transient, from OpenRouter's own words: ``ERROR_RULES`` and ``error_kind``.
+
+OpenRouter tells a final error from a transient one only in its wording and codes, so the decision is
+a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in OpenRouter's
+documentation (its errors page, and bodies recorded from the live API), each naming its source,
+first match wins, each tested (``tests/test_failure_table.py``). What each kind leads to is decided in
+the run, ``run.attempts.ON_FAILURE``; the sync client (``api.client``) retries
+``transient``, ``pause`` and ``held``, and raises the others:
+
+- ``transient``: retry with backoff (408, upstream 429, 5xx, a 400 wrapping one of those, timeouts,
+  cut connections and streams, an error inside a 200 body or stream that has no code or a
+  transient one);
+- ``pause``: a key-wide 429, the whole pool waits: OpenRouter's own (``X-RateLimit-*`` headers,
+  in the headers or in ``metadata.headers``), and any HTTP 429 that does not say it came from a
+  provider (no ``metadata.provider_name``, ``provider_code`` or ``raw``): unknown is the key's own
+  until shown otherwise;
+- ``row``: the row fails, the run goes on (400 invalid request or context length, a moderation or
+  guardrail 403, 413, 422, a token limit reached mid-answer);
+- ``held``: the account's in-flight budget is full (a 402 ``in_flight_budget_exhausted``, 2026):
+  not the row's failure and not a stop: the row waits for ``Retry-After`` and goes again, and the
+  run holds fewer dollars in flight (``run.limit.DollarWindow``);
+- ``run``: no row can succeed: 401 (the key), 402 (credits; the key's own limit; one request
+  larger than the account can hold), a 403 that says a budget is spent (workspace, guardrail or
+  key budget: ``Failure.budget``), 404 (the policy admits nothing), a 400 naming an invalid model.
+
+Every 402 and 403 is read once, by ``api.envelope`` (``reason``, ``limit_source``, a nested
+``error.error``, the message cleaned): the table matches its case (``Failure.refusal``).
+
+An error inside a 200 body or stream is classified by its own ``code`` as an HTTP status would be
+(the mid-stream error rule): a mid-stream 429 or 5xx is transient, a mid-stream 400 the row's.
+A stream that sent content, ended with ``finish_reason: "length"`` and then
+``{"error": {"code": 400, "message": "Token limit reached"}}`` (recorded by a third party, 2026)
+reached its token limit: a retry would pay for the same cut, so it fails the row.
+
+One table for every client: the sync client and the batch client (``api.translate``, on
+``APIStatusError.kind``) and the run's transport (``run.failure.classify_error``, on
+``Failure.kind``) read the same lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from openrouter_probe.api.backoff import TRANSIENT_STATUSES
+from openrouter_probe.api.envelope import find_error, int_code, refusal
+
+__all__ = [
+    "ERROR_RULES",
+    "RETRIED",
+    "ErrorRule",
+    "FailureKind",
+    "error_kind",
+    "error_object",
+    "rule_for",
+    "upstream_code",
+]
+
+FailureKind = Literal["transient", "pause", "held", "row", "run"]
+#: The kinds a client sends again after a wait (``Retry-After`` honoured): the others are final.
+RETRIED: frozenset[str] = frozenset({"transient", "pause", "held"})
+
+#: A raw upstream body that starts with a status line ("429 Too Many Requests", "503 ...").
+_STATUS_LINE_RE = re.compile(r"^\s*(?:HTTP/\S+\s+)?(408|429|5\d\d)\b")
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    """One line of the table: which errors it matches and the kind they are.
+
+    ``status`` is the HTTP status (or the error's own code inside a 200 body; ``None``: any);
+    ``message`` a lowercase substring of ``error.message``; ``detail`` a lowercase substring of
+    ``metadata.raw``, ``metadata.error_type``, ``metadata.provider_error_code`` or
+    ``error.availability.code``; ``wraps`` matches a 400 whose upstream code is transient;
+    ``platform`` an answer with ``X-RateLimit-*`` headers; ``unattributed`` an HTTP error (not one
+    inside a 200) that names no provider; ``refusal`` a 402/403 case (``api.envelope.refusal``).
+    """
+
+    status: int | None
+    kind: FailureKind
+    source: str
+    message: str = ""
+    detail: str = ""
+    wraps: bool = False
+    platform: bool = False
+    unattributed: bool = False
+    refusal: str = ""
+
+    def matches(self, status: int | None, facts: _Facts) -> bool:
+        if self.status is not None and status != self.status:
+            return False
+        if self.refusal and self.refusal != facts.refusal:
+            return False
+        if self.platform and not facts.platform:
+            return False
+        if self.unattributed and not facts.unattributed:
+            return False
+        if self.message and self.message not in facts.message:
+            return False
+        if self.detail and not any(self.detail in d for d in facts.details):
+            return False
+        return not self.wraps or facts.wraps_transient
+
+
+#: The table: first match wins; statuses it does not name fall back on their class (see
+#: ``_by_status``). Sources: [real] a body recorded from the live API, [3p] a body recorded by a
+#: third party, [docs] OpenRouter's documentation (the numbers are sections of the project's notes
+#: on the API; the tests name the recording of each line).
+ERROR_RULES: tuple[ErrorRule, ...] = (
+    ErrorRule(401, "run", "[real] 'User not found.': the key is wrong"),
+    ErrorRule(
+        402,
+        "held",
+        "[docs, 3p] reason in_flight_budget_exhausted, limit_source openrouter_in_flight_budget"
+        " (18): the account's in-flight budget is full; wait Retry-After, hold fewer dollars",
+        refusal="in_flight",
+    ),
+    ErrorRule(
+        402,
+        "run",
+        "[docs] limit_source openrouter_key_limit (18): the key's own limit is spent",
+        refusal="key_limit",
+    ),
+    ErrorRule(
+        402,
+        "run",
+        "[docs, 3p] reason weight_exceeds_budget, limit_source openrouter_credits, 'can only"
+        " afford N' (18, 9.1): one request larger than the account can hold",
+        refusal="too_large",
+    ),
+    ErrorRule(402, "run", "[real] 'Insufficient credits. Add more using ...' (9.1)"),
+    ErrorRule(
+        404, "run", "[3p] provider.only admits nothing (9.3)", message="no allowed providers"
+    ),
+    ErrorRule(
+        404,
+        "run",
+        "[3p] require_parameters unmet (9.3)",
+        message="no endpoints found that can handle",
+    ),
+    ErrorRule(
+        404, "run", "[3p] data policy (9.3)", message="no endpoints found matching your data policy"
+    ),
+    ErrorRule(
+        403,
+        "run",
+        "[docs] 'Workspace monthly budget of $500.00 exceeded': a budget layer is spent (15)",
+        message="budget",
+    ),
+    ErrorRule(
+        403,
+        "run",
+        "[3p] 'Key limit exceeded (weekly limit). Manage it using ...': the key's budget (15)",
+        refusal="key_limit",
+    ),
+    ErrorRule(
+        403, "run", "[3p] '... limit exceeded': a budget layer is spent (15)", refusal="budget"
+    ),
+    ErrorRule(
+        None,
+        "row",
+        "[3p] mid-stream 'Token limit reached' after content and finish_reason length (8): a"
+        " retry pays for the same cut",
+        message="token limit reached",
+    ),
+    ErrorRule(
+        None, "row", "[docs] error_type token_limit_exceeded (9.2)", detail="token_limit_exceeded"
+    ),
+    ErrorRule(
+        None, "row", "[docs] error_type max_tokens_exceeded (9.2)", detail="max_tokens_exceeded"
+    ),
+    ErrorRule(
+        None, "transient", "[docs] availability.retryable (9.2)", detail="capacity_exhausted"
+    ),
+    ErrorRule(
+        None, "transient", "[docs] availability.retryable (9.2)", detail="temporarily_unavailable"
+    ),
+    ErrorRule(404, "run", "[docs] no routable endpoint (9.1)"),
+    ErrorRule(400, "run", "[docs] an invalid model id (9.1)", message="is not a valid model id"),
+    ErrorRule(
+        400,
+        "row",
+        "[3p] provider_error_code context_length_exceeded (9.2)",
+        detail="context_length_exceeded",
+    ),
+    ErrorRule(
+        400,
+        "row",
+        "a final upstream 400 with a number in it ('... less than or equal to 512')",
+        detail="must be less than or equal to",
+    ),
+    ErrorRule(400, "transient", "[docs] error_type rate_limit_exceeded (9.2)", detail="rate_limit"),
+    ErrorRule(400, "transient", "[docs] error_type provider_overloaded (9.2)", detail="overloaded"),
+    ErrorRule(
+        400, "transient", "[docs] error_type provider_unavailable (9.2)", detail="unavailable"
+    ),
+    ErrorRule(
+        400, "transient", "[real] raw 'temporarily rate-limited' (Groq)", detail="rate-limit"
+    ),
+    ErrorRule(400, "transient", "raw 'Rate limit reached, retry shortly'", detail="rate limit"),
+    ErrorRule(
+        400, "transient", "a 400 wrapping an upstream 429/5xx (provider_code, raw)", wraps=True
+    ),
+    ErrorRule(400, "row", "[docs] bad request (9.1): this request is wrong, not the run"),
+    ErrorRule(403, "row", "[docs] moderation or guardrail flag (9.1)"),
+    ErrorRule(413, "row", "[docs] payload too large (9.1)"),
+    ErrorRule(422, "row", "[docs] unprocessable (9.1)"),
+    ErrorRule(
+        429,
+        "pause",
+        "[3p] OpenRouter's own 429 with X-RateLimit-* headers (9.4; openclaude#936)",
+        platform=True,
+    ),
+    ErrorRule(
+        429,
+        "pause",
+        "[3p] a 429 'Rate limit exceeded' naming no provider, no X-RateLimit-* (issue 23): the"
+        " key's own until shown otherwise",
+        unattributed=True,
+    ),
+    ErrorRule(429, "transient", "[real] upstream 429 'Provider returned error' (Groq, 9.2)"),
+    ErrorRule(
+        503,
+        "transient",
+        "[docs] 'no available model provider that meets your routing requirements' (9.1):"
+        " real routing failures are 404s; a 503 is retried",
+        message="meets your routing requirements",
+    ),
+)
+
+
+@dataclass
+class _Facts:
+    """What the table matches on, read once from an error."""
+
+    message: str
+    details: tuple[str, ...]
+    wraps_transient: bool
+    platform: bool
+    unattributed: bool = False
+    refusal: str | None = None
+
+
+def upstream_code(metadata: Mapping[str, Any]) -> int | None:
+    """The upstream's own status: ``metadata.provider_code``, else the code inside ``raw`` when it
+    is a JSON error body or starts with a status line (never any number found in its text)."""
+    code = int_code(metadata.get("provider_code"))
+    if code is not None:
+        return code
+    raw = metadata.get("raw")
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        match = _STATUS_LINE_RE.match(raw)
+        return int(match.group(1)) if match else None
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        inner: dict[str, Any] = error if isinstance(error, dict) else parsed
+        for key in ("code", "status", "status_code"):
+            value = int_code(inner.get(key))
+            if value is not None:
+                return value
+    return None
+
+
+def _facts(
+    error: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    platform: bool,
+    *,
+    http: bool,
+    status: int | None = None,
+) -> _Facts:
+    details = [
+        str(metadata.get(key) or "").lower() for key in ("raw", "error_type", "provider_error_code")
+    ]
+    availability = error.get("availability")
+    if isinstance(availability, dict) and availability.get("retryable") is True:
+        # only a retryable availability decides; a final one leaves the status to decide
+        details.append(str(availability.get("code") or "temporarily_unavailable").lower())
+    upstream = upstream_code(metadata)
+    headers = metadata.get("headers")
+    in_body = isinstance(headers, dict) and any(
+        str(k).lower().startswith("x-ratelimit") for k in headers
+    )
+    return _Facts(
+        message=str(error.get("message") or "").lower(),
+        details=tuple(d for d in details if d),
+        wraps_transient=upstream is not None
+        and (upstream in TRANSIENT_STATUSES or upstream >= 500),
+        platform=platform or in_body,
+        unattributed=http
+        and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
+        refusal=refusal(status, error),
+    )
+
+
+def _by_status(status: int | None) -> FailureKind:
+    """The kind of a status no table line names: no code (an error inside a 200 body without
+    one) and 408/429/5xx are transient; other 4xx fail the row."""
+    if status is None or status in TRANSIENT_STATUSES or status >= 500:
+        return "transient"
+    return "row"
+
+
+def rule_for(
+    status: int | None, error: Mapping[str, Any] | None, *, platform: bool = False
+) -> ErrorRule | None:
+    """The table's line that decides this error (``None``: its status class decides)."""
+    err = error_object(error)
+    raw_metadata = err.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
+    effective = int_code(err.get("code")) if status in (None, 200) else status
+    facts = _facts(err, metadata, platform, http=status not in (None, 200), status=status)
+    return next((r for r in ERROR_RULES if r.matches(effective, facts)), None)
+
+
+def error_object(error: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The error object, a nested ``error.error`` read through (``api.envelope.find_error``)."""
+    if not error:
+        return {}
+    if "error" not in error:
+        return dict(error)
+    found, _ = find_error({"error": error})
+    return found or {}
+
+
+def error_kind(
+    status: int | None, error: Mapping[str, Any] | None, *, platform: bool = False
+) -> FailureKind:
+    """The kind of an HTTP error status, or of an error object inside a 200 body (``status``
+    ``None`` or 200: the error's own code decides). ``platform``: the answer carried
+    ``X-RateLimit-*`` headers (OpenRouter's own limit, not a provider's)."""
+    err = error_object(error)
+    rule = rule_for(status, err, platform=platform)
+    if rule is not None:
+        return rule.kind
+    return _by_status(int_code(err.get("code")) if status in (None, 200) else status)

@@ -1,0 +1,210 @@
+"""``generate``'s start-up check: the policy against the endpoints serving its model now.
+
+Before anything is sent: the model's endpoints now (``model_endpoints``), the rows no admitted
+endpoint can serve taken out (``skip_unservable``), the worst-case prices of what the policy
+admits for any request of the run (``admitted_prices``, the cap's prices), and in batch mode the
+batch sender's settings from the policy's batch block (``batch_settings``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.errors import APIError, NoRouteError, PolicyError
+from openrouter_probe.generation.plan import GeneratePlan
+from openrouter_probe.generation.prompts import PromptSet
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.paid import endpoints_now
+from openrouter_probe.run.spend import Prices, worst_case_prices
+from openrouter_probe.run.summary import RunSummary
+
+__all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
+
+log = logging.getLogger(__name__)
+
+
+async def model_endpoints(
+    model: str, policy: str | Path, snapshot: Any, options: JobOptions
+) -> tuple[list[Any], Any]:
+    """The model's endpoints now; a model OpenRouter does not know names the policy it came from."""
+    try:
+        # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
+        return await asyncio.to_thread(
+            endpoints_now, model, snapshot, api_key=options.api_key, base_url=options.base_url
+        )
+    except NoRouteError as exc:
+        raise PolicyError(
+            f"its model: {exc.message.rstrip('.')}; fix `model` in the policy's spec and "
+            "re-compile it",
+            source=str(policy),
+        ) from exc
+
+
+def skip_unservable(
+    rows: PromptSet, endpoints: list[Endpoint], snap: Any, compiled: Any, asked: GeneratePlan
+) -> None:
+    """Take the rows no admitted endpoint can serve (longer than every context, an image the
+    model cannot take) out of ``rows``: skipped with their line and why, counted; the others go."""
+    from openrouter_probe.generation.fit import input_modalities, unservable
+
+    found = unservable(
+        rows.rows,
+        endpoints=endpoints,
+        provider=compiled.provider,
+        parameters=asked.parameters,
+        max_tokens=asked.max_tokens,
+        input_modalities=input_modalities(snap),
+        model=compiled.model,
+    )
+    if found:
+        rows.drop({row.id: why for row, why in found})
+
+
+def admitted_prices(
+    compiled: Any,
+    policy: str | Path,
+    endpoints: list[Endpoint],
+    asked: GeneratePlan,
+    summary: RunSummary,
+) -> Prices:
+    """The start-up check: the policy against the endpoints serving the model now; return the
+    worst-case prices of what it admits for any request of the run (the cap's prices): a row with
+    its own ``max_tokens`` or parameters may be routed where the run's own parameters are not."""
+    from openrouter_probe.policy.lint import lint_block
+    from openrouter_probe.rules.routing import RequestParams, route
+
+    decision = route(
+        compiled.provider,
+        endpoints,
+        RequestParams(max_tokens=asked.max_tokens, parameters=_sent_parameters(compiled, asked)),
+    )
+    if not decision.admitted:
+        raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
+    for finding in lint_block(compiled.provider, endpoints):
+        if finding.loc.startswith("provider.order") and finding.code in (
+            "no-match",
+            "order-excluded",
+        ):
+            summary.warnings.append(f"{policy}: {finding.loc}: {finding.message}")
+    anything = route(compiled.provider, endpoints, RequestParams())
+    try:
+        return worst_case_prices(anything.admitted)
+    except ValueError as exc:
+        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
+
+
+def _sent_parameters(compiled: Any, asked: GeneratePlan) -> frozenset[str]:
+    """The parameters every request sends: the run's, and the sampling its model card fixes
+    (``require_parameters`` routes only to endpoints that take them all)."""
+    from openrouter_probe.rules.sampling import sampling_advice
+
+    advice = sampling_advice(compiled.model)
+    return frozenset(asked.parameters) | frozenset(advice.names if advice is not None else ())
+
+
+def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) -> str:
+    """Why no endpoint would serve the run's requests, pointing at the fix: a ``max_tokens``
+    above the output limit of every endpoint the policy admits is lowered, not re-compiled."""
+    from openrouter_probe.rules.routing import RequestParams, route
+
+    head = f"admits none of the {len(endpoints)} endpoints serving {compiled.model} now"
+    params = _sent_parameters(compiled, asked)
+    loose = route(compiled.provider, endpoints, RequestParams(parameters=params)).admitted
+    limits = [e.max_completion_tokens for e in loose]
+    if loose and None not in limits:
+        largest = max(limit for limit in limits if limit is not None)
+        fits = route(
+            compiled.provider, endpoints, RequestParams(max_tokens=largest, parameters=params)
+        )
+        if fits.admitted:
+            takers = ", ".join(e.tag for e in fits.admitted)
+            return (
+                f"{head} with max_tokens={asked.max_tokens}: above the output limit of each of "
+                f"the {len(loose)} it admits. Lower it to max_tokens={largest} or less, "
+                f"the largest they take ({takers})"
+            )
+    return (
+        f"{head} (with max_tokens={asked.max_tokens}); every request would fail with 404. "
+        "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)"
+    )
+
+
+def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]:
+    """The model's ``:batch`` endpoints: the snapshot's, or (a live one without them) asked now;
+    empty when unknown."""
+    if snap is not None and snap.batch is not None:
+        return list(snap.batch_endpoints)
+    if snap is not None and snap.source != "api":
+        return []
+    from openrouter_probe.api.client import Client
+    from openrouter_probe.rules.batch import batch_model_id
+
+    try:
+        with Client(api_key=options.api_key, base_url=options.base_url) as client:
+            return list(client.endpoints(batch_model_id(model), diagnose=False).endpoints)
+    except APIError as exc:
+        log.warning("%s: %s", batch_model_id(model), exc)
+        return []
+
+
+def batch_settings(
+    compiled: Any,
+    policy: str | Path,
+    snap: Any,
+    prices: Prices,
+    asked: GeneratePlan,
+    options: JobOptions,
+    snapshot: Any = None,
+) -> Any:
+    """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
+    (the sync ones, which are higher, where the listing is unknown)."""
+    from openrouter_probe.run.batch_plan import BatchSettings
+
+    assert asked.batch is not None
+    provider = compiled.batch_provider()
+    if provider is None or not provider.get("only"):
+        note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"
+        raise PolicyError(
+            f"batch=True: the policy's batch block names no endpoint ({note}); run without "
+            "batch=, or re-compile the policy from a snapshot that lists one",
+            source=str(policy),
+        )
+    batch_prices = prices
+    listed = _batch_listing(snap, compiled.model, options)
+    chosen = [e for e in listed if e.tag in provider["only"]]
+    if chosen:
+        batch_prices = worst_case_prices(chosen)
+    else:
+        log.warning(
+            "batch=True: no :batch price known for %s; each batch is reserved at the sync price",
+            ", ".join(provider["only"]),
+        )
+    return BatchSettings(
+        model=compiled.model,
+        provider=dict(provider),
+        prices=batch_prices,
+        size=asked.batch.size,
+        live=asked.batch.live,
+        poll_s=asked.batch.poll_s,
+        poll_max_s=max(120.0, asked.batch.poll_s),
+        abandon=asked.batch.abandon,
+        **_batch_history(snapshot, snap),
+    )
+
+
+def _batch_history(snapshot: Any, snap: Any) -> dict[str, Any]:
+    """Where the run records its accepted submits: the snapshot file it was given (a path), or
+    nowhere, with why when the user would look for it there (the bundled snapshot)."""
+    if isinstance(snapshot, str | Path) and snapshot != "bundled":
+        return {"history": Path(snapshot)}
+    if snapshot == "bundled" or getattr(snap, "source", None) == "bundled":
+        return {
+            "history_off": "the bundled snapshot (package data) does not record it: save one "
+            "(`openrouter-probe endpoints MODEL --save PATH`) and pass --snapshot PATH "
+            "(snapshot=PATH) to keep a batch history"
+        }
+    return {}  # a live probe, or a Snapshot object: no file to record it in

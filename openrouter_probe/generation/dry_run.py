@@ -1,0 +1,155 @@
+"""``generate(dry_run=True)``: what the run would do and cost, sending nothing.
+
+``summarize_dry_run`` fills the summary with the worst case of every request to send (every
+turn with ``turns="all"``) and the budget planner's expected cost; ``key_check`` looks at the
+key's limit against the budget of every shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from decimal import Decimal
+from typing import Any
+
+from openrouter_probe.generation.plan import GeneratePlan
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.paid import key_warning
+from openrouter_probe.run.queues import unaffordable_shares
+from openrouter_probe.run.request import RequestBuilder
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.turns import TurnBook
+
+__all__ = ["key_check", "summarize_dry_run"]
+
+#: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
+_BYTES_PER_TOKEN = 4
+
+
+def _worst_total(
+    todo: list[PromptRow], prices: Prices, builder: RequestBuilder, book: TurnBook | None
+) -> Decimal:
+    """The worst case of every request to send: a row's, or each of its turns' (the answers of
+    earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in),
+    each with the room the run reserves for output past ``max_tokens`` (``run.overshoot``)."""
+    from openrouter_probe.run.overshoot import Overshoot
+
+    room, price = Overshoot().extra_usd, prices.output_usd_per_token
+    total = Decimal(0)
+    for row in todo:
+        progress = None if book is None else book.rows.get(row.id)
+        if progress is None:
+            request = builder.build(row, prices)
+            total += request.worst_usd + room(request.max_tokens, price)
+            continue
+        row_max = builder.max_tokens_of(row)
+        for turn, earlier in progress.planned():
+            request = builder.build(turn, prices, extra_prompt_tokens=earlier * row_max)
+            total += request.worst_usd + room(request.max_tokens, price)
+    return total
+
+
+def _shard_shares(
+    summary: RunSummary,
+    every_shard: list[PromptRow],
+    shard: tuple[int, int],
+    prices: Prices,
+    builder: RequestBuilder,
+    book: TurnBook | None,
+) -> None:
+    """The dry run of a sharded job: each shard's rows and worst case, before resume (the other
+    shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere)."""
+    from openrouter_probe.generation.prompts import shard_of
+    from openrouter_probe.generation.shards import shard_shares, shard_shares_note
+
+    def worst(part: list[PromptRow]) -> Decimal:
+        return _worst_total(part, prices, builder, None)
+
+    parts: list[list[PromptRow]] = [[] for _ in range(shard[1])]
+    for row in every_shard:
+        parts[shard_of(row.id, shard[1])].append(row)
+    shares = shard_shares(parts, shard[0], None if book is not None else worst)
+    summary.shard_shares = [s.to_dict() for s in shares]
+    summary.notes.append(shard_shares_note(shares))
+
+
+def summarize_dry_run(
+    summary: RunSummary,
+    todo: list[PromptRow],
+    prices: Prices,
+    *,
+    snap: Any,
+    compiled: Any,
+    options: JobOptions,
+    asked: GeneratePlan,
+    book: TurnBook | None,
+    every_shard: list[PromptRow] | None = None,
+) -> RunSummary:
+    """What the run would do, sending nothing: the worst case of every request (every turn with
+    ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
+    from openrouter_probe.analysis.budget import plan_budget
+
+    budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
+    # the provider block adds no prompt bytes; the row identity does, as in the real run
+    builder = asked.request_builder(compiled.model, {}, identity=asked.response_cache)
+    summary.stop_reason = StopReason.DRY_RUN
+    worst_total = _worst_total(todo, prices, builder, book)
+    summary.worst_case_usd = worst_total
+    summary.not_sent = len(todo)
+    if asked.shard is not None and every_shard:
+        _shard_shares(summary, every_shard, asked.shard, prices, builder, book)
+    if not todo:
+        return summary
+    datasets = sorted({r.dataset for r in todo})
+    requests = len(todo) if book is None else book.to_send(todo)
+    wanted = max_tokens * requests
+    if target is not None:
+        wanted = min(wanted, target * len(datasets))
+    prompt_avg = max(1, sum(r.prompt_size for r in todo) // len(todo) // _BYTES_PER_TOKEN)
+    plan = plan_budget(
+        snap,
+        budget_usd=budget if budget is not None else max(worst_total, Decimal(1)),
+        output_tokens=wanted,
+        prompt_tokens_per_request=prompt_avg,
+        output_tokens_per_request=max_tokens,
+        provider=compiled.provider,
+        parameters=asked.parameters,
+        max_tokens=max_tokens,
+        concurrency=options.concurrency,
+        model=compiled.model,
+    )
+    figures = plan.blended.all_in or plan.blended.output_only
+    if asked.shard_source and asked.shard is not None:
+        summary.shard_from = (
+            f"shard {asked.shard[0]}/{asked.shard[1]} from the launcher ({asked.shard_source})"
+        )
+    summary.warnings.extend(
+        unaffordable_shares(
+            todo, builder=builder, prices=prices, budget_usd=budget, weights=options.weights
+        )
+    )
+    if budget is not None and asked.shards:
+        summary.warnings.append(
+            f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "
+            f"${budget * asked.shards:,.2f} on the key in all"
+        )
+    summary.expected_usd = figures.cost_usd
+    summary.message = (
+        plan.headline
+        if budget is not None
+        else "no budget_usd: nothing would cap the real run's spend; give one to cap it"
+    )
+    return summary
+
+
+async def key_check(summary: RunSummary, options: JobOptions, asked: GeneratePlan) -> None:
+    """The dry run's look at the key: its limit against the budget of every shard."""
+    if not options.api_key or options.send is not None or options.budget_usd is None:
+        return
+    total = options.budget_usd * (asked.shards or 1)
+    # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
+    warning = await asyncio.to_thread(key_warning, options, total, asked.shards)
+    if warning:
+        summary.warnings.append(warning)

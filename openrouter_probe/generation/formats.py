@@ -1,0 +1,254 @@
+"""The export formats, one registry (``FORMATS``): each names its row, its output and its writer.
+
+An ``ExportFormat`` says how one answered record becomes a row (or why the format leaves it
+out), which outputs it refuses before anything is read, whether ``-o NAME.json`` writes one
+JSON array, which of ``export``'s options it reads, and how its rows are written (atomically:
+a temp file, then a rename). ``generation.export`` reads and filters the records and asks the
+format for the rest; a new format is one entry here. The formats themselves are described in
+``generation.export``'s docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.files import atomic_write_bytes, atomic_write_text
+from openrouter_probe.generation.conversation import (
+    Conversation,
+    conversation_of,
+    sharegpt_turns,
+    specforge_row,
+)
+
+__all__ = ["EXPORT_FORMATS", "FORMATS", "ExportFormat", "Target", "to_jsonl_row", "to_sharegpt"]
+
+_JSONL_COLUMNS = (
+    "id", "dataset", "conversations", "tools", "provider", "model", "finish_reason", "usage",
+    "meta",
+)  # fmt: skip
+_PARQUET_EXTRA = "pip install 'openrouter-probe[parquet]'"
+
+#: One exported pair: the output record and the row written for it.
+Pair = tuple[Mapping[str, Any], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how an export writes: the output, one JSON array or lines, the output files
+    read (a dataset card names them), the command that ran, the truncated answers superseded."""
+
+    output: Path
+    json_array: bool = False
+    files: tuple[str, ...] = ()
+    command: str | None = None
+    superseded: int = 0
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format (see the module).
+
+    ``row(record, conversation, tools, preserve_thinking)`` is the exported row, or the
+    ``LEFT_OUT_REASONS`` key of why the format cannot hold it; ``check(output)`` refuses an
+    output the format cannot write (``ConfigError``); ``write(pairs, target)`` writes the rows.
+    ``arrays``: ``-o NAME.json`` writes one JSON array; ``options``: the ``export`` keywords
+    the format alone reads; ``folder``: it writes a folder, which ``push_to_hub`` uploads.
+    """
+
+    name: str
+    row: Callable[[dict[str, Any], Conversation, Any, bool], dict[str, Any] | str]
+    check: Callable[[Path], None]
+    write: Callable[[Sequence[Pair], Target], None]
+    arrays: bool = False
+    options: frozenset[str] = frozenset()
+    folder: bool = False
+
+
+def to_sharegpt(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
+    """Turn one output record into a ShareGPT conversation (everything it holds kept)."""
+    return _sharegpt_row(record, conversation_of(record), tools, True)
+
+
+def to_jsonl_row(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
+    """Turn one output record into a chat-format training row (``conversations``: the messages)."""
+    return _jsonl_row(record, conversation_of(record), tools, True)
+
+
+def _sharegpt_row(
+    record: dict[str, Any], conv: Conversation, tools: Any, preserve_thinking: bool
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": record["id"], "conversations": sharegpt_turns(conv)}
+    if tools:
+        row["tools"] = tools
+    return row
+
+
+def _specforge_row(
+    record: dict[str, Any], conv: Conversation, tools: Any, preserve_thinking: bool
+) -> dict[str, Any] | str:
+    return specforge_row(conv, record["id"], preserve_thinking=preserve_thinking)
+
+
+def _jsonl_row(
+    record: dict[str, Any], conv: Conversation, tools: Any, preserve_thinking: bool
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": record["id"],
+        "dataset": record.get("dataset"),
+        "conversations": conv.messages,
+        "tools": tools or None,
+        "provider": record.get("provider"),
+        "model": record.get("model"),
+        "finish_reason": record.get("finish_reason"),
+        "usage": record.get("usage"),
+        "meta": record.get("meta"),  # the prompt row's other columns (the dataset's data)
+    }
+    if isinstance(record.get("turns"), list):
+        row["turns"] = [
+            {k: v for k, v in t.items() if k not in ("content", "reasoning", "tool_calls")}
+            for t in record["turns"]
+        ]
+    return row
+
+
+def _check_folder(target: Path) -> None:
+    """The folder ``target`` goes in exists, or can be made (a missing one is made at the write):
+    no part of its path is a file."""
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(
+                    f"output={target}: {parent} is a file, not a folder; name a file in a folder"
+                )
+            return
+
+
+def _check_specforge(target: Path) -> None:
+    if target.suffix.lower() == ".json":
+        raise ConfigError(
+            f"output={target}: SpecForge's scripts read JSON Lines (validate_regenerated_data.py reads "
+            f"line by line; expand_reasoning_conversations.py wants .jsonl): name it "
+            f"{target.with_suffix('.jsonl')}"
+        )
+    _check_folder(target)
+
+
+def _check_hf(target: Path) -> None:
+    if target.is_file():
+        raise ConfigError(f"output={target}: fmt='hf' writes a folder; name a folder")
+    _check_folder(target)
+    for name in ("pyarrow", "pyarrow.parquet"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise ConfigError(
+                "fmt='hf' needs pyarrow: pip install 'openrouter-probe[hf]'"
+            ) from None
+
+
+def _check_parquet(target: Path) -> None:
+    if target.suffix.lower() in (".json", ".jsonl"):
+        raise ConfigError(f"output={target}: fmt='parquet' writes parquet: name it "
+                          f"{target.with_suffix('.parquet')}")  # fmt: skip
+    _check_folder(target)
+    try:
+        importlib.import_module("pyarrow")
+    except ImportError:
+        raise ConfigError(
+            f"fmt='parquet' needs pyarrow: {_PARQUET_EXTRA} (or use fmt='jsonl')"
+        ) from None
+
+
+def _write_file(body: Callable[[list[dict[str, Any]], Target], None]) -> Callable[..., None]:
+    """A writer of one file: its folder made, an error that says which output and the fix."""
+
+    def write(pairs: Sequence[Pair], target: Target) -> None:
+        output = target.output
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)  # -o hub/x.jsonl on a fresh tree
+            body([dict(row) for _, row in pairs], target)
+        except FileNotFoundError:
+            raise ConfigError(
+                f"output={output}: the folder {output.parent} does not exist; create it "
+                f"(mkdir -p {output.parent}) or name a file in a folder that exists"
+            ) from None
+        except PermissionError:
+            raise ConfigError(
+                f"output={output}: permission denied writing in {output.parent}; name a file in "
+                "a folder you can write to"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(
+                f"output={output}: cannot write the export: {exc.strerror or exc}"
+            ) from None
+
+    return write
+
+
+def _json_body(rows: list[dict[str, Any]], target: Target) -> None:
+    if target.json_array:
+        inner = ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
+        atomic_write_text(target.output, f"[\n{inner}\n]\n" if rows else "[]\n")
+    else:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        atomic_write_text(target.output, text)
+
+
+def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
+    import io
+
+    import pandas as pd
+
+    nested = ("conversations", "tools", "usage", "turns")
+    columns = [*_JSONL_COLUMNS, "turns"]
+    cells = [
+        [
+            json.dumps(r[k], ensure_ascii=False)
+            if k in nested and r.get(k) is not None
+            else r.get(k)
+            for k in columns
+        ]
+        for r in rows
+    ]
+    frame = pd.DataFrame(cells, columns=columns, dtype=object)
+    buffer = io.BytesIO()
+    try:
+        frame.to_parquet(buffer, index=False)
+    except ImportError as exc:
+        raise ConfigError(f"fmt='parquet' needs pyarrow ({exc}): {_PARQUET_EXTRA}") from exc
+    atomic_write_bytes(target.output, buffer.getvalue())
+
+
+def _write_hf(pairs: Sequence[Pair], target: Target) -> None:
+    from openrouter_probe.generation import hub
+
+    card = hub.HubCard(command=target.command, superseded=target.superseded)
+    hub.write_hub_folder(pairs, target.output, card, list(target.files))
+
+
+_JSON = _write_file(_json_body)
+
+#: Every export format by name, in the order ``--format`` lists them.
+FORMATS: dict[str, ExportFormat] = {
+    f.name: f
+    for f in (
+        ExportFormat("sharegpt", _sharegpt_row, _check_folder, _JSON, arrays=True),
+        ExportFormat(
+            "specforge",
+            _specforge_row,
+            _check_specforge,
+            _JSON,
+            options=frozenset({"preserve_thinking"}),
+        ),
+        ExportFormat("jsonl", _jsonl_row, _check_folder, _JSON, arrays=True),
+        ExportFormat("parquet", _jsonl_row, _check_parquet, _write_file(_parquet_body)),
+        ExportFormat("hf", _jsonl_row, _check_hf, _write_hf, folder=True),
+    )
+}
+EXPORT_FORMATS: tuple[str, ...] = tuple(FORMATS)

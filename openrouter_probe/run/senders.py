@@ -1,0 +1,182 @@
+"""The senders a paid run may send through, a small registry (``SENDERS``): the first whose
+``chosen(options)`` holds sends the run.
+
+- ``batch``: the Batch API sender (``options.batch``, ``generate --batch``: ``run.batch_sender``),
+  its events journaled by the run (``run.batch_books``);
+- ``given``: the sender a caller passed (``options.send``: a test's double, a replay);
+- ``http``: the HTTP transport (``run.transport``, aiohttp), the default; a key-limit stop adds
+  what ``/key`` says of the limit.
+
+Each takes the run's maker (``make(sender, lookup)``: the ``run.runner.Run`` with that sender and
+``/generation`` lookup), runs it with the signal handlers the options ask for, and returns its
+summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from openrouter_probe.errors import APIError
+from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
+from openrouter_probe.run.batch_plan import BatchEvent, EventSink, Released, Said, SettledEarlier
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.ledger import LedgerReplay
+from openrouter_probe.run.reconcile import Lookup
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.runner import Run
+from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.summary import RunSummary
+
+__all__ = ["SENDERS", "SenderKind", "key_figures", "sender_for"]
+
+#: What makes the run with a sender and a ``/generation`` lookup (``None``: none).
+MakeRun = Callable[[Sender, Lookup | None], Run]
+
+
+@dataclass(frozen=True)
+class SenderKind:
+    """One way to send a run: its ``name``, when the options choose it, and how it runs."""
+
+    name: str
+    chosen: Callable[[JobOptions], bool]
+    run: Callable[[MakeRun, JobOptions, LedgerReplay, list[PromptRow]], Awaitable[RunSummary]]
+
+
+def sender_for(options: JobOptions) -> SenderKind:
+    """The sender ``options`` choose (the first of ``SENDERS``)."""
+    return next(kind for kind in SENDERS if kind.chosen(options))
+
+
+async def _run_batches(
+    make: Callable[[Sender, Lookup | None], Run],
+    options: JobOptions,
+    replay: LedgerReplay,
+    rows: list[PromptRow],
+) -> RunSummary:
+    """The run with the batch sender (``generate --batch``), on the same path: the books journal
+    each batch's plan and id and settle each line from the batch's cost."""
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.batch_sender import BatchSender
+
+    assert options.batch is not None
+    with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
+        sender = BatchSender(
+            options.batch,
+            client=client,
+            earlier=replay.batches,
+            recorded=replay.batch_ids,
+            wanted={str(row.id) for row in rows},
+            sleep=options.sleep,
+            clock=options.clock,
+            wall_clock=options.wall_clock,
+        )
+        run = make(sender, None)  # a batch line has no /generation to settle it from
+        # the sender reports its plans' events (it holds no books): the plan journal takes
+        # them, the books the money; the stop ends waiting for a batch
+        sender.bind(_batch_sink(run), stopped=run.waits.stopped)
+        try:
+            result = await _run(run, options.handle_signals)
+        finally:
+            said = await sender.aclose()
+        result.warnings.extend(said)
+        return result
+
+
+def _batch_sink(run: Run) -> EventSink:
+    """Where the batch sender's events go: the plan events to the plan journal, the money
+    events to the books (the claims the sender takes up are the row source's)."""
+    books, claims = run.books, run.source.claims
+    assert isinstance(claims, BatchClaims)
+    journal = BatchJournal(books.ledger, claims)
+
+    def record(event: BatchEvent) -> str | None:
+        match event:
+            case Said(text):
+                books.warn(text)
+            case Released():  # claims taken over that no attempt carries count again
+                for claim in claims.release():
+                    books.hand_back(claim.reserved_usd, claim.dataset)
+            case SettledEarlier(batch, costs):
+                for pending, cost in settlements(batch, costs):
+                    books.reconciled(pending, cost)
+            case _:
+                return journal.record(event)
+        return None
+
+    return record
+
+
+async def _run_given(
+    make: MakeRun, options: JobOptions, replay: LedgerReplay, rows: list[PromptRow]
+) -> RunSummary:
+    """The run with the caller's sender (``options.send``) and lookup."""
+    assert options.send is not None
+    return await _run(make(options.send, options.lookup), options.handle_signals)
+
+
+async def _run_http(
+    make: MakeRun, options: JobOptions, replay: LedgerReplay, rows: list[PromptRow]
+) -> RunSummary:
+    """The run with the HTTP transport, ``/generation`` settling what it leaves unknown."""
+    from openrouter_probe.api.completion import response_cache_headers
+    from openrouter_probe.run.transport import HttpTransport
+
+    ttl = options.response_cache_ttl_s
+    async with HttpTransport(
+        base_url=options.base_url,
+        api_key=options.api_key,
+        limit=options.concurrency,
+        read_timeout_s=options.read_timeout_s,
+        clock=options.clock,
+        headers=None if ttl is None else response_cache_headers(ttl),
+    ) as transport:
+        lookup = options.lookup or transport.generation_cost
+        result = await _run(make(transport.send, lookup), options.handle_signals)
+    if result.stop_reason == StopReason.KEY_LIMIT:
+        result.message += await asyncio.to_thread(key_figures, options)
+    return result
+
+
+async def _run(run: Run, handle_signals: bool) -> RunSummary:
+    remove = run.install_signal_handlers() if handle_signals else None
+    try:
+        return await run.run()  # its warnings are said as they happen (Run.warn)
+    finally:
+        if remove is not None:
+            remove()
+
+
+def key_figures(options: JobOptions) -> str:
+    """What ``/key`` says of the key's own limit, for the key-limit stop (``""``: unreadable)."""
+    from openrouter_probe.api.client import Client
+
+    try:
+        with Client(
+            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
+        ) as client:
+            info = client.key()
+    except APIError:
+        return ""
+    if info.limit is None:
+        return ""
+    said = f" (GET /key: the key's limit is {format_usd(Decimal(str(info.limit)))}"
+    if info.usage is not None:
+        said += f", {format_usd(Decimal(str(info.usage)))} used"
+    if info.limit_remaining is not None:
+        said += f", {format_usd(Decimal(str(info.limit_remaining)))} remaining"
+    if info.limit_reset:
+        said += f", reset {info.limit_reset}"
+    return said + ")"
+
+
+#: Every sender, in the order they are chosen (the first that ``chosen`` admits).
+SENDERS: tuple[SenderKind, ...] = (
+    SenderKind("batch", lambda options: options.batch is not None, _run_batches),
+    SenderKind("given", lambda options: options.send is not None, _run_given),
+    SenderKind("http", lambda options: True, _run_http),
+)

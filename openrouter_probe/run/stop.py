@@ -1,0 +1,77 @@
+"""Why a paid run ended (``StopReason``), each reason with its exit code.
+
+A reason is a ``StrEnum``: its value is the string the summary's JSON, the
+progress line and ``RunSummary.render`` have always written (``"done"``,
+``"budget-spent"``, ...), and it compares equal to that string, so journals,
+summaries and callers that compare with strings read as before. The CLI exits
+with ``reason.exit_code``: 0 for a run that ended as asked, 130 for one stopped
+by Ctrl-C (or SIGTERM), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["StopReason"]
+
+#: The reasons of a run that ended as asked (exit 0).
+_AS_ASKED = frozenset({"done", "budget", "target", "dry-run"})
+#: The reasons of a run stopped by a signal (exit 130, as a shell reports SIGINT).
+_SIGNALLED = frozenset({"interrupted", "cancelled"})
+
+
+class StopReason(StrEnum):
+    """Why a run stopped; ``exit_code`` is the CLI's (see the module)."""
+
+    #: every row was sent (or was finished before)
+    DONE = "done"
+    #: the spend cap (or every dataset's share of it) is reached
+    BUDGET = "budget"
+    #: every dataset reached ``target_tokens``
+    TARGET = "target"
+    #: ``dry_run=True``: nothing was sent
+    DRY_RUN = "dry-run"
+    #: the first Ctrl-C (or SIGTERM): the requests in flight finished
+    INTERRUPTED = "interrupted"
+    #: the second Ctrl-C, or the drain took too long: requests in flight were cancelled
+    CANCELLED = "cancelled"
+    #: rows in a row got no answer at all
+    UNREACHABLE = "unreachable"
+    #: the key's own 429 asked for longer than ``max_wait_s``
+    RATE_LIMITED = "rate-limited"
+    #: OpenRouter said the credits are insufficient (402)
+    CREDITS = "credits"
+    #: a 402 or 403 saying the key's own limit is spent
+    KEY_LIMIT = "key-limit"
+    #: one request alone refused by the in-flight budget, again and again
+    IN_FLIGHT = "in-flight"
+    #: the key was refused (401)
+    KEY = "key"
+    #: OpenRouter found no endpoint for the request (404)
+    NO_ROUTE = "no-route"
+    #: an OpenRouter budget is spent (403), or one is below a request's worst case
+    BUDGET_SPENT = "budget-spent"
+    #: nearly every recent attempt failed one transient way (``run.streak``)
+    FAILING = "failing"
+    #: the output or its journal could not be written
+    WRITE_FAILED = "write-failed"
+    #: OpenRouter refused a batch submit (batch mode, as the four below)
+    BATCH_REFUSED = "batch-refused"
+    #: a batch finished, but its results could not be read (a rerun fetches them)
+    BATCH_UNREAD = "batch-unread"
+    #: a batch failed
+    BATCH_FAILED = "batch-failed"
+    #: a batch is still running past the batch window (a rerun polls it again)
+    BATCH_RUNNING = "batch-running"
+
+    @property
+    def exit_code(self) -> int:
+        """0: the run ended as asked; 130: a signal stopped it; 1: anything else."""
+        if self.value in _AS_ASKED:
+            return 0
+        return 130 if self.value in _SIGNALLED else 1
+
+    @property
+    def as_asked(self) -> bool:
+        """Whether the run ended as its caller asked (done, a cap, a target, a dry run)."""
+        return self.value in _AS_ASKED

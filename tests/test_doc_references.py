@@ -1,0 +1,124 @@
+"""Every module, name and test a doc names exists (issue 33: ``docs/api.md`` named modules that
+had gone, ``policy_file`` and ``generate``, and ``docs/generate.md`` cited a test that did not
+exist).
+
+Read in ``README.md`` and every hand-written page of ``docs/`` (not ``reference.md`` and
+``cli.md``, which ``docs/make_*.py`` write from the code): every ``openrouter_probe.X.Y`` and every
+``folder.module[.name]`` in backticks resolves to a module or an attribute; every
+``tests/test_*.py`` (or bare ``test_*.py``) is a file and every ``test_*`` name cited in
+backticks is a test function of the suite. (That every path a page cites exists is
+``tests/test_docs.py``'s check.)
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "openrouter_probe"
+FOLDERS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+_GENERATED = ("reference.md", "cli.md")
+PAGES = [
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in _GENERATED),
+]
+
+_DOTTED = re.compile(
+    r"(?<![\w./-])(?:openrouter_probe\.(\w+(?:\.\w+)*)|((?:"
+    + "|".join([*FOLDERS, "errors", "files"])
+    + r")(?:\.\w+)+))"
+)
+_TEST_FILE = re.compile(r"(?<![\w.-])((?:tests/)?test_\w+\.py)\b")
+_TEST_NAME = re.compile(r"^(test_\w+)(?:\[.*\])?(?:\(\))?$")
+
+#: Backticked words that look like ``folder.name`` but are a value of a run, not a module path.
+NOT_MODULES = {
+    "fake.fake.requests": "the FakeServer's app's recorded requests (docs/fake-server.md)",
+    "fake.response_cache.hits": "a FakeServer's response cache counter",
+    "fake.credit.limit_usd": "a FakeServer's credit",
+    "verify.jsonl": "a file name",
+    "data.total_cost": "a field of /generation's answer",
+}
+
+
+def _code_spans(page: Path) -> list[tuple[int, str]]:
+    spans = []
+    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        spans += [(n, code) for code in re.findall(r"`([^`]+)`", line)]
+    return spans
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), -1, -1):
+        name = ".".join(["openrouter_probe", *parts[:i]])
+        try:
+            obj = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and exc.name.startswith("openrouter_probe"):
+                continue
+            raise
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+@functools.cache
+def _test_functions() -> frozenset[str]:
+    names: set[str] = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names |= {
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test_")
+        }
+    return frozenset(names)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_module_and_name_a_page_names_exists(page: Path) -> None:
+    missing = []
+    for n, code in _code_spans(page):
+        for match in _DOTTED.finditer(code):
+            dotted = match.group(1) or match.group(2)
+            if dotted not in NOT_MODULES and not _resolves(dotted):
+                missing.append(f"{page.name}:{n}: {dotted}")
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_test_a_page_cites_exists(page: Path) -> None:
+    functions = _test_functions()
+    missing = []
+    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        for match in _TEST_FILE.finditer(line):
+            name = match.group(1).removeprefix("tests/")
+            if not (ROOT / "tests" / name).exists():
+                missing.append(f"{page.name}:{n}: {match.group(1)}")
+    for n, code in _code_spans(page):
+        found = _TEST_NAME.match(code.strip())
+        if found and not found.group(1).endswith(".py") and found.group(1) not in functions:
+            missing.append(f"{page.name}:{n}: {code}")
+    assert not missing, missing
+
+
+def test_the_check_sees_what_it_is_for() -> None:
+    """The reader finds the references that went stale in issue 33, so it cannot pass by
+    reading nothing."""
+    assert not _resolves("policy_file")
+    assert not _resolves("generate.audit")
+    assert _resolves("api.error_rules.ERROR_RULES") and _resolves("generation.job.generate")
+    spans = [m.group(2) for m in _DOTTED.finditer("`run.failure.classify_error`")]
+    assert spans == ["run.failure.classify_error"]
+    assert "test_spend_equals_the_fake_ledger" in _test_functions()

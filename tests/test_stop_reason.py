@@ -1,0 +1,56 @@
+"""``StopReason``: the strings a run has always written, each with its exit code."""
+
+from __future__ import annotations
+
+import json
+
+from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.summary import RunSummary
+
+#: Every value journals and summaries written before the enum hold, with the exit code the CLI
+#: gave each (``generate`` and ``verify``: 130 for a signal, the summary's 0 or 1 otherwise).
+WRITTEN = {
+    "done": 0,
+    "budget": 0,
+    "target": 0,
+    "dry-run": 0,
+    "interrupted": 130,
+    "cancelled": 130,
+    "unreachable": 1,
+    "rate-limited": 1,
+    "credits": 1,
+    "key-limit": 1,
+    "in-flight": 1,
+    "key": 1,
+    "no-route": 1,
+    "budget-spent": 1,
+    "failing": 1,
+    "write-failed": 1,
+    "batch-refused": 1,
+    "batch-unread": 1,
+    "batch-failed": 1,
+    "batch-running": 1,
+}
+
+
+def test_every_reason_keeps_its_string_and_exit_code() -> None:
+    assert {r.value: r.exit_code for r in StopReason} == WRITTEN
+    assert [r for r in StopReason if r.as_asked] == [
+        StopReason.DONE,
+        StopReason.BUDGET,
+        StopReason.TARGET,
+        StopReason.DRY_RUN,
+    ]
+
+
+def test_a_summary_writes_and_reads_the_old_strings() -> None:
+    summary = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x")
+    summary.stop_reason = StopReason.KEY_LIMIT
+    written = json.loads(json.dumps(summary.to_dict()))
+    assert written["stop_reason"] == "key-limit"
+    assert StopReason(written["stop_reason"]) is StopReason.KEY_LIMIT
+    assert summary.stop_reason == "key-limit"  # a caller comparing strings reads as before
+    assert summary.render().splitlines()[-1] == "stopped: key-limit"
+    assert summary.exit_code == 1
+    summary.stop_reason = StopReason.INTERRUPTED
+    assert summary.exit_code == 130
