@@ -228,3 +228,31 @@ def _unsettled_reserves(journal: Path) -> list[Decimal]:
         elif "settled" in entry:
             sent.pop((entry["run"], entry["settled"]), None)
     return list(sent.values())
+
+
+def test_the_datatrove_step_says_a_rank_stopped_at_its_key_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep
+
+    docs = [Document(text=f"question {i} " + "x" * 40, id=f"d{i}") for i in range(40)]
+    keys = tmp_path / "keys.json"
+    with serve(speed=0, seed=3, management_key=MANAGER) as fake:
+        client = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        made = create_shard_keys("st", shards=2, budget_usd="0.004", out=keys, client=client)
+        step = GenerateStep(policy=POLICY, output=tmp_path / "out", budget_usd=10, key_file=keys,
+                            base_url=fake.base_url, snapshot="bundled", max_tokens=300,
+                            concurrency=2)  # fmt: skip
+        with caplog.at_level("WARNING", logger="openrouter_probe.generation.datatrove_step"):
+            answered = list(step.run(iter(docs), rank=1, world_size=2))
+        usage = client.get(made.keys[1].hash).usage_usd
+        client.close()
+    assert 0 < len(answered) < 40
+    assert 0 < usage <= Decimal("0.002") and fake.ledger.total_usd == usage
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rank 1: ")]
+    assert len(said) == 1, caplog.text
+    assert said[0].startswith("rank 1: key-limit: shard 1/2's key 'st-1of2' (hash ")
+    assert made.keys[1].secret not in caplog.text
