@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -49,6 +50,8 @@ except ImportError:  # pragma: no cover - the message is the test
 from openrouter_probe.files import atomic_write_text
 
 __all__ = ["GenerateStep", "rank_output"]
+
+log = logging.getLogger(__name__)
 
 
 def rank_output(output: str | Path, rank: int) -> Path:
@@ -135,6 +138,12 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                 **options,
             )
         )
+        if self.key_file is not None:
+            from openrouter_probe.generation.keyfile import name_spent_key
+
+            name_spent_key(summary, self.key_file, (rank, world_size))
+        if summary.exit_code:  # stopped short: said, not silent (a rerun resumes)
+            log.warning("rank %d: %s: %s", rank, summary.stop_reason, summary.message)
         self.stat_update("requests", value=summary.requests)
         self.stat_update("spent_micro_usd", value=int(summary.spent_usd * 1_000_000))
         for record in merged_records([out]):

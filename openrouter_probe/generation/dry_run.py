@@ -51,6 +51,30 @@ def _worst_total(
     return total
 
 
+def _shard_shares(
+    summary: RunSummary,
+    every_shard: list[PromptRow],
+    shard: tuple[int, int],
+    prices: Prices,
+    builder: RequestBuilder,
+    book: TurnBook | None,
+) -> None:
+    """The dry run of a sharded job: each shard's rows and worst case, before resume (the other
+    shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere)."""
+    from openrouter_probe.generation.prompts import shard_of
+    from openrouter_probe.generation.shards import shard_shares, shard_shares_note
+
+    def worst(part: list[PromptRow]) -> Decimal:
+        return _worst_total(part, prices, builder, None)
+
+    parts: list[list[PromptRow]] = [[] for _ in range(shard[1])]
+    for row in every_shard:
+        parts[shard_of(row.id, shard[1])].append(row)
+    shares = shard_shares(parts, shard[0], None if book is not None else worst)
+    summary.shard_shares = [s.to_dict() for s in shares]
+    summary.notes.append(shard_shares_note(shares))
+
+
 def summarize_dry_run(
     summary: RunSummary,
     todo: list[PromptRow],
@@ -61,9 +85,10 @@ def summarize_dry_run(
     options: JobOptions,
     asked: GeneratePlan,
     book: TurnBook | None,
+    every_shard: list[PromptRow] | None = None,
 ) -> RunSummary:
     """What the run would do, sending nothing: the worst case of every request (every turn with
-    ``--turns all``), the expected cost."""
+    ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
     from openrouter_probe.analysis.budget import plan_budget
 
     budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
@@ -73,6 +98,8 @@ def summarize_dry_run(
     worst_total = _worst_total(todo, prices, builder, book)
     summary.worst_case_usd = worst_total
     summary.not_sent = len(todo)
+    if asked.shard is not None and every_shard:
+        _shard_shares(summary, every_shard, asked.shard, prices, builder, book)
     if not todo:
         return summary
     datasets = sorted({r.dataset for r in todo})

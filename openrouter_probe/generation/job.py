@@ -275,6 +275,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 options=options,
                 asked=asked,
                 book=book,
+                every_shard=rows.every_shard,
             )
         return await paid.run(
             todo,

@@ -39,6 +39,7 @@ __all__ = [
     "KeyFile",
     "ShardKey",
     "create_shard_keys",
+    "name_spent_key",
     "read_key_file",
     "revoke_shard_keys",
     "shard_key",
@@ -252,6 +253,22 @@ def shard_secret(key_file: str | Path, shard: str | tuple[int, int] | None) -> s
         )
     pair = parse_shard(shard) if isinstance(shard, str) else shard
     return shard_key(read_key_file(key_file), pair).secret
+
+
+def name_spent_key(summary: Any, key_file: str | Path, shard: str | tuple[int, int]) -> None:
+    """A run stopped at its key's limit (``key-limit``) with ``key_file``'s key: its message
+    names the key (its name and hash, the file, its limit there; never the secret)."""
+    if summary.stop_reason != "key-limit":
+        return
+    from openrouter_probe.generation.prompts import parse_shard
+    from openrouter_probe.rules.quantities import format_usd
+
+    pair = parse_shard(shard) if isinstance(shard, str) else shard
+    key = shard_key(read_key_file(key_file), pair)
+    summary.message = (
+        f"shard {pair[0]}/{pair[1]}'s key {key.name!r} (hash {key.hash[:12]}, {key_file}, "
+        f"limit {format_usd(key.limit_usd)}): {summary.message}"
+    )
 
 
 def key_records(keyfile: KeyFile, *, client: KeysClient | None = None) -> list[KeyRecord | None]:

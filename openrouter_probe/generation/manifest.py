@@ -148,7 +148,12 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
     """One prompt set of many; an id in two datasets is sent once, listed as a duplicate."""
     merged = PromptSet(label, [])
     seen: dict[str, int] = {}
+    every: set[str] = set()
     for one in sets:
+        for row in one.every_shard:  # an id in two datasets: once, as the rows are
+            if row.id not in every:
+                every.add(row.id)
+                merged.every_shard.append(row)
         merged.duplicates.extend(one.duplicates)
         merged.skipped.extend(one.skipped)
         merged.in_file += one.in_file

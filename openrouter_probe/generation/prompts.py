@@ -65,6 +65,8 @@ class PromptSet:
     #: where the rows come from (a manifest's: each dataset's own, ``sources``)
     source: Source | None = None
     sources: dict[str, Source] = field(default_factory=dict)
+    #: with a shard: the rows of every shard (the dry run's per-shard rows and worst case)
+    every_shard: list[PromptRow] = field(default_factory=list)
 
     def where(self, row: PromptRow) -> str:
         """``path:LINE`` (JSONL) or ``path: row N`` of ``row``: what a message names."""
@@ -284,6 +286,7 @@ def read_prompts(
     prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped,
                         source=source)  # fmt: skip
     if shard is not None:
+        prompts.every_shard = rows
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
         if not prompts.rows:
             log.warning(

@@ -12,12 +12,21 @@ The variables, first found wins (a Slurm array of multi-task steps is split by t
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from openrouter_probe.errors import ConfigError
 
-__all__ = ["LAUNCHER_VARIABLES", "LauncherShard", "shard_from_launcher"]
+__all__ = [
+    "LAUNCHER_VARIABLES",
+    "LauncherShard",
+    "ShardShare",
+    "shard_from_launcher",
+    "shard_shares",
+    "shard_shares_note",
+]
 
 #: (rank variable, world size variable), in the order they are looked for
 LAUNCHER_VARIABLES: tuple[tuple[str, str], ...] = (
@@ -78,3 +87,55 @@ def shard_from_launcher(environ: Mapping[str, str] | None = None) -> LauncherSha
         f"shard='auto': no launcher variables found (looked for {names}); run under the "
         "launcher or give shard='i/n'"
     )
+
+
+@dataclass(frozen=True)
+class ShardShare:
+    """One shard of a job in the dry run: its rows and their worst case (``None``: unknown)."""
+
+    index: int
+    count: int
+    rows: int
+    worst_usd: Decimal | None
+    this: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        worst = None if self.worst_usd is None else float(self.worst_usd)
+        return {"shard": f"{self.index}/{self.count}", "rows": self.rows, "worst_usd": worst,
+                "this": self.this}  # fmt: skip
+
+
+def shard_shares(
+    parts: Sequence[Sequence[Any]],
+    index: int,
+    worst: Callable[[list[Any]], Decimal] | None,
+) -> list[ShardShare]:
+    """Every shard of a job, ``parts`` its rows split by the row hash (``prompts.shard_of``):
+    its rows and ``worst(rows)`` (``None``: not known), ``this`` marking shard ``index``."""
+    count = len(parts)
+    return [
+        ShardShare(i, count, len(part), None if worst is None else worst(list(part)), i == index)
+        for i, part in enumerate(parts)
+    ]
+
+
+def shard_shares_note(shares: Sequence[ShardShare], *, listed: int = 8) -> str:
+    """The dry run's line for ``shares``: each shard (past ``listed`` shards: this one, the
+    largest and the smallest), then the whole job."""
+    from openrouter_probe.rules.quantities import format_usd
+
+    def said(s: ShardShare) -> str:
+        worst = "unknown" if s.worst_usd is None else format_usd(s.worst_usd)
+        mark = " (this one)" if s.this else ""
+        return f"{s.index}/{s.count}{mark} {s.rows} rows, worst {worst}"
+
+    shown = list(shares)
+    if len(shown) > listed:
+        by_rows = sorted(shown, key=lambda s: (s.rows, s.index))
+        keep = {s.index for s in shown if s.this} | {by_rows[0].index, by_rows[-1].index}
+        shown = [s for s in shown if s.index in keep]
+    known = [s.worst_usd for s in shares if s.worst_usd is not None]
+    total = format_usd(sum(known, Decimal(0))) if len(known) == len(shares) else "unknown"
+    head = f"the job's {len(shares)} shards (before resume): "
+    rows = sum(s.rows for s in shares)
+    return head + "; ".join(said(s) for s in shown) + f"; all {rows} rows, worst {total}"

@@ -165,6 +165,8 @@ def key_figures(options: JobOptions) -> str:
     if info.limit is None:
         return ""
     said = f" (GET /key: the key's limit is {format_usd(Decimal(str(info.limit)))}"
+    if info.usage is not None:
+        said += f", {format_usd(Decimal(str(info.usage)))} used"
     if info.limit_remaining is not None:
         said += f", {format_usd(Decimal(str(info.limit_remaining)))} remaining"
     if info.limit_reset:

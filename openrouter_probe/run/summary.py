@@ -138,6 +138,8 @@ class RunSummary:
     overshoot: dict[str, tuple[int, float, Decimal]] = field(default_factory=dict)
     #: what the run says besides warnings (the sampling a model card fixes, sent explicitly)
     notes: list[str] = field(default_factory=list)
+    #: the dry run of a sharded job: each shard's ``{"shard", "rows", "worst_usd", "this"}``
+    shard_shares: list[dict[str, Any]] = field(default_factory=list)
     killed_in_flight_before: int = 0
     #: ``--turns all``: turns the rows to send need, one request each (``None``: ``--turns
     #: last``), turns the turns file already held for them, turns answered this run (every
@@ -227,6 +229,7 @@ class RunSummary:
                 for k, (n, r, usd) in sorted(self.overshoot.items())
             },
             "notes": list(self.notes),
+            "shard_shares": list(self.shard_shares),
             "killed_in_flight_before": self.killed_in_flight_before,
             "turns_to_send": self.turns_to_send,
             "turns_resumed": self.turns_resumed,
