@@ -80,8 +80,11 @@ def _defined_in_source(module: str, attrs: list[str]) -> bool:
     """Whether ``module``'s source defines ``attrs[0]`` (read, not imported: its extra is
     missing)."""
     path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    if not path.exists():  # ``module`` names an attribute of the module above it
+        parent, _, attr = module.rpartition(".")
+        return bool(parent) and _defined_in_source(parent, [attr, *attrs])
     if not attrs:
-        return path.exists()
+        return True
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names = {
         n.name
