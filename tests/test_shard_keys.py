@@ -29,6 +29,7 @@ from openrouter_probe.generation.keyfile import (
     shard_secret,
     split_budget,
 )
+from openrouter_probe.run.ledger import ledger_path
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 MANAGER = "mgmt-test-key"
@@ -157,6 +158,12 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
         books = job_books(keyfile, [tmp_path / "out"])
         assert books.keys_usage_usd == fake.ledger.total_usd
         assert books.journals_usd >= books.keys_usage_usd  # counted >= billed
+        # each key against its own shard's journal (the run's header names the shard)
+        assert books.unmatched == [] and books.problems == []
+        for line in books.keys:
+            assert line.usage_usd is not None and line.journals_usd is not None
+            assert line.journals_usd >= line.usage_usd > 0, line
+        assert sum(k.journals_usd or 0 for k in books.keys) == books.journals_usd
         status = CliRunner().invoke(
             cli,
             [
@@ -171,6 +178,9 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
         assert status.exit_code == 0, status.output
         shown = json.loads(status.stdout)
         assert Decimal(shown["keys_usage_usd"]) == fake.ledger.total_usd
+        assert [Decimal(k["journals_usd"]) for k in shown["keys"]] == [
+            k.journals_usd for k in books.keys
+        ]
         assert not any(s in status.output for s in secrets)
         # audit and export over the folder: every shard's rows, the money against the keys
         audited = CliRunner().invoke(
@@ -238,3 +248,43 @@ def test_key_file_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("OPENROUTER_MANAGEMENT_KEY", raising=False)
     with pytest.raises(ConfigError, match="set OPENROUTER_MANAGEMENT_KEY"):
         KeysClient()
+
+
+def test_a_key_billed_past_its_own_shards_journal_is_named(tmp_path: Path) -> None:
+    """The job's total can hide a key used by the wrong shard: shard 0's key billed while only
+    shard 1's journal counts the money. Each key is matched to its shard's journal."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(40))
+    (tmp_path / "out").mkdir()
+    with (
+        serve(speed=0, seed=6, management_key=MANAGER) as fake,
+        KeysClient(management_key=MANAGER, base_url=fake.base_url) as keys,
+    ):
+        keyfile = create_shard_keys(
+            "job", shards=2, budget_usd=2, out=tmp_path / "keys.json", client=keys
+        )
+        # shard 1 runs with shard 0's key: its journal is shard 1's, the bill key 0's
+        summary = asyncio.run(
+            generate(tmp_path / "prompts.jsonl", policy=POLICY,
+                     out=tmp_path / "out" / "shard-1.jsonl", base_url=fake.base_url,
+                     api_key=keyfile.keys[0].secret, shard="1/2", budget_usd=1,
+                     snapshot="bundled", sleep=no_sleep, max_tokens=300, concurrency=4)
+        )  # fmt: skip
+        assert summary.stop_reason == "done" and summary.spent_usd > 0
+        books = job_books(keyfile, [tmp_path / "out"], client=keys)
+        first, second = books.keys
+        assert first.usage_usd == fake.ledger.total_usd and second.usage_usd == 0
+        assert first.journals_usd is None and second.journals_usd == summary.spent_total_usd
+        assert books.unmatched == [0]
+        # the job's total agrees (one journal counts all the money); shard 0's key does not
+        assert books.journals_usd >= books.keys_usage_usd
+        assert books.problems == [] and books.exit_code == 0
+        assert "no output here names shard(s) 0/2" in books.render()
+        # with shard 0's output present (its journal counts nothing), the key is named
+        (tmp_path / "out" / "shard-0.jsonl").write_text("")
+        ledger_path(tmp_path / "out" / "shard-0.jsonl").write_text(
+            json.dumps({"run": "r0", "started_utc": "2026-12-03T00:00:00Z", "shard": "0/2"}) + "\n"
+        )
+        books = job_books(keyfile, [tmp_path / "out"], client=keys)
+    assert books.exit_code == 1
+    [problem] = books.problems
+    assert problem.startswith(f"shard 0/2: key job-0of2 used ${first.usage_usd} but its shard's")

@@ -24,7 +24,14 @@ from openrouter_probe.generation.keyfile import KeyFile, key_records, read_key_f
 from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
 from openrouter_probe.run.turns import TURNS_SUFFIX
 
-__all__ = ["JobBooks", "KeyLine", "expand_outputs", "job_books", "journals_spent"]
+__all__ = [
+    "JobBooks",
+    "KeyLine",
+    "expand_outputs",
+    "job_books",
+    "journals_by_shard",
+    "journals_spent",
+]
 
 _ZERO = Decimal(0)
 
@@ -69,6 +76,29 @@ def journals_spent(outputs: Sequence[Path]) -> tuple[Decimal, Decimal]:
     return spent, possibly
 
 
+def journals_by_shard(outputs: Sequence[Path]) -> dict[int, Decimal]:
+    """What the journals of ``outputs`` count per shard index, by the shard their runs' header
+    lines name (``generate --shard i/n`` writes it; a journal whose runs name none, or name two
+    shards, counts for no shard: its key is not matched, and ``JobBooks.unmatched`` says so)."""
+    out: dict[int, Decimal] = {}
+    for path in outputs:
+        replay = replay_ledger(ledger_path(path), repair=False)
+        named = {h.get("shard") for h in replay.headers}
+        if len(named) != 1:
+            continue
+        shard = _shard_index(named.pop())
+        if shard is not None:
+            out[shard] = out.get(shard, _ZERO) + replay.spent_usd
+    return out
+
+
+def _shard_index(raw: object) -> int | None:
+    if not isinstance(raw, str) or "/" not in raw:
+        return None
+    index = raw.split("/", 1)[0]
+    return int(index) if index.isdigit() else None
+
+
 @dataclass(frozen=True)
 class KeyLine:
     """A shard's key as the server reports it (``record`` None: the server no longer has it)."""
@@ -78,6 +108,20 @@ class KeyLine:
     hash: str
     limit_usd: Decimal
     record: KeyRecord | None
+    #: what the journals of this key's shard count (``None``: no output given names the shard)
+    journals_usd: Decimal | None = None
+
+    @property
+    def usage_usd(self) -> Decimal | None:
+        return None if self.record is None else self.record.usage_usd
+
+    @property
+    def unknown_to_journals_usd(self) -> Decimal | None:
+        """What the server billed this key beyond its shard's journals (``None``: not matched)."""
+        usage = self.usage_usd
+        if usage is None or self.journals_usd is None:
+            return None
+        return max(usage - self.journals_usd, _ZERO)
 
     @property
     def state(self) -> str:
@@ -95,6 +139,7 @@ class KeyLine:
             "limit_usd": str(self.limit_usd),
             "usage_usd": None if usage is None else str(usage),
             "remaining_usd": None if remaining is None else str(remaining),
+            "journals_usd": None if self.journals_usd is None else str(self.journals_usd),
             "state": self.state,
         }
 
@@ -130,7 +175,21 @@ class JobBooks:
             )
         if usage is not None and usage > self.budget_usd:
             out.append(f"the keys used ${usage}, over the job's budget of ${self.budget_usd}")
+        for key in self.keys:
+            beyond = key.unknown_to_journals_usd
+            if beyond:
+                out.append(
+                    f"shard {key.shard}/{self.shards}: key {key.name} used ${key.usage_usd} but "
+                    f"its shard's journals count ${key.journals_usd}: ${beyond} no journal of "
+                    "that shard knows (its output missing here, or the key used by another "
+                    "shard)"
+                )
         return out
+
+    @property
+    def unmatched(self) -> list[int]:
+        """The shards whose key no output given here matches (its journals unread)."""
+        return [k.shard for k in self.keys if k.journals_usd is None]
 
     @property
     def exit_code(self) -> int:
@@ -162,6 +221,12 @@ class JobBooks:
                 f"journals of {len(self.outputs)} output(s): ${self.journals_usd} counted "
                 f"(${self.possibly_billed_usd} of it possibly billed, at its worst case)"
             )
+        if self.outputs and self.unmatched:
+            lines.append(
+                "no output here names shard(s) "
+                + ", ".join(f"{i}/{self.shards}" for i in self.unmatched)
+                + ": their keys are checked only in the job's total"
+            )
         lines.extend(
             self.problems
             or (
@@ -183,13 +248,14 @@ def job_books(
     keyfile = key_file if isinstance(key_file, KeyFile) else read_key_file(key_file)
     files = expand_outputs(outputs) if outputs else []
     spent, possibly = journals_spent(files)
+    per_shard = journals_by_shard(files)
     records = key_records(keyfile, client=client)
     return JobBooks(
         job=keyfile.job,
         budget_usd=keyfile.budget_usd,
         shards=keyfile.shards,
         keys=[
-            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r)
+            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r, per_shard.get(k.shard))
             for k, r in zip(keyfile.keys, records, strict=True)
         ],
         outputs=[str(f) for f in files],

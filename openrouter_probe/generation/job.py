@@ -288,6 +288,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 "policy": str(policy),
                 "prompts": str(prompts),  # the export's dataset card names it
                 **({"turns": "all"} if book is not None else {}),
+                # keys status matches a shard's key to its journals by it
+                **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
             },
             turns=book,
         )
