@@ -19,7 +19,8 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
-from openrouter_probe.run.ledger import Ledger, replay_ledger
+from openrouter_probe.run.ledger import Ledger
+from openrouter_probe.run.replay import replay_ledger
 
 
 def _cpu_s() -> float:

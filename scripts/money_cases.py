@@ -287,7 +287,7 @@ def case_kill(folder: Path) -> str:
         first.wait()
         time.sleep(2)  # the fake finishes (and bills) what the killed run left in flight
         billed_at_kill = fake.ledger.total_usd
-        from openrouter_probe.run.ledger import replay_ledger
+        from openrouter_probe.run.replay import replay_ledger
 
         booked = replay_ledger(journal).possibly_billed_usd
         resume = subprocess.run(

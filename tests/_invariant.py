@@ -42,8 +42,8 @@ from typing import Any
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import FAULT_KINDS, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import replay_ledger
 from openrouter_probe.run.output import load_resume_state
+from openrouter_probe.run.replay import replay_ledger
 from tests._child import batch_options
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,8 @@ from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.batch_plan import custom_id
 from openrouter_probe.run.books import Books
-from openrouter_probe.run.ledger import Ledger, OpenBatch, replay_ledger
+from openrouter_probe.run.ledger import Ledger
+from openrouter_probe.run.replay import OpenBatch, replay_ledger
 from openrouter_probe.run.request import Request, dumps
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, SpendCap

@@ -26,7 +26,7 @@ import pytest
 import openrouter_probe as orp
 from openrouter_probe.fake import ManualClock
 from openrouter_probe.run.batch_plan import BatchOptions
-from openrouter_probe.run.ledger import replay_ledger
+from openrouter_probe.run.replay import replay_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"

@@ -26,8 +26,8 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock
 from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.books import allocate
-from openrouter_probe.run.ledger import replay_ledger
 from openrouter_probe.run.lock import OutputLock
+from openrouter_probe.run.replay import replay_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"

@@ -23,8 +23,9 @@ import pytest
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import Ledger, ledger_path, replay_ledger
+from openrouter_probe.run.ledger import Ledger, ledger_path
 from openrouter_probe.run.output import load_resume_state
+from openrouter_probe.run.replay import replay_ledger
 from openrouter_probe.run.transport import Failure
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 

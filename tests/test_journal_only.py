@@ -21,8 +21,8 @@ from openrouter_probe.generation.audit import audit
 from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.rules.routing import route
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.run.ledger import replay_ledger
 from openrouter_probe.run.output import load_resume_state
+from openrouter_probe.run.replay import replay_ledger
 from openrouter_probe.run.spend import worst_case_prices
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 

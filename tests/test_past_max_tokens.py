@@ -17,9 +17,10 @@ from openrouter_probe.generation.audit import audit
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.books import Books
-from openrouter_probe.run.ledger import Ledger, replay_ledger
+from openrouter_probe.run.ledger import Ledger
 from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.overshoot import FIRST_ANSWERS, MARGIN_TOKENS, Overshoot
+from openrouter_probe.run.replay import replay_ledger
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.source import RowSource

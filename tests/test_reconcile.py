@@ -19,8 +19,8 @@ import pytest
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import Pending, replay_ledger
 from openrouter_probe.run.reconcile import DEFAULT_WAITS_S, PARALLEL_LOOKUPS, Reconciler
+from openrouter_probe.run.replay import Pending, replay_ledger
 from tests._generate import POLICY, journal_reconciled, prompt_rows, records, write_prompts
 
 D = Decimal

@@ -24,7 +24,8 @@ import pytest
 
 from openrouter_probe.files import WriteFailed, open_append
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import Ledger, replay_ledger
+from openrouter_probe.run.ledger import Ledger
+from openrouter_probe.run.replay import replay_ledger
 from tests._generate import POLICY, LedgerSender, prompt_rows, records, write_prompts
 
 

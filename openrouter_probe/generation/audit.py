@@ -15,7 +15,7 @@ cancelled in flight (a double Ctrl-C; ``cancelled`` lines) and requests in fligh
 killed (the spend journal beside each output) may have been billed, so each counts at its
 reserved worst case; billed retries and failed attempts count at their cost. ``spent_usd`` is what
 ``generate`` counts as spent on the same files (``run.output.load_resume_state`` and
-``run.ledger.replay_ledger``, read without repairing anything: a run may still be appending).
+``run.replay.replay_ledger``, read without repairing anything: a run may still be appending).
 
 Example::
 
@@ -35,8 +35,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
+from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path
 from openrouter_probe.run.output import FINISHED, iter_records, load_resume_state, output_tokens_of
+from openrouter_probe.run.replay import replay_ledger
 from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.turns import TURNS_SUFFIX
 

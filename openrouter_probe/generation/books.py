@@ -21,7 +21,8 @@ from typing import Any
 from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation.keyfile import KeyFile, key_records, read_key_file
-from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path, replay_ledger
+from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path
+from openrouter_probe.run.replay import replay_ledger
 from openrouter_probe.run.turns import TURNS_SUFFIX
 
 __all__ = [

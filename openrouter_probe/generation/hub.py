@@ -256,7 +256,8 @@ class HubCard:
 
 def _policy_facts(card: HubCard, outputs: Iterable[str]) -> None:
     """The policy each output's journal names, its snapshot, and the journals' spend."""
-    from openrouter_probe.run.ledger import ledger_path, replay_ledger
+    from openrouter_probe.run.ledger import ledger_path
+    from openrouter_probe.run.replay import replay_ledger
 
     for out in outputs:
         replay = replay_ledger(ledger_path(out), repair=False)

@@ -27,7 +27,8 @@ from decimal import Decimal
 
 from openrouter_probe.run.batch_plan import BatchEvent, Claimed, Closed, Held, Planned, Submitted
 from openrouter_probe.run.books import Claim
-from openrouter_probe.run.ledger import Ledger, OpenBatch, Pending
+from openrouter_probe.run.ledger import Ledger
+from openrouter_probe.run.replay import OpenBatch, Pending
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
 

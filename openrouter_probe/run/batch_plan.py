@@ -27,7 +27,7 @@ from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.transport import Answer, parse_body
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.ledger import OpenBatch
+    from openrouter_probe.run.replay import OpenBatch
 
 __all__ = [
     "DEFAULT_LIVE_BATCHES",

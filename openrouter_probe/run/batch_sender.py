@@ -98,7 +98,7 @@ from openrouter_probe.run.batch_watch import (
     unread,
     withheld,
 )
-from openrouter_probe.run.ledger import OpenBatch
+from openrouter_probe.run.replay import OpenBatch
 from openrouter_probe.run.transport import Answer
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.ledger import OpenBatch
+from openrouter_probe.run.replay import OpenBatch
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.transport import Answer
 

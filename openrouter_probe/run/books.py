@@ -39,10 +39,11 @@ from typing import Protocol
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.ledger import Ledger, Pending
+from openrouter_probe.run.ledger import Ledger
 from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.overshoot import Overshoot
 from openrouter_probe.run.reconcile import Lookup, Reconciler
+from openrouter_probe.run.replay import Pending
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import SpendCap

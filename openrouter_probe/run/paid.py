@@ -43,10 +43,11 @@ from openrouter_probe.files import WriteFailed, write_error
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books import Books
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.ledger import Adopted, Ledger, LedgerReplay, adopt, replay_ledger
+from openrouter_probe.run.ledger import Adopted, Ledger, adopt
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.reconcile import Lookup
+from openrouter_probe.run.replay import LedgerReplay, replay_ledger
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Run

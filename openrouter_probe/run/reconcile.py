@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from openrouter_probe.run.ledger import Pending
+from openrouter_probe.run.replay import Pending
 
 __all__ = ["DEFAULT_WAITS_S", "Lookup", "Reconciler"]
 

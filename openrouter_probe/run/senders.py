@@ -24,8 +24,8 @@ from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.batch_plan import BatchEvent, EventSink, Released, Said, SettledEarlier
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.ledger import LedgerReplay
 from openrouter_probe.run.reconcile import Lookup
+from openrouter_probe.run.replay import LedgerReplay
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.runner import Run
 from openrouter_probe.run.sender import Sender

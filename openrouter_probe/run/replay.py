@@ -1,0 +1,282 @@
+"""The spend journal read back: every attempt's money summed (``replay_ledger``), the attempts
+``/generation`` may still settle (``Pending``) and the batches still open (``OpenBatch``).
+
+The journal's lines and the rules for reading them are described in ``run.ledger``, which writes
+it; this module only reads. Read it after ``run.lock`` is taken (a torn last line is cut first:
+a torn ``sent`` line's request never left), or with ``repair=False`` while a run may append.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.files import (
+    iter_jsonl,
+    repair_torn_tail,
+)
+from openrouter_probe.rules.quantities import recorded_usd
+from openrouter_probe.run.ledger import LEDGER_SUFFIX
+
+__all__ = ["LedgerReplay", "OpenBatch", "Pending", "replay_ledger"]
+
+log = logging.getLogger(__name__)
+
+_ZERO = Decimal(0)
+#: What to do about a damaged journal line.
+_DAMAGED = (
+    "the file is damaged. Restore it, or delete it: the output's records then count at their "
+    "worst case until /generation settles them"
+)
+#: A string that is its own JSON body once quoted.
+_PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")
+# An attempt's state in the replay.
+_SENT, _KNOWN, _UNKNOWN, _RECONCILED = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An attempt counted at its worst case that ``/generation`` may settle: it has an id."""
+
+    run: str
+    attempt: int
+    generation_id: str
+    reserved_usd: Decimal
+    dataset: str | None
+
+
+@dataclass
+class LedgerReplay:
+    """The money a journal records, attempt by attempt, summed.
+
+    ``spent_usd`` = ``settled_usd`` (known and reconciled costs) + ``possibly_billed_usd`` (the
+    reservations of attempts whose cost is unknown or that were in flight when a run died).
+    """
+
+    path: Path
+    attempts: int = 0
+    runs: set[str] = field(default_factory=set)
+    headers: list[dict[str, Any]] = field(default_factory=list)
+    settled_usd: Decimal = _ZERO
+    possibly_billed_usd: Decimal = _ZERO
+    in_flight: int = 0  # sent, never settled: in flight when a run was killed
+    unknown: int = 0  # settled as unknown (timeouts, cut connections, cancellations, no cost)
+    reconciled: int = 0  # unknown ones that /generation settled
+    reconciled_back_usd: Decimal = _ZERO  # what those gave back (reservation - cost)
+    by_dataset: dict[str, Decimal] = field(default_factory=dict)
+    pending: list[Pending] = field(default_factory=list)
+    #: batch plans without a ``batch_done`` line (``generate --batch``), in journal order
+    batches: list[OpenBatch] = field(default_factory=list)
+    #: every batch id the journal records, closed plans' too: plan -> id (the orphan search never
+    #: adopts one of these; a moved line's plan without its id line takes its first plan's)
+    batch_ids: dict[str, str] = field(default_factory=dict)
+    torn: bytes | None = None
+    #: the keys of the output records adopted (``adopt``): never adopted again
+    adopted: set[str] = field(default_factory=set)
+
+    @property
+    def spent_usd(self) -> Decimal:
+        """Everything the journal counts as spent."""
+        return self.settled_usd + self.possibly_billed_usd
+
+
+@dataclass
+class OpenBatch:
+    """A batch plan a run journaled and did not close: its batch may be running, finished, or
+    (killed before the POST, or between the POST and the ``batch_id`` line) not known by id."""
+
+    run: str
+    plan: str
+    model: str
+    after: int
+    worst_usd: Decimal
+    #: custom id -> (the attempt number in ``run``, its reservation, its dataset, its row id)
+    lines: dict[str, tuple[int, Decimal, str | None, str]]
+    count: int = 0  # lines in the plan, settled ones included (the orphan search matches it)
+    batch_id: str | None = None
+    #: lines whose attempt is settled at its answer's cost (``lines`` holds that cost): the plan
+    #: is open, so the run was killed before every answer's record was surely written; a row
+    #: without one claims the line again (its answer is fetched again, never bought again)
+    settled: set[str] = field(default_factory=set)
+
+
+def _number(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: attempt {value!r} is not a number; {_DAMAGED}")
+    return value
+
+
+def _read(
+    path: Path,
+    plans: dict[tuple[str, str], dict[str, Any]] | None = None,
+    adopted: set[str] | None = None,
+) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
+    """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id, row]``,
+    and the run header lines; the batch plans go into ``plans`` (``(run, plan)`` -> the line, with
+    ``batch_id`` and ``done`` added as their lines come); the keys of the records adopted go into
+    ``adopted``."""
+    attempts: dict[tuple[str, int], list[Any]] = {}
+    headers: list[dict[str, Any]] = []
+    plans = {} if plans is None else plans
+    for lineno, line in iter_jsonl(
+        path, what="the spend journal", line="a spend journal line", damaged=_DAMAGED
+    ):
+        if not isinstance(line, dict):
+            continue
+        where = f"{path}:{lineno}"
+        run = str(line.get("run"))
+        if "sent" in line:
+            reserved = recorded_usd(line.get("reserved_usd"), where, damaged=_DAMAGED)
+            ds = line.get("ds")
+            dataset = ds if isinstance(ds, str) else None
+            entry = [dataset, reserved, _SENT, None, None, line.get("id")]
+            key = line.get("adopts")
+            if isinstance(key, str):  # a record's money adopted: unknown, settled from its id
+                if adopted is not None:
+                    adopted.add(key)
+                entry[2] = _UNKNOWN
+                gen = line.get("gen_id")
+                entry[4] = gen if isinstance(gen, str) else None
+            attempts[(run, _number(line["sent"], where))] = entry
+            continue
+        if "batch_plan" in line or "batch_id" in line or "batch_done" in line:
+            _batch_line(plans, run, line, where)
+            continue
+        for key in ("gen", "settled", "reconciled"):
+            if key in line:
+                found = attempts.get((run, _number(line[key], where)))
+                if found is not None:
+                    _apply(found, key, line, where)
+                break
+        else:
+            if "started_utc" in line:
+                headers.append(line)
+    return attempts, headers
+
+
+def _batch_line(
+    plans: dict[tuple[str, str], dict[str, Any]], run: str, line: dict[str, Any], where: str
+) -> None:
+    if "batch_plan" in line:
+        lines = line.get("lines")
+        if not isinstance(lines, list) or not all(
+            isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) for x in lines
+        ):
+            raise ConfigError(f"{where}: a batch plan without its lines; {_DAMAGED}")
+        plans[(run, str(line["batch_plan"]))] = dict(line)
+        return
+    key = "batch_id" if "batch_id" in line else "batch_done"
+    plan = plans.get((run, str(line[key])))
+    if plan is not None:
+        plan["id" if key == "batch_id" else "done"] = line.get("id", True)
+
+
+def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None:
+    if key == "gen":
+        if isinstance(line.get("id"), str):
+            entry[4] = line["id"]
+    elif key == "reconciled":
+        entry[2] = _RECONCILED
+        entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
+    elif entry[2] != _RECONCILED:  # a settle never undoes a reconciliation
+        if line.get("unknown") is True:
+            entry[2] = _UNKNOWN
+            if "counted_usd" in line:  # more than its reservation: its own tokens at the price
+                entry[1] = recorded_usd(line.get("counted_usd"), where, damaged=_DAMAGED)
+        else:
+            entry[2] = _KNOWN
+            entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
+
+
+def replay_ledger(
+    path: str | Path, *, output_exists: bool = True, repair: bool = True
+) -> LedgerReplay:
+    """Cut a torn tail of the journal at ``path``, then total the money of every attempt.
+
+    Call it only while holding the output's lock (``run.lock``): cutting a tail another process
+    is writing would tear its line. ``repair=False`` reads without writing (``audit``, which may
+    read a journal a run is appending to): a torn last line is skipped instead of cut. A journal that records attempts but whose output is gone
+    (``output_exists=False``) is a ``ConfigError``: its money would count against a fresh output's
+    cap, or silently vanish; the user decides. A line in the middle that is not JSON is a
+    ``ConfigError`` naming the file and line.
+    """
+    p = Path(path)
+    replay = LedgerReplay(path=p)
+    if not p.exists():
+        return replay
+    replay.torn = repair_torn_tail(p) if repair else None
+    if replay.torn:
+        log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
+    plans: dict[tuple[str, str], dict[str, Any]] = {}
+    attempts, replay.headers = _read(p, plans, replay.adopted)
+    if attempts and not output_exists:
+        raise ConfigError(
+            f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
+            "restore the output to resume, or delete the journal to start afresh (the money it "
+            "records will then no longer count against budget_usd)"
+        )
+    replay.attempts = len(attempts)
+    replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
+    for (run, number), (ds, reserved, state, cost, gen, _row) in attempts.items():
+        if state in (_KNOWN, _RECONCILED):
+            money = cost
+            replay.settled_usd += cost
+            if state == _RECONCILED:
+                replay.reconciled += 1
+                replay.reconciled_back_usd += max(_ZERO, reserved - cost)
+        else:
+            money = reserved
+            replay.possibly_billed_usd += reserved
+            replay.in_flight += state == _SENT
+            replay.unknown += state == _UNKNOWN
+            if gen is not None:
+                replay.pending.append(Pending(run, number, gen, reserved, ds))
+        if ds is not None:
+            replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
+    replay.batches = _open_batches(plans, attempts, p)
+    replay.batch_ids = {
+        plan: line["id"] for (_, plan), line in plans.items() if isinstance(line.get("id"), str)
+    }
+    return replay
+
+
+def _open_batches(
+    plans: dict[tuple[str, str], dict[str, Any]],
+    attempts: dict[tuple[str, int], list[Any]],
+    path: Path,
+) -> list[OpenBatch]:
+    """The plans without a ``batch_done`` line, each line with its attempt's money."""
+    found = []
+    for (run, plan), line in plans.items():
+        if line.get("done"):
+            continue
+        where = f"{path}: batch plan {plan}"
+        lines: dict[str, tuple[int, Decimal, str | None, str]] = {}
+        settled: set[str] = set()
+        for custom_id, number in line["lines"]:
+            entry = attempts.get((run, _number(number, where)))
+            if entry is not None and entry[2] in (_SENT, _UNKNOWN):
+                lines[custom_id] = (number, entry[1], entry[0], str(entry[5]))
+            elif entry is not None and entry[2] == _KNOWN:  # its answer's record may be lost
+                lines[custom_id] = (number, entry[3] or _ZERO, entry[0], str(entry[5]))
+                settled.add(custom_id)
+        ident = line.get("id")
+        found.append(
+            OpenBatch(
+                run=run,
+                plan=plan,
+                model=str(line.get("model")),
+                after=int(line.get("after") or 0),
+                worst_usd=recorded_usd(line.get("worst_usd"), where, damaged=_DAMAGED),
+                lines=lines,
+                count=int(line.get("count") or len(line["lines"])),
+                batch_id=ident if isinstance(ident, str) else None,
+                settled=settled,
+            )
+        )
+    return found
