@@ -25,9 +25,9 @@ import openrouter_probe as orp
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock
 from openrouter_probe.run.batch_plan import BatchOptions
-from openrouter_probe.run.books import allocate
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.replay import replay_ledger
+from openrouter_probe.run.spend import allocate
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"

@@ -7,7 +7,7 @@ the attempts they name were reserved and journaled by the books (``Books.sent``)
 got them, and their ``sent`` lines hold the money (``run.ledger``).
 
 ``BatchClaims`` holds the lines that earlier runs' open batches carry (``Held``): each is a claim of
-the row source (``run.books.Claim``): a request for such a row is not bought again, its reservation
+the row source (``run.claims.Claim``): a request for such a row is not bought again, its reservation
 takes over the line's worst case (``Books.reserve``), and the attempt that carries it journals the
 move in the same write as its own line (a plan of one line in this run, naming the batch) while
 the books settle the earlier attempt to 0. ``moved`` answers the sender's ``Claimed``; ``release``
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from openrouter_probe.run.batch_plan import BatchEvent, Claimed, Closed, Held, Planned, Submitted
-from openrouter_probe.run.books import Claim
+from openrouter_probe.run.claims import Claim
 from openrouter_probe.run.ledger import Ledger
 from openrouter_probe.run.replay import OpenBatch, Pending
 from openrouter_probe.run.request import dumps

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from openrouter_probe.errors import APIError, APIStatusError, SnapshotError
 from openrouter_probe.rules.batch_history import record_batch_acceptance
 from openrouter_probe.run.batch_plan import BatchSettings, line_outcome, priced_tokens
-from openrouter_probe.run.books import allocate
 from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.spend import allocate
 from openrouter_probe.run.transport import Answer
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ journaled (``sent``) by the run before the call, as for the sync sender. Then, p
    the run's injected sleep; a 404 in the first ``not_written_s`` is the asynchronous write; each
    status change is logged with lines done and failed and the money reserved;
 4. **the end**: ``completed`` (or ``expired``/``cancelled`` with what was served): each line's
-   ``Answer`` gets its share of the batch's ``usage.cost`` (``run.books.allocate``: in proportion
+   ``Answer`` gets its share of the batch's ``usage.cost`` (``run.spend.allocate``: in proportion
    to its tokens at the batch price, summing exactly to the batch) and the books settle it as a
    sync answer; a failed line goes back to the run's attempt policy (a later batch, within
    ``--attempts``); a line without a result (expired) counts at its worst case and goes into a

@@ -20,8 +20,8 @@ billed). A run without a dollar window keeps the margin from its first line: its
 answer its lines all at once, so a first wave would be all of them, made eight times smaller.
 Earlier runs' attempts that a restart settles change what was spent before this run.
 
-A row may come with a claim (``Claim``): a reservation the journal already holds for it, an
-earlier run's attempt whose answer may still arrive. The claims are the row source's (``claims``,
+A row may come with a claim (``run.claims.Claim``): a reservation the journal already holds for
+it, an earlier run's attempt whose answer may still arrive. The claims are the row source's (``claims``,
 wired in by the run): a reservation for a claimed row takes the claim's worst case over instead
 of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
 write as its own line. The books know claims, not what made them.
@@ -34,15 +34,15 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Protocol
 
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
+from openrouter_probe.run.claims import Claims
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger
 from openrouter_probe.run.limit import DollarWindow
-from openrouter_probe.run.overshoot import Overshoot
-from openrouter_probe.run.reconcile import Lookup, Reconciler
+from openrouter_probe.run.overshoot import Overshoot, billed_output, cost_warning, own_cost
+from openrouter_probe.run.reconcile import Lookup, Reconciler, unsettled_note
 from openrouter_probe.run.replay import Pending
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -50,7 +50,7 @@ from openrouter_probe.run.spend import SpendCap
 from openrouter_probe.run.summary import ProviderTally, RunSummary
 from openrouter_probe.run.transport import Answer
 
-__all__ = ["Books", "Claim", "Claims", "allocate"]
+__all__ = ["Books"]
 
 log = logging.getLogger(__name__)
 
@@ -82,52 +82,6 @@ class _Counts:
     not_sent_by: dict[str, int] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
     providers: dict[str, ProviderTally] = field(default_factory=dict)
-
-
-def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
-    """Split ``total`` in proportion to ``weights`` so that the shares sum exactly to ``total``:
-    each share rounded down to the total's own decimal places (at least 12), the remainder on
-    the largest share. No weight (or all zero): equal shares."""
-    if not weights:
-        return []
-    exponent = total.as_tuple().exponent
-    places = max(12, -exponent if isinstance(exponent, int) else 0)
-    quantum = Decimal(1).scaleb(-places)
-    whole = sum(weights, _ZERO)
-    if whole <= 0:
-        weights, whole = [Decimal(1)] * len(weights), Decimal(len(weights))
-    shares = [(total * w / whole).quantize(quantum, rounding="ROUND_DOWN") for w in weights]
-    largest = max(range(len(shares)), key=lambda i: weights[i])
-    shares[largest] += total - sum(shares, _ZERO)
-    return [share.normalize() if share else _ZERO for share in shares]
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A reservation the journal holds for a row already: the ``earlier`` attempt, counted at its
-    worst case (``reserved_usd``, in ``dataset``) whose answer may still come (``known``: its cost
-    is settled already). ``journal(number)`` writes, buffered, that this run's attempt ``number``
-    carries it from now on (``Books.sent`` calls it right after that attempt's own line)."""
-
-    reserved_usd: Decimal
-    dataset: str | None
-    earlier: Pending
-    known: bool
-    journal: Callable[[int], None]
-
-
-class Claims(Protocol):
-    """The claims of a run's rows (see the module): one open claim a row at most."""
-
-    def claim(self, row_json: str) -> Claim | None:
-        """The open claim of row ``row_json`` (``None``: none)."""
-
-    def take(self, row_json: str) -> None:
-        """This run's attempt for row ``row_json`` took its open claim over (``reserve``)."""
-
-    def carried(self, row_json: str) -> Claim | None:
-        """The claim row ``row_json``'s attempt took over, now carried by the attempt just
-        journaled (``None``: it took none)."""
 
 
 class Books:
@@ -312,15 +266,15 @@ class Books:
                 cost = cost or _ZERO
                 self.counts.cache_hits += 1
             attempt.cost = cost
-            billed = _billed_output(outcome.usage)
+            billed = billed_output(outcome.usage)
             if self.overshoot.see(
                 outcome.provider, billed_tokens=billed, max_tokens=max_tokens, cost_usd=cost
             ):
                 log.info("%s billed %d tokens for max_tokens=%d", row.id, billed, max_tokens)
             if cost is None:
-                own = _own_cost(outcome.usage, attempt)
+                own = own_cost(outcome.usage, attempt)
                 self.warn(
-                    _cost_warning(outcome, max(worst, own)), once=f"cost {outcome.provider or '?'}"
+                    cost_warning(outcome, max(worst, own)), once=f"cost {outcome.provider or '?'}"
                 )
                 self.unknown(row, attempt, number, generation_id, journaled=journaled, counted=own)
                 return
@@ -514,7 +468,7 @@ class Books:
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
-        unsettled = _unsettled(self.reconciler)
+        unsettled = unsettled_note(self.reconciler)
         if unsettled:
             self.warn(unsettled)
         window = self.window
@@ -534,56 +488,3 @@ class Books:
             )
         s.warnings.extend(self.warnings)
         return s
-
-
-def _billed_output(usage: Mapping[str, object] | None) -> int:
-    """The output tokens an answer was billed for: its completion tokens, plus its reasoning
-    tokens when it reports more of those (2026 bodies: 19 reasoning for 16 completion)."""
-    if not usage:
-        return 0
-    completion = usage.get("completion_tokens")
-    completion = completion if type(completion) is int else 0
-    details = usage.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    if type(reasoning) is int and reasoning > completion:
-        return completion + reasoning
-    return completion
-
-
-def _own_cost(usage: Mapping[str, object] | None, attempt: Attempt) -> Decimal:
-    """What an answer's own token counts cost at the dearest admitted price (``attempt.prices``):
-    the least an answer without a cost may have cost."""
-    if not usage:
-        return _ZERO
-    prompt = usage.get("prompt_tokens")
-    prompt = prompt if type(prompt) is int and prompt > 0 else 0
-    return attempt.prices.worst_case_usd(
-        prompt_tokens=prompt, max_tokens=_billed_output(usage), shape=attempt.request.shape
-    )
-
-
-def _cost_warning(answer: Answer, worst: Decimal) -> str:
-    """What to say of a provider whose answer carried no valid ``usage.cost``."""
-    raw = (answer.usage or {}).get("cost")
-    what = f"usage.cost {raw!r} is not a cost" if answer.cost_invalid else "no usage.cost"
-    return (
-        f"{answer.provider or '?'}: {what}; its answers count at their worst case "
-        f"(${worst:.6f} here) until /generation settles them"
-    )
-
-
-def _unsettled(reconciler: Reconciler | None) -> str | None:
-    """What to say of what ``/generation`` left unsettled this run (given up, or still queued
-    when the run ended): how much stays at its worst case, and that a rerun settles it."""
-    if reconciler is None:
-        return None
-    left = list(reconciler.given_up) + reconciler.queued()
-    if not left:
-        return None
-    worst = sum((p.reserved_usd for p in left), _ZERO)
-    return (
-        f"{len(left)} attempt(s) could not be settled from /generation in this run: "
-        f"${worst:.6f} stays counted at the worst case (the cap is safe, this money is not "
-        "spendable); rerun the same command later to settle them (nothing recorded is "
-        "bought again)"
-    )

@@ -28,8 +28,14 @@ and what the tokens past the limit cost (``by_provider``): the summary and ``aud
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.attempts import Attempt
+    from openrouter_probe.run.transport import Answer
 
 __all__ = [
     "FIRST_ANSWERS",
@@ -39,6 +45,9 @@ __all__ = [
     "UNSEEN_TOKENS",
     "Overshoot",
     "ProviderOvershoot",
+    "billed_output",
+    "cost_warning",
+    "own_cost",
 ]
 
 #: The room a reservation keeps for output past ``max_tokens`` until a larger overshoot is seen:
@@ -129,3 +138,39 @@ class Overshoot:
         if cost_usd:
             tally.over_usd += cost_usd * (billed_tokens - max_tokens) / billed_tokens
         return True
+
+
+def billed_output(usage: Mapping[str, object] | None) -> int:
+    """The output tokens an answer was billed for: its completion tokens, plus its reasoning
+    tokens when it reports more of those (2026 bodies: 19 reasoning for 16 completion)."""
+    if not usage:
+        return 0
+    completion = usage.get("completion_tokens")
+    completion = completion if type(completion) is int else 0
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if type(reasoning) is int and reasoning > completion:
+        return completion + reasoning
+    return completion
+
+
+def own_cost(usage: Mapping[str, object] | None, attempt: Attempt) -> Decimal:
+    """What an answer's own token counts cost at the dearest admitted price (``attempt.prices``):
+    the least an answer without a cost may have cost."""
+    if not usage:
+        return Decimal(0)
+    prompt = usage.get("prompt_tokens")
+    prompt = prompt if type(prompt) is int and prompt > 0 else 0
+    return attempt.prices.worst_case_usd(
+        prompt_tokens=prompt, max_tokens=billed_output(usage), shape=attempt.request.shape
+    )
+
+
+def cost_warning(answer: Answer, worst: Decimal) -> str:
+    """What to say of a provider whose answer carried no valid ``usage.cost``."""
+    raw = (answer.usage or {}).get("cost")
+    what = f"usage.cost {raw!r} is not a cost" if answer.cost_invalid else "no usage.cost"
+    return (
+        f"{answer.provider or '?'}: {what}; its answers count at their worst case "
+        f"(${worst:.6f} here) until /generation settles them"
+    )

@@ -25,7 +25,7 @@ from decimal import Decimal
 
 from openrouter_probe.run.replay import Pending
 
-__all__ = ["DEFAULT_WAITS_S", "Lookup", "Reconciler"]
+__all__ = ["DEFAULT_WAITS_S", "Lookup", "Reconciler", "unsettled_note"]
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +141,20 @@ class Reconciler:
         """Settle what is queued (within its waits), then end ``run``."""
         self._finishing = True
         self._wake.set()
+
+
+def unsettled_note(reconciler: Reconciler | None) -> str | None:
+    """What to say of what ``/generation`` left unsettled this run (given up, or still queued
+    when the run ended): how much stays at its worst case, and that a rerun settles it."""
+    if reconciler is None:
+        return None
+    left = list(reconciler.given_up) + reconciler.queued()
+    if not left:
+        return None
+    worst = sum((p.reserved_usd for p in left), Decimal(0))
+    return (
+        f"{len(left)} attempt(s) could not be settled from /generation in this run: "
+        f"${worst:.6f} stays counted at the worst case (the cap is safe, this money is not "
+        "spendable); rerun the same command later to settle them (nothing recorded is "
+        "bought again)"
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.books import Claims
+from openrouter_probe.run.claims import Claims
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.transport import Answer

@@ -24,7 +24,7 @@ Money is ``Decimal`` (``usage.cost`` has eight decimals; floats would drift over
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -35,6 +35,7 @@ __all__ = [
     "Prices",
     "RequestShape",
     "SpendCap",
+    "allocate",
     "prompt_tokens_bound",
     "request_shape",
     "worst_case_prices",
@@ -365,3 +366,21 @@ class SpendCap:
             self.committed_by_dataset[dataset] = (
                 self.committed_by_dataset.get(dataset, _ZERO) + amount_usd
             )
+
+
+def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
+    """Split ``total`` in proportion to ``weights`` so that the shares sum exactly to ``total``:
+    each share rounded down to the total's own decimal places (at least 12), the remainder on
+    the largest share. No weight (or all zero): equal shares."""
+    if not weights:
+        return []
+    exponent = total.as_tuple().exponent
+    places = max(12, -exponent if isinstance(exponent, int) else 0)
+    quantum = Decimal(1).scaleb(-places)
+    whole = sum(weights, Decimal(0))
+    if whole <= 0:
+        weights, whole = [Decimal(1)] * len(weights), Decimal(len(weights))
+    shares = [(total * w / whole).quantize(quantum, rounding="ROUND_DOWN") for w in weights]
+    largest = max(range(len(shares)), key=lambda i: weights[i])
+    shares[largest] += total - sum(shares, Decimal(0))
+    return [share.normalize() if share else Decimal(0) for share in shares]
