@@ -17,8 +17,8 @@ from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import APIError, NoRouteError, PolicyError
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet
+from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.paid import endpoints_now
 from openrouter_probe.run.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
 

@@ -12,8 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.generation.plan import GeneratePlan
+from openrouter_probe.run.checks import key_warning
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.paid import key_warning
 from openrouter_probe.run.queues import unaffordable_shares
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow

@@ -43,8 +43,9 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
+from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.paid import Job, endpoints_now, open_run
+from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.spend import Prices, worst_case_prices

@@ -1,0 +1,127 @@
+"""What a paid run checks before it sends anything: the model's endpoints now (``endpoints_now``:
+a snapshot or the live API, checked to be the model's) and the key's budgets (``key_check``,
+``key_warning``: ``GET /key``'s budget that blocks first, against the run's budget and the worst
+case of one request). ``run.paid`` and the dry runs of ``generate`` and ``verify`` call them.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.errors import APIConnectionError, APIError, NoRouteError
+from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.config import JobOptions
+
+__all__ = ["endpoints_now", "key_check", "key_warning"]
+
+
+def endpoints_now(
+    model: str, snapshot: Any, *, api_key: str, base_url: str
+) -> tuple[list[Endpoint], Any]:
+    """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live."""
+    from openrouter_probe.api.client import Client
+    from openrouter_probe.errors import SnapshotError
+    from openrouter_probe.rules.snapshot import (
+        Snapshot,
+        bundled_snapshot,
+        load_snapshot,
+        model_mismatch,
+    )
+
+    if isinstance(snapshot, Snapshot):
+        snap = snapshot
+    elif snapshot == "bundled":
+        snap = bundled_snapshot(model)
+    elif snapshot is not None:
+        snap = load_snapshot(snapshot)
+    else:
+        try:
+            with Client(api_key=api_key, base_url=base_url) as client:
+                data = client.endpoints(model)
+        except APIError as exc:
+            if isinstance(exc, NoRouteError):
+                raise
+            # The client's own advice names --offline, which the paid commands do not have.
+            reason = "no connection" if isinstance(exc, APIConnectionError) else str(exc)
+            raise APIError(
+                f"cannot read {model}'s endpoints from {base_url} to check the policy and price "
+                f"the cap ({reason}); check the network or OPENROUTER_BASE_URL, or pass "
+                'snapshot="bundled" or snapshot=PATH to use a saved one',
+                url=exc.url,
+            ) from exc
+        snap = Snapshot.from_endpoints(
+            data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
+        )
+    mismatch = model_mismatch(
+        snap, model, source=str(snapshot) if isinstance(snapshot, str | Path) else None
+    )
+    if mismatch:
+        raise SnapshotError(mismatch)
+    return list(snap.endpoints), snap
+
+
+def key_warning(
+    options: JobOptions, budget_usd: Decimal | None = None, shards: int | None = None
+) -> str | None:
+    """Read the key's budgets (``GET /key``); say when the one that blocks first has less left
+    than ``budget_usd`` (the run's budget; a dry run of a shard gives the budget of every
+    shard). ``key_check`` also says whether it blocks a single request."""
+    return key_check(options, budget_usd, shards)[0]
+
+
+def key_check(
+    options: JobOptions,
+    budget_usd: Decimal | None = None,
+    shards: int | None = None,
+    one_request_usd: Decimal | None = None,
+    *,
+    lower_max_tokens: bool = False,
+) -> tuple[str | None, bool]:
+    """``(warning, blocks)``: what to say about the budget that blocks the key's requests first
+    (``/key``'s ``effective_budget``: a guardrail, workspace or key budget; for an older answer
+    the key's own limit), and whether what it has left is below ``one_request_usd``, the worst
+    case of one request (then OpenRouter would refuse every request: send nothing). With
+    ``lower_max_tokens`` the key's own limit blocks only when nothing is left: its 402 says how
+    many tokens the rest affords, and the run retries with that many."""
+    from openrouter_probe.api.client import Client
+
+    budget = options.budget_usd if budget_usd is None else budget_usd
+    try:
+        with Client(
+            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
+        ) as client:
+            info = client.key()
+    except APIError as exc:
+        return f"could not read the key's limit (GET /key): {exc}", False
+    blocking = info.blocking_budget
+    remaining = blocking.remaining if blocking is not None else None
+    if blocking is None or remaining is None:
+        return None, False
+    what = blocking.describe()
+    own = blocking.scope == "key_limit"
+    status = "402" if own else "403"
+    lowers = lower_max_tokens and own and remaining > 0
+    if one_request_usd is not None and remaining < one_request_usd and not lowers:
+        return (
+            f"{what} is below the worst case of one request ({format_usd(one_request_usd)}): "
+            f"OpenRouter would refuse every request ({status}); raise it or wait for its reset, "
+            "then rerun",
+            True,
+        )
+    if budget is None or remaining >= budget:
+        return None, False
+    said = f"the key's remaining limit is {format_usd(remaining)}," if own else f"{what} is"
+    who = "the key's limit" if own else "it"
+    cap = format_usd(budget)
+    if shards:
+        return (
+            f"{said} below the {cap} that {shards} shards of {format_usd(options.budget_usd)} "
+            f"may spend: {who} stops them first "
+            f"({status}), whichever shards run"
+        ), False
+    return (
+        f"{said} below the {cap} budget: the run will stop with {status} before the budget is spent"
+    ), False
