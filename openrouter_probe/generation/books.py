@@ -27,11 +27,11 @@ from openrouter_probe.run.turns import TURNS_SUFFIX
 
 __all__ = [
     "JobBooks",
+    "JournalsMoney",
     "KeyLine",
     "expand_outputs",
     "job_books",
-    "journals_by_shard",
-    "journals_spent",
+    "journals_money",
 ]
 
 _ZERO = Decimal(0)
@@ -66,31 +66,32 @@ def expand_outputs(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def journals_spent(outputs: Sequence[Path]) -> tuple[Decimal, Decimal]:
-    """The journals' money over ``outputs``: (spent, of it possibly billed), read without
-    repairing (a shard may still be writing)."""
+@dataclass(frozen=True)
+class JournalsMoney:
+    """The journals' money over a job's outputs: what they count as spent, how much of it is
+    possibly billed (at its worst case), and what each shard's journals count (``by_shard``)."""
+
+    spent_usd: Decimal
+    possibly_billed_usd: Decimal
+    by_shard: dict[int, Decimal]
+
+
+def journals_money(outputs: Sequence[Path]) -> JournalsMoney:
+    """Read each output's journal once, without repairing (a shard may still be writing). A
+    journal counts for the shard its runs' header lines name (``generate --shard i/n`` writes
+    it); one whose runs name no shard, or two, counts in the total only (its key is then not
+    matched, and ``JobBooks.unmatched`` says so)."""
     spent = possibly = _ZERO
-    for out in outputs:
-        replay = replay_ledger(ledger_path(out), repair=False)
-        spent += replay.spent_usd
-        possibly += replay.possibly_billed_usd
-    return spent, possibly
-
-
-def journals_by_shard(outputs: Sequence[Path]) -> dict[int, Decimal]:
-    """What the journals of ``outputs`` count per shard index, by the shard their runs' header
-    lines name (``generate --shard i/n`` writes it; a journal whose runs name none, or name two
-    shards, counts for no shard: its key is not matched, and ``JobBooks.unmatched`` says so)."""
-    out: dict[int, Decimal] = {}
+    by_shard: dict[int, Decimal] = {}
     for path in outputs:
         replay = replay_ledger(ledger_path(path), repair=False)
-        named = {h.get("shard") for h in replay.headers}
-        if len(named) != 1:
-            continue
-        shard = _shard_index(named.pop())
+        spent += replay.spent_usd
+        possibly += replay.possibly_billed_usd
+        named = {h["shard"] for h in replay.headers if h.get("shard") is not None}
+        shard = _shard_index(named.pop()) if len(named) == 1 else None
         if shard is not None:
-            out[shard] = out.get(shard, _ZERO) + replay.spent_usd
-    return out
+            by_shard[shard] = by_shard.get(shard, _ZERO) + replay.spent_usd
+    return JournalsMoney(spent, possibly, by_shard)
 
 
 def _shard_index(raw: object) -> int | None:
@@ -248,18 +249,17 @@ def job_books(
     """The books of the job of ``key_file`` over its shards' ``outputs`` (files, folders, globs)."""
     keyfile = key_file if isinstance(key_file, KeyFile) else read_key_file(key_file)
     files = expand_outputs(outputs) if outputs else []
-    spent, possibly = journals_spent(files)
-    per_shard = journals_by_shard(files)
+    money = journals_money(files)
     records = key_records(keyfile, client=client)
     return JobBooks(
         job=keyfile.job,
         budget_usd=keyfile.budget_usd,
         shards=keyfile.shards,
         keys=[
-            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r, per_shard.get(k.shard))
+            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r, money.by_shard.get(k.shard))
             for k, r in zip(keyfile.keys, records, strict=True)
         ],
         outputs=[str(f) for f in files],
-        journals_usd=spent,
-        possibly_billed_usd=possibly,
+        journals_usd=money.spent_usd,
+        possibly_billed_usd=money.possibly_billed_usd,
     )
