@@ -283,8 +283,10 @@ def test_300_rows_at_200_in_flight_finish_under_a_budget_of_ten_requests(tmp_pat
     # the window opens at sixteen requests' worst case and grows by one per answer until the
     # first refusal (slow start), then holds what the budget takes: 74 of 374 attempts here,
     # where the fake's settling costs (invisible to the run) fill most of its budget; 256 of 556
-    # with the window open until the first refusal
-    assert refused / summary.requests < 0.25
+    # with the window open until the first refusal. How many the fake's thread settles before
+    # the run's next wave depends on the machine's load (100 of 400 with two suites on two
+    # cores): the bound is a third, under the 46% of no slow start
+    assert refused / summary.requests < 1 / 3
     assert summary.retries == 0  # a refusal is not a failure's retry
     assert summary.held_max_usd > 0
     assert "in-flight refusals" in summary.render()
