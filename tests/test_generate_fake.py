@@ -353,6 +353,7 @@ def test_cli_sigint_drains_then_resume_completes(tmp_path: Path) -> None:
         assert len(fake.ledger) == rows == len(records(tmp_path / "out.jsonl"))  # none paid twice
 
 
+@pytest.mark.slow
 def test_2000_concurrent_with_faults_the_cap_holds_and_the_ledgers_agree(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4000, datasets=6))
     budget = Decimal("0.60")

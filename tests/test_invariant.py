@@ -17,6 +17,7 @@ from tests._invariant import run_batch_scenario, run_scenario
 SEEDS = range(16)
 
 
+@pytest.mark.slow
 def test_the_money_invariant_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     outcomes = []
     for seed in SEEDS:
@@ -40,6 +41,7 @@ def test_the_money_invariant_holds(tmp_path: Path, capsys: pytest.CaptureFixture
 BATCH_SEEDS = range(6)
 
 
+@pytest.mark.slow
 def test_the_money_invariant_holds_in_batch_mode(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,6 +129,7 @@ def test_a_row_is_the_same_bytes_in_any_process(tmp_path: Path) -> None:
     assert (body["temperature"], body["top_p"]) == (1.0, 0.95)
 
 
+@pytest.mark.slow
 def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
     """A child is killed with SIGKILL while its requests are in flight: the fake finishes them,
     bills them and keeps them in its cache; the resume sends the same bytes and is answered from

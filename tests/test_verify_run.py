@@ -320,16 +320,17 @@ def test_cli_fake_run_writes_evidence_that_matrix_and_policy_honour(tmp_path: Pa
 
 
 def test_cli_verify_keeps_what_a_user_of_the_real_api_needs() -> None:
-    # issue 22 item 6: the fake's knobs are fake-server's; verify had 25 options
+    # issue 22 item 6: the fake's knobs are fake-server's; verify had 25 options (19, then
+    # issue 35's --sampling and --sampled-n)
     command = cli.commands["verify"]
     names = [o for p in command.params if isinstance(p, click.Option) for o in p.opts]
     options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
-    assert len(options) <= 19, [p.name for p in options]
+    assert len(options) <= 21, [p.name for p in options]
     shown_names = {o for p in options for o in p.opts}
     for gone in ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools"):
         assert gone not in shown_names and gone in names  # hidden: it says where it went
     shown = CliRunner().invoke(cli, ["verify", "--help"]).output.split("Options:")[1]
-    assert len([line for line in shown.splitlines() if line.startswith("  -")]) == 19 + 1  # --help
+    assert len([line for line in shown.splitlines() if line.startswith("  -")]) == 21 + 1  # --help
     result = CliRunner().invoke(
         cli, ["verify", MODEL, "--offline", "--degrade", "chutes/int4=0.1", "--dry-run"]
     )

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from openrouter_probe.verify.sampled import hamming_kernel, mmd_squared, mmd_test
+from openrouter_probe.verify.sampled import hamming_kernel, mmd_squared, mmd_test, units
 
 
 def _draw(rng: random.Random, temperature: float, n: int) -> list[str]:
@@ -25,6 +25,31 @@ def test_kernel_counts_agreeing_positions_over_length() -> None:
 def test_identical_samples_have_negative_or_zero_unbiased_mmd() -> None:
     same = ["aaaa", "aaab", "abaa"]
     assert mmd_squared(same, list(same), length=4) <= 0.0
+
+
+def test_completions_of_different_prompts_never_match() -> None:
+    # Each prompt alone: the endpoint says what the reference says. Pooled across prompts the
+    # two would look alike too; the per-prompt statistic is about 0 and the test cannot reject.
+    ref = {"p1": ["aaaa", "aaab"] * 5, "p2": ["bbbb", "bbba"] * 5}
+    same = {"p1": ["aaab", "aaaa"] * 5, "p2": ["bbba", "bbbb"] * 5}
+    swapped = {"p1": ["bbbb", "bbba"] * 5, "p2": ["aaaa", "aaab"] * 5}
+    kept = mmd_test("mmd", ref, same, length=4, permutations=200, seed=0, alpha=0.05)
+    assert kept.verdict == "inconclusive" and kept.prompts == 2 and kept.samples == (20, 20)
+    # The same pooled words under the wrong prompts: only a per-prompt kernel sees it.
+    moved = mmd_test("mmd", ref, swapped, length=4, permutations=200, seed=0, alpha=0.05)
+    assert moved.verdict == "differs" and moved.statistic > 0.5
+
+
+def test_a_prompt_with_one_sample_on_a_side_is_left_out() -> None:
+    ref = {"p1": ["ab", "ab", "ab"], "p2": ["ab"]}
+    end = {"p1": ["ab", "ab"], "p2": ["zz", "zz"]}
+    found = mmd_test("mmd", ref, end, length=2, permutations=50, seed=0, alpha=0.05)
+    assert found.prompts == 1 and found.statistic == pytest.approx(0.0)
+
+
+def test_units_are_whitespace_words() -> None:
+    assert units(" the  model weighs\neach") == ("the", "model", "weighs", "each")
+    assert units(None) == () and units("") == ()
 
 
 def test_hotter_endpoint_differs_and_same_one_does_not() -> None:

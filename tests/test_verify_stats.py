@@ -182,6 +182,7 @@ def test_min_detectable_gap_shrinks_with_n_and_grows_with_background() -> None:
     assert min_detectable_gap(0, alpha=0.05) is None
 
 
+@pytest.mark.slow
 def test_min_detectable_gap_is_fast_and_continuous_above_the_exact_limit() -> None:
     # n = 5000 is exact, n = 5001 takes the approximation: the two agree to 3e-4
     for background in (0.0, 0.02):

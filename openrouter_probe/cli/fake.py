@@ -13,7 +13,9 @@ from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, not
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options that make endpoints answer differently, shared by ``fake-server`` and ``verify``.
-DEGRADATION_OPTIONS = ("degrade", "degrade_flip", "degrade_tools", "degrade_template", "noise")
+DEGRADATION_OPTIONS = (
+    "degrade", "degrade_flip", "degrade_tools", "degrade_template", "degrade_sampling", "noise"
+)  # fmt: skip
 
 
 def _tag_rate(option: str) -> Callable[[str], object]:
@@ -31,6 +33,12 @@ def _tag_tokens(spec: str) -> object:
     return parse_template([spec], option="--degrade-template")
 
 
+def _tag_factor(spec: str) -> object:
+    from openrouter_probe.fake.sampling import parse_sampling
+
+    return parse_sampling([spec], option="--degrade-sampling")
+
+
 def _faults(spec: str) -> object:
     from openrouter_probe.fake import parse_faults
 
@@ -39,7 +47,8 @@ def _faults(spec: str) -> object:
 
 def degradation_options(func: F) -> F:
     """``--degrade``, ``--degrade-flip``, ``--degrade-tools`` (each TAG=RATE, repeatable),
-    ``--degrade-template TAG=N`` (repeatable) and ``--noise RATE``: how the fake's endpoints
+    ``--degrade-template TAG=N``, ``--degrade-sampling TAG=FACTOR`` (repeatable) and ``--noise
+    RATE``: how the fake's endpoints
     answer differently (``fake.content``)."""
     rate = click.FloatRange(0, 1)
     for option in reversed(
@@ -68,6 +77,12 @@ def degradation_options(func: F) -> F:
                 "more prompt tokens per request (repeatable).",
             ),
             click.option(
+                "--degrade-sampling", multiple=True, metavar="TAG=FACTOR",
+                callback=checked_by(_tag_factor),
+                help="Make an endpoint sample at FACTOR times the asked temperature: the same "
+                "greedy answers, another distribution (repeatable).",
+            ),
+            click.option(
                 "--noise", type=rate, default=0.0, show_default=True, metavar="RATE",
                 help="Every endpoint (reference included) changes an answer at RATE: "
                 "nondeterminism at temperature 0.",
@@ -85,6 +100,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "degrade_flip": list(options.get("degrade_flip") or ()),
         "degrade_tools": list(options.get("degrade_tools") or ()),
         "degrade_template": list(options.get("degrade_template") or ()),
+        "degrade_sampling": list(options.get("degrade_sampling") or ()),
         "noise": options.get("noise") or 0.0,
     }
 

@@ -122,6 +122,21 @@ def _moved_options(func: Any) -> Any:
     show_default=True,
     help="Times the reference is sent: its disagreement with itself is the floor.",
 )
+@click.option(
+    "--sampling",
+    type=click.Choice(["greedy", "job"]),
+    default="greedy",
+    show_default=True,
+    help="greedy: temperature 0 only; job: also the sampled arm, samples at the job's own "
+    "sampling (the model card's) compared with the reference's by an MMD test.",
+)
+@click.option(
+    "--sampled-n",
+    type=click.IntRange(min=2),
+    metavar="N",
+    help="Samples per prompt and endpoint in the sampled arm (default: the plan's choice, the "
+    "fewest for --power within --budget-usd).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option("--offline", is_flag=True, help="Plan on the bundled snapshot (no key to plan).")
 @click.option("--snapshot", metavar="bundled|PATH", help="Plan on a saved snapshot.")
@@ -140,8 +155,10 @@ def verify(model: str, **opts: Any) -> None:
     prices, power); --dry-run stops there. Then sends under --budget-usd (one cap for every
     endpoint, the reference sent --repeats times), writes --out, and prints one verdict per
     endpoint: consistent, differs, "differs, within tolerance" or inconclusive (docs/verify.md).
+    --sampling job also samples open prompts at the job's own temperature and top_p on every
+    endpoint and tests each one's distribution against the reference's (an MMD test).
     Set OPENROUTER_API_KEY (and OPENROUTER_BASE_URL for another server). To rehearse on the fake, start `fake-server --speed 0`
-    (its --degrade, --degrade-flip, --degrade-tools, --noise and --seed shape its endpoints) and
+    (its --degrade*, --noise and --seed options shape its endpoints) and
     point OPENROUTER_BASE_URL at the URL it prints. Exit 0 when the check ran as asked (to the end
     or to the budget), 1 on a 401/402/404 stop, 2 on a usage error, 130 when interrupted; the
     verdicts are data, not the exit code.
@@ -157,7 +174,8 @@ def verify(model: str, **opts: Any) -> None:
         "endpoints": tags,
         "snapshot": source,
         **{k: opts[k] for k in ("policy", "reference", "suite", "n", "seed", "budget_usd")},
-        **{k: opts[k] for k in ("alpha", "power", "tolerance", "repeats")},
+        **{k: opts[k] for k in ("alpha", "power", "tolerance", "repeats", "sampling")},
+        "sampled_n": opts["sampled_n"],
     }
 
     def show(plan: Any) -> None:
@@ -231,6 +249,8 @@ def _warn_unused(opts: dict[str, Any]) -> None:
         why = "is written after the prompts are sent, and this run sends none"
         warn_unused("evidence", why)
         warn_unused("out", why)
+    if opts["sampling"] != "job":
+        warn_unused("sampled_n", "sizes the sampled arm, and --sampling is greedy")
     suites = {part.strip() for part in str(opts["suite"]).split(",")}
     if not suites & {"arith", "tools"}:
         for name in ("n", "seed"):

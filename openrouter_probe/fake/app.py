@@ -50,6 +50,7 @@ from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
+from openrouter_probe.fake.sampling import parse_sampling
 from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["FakeOpenRouter", "ServedModel"]
@@ -102,9 +103,10 @@ class FakeOpenRouter:
     ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
     own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
     ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
-    n}``: n more prompt tokens on that endpoint, ``faults.parse_template``), ``noise`` and ``hard`` (rates on
-    every endpoint: see ``fake.content``), ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the
-    completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
+    n}``: n more prompt tokens on that endpoint, ``faults.parse_template``), ``degrade_sampling``
+    (``{tag: factor}``: that endpoint samples at factor times the asked temperature,
+    ``fake.sampling``), ``noise`` and ``hard`` (rates on every endpoint: see ``fake.content``),
+    ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
     ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
     ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
     on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
@@ -128,6 +130,7 @@ class FakeOpenRouter:
         degrade_flip: Mapping[str, float] | Sequence[str] | None = None,
         degrade_tools: Mapping[str, float] | Sequence[str] | None = None,
         degrade_template: Mapping[str, int] | Sequence[str] | None = None,
+        degrade_sampling: Mapping[str, float] | Sequence[str] | None = None,
         noise: float = 0.0,
         hard: float = 0.0,
         reasoning_share: float = 0.8,
@@ -158,8 +161,8 @@ class FakeOpenRouter:
         )
         self.degrade = self.degradation.degrade
         self.template = parse_template(degrade_template or {}, endpoints=served)
-        self.reasoning_share = reasoning_share
-        self.median_tokens = median_tokens
+        self.sampling = parse_sampling(degrade_sampling or {}, endpoints=served)
+        self.reasoning_share, self.median_tokens = reasoning_share, median_tokens
         self.generation_lag_s = generation_lag_s
         self.clock: Clock = clock or SystemClock()
         self.tokens_per_chunk = max(1, tokens_per_chunk)
@@ -171,8 +174,7 @@ class FakeOpenRouter:
         #: OpenRouter's response cache (``X-OpenRouter-Cache: true``; ``fake.response_cache``)
         self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
-        self._api_key = api_key
-        self._requests = self._ids = 0
+        self._api_key, self._requests, self._ids = api_key, 0, 0
         self._id_prefix = _id_prefix(seed)
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
         self.router = Router(self.ledger)

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
+from openrouter_probe.rules.sampling_model import sampled_words
+
 __all__ = [
     "Answer",
     "answer_for",
@@ -200,13 +202,17 @@ def answer_for(
     median_tokens: int,
     tools: list[Any] | None = None,
     hard: float = 0.0,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
 ) -> Answer:
     """Compose the answer to ``messages``: the same for the same messages, tools and seed.
 
     ``nonce`` (the request's number) varies the answer only when the request's temperature is
-    above 0; pass ``None`` otherwise. The length is drawn from a log-normal around
-    ``median_tokens``, a ``reasoning_share`` of it reasoning (none when ``reasoning`` is off), and
-    cut at ``max_tokens`` (reasoning first), which makes ``finish_reason`` ``"length"``. An
+    above 0; pass ``None`` otherwise. Free text at a ``temperature`` above 0 (with ``top_p``)
+    begins with words drawn from the sampling model (``rules.sampling_model``). The length is
+    drawn from a log-normal around ``median_tokens``, a ``reasoning_share`` of it reasoning (none
+    when ``reasoning`` is off), and cut at ``max_tokens`` (reasoning first), which makes
+    ``finish_reason`` ``"length"``. An
     arithmetic question is answered wrong on a ``hard`` share of items (the same ones, the same
     wrong number, on every endpoint); a request with ``tools`` that names one is answered with a
     call (``finish_reason`` ``"tool_calls"``).
@@ -234,6 +240,9 @@ def answer_for(
         thought = tuple(f" {w}" for w in _THINK)[:n_reason]
     else:
         content = _take(_CONTENT_CYCLE, offset, max(1, total - n_reason))
+        if nonce is not None and temperature > 0:  # drawn from ``rules.sampling_model``
+            head = sampled_words(key, temperature=temperature, top_p=top_p, rng=rng, n=len(content))
+            content = head + content[len(head) :]
         thought = ()
     reasoning_tokens = thought + _take(_THINK_CYCLE, offset, n_reason - len(thought))
     finish = "stop" if call is None else "tool_calls"

@@ -42,6 +42,7 @@ from openrouter_probe.fake.content import (
 from openrouter_probe.fake.faults import Degradation, FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
+from openrouter_probe.fake.sampling import sampling_factor
 
 __all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "Server", "output_cap"]
 
@@ -210,6 +211,8 @@ class Server(Protocol):
     @property
     def degradation(self) -> Degradation: ...
     @property
+    def sampling(self) -> dict[str, float]: ...
+    @property
     def reasoning_share(self) -> float: ...
     @property
     def median_tokens(self) -> int: ...
@@ -301,6 +304,11 @@ class Reply:
         key = (repr(messages), nonce, cap, enabled, None if tools is None else repr(tools))
         answer = fake.answers.get(key)
         if answer is None:
+            sampled = 0.0
+            if nonce is not None:  # the endpoint may sample hotter (``--degrade-sampling``)
+                assert isinstance(temperature, int | float)
+                sampled = float(temperature) * sampling_factor(fake.sampling, self.endpoint)
+            top_p = body.get("top_p")
             answer = answer_for(
                 messages,
                 seed=fake.seed,
@@ -311,6 +319,8 @@ class Reply:
                 median_tokens=fake.median_tokens,
                 tools=tools,
                 hard=changes.hard,
+                temperature=sampled,
+                top_p=float(top_p) if isinstance(top_p, int | float) and 0 < top_p <= 1 else 1.0,
             )
             fake.remember(key, answer)
         self.cache_key = key

@@ -1,17 +1,19 @@
 """Which responses a check judges: per (endpoint, run, item) the first response, or the first
 success after a failed one; leaked pins, repeats and responses outside the plan set aside and
-counted (``report.build_report`` calls it)."""
+counted; the sampled arm's answers by endpoint and prompt (``keep_samples``).
+``report.build_report`` calls both."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
+from openrouter_probe.verify.sampled_arm import parse_sample_id
 
-__all__ = ["Kept", "keep_responses"]
+__all__ = ["Kept", "SampledCompletions", "keep_responses", "keep_samples"]
 
 
 @dataclass
@@ -63,3 +65,52 @@ def keep_responses(plan: VerifyPlan, observations: Iterable[Observation], items:
             continue
         run[obs.item_id] = obs  # the first, or a success after a failure
     return kept
+
+
+@dataclass
+class SampledCompletions:
+    """The sampled arm's completions by tag and prompt, and what was set aside."""
+
+    completions: dict[str, dict[str, list[str | None]]]
+    #: Every sampled response judged or failed, by tag: what the arm spent there.
+    spent: dict[str, list[Observation]] = field(default_factory=dict)
+    leaked: int = 0
+    failed: int = 0
+    duplicates: int = 0
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.leaked:
+            notes.append(
+                f"{self.leaked} sampled response(s) came from another provider than the pinned "
+                "one: discarded"
+            )
+        if self.failed:
+            notes.append(f"{self.failed} sampled request(s) failed: not compared")
+        if self.duplicates:
+            notes.append(f"{self.duplicates} repeated sampled response(s) ignored")
+        return notes
+
+
+def keep_samples(plan: VerifyPlan, observations: Iterable[Observation]) -> SampledCompletions:
+    """The sampled arm's completions of ``plan`` (a ``VerifyPlan``) among ``observations``: the
+    first answer per (endpoint, sample); leaked pins and failures set aside and counted."""
+    out = SampledCompletions({tag: {} for tag in plan.pinned})
+    seen: set[tuple[str, str]] = set()
+    for obs in observations:
+        parsed = parse_sample_id(obs.item_id)
+        endpoint = plan.pinned.get(obs.endpoint)
+        if parsed is None or endpoint is None or plan.sampled is None:
+            continue
+        if pin_leaked(obs.provider, endpoint):
+            out.leaked += 1
+            continue
+        out.spent.setdefault(obs.endpoint, []).append(obs)
+        if obs.failed:
+            out.failed += 1
+        elif (obs.endpoint, obs.item_id) in seen:
+            out.duplicates += 1
+        else:
+            seen.add((obs.endpoint, obs.item_id))
+            out.completions[obs.endpoint].setdefault(parsed[0], []).append(obs.content)
+    return out

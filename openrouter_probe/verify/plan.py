@@ -20,8 +20,7 @@ A served response whose ``provider`` (a display name) is not the pinned endpoint
 
 from __future__ import annotations
 
-import json
-import math
+import dataclasses
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.routing import RequestParams, route
+from openrouter_probe.verify.costs import prompt_tokens, request_cost
+from openrouter_probe.verify.sampled_arm import SAMPLINGS, SampledArm, plan_sampled_arm
 from openrouter_probe.verify.stats import (
     DEFAULT_ALPHA,
     DEFAULT_POWER,
@@ -74,10 +75,6 @@ DEFAULT_SEED = 20260127
 DEFAULT_REASONING: dict[str, Any] = {"effort": "none"}
 #: Top-k logprobs asked from endpoints that list ``logprobs`` and ``top_logprobs``.
 DEFAULT_TOP_LOGPROBS = 5
-
-#: Chat-template tokens allowed per message and per request in the worst-case prompt count.
-_TEMPLATE_TOKENS_PER_MESSAGE = 8
-_TEMPLATE_TOKENS_PER_REQUEST = 16
 
 
 def pin_block(tag: str) -> dict[str, Any]:
@@ -179,17 +176,6 @@ def request_body(
     return body
 
 
-def prompt_tokens(item: Item) -> tuple[int, int]:
-    """Return (expected, worst-case) prompt tokens of ``item``: about 4 characters a token, and one
-    token per UTF-8 byte plus the template allowance (tools included: they are sent as text)."""
-    text = json.dumps(list(item.messages), ensure_ascii=False)
-    if item.tools:
-        text += json.dumps(list(item.tools), ensure_ascii=False)
-    overhead = _TEMPLATE_TOKENS_PER_REQUEST + _TEMPLATE_TOKENS_PER_MESSAGE * len(item.messages)
-    expected = math.ceil(len(text) / 4) + overhead // 2
-    return expected, len(text.encode()) + overhead
-
-
 @dataclass(frozen=True)
 class EndpointPlan:
     """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
@@ -231,6 +217,8 @@ class VerifyPlan:
     snapshot_sha256: str | None = None
     tolerance: float = DEFAULT_TOLERANCE
     repeats: int = DEFAULT_REPEATS
+    #: The sampled arm (``sampling="job"``; ``verify.sampled_arm``), or ``None``.
+    sampled: SampledArm | None = None
 
     @property
     def thinking(self) -> bool:
@@ -253,13 +241,19 @@ class VerifyPlan:
 
     @property
     def family(self) -> int:
-        """The tests Holm corrects over: every compared endpoint times every deciding measure."""
-        return max(1, len(self.compared) * len(self.measures))
+        """The tests Holm corrects over: every compared endpoint times every deciding measure
+        (the sampled arm's MMD test one of them)."""
+        per_endpoint = len(self.measures) + (self.sampled is not None)
+        return max(1, len(self.compared) * per_endpoint)
 
     @property
     def interval_level(self) -> float:
         """The level of each endpoint's intervals: ``1 - 2 alpha/K`` (Bonferroni over K)."""
         return 1 - 2 * self.alpha / max(1, len(self.compared))
+
+    @property
+    def _deciding(self) -> list[str]:
+        return [*self.measures, *(["sampled_mmd"] if self.sampled is not None else [])]
 
     def _accuracy_items(self) -> int:
         return sum(1 for item in self.items if item.known and item.answer_kind != "tool")
@@ -293,11 +287,14 @@ class VerifyPlan:
 
     @property
     def requests(self) -> int:
-        """Requests the check sends in all, the reference's included."""
-        return sum(e.requests for e in self.endpoints)
+        """Requests the check sends in all, the reference's and the sampled arm's included."""
+        arm = 0 if self.sampled is None else self.sampled.requests
+        return sum(e.requests for e in self.endpoints) + arm
 
     def _total(self, key: str) -> Decimal | None:
         values = [getattr(e, key) for e in self.endpoints]
+        if self.sampled is not None:
+            values.append(self.sampled.total("worst" if key == "worst_case_usd" else "expected"))
         return None if any(v is None for v in values) else sum(values, Decimal(0))
 
     @property
@@ -346,6 +343,15 @@ class VerifyPlan:
             for item in self.items
         ]
 
+    def sampled_bodies(self, tag: str) -> list[tuple[str, dict[str, Any]]]:
+        """``(item id, request body)`` of every sample the sampled arm sends to ``tag`` (none
+        without the arm)."""
+        if self.sampled is None:
+            return []
+        if tag not in self.pinned:
+            raise ConfigError(f"{tag!r} is not in this plan ({', '.join(self.pinned)})")
+        return self.sampled.bodies(self.model, pin_block(tag))
+
     def to_frame(self) -> pd.DataFrame:
         """One row per endpoint (pandas, imported here)."""
         import pandas as pd
@@ -372,10 +378,10 @@ class VerifyPlan:
         gap = self.min_detectable_gap_best
         known = self._accuracy_items()
         if not known:
-            return [f"deciding measures: {', '.join(self.measures)} (no known-answer prompts)"]
+            return [f"deciding measures: {', '.join(self._deciding)} (no known-answer prompts)"]
         return [
             f"reference sent {self.repeats} times (its disagreement with itself is the floor); "
-            f"deciding measures: {', '.join(self.measures)}; Holm over {self.family} tests at "
+            f"deciding measures: {', '.join(self._deciding)}; Holm over {self.family} tests at "
             f"family-wise alpha {self.alpha:g}",
             "difference: mid-p McNemar detects an accuracy gap of "
             + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
@@ -396,12 +402,14 @@ class VerifyPlan:
         def per_m(v: Decimal | None) -> str:
             return "?" if v is None else f"{v:.2f}"
 
-        width = max(8, *(len(e.tag) for e in self.endpoints))
+        arm = self.sampled
+        width = max(8 if arm is None else 11, *(len(e.tag) for e in self.endpoints))
         lines = [
             f"verify {self.model} against {self.reference}",
             f"{len(self.items)} prompts x {len(self.endpoints)} endpoints"
             + (f" (the reference x{self.repeats})" if self.repeats > 1 else "")
-            + f" = {self.requests} requests",
+            + f" = {sum(e.requests for e in self.endpoints)} requests"
+            + ("" if arm is None else f" (+{arm.requests} sampled)"),
             f"{'endpoint':<{width}} {'role':<9} {'reqs':>5} {'in/M':>6} {'out/M':>6} "
             f"{'expected':>9} {'worst':>9} sends",
         ]
@@ -414,11 +422,18 @@ class VerifyPlan:
                 f"{per_m(e.price_out_per_m):>6} {usd(e.expected_usd):>9} "
                 f"{usd(e.worst_case_usd):>9} {sends or '-'}"
             )
+        if arm is not None:
+            lines.append(
+                f"{'sampled arm':<{width}} {'all':<9} {arm.requests:>5} {'':>6} {'':>6} "
+                f"{usd(arm.total('expected')):>9} {usd(arm.total('worst')):>9} -"
+            )
         lines.append(
             f"{'total':<{width}} {'':<9} {self.requests:>5} {'':>6} {'':>6} "
             f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
         )
         tail = self._power_lines()
+        if self.sampled is not None:
+            tail.extend(self.sampled.describe())
         if self.budget_usd is not None:
             tail.append(
                 f"budget ${self.budget_usd}: the worst case "
@@ -428,21 +443,6 @@ class VerifyPlan:
         tail.extend(f"note: {n}" for n in self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         return "\n".join(lines)
-
-
-def _cost(
-    n_in: int, n_out: int, requests: int, endpoint: Endpoint, *, worst: bool
-) -> Decimal | None:
-    pricing = endpoint.pricing
-    p_in = pricing.usd_per_unit("prompt")
-    p_out = pricing.usd_per_unit("completion")
-    if p_in is None or p_out is None:
-        return None
-    if worst:
-        p_reason = pricing.usd_per_unit("internal_reasoning")
-        p_out = max(p_out, p_reason) if p_reason is not None else p_out
-    per_request = pricing.usd_per_unit("request") or Decimal(0)
-    return p_in * n_in + p_out * n_out + per_request * requests
 
 
 class _Tokens(NamedTuple):
@@ -484,8 +484,10 @@ def _endpoint_plan(
         output_tokens_worst=totals.out_worst,
         price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
         price_out_per_m=endpoint.pricing.usd_per_m("completion"),
-        expected_usd=_cost(totals.in_expected, totals.out_expected, n, endpoint, worst=False),
-        worst_case_usd=_cost(totals.in_worst, totals.out_worst, n, endpoint, worst=True),
+        expected_usd=request_cost(
+            totals.in_expected, totals.out_expected, n, endpoint, worst=False
+        ),
+        worst_case_usd=request_cost(totals.in_worst, totals.out_worst, n, endpoint, worst=True),
         seed_sent="seed" in supported,
         logprobs_sent=top > 0 and {"logprobs", "top_logprobs"} <= supported,
         warnings=tuple(warnings),
@@ -523,10 +525,12 @@ def plan_verify(
     tolerance: float = DEFAULT_TOLERANCE,
     repeats: int = DEFAULT_REPEATS,
     budget_usd: Decimal | float | str | None = None,
+    sampling: str = "greedy",
+    sampled_n: int | None = None,
 ) -> VerifyPlan:
-    """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``.
-
-    ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
+    """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``;
+    ``sampling="job"`` adds the sampled arm (``verify.sampled_arm``, ``sampled_n`` samples a
+    prompt, else the plan's choice). ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
     ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
     (``default_reference``) and is sent ``repeats`` times (the floor). ``alpha``, ``power``,
     ``tolerance`` (in (0, 1)) and ``repeats`` (2..10) are checked first.
@@ -541,6 +545,8 @@ def plan_verify(
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats)
     if not items:
         raise ConfigError("no prompts to send; give at least one suite item")
+    if sampling not in SAMPLINGS:
+        raise OptionError("{sampling=}: must be one of " + ", ".join(SAMPLINGS), sampling=sampling)
     order = _order(model, endpoints, tags, reference)
     ref = order[0]
     settings = dict(DEFAULT_REASONING if reasoning is None else reasoning)
@@ -564,7 +570,7 @@ def plan_verify(
         )
         for tag in order
     ]
-    return VerifyPlan(
+    plan = VerifyPlan(
         model=model,
         reference=ref,
         items=tuple(items),
@@ -580,6 +586,26 @@ def plan_verify(
         tolerance=tolerance,
         repeats=repeats,
     )
+    return plan if sampling == "greedy" else _with_sampled_arm(plan, sampled_n)
+
+
+def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
+    """``plan`` with the sampled arm, in what its budget leaves after the temperature-0 arm."""
+    greedy = plan.worst_case_usd
+    left = None if plan.budget_usd is None or greedy is None else plan.budget_usd - greedy
+    arm = plan_sampled_arm(
+        plan.model,
+        plan.pinned,
+        reasoning=plan.reasoning,
+        thinking=plan.thinking,
+        family=max(1, len(plan.compared) * (len(plan.measures) + 1)),
+        alpha=plan.alpha,
+        power=plan.power,
+        budget_left=left,
+        n=n,
+        seed=plan.seed,
+    )
+    return dataclasses.replace(plan, sampled=arm)
 
 
 def _order(

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
-from openrouter_probe.verify.kept import Kept, keep_responses
+from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_responses, keep_samples
 from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.prompt_tokens import prompt_columns
 from openrouter_probe.verify.results import TestResult, decided_by, render_results
+from openrouter_probe.verify.sampled import SampledTest
+from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
 from openrouter_probe.verify.stats import (
     Comparison,
     MeasuredVerdict,
@@ -376,8 +378,8 @@ def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
 
 
 def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
-    """The reference's measures with the tokens and cost of its other runs added: what the check
-    spent on it."""
+    """An endpoint's measures with the tokens and cost of its other ``runs`` added (the
+    reference's floor, the sampled arm's): what the check spent on it."""
     extra = [o for run in runs for o in run.values()]
     costs = [o.cost_usd for o in extra]
     return dataclasses.replace(
@@ -416,6 +418,36 @@ def _tests(
     }
 
 
+def _measures(
+    plan: VerifyPlan, items: Mapping[str, Item], kept: Kept, samples: SampledCompletions
+) -> dict[str, EndpointMeasures]:
+    """Each endpoint's measures against the reference's first run, its cost counting every
+    request the check sent it (the reference's floor, the sampled arm's)."""
+    reference = kept.runs[(plan.reference, 1)]
+    floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
+    measures = {
+        tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
+        for tag in plan.pinned
+    }
+    measures[plan.reference] = _with_spend(measures[plan.reference], floor)
+    for tag, spent in samples.spent.items():
+        measures[tag] = _with_spend(measures[tag], [{o.item_id: o for o in spent}])
+    return measures
+
+
+def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, SampledTest | str]:
+    """The sampled arm's test of each compared endpoint (none without the arm)."""
+    if plan.sampled is None:
+        return {}
+    return sampled_tests(
+        plan.sampled,
+        samples.completions,
+        reference=plan.reference,
+        compared=plan.compared,
+        alpha=plan.alpha,
+    )
+
+
 def build_report(
     plan: VerifyPlan,
     observations: Iterable[Observation],
@@ -441,23 +473,27 @@ def build_report(
         print(report.to_evidence_yaml())
     """
     items = {item.id: item for item in plan.items}
-    kept = keep_responses(plan, observations, set(items))
-    reference = kept.runs[(plan.reference, 1)]
-    floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
-    measures = {
-        tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
-        for tag in plan.pinned
-    }
-    measures[plan.reference] = _with_spend(measures[plan.reference], floor)
+    observations = list(observations)
+    samples = keep_samples(plan, observations)
+    kept = keep_responses(
+        plan, (o for o in observations if parse_sample_id(o.item_id) is None), set(items)
+    )
+    measures = _measures(plan, items, kept, samples)
     tolerance = plan.tolerance if tolerance is None else tolerance
+    sampled = _sampled(plan, samples)
     comparisons = compare_to_reference(
         {tag: measures[tag].tests for tag in plan.compared},
         accuracy_counts={tag: measures[tag].counts for tag in plan.compared},
         alpha=plan.alpha,
         tolerance=tolerance,
         power=plan.power,
+        extra={
+            t: {"sampled_mmd": s.p_value} for t, s in sampled.items() if isinstance(s, SampledTest)
+        },
     )
     tests = _tests(plan, comparisons, items, kept, measures)
+    for tag, found in tests.items():
+        tests[tag] = (*found, *sampled_results(sampled.get(tag), comparisons[tag], plan))
     runs_of = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
     results = tuple(
         EndpointResult(
@@ -486,6 +522,6 @@ def build_report(
         tolerance=tolerance,
         results=results,
         snapshot_sha256=snapshot_sha256,
-        notes=tuple(kept.notes()),
+        notes=(*kept.notes(), *samples.notes()),
         repeats=plan.repeats,
     )

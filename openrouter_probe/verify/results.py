@@ -162,7 +162,10 @@ def decided_by(verdict: str | None, results: Sequence[TestResult]) -> str | None
     if verdict in ("differs", WITHIN_TOLERANCE):
         rejecting = [r for r in deciding if r.verdict in ("differs", WITHIN_TOLERANCE)]
         return min(rejecting or deciding, key=lambda r: r.p_adjusted or 1.0).name
-    pool = [r for r in deciding if r.verdict == "inconclusive"] or deciding
+    # a test without an interval (the sampled arm's) can reject, never show equality: it
+    # decides neither a consistent verdict nor an inconclusive one
+    spans = [r for r in deciding if r.interval is not None] or deciding
+    pool = [r for r in spans if r.verdict == "inconclusive"] or spans
     return max(pool, key=_reach).name
 
 

@@ -145,6 +145,8 @@ def plan_precision_check(
     power: float = DEFAULT_POWER,
     tolerance: float = DEFAULT_TOLERANCE,
     repeats: int = DEFAULT_REPEATS,
+    sampling: str = "greedy",
+    sampled_n: int | None = None,
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
@@ -153,7 +155,10 @@ def plan_precision_check(
     ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` items of
     each generated suite from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``)
     replaces the live endpoints. ``alpha``, ``power``, ``tolerance`` (each in (0, 1)) and
-    ``repeats`` (the reference's runs, 2..10) are checked before anything else. Sends nothing.
+    ``repeats`` (the reference's runs, 2..10) are checked before anything else. ``sampling``:
+    ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
+    ``sampled_n`` samples per prompt, chosen for ``power`` within the budget when ``None``;
+    ``verify.sampled_arm``). Sends nothing.
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
@@ -172,6 +177,8 @@ def plan_precision_check(
         power=power,
         tolerance=tolerance,
         repeats=repeats,
+        sampling=sampling,
+        sampled_n=sampled_n,
     )
     return dataclasses.replace(plan, snapshot_sha256=getattr(snap, "sha256", None))
 
@@ -213,6 +220,13 @@ def _rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> li
                 rid = row_key(tag, item_id, run)
                 if rid not in finished:
                     rows.append(_row(rid, tag, body, prices[tag]))
+    samples = {tag: plan.sampled_bodies(tag) for tag in plan.pinned}
+    for index in range(plan.sampled.requests_per_endpoint if plan.sampled else 0):
+        for tag in plan.pinned:  # interleaved too: a capped run leaves comparable samples
+            item_id, body = samples[tag][index]
+            rid = row_key(tag, item_id)
+            if rid not in finished:
+                rows.append(_row(rid, tag, body, prices[tag]))
     return rows
 
 
@@ -246,6 +260,7 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
     with open_run(options, job=job) as paid:
         rows = _rows(plan, paid.state.finished, prices)
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
+        total += plan.sampled.requests if plan.sampled else 0
         summary = paid.new_summary(
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
@@ -295,6 +310,8 @@ async def verify_precision(
     alpha: float = DEFAULT_ALPHA,
     power: float = DEFAULT_POWER,
     repeats: int = DEFAULT_REPEATS,
+    sampling: str = "greedy",
+    sampled_n: int | None = None,
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
@@ -307,23 +324,18 @@ async def verify_precision(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     backoff: Backoff | None = None,
 ) -> VerifyReport:
-    """Check ``model``'s endpoints against the reference and return the report.
-
-    Plans as ``plan_precision_check`` (``on_plan`` sees the plan before anything is sent), then
-    sends every (endpoint, item) not yet recorded in ``out``, pinned, under one ``budget_usd`` cap
-    for the whole check (and for ``out`` across reruns, as ``generate``: the same run path, with
-    its spend journal), and judges everything ``out`` holds for this plan. Responses served by
-    another provider than the pinned one are discarded and counted (``leaked``). The reference is
-    sent ``repeats`` times (its disagreement with itself is the floor). Raises ``ConfigError``
-    before sending when the inputs are unusable (``alpha``, ``power``, ``tolerance`` outside
-    (0, 1), ``repeats`` outside 2..10, ``n`` < 1 included).
-    """
+    """Check ``model``'s endpoints against the reference and return the report: plan as
+    ``plan_precision_check`` (``on_plan`` sees the plan first), send every request ``out`` does
+    not record yet, pinned, under one ``budget_usd`` cap for the check and its reruns
+    (``generate``'s run path and spend journal), judge all ``out`` holds for this plan (a
+    response from another provider than the pinned one is discarded and counted, ``leaked``).
+    ``ConfigError`` before sending for unusable inputs (``alpha``, ``power``, ``tolerance``
+    outside (0, 1), ``repeats`` outside 2..10, ``n`` < 1)."""
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    inputs = [p for p in [policy, *(s for s in _suite_files(suite))] if p is not None]
     options = JobOptions.resolve(
         command="verify",
         out=out,
-        inputs=inputs,
+        inputs=[p for p in [policy, *_suite_files(suite)] if p is not None],
         budget_usd=budget_usd,
         concurrency=concurrency,
         api_key=api_key,
@@ -353,6 +365,8 @@ async def verify_precision(
         power=power,
         tolerance=tolerance,
         repeats=repeats,
+        sampling=sampling,
+        sampled_n=sampled_n,
     )
     if on_plan is not None:
         on_plan(plan)

@@ -1,41 +1,67 @@
-"""The sampled arm's two-sample test: MMD with a Hamming kernel (issue 35 item 1).
+"""The sampled arm: does an endpoint sample from the reference's distribution (issue 35)?
 
-Gao, Liang & Guestrin, "Model Equality Testing: Which Model Is This API
-Serving?" (ICLR 2025) compare an endpoint's completions with the reference's
-by the maximum mean discrepancy under the Hamming kernel: for two completions
-``x`` and ``y`` cut to ``length`` units, ``k(x, y)`` counts the positions
-``i < length`` where both have a unit and ``x[i] == y[i]``, divided by
-``length``. Units are tokens when the caller has them; a character string is
-the documented proxy (each character one unit).
+Gao, Liang & Guestrin, "Model Equality Testing: Which Model Is This API Serving?" (ICLR 2025)
+compare an endpoint's sampled completions with the reference's by the maximum mean discrepancy
+(MMD) under the Hamming kernel: for two completions ``x`` and ``y`` cut to ``length`` units,
+``k(x, y)`` counts the positions ``i < length`` where both have a unit and ``x[i] == y[i]``,
+divided by ``length``; completions of different prompts never match (the kernel of a (prompt,
+completion) pair is the Hamming kernel times "same prompt"). Units are whitespace-separated
+words (``units``): the same for every endpoint, logprobs or not.
 
-The statistic is the unbiased estimate of MMD squared; its p-value comes from
-``permutations`` seeded random relabellings of the pooled samples (the
-observed split counted once, so ``p >= 1 / (permutations + 1)``).
+The statistic is the mean over prompts of each prompt's unbiased estimate of MMD squared
+(about 0 when the endpoint samples as the reference does; prompts with fewer than 2 samples on
+a side are left out); its p-value comes from ``permutations`` seeded relabellings *within each
+prompt* (each prompt keeps its number of reference and endpoint samples, so the null
+distribution is exact whatever the prompts), the observed split counted once, so
+``p >= 1 / (permutations + 1)``. The test can reject
+(``differs``) and never shows equality: not rejecting is ``inconclusive`` alone, and the
+endpoint's verdict stays with the temperature-0 measures (``report.build_report`` joins the
+p-values to their Holm family).
 
-Not yet built here (see the branch report): the fake's sampling model, the
-plan's N and power, and joining these p-values to ``stats.holm``'s family.
+``simulated_power`` is the planned power: the same test on the fake's sampling model
+(``rules.sampling_model``) with one side sampling at ``factor`` times the temperature, over seeded
+simulations (``docs/verify.md``, "The sampled arm").
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from openrouter_probe.verify.stats import Interval
 
 Completion = Sequence[object]
+#: Completions by prompt id (a plain sequence is one prompt's).
+Samples = Mapping[str, Sequence[Completion]] | Sequence[Completion]
 
-__all__ = ["SampledTest", "hamming_kernel", "mmd_squared", "mmd_test"]
+__all__ = [
+    "DEFAULT_LENGTH",
+    "DEFAULT_PERMUTATIONS",
+    "SampledTest",
+    "hamming_kernel",
+    "mmd_squared",
+    "mmd_test",
+    "simulated_power",
+    "units",
+]
+
+#: Units of each completion compared (the fake's sampling model draws 32 words).
+DEFAULT_LENGTH = 32
+#: Relabellings behind each p-value (the smallest p is 1/1001).
+DEFAULT_PERMUTATIONS = 1000
 
 
 @dataclass(frozen=True)
 class SampledTest:
-    """One endpoint's sampled-arm result, shaped to plug into any report.
+    """One endpoint's sampled-arm result.
 
-    ``verdict`` is ``differs`` when ``p_value`` is at or under the level the
-    caller judged it at, else ``inconclusive`` (an MMD test cannot show
-    equality). ``interval`` is ``None``: the permutation test gives none."""
+    ``verdict`` is ``differs`` when ``p_value`` is at or under the level the caller judged it
+    at, else ``inconclusive`` (an MMD test cannot show equality). ``interval`` is ``None``: the
+    permutation test gives none. ``samples`` is the endpoint's and the reference's sample count
+    over ``prompts`` prompts."""
 
     name: str
     statistic: float
@@ -43,6 +69,13 @@ class SampledTest:
     verdict: str
     permutations: int
     interval: Interval | None = None
+    samples: tuple[int, int] = (0, 0)
+    prompts: int = 0
+
+
+def units(text: str | None) -> tuple[str, ...]:
+    """A completion's units: its whitespace-separated words (``()`` for no text)."""
+    return tuple(text.split()) if text else ()
 
 
 def hamming_kernel(x: Completion, y: Completion, length: int) -> float:
@@ -53,68 +86,217 @@ def hamming_kernel(x: Completion, y: Completion, length: int) -> float:
     return same / length
 
 
-def _gram(pool: Sequence[Completion], length: int) -> list[list[float]]:
-    size = len(pool)
-    gram = [[0.0] * size for _ in range(size)]
-    for i in range(size):
-        for j in range(i + 1, size):
-            gram[i][j] = gram[j][i] = hamming_kernel(pool[i], pool[j], length)
+def _groups(samples: Samples) -> dict[str, list[Completion]]:
+    if isinstance(samples, Mapping):
+        return {str(k): list(v) for k, v in samples.items()}
+    return {"": list(samples)}
+
+
+def _encode(pool: Sequence[Completion], length: int) -> np.ndarray:
+    """The pool as an int matrix (one row a completion; -1 where it has no unit)."""
+    if pool and all(isinstance(c, np.ndarray) and len(c) >= length for c in pool):
+        return np.stack([np.asarray(c)[:length] for c in pool])  # already codes (simulations)
+    codes: dict[object, int] = {}
+    out = np.full((len(pool), length), -1, dtype=np.int64)
+    for row, completion in enumerate(pool):
+        for col, unit in enumerate(list(completion)[:length]):
+            out[row, col] = codes.setdefault(unit, len(codes))
+    return out
+
+
+def _gram(codes: np.ndarray, length: int) -> np.ndarray:
+    """The Hamming kernel between every two rows, with a zero diagonal."""
+    same = (codes[:, None, :] == codes[None, :, :]) & (codes[:, None, :] >= 0)
+    gram: np.ndarray = same.sum(axis=2) / length
+    np.fill_diagonal(gram, 0.0)
     return gram
 
 
-def _mmd_from_gram(gram: list[list[float]], first: list[int], second: list[int]) -> float:
-    def mean_within(idx: list[int]) -> float:
-        n = len(idx)
-        total = sum(gram[a][b] for a in idx for b in idx if a != b)
-        return total / (n * (n - 1))
+@dataclass(frozen=True)
+class _Block:
+    """One prompt's kernel over its reference (first ``n``) and endpoint samples."""
 
-    cross = sum(gram[a][b] for a in first for b in second)
-    return mean_within(first) + mean_within(second) - 2 * cross / (len(first) * len(second))
+    gram: np.ndarray
+    n: int
+    column_sums: np.ndarray
+    total: float
 
 
-def _check(reference: Sequence[Completion], endpoint: Sequence[Completion]) -> None:
-    if len(reference) < 2 or len(endpoint) < 2:
+def _blocks(reference: Samples, endpoint: Samples, length: int) -> list[_Block]:
+    """One block per prompt with at least 2 samples on each side."""
+    if length < 1:
+        raise ValueError(f"length must be >= 1 (got {length}); use e.g. 32")
+    ref, end = _groups(reference), _groups(endpoint)
+    out = []
+    for g in ref:
+        if len(ref[g]) < 2 or len(end.get(g, ())) < 2:
+            continue
+        gram = _gram(_encode([*ref[g], *end[g]], length), length)
+        sums = gram.sum(axis=0)
+        out.append(_Block(gram, len(ref[g]), sums, float(sums.sum())))
+    if not out:
         raise ValueError(
-            f"the MMD test needs >= 2 samples per side (got {len(reference)} reference, "
-            f"{len(endpoint)} endpoint); raise the sampled arm's N"
+            "the MMD test needs >= 2 samples per side of one prompt at least (got "
+            f"{sum(map(len, ref.values()))} reference, {sum(map(len, end.values()))} endpoint "
+            "over their prompts); raise the sampled arm's N"
         )
+    return out
 
 
-def mmd_squared(
-    reference: Sequence[Completion], endpoint: Sequence[Completion], *, length: int
-) -> float:
-    """Unbiased MMD squared between the two samples under the Hamming kernel."""
-    _check(reference, endpoint)
-    pool = [*reference, *endpoint]
-    n = len(reference)
-    return _mmd_from_gram(_gram(pool, length), list(range(n)), list(range(n, len(pool))))
+def _statistics(
+    labels: np.ndarray, grams: np.ndarray, sums: np.ndarray, totals: np.ndarray, n: int
+) -> np.ndarray:
+    """Each prompt's unbiased MMD squared (rows) for each labelling (columns) of blocks of one
+    shape: ``labels`` (prompts, labellings, samples) with ``n`` ones (reference) per row."""
+    m = labels.shape[2] - n
+    within_ref = (np.matmul(labels, grams) * labels).sum(axis=2)
+    reach = np.einsum("prs,ps->pr", labels, sums)  # reference rows' kernel values, summed
+    cross = reach - within_ref
+    within_end = totals[:, None] - 2 * reach + within_ref
+    found: np.ndarray = (
+        within_ref / (n * (n - 1)) + within_end / (m * (m - 1)) - 2 * cross / (n * m)
+    )
+    return found
+
+
+def _by_shape(blocks: Sequence[_Block]) -> list[tuple[int, int, list[_Block]]]:
+    """Blocks of one shape together (one batched product each)."""
+    shapes: dict[tuple[int, int], list[_Block]] = {}
+    for b in blocks:
+        shapes.setdefault((len(b.gram), b.n), []).append(b)
+    return [(size, n, same) for (size, n), same in shapes.items()]
+
+
+def _sum_over_prompts(
+    blocks: Sequence[_Block], labelling: Callable[[int, int, int], np.ndarray]
+) -> np.ndarray:
+    """The mean over prompts of the per-prompt statistic, for each labelling ``labelling``
+    gives ((prompts, size, n) -> labels)."""
+    total: np.ndarray | float = 0.0
+    for size, n, same in _by_shape(blocks):
+        found = _statistics(
+            labelling(len(same), size, n),
+            np.stack([b.gram for b in same]),
+            np.stack([b.column_sums for b in same]),
+            np.array([b.total for b in same]),
+            n,
+        )
+        total = total + found.sum(axis=0)
+    return np.asarray(total) / len(blocks)
+
+
+def _observed(blocks: Sequence[_Block]) -> float:
+    def first(prompts: int, size: int, n: int) -> np.ndarray:
+        labels = np.zeros((prompts, 1, size))
+        labels[:, :, :n] = 1.0
+        return labels
+
+    return float(_sum_over_prompts(blocks, first)[0])
+
+
+def mmd_squared(reference: Samples, endpoint: Samples, *, length: int) -> float:
+    """The mean over prompts of each prompt's unbiased MMD squared under the Hamming kernel
+    (prompts with fewer than 2 samples on a side left out)."""
+    return _observed(_blocks(reference, endpoint, length))
+
+
+def _p_value(blocks: Sequence[_Block], permutations: int, seed: int) -> tuple[float, float]:
+    observed = _observed(blocks)
+    rng = np.random.default_rng(seed)
+
+    def shuffled(prompts: int, size: int, n: int) -> np.ndarray:
+        labels = np.zeros((prompts, permutations, size))
+        labels[:, :, :n] = 1.0
+        return rng.permuted(labels, axis=2)
+
+    null = _sum_over_prompts(blocks, shuffled)
+    at_least = 1 + int((null >= observed - 1e-12).sum())  # ties count (float sums)
+    return observed, at_least / (permutations + 1)
 
 
 def mmd_test(
     name: str,
-    reference: Sequence[Completion],
-    endpoint: Sequence[Completion],
+    reference: Samples,
+    endpoint: Samples,
     *,
-    length: int,
-    permutations: int,
-    seed: int,
+    length: int = DEFAULT_LENGTH,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = 0,
     alpha: float,
 ) -> SampledTest:
-    """Permutation MMD test of ``endpoint`` against ``reference`` at level ``alpha``."""
-    _check(reference, endpoint)
+    """Permutation MMD test of ``endpoint`` against ``reference`` at level ``alpha``: each a
+    mapping of prompt id to completions (or one prompt's sequence)."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1 (got {permutations}); use e.g. 1000")
-    pool = [*reference, *endpoint]
-    gram = _gram(pool, length)
-    n = len(reference)
-    idx = list(range(len(pool)))
-    observed = _mmd_from_gram(gram, idx[:n], idx[n:])
-    rng = random.Random(seed)
-    at_least = 1
-    for _ in range(permutations):
-        rng.shuffle(idx)
-        if _mmd_from_gram(gram, idx[:n], idx[n:]) >= observed:
-            at_least += 1
-    p_value = at_least / (permutations + 1)
+    blocks = _blocks(reference, endpoint, length)
+    observed, p_value = _p_value(blocks, permutations, seed)
     verdict = "differs" if p_value <= alpha else "inconclusive"
-    return SampledTest(name, observed, p_value, verdict, permutations)
+    n = sum(b.n for b in blocks)
+    m = sum(len(b.gram) - b.n for b in blocks)
+    return SampledTest(name, observed, p_value, verdict, permutations, None, (m, n), len(blocks))
+
+
+# -- the planned power, on the fake's sampling model ----------------------------------------------
+
+
+@lru_cache(maxsize=16)
+def _model(temperature: float, top_p: float) -> tuple[np.ndarray, np.ndarray]:
+    """The fake's sampling model as arrays: each vector's cumulative nucleus (padded with 1)
+    and its words (padded with the last)."""
+    from openrouter_probe.rules.sampling_model import TABLE_SIZE, VOCABULARY, nucleus
+
+    width = len(VOCABULARY)
+    cumulative = np.ones((TABLE_SIZE, width))
+    words = np.zeros((TABLE_SIZE, width), dtype=np.int64)
+    for v in range(TABLE_SIZE):
+        c, w = nucleus(v, temperature, top_p)
+        cumulative[v, : len(c)] = c
+        words[v, : len(w)] = w
+        words[v, len(w) :] = w[-1]
+    return cumulative, words
+
+
+def _model_draws(
+    vectors: np.ndarray, temperature: float, top_p: float, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` completions (rows of word indices) of the prompt whose positions use ``vectors``."""
+    cumulative, words = _model(temperature, top_p)
+    u = rng.random((n, len(vectors)))
+    picked = (u[:, :, None] > cumulative[vectors][None, :, :]).sum(axis=2)
+    picked = np.minimum(picked, cumulative.shape[1] - 1)
+    drawn: np.ndarray = words[vectors[None, :], picked]
+    return drawn
+
+
+@lru_cache(maxsize=256)
+def simulated_power(
+    *,
+    prompts: int,
+    n: int,
+    temperature: float,
+    top_p: float,
+    factor: float,
+    alpha: float,
+    length: int = DEFAULT_LENGTH,
+    simulations: int = 100,
+    permutations: int = 200,
+    seed: int = 0,
+) -> float:
+    """The share of ``simulations`` in which the test rejects at ``alpha``, with ``n`` samples per
+    prompt and side over ``prompts`` prompts, the endpoint sampling at ``factor`` times
+    ``temperature`` on the fake's sampling model (``rules.sampling_model``): the planned power (with
+    ``factor=1``, the false-positive rate)."""
+    from openrouter_probe.rules.sampling_model import TABLE_SIZE
+
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for sim in range(simulations):
+        ref: dict[str, list[Completion]] = {}
+        end: dict[str, list[Completion]] = {}
+        for p in range(prompts):
+            vectors = rng.integers(0, TABLE_SIZE, size=length)
+            ref[str(p)] = list(_model_draws(vectors, temperature, top_p, n, rng))
+            end[str(p)] = list(_model_draws(vectors, temperature * factor, top_p, n, rng))
+        _, p_value = _p_value(_blocks(ref, end, length), permutations, seed * 7919 + sim)
+        hits += p_value <= alpha
+    return hits / simulations

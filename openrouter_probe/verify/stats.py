@@ -40,6 +40,7 @@ scipy/statsmodels.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -640,6 +641,9 @@ class Comparison:
     interval: Interval | None = None
     tests: tuple[MeasureTest, ...] = ()
     prompts_needed: int | None = None
+    #: Tests with a p-value and no interval (the sampled arm's MMD test) joined to the Holm
+    #: family: ``(name, Holm-adjusted p)``; one that rejects makes the verdict ``differs``.
+    extra: tuple[tuple[str, float], ...] = ()
 
     def test(self, name: str) -> MeasureTest | None:
         """The deciding measure ``name`` (``None`` when it had no data)."""
@@ -696,8 +700,13 @@ def compare_to_reference(
     tolerance: float = DEFAULT_TOLERANCE,
     power: float = DEFAULT_POWER,
     accuracy_counts: Mapping[str, PairedCounts] | None = None,
+    extra: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Comparison]:
     """Judge each endpoint's deciding measures against the reference, Holm over all the tests.
+
+    ``extra`` (tag -> test name -> raw p) adds tests that can only show a difference (the
+    sampled arm's MMD test) to the same Holm family; one that rejects makes the endpoint
+    ``differs`` whatever the intervals say, and one that does not changes nothing.
 
     ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list;
     ``accuracy_counts`` (optional) gives the full 2x2 of accuracy for the latter (a measure keeps
@@ -723,8 +732,9 @@ def compare_to_reference(
     if accuracy_counts:
         parsed = {tag: (accuracy_counts.get(tag, c), m) for tag, (c, m) in parsed.items()}
     raw = {(tag, m.name): m.p_value() for tag, (_, ms) in parsed.items() for m in ms if m.n > 0}
-    adjusted = holm({f"{tag}\n{name}": p for (tag, name), p in raw.items()})
-    family = max(1, len(raw))
+    joined = {(tag, name): p for tag, ps in (extra or {}).items() for name, p in ps.items()}
+    adjusted = holm({f"{tag}\n{name}": p for (tag, name), p in {**raw, **joined}.items()})
+    family = max(1, len(raw) + len(joined))
     out: dict[str, Comparison] = {}
     for tag, (acc, ms) in parsed.items():
         tests = tuple(
@@ -735,8 +745,28 @@ def compare_to_reference(
             for m in ms
             if m.n > 0
         )  # fmt: skip
-        out[tag] = _judge(acc, tests, alpha=alpha / family, power=power, holm_alpha=alpha)
+        judged = _judge(acc, tests, alpha=alpha / family, power=power, holm_alpha=alpha)
+        mine = tuple((name, adjusted[f"{tag}\n{name}"]) for (t, name) in joined if t == tag)
+        out[tag] = _with_extra(judged, mine, holm_alpha=alpha) if mine else judged
     return out
+
+
+def _with_extra(
+    judged: Comparison, extra: tuple[tuple[str, float], ...], *, holm_alpha: float
+) -> Comparison:
+    """``judged`` with the interval-less tests: ``differs`` when one of them rejects."""
+    rejected = [(name, p) for name, p in extra if p <= holm_alpha]
+    if not rejected or judged.verdict == "differs":
+        reason = judged.reason + "".join(f"; {n} rejects (Holm p={p:.2g})" for n, p in rejected)
+        return dataclasses.replace(judged, extra=extra, reason=reason)
+    said = "; ".join(f"{name} rejects equality (Holm p={p:.2g})" for name, p in rejected)
+    return dataclasses.replace(
+        judged,
+        extra=extra,
+        verdict="differs",
+        reason=f"{said}: the samples come from another distribution ({judged.reason})",
+        prompts_needed=None,
+    )
 
 
 def _judge(
