@@ -27,7 +27,7 @@ says so in its ``RunSummary`` (``stop_reason``), so nothing here is raised for i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -36,13 +36,19 @@ __all__ = [
     "APIStatusError",
     "ConfigError",
     "InsufficientCreditsError",
+    "Message",
     "NoRouteError",
     "OptionError",
     "PolicyError",
     "ProbeError",
     "RateLimitError",
+    "Shown",
     "SnapshotError",
     "first_validation_error",
+    "keyword_term",
+    "reason",
+    "render_template",
+    "rendered",
     "validation_errors",
 ]
 
@@ -81,37 +87,132 @@ class OptionError(ConfigError):
         """The keywords the error is about, in the order given."""
         return tuple(self.values)
 
-    def render(self, term: Any) -> str:
+    def render(self, term: Term) -> str:
         """The message with each ``{name}``, ``{name=}`` and ``{name=text}`` said by ``term(name,
         value, given)`` (``given``: whether a value is shown)."""
-        values = self.values
+        return render_template(self.template, self.values, term)
 
-        class _Term:
-            def __init__(self, key: str) -> None:
-                self.key = key
 
-            def __format__(self, spec: str) -> str:
-                name, eq, text = self.key.partition("=")
-                if not eq:
-                    said = str(term(name, None, False))
-                    return said.removesuffix("=") if spec == "bare" else said
-                value: Any = values.get(name) if not text else _literal(text)
-                return str(term(name, value, True))
+#: How an interface says a keyword: ``term(name, value, given)`` (``keyword_term``, the CLI's
+#: ``flag_of``).
+Term = Callable[[str, Any, bool], str]
 
-        class _Fields(dict[str, _Term]):
-            def __missing__(self, key: str) -> _Term:
-                return _Term(key)
 
-        return self.template.format_map(_Fields())
+def render_template(template: str, values: Mapping[str, Any], term: Term) -> str:
+    """``template`` with its fields said: ``{name}``, ``{name:bare}``, ``{name=}`` and
+    ``{name=text}`` are keywords (``term``: ``limit=`` / ``--limit``, ``max_wait_s=60`` /
+    ``--max-wait 60``); a field with any other format spec (``{count:,}``, ``{path:s}``) is a
+    plain value of ``values`` formatted with it, the same in every interface (a ``Message``
+    value is rendered with ``term`` too)."""
+
+    class _Field:
+        def __init__(self, key: str) -> None:
+            self.key = key
+
+        def __format__(self, spec: str) -> str:
+            name, eq, text = self.key.partition("=")
+            if not eq:
+                if spec and spec != "bare":
+                    plain = values[name]
+                    if isinstance(plain, Message):  # a message inside a message: said alike
+                        return format(plain.render(term), spec)
+                    return format(plain, spec)
+                said = str(term(name, None, False))
+                return said.removesuffix("=") if spec == "bare" else said
+            value: Any = values.get(name) if not text else _literal(text)
+            return str(term(name, value, True))
+
+    class _Fields(dict[str, _Field]):
+        def __missing__(self, key: str) -> _Field:
+            return _Field(key)
+
+    return template.format_map(_Fields())
+
+
+class Shown(str):
+    """A value said as it is, never quoted: a placeholder (``PATH``), a figure (``60M``)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _literal(text: str) -> Any:
+    if text.isupper():
+        return Shown(text)
     return {"True": True, "False": False}.get(text, text)
 
 
+class Message(str):
+    """A message as data: a stable ``code``, a ``template`` and its ``values``.
+
+    As a ``str`` it is the library's wording, keywords as a Python caller passes them
+    (``render_template`` with ``keyword_term``); each interface renders the same template with
+    its own names (``render(term)``: the CLI says each keyword as the running command's flag).
+    Warnings, stop messages and errors carry one; ``str`` operations on it give plain text.
+
+    Example::
+
+        m = Message("wait-too-long", "the wait is {wait:.0f} s, over {max_wait_s=} s",
+                    wait=90.0, max_wait_s=60)
+        str(m)       # 'the wait is 90 s, over max_wait_s=60 s'
+        m.code       # 'wait-too-long'
+        m.render(lambda name, value, given: f"--{name} {value}")  # '... over --max_wait_s 60 s'
+    """
+
+    code: str
+    template: str
+    values: Mapping[str, Any]
+
+    def __new__(cls, code: str, template: str, /, **values: Any) -> Message:
+        self = super().__new__(cls, render_template(template, values, keyword_term))
+        self.code, self.template, self.values = code, template, dict(values)
+        return self
+
+    def render(self, term: Term) -> str:
+        """The message with each keyword said by ``term``."""
+        return render_template(self.template, self.values, term)
+
+    @classmethod
+    def joined(cls, code: str, separator: str, parts: Sequence[object]) -> Message:
+        """``parts`` (messages or plain text) joined by ``separator``, each still said by the
+        interface that renders the whole."""
+        template = (
+            separator.replace("{", "{{")
+            .replace("}", "}}")
+            .join(f"{{p{i}:s}}" for i in range(len(parts)))
+        )
+        return cls(code, template, **{f"p{i}": p for i, p in enumerate(parts)})
+
+    def __reduce__(self) -> Any:  # copy and pickle keep the data
+        return (_message, (self.code, self.template, dict(self.values)))
+
+
+def _message(code: str, template: str, values: dict[str, Any]) -> Message:
+    return Message(code, template, **values)
+
+
+def reason(exc: BaseException) -> str:
+    """What ``exc`` says: its ``Message`` where it carries one (kept as data), else its text."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], Message) else str(exc)
+
+
+def rendered(text: object, term: Term) -> str:
+    """``text`` as ``term`` says it: a ``Message`` (or an error carrying one) rendered, anything
+    else as its ``str``."""
+    if isinstance(text, OptionError):
+        return text.render(term)
+    if isinstance(text, BaseException) and text.args and isinstance(text.args[0], Message):
+        return text.args[0].render(term)
+    return text.render(term) if isinstance(text, Message) else str(text)
+
+
 def keyword_term(name: str, value: Any, given: bool) -> str:
-    """A keyword as a Python caller passes it: ``name=`` alone, ``name=VALUE`` with its value."""
-    return f"{name}={value!r}" if given else f"{name}="
+    """A keyword as a Python caller passes it: ``name=`` alone, ``name=VALUE`` with its value
+    (a text quoted, ``fmt='hf'``; anything else as it prints: ``out=/tmp/a.jsonl``,
+    ``budget_usd=0.5``)."""
+    if not given:
+        return f"{name}="
+    return f"{name}={value!r}" if isinstance(value, str) else f"{name}={value}"
 
 
 class APIError(ProbeError):
@@ -192,7 +293,13 @@ class PolicyError(ProbeError):
         self.errors = list(errors)
         detail = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in self.errors)
         where = f"{source}: " if source else ""
-        full = f"{where}{message}" + (f" ({detail})" if detail else "")
+        full = Message(
+            getattr(message, "code", "policy"),
+            "{where:s}{reason:s}{detail:s}",
+            where=where,
+            reason=message,
+            detail=f" ({detail})" if detail else "",
+        )
         super().__init__(full)
 
 

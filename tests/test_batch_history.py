@@ -166,7 +166,7 @@ def test_the_bundled_snapshot_is_never_written_and_says_how_to_keep_a_history(
     assert summary.stop_reason == "done"
     (said,) = [w for w in summary.warnings if "accepted" in w]
     assert said.startswith(f"batch {batch_id} was accepted; the bundled snapshot (package data)")
-    assert "pass --snapshot PATH" in said
+    assert "pass snapshot=PATH" in said
 
 
 def test_recording_keeps_every_other_byte_and_refuses_what_it_cannot_record(

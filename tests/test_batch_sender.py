@@ -503,9 +503,9 @@ def test_the_first_poll_waits_poll_s(tmp_path: Path, snap: Any, policy: Path) ->
 
     assert asyncio.run(go()).stop_reason == "done"
     assert 32 <= waits[0] <= 48  # 40 s with its jitter of 20%, not the default 15
-    with pytest.raises(ConfigError, match=r"--batch-poll 0: seconds from 1 to 3600"):
+    with pytest.raises(ConfigError, match=r"poll_s=0: seconds from 1 to 3600"):
         BatchOptions(poll_s=0)
-    with pytest.raises(ConfigError, match=r"--batch-live 0: a whole number from 1 to 100"):
+    with pytest.raises(ConfigError, match=r"live=0: a whole number from 1 to 100"):
         BatchOptions(live=0)
 
 

@@ -1,5 +1,6 @@
-"""Issue 22 item 4: library messages say the library's keywords (``max_tokens=N``), the CLI shows
-its flags (``--max-tokens N``) where it prints them (``cli.terms``)."""
+"""Issue 22 item 4, issue 33 item 1: library messages say the library's keywords
+(``max_tokens=N``), the CLI shows each command's own flags (``--max-tokens N``) where it prints
+them: a ``Message`` carries its code and parameters, each interface renders its names."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from openrouter_probe.cli import cli
-from openrouter_probe.cli.terms import flagged
+from openrouter_probe.cli._common import said as said_for_cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
@@ -22,23 +23,6 @@ from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.run.lock import OutputLock
 from tests._generate import POLICY, ROOT, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY
-
-
-@pytest.mark.parametrize(
-    ("library", "cli_text"),
-    [
-        ("more than max_wait_s=60 s: slow", "more than --max-wait 60 s: slow"),
-        ("; max_tokens=1234 would fit", "; --max-tokens 1234 would fit"),
-        ("a lower max_tokens with lower_max_tokens=True)", "a lower max_tokens with --lower-max-tokens)"),
-        ("(redo_failed=True also resends)", "(--redo-failed also resends)"),
-        ("raise budget_usd above $0.10", "raise --budget-usd above $0.10"),
-        ("no budget_usd: (dry_run=True shows it)", "no --budget-usd: (--dry-run shows it)"),
-        ("answers cut at max_tokens", "answers cut at max_tokens"),  # a quantity, not a keyword
-        ("spent_usd and the_budget_usd_x", "spent_usd and the_budget_usd_x"),
-    ],
-)  # fmt: skip
-def test_flagged_shows_the_keywords_as_flags_and_nothing_else(library: str, cli_text: str) -> None:
-    assert flagged(library) == cli_text
 
 
 def test_the_budget_advice_is_in_library_terms_and_the_cli_shows_the_flags(tmp_path: Path) -> None:
@@ -84,26 +68,6 @@ def test_the_budget_advice_is_in_library_terms_and_the_cli_shows_the_flags(tmp_p
         in uncapped.stderr
     ), uncapped.output
     assert "budget_usd" not in uncapped.stderr
-
-
-@pytest.mark.parametrize(
-    ("library", "cli_text"),
-    [
-        ('resume with turns="all", or', "resume with --turns all, or"),
-        ("turns (turns='all'): 20 to send", "turns (--turns all): 20 to send"),
-        ("give limit= or sample=, not both", "give --limit or --sample, not both"),
-        ("out=/tmp/a.jsonl: the folder", "--out /tmp/a.jsonl: the folder"),
-        ("out=: it is an input; name another", "--out: it is an input; name another"),
-        ("concurrency=0: a whole number >= 1", "--concurrency 0: a whole number >= 1"),
-        ("keep-alive comments (read_timeout_s)", "keep-alive comments (--read-timeout)"),
-        ("superseded by redo_truncated=True: the", "superseded by --redo-truncated: the"),
-        ("output=x.jsonl: fmt='parquet' writes", "-o x.jsonl: --format parquet writes"),
-        ("timeout=3, layout=2, stdout=x", "timeout=3, layout=2, stdout=x"),  # not keywords
-        ("a split of the rows, the limit", "a split of the rows, the limit"),  # words, no `=`
-    ],
-)  # fmt: skip
-def test_flagged_shows_values_and_bare_keywords(library: str, cli_text: str) -> None:
-    assert flagged(library) == cli_text
 
 
 def _generate_cli(*args: str) -> Result:
@@ -172,7 +136,7 @@ def test_the_prompt_field_advice_and_the_turns_line_in_both_terms(tmp_path: Path
     talk = write_prompts(tmp_path / "talk.jsonl", [{"id": "r0", "messages": chat}])
     summary = asyncio.run(generate(talk, policy=POLICY, out=tmp_path / "t.jsonl", dry_run=True,
                                    snapshot="bundled", turns="all"))  # fmt: skip
-    assert 'turns (turns="all"): 2 to send' in summary.render()
+    assert "turns (turns='all'): 2 to send" in summary.render()
     result = _generate_cli(str(talk), "--out", str(tmp_path / "t.jsonl"), "--turns", "all")
     assert "turns (--turns all): 2 to send" in result.output, result.output
 
@@ -198,7 +162,7 @@ def test_export_refuses_by_keyword_and_the_cli_names_o_and_format(tmp_path: Path
     result = CliRunner().invoke(
         cli, ["export", str(tmp_path / "out.jsonl"), "--format", "parquet", "-o", str(target)]
     )
-    assert f"-o {target}: --format parquet writes parquet" in result.output, result.output
+    assert f"--out {target}: --format parquet writes parquet" in result.output, result.output
 
 
 def test_the_job_options_say_their_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
@@ -219,52 +183,12 @@ def test_the_job_options_say_their_keywords_and_the_cli_its_flags(tmp_path: Path
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text('{"status": "ok"}\n', encoding="utf-8")  # run.output: no id
     said = _generate_lib(prompts, out=damaged)
-    assert "is this the out= file of `generate`?" in said, said
+    assert "is this the output file of `generate`?" in said, said
     result = _generate_cli(str(prompts), "--out", str(damaged))
-    assert "is this the --out file of `generate`?" in result.output, result.output
+    assert "is this the output file of `generate`?" in result.output, result.output
 
 
 # -- second pass: export's summary, generate's weights and batch, plots, budget, verify, snapshots
-
-
-@pytest.mark.parametrize(
-    ("library", "cli_text"),
-    [
-        ("(include_truncated=True adds those cut", "(--include-truncated adds those cut"),
-        ("; only_generated=True leaves these rows out)", "; --only-generated leaves these rows out)"),
-        ("(require_reasoning=True leaves them out)", "(--require-reasoning leaves them out)"),
-        ("pass prompts=PROMPTS to take them", "pass --prompts PROMPTS to take them"),
-        ("raise max_tokens= for the next run", "raise --max-tokens for the next run"),
-        ("by a redo_truncated=True answer", "by a --redo-truncated answer"),
-        ("weights='B3:2': give DATASET=WEIGHT", "--weights B3:2: give DATASET=WEIGHT"),
-        ("batch=True: no :batch price known; run without batch=, or",
-         "--batch: no :batch price known; run without --batch, or"),
-        ("alpha=1.5: must be", "--alpha 1.5: must be"),
-        ("power=1.0, tolerance=1, repeats=1", "--power 1.0, --tolerance 1, --repeats 1"),
-        ("give endpoints= or policy=, not both", "give --endpoints or --policy, not both"),
-        ("reference='deepinfra': 2 endpoints", "--reference deepinfra: 2 endpoints"),
-        ("n=0: must be an integer; power at n=200", "n=0: must be an integer; power at n=200"),
-        ("Use offline=True or snapshot=PATH to", "Use --offline or --snapshot PATH to"),
-        ('pass snapshot="bundled" or snapshot=PATH', "pass --snapshot bundled or --snapshot PATH"),
-        ("output_tokens=60M is not output_tokens_per_dataset=9M × datasets=6",
-         "--output-tokens 60M is not --tokens-per-dataset 9M × --datasets 6"),
-        ("give prompt_to_output_ratio or prompt_tokens_per_request with output_tokens_per_request",
-         "give --prompt-ratio or --prompt-tokens with --output-tokens-per-request"),
-        ("dataset_names: 1 names; the end of reasoning_share",
-         "--dataset-names: 1 names; the end of --reasoning-share"),
-        ("affordable_output_tokens_per_dataset, provider.snapshot=x",
-         "affordable_output_tokens_per_dataset, provider.snapshot=x"),  # not keywords
-    ],
-)  # fmt: skip
-def test_flagged_shows_the_second_pass_keywords(library: str, cli_text: str) -> None:
-    assert flagged(library) == cli_text
-
-
-def test_flagged_takes_a_commands_own_terms() -> None:
-    assert (
-        flagged("path=a/b.png: the folder a", {"path": "--plot"}) == "--plot a/b.png: the folder a"
-    )
-    assert flagged("path=a/b.png: the folder a") == "path=a/b.png: the folder a"
 
 
 def test_the_export_summary_says_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
@@ -411,7 +335,8 @@ def test_verify_says_its_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         check_statistics(alpha=1.5)
     assert str(info.value).startswith("alpha=1.5: must be a number strictly between 0 and 1")
-    assert flagged(str(info.value)).startswith("--alpha 1.5: must be a number strictly")
+    shown = said_for_cli(info.value, cli.commands["verify"])
+    assert shown.startswith("--alpha 1.5: must be a number strictly")
     with pytest.raises(ConfigError, match=r"^n=0: a whole number >= 1$"):
         plan_precision_check(model, snapshot="bundled", n=0)
 

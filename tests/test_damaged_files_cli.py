@@ -134,7 +134,7 @@ def _damage(path: Path, line: int, make: bytes) -> None:
 
 
 OUTPUT_ADVICE = (
-    "is this the --out file of `generate`? If it is, the line is damaged: "
+    "is this the output file of `generate`? If it is, the line is damaged: "
     "restore the file, or remove that line (its row is then sent again)"
 )
 JOURNAL_ADVICE = (

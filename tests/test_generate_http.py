@@ -177,7 +177,7 @@ def test_unreachable_server_names_the_option_to_use(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
     from openrouter_probe.errors import APIError
 
-    with pytest.raises(APIError, match=r'pass snapshot="bundled" or snapshot=PATH') as info:
+    with pytest.raises(APIError, match=r"pass snapshot='bundled' or snapshot=PATH") as info:
         asyncio.run(
             generate(
                 tmp_path / "prompts.jsonl",

@@ -268,7 +268,7 @@ def test_the_dry_run_counts_turns_not_rows(tmp_path: Path) -> None:
     )  # fmt: skip
     assert last.rows_to_send == every.rows_to_send == 18
     assert every.turns_to_send == 20 and last.turns_to_send is None
-    assert 'turns (turns="all"): 20 to send for the rows to send' in every.render()
+    assert "turns (turns='all'): 20 to send for the rows to send" in every.render()
     # two more requests, and each second turn's prompt holds the first answer at its max_tokens
     assert last.worst_case_usd is not None and every.worst_case_usd is not None
     extra = every.worst_case_usd - last.worst_case_usd
@@ -579,7 +579,9 @@ def test_the_turns_file_is_read_tolerantly_and_a_damaged_line_is_named(tmp_path:
     ):
         _in_process(prompts, out, sender)
     turns_file.write_text('{"id": "r0", "turn": {"content": "x"}}\n')
-    with pytest.raises(ConfigError, match=r"out\.jsonl\.turns:1: not a turn of `generate --turns"):
+    with pytest.raises(
+        ConfigError, match=r"out\.jsonl\.turns:1: not a turn of `generate` answering every turn"
+    ):
         _in_process(prompts, out, sender)
 
 

@@ -493,7 +493,7 @@ def test_rows_turns_and_requests_are_counted_in_one_unit(tmp_path: Path) -> None
     assert sum(t.turns for t in summary.providers.values()) == 20
     text = " ".join(summary.render().split())
     assert "; 20 requests, 0 retried" in text
-    assert 'turns (turns="all"): 20 to send for the rows to send; 20 answered' in text
+    assert "turns (turns='all'): 20 to send for the rows to send; 20 answered" in text
 
 
 def test_the_last_progress_line_of_a_budget_stop_shows_no_eta(tmp_path: Path) -> None:

@@ -398,7 +398,7 @@ def test_a_missing_folder_is_made_and_a_file_in_the_path_is_one_line_naming_it(
     result = _cli(str(out), "-o", f"{out}/x.jsonl")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.strip().splitlines() == [
-        f"Error: -o {out}/x.jsonl: {out} is a file, not a folder; name a file in a folder"
+        f"Error: --out {out}/x.jsonl: {out} is a file, not a folder; name a file in a folder"
     ]
 
 
@@ -420,7 +420,7 @@ def test_an_unwritable_folder_is_one_line_naming_it(
     result = _cli(str(out), "-o", str(target))
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.strip() == (
-        f"Error: -o {target}: permission denied writing in {target.parent}; name a file in a "
+        f"Error: --out {target}: permission denied writing in {target.parent}; name a file in a "
         "folder you can write to"
     )
     assert not target.exists()

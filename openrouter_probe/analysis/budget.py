@@ -57,7 +57,7 @@ from openrouter_probe.analysis.budget_plan import (
     TimeWindowCost,
 )
 from openrouter_probe.api.schema import Endpoint, Pricing
-from openrouter_probe.errors import PolicyError, SnapshotError
+from openrouter_probe.errors import Message, PolicyError, SnapshotError
 from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 from openrouter_probe.rules.pricing import effective_pricing, price_windows
 from openrouter_probe.rules.provider_block import ProviderBlock
@@ -228,8 +228,11 @@ def _notes(
     notes = [CAPACITY_CAVEAT, *decision.notes]
     if job.input_per_output is None:
         notes.append(
-            "all-in figures need the prompt size: give prompt_tokens_per_request with "
-            "output_tokens_per_request, or prompt_to_output_ratio"
+            Message(
+                "budget-needs-prompt-size",
+                "all-in figures need the prompt size: give {prompt_tokens_per_request:bare} with "
+                "{output_tokens_per_request:bare}, or {prompt_to_output_ratio:bare}",
+            )
         )
     if any(b.throughput_p50_tps is None for b in per_endpoint):
         notes.append("some endpoints carry no throughput stats (they need an API key): no time")
@@ -243,13 +246,21 @@ def _notes(
     )
     if tiered and job.prompt_tokens_per_request is None:
         notes.append(
-            f"{', '.join(tiered)} price long prompts higher (pricing overrides by prompt size): "
-            "give prompt_tokens_per_request with output_tokens_per_request to apply them"
+            Message(
+                "budget-tiered-prices",
+                "{tags:s} price long prompts higher (pricing overrides by prompt size): give "
+                "{prompt_tokens_per_request:bare} with {output_tokens_per_request:bare} to apply "
+                "them",
+                tags=", ".join(tiered),
+            )
         )
     if any(b.price_reasoning_usd_per_m is not None for b in per_endpoint):
         notes.append(
-            "where an endpoint lists an internal_reasoning price, the reasoning share of output is "
-            "priced at it (at the end of reasoning_share that costs more)"
+            Message(
+                "budget-reasoning-price",
+                "where an endpoint lists an internal_reasoning price, the reasoning share of "
+                "output is priced at it (at the end of {reasoning_share:bare} that costs more)",
+            )
         )
     zero = sorted(
         e.tag for e in endpoints if e.pricing.reasoning_price_rule == "listed 0: completion rate"

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from openrouter_probe.analysis.budget_plan import DatasetRun, Figures, floor_tokens, visible_tokens
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.rules.quantities import (
     format_tokens,
     parse_decimal,
@@ -56,14 +56,20 @@ def _budget(budget_usd: Any) -> Decimal:
     budget = parse_decimal(budget_usd, "budget_usd")
     if budget <= 0:
         raise ConfigError(
-            f"budget_usd: {budget_usd} is not a positive amount of USD; give e.g. 100"
+            Message(
+                "budget-not-positive",
+                "{budget_usd:bare}: {given:s} is not a positive amount of USD; give e.g. 100",
+                given=str(budget_usd),
+            )
         )
     return budget
 
 
 def _whole(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{what}={value!r}: must be a whole number >= 1")
+        raise ConfigError(
+            Message("not-whole", f"{{{what}=}}: must be a whole number >= 1", **{what: value})
+        )
     return value
 
 
@@ -76,19 +82,31 @@ def _target(total_given: int | str | None, per_given: int | str | None, datasets
     per = _tokens(per_given, "output_tokens_per_dataset")
     if total is None and per is None:
         raise ConfigError(
-            'give the target: output_tokens="60M", or output_tokens_per_dataset="10M" with '
-            "datasets="
+            Message(
+                "budget-no-target",
+                "give the target: {output_tokens=60M}, or {output_tokens_per_dataset=10M} with "
+                "{datasets}",
+            )
         )
     if total is not None and per is not None and total != per * datasets:
         raise ConfigError(
-            f"output_tokens={format_tokens(total)} is not output_tokens_per_dataset="
-            f"{format_tokens(per)} × datasets={datasets}; give one of them"
+            Message(
+                "budget-target-mismatch",
+                "{output_tokens=} is not {output_tokens_per_dataset=} × {datasets=}; give one of "
+                "them",
+                output_tokens=Shown(format_tokens(total)),
+                output_tokens_per_dataset=Shown(format_tokens(per)),
+                datasets=datasets,
+            )
         )
     target = total if total is not None else (per or 0) * datasets
     if target <= 0:
         raise ConfigError(
-            "the target must be more than 0 tokens: give output_tokens= or "
-            "output_tokens_per_dataset= above 0"
+            Message(
+                "budget-target-zero",
+                "the target must be more than 0 tokens: give {output_tokens} or "
+                "{output_tokens_per_dataset} above 0",
+            )
         )
     return target
 
@@ -117,7 +135,13 @@ def _ratio(prompt_n: int | None, out_n: int | None, given: Any) -> Decimal | Non
     if given is not None:
         ratio = parse_decimal(given, "prompt_to_output_ratio")
         if ratio < 0:
-            raise ConfigError(f"prompt_to_output_ratio: {given} must be >= 0")
+            raise ConfigError(
+                Message(
+                    "ratio-negative",
+                    "{prompt_to_output_ratio:bare}: {given:s} must be >= 0",
+                    given=str(given),
+                )
+            )
         if prompt_n is not None and out_n is not None:
             raise OptionError(
                 "give {prompt_to_output_ratio:bare} or {prompt_tokens_per_request:bare} with "
@@ -164,7 +188,13 @@ def make_job(
     prompt_n = _tokens(prompt_tokens_per_request, "prompt_tokens_per_request")
     out_n = _tokens(output_tokens_per_request, "output_tokens_per_request")
     if out_n == 0:
-        raise ConfigError("output_tokens_per_request=0: must be more than 0")
+        raise ConfigError(
+            Message(
+                "per-request-zero",
+                "{output_tokens_per_request=}: must be more than 0",
+                output_tokens_per_request=0,
+            )
+        )
     ratio = _ratio(prompt_n, out_n, prompt_to_output_ratio)
     requests = None if out_n is None else math.ceil(target / out_n)
     input_tokens = None

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.rules.quantities import format_tokens
 
 if TYPE_CHECKING:
@@ -247,7 +247,12 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
     if not target.parent.is_dir():
         # Said before the atomic write would name its temporary file in the missing folder.
         raise ConfigError(
-            f"path={target}: the folder {target.parent} does not exist; create it first"
+            Message(
+                "plot-folder-missing",
+                "{path=}: the folder {folder:s} does not exist; create it first",
+                path=target,
+                folder=str(target.parent),
+            )
         )
     FigureCanvasAgg(fig)  # attach a non-interactive canvas: works headless, in CI and in a CLI
     suffix = target.suffix.lstrip(".").lower() or None  # none: matplotlib's default, PNG
@@ -256,5 +261,12 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
         fig.savefig(buf, dpi=dpi, format=suffix)
         atomic_write_bytes(target, buf.getvalue())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"path={target}: cannot write the plot: {exc}") from exc
+        raise ConfigError(
+            Message(
+                "plot-unwritable",
+                "{path=}: cannot write the plot: {reason:s}",
+                path=target,
+                reason=str(exc),
+            )
+        ) from exc
     return target

@@ -24,7 +24,6 @@ import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.options import format_option, out_option, snapshot_options
-from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
     from openrouter_probe.errors import OptionError
@@ -58,7 +57,7 @@ class Command(click.Command):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from openrouter_probe.errors import OptionError
+        from openrouter_probe.errors import OptionError, ProbeError
 
         try:
             return super().invoke(ctx)
@@ -66,6 +65,10 @@ class Command(click.Command):
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
             raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
+        except ProbeError as exc:
+            if os.environ.get(_DEBUG_ENV) == "1":
+                raise
+            raise click.ClickException(said(exc, ctx.command)) from exc
 
 
 def _parameter(command: click.Command, keyword: str) -> click.Parameter | None:
@@ -110,6 +113,25 @@ def as_flags(exc: OptionError, command: click.Command) -> str:
     return exc.render(lambda name, value, given: flag_of(command, name, value, given=given))
 
 
+def term_of(command: click.Command) -> Callable[[str, Any, bool], str]:
+    """How ``command`` says a library keyword (``flag_of``), as ``errors.Term``."""
+    return lambda name, value, given: flag_of(command, name, value, given=given)
+
+
+def said(text: object, command: click.Command | None = None) -> str:
+    """``text`` for this command line: a library ``Message`` (or an error carrying one) with
+    each keyword said as ``command``'s own flag (the running command's by default, looked up in
+    its click parameters: ``flag_of``); any other text as it is."""
+    from openrouter_probe.errors import keyword_term, rendered
+
+    if command is None:
+        ctx = click.get_current_context(silent=True)
+        command = None if ctx is None else ctx.command
+    if command is None:
+        return rendered(text, keyword_term)
+    return rendered(text, term_of(command))
+
+
 class _Group(click.Group):
     """Turns library errors into one clear line and exit code 1; its commands' refused values
     (``OptionError``) into usage errors, exit 2 (``Command``)."""
@@ -126,17 +148,21 @@ class _Group(click.Group):
         except ProbeError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
-            raise click.ClickException(flagged(str(exc))) from exc
+            raise click.ClickException(said(exc)) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             raise SystemExit(130) from None
 
 
-class _Flagged(logging.Formatter):
-    """Log lines with the library's keywords shown as the CLI's flags (``cli.terms``)."""
+class _Said(logging.Formatter):
+    """Log lines whose ``Message`` says each keyword as the running command's flag (``said``)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return flagged(super().format(record))
+        from openrouter_probe.errors import Message
+
+        if not record.args and isinstance(record.msg, Message):
+            record = logging.makeLogRecord({**record.__dict__, "msg": said(record.msg)})
+        return super().format(record)
 
 
 def _setup_logging() -> None:
@@ -144,7 +170,7 @@ def _setup_logging() -> None:
 
     debug = os.environ.get(_DEBUG_ENV) == "1"
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Flagged("%(levelname)s: %(message)s" if debug else "%(message)s"))
+    handler.setFormatter(_Said("%(levelname)s: %(message)s" if debug else "%(message)s"))
     root = logging.getLogger("openrouter_probe")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.INFO)
@@ -186,7 +212,7 @@ def checked_by(
         except OptionError as exc:
             raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
         except ConfigError as exc:
-            raise click.UsageError(flagged(str(exc)), ctx) from exc
+            raise click.UsageError(said(exc, ctx.command), ctx) from exc
         return value
 
     return callback
@@ -282,9 +308,9 @@ def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) ->
     return snap
 
 
-def note(text: str) -> None:
-    """Write a diagnostic to stderr (data goes to stdout), the library's keywords shown as the
-    CLI's flags (``cli.terms``). Each line is wrapped between words
+def note(text: object) -> None:
+    """Write a diagnostic to stderr (data goes to stdout), a library ``Message`` said with the
+    running command's flags (``said``). Each line is wrapped between words
     (never inside a figure, a path or an id) to ``$COLUMNS`` or the terminal, as tables are;
     piped without ``$COLUMNS``, one line per message (for logs and grep)."""
     width = _stderr_width()
@@ -294,7 +320,7 @@ def note(text: str) -> None:
         )
         if width is not None and len(line) > width
         else line
-        for line in flagged(text).splitlines() or [""]
+        for line in said(text).splitlines() or [""]
     ]
     click.echo("\n".join(lines), err=True)
 

@@ -16,10 +16,10 @@ from openrouter_probe.cli._common import (
     note,
     plot_option,
     render_rows,
+    said,
     snapshot_options,
 )
 from openrouter_probe.cli.options import AliasedOption
-from openrouter_probe.cli.terms import flagged
 
 if TYPE_CHECKING:
     from openrouter_probe.analysis.budget_plan import BudgetPlan
@@ -95,12 +95,17 @@ def _prompt_ratio(value: str) -> object:
 def _save_plot(fig: Any, plot_path: str) -> Any:
     """``save_figure``, its refusal (``path=FILE: ...``) said with ``--plot FILE``."""
     from openrouter_probe.analysis.plots import save_figure
-    from openrouter_probe.errors import ConfigError
+    from openrouter_probe.errors import ConfigError, keyword_term, rendered
+
+    def term(name: str, value: Any, given: bool) -> str:
+        if name != "path":
+            return keyword_term(name, value, given)
+        return f"--plot {value}" if given else "--plot"
 
     try:
         return save_figure(fig, plot_path)
     except ConfigError as exc:
-        raise ConfigError(flagged(str(exc), {"path": "--plot"})) from exc
+        raise ConfigError(rendered(exc, term)) from exc
 
 
 def _to_python(value: Any) -> Any:
@@ -535,4 +540,4 @@ def _render_plan(plan: BudgetPlan, batch_line: str) -> None:
     for tag, _reason, detail in plan.excluded:
         note(f"excluded {tag}: {detail}")
     for text in plan.notes:
-        note(f"note: {text}")
+        note("note: " + said(text))

@@ -20,11 +20,11 @@ from openrouter_probe.cli._common import (
     note,
     render_rows,
     snapshot_options,
+    term_of,
     token_count,
     warn_unused,
 )
 from openrouter_probe.cli.options import aliased, out_option
-from openrouter_probe.cli.terms import flagged
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -184,7 +184,7 @@ def _weights_syntax(text: str) -> object:
     return parse_weights(text, [part.partition("=")[0].strip() for part in text.split(",")])
 
 
-@cli.command()
+@cli.command(keywords={"size": "batch_size", "live": "batch_live", "poll_s": "batch_poll"})
 @click.argument("prompts", metavar="PROMPTS")
 @click.option(
     "--policy",
@@ -441,7 +441,7 @@ def _show_summary(summary: Any, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(summary.to_dict(), indent=2))
         return
-    click.echo(flagged(summary.render()))
+    click.echo(summary.render(term_of(click.get_current_context().command)))
     if len(summary.skipped_rows) > 10:
         note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
 
@@ -552,7 +552,7 @@ def audit_cmd(
         click.echo(json.dumps(body, indent=2))
     else:
         render_rows(report.provider_rows(), fmt, title=f"{model}: served rows by provider")
-        note(report.render_notes())
+        note(report.render_notes(term_of(click.get_current_context().command)))
         if books is not None:
             note(books.render())
     sys.exit(max(report.exit_code, books.exit_code if books is not None else 0))
@@ -647,4 +647,4 @@ def export_cmd(
         push_to_hub=push_to_hub,
         command=" ".join(["openrouter-probe", *sys.argv[1:]]),
     )
-    note(summary.render())
+    note(summary.render(term_of(click.get_current_context().command)))

@@ -12,10 +12,10 @@ from openrouter_probe.cli._common import (
     cli,
     format_option,
     note,
+    term_of,
     warn_unused,
 )
 from openrouter_probe.cli.options import AliasedOption, out_option
-from openrouter_probe.cli.terms import flagged
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
 _MOVED = ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools", "--noise")
@@ -231,7 +231,7 @@ def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
         click.echo(report.to_evidence_yaml(), nl=False)
     else:
         click.echo("")
-        click.echo(flagged(report.render()))
+        click.echo(report.render(term_of(click.get_current_context().command)))
 
 
 def _send_check(model: str, **kwargs: Any) -> Any:

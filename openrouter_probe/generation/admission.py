@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import APIError, NoRouteError, PolicyError
+from openrouter_probe.errors import APIError, Message, NoRouteError, PolicyError
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
@@ -106,7 +106,7 @@ def _sent_parameters(compiled: Any, asked: GeneratePlan) -> frozenset[str]:
     return frozenset(asked.parameters) | frozenset(advice.names if advice is not None else ())
 
 
-def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) -> str:
+def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) -> Message:
     """Why no endpoint would serve the run's requests, pointing at the fix: a ``max_tokens``
     above the output limit of every endpoint the policy admits is lowered, not re-compiled."""
     from openrouter_probe.rules.routing import RequestParams, route
@@ -122,14 +122,23 @@ def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) 
         )
         if fits.admitted:
             takers = ", ".join(e.tag for e in fits.admitted)
-            return (
-                f"{head} with max_tokens={asked.max_tokens}: above the output limit of each of "
-                f"the {len(loose)} it admits. Lower it to max_tokens={largest} or less, "
-                f"the largest they take ({takers})"
+            lower = Message("lower-to", "{max_tokens=}", max_tokens=largest)
+            return Message(
+                "max-tokens-over-limits",
+                "{head:s} with {max_tokens=}: above the output limit of each of the {count:d} it "
+                "admits. Lower it to {lower:s} or less, the largest they take ({takers:s})",
+                head=head,
+                max_tokens=asked.max_tokens,
+                count=len(loose),
+                lower=lower,
+                takers=takers,
             )
-    return (
-        f"{head} (with max_tokens={asked.max_tokens}); every request would fail with 404. "
-        "Re-compile the policy against a fresh snapshot (`openrouter-probe policy compile`)"
+    return Message(
+        "admits-none",
+        "{head:s} (with {max_tokens=}); every request would fail with 404. Re-compile the policy "
+        "against a fresh snapshot (`openrouter-probe policy compile`)",
+        head=head,
+        max_tokens=asked.max_tokens,
     )
 
 
@@ -169,8 +178,12 @@ def batch_settings(
     if provider is None or not provider.get("only"):
         note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"
         raise PolicyError(
-            f"batch=True: the policy's batch block names no endpoint ({note}); run without "
-            "batch=, or re-compile the policy from a snapshot that lists one",
+            Message(
+                "batch-block-empty",
+                "{batch=True}: the policy's batch block names no endpoint ({note:s}); run "
+                "without {batch}, or re-compile the policy from a snapshot that lists one",
+                note=str(note),
+            ),
             source=str(policy),
         )
     batch_prices = prices
@@ -180,8 +193,12 @@ def batch_settings(
         batch_prices = worst_case_prices(chosen)
     else:
         log.warning(
-            "batch=True: no :batch price known for %s; each batch is reserved at the sync price",
-            ", ".join(provider["only"]),
+            Message(
+                "batch-price-unknown",
+                "{batch=True}: no :batch price known for {tags:s}; each batch is reserved at the "
+                "sync price",
+                tags=", ".join(provider["only"]),
+            )
         )
     return BatchSettings(
         model=compiled.model,
@@ -203,8 +220,11 @@ def _batch_history(snapshot: Any, snap: Any) -> dict[str, Any]:
         return {"history": Path(snapshot)}
     if snapshot == "bundled" or getattr(snap, "source", None) == "bundled":
         return {
-            "history_off": "the bundled snapshot (package data) does not record it: save one "
-            "(`openrouter-probe endpoints MODEL --save PATH`) and pass --snapshot PATH "
-            "(snapshot=PATH) to keep a batch history"
+            "history_off": Message(
+                "batch-history-off",
+                "the bundled snapshot (package data) does not record it: save one "
+                "(`openrouter-probe endpoints MODEL --save PATH`) and pass {snapshot=PATH} to "
+                "keep a batch history",
+            )
         }
     return {}  # a live probe, or a Snapshot object: no file to record it in

@@ -35,6 +35,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openrouter_probe.errors import Term, keyword_term, render_template
 from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path
 from openrouter_probe.run.output import FINISHED, iter_records, load_resume_state, output_tokens_of
 from openrouter_probe.run.replay import replay_ledger
@@ -173,7 +174,7 @@ class AuditReport:
             "prediction_note": self.prediction_note,
         }
 
-    def _spent_line(self) -> str:
+    def _spent_line(self, term: Term) -> str:
         why = []
         if self.possibly_billed_usd:
             stopped = [
@@ -202,17 +203,20 @@ class AuditReport:
         if self.other_billed_usd:
             why.append(f"${self.other_billed_usd:,.6f} billed to failed attempts and retries")
         return (
-            f"spent, as generate counts it against budget_usd: ${self.spent_usd:,.6f} = "
+            "spent, as generate counts it against "
+            + render_template("{budget_usd:bare}", {}, term)
+            + f": ${self.spent_usd:,.6f} = "
             f"${self.realised_usd:,.6f} realised + " + " + ".join(why)
         )
 
-    def render_notes(self) -> str:
+    def render_notes(self, term: Term = keyword_term) -> str:
+        """The audit's notes for people (``term`` says the library's keywords)."""
         lines = [
             f"{self.rows} rows served, {self.failed} failed, {self.cancelled} cancelled; "
             f"realised ${self.realised_usd:,.6f}"
         ]
         if self.spent_usd != self.realised_usd:
-            lines.append(self._spent_line())
+            lines.append(self._spent_line(term))
         for p in self.providers:
             if p.past_limit:
                 lines.append(
@@ -222,8 +226,10 @@ class AuditReport:
                 )
         if self.superseded:
             lines.append(
-                f"{self.superseded} truncated answer(s) superseded by redo_truncated=True: the "
-                "later answer is the row's (the cut one's cost counts as billed to retries)"
+                f"{self.superseded} truncated answer(s) superseded by "
+                + render_template("{redo_truncated=True}", {}, term)
+                + ": the later answer is the row's (the cut one's cost counts as billed to "
+                "retries)"
             )
         if self.predicted_usd is not None:
             delta = (

@@ -11,6 +11,7 @@ import asyncio
 from decimal import Decimal
 from typing import Any
 
+from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.checks import key_warning
 from openrouter_probe.run.config import JobOptions
@@ -132,14 +133,23 @@ def summarize_dry_run(
     )
     if budget is not None and asked.shards:
         summary.warnings.append(
-            f"budget_usd={budget} is per shard: the {asked.shards} shards may spend "
-            f"${budget * asked.shards:,.2f} on the key in all"
+            Message(
+                "budget-per-shard",
+                "{budget_usd=} is per shard: the {shards:d} shards may spend ${total:,.2f} on the "
+                "key in all",
+                budget_usd=budget,
+                shards=asked.shards,
+                total=budget * asked.shards,
+            )
         )
     summary.expected_usd = figures.cost_usd
     summary.message = (
         plan.headline
         if budget is not None
-        else "no budget_usd: nothing would cap the real run's spend; give one to cap it"
+        else Message(
+            "dry-run-no-budget",
+            "no {budget_usd:bare}: nothing would cap the real run's spend; give one to cap it",
+        )
     )
     return summary
 

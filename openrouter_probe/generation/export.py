@@ -38,12 +38,12 @@ Example::
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, OptionError, Term, keyword_term, render_template
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.generation.conversation import (
     SPECFORGE_REASONS,
@@ -64,8 +64,8 @@ __all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_shar
 #: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
 LEFT_OUT_REASONS = {
     "empty_answer": "the answer is empty",
-    "copied_turns": "holds assistant turns from the prompts file (only_generated=True)",
-    "no_reasoning": "an assistant turn has no reasoning (require_reasoning=True)",
+    "copied_turns": "holds assistant turns from the prompts file ({only_generated=True})",
+    "no_reasoning": "an assistant turn has no reasoning ({require_reasoning=True})",
     **SPECFORGE_REASONS,
 }
 _SHOWN_IDS = 3
@@ -124,28 +124,34 @@ class ExportSummary:
             "superseded": self.superseded,
         }
 
-    def render(self) -> str:
-        """The summary as short lines (stderr), each wrapped at 80 columns."""
+    def render(self, term: Term = keyword_term) -> str:
+        """The summary as short lines (stderr), each wrapped at 80 columns (``term`` says the
+        library's keywords; the CLI passes its flags)."""
+
+        def said(template: str) -> str:
+            return render_template(template, {}, term)
+
         shape = "a JSON array" if self.json_array else self.fmt
         lines = [f"wrote {self.written} of {self.read} rows to {self.output} ({shape})"]
         if self.pushed:
             lines.append(f"pushed to the Hub: {self.pushed}")
         if self.superseded:
             lines.append(
-                f"{self.superseded} truncated answer(s) superseded by a redo_truncated=True answer "
-                "(the later one is exported)"
+                f"{self.superseded} truncated answer(s) superseded by a "
+                + said("{redo_truncated=True}")
+                + " answer (the later one is exported)"
             )
         if self.not_answered:
             counts = ", ".join(f"{n} {status}" for status, n in sorted(self.not_answered.items()))
-            hint = " (include_truncated=True adds those cut at max_tokens)"
+            hint = said(" ({include_truncated=True} adds those cut at max_tokens)")
             lines.append(f"not answered: {counts}" + (hint if "truncated" in counts else ""))
         for reason, n in sorted(self.left_out.items(), key=lambda kv: -kv[1]):
             ids = ", ".join(self.left_out_ids.get(reason, []))
             more = ", ..." if n > _SHOWN_IDS else ""
-            lines.append(f"left out {n}: {LEFT_OUT_REASONS[reason]}: {ids}{more}")
+            lines.append(f"left out {n}: {said(LEFT_OUT_REASONS[reason])}: {ids}{more}")
             if reason == "empty_answer":
-                lines.append(self._empty_answer_advice())
-        lines.extend(self._notes())
+                lines.append(self._empty_answer_advice(said))
+        lines.extend(self._notes(said))
         wrapped = [
             textwrap.fill(
                 line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
@@ -154,33 +160,37 @@ class ExportSummary:
         ]
         return "\n".join([lines[0], *wrapped])  # the first line names the file: never cut
 
-    def _empty_answer_advice(self) -> str:
+    def _empty_answer_advice(self, said: Callable[[str], str]) -> str:
         share = self.reasoning_share
         measured = f"reasoning is {share:.0%} of the output tokens read; " if share else ""
         longest = f" (the longest finished row used {self.longest_ok:,})" if self.longest_ok else ""
         return (
             f"  the reasoning used up max_tokens before the answer: {measured}"
-            f"raise max_tokens= for the next run{longest}"
+            + said("raise {max_tokens} for the next run")
+            + longest
         )
 
-    def _notes(self) -> list[str]:
+    def _notes(self, said: Callable[[str], str]) -> list[str]:
         notes = []
         if self.think_split:
             notes.append(f"split <think>...</think> out of the content in {self.think_split} rows")
         if self.copied:
             notes.append(
                 f'{self.copied} rows hold assistant turns from the prompts file, marked "generated":'
-                " false (the model did not write them; only_generated=True leaves these rows out)"
+                " false (the model did not write them; "
+                + said("{only_generated=True}")
+                + " leaves these rows out)"
             )
         if self.unreasoned:
             notes.append(
-                f"{self.unreasoned} rows have a model-written turn without reasoning "
-                "(require_reasoning=True leaves them out)"
+                f"{self.unreasoned} rows have a model-written turn without reasoning ("
+                + said("{require_reasoning=True}")
+                + " leaves them out)"
             )
         if self.tools_unknown:
             notes.append(
                 f"{self.tools_unknown} rows hold tool calls but the output records no `tools`: "
-                "pass prompts=PROMPTS to take them from the prompts file"
+                + said("pass {prompts=PROMPTS} to take them from the prompts file")
             )
         return notes
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.errors import Message
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.run.rows import PromptRow
 
@@ -121,8 +122,15 @@ def unservable(
         out.append(
             (
                 row,
-                f"its prompt is about {tokens:,} tokens: with max_tokens={row_max} it is longer "
-                f"than the context of every endpoint admitted ({context:,} at most); {fix}",
+                Message(
+                    "row-past-context",
+                    "its prompt is about {tokens:,} tokens: with {max_tokens=} it is longer than "
+                    "the context of every endpoint admitted ({context:,} at most); {fix:s}",
+                    tokens=tokens,
+                    max_tokens=row_max,
+                    context=context,
+                    fix=fix,
+                ),
             )
         )
     return out

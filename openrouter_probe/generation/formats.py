@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import atomic_write_bytes, atomic_write_text
 from openrouter_probe.generation.conversation import (
     Conversation,
@@ -124,7 +124,12 @@ def _check_folder(target: Path) -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise ConfigError(
-                    f"output={target}: {parent} is a file, not a folder; name a file in a folder"
+                    Message(
+                        "output-parent-is-file",
+                        "{output=}: {parent:s} is a file, not a folder; name a file in a folder",
+                        output=target,
+                        parent=str(parent),
+                    )
                 )
             return
 
@@ -141,27 +146,42 @@ def _check_specforge(target: Path) -> None:
 
 def _check_hf(target: Path) -> None:
     if target.is_file():
-        raise ConfigError(f"output={target}: fmt='hf' writes a folder; name a folder")
+        raise ConfigError(
+            Message("hf-needs-folder", "{output=}: {fmt=hf} writes a folder; name a folder",
+                    output=target)
+        )  # fmt: skip
     _check_folder(target)
     for name in ("pyarrow", "pyarrow.parquet"):
         try:
             importlib.import_module(name)
         except ImportError:
             raise ConfigError(
-                "fmt='hf' needs pyarrow: pip install 'openrouter-probe[hf]'"
+                Message(
+                    "hf-needs-pyarrow", "{fmt=hf} needs pyarrow: pip install 'openrouter-probe[hf]'"
+                )
             ) from None
 
 
 def _check_parquet(target: Path) -> None:
     if target.suffix.lower() in (".json", ".jsonl"):
-        raise ConfigError(f"output={target}: fmt='parquet' writes parquet: name it "
-                          f"{target.with_suffix('.parquet')}")  # fmt: skip
+        raise ConfigError(
+            Message(
+                "parquet-suffix",
+                "{output=}: {fmt=parquet} writes parquet: name it {name:s}",
+                output=target,
+                name=str(target.with_suffix(".parquet")),
+            )
+        )
     _check_folder(target)
     try:
         importlib.import_module("pyarrow")
     except ImportError:
         raise ConfigError(
-            f"fmt='parquet' needs pyarrow: {_PARQUET_EXTRA} (or use fmt='jsonl')"
+            Message(
+                "parquet-needs-pyarrow",
+                "{fmt=parquet} needs pyarrow: {extra:s} (or use {fmt=jsonl})",
+                extra=_PARQUET_EXTRA,
+            )
         ) from None
 
 
@@ -175,17 +195,32 @@ def _write_file(body: Callable[[list[dict[str, Any]], Target], None]) -> Callabl
             body([dict(row) for _, row in pairs], target)
         except FileNotFoundError:
             raise ConfigError(
-                f"output={output}: the folder {output.parent} does not exist; create it "
-                f"(mkdir -p {output.parent}) or name a file in a folder that exists"
+                Message(
+                    "output-folder-missing",
+                    "{output=}: the folder {folder:s} does not exist; create it (mkdir -p "
+                    "{folder:s}) or name a file in a folder that exists",
+                    output=output,
+                    folder=str(output.parent),
+                )
             ) from None
         except PermissionError:
             raise ConfigError(
-                f"output={output}: permission denied writing in {output.parent}; name a file in "
-                "a folder you can write to"
+                Message(
+                    "output-permission",
+                    "{output=}: permission denied writing in {folder:s}; name a file in a folder "
+                    "you can write to",
+                    output=output,
+                    folder=str(output.parent),
+                )
             ) from None
         except OSError as exc:
             raise ConfigError(
-                f"output={output}: cannot write the export: {exc.strerror or exc}"
+                Message(
+                    "output-unwritable",
+                    "{output=}: cannot write the export: {why:s}",
+                    output=output,
+                    why=str(exc.strerror or exc),
+                )
             ) from None
 
     return write
@@ -221,7 +256,14 @@ def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
     try:
         frame.to_parquet(buffer, index=False)
     except ImportError as exc:
-        raise ConfigError(f"fmt='parquet' needs pyarrow ({exc}): {_PARQUET_EXTRA}") from exc
+        raise ConfigError(
+            Message(
+                "parquet-needs-pyarrow",
+                "{fmt=parquet} needs pyarrow ({why:s}): {extra:s}",
+                why=str(exc),
+                extra=_PARQUET_EXTRA,
+            )
+        ) from exc
     atomic_write_bytes(target.output, buffer.getvalue())
 
 

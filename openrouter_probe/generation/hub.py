@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import atomic_write_text
 
 __all__ = ["HubCard", "push_to_hub", "write_hub_folder"]
@@ -72,7 +72,9 @@ def _pyarrow() -> Any:
     try:
         return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
     except ImportError:
-        raise ConfigError(f"fmt='hf' needs pyarrow: {HF_EXTRA}") from None
+        raise ConfigError(
+            Message("hf-needs-pyarrow", "{fmt=hf} needs pyarrow: {extra:s}", extra=HF_EXTRA)
+        ) from None
 
 
 def _text(value: Any) -> str | None:
@@ -331,14 +333,20 @@ def push_to_hub(folder: Path, repo: str, *, api: Any = None, private: bool = Tru
         try:
             hub = importlib.import_module("huggingface_hub")
         except ImportError:
-            raise ConfigError(f"push_to_hub= needs huggingface_hub: {HF_EXTRA}") from None
+            raise ConfigError(
+                Message(
+                    "hub-needs-client",
+                    "{push_to_hub} needs huggingface_hub: {extra:s}",
+                    extra=HF_EXTRA,
+                )
+            ) from None
         api = hub.HfApi()
     api.create_repo(repo, repo_type="dataset", private=private, exist_ok=True)
     info = api.upload_folder(
         folder_path=str(folder),
         repo_id=repo,
         repo_type="dataset",
-        commit_message="openrouter-probe export --format hf",
+        commit_message="openrouter-probe export (hf)",
         # the shards of an earlier export have other names (their hashes): not left behind
         delete_patterns=["data/**"],
     )

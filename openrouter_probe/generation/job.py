@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.generation.admission import (
     admitted_prices,
     batch_settings,
@@ -113,10 +113,16 @@ def _turn_book(
         if waiting:  # paid turns a turns="last" run would throw away
             shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
             raise ConfigError(
-                f"{turns_path(options.out)} keeps turns of {len(waiting)} unfinished row(s) "
-                f'that a turns="all" run paid for ({shown}): resume with turns="all", or '
-                "delete that file to answer those rows after their last message instead "
-                "(the spend journal keeps counting what they cost)"
+                Message(
+                    "turns-kept",
+                    "{path:s} keeps turns of {count:d} unfinished row(s) that a {turns=all} run "
+                    "paid for ({shown:s}): resume with {turns=all}, or delete that file to answer "
+                    "those rows after their last message instead (the spend journal keeps "
+                    "counting what they cost)",
+                    path=str(turns_path(options.out)),
+                    count=len(waiting),
+                    shown=shown,
+                )
             )
         return None
     book = TurnBook.start(options.out, todo_all, kept)
@@ -127,9 +133,14 @@ def _turn_book(
     if tools:
         shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
         summary.warnings.append(
-            f'turns="all": {len(tools)} row(s) hold tool messages or tool calls, sent once as '
-            'with turns="last" (a tool result in the prompts file answers the prompt file\'s '
-            f"call, not the model's): {shown}"
+            Message(
+                "turns-tools-once",
+                "{turns=all}: {count:d} row(s) hold tool messages or tool calls, sent once as "
+                "with {turns=last} (a tool result in the prompts file answers the prompt file's "
+                "call, not the model's): {shown:s}",
+                count=len(tools),
+                shown=shown,
+            )
         )
     if book.dropped:
         summary.warnings.append(
@@ -156,12 +167,18 @@ def _truncated_rows(
         for r in rows
         if r.id in cut
     ]
-    warnings = []
+    warnings: list[str] = []
     longest = max((cut[r.id] for r in todo), default=0)
     if todo and max_tokens <= longest:
         warnings.append(
-            f"redo_truncated=True: max_tokens={max_tokens} is no more than the {longest:,} output "
-            f"tokens some were cut at: they may be cut again; raise it above max_tokens={longest}"
+            Message(
+                "redo-truncated-same-limit",
+                "{redo_truncated=True}: {max_tokens=} is no more than the {longest:,} output "
+                "tokens some were cut at: they may be cut again; raise it above {above:s}",
+                max_tokens=max_tokens,
+                longest=longest,
+                above=Message("above", "{max_tokens=}", max_tokens=longest),
+            )
         )
     return todo, warnings
 
@@ -265,7 +282,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             paid.count_unjournaled(summary, prices, asked.max_tokens)
             await key_check(summary, options, asked)
             for text in summary.warnings:  # a real run says them in PaidRun.run
-                log.warning("%s", text)
+                log.warning(text)
             return summarize_dry_run(
                 summary,
                 todo,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.keys import KeyRecord, KeysClient
-from openrouter_probe.errors import APIError, ConfigError
+from openrouter_probe.errors import APIError, ConfigError, Message
 from openrouter_probe.files import atomic_write_text
 from openrouter_probe.run.spend import allocate
 
@@ -138,8 +138,12 @@ def create_shard_keys(
     target = Path(out)
     if target.exists():
         raise ConfigError(
-            f"{target}: exists; revoke its keys first (or give another out=): overwriting it "
-            "would lose the secrets of keys that can still spend"
+            Message(
+                "key-file-exists",
+                "{path:s}: exists; revoke its keys first (or give another {out}): overwriting it "
+                "would lose the secrets of keys that can still spend",
+                path=str(target),
+            )
         )
     if not job.strip():
         raise ConfigError("job: give the job a name (the keys are named after it)")
@@ -233,8 +237,15 @@ def shard_key(keyfile: KeyFile, shard: tuple[int, int]) -> ShardKey:
     index, count = shard
     if count != keyfile.shards:
         raise ConfigError(
-            f"{keyfile.path}: holds keys for {keyfile.shards} shards, not {count}: run the job "
-            f"as shard=i/{keyfile.shards}"
+            Message(
+                "key-file-shards",
+                "{path:s}: holds keys for {shards:d} shards, not {count:d}: run the job as "
+                "{shard=}",
+                path=str(keyfile.path),
+                shards=keyfile.shards,
+                count=count,
+                shard=f"i/{keyfile.shards}",
+            )
         )
     for key in keyfile.keys:
         if key.shard == index:
@@ -249,7 +260,11 @@ def shard_secret(key_file: str | Path, shard: str | tuple[int, int] | None) -> s
 
     if shard is None:
         raise ConfigError(
-            f"key_file={str(key_file)!r} holds one key a shard: give shard='i/n' or shard='auto'"
+            Message(
+                "key-file-needs-shard",
+                "{key_file=} holds one key a shard: give {shard=i/n} or {shard=auto}",
+                key_file=str(key_file),
+            )
         )
     pair = parse_shard(shard) if isinstance(shard, str) else shard
     return shard_key(read_key_file(key_file), pair).secret

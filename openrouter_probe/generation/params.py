@@ -26,6 +26,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from openrouter_probe.errors import Message
+
 __all__ = ["CHAT_PARAMETERS", "MESSAGE_KEYS", "RESERVED", "check", "message_keys"]
 
 #: ``ChatRequest``'s fields in the ``openrouter`` SDK 1.3.84, less ``RESERVED``, plus the
@@ -167,7 +169,11 @@ def _shape_problem(name: str, value: Any) -> str | None:
 def check(name: str, value: Any) -> str | None:
     """Why the chat parameter ``name`` cannot be sent as ``value`` (one line), or ``None``."""
     if name in RESERVED:
-        return f"sets {name}: the policy (policy=) and the run decide it, not a row"
+        return Message(
+            "row-sets-reserved",
+            "sets {name:s}: the policy ({policy}) and the run decide it, not a row",
+            name=name,
+        )
     if name not in CHAT_PARAMETERS:
         return f"{name} is not an OpenRouter chat parameter"
     if not _finite(value):

@@ -24,7 +24,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.prompts import parse_shard
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
@@ -55,7 +55,13 @@ def parse_weights(
         for item in filter(None, (part.strip() for part in weights.split(","))):
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
-                raise ConfigError(f"weights={item!r}: give DATASET=WEIGHT, e.g. B3=2,B4=1")
+                raise ConfigError(
+                    Message(
+                        "weights-form",
+                        "{weights=}: give DATASET=WEIGHT, e.g. B3=2,B4=1",
+                        weights=item,
+                    )
+                )
             pairs[name.strip()] = value.strip()
     else:
         pairs = dict(weights)
@@ -71,7 +77,13 @@ def parse_weights(
         except (TypeError, ValueError):
             weight = -1.0
         if not weight > 0 or weight == float("inf"):
-            raise ConfigError(f"weights={name}={value}: a weight is a number above 0, e.g. 2")
+            raise ConfigError(
+                Message(
+                    "weight-not-positive",
+                    "{weights=}: a weight is a number above 0, e.g. 2",
+                    weights=Shown(f"{name}={value}"),
+                )
+            )
         out[name] = weight
     return out
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, Message, OptionError, reason
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.generation.sources import Source, open_source
 from openrouter_probe.run.rows import PromptRow
@@ -155,10 +155,21 @@ def parse_shard(text: str) -> tuple[int, int]:
         index, count = int(left), int(right)
     except ValueError:
         raise ConfigError(
-            f"shard={text!r}: give i/n, e.g. 0/4 (shards are numbered from 0)"
+            Message(
+                "shard-form",
+                "{shard=}: give i/n, e.g. 0/4 (shards are numbered from 0)",
+                shard=text,
+            )
         ) from None
     if count < 1 or not 0 <= index < count:
-        raise ConfigError(f"shard={text!r}: needs 0 <= i < n, e.g. 0/{max(count, 2)}")
+        raise ConfigError(
+            Message(
+                "shard-range",
+                "{shard=}: needs 0 <= i < n, e.g. 0/{most:d}",
+                shard=text,
+                most=max(count, 2),
+            )
+        )
     return index, count
 
 
@@ -210,9 +221,11 @@ def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
                 found.skipped.append(f"{source.where(number)}: {exc}")
                 continue
             except ValueError as exc:
-                error = str(exc)
+                error = reason(exc)
         if error is not None:
-            found.errors.append(f"{source.where(number)}: {error}")
+            found.errors.append(
+                Message("bad-row", "{where:s}: {why:s}", where=source.where(number), why=error)
+            )
             continue
         if row.id in seen:
             found.duplicates.append((row.id, seen[row.id], number))
@@ -267,10 +280,17 @@ def read_prompts(
         errors = found.errors
         more = f"\n... and {len(errors) - _SHOWN} more bad lines" if len(errors) > _SHOWN else ""
         raise ConfigError(
-            f"{label}: {len(errors)} bad {source.unit}(s); each row is a JSON object with a "
-            "conversation (`messages`, `conversations`) or a prompt (`prompt`, `question`, ...):\n"
-            + "\n".join(errors[:_SHOWN])
-            + more
+            Message(
+                "bad-rows",
+                "{label:s}: {count:d} bad {unit:s}(s); each row is a JSON object with a "
+                "conversation (`messages`, `conversations`) or a prompt (`prompt`, `question`, "
+                "...):\n{lines:s}{more:s}",
+                label=label,
+                count=len(errors),
+                unit=source.unit,
+                lines=Message.joined("bad-rows", "\n", errors[:_SHOWN]),
+                more=more,
+            )
         )
     rows = found.rows
     if not rows:

@@ -31,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from openrouter_probe.errors import Message
 from openrouter_probe.generation.layouts import (
     Layout,
     LayoutProblem,
@@ -308,7 +309,11 @@ def _own_params(obj: Mapping[str, Any]) -> dict[str, Any]:
     reserved = sorted((RESERVED - {"messages"}) & obj.keys())
     if reserved:
         raise ValueError(
-            f"sets {', '.join(reserved)}: the policy (policy=) and the run decide those, not a row"
+            Message(
+                "row-sets-reserved",
+                "sets {names:s}: the policy ({policy}) and the run decide those, not a row",
+                names=", ".join(reserved),
+            )
         )
     params = {k: _decoded(v) if k == "tools" else v for k, v in obj.items()
               if k in CHAT_PARAMETERS}  # fmt: skip
@@ -464,8 +469,12 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
         if found is None:
             names = ", ".join(f"`{k}`" for k in (*CONVERSATION_FIELDS, *PROMPT_FIELDS))
             raise ValueError(
-                f"has none of {names}; name the prompt field (prompt_field, or `fields:` "
-                "in a manifest)"
+                Message(
+                    "no-prompt-field",
+                    "has none of {names:s}; name the prompt field ({prompt_field:bare}, or "
+                    "`fields:` in a manifest)",
+                    names=names,
+                )
             )
         layout = found
     dataset = obj.get("dataset")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 
 __all__ = [
     "LAUNCHER_VARIABLES",
@@ -54,8 +54,13 @@ def _whole(name: str, text: str) -> int:
         return int(text.strip())
     except ValueError:
         raise ConfigError(
-            f"shard='auto': {name}={text!r} is not a whole number; fix the launcher's "
-            "variable or give shard='i/n'"
+            Message(
+                "launcher-not-whole",
+                "{shard=auto}: {name:s}={text:s} is not a whole number; fix the launcher's "
+                "variable or give {shard=i/n}",
+                name=name,
+                text=repr(text),
+            )
         ) from None
 
 
@@ -72,7 +77,13 @@ def shard_from_launcher(environ: Mapping[str, str] | None = None) -> LauncherSha
         if rank_text is None or size_text is None:
             have, miss = (rank_name, size_name) if rank_text is not None else (size_name, rank_name)
             raise ConfigError(
-                f"shard='auto': {have} is set but {miss} is not; set both or give shard='i/n'"
+                Message(
+                    "launcher-half",
+                    "{shard=auto}: {have:s} is set but {miss:s} is not; set both or give "
+                    "{shard=i/n}",
+                    have=have,
+                    miss=miss,
+                )
             )
         index, count = _whole(rank_name, rank_text), _whole(size_name, size_text)
         source = f"{rank_name}={rank_text.strip()}, {size_name}={size_text.strip()}"
@@ -80,12 +91,22 @@ def shard_from_launcher(environ: Mapping[str, str] | None = None) -> LauncherSha
             index -= _whole("SLURM_ARRAY_TASK_MIN", env["SLURM_ARRAY_TASK_MIN"])
             source += f", SLURM_ARRAY_TASK_MIN={env['SLURM_ARRAY_TASK_MIN'].strip()}"
         if count < 1 or not 0 <= index < count:
-            raise ConfigError(f"shard='auto': {source} needs 0 <= rank < world size")
+            raise ConfigError(
+                Message(
+                    "launcher-rank",
+                    "{shard=auto}: {source:s} needs 0 <= rank < world size",
+                    source=source,
+                )
+            )
         return LauncherShard(index, count, source)
     names = ", ".join(f"{r}/{s}" for r, s in LAUNCHER_VARIABLES)
     raise ConfigError(
-        f"shard='auto': no launcher variables found (looked for {names}); run under the "
-        "launcher or give shard='i/n'"
+        Message(
+            "launcher-none",
+            "{shard=auto}: no launcher variables found (looked for {names:s}); run under the "
+            "launcher or give {shard=i/n}",
+            names=names,
+        )
     )
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import json_error
 
 __all__ = ["HF_EXTRA", "HF_PREFIX", "Source", "hf_only", "open_source"]
@@ -156,9 +156,14 @@ class Source:
         except (OSError, ValueError, ConnectionError) as exc:
             offline = " (offline: only what the datasets cache holds)" if _offline() else ""
             raise ConfigError(
-                f"{self.spec}: cannot load it with datasets{offline}: "
-                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; check the "
-                "name, config= and split="
+                Message(
+                    "hub-unloadable",
+                    "{spec:s}: cannot load it with datasets{offline:s}: {why:s}; check the name, "
+                    "{config} and {split}",
+                    spec=self.spec,
+                    offline=offline,
+                    why=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                )
             ) from None
         yield from _numbered(loaded)
 
@@ -170,7 +175,13 @@ class Source:
         wanted = self.split or ("train" if "train" in splits or len(splits) != 1 else splits[0])
         if wanted not in splits:
             raise ConfigError(
-                f"{self.spec}: no split {wanted!r}; it has {', '.join(splits)}: give split="
+                Message(
+                    "hub-no-split",
+                    "{spec:s}: no split {wanted:s}; it has {splits:s}: give {split}",
+                    spec=self.spec,
+                    wanted=repr(wanted),
+                    splits=", ".join(splits),
+                )
             )
         return loaded[wanted]
 

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
-from openrouter_probe.errors import APIError, NoRouteError, SnapshotError, first_validation_error
+from openrouter_probe.errors import (
+    APIError,
+    Message,
+    NoRouteError,
+    SnapshotError,
+    first_validation_error,
+)
 from openrouter_probe.files import atomic_write_text, ensure_not_input
 from openrouter_probe.rules.batch import (
     BatchAcceptance,
@@ -474,8 +480,13 @@ def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
     if name is None:
         known = ", ".join(sorted(BUNDLED_MODELS))
         raise SnapshotError(
-            f"no bundled snapshot for {model!r} (bundled: {known}); "
-            "take one with `openrouter-probe endpoints MODEL --save PATH` and pass snapshot=PATH"
+            Message(
+                "no-bundled-snapshot",
+                "no bundled snapshot for {model:s} (bundled: {known:s}); take one with "
+                "`openrouter-probe endpoints MODEL --save PATH` and pass {snapshot=PATH}",
+                model=repr(model),
+                known=known,
+            )
         )
     text = resources.files("openrouter_probe.data").joinpath(name).read_text(encoding="utf-8")
     return _from_document(json.loads(text), where=f"openrouter_probe/data/{name}", source="bundled")
@@ -510,8 +521,13 @@ def probe(model: str, *, client: Client | None = None, use_page: bool = True) ->
                 html = api.page(model)
             except APIError as page_exc:
                 raise APIError(
-                    f"both sources failed: API: {api_exc}; page: {page_exc}. "
-                    "Use offline=True or snapshot=PATH to work without the network",
+                    Message(
+                        "both-sources-failed",
+                        "both sources failed: API: {api:s}; page: {page:s}. Use {offline=True} "
+                        "or {snapshot=PATH} to work without the network",
+                        api=str(api_exc),
+                        page=str(page_exc),
+                    ),
                     url=url,
                 ) from page_exc
             parsed = parse_provider_page(html, model=model, source=url)
@@ -549,7 +565,7 @@ def resolve_snapshot(
     elif model:
         snap = probe(model)
     else:
-        raise SnapshotError("give a model, offline=True or snapshot=PATH")
+        raise SnapshotError(Message("no-model", "give a model, {offline=True} or {snapshot=PATH}"))
     mismatch = model and model_mismatch(
         snap, model, source=snapshot if snapshot and snapshot != "bundled" else None
     )

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from openrouter_probe.errors import Message
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.failure import Failure, FailureKind
 from openrouter_probe.run.limit import DollarWindow
@@ -202,9 +203,14 @@ class AttemptPolicy:
             return None
         return Stop(
             StopReason.UNREACHABLE,
-            f"{self.unanswered_streak} rows in a row got no answer from the server, the last: "
-            f"{failure.message}. Check OPENROUTER_BASE_URL and the network, then rerun the "
-            "same command (redo_failed=True also resends the rows that failed)",
+            Message(
+                "unreachable",
+                "{rows:d} rows in a row got no answer from the server, the last: {last:s}. Check "
+                "OPENROUTER_BASE_URL and the network, then rerun the same command "
+                "({redo_failed=True} also resends the rows that failed)",
+                rows=self.unanswered_streak,
+                last=failure.message,
+            ),
         )
 
     def _transient(
@@ -244,11 +250,19 @@ class AttemptPolicy:
                 )
             return Stop(
                 StopReason.IN_FLIGHT,
-                f"{row.id}: OpenRouter's in-flight budget refused this request "
-                f"{window.lone_in_a_row} times with nothing else in flight (its worst case "
-                f"${attempt.worst:.6f}): one request is larger than the account can hold. Lower "
-                f"max_tokens (now {max_tokens}; lower_max_tokens=True halves it on this refusal) "
-                f"or add credits, then rerun the same command to resume ({failure.message})",
+                Message(
+                    "in-flight-too-large",
+                    "{row:s}: OpenRouter's in-flight budget refused this request {times:d} times "
+                    "with nothing else in flight (its worst case ${worst:.6f}): one request is "
+                    "larger than the account can hold. Lower {max_tokens:bare} (now {now:d}; "
+                    "{lower_max_tokens=True} halves it on this refusal) or add credits, then "
+                    "rerun the same command to resume ({said:s})",
+                    row=row.id,
+                    times=window.lone_in_a_row,
+                    worst=attempt.worst,
+                    now=max_tokens,
+                    said=failure.message,
+                ),
             )
         cap = self.options.backoff.wait_max_s
         wait = HOLD_WAIT_S if failure.retry_after_s is None else failure.retry_after_s
@@ -268,9 +282,16 @@ class AttemptPolicy:
             at = datetime.datetime.fromtimestamp(resume, datetime.UTC).strftime("%H:%M")
             return Stop(
                 StopReason.RATE_LIMITED,
-                f"rate limited by the key: resume after {at} UTC (OpenRouter asked to wait "
-                f"{wait:.0f} s, more than max_wait_s={options.max_wait_s:.0f} s: "
-                f"{failure.message}); rerun the same command then",
+                Message(
+                    "rate-limited",
+                    "rate limited by the key: resume after {at:s} UTC (OpenRouter asked to wait "
+                    "{wait:.0f} s, more than {max_wait_s=} s: {said:s}); rerun the same command "
+                    "then",
+                    at=at,
+                    wait=wait,
+                    max_wait_s=round(options.max_wait_s),
+                    said=failure.message,
+                ),
             )
         return Pause(wait)
 
@@ -313,7 +334,7 @@ class AttemptPolicy:
             return Stop(stop, failure.message)
         if status == 402:
             hint = (
-                " (allow a lower max_tokens with lower_max_tokens=True)"
+                " (allow a lower max_tokens with {lower_max_tokens=True})"
                 if failure.afford_tokens and not self.options.lower_max_tokens
                 else ""
             )
@@ -327,8 +348,14 @@ class AttemptPolicy:
             )
             return Stop(
                 StopReason.CREDITS,
-                f"OpenRouter says the credits are insufficient (402): {failure.message}{hint}. "
-                f"{then} the same command to resume",
+                Message(
+                    "credits",
+                    "OpenRouter says the credits are insufficient (402): {said:s}"
+                    + hint
+                    + ". {then:s} the same command to resume",
+                    said=failure.message,
+                    then=then,
+                ),
             )
         if status == 401:
             return Stop(StopReason.KEY, failure.message)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import APIError, APIStatusError, SnapshotError
+from openrouter_probe.errors import APIError, APIStatusError, Message, SnapshotError
 from openrouter_probe.rules.batch_history import record_batch_acceptance
 from openrouter_probe.run.batch_plan import BatchSettings, line_outcome, priced_tokens
 from openrouter_probe.run.failure import Failure
@@ -155,7 +155,14 @@ class BatchCalls:
         path = self.settings.history
         if path is None:
             if self.settings.history_off:
-                warn(f"batch {batch_id} was accepted; {self.settings.history_off}")
+                warn(
+                    Message(
+                        "batch-accepted-no-history",
+                        "batch {batch:s} was accepted; {why:s}",
+                        batch=batch_id,
+                        why=self.settings.history_off,
+                    )
+                )
             return
         if tag is None:  # which one OpenRouter chose is not known at the 202
             log.info("batch %s accepted for one of %s: none recorded", batch_id, ", ".join(only))

@@ -21,7 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.spend import Prices
 from openrouter_probe.run.transport import Answer, parse_body
@@ -85,19 +85,33 @@ class BatchOptions:
     def __post_init__(self) -> None:
         _check_live(self.live)
         if isinstance(self.poll_s, bool) or not isinstance(self.poll_s, int | float):
-            raise ConfigError(f"--batch-poll {self.poll_s!r}: a number of seconds, e.g. 15")
+            raise ConfigError(
+                Message("batch-poll", "{poll_s=}: a number of seconds, e.g. 15", poll_s=self.poll_s)
+            )
         if not MIN_POLL_S <= self.poll_s <= MAX_POLL_S:
             raise ConfigError(
-                f"--batch-poll {self.poll_s:g}: seconds from {MIN_POLL_S:g} to {MAX_POLL_S:g} "
-                "(the first poll's wait; it grows by half up to 2 minutes, or to this if longer)"
+                Message(
+                    "batch-poll-range",
+                    "{poll_s=}: seconds from {low:g} to {high:g} (the first poll's wait; it grows "
+                    "by half up to 2 minutes, or to this if longer)",
+                    poll_s=self.poll_s,
+                    low=MIN_POLL_S,
+                    high=MAX_POLL_S,
+                )
             )
 
 
 def _check_live(live: int) -> None:
     if isinstance(live, bool) or not isinstance(live, int) or not 1 <= live <= MAX_LIVE_BATCHES:
         raise ConfigError(
-            f"--batch-live {live!r}: a whole number from 1 to {MAX_LIVE_BATCHES} (batches "
-            f"running at once; default {DEFAULT_LIVE_BATCHES})"
+            Message(
+                "batch-live",
+                "{live=}: a whole number from 1 to {most:d} (batches running at once; default "
+                "{default:d})",
+                live=live,
+                most=MAX_LIVE_BATCHES,
+                default=DEFAULT_LIVE_BATCHES,
+            )
         )
 
 
@@ -134,13 +148,22 @@ class BatchSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.size <= MAX_BATCH_LINES:
             raise ConfigError(
-                f"--batch-size {self.size}: a whole number from 1 to {MAX_BATCH_LINES} "
-                "(OpenRouter's limit per batch)"
+                Message(
+                    "batch-size",
+                    "{size=}: a whole number from 1 to {most:d} (OpenRouter's limit per batch)",
+                    size=self.size,
+                    most=MAX_BATCH_LINES,
+                )
             )
         _check_live(self.live)
         if not 0 < self.poll_s <= self.poll_max_s:
             raise ConfigError(
-                f"--batch-poll {self.poll_s}: seconds above 0, at most {self.poll_max_s}"
+                Message(
+                    "batch-poll-max",
+                    "{poll_s=}: seconds above 0, at most {most:g}",
+                    poll_s=self.poll_s,
+                    most=self.poll_max_s,
+                )
             )
 
 

@@ -264,7 +264,7 @@ class BatchSender:
                 "their batch stays open: rerun the same command to record them (not re-run)"
             )
         for text in said:
-            log.warning("%s", text)
+            log.warning(text)
         return said
 
     def status_line(self) -> str:

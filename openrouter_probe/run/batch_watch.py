@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError
+from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError, Message
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.replay import OpenBatch
 from openrouter_probe.run.stop import StopReason
@@ -219,7 +219,13 @@ def running_message(batches: Collection[Watched]) -> list[str]:
     ids = ", ".join(f"{i} ({status})" for i, status in list(running.items())[:5])
     more = f" and {len(running) - 5} more" if len(running) > 5 else ""
     return [
-        f"{len(running)} batch(es) still running: {ids}{more}. There is no cancel: rerun the "
-        "same command to poll them and write their results (--abandon forgets them; what "
-        "completes is billed)"
+        Message(
+            "batches-running",
+            "{count:d} batch(es) still running: {ids:s}{more:s}. There is no cancel: rerun the "
+            "same command to poll them and write their results ({abandon=True} forgets them; "
+            "what completes is billed)",
+            count=len(running),
+            ids=ids,
+            more=more,
+        )
     ]

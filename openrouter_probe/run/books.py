@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.claims import Claims
@@ -270,7 +271,15 @@ class Books:
             if self.overshoot.see(
                 outcome.provider, billed_tokens=billed, max_tokens=max_tokens, cost_usd=cost
             ):
-                log.info("%s billed %d tokens for max_tokens=%d", row.id, billed, max_tokens)
+                log.info(
+                    Message(
+                        "billed-past-max-tokens",
+                        "{row:s} billed {billed:d} tokens for {max_tokens=}",
+                        row=row.id,
+                        billed=billed,
+                        max_tokens=max_tokens,
+                    )
+                )
             if cost is None:
                 own = own_cost(outcome.usage, attempt)
                 self.warn(
@@ -356,7 +365,7 @@ class Books:
                 return
             self._said_once.add(once)
         self.warnings.append(text)
-        log.warning("%s", text)
+        log.warning(text)
 
     async def settle_the_rest(
         self,

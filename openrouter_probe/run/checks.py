@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import APIConnectionError, APIError, NoRouteError
+from openrouter_probe.errors import APIConnectionError, APIError, Message, NoRouteError
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.config import JobOptions
 
@@ -47,9 +47,15 @@ def endpoints_now(
             # The client's own advice names --offline, which the paid commands do not have.
             reason = "no connection" if isinstance(exc, APIConnectionError) else str(exc)
             raise APIError(
-                f"cannot read {model}'s endpoints from {base_url} to check the policy and price "
-                f"the cap ({reason}); check the network or OPENROUTER_BASE_URL, or pass "
-                'snapshot="bundled" or snapshot=PATH to use a saved one',
+                Message(
+                    "endpoints-unreadable",
+                    "cannot read {model:s}'s endpoints from {base_url:s} to check the policy and "
+                    "price the cap ({reason:s}); check the network or OPENROUTER_BASE_URL, or pass "
+                    "{snapshot=bundled} or {snapshot=PATH} to use a saved one",
+                    model=model,
+                    base_url=str(base_url),
+                    reason=reason,
+                ),
                 url=exc.url,
             ) from exc
         snap = Snapshot.from_endpoints(

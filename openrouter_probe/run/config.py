@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, Message, OptionError
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import parse_decimal, whole_number
 from openrouter_probe.run.ledger import ledger_path
@@ -163,14 +163,22 @@ class JobOptions:
         """
         budget = None if budget_usd is None else parse_decimal(budget_usd, "budget_usd")
         if budget is not None and budget <= 0:
-            raise ConfigError(f"budget_usd={budget_usd}: a positive amount of USD, e.g. 100")
+            raise ConfigError(
+                Message(
+                    "budget-not-positive",
+                    "{budget_usd=}: a positive amount of USD, e.g. 100",
+                    budget_usd=budget_usd,
+                )
+            )
         target = Path(out)
         try:
             ensure_not_input(target, *inputs)
             ensure_not_input(ledger_path(target), *inputs)
             ensure_not_input(turns_path(target), *inputs)
         except ValueError as exc:
-            raise ConfigError(f"out=: {exc}; name another file") from exc
+            raise ConfigError(
+                Message("out-is-input", "{out}: {why:s}; name another file", why=str(exc))
+            ) from exc
         _check_writable(target)
         connection = Connection.resolve(api_key=api_key, base_url=base_url)
         if need_key:
@@ -218,8 +226,13 @@ def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
         return default_backoff(DEFAULT_ATTEMPTS if attempts is None else attempts)
     if attempts is not None and attempts != backoff.attempts:
         raise ConfigError(
-            f"attempts={attempts} and a backoff with attempts={backoff.attempts}: give one "
-            "(the backoff's attempts count every try)"
+            Message(
+                "attempts-and-backoff",
+                "{attempts=} and a backoff with attempts={tries:d}: give one (the backoff's "
+                "attempts count every try)",
+                attempts=attempts,
+                tries=backoff.attempts,
+            )
         )
     return backoff
 
@@ -228,8 +241,28 @@ def _check_writable(out: Path) -> None:
     """The output's folder exists and takes new files; an existing output can be appended to."""
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise ConfigError(f"out={out}: the folder {folder} does not exist; create it first")
+        raise ConfigError(
+            Message(
+                "out-folder-missing",
+                "{out=}: the folder {folder:s} does not exist; create it first",
+                out=Path(out),
+                folder=str(folder),
+            )
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"out={out}: cannot write in {folder}; choose a folder you can write to")
+        raise ConfigError(
+            Message(
+                "out-folder-read-only",
+                "{out=}: cannot write in {folder:s}; choose a folder you can write to",
+                out=Path(out),
+                folder=str(folder),
+            )
+        )
     if out.exists() and not os.access(out, os.W_OK):
-        raise ConfigError(f"out={out}: the file is read-only; make it writable or choose another")
+        raise ConfigError(
+            Message(
+                "out-read-only",
+                "{out=}: the file is read-only; make it writable or choose another",
+                out=Path(out),
+            )
+        )

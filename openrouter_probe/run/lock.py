@@ -35,7 +35,7 @@ import socket
 from pathlib import Path
 from typing import IO, Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 
 __all__ = ["LOCK_SUFFIX", "OutputLock", "lock_path"]
 
@@ -122,9 +122,14 @@ class OutputLock:
             holder = _flock_holder(os.fstat(fd))
             os.close(fd)
             raise ConfigError(
-                f"{self.out} is in use by {holder} under another name (a link to the same "
-                "file): one run per output (two would each keep their own cap); wait for it to "
-                "end or stop it, or give this run another out="
+                Message(
+                    "out-in-use-linked",
+                    "{path:s} is in use by {holder:s} under another name (a link to the same "
+                    "file): one run per output (two would each keep their own cap); wait for it "
+                    "to end or stop it, or give this run another {out}",
+                    path=str(self.out),
+                    holder=str(holder),
+                )
             ) from None
         self._identity = fd
 
@@ -146,8 +151,13 @@ class OutputLock:
             holder = _holder(handle.read())
             handle.close()
             raise ConfigError(
-                f"{self.out} is in use by {holder}: one run per output (two would each keep "
-                "their own cap); wait for it to end or stop it, or give this run another out="
+                Message(
+                    "out-in-use",
+                    "{path:s} is in use by {holder:s}: one run per output (two would each keep "
+                    "their own cap); wait for it to end or stop it, or give this run another {out}",
+                    path=str(self.out),
+                    holder=str(holder),
+                )
             ) from None
         return handle
 

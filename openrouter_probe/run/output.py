@@ -82,7 +82,7 @@ FINISHED = frozenset({"ok", "truncated", "failed"})
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 #: What to do about a damaged output line.
 _DAMAGED = (
-    "is this the out= file of `generate`? If it is, the line is damaged: "
+    "is this the output file of `generate`? If it is, the line is damaged: "
     "restore the file, or remove that line (its row is then sent again)"
 )
 

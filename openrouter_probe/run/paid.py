@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import WriteFailed, write_error
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books import Books
@@ -101,20 +101,37 @@ def _check_job(options: JobOptions, headers: list[dict[str, Any]], job: Job | No
         command = header.get("command")
         if isinstance(command, str) and command != options.command:
             raise ConfigError(
-                f"{options.out} was written by `{command}` ({header.get('policy', '?')}); "
-                f"`{options.command}` does not add rows to it: give out= another file"
+                Message(
+                    "out-of-another-command",
+                    "{path:s} was written by `{by:s}` ({policy:s}); `{command:s}` does not add "
+                    "rows to it: give {out} another file",
+                    path=str(options.out),
+                    by=command,
+                    policy=str(header.get("policy", "?")),
+                    command=options.command,
+                )
             )
         model = header.get("model")
         if job is not None and isinstance(model, str) and model != job.model:
             raise ConfigError(
-                f"{options.out} holds rows of {model}, not {job.model}: give out= another file"
+                Message(
+                    "out-of-another-model",
+                    "{path:s} holds rows of {model:s}, not {job:s}: give {out} another file",
+                    path=str(options.out),
+                    model=model,
+                    job=job.model,
+                )
             )
     last = headers[-1] if headers else {}
     if job is not None and isinstance(last.get("job"), str) and last["job"] != job.sha256:
         what = "policy" if options.command == "generate" else "plan"
-        return (
-            f"{options.out} was written under another {what} ({last.get('policy', '?')}); its "
-            f"finished rows are kept and not sent again (give out= another file to start afresh)"
+        return Message(
+            "out-of-another-plan",
+            "{path:s} was written under another {what:s} ({policy:s}); its finished rows are kept "
+            "and not sent again (give {out} another file to start afresh)",
+            path=str(options.out),
+            what=what,
+            policy=str(last.get("policy", "?")),
         )
     return None
 
@@ -251,10 +268,14 @@ class PaidRun:
                 summary.warnings.append(warning)
         if self.options.budget_usd is None:
             summary.warnings.append(
-                "no budget_usd: nothing caps this run's spend (dry_run=True shows the worst case)"
+                Message(
+                    "no-budget",
+                    "no {budget_usd:bare}: nothing caps this run's spend ({dry_run=True} shows the "
+                    "worst case)",
+                )
             )
         for text in summary.warnings:
-            log.warning("%s", text)
+            log.warning(text)
         return blocks
 
     def _journal_header(
@@ -409,7 +430,7 @@ class _WriteStop:
         if self.line is not None:
             return
         self.line = line
-        log.error("%s", line)
+        log.error(line)
         if self.run is not None:
             self.run.request_stop(StopReason.WRITE_FAILED, line)
 

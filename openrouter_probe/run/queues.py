@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 
+from openrouter_probe.errors import Message
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.books import Books
@@ -283,14 +284,20 @@ class RowQueues:
         fits = attempt.prices.max_tokens_within(
             room, prompt_tokens=shape.prompt_tokens, shape=shape
         )
-        advice = f"max_tokens={fits} would fit it" if fits >= 1 else "its prompt alone does not fit"
-        said = (
-            f"{row.id}: skipped, not sent: its request may cost up to ${attempt.worst:.6f}, more "
-            f"than the whole {format_usd(cap.cap_usd)} cap; {advice}, or raise budget_usd"
+        advice = "{max_tokens=} would fit it" if fits >= 1 else "its prompt alone does not fit"
+        said = Message(
+            "row-over-cap",
+            "{row:s}: skipped, not sent: its request may cost up to ${worst:.6f}, more than the "
+            "whole {cap:s} cap; " + advice + ", or raise {budget_usd:bare}",
+            row=row.id,
+            worst=attempt.worst,
+            cap=format_usd(cap.cap_usd),
+            max_tokens=fits,
         )
         self.books.warn(said)
         # the run ends at ``budget`` (the other rows went): the first such row names why
-        self.books.spent_out(row.dataset, f"{row.dataset}: {said}" if len(self.order) > 1 else said)
+        where = Message("in-dataset", "{dataset:s}: {said:s}", dataset=row.dataset, said=said)
+        self.books.spent_out(row.dataset, where if len(self.order) > 1 else said)
         self.books.unsent(row.dataset)
 
     def spent_out(self, dataset: str, row: PromptRow, attempt: Attempt) -> None:
@@ -303,7 +310,8 @@ class RowQueues:
             share = cap.share_usd(dataset) or _ZERO
             mine = max(_ZERO, share - cap.committed_by_dataset.get(dataset, _ZERO))
             where += f" (its share has ${mine:.6f} left; nothing is left to borrow)"
-        message = f"{row.id}: the next request may cost up to ${attempt.worst:.6f} and {where}"
+        template = "{row:s}: the next request may cost up to ${worst:.6f} and {where:s}"
+        values: dict[str, object] = {"row": row.id, "worst": attempt.worst, "where": where}
         # the advice is for the next start, where every dataset is open again: its share then
         base = self._first_share(dataset) if shared else left
         shape = attempt.request.shape
@@ -312,19 +320,23 @@ class RowQueues:
             attempt.prices.max_tokens_within(base, prompt_tokens=shape.prompt_tokens, shape=shape)
         )
         if self.books.counts.requests == 0 and fits < attempt.request.max_tokens:
-            message += (
-                f"; max_tokens={fits} would fit"
+            template += (
+                "; {max_tokens=} would fit"
                 + (" its share with every dataset open" if shared else "")
                 if fits >= 1
-                else f"; raise budget_usd above ${attempt.worst:.6f} for one row"
+                else "; raise {budget_usd:bare} above ${worst:.6f} for one row"
             )
+            values["max_tokens"] = fits
         elif self.books.counts.requests:
             now = attempt.prices.max_tokens_within(
                 left, prompt_tokens=shape.prompt_tokens, shape=shape
             )
             if 1 <= now < attempt.request.max_tokens:
-                message += f"; max_tokens={now} fits what remains"
-        self.books.spent_out(dataset, f"{dataset}: {message}" if len(self.order) > 1 else message)
+                template += "; {max_tokens=} fits what remains"
+                values["max_tokens"] = now
+        message = Message("spent-out", template, **values)
+        said = Message("in-dataset", "{dataset:s}: {said:s}", dataset=dataset, said=message)
+        self.books.spent_out(dataset, said if len(self.order) > 1 else message)
         self.close(dataset, message)
 
     def _first_share(self, dataset: str) -> Decimal:
@@ -357,7 +369,7 @@ def unaffordable_shares(
         best = cheapest[row.dataset]
         if best is None or request.worst_usd < best.worst:
             cheapest[row.dataset] = Attempt(request, row_prices, "", 0.0)
-    said = []
+    said: list[str] = []
     for dataset, attempt in cheapest.items():
         share = budget_usd * weight[dataset] / total
         if attempt is None or attempt.worst <= share:
@@ -367,13 +379,23 @@ def unaffordable_shares(
             share, prompt_tokens=shape.prompt_tokens, shape=shape
         )
         advice = (
-            f"max_tokens={fits} fits its share"
+            Message("fits-share", "{max_tokens=} fits its share", max_tokens=fits)
             if fits >= 1
-            else "no max_tokens fits its share: raise budget_usd"
+            else Message(
+                "no-share-fits", "no {max_tokens:bare} fits its share: raise {budget_usd:bare}"
+            )
         )
         said.append(
-            f"{dataset}: its share of the cap, ${share:.6f}, cannot buy one request at "
-            f"max_tokens={attempt.request.max_tokens} (worst case ${attempt.worst:.6f}); "
-            f"{advice} (it borrows what the others leave unspent, so it may still get rows)"
+            Message(
+                "share-too-small",
+                "{dataset:s}: its share of the cap, ${share:.6f}, cannot buy one request at "
+                "{max_tokens=} (worst case ${worst:.6f}); {advice:s} (it borrows what the "
+                "others leave unspent, so it may still get rows)",
+                dataset=dataset,
+                share=share,
+                max_tokens=attempt.request.max_tokens,
+                worst=attempt.worst,
+                advice=advice,
+            )
         )
     return said

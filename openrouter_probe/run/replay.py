@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import (
     iter_jsonl,
     repair_torn_tail,
@@ -216,9 +216,14 @@ def replay_ledger(
     attempts, replay.headers = _read(p, plans, replay.adopted)
     if attempts and not output_exists:
         raise ConfigError(
-            f"{p}: a spend journal without its output file {p.name[: -len(LEDGER_SUFFIX)]}: "
-            "restore the output to resume, or delete the journal to start afresh (the money it "
-            "records will then no longer count against budget_usd)"
+            Message(
+                "journal-without-output",
+                "{path:s}: a spend journal without its output file {output:s}: restore the output "
+                "to resume, or delete the journal to start afresh (the money it records will then "
+                "no longer count against {budget_usd:bare})",
+                path=str(p),
+                output=p.name[: -len(LEDGER_SUFFIX)],
+            )
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}

@@ -27,6 +27,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import (
     Attempt,
@@ -302,10 +303,13 @@ class Run:
             return False
         if isinstance(decision, Lower):
             log.warning(
-                "%s: credits afford only %d tokens; retrying with max_tokens=%d",
-                row.id,
-                decision.max_tokens,
-                decision.max_tokens,
+                Message(
+                    "lower-max-tokens",
+                    "{row:s}: credits afford only {tokens:d} tokens; retrying with {max_tokens=}",
+                    row=row.id,
+                    tokens=decision.max_tokens,
+                    max_tokens=decision.max_tokens,
+                )
             )
             lower = self.queues.prepare(row, max_tokens=decision.max_tokens)
             attempt.request, attempt.ceiling_s = lower.request, lower.ceiling_s
@@ -445,8 +449,13 @@ class Run:
         out_of_money = list(self.books.out_of_money.values())
         if self.stop_reason == StopReason.DONE and out_of_money:
             self.stop_reason = StopReason.BUDGET
-            self.message = "; ".join(out_of_money[:3]) + (
-                f"; and {len(out_of_money) - 3} more" if len(out_of_money) > 3 else ""
+            shown = out_of_money[:3]
+            fields = {f"m{i}": m for i, m in enumerate(shown)}
+            self.message = Message(
+                "out-of-money",
+                "; ".join(f"{{m{i}:s}}" for i in range(len(shown)))
+                + (f"; and {len(out_of_money) - 3} more" if len(out_of_money) > 3 else ""),
+                **fields,
             )
         elif self.stop_reason == StopReason.DONE and self.options.target_tokens is not None:
             done = not self.books.counts.not_sent

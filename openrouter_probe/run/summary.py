@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from openrouter_probe.errors import Term, keyword_term, render_template, rendered
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.stop import StopReason
 
@@ -252,7 +253,7 @@ class RunSummary:
             "warnings": list(self.warnings),
         }
 
-    def _money_lines(self) -> list[str]:
+    def _money_lines(self, term: Term) -> list[str]:
         cap = f" of {format_usd(self.budget_usd)}" if self.budget_usd is not None else ""
         remaining = self.remaining_usd
         lines = [
@@ -265,7 +266,8 @@ class RunSummary:
         if self.shards and self.budget_usd is not None:
             total = self.budget_usd * self.shards
             lines.append(
-                f"budget_usd is per shard: {format_usd(self.budget_usd)} x {self.shards} "
+                render_template("{budget_usd:bare}", {}, term)
+                + f" is per shard: {format_usd(self.budget_usd)} x {self.shards} "
                 f"shards = {format_usd(total)} on the key in all"
             )
         if self.possibly_billed_usd or self.reconciled:
@@ -324,7 +326,7 @@ class RunSummary:
             )
         return lines
 
-    def _turn_lines(self) -> list[str]:
+    def _turn_lines(self, term: Term) -> list[str]:
         """``--turns all``: turns, in one unit with the rows line's requests (every request sends
         one turn: a row's last turn finishes it; a row without turns of its own is one turn)."""
         if self.turns_to_send is None:
@@ -334,7 +336,8 @@ class RunSummary:
             if self.turns_resumed
             else ""
         )
-        line = f'turns (turns="all"): {self.turns_to_send:,} to send for the rows to send{kept}'
+        asked = render_template("{turns=all}", {}, term)
+        line = f"turns ({asked}): {self.turns_to_send:,} to send for the rows to send{kept}"
         if self.stop_reason != StopReason.DRY_RUN:
             line += f"; {self.turns_done:,} answered"
         lines = [line]
@@ -345,8 +348,9 @@ class RunSummary:
             )
         return lines
 
-    def render(self) -> str:
-        """The summary for people, in lines of at most 80 columns."""
+    def render(self, term: Term = keyword_term) -> str:
+        """The summary for people, in lines of at most 80 columns; ``term`` says the library's
+        keywords (``errors.keyword_term``; the CLI passes its flags)."""
         lines = [f"{self.model} via {self.policy} -> {self.out}"]
         if self.stop_reason == StopReason.DRY_RUN:
             lines.append(
@@ -371,10 +375,12 @@ class RunSummary:
         if self.stop_reason == StopReason.DRY_RUN and self.rows_ending_on_assistant:
             lines.append(
                 f"{self.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
-                'is regenerated (turns="last" keeps it as `original`)'
+                "is regenerated ("
+                + render_template("{turns=last}", {}, term)
+                + " keeps it as `original`)"
             )
-        lines.extend(self._turn_lines())
-        lines.extend(self._money_lines())
+        lines.extend(self._turn_lines(term))
+        lines.extend(self._money_lines(term))
         if self.in_flight_refusals:
             lines.append(
                 f"held in flight at most ${self.held_max_usd:,.4f}; {self.in_flight_refusals:,} "
@@ -392,8 +398,9 @@ class RunSummary:
             lines.append(f"worst case of the {what} to send: ${self.worst_case_usd:,.4f}")
         if self.expected_usd is not None:
             lines.append(f"expected (budget planner, blended): ${self.expected_usd:,.4f}")
-        lines.extend(self.notes)
-        lines.append(f"stopped: {self.stop_reason}" + (f": {self.message}" if self.message else ""))
+        lines.extend(rendered(n, term) for n in self.notes)
+        message = rendered(self.message, term)
+        lines.append(f"stopped: {self.stop_reason}" + (f": {message}" if message else ""))
         return "\n".join(_fit(line) for line in lines)
 
 

@@ -44,6 +44,7 @@ from openrouter_probe.api.completion import (
     read_stream,
 )
 from openrouter_probe.api.envelope import read_error
+from openrouter_probe.errors import Message
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
 __all__ = [
@@ -216,7 +217,11 @@ class HttpTransport:
                 if b"data:" in chunk:
                     last = now
                 elif now - last > limit:
-                    return f"no token for {now - last:.0f} s, only keep-alive comments (read_timeout_s)"
+                    return Message(
+                        "keep-alives-only",
+                        "no token for {waited:.0f} s, only keep-alive comments ({read_timeout_s:bare})",
+                        waited=now - last,
+                    )
             if ceiling_s is not None and now - started > ceiling_s:
                 return f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
         return b"".join(chunks)

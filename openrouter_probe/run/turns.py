@@ -242,8 +242,8 @@ def read_turns(path: str | Path) -> Iterator[tuple[int, str, str, dict[str, Any]
             or isinstance(index, bool)
         ):
             raise ConfigError(
-                f"{p}:{lineno}: not a turn of `generate --turns all` (needs id and turn.index); "
-                + _DAMAGED
+                f"{p}:{lineno}: not a turn of `generate` answering every turn (needs id and "
+                "turn.index); " + _DAMAGED
             )
         dataset = line.get("dataset")
         yield lineno, ident, dataset if isinstance(dataset, str) else "default", turn

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from openrouter_probe.errors import Term, keyword_term, rendered
 from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
 from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_responses, keep_samples
 from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
@@ -185,8 +186,9 @@ class VerifyReport:
             )
         return out
 
-    def render(self) -> str:
-        """The report as text: one line per endpoint (80 columns for tags up to 16 characters; a
+    def render(self, term: Term = keyword_term) -> str:
+        """The report as text (``term`` says the library's keywords in the notes; the CLI passes
+        its flags): one line per endpoint (80 columns for tags up to 16 characters; a
         longer tag widens its column rather than being cut): verdict, paired n, accuracy, the
         accuracy gap with its interval, the smallest Holm p of its measures, cost; then each
         verdict's reason (with the leaked responses discarded) and the notes, wrapped at 80."""
@@ -233,7 +235,7 @@ class VerifyReport:
                     + (f"; {r.leaked} leaked response(s) discarded" if r.leaked else "")
                 )
             tail.extend(f"{r.tag}: {finding}" for finding in r.findings)
-        tail.extend(self.notes)
+        tail.extend(rendered(n, term) for n in self.notes)
         lines.extend(textwrap.fill(t, width=80, subsequent_indent="  ") for t in tail)
         for r in self.results:  # every test, one line each, the same shape for all
             for line in render_results(r.tag, r.tests, r.verdict):

@@ -48,7 +48,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.rules.precision import MeasuredVerdict
 
 __all__ = [
@@ -106,7 +106,12 @@ _Z = NormalDist()
 def _in_unit(name: str, value: float, example: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < 1.0:
         raise ConfigError(
-            f"{name}={value!r}: must be a number strictly between 0 and 1, e.g. {example}"
+            Message(
+                "not-in-unit",
+                f"{{{name}=}}: must be a number strictly between 0 and 1, e.g. {{example:s}}",
+                **{name: value},
+                example=example,
+            )
         )
 
 
@@ -134,8 +139,12 @@ def check_statistics(
         isinstance(repeats, bool) or not isinstance(repeats, int) or not 2 <= repeats <= 10
     ):
         raise ConfigError(
-            f"repeats={repeats!r}: must be an integer from 2 to 10 (the reference is sent that "
-            "many times to measure its disagreement with itself)"
+            Message(
+                "repeats-range",
+                "{repeats=}: must be an integer from 2 to 10 (the reference is sent that many "
+                "times to measure its disagreement with itself)",
+                repeats=repeats,
+            )
         )
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ConfigError(f"n={n!r}: must be an integer >= 1")
