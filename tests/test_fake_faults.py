@@ -67,7 +67,7 @@ def test_a_bad_spec_is_one_clear_line(spec: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_faults(spec)
     assert message in str(info.value)
-    assert f"--faults entry {spec!r}" in str(info.value)
+    assert f"faults entry {spec!r}" in str(info.value)
     assert "\n" not in str(info.value)
 
 

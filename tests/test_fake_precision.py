@@ -201,13 +201,13 @@ def test_a_flipped_and_a_broken_tools_endpoint_over_http() -> None:
     [
         (
             {"faults": "upstream_429:nosuch/tag=0.5"},
-            "--faults upstream_429:nosuch/tag: no endpoint",
+            "faults upstream_429:nosuch/tag: no endpoint",
         ),
-        ({"degrade": ["nosuch=0.2"]}, "--degrade nosuch=0.2: no endpoint matches 'nosuch'"),
-        ({"degrade_flip": {"nosuch": 0.2}}, "--degrade-flip nosuch=0.2: no endpoint matches"),
-        ({"degrade_tools": ["chutes/fp8=0.2"]}, "--degrade-tools chutes/fp8=0.2: no endpoint"),
-        ({"degrade_flip": ["chutes=0.6"]}, "--degrade-flip rate 0.6: must be at most 0.5"),
-        ({"noise": 1.5}, "--noise: rate 1.5 must be between 0 and 1"),
+        ({"degrade": ["nosuch=0.2"]}, "degrade nosuch=0.2: no endpoint matches 'nosuch'"),
+        ({"degrade_flip": {"nosuch": 0.2}}, "degrade_flip nosuch=0.2: no endpoint matches"),
+        ({"degrade_tools": ["chutes/fp8=0.2"]}, "degrade_tools chutes/fp8=0.2: no endpoint"),
+        ({"degrade_flip": ["chutes=0.6"]}, "degrade_flip rate 0.6: must be at most 0.5"),
+        ({"noise": 1.5}, "noise: rate 1.5 must be between 0 and 1"),
     ],
 )
 def test_a_tag_that_matches_no_endpoint_is_refused(options: dict[str, Any], message: str) -> None:

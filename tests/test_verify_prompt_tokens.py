@@ -132,7 +132,7 @@ def test_the_fake_counts_and_bills_the_extra_template_tokens() -> None:
 
 
 def test_the_fake_refuses_a_bad_template_option() -> None:
-    with pytest.raises(ConfigError, match=r"--degrade-template nobody=3: no endpoint matches"):
+    with pytest.raises(ConfigError, match=r"degrade_template nobody=3: no endpoint matches"):
         FakeOpenRouter(SNAP, degrade_template=["nobody=3"])
     with pytest.raises(ConfigError, match="chutes=many: N must be a whole number"):
         FakeOpenRouter(SNAP, degrade_template={"chutes": "many"})  # type: ignore[dict-item]

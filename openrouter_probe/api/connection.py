@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 
 __all__ = ["DEFAULT_BASE_URL", "KEYS_PAGE", "Connection", "resolve_base_url"]
 
@@ -92,8 +92,15 @@ class Connection:
         (``hint`` adds the caller's own way out)."""
         if not self.api_key:
             raise ConfigError(
-                f"{what} needs an API key: {self.key_state()}; export OPENROUTER_API_KEY=... "
-                f"(create one at {KEYS_PAGE}){hint}"
+                Message(
+                    "no-key",
+                    "{what:s} needs an API key: {state:s}; export OPENROUTER_API_KEY=... (create "
+                    "one at {page:s}){hint:s}",
+                    what=what,
+                    state=self.key_state(),
+                    page=KEYS_PAGE,
+                    hint=hint,
+                )
             )
         return self.api_key
 

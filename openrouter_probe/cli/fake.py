@@ -30,13 +30,13 @@ def _tag_rate(option: str) -> Callable[[str], object]:
 def _tag_tokens(spec: str) -> object:
     from openrouter_probe.fake.faults import parse_template
 
-    return parse_template([spec], option="--degrade-template")
+    return parse_template([spec])
 
 
 def _tag_factor(spec: str) -> object:
     from openrouter_probe.fake.sampling import parse_sampling
 
-    return parse_sampling([spec], option="--degrade-sampling")
+    return parse_sampling([spec])
 
 
 def _faults(spec: str) -> object:
@@ -55,18 +55,18 @@ def degradation_options(func: F) -> F:
         (
             click.option(
                 "--degrade", multiple=True, metavar="TAG=RATE",
-                callback=checked_by(_tag_rate("--degrade")),
+                callback=checked_by(_tag_rate("degrade")),
                 help="Make an endpoint less accurate: answer tokens flip at RATE (repeatable).",
             ),
             click.option(
                 "--degrade-flip", multiple=True, metavar="TAG=RATE",
-                callback=checked_by(_tag_rate("--degrade-flip")),
+                callback=checked_by(_tag_rate("degrade_flip")),
                 help="Make an endpoint wrong on RATE of the items and right on as many others "
                 "(same accuracy, other answers; repeatable).",
             ),
             click.option(
                 "--degrade-tools", multiple=True, metavar="TAG=RATE",
-                callback=checked_by(_tag_rate("--degrade-tools")),
+                callback=checked_by(_tag_rate("degrade_tools")),
                 help="Break an endpoint's tool calls at RATE: invalid arguments or no call "
                 "(repeatable).",
             ),

@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import affordable_tokens, worst_case_usd
 from openrouter_probe.fake.reply import output_cap
@@ -60,7 +60,13 @@ class AccountLimits:
     def __post_init__(self) -> None:
         share = self.in_flight_share
         if share is not None and not 0 < share <= 1:
-            raise ConfigError(f"--in-flight-share {share}: a fraction above 0, at most 1")
+            raise ConfigError(
+                Message(
+                    "in-flight-share",
+                    "{in_flight_share=}: a fraction above 0, at most 1",
+                    in_flight_share=share,
+                )
+            )
         if self.in_flight_usd is not None and self.in_flight_usd < 0:
             raise ConfigError(f"in_flight_usd {self.in_flight_usd}: must not be negative")
 
@@ -77,7 +83,11 @@ class AccountLimits:
         """The fake's options as limits (a share of the credit needs a credit)."""
         if in_flight_share is not None and credit_usd is None:
             raise ConfigError(
-                "--in-flight-share is a share of the credit left: give --credit-usd too"
+                Message(
+                    "in-flight-share-needs-credit",
+                    "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} "
+                    "too",
+                )
             )
         return cls(
             in_flight_share=in_flight_share,

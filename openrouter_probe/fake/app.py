@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, OptionError, PolicyError
+from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.account import AccountLimits, hold_for, refuse_credit
 from openrouter_probe.fake.batches import BatchService
@@ -529,9 +529,17 @@ def _check_settings(
     if speed < 0 or not math.isfinite(speed):
         raise OptionError("{speed=}: must be 0 (no waits) or a positive factor", speed=speed)
     if not 0.0 <= reasoning_share <= 1.0:
-        raise ConfigError(f"reasoning_share {reasoning_share}: must be between 0 and 1")
+        raise ConfigError(
+            Message(
+                "reasoning-share",
+                "{reasoning_share=}: must be between 0 and 1",
+                reasoning_share=reasoning_share,
+            )
+        )
     if credit_usd is not None and credit_usd < 0:
-        raise ConfigError(f"--credit-usd {credit_usd}: must not be negative")
+        raise ConfigError(
+            Message("credit-negative", "{credit_usd=}: must not be negative", credit_usd=credit_usd)
+        )
     if batch_api not in ("v1", "beta", "both"):
         raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
 

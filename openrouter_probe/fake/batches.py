@@ -47,7 +47,7 @@ from typing import Any
 
 from aiohttp import web
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.fake.batch_run import (
     FINALIZING_S,
     TERMINAL,
@@ -91,7 +91,13 @@ class BatchService:
 
     def __init__(self, fake: Host, *, batch_seconds: float = 420.0) -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
-            raise ConfigError(f"--batch-seconds {batch_seconds}: must be 0 or a positive number")
+            raise ConfigError(
+                Message(
+                    "batch-seconds",
+                    "{batch_seconds=}: must be 0 or a positive number",
+                    batch_seconds=batch_seconds,
+                )
+            )
         self.fake = fake
         self.batch_seconds = batch_seconds
         self.batches: dict[str, BatchRun] = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.rules.routing import matches
 
 __all__ = [
@@ -40,9 +40,11 @@ __all__ = [
     "check_fault_tags",
     "check_tags",
     "load_faults",
+    "option_value",
     "parse_degrade",
     "parse_faults",
     "parse_template",
+    "refused_at",
     "template_tokens",
     "uniform",
 ]
@@ -188,13 +190,28 @@ class FaultPlan:
         return None
 
 
-def _rate(text: str, where: str) -> float:
+def option_value(option: str, given: str) -> Message:
+    """Where a value was given: the option (a keyword: ``degrade_flip``; the CLI says its flag)
+    and the value as given."""
+    return Message("fake-option", "{" + option + ":bare} {given:s}", given=given)
+
+
+def refused_at(where: object, template: str, **values: object) -> Message:
+    """``where``: then what is wrong with it (``template`` with its ``values``)."""
+    return Message("fake-option-refused", "{where:s}: " + template, where=where, **values)
+
+
+def _rate(text: str, where: object) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ConfigError(f"{where}: rate {text!r} is not a number between 0 and 1") from None
+        raise ConfigError(
+            refused_at(where, "rate {text:s} is not a number between 0 and 1", text=repr(text))
+        ) from None
     if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{where}: rate {value} must be between 0 and 1")
+        raise ConfigError(
+            refused_at(where, "rate {value:s} must be between 0 and 1", value=str(value))
+        )
     return value
 
 
@@ -205,18 +222,22 @@ def _rule(
     rate: float | None,
     requests: Iterable[int],
     seconds: float | None,
-    where: str,
+    where: object,
 ) -> FaultRule:
     if kind not in FAULT_KINDS:
         known = ", ".join(sorted(FAULT_KINDS))
-        raise ConfigError(f"{where}: unknown fault {kind!r} (known: {known})")
+        raise ConfigError(
+            refused_at(
+                where, "unknown fault {kind:s} (known: {known:s})", kind=repr(kind), known=known
+            )
+        )
     reqs = frozenset(requests)
     if any(n < 1 for n in reqs):
-        raise ConfigError(f"{where}: request numbers count from 1")
+        raise ConfigError(refused_at(where, "request numbers count from 1"))
     if rate is None and not reqs:
-        raise ConfigError(f"{where}: give a rate (0..1) or request numbers")
+        raise ConfigError(refused_at(where, "give a rate (0..1) or request numbers"))
     if seconds is not None and seconds < 0:
-        raise ConfigError(f"{where}: seconds must not be negative")
+        raise ConfigError(refused_at(where, "seconds must not be negative"))
     return FaultRule(kind=kind, rate=rate or 0.0, requests=reqs, tag=tag, seconds=seconds)
 
 
@@ -231,9 +252,11 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
         return load_faults(text, seed=seed)
     rules = []
     for raw in filter(None, (part.strip() for part in text.split(","))):
-        where = f"--faults entry {raw!r}"
+        where = Message("faults-entry", "{faults:bare} entry {raw:s}", raw=repr(raw))
         if "=" not in raw:
-            raise ConfigError(f"{where}: expected KIND=RATE or KIND=@N (e.g. upstream_429=0.05)")
+            raise ConfigError(
+                refused_at(where, "expected KIND=RATE or KIND=@N (e.g. upstream_429=0.05)")
+            )
         left, right = raw.split("=", 1)
         kind, _, tag = left.partition(":")
         value, _, secs = right.partition("/")
@@ -242,13 +265,17 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
             try:
                 seconds = float(secs.removesuffix("s"))
             except ValueError:
-                raise ConfigError(f"{where}: {secs!r} is not a number of seconds") from None
+                raise ConfigError(
+                    refused_at(where, "{secs:s} is not a number of seconds", secs=repr(secs))
+                ) from None
         if value.startswith("@"):
             try:
                 numbers = [int(n) for n in value[1:].split("+")]
             except ValueError:
                 raise ConfigError(
-                    f"{where}: {value!r} is not @N or @N+M (request numbers)"
+                    refused_at(
+                        where, "{value:s} is not @N or @N+M (request numbers)", value=repr(value)
+                    )
                 ) from None
             rules.append(
                 _rule(
@@ -319,25 +346,29 @@ def load_faults(path: str | Path, *, seed: int = 0) -> FaultPlan:
 
 
 def parse_degrade(
-    specs: Iterable[str] | Mapping[str, float], *, option: str = "--degrade"
+    specs: Iterable[str] | Mapping[str, float], *, option: str = "degrade"
 ) -> dict[str, float]:
     """Parse ``--degrade TAG=RATE`` options (or another ``option`` of that form) into
     ``{tag: rate}`` (a mapping passes through, its rates checked)."""
     if isinstance(specs, Mapping):
-        return {str(k): _rate(str(v), f"{option} {k}") for k, v in specs.items()}
+        return {str(k): _rate(str(v), option_value(option, str(k))) for k, v in specs.items()}
     out: dict[str, float] = {}
     for spec in specs:
         tag, sep, rate = spec.partition("=")
         if not sep or not tag.strip():
-            raise ConfigError(f"{option} {spec!r}: expected TAG=RATE (e.g. fireworks=0.2)")
-        out[tag.strip()] = _rate(rate, f"{option} {spec!r}")
+            raise ConfigError(
+                refused_at(
+                    option_value(option, repr(spec)), "expected TAG=RATE (e.g. fireworks=0.2)"
+                )
+            )
+        out[tag.strip()] = _rate(rate, option_value(option, repr(spec)))
     return out
 
 
 def parse_template(
     specs: Iterable[str] | Mapping[str, int],
     *,
-    option: str = "--degrade-template",
+    option: str = "degrade_template",
     endpoints: Sequence[Endpoint] | None = None,
 ) -> dict[str, int]:
     """Parse ``--degrade-template TAG=N`` options into ``{tag: tokens}``: the endpoint renders
@@ -351,7 +382,11 @@ def parse_template(
         for spec in specs:
             tag, sep, count_text = spec.partition("=")
             if not sep or not tag.strip():
-                raise ConfigError(f"{option} {spec!r}: expected TAG=N (e.g. fireworks=12)")
+                raise ConfigError(
+                    refused_at(
+                        option_value(option, repr(spec)), "expected TAG=N (e.g. fireworks=12)"
+                    )
+                )
             pairs.append((tag, count_text))
     out: dict[str, int] = {}
     for name, tokens in pairs:
@@ -360,11 +395,14 @@ def parse_template(
             count = int(text)
         except ValueError:
             raise ConfigError(
-                f"{option} {name}={text}: N must be a whole number of prompt tokens (e.g. 12)"
+                refused_at(
+                    option_value(option, f"{name}={text}"),
+                    "N must be a whole number of prompt tokens (e.g. 12)",
+                )
             ) from None
         out[str(name).strip()] = count
     if endpoints is not None:
-        check_tags(((f"{option} {tag}={n}", tag) for tag, n in out.items()), endpoints)
+        check_tags(((option_value(option, f"{tag}={n}"), tag) for tag, n in out.items()), endpoints)
     return out
 
 
@@ -378,7 +416,7 @@ def template_tokens(table: Mapping[str, int], endpoint: Endpoint, prompt_tokens:
     return max(1, prompt_tokens + extra)
 
 
-def check_tags(pairs: Iterable[tuple[str, str]], endpoints: Sequence[Endpoint]) -> None:
+def check_tags(pairs: Iterable[tuple[object, str]], endpoints: Sequence[Endpoint]) -> None:
     """Raise ``ConfigError`` for the first ``(where, tag)`` that matches no endpoint (a fault or a
     degradation that could never strike), listing the tags and slugs that would."""
     for where, tag in pairs:
@@ -386,8 +424,14 @@ def check_tags(pairs: Iterable[tuple[str, str]], endpoints: Sequence[Endpoint]) 
             tags = ", ".join(sorted({e.tag for e in endpoints}))
             slugs = ", ".join(sorted({e.slug for e in endpoints}))
             raise ConfigError(
-                f"{where}: no endpoint matches {tag!r}; use a tag ({tags}) or a provider slug "
-                f"({slugs})"
+                refused_at(
+                    where,
+                    "no endpoint matches {tag:s}; use a tag ({tags:s}) or a provider slug "
+                    "({slugs:s})",
+                    tag=repr(tag),
+                    tags=tags,
+                    slugs=slugs,
+                )
             )
 
 
@@ -425,24 +469,29 @@ class Degradation:
         error naming the valid ones)."""
         out = cls(
             parse_degrade(degrade or {}),
-            parse_degrade(flip or {}, option="--degrade-flip"),
-            parse_degrade(tools or {}, option="--degrade-tools"),
-            _rate(str(noise), "--noise"),
-            _rate(str(hard), "--hard"),
+            parse_degrade(flip or {}, option="degrade_flip"),
+            parse_degrade(tools or {}, option="degrade_tools"),
+            _rate(str(noise), Message("fake-option", "{noise:bare}")),
+            _rate(str(hard), Message("fake-option", "{hard:bare}")),
         )
         for option, rates in (
-            ("--degrade", out.degrade),
-            ("--degrade-flip", out.flip),
-            ("--degrade-tools", out.tools),
+            ("degrade", out.degrade),
+            ("degrade_flip", out.flip),
+            ("degrade_tools", out.tools),
         ):
             check_tags(
-                ((f"{option} {tag}={rate:g}", tag) for tag, rate in rates.items()), endpoints
+                ((option_value(option, f"{tag}={rate:g}"), tag) for tag, rate in rates.items()),
+                endpoints,
             )
         largest = max(out.flip.values(), default=0.0)
         if largest > 0.5:
             raise ConfigError(
-                f"--degrade-flip rate {largest:g}: must be at most 0.5 (the endpoint is wrong on "
-                "that share of items and right on as many)"
+                Message(
+                    "flip-over-half",
+                    "{degrade_flip:bare} rate {largest:g}: must be at most 0.5 (the endpoint is "
+                    "wrong on that share of items and right on as many)",
+                    largest=largest,
+                )
             )
         out.hard = max(out.hard, largest)
         out.active = bool(out) or out.noise > 0
@@ -467,7 +516,11 @@ class Degradation:
 def check_fault_tags(plan: FaultPlan, endpoints: Sequence[Endpoint]) -> None:
     """Refuse a fault whose ``TAG`` matches no served endpoint: it could never strike."""
     check_tags(
-        ((f"--faults {rule.kind}:{rule.tag}", rule.tag) for rule in plan.rules if rule.tag),
+        (
+            (option_value("faults", f"{rule.kind}:{rule.tag}"), rule.tag)
+            for rule in plan.rules
+            if rule.tag
+        ),
         endpoints,
     )
 

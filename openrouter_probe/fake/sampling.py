@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.fake.faults import check_tags
+from openrouter_probe.fake.faults import check_tags, option_value, refused_at
 from openrouter_probe.rules.routing import matches
 
 __all__ = ["parse_sampling", "sampling_factor"]
@@ -23,7 +23,7 @@ __all__ = ["parse_sampling", "sampling_factor"]
 def parse_sampling(
     specs: Iterable[str] | Mapping[str, float],
     *,
-    option: str = "--degrade-sampling",
+    option: str = "degrade_sampling",
     endpoints: Sequence[Endpoint] | None = None,
 ) -> dict[str, float]:
     """Parse ``--degrade-sampling TAG=FACTOR`` options into ``{tag: factor}`` (a mapping passes
@@ -36,7 +36,12 @@ def parse_sampling(
         for spec in specs:
             tag, sep, given = spec.partition("=")
             if not sep or not tag.strip():
-                raise ConfigError(f"{option} {spec!r}: expected TAG=FACTOR (e.g. chutes/int4=1.3)")
+                raise ConfigError(
+                    refused_at(
+                        option_value(option, repr(spec)),
+                        "expected TAG=FACTOR (e.g. chutes/int4=1.3)",
+                    )
+                )
             pairs.append((tag, given))
     out: dict[str, float] = {}
     for name, factor in pairs:
@@ -47,11 +52,16 @@ def parse_sampling(
             value = math.nan
         if not math.isfinite(value) or value <= 0:
             raise ConfigError(
-                f"{option} {name}={text}: FACTOR must be a number above 0 (e.g. 1.3: 30% hotter)"
+                refused_at(
+                    option_value(option, f"{name}={text}"),
+                    "FACTOR must be a number above 0 (e.g. 1.3: 30% hotter)",
+                )
             )
         out[str(name).strip()] = value
     if endpoints is not None:
-        check_tags(((f"{option} {tag}={f:g}", tag) for tag, f in out.items()), endpoints)
+        check_tags(
+            ((option_value(option, f"{tag}={f:g}"), tag) for tag, f in out.items()), endpoints
+        )
     return out
 
 

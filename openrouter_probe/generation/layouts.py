@@ -99,7 +99,7 @@ LAYOUTS: tuple[Layout, ...] = (
            prompt=("instruction", "context")),
     Layout("specforge-vlm", "SpecForge prepare_data.py (vlm presets)",
            ("conversations", "image"), dialogue=("conversations",), image="image"),
-    Layout("regenerated", "SpecForge regenerate_train_data.py; export --format specforge",
+    Layout("regenerated", "SpecForge regenerate_train_data.py; export it in the specforge format",
            ("conversations", "status"), dialogue=("conversations",), status=True),
     Layout("openthoughts", "open-thoughts/OpenThoughts-114k", ("system", "conversations"),
            dialogue=("conversations",), system="system"),

@@ -41,7 +41,7 @@ from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import Connection
-from openrouter_probe.errors import ConfigError, OptionError, PolicyError
+from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
@@ -104,7 +104,12 @@ def _selected(
     if endpoints is not None:
         tags = [t.strip() for t in endpoints if t.strip()]
         if not tags:
-            raise ConfigError("endpoints= names no tag; give full tags such as chutes/int4")
+            raise ConfigError(
+                Message(
+                    "no-endpoint-tag",
+                    "{endpoints} names no tag; give full tags such as chutes/int4",
+                )
+            )
         return tags
     if policy is not None:
         from openrouter_probe.policy.compiled import compiled_from_document
@@ -340,7 +345,7 @@ async def verify_precision(
         concurrency=concurrency,
         api_key=api_key,
         base_url=base_url,
-        key_hint=", or use --dry-run or --fake",
+        key_hint=", or plan without one (plan_precision_check; `openrouter-probe verify --dry-run`)",
         attempts=attempts,
         read_timeout_s=read_timeout_s,
         handle_signals=handle_signals,
