@@ -24,6 +24,7 @@ from openrouter_probe.api.completion import response_cache_headers
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.run.ledger import ledger_path
+from openrouter_probe.run.replay import replay_ledger
 from openrouter_probe.run.request import RequestBuilder, row_session
 from openrouter_probe.run.rows import PromptRow
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
@@ -200,6 +201,69 @@ def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
         assert summary.spent_usd == 0 and summary.spent_total_usd >= billed
         assert summary.reconciled_before == lost
         assert summary.spent_total_usd == billed
+
+
+@pytest.mark.slow
+def test_attempts_killed_before_their_headers_are_settled_by_the_cache_hits_source(
+    tmp_path: Path,
+) -> None:
+    """Issue 34: killed before any answer's headers (every first byte waits 2 s), the journal
+    holds no generation id to settle the six attempts by; the resume's cache hits do: each hit's
+    ``/generation`` record names the generation it replayed (``response_cache_source_id``), whose
+    cost settles one killed attempt of the same row. The summed journal equals the fake's
+    ledger, not just bounds it."""
+    rows = 6
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(rows))
+    options = {
+        "prompts": str(tmp_path / "prompts.jsonl"),
+        "policy": str(POLICY),
+        "out": str(tmp_path / "out.jsonl"),
+        "max_tokens": 60,
+        "concurrency": rows,
+        "budget_usd": "5",
+        "api_key": "sk-cache",
+    }
+    with serve(speed=0, seed=5, faults="slow_first_byte=1/2") as fake:
+        options["base_url"] = fake.base_url
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests._child", json.dumps(options)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while fake.fake._requests < rows and time.monotonic() < deadline:
+            time.sleep(0.005)  # every request is at the fake, its headers 2 s away
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        journal = ledger_path(tmp_path / "out.jsonl")
+        assert _generation_ids(journal) == 0  # nothing a /generation lookup could settle
+        cache = fake.fake.response_cache
+        while cache.stores < rows and time.monotonic() < deadline:
+            time.sleep(0.01)  # the fake finishes (and bills, and caches) what was in flight
+        billed = fake.ledger.total_usd
+        assert len(fake.ledger) == rows and billed > 0
+        summary = asyncio.run(
+            generate(
+                options["prompts"],
+                policy=POLICY,
+                out=options["out"],
+                max_tokens=60,
+                concurrency=rows,
+                budget_usd=5,
+                base_url=fake.base_url,
+                api_key="sk-cache",
+                sleep=no_sleep,
+            )
+        )
+    assert summary.stop_reason == "done" and summary.cache_hits == rows
+    assert summary.killed_in_flight_before == rows and summary.reconciled_before == rows
+    assert summary.spent_usd == 0 and summary.possibly_billed_usd == 0
+    assert summary.spent_total_usd == billed  # exactly what the fake billed
+    replay = replay_ledger(journal, repair=False)
+    assert replay.spent_usd == billed and replay.possibly_billed_usd == 0
 
 
 def _generation_ids(journal: Path) -> int:

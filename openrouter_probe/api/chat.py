@@ -194,6 +194,8 @@ class Generation(_Payload):
     service_tier: str | None = None
     router: str | None = None
     data_region: str | None = None
+    #: a response cache hit's: the generation whose answer it replayed (and that was billed)
+    response_cache_source_id: str | None = None
 
     def cost(self) -> tuple[Decimal | None, bool]:
         """``total_cost`` read as ``read_cost`` reads ``usage.cost``: ``(cost, invalid)``."""

@@ -81,6 +81,8 @@ class GenerationRecord(NamedTuple):
     latency_ms: float = 0.0
     generation_time_ms: float = 0.0
     attempts: tuple[tuple[str, str, int], ...] = ()
+    #: a response cache hit's: the generation its answer was cached from
+    cache_source_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         cost = self.cost_usd
@@ -127,6 +129,7 @@ class GenerationRecord(NamedTuple):
                 for tag, provider_name, status in self.attempts
             ],
             **bodies.GENERATION_EXTRAS,
+            "response_cache_source_id": self.cache_source_id,
         }
 
 
@@ -413,6 +416,7 @@ class Reply:
             (first_byte_s - self.started_s) * 1000,
             (end - first_byte_s) * 1000,
             tuple([(e.tag, e.provider_name, status) for e, status in self.attempts]),
+            None if self.cached is None else self.cached.source_id,
         )
 
     def _headers(self, fault: FaultRule | None) -> dict[str, str]:
@@ -439,6 +443,7 @@ class Reply:
                 self.permaslug,
                 self.fake.clock.now(),
                 float(self.cache[1]),
+                self.id,
             ),
         )
 

@@ -30,7 +30,9 @@ _SIZE = 65536
 
 @dataclass(frozen=True)
 class CachedAnswer:
-    """What a hit replays: the answer, whether reasoning was shown, who served it."""
+    """What a hit replays: the answer, whether reasoning was shown, who served it, and the
+    generation it was cached from (a hit's ``/generation`` record names it as
+    ``response_cache_source_id``)."""
 
     answer: Answer
     show: bool
@@ -38,6 +40,7 @@ class CachedAnswer:
     permaslug: str
     stored_s: float
     ttl_s: float
+    source_id: str | None = None
 
 
 def cache_request(headers: Mapping[str, str], raw: bytes, stream: bool) -> tuple[str, int] | None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 
 __all__ = [
     "format_number",
@@ -53,20 +53,31 @@ def parse_token_count(text: str | int, *, what: str = "token count") -> int:
         parse_token_count("7.5M")   # 7500000
     """
     if isinstance(text, bool):
-        raise ConfigError(f"{what}: {text!r} is not a token count")
+        raise ConfigError(_said(what, "{text:s} is not a token count", text=repr(text)))
     if isinstance(text, int):
         if text < 0:
-            raise ConfigError(f"{what}: {text} is negative; give a token count such as 60M")
+            raise ConfigError(
+                _said(what, "{text:d} is negative; give a token count such as 60M", text=text)
+            )
         return text
     match = _TOKEN_RE.match(str(text))
     if match is None and re.fullmatch(r"\s*\d+,\d+\s*[kmbg]?\s*", str(text), re.IGNORECASE):
         raise ConfigError(
-            f"{what}: {text!r}: a comma only separates thousands (60,000,000); "
-            f"for a decimal write {str(text).strip().replace(',', '.')}"
+            _said(
+                what,
+                "{text:s}: a comma only separates thousands (60,000,000); for a decimal write "
+                "{fixed:s}",
+                text=repr(text),
+                fixed=str(text).strip().replace(",", "."),
+            )
         )
     if match is None:
         raise ConfigError(
-            f"{what}: {text!r} is not a token count; write it like 60M, 7.5M, 500k or 60000000"
+            _said(
+                what,
+                "{text:s} is not a token count; write it like 60M, 7.5M, 500k or 60000000",
+                text=repr(text),
+            )
         )
     number, suffix = match.groups()
     value = Decimal(number.replace("_", "").replace(",", "")) * _SUFFIXES[suffix.lower()]
@@ -235,12 +246,23 @@ def round_for_json(payload: Any, *, key: str | None = None) -> Any:
     return payload
 
 
+def _said(what: str, template: str, **values: Any) -> Message:
+    """``what: ...``: ``what`` a keyword (``budget_usd``, each interface says it its way) or a
+    name said as it is (an option, ``--prompt-ratio``; a field)."""
+    if what.isidentifier():
+        return Message("quantity", f"{{{what}:bare}}: " + template, **values)
+    return Message("quantity", "{what:s}: " + template, what=what, **values)
+
+
 def whole_number(value: Any, what: str) -> int:
     """Check a count given in Python or on the command line: a whole number >= 1. ``what`` names
     it: a keyword (``concurrency``, said ``concurrency=0``) or an option (``--n``, said ``--n 0``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        given = f"{what}={value!r}" if what.isidentifier() else f"{what} {value!r}"
-        raise ConfigError(f"{given}: a whole number >= 1")
+        if what.isidentifier():
+            raise ConfigError(
+                Message("not-whole", f"{{{what}=}}: a whole number >= 1", **{what: value})
+            )
+        raise ConfigError(f"{what} {value!r}: a whole number >= 1")
     return value
 
 
@@ -249,11 +271,11 @@ def parse_decimal(value: Any, what: str) -> Decimal:
     try:
         result = Decimal(str(value).strip())
     except InvalidOperation:
-        raise ConfigError(f"{what}: {value!r} is not a number") from None
+        raise ConfigError(_said(what, "{value:s} is not a number", value=repr(value))) from None
     if not result.is_finite():
-        raise ConfigError(f"{what}: {value!r} is not a finite number")
+        raise ConfigError(_said(what, "{value:s} is not a finite number", value=repr(value)))
     if result.copy_abs() > _LARGEST:  # copy_abs: abs() would overflow the context first
-        raise ConfigError(f"{what}: {value!r} is too large to be meant")
+        raise ConfigError(_said(what, "{value:s} is too large to be meant", value=repr(value)))
     return result
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -43,7 +43,7 @@ from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger
 from openrouter_probe.run.limit import DollarWindow
 from openrouter_probe.run.overshoot import Overshoot, billed_output, cost_warning, own_cost
-from openrouter_probe.run.reconcile import Lookup, Reconciler, unsettled_note
+from openrouter_probe.run.reconcile import CacheHits, Lookup, Reconciler, unsettled_note
 from openrouter_probe.run.replay import Pending
 from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
@@ -98,6 +98,8 @@ class Books:
         pending: Sequence[Pending] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         tokens_before: Mapping[str, int] | None = None,
+        unidentified: Mapping[str, Sequence[Pending]] | None = None,
+        generation_ids: Collection[str] = (),
     ) -> None:
         self.cap = cap
         self.ledger = ledger
@@ -107,7 +109,14 @@ class Books:
         # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
         self.reconciler = (
             Reconciler(
-                lookup, on_settled=self.reconciled, on_change=lambda: self.on_change(), sleep=sleep
+                lookup,
+                on_settled=self.reconciled,
+                on_change=lambda: self.on_change(),
+                sleep=sleep,
+                counted=set(generation_ids).__contains__,
+                on_source=lambda earlier: self.generation(
+                    earlier.attempt, earlier.generation_id, run_id=earlier.run
+                ),
             )
             if lookup is not None and ledger is not None
             else None
@@ -115,6 +124,8 @@ class Books:
         for earlier in pending:
             if self.reconciler is not None:
                 self.reconciler.add(earlier, now=True)
+        #: earlier runs' attempts with no generation id, by row: a cache hit settles one
+        self.cache_hits = CacheHits(unidentified or {})
         #: called when money frees up (the scheduler's wake-up: ``Run`` sets it)
         self.on_change: Callable[[], None] = lambda: None
         self._dataset_json = {name: dumps(name) for name in datasets}
@@ -236,10 +247,11 @@ class Books:
         ledger = self.ledger
         return None if ledger is None or not ledger.fsync else ledger.written()
 
-    def generation(self, number: int, generation_id: str) -> None:
-        """Journal the generation id the headers brought for attempt ``number``."""
+    def generation(self, number: int, generation_id: str, *, run_id: str | None = None) -> None:
+        """Journal the generation id the headers brought for attempt ``number`` (of an earlier
+        run, ``run_id``: the one a cache hit named)."""
         if self.ledger is not None:
-            self.ledger.generation(number, generation_id)
+            self.ledger.generation(number, generation_id, run_id=run_id)
 
     # -- when it comes back -----------------------------------------------------------------------
 
@@ -266,6 +278,9 @@ class Books:
             if outcome.cache_hit:
                 cost = cost or _ZERO
                 self.counts.cache_hits += 1
+                earlier = self.cache_hits.take(row.id, generation_id or outcome.generation_id)
+                if earlier is not None and self.reconciler is not None:
+                    self.reconciler.add(earlier)
             attempt.cost = cost
             billed = billed_output(outcome.usage)
             if self.overshoot.see(

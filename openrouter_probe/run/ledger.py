@@ -269,11 +269,11 @@ class Ledger:
         if not waiting.done():
             waiting.set_result(None)
 
-    def generation(self, attempt: int, generation_id: str) -> None:
-        """Record an attempt's generation id (flushed within this turn of the event loop)."""
-        self._write(
-            f'{{"gen":{attempt},"run":{self._run_json},"id":{json.dumps(generation_id)}}}\n'
-        )
+    def generation(self, attempt: int, generation_id: str, *, run_id: str | None = None) -> None:
+        """Record an attempt's generation id (flushed within this turn of the event loop); an
+        earlier run's (``run_id``: a cache hit named the generation its killed attempt was)."""
+        run = self._run_json if run_id is None else json.dumps(run_id)
+        self._write(f'{{"gen":{attempt},"run":{run},"id":{json.dumps(generation_id)}}}\n')
         self._flush_soon()
 
     def settle(self, attempt: int, cost_usd: Decimal | None) -> None:

@@ -304,6 +304,8 @@ class PaidRun:
             pending=self.replay.pending,
             sleep=self.options.sleep,
             tokens_before=self.state.output_tokens,
+            unidentified=self.replay.unidentified,
+            generation_ids=self.replay.generation_ids,
         )
 
     def _spent_already(self, summary: RunSummary, rows: int) -> bool:

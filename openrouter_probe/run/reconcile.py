@@ -18,14 +18,16 @@ server's clock through the lag, and a sleep that does not wait makes the retries
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
 from openrouter_probe.run.replay import Pending
+from openrouter_probe.run.transport import CacheSource, via_cache
 
-__all__ = ["DEFAULT_WAITS_S", "Lookup", "Reconciler", "unsettled_note"]
+__all__ = ["DEFAULT_WAITS_S", "CacheHits", "Lookup", "Reconciler", "unsettled_note"]
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +36,10 @@ DEFAULT_WAITS_S: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 #: Lookups in flight at once.
 PARALLEL_LOOKUPS = 16
 
-#: ``generation id ->`` its cost (``Decimal``: settled), ``None`` (not there yet: retry), or why it
-#: cannot be read (``str``: give up).
-Lookup = Callable[[str], Awaitable[Decimal | str | None]]
+#: ``generation id ->`` its cost (``Decimal``: settled), ``None`` (not there yet: retry), why it
+#: cannot be read (``str``: give up), or another generation to look up (``CacheSource``: a cache
+#: hit's source, for a ``via_cache`` id).
+Lookup = Callable[[str], Awaitable[Decimal | str | CacheSource | None]]
 
 
 @dataclass
@@ -44,6 +47,23 @@ class _Item:
     pending: Pending
     due_s: float
     tries: int = 0
+
+
+class CacheHits:
+    """Earlier runs' attempts counted at their worst case with no generation id (in flight at a
+    kill, before the headers came), by row id. A resend of the row answered from the response
+    cache replayed a generation one of them was: ``take`` gives one back, pointed at the hit
+    (``run.transport.via_cache``), for the reconciler to settle from the hit's source."""
+
+    def __init__(self, unidentified: Mapping[str, Sequence[Pending]]) -> None:
+        self._waiting = {row: list(found) for row, found in unidentified.items() if found}
+
+    def take(self, row_id: str, hit_id: str | None) -> Pending | None:
+        """One of ``row_id``'s unidentified attempts, to settle by the cache hit ``hit_id``."""
+        waiting = self._waiting.get(row_id)
+        if not waiting or hit_id is None:
+            return None
+        return dataclasses.replace(waiting.pop(), generation_id=via_cache(hit_id))
 
 
 class Reconciler:
@@ -62,8 +82,15 @@ class Reconciler:
         on_change: Callable[[], None] = lambda: None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         waits_s: Sequence[float] = DEFAULT_WAITS_S,
+        counted: Callable[[str], bool] = lambda _: False,
+        on_source: Callable[[Pending], None] = lambda _: None,
     ) -> None:
         self.lookup = lookup
+        #: told each attempt a cache hit's source identified (the journal records its id)
+        self.on_source = on_source
+        #: whether the journal already counts a generation (a cache hit's source that is one is
+        #: not settled twice)
+        self.counted = counted
         self.on_settled = on_settled
         self.on_change = on_change
         self.sleep = sleep
@@ -95,6 +122,14 @@ class Reconciler:
         """Look ``item`` up once; return it when it is done (settled or given up)."""
         item.tries += 1
         found = await self.lookup(item.pending.generation_id)
+        if isinstance(found, CacheSource):  # a cache hit: the generation it replayed was billed
+            if self.counted(found.generation_id):
+                found = f"its cache hit replayed {found.generation_id}, already counted"
+            else:
+                item.pending = dataclasses.replace(item.pending, generation_id=found.generation_id)
+                item.tries, item.due_s = 0, self._slept_s
+                self.on_source(item.pending)
+                return None
         if isinstance(found, Decimal):
             self.settled += 1
             self.on_settled(item.pending, found)

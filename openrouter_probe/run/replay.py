@@ -78,6 +78,12 @@ class LedgerReplay:
     torn: bytes | None = None
     #: the keys of the output records adopted (``adopt``): never adopted again
     adopted: set[str] = field(default_factory=set)
+    #: row id -> its attempts counted at their worst case with no generation id (in flight when
+    #: a run was killed before the headers came): a response cache hit of the row's resend
+    #: names the generation one of them was (``Books.settle``; ``generation_id`` is empty)
+    unidentified: dict[str, list[Pending]] = field(default_factory=dict)
+    #: every generation id the journal records (a cache hit's source among them is counted)
+    generation_ids: set[str] = field(default_factory=set)
 
     @property
     def spent_usd(self) -> Decimal:
@@ -227,7 +233,9 @@ def replay_ledger(
         )
     replay.attempts = len(attempts)
     replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
-    for (run, number), (ds, reserved, state, cost, gen, _row) in attempts.items():
+    for (run, number), (ds, reserved, state, cost, gen, row) in attempts.items():
+        if gen is not None:
+            replay.generation_ids.add(gen)
         if state in (_KNOWN, _RECONCILED):
             money = cost
             replay.settled_usd += cost
@@ -241,6 +249,9 @@ def replay_ledger(
             replay.unknown += state == _UNKNOWN
             if gen is not None:
                 replay.pending.append(Pending(run, number, gen, reserved, ds))
+            elif isinstance(row, str):
+                unknown = Pending(run, number, "", reserved, ds)
+                replay.unidentified.setdefault(row, []).append(unknown)
         if ds is not None:
             replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + money
     replay.batches = _open_batches(plans, attempts, p)

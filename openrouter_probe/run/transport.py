@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -48,14 +49,18 @@ from openrouter_probe.errors import Message
 from openrouter_probe.run.failure import Failure, FailureKind, classify_error
 
 __all__ = [
+    "VIA_CACHE",
     "Answer",
+    "CacheSource",
     "Failure",
     "FailureKind",
     "HttpTransport",
     "classify_error",
     "parse_body",
     "parse_stream",
+    "read_cache_source",
     "read_cost",
+    "via_cache",
 ]
 
 
@@ -144,9 +149,28 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     return failure
 
 
+#: A generation id that points at a response cache hit: ``generation_cost`` answers with the
+#: generation the hit replayed (``via_cache``, ``CacheSource``).
+VIA_CACHE = "cache-hit:"
+
+
+def via_cache(hit_id: str) -> str:
+    """The id ``generation_cost`` reads as "the generation this cache hit replayed"."""
+    return VIA_CACHE + hit_id
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSource:
+    """A cache hit's record names the generation it replayed (``response_cache_source_id``):
+    that one was billed; look it up instead."""
+
+    generation_id: str
+
+
 #: What ``generation_cost`` found: the cost (``Decimal``), ``None`` (not there yet: ``/generation``
-#: is eventually consistent), or why it cannot be read (``str``).
-Found = Decimal | str | None
+#: is eventually consistent), why it cannot be read (``str``), or, for a ``via_cache`` id, the
+#: generation to look up instead (``CacheSource``).
+Found = Decimal | str | CacheSource | None
 
 
 class HttpTransport:
@@ -272,17 +296,31 @@ class HttpTransport:
         return outcome
 
     async def generation_cost(self, generation_id: str) -> Found:
-        """What ``GET /generation?id=`` says a generation cost (``total_cost``)."""
+        """What ``GET /generation?id=`` says a generation cost (``total_cost``); for a
+        ``via_cache`` id, the generation the cache hit replayed (``CacheSource``)."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
+        hit = generation_id.startswith(VIA_CACHE)
+        wanted = generation_id.removeprefix(VIA_CACHE)
         try:
             async with self._session.get(
-                self.base_url + "/generation", params={"id": generation_id}
+                self.base_url + "/generation", params={"id": wanted}
             ) as response:
                 status = response.status
                 data = await response.read()
         except (TimeoutError, aiohttp.ClientError):
             return None  # tried again after the next wait
-        return read_generation(status, data)
+        return read_cache_source(status, data) if hit else read_generation(status, data)
+
+
+def read_cache_source(status: int, data: bytes) -> Found:
+    """Read a cache hit's ``/generation`` record for the generation it replayed."""
+    found = api_read_generation(status, data)
+    if not isinstance(found, Generation):
+        return found
+    source = found.response_cache_source_id
+    if not isinstance(source, str) or not source:
+        return "the cache hit names no response_cache_source_id"
+    return CacheSource(source)
 
 
 def read_generation(status: int, data: bytes) -> Found:
