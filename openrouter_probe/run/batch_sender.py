@@ -2,48 +2,24 @@
 handed to it in one turn of the event loop into batches, and answers each when its batch ends.
 
 Every request it is handed was reserved at its worst case (at the ``:batch`` row's price) and
-journaled (``sent``) by the run before the call, as for the sync sender. Then, per batch:
+journaled (``sent``) by the run before the call, as for the sync sender. Per batch: the plan is
+journaled before the POST (``Planned``); the POST once fewer than ``live`` batches run, then the
+id (``Submitted``) and the run's first accepted submit in the snapshot's history; a refusal
+closes the plan, a lost answer does not (the orphan search, ``_find``, looks for the batch by
+the list: same model and line count, created after the plan, holding its custom ids, no batch
+the journal records); polling, bounded, on the run's injected sleep; at the end each line's
+``Answer`` gets its share of the batch's ``usage.cost`` (``run.spend.allocate``), a failed line
+goes back to the run's attempt policy, an expired one counts at its worst case and goes into a
+later batch, ``failed`` and a 402 stop the run.
 
-1. **the plan before the POST**: custom ids with the attempts they carry, the worst case, the
-   model and the time the batch is created after, journaled and flushed (``Planned``);
-2. **the POST** (``api.batches.BatchClient.create``) once fewer than ``live`` batches run (the
-   requests that wait are packed together when one ends, and answered unsent if the run stops
-   first: nothing was billed), then the **id** journaled (``submitted``) and the run's first
-   accepted submit recorded in the snapshot file's history (``rules.batch_history``; a history
-   that cannot be written is a warning, never the run's end);
-   a refusal (4xx) closes the plan (nothing was billed); a lost answer (no connection, 5xx) does
-   not: the orphan search below finds the batch if it was made;
-3. **polling**, bounded and visible: every ``poll_s`` growing to ``poll_max_s``, with jitter, on
-   the run's injected sleep; a 404 in the first ``not_written_s`` is the asynchronous write; each
-   status change is logged with lines done and failed and the money reserved;
-4. **the end**: ``completed`` (or ``expired``/``cancelled`` with what was served): each line's
-   ``Answer`` gets its share of the batch's ``usage.cost`` (``run.spend.allocate``: in proportion
-   to its tokens at the batch price, summing exactly to the batch) and the books settle it as a
-   sync answer; a failed line goes back to the run's attempt policy (a later batch, within
-   ``--attempts``); a line without a result (expired) counts at its worst case and goes into a
-   later batch; ``failed`` stops the run naming the batch and the first reason (nothing billed);
-   a 402 ("results withheld until the charge is covered") stops the run with the rows booked at
-   their worst case, and a rerun after credit fetches the results (the batch is not re-run).
+**Resume.** Plans an earlier run left open are taken up at ``bind``: polled by id, or found by
+the list (``list_lag_s``) and adopted, or dropped (their worst case stays counted). A row in
+such a plan waits for it (a claim of the row source) instead of being packed again.
 
-**Resume.** Plans an earlier run left open (``LedgerReplay.batches``) are taken up at ``bind``:
-one with an id is polled; one without (killed between the POST and the id line, or before the
-POST) is looked for with ``GET /batches?created_after=`` (same model, same line count) for
-``list_lag_s`` and adopted, or else dropped (its lines' worst case stays counted: a batch the
-list never showed may still bill). A request for a row in such a plan waits for it and gets the
-plan's result instead of being packed again: no row is in two live batches. The earlier run's
-attempt's worst case moves to this run's (``Books.reserve`` takes it over, so a cap the killed
-batch filled does not lock its own results out; the run journals the move as a plan of one
-line in this run, then the books settle the earlier attempt to 0), and this run's carries the
-share.
-
-**Events, not books.** The sender holds no books: every step it takes is a
-``run.batch_plan.BatchEvent`` (``Planned`` before the POST, ``Submitted``, ``Closed``, ``Held``,
-``Claimed``, ``Released``, ``SettledEarlier``, ``Said``) given to the sink ``bind`` takes; the run
-journals each (``run.batch_books``) before the sender goes on, and the money is the books'.
-
-**Stopping.** There is no cancel route: ``aclose`` (the run's end, a Ctrl-C) says which batches
-are still running; a rerun polls them. ``abandon`` forgets earlier runs' open batches (said: what
-completes is billed, and their lines stay counted at their worst case).
+**Events, not books.** The sender holds no books: every step is a ``run.batch_plan.BatchEvent``
+given to the sink ``bind`` takes; the run journals each (``run.batch_books``) before the sender
+goes on. **Stopping.** There is no cancel route: ``aclose`` says which batches still run; a
+rerun polls them; ``abandon`` forgets earlier runs' open batches. Each case: ``docs/batch.md``.
 """
 
 from __future__ import annotations

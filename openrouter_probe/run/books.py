@@ -32,13 +32,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.attempts import Attempt
 from openrouter_probe.run.claims import Claims
+from openrouter_probe.run.counts import Counts
 from openrouter_probe.run.failure import Failure
 from openrouter_probe.run.ledger import Ledger
 from openrouter_probe.run.limit import DollarWindow
@@ -56,33 +56,6 @@ __all__ = ["Books"]
 log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
-
-
-@dataclass
-class _Counts:
-    """What this run's rows, requests and money came to, as the books count them."""
-
-    ok: int = 0
-    truncated: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    not_sent: int = 0
-    rows_partial: int = 0
-    requests: int = 0
-    turns_done: int = 0
-    spent_usd: Decimal = _ZERO
-    possibly_billed_usd: Decimal = _ZERO
-    reconciled: int = 0
-    reconciled_back_usd: Decimal = _ZERO
-    reconciled_before: int = 0
-    reconciled_before_back_usd: Decimal = _ZERO
-    possibly_billed_before_settled_usd: Decimal = _ZERO
-    unsettleable: int = 0
-    cache_hits: int = 0  # answers of OpenRouter's response cache (billed nothing)
-    done: dict[str, int] = field(default_factory=dict)  # rows finished, per dataset
-    not_sent_by: dict[str, int] = field(default_factory=dict)
-    output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
-    providers: dict[str, ProviderTally] = field(default_factory=dict)
 
 
 class Books:
@@ -104,7 +77,7 @@ class Books:
         self.cap = cap
         self.ledger = ledger
         self.run_id = ledger.run_id if ledger is not None else None
-        self.counts = _Counts()
+        self.counts = Counts()
         # Attempts counted at their worst case are settled from /generation when there is a
         # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
         self.reconciler = (
