@@ -45,6 +45,7 @@ __all__ = [
     "parse_faults",
     "parse_template",
     "refused_at",
+    "tag_values",
     "template_tokens",
     "uniform",
 ]
@@ -365,6 +366,22 @@ def parse_degrade(
     return out
 
 
+def tag_values(
+    specs: Iterable[str] | Mapping[str, object], *, option: str, form: str
+) -> list[tuple[object, object]]:
+    """``(tag, value)`` of each ``TAG=VALUE`` option (a mapping's items as they are); a spec
+    without ``=`` or a tag is refused, naming the ``form`` expected."""
+    if isinstance(specs, Mapping):
+        return list(specs.items())
+    pairs: list[tuple[object, object]] = []
+    for spec in specs:
+        tag, sep, value = spec.partition("=")
+        if not sep or not tag.strip():
+            raise ConfigError(refused_at(option_value(option, repr(spec)), "expected " + form))
+        pairs.append((tag, value))
+    return pairs
+
+
 def parse_template(
     specs: Iterable[str] | Mapping[str, int],
     *,
@@ -375,21 +392,8 @@ def parse_template(
     a different chat template, so it counts (and bills) ``tokens`` more prompt tokens per request
     (fewer when negative; never below one). A mapping passes through, its counts checked; with
     ``endpoints``, a tag that matches none of them is refused (``check_tags``)."""
-    pairs: list[tuple[object, object]] = []
-    if isinstance(specs, Mapping):
-        pairs.extend(specs.items())
-    else:
-        for spec in specs:
-            tag, sep, count_text = spec.partition("=")
-            if not sep or not tag.strip():
-                raise ConfigError(
-                    refused_at(
-                        option_value(option, repr(spec)), "expected TAG=N (e.g. fireworks=12)"
-                    )
-                )
-            pairs.append((tag, count_text))
     out: dict[str, int] = {}
-    for name, tokens in pairs:
+    for name, tokens in tag_values(specs, option=option, form="TAG=N (e.g. fireworks=12)"):
         text = str(tokens).strip()
         try:
             count = int(text)

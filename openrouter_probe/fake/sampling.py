@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.fake.faults import check_tags, option_value, refused_at
+from openrouter_probe.fake.faults import check_tags, option_value, refused_at, tag_values
 from openrouter_probe.rules.routing import matches
 
 __all__ = ["parse_sampling", "sampling_factor"]
@@ -29,22 +29,9 @@ def parse_sampling(
     """Parse ``--degrade-sampling TAG=FACTOR`` options into ``{tag: factor}`` (a mapping passes
     through, checked): the endpoint samples at ``FACTOR`` times the asked temperature. With
     ``endpoints``, a tag that matches none of them is refused (``check_tags``)."""
-    pairs: list[tuple[object, object]] = []
-    if isinstance(specs, Mapping):
-        pairs.extend(specs.items())
-    else:
-        for spec in specs:
-            tag, sep, given = spec.partition("=")
-            if not sep or not tag.strip():
-                raise ConfigError(
-                    refused_at(
-                        option_value(option, repr(spec)),
-                        "expected TAG=FACTOR (e.g. chutes/int4=1.3)",
-                    )
-                )
-            pairs.append((tag, given))
     out: dict[str, float] = {}
-    for name, factor in pairs:
+    form = "TAG=FACTOR (e.g. chutes/int4=1.3)"
+    for name, factor in tag_values(specs, option=option, form=form):
         text = str(factor).strip()
         try:
             value = float(text)
