@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "ADVICE",
     "APIConnectionError",
     "APIError",
     "APIStatusError",
@@ -101,15 +102,19 @@ Term = Callable[[str, Any, bool], str]
 def render_template(template: str, values: Mapping[str, Any], term: Term) -> str:
     """``template`` with its fields said: ``{name}``, ``{name:bare}``, ``{name=}`` and
     ``{name=text}`` are keywords (``term``: ``limit=`` / ``--limit``, ``max_wait_s=60`` /
-    ``--max-wait 60``); a field with any other format spec (``{count:,}``, ``{path:s}``) is a
-    plain value of ``values`` formatted with it, the same in every interface (a ``Message``
-    value is rendered with ``term`` too)."""
+    ``--max-wait 60``); ``{@step}`` is advice, a step the interface says its own way (``term``
+    gets ``"@step"``: ``ADVICE`` for the library, the CLI's whole command lines); a field with
+    any other format spec (``{count:,}``, ``{path:s}``) is a plain value of ``values``
+    formatted with it, the same in every interface (a ``Message`` value is rendered with
+    ``term`` too)."""
 
     class _Field:
         def __init__(self, key: str) -> None:
             self.key = key
 
         def __format__(self, spec: str) -> str:
+            if self.key.startswith("@"):  # advice: a step said in the interface's own terms
+                return str(term(self.key, None, False))
             name, eq, text = self.key.partition("=")
             if not eq:
                 if spec and spec != "bare":
@@ -206,10 +211,21 @@ def rendered(text: object, term: Term) -> str:
     return text.render(term) if isinstance(text, Message) else str(text)
 
 
+#: Advice as a Python caller takes it, by step (``{@step}`` in a template; the CLI has its own
+#: table of the same steps as command lines).
+ADVICE: dict[str, str] = {
+    "save_snapshot": "`orp.probe(MODEL).save(PATH)`",
+    "verify_evidence": "`orp.verify_precision(...)` and `report.to_evidence_yaml()`",
+    "plan_verify": "`orp.plan_precision_check(...)`",
+}
+
+
 def keyword_term(name: str, value: Any, given: bool) -> str:
     """A keyword as a Python caller passes it: ``name=`` alone, ``name=VALUE`` with its value
     (a text quoted, ``fmt='hf'``; anything else as it prints: ``out=/tmp/a.jsonl``,
     ``budget_usd=0.5``)."""
+    if name.startswith("@"):
+        return ADVICE[name[1:]]
     if not given:
         return f"{name}="
     return f"{name}={value!r}" if isinstance(value, str) else f"{name}={value}"

@@ -349,9 +349,7 @@ def test_a_snapshot_the_package_lacks_says_snapshot_and_the_cli_its_flag() -> No
     with pytest.raises(SnapshotError) as info:
         bundled_snapshot("acme/none")
     said = str(info.value)
-    assert said.endswith(
-        "take one with `openrouter-probe endpoints MODEL --save PATH` and pass snapshot=PATH"
-    ), said
+    assert said.endswith("take one with `orp.probe(MODEL).save(PATH)` and pass snapshot=PATH"), said
     with pytest.raises(SnapshotError, match=r"^give a model, offline=True or snapshot=PATH$"):
         resolve_snapshot(None)
     result = CliRunner().invoke(cli, ["matrix", "acme/none", "--offline"])

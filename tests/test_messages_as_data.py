@@ -195,3 +195,17 @@ def test_a_message_inside_a_message_and_a_joined_one_keep_their_keywords() -> No
     assert both.render(term_of(generate)) == (
         "r1: over the cap; --max-tokens 512 would fit; plain {braces}"
     )
+
+
+def test_advice_is_a_step_each_interface_says_its_own_way() -> None:
+    from openrouter_probe.cli._common import ADVICE as COMMAND_LINES
+    from openrouter_probe.errors import ADVICE
+
+    assert set(ADVICE) == set(COMMAND_LINES)  # every step has both sayings
+    m = Message("not-a-snapshot", "{where:s}: not a snapshot; save one with {@save_snapshot}",
+                where="x.json")  # fmt: skip
+    assert str(m) == "x.json: not a snapshot; save one with `orp.probe(MODEL).save(PATH)`"
+    assert m.render(term_of(cli.commands["matrix"])) == (
+        "x.json: not a snapshot; save one with `openrouter-probe endpoints MODEL --save PATH`"
+    )
+    assert all(not FLAG.search(text) for text in ADVICE.values())

@@ -47,7 +47,7 @@ def test_a_policy_given_as_a_snapshot_is_named_without_jsons_own_words() -> None
     line = _error(result)
     assert line == (
         f"Error: {POLICY}: not a snapshot but a text or YAML file; a snapshot is the JSON that "
-        "`openrouter-probe endpoints MODEL --save FILE` writes"
+        "`openrouter-probe endpoints MODEL --save PATH` writes"
     )
     assert "Expecting value" not in result.output and "char 0" not in result.output
 
@@ -59,7 +59,7 @@ def test_a_snapshot_cut_short_says_where(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert _error(result) == (
         f"Error: {cut}: not valid JSON at line 3, column 26 (Expecting value); a snapshot is the "
-        "JSON that `openrouter-probe endpoints MODEL --save FILE` writes: save it again"
+        "JSON that `openrouter-probe endpoints MODEL --save PATH` writes: save it again"
     )
 
 

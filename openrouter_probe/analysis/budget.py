@@ -348,8 +348,13 @@ def plan_budget(
     )
     if not any(e.pricing.completion_usd_per_m is not None for e in endpoints):
         raise SnapshotError(
-            f"{where}: no endpoint of {model or 'the model'} lists an output price, so there is "
-            "nothing to plan with; take a fresh snapshot (openrouter-probe endpoints MODEL --save)"
+            Message(
+                "no-output-price",
+                "{where:s}: no endpoint of {model:s} lists an output price, so there is nothing "
+                "to plan with; take a fresh snapshot ({@save_snapshot})",
+                where=str(where),
+                model=model or "the model",
+            )
         )
     block = provider if isinstance(provider, ProviderBlock) else ProviderBlock.parse(provider or {})
     return _plan(

@@ -26,7 +26,7 @@ from decimal import Decimal
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import SnapshotError
+from openrouter_probe.errors import Message, SnapshotError
 from openrouter_probe.rules.batch import BatchPair, batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 
@@ -302,9 +302,12 @@ def _history_points(given: list[Snapshot]) -> list[Snapshot]:
     for snap in given:
         if snap.taken_at is None:
             raise SnapshotError(
-                f"{snap.origin} has no capture time (a raw /endpoints body), so it has no place "
-                "in a history; save dated snapshots with `openrouter-probe endpoints MODEL --save "
-                "PATH`"
+                Message(
+                    "history-undated",
+                    "{origin:s} has no capture time (a raw /endpoints body), so it has no place in "
+                    "a history; save dated snapshots with {@save_snapshot}",
+                    origin=str(snap.origin),
+                )
             )
     snaps: list[Snapshot] = []
     for snap in sorted(given, key=lambda s: s.taken_at or _EPOCH):
@@ -316,9 +319,14 @@ def _history_points(given: list[Snapshot]) -> list[Snapshot]:
     for a, b in pairwise(snaps):
         if a.taken_at == b.taken_at:
             raise SnapshotError(
-                f"{a.origin} and {b.origin} differ but carry the same time "
-                f"({_iso(a.taken_at)}); a history needs dated snapshots: save them with "
-                "`openrouter-probe endpoints MODEL --save PATH`"
+                Message(
+                    "history-same-time",
+                    "{a:s} and {b:s} differ but carry the same time ({at:s}); a history needs "
+                    "dated snapshots: save them with {@save_snapshot}",
+                    a=str(a.origin),
+                    b=str(b.origin),
+                    at=_iso(a.taken_at),
+                )
             )
     return snaps
 

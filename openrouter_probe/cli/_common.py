@@ -86,6 +86,14 @@ def _shown(value: Any) -> str:
     return shlex.quote(text) if text != shlex.quote(text) and " " in text else text
 
 
+#: The library's advice (``errors.ADVICE``) as the command lines that take the same step.
+ADVICE = {
+    "save_snapshot": "`openrouter-probe endpoints MODEL --save PATH`",
+    "verify_evidence": "`openrouter-probe verify --evidence FILE.yaml`",
+    "plan_verify": "`openrouter-probe verify --dry-run`",
+}
+
+
 def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: bool = False) -> str:
     """How ``command`` spells the library keyword ``keyword`` (``read_timeout_s`` ->
     ``--read-timeout``), with ``value`` when ``given`` (``--read-timeout -1.0``; a flag alone,
@@ -93,6 +101,8 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
     the library says it (``name=VALUE``)."""
     from openrouter_probe.errors import keyword_term
 
+    if keyword.startswith("@"):
+        return ADVICE[keyword[1:]]
     param = _parameter(command, keyword)
     if param is None:
         return keyword_term(keyword, value, given)

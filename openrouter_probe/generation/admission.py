@@ -223,8 +223,7 @@ def _batch_history(snapshot: Any, snap: Any) -> dict[str, Any]:
             "history_off": Message(
                 "batch-history-off",
                 "the bundled snapshot (package data) does not record it: save one "
-                "(`openrouter-probe endpoints MODEL --save PATH`) and pass {snapshot=PATH} to "
-                "keep a batch history",
+                "({@save_snapshot}) and pass {snapshot=PATH} to keep a batch history",
             )
         }
     return {}  # a live probe, or a Snapshot object: no file to record it in

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
-from openrouter_probe.errors import SnapshotError, first_validation_error
+from openrouter_probe.errors import Message, SnapshotError, first_validation_error
 from openrouter_probe.rules.routing import blended_price_usd_per_m
 
 __all__ = [
@@ -107,8 +107,12 @@ class BatchListing:
                 parsed = ModelEndpoints.model_validate(_plain(self.data))
             except ValidationError as exc:
                 raise SnapshotError(
-                    f"{self.origin}: {first_validation_error(exc, prefix='batch.data')}; "
-                    "re-take the snapshot with `openrouter-probe endpoints MODEL --save PATH`"
+                    Message(
+                        "batch-listing-invalid",
+                        "{origin:s}: {why:s}; re-take the snapshot with {@save_snapshot}",
+                        origin=str(self.origin),
+                        why=first_validation_error(exc, prefix="batch.data"),
+                    )
                 ) from exc
             object.__setattr__(self, "_parsed", parsed)
         return list(parsed.endpoints)

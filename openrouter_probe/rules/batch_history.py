@@ -22,14 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import SnapshotError
+from openrouter_probe.errors import Message, SnapshotError
 from openrouter_probe.files import atomic_write_text
 from openrouter_probe.rules.batch import BatchAcceptance, BatchListing, listing_from_json
 
 __all__ = ["record_batch_acceptance"]
 
 _DECODER = json.JSONDecoder()
-_SAVE = "`openrouter-probe endpoints MODEL --save PATH`"
 
 
 def record_batch_acceptance(
@@ -77,13 +76,24 @@ def _listing(doc: Any, target: Path, tag: str) -> BatchListing:
     """The file's batch listing, when it is a saved snapshot that lists ``tag``."""
     if not isinstance(doc, dict) or "format" not in doc or not isinstance(doc.get("batch"), dict):
         raise SnapshotError(
-            f"{target}: no :batch listing to record an accepted submit in (a snapshot saved "
-            f"before batches were probed, or a raw /endpoints body); save a fresh one with {_SAVE}"
+            Message(
+                "no-batch-listing",
+                "{target:s}: no :batch listing to record an accepted submit in (a snapshot saved "
+                "before batches were probed, or a raw /endpoints body); save a fresh one with "
+                "{@save_snapshot}",
+                target=str(target),
+            )
         )
     listing = listing_from_json(doc["batch"], where=str(target))
     if tag not in {e.tag for e in listing.endpoints}:
         raise SnapshotError(
-            f"{target}: {tag!r} is not among its :batch endpoints; re-probe it with {_SAVE}"
+            Message(
+                "not-a-batch-endpoint",
+                "{target:s}: {tag:s} is not among its :batch endpoints; re-probe it with "
+                "{@save_snapshot}",
+                target=str(target),
+                tag=repr(tag),
+            )
         )
     return listing
 

@@ -31,7 +31,7 @@ from typing import Any, Literal, get_args
 import yaml
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, Message
 
 __all__ = [
     "MEASURED_VERDICTS",
@@ -299,7 +299,12 @@ def _measured(item: Any, where: str) -> Measured:
     missing = [k for k in ("model", "endpoint", "verdict", "n", "date") if item.get(k) is None]
     if missing:
         raise ConfigError(
-            f"{where}: needs {', '.join(missing)} (write it with openrouter-probe verify --evidence)"
+            Message(
+                "measured-incomplete",
+                "{where:s}: needs {missing:s} (write it with {@verify_evidence})",
+                where=str(where),
+                missing=", ".join(missing),
+            )
         )
     verdict = str(item["verdict"]).lower()
     if verdict not in MEASURED_VERDICTS:

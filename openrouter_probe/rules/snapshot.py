@@ -294,8 +294,14 @@ class Snapshot:
         only ``listed``. The endpoint data and ``sha256`` do not change."""
         if self.batch is None or tag not in {e.tag for e in self.batch.endpoints}:
             raise SnapshotError(
-                f"{self.origin}: {tag!r} is not a :batch endpoint of {self.model} in this "
-                "snapshot; re-probe it (`openrouter-probe endpoints MODEL --save PATH`)"
+                Message(
+                    "not-a-batch-endpoint",
+                    "{origin:s}: {tag:s} is not a :batch endpoint of {model:s} in this snapshot; "
+                    "re-probe it ({@save_snapshot})",
+                    origin=str(self.origin),
+                    tag=repr(tag),
+                    model=self.model,
+                )
             )
         when = _as_utc(at or datetime.now(UTC).replace(microsecond=0))
         listing = self.batch.with_acceptance(BatchAcceptance(tag, batch_id, when))
@@ -407,8 +413,13 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
         batch = None
     else:
         raise SnapshotError(
-            f"{where}: not a snapshot: expected 'format': {_FORMAT!r} or an /endpoints body "
-            "with data.endpoints; save one with `openrouter-probe endpoints MODEL --save PATH`"
+            Message(
+                "not-a-snapshot",
+                "{where:s}: not a snapshot: expected 'format': {format:s} or an /endpoints body "
+                "with data.endpoints; save one with {@save_snapshot}",
+                where=str(where),
+                format=repr(_FORMAT),
+            )
         )
     if not isinstance(data, dict):
         raise SnapshotError(f"{where}: 'data' must be an object with 'endpoints'")
@@ -449,25 +460,34 @@ def load_snapshot(path: str | Path) -> Snapshot:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise SnapshotError(f"{p}: {_not_json(p, text, exc)}") from exc
+        raise SnapshotError(
+            Message(
+                "snapshot-not-json", "{path:s}: {why:s}", path=str(p), why=_not_json(p, text, exc)
+            )
+        ) from exc
     return _from_document(doc, where=str(p), source="file")
 
 
-_SAVED_HOW = "the JSON that `openrouter-probe endpoints MODEL --save FILE` writes"
+_SAVED_HOW = "the JSON that {@save_snapshot} writes"
 
 
-def _not_json(path: Path, text: str, exc: ValueError) -> str:
+def _not_json(path: Path, text: str, exc: ValueError) -> Message:
     """Why a file that is not JSON is no snapshot, in the reader's terms: a YAML file (a policy
     or spec given as a snapshot) by its kind; a cut JSON file by its line and column."""
     if path.suffix.lower() in (".yaml", ".yml") or not text.lstrip().startswith(("{", "[")):
-        return f"not a snapshot but a text or YAML file; a snapshot is {_SAVED_HOW}"
+        return Message("snapshot-is-text", "not a snapshot but a text or YAML file; a snapshot "
+                       "is " + _SAVED_HOW)  # fmt: skip
     if isinstance(exc, json.JSONDecodeError):
-        return (
-            f"not valid JSON at line {exc.lineno}, column {exc.colno} "
-            f"({exc.msg.removesuffix(' at').removesuffix(' starting')}); a snapshot is "
-            f"{_SAVED_HOW}: save it again"
+        return Message(
+            "snapshot-json-broken",
+            "not valid JSON at line {line:d}, column {column:d} ({why:s}); a snapshot is "
+            + _SAVED_HOW
+            + ": save it again",
+            line=exc.lineno,
+            column=exc.colno,
+            why=exc.msg.removesuffix(" at").removesuffix(" starting"),
         )
-    return f"not JSON; a snapshot is {_SAVED_HOW}"
+    return Message("snapshot-not-json", "not JSON; a snapshot is " + _SAVED_HOW)
 
 
 def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
@@ -483,7 +503,7 @@ def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
             Message(
                 "no-bundled-snapshot",
                 "no bundled snapshot for {model:s} (bundled: {known:s}); take one with "
-                "`openrouter-probe endpoints MODEL --save PATH` and pass {snapshot=PATH}",
+                "{@save_snapshot} and pass {snapshot=PATH}",
                 model=repr(model),
                 known=known,
             )
@@ -585,7 +605,15 @@ def model_mismatch(
     """
     if model in (snap.model, snap.data.get("id")):
         return None
-    advice = fix or (
-        f"pass a snapshot of {model} (save one with `openrouter-probe endpoints {model} --save PATH`)"
+    advice = fix or Message(
+        "snapshot-of-model", "pass a snapshot of {model:s} (save one with {@save_snapshot})",
+        model=model,
+    )  # fmt: skip
+    return Message(
+        "model-mismatch",
+        "model mismatch: {source:s} holds {held:s}, not {model:s}; {advice:s}",
+        source=str(source or snap.origin),
+        held=snap.model,
+        model=model,
+        advice=advice,
     )
-    return f"model mismatch: {source or snap.origin} holds {snap.model}, not {model}; {advice}"

@@ -345,7 +345,7 @@ async def verify_precision(
         concurrency=concurrency,
         api_key=api_key,
         base_url=base_url,
-        key_hint=", or plan without one (plan_precision_check; `openrouter-probe verify --dry-run`)",
+        key_hint=Message("plan-without-key", ", or plan without one ({@plan_verify})"),
         attempts=attempts,
         read_timeout_s=read_timeout_s,
         handle_signals=handle_signals,
