@@ -114,7 +114,7 @@ def render_template(template: str, values: Mapping[str, Any], term: Term) -> str
 
         def __format__(self, spec: str) -> str:
             if self.key.startswith("@"):  # advice: a step said in the interface's own terms
-                return str(term(self.key, None, False))
+                return render_template(str(term(self.key, None, False)), values, term)
             name, eq, text = self.key.partition("=")
             if not eq:
                 if spec and spec != "bare":
@@ -215,6 +215,7 @@ def rendered(text: object, term: Term) -> str:
 #: table of the same steps as command lines).
 ADVICE: dict[str, str] = {
     "save_snapshot": "`orp.probe(MODEL).save(PATH)`",
+    "save_model_snapshot": '`orp.probe("{model:s}").save(PATH)`',  # a message with ``model``
     "verify_evidence": "`orp.verify_precision(...)` and `report.to_evidence_yaml()`",
     "plan_verify": "`orp.plan_precision_check(...)`",
 }

@@ -203,6 +203,11 @@ MISMATCH = (
     "snapshot of moonshotai/kimi-k2.5 (save one with "
     "`openrouter-probe endpoints moonshotai/kimi-k2.5 --save PATH`)"
 )
+#: The same, as the library says it: the step a Python caller takes (``errors.ADVICE``).
+MISMATCH_LIBRARY = MISMATCH.replace(
+    "`openrouter-probe endpoints moonshotai/kimi-k2.5 --save PATH`",
+    '`orp.probe("moonshotai/kimi-k2.5").save(PATH)`',
+)
 
 
 def test_a_snapshot_of_another_model_is_a_model_mismatch_everywhere(
@@ -242,7 +247,7 @@ def test_the_library_refuses_a_loaded_snapshot_of_another_model(tmp_path: Path) 
             generate(prompts, policy=POLICY, out=tmp_path / "out.jsonl", snapshot=other,
                      dry_run=True)
         )  # fmt: skip
-    assert str(info.value) == MISMATCH.replace(str(OTHER), other.origin)
+    assert str(info.value) == MISMATCH_LIBRARY.replace(str(OTHER), other.origin)
     spec = load_spec(ROOT / "policies" / "kimi-k2.5.spec.yaml")
     with pytest.raises(PolicyError, match=r"model mismatch: .* holds deepseek/deepseek-v3\.2, "):
         compile_policy(spec, other)

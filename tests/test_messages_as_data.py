@@ -126,7 +126,7 @@ def _keywords(template: str) -> set[str]:
     return {
         name.partition("=")[0]
         for name, spec in _fields(template)
-        if "=" in name or not spec or spec == "bare"
+        if ("=" in name or not spec or spec == "bare") and not name.startswith("@")
     }
 
 

@@ -262,7 +262,7 @@ def test_snapshot_of_another_model_names_the_file_passed(tmp_path: Path) -> None
     assert str(info.value) == (
         f"model mismatch: {path} holds moonshotai/kimi-k2.5, not moonshotai/kimi-k3; "
         "pass a snapshot of moonshotai/kimi-k3 (save one with "
-        "`openrouter-probe endpoints moonshotai/kimi-k3 --save PATH`)"
+        '`orp.probe("moonshotai/kimi-k3").save(PATH)`)'
     )
 
 

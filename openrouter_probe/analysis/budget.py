@@ -284,6 +284,18 @@ def _notes(
     return notes
 
 
+def _no_price(where: object, model: str | None) -> SnapshotError:
+    return SnapshotError(
+        Message(
+            "no-output-price",
+            "{where:s}: no endpoint of {model:s} lists an output price, so there is nothing to "
+            "plan with; take a fresh snapshot ({@save_snapshot})",
+            where=str(where),
+            model=model or "the model",
+        )
+    )
+
+
 def plan_budget(
     snapshot: Snapshot | Iterable[Endpoint],
     *,
@@ -347,15 +359,7 @@ def plan_budget(
         concurrency=concurrency,
     )
     if not any(e.pricing.completion_usd_per_m is not None for e in endpoints):
-        raise SnapshotError(
-            Message(
-                "no-output-price",
-                "{where:s}: no endpoint of {model:s} lists an output price, so there is nothing "
-                "to plan with; take a fresh snapshot ({@save_snapshot})",
-                where=str(where),
-                model=model or "the model",
-            )
-        )
+        raise _no_price(where, model)
     block = provider if isinstance(provider, ProviderBlock) else ProviderBlock.parse(provider or {})
     return _plan(
         job,

@@ -89,6 +89,7 @@ def _shown(value: Any) -> str:
 #: The library's advice (``errors.ADVICE``) as the command lines that take the same step.
 ADVICE = {
     "save_snapshot": "`openrouter-probe endpoints MODEL --save PATH`",
+    "save_model_snapshot": "`openrouter-probe endpoints {model:s} --save PATH`",
     "verify_evidence": "`openrouter-probe verify --evidence FILE.yaml`",
     "plan_verify": "`openrouter-probe verify --dry-run`",
 }

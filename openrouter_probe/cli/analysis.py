@@ -74,7 +74,7 @@ class TokenCount(click.ParamType):  # type: ignore[type-arg]
         try:
             return parse_token_count(str(value), what=what)
         except ConfigError as exc:
-            raise click.UsageError(str(exc), ctx) from exc
+            raise click.UsageError(said(exc), ctx) from exc
 
 
 def _reasoning_share(value: str) -> object:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from openrouter_probe.cli._common import said
+
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
 
@@ -215,13 +217,13 @@ def compile_cmd(
     try:
         pairs = _pairs_to_compile(files, snapshot)
     except ProbeError as exc:
-        click.echo(f"Error: {exc}")
+        click.echo(f"Error: {said(exc)}")
         sys.exit(1)
     for pair in pairs:
         try:
             ok = _compile_one(pair, snapshot, registry, check_only) and ok
         except ProbeError as exc:
-            click.echo(f"Error: {exc}")
+            click.echo(f"Error: {said(exc)}")
             ok = False
     sys.exit(0 if ok else 1)
 
@@ -258,7 +260,7 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
             snap = _snapshot_for(_Pair.of(path), model or "", snapshot, doc, where=path)
             findings = lint_block(block, snap.endpoints, model=snap.model)
         except ProbeError as exc:
-            click.echo(f"Error: {exc}")
+            click.echo(f"Error: {said(exc)}")
             failed = True
             continue
         for finding in findings:

@@ -15,6 +15,7 @@ from openrouter_probe.cli._common import (
     load_snapshot_for,
     note,
     render_rows,
+    said,
     snapshot_options,
 )
 from openrouter_probe.cli.options import out_option
@@ -343,7 +344,7 @@ def check(
             policy_path, offline, snapshot, precision_files, price_threshold_pct, spec_path, write
         )
     except ProbeError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {said(exc)}", err=True)
         sys.exit(2)
     if fmt == "json":
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))

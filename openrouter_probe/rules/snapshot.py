@@ -606,7 +606,7 @@ def model_mismatch(
     if model in (snap.model, snap.data.get("id")):
         return None
     advice = fix or Message(
-        "snapshot-of-model", "pass a snapshot of {model:s} (save one with {@save_snapshot})",
+        "snapshot-of-model", "pass a snapshot of {model:s} (save one with {@save_model_snapshot})",
         model=model,
     )  # fmt: skip
     return Message(
