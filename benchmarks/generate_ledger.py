@@ -19,8 +19,8 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
-from openrouter_probe.run.ledger import Ledger
-from openrouter_probe.run.replay import replay_ledger
+from openrouter_probe.run.money.journal import Journal
+from openrouter_probe.run.money.replay import replay_journal
 
 
 def _cpu_s() -> float:
@@ -36,7 +36,7 @@ def main() -> None:
     reserved, cost = Decimal("0.0003792"), Decimal("0.00021456")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "out.jsonl.ledger"
-        with Ledger(path) as journal:
+        with Journal(path) as journal:
             start = _cpu_s()
             for i in range(n):
                 attempt = journal.sent(json.dumps(f"r{i}"), reserved)
@@ -44,7 +44,7 @@ def main() -> None:
             write_s = _cpu_s() - start
         size = os.path.getsize(path)
         start = _cpu_s()
-        replay = replay_ledger(path, accounted=set())
+        replay = replay_journal(path, accounted=set())
         replay_s = _cpu_s() - start
     print(f"requests journaled: {n:,} ({size / n:.0f} bytes each; {replay.attempts:,} replayed)")
     print(f"journal CPU per request: {write_s / n * 1e6:.1f} us (sent flushed + settled buffered)")

@@ -32,7 +32,7 @@ POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 
 
 async def _send(body: bytes, *, stream: bool, on_id: Any = None, ceiling_s: Any = None) -> Any:
-    from openrouter_probe.run.transport import Answer
+    from openrouter_probe.run.send.transport import Answer
 
     await asyncio.sleep(0)
     if on_id is not None:

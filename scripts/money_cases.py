@@ -32,7 +32,7 @@ from typing import Any
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.send.transport import Answer
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
@@ -287,9 +287,9 @@ def case_kill(folder: Path) -> str:
         first.wait()
         time.sleep(2)  # the fake finishes (and bills) what the killed run left in flight
         billed_at_kill = fake.ledger.total_usd
-        from openrouter_probe.run.replay import replay_ledger
+        from openrouter_probe.run.money.replay import replay_journal
 
-        booked = replay_ledger(journal).possibly_billed_usd
+        booked = replay_journal(journal).possibly_billed_usd
         resume = subprocess.run(
             [*command[:-1], "--format", "json"], env=env, capture_output=True, check=False
         )

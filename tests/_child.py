@@ -21,7 +21,7 @@ async def _no_sleep(seconds: float) -> None:
 def batch_options(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` as ``generate`` takes them: a ``batch`` given as JSON (``{"size": 4}``) becomes
     the ``BatchOptions`` it stands for."""
-    from openrouter_probe.run.batch_plan import BatchOptions
+    from openrouter_probe.run.send.batch_plan import BatchOptions
 
     if isinstance(options.get("batch"), dict):
         options["batch"] = BatchOptions(**options["batch"])
@@ -38,8 +38,8 @@ def kill_points(spec: str) -> None:
     import os
 
     from openrouter_probe.api.batches import BatchClient
-    from openrouter_probe.run.ledger import Ledger
-    from openrouter_probe.run.output import OutputLog
+    from openrouter_probe.run.books.output import OutputLog
+    from openrouter_probe.run.money.journal import Journal
 
     def dying(cls: Any, name: str, after: int) -> None:
         real = getattr(cls, name)
@@ -58,7 +58,7 @@ def kill_points(spec: str) -> None:
         what, _, count = point.partition(":")
         target = {
             "write": (OutputLog, "write"),
-            "plan": (Ledger, "batch_plan"),
+            "plan": (Journal, "batch_plan"),
             "create": (BatchClient, "create"),
             "poll": (BatchClient, "get"),
         }[what]

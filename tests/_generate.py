@@ -17,7 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.run.transport import Answer, Failure, classify_error
+from openrouter_probe.run.send.transport import Answer, Failure, classify_error
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"

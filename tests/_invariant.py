@@ -42,8 +42,8 @@ from typing import Any
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import FAULT_KINDS, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.output import load_resume_state
-from openrouter_probe.run.replay import replay_ledger
+from openrouter_probe.run.books.output import load_resume_state
+from openrouter_probe.run.money.replay import replay_journal
 from tests._child import batch_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ WAITS = {
     "in_flight_402": 0,  # Retry-After: 0 (a child waits for real)
 }
 #: ``overbill``'s factor here (not seconds): billing past max_tokens within the margin every
-#: reservation keeps before an overshoot is seen (``run.overshoot``: 5% plus 16 tokens), so the
+#: reservation keeps before an overshoot is seen (``run.books.overshoot``: 5% plus 16 tokens), so the
 #: cap holds whatever the concurrency of the first requests; a 6x provider, learned from its
 #: first answers, is ``tests/test_past_max_tokens.py``'s
 WAITS["overbill"] = 1.05
@@ -223,7 +223,7 @@ def _child(options: dict[str, Any], fake: Any, kill_at: int | None) -> tuple[str
 
 def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
     ledger = fake.ledger
-    replay = replay_ledger(Path(f"{out}.ledger"))
+    replay = replay_journal(Path(f"{out}.ledger"))
     state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
     assert not state.unjournaled  # every record's money is the journal's
     outcome.counted_usd = replay.spent_usd
@@ -398,7 +398,7 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
     """Billed <= cap, billed <= counted <= cap, no row finished twice, no row billed in two
     completed batches, every finished row's answer is one the fake served in a batch, and no
     answer a completed batch billed is left unrecorded."""
-    replay = replay_ledger(Path(f"{out}.ledger"))
+    replay = replay_journal(Path(f"{out}.ledger"))
     state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
     assert not state.unjournaled  # every record's money is the journal's
     outcome.counted_usd = replay.spent_usd

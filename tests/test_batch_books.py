@@ -1,9 +1,9 @@
-"""Batch mode's claims and plan journal (``run.batch_books``): a line an earlier run's open batch
+"""Batch mode's claims and plan journal (``run.books.batch_books``): a line an earlier run's open batch
 holds is a claim on its row, whose worst case moves to this run's attempt once, through the books,
 and comes back when no attempt carries it.
 
-Each case builds the earlier run's journal with ``run.ledger.Ledger`` and reads it back with
-``replay_ledger``, as a resume does; the money is then checked in the cap, the counts and the
+Each case builds the earlier run's journal with ``run.money.journal.Journal`` and reads it back with
+``replay_journal``, as a resume does; the money is then checked in the cap, the counts and the
 journal a second replay reads.
 """
 
@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
-from openrouter_probe.run.batch_plan import custom_id
-from openrouter_probe.run.books import Books
-from openrouter_probe.run.ledger import Ledger
-from openrouter_probe.run.replay import OpenBatch, replay_ledger
-from openrouter_probe.run.request import Request, dumps
+from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
+from openrouter_probe.run.books.books import Books
+from openrouter_probe.run.money.journal import Journal
+from openrouter_probe.run.money.replay import OpenBatch, replay_journal
+from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices, SpendCap
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.batch_plan import custom_id
+from openrouter_probe.run.send.request import Request, dumps
 
 WORST = Decimal("0.01")
 ROW = "r1"
@@ -32,20 +32,20 @@ ROW = "r1"
 
 def _killed_batch(journal: Path) -> OpenBatch:
     """An earlier run that reserved and journaled row ``r1`` and planned its batch, then died."""
-    with Ledger(journal, run_id="earlier").open() as ledger:
+    with Journal(journal, run_id="earlier").open() as ledger:
         number = ledger.sent(dumps(ROW), WORST, dumps("A"))
         ledger.batch_plan(
             "p1", model="m", after=0, worst_usd=WORST, lines=[[custom_id(ROW), number]]
         )
         ledger.batch_id("earlier", "p1", "batch-1")
-    (batch,) = replay_ledger(journal).batches
+    (batch,) = replay_journal(journal).batches
     return batch
 
 
-def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchClaims, Ledger]:
-    replay = replay_ledger(journal)
+def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchClaims, Journal]:
+    replay = replay_journal(journal)
     cap = SpendCap(cap_usd, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
-    ledger = Ledger(journal, run_id="now").open()
+    ledger = Journal(journal, run_id="now").open()
     books = Books(cap, datasets=["A"], ledger=ledger)
     claims = BatchClaims(ledger)
     claims.hold(replay.batches[0])
@@ -93,7 +93,7 @@ def test_a_held_line_moves_its_worst_case_to_the_new_attempt_once(tmp_path: Path
     assert books.counts.possibly_billed_before_settled_usd == WORST
     ledger.close()
 
-    replay = replay_ledger(journal)
+    replay = replay_journal(journal)
     # the earlier attempt settled to 0, the new one counts the worst case: once, not twice
     assert replay.spent_usd == WORST
     assert replay.reconciled == 1
@@ -145,20 +145,20 @@ def test_an_earlier_batchs_served_lines_settle_through_the_books(tmp_path: Path)
     assert books.cap.spent_usd == Decimal("0.004")
     assert books.counts.reconciled_before_back_usd == Decimal("0.006") and changes == [1]
     ledger.close()
-    assert replay_ledger(journal).spent_usd == Decimal("0.004")
+    assert replay_journal(journal).spent_usd == Decimal("0.004")
 
 
 def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
-    """The batch sender reports events (``run.batch_plan``); ``BatchJournal.record`` journals the
+    """The batch sender reports events (``run.send.batch_plan``); ``BatchJournal.record`` journals the
     plan events as the plan journal's lines, holds the claims, and answers a claim with the plan
     of the move."""
-    from openrouter_probe.run.batch_plan import Claimed, Closed, Held, Planned, Said, Submitted
+    from openrouter_probe.run.send.batch_plan import Claimed, Closed, Held, Planned, Said, Submitted
 
     journal = tmp_path / "out.jsonl.ledger"
     earlier = _killed_batch(journal)
-    replay = replay_ledger(journal)
+    replay = replay_journal(journal)
     cap = SpendCap(WORST, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
-    ledger = Ledger(journal, run_id="now").open()
+    ledger = Journal(journal, run_id="now").open()
     books = Books(cap, datasets=["A"], ledger=ledger)
     claims = BatchClaims(ledger)
     books.claims = claims
@@ -176,14 +176,14 @@ def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         record(Said("a money event is the books'"))
     ledger.close()
-    plans = {(b.run, b.plan) for b in replay_ledger(journal).batches}
+    plans = {(b.run, b.plan) for b in replay_journal(journal).batches}
     assert plans == {("earlier", "p1")}  # p2 and the move closed; the earlier plan stays open
 
 
 def test_the_batch_sender_holds_no_books() -> None:
     """The sender seam: the batch sender's modules never name the books, and the sender itself
     not the run's side of batch mode either: it reports events, the run journals them. The books
-    know claims (``run.claims.Claim``), not batches."""
+    know claims (``run.money.claims.Claim``), not batches."""
     import ast
 
     import openrouter_probe.run as run
@@ -198,12 +198,13 @@ def test_the_batch_sender_holds_no_books() -> None:
                 found |= {f"{node.module}.{alias.name}" for alias in node.names}
         return found
 
-    for module in ("batch_sender", "batch_watch", "batch_plan", "batch_books"):
+    for module in ("send/batch_sender", "send/batch_watch", "send/batch_plan", "books/batch_books"):
         found = names(module)
         assert "Books" not in found, module
-        # a claim is the row source's (run.claims): nothing of the books is imported
-        assert not {n for n in found if n.startswith("openrouter_probe.run.books.")}, module
-    for module in ("batch_sender", "batch_watch", "batch_plan"):
-        assert not {n for n in names(module) if "batch_books" in n}, module
-    text = (folder / "books.py").read_text().lower()
+        # a claim is the row source's (run.money.claims): nothing of the books is imported
+        assert not {n for n in found if n.startswith("openrouter_probe.run.books.books.")}, module
+    for module in ("send/batch_sender", "send/batch_watch", "send/batch_plan"):
+        # the sender's room sits below the books' (tests/test_module_layout.py): no reference
+        assert not {n for n in names(module) if n.startswith("openrouter_probe.run.books")}, module
+    text = (folder / "books" / "books.py").read_text().lower()
     assert "batch" not in text

@@ -25,8 +25,8 @@ import pytest
 
 import openrouter_probe as orp
 from openrouter_probe.fake import ManualClock
-from openrouter_probe.run.batch_plan import BatchOptions
-from openrouter_probe.run.replay import replay_ledger
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.send.batch_plan import BatchOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"
@@ -100,7 +100,7 @@ def _records(out: Path) -> list[dict[str, Any]]:
 
 
 def _counted(out: Path) -> Decimal:
-    return replay_ledger(out.with_name(out.name + ".ledger"), repair=False).spent_usd
+    return replay_journal(out.with_name(out.name + ".ledger"), repair=False).spent_usd
 
 
 def test_a_resume_killed_twice_records_every_billed_answer_within_the_cap(

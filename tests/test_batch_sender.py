@@ -24,10 +24,10 @@ import pytest
 import openrouter_probe as orp
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock
-from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.lock import OutputLock
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.spend import allocate
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.money.spend import allocate
+from openrouter_probe.run.send.batch_plan import BatchOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"
@@ -79,7 +79,7 @@ def _finished_once(out: Path) -> None:
 
 
 def _counted_covers_billed(out: Path, billed: Decimal, budget: Decimal) -> None:
-    counted = replay_ledger(out.with_name(out.name + ".ledger"), repair=False).spent_usd
+    counted = replay_journal(out.with_name(out.name + ".ledger"), repair=False).spent_usd
     assert billed <= budget
     assert counted >= billed
 
@@ -517,7 +517,7 @@ def test_batch_live_and_batch_poll_from_the_cli(
     import openrouter_probe.generation as generation
     from openrouter_probe.cli import cli
     from openrouter_probe.cli import generate as cli_generate
-    from openrouter_probe.run import batch_plan
+    from openrouter_probe.run.send import batch_plan
 
     asked: list[Any] = []
 

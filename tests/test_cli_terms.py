@@ -166,7 +166,7 @@ def test_export_refuses_by_keyword_and_the_cli_names_o_and_format(tmp_path: Path
 
 
 def test_the_job_options_say_their_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
-    """generation.job (turns, reasoning_effort and reasoning_max_tokens), run.output (out=)."""
+    """generation.job (turns, reasoning_effort and reasoning_max_tokens), run.books.output (out=)."""
     prompts = write_prompts(tmp_path / "p.jsonl", [{"id": "r0", "prompt": "question 0"}])
     cases = [
         ({"reasoning_effort": "high", "reasoning_max_tokens": 10},

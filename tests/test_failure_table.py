@@ -1,4 +1,4 @@
-"""Final versus transient, from real bodies: every line of ``run.failure.ERROR_RULES`` is tested.
+"""Final versus transient, from real bodies: every line of ``run.send.failure.ERROR_RULES`` is tested.
 
 Each case is a body OpenRouter sent (``../shared/captures``: Groq's 429) or one recorded and quoted in
 ``../shared/OPENROUTER.md`` (sections 8-9: 401 "User not found.", the two 402s, the routing 404s, the
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from openrouter_probe.api.error_rules import ERROR_RULES, rule_for
-from openrouter_probe.run.failure import classify_error
+from openrouter_probe.run.send.failure import classify_error
 from tests.conftest import CAPTURES
 
 GROQ_429 = json.loads(

@@ -17,7 +17,7 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import FakeOpenRouter, serve
 from openrouter_probe.fake.content import answer_for, flip, tool_call_for
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.run.transport import parse_body, parse_stream
+from openrouter_probe.run.send.transport import parse_body, parse_stream
 from openrouter_probe.verify.suites import TOOLS, arith_suite, check_schema, tools_suite
 
 MODEL = "moonshotai/kimi-k2.5"

@@ -23,7 +23,7 @@ import pytest
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.replay import replay_ledger
+from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import (
     POLICY,
     journal_reconciled,
@@ -221,7 +221,7 @@ def test_kill_9_then_resume_loses_nothing_and_pays_once(tmp_path: Path, seed: in
         # the journal settled never passes the ledger, what it counts never falls under it.
         assert summary["killed_in_flight_before"] >= extra
         assert Decimal(str(summary["spent_total_usd"])) >= fake.ledger.total_usd
-        replay = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
+        replay = replay_journal(tmp_path / "out.jsonl.ledger", repair=False)
         assert replay.settled_usd <= fake.ledger.total_usd <= replay.spent_usd
         assert lost >= 0
 
@@ -386,7 +386,7 @@ def test_2000_concurrent_with_faults_the_cap_holds_and_the_ledgers_agree(tmp_pat
 def test_second_sigint_cancels_in_flight_and_records_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from openrouter_probe.run import runner
+    from openrouter_probe.run.schedule import runner
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
     seen: list[runner.Run] = []
@@ -444,7 +444,7 @@ def test_second_sigint_cancels_in_flight_and_records_them(
 def test_an_unreachable_server_stops_the_run_instead_of_failing_every_row(tmp_path: Path) -> None:
     """Connection refused on every attempt: the run stops as `unreachable` (exit 1) after
     UNREACHABLE_AFTER_ROWS rows, instead of ending `done` with every row failed."""
-    from openrouter_probe.run.attempts import UNREACHABLE_AFTER_ROWS
+    from openrouter_probe.run.schedule.attempts import UNREACHABLE_AFTER_ROWS
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
     summary = _gen(

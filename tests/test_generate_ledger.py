@@ -23,10 +23,10 @@ import pytest
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import Ledger, ledger_path
-from openrouter_probe.run.output import load_resume_state
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.transport import Failure
+from openrouter_probe.run.books.output import load_resume_state
+from openrouter_probe.run.money.journal import Journal, journal_path
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.send.transport import Failure
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 
 
@@ -44,8 +44,8 @@ def _settled(n: int, usd: str | None, run: str = "A", **more: Any) -> dict[str, 
 
 
 def test_ledger_path_is_beside_the_output_and_not_a_jsonl() -> None:
-    assert ledger_path("runs/out.jsonl") == Path("runs/out.jsonl.ledger")
-    assert not ledger_path("out.jsonl").name.endswith(".jsonl")  # `*.jsonl` never matches it
+    assert journal_path("runs/out.jsonl") == Path("runs/out.jsonl.ledger")
+    assert not journal_path("out.jsonl").name.endswith(".jsonl")  # `*.jsonl` never matches it
 
 
 def _gen_line(n: int, gen: str, run: str = "A") -> dict[str, Any]:
@@ -83,7 +83,7 @@ def test_replay_totals_the_money_of_every_attempt(tmp_path: Path) -> None:
         ],
         tail='{"settled":3,"run":"B","cost_us',  # the settle of r7 torn by a crash
     )
-    replay = replay_ledger(path)
+    replay = replay_journal(path)
     assert replay.torn == b'{"settled":3,"run":"B","cost_us'
     assert path.read_text().endswith('"reserved_usd": "0.002"}\n')  # cut back to whole lines
     assert replay.attempts == 9 and replay.runs == {"A", "B"}
@@ -105,7 +105,7 @@ def test_replay_totals_the_money_of_every_attempt(tmp_path: Path) -> None:
     assert replay.by_dataset == {"d0": Decimal("0.0051"), "d1": Decimal("0.004")}
     assert replay.path == path
     # Replaying again gives the same answer (the repair is idempotent).
-    again = replay_ledger(path)
+    again = replay_journal(path)
     assert again.torn is None and again.spent_usd == Decimal("0.0185")
 
 
@@ -126,7 +126,7 @@ def test_replay_knows_every_run_and_reads_past_lines_it_does_not_know(tmp_path: 
             {"gen": 2, "run": "S", "id": 7},  # not an id: ignored
         ],
     )
-    replay = replay_ledger(path)
+    replay = replay_journal(path)
     assert replay.runs == {"H", "S"} and [h["run"] for h in replay.headers] == ["H"]
     assert replay.reconciled == 2 and replay.reconciled_back_usd == Decimal("0.7")
     assert replay.spent_usd == replay.settled_usd == Decimal("0.3")
@@ -136,20 +136,20 @@ def test_replay_knows_every_run_and_reads_past_lines_it_does_not_know(tmp_path: 
 
 def test_a_torn_sent_line_was_never_sent(tmp_path: Path) -> None:
     path = _journal(tmp_path / "j.ledger", [_sent(1, "r1", "0.5")], tail='{"sent":2,"run":"A","i')
-    replay = replay_ledger(path)
+    replay = replay_journal(path)
     assert replay.attempts == 1 and replay.possibly_billed_usd == Decimal("0.5")
 
 
 def test_a_damaged_journal_is_named_by_line(tmp_path: Path) -> None:
     path = _journal(tmp_path / "out.jsonl.ledger", [_sent(1, "r1", "0.5")], tail="garbage\n")
     with pytest.raises(ConfigError, match=r"out\.jsonl\.ledger:2: not a spend journal line"):
-        replay_ledger(path)
+        replay_journal(path)
     _journal(path, [_sent(1, "r1", "-3")])
     with pytest.raises(ConfigError, match=r"ledger:1: '-3' is not an amount of USD"):
-        replay_ledger(path)
+        replay_journal(path)
     _journal(path, [{"sent": "one", "run": "A", "id": "r1"}])
     with pytest.raises(ConfigError, match=r"ledger:1: attempt 'one' is not a number"):
-        replay_ledger(path)
+        replay_journal(path)
     damaged = "; the file is damaged. Restore it, or delete it: the output's records then count"
     for line, what in (
         ({"reconciled": 1, "run": "A", "cost_usd": "n/a"}, "'n/a' is not an amount of USD"),
@@ -158,31 +158,31 @@ def test_a_damaged_journal_is_named_by_line(tmp_path: Path) -> None:
     ):
         _journal(path, [_sent(1, "r1", "0.5"), line])
         with pytest.raises(ConfigError) as info:
-            replay_ledger(path)
+            replay_journal(path)
         assert str(info.value).startswith(f"{path}:2: {what}{damaged}")
     _journal(path, [_sent(1, "r1", "x")])
     with pytest.raises(ConfigError, match=rf"^{path}:1: 'x' is not an amount of USD{damaged}"):
-        replay_ledger(path)
+        replay_journal(path)
     _journal(path, [_sent(1, "r1", "1")], tail="garbage\n")
     with pytest.raises(ConfigError, match=rf"^{path}:2: not a spend journal line .*{damaged}"):
-        replay_ledger(path)
+        replay_journal(path)
 
 
 def test_a_journal_without_its_output_is_refused(tmp_path: Path) -> None:
     path = _journal(tmp_path / "out.jsonl.ledger", [_sent(1, "r1", "0.5")])
     with pytest.raises(ConfigError) as info:
-        replay_ledger(path, output_exists=False)
+        replay_journal(path, output_exists=False)
     assert "without its output file out.jsonl" in str(info.value)
     assert "delete the journal to start afresh" in str(info.value)
-    assert replay_ledger(tmp_path / "absent.ledger").spent_usd == 0
+    assert replay_journal(tmp_path / "absent.ledger").spent_usd == 0
     # a journal with no attempt (a run that sent nothing) records no money: no refusal
     _journal(path, [{"run": "A", "started_utc": "2026-11-30T10:00:00Z"}])
-    assert replay_ledger(path, output_exists=False).spent_usd == 0
+    assert replay_journal(path, output_exists=False).spent_usd == 0
 
 
 def test_ledger_lines_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl.ledger"
-    with Ledger(path, run_id="R", header={"out": "out.jsonl", "budget_usd": Decimal(5)}) as j:
+    with Journal(path, run_id="R", header={"out": "out.jsonl", "budget_usd": Decimal(5)}) as j:
         first = j.sent(json.dumps('r"1'), Decimal("0.00038018"), json.dumps("B3"))
         second = j.sent(json.dumps("r2"), Decimal("0.001"))
         # The sent lines are in the file (the OS) before the requests leave; settles may wait.
@@ -212,7 +212,7 @@ def test_ledger_lines_round_trip(tmp_path: Path) -> None:
     assert lines[6] == {"settled": 2, "run": "R", "cost_usd": None}
     assert lines[7] == {"settled": 3, "run": "R", "unknown": True}
     assert lines[8] == {"reconciled": 3, "run": "R", "cost_usd": "0.0004"}
-    replay = replay_ledger(path)
+    replay = replay_journal(path)
     assert replay.spent_usd == Decimal("0.00061") and replay.by_dataset == {
         "B3": Decimal("0.00021")
     }
@@ -250,7 +250,7 @@ def test_every_request_is_journaled_before_it_is_sent(tmp_path: Path) -> None:
     run_id = lines[0]["run"]
     out = records(tmp_path / "out.jsonl")
     assert {r["run_id"] for r in out} == {run_id}
-    replay = replay_ledger(journal)
+    replay = replay_journal(journal)
     assert replay.spent_usd == sender.billed_usd and replay.possibly_billed_usd == 0
     # the journal knows the run: the records count no money of their own
     assert load_resume_state(tmp_path / "out.jsonl", journal_runs=replay.runs).unjournaled == []
@@ -349,7 +349,7 @@ def test_a_journal_is_written_only_while_open_and_fsynced_only_when_asked(
 ) -> None:
     synced: list[int] = []
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
-    ledger = Ledger(tmp_path / "j.ledger")
+    ledger = Journal(tmp_path / "j.ledger")
     assert len(ledger.run_id) == 12 and ledger.fsync is False
     for call in (lambda: ledger.sent('"r1"', Decimal(1)), lambda: ledger.settle(1, None)):
         with pytest.raises(RuntimeError, match="the spend journal is not open"):
@@ -362,7 +362,7 @@ def test_a_journal_is_written_only_while_open_and_fsynced_only_when_asked(
         ledger.sent('"r2"', Decimal(1))
     last = json.loads((tmp_path / "j.ledger").read_text().splitlines()[-1])
     assert last == {"settled": 1, "run": ledger.run_id, "unknown": True, "cancelled": True}
-    with Ledger(tmp_path / "k.ledger", fsync=True) as durable:
+    with Journal(tmp_path / "k.ledger", fsync=True) as durable:
         durable.sent('"r1"', Decimal(1))
     assert len(synced) == 2  # the header and the sent line
 
@@ -372,7 +372,7 @@ def test_lines_of_one_turn_of_the_event_loop_share_one_flush(tmp_path: Path) -> 
 
     async def scenario() -> list[int]:
         counts = []
-        with Ledger(path, run_id="R") as ledger:
+        with Journal(path, run_id="R") as ledger:
             assert ledger._handle is not None
             flushes = [0]
             original = ledger._handle.flush
@@ -394,4 +394,4 @@ def test_lines_of_one_turn_of_the_event_loop_share_one_flush(tmp_path: Path) -> 
         return counts
 
     assert asyncio.run(scenario()) == [1, 2]
-    assert replay_ledger(path).reconciled == 2
+    assert replay_journal(path).reconciled == 2

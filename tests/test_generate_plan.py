@@ -16,8 +16,8 @@ from openrouter_probe.cli import generate as cli_generate
 from openrouter_probe.errors import OptionError
 from openrouter_probe.generation.job import generate
 from openrouter_probe.generation.plan import DERIVED, REASONING_EFFORTS, GeneratePlan
-from openrouter_probe.run.batch_plan import BatchOptions
-from openrouter_probe.run.turns import TURNS_MODES
+from openrouter_probe.run.books.turns import TURNS_MODES
+from openrouter_probe.run.send.batch_plan import BatchOptions
 
 COMMAND = cli.commands["generate"]
 FIELDS = [f.name for f in dataclasses.fields(GeneratePlan)]

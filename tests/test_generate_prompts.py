@@ -10,8 +10,8 @@ import pytest
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation.prompts import parse_shard, read_prompts, row_id, shard_of
-from openrouter_probe.run.output import OutputLog, iter_records, load_resume_state
-from openrouter_probe.run.spend import Prices, SpendCap, prompt_tokens_bound
+from openrouter_probe.run.books.output import OutputLog, iter_records, load_resume_state
+from openrouter_probe.run.money.spend import Prices, SpendCap, prompt_tokens_bound
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.generation import generate
-from openrouter_probe.run.limit import AdaptiveLimit
-from openrouter_probe.run.output import FINISHED
-from openrouter_probe.run.transport import Answer, Failure
+from openrouter_probe.run.books.output import FINISHED
+from openrouter_probe.run.money.limit import AdaptiveLimit
+from openrouter_probe.run.send.transport import Answer, Failure
 from tests._generate import (
     POLICY,
     LedgerSender,
@@ -402,7 +402,7 @@ def test_first_stop_drains_in_flight(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(50))
 
     async def scenario() -> Any:
-        from openrouter_probe.run import runner
+        from openrouter_probe.run.schedule import runner
 
         sender = LedgerSender(seed=21)
         seen: list[runner.Run] = []
@@ -570,7 +570,7 @@ def test_answers_without_a_valid_usage_cost_count_at_their_worst_case(
         summary = run(_gen(tmp_path, send, max_tokens=100, budget_usd=budget))  # type: ignore[arg-type]
     out = records(tmp_path / "out.jsonl")
     # Its own bytes (+16 for its one message, +32) at $0.60/M, 100 tokens at $3/M: Moonshot AI's,
-    # the highest admitted prices; and the room for output past max_tokens (run.overshoot: 5% +
+    # the highest admitted prices; and the room for output past max_tokens (run.books.overshoot: 5% +
     # 16 tokens until an overshoot is seen).
     worst = [(n + 48) * Decimal("0.0000006") + 121 * Decimal("0.000003") for n in own_parts]
     assert len(out) == len(own_parts) == 5 and all(r["cost_usd"] is None for r in out)

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from openrouter_probe.run.transport import Answer, Failure, classify_error, parse_body, parse_stream
+from openrouter_probe.run.send.transport import (
+    Answer,
+    Failure,
+    classify_error,
+    parse_body,
+    parse_stream,
+)
 from tests.conftest import CAPTURES
 
 

@@ -26,10 +26,10 @@ from openrouter_probe.generation.audit import audit
 from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.rules.routing import route
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.run.output import load_resume_state
-from openrouter_probe.run.spend import worst_case_prices
-from openrouter_probe.run.transport import Answer, HttpTransport
-from openrouter_probe.run.turns import TurnBook, plan_turns, row_totals
+from openrouter_probe.run.books.output import load_resume_state
+from openrouter_probe.run.books.turns import TurnBook, plan_turns, row_totals
+from openrouter_probe.run.money.spend import worst_case_prices
+from openrouter_probe.run.send.transport import Answer, HttpTransport
 from tests._generate import (
     POLICY,
     LedgerSender,

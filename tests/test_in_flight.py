@@ -23,8 +23,8 @@ from openrouter_probe.api.translate import translate_status
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.fake.bodies import IN_FLIGHT_MESSAGE
 from openrouter_probe.generation import generate
-from openrouter_probe.run.limit import START_REQUESTS, DollarWindow
-from openrouter_probe.run.transport import _error_failure, parse_stream
+from openrouter_probe.run.money.limit import START_REQUESTS, DollarWindow
+from openrouter_probe.run.send.transport import _error_failure, parse_stream
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 IN_FLIGHT_BODY = {
@@ -353,7 +353,7 @@ def test_in_flight_refusals_in_process_show_in_the_progress_line_and_the_records
     from rich.console import Console
 
     from openrouter_probe.run.progress import RichProgress
-    from openrouter_probe.run.transport import classify_error
+    from openrouter_probe.run.send.transport import classify_error
     from tests._generate import LedgerSender
 
     def fail(request: dict[str, Any], attempt: int) -> Any:
@@ -458,11 +458,12 @@ def _wire(status: int, body: Any, headers: dict[str, str] | None = None) -> Any:
 
 
 def test_the_2026_bodies_read_off_the_wire(tmp_path: Path) -> None:
-    from openrouter_probe.run.attempts import Attempt, AttemptPolicy, Lower, Stop
     from openrouter_probe.run.config import JobOptions
-    from openrouter_probe.run.request import RequestBuilder
+    from openrouter_probe.run.money.spend import Prices
     from openrouter_probe.run.rows import PromptRow
-    from openrouter_probe.run.spend import Prices
+    from openrouter_probe.run.schedule.attempts import AttemptPolicy, Lower, Stop
+    from openrouter_probe.run.send.attempt import Attempt
+    from openrouter_probe.run.send.request import RequestBuilder
 
     held = _wire(402, IN_FLIGHT_BODY, {"Retry-After": "3"})
     assert (held.kind, held.refusal, held.retry_after_s) == ("held", "in_flight", 3.0)

@@ -21,9 +21,9 @@ from openrouter_probe.generation.audit import audit
 from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.rules.routing import route
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.run.output import load_resume_state
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.spend import worst_case_prices
+from openrouter_probe.run.books.output import load_resume_state
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.money.spend import worst_case_prices
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 #: a record written by hand: no generation id, no run, its own usage
@@ -94,7 +94,7 @@ def test_an_output_without_a_journal_is_rows_and_its_money_is_settled_from_gener
     assert hand["gen_id"] is None and Decimal(hand["reserved_usd"]) == hand_worst
     assert second.spent_before_usd == billed_first + hand_worst
     assert second.spent_total_usd == billed + hand_worst <= budget  # the cap holds
-    assert replay_ledger(f"{out}.ledger").spent_usd == second.spent_total_usd
+    assert replay_journal(f"{out}.ledger").spent_usd == second.spent_total_usd
     # a second resume adopts nothing again, and counts the same money
     with serve(speed=0, seed=22) as fake2:
         third = _generate(all_rows, out, fake2)
@@ -121,7 +121,7 @@ def test_audit_says_unknown_for_records_no_journal_knows(tmp_path: Path) -> None
 def test_adoption_torn_by_a_kill_is_done_again_and_a_whole_one_never_twice(
     tmp_path: Path,
 ) -> None:
-    from openrouter_probe.run.ledger import Adopted, adopt
+    from openrouter_probe.run.money.journal import Adopted, adopt
 
     out = tmp_path / "out.jsonl"
     second = dict(HAND, id="r5", generation_id="gen-5", usage={"prompt_tokens": 5})
@@ -133,7 +133,7 @@ def test_adoption_torn_by_a_kill_is_done_again_and_a_whole_one_never_twice(
     adopt(journal, [Adopted(k, "r", "d0", Decimal("0.01"), None) for k in keys])
     # a SIGKILL in the middle of the second line: its tail is torn
     journal.write_bytes(journal.read_bytes()[:-20])
-    replay = replay_ledger(journal)  # cuts the torn tail
+    replay = replay_journal(journal)  # cuts the torn tail
     assert replay.adopted == {keys[0]} and replay.spent_usd == Decimal("0.01")
     again = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted)
     assert [u.key for u in again.unjournaled] == [keys[1]]  # only the torn one, adopted again

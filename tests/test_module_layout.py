@@ -246,8 +246,8 @@ def _method_counts() -> list[tuple[int, str]]:
 
 
 def test_no_class_has_more_than_twenty_methods() -> None:
-    """Issue 22: a class over the limit is split by what its methods are about (``run.books`` and
-    ``run.batch_books``, ``fake.app`` and ``fake.router``), never by merging methods."""
+    """Issue 22: a class over the limit is split by what its methods are about (``run.books.books`` and
+    ``run.books.batch_books``, ``fake.app`` and ``fake.router``), never by merging methods."""
     counts = _method_counts()
     assert len(counts) > 50, "the walk found too few classes: is PACKAGE right?"
     too_big = [f"{name}: {n} methods" for n, name in counts if n > MAX_METHODS]
@@ -290,3 +290,96 @@ def test_the_function_generate_hides_no_subpackage() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+# -- run/ in rooms (issue 33) ---------------------------------------------------------------------
+
+RUN = PACKAGE / "run"
+
+#: The run's values: any room of ``run`` may import them.
+RUN_VALUES = {"rows", "stop", "summary", "counts"}
+
+#: What each room of ``run`` (or each module beside the rooms) may import of ``run``. The rooms
+#: read bottom up, money -> send -> books -> schedule; the assembly (``paid``, ``senders``) may
+#: import all of them.
+RUN_MAY_IMPORT: dict[str, set[str]] = {
+    "money": set(),
+    "rows": {"money"},  # a row's own prices, for type checkers
+    "stop": set(),
+    "summary": {"stop"},
+    "counts": {"summary"},
+    "send": {"money"} | RUN_VALUES,
+    "books": {"send", "money"} | RUN_VALUES,
+    "config": {"books", "send", "money"},
+    "schedule": {"config", "books", "send", "money"} | RUN_VALUES,
+    "checks": {"config"},
+    "lock": set(),
+    "progress": {"schedule", "stop"},
+    "senders": {"schedule", "config", "books", "send", "money"} | RUN_VALUES,
+    "paid": {"schedule", "config", "books", "send", "money", "checks", "lock", "progress"}
+    | {"senders"}
+    | RUN_VALUES,
+    "__init__": {"money"} | RUN_VALUES,
+}
+
+RUN_ROOMS = {"money", "send", "books", "schedule"}
+
+
+def _run_room(module: str) -> str:
+    """``openrouter_probe.run.send.transport`` -> ``send``; ``openrouter_probe.run.paid`` ->
+    ``paid``; ``openrouter_probe.run`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_run_is_four_rooms_and_the_modules_beside_them() -> None:
+    rooms = {p.name for p in RUN.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert rooms == RUN_ROOMS
+    beside = {p.stem for p in RUN.glob("*.py")}
+    assert beside | rooms == set(RUN_MAY_IMPORT)
+    for room in rooms:
+        doc = ast.get_docstring(ast.parse((RUN / room / "__init__.py").read_text())) or ""
+        assert "import" in doc, f"run/{room}/__init__.py does not say what it may import"
+
+
+def test_each_room_of_run_imports_only_the_rooms_below_it() -> None:
+    wrong = []
+    for path in sorted(RUN.rglob("*.py")):
+        room = _run_room(_module_name(path))
+        for target, line, _ in _imports(path):
+            if not target.startswith("openrouter_probe.run."):
+                continue
+            there = _run_room(target)
+            if there != room and there not in RUN_MAY_IMPORT[room]:
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line} ({room}) imports {target}")
+    assert wrong == []
+
+
+def test_the_rooms_of_run_form_no_circle() -> None:
+    """The table itself reads one way: no room may import a room that may import it back."""
+    order: list[str] = []
+    left = dict(RUN_MAY_IMPORT)
+    while left:
+        ready = [r for r, deps in left.items() if deps <= set(order)]
+        assert ready, f"a circle among {sorted(left)}"
+        order.extend(sorted(ready))
+        for r in ready:
+            del left[r]
+    assert order.index("money") < order.index("send") < order.index("books")
+    assert order.index("books") < order.index("schedule") < order.index("paid")
+
+
+def test_no_module_of_run_is_over_500_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in RUN.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert long == {}
+
+
+def test_the_clients_journal_is_not_named_like_the_fakes_ledger() -> None:
+    """``fake.ledger`` is the server's billing; the client's record is ``run.money.journal``."""
+    assert (PACKAGE / "fake" / "ledger.py").exists()
+    assert not list(RUN.rglob("ledger.py"))
+    assert (RUN / "money" / "journal.py").exists()

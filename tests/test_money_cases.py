@@ -24,7 +24,7 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
-from openrouter_probe.run.transport import Answer, Failure
+from openrouter_probe.run.send.transport import Answer, Failure
 from tests._generate import (
     POLICY,
     LedgerSender,
@@ -345,7 +345,7 @@ def test_the_retry_deadline_runs_from_a_rows_first_send(tmp_path: Path) -> None:
 
 def test_the_first_stop_cancels_backoff_waits(tmp_path: Path) -> None:
     """Issue 15: the first Ctrl-C waited out backoff sleeps (24.7 s)."""
-    from openrouter_probe.run import runner
+    from openrouter_probe.run.schedule import runner
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
     forever = asyncio.Event()

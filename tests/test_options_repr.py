@@ -12,10 +12,10 @@ from typing import Any
 from openrouter_probe.api.batches import BatchClient
 from openrouter_probe.api.client import Client
 from openrouter_probe.generation.manifest import SourceOptions
-from openrouter_probe.run.batch_plan import BatchOptions
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.request import RequestBuilder
-from openrouter_probe.run.transport import HttpTransport
+from openrouter_probe.run.send.batch_plan import BatchOptions
+from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.send.transport import HttpTransport
 
 MARK = "sk-or-v1-" + "MARKEDKEY0123456789abcdef"  # split: no key-shaped literal in the tree
 

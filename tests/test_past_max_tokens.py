@@ -15,17 +15,17 @@ from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.audit import audit
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.books import Books
-from openrouter_probe.run.ledger import Ledger
-from openrouter_probe.run.limit import DollarWindow
-from openrouter_probe.run.overshoot import FIRST_ANSWERS, MARGIN_TOKENS, Overshoot
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.request import RequestBuilder
+from openrouter_probe.run.books.books import Books
+from openrouter_probe.run.books.overshoot import FIRST_ANSWERS, MARGIN_TOKENS, Overshoot
+from openrouter_probe.run.money.journal import Journal
+from openrouter_probe.run.money.limit import DollarWindow
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.source import RowSource
-from openrouter_probe.run.spend import Prices, SpendCap
-from openrouter_probe.run.transport import Answer, parse_body, parse_stream
+from openrouter_probe.run.schedule.source import RowSource
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.send.transport import Answer, parse_body, parse_stream
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 #: xAI (grok-4, 2025-10): cut at max_tokens, finish_reason and native_finish_reason null.
@@ -56,7 +56,7 @@ def _settle(
     body: str, max_tokens: int, tmp: Path | None = None, *, first_wave: bool = False
 ) -> tuple[Books, Attempt, Any]:
     row, attempt = _attempt(max_tokens)
-    ledger = Ledger(tmp / "j.ledger", header={"command": "generate"}) if tmp else None
+    ledger = Journal(tmp / "j.ledger", header={"command": "generate"}) if tmp else None
     if ledger is not None:
         ledger.__enter__()
     books = Books(SpendCap(Decimal(1)), datasets=["d"], ledger=ledger)
@@ -114,7 +114,7 @@ def test_a_missing_cost_counts_at_least_its_own_tokens_at_the_dearest_price(
     assert attempt.worst < own  # the reservation alone would under-count it
     assert books.cap.spent_usd >= own and books.counts.possibly_billed_usd >= own
     # the journal says so: a restart counts it at that, not at its reservation
-    replay = replay_ledger(tmp_path / "j.ledger")
+    replay = replay_journal(tmp_path / "j.ledger")
     assert replay.possibly_billed_usd == books.cap.spent_usd
     # and the run learned the overshoot: later reservations keep room for 26.2x
     assert books.overshoot.ratio == Decimal(262) / 10

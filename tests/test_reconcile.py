@@ -19,8 +19,8 @@ import pytest
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.reconcile import DEFAULT_WAITS_S, PARALLEL_LOOKUPS, Reconciler
-from openrouter_probe.run.replay import Pending, replay_ledger
+from openrouter_probe.run.books.reconcile import DEFAULT_WAITS_S, PARALLEL_LOOKUPS, Reconciler
+from openrouter_probe.run.money.replay import Pending, replay_journal
 from tests._generate import POLICY, journal_reconciled, prompt_rows, records, write_prompts
 
 D = Decimal
@@ -164,7 +164,7 @@ def test_answers_without_cost_are_settled_through_the_lag(tmp_path: Path) -> Non
         assert summary.spent_usd == fake.ledger.total_usd
         out = records(tmp_path / "out.jsonl")
         assert sorted(r["id"] for r in out) == sorted(f"r{i}" for i in range(30))
-    replay = replay_ledger(tmp_path / "out.jsonl.ledger")
+    replay = replay_journal(tmp_path / "out.jsonl.ledger")
     assert replay.spent_usd == fake.ledger.total_usd and replay.reconciled == errors
 
 
@@ -196,7 +196,7 @@ def test_a_generation_never_found_stays_at_its_worst_case(tmp_path: Path) -> Non
 
 
 def test_what_generation_answers_is_read_as_a_cost_a_retry_or_a_reason() -> None:
-    from openrouter_probe.run.transport import read_generation
+    from openrouter_probe.run.send.transport import read_generation
 
     body = json.dumps({"data": {"id": "gen-1", "total_cost": 0.00045364, "usage": 0.00045364}})
     assert read_generation(200, body.encode()) == D("0.00045364")

@@ -23,10 +23,10 @@ import pytest
 from openrouter_probe.api.completion import response_cache_headers
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import ledger_path
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.request import RequestBuilder, row_session
+from openrouter_probe.run.money.journal import journal_path
+from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.send.request import RequestBuilder, row_session
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ import inspect
 from openrouter_probe.generation.job import _policy, generate
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.money.spend import Prices
 compiled, raw, _ = _policy(sys.argv[1], "bundled")
 keywords = {name: p.default for name, p in inspect.signature(generate).parameters.items()
             if p.default is not inspect.Parameter.empty}
@@ -157,7 +157,7 @@ def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 60
-        journal = ledger_path(tmp_path / "out.jsonl")
+        journal = journal_path(tmp_path / "out.jsonl")
         while _generation_ids(journal) < rows and time.monotonic() < deadline:
             # polling the journal (every answer's headers, and so its generation id, arrived)
             # not waiting for time: a kill before them leaves nothing to reconcile
@@ -238,7 +238,7 @@ def test_attempts_killed_before_their_headers_are_settled_by_the_cache_hits_sour
             time.sleep(0.005)  # every request is at the fake, its headers 2 s away
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        journal = ledger_path(tmp_path / "out.jsonl")
+        journal = journal_path(tmp_path / "out.jsonl")
         assert _generation_ids(journal) == 0  # nothing a /generation lookup could settle
         cache = fake.fake.response_cache
         while cache.stores < rows and time.monotonic() < deadline:
@@ -262,7 +262,7 @@ def test_attempts_killed_before_their_headers_are_settled_by_the_cache_hits_sour
     assert summary.killed_in_flight_before == rows and summary.reconciled_before == rows
     assert summary.spent_usd == 0 and summary.possibly_billed_usd == 0
     assert summary.spent_total_usd == billed  # exactly what the fake billed
-    replay = replay_ledger(journal, repair=False)
+    replay = replay_journal(journal, repair=False)
     assert replay.spent_usd == billed and replay.possibly_billed_usd == 0
 
 
@@ -300,10 +300,10 @@ def test_a_hit_on_the_fake_bills_nothing_and_replays_the_answer() -> None:
 
 
 def test_the_books_count_a_hit_at_zero_without_a_cost() -> None:
-    from openrouter_probe.run.attempts import Attempt
-    from openrouter_probe.run.books import Books
-    from openrouter_probe.run.spend import Prices, SpendCap
-    from openrouter_probe.run.transport import parse_body
+    from openrouter_probe.run.books.books import Books
+    from openrouter_probe.run.money.spend import Prices, SpendCap
+    from openrouter_probe.run.send.attempt import Attempt
+    from openrouter_probe.run.send.transport import parse_body
 
     answer = parse_body(
         '{"id":"gen-1","provider":"Chutes","model":"m","choices":[{"finish_reason":"stop",'

@@ -275,9 +275,9 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
         )
 
     from openrouter_probe.rules.sampling import sampling_advice
-    from openrouter_probe.run.overshoot import Overshoot
-    from openrouter_probe.run.request import RequestBuilder
-    from openrouter_probe.run.spend import worst_case_prices
+    from openrouter_probe.run.books.overshoot import Overshoot
+    from openrouter_probe.run.money.spend import worst_case_prices
+    from openrouter_probe.run.send.request import RequestBuilder
 
     summary = gen(4096)
     assert summary.stop_reason == "budget" and sender.bodies == []

@@ -13,9 +13,9 @@ from typing import Any
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.rules.sampling import sampling_advice, thinking_on
-from openrouter_probe.run.request import RequestBuilder
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.send.request import RequestBuilder
 from tests._generate import POLICY, no_sleep, records, write_prompts
 
 PRICES = Prices(Decimal(0), Decimal(0))

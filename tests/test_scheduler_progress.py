@@ -23,7 +23,7 @@ import pytest
 
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.send.failure import Failure
 from tests._generate import POLICY, LedgerSender, no_sleep, records, write_prompts
 from tests._invariant import run_scenario
 from tests.conftest import ROOT

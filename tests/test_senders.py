@@ -7,10 +7,10 @@ import dataclasses
 from decimal import Decimal
 from pathlib import Path
 
-from openrouter_probe.run.batch_plan import BatchSettings
 from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.send.batch_plan import BatchSettings
 from openrouter_probe.run.senders import SENDERS, sender_for
-from openrouter_probe.run.spend import Prices
 
 
 async def _never(body: bytes, **_: object) -> object:

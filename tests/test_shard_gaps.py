@@ -135,7 +135,7 @@ def test_the_shard_note_lists_this_one_and_the_extremes_past_eight() -> None:
 #: (datatrove's local executor runs its tasks here with --workers 1: the task dies mid-run)
 _KILLED_EXAMPLE = """
 import os, runpy, signal, sys
-from openrouter_probe.run.output import OutputLog
+from openrouter_probe.run.books.output import OutputLog
 after, real, seen = int(os.environ["KILL_AFTER_WRITES"]), OutputLog.write, [0]
 def write(self, *args, **kw):
     done = real(self, *args, **kw)

@@ -29,7 +29,7 @@ from openrouter_probe.generation.keyfile import (
     shard_secret,
     split_budget,
 )
-from openrouter_probe.run.ledger import ledger_path
+from openrouter_probe.run.money.journal import journal_path
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 MANAGER = "mgmt-test-key"
@@ -281,7 +281,7 @@ def test_a_key_billed_past_its_own_shards_journal_is_named(tmp_path: Path) -> No
         assert "no output here names shard(s) 0/2" in books.render()
         # with shard 0's output present (its journal counts nothing), the key is named
         (tmp_path / "out" / "shard-0.jsonl").write_text("")
-        ledger_path(tmp_path / "out" / "shard-0.jsonl").write_text(
+        journal_path(tmp_path / "out" / "shard-0.jsonl").write_text(
             json.dumps({"run": "r0", "started_utc": "2026-12-03T00:00:00Z", "shard": "0/2"}) + "\n"
         )
         books = job_books(keyfile, [tmp_path / "out"], client=keys)

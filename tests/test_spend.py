@@ -1,4 +1,4 @@
-"""The cap (``run.spend``): what a request may cost at worst, and the reservations under the cap.
+"""The cap (``run.money.spend``): what a request may cost at worst, and the reservations under the cap.
 
 Pure arithmetic on inline endpoints: every price a request may be billed for (the issue-15 cases:
 26 KB of tools counted like a bare row, a row's own ``max_tokens`` routed to an endpoint the run's
@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import (
+from openrouter_probe.run.money.spend import (
     DEFAULT_WEB_RESULTS,
     Prices,
     RequestShape,
@@ -24,6 +23,7 @@ from openrouter_probe.run.spend import (
     request_shape,
     worst_case_prices,
 )
+from openrouter_probe.run.rows import PromptRow
 
 D = Decimal
 
@@ -130,7 +130,7 @@ def test_the_worst_case_adds_what_the_row_uses() -> None:
 
 def test_tool_heavy_rows_are_bounded_by_every_byte_they_send() -> None:
     """Issue 15: 26 KB of ``tools`` got the bound of a bare row (a $0.05 cap was overrun 6.6x)."""
-    from openrouter_probe.run.request import RequestBuilder
+    from openrouter_probe.run.send.request import RequestBuilder
 
     tools = [
         {

@@ -25,7 +25,7 @@ from openrouter_probe.api.error_rules import RETRIED
 from openrouter_probe.api.translate import retryable, translate_exception, translate_status
 from openrouter_probe.errors import APIConnectionError, APIStatusError, ConfigError
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.failure import classify_error
+from openrouter_probe.run.send.failure import classify_error
 from tests.test_failure_table import CASES, IN_FLIGHT_402
 
 

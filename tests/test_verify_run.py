@@ -21,7 +21,7 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake.content import arithmetic_answer
 from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
-from openrouter_probe.run.transport import Failure, parse_body
+from openrouter_probe.run.send.transport import Failure, parse_body
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
@@ -551,7 +551,7 @@ def test_verify_honours_read_timeout_in_every_attempt(
     """Issue 22: verify built its run settings without ``read_timeout_s``: each attempt's ceiling
     was read_timeout 300 s + max_tokens / 4 whatever ``--read-timeout`` said. The transport and
     the ceilings now come from the one config."""
-    from openrouter_probe.run import transport
+    from openrouter_probe.run.send import transport
 
     seen: list[tuple[float, float | None, int]] = []
     original = transport.HttpTransport.send

@@ -1,11 +1,11 @@
-"""The workers' waits (``run.waits``): the line of workers waiting to take a request wakes one per
+"""The workers' waits (``run.schedule.waits``): the line of workers waiting to take a request wakes one per
 change, the one woken wakes the next, the stop wakes them all."""
 
 from __future__ import annotations
 
 import asyncio
 
-from openrouter_probe.run.waits import Waits
+from openrouter_probe.run.schedule.waits import Waits
 
 
 async def _no_sleep(seconds: float) -> None:

@@ -31,9 +31,9 @@ from openrouter_probe.api.translate import retryable
 from openrouter_probe.errors import APIStatusError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.run.failure import Failure, classify_error
-from openrouter_probe.run.streak import FailureStreak
-from openrouter_probe.run.transport import Answer, parse_body, parse_stream
+from openrouter_probe.run.schedule.streak import FailureStreak
+from openrouter_probe.run.send.failure import Failure, classify_error
+from openrouter_probe.run.send.transport import Answer, parse_body, parse_stream
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 FAST = Backoff(wait_initial_s=1, wait_max_s=30, wait_jitter_s=0, attempts=6, timeout_s=600)
@@ -67,7 +67,7 @@ def _gen(tmp: Path, base_url: str, **options: Any) -> Any:
 
 
 def test_the_client_and_the_failure_table_retry_the_same_statuses() -> None:
-    """api/client.py retried 524 but not 520/522; run/failure.py retried all three."""
+    """api/client.py retried 524 but not 520/522; run/send/failure.py retried all three."""
     for status in sorted(TRANSIENT_STATUSES):
         assert retryable(APIStatusError("x", status_code=status)), status
         assert classify_error(status, {"code": status, "message": "x"}).kind in (

@@ -24,8 +24,8 @@ import pytest
 
 from openrouter_probe.files import WriteFailed, open_append
 from openrouter_probe.generation import generate
-from openrouter_probe.run.ledger import Ledger
-from openrouter_probe.run.replay import replay_ledger
+from openrouter_probe.run.money.journal import Journal
+from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import POLICY, LedgerSender, prompt_rows, records, write_prompts
 
 
@@ -83,9 +83,9 @@ class _Raw(io.RawIOBase):
 
 def _use(monkeypatch: pytest.MonkeyPatch, disk: Disk | None) -> None:
     opener = open_append if disk is None else disk.open
-    monkeypatch.setattr("openrouter_probe.run.ledger.open_append", opener)
-    monkeypatch.setattr("openrouter_probe.run.output.open_append", opener)
-    monkeypatch.setattr("openrouter_probe.run.turns.open_append", opener)
+    monkeypatch.setattr("openrouter_probe.run.money.journal.open_append", opener)
+    monkeypatch.setattr("openrouter_probe.run.books.output.open_append", opener)
+    monkeypatch.setattr("openrouter_probe.run.books.turns.open_append", opener)
 
 
 def _gen(tmp: Path, sender: LedgerSender, **options: Any) -> Any:
@@ -145,7 +145,7 @@ def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_f
     twice = sum(n - 1 for n in paid.values())
     assert twice <= in_flight + 1
     # the journal counts at least what the fake billed, and never above the cap
-    journal = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
+    journal = replay_journal(tmp_path / "out.jsonl.ledger", repair=False)
     assert sender.billed_usd <= journal.spent_usd <= Decimal(5)
 
 
@@ -241,7 +241,7 @@ def test_a_settled_line_is_in_the_file_within_one_turn_of_the_loop(
     path = tmp_path / "j.ledger"
 
     async def scenario() -> tuple[str, str]:
-        with Ledger(path) as ledger:
+        with Journal(path) as ledger:
             number = ledger.sent('"r1"', Decimal("0.01"))
             if unknown:
                 ledger.settle_unknown(number)
@@ -263,7 +263,7 @@ def test_the_cli_says_a_full_disk_in_one_line_and_prints_the_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: int, code: int
 ) -> None:
     """Issue 30: a disk that filled mid-run ended in 168 lines of stderr (ten "Exception in
-    callback Ledger.flush()", an unhandled OSError), no summary and a torn output line; a rerun
+    callback Journal.flush()", an unhandled OSError), no summary and a torn output line; a rerun
     while still full crashed the same way."""
     from click.testing import CliRunner
 
@@ -364,7 +364,7 @@ def test_a_batch_run_on_a_full_disk_submits_nothing_unjournaled_and_resumes(
     ids = [r["id"] for r in records(out) if r["status"] in ("ok", "truncated")]
     assert len(ids) == len(set(ids)) == 8
     assert len(fake.ledger.entries) == 8 and len(billed) >= 1
-    journal = replay_ledger(tmp_path / "out.jsonl.ledger", repair=False)
+    journal = replay_journal(tmp_path / "out.jsonl.ledger", repair=False)
     assert total <= journal.spent_usd <= Decimal(5)
 
 

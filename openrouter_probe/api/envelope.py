@@ -8,7 +8,7 @@ the message for a person (whitespace joined, a message that is itself JSON read 
 message, never cut raw JSON).
 
 ``refusal`` names what a 402 or 403 says, one case each, the same for the sync client
-(``api.client``), the batch client (``api.batches``) and the run (``run.failure``); the action is
+(``api.client``), the batch client (``api.batches``) and the run (``run.send.failure``); the action is
 the caller's (docs/wire.md has the table):
 
 =================  ==========================================================================

@@ -4,7 +4,7 @@ OpenRouter tells a final error from a transient one only in its wording and code
 a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in OpenRouter's
 documentation (its errors page, and bodies recorded from the live API), each naming its source,
 first match wins, each tested (``tests/test_failure_table.py``). What each kind leads to is decided in
-the run, ``run.attempts.ON_FAILURE``; the sync client (``api.client``) retries
+the run, ``run.schedule.attempts.ON_FAILURE``; the sync client (``api.client``) retries
 ``transient``, ``pause`` and ``held``, and raises the others:
 
 - ``transient``: retry with backoff (408, upstream 429, 5xx, a 400 wrapping one of those, timeouts,
@@ -18,7 +18,7 @@ the run, ``run.attempts.ON_FAILURE``; the sync client (``api.client``) retries
   guardrail 403, 413, 422, a token limit reached mid-answer);
 - ``held``: the account's in-flight budget is full (a 402 ``in_flight_budget_exhausted``, 2026):
   not the row's failure and not a stop: the row waits for ``Retry-After`` and goes again, and the
-  run holds fewer dollars in flight (``run.limit.DollarWindow``);
+  run holds fewer dollars in flight (``run.money.limit.DollarWindow``);
 - ``run``: no row can succeed: 401 (the key), 402 (credits; the key's own limit; one request
   larger than the account can hold), a 403 that says a budget is spent (workspace, guardrail or
   key budget: ``Failure.budget``), 404 (the policy admits nothing), a 400 naming an invalid model.
@@ -33,7 +33,7 @@ A stream that sent content, ended with ``finish_reason: "length"`` and then
 reached its token limit: a retry would pay for the same cut, so it fails the row.
 
 One table for every client: the sync client and the batch client (``api.translate``, on
-``APIStatusError.kind``) and the run's transport (``run.failure.classify_error``, on
+``APIStatusError.kind``) and the run's transport (``run.send.failure.classify_error``, on
 ``Failure.kind``) read the same lines.
 """
 

@@ -33,7 +33,7 @@ _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "confi
 
 
 _BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
-#: ``run.batch_plan``'s bounds (MAX_BATCH_LINES, DEFAULT_LIVE_BATCHES, MAX_LIVE_BATCHES,
+#: ``run.send.batch_plan``'s bounds (MAX_BATCH_LINES, DEFAULT_LIVE_BATCHES, MAX_LIVE_BATCHES,
 #: MIN_POLL_S, MAX_POLL_S), not imported here so that ``--help`` stays fast; a test holds them equal.
 _MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600.0
 
@@ -64,7 +64,7 @@ def batch_options(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from openrouter_probe.run.batch_plan import BatchOptions
+        from openrouter_probe.run.send.batch_plan import BatchOptions
 
         batch = kwargs.pop("batch")
         given = {name: kwargs.pop(name) for name in _BATCH_ONLY}

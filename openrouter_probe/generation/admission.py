@@ -19,7 +19,7 @@ from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.spend import Prices, worst_case_prices
+from openrouter_probe.run.money.spend import Prices, worst_case_prices
 from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
@@ -171,7 +171,7 @@ def batch_settings(
 ) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
     (the sync ones, which are higher, where the listing is unknown)."""
-    from openrouter_probe.run.batch_plan import BatchSettings
+    from openrouter_probe.run.send.batch_plan import BatchSettings
 
     assert asked.batch is not None
     provider = compiled.batch_provider()

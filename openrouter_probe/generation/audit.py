@@ -5,7 +5,7 @@
 whether the policy's ``provider`` block admits one of them. It reports, per provider: rows, tokens,
 cost, effective USD per million output tokens, truncations and errors, and the answers billed past
 their ``max_tokens`` (how many, the worst ratio, what the tokens past the limit cost: providers
-bill past it, ``run.overshoot``); every row served outside the policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
+bill past it, ``run.books.overshoot``); every row served outside the policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
 regenerated turn by turn (``generate --turns all``) counts each turn at the provider that served
 it (the providers of one row may differ): its tokens, its cost, and whether the policy admits it;
 the row itself counts at the provider of its last turn.
@@ -14,8 +14,8 @@ It also accounts for the money that served no row, as ``generate`` does against 
 cancelled in flight (a double Ctrl-C; ``cancelled`` lines) and requests in flight when a run was
 killed (the spend journal beside each output) may have been billed, so each counts at its
 reserved worst case; billed retries and failed attempts count at their cost. ``spent_usd`` is what
-``generate`` counts as spent on the same files (``run.output.load_resume_state`` and
-``run.replay.replay_ledger``, read without repairing anything: a run may still be appending).
+``generate`` counts as spent on the same files (``run.books.output.load_resume_state`` and
+``run.money.replay.replay_journal``, read without repairing anything: a run may still be appending).
 
 Example::
 
@@ -36,11 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Term, keyword_term, render_template
-from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path
-from openrouter_probe.run.output import FINISHED, iter_records, load_resume_state, output_tokens_of
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.spend import Prices, worst_case_prices
-from openrouter_probe.run.turns import TURNS_SUFFIX
+from openrouter_probe.run.books.output import (
+    FINISHED,
+    iter_records,
+    load_resume_state,
+    output_tokens_of,
+)
+from openrouter_probe.run.books.turns import TURNS_SUFFIX
+from openrouter_probe.run.money.journal import JOURNAL_SUFFIX, journal_path
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.money.spend import Prices, worst_case_prices
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
@@ -257,7 +262,7 @@ class AuditReport:
 
 def _beside(path: str | Path) -> bool:
     """Whether ``path`` is a file ``generate`` keeps beside an output (its journal, its turns)."""
-    return str(path).endswith((LEDGER_SUFFIX, TURNS_SUFFIX))
+    return str(path).endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
 
 
 def _records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
@@ -266,7 +271,7 @@ def _records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
     with a warning."""
     for path in paths:
         if _beside(path):
-            what = "spend journal" if str(path).endswith(LEDGER_SUFFIX) else "turns file"
+            what = "spend journal" if str(path).endswith(JOURNAL_SUFFIX) else "turns file"
             logging.getLogger(__name__).warning(
                 "%s: skipped: the %s of `generate`, not an output file", path, what
             )
@@ -314,7 +319,7 @@ def _spent(paths: Iterable[str | Path], report: AuditReport, prices: Prices | No
     most a whole context when it states no ``usage``), never less than the record states."""
     cancelled: set[str] = set()
     for path in dict.fromkeys(str(p) for p in paths if not _beside(p)):
-        replay = replay_ledger(ledger_path(path), repair=False)
+        replay = replay_journal(journal_path(path), repair=False)
         state = load_resume_state(
             path, journal_runs=replay.runs, adopted=replay.adopted, repair=False
         )

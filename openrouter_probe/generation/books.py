@@ -1,7 +1,7 @@
 """One job's books across shards: every shard's output found (files, folders, globs), the money of
 their journals summed, and checked against the usage OpenRouter reports for the job's keys.
 
-The journals (``run.ledger``) count every attempt at its real cost, or at its worst case while the
+The journals (``run.money.journal``) count every attempt at its real cost, or at its worst case while the
 cost is unknown, so for one job the journals' total is at least what the keys were billed
 (``counted >= billed``). Books that show the keys billed more than the journals count mean money no
 journal knows (a shard run without its journal, a key used elsewhere): ``exit_code`` 1. The keys'
@@ -21,9 +21,9 @@ from typing import Any
 from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation.keyfile import KeyFile, key_records, read_key_file
-from openrouter_probe.run.ledger import LEDGER_SUFFIX, ledger_path
-from openrouter_probe.run.replay import replay_ledger
-from openrouter_probe.run.turns import TURNS_SUFFIX
+from openrouter_probe.run.books.turns import TURNS_SUFFIX
+from openrouter_probe.run.money.journal import JOURNAL_SUFFIX, journal_path
+from openrouter_probe.run.money.replay import replay_journal
 
 __all__ = [
     "JobBooks",
@@ -41,7 +41,7 @@ def _output(path: Path) -> bool:
     name = path.name
     return (
         path.is_file()
-        and not name.endswith((LEDGER_SUFFIX, TURNS_SUFFIX))
+        and not name.endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
         and not (name.startswith("."))
     )
 
@@ -84,7 +84,7 @@ def journals_money(outputs: Sequence[Path]) -> JournalsMoney:
     spent = possibly = _ZERO
     by_shard: dict[int, Decimal] = {}
     for path in outputs:
-        replay = replay_ledger(ledger_path(path), repair=False)
+        replay = replay_journal(journal_path(path), repair=False)
         spent += replay.spent_usd
         possibly += replay.possibly_billed_usd
         named = {h["shard"] for h in replay.headers if h.get("shard") is not None}

@@ -11,7 +11,7 @@ Every format keeps everything the row holds (tool calls, ``tool_call_id``, image
 every turn's reasoning) except ``specforge``, whose shape cannot hold some rows: ``specforge_row``
 says why in one short reason, and the export leaves the row out and counts it.
 
-The per-turn record (written by ``generate --turns all``, ``run.turns``): beside the usual
+The per-turn record (written by ``generate --turns all``, ``run.books.turns``): beside the usual
 fields, ``turns`` is a list with one object per assistant turn the model wrote, in order::
 
     {"index": 1, "content": "...", "reasoning": "...", "tool_calls": null, "finish_reason": "stop",

@@ -13,15 +13,15 @@ from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
+from openrouter_probe.run.books.turns import TurnBook
 from openrouter_probe.run.checks import key_warning
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.queues import unaffordable_shares
-from openrouter_probe.run.request import RequestBuilder
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.schedule.queues import unaffordable_shares
+from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
-from openrouter_probe.run.turns import TurnBook
 
 __all__ = ["key_check", "summarize_dry_run"]
 
@@ -34,8 +34,8 @@ def _worst_total(
 ) -> Decimal:
     """The worst case of every request to send: a row's, or each of its turns' (the answers of
     earlier turns in its prompt at their ``max_tokens`` each, the tokens the model wrote them in),
-    each with the room the run reserves for output past ``max_tokens`` (``run.overshoot``)."""
-    from openrouter_probe.run.overshoot import Overshoot
+    each with the room the run reserves for output past ``max_tokens`` (``run.books.overshoot``)."""
+    from openrouter_probe.run.books.overshoot import Overshoot
 
     room, price = Overshoot().extra_usd, prices.output_usd_per_token
     total = Decimal(0)

@@ -249,14 +249,14 @@ def _check_target(
 def _check_outputs(files: list[str]) -> None:
     """Refuse outputs that hold no output: every one a spend journal or turns file of ``generate``
     (an export of them would write nothing)."""
-    from openrouter_probe.run.ledger import LEDGER_SUFFIX
-    from openrouter_probe.run.turns import TURNS_SUFFIX
+    from openrouter_probe.run.books.turns import TURNS_SUFFIX
+    from openrouter_probe.run.money.journal import JOURNAL_SUFFIX
 
-    beside = [f for f in files if f.endswith((LEDGER_SUFFIX, TURNS_SUFFIX))]
+    beside = [f for f in files if f.endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))]
     if files and len(beside) == len(files):
         first = beside[0]
-        what = "spend journal" if first.endswith(LEDGER_SUFFIX) else "turns file"
-        answers = first.removesuffix(LEDGER_SUFFIX).removesuffix(TURNS_SUFFIX)
+        what = "spend journal" if first.endswith(JOURNAL_SUFFIX) else "turns file"
+        answers = first.removesuffix(JOURNAL_SUFFIX).removesuffix(TURNS_SUFFIX)
         raise OptionError(
             f"{_braced(first)} is the {what} of `generate`, not an output file: export "
             f"the output it is beside ({_braced(answers)})",

@@ -258,11 +258,11 @@ class HubCard:
 
 def _policy_facts(card: HubCard, outputs: Iterable[str]) -> None:
     """The policy each output's journal names, its snapshot, and the journals' spend."""
-    from openrouter_probe.run.ledger import ledger_path
-    from openrouter_probe.run.replay import replay_ledger
+    from openrouter_probe.run.money.journal import journal_path
+    from openrouter_probe.run.money.replay import replay_journal
 
     for out in outputs:
-        replay = replay_ledger(ledger_path(out), repair=False)
+        replay = replay_journal(journal_path(out), repair=False)
         card.spent_usd += replay.spent_usd
         for header in replay.headers:
             if header.get("prompts") and str(header["prompts"]) not in card.prompts:

@@ -36,13 +36,13 @@ from openrouter_probe.generation.dry_run import key_check, summarize_dry_run
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
 from openrouter_probe.generation.plan import GeneratePlan, parse_weights
 from openrouter_probe.generation.prompts import PromptSet
-from openrouter_probe.run.batch_plan import BatchOptions
+from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.send.batch_plan import BatchOptions
+from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.summary import RunSummary
-from openrouter_probe.run.turns import TurnBook, tool_rows, turns_path
 
 __all__ = ["generate"]
 
@@ -159,7 +159,7 @@ def _truncated_rows(
     from dataclasses import replace
 
     from openrouter_probe.generation.audit import merged_records
-    from openrouter_probe.run.output import output_tokens_of
+    from openrouter_probe.run.books.output import output_tokens_of
 
     cut = {str(r["id"]): output_tokens_of(r) for r in merged_records([out]) if r.get("status") == "truncated"}  # fmt: skip
     todo = [

@@ -33,7 +33,7 @@ from typing import Any
 from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import APIError, ConfigError, Message
 from openrouter_probe.files import atomic_write_text
-from openrouter_probe.run.spend import allocate
+from openrouter_probe.run.money.spend import allocate
 
 __all__ = [
     "KeyFile",

@@ -28,11 +28,11 @@ from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.prompts import parse_shard
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
-from openrouter_probe.run.batch_plan import BatchOptions
+from openrouter_probe.run.books.turns import TURNS_MODES
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.request import RequestBuilder
-from openrouter_probe.run.sender import Sender
-from openrouter_probe.run.turns import TURNS_MODES
+from openrouter_probe.run.send.batch_plan import BatchOptions
+from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.send.sender import Sender
 
 __all__ = ["DERIVED", "REASONING_EFFORTS", "GeneratePlan", "parse_weights"]
 

@@ -1,5 +1,18 @@
 """The paid run that ``generate`` and ``verify`` share: options, key, journal, cap, transport,
 worker pool, progress and summary; a guarantee added here holds for both.
+
+Four rooms, each importing only those above it in this list (``tests/test_module_layout.py``
+keeps the table):
+
+- ``run.money``: prices and worst cases, the dollar window, the client's journal and its replay;
+- ``run.send``: the request, one row's attempts, the transport, the error classes, the senders
+  (sync and batch);
+- ``run.books``: reserve and settle against the cap, reconciled costs, the output and turn files;
+- ``run.schedule``: the worker pool, queues and fair shares, the row source, retries and waits.
+
+Beside them, the run's values (``rows``, ``stop``, ``summary``, ``counts``: any room may import
+them), its options (``config``: ``run.schedule`` reads them) and the assembly that builds a run
+from them (``paid``, ``senders``, ``checks``, ``lock``, ``progress``).
 May import ``rules`` and ``api`` (and ``errors``, ``files``).
 """
 
@@ -11,8 +24,8 @@ from openrouter_probe import exports_of, lazy_exports
 
 # The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
+    from openrouter_probe.run.money.spend import SpendCap as SpendCap
     from openrouter_probe.run.rows import PromptRow as PromptRow
-    from openrouter_probe.run.spend import SpendCap as SpendCap
     from openrouter_probe.run.stop import StopReason as StopReason
     from openrouter_probe.run.summary import RunSummary as RunSummary
 

@@ -6,7 +6,7 @@ CLI's flags): it parses the budget, checks the output and its folder, and reads 
 URL from the environment. The retry schedule is one ``Backoff``, made here (``default_backoff``) or
 given whole; ``attempts`` and a ``backoff`` that disagree are refused, never one silently winning.
 What a run's requests share (model, provider block, ``max_tokens``, sampling) is the
-``RequestBuilder`` (``run.request``), beside it.
+``RequestBuilder`` (``run.send.request``), beside it.
 
 Example::
 
@@ -31,13 +31,13 @@ from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import parse_decimal, whole_number
-from openrouter_probe.run.ledger import ledger_path
-from openrouter_probe.run.turns import turns_path
+from openrouter_probe.run.books.turns import turns_path
+from openrouter_probe.run.money.journal import journal_path
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.batch_plan import BatchSettings
-    from openrouter_probe.run.reconcile import Lookup
-    from openrouter_probe.run.sender import Sender
+    from openrouter_probe.run.books.reconcile import Lookup
+    from openrouter_probe.run.send.batch_plan import BatchSettings
+    from openrouter_probe.run.send.sender import Sender
 
 __all__ = ["DEFAULT_ATTEMPTS", "JobOptions", "Progress", "default_backoff"]
 
@@ -48,7 +48,7 @@ DEFAULT_ATTEMPTS = 6
 
 class Progress(Protocol):
     """What shows a run's progress (``run.progress.RichProgress``): told of every record, and
-    redrawn on ``tick`` (``run`` is the ``run.runner.Run``)."""
+    redrawn on ``tick`` (``run`` is the ``run.schedule.runner.Run``)."""
 
     def row_done(self, record: dict[str, Any], run: Any) -> None: ...
 
@@ -68,7 +68,7 @@ class JobOptions:
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest pause for the key's own 429;
     ``target_tokens`` stops each dataset at that many billed output tokens; ``weights`` split the
     cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
-    tokens retry lower; ``batch`` sends through the Batch API (``run.batch_sender``);
+    tokens retry lower; ``batch`` sends through the Batch API (``run.send.batch_sender``);
     ``response_cache_ttl_s`` asks OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
     ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
     (tests). Build it with :meth:`resolve`, which names the option in its errors.
@@ -131,7 +131,7 @@ class JobOptions:
     @property
     def journal(self) -> Path:
         """The spend journal beside the output (``out.jsonl.ledger``)."""
-        return ledger_path(self.out)
+        return journal_path(self.out)
 
     def ceiling_s(self, max_tokens: int) -> float:
         """How long one attempt may take at most, from its send to its last byte."""
@@ -173,7 +173,7 @@ class JobOptions:
         target = Path(out)
         try:
             ensure_not_input(target, *inputs)
-            ensure_not_input(ledger_path(target), *inputs)
+            ensure_not_input(journal_path(target), *inputs)
             ensure_not_input(turns_path(target), *inputs)
         except ValueError as exc:
             raise ConfigError(

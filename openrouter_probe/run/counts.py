@@ -1,4 +1,4 @@
-"""What a run's rows, requests and money came to, as its books count them (``run.books``)."""
+"""What a run's rows, requests and money came to, as its books count them (``run.books.books``)."""
 
 from __future__ import annotations
 

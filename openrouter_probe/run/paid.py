@@ -6,10 +6,10 @@ output for a run: it takes the output's lock (``run.lock``: one run per output, 
 before anything is read or repaired, refuses an output another command (or another model) wrote,
 and reads what the output and its spend journal already record (what is finished, what was spent,
 what is still counted at its worst case). ``PaidRun.run`` then sends the rows: it checks the key's
-limit, builds the books (``run.books``: the cap over everything spent so far, shared between the
+limit, builds the books (``run.books.books``: the cap over everything spent so far, shared between the
 datasets, the journal open for appending, the reconciler), the row source, the sender (the aiohttp
 transport unless ``JobOptions.send`` gives one) and the progress line, and runs the scheduler
-(``run.runner``) with its signals. A guarantee added here holds for both commands.
+(``run.schedule.runner``) with its signals. A guarantee added here holds for both commands.
 
 Example::
 
@@ -39,24 +39,24 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import WriteFailed, write_error
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.books import Books
+from openrouter_probe.run.books.books import Books
+from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
+from openrouter_probe.run.books.reconcile import Lookup
+from openrouter_probe.run.books.turns import TurnBook
 from openrouter_probe.run.checks import key_check
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.ledger import Adopted, Ledger, adopt
 from openrouter_probe.run.lock import OutputLock
-from openrouter_probe.run.output import OutputLog, ResumeState, load_resume_state
-from openrouter_probe.run.reconcile import Lookup
-from openrouter_probe.run.replay import LedgerReplay, replay_ledger
-from openrouter_probe.run.request import RequestBuilder
+from openrouter_probe.run.money.journal import Adopted, Journal, adopt
+from openrouter_probe.run.money.replay import JournalReplay, replay_journal
+from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Run
-from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.schedule.runner import Run
+from openrouter_probe.run.schedule.source import RowSource, TurnSource
+from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.senders import sender_for
-from openrouter_probe.run.source import RowSource, TurnSource
-from openrouter_probe.run.spend import Prices, SpendCap
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import DatasetTally, RunSummary
-from openrouter_probe.run.turns import TurnBook
 
 __all__ = [
     "Job",
@@ -143,7 +143,7 @@ class PaidRun:
         self,
         options: JobOptions,
         state: ResumeState,
-        replay: LedgerReplay,
+        replay: JournalReplay,
         job: Job | None = None,
         warnings: Sequence[str] = (),
         *,
@@ -214,7 +214,7 @@ class PaidRun:
             format_usd(sum((r.worst_usd for r in records), Decimal(0))),
             unknown,
         )
-        self.replay = replay_ledger(options.journal)
+        self.replay = replay_journal(options.journal)
         self.state.unjournaled = []
         summary.spent_before_usd = self.spent_before_usd
         summary.possibly_billed_before_usd = self.replay.possibly_billed_usd
@@ -292,7 +292,7 @@ class PaidRun:
         }
 
     def _books(
-        self, cap: SpendCap, rows: list[PromptRow], ledger: Ledger, lookup: Lookup | None
+        self, cap: SpendCap, rows: list[PromptRow], ledger: Journal, lookup: Lookup | None
     ) -> Books:
         """The books of this run: the cap over everything spent, the journal, the reconciler
         (with what earlier runs left to settle)."""
@@ -353,7 +353,7 @@ class PaidRun:
         if self._spent_already(summary, len(rows)):
             return summary
         if options.batch is not None:  # an open batch's rows first: its answers are paid
-            from openrouter_probe.run.batch_books import claimed_first
+            from openrouter_probe.run.books.batch_books import claimed_first
 
             rows = claimed_first(rows, self.replay.batches)
         cap = SpendCap(
@@ -363,7 +363,7 @@ class PaidRun:
         job_sha256 = self.job.sha256 if self.job is not None else ""
         with (
             OutputLog(options.out) as output,
-            Ledger(options.journal, header=self._journal_header(builder, header)) as ledger,
+            Journal(options.journal, header=self._journal_header(builder, header)) as ledger,
             _showing(bar),
         ):
             self._created()
@@ -373,7 +373,7 @@ class PaidRun:
                 else TurnSource(rows, turns, job_sha256=job_sha256, run_id=ledger.run_id)
             )
             if options.batch is not None:  # earlier runs' open batches claim their rows
-                from openrouter_probe.run.batch_books import BatchClaims
+                from openrouter_probe.run.books.batch_books import BatchClaims
 
                 source.claims = BatchClaims(ledger)
             with contextlib.closing(source):
@@ -449,7 +449,7 @@ def open_run(
     command or model wrote is refused, one written under another policy or plan warns.
     """
     with OutputLock(options.out, command=options.command) as lock:
-        replay = replay_ledger(options.journal, output_exists=options.out.exists())
+        replay = replay_journal(options.journal, output_exists=options.out.exists())
         warning = _check_job(options, replay.headers, job)
         state = load_resume_state(
             options.out, redo_failed=redo_failed, journal_runs=replay.runs, adopted=replay.adopted

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from openrouter_probe.run.stop import StopReason
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.runner import Run
+    from openrouter_probe.run.schedule.runner import Run
 
 __all__ = ["RichProgress", "progress_line"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.spend import Prices
+    from openrouter_probe.run.money.spend import Prices
 
 __all__ = ["PromptRow"]
 

@@ -1,13 +1,13 @@
 """The senders a paid run may send through, a small registry (``SENDERS``): the first whose
 ``chosen(options)`` holds sends the run.
 
-- ``batch``: the Batch API sender (``options.batch``, ``generate --batch``: ``run.batch_sender``),
-  its events journaled by the run (``run.batch_books``);
+- ``batch``: the Batch API sender (``options.batch``, ``generate --batch``: ``run.send.batch_sender``),
+  its events journaled by the run (``run.books.batch_books``);
 - ``given``: the sender a caller passed (``options.send``: a test's double, a replay);
-- ``http``: the HTTP transport (``run.transport``, aiohttp), the default; a key-limit stop adds
+- ``http``: the HTTP transport (``run.send.transport``, aiohttp), the default; a key-limit stop adds
   what ``/key`` says of the limit.
 
-Each takes the run's maker (``make(sender, lookup)``: the ``run.runner.Run`` with that sender and
+Each takes the run's maker (``make(sender, lookup)``: the ``run.schedule.runner.Run`` with that sender and
 ``/generation`` lookup), runs it with the signal handlers the options ask for, and returns its
 summary.
 """
@@ -21,14 +21,20 @@ from decimal import Decimal
 
 from openrouter_probe.errors import APIError
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.batch_books import BatchClaims, BatchJournal, settlements
-from openrouter_probe.run.batch_plan import BatchEvent, EventSink, Released, Said, SettledEarlier
+from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
+from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.reconcile import Lookup
-from openrouter_probe.run.replay import LedgerReplay
+from openrouter_probe.run.money.replay import JournalReplay
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.runner import Run
-from openrouter_probe.run.sender import Sender
+from openrouter_probe.run.schedule.runner import Run
+from openrouter_probe.run.send.batch_plan import (
+    BatchEvent,
+    EventSink,
+    Released,
+    Said,
+    SettledEarlier,
+)
+from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 
@@ -44,7 +50,7 @@ class SenderKind:
 
     name: str
     chosen: Callable[[JobOptions], bool]
-    run: Callable[[MakeRun, JobOptions, LedgerReplay, list[PromptRow]], Awaitable[RunSummary]]
+    run: Callable[[MakeRun, JobOptions, JournalReplay, list[PromptRow]], Awaitable[RunSummary]]
 
 
 def sender_for(options: JobOptions) -> SenderKind:
@@ -55,13 +61,13 @@ def sender_for(options: JobOptions) -> SenderKind:
 async def _run_batches(
     make: Callable[[Sender, Lookup | None], Run],
     options: JobOptions,
-    replay: LedgerReplay,
+    replay: JournalReplay,
     rows: list[PromptRow],
 ) -> RunSummary:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
     from openrouter_probe.api.batches import BatchClient
-    from openrouter_probe.run.batch_sender import BatchSender
+    from openrouter_probe.run.send.batch_sender import BatchSender
 
     assert options.batch is not None
     with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
@@ -112,7 +118,7 @@ def _batch_sink(run: Run) -> EventSink:
 
 
 async def _run_given(
-    make: MakeRun, options: JobOptions, replay: LedgerReplay, rows: list[PromptRow]
+    make: MakeRun, options: JobOptions, replay: JournalReplay, rows: list[PromptRow]
 ) -> RunSummary:
     """The run with the caller's sender (``options.send``) and lookup."""
     assert options.send is not None
@@ -120,11 +126,11 @@ async def _run_given(
 
 
 async def _run_http(
-    make: MakeRun, options: JobOptions, replay: LedgerReplay, rows: list[PromptRow]
+    make: MakeRun, options: JobOptions, replay: JournalReplay, rows: list[PromptRow]
 ) -> RunSummary:
     """The run with the HTTP transport, ``/generation`` settling what it leaves unknown."""
     from openrouter_probe.api.completion import response_cache_headers
-    from openrouter_probe.run.transport import HttpTransport
+    from openrouter_probe.run.send.transport import HttpTransport
 
     ttl = options.response_cache_ttl_s
     async with HttpTransport(

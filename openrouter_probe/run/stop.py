@@ -51,7 +51,7 @@ class StopReason(StrEnum):
     NO_ROUTE = "no-route"
     #: an OpenRouter budget is spent (403), or one is below a request's worst case
     BUDGET_SPENT = "budget-spent"
-    #: nearly every recent attempt failed one transient way (``run.streak``)
+    #: nearly every recent attempt failed one transient way (``run.schedule.streak``)
     FAILING = "failing"
     #: the output or its journal could not be written
     WRITE_FAILED = "write-failed"

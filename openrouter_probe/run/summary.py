@@ -164,7 +164,7 @@ class RunSummary:
     elapsed_s: float = 0.0
     peak_committed_usd: Decimal = _ZERO
     #: the most the run's requests in flight held at once (their worst cases), and the in-flight
-    #: 402s OpenRouter answered (its in-flight budget full: ``run.limit.DollarWindow``)
+    #: 402s OpenRouter answered (its in-flight budget full: ``run.money.limit.DollarWindow``)
     held_max_usd: Decimal = _ZERO
     in_flight_refusals: int = 0
     worst_case_usd: Decimal | None = None  # dry run: every row at its worst case

@@ -45,10 +45,10 @@ from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyErr
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.money.spend import Prices, worst_case_prices
 from openrouter_probe.run.paid import Job, open_run
-from openrouter_probe.run.request import RequestBuilder
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices, worst_case_prices
+from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.verify.measures import Observation
@@ -198,7 +198,7 @@ def _plan_hash(plan: VerifyPlan) -> str:
 
 def observations_from(path: str | Path, plan: VerifyPlan) -> list[Observation]:
     """Read the check's output file back into observations (every finished request it records)."""
-    from openrouter_probe.run.output import FINISHED, iter_records
+    from openrouter_probe.run.books.output import FINISHED, iter_records
 
     if not Path(path).exists():
         return []

@@ -1,4 +1,4 @@
-"""The Batch API sender (``generate --batch``): a ``run.sender.Sender`` that packs the requests
+"""The Batch API sender (``generate --batch``): a ``run.send.sender.Sender`` that packs the requests
 handed to it in one turn of the event loop into batches, and answers each when its batch ends.
 
 Every request it is handed was reserved at its worst case (at the ``:batch`` row's price) and
@@ -8,7 +8,7 @@ id (``Submitted``) and the run's first accepted submit in the snapshot's history
 closes the plan, a lost answer does not (the orphan search, ``_find``, looks for the batch by
 the list: same model and line count, created after the plan, holding its custom ids, no batch
 the journal records); polling, bounded, on the run's injected sleep; at the end each line's
-``Answer`` gets its share of the batch's ``usage.cost`` (``run.spend.allocate``), a failed line
+``Answer`` gets its share of the batch's ``usage.cost`` (``run.money.spend.allocate``), a failed line
 goes back to the run's attempt policy, an expired one counts at its worst case and goes into a
 later batch, ``failed`` and a 402 stop the run.
 
@@ -16,8 +16,8 @@ later batch, ``failed`` and a 402 stop the run.
 the list (``list_lag_s``) and adopted, or dropped (their worst case stays counted). A row in
 such a plan waits for it (a claim of the row source) instead of being packed again.
 
-**Events, not books.** The sender holds no books: every step is a ``run.batch_plan.BatchEvent``
-given to the sink ``bind`` takes; the run journals each (``run.batch_books``) before the sender
+**Events, not books.** The sender holds no books: every step is a ``run.send.batch_plan.BatchEvent``
+given to the sink ``bind`` takes; the run journals each (``run.books.batch_books``) before the sender
 goes on. **Stopping.** There is no cancel route: ``aclose`` says which batches still run; a
 rerun polls them; ``abandon`` forgets earlier runs' open batches. Each case: ``docs/batch.md``.
 """
@@ -43,8 +43,9 @@ from openrouter_probe.errors import (
     NoRouteError,
 )
 from openrouter_probe.files import WriteFailed
-from openrouter_probe.run.batch_calls import BatchCalls
-from openrouter_probe.run.batch_plan import (
+from openrouter_probe.run.money.replay import OpenBatch
+from openrouter_probe.run.send.batch_calls import BatchCalls
+from openrouter_probe.run.send.batch_plan import (
     MAX_BATCH_BYTES,
     BatchEvent,
     BatchSettings,
@@ -60,7 +61,7 @@ from openrouter_probe.run.batch_plan import (
     custom_id,
     line_body,
 )
-from openrouter_probe.run.batch_watch import (
+from openrouter_probe.run.send.batch_watch import (
     Line,
     Outcome,
     Watched,
@@ -74,12 +75,11 @@ from openrouter_probe.run.batch_watch import (
     unread,
     withheld,
 )
-from openrouter_probe.run.replay import OpenBatch
-from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.send.transport import Answer
 
 if TYPE_CHECKING:
     from openrouter_probe.api.batches import Batch, BatchClient
-    from openrouter_probe.run.sender import SendKey
+    from openrouter_probe.run.send.sender import SendKey
 
 __all__ = ["BatchSender"]
 
@@ -136,7 +136,7 @@ class BatchSender:
     # -- the run's side -----------------------------------------------------------------------
 
     def bind(self, events: EventSink, *, stopped: asyncio.Future[None] | None = None) -> None:
-        """Report every event to ``events`` (the run journals them: ``run.batch_books``); take
+        """Report every event to ``events`` (the run journals them: ``run.books.batch_books``); take
         up (or, with ``abandon``, forget) earlier runs' batches. ``stopped`` (the run's stop):
         from then on nothing more is submitted, and the requests still waiting for a batch are
         answered unsent (nothing was billed)."""
@@ -183,7 +183,7 @@ class BatchSender:
         key: SendKey | None = None,
     ) -> Outcome:
         if key is None:
-            raise TypeError("the batch sender needs each request's key (run.sender.SendKey)")
+            raise TypeError("the batch sender needs each request's key (run.send.sender.SendKey)")
         cid = custom_id(key.row_id)
         earlier = self._by_cid.pop(cid, None)
         if earlier is not None:

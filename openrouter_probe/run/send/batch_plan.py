@@ -1,13 +1,13 @@
 """What ``generate --batch`` sends, and how: the settings of the batch sender, a row's custom id,
 a line's body, what one result line comes to, and the events the sender reports.
 
-The batch sender (``run.batch_sender``) stands on these; the money of every line is the books'
-(``run.books``: the reservation before the plan, the settlement from the batch's ``usage.cost``,
+The batch sender (``run.send.batch_sender``) stands on these; the money of every line is the books'
+(``run.books.books``: the reservation before the plan, the settlement from the batch's ``usage.cost``,
 ``allocate`` for each row's share). The sender holds no books: it reports each step of a plan
 as a ``BatchEvent`` (``Planned`` before the POST, ``Submitted``, ``Closed``; ``Held`` for an
 earlier run's open batch taken up, ``Claimed`` for a request that claims one of its lines,
 ``Released`` and ``SettledEarlier`` at its close, ``Said`` for what the run should say) to the
-sink the run gives it, which journals them (``run.batch_books``) before the sender goes on.
+sink the run gives it, which journals them (``run.books.batch_books``) before the sender goes on.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError, Message
-from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.spend import Prices
-from openrouter_probe.run.transport import Answer, parse_body
+from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.transport import Answer, parse_body
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.replay import OpenBatch
+    from openrouter_probe.run.money.replay import OpenBatch
 
 __all__ = [
     "DEFAULT_LIVE_BATCHES",

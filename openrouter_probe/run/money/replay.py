@@ -1,7 +1,7 @@
-"""The spend journal read back: every attempt's money summed (``replay_ledger``), the attempts
+"""The spend journal read back: every attempt's money summed (``replay_journal``), the attempts
 ``/generation`` may still settle (``Pending``) and the batches still open (``OpenBatch``).
 
-The journal's lines and the rules for reading them are described in ``run.ledger``, which writes
+The journal's lines and the rules for reading them are described in ``run.money.journal``, which writes
 it; this module only reads. Read it after ``run.lock`` is taken (a torn last line is cut first:
 a torn ``sent`` line's request never left), or with ``repair=False`` while a run may append.
 """
@@ -21,9 +21,9 @@ from openrouter_probe.files import (
     repair_torn_tail,
 )
 from openrouter_probe.rules.quantities import recorded_usd
-from openrouter_probe.run.ledger import LEDGER_SUFFIX
+from openrouter_probe.run.money.journal import JOURNAL_SUFFIX
 
-__all__ = ["LedgerReplay", "OpenBatch", "Pending", "replay_ledger"]
+__all__ = ["JournalReplay", "OpenBatch", "Pending", "replay_journal"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Pending:
 
 
 @dataclass
-class LedgerReplay:
+class JournalReplay:
     """The money a journal records, attempt by attempt, summed.
 
     ``spent_usd`` = ``settled_usd`` (known and reconciled costs) + ``possibly_billed_usd`` (the
@@ -199,9 +199,9 @@ def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None
             entry[3] = recorded_usd(line.get("cost_usd"), where, damaged=_DAMAGED)
 
 
-def replay_ledger(
+def replay_journal(
     path: str | Path, *, output_exists: bool = True, repair: bool = True
-) -> LedgerReplay:
+) -> JournalReplay:
     """Cut a torn tail of the journal at ``path``, then total the money of every attempt.
 
     Call it only while holding the output's lock (``run.lock``): cutting a tail another process
@@ -212,7 +212,7 @@ def replay_ledger(
     ``ConfigError`` naming the file and line.
     """
     p = Path(path)
-    replay = LedgerReplay(path=p)
+    replay = JournalReplay(path=p)
     if not p.exists():
         return replay
     replay.torn = repair_torn_tail(p) if repair else None
@@ -228,7 +228,7 @@ def replay_ledger(
                 "to resume, or delete the journal to start afresh (the money it records will then "
                 "no longer count against {budget_usd:bare})",
                 path=str(p),
-                output=p.name[: -len(LEDGER_SUFFIX)],
+                output=p.name[: -len(JOURNAL_SUFFIX)],
             )
         )
     replay.attempts = len(attempts)

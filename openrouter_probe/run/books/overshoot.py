@@ -19,7 +19,7 @@ admits fewer such reservations), and is learned from before the windows open wid
 fits the cap only with the margin, nothing else in flight, goes with the margin (``Books.reserve``:
 a tight cap's first requests go one at a time; what one of them can overrun is its own overshoot).
 A provider that serves none of the first answers is covered by the margin until its first answer.
-A batch (``generate --batch``) has no first wave: it keeps the margin (``run.books``).
+A batch (``generate --batch``) has no first wave: it keeps the margin (``run.books.books``).
 
 ``Overshoot`` keeps, per provider (display name), the answers past their limit, the worst ratio
 and what the tokens past the limit cost (``by_provider``): the summary and ``audit`` name them.
@@ -34,8 +34,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.attempts import Attempt
-    from openrouter_probe.run.transport import Answer
+    from openrouter_probe.run.send.attempt import Attempt
+    from openrouter_probe.run.send.transport import Answer
 
 __all__ = [
     "FIRST_ANSWERS",

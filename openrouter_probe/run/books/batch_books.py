@@ -1,13 +1,13 @@
 """The run's side of batch mode (``generate --batch``): the plan journal and the claims of open batches.
 
-``BatchJournal`` journals the events the Batch API sender (``run.batch_sender``) reports to the run
-(``record``: ``run.batch_plan.BatchEvent``; the sender holds no books): the plan before its POST
+``BatchJournal`` journals the events the Batch API sender (``run.send.batch_sender``) reports to the run
+(``record``: ``run.send.batch_plan.BatchEvent``; the sender holds no books): the plan before its POST
 (``Planned``), its batch's id (``Submitted``), its close (``Closed``). Plan lines carry no money:
 the attempts they name were reserved and journaled by the books (``Books.sent``) before the sender
-got them, and their ``sent`` lines hold the money (``run.ledger``).
+got them, and their ``sent`` lines hold the money (``run.money.journal``).
 
 ``BatchClaims`` holds the lines that earlier runs' open batches carry (``Held``): each is a claim of
-the row source (``run.claims.Claim``): a request for such a row is not bought again, its reservation
+the row source (``run.money.claims.Claim``): a request for such a row is not bought again, its reservation
 takes over the line's worst case (``Books.reserve``), and the attempt that carries it journals the
 move in the same write as its own line (a plan of one line in this run, naming the batch) while
 the books settle the earlier attempt to 0. ``moved`` answers the sender's ``Claimed``; ``release``
@@ -25,12 +25,19 @@ import secrets
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from openrouter_probe.run.batch_plan import BatchEvent, Claimed, Closed, Held, Planned, Submitted
-from openrouter_probe.run.claims import Claim
-from openrouter_probe.run.ledger import Ledger
-from openrouter_probe.run.replay import OpenBatch, Pending
-from openrouter_probe.run.request import dumps
+from openrouter_probe.run.money.claims import Claim
+from openrouter_probe.run.money.journal import Journal
+from openrouter_probe.run.money.replay import OpenBatch, Pending
 from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.send.batch_plan import (
+    BatchEvent,
+    Claimed,
+    Closed,
+    Held,
+    Planned,
+    Submitted,
+)
+from openrouter_probe.run.send.request import dumps
 
 __all__ = ["BatchClaims", "BatchJournal", "claimed_first", "settlements"]
 
@@ -39,7 +46,7 @@ class BatchClaims:
     """The claims of earlier runs' open batches on this run's rows (see the module); the row
     source's ``claims``."""
 
-    def __init__(self, ledger: Ledger | None) -> None:
+    def __init__(self, ledger: Journal | None) -> None:
         self.ledger = ledger
         #: rows an earlier run's open batch carries: the row id (JSON) -> (that batch, the custom
         #: id); ``taken``: those whose line's worst case this run's attempt took over
@@ -111,7 +118,7 @@ class BatchJournal:
     """The plan journal of one run's batches (see the module): ``record`` takes the sender's
     plan events (the money events are the books': ``run.senders``)."""
 
-    def __init__(self, ledger: Ledger | None, claims: BatchClaims) -> None:
+    def __init__(self, ledger: Journal | None, claims: BatchClaims) -> None:
         self.ledger = ledger
         self.claims = claims
 

@@ -2,7 +2,7 @@
 list, fetch a finished batch's results with each answer's share of its cost, and record an
 accepted submit in the snapshot's history.
 
-``run.batch_sender`` decides when to call them and journals what they return; these only talk to
+``run.send.batch_sender`` decides when to call them and journals what they return; these only talk to
 OpenRouter (``api.batches.BatchClient``, whose calls block: each runs in a thread) and to the
 snapshot file.
 """
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import APIError, APIStatusError, Message, SnapshotError
 from openrouter_probe.rules.batch_history import record_batch_acceptance
-from openrouter_probe.run.batch_plan import BatchSettings, line_outcome, priced_tokens
-from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.spend import allocate
-from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.money.spend import allocate
+from openrouter_probe.run.send.batch_plan import BatchSettings, line_outcome, priced_tokens
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.transport import Answer
 
 if TYPE_CHECKING:
     from openrouter_probe.api.batches import Batch, BatchClient

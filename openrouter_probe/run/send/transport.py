@@ -1,7 +1,7 @@
 """One chat completion over aiohttp: send the body, read the answer with bounded waits, parse it.
 
 ``HttpTransport.send`` returns an ``Answer`` (the parsed completion) or a ``Failure``, classified by
-``run.failure.classify_error`` (its table of OpenRouter's error messages and codes decides final or
+``run.send.failure.classify_error`` (its table of OpenRouter's error messages and codes decides final or
 transient). aiohttp's exceptions are translated here and nowhere else. The key goes into the
 ``Authorization`` header and nowhere else: no message built here contains it.
 
@@ -46,7 +46,7 @@ from openrouter_probe.api.completion import (
 )
 from openrouter_probe.api.envelope import read_error
 from openrouter_probe.errors import Message
-from openrouter_probe.run.failure import Failure, FailureKind, classify_error
+from openrouter_probe.run.send.failure import Failure, FailureKind, classify_error
 
 __all__ = [
     "VIA_CACHE",
@@ -262,7 +262,7 @@ class HttpTransport:
         """Send one request body; return the answer or a classified failure (never raises for
         HTTP or connection trouble; ``CancelledError`` propagates). ``on_id`` gets the generation
         id as soon as the headers bring it; ``ceiling_s`` bounds the whole attempt; ``key``
-        (``run.sender.SendKey``) is not needed: one request per call."""
+        (``run.send.sender.SendKey``) is not needed: one request per call."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
         generation_id = None
         try:

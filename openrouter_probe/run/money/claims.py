@@ -1,6 +1,6 @@
 """The claims of a run's rows: a reservation the journal already holds for a row (an earlier
 run's attempt whose answer may still come, or a row an open batch carries), which the row's next
-attempt takes over instead of reserving again (``run.books`` explains how the money moves).
+attempt takes over instead of reserving again (``run.books.books`` explains how the money moves).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from openrouter_probe.run.replay import Pending
+from openrouter_probe.run.money.replay import Pending
 
 __all__ = ["Claim", "Claims"]
 

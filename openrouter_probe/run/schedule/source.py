@@ -4,7 +4,7 @@
 ``TurnSource`` (``--turns all``) yields the next request of each conversation: the first missing
 turn of each row to begin with, then, as each turn is answered, the request of the row's next turn
 (its history the model's own answers so far), until its last turn makes the row's record; a turn
-before the last is kept in the turns file (``run.turns``). The scheduler takes the requests in the
+before the last is kept in the turns file (``run.books.turns``). The scheduler takes the requests in the
 same way in both, never asking which mode it runs in.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.claims import Claims
-from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.books.turns import TurnBook, new_turn, row_totals
+from openrouter_probe.run.money.claims import Claims
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.transport import Answer
-from openrouter_probe.run.turns import TurnBook, new_turn, row_totals
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.transport import Answer
 
 __all__ = ["RowSource", "TurnSource"]
 
@@ -33,7 +33,7 @@ class RowSource:
         self.job_sha256 = job_sha256
         self.run_id = run_id
         #: the claims on its rows: reservations the journal holds for them already (batch mode:
-        #: the lines of earlier runs' open batches, ``run.batch_books.BatchClaims``), which the
+        #: the lines of earlier runs' open batches, ``run.books.batch_books.BatchClaims``), which the
         #: books take over instead of buying the rows again (``Books.reserve``)
         self.claims: Claims | None = None
 
@@ -49,7 +49,7 @@ class RowSource:
         return row.messages
 
     def record(self, row: PromptRow, **fields: Any) -> dict[str, Any]:
-        """``row``'s output record with ``fields`` (``run.output`` lists them)."""
+        """``row``'s output record with ``fields`` (``run.books.output`` lists them)."""
         record: dict[str, Any] = {
             "id": row.id,
             "dataset": row.dataset,

@@ -251,7 +251,7 @@ class SpendCap:
         self.spent_before_usd = spent_usd  # what earlier runs spent: never spendable again
         self.reserved_usd = _ZERO
         #: what OpenRouter holds for the reservations in flight, as the in-flight budget counts
-        #: it (``held_usd`` of each: its input and ``max_tokens``; ``run.limit.DollarWindow``)
+        #: it (``held_usd`` of each: its input and ``max_tokens``; ``run.money.limit.DollarWindow``)
         self.held_usd = _ZERO
         self.in_flight = 0
         self.peak_committed_usd = spent_usd
@@ -298,7 +298,7 @@ class SpendCap:
         self, amount_usd: Decimal, dataset: str | None = None, *, borrow: bool = False
     ) -> bool:
         """Whether a reservation of ``amount_usd`` for ``dataset`` would fit now (``borrow``:
-        under the cap alone, past the dataset's share: ``run.queues`` says when it may)."""
+        under the cap alone, past the dataset's share: ``run.schedule.queues`` says when it may)."""
         if self.cap_usd is None:
             return True
         if self.committed_usd + amount_usd > self.cap_usd:

@@ -18,7 +18,7 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
 
 - ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed: the
   ``sent`` lines of every attempt leaving in the same turn of the event loop go out in one write
-  and one flush (``Ledger.written``), and none of them is sent before that flush returned: from
+  and one flush (``Journal.written``), and none of them is sent before that flush returned: from
   then on the line is in the OS, and a SIGKILL cannot hide it.
 - ``gen``: the attempt's generation id, as soon as the response headers bring it.
 - ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
@@ -38,7 +38,7 @@ An attempt's money is its reconciled cost, else its settled cost, else its whole
 ("possibly billed": unknown, or never settled because the run was killed). The journal's money is
 the sum over its attempts, and the only record of money: an output line of a run the journal does
 not know (it was deleted, or the output predates it) is read as a row, never as money
-(``run.output``). Its money is unknown, and the run adopts it (``adopt``)::
+(``run.books.output``). Its money is unknown, and the run adopts it (``adopt``)::
 
     {"sent":1,"run":"9c0d2e4f6a8b","id":"r4","ds":"B3","reserved_usd":"0.0031",
      "gen_id":"gen-1777319885-pLuUvaQdB3l6lRlhlKuv","adopts":"row||r4|gen-...||1|answer"}
@@ -46,7 +46,7 @@ not know (it was deleted, or the output predates it) is read as a row, never as 
 a ``sent`` line standing alone (no header line for the adoption's run): the attempt is unknown
 from the start, counted at ``reserved_usd`` (the record's worst case) until ``/generation``
 settles it by ``gen_id`` (``null``: it stays there); ``adopts`` names the record
-(``LedgerReplay.adopted``), so that it is never adopted twice.
+(``JournalReplay.adopted``), so that it is never adopted twice.
 
 ``gen``, ``settled`` and ``reconciled`` lines are buffered and reach the file with the next flushed
 line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
@@ -58,7 +58,7 @@ a lost one would leave a damaged file), a ``sent`` (or batch) line that cannot b
 ``files.WriteFailed`` (its request never leaves), and the lines already in the file stand: the
 next run, once there is room, resumes from them.
 
-``run.replay.replay_ledger`` reads it back (after ``run.lock`` is taken; a torn last line is cut
+``run.money.replay.replay_journal`` reads it back (after ``run.lock`` is taken; a torn last line is cut
 first: a torn ``sent`` line's request never left).
 """
 
@@ -87,22 +87,22 @@ from openrouter_probe.files import (
 )
 
 __all__ = [
-    "LEDGER_SUFFIX",
+    "JOURNAL_SUFFIX",
     "Adopted",
-    "Ledger",
+    "Journal",
     "adopt",
-    "ledger_path",
+    "journal_path",
 ]
 
 log = logging.getLogger(__name__)
 
-LEDGER_SUFFIX = ".ledger"
+JOURNAL_SUFFIX = ".ledger"
 
 
-def ledger_path(out: str | Path) -> Path:
+def journal_path(out: str | Path) -> Path:
     """Return the journal's path for the output file ``out`` (``out.jsonl`` -> ``out.jsonl.ledger``)."""
     p = Path(out)
-    return p.with_name(p.name + LEDGER_SUFFIX)
+    return p.with_name(p.name + JOURNAL_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) 
 
     Each line stands alone: a record whose line a crash tore (the torn tail is cut on the next
     start) is not adopted, and is adopted again by the next start; one whose line is there is
-    never adopted twice (``LedgerReplay.adopted``). Call it under the output's lock.
+    never adopted twice (``JournalReplay.adopted``). Call it under the output's lock.
     """
     run = json.dumps(secrets.token_hex(6))
     lines = [
@@ -147,7 +147,7 @@ def _host() -> str:
     return socket.gethostname() or "?"
 
 
-class Ledger:
+class Journal:
     """The journal open for appending, for one run: ``sent`` before each attempt, then what
     happened to it (``generation``, ``settle``, ``settle_unknown``, ``reconciled``)."""
 
@@ -171,7 +171,7 @@ class Ledger:
         #: the first failed write (``line``): nothing is written after it
         self.writes = WriteFailures(self.path)
 
-    def open(self) -> Ledger:
+    def open(self) -> Journal:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
         try:
             self._handle = open_append(self.path)
@@ -372,7 +372,7 @@ class Ledger:
             except OSError as exc:
                 self.writes.fail(exc)
 
-    def __enter__(self) -> Ledger:
+    def __enter__(self) -> Journal:
         return self.open()
 
     def __exit__(self, *exc_info: object) -> None:

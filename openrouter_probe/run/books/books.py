@@ -1,7 +1,7 @@
 """The books of a run: the only place its money is counted, and what its rows and tokens came to.
 
-The books hold the cap (``run.spend``), the journal (``run.ledger``) and the reconciler
-(``run.reconcile``); they know nothing of which row goes next. The scheduler asks them "may I send
+The books hold the cap (``run.money.spend``), the journal (``run.money.journal``) and the reconciler
+(``run.books.reconcile``); they know nothing of which row goes next. The scheduler asks them "may I send
 this?" (``reserve``), tells them "this leaves" (``sent``: journaled, then flushed with every other
 attempt leaving in the same turn of the event loop, before any of them is sent: ``leaving``) and
 "this came back" (``settle``: the cost, or the worst case while it is unknown; then ``answered``,
@@ -14,13 +14,13 @@ its cost (``usage.cost``, or the error body's; ``None``: an error status, never 
 an answer of OpenRouter's response cache, ``cache_hit``), or, when nothing says what it cost, at
 its whole reservation ("possibly billed"), or its own token counts at the dearest admitted price
 when they cost more (an answer billed past ``max_tokens``), until ``/generation`` settles it.
-Each reservation keeps room for output billed past ``max_tokens`` (``run.overshoot``: the unseen
+Each reservation keeps room for output billed past ``max_tokens`` (``run.books.overshoot``: the unseen
 room until the first answers, then a margin, or the largest overshoot any provider of the run
 billed). A run without a dollar window keeps the margin from its first line: its sender may
 answer its lines all at once, so a first wave would be all of them, made eight times smaller.
 Earlier runs' attempts that a restart settles change what was spent before this run.
 
-A row may come with a claim (``run.claims.Claim``): a reservation the journal already holds for
+A row may come with a claim (``run.money.claims.Claim``): a reservation the journal already holds for
 it, an earlier run's attempt whose answer may still arrive. The claims are the row source's (``claims``,
 wired in by the run): a reservation for a claimed row takes the claim's worst case over instead
 of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
@@ -36,20 +36,20 @@ from decimal import Decimal
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
-from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.claims import Claims
+from openrouter_probe.run.books.overshoot import Overshoot, billed_output, cost_warning, own_cost
+from openrouter_probe.run.books.reconcile import CacheHits, Lookup, Reconciler, unsettled_note
 from openrouter_probe.run.counts import Counts
-from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.ledger import Ledger
-from openrouter_probe.run.limit import DollarWindow
-from openrouter_probe.run.overshoot import Overshoot, billed_output, cost_warning, own_cost
-from openrouter_probe.run.reconcile import CacheHits, Lookup, Reconciler, unsettled_note
-from openrouter_probe.run.replay import Pending
-from openrouter_probe.run.request import dumps
+from openrouter_probe.run.money.claims import Claims
+from openrouter_probe.run.money.journal import Journal
+from openrouter_probe.run.money.limit import DollarWindow
+from openrouter_probe.run.money.replay import Pending
+from openrouter_probe.run.money.spend import SpendCap
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import SpendCap
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.request import dumps
+from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.summary import ProviderTally, RunSummary
-from openrouter_probe.run.transport import Answer
 
 __all__ = ["Books"]
 
@@ -66,7 +66,7 @@ class Books:
         cap: SpendCap,
         *,
         datasets: Sequence[str],
-        ledger: Ledger | None = None,
+        ledger: Journal | None = None,
         lookup: Lookup | None = None,
         pending: Sequence[Pending] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -112,7 +112,7 @@ class Books:
         #: the claims of the run's rows (the row source's, wired in by the run): ``reserve``
         #: takes a claimed row's worst case over
         self.claims: Claims | None = None
-        #: the dollars that may be in flight (``run.limit.DollarWindow``; ``Run`` sets it),
+        #: the dollars that may be in flight (``run.money.limit.DollarWindow``; ``Run`` sets it),
         #: counted as OpenRouter holds them (``SpendCap.held_usd``): each attempt's worst case
         #: without the room past ``max_tokens``, the cap's own guard
         self.window: DollarWindow | None = None
@@ -143,7 +143,7 @@ class Books:
         attempt that carries it is journaled): its result is claimed, not bought again, so the cap
         an earlier run filled does not lock its own results out."""
         # the room for output past max_tokens, fixed for this attempt from here to its settle:
-        # the unseen room in the first wave (``run.overshoot``), else (or when only that fits,
+        # the unseen room in the first wave (``run.books.overshoot``), else (or when only that fits,
         # nothing else in flight) the margin; a request that does not fit is judged at the
         # margin (``RowQueues.never_fits``)
         max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token

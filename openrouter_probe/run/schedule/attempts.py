@@ -1,7 +1,7 @@
 """The attempt policy: what a failed attempt leads to, in one table (``ON_FAILURE``).
 
-``run.failure``'s table of OpenRouter's errors decides a failure's kind; this module decides, by
-that kind, what follows: a ``Decision`` the scheduler (``run.runner``) carries out, never a branch
+``run.send.failure``'s table of OpenRouter's errors decides a failure's kind; this module decides, by
+that kind, what follows: a ``Decision`` the scheduler (``run.schedule.runner``) carries out, never a branch
 of its own.
 
 - ``transient`` (408, upstream 429, 5xx, timeouts, cut streams, keep-alives only): ``Retry`` after
@@ -12,7 +12,7 @@ of its own.
   (``rate-limited``), the row unsent.
 - ``held`` (a 402 saying the account's in-flight budget is full): ``Hold``: the row waits for
   Retry-After (capped at the backoff's longest wait) and goes again, never counted a failure;
-  the dollar window (``run.limit.DollarWindow``) shrinks. A request refused alone, nothing else in
+  the dollar window (``run.money.limit.DollarWindow``) shrinks. A request refused alone, nothing else in
   flight, ``LONE_REFUSALS_BEFORE_STOP`` times in a row, is larger than the budget holds: ``Lower``
   (halved, under ``lower_max_tokens``) or ``Stop`` (``in-flight``) with the advice to lower
   ``max_tokens``; when the run held at least ``SHRUNK_BELOW_REQUESTS`` such requests before, the
@@ -22,7 +22,7 @@ of its own.
 - ``run`` (401 key, 402 credits, the key's own limit, a 403 budget spent, 404 no route: no request
   can succeed): ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again
   ``Lower`` under ``lower_max_tokens``.
-- nearly every recent attempt failing for one transient reason (``run.streak``): ``Stop`` the run
+- nearly every recent attempt failing for one transient reason (``run.schedule.streak``): ``Stop`` the run
   (``failing``), the rows left unsent.
 
 Every reason a run stops for is decided here, as a ``Stop`` (``stop_for`` by status, and
@@ -40,20 +40,18 @@ from decimal import Decimal
 
 from openrouter_probe.errors import Message
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.failure import Failure, FailureKind
-from openrouter_probe.run.limit import DollarWindow
-from openrouter_probe.run.request import Request
+from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.schedule.streak import FailureStreak
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.failure import Failure, FailureKind
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.streak import FailureStreak
 
 __all__ = [
     "LONE_REFUSALS_BEFORE_STOP",
     "ON_FAILURE",
     "PAUSES_BEFORE_STOP",
     "UNREACHABLE_AFTER_ROWS",
-    "Attempt",
     "AttemptPolicy",
     "Decision",
     "Fail",
@@ -76,32 +74,6 @@ SHRUNK_BELOW_REQUESTS = 2
 #: The wait after an in-flight 402 that names no Retry-After.
 HOLD_WAIT_S = 2.0
 _ZERO = Decimal(0)
-
-
-@dataclass(slots=True)
-class Attempt:
-    """One request's attempts so far: what the next one sends and reserves, what earlier ones
-    cost, and where the latest one is."""
-
-    request: Request
-    prices: Prices
-    id_json: str  # the row id as JSON, for the journal
-    ceiling_s: float  # how long an attempt may take (``JobOptions.ceiling_s``)
-    first_s: float | None = None  # the first send: the retry deadline runs from here
-    number: int = 0
-    extra_cost: Decimal = _ZERO  # what earlier, failed attempts cost (known ones)
-    flying: bool = False  # an attempt is in flight (a cancellation records it)
-    cost: Decimal | None = None  # the answered attempt's usage.cost (None: unknown)
-    pauses_seen: int = 0  # the pool's pauses when the attempt left
-    held: int = 0  # attempts the in-flight budget refused (not tries of the backoff's)
-    #: room for output billed past ``max_tokens`` (``run.overshoot``), set when it is reserved
-    overshoot_usd: Decimal = _ZERO
-
-    @property
-    def worst(self) -> Decimal:
-        """What the next attempt reserves: its request's worst case, and room for output billed
-        past its ``max_tokens``."""
-        return self.request.worst_usd + self.overshoot_usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +139,7 @@ class AttemptPolicy:
         held: Callable[[], tuple[Decimal, int]] | None = None,
     ) -> None:
         self.options = options
-        #: the dollars in flight, and what the others in flight hold (``run.limit``; the runner's)
+        #: the dollars in flight, and what the others in flight hold (``run.money.limit``; the runner's)
         self.window = window or DollarWindow()
         self.held = held or (lambda: (_ZERO, 0))
         self.model = model
@@ -181,7 +153,7 @@ class AttemptPolicy:
 
     def decide(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
         """What follows ``failure`` of ``row``'s attempt (``pauses``: the pool's so far): the
-        run stops when nearly every recent attempt failed this way (``run.streak``)."""
+        run stops when nearly every recent attempt failed this way (``run.schedule.streak``)."""
         same = self.streak.see(failure, attempt.number)
         if same is not None:
             return Stop(StopReason.FAILING, same)
@@ -366,7 +338,7 @@ class AttemptPolicy:
         )
 
 
-#: What a failed attempt leads to, by the failure's kind (``run.failure``'s table decides the
+#: What a failed attempt leads to, by the failure's kind (``run.send.failure``'s table decides the
 #: kind): the one place a reader finds every retry decision (see the module docstring).
 ON_FAILURE: dict[
     FailureKind, Callable[[AttemptPolicy, PromptRow, Failure, Attempt, int], Decision]

@@ -23,12 +23,12 @@ from decimal import Decimal
 
 from openrouter_probe.errors import Message
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.attempts import Attempt
-from openrouter_probe.run.books import Books
+from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.request import RequestBuilder, dumps
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.request import RequestBuilder, dumps
 
 __all__ = ["Idle", "RowQueues", "unaffordable_shares"]
 
@@ -315,7 +315,7 @@ class RowQueues:
         # the advice is for the next start, where every dataset is open again: its share then
         base = self._first_share(dataset) if shared else left
         shape = attempt.request.shape
-        # the output and the room the reservation keeps past it (``run.overshoot``) must fit
+        # the output and the room the reservation keeps past it (``run.books.overshoot``) must fit
         fits = self.books.overshoot.within(
             attempt.prices.max_tokens_within(base, prompt_tokens=shape.prompt_tokens, shape=shape)
         )

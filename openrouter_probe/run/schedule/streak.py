@@ -1,6 +1,6 @@
 """When nearly every recent attempt fails for one transient reason: ``FailureStreak``.
 
-A transient failure is retried (``run.failure``: 408, 429, 5xx, cut streams); that is right for one
+A transient failure is retried (``run.send.failure``: 408, 429, 5xx, cut streams); that is right for one
 row, and wrong for a run in which every row meets the same wall (an upstream that answers 502 to
 everything, a key throttled for an hour): each row would spend its attempts and fail in turn, and
 the output would hold a column of failures to redo. So the run watches its recent attempts: when at
@@ -23,7 +23,7 @@ import re
 from collections import Counter, deque
 from typing import Any
 
-from openrouter_probe.run.failure import Failure
+from openrouter_probe.run.send.failure import Failure
 
 __all__ = ["FailureStreak"]
 

@@ -10,7 +10,7 @@ double (``tests/_generate.py``'s ``LedgerSender``). The contract, for every impl
 - **The generation id as soon as it is known.** ``on_id(id)`` the moment the sender learns it
   (the response headers; a batch's per-request id), so the journal has it before the answer.
 - **One outcome per call.** An ``Answer`` (``usage.cost`` is what the books settle), or a
-  ``Failure`` (``run.failure``: its kind decides what follows, in ``run.attempts``). A sender
+  ``Failure`` (``run.send.failure``: its kind decides what follows, in ``run.schedule.attempts``). A sender
   that cannot tell whether the request was billed says so (``Failure.cost_unknown``): the books
   count it at its worst case until ``/generation`` settles it. It raises nothing but
   ``CancelledError``; a cancellation is recorded by the run as a cancelled attempt.
@@ -20,7 +20,7 @@ double (``tests/_generate.py``'s ``LedgerSender``). The contract, for every impl
   reservation and dataset). A sender that sends one request per call may ignore it; the batch
   sender needs it to write a batch's plan (custom ids and the attempts they carry) before the POST.
 
-The **Batch API sender** (``run.batch_sender``, ``generate --batch``) is one more implementation,
+The **Batch API sender** (``run.send.batch_sender``, ``generate --batch``) is one more implementation,
 with no change to the scheduler, the books or the journal beyond passing ``key``: its ``send``
 queues the body and returns an awaitable; the bodies queued in one turn of the loop (up to the run's concurrency, which bounds
 what is reserved at once) are submitted as one batch POST. Every one of them was reserved at its
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.transport import Answer
 
 __all__ = ["SendKey", "Sender"]
 

@@ -32,7 +32,7 @@ row at its first missing turn: a finished turn is never bought again.
 
 Example::
 
-    from openrouter_probe.run.turns import plan_turns
+    from openrouter_probe.run.books.turns import plan_turns
 
     plan_turns([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
                 {"role": "user", "content": "And?"}])          # (1, 3)
@@ -49,9 +49,9 @@ from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import WriteFailed, WriteFailures, append_line, iter_jsonl, open_append
-from openrouter_probe.run.request import dumps
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.transport import Answer
+from openrouter_probe.run.send.request import dumps
+from openrouter_probe.run.send.transport import Answer
 
 __all__ = [
     "TURNS_MODES",

@@ -1,4 +1,4 @@
-"""What the Batch API sender (``run.batch_sender``) watches: one batch (``Watched``: its own, or
+"""What the Batch API sender (``run.send.batch_sender``) watches: one batch (``Watched``: its own, or
 one an earlier run left open), the requests waiting in it (``Line``), and the outcomes it gives
 them when the batch cannot answer a line (``unknown``: counted at the worst case and sent again
 later; ``not_submitted``, ``refused``, ``withheld``, ``unread``, ``failed``, ``still_running``:
@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError, Message
-from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.replay import OpenBatch
+from openrouter_probe.run.money.replay import OpenBatch
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.transport import Answer
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.sender import SendKey
+    from openrouter_probe.run.send.sender import SendKey
 
 __all__ = [
     "Line",

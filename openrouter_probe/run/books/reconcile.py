@@ -8,7 +8,7 @@ OpenRouter what it really cost, in the background, and gives the difference back
 answered, in a third party's audit of the API), so a 404 is retried: after ``waits`` seconds
 (1, 2, 4, 8, 16, 32 by default: about a minute), then the attempt is given up and stays at its
 worst case (a later resume tries again). What it found goes into the journal as a ``reconciled``
-line (``run.ledger``), so a later start counts the settled cost.
+line (``run.money.journal``), so a later start counts the settled cost.
 
 Waits use the injected ``sleep`` and count the time it slept (not a clock): an attempt is looked
 up once the reconciler has slept its wait since it was queued, so a test's sleep can move the fake
@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from openrouter_probe.run.replay import Pending
-from openrouter_probe.run.transport import CacheSource, via_cache
+from openrouter_probe.run.money.replay import Pending
+from openrouter_probe.run.send.transport import CacheSource, via_cache
 
 __all__ = ["DEFAULT_WAITS_S", "CacheHits", "Lookup", "Reconciler", "unsettled_note"]
 
@@ -53,7 +53,7 @@ class CacheHits:
     """Earlier runs' attempts counted at their worst case with no generation id (in flight at a
     kill, before the headers came), by row id. A resend of the row answered from the response
     cache replayed a generation one of them was: ``take`` gives one back, pointed at the hit
-    (``run.transport.via_cache``), for the reconciler to settle from the hit's source."""
+    (``run.send.transport.via_cache``), for the reconciler to settle from the hit's source."""
 
     def __init__(self, unidentified: Mapping[str, Sequence[Pending]]) -> None:
         self._waiting = {row: list(found) for row, found in unidentified.items() if found}

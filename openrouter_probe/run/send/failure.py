@@ -3,7 +3,7 @@
 Whether an error is final or transient is the error table's (``api.error_rules.ERROR_RULES``, one
 line per error seen in real traffic or documented, the same table the sync and batch clients
 read); ``classify_error`` makes its verdict a ``Failure`` with what the run needs beside the kind.
-What each kind leads to is decided in one other place, ``run.attempts.ON_FAILURE``.
+What each kind leads to is decided in one other place, ``run.schedule.attempts.ON_FAILURE``.
 
 A stream that sent content, ended with ``finish_reason: "length"`` and then a "Token limit
 reached" error fails the row (the table's line), and what came before the error is kept in the

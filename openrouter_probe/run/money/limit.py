@@ -15,7 +15,7 @@ does not bind (no in-flight budget; the request limit binds first) stays near wh
 A request alone is always let go: the window binds only with something else in flight.
 The window counts what OpenRouter holds: each request's input and ``max_tokens`` at the dearest
 admitted prices (``Request.worst_usd``; ``SpendCap.held_usd`` in flight), not the room the cap keeps
-past ``max_tokens`` (``run.overshoot``): that room changes as the run learns, OpenRouter's hold
+past ``max_tokens`` (``run.books.overshoot``): that room changes as the run learns, OpenRouter's hold
 does not.
 """
 
@@ -60,7 +60,7 @@ class AdaptiveLimit:
 class DollarWindow:
     """How many dollars of worst cases may be in flight (see the module).
 
-    ``admits`` is asked before every reservation (``run.books.Books.reserve``), with what is held
+    ``admits`` is asked before every reservation (``run.books.books.Books.reserve``), with what is held
     (the cap's ``reserved_usd``, its ``in_flight``); ``refused`` on an in-flight 402, with what the
     others still hold; ``on_success`` on every answer. ``most_held_usd`` and ``refusals`` are the
     summary's ("held in flight at most $X; N in-flight refusals").

@@ -1,11 +1,11 @@
 """The scheduler of a paid run: a fixed pool of C workers, each taking the next request and
 carrying it through its attempts until it is answered, fails, or the run stops.
 
-It is one of three parts, with no money of its own: ``run.queues`` chooses which request goes next
-(datasets in turn, shares, targets), ``run.books`` reserves, journals and settles every attempt's
+It is one of three parts, with no money of its own: ``run.schedule.queues`` chooses which request goes next
+(datasets in turn, shares, targets), ``run.books.books`` reserves, journals and settles every attempt's
 money (the only place money is counted, and what the summary is made from at the end), and
-``run.attempts`` decides what a failed attempt leads to (``ON_FAILURE``). Requests come from a row
-source (``run.source``: one per row, or turn by turn); they go out through a sender (``run.sender``:
+``run.schedule.attempts`` decides what a failed attempt leads to (``ON_FAILURE``). Requests come from a row
+source (``run.schedule.source``: one per row, or turn by turn); they go out through a sender (``run.send.sender``:
 ``HttpTransport.send``, a test double, a batch sender).
 
 One attempt: reserved (``RowQueues.pick``; ``_reserve_again`` for a retry or a next turn), journaled
@@ -29,8 +29,13 @@ from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
-from openrouter_probe.run.attempts import (
-    Attempt,
+from openrouter_probe.run.books.books import Books
+from openrouter_probe.run.books.output import OutputLog
+from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.money.limit import START_REQUESTS, AdaptiveLimit, DollarWindow
+from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.schedule.attempts import (
     AttemptPolicy,
     Decision,
     Fail,
@@ -39,21 +44,16 @@ from openrouter_probe.run.attempts import (
     Retry,
     Stop,
 )
-from openrouter_probe.run.books import Books
-from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.failure import Failure
-from openrouter_probe.run.limit import START_REQUESTS, AdaptiveLimit, DollarWindow
-from openrouter_probe.run.output import OutputLog
-from openrouter_probe.run.queues import Idle, RowQueues
-from openrouter_probe.run.request import RequestBuilder
-from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.sender import Sender, SendKey
-from openrouter_probe.run.source import RowSource
-from openrouter_probe.run.spend import Prices
+from openrouter_probe.run.schedule.queues import Idle, RowQueues
+from openrouter_probe.run.schedule.source import RowSource
+from openrouter_probe.run.schedule.waits import Waits
+from openrouter_probe.run.send.attempt import Attempt
+from openrouter_probe.run.send.failure import Failure
+from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.send.sender import Sender, SendKey
+from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
-from openrouter_probe.run.transport import Answer
-from openrouter_probe.run.waits import Waits
 
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
 

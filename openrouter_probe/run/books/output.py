@@ -8,14 +8,14 @@ rows finish, not the input order. On start, a torn last line from a crash is cut
 have been billed (``possibly_billed_usd``, its reservation): the row is sent again, and the money
 counts as spent.
 
-Records count no money: the spend journal beside the output (``run.ledger``) is the only record
+Records count no money: the spend journal beside the output (``run.money.journal``) is the only record
 of it. Each line's ``run_id`` names the run that wrote it; a record (or a kept turn) of a run the
 journal does not know (the journal was deleted, the output predates it, a line written by hand) is
 read as a row, and its money is unknown: ``ResumeState.unjournaled`` lists it (``Unjournaled``:
 its answer, with its generation id and token counts, apart from the other attempts it states), the
 run adopts it into the journal at its worst case (``Unjournaled.worst_usd``, ``ledger.adopt``) and
 ``/generation`` settles it as any unknown attempt. An adopted record is known by its key
-(``LedgerReplay.adopted``) and never adopted twice.
+(``JournalReplay.adopted``) and never adopted twice.
 
 Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
 ``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
@@ -44,10 +44,10 @@ from openrouter_probe.files import (
     repair_torn_tail,
 )
 from openrouter_probe.rules.quantities import recorded_usd
-from openrouter_probe.run.turns import read_turns, turns_path
+from openrouter_probe.run.books.turns import read_turns, turns_path
 
 if TYPE_CHECKING:
-    from openrouter_probe.run.spend import Prices
+    from openrouter_probe.run.money.spend import Prices
 
 __all__ = [
     "FINISHED",
@@ -266,7 +266,7 @@ def load_resume_state(
     tail (``repair``: only under the output's lock).
 
     Records count no money: the journal does. Records (and kept turns) of runs not in
-    ``journal_runs`` whose keys are not in ``adopted`` (``LedgerReplay.adopted``) are listed in
+    ``journal_runs`` whose keys are not in ``adopted`` (``JournalReplay.adopted``) are listed in
     ``ResumeState.unjournaled``: their money is unknown until the run adopts them.
     """
     state = ResumeState()

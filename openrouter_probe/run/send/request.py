@@ -4,7 +4,7 @@ One builder for the run, the dry run and the benchmarks: the body is the run's f
 the policy's ``provider`` block serialized once, ``stream``) spliced with the row's own part
 (messages, ``max_tokens``, the row's ``session_id``, the run's sampling parameters unless the row
 sets them, the sampling its model card fixes unless the run or the row sets other values, the
-row's parameters). The worst case (``run.spend``) bounds the prompt by every byte of the row's own
+row's parameters). The worst case (``run.money.spend``) bounds the prompt by every byte of the row's own
 part. ``RequestBuilder.build`` makes both at once (``Request``): the run reserves what it sends.
 
 The body is a pure function of the run's settings and the row (compact JSON, keys in the order the
@@ -26,8 +26,8 @@ from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.rules.sampling import SamplingAdvice, thinking_on
+from openrouter_probe.run.money.spend import Prices, RequestShape, request_shape
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.spend import Prices, RequestShape, request_shape
 
 __all__ = ["Request", "RequestBuilder", "dumps", "row_session"]
 
