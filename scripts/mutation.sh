@@ -2,11 +2,11 @@
 # Mutation testing (mutmut 3.8.1) of the modules that make decisions: the routing rules, the
 # budget, drift, precision, quantities, and the money of a paid run (the cap, the spend journal, the
 # reconciler). A module is named by its path under openrouter_probe/, without .py; a name without
-# a folder is looked up (spend -> run/spend). About 4-5 minutes per money module on two cores
+# a folder is looked up (spend -> run/money/spend). About 4-5 minutes per money module on two cores
 # (longer for routing and budget), so it is not part of .ci/run. Usage:
 #
 #   bash scripts/mutation.sh                          # the money modules
-#   bash scripts/mutation.sh run/spend rules/routing  # some modules
+#   bash scripts/mutation.sh run/money/spend rules/routing  # some modules
 #   bash scripts/mutation.sh all                      # every module listed in tests_of below
 #
 # It works on a copy of the tree (mutmut writes mutants/ and its cache where it runs; set
@@ -23,11 +23,11 @@ declare -A tests_of=(
   [analysis/budget]="test_budget test_analysis_cli test_bad_inputs"
   [policy/drift]="test_drift test_bad_inputs"
   [rules/quantities]="test_budget test_analysis_cli test_bad_inputs"
-  [run/spend]="test_spend test_generate_run"
-  [run/ledger]="test_generate_ledger test_reconcile"
-  [run/reconcile]="test_reconcile"
+  [run/money/spend]="test_spend test_generate_run"
+  [run/money/journal]="test_generate_ledger test_reconcile"
+  [run/books/reconcile]="test_reconcile"
 )
-money=(run/spend run/ledger run/reconcile)
+money=(run/money/spend run/money/journal run/books/reconcile)
 if [ "$#" -eq 0 ]; then set -- "${money[@]}"; fi
 if [ "$1" = all ]; then set -- "${!tests_of[@]}"; fi
 modules=()
@@ -36,9 +36,9 @@ for m in "$@"; do
   m=${m#openrouter_probe/}
   if [ ! -f "$root/openrouter_probe/$m.py" ]; then
     # a bare name (spend, routing): the one module of that name in a folder
-    found=$(cd "$root/openrouter_probe" && ls -- */"$m".py 2>/dev/null || true)
+    found=$(cd "$root/openrouter_probe" && ls -- */"$m".py */*/"$m".py 2>/dev/null || true)
     [ "$(printf '%s\n' "$found" | grep -c .)" -eq 1 ] || {
-      echo "no module openrouter_probe/$m.py (name it by its folder, e.g. run/spend)" >&2
+      echo "no module openrouter_probe/$m.py (name it by its folder, e.g. run/money/spend)" >&2
       exit 2
     }
     m=${found%.py}
@@ -149,7 +149,7 @@ PY
 : > rechecked.txt
 while read -r name status; do
   [ "$status" = "survived" ] || continue
-  # openrouter_probe.run.spend.xǁSpendCapǁfits__mutmut_3 -> openrouter_probe/run/spend.py
+  # openrouter_probe.run.money.spend.xǁSpendCapǁfits__mutmut_3 -> openrouter_probe/run/money/spend.py
   file="$(echo "${name%.*}" | tr . /).py"
   cp "$file" "$file.orig"
   "$py" -m mutmut apply "$name" > /dev/null
