@@ -10,6 +10,7 @@ getting the lock and the accounting of unknown costs from the run path it shares
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import re
@@ -396,16 +397,22 @@ def test_a_policy_for_an_unknown_model_names_the_policy(tmp_path: Path) -> None:
 def test_a_dry_run_does_not_claim_to_settle(tmp_path: Path) -> None:
     """Review of 0.2.0: a dry run after a kill said "settled from /generation this run: 0
     attempt(s)", though a dry run settles nothing."""
+    from openrouter_probe.run.stop import StopReason
     from openrouter_probe.run.summary import RunSummary
 
-    summary = RunSummary(out="out.jsonl", policy="p.yaml", model="m", ledger="out.jsonl.ledger")
-    summary.possibly_billed_before_usd = Decimal("0.0124")
-    summary.killed_in_flight_before = 1
-    summary.stop_reason = "dry-run"
+    summary = RunSummary(
+        out="out.jsonl",
+        policy="p.yaml",
+        model="m",
+        ledger="out.jsonl.ledger",
+        possibly_billed_before_usd=Decimal("0.0124"),
+        killed_in_flight_before=1,
+        stop_reason=StopReason.DRY_RUN,
+    )
     text = summary.render()
     assert "settled from /generation this run" not in text
     assert "a real run settles what it can from /generation" in text
-    summary.stop_reason = "done"
+    summary = dataclasses.replace(summary, stop_reason=StopReason.DONE)
     assert "settled from /generation this run: 0 attempt(s)" in summary.render()
 
 

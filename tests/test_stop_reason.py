@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from openrouter_probe.run.stop import StopReason
@@ -44,13 +45,14 @@ def test_every_reason_keeps_its_string_and_exit_code() -> None:
 
 
 def test_a_summary_writes_and_reads_the_old_strings() -> None:
-    summary = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x")
-    summary.stop_reason = StopReason.KEY_LIMIT
+    summary = RunSummary(
+        out="o.jsonl", policy="p.yaml", model="m/x", stop_reason=StopReason.KEY_LIMIT
+    )
     written = json.loads(json.dumps(summary.to_dict()))
     assert written["stop_reason"] == "key-limit"
     assert StopReason(written["stop_reason"]) is StopReason.KEY_LIMIT
     assert summary.stop_reason == "key-limit"  # a caller comparing strings reads as before
     assert summary.render().splitlines()[-1] == "stopped: key-limit"
     assert summary.exit_code == 1
-    summary.stop_reason = StopReason.INTERRUPTED
+    summary = dataclasses.replace(summary, stop_reason=StopReason.INTERRUPTED)
     assert summary.exit_code == 130

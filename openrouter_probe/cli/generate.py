@@ -417,7 +417,7 @@ def generate(
     if key_file is not None and shard:
         from openrouter_probe.generation.keyfile import name_spent_key
 
-        name_spent_key(summary, key_file, shard)
+        summary = name_spent_key(summary, key_file, shard)
     _show_summary(summary, fmt)
     sys.exit(summary.exit_code)
 

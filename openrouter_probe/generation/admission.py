@@ -20,7 +20,7 @@ from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
-from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.summary import SummaryDraft
 
 __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
 
@@ -69,7 +69,7 @@ def admitted_prices(
     policy: str | Path,
     endpoints: list[Endpoint],
     asked: GeneratePlan,
-    summary: RunSummary,
+    summary: SummaryDraft,
 ) -> Prices:
     """The start-up check: the policy against the endpoints serving the model now; return the
     worst-case prices of what it admits for any request of the run (the cap's prices): a row with

@@ -141,7 +141,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         if self.key_file is not None:
             from openrouter_probe.generation.keyfile import name_spent_key
 
-            name_spent_key(summary, self.key_file, (rank, world_size))
+            summary = name_spent_key(summary, self.key_file, (rank, world_size))
         if summary.exit_code:  # stopped short: said, not silent (a rerun resumes)
             log.warning("rank %d: %s: %s", rank, summary.stop_reason, summary.message)
         self.stat_update("requests", value=summary.requests)

@@ -21,7 +21,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.queues import unaffordable_shares
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.summary import RunSummary, SummaryDraft
 
 __all__ = ["key_check", "summarize_dry_run"]
 
@@ -53,7 +53,7 @@ def _worst_total(
 
 
 def _shard_shares(
-    summary: RunSummary,
+    summary: SummaryDraft,
     every_shard: list[PromptRow],
     shard: tuple[int, int],
     prices: Prices,
@@ -77,7 +77,7 @@ def _shard_shares(
 
 
 def summarize_dry_run(
-    summary: RunSummary,
+    summary: SummaryDraft,
     todo: list[PromptRow],
     prices: Prices,
     *,
@@ -102,7 +102,7 @@ def summarize_dry_run(
     if asked.shard is not None and every_shard:
         _shard_shares(summary, every_shard, asked.shard, prices, builder, book)
     if not todo:
-        return summary
+        return summary.build()
     datasets = sorted({r.dataset for r in todo})
     requests = len(todo) if book is None else book.to_send(todo)
     wanted = max_tokens * requests
@@ -151,10 +151,10 @@ def summarize_dry_run(
             "no {budget_usd:bare}: nothing would cap the real run's spend; give one to cap it",
         )
     )
-    return summary
+    return summary.build()
 
 
-async def key_check(summary: RunSummary, options: JobOptions, asked: GeneratePlan) -> None:
+async def key_check(summary: SummaryDraft, options: JobOptions, asked: GeneratePlan) -> None:
     """The dry run's look at the key: its limit against the budget of every shard."""
     if not options.api_key or options.send is not None or options.budget_usd is None:
         return

@@ -42,7 +42,7 @@ from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
-from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.summary import RunSummary, SummaryDraft
 
 __all__ = ["generate"]
 
@@ -66,7 +66,7 @@ def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _sampling_note(summary: RunSummary, model: str, asked: GeneratePlan) -> None:
+def _sampling_note(summary: SummaryDraft, model: str, asked: GeneratePlan) -> None:
     """Say the sampling the model's card fixes and the run sends (``rules.sampling``)."""
     from openrouter_probe.rules.sampling import sampling_advice
 
@@ -78,7 +78,7 @@ def _sampling_note(summary: RunSummary, model: str, asked: GeneratePlan) -> None
         summary.notes.append(note)
 
 
-def _warn_duplicates(summary: RunSummary, prompts: str | Path, rows: PromptSet) -> None:
+def _warn_duplicates(summary: SummaryDraft, prompts: str | Path, rows: PromptSet) -> None:
     summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
@@ -99,7 +99,7 @@ def _turn_book(
     options: JobOptions,
     todo: list[PromptRow],
     kept: dict[str, list[dict[str, Any]]],
-    summary: RunSummary,
+    summary: SummaryDraft,
     inputs: Inputs | None = None,
 ) -> TurnBook | None:
     """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,

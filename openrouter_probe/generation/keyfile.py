@@ -24,7 +24,7 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from pathlib import Path
@@ -34,6 +34,8 @@ from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import APIError, ConfigError, Message
 from openrouter_probe.files import atomic_write_text
 from openrouter_probe.run.money.spend import allocate
+from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.summary import RunSummary
 
 __all__ = [
     "KeyFile",
@@ -270,20 +272,24 @@ def shard_secret(key_file: str | Path, shard: str | tuple[int, int] | None) -> s
     return shard_key(read_key_file(key_file), pair).secret
 
 
-def name_spent_key(summary: Any, key_file: str | Path, shard: str | tuple[int, int]) -> None:
-    """A run stopped at its key's limit (``key-limit``) with ``key_file``'s key: its message
-    names the key (its name and hash, the file, its limit there; never the secret)."""
-    if summary.stop_reason != "key-limit":
-        return
+def name_spent_key(
+    summary: RunSummary, key_file: str | Path, shard: str | tuple[int, int]
+) -> RunSummary:
+    """``summary`` of a run with ``key_file``'s key, its message naming the key when the run
+    stopped at its limit (``key-limit``): its name and hash, the file, its limit there (never the
+    secret)."""
+    if summary.stop_reason != StopReason.KEY_LIMIT:
+        return summary
     from openrouter_probe.generation.prompts import parse_shard
     from openrouter_probe.rules.quantities import format_usd
 
     pair = parse_shard(shard) if isinstance(shard, str) else shard
     key = shard_key(read_key_file(key_file), pair)
-    summary.message = (
+    named = (
         f"shard {pair[0]}/{pair[1]}'s key {key.name!r} (hash {key.hash[:12]}, {key_file}, "
         f"limit {format_usd(key.limit_usd)}): {summary.message}"
     )
+    return replace(summary, message=named)
 
 
 def key_records(keyfile: KeyFile, *, client: KeysClient | None = None) -> list[KeyRecord | None]:

@@ -32,7 +32,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -56,7 +56,7 @@ from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.senders import sender_for
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import DatasetTally, RunSummary
+from openrouter_probe.run.summary import DatasetTally, RunSummary, SummaryDraft
 
 __all__ = [
     "Job",
@@ -179,7 +179,7 @@ class PaidRun:
             for u in self.state.unjournaled
         ]
 
-    def count_unjournaled(self, summary: RunSummary, prices: Prices, max_tokens: int) -> None:
+    def count_unjournaled(self, summary: SummaryDraft, prices: Prices, max_tokens: int) -> None:
         """Add the worst case of the records the journal does not know to ``summary``'s money
         before this run (a dry run: nothing is written)."""
         for record in self.unjournaled(prices, max_tokens):
@@ -189,7 +189,7 @@ class PaidRun:
             if tally is not None:
                 tally.spent_usd += record.worst_usd
 
-    def _adopt(self, summary: RunSummary, prices: Prices, max_tokens: int) -> None:
+    def _adopt(self, summary: SummaryDraft, prices: Prices, max_tokens: int) -> None:
         """Journal the records the journal does not know (``ledger.adopt``), read the journal
         again, and refill ``summary``'s money before this run from it: the books and the
         reconciler then settle them from ``/generation`` like any attempt counted at its worst
@@ -223,11 +223,12 @@ class PaidRun:
 
     def new_summary(
         self, *, datasets: Mapping[str, int] | None = None, **fields: Any
-    ) -> RunSummary:
-        """A ``RunSummary`` for this run, with what the output held before filled in; ``datasets``
-        (rows per dataset in the prompts) lists every dataset, 0 included."""
+    ) -> SummaryDraft:
+        """The draft of this run's ``RunSummary``, with what the output held before filled in
+        (``run`` returns the summary the books make of it); ``datasets`` (rows per dataset in the
+        prompts) lists every dataset, 0 included."""
         state, replay = self.state, self.replay
-        summary = RunSummary(
+        summary = SummaryDraft(
             out=str(self.options.out),
             spent_before_usd=self.spent_before_usd,
             possibly_billed_before_usd=replay.possibly_billed_usd,
@@ -246,7 +247,7 @@ class PaidRun:
 
     async def _warn(
         self,
-        summary: RunSummary,
+        summary: SummaryDraft,
         one_request_usd: Decimal | None = None,
         *,
         lower_max_tokens: bool = False,
@@ -308,7 +309,7 @@ class PaidRun:
             generation_ids=self.replay.generation_ids,
         )
 
-    def _spent_already(self, summary: RunSummary, rows: int) -> bool:
+    def _spent_already(self, summary: SummaryDraft, rows: int) -> bool:
         """Whether the output already spent the budget (stop at once, ``budget``): unless what
         earlier runs left to settle (``/generation``, open batches) may free money."""
         budget, spent_before = self.options.budget_usd, self.spent_before_usd
@@ -329,7 +330,7 @@ class PaidRun:
         *,
         builder: RequestBuilder,
         prices: Prices,
-        summary: RunSummary,
+        summary: SummaryDraft,
         header: dict[str, Any] | None = None,
         turns: TurnBook | None = None,
     ) -> RunSummary:
@@ -344,14 +345,15 @@ class PaidRun:
         options = self.options
         budget = options.budget_usd
         if not rows and not self.state.exists:
-            return summary  # nothing to send, nothing recorded: create no empty output and journal
+            # nothing to send, nothing recorded: create no empty output and journal
+            return summary.build()
         self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
         if await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens):
             summary.not_sent = len(rows)
-            return summary
+            return summary.build()
         if self._spent_already(summary, len(rows)):
-            return summary
+            return summary.build()
         if options.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
@@ -404,15 +406,15 @@ class PaidRun:
         # (or failed only as the files closed)
         if failed:
             stop(failed)
-            result.stop_reason = StopReason.WRITE_FAILED
-            result.message = stop.line or failed
+            message = stop.line or failed
+            result = replace(result, stop_reason=StopReason.WRITE_FAILED, message=message)
         return result
 
     async def _send(
         self,
         make: Callable[[Sender, Lookup | None], Run],
         options: JobOptions,
-        summary: RunSummary,
+        summary: SummaryDraft,
         rows: list[PromptRow],
     ) -> RunSummary:
         """Run with the sender the options choose (``run.senders.SENDERS``: batches, a test's,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from openrouter_probe.errors import APIError
@@ -89,8 +89,7 @@ async def _run_batches(
             result = await _run(run, options.handle_signals)
         finally:
             said = await sender.aclose()
-        result.warnings.extend(said)
-        return result
+        return replace(result, warnings=[*result.warnings, *said])
 
 
 def _batch_sink(run: Run) -> EventSink:
@@ -144,7 +143,8 @@ async def _run_http(
         lookup = options.lookup or transport.generation_cost
         result = await _run(make(transport.send, lookup), options.handle_signals)
     if result.stop_reason == StopReason.KEY_LIMIT:
-        result.message += await asyncio.to_thread(key_figures, options)
+        figures = await asyncio.to_thread(key_figures, options)
+        result = replace(result, message=result.message + figures)
     return result
 
 

@@ -1,4 +1,5 @@
-"""What a run did: rows, tokens, money and why it stopped (``RunSummary``).
+"""What a run did: rows, tokens, money and why it stopped (``RunSummary``, a frozen value), and
+its draft while the run is set up (``SummaryDraft``: the books make the summary from it at the end).
 
 ``render`` writes it for people in lines of at most 80 columns, wrapped between words (a figure
 is never cut), every dataset listed (0 included), money never shown negative.
@@ -6,6 +7,7 @@ is never cut), every dataset listed (0 included), money never shown negative.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -15,7 +17,7 @@ from openrouter_probe.errors import Term, keyword_term, render_template, rendere
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.stop import StopReason
 
-__all__ = ["DatasetTally", "ProviderTally", "RunSummary"]
+__all__ = ["DatasetTally", "ProviderTally", "RunSummary", "SummaryDraft"]
 
 #: The width ``render`` fits its lines to.
 WIDTH = 80
@@ -92,9 +94,11 @@ def _pack(label: str, items: list[str]) -> list[str]:
     return lines
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunSummary:
-    """The outcome of a paid run: counts, spend against the cap, and the stop reason.
+    """The outcome of a paid run: counts, spend against the cap, and the stop reason. A value:
+    the books make it once, when the run ends (``run.books.books.Books.summarize``), from its
+    ``SummaryDraft``; what is said of it afterwards is a new one (``dataclasses.replace``).
 
     Money: ``spent_usd`` is this run's (known costs, plus what attempts whose cost is unknown may
     have cost, ``possibly_billed_usd``, at their worst case until ``/generation`` settled them:
@@ -418,3 +422,61 @@ def _fit(line: str) -> str:
             break_on_hyphens=False,
         )
     )
+
+
+#: ``RunSummary``'s fields by name, for ``SummaryDraft``.
+_FIELDS = {f.name: f for f in dataclasses.fields(RunSummary)}
+
+
+class SummaryDraft:
+    """A run's summary while the run is set up and runs: what it was given and what the output
+    held before, written by the steps before the first request (the rows read, the warnings, the
+    money earlier runs spent). The books make the ``RunSummary`` from it once, at the end
+    (``run.books.books.Books.summarize``; a dry run or a run that sends nothing: ``build``), and
+    that value is frozen.
+
+    Its fields are ``RunSummary``'s, declared once there: a name ``RunSummary`` has not is an
+    ``AttributeError``, as on the dataclass::
+
+        draft = SummaryDraft(out="out.jsonl", policy="p.yaml", model="m")
+        draft.warnings.append("...")
+        summary = draft.build()          # summary.warnings == ["..."]; summary.ok = 1 raises
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(set(values) - set(_FIELDS))
+        if unknown:
+            raise TypeError(f"RunSummary has no field {', '.join(unknown)}")
+        filled = {}
+        for name, f in _FIELDS.items():
+            if name in values:
+                filled[name] = values[name]
+            elif f.default_factory is not dataclasses.MISSING:
+                filled[name] = f.default_factory()
+            elif f.default is not dataclasses.MISSING:
+                filled[name] = f.default
+            else:
+                raise TypeError(f"SummaryDraft needs {name}=")
+        object.__setattr__(self, "_values", filled)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_values":  # not set yet (a copy being made)
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"RunSummary has no field {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _FIELDS:
+            raise AttributeError(f"RunSummary has no field {name!r}")
+        self._values[name] = value
+
+    def __repr__(self) -> str:
+        return f"SummaryDraft(out={self._values['out']!r}, model={self._values['model']!r})"
+
+    def build(self) -> RunSummary:
+        """The frozen ``RunSummary`` of what the draft holds now."""
+        return RunSummary(**self._values)

@@ -274,7 +274,7 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
             rows_to_send=len(rows),
         )
         if not rows:
-            return summary
+            return summary.build()
         builder = RequestBuilder(
             model=plan.model,
             provider_json=json.dumps(pin_block(plan.reference), separators=(",", ":")),

@@ -33,6 +33,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
@@ -49,7 +50,7 @@ from openrouter_probe.run.send.attempt import Attempt
 from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
-from openrouter_probe.run.summary import ProviderTally, RunSummary
+from openrouter_probe.run.summary import ProviderTally, RunSummary, SummaryDraft
 
 __all__ = ["Books"]
 
@@ -436,9 +437,13 @@ class Books:
 
     # -- the summary ------------------------------------------------------------------------------
 
-    def summarize(self, summary: RunSummary) -> RunSummary:
-        """Add what the books counted to ``summary`` (which holds what the output held before)."""
-        c, s = self.counts, summary
+    def summarize(self, draft: SummaryDraft, **ended: Any) -> RunSummary:
+        """The run's ``RunSummary``: ``draft`` (what the output held before, what the run was
+        given), what the books counted, and ``ended`` (the scheduler's own figures: the stop
+        reason and message, retries, pauses, the time taken)."""
+        c, s = self.counts, draft
+        for name, value in ended.items():
+            setattr(s, name, value)
         for name in ("ok", "truncated", "failed", "cancelled", "not_sent", "rows_partial"):
             setattr(s, name, getattr(s, name) + getattr(c, name))
         s.requests += c.requests
@@ -484,4 +489,4 @@ class Books:
                 "the cap may be exceeded by the difference"
             )
         s.warnings.extend(self.warnings)
-        return s
+        return s.build()

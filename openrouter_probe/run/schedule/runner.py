@@ -53,7 +53,7 @@ from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.sender import Sender, SendKey
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
+from openrouter_probe.run.summary import RunSummary, SummaryDraft
 
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
 
@@ -76,7 +76,7 @@ class Run:
         books: Books,
         output: OutputLog,
         send: Sender,
-        summary: RunSummary,
+        summary: SummaryDraft,
         progress: Progress | None = None,
     ) -> None:
         self.options = options
@@ -438,7 +438,7 @@ class Run:
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
-        return self.books.summarize(self._summary())
+        return self._summary()
 
     def _finish(self) -> None:
         """Why the run ended, now that it has: the budget, a target, or as it was stopped."""
@@ -462,12 +462,16 @@ class Run:
             self.stop_reason = StopReason.DONE if done else StopReason.TARGET
 
     def _summary(self) -> RunSummary:
+        """The books' summary of the run, with the scheduler's own figures."""
         s = self.summary
-        s.stop_reason, s.message = self.stop_reason, self.message
-        s.retries += self.retries
-        s.pauses += self.pauses
-        s.elapsed_s = self.clock() - self.started
-        return s
+        return self.books.summarize(
+            s,
+            stop_reason=self.stop_reason,
+            message=self.message,
+            retries=s.retries + self.retries,
+            pauses=s.pauses + self.pauses,
+            elapsed_s=self.clock() - self.started,
+        )
 
     async def _tick(self) -> None:
         assert self.progress is not None
