@@ -218,6 +218,19 @@ ADVICE: dict[str, str] = {
     "save_model_snapshot": '`orp.probe("{model:s}").save(PATH)`',  # a message with ``model``
     "verify_evidence": "`orp.verify_precision(...)` and `report.to_evidence_yaml()`",
     "plan_verify": "`orp.plan_precision_check(...)`",
+    # a policy's steps (``policy.spec``, ``policy.compiled``, ``policy.drift``): messages with
+    # ``spec``, ``output``, ``policy`` as their values
+    "compile_policy": '`orp.compile_policy(orp.load_spec("{spec:s}"), SNAPSHOT).save("{output:s}")`',
+    "explain_policy": '`orp.load_compiled_policy("{policy:s}").decisions`',
+    "explain_spec": "`orp.compile_policy(spec, snapshot, allow_empty=True).decisions`",
+    "lint_policy": "`orp.lint_block(BLOCK, orp.probe(MODEL).endpoints, model=MODEL)`",
+    "recompile_fresh": "`orp.compile_policy(spec, orp.probe(MODEL))`",
+    "recheck_write": '`report.recompiled.save("{policy:s}")`',
+    "recheck_with_spec": (
+        "`orp.check_policy(policy, snapshot, spec=orp.load_spec(SPEC))`, then "
+        '`report.recompiled.save("{policy:s}")`'
+    ),
+    "recheck_after_edit": "`orp.check_policy(policy, snapshot, spec=orp.load_spec(SPEC))` again",
 }
 
 

@@ -10,7 +10,8 @@ import yaml
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.cli._common import term_of
+from openrouter_probe.errors import PolicyError, rendered
 from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.policy.compiler import compile_policy
 from openrouter_probe.policy.drift import check_policy, find_spec
@@ -20,6 +21,8 @@ from tests.conftest import ROOT
 
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 SPEC = ROOT / "policies" / "kimi-k2.5.spec.yaml"
+#: ``policy check``: says a report's fix as its command line
+CHECK = cli.commands["policy"].commands["check"]  # type: ignore[attr-defined]
 
 
 def _edited(tmp_path: Path, edit) -> Path:
@@ -275,7 +278,14 @@ def test_a_new_cheaper_endpoint_ranks_behind_dearer_ones(tmp_path: Path) -> None
     d = report.to_dict()
     assert d["recompiled"] == {"provider": report.recompiled.provider.to_request()}
     assert d["blended_output_usd_per_m"]["compiled"] == pytest.approx(2.2008)
+    assert (report.fix.code, report.fix.values) == (
+        "drift",
+        {"spec_file": str(SPEC), "policy": "POLICY"},
+    )
     assert d["fix"] == (
+        f'fix: re-compile it in place: `report.recompiled.save("POLICY")` (from {SPEC})'
+    )
+    assert report.to_dict(term_of(CHECK))["fix"] == (
         f"fix: re-compile it in place: openrouter-probe policy check POLICY --write (from {SPEC})"
     )
 
@@ -314,9 +324,14 @@ def test_a_non_ordered_admitted_endpoint_disappears(tmp_path: Path) -> None:
     assert (
         report.changes[0].message == "parasail/int4 (Parasail, admitted) no longer serves the model"
     )
-    assert report.fix == (
+    assert report.fix.code == "drift-no-spec"
+    assert report.fix.render(term_of(CHECK)) == (
         "fix: re-compile from the spec it came from (provenance names no spec): "
         "openrouter-probe policy check POLICY --spec SPEC --write"
+    )
+    assert str(report.fix).endswith(
+        "`orp.check_policy(policy, snapshot, spec=orp.load_spec(SPEC))`, then "
+        '`report.recompiled.save("POLICY")`'
     )
 
 
@@ -742,9 +757,11 @@ def test_a_recompile_that_fails_says_to_edit_the_spec(runner: CliRunner, tmp_pat
     failure = info.value.reason  # the compiler's own words (policy.py owns them)
     assert f"a re-compile fails: {failure}" in report.effects
     assert report.recompiled is None
+    assert (report.fix.code, report.fix.values["policy"]) == ("drift-recompile-fails", "P")
     assert (
-        report.fix
-        == f"fix: edit {spec} ({failure}), then run openrouter-probe policy check P --write"
+        report.fix.render(term_of(CHECK))
+        == f"fix: edit {spec} ({rendered(failure, term_of(CHECK))}), then run openrouter-probe "
+        "policy check P --write"
     )
     result = runner.invoke(
         cli, ["policy", "check", str(policy), "--snapshot", str(path), "--write"]

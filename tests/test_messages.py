@@ -13,7 +13,8 @@ from click.testing import CliRunner
 import openrouter_probe
 from openrouter_probe.analysis.budget import plan_budget
 from openrouter_probe.cli import cli
-from openrouter_probe.errors import ConfigError, PolicyError
+from openrouter_probe.cli._common import term_of
+from openrouter_probe.errors import ConfigError, PolicyError, rendered
 from openrouter_probe.policy.compiled import load_compiled_policy, load_provider_block
 from openrouter_probe.policy.spec import document_kind, load_spec, read_yaml
 from openrouter_probe.rules.precision import PrecisionRegistry
@@ -50,16 +51,40 @@ def test_document_kind() -> None:
     assert document_kind(["a"]) == "other"
 
 
+#: The compile step as a Python caller takes it.
+COMPILE_IN_PYTHON = f'`orp.compile_policy(orp.load_spec("{SPEC}"), SNAPSHOT).save("{POLICY}")`'
+
+
 def test_library_loaders_say_it_in_one_line() -> None:
+    """The library says the step as a Python call; the CLI says it as its command line
+    (``test_every_command_that_takes_a_policy_detects_a_spec``)."""
+    compile_cli = cli.commands["policy"].commands["compile"]  # type: ignore[attr-defined]
     with pytest.raises(PolicyError) as info:
         load_compiled_policy(SPEC)
-    assert str(info.value) == COMPILE_IT.format(what="a compiled policy", offline="")
+    message = info.value.args[0].values["reason"]
+    assert (message.code, message.values) == (
+        "policy-is-spec",
+        {"wanted": "a compiled policy", "spec": SPEC, "output": POLICY},
+    )
+    assert str(info.value) == (
+        f"{SPEC}: this is a policy spec, not a compiled policy: compile it first with "
+        f"{COMPILE_IN_PYTHON}"
+    )
+    assert rendered(info.value, term_of(compile_cli)) == COMPILE_IT.format(
+        what="a compiled policy", offline=""
+    )
     with pytest.raises(PolicyError) as info:
         load_provider_block(SPEC)
-    assert str(info.value) == COMPILE_IT.format(what="a provider block", offline="")
+    assert rendered(info.value, term_of(compile_cli)) == COMPILE_IT.format(
+        what="a provider block", offline=""
+    )
     with pytest.raises(PolicyError) as info:
         load_spec(POLICY)
     assert str(info.value) == (
+        f"{POLICY}: this is a compiled policy, not a policy spec: compile its spec instead: "
+        f"{COMPILE_IN_PYTHON}"
+    )
+    assert rendered(info.value, term_of(compile_cli)) == (
         f"{POLICY}: this is a compiled policy, not a policy spec: compile its spec instead: "
         f"`openrouter-probe policy compile {SPEC} -o {POLICY}`"
     )
@@ -115,6 +140,12 @@ def test_a_bare_block_where_a_compiled_policy_or_a_spec_is_wanted(tmp_path: Path
         load_spec(block)
     assert str(info.value) == (
         f"{block}: this is a provider block, not a policy spec: lint it with "
+        "`orp.lint_block(BLOCK, orp.probe(MODEL).endpoints, model=MODEL)`, or write a spec with "
+        "model: and precision: (docs/policy.md) and compile that"
+    )
+    lint = cli.commands["policy"].commands["lint"]  # type: ignore[attr-defined]
+    assert rendered(info.value, term_of(lint)) == (
+        f"{block}: this is a provider block, not a policy spec: lint it with "
         f"`openrouter-probe policy lint {block} --model MODEL`, or write a spec with model: and "
         "precision: (docs/policy.md) and compile that"
     )
@@ -148,7 +179,8 @@ def test_compile_names_explain_with_the_spec_when_nothing_is_admitted() -> None:
     spec = DATA / "policies" / "invalid" / "admits-nothing.spec.yaml"
     exit_code, _, stderr = _invoke("policy", "compile", str(spec), "--offline")
     assert exit_code == 1
-    assert f"`openrouter-probe policy explain {spec}` shows why each one is dropped" in stderr
+    # the explain it suggests gets its snapshot as the compile did (offline)
+    assert f"`openrouter-probe policy explain {spec} --offline` shows why each one" in stderr
 
 
 # -- a malformed precision file -------------------------------------------------------------------
@@ -278,4 +310,35 @@ def test_short_reprs_and_a_jupyter_table() -> None:
     assert repr(plan) == (
         "<BudgetPlan moonshotai/kimi-k2.5: 60M output tokens, $100.00 budget, 11 endpoints; "
         "cheapest chutes/int4 $2.20/M costs $132.00>"
+    )
+
+
+def test_snapshot_args_is_ignored_with_a_deprecation_warning() -> None:
+    """Up to 0.2.x callers passed the CLI's snapshot flags for the commands an error suggested;
+    the library names no flag now, and the CLI repeats its own (``--offline`` above)."""
+    with pytest.warns(DeprecationWarning, match="snapshot_args is ignored"):
+        load_spec(SPEC, snapshot_args=["--offline"])
+    with pytest.warns(DeprecationWarning), pytest.raises(PolicyError) as info:
+        load_compiled_policy(SPEC, snapshot_args=["--offline"])
+    assert "--offline" not in str(info.value)
+
+
+def test_policy_check_repeats_the_snapshot_and_spec_it_was_given(tmp_path: Path) -> None:
+    """The fix a drift report ends with is the command line of the run that found it."""
+    spec = tmp_path / "k.spec.yaml"
+    spec.write_text((ROOT / SPEC).read_text() + "allow: [chutes/int4]\n")
+    policy = tmp_path / "k.yaml"
+    exit_code, _, stderr = _invoke("policy", "compile", str(spec), "--offline", "-o", str(policy))
+    assert exit_code == 0, stderr
+    snap = json.loads((ROOT / "openrouter_probe/data/kimi-k2.5.snapshot.json").read_text())
+    endpoints = snap["data"]["endpoints"]
+    endpoints[:] = [e for e in endpoints if e["tag"] != "chutes/int4"]
+    fresh = tmp_path / "fresh.json"
+    fresh.write_text(json.dumps(snap))
+    exit_code, stdout, _ = _invoke(
+        "policy", "check", str(policy), "--snapshot", str(fresh), "--spec", str(spec)
+    )
+    assert exit_code == 1
+    assert stdout.splitlines()[-1].endswith(
+        f"then run openrouter-probe policy check {policy} --snapshot {fresh} --spec {spec} --write"
     )

@@ -86,13 +86,51 @@ def _shown(value: Any) -> str:
     return shlex.quote(text) if text != shlex.quote(text) and " " in text else text
 
 
-#: The library's advice (``errors.ADVICE``) as the command lines that take the same step.
-ADVICE = {
+def snapshot_flags() -> str:
+    """How the running command got its snapshot, for a command line its advice suggests:
+    `` --offline``, `` --snapshot PATH`` or nothing (the suggested command probes, as it did)."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    snapshot = params.get("snapshot")
+    if params.get("offline") or snapshot == "bundled":
+        return " --offline"
+    return f" --snapshot {_shown(snapshot)}" if snapshot else ""
+
+
+def _spec_flag() -> str:
+    """`` --spec PATH`` when the running command was given one (``policy check --spec``)."""
+    ctx = click.get_current_context(silent=True)
+    spec = ctx.params.get("spec_path") if ctx is not None else None
+    return f" --spec {_shown(spec)}" if spec else ""
+
+
+def _check(*tail: str) -> Callable[[], str]:
+    return lambda: "openrouter-probe policy check {policy:s}" + snapshot_flags() + "".join(tail)
+
+
+#: The library's advice (``errors.ADVICE``) as the command lines that take the same step (a
+#: function: the line repeats how the running command got its snapshot).
+ADVICE: dict[str, str | Callable[[], str]] = {
     "save_snapshot": "`openrouter-probe endpoints MODEL --save PATH`",
     "save_model_snapshot": "`openrouter-probe endpoints {model:s} --save PATH`",
     "verify_evidence": "`openrouter-probe verify --evidence FILE.yaml`",
     "plan_verify": "`openrouter-probe verify --dry-run`",
+    "compile_policy": lambda: (
+        "`openrouter-probe policy compile {spec:s}" + snapshot_flags() + " -o {output:s}`"
+    ),
+    "explain_policy": "`openrouter-probe policy explain {policy:s}`",
+    "explain_spec": lambda: "`openrouter-probe policy explain {spec:s}" + snapshot_flags() + "`",
+    "lint_policy": "`openrouter-probe policy lint {policy:s} --model MODEL`",
+    "recompile_fresh": "`openrouter-probe policy compile`",
+    "recheck_write": lambda: _check(_spec_flag(), " --write")(),
+    "recheck_with_spec": _check(" --spec SPEC --write"),
+    "recheck_after_edit": lambda: "run " + _check(_spec_flag(), " --write")(),
 }
+
+
+def _advice(step: str) -> str:
+    said = ADVICE[step]
+    return said() if callable(said) else said
 
 
 def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: bool = False) -> str:
@@ -103,7 +141,7 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
     from openrouter_probe.errors import keyword_term
 
     if keyword.startswith("@"):
-        return ADVICE[keyword[1:]]
+        return _advice(keyword[1:])
     param = _parameter(command, keyword)
     if param is None:
         return keyword_term(keyword, value, given)

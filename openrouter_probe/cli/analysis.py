@@ -17,6 +17,7 @@ from openrouter_probe.cli._common import (
     plot_option,
     render_rows,
     said,
+    snapshot_flags,
     snapshot_options,
 )
 from openrouter_probe.cli.options import AliasedOption
@@ -205,12 +206,12 @@ def matrix(
     )
 
 
-def _policy_block(policy_path: str, model: str, snapshot_args: list[str]) -> dict[str, Any]:
+def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import load_compiled_policy
 
-    compiled = load_compiled_policy(policy_path, snapshot_args=snapshot_args)
+    compiled = load_compiled_policy(policy_path)
     if compiled.model != model:
         raise PolicyError(
             f"the policy is for {compiled.model}, not {model}; compile one for {model} "
@@ -221,7 +222,7 @@ def _policy_block(policy_path: str, model: str, snapshot_args: list[str]) -> dic
     return block
 
 
-def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> None:
+def _warn_if_stale(policy_path: str, snap: Any) -> None:
     """Warn (stderr) when the policy no longer fits the snapshot: an ``order`` entry that serves
     nothing any more, or any other drift that matters, with the command that fixes it."""
     from openrouter_probe.policy.compiled import load_compiled_policy
@@ -229,7 +230,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
     from openrouter_probe.rules.routing import matches
 
     compiled = load_compiled_policy(policy_path)
-    fix = " ".join(["openrouter-probe policy check", policy_path, *snapshot_args, "--write"])
+    fix = f"openrouter-probe policy check {policy_path}{snapshot_flags()} --write"
     gone = [
         entry
         for entry in compiled.provider.order or ()
@@ -245,7 +246,7 @@ def _warn_if_stale(policy_path: str, snap: Any, snapshot_args: list[str]) -> Non
         return
     if not compiled.decisions:
         return
-    report = check_policy(compiled, snap, policy_file=policy_path, snapshot_args=snapshot_args)
+    report = check_policy(compiled, snap, policy_file=policy_path)
     drift = [c for c in report.changes if c.matters]
     if drift:
         note(
@@ -374,13 +375,10 @@ def budget(
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1
-    from openrouter_probe.policy.spec import snapshot_args
-
     snap = load_snapshot_for(model, offline, snapshot)
-    args = snapshot_args(offline=offline, snapshot=snapshot)
-    block = _policy_block(policy_path, snap.model, args) if policy_path else None
+    block = _policy_block(policy_path, snap.model) if policy_path else None
     if policy_path:
-        _warn_if_stale(policy_path, snap, args)
+        _warn_if_stale(policy_path, snap)
     plan = plan_budget(
         snap,
         budget_usd=budget_usd,

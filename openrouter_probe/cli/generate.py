@@ -537,11 +537,9 @@ def audit_cmd(
     from openrouter_probe.generation.audit import audit
     from openrouter_probe.generation.books import expand_outputs, job_books
     from openrouter_probe.policy.compiled import load_compiled_policy
-    from openrouter_probe.policy.spec import snapshot_args
 
     files = expand_outputs(outputs)
-    args = snapshot_args(offline=offline, snapshot=snapshot)
-    model = load_compiled_policy(policy, snapshot_args=args).model
+    model = load_compiled_policy(policy).model
     snap = load_snapshot_for(model, offline, snapshot)
     report = audit(files, policy=policy, snapshot=snap)
     books = job_books(key_file, files) if key_file else None

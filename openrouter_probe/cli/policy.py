@@ -17,6 +17,7 @@ from openrouter_probe.cli._common import (
     render_rows,
     said,
     snapshot_options,
+    term_of,
 )
 from openrouter_probe.cli.options import out_option
 
@@ -60,14 +61,14 @@ def compile_cmd(
     file is replaced atomically: a write that fails leaves the old policy whole.
     """
     from openrouter_probe.policy.compiler import compile_policy
-    from openrouter_probe.policy.spec import load_spec, snapshot_args
+    from openrouter_probe.policy.spec import load_spec
 
     inputs = [spec, *precision_files]
     if snapshot and snapshot != "bundled":
         inputs.append(snapshot)
     if out:
         _refuse_overwrite(out, inputs)
-    parsed = load_spec(spec, snapshot_args=snapshot_args(offline=offline, snapshot=snapshot))
+    parsed = load_spec(spec)
     snap = load_snapshot_for(parsed.model, offline, snapshot)
     compiled = compile_policy(parsed, snap, registry=_registry(precision_files), spec_file=spec)
     if out:
@@ -140,19 +141,18 @@ def explain(
     from openrouter_probe.cli._common import check_snapshot_options, essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
-    from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml, snapshot_args
+    from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml
     from openrouter_probe.rules.quantities import format_usd_per_m
 
     check_snapshot_options(offline, snapshot)
     doc = read_yaml(path)
-    args = snapshot_args(offline=offline, snapshot=snapshot)
     history = None
     if is_compiled(doc):
-        compiled = compiled_from_document(doc, source=path, snapshot_args=args)
+        compiled = compiled_from_document(doc, source=path)
         if offline or snapshot:  # the history of the snapshot asked for, not a live probe
             history = load_snapshot_for(compiled.model, offline, snapshot).batch
     else:
-        parsed = parse_spec(doc, source=path, snapshot_args=args)
+        parsed = parse_spec(doc, source=path)
         snap = load_snapshot_for(parsed.model, offline, snapshot)
         compiled = compile_policy(
             parsed, snap, registry=_registry(precision_files), spec_file=path, allow_empty=True
@@ -262,13 +262,9 @@ def lint(
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import provider_mapping
     from openrouter_probe.policy.lint import lint_block
-    from openrouter_probe.policy.spec import read_yaml, snapshot_args
+    from openrouter_probe.policy.spec import read_yaml
 
-    block, compiled_for = provider_mapping(
-        read_yaml(block_path),
-        source=block_path,
-        snapshot_args=snapshot_args(offline=offline, snapshot=snapshot),
-    )
+    block, compiled_for = provider_mapping(read_yaml(block_path), source=block_path)
     model = model or compiled_for
     if not isinstance(block, dict):
         raise PolicyError(
@@ -346,10 +342,11 @@ def check(
     except ProbeError as exc:
         click.echo(f"Error: {said(exc)}", err=True)
         sys.exit(2)
+    here = term_of(click.get_current_context().command)  # the fix as this CLI's command line
     if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        click.echo(report.render())  # whole lines: its fix is a command to copy
+        click.echo(json.dumps(report.to_dict(here), indent=2, ensure_ascii=False))
+    else:  # whole lines: its fix is a command to copy
+        click.echo(report.render(here))
     if write and report.drifted:
         _write_recompiled(report, policy_path, spec_path)
         sys.exit(0)
@@ -368,13 +365,12 @@ def _check(
     from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.drift import check_policy, find_spec
-    from openrouter_probe.policy.spec import load_spec, snapshot_args
+    from openrouter_probe.policy.spec import load_spec
 
-    args = snapshot_args(offline=offline, snapshot=snapshot)
-    compiled = load_compiled_policy(policy_path, snapshot_args=args)
+    compiled = load_compiled_policy(policy_path)
     spec_note: str | None = None
     found: str | None = spec_path
-    spec = load_spec(spec_path, snapshot_args=args) if spec_path is not None else None
+    spec = load_spec(spec_path) if spec_path is not None else None
     if spec_path is None:
         spec, where, spec_note = find_spec(compiled, policy_path)
         found = None if where is None else str(where)
@@ -387,8 +383,6 @@ def _check(
     if spec_note is not None and spec is not None:
         note(f"note: {spec_note}: a re-compile also applies those edits")
     snap = load_snapshot_for(compiled.model, offline, snapshot)
-    if spec_path is not None:
-        args += ["--spec", spec_path]
     return check_policy(
         compiled,
         snap,
@@ -397,7 +391,6 @@ def _check(
         spec_file=found,
         policy_file=policy_path,
         registry=_registry(precision_files),
-        snapshot_args=args,
     )
 
 

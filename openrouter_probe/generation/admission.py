@@ -136,7 +136,7 @@ def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) 
     return Message(
         "admits-none",
         "{head:s} (with {max_tokens=}); every request would fail with 404. Re-compile the policy "
-        "against a fresh snapshot (`openrouter-probe policy compile`)",
+        "against a fresh snapshot ({@recompile_fresh})",
         head=head,
         max_tokens=asked.max_tokens,
     )

@@ -56,11 +56,10 @@ _SHOWN_SKIPPED = 10
 def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
     """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
     from openrouter_probe.policy.compiled import compiled_from_document
-    from openrouter_probe.policy.spec import read_yaml, snapshot_args
+    from openrouter_probe.policy.spec import read_yaml
 
     doc = read_yaml(path)
-    args = snapshot_args(snapshot=snapshot)  # a command an error suggests is offline if the run is
-    compiled = compiled_from_document(doc, source=str(path), snapshot_args=args)
+    compiled = compiled_from_document(doc, source=str(path))
     raw = doc["provider"]
     canonical = json.dumps({"model": compiled.model, "provider": raw}, sort_keys=True)
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

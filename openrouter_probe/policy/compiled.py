@@ -15,9 +15,15 @@ from typing import Any
 
 import yaml
 
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import Message, PolicyError
 from openrouter_probe.files import atomic_write_text, ensure_not_input
-from openrouter_probe.policy.spec import _compiled_name, is_compiled, read_yaml, require_document
+from openrouter_probe.policy.spec import (
+    _compiled_name,
+    ignored_snapshot_args,
+    is_compiled,
+    read_yaml,
+    require_document,
+)
 from openrouter_probe.rules.provider_block import ProviderBlock
 
 __all__ = [
@@ -136,9 +142,10 @@ def provider_mapping(
     doc: Any, *, source: str | Path | None = None, snapshot_args: Sequence[str] = ()
 ) -> tuple[Any, str | None]:
     """The provider block of a document (a compiled policy or a bare block) and, for a compiled
-    policy, the model it is for. A policy spec is refused in one line (compile it first, with
-    ``snapshot_args``)."""
-    require_document(doc, "block", source=source, snapshot_args=snapshot_args)
+    policy, the model it is for. A policy spec is refused in one line (compile it first;
+    ``snapshot_args`` is ignored, see ``policy.spec.ignored_snapshot_args``)."""
+    ignored_snapshot_args(snapshot_args)
+    require_document(doc, "block", source=source)
     if not isinstance(doc, Mapping):
         return doc, None
     provenance = doc.get("provenance")
@@ -155,14 +162,19 @@ def load_provider_block(path: str | Path) -> ProviderBlock:
 def compiled_from_document(
     doc: Any, *, source: str | None = None, snapshot_args: Sequence[str] = ()
 ) -> CompiledPolicy:
-    """Build a ``CompiledPolicy`` from a document ``CompiledPolicy.to_yaml`` wrote. A command an
-    error suggests carries ``snapshot_args`` (``policy.spec.snapshot_args``)."""
-    require_document(doc, "compiled", source=source, snapshot_args=snapshot_args)
+    """Build a ``CompiledPolicy`` from a document ``CompiledPolicy.to_yaml`` wrote
+    (``snapshot_args`` is ignored, see ``policy.spec.ignored_snapshot_args``)."""
+    ignored_snapshot_args(snapshot_args)
+    require_document(doc, "compiled", source=source)
     if not is_compiled(doc):
-        command = " ".join(["openrouter-probe policy compile SPEC", *snapshot_args])
         raise PolicyError(
-            "not a compiled policy (needs top-level provider: and provenance:); "
-            f"compile one with `{command}`",
+            Message(
+                "not-compiled",
+                "not a compiled policy (needs top-level provider: and provenance:); compile one "
+                "with {@compile_policy}",
+                spec="SPEC",
+                output="POLICY.yaml",
+            ),
             source=source,
         )
     provenance = doc["provenance"]
@@ -197,6 +209,7 @@ def _batch_section(raw: Any, source: str | None) -> dict[str, Any] | None:
 
 
 def load_compiled_policy(path: str | Path, *, snapshot_args: Sequence[str] = ()) -> CompiledPolicy:
-    """Read a compiled policy YAML written by ``CompiledPolicy.save`` (``snapshot_args``: see
-    ``compiled_from_document``)."""
-    return compiled_from_document(read_yaml(path), source=str(path), snapshot_args=snapshot_args)
+    """Read a compiled policy YAML written by ``CompiledPolicy.save`` (``snapshot_args``: ignored,
+    see ``policy.spec.ignored_snapshot_args``)."""
+    ignored_snapshot_args(snapshot_args)
+    return compiled_from_document(read_yaml(path), source=str(path))

@@ -27,7 +27,7 @@ from typing import Any
 
 from openrouter_probe import __version__
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import Message, PolicyError
 from openrouter_probe.policy.compiled import (
     CompiledPolicy,
     Decision,
@@ -324,9 +324,14 @@ def _compile(
     decision = route(block, snapshot.endpoints, RequestParams())
     if not decision.candidates and not allow_empty:
         raise PolicyError(
-            f"the policy admits none of the {len(snapshot.endpoints)} endpoints of {spec.model}; "
-            "relax precision, ignore or max_price (`openrouter-probe policy explain "
-            f"{spec_file or 'SPEC'}` shows why each one is dropped)"
+            Message(
+                "admits-none",
+                "the policy admits none of the {count:d} endpoints of {model:s}; relax precision, "
+                "ignore or max_price ({@explain_spec} shows why each one is dropped)",
+                count=len(snapshot.endpoints),
+                model=spec.model,
+                spec=spec_file or "SPEC",
+            )
         )
     loose = None
     tradeoff = None

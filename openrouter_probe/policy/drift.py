@@ -13,8 +13,8 @@ snapshot and says three things:
 - **what a re-compile would change**, when the spec is at hand (the file ``provenance.spec.file``
   names, beside the policy, or one given): the re-compiled block and its blended price.
 
-The report ends with the action that fixes it. ``openrouter-probe policy check`` exits 0 when nothing
-that matters moved, 1 on drift, 2 on error; ``--write`` re-compiles the policy in place.
+The report ends with the step that fixes it. ``openrouter-probe policy check`` exits 0 when nothing
+that matters moved, 1 on drift, 2 on error, and re-compiles the policy in place when asked to.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import Message, PolicyError, Term, keyword_term, rendered
 from openrouter_probe.policy.compiled import CompiledPolicy, Decision
 from openrouter_probe.policy.compiler import compile_policy
-from openrouter_probe.policy.spec import PolicySpec, load_spec
+from openrouter_probe.policy.spec import PolicySpec, ignored_snapshot_args, load_spec
 from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.quantities import format_usd_per_m
 from openrouter_probe.rules.routing import RouteDecision, route
@@ -84,6 +84,7 @@ class DriftReport:
     blended_now_usd_per_m: float | None = None
     blended_recompiled_usd_per_m: float | None = None
     recompiled: CompiledPolicy | None = None
+    #: the step that fixes it, said by each interface its own way (``render``'s ``term``)
     fix: str = ""
 
     @property
@@ -96,29 +97,36 @@ class DriftReport:
         """1 on drift, else 0 (``policy check`` exits 2 on an error)."""
         return 1 if self.drifted else 0
 
-    def render(self) -> str:
-        """The report as text: a head line, one line per change and effect, the fix last."""
+    def render(self, term: Term = keyword_term) -> str:
+        """The report as text: a head line, one line per change and effect, the fix last (its
+        advice said with ``term``: a Python call by default, the CLI's command lines)."""
+        fix = rendered(self.fix, term)
         head = (
             f"{self.model}: policy compiled on snapshot {self.compiled_snapshot[:19]}, "
             f"checked against {self.new_snapshot[:19]}"
         )
         if not self.changes:
-            return f"{head}\nno drift\n{self.fix}"
-        lines = [head, *(str(c) for c in self.changes), *(f"=> {e}" for e in self.effects)]
+            return f"{head}\nno drift\n{fix}"
+        lines = [
+            head,
+            *(str(c) for c in self.changes),
+            *(f"=> {rendered(e, term)}" for e in self.effects),
+        ]
         lines.append("drift" if self.drifted else "no drift that matters")
-        lines.append(self.fix)
+        lines.append(fix)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, term: Term = keyword_term) -> dict[str, Any]:
         """Every part by name; ``recompiled`` is ``{"provider": {...}}`` as ``policy compile``
-        writes it, or ``None`` when the spec is not at hand (or the re-compile fails)."""
+        writes it, or ``None`` when the spec is not at hand (or the re-compile fails); ``fix``
+        said with ``term`` (``render``)."""
         return {
             "model": self.model,
             "drift": self.drifted,
             "compiled_snapshot": self.compiled_snapshot,
             "new_snapshot": self.new_snapshot,
             "changes": [c.to_dict() for c in self.changes],
-            "effects": list(self.effects),
+            "effects": [rendered(e, term) for e in self.effects],
             "blended_output_usd_per_m": {
                 "compiled": self.blended_compiled_usd_per_m,
                 "now": self.blended_now_usd_per_m,
@@ -127,7 +135,7 @@ class DriftReport:
             "recompiled": None
             if self.recompiled is None
             else {"provider": self.recompiled.provider.to_request()},
-            "fix": self.fix,
+            "fix": rendered(self.fix, term),
         }
 
 
@@ -472,22 +480,39 @@ def _fix(
     policy_file: str | None,
     spec_file: str | None,
     spec_name: str | None,
-    snapshot_args: Sequence[str],
     failed: str | None,
-) -> str:
+) -> Message:
+    """The step that fixes the drift: advice each interface says its own way (``policy check
+    POLICY --write`` on the command line, ``report.recompiled.save(POLICY)`` in Python)."""
     if not report.changes:
-        return "nothing to do"
+        return Message("no-drift", "nothing to do")
     if not report.drifted:
-        return "nothing to do: no change touches what the policy admits, orders or pays"
+        return Message(
+            "no-drift", "nothing to do: no change touches what the policy admits, orders or pays"
+        )
     where = policy_file or "POLICY"
-    args = " ".join([*snapshot_args])
-    check = f"openrouter-probe policy check {where}{' ' + args if args else ''}"
     if failed is not None:
-        return f"fix: edit {spec_file or 'the spec'} ({failed}), then run {check} --write"
+        return Message(
+            "drift-recompile-fails",
+            "fix: edit {spec_file:s} ({failed:s}), then {@recheck_after_edit}",
+            spec_file=spec_file or "the spec",
+            failed=failed,
+            policy=where,
+        )
     if spec_file is None:
         named = f"provenance names {spec_name}" if spec_name else "provenance names no spec"
-        return f"fix: re-compile from the spec it came from ({named}): {check} --spec SPEC --write"
-    return f"fix: re-compile it in place: {check} --write (from {spec_file})"
+        return Message(
+            "drift-no-spec",
+            "fix: re-compile from the spec it came from ({named:s}): {@recheck_with_spec}",
+            named=named,
+            policy=where,
+        )
+    return Message(
+        "drift",
+        "fix: re-compile it in place: {@recheck_write} (from {spec_file:s})",
+        spec_file=spec_file,
+        policy=where,
+    )
 
 
 def check_policy(
@@ -505,14 +530,15 @@ def check_policy(
 
     With ``spec`` (the spec the policy was compiled from; ``find_spec`` finds it beside
     ``policy_file``), the report carries the re-compiled policy and what it would change.
-    ``policy_file``, ``spec_file`` and ``snapshot_args`` (``["--offline"]``, ``["--snapshot", P]``)
-    only shape the command the fix names.
+    ``policy_file`` and ``spec_file`` only shape the step the fix names (``snapshot_args`` is
+    ignored: see ``policy.spec.ignored_snapshot_args``).
 
     Example::
 
         report = check_policy(load_compiled_policy(path), fetch_snapshot(model))
         print(report.render()); sys.exit(report.exit_code)
     """
+    ignored_snapshot_args(snapshot_args)
     mismatch = model_mismatch(
         snapshot,
         policy.model,
@@ -547,11 +573,13 @@ def check_policy(
             )
         except PolicyError as exc:
             failed = exc.reason
-            report.effects.append(f"a re-compile fails: {exc.reason}")
+            report.effects.append(
+                Message("recompile-fails", "a re-compile fails: {reason:s}", reason=exc.reason)
+            )
         else:
             report.blended_recompiled_usd_per_m = _compiled_blend(report.recompiled.decisions)
             report.effects.extend(_recompile_effects(policy, report.recompiled, c))
-    report.fix = _fix(report, policy_file, spec_file, _spec_name(policy), snapshot_args, failed)
+    report.fix = _fix(report, policy_file, spec_file, _spec_name(policy), failed)
     return report
 
 

@@ -2,15 +2,16 @@
 
 ``PolicySpec`` is the spec model (``parse_spec``/``load_spec`` read one). ``read_yaml`` reads a
 document once, ``document_kind`` tells a spec from a compiled policy or a bare provider block, and
-``require_document`` refuses the wrong one in one line with the command to run (with the
-``--offline`` or ``--snapshot PATH`` the user gave, ``snapshot_args``). What the compiler writes is in
-``openrouter_probe.policy.compiled``.
+``require_document`` refuses the wrong one in one line with the step that fixes it (advice:
+``orp.compile_policy(...)`` for a Python caller, the command line for the CLI, which repeats how
+the user got the snapshot). What the compiler writes is in ``openrouter_probe.policy.compiled``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,7 +20,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openrouter_probe.api.schema import KNOWN_QUANTIZATIONS
-from openrouter_probe.errors import PolicyError, validation_errors
+from openrouter_probe.errors import Message, PolicyError, validation_errors
 from openrouter_probe.rules.provider_block import ProviderBlock
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "parse_spec",
     "read_yaml",
     "require_document",
-    "snapshot_args",
 ]
 
 
@@ -164,11 +164,12 @@ def read_yaml(path: str | Path) -> Any:
 def parse_spec(
     data: Any, *, source: str | None = None, snapshot_args: Sequence[str] = ()
 ) -> PolicySpec:
-    """Validate a mapping as a policy spec; errors name the key and the fix (a command they
-    suggest carries ``snapshot_args``)."""
+    """Validate a mapping as a policy spec; errors name the key and the fix.
+    (``snapshot_args`` is ignored: each interface says its own steps; it goes in 0.4.0.)"""
+    ignored_snapshot_args(snapshot_args)
     if not isinstance(data, Mapping):
         raise PolicyError("a policy spec is a YAML mapping with at least `model:`", source=source)
-    require_document(data, "spec", source=source, snapshot_args=snapshot_args)
+    require_document(data, "spec", source=source)
     try:
         return PolicySpec.model_validate(dict(data))
     except ValidationError as exc:
@@ -183,29 +184,21 @@ def parse_spec(
 
 
 def load_spec(path: str | Path, *, snapshot_args: Sequence[str] = ()) -> PolicySpec:
-    """Read a policy spec YAML file (``snapshot_args``: see ``parse_spec``)."""
-    return parse_spec(read_yaml(path), source=str(path), snapshot_args=snapshot_args)
+    """Read a policy spec YAML file (``snapshot_args``: ignored, see ``parse_spec``)."""
+    ignored_snapshot_args(snapshot_args)
+    return parse_spec(read_yaml(path), source=str(path))
 
 
-def snapshot_args(*, offline: bool = False, snapshot: Any = None) -> list[str]:
-    """The arguments that repeat how a command got its snapshot, for a command its error suggests.
-
-    ``--offline`` when the user is offline (``offline``, ``snapshot="bundled"`` or a bundled
-    ``Snapshot``), ``--snapshot PATH`` for a path, else nothing (the suggested command probes,
-    as the user's did)::
-
-        snapshot_args(offline=True)          # ["--offline"]
-        snapshot_args(snapshot="k25.json")   # ["--snapshot", "k25.json"]
-    """
-    if offline or snapshot == "bundled" or getattr(snapshot, "source", None) == "bundled":
-        return ["--offline"]
-    if isinstance(snapshot, str | Path):
-        return ["--snapshot", str(snapshot)]
-    return []
-
-
-def _compile_command(spec: str | Path, output: str, snapshot_args: Sequence[str]) -> str:
-    return " ".join(["openrouter-probe policy compile", str(spec), *snapshot_args, "-o", output])
+def ignored_snapshot_args(snapshot_args: Sequence[str]) -> None:
+    """Up to 0.2.x a caller passed the CLI's snapshot flags (``["--offline"]``) so that the
+    commands an error suggested repeated them; the library says no flags now (the CLI repeats
+    its own). Given, it is ignored with a ``DeprecationWarning``; it goes in 0.4.0."""
+    if snapshot_args:
+        warnings.warn(
+            "snapshot_args is ignored: the CLI says its own command lines; drop it",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
 
 def is_compiled(doc: Any) -> bool:
@@ -264,11 +257,10 @@ def require_document(
     wanted: Literal["spec", "compiled", "block"],
     *,
     source: str | Path | None,
-    snapshot_args: Sequence[str] = (),
 ) -> None:
     """Raise a one-line ``PolicyError`` when ``doc`` is a spec where a compiled policy is wanted
-    (or the reverse), naming the command that turns one into the other (with ``snapshot_args``,
-    e.g. ``["--offline"]``: an offline user gets an offline command).
+    (or the reverse), with the step that turns one into the other (``{@compile_policy}``: each
+    interface says it its own way, the CLI with the snapshot flags its command was given).
 
     Every command that reads a spec or a policy calls this before validating, so a wrong file
     gives one line with the fix, not a list of schema errors. Other mismatches are left to the
@@ -278,34 +270,53 @@ def require_document(
     if found == wanted or found == "other" or (wanted == "block" and found == "compiled"):
         return
     where = str(source) if source is not None else "the file"
+    at = None if source is None else str(source)
     if found == "spec":
-        command = _compile_command(where, _compiled_name(Path(where)), snapshot_args)
         raise PolicyError(
-            f"this is a policy spec, not {_WANTED[wanted]}: compile it first with `{command}`",
-            source=None if source is None else str(source),
+            Message(
+                "policy-is-spec",
+                "this is a policy spec, not {wanted:s}: compile it first with {@compile_policy}",
+                wanted=_WANTED[wanted],
+                spec=where,
+                output=_compiled_name(Path(where)),
+            ),
+            source=at,
         )
     if found == "compiled" and wanted == "spec":
         spec = doc["provenance"].get("spec") if isinstance(doc["provenance"], Mapping) else None
         spec_file = spec.get("file") if isinstance(spec, Mapping) else None
         if spec_file:
-            spec_path = Path(where).with_name(str(spec_file))
-            fix = f"compile its spec instead: `{_compile_command(spec_path, where, snapshot_args)}`"
+            fix = Message(
+                "policy-is-compiled",
+                "this is a compiled policy, not a policy spec: compile its spec instead: "
+                "{@compile_policy}",
+                spec=str(Path(where).with_name(str(spec_file))),
+                output=where,
+            )
         else:
-            fix = f"explain it with `openrouter-probe policy explain {where}`"
-        raise PolicyError(
-            f"this is a compiled policy, not a policy spec: {fix}",
-            source=None if source is None else str(source),
-        )
+            fix = Message(
+                "policy-is-compiled",
+                "this is a compiled policy, not a policy spec: explain it with {@explain_policy}",
+                policy=where,
+            )
+        raise PolicyError(fix, source=at)
     if found == "block" and wanted == "spec" and _looks_like_block(doc):
         raise PolicyError(
-            "this is a provider block, not a policy spec: lint it with "
-            f"`openrouter-probe policy lint {where} --model MODEL`, or write a spec with model: "
-            "and precision: (docs/policy.md) and compile that",
-            source=None if source is None else str(source),
+            Message(
+                "policy-is-block",
+                "this is a provider block, not a policy spec: lint it with {@lint_policy}, or "
+                "write a spec with model: and precision: (docs/policy.md) and compile that",
+                policy=where,
+            ),
+            source=at,
         )
     if found == "block" and wanted == "compiled":
         raise PolicyError(
-            "this is a bare provider block, not a compiled policy (no provenance:); lint it with "
-            f"`openrouter-probe policy lint {where} --model MODEL`, or compile a spec into a policy",
-            source=None if source is None else str(source),
+            Message(
+                "policy-is-bare-block",
+                "this is a bare provider block, not a compiled policy (no provenance:); lint it "
+                "with {@lint_policy}, or compile a spec into a policy",
+                policy=where,
+            ),
+            source=at,
         )

@@ -318,8 +318,13 @@ class Snapshot:
             return ModelEndpoints.model_validate(_thaw(self.data))
         except ValidationError as exc:
             raise SnapshotError(
-                f"{self.origin}: {first_validation_error(exc, prefix='data')}; re-take it with "
-                f"`openrouter-probe endpoints {self.model} --save PATH`"
+                Message(
+                    "snapshot-invalid",
+                    "{origin:s}: {error:s}; re-take it with {@save_model_snapshot}",
+                    origin=str(self.origin),
+                    error=first_validation_error(exc, prefix="data"),
+                    model=self.model,
+                )
             ) from exc
 
     @property
