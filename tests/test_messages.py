@@ -318,7 +318,10 @@ def test_snapshot_args_is_ignored_with_a_deprecation_warning() -> None:
     the library names no flag now, and the CLI repeats its own (``--offline`` above)."""
     with pytest.warns(DeprecationWarning, match="snapshot_args is ignored"):
         load_spec(SPEC, snapshot_args=["--offline"])
-    with pytest.warns(DeprecationWarning), pytest.raises(PolicyError) as info:
+    with (
+        pytest.warns(DeprecationWarning, match="snapshot_args"),
+        pytest.raises(PolicyError) as info,
+    ):
         load_compiled_policy(SPEC, snapshot_args=["--offline"])
     assert "--offline" not in str(info.value)
 
