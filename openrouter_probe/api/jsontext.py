@@ -5,6 +5,12 @@ them is most of the client's work): orjson decodes them about twice as fast as `
 orjson refuses and ``json`` reads (``NaN`` and ``Infinity``, integers beyond 64 bits, a lone
 surrogate) is read again by ``json``, so ``loads`` accepts and returns exactly what
 ``json.loads`` does, and raises what it raises.
+
+``dumps_record`` writes a record of the output the same way (compact, non-ASCII kept, anything
+else as its ``str``) about four times faster than ``json``: what orjson refuses (a key that is not
+a text, an integer beyond 64 bits) is written by ``json``. One difference is kept on purpose: a
+float that is not a number (``NaN``, ``Infinity``, which JSON has not) is written ``null``, a
+value unknown, where ``json`` writes a token no other JSON reader takes.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["loads"]
+__all__ = ["dumps_record", "loads"]
 
 
 def loads(data: str | bytes) -> Any:
@@ -23,3 +29,18 @@ def loads(data: str | bytes) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+
+
+#: ``json``'s form of a record: compact, non-ASCII kept, anything else as its ``str``.
+_JSON_RECORD = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+#: Dataclasses and dates go to ``default`` (their ``str``), as ``json`` writes them.
+_RECORD_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def dumps_record(value: Any) -> str:
+    """A record as one compact JSON text (non-ASCII kept; a value JSON has no form for, such as
+    a ``Decimal``, as its ``str``), faster than ``json``."""
+    try:
+        return orjson.dumps(value, default=str, option=_RECORD_OPTIONS).decode()
+    except TypeError:  # orjson.JSONEncodeError: a non-text key, an integer beyond 64 bits
+        return _JSON_RECORD(value)

@@ -27,7 +27,6 @@ unknown, at its worst case: cancelled, timed out, no valid ``usage.cost``), ``ru
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from openrouter_probe.api.jsontext import dumps_record
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.files import (
     WriteFailures,
@@ -78,8 +78,8 @@ RECORD_FIELDS = (
 )
 #: Statuses of a finished row (never sent again; ``failed`` is with ``--redo-failed``).
 FINISHED = frozenset({"ok", "truncated", "failed"})
-#: One encoder for every record (``json.dumps`` with options builds a new one per call).
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+#: One encoder for every record: orjson's, ``json``'s where orjson cannot (``api.jsontext``).
+_ENCODE = dumps_record
 #: What to do about a damaged output line.
 _DAMAGED = (
     "is this the output file of `generate`? If it is, the line is damaged: "
