@@ -104,8 +104,9 @@ def _spec_flag() -> str:
     return f" --spec {_shown(spec)}" if spec else ""
 
 
-def _check(*tail: str) -> Callable[[], str]:
-    return lambda: "openrouter-probe policy check {policy:s}" + snapshot_flags() + "".join(tail)
+def _recheck(tail: str) -> str:
+    """``policy check POLICY`` with the running command's snapshot flags, then ``tail``."""
+    return "openrouter-probe policy check {policy:s}" + snapshot_flags() + tail
 
 
 #: The library's advice (``errors.ADVICE``) as the command lines that take the same step (a
@@ -122,9 +123,9 @@ ADVICE: dict[str, str | Callable[[], str]] = {
     "explain_spec": lambda: "`openrouter-probe policy explain {spec:s}" + snapshot_flags() + "`",
     "lint_policy": "`openrouter-probe policy lint {policy:s} --model MODEL`",
     "recompile_fresh": "`openrouter-probe policy compile`",
-    "recheck_write": lambda: _check(_spec_flag(), " --write")(),
-    "recheck_with_spec": _check(" --spec SPEC --write"),
-    "recheck_after_edit": lambda: "run " + _check(_spec_flag(), " --write")(),
+    "recheck_write": lambda: _recheck(_spec_flag() + " --write"),
+    "recheck_with_spec": lambda: _recheck(" --spec SPEC --write"),
+    "recheck_after_edit": lambda: "run " + _recheck(_spec_flag() + " --write"),
 }
 
 

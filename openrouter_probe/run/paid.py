@@ -37,7 +37,7 @@ from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.errors import ConfigError, Message
-from openrouter_probe.files import WriteFailed, write_error
+from openrouter_probe.files import WriteFailed, open_append, write_error
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
@@ -199,7 +199,7 @@ class PaidRun:
             return
         options = self.options
         try:
-            options.out.open("a").close()  # the journal never stands without its output
+            open_append(options.out).close()  # the journal never stands without its output
         except OSError as exc:
             raise WriteFailed(write_error(options.out, exc)) from exc
         self._created()
