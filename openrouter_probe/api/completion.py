@@ -11,6 +11,7 @@ is kept. Which rule reads which field, with its source: ``docs/wire.md``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from operator import itemgetter
@@ -18,7 +19,7 @@ from typing import Any
 
 from openrouter_probe.api.chat import Usage, read_cost
 from openrouter_probe.api.jsontext import loads
-from openrouter_probe.api.sse import parse_sse_events
+from openrouter_probe.api.sse import Chunk, Envelope, parse_sse_events, read_chunks
 from openrouter_probe.errors import APIError
 
 __all__ = [
@@ -305,44 +306,106 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     index, reasoning details merged, the usage chunk taken wherever it comes.
 
     A mid-stream error event ends it (``error``, with what came before kept); a stream that stops
-    before ``[DONE]``, or with no finish reason nor usage (xAI's null finish), is ``broken``. The loop is the hot
-    path of long streams (a 500-chunk answer is 500 events): it reads each event's fields once
-    and calls out only for what is rare (errors, tool calls).
+    before ``[DONE]``, or with no finish reason nor usage (xAI's null finish), is ``broken``. The
+    events are the hot path of long streams (a 500-chunk answer is 500 events): a stream in the
+    form OpenRouter sends, with no error anywhere in it, is read typed (``api.sse.read_chunks``);
+    any other is read event by event, with the same rules.
     """
-    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    content: list[str] = []
-    reasoning: list[str] = []
-    details: list[list[Any]] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish: str | None = None
-    native: str | None = None
-    usage: dict[str, Any] | None = None
-    head: dict[str, Any] = {}
-    error: dict[str, Any] | None = None
-    broken: str | None = None
-    # Any error (a key, or a finish_reason) shows as this string: one scan of the whole text
-    # spares looking for one in each of 500 events of a stream that has none.
-    may_fail = '"error"' in text
-    try:
-        for event in parse_sse_events(text):
-            if not head:
-                head = event
+    read = _Read()
+    typed = read_chunks(body.encode() if isinstance(body, str) else body)
+    if typed is None or not read.chunks(*typed):
+        read = _Read()  # read again, event by event: an error, or another form
+        text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+        try:
+            read.events(parse_sse_events(text))
+        except APIError as exc:
+            read.broken = f"broken stream: {exc}"
+        if read.error is None and read.broken is None and "data: [DONE]" not in text:
+            read.broken = _CUT_SHORT
+    ident = read.ident if isinstance(read.ident, str) else generation_id
+    merged = merge_reasoning_details(read.details) if read.details else None
+    said = "".join(read.reasoning) or None
+    if said is None and merged is not None:
+        said = reasoning_text(merged)
+    error, broken, finish = read.error, read.broken, read.finish
+    if (error or broken) is None and (finish or read.usage) is None:
+        broken = _CUT_SHORT
+    return ChatCompletion(
+        provider=read.provider,
+        model=read.model,
+        finish_reason=finish,
+        content="".join(read.content),
+        reasoning=said,
+        usage=read.usage,
+        generation_id=ident,
+        tool_calls=[read.calls[i] for i in sorted(read.calls)] or None,
+        reasoning_details=merged,
+        native_finish_reason=_text(read.native),
+        error=error,
+        broken=broken,
+    )
+
+
+_CUT_SHORT = "the stream ended before its finish (connection dropped?)"
+
+
+class _Read:
+    """What the events of one stream said, gathered in order (``read_stream``)."""
+
+    __slots__ = (
+        "broken",
+        "calls",
+        "content",
+        "details",
+        "error",
+        "finish",
+        "ident",
+        "model",
+        "native",
+        "provider",
+        "reasoning",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.details: list[Any] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: Any = None
+        self.native: Any = None
+        self.usage: dict[str, Any] | None = None
+        self.ident: Any = None  # the envelope: the first event's id, model and provider
+        self.model: Any = None
+        self.provider: Any = None
+        self.error: dict[str, Any] | None = None
+        self.broken: str | None = None
+
+    def events(self, events: Iterable[dict[str, Any]]) -> None:
+        """Gather events read whole (dicts), stopping at one that reports an error."""
+        content, reasoning, details = self.content, self.reasoning, self.details
+        enveloped = False
+        for event in events:
+            if not enveloped and event:
+                enveloped = True
+                self.ident, self.model = event.get("id"), event.get("model")
+                self.provider = event.get("provider")
             choices = event.get("choices")
-            if may_fail and ("error" in event or (choices and _has_error(choices))):
-                error = _body_error(event)
-                if error is not None:
+            if "error" in event or (choices and _has_error(choices)):
+                self.error = _body_error(event)
+                if self.error is not None:
                     found = event.get("usage")
                     if isinstance(found, dict):
-                        usage = found
-                    break
+                        self.usage = found
+                    return
             found = event.get("usage")
             if found is not None and isinstance(found, dict):
-                usage = found
+                self.usage = found
             for choice in choices or ():
                 if not isinstance(choice, dict):
                     continue
                 delta = choice.get("delta")
-                if delta:
+                if delta and isinstance(delta, dict):
                     piece = delta.get("content")
                     if piece:
                         content.append(piece)
@@ -353,33 +416,39 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
                     if more:
                         details.append(more)
                     if delta.get("tool_calls"):
-                        _merge_tool_calls(calls, delta["tool_calls"])
+                        _merge_tool_calls(self.calls, delta["tool_calls"])
                 if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-                    native = choice.get("native_finish_reason")
-    except APIError as exc:
-        broken = f"broken stream: {exc}"
-    ident = head.get("id") if isinstance(head.get("id"), str) else generation_id
-    merged = merge_reasoning_details(details) if details else None
-    said = "".join(reasoning) or None
-    if said is None and merged is not None:
-        said = reasoning_text(merged)
-    if (error or broken) is None and ("data: [DONE]" not in text or (finish or usage) is None):
-        broken = "the stream ended before its finish (connection dropped?)"
-    return ChatCompletion(
-        provider=head.get("provider"),
-        model=head.get("model"),
-        finish_reason=finish,
-        content="".join(content),
-        reasoning=said,
-        usage=usage,
-        generation_id=ident,
-        tool_calls=[calls[i] for i in sorted(calls)] or None,
-        reasoning_details=merged,
-        native_finish_reason=_text(native),
-        error=error,
-        broken=broken,
-    )
+                    self.finish = choice["finish_reason"]
+                    self.native = choice.get("native_finish_reason")
+
+    def chunks(self, chunks: list[Chunk], envelope: Envelope) -> bool:
+        """Gather typed events (``api.sse.read_chunks``) the same way; ``False`` at one that
+        reports an error (``events`` reads those: what it gathered is then not whole)."""
+        self.ident, self.model, self.provider = envelope.id, envelope.model, envelope.provider
+        content, reasoning, details = self.content, self.reasoning, self.details
+        for chunk in chunks:
+            if chunk.error is not None:
+                return False
+            found = chunk.usage
+            if found is not None and isinstance(found, dict):
+                self.usage = found
+            for choice in chunk.choices or ():
+                if choice.error is not None or choice.finish_reason == "error":
+                    return False
+                delta = choice.delta
+                if delta is not None:
+                    if piece := delta.content:
+                        content.append(piece)
+                    if piece := delta.reasoning:
+                        reasoning.append(piece)
+                    if more := delta.reasoning_details:
+                        details.append(more)
+                    if delta.tool_calls:
+                        _merge_tool_calls(self.calls, delta.tool_calls)
+                if choice.finish_reason:
+                    self.finish = choice.finish_reason
+                    self.native = choice.native_finish_reason
+        return True
 
 
 def _has_error(choices: Any) -> bool:
