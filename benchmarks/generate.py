@@ -8,6 +8,10 @@ message, ``max_tokens``) with the same number of requests in flight:
 
 - ``bare``: aiohttp, one session, ``TCPConnector(limit=C)``, C workers pulling from a list; reads each
   body and ``json.loads`` it (non-streaming) or reads the whole stream (streaming). The floor.
+- ``reader``: the bare loop that also reads each answer, as any client that keeps it must: the
+  body's ``json.loads`` (non-streaming), or every event of the stream split off and
+  ``json.loads``-ed, its content and reasoning joined, its usage kept (streaming). The floor of
+  reading a stream: ``bare`` parses no event.
 - ``generate``: ``openrouter_probe.generate`` (the function) with its full work: prompts file, resume check, the cap
   (``--budget-usd``), parsing and classification, one flushed output line per row.
 - ``openai``: ``AsyncOpenAI`` (httpx inside), ``max_retries=0``, C workers, iterating streams.
@@ -101,6 +105,57 @@ async def _bare(args: argparse.Namespace) -> int:
     return done
 
 
+def _read_stream(data: bytes) -> tuple[str, str, Any]:
+    """A stream read as plainly as it can be: each ``data:`` event decoded, its deltas joined."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    usage = None
+    for line in data.split(b"\n"):
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        event = json.loads(line[6:])
+        for choice in event.get("choices") or ():
+            delta = choice.get("delta") or {}
+            content.append(delta.get("content") or "")
+            reasoning.append(delta.get("reasoning") or "")
+        usage = event.get("usage") or usage
+    return "".join(content), "".join(reasoning), usage
+
+
+async def _reader(args: argparse.Namespace) -> int:
+    """``bare``, reading each answer (see the module)."""
+    import aiohttp
+    import yaml
+
+    provider = yaml.safe_load(POLICY.read_text())["provider"]
+    bodies = [
+        _body(i, provider=provider, max_tokens=args.max_tokens, stream=args.stream)
+        for i in range(args.requests)
+    ]
+    url = args.base_url + "/chat/completions"
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    done = 0
+    it = iter(bodies)
+    connector = aiohttp.TCPConnector(limit=args.concurrency)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=300)
+    async with aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout) as s:
+
+        async def worker() -> None:
+            nonlocal done
+            for body in it:
+                async with s.post(url, data=body) as response:
+                    data = await response.read()
+                if response.status == 200:
+                    if args.stream:
+                        _read_stream(data)
+                    else:
+                        _ = json.loads(data)["choices"][0]["message"]
+                    done += 1
+
+        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    return done
+
+
 async def _generate(args: argparse.Namespace) -> int:
     from openrouter_probe.generation import generate
 
@@ -184,7 +239,8 @@ def child(args: argparse.Namespace) -> None:
     if args.client == "openai":
         import openai  # noqa: F401
     rss_after_imports = _rss_kb()
-    run = {"bare": _bare, "generate": _generate, "openai": _openai}[args.client]
+    clients = {"bare": _bare, "reader": _reader, "generate": _generate, "openai": _openai}
+    run = clients[args.client]
     start = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter()
     done = asyncio.run(run(args))
@@ -267,7 +323,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--modes", default="nonstream,stream,stream500")
     parser.add_argument("--clients", default="bare,generate,openai")
-    parser.add_argument("--child", choices=["bare", "generate", "openai"])
+    parser.add_argument("--child", choices=["bare", "reader", "generate", "openai"])
     parser.add_argument("--base-url")
     parser.add_argument("--prompts")
     parser.add_argument("--out")

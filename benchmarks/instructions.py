@@ -5,7 +5,10 @@ CPU time per request (``generate.py``) swings by 20-40% between runs on a shared
 the differences worth measuring. Instructions executed do not: each client runs under valgrind's
 callgrind (``valgrind`` must be installed), twice, with ``--small`` and ``--large`` requests all in
 flight at once, and the difference of the two counts divided by the difference of the requests is
-its instructions per request (start-up, imports and the fixed work of a run cancel out). The fake
+its instructions per request (start-up, imports and the fixed work of a run cancel out). With
+streaming, ``reader`` (``generate.py``: the bare loop that also decodes every event) is the floor
+of a client that keeps the answer, and ``x reader`` the ratio to it; without, the bare loop
+decodes its body already and is that floor. The fake
 OpenRouter (``speed=0``) serves in this process's background thread, outside valgrind.
 
     python benchmarks/instructions.py [--modes nonstream,stream] [--small 100 --large 300]
@@ -89,16 +92,22 @@ def main() -> None:
 
     from openrouter_probe.fake import serve
 
-    clients = [("bare", "bare", str(ROOT)), ("generate", "generate", str(ROOT))]
+    clients = [
+        ("bare", "bare", str(ROOT)),
+        ("reader", "reader", str(ROOT)),
+        ("generate", "generate", str(ROOT)),
+    ]
     if args.against:
         clients.append(("before", "generate", args.against))
-    print(f"{'mode':9} {'client':9} {'instructions/request':>21} {'x bare':>7}")
+    print(f"{'mode':9} {'client':9} {'instructions/request':>21} {'x bare':>7} {'x reader':>8}")
     with tempfile.TemporaryDirectory() as folder:
         for mode in args.modes.split(","):
             stream = mode == "stream"
             per: dict[str, float] = {}
             with serve(speed=0, seed=0, median_tokens=24) as fake:
                 for name, client, lib in clients:
+                    if name == "reader" and not stream:
+                        continue  # the bare loop reads a body already: the same client
                     small, large = (
                         _count(
                             client,
@@ -111,8 +120,10 @@ def main() -> None:
                         for n in (args.small, args.large)
                     )
                     per[name] = (large - small) / (args.large - args.small)
+                    floor = per.get("reader", per["bare"])
                     print(
-                        f"{mode:9} {name:9} {per[name]:>21,.0f} {per[name] / per['bare']:>7.3f}",
+                        f"{mode:9} {name:9} {per[name]:>21,.0f} {per[name] / per['bare']:>7.3f}"
+                        f" {per[name] / floor:>8.3f}",
                         flush=True,
                     )
 
