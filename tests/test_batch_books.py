@@ -46,7 +46,7 @@ def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchClaims, Journ
     replay = replay_journal(journal)
     cap = SpendCap(cap_usd, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     ledger = Journal(journal, run_id="now").open()
-    books = Books(cap, datasets=["A"], ledger=ledger)
+    books = Books(cap, datasets=["A"], journal=ledger)
     claims = BatchClaims(ledger)
     claims.hold(replay.batches[0])
     books.claims = claims  # as the run wires the row source's claims in
@@ -159,7 +159,7 @@ def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
     replay = replay_journal(journal)
     cap = SpendCap(WORST, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     ledger = Journal(journal, run_id="now").open()
-    books = Books(cap, datasets=["A"], ledger=ledger)
+    books = Books(cap, datasets=["A"], journal=ledger)
     claims = BatchClaims(ledger)
     books.claims = claims
     record = BatchJournal(ledger, claims).record

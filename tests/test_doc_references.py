@@ -159,3 +159,33 @@ def test_the_check_sees_what_it_is_for() -> None:
     spans = [m.group(2) for m in _DOTTED.finditer("`run.failure.classify_error`")]
     assert spans == ["run.failure.classify_error"]
     assert "test_spend_equals_the_fake_ledger" in _test_functions()
+
+
+#: A folder and the modules listed after it: `openrouter_probe/run/money/` (`spend`, `journal`).
+_LISTED = re.compile(r"`(openrouter_probe/[\w/]+/)` \(((?:`\w+`(?:, )?)+)\)")
+
+
+def _listed_modules(text: str) -> list[tuple[str, str]]:
+    """Every (folder, module) a page lists in the ``folder (`a`, `b`)`` form."""
+    return [
+        (folder, name)
+        for folder, names in _LISTED.findall(text)
+        for name in re.findall(r"`(\w+)`", names)
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_module_a_folder_lists_exists(page: Path) -> None:
+    """``docs/index.md`` listed the paid run's 20 modules as one flat folder after they moved
+    into ``run/money``, ``run/send``, ``run/books`` and ``run/schedule``."""
+    missing = [
+        f"{page.name}: {folder}{name}"
+        for folder, name in _listed_modules(page.read_text(encoding="utf-8"))
+        if not (ROOT / folder / f"{name}.py").exists() and not (ROOT / folder / name).is_dir()
+    ]
+    assert not missing, missing
+
+
+def test_the_folder_check_reads_the_index_form() -> None:
+    listed = _listed_modules("| `openrouter_probe/run/` (`paid`, `ledger`) | x |")
+    assert listed == [("openrouter_probe/run/", "paid"), ("openrouter_probe/run/", "ledger")]

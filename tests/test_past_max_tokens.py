@@ -59,7 +59,7 @@ def _settle(
     ledger = Journal(tmp / "j.ledger", header={"command": "generate"}) if tmp else None
     if ledger is not None:
         ledger.__enter__()
-    books = Books(SpendCap(Decimal(1)), datasets=["d"], ledger=ledger)
+    books = Books(SpendCap(Decimal(1)), datasets=["d"], journal=ledger)
     if first_wave:  # a run's books (a batch has no first wave)
         books.window = DollarWindow()
     else:  # past the first wave: the reservation keeps the margin alone

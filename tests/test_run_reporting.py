@@ -404,7 +404,7 @@ def test_a_dry_run_does_not_claim_to_settle(tmp_path: Path) -> None:
         out="out.jsonl",
         policy="p.yaml",
         model="m",
-        ledger="out.jsonl.ledger",
+        journal="out.jsonl.ledger",
         possibly_billed_before_usd=Decimal("0.0124"),
         killed_in_flight_before=1,
         stop_reason=StopReason.DRY_RUN,

@@ -103,3 +103,14 @@ def test_the_books_give_the_scheduler_its_summary_at_the_end() -> None:
         if isinstance(t, ast.Attribute) and ast.unparse(t).startswith(("s.", "self.summary."))
     ]
     assert sets == []
+
+
+def test_the_journal_is_named_journal_and_ledger_still_reads_for_one_release() -> None:
+    """The client's record is the journal (issue 33 item 5: ``ledger`` is the fake's billing);
+    the old attribute and JSON key still answer, the attribute with a warning, until 0.4.0."""
+    summary = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x", journal="o.jsonl.ledger")
+    record = summary.to_dict()
+    assert (record["journal"], record["ledger"]) == ("o.jsonl.ledger", "o.jsonl.ledger")
+    with pytest.warns(DeprecationWarning, match=r"RunSummary\.journal.*0\.4\.0"):
+        assert summary.ledger == "o.jsonl.ledger"
+    assert "ledger" not in {f.name for f in dataclasses.fields(RunSummary)}

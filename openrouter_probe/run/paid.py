@@ -190,7 +190,7 @@ class PaidRun:
                 tally.spent_usd += record.worst_usd
 
     def _adopt(self, summary: SummaryDraft, prices: Prices, max_tokens: int) -> None:
-        """Journal the records the journal does not know (``ledger.adopt``), read the journal
+        """Journal the records the journal does not know (``run.money.journal.adopt``), read the journal
         again, and refill ``summary``'s money before this run from it: the books and the
         reconciler then settle them from ``/generation`` like any attempt counted at its worst
         case."""
@@ -233,7 +233,7 @@ class PaidRun:
             spent_before_usd=self.spent_before_usd,
             possibly_billed_before_usd=replay.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
-            ledger=str(self.options.journal),
+            journal=str(self.options.journal),
             budget_usd=self.options.budget_usd,
             **fields,
         )
@@ -293,14 +293,14 @@ class PaidRun:
         }
 
     def _books(
-        self, cap: SpendCap, rows: list[PromptRow], ledger: Journal, lookup: Lookup | None
+        self, cap: SpendCap, rows: list[PromptRow], journal: Journal, lookup: Lookup | None
     ) -> Books:
         """The books of this run: the cap over everything spent, the journal, the reconciler
         (with what earlier runs left to settle)."""
         return Books(
             cap,
             datasets=sorted({r.dataset for r in rows}),
-            ledger=ledger,
+            journal=journal,
             lookup=lookup,
             pending=self.replay.pending,
             sleep=self.options.sleep,
@@ -365,23 +365,23 @@ class PaidRun:
         job_sha256 = self.job.sha256 if self.job is not None else ""
         with (
             OutputLog(options.out) as output,
-            Journal(options.journal, header=self._journal_header(builder, header)) as ledger,
+            Journal(options.journal, header=self._journal_header(builder, header)) as journal,
             _showing(bar),
         ):
             self._created()
             source = (
-                RowSource(rows, job_sha256=job_sha256, run_id=ledger.run_id)
+                RowSource(rows, job_sha256=job_sha256, run_id=journal.run_id)
                 if turns is None
-                else TurnSource(rows, turns, job_sha256=job_sha256, run_id=ledger.run_id)
+                else TurnSource(rows, turns, job_sha256=job_sha256, run_id=journal.run_id)
             )
             if options.batch is not None:  # earlier runs' open batches claim their rows
                 from openrouter_probe.run.books.batch_books import BatchClaims
 
-                source.claims = BatchClaims(ledger)
+                source.claims = BatchClaims(journal)
             with contextlib.closing(source):
 
                 def make(sender: Sender, lookup: Lookup | None) -> Run:
-                    books = self._books(cap, rows, ledger, lookup)
+                    books = self._books(cap, rows, journal, lookup)
                     books.claims = source.claims
                     run = Run(
                         source,
@@ -398,11 +398,11 @@ class PaidRun:
                     return run
 
                 stop = _WriteStop()
-                output.writes.on_failure = ledger.writes.on_failure = stop
+                output.writes.on_failure = journal.writes.on_failure = stop
                 if turns is not None:
                     turns.log.writes.on_failure = stop
                 result = await self._send(make, options, summary, rows)
-        failed = output.writes.line or ledger.writes.line or (turns and turns.log.writes.line)
+        failed = output.writes.line or journal.writes.line or (turns and turns.log.writes.line)
         # (or failed only as the files closed)
         if failed:
             stop(failed)

@@ -97,7 +97,7 @@ def _batch_sink(run: Run) -> EventSink:
     events to the books (the claims the sender takes up are the row source's)."""
     books, claims = run.books, run.source.claims
     assert isinstance(claims, BatchClaims)
-    journal = BatchJournal(books.ledger, claims)
+    journal = BatchJournal(books.journal, claims)
 
     def record(event: BatchEvent) -> str | None:
         match event:

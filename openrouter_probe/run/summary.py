@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
+import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -154,7 +155,7 @@ class RunSummary:
     turns_done: int = 0
     rows_partial: int = 0
     turns_file: str = ""
-    ledger: str = ""
+    journal: str = ""  # the spend journal's path (``OUT.ledger``)
     budget_usd: Decimal | None = None
     shards: int | None = None
     #: ``shard="auto"``: the shard and the launcher's variables that gave it, e.g.
@@ -174,6 +175,17 @@ class RunSummary:
     worst_case_usd: Decimal | None = None  # dry run: every row at its worst case
     expected_usd: Decimal | None = None  # dry run: the budget planner's blended figure
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ledger(self) -> str:
+        """Deprecated (goes in 0.4.0): ``journal``, the spend journal's path."""
+        warnings.warn(
+            "RunSummary.ledger is now RunSummary.journal (the spend journal's path); "
+            "ledger goes in 0.4.0",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.journal
 
     @property
     def spent_total_usd(self) -> Decimal:
@@ -240,7 +252,8 @@ class RunSummary:
             "turns_resumed": self.turns_resumed,
             "turns_done": self.turns_done,
             "rows_partial": self.rows_partial,
-            "ledger": self.ledger,
+            "journal": self.journal,
+            "ledger": self.journal,  # the old key, until 0.4.0
             "budget_usd": money(self.budget_usd),
             "shards": self.shards,
             "shard_from": self.shard_from,
@@ -295,7 +308,7 @@ class RunSummary:
             lines.append(
                 f"possibly billed by earlier runs{killed}: "
                 f"{_usd(self.possibly_billed_before_usd)} at the worst case; {settled} "
-                f"({self.ledger})"
+                f"({self.journal})"
             )
         if self.cache_hits:
             lines.append(

@@ -46,8 +46,8 @@ class BatchClaims:
     """The claims of earlier runs' open batches on this run's rows (see the module); the row
     source's ``claims``."""
 
-    def __init__(self, ledger: Journal | None) -> None:
-        self.ledger = ledger
+    def __init__(self, journal: Journal | None) -> None:
+        self.journal = journal
         #: rows an earlier run's open batch carries: the row id (JSON) -> (that batch, the custom
         #: id); ``taken``: those whose line's worst case this run's attempt took over
         #: (``Books.reserve``), until the attempt that carries it is journaled
@@ -80,14 +80,14 @@ class BatchClaims:
         old_number, reserved, dataset, _ = batch.lines[cid]
         earlier = Pending(batch.run, old_number, "", reserved, dataset)
 
-        def journal(number: int) -> None:
+        def journal_move(number: int) -> None:
             """Journal the move, buffered with the attempt's ``sent`` line (after the books'
             ``reconciled`` of the earlier one): a plan of one line in this run naming the batch.
             A kill lands before all three lines or after them: the line is counted once."""
             plan = f"{batch.plan.split('.')[0]}.{secrets.token_hex(3)}"
-            ledger = self.ledger
-            if ledger is not None:
-                ledger.batch_plan(
+            journal = self.journal
+            if journal is not None:
+                journal.batch_plan(
                     plan,
                     model=batch.model,
                     after=batch.after,
@@ -96,10 +96,10 @@ class BatchClaims:
                     count=batch.count,
                 )
                 if batch.batch_id is not None:
-                    ledger.batch_id(ledger.run_id, plan, batch.batch_id)
+                    journal.batch_id(journal.run_id, plan, batch.batch_id)
             self.moves[row_json] = plan
 
-        return Claim(reserved, dataset, earlier, cid in batch.settled, journal)
+        return Claim(reserved, dataset, earlier, cid in batch.settled, journal_move)
 
     def moved(self, row_id: str) -> str | None:
         """The plan that journaled the move of row ``row_id``'s earlier batch line to this run;
@@ -118,25 +118,25 @@ class BatchJournal:
     """The plan journal of one run's batches (see the module): ``record`` takes the sender's
     plan events (the money events are the books': ``run.senders``)."""
 
-    def __init__(self, ledger: Journal | None, claims: BatchClaims) -> None:
-        self.ledger = ledger
+    def __init__(self, journal: Journal | None, claims: BatchClaims) -> None:
+        self.journal = journal
         self.claims = claims
 
     def record(self, event: BatchEvent) -> str | None:
         """Journal one event of the batch sender; a ``Claimed`` row gets the plan that journaled
         its move (``BatchClaims.moved``)."""
-        ledger = self.ledger
+        journal = self.journal
         match event:
             case Planned(plan, model, after, worst, lines):
                 # flushed before the POST; the lines' money is their attempts' (``Books.sent``)
-                if ledger is not None:
-                    ledger.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
+                if journal is not None:
+                    journal.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
             case Submitted(run, plan, batch_id):
-                if ledger is not None:
-                    ledger.batch_id(run or ledger.run_id, plan, batch_id)
+                if journal is not None:
+                    journal.batch_id(run or journal.run_id, plan, batch_id)
             case Closed(run, plan, status):
-                if ledger is not None:
-                    ledger.batch_done(run or ledger.run_id, plan, status)
+                if journal is not None:
+                    journal.batch_done(run or journal.run_id, plan, status)
             case Held(batch):
                 self.claims.hold(batch)
             case Claimed(row_id):

@@ -67,7 +67,7 @@ class Books:
         cap: SpendCap,
         *,
         datasets: Sequence[str],
-        ledger: Journal | None = None,
+        journal: Journal | None = None,
         lookup: Lookup | None = None,
         pending: Sequence[Pending] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -76,8 +76,8 @@ class Books:
         generation_ids: Collection[str] = (),
     ) -> None:
         self.cap = cap
-        self.ledger = ledger
-        self.run_id = ledger.run_id if ledger is not None else None
+        self.journal = journal
+        self.run_id = journal.run_id if journal is not None else None
         self.counts = Counts()
         # Attempts counted at their worst case are settled from /generation when there is a
         # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
@@ -92,7 +92,7 @@ class Books:
                     earlier.attempt, earlier.generation_id, run_id=earlier.run
                 ),
             )
-            if lookup is not None and ledger is not None
+            if lookup is not None and journal is not None
             else None
         )
         for earlier in pending:
@@ -188,26 +188,26 @@ class Books:
 
         A line the journal cannot take (``files.WriteFailed``, raised on): the attempt never
         leaves, and its reservation is released (nothing was billed)."""
-        ledger = self.ledger
+        journal = self.journal
         self.counts.requests += 1
-        if ledger is None:
+        if journal is None:
             return 0
         dataset = self._dataset_json[row.dataset]
         try:
             claims = self.claims
             if claims is None:
-                if ledger.fsync:
-                    return ledger.sending(attempt.id_json, attempt.worst, dataset)
-                return ledger.sent(attempt.id_json, attempt.worst, dataset)
-            number = ledger.sending(attempt.id_json, attempt.worst, dataset)
+                if journal.fsync:
+                    return journal.sending(attempt.id_json, attempt.worst, dataset)
+                return journal.sent(attempt.id_json, attempt.worst, dataset)
+            number = journal.sending(attempt.id_json, attempt.worst, dataset)
             # a claim this attempt took over (``reserve``) goes in the same write: the earlier
             # attempt settled to 0 (its worst case is this one's), then what carries it now
             claim = claims.carried(attempt.id_json)
             if claim is not None:
                 self.reconciled(claim.earlier, _ZERO, taken_over=True, known=claim.known)
                 claim.journal(number)
-            if not ledger.fsync:
-                ledger.flush()
+            if not journal.fsync:
+                journal.flush()
             return number
         except WriteFailed:
             self.counts.requests -= 1
@@ -218,14 +218,14 @@ class Books:
         """What to await before sending what ``sent`` journaled (``None``: it is in the OS
         already): the journal's one write and ``fsync`` for every attempt leaving in this turn
         of the loop."""
-        ledger = self.ledger
-        return None if ledger is None or not ledger.fsync else ledger.written()
+        journal = self.journal
+        return None if journal is None or not journal.fsync else journal.written()
 
     def generation(self, number: int, generation_id: str, *, run_id: str | None = None) -> None:
         """Journal the generation id the headers brought for attempt ``number`` (of an earlier
         run, ``run_id``: the one a cache hit named)."""
-        if self.ledger is not None:
-            self.ledger.generation(number, generation_id, run_id=run_id)
+        if self.journal is not None:
+            self.journal.generation(number, generation_id, run_id=run_id)
 
     # -- when it comes back -----------------------------------------------------------------------
 
@@ -283,8 +283,8 @@ class Books:
             cost = outcome.cost_usd
             if cost:
                 attempt.extra_cost += cost
-        if self.ledger is not None:
-            self.ledger.settle(number, cost)
+        if self.journal is not None:
+            self.journal.settle(number, cost)
         self.cap.settle(worst, cost, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += cost or 0
 
@@ -304,10 +304,10 @@ class Books:
         headers, is journaled now, so that a restart can settle it too)."""
         reserved = attempt.worst
         worst = max(reserved, counted)
-        if self.ledger is not None:
+        if self.journal is not None:
             if generation_id is not None and not journaled:
-                self.ledger.generation(number, generation_id)
-            self.ledger.settle_unknown(number, counted_usd=worst if worst > reserved else None)
+                self.journal.generation(number, generation_id)
+            self.journal.settle_unknown(number, counted_usd=worst if worst > reserved else None)
         self.cap.settle(reserved, worst, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
@@ -324,8 +324,8 @@ class Books:
         alike). ``taken_over``: an earlier run's attempt whose worst case this run's attempt
         took over (``reserve``, a claim): the cap already gave it back, only the journal and the
         counts change. ``known``: it was settled at its answer's cost, not possibly billed."""
-        if self.ledger is not None:
-            self.ledger.reconciled(pending.run, pending.attempt, cost)
+        if self.journal is not None:
+            self.journal.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
         if taken_over:
             pass

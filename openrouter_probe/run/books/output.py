@@ -13,7 +13,7 @@ of it. Each line's ``run_id`` names the run that wrote it; a record (or a kept t
 journal does not know (the journal was deleted, the output predates it, a line written by hand) is
 read as a row, and its money is unknown: ``ResumeState.unjournaled`` lists it (``Unjournaled``:
 its answer, with its generation id and token counts, apart from the other attempts it states), the
-run adopts it into the journal at its worst case (``Unjournaled.worst_usd``, ``ledger.adopt``) and
+run adopts it into the journal at its worst case (``Unjournaled.worst_usd``, ``run.money.journal.adopt``) and
 ``/generation`` settles it as any unknown attempt. An adopted record is known by its key
 (``JournalReplay.adopted``) and never adopted twice.
 
