@@ -458,7 +458,7 @@ def test_cli_check_write_needs_the_spec(runner: CliRunner, tmp_path: Path) -> No
     ],
 )
 def test_ordinals(n: int, text: str) -> None:
-    from openrouter_probe.policy.drift import _ordinal
+    from openrouter_probe.policy.changes import _ordinal
 
     assert _ordinal(n) == text
 
@@ -720,7 +720,7 @@ def test_only_lost_endpoints_in_the_admitted_message(tmp_path: Path) -> None:
 
 
 def test_ordinal_of_121() -> None:
-    from openrouter_probe.policy.drift import _ordinal
+    from openrouter_probe.policy.changes import _ordinal
 
     assert _ordinal(121) == "121st"
 

@@ -145,8 +145,8 @@ def _compile_one(pair: _Pair, given: str | None, registry: Any, check_only: bool
 def _diff_lines(doc: Any, fresh: Any, *, where: Path) -> list[str]:
     """What the re-compile changes against the compiled file as it was (``doc``), for review."""
     from openrouter_probe.errors import PolicyError
+    from openrouter_probe.policy.changes import provenance_diff, recompile_diff
     from openrouter_probe.policy.compiled import compiled_from_document
-    from openrouter_probe.policy.drift import provenance_diff, recompile_diff
 
     if doc is None:
         return recompile_diff(None, fresh)
