@@ -15,13 +15,14 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from openrouter_probe.api import schema
+from openrouter_probe.api.payload import Payload
 from tests.conftest import CAPTURES
 
 # A dev dependency, absent only from CI's lowest-versions run (the SDK needs pydantic>=2.11.2,
 # which would hide the runtime minimum pydantic>=2.6 that run is there to test).
 sdk = pytest.importorskip("openrouter.components", reason="the openrouter SDK is a dev extra")
 
-PAIRS: list[tuple[type[BaseModel], type[schema._Payload]]] = [
+PAIRS: list[tuple[type[BaseModel], type[Payload]]] = [
     (sdk.PublicEndpoint, schema.Endpoint),
     (sdk.PublicPricing, schema.Pricing),
     (sdk.Model, schema.Model),
@@ -61,7 +62,7 @@ def test_the_sdk_is_the_version_these_lists_were_checked_against() -> None:
 
 @pytest.mark.parametrize(("sdk_model", "ours"), PAIRS, ids=[p[0].__name__ for p in PAIRS])
 def test_every_sdk_field_is_known_or_kept_raw_on_purpose(
-    sdk_model: type[BaseModel], ours: type[schema._Payload]
+    sdk_model: type[BaseModel], ours: type[Payload]
 ) -> None:
     kept = set(KEPT_RAW.get(sdk_model.__name__, {}))
     unknown = _sdk_fields(sdk_model) - set(ours.model_fields) - kept

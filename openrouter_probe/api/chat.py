@@ -16,7 +16,7 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
-from openrouter_probe.api.schema import Number, _Payload
+from openrouter_probe.api.payload import Number, Payload
 
 __all__ = [
     "CompletionTokensDetails",
@@ -49,7 +49,7 @@ def _usd(amount: Decimal) -> str:
     return f"${amount.quantize(Decimal('0.000001')).normalize():f}"
 
 
-class KeyBudget(_Payload):
+class KeyBudget(Payload):
     """One budget layer that ``GET /key`` lists (SDK 1.3.84 ``KeyBudget``; OPENROUTER.md 15).
 
     ``scope`` is ``workspace_default_member``, ``workspace_default_key``, ``member``, ``api_key``,
@@ -92,7 +92,7 @@ class KeyBudget(_Payload):
         return f"the {scope} ({have}{limit} left, {reset})"
 
 
-class KeyInfo(_Payload):
+class KeyInfo(Payload):
     """``GET /key``: the calling key's limits and usage, in USD.
 
     ``limit`` and ``limit_remaining`` are the key's own limit only; ``budgets`` every layer that
@@ -142,7 +142,7 @@ class KeyInfo(_Payload):
         )
 
 
-class ProviderResponse(_Payload):
+class ProviderResponse(Payload):
     """One routing attempt inside a generation (fallbacks included)."""
 
     endpoint_id: str | None = None
@@ -155,7 +155,7 @@ class ProviderResponse(_Payload):
     status: int | None = None
 
 
-class Generation(_Payload):
+class Generation(Payload):
     """``GET /generation?id=``: what a request cost and who served it. ``total_cost`` is USD.
 
     Nothing in it fails the record: a field of an odd shape (``total_cost: "n/a"``) is kept in
@@ -225,19 +225,19 @@ def read_generation(status: int, data: bytes | str) -> GenerationFound:
     return Generation.model_validate(record)
 
 
-class CompletionTokensDetails(_Payload):
+class CompletionTokensDetails(Payload):
     reasoning_tokens: int | None = None
     image_tokens: int | None = None
     audio_tokens: int | None = None
 
 
-class PromptTokensDetails(_Payload):
+class PromptTokensDetails(Payload):
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
     audio_tokens: int | None = None
 
 
-class Usage(_Payload):
+class Usage(Payload):
     """Token counts and cost of one chat request.
 
     ``completion_tokens`` *includes* ``completion_tokens_details.reasoning_tokens`` (reasoning is

@@ -41,8 +41,8 @@ from pydantic import BaseModel, ValidationError
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Generation, KeyInfo, read_generation
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection, resolve_base_url
+from openrouter_probe.api.payload import REPORT_SKIPPED
 from openrouter_probe.api.schema import (
-    REPORT_SKIPPED,
     EndpointsResponse,
     ModelEndpoints,
     ModelsList,

@@ -11,7 +11,8 @@ A model or endpoint whose core fields cannot be read is skipped, not fatal for i
 ``ModelsList.skipped`` and ``ModelEndpoints.skipped`` hold the skipped records (index, id or tag,
 reason, the raw record), and one warning on the ``openrouter_probe.api.schema`` logger says how many were
 skipped and why the first one was. Skipped records stay in ``to_json_dict()``, so a saved snapshot
-keeps everything OpenRouter sent.
+keeps everything OpenRouter sent. The reader itself, shared with ``api.chat``, is
+``api.payload.Payload``.
 
 Numbers are typed ``int | float`` so that a payload dumped with
 ``model_dump(mode="json", exclude_unset=True)`` is the payload that came in.
@@ -23,27 +24,20 @@ latency in milliseconds, throughput in tokens per second). Helpers that convert 
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+from pydantic import BeforeValidator, Field, field_validator
+
+from openrouter_probe.api.payload import (
+    Number,
+    Payload,
+    PriceStr,
+    SkippedRecord,
+    to_optional_str,
 )
-
-if TYPE_CHECKING:  # the top-level name appeared after pydantic 2.6, the declared minimum
-    from pydantic.functional_validators import ModelWrapValidatorHandler
-
 
 __all__ = [
     "KNOWN_QUANTIZATIONS",
@@ -66,11 +60,6 @@ __all__ = [
     "WorkloadPerf",
 ]
 
-log = logging.getLogger(__name__)
-
-# Bumped whenever the reader keeps something aside, so that a payload can tell whether one inside
-# it did (a list, not a global statement; a race can only cause a harmless extra walk).
-_kept_events = [0]
 
 #: The quantization values OpenRouter documents (Aug 2026; ``mxfp4``/``nvfp4``/``mxfp8`` since
 #: 2026-07-27). Endpoints may also carry ``null`` (undeclared) or a value added later.
@@ -97,206 +86,10 @@ KNOWN_STATUSES: tuple[int, ...] = (0, -1, -2, -3, -5, -10)
 #: strings are kept as they came.
 KNOWN_SERVICE_TIERS: tuple[str, ...] = ("flex", "priority", "ultrafast")
 
-#: Validation context key: ``{"report_skipped": False}`` silences the warning about skipped records
-#: (for a caller that assembles several pages and reports once).
-REPORT_SKIPPED = "report_skipped"
-
 _MILLION = Decimal(1_000_000)
 
 
-def _to_decimal_string(value: Any) -> Any:
-    """Accept a price given as a number as well as the usual decimal string."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float):
-        return repr(value)
-    return value
-
-
-def _to_optional_str(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
-
-
-PriceStr = Annotated[str | None, BeforeValidator(_to_decimal_string)]
-Number = int | float
-
-
-@dataclass(frozen=True)
-class SkippedRecord:
-    """A list entry that could not be read: where it was, what it was, why, and the raw record."""
-
-    index: int
-    key: str | None
-    reason: str
-    raw: Any
-
-    def __str__(self) -> str:
-        name = f" ({self.key})" if self.key else ""
-        return f"[{self.index}]{name}: {self.reason}"
-
-
-def _loc(parts: tuple[int | str, ...]) -> str:
-    text = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
-    return text.lstrip(".") or "<record>"
-
-
-class _Payload(BaseModel):
-    """A payload that validates its ``core_fields`` and keeps any other odd-shaped field raw."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
-
-    #: The fields the library computes from: validated, and a bad one makes the record unreadable.
-    #: ``None`` means every declared field. Any other declared field with an unexpected shape is
-    #: kept raw in ``raw_fields`` and its attribute left at its default.
-    core_fields: ClassVar[frozenset[str] | None] = None
-    #: The list field whose unreadable entries are skipped (``skipped``) instead of failing the
-    #: whole payload, and what its entries are called in messages.
-    skippable_list: ClassVar[str | None] = None
-    record_noun: ClassVar[str] = "entries"
-
-    # Class-level empty defaults, set on an instance only when it has something to keep: pydantic
-    # private attributes would cost a Python call per instance (4x the parse time of a snapshot).
-    _raw_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})
-    _skipped: ClassVar[tuple[SkippedRecord, ...]] = ()
-    #: True on an instance when it or a payload inside it kept something aside: ``to_json_dict``
-    #: walks only those (a serializer hook on every payload made dumps 6-10x slower).
-    _holds_kept: ClassVar[bool] = False
-
-    @property
-    def skipped(self) -> list[SkippedRecord]:
-        """Entries of the list that could not be read and were left out (in list order)."""
-        return list(self._skipped)
-
-    @property
-    def raw_fields(self) -> dict[str, Any]:
-        """Declared fields whose value had an unexpected shape, as they came (not validated)."""
-        return dict(self._raw_fields)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """Return the payload as OpenRouter sent it (only the keys that were present, odd-shaped
-        fields and skipped records included; ``model_dump`` leaves those two out)."""
-        out = self.model_dump(mode="json", exclude_unset=True)
-        if self._holds_kept:
-            self._restore_kept(out)
-        return out
-
-    def _restore_kept(self, out: dict[str, Any]) -> None:
-        """Put the odd-shaped fields and skipped entries back into a dump of this payload."""
-        for name in type(self).model_fields:
-            if name in out:
-                _restore_into(getattr(self, name), out[name])
-        out.update(self._raw_fields)
-        kept = out.get(self.skippable_list or "")
-        if isinstance(kept, list):
-            for record in self._skipped:  # ascending index: each insert restores its place
-                kept.insert(record.index, record.raw)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _read_tolerantly(
-        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
-    ) -> Self:
-        before = _kept_events[0]
-        try:
-            instance = handler(data)
-        except ValidationError as exc:
-            if not isinstance(data, dict):
-                raise
-            plan = cls._salvage(exc, data)
-            if plan is None:
-                raise
-            odd, bad_items = plan
-            if bad_items and len(bad_items) == len(data[cls.skippable_list or ""]):
-                raise  # not one entry readable: the wrong kind of body, not an odd record
-            cleaned = {k: v for k, v in data.items() if k not in odd}
-            skipped: list[SkippedRecord] = []
-            if bad_items and cls.skippable_list:
-                items = data[cls.skippable_list]
-                skipped = [
-                    SkippedRecord(i, _record_key(items[i]), bad_items[i], items[i])
-                    for i in sorted(bad_items)
-                ]
-                cleaned[cls.skippable_list] = [x for i, x in enumerate(items) if i not in bad_items]
-            instance = handler(cleaned)
-            instance._keep(raw_fields={k: data[k] for k in odd}, skipped=skipped)
-            context = info.context if isinstance(info.context, dict) else {}
-            if skipped and context.get(REPORT_SKIPPED, True):
-                log.warning("%s", instance.skipped_summary())
-        if _kept_events[0] != before:  # this payload, or one inside it, kept something aside
-            object.__setattr__(instance, "_holds_kept", True)
-        return instance
-
-    def _keep(self, *, raw_fields: Mapping[str, Any], skipped: Sequence[SkippedRecord]) -> None:
-        """Attach what the reader kept aside (not fields: no serializer or validator sees them)."""
-        if raw_fields:
-            object.__setattr__(self, "_raw_fields", dict(raw_fields))
-        if skipped:
-            object.__setattr__(self, "_skipped", tuple(skipped))
-        if raw_fields or skipped:
-            _kept_events[0] += 1
-            object.__setattr__(self, "_holds_kept", True)
-
-    @classmethod
-    def _salvage(
-        cls, exc: ValidationError, data: dict[str, Any]
-    ) -> tuple[set[str], dict[int, str]] | None:
-        """Sort the errors into odd non-core fields and unreadable list entries (index: reason);
-        ``None`` when an error hits a core field (the record itself cannot be read)."""
-        odd: set[str] = set()
-        bad_items: dict[int, str] = {}
-        for err in exc.errors():
-            loc = err["loc"]
-            name = loc[0] if loc else None
-            if not isinstance(name, str) or name not in cls.model_fields or name not in data:
-                return None
-            if name == cls.skippable_list and len(loc) > 1 and isinstance(loc[1], int):
-                bad_items.setdefault(loc[1], f"{_loc(loc[2:])}: {err['msg']}")
-            elif cls.core_fields is not None and name not in cls.core_fields:
-                odd.add(name)
-            else:
-                return None
-        return odd, bad_items
-
-    def skipped_summary(self) -> str:
-        """One line: how many entries were skipped, of how many, and why the first one was
-        (empty when none was)."""
-        if not self._skipped:
-            return ""
-        name = self.skippable_list or ""
-        total = len(getattr(self, name, None) or []) + len(self._skipped)
-        owner = getattr(self, "id", None)
-        whose = f" of {owner}" if isinstance(owner, str) else ""
-        return (
-            f"skipped {len(self._skipped)} of {total} {self.record_noun}{whose} that could not be "
-            f"read; first: {name}{self._skipped[0]}"
-        )
-
-
-def _restore_into(value: Any, dumped: Any) -> None:
-    """Walk ``value`` beside its dump and restore what payloads inside it kept aside."""
-    if isinstance(value, _Payload):
-        if value._holds_kept and isinstance(dumped, dict):
-            value._restore_kept(dumped)
-    elif isinstance(value, list) and isinstance(dumped, list):
-        for item, item_dump in zip(value, dumped, strict=False):
-            _restore_into(item, item_dump)
-    elif isinstance(value, dict) and isinstance(dumped, dict):
-        for key, item in value.items():
-            if key in dumped:
-                _restore_into(item, dumped[key])
-
-
-def _record_key(raw: Any) -> str | None:
-    if isinstance(raw, dict):
-        for key in ("id", "tag", "slug", "provider_name", "name"):
-            if isinstance(raw.get(key), str):
-                return str(raw[key])
-    return None
-
-
-class Percentiles(_Payload):
+class Percentiles(Payload):
     """Percentiles over the last 30 minutes (``latency_last_30m`` in ms, throughput in tokens/s)."""
 
     p50: Number | None = None
@@ -305,7 +98,7 @@ class Percentiles(_Payload):
     p99: Number | None = None
 
 
-class PricingOverride(_Payload):
+class PricingOverride(Payload):
     """A conditional price; price keys are extras. It applies when all of its conditions match:
     ``min_prompt_tokens`` (prompt strictly longer), the UTC window ``utc_start``..``utc_end``
     (HHMM, half-open, may wrap midnight), ``utc_days`` (``monday`` .. ``sunday``)."""
@@ -316,7 +109,7 @@ class PricingOverride(_Payload):
     utc_days: list[str] | None = None
 
 
-class Pricing(_Payload):
+class Pricing(Payload):
     """Endpoint or model pricing: decimal strings in USD per token (per image/request/search where
     the key says so); keys are sparse. ``discount`` is a fraction (0..1) taken off every price."""
 
@@ -418,7 +211,7 @@ class Pricing(_Payload):
         return self.usd_per_m("input_cache_read")
 
 
-class Architecture(_Payload):
+class Architecture(Payload):
     core_fields: ClassVar[frozenset[str] | None] = frozenset()
 
     tokenizer: str | None = None
@@ -428,7 +221,7 @@ class Architecture(_Payload):
     output_modalities: list[str] = Field(default_factory=list)
 
 
-class WorkloadPerf(_Payload):
+class WorkloadPerf(Payload):
     """One workload's performance in ``perf_last_30m_by_workload`` (only with an API key):
     ``latency`` in ms (end to end for image and video generation), ``throughput`` in tokens/s."""
 
@@ -439,7 +232,7 @@ class WorkloadPerf(_Payload):
     request_count: int | None = None
 
 
-class Endpoint(_Payload):
+class Endpoint(Payload):
     """One provider endpoint of a model (``PublicEndpoint``).
 
     ``tag`` is the exact routing token (``provider_slug[/variant]``); ``quantization`` is ``None``
@@ -474,7 +267,7 @@ class Endpoint(_Payload):
     pricing: Pricing = Field(default_factory=Pricing)
     provider_name: str
     tag: str
-    quantization: Annotated[str | None, BeforeValidator(_to_optional_str)] = None
+    quantization: Annotated[str | None, BeforeValidator(to_optional_str)] = None
     max_completion_tokens: int | None = None
     max_prompt_tokens: int | None = None
     supported_parameters: list[str] = Field(default_factory=list)
@@ -534,7 +327,7 @@ class Endpoint(_Payload):
         return sum(counts) if counts else None
 
 
-class ModelEndpoints(_Payload):
+class ModelEndpoints(Payload):
     """The ``data`` of ``GET /models/{author}/{slug}/endpoints``: a model and its endpoints.
 
     An endpoint that cannot be read is left out of ``endpoints`` and listed in ``skipped``.
@@ -562,11 +355,11 @@ class ModelEndpoints(_Payload):
         )
 
 
-class EndpointsResponse(_Payload):
+class EndpointsResponse(Payload):
     data: ModelEndpoints
 
 
-class TopProvider(_Payload):
+class TopProvider(Payload):
     core_fields: ClassVar[frozenset[str] | None] = frozenset(
         {"context_length", "max_completion_tokens"}
     )
@@ -576,7 +369,7 @@ class TopProvider(_Payload):
     is_moderated: bool | None = None
 
 
-class AliasTarget(_Payload):
+class AliasTarget(Payload):
     """The concrete model a tilde-latest alias (``~z-ai/glm-latest``) points at."""
 
     core_fields: ClassVar[frozenset[str] | None] = frozenset()
@@ -585,7 +378,7 @@ class AliasTarget(_Payload):
     slug: str | None = None
 
 
-class Model(_Payload):
+class Model(Payload):
     """One entry of ``GET /models``; both the early-2026 and the newer field sets."""
 
     core_fields: ClassVar[frozenset[str] | None] = frozenset({"id", "pricing", "context_length"})
@@ -612,7 +405,7 @@ class Model(_Payload):
     alias_target: AliasTarget | None = None
 
 
-class ModelsList(_Payload):
+class ModelsList(Payload):
     """``GET /models``. A model that cannot be read is left out of ``data`` and listed in
     ``skipped``. ``links.next`` (newer lists) names the next page; ``Client.models()`` follows it."""
 
@@ -647,7 +440,7 @@ class ModelsList(_Payload):
         return listing
 
 
-class Provider(_Payload):
+class Provider(Payload):
     """One entry of ``GET /providers``. ``slug`` is what routing wants, never ``name``."""
 
     core_fields: ClassVar[frozenset[str] | None] = frozenset({"name", "slug"})
@@ -661,7 +454,7 @@ class Provider(_Payload):
     datacenters: list[str] | None = None
 
 
-class ProvidersList(_Payload):
+class ProvidersList(Payload):
     core_fields: ClassVar[frozenset[str] | None] = frozenset({"data"})
     skippable_list: ClassVar[str | None] = "data"
     record_noun: ClassVar[str] = "providers"
