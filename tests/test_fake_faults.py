@@ -11,7 +11,7 @@ import requests
 from openrouter_probe.api.sse import iter_sse_events
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock, load_faults, parse_faults, serve
-from openrouter_probe.fake.faults import parse_degrade
+from openrouter_probe.fake.degrade import parse_degrade
 
 MODEL = "moonshotai/kimi-k2.5"
 KEY = {"Authorization": "Bearer sk-fake-test"}

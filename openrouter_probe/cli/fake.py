@@ -20,7 +20,7 @@ DEGRADATION_OPTIONS = (
 
 def _tag_rate(option: str) -> Callable[[str], object]:
     def check(spec: str) -> object:
-        from openrouter_probe.fake.faults import parse_degrade
+        from openrouter_probe.fake.degrade import parse_degrade
 
         return parse_degrade([spec], option=option)
 
@@ -28,7 +28,7 @@ def _tag_rate(option: str) -> Callable[[str], object]:
 
 
 def _tag_tokens(spec: str) -> object:
-    from openrouter_probe.fake.faults import parse_template
+    from openrouter_probe.fake.degrade import parse_template
 
     return parse_template([spec])
 

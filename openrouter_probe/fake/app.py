@@ -36,15 +36,8 @@ from openrouter_probe.fake.billing import (
 )
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
-from openrouter_probe.fake.faults import (
-    Degradation,
-    FaultPlan,
-    check_fault_tags,
-    parse_faults,
-    parse_template,
-    template_tokens,
-    uniform,
-)
+from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
+from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
 from openrouter_probe.fake.keys import KeyStore, ManagedKey
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.reply import GenerationRecord, Reply

@@ -60,7 +60,8 @@ from openrouter_probe.fake.billing import (
     count_prompt_tokens,
     worst_case_usd,
 )
-from openrouter_probe.fake.faults import FaultRule, template_tokens, uniform
+from openrouter_probe.fake.degrade import template_tokens
+from openrouter_probe.fake.faults import FaultRule, uniform
 from openrouter_probe.fake.reply import output_cap
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 

@@ -1,4 +1,5 @@
-"""Faults the fake server injects, by rate or by schedule, and endpoints it degrades.
+"""Faults the fake server injects, by rate or by schedule (the endpoints it degrades:
+``fake.degrade``).
 
 A spec is a comma-separated list (``"upstream_429=0.05,drop=0.01"``) or a YAML file. Each entry is
 ``KIND[:TAG]=RATE`` (drawn per request, seeded) or ``KIND[:TAG]=@N+M`` (the Nth and Mth chat requests,
@@ -24,29 +25,22 @@ fallbacks allowed a client sees one only when every admitted endpoint failed, as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.fake.tags import check_tags, option_value, read_rate, refused_at
 from openrouter_probe.rules.routing import matches
 
 __all__ = [
     "FAULT_KINDS",
-    "Degradation",
     "FaultPlan",
     "FaultRule",
     "check_fault_tags",
-    "check_tags",
     "load_faults",
-    "option_value",
-    "parse_degrade",
     "parse_faults",
-    "parse_template",
-    "refused_at",
-    "tag_values",
-    "template_tokens",
     "uniform",
 ]
 
@@ -191,31 +185,6 @@ class FaultPlan:
         return None
 
 
-def option_value(option: str, given: str) -> Message:
-    """Where a value was given: the option (a keyword: ``degrade_flip``; the CLI says its flag)
-    and the value as given."""
-    return Message("fake-option", "{" + option + ":bare} {given:s}", given=given)
-
-
-def refused_at(where: object, template: str, **values: object) -> Message:
-    """``where``: then what is wrong with it (``template`` with its ``values``)."""
-    return Message("fake-option-refused", "{where:s}: " + template, where=where, **values)
-
-
-def _rate(text: str, where: object) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(
-            refused_at(where, "rate {text:s} is not a number between 0 and 1", text=repr(text))
-        ) from None
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(
-            refused_at(where, "rate {value:s} must be between 0 and 1", value=str(value))
-        )
-    return value
-
-
 def _rule(
     kind: str,
     *,
@@ -293,7 +262,7 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
                 _rule(
                     kind.strip(),
                     tag=tag or None,
-                    rate=_rate(value, where),
+                    rate=read_rate(value, where),
                     requests=(),
                     seconds=seconds,
                     where=where,
@@ -337,184 +306,13 @@ def load_faults(path: str | Path, *, seed: int = 0) -> FaultPlan:
             _rule(
                 str(item["kind"]),
                 tag=item.get("tag"),
-                rate=None if rate is None else _rate(str(rate), where),
+                rate=None if rate is None else read_rate(str(rate), where),
                 requests=requests,
                 seconds=None if seconds is None else float(seconds),
                 where=where,
             )
         )
     return FaultPlan(tuple(rules), seed)
-
-
-def parse_degrade(
-    specs: Iterable[str] | Mapping[str, float], *, option: str = "degrade"
-) -> dict[str, float]:
-    """Parse ``--degrade TAG=RATE`` options (or another ``option`` of that form) into
-    ``{tag: rate}`` (a mapping passes through, its rates checked)."""
-    if isinstance(specs, Mapping):
-        return {str(k): _rate(str(v), option_value(option, str(k))) for k, v in specs.items()}
-    out: dict[str, float] = {}
-    for spec in specs:
-        tag, sep, rate = spec.partition("=")
-        if not sep or not tag.strip():
-            raise ConfigError(
-                refused_at(
-                    option_value(option, repr(spec)), "expected TAG=RATE (e.g. fireworks=0.2)"
-                )
-            )
-        out[tag.strip()] = _rate(rate, option_value(option, repr(spec)))
-    return out
-
-
-def tag_values(
-    specs: Iterable[str] | Mapping[str, object], *, option: str, form: str
-) -> list[tuple[object, object]]:
-    """``(tag, value)`` of each ``TAG=VALUE`` option (a mapping's items as they are); a spec
-    without ``=`` or a tag is refused, naming the ``form`` expected."""
-    if isinstance(specs, Mapping):
-        return list(specs.items())
-    pairs: list[tuple[object, object]] = []
-    for spec in specs:
-        tag, sep, value = spec.partition("=")
-        if not sep or not tag.strip():
-            raise ConfigError(refused_at(option_value(option, repr(spec)), "expected " + form))
-        pairs.append((tag, value))
-    return pairs
-
-
-def parse_template(
-    specs: Iterable[str] | Mapping[str, int],
-    *,
-    option: str = "degrade_template",
-    endpoints: Sequence[Endpoint] | None = None,
-) -> dict[str, int]:
-    """Parse ``--degrade-template TAG=N`` options into ``{tag: tokens}``: the endpoint renders
-    a different chat template, so it counts (and bills) ``tokens`` more prompt tokens per request
-    (fewer when negative; never below one). A mapping passes through, its counts checked; with
-    ``endpoints``, a tag that matches none of them is refused (``check_tags``)."""
-    out: dict[str, int] = {}
-    for name, tokens in tag_values(specs, option=option, form="TAG=N (e.g. fireworks=12)"):
-        text = str(tokens).strip()
-        try:
-            count = int(text)
-        except ValueError:
-            raise ConfigError(
-                refused_at(
-                    option_value(option, f"{name}={text}"),
-                    "N must be a whole number of prompt tokens (e.g. 12)",
-                )
-            ) from None
-        out[str(name).strip()] = count
-    if endpoints is not None:
-        check_tags(((option_value(option, f"{tag}={n}"), tag) for tag, n in out.items()), endpoints)
-    return out
-
-
-def template_tokens(table: Mapping[str, int], endpoint: Endpoint, prompt_tokens: int) -> int:
-    """The prompt tokens ``endpoint`` counts for a request of ``prompt_tokens``: more (or fewer,
-    never below one) where ``table`` (``parse_template``'s; the first matching entry) gives it
-    another template."""
-    if not table:
-        return prompt_tokens
-    extra = next((n for tag, n in table.items() if matches(tag, endpoint)), 0)
-    return max(1, prompt_tokens + extra)
-
-
-def check_tags(pairs: Iterable[tuple[object, str]], endpoints: Sequence[Endpoint]) -> None:
-    """Raise ``ConfigError`` for the first ``(where, tag)`` that matches no endpoint (a fault or a
-    degradation that could never strike), listing the tags and slugs that would."""
-    for where, tag in pairs:
-        if not any(matches(tag, e) for e in endpoints):
-            tags = ", ".join(sorted({e.tag for e in endpoints}))
-            slugs = ", ".join(sorted({e.slug for e in endpoints}))
-            raise ConfigError(
-                refused_at(
-                    where,
-                    "no endpoint matches {tag:s}; use a tag ({tags:s}) or a provider slug "
-                    "({slugs:s})",
-                    tag=repr(tag),
-                    tags=tags,
-                    slugs=slugs,
-                )
-            )
-
-
-_NO_RATES = (0.0, 0.0, 0.0)
-
-
-@dataclass
-class Degradation:
-    """How endpoints answer differently: ``degrade`` (less accurate), ``flip`` (other items, the same
-    accuracy), ``tools`` (broken tool calls), each ``{tag or slug: rate}``; ``noise`` on every
-    endpoint; ``hard``, the share of arithmetic items the model gets wrong everywhere (at least the
-    largest flip rate, so a flipped endpoint has items to be right on)."""
-
-    degrade: dict[str, float] = field(default_factory=dict)
-    flip: dict[str, float] = field(default_factory=dict)
-    tools: dict[str, float] = field(default_factory=dict)
-    noise: float = 0.0
-    hard: float = 0.0
-    _cache: dict[str, tuple[float, float, float]] = field(default_factory=dict, repr=False)
-    #: Whether any answer can change (read once per request on the server's hot path).
-    active: bool = False
-
-    @classmethod
-    def build(
-        cls,
-        endpoints: Sequence[Endpoint],
-        *,
-        degrade: Mapping[str, float] | Sequence[str] | None = None,
-        flip: Mapping[str, float] | Sequence[str] | None = None,
-        tools: Mapping[str, float] | Sequence[str] | None = None,
-        noise: float = 0.0,
-        hard: float = 0.0,
-    ) -> Degradation:
-        """Parse and check the options against the served ``endpoints`` (an unknown tag is one
-        error naming the valid ones)."""
-        out = cls(
-            parse_degrade(degrade or {}),
-            parse_degrade(flip or {}, option="degrade_flip"),
-            parse_degrade(tools or {}, option="degrade_tools"),
-            _rate(str(noise), Message("fake-option", "{noise:bare}")),
-            _rate(str(hard), Message("fake-option", "{hard:bare}")),
-        )
-        for option, rates in (
-            ("degrade", out.degrade),
-            ("degrade_flip", out.flip),
-            ("degrade_tools", out.tools),
-        ):
-            check_tags(
-                ((option_value(option, f"{tag}={rate:g}"), tag) for tag, rate in rates.items()),
-                endpoints,
-            )
-        largest = max(out.flip.values(), default=0.0)
-        if largest > 0.5:
-            raise ConfigError(
-                Message(
-                    "flip-over-half",
-                    "{degrade_flip:bare} rate {largest:g}: must be at most 0.5 (the endpoint is "
-                    "wrong on that share of items and right on as many)",
-                    largest=largest,
-                )
-            )
-        out.hard = max(out.hard, largest)
-        out.active = bool(out) or out.noise > 0
-        return out
-
-    def __bool__(self) -> bool:
-        return bool(self.degrade or self.flip or self.tools)
-
-    def rates_for(self, endpoint: Endpoint) -> tuple[float, float, float]:
-        """``(degrade, flip, tools)`` rates of ``endpoint`` (the first matching entry of each)."""
-        rates = self._cache.get(endpoint.tag)
-        if rates is None:
-            rates = tuple(  # type: ignore[assignment]
-                next((r for tag, r in table.items() if matches(tag, endpoint)), 0.0)
-                for table in (self.degrade, self.flip, self.tools)
-            )
-            assert rates is not None
-            self._cache[endpoint.tag] = rates
-        return rates
 
 
 def check_fault_tags(plan: FaultPlan, endpoints: Sequence[Endpoint]) -> None:

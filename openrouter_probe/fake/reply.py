@@ -39,7 +39,8 @@ from openrouter_probe.fake.content import (
     noisy,
     perturb,
 )
-from openrouter_probe.fake.faults import Degradation, FaultPlan, FaultRule, uniform
+from openrouter_probe.fake.degrade import Degradation
+from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
 from openrouter_probe.fake.sampling import sampling_factor

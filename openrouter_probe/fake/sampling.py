@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.fake.faults import check_tags, option_value, refused_at, tag_values
+from openrouter_probe.fake.tags import check_tags, option_value, refused_at, tag_values
 from openrouter_probe.rules.routing import matches
 
 __all__ = ["parse_sampling", "sampling_factor"]
