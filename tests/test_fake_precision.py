@@ -15,7 +15,8 @@ from openrouter_probe.api.sse import iter_sse_events
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import FakeOpenRouter, serve
-from openrouter_probe.fake.content import answer_for, flip, tool_call_for
+from openrouter_probe.fake.content import answer_for, flip
+from openrouter_probe.fake.tool_calls import tool_call_for
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.send.transport import parse_body, parse_stream
 from openrouter_probe.verify.suites import TOOLS, arith_suite, check_schema, tools_suite
