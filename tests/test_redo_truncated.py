@@ -74,3 +74,26 @@ def test_a_redo_no_longer_than_the_cut_is_warned(tmp_path: Path) -> None:
         "they may be cut again; raise it above max_tokens=2" in dry.warnings
     )
     assert dry.rows_to_send == sum(r["status"] == "truncated" for r in records(out))
+
+
+def test_a_redone_row_counts_once_and_both_its_answers_tokens_count(tmp_path: Path) -> None:
+    """Review of 0.3: after a redo the tally said "6/3 rows" (a cut row done twice), and the next
+    resume counted only the cut answers' tokens (384 of 1,495): ``--target-tokens`` is of billed
+    output tokens, and both answers were billed."""
+    rows = [{**r, "dataset": "A" if i % 2 else "B"} for i, r in enumerate(prompt_rows(24))]
+    prompts = write_prompts(tmp_path / "p.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    _run(prompts, out, LedgerSender(seed=2), max_tokens=2)
+    assert any(r["status"] == "truncated" for r in records(out))
+    again = _run(prompts, out, LedgerSender(seed=3), max_tokens=1000, redo_truncated=True)
+    resumed = _run(prompts, out, LedgerSender(), max_tokens=1000)
+    billed: dict[str, int] = {}
+    for r in records(out):  # every answer the output holds, the cut ones and their redos
+        billed[r["dataset"]] = billed.get(r["dataset"], 0) + r["usage"]["completion_tokens"]
+    for summary in (again, resumed):
+        assert {n: (t.done, t.rows) for n, t in summary.datasets.items()} == {
+            "A": (12, 12),
+            "B": (12, 12),
+        }
+        assert {n: t.output_tokens for n, t in summary.datasets.items()} == billed
+    assert resumed.requests == 0

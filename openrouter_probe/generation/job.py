@@ -255,6 +255,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
         redone: list[str] = []
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
             todo, redone = _truncated_rows(rows, options.out, asked.max_tokens)
+            paid.state.reopen((r.id, r.dataset) for r in todo)
         per_dataset: dict[str, int] = {}
         for row in rows:
             per_dataset[row.dataset] = per_dataset.get(row.dataset, 0) + 1

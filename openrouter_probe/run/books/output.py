@@ -28,7 +28,7 @@ unknown, at its worst case: cancelled, timed out, no valid ``usage.cost``), ``ru
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -104,6 +104,14 @@ class ResumeState:
     #: money of records (and kept turns) of runs the journal does not know: unknown
     unjournaled: list[Unjournaled] = field(default_factory=list)
     _keys: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def reopen(self, rows: Iterable[tuple[str, str]]) -> None:
+        """``(id, dataset)`` of finished rows sent again (``--redo-truncated``): not finished
+        until answered again, so this run's answer does not count the row twice."""
+        for ident, dataset in rows:
+            if ident in self.finished:
+                self.finished.discard(ident)
+                self.rows_by_dataset[dataset] = self.rows_by_dataset.get(dataset, 0) - 1
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -318,9 +326,13 @@ def _read_records(
                     continue
             state.finished.add(ident)
             state.rows_by_dataset[dataset] = state.rows_by_dataset.get(dataset, 0) + 1
-            state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + output_tokens_of(
-                record
-            )
+        elif status not in ("ok", "truncated"):
+            continue
+        # every answer's billed output tokens count (a target is of billed tokens): a truncated
+        # answer and the one ``--redo-truncated`` bought after it are both paid; the row once
+        tokens = output_tokens_of(record)
+        if tokens:
+            state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + tokens
 
 
 class OutputLog:
