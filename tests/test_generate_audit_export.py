@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -308,6 +310,38 @@ def test_audit_counts_requests_in_flight_at_a_kill_from_the_journal(tmp_path: Pa
     assert "(1 in flight when a run was killed; each at its worst case" in report.render_notes()
     # audit reads, never repairs: the torn tail is still there for generate to cut
     assert journal.read_bytes().startswith(before) and journal.read_bytes().endswith(b"reserv")
+
+
+def test_audit_beside_a_running_generate_says_it_is_running_not_killed(tmp_path: Path) -> None:
+    """Review of 0.3: ``audit`` on an output a generate was still writing said its requests in
+    flight were "in flight when a run was killed". The lock file names a live process: they are
+    in flight in a run still going, and the notes say whose; once that process is gone (a kill
+    leaves its lock file behind), they are a kill's again."""
+    import os
+    import socket
+
+    from openrouter_probe.run.lock import lock_path
+
+    out = _make_output(tmp_path, 3)
+    journal = out.with_name(out.name + ".ledger")
+    with journal.open("a") as handle:  # a run with one request out
+        handle.write('{"run":"feedbeef0001","started_utc":"2026-12-01T00:00:00Z"}\n')
+        handle.write('{"sent":1,"run":"feedbeef0001","id":"r9","reserved_usd":"0.0125"}\n')
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": "generate",
+              "since": "2026-12-01T00:00:00Z"}  # fmt: skip
+    lock_path(out.resolve()).write_text(json.dumps(holder) + "\n")
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert (report.running_in_flight, report.killed_in_flight) == (1, 0)
+    assert report.possibly_billed_usd == Decimal("0.0125")
+    notes = report.render_notes()
+    assert f"{out} is being written by `generate` (pid {os.getpid()} on" in notes
+    assert "(1 in flight in a run still going; each at its worst case" in notes
+    assert "killed" not in notes
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    lock_path(out.resolve()).write_text(json.dumps({**holder, "pid": int(gone.stdout)}) + "\n")
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert (report.running_in_flight, report.killed_in_flight, report.running) == (0, 1, [])
 
 
 def test_a_row_sent_again_with_redo_failed_is_served_in_audit_and_export(tmp_path: Path) -> None:

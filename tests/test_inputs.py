@@ -290,6 +290,21 @@ def test_a_json_array_and_parquet_are_read_like_jsonl(tmp_path: Path) -> None:
     assert _dry(parquet, tmp_path / "p").rows_to_send == 2
 
 
+def test_a_jsonl_file_is_lines_unless_the_whole_of_it_is_one_array(tmp_path: Path) -> None:
+    """Review of 0.3: a ``.jsonl`` file whose first line was an array was read as a ``.json``
+    file and refused as one ("a .json prompts file is one array of rows"). Its lines are rows,
+    each error naming its line; a whole file that is one array (mis-named) is still read."""
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('[1, 2]\n{"prompt": "x"}\n')
+    with pytest.raises(ConfigError) as refused:
+        read_prompts(lines)
+    assert f"{lines}:1: a row is a JSON object, not list" in str(refused.value)
+    assert ".json prompts file" not in str(refused.value)
+    misnamed = tmp_path / "array.jsonl"
+    misnamed.write_text(json.dumps([{"prompt": "a"}, {"prompt": "b"}], indent=1))
+    assert [r.messages[0]["content"] for r in read_prompts(misnamed).rows] == ["a", "b"]
+
+
 def test_a_save_to_disk_folder_is_read_split_by_split(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     folder = tmp_path / "ultra"

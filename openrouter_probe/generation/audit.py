@@ -43,6 +43,7 @@ from openrouter_probe.run.books.output import (
     output_tokens_of,
 )
 from openrouter_probe.run.books.turns import TURNS_SUFFIX
+from openrouter_probe.run.lock import running_holder
 from openrouter_probe.run.money.journal import JOURNAL_SUFFIX, journal_path
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
@@ -115,6 +116,10 @@ class AuditReport:
     cancelled: int = 0  # rows cancelled in flight and never finished afterwards
     cancelled_requests: int = 0  # ``cancelled`` lines: requests cancelled in flight
     killed_in_flight: int = 0  # requests in flight when a run was killed (the journals)
+    #: requests in flight in a run still writing a file (not killed: its figures will settle),
+    #: and the files being written, each with the run that writes it
+    running_in_flight: int = 0
+    running: list[str] = field(default_factory=list)
     realised_usd: Decimal = Decimal(0)  # the served rows' cost
     possibly_billed_usd: Decimal = Decimal(0)  # cancelled or killed in flight, at the worst case
     spent_usd: Decimal = Decimal(0)  # what generate counts as spent on these files
@@ -166,6 +171,8 @@ class AuditReport:
             "cancelled": self.cancelled,
             "cancelled_requests": self.cancelled_requests,
             "killed_in_flight": self.killed_in_flight,
+            "running_in_flight": self.running_in_flight,
+            "running": list(self.running),
             "realised_usd": float(self.realised_usd),
             "possibly_billed_usd": float(self.possibly_billed_usd),
             "other_billed_usd": float(self.other_billed_usd),
@@ -187,6 +194,7 @@ class AuditReport:
                 for n, what in (
                     (self.cancelled_requests, "cancelled in flight"),
                     (self.killed_in_flight, "in flight when a run was killed"),
+                    (self.running_in_flight, "in flight in a run still going"),
                 )
                 if n
             ]
@@ -220,6 +228,9 @@ class AuditReport:
             f"{self.rows} rows served, {self.failed} failed, {self.cancelled} cancelled; "
             f"realised ${self.realised_usd:,.6f}"
         ]
+        lines.extend(
+            f"{running}: the figures are what it has recorded so far" for running in self.running
+        )
         if self.spent_usd != self.realised_usd:
             lines.append(self._spent_line(term))
         for p in self.providers:
@@ -334,7 +345,12 @@ def _spent(paths: Iterable[str | Path], report: AuditReport, prices: Prices | No
             report.unjournaled += 1
             report.unjournaled_usd += worst
             report.spent_usd += worst
-        report.killed_in_flight += replay.in_flight
+        holder = running_holder(path)
+        if holder is None:
+            report.killed_in_flight += replay.in_flight
+        else:
+            report.running.append(f"{path} is being written by {holder}")
+            report.running_in_flight += replay.in_flight
         for turns in state.turns.values():
             report.kept_turns += len(turns)
             report.kept_turns_usd += sum(

@@ -239,10 +239,20 @@ def open_source(spec: str | Path, *, config: str | None = None, split: str | Non
 
 
 def _is_json_array(path: Path) -> bool:
-    """Whether the file holds one JSON array (its first character is ``[``), not JSON Lines."""
+    """Whether the file holds one JSON array (its first character is ``[``), not JSON Lines. A
+    file named JSON Lines (``.jsonl``, ``.ndjson``) is one only when the whole of it is one array
+    (a mis-named file): otherwise its lines are rows, and a line that is an array is named as
+    one, not read as the start of a ``.json`` file."""
     try:
         with path.open("rb") as handle:
             head = handle.read(4096)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror}") from exc
-    return head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"["
+    if head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] != b"[":
+        return False
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        return True
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8-sig")), list)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False  # read line by line: each error names its line

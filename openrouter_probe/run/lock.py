@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from openrouter_probe.errors import ConfigError, Message
 
-__all__ = ["LOCK_SUFFIX", "OutputLock", "lock_path"]
+__all__ = ["LOCK_SUFFIX", "OutputLock", "lock_path", "running_holder"]
 
 LOCK_SUFFIX = ".lock"
 
@@ -48,6 +48,30 @@ def lock_path(out: str | Path) -> Path:
     """Return the lock file's path for the output ``out`` (``out.jsonl`` -> ``.out.jsonl.lock``)."""
     p = Path(out)
     return p.with_name(f".{p.name}{LOCK_SUFFIX}")
+
+
+def running_holder(out: str | Path) -> str | None:
+    """Who is writing ``out`` now, read without taking anything (a reader such as ``audit``
+    must not refuse a run that starts beside it): the holder its lock file names, when that
+    process is alive on this machine; ``None`` when no run holds it (no lock file, or one a
+    killed run left), or it names another machine (this one cannot tell)."""
+    try:
+        text = lock_path(Path(out).resolve()).read_text(encoding="utf-8")
+        info: Any = json.loads(text)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("host") != (socket.gethostname() or "?"):
+        return None
+    pid = info.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, another user's
+        pass
+    return _holder(text)
 
 
 def _holder(text: str) -> str:
