@@ -219,3 +219,30 @@ def test_version_and_help(runner: CliRunner) -> None:
     assert runner.invoke(cli, ["--version"]).stdout.startswith("openrouter-probe 0.2.0")
     help_text = runner.invoke(cli, ["-h"]).stdout
     assert "endpoints" in help_text and "models" in help_text
+
+
+def test_generate_and_verify_on_the_bundled_snapshot_say_it_is_reconstructed(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Review of 0.3: every command on the bundled snapshot says so, but ``generate --offline``
+    and ``verify --offline`` said nothing: their plans were priced on reconstructed figures."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    policy = str(Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml")
+    dry = runner.invoke(
+        cli,
+        ["generate", str(prompts), "--policy", policy, "--out", str(tmp_path / "o.jsonl"),
+         "--dry-run", "--offline"],
+    )  # fmt: skip
+    assert dry.exit_code == 0, dry.output
+    text = " ".join(dry.stdout.split())
+    assert "endpoints and prices from a snapshot: moonshotai/kimi-k2.5: 11 endpoints from" in text
+    assert "Reconstructed, not a live capture" in text
+    plan = runner.invoke(
+        cli,
+        ["verify", "moonshotai/kimi-k2.5", "--endpoints", "chutes/int4", "--offline",
+         "--dry-run"],
+    )  # fmt: skip
+    assert plan.exit_code == 0, plan.output
+    assert "snapshot: moonshotai/kimi-k2.5: 11 endpoints" in plan.stderr
+    assert "Reconstructed, not a live capture" in plan.stderr

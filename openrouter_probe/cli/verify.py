@@ -209,10 +209,10 @@ def _snapshot(model: str, *, offline: bool, snapshot: str | None) -> Any:
     """What ``snapshot=`` gets: ``None`` (live), ``"bundled"``, or a loaded ``Snapshot`` (a
     --snapshot PATH is checked to be this model's)."""
     source: Any = "bundled" if offline and not snapshot else snapshot
-    if source not in (None, "bundled"):
+    if source is not None:  # the bundled one too: it is reconstructed, and says so
         from openrouter_probe.rules.snapshot import resolve_snapshot
 
-        source = resolve_snapshot(model, offline=source == "bundled", snapshot=source)
+        source = resolve_snapshot(model, snapshot=source)
         note(f"snapshot: {source.provenance}")
     return source
 

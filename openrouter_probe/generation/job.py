@@ -270,6 +270,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
+        if snapshot is not None:  # said as every command on a saved snapshot says it
+            summary.notes.append(f"endpoints and prices from a snapshot: {snap.provenance}")
         _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
