@@ -55,10 +55,13 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
     platform allows it. On any failure the temp file is removed and the old target is untouched.
     An ``OSError`` propagates for the caller to translate into its own error. ``mode`` (e.g.
     ``0o600`` for a file of secrets) is the new file's mode from its first byte on; without it the
-    replaced file's mode is kept (0644 for a new file).
+    replaced file's mode is kept (0644 for a new file). A missing parent folder is made (``-o
+    out/x.yaml`` on a fresh tree); a paid run's output, appended to and resumed, is never written
+    here (``open_append`` refuses a missing folder: a mistyped one would start a new run).
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -70,17 +70,30 @@ def test_a_snapshot_cut_short_says_where(tmp_path: Path) -> None:
         ["matrix", MODEL, "--offline"],
     ],
 )
-def test_a_plot_into_a_missing_folder_says_create_it(
+def test_a_plot_into_a_missing_folder_makes_it(
     args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A file written whole makes its missing folders, as the README says of ``-o`` (review of
+    0.3: only ``export`` did; ``--plot`` said "create it first")."""
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, [*args, "--plot", "nodir/b.png"])
-    assert result.exit_code == 1
-    assert _error(result) == (
-        "Error: --plot nodir/b.png: the folder nodir does not exist; create it first"
+    result = CliRunner().invoke(cli, [*args, "--plot", "nodir/deeper/b.png"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "nodir" / "deeper" / "b.png").read_bytes().startswith(b"\x89PNG")
+    assert [p.name for p in (tmp_path / "nodir" / "deeper").iterdir()] == ["b.png"]
+
+
+def test_a_compiled_policy_and_a_snapshot_go_into_missing_folders(tmp_path: Path) -> None:
+    spec = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.spec.yaml"
+    compiled = tmp_path / "n1" / "n2" / "k.yaml"
+    result = CliRunner().invoke(
+        cli, ["policy", "compile", str(spec), "--offline", "-o", str(compiled)]
     )
-    assert ".tmp" not in result.output
-    assert not (tmp_path / "nodir").exists()
+    assert result.exit_code == 0, result.output
+    assert "provider:" in compiled.read_text()
+    saved = tmp_path / "a" / "b" / "c.json"
+    result = CliRunner().invoke(cli, ["endpoints", MODEL, "--offline", "--save", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert '"endpoints"' in saved.read_text()
 
 
 def test_a_difference_inside_the_tolerance_has_its_own_verdict(tmp_path: Path) -> None:

@@ -243,17 +243,7 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
 
     from openrouter_probe.files import atomic_write_bytes
 
-    target = Path(path)
-    if not target.parent.is_dir():
-        # Said before the atomic write would name its temporary file in the missing folder.
-        raise ConfigError(
-            Message(
-                "plot-folder-missing",
-                "{path=}: the folder {folder:s} does not exist; create it first",
-                path=target,
-                folder=str(target.parent),
-            )
-        )
+    target = Path(path)  # (a missing folder is made: ``atomic_write_bytes``)
     FigureCanvasAgg(fig)  # attach a non-interactive canvas: works headless, in CI and in a CLI
     suffix = target.suffix.lstrip(".").lower() or None  # none: matplotlib's default, PNG
     buf = io.BytesIO()
