@@ -305,6 +305,23 @@ def test_a_jsonl_file_is_lines_unless_the_whole_of_it_is_one_array(tmp_path: Pat
     assert [r.messages[0]["content"] for r in read_prompts(misnamed).rows] == ["a", "b"]
 
 
+def test_a_folder_of_parquet_files_says_which_it_read(tmp_path: Path) -> None:
+    """Review of 0.3: ``generate /tmp`` read every ``*.parquet`` under it (leftovers of other
+    jobs among them) and said nothing of which; the summary names them."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    folder = tmp_path / "set"
+    (folder / "data").mkdir(parents=True)
+    pd.DataFrame(ULTRACHAT[:1]).to_parquet(folder / "data" / "train-0.parquet")
+    pd.DataFrame(ULTRACHAT[1:]).to_parquet(folder / "stray.parquet")
+    summary = _dry(folder, tmp_path)
+    assert summary.rows_to_send == len(ULTRACHAT)
+    assert (
+        f"{folder}: read 2 Parquet file(s) under it: data/train-0.parquet, stray.parquet"
+        in summary.notes
+    )
+
+
 def test_a_save_to_disk_folder_is_read_split_by_split(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     folder = tmp_path / "ultra"

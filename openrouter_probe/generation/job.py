@@ -36,6 +36,7 @@ from openrouter_probe.generation.dry_run import key_check, summarize_dry_run
 from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
 from openrouter_probe.generation.plan import GeneratePlan, parse_weights
 from openrouter_probe.generation.prompts import PromptSet
+from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, open_run
@@ -63,6 +64,17 @@ def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
     raw = doc["provider"]
     canonical = json.dumps({"model": compiled.model, "provider": raw}, sort_keys=True)
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _source_notes(summary: SummaryDraft, prompts: str | Path, snap: Any) -> None:
+    """Say where the rows and the prices came from when it is not plain: the Parquet files a
+    folder was read from (every ``*.parquet`` under it counts), the snapshot the endpoints and
+    prices were read from (``snap``: ``None`` when live), as every command on one says it."""
+    read_from = read_from_note(prompts)
+    if read_from is not None:
+        summary.notes.append(read_from)
+    if snap is not None:
+        summary.notes.append(f"endpoints and prices from a snapshot: {snap.provenance}")
 
 
 def _sampling_note(summary: SummaryDraft, model: str, asked: GeneratePlan) -> None:
@@ -270,8 +282,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             shards=asked.shards,
         )
         _warn_duplicates(summary, prompts, rows)
-        if snapshot is not None:  # said as every command on a saved snapshot says it
-            summary.notes.append(f"endpoints and prices from a snapshot: {snap.provenance}")
+        _source_notes(summary, prompts, snap if snapshot is not None else None)
         _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
         book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)

@@ -36,7 +36,15 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import json_error
 
-__all__ = ["HF_EXTRA", "HF_PREFIX", "Source", "hf_only", "open_source"]
+__all__ = [
+    "HF_EXTRA",
+    "HF_PREFIX",
+    "Source",
+    "hf_only",
+    "open_source",
+    "parquet_files",
+    "read_from_note",
+]
 
 HF_PREFIX = "hf:"
 HF_EXTRA = "pip install 'openrouter-probe[hf]'"
@@ -126,7 +134,7 @@ class Source:
     def _parquet(self) -> Iterator[tuple[int, Any, str | None]]:
         pq = _import("pyarrow.parquet", f"{self.spec} (Parquet)", _PARQUET_EXTRA)
         path = Path(self.spec)
-        files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+        files = parquet_files(path) if path.is_dir() else [path]
         number = 0
         for file in files:
             try:
@@ -223,7 +231,7 @@ def open_source(spec: str | Path, *, config: str | None = None, split: str | Non
         raise ConfigError(f"{wrong}= is for hf: ids and datasets folders, not the file {text}")
     path = Path(text)
     if path.is_dir():
-        if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        if _saved_dataset(path):
             return Source(text, "disk", None, split)
         if any(path.rglob("*.parquet")):
             return Source(text, "parquet")
@@ -236,6 +244,31 @@ def open_source(spec: str | Path, *, config: str | None = None, split: str | Non
     if path.suffix.lower() == ".parquet":
         return Source(text, "parquet")
     return Source(text, "json" if _is_json_array(path) else "jsonl")
+
+
+def parquet_files(folder: Path) -> list[Path]:
+    """The Parquet files a folder of them is read from: every ``*.parquet`` under it, in its
+    sub-folders too (a ``datasets`` repository's ``data/train-*.parquet``), in name order."""
+    return sorted(folder.rglob("*.parquet"))
+
+
+def read_from_note(prompts: str | Path) -> str | None:
+    """What a folder of Parquet files was read from, to say: the files (the first five and how
+    many more), since every ``*.parquet`` under it counts. ``None`` for any other source."""
+    path = Path(prompts)
+    if not path.is_dir() or _saved_dataset(path):
+        return None
+    files = parquet_files(path)
+    if not files:
+        return None
+    names = [str(f.relative_to(path)) for f in files[:5]]
+    more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+    return f"{path}: read {len(files)} Parquet file(s) under it: {', '.join(names)}{more}"
+
+
+def _saved_dataset(folder: Path) -> bool:
+    """Whether ``folder`` is one ``datasets``' ``save_to_disk`` wrote."""
+    return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
 
 
 def _is_json_array(path: Path) -> bool:
