@@ -261,3 +261,16 @@ def test_missing_target(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["budget", MODEL, "--offline", "--budget-usd", "100"])
     assert result.exit_code == 2
     assert "give the target" in _error_line(result)
+
+
+def test_a_target_given_twice_that_disagrees_is_a_usage_error(runner: CliRunner) -> None:
+    """Review of 0.3: the README says a refused pair of options exits 2; this one exited 1."""
+    result = runner.invoke(
+        cli,
+        ["budget", MODEL, "--offline", "--budget-usd", "100", "--output-tokens", "1M",
+         "--target-tokens", "7M"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert _error_line(result) == (
+        "Error: --output-tokens 1M is not --target-tokens 7M × --datasets 1; give one of them"
+    )

@@ -230,22 +230,23 @@ def test_generate_weights_say_weights_and_the_cli_says_its_flag(tmp_path: Path) 
     assert "--weights B9: no such dataset in the prompts (they are: B3)" in result.output
 
 
-def test_a_plot_into_a_missing_folder_says_path_and_the_cli_says_plot(tmp_path: Path) -> None:
-    """analysis.plots: save_figure's path=; matrix --plot."""
+def test_a_plot_it_cannot_write_says_path_and_the_cli_says_plot(tmp_path: Path) -> None:
+    """analysis.plots: save_figure's path=; matrix --plot (a format matplotlib has no writer
+    for: a missing folder is made now)."""
     from matplotlib.figure import Figure
 
     from openrouter_probe.analysis.plots import save_figure
 
-    target = tmp_path / "nodir" / "b.png"
+    target = tmp_path / "nodir" / "b.txt"
     with pytest.raises(ConfigError) as info:
         save_figure(Figure(), target)
-    assert str(info.value).startswith(f"path={target}: the folder "), info.value
+    assert str(info.value).startswith(f"path={target}: cannot write the plot: "), info.value
     assert "--" not in str(info.value)
     result = CliRunner().invoke(
         cli, ["matrix", "moonshotai/kimi-k2.5", "--offline", "--plot", str(target)]
     )
     assert result.exit_code == 1
-    assert f"Error: --plot {target}: the folder {target.parent} does not exist" in result.output
+    assert f"Error: --plot {target}: cannot write the plot: " in result.output
 
 
 def _budget_cli(*args: str) -> Result:

@@ -80,24 +80,21 @@ def _tokens(value: int | str | None, what: str) -> int | None:
 def _target(total_given: int | str | None, per_given: int | str | None, datasets: int) -> int:
     total = _tokens(total_given, "output_tokens")
     per = _tokens(per_given, "output_tokens_per_dataset")
-    if total is None and per is None:
-        raise ConfigError(
-            Message(
-                "budget-no-target",
-                "give the target: {output_tokens=60M}, or {output_tokens_per_dataset=10M} with "
-                "{datasets}",
-            )
+    if total is None and per is None:  # a usage error, as every refused option (exit 2)
+        raise OptionError(
+            "give the target: {output_tokens=60M}, or {output_tokens_per_dataset=10M} with "
+            "{datasets}",
+            output_tokens=None,
+            output_tokens_per_dataset=None,
+            datasets=datasets,
         )
     if total is not None and per is not None and total != per * datasets:
-        raise ConfigError(
-            Message(
-                "budget-target-mismatch",
-                "{output_tokens=} is not {output_tokens_per_dataset=} × {datasets=}; give one of "
-                "them",
-                output_tokens=Shown(format_tokens(total)),
-                output_tokens_per_dataset=Shown(format_tokens(per)),
-                datasets=datasets,
-            )
+        raise OptionError(
+            "{output_tokens=} is not {output_tokens_per_dataset=} × {datasets=}; give one of "
+            "them",
+            output_tokens=Shown(format_tokens(total)),
+            output_tokens_per_dataset=Shown(format_tokens(per)),
+            datasets=datasets,
         )
     target = total if total is not None else (per or 0) * datasets
     if target <= 0:
