@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from openrouter_probe.api.schema import Endpoint, Pricing
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.routing import RequestParams
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.plan import (
@@ -212,8 +212,17 @@ def test_a_base_slug_names_its_one_endpoint_or_lists_them() -> None:
         match=r"endpoints='deepinfra': 2 endpoints have that slug \(deepinfra/int4, deepinfra/fp4\)",
     ):
         plan_verify(endpoints, model="moonshotai/k", tags=["deepinfra"], items=arith_suite(1))
-    with pytest.raises(ConfigError, match="pin 'nosuch' admits no endpoint"):
-        plan_verify(SNAP.endpoints, model=SNAP.model, tags=["nosuch"], items=arith_suite(1))
+    with pytest.raises(OptionError) as refused:  # every tag that pins none, at once
+        plan_verify(
+            SNAP.endpoints, model=SNAP.model, tags=["nosuch", "chutes/int4", "chutes/fp8"],
+            items=arith_suite(1),
+        )  # fmt: skip
+    assert refused.value.values == {"endpoints": "nosuch,chutes/fp8"}
+    assert str(refused.value).startswith(
+        "endpoints='nosuch,chutes/fp8': 'nosuch' admits no endpoint: no endpoint has tag "
+        "'nosuch'; 'chutes/fp8' admits no endpoint: no endpoint has tag 'chutes/fp8'; the "
+        "model's tags: chutes/int4, deepinfra/int4,"
+    )
 
 
 @pytest.mark.parametrize(

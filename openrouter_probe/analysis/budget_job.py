@@ -90,8 +90,7 @@ def _target(total_given: int | str | None, per_given: int | str | None, datasets
         )
     if total is not None and per is not None and total != per * datasets:
         raise OptionError(
-            "{output_tokens=} is not {output_tokens_per_dataset=} × {datasets=}; give one of "
-            "them",
+            "{output_tokens=} is not {output_tokens_per_dataset=} × {datasets=}; give one of them",
             output_tokens=Shown(format_tokens(total)),
             output_tokens_per_dataset=Shown(format_tokens(per)),
             datasets=datasets,

@@ -558,7 +558,7 @@ def plan_verify(
     )
     totals = _totals(items, reasoning_off=_reasoning_off(settings))
     names = [e.provider_name for e in endpoints]
-    pinned = {tag: pin(tag, endpoints, params=params) for tag in order}
+    pinned = _pins(order, endpoints, params, reference=reference)
     rows = [
         _endpoint_plan(
             tag,
@@ -606,6 +606,32 @@ def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
         seed=plan.seed,
     )
     return dataclasses.replace(plan, sampled=arm)
+
+
+def _pins(
+    order: Sequence[str],
+    endpoints: Sequence[Endpoint],
+    params: RequestParams,
+    *,
+    reference: str | None,
+) -> dict[str, Endpoint]:
+    """The endpoint each tag pins (``pin``); every tag that pins none is named at once, with
+    why, under the option that gave it (review of 0.3: only the first was, as "pin 'x'")."""
+    pinned: dict[str, Endpoint] = {}
+    refused: list[tuple[str, str]] = []
+    for tag in order:
+        try:
+            pinned[tag] = pin(tag, endpoints, params=params)
+        except ConfigError as exc:
+            reason = str(exc).removeprefix(f"pin {tag!r} ")
+            refused.append((tag, reason.split(" (tags: ")[0]))
+    if not refused:
+        return pinned
+    option = "reference" if reference and refused[0][0] == order[0] else "endpoints"
+    said = "; ".join(f"{tag!r} {why}" for tag, why in refused)
+    known = ", ".join(e.tag for e in endpoints)
+    braced = f"{said}; the model's tags: {known}".replace("{", "{{").replace("}", "}}")
+    raise OptionError(f"{{{option}=}}: {braced}", **{option: ",".join(tag for tag, _ in refused)})
 
 
 def _order(
