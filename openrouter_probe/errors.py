@@ -358,7 +358,7 @@ def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
         parts = [p for p in err["loc"] if keep_all or isinstance(p, int) or not _is_type_tag(p)]
         loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
         loc = loc.lstrip(".")
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = _plain(str(err["msg"]).removeprefix("Value error, "), err["type"])
         if err["type"] == "extra_forbidden":
             msg = "not an accepted key"
         elif err["type"] == "missing":
@@ -366,6 +366,28 @@ def validation_errors(exc: Any, *, prefix: str = "") -> list[tuple[str, str]]:
         if msg not in merged.setdefault(loc, []):
             merged[loc].append(msg)
     return [(loc, "; or ".join(msgs)) for loc, msgs in merged.items()]
+
+
+#: pydantic's words for a type, in the YAML's: a person edits a file, not a model class.
+_PLAIN_TYPES = (
+    ("a valid list", "a list"),
+    ("a valid string", "a string"),
+    ("a valid integer", "a whole number"),
+    ("a valid number", "a number"),
+    ("a valid boolean", "true or false"),
+)
+
+
+def _plain(msg: str, kind: str) -> str:
+    """``msg`` in the file's words: "should be a mapping", not "Input should be a valid
+    dictionary or instance of SortSpec" (review of 0.3: a model class leaked into lint)."""
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "should be a mapping"
+    if msg.startswith("Input should be "):
+        msg = msg.removeprefix("Input ")
+        for words, plain in _PLAIN_TYPES:
+            msg = msg.replace(words, plain)
+    return msg
 
 
 def first_validation_error(exc: Any, *, prefix: str = "") -> str:

@@ -155,7 +155,9 @@ def test_binary_files_are_one_line_errors(runner: CliRunner, tmp_path: Path) -> 
     assert "not a GET /models body" in line
 
 
-def test_unwritable_output_is_one_line(runner: CliRunner) -> None:
+def test_unwritable_output_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    # a missing folder is made now: under a file, none can be (as root too)
+    (tmp_path / "a-file").write_text("")
     result = runner.invoke(
         cli,
         [
@@ -164,7 +166,7 @@ def test_unwritable_output_is_one_line(runner: CliRunner) -> None:
             str(ROOT / "policies" / "kimi-k2.5.spec.yaml"),
             "--offline",
             "-o",
-            "/nonexistent-dir/x.yaml",
+            str(tmp_path / "a-file" / "x.yaml"),
         ],
     )
     assert "cannot write the compiled policy" in _one_line_error(result)

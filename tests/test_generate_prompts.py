@@ -69,7 +69,7 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
     assert f"{path}: 5 bad line(s)" in text
     for line, why in [
         (2, "not JSON"),
-        (3, "a row is a JSON object, not list"),
+        (3, "a row is a JSON object, not a list"),
         (7, "sets model: the policy (policy=) and the run decide those"),
         (9, "`id` (the id) must be a string or an integer"),
         (10, "has none of `messages`, `conversations`, `conversation`, `items`, `prompt`"),

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps_record", "loads"]
+__all__ = ["dumps_record", "kind_of", "loads"]
 
 
 def loads(data: str | bytes) -> Any:
@@ -44,3 +44,21 @@ def dumps_record(value: Any) -> str:
         return orjson.dumps(value, default=str, option=_RECORD_OPTIONS).decode()
     except TypeError:  # orjson.JSONEncodeError: a non-text key, an integer beyond 64 bits
         return _JSON_RECORD(value)
+
+
+def kind_of(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words for a message ("null", "a number", "a
+    list"), not Python's (``NoneType``, ``int``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openrouter_probe.api.jsontext import kind_of
+
 __all__ = [
     "LAYOUTS",
     "TEMPLATE",
@@ -167,7 +169,7 @@ def compose(obj: Mapping[str, Any], fields: tuple[str, ...], template: str | Non
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
         if not isinstance(value, str):
-            raise LayoutProblem(f"`{key}` is {type(value).__name__}, not text")
+            raise LayoutProblem(f"`{key}` is {kind_of(value)}, not text")
         parts.append(value.strip())
     return "\n\n".join(parts)
 

@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from openrouter_probe.api.jsontext import kind_of
 from openrouter_probe.errors import Message
 
 __all__ = ["CHAT_PARAMETERS", "MESSAGE_KEYS", "RESERVED", "check", "message_keys"]
@@ -149,7 +150,7 @@ def _shape_problem(name: str, value: Any) -> str | None:
     elif name in _TEXTS and not isinstance(value, str):
         return f"{name}={value!r} is not a string"
     elif name in _LISTS and not isinstance(value, list):
-        return f"{name} is {type(value).__name__}, not a list"
+        return f"{name} is {kind_of(value)}, not a list"
     elif name in _OBJECTS and not isinstance(value, Mapping):
         return f"{name}={value!r} is not an object"
     elif name == "stop" and not (

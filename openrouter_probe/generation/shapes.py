@@ -31,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from openrouter_probe.api.jsontext import kind_of
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.layouts import (
     Layout,
@@ -207,7 +208,7 @@ def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
             raise ShapeProblem(f"`{key}` is an empty string")
         return [{"role": "user", "content": value}]
     if not isinstance(value, list):
-        raise ShapeProblem(f"`{key}` is {type(value).__name__}, not a list of turns or a string")
+        raise ShapeProblem(f"`{key}` is {kind_of(value)}, not a list of turns or a string")
     if not value:
         raise ShapeProblem(f"`{key}` is an empty list")
     messages = [_turn(t, i, own=own) for i, t in enumerate(value)]
@@ -457,7 +458,7 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     parameter cannot be sent, its status says it failed). ``folder``: where a relative image path
     is read from."""
     if not isinstance(obj, Mapping):
-        raise ValueError(f"a row is a JSON object, not {type(obj).__name__}")
+        raise ValueError(f"a row is a JSON object, not {kind_of(obj)}")
     fields = fields or FieldMap()
     if fields.named:
         key = fields.conversation or fields.prompt

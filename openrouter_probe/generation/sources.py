@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openrouter_probe.api.jsontext import kind_of
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import json_error
 
@@ -126,7 +127,7 @@ class Source:
         if not isinstance(data, list):
             raise ConfigError(
                 f"{path}: a .json prompts file is one JSON array of rows, not "
-                f"{type(data).__name__} (name a JSON Lines file .jsonl)"
+                f"{kind_of(data)} (name a JSON Lines file .jsonl)"
             )
         for number, row in enumerate(data, start=1):
             yield number, row, None
