@@ -246,3 +246,27 @@ def test_generate_and_verify_on_the_bundled_snapshot_say_it_is_reconstructed(
     assert plan.exit_code == 0, plan.output
     assert "snapshot: moonshotai/kimi-k2.5: 11 endpoints" in plan.stderr
     assert "Reconstructed, not a live capture" in plan.stderr
+
+
+def test_generate_offline_sends_nothing_as_verify_offline(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Review of 0.3: ``--offline`` meant "no network, no spending" in every verb but
+    ``generate``, where it priced on the bundled snapshot and still sent the paid requests."""
+    from openrouter_probe.fake import serve
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    policy = str(Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml")
+    out = tmp_path / "o.jsonl"
+    with serve(speed=0) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        result = runner.invoke(
+            cli, ["generate", str(prompts), "--policy", policy, "--out", str(out), "--offline"],
+            env=env,
+        )  # fmt: skip
+        assert len(fake.ledger) == 0
+    assert result.exit_code == 0, result.output
+    assert "generate: --offline sends nothing, so this is the dry run only" in result.stderr
+    assert "dry run: 1 rows to send" in result.stdout
+    assert not out.exists()

@@ -297,8 +297,8 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--offline",
     is_flag=True,
-    help="Price and check the policy against the bundled snapshot (--snapshot bundled); the "
-    "requests still go to OpenRouter.",
+    help="No network and no spending: the dry run on the bundled snapshot (to send priced on "
+    "it: --snapshot bundled).",
 )
 @click.option(
     "--attempts",
@@ -381,6 +381,13 @@ def generate(
 
     _check_not_swapped(prompts, policy, out)
     check_snapshot_options(offline, snapshot)
+    if offline and not dry_run:
+        # --offline promises no network and no spending, as in verify: the dry run only.
+        note(
+            "generate: --offline sends nothing, so this is the dry run only; to send with the "
+            "cap priced on the bundled snapshot, give --snapshot bundled instead"
+        )
+        dry_run = True
     summary = asyncio.run(
         run_generate(
             prompts,
