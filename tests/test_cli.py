@@ -268,5 +268,14 @@ def test_generate_offline_sends_nothing_as_verify_offline(
         assert len(fake.ledger) == 0
     assert result.exit_code == 0, result.output
     assert "generate: --offline sends nothing, so this is the dry run only" in result.stderr
-    assert "dry run: 1 rows to send" in result.stdout
+    assert "dry run: 1 row to send" in result.stdout
     assert not out.exists()
+
+
+def test_an_unknown_command_names_the_nearest(runner: CliRunner) -> None:
+    """Review of 0.3: ``openrouter-probe fake`` said "No such command 'fake'." only."""
+    result = runner.invoke(cli, ["fake", "--help"])
+    assert result.exit_code == 2
+    assert "No such command 'fake'. Did you mean 'fake-server'?" in result.output
+    assert "Did you mean 'compile'?" in runner.invoke(cli, ["policy", "compil"]).output
+    assert "Did you mean" not in runner.invoke(cli, ["zzz"]).output

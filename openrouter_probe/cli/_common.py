@@ -189,6 +189,24 @@ class _Group(click.Group):
     command_class = Command
     group_class = type  # a sub-group (``policy``) is one of these too
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Click's, with the nearest command named for one it does not know (``fake`` ->
+        ``fake-server``; click suggests options, not commands)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            import difflib
+
+            given = args[0] if args else ""
+            names = self.list_commands(ctx)
+            near = difflib.get_close_matches(given, names, n=1, cutoff=0.5)
+            near = near or [n for n in names if given and n.startswith(given)][:1]
+            if not near or given in names:
+                raise
+            raise click.UsageError(f"{exc.message} Did you mean {near[0]!r}?", ctx) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         from openrouter_probe.errors import ProbeError
 

@@ -371,7 +371,8 @@ class RunSummary:
         lines = [f"{self.model} via {self.policy} -> {self.out}"]
         if self.stop_reason == StopReason.DRY_RUN:
             lines.append(
-                f"dry run: {self.rows_to_send:,} rows to send ({self.rows_already_done:,} already "
+                f"dry run: {self.rows_to_send:,} row{'' if self.rows_to_send == 1 else 's'} to "
+                f"send ({self.rows_already_done:,} already "
                 f"done, {self.duplicates:,} duplicate ids skipped); nothing sent"
             )
             if self.shard_from:
