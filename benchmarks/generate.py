@@ -2,8 +2,8 @@
 
 The fake OpenRouter (``speed=0``) serves in this process's background thread; each client runs in
 its own child process, which measures itself: CPU (user + system, ``getrusage``) from just before its
-work starts to its end, per request answered, and its peak RSS (``ru_maxrss``) with the RSS after
-imports beside it. Every client sends the same body (the policy's model and provider block, one user
+work starts to its end, per request answered, and its peak RSS (``VmHWM``: its own, not the
+parent's) with the RSS after imports beside it. Every client sends the same body (the policy's model and provider block, one user
 message, ``max_tokens``) with the same number of requests in flight:
 
 - ``bare``: aiohttp, one session, ``TCPConnector(limit=C)``, C workers pulling from a list; reads each
@@ -50,6 +50,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 KEY = "sk-bench-not-real"
+
+
+def _peak_rss_kb(usage: resource.struct_rusage) -> int:
+    """This process's own peak RSS: ``VmHWM``. Not ``ru_maxrss``, which Linux carries over from
+    the parent through fork and exec: a child of the parent that runs the fake server (grown to
+    hundreds of MB by 2,000 streams) reported the parent's peak, not its own."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return usage.ru_maxrss
 
 
 def _rss_kb() -> int:
@@ -253,7 +267,7 @@ def child(args: argparse.Namespace) -> None:
                 "done": done,
                 "cpu_s": cpu,
                 "wall_s": wall,
-                "peak_rss_kb": end.ru_maxrss,
+                "peak_rss_kb": _peak_rss_kb(end),
                 "rss_after_imports_kb": rss_after_imports,
             }
         )
