@@ -88,7 +88,9 @@ def _body(i: int, *, provider: Any, max_tokens: int, stream: bool) -> bytes:
 # -- the clients (each runs in a child process) ----------------------------------------------------
 
 
-async def _bare(args: argparse.Namespace) -> int:
+async def _loop(args: argparse.Namespace, read: Any) -> int:
+    """C workers on one aiohttp session sending the bodies in turn; ``read(body)`` for each 200
+    (``None``: read nothing more than the bytes)."""
     import aiohttp
     import yaml
 
@@ -111,12 +113,17 @@ async def _bare(args: argparse.Namespace) -> int:
                 async with s.post(url, data=body) as response:
                     data = await response.read()
                 if response.status == 200:
-                    if not args.stream:
-                        json.loads(data)
+                    if read is not None:
+                        read(data)
                     done += 1
 
         await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     return done
+
+
+async def _bare(args: argparse.Namespace) -> int:
+    """The floor: a body ``json.loads``-ed, a stream's bytes read whole (see the module)."""
+    return await _loop(args, None if args.stream else json.loads)
 
 
 def _read_stream(data: bytes) -> tuple[str, str, Any]:
@@ -136,38 +143,13 @@ def _read_stream(data: bytes) -> tuple[str, str, Any]:
     return "".join(content), "".join(reasoning), usage
 
 
+def _read_body(data: bytes) -> Any:
+    return json.loads(data)["choices"][0]["message"]
+
+
 async def _reader(args: argparse.Namespace) -> int:
     """``bare``, reading each answer (see the module)."""
-    import aiohttp
-    import yaml
-
-    provider = yaml.safe_load(POLICY.read_text())["provider"]
-    bodies = [
-        _body(i, provider=provider, max_tokens=args.max_tokens, stream=args.stream)
-        for i in range(args.requests)
-    ]
-    url = args.base_url + "/chat/completions"
-    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-    done = 0
-    it = iter(bodies)
-    connector = aiohttp.TCPConnector(limit=args.concurrency)
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=300)
-    async with aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout) as s:
-
-        async def worker() -> None:
-            nonlocal done
-            for body in it:
-                async with s.post(url, data=body) as response:
-                    data = await response.read()
-                if response.status == 200:
-                    if args.stream:
-                        _read_stream(data)
-                    else:
-                        _ = json.loads(data)["choices"][0]["message"]
-                    done += 1
-
-        await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-    return done
+    return await _loop(args, _read_stream if args.stream else _read_body)
 
 
 async def _generate(args: argparse.Namespace) -> int:
