@@ -206,6 +206,24 @@ def test_a_stream_with_an_error_is_read_event_by_event(monkeypatch: pytest.Monke
             ),
         ),
         ("a str body", _sse(_event(content="Hi"), _finish()).decode()),
+        # review of 0.3: commas joined the events into an array that decoded whole
+        (
+            "two objects in one event",
+            _sse(_event(content="Hi"), _finish()).replace(
+                b"\n\ndata: {", b"\n\ndata: " + json.dumps(_event(content="x")).encode() + b", {", 1
+            ),
+        ),
+        (
+            "one object over two events",
+            _sse(_event(content="Hi"), _finish()).replace(
+                b'}], "usage"', b'}]\n\ndata: "usage"', 1
+            ),
+        ),
+        (
+            "two objects in the first event",
+            _sse(_event(content="Hi"), _finish()).replace(b"data: {", b"data: {}, {", 1),
+        ),
+        ("a lone surrogate", _sse(_event(content="Hi"), _finish()).decode() + "\ud800"),
     ],
 )
 def test_an_odd_stream_reads_the_same_either_way(

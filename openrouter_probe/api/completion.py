@@ -312,7 +312,10 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     any other is read event by event, with the same rules.
     """
     read = _Read()
-    typed = read_chunks(body.encode() if isinstance(body, str) else body)
+    try:
+        typed = read_chunks(body.encode() if isinstance(body, str) else body)
+    except UnicodeEncodeError:  # a lone surrogate in a str body: the generic reader takes it
+        typed = None
     if typed is None or not read.chunks(*typed):
         read = _Read()  # read again, event by event: an error, or another form
         text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body

@@ -169,14 +169,18 @@ def read_chunks(body: bytes) -> tuple[list[Chunk], Envelope] | None:
     if start and any(line and line[0] != 58 for line in body[:start].split(b"\n")):  # 58: ":"
         return None  # something before the first event besides comments
     events = body[start + 6 : end]
-    try:
-        chunks = _CHUNKS.decode(b"[" + events.replace(_EVENT_SEP, b",") + b"]")
-    except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError: another shape
-        return None
     first = events.find(_EVENT_SEP)
     first_event = events if first < 0 else events[:first]
-    envelope = _ENVELOPE.decode(first_event)
-    if envelope.id is envelope.model is envelope.provider is None and _empty(first_event):
+    try:
+        chunks = _CHUNKS.decode(b"[" + events.replace(_EVENT_SEP, b",") + b"]")
+        envelope = _ENVELOPE.decode(first_event)
+        empty = envelope.id is envelope.model is envelope.provider is None and _empty(first_event)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # ValidationError: another shape
+        return None
+    if len(chunks) != events.count(_EVENT_SEP) + 1:
+        # not one object per event: two in one (``{...}, {...}``), or one split over two
+        return None
+    if empty:
         return None  # an empty first event: the envelope is the next one's
     return chunks, envelope
 
