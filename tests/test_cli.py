@@ -249,11 +249,16 @@ def test_generate_and_verify_on_the_bundled_snapshot_say_it_is_reconstructed(
 
 
 def test_generate_offline_sends_nothing_as_verify_offline(
-    runner: CliRunner, tmp_path: Path
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Review of 0.3: ``--offline`` meant "no network, no spending" in every verb but
-    ``generate``, where it priced on the bundled snapshot and still sent the paid requests."""
+    ``generate``, where it priced on the bundled snapshot and still sent the paid requests (and
+    then, as a dry run, still read the key's limit)."""
     from openrouter_probe.fake import serve
+    from openrouter_probe.generation import dry_run
+
+    read_keys: list[object] = []
+    monkeypatch.setattr(dry_run, "key_warning", lambda *a, **k: read_keys.append(a))
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "hi"}\n')
@@ -262,10 +267,13 @@ def test_generate_offline_sends_nothing_as_verify_offline(
     with serve(speed=0) as fake:
         env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
         result = runner.invoke(
-            cli, ["generate", str(prompts), "--policy", policy, "--out", str(out), "--offline"],
+            cli,
+            ["generate", str(prompts), "--policy", policy, "--out", str(out), "--offline",
+             "--budget-usd", "1"],
             env=env,
         )  # fmt: skip
         assert len(fake.ledger) == 0
+    assert read_keys == []  # no GET /key either: --offline touches no network
     assert result.exit_code == 0, result.output
     assert "generate: --offline sends nothing, so this is the dry run only" in result.stderr
     assert "dry run: 1 row to send" in result.stdout

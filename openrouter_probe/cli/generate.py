@@ -44,7 +44,6 @@ _MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600
 FEEDS = {
     "key_file": "api_key",
     "no_response_cache": "response_cache",
-    "offline": "snapshot",
     "quiet": "progress",
     **{name: "source" for name in _SOURCE_OPTIONS},
     "batch": "batch",
@@ -382,12 +381,12 @@ def generate(
     _check_not_swapped(prompts, policy, out)
     check_snapshot_options(offline, snapshot)
     if offline and not dry_run:
-        # --offline promises no network and no spending, as in verify: the dry run only.
+        # --offline promises no network and no spending, as in verify: the dry run only
+        # (``offline=True``: the library reads no key either).
         note(
             "generate: --offline sends nothing, so this is the dry run only; to send with the "
             "cap priced on the bundled snapshot, give --snapshot bundled instead"
         )
-        dry_run = True
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -411,7 +410,8 @@ def generate(
             redo_truncated=redo_truncated,
             lower_max_tokens=lower_max_tokens,
             response_cache=not no_response_cache,
-            snapshot="bundled" if offline else snapshot,
+            snapshot=snapshot,
+            offline=offline,
             attempts=attempts,
             read_timeout_s=read_timeout_s,
             max_wait_s=max_wait_s,

@@ -156,7 +156,9 @@ def summarize_dry_run(
 
 async def key_check(summary: SummaryDraft, options: JobOptions, asked: GeneratePlan) -> None:
     """The dry run's look at the key: its limit against the budget of every shard."""
-    if not options.api_key or options.send is not None or options.budget_usd is None:
+    if asked.offline or not options.api_key or options.send is not None:
+        return  # offline: no network; with a sender of one's own, no OpenRouter
+    if options.budget_usd is None:
         return
     total = options.budget_usd * (asked.shards or 1)
     # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on

@@ -217,6 +217,7 @@ async def generate(
     source: SourceOptions | None = None,
     max_wait_s: float = 60.0,
     snapshot: Any = None,
+    offline: bool = False,
     api_key: str | None = None,
     base_url: str | None = None,
     attempts: int | None = None,
@@ -235,7 +236,8 @@ async def generate(
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``response_cache=False`` never
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``offline=True`` is the dry run
+    on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
     asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
     and time (docs/generate.md says every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""

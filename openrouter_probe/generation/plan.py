@@ -120,6 +120,7 @@ class GeneratePlan:
     source: SourceOptions | None
     max_wait_s: float
     snapshot: Any
+    offline: bool
     api_key: str = field(repr=False)  # never in a repr, a log, a traceback
     base_url: str
     attempts: int
@@ -142,6 +143,8 @@ class GeneratePlan:
         passes its own): checked, the run's options resolved. Raises ``ConfigError`` (and its
         ``OptionError``) for what no run could use."""
         k = keywords
+        if k["offline"]:  # no network, no spending: the dry run on the bundled snapshot
+            k = {**k, "dry_run": True, "snapshot": k["snapshot"] or "bundled"}
         reasoning = _reasoning(k["reasoning_effort"], k["reasoning_max_tokens"])
         _check_turns(k["turns"])
         max_tokens = whole_number(k["max_tokens"], "max_tokens")
@@ -256,6 +259,7 @@ _PASSED = (
     "source",
     "max_wait_s",
     "snapshot",
+    "offline",
     "read_timeout_s",
     "handle_signals",
     "progress",
