@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -314,34 +312,42 @@ def test_audit_counts_requests_in_flight_at_a_kill_from_the_journal(tmp_path: Pa
 
 def test_audit_beside_a_running_generate_says_it_is_running_not_killed(tmp_path: Path) -> None:
     """Review of 0.3: ``audit`` on an output a generate was still writing said its requests in
-    flight were "in flight when a run was killed". The lock file names a live process: they are
-    in flight in a run still going, and the notes say whose; once that process is gone (a kill
-    leaves its lock file behind), they are a kill's again."""
+    flight were "in flight when a run was killed". A lock held on the output's lock file is a
+    run still going, and the notes say whose; a lock file left by a kill is not, even when the
+    PID it names is alive again (reused); one of another machine is said as such."""
     import os
     import socket
 
-    from openrouter_probe.run.lock import lock_path
+    from openrouter_probe.run.lock import OutputLock, lock_path
 
     out = _make_output(tmp_path, 3)
     journal = out.with_name(out.name + ".ledger")
     with journal.open("a") as handle:  # a run with one request out
         handle.write('{"run":"feedbeef0001","started_utc":"2026-12-01T00:00:00Z"}\n')
         handle.write('{"sent":1,"run":"feedbeef0001","id":"r9","reserved_usd":"0.0125"}\n')
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": "generate",
-              "since": "2026-12-01T00:00:00Z"}  # fmt: skip
-    lock_path(out.resolve()).write_text(json.dumps(holder) + "\n")
-    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    with OutputLock(out, command="generate"):
+        report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
     assert (report.running_in_flight, report.killed_in_flight) == (1, 0)
     assert report.possibly_billed_usd == Decimal("0.0125")
     notes = report.render_notes()
     assert f"{out} is being written by `generate` (pid {os.getpid()} on" in notes
     assert "(1 in flight in a run still going; each at its worst case" in notes
     assert "killed" not in notes
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
-    lock_path(out.resolve()).write_text(json.dumps({**holder, "pid": int(gone.stdout)}) + "\n")
+    # a kill -9 leaves the file behind, unlocked; its PID may name a live process since
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": "generate",
+              "since": "2026-12-01T00:00:00Z"}  # fmt: skip
+    lock_path(out.resolve()).write_text(json.dumps(holder) + "\n")
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
     assert (report.running_in_flight, report.killed_in_flight, report.running) == (0, 1, [])
+    for pid in (True, 10**30, "7"):  # a damaged file names no process
+        lock_path(out.resolve()).write_text(json.dumps({**holder, "pid": pid}) + "\n")
+        assert audit([out], policy=POLICY, snapshot=bundled_snapshot()).killed_in_flight == 1
+    lock_path(out.resolve()).write_text(json.dumps({**holder, "host": "node-7"}) + "\n")
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    assert (report.running_in_flight, report.killed_in_flight) == (1, 0)
+    assert "on another machine (whether it still runs cannot be seen here)" in (
+        report.render_notes()
+    )
 
 
 def test_a_row_sent_again_with_redo_failed_is_served_in_audit_and_export(tmp_path: Path) -> None:

@@ -52,26 +52,51 @@ def lock_path(out: str | Path) -> Path:
 
 def running_holder(out: str | Path) -> str | None:
     """Who is writing ``out`` now, read without taking anything (a reader such as ``audit``
-    must not refuse a run that starts beside it): the holder its lock file names, when that
-    process is alive on this machine; ``None`` when no run holds it (no lock file, or one a
-    killed run left), or it names another machine (this one cannot tell)."""
+    must not refuse a run that starts beside it): the holder its lock file names while a
+    ``flock`` is held on that file (``/proc/locks``: a reused PID of a killed run does not
+    count); where the system lists no locks, while the PID it names is alive. ``None`` when no
+    run holds it (no lock file, or one a killed run left). A lock file of another machine is
+    said as one (this one cannot see its locks), not taken for a kill's."""
+    path = lock_path(Path(out).resolve())
     try:
-        text = lock_path(Path(out).resolve()).read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as handle:
+            text = handle.read()
+            st = os.fstat(handle.fileno())
         info: Any = json.loads(text)
     except (OSError, ValueError):
         return None
-    if not isinstance(info, dict) or info.get("host") != (socket.gethostname() or "?"):
+    if not isinstance(info, dict):
         return None
+    host = info.get("host")
+    if host != (socket.gethostname() or "?"):
+        return f"{_holder(text)} on another machine (whether it still runs cannot be seen here)"
+    if os.path.exists("/proc/locks"):
+        return None if _flock_pid(st) is None else _holder(text)
     pid = info.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
+    if type(pid) is not int or pid <= 0:
         return None
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return None
     except OSError:  # alive, another user's
         pass
     return _holder(text)
+
+
+def _flock_pid(st: os.stat_result) -> str | None:
+    """The PID holding a ``flock`` on the file ``st`` describes (``/proc/locks``, Linux), or
+    ``None``."""
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == dev:
+                    return fields[4]
+    except OSError:
+        pass
+    return None
 
 
 def _holder(text: str) -> str:
@@ -225,13 +250,5 @@ def _same_file(handle: IO[str], path: Path) -> bool:
 def _flock_holder(st: os.stat_result) -> str:
     """Who holds a ``flock`` on the file ``st`` describes: ``pid N`` from ``/proc/locks``
     (Linux), or "another run"."""
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                fields = line.split()
-                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == dev:
-                    return f"another run (pid {fields[4]})"
-    except OSError:
-        pass
-    return "another run"
+    pid = _flock_pid(st)
+    return "another run" if pid is None else f"another run (pid {pid})"
