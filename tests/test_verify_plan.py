@@ -223,6 +223,16 @@ def test_a_base_slug_names_its_one_endpoint_or_lists_them() -> None:
         "'nosuch'; 'chutes/fp8' admits no endpoint: no endpoint has tag 'chutes/fp8'; the "
         "model's tags: chutes/int4, deepinfra/int4,"
     )
+    with pytest.raises(OptionError) as both:  # each under its own option
+        plan_verify(
+            SNAP.endpoints, model=SNAP.model, tags=["nosuch", "chutes/int4"],
+            reference="chutes/fp8x", items=arith_suite(1),
+        )  # fmt: skip
+    assert both.value.values == {"reference": "chutes/fp8x", "endpoints": "nosuch"}
+    assert str(both.value).startswith(
+        "reference='chutes/fp8x': 'chutes/fp8x' admits no endpoint: no endpoint has tag "
+        "'chutes/fp8x'; endpoints='nosuch': 'nosuch' admits no endpoint"
+    )
 
 
 @pytest.mark.parametrize(

@@ -627,11 +627,23 @@ def _pins(
             refused.append((tag, reason.split(" (tags: ")[0]))
     if not refused:
         return pinned
-    option = "reference" if reference and refused[0][0] == order[0] else "endpoints"
-    said = "; ".join(f"{tag!r} {why}" for tag, why in refused)
-    known = ", ".join(e.tag for e in endpoints)
-    braced = f"{said}; the model's tags: {known}".replace("{", "{{").replace("}", "}}")
-    raise OptionError(f"{{{option}=}}: {braced}", **{option: ",".join(tag for tag, _ in refused)})
+
+    def braced(text: str) -> str:
+        return text.replace("{", "{{").replace("}", "}}")
+
+    by_option: dict[str, list[tuple[str, str]]] = {}
+    for tag, why in refused:  # each tag under the option that gave it
+        option = "reference" if reference and tag == order[0] else "endpoints"
+        by_option.setdefault(option, []).append((tag, why))
+    parts = [
+        f"{{{option}=}}: " + braced("; ".join(f"{tag!r} {why}" for tag, why in found))
+        for option, found in by_option.items()
+    ]
+    known = braced(", ".join(e.tag for e in endpoints))
+    raise OptionError(
+        "; ".join(parts) + f"; the model's tags: {known}",
+        **{option: ",".join(tag for tag, _ in found) for option, found in by_option.items()},
+    )
 
 
 def _order(
