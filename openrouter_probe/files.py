@@ -56,13 +56,18 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
     An ``OSError`` propagates for the caller to translate into its own error. ``mode`` (e.g.
     ``0o600`` for a file of secrets) is the new file's mode from its first byte on; without it the
     replaced file's mode is kept (0644 for a new file). A missing parent folder is made (``-o
-    out/x.yaml`` on a fresh tree); a paid run's output, appended to and resumed, is never written
-    here (``open_append`` refuses a missing folder: a mistyped one would start a new run).
+    out/x.yaml`` on a fresh tree; ``0700`` with ``mode``), and removed again when the write fails;
+    a paid run's output, appended to and resumed, is never written here (``open_append``: a
+    mistyped folder would start a new run).
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    made = _make_folders(folder, private=mode is not None)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except BaseException:
+        _remove_folders(made)
+        raise
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -78,9 +83,39 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        _remove_folders(made)
         raise
     _fsync_dir(folder)
     return target
+
+
+def _make_folders(folder: Path, *, private: bool) -> list[Path]:
+    """Make ``folder`` and its missing parents (``0700`` for a file with a mode of its own, a
+    file of secrets); return the ones made, deepest last."""
+    missing: list[Path] = []
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    made: list[Path] = []
+    try:
+        for parent in reversed(missing):
+            try:
+                parent.mkdir(mode=0o700 if private else 0o777)
+            except FileExistsError:  # made meanwhile by another writer: theirs
+                continue
+            made.append(parent)
+    except BaseException:
+        _remove_folders(made)
+        raise
+    return made
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders a failed write made (nothing is left changed), deepest first."""
+    for parent in reversed(made):
+        with contextlib.suppress(OSError):
+            parent.rmdir()
 
 
 def atomic_write_text(

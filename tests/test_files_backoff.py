@@ -42,6 +42,26 @@ def test_atomic_write_failure_keeps_old_file(
     assert [p.name for p in tmp_path.iterdir()] == ["snap.json"]
 
 
+def test_atomic_write_makes_its_folders_and_takes_them_back_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written whole makes its missing folders (``0700`` for a file of secrets); a
+    write that fails leaves nothing it made behind (review of 0.3)."""
+    secret = atomic_write_text(tmp_path / "keys" / "deep" / "k.json", "{}", mode=0o600)
+    assert oct((tmp_path / "keys").stat().st_mode & 0o777) == "0o700"
+    assert oct(secret.stat().st_mode & 0o777) == "0o600"
+    atomic_write_text(tmp_path / "out" / "x.yaml", "a: 1\n")
+    assert (tmp_path / "out" / "x.yaml").read_text() == "a: 1\n"
+
+    def boom(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="No space"):
+        atomic_write_text(tmp_path / "new" / "er" / "y.yaml", "half")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys", "out"]
+
+
 def test_ensure_not_input(tmp_path: Path) -> None:
     spec = tmp_path / "s.spec.yaml"
     spec.write_text("x")
