@@ -206,8 +206,8 @@ def verify(model: str, **opts: Any) -> None:
 
 
 def _snapshot(model: str, *, offline: bool, snapshot: str | None) -> Any:
-    """What ``snapshot=`` gets: ``None`` (live), ``"bundled"``, or a loaded ``Snapshot`` (a
-    --snapshot PATH is checked to be this model's)."""
+    """What ``snapshot=`` gets: ``None`` (live) or a loaded ``Snapshot``, the bundled one or a
+    --snapshot PATH (checked to be this model's), its provenance said on stderr."""
     source: Any = "bundled" if offline and not snapshot else snapshot
     if source is not None:  # the bundled one too: it is reconstructed, and says so
         from openrouter_probe.rules.snapshot import resolve_snapshot

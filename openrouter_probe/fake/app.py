@@ -96,7 +96,7 @@ class FakeOpenRouter:
     ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
     own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
     ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
-    n}``: n more prompt tokens on that endpoint, ``faults.parse_template``), ``degrade_sampling``
+    n}``: n more prompt tokens on that endpoint, ``degrade.parse_template``), ``degrade_sampling``
     (``{tag: factor}``: that endpoint samples at factor times the asked temperature,
     ``fake.sampling``), ``noise`` and ``hard`` (rates on every endpoint: see ``fake.content``),
     ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,

@@ -68,7 +68,7 @@ class Host(Protocol):
     ledger: Ledger
     reasoning_share: float
     median_tokens: int
-    #: Extra prompt tokens by tag (``--degrade-template``; ``faults.template_tokens``).
+    #: Extra prompt tokens by tag (``--degrade-template``; ``degrade.template_tokens``).
     template: dict[str, int]
 
     def now(self) -> datetime: ...
