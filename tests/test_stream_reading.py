@@ -246,3 +246,33 @@ def test_the_typed_reader_takes_only_streams_in_openrouter_form() -> None:
     assert chunks[0].choices is not None and chunks[0].choices[0].delta is not None
     assert chunks[0].choices[0].delta.content == "Hi"
     assert chunks[1].usage == {"prompt_tokens": 3, "completion_tokens": 2, "cost": 0.0001}
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"content": 5},
+        {"reasoning": ["x"]},
+        {"tool_calls": 7},
+        {"tool_calls": [{"function": "x"}]},
+        {"tool_calls": [{"index": [1]}]},
+        {"tool_calls": [{"function": {"arguments": 5}}]},
+        {"reasoning_details": 5},
+    ],
+)
+def test_a_delta_of_another_shape_is_a_broken_stream_not_a_crash(delta: dict[str, Any]) -> None:
+    """Review of 0.3: a delta whose ``content`` is not text (or whose ``tool_calls`` is not a
+    list of objects) raised ``TypeError`` out of the reader, either path: the stream is broken
+    (transient, its cost unknown until ``/generation`` says it), and the run goes on."""
+    from openrouter_probe.run.send.transport import parse_stream
+
+    body = _sse({"id": "gen-1", "choices": [{"index": 0, "delta": delta}]}, _finish())
+    answer = read_stream(body, generation_id="gen-h")
+    assert answer.broken is not None
+    assert answer.broken.startswith("broken stream: a delta of a shape no reader knows (")
+    failure = parse_stream(body, generation_id="gen-h")
+    assert (failure.kind, failure.cost_unknown, failure.generation_id) == (  # type: ignore[union-attr]
+        "transient",
+        True,
+        "gen-h",
+    )

@@ -306,11 +306,33 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     index, reasoning details merged, the usage chunk taken wherever it comes.
 
     A mid-stream error event ends it (``error``, with what came before kept); a stream that stops
-    before ``[DONE]``, or with no finish reason nor usage (xAI's null finish), is ``broken``. The
-    events are the hot path of long streams (a 500-chunk answer is 500 events): a stream in the
-    form OpenRouter sends, with no error anywhere in it, is read typed (``api.sse.read_chunks``);
-    any other is read event by event, with the same rules.
+    before ``[DONE]``, or with no finish reason nor usage (xAI's null finish), is ``broken``, and
+    so is one whose deltas are of a shape no reader knows (a ``content`` that is not text, a
+    ``tool_calls`` that is not a list of objects): read as it is, it would raise. The events are
+    the hot path of long streams (a 500-chunk answer is 500 events): a stream in the form
+    OpenRouter sends, with no error anywhere in it, is read typed (``api.sse.read_chunks``); any
+    other is read event by event, with the same rules.
     """
+    try:
+        return _read_stream(body, generation_id)
+    except (TypeError, AttributeError) as exc:  # a delta of another shape: joined, it raised
+        return ChatCompletion(
+            provider=None,
+            model=None,
+            finish_reason=None,
+            content="",
+            reasoning=None,
+            usage=None,
+            generation_id=generation_id,
+            tool_calls=None,
+            reasoning_details=None,
+            native_finish_reason=None,
+            error=None,
+            broken=f"broken stream: a delta of a shape no reader knows ({exc})",
+        )
+
+
+def _read_stream(body: bytes | str, generation_id: str | None) -> ChatCompletion:
     read = _Read()
     try:
         typed = read_chunks(body.encode() if isinstance(body, str) else body)
