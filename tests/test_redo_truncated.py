@@ -97,3 +97,19 @@ def test_a_redone_row_counts_once_and_both_its_answers_tokens_count(tmp_path: Pa
         }
         assert {n: t.output_tokens for n, t in summary.datasets.items()} == billed
     assert resumed.requests == 0
+
+
+def test_a_redo_after_a_dataset_is_renamed_counts_where_the_record_was(tmp_path: Path) -> None:
+    """Review of 0.3: the redo reopened each cut row under the prompts' dataset, while the
+    resume had counted it under the one its record names: a renamed dataset went below 0."""
+    prompts = write_prompts(
+        tmp_path / "p.jsonl", [{**r, "dataset": "old"} for r in prompt_rows(12)]
+    )
+    out = tmp_path / "out.jsonl"
+    _run(prompts, out, LedgerSender(seed=2), max_tokens=2)
+    cut = sum(r["status"] == "truncated" for r in records(out))
+    assert cut
+    write_prompts(prompts, [{**r, "dataset": "new"} for r in prompt_rows(12)])
+    again = _run(prompts, out, LedgerSender(seed=3), max_tokens=1000, redo_truncated=True)
+    assert again.rows_to_send == cut
+    assert {n: (t.done, t.rows) for n, t in again.datasets.items()} == {"new": (cut, 12)}

@@ -2,9 +2,11 @@
 
 The answers of a paid run are the hot path (a 500-chunk stream is 500 JSON objects, and decoding
 them is most of the client's work): orjson decodes them about twice as fast as ``json``. What
-orjson refuses and ``json`` reads (``NaN`` and ``Infinity``, integers beyond 64 bits, a lone
-surrogate) is read again by ``json``, so ``loads`` accepts and returns exactly what
-``json.loads`` does, and raises what it raises.
+orjson refuses and ``json`` reads (``NaN`` and ``Infinity``, a lone surrogate) is read again by
+``json``, so ``loads`` accepts what ``json.loads`` does, and raises what it raises. One value
+differs: an integer beyond 64 bits, which recent orjson (3.13 here) returns as a float where
+``json`` keeps an ``int`` (older releases refuse it, and ``json`` reads it); no count or price
+OpenRouter sends comes near 2**64.
 
 ``dumps_record`` writes a record of the output the same way (compact, non-ASCII kept, anything
 else as its ``str``) about four times faster than ``json``: what orjson refuses (a key that is not

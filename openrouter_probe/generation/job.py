@@ -164,15 +164,18 @@ def _turn_book(
 
 def _truncated_rows(
     rows: PromptSet, out: str | Path, max_tokens: int
-) -> tuple[list[PromptRow], list[str]]:
+) -> tuple[list[PromptRow], list[str], dict[str, str]]:
     """``--redo-truncated``: the rows whose answer in ``out`` is the one cut at ``max_tokens``
-    (a later answer supersedes it), each with the new limit; and what to warn about them."""
+    (a later answer supersedes it), each with the new limit; what to warn about them; and the
+    dataset each cut record names (a dataset renamed since is counted where it was)."""
     from dataclasses import replace
 
     from openrouter_probe.generation.audit import merged_records
     from openrouter_probe.run.books.output import output_tokens_of
 
-    cut = {str(r["id"]): output_tokens_of(r) for r in merged_records([out]) if r.get("status") == "truncated"}  # fmt: skip
+    records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
+    cut = {str(r["id"]): output_tokens_of(r) for r in records}
+    recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
     todo = [
         replace(r, params={**r.params, "max_tokens": max_tokens}) if "max_tokens" in r.params else r
         for r in rows
@@ -191,7 +194,7 @@ def _truncated_rows(
                 above=Message("above", "{max_tokens=}", max_tokens=longest),
             )
         )
-    return todo, warnings
+    return todo, warnings, recorded
 
 
 async def generate(
@@ -268,8 +271,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
-            todo, redone = _truncated_rows(rows, options.out, asked.max_tokens)
-            paid.state.reopen((r.id, r.dataset) for r in todo)
+            todo, redone, recorded = _truncated_rows(rows, options.out, asked.max_tokens)
+            paid.state.reopen((r.id, recorded[r.id]) for r in todo)
         per_dataset: dict[str, int] = {}
         for row in rows:
             per_dataset[row.dataset] = per_dataset.get(row.dataset, 0) + 1
