@@ -322,29 +322,30 @@ def test_audit_beside_a_running_generate_says_it_is_running_not_killed(tmp_path:
 
     out = _make_output(tmp_path, 3)
     journal = out.with_name(out.name + ".ledger")
-    with journal.open("a") as handle:  # a run with one request out
+    with journal.open("a") as handle:  # a run killed with one out, then a run with one out
+        handle.write('{"run":"dead00000001","started_utc":"2026-11-30T00:00:00Z"}\n')
+        handle.write('{"sent":1,"run":"dead00000001","id":"r8","reserved_usd":"0.0100"}\n')
         handle.write('{"run":"feedbeef0001","started_utc":"2026-12-01T00:00:00Z"}\n')
         handle.write('{"sent":1,"run":"feedbeef0001","id":"r9","reserved_usd":"0.0125"}\n')
     with OutputLock(out, command="generate"):
         report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
-    assert (report.running_in_flight, report.killed_in_flight) == (1, 0)
-    assert report.possibly_billed_usd == Decimal("0.0125")
+    assert (report.running_in_flight, report.killed_in_flight) == (1, 1)
+    assert report.possibly_billed_usd == Decimal("0.0225")
     notes = report.render_notes()
     assert f"{out} is being written by `generate` (pid {os.getpid()} on" in notes
-    assert "(1 in flight in a run still going; each at its worst case" in notes
-    assert "killed" not in notes
+    assert "(1 in flight when a run was killed, 1 in flight in a run still going; each" in notes
     # a kill -9 leaves the file behind, unlocked; its PID may name a live process since
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": "generate",
               "since": "2026-12-01T00:00:00Z"}  # fmt: skip
     lock_path(out.resolve()).write_text(json.dumps(holder) + "\n")
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
-    assert (report.running_in_flight, report.killed_in_flight, report.running) == (0, 1, [])
+    assert (report.running_in_flight, report.killed_in_flight, report.running) == (0, 2, [])
     for pid in (True, 10**30, "7"):  # a damaged file names no process
         lock_path(out.resolve()).write_text(json.dumps({**holder, "pid": pid}) + "\n")
-        assert audit([out], policy=POLICY, snapshot=bundled_snapshot()).killed_in_flight == 1
+        assert audit([out], policy=POLICY, snapshot=bundled_snapshot()).killed_in_flight == 2
     lock_path(out.resolve()).write_text(json.dumps({**holder, "host": "node-7"}) + "\n")
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
-    assert (report.running_in_flight, report.killed_in_flight) == (1, 0)
+    assert (report.running_in_flight, report.killed_in_flight) == (1, 1)
     assert "on another machine (whether it still runs cannot be seen here)" in (
         report.render_notes()
     )

@@ -346,11 +346,13 @@ def _spent(paths: Iterable[str | Path], report: AuditReport, prices: Prices | No
             report.unjournaled_usd += worst
             report.spent_usd += worst
         holder = running_holder(path)
-        if holder is None:
-            report.killed_in_flight += replay.in_flight
-        else:
+        # the run going now is the journal's last; earlier runs' attempts in flight were a kill's
+        last = str(replay.headers[-1].get("run")) if holder and replay.headers else None
+        going = replay.in_flight_by_run.get(last, 0) if last is not None else 0
+        report.killed_in_flight += replay.in_flight - going
+        report.running_in_flight += going
+        if holder is not None:
             report.running.append(f"{path} is being written by {holder}")
-            report.running_in_flight += replay.in_flight
         for turns in state.turns.values():
             report.kept_turns += len(turns)
             report.kept_turns_usd += sum(

@@ -65,6 +65,8 @@ class JournalReplay:
     settled_usd: Decimal = _ZERO
     possibly_billed_usd: Decimal = _ZERO
     in_flight: int = 0  # sent, never settled: in flight when a run was killed
+    #: the same, by run: a run still going has its own in flight (``audit`` beside it)
+    in_flight_by_run: dict[str, int] = field(default_factory=dict)
     unknown: int = 0  # settled as unknown (timeouts, cut connections, cancellations, no cost)
     reconciled: int = 0  # unknown ones that /generation settled
     reconciled_back_usd: Decimal = _ZERO  # what those gave back (reservation - cost)
@@ -245,7 +247,9 @@ def replay_journal(
         else:
             money = reserved
             replay.possibly_billed_usd += reserved
-            replay.in_flight += state == _SENT
+            if state == _SENT:
+                replay.in_flight += 1
+                replay.in_flight_by_run[run] = replay.in_flight_by_run.get(run, 0) + 1
             replay.unknown += state == _UNKNOWN
             if gen is not None:
                 replay.pending.append(Pending(run, number, gen, reserved, ds))
