@@ -26,6 +26,7 @@ WRITTEN = {
     "no-route": 1,
     "budget-spent": 1,
     "failing": 1,
+    "all-failed": 1,
     "write-failed": 1,
     "batch-refused": 1,
     "batch-unread": 1,

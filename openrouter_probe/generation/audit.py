@@ -35,6 +35,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
 from openrouter_probe.run.books.output import (
     FINISHED,
@@ -68,6 +69,7 @@ class ProviderAudit:
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: Decimal = Decimal(0)
+    byok_usd: Decimal = Decimal(0)  # of cost_usd: BYOK answers' provider part, to the user's key
     truncated: int = 0
     turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
     answers: int = 0  # requests answered: one per row, one per turn of a row regenerated so
@@ -94,6 +96,7 @@ class ProviderAudit:
             "output_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "cost_usd": round(float(self.cost_usd), 6),
+            "byok_usd": round(float(self.byok_usd), 6),
             "effective_usd_per_m": None if eff is None else round(float(eff), 4),
             "truncated": self.truncated,
             "past_max_tokens": self.past_limit,
@@ -442,6 +445,7 @@ def _tally(
     tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
     cost = Decimal(str(answer.get("cost_usd") or 0))
     tally.cost_usd += cost
+    tally.byok_usd += usage_spend(usage)[2] or 0  # the provider's part of a BYOK answer's cost
     limit = _int(answer.get("max_tokens") or (row or {}).get("max_tokens"))
     billed = output_tokens_of(answer)
     if limit and billed > limit:

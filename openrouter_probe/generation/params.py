@@ -28,6 +28,7 @@ from typing import Any
 
 from openrouter_probe.api.jsontext import kind_of
 from openrouter_probe.errors import Message
+from openrouter_probe.rules.server_tools import unbounded
 
 __all__ = ["CHAT_PARAMETERS", "MESSAGE_KEYS", "RESERVED", "check", "message_keys"]
 
@@ -115,7 +116,8 @@ def _tool_problem(tools: list[Any]) -> str | None:
             function = tool.get("function")
             if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
                 return f"tools[{i}] is a function tool without `function.name` (OpenAI's schema)"
-    return None
+    # a server tool billed beyond what the spend cap can bound is refused before it is sent
+    return unbounded(tools)
 
 
 def _reasoning_problem(value: Mapping[str, Any]) -> str | None:

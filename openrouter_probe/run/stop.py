@@ -53,6 +53,8 @@ class StopReason(StrEnum):
     BUDGET_SPENT = "budget-spent"
     #: nearly every recent attempt failed one transient way (``run.schedule.streak``)
     FAILING = "failing"
+    #: every row the run sent failed: nothing was answered
+    ALL_FAILED = "all-failed"
     #: the output or its journal could not be written
     WRITE_FAILED = "write-failed"
     #: OpenRouter refused a batch submit (batch mode, as the four below)

@@ -34,6 +34,7 @@ class ProviderTally:
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: Decimal = _ZERO
+    byok_usd: Decimal = _ZERO  # of ``cost_usd``: billed by the provider to the user's own key
     truncated: int = 0
     turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
 
@@ -45,6 +46,7 @@ class ProviderTally:
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "cost_usd": float(self.cost_usd),
+            "byok_usd": float(self.byok_usd),
             "truncated": self.truncated,
         }
 
@@ -407,9 +409,11 @@ class RunSummary:
         lines.extend(self._dataset_lines())
         for name, tally in sorted(self.providers.items()):
             turns = f", {tally.turns:,} turns" if tally.turns else ""
+            byok = tally.byok_usd
             lines.append(
                 f"  {name}: {tally.rows:,} rows{turns}, {tally.completion_tokens:,} output "
                 f"tokens, {_usd(tally.cost_usd)}"
+                + (f" ({_usd(byok)} BYOK: the provider's, to your own key)" if byok else "")
             )
         if self.worst_case_usd is not None:
             what = "rows" if self.turns_to_send is None else "turns"

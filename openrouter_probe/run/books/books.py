@@ -403,6 +403,8 @@ class Books:
         details = usage.get("completion_tokens_details") or {}
         tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
         tally.cost_usd += cost or 0
+        if cost is not None and not answer.cache_hit:
+            tally.byok_usd += answer.byok_usd or 0  # the provider's part, in cost
         if last:
             truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1

@@ -36,6 +36,7 @@ from openrouter_probe.run.money.limit import START_REQUESTS, AdaptiveLimit, Doll
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import (
+    HOLD_WAIT_S,
     AttemptPolicy,
     Decision,
     Fail,
@@ -102,6 +103,7 @@ class Run:
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
             held=lambda: (books.cap.held_usd, cap.in_flight),
+            cap_left=lambda: cap.remaining_usd,
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -115,6 +117,7 @@ class Run:
         self.stop_reason: StopReason = StopReason.DONE
         self.message = ""
         self.retries = self.pauses = 0
+        self._longest_hold_s = HOLD_WAIT_S  # the longest in-flight wait said so far
         self._workers: list[asyncio.Task[None]] = []
         self._live = 0  # workers not yet ended (``waits.waiting`` of them wait for a change)
         self._drain_handle: asyncio.TimerHandle | None = None
@@ -315,6 +318,14 @@ class Run:
             attempt.request, attempt.ceiling_s = lower.request, lower.ceiling_s
             return True
         if isinstance(decision, Hold):  # the in-flight budget: not a retry of a failure
+            if decision.wait_s > self._longest_hold_s:  # said once per longer wait
+                self._longest_hold_s = decision.wait_s
+                log.warning(
+                    "OpenRouter's in-flight budget is full: %s waits %.0f s as it asked, then "
+                    "goes again",
+                    row.id,
+                    decision.wait_s,
+                )
             await self.waits.sleep_unless_stopped(decision.wait_s)
         elif isinstance(decision, Retry):
             if failure.rate_limited:
@@ -460,6 +471,15 @@ class Run:
         elif self.stop_reason == StopReason.DONE and self.options.target_tokens is not None:
             done = not self.books.counts.not_sent
             self.stop_reason = StopReason.DONE if done else StopReason.TARGET
+        counts = self.books.counts
+        if self.stop_reason.as_asked and counts.failed and not counts.ok + counts.truncated:
+            self.stop_reason = StopReason.ALL_FAILED  # exit 1: a run that answered nothing
+            self.message = Message(
+                "all-failed",
+                "every row sent failed ({failed:d}; their records say why): fix the cause, then "
+                "rerun the same command with {redo_failed=True}",
+                failed=counts.failed,
+            )
 
     def _summary(self) -> RunSummary:
         """The books' summary of the run, with the scheduler's own figures."""

@@ -96,6 +96,12 @@ class RowSource:
             record["sampling"] = request.sampling
         if answer.cache_hit:
             record["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
+        elif answer.byok_usd is not None and cost is not None:
+            # cost_usd is both parts: what OpenRouter charged, what the provider billed the key
+            record["cost_parts_usd"] = {
+                "openrouter": float(cost - answer.byok_usd),
+                "provider": float(answer.byok_usd),
+            }
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
         if answer.reasoning_details:

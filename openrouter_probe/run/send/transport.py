@@ -35,8 +35,8 @@ from typing import Any
 
 import aiohttp
 
-from openrouter_probe.api.backoff import retry_after_s
-from openrouter_probe.api.chat import Generation, read_cost
+from openrouter_probe.api.backoff import said_wait_s
+from openrouter_probe.api.chat import Generation, read_cost, usage_spend
 from openrouter_probe.api.chat import read_generation as api_read_generation
 from openrouter_probe.api.completion import (
     CACHE_STATUS_HEADER,
@@ -70,7 +70,7 @@ Answer = ChatCompletion
 
 def _with_cost(failure: Failure, usage: Any, generation_id: str | None) -> Failure:
     """An error inside a 200 body or stream: billed as its ``usage.cost`` says, else unknown."""
-    cost = read_cost(usage.get("cost"))[0] if isinstance(usage, dict) else None
+    cost = usage_spend(usage)[0]
     failure.cost_usd = cost
     failure.cost_unknown = cost is None
     failure.generation_id = generation_id
@@ -140,7 +140,7 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     failure = classify_error(
         status,
         error or None,
-        retry_after_s=retry_after_s(headers.get("Retry-After"), date=headers.get("Date")),
+        retry_after_s=said_wait_s(headers, envelope.metadata),
         body=data.decode(errors="replace"),
         platform=platform,
     )
