@@ -472,7 +472,11 @@ class Run:
             done = not self.books.counts.not_sent
             self.stop_reason = StopReason.DONE if done else StopReason.TARGET
         counts = self.books.counts
-        if self.stop_reason.as_asked and counts.failed and not counts.ok + counts.truncated:
+        if (
+            StopReason(self.stop_reason).as_asked
+            and counts.failed
+            and not counts.ok + counts.truncated
+        ):
             self.stop_reason = StopReason.ALL_FAILED  # exit 1: a run that answered nothing
             self.message = Message(
                 "all-failed",
