@@ -126,6 +126,9 @@ def test_an_attestation_gate_stops_the_run_at_the_first_refusal(tmp_path: Path) 
     message = " ".join(str(summary.message).split())
     assert "18+ age confirmation" in message
     assert "Confirm it in the account's settings, then rerun the same command" in message
+    assert summary.render().splitlines()[0] == (
+        "not finished (exit 1): OpenRouter admits no endpoint: policy or account settings"
+    )
     # the gate passed, the same command sends every row
     with serve(speed=0, seed=2) as fake:
         again = _gen(tmp_path, fake.base_url)
@@ -187,3 +190,5 @@ def test_a_run_where_every_row_failed_exits_non_zero(tmp_path: Path) -> None:
     assert summary.failed == 3 and summary.ok + summary.truncated == 0
     assert summary.stop_reason == "all-failed" and summary.exit_code == 1
     assert "every row sent failed (3" in summary.message
+    # the summary's first line says why, in words
+    assert summary.render().splitlines()[0] == "not finished (exit 1): every row sent failed"

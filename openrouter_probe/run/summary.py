@@ -204,8 +204,7 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        """The stop reason's (``StopReason.exit_code``): 0 when the run ended as asked (done,
-        budget, target, dry run), 130 when a signal stopped it, 1 otherwise."""
+        """The stop reason's (``StopReason.exit_code``): 0 as asked, 130 a signal, else 1."""
         return StopReason(self.stop_reason).exit_code
 
     def to_dict(self) -> dict[str, Any]:
@@ -370,7 +369,8 @@ class RunSummary:
     def render(self, term: Term = keyword_term) -> str:
         """The summary for people, in lines of at most 80 columns; ``term`` says the library's
         keywords (``errors.keyword_term``; the CLI passes its flags)."""
-        lines = [f"{self.model} via {self.policy} -> {self.out}"]
+        lines = StopReason(self.stop_reason).why()  # the first line says why, when not as asked
+        lines.append(f"{self.model} via {self.policy} -> {self.out}")
         if self.stop_reason == StopReason.DRY_RUN:
             lines.append(
                 f"dry run: {self.rows_to_send:,} row{'' if self.rows_to_send == 1 else 's'} to "
@@ -409,11 +409,10 @@ class RunSummary:
         lines.extend(self._dataset_lines())
         for name, tally in sorted(self.providers.items()):
             turns = f", {tally.turns:,} turns" if tally.turns else ""
-            byok = tally.byok_usd
+            byok = f" ({_usd(tally.byok_usd)} BYOK: the provider's, to your own key)"
             lines.append(
                 f"  {name}: {tally.rows:,} rows{turns}, {tally.completion_tokens:,} output "
-                f"tokens, {_usd(tally.cost_usd)}"
-                + (f" ({_usd(byok)} BYOK: the provider's, to your own key)" if byok else "")
+                f"tokens, {_usd(tally.cost_usd)}" + (byok if tally.byok_usd else "")
             )
         if self.worst_case_usd is not None:
             what = "rows" if self.turns_to_send is None else "turns"

@@ -44,6 +44,7 @@ from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.counts import Counts
 from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.streak import FailureStreak
@@ -174,6 +175,21 @@ class AttemptPolicy:
         self.streak.see(None)
         self.unanswered_streak = 0
         self.pauses_in_a_row = 0
+
+    def all_failed(self, counts: Counts, reason: StopReason) -> Stop | None:
+        """A run that would end as asked although every row it sent failed ends ``all-failed``
+        (exit 1): it answered nothing."""
+        if not reason.as_asked or not counts.failed or counts.ok + counts.truncated:
+            return None
+        return Stop(
+            StopReason.ALL_FAILED,
+            Message(
+                "all-failed",
+                "every row sent failed ({failed:d}; their records say why): fix the cause, then "
+                "rerun the same command with {redo_failed=True}",
+                failed=counts.failed,
+            ),
+        )
 
     def row_failed(self, failure: Failure) -> Stop | None:
         """A row failed: stop the run when too many in a row got no HTTP answer at all."""

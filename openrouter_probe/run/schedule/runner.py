@@ -471,19 +471,9 @@ class Run:
         elif self.stop_reason == StopReason.DONE and self.options.target_tokens is not None:
             done = not self.books.counts.not_sent
             self.stop_reason = StopReason.DONE if done else StopReason.TARGET
-        counts = self.books.counts
-        if (
-            StopReason(self.stop_reason).as_asked
-            and counts.failed
-            and not counts.ok + counts.truncated
-        ):
-            self.stop_reason = StopReason.ALL_FAILED  # exit 1: a run that answered nothing
-            self.message = Message(
-                "all-failed",
-                "every row sent failed ({failed:d}; their records say why): fix the cause, then "
-                "rerun the same command with {redo_failed=True}",
-                failed=counts.failed,
-            )
+        stop = self.policy.all_failed(self.books.counts, StopReason(self.stop_reason))
+        if stop is not None:
+            self.stop_reason, self.message = stop.reason, stop.message
 
     def _summary(self) -> RunSummary:
         """The books' summary of the run, with the scheduler's own figures."""
