@@ -18,7 +18,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.schedule.attempts import AttemptPolicy, Hold
+from openrouter_probe.run.schedule.attempts import AttemptPolicy, Hold, Retry
 from openrouter_probe.run.send.attempt import Attempt
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.transport import _error_failure
@@ -192,3 +192,30 @@ def test_a_run_where_every_row_failed_exits_non_zero(tmp_path: Path) -> None:
     assert "every row sent failed (3" in summary.message
     # the summary's first line says why, in words
     assert summary.render().splitlines()[0] == "not finished (exit 1): every row sent failed"
+
+
+def test_a_providers_429_waits_its_retry_after_up_to_max_wait(tmp_path: Path) -> None:
+    """``max_wait_s`` is the one setting for rate limits: a provider's 429 asking 120 s waits 120 s
+    under ``max_wait_s=300`` (the backoff's cap, 30 s here, is for other failures)."""
+    upstream = {
+        "error": {
+            "message": "Provider returned error",
+            "code": 429,
+            "metadata": {"raw": "Rate limit exceeded", "provider_name": "DeepInfra"},
+        }
+    }
+    failure = _error_failure(429, json.dumps(upstream).encode(), {"Retry-After": "120"})
+    assert (failure.kind, failure.rate_limited, failure.retry_after_s) == ("transient", True, 120.0)
+    row = PromptRow("r1", "d", [{"role": "user", "content": "q"}], {}, 1)
+    prices = Prices(Decimal("0.0000006"), Decimal("0.000003"))
+    request = RequestBuilder(model="m", provider_json="{}").build(row, prices)
+    waits = []
+    for max_wait_s in (300, 60, 10):
+        options = JobOptions.resolve(
+            command="generate", out=tmp_path / "o.jsonl", api_key="k", backoff=FAST,
+            max_wait_s=max_wait_s,
+        )  # fmt: skip
+        policy = AttemptPolicy(options, model="m", policy="p", max_tokens_of=lambda r: 64)
+        attempt = Attempt(request, prices, '"r1"', 60.0)
+        waits.append(policy.decide(row, failure, attempt, 0))
+    assert waits == [Retry(120.0), Retry(60.0), Retry(30.0)]  # never below the backoff's own

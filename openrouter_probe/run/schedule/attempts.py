@@ -5,8 +5,9 @@ that kind, what follows: a ``Decision`` the scheduler (``run.schedule.runner``) 
 of its own.
 
 - ``transient`` (408, upstream 429, 5xx, timeouts, cut streams, keep-alives only): ``Retry`` after
-  the backoff's wait (Retry-After, else exponential with jitter, from the row's first send); when
-  the attempts or the time run out, ``Fail`` the row.
+  the backoff's wait (Retry-After, else exponential with jitter, from the row's first send; a
+  rate limit's Retry-After up to ``max_wait_s``); when the attempts or the time run out, ``Fail``
+  the row.
 - ``pause`` (OpenRouter's own 429 for the key): ``Pause`` the pool for Retry-After; beyond
   ``max_wait_s``, or after ``PAUSES_BEFORE_STOP`` pauses with no answer between, ``Stop`` the run
   (``rate-limited``), the row unsent.
@@ -221,7 +222,14 @@ class AttemptPolicy:
             elapsed_s=clock() - (attempt.first_s or clock()),
             wait_the_cap=True,  # final only when its attempts or its time are spent
         )
-        return Fail(decision.reason) if decision.give_up else Retry(decision.wait_s)
+        if decision.give_up:
+            return Fail(decision.reason)
+        asked = failure.retry_after_s
+        if failure.rate_limited and asked is not None and asked > decision.wait_s:
+            # a rate limit's own wait: as asked, up to max_wait_s (the one setting for rate
+            # limits, the key's pauses too), not the backoff's cap
+            return Retry(max(decision.wait_s, min(asked, self.options.max_wait_s)))
+        return Retry(decision.wait_s)
 
     def _held(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
         """An in-flight 402: shrink the dollar window and wait Retry-After; a request refused
