@@ -321,7 +321,8 @@ def _weights_syntax(text: str) -> object:
     type=click.FloatRange(min=0),
     default=60.0,
     show_default=True,
-    help="Longest pause, in seconds, for OpenRouter's own 429 on the key; longer: stop.",
+    help="Longest wait, in seconds, for a rate limit: OpenRouter's own 429 on the key (longer: "
+    "stop) and a provider's 429 Retry-After.",
 )
 @click.option(
     "--drain-timeout",
