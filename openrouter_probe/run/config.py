@@ -67,11 +67,12 @@ class JobOptions:
     ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest wait for a rate limit (the
     key's own 429's pause, a provider's 429 ``Retry-After``); ``target_tokens`` stops each dataset
-    at that many billed output tokens; ``weights`` split the cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
-    tokens retry lower; ``batch`` sends through the Batch API (``run.send.batch_sender``);
-    ``response_cache_ttl_s`` asks OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
-    ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
-    (tests). Build it with :meth:`resolve`, which names the option in its errors.
+    at that many billed output tokens; ``weights`` split the cap between datasets (unnamed ones
+    weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer tokens retry lower; ``batch``
+    sends through the Batch API (``run.send.batch_sender``); ``response_cache_ttl_s`` asks
+    OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``),
+    ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the
+    waits and the time (tests). Build it with :meth:`resolve`, which names the option in its errors.
     """
 
     command: str
