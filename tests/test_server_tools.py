@@ -108,6 +108,8 @@ def test_a_web_search_row_under_a_one_cent_cap_is_refused_before_it_is_sent(
     assert sent == 0 and billed == 0  # nothing sent: the cap holds no such request
     assert summary.not_sent == 3 and summary.spent_usd == 0
     assert summary.stop_reason == "budget"
+    said = " ".join(str(summary.message).split())
+    assert "more than the whole $0.01 cap; its web search's results may fill the whole" in said
 
 
 def test_web_search_rows_are_billed_their_fee_and_never_past_their_reservation(
