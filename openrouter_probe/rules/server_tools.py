@@ -16,8 +16,11 @@ bill (``fake.server_tools``):
                             ``web_search`` price, whichever is dearer, and the results in the prompt
                             up to the largest context; without ``max_uses`` it is unbounded
 ``openrouter:datetime``     free: a few tokens of the date in the prompt (``DATETIME_TOKENS``)
-any other ``openrouter:*``  not bounded here (the advisor's model and its uses, a fetch's pages, an
-                            image's price): the row is refused before it is sent, with the line
+``openrouter:advisor``      not bounded: each consultation bills the advisor model's tokens at its
+                            price, and the model decides how many a request makes (no documented
+                            ``max_uses``; it may run its own tools): refused, with the line
+any other ``openrouter:*``  not bounded here (a fetch's pages, an image's price): the row is
+                            refused before it is sent, with the line
 ==========================  ======================================================================
 """
 
@@ -31,6 +34,7 @@ from typing import Any
 from openrouter_probe.errors import Message
 
 __all__ = [
+    "ADVISOR",
     "DATETIME",
     "DATETIME_TOKENS",
     "DEFAULT_RESULTS",
@@ -45,6 +49,7 @@ __all__ = [
 PREFIX = "openrouter:"
 WEB_SEARCH = "openrouter:web_search"
 DATETIME = "openrouter:datetime"
+ADVISOR = "openrouter:advisor"
 #: What one web search result costs at most through OpenRouter's default engine (Exa: $4 per
 #: 1,000 results, OpenRouter's web search docs); an endpoint's own ``web_search`` price (its
 #: native search) is used instead where it is dearer.
@@ -100,6 +105,16 @@ def unbounded(tools: Sequence[Any] | None) -> Message | None:
                     kind=kind,
                 )
             continue
+        if kind == ADVISOR:
+            return Message(
+                "server-tool-advisor",
+                "tools[{i:d}] is {kind:s}: each consultation bills its own model's tokens at that "
+                "model's price, and nothing in the request bounds how many a request makes (the "
+                "model decides; OpenRouter documents no max_uses for it); remove it from the row "
+                "to send it under the cap",
+                i=i,
+                kind=kind,
+            )
         return Message(
             "server-tool-unbounded",
             "tools[{i:d}] is the server tool {kind:s}, whose cost this tool cannot bound (it is "
