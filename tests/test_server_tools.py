@@ -142,3 +142,39 @@ def test_web_search_rows_are_billed_their_fee_and_never_past_their_reservation(
     assert not any("more than their reserved" in w for w in summary.warnings)
     assert summary.peak_committed_usd <= D("2.0")
     assert json.loads(json.dumps(summary.to_dict()))["stop_reason"] == "done"
+
+
+def test_the_fake_bills_an_advisor_in_cost_beside_the_providers_tokens() -> None:
+    """A client that does not bound its spend may send one: the fake bills it as the 2026-07
+    recording shows (``cost`` 0.0160614 against ``upstream_inference_cost`` 0.0001764): the
+    advisor's tokens in ``cost``, the executor's alone upstream."""
+    import requests
+
+    from openrouter_probe.rules.snapshot import bundled_snapshot
+
+    body = {
+        "model": "moonshotai/kimi-k2.5",
+        "messages": [{"role": "user", "content": "Plan a worker pool."}],
+        "max_tokens": 64,
+        "provider": {"order": ["chutes/int4"], "allow_fallbacks": False},
+        "tools": [ADVISOR],
+    }
+    with serve(speed=0, seed=1) as fake:
+        answer = requests.post(
+            f"{fake.base_url}/chat/completions",
+            json=body,
+            headers={"Authorization": "Bearer sk-test"},
+            timeout=30,
+        ).json()
+        entry = fake.ledger.get(answer["id"])
+    usage = answer["usage"]
+    assert entry is not None and entry.tag == "chutes/int4"
+    (chutes,) = [e for e in bundled_snapshot().endpoints if e.tag == "chutes/int4"]
+    price_in = chutes.pricing.usd_per_unit("prompt")
+    price_out = chutes.pricing.usd_per_unit("completion")
+    assert price_in and price_out
+    advisor = price_in * usage["prompt_tokens"] + price_out * 1024  # one consultation
+    cost = Decimal(str(usage["cost"]))
+    upstream = Decimal(str(usage["cost_details"]["upstream_inference_cost"]))
+    assert abs(cost - upstream - advisor) < D("1e-12") and upstream > 0
+    assert entry.cost_usd == cost  # the ledger bills what cost says

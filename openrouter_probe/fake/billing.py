@@ -18,12 +18,19 @@ from typing import Any
 
 from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.rules.pricing import effective_pricing
-from openrouter_probe.rules.server_tools import RESULT_USD, WEB_SEARCH, ServerTools, server_tools
+from openrouter_probe.rules.server_tools import (
+    ADVISOR,
+    RESULT_USD,
+    WEB_SEARCH,
+    ServerTools,
+    server_tools,
+)
 
 __all__ = [
     "Charge",
     "Credit",
     "UnitPrices",
+    "advised",
     "affordable_tokens",
     "apply_overrides",
     "charge",
@@ -97,6 +104,7 @@ class Charge:
     searches: int = 0
     search_results: int = 0
     byok: bool = False
+    advisor_usd: Decimal = _ZERO  # the advisor server tool's tokens, at its model's prices
 
     @property
     def tokens_usd(self) -> Decimal:
@@ -104,12 +112,21 @@ class Charge:
 
     @property
     def total_usd(self) -> Decimal:
-        return self.prompt_usd + self.completion_usd + self.search_usd
+        return self.tokens_usd + self.search_usd + self.advisor_usd
 
     @property
     def cost_usd(self) -> Decimal:
-        """``usage.cost``: what OpenRouter charged (its fees only, for a BYOK answer)."""
-        return self.search_usd if self.byok else self.total_usd
+        """``usage.cost``: what OpenRouter charged (its tools only, for a BYOK answer)."""
+        return self.search_usd + self.advisor_usd if self.byok else self.total_usd
+
+    @property
+    def upstream_usd(self) -> Decimal:
+        """``cost_details.upstream_inference_cost``: the provider's tokens alone where a BYOK key
+        or a server tool makes ``cost`` differ (2026-07: ``cost`` 0.0160614 with an advisor,
+        upstream 0.0001764), else ``cost`` (7.2)."""
+        if self.byok or self.search_usd or self.advisor_usd:
+            return self.tokens_usd
+        return self.total_usd
 
 
 @dataclass(frozen=True)
@@ -161,6 +178,7 @@ def charge(
     searches: int = 0,
     search_results: int = 0,
     byok: bool = False,
+    advisor_usd: Decimal = _ZERO,
 ) -> Charge:
     """Price a generation at ``endpoint``'s prices (discount and applicable overrides included).
 
@@ -184,6 +202,7 @@ def charge(
         searches=searches,
         search_results=search_results,
         byok=byok,
+        advisor_usd=advisor_usd,
     )
 
 
@@ -206,6 +225,29 @@ def searched(body: Any, endpoint: Endpoint, prompt_tokens: int) -> tuple[int, in
         used = ServerTools()
     room = max(0, (endpoint.context_length or 0) - prompt_tokens)
     return used.searches, used.results, min(room, used.results * SEARCH_RESULT_TOKENS)
+
+
+#: The advisor's answer when its tool names no ``max_completion_tokens``.
+ADVISOR_TOKENS = 1_024
+
+
+def advised(body: Any, endpoint: Endpoint, prompt_tokens: int) -> Decimal:
+    """What the ``openrouter:advisor`` server tools of a request cost: one consultation each,
+    reading the prompt and answering its ``max_completion_tokens`` (default ``ADVISOR_TOKENS``),
+    at the serving endpoint's prices (the fake's advisor is the request's own model: OpenRouter's
+    fallback when the tool names none). Billed in ``cost``, as OpenRouter does (2026-07)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    total = _ZERO
+    prices = None
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict) or tool.get("type") != ADVISOR:
+            continue
+        raw = tool.get("parameters")
+        answer = raw.get("max_completion_tokens") if isinstance(raw, dict) else None
+        tokens = answer if isinstance(answer, int) and answer > 0 else ADVISOR_TOKENS
+        prices = prices or unit_prices(endpoint.pricing)
+        total += prices.prompt * prompt_tokens + prices.output_max * tokens
+    return total
 
 
 def worst_case_usd(

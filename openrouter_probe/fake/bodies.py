@@ -72,7 +72,7 @@ def usage_object(charge: Charge) -> dict[str, Any]:
             "video_tokens": 0,
         },
         "cost_details": {
-            "upstream_inference_cost": float(charge.tokens_usd) if charge.byok else cost,
+            "upstream_inference_cost": float(charge.upstream_usd),
             "upstream_inference_prompt_cost": float(charge.prompt_usd),
             "upstream_inference_completions_cost": float(charge.completion_usd),
         },
@@ -92,7 +92,7 @@ def usage_json(charge: Charge) -> str:
     ``cost`` is OpenRouter's part, ``cost_details.upstream_inference_cost`` the provider's
     (equal to ``cost`` unless the answer is BYOK: OPENROUTER.md 7.2, 19)."""
     cost = repr(float(charge.cost_usd))
-    upstream = repr(float(charge.tokens_usd)) if charge.byok else cost
+    upstream = repr(float(charge.upstream_usd))
     tools = (
         f',"server_tool_use_details":{{"web_search_requests":{charge.searches}}}'
         if charge.searches

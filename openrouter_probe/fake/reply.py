@@ -28,7 +28,7 @@ from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, charge, searched
+from openrouter_probe.fake.billing import Charge, advised, charge, searched
 from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import (
     Answer,
@@ -386,6 +386,7 @@ class Reply:
             searches=searches,
             search_results=results,
             byok=self.byok,
+            advisor_usd=advised(self.body, self.endpoint, self.prompt_tokens),
         )
         self.billed_usd = c.total_usd
         if c.byok:
