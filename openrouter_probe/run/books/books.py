@@ -57,6 +57,7 @@ __all__ = ["Books"]
 log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
+BYOK_FEE_SHARE = Decimal("0.05")  # OpenRouter's fee on a BYOK answer (its docs: 5% of the cost)
 
 
 class Books:
@@ -119,6 +120,7 @@ class Books:
         self.window: DollarWindow | None = None
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
+        self.byok_fee = False  # a BYOK answer came: reservations keep OpenRouter's fee too
 
     @property
     def outstanding(self) -> int:
@@ -150,9 +152,11 @@ class Books:
         max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
         overshoot, cap, window = self.overshoot, self.cap, self.window
         first = overshoot.first_wave and window is not None  # (no window: the module)
-        margin = overshoot.extra_usd(max_tokens, price)
-        attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price) if first else margin
         hold = attempt.request.worst_usd  # what OpenRouter holds for it
+        fee = hold * BYOK_FEE_SHARE if self.byok_fee else _ZERO  # beside the provider's bill
+        margin = overshoot.extra_usd(max_tokens, price) + fee
+        room = overshoot.first_room_usd(max_tokens, price) if first else margin - fee
+        attempt.overshoot_usd = room + fee
         claims = self.claims
         while True:
             fits = False  # the dollars in flight are full: wait for one to settle
@@ -256,6 +260,7 @@ class Books:
                 if earlier is not None and self.reconciler is not None:
                     self.reconciler.add(earlier)
             attempt.cost = cost
+            self.byok_fee |= outcome.byok_usd is not None
             billed = billed_output(outcome.usage)
             if self.overshoot.see(
                 outcome.provider, billed_tokens=billed, max_tokens=max_tokens, cost_usd=cost
