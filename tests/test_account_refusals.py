@@ -11,6 +11,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openrouter_probe.api.backoff import Backoff, said_wait_s
 from openrouter_probe.fake import serve
 from openrouter_probe.fake.refusals import PRIVACY_URL, refusal_body
@@ -88,12 +90,19 @@ def _gen(tmp: Path, base_url: str, waits: list[float] | None = None, **options: 
     )
 
 
-def test_a_run_whose_requests_meet_the_in_flight_402_for_a_while_finishes(tmp_path: Path) -> None:
+def test_a_run_whose_requests_meet_the_in_flight_402_for_a_while_finishes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(3))
     waits: list[float] = []
     with serve(speed=0, seed=2, faults="in_flight_402_body=@1+2") as fake:
         summary = _gen(tmp_path, fake.base_url, waits)
         billed = len(fake.ledger)
+    said = [r.getMessage() for r in caplog.records if "in-flight budget is full" in r.getMessage()]
+    # one line for the longer wait, not one per refusal
+    assert said == [
+        "OpenRouter's in-flight budget is full: r0 waits 120 s as it asked, then goes again"
+    ]
     assert summary.stop_reason == "done" and summary.exit_code == 0
     assert summary.ok + summary.truncated == 3 and summary.failed == 0 and billed == 3
     assert waits.count(120.0) == 2  # each refusal waited what its body said
