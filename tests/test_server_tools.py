@@ -178,3 +178,19 @@ def test_the_fake_bills_an_advisor_in_cost_beside_the_providers_tokens() -> None
     upstream = Decimal(str(usage["cost_details"]["upstream_inference_cost"]))
     assert abs(cost - upstream - advisor) < D("1e-12") and upstream > 0
     assert entry.cost_usd == cost  # the ledger bills what cost says
+
+
+def test_a_prompt_set_whose_rows_all_carry_an_advisor_is_refused_before_the_run(
+    tmp_path: Path,
+) -> None:
+    from openrouter_probe.errors import ConfigError
+
+    write_prompts(tmp_path / "prompts.jsonl", _rows(2, [ADVISOR]))
+    with serve(speed=0, seed=1, record_requests=True) as fake:
+        with pytest.raises(ConfigError) as refused:
+            _gen(tmp_path, fake.base_url, 0.01)
+        sent = fake.fake.requests
+    assert sent == [] and not (tmp_path / "out.jsonl").exists()
+    said = str(refused.value)
+    assert "no rows to send: all 2 are skipped" in said
+    assert "prompts.jsonl:1: tools[0] is openrouter:advisor: each consultation" in said
