@@ -44,6 +44,7 @@ from openrouter_probe.api.completion import (
     read_completion,
     read_stream,
 )
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.envelope import read_error
 from openrouter_probe.errors import Message
 from openrouter_probe.run.send.failure import Failure, FailureKind, classify_error
@@ -195,7 +196,7 @@ class HttpTransport:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self._headers = {
-            "Authorization": f"Bearer {api_key}",
+            **Connection(api_key=api_key).authorization(),
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
             **(headers or {}),  # the response cache's (``api.completion.response_cache_headers``)
