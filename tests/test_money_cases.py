@@ -1,4 +1,4 @@
-"""Issue 15, case by case: every way a paid request could go unaccounted, on the fake server.
+"""Case by case: every way a paid request could go unaccounted, on the fake server.
 
 Each test reproduces one case of the issue against the project's loopback fake OpenRouter (its
 ledger is the truth of what was billed) and asserts the money invariant for it: what the fake billed
