@@ -115,11 +115,12 @@ def test_keep_alives_are_not_progress(
     clock = ManualClock()
     # the fake's stalled handler moves the shared clock too: no retry deadline in this test
     patient = Backoff(wait_initial_s=1, wait_max_s=30, wait_jitter_s=0, attempts=6, timeout_s=None)
-    # Keep-alives for eleven days: the client always leaves first, however far the fake's thread
-    # runs ahead of it (an hour's worth could all be written, answer included, before the client
-    # read a byte: then the stream would be billed in full, and the outcome would be scheduling's)
+    # Keep-alives for three years (500 MB of them, more than the sockets between the two can
+    # hold): the client always leaves first, however far the fake's thread runs ahead of it. An
+    # hour's worth could all be written, answer included, before the client read a byte: then
+    # the stream would be billed in full, and the outcome would be scheduling's.
     with (
-        serve(speed=0, seed=2, clock=clock, faults="keepalive=@1/1000000") as fake,
+        serve(speed=0, seed=2, clock=clock, faults="keepalive=@1/100000000") as fake,
         caplog.at_level(logging.WARNING),
     ):
         summary = _gen(
