@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
+from openrouter_probe.errors import OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.layouts import convert_xlam, glaive_chat
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.params import CHAT_PARAMETERS, MESSAGE_KEYS, check
 from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.generation.shapes import ShapeProblem, read_row
@@ -424,7 +426,8 @@ def test_a_rows_parameters_are_checked_and_other_columns_are_never_sent(tmp_path
         {"id": "nan", "prompt": "Hi", "temperature": float("nan")},
         {"id": "k", "prompt": "Hi", "top_k": 1.5},
     ]
-    summary, bodies = _run(tmp_path, rows, reasoning_effort="high")
+    named = SourceOptions.of(row_params="temperature,top_p,reasoning_effort,top_k")
+    summary, bodies = _run(tmp_path, rows, reasoning_effort="high", source=named)
     assert bodies == [{"model": MODEL, "provider": PROVIDER, "stream": False,
                        "messages": [U("Hi")], "max_tokens": 100, "temperature": 0.5,
                        "top_p": 0.9, "reasoning": {"effort": "low"}}]  # fmt: skip
@@ -437,6 +440,39 @@ def test_a_rows_parameters_are_checked_and_other_columns_are_never_sent(tmp_path
     assert records(tmp_path / "out.jsonl")[0]["meta"] == {"source": "mine"}
     assert check("temperature", 2) is None and check("stop", ["a"] * 5) is not None
     assert check("answer", "x") == "answer is not an OpenRouter chat parameter"
+
+
+#: A row whose columns are named like request parameters: a dataset's data, not the request's.
+PARAM_NAMED = {"id": "p1", "prompt": "Summarize the ticket.", "user": "ana@example.com",
+               "metadata": {"team": "support"}, "seed": 7, "stop": ["END"], "verbosity": 2,
+               "temperature": 0.2}  # fmt: skip
+
+
+def test_no_column_is_sent_as_a_parameter_unless_named(tmp_path: Path) -> None:
+    """HelpSteer2's `verbosity` annotation, an e-mail in `user`: data, never sent; only the
+    columns named (`--row-params`) are, each checked."""
+    summary, bodies = _run(tmp_path, [PARAM_NAMED])
+    assert bodies == [{"model": MODEL, "provider": PROVIDER, "stream": False,
+                       "messages": [U("Summarize the ticket.")], "max_tokens": 100}]  # fmt: skip
+    assert records(tmp_path / "out.jsonl")[0]["meta"] == {
+        k: v for k, v in PARAM_NAMED.items() if k not in ("id", "prompt")
+    }
+    assert (
+        f"{tmp_path / 'rows.jsonl'}: `metadata`, `seed`, `stop`, `temperature`, `user`, "
+        "`verbosity`: dataset columns, kept in `meta` and never sent (a column is a request "
+        "parameter only when named: row_params=NAMES)"
+    ) in summary.notes
+    named = SourceOptions.of(row_params="seed,stop")
+    summary, bodies = _run(tmp_path, [PARAM_NAMED], source=named, out=tmp_path / "named.jsonl")
+    assert bodies == [{"model": MODEL, "provider": PROVIDER, "stream": False,
+                       "messages": [U("Summarize the ticket.")], "max_tokens": 100, "seed": 7,
+                       "stop": ["END"]}]  # fmt: skip
+    for names, why in [
+        ("seed,colour", "`colour` is not an OpenRouter chat parameter"),
+        ("model", "`model` is decided by the policy and the run, never by a row"),
+    ]:
+        with pytest.raises(OptionError, match=why):
+            SourceOptions.of(row_params=names)
 
 
 def test_the_converters_refuse_what_they_cannot_map_by_name() -> None:

@@ -71,7 +71,7 @@ class Layout:
     id: tuple[str, ...] = ("id", "uuid", "prompt_id")
     tools: str | None = None
     image: str | None = None
-    params: bool = False  # our own shape: chat parameters are read from the row
+    own: bool = False  # our own shape: OpenAI's messages (their keys) and fine-tune `tools`
     chat_text: bool = False  # glaive: the dialogue is one USER:/ASSISTANT: string
     xlam: bool = False
     status: bool = False  # a status column: rows whose status is not a success are skipped
@@ -109,12 +109,12 @@ LAYOUTS: tuple[Layout, ...] = (
            "hermes-fc, LLaMA-Factory glaive, SpecForge prepared", ("conversations",),
            dialogue=("conversations",), system="system_prompt", tools="tools"),
     Layout("ours", "ours; OpenAI fine-tune (tools); Tulu-3 SFT mixture; UltraChat",
-           ("messages",), dialogue=("messages",), tools="tools", params=True),
+           ("messages",), dialogue=("messages",), tools="tools", own=True),
     Layout("wildchat-like", "any `conversation` list", ("conversation",),
            dialogue=("conversation",)),
     Layout("sharegpt-raw", "raw ShareGPT exports (`items`)", ("items",), dialogue=("items",)),
     Layout("ours-prompt", "ours: a `prompt` string", ("prompt",), prompt=("prompt",),
-           params=True),
+           tools="tools", own=True),
     Layout("single", "gsm8k (`question`), Magpie (`instruction`), Nemotron (`input`)", (),
            prompt=_PROMPTS),
 )  # fmt: skip

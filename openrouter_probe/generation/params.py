@@ -29,7 +29,15 @@ from typing import Any
 from openrouter_probe.api.jsontext import kind_of
 from openrouter_probe.errors import Message
 
-__all__ = ["CHAT_PARAMETERS", "MESSAGE_KEYS", "RESERVED", "check", "message_keys"]
+__all__ = [
+    "CHAT_PARAMETERS",
+    "MESSAGE_KEYS",
+    "RESERVED",
+    "check",
+    "message_keys",
+    "parse_row_params",
+    "row_params_problem",
+]
 
 #: ``ChatRequest``'s fields in the ``openrouter`` SDK 1.3.84, less ``RESERVED``, plus the
 #: documented ones it leaves out.
@@ -84,6 +92,25 @@ _TEXTS = ("user", "session_id", "prompt_cache_key", "service_tier", "verbosity")
 _LISTS = ("tools", "plugins", "modalities", "transforms", "stop_server_tools_when")
 _OBJECTS = ("reasoning", "response_format", "metadata", "logit_bias", "web_search_options",
             "usage", "prediction", "trace", "debug", "image_config")  # fmt: skip
+
+
+def parse_row_params(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """``--row-params seed,temperature`` (or a list, a manifest's ``params:``) as names."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+
+
+def row_params_problem(names: tuple[str, ...]) -> str | None:
+    """Why the columns ``names`` cannot be sent as request parameters (``None``: they can):
+    each must be an OpenRouter chat parameter the policy and the run do not decide."""
+    for name in names:
+        if name in RESERVED:
+            return f"`{name}` is decided by the policy and the run, never by a row"
+        if name not in CHAT_PARAMETERS:
+            return f"`{name}` is not an OpenRouter chat parameter (generation/params.py)"
+    return None
 
 
 def message_keys(message: Mapping[str, Any]) -> dict[str, Any]:

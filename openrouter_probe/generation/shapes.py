@@ -5,11 +5,13 @@ OpenHermes, Tulu, OpenThoughts, OpenOrca, SlimOrca, Alpaca, Dolly, the Nemotron 
 glaive, hermes, xlam, LLaMA-Factory, OpenAI's fine-tune format, SpecForge's vlm and regenerated
 rows, ours; ``docs/inputs.md`` shows the table), or by the fields the user names (``FieldMap``).
 Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names); only the message
-keys the API reads are kept (``params.MESSAGE_KEYS``). Only rows of our own shape
-(``messages``/``prompt``) carry request parameters, and only OpenRouter's chat parameters
-(``params.CHAT_PARAMETERS``), each checked (``params.check``): a value that cannot be sent skips
-the row. Every other column is the dataset's data, returned as ``meta`` (never sent; the output
-record keeps it). A row whose ``status`` says it failed is skipped.
+keys the API reads are kept (``params.MESSAGE_KEYS``). No column is a request parameter unless
+the user names it (``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an
+OpenRouter chat parameter (``params.CHAT_PARAMETERS``), checked (``params.check``): a value that
+cannot be sent skips the row. A layout's tools are conversation content. Every other column is the
+dataset's data, returned as ``meta`` (never sent; the output record keeps it). A top-level system
+column (``SYSTEM_FIELDS``) goes first unless the conversation opens with its own. A row whose
+``status`` says it failed is skipped.
 
 A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
 (``validate_conversation``, a6b6b02) checks it: system messages only before the first user turn,
@@ -46,7 +48,6 @@ from openrouter_probe.generation.layouts import (
 from openrouter_probe.generation.params import (
     CHAT_PARAMETERS,
     MESSAGE_KEYS,
-    RESERVED,
     check,
     message_keys,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "ID_FIELDS",
     "PROMPT_FIELDS",
     "ROLES",
+    "SYSTEM_FIELDS",
     "FieldMap",
     "RowShape",
     "ShapeProblem",
@@ -84,6 +86,8 @@ ROLES: dict[str, str] = {
 CONVERSATION_FIELDS = ("messages", "conversations", "conversation", "items")
 PROMPT_FIELDS = ("prompt", "question", "instruction", "query", "input")
 ID_FIELDS = ("id", "uuid", "prompt_id")
+#: Top-level columns that hold a system prompt (the first present is the system turn).
+SYSTEM_FIELDS = ("system", "system_prompt", "system_message")
 #: ``status`` values of a row that is not a prompt (a failed regeneration, a failed answer).
 FAILED_STATUSES = frozenset({"failed", "failure", "error", "skipped", "cancelled"})
 #: Message keys kept from a turn of another family (``reasoning_content``, ``generated``,
@@ -105,6 +109,8 @@ class FieldMap:
     id: str | None = None
     system: str | None = None
     template: str | None = None
+    #: the columns sent as request parameters (``--row-params``, a manifest's ``params:``)
+    params: tuple[str, ...] = ()
 
     @property
     def named(self) -> bool:
@@ -124,6 +130,8 @@ class RowShape:
     own: bool
     layout: str = "ours"
     meta: dict[str, Any] = field(default_factory=dict)
+    #: what to say once per source about this row (``NOTES``' keys): a column kept unsent
+    notes: frozenset[str] = frozenset()
 
     @property
     def has_images(self) -> bool:
@@ -304,20 +312,12 @@ def _given_id(
     return None, None
 
 
-def _own_params(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Our own row's chat parameters (``params.CHAT_PARAMETERS``), each checked: a value that
-    cannot be sent skips the row; ``reasoning_effort`` is sent as ``reasoning.effort``."""
-    reserved = sorted((RESERVED - {"messages"}) & obj.keys())
-    if reserved:
-        raise ValueError(
-            Message(
-                "row-sets-reserved",
-                "sets {names:s}: the policy ({policy}) and the run decide those, not a row",
-                names=", ".join(reserved),
-            )
-        )
-    params = {k: _decoded(v) if k == "tools" else v for k, v in obj.items()
-              if k in CHAT_PARAMETERS}  # fmt: skip
+def _named_params(obj: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The columns the user named as request parameters (``FieldMap.params``), each checked: a
+    value that cannot be sent skips the row; a column the row lacks (or null) is not sent;
+    ``reasoning_effort`` is sent as ``reasoning.effort``."""
+    params = {k: _decoded(obj[k]) if k == "tools" else obj[k] for k in names
+              if obj.get(k) is not None}  # fmt: skip
     for key, value in params.items():
         problem = check(key, value)
         if problem is not None:
@@ -376,12 +376,14 @@ class _Reader:
         dialogue = [k for k in layout.dialogue if k in obj]
         if dialogue and self.fields.template is None:
             self.used.add(dialogue[0])
-            messages = _turns_of(obj[dialogue[0]], dialogue[0], own=layout.params)
-            self.turn_meta = _turn_leftovers(obj[dialogue[0]], dialogue[0], own=layout.params)
+            messages = _turns_of(obj[dialogue[0]], dialogue[0], own=layout.own)
+            self.turn_meta = _turn_leftovers(obj[dialogue[0]], dialogue[0], own=layout.own)
             return messages
         keys = [k for k in layout.prompt if k in obj]
         if layout.name in ("alpaca", "dolly") or self.fields.template is not None:
             self.used |= set(keys) if self.fields.template is None else set()
+            if self.fields.template is None:
+                _main_field(obj, keys)
             text = compose(obj, tuple(keys), self.fields.template)
             if not text:
                 raise ShapeProblem(f"`{keys[0]}` is an empty string")
@@ -390,19 +392,31 @@ class _Reader:
         return _turns_of(obj[keys[0]], keys[0], own=False)
 
     tools: list[dict[str, Any]] | None = None
+    notes: set[str] = field(default_factory=set)
     #: the dialogue's per-turn keys that are not sent (WildChat's ``toxic``, a ``weight``...)
     turn_meta: dict[str, Any] = field(default_factory=dict)
 
     def system(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        key = self.fields.system or self.layout.system
-        value = self.obj.get(key) if key and not self.layout.chat_text else None
-        if not isinstance(value, str) or not value.strip():
-            if key in self.obj and value in (None, ""):
-                self.used.add(str(key))  # an empty system prompt: nothing to keep
+        """The top-level system column (the one named, the layout's, else the first of
+        ``SYSTEM_FIELDS``) first, unless the conversation opens with its own."""
+        if self.layout.chat_text:
             return messages
+        named = self.fields.system or self.layout.system
+        keys = (named,) if self.fields.system else (*((named,) if named else ()), *SYSTEM_FIELDS)
+        key = next((k for k in keys if k in self.obj and k not in self.used), None)
+        if key is None:
+            return messages
+        value = self.obj[key]
+        if value is None or (isinstance(value, str) and not value.strip()):
+            self.used.add(key)  # an empty system prompt: nothing to keep
+            return messages
+        if not isinstance(value, str):
+            raise ShapeProblem(f"`{key}` (the system prompt) is {kind_of(value)}, not text")
         if messages and messages[0].get("role") in ("system", "developer"):
-            return messages  # the conversation's own: the column stays in meta
-        self.used.add(str(key))
+            if messages[0].get("content") != value:  # the conversation's own: the column kept
+                self.notes.add(f"system:{key}")
+            return messages
+        self.used.add(key)
         return [{"role": "system", "content": value}, *messages]
 
     def images(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -427,22 +441,40 @@ class _Reader:
         raise ShapeProblem("`image` is given but the conversation has no user text turn")
 
     def params(self) -> dict[str, Any]:
+        """The tools the layout reads as conversation content, and the columns the user named
+        as request parameters (``FieldMap.params``): nothing else of the row is sent."""
         obj, layout = self.obj, self.layout
-        if layout.params:
-            params = _own_params(obj)
-            self.used |= set(params) | {"reasoning_effort"} & obj.keys()
-            return params
+        params: dict[str, Any] = {}
         if self.tools is not None:
-            return {"tools": self.tools} if self.tools else {}
-        if layout.tools is None or obj.get(layout.tools) in (None, "", []):
-            return {}
-        self.used.add(layout.tools)
-        tools = _decoded(obj[layout.tools])
-        try:
-            converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
-        except LayoutProblem as exc:
-            raise ShapeProblem(str(exc)) from None
-        return {"tools": converted} if converted else {}
+            params = {"tools": self.tools} if self.tools else {}
+        elif layout.tools is not None and obj.get(layout.tools) not in (None, "", []):
+            self.used.add(layout.tools)
+            tools = _decoded(obj[layout.tools])
+            try:
+                converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
+            except LayoutProblem as exc:
+                raise ShapeProblem(str(exc)) from None
+            params = {"tools": converted} if converted else {}
+            flag = obj.get("parallel_tool_calls")
+            if layout.own and converted and isinstance(flag, bool):  # the fine-tune format's
+                self.used.add("parallel_tool_calls")
+                params["parallel_tool_calls"] = flag
+        named = _named_params(obj, self.fields.params)
+        self.used |= {k for k in self.fields.params if k in obj}
+        return {**params, **named}
+
+
+def _main_field(obj: Mapping[str, Any], keys: list[str]) -> None:
+    """A composed prompt's first field (the instruction) is text: never replaced in silence by
+    the field beside it (an empty ``instruction`` with an ``input`` is not the input alone)."""
+    value = obj.get(keys[0])
+    if isinstance(value, str) and value.strip():
+        return
+    what = {str: "an empty string", type(None): "null"}.get(type(value))
+    what = what or f"{kind_of(value)}, not text"
+    beside = [k for k in keys[1:] if obj.get(k) not in (None, "")]
+    said = f" beside `{beside[0]}` (not sent as `{beside[0]}` alone)" if beside else ""
+    raise ShapeProblem(f"`{keys[0]}` is {what}{said}")
 
 
 def _status_problem(obj: Mapping[str, Any]) -> str | None:
@@ -496,5 +528,7 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
         raise ShapeProblem(problem)
     used = reader.used | ({id_key} if id_key else set())
     meta = {str(k): _jsonable(v) for k, v in obj.items() if k not in used}
+    notes = reader.notes | {f"param:{k}" for k in meta if k in CHAT_PARAMETERS}
     meta.update(reader.turn_meta)
-    return RowShape(messages, given, dataset, params, layout.params, layout.name, meta)
+    return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
+                    frozenset(notes))  # fmt: skip
