@@ -40,6 +40,7 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message, OptionError, reason
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.generation.sources import Source, open_source
+from openrouter_probe.generation.transcripts import OASST_MESSAGE, OasstTrees
 from openrouter_probe.run.rows import PromptRow
 
 __all__ = ["PromptSet", "Selection", "parse_shard", "read_prompts", "row_id", "shard_of"]
@@ -235,13 +236,29 @@ class _Found:
     notes: dict[str, int] = field(default_factory=dict)  # note -> rows it is about
 
 
+def _gathered(rows: Iterator[tuple[int, Any, str | None]], fields: FieldMap) -> Iterator[Any]:
+    """The source's rows, OpenAssistant's message rows (one message each) gathered into their
+    trees, each tree at its initial prompt's number after the other rows (``transcripts``)."""
+    trees = OasstTrees()
+    for number, obj, error in rows:
+        if (not fields.named and isinstance(obj, dict)
+                and all(k in obj for k in OASST_MESSAGE)):  # fmt: skip
+            trees.add(number, obj)
+            continue
+        yield number, obj, error
+    if trees.rows:
+        roots, orphans = trees.trees()
+        yield from ((number, tree, None) for number, tree in roots)
+        yield from ((number, None, why) for number, why in orphans)
+
+
 def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
     """Every row of the source (first of each id), the duplicates, the bad and skipped rows;
     ``limit`` stops reading once it has its rows, ``sample`` keeps the lowest ranks."""
     found = _Found()
     seen: dict[str, int] = {}
     heap: list[tuple[int, int, PromptRow]] = []  # (-rank, -number, row): the sample so far
-    for number, obj, error in source.rows():
+    for number, obj, error in _gathered(source.rows(), how.fields):
         if error is None:
             try:
                 row = _prompt_row(obj, number, how, found.notes)

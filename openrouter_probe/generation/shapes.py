@@ -23,17 +23,13 @@ A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
 
 from __future__ import annotations
 
-import base64
-import datetime as _dt
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.api.jsontext import kind_of
+from openrouter_probe.api.jsontext import jsonable, kind_of
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.layouts import (
     Layout,
@@ -50,6 +46,14 @@ from openrouter_probe.generation.params import (
     MESSAGE_KEYS,
     check,
     message_keys,
+)
+from openrouter_probe.generation.transcripts import (
+    TranscriptProblem,
+    hh_turns,
+    is_hh,
+    nemo_turns,
+    oasst_path,
+    pair_turns,
 )
 
 __all__ = [
@@ -214,12 +218,15 @@ def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
     if isinstance(value, str):
         if not value.strip():
             raise ShapeProblem(f"`{key}` is an empty string")
-        return [{"role": "user", "content": value}]
+        if is_hh(value):  # an hh-rlhf transcript named as the prompt: its turns
+            return hh_turns(value)
+        return nemo_turns(value) or [{"role": "user", "content": value}]
     if not isinstance(value, list):
         raise ShapeProblem(f"`{key}` is {kind_of(value)}, not a list of turns or a string")
     if not value:
         raise ShapeProblem(f"`{key}` is an empty list")
-    messages = [_turn(t, i, own=own) for i, t in enumerate(value)]
+    pairs = pair_turns(value)  # Capybara's {input, output}
+    messages = pairs or [_turn(t, i, own=own) for i, t in enumerate(value)]
     _link_tool_results(messages)
     return _no_empty_system(messages)
 
@@ -237,8 +244,8 @@ def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
             continue
         role = ROLES.get(str(turn.get("role", turn.get("from"))).lower(), "user")
         sent = MESSAGE_KEYS[role] if own and "role" in turn else {"role", "from", "content",
-                                                                     "value", *_TURN_KEYS}  # fmt: skip
-        out.append({str(k): _jsonable(v) for k, v in turn.items() if k not in sent})
+                                                                     "value", "input", "output", *_TURN_KEYS}  # fmt: skip
+        out.append({str(k): jsonable(v) for k, v in turn.items() if k not in sent})
     return {key: out} if any(out) else {}
 
 
@@ -327,26 +334,6 @@ def _named_params(obj: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, A
     return params
 
 
-def _jsonable(value: Any) -> Any:
-    """A column's value as JSON can hold it (the output record is JSON)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
-        return value.isoformat()
-    if isinstance(value, bytes | bytearray):
-        return "base64:" + base64.b64encode(bytes(value)).decode()
-    if isinstance(value, Decimal):
-        return str(value)
-    item = getattr(value, "item", None)  # numpy scalars
-    return _jsonable(item()) if callable(item) else str(value)
-
-
 def _named_layout(fields: FieldMap) -> Layout:
     key = fields.conversation or fields.prompt
     assert key is not None
@@ -373,6 +360,13 @@ class _Reader:
                 raise ShapeProblem(str(exc)) from None
             self.tools = tools
             return messages
+        if layout.reader is not None:  # a transcript: one text (hh-rlhf), a tree (oasst)
+            key = layout.dialogue[0]
+            self.used.add(key)
+            try:
+                return hh_turns(obj[key]) if layout.reader == "hh" else oasst_path(obj[key])
+            except TranscriptProblem as exc:
+                raise ShapeProblem(f"`{key}`: {exc}") from None
         dialogue = [k for k in layout.dialogue if k in obj]
         if dialogue and self.fields.template is None:
             self.used.add(dialogue[0])
@@ -527,7 +521,7 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     if problem is not None:
         raise ShapeProblem(problem)
     used = reader.used | ({id_key} if id_key else set())
-    meta = {str(k): _jsonable(v) for k, v in obj.items() if k not in used}
+    meta = {str(k): jsonable(v) for k, v in obj.items() if k not in used}
     notes = reader.notes | {f"param:{k}" for k in meta if k in CHAT_PARAMETERS}
     meta.update(reader.turn_meta)
     return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
