@@ -6,6 +6,7 @@ columns of each set's dataset card (the Hub id in the comment)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.export import export
 from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
@@ -95,9 +97,13 @@ def test_a_bad_line_among_good_ones_is_skipped_named_and_counted(tmp_path: Path)
     assert [f"skipped, never sent: {why}" for why in named] == [
         w for w in summary.warnings if w.startswith("skipped, never sent")
     ]
-    # the output's provenance: the run's header in the journal counts them
+    # the output's provenance: the run's header in the journal counts them, the card says so
     (header,) = replay_journal(journal_path(tmp_path / "out.jsonl"), repair=False).headers
     assert header["rows_skipped"] == 3 and header["prompts"] == str(path)
+    if importlib.util.find_spec("pyarrow") is not None:
+        export([tmp_path / "out.jsonl"], fmt="hf", output=tmp_path / "hub", include_truncated=True)
+        card = (tmp_path / "hub" / "README.md").read_text(encoding="utf-8")
+        assert "prompts_skipped: 3" in card
     with pytest.raises(ConfigError, match=r"3 bad line\(s\)"):
         read_prompts(path, strict=True)
 
