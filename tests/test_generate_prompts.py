@@ -35,6 +35,9 @@ def test_rows_messages_prompt_ids_datasets_params(tmp_path: Path) -> None:
     assert b.messages == [{"role": "user", "content": "What is 37 * 41?"}]
     assert b.dataset == "math" and b.params == {"temperature": 0, "max_tokens": 50} and b.line == 3
     assert b.id == row_id(b.messages, "math", {"temperature": 0, "max_tokens": 50})
+    unnamed = read_prompts(path).rows[1]  # the columns not sent: the same id (resume finds it)
+    assert unnamed.params == {} and unnamed.id == b.id
+    assert unnamed.extra == {"meta": {"temperature": 0, "max_tokens": 50}}
     assert b.id.startswith("h-") and len(b.id) == 26
     assert c.id == "7"
     assert rows.datasets == ["default", "math"]

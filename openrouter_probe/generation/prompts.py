@@ -193,7 +193,8 @@ def _prompt_row(obj: Any, number: int, how: _Reading, notes: dict[str, int]) -> 
         notes[note] = notes.get(note, 0) + 1
     dataset = how.dataset or shape.dataset or how.default_dataset
     messages = shape.messages
-    ident = shape.given_id or row_id(messages, dataset, shape.params)
+    params = shape.params if shape.id_params is None else shape.id_params
+    ident = shape.given_id or row_id(messages, dataset, params)
     extra: dict[str, Any] = {}
     if how.turns == "last" and messages[-1].get("role") == "assistant":
         extra["original"] = messages[-1]

@@ -134,8 +134,12 @@ class RowShape:
     own: bool
     layout: str = "ours"
     meta: dict[str, Any] = field(default_factory=dict)
-    #: what to say once per source about this row (``NOTES``' keys): a column kept unsent
+    #: what to say once per source about this row: a column kept unsent
     notes: frozenset[str] = frozenset()
+    #: what its content id hashes beside the messages (``None``: ``params``): for our own shape,
+    #: every column named like a chat parameter, sent or not, as the versions that sent them all
+    #: hashed it (an output they wrote resumes, nothing bought twice)
+    id_params: dict[str, Any] | None = None
 
     @property
     def has_images(self) -> bool:
@@ -525,4 +529,13 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     notes = reader.notes | {f"param:{k}" for k in meta if k in CHAT_PARAMETERS}
     meta.update(reader.turn_meta)
     return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
-                    frozenset(notes))  # fmt: skip
+                    frozenset(notes), _id_params(obj) if layout.own else None)  # fmt: skip
+
+
+def _id_params(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Our own row's chat-parameter columns as the content id has always hashed them."""
+    params = {k: _decoded(v) if k == "tools" else v for k, v in obj.items()
+              if k in CHAT_PARAMETERS}  # fmt: skip
+    if "reasoning_effort" in params and "reasoning" not in params:
+        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
+    return params
