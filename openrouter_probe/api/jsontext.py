@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps_record", "jsonable", "kind_of", "loads"]
+__all__ = ["dumps_record", "json_text_value", "jsonable", "kind_of", "loads"]
 
 
 def loads(data: str | bytes) -> Any:
@@ -91,3 +91,15 @@ def jsonable(value: Any) -> Any:
         return str(value)
     item = getattr(value, "item", None)  # numpy scalars
     return jsonable(item()) if callable(item) else str(value)
+
+
+def json_text_value(value: Any) -> Any:
+    """A column's value, decoded where it is JSON text of a list or an object (Parquet written by
+    ``export --format parquet`` holds nested values so; hermes-fc's ``tools`` is one); any other
+    value (or text that is not JSON) as it is."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.api.jsontext import jsonable, kind_of
+from openrouter_probe.api.jsontext import json_text_value, jsonable, kind_of
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.layouts import (
     Layout,
@@ -44,8 +44,9 @@ from openrouter_probe.generation.layouts import (
 from openrouter_probe.generation.params import (
     CHAT_PARAMETERS,
     MESSAGE_KEYS,
-    check,
+    id_params,
     message_keys,
+    row_params,
 )
 from openrouter_probe.generation.transcripts import (
     TranscriptProblem,
@@ -150,20 +151,9 @@ class RowShape:
         )
 
 
-def _decoded(value: Any) -> Any:
-    """A JSON text where a list is expected (Parquet written by ``export --format parquet``
-    holds nested values as JSON text; hermes-fc's ``tools`` is one)."""
-    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _call(value: Any, i: int) -> dict[str, Any]:
     """LLaMA-Factory's ``function_call`` turn (``{"name", "arguments"}`` as JSON text) as a call."""
-    call = _decoded(value)
+    call = json_text_value(value)
     if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
         raise ShapeProblem(f"turn {i} (function_call) is not JSON of {{name, arguments}}")
     arguments = call.get("arguments", {})
@@ -218,7 +208,7 @@ def _no_empty_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
-    value = _decoded(value)
+    value = json_text_value(value)
     if isinstance(value, str):
         if not value.strip():
             raise ShapeProblem(f"`{key}` is an empty string")
@@ -238,7 +228,7 @@ def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
 def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
     """``{key: [each turn's keys that are not sent]}`` when a turn has any (else ``{}``): the
     dialogue's per-turn data, kept in ``meta`` aligned with the source's turns."""
-    value = _decoded(value)
+    value = json_text_value(value)
     if not isinstance(value, list):
         return {}
     out: list[dict[str, Any]] = []
@@ -321,21 +311,6 @@ def _given_id(
     if named is not None:
         raise ValueError(f"has no `{named}` (the id field named for this dataset)")
     return None, None
-
-
-def _named_params(obj: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The columns the user named as request parameters (``FieldMap.params``), each checked: a
-    value that cannot be sent skips the row; a column the row lacks (or null) is not sent;
-    ``reasoning_effort`` is sent as ``reasoning.effort``."""
-    params = {k: _decoded(obj[k]) if k == "tools" else obj[k] for k in names
-              if obj.get(k) is not None}  # fmt: skip
-    for key, value in params.items():
-        problem = check(key, value)
-        if problem is not None:
-            raise ShapeProblem(problem)
-    if "reasoning_effort" in params and "reasoning" not in params:
-        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
-    return params
 
 
 def _named_layout(fields: FieldMap) -> Layout:
@@ -447,7 +422,7 @@ class _Reader:
             params = {"tools": self.tools} if self.tools else {}
         elif layout.tools is not None and obj.get(layout.tools) not in (None, "", []):
             self.used.add(layout.tools)
-            tools = _decoded(obj[layout.tools])
+            tools = json_text_value(obj[layout.tools])
             try:
                 converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
             except LayoutProblem as exc:
@@ -457,7 +432,9 @@ class _Reader:
             if layout.own and converted and isinstance(flag, bool):  # the fine-tune format's
                 self.used.add("parallel_tool_calls")
                 params["parallel_tool_calls"] = flag
-        named = _named_params(obj, self.fields.params)
+        named, problem = row_params(obj, self.fields.params)
+        if problem is not None:
+            raise ShapeProblem(problem)
         self.used |= {k for k in self.fields.params if k in obj}
         return {**params, **named}
 
@@ -529,13 +506,4 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     notes = reader.notes | {f"param:{k}" for k in meta if k in CHAT_PARAMETERS}
     meta.update(reader.turn_meta)
     return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
-                    frozenset(notes), _id_params(obj) if layout.own else None)  # fmt: skip
-
-
-def _id_params(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Our own row's chat-parameter columns as the content id has always hashed them."""
-    params = {k: _decoded(v) if k == "tools" else v for k, v in obj.items()
-              if k in CHAT_PARAMETERS}  # fmt: skip
-    if "reasoning_effort" in params and "reasoning" not in params:
-        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
-    return params
+                    frozenset(notes), id_params(obj) if layout.own else None)  # fmt: skip
