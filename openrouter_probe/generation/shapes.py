@@ -98,6 +98,8 @@ FAILED_STATUSES = frozenset({"failed", "failure", "error", "skipped", "cancelled
 #: Message keys kept from a turn of another family (``reasoning_content``, ``generated``,
 #: ``weight``... are the trainer's, not the API's).
 _TURN_KEYS = ("tool_calls", "tool_call_id", "name")
+#: A turn's keys read as the message (Capybara's ``input``/``output`` pair too).
+_READ_KEYS = frozenset({"role", "from", "content", "value", "input", "output", *_TURN_KEYS})
 
 
 class ShapeProblem(ValueError):
@@ -237,8 +239,7 @@ def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
             out.append({})
             continue
         role = ROLES.get(str(turn.get("role", turn.get("from"))).lower(), "user")
-        sent = MESSAGE_KEYS[role] if own and "role" in turn else {"role", "from", "content",
-                                                                     "value", "input", "output", *_TURN_KEYS}  # fmt: skip
+        sent = MESSAGE_KEYS[role] if own and "role" in turn else _READ_KEYS
         out.append({str(k): jsonable(v) for k, v in turn.items() if k not in sent})
     return {key: out} if any(out) else {}
 
