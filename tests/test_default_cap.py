@@ -18,6 +18,7 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.manifest import SourceOptions
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 
@@ -50,6 +51,21 @@ def test_the_keys_remaining_limit_is_the_cap_and_is_said(
         "no budget_usd given: this run is capped at the key's own limit ($5.00 of $5.00 left, "
         "never resets): budget_usd=5.0 (give budget_usd= to choose another cap)"
     ]
+
+
+def test_a_resume_is_capped_at_what_it_spent_plus_what_the_key_has_left(tmp_path: Path) -> None:
+    """The cap is the output's, across runs: a resume adds what the key has left to what the
+    output spent before (the key's whole limit here), never stops at once on its own spend."""
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(3))
+    with serve(speed=0, seed=1, key_limit_usd=0.5) as fake:
+        first = _gen(tmp_path, fake.base_url, source=SourceOptions.of(limit=2))
+        assert first.requests == 2 and first.budget_usd == Decimal("0.5")
+        spent = fake.ledger.total_usd
+        assert spent > 0
+        second = _gen(tmp_path, fake.base_url)
+    assert second.rows_already_done == 2 and second.stop_reason == "done"
+    assert second.requests == 1 and second.spent_before_usd == spent
+    assert abs(second.budget_usd - Decimal("0.5")) < Decimal("1e-9")  # spent + what is left
 
 
 def test_no_budget_and_no_key_limit_is_refused_before_anything_is_sent(tmp_path: Path) -> None:

@@ -164,10 +164,11 @@ def _turn_book(
     return book
 
 
-async def _capped(options: JobOptions, asked: GeneratePlan) -> JobOptions:
-    """``budget_usd="key"``: a paid run capped at what the key's limit has left (or refused)."""
+async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> JobOptions:
+    """``budget_usd="key"``: a paid run capped at what the output spent before plus what the
+    key's limit has left (or refused)."""
     if asked.budget_from_key and not asked.dry_run:
-        return await asyncio.to_thread(key_budget, options)
+        return await asyncio.to_thread(key_budget, options, spent)
     return options
 
 
@@ -315,10 +316,10 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     endpoints, snap = await model_endpoints(compiled.model, policy, snapshot, options)
     skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
     options = dataclasses.replace(options, weights=weights)
-    options = await _capped(options, asked)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed="failed" in redo, job=job) as paid:
         _check_one_source(paid.replay.headers, prompts, options.out)
+        paid.options = options = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit

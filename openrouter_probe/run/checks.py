@@ -139,9 +139,10 @@ def key_check(
     ), False
 
 
-def key_budget(options: JobOptions) -> JobOptions:
+def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> JobOptions:
     """A paid run's options capped at what the budget that blocks the key first has left
-    (``GET /key``), said on stderr; no limit to read (none on the key, ``/key`` unreadable, an
+    (``GET /key``) over what the output spent before (``spent_before``: the cap is the output's,
+    across runs), said on stderr; no limit to read (none on the key, ``/key`` unreadable, an
     injected transport): an ``OptionError`` (exit 2 at the CLI), before anything is sent."""
     import dataclasses
     import logging
@@ -161,18 +162,22 @@ def key_budget(options: JobOptions) -> JobOptions:
             why = f"the key's limit could not be read (GET /key: {exc})"
         else:
             if blocking is not None and blocking.remaining is not None:
-                remaining = max(blocking.remaining, Decimal(0))
+                cap = spent_before + max(blocking.remaining, Decimal(0))
+                before = (
+                    f" over the {format_usd(spent_before)} spent before" if spent_before else ""
+                )
                 logging.getLogger(__name__).warning(
                     "%s",
                     Message(
                         "budget-from-key",
-                        "no {budget_usd:bare} given: this run is capped at {what:s}: "
+                        "no {budget_usd:bare} given: this run is capped at {what:s}{before:s}: "
                         "{budget_usd=} (give {budget_usd} to choose another cap)",
                         what=blocking.describe(),
-                        budget_usd=remaining,
+                        before=before,
+                        budget_usd=cap,
                     ),
                 )
-                return dataclasses.replace(options, budget_usd=remaining)
+                return dataclasses.replace(options, budget_usd=cap)
     raise OptionError(
         "no {budget_usd} and "
         + why.replace("{", "{{").replace("}", "}}")
