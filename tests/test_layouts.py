@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from openrouter_probe.errors import OptionError
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.layouts import convert_xlam, glaive_chat
@@ -657,3 +657,15 @@ def test_an_hh_transcript_named_as_the_prompt_is_still_its_turns(tmp_path: Path)
     read = read_prompts(path)
     assert [r.messages for r in read] == [[U("Name a river.")]]
     assert read.skipped == [f"{path}:1: an oasst reply whose parent 'gone' is not here"]
+
+
+def test_a_manifest_names_its_datasets_row_params(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text(json.dumps(PARAM_NAMED) + "\n", encoding="utf-8")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("datasets:\n  - name: A\n    source: p.jsonl\n    params: [seed]\n")
+    (row,) = read_prompts_manifest(manifest).rows
+    assert row.params == {"seed": 7} and row.dataset == "A"
+    assert row.extra is not None and "seed" not in row.extra["meta"]
+    manifest.write_text("datasets:\n  - name: A\n    source: p.jsonl\n    params: [seed, model]\n")
+    with pytest.raises(ConfigError, match=r"datasets\[0\]\.params \(A\): `model` is decided by"):
+        read_prompts_manifest(manifest)
