@@ -357,13 +357,9 @@ def _is_json_array(path: Path) -> bool:
     only when the whole of it is one array (a mis-named file): otherwise its lines are rows, and
     a line that is an array is named as one, not read as the start of a ``.json`` file."""
     head = _head(path).removeprefix(codecs.BOM_UTF8).lstrip()
-    if head[:1] == b"{":  # JSON Lines, unless the first line is no whole value (pretty JSON)
-        first = head.split(b"\n", 1)[0]
-        try:
-            json.loads(first)
-            return False
-        except ValueError:
-            pass
+    if head[:1] == b"{":  # JSON Lines, unless the first line opens a pretty-printed object
+        if head.split(b"\n", 1)[0].strip() != b"{":
+            return False  # (a broken first line of JSON Lines is named, never read whole)
         try:
             return isinstance(_whole(path), dict)
         except (OSError, UnicodeDecodeError, ValueError, EOFError, zlib.error):
