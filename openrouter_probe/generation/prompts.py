@@ -242,7 +242,7 @@ def _gathered(rows: Iterator[tuple[int, Any, str | None]], fields: FieldMap) -> 
     trees, each tree at its initial prompt's number after the other rows (``transcripts``)."""
     trees = OasstTrees()
     for number, obj, error in rows:
-        if (not fields.named and isinstance(obj, dict)
+        if (isinstance(obj, dict) and "message_id" in obj and not fields.named
                 and all(k in obj for k in OASST_MESSAGE)):  # fmt: skip
             trees.add(number, obj)
             continue

@@ -377,8 +377,10 @@ class _Reader:
             return messages
         named = self.fields.system or self.layout.system
         keys = (named,) if self.fields.system else (*((named,) if named else ()), *SYSTEM_FIELDS)
-        key = next((k for k in keys if k in self.obj and k not in self.used), None)
-        if key is None:
+        for key in keys:
+            if key in self.obj and key not in self.used:
+                break
+        else:
             return messages
         value = self.obj[key]
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -433,6 +435,8 @@ class _Reader:
             if layout.own and converted and isinstance(flag, bool):  # the fine-tune format's
                 self.used.add("parallel_tool_calls")
                 params["parallel_tool_calls"] = flag
+        if not self.fields.params:
+            return params
         named, problem = row_params(obj, self.fields.params)
         if problem is not None:
             raise ShapeProblem(problem)
@@ -451,6 +455,9 @@ def _main_field(obj: Mapping[str, Any], keys: list[str]) -> None:
     beside = [k for k in keys[1:] if obj.get(k) not in (None, "")]
     said = f" beside `{beside[0]}` (not sent as `{beside[0]}` alone)" if beside else ""
     raise ShapeProblem(f"`{keys[0]}` is {what}{said}")
+
+
+_NO_NOTES: frozenset[str] = frozenset()
 
 
 def _status_problem(obj: Mapping[str, Any]) -> str | None:
@@ -504,7 +511,9 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
         raise ShapeProblem(problem)
     used = reader.used | ({id_key} if id_key else set())
     meta = {str(k): jsonable(v) for k, v in obj.items() if k not in used}
-    notes = reader.notes | {f"param:{k}" for k in meta if k in CHAT_PARAMETERS}
+    unsent = CHAT_PARAMETERS.intersection(meta)  # named like parameters, not sent: said once
+    notes = frozenset(reader.notes.union(f"param:{k}" for k in unsent)) if unsent or reader.notes \
+        else _NO_NOTES  # fmt: skip
     meta.update(reader.turn_meta)
     return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
-                    frozenset(notes), id_params(obj) if layout.own else None)  # fmt: skip
+                    notes, id_params(obj) if layout.own else None)  # fmt: skip

@@ -66,6 +66,8 @@ def hh_turns(text: str) -> list[dict[str, Any]]:
 def nemo_turns(text: str) -> list[dict[str, Any]] | None:
     """A prompt with NeMo's ``<extra_id_1>User``/``<extra_id_1>Assistant`` markers as turns (the
     text before the first marker is the first user turn); ``None`` when it has none."""
+    if "<extra_id_1>" not in text:
+        return None
     pieces = _NEMO_MARK.split(text)
     if len(pieces) == 1:
         return None
