@@ -301,7 +301,8 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
         {"rejected": "\n\nHuman: How do I boil an egg?\n\nAssistant: Put it in boiling water "
                      "for 9 minutes.\n\nHuman: And a soft one?\n\nAssistant: No idea."}),
     # OpenAssistant/oasst1 trees (card at 37d7903, "JSON Example: Conversation Tree"):
-    # message_tree_id, tree_state, prompt {message_id, text, role, rank, deleted, children}
+    # message_tree_id, tree_state, prompt {message_id, text, role, rank, deleted, children};
+    # a row per path to a leaf (its id the leaf's), the deleted m4 left out
     "oasst-tree": ([
         {"message_tree_id": "t-1", "tree_state": "ready_for_export", "prompt": {
             "message_id": "m1", "role": "prompter", "text": "What is a prime?", "children": [
@@ -313,8 +314,9 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
                       "children": []},
                      {"message_id": "m5", "role": "prompter", "text": "Is 1 prime?",
                       "children": []}]}]}},
-    ], [([U("What is a prime?"), A("A number with two divisors."), U("Is 1 prime?")], {})],
-        {"tree_state": "ready_for_export"}),
+    ], [([U("What is a prime?")], {}),  # the path to m2: its answer regenerated
+        ([U("What is a prime?"), A("A number with two divisors."), U("Is 1 prime?")], {})],
+        {"message_tree_id": "t-1", "tree_state": "ready_for_export"}),
     # OpenAssistant/oasst1 message rows (card at 90b0ca3, dataset_info: message_id, parent_id,
     # user_id, created_date, text, role, lang, review_count, review_result, deleted, rank,
     # synthetic, model_name, detoxify, message_tree_id, tree_state, emojis, labels): gathered
@@ -335,7 +337,7 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
          "lang": "en", "deleted": False, "rank": 1, "message_tree_id": "t-2",
          "tree_state": "ready_for_export", "review_count": 3, "synthetic": False},
     ], [([U("Name a river."), A("The Nile."), U("Which is longest?")], {})],
-        {"tree_state": "ready_for_export", "lang": "en"}),
+        {"message_tree_id": "t-2", "tree_state": "ready_for_export", "lang": "en"}),
     # LDJnr/Capybara (card at c2bc39a): source, conversation [{input, output}]
     "capybara": ([
         {"source": "Airoboros", "conversation": [
@@ -399,8 +401,8 @@ def test_each_layout_sends_the_body_its_table_entry_promises(tmp_path: Path, lay
     assert _canon(bodies) == _canon(wanted)
     _assert_only_api_keys(bodies)
     assert summary.ok + summary.truncated == len(expected)
-    gathered = 1 if layout == "oasst-messages" else len(rows)  # one tree of message rows
-    assert summary.rows_skipped == gathered - len(expected)
+    read = {"oasst-messages": 1, "oasst-tree": 2}.get(layout, len(rows))  # a row per path
+    assert summary.rows_skipped == read - len(expected)
     out = records(tmp_path / "out.jsonl")
     first = next(r for r in out if r["messages"] == expected[0][0])
     assert first.get("meta") == meta
@@ -652,6 +654,8 @@ def test_an_hh_transcript_named_as_the_prompt_is_still_its_turns(tmp_path: Path)
     read = read_prompts(path, fields=FieldMap(prompt="chosen"), turns="last")
     assert [r.messages for r in read] == [LAYOUTS["hh-rlhf"][1][0][0], [U("Human: are you one?")]]
     assert read.rows[0].extra is not None and read.rows[0].extra["original"] == A("6 minutes.")
+    path.write_text(json.dumps(LAYOUTS["oasst-tree"][0][0]) + "\n", encoding="utf-8")
+    assert [r.id for r in read_prompts(path)] == ["m2", "m5"]  # a row per path: its leaf's id
     orphan = {**LAYOUTS["oasst-messages"][0][4], "parent_id": "gone"}
     path.write_text(json.dumps(orphan) + "\n" + json.dumps(LAYOUTS["oasst-messages"][0][0]) + "\n")
     read = read_prompts(path)

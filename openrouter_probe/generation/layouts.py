@@ -83,9 +83,9 @@ _DIALOGUE = ("messages", "conversations", "conversation", "items")
 _PROMPTS = ("prompt", "question", "instruction", "query", "input")
 
 LAYOUTS: tuple[Layout, ...] = (
-    Layout("oasst-tree", "OpenAssistant/oasst1, oasst2 (trees; message rows gathered into trees)",
-           ("message_tree_id", "prompt"), dialogue=("prompt",), id=("message_tree_id",),
-           reader="oasst"),
+    Layout("oasst-tree", "OpenAssistant/oasst1, oasst2 (each path of a tree; message rows "
+           "gathered into trees)", ("message_tree_id", "prompt"), dialogue=("prompt",),
+           id=("path_id", "message_tree_id"), reader="oasst"),
     Layout("hh-rlhf", "Anthropic/hh-rlhf", ("chosen", "rejected"), dialogue=("chosen",),
            reader="hh"),
     Layout("glaive", "glaiveai/glaive-function-calling-v2", ("system", "chat"), chat_text=True,

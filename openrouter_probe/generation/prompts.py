@@ -40,7 +40,7 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message, OptionError, reason
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.generation.sources import Source, open_source
-from openrouter_probe.generation.transcripts import OASST_MESSAGE, OasstTrees
+from openrouter_probe.generation.transcripts import OASST_MESSAGE, OasstTrees, oasst_paths
 from openrouter_probe.run.rows import PromptRow
 
 __all__ = ["PromptSet", "Selection", "parse_shard", "read_prompts", "row_id", "shard_of"]
@@ -238,19 +238,34 @@ class _Found:
 
 
 def _gathered(rows: Iterator[tuple[int, Any, str | None]], fields: FieldMap) -> Iterator[Any]:
-    """The source's rows, OpenAssistant's message rows (one message each) gathered into their
-    trees, each tree at its initial prompt's number after the other rows (``transcripts``)."""
+    """The source's rows; an OpenAssistant tree as one row per path to a leaf, its message rows
+    (one message each) gathered into their trees first, each tree at its initial prompt's
+    number after the other rows (``transcripts``)."""
     trees = OasstTrees()
     for number, obj, error in rows:
-        if (isinstance(obj, dict) and "message_id" in obj and not fields.named
-                and all(k in obj for k in OASST_MESSAGE)):  # fmt: skip
-            trees.add(number, obj)
-            continue
+        if isinstance(obj, dict) and not fields.named:
+            if "message_id" in obj and all(k in obj for k in OASST_MESSAGE):
+                trees.add(number, obj)
+                continue
+            if "message_tree_id" in obj and isinstance(obj.get("prompt"), dict):
+                yield from _paths(number, obj)
+                continue
         yield number, obj, error
     if trees.rows:
         roots, orphans = trees.trees()
-        yield from ((number, tree, None) for number, tree in roots)
+        for number, tree in roots:
+            yield from _paths(number, tree)
         yield from ((number, None, why) for number, why in orphans)
+
+
+def _paths(number: int, tree: dict[str, Any]) -> Iterator[Any]:
+    """An OpenAssistant tree as its paths to a leaf, each a row (its id the leaf's)."""
+    paths = oasst_paths(tree["prompt"])
+    if not paths:
+        yield number, None, "an oasst tree whose initial prompt is deleted"
+    rest = {k: v for k, v in tree.items() if k != "prompt"}
+    for leaf, chain in paths:
+        yield number, {**rest, "path_id": leaf, "prompt": chain}, None
 
 
 def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:

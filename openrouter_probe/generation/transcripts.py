@@ -10,10 +10,10 @@
 - OpenAssistant (oasst1, oasst2): a message tree (``prompt`` with ``children``, the
   ``.trees.jsonl`` files) or its messages one per row (``message_id``, ``parent_id``, ``role``:
   ``prompter``/``assistant``, ``text``, ``deleted``: the Hub's parquet, ``.messages.jsonl``),
-  gathered into trees (``OasstTrees``). A tree is one conversation: from the initial prompt, at
-  each message the reply ranked first (``rank`` 0, the most preferred; without ranks the first
-  reply), down to a leaf (``oasst_path``); deleted messages and the replies under them are left
-  out.
+  gathered into trees (``OasstTrees``). Each path from the initial prompt to a leaf is one
+  conversation (``oasst_paths``: its id the leaf's ``message_id``); deleted messages and the
+  replies under them are left out. ``oasst_path`` reads one path (a tree of one reply each; of a
+  whole tree, the reply ranked first at each message).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "is_hh",
     "nemo_turns",
     "oasst_path",
+    "oasst_paths",
     "pair_turns",
 ]
 
@@ -121,6 +122,35 @@ def oasst_path(root: Mapping[str, Any]) -> list[dict[str, Any]]:
         children = node.get("children")
         node = _first_reply(children) if isinstance(children, list) else None
     return turns
+
+
+def _kept(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    children = node.get("children")
+    if not isinstance(children, list):
+        return []
+    return [c for c in children if isinstance(c, Mapping) and not c.get("deleted")]
+
+
+def oasst_paths(root: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every path of a message tree from its initial prompt to a leaf, deleted messages and the
+    replies under them left out: ``(the leaf's message_id, the path as a tree of one reply
+    each)``, in the tree's order; none when the initial prompt is deleted."""
+    paths: list[tuple[str, dict[str, Any]]] = []
+    stack: list[tuple[Mapping[str, Any], tuple[Mapping[str, Any], ...]]] = []
+    if not root.get("deleted"):
+        stack.append((root, ()))
+    while stack:
+        node, trail = stack.pop()
+        trail = (*trail, node)
+        kept = _kept(node)
+        if not kept:
+            chain: dict[str, Any] | None = None
+            for message in reversed(trail):
+                chain = {**message, "children": [chain] if chain is not None else []}
+            assert chain is not None
+            paths.append((str(node.get("message_id")), chain))
+        stack.extend((child, trail) for child in reversed(kept))
+    return paths
 
 
 @dataclass
