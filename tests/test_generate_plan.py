@@ -45,7 +45,7 @@ def _plan(tmp_path: Path, **given: Any) -> GeneratePlan:
 
 
 def test_generate_takes_exactly_the_plans_fields() -> None:
-    assert DERIVED == ("shard_source", "options")
+    assert DERIVED == ("budget_from_key", "shard_source", "options")
     assert [name for name in FIELDS if name not in DERIVED] == KEYWORDS
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.sampling import sampling_advice, thinking_on
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
@@ -84,7 +85,8 @@ def test_generate_sends_records_and_the_dry_run_says_it(tmp_path: Path) -> None:
     assert any(said in n for n in dry.notes)
     assert "Kimi Vendor Verifier" in dry.render()
     with serve(speed=0, seed=1, record_requests=True) as fake:
-        summary = _gen(tmp_path, fake.base_url, budget_usd=1)
+        named = SourceOptions.of(row_params="reasoning,temperature")  # columns sent: named
+        summary = _gen(tmp_path, fake.base_url, budget_usd=1, source=named)
         sent = {b["messages"][-1]["content"]: b for b in fake.fake.requests or []}
     assert summary.stop_reason == "done"
     assert (sent["think"]["temperature"], sent["think"]["top_p"]) == (1.0, 0.95)

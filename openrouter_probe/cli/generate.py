@@ -29,7 +29,8 @@ from openrouter_probe.cli.options import aliased, out_option
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-_SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
+_SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split",
+                   "row_params", "strict")  # fmt: skip
 
 
 _BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
@@ -48,6 +49,7 @@ FEEDS = {
     **{name: "source" for name in _SOURCE_OPTIONS},
     "batch": "batch",
     **{name: "batch" for name in _BATCH_ONLY},
+    "no_budget": "budget_usd",
 }
 #: The options of the command alone: how the summary is written (``--format``).
 CLI_ONLY = ("fmt",)
@@ -162,6 +164,17 @@ def source_options(func: F) -> F:
         click.option(
             "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
         ),
+        click.option(
+            "--row-params",
+            metavar="COL,...",
+            help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
+            "other column is ever sent).",
+        ),
+        click.option(
+            "--strict",
+            is_flag=True,
+            help="Refuse the prompts if a row cannot be read (default: skip it, named).",
+        ),
     ]
     decorated: Any = wrapper
     for option in reversed(options):
@@ -195,7 +208,11 @@ def _weights_syntax(text: str) -> object:
 @out_option(
     "The output JSONL: appended to; rerunning the same command resumes from it.", required=True
 )
-@budget_option("Spend cap in USD for this output file, across runs (per shard with --shard).")
+@budget_option(
+    "Spend cap in USD for this output file, across runs (per shard with --shard); default: "
+    "the key's remaining limit (none: exit 2)."
+)
+@click.option("--no-budget", is_flag=True, help="Run with no spend cap at all (not advised).")
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -209,7 +226,7 @@ def _weights_syntax(text: str) -> object:
     type=click.IntRange(min=1),
     default=4096,
     show_default=True,
-    help="Output tokens per answer at most, reasoning included (a row's max_tokens wins).",
+    help="Output tokens per answer at most, reasoning included (a --row-params column wins).",
 )
 @click.option(
     "--target-tokens",
@@ -226,12 +243,12 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--temperature",
     type=click.FloatRange(min=0, max=2),
-    help="Of every request, 0 to 2 (a row's temperature wins).",
+    help="Of every request, 0 to 2 (a --row-params column wins).",
 )
 @click.option(
     "--reasoning-effort",
     type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
-    help="reasoning.effort of every request (a row's reasoning wins).",
+    help="reasoning.effort of every request (a --row-params column wins).",
 )
 @click.option(
     "--reasoning-max-tokens",
@@ -339,6 +356,7 @@ def generate(
     policy: str,
     out: str,
     budget_usd: str | None,
+    no_budget: bool,
     concurrency: int,
     max_tokens: int,
     target_tokens: str | None,
@@ -379,6 +397,10 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     _check_not_swapped(prompts, policy, out)
+    if no_budget and budget_usd is not None:
+        raise click.UsageError("give --budget-usd or --no-budget, not both")
+    if budget_usd is None and not no_budget:
+        budget_usd = "key"  # the key's remaining limit, read before sending; none: exit 2
     check_snapshot_options(offline, snapshot)
     if offline and not dry_run:
         # --offline promises no network and no spending, as in verify: the dry run only

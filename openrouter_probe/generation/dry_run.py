@@ -143,15 +143,22 @@ def summarize_dry_run(
             )
         )
     summary.expected_usd = figures.cost_usd
-    summary.message = (
-        plan.headline
-        if budget is not None
-        else Message(
-            "dry-run-no-budget",
-            "no {budget_usd:bare}: nothing would cap the real run's spend; give one to cap it",
-        )
-    )
+    summary.message = plan.headline if budget is not None else _no_budget(asked)
     return summary.build()
+
+
+def _no_budget(asked: GeneratePlan) -> str:
+    """What the dry run says of a job without a budget: the cap the real run will read."""
+    if asked.budget_from_key:
+        return Message(
+            "dry-run-key-budget",
+            "no {budget_usd:bare}: the real run is capped at what the key's limit has left "
+            "(GET /key), or refused if the key has none; give {budget_usd} to choose the cap",
+        )
+    return Message(
+        "dry-run-no-budget",
+        "no {budget_usd:bare}: nothing would cap the real run's spend; give one to cap it",
+    )
 
 
 async def key_check(summary: SummaryDraft, options: JobOptions, asked: GeneratePlan) -> None:

@@ -145,6 +145,8 @@ class HubCard:
     prompts: list[str] = field(default_factory=list)
     command: str | None = None
     superseded: int = 0
+    #: rows of the prompts skipped, never sent (the runs' journal headers; the most any said)
+    prompts_skipped: int = 0
     #: each dataset folder's shard files, as the card's configs name them (``write_hub_folder``)
     shards: dict[str, list[str]] = field(default_factory=dict)
 
@@ -209,6 +211,7 @@ class HubCard:
             "rows": dict(sorted(self.rows_by_dataset.items())),
             "superseded": self.superseded,
             "prompts": self.prompts,
+            "prompts_skipped": self.prompts_skipped,
             "command": self.command,
             "exported_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
@@ -269,6 +272,9 @@ def _policy_facts(card: HubCard, outputs: Iterable[str]) -> None:
                 card.prompts.append(str(header["prompts"]))
             if card.policy is None and header.get("policy"):
                 card.policy = str(header["policy"])
+            skipped = header.get("rows_skipped")
+            if isinstance(skipped, int) and not isinstance(skipped, bool):
+                card.prompts_skipped = max(card.prompts_skipped, skipped)
     if card.policy is None or not Path(card.policy).is_file():
         return
     try:

@@ -38,6 +38,7 @@ from openrouter_probe.generation.plan import GeneratePlan, parse_weights
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
+from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.rows import PromptRow
@@ -93,6 +94,7 @@ def _warn_duplicates(summary: SummaryDraft, prompts: str | Path, rows: PromptSet
     summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
+    summary.notes.extend(rows.notes)
     summary.rows_skipped = len(rows.skipped)
     summary.skipped_rows = list(rows.skipped)
     summary.rows_ending_on_assistant = rows.ending_on_assistant
@@ -162,6 +164,40 @@ def _turn_book(
     return book
 
 
+async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> JobOptions:
+    """``budget_usd="key"``: a paid run capped at what the output spent before plus what the
+    key's limit has left (or refused)."""
+    if asked.budget_from_key and not asked.dry_run:
+        return await asyncio.to_thread(key_budget, options, spent)
+    return options
+
+
+def _check_one_source(headers: list[dict[str, Any]], prompts: str | Path, out: Path) -> None:
+    """Refuse a second prompts source run into an output an earlier run wrote from another:
+    its rows would be appended to the first's, and the counts mixed. The same file named
+    another way (relative, absolute) is the same; one no longer found here cannot be told."""
+
+    def where(spec: str) -> str | None:
+        path = Path(spec)
+        return str(path.resolve()) if path.exists() else (spec if spec.startswith("hf:") else None)
+
+    mine = where(str(prompts))
+    for header in headers:
+        earlier = header.get("prompts")
+        theirs = where(earlier) if isinstance(earlier, str) else None
+        if mine is not None and theirs is not None and theirs != mine:
+            raise ConfigError(
+                Message(
+                    "out-of-another-source",
+                    "{out_path:s} holds the rows of {earlier:s}; {prompts:s} is another source: "
+                    "give {out} another file (or merge the sources into one file or manifest)",
+                    out_path=str(out),
+                    earlier=str(earlier),
+                    prompts=str(prompts),
+                )
+            )
+
+
 def _truncated_rows(
     rows: PromptSet, out: str | Path, max_tokens: int
 ) -> tuple[list[PromptRow], list[str], dict[str, str]]:
@@ -173,6 +209,19 @@ def _truncated_rows(
     from openrouter_probe.generation.audit import merged_records
     from openrouter_probe.run.books.output import output_tokens_of
 
+    if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
+        return (
+            [],
+            [
+                Message(
+                    "redo-truncated-fresh",
+                    "{redo_truncated=True}: {path:s} holds no "
+                    "answer yet, so none was cut: nothing to redo",
+                    path=str(out),
+                )
+            ],
+            {},
+        )
     records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
     cut = {str(r["id"]): output_tokens_of(r) for r in records}
     recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
@@ -238,7 +287,8 @@ async def generate(
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
-    by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
+    by ``weights`` (``"key"``: what the key's limit has left, read before sending; a key
+    without a limit refuses the run; ``None``: no cap, warned); ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
     ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``offline=True`` is the dry run
     on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
     asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
@@ -268,6 +318,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed="failed" in redo, job=job) as paid:
+        _check_one_source(paid.replay.headers, prompts, options.out)
+        paid.options = options = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
@@ -322,6 +374,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             header={
                 "policy": str(policy),
                 "prompts": str(prompts),  # the export's dataset card names it
+                "rows_skipped": len(rows.skipped),  # rows of the prompts never sent (named)
                 **({"turns": "all"} if book is not None else {}),
                 # keys status matches a shard's key to its journals by it
                 **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),

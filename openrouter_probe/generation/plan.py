@@ -34,9 +34,12 @@ from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.sender import Sender
 
-__all__ = ["DERIVED", "REASONING_EFFORTS", "GeneratePlan", "parse_weights"]
+__all__ = ["DERIVED", "KEY_BUDGET", "REASONING_EFFORTS", "GeneratePlan", "parse_weights"]
 
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
+#: ``budget_usd="key"``: the cap is what the key's blocking budget has left (``GET /key``); a key
+#: without a limit refuses the paid run (the CLI's default without ``--budget-usd``).
+KEY_BUDGET = "key"
 #: How long a row's retries may run in batch mode: a batch may take 24 h, and a retry another.
 _BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 #: The metadata of a field the plan derives (not a keyword of ``generate()``).
@@ -96,7 +99,9 @@ class GeneratePlan:
     path, ``budget_usd`` a ``Decimal``, ``target_tokens`` a count, ``shard`` a pair (``"auto"``
     resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``, ``api_key``,
     ``base_url``, ``attempts`` and ``backoff`` as resolved. Derived: ``shard_source`` (the
-    launcher's variables that gave the shard) and ``options``, the paid run's ``JobOptions``.
+    launcher's variables that gave the shard), ``budget_from_key`` (``budget_usd="key"``: the
+    cap is read from ``GET /key`` before a paid run) and ``options``, the paid run's
+    ``JobOptions``.
     """
 
     prompts: str | Path
@@ -134,6 +139,7 @@ class GeneratePlan:
     backoff: Backoff
     batch: BatchOptions | None
     response_cache: bool
+    budget_from_key: bool = field(default=False, metadata=_DERIVED)
     shard_source: str = field(default="", metadata=_DERIVED)
     options: JobOptions = field(metadata=_DERIVED, repr=False)
 
@@ -145,6 +151,9 @@ class GeneratePlan:
         k = keywords
         if k["offline"]:  # no network, no spending: the dry run on the bundled snapshot
             k = {**k, "dry_run": True, "snapshot": k["snapshot"] or "bundled"}
+        from_key = isinstance(k["budget_usd"], str) and k["budget_usd"].strip() == KEY_BUDGET
+        if from_key:  # the key's remaining limit, read before a paid run sends (or refused)
+            k = {**k, "budget_usd": None}
         reasoning = _reasoning(k["reasoning_effort"], k["reasoning_max_tokens"])
         _check_turns(k["turns"])
         max_tokens = whole_number(k["max_tokens"], "max_tokens")
@@ -193,6 +202,7 @@ class GeneratePlan:
             drain_timeout_s=options.drain_timeout_s,
             backoff=options.backoff,
             batch=batch,
+            budget_from_key=from_key,
             shard_source=shard_source,
             options=options,
         )
