@@ -76,6 +76,16 @@ def _shard_shares(
     summary.notes.append(shard_shares_note(shares))
 
 
+def _mix_shares(summary: SummaryDraft, todo: list[PromptRow], builder: RequestBuilder) -> None:
+    """The sampling mix's draws over the rows to send, per dataset (what ``audit`` will count)."""
+    from openrouter_probe.rules.sampling_mix import Shares
+
+    shares = Shares()
+    for row in todo:
+        shares.add(row.dataset, builder.sampling_of(row))
+    summary.notes.extend(f"drawn for the rows to send, {line}" for line in shares.lines())
+
+
 def summarize_dry_run(
     summary: SummaryDraft,
     todo: list[PromptRow],
@@ -101,6 +111,8 @@ def summarize_dry_run(
     summary.not_sent = len(todo)
     if asked.shard is not None and every_shard:
         _shard_shares(summary, every_shard, asked.shard, prices, builder, book)
+    if asked.mix is not None:
+        _mix_shares(summary, todo, builder)
     if not todo:
         return summary.build()
     datasets = sorted({r.dataset for r in todo})

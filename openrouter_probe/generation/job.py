@@ -87,6 +87,44 @@ def _sampling_note(summary: SummaryDraft, model: str, asked: GeneratePlan) -> No
         if asked.temperature is not None:
             note += f"; this run sets temperature={asked.temperature:g}, which wins"
         summary.notes.append(note)
+    if asked.mix is not None:
+        summary.notes.append(asked.mix.describe())
+
+
+def _sample_rows(rows: list[PromptRow], samples: int, path: str) -> list[PromptRow]:
+    """Each row ``samples`` times, as ``id#0`` ... (``samples`` 1: the rows as they are)."""
+    if samples == 1:
+        return rows
+    out = [dataclasses.replace(row, id=f"{row.id}#{k}") for row in rows for k in range(samples)]
+    seen: set[str] = set()
+    for row in out:
+        if row.id in seen:
+            raise ConfigError(
+                Message(
+                    "sample-id-taken",
+                    "{path:s}: the row id {id:s} is also a sample's id with {samples=}: rename "
+                    "that row (an id ending in #N names a sample)",
+                    path=path,
+                    id=row.id,
+                    samples=samples,
+                )
+            )
+        seen.add(row.id)
+    return out
+
+
+def with_samples(rows: PromptSet, samples: int) -> PromptSet:
+    """``samples`` rows of each prompt (``id#k``, ``k`` from 0), each its own draw and cache
+    identity; a resume counts them as rows (``samples`` 1: ``rows`` as read)."""
+    if samples == 1:
+        return rows
+    return dataclasses.replace(
+        rows,
+        rows=_sample_rows(rows.rows, samples, rows.path),
+        every_shard=_sample_rows(rows.every_shard, samples, rows.path),
+        in_file=rows.in_file * samples,
+        ending_on_assistant=rows.ending_on_assistant * samples,
+    )
 
 
 def _warn_duplicates(summary: SummaryDraft, prompts: str | Path, rows: PromptSet) -> None:
@@ -176,8 +214,15 @@ def _truncated_rows(
     records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
     cut = {str(r["id"]): output_tokens_of(r) for r in records}
     recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
+    # a redo is a new answer, never the cached cut one (the same request at the same limit):
+    # its cache identity names the answer it redoes, the same on a resend after a kill
+    kind = {str(r["id"]): f"redo:{r.get('generation_id') or output_tokens_of(r)}" for r in records}
     todo = [
-        replace(r, params={**r.params, "max_tokens": max_tokens}) if "max_tokens" in r.params else r
+        replace(
+            r,
+            params={**r.params, "max_tokens": max_tokens} if "max_tokens" in r.params else r.params,
+            cache_kind=kind[r.id],
+        )
         for r in rows
         if r.id in cut
     ]
@@ -234,12 +279,20 @@ async def generate(
     backoff: Backoff | None = None,
     batch: bool | BatchOptions = False,
     response_cache: bool = True,
+    temperature_mix: str | Mapping[str, float] | None = None,
+    reasoning_effort_mix: str | Mapping[str, float] | None = None,
+    thinking_mix: str | Mapping[str, float] | None = None,
+    mix_seed: int = 0,
+    samples: int = 1,
 ) -> RunSummary:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``offline=True`` is the dry run
+    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``temperature_mix``,
+    ``reasoning_effort_mix``, ``thinking_mix`` (``"on=0.8,off=0.2"``) draw each row's sampling
+    from ``mix_seed``; ``samples`` makes that many rows of each prompt (``id#k``);
+    ``offline=True`` is the dry run
     on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
     asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
     and time (docs/generate.md says every option and guarantee).
@@ -257,7 +310,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     options, prompts, policy, snapshot = asked.options, asked.prompts, asked.policy, asked.snapshot
     redo, reading = asked.redo, asked.source
     inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
-    rows = inputs.prompts
+    rows = with_samples(inputs.prompts, asked.samples)
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
     # a manifest's weights, unless --weights is given
     weights = parse_weights(
