@@ -92,5 +92,9 @@ def test_generate_sends_records_and_the_dry_run_says_it(tmp_path: Path) -> None:
     assert (sent["mine"]["temperature"], sent["mine"]["top_p"]) == (0.3, 0.95)
     out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
     assert out["a"]["sampling_params"] == {"temperature": 1.0, "top_p": 0.95}
-    assert out["b"]["sampling_params"] == {"temperature": 0.6, "top_p": 0.95, "reasoning": {"enabled": False}}
+    assert out["b"]["sampling_params"] == {
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "reasoning": {"enabled": False},
+    }
     assert out["c"]["sampling_params"] == {"temperature": 0.3, "top_p": 0.95}
