@@ -33,6 +33,7 @@ OFF = {"enabled": False}
 
 def _gen(prompts: Path, out: Path, **options: Any) -> Any:
     options.setdefault("send", LedgerSender(seed=3))
+    options.setdefault("max_tokens", 32)
     return asyncio.run(
         generate(
             prompts,
@@ -40,7 +41,6 @@ def _gen(prompts: Path, out: Path, **options: Any) -> Any:
             out=out,
             snapshot="bundled",
             sleep=no_sleep,
-            max_tokens=32,
             budget_usd=100,
             **options,
         )
@@ -200,3 +200,36 @@ def test_an_effort_mix_sends_each_rows_effort(tmp_path: Path) -> None:
         assert r["sampling_params"]["reasoning"] == {"effort": effort}
         efforts.add(effort)
     assert efforts == {"low", "high", "max"}
+
+
+def test_the_exports_keep_sampling_params_for_each_consumer(tmp_path: Path) -> None:
+    """SpecForge's rows (its validator's contract, loaded by ``datasets`` as its scripts do),
+    speculators' ``metadata.sampling_params`` (ShareGPT), and the ``hf`` folder's column."""
+    from openrouter_probe.generation.export import export
+    from tests._specforge import assert_specforge_row
+
+    datasets = pytest.importorskip("datasets")
+    prompts = write_prompts(tmp_path / "p.jsonl", prompt_rows(12, size=4))
+    out = tmp_path / "out.jsonl"
+    _gen(prompts, out, thinking_mix="on=0.5,off=0.5", mix_seed=4, max_tokens=4000)
+    sent = {r["id"]: r["sampling_params"] for r in records(out)}
+    assert len(set(json.dumps(v) for v in sent.values())) == 2  # both modes drawn
+    cache = str(tmp_path / "cache")
+    export([out], fmt="specforge", output=tmp_path / "sf.jsonl")
+    for row in records(tmp_path / "sf.jsonl"):
+        assert_specforge_row(row, expect_reasoning=False)
+        assert row["sampling_params"] == sent[row["id"]]
+    loaded = datasets.load_dataset(
+        "json", data_files=str(tmp_path / "sf.jsonl"), split="train", cache_dir=cache
+    )
+    for row in loaded:
+        # Arrow fills a struct's missing keys with null: the values sent are all there
+        got = {k: v for k, v in row["sampling_params"].items() if v is not None}
+        assert got == sent[row["id"]]
+    export([out], fmt="sharegpt", output=tmp_path / "sg.jsonl")
+    for row in records(tmp_path / "sg.jsonl"):
+        assert row["metadata"] == {"sampling_params": sent[row["id"]]}
+    export([out], fmt="hf", output=tmp_path / "hub")
+    hub = datasets.load_dataset(str(tmp_path / "hub"), split="train", cache_dir=cache)
+    assert len(hub) == 12
+    assert {r["id"]: json.loads(r["sampling_params"]) for r in hub} == sent
