@@ -1,0 +1,126 @@
+"""The response cache's identity of a request: (row, sample, attempt kind), carried in the body's
+``session_id`` (the documented key hashes the body). A resend of the same attempt is answered from
+the cache at $0; a new sample, a redo of a cut answer, or a retry after a bad answer is a request
+of its own, paid, never a cached replay. On the fake, which keys its cache as the docs say."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from openrouter_probe.api.completion import response_cache_headers
+from openrouter_probe.fake import serve
+from openrouter_probe.generation import generate
+from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.send.request import RequestBuilder, row_session
+from tests._generate import POLICY, no_sleep, records, write_prompts
+
+KEY = "sk-identity"
+
+
+def _gen(tmp: Path, base_url: str, **options: Any) -> Any:
+    options.setdefault("max_tokens", 100)
+    return asyncio.run(
+        generate(tmp / "p.jsonl", policy=POLICY, out=tmp / "out.jsonl", base_url=base_url,
+                 api_key=KEY, sleep=no_sleep, budget_usd=5, **options)
+    )  # fmt: skip
+
+
+def _resend(base_url: str, body: dict[str, Any]) -> requests.Response:
+    """The very request again, as a resume after a kill sends it."""
+    headers = {"Authorization": f"Bearer {KEY}", **response_cache_headers()}
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return requests.post(base_url + "/chat/completions", data=data, headers=headers, timeout=10)
+
+
+def test_the_identity_is_row_sample_and_attempt_kind() -> None:
+    builder = RequestBuilder(model="m", provider_json="{}", identity=True)
+    row = PromptRow("a#1", "d", [{"role": "user", "content": "q"}], {}, 1)
+
+    def session(r: PromptRow) -> str:
+        return str(json.loads(builder.build(r, Prices(0, 0)).body)["session_id"])
+
+    redo = PromptRow("a#1", "d", row.messages, {}, 1, cache_kind="redo:gen-1")
+    retry = PromptRow("a#1", "d", row.messages, {}, 1, cache_kind="redo:gen-1/retry-1")
+    other = PromptRow("a#2", "d", row.messages, {}, 1)
+    sessions = [session(r) for r in (row, redo, retry, other)]
+    assert len(set(sessions)) == 4
+    assert sessions[0] == row_session("a#1") and session(redo) == sessions[1]  # stable
+    assert len(sessions[1]) == len(sessions[0])  # the same bytes to reserve for
+
+
+def test_three_samples_are_three_answers_and_a_resume_counts_them(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "p.jsonl", [{"id": "a", "prompt": "one question"},
+                                         {"id": "b", "prompt": "another"}])  # fmt: skip
+    with serve(speed=0, seed=3, record_requests=True) as fake:
+        summary = _gen(tmp_path, fake.base_url, samples=3, max_tokens=2000)
+        assert summary.stop_reason == "done" and summary.rows_to_send == 6
+        out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
+        assert sorted(out) == ["a#0", "a#1", "a#2", "b#0", "b#1", "b#2"]
+        answers = {(out[f"a#{k}"]["reasoning"], out[f"a#{k}"]["content"]) for k in range(3)}
+        assert len(answers) == 3  # three answers of one prompt, none a cached replay
+        sent = fake.fake.requests or []
+        assert len({b["session_id"] for b in sent}) == 6
+        assert fake.fake.response_cache.hits == 0 and len(fake.ledger) == 6
+        again = _gen(tmp_path, fake.base_url, samples=3, max_tokens=2000)
+        assert again.rows_already_done == 6 and again.rows_to_send == 0
+        assert len(fake.ledger) == 6
+        more = _gen(
+            tmp_path, fake.base_url, samples=4, max_tokens=2000
+        )  # a fourth sample of each: 2 more rows
+        assert more.rows_already_done == 6 and more.rows_to_send == 2
+        assert len(fake.ledger) == 8 and fake.fake.response_cache.hits == 0
+
+
+def test_a_redo_at_the_same_limit_pays_for_new_answers_a_resend_is_free(tmp_path: Path) -> None:
+    """Before: the redo sent the cut row's very request, and the cache replayed the cut answer at
+    $0. Now the redo names the answer it redoes in its identity: a new answer, billed; the same
+    redo sent again (a resume after a kill) is its cached answer, free."""
+    write_prompts(tmp_path / "p.jsonl", [{"id": f"r{i}", "prompt": f"q {i}"} for i in range(6)])
+    with serve(speed=0, seed=4, record_requests=True) as fake:
+        first = _gen(tmp_path, fake.base_url, max_tokens=8)
+        cut = [r for r in records(tmp_path / "out.jsonl") if r["status"] == "truncated"]
+        assert first.truncated == len(cut) >= 3
+        billed = len(fake.ledger)
+        before = len(fake.fake.requests or [])
+        redo = _gen(tmp_path, fake.base_url, max_tokens=8, redo_truncated=True)
+        assert redo.rows_to_send == len(cut)
+        assert fake.fake.response_cache.hits == 0 and redo.cache_hits == 0
+        assert len(fake.ledger) == billed + len(cut)  # each redo a new, paid answer
+        latest = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
+        assert all(latest[r["id"]]["generation_id"] != r["generation_id"] for r in cut)
+        assert all("response_cache" not in latest[r["id"]] for r in cut)
+        # the other half: the same attempt resent is answered from the cache, billed nothing
+        redone = (fake.fake.requests or [])[before]
+        again = _resend(fake.base_url, redone)
+        assert again.headers["X-OpenRouter-Cache-Status"] == "HIT"
+        assert again.json()["usage"]["cost"] == 0
+        assert len(fake.ledger) == billed + len(cut)
+
+
+def test_a_retry_after_a_bad_answer_is_new_and_after_a_lost_one_the_same(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "p.jsonl", [{"id": "r", "prompt": "q"}])
+    with serve(speed=0, seed=1, record_requests=True, faults="choice_error=@1") as fake:
+        summary = _gen(tmp_path, fake.base_url)
+        sent = fake.fake.requests or []
+    assert summary.ok + summary.truncated == 1 and len(sent) == 2
+    bad, retry = sent
+    assert bad["session_id"] == row_session("r")
+    assert retry["session_id"] == row_session("r", "retry-1")  # never the bad answer's replay
+    assert {k: v for k, v in bad.items() if k != "session_id"} == {
+        k: v for k, v in retry.items() if k != "session_id"
+    }
+    for name in ("out.jsonl", "out.jsonl.ledger"):
+        (tmp_path / name).unlink()
+    write_prompts(tmp_path / "p.jsonl", [{"id": "s", "prompt": "q"}])
+    with serve(speed=0, seed=1, record_requests=True, faults="drop=@1") as fake:
+        summary = _gen(tmp_path, fake.base_url)
+        sent = fake.fake.requests or []
+    assert summary.ok + summary.truncated == 1 and len(sent) == 2
+    assert Counter(b["session_id"] for b in sent) == {row_session("s"): 2}  # a resend
