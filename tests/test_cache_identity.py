@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from openrouter_probe.api.completion import response_cache_headers
@@ -124,3 +125,51 @@ def test_a_retry_after_a_bad_answer_is_new_and_after_a_lost_one_the_same(tmp_pat
         sent = fake.fake.requests or []
     assert summary.ok + summary.truncated == 1 and len(sent) == 2
     assert Counter(b["session_id"] for b in sent) == {row_session("s"): 2}  # a resend
+
+
+@pytest.mark.slow
+def test_samples_killed_in_flight_come_back_free_with_their_draws(tmp_path: Path) -> None:
+    """A child running two samples of each prompt under a thinking mix is killed with SIGKILL
+    while its requests are in flight; the resume sends each lost sample's very request (the same
+    draw, the same identity) and the fake answers it from its cache: nothing billed again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests._generate import ROOT, prompt_rows
+
+    write_prompts(tmp_path / "p.jsonl", prompt_rows(3))
+    options = {"prompts": str(tmp_path / "p.jsonl"), "policy": str(POLICY),
+               "out": str(tmp_path / "out.jsonl"), "max_tokens": 60, "concurrency": 6,
+               "budget_usd": "5", "api_key": KEY, "samples": 2,
+               "thinking_mix": "on=0.5,off=0.5"}  # fmt: skip
+    with serve(speed=1, seed=5, record_requests=True) as fake:
+        options["base_url"] = fake.base_url
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests._child", json.dumps(options)],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(fake.fake.requests or []) < 6 and time.monotonic() < deadline:
+            time.sleep(0.005)  # every sample's request is at the fake
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        out = tmp_path / "out.jsonl"
+        before = {r["id"] for r in records(out)} if out.exists() else set()
+        lost = 6 - len(before)
+        assert lost >= 1, "every answer came before the kill: slow the fake down"
+        while fake.fake.response_cache.stores < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the fake finishes (bills, caches) what was in flight
+        billed = fake.ledger.total_usd
+        first = {b["session_id"]: b for b in fake.fake.requests or []}
+        summary = _gen(tmp_path, fake.base_url, max_tokens=60, samples=2,
+                       thinking_mix="on=0.5,off=0.5", concurrency=6)  # fmt: skip
+        resent = (fake.fake.requests or [])[6:]
+    assert summary.stop_reason == "done" and summary.cache_hits == lost
+    assert fake.ledger.total_usd == billed and len(fake.ledger) == 6  # the resends were free
+    assert len(resent) == lost and all(first[b["session_id"]] == b for b in resent)
+    again = [r for r in records(tmp_path / "out.jsonl") if r["id"] not in before]
+    assert all(r["response_cache"] == "hit" and r["cost_usd"] == 0 for r in again)
