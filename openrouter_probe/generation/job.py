@@ -150,9 +150,12 @@ def _turn_book(
     kept: dict[str, list[dict[str, Any]]],
     summary: SummaryDraft,
     inputs: Inputs | None = None,
+    *,
+    model: str,
 ) -> TurnBook | None:
     """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,
-    each from its first missing turn; say what it counts and what it sends once."""
+    each from its first missing turn, earlier turns' reasoning sent back if ``model`` reads it;
+    say what it counts and what it sends once."""
     if inputs is not None and inputs.turns:
         todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
     else:
@@ -174,7 +177,14 @@ def _turn_book(
                 )
             )
         return None
-    book = TurnBook.start(options.out, todo_all, kept)
+    from openrouter_probe.rules.sampling import history_reasoning
+
+    back, why = history_reasoning(model)
+    book = TurnBook.start(options.out, todo_all, kept, reasoning_back=back)
+    summary.notes.append(
+        f"turns: earlier turns' reasoning {'goes back' if back else 'is not sent back'} in each "
+        f"request's history ({model}: {why})"
+    )
     summary.turns_to_send = book.to_send(todo)
     summary.turns_resumed = book.resumed
     summary.turns_file = str(book.path)
@@ -343,7 +353,9 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
         _source_notes(summary, prompts, snap if snapshot is not None else None)
         _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
-        book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
+        book = _turn_book(
+            asked, options, todo, paid.state.turns, summary, inputs, model=compiled.model
+        )
         prices = admitted_prices(compiled, policy, endpoints, asked, summary)
         if asked.batch is not None:
             settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)

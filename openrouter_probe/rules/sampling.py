@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ADVICE", "SamplingAdvice", "sampling_advice", "thinking_on"]
+__all__ = [
+    "ADVICE",
+    "HISTORY_REASONING",
+    "SamplingAdvice",
+    "history_reasoning",
+    "sampling_advice",
+    "thinking_on",
+]
 
 
 @dataclass(frozen=True)
@@ -78,3 +85,30 @@ def thinking_on(reasoning: Any, reasoning_effort: Any = None) -> bool:
     if isinstance(reasoning, Mapping):
         return not (reasoning.get("enabled") is False or reasoning.get("effort") == "none")
     return True
+
+
+#: Whether a model reads its earlier assistant turns' reasoning (``--turns all`` sends it back in
+#: the history, or not), and where that is said. Kimi K2.5's chat template renders every assistant
+#: turn up to the last one without tool calls as ``<think></think>`` + content (its
+#: ``hist_msgs``; the K2 family's template) and has no switch to keep it (radixark/miles 31f1ca9:
+#: "K2.5 has no kwarg escape hatch for the 'drop reasoning of prior assistants' behavior"): sent,
+#: it would be billed and never seen.
+_K25_HISTORY = (
+    False,
+    "Kimi K2.5's chat template drops earlier turns' reasoning (hist_msgs), with no switch to keep "
+    "it",
+)
+HISTORY_REASONING: dict[str, tuple[bool, str]] = {
+    "moonshotai/kimi-k2.5": _K25_HISTORY,
+    "moonshotai/kimi-k2.5-0127": _K25_HISTORY,
+}
+_UNKNOWN_HISTORY = (
+    False,
+    "not known for this model: sent without it, as SpecForge's regenerate_train_data.py does",
+)
+
+
+def history_reasoning(model: str) -> tuple[bool, str]:
+    """Whether ``model``'s earlier turns go back with their reasoning, and why (``HISTORY_REASONING``;
+    a model not in it: not sent, as SpecForge's regeneration does)."""
+    return HISTORY_REASONING.get(model.split(":", 1)[0], _UNKNOWN_HISTORY)

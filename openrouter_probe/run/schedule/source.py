@@ -179,6 +179,10 @@ class TurnSource(RowSource):
         )
         truncated = answer.truncated
         if not (progress.last or truncated):
+            # what the next turns' requests carry of it (the model reads it or not)
+            turn["reasoning_in_history"] = self.book.reasoning_back and bool(
+                turn.get("reasoning") or turn.get("reasoning_details")
+            )
             self.book.log.keep(progress.row, turn)
             progress.done.append(turn)
             return progress.request(), None
