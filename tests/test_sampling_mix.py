@@ -233,3 +233,33 @@ def test_the_exports_keep_sampling_params_for_each_consumer(tmp_path: Path) -> N
     hub = datasets.load_dataset(str(tmp_path / "hub"), split="train", cache_dir=cache)
     assert len(hub) == 12
     assert {r["id"]: json.loads(r["sampling_params"]) for r in hub} == sent
+
+
+def test_a_mix_seed_without_a_mix_is_named_unused(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "p.jsonl", prompt_rows(2))
+    result = CliRunner().invoke(
+        cli,
+        ["generate", str(tmp_path / "p.jsonl"), "--policy", str(POLICY), "-o",
+         str(tmp_path / "out.jsonl"), "--offline", "--mix-seed", "3"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: --mix-seed 3 draws the --*-mix values, and no mix is given: ignored" in (
+        result.output
+    )
+
+
+def test_shares_say_a_default_and_an_unrecorded_row_as_such() -> None:
+    from openrouter_probe.rules.sampling_mix import Shares
+
+    shares = Shares()
+    shares.add("d", {})  # nothing sent: the defaults, not a guess at them
+    shares.add("d", {"temperature": 0.6, "reasoning": {"effort": "low"}})
+    shares.add("d", None)  # a record of before sampling_params
+    assert shares.to_dict() == {
+        "d": {
+            "thinking": {"model's default": 1, "on": 1},
+            "temperature": {"provider's default": 1, "0.6": 1},
+            "reasoning_effort": {"low": 1},
+            "recorded": {"unknown": 1},
+        }
+    }

@@ -182,6 +182,8 @@ def mix_options(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         mixing = {name: kwargs.pop(name) for name in _MIX_OPTIONS}
+        if all(mixing[name] is None for name in _MIX_OPTIONS[:3]):
+            warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
         return func(*args, mixing=mixing, **kwargs)
 
     options = [

@@ -282,8 +282,12 @@ class Shares:
             return
         reasoning = sampling_params.get("reasoning")
         effort = sampling_params.get("reasoning_effort")
+        said = reasoning is not None or effort is not None
         seen = {
-            "thinking": "on" if thinking_on(reasoning, effort) else "off",
+            # nothing said: the model's default, not a guess at it
+            "thinking": ("on" if thinking_on(reasoning, effort) else "off")
+            if said
+            else "model's default",
             "temperature": _said(sampling_params["temperature"])
             if "temperature" in sampling_params
             else "provider's default",
