@@ -173,3 +173,21 @@ def test_samples_killed_in_flight_come_back_free_with_their_draws(tmp_path: Path
     assert len(resent) == lost and all(first[b["session_id"]] == b for b in resent)
     again = [r for r in records(tmp_path / "out.jsonl") if r["id"] not in before]
     assert all(r["response_cache"] == "hit" and r["cost_usd"] == 0 for r in again)
+
+
+def test_samples_go_to_their_prompts_shard_and_the_dry_run_counts_them_there(
+    tmp_path: Path,
+) -> None:
+    from openrouter_probe.generation.prompts import shard_of
+    from tests._generate import LedgerSender, prompt_rows
+
+    write_prompts(tmp_path / "p.jsonl", prompt_rows(20))
+    per_shard = Counter(shard_of(f"r{i}", 2) for i in range(20))
+    for i in range(2):
+        dry = asyncio.run(
+            generate(tmp_path / "p.jsonl", policy=POLICY, out=tmp_path / f"o{i}.jsonl",
+                     snapshot="bundled", send=LedgerSender(), dry_run=True, shard=(i, 2),
+                     samples=3)
+        )  # fmt: skip
+        assert dry.rows_to_send == 3 * per_shard[i]
+        assert [s["rows"] for s in dry.shard_shares] == [3 * per_shard[0], 3 * per_shard[1]]
