@@ -233,7 +233,7 @@ class GeneratePlan:
     ) -> RequestBuilder:
         """What every request of the run shares: the policy's model and provider block, byte
         for byte, the sampling the run asked for and what the model's card fixes
-        (``rules.sampling``), each row's draw of the mix (refused, ``ConfigError``, where it
+        (``rules.sampling``), each row's draw of the mix (refused, ``OptionError``, where it
         breaks what the card fixes); ``identity``: each row's ``session_id`` (the response
         cache's rows kept apart: ``response_cache``)."""
         from openrouter_probe.rules.sampling import sampling_advice

@@ -10,6 +10,9 @@ the user sets other values (the run's ``temperature=``, a row's own ``temperatur
 Each entry names its source. Thinking is on unless the request turns it off (``reasoning:
 {"enabled": false}``, ``{"effort": "none"}``, ``reasoning_effort: "none"``): the models here
 think by default (K2.5's ``reasoning.default_enabled`` is true in the models list).
+
+``history_reasoning`` says, by model, whether its chat template reads the reasoning of earlier
+assistant turns, so whether ``generate --turns all`` sends it back (``HISTORY_REASONING``).
 """
 
 from __future__ import annotations
