@@ -20,7 +20,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder, row_session
-from tests._generate import POLICY, no_sleep, records, write_prompts
+from tests._generate import POLICY, cache_job, no_sleep, records, write_prompts
 
 KEY = "sk-identity"
 
@@ -112,8 +112,9 @@ def test_a_retry_after_a_bad_answer_is_new_and_after_a_lost_one_the_same(tmp_pat
         sent = fake.fake.requests or []
     assert summary.ok + summary.truncated == 1 and len(sent) == 2
     bad, retry = sent
-    assert bad["session_id"] == row_session("r")
-    assert retry["session_id"] == row_session("r", "retry-1")  # never the bad answer's replay
+    job = cache_job(tmp_path / "out.jsonl")
+    assert bad["session_id"] == row_session("r", job=job)
+    assert retry["session_id"] == row_session("r", "retry-1", job)  # never the bad one's replay
     assert {k: v for k, v in bad.items() if k != "session_id"} == {
         k: v for k, v in retry.items() if k != "session_id"
     }
@@ -124,7 +125,8 @@ def test_a_retry_after_a_bad_answer_is_new_and_after_a_lost_one_the_same(tmp_pat
         summary = _gen(tmp_path, fake.base_url)
         sent = fake.fake.requests or []
     assert summary.ok + summary.truncated == 1 and len(sent) == 2
-    assert Counter(b["session_id"] for b in sent) == {row_session("s"): 2}  # a resend
+    job = cache_job(tmp_path / "out.jsonl")
+    assert Counter(b["session_id"] for b in sent) == {row_session("s", job=job): 2}  # a resend
 
 
 @pytest.mark.slow
@@ -191,3 +193,29 @@ def test_samples_go_to_their_prompts_shard_and_the_dry_run_counts_them_there(
         )  # fmt: skip
         assert dry.rows_to_send == 3 * per_shard[i]
         assert [s["rows"] for s in dry.shard_shares] == [3 * per_shard[0], 3 * per_shard[1]]
+
+
+def test_a_fresh_output_is_a_new_job_and_a_resume_keeps_its_own(tmp_path: Path) -> None:
+    from openrouter_probe.generation.job import _cache_job
+
+    assert _cache_job([{"run": "a", "cache_job": "5eed"}, {"run": "b"}]) == "5eed"
+    assert _cache_job([{"run": "a"}]) == ""  # an output of before: its rows' bytes as they were
+    assert len(_cache_job([])) == 16 and _cache_job([]) != _cache_job([])
+    write_prompts(tmp_path / "p.jsonl", [{"id": f"r{i}", "prompt": f"q {i}"} for i in range(4)])
+    with serve(speed=0, seed=2) as fake:
+        first = _gen(tmp_path, fake.base_url)
+        job = cache_job(tmp_path / "out.jsonl")
+        (tmp_path / "out.jsonl").rename(tmp_path / "first.jsonl")
+        (tmp_path / "out.jsonl.ledger").rename(tmp_path / "first.jsonl.ledger")
+        second = _gen(tmp_path, fake.base_url)  # the same prompts into a fresh output
+        assert first.cache_hits == second.cache_hits == 0
+        assert len(fake.ledger) == 8  # new answers, each paid: never the first job's replayed
+        second_job = cache_job(tmp_path / "out.jsonl")
+        assert second_job != job
+        rows = [{"id": f"r{i}", "prompt": f"q {i}"} for i in range(5)]
+        write_prompts(tmp_path / "p.jsonl", rows)
+        again = _gen(tmp_path, fake.base_url)  # a resume: a new run of the same job
+        assert again.rows_to_send == 1
+    journal = (tmp_path / "out.jsonl.ledger").read_text(encoding="utf-8").splitlines()
+    jobs = [json.loads(x)["cache_job"] for x in journal if '"cache_job"' in x]
+    assert jobs == [second_job, second_job]  # each run's header: the job the first one drew

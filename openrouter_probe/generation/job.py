@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
@@ -125,6 +126,17 @@ def with_samples(rows: PromptSet, samples: int) -> PromptSet:
         in_file=rows.in_file * samples,
         ending_on_assistant=rows.ending_on_assistant * samples,
     )
+
+
+def _cache_job(headers: list[dict[str, Any]]) -> str:
+    """The job part of the response cache's identity (``run.send.request.row_session``): the salt
+    the output's first run drew and wrote in its journal header, so that a resume (a new run of
+    the same job) resends the same bytes and a fresh output of the same prompts is a new job;
+    ``""`` for an output whose runs came before it (their rows' identity as it was)."""
+    for header in headers:
+        if isinstance(header.get("cache_job"), str):
+            return str(header["cache_job"])
+    return "" if headers else secrets.token_hex(8)
 
 
 def _warn_duplicates(summary: SummaryDraft, prompts: str | Path, rows: PromptSet) -> None:
@@ -377,16 +389,18 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 book=book,
                 every_shard=rows.every_shard,
             )
+        cache_job = _cache_job(paid.replay.headers)
         return await paid.run(
             todo,
             builder=asked.request_builder(
-                compiled.model, provider_raw, identity=asked.response_cache
+                compiled.model, provider_raw, identity=asked.response_cache, job=cache_job
             ),
             prices=prices,
             summary=summary,
             header={
                 "policy": str(policy),
                 "prompts": str(prompts),  # the export's dataset card names it
+                "cache_job": cache_job,  # the response cache's job: a resume keeps it
                 **({"turns": "all"} if book is not None else {}),
                 # keys status matches a shard's key to its journals by it
                 **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),

@@ -229,13 +229,13 @@ class GeneratePlan:
         return None if self.shard is None else self.shard[1]
 
     def request_builder(
-        self, model: str, provider_raw: Any, *, identity: bool = False
+        self, model: str, provider_raw: Any, *, identity: bool = False, job: str = ""
     ) -> RequestBuilder:
         """What every request of the run shares: the policy's model and provider block, byte
         for byte, the sampling the run asked for and what the model's card fixes
         (``rules.sampling``), each row's draw of the mix (refused, ``OptionError``, where it
         breaks what the card fixes); ``identity``: each row's ``session_id`` (the response
-        cache's rows kept apart: ``response_cache``)."""
+        cache's rows kept apart: ``response_cache``), of the output's ``job``."""
         from openrouter_probe.rules.sampling import sampling_advice
 
         advice = sampling_advice(model)
@@ -251,6 +251,7 @@ class GeneratePlan:
             advice=advice,
             identity=identity,
             mix=self.mix,
+            job=job,
         )
 
     @property

@@ -11,8 +11,8 @@ The body is a pure function of the run's settings and the row (compact JSON, key
 row and the run give them; nothing timed or counted goes in it, and a mix's draw is a hash of the
 row id): the same row gives the same bytes in any process, so a row resent after a kill -9 is the
 very request OpenRouter's response cache keyed (``identity``). With ``identity`` each row carries
-``session_id`` (``row_session``: a hash of its id, ``row#k`` for a sample, and its attempt kind,
-``PromptRow.cache_kind``): OpenRouter's own field for grouping requests in its logs, which no model
+``session_id`` (``row_session``: a hash of its job, its id, ``row#k`` for a sample, and its
+attempt kind, ``PromptRow.cache_kind``): OpenRouter's own field for grouping requests in its logs, which no model
 reads, and which the response cache hashes with the rest of the body (the documented key: body,
 model, key, stream mode), so two rows with one prompt, two samples of one row, a redo of a cut
 answer and a retry after a bad answer are each a request of their own, never a cached answer; a
@@ -55,11 +55,12 @@ SAMPLING_KEYS = (
 )  # fmt: skip
 
 
-def row_session(row_id: str, kind: str = "") -> str:
-    """The ``session_id`` of row ``row_id`` (``row#k`` for a sample) and its attempt ``kind``
-    (``PromptRow.cache_kind``; ``""``: the row's own answer): ``orp-`` and 32 hex digits of
+def row_session(row_id: str, kind: str = "", job: str = "") -> str:
+    """The ``session_id`` of row ``row_id`` (``row#k`` for a sample), its attempt ``kind``
+    (``PromptRow.cache_kind``; ``""``: the row's own answer) and its ``job`` (the salt the
+    output's first run drew; ``""``: an output written before it): ``orp-`` and 32 hex digits of
     their SHA-256 (stable across processes and runs; within OpenRouter's 128 characters)."""
-    key = row_id if not kind else f"{row_id}\0{kind}"
+    key = row_id if not (kind or job) else f"{row_id}\0{kind}\0{job}"
     return "orp-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -95,6 +96,8 @@ class RequestBuilder:
     advice: SamplingAdvice | None = None
     identity: bool = False
     mix: SamplingMix | None = None
+    #: the job part of each row's identity (``row_session``)
+    job: str = ""
     _prefix: bytes = field(init=False, repr=False, compare=False)
     #: the run's sampling part of a row that sets none of its own, by its draw (the common row:
     #: computed once per draw) and its JSON
@@ -164,7 +167,7 @@ class RequestBuilder:
         params = row.params
         parts = [',"messages":', dumps(row.messages), ',"max_tokens":', str(max_tokens)]
         if self.identity and "session_id" not in params:
-            parts += [',"session_id":"', row_session(row.id, row.cache_kind), '"']
+            parts += [',"session_id":"', row_session(row.id, row.cache_kind, self.job), '"']
         _, text = self._run_part(row)
         parts.append(text)
         for key, value in params.items():
