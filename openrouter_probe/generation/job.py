@@ -128,6 +128,18 @@ def with_samples(rows: PromptSet, samples: int) -> PromptSet:
     )
 
 
+def _journal_header(asked: GeneratePlan, book: TurnBook | None, cache_job: str) -> dict[str, Any]:
+    """What this run's header line in the spend journal says besides the run's own fields."""
+    return {
+        "policy": str(asked.policy),
+        "prompts": str(asked.prompts),  # the export's dataset card names it
+        "cache_job": cache_job,  # the response cache's job: a resume keeps it
+        **({"turns": "all"} if book is not None else {}),
+        # keys status matches a shard's key to its journals by it
+        **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
+    }
+
+
 def _cache_job(headers: list[dict[str, Any]]) -> str:
     """The job part of the response cache's identity (``run.send.request.row_session``): the salt
     the output's first run drew and wrote in its journal header, so that a resume (a new run of
@@ -397,13 +409,6 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             ),
             prices=prices,
             summary=summary,
-            header={
-                "policy": str(policy),
-                "prompts": str(prompts),  # the export's dataset card names it
-                "cache_job": cache_job,  # the response cache's job: a resume keeps it
-                **({"turns": "all"} if book is not None else {}),
-                # keys status matches a shard's key to its journals by it
-                **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
-            },
+            header=_journal_header(asked, book, cache_job),
             turns=book,
         )
