@@ -263,3 +263,24 @@ def test_shares_say_a_default_and_an_unrecorded_row_as_such() -> None:
             "recorded": {"unknown": 1},
         }
     }
+
+
+def test_a_failed_row_records_what_it_was_sent_with(tmp_path: Path) -> None:
+    from tests._generate import http_failure
+
+    prompts = write_prompts(tmp_path / "p.jsonl", prompt_rows(6, size=4))
+
+    def refuse_r1(request: dict[str, Any], attempt: int) -> Any:
+        said = request["messages"][-1]["content"]
+        return http_failure(400, "Bad request") if said.startswith("question 1 ") else None
+
+    _gen(prompts, tmp_path / "out.jsonl", thinking_mix="on=0.5,off=0.5",
+         send=LedgerSender(seed=2, fail=refuse_r1))  # fmt: skip
+    mix = SamplingMix.of(thinking="on=0.5,off=0.5")
+    assert mix is not None
+    out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
+    assert out["r1"]["status"] == "failed"
+    for ident, r in out.items():
+        on = mix.draw(ident).thinking
+        assert r["sampling_params"]["reasoning"] == (ON if on else OFF)
+        assert r["sampling_params"]["temperature"] == (1.0 if on else 0.6)

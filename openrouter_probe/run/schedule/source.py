@@ -129,6 +129,7 @@ class RowSource:
             error={"kind": "cancelled", "message": "cancelled in flight"},
             possibly_billed_usd=float(attempt.worst),
             generation_id=gen,
+            sampling_params=attempt.request.sampling or {},
         )
         if attempt.extra_cost:
             record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
