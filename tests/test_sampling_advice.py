@@ -93,6 +93,10 @@ def test_generate_sends_records_and_the_dry_run_says_it(tmp_path: Path) -> None:
     assert (sent["quick"]["temperature"], sent["quick"]["top_p"]) == (0.6, 0.95)
     assert (sent["mine"]["temperature"], sent["mine"]["top_p"]) == (0.3, 0.95)
     out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
-    assert out["a"]["sampling"] == {"temperature": 1.0, "top_p": 0.95}
-    assert out["b"]["sampling"] == {"temperature": 0.6, "top_p": 0.95}
-    assert out["c"]["sampling"] == {"temperature": 0.3, "top_p": 0.95}
+    assert out["a"]["sampling_params"] == {"temperature": 1.0, "top_p": 0.95}
+    assert out["b"]["sampling_params"] == {
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "reasoning": {"enabled": False},
+    }
+    assert out["c"]["sampling_params"] == {"temperature": 0.3, "top_p": 0.95}

@@ -361,7 +361,7 @@ def test_jsonl_has_a_conversations_column_with_tools_and_image_parts(tmp_path: P
                                                 "content": "2"}  # fmt: skip
     assert rows["img"]["conversations"][0] == {"role": "user", "content": IMAGE}
     assert set(rows["img"]) == {"id", "dataset", "conversations", "tools", "provider", "model",
-                                "finish_reason", "usage", "meta"}  # fmt: skip
+                                "finish_reason", "usage", "meta", "sampling_params"}  # fmt: skip
     export([out], fmt="sharegpt", output=tmp_path / "sg.jsonl")
     shared = {r["id"]: r for r in _lines(tmp_path / "sg.jsonl")}
     assert shared["img"]["conversations"][0] == {"from": "human", "value": IMAGE}

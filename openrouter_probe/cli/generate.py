@@ -130,7 +130,10 @@ def source_options(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
         if reading["sample"] is None:
-            warn_unused("seed", "picks the rows of --sample, and there is no --sample")
+            warn_unused(
+                "seed",
+                "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)",
+            )
         return func(*args, reading=reading, **kwargs)
 
     options = [
@@ -158,7 +161,7 @@ def source_options(func: F) -> F:
             type=int,
             default=0,
             show_default=True,
-            help="The seed of --sample.",
+            help="The seed of --sample (the --*-mix draws: --mix-seed).",
         ),
         click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
         click.option(
@@ -174,6 +177,60 @@ def source_options(func: F) -> F:
             "--strict",
             is_flag=True,
             help="Refuse the prompts if a row cannot be read (default: skip it, named).",
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return cast(F, decorated)
+
+
+_MIX_OPTIONS = ("temperature_mix", "reasoning_effort_mix", "thinking_mix", "mix_seed", "samples")
+
+
+def mix_options(func: F) -> F:
+    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``), passed to the
+    command as one ``mixing`` mapping of ``generate()``'s keywords of the same names."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        mixing = {name: kwargs.pop(name) for name in _MIX_OPTIONS}
+        if all(mixing[name] is None for name in _MIX_OPTIONS[:3]):
+            warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
+        return func(*args, mixing=mixing, **kwargs)
+
+    options = [
+        click.option(
+            "--temperature-mix",
+            metavar="T,T|T=W,...",
+            help="Draw each row's temperature: 0.6,0.8,1.0 (equal shares) or 0.6=1,1.0=3 "
+            "(weights), from --mix-seed and the row id (the same on resume and every shard).",
+        ),
+        click.option(
+            "--reasoning-effort-mix",
+            metavar="E,E|E=W,...",
+            help="Draw each row's reasoning.effort the same way, e.g. low,high,max.",
+        ),
+        click.option(
+            "--thinking-mix",
+            metavar="on=W,off=W",
+            help="Draw thinking on or off per row, e.g. on=0.8,off=0.2 (off: reasoning.enabled "
+            "false); a model card's fixed temperature follows each row's thinking.",
+        ),
+        click.option(
+            "--mix-seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="The seed of the --*-mix draws (not --sample's: that is --sample-seed).",
+        ),
+        click.option(
+            "--samples",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            metavar="N",
+            help="N rows of each prompt (ids ID#0 ... ID#N-1), each its own draw and answer.",
         ),
     ]
     decorated: Any = wrapper
@@ -255,6 +312,7 @@ def _weights_syntax(text: str) -> object:
     type=click.IntRange(min=1),
     help="reasoning.max_tokens of every request, instead of --reasoning-effort.",
 )
+@mix_options
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option(
     "--shard",
@@ -364,6 +422,7 @@ def generate(
     temperature: float | None,
     reasoning_effort: str | None,
     reasoning_max_tokens: int | None,
+    mixing: dict[str, Any],
     dry_run: bool,
     shard: str | None,
     key_file: str | None,
@@ -422,6 +481,7 @@ def generate(
             temperature=temperature,
             reasoning_effort=reasoning_effort,
             reasoning_max_tokens=reasoning_max_tokens,
+            **mixing,
             dry_run=dry_run,
             shard=shard,
             api_key=_shard_key(key_file, shard),
