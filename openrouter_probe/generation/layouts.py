@@ -36,6 +36,8 @@ from typing import Any
 
 from openrouter_probe.api.jsontext import kind_of
 from openrouter_probe.generation.transcripts import is_hh
+from openrouter_probe.rules.server_tools import PREFIX as SERVER_TOOL
+from openrouter_probe.rules.server_tools import unbounded
 
 __all__ = [
     "LAYOUTS",
@@ -191,6 +193,8 @@ def compose(obj: Mapping[str, Any], fields: tuple[str, ...], template: str | Non
 
 
 def _function(tool: Any, i: int) -> dict[str, Any]:
+    if isinstance(tool, Mapping) and str(tool.get("type") or "").startswith(SERVER_TOOL):
+        return dict(tool)  # OpenRouter's own server tool, as given (``convert_tools`` bounds it)
     if isinstance(tool, Mapping) and tool.get("type") == "function":
         function = tool.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
@@ -204,10 +208,16 @@ def _function(tool: Any, i: int) -> dict[str, Any]:
 
 
 def convert_tools(value: Any) -> list[dict[str, Any]]:
-    """A ``tools`` column in OpenAI's schema: OpenAI tools as they are, bare functions wrapped."""
+    """A ``tools`` column in OpenAI's schema: OpenAI tools and OpenRouter's server tools as they
+    are, bare functions wrapped; a server tool whose cost the cap cannot bound refuses the row
+    (``rules.server_tools.unbounded``: the line says how to bound it)."""
     if not isinstance(value, list):
         raise LayoutProblem("`tools` is not a list of tools (nor JSON text of one)")
-    return [_function(t, i) for i, t in enumerate(value)]
+    tools = [_function(t, i) for i, t in enumerate(value)]
+    problem = unbounded(tools)
+    if problem is not None:
+        raise LayoutProblem(problem)
+    return tools
 
 
 _XLAM_TYPES = {

@@ -54,6 +54,7 @@ from openrouter_probe.run.send.failure import Failure, FailureKind
 from openrouter_probe.run.stop import StopReason
 
 __all__ = [
+    "HELD_LINE",
     "LONE_REFUSALS_BEFORE_STOP",
     "ON_FAILURE",
     "PAUSES_BEFORE_STOP",
@@ -80,6 +81,8 @@ SHRUNK_BELOW_REQUESTS = 2
 #: A run stopped by the in-flight budget while its cap has room for fewer than this many more
 #: requests stopped at the cap (``budget``, exit 0); with more room, the balance stopped it.
 CAP_TAIL_REQUESTS = 10
+#: The line a longer in-flight wait is said with (the row, the seconds).
+HELD_LINE = "OpenRouter's in-flight budget is full: %s waits %.0f s as it asked, then goes again"
 #: The wait after an in-flight 402 that names no Retry-After.
 HOLD_WAIT_S = 2.0
 _ZERO = Decimal(0)

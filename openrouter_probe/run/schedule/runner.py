@@ -37,6 +37,7 @@ from openrouter_probe.run.money.limit import START_REQUESTS, AdaptiveLimit, Doll
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import (
+    HELD_LINE,
     HOLD_WAIT_S,
     AttemptPolicy,
     Decision,
@@ -321,12 +322,7 @@ class Run:
         if isinstance(decision, Hold):  # the in-flight budget: not a retry of a failure
             if decision.wait_s > self._longest_hold_s:  # said once per longer wait
                 self._longest_hold_s = decision.wait_s
-                log.warning(
-                    "OpenRouter's in-flight budget is full: %s waits %.0f s as it asked, then "
-                    "goes again",
-                    row.id,
-                    decision.wait_s,
-                )
+                log.warning(HELD_LINE, row.id, decision.wait_s)
             await self.waits.sleep_unless_stopped(decision.wait_s)
         elif isinstance(decision, Retry):
             if failure.rate_limited:
