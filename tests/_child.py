@@ -37,13 +37,16 @@ def kill_points(spec: str) -> None:
     ``write:N`` once the N-th output record is written (a batch's results being written);
     ``plan:N`` right after the N-th ``batch_plan`` journal line; ``create:N`` once the N-th
     ``POST /batches`` made its batch, before its answer is read; ``poll:N`` after the N-th
-    ``GET /batches/{id}``. (``CHILD_KILL`` in the
-    environment: the batch tests' and the invariant harness's kill points.)"""
+    ``GET /batches/{id}``; ``answer:N`` once the N-th request sent over HTTP came back (an answer
+    billed and not yet journaled, or a failure that may have been billed). (``CHILD_KILL`` in the environment: the batch tests' and the invariant
+    harness's kill points. A process that dies at its own point dies there whatever the
+    machine's load: a parent watching from outside may see it finish first.)"""
     import os
 
     from openrouter_probe.api.batches import BatchClient
     from openrouter_probe.run.books.output import OutputLog
     from openrouter_probe.run.money.journal import Journal
+    from openrouter_probe.run.send.transport import HttpTransport
 
     def dying(cls: Any, name: str, after: int) -> None:
         real = getattr(cls, name)
@@ -58,8 +61,24 @@ def kill_points(spec: str) -> None:
 
         setattr(cls, name, call)
 
+    def dying_on_answer(after: int) -> None:
+        real = HttpTransport.send
+        seen = [0]
+
+        async def send(self: Any, *args: Any, **kw: Any) -> Any:
+            done = await real(self, *args, **kw)
+            seen[0] += 1  # an answer, or a failure that may have been billed all the same
+            if seen[0] >= after:
+                os._exit(9)
+            return done
+
+        HttpTransport.send = send  # type: ignore[method-assign]
+
     for point in filter(None, spec.split(";")):
         what, _, count = point.partition(":")
+        if what == "answer":
+            dying_on_answer(int(count or 1))
+            continue
         target = {
             "write": (OutputLog, "write"),
             "plan": (Journal, "batch_plan"),

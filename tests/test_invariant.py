@@ -29,8 +29,10 @@ def test_the_money_invariant_holds(tmp_path: Path, capsys: pytest.CaptureFixture
         assert outcome.billed_usd <= outcome.budget_usd
         assert outcome.counted_usd >= outcome.billed_usd
         outcomes.append(outcome)
-    # the seeds do what the invariant is about: kills, refused races, a cap that binds
-    assert sum(o.kills for o in outcomes) >= len(SEEDS) // 2
+    # the seeds do what the invariant is about: kills, refused races, a cap that binds. A
+    # child kills itself at its own point (tests._child: the N-th request back), early enough
+    # that every first run gets there; a resume whose cap is spent sends nothing to die at
+    assert sum(o.kills for o in outcomes) >= len(SEEDS) // 3
     assert sum(o.refused for o in outcomes) >= 1
     assert any(o.billed_usd > o.budget_usd / 2 for o in outcomes)
     # --turns all: rows regenerated turn by turn, killed mid-row with turns kept for the resume
