@@ -48,8 +48,7 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
     with serve(speed=0, seed=7, management_key=MANAGER) as fake:
         keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
         create_shard_keys("job", shards=4, budget_usd=2, out=tmp_path / "keys.json", client=keys)
-        env = {**os.environ, "OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": ""}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        env = _env(fake.base_url)
         command = [
             sys.executable, str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(tmp_path / "out"),
             "--tasks", "4", "--workers", "2", "--policy", str(POLICY), "--budget-usd", "2",
@@ -73,6 +72,9 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
         # the fake's ledger equals the summed journals, and each key's usage is its rank's
         assert books.journals_usd == fake.ledger.total_usd == books.keys_usage_usd
         assert fake.ledger.total_usd <= Decimal(2) and books.exit_code == 0
+        # each rank completed: its key disabled, none left live
+        assert [line.state for line in books.keys] == ["disabled"] * 4 and books.live == []
+        assert "no key is live (each one disabled or gone)" in books.render()
         for i, line in enumerate(books.keys):
             assert line.record is not None
             rank_spent = sum(Decimal(str(r["cost_usd"])) for r in records(outs[i]))
@@ -95,6 +97,7 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
         assert fake.ledger.total_usd == billed  # nothing paid twice
         assert sorted(r["id"] for out in outs for r in records(out)) == sorted(answered)
         # one shard run by hand with a budget 20x its key's limit: the server stops it there
+        keys.update(keyfile.keys[0].hash, disabled=False)
         write_prompts(tmp_path / "more.jsonl", prompt_rows(3000, size=400))
         by_hand = asyncio.run(
             generate(tmp_path / "more.jsonl", policy=POLICY, out=tmp_path / "by-hand.jsonl",
@@ -107,6 +110,84 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
         zero = keys.get(keyfile.keys[0].hash)
         assert zero.usage_usd <= Decimal("0.5")
         assert fake.ledger.total_usd <= Decimal(2)
+        keys.close()
+
+
+def _env(base_url: str) -> dict[str, str]:
+    """The example's environment: the fake, no default key, the management key (it disables
+    each rank's key when the rank completes)."""
+    env = {**os.environ, "OPENROUTER_BASE_URL": base_url, "OPENROUTER_API_KEY": ""}
+    env["OPENROUTER_MANAGEMENT_KEY"] = MANAGER
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_ranks_stopped_by_their_key_limits_stay_incomplete_and_a_rerun_finishes_them(
+    tmp_path: Path,
+) -> None:
+    """Every rank's key too small: the ranks that hit their limits raise after writing what
+    they have, datatrove marks them not completed (its pool ends the others with SIGTERM, a
+    graceful stop); with the limits raised, the rerun answers every row once."""
+    pytest.importorskip("datatrove")
+    rows = prompt_rows(200)
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    out = tmp_path / "out"
+    with serve(speed=0, seed=21, management_key=MANAGER) as fake:
+        keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        made = create_shard_keys(
+            "short", shards=4, budget_usd="0.008", out=tmp_path / "keys.json", client=keys
+        )
+        command = [
+            sys.executable, str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(out),
+            "--tasks", "4", "--workers", "2", "--policy", str(POLICY), "--budget-usd", "2",
+            "--key-file", str(tmp_path / "keys.json"), "--max-tokens", "300",
+            "--concurrency", "4", "--snapshot", "bundled",
+        ]  # fmt: skip
+        first = subprocess.run(
+            command, env=_env(fake.base_url), capture_output=True, text=True, timeout=300,
+            check=False,
+        )  # fmt: skip
+        assert first.returncode == 1, first.stderr[-3000:]
+        said = [x for x in first.stderr.splitlines() if x.startswith("datatrove_pipeline: ")]
+        assert len(said) == 1, first.stderr[-3000:]
+        assert " ended short of its rows (key-limit: shard " in said[0]
+        assert "raise the key's limit" in said[0] and "rerun the same pipeline" in said[0]
+        completions = out / "logs" / "completions"
+        done = sorted(p.name for p in completions.iterdir()) if completions.exists() else []
+        assert len(done) < 4
+        billed = fake.ledger.total_usd
+        assert 0 < billed <= Decimal("0.008")
+        answered = {r["id"] for o in expand_outputs([out]) for r in records(o)
+                    if r["status"] in ("ok", "truncated")}  # fmt: skip
+        assert 0 < len(answered) < 200
+        # the keys of the ranks left incomplete stay live for the rerun: raise their limits
+        for key in made.keys:
+            record = keys.get(key.hash)
+            assert record.disabled == (f"{key.shard:05d}" in done)
+            if not record.disabled:
+                keys.update(key.hash, limit=1)
+        again = subprocess.run(
+            command, env=_env(fake.base_url), capture_output=True, text=True, timeout=300,
+            check=False,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert sorted(p.name for p in completions.iterdir()) == [f"{i:05d}" for i in range(4)]
+        outs = expand_outputs([out])
+        served = [r for o in outs for r in records(o) if r["status"] in ("ok", "truncated")]
+        assert sorted(r["id"] for r in served) == sorted(r["id"] for r in rows)  # each once
+        assert answered <= {r["id"] for r in served}
+        # nothing paid twice: one billed generation a row, the journals hold what was billed
+        assert len(fake.ledger) == 200
+        assert sum(Decimal(str(r["cost_usd"])) for r in served) == fake.ledger.total_usd
+        books = job_books(read_key_file(tmp_path / "keys.json"), [out], client=keys)
+        assert books.journals_usd == fake.ledger.total_usd == books.keys_usage_usd
+        assert books.live == []
+        # the only problem said: the limits raised past the key file's budget, as asked
+        assert books.problems == [
+            f"the keys used ${books.keys_usage_usd}, over the job's budget of $0.008"
+        ]
+        for line in books.keys:  # each key checked against its own rank's journals
+            assert line.journals_usd == line.usage_usd
         keys.close()
 
 

@@ -54,7 +54,15 @@ CLI_ONLY = ("fmt",)
 #: The plan's fields no option sets: the command gives them itself (``handle_signals=True``),
 #: leaves them to the environment (``OPENROUTER_BASE_URL``), or to a library caller (a test's
 #: sender, waits, clock and backoff).
-NOT_OPTIONS = ("base_url", "handle_signals", "send", "sleep", "clock", "backoff")
+NOT_OPTIONS = (
+    "base_url",
+    "handle_signals",
+    "send",
+    "sleep",
+    "clock",
+    "backoff",
+    "journal_header",
+)
 
 
 def batch_options(func: F) -> F:
@@ -387,6 +395,7 @@ def generate(
             "generate: --offline sends nothing, so this is the dry run only; to send with the "
             "cap priced on the bundled snapshot, give --snapshot bundled instead"
         )
+    secret, key_hash = _shard_key(key_file, shard)
     summary = asyncio.run(
         run_generate(
             prompts,
@@ -402,7 +411,7 @@ def generate(
             reasoning_max_tokens=reasoning_max_tokens,
             dry_run=dry_run,
             shard=shard,
-            api_key=_shard_key(key_file, shard),
+            api_key=secret,
             weights=weights,
             turns=turns,
             source=SourceOptions.of(**reading),
@@ -419,6 +428,7 @@ def generate(
             batch=batching,
             handle_signals=True,
             progress=not quiet and not dry_run,
+            journal_header=None if key_hash is None else {"key_hash": key_hash},
         )
     )
     if key_file is not None and shard:
@@ -429,17 +439,20 @@ def generate(
     sys.exit(summary.exit_code)
 
 
-def _shard_key(key_file: str | None, shard: str | None) -> str | None:
-    """``--key-file``: the secret of this shard's key (``None``: the key of OPENROUTER_API_KEY)."""
+def _shard_key(key_file: str | None, shard: str | None) -> tuple[str | None, str | None]:
+    """``--key-file``: the secret of this shard's key and its hash (``None``: the key of
+    OPENROUTER_API_KEY)."""
     if key_file is None:
-        return None
+        return None, None
     if not shard:
         raise click.UsageError(
             "--key-file holds one key a shard: give --shard i/n or --shard auto with it"
         )
-    from openrouter_probe.generation.keyfile import shard_secret
+    from openrouter_probe.generation.keyfile import read_key_file, shard_key
+    from openrouter_probe.generation.prompts import parse_shard
 
-    return shard_secret(key_file, shard)
+    key = shard_key(read_key_file(key_file), parse_shard(shard))
+    return key.secret, key.hash
 
 
 def _show_summary(summary: Any, fmt: str) -> None:

@@ -234,6 +234,7 @@ async def generate(
     backoff: Backoff | None = None,
     batch: bool | BatchOptions = False,
     response_cache: bool = True,
+    journal_header: Mapping[str, str] | None = None,
 ) -> RunSummary:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
@@ -241,8 +242,10 @@ async def generate(
     by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
     ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``offline=True`` is the dry run
     on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
-    asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
-    and time (docs/generate.md says every option and guarantee).
+    asks OpenRouter's response cache; ``journal_header`` (``shard``, ``key_hash``) names in the
+    journal who ran a run whose rows are a shard given whole (the datatrove step's rank);
+    ``send``, ``sleep``, ``clock`` replace the transport, waits and time (docs/generate.md says
+    every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     # every keyword, by its name: the plan's fields are generate()'s keywords (a test holds them
     # equal), so the plan is built from them whole, in one place
@@ -325,6 +328,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 **({"turns": "all"} if book is not None else {}),
                 # keys status matches a shard's key to its journals by it
                 **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
+                **(asked.journal_header or {}),  # a rank given whole, its key's hash
             },
             turns=book,
         )
