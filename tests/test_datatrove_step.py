@@ -10,10 +10,12 @@ import asyncio
 import importlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,3 +211,55 @@ def test_the_step_alone_yields_the_answers(tmp_path: Path) -> None:
         sent = [json.loads(line) for line in (tmp_path / "prompts" / "rank-00001.jsonl").open()]
         assert sent[0] == {"id": "d0", "prompt": "question 0", "dataset": "x"}
         assert step.stats["rows_answered"].total == 5
+
+
+@pytest.mark.parametrize("way", ["api_key", "api_key_env", "key_file", "environment"])
+def test_no_secret_reaches_the_logging_folder_whichever_way_the_key_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    """datatrove's own ``save_executor_as_json`` dumps the step's attributes into
+    ``executor.json``, and its ``_run_for_rank`` writes the task's log, stats and marker: no
+    file under the logging folder holds the key's secret, which the run did spend through."""
+    pytest.importorskip("datatrove")
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import JsonlReader
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep
+
+    rows = [{"id": f"s{i}", "prompt": f"question {i}"} for i in range(6)]
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    with serve(speed=0, seed=5, management_key=MANAGER) as fake:
+        keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        made = create_shard_keys("sec", shards=1, budget_usd=1, out=tmp_path / "keys.json",
+                                 client=keys)  # fmt: skip
+        secret = made.keys[0].secret
+        monkeypatch.setenv("OPENROUTER_API_KEY", secret if way == "environment" else "")
+        monkeypatch.setenv("RANK_KEY", secret)
+        given: dict[str, Any] = {
+            "api_key": {"api_key": secret},
+            "api_key_env": {"api_key_env": "RANK_KEY"},
+            "key_file": {"key_file": tmp_path / "keys.json", "keep_keys": True},
+            "environment": {},
+        }[way]
+        step = GenerateStep(policy=POLICY, output=tmp_path / "out", base_url=fake.base_url,
+                            snapshot="bundled", max_tokens=64, **given)  # fmt: skip
+        assert pickle.loads(pickle.dumps(step)).run  # the ranks get it pickled
+        executor = LocalPipelineExecutor(
+            [JsonlReader(str(tmp_path), glob_pattern="prompts.jsonl", text_key="prompt"), step],
+            tasks=1, workers=1, logging_dir=str(tmp_path / "out" / "logs"),
+        )  # fmt: skip
+        executor.save_executor_as_json()
+        executor._run_for_rank(0)
+        usage = keys.get(made.keys[0].hash).usage_usd
+        keys.close()
+    assert usage == fake.ledger.total_usd > 0  # every request went through that key
+    assert len(records(tmp_path / "out" / "rank-00000.jsonl")) == 6
+    logs = [p for p in (tmp_path / "out" / "logs").rglob("*") if p.is_file()]
+    assert {"executor.json", "task_00000.log", "00000"} <= {p.name for p in logs}
+    for path in logs:
+        assert secret not in path.read_text(encoding="utf-8", errors="replace"), path
+    dumped = json.loads((tmp_path / "out" / "logs" / "executor.json").read_text())
+    options = dumped["pipeline"][1]
+    if way == "api_key":
+        assert options["_api_key"] == "<secret, not shown>"
+    assert "api_key" not in options["generate_options"]
