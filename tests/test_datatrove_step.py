@@ -24,6 +24,7 @@ from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.books import expand_outputs, job_books
 from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file, shard_secret
+from openrouter_probe.generation.prompts import shard_of
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,3 +264,69 @@ def test_no_secret_reaches_the_logging_folder_whichever_way_the_key_is_given(
     if way == "api_key":
         assert options["_api_key"] == "<secret, not shown>"
     assert "api_key" not in options["generate_options"]
+
+
+#: the example in this process, sending itself SIGTERM after its output's N-th record (as Slurm
+#: does at a time limit or a preemption): datatrove's executor runs the ranks here (--workers 1)
+_SIGTERM_EXAMPLE = """
+import os, runpy, signal, sys
+from openrouter_probe.run.books.output import OutputLog
+after, real, seen = int(os.environ["TERM_AFTER_WRITES"]), OutputLog.write, [0]
+def write(self, *args, **kw):
+    done = real(self, *args, **kw)
+    seen[0] += 1
+    if seen[0] == after:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return done
+OutputLog.write = write
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_sigterm_stops_a_rank_gracefully_and_the_rerun_completes_it(tmp_path: Path) -> None:
+    pytest.importorskip("datatrove")
+    rows = prompt_rows(60)
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    out = tmp_path / "out"
+    with serve(speed=0, seed=13, management_key=MANAGER) as fake:
+        keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        create_shard_keys("term", shards=2, budget_usd=1, out=tmp_path / "keys.json", client=keys)
+        command = [
+            str(EXAMPLE), str(tmp_path / "prompts.jsonl"), str(out), "--tasks", "2",
+            "--workers", "1", "--policy", str(POLICY), "--budget-usd", "1",
+            "--key-file", str(tmp_path / "keys.json"), "--max-tokens", "300",
+            "--concurrency", "4", "--snapshot", "bundled",
+        ]  # fmt: skip
+        rank0 = sum(1 for r in rows if shard_of(r["id"], 2) == 0)
+        stopped = subprocess.run(
+            [sys.executable, "-c", _SIGTERM_EXAMPLE, *command],
+            env={**_env(fake.base_url), "TERM_AFTER_WRITES": str(rank0 + 10)},
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert stopped.returncode == 130, stopped.stderr[-3000:]
+        assert "SIGTERM: no new requests" in stopped.stderr
+        assert "rank 1/2 ended short of its rows (interrupted: stopped by SIGTERM): " in (
+            stopped.stderr
+        )
+        completions = out / "logs" / "completions"
+        assert sorted(p.name for p in completions.iterdir()) == ["00000"]  # rank 1 incomplete
+        before = records(out / "rank-00001.jsonl")
+        # drained: each request in flight at the signal finished and was recorded
+        assert 10 <= len(before) < len(rows) - rank0
+        assert all(r["status"] in ("ok", "truncated") for r in before)
+        assert len(fake.ledger) == rank0 + len(before)
+        again = subprocess.run(
+            [sys.executable, *command], env=_env(fake.base_url), capture_output=True,
+            text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert sorted(p.name for p in completions.iterdir()) == ["00000", "00001"]
+        outs = expand_outputs([out])
+        served = [r["id"] for o in outs for r in records(o) if r["status"] in ("ok", "truncated")]
+        assert sorted(served) == sorted(r["id"] for r in rows)
+        assert len(fake.ledger) == len(rows)  # nothing paid twice
+        books = job_books(read_key_file(tmp_path / "keys.json"), [out], client=keys)
+        assert books.journals_usd == fake.ledger.total_usd == books.keys_usage_usd
+        assert books.possibly_billed_usd == 0 and books.exit_code == 0 and books.live == []
+        keys.close()
