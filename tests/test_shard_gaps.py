@@ -26,6 +26,8 @@ from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file
 from openrouter_probe.generation.prompts import shard_of
 from openrouter_probe.generation.shards import ShardShare, shard_shares_note
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.money.journal import journal_path
+from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import POLICY, prompt_rows, records, write_prompts
 
 MANAGER = "mgmt-gaps-key"
@@ -74,6 +76,9 @@ def test_a_shard_stopped_by_its_key_limit_names_the_key(
         assert key.secret not in result.output and key.secret not in out.read_text()
         statuses = [r["status"] for r in records(out)]
         assert statuses and "failed" not in statuses, statuses
+        # the journal's header names the shard and its key (keys status matches them by it)
+        header = replay_journal(journal_path(out), repair=False).headers[-1]
+        assert (header["shard"], header["key_hash"]) == ("1/2", key.hash)
 
 
 def _dry(tmp: Path, *more: str, env: dict[str, str] | None = None) -> dict[str, Any]:
