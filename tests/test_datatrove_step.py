@@ -13,6 +13,7 @@ import os
 import pickle
 import subprocess
 import sys
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,50 @@ def test_the_example_on_four_tasks_with_a_key_each(tmp_path: Path) -> None:
         keys.close()
 
 
+def test_the_step_streams_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """The Documents are read a chunk at a time, and each chunk's answers are yielded before the
+    next chunk is read: the rank holds one chunk, never all its rows."""
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep
+
+    read: list[str] = []
+    out: list[Document] = []
+    when: dict[str, int] = {}  # each Document read: how many answers had been yielded then
+
+    def documents() -> Iterator[Document]:
+        for i in range(10):
+            read.append(f"d{i}")
+            when[f"d{i}"] = len(out)
+            yield Document(text=f"question {i}", id=f"d{i}")
+
+    with serve(speed=0, seed=4) as fake:
+        step = GenerateStep(policy=POLICY, output=tmp_path, base_url=fake.base_url,
+                            api_key="sk-test", snapshot="bundled", max_tokens=64, chunk_rows=4,
+                            concurrency=2)  # fmt: skip
+        for doc in step.run(documents(), rank=0, world_size=1):
+            out.append(doc)
+        billed = len(fake.ledger)
+    assert sorted(d.id for d in out) == sorted(read) and billed == 10
+    # chunks of 4, 4 and 2: the 5th Document is read once the first 4 are answered
+    assert [when[f"d{i}"] for i in (0, 3, 4, 7, 8, 9)] == [0, 0, 4, 4, 8, 8]
+    parts = sorted((tmp_path / "prompts" / "rank-00000").iterdir())
+    assert [p.name for p in parts] == ["part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
+    assert [len(p.read_text().splitlines()) for p in parts] == [4, 4, 2]
+    assert step.stats["rows_in"].total == 10 and step.stats["rows_answered"].total == 10
+    # a rerun reads the same chunks, sends nothing, and yields every answer again (datatrove's
+    # writer after the step rewrites the rank's file)
+    with serve(speed=0, seed=4) as fake:
+        again = GenerateStep(policy=POLICY, output=tmp_path, base_url=fake.base_url,
+                             api_key="sk-test", snapshot="bundled", max_tokens=64, chunk_rows=4)  # fmt: skip
+        redone = list(again.run(iter([Document(text=f"question {i}", id=f"d{i}")
+                                      for i in range(10)])))  # fmt: skip
+        assert len(fake.ledger) == 0
+    assert sorted(d.id for d in redone) == sorted(read)
+    assert [d.text for d in redone] == [d.text for d in out]
+
+
 def _env(base_url: str) -> dict[str, str]:
     """The example's environment: the fake, no default key, the management key (it disables
     each rank's key when the rank completes)."""
@@ -209,7 +254,8 @@ def test_the_step_alone_yields_the_answers(tmp_path: Path) -> None:
         rows = records(tmp_path / "rank-00001.jsonl")
         assert {r["dataset"] for r in rows} == {"x"}
         assert sum(Decimal(str(d.metadata["cost_usd"])) for d in out) == fake.ledger.total_usd
-        sent = [json.loads(line) for line in (tmp_path / "prompts" / "rank-00001.jsonl").open()]
+        part = tmp_path / "prompts" / "rank-00001" / "part-00000.jsonl"
+        sent = [json.loads(line) for line in part.open()]
         assert sent[0] == {"id": "d0", "prompt": "question 0", "dataset": "x"}
         assert step.stats["rows_answered"].total == 5
 

@@ -6,7 +6,10 @@ leaves a completion marker so a rerun skips it. ``GenerateStep`` takes those Doc
 rows (``Document.id`` the row id; ``text`` the prompt, or ``metadata["messages"]`` a
 conversation; ``metadata["dataset"]`` the dataset) and runs ``generate`` on them, writing our
 output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the rank's rows in
-``OUTPUT/prompts/``): a rank killed
+``OUTPUT/prompts/rank-00003/``). It streams: the Documents are read a chunk at a time
+(``chunk_rows``: 16 times ``concurrency``, 2,000 at least), each chunk answered by one run into
+the rank's output and its answers yielded before the next chunk is read, so a rank holds one
+chunk, not all its rows (a chunk waits for its slowest answer before the next starts). A rank killed
 mid-run and rerun resumes from its journal and never pays twice. With ``key_file`` each rank
 spends through its own key (``keys create --shards N`` with N the executor's ``tasks``), held by
 OpenRouter to its limit; ``budget_usd`` is the job's budget, shared equally between the ranks (each
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -147,6 +151,42 @@ def _write_rows(path: Path, docs: Iterable[Any]) -> int:
     return count
 
 
+class _Answers:
+    """The rank's output read as it grows: each call to ``new`` yields the records written since
+    the last (the first: every record, those of earlier runs too), so each is read once and
+    none is held."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def new(self) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    return  # a torn last line (a crash): the next run cuts it
+                self.offset += len(line)
+                if line.strip():
+                    yield json.loads(line)
+
+
+def _document(record: dict[str, Any], out: Path) -> Any:
+    return Document(
+        text=str(record.get("content") or ""),
+        id=str(record["id"]),
+        metadata={
+            "status": record.get("status"),
+            "provider": record.get("provider"),
+            "cost_usd": record.get("cost_usd"),
+            "finish_reason": record.get("finish_reason"),
+            "rank_output": str(out),
+        },
+    )
+
+
 class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
     """Answer each rank's Documents with ``generate`` into ``output`` (a folder), per rank.
 
@@ -170,6 +210,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         key_file: str | Path | None = None,
         api_key_env: str | None = None,
         keep_keys: bool = False,
+        chunk_rows: int | None = None,
         **generate_options: Any,
     ) -> None:
         super().__init__()
@@ -179,6 +220,15 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         self.key_file = None if key_file is None else str(key_file)
         self.api_key_env = api_key_env
         self.keep_keys = keep_keys
+        if chunk_rows is not None and (isinstance(chunk_rows, bool) or chunk_rows < 1):
+            raise ConfigError(
+                Message(
+                    "step-chunk-rows",
+                    "GenerateStep(chunk_rows={given:s}): give a whole number of rows above 0",
+                    given=repr(chunk_rows),
+                )
+            )
+        self.chunk_rows = chunk_rows
         given = generate_options.pop("api_key", None)
         given_ways = [w for w, v in (("api_key", given), ("key_file", key_file),
                                      ("api_key_env", api_key_env)) if v is not None]  # fmt: skip
@@ -222,25 +272,54 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
     def run(
         self, data: Iterator[Any] | None = None, rank: int = 0, world_size: int = 1
     ) -> Iterator[Any]:
-        from openrouter_probe.generation import generate
-        from openrouter_probe.generation.audit import merged_records
-        from openrouter_probe.generation.keyfile import (
-            name_spent_key,
-            read_key_file,
-            shard_key,
-        )
+        from openrouter_probe.generation.keyfile import read_key_file, shard_key
 
         out = rank_output(self.output, rank)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        prompts = out.parent / "prompts" / out.name  # beside, not among, the outputs
-        prompts.parent.mkdir(exist_ok=True)
-        rows = _write_rows(prompts, data or ())
-        self.stat_update("rows_in", value=rows)
-        if not rows:
-            return
+        parts = out.parent / "prompts" / out.stem  # beside, not among, the outputs
+        parts.mkdir(parents=True, exist_ok=True)
         key = None
         if self.key_file is not None:
             key = shard_key(read_key_file(self.key_file), (rank, world_size))
+        docs = iter(data or ())
+        answers = _Answers(out)
+        rows = answered = 0
+        for part in itertools.count():
+            prompts = parts / f"part-{part:05d}.jsonl"
+            given = _write_rows(prompts, itertools.islice(docs, self._chunk_rows()))
+            if not given:
+                prompts.unlink()
+                break
+            rows += given
+            self.stat_update("rows_in", value=given)
+            summary = self._generate(prompts, out, rank, world_size, key)
+            for record in answers.new():
+                status = record.get("status")
+                if status not in ("ok", "truncated"):
+                    self.stat_update(f"rows_{status}")
+                    continue
+                self.stat_update("rows_answered")
+                answered += 1
+                yield _document(record, out)
+            if summary.stop_reason not in _COMPLETE:
+                unread = sum(1 for _ in docs)  # counted for the message, never held or sent
+                self.stat_update("rows_in", value=unread)
+                self._stopped_short(summary, rank, world_size, answered, rows + unread)
+        if key is not None and not self.keep_keys:  # every row answered: it spends no more
+            self._close_key(key, rank, world_size)
+
+    def _chunk_rows(self) -> int:
+        """Rows a chunk: ``chunk_rows``, or 16 times the requests in flight (2,000 at least)."""
+        if self.chunk_rows is not None:
+            return self.chunk_rows
+        return max(2000, 16 * int(self.generate_options.get("concurrency", 256)))
+
+    def _generate(
+        self, prompts: Path, out: Path, rank: int, world_size: int, key: Any
+    ) -> RunSummary:
+        """One chunk's run into the rank's output (its cap, across the chunks, the rank's)."""
+        from openrouter_probe.generation import generate
+        from openrouter_probe.generation.keyfile import name_spent_key
+
         header = {"shard": f"{rank}/{world_size}", **({"key_hash": key.hash} if key else {})}
         options = {"handle_signals": True, **self.generate_options}
         summary = asyncio.run(
@@ -258,29 +337,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             summary = name_spent_key(summary, self.key_file, (rank, world_size))
         self.stat_update("requests", value=summary.requests)
         self.stat_update("spent_micro_usd", value=int(summary.spent_usd * 1_000_000))
-        answered = 0
-        for record in merged_records([out]):
-            if record.get("status") not in ("ok", "truncated"):
-                self.stat_update(f"rows_{record.get('status')}")
-                continue
-            self.stat_update("rows_answered")
-            answered += 1
-            yield Document(
-                text=str(record.get("content") or ""),
-                id=str(record["id"]),
-                metadata={
-                    "status": record.get("status"),
-                    "provider": record.get("provider"),
-                    "cost_usd": record.get("cost_usd"),
-                    "finish_reason": record.get("finish_reason"),
-                    "rank_output": str(out),
-                },
-            )
-        if summary.stop_reason in _COMPLETE:
-            if key is not None and not self.keep_keys:
-                self._close_key(key, rank, world_size)
-            return
-        self._stopped_short(summary, rank, world_size, answered, rows)
+        return summary
 
     def _stopped_short(
         self, summary: RunSummary, rank: int, world_size: int, answered: int, rows: int
