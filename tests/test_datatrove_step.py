@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -159,6 +160,47 @@ def test_the_step_streams_a_chunk_at_a_time(tmp_path: Path) -> None:
         assert len(fake.ledger) == 0
     assert sorted(d.id for d in redone) == sorted(read)
     assert [d.text for d in redone] == [d.text for d in out]
+
+
+def test_sigterm_between_two_chunks_stops_the_rank_before_the_next(tmp_path: Path) -> None:
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep, RankInterrupted
+
+    guarded: list[int] = []  # the handler the step replaces, and puts back at the end
+
+    def guard(signum: int, frame: Any) -> None:
+        guarded.append(signum)
+
+    before = signal.signal(signal.SIGTERM, guard)
+
+    def documents() -> Iterator[Document]:
+        for i in range(10):
+            if i == 5:  # read while the second chunk is written: no run is going
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield Document(text=f"question {i}", id=f"d{i}")
+
+    out: list[Document] = []
+    try:
+        with serve(speed=0, seed=6) as fake:
+            step = GenerateStep(policy=POLICY, output=tmp_path, base_url=fake.base_url,
+                                api_key="sk-test", snapshot="bundled", max_tokens=64,
+                                chunk_rows=4)  # fmt: skip
+            with pytest.raises(RankInterrupted) as stopped:
+                out.extend(step.run(documents(), rank=0, world_size=1))
+            billed = len(fake.ledger)
+        assert guarded == [] and signal.getsignal(signal.SIGTERM) is guard
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert stopped.value.code == 130
+    assert stopped.value.message == (
+        "rank 0/1 ended short of its rows (interrupted: stopped by SIGTERM between two chunks): "
+        "4 of 10 answered; the requests in flight were drained or journalled; datatrove leaves "
+        "the task incomplete: rerun the same pipeline to resume it (what was answered is not "
+        "paid again)"
+    )
+    assert billed == 4 and sorted(d.id for d in out) == ["d0", "d1", "d2", "d3"]
 
 
 def _env(base_url: str) -> dict[str, str]:

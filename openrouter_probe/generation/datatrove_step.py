@@ -46,7 +46,9 @@ import itertools
 import json
 import logging
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -149,6 +151,33 @@ def _write_rows(path: Path, docs: Iterable[Any]) -> int:
             os.unlink(tmp)
         raise
     return count
+
+
+class _Between:
+    """SIGTERM outside the chunks' runs (each run makes it its graceful stop while it runs):
+    noted, and the rank stops once the chunk's answers are yielded; the handler it replaced is
+    put back at the end. In the main thread only (elsewhere a signal handler cannot be set)."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+        self._main = threading.current_thread() is threading.main_thread()
+        self._before: Any = signal.getsignal(signal.SIGTERM) if self._main else None
+
+    def _note(self, signum: int, frame: Any) -> None:
+        log.warning("SIGTERM between two chunks: the rank stops after this chunk's answers")
+        self.signalled = True
+
+    def arm(self) -> None:
+        if self._main:
+            signal.signal(signal.SIGTERM, self._note)
+
+    def __enter__(self) -> _Between:
+        self.arm()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._main:
+            signal.signal(signal.SIGTERM, self._before or signal.SIG_DFL)
 
 
 class _Answers:
@@ -283,27 +312,34 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         docs = iter(data or ())
         answers = _Answers(out)
         rows = answered = 0
-        for part in itertools.count():
-            prompts = parts / f"part-{part:05d}.jsonl"
-            given = _write_rows(prompts, itertools.islice(docs, self._chunk_rows()))
-            if not given:
-                prompts.unlink()
-                break
-            rows += given
-            self.stat_update("rows_in", value=given)
-            summary = self._generate(prompts, out, rank, world_size, key)
-            for record in answers.new():
-                status = record.get("status")
-                if status not in ("ok", "truncated"):
-                    self.stat_update(f"rows_{status}")
-                    continue
-                self.stat_update("rows_answered")
-                answered += 1
-                yield _document(record, out)
-            if summary.stop_reason not in _COMPLETE:
-                unread = sum(1 for _ in docs)  # counted for the message, never held or sent
-                self.stat_update("rows_in", value=unread)
-                self._stopped_short(summary, rank, world_size, answered, rows + unread)
+        with _Between() as between:
+            for part in itertools.count():
+                prompts = parts / f"part-{part:05d}.jsonl"
+                given = _write_rows(prompts, itertools.islice(docs, self._chunk_rows()))
+                if not given:
+                    prompts.unlink()
+                    break
+                rows += given
+                self.stat_update("rows_in", value=given)
+                stop, why = StopReason.INTERRUPTED, "stopped by SIGTERM between two chunks"
+                if not between.signalled:
+                    summary = self._generate(prompts, out, rank, world_size, key)
+                    between.arm()  # the run's own handlers went with its loop
+                    stop, why = StopReason(summary.stop_reason), summary.message
+                    for record in answers.new():
+                        status = record.get("status")
+                        if status not in ("ok", "truncated"):
+                            self.stat_update(f"rows_{status}")
+                            continue
+                        self.stat_update("rows_answered")
+                        answered += 1
+                        yield _document(record, out)
+                if between.signalled and stop in _COMPLETE:
+                    stop, why = StopReason.INTERRUPTED, "stopped by SIGTERM between two chunks"
+                if stop not in _COMPLETE:
+                    unread = sum(1 for _ in docs)  # counted for the message, never held or sent
+                    self.stat_update("rows_in", value=unread)
+                    self._stopped_short(stop, why, rank, world_size, answered, rows + unread)
         if key is not None and not self.keep_keys:  # every row answered: it spends no more
             self._close_key(key, rank, world_size)
 
@@ -340,11 +376,10 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         return summary
 
     def _stopped_short(
-        self, summary: RunSummary, rank: int, world_size: int, answered: int, rows: int
+        self, stop: StopReason, why: str, rank: int, world_size: int, answered: int, rows: int
     ) -> None:
         """Raise for a rank that ended short: what stopped it, what to raise, and that the
         rerun resumes it (its journal; the task incomplete)."""
-        stop = StopReason(summary.stop_reason)
         message = Message(
             "rank-incomplete",
             "rank {rank:d}/{ranks:d} ended short of its rows ({stop:s}: {why:s}): {answered:,} "
@@ -353,14 +388,14 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             rank=rank,
             ranks=world_size,
             stop=str(stop),
-            why=summary.message or "no message",
+            why=why or "no message",
             answered=answered,
             rows=rows,
             advice=self._advice(stop, rank, world_size),
         )
         log.error("%s", message)
         if stop in _SIGNALLED:
-            raise RankInterrupted(summary.exit_code, message)
+            raise RankInterrupted(stop.exit_code, message)
         raise RankIncomplete(message)
 
     def _advice(self, stop: StopReason, rank: int, world_size: int) -> Message:
