@@ -266,18 +266,22 @@ def test_ranks_stopped_by_their_key_limits_stay_incomplete_and_a_rerun_finishes_
         served = [r for o in outs for r in records(o) if r["status"] in ("ok", "truncated")]
         assert sorted(r["id"] for r in served) == sorted(r["id"] for r in rows)  # each once
         assert answered <= {r["id"] for r in served}
-        # nothing paid twice: one billed generation a row, the journals hold what was billed
+        # nothing paid twice: one billed generation a row (an answer cancelled in a drain the
+        # pool's SIGTERM cut short comes back from the response cache, billed nothing)
         assert len(fake.ledger) == 200
-        assert sum(Decimal(str(r["cost_usd"])) for r in served) == fake.ledger.total_usd
         books = job_books(read_key_file(tmp_path / "keys.json"), [out], client=keys)
-        assert books.journals_usd == fake.ledger.total_usd == books.keys_usage_usd
+        assert books.keys_usage_usd == fake.ledger.total_usd
+        # the journals count what was billed, and what no answer settled at its worst case
+        counted = books.journals_usd - books.possibly_billed_usd
+        assert counted <= fake.ledger.total_usd <= books.journals_usd
         assert books.live == []
         # the only problem said: the limits raised past the key file's budget, as asked
         assert books.problems == [
             f"the keys used ${books.keys_usage_usd}, over the job's budget of $0.008"
         ]
         for line in books.keys:  # each key checked against its own rank's journals
-            assert line.journals_usd == line.usage_usd
+            assert line.usage_usd is not None and line.journals_usd is not None
+            assert 0 < line.usage_usd <= line.journals_usd
         keys.close()
 
 

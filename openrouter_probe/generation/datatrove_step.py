@@ -153,10 +153,12 @@ def _write_rows(path: Path, docs: Iterable[Any]) -> int:
     return count
 
 
-class _Between:
-    """SIGTERM outside the chunks' runs (each run makes it its graceful stop while it runs):
-    noted, and the rank stops once the chunk's answers are yielded; the handler it replaced is
-    put back at the end. In the main thread only (elsewhere a signal handler cannot be set)."""
+class _Signals:
+    """The signals a rank got, whoever handled them: each chunk's run makes SIGTERM and SIGINT
+    its graceful stop (its loop's handlers, noted here too); outside the runs SIGTERM is noted
+    here, and the rank stops once the chunk's answers are yielded. A rank that got one ends its
+    process, whatever stopped it first. The handler it replaced is put back at the end. In the
+    main thread only (elsewhere no signal handler can be set)."""
 
     def __init__(self) -> None:
         self.signalled = False
@@ -171,7 +173,27 @@ class _Between:
         if self._main:
             signal.signal(signal.SIGTERM, self._note)
 
-    def __enter__(self) -> _Between:
+    def run(self, coroutine: Any) -> Any:
+        """``coroutine`` run to its end in a loop of its own that notes each signal its
+        handlers take (``asyncio.run``'s, but for that)."""
+        signals = self
+
+        class _Loop(asyncio.SelectorEventLoop):
+            def add_signal_handler(  # type: ignore[override]
+                self, sig: int, callback: Any, *args: Any
+            ) -> None:
+                def noted(*given: Any) -> None:
+                    signals.signalled = True
+                    callback(*given)
+
+                super().add_signal_handler(sig, noted, *args)
+
+        with asyncio.Runner(loop_factory=_Loop) as runner:
+            result = runner.run(coroutine)
+        self.arm()  # the run's own handlers went with its loop
+        return result
+
+    def __enter__(self) -> _Signals:
         self.arm()
         return self
 
@@ -312,7 +334,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         docs = iter(data or ())
         answers = _Answers(out)
         rows = answered = 0
-        with _Between() as between:
+        with _Signals() as signals:
             for part in itertools.count():
                 prompts = parts / f"part-{part:05d}.jsonl"
                 given = _write_rows(prompts, itertools.islice(docs, self._chunk_rows()))
@@ -322,9 +344,8 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                 rows += given
                 self.stat_update("rows_in", value=given)
                 stop, why = StopReason.INTERRUPTED, "stopped by SIGTERM between two chunks"
-                if not between.signalled:
-                    summary = self._generate(prompts, out, rank, world_size, key)
-                    between.arm()  # the run's own handlers went with its loop
+                if not signals.signalled:
+                    summary = self._generate(prompts, out, rank, world_size, key, signals)
                     stop, why = StopReason(summary.stop_reason), summary.message
                     for record in answers.new():
                         status = record.get("status")
@@ -334,12 +355,17 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                         self.stat_update("rows_answered")
                         answered += 1
                         yield _document(record, out)
-                if between.signalled and stop in _COMPLETE:
-                    stop, why = StopReason.INTERRUPTED, "stopped by SIGTERM between two chunks"
+                if signals.signalled and stop in _COMPLETE:
+                    stop, why = StopReason.INTERRUPTED, "stopped by a signal after this chunk"
                 if stop not in _COMPLETE:
                     unread = sum(1 for _ in docs)  # counted for the message, never held or sent
                     self.stat_update("rows_in", value=unread)
-                    self._stopped_short(stop, why, rank, world_size, answered, rows + unread)
+                    self._stopped_short(
+                        stop, why, rank, world_size, answered, rows + unread, signals.signalled
+                    )
+            if signals.signalled:  # while the last rows were read: the process ends all the same
+                why = "stopped by SIGTERM after its last chunk"
+                self._stopped_short(StopReason.INTERRUPTED, why, rank, world_size, answered, rows)
         if key is not None and not self.keep_keys:  # every row answered: it spends no more
             self._close_key(key, rank, world_size)
 
@@ -350,7 +376,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         return max(2000, 16 * int(self.generate_options.get("concurrency", 256)))
 
     def _generate(
-        self, prompts: Path, out: Path, rank: int, world_size: int, key: Any
+        self, prompts: Path, out: Path, rank: int, world_size: int, key: Any, signals: _Signals
     ) -> RunSummary:
         """One chunk's run into the rank's output (its cap, across the chunks, the rank's)."""
         from openrouter_probe.generation import generate
@@ -358,7 +384,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
 
         header = {"shard": f"{rank}/{world_size}", **({"key_hash": key.hash} if key else {})}
         options = {"handle_signals": True, **self.generate_options}
-        summary = asyncio.run(
+        summary: RunSummary = signals.run(
             generate(
                 prompts,
                 policy=self.policy,
@@ -376,10 +402,19 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         return summary
 
     def _stopped_short(
-        self, stop: StopReason, why: str, rank: int, world_size: int, answered: int, rows: int
+        self,
+        stop: StopReason,
+        why: str,
+        rank: int,
+        world_size: int,
+        answered: int,
+        rows: int,
+        signalled: bool = False,
     ) -> None:
         """Raise for a rank that ended short: what stopped it, what to raise, and that the
-        rerun resumes it (its journal; the task incomplete)."""
+        rerun resumes it (its journal; the task incomplete). A rank that got SIGTERM ends its
+        process (``RankInterrupted``) whatever stopped it: datatrove's pool, terminating,
+        waits for its workers to exit, and one that went back for work would wait for ever."""
         message = Message(
             "rank-incomplete",
             "rank {rank:d}/{ranks:d} ended short of its rows ({stop:s}: {why:s}): {answered:,} "
@@ -394,8 +429,8 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             advice=self._advice(stop, rank, world_size),
         )
         log.error("%s", message)
-        if stop in _SIGNALLED:
-            raise RankInterrupted(stop.exit_code, message)
+        if stop in _SIGNALLED or signalled:
+            raise RankInterrupted(StopReason.INTERRUPTED.exit_code, message)
         raise RankIncomplete(message)
 
     def _advice(self, stop: StopReason, rank: int, world_size: int) -> Message:
