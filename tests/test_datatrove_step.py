@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from openrouter_probe.api.keys import KeysClient
+from openrouter_probe.errors import reason
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.books import expand_outputs, job_books
@@ -422,3 +423,56 @@ def test_sigterm_stops_a_rank_gracefully_and_the_rerun_completes_it(tmp_path: Pa
         assert books.journals_usd == fake.ledger.total_usd == books.keys_usage_usd
         assert books.possibly_billed_usd == 0 and books.exit_code == 0 and books.live == []
         keys.close()
+
+
+def test_a_rank_stopped_by_its_budget_share_says_what_to_raise(tmp_path: Path) -> None:
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep, RankIncomplete
+
+    docs = [Document(text=f"question {i} " + "x" * 40, id=f"d{i}") for i in range(40)]
+    answered: list[Document] = []
+    with serve(speed=0, seed=14) as fake:
+        step = GenerateStep(policy=POLICY, output=tmp_path, budget_usd="0.004",
+                            base_url=fake.base_url, api_key="sk-test", snapshot="bundled",
+                            max_tokens=300, concurrency=2)  # fmt: skip
+        with pytest.raises(RankIncomplete) as short:
+            answered.extend(step.run(iter(docs), rank=0, world_size=2))
+        billed = fake.ledger.total_usd
+    message = reason(short.value)
+    assert 0 < len(answered) < 40 and 0 < billed <= Decimal("0.002")
+    assert str(message).startswith("rank 0/2 ended short of its rows (budget: ")
+    assert f"): {len(answered)} of 40 answered; raise budget_usd= (the job's $0.004: this " in (
+        str(message)
+    )
+    assert "this rank's share is $0.002); datatrove leaves the task incomplete" in str(message)
+
+
+def test_a_completed_rank_without_a_management_key_says_its_key_stays_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("datatrove")
+    from datatrove.data import Document
+
+    from openrouter_probe.generation.datatrove_step import GenerateStep
+
+    monkeypatch.delenv("OPENROUTER_MANAGEMENT_KEY", raising=False)
+    with serve(speed=0, seed=15, management_key=MANAGER) as fake:
+        keys = KeysClient(management_key=MANAGER, base_url=fake.base_url)
+        made = create_shard_keys("live", shards=1, budget_usd=1, out=tmp_path / "keys.json",
+                                 client=keys)  # fmt: skip
+        step = GenerateStep(policy=POLICY, output=tmp_path / "out", key_file=tmp_path / "keys.json",
+                            base_url=fake.base_url, snapshot="bundled", max_tokens=64)  # fmt: skip
+        with caplog.at_level("WARNING", logger="openrouter_probe.generation.datatrove_step"):
+            out = list(step.run(iter([Document(text="hi", id="a")]), rank=0, world_size=1))
+        record = keys.get(made.keys[0].hash)
+        keys.close()
+    assert [d.id for d in out] == ["a"] and not record.disabled
+    said = [r.getMessage() for r in caplog.records if r.name.endswith("datatrove_step")]
+    assert said == [
+        f"rank 0/1 completed, but its key live-0of1 (hash {made.keys[0].hash[:12]}) stays live: "
+        "no management key: set OPENROUTER_MANAGEMENT_KEY to a management key "
+        "(https://openrouter.ai/settings/management-keys); an inference key cannot create keys; "
+        "revoke the job's keys when it is done"
+    ]

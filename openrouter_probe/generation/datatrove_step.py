@@ -63,6 +63,7 @@ except ImportError:  # pragma: no cover - the message is the test
     ) from None
 
 from openrouter_probe.errors import ConfigError, Message, ProbeError
+from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
 
@@ -438,9 +439,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             share = self._budget(rank, world_size)
             return Message(
                 "rank-raise-budget",
-                "raise {budget_usd} (the job's ${job:s}: this rank's share is ${share:s})",
-                job=str(self.budget_usd),
-                share=str(share),
+                "raise {budget_usd} (the job's {job:s}: this rank's share is {share:s})",
+                job=format_usd(Decimal(str(self.budget_usd))),
+                share="none" if share is None else format_usd(share),
             )
         if stop == StopReason.KEY_LIMIT:
             return Message(
