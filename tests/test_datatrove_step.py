@@ -476,3 +476,24 @@ def test_a_completed_rank_without_a_management_key_says_its_key_stays_live(
         "(https://openrouter.ai/settings/management-keys); an inference key cannot create keys; "
         "revoke the job's keys when it is done"
     ]
+
+
+def test_the_step_takes_one_way_to_the_key_and_a_chunk_of_rows_above_zero() -> None:
+    pytest.importorskip("datatrove")
+    from openrouter_probe.errors import ConfigError
+    from openrouter_probe.generation.datatrove_step import GenerateStep
+
+    with pytest.raises(ConfigError) as caught:
+        GenerateStep(policy=POLICY, output="out", api_key="sk-x", api_key_env="KEY")
+    assert str(caught.value) == "GenerateStep: api_key and api_key_env each give the key: give one"
+    assert "sk-x" not in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        GenerateStep(policy=POLICY, output="out", chunk_rows=0)
+    assert str(caught.value) == "GenerateStep(chunk_rows=0): give a whole number of rows above 0"
+    missing = GenerateStep(policy=POLICY, output="out", api_key_env="NO_SUCH_KEY_VARIABLE")
+    with pytest.raises(ConfigError) as caught:
+        missing._api_key_of()
+    assert str(caught.value) == (
+        "GenerateStep(api_key_env='NO_SUCH_KEY_VARIABLE'): NO_SUCH_KEY_VARIABLE is not set in "
+        "this rank's environment: set it where the ranks run (or give key_file=)"
+    )
