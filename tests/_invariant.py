@@ -161,6 +161,7 @@ def _options(tmp: Path, rng: random.Random, budget: Decimal, base_url: str) -> d
         "out": str(tmp / "out.jsonl"),
         "budget_usd": str(budget),
         "max_tokens": rng.choice([50, 100, 300]),
+        "source": {"row_params": "max_tokens"},  # a row's own max_tokens, where it has one
         "stream": rng.random() < 0.5,
         "concurrency": rng.choice([4, 16, 64]),
         "read_timeout_s": rng.choice([300.0, 0.02]),

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Term, keyword_term, render_template
+from openrouter_probe.rules.sampling_mix import Shares
 from openrouter_probe.run.books.output import (
     FINISHED,
     iter_records,
@@ -131,6 +132,8 @@ class AuditReport:
     unjournaled_usd: Decimal = Decimal(0)
     predicted_usd: Decimal | None = None
     prediction_note: str = ""
+    #: what the served rows were sampled with, per dataset (their ``sampling_params``)
+    sampling: Shares = field(default_factory=Shares)
 
     @property
     def other_billed_usd(self) -> Decimal:
@@ -184,6 +187,7 @@ class AuditReport:
             "spent_usd": float(self.spent_usd),
             "predicted_usd": None if self.predicted_usd is None else float(self.predicted_usd),
             "prediction_note": self.prediction_note,
+            "sampling_shares": self.sampling.to_dict(),
         }
 
     def _spent_line(self, term: Term) -> str:
@@ -257,6 +261,8 @@ class AuditReport:
                 f"the budget planner predicts ${self.predicted_usd:,.6f} for the same tokens "
                 f"({delta:+.1f}%): {self.prediction_note}"
             )
+        if any(set(by) - {"recorded"} for by in self.sampling.counts.values()):
+            lines.extend(f"sampled with, {line}" for line in self.sampling.lines())
         if self.outside:
             shown = ", ".join(f"{i} ({p})" for i, p in self.outside[:10])
             more = f" and {len(self.outside) - 10} more" if len(self.outside) > 10 else ""
@@ -402,6 +408,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             kind = str((record.get("error") or {}).get("status") or "other")
             report.failed_by_kind[kind] = report.failed_by_kind.get(kind, 0) + 1
             continue
+        report.sampling.add(str(record.get("dataset") or "default"), record.get("sampling_params"))
         turns = record.get("turns")
         answers = turns if isinstance(turns, list) and turns else [record]
         outside: list[str] = []

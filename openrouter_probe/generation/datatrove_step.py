@@ -5,8 +5,8 @@ its readers (JSONL, Parquet, the Hub) hand each rank its files' Documents, and a
 leaves a completion marker so a rerun skips it. ``GenerateStep`` takes those Documents as prompt
 rows (``Document.id`` the row id; ``text`` the prompt, or ``metadata["messages"]`` a
 conversation; ``metadata["dataset"]`` the dataset) and runs ``generate`` on them, writing our
-output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the rank's rows in
-``OUTPUT/prompts/rank-00003/``). It streams: the Documents are read a chunk at a time
+output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the chunk of the
+rank's rows being answered in ``OUTPUT/prompts/rank-00003.jsonl``). It streams: the Documents are read a chunk at a time
 (``chunk_rows``: 16 times ``concurrency``, 2,000 at least), each chunk answered by one run into
 the rank's output and its answers yielded before the next chunk is read, so a rank holds one
 chunk, not all its rows (a chunk waits for its slowest answer before the next starts). A rank killed
@@ -134,8 +134,9 @@ def _row(doc: Any) -> dict[str, Any]:
 
 
 def _write_rows(path: Path, docs: Iterable[Any]) -> int:
-    """The rank's rows as datatrove hands them, one line each as they come (never all held),
-    then put in place at once (rewritten the same on a rerun: the ids resume); their count."""
+    """A chunk of the rank's rows as datatrove hands them, one line each as they come (never
+    all held), then put in place of the chunk before at once (the same on a rerun: the ids
+    resume); their count. No rows: the file is left as it was."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     count = 0
     try:
@@ -145,6 +146,9 @@ def _write_rows(path: Path, docs: Iterable[Any]) -> int:
                 count += 1
             handle.flush()
             os.fsync(handle.fileno())
+        if not count:
+            os.unlink(tmp)
+            return 0
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -327,8 +331,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         from openrouter_probe.generation.keyfile import read_key_file, shard_key
 
         out = rank_output(self.output, rank)
-        parts = out.parent / "prompts" / out.stem  # beside, not among, the outputs
-        parts.mkdir(parents=True, exist_ok=True)
+        # beside, not among, the outputs; one source for the output, each chunk's rows in turn
+        prompts = out.parent / "prompts" / out.name
+        prompts.parent.mkdir(parents=True, exist_ok=True)
         key = None
         if self.key_file is not None:
             key = shard_key(read_key_file(self.key_file), (rank, world_size))
@@ -336,11 +341,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         answers = _Answers(out)
         rows = answered = 0
         with _Signals() as signals:
-            for part in itertools.count():
-                prompts = parts / f"part-{part:05d}.jsonl"
+            while True:
                 given = _write_rows(prompts, itertools.islice(docs, self._chunk_rows()))
                 if not given:
-                    prompts.unlink()
                     break
                 rows += given
                 self.stat_update("rows_in", value=given)

@@ -240,6 +240,16 @@ def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
 def _check_writable(out: Path) -> None:
     """The output's folder exists and takes new files; an existing output can be appended to."""
     folder = out.parent if str(out.parent) else Path(".")
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise ConfigError(
+            Message(
+                "out-parent-is-a-file",
+                "{out=}: {file:s} is a file, not a folder; give {out} a path in a folder",
+                out=Path(out),
+                file=str(blocking),
+            )
+        )
     if not folder.is_dir():
         raise ConfigError(
             Message(

@@ -116,7 +116,7 @@ class RunSummary:
     rows_already_done: int = 0
     rows_to_send: int = 0
     duplicates: int = 0
-    #: rows of the prompts skipped as not a valid conversation (never sent), and rows whose
+    #: rows of the prompts skipped (unreadable, not a valid conversation: never sent), and rows whose
     #: conversation ends on an assistant turn (``--turns last`` regenerates that turn)
     rows_skipped: int = 0
     #: every skipped row, ``"FILE:LINE: why"`` (the warnings name the first few)
@@ -387,7 +387,7 @@ class RunSummary:
             )
         if self.rows_skipped:
             lines.append(
-                f"skipped {self.rows_skipped:,} rows of the prompts: not a valid conversation "
+                f"skipped {self.rows_skipped:,} rows of the prompts: not a row to send "
                 "(never sent; the warnings name them)"
             )
         if self.stop_reason == StopReason.DRY_RUN and self.rows_ending_on_assistant:

@@ -22,6 +22,7 @@ counted at its worst case until settled.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 from collections.abc import Callable
@@ -320,6 +321,12 @@ class Run:
             if failure.rate_limited:
                 self.limiter.on_rate_limited(self.clock())
             self.retries += 1
+            if failure.status == 200:  # a bad answer: the retry is a new one, never its replay
+                kind = f"{row.cache_kind}/retry-{attempt.number}".lstrip("/")
+                fresh = self.queues.prepare(
+                    dataclasses.replace(row, cache_kind=kind), max_tokens=attempt.request.max_tokens
+                )
+                attempt.request = fresh.request
             log.warning(
                 "%s: attempt %d failed (%s); retrying in %.1f s",
                 row.id,
