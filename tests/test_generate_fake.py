@@ -330,7 +330,9 @@ def test_cli_402_is_one_clear_message_without_traceback(tmp_path: Path) -> None:
         assert "rerun the same command to resume" in run.stdout
 
 
-def test_cli_sigint_drains_then_resume_completes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cli_sigint_drains_then_resume_completes(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C, or SIGTERM (Slurm's time limit, a preemption): the same graceful stop."""
     rows = 1500
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(rows))
     with serve(speed=0, seed=9) as fake:
@@ -344,11 +346,11 @@ def test_cli_sigint_drains_then_resume_completes(tmp_path: Path) -> None:
         deadline = time.monotonic() + 120
         while len(fake.ledger) < 100 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 130, stderr
-        assert "SIGINT: no new requests" in stderr and "Traceback" not in stderr
-        assert "stopped: interrupted: stopped by SIGINT" in stdout
+        assert f"{sig.name}: no new requests" in stderr and "Traceback" not in stderr
+        assert f"stopped: interrupted: stopped by {sig.name}" in stdout
         out = records(tmp_path / "out.jsonl")
         assert 0 < len(out) < rows and all(r["status"] in ("ok", "truncated") for r in out)
         # Drained: every request in flight finished and was recorded; nothing billed is missing.

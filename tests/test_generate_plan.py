@@ -13,7 +13,7 @@ import pytest
 
 from openrouter_probe.cli import cli
 from openrouter_probe.cli import generate as cli_generate
-from openrouter_probe.errors import OptionError
+from openrouter_probe.errors import ConfigError, OptionError, reason
 from openrouter_probe.generation.job import generate
 from openrouter_probe.generation.plan import DERIVED, REASONING_EFFORTS, GeneratePlan
 from openrouter_probe.run.books.turns import TURNS_MODES
@@ -125,3 +125,21 @@ def test_job_options_resolve_takes_every_field_once() -> None:
     assert resolved == {"command", "out", "budget_usd", "concurrency", "api_key", "base_url",
                         "backoff"}  # fmt: skip
     assert set(_Fields.__annotations__) == fields - resolved
+
+
+def test_the_journal_header_names_only_a_shard_and_a_key_hash(tmp_path: Path) -> None:
+    given = {"shard": "1/4", "key_hash": "abc123"}
+    assert _plan(tmp_path, journal_header=given).journal_header == given
+    with pytest.raises(ConfigError) as caught:
+        _plan(tmp_path, journal_header={"policy": "other.yaml"})
+    assert reason(caught.value).code == "journal-header-field"
+    assert str(caught.value) == (
+        "journal_header: policy='other.yaml' refused: it names only 'shard' (i/n) and "
+        "'key_hash' (a key's hash), each a text"
+    )
+    with pytest.raises(ConfigError) as caught:
+        _plan(tmp_path, journal_header={"shard": "1/4"}, shard="2/4")
+    assert str(caught.value) == "journal_header names shard 1/4, shard='2/4' another: give one"
+    with pytest.raises(ConfigError) as caught:
+        _plan(tmp_path, journal_header={"shard": "5/4"})
+    assert reason(caught.value).code == "shard-range"

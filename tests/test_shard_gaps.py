@@ -19,12 +19,15 @@ from click.testing import CliRunner
 
 from openrouter_probe.api.keys import KeysClient
 from openrouter_probe.cli import cli
+from openrouter_probe.errors import reason
 from openrouter_probe.fake import serve
 from openrouter_probe.generation.books import expand_outputs, job_books
 from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file
 from openrouter_probe.generation.prompts import shard_of
 from openrouter_probe.generation.shards import ShardShare, shard_shares_note
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.money.journal import journal_path
+from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import POLICY, prompt_rows, records, write_prompts
 
 MANAGER = "mgmt-gaps-key"
@@ -73,6 +76,9 @@ def test_a_shard_stopped_by_its_key_limit_names_the_key(
         assert key.secret not in result.output and key.secret not in out.read_text()
         statuses = [r["status"] for r in records(out)]
         assert statuses and "failed" not in statuses, statuses
+        # the journal's header names the shard and its key (keys status matches them by it)
+        header = replay_journal(journal_path(out), repair=False).headers[-1]
+        assert (header["shard"], header["key_hash"]) == ("1/2", key.hash)
 
 
 def _dry(tmp: Path, *more: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -244,7 +250,7 @@ def test_the_datatrove_step_says_a_rank_stopped_at_its_key_limit(
     pytest.importorskip("datatrove")
     from datatrove.data import Document
 
-    from openrouter_probe.generation.datatrove_step import GenerateStep
+    from openrouter_probe.generation.datatrove_step import GenerateStep, RankIncomplete
 
     docs = [Document(text=f"question {i} " + "x" * 40, id=f"d{i}") for i in range(40)]
     keys = tmp_path / "keys.json"
@@ -254,13 +260,26 @@ def test_the_datatrove_step_says_a_rank_stopped_at_its_key_limit(
         step = GenerateStep(policy=POLICY, output=tmp_path / "out", budget_usd=10, key_file=keys,
                             base_url=fake.base_url, snapshot="bundled", max_tokens=300,
                             concurrency=2)  # fmt: skip
-        with caplog.at_level("WARNING", logger="openrouter_probe.generation.datatrove_step"):
-            answered = list(step.run(iter(docs), rank=1, world_size=2))
-        usage = client.get(made.keys[1].hash).usage_usd
+        answered: list[Document] = []
+        with (
+            caplog.at_level("ERROR", logger="openrouter_probe.generation.datatrove_step"),
+            pytest.raises(RankIncomplete) as short,
+        ):
+            answered.extend(step.run(iter(docs), rank=1, world_size=2))
+        record = client.get(made.keys[1].hash)
         client.close()
+    # it yielded what it answered, then raised: datatrove leaves the task incomplete
     assert 0 < len(answered) < 40
-    assert 0 < usage <= Decimal("0.002") and fake.ledger.total_usd == usage
-    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rank 1: ")]
-    assert len(said) == 1, caplog.text
-    assert said[0].startswith("rank 1: key-limit: shard 1/2's key 'st-1of2' (hash ")
-    assert made.keys[1].secret not in caplog.text
+    assert 0 < record.usage_usd <= Decimal("0.002") and fake.ledger.total_usd == record.usage_usd
+    assert not record.disabled  # a rank that ended short keeps its key for the rerun
+    message = reason(short.value)
+    assert message.code == "rank-incomplete"
+    assert str(message).startswith(
+        f"rank 1/2 ended short of its rows (key-limit: shard 1/2's key 'st-1of2' (hash "
+        f"{made.keys[1].hash[:12]}, {keys}, limit $0.002): "
+    )
+    assert f"): {len(answered)} of 40 answered; raise the key's limit (" in str(message)
+    assert str(message).endswith("rerun the same pipeline to resume it (what was answered is "
+                                 "not paid again)")  # fmt: skip
+    assert [r.getMessage() for r in caplog.records] == [str(message)]  # said in the task's log
+    assert made.keys[1].secret not in caplog.text + str(message)

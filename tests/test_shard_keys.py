@@ -182,6 +182,7 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
             k.journals_usd for k in books.keys
         ]
         assert not any(s in status.output for s in secrets)
+        assert shown["live"] == [k.name for k in keyfile.keys]  # all can still spend
         # audit and export over the folder: every shard's rows, the money against the keys
         audited = CliRunner().invoke(
             cli,
@@ -214,6 +215,9 @@ def test_a_key_per_shard_holds_the_job_under_its_budget(
         with KeysClient(management_key=MANAGER, base_url=fake.base_url) as keys:
             assert keys.list_keys() == []  # no enabled key of the job left
             assert len(keys.list_keys(include_disabled=True)) == 4
+        closed = CliRunner().invoke(cli, ["keys", "status", str(tmp_path / "keys.json")])
+        assert closed.exit_code == 0, closed.output
+        assert "no key is live (each one disabled or gone)" in closed.stderr
 
 
 def test_key_file_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,14 +6,20 @@ journal and (with --key-file) its own key held by OpenRouter to its limit.
     openrouter-probe keys create --shards 4 --budget-usd 2 --name job -o keys.json
     python examples/scale-out/datatrove_pipeline.py PROMPTS OUTDIR --tasks 4 \\
         --policy POLICY --budget-usd 2 --key-file keys.json
-    openrouter-probe keys status keys.json OUTDIR  # the keys' usage against the journals
+    openrouter-probe keys status keys.json OUTDIR  # the keys' usage, the journals, which are live
     openrouter-probe audit OUTDIR --policy POLICY --key-file keys.json
+    openrouter-probe keys revoke keys.json         # once done: the keys of ranks never finished
 
 PROMPTS (a JSONL file: `prompt` or `messages`, optional `id` and `dataset`) is split into one file a
 task by the hash of each row's id (datatrove hands each rank whole files); OUTDIR gets
 `rank-0000i.jsonl` (+ `.ledger`) a rank and datatrove's logs and completion markers in
 OUTDIR/logs. Rerun the same command after a crash or a kill: finished ranks are skipped
-(datatrove's markers), the others resume from their journals and pay nothing twice.
+(datatrove's markers), the others resume from their journals and pay nothing twice. A rank that
+ends short of its rows (the budget, its key's limit, SIGTERM) raises after writing what it has:
+its task stays incomplete, and the command says why and exits 1 (a signal: 130); datatrove's
+pool then ends the other running ranks with SIGTERM, each stopping as gracefully. Each rank's
+key is disabled when the rank completes (--keep-keys keeps them; disabling needs
+OPENROUTER_MANAGEMENT_KEY).
 
 The same pipeline on a cluster (docs/scale-out.md):
 
@@ -77,12 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight a rank")
     parser.add_argument("--snapshot", help="price against this snapshot (bundled|PATH)")
+    parser.add_argument(
+        "--keep-keys", action="store_true", help="keep each rank's key live when it completes"
+    )
     args = parser.parse_args(argv)
 
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.readers import JsonlReader
 
-    from openrouter_probe.generation.datatrove_step import GenerateStep
+    from openrouter_probe.generation.datatrove_step import GenerateStep, RankIncomplete
 
     inputs = args.outdir / "inputs"
     split_prompts(args.prompts, inputs, args.tasks)
@@ -96,11 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens=args.max_tokens,
             concurrency=args.concurrency,
             snapshot=args.snapshot,
+            keep_keys=args.keep_keys,
         ),
     ]
-    LocalPipelineExecutor(
-        pipeline, tasks=args.tasks, workers=args.workers, logging_dir=str(args.outdir / "logs")
-    ).run()
+    try:
+        LocalPipelineExecutor(
+            pipeline, tasks=args.tasks, workers=args.workers, logging_dir=str(args.outdir / "logs")
+        ).run()
+    except RankIncomplete as exc:  # the task stays incomplete: a rerun resumes it
+        print(f"datatrove_pipeline: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

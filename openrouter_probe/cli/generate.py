@@ -56,7 +56,15 @@ CLI_ONLY = ("fmt",)
 #: The plan's fields no option sets: the command gives them itself (``handle_signals=True``),
 #: leaves them to the environment (``OPENROUTER_BASE_URL``), or to a library caller (a test's
 #: sender, waits, clock and backoff).
-NOT_OPTIONS = ("base_url", "handle_signals", "send", "sleep", "clock", "backoff")
+NOT_OPTIONS = (
+    "base_url",
+    "handle_signals",
+    "send",
+    "sleep",
+    "clock",
+    "backoff",
+    "journal_header",
+)
 
 
 def batch_options(func: F) -> F:
@@ -485,7 +493,7 @@ def generate(
             **mixing,
             dry_run=dry_run,
             shard=shard,
-            api_key=_shard_key(key_file, shard),
+            **_shard_key(key_file, shard),
             weights=weights,
             turns=turns,
             source=SourceOptions.of(**reading),
@@ -512,17 +520,20 @@ def generate(
     sys.exit(summary.exit_code)
 
 
-def _shard_key(key_file: str | None, shard: str | None) -> str | None:
-    """``--key-file``: the secret of this shard's key (``None``: the key of OPENROUTER_API_KEY)."""
+def _shard_key(key_file: str | None, shard: str | None) -> dict[str, Any]:
+    """``--key-file``: ``generate``'s ``api_key`` (this shard's key's secret) and
+    ``journal_header`` (its hash); none without (the key of OPENROUTER_API_KEY)."""
     if key_file is None:
-        return None
+        return {}
     if not shard:
         raise click.UsageError(
             "--key-file holds one key a shard: give --shard i/n or --shard auto with it"
         )
-    from openrouter_probe.generation.keyfile import shard_secret
+    from openrouter_probe.generation.keyfile import read_key_file, shard_key
+    from openrouter_probe.generation.prompts import parse_shard
 
-    return shard_secret(key_file, shard)
+    key = shard_key(read_key_file(key_file), parse_shard(shard))
+    return {"api_key": key.secret, "journal_header": {"key_hash": key.hash}}
 
 
 def _show_summary(summary: Any, fmt: str) -> None:

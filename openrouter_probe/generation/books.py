@@ -69,29 +69,44 @@ def expand_outputs(paths: Iterable[str | Path]) -> list[Path]:
 @dataclass(frozen=True)
 class JournalsMoney:
     """The journals' money over a job's outputs: what they count as spent, how much of it is
-    possibly billed (at its worst case), and what each shard's journals count (``by_shard``)."""
+    possibly billed (at its worst case), what the journals of each key count (``by_key``, by
+    its hash) and what those naming a shard but no key count (``by_shard``)."""
 
     spent_usd: Decimal
     possibly_billed_usd: Decimal
     by_shard: dict[int, Decimal]
+    by_key: dict[str, Decimal] = field(default_factory=dict)
+
+    def of_key(self, key_hash: str, shard: int) -> Decimal | None:
+        """What the journals of the key ``key_hash`` (shard ``shard``'s) count (``None``: no
+        journal names either)."""
+        known = [p for p in (self.by_key.get(key_hash), self.by_shard.get(shard)) if p is not None]
+        return sum(known, _ZERO) if known else None
 
 
 def journals_money(outputs: Sequence[Path]) -> JournalsMoney:
     """Read each output's journal once, without repairing (a shard may still be writing). A
-    journal counts for the shard its runs' header lines name (``generate --shard i/n`` writes
-    it); one whose runs name no shard, or two, counts in the total only (its key is then not
-    matched, and ``JobBooks.unmatched`` says so)."""
+    journal counts for the key its runs' header lines name (``key_hash``: ``generate
+    --key-file`` and the datatrove step write it), else for the shard they name
+    (``generate --shard i/n``, the step's rank); one whose runs name no shard, or two, counts
+    in the total only (its key is then not matched, and ``JobBooks.unmatched`` says so)."""
     spent = possibly = _ZERO
     by_shard: dict[int, Decimal] = {}
+    by_key: dict[str, Decimal] = {}
     for path in outputs:
         replay = replay_journal(journal_path(path), repair=False)
         spent += replay.spent_usd
         possibly += replay.possibly_billed_usd
+        keys = {h["key_hash"] for h in replay.headers if isinstance(h.get("key_hash"), str)}
+        if len(keys) == 1:
+            key = keys.pop()
+            by_key[key] = by_key.get(key, _ZERO) + replay.spent_usd
+            continue
         named = {h["shard"] for h in replay.headers if h.get("shard") is not None}
-        shard = _shard_index(named.pop()) if len(named) == 1 else None
+        shard = _shard_index(named.pop()) if len(named) == 1 and not keys else None
         if shard is not None:
             by_shard[shard] = by_shard.get(shard, _ZERO) + replay.spent_usd
-    return JournalsMoney(spent, possibly, by_shard)
+    return JournalsMoney(spent, possibly, by_shard, by_key)
 
 
 def _shard_index(raw: object) -> int | None:
@@ -194,6 +209,11 @@ class JobBooks:
         return [k.shard for k in self.keys if k.journals_usd is None]
 
     @property
+    def live(self) -> list[KeyLine]:
+        """The keys still enabled: each can still spend up to its limit (``state``)."""
+        return [k for k in self.keys if k.state == "enabled"]
+
+    @property
     def exit_code(self) -> int:
         return 1 if self.problems else 0
 
@@ -211,6 +231,7 @@ class JobBooks:
             "outputs": self.outputs,
             "journals_usd": str(self.journals_usd),
             "possibly_billed_usd": str(self.possibly_billed_usd),
+            "live": [k.name for k in self.live],
             "problems": self.problems,
         }
 
@@ -229,6 +250,19 @@ class JobBooks:
                 + ", ".join(f"{i}/{self.shards}" for i in self.unmatched)
                 + ": their keys are checked only in the job's total"
             )
+        live = self.live
+        if live:
+            lines.append(
+                f"{len(live)} of {len(self.keys)} keys still live (they can spend up to their "
+                "limits; revoke them once their ranks are done):"
+            )
+            lines.extend(
+                f"  shard {k.shard}/{self.shards}: {k.name} "
+                + ("" if k.record is None else _left(k.record.limit_remaining_usd))
+                for k in live
+            )
+        else:
+            lines.append("no key is live (each one disabled or gone)")
         lines.extend(
             self.problems
             or (
@@ -238,6 +272,10 @@ class JobBooks:
             )
         )
         return "\n".join(lines)
+
+
+def _left(remaining: Decimal | None) -> str:
+    return "(its remaining limit unknown)" if remaining is None else f"(${remaining} left)"
 
 
 def job_books(
@@ -256,7 +294,7 @@ def job_books(
         budget_usd=keyfile.budget_usd,
         shards=keyfile.shards,
         keys=[
-            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r, money.by_shard.get(k.shard))
+            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r, money.of_key(k.hash, k.shard))
             for k, r in zip(keyfile.keys, records, strict=True)
         ],
         outputs=[str(f) for f in files],

@@ -5,8 +5,11 @@ its readers (JSONL, Parquet, the Hub) hand each rank its files' Documents, and a
 leaves a completion marker so a rerun skips it. ``GenerateStep`` takes those Documents as prompt
 rows (``Document.id`` the row id; ``text`` the prompt, or ``metadata["messages"]`` a
 conversation; ``metadata["dataset"]`` the dataset) and runs ``generate`` on them, writing our
-output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the rank's rows in
-``OUTPUT/prompts/``): a rank killed
+output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the chunk of the
+rank's rows being answered in ``OUTPUT/prompts/rank-00003.jsonl``). It streams: the Documents are read a chunk at a time
+(``chunk_rows``: 16 times ``concurrency``, 2,000 at least), each chunk answered by one run into
+the rank's output and its answers yielded before the next chunk is read, so a rank holds one
+chunk, not all its rows (a chunk waits for its slowest answer before the next starts). A rank killed
 mid-run and rerun resumes from its journal and never pays twice. With ``key_file`` each rank
 spends through its own key (``keys create --shards N`` with N the executor's ``tasks``), held by
 OpenRouter to its limit; ``budget_usd`` is the job's budget, shared equally between the ranks (each
@@ -14,7 +17,13 @@ also capped by its key's limit).
 
 It yields one Document per answered row (``text`` the answer; metadata: ``status``, ``provider``,
 ``cost_usd``, ``finish_reason``), so later steps (a writer, a filter) go on from there, and counts
-rows and money in datatrove's stats.
+rows and money in datatrove's stats. A rank that ends short of its rows (the budget, its key's
+limit, a refusal, a signal) yields what it answered, then raises (``RankIncomplete``; a signal:
+``RankInterrupted``, a ``SystemExit``), so datatrove leaves its task incomplete and a rerun
+resumes it; a rank that answered them all completes, and its key is disabled (``keep_keys=True``
+keeps it). SIGTERM and SIGINT are the run's graceful stop (``handle_signals``). The step takes
+no secret datatrove would write (its ``executor.json`` dumps the options): ``key_file``, or
+``api_key_env`` (the variable's name); an ``api_key=`` given anyway is kept out of it.
 
 Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the runnable one)::
 
@@ -32,9 +41,15 @@ Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import logging
-from collections.abc import Iterator
+import os
+import signal
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -47,11 +62,57 @@ except ImportError:  # pragma: no cover - the message is the test
         "GenerateStep needs datatrove: pip install 'openrouter-probe[datatrove]'"
     ) from None
 
-from openrouter_probe.files import atomic_write_text
+from openrouter_probe.errors import ConfigError, Message, ProbeError
+from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.summary import RunSummary
 
-__all__ = ["GenerateStep", "rank_output"]
+__all__ = ["GenerateStep", "RankIncomplete", "RankInterrupted", "rank_output"]
 
 log = logging.getLogger(__name__)
+
+#: The stops of a rank that did what it was asked: datatrove may mark it completed.
+_COMPLETE = (StopReason.DONE, StopReason.TARGET)
+#: The stops a signal made (SIGTERM, SIGINT): the process ends, the task incomplete.
+_SIGNALLED = (StopReason.INTERRUPTED, StopReason.CANCELLED)
+
+
+class RankIncomplete(ProbeError):
+    """A rank ended short of its rows (its ``Message`` says what stopped it and what to raise):
+    raised at the end of the step, after it yielded what it answered, so datatrove leaves the
+    task incomplete and a rerun resumes it from its journal."""
+
+
+class RankInterrupted(SystemExit):
+    """A signal (SIGTERM from Slurm or datatrove's pool, SIGINT) stopped the rank: the requests
+    in flight drained or journalled, the process exits (``code``: 130) with the task
+    incomplete. A ``SystemExit``: a pool worker ends rather than wait for work that never
+    comes; ``message`` says what stopped it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code)
+        self.message = message
+
+    def __reduce__(self) -> Any:  # pickled whole (a Ray task's error)
+        return (RankInterrupted, (self.code, self.message))
+
+
+class _Secret:
+    """A secret kept on the step for its ranks (pickled with it) that datatrove's
+    ``executor.json`` and any repr show only as hidden."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<secret, not shown>"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        return (_Secret, (self.value,))
 
 
 def rank_output(output: str | Path, rank: int) -> Path:
@@ -72,12 +133,125 @@ def _row(doc: Any) -> dict[str, Any]:
     return row
 
 
+def _write_rows(path: Path, docs: Iterable[Any]) -> int:
+    """A chunk of the rank's rows as datatrove hands them, one line each as they come (never
+    all held), then put in place of the chunk before at once (the same on a rerun: the ids
+    resume); their count. No rows: the file is left as it was."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            for doc in docs:
+                handle.write(json.dumps(_row(doc), ensure_ascii=False) + "\n")
+                count += 1
+            handle.flush()
+            os.fsync(handle.fileno())
+        if not count:
+            os.unlink(tmp)
+            return 0
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return count
+
+
+class _Signals:
+    """The signals a rank got, whoever handled them: each chunk's run makes SIGTERM and SIGINT
+    its graceful stop (its loop's handlers, noted here too); outside the runs SIGTERM is noted
+    here, and the rank stops once the chunk's answers are yielded. A rank that got one ends its
+    process, whatever stopped it first. The handler it replaced is put back at the end. In the
+    main thread only (elsewhere no signal handler can be set)."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+        self._main = threading.current_thread() is threading.main_thread()
+        self._before: Any = signal.getsignal(signal.SIGTERM) if self._main else None
+
+    def _note(self, signum: int, frame: Any) -> None:
+        log.warning("SIGTERM between two chunks: the rank stops after this chunk's answers")
+        self.signalled = True
+
+    def arm(self) -> None:
+        if self._main:
+            signal.signal(signal.SIGTERM, self._note)
+
+    def run(self, coroutine: Any) -> Any:
+        """``coroutine`` run to its end in a loop of its own that notes each signal its
+        handlers take (``asyncio.run``'s, but for that)."""
+        signals = self
+
+        class _Loop(asyncio.SelectorEventLoop):
+            def add_signal_handler(  # type: ignore[override]
+                self, sig: int, callback: Any, *args: Any
+            ) -> None:
+                def noted(*given: Any) -> None:
+                    signals.signalled = True
+                    callback(*given)
+
+                super().add_signal_handler(sig, noted, *args)
+
+        with asyncio.Runner(loop_factory=_Loop) as runner:
+            result = runner.run(coroutine)
+        self.arm()  # the run's own handlers went with its loop
+        return result
+
+    def __enter__(self) -> _Signals:
+        self.arm()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._main:
+            signal.signal(signal.SIGTERM, self._before or signal.SIG_DFL)
+
+
+class _Answers:
+    """The rank's output read as it grows: each call to ``new`` yields the records written since
+    the last (the first: every record, those of earlier runs too), so each is read once and
+    none is held."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def new(self) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    return  # a torn last line (a crash): the next run cuts it
+                self.offset += len(line)
+                if line.strip():
+                    yield json.loads(line)
+
+
+def _document(record: dict[str, Any], out: Path) -> Any:
+    return Document(
+        text=str(record.get("content") or ""),
+        id=str(record["id"]),
+        metadata={
+            "status": record.get("status"),
+            "provider": record.get("provider"),
+            "cost_usd": record.get("cost_usd"),
+            "finish_reason": record.get("finish_reason"),
+            "rank_output": str(out),
+        },
+    )
+
+
 class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
     """Answer each rank's Documents with ``generate`` into ``output`` (a folder), per rank.
 
     ``policy``: the compiled policy; ``budget_usd``: the job's, split equally between ranks;
-    ``key_file``: ``keys create``'s file (one key a rank, the ranks as its shards); other keyword
-    arguments go to ``generate`` as they are (``max_tokens=``, ``concurrency=``, ``snapshot=``...).
+    ``key_file``: ``keys create``'s file (one key a rank, the ranks as its shards), each key
+    disabled when its rank completes (``keep_keys=True``: kept; disabling needs
+    ``OPENROUTER_MANAGEMENT_KEY`` in the ranks' environment); ``api_key_env``: the name of the
+    variable holding the key (default ``OPENROUTER_API_KEY``); other keyword arguments go to
+    ``generate`` as they are (``max_tokens=``, ``concurrency=``, ``snapshot=``...).
     """
 
     name = "openrouter-probe generate"
@@ -90,6 +264,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         output: str | Path,
         budget_usd: float | str | Decimal | None = None,
         key_file: str | Path | None = None,
+        api_key_env: str | None = None,
+        keep_keys: bool = False,
+        chunk_rows: int | None = None,
         **generate_options: Any,
     ) -> None:
         super().__init__()
@@ -97,6 +274,30 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         self.output = str(output)
         self.budget_usd = None if budget_usd is None else str(budget_usd)
         self.key_file = None if key_file is None else str(key_file)
+        self.api_key_env = api_key_env
+        self.keep_keys = keep_keys
+        if chunk_rows is not None and (isinstance(chunk_rows, bool) or chunk_rows < 1):
+            raise ConfigError(
+                Message(
+                    "step-chunk-rows",
+                    "GenerateStep(chunk_rows={given:s}): give a whole number of rows above 0",
+                    given=repr(chunk_rows),
+                )
+            )
+        self.chunk_rows = chunk_rows
+        given = generate_options.pop("api_key", None)
+        given_ways = [w for w, v in (("api_key", given), ("key_file", key_file),
+                                     ("api_key_env", api_key_env)) if v is not None]  # fmt: skip
+        if len(given_ways) > 1:
+            raise ConfigError(
+                Message(
+                    "step-keys",
+                    "GenerateStep: {ways:s} each give the key: give one",
+                    ways=" and ".join(given_ways),
+                )
+            )
+        #: never in ``executor.json`` (datatrove dumps the step's attributes): shown hidden
+        self._api_key = None if given is None else _Secret(str(given))
         self.generate_options = generate_options
 
     def _budget(self, rank: int, world_size: int) -> Decimal | None:
@@ -106,59 +307,180 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
 
         return split_budget(Decimal(self.budget_usd), world_size)[rank]
 
+    def _api_key_of(self) -> str | None:
+        if self._api_key is not None:
+            return self._api_key.value
+        if self.api_key_env is None:
+            return None  # generate reads OPENROUTER_API_KEY
+        value = os.environ.get(self.api_key_env, "")
+        if not value.strip():
+            raise ConfigError(
+                Message(
+                    "step-key-env",
+                    "GenerateStep(api_key_env={quoted:s}): {name:s} is not set in this rank's "
+                    "environment: set it where the ranks run (or give key_file=)",
+                    quoted=repr(self.api_key_env),
+                    name=self.api_key_env,
+                )
+            )
+        return value
+
     def run(
         self, data: Iterator[Any] | None = None, rank: int = 0, world_size: int = 1
     ) -> Iterator[Any]:
-        from openrouter_probe.generation import generate
-        from openrouter_probe.generation.audit import merged_records
+        from openrouter_probe.generation.keyfile import read_key_file, shard_key
 
         out = rank_output(self.output, rank)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        rows = [_row(doc) for doc in data or ()]
-        prompts = out.parent / "prompts" / out.name  # beside, not among, the outputs
-        prompts.parent.mkdir(exist_ok=True)
-        # the rank's rows, as datatrove gave them (rewritten the same on a rerun: the ids resume)
-        atomic_write_text(prompts, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        self.stat_update("rows_in", value=len(rows))
-        if not rows:
-            return
-        options = dict(self.generate_options)
-        api_key = options.pop("api_key", None)
+        # beside, not among, the outputs; one source for the output, each chunk's rows in turn
+        prompts = out.parent / "prompts" / out.name
+        prompts.parent.mkdir(parents=True, exist_ok=True)
+        key = None
         if self.key_file is not None:
-            from openrouter_probe.generation.keyfile import shard_secret
+            key = shard_key(read_key_file(self.key_file), (rank, world_size))
+        docs = iter(data or ())
+        answers = _Answers(out)
+        rows = answered = 0
+        with _Signals() as signals:
+            while True:
+                given = _write_rows(prompts, itertools.islice(docs, self._chunk_rows()))
+                if not given:
+                    break
+                rows += given
+                self.stat_update("rows_in", value=given)
+                stop, why = StopReason.INTERRUPTED, "stopped by SIGTERM between two chunks"
+                if not signals.signalled:
+                    summary = self._generate(prompts, out, rank, world_size, key, signals)
+                    stop, why = StopReason(summary.stop_reason), summary.message
+                    for record in answers.new():
+                        status = record.get("status")
+                        if status not in ("ok", "truncated"):
+                            self.stat_update(f"rows_{status}")
+                            continue
+                        self.stat_update("rows_answered")
+                        answered += 1
+                        yield _document(record, out)
+                if signals.signalled and stop in _COMPLETE:
+                    stop, why = StopReason.INTERRUPTED, "stopped by a signal after this chunk"
+                if stop not in _COMPLETE:
+                    unread = sum(1 for _ in docs)  # counted for the message, never held or sent
+                    self.stat_update("rows_in", value=unread)
+                    self._stopped_short(
+                        stop, why, rank, world_size, answered, rows + unread, signals.signalled
+                    )
+            if signals.signalled:  # while the last rows were read: the process ends all the same
+                why = "stopped by SIGTERM after its last chunk"
+                self._stopped_short(StopReason.INTERRUPTED, why, rank, world_size, answered, rows)
+        if key is not None and not self.keep_keys:  # every row answered: it spends no more
+            self._close_key(key, rank, world_size)
 
-            api_key = shard_secret(self.key_file, (rank, world_size))
-        summary = asyncio.run(
+    def _chunk_rows(self) -> int:
+        """Rows a chunk: ``chunk_rows``, or 16 times the requests in flight (2,000 at least)."""
+        if self.chunk_rows is not None:
+            return self.chunk_rows
+        return max(2000, 16 * int(self.generate_options.get("concurrency", 256)))
+
+    def _generate(
+        self, prompts: Path, out: Path, rank: int, world_size: int, key: Any, signals: _Signals
+    ) -> RunSummary:
+        """One chunk's run into the rank's output (its cap, across the chunks, the rank's)."""
+        from openrouter_probe.generation import generate
+        from openrouter_probe.generation.keyfile import name_spent_key
+
+        header = {"shard": f"{rank}/{world_size}", **({"key_hash": key.hash} if key else {})}
+        options = {"handle_signals": True, **self.generate_options}
+        summary: RunSummary = signals.run(
             generate(
                 prompts,
                 policy=self.policy,
                 out=out,
                 budget_usd=self._budget(rank, world_size),
-                api_key=api_key,
+                api_key=key.secret if key is not None else self._api_key_of(),
+                journal_header=header,
                 **options,
             )
         )
         if self.key_file is not None:
-            from openrouter_probe.generation.keyfile import name_spent_key
-
             summary = name_spent_key(summary, self.key_file, (rank, world_size))
-        if summary.exit_code:  # stopped short: said, not silent (a rerun resumes)
-            log.warning("rank %d: %s: %s", rank, summary.stop_reason, summary.message)
         self.stat_update("requests", value=summary.requests)
         self.stat_update("spent_micro_usd", value=int(summary.spent_usd * 1_000_000))
-        for record in merged_records([out]):
-            if record.get("status") not in ("ok", "truncated"):
-                self.stat_update(f"rows_{record.get('status')}")
-                continue
-            self.stat_update("rows_answered")
-            yield Document(
-                text=str(record.get("content") or ""),
-                id=str(record["id"]),
-                metadata={
-                    "status": record.get("status"),
-                    "provider": record.get("provider"),
-                    "cost_usd": record.get("cost_usd"),
-                    "finish_reason": record.get("finish_reason"),
-                    "rank_output": str(out),
-                },
+        return summary
+
+    def _stopped_short(
+        self,
+        stop: StopReason,
+        why: str,
+        rank: int,
+        world_size: int,
+        answered: int,
+        rows: int,
+        signalled: bool = False,
+    ) -> None:
+        """Raise for a rank that ended short: what stopped it, what to raise, and that the
+        rerun resumes it (its journal; the task incomplete). A rank that got SIGTERM ends its
+        process (``RankInterrupted``) whatever stopped it: datatrove's pool, terminating,
+        waits for its workers to exit, and one that went back for work would wait for ever."""
+        message = Message(
+            "rank-incomplete",
+            "rank {rank:d}/{ranks:d} ended short of its rows ({stop:s}: {why:s}): {answered:,} "
+            "of {rows:,} answered; {advice:s}; datatrove leaves the task incomplete: rerun the "
+            "same pipeline to resume it (what was answered is not paid again)",
+            rank=rank,
+            ranks=world_size,
+            stop=str(stop),
+            why=why or "no message",
+            answered=answered,
+            rows=rows,
+            advice=self._advice(stop, rank, world_size),
+        )
+        log.error("%s", message)
+        if stop in _SIGNALLED or signalled:
+            raise RankInterrupted(StopReason.INTERRUPTED.exit_code, message)
+        raise RankIncomplete(message)
+
+    def _advice(self, stop: StopReason, rank: int, world_size: int) -> Message:
+        if stop == StopReason.BUDGET:
+            share = self._budget(rank, world_size)
+            return Message(
+                "rank-raise-budget",
+                "raise {budget_usd} (the job's {job:s}: this rank's share is {share:s})",
+                job=format_usd(Decimal(str(self.budget_usd))),
+                share="none" if share is None else format_usd(share),
             )
+        if stop == StopReason.KEY_LIMIT:
+            return Message(
+                "rank-raise-key-limit",
+                "raise the key's limit (a management key's PATCH /api/v1/keys/HASH with a "
+                "larger `limit`)",
+            )
+        if stop == StopReason.CREDITS:
+            return Message("rank-add-credits", "add credits to the account")
+        if stop in _SIGNALLED:
+            return Message("rank-signalled", "the requests in flight were drained or journalled")
+        return Message("rank-see-stop", "see the stop above")
+
+    def _close_key(self, key: Any, rank: int, world_size: int) -> None:
+        """Disable the key of a rank that answered all its rows (it can spend no more); a key
+        that cannot be disabled is said, never silent: it stays live until revoked."""
+        from openrouter_probe.api.keys import KeysClient
+        from openrouter_probe.errors import APIError
+
+        try:
+            with KeysClient(base_url=self.generate_options.get("base_url")) as client:
+                client.update(key.hash, disabled=True)
+        except (APIError, ConfigError) as exc:
+            log.warning(
+                "%s",
+                Message(
+                    "rank-key-live",
+                    "rank {rank:d}/{ranks:d} completed, but its key {name:s} (hash {hash:s}) "
+                    "stays live: {why:s}; revoke the job's keys when it is done",
+                    rank=rank,
+                    ranks=world_size,
+                    name=key.name,
+                    hash=key.hash[:12],
+                    why=str(exc),
+                ),
+            )
+            return
+        self.stat_update("keys_disabled")
+        log.info("rank %d/%d completed: its key %s disabled", rank, world_size, key.name)

@@ -141,6 +141,7 @@ def _journal_header(
         **({"turns": "all"} if book is not None else {}),
         # keys status matches a shard's key to its journals by it
         **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
+        **(asked.journal_header or {}),  # a rank given whole (the datatrove step), its key
     }
 
 
@@ -370,6 +371,7 @@ async def generate(
     thinking_mix: str | Mapping[str, float] | None = None,
     mix_seed: int = 0,
     samples: int = 1,
+    journal_header: Mapping[str, str] | None = None,
 ) -> RunSummary:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
@@ -381,8 +383,10 @@ async def generate(
     (``"on=0.8,off=0.2"``) draw each row's sampling from ``mix_seed``; ``samples`` makes that many
     rows of each prompt (``id#k``); ``offline=True`` is the dry run
     on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
-    asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
-    and time (docs/generate.md says every option and guarantee).
+    asks OpenRouter's response cache; ``journal_header`` (``shard``, ``key_hash``) names in the
+    journal who ran a run whose rows are a shard given whole (the datatrove step's rank);
+    ``send``, ``sleep``, ``clock`` replace the transport, waits and time (docs/generate.md says
+    every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     # every keyword, by its name: the plan's fields are generate()'s keywords (a test holds them
     # equal), so the plan is built from them whole, in one place

@@ -145,6 +145,7 @@ class GeneratePlan:
     thinking_mix: str | Mapping[str, float] | None
     mix_seed: int
     samples: int
+    journal_header: Mapping[str, str] | None
     budget_from_key: bool = field(default=False, metadata=_DERIVED)
     shard_source: str = field(default="", metadata=_DERIVED)
     #: the sampling mix the three ``*_mix`` keywords and ``mix_seed`` make (``None``: none given)
@@ -195,6 +196,7 @@ class GeneratePlan:
             response_cache_ttl_s=RESPONSE_CACHE_TTL_S if k["response_cache"] else None,
         )
         batch, options = _batch_mode(k["stream"], options, k["batch"])
+        _check_journal_header(k["journal_header"], shard)
         given = {name: k[name] for name in _PASSED}
         return cls(
             **given,
@@ -298,6 +300,7 @@ _PASSED = (
     "temperature_mix",
     "reasoning_effort_mix",
     "thinking_mix",
+    "journal_header",
 )
 #: The plan's fields that are not ``generate()``'s keywords (the plan derives them).
 DERIVED = tuple(f.name for f in dataclasses.fields(GeneratePlan) if f.metadata.get("derived"))
@@ -344,6 +347,40 @@ def _check_turns(turns: str) -> None:
             f"turns={turns!r}: use 'last' (answer after the last message) or 'all' (regenerate "
             "every assistant turn)"
         )
+
+
+#: What ``journal_header`` may name: who ran the run (``generation.books`` reads them).
+JOURNAL_LABELS = ("shard", "key_hash")
+
+
+def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, int] | None) -> None:
+    """``journal_header``: the rank (``shard``, ``"i/n"``) and the key's hash (``key_hash``) a
+    run names in its journal when its rows are a shard given whole (the datatrove step's rank),
+    not chosen by the row hash as ``shard=`` chooses them."""
+    if header is None:
+        return
+    for name, value in header.items():
+        if name not in JOURNAL_LABELS or not isinstance(value, str) or not value:
+            raise ConfigError(
+                Message(
+                    "journal-header-field",
+                    "journal_header: {name:s}={value:s} refused: it names only 'shard' (i/n) "
+                    "and 'key_hash' (a key's hash), each a text",
+                    name=str(name),
+                    value=repr(value),
+                )
+            )
+    if "shard" in header:
+        named = parse_shard(header["shard"])
+        if shard is not None and named != shard:
+            raise ConfigError(
+                Message(
+                    "journal-header-shard",
+                    "journal_header names shard {named:s}, {shard=} another: give one",
+                    named=header["shard"],
+                    shard=f"{shard[0]}/{shard[1]}",
+                )
+            )
 
 
 def _shard(shard: str | tuple[int, int] | None) -> tuple[tuple[int, int] | None, str]:
