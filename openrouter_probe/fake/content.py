@@ -276,12 +276,14 @@ def at_limit(answer: Answer, max_tokens: int) -> Answer:
         alternatives=_take(_ALT_CYCLE, 0, len(content)),
         tool_calls=(),
         tool_tokens=0,
+        call=None,
     )
 
 
 def _cut(answer: Answer, max_tokens: int) -> Answer:
     """Cut at ``max_tokens`` (reasoning first): ``finish_reason`` becomes ``"length"`` and a tool
-    call that does not fit is not made."""
+    call that does not fit is not made (no call is left for a degradation or the noise to
+    change)."""
     if answer.completion_tokens <= max_tokens:
         return answer
     reasoning_tokens = answer.reasoning[:max_tokens]
@@ -295,6 +297,7 @@ def _cut(answer: Answer, max_tokens: int) -> Answer:
         alternatives=answer.alternatives[: len(content)],
         tool_calls=(),
         tool_tokens=0,
+        call=None,
     )
 
 
