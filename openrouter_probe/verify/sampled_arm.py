@@ -59,7 +59,8 @@ __all__ = [
 SAMPLINGS = ("greedy", "job")
 #: Open prompts in the sampled arm.
 SAMPLED_PROMPTS = 10
-#: Output tokens a sampled request may spend (the test reads its first ``DEFAULT_LENGTH`` words).
+#: Answer tokens a sampled request may spend (the test reads its first ``DEFAULT_LENGTH`` words);
+#: with thinking, its ``max_tokens`` adds the reasoning room (``verify.thinking``).
 SAMPLED_MAX_TOKENS = 48
 #: The samples per prompt the plan may choose.
 N_GRID = (4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
@@ -116,6 +117,8 @@ class SampledArm:
     permutations: int = DEFAULT_PERMUTATIONS
     factor: float = PLANNING_FACTOR
     warnings: tuple[str, ...] = ()
+    #: Each sample's ``max_tokens``: the answer's 48 and the reasoning room.
+    max_tokens: int = SAMPLED_MAX_TOKENS
 
     @property
     def requests_per_endpoint(self) -> int:
@@ -139,10 +142,12 @@ class SampledArm:
                 "model": model,
                 "messages": [{"role": "user", "content": text}],
                 "provider": dict(pin),
-                "max_tokens": SAMPLED_MAX_TOKENS,
+                "max_tokens": self.max_tokens,
                 "reasoning": dict(self.reasoning),
                 **self.settings,
             }
+            if not self.reasoning:
+                del body["reasoning"]  # the model's own default
             out.extend((sample_id(prompt_id, k), dict(body)) for k in range(1, self.n + 1))
         return out
 
@@ -154,8 +159,9 @@ class SampledArm:
             f"sampled arm: {len(self.prompts)} prompts x {self.n} samples per endpoint "
             f"({self.requests} requests, worst "
             + ("?" if worst is None else f"${worst:.4f}")
-            + f") at {said} ({self.source}); MMD test of the first {self.length} words "
-            f"against the reference, {self.permutations} permutations, in the Holm family",
+            + f") at {said} ({self.source}), max_tokens {self.max_tokens}; MMD test of the first "
+            f"{self.length} words against the reference, {self.permutations} permutations, in "
+            "the Holm family",
             f"sampled arm power: {self.power:.0%} against an endpoint sampling at "
             f"{self.factor:g}x the temperature ({self.chosen}; simulated on the fake's "
             "sampling model, docs/verify.md)",
@@ -172,7 +178,12 @@ def job_settings(model: str, *, thinking: bool) -> tuple[dict[str, float], str]:
 
 
 def _costs(
-    pinned: Mapping[str, Endpoint], prompts: Sequence[tuple[str, str]], n: int, *, worst: bool
+    pinned: Mapping[str, Endpoint],
+    prompts: Sequence[tuple[str, str]],
+    n: int,
+    *,
+    worst: bool,
+    max_tokens: int = SAMPLED_MAX_TOKENS,
 ) -> dict[str, Decimal | None]:
     """Each endpoint's cost of ``n`` samples of every prompt (``costs``: counted and priced as
     the temperature-0 arm's)."""
@@ -181,7 +192,7 @@ def _costs(
         for pid, text in prompts
     ]
     n_in = sum(t[1] if worst else t[0] for t in tokens) * n
-    n_out = SAMPLED_MAX_TOKENS * len(prompts) * n
+    n_out = max_tokens * len(prompts) * n
     return {
         tag: request_cost(n_in, n_out, len(prompts) * n, endpoint, worst=worst)
         for tag, endpoint in pinned.items()
@@ -223,17 +234,20 @@ def plan_sampled_arm(
     budget_left: Decimal | None,
     n: int | None = None,
     seed: int = 0,
+    room: int = 0,
 ) -> SampledArm:
     """Plan the arm for the ``pinned`` endpoints (the reference's included): ``family`` is the
     Holm family with the arm's tests in it (the planned power is at its first step, ``alpha /
-    family``); ``budget_left`` what the budget leaves after the temperature-0 arm."""
+    family``); ``budget_left`` what the budget leaves after the temperature-0 arm; ``room`` the
+    reasoning room added to each sample's ``max_tokens``."""
+    max_tokens = SAMPLED_MAX_TOKENS + room
     prompts = sampled_prompts(seed=seed)
     settings, source = job_settings(model, thinking=thinking)
     level = alpha / max(1, family)
     warnings: list[str] = []
 
     def fits(k: int) -> bool:
-        found = _costs(pinned, prompts, k, worst=True).values()
+        found = _costs(pinned, prompts, k, worst=True, max_tokens=max_tokens).values()
         worst = [v for v in found if v is not None]
         if budget_left is None or len(worst) < len(found):
             return True
@@ -269,10 +283,11 @@ def plan_sampled_arm(
         reasoning=dict(reasoning),
         power=reached,
         chosen=how,
-        worst_case_usd=_costs(pinned, prompts, chosen, worst=True),
-        expected_usd=_costs(pinned, prompts, chosen, worst=False),
+        worst_case_usd=_costs(pinned, prompts, chosen, worst=True, max_tokens=max_tokens),
+        expected_usd=_costs(pinned, prompts, chosen, worst=False, max_tokens=max_tokens),
         permutations=_permutations(level),
         warnings=tuple(warnings),
+        max_tokens=max_tokens,
     )
 
 

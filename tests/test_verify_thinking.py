@@ -1,0 +1,86 @@
+"""Thinking in a precision check: what ``--thinking job|on|off`` sends in both arms, the reasoning
+room each request's ``max_tokens`` grows by, and what the plan says of it."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from openrouter_probe.cli import cli
+from openrouter_probe.errors import OptionError
+from openrouter_probe.rules.snapshot import bundled_snapshot
+from openrouter_probe.verify.plan import plan_verify
+from openrouter_probe.verify.suites import arith_suite
+from openrouter_probe.verify.thinking import DEFAULT_ROOM, room_from_pilot, thinking_for
+
+MODEL = "moonshotai/kimi-k2.5"
+SNAP = bundled_snapshot(MODEL)
+TAGS = ["chutes/int4", "deepinfra/int4"]
+
+
+def _plan(**kwargs: object):  # type: ignore[no-untyped-def]
+    return plan_verify(
+        SNAP.endpoints, model=MODEL, tags=TAGS, items=arith_suite(20), sampling="job",
+        sampled_n=4, **kwargs,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_job_thinks_as_kimi_runs_in_both_arms_with_room_for_the_answer() -> None:
+    plan = _plan(thinking="job")
+    assert plan.thinking and plan.thinking_rule.room == DEFAULT_ROOM == 2048
+    _, greedy = plan.bodies("chutes/int4")[0]
+    assert greedy["reasoning"] == {"enabled": True} and greedy["temperature"] == 0
+    assert greedy["max_tokens"] == 256 + 2048
+    _, sample = plan.sampled_bodies("chutes/int4")[0]
+    # the card's values with thinking: temperature 1.0, top_p 0.95 (0.6 without)
+    assert (sample["temperature"], sample["top_p"]) == (1.0, 0.95)
+    assert sample["reasoning"] == {"enabled": True} and sample["max_tokens"] == 48 + 2048
+    text = plan.render()
+    assert "thinking: on, as the job runs moonshotai/kimi-k2.5 (it thinks by default;" in text
+    assert "reasoning room of 2048 tokens" in " ".join(text.split())
+    assert "compared: the answer text (message content), the reasoning apart" in text
+    # the worst case is priced at the grown max_tokens: 20 prompts x 2304 tokens at $3/M output
+    reference = plan.endpoints[0]
+    assert reference.output_tokens_worst == 2 * 20 * (256 + 2048)
+
+
+def test_off_sends_effort_none_and_samples_at_the_cards_values_without_thinking() -> None:
+    plan = _plan(thinking="off")
+    assert not plan.thinking and plan.thinking_rule.room == 0
+    _, greedy = plan.bodies("chutes/int4")[0]
+    assert greedy["reasoning"] == {"effort": "none"} and greedy["max_tokens"] == 256
+    _, sample = plan.sampled_bodies("chutes/int4")[0]
+    assert (sample["temperature"], sample["max_tokens"]) == (0.6, 48)
+    assert "thinking: off (reasoning effort=none), both arms" in plan.render()
+
+
+def test_a_reasoning_budget_is_the_room_and_a_model_without_a_card_keeps_its_default() -> None:
+    budget = thinking_for(MODEL, reasoning={"enabled": True, "max_tokens": 600})
+    assert budget.on and budget.room == 600
+    assert budget.room_said == "the reasoning budget sent, reasoning.max_tokens"
+    plan = _plan(reasoning={"max_tokens": 600})
+    assert plan.bodies("chutes/int4")[0][1]["max_tokens"] == 256 + 600
+    own = thinking_for("someone/unknown-model", "job")
+    assert own.on and own.reasoning == {} and "own default (no reasoning sent" in own.said
+    on = thinking_for("someone/unknown-model", "on")
+    assert on.reasoning == {"enabled": True}
+    with pytest.raises(OptionError, match="thinking"):
+        thinking_for(MODEL, "maybe")
+    with pytest.raises(OptionError, match="not both"):
+        thinking_for(MODEL, "on", reasoning={"effort": "high"})
+
+
+def test_the_room_from_a_pilot_is_thrice_its_longest_reasoning_within_bounds() -> None:
+    assert room_from_pilot([120, 300, 180], ceiling=8192) == 900
+    assert room_from_pilot([10], ceiling=8192) == 256
+    assert room_from_pilot([6000], ceiling=8192) == 8192
+
+
+def test_the_command_thinks_as_the_job_by_default_and_says_so() -> None:
+    args = ["verify", MODEL, "--offline", "--endpoints", "chutes", "--n", "10", "--dry-run"]
+    shown = CliRunner().invoke(cli, args, env={"OPENROUTER_API_KEY": ""})
+    assert shown.exit_code == 0, shown.output
+    assert "thinking: on, as the job runs moonshotai/kimi-k2.5" in shown.stdout
+    off = CliRunner().invoke(cli, [*args, "--thinking", "off"], env={"OPENROUTER_API_KEY": ""})
+    assert "thinking: off (reasoning effort=none), both arms" in off.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80
