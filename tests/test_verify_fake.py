@@ -22,6 +22,7 @@ from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.stats import compare_to_reference
 from openrouter_probe.verify.suites import TOOLS, arith_suite, tools_suite
+from openrouter_probe.verify.thinking import thinking_for
 
 SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
@@ -130,10 +131,10 @@ def test_the_fake_answers_every_tool_prompt_with_reasoning_on_and_noise() -> Non
     # Reasoning on, max_tokens 512: reasoning cuts some tool calls before they are made; the noise
     # and the degradations that change a call must leave a cut call alone (they answered 500)
     items = tools_suite(200, seed=3)
+    thinking = thinking_for(SNAP.model, "on", room=0)  # no room: the items' own max_tokens
     plan = plan_verify(
-        SNAP.endpoints, model=SNAP.model, tags=INT4[:2], items=items,
-        reasoning={"enabled": True},
-    )  # fmt: skip
+        SNAP.endpoints, model=SNAP.model, tags=INT4[:2], items=items, thinking=thinking
+    )
     degraded = {INT4[0]: 0.5}
     finishes: dict[str, int] = {}
     with orp.fake.serve(

@@ -3,13 +3,18 @@ room each request's ``max_tokens`` grows by, and what the plan says of it."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
+import openrouter_probe as orp
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import OptionError
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.plan import plan_verify
+from openrouter_probe.verify.plan import VerifyPlan, plan_verify
 from openrouter_probe.verify.suites import arith_suite
 from openrouter_probe.verify.thinking import DEFAULT_ROOM, room_from_pilot, thinking_for
 
@@ -84,3 +89,37 @@ def test_the_command_thinks_as_the_job_by_default_and_says_so() -> None:
     off = CliRunner().invoke(cli, [*args, "--thinking", "off"], env={"OPENROUTER_API_KEY": ""})
     assert "thinking: off (reasoning effort=none), both arms" in off.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+
+def test_a_pilot_measures_the_room_first_and_a_rerun_reuses_it(tmp_path: Path) -> None:
+    out = tmp_path / "v.jsonl"
+    plans: list[VerifyPlan] = []
+
+    def check() -> tuple[orp.VerifyReport, int]:
+        with orp.fake.serve(SNAP, speed=0, seed=4) as fake:
+            report = asyncio.run(
+                orp.verify_precision(
+                    MODEL, out=out, endpoints=["chutes/int4"], n=10, snapshot=SNAP,
+                    api_key="sk-fake", base_url=fake.base_url, budget_usd=2,
+                    on_plan=plans.append,
+                )
+            )  # fmt: skip
+            return report, len(fake.ledger)
+
+    report, sent = check()
+    assert sent == 6 + 3 * 10  # the pilot, then the reference twice and chutes once
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    pilot = [r for r in records if "|pilot:" in str(r.get("id"))]
+    assert len(pilot) == 6 and {r["id"].split("|")[0] for r in pilot} == {"moonshotai/int4"}
+    longest = max(r["usage"]["completion_tokens_details"]["reasoning_tokens"] for r in pilot)
+    rule = plans[0].thinking_rule
+    assert rule is not None and rule.room == max(256, 3 * longest)
+    assert rule.room_said == (
+        f"3x the longest reasoning, {longest} tokens, of a pilot of 6 requests to moonshotai/int4"
+    )
+    assert plans[0].bodies("chutes/int4")[0][1]["max_tokens"] == 256 + rule.room
+    assert any(n.startswith("the pilot sent 6 request(s)") for n in report.notes)
+    assert report.result("chutes/int4").measures.scored == 10  # the pilot is not judged
+    again, resent = check()
+    assert resent == 0 and plans[1].thinking_rule == rule
+    assert again.verdicts == report.verdicts

@@ -19,6 +19,7 @@ Row ids: ``TAG|PROMPT~K`` (sample ``K`` of ``PROMPT``; ``~`` is in no built-in i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from openrouter_probe.verify.stats import clopper_pearson
 from openrouter_probe.verify.suites import Item
 
 __all__ = [
+    "EMPTY_LIMIT",
     "N_GRID",
     "PLANNING_FACTOR",
     "SAMPLED_PROMPTS",
@@ -49,6 +51,7 @@ __all__ = [
     "SampledArm",
     "parse_sample_id",
     "plan_sampled_arm",
+    "realised_power",
     "sample_id",
     "sampled_prompts",
     "sampled_results",
@@ -68,6 +71,8 @@ N_GRID = (4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
 PLANNING_FACTOR = 1.3
 #: Simulations behind a planned power (its 95% lower bound is what must reach ``power``).
 POWER_SIMULATIONS = 100
+#: The largest share of samples with no answer an arm is judged with (more: it could not see).
+EMPTY_LIMIT = 0.05
 #: OpenRouter's documented defaults, sent for a model no card registry entry covers.
 _DEFAULTS = {"temperature": 1.0, "top_p": 1.0}
 _SAMPLE = "~"
@@ -119,6 +124,8 @@ class SampledArm:
     warnings: tuple[str, ...] = ()
     #: Each sample's ``max_tokens``: the answer's 48 and the reasoning room.
     max_tokens: int = SAMPLED_MAX_TOKENS
+    #: The level the power is planned at: Holm's first step, alpha / family.
+    level: float = 0.05
 
     @property
     def requests_per_endpoint(self) -> int:
@@ -288,6 +295,7 @@ def plan_sampled_arm(
         permutations=_permutations(level),
         warnings=tuple(warnings),
         max_tokens=max_tokens,
+        level=level,
     )
 
 
@@ -319,6 +327,33 @@ def _smallest_reaching(
     return grid[low], power_at(low)
 
 
+def realised_power(
+    arm: SampledArm, reference: Mapping[str, Sequence[object]], mine: Mapping[str, Sequence[object]]
+) -> float:
+    """The arm's power with the samples that held an answer: the planned power when every prompt
+    has its ``n`` on both sides, else simulated again at the prompts with 2 or more on each side
+    and the fewest any of them has (0 when no prompt has 2)."""
+    counts = [min(len(reference.get(p, ())), len(mine.get(p, ()))) for p, _ in arm.prompts]
+    usable = [c for c in counts if c >= 2]
+    if not usable:
+        return 0.0
+    if len(usable) == len(arm.prompts) and min(usable) >= arm.n:
+        return arm.power
+    return _power(min(usable), prompts=len(usable), settings=arm.settings, level=arm.level)
+
+
+def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
+    """Why the arm cannot judge when over ``EMPTY_LIMIT`` of ``who``'s samples held no answer."""
+    count, total = empty
+    if total == 0 or count / total <= EMPTY_LIMIT:
+        return None
+    return (
+        f"{count} of {total} samples ({count / total:.0%}) of {who} held no answer (the "
+        f"reasoning used up max_tokens {arm.max_tokens}): over {EMPTY_LIMIT:.0%}, the arm "
+        "cannot compare them; give the reasoning more room (reasoning.max_tokens)"
+    )
+
+
 def sampled_tests(
     arm: SampledArm,
     completions: Mapping[str, Mapping[str, Sequence[str | None]]],
@@ -326,15 +361,25 @@ def sampled_tests(
     reference: str,
     compared: Sequence[str],
     alpha: float,
+    empty: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, SampledTest | str]:
     """The MMD test of each compared tag against ``reference`` from ``completions`` (tag ->
-    prompt id -> texts), or the reason there is none (too few samples on a side)."""
+    prompt id -> texts that hold an answer), with its realised power, or the reason there is
+    none: too few samples on a side, or over ``EMPTY_LIMIT`` of them empty (``empty``: tag ->
+    (samples with no answer, samples))."""
+    empty = empty or {}
     ref = {p: [units(t) for t in texts] for p, texts in completions.get(reference, {}).items()}
     out: dict[str, SampledTest | str] = {}
     for index, tag in enumerate(compared):
         mine = {p: [units(t) for t in texts] for p, texts in completions.get(tag, {}).items()}
+        blind = _too_empty(arm, "the reference", empty.get(reference, (0, 0))) or _too_empty(
+            arm, "this endpoint", empty.get(tag, (0, 0))
+        )
+        if blind is not None:
+            out[tag] = blind
+            continue
         try:
-            out[tag] = mmd_test(
+            found = mmd_test(
                 "sampled_mmd",
                 ref,
                 mine,
@@ -345,6 +390,8 @@ def sampled_tests(
             )
         except ValueError as exc:
             out[tag] = str(exc)
+            continue
+        out[tag] = dataclasses.replace(found, power=realised_power(arm, ref, mine))
     return out
 
 
@@ -368,10 +415,12 @@ def sampled_results(
             found.p_value,
             None,
             "differs" if rejected else "inconclusive",
-            f"MMD^2 (Hamming kernel, first {arm.length} words) of {found.samples[0]} samples "
-            f"against the reference's {found.samples[1]} over {found.prompts} prompts at "
-            f"{said}; {found.permutations} within-prompt permutations; shows a difference, "
-            "never equality",
+            f"MMD^2 (Hamming kernel, first {arm.length} words of the answer) of "
+            f"{found.samples[0]} samples holding an answer against the reference's "
+            f"{found.samples[1]} over {found.prompts} prompts at {said}; "
+            f"{found.permutations} within-prompt permutations; realised power "
+            + ("?" if found.power is None else f"{found.power:.0%}")
+            + "; shows a difference, never equality",
             deciding=True,
             p_adjusted=adjusted,
         ),
