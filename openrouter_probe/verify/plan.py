@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_REASONING",
     "DEFAULT_SEED",
     "DEFAULT_TOP_LOGPROBS",
+    "QUANTIZATION_TOLERANCE",
     "EndpointPlan",
     "VerifyPlan",
     "default_reference",
@@ -401,6 +402,7 @@ class VerifyPlan:
             f"+-{100 * self.tolerance:g} pp with {self.equivalence_power:.0%} power at n={known} "
             f"({self.interval_level:.0%} intervals, {100 * PLANNING_DISCORDANCE:g}% discordant "
             f"prompts assumed); {self.power:.0%} power needs n={self.prompts_needed}",
+            _tolerance_line(self, known),
         ]
 
     def render(self) -> str:
@@ -598,6 +600,41 @@ def plan_verify(
         thinking_rule=rule,
     )
     return plan if sampling == "greedy" else _with_sampled_arm(plan, sampled_n)
+
+
+#: The tolerance the plan advises for quantization-sized changes (accuracy gaps of 1 to 5 pp).
+QUANTIZATION_TOLERANCE = 0.03
+
+
+def _tolerance_line(plan: VerifyPlan, known: int) -> str:
+    """What the tolerance hides at this n: the largest true accuracy gap whose interval still lies
+    inside it at least half the time (``PLANNING_DISCORDANCE`` plus the gap discordant),
+    and the tolerance and n a quantization-sized change needs."""
+    alpha = (1 - plan.interval_level) / 2
+    hidden = 0.0
+    for step in range(1, int(plan.tolerance * 200) + 1):
+        gap = step / 200
+        chance = equivalence_power(
+            known, discordance=min(1.0, PLANNING_DISCORDANCE + gap), tolerance=plan.tolerance,
+            alpha=alpha, gap=gap,
+        )  # fmt: skip
+        if chance < 0.5:
+            break
+        hidden = gap
+    tight = QUANTIZATION_TOLERANCE
+    needed = prompts_for_equivalence(
+        tolerance=tight, alpha=alpha, power=plan.power, discordance=PLANNING_DISCORDANCE
+    )
+    seen = (
+        "no accuracy gap gets its interval inside the tolerance half the time"
+        if hidden == 0
+        else f"an endpoint {100 * hidden:g} pp less accurate still gets its interval inside "
+        f"+-{100 * plan.tolerance:g} pp half the time (consistent unless a test rejects)"
+    )
+    return (
+        f"tolerance: at n={known} {seen}; for quantization-sized changes (1-5 pp) use "
+        f"tolerance {tight:g}, which needs n={needed} for {plan.power:.0%} power"
+    )
 
 
 def _room(plan: VerifyPlan) -> int:
