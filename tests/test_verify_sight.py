@@ -62,8 +62,10 @@ def test_samples_that_reasoning_emptied_are_counted_and_the_arm_says_it_cannot_s
         assert mmd["statistic"] is None and mmd["p_value"] is None
         assert mmd["verdict"] == "inconclusive"
         assert "samples (" in mmd["detail"] and "held no answer" in mmd["detail"]
+        assert mmd["detail"].endswith("; realised power 0%")
         assert row["verdict"] == "inconclusive"
         assert "the sampled arm could not test it" in row["reason"]
+        assert "realised power 0%" in row["reason"]
         assert row["cut_at_max_tokens"] > 4  # over 5% of 40
         assert "temperature-0 answers were cut at max_tokens" in row["reason"]
     assert any("held no answer" in note for note in report.notes)

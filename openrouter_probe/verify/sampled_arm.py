@@ -375,8 +375,9 @@ def sampled_tests(
         blind = _too_empty(arm, "the reference", empty.get(reference, (0, 0))) or _too_empty(
             arm, "this endpoint", empty.get(tag, (0, 0))
         )
+        power = realised_power(arm, ref, mine)
         if blind is not None:
-            out[tag] = blind
+            out[tag] = f"{blind}; realised power {power:.0%}"
             continue
         try:
             found = mmd_test(
@@ -389,9 +390,9 @@ def sampled_tests(
                 alpha=alpha,
             )
         except ValueError as exc:
-            out[tag] = str(exc)
+            out[tag] = f"{exc}; realised power {power:.0%}"
             continue
-        out[tag] = dataclasses.replace(found, power=realised_power(arm, ref, mine))
+        out[tag] = dataclasses.replace(found, power=power)
     return out
 
 
