@@ -229,7 +229,7 @@ def observations_from(
     return out
 
 
-def _pilot_rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
+def _pilot_bodies(plan: VerifyPlan) -> list[tuple[str, dict[str, Any]]]:
     """The pilot: ``PILOT_REQUESTS`` of the check's own requests to the reference (temperature-0
     items and sampled prompts, half each when there is an arm) at ``_ceiling(plan)`` tokens."""
     ref = plan.reference
@@ -238,10 +238,16 @@ def _pilot_rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices])
     half = PILOT_REQUESTS // 2 if sampled else PILOT_REQUESTS
     chosen = [*greedy[:half], *sampled[: PILOT_REQUESTS - min(half, len(greedy))]]
     ceiling = _ceiling(plan)
+    return [(PILOT + item_id, {**body, "max_tokens": ceiling}) for item_id, body in chosen]
+
+
+def _pilot_rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
+    """The pilot's rows that ``finished`` does not hold yet."""
+    ref = plan.reference
     return [
-        _row(rid, ref, {**body, "max_tokens": ceiling}, prices[ref])
-        for item_id, body in chosen[:PILOT_REQUESTS]
-        if (rid := row_key(ref, PILOT + item_id)) not in finished
+        _row(rid, ref, body, prices[ref])
+        for item_id, body in _pilot_bodies(plan)
+        if (rid := row_key(ref, item_id)) not in finished
     ]
 
 
@@ -326,9 +332,7 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
         rows = (_pilot_rows if pilot else _rows)(plan, paid.state.finished, prices)
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         total += plan.sampled.requests if plan.sampled else 0
-        total = (
-            min(PILOT_REQUESTS, len(plan.items) + (plan.sampled is not None)) if pilot else total
-        )
+        total = len(_pilot_bodies(plan)) if pilot else total
         summary = paid.new_summary(
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
