@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 
 import openrouter_probe as orp
+from openrouter_probe.cli import cli
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import VerifyPlan, plan_verify
@@ -117,3 +120,21 @@ def test_a_rejecting_test_stands_and_cut_answers_under_the_limit_do_not_count() 
         "answers is not evidence of equality"
     ]  # the reference's 5% is at the limit, not over it
     assert at_best_inconclusive(judged, reasons) is judged  # a difference seen stands
+
+
+def test_the_command_with_two_samples_a_prompt_calls_nothing_consistent(tmp_path: Path) -> None:
+    args = ["verify", MODEL, "--endpoints", ",".join(TAGS), "--sampling", "job"]
+    args += ["--sampled-n", "2", "--thinking", "off", "--budget-usd", "2", "--quiet"]
+    args += ["--format", "json", "--out", str(tmp_path / "v.jsonl")]
+    with orp.fake.serve(SNAP, speed=0, seed=5, noise=0.02) as fake:
+        env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
+        shown = CliRunner().invoke(cli, args, env=env)
+    assert shown.exit_code == 0, shown.output
+    rows = {r["tag"]: r for r in json.loads(shown.stdout) if r["role"] == "compared"}
+    for row in rows.values():
+        assert row["verdict"] == "inconclusive"
+        # first in the reason: the temperature-0 arm alone would have said consistent
+        assert row["reason"].startswith("the sampled arm could not see: its realised power is ")
+        assert "at best inconclusive, not consistent (on its own: no test rejects" in row["reason"]
+        assert row["sampled_answers"] == 20 and row["sampled_empty"] == 0
+        assert row["sampled_power"] is not None and row["sampled_power"] < 0.8
