@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("extra", nargs="*", help="more options for the command (after --)")
     args = parser.parse_args()
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    empty = answers = 0
+    empty = answers = expected = 0
     powers: list[float] = []
     plan_text = ""
     started = time.perf_counter()
@@ -84,6 +85,10 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             rows, plan = _run(seed, args, Path(tmp))
             plan_text = plan
+            arm = re.search(r"(\d+) prompts x (\d+) samples per endpoint", plan)
+            sent = 0 if arm is None else int(arm[1]) * int(arm[2]) * len(rows)
+            expected += sent
+            back = empty + answers
             untouched_differs = False
             for row in rows:
                 if row["role"] != "compared":
@@ -106,7 +111,12 @@ def main() -> None:
                     powers.append(float(row["sampled_power"]))  # type: ignore[arg-type]
             counts["untouched: any differs (family-wise)"][0] += untouched_differs
             counts["untouched: any differs (family-wise)"][1] += 1
-            print(f"seed {seed} done ({time.perf_counter() - started:.0f} s)", flush=True)
+            print(
+                f"seed {seed} done ({time.perf_counter() - started:.0f} s): "
+                f"{empty + answers - back} of {sent} samples back, verdicts "
+                + ", ".join(f"{r['tag']} {r['verdict']}" for r in rows if r["role"] == "compared"),
+                flush=True,
+            )
     print(f"\n{args.seeds} seeds from {args.first_seed}; n={args.n}, noise {args.noise:g}, power "
           f"{args.power:g}, thinking job (the default)")  # fmt: skip
     print(f"the last seed's plan (stderr):\n{plan_text}")
@@ -115,6 +125,7 @@ def main() -> None:
         print(f"| {key} | {_rate(*counts[key])} |")
     total = empty + answers
     print(f"\nsamples with no answer: {empty} of {total} ({empty / max(1, total):.2%})")
+    print(f"samples sent and not back (failed, not judged): {expected - total} of {expected}")
     if powers:
         print(f"realised power: min {min(powers):.0%}, mean {sum(powers) / len(powers):.0%}")
     print(f"{time.perf_counter() - started:.0f} s")

@@ -332,14 +332,16 @@ def realised_power(
 ) -> float:
     """The arm's power with the samples that held an answer: the planned power when every prompt
     has its ``n`` on both sides, else simulated again at the prompts with 2 or more on each side
-    and the fewest any of them has (0 when no prompt has 2)."""
+    and the samples they have a side (the fewer side's, averaged over them, rounded down; 0 when
+    no prompt has 2)."""
     counts = [min(len(reference.get(p, ())), len(mine.get(p, ()))) for p, _ in arm.prompts]
     usable = [c for c in counts if c >= 2]
     if not usable:
         return 0.0
     if len(usable) == len(arm.prompts) and min(usable) >= arm.n:
         return arm.power
-    return _power(min(usable), prompts=len(usable), settings=arm.settings, level=arm.level)
+    n = sum(usable) // len(usable)
+    return _power(n, prompts=len(usable), settings=arm.settings, level=arm.level)
 
 
 def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
