@@ -123,3 +123,20 @@ def test_a_pilot_measures_the_room_first_and_a_rerun_reuses_it(tmp_path: Path) -
     again, resent = check()
     assert resent == 0 and plans[1].thinking_rule == rule
     assert again.verdicts == report.verdicts
+
+
+def test_a_reasoning_budget_sent_needs_no_pilot(tmp_path: Path) -> None:
+    budget = thinking_for(MODEL, reasoning={"enabled": True, "max_tokens": 300})
+    with orp.fake.serve(SNAP, speed=0, seed=4) as fake:
+        report = asyncio.run(
+            orp.verify_precision(
+                MODEL, out=tmp_path / "v.jsonl", endpoints=["chutes/int4"], n=10,
+                snapshot=SNAP, api_key="sk-fake", base_url=fake.base_url, budget_usd=2,
+                thinking=budget,
+            )
+        )  # fmt: skip
+        sent = len(fake.ledger)
+        reasoning = [e.reasoning_tokens for e in fake.ledger.entries]
+    assert sent == 3 * 10  # no pilot: the budget is the room
+    assert max(reasoning) <= 300 and report.result("chutes/int4").cut == 0
+    assert not any("pilot" in n for n in report.notes)

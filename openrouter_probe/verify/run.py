@@ -174,7 +174,8 @@ def plan_precision_check(
     ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
     ``sampled_n`` samples per prompt, chosen for ``power`` within the budget when ``None``;
     ``verify.sampled_arm``). ``thinking`` (``job``, ``on``, ``off``; ``verify.thinking``) sets
-    the reasoning of both arms. Sends nothing.
+    the reasoning of both arms; a ``Thinking`` sets it whole (``thinking_for(model,
+    reasoning={"max_tokens": 4000})``: a reasoning budget, which is the room). Sends nothing.
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
@@ -384,7 +385,7 @@ async def verify_precision(
     repeats: int = DEFAULT_REPEATS,
     sampling: str = "greedy",
     sampled_n: int | None = None,
-    thinking: str = "job",
+    thinking: str | Thinking = "job",
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
@@ -439,7 +440,7 @@ async def verify_precision(
 
 
 async def _plan_with_pilot(
-    planning: Callable[..., VerifyPlan], thinking: str, options: JobOptions
+    planning: Callable[..., VerifyPlan], thinking: str | Thinking, options: JobOptions
 ) -> tuple[VerifyPlan, RunSummary | None]:
     """The plan; when it thinks with a provisional room, the pilot is sent first (under the
     check's cap, recorded in its output: a rerun does not send it again) and the plan made
