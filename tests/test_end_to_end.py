@@ -209,7 +209,7 @@ def test_verify_on_the_fake_flags_the_degraded_endpoint(tmp_path: Path) -> None:
             [
                 "verify", MODEL,
                 "--endpoints", "chutes/int4,deepinfra/int4", "--n", "200",
-                "--out", str(out), "--quiet", "--format", "json",
+                "--out", str(out), "--quiet", "--format", "json", "--thinking", "off",
             ],
             OPENROUTER_BASE_URL=fake.base_url,
             OPENROUTER_API_KEY="sk-fake",

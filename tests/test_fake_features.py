@@ -238,6 +238,20 @@ def test_reasoning_excluded_is_billed_but_not_returned(fake) -> None:
     assert off["usage"]["completion_tokens"] == 5  # " 37 * 41 = 1517"
 
 
+def test_a_reasoning_budget_caps_the_reasoning_and_leaves_the_answer(fake) -> None:
+    # reasoning.max_tokens (OpenRouter's reasoning budget) stops the reasoning there; the answer
+    # keeps its length, so max_tokens = budget + the answer's room holds a whole answer
+    free = _chat(fake, _ask("describe a tree", max_tokens=5000)).json()
+    capped = _chat(fake, _ask("describe a tree", max_tokens=5000, reasoning={"max_tokens": 20}))
+    body = capped.json()
+    free_reasoning = free["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    assert free_reasoning > 20
+    assert body["usage"]["completion_tokens_details"]["reasoning_tokens"] == 20
+    answer = free["usage"]["completion_tokens"] - free_reasoning
+    assert body["usage"]["completion_tokens"] == 20 + answer
+    assert body["choices"][0]["message"]["content"] == free["choices"][0]["message"]["content"]
+
+
 # -- billing --------------------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ def test_verify_notes_say_the_cap_as_every_figure_does(tmp_path: Path) -> None:
         report = asyncio.run(
             orp.verify_precision(
                 MODEL, out=tmp_path / "v.jsonl", base_url=fake.base_url, api_key="sk-fake",
-                endpoints=["chutes/int4"], snapshot=SNAP, n=3, budget_usd="0.5",
+                endpoints=["chutes/int4"], snapshot=SNAP, n=3, budget_usd="0.5", thinking="off",
             )
         )  # fmt: skip
         spent = fake.ledger.total_usd
@@ -105,7 +105,7 @@ def test_a_difference_inside_the_tolerance_has_its_own_verdict(tmp_path: Path) -
 
     out, evidence = tmp_path / "v.jsonl", tmp_path / "measured.yaml"
     args = ["verify", MODEL, "--endpoints", "chutes/int4,deepinfra/int4", "--n", "200"]
-    args += ["--out", str(out), "--budget-usd", "1", "--quiet"]
+    args += ["--out", str(out), "--budget-usd", "1", "--quiet", "--thinking", "off"]
     with orp.fake.serve(SNAP, speed=0, degrade=["deepinfra/int4=0.1"]) as fake:
         env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}
         table = CliRunner().invoke(cli, [*args, "--evidence", str(evidence)], env=env)

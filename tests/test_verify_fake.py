@@ -22,6 +22,7 @@ from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.stats import compare_to_reference
 from openrouter_probe.verify.suites import TOOLS, arith_suite, tools_suite
+from openrouter_probe.verify.thinking import thinking_for
 
 SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
@@ -124,3 +125,33 @@ def test_twenty_percent_invalid_arguments_differ_on_the_tool_arm() -> None:
     schema = out.test("tool_schema")
     assert schema is not None and schema.p_adjusted < 1e-10 and schema.estimate == 0.2
     assert any(t["function"]["name"] == calls[0].expect_tool for t in TOOLS)
+
+
+def test_the_fake_answers_every_tool_prompt_with_reasoning_on_and_noise() -> None:
+    # Reasoning on, max_tokens 512: reasoning cuts some tool calls before they are made; the noise
+    # and the degradations that change a call must leave a cut call alone (they answered 500)
+    items = tools_suite(200, seed=3)
+    thinking = thinking_for(SNAP.model, "on", room=0)  # no room: the items' own max_tokens
+    plan = plan_verify(
+        SNAP.endpoints, model=SNAP.model, tags=INT4[:2], items=items, thinking=thinking
+    )
+    degraded = {INT4[0]: 0.5}
+    finishes: dict[str, int] = {}
+    with orp.fake.serve(
+        SNAP, speed=0, seed=3, noise=0.5, degrade=degraded, degrade_tools=degraded
+    ) as fake:
+        session = requests.Session()
+        session.headers["Authorization"] = "Bearer sk-fake"
+        for tag in plan.pinned:
+            for _, body in plan.bodies(tag):
+                assert body["reasoning"] == {"enabled": True} and body["max_tokens"] == 512
+                response = session.post(f"{fake.base_url}/chat/completions", json=body, timeout=30)
+                assert response.status_code == 200, response.text
+                choice = response.json()["choices"][0]
+                finish = choice["finish_reason"]
+                finishes[finish] = finishes.get(finish, 0) + 1
+                if finish == "length":
+                    assert not choice["message"].get("tool_calls")
+    assert sum(finishes.values()) == 3 * len(items)
+    # the case that failed is here: calls cut by reasoning, and whole calls beside them
+    assert finishes["length"] >= 10 and finishes["tool_calls"] >= 100

@@ -24,6 +24,7 @@ from openrouter_probe.verify.plan import (
     request_body,
     resolve_tag,
 )
+from openrouter_probe.verify.stats import equivalence_power
 from openrouter_probe.verify.suites import arith_suite, tools_suite
 
 SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
@@ -285,3 +286,24 @@ def test_plan_bodies_are_the_pinned_requests_for_each_endpoint() -> None:
     assert ref[items[0].id]["messages"] == bodies[0][1]["messages"]
     with pytest.raises(ConfigError, match="'fireworks' is not in this plan"):
         plan.bodies("fireworks")
+
+
+def test_the_plan_says_what_gap_the_tolerance_hides_and_what_a_quantization_change_needs() -> None:
+    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(200))
+    text = " ".join(plan.render().split())
+    assert (
+        "tolerance: at n=200 an endpoint 4 pp less accurate still gets its interval inside "
+        "+-10 pp half the time (consistent unless a test rejects); for quantization-sized "
+        "changes (1-5 pp) use tolerance 0.03, which needs n=839 for 80% power"
+    ) in text
+    # the figures are the equivalence test's: 4 pp lands inside half the time, 4.5 pp does not
+    alpha = (1 - plan.interval_level) / 2
+    inside = [
+        equivalence_power(200, discordance=0.05 + g, tolerance=0.1, alpha=alpha, gap=g)
+        for g in (0.04, 0.045)
+    ]
+    assert inside[0] >= 0.5 > inside[1]
+    tight = plan_verify(
+        SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(839), tolerance=0.03
+    )
+    assert tight.equivalence_power >= 0.8 and tight.prompts_needed == 839

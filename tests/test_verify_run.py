@@ -28,6 +28,8 @@ SNAP = bundled_snapshot(MODEL)
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
 DEGRADED = {"deepinfra/int4": 0.1, "siliconflow/int4": 0.2}
+#: The temperature-0 measures on answers without reasoning (the default thinks as the job does)
+OFF = ("--thinking", "off")
 
 
 def _check(out: Path, *, base_url: str, **kwargs: Any) -> orp.VerifyReport:
@@ -36,6 +38,7 @@ def _check(out: Path, *, base_url: str, **kwargs: Any) -> orp.VerifyReport:
         "snapshot": SNAP,
         "api_key": "sk-fake",
         "budget_usd": 1,
+        "thinking": "off",  # the temperature-0 measures, answers without reasoning
     }
     options.update(kwargs)
     return asyncio.run(orp.verify_precision(MODEL, out=out, base_url=base_url, **options))
@@ -219,6 +222,7 @@ def test_a_leaked_pin_is_discarded_and_counted(tmp_path: Path) -> None:
             api_key="sk-test",
             base_url=url,
             budget_usd=1,
+            thinking="off",
         )
 
     report = asyncio.run(_serve_stub(stub, run))
@@ -253,7 +257,7 @@ def test_no_key_is_refused_before_anything_is_sent(tmp_path: Path, monkeypatch: 
 def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,
-        ["verify", MODEL, "--offline", "--endpoints", ",".join(INT4), "--dry-run"],
+        ["verify", MODEL, "--offline", "--endpoints", ",".join(INT4), "--dry-run", *OFF],
         env={"OPENROUTER_API_KEY": ""},
     )
     assert result.exit_code == 0, result.output
@@ -267,7 +271,7 @@ def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
 def test_cli_fake_run_writes_evidence_that_matrix_and_policy_honour(tmp_path: Path) -> None:
     runner = CliRunner()
     out, evidence = tmp_path / "verify.jsonl", tmp_path / "measured.yaml"
-    args = ["verify", MODEL, "--endpoints", ",".join(INT4), "--n", "200"]
+    args = ["verify", MODEL, "--endpoints", ",".join(INT4), "--n", "200", "--thinking", "off"]
     args += ["--out", str(out), "--budget-usd", "1", "--evidence", str(evidence), "--quiet"]
     # the rehearsal: `fake-server --speed 0 --degrade ...` and OPENROUTER_BASE_URL at it
     degrade = ["deepinfra/int4=0.1", "siliconflow/int4=0.2"]
@@ -321,16 +325,16 @@ def test_cli_fake_run_writes_evidence_that_matrix_and_policy_honour(tmp_path: Pa
 
 def test_cli_verify_keeps_what_a_user_of_the_real_api_needs() -> None:
     # issue 22 item 6: the fake's knobs are fake-server's; verify had 25 options (19, then
-    # issue 35's --sampling and --sampled-n)
+    # issue 35's --sampling and --sampled-n, then --thinking)
     command = cli.commands["verify"]
     names = [o for p in command.params if isinstance(p, click.Option) for o in p.opts]
     options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
-    assert len(options) <= 21, [p.name for p in options]
+    assert len(options) <= 22, [p.name for p in options]
     shown_names = {o for p in options for o in p.opts}
     for gone in ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools"):
         assert gone not in shown_names and gone in names  # hidden: it says where it went
     shown = CliRunner().invoke(cli, ["verify", "--help"]).output.split("Options:")[1]
-    assert len([line for line in shown.splitlines() if line.startswith("  -")]) == 21 + 1  # --help
+    assert len([line for line in shown.splitlines() if line.startswith("  -")]) == 22 + 1  # --help
     result = CliRunner().invoke(
         cli, ["verify", MODEL, "--offline", "--degrade", "chutes/int4=0.1", "--dry-run"]
     )
@@ -470,7 +474,7 @@ def test_cli_runs_against_the_server_named_by_openrouter_base_url(tmp_path: Path
     with orp.fake.serve(SNAP, speed=0) as fake:
         result = CliRunner().invoke(
             cli,
-            ["verify", MODEL, "--endpoints", "chutes/int4", "--n", "10", "--out", str(out)],
+            ["verify", MODEL, "--endpoints", "chutes/int4", "--n", "10", "--out", str(out), *OFF],
             env={"OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": "sk-fake"},
         )
         assert len(fake.ledger) == 30  # the endpoints were read live from the same server
@@ -511,6 +515,8 @@ def test_offline_without_fake_plans_and_sends_nothing(tmp_path: Path) -> None:
                 "--offline",
                 "--n",
                 "5",
+                "--thinking",
+                "off",
                 "--out",
                 str(tmp_path / "v.jsonl"),
             ],

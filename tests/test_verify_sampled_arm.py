@@ -158,7 +158,7 @@ def _check(tmp_path: Path, seed: int, **faults: Any) -> tuple[orp.VerifyReport, 
             orp.verify_precision(
                 MODEL, out=tmp_path / f"v{seed}.jsonl", policy=POLICY, n=60, budget_usd=5,
                 snapshot=SNAP, api_key="sk-fake", base_url=fake.base_url, sampling="job",
-                seed=seed,
+                seed=seed, thinking="off",
             )
         )  # fmt: skip
         return report, fake.ledger.total_usd, len(fake.ledger)
@@ -191,7 +191,7 @@ def test_the_hot_endpoint_differs_the_template_is_named_no_native_one_differs(
             orp.verify_precision(
                 MODEL, out=tmp_path / f"v{seed}.jsonl", policy=POLICY, n=60, budget_usd=5,
                 snapshot=SNAP, api_key="sk-fake", base_url=fake.base_url, sampling="job",
-                seed=seed,
+                seed=seed, thinking="off",
             )
         )  # fmt: skip
         assert len(fake.ledger) == 0
@@ -199,7 +199,7 @@ def test_the_hot_endpoint_differs_the_template_is_named_no_native_one_differs(
 
 
 def test_the_cli_dry_run_prints_the_arm_and_warns_of_an_unused_n() -> None:
-    base = ["verify", MODEL, "--offline", "--dry-run", "--policy", str(POLICY)]
+    base = ["verify", MODEL, "--offline", "--dry-run", "--policy", str(POLICY), "--thinking", "off"]
     result = CliRunner().invoke(cli, [*base, "--sampling", "job", "--budget-usd", "5"])
     assert result.exit_code == 0, result.output
     assert "sampled arm: 10 prompts x 15 samples per endpoint (900 requests" in result.stdout

@@ -128,7 +128,7 @@ def test_on_the_fake_the_tool_breaking_endpoint_is_below_k2vvs_threshold(
 ) -> None:
     args = ["verify", MODEL, "--endpoints", ",".join(INT4), "--suite", "tools", "--n", "40"]
     args += ["--seed", str(seed), "--budget-usd", "1", "--quiet", "--format", "json"]
-    args += ["--out", str(tmp_path / "o.jsonl")]
+    args += ["--out", str(tmp_path / "o.jsonl"), "--thinking", "off"]
     with orp.fake.serve(
         SNAP, speed=0, seed=seed, noise=0.02, degrade_tools={"atlas-cloud/int4": 0.8}
     ) as fake:

@@ -131,6 +131,14 @@ def _moved_options(func: Any) -> Any:
     "sampling (the model card's) compared with the reference's by an MMD test.",
 )
 @click.option(
+    "--thinking",
+    type=click.Choice(["job", "on", "off"]),
+    default="job",
+    show_default=True,
+    help="Reasoning in both arms. job: as the job runs the model (Kimi K2.5 thinks, sampled at "
+    "its card's values with thinking); on; off (reasoning effort none).",
+)
+@click.option(
     "--sampled-n",
     type=click.IntRange(min=2),
     metavar="N",
@@ -174,7 +182,7 @@ def verify(model: str, **opts: Any) -> None:
         "endpoints": tags,
         "snapshot": source,
         **{k: opts[k] for k in ("policy", "reference", "suite", "n", "seed", "budget_usd")},
-        **{k: opts[k] for k in ("alpha", "power", "tolerance", "repeats", "sampling")},
+        **{k: opts[k] for k in ("alpha", "power", "tolerance", "repeats", "sampling", "thinking")},
         "sampled_n": opts["sampled_n"],
     }
 

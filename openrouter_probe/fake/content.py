@@ -199,6 +199,7 @@ def answer_for(
     max_tokens: int,
     reasoning: bool,
     reasoning_share: float,
+    reasoning_budget: int | None = None,
     median_tokens: int,
     tools: list[Any] | None = None,
     hard: float = 0.0,
@@ -211,7 +212,8 @@ def answer_for(
     above 0; pass ``None`` otherwise. Free text at a ``temperature`` above 0 (with ``top_p``)
     begins with words drawn from the sampling model (``rules.sampling_model``). The length is
     drawn from a log-normal around ``median_tokens``, a ``reasoning_share`` of it reasoning (none
-    when ``reasoning`` is off), and cut at ``max_tokens`` (reasoning first), which makes
+    when ``reasoning`` is off, at most ``reasoning_budget``: the request's ``reasoning.max_tokens``,
+    the answer keeping its length), and cut at ``max_tokens`` (reasoning first), which makes
     ``finish_reason`` ``"length"``. An
     arithmetic question is answered wrong on a ``hard`` share of items (the same ones, the same
     wrong number, on every endpoint); a request with ``tools`` that names one is answered with a
@@ -221,6 +223,8 @@ def answer_for(
     rng = _rng(key, seed, nonce)
     total = max(2, round(median_tokens * math.exp(0.6 * rng.gauss(0.0, 1.0))))
     n_reason = round(total * reasoning_share) if reasoning else 0
+    if reasoning_budget is not None and n_reason > reasoning_budget:
+        total, n_reason = total - n_reason + reasoning_budget, reasoning_budget
     offset = rng.getrandbits(32)
     question = _last_user_text(messages)
     call = tool_call_for(question, tools) if tools else None
@@ -276,12 +280,14 @@ def at_limit(answer: Answer, max_tokens: int) -> Answer:
         alternatives=_take(_ALT_CYCLE, 0, len(content)),
         tool_calls=(),
         tool_tokens=0,
+        call=None,
     )
 
 
 def _cut(answer: Answer, max_tokens: int) -> Answer:
     """Cut at ``max_tokens`` (reasoning first): ``finish_reason`` becomes ``"length"`` and a tool
-    call that does not fit is not made."""
+    call that does not fit is not made (no call is left for a degradation or the noise to
+    change)."""
     if answer.completion_tokens <= max_tokens:
         return answer
     reasoning_tokens = answer.reasoning[:max_tokens]
@@ -295,6 +301,7 @@ def _cut(answer: Answer, max_tokens: int) -> Answer:
         alternatives=answer.alternatives[: len(content)],
         tool_calls=(),
         tool_tokens=0,
+        call=None,
     )
 
 

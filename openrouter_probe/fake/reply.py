@@ -299,6 +299,9 @@ class Reply:
             or body.get("reasoning_effort") == "none"
         )
         show = not (reasoning.get("exclude") is True or body.get("include_reasoning") is False)
+        budget = reasoning.get("max_tokens")  # the reasoning budget: reasoning stops there
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            budget = None
         temperature = body.get("temperature")
         nonce = (
             self.request_no if isinstance(temperature, int | float) and temperature > 0 else None
@@ -310,7 +313,7 @@ class Reply:
             tools = None
         changes = fake.degradation
         # repr of the parsed JSON: cheaper than dumping it, and equal for equal requests
-        key = (repr(messages), nonce, cap, enabled, None if tools is None else repr(tools))
+        key = (repr(messages), nonce, cap, enabled, budget, None if tools is None else repr(tools))
         answer = fake.answers.get(key)
         if answer is None:
             sampled = 0.0
@@ -324,6 +327,7 @@ class Reply:
                 nonce=nonce,
                 max_tokens=cap,
                 reasoning=enabled,
+                reasoning_budget=budget,
                 reasoning_share=fake.reasoning_share,
                 median_tokens=fake.median_tokens,
                 tools=tools,

@@ -69,9 +69,12 @@ def keep_responses(plan: VerifyPlan, observations: Iterable[Observation], items:
 
 @dataclass
 class SampledCompletions:
-    """The sampled arm's completions by tag and prompt, and what was set aside."""
+    """The sampled arm's completions by tag and prompt (each holding an answer), and what was set
+    aside: ``empty`` counts, by tag, the samples that came back with no answer (reasoning that
+    used up ``max_tokens``): not samples, and counted."""
 
     completions: dict[str, dict[str, list[str | None]]]
+    empty: Counter[str] = field(default_factory=Counter)
     #: Every sampled response judged or failed, by tag: what the arm spent there.
     spent: dict[str, list[Observation]] = field(default_factory=dict)
     leaked: int = 0
@@ -89,7 +92,21 @@ class SampledCompletions:
             notes.append(f"{self.failed} sampled request(s) failed: not compared")
         if self.duplicates:
             notes.append(f"{self.duplicates} repeated sampled response(s) ignored")
+        if sum(self.empty.values()):
+            notes.append(
+                f"{sum(self.empty.values())} sampled response(s) held no answer (the reasoning "
+                "used up max_tokens): not samples, counted by endpoint (sampled_empty)"
+            )
         return notes
+
+    def answered(self, tag: str) -> int:
+        """``tag``'s samples that held an answer."""
+        return sum(len(texts) for texts in self.completions.get(tag, {}).values())
+
+    def empty_share(self, tag: str) -> float | None:
+        """The share of ``tag``'s samples with no answer (``None``: no sample came back)."""
+        total = self.answered(tag) + self.empty[tag]
+        return None if total == 0 else self.empty[tag] / total
 
 
 def keep_samples(plan: VerifyPlan, observations: Iterable[Observation]) -> SampledCompletions:
@@ -112,5 +129,8 @@ def keep_samples(plan: VerifyPlan, observations: Iterable[Observation]) -> Sampl
             out.duplicates += 1
         else:
             seen.add((obs.endpoint, obs.item_id))
+            if not (obs.content or "").strip():
+                out.empty[obs.endpoint] += 1  # no answer: not a sample
+                continue
             out.completions[obs.endpoint].setdefault(parsed[0], []).append(obs.content)
     return out

@@ -44,6 +44,7 @@ from openrouter_probe.verify.stats import (
     prompts_for_equivalence,
 )
 from openrouter_probe.verify.suites import Item
+from openrouter_probe.verify.thinking import Thinking, thinking_for
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_REASONING",
     "DEFAULT_SEED",
     "DEFAULT_TOP_LOGPROBS",
+    "QUANTIZATION_TOLERANCE",
     "EndpointPlan",
     "VerifyPlan",
     "default_reference",
@@ -150,11 +152,14 @@ def request_body(
     seed: int = DEFAULT_SEED,
     reasoning: Mapping[str, Any] | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
+    room: int = 0,
 ) -> dict[str, Any]:
     """Return the chat request body for ``item`` pinned to ``endpoint``.
 
-    ``reasoning`` defaults to ``DEFAULT_REASONING`` and is sent as given to every endpoint; ``seed``
-    and ``logprobs``/``top_logprobs`` (when ``top_logprobs`` > 0) only where the endpoint lists them.
+    ``reasoning`` defaults to ``DEFAULT_REASONING`` and is sent as given to every endpoint (an
+    empty one is not sent: the model's default); ``max_tokens`` is the item's plus ``room`` (the
+    reasoning room, ``verify.thinking``); ``seed`` and ``logprobs``/``top_logprobs`` (when
+    ``top_logprobs`` > 0) only where the endpoint lists them.
     """
     supported = set(endpoint.supported_parameters)
     body: dict[str, Any] = {
@@ -162,9 +167,11 @@ def request_body(
         "messages": [dict(m) for m in item.messages],
         "provider": pin_block(endpoint.tag),
         "temperature": 0,
-        "max_tokens": item.max_tokens,
+        "max_tokens": item.max_tokens + room,
         "reasoning": dict(DEFAULT_REASONING if reasoning is None else reasoning),
     }
+    if not body["reasoning"]:
+        del body["reasoning"]
     if "seed" in supported:
         body["seed"] = seed
     if item.tools:
@@ -219,10 +226,14 @@ class VerifyPlan:
     repeats: int = DEFAULT_REPEATS
     #: The sampled arm (``sampling="job"``; ``verify.sampled_arm``), or ``None``.
     sampled: SampledArm | None = None
+    #: Whether the check thinks, its reasoning room and why (``verify.thinking``).
+    thinking_rule: Thinking | None = None
 
     @property
     def thinking(self) -> bool:
         """Whether the requests leave reasoning on (the ``reasoning`` block does not turn it off)."""
+        if self.thinking_rule is not None:
+            return self.thinking_rule.on
         return not _reasoning_off(self.reasoning)
 
     @property
@@ -338,6 +349,7 @@ class VerifyPlan:
                     seed=self.seed,
                     reasoning=self.reasoning,
                     top_logprobs=self.top_logprobs,
+                    room=_room(self),
                 ),
             )
             for item in self.items
@@ -390,6 +402,7 @@ class VerifyPlan:
             f"+-{100 * self.tolerance:g} pp with {self.equivalence_power:.0%} power at n={known} "
             f"({self.interval_level:.0%} intervals, {100 * PLANNING_DISCORDANCE:g}% discordant "
             f"prompts assumed); {self.power:.0%} power needs n={self.prompts_needed}",
+            _tolerance_line(self, known),
         ]
 
     def render(self) -> str:
@@ -431,7 +444,7 @@ class VerifyPlan:
             f"{'total':<{width}} {'':<9} {self.requests:>5} {'':>6} {'':>6} "
             f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
         )
-        tail = self._power_lines()
+        tail = [*(self.thinking_rule.lines() if self.thinking_rule else []), *self._power_lines()]
         if self.sampled is not None:
             tail.extend(self.sampled.describe())
         if self.budget_usd is not None:
@@ -527,8 +540,12 @@ def plan_verify(
     budget_usd: Decimal | float | str | None = None,
     sampling: str = "greedy",
     sampled_n: int | None = None,
+    thinking: str | Thinking | None = None,
 ) -> VerifyPlan:
     """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``;
+    ``thinking`` (``job``, ``on``, ``off``, or a ``verify.thinking.Thinking``) sets the
+    ``reasoning`` block of both arms and the reasoning room added to every ``max_tokens``
+    (``None``: ``reasoning`` as given, default off);
     ``sampling="job"`` adds the sampled arm (``verify.sampled_arm``, ``sampled_n`` samples a
     prompt, else the plan's choice). ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
     ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
@@ -549,16 +566,11 @@ def plan_verify(
         raise OptionError("{sampling=}: must be one of " + ", ".join(SAMPLINGS), sampling=sampling)
     order = _order(model, endpoints, tags, reference)
     ref = order[0]
-    settings = dict(DEFAULT_REASONING if reasoning is None else reasoning)
-    sent = {"temperature", "max_tokens", "reasoning"}
-    if any(item.tools for item in items):
-        sent |= {"tools", "tool_choice"}
-    params = RequestParams(
-        max_tokens=max(item.max_tokens for item in items), parameters=frozenset(sent)
-    )
-    totals = _totals(items, reasoning_off=_reasoning_off(settings))
+    rule = thinking_for(model, thinking, reasoning=reasoning)
+    settings = dict(rule.reasoning)
+    totals = _totals(items, reasoning_off=not rule.on, room=rule.room)
     names = [e.provider_name for e in endpoints]
-    pinned = _pins(order, endpoints, params, reference=reference)
+    pinned = _pins(order, endpoints, _params(items, rule), reference=reference)
     rows = [
         _endpoint_plan(
             tag,
@@ -585,8 +597,59 @@ def plan_verify(
         notes=_plan_notes(rows, settings),
         tolerance=tolerance,
         repeats=repeats,
+        thinking_rule=rule,
     )
     return plan if sampling == "greedy" else _with_sampled_arm(plan, sampled_n)
+
+
+#: The tolerance the plan advises for quantization-sized changes (accuracy gaps of 1 to 5 pp).
+QUANTIZATION_TOLERANCE = 0.03
+
+
+def _tolerance_line(plan: VerifyPlan, known: int) -> str:
+    """What the tolerance hides at this n: the largest true accuracy gap whose interval still lies
+    inside it at least half the time (``PLANNING_DISCORDANCE`` plus the gap discordant),
+    and the tolerance and n a quantization-sized change needs."""
+    alpha = (1 - plan.interval_level) / 2
+    hidden = 0.0
+    for step in range(1, int(plan.tolerance * 200) + 1):
+        gap = step / 200
+        chance = equivalence_power(
+            known, discordance=min(1.0, PLANNING_DISCORDANCE + gap), tolerance=plan.tolerance,
+            alpha=alpha, gap=gap,
+        )  # fmt: skip
+        if chance < 0.5:
+            break
+        hidden = gap
+    tight = QUANTIZATION_TOLERANCE
+    needed = prompts_for_equivalence(
+        tolerance=tight, alpha=alpha, power=plan.power, discordance=PLANNING_DISCORDANCE
+    )
+    seen = (
+        "no accuracy gap gets its interval inside the tolerance half the time"
+        if hidden == 0
+        else f"an endpoint {100 * hidden:g} pp less accurate still gets its interval inside "
+        f"+-{100 * plan.tolerance:g} pp half the time (consistent unless a test rejects)"
+    )
+    return (
+        f"tolerance: at n={known} {seen}; for quantization-sized changes (1-5 pp) use "
+        f"tolerance {tight:g}, which needs n={needed} for {plan.power:.0%} power"
+    )
+
+
+def _room(plan: VerifyPlan) -> int:
+    """Tokens each request's ``max_tokens`` grows by for the reasoning (0 without thinking)."""
+    return 0 if plan.thinking_rule is None else plan.thinking_rule.room
+
+
+def _params(items: Sequence[Item], rule: Thinking) -> RequestParams:
+    """What the pins are routed with: the largest ``max_tokens`` and the parameters sent."""
+    sent = {"temperature", "max_tokens", *(["reasoning"] if rule.reasoning else [])}
+    if any(item.tools for item in items):
+        sent |= {"tools", "tool_choice"}
+    return RequestParams(
+        max_tokens=max(item.max_tokens for item in items) + rule.room, parameters=frozenset(sent)
+    )
 
 
 def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
@@ -604,6 +667,7 @@ def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
         budget_left=left,
         n=n,
         seed=plan.seed,
+        room=_room(plan),
     )
     return dataclasses.replace(plan, sampled=arm)
 
@@ -666,10 +730,11 @@ def _order(
     return order
 
 
-def _totals(items: Sequence[Item], *, reasoning_off: bool) -> _Tokens:
-    """The tokens one endpoint is sent and may answer, summed over ``items``."""
+def _totals(items: Sequence[Item], *, reasoning_off: bool, room: int = 0) -> _Tokens:
+    """The tokens one endpoint is sent and may answer, summed over ``items`` (each request's
+    ``max_tokens`` grown by the reasoning ``room``)."""
     tokens = [prompt_tokens(item) for item in items]
-    out_worst = sum(item.max_tokens for item in items)
+    out_worst = sum(item.max_tokens + room for item in items)
     out_expected = (
         sum(item.expected_output_tokens for item in items) if reasoning_off else out_worst
     )

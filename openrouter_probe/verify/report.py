@@ -31,6 +31,7 @@ from openrouter_probe.verify.prompt_tokens import prompt_columns
 from openrouter_probe.verify.results import TestResult, decided_by, render_results
 from openrouter_probe.verify.sampled import SampledTest
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
+from openrouter_probe.verify.sight import seen_comparisons, sight_fields
 from openrouter_probe.verify.stats import (
     Comparison,
     MeasuredVerdict,
@@ -71,6 +72,13 @@ class EndpointResult:
     #: Every test of the endpoint against the reference (``results.TestResult``): the deciding
     #: measures first, then those reported beside them; empty for the reference.
     tests: tuple[TestResult, ...] = ()
+    #: The sampled arm's samples that held an answer, and that held none (``None``: no arm).
+    sampled_answers: int | None = None
+    sampled_empty: int | None = None
+    #: The sampled arm's power with the samples that held an answer (``None``: no test).
+    sampled_power: float | None = None
+    #: Temperature-0 answers cut at ``max_tokens`` (``verify.sight``).
+    cut: int = 0
 
     @property
     def decided_by(self) -> str | None:
@@ -172,6 +180,11 @@ class VerifyReport:
                     "models_served": ", ".join(f"{k} x{v}" for k, v in m.models.items()),
                     "scored": m.scored,
                     "failed": m.failed,
+                    "cut_at_max_tokens": r.cut,
+                    "sampled_answers": r.sampled_answers,
+                    "sampled_empty": r.sampled_empty,
+                    "sampled_empty_share": _share(r.sampled_empty, r.sampled_answers),
+                    "sampled_power": r.sampled_power,
                     "leaked": r.leaked,
                     "missing": r.missing,
                     **prompt_columns(m.prompt_agreement),
@@ -348,6 +361,13 @@ class VerifyReport:
         return EVIDENCE_HEADER + body
 
 
+def _share(empty: int | None, answers: int | None) -> float | None:
+    """Empty samples over all samples (``None``: no arm, or no sample)."""
+    if empty is None or answers is None or empty + answers == 0:
+        return None
+    return round(empty / (empty + answers), 6)
+
+
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
@@ -447,6 +467,7 @@ def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, Sampled
         reference=plan.reference,
         compared=plan.compared,
         alpha=plan.alpha,
+        empty={t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned},
     )
 
 
@@ -493,6 +514,7 @@ def build_report(
             t: {"sampled_mmd": s.p_value} for t, s in sampled.items() if isinstance(s, SampledTest)
         },
     )
+    comparisons = seen_comparisons(plan, comparisons, sampled, samples, kept)
     tests = _tests(plan, comparisons, items, kept, measures)
     for tag, found in tests.items():
         tests[tag] = (*found, *sampled_results(sampled.get(tag), comparisons[tag], plan))
@@ -510,6 +532,7 @@ def build_report(
             missing=sum(
                 len(items) - len(kept.runs[(e.tag, r)]) for r in range(1, runs_of[e.tag] + 1)
             ),
+            **sight_fields(plan, e.tag, sampled.get(e.tag), samples, kept),
         )
         for e in plan.endpoints
     )

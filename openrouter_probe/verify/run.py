@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -62,6 +63,12 @@ from openrouter_probe.verify.stats import (
     check_statistics,
 )
 from openrouter_probe.verify.suites import load_suites
+from openrouter_probe.verify.thinking import (
+    PILOT_MARGIN,
+    PILOT_MAX_TOKENS,
+    Thinking,
+    room_from_pilot,
+)
 
 __all__ = ["parse_row_key", "plan_precision_check", "row_key", "verify_precision"]
 
@@ -75,6 +82,10 @@ DATASET = "verify"
 
 #: Marks a run of the reference after the first in a row id: ``TAG#2|ITEM`` (a tag never holds it).
 _RUN = "#"
+#: The pilot's row ids: ``TAG|pilot:ITEM`` (no built-in item id starts so).
+PILOT = "pilot:"
+#: Requests of the pilot: the first temperature-0 items and sampled prompts, to the reference.
+PILOT_REQUESTS = 6
 
 
 def row_key(tag: str, item_id: str, repeat: int = 1) -> str:
@@ -150,6 +161,7 @@ def plan_precision_check(
     repeats: int = DEFAULT_REPEATS,
     sampling: str = "greedy",
     sampled_n: int | None = None,
+    thinking: str | Thinking = "job",
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
@@ -161,7 +173,9 @@ def plan_precision_check(
     ``repeats`` (the reference's runs, 2..10) are checked before anything else. ``sampling``:
     ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
     ``sampled_n`` samples per prompt, chosen for ``power`` within the budget when ``None``;
-    ``verify.sampled_arm``). Sends nothing.
+    ``verify.sampled_arm``). ``thinking`` (``job``, ``on``, ``off``; ``verify.thinking``) sets
+    the reasoning of both arms; a ``Thinking`` sets it whole (``thinking_for(model,
+    reasoning={"max_tokens": 4000})``: a reasoning budget, which is the room). Sends nothing.
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
@@ -182,6 +196,7 @@ def plan_precision_check(
         repeats=repeats,
         sampling=sampling,
         sampled_n=sampled_n,
+        thinking=thinking,
     )
     return dataclasses.replace(plan, snapshot_sha256=getattr(snap, "sha256", None))
 
@@ -194,8 +209,11 @@ def _plan_hash(plan: VerifyPlan) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def observations_from(path: str | Path, plan: VerifyPlan) -> list[Observation]:
-    """Read the check's output file back into observations (every finished request it records)."""
+def observations_from(
+    path: str | Path, plan: VerifyPlan, *, pilot: bool = False
+) -> list[Observation]:
+    """Read the check's output file back into observations (every finished request it records;
+    with ``pilot``, the pilot's instead)."""
     from openrouter_probe.run.books.output import FINISHED, iter_records
 
     if not Path(path).exists():
@@ -206,8 +224,58 @@ def observations_from(path: str | Path, plan: VerifyPlan) -> list[Observation]:
         if parsed is None or record.get("status") not in FINISHED:
             continue
         tag, run, item_id = parsed
+        if item_id.startswith(PILOT) != pilot:
+            continue
         out.append(Observation.from_output_line(record, endpoint=tag, item_id=item_id, repeat=run))
     return out
+
+
+def _pilot_bodies(plan: VerifyPlan) -> list[tuple[str, dict[str, Any]]]:
+    """The pilot: ``PILOT_REQUESTS`` of the check's own requests to the reference (temperature-0
+    items and sampled prompts, half each when there is an arm) at ``_ceiling(plan)`` tokens."""
+    ref = plan.reference
+    greedy = plan.bodies(ref)
+    sampled = plan.sampled_bodies(ref)[:: plan.sampled.n] if plan.sampled is not None else []
+    half = PILOT_REQUESTS // 2 if sampled else PILOT_REQUESTS
+    chosen = [*greedy[:half], *sampled[: PILOT_REQUESTS - min(half, len(greedy))]]
+    ceiling = _ceiling(plan)
+    return [(PILOT + item_id, {**body, "max_tokens": ceiling}) for item_id, body in chosen]
+
+
+def _pilot_rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
+    """The pilot's rows that ``finished`` does not hold yet."""
+    ref = plan.reference
+    return [
+        _row(rid, ref, body, prices[ref])
+        for item_id, body in _pilot_bodies(plan)
+        if (rid := row_key(ref, item_id)) not in finished
+    ]
+
+
+def _ceiling(plan: VerifyPlan) -> int:
+    """The pilot's ``max_tokens``: ``PILOT_MAX_TOKENS``, or what the reference allows."""
+    endpoint = plan.pinned[plan.reference]
+    return min(PILOT_MAX_TOKENS, endpoint.max_completion_tokens or PILOT_MAX_TOKENS)
+
+
+def _piloted(plan: VerifyPlan, out: str | Path) -> Thinking | None:
+    """The thinking of ``plan`` with the room the pilot in ``out`` measured (``None``: no
+    pilot answer to measure)."""
+    rule = plan.thinking_rule
+    found = [o for o in observations_from(out, plan, pilot=True) if not o.failed]
+    if rule is None or not found:
+        return None
+    ceiling = _ceiling(plan)
+    lengths = [o.reasoning_tokens for o in found]
+    room = room_from_pilot(lengths, ceiling=ceiling)
+    said = (
+        f"{PILOT_MARGIN:g}x the longest reasoning, {max(lengths)} tokens, of a pilot of {len(found)} "
+        f"requests to {plan.reference}"
+    )
+    if any(o.finish_reason == "length" for o in found):
+        said += f"; a pilot answer was cut at {ceiling} tokens, so the room is that ceiling"
+        room = ceiling
+    return dataclasses.replace(rule, room=room, room_said=said, provisional=False)
 
 
 def _rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
@@ -252,8 +320,9 @@ def _row(rid: str, tag: str, body: dict[str, Any], prices: Prices) -> PromptRow:
     )
 
 
-async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
-    """Send every request of ``plan`` that ``options.out`` does not record yet, under one cap."""
+async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -> RunSummary:
+    """Send every request of ``plan`` that ``options.out`` does not record yet, under one cap
+    (with ``pilot``, the pilot's requests only)."""
     try:
         prices = {tag: worst_case_prices([e]) for tag, e in plan.pinned.items()}
         worst = worst_case_prices(plan.pinned.values())
@@ -261,9 +330,10 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
     with open_run(options, job=job) as paid:
-        rows = _rows(plan, paid.state.finished, prices)
+        rows = (_pilot_rows if pilot else _rows)(plan, paid.state.finished, prices)
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         total += plan.sampled.requests if plan.sampled else 0
+        total = len(_pilot_bodies(plan)) if pilot else total
         summary = paid.new_summary(
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
@@ -283,11 +353,11 @@ async def _send(plan: VerifyPlan, options: JobOptions) -> RunSummary:
         )
 
 
-def _run_notes(summary: RunSummary, out: str | Path) -> list[str]:
-    """What the sending did, for the report's notes."""
+def _run_notes(summary: RunSummary, out: str | Path, who: str = "") -> list[str]:
+    """What the sending did (``who``: the pilot), for the report's notes."""
     budget = summary.budget_usd
     notes = [
-        f"sent {summary.requests} request(s) ({summary.rows_already_done} of {summary.rows_total} "
+        f"{who}sent {summary.requests} request(s) ({summary.rows_already_done} of {summary.rows_total} "
         f"already in {out}); spent ${summary.spent_usd:.6f} this run, "
         f"${summary.spent_before_usd + summary.spent_usd:.6f} in all"
         + (f" of the {format_usd(budget)} cap" if budget is not None else "")
@@ -315,6 +385,7 @@ async def verify_precision(
     repeats: int = DEFAULT_REPEATS,
     sampling: str = "greedy",
     sampled_n: int | None = None,
+    thinking: str | Thinking = "job",
     snapshot: Any = None,
     api_key: str | None = None,
     base_url: str | None = None,
@@ -351,32 +422,37 @@ async def verify_precision(
         sleep=sleep,
         backoff=backoff,
     )
-    plan = await asyncio.to_thread(
-        plan_precision_check,
-        model,
-        endpoints=endpoints,
-        policy=policy,
-        reference=reference,
-        suite=suite,
-        n=n,
-        seed=seed,
-        budget_usd=options.budget_usd,
-        snapshot=snapshot,
-        api_key=options.api_key,
-        base_url=options.base_url,
-        alpha=alpha,
-        power=power,
-        tolerance=tolerance,
-        repeats=repeats,
-        sampling=sampling,
-        sampled_n=sampled_n,
-    )
+    planning = functools.partial(
+        plan_precision_check, model, endpoints=endpoints, policy=policy, reference=reference,
+        suite=suite, n=n, seed=seed, budget_usd=options.budget_usd, snapshot=snapshot,
+        api_key=options.api_key, base_url=options.base_url, alpha=alpha, power=power,
+        tolerance=tolerance, repeats=repeats, sampling=sampling, sampled_n=sampled_n,
+    )  # fmt: skip
+    plan, pilot = await _plan_with_pilot(planning, thinking, options)
     if on_plan is not None:
         on_plan(plan)
-    summary = await _send(plan, options)
+    stopped = pilot is not None and pilot.stop_reason != StopReason.DONE
+    summary = pilot if stopped and pilot is not None else await _send(plan, options)
     report = build_report(plan, observations_from(out, plan), snapshot_sha256=plan.snapshot_sha256)
-    notes = [*report.notes, *_run_notes(summary, out)]
+    ran = _run_notes(pilot, out, "the pilot ") if pilot is not None and not stopped else []
+    notes = [*report.notes, *ran, *_run_notes(summary, out)]
     return dataclasses.replace(report, notes=tuple(notes), run=summary)
+
+
+async def _plan_with_pilot(
+    planning: Callable[..., VerifyPlan], thinking: str | Thinking, options: JobOptions
+) -> tuple[VerifyPlan, RunSummary | None]:
+    """The plan; when it thinks with a provisional room, the pilot is sent first (under the
+    check's cap, recorded in its output: a rerun does not send it again) and the plan made
+    again with the room the pilot measured."""
+    plan = await asyncio.to_thread(planning, thinking=thinking)
+    if plan.thinking_rule is None or not plan.thinking_rule.provisional:
+        return plan, None
+    pilot = await _send(plan, options, pilot=True)
+    rule = _piloted(plan, options.out)
+    if rule is not None:
+        plan = await asyncio.to_thread(planning, thinking=rule)
+    return plan, pilot
 
 
 def _suite_files(suite: str | Sequence[str]) -> list[str]:

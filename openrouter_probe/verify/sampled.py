@@ -71,6 +71,8 @@ class SampledTest:
     interval: Interval | None = None
     samples: tuple[int, int] = (0, 0)
     prompts: int = 0
+    #: The power the test had with the samples it compared (``sampled_arm.realised_power``).
+    power: float | None = None
 
 
 def units(text: str | None) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ Row ids: ``TAG|PROMPT~K`` (sample ``K`` of ``PROMPT``; ``~`` is in no built-in i
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from openrouter_probe.verify.stats import clopper_pearson
 from openrouter_probe.verify.suites import Item
 
 __all__ = [
+    "EMPTY_LIMIT",
     "N_GRID",
     "PLANNING_FACTOR",
     "SAMPLED_PROMPTS",
@@ -49,6 +51,7 @@ __all__ = [
     "SampledArm",
     "parse_sample_id",
     "plan_sampled_arm",
+    "realised_power",
     "sample_id",
     "sampled_prompts",
     "sampled_results",
@@ -59,7 +62,8 @@ __all__ = [
 SAMPLINGS = ("greedy", "job")
 #: Open prompts in the sampled arm.
 SAMPLED_PROMPTS = 10
-#: Output tokens a sampled request may spend (the test reads its first ``DEFAULT_LENGTH`` words).
+#: Answer tokens a sampled request may spend (the test reads its first ``DEFAULT_LENGTH`` words);
+#: with thinking, its ``max_tokens`` adds the reasoning room (``verify.thinking``).
 SAMPLED_MAX_TOKENS = 48
 #: The samples per prompt the plan may choose.
 N_GRID = (4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
@@ -67,6 +71,8 @@ N_GRID = (4, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
 PLANNING_FACTOR = 1.3
 #: Simulations behind a planned power (its 95% lower bound is what must reach ``power``).
 POWER_SIMULATIONS = 100
+#: The largest share of samples with no answer an arm is judged with (more: it could not see).
+EMPTY_LIMIT = 0.05
 #: OpenRouter's documented defaults, sent for a model no card registry entry covers.
 _DEFAULTS = {"temperature": 1.0, "top_p": 1.0}
 _SAMPLE = "~"
@@ -116,6 +122,10 @@ class SampledArm:
     permutations: int = DEFAULT_PERMUTATIONS
     factor: float = PLANNING_FACTOR
     warnings: tuple[str, ...] = ()
+    #: Each sample's ``max_tokens``: the answer's 48 and the reasoning room.
+    max_tokens: int = SAMPLED_MAX_TOKENS
+    #: The level the power is planned at: Holm's first step, alpha / family.
+    level: float = 0.05
 
     @property
     def requests_per_endpoint(self) -> int:
@@ -139,10 +149,12 @@ class SampledArm:
                 "model": model,
                 "messages": [{"role": "user", "content": text}],
                 "provider": dict(pin),
-                "max_tokens": SAMPLED_MAX_TOKENS,
+                "max_tokens": self.max_tokens,
                 "reasoning": dict(self.reasoning),
                 **self.settings,
             }
+            if not self.reasoning:
+                del body["reasoning"]  # the model's own default
             out.extend((sample_id(prompt_id, k), dict(body)) for k in range(1, self.n + 1))
         return out
 
@@ -154,8 +166,9 @@ class SampledArm:
             f"sampled arm: {len(self.prompts)} prompts x {self.n} samples per endpoint "
             f"({self.requests} requests, worst "
             + ("?" if worst is None else f"${worst:.4f}")
-            + f") at {said} ({self.source}); MMD test of the first {self.length} words "
-            f"against the reference, {self.permutations} permutations, in the Holm family",
+            + f") at {said} ({self.source}), max_tokens {self.max_tokens}; MMD test of the first "
+            f"{self.length} words against the reference, {self.permutations} permutations, in "
+            "the Holm family",
             f"sampled arm power: {self.power:.0%} against an endpoint sampling at "
             f"{self.factor:g}x the temperature ({self.chosen}; simulated on the fake's "
             "sampling model, docs/verify.md)",
@@ -172,7 +185,12 @@ def job_settings(model: str, *, thinking: bool) -> tuple[dict[str, float], str]:
 
 
 def _costs(
-    pinned: Mapping[str, Endpoint], prompts: Sequence[tuple[str, str]], n: int, *, worst: bool
+    pinned: Mapping[str, Endpoint],
+    prompts: Sequence[tuple[str, str]],
+    n: int,
+    *,
+    worst: bool,
+    max_tokens: int = SAMPLED_MAX_TOKENS,
 ) -> dict[str, Decimal | None]:
     """Each endpoint's cost of ``n`` samples of every prompt (``costs``: counted and priced as
     the temperature-0 arm's)."""
@@ -181,7 +199,7 @@ def _costs(
         for pid, text in prompts
     ]
     n_in = sum(t[1] if worst else t[0] for t in tokens) * n
-    n_out = SAMPLED_MAX_TOKENS * len(prompts) * n
+    n_out = max_tokens * len(prompts) * n
     return {
         tag: request_cost(n_in, n_out, len(prompts) * n, endpoint, worst=worst)
         for tag, endpoint in pinned.items()
@@ -223,17 +241,20 @@ def plan_sampled_arm(
     budget_left: Decimal | None,
     n: int | None = None,
     seed: int = 0,
+    room: int = 0,
 ) -> SampledArm:
     """Plan the arm for the ``pinned`` endpoints (the reference's included): ``family`` is the
     Holm family with the arm's tests in it (the planned power is at its first step, ``alpha /
-    family``); ``budget_left`` what the budget leaves after the temperature-0 arm."""
+    family``); ``budget_left`` what the budget leaves after the temperature-0 arm; ``room`` the
+    reasoning room added to each sample's ``max_tokens``."""
+    max_tokens = SAMPLED_MAX_TOKENS + room
     prompts = sampled_prompts(seed=seed)
     settings, source = job_settings(model, thinking=thinking)
     level = alpha / max(1, family)
     warnings: list[str] = []
 
     def fits(k: int) -> bool:
-        found = _costs(pinned, prompts, k, worst=True).values()
+        found = _costs(pinned, prompts, k, worst=True, max_tokens=max_tokens).values()
         worst = [v for v in found if v is not None]
         if budget_left is None or len(worst) < len(found):
             return True
@@ -269,10 +290,12 @@ def plan_sampled_arm(
         reasoning=dict(reasoning),
         power=reached,
         chosen=how,
-        worst_case_usd=_costs(pinned, prompts, chosen, worst=True),
-        expected_usd=_costs(pinned, prompts, chosen, worst=False),
+        worst_case_usd=_costs(pinned, prompts, chosen, worst=True, max_tokens=max_tokens),
+        expected_usd=_costs(pinned, prompts, chosen, worst=False, max_tokens=max_tokens),
         permutations=_permutations(level),
         warnings=tuple(warnings),
+        max_tokens=max_tokens,
+        level=level,
     )
 
 
@@ -304,6 +327,35 @@ def _smallest_reaching(
     return grid[low], power_at(low)
 
 
+def realised_power(
+    arm: SampledArm, reference: Mapping[str, Sequence[object]], mine: Mapping[str, Sequence[object]]
+) -> float:
+    """The arm's power with the samples that held an answer: the planned power when every prompt
+    has its ``n`` on both sides, else simulated again at the prompts with 2 or more on each side
+    and the samples they have a side (the fewer side's, averaged over them, rounded down; 0 when
+    no prompt has 2)."""
+    counts = [min(len(reference.get(p, ())), len(mine.get(p, ()))) for p, _ in arm.prompts]
+    usable = [c for c in counts if c >= 2]
+    if not usable:
+        return 0.0
+    if len(usable) == len(arm.prompts) and min(usable) >= arm.n:
+        return arm.power
+    n = sum(usable) // len(usable)
+    return _power(n, prompts=len(usable), settings=arm.settings, level=arm.level)
+
+
+def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
+    """Why the arm cannot judge when over ``EMPTY_LIMIT`` of ``who``'s samples held no answer."""
+    count, total = empty
+    if total == 0 or count / total <= EMPTY_LIMIT:
+        return None
+    return (
+        f"{count} of {total} samples ({count / total:.0%}) of {who} held no answer (the "
+        f"reasoning used up max_tokens {arm.max_tokens}): over {EMPTY_LIMIT:.0%}, the arm "
+        "cannot compare them; give the reasoning more room (reasoning.max_tokens)"
+    )
+
+
 def sampled_tests(
     arm: SampledArm,
     completions: Mapping[str, Mapping[str, Sequence[str | None]]],
@@ -311,15 +363,26 @@ def sampled_tests(
     reference: str,
     compared: Sequence[str],
     alpha: float,
+    empty: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, SampledTest | str]:
     """The MMD test of each compared tag against ``reference`` from ``completions`` (tag ->
-    prompt id -> texts), or the reason there is none (too few samples on a side)."""
+    prompt id -> texts that hold an answer), with its realised power, or the reason there is
+    none: too few samples on a side, or over ``EMPTY_LIMIT`` of them empty (``empty``: tag ->
+    (samples with no answer, samples))."""
+    empty = empty or {}
     ref = {p: [units(t) for t in texts] for p, texts in completions.get(reference, {}).items()}
     out: dict[str, SampledTest | str] = {}
     for index, tag in enumerate(compared):
         mine = {p: [units(t) for t in texts] for p, texts in completions.get(tag, {}).items()}
+        blind = _too_empty(arm, "the reference", empty.get(reference, (0, 0))) or _too_empty(
+            arm, "this endpoint", empty.get(tag, (0, 0))
+        )
+        power = realised_power(arm, ref, mine)
+        if blind is not None:
+            out[tag] = f"{blind}; realised power {power:.0%}"
+            continue
         try:
-            out[tag] = mmd_test(
+            found = mmd_test(
                 "sampled_mmd",
                 ref,
                 mine,
@@ -329,7 +392,9 @@ def sampled_tests(
                 alpha=alpha,
             )
         except ValueError as exc:
-            out[tag] = str(exc)
+            out[tag] = f"{exc}; realised power {power:.0%}"
+            continue
+        out[tag] = dataclasses.replace(found, power=power)
     return out
 
 
@@ -353,10 +418,12 @@ def sampled_results(
             found.p_value,
             None,
             "differs" if rejected else "inconclusive",
-            f"MMD^2 (Hamming kernel, first {arm.length} words) of {found.samples[0]} samples "
-            f"against the reference's {found.samples[1]} over {found.prompts} prompts at "
-            f"{said}; {found.permutations} within-prompt permutations; shows a difference, "
-            "never equality",
+            f"MMD^2 (Hamming kernel, first {arm.length} words of the answer) of "
+            f"{found.samples[0]} samples holding an answer against the reference's "
+            f"{found.samples[1]} over {found.prompts} prompts at {said}; "
+            f"{found.permutations} within-prompt permutations; realised power "
+            + ("?" if found.power is None else f"{found.power:.0%}")
+            + "; shows a difference, never equality",
             deciding=True,
             p_adjusted=adjusted,
         ),

@@ -1,0 +1,154 @@
+"""Whether a check thinks, and the room its answers get past the reasoning.
+
+``verify --thinking`` chooses it for both arms: ``off`` sends ``reasoning: {"effort": "none"}``;
+``on`` sends ``reasoning: {"enabled": true}``; ``job`` (the command's default) does what the job
+does: a model whose card the registry knows (``rules.sampling``: Kimi K2.5) thinks by default,
+so ``{"enabled": true}`` is sent to every endpoint (and the sampled arm samples at the card's
+values with thinking: temperature 1.0, top_p 0.95); another model gets no ``reasoning`` at all,
+its own default (treated as thinking when the check sizes and prices its requests).
+
+A thinking answer spends its reasoning first, inside ``max_tokens``: a request sized for the
+answer alone comes back with no answer (``finish_reason: "length"``). So each request's
+``max_tokens`` grows by the *reasoning room*: the reasoning budget the request sets
+(``reasoning.max_tokens``, which caps the reasoning where the endpoint honours it), else the
+room a short pilot measured (``verify_precision``: the longest reasoning of a few requests to the
+reference, times ``PILOT_MARGIN``), else ``DEFAULT_ROOM`` until a pilot has run. The report
+counts what was cut all the same: a sample with no answer is not a sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from openrouter_probe.errors import OptionError
+from openrouter_probe.rules.sampling import sampling_advice
+
+__all__ = [
+    "DEFAULT_ROOM",
+    "PILOT_MARGIN",
+    "PILOT_MAX_TOKENS",
+    "THINKINGS",
+    "Thinking",
+    "room_from_pilot",
+    "thinking_for",
+]
+
+#: ``verify --thinking``: the job's own rule, on, off.
+THINKINGS = ("job", "on", "off")
+#: Reasoning room (tokens) before a pilot has measured the model's reasoning.
+DEFAULT_ROOM = 2048
+#: The pilot's longest reasoning times this is the room (a reasoning length is heavy-tailed).
+PILOT_MARGIN = 3.0
+#: The pilot's ``max_tokens`` (or the reference's own limit, when lower).
+PILOT_MAX_TOKENS = 8192
+
+_OFF: dict[str, Any] = {"effort": "none"}
+_ON: dict[str, Any] = {"enabled": True}
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """What the check sends for reasoning, whether it thinks, its reasoning room and why.
+
+    ``reasoning`` is the block every request carries (empty: none is sent, the model's default);
+    ``room`` the tokens added to each request's ``max_tokens`` (0 without thinking); ``said`` and
+    ``room_said`` the plan's words for them."""
+
+    reasoning: Mapping[str, Any]
+    on: bool
+    room: int
+    said: str
+    room_said: str
+    #: The room is ``DEFAULT_ROOM``, standing in until a pilot measures the reasoning.
+    provisional: bool = False
+
+    def lines(self) -> list[str]:
+        """The plan's lines: what is sent, the room, and the text compared."""
+        if not self.on:
+            return [f"thinking: {self.said}, both arms; the answers are compared"]
+        return [
+            f"thinking: {self.said}, both arms; each request's max_tokens grows by a reasoning "
+            f"room of {self.room} tokens ({self.room_said})",
+            "compared: the answer text (message content), the reasoning apart; an answer cut "
+            "at max_tokens is counted, and a sample with an empty answer is not a sample",
+        ]
+
+
+def _off(reasoning: Mapping[str, Any]) -> bool:
+    return reasoning.get("effort") == "none" or reasoning.get("enabled") is False
+
+
+def _budget(reasoning: Mapping[str, Any]) -> int | None:
+    value = reasoning.get("max_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def thinking_for(
+    model: str,
+    thinking: str | Thinking | None = None,
+    *,
+    reasoning: Mapping[str, Any] | None = None,
+    room: int | None = None,
+    room_said: str | None = None,
+) -> Thinking:
+    """The thinking of a check of ``model``: ``thinking`` (``job``, ``on``, ``off``) or, when
+    ``None``, the ``reasoning`` block as given (default ``{"effort": "none"}``). A ``reasoning``
+    block with ``max_tokens`` sets the room; else ``room`` (a pilot's, said by ``room_said``),
+    else ``DEFAULT_ROOM``. A ``Thinking`` is returned as it is."""
+    if isinstance(thinking, Thinking):
+        return thinking
+    if thinking is not None and thinking not in THINKINGS:
+        raise OptionError("{thinking=}: must be one of " + ", ".join(THINKINGS), thinking=thinking)
+    if thinking is not None and reasoning is not None:
+        raise OptionError(
+            "give {thinking} or {reasoning}, not both", thinking=thinking, reasoning=reasoning
+        )
+    advice = sampling_advice(model)
+    if thinking == "off" or (thinking is None and (reasoning is None or _off(reasoning))):
+        block = dict(_OFF if reasoning is None else reasoning)
+        return Thinking(block, False, 0, f"off (reasoning {_said(block)})", "")
+    if thinking == "on":
+        block, said = dict(_ON), "on (reasoning {...})"
+    elif thinking == "job" and advice is not None:
+        block = dict(_ON)
+        said = f"on, as the job runs {model} (it thinks by default; {advice.source})"
+    elif thinking == "job":
+        block, said = {}, f"{model}'s own default (no reasoning sent; no card known for it)"
+    else:
+        assert reasoning is not None
+        block, said = dict(reasoning), "on (reasoning {...})"
+    said = said.replace("{...}", _said(block))
+    budget = _budget(block)
+    if budget is not None:
+        return Thinking(
+            block, True, budget, said, "the reasoning budget sent, reasoning.max_tokens"
+        )
+    if room is not None:
+        return Thinking(block, True, room, said, room_said or "as given")
+    return Thinking(
+        block,
+        True,
+        DEFAULT_ROOM,
+        said,
+        "a default until the pilot, a few requests to the reference sent first under the same "
+        "cap, measures the model's reasoning",
+        provisional=True,
+    )
+
+
+def room_from_pilot(reasoning_tokens: list[int], *, ceiling: int) -> int:
+    """The reasoning room from a pilot's reasoning lengths: the longest times ``PILOT_MARGIN``
+    (at least 256, at most ``ceiling``)."""
+    longest = max(reasoning_tokens, default=0)
+    return min(ceiling, max(256, math.ceil(longest * PILOT_MARGIN)))
+
+
+def _said(block: Mapping[str, Any]) -> str:
+    if not block:
+        return "not sent"
+    return ", ".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in block.items()
+    )
