@@ -298,7 +298,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             paid.options = options = dataclasses.replace(options, batch=settings)
         if asked.dry_run:
             paid.count_unjournaled(summary, prices, asked.max_tokens)
-            await key_check(summary, options, asked)
+            await key_check(summary, paid, asked, todo, prices, compiled.model)
             for text in summary.warnings:  # a real run says them in PaidRun.run
                 log.warning(text)
             return summarize_dry_run(

@@ -22,6 +22,7 @@ counted at its worst case until settled.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from collections.abc import Callable
@@ -32,7 +33,8 @@ from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.money.limit import START_REQUESTS, AdaptiveLimit, DollarWindow
+from openrouter_probe.run.money.journal import window_line
+from openrouter_probe.run.money.limit import AdaptiveLimit, WindowStart
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import (
@@ -78,6 +80,7 @@ class Run:
         send: Sender,
         summary: SummaryDraft,
         progress: Progress | None = None,
+        start: WindowStart | None = None,
     ) -> None:
         self.options = options
         self.source = source
@@ -90,8 +93,12 @@ class Run:
         self.progress = progress
         self.clock = options.clock
         self.stream = builder.stream
-        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch)
-        self.dollars = DollarWindow(start_requests=START_REQUESTS)
+        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch), opened
+        # where ``start`` says (``run.money.limit.window_start``: what the account allows); what
+        # in-flight 402s teach it is journaled (a resume starts there)
+        journal = books.journal
+        learned = None if journal is None else functools.partial(window_line, journal)
+        self.dollars = (start or WindowStart()).window(learned)
         if options.batch is None:
             books.window = self.dollars
         cap = books.cap
