@@ -104,6 +104,41 @@ def test_a_resume_starts_at_the_last_window_learned() -> None:
     assert sent[0] == 12 and sent[1] <= 13  # learned: about one request more per round trip
 
 
+def _account(budget: int, concurrency: int = 200, rows: int = 300) -> tuple[int, int, float]:
+    """``rows`` rows at ``concurrency`` on an account whose balance ($50) covers the concurrency
+    and whose in-flight budget holds ``budget`` requests, round trip by round trip (refusals come
+    back first, a refused row goes again the next round trip): the attempts, the in-flight 402s,
+    and the mean held once the window learned, as a share of the budget."""
+    window = window_start(concurrency=concurrency, worst_usd=W, balance_usd=Decimal(50)).window()
+    left, attempts, refusals, held_shares = rows, 0, 0, []
+    while left:
+        flying = 0
+        while flying < min(concurrency, left) and window.admits(W * flying, flying, W):
+            flying += 1
+        attempts += flying
+        held = min(flying, budget)
+        for _ in range(flying - held):
+            refusals += 1
+            window.refused(W * held, held, W)
+        for _ in range(held):
+            window.on_success(W)
+        left -= held
+        if window.learned:
+            held_shares.append(held / budget)
+    return attempts, refusals, sum(held_shares) / len(held_shares)
+
+
+def test_a_budget_of_ten_requests_is_learned_in_the_probe() -> None:
+    attempts, refusals, held = _account(10)
+    assert attempts == 300 + refusals  # every row finishes; a refusal is sent again
+    assert refusals / attempts <= 0.05  # 13 of 313
+    assert held >= 0.8  # once learned, 88% of the budget held on average
+    # what the probe cannot see: a budget between it and the concurrency takes the second round
+    # trip's burst (refused, never billed: each waits its Retry-After), then is learned
+    attempts, refusals, _ = _account(20)
+    assert refusals == 181 and attempts == 481
+
+
 # -- what the account says ----------------------------------------------------------------------
 
 
