@@ -311,6 +311,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 asked=asked,
                 book=book,
                 every_shard=rows.every_shard,
+                lengths=paid.state.lengths,
             )
         return await paid.run(
             todo,

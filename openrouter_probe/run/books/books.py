@@ -403,6 +403,7 @@ class Books:
         details = usage.get("completion_tokens_details") or {}
         tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
         tally.cost_usd += cost or 0
+        c.lengths.add(tokens, answer.truncated)
         if last:
             truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1
@@ -470,6 +471,9 @@ class Books:
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
+        cut = c.lengths.note()
+        if cut is not None:
+            s.notes.append(cut)
         unsettled = unsettled_note(self.reconciler)
         if unsettled:
             self.warn(unsettled)

@@ -17,8 +17,9 @@ Where it opens is ``WindowStart`` (``window_start``). With the account's balance
 (``GET /credits``), the first round trip probes at ``START_REQUESTS`` requests (at most what the
 balance covers), and the first answer, when no in-flight 402 came before it (a refusal comes
 back before any answer: it is decided before the request is served), opens the window at what the
-account allows (``then_requests``, ``then_usd``): ``--concurrency`` requests' worst case when the
-balance covers that many, else the balance. With the balance unread, the slow start above; on a
+account allows (``then_usd``): twice ``--concurrency`` requests' worst case when the balance covers
+that many (rows dearer than the first still fill it; the request limit holds the count at
+``--concurrency``), else the balance. With the balance unread, the slow start above; on a
 resume, where the last run's window ended (its ``window`` journal line), learned. OpenRouter's
 exemption from the in-flight budget ("a balance at or above a threshold") has no published
 figure, so no start assumes it; its budget is "a fraction of" the balance, "up to a fixed
@@ -257,7 +258,8 @@ def window_start(
     if covers >= concurrency:
         return WindowStart(
             usd=balance,
-            then_requests=concurrency,
+            # twice: rows dearer than the first still fill it (``--concurrency`` holds the count)
+            then_usd=min(balance, worst_usd * concurrency * 2),
             most_usd=balance,
             why=Message(
                 "window-at-concurrency",
