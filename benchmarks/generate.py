@@ -289,6 +289,7 @@ class LatencyStub:
     def reset(self) -> None:
         self.held = self.most = self.most_early = self.answered = 0
         self.first: float | None = None
+        self.arrivals: list[float] = []  # when each chat request came, from the first
 
     def _body(self, n: int) -> bytes:
         prompt = 20
@@ -336,6 +337,7 @@ class LatencyStub:
             now = time.monotonic()
             if self.first is None:
                 self.first = now
+            self.arrivals.append(now - self.first)
             self.held += 1
             self.most = max(self.most, self.held)
             if now - self.first <= 2 * self.latency_s:
