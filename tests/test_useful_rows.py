@@ -6,6 +6,7 @@ and how many of them come whole as the output's earlier answers did."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from decimal import Decimal
 from pathlib import Path
@@ -107,3 +108,36 @@ def test_the_summary_and_the_dry_run_say_what_is_cut_and_what_a_dollar_buys(
     assert useful.values["per"] == Decimal(10) / after.expected_usd
     assert useful.values["useful"] == useful.values["per"] * share
     assert _note(after, "answers-cut").code == note.code
+
+
+def test_budget_says_useful_rows_per_dollar_as_a_pilots_answers_were(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+
+    pilot = tmp_path / "pilot.jsonl"
+    lines = [
+        {"id": f"r{i}", "status": "ok", "usage": {"completion_tokens": 10 * (i + 1)}}
+        for i in range(19)
+    ]
+    lines.append({"id": "r19", "status": "truncated", "usage": {"completion_tokens": 400}})
+    write_prompts(pilot, lines)
+    base = ["budget", "moonshotai/kimi-k2.5", "--offline", "--budget-usd", "10"]
+    sizes = ["--output-tokens", "1M", "--prompt-tokens", "100", "--output-tokens-per-request"]
+    runner = CliRunner()
+    text = runner.invoke(cli, [*base, *sizes, "400", "--answers", str(pilot)])
+    assert text.exit_code == 0, text.output
+    said = " ".join(text.stdout.split())
+    assert "useful rows per dollar: " in said and "(95.0% whole, as the 20 answers of" in said
+    # 19 of 20 needed whole: the 19th shortest whole answer, 190 tokens
+    assert "1 of 20 answers cut at max_tokens (5.0%); max_tokens=190 would have kept" in said
+    data = runner.invoke(cli, [*base, *sizes, "400", "--answers", str(pilot), "--format", "json"])
+    useful = json.loads(data.stdout)["useful_rows"]
+    plan = json.loads(data.stdout)
+    per = Decimal(plan["requests"]) / Decimal(str(plan["blended"]["all_in"]["cost_usd"]))
+    assert useful[0].startswith(
+        f"useful rows per dollar: {per * Decimal('0.95'):,.1f} of {per:,.1f}"
+    )
+    refused = runner.invoke(cli, [*base, "--output-tokens", "1M", "--answers", str(pilot)])
+    assert refused.exit_code == 2
+    assert "--answers needs --output-tokens-per-request" in refused.output

@@ -17,7 +17,7 @@ from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run import checks
 from openrouter_probe.run.books.turns import TurnBook
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.counts import AnswerLengths
+from openrouter_probe.run.counts import AnswerLengths, useful_rows
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import PaidRun
 from openrouter_probe.run.rows import PromptRow
@@ -77,35 +77,6 @@ def _shard_shares(
     shares = shard_shares(parts, shard[0], None if book is not None else worst)
     summary.shard_shares = [s.to_dict() for s in shares]
     summary.notes.append(shard_shares_note(shares))
-
-
-def _useful_rows(rows: int, cost_usd: Decimal, lengths: AnswerLengths) -> list[str]:
-    """Rows per dollar at the expected cost, and how many of them come whole (``lengths``: the
-    output's earlier answers; none: unknown, said so)."""
-    if cost_usd <= 0:
-        return []
-    per = rows / cost_usd
-    if not lengths.answers:
-        return [
-            Message(
-                "useful-rows-unknown",
-                "rows per dollar: {per:,.1f} at the expected cost; how many come whole (not cut "
-                "at {max_tokens:bare}) is unknown until answers come: the run's summary says",
-                per=per,
-            )
-        ]
-    whole = Decimal(lengths.answers - lengths.cut) / lengths.answers
-    said = Message(
-        "useful-rows",
-        "useful rows per dollar: {useful:,.1f} of {per:,.1f} at the expected cost ({whole:.1%} "
-        "whole, as the output's {answers:,d} earlier answers were)",
-        useful=per * whole,
-        per=per,
-        whole=whole,
-        answers=lengths.answers,
-    )
-    cut = lengths.note()
-    return [said] if cut is None else [said, cut]
 
 
 def summarize_dry_run(
@@ -176,7 +147,7 @@ def summarize_dry_run(
             )
         )
     summary.expected_usd = figures.cost_usd
-    summary.notes.extend(_useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
+    summary.notes.extend(useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
     summary.message = (
         plan.headline
         if budget is not None

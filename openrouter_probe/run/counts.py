@@ -10,7 +10,7 @@ from decimal import Decimal
 from openrouter_probe.errors import Message
 from openrouter_probe.run.summary import ProviderTally
 
-__all__ = ["AnswerLengths", "Counts"]
+__all__ = ["AnswerLengths", "Counts", "useful_rows"]
 
 #: The share of answers ``AnswerLengths.keeps`` says a ``max_tokens`` for.
 WHOLE_SHARE = 0.95
@@ -78,6 +78,39 @@ class AnswerLengths:
 
 
 _ZERO = Decimal(0)
+
+
+def useful_rows(
+    rows: int, cost_usd: Decimal, lengths: AnswerLengths, source: str = "the output so far"
+) -> list[str]:
+    """Rows per dollar (``rows`` for ``cost_usd``), and the useful ones: whole (not cut at
+    ``max_tokens``) as the answers of ``source`` (``lengths``) were; with no answers, that
+    share is unknown and said so."""
+    if cost_usd <= 0 or rows <= 0:
+        return []
+    per = rows / cost_usd
+    if not lengths.answers:
+        return [
+            Message(
+                "useful-rows-unknown",
+                "rows per dollar: {per:,.1f} at the expected cost; how many come whole (not cut "
+                "at {max_tokens:bare}) is unknown until answers come: the run's summary says",
+                per=per,
+            )
+        ]
+    whole = Decimal(lengths.answers - lengths.cut) / lengths.answers
+    said = Message(
+        "useful-rows",
+        "useful rows per dollar: {useful:,.1f} of {per:,.1f} at the expected cost ({whole:.1%} "
+        "whole, as the {answers:,d} answers of {source:s} were)",
+        useful=per * whole,
+        per=per,
+        whole=whole,
+        answers=lengths.answers,
+        source=source,
+    )
+    cut = lengths.note()
+    return [said] if cut is None else [said, cut]
 
 
 @dataclass
