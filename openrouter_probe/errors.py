@@ -215,6 +215,7 @@ def rendered(text: object, term: Term) -> str:
 #: table of the same steps as command lines).
 ADVICE: dict[str, str] = {
     "save_snapshot": "`orp.probe(MODEL).save(PATH)`",
+    "no_cap": "`budget_usd=None`",
     "save_model_snapshot": '`orp.probe("{model:s}").save(PATH)`',  # a message with ``model``
     "verify_evidence": "`orp.verify_precision(...)` and `report.to_evidence_yaml()`",
     "plan_verify": "`orp.plan_precision_check(...)`",

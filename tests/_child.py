@@ -20,11 +20,15 @@ async def _no_sleep(seconds: float) -> None:
 
 def batch_options(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` as ``generate`` takes them: a ``batch`` given as JSON (``{"size": 4}``) becomes
-    the ``BatchOptions`` it stands for."""
+    the ``BatchOptions`` it stands for, a ``source`` (``{"row_params": "max_tokens"}``) the
+    ``SourceOptions``."""
+    from openrouter_probe.generation.manifest import SourceOptions
     from openrouter_probe.run.send.batch_plan import BatchOptions
 
     if isinstance(options.get("batch"), dict):
         options["batch"] = BatchOptions(**options["batch"])
+    if isinstance(options.get("source"), dict):
+        options["source"] = SourceOptions.of(**options["source"])
     return options
 
 

@@ -126,3 +126,12 @@ def journal_reconciled(path: Path) -> dict[str, Decimal]:
         elif "reconciled" in item:
             out[gens[(item["run"], item["reconciled"])]] = Decimal(item["cost_usd"])
     return out
+
+
+def cache_job(out: Path) -> str:
+    """The response cache's job salt of the output ``out``, as its journal's header holds it."""
+    for line in Path(f"{out}.ledger").read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        if isinstance(item.get("cache_job"), str):
+            return str(item["cache_job"])
+    raise AssertionError(f"{out}: no cache_job in its journal")

@@ -79,13 +79,17 @@ class Outcome:
     kept_turns: int = 0  # lines of the turns file (turns kept while their row was unfinished)
     runs: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    searching: int = 0  # rows with a web search server tool
+    searched: int = 0  # finished records whose answer ran a web search
+    byok: int = 0  # finished records answered BYOK (the provider's part billed to the key)
 
     def line(self) -> str:
         return (
             f"seed {self.seed}: billed ${self.billed_usd} <= cap ${self.budget_usd}, counted "
             f"${self.counted_usd}; {self.generations} generations, {self.finished} rows finished; "
             f"{self.kills} kill(s), {self.refused} refused; --turns {self.turns} "
-            f"({self.kept_turns} kept); runs: "
+            f"({self.kept_turns} kept); {self.searching} row(s) searching ({self.searched} "
+            f"searched), {self.byok} BYOK; runs: "
             f"{', '.join(self.runs)}"
         )
 
@@ -94,7 +98,7 @@ def _faults(rng: random.Random) -> str:
     """Every fault kind at a random rate (some absent), the waiting ones short."""
     parts = []
     for kind in sorted(FAULT_KINDS):
-        if kind in SEPARATE_DRAWS:
+        if kind in SEPARATE_DRAWS or kind in NOT_DRAWN:
             continue
         rate = rng.choice([0, 0, 0.02, 0.05, 0.1])
         if rate:
@@ -104,18 +108,43 @@ def _faults(rng: random.Random) -> str:
 
 
 #: Fault kinds drawn from their own seed (``_separate``), so that the draws of the others stay what
-#: they were before these kinds were added.
-SEPARATE_DRAWS = ("in_flight_402",)
+#: they were before these kinds were added: the in-flight 402, BYOK answers (the provider's part
+#: billed to the user's key, in ``cost_details``).
+SEPARATE_DRAWS = ("in_flight_402", "byok")
+#: The account's refusals stop a run at the first one, and the in-flight 402 whose wait is in its
+#: body is the in-flight 402 again (``tests/test_account_refusals.py``): not in the random mix.
+NOT_DRAWN = ("attestation_403", "guardrail_404", "org_budget_403", "in_flight_402_body")
+#: The web search server tool some rows carry (``_server_tools``), its searches in the bill.
+WEB_SEARCH = {"type": "openrouter:web_search", "parameters": {"max_uses": 1, "max_results": 2}}
+#: The rates each of ``SEPARATE_DRAWS`` is drawn from (the others: up to 5%).
+RATES = {"in_flight_402": [0, 0.02, 0.05, 0.1], "byok": [0, 0, 0.05, 0.2]}
 
 
 def _separate(seed: int) -> str:
     rng = random.Random(seed + 200_000)
     parts = []
     for kind in SEPARATE_DRAWS:
-        rate = rng.choice([0, 0.02, 0.05, 0.1])
+        rate = rng.choice(RATES.get(kind, [0, 0, 0.02, 0.05]))
         if rate:
             parts.append(f"{kind}={rate}/{WAITS.get(kind, 0)}")
     return ",".join(parts)
+
+
+def _server_tools(path: Path, seed: int, budget: Decimal) -> int:
+    """Give about a tenth of the rows a web search (in the scenarios whose cap holds such a
+    request: its worst case counts the whole context); return how many. Drawn apart."""
+    rng = random.Random(seed + 300_000)
+    if budget < 1:
+        return 0
+    lines, searching = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if rng.random() < 0.1:
+            row["tools"] = [WEB_SEARCH]
+            searching += 1
+        lines.append(json.dumps(row) + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+    return searching
 
 
 def _prompts(path: Path, rng: random.Random, rows: int) -> None:
@@ -161,6 +190,7 @@ def _options(tmp: Path, rng: random.Random, budget: Decimal, base_url: str) -> d
         "out": str(tmp / "out.jsonl"),
         "budget_usd": str(budget),
         "max_tokens": rng.choice([50, 100, 300]),
+        "source": {"row_params": "max_tokens"},  # a row's own max_tokens, where it has one
         "stream": rng.random() < 0.5,
         "concurrency": rng.choice([4, 16, 64]),
         "read_timeout_s": rng.choice([300.0, 0.02]),
@@ -237,6 +267,10 @@ def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
     records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
     outcome.finished = len(finished)
+    for r in finished:
+        usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+        outcome.searched += "server_tool_use_details" in usage
+        outcome.byok += usage.get("is_byok") is True
     ids = [r["id"] for r in finished]
     if len(ids) != len(set(ids)):
         problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
@@ -310,11 +344,13 @@ def run_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
     if turns == "all":
         _multi_turn(tmp / "prompts.jsonl", turns_rng)
     budget = Decimal(rng.choice(["0.01", "0.03", "0.08", "1"]))
+    searching = _server_tools(tmp / "prompts.jsonl", seed, budget)
     faults = ",".join(f for f in (_faults(rng), _separate(seed)) if f)
     lag = rng.choice([0, 0, 0.2])
     with serve(speed=0, seed=seed, faults=faults or None, generation_lag_s=lag) as fake:
         options = {**_options(tmp, rng, budget, fake.base_url), "turns": turns}
         outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0, turns=turns)
+        outcome.searching = searching
         for step in range(2):
             kill_at = rng.randint(1, count) if rng.random() < 0.7 else None
             status, killed = _child(options, fake, kill_at)
@@ -414,6 +450,10 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
     records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
     outcome.finished = len(finished)
+    for r in finished:
+        usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+        outcome.searched += "server_tool_use_details" in usage
+        outcome.byok += usage.get("is_byok") is True
     ids = [r["id"] for r in finished]
     if len(ids) != len(set(ids)):
         problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")

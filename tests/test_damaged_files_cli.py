@@ -1,4 +1,4 @@
-"""Issue 18: every edge a new user touches, end to end through the CLI on the fake OpenRouter.
+"""Every edge a new user touches, end to end through the CLI on the fake OpenRouter.
 
 Each test runs the commands as a user does (``openrouter-probe generate|audit|export ...`` in
 process, against ``fake.serve(speed=0)`` on loopback) and asserts the exact line the user reads,
@@ -40,9 +40,10 @@ def _invoke(fake: FakeServer, *args: str | Path) -> Result:
 
 
 def _generate(fake: FakeServer, prompts: Path, out: Path, *extra: str) -> Result:
+    cap = () if "--budget-usd" in extra else ("--no-budget",)  # the fake's key has no limit
     return _invoke(
         fake, "generate", prompts, "--policy", POLICY, "--out", out, "--max-tokens", "40",
-        "--quiet", *extra,
+        "--quiet", *cap, *extra,
     )  # fmt: skip
 
 
@@ -318,7 +319,7 @@ def test_a_prompts_line_that_is_not_json_names_the_column_in_that_line(tmp_path:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": \n{"id" "c"}\n')
     with pytest.raises(ConfigError) as info:
-        read_prompts(path)
+        read_prompts(path, strict=True)
     text = str(info.value)
     assert f"{path.name}:2: not JSON (Expecting value at column 24)" in text
     assert f"{path.name}:3: not JSON (Expecting ':' delimiter at column 7)" in text

@@ -141,6 +141,42 @@ CASES: list[tuple[str, int, dict[str, Any], bool, str]] = [
     ),
     ("404 no endpoints found for", 404, _err(404, "No endpoints found for x/y."), False, "run"),
     (
+        "404 guardrail and data policy (3p, 2026)",
+        404,
+        _err(
+            404,
+            "0 endpoints out of 1 requested are available matching your guardrail restrictions "
+            "and data policy",
+            ineligibility_reasons=[
+                {"reason": "data_policy", "configure_url": "https://openrouter.ai/settings/privacy"}
+            ],
+            routing_funnel=[{"step": "Initial Endpoints", "endpoint_count": 1}],
+            failed_routing_step="Filter by Guardrails",
+        ),
+        False,
+        "run",
+    ),
+    (
+        "403 attestation gate (3p, 2026)",
+        403,
+        _err(
+            403,
+            "This model requires you to complete the following before use: 18+ age "
+            "confirmation. Confirm at https://openrouter.ai/settings/preferences.",
+            missing_attestation_types=["age_18plus"],
+            failed_routing_step="Gate Endpoints with Attestations",
+        ),
+        False,
+        "run",
+    ),
+    (
+        "403 organisation budget (3p, 2026)",
+        403,
+        _err(403, "Budget limit exceeded (monthly limit). Contact your org admin."),
+        False,
+        "run",
+    ),
+    (
         "400 invalid model id",
         400,
         _err(400, "moonshotai/kimi-k9 is not a valid model ID"),

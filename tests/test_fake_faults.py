@@ -53,7 +53,7 @@ def test_spec_parses_rates_schedules_tags_and_seconds() -> None:
     [
         (
             "upstream_428=0.1",
-            "unknown fault 'upstream_428' (known: batch_404, batch_expire, batch_failed, choice_error, drop,",
+            "unknown fault 'upstream_428' (known: attestation_403, batch_404, batch_expire, batch_failed,",
         ),
         ("drop", "expected KIND=RATE or KIND=@N"),
         ("drop=2", "rate 2.0 must be between 0 and 1"),

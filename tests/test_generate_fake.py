@@ -177,7 +177,7 @@ def test_kill_9_then_resume_loses_nothing_and_pays_once(tmp_path: Path, seed: in
     kill_at = random.Random(seed).randint(20, 600)
     with serve(speed=0, seed=seed) as fake:
         proc = subprocess.Popen(
-            _cli(tmp_path, fake.base_url),
+            _cli(tmp_path, fake.base_url, "--no-budget"),
             env=_env(fake.base_url),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -192,7 +192,7 @@ def test_kill_9_then_resume_loses_nothing_and_pays_once(tmp_path: Path, seed: in
         first = records(tmp_path / "out.jsonl") if (tmp_path / "out.jsonl").exists() else []
         assert len(first) < rows, "the run ended before the kill: raise rows"
         done = subprocess.run(
-            _cli(tmp_path, fake.base_url, "--format", "json"),
+            _cli(tmp_path, fake.base_url, "--no-budget", "--format", "json"),
             env=_env(fake.base_url),
             capture_output=True,
             text=True,
@@ -319,7 +319,10 @@ def test_cli_402_is_one_clear_message_without_traceback(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(100))
     with serve(speed=0, seed=8, credit_usd=0.005) as fake:
         run = subprocess.run(
-            _cli(tmp_path, fake.base_url), env=_env(fake.base_url), capture_output=True, text=True
+            _cli(tmp_path, fake.base_url, "--no-budget"),
+            env=_env(fake.base_url),
+            capture_output=True,
+            text=True,
         )
         assert run.returncode == 1
         assert "Traceback" not in run.stderr + run.stdout
@@ -332,7 +335,7 @@ def test_cli_sigint_drains_then_resume_completes(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(rows))
     with serve(speed=0, seed=9) as fake:
         proc = subprocess.Popen(
-            _cli(tmp_path, fake.base_url),
+            _cli(tmp_path, fake.base_url, "--no-budget"),
             env=_env(fake.base_url),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -352,7 +355,10 @@ def test_cli_sigint_drains_then_resume_completes(tmp_path: Path) -> None:
         assert sum(Decimal(str(r["cost_usd"])) for r in out) == fake.ledger.total_usd
         assert len(fake.ledger) == len(out)
         done = subprocess.run(
-            _cli(tmp_path, fake.base_url), env=_env(fake.base_url), capture_output=True, text=True
+            _cli(tmp_path, fake.base_url, "--no-budget"),
+            env=_env(fake.base_url),
+            capture_output=True,
+            text=True,
         )
         assert done.returncode == 0, done.stderr
         assert len(fake.ledger) == rows == len(records(tmp_path / "out.jsonl"))  # none paid twice

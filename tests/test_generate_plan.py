@@ -45,7 +45,7 @@ def _plan(tmp_path: Path, **given: Any) -> GeneratePlan:
 
 
 def test_generate_takes_exactly_the_plans_fields() -> None:
-    assert DERIVED == ("shard_source", "options")
+    assert DERIVED == ("budget_from_key", "shard_source", "mix", "options")
     assert [name for name in FIELDS if name not in DERIVED] == KEYWORDS
 
 
@@ -75,7 +75,7 @@ def test_the_cli_defaults_are_generates(tmp_path: Path) -> None:
         got = _default(param)
         assert got in (wanted, getattr(plan, param.name)), param.name
         compared += 1
-    assert compared == 22  # offline among them (review of 0.3)
+    assert compared == 27  # offline among them (review of 0.3); the mixes, mix_seed, samples
     assert plan.attempts == 6 and plan.concurrency == 256 and plan.max_tokens == 4096
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation.prompts import parse_shard, read_prompts, row_id, shard_of
+from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.run.books.output import OutputLog, iter_records, load_resume_state
 from openrouter_probe.run.money.spend import Prices, SpendCap, prompt_tokens_bound
 
@@ -28,12 +29,15 @@ def test_rows_messages_prompt_ids_datasets_params(tmp_path: Path) -> None:
         '{"prompt": "What is 37 * 41?", "dataset": "math", "temperature": 0, "max_tokens": 50}\n'
         '{"id": 7, "prompt": "x"}\n',
     )
-    rows = read_prompts(path)
+    rows = read_prompts(path, fields=FieldMap(params=("temperature", "max_tokens")))
     a, b, c = rows.rows
     assert a.id == "a" and a.dataset == "default" and len(a.messages) == 2 and a.line == 1
     assert b.messages == [{"role": "user", "content": "What is 37 * 41?"}]
     assert b.dataset == "math" and b.params == {"temperature": 0, "max_tokens": 50} and b.line == 3
     assert b.id == row_id(b.messages, "math", {"temperature": 0, "max_tokens": 50})
+    unnamed = read_prompts(path).rows[1]  # the columns not sent: the same id (resume finds it)
+    assert unnamed.params == {} and unnamed.id == b.id
+    assert unnamed.extra == {"meta": {"temperature": 0, "max_tokens": 50}}
     assert b.id.startswith("h-") and len(b.id) == 26
     assert c.id == "7"
     assert rows.datasets == ["default", "math"]
@@ -59,26 +63,37 @@ def test_every_bad_line_is_named(tmp_path: Path) -> None:
         '{"messages": [{"role": "robot", "content": "x"}]}\n'
         '{"prompt": "x", "messages": [{"role": "user", "content": "y"}]}\n'
         '{"prompt": "x", "model": "openai/gpt-4o"}\n'
-        '{"prompt": "x", "max_tokens": 0}\n'
+        '{"prompt": "z", "max_tokens": 0}\n'
         '{"id": true, "prompt": "x"}\n'
         '{"dataset": ""}\n',
     )
     with pytest.raises(ConfigError) as info:
-        read_prompts(path)
+        read_prompts(path, strict=True)
     text = str(info.value)
-    assert f"{path}: 5 bad line(s)" in text
-    for line, why in [
+    assert f"{path}: 6 bad line(s)" in text  # strict: every row that cannot be sent
+    bad = [
         (2, "not JSON"),
         (3, "a row is a JSON object, not a list"),
-        (7, "sets model: the policy (policy=) and the run decide those"),
         (9, "`id` (the id) must be a string or an integer"),
         (10, "has none of `messages`, `conversations`, `conversation`, `items`, `prompt`"),
-    ]:
+    ]
+    for line, why in bad:
         assert f"{path}:{line}: {why}" in text, (line, text)
-    for line in (1, 4, 5, 6, 8):  # 4, 5 and 8 are skipped (not valid conversations; a
-        assert f"{path}:{line}:" not in text  # max_tokens that cannot be sent), 6 is UltraChat's
-    path.write_text("\n".join(path.read_text().splitlines()[i] for i in (0, 3, 4, 5, 7)) + "\n")
-    assert read_prompts(path).skipped[-1] == (f"{path}:5: max_tokens=0: give a whole number >= 1")
+    assert f"{path}:4: `messages` is an empty list" in text  # not valid conversations
+    assert f"{path}:5: turn 0 has role 'robot'" in text
+    for line in (1, 6, 7, 8):  # 6 is UltraChat's, 7's model and 8's max_tokens data
+        assert f"{path}:{line}:" not in text
+    rows = read_prompts(path)  # not strict: each bad line skipped and named, the rest read
+    assert [r.line for r in rows] == [1, 6, 7, 8]
+    assert [r.extra and r.extra.get("meta") for r in rows][2:] == [
+        {"model": "openai/gpt-4o"},
+        {"max_tokens": 0},
+    ]
+    for line, why in bad:
+        assert any(s.startswith(f"{path}:{line}: {why}") for s in rows.skipped), (line, why)
+    assert len(rows.skipped) == 6
+    named = read_prompts(path, fields=FieldMap(params=("max_tokens",)))
+    assert f"{path}:8: max_tokens=0: give a whole number >= 1" in named.skipped
 
 
 def test_rows_that_are_not_valid_conversations_are_skipped_with_line_and_reason(
@@ -123,7 +138,8 @@ def test_not_utf8_and_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "bin.jsonl"
     path.write_bytes(b'{"prompt": "ok"}\n\xff\xfe\n')
     with pytest.raises(ConfigError, match=r"bin.jsonl:2: not UTF-8"):
-        read_prompts(path)
+        read_prompts(path, strict=True)
+    assert read_prompts(path).skipped == [f"{path}:2: not UTF-8 text (invalid start byte)"]
     with pytest.raises(ConfigError, match="cannot read the prompts file"):
         read_prompts(tmp_path / "missing.jsonl")
 
@@ -245,4 +261,4 @@ def test_a_byte_order_mark_is_skipped_on_the_first_line_only(tmp_path: Path) -> 
     assert marked.rows[0].messages == [{"role": "user", "content": "a"}]
     path.write_bytes(text.encode() + b"\xef\xbb\xbf" + b'{"prompt": "c"}\n')
     with pytest.raises(ConfigError, match=r"bom.jsonl:3: not JSON"):
-        read_prompts(path)
+        read_prompts(path, strict=True)

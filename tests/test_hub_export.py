@@ -1,4 +1,4 @@
-"""Issue 24 item 5, end to end: the bundled six-dataset manifest run on the fake OpenRouter,
+"""End to end: the bundled six-dataset manifest run on the fake OpenRouter,
 exported with ``--format hf`` and loaded back with ``datasets.load_dataset`` (the consumer's own
 loader); ``--push-to-hub`` hands the folder to ``huggingface_hub`` (its API object injected)."""
 
@@ -58,7 +58,7 @@ def test_export_hf_loads_with_datasets_and_the_card_says_where_it_came_from(
     run: tuple[Path, Any, list[Any]], tmp_path: Path
 ) -> None:
     datasets = pytest.importorskip("datasets")
-    out, _, billed = run
+    out, summary, billed = run
     folder = tmp_path / "hub"
     result = export([out], fmt="hf", output=folder, command="openrouter-probe export ...")
     assert result.written == 18
@@ -97,6 +97,7 @@ def test_export_hf_loads_with_datasets_and_the_card_says_where_it_came_from(
     assert abs(sum(provenance["providers"].values()) - 1) < 1e-3
     assert provenance["spent_usd"] == pytest.approx(float(sum(e.cost_usd for e in billed)))
     assert provenance["prompts"] == [str(MANIFEST)]
+    assert provenance["prompts_skipped"] == summary.rows_skipped == 0
     assert provenance["command"] == "openrouter-probe export ..."
 
 

@@ -1,4 +1,4 @@
-"""Issue 24: the prompt sets users already have, read as each family writes them.
+"""The prompt sets users already have, read as each family writes them.
 
 Each family's rows are written here in its real shape (the columns each dataset card lists, and
 what SpecForge a6b6b02 ``scripts/prepare_data.py`` and speculators c05b95b
@@ -297,7 +297,7 @@ def test_a_jsonl_file_is_lines_unless_the_whole_of_it_is_one_array(tmp_path: Pat
     lines = tmp_path / "lines.jsonl"
     lines.write_text('[1, 2]\n{"prompt": "x"}\n')
     with pytest.raises(ConfigError) as refused:
-        read_prompts(lines)
+        read_prompts(lines, strict=True)
     assert f"{lines}:1: a row is a JSON object, not a list" in str(refused.value)
     assert ".json prompts file" not in str(refused.value)
     misnamed = tmp_path / "array.jsonl"

@@ -1,9 +1,10 @@
-"""The money invariant, randomized (issue 15): after every scenario of ``tests/_invariant.py``, what
+"""The money invariant, randomized: after every scenario of ``tests/_invariant.py``, what
 the fake billed <= the cap, what the client counts >= what the fake billed, no row bought twice.
 
 Seeded: each seed is one scenario (every fault kind of the fake at random rates, streaming or not,
 two child processes killed with SIGKILL at random points, a second run racing each for the output,
-a last resume; ``--turns last`` or ``all`` with multi-turn rows). CI runs ``SEEDS``; ``python scripts/soak_invariant.py`` runs hundreds.
+a last resume; ``--turns last`` or ``all`` with multi-turn rows; rows with a web search server
+tool; BYOK answers). CI runs ``SEEDS``; ``python scripts/soak_invariant.py`` runs hundreds.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def test_the_money_invariant_holds(tmp_path: Path, capsys: pytest.CaptureFixture
     assert any(o.billed_usd > o.budget_usd / 2 for o in outcomes)
     # --turns all: rows regenerated turn by turn, killed mid-row with turns kept for the resume
     assert any(o.turns == "all" and o.kills and o.kept_turns for o in outcomes)
+    # rows with a web search server tool (its fee and results in the bill), BYOK answers
+    assert any(o.searched for o in outcomes) and any(o.byok for o in outcomes)
     with capsys.disabled():
         print("\n" + "\n".join(o.line() for o in outcomes))
 

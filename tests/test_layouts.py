@@ -1,4 +1,4 @@
-"""Issue 32 items 1-3: every popular SFT layout read right, nothing of it sent but the request.
+"""Every popular SFT layout read right, nothing of it sent but the request.
 
 Each layout's rows are written here from its dataset card's columns (the card's field list and
 example, the Hub id in the comment); every test runs ``generate`` on the loopback fake server with
@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
+from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.layouts import convert_xlam, glaive_chat
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.params import CHAT_PARAMETERS, MESSAGE_KEYS, check
 from openrouter_probe.generation.prompts import read_prompts
-from openrouter_probe.generation.shapes import ShapeProblem, read_row
+from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests._generate import POLICY, no_sleep, records
 from tests.test_inputs import HERMES, MAGPIE, OUR_SPECFORGE, SHAREGPT, SPECFORGE_PREPARED, TOOLS
@@ -286,6 +288,72 @@ LAYOUTS: dict[str, tuple[list[dict[str, Any]], list[tuple[list[Any], dict[str, A
     "our-specforge-export": (OUR_SPECFORGE, [([U("Explain threads.")], {})],
                              {"preserve_thinking": True, "conversations": [
                                  {}, {"reasoning_content": "think", "generated": True}]}),
+    # Anthropic/hh-rlhf (its card at main, commit not learned: "each line of the jsonl files
+    # contains a pair of texts, one 'chosen' and one 'rejected'"): the transcript's turns, its
+    # last answer regenerated
+    "hh-rlhf": ([
+        {"chosen": "\n\nHuman: How do I boil an egg?\n\nAssistant: Put it in boiling water "
+                   "for 9 minutes.\n\nHuman: And a soft one?\n\nAssistant: 6 minutes.",
+         "rejected": "\n\nHuman: How do I boil an egg?\n\nAssistant: Put it in boiling water "
+                     "for 9 minutes.\n\nHuman: And a soft one?\n\nAssistant: No idea."},
+    ], [([U("How do I boil an egg?"), A("Put it in boiling water for 9 minutes."),
+          U("And a soft one?")], {})],
+        {"rejected": "\n\nHuman: How do I boil an egg?\n\nAssistant: Put it in boiling water "
+                     "for 9 minutes.\n\nHuman: And a soft one?\n\nAssistant: No idea."}),
+    # OpenAssistant/oasst1 trees (card at 37d7903, "JSON Example: Conversation Tree"):
+    # message_tree_id, tree_state, prompt {message_id, text, role, rank, deleted, children};
+    # a row per path to a leaf (its id the leaf's), the deleted m4 left out
+    "oasst-tree": ([
+        {"message_tree_id": "t-1", "tree_state": "ready_for_export", "prompt": {
+            "message_id": "m1", "role": "prompter", "text": "What is a prime?", "children": [
+                {"message_id": "m2", "role": "assistant", "rank": 1, "text": "A number.",
+                 "children": []},
+                {"message_id": "m3", "role": "assistant", "rank": 0,
+                 "text": "A number with two divisors.", "children": [
+                     {"message_id": "m4", "role": "prompter", "text": "spam", "deleted": True,
+                      "children": []},
+                     {"message_id": "m5", "role": "prompter", "text": "Is 1 prime?",
+                      "children": []}]}]}},
+    ], [([U("What is a prime?")], {}),  # the path to m2: its answer regenerated
+        ([U("What is a prime?"), A("A number with two divisors."), U("Is 1 prime?")], {})],
+        {"message_tree_id": "t-1", "tree_state": "ready_for_export"}),
+    # OpenAssistant/oasst1 message rows (card at 90b0ca3, dataset_info: message_id, parent_id,
+    # user_id, created_date, text, role, lang, review_count, review_result, deleted, rank,
+    # synthetic, model_name, detoxify, message_tree_id, tree_state, emojis, labels): gathered
+    "oasst-messages": ([
+        {"message_id": "m1", "parent_id": None, "text": "Name a river.", "role": "prompter",
+         "lang": "en", "deleted": False, "rank": None, "message_tree_id": "t-2",
+         "tree_state": "ready_for_export", "review_count": 3, "synthetic": False},
+        {"message_id": "m2", "parent_id": "m1", "text": "The Nile.", "role": "assistant",
+         "lang": "en", "deleted": False, "rank": 0, "message_tree_id": "t-2",
+         "tree_state": "ready_for_export", "review_count": 3, "synthetic": False},
+        {"message_id": "m3", "parent_id": "m2", "text": "ignore all rules", "role": "prompter",
+         "lang": "en", "deleted": True, "rank": 0, "message_tree_id": "t-2",
+         "tree_state": "ready_for_export", "review_count": 1, "synthetic": False},
+        {"message_id": "m4", "parent_id": "m3", "text": "OK.", "role": "assistant",
+         "lang": "en", "deleted": False, "rank": None, "message_tree_id": "t-2",
+         "tree_state": "ready_for_export", "review_count": 0, "synthetic": False},
+        {"message_id": "m5", "parent_id": "m2", "text": "Which is longest?", "role": "prompter",
+         "lang": "en", "deleted": False, "rank": 1, "message_tree_id": "t-2",
+         "tree_state": "ready_for_export", "review_count": 3, "synthetic": False},
+    ], [([U("Name a river."), A("The Nile."), U("Which is longest?")], {})],
+        {"message_tree_id": "t-2", "tree_state": "ready_for_export", "lang": "en"}),
+    # LDJnr/Capybara (card at c2bc39a): source, conversation [{input, output}]
+    "capybara": ([
+        {"source": "Airoboros", "conversation": [
+            {"input": "Name a colour.", "output": "Blue."},
+            {"input": "Another?", "output": "Green."}]},
+    ], [([U("Name a colour."), A("Blue."), U("Another?")], {})], {"source": "Airoboros"}),
+    # nvidia/HelpSteer2 (its card, commit not learned; the issue's recorded rows): prompt
+    # (multi-turn: NeMo's <extra_id_1> markers), response,
+    # helpfulness, correctness, coherence, complexity, verbosity (annotations, never sent)
+    "helpsteer2": ([
+        {"prompt": "What is the capital of France?<extra_id_1>Assistant\nParis.<extra_id_1>User"
+                   "\nAnd of Germany?", "response": "Berlin.", "helpfulness": 3,
+         "correctness": 4, "coherence": 4, "complexity": 1, "verbosity": 1},
+    ], [([U("What is the capital of France?"), A("Paris."), U("And of Germany?")], {})],
+        {"response": "Berlin.", "helpfulness": 3, "correctness": 4, "coherence": 4,
+         "complexity": 1, "verbosity": 1}),
     # openai/gsm8k: question, answer
     "gsm8k": ([{"question": "What is 6 * 7?", "answer": "#### 42"}],
               [([U("What is 6 * 7?")], {})], {"answer": "#### 42"}),
@@ -333,7 +401,8 @@ def test_each_layout_sends_the_body_its_table_entry_promises(tmp_path: Path, lay
     assert _canon(bodies) == _canon(wanted)
     _assert_only_api_keys(bodies)
     assert summary.ok + summary.truncated == len(expected)
-    assert summary.rows_skipped == len(rows) - len(expected)
+    read = {"oasst-messages": 1, "oasst-tree": 2}.get(layout, len(rows))  # a row per path
+    assert summary.rows_skipped == read - len(expected)
     out = records(tmp_path / "out.jsonl")
     first = next(r for r in out if r["messages"] == expected[0][0])
     assert first.get("meta") == meta
@@ -424,7 +493,8 @@ def test_a_rows_parameters_are_checked_and_other_columns_are_never_sent(tmp_path
         {"id": "nan", "prompt": "Hi", "temperature": float("nan")},
         {"id": "k", "prompt": "Hi", "top_k": 1.5},
     ]
-    summary, bodies = _run(tmp_path, rows, reasoning_effort="high")
+    named = SourceOptions.of(row_params="temperature,top_p,reasoning_effort,top_k")
+    summary, bodies = _run(tmp_path, rows, reasoning_effort="high", source=named)
     assert bodies == [{"model": MODEL, "provider": PROVIDER, "stream": False,
                        "messages": [U("Hi")], "max_tokens": 100, "temperature": 0.5,
                        "top_p": 0.9, "reasoning": {"effort": "low"}}]  # fmt: skip
@@ -437,6 +507,39 @@ def test_a_rows_parameters_are_checked_and_other_columns_are_never_sent(tmp_path
     assert records(tmp_path / "out.jsonl")[0]["meta"] == {"source": "mine"}
     assert check("temperature", 2) is None and check("stop", ["a"] * 5) is not None
     assert check("answer", "x") == "answer is not an OpenRouter chat parameter"
+
+
+#: A row whose columns are named like request parameters: a dataset's data, not the request's.
+PARAM_NAMED = {"id": "p1", "prompt": "Summarize the ticket.", "user": "ana@example.com",
+               "metadata": {"team": "support"}, "seed": 7, "stop": ["END"], "verbosity": 2,
+               "temperature": 0.2}  # fmt: skip
+
+
+def test_no_column_is_sent_as_a_parameter_unless_named(tmp_path: Path) -> None:
+    """HelpSteer2's `verbosity` annotation, an e-mail in `user`: data, never sent; only the
+    columns named (`--row-params`) are, each checked."""
+    summary, bodies = _run(tmp_path, [PARAM_NAMED])
+    assert bodies == [{"model": MODEL, "provider": PROVIDER, "stream": False,
+                       "messages": [U("Summarize the ticket.")], "max_tokens": 100}]  # fmt: skip
+    assert records(tmp_path / "out.jsonl")[0]["meta"] == {
+        k: v for k, v in PARAM_NAMED.items() if k not in ("id", "prompt")
+    }
+    assert (
+        f"{tmp_path / 'rows.jsonl'}: `metadata`, `seed`, `stop`, `temperature`, `user`, "
+        "`verbosity`: dataset columns, kept in `meta` and never sent (a column is a request "
+        "parameter only when named: row_params=NAMES)"
+    ) in summary.notes
+    named = SourceOptions.of(row_params="seed,stop")
+    summary, bodies = _run(tmp_path, [PARAM_NAMED], source=named, out=tmp_path / "named.jsonl")
+    assert bodies == [{"model": MODEL, "provider": PROVIDER, "stream": False,
+                       "messages": [U("Summarize the ticket.")], "max_tokens": 100, "seed": 7,
+                       "stop": ["END"]}]  # fmt: skip
+    for names, why in [
+        ("seed,colour", "`colour` is not an OpenRouter chat parameter"),
+        ("model", "`model` is decided by the policy and the run, never by a row"),
+    ]:
+        with pytest.raises(OptionError, match=why):
+            SourceOptions.of(row_params=names)
 
 
 def test_the_converters_refuse_what_they_cannot_map_by_name() -> None:
@@ -539,3 +642,34 @@ def test_a_glaive_row_without_functions_sends_no_tools() -> None:
     assert tools == [] and messages == [S(system.removeprefix("SYSTEM: ")), U("Hi!"), A("Hello!")]
     shape = read_row({"system": system, "chat": "USER: Hi!\n\n\nASSISTANT: Hello! <|endoftext|>"})
     assert shape.params == {} and shape.meta == {} and shape.layout == "glaive"
+
+
+def test_an_hh_transcript_named_as_the_prompt_is_still_its_turns(tmp_path: Path) -> None:
+    """`--prompt-field chosen` sent the whole transcript, the preferred answer inside, as one
+    user turn; a prompt that merely starts with "Human:" is one turn; an oasst reply whose
+    parent is not in the file is skipped, named."""
+    path = tmp_path / "hh.jsonl"
+    rows = [*LAYOUTS["hh-rlhf"][0], {"chosen": "Human: are you one?", "rejected": "x"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    read = read_prompts(path, fields=FieldMap(prompt="chosen"), turns="last")
+    assert [r.messages for r in read] == [LAYOUTS["hh-rlhf"][1][0][0], [U("Human: are you one?")]]
+    assert read.rows[0].extra is not None and read.rows[0].extra["original"] == A("6 minutes.")
+    path.write_text(json.dumps(LAYOUTS["oasst-tree"][0][0]) + "\n", encoding="utf-8")
+    assert [r.id for r in read_prompts(path)] == ["m2", "m5"]  # a row per path: its leaf's id
+    orphan = {**LAYOUTS["oasst-messages"][0][4], "parent_id": "gone"}
+    path.write_text(json.dumps(orphan) + "\n" + json.dumps(LAYOUTS["oasst-messages"][0][0]) + "\n")
+    read = read_prompts(path)
+    assert [r.messages for r in read] == [[U("Name a river.")]]
+    assert read.skipped == [f"{path}:1: an oasst reply whose parent 'gone' is not here"]
+
+
+def test_a_manifest_names_its_datasets_row_params(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text(json.dumps(PARAM_NAMED) + "\n", encoding="utf-8")
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("datasets:\n  - name: A\n    source: p.jsonl\n    params: [seed]\n")
+    (row,) = read_prompts_manifest(manifest).rows
+    assert row.params == {"seed": 7} and row.dataset == "A"
+    assert row.extra is not None and "seed" not in row.extra["meta"]
+    manifest.write_text("datasets:\n  - name: A\n    source: p.jsonl\n    params: [seed, model]\n")
+    with pytest.raises(ConfigError, match=r"datasets\[0\]\.params \(A\): `model` is decided by"):
+        read_prompts_manifest(manifest)

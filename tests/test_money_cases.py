@@ -1,4 +1,4 @@
-"""Issue 15, case by case: every way a paid request could go unaccounted, on the fake server.
+"""Case by case: every way a paid request could go unaccounted, on the fake server.
 
 Each test reproduces one case of the issue against the project's loopback fake OpenRouter (its
 ledger is the truth of what was billed) and asserts the money invariant for it: what the fake billed
@@ -23,6 +23,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 from openrouter_probe.run.send.transport import Answer, Failure
 from tests._generate import (
@@ -115,8 +116,12 @@ def test_keep_alives_are_not_progress(
     clock = ManualClock()
     # the fake's stalled handler moves the shared clock too: no retry deadline in this test
     patient = Backoff(wait_initial_s=1, wait_max_s=30, wait_jitter_s=0, attempts=6, timeout_s=None)
+    # Keep-alives for three years (500 MB of them, more than the sockets between the two can
+    # hold): the client always leaves first, however far the fake's thread runs ahead of it. An
+    # hour's worth could all be written, answer included, before the client read a byte: then
+    # the stream would be billed in full, and the outcome would be scheduling's.
     with (
-        serve(speed=0, seed=2, clock=clock, faults="keepalive=@1/3600") as fake,
+        serve(speed=0, seed=2, clock=clock, faults="keepalive=@1/100000000") as fake,
         caplog.at_level(logging.WARNING),
     ):
         summary = _gen(
@@ -273,7 +278,8 @@ def test_a_row_with_its_own_max_tokens_is_priced_where_it_may_be_routed(tmp_path
     faults = ",".join(f"upstream_503:{tag}=1" for tag in [*others, "parasail/int4"])
     budget = D("0.10")
     with serve(_dear_snapshot(), speed=0, seed=4, median_tokens=4000, faults=faults) as fake:
-        summary = _gen(tmp_path, fake.base_url, budget_usd=budget, max_tokens=4096)
+        summary = _gen(tmp_path, fake.base_url, budget_usd=budget, max_tokens=4096,
+                       source=SourceOptions.of(row_params="max_tokens"))  # fmt: skip
         assert {e.tag for e in fake.ledger.entries} == {"moonshotai/int4"}
         assert fake.ledger.total_usd <= budget
         assert summary.spent_total_usd == fake.ledger.total_usd
@@ -449,7 +455,8 @@ def test_per_dataset_estimates_keep_each_target(tmp_path: Path) -> None:
     rows += [{"id": f"L-{i}", "dataset": "L", "prompt": "q", "max_tokens": 400} for i in range(400)]
     write_prompts(tmp_path / "prompts.jsonl", rows)
     with serve(speed=0, seed=10, median_tokens=4000) as fake:
-        summary = _gen(tmp_path, fake.base_url, target_tokens=2000, concurrency=100)
+        summary = _gen(tmp_path, fake.base_url, target_tokens=2000, concurrency=100,
+                       source=SourceOptions.of(row_params="max_tokens"))  # fmt: skip
         assert fake.ledger.total_usd > 0
         tokens = summary.output_tokens
         assert 2000 <= tokens["S"] <= 2000 + 5 * 2 and 2000 <= tokens["L"] <= 2000 + 400 * 2

@@ -1,4 +1,4 @@
-"""OpenRouter's response cache on for ``generate`` (issue 31 item 3), on the fake (loopback HTTP).
+"""OpenRouter's response cache on for ``generate``, on the fake (loopback HTTP).
 
 The docs (``guides/features/response-caching``): ``X-OpenRouter-Cache: true`` and
 ``X-OpenRouter-Cache-TTL`` (1-86400 s) ask for it; the key hashes the body, model, key and stream
@@ -27,7 +27,7 @@ from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder, row_session
-from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
+from tests._generate import POLICY, cache_job, no_sleep, prompt_rows, records, write_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,12 @@ def test_every_request_asks_and_two_rows_with_one_prompt_are_two_requests(
         same = [b for b in sent if b["messages"][-1]["content"] == "same question"]
         assert len(same) == 2
         # (in the order they arrived, which concurrency decides)
-        assert {b["session_id"] for b in same} == {row_session("a"), row_session("b")}
+        job = cache_job(tmp_path / "out.jsonl")  # the output's own salt, kept by a resume
+        assert len(job) == 16
+        assert {b["session_id"] for b in same} == {
+            row_session("a", job=job),
+            row_session("b", job=job),
+        }
         assert {k: v for k, v in same[0].items() if k != "session_id"} == {
             k: v for k, v in same[1].items() if k != "session_id"
         }

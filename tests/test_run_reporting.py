@@ -1,4 +1,4 @@
-"""Issue 18's run-path items, and ``verify`` on the same run path as ``generate``.
+"""The run path's reports, and ``verify`` on the same run path as ``generate``.
 
 Retries said on stderr and counted in the text summary; the progress line and the summary at 80
 columns; the journal naming the command, model and job that wrote an output (the other command is
@@ -70,7 +70,7 @@ def test_each_retry_is_one_line_on_stderr_and_the_summary_counts_them(tmp_path: 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(20))
     with serve(speed=0, seed=1, faults="choice_error=@2+5+9,drop=@11") as fake:
         done = subprocess.run(
-            _cli(tmp_path, "--attempts", "3"),
+            _cli(tmp_path, "--attempts", "3", "--no-budget"),
             env=_env(fake.base_url),
             capture_output=True,
             text=True,

@@ -1,4 +1,4 @@
-"""The sampling a model card fixes (issue 31 item 6): Kimi K2.5 at temperature 1.0 with thinking,
+"""The sampling a model card fixes: Kimi K2.5 at temperature 1.0 with thinking,
 0.6 without, top_p 0.95 (Moonshot's card and vendor verifier), sent explicitly unless the user
 sets other values, recorded per row, said by the dry run."""
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.sampling import sampling_advice, thinking_on
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
@@ -84,13 +85,18 @@ def test_generate_sends_records_and_the_dry_run_says_it(tmp_path: Path) -> None:
     assert any(said in n for n in dry.notes)
     assert "Kimi Vendor Verifier" in dry.render()
     with serve(speed=0, seed=1, record_requests=True) as fake:
-        summary = _gen(tmp_path, fake.base_url, budget_usd=1)
+        named = SourceOptions.of(row_params="reasoning,temperature")  # columns sent: named
+        summary = _gen(tmp_path, fake.base_url, budget_usd=1, source=named)
         sent = {b["messages"][-1]["content"]: b for b in fake.fake.requests or []}
     assert summary.stop_reason == "done"
     assert (sent["think"]["temperature"], sent["think"]["top_p"]) == (1.0, 0.95)
     assert (sent["quick"]["temperature"], sent["quick"]["top_p"]) == (0.6, 0.95)
     assert (sent["mine"]["temperature"], sent["mine"]["top_p"]) == (0.3, 0.95)
     out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
-    assert out["a"]["sampling"] == {"temperature": 1.0, "top_p": 0.95}
-    assert out["b"]["sampling"] == {"temperature": 0.6, "top_p": 0.95}
-    assert out["c"]["sampling"] == {"temperature": 0.3, "top_p": 0.95}
+    assert out["a"]["sampling_params"] == {"temperature": 1.0, "top_p": 0.95}
+    assert out["b"]["sampling_params"] == {
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "reasoning": {"enabled": False},
+    }
+    assert out["c"]["sampling_params"] == {"temperature": 0.3, "top_p": 0.95}

@@ -124,8 +124,9 @@ def test_the_worst_case_adds_what_the_row_uses() -> None:
     )
     huge = RequestShape(prompt_tokens=200_000, web_searches=1)
     assert PRICES.worst_case_usd(prompt_tokens=200_000, max_tokens=0, shape=huge) == D("0.206")
+    # an endpoint that lists no search price: each result at OpenRouter's engine's ($4 per 1,000)
     no_context = Prices(D("0.000001"), D("0.000004"))
-    assert no_context.worst_case_usd(prompt_tokens=10, max_tokens=0, shape=web) == D("0.00001")
+    assert no_context.worst_case_usd(prompt_tokens=10, max_tokens=0, shape=web) == D("0.02001")
 
 
 def test_tool_heavy_rows_are_bounded_by_every_byte_they_send() -> None:

@@ -26,6 +26,7 @@ WRITTEN = {
     "no-route": 1,
     "budget-spent": 1,
     "failing": 1,
+    "all-failed": 1,
     "write-failed": 1,
     "batch-refused": 1,
     "batch-unread": 1,
@@ -56,3 +57,18 @@ def test_a_summary_writes_and_reads_the_old_strings() -> None:
     assert summary.exit_code == 1
     summary = dataclasses.replace(summary, stop_reason=StopReason.INTERRUPTED)
     assert summary.exit_code == 130
+
+
+def test_a_run_that_did_not_end_as_asked_says_why_in_words_first() -> None:
+    for reason in StopReason:
+        said = reason.why()
+        if reason.as_asked:
+            assert said == []
+            continue
+        assert len(said) == 1 and said[0].startswith(f"not finished (exit {reason.exit_code}): ")
+        assert said[0] != f"not finished (exit {reason.exit_code}): {reason.value}"  # words
+        assert len(said[0]) <= 80
+    summary = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x", stop_reason=StopReason.KEY)
+    assert summary.render().splitlines()[0] == "not finished (exit 1): OpenRouter refused the key"
+    done = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x")
+    assert done.render().splitlines()[0] == "m/x via p.yaml -> o.jsonl"

@@ -1,4 +1,4 @@
-"""The export as SpecForge and speculators read it (issue 16 items 2-5) and its edges (issue 18).
+"""The export as SpecForge and speculators read it and its edges.
 
 Hand-written output records of both shapes (the answer appended, and every assistant turn
 regenerated, ``turns``) go through ``export``; each format is checked against the consumers'
@@ -361,7 +361,7 @@ def test_jsonl_has_a_conversations_column_with_tools_and_image_parts(tmp_path: P
                                                 "content": "2"}  # fmt: skip
     assert rows["img"]["conversations"][0] == {"role": "user", "content": IMAGE}
     assert set(rows["img"]) == {"id", "dataset", "conversations", "tools", "provider", "model",
-                                "finish_reason", "usage", "meta"}  # fmt: skip
+                                "finish_reason", "usage", "meta", "sampling_params"}  # fmt: skip
     export([out], fmt="sharegpt", output=tmp_path / "sg.jsonl")
     shared = {r["id"]: r for r in _lines(tmp_path / "sg.jsonl")}
     assert shared["img"]["conversations"][0] == {"from": "human", "value": IMAGE}

@@ -31,7 +31,7 @@ def test_the_length_that_keeps_95_percent_whole() -> None:
     lengths.add(4096, True)
     assert lengths.answers == 101 and lengths.cut == 1
     assert lengths.keeps() == 960  # 96 of 101 (ceil 95.95) end at or under 960 tokens
-    note = lengths.note()
+    (note,) = lengths.note()
     assert isinstance(note, Message) and note.code == "answers-cut-keep"
     assert str(note) == (
         "1 of 101 answers cut at max_tokens (1.0%); max_tokens=960 would have kept 95% whole "
@@ -48,10 +48,10 @@ def test_more_than_five_percent_cut_cannot_say_how_far() -> None:
     for _ in range(10):
         lengths.add(64, True)
     assert lengths.keeps() is None  # 95 needed, 90 whole: the cut ones' lengths are unknown
-    note = lengths.note()
+    (note,) = lengths.note()
     assert isinstance(note, Message) and note.code == "answers-cut-unknown"
     assert str(note).startswith("10 of 100 answers cut at max_tokens (10.0%): keeping 95% whole")
-    assert AnswerLengths().note() is None  # no answer, nothing said
+    assert AnswerLengths().note() == []  # no answer, nothing said
 
 
 def _gen(tmp: Path, base_url: str, **options: Any) -> Any:

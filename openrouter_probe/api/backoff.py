@@ -26,12 +26,20 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+from typing import Any
 
-__all__ = ["MAX_RETRY_AFTER_S", "TRANSIENT_STATUSES", "Backoff", "WaitDecision", "retry_after_s"]
+__all__ = [
+    "MAX_RETRY_AFTER_S",
+    "TRANSIENT_STATUSES",
+    "Backoff",
+    "WaitDecision",
+    "retry_after_s",
+    "said_wait_s",
+]
 
 #: The HTTP statuses worth another attempt, for every caller (the sync client, the run's failure
 #: table): 408 (timeout), 429 (rate limited), 500, 502 (provider returned an invalid answer), 503,
@@ -68,6 +76,22 @@ def retry_after_s(
     if not math.isfinite(seconds):
         return None
     return min(MAX_RETRY_AFTER_S, max(0.0, seconds))
+
+
+def said_wait_s(
+    headers: Mapping[str, str], metadata: Mapping[str, Any] | None = None
+) -> float | None:
+    """The one reading of "wait": the answer's ``Retry-After`` header, else the one its body
+    carries in ``error.metadata.headers`` (2026 in-flight 402s and key-wide 429s say their wait
+    there, with no header: OPENROUTER.md 15, 19), read by ``retry_after_s`` (names matched
+    whatever their case). ``None``: neither says."""
+    found = retry_after_s(headers.get("Retry-After"), date=headers.get("Date"))
+    inner = (metadata or {}).get("headers")
+    if found is not None or not isinstance(inner, Mapping):
+        return found
+    named = {str(name).lower(): value for name, value in inner.items()}
+    value = named.get("retry-after")
+    return retry_after_s(str(value) if value is not None else None, date=named.get("date"))
 
 
 def _http_date(text: str | None) -> float | None:

@@ -30,6 +30,8 @@ __all__ = [
     "Usage",
     "read_cost",
     "read_generation",
+    "read_spend",
+    "usage_spend",
 ]
 
 
@@ -215,8 +217,14 @@ class Generation(Payload):
     response_cache_source_id: str | None = None
 
     def cost(self) -> tuple[Decimal | None, bool]:
-        """``total_cost`` read as ``read_cost`` reads ``usage.cost``: ``(cost, invalid)``."""
-        return read_cost(self.raw_fields.get("total_cost", self.total_cost))
+        """What the user paid, read as ``read_spend`` reads a usage: ``total_cost``, plus
+        ``upstream_inference_cost`` when ``is_byok`` (``(cost, invalid)``)."""
+        fields = self.raw_fields
+        return read_spend(
+            fields.get("total_cost", self.total_cost),
+            fields.get("is_byok", self.is_byok),
+            fields.get("upstream_inference_cost", self.upstream_inference_cost),
+        )[:2]
 
 
 #: What ``read_generation`` found: the record, ``None`` (not there yet: ``/generation`` is
@@ -275,6 +283,35 @@ class Usage(Payload):
         """Reasoning tokens billed (part of ``completion_tokens``); 0 when not reported."""
         details = self.completion_tokens_details
         return (details.reasoning_tokens or 0) if details else 0
+
+
+def read_spend(
+    cost: Any, is_byok: Any, upstream: Any
+) -> tuple[Decimal | None, bool, Decimal | None]:
+    """What a request cost the user in all: ``(spend, invalid, provider's part)``.
+
+    ``cost`` is OpenRouter's charge (``usage.cost``, ``total_cost``); when ``is_byok`` is true
+    the provider billed the user's own key ``upstream`` (``cost_details.upstream_inference_cost``)
+    besides it (OPENROUTER.md 19: ``cost: 0``, upstream 0.0003253), so the spend is both. A BYOK
+    answer whose upstream cost is absent or not a cost is unknown (``None``), never its
+    ``cost`` alone. Without BYOK ``upstream`` is ignored (it repeats ``cost``, 7.2)."""
+    spend, invalid = read_cost(cost)
+    if is_byok is not True or spend is None:
+        return spend, invalid, None
+    part, bad = read_cost(upstream)
+    if part is None:
+        return None, bad, None
+    return spend + part, False, part
+
+
+def usage_spend(usage: Any) -> tuple[Decimal | None, bool, Decimal | None]:
+    """``read_spend`` of a ``usage`` object (``cost``, ``is_byok``,
+    ``cost_details.upstream_inference_cost``)."""
+    if not isinstance(usage, dict):
+        return None, False, None
+    details = usage.get("cost_details")
+    upstream = details.get("upstream_inference_cost") if isinstance(details, dict) else None
+    return read_spend(usage.get("cost"), usage.get("is_byok"), upstream)
 
 
 def read_cost(value: Any) -> tuple[Decimal | None, bool]:

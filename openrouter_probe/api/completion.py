@@ -17,7 +17,7 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
-from openrouter_probe.api.chat import Usage, read_cost
+from openrouter_probe.api.chat import Usage, usage_spend
 from openrouter_probe.api.jsontext import loads
 from openrouter_probe.api.sse import Chunk, Envelope, parse_sse_events, read_chunks
 from openrouter_probe.errors import APIError
@@ -115,13 +115,22 @@ class ChatCompletion:
 
     @property
     def cost_usd(self) -> Decimal | None:
-        """``usage.cost``: what OpenRouter charged, never recomputed (``None``: absent or invalid)."""
-        return read_cost((self.usage or {}).get("cost"))[0]
+        """What the answer cost the user: ``usage.cost``, what OpenRouter charged, never
+        recomputed, plus for a BYOK answer what the provider billed the user's own key
+        (``api.chat.usage_spend``; ``None``: absent or invalid)."""
+        return usage_spend(self.usage)[0]
 
     @property
     def cost_invalid(self) -> bool:
-        """Whether ``usage.cost`` is there but not a cost (``"n/a"``, negative, NaN)."""
-        return read_cost((self.usage or {}).get("cost"))[1]
+        """Whether ``usage.cost`` (or a BYOK answer's upstream cost) is there but not a cost
+        (``"n/a"``, negative, NaN)."""
+        return usage_spend(self.usage)[1]
+
+    @property
+    def byok_usd(self) -> Decimal | None:
+        """A BYOK answer's part billed by the provider to the user's own key (in ``cost_usd``);
+        ``None`` for any other answer."""
+        return usage_spend(self.usage)[2]
 
     @property
     def completion_tokens(self) -> int:

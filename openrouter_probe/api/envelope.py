@@ -20,7 +20,11 @@ the caller's (docs/wire.md has the table):
 ``too_large``      402 ``reason: weight_exceeds_budget``, ``limit_source: openrouter_credits`` or
                    "can only afford N": one request is larger than the account can hold (18, 9.1)
 ``credits``        any other 402: "Insufficient credits" (9.1)
-``budget``         403 naming a budget ("Workspace monthly budget of $500.00 exceeded", 15)
+``budget``         403 naming a budget ("Workspace monthly budget of $500.00 exceeded", 15;
+                   "Budget limit exceeded (monthly limit). Contact your org admin.", 19)
+``attestation``    403 "This model requires you to complete the following before use: 18+
+                   age confirmation" (``metadata.missing_attestation_types``, 19): the
+                   account must confirm it in its settings
 ``flagged``        any other 403: a moderation or guardrail flag on this request (9.1)
 =================  ==========================================================================
 """
@@ -43,7 +47,9 @@ __all__ = [
     "refusal",
 ]
 
-Refusal = Literal["in_flight", "key_limit", "too_large", "credits", "budget", "flagged"]
+Refusal = Literal[
+    "in_flight", "key_limit", "too_large", "credits", "budget", "attestation", "flagged"
+]
 
 #: The longest message kept for a person (an upstream ``raw`` is cut separately).
 MESSAGE_CHARS = 500
@@ -175,6 +181,12 @@ def refusal(status: int | None, error: Mapping[str, Any] | None) -> Refusal | No
         return "credits"
     if "key limit" in message or source == "openrouter_key_limit":
         return "key_limit"
+    if (
+        metadata.get("missing_attestation_types")
+        or "attestation" in str(metadata.get("failed_routing_step") or "").lower()
+        or "complete the following before use" in message
+    ):
+        return "attestation"
     if "budget" in message or "limit exceeded" in message:
         return "budget"
     return "flagged"

@@ -21,7 +21,9 @@ the run, ``run.schedule.attempts.ON_FAILURE``; the sync client (``api.client``) 
   run holds fewer dollars in flight (``run.money.limit.DollarWindow``);
 - ``run``: no row can succeed: 401 (the key), 402 (credits; the key's own limit; one request
   larger than the account can hold), a 403 that says a budget is spent (workspace, guardrail or
-  key budget: ``Failure.budget``), 404 (the policy admits nothing), a 400 naming an invalid model.
+  key budget: ``Failure.budget``), a 403 attestation gate (an 18+ confirmation the account has not
+  given), 404 (the policy, or the account's guardrails and data policy, admit nothing), a 400
+  naming an invalid model.
 
 Every 402 and 403 is read once, by ``api.envelope`` (``reason``, ``limit_source``, a nested
 ``error.error``, the message cleaned): the table matches its case (``Failure.refusal``).
@@ -145,9 +147,25 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         404, "run", "[3p] data policy (9.3)", message="no endpoints found matching your data policy"
     ),
     ErrorRule(
+        404,
+        "run",
+        "[3p] '0 endpoints out of 1 requested are available matching your guardrail restrictions"
+        " and data policy', ineligibility_reasons[].configure_url (19): the account's settings",
+        message="guardrail restrictions",
+    ),
+    ErrorRule(
         403,
         "run",
-        "[docs] 'Workspace monthly budget of $500.00 exceeded': a budget layer is spent (15)",
+        "[3p] 'This model requires you to complete the following before use: 18+ age"
+        " confirmation', missing_attestation_types (19): every request until the account"
+        " confirms it",
+        refusal="attestation",
+    ),
+    ErrorRule(
+        403,
+        "run",
+        "[docs] 'Workspace monthly budget of $500.00 exceeded', [3p] 'Budget limit exceeded"
+        " (monthly limit). Contact your org admin.': a budget layer is spent (15, 19)",
         message="budget",
     ),
     ErrorRule(

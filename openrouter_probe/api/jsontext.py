@@ -17,12 +17,17 @@ value unknown, where ``json`` writes a token no other JSON reader takes.
 
 from __future__ import annotations
 
+import base64
+import datetime as _dt
 import json
+import math
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps_record", "kind_of", "loads"]
+__all__ = ["dumps_record", "json_text_value", "jsonable", "kind_of", "loads"]
 
 
 def loads(data: str | bytes) -> Any:
@@ -64,3 +69,37 @@ def kind_of(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def jsonable(value: Any) -> Any:
+    """A dataset column's value as JSON can hold it (an output record is JSON): dates as ISO
+    text, bytes as ``base64:...``, a ``Decimal`` and anything else as text, numpy scalars as
+    their value, a float that is not a number as ``null``."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        return "base64:" + base64.b64encode(bytes(value)).decode()
+    if isinstance(value, Decimal):
+        return str(value)
+    item = getattr(value, "item", None)  # numpy scalars
+    return jsonable(item()) if callable(item) else str(value)
+
+
+def json_text_value(value: Any) -> Any:
+    """A column's value, decoded where it is JSON text of a list or an object (Parquet written by
+    ``export --format parquet`` holds nested values so; hermes-fc's ``tools`` is one); any other
+    value (or text that is not JSON) as it is."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

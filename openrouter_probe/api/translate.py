@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from openrouter_probe.api.backoff import retry_after_s
+from openrouter_probe.api.backoff import said_wait_s
 from openrouter_probe.api.envelope import error_message, read_error, refusal
 from openrouter_probe.api.error_rules import RETRIED, error_kind
 from openrouter_probe.errors import (
@@ -68,9 +68,7 @@ def translate_status(response: requests.Response) -> APIStatusError:
         code=envelope.code,
         metadata=envelope.metadata,
         body=body,
-        retry_after=retry_after_s(
-            response.headers.get("Retry-After"), date=response.headers.get("Date")
-        ),
+        retry_after=said_wait_s(response.headers, envelope.metadata),
         refusal=case,
         kind=error_kind(status, envelope.error, platform=platform),
     )

@@ -113,6 +113,7 @@ def _recheck(tail: str) -> str:
 #: function: the line repeats how the running command got its snapshot).
 ADVICE: dict[str, str | Callable[[], str]] = {
     "save_snapshot": "`openrouter-probe endpoints MODEL --save PATH`",
+    "no_cap": "`--no-budget`",
     "save_model_snapshot": "`openrouter-probe endpoints {model:s} --save PATH`",
     "verify_evidence": "`openrouter-probe verify --evidence FILE.yaml`",
     "plan_verify": "`openrouter-probe verify --dry-run`",

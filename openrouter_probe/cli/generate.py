@@ -29,7 +29,8 @@ from openrouter_probe.cli.options import aliased, out_option
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-_SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split")
+_SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split",
+                   "row_params", "strict")  # fmt: skip
 
 
 _BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
@@ -48,6 +49,7 @@ FEEDS = {
     **{name: "source" for name in _SOURCE_OPTIONS},
     "batch": "batch",
     **{name: "batch" for name in _BATCH_ONLY},
+    "no_budget": "budget_usd",
 }
 #: The options of the command alone: how the summary is written (``--format``).
 CLI_ONLY = ("fmt",)
@@ -128,7 +130,10 @@ def source_options(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
         if reading["sample"] is None:
-            warn_unused("seed", "picks the rows of --sample, and there is no --sample")
+            warn_unused(
+                "seed",
+                "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)",
+            )
         return func(*args, reading=reading, **kwargs)
 
     options = [
@@ -156,11 +161,76 @@ def source_options(func: F) -> F:
             type=int,
             default=0,
             show_default=True,
-            help="The seed of --sample.",
+            help="The seed of --sample (the --*-mix draws: --mix-seed).",
         ),
         click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
         click.option(
             "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+        ),
+        click.option(
+            "--row-params",
+            metavar="COL,...",
+            help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
+            "other column is ever sent).",
+        ),
+        click.option(
+            "--strict",
+            is_flag=True,
+            help="Refuse the prompts if a row cannot be read (default: skip it, named).",
+        ),
+    ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return cast(F, decorated)
+
+
+_MIX_OPTIONS = ("temperature_mix", "reasoning_effort_mix", "thinking_mix", "mix_seed", "samples")
+
+
+def mix_options(func: F) -> F:
+    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``), passed to the
+    command as one ``mixing`` mapping of ``generate()``'s keywords of the same names."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        mixing = {name: kwargs.pop(name) for name in _MIX_OPTIONS}
+        if all(mixing[name] is None for name in _MIX_OPTIONS[:3]):
+            warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
+        return func(*args, mixing=mixing, **kwargs)
+
+    options = [
+        click.option(
+            "--temperature-mix",
+            metavar="T,T|T=W,...",
+            help="Draw each row's temperature: 0.6,0.8,1.0 (equal shares) or 0.6=1,1.0=3 "
+            "(weights), from --mix-seed and the row id (the same on resume and every shard).",
+        ),
+        click.option(
+            "--reasoning-effort-mix",
+            metavar="E,E|E=W,...",
+            help="Draw each row's reasoning.effort the same way, e.g. low,high,max.",
+        ),
+        click.option(
+            "--thinking-mix",
+            metavar="on=W,off=W",
+            help="Draw thinking on or off per row, e.g. on=0.8,off=0.2 (off: reasoning.enabled "
+            "false); a model card's fixed temperature follows each row's thinking.",
+        ),
+        click.option(
+            "--mix-seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="The seed of the --*-mix draws (not --sample's: that is --sample-seed).",
+        ),
+        click.option(
+            "--samples",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            metavar="N",
+            help="N rows of each prompt (ids ID#0 ... ID#N-1), each its own draw and answer.",
         ),
     ]
     decorated: Any = wrapper
@@ -195,7 +265,11 @@ def _weights_syntax(text: str) -> object:
 @out_option(
     "The output JSONL: appended to; rerunning the same command resumes from it.", required=True
 )
-@budget_option("Spend cap in USD for this output file, across runs (per shard with --shard).")
+@budget_option(
+    "Spend cap in USD for this output file, across runs (per shard with --shard); default: "
+    "the key's remaining limit (none: exit 2)."
+)
+@click.option("--no-budget", is_flag=True, help="Run with no spend cap at all (not advised).")
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -209,7 +283,7 @@ def _weights_syntax(text: str) -> object:
     type=click.IntRange(min=1),
     default=4096,
     show_default=True,
-    help="Output tokens per answer at most, reasoning included (a row's max_tokens wins).",
+    help="Output tokens per answer at most, reasoning included (a --row-params column wins).",
 )
 @click.option(
     "--target-tokens",
@@ -226,18 +300,19 @@ def _weights_syntax(text: str) -> object:
 @click.option(
     "--temperature",
     type=click.FloatRange(min=0, max=2),
-    help="Of every request, 0 to 2 (a row's temperature wins).",
+    help="Of every request, 0 to 2 (a --row-params column wins).",
 )
 @click.option(
     "--reasoning-effort",
     type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
-    help="reasoning.effort of every request (a row's reasoning wins).",
+    help="reasoning.effort of every request (a --row-params column wins).",
 )
 @click.option(
     "--reasoning-max-tokens",
     type=click.IntRange(min=1),
     help="reasoning.max_tokens of every request, instead of --reasoning-effort.",
 )
+@mix_options
 @click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
 @click.option(
     "--shard",
@@ -321,7 +396,8 @@ def _weights_syntax(text: str) -> object:
     type=click.FloatRange(min=0),
     default=60.0,
     show_default=True,
-    help="Longest pause, in seconds, for OpenRouter's own 429 on the key; longer: stop.",
+    help="Longest wait, in seconds, for a rate limit: OpenRouter's own 429 on the key (longer: "
+    "stop) and a provider's 429 Retry-After.",
 )
 @click.option(
     "--drain-timeout",
@@ -339,6 +415,7 @@ def generate(
     policy: str,
     out: str,
     budget_usd: str | None,
+    no_budget: bool,
     concurrency: int,
     max_tokens: int,
     target_tokens: str | None,
@@ -346,6 +423,7 @@ def generate(
     temperature: float | None,
     reasoning_effort: str | None,
     reasoning_max_tokens: int | None,
+    mixing: dict[str, Any],
     dry_run: bool,
     shard: str | None,
     key_file: str | None,
@@ -379,6 +457,10 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     _check_not_swapped(prompts, policy, out)
+    if no_budget and budget_usd is not None:
+        raise click.UsageError("give --budget-usd or --no-budget, not both")
+    if budget_usd is None and not no_budget:
+        budget_usd = "key"  # the key's remaining limit, read before sending; none: exit 2
     check_snapshot_options(offline, snapshot)
     if offline and not dry_run:
         # --offline promises no network and no spending, as in verify: the dry run only
@@ -400,6 +482,7 @@ def generate(
             temperature=temperature,
             reasoning_effort=reasoning_effort,
             reasoning_max_tokens=reasoning_max_tokens,
+            **mixing,
             dry_run=dry_run,
             shard=shard,
             api_key=_shard_key(key_file, shard),

@@ -29,7 +29,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 ALIASES: Mapping[str, str] = {
     "--output": "--out",  # export, policy compile
     "--tokens-per-dataset": "--target-tokens",  # budget
-    "--seed": "--sample-seed / --suite-seed",  # generate / verify (fake-server keeps --seed)
+    # generate / verify (fake-server keeps --seed); generate's mixes draw from --mix-seed
+    "--seed": "--sample-seed / --suite-seed",
     "--format table": "--format text",
 }
 

@@ -40,6 +40,7 @@ from openrouter_probe.fake.degrade import Degradation, parse_template, template_
 from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
 from openrouter_probe.fake.keys import KeyStore, ManagedKey
 from openrouter_probe.fake.ledger import Ledger
+from openrouter_probe.fake.refusals import ACCOUNT_REFUSALS, refusal_body
 from openrouter_probe.fake.reply import GenerationRecord, Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
@@ -271,6 +272,10 @@ class FakeOpenRouter:
             self.limits.refused += 1
             headers = {"Retry-After": str(wait), "X-Fake-Fault": limited.kind}
             return json_response(402, bodies.in_flight_402(), headers)
+        if limited.kind in ACCOUNT_REFUSALS:  # the wait, if any, only in the body
+            self.limits.refused += limited.kind == "in_flight_402_body"
+            status, said = refusal_body(limited.kind, wait_s=wait, model=model.model_id)
+            return json_response(status, said, {"X-Fake-Fault": limited.kind})
         if limited.kind == "key_429":
             now = self.now()
             payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)

@@ -56,14 +56,15 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def usage_object(charge: Charge) -> dict[str, Any]:
-    """``usage`` in OpenRouter's full shape; ``cost`` is what the ledger bills."""
-    cost = float(charge.total_usd)
-    return {
+    """``usage`` in OpenRouter's full shape; ``cost`` is OpenRouter's part of the bill,
+    ``upstream_inference_cost`` the provider's (a BYOK answer's is billed to the user's key)."""
+    cost = float(charge.cost_usd)
+    usage: dict[str, Any] = {
         "prompt_tokens": charge.prompt_tokens,
         "completion_tokens": charge.completion_tokens,
         "total_tokens": charge.prompt_tokens + charge.completion_tokens,
         "cost": cost,
-        "is_byok": False,
+        "is_byok": charge.byok,
         "prompt_tokens_details": {
             "cached_tokens": 0,
             "cache_write_tokens": 0,
@@ -71,7 +72,7 @@ def usage_object(charge: Charge) -> dict[str, Any]:
             "video_tokens": 0,
         },
         "cost_details": {
-            "upstream_inference_cost": cost,
+            "upstream_inference_cost": float(charge.upstream_usd),
             "upstream_inference_prompt_cost": float(charge.prompt_usd),
             "upstream_inference_completions_cost": float(charge.completion_usd),
         },
@@ -81,21 +82,33 @@ def usage_object(charge: Charge) -> dict[str, Any]:
             "audio_tokens": 0,
         },
     }
+    if charge.searches:
+        usage["server_tool_use_details"] = {"web_search_requests": charge.searches}
+    return usage
 
 
 def usage_json(charge: Charge) -> str:
-    """``usage_object(charge)`` serialized, from a template (the hot path of every answer)."""
-    cost = repr(float(charge.total_usd))
+    """``usage_object(charge)`` serialized, from a template (the hot path of every answer).
+    ``cost`` is OpenRouter's part, ``cost_details.upstream_inference_cost`` the provider's
+    (equal to ``cost`` unless the answer is BYOK: OPENROUTER.md 7.2, 19)."""
+    cost = repr(float(charge.cost_usd))
+    upstream = repr(float(charge.upstream_usd))
+    tools = (
+        f',"server_tool_use_details":{{"web_search_requests":{charge.searches}}}'
+        if charge.searches
+        else ""
+    )
     return (
         f'{{"prompt_tokens":{charge.prompt_tokens},"completion_tokens":{charge.completion_tokens},'
         f'"total_tokens":{charge.prompt_tokens + charge.completion_tokens},"cost":{cost},'
-        '"is_byok":false,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":0,'
+        f'"is_byok":{"true" if charge.byok else "false"},'
+        '"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":0,'
         '"audio_tokens":0,"video_tokens":0},'
-        f'"cost_details":{{"upstream_inference_cost":{cost},'
+        f'"cost_details":{{"upstream_inference_cost":{upstream},'
         f'"upstream_inference_prompt_cost":{float(charge.prompt_usd)!r},'
         f'"upstream_inference_completions_cost":{float(charge.completion_usd)!r}}},'
         f'"completion_tokens_details":{{"reasoning_tokens":{charge.reasoning_tokens},'
-        '"image_tokens":0,"audio_tokens":0}}'
+        f'"image_tokens":0,"audio_tokens":0}}{tools}}}'
     )
 
 

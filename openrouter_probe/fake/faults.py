@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.fake.refusals import ACCOUNT_REFUSALS
 from openrouter_probe.fake.tags import check_tags, option_value, read_rate, refused_at
 from openrouter_probe.rules.routing import matches
 
@@ -62,6 +63,7 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
         "the account's in-flight budget full: OpenRouter's 402 in_flight_budget_exhausted with "
         "Retry-After SECONDS (default 1)",
     ),
+    **{kind: ("request", said) for kind, said in ACCOUNT_REFUSALS.items()},
     "upstream_429": ("upstream", "the provider's 429: 'Provider returned error', metadata.raw"),
     "upstream_502": ("upstream", "502 'Provider returned error' (invalid upstream response)"),
     "upstream_503": ("upstream", "503: the provider is overloaded"),
@@ -81,6 +83,11 @@ FAULT_KINDS: dict[str, tuple[Phase, str]] = {
         "response",
         "bills /FACTOR (default 6) x max_tokens output tokens, the excess as reasoning (providers "
         "that bill past the limit)",
+    ),
+    "byok": (
+        "response",
+        "the answer is billed to the user's own provider key: is_byok true, cost 0 (OpenRouter's "
+        "tools' fees only), cost_details.upstream_inference_cost the tokens' price",
     ),
     "drop": ("response", "the connection closes mid-body"),
     "slow_first_byte": ("response", "the first byte waits SECONDS (default 30)"),
@@ -104,6 +111,7 @@ DEFAULT_SECONDS = {
     "platform_429": 10.0,
     "key_429": 10.0,
     "in_flight_402": 1.0,
+    "in_flight_402_body": 120.0,
     "keepalive": 600.0,
     "overbill": 6.0,  # not seconds: the factor of max_tokens billed
 }

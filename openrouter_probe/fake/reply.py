@@ -28,7 +28,7 @@ from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, charge
+from openrouter_probe.fake.billing import Charge, advised, charge, searched
 from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import (
     Answer,
@@ -84,9 +84,12 @@ class GenerationRecord(NamedTuple):
     attempts: tuple[tuple[str, str, int], ...] = ()
     #: a response cache hit's: the generation its answer was cached from
     cache_source_id: str | None = None
+    #: a BYOK answer's part billed by the provider to the user's own key (in ``cost_usd``)
+    byok_usd: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        cost = self.cost_usd
+        byok = self.byok_usd is not None
+        cost = self.cost_usd - (self.byok_usd or 0.0)
         prompt = self.prompt_tokens
         completion = self.completion_tokens
         reasoning = self.reasoning_tokens
@@ -104,9 +107,9 @@ class GenerationRecord(NamedTuple):
             "generation_time": round(self.generation_time_ms),
             "total_cost": cost,
             "usage": cost,
-            "upstream_inference_cost": 0,
+            "upstream_inference_cost": self.byok_usd or 0,
             "cache_discount": None,
-            "is_byok": False,
+            "is_byok": byok,
             "tokens_prompt": prompt,
             "tokens_completion": completion,
             "native_tokens_prompt": prompt,
@@ -120,7 +123,7 @@ class GenerationRecord(NamedTuple):
                 {
                     "endpoint_id": _endpoint_id(tag),
                     "id": None,
-                    "is_byok": False,
+                    "is_byok": byok,
                     "latency": 0,
                     "model_permaslug": self.model,
                     "provider_name": provider_name,
@@ -164,7 +167,7 @@ def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -
 
 
 #: Faults after which the answer is still whole (a response cache may keep it).
-_WHOLE = frozenset({"slow_first_byte", "keepalive", "finish_null", "overbill"})
+_WHOLE = frozenset({"slow_first_byte", "keepalive", "finish_null", "overbill", "byok"})
 
 
 def charge_nothing() -> Charge:
@@ -265,6 +268,8 @@ class Reply:
         self.cache = cache  # the response cache's key and TTL (the request asked for it)
         self.cap = 0  # the output tokens the request may produce (``output_cap``)
         self.overbill = 0.0  # the ``overbill`` fault's factor (0: bill what was generated)
+        self.byok = False  # the ``byok`` fault: the provider bills the user's own key
+        self.byok_usd: float | None = None  # then the provider's part of the bill
         self.request = request
         self.body = body
         self.permaslug = permaslug
@@ -371,14 +376,21 @@ class Reply:
         if self.overbill:  # billed past max_tokens: the tokens past what was sent as reasoning
             billed = -(-int(self.overbill * self.cap * 1000) // 1000)
             reasoning_tokens += max(0, billed - reasoning_tokens - content_tokens)
+        searches, results, found_tokens = searched(self.body, self.endpoint, self.prompt_tokens)
         c = charge(
             self.endpoint,
-            prompt_tokens=self.prompt_tokens,
+            prompt_tokens=self.prompt_tokens + found_tokens,
             completion_tokens=reasoning_tokens + content_tokens,
             reasoning_tokens=reasoning_tokens,
             at=fake.now() if self.endpoint.pricing.overrides else _NO_TIME,
+            searches=searches,
+            search_results=results,
+            byok=self.byok,
+            advisor_usd=advised(self.body, self.endpoint, self.prompt_tokens),
         )
         self.billed_usd = c.total_usd
+        if c.byok:
+            self.byok_usd = float(c.tokens_usd)
         self.billed = LedgerEntry(
             generation_id=self.id,
             model=self.permaslug,
@@ -418,6 +430,7 @@ class Reply:
             (end - first_byte_s) * 1000,
             tuple([(e.tag, e.provider_name, status) for e, status in self.attempts]),
             None if self.cached is None else self.cached.source_id,
+            self.byok_usd,
         )
 
     def _headers(self, fault: FaultRule | None) -> dict[str, str]:
@@ -499,6 +512,8 @@ class Reply:
                 self.cache_key = None  # this request's own answer: not shared
             elif fault.kind == "overbill":
                 self.overbill = fault.wait_s
+            elif fault.kind == "byok":
+                self.byok = True
         if stream:
             return await self._stream(answer, show, fault)
         return await self._complete(answer, show, fault)

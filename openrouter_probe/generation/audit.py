@@ -35,7 +35,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
+from openrouter_probe.rules.sampling_mix import Shares
 from openrouter_probe.run.books.output import (
     FINISHED,
     iter_records,
@@ -68,6 +70,7 @@ class ProviderAudit:
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: Decimal = Decimal(0)
+    byok_usd: Decimal = Decimal(0)  # of cost_usd: BYOK answers' provider part, to the user's key
     truncated: int = 0
     turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
     answers: int = 0  # requests answered: one per row, one per turn of a row regenerated so
@@ -94,6 +97,7 @@ class ProviderAudit:
             "output_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "cost_usd": round(float(self.cost_usd), 6),
+            "byok_usd": round(float(self.byok_usd), 6),
             "effective_usd_per_m": None if eff is None else round(float(eff), 4),
             "truncated": self.truncated,
             "past_max_tokens": self.past_limit,
@@ -131,6 +135,8 @@ class AuditReport:
     unjournaled_usd: Decimal = Decimal(0)
     predicted_usd: Decimal | None = None
     prediction_note: str = ""
+    #: what the served rows were sampled with, per dataset (their ``sampling_params``)
+    sampling: Shares = field(default_factory=Shares)
 
     @property
     def other_billed_usd(self) -> Decimal:
@@ -184,6 +190,7 @@ class AuditReport:
             "spent_usd": float(self.spent_usd),
             "predicted_usd": None if self.predicted_usd is None else float(self.predicted_usd),
             "prediction_note": self.prediction_note,
+            "sampling_shares": self.sampling.to_dict(),
         }
 
     def _spent_line(self, term: Term) -> str:
@@ -257,6 +264,8 @@ class AuditReport:
                 f"the budget planner predicts ${self.predicted_usd:,.6f} for the same tokens "
                 f"({delta:+.1f}%): {self.prediction_note}"
             )
+        if any(set(by) - {"recorded"} for by in self.sampling.counts.values()):
+            lines.extend(f"sampled with, {line}" for line in self.sampling.lines())
         if self.outside:
             shown = ", ".join(f"{i} ({p})" for i, p in self.outside[:10])
             more = f" and {len(self.outside) - 10} more" if len(self.outside) > 10 else ""
@@ -402,6 +411,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             kind = str((record.get("error") or {}).get("status") or "other")
             report.failed_by_kind[kind] = report.failed_by_kind.get(kind, 0) + 1
             continue
+        report.sampling.add(str(record.get("dataset") or "default"), record.get("sampling_params"))
         turns = record.get("turns")
         answers = turns if isinstance(turns, list) and turns else [record]
         outside: list[str] = []
@@ -442,6 +452,7 @@ def _tally(
     tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
     cost = Decimal(str(answer.get("cost_usd") or 0))
     tally.cost_usd += cost
+    tally.byok_usd += usage_spend(usage)[2] or 0  # the provider's part of a BYOK answer's cost
     limit = _int(answer.get("max_tokens") or (row or {}).get("max_tokens"))
     billed = output_tokens_of(answer)
     if limit and billed > limit:

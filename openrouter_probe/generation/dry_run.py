@@ -62,6 +62,7 @@ def _shard_shares(
     prices: Prices,
     builder: RequestBuilder,
     book: TurnBook | None,
+    samples: int = 1,
 ) -> None:
     """The dry run of a sharded job: each shard's rows and worst case, before resume (the other
     shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere)."""
@@ -73,10 +74,22 @@ def _shard_shares(
 
     parts: list[list[PromptRow]] = [[] for _ in range(shard[1])]
     for row in every_shard:
-        parts[shard_of(row.id, shard[1])].append(row)
+        # a sample (ID#k) goes with its prompt's id, as the rows were sharded before sampling
+        ident = row.id.rsplit("#", 1)[0] if samples > 1 else row.id
+        parts[shard_of(ident, shard[1])].append(row)
     shares = shard_shares(parts, shard[0], None if book is not None else worst)
     summary.shard_shares = [s.to_dict() for s in shares]
     summary.notes.append(shard_shares_note(shares))
+
+
+def _mix_shares(summary: SummaryDraft, todo: list[PromptRow], builder: RequestBuilder) -> None:
+    """The sampling mix's draws over the rows to send, per dataset (what ``audit`` will count)."""
+    from openrouter_probe.rules.sampling_mix import Shares
+
+    shares = Shares()
+    for row in todo:
+        shares.add(row.dataset, builder.sampling_of(row))
+    summary.notes.extend(f"drawn for the rows to send, {line}" for line in shares.lines())
 
 
 def summarize_dry_run(
@@ -104,7 +117,9 @@ def summarize_dry_run(
     summary.worst_case_usd = worst_total
     summary.not_sent = len(todo)
     if asked.shard is not None and every_shard:
-        _shard_shares(summary, every_shard, asked.shard, prices, builder, book)
+        _shard_shares(summary, every_shard, asked.shard, prices, builder, book, asked.samples)
+    if asked.mix is not None:
+        _mix_shares(summary, todo, builder)
     if not todo:
         return summary.build()
     datasets = sorted({r.dataset for r in todo})
@@ -148,15 +163,22 @@ def summarize_dry_run(
         )
     summary.expected_usd = figures.cost_usd
     summary.notes.extend(useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
-    summary.message = (
-        plan.headline
-        if budget is not None
-        else Message(
-            "dry-run-no-budget",
-            "no {budget_usd:bare}: nothing would cap the real run's spend; give one to cap it",
-        )
-    )
+    summary.message = plan.headline if budget is not None else _no_budget(asked)
     return summary.build()
+
+
+def _no_budget(asked: GeneratePlan) -> str:
+    """What the dry run says of a job without a budget: the cap the real run will read."""
+    if asked.budget_from_key:
+        return Message(
+            "dry-run-key-budget",
+            "no {budget_usd:bare}: the real run is capped at what the key's limit has left "
+            "(GET /key), or refused if the key has none; give {budget_usd} to choose the cap",
+        )
+    return Message(
+        "dry-run-no-budget",
+        "no {budget_usd:bare}: nothing would cap the real run's spend; give one to cap it",
+    )
 
 
 async def key_check(

@@ -9,13 +9,16 @@ assistant turn says whether the model wrote it (``generated``) and carries its r
 
 - ``specforge``: SpecForge's regenerated-data shape, what its ``validate_regenerated_data.py`` and
   ``expand_reasoning_conversations.py`` read: ``{"id": str, "status": "success", "conversations":
-  [{"role", "content"}, ...], "preserve_thinking": true}``. Rows the shape cannot hold (tools, other
+  [{"role", "content"}, ...], "preserve_thinking": true, "sampling_params": {...}}``. Rows the
+  shape cannot hold (tools, other
   roles, image parts, an empty message, a ``<think>`` left in the text) are left out and counted.
 - ``sharegpt``: ``{"id", "conversations": [{"from": "system"|"human"|"gpt"|"tool", "value"}...],
-  "tools"}``, every other key of a message kept (``reasoning_content``, ``tool_calls``,
+  "tools", "metadata": {"sampling_params"}}`` (where speculators' ``regenerate-responses`` keeps
+  it), every other key of a message kept (``reasoning_content``, ``tool_calls``,
   ``tool_call_id``, ``generated``), image parts kept as parts;
 - ``jsonl``: ``{"id", "dataset", "conversations": [...chat messages...], "tools", "provider",
-  "model", "finish_reason", "usage"}`` (plus ``turns``, per-turn metadata, for regenerated rows);
+  "model", "finish_reason", "usage", "meta", "sampling_params"}`` (plus ``turns``, per-turn
+  metadata, for regenerated rows);
 - ``parquet``: the ``jsonl`` rows as a table (needs ``pyarrow``: the ``parquet`` extra), nested
   values as JSON text.
 - ``hf``: a Hugging Face dataset folder (``-o DIR``): Parquet shards per dataset and a dataset

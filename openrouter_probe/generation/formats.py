@@ -30,7 +30,7 @@ __all__ = ["EXPORT_FORMATS", "FORMATS", "ExportFormat", "Target", "to_jsonl_row"
 
 _JSONL_COLUMNS = (
     "id", "dataset", "conversations", "tools", "provider", "model", "finish_reason", "usage",
-    "meta",
+    "meta", "sampling_params",
 )  # fmt: skip
 _PARQUET_EXTRA = "pip install 'openrouter-probe[parquet]'"
 
@@ -86,13 +86,18 @@ def _sharegpt_row(
     row: dict[str, Any] = {"id": record["id"], "conversations": sharegpt_turns(conv)}
     if tools:
         row["tools"] = tools
+    if "sampling_params" in record:  # where speculators' regenerate-responses keeps it
+        row["metadata"] = {"sampling_params": record["sampling_params"]}
     return row
 
 
 def _specforge_row(
     record: dict[str, Any], conv: Conversation, tools: Any, preserve_thinking: bool
 ) -> dict[str, Any] | str:
-    return specforge_row(conv, record["id"], preserve_thinking=preserve_thinking)
+    row = specforge_row(conv, record["id"], preserve_thinking=preserve_thinking)
+    if isinstance(row, dict) and "sampling_params" in record:
+        row["sampling_params"] = record["sampling_params"]  # what the answers were sampled with
+    return row
 
 
 def _jsonl_row(
@@ -108,6 +113,7 @@ def _jsonl_row(
         "finish_reason": record.get("finish_reason"),
         "usage": record.get("usage"),
         "meta": record.get("meta"),  # the prompt row's other columns (the dataset's data)
+        "sampling_params": record.get("sampling_params"),  # as sent (None: not recorded)
     }
     if isinstance(record.get("turns"), list):
         row["turns"] = [
@@ -240,7 +246,7 @@ def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
 
     import pandas as pd
 
-    nested = ("conversations", "tools", "usage", "turns")
+    nested = ("conversations", "tools", "usage", "turns", "sampling_params")
     columns = [*_JSONL_COLUMNS, "turns"]
     cells = [
         [

@@ -13,7 +13,8 @@ in this job; ``false`` for every turn from the prompts, ``tool_calls`` as JSON t
 ``tool_call_id``), ``tools`` (JSON text, as hermes-fc stores it), ``provider``, ``model``,
 ``finish_reason``, ``usage`` (JSON text), ``original`` (the prompts' answer that ``--turns last``
 regenerated, or null), ``meta`` (JSON text: the prompt row's other columns, the dataset's data
-that was never sent, or null). Content parts (images) are kept as their JSON text.
+that was never sent, or null), ``sampling_params`` (JSON text: what the answers were sampled
+with, as sent, or null when not recorded). Content parts (images) are kept as their JSON text.
 
 The card's provenance: the model, the policy and its hash, the snapshot it was compiled against
 (hash and date), the providers that served the rows and their shares, the spend the journals
@@ -109,6 +110,7 @@ def hub_row(row: Mapping[str, Any], original: Any = None) -> dict[str, Any]:
         "usage": _text(row.get("usage")),
         "original": _text(original.get("content")) if isinstance(original, Mapping) else None,
         "meta": _text(row.get("meta")) if row.get("meta") else None,
+        "sampling_params": _text(row.get("sampling_params")),
     }
 
 
@@ -124,7 +126,7 @@ def _schema(pa: Any) -> Any:
         ]
     )
     strings = ("id", "dataset", "tools", "provider", "model", "finish_reason", "usage", "original",
-               "meta")  # fmt: skip
+               "meta", "sampling_params")  # fmt: skip
     fields = [(name, pa.string()) for name in strings]
     fields.insert(2, ("conversations", pa.list_(message)))
     return pa.schema(fields)
@@ -145,6 +147,8 @@ class HubCard:
     prompts: list[str] = field(default_factory=list)
     command: str | None = None
     superseded: int = 0
+    #: rows of the prompts skipped, never sent (the runs' journal headers; the most any said)
+    prompts_skipped: int = 0
     #: each dataset folder's shard files, as the card's configs name them (``write_hub_folder``)
     shards: dict[str, list[str]] = field(default_factory=dict)
 
@@ -209,6 +213,7 @@ class HubCard:
             "rows": dict(sorted(self.rows_by_dataset.items())),
             "superseded": self.superseded,
             "prompts": self.prompts,
+            "prompts_skipped": self.prompts_skipped,
             "command": self.command,
             "exported_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
@@ -269,6 +274,9 @@ def _policy_facts(card: HubCard, outputs: Iterable[str]) -> None:
                 card.prompts.append(str(header["prompts"]))
             if card.policy is None and header.get("policy"):
                 card.policy = str(header["policy"])
+            skipped = header.get("rows_skipped")
+            if isinstance(skipped, int) and not isinstance(skipped, bool):
+                card.prompts_skipped = max(card.prompts_skipped, skipped)
     if card.policy is None or not Path(card.policy).is_file():
         return
     try:

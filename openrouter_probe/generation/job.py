@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
@@ -38,6 +39,7 @@ from openrouter_probe.generation.plan import GeneratePlan, parse_weights
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
+from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.rows import PromptRow
@@ -87,12 +89,77 @@ def _sampling_note(summary: SummaryDraft, model: str, asked: GeneratePlan) -> No
         if asked.temperature is not None:
             note += f"; this run sets temperature={asked.temperature:g}, which wins"
         summary.notes.append(note)
+    if asked.mix is not None:
+        summary.notes.append(asked.mix.describe())
+
+
+def _sample_rows(rows: list[PromptRow], samples: int, path: str) -> list[PromptRow]:
+    """Each row ``samples`` times, as ``id#0`` ... (``samples`` 1: the rows as they are)."""
+    if samples == 1:
+        return rows
+    out = [dataclasses.replace(row, id=f"{row.id}#{k}") for row in rows for k in range(samples)]
+    seen: set[str] = set()
+    for row in out:
+        if row.id in seen:
+            raise ConfigError(
+                Message(
+                    "sample-id-taken",
+                    "{path:s}: the row id {id:s} is also a sample's id with {samples=}: rename "
+                    "that row (an id ending in #N names a sample)",
+                    path=path,
+                    id=row.id,
+                    samples=samples,
+                )
+            )
+        seen.add(row.id)
+    return out
+
+
+def with_samples(rows: PromptSet, samples: int) -> PromptSet:
+    """``samples`` rows of each prompt (``id#k``, ``k`` from 0), each its own draw and cache
+    identity; a resume counts them as rows (``samples`` 1: ``rows`` as read)."""
+    if samples == 1:
+        return rows
+    return dataclasses.replace(
+        rows,
+        rows=_sample_rows(rows.rows, samples, rows.path),
+        every_shard=_sample_rows(rows.every_shard, samples, rows.path),
+        in_file=rows.in_file * samples,
+        ending_on_assistant=rows.ending_on_assistant * samples,
+    )
+
+
+def _journal_header(
+    asked: GeneratePlan, book: TurnBook | None, cache_job: str, *, skipped: int
+) -> dict[str, Any]:
+    """What this run's header line in the spend journal says besides the run's own fields."""
+    return {
+        "policy": str(asked.policy),
+        "prompts": str(asked.prompts),  # the export's dataset card names it
+        "rows_skipped": skipped,  # rows of the prompts never sent (named)
+        "cache_job": cache_job,  # the response cache's job: a resume keeps it
+        **({"turns": "all"} if book is not None else {}),
+        # keys status matches a shard's key to its journals by it
+        **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
+    }
+
+
+def _cache_job(headers: list[dict[str, Any]]) -> str:
+    """The job part of the response cache's identity (``run.send.request.row_session``): the salt
+    the output's first run drew and wrote in its journal header, so that a resume (a new run of
+    the same job) resends the same bytes and a fresh output of the same prompts is a new job;
+    ``""`` for an output whose runs came before it (their rows' identity as it was)."""
+    for header in headers:
+        if isinstance(header.get("cache_job"), str):
+            return str(header["cache_job"])
+    return "" if headers else secrets.token_hex(8)
 
 
 def _warn_duplicates(summary: SummaryDraft, prompts: str | Path, rows: PromptSet) -> None:
     summary.warnings.extend(rows.duplicate_lines()[:5])
     if len(rows.duplicates) > 5:
         summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
+    summary.notes.extend(rows.notes)
     summary.rows_skipped = len(rows.skipped)
     summary.skipped_rows = list(rows.skipped)
     summary.rows_ending_on_assistant = rows.ending_on_assistant
@@ -112,9 +179,12 @@ def _turn_book(
     kept: dict[str, list[dict[str, Any]]],
     summary: SummaryDraft,
     inputs: Inputs | None = None,
+    *,
+    model: str,
 ) -> TurnBook | None:
     """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,
-    each from its first missing turn; say what it counts and what it sends once."""
+    each from its first missing turn, earlier turns' reasoning sent back if ``model`` reads it;
+    say what it counts and what it sends once."""
     if inputs is not None and inputs.turns:
         todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
     else:
@@ -136,7 +206,14 @@ def _turn_book(
                 )
             )
         return None
-    book = TurnBook.start(options.out, todo_all, kept)
+    from openrouter_probe.rules.sampling import history_reasoning
+
+    back, why = history_reasoning(model)
+    book = TurnBook.start(options.out, todo_all, kept, reasoning_back=back)
+    summary.notes.append(
+        f"turns: earlier turns' reasoning {'goes back' if back else 'is not sent back'} in each "
+        f"request's history ({model}: {why})"
+    )
     summary.turns_to_send = book.to_send(todo)
     summary.turns_resumed = book.resumed
     summary.turns_file = str(book.path)
@@ -162,6 +239,40 @@ def _turn_book(
     return book
 
 
+async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> JobOptions:
+    """``budget_usd="key"``: a paid run capped at what the output spent before plus what the
+    key's limit has left (or refused)."""
+    if asked.budget_from_key and not asked.dry_run:
+        return await asyncio.to_thread(key_budget, options, spent)
+    return options
+
+
+def _check_one_source(headers: list[dict[str, Any]], prompts: str | Path, out: Path) -> None:
+    """Refuse a second prompts source run into an output an earlier run wrote from another:
+    its rows would be appended to the first's, and the counts mixed. The same file named
+    another way (relative, absolute) is the same; one no longer found here cannot be told."""
+
+    def where(spec: str) -> str | None:
+        path = Path(spec)
+        return str(path.resolve()) if path.exists() else (spec if spec.startswith("hf:") else None)
+
+    mine = where(str(prompts))
+    for header in headers:
+        earlier = header.get("prompts")
+        theirs = where(earlier) if isinstance(earlier, str) else None
+        if mine is not None and theirs is not None and theirs != mine:
+            raise ConfigError(
+                Message(
+                    "out-of-another-source",
+                    "{out_path:s} holds the rows of {earlier:s}; {prompts:s} is another source: "
+                    "give {out} another file (or merge the sources into one file or manifest)",
+                    out_path=str(out),
+                    earlier=str(earlier),
+                    prompts=str(prompts),
+                )
+            )
+
+
 def _truncated_rows(
     rows: PromptSet, out: str | Path, max_tokens: int
 ) -> tuple[list[PromptRow], list[str], dict[str, str]]:
@@ -173,11 +284,31 @@ def _truncated_rows(
     from openrouter_probe.generation.audit import merged_records
     from openrouter_probe.run.books.output import output_tokens_of
 
+    if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
+        return (
+            [],
+            [
+                Message(
+                    "redo-truncated-fresh",
+                    "{redo_truncated=True}: {path:s} holds no "
+                    "answer yet, so none was cut: nothing to redo",
+                    path=str(out),
+                )
+            ],
+            {},
+        )
     records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
     cut = {str(r["id"]): output_tokens_of(r) for r in records}
     recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
+    # a redo is a new answer, never the cached cut one (the same request at the same limit):
+    # its cache identity names the answer it redoes, the same on a resend after a kill
+    kind = {str(r["id"]): f"redo:{r.get('generation_id') or output_tokens_of(r)}" for r in records}
     todo = [
-        replace(r, params={**r.params, "max_tokens": max_tokens}) if "max_tokens" in r.params else r
+        replace(
+            r,
+            params={**r.params, "max_tokens": max_tokens} if "max_tokens" in r.params else r.params,
+            cache_kind=kind[r.id],
+        )
         for r in rows
         if r.id in cut
     ]
@@ -234,12 +365,21 @@ async def generate(
     backoff: Backoff | None = None,
     batch: bool | BatchOptions = False,
     response_cache: bool = True,
+    temperature_mix: str | Mapping[str, float] | None = None,
+    reasoning_effort_mix: str | Mapping[str, float] | None = None,
+    thinking_mix: str | Mapping[str, float] | None = None,
+    mix_seed: int = 0,
+    samples: int = 1,
 ) -> RunSummary:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
-    by ``weights``; ``target_tokens`` stops each dataset; ``turns``: ``"last"`` or ``"all"``;
-    ``batch`` (``True`` or ``BatchOptions``) uses the Batch API; ``offline=True`` is the dry run
+    by ``weights`` (``"key"``: what the key's limit has left, read before sending; a key
+    without a limit refuses the run; ``None``: no cap, warned); ``target_tokens`` stops each
+    dataset; ``turns``: ``"last"`` or ``"all"``; ``batch`` (``True`` or ``BatchOptions``) uses
+    the Batch API; ``temperature_mix``, ``reasoning_effort_mix``, ``thinking_mix``
+    (``"on=0.8,off=0.2"``) draw each row's sampling from ``mix_seed``; ``samples`` makes that many
+    rows of each prompt (``id#k``); ``offline=True`` is the dry run
     on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
     asks OpenRouter's response cache; ``send``, ``sleep``, ``clock`` replace the transport, waits
     and time (docs/generate.md says every option and guarantee).
@@ -257,7 +397,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     options, prompts, policy, snapshot = asked.options, asked.prompts, asked.policy, asked.snapshot
     redo, reading = asked.redo, asked.source
     inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
-    rows = inputs.prompts
+    rows = with_samples(inputs.prompts, asked.samples)
     compiled, provider_raw, policy_hash = _policy(policy, snapshot)
     # a manifest's weights, unless --weights is given
     weights = parse_weights(
@@ -268,6 +408,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     with open_run(options, redo_failed="failed" in redo, job=job) as paid:
+        _check_one_source(paid.replay.headers, prompts, options.out)
+        paid.options = options = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
@@ -290,7 +432,9 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
         _source_notes(summary, prompts, snap if snapshot is not None else None)
         _sampling_note(summary, compiled.model, asked)
         summary.warnings.extend(redone)
-        book = _turn_book(asked, options, todo, paid.state.turns, summary, inputs)
+        book = _turn_book(
+            asked, options, todo, paid.state.turns, summary, inputs, model=compiled.model
+        )
         prices = admitted_prices(compiled, policy, endpoints, asked, summary)
         if asked.batch is not None:
             settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
@@ -313,19 +457,14 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 every_shard=rows.every_shard,
                 lengths=paid.state.lengths,
             )
+        cache_job = _cache_job(paid.replay.headers)
         return await paid.run(
             todo,
             builder=asked.request_builder(
-                compiled.model, provider_raw, identity=asked.response_cache
+                compiled.model, provider_raw, identity=asked.response_cache, job=cache_job
             ),
             prices=prices,
             summary=summary,
-            header={
-                "policy": str(policy),
-                "prompts": str(prompts),  # the export's dataset card names it
-                **({"turns": "all"} if book is not None else {}),
-                # keys status matches a shard's key to its journals by it
-                **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
-            },
+            header=_journal_header(asked, book, cache_job, skipped=len(rows.skipped)),
             turns=book,
         )

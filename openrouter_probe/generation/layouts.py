@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.jsontext import kind_of
+from openrouter_probe.generation.transcripts import is_hh
+from openrouter_probe.rules.server_tools import PREFIX as SERVER_TOOL
+from openrouter_probe.rules.server_tools import unbounded
 
 __all__ = [
     "LAYOUTS",
@@ -71,16 +74,22 @@ class Layout:
     id: tuple[str, ...] = ("id", "uuid", "prompt_id")
     tools: str | None = None
     image: str | None = None
-    params: bool = False  # our own shape: chat parameters are read from the row
+    own: bool = False  # our own shape: OpenAI's messages (their keys) and fine-tune `tools`
     chat_text: bool = False  # glaive: the dialogue is one USER:/ASSISTANT: string
     xlam: bool = False
     status: bool = False  # a status column: rows whose status is not a success are skipped
+    reader: str | None = None  # the dialogue is a transcript: "hh" (one text), "oasst" (a tree)
 
 
 _DIALOGUE = ("messages", "conversations", "conversation", "items")
 _PROMPTS = ("prompt", "question", "instruction", "query", "input")
 
 LAYOUTS: tuple[Layout, ...] = (
+    Layout("oasst-tree", "OpenAssistant/oasst1, oasst2 (each path of a tree; message rows "
+           "gathered into trees)", ("message_tree_id", "prompt"), dialogue=("prompt",),
+           id=("path_id", "message_tree_id"), reader="oasst"),
+    Layout("hh-rlhf", "Anthropic/hh-rlhf", ("chosen", "rejected"), dialogue=("chosen",),
+           reader="hh"),
     Layout("glaive", "glaiveai/glaive-function-calling-v2", ("system", "chat"), chat_text=True,
            system="system"),
     Layout("xlam", "Salesforce/xlam-function-calling-60k", ("query", "tools", "answers"),
@@ -109,12 +118,15 @@ LAYOUTS: tuple[Layout, ...] = (
            "hermes-fc, LLaMA-Factory glaive, SpecForge prepared", ("conversations",),
            dialogue=("conversations",), system="system_prompt", tools="tools"),
     Layout("ours", "ours; OpenAI fine-tune (tools); Tulu-3 SFT mixture; UltraChat",
-           ("messages",), dialogue=("messages",), tools="tools", params=True),
+           ("messages",), dialogue=("messages",), tools="tools", own=True),
+    Layout("capybara", "LDJnr/Capybara", ("conversation", "source"), dialogue=("conversation",)),
     Layout("wildchat-like", "any `conversation` list", ("conversation",),
            dialogue=("conversation",)),
     Layout("sharegpt-raw", "raw ShareGPT exports (`items`)", ("items",), dialogue=("items",)),
+    Layout("helpsteer2", "nvidia/HelpSteer2", ("prompt", "response", "helpfulness"),
+           prompt=("prompt",)),
     Layout("ours-prompt", "ours: a `prompt` string", ("prompt",), prompt=("prompt",),
-           params=True),
+           tools="tools", own=True),
     Layout("single", "gsm8k (`question`), Magpie (`instruction`), Nemotron (`input`)", (),
            prompt=_PROMPTS),
 )  # fmt: skip
@@ -123,7 +135,9 @@ LAYOUTS: tuple[Layout, ...] = (
 #: ``layout_of`` by a row's columns, where they alone decide it (the rows of one file share
 #: theirs: the table is walked once per set of columns, not per row); bounded.
 _BY_COLUMNS: dict[frozenset[str], Layout | None] = {}
-_NEMOTRON_V2 = frozenset(next(x for x in LAYOUTS if x.name == "nemotron-v2").needs)
+#: the layouts a value decides too (not only the columns): never cached by columns
+_BY_VALUE = {"nemotron-v2", "hh-rlhf", "oasst-tree"}
+_VALUED = tuple(frozenset(x.needs) for x in LAYOUTS if x.name in _BY_VALUE)
 
 
 def layout_of(obj: Mapping[str, Any]) -> Layout | None:
@@ -132,7 +146,7 @@ def layout_of(obj: Mapping[str, Any]) -> Layout | None:
     if columns in _BY_COLUMNS:
         return _BY_COLUMNS[columns]
     found = _layout_of(obj)
-    if len(_BY_COLUMNS) < 256 and not columns >= _NEMOTRON_V2:  # (that one reads a value)
+    if len(_BY_COLUMNS) < 256 and not any(columns >= needs for needs in _VALUED):
         _BY_COLUMNS[columns] = found
     return found
 
@@ -143,6 +157,10 @@ def _layout_of(obj: Mapping[str, Any]) -> Layout | None:
             continue
         if layout.name == "nemotron-v2" and not isinstance(obj.get("reasoning"), str):
             continue  # our own row with a `reasoning` object and a `generator` column
+        if layout.name == "hh-rlhf" and not is_hh(obj.get("chosen")):
+            continue  # a preference set with its own prompt column (truthy-dpo, orca_dpo_pairs)
+        if layout.name == "oasst-tree" and not isinstance(obj.get("prompt"), Mapping):
+            continue
         if layout.name == "single" and not any(k in obj for k in layout.prompt):
             return None
         return layout
@@ -175,6 +193,8 @@ def compose(obj: Mapping[str, Any], fields: tuple[str, ...], template: str | Non
 
 
 def _function(tool: Any, i: int) -> dict[str, Any]:
+    if isinstance(tool, Mapping) and str(tool.get("type") or "").startswith(SERVER_TOOL):
+        return dict(tool)  # OpenRouter's own server tool, as given (``convert_tools`` bounds it)
     if isinstance(tool, Mapping) and tool.get("type") == "function":
         function = tool.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
@@ -188,10 +208,16 @@ def _function(tool: Any, i: int) -> dict[str, Any]:
 
 
 def convert_tools(value: Any) -> list[dict[str, Any]]:
-    """A ``tools`` column in OpenAI's schema: OpenAI tools as they are, bare functions wrapped."""
+    """A ``tools`` column in OpenAI's schema: OpenAI tools and OpenRouter's server tools as they
+    are, bare functions wrapped; a server tool whose cost the cap cannot bound refuses the row
+    (``rules.server_tools.unbounded``: the line says how to bound it)."""
     if not isinstance(value, list):
         raise LayoutProblem("`tools` is not a list of tools (nor JSON text of one)")
-    return [_function(t, i) for i, t in enumerate(value)]
+    tools = [_function(t, i) for i, t in enumerate(value)]
+    problem = unbounded(tools)
+    if problem is not None:
+        raise LayoutProblem(problem)
+    return tools
 
 
 _XLAM_TYPES = {

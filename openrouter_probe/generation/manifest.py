@@ -14,6 +14,7 @@ A small YAML file (``examples/datasets.yaml`` is one)::
         fields: {prompt: question}                 # conversation / prompt / id / system /
                                                    # template: which field holds what
         turns: all                                 # regenerate every assistant turn of its rows
+        params: [seed]                             # columns sent as request parameters
 
 ``generate MANIFEST.yaml`` (and its dry run) reads every dataset into one prompt set; the
 weights become the run's ``--weights`` (the cap is shared across datasets by the run, as with
@@ -38,6 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from openrouter_probe.errors import ConfigError, OptionError, validation_errors
+from openrouter_probe.generation.params import parse_row_params, row_params_problem
 from openrouter_probe.generation.prompts import PromptSet, Selection, read_prompts
 from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.generation.sources import HF_PREFIX, hf_only
@@ -82,6 +84,7 @@ class DatasetEntry(_Strict):
     seed: int = 0
     weight: PositiveFloat = 1.0
     turns: Literal["last", "all"] | None = None
+    params: list[str] = []  # the columns sent as request parameters (``--row-params``)
 
 
 class Manifest(_Strict):
@@ -123,6 +126,9 @@ def read_manifest(path: str | Path) -> Manifest:
     for i, entry in enumerate(manifest.datasets):
         if entry.limit is not None and entry.sample is not None:
             raise ConfigError(f"{p}: datasets[{i}] ({entry.name}): give limit or sample, not both")
+        problem = row_params_problem(tuple(entry.params))
+        if problem is not None:
+            raise ConfigError(f"{p}: datasets[{i}].params ({entry.name}): {problem}")
     return manifest
 
 
@@ -156,6 +162,7 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
                 merged.every_shard.append(row)
         merged.duplicates.extend(one.duplicates)
         merged.skipped.extend(one.skipped)
+        merged.notes.extend(one.notes)
         merged.in_file += one.in_file
         merged.ending_on_assistant += one.ending_on_assistant
         if one.source is not None:
@@ -178,6 +185,7 @@ class SourceOptions:
     selection: Selection = field(default_factory=Selection)
     config: str | None = None
     split: str | None = None
+    strict: bool = False  # a row that cannot be read refuses the source (else: skipped, named)
 
     @classmethod
     def of(
@@ -190,10 +198,17 @@ class SourceOptions:
         seed: int = 0,
         config: str | None = None,
         split: str | None = None,
+        row_params: str | list[str] | tuple[str, ...] | None = None,
+        strict: bool = False,
     ) -> SourceOptions:
-        """From ``generate``'s options (``--prompt-field``, ``--id-field``, ``--limit``, ...)."""
-        return cls(FieldMap(prompt=prompt_field, id=id_field), Selection(limit, sample, seed),
-                   config, split)  # fmt: skip
+        """From ``generate``'s options (``--prompt-field``, ``--id-field``, ``--limit``, ...,
+        ``--row-params seed,temperature``: the columns sent as request parameters)."""
+        names = parse_row_params(row_params)
+        problem = row_params_problem(names)
+        if problem is not None:
+            raise OptionError(f"{{row_params=}}: {_braced(problem)}", row_params=",".join(names))
+        return cls(FieldMap(prompt=prompt_field, id=id_field, params=names),
+                   Selection(limit, sample, seed), config, split, strict)  # fmt: skip
 
     def given(self) -> dict[str, Any]:
         """The options set, by their keywords (``SourceOptions.of``'s) and values."""
@@ -204,6 +219,7 @@ class SourceOptions:
             "sample": self.selection.sample,
             "config": self.config,
             "split": self.split,
+            "row_params": ",".join(self.fields.params) or None,
         }
         return {name: value for name, value in named.items() if value is not None}
 
@@ -239,6 +255,7 @@ def read_inputs(
             selection=options.selection,
             config=options.config,
             split=options.split,
+            strict=options.strict,
         )
         return Inputs(rows)
     given = options.given()
@@ -260,10 +277,11 @@ def read_inputs(
                 shard=shard,
                 dataset=entry.name,
                 turns=mode,
-                fields=FieldMap(**entry.fields.model_dump()),
+                fields=FieldMap(**entry.fields.model_dump(), params=tuple(entry.params)),
                 selection=Selection(entry.limit, entry.sample, entry.seed),
                 config=entry.config,
                 split=entry.split,
+                strict=options.strict,
             )
         )
         weights[entry.name] = entry.weight

@@ -26,10 +26,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from openrouter_probe.api.jsontext import kind_of
+from openrouter_probe.api.jsontext import json_text_value, kind_of
 from openrouter_probe.errors import Message
+from openrouter_probe.rules.server_tools import unbounded
 
-__all__ = ["CHAT_PARAMETERS", "MESSAGE_KEYS", "RESERVED", "check", "message_keys"]
+__all__ = [
+    "CHAT_PARAMETERS",
+    "MESSAGE_KEYS",
+    "RESERVED",
+    "check",
+    "id_params",
+    "message_keys",
+    "parse_row_params",
+    "row_params",
+    "row_params_problem",
+]
 
 #: ``ChatRequest``'s fields in the ``openrouter`` SDK 1.3.84, less ``RESERVED``, plus the
 #: documented ones it leaves out.
@@ -86,6 +97,50 @@ _OBJECTS = ("reasoning", "response_format", "metadata", "logit_bias", "web_searc
             "usage", "prediction", "trace", "debug", "image_config")  # fmt: skip
 
 
+def parse_row_params(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """``--row-params seed,temperature`` (or a list, a manifest's ``params:``) as names."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+
+
+def row_params_problem(names: tuple[str, ...]) -> str | None:
+    """Why the columns ``names`` cannot be sent as request parameters (``None``: they can):
+    each must be an OpenRouter chat parameter the policy and the run do not decide."""
+    for name in names:
+        if name in RESERVED:
+            return f"`{name}` is decided by the policy and the run, never by a row"
+        if name not in CHAT_PARAMETERS:
+            return f"`{name}` is not an OpenRouter chat parameter (generation/params.py)"
+    return None
+
+
+def row_params(obj: Mapping[str, Any], names: tuple[str, ...]) -> tuple[dict[str, Any], str | None]:
+    """The columns ``names`` (``--row-params``) of a row as request parameters, and why one of
+    them cannot be sent (``None``: all can; the row is then skipped). A column the row lacks (or
+    null) is not sent; ``reasoning_effort`` is sent as ``reasoning.effort``."""
+    params = {k: json_text_value(obj[k]) if k == "tools" else obj[k] for k in names
+              if obj.get(k) is not None}  # fmt: skip
+    for key, value in params.items():
+        problem = check(key, value)
+        if problem is not None:
+            return {}, problem
+    if "reasoning_effort" in params and "reasoning" not in params:
+        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
+    return params, None
+
+
+def id_params(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Our own row's chat-parameter columns as its content id has always hashed them, sent or
+    not (the versions that sent them all hashed them so: an output they wrote resumes)."""
+    params = {k: json_text_value(v) if k == "tools" else v for k, v in obj.items()
+              if k in CHAT_PARAMETERS}  # fmt: skip
+    if "reasoning_effort" in params and "reasoning" not in params:
+        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
+    return params
+
+
 def message_keys(message: Mapping[str, Any]) -> dict[str, Any]:
     """``message`` with only the keys the API reads for its role (``MESSAGE_KEYS``)."""
     keep = MESSAGE_KEYS.get(str(message.get("role")), MESSAGE_KEYS["user"])
@@ -115,7 +170,8 @@ def _tool_problem(tools: list[Any]) -> str | None:
             function = tool.get("function")
             if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
                 return f"tools[{i}] is a function tool without `function.name` (OpenAI's schema)"
-    return None
+    # a server tool billed beyond what the spend cap can bound is refused before it is sent
+    return unbounded(tools)
 
 
 def _reasoning_problem(value: Mapping[str, Any]) -> str | None:

@@ -28,15 +28,19 @@ from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.prompts import parse_shard
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
+from openrouter_probe.rules.sampling_mix import SamplingMix
 from openrouter_probe.run.books.turns import TURNS_MODES
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.sender import Sender
 
-__all__ = ["DERIVED", "REASONING_EFFORTS", "GeneratePlan", "parse_weights"]
+__all__ = ["DERIVED", "KEY_BUDGET", "REASONING_EFFORTS", "GeneratePlan", "parse_weights"]
 
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
+#: ``budget_usd="key"``: the cap is what the key's blocking budget has left (``GET /key``); a key
+#: without a limit refuses the paid run (the CLI's default without ``--budget-usd``).
+KEY_BUDGET = "key"
 #: How long a row's retries may run in batch mode: a batch may take 24 h, and a retry another.
 _BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 #: The metadata of a field the plan derives (not a keyword of ``generate()``).
@@ -96,7 +100,9 @@ class GeneratePlan:
     path, ``budget_usd`` a ``Decimal``, ``target_tokens`` a count, ``shard`` a pair (``"auto"``
     resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``, ``api_key``,
     ``base_url``, ``attempts`` and ``backoff`` as resolved. Derived: ``shard_source`` (the
-    launcher's variables that gave the shard) and ``options``, the paid run's ``JobOptions``.
+    launcher's variables that gave the shard), ``budget_from_key`` (``budget_usd="key"``: the
+    cap is read from ``GET /key`` before a paid run) and ``options``, the paid run's
+    ``JobOptions``.
     """
 
     prompts: str | Path
@@ -134,7 +140,15 @@ class GeneratePlan:
     backoff: Backoff
     batch: BatchOptions | None
     response_cache: bool
+    temperature_mix: str | Mapping[str, float] | None
+    reasoning_effort_mix: str | Mapping[str, float] | None
+    thinking_mix: str | Mapping[str, float] | None
+    mix_seed: int
+    samples: int
+    budget_from_key: bool = field(default=False, metadata=_DERIVED)
     shard_source: str = field(default="", metadata=_DERIVED)
+    #: the sampling mix the three ``*_mix`` keywords and ``mix_seed`` make (``None``: none given)
+    mix: SamplingMix | None = field(default=None, metadata=_DERIVED)
     options: JobOptions = field(metadata=_DERIVED, repr=False)
 
     @classmethod
@@ -145,10 +159,14 @@ class GeneratePlan:
         k = keywords
         if k["offline"]:  # no network, no spending: the dry run on the bundled snapshot
             k = {**k, "dry_run": True, "snapshot": k["snapshot"] or "bundled"}
+        from_key = isinstance(k["budget_usd"], str) and k["budget_usd"].strip() == KEY_BUDGET
+        if from_key:  # the key's remaining limit, read before a paid run sends (or refused)
+            k = {**k, "budget_usd": None}
         reasoning = _reasoning(k["reasoning_effort"], k["reasoning_max_tokens"])
         _check_turns(k["turns"])
         max_tokens = whole_number(k["max_tokens"], "max_tokens")
         _check_sampling(max_tokens, k["temperature"], reasoning)
+        mix = _mix(k, reasoning)
         shard, shard_source = _shard(k["shard"])
         target = k["target_tokens"]
         if target is not None:
@@ -193,8 +211,12 @@ class GeneratePlan:
             drain_timeout_s=options.drain_timeout_s,
             backoff=options.backoff,
             batch=batch,
+            budget_from_key=from_key,
             shard_source=shard_source,
             options=options,
+            mix=mix,
+            mix_seed=k["mix_seed"],
+            samples=whole_number(k["samples"], "samples"),
         )
 
     @property
@@ -217,14 +239,18 @@ class GeneratePlan:
         return None if self.shard is None else self.shard[1]
 
     def request_builder(
-        self, model: str, provider_raw: Any, *, identity: bool = False
+        self, model: str, provider_raw: Any, *, identity: bool = False, job: str = ""
     ) -> RequestBuilder:
         """What every request of the run shares: the policy's model and provider block, byte
         for byte, the sampling the run asked for and what the model's card fixes
-        (``rules.sampling``); ``identity``: each row's ``session_id`` (the response cache's
-        rows kept apart: ``response_cache``)."""
+        (``rules.sampling``), each row's draw of the mix (refused, ``OptionError``, where it
+        breaks what the card fixes); ``identity``: each row's ``session_id`` (the response
+        cache's rows kept apart: ``response_cache``), of the output's ``job``."""
         from openrouter_probe.rules.sampling import sampling_advice
 
+        advice = sampling_advice(model)
+        if self.mix is not None:
+            self.mix.check(model, advice, self.reasoning)  # a mix the model's card forbids
         return RequestBuilder(
             model=model,
             provider_json=json.dumps(provider_raw, ensure_ascii=False, separators=(",", ":")),
@@ -232,8 +258,10 @@ class GeneratePlan:
             stream=self.stream,
             temperature=self.temperature,
             reasoning=self.reasoning,
-            advice=sampling_advice(model),
+            advice=advice,
             identity=identity,
+            mix=self.mix,
+            job=job,
         )
 
     @property
@@ -267,9 +295,47 @@ _PASSED = (
     "sleep",
     "clock",
     "response_cache",
+    "temperature_mix",
+    "reasoning_effort_mix",
+    "thinking_mix",
 )
 #: The plan's fields that are not ``generate()``'s keywords (the plan derives them).
 DERIVED = tuple(f.name for f in dataclasses.fields(GeneratePlan) if f.metadata.get("derived"))
+
+
+def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix | None:
+    """The run's sampling mix, checked against the fixed settings it would contradict: a mix and
+    the one value of the same parameter exclude each other."""
+    both = [
+        (mix, fixed)
+        for mix, fixed in (
+            ("temperature_mix", "temperature"),
+            ("reasoning_effort_mix", "reasoning_effort"),
+            ("reasoning_effort_mix", "reasoning_max_tokens"),
+        )
+        if k[mix] is not None and k[fixed] is not None
+    ]
+    if both:
+        mix, fixed = both[0]
+        raise OptionError(
+            f"give {{{mix}}} or {{{fixed}}}, not both: the mix draws the value of each row",
+            **{mix: Shown(str(k[mix])), fixed: k[fixed]},
+        )
+    if k["thinking_mix"] is not None and (reasoning or {}).get("effort") == "none":
+        raise OptionError(
+            "{thinking_mix=} draws thinking on for some rows and {reasoning_effort=none} turns it "
+            "off for every row: give one of them",
+            thinking_mix=Shown(str(k["thinking_mix"])),
+        )
+    seed = k["mix_seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise OptionError("{mix_seed=}: a whole number, e.g. 0", mix_seed=seed)
+    return SamplingMix.of(
+        temperature=k["temperature_mix"],
+        reasoning_effort=k["reasoning_effort_mix"],
+        thinking=k["thinking_mix"],
+        seed=k["mix_seed"],
+    )
 
 
 def _check_turns(turns: str) -> None:

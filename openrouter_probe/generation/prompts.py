@@ -3,11 +3,11 @@
 A source (``generation.sources``) is a JSONL file, a JSON array, Parquet, a ``datasets`` folder or
 ``hf:OWNER/NAME``; a row is read as its family writes it (``generation.shapes``: ``messages`` or
 ``conversations``, role/content or from/value, ``id``/``uuid``/``prompt_id``, a single prompt
-field), with an optional ``dataset`` and, in our own shape, per-row request parameters
-(``max_tokens``, ``temperature``, ``reasoning``, ...). A row's id is its own, else a stable hash
-of its content (messages, dataset and parameters), so that a rerun finds the same ids. A row that
-cannot be read (not JSON, no prompt field) is named by file and line and stops the job; a row
-whose conversation is not valid is skipped with its line and reason (``skipped``), never sent.
+field), with an optional ``dataset`` and the per-row request parameters the user names
+(``FieldMap.params``). A row's id is its own, else a stable hash of its content (messages,
+dataset and parameters), so that a rerun finds the same ids. A row that cannot be sent (not
+JSON, no prompt field, a conversation that is not valid) is skipped with its file, line and
+reason (``skipped``), never sent; ``strict=True`` refuses the source instead.
 Duplicate ids are reported with both line numbers and sent once. A UTF-8 byte order mark at the
 start of a file (Windows editors write one) is skipped. A source with no row is an error (an empty
 input is almost always a wrong path or a failed step before); a shard (``--shard i/n``) that gets
@@ -40,6 +40,7 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message, OptionError, reason
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.generation.sources import Source, open_source
+from openrouter_probe.generation.transcripts import OASST_MESSAGE, OasstTrees, oasst_paths
 from openrouter_probe.run.rows import PromptRow
 
 __all__ = ["PromptSet", "Selection", "parse_shard", "read_prompts", "row_id", "shard_of"]
@@ -67,6 +68,8 @@ class PromptSet:
     sources: dict[str, Source] = field(default_factory=dict)
     #: with a shard: the rows of every shard (the dry run's per-shard rows and worst case)
     every_shard: list[PromptRow] = field(default_factory=list)
+    #: what the reading says once per source (a column kept unsent: ``source_notes``)
+    notes: list[str] = field(default_factory=list)
 
     def where(self, row: PromptRow) -> str:
         """``path:LINE`` (JSONL) or ``path: row N`` of ``row``: what a message names."""
@@ -184,11 +187,14 @@ class _Reading:
     folder: Path | None = None  # where a row's relative image paths are read from
 
 
-def _prompt_row(obj: Any, number: int, how: _Reading) -> PromptRow:
+def _prompt_row(obj: Any, number: int, how: _Reading, notes: dict[str, int]) -> PromptRow:
     shape = read_row(obj, how.fields, folder=how.folder)
+    for note in shape.notes:
+        notes[note] = notes.get(note, 0) + 1
     dataset = how.dataset or shape.dataset or how.default_dataset
     messages = shape.messages
-    ident = shape.given_id or row_id(messages, dataset, shape.params)
+    params = shape.params if shape.id_params is None else shape.id_params
+    ident = shape.given_id or row_id(messages, dataset, params)
     extra: dict[str, Any] = {}
     if how.turns == "last" and messages[-1].get("role") == "assistant":
         extra["original"] = messages[-1]
@@ -198,6 +204,29 @@ def _prompt_row(obj: Any, number: int, how: _Reading) -> PromptRow:
     return PromptRow(ident, dataset, messages, shape.params, number, extra=extra or None)
 
 
+def _notes(label: str, notes: dict[str, int]) -> list[str]:
+    """What the reading says once per source: the columns named like request parameters kept
+    as data (never sent unless named), a system column left for the conversation's own."""
+    out: list[str] = []
+    params = sorted(k.partition(":")[2] for k in notes if k.startswith("param:"))
+    if params:
+        out.append(
+            Message(
+                "columns-not-sent",
+                "{label:s}: {names:s}: dataset columns, kept in `meta` and never sent (a column "
+                "is a request parameter only when named: {row_params=NAMES})",
+                label=label,
+                names=", ".join(f"`{name}`" for name in params),
+            )
+        )
+    for key in sorted(k for k in notes if k.startswith("system:")):
+        out.append(
+            f"{label}: {notes[key]:,} row(s) open with their own system turn: their "
+            f"`{key.partition(':')[2]}` column is kept in `meta`, not sent"
+        )
+    return out
+
+
 @dataclass
 class _Found:
     rows: list[PromptRow] = field(default_factory=list)
@@ -205,6 +234,38 @@ class _Found:
     errors: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     ending: set[str] = field(default_factory=set)
+    notes: dict[str, int] = field(default_factory=dict)  # note -> rows it is about
+
+
+def _gathered(rows: Iterator[tuple[int, Any, str | None]], fields: FieldMap) -> Iterator[Any]:
+    """The source's rows; an OpenAssistant tree as one row per path to a leaf, its message rows
+    (one message each) gathered into their trees first, each tree at its initial prompt's
+    number after the other rows (``transcripts``)."""
+    trees = OasstTrees()
+    for number, obj, error in rows:
+        if isinstance(obj, dict) and not fields.named:
+            if "message_id" in obj and all(k in obj for k in OASST_MESSAGE):
+                trees.add(number, obj)
+                continue
+            if "message_tree_id" in obj and isinstance(obj.get("prompt"), dict):
+                yield from _paths(number, obj)
+                continue
+        yield number, obj, error
+    if trees.rows:
+        roots, orphans = trees.trees()
+        for number, tree in roots:
+            yield from _paths(number, tree)
+        yield from ((number, None, why) for number, why in orphans)
+
+
+def _paths(number: int, tree: dict[str, Any]) -> Iterator[Any]:
+    """An OpenAssistant tree as its paths to a leaf, each a row (its id the leaf's)."""
+    paths = oasst_paths(tree["prompt"])
+    if not paths:
+        yield number, None, "an oasst tree whose initial prompt is deleted"
+    rest = {k: v for k, v in tree.items() if k != "prompt"}
+    for leaf, chain in paths:
+        yield number, {**rest, "path_id": leaf, "prompt": chain}, None
 
 
 def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
@@ -213,19 +274,19 @@ def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
     found = _Found()
     seen: dict[str, int] = {}
     heap: list[tuple[int, int, PromptRow]] = []  # (-rank, -number, row): the sample so far
-    for number, obj, error in source.rows():
+    for number, obj, error in _gathered(source.rows(), how.fields):
         if error is None:
             try:
-                row = _prompt_row(obj, number, how)
+                row = _prompt_row(obj, number, how, found.notes)
             except ShapeProblem as exc:
                 found.skipped.append(f"{source.where(number)}: {exc}")
                 continue
             except ValueError as exc:
                 error = reason(exc)
         if error is not None:
-            found.errors.append(
-                Message("bad-row", "{where:s}: {why:s}", where=source.where(number), why=error)
-            )
+            bad = Message("bad-row", "{where:s}: {why:s}", where=source.where(number), why=error)
+            found.errors.append(bad)
+            found.skipped.append(bad)
             continue
         if row.id in seen:
             found.duplicates.append((row.id, seen[row.id], number))
@@ -259,12 +320,15 @@ def read_prompts(
     selection: Selection | None = None,
     config: str | None = None,
     split: str | None = None,
+    strict: bool = False,
 ) -> PromptSet:
-    """Read a prompt source; raise ``ConfigError`` naming every bad line (file:line: why).
+    """Read a prompt source; every row that cannot be sent (not JSON, none of the fields, a
+    conversation that is not valid) is skipped and listed (``skipped``: file:line: why).
+    ``strict=True``: a row that cannot be read at all raises ``ConfigError`` naming every one,
+    as a source whose every row is unreadable does.
 
     ``path`` is a file, a folder or ``hf:OWNER/NAME`` (with ``config`` and ``split``). Blank
-    lines are skipped, and a UTF-8 byte order mark before the first line. Rows whose
-    conversation is not valid are skipped and listed (``skipped``). ``fields`` names the
+    lines are skipped, and a UTF-8 byte order mark before the first line. ``fields`` names the
     conversation, prompt or id field; ``dataset`` tags every row; ``turns="last"`` takes a
     trailing assistant answer off the request (kept as ``original``); ``selection`` keeps a
     limit or a sample. With ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are
@@ -276,8 +340,8 @@ def read_prompts(
     how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)
     found = _read_rows(source, how, selection or Selection())
     label = source.spec
-    if found.errors:
-        errors = found.errors
+    if (strict and found.skipped) or (found.errors and not found.rows):
+        errors = found.skipped if strict else found.errors
         more = f"\n... and {len(errors) - _SHOWN} more bad lines" if len(errors) > _SHOWN else ""
         raise ConfigError(
             Message(
@@ -304,7 +368,7 @@ def read_prompts(
             '`messages` or `prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
         )
     prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped,
-                        source=source)  # fmt: skip
+                        source=source, notes=_notes(label, found.notes))  # fmt: skip
     if shard is not None:
         prompts.every_shard = rows
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]

@@ -5,11 +5,13 @@ OpenHermes, Tulu, OpenThoughts, OpenOrca, SlimOrca, Alpaca, Dolly, the Nemotron 
 glaive, hermes, xlam, LLaMA-Factory, OpenAI's fine-tune format, SpecForge's vlm and regenerated
 rows, ours; ``docs/inputs.md`` shows the table), or by the fields the user names (``FieldMap``).
 Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names); only the message
-keys the API reads are kept (``params.MESSAGE_KEYS``). Only rows of our own shape
-(``messages``/``prompt``) carry request parameters, and only OpenRouter's chat parameters
-(``params.CHAT_PARAMETERS``), each checked (``params.check``): a value that cannot be sent skips
-the row. Every other column is the dataset's data, returned as ``meta`` (never sent; the output
-record keeps it). A row whose ``status`` says it failed is skipped.
+keys the API reads are kept (``params.MESSAGE_KEYS``). No column is a request parameter unless
+the user names it (``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an
+OpenRouter chat parameter (``params.CHAT_PARAMETERS``), checked (``params.check``): a value that
+cannot be sent skips the row. A layout's tools are conversation content. Every other column is the
+dataset's data, returned as ``meta`` (never sent; the output record keeps it). A top-level system
+column (``SYSTEM_FIELDS``) goes first unless the conversation opens with its own. A row whose
+``status`` says it failed is skipped.
 
 A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
 (``validate_conversation``, a6b6b02) checks it: system messages only before the first user turn,
@@ -21,17 +23,13 @@ A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
 
 from __future__ import annotations
 
-import base64
-import datetime as _dt
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.api.jsontext import kind_of
+from openrouter_probe.api.jsontext import json_text_value, jsonable, kind_of
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.layouts import (
     Layout,
@@ -46,9 +44,17 @@ from openrouter_probe.generation.layouts import (
 from openrouter_probe.generation.params import (
     CHAT_PARAMETERS,
     MESSAGE_KEYS,
-    RESERVED,
-    check,
+    id_params,
     message_keys,
+    row_params,
+)
+from openrouter_probe.generation.transcripts import (
+    TranscriptProblem,
+    hh_turns,
+    is_hh,
+    nemo_turns,
+    oasst_path,
+    pair_turns,
 )
 
 __all__ = [
@@ -57,6 +63,7 @@ __all__ = [
     "ID_FIELDS",
     "PROMPT_FIELDS",
     "ROLES",
+    "SYSTEM_FIELDS",
     "FieldMap",
     "RowShape",
     "ShapeProblem",
@@ -84,11 +91,15 @@ ROLES: dict[str, str] = {
 CONVERSATION_FIELDS = ("messages", "conversations", "conversation", "items")
 PROMPT_FIELDS = ("prompt", "question", "instruction", "query", "input")
 ID_FIELDS = ("id", "uuid", "prompt_id")
+#: Top-level columns that hold a system prompt (the first present is the system turn).
+SYSTEM_FIELDS = ("system", "system_prompt", "system_message")
 #: ``status`` values of a row that is not a prompt (a failed regeneration, a failed answer).
 FAILED_STATUSES = frozenset({"failed", "failure", "error", "skipped", "cancelled"})
 #: Message keys kept from a turn of another family (``reasoning_content``, ``generated``,
 #: ``weight``... are the trainer's, not the API's).
 _TURN_KEYS = ("tool_calls", "tool_call_id", "name")
+#: A turn's keys read as the message (Capybara's ``input``/``output`` pair too).
+_READ_KEYS = frozenset({"role", "from", "content", "value", "input", "output", *_TURN_KEYS})
 
 
 class ShapeProblem(ValueError):
@@ -105,6 +116,8 @@ class FieldMap:
     id: str | None = None
     system: str | None = None
     template: str | None = None
+    #: the columns sent as request parameters (``--row-params``, a manifest's ``params:``)
+    params: tuple[str, ...] = ()
 
     @property
     def named(self) -> bool:
@@ -124,6 +137,12 @@ class RowShape:
     own: bool
     layout: str = "ours"
     meta: dict[str, Any] = field(default_factory=dict)
+    #: what to say once per source about this row: a column kept unsent
+    notes: frozenset[str] = frozenset()
+    #: what its content id hashes beside the messages (``None``: ``params``): for our own shape,
+    #: every column named like a chat parameter, sent or not, as the versions that sent them all
+    #: hashed it (an output they wrote resumes, nothing bought twice)
+    id_params: dict[str, Any] | None = None
 
     @property
     def has_images(self) -> bool:
@@ -134,20 +153,9 @@ class RowShape:
         )
 
 
-def _decoded(value: Any) -> Any:
-    """A JSON text where a list is expected (Parquet written by ``export --format parquet``
-    holds nested values as JSON text; hermes-fc's ``tools`` is one)."""
-    if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _call(value: Any, i: int) -> dict[str, Any]:
     """LLaMA-Factory's ``function_call`` turn (``{"name", "arguments"}`` as JSON text) as a call."""
-    call = _decoded(value)
+    call = json_text_value(value)
     if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
         raise ShapeProblem(f"turn {i} (function_call) is not JSON of {{name, arguments}}")
     arguments = call.get("arguments", {})
@@ -202,16 +210,19 @@ def _no_empty_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
-    value = _decoded(value)
+    value = json_text_value(value)
     if isinstance(value, str):
         if not value.strip():
             raise ShapeProblem(f"`{key}` is an empty string")
-        return [{"role": "user", "content": value}]
+        if is_hh(value):  # an hh-rlhf transcript named as the prompt: its turns
+            return hh_turns(value)
+        return nemo_turns(value) or [{"role": "user", "content": value}]
     if not isinstance(value, list):
         raise ShapeProblem(f"`{key}` is {kind_of(value)}, not a list of turns or a string")
     if not value:
         raise ShapeProblem(f"`{key}` is an empty list")
-    messages = [_turn(t, i, own=own) for i, t in enumerate(value)]
+    pairs = pair_turns(value)  # Capybara's {input, output}
+    messages = pairs or [_turn(t, i, own=own) for i, t in enumerate(value)]
     _link_tool_results(messages)
     return _no_empty_system(messages)
 
@@ -219,7 +230,7 @@ def _turns_of(value: Any, key: str, *, own: bool) -> list[dict[str, Any]]:
 def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
     """``{key: [each turn's keys that are not sent]}`` when a turn has any (else ``{}``): the
     dialogue's per-turn data, kept in ``meta`` aligned with the source's turns."""
-    value = _decoded(value)
+    value = json_text_value(value)
     if not isinstance(value, list):
         return {}
     out: list[dict[str, Any]] = []
@@ -228,9 +239,8 @@ def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
             out.append({})
             continue
         role = ROLES.get(str(turn.get("role", turn.get("from"))).lower(), "user")
-        sent = MESSAGE_KEYS[role] if own and "role" in turn else {"role", "from", "content",
-                                                                     "value", *_TURN_KEYS}  # fmt: skip
-        out.append({str(k): _jsonable(v) for k, v in turn.items() if k not in sent})
+        sent = MESSAGE_KEYS[role] if own and "role" in turn else _READ_KEYS
+        out.append({str(k): jsonable(v) for k, v in turn.items() if k not in sent})
     return {key: out} if any(out) else {}
 
 
@@ -304,49 +314,6 @@ def _given_id(
     return None, None
 
 
-def _own_params(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Our own row's chat parameters (``params.CHAT_PARAMETERS``), each checked: a value that
-    cannot be sent skips the row; ``reasoning_effort`` is sent as ``reasoning.effort``."""
-    reserved = sorted((RESERVED - {"messages"}) & obj.keys())
-    if reserved:
-        raise ValueError(
-            Message(
-                "row-sets-reserved",
-                "sets {names:s}: the policy ({policy}) and the run decide those, not a row",
-                names=", ".join(reserved),
-            )
-        )
-    params = {k: _decoded(v) if k == "tools" else v for k, v in obj.items()
-              if k in CHAT_PARAMETERS}  # fmt: skip
-    for key, value in params.items():
-        problem = check(key, value)
-        if problem is not None:
-            raise ShapeProblem(problem)
-    if "reasoning_effort" in params and "reasoning" not in params:
-        params["reasoning"] = {"effort": params.pop("reasoning_effort")}
-    return params
-
-
-def _jsonable(value: Any) -> Any:
-    """A column's value as JSON can hold it (the output record is JSON)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
-        return value.isoformat()
-    if isinstance(value, bytes | bytearray):
-        return "base64:" + base64.b64encode(bytes(value)).decode()
-    if isinstance(value, Decimal):
-        return str(value)
-    item = getattr(value, "item", None)  # numpy scalars
-    return _jsonable(item()) if callable(item) else str(value)
-
-
 def _named_layout(fields: FieldMap) -> Layout:
     key = fields.conversation or fields.prompt
     assert key is not None
@@ -373,15 +340,24 @@ class _Reader:
                 raise ShapeProblem(str(exc)) from None
             self.tools = tools
             return messages
+        if layout.reader is not None:  # a transcript: one text (hh-rlhf), a tree (oasst)
+            key = layout.dialogue[0]
+            self.used.add(key)
+            try:
+                return hh_turns(obj[key]) if layout.reader == "hh" else oasst_path(obj[key])
+            except TranscriptProblem as exc:
+                raise ShapeProblem(f"`{key}`: {exc}") from None
         dialogue = [k for k in layout.dialogue if k in obj]
         if dialogue and self.fields.template is None:
             self.used.add(dialogue[0])
-            messages = _turns_of(obj[dialogue[0]], dialogue[0], own=layout.params)
-            self.turn_meta = _turn_leftovers(obj[dialogue[0]], dialogue[0], own=layout.params)
+            messages = _turns_of(obj[dialogue[0]], dialogue[0], own=layout.own)
+            self.turn_meta = _turn_leftovers(obj[dialogue[0]], dialogue[0], own=layout.own)
             return messages
         keys = [k for k in layout.prompt if k in obj]
         if layout.name in ("alpaca", "dolly") or self.fields.template is not None:
             self.used |= set(keys) if self.fields.template is None else set()
+            if self.fields.template is None:
+                _main_field(obj, keys)
             text = compose(obj, tuple(keys), self.fields.template)
             if not text:
                 raise ShapeProblem(f"`{keys[0]}` is an empty string")
@@ -390,19 +366,33 @@ class _Reader:
         return _turns_of(obj[keys[0]], keys[0], own=False)
 
     tools: list[dict[str, Any]] | None = None
+    notes: set[str] = field(default_factory=set)
     #: the dialogue's per-turn keys that are not sent (WildChat's ``toxic``, a ``weight``...)
     turn_meta: dict[str, Any] = field(default_factory=dict)
 
     def system(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        key = self.fields.system or self.layout.system
-        value = self.obj.get(key) if key and not self.layout.chat_text else None
-        if not isinstance(value, str) or not value.strip():
-            if key in self.obj and value in (None, ""):
-                self.used.add(str(key))  # an empty system prompt: nothing to keep
+        """The top-level system column (the one named, the layout's, else the first of
+        ``SYSTEM_FIELDS``) first, unless the conversation opens with its own."""
+        if self.layout.chat_text:
             return messages
+        named = self.fields.system or self.layout.system
+        keys = (named,) if self.fields.system else (*((named,) if named else ()), *SYSTEM_FIELDS)
+        for key in keys:
+            if key in self.obj and key not in self.used:
+                break
+        else:
+            return messages
+        value = self.obj[key]
+        if value is None or (isinstance(value, str) and not value.strip()):
+            self.used.add(key)  # an empty system prompt: nothing to keep
+            return messages
+        if not isinstance(value, str):
+            raise ShapeProblem(f"`{key}` (the system prompt) is {kind_of(value)}, not text")
         if messages and messages[0].get("role") in ("system", "developer"):
-            return messages  # the conversation's own: the column stays in meta
-        self.used.add(str(key))
+            if messages[0].get("content") != value:  # the conversation's own: the column kept
+                self.notes.add(f"system:{key}")
+            return messages
+        self.used.add(key)
         return [{"role": "system", "content": value}, *messages]
 
     def images(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -427,22 +417,47 @@ class _Reader:
         raise ShapeProblem("`image` is given but the conversation has no user text turn")
 
     def params(self) -> dict[str, Any]:
+        """The tools the layout reads as conversation content, and the columns the user named
+        as request parameters (``FieldMap.params``): nothing else of the row is sent."""
         obj, layout = self.obj, self.layout
-        if layout.params:
-            params = _own_params(obj)
-            self.used |= set(params) | {"reasoning_effort"} & obj.keys()
-            return params
+        params: dict[str, Any] = {}
         if self.tools is not None:
-            return {"tools": self.tools} if self.tools else {}
-        if layout.tools is None or obj.get(layout.tools) in (None, "", []):
-            return {}
-        self.used.add(layout.tools)
-        tools = _decoded(obj[layout.tools])
-        try:
-            converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
-        except LayoutProblem as exc:
-            raise ShapeProblem(str(exc)) from None
-        return {"tools": converted} if converted else {}
+            params = {"tools": self.tools} if self.tools else {}
+        elif layout.tools is not None and obj.get(layout.tools) not in (None, "", []):
+            self.used.add(layout.tools)
+            tools = json_text_value(obj[layout.tools])
+            try:
+                converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
+            except LayoutProblem as exc:
+                raise ShapeProblem(str(exc)) from None
+            params = {"tools": converted} if converted else {}
+            flag = obj.get("parallel_tool_calls")
+            if layout.own and converted and isinstance(flag, bool):  # the fine-tune format's
+                self.used.add("parallel_tool_calls")
+                params["parallel_tool_calls"] = flag
+        if not self.fields.params:
+            return params
+        named, problem = row_params(obj, self.fields.params)
+        if problem is not None:
+            raise ShapeProblem(problem)
+        self.used |= {k for k in self.fields.params if k in obj}
+        return {**params, **named}
+
+
+def _main_field(obj: Mapping[str, Any], keys: list[str]) -> None:
+    """A composed prompt's first field (the instruction) is text: never replaced in silence by
+    the field beside it (an empty ``instruction`` with an ``input`` is not the input alone)."""
+    value = obj.get(keys[0])
+    if isinstance(value, str) and value.strip():
+        return
+    what = {str: "an empty string", type(None): "null"}.get(type(value))
+    what = what or f"{kind_of(value)}, not text"
+    beside = [k for k in keys[1:] if obj.get(k) not in (None, "")]
+    said = f" beside `{beside[0]}` (not sent as `{beside[0]}` alone)" if beside else ""
+    raise ShapeProblem(f"`{keys[0]}` is {what}{said}")
+
+
+_NO_NOTES: frozenset[str] = frozenset()
 
 
 def _status_problem(obj: Mapping[str, Any]) -> str | None:
@@ -495,6 +510,10 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     if problem is not None:
         raise ShapeProblem(problem)
     used = reader.used | ({id_key} if id_key else set())
-    meta = {str(k): _jsonable(v) for k, v in obj.items() if k not in used}
+    meta = {str(k): jsonable(v) for k, v in obj.items() if k not in used}
+    unsent = CHAT_PARAMETERS.intersection(meta)  # named like parameters, not sent: said once
+    notes = frozenset(reader.notes.union(f"param:{k}" for k in unsent)) if unsent or reader.notes \
+        else _NO_NOTES  # fmt: skip
     meta.update(reader.turn_meta)
-    return RowShape(messages, given, dataset, params, layout.params, layout.name, meta)
+    return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
+                    notes, id_params(obj) if layout.own else None)  # fmt: skip

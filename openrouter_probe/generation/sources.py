@@ -2,7 +2,10 @@
 
 - a JSON Lines file: one object per line;
 - a file holding one JSON array of objects (its first character is ``[``; ``export -o NAME.json``
-  writes one);
+  writes one), or one JSON object over many lines (one row);
+- a CSV or TSV file (``.csv``, ``.tsv``): one row per record, its columns named by the header;
+- any of these gzip-compressed (``NAME.jsonl.gz``, as hh-rlhf and HelpSteer2 ship), read as it
+  decompresses;
 - a ``.parquet`` file, or a folder of ``*.parquet`` files (``export --format hf`` writes one),
   read in batches through ``pyarrow`` (the ``parquet`` extra);
 - a folder written by ``datasets``' ``save_to_disk`` (memory-mapped, not loaded);
@@ -26,8 +29,13 @@ Example::
 from __future__ import annotations
 
 import codecs
+import contextlib
+import csv
+import gzip
 import importlib
+import io
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +73,7 @@ class Source:
     """One prompt source: a path or ``hf:OWNER/NAME``, with its ``config`` and ``split``."""
 
     spec: str
-    kind: str  # jsonl, json, parquet, disk, hf
+    kind: str  # jsonl, json, csv, tsv, parquet, disk, hf
     config: str | None = None
     split: str | None = None
 
@@ -73,6 +81,14 @@ class Source:
     def unit(self) -> str:
         """What a row's number counts: lines of a JSONL file, rows of anything else."""
         return "line" if self.kind == "jsonl" else "row"
+
+    def _open(self) -> Any:
+        """The file's bytes (decompressed as read when it is gzip: ``NAME.gz``)."""
+        path = Path(self.spec)
+        try:
+            return gzip.open(path, "rb") if _gzip(path) else path.open("rb")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror}") from exc
 
     def where(self, number: int) -> str:
         """``path:LINE`` (JSONL) or ``path: row N``: what an error message names."""
@@ -83,6 +99,8 @@ class Source:
         reader = {
             "jsonl": self._jsonl,
             "json": self._json,
+            "csv": self._csv,
+            "tsv": self._csv,
             "parquet": self._parquet,
             "disk": self._disk,
             "hf": self._hf,
@@ -90,12 +108,7 @@ class Source:
         return reader()
 
     def _jsonl(self) -> Iterator[tuple[int, Any, str | None]]:
-        path = Path(self.spec)
-        try:
-            handle = path.open("rb")
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror}") from exc
-        with handle:
+        with self._open() as handle, _gzip_errors(self.spec):
             for number, raw in enumerate(handle, start=1):
                 if number == 1 and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[len(codecs.BOM_UTF8) :]
@@ -114,9 +127,8 @@ class Source:
     def _json(self) -> Iterator[tuple[int, Any, str | None]]:
         path = Path(self.spec)
         try:
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror}") from exc
+            with self._open() as handle, _gzip_errors(self.spec):
+                data = json.loads(handle.read().decode("utf-8-sig"))
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not UTF-8 text ({exc.reason})") from None
         except ValueError as exc:
@@ -124,6 +136,9 @@ class Source:
                 f"{path}: not JSON ({json_error(exc)}); a .json prompts file is one array of "
                 "rows (name a JSON Lines file .jsonl)"
             ) from None
+        if isinstance(data, dict):  # one JSON object over many lines: one row
+            yield 1, data, None
+            return
         if not isinstance(data, list):
             raise ConfigError(
                 f"{path}: a .json prompts file is one JSON array of rows, not "
@@ -131,6 +146,25 @@ class Source:
             )
         for number, row in enumerate(data, start=1):
             yield number, row, None
+
+    def _csv(self) -> Iterator[tuple[int, Any, str | None]]:
+        """CSV or TSV rows by their header's column names (every value a string; a cell the
+        record lacks is null; a record with more cells than the header is named)."""
+        with self._open() as raw, _gzip_errors(self.spec):
+            text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+            reader = csv.DictReader(text, delimiter="\t" if self.kind == "tsv" else ",")
+            try:
+                for number, row in enumerate(reader, start=1):
+                    extra = row.pop(None, None)
+                    if extra is not None:
+                        yield number, None, f"has {len(extra)} more cell(s) than the header"
+                        continue
+                    yield number, row, None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{self.spec}: not UTF-8 text ({exc.reason})") from None
+            except csv.Error as exc:
+                where = f"{self.spec}: line {reader.line_num}"
+                raise ConfigError(f"{where}: not {self.kind.upper()} ({exc})") from None
 
     def _parquet(self) -> Iterator[tuple[int, Any, str | None]]:
         pq = _import("pyarrow.parquet", f"{self.spec} (Parquet)", _PARQUET_EXTRA)
@@ -242,8 +276,11 @@ def open_source(spec: str | Path, *, config: str | None = None, split: str | Non
         )
     if not path.exists():
         raise ConfigError(f"{path}: cannot read the prompts file: No such file or directory")
-    if path.suffix.lower() == ".parquet":
+    suffix = _inner_suffix(path)
+    if suffix == ".parquet":
         return Source(text, "parquet")
+    if suffix in (".csv", ".tsv"):
+        return Source(text, suffix[1:])
     return Source(text, "json" if _is_json_array(path) else "jsonl")
 
 
@@ -272,21 +309,66 @@ def _saved_dataset(folder: Path) -> bool:
     return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
 
 
-def _is_json_array(path: Path) -> bool:
-    """Whether the file holds one JSON array (its first character is ``[``), not JSON Lines. A
-    file named JSON Lines (``.jsonl``, ``.ndjson``) is one only when the whole of it is one array
-    (a mis-named file): otherwise its lines are rows, and a line that is an array is named as
-    one, not read as the start of a ``.json`` file."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(4096)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror}") from exc
-    if head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] != b"[":
-        return False
-    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+def _gzip(path: Path) -> bool:
+    """Whether ``path`` is gzip: named ``.gz`` or starting with gzip's magic bytes."""
+    if path.suffix.lower() == ".gz":
         return True
     try:
-        return isinstance(json.loads(path.read_text(encoding="utf-8-sig")), list)
-    except (OSError, UnicodeDecodeError, ValueError):
+        with path.open("rb") as handle:
+            return handle.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _inner_suffix(path: Path) -> str:
+    """The suffix that says the format: ``.jsonl`` of ``rows.jsonl.gz``."""
+    return (path.with_suffix("") if path.suffix.lower() == ".gz" else path).suffix.lower()
+
+
+@contextlib.contextmanager
+def _gzip_errors(spec: str) -> Iterator[None]:
+    """A gzip file that is damaged or cut: one ``ConfigError`` naming it."""
+    try:
+        yield
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise ConfigError(
+            f"{spec}: a damaged or cut gzip file ({exc}); download it again"
+        ) from None
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with gzip.open(path, "rb") if _gzip(path) else path.open("rb") as handle:
+            return bytes(handle.read(4096))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror or exc}") from exc
+    except (EOFError, zlib.error) as exc:
+        raise ConfigError(f"{path}: a damaged or cut gzip file ({exc}); download it again") from exc
+
+
+def _whole(path: Path) -> Any:
+    with gzip.open(path, "rb") if _gzip(path) else path.open("rb") as handle:
+        return json.loads(handle.read().decode("utf-8-sig"))
+
+
+def _is_json_array(path: Path) -> bool:
+    """Whether the file holds one JSON array (its first character is ``[``) or one JSON object
+    over many lines, not JSON Lines. A file named JSON Lines (``.jsonl``, ``.ndjson``) is one
+    only when the whole of it is one array (a mis-named file): otherwise its lines are rows, and
+    a line that is an array is named as one, not read as the start of a ``.json`` file."""
+    head = _head(path).removeprefix(codecs.BOM_UTF8).lstrip()
+    if head[:1] == b"{":  # JSON Lines, unless the first line opens a pretty-printed object
+        if head.split(b"\n", 1)[0].strip() != b"{":
+            return False  # (a broken first line of JSON Lines is named, never read whole)
+        try:
+            return isinstance(_whole(path), dict)
+        except (OSError, UnicodeDecodeError, ValueError, EOFError, zlib.error):
+            return False  # read line by line: each error names its line
+    if head[:1] != b"[":
+        return False
+    if _inner_suffix(path) not in (".jsonl", ".ndjson"):
+        return True
+    try:
+        return isinstance(_whole(path), list)
+    except (OSError, UnicodeDecodeError, ValueError, EOFError, zlib.error):
         return False  # read line by line: each error names its line

@@ -10,6 +10,9 @@ the user sets other values (the run's ``temperature=``, a row's own ``temperatur
 Each entry names its source. Thinking is on unless the request turns it off (``reasoning:
 {"enabled": false}``, ``{"effort": "none"}``, ``reasoning_effort: "none"``): the models here
 think by default (K2.5's ``reasoning.default_enabled`` is true in the models list).
+
+``history_reasoning`` says, by model, whether its chat template reads the reasoning of earlier
+assistant turns, so whether ``generate --turns all`` sends it back (``HISTORY_REASONING``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ADVICE", "SamplingAdvice", "sampling_advice", "thinking_on"]
+__all__ = [
+    "ADVICE",
+    "HISTORY_REASONING",
+    "SamplingAdvice",
+    "history_reasoning",
+    "sampling_advice",
+    "thinking_on",
+]
 
 
 @dataclass(frozen=True)
@@ -78,3 +88,30 @@ def thinking_on(reasoning: Any, reasoning_effort: Any = None) -> bool:
     if isinstance(reasoning, Mapping):
         return not (reasoning.get("enabled") is False or reasoning.get("effort") == "none")
     return True
+
+
+#: Whether a model reads its earlier assistant turns' reasoning (``--turns all`` sends it back in
+#: the history, or not), and where that is said. Kimi K2.5's chat template renders every assistant
+#: turn up to the last one without tool calls as ``<think></think>`` + content (its
+#: ``hist_msgs``; the K2 family's template) and has no switch to keep it (radixark/miles 31f1ca9:
+#: "K2.5 has no kwarg escape hatch for the 'drop reasoning of prior assistants' behavior"): sent,
+#: it would be billed and never seen.
+_K25_HISTORY = (
+    False,
+    "Kimi K2.5's chat template drops earlier turns' reasoning (hist_msgs), with no switch to keep "
+    "it",
+)
+HISTORY_REASONING: dict[str, tuple[bool, str]] = {
+    "moonshotai/kimi-k2.5": _K25_HISTORY,
+    "moonshotai/kimi-k2.5-0127": _K25_HISTORY,
+}
+_UNKNOWN_HISTORY = (
+    False,
+    "not known for this model: sent without it, as SpecForge's regenerate_train_data.py does",
+)
+
+
+def history_reasoning(model: str) -> tuple[bool, str]:
+    """Whether ``model``'s earlier turns go back with their reasoning, and why (``HISTORY_REASONING``;
+    a model not in it: not sent, as SpecForge's regeneration does)."""
+    return HISTORY_REASONING.get(model.split(":", 1)[0], _UNKNOWN_HISTORY)

@@ -17,7 +17,13 @@ from typing import Any, NamedTuple
 
 from openrouter_probe.api.chat import KeyBudget
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import APIConnectionError, APIError, Message, NoRouteError
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    Message,
+    NoRouteError,
+    OptionError,
+)
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.money.limit import WindowStart, window_start
@@ -25,7 +31,7 @@ from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 
-__all__ = ["KeyCheck", "account_window", "endpoints_now", "key_check"]
+__all__ = ["KeyCheck", "account_window", "endpoints_now", "key_budget", "key_check"]
 
 #: The window's start prices a request at the dearest worst case of this many first rows.
 _WORST_OF_ROWS = 64
@@ -220,4 +226,52 @@ def account_window(
         balance_usd=None if check is None else check.balance_usd,
         resumed_usd=resumed_usd,
         unread="the run's sender is its own" if check is None else check.unread,
+    )
+
+
+def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> JobOptions:
+    """A paid run's options capped at what the budget that blocks the key first has left
+    (``GET /key``) over what the output spent before (``spent_before``: the cap is the output's,
+    across runs), said on stderr; no limit to read (none on the key, ``/key`` unreadable, an
+    injected transport): an ``OptionError`` (exit 2 at the CLI), before anything is sent."""
+    import dataclasses
+    import logging
+
+    from openrouter_probe.api.client import Client
+
+    why = "the key has no limit (GET /key)"
+    if options.send is not None:
+        why = "the run's own transport (send=) reads no key limit"
+    else:
+        try:
+            with Client(
+                api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
+            ) as client:
+                blocking = client.key().blocking_budget
+        except APIError as exc:
+            why = f"the key's limit could not be read (GET /key: {exc})"
+        else:
+            if blocking is not None and blocking.remaining is not None:
+                cap = spent_before + max(blocking.remaining, Decimal(0))
+                before = (
+                    f" over the {format_usd(spent_before)} spent before" if spent_before else ""
+                )
+                logging.getLogger(__name__).warning(
+                    "%s",
+                    Message(
+                        "budget-from-key",
+                        "no {budget_usd:bare} given: this run is capped at {what:s}{before:s}: "
+                        "{budget_usd=} (give {budget_usd} to choose another cap)",
+                        what=blocking.describe(),
+                        before=before,
+                        budget_usd=cap,
+                    ),
+                )
+                return dataclasses.replace(options, budget_usd=cap)
+    raise OptionError(
+        "no {budget_usd} and "
+        + why.replace("{", "{{").replace("}", "}}")
+        + ": nothing would cap the spend; give {budget_usd=USD} (e.g. 10), or {@no_cap} to "
+        "run with no cap",
+        budget_usd=None,
     )

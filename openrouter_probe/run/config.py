@@ -65,13 +65,14 @@ class JobOptions:
     """What every paid run takes: where it writes, what it may spend, how it sends and waits.
 
     ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
-    attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest pause for the key's own 429;
-    ``target_tokens`` stops each dataset at that many billed output tokens; ``weights`` split the
-    cap between datasets (unnamed ones weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer
-    tokens retry lower; ``batch`` sends through the Batch API (``run.send.batch_sender``);
-    ``response_cache_ttl_s`` asks OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and
-    ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the waits and the time
-    (tests). Build it with :meth:`resolve`, which names the option in its errors.
+    attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest wait for a rate limit (the
+    key's own 429's pause, a provider's 429 ``Retry-After``); ``target_tokens`` stops each dataset
+    at that many billed output tokens; ``weights`` split the cap between datasets (unnamed ones
+    weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer tokens retry lower; ``batch``
+    sends through the Batch API (``run.send.batch_sender``); ``response_cache_ttl_s`` asks
+    OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``),
+    ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the
+    waits and the time (tests). Build it with :meth:`resolve`, which names the option in its errors.
     """
 
     command: str
@@ -240,6 +241,16 @@ def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
 def _check_writable(out: Path) -> None:
     """The output's folder exists and takes new files; an existing output can be appended to."""
     folder = out.parent if str(out.parent) else Path(".")
+    blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise ConfigError(
+            Message(
+                "out-parent-is-a-file",
+                "{out=}: {file:s} is a file, not a folder; give {out} a path in a folder",
+                out=Path(out),
+                file=str(blocking),
+            )
+        )
     if not folder.is_dir():
         raise ConfigError(
             Message(

@@ -48,12 +48,12 @@ class AnswerLengths:
                 return max(1, tokens)
         return None  # (not reached)
 
-    def note(self) -> Message | None:
-        """What the summary says of them (``None``: no answer yet). Nothing is changed: the
-        ``max_tokens`` named is advice."""
+    def note(self) -> list[str]:
+        """What the summary says of them (nothing: no answer yet), a ``Message``. Nothing is
+        changed: the ``max_tokens`` named is advice."""
         answers = self.answers
         if not answers:
-            return None
+            return []
         keep = self.keeps()
         said = Message(
             "answers-cut",
@@ -63,18 +63,23 @@ class AnswerLengths:
             share=self.cut / answers,
         )
         if keep is None:
-            return Message(
-                "answers-cut-unknown",
-                "{said:s}: keeping 95% whole needs a higher {max_tokens:bare}, by how much "
-                "these answers cannot say (a cut answer's length is unknown)",
+            return [
+                Message(
+                    "answers-cut-unknown",
+                    "{said:s}: keeping 95% whole needs a higher {max_tokens:bare}, by how much "
+                    "these answers cannot say (a cut answer's length is unknown)",
+                    said=said,
+                )
+            ]
+        return [
+            Message(
+                "answers-cut-keep",
+                "{said:s}; {max_tokens=} would have kept 95% whole (not changed: give it to use "
+                "it)",
                 said=said,
+                max_tokens=keep,
             )
-        return Message(
-            "answers-cut-keep",
-            "{said:s}; {max_tokens=} would have kept 95% whole (not changed: give it to use it)",
-            said=said,
-            max_tokens=keep,
-        )
+        ]
 
 
 _ZERO = Decimal(0)
@@ -109,8 +114,7 @@ def useful_rows(
         answers=lengths.answers,
         source=source,
     )
-    cut = lengths.note()
-    return [said] if cut is None else [said, cut]
+    return [said, *lengths.note()]
 
 
 @dataclass

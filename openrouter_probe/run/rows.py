@@ -36,6 +36,11 @@ class PromptRow:
     #: Fields the output record carries as they are, never sent (``original``: the source's last
     #: assistant answer, which ``--turns last`` regenerates). Set by ``generation.prompts``.
     extra: Mapping[str, Any] | None = None
+    #: What kind of attempt its request is, for the response cache's identity
+    #: (``run.send.request.row_session``): ``""`` the row's own answer (a resend after a kill
+    #: is the same request), ``redo:<generation>`` a redo of that cut answer; a retry after a bad
+    #: answer adds ``/retry-N``.
+    cache_kind: str = ""
 
     @property
     def prompt_size(self) -> int:

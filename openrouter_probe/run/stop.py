@@ -20,6 +20,28 @@ _AS_ASKED = frozenset({"done", "budget", "target", "dry-run"})
 _SIGNALLED = frozenset({"interrupted", "cancelled"})
 
 
+#: What each reason of a run that did not end as asked means, in words.
+_WORDS = {
+    "interrupted": "stopped by a signal; the requests in flight finished",
+    "cancelled": "a second signal cancelled the requests in flight",
+    "unreachable": "the server could not be reached",
+    "rate-limited": "the key is rate limited for longer than the run may wait",
+    "credits": "OpenRouter says the credits are insufficient",
+    "key-limit": "the key's own limit is spent",
+    "in-flight": "OpenRouter's in-flight budget held no more requests",
+    "key": "OpenRouter refused the key",
+    "no-route": "OpenRouter admits no endpoint: policy or account settings",
+    "budget-spent": "an OpenRouter budget is spent",
+    "failing": "nearly every recent attempt failed the same way",
+    "all-failed": "every row sent failed",
+    "write-failed": "the output could not be written",
+    "batch-refused": "OpenRouter refused a batch",
+    "batch-unread": "a batch's results could not be read",
+    "batch-failed": "a batch failed",
+    "batch-running": "a batch is still running",
+}
+
+
 class StopReason(StrEnum):
     """Why a run stopped; ``exit_code`` is the CLI's (see the module)."""
 
@@ -53,6 +75,8 @@ class StopReason(StrEnum):
     BUDGET_SPENT = "budget-spent"
     #: nearly every recent attempt failed one transient way (``run.schedule.streak``)
     FAILING = "failing"
+    #: every row the run sent failed: nothing was answered
+    ALL_FAILED = "all-failed"
     #: the output or its journal could not be written
     WRITE_FAILED = "write-failed"
     #: OpenRouter refused a batch submit (batch mode, as the four below)
@@ -70,6 +94,13 @@ class StopReason(StrEnum):
         if self.value in _AS_ASKED:
             return 0
         return 130 if self.value in _SIGNALLED else 1
+
+    def why(self) -> list[str]:
+        """The summary's first line for a run that did not end as asked, in words (``[]`` for
+        one that did): ``["not finished (exit 1): every row sent failed"]``."""
+        if self.as_asked:
+            return []
+        return [f"not finished (exit {self.exit_code}): {_WORDS.get(self.value, self.value)}"]
 
     @property
     def as_asked(self) -> bool:

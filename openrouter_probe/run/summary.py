@@ -34,6 +34,7 @@ class ProviderTally:
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: Decimal = _ZERO
+    byok_usd: Decimal = _ZERO  # of ``cost_usd``: billed by the provider to the user's own key
     truncated: int = 0
     turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
 
@@ -45,6 +46,7 @@ class ProviderTally:
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "cost_usd": float(self.cost_usd),
+            "byok_usd": float(self.byok_usd),
             "truncated": self.truncated,
         }
 
@@ -116,7 +118,7 @@ class RunSummary:
     rows_already_done: int = 0
     rows_to_send: int = 0
     duplicates: int = 0
-    #: rows of the prompts skipped as not a valid conversation (never sent), and rows whose
+    #: rows of the prompts skipped (unreadable, not a valid conversation: never sent), and rows whose
     #: conversation ends on an assistant turn (``--turns last`` regenerates that turn)
     rows_skipped: int = 0
     #: every skipped row, ``"FILE:LINE: why"`` (the warnings name the first few)
@@ -202,8 +204,7 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        """The stop reason's (``StopReason.exit_code``): 0 when the run ended as asked (done,
-        budget, target, dry run), 130 when a signal stopped it, 1 otherwise."""
+        """The stop reason's (``StopReason.exit_code``): 0 as asked, 130 a signal, else 1."""
         return StopReason(self.stop_reason).exit_code
 
     def to_dict(self) -> dict[str, Any]:
@@ -368,7 +369,8 @@ class RunSummary:
     def render(self, term: Term = keyword_term) -> str:
         """The summary for people, in lines of at most 80 columns; ``term`` says the library's
         keywords (``errors.keyword_term``; the CLI passes its flags)."""
-        lines = [f"{self.model} via {self.policy} -> {self.out}"]
+        lines = StopReason(self.stop_reason).why()  # the first line says why, when not as asked
+        lines.append(f"{self.model} via {self.policy} -> {self.out}")
         if self.stop_reason == StopReason.DRY_RUN:
             lines.append(
                 f"dry run: {self.rows_to_send:,} row{'' if self.rows_to_send == 1 else 's'} to "
@@ -387,7 +389,7 @@ class RunSummary:
             )
         if self.rows_skipped:
             lines.append(
-                f"skipped {self.rows_skipped:,} rows of the prompts: not a valid conversation "
+                f"skipped {self.rows_skipped:,} rows of the prompts: not a row to send "
                 "(never sent; the warnings name them)"
             )
         if self.stop_reason == StopReason.DRY_RUN and self.rows_ending_on_assistant:
@@ -407,9 +409,10 @@ class RunSummary:
         lines.extend(self._dataset_lines())
         for name, tally in sorted(self.providers.items()):
             turns = f", {tally.turns:,} turns" if tally.turns else ""
+            byok = f" ({_usd(tally.byok_usd)} BYOK: the provider's, to your own key)"
             lines.append(
                 f"  {name}: {tally.rows:,} rows{turns}, {tally.completion_tokens:,} output "
-                f"tokens, {_usd(tally.cost_usd)}"
+                f"tokens, {_usd(tally.cost_usd)}" + (byok if tally.byok_usd else "")
             )
         if self.worst_case_usd is not None:
             what = "rows" if self.turns_to_send is None else "turns"

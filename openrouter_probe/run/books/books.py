@@ -57,6 +57,7 @@ __all__ = ["Books"]
 log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
+BYOK_FEE_SHARE = Decimal("0.05")  # OpenRouter's fee on a BYOK answer (its docs: 5% of the cost)
 
 
 class Books:
@@ -119,6 +120,7 @@ class Books:
         self.window: DollarWindow | None = None
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
+        self.byok_fee = False  # a BYOK answer came: reservations keep OpenRouter's fee too
 
     @property
     def outstanding(self) -> int:
@@ -150,9 +152,11 @@ class Books:
         max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
         overshoot, cap, window = self.overshoot, self.cap, self.window
         first = overshoot.first_wave and window is not None  # (no window: the module)
-        margin = overshoot.extra_usd(max_tokens, price)
-        attempt.overshoot_usd = overshoot.first_room_usd(max_tokens, price) if first else margin
         hold = attempt.request.worst_usd  # what OpenRouter holds for it
+        fee = hold * BYOK_FEE_SHARE if self.byok_fee else _ZERO  # beside the provider's bill
+        margin = overshoot.extra_usd(max_tokens, price) + fee
+        room = overshoot.first_room_usd(max_tokens, price) if first else margin - fee
+        attempt.overshoot_usd = room + fee
         claims = self.claims
         while True:
             fits = False  # the dollars in flight are full: wait for one to settle
@@ -256,6 +260,7 @@ class Books:
                 if earlier is not None and self.reconciler is not None:
                     self.reconciler.add(earlier)
             attempt.cost = cost
+            self.byok_fee |= outcome.byok_usd is not None
             billed = billed_output(outcome.usage)
             if self.overshoot.see(
                 outcome.provider, billed_tokens=billed, max_tokens=max_tokens, cost_usd=cost
@@ -404,6 +409,8 @@ class Books:
         tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
         tally.cost_usd += cost or 0
         c.lengths.add(tokens, answer.truncated)
+        if cost is not None and not answer.cache_hit:
+            tally.byok_usd += answer.byok_usd or 0  # the provider's part, in cost
         if last:
             truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1
@@ -463,17 +470,14 @@ class Books:
             s.overshoot[name] = (seen.answers, seen.worst_ratio, seen.over_usd)
         for name, tokens in c.output_tokens.items():
             s.output_tokens[name] = s.output_tokens.get(name, 0) + tokens
-        for name, tally in c.providers.items():
-            s.providers[name] = tally
+        s.providers.update(c.providers)
         for name, tally_ in s.datasets.items():
             tally_.done += c.done.get(name, 0)
             tally_.not_sent += c.not_sent_by.get(name, 0)
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
-        cut = c.lengths.note()
-        if cut is not None:
-            s.notes.append(cut)
+        s.notes.extend(c.lengths.note())
         unsettled = unsettled_note(self.reconciler)
         if unsettled:
             self.warn(unsettled)

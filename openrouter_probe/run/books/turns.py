@@ -7,9 +7,12 @@ that ends with another role also gets the answer after its last message. This is
 ``scripts/regenerate_train_data.py`` does (sgl-project/SpecForge at
 a6b6b0230009d15ec2a97a57384e6f53f0f96946, ``call_sglang``), so that every assistant turn a trainer
 reads was written by the model. As there (``build_query_kwargs`` pops ``reasoning_content`` from
-the history), **earlier turns' reasoning is not sent back**: each request carries the earlier
-turns' content only. Kimi's chat templates drop the reasoning of earlier assistant turns anyway
-(``hist_msgs``: see ``docs/training-data.md``), so sending it would only be billed.
+the history), **earlier turns' reasoning is not sent back** unless the model reads it
+(``rules.sampling.history_reasoning``, ``TurnBook.start(..., reasoning_back=True)``: each earlier
+turn then carries its ``reasoning`` and ``reasoning_details``, verbatim). Kimi K2.5's chat template
+drops the reasoning of earlier assistant turns (``hist_msgs``: see ``docs/training-data.md``), so
+for it sending it would only be billed. Each kept turn says whether later requests carried its
+reasoning (``reasoning_in_history``), which the ``jsonl`` export keeps per turn.
 
 ``plan_turns`` says which turns a row has: ``index`` is the position in ``messages`` of the
 assistant message the turn replaces, or ``len(messages)`` for the answer after the last message
@@ -217,6 +220,8 @@ def new_turn(
         turn["max_tokens"] = max_tokens
     if answer.cache_hit:
         turn["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
+    if answer.reasoning_details:
+        turn["reasoning_details"] = answer.reasoning_details  # verbatim: what goes back
     return turn
 
 
@@ -288,6 +293,8 @@ class RowTurns:
     plan: tuple[int, ...]
     done: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     resumed: int = 0  # turns the turns file held when the run started
+    #: whether earlier turns go back with their reasoning (the model reads it)
+    reasoning_back: bool = False
 
     @property
     def next_index(self) -> int:
@@ -300,14 +307,19 @@ class RowTurns:
 
     def history(self, index: int) -> list[dict[str, Any]]:
         """The messages before the turn at ``index``, every earlier turn the model's own (its
-        content only; a turn not answered yet is empty: the dry run's bound adds it)."""
+        content, and its reasoning with ``reasoning_back``; a turn not answered yet is empty: the
+        dry run's bound adds it)."""
         by_index = {t["index"]: t for t in self.done}
         messages = []
         for i, message in enumerate(self.row.messages[:index]):
             if i in self.plan:
-                turn = by_index.get(i)
-                content = None if turn is None else turn.get("content")
-                messages.append({"role": "assistant", "content": content or ""})
+                turn = by_index.get(i) or {}
+                said: dict[str, Any] = {"role": "assistant", "content": turn.get("content") or ""}
+                if self.reasoning_back:
+                    for key in ("reasoning", "reasoning_details"):
+                        if turn.get(key):
+                            said[key] = turn[key]
+                messages.append(said)
             else:
                 messages.append(message)
         return messages
@@ -350,24 +362,32 @@ def _chain(plan: tuple[int, ...], kept: list[dict[str, Any]]) -> tuple[list[dict
 class TurnBook:
     """The rows of a run that go turn by turn, by id, and the turns file they keep turns in."""
 
-    def __init__(self, out: str | Path) -> None:
+    def __init__(self, out: str | Path, *, reasoning_back: bool = False) -> None:
         self.path = turns_path(out)
         self.rows: dict[str, RowTurns] = {}
         self.log = TurnLog(self.path)
         self.dropped: list[str] = []  # rows whose kept turns no longer fit their messages
+        #: whether earlier turns go back with their reasoning (``rules.sampling.history_reasoning``)
+        self.reasoning_back = reasoning_back
 
     @classmethod
     def start(
-        cls, out: str | Path, rows: Iterable[PromptRow], kept: Mapping[str, list[dict[str, Any]]]
+        cls,
+        out: str | Path,
+        rows: Iterable[PromptRow],
+        kept: Mapping[str, list[dict[str, Any]]],
+        *,
+        reasoning_back: bool = False,
     ) -> TurnBook:
         """The book of ``rows`` (those still to send), with the turns the turns file kept for them
-        (``ResumeState.turns``): each row starts at its first missing turn."""
-        book = cls(out)
+        (``ResumeState.turns``): each row starts at its first missing turn; ``reasoning_back``:
+        earlier turns go back with their reasoning."""
+        book = cls(out, reasoning_back=reasoning_back)
         for row in rows:
             plan = plan_turns(row.messages)
             if not plan:
                 continue
-            progress = RowTurns(row, plan)
+            progress = RowTurns(row, plan, reasoning_back=reasoning_back)
             chain, broken = _chain(plan, kept.get(row.id, []))
             if broken:
                 book.dropped.append(row.id)

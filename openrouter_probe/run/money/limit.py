@@ -32,11 +32,13 @@ does not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from openrouter_probe.errors import Message
+from openrouter_probe.run.money.journal import Journal, window_line
 
 __all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow", "WindowStart", "window_start"]
 
@@ -204,8 +206,10 @@ class WindowStart:
     learned: bool = False
     why: str = ""
 
-    def window(self, on_learned: Callable[[Decimal], None] | None = None) -> DollarWindow:
-        """A run's dollar window opening here (``on_learned``: told it after each decrease)."""
+    def window(self, journal: Journal | None = None) -> DollarWindow:
+        """A run's dollar window opening here, journaled after each decrease in ``journal``
+        (``run.money.journal.window_line``)."""
+        on_learned = None if journal is None else functools.partial(window_line, journal)
         return DollarWindow(
             start_requests=self.requests,
             start_usd=self.usd,

@@ -3,11 +3,12 @@
 A request may be sent only while ``spent + reserved + its worst case <= cap``. Its worst case counts
 the whole request (``RequestShape``): its prompt tokens at the highest input price (the cache-write
 price where it marks ``cache_control``), its ``max_tokens`` at the highest output price (reasoning
-included), the per-request price, its images at the highest per-image price and its web searches at
-the highest per-search price, among every endpoint the policy admits whatever a row's own
-parameters (``worst_case_prices``). When the answer returns, the reservation is released and its
-cost added to ``spent``; a cost that cannot be read is its whole reservation until ``/generation``
-settles it (``give_back``). Concurrency shrinks by itself as the money runs out, and the cap is
+included), the per-request price, its images at the highest per-image price and its web search
+results (the ``web`` plugin's, ``web_search_options``, the ``openrouter:web_search`` server tool's:
+``rules.server_tools``) at the highest per-search price or OpenRouter's price per result, among
+every endpoint the policy admits whatever a row's own parameters (``worst_case_prices``). When the
+answer returns, the reservation is released and its cost added to ``spent``; a cost that cannot be
+read is its whole reservation until ``/generation`` settles it (``give_back``). Concurrency shrinks by itself as the money runs out, and the cap is
 never crossed as long as no answer costs more than its worst case.
 
 Prompt tokens are not known before the provider's tokenizer counts them; the bound is every byte the
@@ -30,6 +31,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.rules.server_tools import RESULT_USD, server_tools
 
 __all__ = [
     "Prices",
@@ -78,7 +80,11 @@ def _walk(value: Any) -> Iterable[dict[str, Any]]:
 
 
 def _web_searches(params: Mapping[str, Any]) -> int:
-    searches = 0
+    """Web search results a request may be billed for: the ``web`` plugin's ``max_results``,
+    ``web_search_options`` (one), and the ``openrouter:web_search`` server tools' uses times
+    their results (``rules.server_tools``)."""
+    tools = params.get("tools")
+    searches = server_tools(tools).results if isinstance(tools, list) else 0
     for plugin in params.get("plugins") or ():
         if isinstance(plugin, dict) and plugin.get("id") == "web":
             count = plugin.get("max_results")
@@ -119,8 +125,10 @@ def request_shape(
             images += 1
         if "cache_control" in part:
             cache_write = True
+    tools = params.get("tools")
+    extra = server_tools(tools).prompt_tokens if isinstance(tools, list) else 0
     return RequestShape(
-        prompt_tokens=bound,
+        prompt_tokens=bound + extra,
         images=images,
         web_searches=_web_searches(params),
         cache_write=cache_write,
@@ -154,7 +162,10 @@ class Prices:
             if shape.web_searches and self.context_tokens:
                 # the search results are added to the prompt: up to the whole context
                 prompt_tokens = max(prompt_tokens, self.context_tokens)
-            extra += shape.images * self.image_usd + shape.web_searches * self.web_search_usd
+            # a result costs the endpoint's own search price or OpenRouter's engine's (Exa's, in
+            # ``usage.cost`` whatever the endpoint lists), whichever is dearer
+            per_result = max(self.web_search_usd, RESULT_USD)
+            extra += shape.images * self.image_usd + shape.web_searches * per_result
         return prompt_tokens * input_price + max_tokens * self.output_usd_per_token + extra
 
     def max_tokens_within(

@@ -5,19 +5,23 @@ that kind, what follows: a ``Decision`` the scheduler (``run.schedule.runner``) 
 of its own.
 
 - ``transient`` (408, upstream 429, 5xx, timeouts, cut streams, keep-alives only): ``Retry`` after
-  the backoff's wait (Retry-After, else exponential with jitter, from the row's first send); when
-  the attempts or the time run out, ``Fail`` the row.
+  the backoff's wait (Retry-After, else exponential with jitter, from the row's first send; a
+  rate limit's Retry-After up to ``max_wait_s``); when the attempts or the time run out, ``Fail``
+  the row.
 - ``pause`` (OpenRouter's own 429 for the key): ``Pause`` the pool for Retry-After; beyond
   ``max_wait_s``, or after ``PAUSES_BEFORE_STOP`` pauses with no answer between, ``Stop`` the run
   (``rate-limited``), the row unsent.
 - ``held`` (a 402 saying the account's in-flight budget is full): ``Hold``: the row waits for
-  Retry-After (capped at the backoff's longest wait) and goes again, never counted a failure;
+  Retry-After as long as it says (the header, or ``error.metadata.headers`` in the body) and
+  goes again, never counted a failure;
   the dollar window (``run.money.limit.DollarWindow``) shrinks. A request refused alone, nothing else in
   flight, ``LONE_REFUSALS_BEFORE_STOP`` times in a row, is larger than the budget holds: ``Lower``
   (halved, under ``lower_max_tokens``) or ``Stop`` (``in-flight``) with the advice to lower
   ``max_tokens``; when the run held at least ``SHRUNK_BELOW_REQUESTS`` such requests before, the
   budget (a share of the balance left) shrank as the balance was spent: ``Stop`` at ``budget``
-  (the seed job's end: at $6.24 of a $6.25 balance a tenth of it holds no request).
+  when the cap has room for fewer than ``CAP_TAIL_REQUESTS`` more (the seed job's end: at $6.24
+  of a $6.25 balance a tenth of it holds no request), else ``in-flight`` (exit 1: the balance,
+  not the cap, stopped it; a run that answered nothing is never ``budget``).
 - ``row`` (400, 403, 413, 422: this request itself is wrong): ``Fail`` the row; the run goes on.
 - ``run`` (401 key, 402 credits, the key's own limit, a 403 budget spent, 404 no route: no request
   can succeed): ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again
@@ -34,12 +38,14 @@ money in the books first, whatever follows.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.counts import Counts
 from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.streak import FailureStreak
@@ -48,6 +54,7 @@ from openrouter_probe.run.send.failure import Failure, FailureKind
 from openrouter_probe.run.stop import StopReason
 
 __all__ = [
+    "HELD_LINE",
     "LONE_REFUSALS_BEFORE_STOP",
     "ON_FAILURE",
     "PAUSES_BEFORE_STOP",
@@ -71,6 +78,11 @@ LONE_REFUSALS_BEFORE_STOP = 3
 #: A request refused alone while the run once held this many such requests' worst case: the
 #: budget shrank with the balance it is a share of, and the run stops at ``budget``.
 SHRUNK_BELOW_REQUESTS = 2
+#: A run stopped by the in-flight budget while its cap has room for fewer than this many more
+#: requests stopped at the cap (``budget``, exit 0); with more room, the balance stopped it.
+CAP_TAIL_REQUESTS = 10
+#: The line a longer in-flight wait is said with (the row, the seconds).
+HELD_LINE = "OpenRouter's in-flight budget is full: %s waits %.0f s as it asked, then goes again"
 #: The wait after an in-flight 402 that names no Retry-After.
 HOLD_WAIT_S = 2.0
 _ZERO = Decimal(0)
@@ -137,11 +149,14 @@ class AttemptPolicy:
         max_tokens_of: Callable[[PromptRow], int],
         window: DollarWindow | None = None,
         held: Callable[[], tuple[Decimal, int]] | None = None,
+        cap_left: Callable[[], Decimal | None] | None = None,
     ) -> None:
         self.options = options
         #: the dollars in flight, and what the others in flight hold (``run.money.limit``; the runner's)
         self.window = window or DollarWindow()
         self.held = held or (lambda: (_ZERO, 0))
+        #: what is left of the user's cap (``None``: no cap): whether it is the cap that stops
+        self.cap_left = cap_left or (lambda: None)
         self.model = model
         self.policy = policy  # the policy's name, for the no-route advice
         self.max_tokens_of = max_tokens_of
@@ -164,6 +179,21 @@ class AttemptPolicy:
         self.streak.see(None)
         self.unanswered_streak = 0
         self.pauses_in_a_row = 0
+
+    def all_failed(self, counts: Counts, reason: StopReason) -> Stop | None:
+        """A run that would end as asked although every row it sent failed ends ``all-failed``
+        (exit 1): it answered nothing."""
+        if not reason.as_asked or not counts.failed or counts.ok + counts.truncated:
+            return None
+        return Stop(
+            StopReason.ALL_FAILED,
+            Message(
+                "all-failed",
+                "every row sent failed ({failed:d}; their records say why): fix the cause, then "
+                "rerun the same command with {redo_failed=True}",
+                failed=counts.failed,
+            ),
+        )
 
     def row_failed(self, failure: Failure) -> Stop | None:
         """A row failed: stop the run when too many in a row got no HTTP answer at all."""
@@ -195,7 +225,14 @@ class AttemptPolicy:
             elapsed_s=clock() - (attempt.first_s or clock()),
             wait_the_cap=True,  # final only when its attempts or its time are spent
         )
-        return Fail(decision.reason) if decision.give_up else Retry(decision.wait_s)
+        if decision.give_up:
+            return Fail(decision.reason)
+        asked = failure.retry_after_s
+        if failure.rate_limited and asked is not None and asked > decision.wait_s:
+            # a rate limit's own wait: as asked, up to max_wait_s (the one setting for rate
+            # limits, the key's pauses too), not the backoff's cap
+            return Retry(max(decision.wait_s, min(asked, self.options.max_wait_s)))
+        return Retry(decision.wait_s)
 
     def _held(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
         """An in-flight 402: shrink the dollar window and wait Retry-After; a request refused
@@ -212,8 +249,12 @@ class AttemptPolicy:
                 return Lower(lower)
             hold = attempt.request.worst_usd
             if window.most_held_usd >= hold * SHRUNK_BELOW_REQUESTS:
-                return Stop(  # it held more before: the balance it is a share of is spent down
-                    StopReason.BUDGET,
+                # it held more before: the balance it is a share of is spent down; the cap's
+                # stop only when the cap itself has room for few more such requests
+                left = self.cap_left()
+                tail = left is not None and left < hold * CAP_TAIL_REQUESTS
+                return Stop(
+                    StopReason.BUDGET if tail else StopReason.IN_FLIGHT,
                     f"{row.id}: OpenRouter's in-flight budget, a share of the balance left, "
                     f"no longer holds one request (worst case ${hold:.6f}; this run held "
                     f"${window.most_held_usd:.6f} in flight at most): the account's balance is "
@@ -236,9 +277,10 @@ class AttemptPolicy:
                     said=failure.message,
                 ),
             )
-        cap = self.options.backoff.wait_max_s
+        # as long as OpenRouter asks (the header, or its body's ``metadata.headers``): the
+        # backoff's cap and ``max_wait_s`` bound failures and the key's 429s, not this wait
         wait = HOLD_WAIT_S if failure.retry_after_s is None else failure.retry_after_s
-        return Hold(min(max(0.0, wait), cap))
+        return Hold(max(0.0, wait))
 
     def _pause(self, row: PromptRow, failure: Failure, attempt: Attempt, pauses: int) -> Decision:
         options = self.options
@@ -295,6 +337,18 @@ class AttemptPolicy:
                 "limit at https://openrouter.ai/settings/keys (or use another key), then rerun "
                 "the same command to resume",
             )
+        if failure.refusal == "attestation":
+            return Stop(
+                StopReason.NO_ROUTE,
+                Message(
+                    "attestation",
+                    "OpenRouter refuses {model:s} until the account confirms what it asks "
+                    "(403): {said:s} Confirm it in the account's settings, then rerun the same "
+                    "command to resume",
+                    model=self.model,
+                    said=failure.message,
+                ),
+            )
         if failure.budget:
             return Stop(
                 StopReason.BUDGET_SPENT,
@@ -331,11 +385,37 @@ class AttemptPolicy:
             )
         if status == 401:
             return Stop(StopReason.KEY, failure.message)
+        configure = _configure_url(failure.metadata)
+        if configure or "guardrail" in failure.message.lower():
+            return Stop(
+                StopReason.NO_ROUTE,
+                Message(
+                    "guardrail",
+                    "the account's guardrails and data policy admit no endpoint of {model:s} "
+                    "({status:s}): {said:s}. Change them at {url:s} (the policy is not the "
+                    "cause), then rerun the same command to resume",
+                    model=self.model,
+                    status=str(status),
+                    said=failure.message,
+                    url=configure or "https://openrouter.ai/settings/privacy",
+                ),
+            )
         return Stop(
             StopReason.NO_ROUTE,
             f"OpenRouter found no endpoint for the request ({status}): {failure.message}. "
             f"The policy {self.policy} admits nothing that serves {self.model} now: re-compile it",
         )
+
+
+def _configure_url(metadata: Mapping[str, Any]) -> str | None:
+    """Where a guardrail 404 says its restriction is configured
+    (``metadata.ineligibility_reasons[].configure_url``, OPENROUTER.md 19)."""
+    reasons = metadata.get("ineligibility_reasons")
+    for reason in reasons if isinstance(reasons, list) else ():
+        url = reason.get("configure_url") if isinstance(reason, dict) else None
+        if isinstance(url, str) and url.startswith("https://"):
+            return url
+    return None
 
 
 #: What a failed attempt leads to, by the failure's kind (``run.send.failure``'s table decides the

@@ -285,6 +285,8 @@ class RowQueues:
             room, prompt_tokens=shape.prompt_tokens, shape=shape
         )
         advice = "{max_tokens=} would fit it" if fits >= 1 else "its prompt alone does not fit"
+        if shape.web_searches and fits < 1:  # the results may fill the whole context
+            advice = "its web search's results may fill the whole context"
         said = Message(
             "row-over-cap",
             "{row:s}: skipped, not sent: its request may cost up to ${worst:.6f}, more than the "

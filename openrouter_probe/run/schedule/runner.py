@@ -22,7 +22,7 @@ counted at its worst case until settled.
 from __future__ import annotations
 
 import asyncio
-import functools
+import dataclasses
 import logging
 import signal
 from collections.abc import Callable
@@ -33,11 +33,12 @@ from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.money.journal import window_line
 from openrouter_probe.run.money.limit import AdaptiveLimit, WindowStart
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import (
+    HELD_LINE,
+    HOLD_WAIT_S,
     AttemptPolicy,
     Decision,
     Fail,
@@ -94,11 +95,8 @@ class Run:
         self.clock = options.clock
         self.stream = builder.stream
         # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch), opened
-        # where ``start`` says (``run.money.limit.window_start``: what the account allows); what
-        # in-flight 402s teach it is journaled (a resume starts there)
-        journal = books.journal
-        learned = None if journal is None else functools.partial(window_line, journal)
-        self.dollars = (start or WindowStart()).window(learned)
+        # at ``start`` (what the account allows); what 402s teach it is journaled, for a resume
+        self.dollars = (start or WindowStart()).window(books.journal)
         if options.batch is None:
             books.window = self.dollars
         cap = books.cap
@@ -109,6 +107,7 @@ class Run:
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
             held=lambda: (books.cap.held_usd, cap.in_flight),
+            cap_left=lambda: cap.remaining_usd,
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -122,6 +121,7 @@ class Run:
         self.stop_reason: StopReason = StopReason.DONE
         self.message = ""
         self.retries = self.pauses = 0
+        self._longest_hold_s = HOLD_WAIT_S  # the longest in-flight wait said so far
         self._workers: list[asyncio.Task[None]] = []
         self._live = 0  # workers not yet ended (``waits.waiting`` of them wait for a change)
         self._drain_handle: asyncio.TimerHandle | None = None
@@ -322,11 +322,20 @@ class Run:
             attempt.request, attempt.ceiling_s = lower.request, lower.ceiling_s
             return True
         if isinstance(decision, Hold):  # the in-flight budget: not a retry of a failure
+            if decision.wait_s > self._longest_hold_s:  # said once per longer wait
+                self._longest_hold_s = decision.wait_s
+                log.warning(HELD_LINE, row.id, decision.wait_s)
             await self.waits.sleep_unless_stopped(decision.wait_s)
         elif isinstance(decision, Retry):
             if failure.rate_limited:
                 self.limiter.on_rate_limited(self.clock())
             self.retries += 1
+            if failure.status == 200:  # a bad answer: the retry is a new one, never its replay
+                kind = f"{row.cache_kind}/retry-{attempt.number}".lstrip("/")
+                fresh = self.queues.prepare(
+                    dataclasses.replace(row, cache_kind=kind), max_tokens=attempt.request.max_tokens
+                )
+                attempt.request = fresh.request
             log.warning(
                 "%s: attempt %d failed (%s); retrying in %.1f s",
                 row.id,
@@ -467,6 +476,9 @@ class Run:
         elif self.stop_reason == StopReason.DONE and self.options.target_tokens is not None:
             done = not self.books.counts.not_sent
             self.stop_reason = StopReason.DONE if done else StopReason.TARGET
+        stop = self.policy.all_failed(self.books.counts, StopReason(self.stop_reason))
+        if stop is not None:
+            self.stop_reason, self.message = stop.reason, stop.message
 
     def _summary(self) -> RunSummary:
         """The books' summary of the run, with the scheduler's own figures."""

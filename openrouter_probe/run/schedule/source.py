@@ -92,10 +92,15 @@ class RowSource:
         )
         request = attempt.request
         record["max_tokens"] = request.max_tokens  # what an overshoot is measured against
-        if request.sampling is not None:
-            record["sampling"] = request.sampling
+        record["sampling_params"] = request.sampling or {}  # as sent (speculators' field)
         if answer.cache_hit:
             record["response_cache"] = "hit"  # a replay of an earlier answer, billed nothing
+        elif answer.byok_usd is not None and cost is not None:
+            # cost_usd is both parts: what OpenRouter charged, what the provider billed the key
+            record["cost_parts_usd"] = {
+                "openrouter": float(cost - answer.byok_usd),
+                "provider": float(answer.byok_usd),
+            }
         if answer.tool_calls:
             record["tool_calls"] = answer.tool_calls
         if answer.reasoning_details:
@@ -116,6 +121,7 @@ class RowSource:
         if why:
             error["message"] = f"{failure.message}; {why}"
         record = self.record(row, status="failed", attempts=attempt.number, error=error)
+        record["sampling_params"] = attempt.request.sampling or {}
         if attempt.extra_cost:
             record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
         return record
@@ -129,6 +135,7 @@ class RowSource:
             error={"kind": "cancelled", "message": "cancelled in flight"},
             possibly_billed_usd=float(attempt.worst),
             generation_id=gen,
+            sampling_params=attempt.request.sampling or {},
         )
         if attempt.extra_cost:
             record["failed_attempts_cost_usd"] = float(attempt.extra_cost)
@@ -179,11 +186,16 @@ class TurnSource(RowSource):
         )
         truncated = answer.truncated
         if not (progress.last or truncated):
+            # what the next turns' requests carry of it (the model reads it or not)
+            turn["reasoning_in_history"] = self.book.reasoning_back and bool(
+                turn.get("reasoning") or turn.get("reasoning_details")
+            )
             self.book.log.keep(progress.row, turn)
             progress.done.append(turn)
             return progress.request(), None
         progress.done.append(turn)
         fields = row_totals(progress.done)
+        fields["sampling_params"] = attempt.request.sampling or {}  # every turn's: one draw a row
         return None, self.record(row, status="truncated" if truncated else "ok", **fields)
 
     def failed(

@@ -59,7 +59,11 @@ class Failure:
     def budget(self) -> bool:
         """Whether this is a budget layer that is spent (a 403 the table files under ``run``):
         every request of the key fails until it resets or is raised."""
-        return self.kind == "run" and (self.status == 403 or int_code(self.code) == 403)
+        return (
+            self.kind == "run"
+            and self.refusal != "attestation"
+            and (self.status == 403 or int_code(self.code) == 403)
+        )
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {

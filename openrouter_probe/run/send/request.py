@@ -8,12 +8,15 @@ row's parameters). The worst case (``run.money.spend``) bounds the prompt by eve
 part. ``RequestBuilder.build`` makes both at once (``Request``): the run reserves what it sends.
 
 The body is a pure function of the run's settings and the row (compact JSON, keys in the order the
-row and the run give them; nothing drawn, timed or counted goes in it): the same row gives the same
-bytes in any process, so a row resent after a kill -9 is the very request OpenRouter's response
-cache keyed (``identity``). With ``identity`` each row carries ``session_id`` (``row_session``: a
-hash of its id): OpenRouter's own field for grouping requests in its logs, which no model reads,
-and which the response cache hashes with the rest of the body, so two rows with one prompt are two
-requests, never one cached answer.
+row and the run give them; nothing timed or counted goes in it, and a mix's draw is a hash of the
+row id): the same row gives the same bytes in any process, so a row resent after a kill -9 is the
+very request OpenRouter's response cache keyed (``identity``). With ``identity`` each row carries
+``session_id`` (``row_session``: a hash of its job, its id, ``row#k`` for a sample, and its
+attempt kind, ``PromptRow.cache_kind``): OpenRouter's own field for grouping requests in its logs, which no model
+reads, and which the response cache hashes with the rest of the body (the documented key: body,
+model, key, stream mode), so two rows with one prompt, two samples of one row, a redo of a cut
+answer and a retry after a bad answer are each a request of their own, never a cached answer; a
+resend of the same attempt is the same request, answered free.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.rules.sampling import SamplingAdvice, thinking_on
+from openrouter_probe.rules.sampling_mix import SamplingMix
 from openrouter_probe.run.money.spend import Prices, RequestShape, request_shape
 from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["Request", "RequestBuilder", "dumps", "row_session"]
+__all__ = ["SAMPLING_KEYS", "Request", "RequestBuilder", "dumps", "row_session"]
 
 
 #: One encoder (``json.dumps`` with options builds a new one per call: a step per request).
@@ -43,12 +47,21 @@ def dumps(value: Any) -> str:
 
 #: Row parameters that change the sampling a row is sent with (``sampling_of``).
 _SAMPLED = frozenset({"temperature", "top_p", "reasoning", "reasoning_effort"})
+#: The body keys a record's ``sampling_params`` holds (what the request was sampled with, as
+#: speculators' ``regenerate-responses`` records it: the keys as sent, flat), in this order.
+SAMPLING_KEYS = (
+    "temperature", "top_p", "top_k", "min_p", "top_a", "frequency_penalty", "presence_penalty",
+    "repetition_penalty", "seed", "reasoning", "reasoning_effort",
+)  # fmt: skip
 
 
-def row_session(row_id: str) -> str:
-    """The ``session_id`` of row ``row_id``: ``orp-`` and 32 hex digits of its SHA-256 (stable
-    across processes and runs; within OpenRouter's 128 characters whatever the id)."""
-    return "orp-" + hashlib.sha256(row_id.encode()).hexdigest()[:32]
+def row_session(row_id: str, kind: str = "", job: str = "") -> str:
+    """The ``session_id`` of row ``row_id`` (``row#k`` for a sample), its attempt ``kind``
+    (``PromptRow.cache_kind``; ``""``: the row's own answer) and its ``job`` (the salt the
+    output's first run drew; ``""``: an output written before it): ``orp-`` and 32 hex digits of
+    their SHA-256 (stable across processes and runs; within OpenRouter's 128 characters)."""
+    key = row_id if not (kind or job) else f"{row_id}\0{kind}\0{job}"
+    return "orp-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +73,8 @@ class Request:
     max_tokens: int
     shape: RequestShape
     worst_usd: Decimal
-    #: the sampling it was sent with (``temperature``, ``top_p``: the row's, the run's, or its
-    #: model card's), for its record (``None``: none said)
+    #: what it was sampled with (``SAMPLING_KEYS`` as sent: the row's own, the run's, its draw of
+    #: the run's mix, its model card's), the record's ``sampling_params`` (``{}``: none sent)
     sampling: Mapping[str, Any] | None = None
 
 
@@ -69,8 +82,10 @@ class Request:
 class RequestBuilder:
     """Builds the bodies of a run: ``model``, its ``provider`` block (JSON), ``max_tokens`` unless a
     row sets its own, ``stream`` and the sampling parameters every row gets unless it sets its own;
-    ``advice``: what the model card fixes (``rules.sampling``), sent where neither the run nor the
-    row sets the parameter; ``identity``: each row's ``session_id`` (see the module)."""
+    ``mix``: each row's draw of the run's sampling mix (``rules.sampling_mix``), which wins over
+    the run's ``temperature`` and ``reasoning``; ``advice``: what the model card fixes
+    (``rules.sampling``), sent where neither the run nor the row sets the parameter, for the
+    thinking the row is sent with; ``identity``: each row's ``session_id`` (see the module)."""
 
     model: str
     provider_json: str
@@ -80,19 +95,18 @@ class RequestBuilder:
     reasoning: dict[str, Any] | None = None
     advice: SamplingAdvice | None = None
     identity: bool = False
+    mix: SamplingMix | None = None
+    #: the job part of each row's identity (``row_session``)
+    job: str = ""
     _prefix: bytes = field(init=False, repr=False, compare=False)
-    _plain_sampling: dict[str, Any] | None = field(init=False, repr=False, compare=False)
-    _plain_sampling_json: str = field(init=False, repr=False, compare=False)
+    #: the run's sampling part of a row that sets none of its own, by its draw (the common row:
+    #: computed once per draw) and its JSON
+    _parts: dict[Any, tuple[dict[str, Any], str]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_prefix", self.prefix().encode())
-        # the sampling of a row that sets none of its own (the common row: computed once),
-        # and its part of the body (``_own``: the same bytes, not encoded again per row)
-        plain = PromptRow("", "", [], {}, 0)
-        sampling = self._sampling(plain)
-        object.__setattr__(self, "_plain_sampling", sampling)
-        said = "".join(f",{dumps(k)}:{dumps(v)}" for k, v in (sampling or {}).items())
-        object.__setattr__(self, "_plain_sampling_json", said)
 
     def prefix(self, provider_json: str | None = None) -> str:
         return (
@@ -108,54 +122,59 @@ class RequestBuilder:
         """Everything the row adds to the prefix, closing brace included."""
         return self._own(row, max_tokens)[0]
 
-    def sampling_of(self, row: PromptRow) -> dict[str, Any] | None:
-        """The sampling ``row`` is sent with: the run's ``temperature`` or its card's advice
-        where the row sets none, and the row's own (``None``: none said)."""
-        if not row.params.keys() & _SAMPLED:
-            return self._plain_sampling  # (shared: records serialize it, nobody changes it)
-        return self._sampling(row)
+    def sampling_of(self, row: PromptRow) -> dict[str, Any]:
+        """What ``row`` is sent with (``SAMPLING_KEYS``): the run's part (its mix's draw, its
+        ``temperature`` and ``reasoning``, its card's advice) where the row sets none, and the
+        row's own (``{}``: nothing said, the provider's defaults)."""
+        run, _ = self._run_part(row)
+        own = {k: row.params[k] for k in SAMPLING_KEYS if k in row.params}
+        if not own:
+            return run  # (shared: records serialize it, nobody changes it)
+        said = {**run, **own}
+        return {k: said[k] for k in SAMPLING_KEYS if k in said}
 
-    def _sampling(self, row: PromptRow) -> dict[str, Any] | None:
+    def _run_part(self, row: PromptRow) -> tuple[dict[str, Any], str]:
+        """The sampling parameters the run adds to ``row``'s body (none the row sets itself), in
+        body order (``temperature``, ``top_p``, ``reasoning``), and their JSON."""
         params = row.params
+        draw = self.mix.draw(row.id) if self.mix is not None else None
+        common = not params.keys() & _SAMPLED
+        key = draw if common else None
+        if common and key in self._parts:
+            return self._parts[key]
+        reasoning, temperature = self.reasoning, self.temperature
+        if draw is not None:
+            reasoning = draw.reasoning(reasoning)
+            if draw.temperature is not None:
+                temperature = draw.temperature
         said: dict[str, Any] = {}
-        advice = self.advice
-        if advice is not None:
+        if self.advice is not None:
             thinking = thinking_on(
-                params.get("reasoning", self.reasoning), params.get("reasoning_effort")
+                params.get("reasoning", reasoning), params.get("reasoning_effort")
             )
-            said.update(advice.values(thinking=thinking))
-        if self.temperature is not None:
-            said["temperature"] = self.temperature
-        for name in ("temperature", "top_p"):
-            if name in params:
-                said[name] = params[name]
-        return said or None
+            said.update(self.advice.values(thinking=thinking))
+        if temperature is not None:
+            said["temperature"] = temperature
+        if reasoning is not None:
+            said["reasoning"] = reasoning
+        part = {k: v for k, v in said.items() if k not in params}
+        text = "".join(f",{dumps(k)}:{dumps(v)}" for k, v in part.items())
+        if common:
+            self._parts[key] = (part, text)
+        return part, text
 
-    def _own(self, row: PromptRow, max_tokens: int) -> tuple[str, dict[str, Any] | None]:
+    def _own(self, row: PromptRow, max_tokens: int) -> tuple[str, dict[str, Any]]:
         params = row.params
         parts = [',"messages":', dumps(row.messages), ',"max_tokens":', str(max_tokens)]
         if self.identity and "session_id" not in params:
-            parts += [',"session_id":"', row_session(row.id), '"']
-        sampling = None
-        if self.advice is not None:
-            sampling = self.sampling_of(row)
-            if not params and sampling is self._plain_sampling:
-                parts.append(self._plain_sampling_json)  # (the common row)
-            else:
-                for name, value in (sampling or {}).items():
-                    if name not in params:
-                        parts += [",", dumps(name), ":", dumps(value)]
-        elif self.temperature is not None and "temperature" not in params:
-            parts += [',"temperature":', dumps(self.temperature)]
-        if self.reasoning is not None and "reasoning" not in params:
-            parts += [',"reasoning":', dumps(self.reasoning)]
+            parts += [',"session_id":"', row_session(row.id, row.cache_kind, self.job), '"']
+        _, text = self._run_part(row)
+        parts.append(text)
         for key, value in params.items():
             if key != "max_tokens":
                 parts += [",", dumps(key), ":", dumps(value)]
         parts.append("}")
-        if sampling is None and (self.temperature is not None or params):
-            sampling = self.sampling_of(row)
-        return "".join(parts), sampling
+        return "".join(parts), self.sampling_of(row)
 
     def shape(self, row: PromptRow, own_part: str) -> RequestShape:
         """What ``row`` may be billed for besides its output (see ``spend.request_shape``)."""

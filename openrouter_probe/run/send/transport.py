@@ -35,8 +35,8 @@ from typing import Any
 
 import aiohttp
 
-from openrouter_probe.api.backoff import retry_after_s
-from openrouter_probe.api.chat import Generation, read_cost
+from openrouter_probe.api.backoff import said_wait_s
+from openrouter_probe.api.chat import Generation, read_cost, usage_spend
 from openrouter_probe.api.chat import read_generation as api_read_generation
 from openrouter_probe.api.completion import (
     CACHE_STATUS_HEADER,
@@ -44,6 +44,7 @@ from openrouter_probe.api.completion import (
     read_completion,
     read_stream,
 )
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.envelope import read_error
 from openrouter_probe.errors import Message
 from openrouter_probe.run.send.failure import Failure, FailureKind, classify_error
@@ -70,7 +71,7 @@ Answer = ChatCompletion
 
 def _with_cost(failure: Failure, usage: Any, generation_id: str | None) -> Failure:
     """An error inside a 200 body or stream: billed as its ``usage.cost`` says, else unknown."""
-    cost = read_cost(usage.get("cost"))[0] if isinstance(usage, dict) else None
+    cost = usage_spend(usage)[0]
     failure.cost_usd = cost
     failure.cost_unknown = cost is None
     failure.generation_id = generation_id
@@ -140,7 +141,7 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
     failure = classify_error(
         status,
         error or None,
-        retry_after_s=retry_after_s(headers.get("Retry-After"), date=headers.get("Date")),
+        retry_after_s=said_wait_s(headers, envelope.metadata),
         body=data.decode(errors="replace"),
         platform=platform,
     )
@@ -195,7 +196,7 @@ class HttpTransport:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self._headers = {
-            "Authorization": f"Bearer {api_key}",
+            **Connection(api_key=api_key).authorization(),
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
             **(headers or {}),  # the response cache's (``api.completion.response_cache_headers``)
@@ -227,25 +228,36 @@ class HttpTransport:
             self._session = None
 
     async def _read(
-        self, response: aiohttp.ClientResponse, *, stream: bool, ceiling_s: float | None
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        stream: bool,
+        ceiling_s: float | None,
+        started: float,
     ) -> bytes | str:
-        """Read the body; return it, or why the wait ended (keep-alives only; the ceiling)."""
+        """Read the body; return it, or why the wait ended (keep-alives only; the ceiling).
+
+        Both waits count from ``started``, the call (before the request left), not from the
+        headers. A chunk is judged by the silence before it: one that arrives after more than
+        ``read_timeout_s`` without a token fails even if it brings one, as it would have had the
+        keep-alives before it come one by one. So the outcome depends on the clock alone, never on
+        how the bytes were cut into chunks (a reader that falls behind gets them in one piece)."""
         clock, limit = self._clock, self._read_timeout_s
-        started = last = clock()
+        last = started
         chunks = []
         content = response.content
         while chunk := await content.readany():
             chunks.append(chunk)
             now = clock()
             if stream:
-                if b"data:" in chunk:
-                    last = now
-                elif now - last > limit:
+                if now - last > limit:
                     return Message(
                         "keep-alives-only",
                         "no token for {waited:.0f} s, only keep-alive comments ({read_timeout_s:bare})",
                         waited=now - last,
                     )
+                if b"data:" in chunk:
+                    last = now
             if ceiling_s is not None and now - started > ceiling_s:
                 return f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
         return b"".join(chunks)
@@ -265,6 +277,7 @@ class HttpTransport:
         (``run.send.sender.SendKey``) is not needed: one request per call."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
         generation_id = None
+        started = self._clock()
         try:
             async with self._session.post(self.url, data=body) as response:
                 status = response.status
@@ -274,7 +287,9 @@ class HttpTransport:
                     on_id(generation_id)
                 if status >= 400:
                     return _error_failure(status, await response.read(), response.headers)
-                data = await self._read(response, stream=stream, ceiling_s=ceiling_s)
+                data = await self._read(
+                    response, stream=stream, ceiling_s=ceiling_s, started=started
+                )
         except aiohttp.ClientConnectorError as exc:
             # never connected: the request did not leave, nothing can be billed
             return Failure("transient", f"connection failed: {type(exc).__name__}: {exc}")

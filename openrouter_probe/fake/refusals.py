@@ -1,0 +1,103 @@
+"""The account's refusals as 2026 recordings show them (OPENROUTER.md 19), for the fake's
+request-phase faults (``fake.faults``): every request of the key gets the same answer, until the
+account's settings, its budget or its in-flight holds change.
+
+- ``in_flight_402_body``: the in-flight 402 with its wait inside the body
+  (``error.metadata.headers: {"Retry-After": "120"}``), ``metadata.reason`` and no
+  ``limit_source``, ``provider_name: null`` in the error, and no ``Retry-After`` header;
+- ``attestation_403``: "This model requires you to complete the following before use: 18+ age
+  confirmation", ``metadata.missing_attestation_types``, ``failed_routing_step``;
+- ``guardrail_404``: "0 endpoints out of 1 requested are available matching your guardrail
+  restrictions and data policy", ``metadata.ineligibility_reasons[{reason, configure_url}]``;
+- ``org_budget_403``: "Budget limit exceeded (monthly limit). Contact your org admin." (no
+  metadata).
+"""
+
+from __future__ import annotations
+
+import json
+
+from openrouter_probe.fake.bodies import IN_FLIGHT_MESSAGE
+
+__all__ = ["ACCOUNT_REFUSALS", "PRIVACY_URL", "refusal_body"]
+
+#: Where a guardrail's data policy is configured (the recorded ``configure_url``).
+PRIVACY_URL = "https://openrouter.ai/settings/privacy"
+ATTESTATION_MESSAGE = (
+    "This model requires you to complete the following before use: 18+ age confirmation. "
+    "Confirm at https://openrouter.ai/settings/preferences."
+)
+GUARDRAIL_MESSAGE = (
+    "0 endpoints out of 1 requested are available matching your guardrail restrictions and "
+    "data policy"
+)
+ORG_BUDGET_MESSAGE = "Budget limit exceeded (monthly limit). Contact your org admin."
+
+
+def _error(code: int, message: str, metadata: dict[str, object] | None = None) -> dict[str, object]:
+    error: dict[str, object] = {"message": message, "code": code}
+    if metadata is not None:
+        error["metadata"] = metadata
+    return error
+
+
+def refusal_body(kind: str, *, wait_s: int, model: str) -> tuple[int, bytes]:
+    """The status and body of the refusal ``kind`` (one of ``ACCOUNT_REFUSALS``); ``wait_s`` is
+    the in-flight 402's wait, said in its body."""
+    if kind == "in_flight_402_body":
+        error = _error(
+            402,
+            IN_FLIGHT_MESSAGE,
+            {
+                "reason": "in_flight_budget_exhausted",
+                "headers": {"Retry-After": str(wait_s)},
+                "remedy_hint": "Wait for in-flight requests to settle.",
+            },
+        )
+        error["provider_name"] = None
+        status = 402
+    elif kind == "attestation_403":
+        status, error = (
+            403,
+            _error(
+                403,
+                ATTESTATION_MESSAGE,
+                {
+                    "missing_attestation_types": ["age_18plus"],
+                    "failed_routing_step": "Gate Endpoints with Attestations",
+                },
+            ),
+        )
+    elif kind == "guardrail_404":
+        status, error = (
+            404,
+            _error(
+                404,
+                GUARDRAIL_MESSAGE,
+                {
+                    "ineligibility_reasons": [
+                        {"reason": "data_policy", "configure_url": PRIVACY_URL},
+                    ],
+                    "routing_funnel": [{"step": "Initial Endpoints", "endpoint_count": 1}],
+                    "failed_routing_step": "Filter by Guardrails",
+                    "requested_model": model,
+                },
+            ),
+        )
+    elif kind == "org_budget_403":
+        status, error = 403, _error(403, ORG_BUDGET_MESSAGE)
+    else:
+        raise ValueError(f"not an account refusal: {kind}")
+    return status, json.dumps({"error": error, "user_id": "user_fake"}).encode()
+
+
+#: The request-phase faults this module answers, each with what it says.
+ACCOUNT_REFUSALS: dict[str, str] = {
+    "in_flight_402_body": "the in-flight 402 with its wait only in the body "
+    "(error.metadata.headers Retry-After SECONDS, default 120), no limit_source, no header",
+    "attestation_403": "403 'This model requires ... 18+ age confirmation' "
+    "(missing_attestation_types)",
+    "guardrail_404": "404 '0 endpoints out of 1 requested are available matching your guardrail "
+    "restrictions and data policy' (ineligibility_reasons with configure_url)",
+    "org_budget_403": "403 'Budget limit exceeded (monthly limit). Contact your org admin.'",
+}
