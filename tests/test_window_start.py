@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -241,3 +242,84 @@ def test_a_resume_starts_where_the_in_flight_402s_left_the_window(tmp_path: Path
     assert note.code == "window-resumed" and note.values["window"] == windows[-1]
     assert second.rows_already_done == 60 and second.ok + second.truncated == 20
     assert len(records(tmp_path / "out.jsonl")) == 80
+
+
+class RoundTrips:
+    """The fake's clock, gating each request once: its first wait holds it until the test lets
+    the round trip end (``release``); its other waits pass. The run's requests in flight are the
+    ones held (``held``); ``wait_held`` waits (in a thread) until that many are."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.held = 0
+        self.rounds: list[int] = []  # what each round trip held when it ended
+        self._passed: set[int] = set()
+        self._event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.open = False
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        task = id(asyncio.current_task())
+        if self.open or task in self._passed:
+            return
+        self._passed.add(task)
+        self._loop = asyncio.get_running_loop()
+        if self._event is None:
+            self._event = asyncio.Event()
+        event = self._event
+        with self._cond:
+            self.held += 1
+            self._cond.notify_all()
+        await event.wait()
+
+    def wait_held(self, count: int) -> bool:
+        with self._cond:  # (the guard fails the test only if the run never gets there)
+            return self._cond.wait_for(lambda: self.held >= count, timeout=120)
+
+    def release(self, *, for_good: bool = False) -> None:
+        """End this round trip: every request held is answered."""
+        with self._cond:
+            self.rounds.append(self.held)
+            self.held = 0
+        event, self._event = self._event, None
+        self.open = self.open or for_good
+        assert self._loop is not None and event is not None
+        self._loop.call_soon_threadsafe(event.set)
+
+
+def test_on_the_fake_in_flight_reaches_the_concurrency_in_the_second_round_trip(
+    tmp_path: Path,
+) -> None:
+    # prompts of one size: one worst case, so that the probe holds 16 of them
+    rows = [{"id": f"r{i:03d}", "prompt": f"question {i:03d} " + "x" * 40} for i in range(300)]
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    gate = RoundTrips()
+
+    async def both(base_url: str) -> Any:
+        async def drive() -> None:
+            assert await asyncio.to_thread(gate.wait_held, START_REQUESTS)
+            gate.release()  # the probe's answers come back: no in-flight 402
+            assert await asyncio.to_thread(gate.wait_held, 200)
+            gate.release(for_good=True)
+
+        run = generate(
+            tmp_path / "prompts.jsonl",
+            policy=POLICY,
+            out=tmp_path / "out.jsonl",
+            base_url=base_url,
+            sleep=no_sleep,
+            concurrency=200,
+            budget_usd=50,
+            max_tokens=200,
+        )
+        summary, _ = await asyncio.gather(run, drive())
+        return summary
+
+    with serve(speed=1, seed=3, clock=gate) as fake:  # no in-flight budget
+        summary = asyncio.run(both(fake.base_url))
+    assert gate.rounds == [START_REQUESTS, 200]
+    assert summary.ok + summary.truncated == 300 and summary.in_flight_refusals == 0
+    assert _window_note(summary).code == "window-at-concurrency"
