@@ -21,12 +21,27 @@ Targets (issue 8): ``generate`` ≤ 1.5x the bare loop's CPU per request and pea
 
     python benchmarks/generate.py [--requests 20000] [--concurrency 2000] [--openai-requests 2000]
         [--modes nonstream,stream,stream500] [--clients bare,generate,openai]
-        [--against OTHER_CHECKOUT --rounds 3]
+        [--against OTHER_CHECKOUT --rounds 3] [--whole-process]
+    python benchmarks/generate.py --latency-s 3 --requests 6000 --concurrency 2000
+        --clients bare,generate [--against OTHER_CHECKOUT --rounds 2]
 
 ``--against PATH`` adds a client ``before``: ``generate`` from another checkout of the project (its
 ``openrouter_probe`` on ``PYTHONPATH``), run side by side with this one against the same fake
 server; ``--rounds N`` alternates every client N times (bare, generate, before, bare, ...) and
 prints the median of each (the shared machine's noise moves single runs by 20%).
+
+``--latency-s L`` measures wall time instead, the time a user feels: a loopback stub in this
+process answers every chat request after exactly L seconds with a 200-token answer (OpenRouter's
+body shape, Chutes' prices; ``/key`` and ``/credits`` an account of $1,000,000 with no in-flight
+limit), and each client sends ``--requests`` rows at ``--concurrency`` (non-streaming; ``generate``
+on the bundled snapshot). Printed per client: the wall time of its work and of its whole process
+(interpreter start, imports, prompts, journal and output included), the ratio to the bare loop's,
+the most requests the stub held at once within the first two round trips (2L from the first
+request) and in all, and the whole process's CPU.
+
+``--whole-process`` (with or without ``--latency-s``) takes each client's CPU and wall time from
+this parent around the child (``RUSAGE_CHILDREN``): interpreter start and imports count, as a user
+pays them.
 
 Modes: ``nonstream`` and ``stream`` answer ~24 tokens (``--max-tokens 32``); ``stream500`` answers
 1,000 tokens in 500 chunks of 2 (``max_tokens`` 1000), with a fifth of ``--requests``: the shape of a
@@ -165,6 +180,8 @@ async def _generate(args: argparse.Namespace) -> int:
         stream=args.stream,
         base_url=args.base_url,
         api_key=KEY,
+        # the latency stub serves no catalogue: the bundled snapshot prices the run
+        **({"snapshot": "bundled"} if args.latency_s else {}),
     )
     return summary.ok + summary.truncated
 
@@ -256,6 +273,172 @@ def child(args: argparse.Namespace) -> None:
     )
 
 
+# -- the latency stub (``--latency-s``) --------------------------------------------------------------
+
+
+class LatencyStub:
+    """A loopback OpenRouter that answers every chat request after ``latency_s`` with a
+    ``tokens``-token answer, in a background thread; it counts the requests it holds at once
+    (``most``; ``most_early``: within two round trips of the first request)."""
+
+    def __init__(self, latency_s: float, tokens: int = 200) -> None:
+        self.latency_s, self.tokens = latency_s, tokens
+        self.base_url = ""
+        self.reset()
+
+    def reset(self) -> None:
+        self.held = self.most = self.most_early = self.answered = 0
+        self.first: float | None = None
+        self.arrivals: list[float] = []  # when each chat request came, from the first
+
+    def _body(self, n: int) -> bytes:
+        prompt = 20
+        cost = prompt * 0.00000045 + self.tokens * 0.0000022  # Chutes' K2.5 prices
+        return json.dumps(
+            {
+                "id": f"gen-{int(time.time())}-stub{n:015d}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": "moonshotai/kimi-k2.5-0127",
+                "provider": "Chutes",
+                "system_fingerprint": None,
+                "choices": [
+                    {
+                        "index": 0,
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                        "native_finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": " word" * self.tokens,
+                            "refusal": None,
+                        },
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": self.tokens,
+                    "total_tokens": prompt + self.tokens,
+                    "cost": round(cost, 10),
+                    "is_byok": False,
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                    "cost_details": {"upstream_inference_cost": round(cost, 10)},
+                    "completion_tokens_details": {"reasoning_tokens": 0},
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    def app(self) -> Any:
+        from aiohttp import web
+
+        async def chat(request: web.Request) -> web.Response:
+            await request.read()
+            now = time.monotonic()
+            if self.first is None:
+                self.first = now
+            self.arrivals.append(now - self.first)
+            self.held += 1
+            self.most = max(self.most, self.held)
+            if now - self.first <= 2 * self.latency_s:
+                self.most_early = max(self.most_early, self.held)
+            try:
+                await asyncio.sleep(self.latency_s)
+            finally:
+                self.held -= 1
+            self.answered += 1
+            gen = f"gen-stub-{self.answered}"
+            body = self._body(self.answered)
+            return web.Response(
+                body=body, content_type="application/json", headers={"X-Generation-Id": gen}
+            )
+
+        async def key(request: web.Request) -> web.Response:
+            data = {"label": "stub", "limit": None, "limit_remaining": None, "usage": 0.0}
+            return web.json_response({"data": {**data, "is_free_tier": False}})
+
+        async def credits(request: web.Request) -> web.Response:
+            return web.json_response({"data": {"total_credits": 1_000_000, "total_usage": 0}})
+
+        app = web.Application()
+        app.router.add_post("/api/v1/chat/completions", chat)
+        app.router.add_get("/api/v1/key", key)
+        app.router.add_get("/api/v1/credits", credits)
+        return app
+
+    def __enter__(self) -> LatencyStub:
+        import threading
+
+        from aiohttp import web
+
+        started = threading.Event()
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            runner = web.AppRunner(self.app(), access_log=None)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+            loop.run_until_complete(site.start())
+            port = runner.addresses[0][1]
+            self.base_url = f"http://127.0.0.1:{port}/api/v1"
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        started.wait()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+def _latency(args: argparse.Namespace) -> None:
+    """Wall time to finish ``--requests`` rows at ``--concurrency`` against the latency stub."""
+    clients = args.clients.split(",") + (["before"] if args.against else [])
+    runs: dict[str, list[dict[str, Any]]] = {client: [] for client in clients}
+    args.max_tokens = max(args.max_tokens, 256)  # a 200-token answer is whole
+    with tempfile.TemporaryDirectory() as folder, LatencyStub(args.latency_s) as stub:
+        tmp = Path(folder)
+        for round_no in range(args.rounds):
+            order = clients if round_no % 2 == 0 else clients[::-1]
+            for client in order:
+                stub.reset()
+                r = _run_child(
+                    client,
+                    stream=False,
+                    requests=args.requests,
+                    base_url=stub.base_url,
+                    args=args,
+                    tmp=tmp,
+                )
+                r.update(most=stub.most, most_early=stub.most_early, answered=stub.answered)
+                runs[client].append(r)
+    print(
+        f"{args.requests:,} rows at C={args.concurrency}, {args.latency_s:g} s latency, "
+        f"{args.rounds} round(s), medians by whole-process wall time"
+    )
+    print(
+        f"{'client':9} {'work s':>7} {'process s':>9} {'x bare':>7} {'in flight 2 RT':>14} "
+        f"{'most':>5} {'CPU s':>6} {'CPU ms/req':>10}  runs (process s)"
+    )
+    best = {c: sorted(found, key=lambda r: r["process_wall_s"]) for c, found in runs.items()}
+    median = {c: found[len(found) // 2] for c, found in best.items()}
+    base = median.get("bare")
+    for client, r in median.items():
+        ratio = r["process_wall_s"] / base["process_wall_s"] if base else float("nan")
+        print(
+            f"{client:9} {r['wall_s']:>7.2f} {r['process_wall_s']:>9.2f} {ratio:>7.2f} "
+            f"{r['most_early']:>14,} {r['most']:>5,} {r['process_cpu_s']:>6.2f} "
+            f"{r['process_cpu_s'] / max(1, r['done']) * 1000:>10.3f}  "
+            f"{[round(x['process_wall_s'], 2) for x in runs[client]]}"
+        )
+    print("target: generate's wall time at most 1.15x the bare loop's; in flight C in 2 RT")
+
+
 # -- the parent: the fake server, the prompts, the table ---------------------------------------------
 
 
@@ -293,11 +476,22 @@ def _run_child(
         "--out",
         str(out),
     ] + (["--stream"] if stream else [])
+    if args.latency_s:
+        cmd += ["--latency-s", str(args.latency_s)]
     env = {**os.environ, "PYTHONPATH": library}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{client} failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the whole process, as this parent sees it: interpreter start and imports included
+    result["process_wall_s"] = wall
+    result["process_cpu_s"] = (after.ru_utime - before.ru_utime) + (
+        after.ru_stime - before.ru_stime
+    )
     if result["done"] != requests:
         print(f"warning: {client} answered {result['done']} of {requests}", file=sys.stderr)
     return result
@@ -326,10 +520,17 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--against", help="another checkout: its generate runs as 'before'")
     parser.add_argument("--rounds", type=int, default=1, help="alternate the clients N times")
+    parser.add_argument("--latency-s", type=float, default=0.0, help="wall time at this latency")
+    parser.add_argument(
+        "--whole-process", action="store_true", help="CPU per request of the whole process"
+    )
     args = parser.parse_args()
     if args.child:
         args.client = args.child
         child(args)
+        return
+    if args.latency_s:
+        _latency(args)
         return
 
     from openrouter_probe.fake import serve
@@ -362,7 +563,8 @@ def main() -> None:
                             args=mode_args,
                             tmp=tmp,
                         )
-                        r["cpu_ms_per_request"] = r["cpu_s"] / max(1, r["done"]) * 1000
+                        cpu = r["process_cpu_s"] if args.whole_process else r["cpu_s"]
+                        r["cpu_ms_per_request"] = cpu / max(1, r["done"]) * 1000
                         r["requests"] = n
                         runs[client].append(r)
             results = {client: _median(found) for client, found in runs.items()}
@@ -387,6 +589,8 @@ def main() -> None:
             f"{r['peak_rss_kb'] / 1024:>8.1f} {x_mem:>7.2f} {added:>8.1f} {cheaper:>11} {r['wall_s']:>7.1f}"
             + (f"  runs: {r['all_cpu']}" if len(r["all_cpu"]) > 1 else "")
         )
+    if args.whole_process:
+        print("CPU: the whole process (interpreter start and imports included)")
     print(
         "targets: generate <= 1.5x bare in CPU per request and peak memory; "
         "openai >= 10x generate per request ('gen cheaper')"

@@ -255,10 +255,10 @@ def test_generate_offline_sends_nothing_as_verify_offline(
     ``generate``, where it priced on the bundled snapshot and still sent the paid requests (and
     then, as a dry run, still read the key's limit)."""
     from openrouter_probe.fake import serve
-    from openrouter_probe.generation import dry_run
+    from openrouter_probe.run import checks
 
     read_keys: list[object] = []
-    monkeypatch.setattr(dry_run, "key_warning", lambda *a, **k: read_keys.append(a))
+    monkeypatch.setattr(checks, "key_check", lambda *a, **k: read_keys.append(a))
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "hi"}\n')

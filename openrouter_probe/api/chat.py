@@ -4,7 +4,7 @@
 cost (the reply itself is ``openrouter_probe.api.completion.ChatCompletion``, the one model of a
 completion); ``read_cost`` reads its ``cost``. ``Generation`` (with ``ProviderResponse``, one
 routing attempt) is ``GET /generation``, read by ``read_generation`` for the client and the run
-alike; ``KeyInfo`` (with ``KeyBudget``) is ``GET /key``. The pydantic ones read tolerantly like every payload in
+alike; ``KeyInfo`` (with ``KeyBudget``) is ``GET /key``, ``Credits`` ``GET /credits``. The pydantic ones read tolerantly like every payload in
 ``openrouter_probe.api.schema``: unknown keys are kept, and only the fields the library computes from
 are validated strictly.
 """
@@ -20,6 +20,7 @@ from openrouter_probe.api.payload import Number, Payload
 
 __all__ = [
     "CompletionTokensDetails",
+    "Credits",
     "Generation",
     "GenerationFound",
     "KeyBudget",
@@ -92,6 +93,22 @@ class KeyBudget(Payload):
         limit = "?" if self.limit_usd is None else _usd(Decimal(str(self.limit_usd)))
         reset = f"resets {self.reset_interval}" if self.reset_interval else "never resets"
         return f"the {scope} ({have}{limit} left, {reset})"
+
+
+class Credits(Payload):
+    """``GET /credits``: the account's credits bought and used, in USD (OpenRouter asks for a
+    management key here; OPENROUTER.md 5). ``balance`` is what is left, below zero when the
+    account is overdrawn; ``None`` when either figure is missing."""
+
+    total_credits: Number | None = None
+    total_usage: Number | None = None
+
+    @property
+    def balance(self) -> Decimal | None:
+        """``total_credits - total_usage`` (``None``: one of them is not said)."""
+        if self.total_credits is None or self.total_usage is None:
+            return None
+        return Decimal(str(self.total_credits)) - Decimal(str(self.total_usage))
 
 
 class KeyInfo(Payload):

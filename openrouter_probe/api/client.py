@@ -35,7 +35,7 @@ import requests
 from pydantic import BaseModel, ValidationError
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.chat import Generation, KeyInfo, read_generation
+from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection, resolve_base_url
 from openrouter_probe.api.payload import REPORT_SKIPPED
 from openrouter_probe.api.schema import (
@@ -309,6 +309,12 @@ class Client:
         self.connection.require_key("GET /key")
         return self._get_model("/key", _KeyEnvelope).data
 
+    def credits(self) -> Credits:
+        """Return the account's credits bought and used (``GET /credits``); OpenRouter answers it
+        for a management key (a paid run asks with ``OPENROUTER_MANAGEMENT_KEY`` when it is set)."""
+        self.connection.require_key("GET /credits")
+        return self._get_model("/credits", _CreditsEnvelope).data
+
     def generation(self, generation_id: str, *, wait_seconds: float = 30.0) -> Generation:
         """Return what a generation cost and who served it.
 
@@ -352,3 +358,7 @@ class Client:
 
 class _KeyEnvelope(BaseModel):
     data: KeyInfo
+
+
+class _CreditsEnvelope(BaseModel):
+    data: Credits

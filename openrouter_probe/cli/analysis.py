@@ -338,6 +338,14 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
     metavar="POLICY",
     help="A compiled policy YAML: plan under its provider block (admitted endpoints, weights).",
 )
+@click.option(
+    "--answers",
+    "answers_path",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="OUT.jsonl",
+    help="An earlier run's output (a pilot's): useful rows per dollar, whole as its answers were "
+    "(with --output-tokens-per-request), and the --max-tokens that keeps 95% whole.",
+)
 @plot_option("cost against tokens for the reasoning shares, with the budget line")
 @format_option()
 def budget(
@@ -355,6 +363,7 @@ def budget(
     prompt_ratio: str | None,
     concurrency: int,
     policy_path: str | None,
+    answers_path: str | None,
     plot_path: str | None,
     fmt: str,
 ) -> None:
@@ -398,10 +407,31 @@ def budget(
         from openrouter_probe.analysis.plots import plot_budget
 
         note(f"plot: {_save_plot(plot_budget(plan), plot_path)}")
+    useful = _useful_rows(plan, answers_path)
     if fmt == "json":
-        render_rows([], "json", json_rows={**plan.to_dict(), "batch": batch.to_dict()})
+        figures = {**plan.to_dict(), "batch": batch.to_dict(), "useful_rows": useful}
+        render_rows([], "json", json_rows=figures)
         return
     _render_plan(plan, batch.line)
+    for line in useful:
+        echo_text(said(line))
+
+
+def _useful_rows(plan: BudgetPlan, answers_path: str | None) -> list[str]:
+    """Rows per dollar at the blended cost (the plan's requests: --output-tokens-per-request),
+    useful as the answers of ``answers_path`` were whole (``run.counts.useful_rows``)."""
+    from openrouter_probe.run.books.output import load_resume_state
+    from openrouter_probe.run.counts import AnswerLengths, useful_rows
+
+    if plan.requests is None:
+        if answers_path:
+            raise click.UsageError("--answers needs --output-tokens-per-request (the rows)")
+        return []
+    figures = plan.blended.all_in or plan.blended.output_only
+    if not answers_path:
+        return useful_rows(plan.requests, figures.cost_usd, AnswerLengths())
+    lengths = load_resume_state(answers_path, repair=False).lengths
+    return useful_rows(plan.requests, figures.cost_usd, lengths, answers_path)
 
 
 def _batch_plan(snap: Any, plan: BudgetPlan, policy_path: str | None, block: Any) -> Any:

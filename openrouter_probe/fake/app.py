@@ -350,8 +350,11 @@ class FakeOpenRouter:
 
     async def credits(self, request: web.Request) -> web.Response:
         """``/credits``: what the account bought (the key's limit) and used. OpenRouter asks for a
-        management key here; the fake does not tell keys apart."""
+        management key here: a fake serving the management API (``management_key``) answers the
+        401 of its other management paths to any other key; without one, it takes any key."""
         denied = self._auth(request)
+        if denied is None and self.keys.management_key is not None:
+            denied = self.keys.manager_only(request)
         if denied is not None:
             return denied
         limit = self.credit.limit_usd

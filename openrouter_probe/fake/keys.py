@@ -168,7 +168,8 @@ class KeyStore:
         found = self._by_secret.get(secret)
         return None if found is None else self.keys.get(found)
 
-    def _manager(self, request: web.Request) -> web.Response | None:
+    def manager_only(self, request: web.Request) -> web.Response | None:
+        """The 401 for a request not made with the management key (``None``: it is)."""
         secret = self.bearer(request)
         if not secret:
             return _error(401, "No auth credentials found")
@@ -315,7 +316,7 @@ class KeyStore:
     # -- the management routes --------------------------------------------------------------------
 
     async def list_keys(self, request: web.Request) -> web.Response:
-        denied = self._manager(request)
+        denied = self.manager_only(request)
         if denied is not None:
             return denied
         include_disabled = request.query.get("include_disabled", "false").lower() == "true"
@@ -376,7 +377,7 @@ class KeyStore:
         return None
 
     async def create(self, request: web.Request) -> web.Response:
-        denied = self._manager(request)
+        denied = self.manager_only(request)
         if denied is not None:
             return denied
         body = await self._body(request)
@@ -395,7 +396,7 @@ class KeyStore:
         return web.json_response({"data": key.to_json(), "key": secret}, status=201)
 
     def _found(self, request: web.Request) -> ManagedKey | web.Response:
-        denied = self._manager(request)
+        denied = self.manager_only(request)
         if denied is not None:
             return denied
         key = self.keys.get(request.match_info["hash"])
@@ -430,7 +431,7 @@ class KeyStore:
         return web.json_response({"deleted": True})
 
     async def activity(self, request: web.Request) -> web.Response:
-        denied = self._manager(request)
+        denied = self.manager_only(request)
         if denied is not None:
             return denied
         wanted_hash = request.query.get("api_key_hash")

@@ -1,8 +1,9 @@
 """``generate(dry_run=True)``: what the run would do and cost, sending nothing.
 
 ``summarize_dry_run`` fills the summary with the worst case of every request to send (every
-turn with ``turns="all"``) and the budget planner's expected cost; ``key_check`` looks at the
-key's limit against the budget of every shard.
+turn with ``turns="all"``) and the budget planner's expected cost, and says where the run's
+in-flight window would start (``run.checks.account_window``); ``key_check`` looks at the key's limit
+against the budget of every shard, and at the account's balance.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
+from openrouter_probe.run import checks
 from openrouter_probe.run.books.turns import TurnBook
-from openrouter_probe.run.checks import key_warning
 from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.counts import AnswerLengths, useful_rows
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.paid import PaidRun
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.queues import unaffordable_shares
 from openrouter_probe.run.send.request import RequestBuilder
@@ -100,6 +103,7 @@ def summarize_dry_run(
     asked: GeneratePlan,
     book: TurnBook | None,
     every_shard: list[PromptRow] | None = None,
+    lengths: AnswerLengths | None = None,
 ) -> RunSummary:
     """What the run would do, sending nothing: the worst case of every request (every turn with
     ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
@@ -158,6 +162,7 @@ def summarize_dry_run(
             )
         )
     summary.expected_usd = figures.cost_usd
+    summary.notes.extend(useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
     summary.message = plan.headline if budget is not None else _no_budget(asked)
     return summary.build()
 
@@ -176,14 +181,29 @@ def _no_budget(asked: GeneratePlan) -> str:
     )
 
 
-async def key_check(summary: SummaryDraft, options: JobOptions, asked: GeneratePlan) -> None:
-    """The dry run's look at the key: its limit against the budget of every shard."""
-    if asked.offline or not options.api_key or options.send is not None:
-        return  # offline: no network; with a sender of one's own, no OpenRouter
-    if options.budget_usd is None:
-        return
-    total = options.budget_usd * (asked.shards or 1)
-    # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
-    warning = await asyncio.to_thread(key_warning, options, total, asked.shards)
-    if warning:
-        summary.warnings.append(warning)
+async def key_check(
+    summary: SummaryDraft,
+    paid: PaidRun,
+    asked: GeneratePlan,
+    todo: list[PromptRow],
+    prices: Prices,
+    model: str,
+) -> None:
+    """The dry run's look at the key and the account: the key's limit against the budget of
+    every shard, and where the run's in-flight window would start (``run.checks.account_window``:
+    the balance read, or the last run's window from ``paid``'s journal)."""
+    options = paid.options
+    read: checks.KeyCheck | None = None
+    if asked.offline or not options.api_key:
+        read = checks.KeyCheck(None, False, None, "offline: the account is not read")
+    elif options.send is None:  # with a sender of one's own, no OpenRouter
+        total = None if options.budget_usd is None else options.budget_usd * (asked.shards or 1)
+        # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
+        read = await asyncio.to_thread(checks.key_check, options, total, asked.shards)
+        if read.warning and total is not None:
+            summary.warnings.append(read.warning)
+    if todo and asked.batch is None:  # (a batch holds nothing in flight)
+        builder = asked.request_builder(model, {}, identity=asked.response_cache)
+        resumed = paid.replay.window_usd
+        start = checks.account_window(options, read, todo, builder, prices, resumed_usd=resumed)
+        summary.notes.append(start.why)

@@ -446,7 +446,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             paid.options = options = dataclasses.replace(options, batch=settings)
         if asked.dry_run:
             paid.count_unjournaled(summary, prices, asked.max_tokens)
-            await key_check(summary, options, asked)
+            await key_check(summary, paid, asked, todo, prices, compiled.model)
             for text in summary.warnings:  # a real run says them in PaidRun.run
                 log.warning(text)
             return summarize_dry_run(
@@ -459,6 +459,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 asked=asked,
                 book=book,
                 every_shard=rows.every_shard,
+                lengths=paid.state.lengths,
             )
         cache_job = _cache_job(paid.replay.headers)
         return await paid.run(

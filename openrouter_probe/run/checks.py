@@ -1,15 +1,21 @@
 """What a paid run checks before it sends anything: the model's endpoints now (``endpoints_now``:
-a snapshot or the live API, checked to be the model's) and the key's budgets (``key_check``,
-``key_warning``: ``GET /key``'s budget that blocks first, against the run's budget and the worst
-case of one request). ``run.paid`` and the dry runs of ``generate`` and ``verify`` call them.
+a snapshot or the live API, checked to be the model's) and the key's budgets (``key_check``:
+``GET /key``'s budget that blocks first, against the run's budget and the worst
+case of one request), with what the account can hold in flight (``KeyCheck.balance_usd``:
+``GET /credits``' balance, at most what that budget has left; where the run's dollar window
+opens, ``run.money.limit.window_start``). ``run.paid`` and the dry runs of ``generate`` and
+``verify`` call them.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from openrouter_probe.api.chat import KeyBudget
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import (
     APIConnectionError,
@@ -20,8 +26,30 @@ from openrouter_probe.errors import (
 )
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.money.limit import WindowStart, window_start
+from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.send.request import RequestBuilder
 
-__all__ = ["endpoints_now", "key_budget", "key_check", "key_warning"]
+__all__ = ["KeyCheck", "account_window", "endpoints_now", "key_budget", "key_check"]
+
+#: The window's start prices a request at the dearest worst case of this many first rows.
+_WORST_OF_ROWS = 64
+
+#: The management key ``GET /credits`` asks for (OPENROUTER.md 5): read when set.
+MANAGEMENT_KEY_ENV = "OPENROUTER_MANAGEMENT_KEY"
+
+
+class KeyCheck(NamedTuple):
+    """What ``key_check`` read: what to say of the key's budget (``warning``), whether it blocks
+    even one request (``blocks``), and what the account can spend (``balance_usd``: the balance
+    ``GET /credits`` gives, at most what the key's blocking budget has left; ``None``: not read,
+    ``unread`` says why)."""
+
+    warning: str | None
+    blocks: bool
+    balance_usd: Decimal | None = None
+    unread: str = ""
 
 
 def endpoints_now(
@@ -75,15 +103,6 @@ def endpoints_now(
     return list(snap.endpoints), snap
 
 
-def key_warning(
-    options: JobOptions, budget_usd: Decimal | None = None, shards: int | None = None
-) -> str | None:
-    """Read the key's budgets (``GET /key``); say when the one that blocks first has less left
-    than ``budget_usd`` (the run's budget; a dry run of a shard gives the budget of every
-    shard). ``key_check`` also says whether it blocks a single request."""
-    return key_check(options, budget_usd, shards)[0]
-
-
 def key_check(
     options: JobOptions,
     budget_usd: Decimal | None = None,
@@ -91,13 +110,13 @@ def key_check(
     one_request_usd: Decimal | None = None,
     *,
     lower_max_tokens: bool = False,
-) -> tuple[str | None, bool]:
-    """``(warning, blocks)``: what to say about the budget that blocks the key's requests first
-    (``/key``'s ``effective_budget``: a guardrail, workspace or key budget; for an older answer
-    the key's own limit), and whether what it has left is below ``one_request_usd``, the worst
-    case of one request (then OpenRouter would refuse every request: send nothing). With
-    ``lower_max_tokens`` the key's own limit blocks only when nothing is left: its 402 says how
-    many tokens the rest affords, and the run retries with that many."""
+) -> KeyCheck:
+    """What to say about the budget that blocks the key's requests first (``/key``'s
+    ``effective_budget``: a guardrail, workspace or key budget; for an older answer the key's own
+    limit), whether what it has left is below ``one_request_usd``, the worst case of one request
+    (then OpenRouter would refuse every request: send nothing), and the account's balance
+    (``GET /credits``). With ``lower_max_tokens`` the key's own limit blocks only when nothing is
+    left: its 402 says how many tokens the rest affords, and the run retries with that many."""
     from openrouter_probe.api.client import Client
 
     budget = options.budget_usd if budget_usd is None else budget_usd
@@ -107,9 +126,54 @@ def key_check(
         ) as client:
             info = client.key()
     except APIError as exc:
-        return f"could not read the key's limit (GET /key): {exc}", False
+        said = f"could not read the key's limit (GET /key): {exc}"
+        return KeyCheck(said, False, None, "GET /key could not be read")
+    balance, unread = _balance(options)
     blocking = info.blocking_budget
     remaining = blocking.remaining if blocking is not None else None
+    if balance is not None and remaining is not None:
+        balance = min(balance, remaining)
+    warning, blocks = _key_warning(
+        options, blocking, remaining, budget, shards, one_request_usd, lower_max_tokens
+    )
+    return KeyCheck(warning, blocks, balance, unread)
+
+
+def _balance(options: JobOptions) -> tuple[Decimal | None, str]:
+    """The account's balance (``GET /credits``, asked with ``OPENROUTER_MANAGEMENT_KEY`` when it
+    is set, else with the run's key), or ``None`` and why not."""
+    from openrouter_probe.api.client import Client
+
+    management = os.environ.get(MANAGEMENT_KEY_ENV, "").strip()
+    try:
+        with Client(
+            api_key=management or options.api_key,
+            base_url=options.base_url,
+            attempts=2,
+            retry_timeout=10,
+        ) as client:
+            balance = client.credits().balance
+    except APIError as exc:
+        status = getattr(exc, "status_code", None)
+        said = f"GET /credits answered {status}" if status else "GET /credits failed"
+        if management:
+            return None, f"{said} to {MANAGEMENT_KEY_ENV}"
+        return None, f"{said}: it needs a management key in {MANAGEMENT_KEY_ENV}"
+    if balance is None:
+        return None, "GET /credits did not say total_credits and total_usage"
+    return balance, ""
+
+
+def _key_warning(
+    options: JobOptions,
+    blocking: KeyBudget | None,
+    remaining: Decimal | None,
+    budget: Decimal | None,
+    shards: int | None,
+    one_request_usd: Decimal | None,
+    lower_max_tokens: bool,
+) -> tuple[str | None, bool]:
+    """``key_check``'s warning and whether the key's budget blocks one request."""
     if blocking is None or remaining is None:
         return None, False
     what = blocking.describe()
@@ -137,6 +201,32 @@ def key_check(
     return (
         f"{said} below the {cap} budget: the run will stop with {status} before the budget is spent"
     ), False
+
+
+def account_window(
+    options: JobOptions,
+    check: KeyCheck | None,
+    rows: Sequence[PromptRow],
+    builder: RequestBuilder,
+    prices: Prices,
+    *,
+    resumed_usd: Decimal | None = None,
+) -> WindowStart:
+    """Where a run's dollar window opens (``run.money.limit.window_start``): the last run's
+    window (``resumed_usd``, from the journal), else what the balance ``check`` read covers of
+    ``options.concurrency`` requests at the dearest worst case of the first rows (``check``
+    ``None``: a sender of its own, no account to read)."""
+    worst = max(
+        (builder.build(r, prices).worst_usd for r in rows[:_WORST_OF_ROWS]),
+        default=prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens),
+    )
+    return window_start(
+        concurrency=options.concurrency,
+        worst_usd=worst,
+        balance_usd=None if check is None else check.balance_usd,
+        resumed_usd=resumed_usd,
+        unread="the run's sender is its own" if check is None else check.unread,
+    )
 
 
 def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> JobOptions:

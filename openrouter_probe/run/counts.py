@@ -2,14 +2,119 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from openrouter_probe.errors import Message
 from openrouter_probe.run.summary import ProviderTally
 
-__all__ = ["Counts"]
+__all__ = ["AnswerLengths", "Counts", "useful_rows"]
+
+#: The share of answers ``AnswerLengths.keeps`` says a ``max_tokens`` for.
+WHOLE_SHARE = 0.95
+
+
+@dataclass
+class AnswerLengths:
+    """How long answers were (billed output tokens, reasoning included) and how many were cut at
+    ``max_tokens``: what ``max_tokens`` would have kept 95% of them whole. A cut answer's own
+    length is unknown (longer than it was let be): it only counts as not kept."""
+
+    whole: Counter[int] = field(default_factory=Counter)  # tokens -> answers not cut
+    cut: int = 0
+
+    def add(self, tokens: int, cut: bool) -> None:
+        if cut:
+            self.cut += 1
+        else:
+            self.whole[tokens] += 1
+
+    @property
+    def answers(self) -> int:
+        return self.cut + self.whole.total()
+
+    def keeps(self, share: float = WHOLE_SHARE) -> int | None:
+        """The least ``max_tokens`` under which ``share`` of the answers end whole; ``None``
+        when more than ``1 - share`` were cut (how long they would have been is unknown)."""
+        need = math.ceil(share * self.answers)
+        if need > self.whole.total() or need == 0:
+            return None
+        seen = 0
+        for tokens in sorted(self.whole):
+            seen += self.whole[tokens]
+            if seen >= need:
+                return max(1, tokens)
+        return None  # (not reached)
+
+    def note(self) -> list[str]:
+        """What the summary says of them (nothing: no answer yet), a ``Message``. Nothing is
+        changed: the ``max_tokens`` named is advice."""
+        answers = self.answers
+        if not answers:
+            return []
+        keep = self.keeps()
+        said = Message(
+            "answers-cut",
+            "{cut:,d} of {answers:,d} answers cut at {max_tokens:bare} ({share:.1%})",
+            cut=self.cut,
+            answers=answers,
+            share=self.cut / answers,
+        )
+        if keep is None:
+            return [
+                Message(
+                    "answers-cut-unknown",
+                    "{said:s}: keeping 95% whole needs a higher {max_tokens:bare}, by how much "
+                    "these answers cannot say (a cut answer's length is unknown)",
+                    said=said,
+                )
+            ]
+        return [
+            Message(
+                "answers-cut-keep",
+                "{said:s}; {max_tokens=} would have kept 95% whole (not changed: give it to use "
+                "it)",
+                said=said,
+                max_tokens=keep,
+            )
+        ]
+
 
 _ZERO = Decimal(0)
+
+
+def useful_rows(
+    rows: int, cost_usd: Decimal, lengths: AnswerLengths, source: str = "the output so far"
+) -> list[str]:
+    """Rows per dollar (``rows`` for ``cost_usd``), and the useful ones: whole (not cut at
+    ``max_tokens``) as the answers of ``source`` (``lengths``) were; with no answers, that
+    share is unknown and said so."""
+    if cost_usd <= 0 or rows <= 0:
+        return []
+    per = rows / cost_usd
+    if not lengths.answers:
+        return [
+            Message(
+                "useful-rows-unknown",
+                "rows per dollar: {per:,.1f} at the expected cost; how many come whole (not cut "
+                "at {max_tokens:bare}) is unknown until answers come: the run's summary says",
+                per=per,
+            )
+        ]
+    whole = Decimal(lengths.answers - lengths.cut) / lengths.answers
+    said = Message(
+        "useful-rows",
+        "useful rows per dollar: {useful:,.1f} of {per:,.1f} at the expected cost ({whole:.1%} "
+        "whole, as the {answers:,d} answers of {source:s} were)",
+        useful=per * whole,
+        per=per,
+        whole=whole,
+        answers=lengths.answers,
+        source=source,
+    )
+    return [said, *lengths.note()]
 
 
 @dataclass
@@ -37,3 +142,4 @@ class Counts:
     not_sent_by: dict[str, int] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
     providers: dict[str, ProviderTally] = field(default_factory=dict)
+    lengths: AnswerLengths = field(default_factory=AnswerLengths)  # every answer's, this run

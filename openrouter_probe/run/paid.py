@@ -43,7 +43,7 @@ from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.books.turns import TurnBook
-from openrouter_probe.run.checks import key_check
+from openrouter_probe.run.checks import KeyCheck, account_window, key_check
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
@@ -251,22 +251,23 @@ class PaidRun:
         one_request_usd: Decimal | None = None,
         *,
         lower_max_tokens: bool = False,
-    ) -> bool:
+    ) -> KeyCheck | None:
         """Say before sending what could surprise: the key's limit below the budget, no cap;
-        return True when a budget of the key blocks even one request (send nothing)."""
-        blocks = False
+        return what the key check read (``None``: a sender of its own, no OpenRouter to ask);
+        its ``blocks`` when a budget of the key blocks even one request (send nothing)."""
+        check = None
         if self.options.send is None:
-            warning, blocks = await asyncio.to_thread(
+            check = await asyncio.to_thread(
                 functools.partial(key_check, lower_max_tokens=lower_max_tokens),
                 self.options,
                 None,
                 None,
                 one_request_usd,
             )
-            if warning and blocks:
-                summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, warning
-            elif warning:
-                summary.warnings.append(warning)
+            if check.warning and check.blocks:
+                summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, check.warning
+            elif check.warning:
+                summary.warnings.append(check.warning)
         if self.options.budget_usd is None:
             summary.warnings.append(
                 Message(
@@ -277,7 +278,7 @@ class PaidRun:
             )
         for text in summary.warnings:
             log.warning(text)
-        return blocks
+        return check
 
     def _journal_header(
         self, builder: RequestBuilder, header: dict[str, Any] | None
@@ -349,11 +350,19 @@ class PaidRun:
             return summary.build()
         self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
-        if await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens):
+        check = await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens)
+        if check is not None and check.blocks:
             summary.not_sent = len(rows)
             return summary.build()
         if self._spent_already(summary, len(rows)):
             return summary.build()
+        start = None
+        if options.batch is None:  # a batch holds nothing in flight
+            start = account_window(
+                options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
+            )
+            summary.notes.append(start.why)
+            log.info("%s", start.why)
         if options.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
@@ -393,6 +402,7 @@ class PaidRun:
                         send=sender,
                         summary=summary,
                         progress=bar,
+                        start=start,
                     )
                     stop.run = run
                     return run

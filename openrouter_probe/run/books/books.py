@@ -408,6 +408,7 @@ class Books:
         details = usage.get("completion_tokens_details") or {}
         tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
         tally.cost_usd += cost or 0
+        c.lengths.add(tokens, answer.truncated)
         if cost is not None and not answer.cache_hit:
             tally.byok_usd += answer.byok_usd or 0  # the provider's part, in cost
         if last:
@@ -469,14 +470,14 @@ class Books:
             s.overshoot[name] = (seen.answers, seen.worst_ratio, seen.over_usd)
         for name, tokens in c.output_tokens.items():
             s.output_tokens[name] = s.output_tokens.get(name, 0) + tokens
-        for name, tally in c.providers.items():
-            s.providers[name] = tally
+        s.providers.update(c.providers)
         for name, tally_ in s.datasets.items():
             tally_.done += c.done.get(name, 0)
             tally_.not_sent += c.not_sent_by.get(name, 0)
             tally_.output_tokens += c.output_tokens.get(name, 0)
             tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
         s.peak_committed_usd = self.cap.peak_committed_usd
+        s.notes.extend(c.lengths.note())
         unsettled = unsettled_note(self.reconciler)
         if unsettled:
             self.warn(unsettled)

@@ -45,6 +45,7 @@ from openrouter_probe.files import (
 )
 from openrouter_probe.rules.quantities import recorded_usd
 from openrouter_probe.run.books.turns import read_turns, turns_path
+from openrouter_probe.run.counts import AnswerLengths
 
 if TYPE_CHECKING:
     from openrouter_probe.run.money.spend import Prices
@@ -103,6 +104,8 @@ class ResumeState:
     turns: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: money of records (and kept turns) of runs the journal does not know: unknown
     unjournaled: list[Unjournaled] = field(default_factory=list)
+    #: how long the answers of its rows were, and how many were cut (the dry run's useful rows)
+    lengths: AnswerLengths = field(default_factory=AnswerLengths)
     _keys: dict[str, int] = field(default_factory=dict, repr=False)
 
     def reopen(self, rows: Iterable[tuple[str, str]]) -> None:
@@ -333,6 +336,8 @@ def _read_records(
         tokens = output_tokens_of(record)
         if tokens:
             state.output_tokens[dataset] = state.output_tokens.get(dataset, 0) + tokens
+        if type(turns) is not list:
+            state.lengths.add(tokens, status == "truncated")
 
 
 class OutputLog:

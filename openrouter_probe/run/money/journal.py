@@ -15,6 +15,7 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
      "lines":[["r17",17],["r18",18]]}
     {"batch_id":"p1","run":"3f9a0c1b2d4e","id":"batch-1788697047-yF7D"}
     {"batch_done":"p1","run":"3f9a0c1b2d4e","status":"completed"}
+    {"window":"0.0123","run":"3f9a0c1b2d4e"}
 
 - ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed: the
   ``sent`` lines of every attempt leaving in the same turn of the event loop go out in one write
@@ -31,6 +32,9 @@ Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.le
   case, the model and the time the batch is created after (the orphan search's bound);
   ``batch_id`` the id its 202 gave; ``batch_done`` that it is settled (or dropped). A plan
   without ``batch_done`` is open: the next run polls it by its id, or finds it by the list.
+- ``window``: the dollars OpenRouter's in-flight budget let the run hold, as the run learned them
+  from its in-flight 402s (``run.money.limit.DollarWindow``), after each refusal that shrinks
+  it. The next run's window opens at the last one (``JournalReplay.window_usd``).
 - ``reconciled``: what ``GET /generation`` later said an unknown attempt cost (this run's
   reconciler, or a later run's settling a killed one's).
 
@@ -92,6 +96,7 @@ __all__ = [
     "Journal",
     "adopt",
     "journal_path",
+    "window_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -141,6 +146,13 @@ def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) 
     except OSError as exc:  # a full disk: one line, nothing sent (``files.WriteFailed``)
         raise WriteFailed(write_error(path, exc)) from exc
     return str(json.loads(run))
+
+
+def window_line(journal: Journal, limit_usd: Decimal) -> None:
+    """Record in ``journal`` the dollar window learned from in-flight 402s (buffered: a lost line
+    only makes the next run learn it again)."""
+    journal._write(f'{{"window":"{limit_usd}","run":{journal._run_json}}}\n')
+    journal._flush_soon()
 
 
 def _host() -> str:

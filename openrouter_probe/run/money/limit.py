@@ -13,6 +13,17 @@ between two decreases, so that one burst of refusals is one decrease) and grows 
 request's worst case per round trip. It never grows past twice the most ever held, so a window that
 does not bind (no in-flight budget; the request limit binds first) stays near what was held.
 A request alone is always let go: the window binds only with something else in flight.
+Where it opens is ``WindowStart`` (``window_start``). With the account's balance read
+(``GET /credits``), the first round trip probes at ``START_REQUESTS`` requests (at most what the
+balance covers), and the first answer, when no in-flight 402 came before it (a refusal comes
+back before any answer: it is decided before the request is served), opens the window at what the
+account allows (``then_usd``): twice ``--concurrency`` requests' worst case when the balance covers
+that many (rows dearer than the first still fill it; the request limit holds the count at
+``--concurrency``), else the balance. With the balance unread, the slow start above; on a
+resume, where the last run's window ended (its ``window`` journal line), learned. OpenRouter's
+exemption from the in-flight budget ("a balance at or above a threshold") has no published
+figure, so no start assumes it; its budget is "a fraction of" the balance, "up to a fixed
+ceiling", so a balance that covers the concurrency does not say the budget does: the probe does.
 The window counts what OpenRouter holds: each request's input and ``max_tokens`` at the dearest
 admitted prices (``Request.worst_usd``; ``SpendCap.held_usd`` in flight), not the room the cap keeps
 past ``max_tokens`` (``run.books.overshoot``): that room changes as the run learns, OpenRouter's hold
@@ -21,9 +32,15 @@ does not.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 
-__all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow"]
+from openrouter_probe.errors import Message
+from openrouter_probe.run.money.journal import Journal, window_line
+
+__all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow", "WindowStart", "window_start"]
 
 #: The dollar window opens at this many requests' worst case (the first request's).
 START_REQUESTS = 16
@@ -66,10 +83,27 @@ class DollarWindow:
     summary's ("held in flight at most $X; N in-flight refusals").
     """
 
-    def __init__(self, *, start_requests: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        start_requests: int | None = None,
+        start_usd: Decimal | None = None,
+        learned: bool = False,
+        then_requests: int | None = None,
+        then_usd: Decimal | None = None,
+        most_usd: Decimal | None = None,
+        on_learned: Callable[[Decimal], None] | None = None,
+    ) -> None:
+        self.on_learned = on_learned  # told the window after each decrease (the journal)
         self.start_requests = start_requests
+        self.start_usd = start_usd
+        self.most_usd = most_usd  # it never grows past this (the balance: more is never held)
+        #: what the first answer opens the window at, when no refusal came before it
+        self.then: tuple[int | None, Decimal | None] | None = (
+            (then_requests, then_usd) if then_requests is not None or then_usd is not None else None
+        )
         self.limit_usd: Decimal | None = None  # opened at the first request
-        self.learned = False  # a refusal was seen: the slow start is over
+        self.learned = learned  # a refusal was seen (this run or the last): no slow start
         self.most_held_usd = _ZERO
         self.refusals = 0
         self.lone_in_a_row = 0  # refusals with nothing else in flight, since the last answer
@@ -83,16 +117,24 @@ class DollarWindow:
         total = held_usd + worst_usd
         limit = self.limit_usd
         if limit is None:
-            if self.start_requests is None:  # open until the first refusal
+            if self.start_requests is None and self.start_usd is None:  # open until refused
                 if total > self.most_held_usd:
                     self.most_held_usd = total
                 return True
-            limit = self.limit_usd = worst_usd * self.start_requests
+            limit = self._open(worst_usd)
         if held and total > limit:
             return False
         if total > self.most_held_usd:
             self.most_held_usd = total
         return True
+
+    def _open(self, worst_usd: Decimal) -> Decimal:
+        """The window at the first request: the start's requests' worst case, or its dollars
+        (the least of them when both are given; never below one request)."""
+        limit = self.limit_usd = _least(self.start_requests, self.start_usd, worst_usd)
+        if self.learned:  # a resume: a round trip's worth of answers before the next decrease
+            self._round_trip = int(limit / worst_usd) if worst_usd > 0 else 0
+        return limit
 
     def refused(self, others_usd: Decimal, others: int, worst_usd: Decimal) -> bool:
         """An in-flight 402 for a request of worst case ``worst_usd`` while ``others`` requests
@@ -112,6 +154,8 @@ class DollarWindow:
             self._round_trip = int(self.limit_usd / worst_usd)
         else:  # the same round trip: no second decrease, but never again above what was refused
             self.limit_usd = max(worst_usd, min(level - worst_usd, self.limit_usd or level))
+        if self.on_learned is not None:
+            self.on_learned(self.limit_usd)
         return False
 
     def on_success(self, worst_usd: Decimal) -> None:
@@ -120,10 +164,138 @@ class DollarWindow:
         self.lone_in_a_row = 0
         self._answers += 1
         limit = self.limit_usd
+        then, self.then = self.then, None
+        if then is not None and not self.learned:  # the probe came back unrefused: open
+            opened = _least(*then, worst_usd)
+            if limit is None or opened > limit:
+                self.limit_usd = opened
+            return
         if limit is None or limit <= 0:
             return
         ceiling = self.most_held_usd * 2
+        if self.most_usd is not None:
+            ceiling = min(ceiling, max(self.most_usd, worst_usd))
         if limit >= ceiling:
             return
         step = worst_usd if not self.learned else worst_usd * worst_usd / limit
         self.limit_usd = min(ceiling, limit + step)
+
+
+def _least(requests: int | None, usd: Decimal | None, worst_usd: Decimal) -> Decimal:
+    """The least of ``requests`` requests' worst case and ``usd`` (those given), never below one
+    request."""
+    starts = [] if usd is None else [usd]
+    if requests is not None:
+        starts.append(worst_usd * requests)
+    return max([worst_usd, min(starts)] if starts else [worst_usd])
+
+
+@dataclass(frozen=True)
+class WindowStart:
+    """Where a run's dollar window opens (``window``), and why (``why``: the dry run and the
+    summary say it). ``requests``/``usd``: that many requests' worst case (the first request's),
+    at most that many dollars; ``then_requests``/``then_usd``: where the first answer opens it
+    when no in-flight 402 came first; ``most_usd``: it never grows past (the balance);
+    ``learned``: a window an earlier run learned."""
+
+    requests: int | None = START_REQUESTS
+    usd: Decimal | None = None
+    then_requests: int | None = None
+    then_usd: Decimal | None = None
+    most_usd: Decimal | None = None
+    learned: bool = False
+    why: str = ""
+
+    def window(self, journal: Journal | None = None) -> DollarWindow:
+        """A run's dollar window opening here, journaled after each decrease in ``journal``
+        (``run.money.journal.window_line``)."""
+        on_learned = None if journal is None else functools.partial(window_line, journal)
+        return DollarWindow(
+            start_requests=self.requests,
+            start_usd=self.usd,
+            learned=self.learned,
+            then_requests=self.then_requests,
+            then_usd=self.then_usd,
+            most_usd=self.most_usd,
+            on_learned=on_learned,
+        )
+
+
+def window_start(
+    *,
+    concurrency: int,
+    worst_usd: Decimal,
+    balance_usd: Decimal | None,
+    resumed_usd: Decimal | None = None,
+    unread: str = "",
+) -> WindowStart:
+    """Where the window opens for ``concurrency`` requests of worst case ``worst_usd`` each:
+    where the last run's ended (``resumed_usd``, from the journal); else a first round trip at
+    ``START_REQUESTS`` requests, then ``concurrency`` requests when ``balance_usd`` (what the
+    account has left) covers them, the balance when it covers fewer; else (the balance unread:
+    ``unread`` says why) the slow start from ``START_REQUESTS``."""
+    if resumed_usd is not None and resumed_usd > 0:
+        return WindowStart(
+            requests=None,
+            usd=resumed_usd,
+            learned=True,
+            why=Message(
+                "window-resumed",
+                "in flight: starts at ${window:,.4f}, where the last run's in-flight window "
+                "ended (about {requests:,d} requests)",
+                window=resumed_usd,
+                requests=_requests(resumed_usd, worst_usd),
+            ),
+        )
+    if balance_usd is None:
+        return WindowStart(
+            why=Message(
+                "window-slow-start",
+                "in flight: starts at {start:d} requests' worst case and doubles per round trip "
+                "until OpenRouter's first in-flight 402 ({unread:s})",
+                start=START_REQUESTS,
+                unread=unread or "the account's balance is not known",
+            )
+        )
+    balance = max(balance_usd, _ZERO)
+    covers = _requests(balance, worst_usd)
+    if covers >= concurrency:
+        return WindowStart(
+            usd=balance,
+            # twice: rows dearer than the first still fill it (``--concurrency`` holds the count)
+            then_usd=min(balance, worst_usd * concurrency * 2),
+            most_usd=balance,
+            why=Message(
+                "window-at-concurrency",
+                "in flight: {start:d} requests, then {concurrency=} from the first answer if no "
+                "in-flight 402 came: the balance, ${balance:,.2f}, covers that many requests' "
+                "worst case (${worst:,.6f} each)",
+                start=min(START_REQUESTS, concurrency),
+                concurrency=concurrency,
+                balance=balance_usd,
+                worst=worst_usd,
+            ),
+        )
+    return WindowStart(
+        usd=balance,
+        then_usd=balance,
+        most_usd=balance,
+        why=Message(
+            "window-at-balance",
+            "in flight: {start:,d} requests, then what the balance, ${balance:,.4f}, covers "
+            "from the first answer if no in-flight 402 came: {covers:,d} of {concurrency=} "
+            "requests' worst case (${worst:,.6f} each)",
+            start=min(START_REQUESTS, covers),
+            balance=balance_usd,
+            covers=covers,
+            concurrency=concurrency,
+            worst=worst_usd,
+        ),
+    )
+
+
+def _requests(usd: Decimal, worst_usd: Decimal) -> int:
+    """How many requests of worst case ``worst_usd`` ``usd`` covers."""
+    if worst_usd <= 0:
+        return 1_000_000_000 if usd > 0 else 0
+    return max(0, int(usd / worst_usd))

@@ -86,6 +86,8 @@ class JournalReplay:
     unidentified: dict[str, list[Pending]] = field(default_factory=dict)
     #: every generation id the journal records (a cache hit's source among them is counted)
     generation_ids: set[str] = field(default_factory=set)
+    #: the last in-flight window a run learned (its last ``window`` line; ``None``: none did)
+    window_usd: Decimal | None = None
 
     @property
     def spent_usd(self) -> Decimal:
@@ -123,11 +125,12 @@ def _read(
     path: Path,
     plans: dict[tuple[str, str], dict[str, Any]] | None = None,
     adopted: set[str] | None = None,
+    windows: list[Decimal] | None = None,
 ) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
     """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id, row]``,
     and the run header lines; the batch plans go into ``plans`` (``(run, plan)`` -> the line, with
     ``batch_id`` and ``done`` added as their lines come); the keys of the records adopted go into
-    ``adopted``."""
+    ``adopted``; the ``window`` lines' dollars into ``windows``."""
     attempts: dict[tuple[str, int], list[Any]] = {}
     headers: list[dict[str, Any]] = []
     plans = {} if plans is None else plans
@@ -164,6 +167,8 @@ def _read(
         else:
             if "started_utc" in line:
                 headers.append(line)
+            elif "window" in line and windows is not None:
+                windows.append(recorded_usd(line.get("window"), where, damaged=_DAMAGED))
     return attempts, headers
 
 
@@ -221,7 +226,9 @@ def replay_journal(
     if replay.torn:
         log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
     plans: dict[tuple[str, str], dict[str, Any]] = {}
-    attempts, replay.headers = _read(p, plans, replay.adopted)
+    windows: list[Decimal] = []
+    attempts, replay.headers = _read(p, plans, replay.adopted, windows)
+    replay.window_usd = windows[-1] if windows else None
     if attempts and not output_exists:
         raise ConfigError(
             Message(

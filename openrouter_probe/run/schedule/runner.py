@@ -33,7 +33,7 @@ from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.money.limit import START_REQUESTS, AdaptiveLimit, DollarWindow
+from openrouter_probe.run.money.limit import AdaptiveLimit, WindowStart
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import (
@@ -81,6 +81,7 @@ class Run:
         send: Sender,
         summary: SummaryDraft,
         progress: Progress | None = None,
+        start: WindowStart | None = None,
     ) -> None:
         self.options = options
         self.source = source
@@ -93,8 +94,9 @@ class Run:
         self.progress = progress
         self.clock = options.clock
         self.stream = builder.stream
-        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch)
-        self.dollars = DollarWindow(start_requests=START_REQUESTS)
+        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch), opened
+        # at ``start`` (what the account allows); what 402s teach it is journaled, for a resume
+        self.dollars = (start or WindowStart()).window(books.journal)
         if options.batch is None:
             books.window = self.dollars
         cap = books.cap
