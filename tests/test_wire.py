@@ -129,8 +129,9 @@ def test_a_429_naming_no_provider_is_the_keys_own(tmp_path: Path) -> None:
 
 
 def test_a_transient_failure_is_final_only_when_its_attempts_are_spent(tmp_path: Path) -> None:
-    """Issue 23: a provider's 429 asking for an hour failed its row at the first attempt ("longer
-    than the 30 s this call may wait"). Now it waits the cap and tries again, all 6 attempts."""
+    """A provider's 429 asking for an hour failed its row at the first attempt ("longer than the
+    30 s this call may wait"). Now it waits what ``--max-wait`` allows (60 s, the one setting
+    for rate-limit waits) and tries again, all 6 attempts."""
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
     waits: list[float] = []
 
@@ -145,7 +146,7 @@ def test_a_transient_failure_is_final_only_when_its_attempts_are_spent(tmp_path:
     summary = _gen(tmp_path, "http://127.0.0.1:9", send=send, sleep=sleep, snapshot="bundled")
     (record,) = records(tmp_path / "out.jsonl")
     assert record["status"] == "failed" and record["attempts"] == 6
-    assert waits == [30.0] * 5  # the cap (wait_max_s), five times between six attempts
+    assert waits == [60.0] * 5  # --max-wait, five times between six attempts
     assert summary.failed == 1 and summary.retries == 5
 
 
