@@ -43,6 +43,7 @@ import json
 import math
 from datetime import UTC, datetime
 from decimal import Decimal
+from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
@@ -108,6 +109,7 @@ class BatchService:
         """Add the routes (``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch`` variant's
         ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
         app.router.add_get("/api/v1/models/{author}/{slug:[^/]+:batch}/endpoints", self.endpoints)
+        app.on_response_prepare.append(self._dated)
         prefixes = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
         for prefix in prefixes[mount]:
             app.router.add_post(f"{prefix}/batches", self.create)
@@ -115,6 +117,12 @@ class BatchService:
             app.router.add_get(f"{prefix}/batches/{{id}}", self.get)
             app.router.add_get(f"{prefix}/batches/{{id}}/results", self.results_page)
             app.router.add_delete(f"{prefix}/batches/{{id}}", self.delete)
+
+    async def _dated(self, request: web.Request, response: web.StreamResponse) -> None:
+        """A Batch API answer's ``Date`` is the fake's clock (what ``created_at`` is on), as a
+        server's own clock is, whatever the client's says."""
+        if "/batches" in request.path:
+            response.headers["Date"] = formatdate(self.fake.clock.now(), usegmt=True)
 
     # -- the :batch variant's endpoints ---------------------------------------------------------
 

@@ -19,6 +19,7 @@ from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.stop import StopReason
 
 if TYPE_CHECKING:
+    from openrouter_probe.api.batches import Batch
     from openrouter_probe.run.send.sender import SendKey
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Watched",
     "copy",
     "failed",
+    "lost_message",
     "not_submitted",
     "refused",
     "resolve",
@@ -64,6 +66,8 @@ class Watched:
     failed: int = 0
     results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
     over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
+    #: earlier: looked at once (found or not, polled once, a finished one's results fetched)
+    looked: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def plans(self) -> list[OpenBatch]:
@@ -85,6 +89,14 @@ class Watched:
             for cid, outcome in self.results.items()
             if isinstance(outcome, Answer) and (wanted is None or rows.get(cid) in wanted)
         }
+
+    def seen(self, now: Batch) -> str | None:
+        """Take a poll's status and counts; what changed, said (``None``: nothing)."""
+        c = now.request_counts
+        if (now.status, c.completed, c.failed) == (self.status, self.done, self.failed):
+            return None
+        self.status, self.done, self.failed = now.status, c.completed, c.failed
+        return f"{now.status}, {c.completed}/{c.total} done, {c.failed} failed"
 
     def answer_all(self, outcome: Failure) -> None:
         """Give every waiting line the same failure (a copy each)."""
@@ -229,3 +241,20 @@ def running_message(batches: Collection[Watched]) -> list[str]:
             more=more,
         )
     ]
+
+
+def lost_message(plan: str, rows: int, worst_usd: object, lag_s: float, why: str) -> Message:
+    """What to say of a plan whose batch no list showed (a lost submit, ``why``): not proof that
+    it was never made, so its rows stay counted and its plan open until a run finds it."""
+    return Message(
+        "batch-not-found-yet",
+        "batch plan {plan:s} ({why:s}): no batch in the list holds its {rows:d} row(s) after "
+        "{lag_s:.0f} s, which is no proof that it was never made (the list may lag longer): "
+        "they stay counted at their worst case (${worst_usd:s}) and the plan open until a run "
+        "finds its batch; a row is sent again only while the cap pays for both",
+        plan=plan,
+        why=why,
+        rows=rows,
+        worst_usd=str(worst_usd),
+        lag_s=lag_s,
+    )

@@ -1,0 +1,207 @@
+"""A batch submit whose answer was lost: its batch hidden from the list past the search, or the
+client's clock minutes ahead of the server's.
+
+A child runs ten rows in batches of five, one at a time, and dies (``os._exit``, as a SIGKILL)
+right after the second ``POST /batches`` made its batch, before the answer is read. The fake lives
+in this process on a ``ManualClock``: set once so that the first batch finishes while the child
+polls, then moved only by the resumes' injected sleeps. Then resumes at the same cap. What the
+fake's ledger billed, what its batches hold and what the journal counts are checked: no row billed
+in two completed batches unless the cap paid for both, billed <= cap, counted >= billed, every
+billed answer recorded (a row's second answer, when the cap paid for both, settled in the journal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import openrouter_probe as orp
+from openrouter_probe.fake import ManualClock
+from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.send.batch_plan import BatchOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "examples" / "batch"
+KEY = "sk-fake-batch-lost-submit"
+#: the issue's cap: the second batch's worst case fits once beside the first batch, not twice
+TIGHT = Decimal("0.0196")
+
+
+@pytest.fixture(scope="module")
+def snap() -> Any:
+    return orp.load_snapshot(HERE / "kimi-k3.snapshot.json")
+
+
+@pytest.fixture
+def policy(tmp_path: Path, snap: Any) -> Path:
+    compiled = orp.compile_policy(orp.load_spec(HERE / "kimi-k3.spec.yaml"), snap)
+    return compiled.save(tmp_path / "kimi-k3.yaml")
+
+
+def _prompts(path: Path) -> Path:
+    rows = [{"id": f"r{i}", "prompt": f"question {i}: " + "why " * (i % 7 + 1)} for i in range(10)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _killed_at_the_second_submit(
+    options: dict[str, Any], clock: ManualClock, journal: Path, finished_at: float
+) -> None:
+    """The child dies right after its second POST made a batch; the fake's clock is set to
+    ``finished_at`` (the first batch done) once its id is journaled, and moves no more."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests._child", json.dumps(options)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CHILD_KILL": "create:2"},
+    )
+    stop = threading.Event()
+
+    def moving() -> None:
+        while not stop.is_set():
+            text = journal.read_text(encoding="utf-8") if journal.exists() else ""
+            if '"batch_id"' in text and clock.now() < finished_at:
+                clock.set(finished_at)
+            stop.wait(0.005)  # watching the child's journal (the fake's clock is virtual)
+
+    mover = threading.Thread(target=moving, daemon=True)
+    mover.start()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        stop.set()
+        mover.join()
+    assert proc.returncode == 9, err.decode()[-3000:]
+
+
+def _resume(clock: ManualClock, options: dict[str, Any]) -> Any:
+    async def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    args = dict(options)
+    prompts = args.pop("prompts")
+    args["batch"] = BatchOptions(**args["batch"])
+    return asyncio.run(orp.generate(prompts, sleep=sleep, clock=clock.now, **args))
+
+
+def _scenario(
+    tmp_path: Path, snap: Any, policy: Path, *, cap: Decimal, faults: str | None, ahead_s: float
+) -> dict[str, Any]:
+    """Kill at the second submit, then resume three times; what the fake and the files say."""
+    real = time.time()
+    # the server's clock at the second submit is ``ahead_s`` behind the client's
+    start = real - ahead_s - 600
+    clock = ManualClock(start)
+    out = tmp_path / "out.jsonl"
+    journal = tmp_path / "out.jsonl.ledger"
+    with orp.fake.serve(snap, speed=0, seed=51, clock=clock, faults=faults) as fake:
+        options = {
+            "prompts": str(_prompts(tmp_path / "prompts.jsonl")),
+            "policy": str(policy),
+            "out": str(out),
+            "budget_usd": str(cap),
+            "max_tokens": 256,
+            "batch": {"poll_s": 1, "size": 5, "live": 1},
+            "api_key": KEY,
+            "base_url": fake.base_url,
+        }
+        _killed_at_the_second_submit(options, clock, journal, finished_at=start + 600)
+        made = list(fake.fake.batches.batches.values())
+        assert len(made) == 2  # the second POST made its batch; its answer was never read
+        lost = {line.custom_id for line in made[1].lines}
+        summaries = [_resume(clock, options) for _ in range(3)]
+        clock.advance(10**5)  # every batch made ends (and bills) now, read or not
+        for batch in fake.fake.batches.batches.values():
+            batch.tick(fake.fake, fake.fake.batches.batch_seconds)
+        billed_in: dict[str, int] = {}
+        for batch in fake.fake.batches.batches.values():
+            if batch.status == "completed" and batch.billed:
+                for line in batch.lines:
+                    if not line.failed:
+                        billed_in[line.custom_id] = billed_in.get(line.custom_id, 0) + 1
+        served = {e.generation_id: e.cost_usd for e in fake.ledger.entries}
+        billed = fake.ledger.total_usd
+    records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    return {
+        "lost": lost,
+        "summaries": summaries,
+        "twice": sorted(c for c, n in billed_in.items() if n > 1),
+        "billed": billed,
+        "served": served,
+        "records": records,
+        "counted": replay_journal(journal, repair=False).spent_usd,
+        "open": [b.plan for b in replay_journal(journal, repair=False).batches],
+    }
+
+
+def _money_holds(found: dict[str, Any], cap: Decimal) -> None:
+    records = found["records"]
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids))  # no row recorded twice
+    # the first batch's rows and the lost batch's are recorded (the rest: as far as the cap goes)
+    assert {f"r{i}" for i in range(5)} | found["lost"] <= set(ids)
+    assert all(r["status"] in ("ok", "truncated") for r in records)
+    assert found["billed"] <= cap
+    assert found["counted"] >= found["billed"]
+    recorded = {r["generation_id"] for r in records}
+    unrecorded = set(found["served"]) - recorded
+    # an answer no record holds is a row's second one, bought only while the cap paid for both
+    assert len(unrecorded) == len(found["twice"])
+
+
+@pytest.mark.parametrize("faults", ["batch_404=@2/90", "batch_404=@2/150"])
+def test_a_lost_submit_hidden_past_the_search_is_not_bought_twice_past_the_cap(
+    tmp_path: Path, snap: Any, policy: Path, faults: str
+) -> None:
+    """The second batch is out of the list for 90 s (150 s), past the resume's 60 s search: its
+    rows stay counted at their worst case, and the cap cannot pay for them twice, so they wait
+    for a rerun that finds the batch, adopts it and records its answers."""
+    found = _scenario(tmp_path, snap, policy, cap=TIGHT, faults=faults, ahead_s=0)
+    first = found["summaries"][0]
+    assert any("no proof that it was never made" in w for w in first.warnings)
+    assert first.stop_reason == "budget"
+    assert found["twice"] == []
+    _money_holds(found, TIGHT)
+    assert found["open"] == []  # the lost batch was found, its plan closed
+    assert found["summaries"][-1].stop_reason in ("done", "budget")
+
+
+def test_a_lost_submit_is_bought_again_only_while_the_cap_pays_for_both(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    """With a cap that pays for the lost batch at its worst case and its rows again, the resume
+    sends them again; the lost batch, found by a later run, is settled at its cost (its answers
+    are those rows' second ones): counted >= billed at every step, and equal in the end."""
+    cap = Decimal(1)
+    found = _scenario(tmp_path, snap, policy, cap=cap, faults="batch_404=@2/90", ahead_s=0)
+    assert found["summaries"][0].stop_reason == "done"
+    assert found["twice"] == sorted(found["lost"])
+    _money_holds(found, cap)
+    assert len(found["records"]) == 10
+    assert found["open"] == []
+
+
+@pytest.mark.parametrize("ahead_s", [310, 420])
+def test_a_lost_submit_is_found_with_the_client_clock_minutes_ahead(
+    tmp_path: Path, snap: Any, policy: Path, ahead_s: float
+) -> None:
+    """The client's clock 5 (7) minutes ahead of the server's: the search window is the server's
+    time (its ``Date``), so the resume adopts the batch the lost submit made and nothing is
+    bought twice."""
+    found = _scenario(tmp_path, snap, policy, cap=TIGHT, faults=None, ahead_s=ahead_s)
+    assert not any("no proof" in w for s in found["summaries"] for w in s.warnings)
+    assert found["twice"] == []
+    _money_holds(found, TIGHT)
+    assert found["open"] == []
