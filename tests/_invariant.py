@@ -490,7 +490,7 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
     # off the client's (negative: the client's is ahead)
     skew_rng = random.Random(seed + 300_000)
     if skew_rng.random() < 0.5:
-        lag = f"batch_404=@{skew_rng.randint(1, 3)}/{skew_rng.choice([90, 150, 400])}"
+        lag = f"batch_404={skew_rng.choice([0.5, 1])}/{skew_rng.choice([90, 150, 400])}"
         faults = ",".join(f for f in (faults, lag) if f)
     skew = skew_rng.choice([0, -420, -310, -180, 240, 600])
     clock = ManualClock(time.time() + skew)

@@ -205,3 +205,32 @@ def test_a_lost_submit_is_found_with_the_client_clock_minutes_ahead(
     assert found["twice"] == []
     _money_holds(found, TIGHT)
     assert found["open"] == []
+
+
+def test_a_submitted_batch_404_past_a_minute_is_polled_on_not_bought_again(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    """Every batch answers 404 (and is out of the list) for 150 s after its 202: it was stored,
+    so the sender polls on; one batch, each row billed once and recorded (was: its lines
+    counted unknown after a minute and sent again, every batch bought twice, rows failed)."""
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    with orp.fake.serve(snap, speed=0, seed=52, clock=clock, faults="batch_404=1/150") as fake:
+        options = {
+            "prompts": str(_prompts(tmp_path / "prompts.jsonl")),
+            "policy": str(policy),
+            "out": str(out),
+            "budget_usd": "1",
+            "max_tokens": 256,
+            "batch": {"poll_s": 1},
+            "api_key": KEY,
+            "base_url": fake.base_url,
+        }
+        summary = _resume(clock, options)
+        made = list(fake.fake.batches.batches.values())
+        served = {e.generation_id for e in fake.ledger.entries}
+    assert summary.stop_reason == "done"
+    assert len(made) == 1 and made[0].status == "completed"
+    records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["id"] for r in records) == [f"r{i}" for i in range(10)]
+    assert {r["generation_id"] for r in records} == served and len(served) == 10

@@ -150,16 +150,19 @@ class BatchCalls:
 
     async def get(self, batch_id: str, started: float) -> Batch | Failure | None:
         """One poll of a batch polled since ``started`` (this clock): the batch, what its lines
-        get when it cannot answer them, or ``None`` (ask again: a 404 within ``not_written_s``,
-        the asynchronous write; an error that may pass)."""
+        get when it cannot answer them, or ``None`` (ask again: an error that may pass, or a
+        404: a batch whose id came from a 202 or the list was stored, and its record is written
+        asynchronously, so a 404 is no proof it is gone; logged past ``not_written_s``)."""
         try:
             return await asyncio.to_thread(self.client.get, batch_id)
         except InsufficientCreditsError as exc:
             return withheld(batch_id, exc)
         except NoRouteError as exc:
-            if self.clock() - started < self.settings.not_written_s:
-                return None  # written asynchronously: not there yet
-            return unknown(f"batch {batch_id}: {exc.message}")
+            waited = self.clock() - started
+            if waited >= self.settings.not_written_s:
+                log.warning(
+                    "batch %s: %s (%.0f s on); it was stored: polled on", batch_id, exc, waited
+                )
         except APIStatusError as exc:
             if exc.status_code == 410:
                 return unknown(f"batch {batch_id}: gone (410)")
