@@ -3,11 +3,11 @@
 What the batch sender stands on: ``create`` (the body written with ``endpoint`` and ``model``
 before ``requests``, which OpenRouter reads as a stream and otherwise refuses with 400), ``get``,
 ``results`` (the cursor pages of ``/batches/{id}/results``), ``list`` (``created_after``, ``after``,
-``status``: how an orphaned batch is found again), ``delete``. Facts and sources:
-``docs/batch.md``.
+``status``; each page with the server's clock, its ``Date``: how an orphaned batch is found
+again), ``delete``. Facts and sources: ``docs/batch.md``.
 
 Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
-first with ``list(created_after=...)``), and a poll's cadence is the sender's to set. Errors go
+first in ``list``), and a poll's cadence is the sender's to set. Errors go
 through the same translation as the sync client (``api.translate``): a 402 on ``get`` (results
 withheld until the charge is covered) is an ``InsufficientCreditsError`` whose ``body`` holds the
 batch; a 404 right after a create is normal (the record is written asynchronously) and is a

@@ -17,7 +17,8 @@ shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject`` ...)
   token counts and no ``cost``.
 - ``GET /batches/{id}``; ``GET /batches/{id}/results`` (cursor pages, ``limit`` 1-1000); ``GET
   /batches`` (newest first; ``limit``, ``after``, ``created_after``/``created_before``,
-  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route.
+  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route. Every
+  answer's ``Date`` is the fake's clock (the one ``created_at`` is on).
 - The 402 gate: a finished batch whose charge the credit cannot cover is not billed and its
   results are withheld (GET answers 402 with the batch and ``results: null``) until the credit
   allows it (a test raises ``fake.credit.limit_usd``); the batch is not re-run.

@@ -82,11 +82,12 @@ class BatchCalls:
         self, plan: str, known: Collection[str], after: int, count: int, cids: Collection[str]
     ) -> str | None:
         """The id of plan ``plan``'s batch, looked for in the list for ``list_lag_s``: the same
-        model and line count, created after ``after``, not one of ``known`` (every batch the
-        job's journal records, and those this run watches); of those, one whose results hold
-        every custom id of ``cids`` (a finished batch's are read: that costs nothing), else the
-        oldest whose custom ids cannot be read yet (running, or withheld); ``None``: not found. A finished
-        batch whose results miss one of ``cids`` is another plan's, never adopted."""
+        model and line count, created after ``after`` in the server's time (``_listed``), not
+        one of ``known`` (every batch the job's journal records, and those this run watches); of
+        those, one whose results hold every custom id of ``cids`` (a finished batch's are read:
+        that costs nothing), else the oldest whose custom ids cannot be read yet (running, or
+        withheld); ``None``: not found (no proof it was never made). A finished batch whose
+        results miss one of ``cids`` is another plan's, never adopted."""
         deadline = self.clock() + self.settings.list_lag_s
         while True:
             try:
