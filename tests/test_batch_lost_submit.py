@@ -234,3 +234,50 @@ def test_a_submitted_batch_404_past_a_minute_is_polled_on_not_bought_again(
     records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert sorted(r["id"] for r in records) == [f"r{i}" for i in range(10)]
     assert {r["generation_id"] for r in records} == served and len(served) == 10
+
+
+def test_a_submit_that_reached_no_server_closes_its_plan_and_counts_nothing(
+    tmp_path: Path, snap: Any, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first POST's connection is refused: that proves no batch was made (the body never
+    left), so the plan closes ``not sent``, its rows go into the next batch billed once, and
+    nothing stays counted for it (no search, no open plan)."""
+    import requests
+
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.api.translate import translate_exception
+
+    real = BatchClient.create
+    tries: list[int] = []
+
+    def create(self: BatchClient, **kw: Any) -> Any:
+        tries.append(1)
+        if len(tries) == 1:
+            cause = requests.ConnectionError(ConnectionRefusedError(111, "Connection refused"))
+            raise translate_exception(cause, url=self.path, method="POST") from cause
+        return real(self, **kw)
+
+    monkeypatch.setattr(BatchClient, "create", create)
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    with orp.fake.serve(snap, speed=0, seed=53, clock=clock) as fake:
+        options = {
+            "prompts": str(_prompts(tmp_path / "prompts.jsonl")),
+            "policy": str(policy),
+            "out": str(out),
+            "budget_usd": "1",
+            "max_tokens": 256,
+            "batch": {"poll_s": 1},
+            "api_key": KEY,
+            "base_url": fake.base_url,
+        }
+        summary = _resume(clock, options)
+        made = len(fake.fake.batches.batches)
+        billed = fake.ledger.total_usd
+    journal = tmp_path / "out.jsonl.ledger"
+    lines = [json.loads(x) for x in journal.read_text(encoding="utf-8").splitlines()]
+    first = next(x["batch_plan"] for x in lines if "batch_plan" in x)
+    assert [x["status"] for x in lines if x.get("batch_done") == first] == ["not sent"]
+    assert summary.stop_reason == "done" and made == 1 and len(tries) == 2
+    assert not any("no proof" in w for w in summary.warnings)
+    assert replay_journal(journal, repair=False).spent_usd == billed

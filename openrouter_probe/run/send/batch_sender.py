@@ -66,7 +66,7 @@ from openrouter_probe.run.send.batch_watch import (
     failed,
     lost_message,
     not_submitted,
-    refused,
+    refused_submit,
     resolve,
     running_message,
     still_running,
@@ -343,16 +343,14 @@ class BatchSender:
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
             created = await self.calls.create(requests)
-        except APIStatusError as exc:
-            if exc.status_code < 500:  # refused: nothing was made, nothing billed
-                self._events(Closed(None, plan, f"refused {exc.status_code}"))
-                batch.closed, batch.status = True, "refused"
-                batch.answer_all(refused(exc, exc.status_code))
+        except (APIStatusError, APIConnectionError) as exc:
+            said = refused_submit(exc)  # a 4xx, or no server reached: nothing made or billed
+            if said is not None:
+                self._events(Closed(None, plan, said[0]))
+                batch.closed, batch.status = True, said[0]
+                batch.answer_all(said[1])
                 return
-            if not await self._lost(batch, after, len(lines), exc):
-                return
-        except APIConnectionError as exc:
-            if not await self._lost(batch, after, len(lines), exc):
+            if not await self._lost(batch, after, len(lines), exc):  # the answer is lost
                 return
         else:
             batch.batch_id = created.id

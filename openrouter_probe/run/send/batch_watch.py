@@ -12,7 +12,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError, Message
+from openrouter_probe.api.translate import connection_failure
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    InsufficientCreditsError,
+    Message,
+)
 from openrouter_probe.run.money.replay import OpenBatch
 from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.transport import Answer
@@ -31,6 +38,7 @@ __all__ = [
     "lost_message",
     "not_submitted",
     "refused",
+    "refused_submit",
     "resolve",
     "running_message",
     "still_running",
@@ -175,6 +183,19 @@ def refused(exc: APIStatusError, status: int) -> Failure:
         status=status,
         metadata={"stop": stop},
     )
+
+
+def refused_submit(exc: APIError) -> tuple[str, Failure] | None:
+    """A submit that made no batch, the plan's closing status and what its lines get: refused
+    (a 4xx), or a connection that reached no server (refused, no such host: the body was never
+    sent; a line goes to a later batch, billed nothing). ``None``: the answer is lost (a 5xx,
+    a timeout, a reset): the batch may exist."""
+    if isinstance(exc, APIStatusError) and exc.status_code < 500:
+        return f"refused {exc.status_code}", refused(exc, exc.status_code)
+    cause = exc.__cause__
+    if isinstance(exc, APIConnectionError) and cause is not None and connection_failure(cause)[1]:
+        return "not sent", Failure("transient", f"batch submit: {exc}")
+    return None
 
 
 def withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
