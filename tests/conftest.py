@@ -42,7 +42,7 @@ def _fresh_logging() -> object:
 def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Retries happen but nothing sleeps: the client's waits are recorded on a virtual clock
     (the idea of stamina's testing mode). A test that asks for this fixture reads the waits."""
-    from openrouter_probe.api import client
+    from openrouter_probe.api import wire
 
     waits: list[float] = []
     clock = [0.0]
@@ -51,8 +51,8 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         waits.append(seconds)
         clock[0] += seconds
 
-    monkeypatch.setattr(client, "_sleep", fake_sleep)
-    monkeypatch.setattr(client, "_monotonic", lambda: clock[0])
+    monkeypatch.setattr(wire, "_sleep", fake_sleep)
+    monkeypatch.setattr(wire, "_monotonic", lambda: clock[0])
     return waits
 
 

@@ -1,4 +1,4 @@
-"""A batch run records its accepted submit in the snapshot it was given (issue 25), and the
+"""A batch run records its accepted submit in the snapshot it was given, and the
 commands that read that snapshot later say ``accepted`` instead of ``listed``.
 
 The run is on the fake OpenRouter (``ManualClock``, moved by the run's injected sleep: no test

@@ -1,4 +1,4 @@
-"""A snapshot's ``:batch`` endpoints, and the batch block the compiler writes from them (issue 25).
+"""A snapshot's ``:batch`` endpoints, and the batch block the compiler writes from them.
 
 The example snapshot (examples/batch/kimi-k3.snapshot.json) is reconstructed: four rows of the
 2026-08-25 K3 capture, a Together row and its ``:batch`` row at half the sync price.

@@ -1,4 +1,4 @@
-"""``generate --batch`` resumed after kills that land where paid answers are at stake (issue 30).
+"""``generate --batch`` resumed after kills that land where paid answers are at stake.
 
 A child process runs the job on the library's own path (``tests._child``) and dies at a named
 point (``CHILD_KILL``: ``os._exit(9)``, as a SIGKILL): while a finished batch's results are being

@@ -1,4 +1,4 @@
-"""Every command's options agree with the same option of every other command (issue 18).
+"""Every command's options agree with the same option of every other command.
 
 Walks every command of ``openrouter-probe`` and of the pre-commit hooks' group, so an option added
 later (by any branch) is held to the same rules: one metavar and one set of short aliases per option

@@ -1,4 +1,4 @@
-"""Issue 22 item 4, issue 33 item 1: library messages say the library's keywords
+"""Library messages say the library's keywords
 (``max_tokens=N``), the CLI shows each command's own flags (``--max-tokens N``) where it prints
 them: a ``Message`` carries its code and parameters, each interface renders its names."""
 

@@ -212,14 +212,16 @@ def test_non_json_error_body() -> None:
 
 
 class _FakeSession:
-    """A session whose GETs answer from a script: exceptions are raised, responses returned."""
+    """A session whose GETs answer from a script: exceptions are raised, responses returned
+    (``requests.Session.request``, the one method ``api.wire`` calls)."""
 
     def __init__(self, script: list[object]) -> None:
         self.script = list(script)
         self.headers: dict[str, str] = {}
         self.calls = 0
 
-    def get(self, url: str, **kwargs: object) -> requests.Response:
+    def request(self, method: str, url: str, **kwargs: object) -> requests.Response:
+        assert method == "GET"
         self.calls += 1
         step = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         if isinstance(step, BaseException):
@@ -260,7 +262,7 @@ def test_retry_after_within_the_cap_is_waited(
     assert len(Client().endpoints("moonshotai/kimi-k3").endpoints) == 4
     assert retry_waits == [3.0]
     assert vcr.play_count == 2  # type: ignore[attr-defined]
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.client"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.wire"]
     assert line == (
         "https://openrouter.ai/api/v1/models/moonshotai/kimi-k3/endpoints: HTTP 429 (rate limited);"
         " retry 1 of 4 in 3.0 s"
@@ -301,7 +303,7 @@ def test_timeouts_are_retried_and_said(
     listing = Client(session=session).models()  # type: ignore[arg-type]
     assert [m.id for m in listing.data] == ["a/b"]
     assert session.calls == 3 and len(retry_waits) == 2
-    lines = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.client"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "openrouter_probe.api.wire"]
     assert len(lines) == 2
     assert lines[0].startswith("https://openrouter.ai/api/v1/models: timed out; retry 1 of 4 in ")
 

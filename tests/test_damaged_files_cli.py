@@ -1,4 +1,4 @@
-"""Issue 18: every edge a new user touches, end to end through the CLI on the fake OpenRouter.
+"""Every edge a new user touches, end to end through the CLI on the fake OpenRouter.
 
 Each test runs the commands as a user does (``openrouter-probe generate|audit|export ...`` in
 process, against ``fake.serve(speed=0)`` on loopback) and asserts the exact line the user reads,

@@ -1,6 +1,7 @@
-"""Every module, name and test a doc names exists (issue 33: ``docs/api.md`` named modules that
-had gone, ``policy_file`` and ``generate``, and ``docs/generate.md`` cited a test that did not
-exist).
+"""Every module, name and test a doc names exists.
+
+``docs/api.md`` once named modules that had gone, ``policy_file`` and ``generate``, and
+``docs/generate.md`` cited a test that did not exist.
 
 Read in ``README.md`` and every hand-written page of ``docs/`` (not ``reference.md`` and
 ``cli.md``, which ``docs/make_*.py`` write from the code): every ``openrouter_probe.X.Y`` and every

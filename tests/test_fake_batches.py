@@ -1,4 +1,4 @@
-"""The fake's Batch API and the Batch API client, against each other (issue 25).
+"""The fake's Batch API and the Batch API client, against each other.
 
 The fake serves the example snapshot (examples/batch/kimi-k3.snapshot.json: a Together ``:batch``
 row at $1.50/$7.50 per M beside its $3/$15 sync row) on a manual clock, so a batch moves from

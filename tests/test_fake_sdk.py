@@ -1,4 +1,4 @@
-"""The fake's bodies as the official SDK types them (issue 18).
+"""The fake's bodies as the official SDK types them.
 
 The official ``openrouter`` SDK (1.3.84, a dev dependency) is pointed at the fake over loopback and
 reads every catalogue and account path with its own models: ``/models``, ``/models/{id}/endpoints``,

@@ -1,4 +1,4 @@
-"""``generate --turns all`` (issue 16 phase 2): every assistant turn regenerated, in order.
+"""``generate --turns all``: every assistant turn regenerated, in order.
 
 On the fake server (speed 0, the waits injected away) and with the in-process ``LedgerSender``:
 the bodies each turn sent (the regenerated history, no earlier reasoning), the record (``turns``,

@@ -1,4 +1,4 @@
-"""Issue 24 item 5, end to end: the bundled six-dataset manifest run on the fake OpenRouter,
+"""End to end: the bundled six-dataset manifest run on the fake OpenRouter,
 exported with ``--format hf`` and loaded back with ``datasets.load_dataset`` (the consumer's own
 loader); ``--push-to-hub`` hands the folder to ``huggingface_hub`` (its API object injected)."""
 

@@ -1,4 +1,4 @@
-"""OpenRouter's 2026 in-flight budget and the key's own limit (issue 31; OPENROUTER.md 18).
+"""OpenRouter's 2026 in-flight budget and the key's own limit (OPENROUTER.md 18).
 
 The bodies are the real shapes: the in-flight 402 as other projects logged it (2026-09/10), the
 key-limit 402 by its documented ``limit_source``, the nested 402 recorded in 2025, the

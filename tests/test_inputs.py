@@ -1,4 +1,4 @@
-"""Issue 24: the prompt sets users already have, read as each family writes them.
+"""The prompt sets users already have, read as each family writes them.
 
 Each family's rows are written here in its real shape (the columns each dataset card lists, and
 what SpecForge a6b6b02 ``scripts/prepare_data.py`` and speculators c05b95b

@@ -1,4 +1,4 @@
-"""The money invariant, randomized (issue 15): after every scenario of ``tests/_invariant.py``, what
+"""The money invariant, randomized: after every scenario of ``tests/_invariant.py``, what
 the fake billed <= the cap, what the client counts >= what the fake billed, no row bought twice.
 
 Seeded: each seed is one scenario (every fault kind of the fake at random rates, streaming or not,

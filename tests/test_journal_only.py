@@ -1,4 +1,4 @@
-"""Issue 22 item 5: the journal is the only record of money.
+"""The journal is the only record of money.
 
 An output without a journal (or with records of runs the journal does not know) is read as rows:
 its finished rows are never sent again, and their money is unknown: adopted into the journal at

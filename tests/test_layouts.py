@@ -1,4 +1,4 @@
-"""Issue 32 items 1-3: every popular SFT layout read right, nothing of it sent but the request.
+"""Every popular SFT layout read right, nothing of it sent but the request.
 
 Each layout's rows are written here from its dataset card's columns (the card's field list and
 example, the Hub id in the comment); every test runs ``generate`` on the loopback fake server with

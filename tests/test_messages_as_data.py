@@ -1,4 +1,4 @@
-"""Issue 33 item 1: messages as data. The library names no CLI flag; every ``Message`` it builds
+"""Messages as data. The library names no CLI flag; every ``Message`` it builds
 renders both ways (the library's keywords, each command's own flags); ``cli/terms.py`` is gone."""
 
 from __future__ import annotations

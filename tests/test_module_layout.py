@@ -1,4 +1,4 @@
-"""The package's folders read as the data flow, and imports run one way (issue 14).
+"""The package's folders read as the data flow, and imports run one way.
 
 ``api`` -> ``rules`` -> ``policy``, ``analysis``, ``fake``, ``run`` -> ``generate``, ``verify`` ->
 ``cli``: a folder imports only the folders below it (and ``errors``/``files`` at the top), checked
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -383,3 +384,15 @@ def test_the_clients_journal_is_not_named_like_the_fakes_ledger() -> None:
     assert (PACKAGE / "fake" / "ledger.py").exists()
     assert not list(RUN.rglob("ledger.py"))
     assert (RUN / "money" / "journal.py").exists()
+
+
+def test_tests_are_named_after_what_they_test_not_after_an_issue() -> None:
+    """A test file is found by the concept it tests: its name and its first line cite no issue
+    number (the history is in git and the CHANGELOG)."""
+    cited = re.compile(r"issue[ _-]?\d|#\d", re.IGNORECASE)
+    offenders = []
+    for path in sorted((PACKAGE.parent / "tests").rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if cited.search(path.name) or (lines and cited.search(lines[0])):
+            offenders.append(str(path.relative_to(PACKAGE.parent)))
+    assert offenders == []

@@ -1,4 +1,4 @@
-"""Issue 30: ``repr(JobOptions)`` held the API key. No options object, nor an object that holds
+"""``repr(JobOptions)`` once held the API key. No options object, nor an object that holds
 the key to send it, may show it in its ``repr`` or ``str`` (a log line, a traceback's locals, a
 notebook's echo)."""
 

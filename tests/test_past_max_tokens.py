@@ -1,4 +1,4 @@
-"""Answers past ``max_tokens`` (issue 31 item 4): on bodies of the real 2026 shapes
+"""Answers past ``max_tokens``: on bodies of the real 2026 shapes
 (``OPENROUTER.md`` §18) and on the fake's ``finish_null`` and ``overbill`` faults."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 23, the catalogue side: bodies of the shapes OpenRouter sent in 2025 and 2026.
+"""The catalogue side: bodies of the shapes OpenRouter sent in 2025 and 2026.
 
 Fixtures are written from the shapes issue 23 and ``../shared/OPENROUTER.md`` describe (the
 recordings themselves are held out): a 2025 endpoint with ``internal_reasoning: "0"`` and no

@@ -1,4 +1,4 @@
-"""Issue 24 item 6: ``--redo-truncated --max-tokens N`` sends again only the rows cut at
+"""``--redo-truncated --max-tokens N`` sends again only the rows cut at
 ``max_tokens``, with the new limit, under the same cap and journal; the new record supersedes the
 cut one for ``audit`` and ``export``, which say how many were superseded."""
 

@@ -1,4 +1,4 @@
-"""OpenRouter's response cache on for ``generate`` (issue 31 item 3), on the fake (loopback HTTP).
+"""OpenRouter's response cache on for ``generate``, on the fake (loopback HTTP).
 
 The docs (``guides/features/response-caching``): ``X-OpenRouter-Cache: true`` and
 ``X-OpenRouter-Cache-TTL`` (1-86400 s) ask for it; the key hashes the body, model, key and stream

@@ -1,4 +1,4 @@
-"""Issue 18's run-path items, and ``verify`` on the same run path as ``generate``.
+"""The run path's reports, and ``verify`` on the same run path as ``generate``.
 
 Retries said on stderr and counted in the text summary; the progress line and the summary at 80
 columns; the journal naming the command, model and job that wrote an output (the other command is

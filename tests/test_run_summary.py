@@ -1,4 +1,4 @@
-"""Issue 33 item 2: the run's result is a value. ``RunSummary`` is frozen; while a run is set up
+"""The run's result is a value. ``RunSummary`` is frozen; while a run is set up
 its ``SummaryDraft`` (the same fields, declared once) takes what the steps before the first request
 say, and the books make the summary from it once, at the end."""
 

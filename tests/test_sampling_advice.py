@@ -1,4 +1,4 @@
-"""The sampling a model card fixes (issue 31 item 6): Kimi K2.5 at temperature 1.0 with thinking,
+"""The sampling a model card fixes: Kimi K2.5 at temperature 1.0 with thinking,
 0.6 without, top_p 0.95 (Moonshot's card and vendor verifier), sent explicitly unless the user
 sets other values, recorded per row, said by the dry run."""
 

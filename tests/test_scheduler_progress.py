@@ -1,4 +1,4 @@
-"""The scheduler proves progress or stops (issue 30 item 1), and shares are fair at any budget
+"""The scheduler proves progress or stops, and shares are fair at any budget
 (issue 32 item 4).
 
 Issue 30's deadlocks: every worker waited in ``Run._reserve_again`` for money that only another

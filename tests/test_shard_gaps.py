@@ -1,4 +1,4 @@
-"""Issue 34's last gaps: a shard stopped by its key's limit names the key (from the key file)
+"""A sharded run's gaps: a shard stopped by its key's limit names the key (from the key file)
 with its limit and usage (``GET /key``), and the dry run of a sharded job says every shard's rows
 and worst case."""
 

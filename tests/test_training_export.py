@@ -1,4 +1,4 @@
-"""The export as SpecForge and speculators read it (issue 16 items 2-5) and its edges (issue 18).
+"""The export as SpecForge and speculators read it and its edges.
 
 Hand-written output records of both shapes (the answer appended, and every assistant turn
 regenerated, ``turns``) go through ``export``; each format is checked against the consumers'

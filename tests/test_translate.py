@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from openrouter_probe.api import batches, client, keys
+from openrouter_probe.api import batches, client, keys, wire
 from openrouter_probe.api.batches import BatchClient
 from openrouter_probe.api.client import Client
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
@@ -84,12 +85,26 @@ def _chained(exc: APIConnectionError, cause: BaseException | None) -> APIConnect
     return exc
 
 
-def test_each_client_translates_through_the_one_module() -> None:
+def test_each_client_sends_through_the_one_request_loop() -> None:
+    """The sync client, the batch client and the key client each hold an ``api.wire.Wire``:
+    one place sends a request, translates what failed and retries; none of them does it
+    again. The key's ``Authorization`` header is built in one place in the whole package."""
     for module in (client, batches, keys):
         source = inspect.getsource(module)
         assert "except requests.Timeout" not in source, module.__name__
-        assert "translate_exception(exc" in source, module.__name__
+        assert "translate_exception" not in source, module.__name__
+        assert "translate_status" not in source, module.__name__
+        assert "_session.request(" not in source and "_session.get(" not in source
+        assert "Wire(" in source, module.__name__
         assert 'os.environ.get("OPENROUTER_BASE_URL")' not in source, module.__name__
+    assert "translate_exception(exc" in inspect.getsource(wire)
+    package = Path(client.__file__).parents[1]
+    built = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if 'f"Bearer {' in path.read_text(encoding="utf-8")
+    ]
+    assert built == ["api/connection.py"]
 
 
 class _Script:
@@ -100,8 +115,8 @@ class _Script:
         self.asked: list[dict[str, Any]] = []
         self.headers: dict[str, str] = {}
 
-    def get(self, url: str, **kwargs: Any) -> requests.Response:
-        self.asked.append({"url": url, **kwargs})
+    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        self.asked.append({"method": method, "url": url, **kwargs})
         return self.answers.pop(0)
 
     def close(self) -> None:

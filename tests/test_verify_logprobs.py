@@ -1,4 +1,4 @@
-"""The token-level logprob comparison (issue 35 item 4): top-k logprobs at the positions of the
+"""The token-level logprob comparison: top-k logprobs at the positions of the
 reference's own completion that the endpoint shares, against the reference's second run, by a
 one-sided sign test; reported beside the verdict, never deciding it. The fake serves logprobs in
 OpenAI's shape only where the endpoint lists them."""

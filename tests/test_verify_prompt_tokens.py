@@ -1,4 +1,4 @@
-"""Prompt-token agreement (issue 35 item 2) and the fake's template fault (item 5): an endpoint that
+"""Prompt-token agreement and the fake's template fault: an endpoint that
 counts N more prompt tokens for the same body is named for it in the report and the JSON, whatever
 its accuracy; an endpoint whose counts match is not; the fake bills the extra tokens."""
 

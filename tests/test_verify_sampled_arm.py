@@ -1,4 +1,4 @@
-"""The sampled arm wired end to end (issue 35): the fake's sampling model and its
+"""The sampled arm wired end to end: the fake's sampling model and its
 ``--degrade-sampling`` fault, the plan's N, cost and power, the Holm join, the report, the CLI."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool calls as K2-Vendor-Verifier scores them (issue 35 item 3): schema accuracy over the
+"""Tool calls as K2-Vendor-Verifier scores them: schema accuracy over the
 ``finish_reason == "tool_calls"`` responses, tool-call F1 against the first party, and K2VV's
 threshold beside our own tool tests; on the fake, the endpoint that breaks tool calls is the one
 below the threshold, and our tool tests decide its verdict."""

@@ -1,4 +1,4 @@
-"""One wire (issue 22 part 3) and what OpenRouter really sends to a paid run (issue 23).
+"""One wire, and what OpenRouter really sends to a paid run.
 
 The bodies are of the real shapes: the 429 recorded with ``Retry-After: 61`` and no provider
 (issue 23), the docs' workspace-budget 403 and the recorded key-limit 403 (``OPENROUTER.md`` 15),

@@ -1,4 +1,4 @@
-"""Issue 30: a write that fails stops the sending, and every exit path prints the summary.
+"""A write that fails stops the sending, and every exit path prints the summary.
 
 The disk is simulated (no real disk is filled): the output and the spend journal are opened through
 ``files.open_append``, which these tests replace with files whose raw writes draw on one shared

@@ -44,8 +44,8 @@ import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openrouter_probe.api.connection import Connection
-from openrouter_probe.api.translate import translate_exception, translate_status
-from openrouter_probe.errors import APIError
+from openrouter_probe.api.wire import Wire
+from openrouter_probe.errors import APIError, APIStatusError
 
 __all__ = [
     "Batch",
@@ -167,8 +167,7 @@ class BatchClient:
         self.path = f"{self.base_url}/batches"
         self._fell_back = False
         self.timeout = self.connection.timeout
-        self._session = session or requests.Session()
-        self._session.headers.setdefault("User-Agent", "openrouter-probe")
+        self._wire = Wire(self.connection, session=session)
 
     def __repr__(self) -> str:
         return f"BatchClient(path={self.path!r})"  # never the key
@@ -180,7 +179,7 @@ class BatchClient:
         self.close()
 
     def close(self) -> None:
-        self._session.close()
+        self._wire.close()
 
     # -- transport ------------------------------------------------------------------------------
 
@@ -196,31 +195,21 @@ class BatchClient:
         params: Sequence[tuple[str, str]] | None = None,
         data: bytes | None = None,
     ) -> requests.Response:
-        """One request; a non-JSON 404 on the v1 path moves to the beta path once (said)."""
+        """One request (``api.wire``, never repeated); a non-JSON 404 on the v1 path moves to the
+        beta path once (said)."""
         while True:
-            url = self.path + suffix
-            headers = self.connection.headers()
-            if data is not None:
-                headers["Content-Type"] = "application/json"
             try:
-                response = self._session.request(
-                    method, url, params=params, data=data, headers=headers, timeout=self.timeout
-                )
-            except requests.RequestException as exc:
-                raise translate_exception(exc, url=url, method=method) from exc
-            if response.status_code == 404 and not self._fell_back and not _is_json(response):
+                return self._wire.send(method, self.path + suffix, params=params, data=data)
+            except APIStatusError as exc:
                 beta = self._beta_path()
-                if beta is not None:
-                    log.warning(
-                        "%s answered a 404 that is not JSON (no Batch API there); using %s",
-                        self.path,
-                        beta,
-                    )
-                    self.path, self._fell_back = beta, True
-                    continue
-            if response.status_code >= 400:
-                raise translate_status(response)
-            return response
+                if exc.status_code != 404 or self._fell_back or _is_json(exc.body) or not beta:
+                    raise
+                log.warning(
+                    "%s answered a 404 that is not JSON (no Batch API there); using %s",
+                    self.path,
+                    beta,
+                )
+                self.path, self._fell_back = beta, True
 
     def _read(self, response: requests.Response, model: type[_T]) -> _T:
         try:
@@ -344,9 +333,9 @@ def _served_at(response: requests.Response) -> float | None:
         return None
 
 
-def _is_json(response: requests.Response) -> bool:
+def _is_json(text: str | None) -> bool:
     try:
-        json.loads(response.text)
+        json.loads(text or "")
     except ValueError:
         return False
     return True

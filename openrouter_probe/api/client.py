@@ -2,17 +2,15 @@
 
 One ``Client`` talks to one ``api.connection.Connection``: ``OPENROUTER_BASE_URL`` (default
 ``https://openrouter.ai/api/v1``) with the key from ``OPENROUTER_API_KEY`` (optional for the public
-paths). Transient failures (timeouts, resets,
-429, 5xx) are retried with exponential backoff and jitter (``openrouter_probe.api.backoff.Backoff``),
-honouring ``Retry-After`` within bounds: no wait is longer than ``wait_max`` or than the time left of
-``retry_timeout``, and a server that asks for more is answered at once with an error that says when to
-retry. Each retry is logged as it happens (one line on the ``openrouter_probe.api.client`` logger); a
-refused connection or an unknown host is not retried; which error statuses are retried is the
-error table's (``api.error_rules``: ``transient``, ``pause``, ``held``). Every failure is translated
-by ``api.translate``, as in the batch and key clients, into the tree in ``openrouter_probe.errors``.
+paths), through the one sync request loop the batch and key clients share (``api.wire``):
+transient failures (timeouts, resets, 429, 5xx) are retried with exponential backoff and jitter,
+honouring ``Retry-After`` within bounds (no wait longer than ``wait_max`` or than the time left of
+``retry_timeout``), each retry said as it happens; a refused connection or an unknown host is not
+retried; which error statuses are retried is the error table's (``api.error_rules``). Every failure
+is translated by ``api.translate`` into the tree in ``openrouter_probe.errors``.
 
-Tests turn the waits off by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's
-testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
+Tests turn the waits off by replacing ``api.wire``'s ``_sleep`` (and ``_monotonic``), as
+stamina's testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
 
 Example::
 
@@ -29,9 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
@@ -48,7 +44,7 @@ from openrouter_probe.api.schema import (
     ModelsList,
     ProvidersList,
 )
-from openrouter_probe.api.translate import retryable, translate_exception, translate_status
+from openrouter_probe.api.wire import Wire, with_message
 from openrouter_probe.errors import (
     APIError,
     APIStatusError,
@@ -60,11 +56,6 @@ from openrouter_probe.errors import (
 __all__ = ["Client", "page_url"]
 
 log = logging.getLogger(__name__)
-
-# Module-level so that tests can turn every wait off (and run a virtual clock), as stamina's
-# testing mode does: nothing in a test should sleep for real.
-_sleep: Callable[[float], None] = time.sleep
-_monotonic: Callable[[], float] = time.monotonic
 
 _MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
@@ -88,35 +79,6 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
     """
     site = Connection(base_url=resolve_base_url(base_url)).site
     return f"{site}/{_check_model(model)}/providers"
-
-
-def _with_message(exc: APIError, message: str) -> APIError:
-    """A copy of ``exc`` (same class and fields) that says ``message``."""
-    if isinstance(exc, APIStatusError):
-        return type(exc)(
-            message,
-            status_code=exc.status_code,
-            url=exc.url,
-            code=exc.code,
-            metadata=exc.metadata,
-            body=exc.body,
-            retry_after=exc.retry_after,
-            refusal=exc.refusal,
-            kind=exc.kind,
-        )
-    return type(exc)(message, url=exc.url)
-
-
-def _short(exc: APIError) -> str:
-    """What failed, in a few words, for the one-line retry notice."""
-    if isinstance(exc, APIStatusError):
-        return f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
-    return str(exc).rsplit(": ", 1)[-1]
-
-
-def _clock_time(seconds_from_now: float) -> str:
-    when = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
-    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class Client:
@@ -155,12 +117,14 @@ class Client:
             )
         self.base_url = self.connection.base_url
         self.timeout = self.connection.timeout
-        self.attempts = attempts
-        self.retry_timeout = retry_timeout
-        self.wait_max = wait_max
-        self._sleep = sleep
-        self._session = session or requests.Session()
-        self._session.headers.setdefault("User-Agent", "openrouter-probe")
+        self._wire = Wire(
+            self.connection,
+            session=session,
+            attempts=attempts,
+            retry_timeout_s=retry_timeout,
+            wait_max_s=wait_max,
+            sleep=sleep,
+        )
 
     def __repr__(self) -> str:
         # Never show the key, not even in a repr that ends up in a log.
@@ -174,7 +138,7 @@ class Client:
 
     def close(self) -> None:
         """Close the HTTP session (``with Client() as client:`` does it on exit)."""
-        self._session.close()
+        self._wire.close()
 
     @property
     def has_key(self) -> bool:
@@ -188,23 +152,6 @@ class Client:
 
     # -- transport ------------------------------------------------------------------------------
 
-    def _send(
-        self, url: str, *, params: Mapping[str, str] | None, accept: str
-    ) -> requests.Response:
-        """One GET; connection failures and error statuses become ``APIError`` subclasses."""
-        try:
-            response = self._session.get(
-                url,
-                params=params,
-                headers=self.connection.headers(accept=accept),
-                timeout=self.timeout,
-            )
-        except requests.RequestException as exc:
-            raise translate_exception(exc, url=url) from exc
-        if response.status_code >= 400:
-            raise translate_status(response)
-        return response
-
     def _get(
         self,
         path: str,
@@ -212,55 +159,18 @@ class Client:
         params: Mapping[str, str] | None = None,
         accept: str = "application/json",
     ) -> requests.Response:
-        """GET with bounded retries: every wait capped, each retry said, one error at the end."""
-        url = path if path.startswith("http") else f"{self.base_url}{path}"
-        policy = Backoff(
-            wait_initial_s=0.5,
-            wait_max_s=self.wait_max,
-            attempts=self.attempts,
-            timeout_s=self.retry_timeout,
-        )
-        sleep = self._sleep or _sleep
-        started = _monotonic()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return self._send(url, params=params, accept=accept)
-            except APIError as exc:
-                if not retryable(exc):
-                    raise
-                retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
-                decision = policy.next_wait(
-                    attempt=attempt, retry_after_s=retry_after, elapsed_s=_monotonic() - started
-                )
-                if decision.give_up:
-                    message = f"{exc}; {decision.reason}"
-                    if decision.retry_after_s is not None:
-                        message += f": retry after {_clock_time(decision.retry_after_s)}"
-                    raise _with_message(exc, message) from exc
-                log.warning(
-                    "%s: %s; retry %d of %d in %.1f s",
-                    url,
-                    _short(exc),
-                    attempt,
-                    self.attempts - 1,
-                    decision.wait_s,
-                )
-                sleep(decision.wait_s)
+        """GET with bounded retries (``api.wire.Wire.get``)."""
+        return self._wire.get(path, params=params, accept=accept)
 
     def _answers(self, path: str) -> bool:
         """Whether ``path`` answers without an error status (the body is not read). Only a diagnosis
         rests on it: any failure to ask (a connection error, a replay that has no such request)
         counts as an answer, so that nothing is blamed on a guess."""
         try:
-            with self._session.get(
-                f"{self.base_url}{path}",
-                headers=self.connection.headers(),
-                timeout=self.timeout,
-                stream=True,
-            ) as response:
-                return response.status_code < 400
+            with self._wire.send("GET", path, stream=True):
+                return True
+        except APIStatusError:
+            return False
         except Exception:  # any failure to ask: see the docstring
             return True
 
@@ -407,17 +317,17 @@ class Client:
         """
         self.connection.require_key("GET /generation")
         policy = Backoff(wait_initial_s=1.0, wait_max_s=8.0, attempts=1_000, timeout_s=wait_seconds)
-        sleep = self._sleep or _sleep
-        started = _monotonic()
+        wire = self._wire
+        started = wire.now()
         attempt = 0
         while True:
             attempt += 1
             try:
                 response = self._get("/generation", params={"id": generation_id})
             except NoRouteError as exc:
-                decision = policy.next_wait(attempt=attempt, elapsed_s=_monotonic() - started)
+                decision = policy.next_wait(attempt=attempt, elapsed_s=wire.now() - started)
                 if decision.give_up:
-                    raise _with_message(
+                    raise with_message(
                         exc, f"{exc} (still not visible after {wait_seconds:.0f} s)"
                     ) from exc
                 log.debug(
@@ -425,7 +335,7 @@ class Client:
                     generation_id,
                     decision.wait_s,
                 )
-                sleep(decision.wait_s)
+                wire.pause(decision.wait_s)
                 continue
             found = read_generation(response.status_code, response.text)
             if isinstance(found, Generation):

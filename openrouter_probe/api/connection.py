@@ -104,10 +104,15 @@ class Connection:
             )
         return self.api_key
 
+    def authorization(self) -> dict[str, str]:
+        """The key's ``Authorization`` header (none without a key): the one place it is built,
+        for the sync clients (``api.wire``) and a paid run's transport alike."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def headers(self, *, accept: str = "application/json") -> dict[str, str]:
         """The headers of one request: ``Accept``, and the key's ``Authorization`` when there is
         one (never for public HTML: the provider page does not need it, so it never gets it)."""
         headers = {"Accept": accept}
-        if self.api_key and accept != "text/html":
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        if accept != "text/html":
+            headers.update(self.authorization())
         return headers

@@ -26,8 +26,8 @@ from typing import Any
 
 import requests
 
-from openrouter_probe.api.connection import resolve_base_url
-from openrouter_probe.api.translate import translate_exception, translate_status
+from openrouter_probe.api.connection import Connection, resolve_base_url
+from openrouter_probe.api.wire import Wire
 from openrouter_probe.errors import APIConnectionError, ConfigError
 
 __all__ = ["CreatedKey", "KeyRecord", "KeysClient"]
@@ -100,11 +100,10 @@ class KeysClient:
                 "(https://openrouter.ai/settings/management-keys); an inference key cannot "
                 "create keys"
             )
-        self._key = key.strip()
         self.base_url = resolve_base_url(base_url)
         self.timeout = timeout
-        self._session = session or requests.Session()
-        self._session.headers.setdefault("User-Agent", "openrouter-probe")
+        connection = Connection(api_key=key.strip(), base_url=self.base_url, timeout=timeout)
+        self._wire = Wire(connection, session=session)
 
     def __repr__(self) -> str:
         return f"KeysClient(base_url={self.base_url!r})"  # never the key
@@ -116,7 +115,7 @@ class KeysClient:
         self.close()
 
     def close(self) -> None:
-        self._session.close()
+        self._wire.close()
 
     def _call(
         self,
@@ -126,23 +125,12 @@ class KeysClient:
         params: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
     ) -> Any:
-        url = f"{self.base_url}{path}"
-        try:
-            response = self._session.request(
-                method,
-                url,
-                params=params,
-                json=body,
-                headers={"Authorization": f"Bearer {self._key}", "Accept": "application/json"},
-                timeout=self.timeout,
-            )
-        except requests.RequestException as exc:
-            raise translate_exception(exc, url=url, method=method) from exc
-        if response.status_code >= 400:
-            raise translate_status(response)
+        """One request (``api.wire``, never repeated: a create is not idempotent); its JSON."""
+        response = self._wire.send(method, path, params=params, json_body=body)
         try:
             return response.json()
         except ValueError:
+            url = response.url
             raise APIConnectionError(f"{method} {url}: the answer is not JSON", url=url) from None
 
     def list_keys(self, *, include_disabled: bool = False) -> list[KeyRecord]:

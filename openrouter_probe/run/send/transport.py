@@ -44,6 +44,7 @@ from openrouter_probe.api.completion import (
     read_completion,
     read_stream,
 )
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.envelope import read_error
 from openrouter_probe.errors import Message
 from openrouter_probe.run.send.failure import Failure, FailureKind, classify_error
@@ -195,7 +196,7 @@ class HttpTransport:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self._headers = {
-            "Authorization": f"Bearer {api_key}",
+            **Connection(api_key=api_key).authorization(),
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
             **(headers or {}),  # the response cache's (``api.completion.response_cache_headers``)
@@ -227,25 +228,36 @@ class HttpTransport:
             self._session = None
 
     async def _read(
-        self, response: aiohttp.ClientResponse, *, stream: bool, ceiling_s: float | None
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        stream: bool,
+        ceiling_s: float | None,
+        started: float,
     ) -> bytes | str:
-        """Read the body; return it, or why the wait ended (keep-alives only; the ceiling)."""
+        """Read the body; return it, or why the wait ended (keep-alives only; the ceiling).
+
+        Both waits count from ``started``, the call (before the request left), not from the
+        headers. A chunk is judged by the silence before it: one that arrives after more than
+        ``read_timeout_s`` without a token fails even if it brings one, as it would have had the
+        keep-alives before it come one by one. So the outcome depends on the clock alone, never on
+        how the bytes were cut into chunks (a reader that falls behind gets them in one piece)."""
         clock, limit = self._clock, self._read_timeout_s
-        started = last = clock()
+        last = started
         chunks = []
         content = response.content
         while chunk := await content.readany():
             chunks.append(chunk)
             now = clock()
             if stream:
-                if b"data:" in chunk:
-                    last = now
-                elif now - last > limit:
+                if now - last > limit:
                     return Message(
                         "keep-alives-only",
                         "no token for {waited:.0f} s, only keep-alive comments ({read_timeout_s:bare})",
                         waited=now - last,
                     )
+                if b"data:" in chunk:
+                    last = now
             if ceiling_s is not None and now - started > ceiling_s:
                 return f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
         return b"".join(chunks)
@@ -265,6 +277,7 @@ class HttpTransport:
         (``run.send.sender.SendKey``) is not needed: one request per call."""
         assert self._session is not None, "use `async with HttpTransport(...)`"
         generation_id = None
+        started = self._clock()
         try:
             async with self._session.post(self.url, data=body) as response:
                 status = response.status
@@ -274,7 +287,9 @@ class HttpTransport:
                     on_id(generation_id)
                 if status >= 400:
                     return _error_failure(status, await response.read(), response.headers)
-                data = await self._read(response, stream=stream, ceiling_s=ceiling_s)
+                data = await self._read(
+                    response, stream=stream, ceiling_s=ceiling_s, started=started
+                )
         except aiohttp.ClientConnectorError as exc:
             # never connected: the request did not leave, nothing can be billed
             return Failure("transient", f"connection failed: {type(exc).__name__}: {exc}")

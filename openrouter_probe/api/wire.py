@@ -1,0 +1,187 @@
+"""One synchronous request loop for every client of OpenRouter's HTTP API, on ``requests``.
+
+A ``Wire`` sends the requests of one ``api.connection.Connection``: its headers (the key's
+``Authorization`` is built by ``Connection.headers`` and nowhere else), its ``(connect, read)``
+timeouts, one ``requests.Session``. Every failure is translated here, by ``api.translate``, into
+the tree of ``openrouter_probe.errors``: a connection that failed is an ``APIConnectionError``, an
+error status an ``APIStatusError`` of its class. ``send`` is one request, never repeated (a create is
+not idempotent); ``get`` retries what the error table calls transient (``api.translate.retryable``)
+with bounded backoff (``api.backoff.Backoff``): ``Retry-After`` honoured within bounds, no wait longer
+than ``wait_max_s`` or than the time left of ``retry_timeout_s``, each retry said as it happens (one
+line on this module's logger), and a server that asks for more is answered at once with an error
+that says when to retry.
+
+The sync client (``api.client``), the batch client (``api.batches``) and the key management client
+(``api.keys``) each hold one. Tests turn the waits off by replacing the module's ``_sleep`` (and
+``_monotonic``), as stamina's testing mode does; a ``Wire(sleep=...)`` takes its own sleep.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import requests
+
+from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.connection import Connection
+from openrouter_probe.api.translate import retryable, translate_exception, translate_status
+from openrouter_probe.errors import APIError, APIStatusError
+
+__all__ = ["Wire", "with_message"]
+
+log = logging.getLogger(__name__)
+
+# Module-level so that tests can turn every wait off (and run a virtual clock), as stamina's
+# testing mode does: nothing in a test should sleep for real.
+_sleep: Callable[[float], None] = time.sleep
+_monotonic: Callable[[], float] = time.monotonic
+
+Params = Mapping[str, str] | Sequence[tuple[str, str]] | None
+
+
+def with_message(exc: APIError, message: str) -> APIError:
+    """A copy of ``exc`` (same class and fields) that says ``message``."""
+    if isinstance(exc, APIStatusError):
+        return type(exc)(
+            message,
+            status_code=exc.status_code,
+            url=exc.url,
+            code=exc.code,
+            metadata=exc.metadata,
+            body=exc.body,
+            retry_after=exc.retry_after,
+            refusal=exc.refusal,
+            kind=exc.kind,
+        )
+    return type(exc)(message, url=exc.url)
+
+
+def _short(exc: APIError) -> str:
+    """What failed, in a few words, for the one-line retry notice."""
+    if isinstance(exc, APIStatusError):
+        return f"HTTP {exc.status_code}" + (" (rate limited)" if exc.status_code == 429 else "")
+    return str(exc).rsplit(": ", 1)[-1]
+
+
+def _clock_time(seconds_from_now: float) -> str:
+    when = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+class Wire:
+    """The requests of one connection. ``attempts`` counts every try of a transient failure of a
+    ``get`` (the first included); ``retry_timeout_s`` bounds their total time and ``wait_max_s``
+    each wait between them (``Retry-After`` included). ``sleep`` replaces ``time.sleep``."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        session: requests.Session | None = None,
+        attempts: int = 5,
+        retry_timeout_s: float = 60.0,
+        wait_max_s: float = 20.0,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.connection = connection
+        self.attempts = attempts
+        self.retry_timeout_s = retry_timeout_s
+        self.wait_max_s = wait_max_s
+        self._sleep = sleep
+        self._session = session or requests.Session()
+        self._session.headers.setdefault("User-Agent", "openrouter-probe")
+
+    def __repr__(self) -> str:
+        return f"Wire(base_url={self.connection.base_url!r})"  # never the key
+
+    def close(self) -> None:
+        self._session.close()
+
+    def url(self, path: str) -> str:
+        """``path`` under the connection's API root (a full URL is kept as it is)."""
+        return path if path.startswith("http") else f"{self.connection.base_url}{path}"
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (the injected sleep in tests)."""
+        (self._sleep or _sleep)(seconds)
+
+    @staticmethod
+    def now() -> float:
+        """The monotonic clock the waits are measured on (virtual in tests)."""
+        return _monotonic()
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params = None,
+        data: bytes | None = None,
+        json_body: Any = None,
+        accept: str = "application/json",
+        stream: bool = False,
+    ) -> requests.Response:
+        """One request, never repeated; a connection failure or an error status raises."""
+        url = self.url(path)
+        headers = self.connection.headers(accept=accept)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            response = self._session.request(
+                method,
+                url,
+                params=params,
+                data=data,
+                json=json_body,
+                headers=headers,
+                timeout=self.connection.timeout,
+                stream=stream,
+            )
+        except requests.RequestException as exc:
+            raise translate_exception(exc, url=url, method=method) from exc
+        if response.status_code >= 400:
+            raise translate_status(response)
+        return response
+
+    def get(
+        self, path: str, *, params: Params = None, accept: str = "application/json"
+    ) -> requests.Response:
+        """A GET with bounded retries: every wait capped, each retry said, one error at the end."""
+        url = self.url(path)
+        policy = Backoff(
+            wait_initial_s=0.5,
+            wait_max_s=self.wait_max_s,
+            attempts=self.attempts,
+            timeout_s=self.retry_timeout_s,
+        )
+        started = self.now()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self.send("GET", url, params=params, accept=accept)
+            except APIError as exc:
+                if not retryable(exc):
+                    raise
+                retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
+                decision = policy.next_wait(
+                    attempt=attempt, retry_after_s=retry_after, elapsed_s=self.now() - started
+                )
+                if decision.give_up:
+                    message = f"{exc}; {decision.reason}"
+                    if decision.retry_after_s is not None:
+                        message += f": retry after {_clock_time(decision.retry_after_s)}"
+                    raise with_message(exc, message) from exc
+                log.warning(
+                    "%s: %s; retry %d of %d in %.1f s",
+                    url,
+                    _short(exc),
+                    attempt,
+                    self.attempts - 1,
+                    decision.wait_s,
+                )
+                self.pause(decision.wait_s)
