@@ -281,3 +281,70 @@ def test_a_submit_that_reached_no_server_closes_its_plan_and_counts_nothing(
     assert summary.stop_reason == "done" and made == 1 and len(tries) == 2
     assert not any("no proof" in w for w in summary.warnings)
     assert replay_journal(journal, repair=False).spent_usd == billed
+
+
+def test_two_lost_submits_of_one_size_never_take_each_others_batch(
+    tmp_path: Path, snap: Any, policy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two batches of four go up at once and both answers are lost (a 502 after the batch was
+    made). While they run, their custom ids are not shown, so neither plan may take a running
+    batch of that size (it may be the other's): each is adopted only once its results show its
+    own rows. No plan names a batch holding other rows, and no paid answer is left unrecorded
+    (a row's second answer, bought while the cap paid for both, settled in the journal)."""
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.errors import APIStatusError
+
+    real = BatchClient.create
+    tries: list[int] = []
+
+    def create(self: BatchClient, **kw: Any) -> Any:
+        made = real(self, **kw)
+        tries.append(1)
+        if len(tries) <= 2:
+            raise APIStatusError("Bad Gateway", status_code=502, url=self.path)
+        return made
+
+    monkeypatch.setattr(BatchClient, "create", create)
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    journal = tmp_path / "out.jsonl.ledger"
+    prompts = _prompts(tmp_path / "prompts.jsonl")
+    rows = [json.loads(x) for x in prompts.read_text(encoding="utf-8").splitlines()][:8]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with orp.fake.serve(snap, speed=0, seed=54, clock=clock) as fake:
+        options = {
+            "prompts": str(prompts),
+            "policy": str(policy),
+            "out": str(out),
+            "budget_usd": "1",
+            "max_tokens": 256,
+            "batch": {"poll_s": 1, "size": 4, "live": 2},
+            "api_key": KEY,
+            "base_url": fake.base_url,
+        }
+        summaries = [_resume(clock, options) for _ in range(2)]
+        clock.advance(10**5)
+        for batch in fake.fake.batches.batches.values():
+            batch.tick(fake.fake, fake.fake.batches.batch_seconds)
+        summaries.append(_resume(clock, options))
+        lines_of = {
+            b.id: {line.custom_id for line in b.lines} for b in fake.fake.batches.batches.values()
+        }
+        served = {e.generation_id for e in fake.ledger.entries}
+        billed = fake.ledger.total_usd
+    entries = [json.loads(x) for x in journal.read_text(encoding="utf-8").splitlines()]
+    plans = {
+        (x["run"], x["batch_plan"]): {c for c, _ in x["lines"]}
+        for x in entries
+        if "batch_plan" in x
+    }
+    for x in entries:
+        if "batch_id" in x:  # a plan names only a batch that holds its own rows
+            assert plans[(x["run"], x["batch_id"])] <= lines_of[x["id"]], x
+    records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["id"] for r in records) == sorted(r["id"] for r in rows)
+    recorded = {r["generation_id"] for r in records}
+    twice = [c for c in {r["id"] for r in rows} if sum(c in v for v in lines_of.values()) > 1]
+    assert len(served - recorded) == len(twice)  # each unrecorded answer is a row's second
+    assert replay_journal(journal, repair=False).spent_usd >= billed
+    assert replay_journal(journal, repair=False).batches == []

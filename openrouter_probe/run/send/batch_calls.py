@@ -79,19 +79,30 @@ class BatchCalls:
             )
 
     async def search(
-        self, plan: str, known: Collection[str], after: int, count: int, cids: Collection[str]
+        self,
+        plan: str,
+        known: Collection[str],
+        after: int,
+        count: int,
+        cids: Collection[str],
+        *,
+        sure: bool = False,
     ) -> str | None:
         """The id of plan ``plan``'s batch, looked for in the list for ``list_lag_s``: the same
         model and line count, created after ``after`` in the server's time (``_listed``), not
         one of ``known`` (every batch the job's journal records, and those this run watches); of
         those, one whose results hold every custom id of ``cids`` (a finished batch's are read:
-        that costs nothing), else the oldest whose custom ids cannot be read yet (running, or
-        withheld); ``None``: not found (no proof it was never made). A finished batch whose
-        results miss one of ``cids`` is another plan's, never adopted."""
+        that costs nothing), else the one whose custom ids cannot be read yet (running, or
+        withheld) when it is the only such and not ``sure`` (another plan of this size may
+        own it: only a finished batch is told apart); ``None``: not found (no proof it was
+        never made). A finished batch whose results miss one of ``cids`` is another plan's,
+        never adopted."""
         deadline = self.clock() + self.settings.list_lag_s
         while True:
             try:
-                found = await asyncio.to_thread(self._candidates, known, after, count, set(cids))
+                found = await asyncio.to_thread(
+                    self._candidates, known, after, count, set(cids), sure
+                )
             except APIError as exc:
                 log.warning("listing batches to find plan %s: %s", plan, exc)
                 found = None
@@ -102,7 +113,7 @@ class BatchCalls:
             await self.sleep(min(self.settings.poll_s, self.settings.list_lag_s))
 
     def _candidates(
-        self, known: Collection[str], after: int, count: int, cids: set[str]
+        self, known: Collection[str], after: int, count: int, cids: set[str], sure: bool
     ) -> str | None:
         """One look at the list (see ``search``); blocks."""
         model = self.settings.model
@@ -127,7 +138,7 @@ class BatchCalls:
                 continue
             if cids <= {r.custom_id for r in results}:
                 return b.id
-        return unverified[0] if unverified else None
+        return unverified[0] if len(unverified) == 1 and not sure else None
 
     def _listed(self, after: int) -> Iterator[Batch]:
         """The batches created since ``after`` (this clock's, at the plan) in the server's time:

@@ -390,7 +390,10 @@ class BatchSender:
         this job records or this run watches; True when found (its id journaled)."""
         known = {b.batch_id for b in self.batches.values() if b.batch_id}
         known |= set(self._recorded.values())
-        found = await self.calls.search(batch.plan, known, after, count, cids)
+        # another plan of this size without a batch id: a running batch (its custom ids not
+        # shown) may be either's, so only a finished one whose results hold these is adopted
+        twins = any(b is not batch and b.unnamed(count) for b in self.batches.values())
+        found = await self.calls.search(batch.plan, known, after, count, cids, sure=twins)
         if found is None:
             return False
         batch.batch_id = found

@@ -98,6 +98,12 @@ class Watched:
             if isinstance(outcome, Answer) and (wanted is None or rows.get(cid) in wanted)
         }
 
+    def unnamed(self, count: int) -> bool:
+        """Whether this is a plan of ``count`` lines whose batch id is not known (its POST in
+        flight, or its answer lost)."""
+        size = self.earlier.count if self.earlier is not None else len(self.lines)
+        return self.batch_id is None and not self.closed and size == count
+
     def seen(self, now: Batch) -> str | None:
         """Take a poll's status and counts; what changed, said (``None``: nothing)."""
         c = now.request_counts
