@@ -77,6 +77,7 @@ class Outcome:
     refused: int = 0
     turns: str = "last"
     kept_turns: int = 0  # lines of the turns file (turns kept while their row was unfinished)
+    twice: int = 0  # batch mode: rows billed in two completed batches (the cap paid for both)
     runs: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     searching: int = 0  # rows with a web search server tool
@@ -88,8 +89,8 @@ class Outcome:
             f"seed {self.seed}: billed ${self.billed_usd} <= cap ${self.budget_usd}, counted "
             f"${self.counted_usd}; {self.generations} generations, {self.finished} rows finished; "
             f"{self.kills} kill(s), {self.refused} refused; --turns {self.turns} "
-            f"({self.kept_turns} kept); {self.searching} row(s) searching ({self.searched} "
-            f"searched), {self.byok} BYOK; runs: "
+            f"({self.kept_turns} kept); {self.twice} row(s) bought twice; {self.searching} "
+            f"row(s) searching ({self.searched} searched), {self.byok} BYOK; runs: "
             f"{', '.join(self.runs)}"
         )
 
@@ -437,9 +438,10 @@ def _batch_child(
 
 
 def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
-    """Billed <= cap, billed <= counted <= cap, no row finished twice, no row billed in two
-    completed batches, every finished row's answer is one the fake served in a batch, and no
-    answer a completed batch billed is left unrecorded."""
+    """Billed <= cap, billed <= counted <= cap, no row finished twice, every finished row's
+    answer is one the fake served in a batch, and no answer a completed batch billed is left
+    unrecorded (but a row's second one: a row billed in two completed batches, which only a
+    lost submit's rows sent again while the cap paid for both may be; counted)."""
     replay = replay_journal(Path(f"{out}.ledger"))
     state = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted, repair=False)
     assert not state.unjournaled  # every record's money is the journal's
@@ -463,15 +465,10 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
     ids = [r["id"] for r in finished]
     if len(ids) != len(set(ids)):
         problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
-    billed: dict[str, int] = {}
-    for batch in fake.fake.batches.batches.values():
-        if batch.status == "completed" and batch.billed:
-            for line in batch.lines:
-                if not line.failed:
-                    billed[line.custom_id] = billed.get(line.custom_id, 0) + 1
-    twice = sorted(cid for cid, n in billed.items() if n > 1)
-    if twice:
-        problems.append(f"row(s) billed in two completed batches: {twice[:5]}")
+    twice = _billed_twice(fake)
+    # a row billed in two completed batches: only a lost submit's rows sent again while the cap
+    # paid for both (the lost one counted at its worst case): billed <= counted <= cap say it
+    outcome.twice = len(twice)
     served = {e.generation_id for e in fake.ledger.entries}
     for r in finished:
         if r["status"] != "failed" and r.get("generation_id") not in served:
@@ -481,21 +478,36 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
         problems.append(f"{len(lost)} billed answer(s) never recorded: {sorted(lost)[:3]}")
 
 
+def _billed_twice(fake: Any) -> list[str]:
+    """The custom ids billed in two completed batches."""
+    billed: dict[str, int] = {}
+    for batch in fake.fake.batches.batches.values():
+        if batch.status == "completed" and batch.billed:
+            for line in batch.lines:
+                if not line.failed:
+                    billed[line.custom_id] = billed.get(line.custom_id, 0) + 1
+    return sorted(cid for cid, n in billed.items() if n > 1)
+
+
 def _finished_records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
 
 
 def _lost_answers(records: list[dict[str, Any]], fake: Any) -> set[str]:
     """The answers completed batches billed and served that no record holds (a paid answer
-    lost: the sender must fetch and record every one)."""
+    lost: the sender must fetch and record every one), but a row's second answer (a row billed
+    in two completed batches, recorded with the other: its money is the journal's)."""
     recorded = {r.get("generation_id") for r in records}
+    finished = {r["id"] for r in records if r["status"] in ("ok", "truncated")}
+    twice = set(_billed_twice(fake))
     paid = {e.generation_id for e in fake.ledger.entries}
     served = set()
     for batch in fake.fake.batches.batches.values():
         if batch.status == "completed" and batch.billed:
             for result in batch.results or []:
                 body = (result.get("response") or {}).get("body") or {}
-                if body.get("id") in paid:
+                second = result.get("custom_id") in twice & finished
+                if body.get("id") in paid and not second:
                     served.add(body["id"])
     return served - recorded
 
@@ -503,7 +515,9 @@ def _lost_answers(records: list[dict[str, Any]], fake: Any) -> set[str]:
 def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outcome:
     """A ``generate --batch`` scenario: children killed before the POST, between the POST and
     the journal's id line, or while polling; a racing run; some Batch API faults and the 402
-    gate; a last resume in this process (the fake's clock moved by its sleep, credit added)."""
+    gate, a batch kept out of the list past the 60 s search, the server's clock minutes off
+    the client's; a last resume in this process (the fake's clock moved by its sleep, credit
+    added); then every batch ends (billed or not) and reruns record what they served."""
     from openrouter_probe.fake import ManualClock
     from openrouter_probe.policy import compile_policy, load_spec
     from openrouter_probe.rules import load_snapshot
@@ -517,7 +531,15 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
     budget = Decimal(rng.choice(["0.02", "0.05", "1"]))
     faults = ",".join(f for f in BATCH_FAULTS if rng.random() < 0.3)
     credit = rng.choice([None, None, 0.02])
-    clock = ManualClock(time.time())
+    # drawn apart, so that the other draws of a seed stay what they were before: a batch kept
+    # out of the list (and 404) past the sender's 60 s search, and the server's clock minutes
+    # off the client's (negative: the client's is ahead)
+    skew_rng = random.Random(seed + 300_000)
+    if skew_rng.random() < 0.5:
+        lag = f"batch_404={skew_rng.choice([0.5, 1])}/{skew_rng.choice([90, 150, 400])}"
+        faults = ",".join(f for f in (faults, lag) if f)
+    skew = skew_rng.choice([0, -420, -310, -180, 240, 600])
+    clock = ManualClock(time.time() + skew)
     with serve(
         snap, speed=0, seed=seed, faults=faults or None, clock=clock, credit_usd=credit
     ) as fake:
@@ -530,6 +552,7 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
             "batch": {"size": rng.choice([4, 16, 5000])},  # BatchOptions, as JSON for a child
         }
         outcome = Outcome(seed, budget, Decimal(0), Decimal(0), 0, 0, turns="last (batch)")
+        outcome.runs.append(f"faults {faults or 'none'}, server clock {skew:+d} s")
 
         async def moving(seconds: float) -> None:
             clock.advance(seconds)
@@ -558,6 +581,10 @@ def run_batch_scenario(seed: int, tmp: Path, *, rows: int | None = None) -> Outc
             outcome.runs.append(f"child {status}")
         fake.fake.credit.limit_usd = None  # the credit is added: the withheld results unlock
         outcome.runs.append(f"last {_in_process(options, **waits)}")
+        # every batch made ends now, and bills what it bills, whether a run looks at it or not
+        clock.advance(10**5)
+        for batch in fake.fake.batches.batches.values():
+            batch.tick(fake.fake, fake.fake.batches.batch_seconds)
         out = tmp / "out.jsonl"
         for _ in range(2):  # reruns at the same cap record what the last one left fetched
             if not _lost_answers(_finished_records(out), fake):

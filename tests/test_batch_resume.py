@@ -235,3 +235,53 @@ def test_still_running_names_each_batch_once_with_its_status(
     (text,) = said
     assert text.startswith(f"1 batch(es) still running: {made[0]} (")
     assert text.count(made[0]) == 1 and "planned" not in text
+
+
+def test_a_rerun_fetches_every_open_batch_before_it_reserves_anything(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    """Killed while polling (its batch running), then rerun at a cap the killed batch's worst
+    case fills: the rerun polls that batch at once, before any reservation, and records every
+    answer it served; nothing new is bought, and no batch is left open or "not polled"."""
+    clock = ManualClock(time.time())
+    out = tmp_path / "out.jsonl"
+    journal = tmp_path / "out.jsonl.ledger"
+    with orp.fake.serve(snap, speed=0, seed=33, clock=clock) as fake:
+        options = {
+            "prompts": str(_prompts(tmp_path / "prompts.jsonl", 12)),
+            "policy": str(policy),
+            "out": str(out),
+            "budget_usd": "0.02",
+            "max_tokens": 256,
+            "batch": {"poll_s": 1, "size": 8, "live": 1},
+            "api_key": KEY,
+            "base_url": fake.base_url,
+        }
+        _child(options, "poll:1", clock, journal)
+        (made,) = fake.fake.batches.batches.values()
+        assert not out.exists() or _records(out) == []
+        sent_at_get: list[int] = []  # the journal's ``sent`` lines at each poll
+        real_get = orp.api.batches.BatchClient.get
+
+        def get(self: Any, batch_id: str) -> Any:
+            sent_at_get.append(journal.read_text(encoding="utf-8").count('"sent"'))
+            return real_get(self, batch_id)
+
+        before = journal.read_text(encoding="utf-8").count('"sent"')
+        orp.api.batches.BatchClient.get = get  # type: ignore[method-assign]
+        try:
+            summary = _resume(fake, clock, options)
+        finally:
+            orp.api.batches.BatchClient.get = real_get  # type: ignore[method-assign]
+        lines = journal.read_text(encoding="utf-8").splitlines()[before:]
+        served = {e.generation_id for e in fake.ledger.entries}
+        billed = fake.ledger.total_usd
+        made_in_all = len(fake.fake.batches.batches)
+    assert sent_at_get[0] == before  # polled before any reservation of the rerun
+    records = _records(out)
+    assert {line.custom_id for line in made.lines} <= {r["id"] for r in records}
+    assert served <= {r["generation_id"] for r in records}
+    assert billed <= Decimal("0.02") and _counted(out) >= billed
+    assert not any("still running" in w for w in summary.warnings)
+    assert replay_journal(journal, repair=False).batches == [] or made_in_all > 1
+    assert any('"batch_done"' in line for line in lines)

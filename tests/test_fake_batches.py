@@ -363,6 +363,8 @@ def test_list_is_newest_first_and_filters_by_creation_time(
     assert [x.id for x in client.list(after=page.last_id).data] == [a.id]
     assert [x.id for x in client.list_all(created_after=a.created_at - 1)] == [c.id, b.id, a.id]
     assert all(x.results is None for x in client.list().data)
+    # its Date is the server's clock, the one created_at is on (not this machine's)
+    assert client.list().served_at == int(fake.fake.clock.now()) == c.created_at
 
 
 def test_delete_is_refused_while_live_and_then_forgets(

@@ -3,11 +3,11 @@
 What the batch sender stands on: ``create`` (the body written with ``endpoint`` and ``model``
 before ``requests``, which OpenRouter reads as a stream and otherwise refuses with 400), ``get``,
 ``results`` (the cursor pages of ``/batches/{id}/results``), ``list`` (``created_after``, ``after``,
-``status``: how an orphaned batch is found again), ``delete``. Facts and sources:
-``docs/batch.md``.
+``status``; each page with the server's clock, its ``Date``: how an orphaned batch is found
+again), ``delete``. Facts and sources: ``docs/batch.md``.
 
 Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
-first with ``list(created_after=...)``), and a poll's cadence is the sender's to set. Errors go
+first in ``list``), and a poll's cadence is the sender's to set. Errors go
 through the same translation as the sync client (``api.translate``): a 402 on ``get`` (results
 withheld until the charge is covered) is an ``InsufficientCreditsError`` whose ``body`` holds the
 batch; a 404 right after a create is normal (the record is written asynchronously) and is a
@@ -37,6 +37,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import requests
@@ -120,6 +121,9 @@ class BatchList(_Tolerant):
     first_id: str | None = None
     last_id: str | None = None
     has_more: bool = False
+    #: the server's clock when it answered (its ``Date`` header, Unix seconds; ``None``: no
+    #: such header): what a batch's ``created_at`` is measured on, whatever this clock says
+    served_at: float | None = Field(default=None, exclude=True)
 
 
 class ResultsPage(_Tolerant):
@@ -292,7 +296,10 @@ class BatchClient:
             if value is not None:
                 params.append((key, value))
         params += [("status", s) for s in status]
-        return self._read(self._call("GET", params=params), BatchList)
+        response = self._call("GET", params=params)
+        page = self._read(response, BatchList)
+        page.served_at = _served_at(response)
+        return page
 
     def list_all(
         self, *, created_after: int | float | datetime | None = None, status: Sequence[str] = ()
@@ -315,6 +322,15 @@ class BatchClient:
         except ValueError as exc:
             raise APIError(f"{response.url}: the answer is not JSON", url=response.url) from exc
         return payload if isinstance(payload, dict) else {"answer": payload}
+
+
+def _served_at(response: requests.Response) -> float | None:
+    """The response's ``Date`` header as Unix seconds (``None``: absent or unreadable)."""
+    date = response.headers.get("Date")
+    try:
+        return parsedate_to_datetime(date).timestamp() if date else None
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def _is_json(text: str | None) -> bool:

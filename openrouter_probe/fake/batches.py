@@ -17,7 +17,8 @@ shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject`` ...)
   token counts and no ``cost``.
 - ``GET /batches/{id}``; ``GET /batches/{id}/results`` (cursor pages, ``limit`` 1-1000); ``GET
   /batches`` (newest first; ``limit``, ``after``, ``created_after``/``created_before``,
-  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route.
+  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route. Every
+  answer's ``Date`` is the fake's clock (the one ``created_at`` is on).
 - The 402 gate: a finished batch whose charge the credit cannot cover is not billed and its
   results are withheld (GET answers 402 with the batch and ``results: null``) until the credit
   allows it (a test raises ``fake.credit.limit_usd``); the batch is not re-run.
@@ -43,6 +44,7 @@ import json
 import math
 from datetime import UTC, datetime
 from decimal import Decimal
+from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
@@ -108,6 +110,7 @@ class BatchService:
         """Add the routes (``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch`` variant's
         ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
         app.router.add_get("/api/v1/models/{author}/{slug:[^/]+:batch}/endpoints", self.endpoints)
+        app.on_response_prepare.append(self._dated)
         prefixes = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
         for prefix in prefixes[mount]:
             app.router.add_post(f"{prefix}/batches", self.create)
@@ -115,6 +118,12 @@ class BatchService:
             app.router.add_get(f"{prefix}/batches/{{id}}", self.get)
             app.router.add_get(f"{prefix}/batches/{{id}}/results", self.results_page)
             app.router.add_delete(f"{prefix}/batches/{{id}}", self.delete)
+
+    async def _dated(self, request: web.Request, response: web.StreamResponse) -> None:
+        """A Batch API answer's ``Date`` is the fake's clock (what ``created_at`` is on), as a
+        server's own clock is, whatever the client's says."""
+        if "/batches" in request.path:
+            response.headers["Date"] = formatdate(self.fake.clock.now(), usegmt=True)
 
     # -- the :batch variant's endpoints ---------------------------------------------------------
 

@@ -86,7 +86,9 @@ async def _run_batches(
         # them, the books the money; the stop ends waiting for a batch
         sender.bind(_batch_sink(run), stopped=run.waits.stopped)
         try:
-            result = await _run(run, options.handle_signals)
+            # the batches earlier runs left are looked at (and a finished one's paid results
+            # fetched) before anything new is reserved
+            result = await _run(run, options.handle_signals, before=sender.ready())
         finally:
             said = await sender.aclose()
         return replace(result, warnings=[*result.warnings, *said])
@@ -148,9 +150,14 @@ async def _run_http(
     return result
 
 
-async def _run(run: Run, handle_signals: bool) -> RunSummary:
+async def _run(
+    run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
+) -> RunSummary:
+    """``run`` to its end (``before`` awaited first, the signal handlers already in place)."""
     remove = run.install_signal_handlers() if handle_signals else None
     try:
+        if before is not None:
+            await before
         return await run.run()  # its warnings are said as they happen (Run.warn)
     finally:
         if remove is not None:

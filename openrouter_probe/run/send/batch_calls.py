@@ -12,22 +12,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import APIError, APIStatusError, Message, SnapshotError
+from openrouter_probe.errors import (
+    APIError,
+    APIStatusError,
+    InsufficientCreditsError,
+    Message,
+    NoRouteError,
+    SnapshotError,
+)
 from openrouter_probe.rules.batch_history import record_batch_acceptance
 from openrouter_probe.run.money.spend import allocate
 from openrouter_probe.run.send.batch_plan import BatchSettings, line_outcome, priced_tokens
+from openrouter_probe.run.send.batch_watch import unknown, withheld
 from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.transport import Answer
 
 if TYPE_CHECKING:
     from openrouter_probe.api.batches import Batch, BatchClient
 
-__all__ = ["BatchCalls"]
+__all__ = ["BatchCalls", "cadence"]
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +79,30 @@ class BatchCalls:
             )
 
     async def search(
-        self, plan: str, known: Collection[str], after: int, count: int, cids: Collection[str]
+        self,
+        plan: str,
+        known: Collection[str],
+        after: int,
+        count: int,
+        cids: Collection[str],
+        *,
+        sure: bool = False,
     ) -> str | None:
         """The id of plan ``plan``'s batch, looked for in the list for ``list_lag_s``: the same
-        model and line count, created after ``after``, not one of ``known`` (every batch the
-        job's journal records, and those this run watches); of those, one whose results hold
-        every custom id of ``cids`` (a finished batch's are read: that costs nothing), else the
-        oldest whose custom ids cannot be read yet (running, or withheld); ``None``: not found. A finished
-        batch whose results miss one of ``cids`` is another plan's, never adopted."""
+        model and line count, created after ``after`` in the server's time (``_listed``), not
+        one of ``known`` (every batch the job's journal records, and those this run watches); of
+        those, one whose results hold every custom id of ``cids`` (a finished batch's are read:
+        that costs nothing), else the one whose custom ids cannot be read yet (running, or
+        withheld) when it is the only such and not ``sure`` (another plan of this size may
+        own it: only a finished batch is told apart); ``None``: not found (no proof it was
+        never made). A finished batch whose results miss one of ``cids`` is another plan's,
+        never adopted."""
         deadline = self.clock() + self.settings.list_lag_s
         while True:
             try:
-                found = await asyncio.to_thread(self._candidates, known, after, count, set(cids))
+                found = await asyncio.to_thread(
+                    self._candidates, known, after, count, set(cids), sure
+                )
             except APIError as exc:
                 log.warning("listing batches to find plan %s: %s", plan, exc)
                 found = None
@@ -93,17 +113,14 @@ class BatchCalls:
             await self.sleep(min(self.settings.poll_s, self.settings.list_lag_s))
 
     def _candidates(
-        self, known: Collection[str], after: int, count: int, cids: set[str]
+        self, known: Collection[str], after: int, count: int, cids: set[str], sure: bool
     ) -> str | None:
         """One look at the list (see ``search``); blocks."""
         model = self.settings.model
         listed = [
             b
-            for b in self.client.list_all(created_after=after)
-            if b.id not in known
-            and b.request_counts.total == count
-            and _same_model(b.model, model)
-            and (b.created_at is None or b.created_at >= after)
+            for b in self._listed(after)
+            if b.id not in known and b.request_counts.total == count and _same_model(b.model, model)
         ]
         unverified = []  # running, or results withheld (402): the custom ids are not shown yet
         for b in reversed(listed):  # newest first: the oldest first
@@ -121,7 +138,50 @@ class BatchCalls:
                 continue
             if cids <= {r.custom_id for r in results}:
                 return b.id
-        return unverified[0] if unverified else None
+        return unverified[0] if len(unverified) == 1 and not sure else None
+
+    def _listed(self, after: int) -> Iterator[Batch]:
+        """The batches created since ``after`` (this clock's, at the plan) in the server's time:
+        the list's pages newest first, none asked ``created_after`` by this clock; the bound is
+        moved back by how far the server's clock (its ``Date``) is behind this one, so a clock
+        minutes ahead skips no batch (a server clock ahead only widens the window; blocks)."""
+        bound: float | None = None
+        cursor: str | None = None
+        while True:
+            page = self.client.list(after=cursor)
+            if bound is None:
+                skew = 0.0 if page.served_at is None else page.served_at - self.wall_clock()
+                bound = after + min(0.0, skew)
+            for b in page.data:
+                if b.created_at is not None and b.created_at < bound:
+                    return  # newest first: the rest are older still
+                yield b
+            if not page.has_more or not page.last_id or page.last_id == cursor:
+                return
+            cursor = page.last_id
+
+    async def get(self, batch_id: str, started: float) -> Batch | Failure | None:
+        """One poll of a batch polled since ``started`` (this clock): the batch, what its lines
+        get when it cannot answer them, or ``None`` (ask again: an error that may pass, or a
+        404: a batch whose id came from a 202 or the list was stored, and its record is written
+        asynchronously, so a 404 is no proof it is gone; logged past ``not_written_s``)."""
+        try:
+            return await asyncio.to_thread(self.client.get, batch_id)
+        except InsufficientCreditsError as exc:
+            return withheld(batch_id, exc)
+        except NoRouteError as exc:
+            waited = self.clock() - started
+            if waited >= self.settings.not_written_s:
+                log.warning(
+                    "batch %s: %s (%.0f s on); it was stored: polled on", batch_id, exc, waited
+                )
+        except APIStatusError as exc:
+            if exc.status_code == 410:
+                return unknown(f"batch {batch_id}: gone (410)")
+            log.warning("polling batch %s: %s", batch_id, exc)
+        except APIError as exc:
+            log.warning("polling batch %s: %s", batch_id, exc)
+        return None
 
     async def outcomes(self, batch_id: str, now: Batch) -> dict[str, Answer | Failure]:
         """Every line's outcome, each answer with its share of ``usage.cost``."""
@@ -174,6 +234,14 @@ class BatchCalls:
             warn(f"{exc} (the run goes on)")
             return
         log.info("%s: batch %s recorded as accepted for %s", path, batch_id, tag)
+
+
+def cadence(first_s: float, most_s: float) -> Iterator[float]:
+    """The waits between polls: ``first_s``, growing by half up to ``most_s``."""
+    wait = first_s
+    while True:
+        yield wait
+        wait = min(wait * 1.5, most_s)
 
 
 def _same_model(found: str | None, model: str) -> bool:

@@ -1,25 +1,24 @@
 """The Batch API sender (``generate --batch``): a ``run.send.sender.Sender`` that packs the requests
 handed to it in one turn of the event loop into batches, and answers each when its batch ends.
 
-Every request it is handed was reserved at its worst case (at the ``:batch`` row's price) and
-journaled (``sent``) by the run before the call, as for the sync sender. Per batch: the plan is
-journaled before the POST (``Planned``); the POST once fewer than ``live`` batches run, then the
-id (``Submitted``) and the run's first accepted submit in the snapshot's history; a refusal
-closes the plan, a lost answer does not (the orphan search, ``_find``, looks for the batch by
-the list: same model and line count, created after the plan, holding its custom ids, no batch
-the journal records); polling, bounded, on the run's injected sleep; at the end each line's
-``Answer`` gets its share of the batch's ``usage.cost`` (``run.money.spend.allocate``), a failed line
-goes back to the run's attempt policy, an expired one counts at its worst case and goes into a
-later batch, ``failed`` and a 402 stop the run.
+Every request it is handed was reserved at its worst case (the ``:batch`` row's price) and
+journaled (``sent``) by the run first. Per batch: the plan is journaled before the POST
+(``Planned``); the POST once fewer than ``live`` batches run, then the id (``Submitted``); a
+refusal closes the plan, a lost answer does not (the orphan search, ``_find``: same model, line
+count and custom ids, created after the plan in the server's time, no batch the journal
+records); polling on the run's injected sleep; at the end each ``Answer`` gets its share of
+``usage.cost`` (``run.money.spend.allocate``), a failed line goes back to the attempt policy.
 
-**Resume.** Plans an earlier run left open are taken up at ``bind``: polled by id, or found by
-the list (``list_lag_s``) and adopted, or dropped (their worst case stays counted). A row in
-such a plan waits for it (a claim of the row source) instead of being packed again.
+**Resume.** Plans an earlier run left open are looked at before anything new is reserved
+(``ready``): polled by id at once (a finished batch's paid results fetched), or found by the
+list and adopted. One the list does not show stays open at its worst case (no proof it was
+never made): its rows are sent again only where the cap pays for both. A row in an open plan
+waits for it (a claim of the row source) instead of being packed again.
 
-**Events, not books.** The sender holds no books: every step is a ``run.send.batch_plan.BatchEvent``
-given to the sink ``bind`` takes; the run journals each (``run.books.batch_books``) before the sender
-goes on. **Stopping.** There is no cancel route: ``aclose`` says which batches still run; a
-rerun polls them; ``abandon`` forgets earlier runs' open batches. Each case: ``docs/batch.md``.
+**Events, not books.** Every step is a ``run.send.batch_plan.BatchEvent`` given to the sink
+``bind`` takes; the run journals each (``run.books.batch_books``) before the sender goes on.
+There is no cancel: ``aclose`` says which batches still run (a rerun polls them); ``abandon``
+forgets earlier runs' open batches. Each case: ``docs/batch.md``.
 """
 
 from __future__ import annotations
@@ -33,18 +32,17 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import (
     APIConnectionError,
     APIError,
     APIStatusError,
     InsufficientCreditsError,
-    NoRouteError,
 )
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.money.replay import OpenBatch
-from openrouter_probe.run.send.batch_calls import BatchCalls
+from openrouter_probe.run.send.batch_calls import BatchCalls, cadence
 from openrouter_probe.run.send.batch_plan import (
     MAX_BATCH_BYTES,
     BatchEvent,
@@ -66,8 +64,9 @@ from openrouter_probe.run.send.batch_watch import (
     Outcome,
     Watched,
     failed,
+    lost_message,
     not_submitted,
-    refused,
+    refused_submit,
     resolve,
     running_message,
     still_running,
@@ -75,6 +74,7 @@ from openrouter_probe.run.send.batch_watch import (
     unread,
     withheld,
 )
+from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.transport import Answer
 
 if TYPE_CHECKING:
@@ -85,8 +85,8 @@ __all__ = ["BatchSender"]
 
 log = logging.getLogger(__name__)
 
-#: How far the server's clock may be behind this one: a plan's created-after bound is this much
-#: earlier than the plan (the match is then the model, the line count and an id not journaled).
+#: A plan's created-after bound is this much before the plan (the list's own ``Date`` moves it
+#: back further when the server's clock is behind this one: ``BatchCalls.search``).
 _SKEW_S = 300
 
 
@@ -125,6 +125,7 @@ class BatchSender:
         self._pending: deque[Line] = deque()  # waiting for a batch to be submitted in
         self._live = 0  # batches running: this run's submitted, earlier runs' taken up
         self._stopped = False  # the run stops: nothing more is submitted
+        self._halt = asyncio.Event()  # the same, for ``ready`` to wait on
         self._flushing = False
         self._tasks: set[asyncio.Future[None]] = set()
         self.batches: dict[str, Watched] = {}  # plan -> batch
@@ -211,7 +212,6 @@ class BatchSender:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         bound = self._events is not _unbound
-        said = []
         if bound:
             self._events(Released())
         unrecorded = []
@@ -220,7 +220,7 @@ class BatchSender:
                 self._close(b, b.ended)  # this run's own: every answer was written
             if not bound or b.earlier is None or b.closed:
                 continue
-            waiting = self._unclaimed(b)  # paid answers no request of this run claimed
+            waiting = b.unclaimed(self._wanted)  # paid answers no request of this run claimed
             served = {
                 c: o.cost_usd
                 for c, o in b.results.items()
@@ -233,7 +233,7 @@ class BatchSender:
                 self._close(b, b.ended)
             elif waiting:
                 unrecorded.append(f"{len(waiting)} of {b.batch_id}")
-        said.extend(running_message(self.batches.values()))
+        said = running_message(self.batches.values())
         if unrecorded:
             said.append(
                 f"answers fetched but not recorded: {', '.join(unrecorded)}; they are paid and "
@@ -242,6 +242,19 @@ class BatchSender:
         for text in said:
             log.warning(text)
         return said
+
+    async def ready(self) -> None:
+        """Wait until every batch earlier runs left open was looked at once: found in the list
+        (or not), polled, and a finished one's results fetched (they are paid: a rerun records
+        them before it reserves anything new); or until the run stops."""
+        looks = asyncio.gather(*(b.looked.wait() for b in self.batches.values() if b.earlier))
+        halt = asyncio.ensure_future(self._halt.wait())
+        waits: set[asyncio.Future[Any]] = {looks, halt}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            looks.cancel()
+            halt.cancel()
 
     def status_line(self) -> str:
         """Batches by status, lines done and failed (the progress a poll shows)."""
@@ -293,6 +306,7 @@ class BatchSender:
 
     def _stop(self) -> None:
         self._stopped = True
+        self._halt.set()
         self._pump()
 
     def _ended(self) -> None:
@@ -329,16 +343,14 @@ class BatchSender:
         requests = [{"custom_id": line.cid, "body": line.body} for line in lines]
         try:
             created = await self.calls.create(requests)
-        except APIStatusError as exc:
-            if exc.status_code < 500:  # refused: nothing was made, nothing billed
-                self._events(Closed(None, plan, f"refused {exc.status_code}"))
-                batch.closed, batch.status = True, "refused"
-                batch.answer_all(refused(exc, exc.status_code))
+        except (APIStatusError, APIConnectionError) as exc:
+            said = refused_submit(exc)  # a 4xx, or no server reached: nothing made or billed
+            if said is not None:
+                self._events(Closed(None, plan, said[0]))
+                batch.closed, batch.status = True, said[0]
+                batch.answer_all(said[1])
                 return
-            if not await self._lost(batch, after, len(lines), exc):
-                return
-        except APIConnectionError as exc:
-            if not await self._lost(batch, after, len(lines), exc):
+            if not await self._lost(batch, after, len(lines), exc):  # the answer is lost
                 return
         else:
             batch.batch_id = created.id
@@ -351,14 +363,24 @@ class BatchSender:
         await self._poll(batch)
 
     async def _lost(self, batch: Watched, after: int, count: int, exc: APIError) -> bool:
-        """The POST's answer is lost (no connection, 5xx): the batch may exist; look for it.
-        False when not found: its lines count at their worst case and go into a later batch,
-        and the plan stays open for the next run to look again."""
+        """The POST's answer is lost (no connection, 5xx): the batch may exist; look for it
+        (False: not found, ``_not_found``)."""
         log.warning("batch plan %s: %s; looking for it in the list", batch.plan, exc)
         if await self._find(batch, after, count, set(batch.lines)):
             return True
-        batch.answer_all(unknown(f"batch plan {batch.plan}: {exc}"))
+        worst = sum((line.key.worst_usd for line in batch.lines.values()), Decimal(0))
+        self._not_found(batch, count, worst, f"its submit: {exc}")
         return False
+
+    def _not_found(self, batch: Watched, rows: int, worst: Decimal, why: str) -> None:
+        """No list showed the batch of a lost submit: no proof that it was never made. Its plan
+        stays open (counted at its worst case; the next run looks again); each line gets
+        ``unknown``: its attempt stays counted, and its row is sent again only if the cap
+        pays for a fresh reservation besides it. Said."""
+        lag = self.settings.list_lag_s
+        self._events(Said(lost_message(batch.plan, rows, worst, lag, why)))
+        batch.status = "not found"
+        batch.answer_all(unknown(f"batch plan {batch.plan}: {why}; its batch is not found yet"))
 
     # -- finding, polling, ending -------------------------------------------------------------
 
@@ -368,7 +390,10 @@ class BatchSender:
         this job records or this run watches; True when found (its id journaled)."""
         known = {b.batch_id for b in self.batches.values() if b.batch_id}
         known |= set(self._recorded.values())
-        found = await self.calls.search(batch.plan, known, after, count, cids)
+        # another plan of this size without a batch id: a running batch (its custom ids not
+        # shown) may be either's, so only a finished one whose results hold these is adopted
+        twins = any(b is not batch and b.unnamed(count) for b in self.batches.values())
+        found = await self.calls.search(batch.plan, known, after, count, cids, sure=twins)
         if found is None:
             return False
         batch.batch_id = found
@@ -389,72 +414,46 @@ class BatchSender:
             if batch.batch_id is None and not await self._find(
                 batch, plan.after, plan.count, batch.held()
             ):
-                self._close(batch, "not found")
-                self._events(
-                    Said(
-                        f"batch plan {plan.plan} of run {plan.run}: no batch in the list after "
-                        f"{self.settings.list_lag_s:.0f} s; its {len(plan.lines)} row(s) go into "
-                        "new batches, their earlier worst case stays counted"
-                    )
-                )
-                batch.closed, batch.status = True, "not found"
+                held = [line for p in batch.plans for line in p.lines.values()]
+                worst = sum((line[1] for line in held), Decimal(0))
+                why = f"run {plan.run}: its batch id was never journaled"
+                self._not_found(batch, len(held), worst, why)
                 return
-            await self._poll(batch)
+            await self._poll(batch, first_s=0.0)  # at once: its answers may be paid already
         finally:
+            batch.looked.set()
             batch.over.set()
             self._ended()
 
-    async def _poll(self, batch: Watched) -> None:
+    async def _poll(self, batch: Watched, *, first_s: float | None = None) -> None:
+        """Poll ``batch`` until it ends (or the window), the first time after ``first_s`` (by
+        default ``poll_s``). An earlier run's is ``looked`` at once the first poll is answered
+        (a finished one's results fetched), or the poll failed."""
         started = self.clock()
-        wait = self.settings.poll_s
         assert batch.batch_id is not None
+        waits = cadence(self.settings.poll_s, self.settings.poll_max_s)
+        pause = next(waits) if first_s is None else first_s
         while True:
-            await self.sleep(wait * self._random.uniform(0.8, 1.2))
-            wait = min(wait * 1.5, self.settings.poll_max_s)
-            try:
-                now = await asyncio.to_thread(self.client.get, batch.batch_id)
-            except InsufficientCreditsError as exc:
-                batch.answer_all(withheld(batch.batch_id, exc))
-                return
-            except NoRouteError as exc:
-                if self.clock() - started < self.settings.not_written_s:
-                    continue  # written asynchronously: not there yet
-                batch.answer_all(unknown(f"batch {batch.batch_id}: {exc.message}"))
-                return
-            except APIStatusError as exc:
-                if exc.status_code == 410:
-                    batch.answer_all(unknown(f"batch {batch.batch_id}: gone (410)"))
-                    return
-                log.warning("polling batch %s: %s", batch.batch_id, exc)
+            if pause > 0:
+                await self.sleep(pause * self._random.uniform(0.8, 1.2))
+            pause = next(waits)
+            now = await self.calls.get(batch.batch_id, started)
+            if now is None:  # not read now: asked again
+                batch.looked.set()
                 continue
-            except APIError as exc:
-                log.warning("polling batch %s: %s", batch.batch_id, exc)
-                continue
-            self._show(batch, now)
+            if isinstance(now, Failure):  # the batch cannot answer its lines
+                batch.answer_all(now)
+                return
+            changed = batch.seen(now)
+            if changed is not None:
+                log.info("batch %s: %s; %s", batch.batch_id, changed, self.status_line())
             if now.terminal:
                 await self._end(batch, now)
                 return
+            batch.looked.set()
             if self.clock() - started > self.settings.window_s:
                 batch.answer_all(still_running(batch.batch_id, now.status))
                 return
-
-    def _show(self, batch: Watched, now: Batch) -> None:
-        counts = now.request_counts
-        if (now.status, counts.completed, counts.failed) != (
-            batch.status,
-            batch.done,
-            batch.failed,
-        ):
-            batch.status, batch.done, batch.failed = now.status, counts.completed, counts.failed
-            log.info(
-                "batch %s: %s, %d/%d done, %d failed; %s",
-                batch.batch_id,
-                now.status,
-                counts.completed,
-                counts.total,
-                counts.failed,
-                self.status_line(),
-            )
 
     async def _end(self, batch: Watched, now: Batch) -> None:
         """Answer every line of a finished batch (its plan is closed at the run's end)."""
@@ -484,9 +483,6 @@ class BatchSender:
         # closed at the run's end (``aclose``), once every answer's record is written and every
         # served answer claimed: a kill before leaves it open, and the rerun fetches it again
         batch.ended = now.status
-
-    def _unclaimed(self, batch: Watched) -> set[str]:
-        return batch.unclaimed(self._wanted)
 
     def _close(self, batch: Watched, status: str) -> None:
         """Journal that ``batch``'s plan (and the plans that moved its lines) is closed."""

@@ -12,13 +12,21 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import APIError, APIStatusError, InsufficientCreditsError, Message
+from openrouter_probe.api.translate import connection_failure
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    InsufficientCreditsError,
+    Message,
+)
 from openrouter_probe.run.money.replay import OpenBatch
 from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.stop import StopReason
 
 if TYPE_CHECKING:
+    from openrouter_probe.api.batches import Batch
     from openrouter_probe.run.send.sender import SendKey
 
 __all__ = [
@@ -27,8 +35,10 @@ __all__ = [
     "Watched",
     "copy",
     "failed",
+    "lost_message",
     "not_submitted",
     "refused",
+    "refused_submit",
     "resolve",
     "running_message",
     "still_running",
@@ -64,6 +74,8 @@ class Watched:
     failed: int = 0
     results: dict[str, Outcome] = field(default_factory=dict)  # earlier: not yet asked for
     over: asyncio.Event = field(default_factory=asyncio.Event)  # earlier: results or dropped
+    #: earlier: looked at once (found or not, polled once, a finished one's results fetched)
+    looked: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def plans(self) -> list[OpenBatch]:
@@ -85,6 +97,20 @@ class Watched:
             for cid, outcome in self.results.items()
             if isinstance(outcome, Answer) and (wanted is None or rows.get(cid) in wanted)
         }
+
+    def unnamed(self, count: int) -> bool:
+        """Whether this is a plan of ``count`` lines whose batch id is not known (its POST in
+        flight, or its answer lost)."""
+        size = self.earlier.count if self.earlier is not None else len(self.lines)
+        return self.batch_id is None and not self.closed and size == count
+
+    def seen(self, now: Batch) -> str | None:
+        """Take a poll's status and counts; what changed, said (``None``: nothing)."""
+        c = now.request_counts
+        if (now.status, c.completed, c.failed) == (self.status, self.done, self.failed):
+            return None
+        self.status, self.done, self.failed = now.status, c.completed, c.failed
+        return f"{now.status}, {c.completed}/{c.total} done, {c.failed} failed"
 
     def answer_all(self, outcome: Failure) -> None:
         """Give every waiting line the same failure (a copy each)."""
@@ -165,6 +191,19 @@ def refused(exc: APIStatusError, status: int) -> Failure:
     )
 
 
+def refused_submit(exc: APIError) -> tuple[str, Failure] | None:
+    """A submit that made no batch, the plan's closing status and what its lines get: refused
+    (a 4xx), or a connection that reached no server (refused, no such host: the body was never
+    sent; a line goes to a later batch, billed nothing). ``None``: the answer is lost (a 5xx,
+    a timeout, a reset): the batch may exist."""
+    if isinstance(exc, APIStatusError) and exc.status_code < 500:
+        return f"refused {exc.status_code}", refused(exc, exc.status_code)
+    cause = exc.__cause__
+    if isinstance(exc, APIConnectionError) and cause is not None and connection_failure(cause)[1]:
+        return "not sent", Failure("transient", f"batch submit: {exc}")
+    return None
+
+
 def withheld(batch_id: str, exc: InsufficientCreditsError) -> Failure:
     return Failure(
         "run",
@@ -229,3 +268,20 @@ def running_message(batches: Collection[Watched]) -> list[str]:
             more=more,
         )
     ]
+
+
+def lost_message(plan: str, rows: int, worst_usd: object, lag_s: float, why: str) -> Message:
+    """What to say of a plan whose batch no list showed (a lost submit, ``why``): not proof that
+    it was never made, so its rows stay counted and its plan open until a run finds it."""
+    return Message(
+        "batch-not-found-yet",
+        "batch plan {plan:s} ({why:s}): no batch in the list holds its {rows:d} row(s) after "
+        "{lag_s:.0f} s, which is no proof that it was never made (the list may lag longer): "
+        "they stay counted at their worst case (${worst_usd:s}) and the plan open until a run "
+        "finds its batch; a row is sent again only while the cap pays for both",
+        plan=plan,
+        why=why,
+        rows=rows,
+        worst_usd=str(worst_usd),
+        lag_s=lag_s,
+    )
