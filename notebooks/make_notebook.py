@@ -341,9 +341,12 @@ disagreeing more than the reference with itself) or `inconclusive` (too few prom
 
 On the fake server we make DeepInfra *degrade* 20% of its answers, as a badly re-quantized
 deployment might, and check it against Chutes with 100 prompts each: a run of well under a second
-and about a cent of (fake) money. On the real API, drop the fake and set `OPENROUTER_API_KEY`; the
-command-line twin is
-`openrouter-probe verify moonshotai/kimi-k2.5 --endpoints chutes/int4,deepinfra/int4 --budget-usd 1`.""",
+and about a cent of (fake) money. `thinking="off"` asks for greedy answers without reasoning, the
+cheap check; the default, `thinking="job"`, checks the model as the job runs it (Kimi K2.5 thinking,
+at its card's sampling) after a 6-request pilot that sizes the reasoning room: about $0.29 here for
+the same verdicts. On the real API, drop the fake and set `OPENROUTER_API_KEY`; the command-line
+twin is `openrouter-probe verify moonshotai/kimi-k2.5 --endpoints chutes/int4,deepinfra/int4
+--budget-usd 1 --thinking off`.""",
     ),
     (
         "code",
@@ -357,6 +360,7 @@ command-line twin is
         snapshot=snap,
         base_url=fake.base_url,
         api_key="sk-fake",
+        thinking="off",
     )
 print(report.render())
 report.to_frame()[["role", "verdict", "scored", "accuracy", "accuracy_gap", "p_holm", "cost_usd"]]""",
