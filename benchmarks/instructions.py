@@ -84,6 +84,14 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=300)
     parser.add_argument("--against", help="another checkout: its generate runs as 'before'")
+    parser.add_argument(
+        "--slow-start",
+        action="store_true",
+        help="the fake refuses /credits (a management key of its own): the run cannot read the "
+        "balance and opens its window at 16 requests, as before it read it; with everything in "
+        "flight at once a run opens a connection per request, as the bare loop does, and the "
+        "slow start reuses about a hundred",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
@@ -104,7 +112,8 @@ def main() -> None:
         for mode in args.modes.split(","):
             stream = mode == "stream"
             per: dict[str, float] = {}
-            with serve(speed=0, seed=0, median_tokens=24) as fake:
+            refuse = {"management_key": "sk-only-this-one"} if args.slow_start else {}
+            with serve(speed=0, seed=0, median_tokens=24, **refuse) as fake:
                 for name, client, lib in clients:
                     if name == "reader" and not stream:
                         continue  # the bare loop reads a body already: the same client
