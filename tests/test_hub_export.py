@@ -214,3 +214,29 @@ def test_a_re_export_into_the_same_folder_loads_its_own_rows_with_the_default_ca
         [3, "answer 0 of 3"],
     ]
     assert (tmp_path / "hf-home" / "datasets").is_dir()  # the default cache, under HF_HOME
+
+
+@pytest.mark.parametrize(
+    "text", [None, "provenance: [unclosed\n", "- a list\n", "provenance:\n  model: m\n"]
+)
+def test_the_card_reads_the_compiled_policy_and_says_less_when_it_cannot(
+    tmp_path: Path, text: str | None
+) -> None:
+    """The card's model and snapshot come from the compiled policy the journal names, read by
+    ``policy``'s own reader; a policy since gone, broken, or not compiled leaves them empty."""
+    from openrouter_probe.generation.hub import HubCard, _policy_facts
+
+    card = HubCard(policy=str(POLICY))
+    _policy_facts(card, [])
+    assert card.model == "moonshotai/kimi-k2.5"
+    assert card.snapshot == {
+        "sha256": "sha256:a647eec58c5be5b20e0e74bc2d3bf475906df76d52665ef33feeffc22a24502c",
+        "taken_at": "2026-02-01T00:00:00Z",
+        "source": "bundled",
+    }
+    policy = tmp_path / "policy.yaml"
+    if text is not None:
+        policy.write_text(text, encoding="utf-8")
+    card = HubCard(policy=str(policy))
+    _policy_facts(card, [])
+    assert (card.model, card.snapshot) == (None, {})

@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.errors import ConfigError, Message, ProbeError
 from openrouter_probe.files import atomic_write_text
 
 __all__ = ["HubCard", "push_to_hub", "write_hub_folder"]
@@ -263,6 +263,7 @@ class HubCard:
 
 def _policy_facts(card: HubCard, outputs: Iterable[str]) -> None:
     """The policy each output's journal names, its snapshot, and the journals' spend."""
+    from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.run.money.journal import journal_path
     from openrouter_probe.run.money.replay import replay_journal
 
@@ -277,15 +278,14 @@ def _policy_facts(card: HubCard, outputs: Iterable[str]) -> None:
             skipped = header.get("rows_skipped")
             if isinstance(skipped, int) and not isinstance(skipped, bool):
                 card.prompts_skipped = max(card.prompts_skipped, skipped)
-    if card.policy is None or not Path(card.policy).is_file():
+    if card.policy is None:
         return
     try:
-        doc = yaml.safe_load(Path(card.policy).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        compiled = load_compiled_policy(card.policy)
+    except ProbeError:  # moved, edited or broken since the run: the card says less
         return
-    provenance = (doc or {}).get("provenance") or {}
-    card.model = provenance.get("model") or (doc or {}).get("model")
-    snap = provenance.get("snapshot") or {}
+    card.model = compiled.model
+    snap = compiled.provenance.get("snapshot") or {}
     card.snapshot = {k: snap[k] for k in ("sha256", "taken_at", "source") if k in snap}
 
 
