@@ -1067,7 +1067,7 @@ def test_to_dict_nulls_and_listed_prices() -> None:
             "not both",
         ),
         ({"output_tokens_per_request": 0}, "output_tokens_per_request=0: must be more than 0"),
-        ({"budget_usd": "-0.01"}, r"budget_usd: -0.01 is not a positive amount"),
+        ({"budget_usd": "-0.01"}, r"budget_usd='-0.01': a positive amount of USD, e.g. 100"),
     ],
 )
 def test_bad_job(kwargs: dict, match: str) -> None:

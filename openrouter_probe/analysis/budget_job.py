@@ -21,6 +21,7 @@ from openrouter_probe.rules.quantities import (
     parse_decimal,
     parse_reasoning_share,
     parse_token_count,
+    positive_usd,
 )
 
 __all__ = ["BudgetJob", "job_figures", "make_job", "time_to_finish_s"]
@@ -50,19 +51,6 @@ class BudgetJob:
     input_tokens: int | None
     requests: int | None
     concurrency: int
-
-
-def _budget(budget_usd: Any) -> Decimal:
-    budget = parse_decimal(budget_usd, "budget_usd")
-    if budget <= 0:
-        raise ConfigError(
-            Message(
-                "budget-not-positive",
-                "{budget_usd:bare}: {given:s} is not a positive amount of USD; give e.g. 100",
-                given=str(budget_usd),
-            )
-        )
-    return budget
 
 
 def _whole(value: Any, what: str) -> int:
@@ -175,7 +163,7 @@ def make_job(
     concurrency: int,
 ) -> BudgetJob:
     """Validate the job's numbers (see ``plan_budget``); raise ``ConfigError`` naming the option."""
-    budget = _budget(budget_usd)
+    budget = positive_usd(budget_usd, "budget_usd")
     datasets = _whole(datasets, "datasets")
     concurrency = _whole(concurrency, "concurrency")
     target = _target(output_tokens, output_tokens_per_dataset, datasets)

@@ -291,13 +291,9 @@ def usd_amount(option: str) -> Callable[[Any], object]:
     """The check of ``--budget-usd``-like options: a positive, finite amount of USD."""
 
     def check(value: Any) -> object:
-        from openrouter_probe.errors import ConfigError
-        from openrouter_probe.rules.quantities import parse_decimal
+        from openrouter_probe.rules.quantities import positive_usd
 
-        amount = parse_decimal(value, option)
-        if amount <= 0:
-            raise ConfigError(f"{option} {value}: a positive amount of USD, e.g. 100")
-        return amount
+        return positive_usd(value, option)
 
     return check
 

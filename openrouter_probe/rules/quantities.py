@@ -26,6 +26,7 @@ __all__ = [
     "parse_decimal",
     "parse_reasoning_share",
     "parse_token_count",
+    "positive_usd",
     "recorded_usd",
     "round_for_json",
     "whole_number",
@@ -277,6 +278,19 @@ def parse_decimal(value: Any, what: str) -> Decimal:
     if result.copy_abs() > _LARGEST:  # copy_abs: abs() would overflow the context first
         raise ConfigError(_said(what, "{value:s} is too large to be meant", value=repr(value)))
     return result
+
+
+def positive_usd(value: Any, what: str) -> Decimal:
+    """Check a budget given in Python or on the command line: a positive, finite amount of USD.
+    ``what`` names it: a keyword (``budget_usd``, said ``budget_usd=0``) or an option
+    (``--budget-usd``, said ``--budget-usd 0``)."""
+    amount = parse_decimal(value, what)
+    if amount <= 0:
+        if what.isidentifier():
+            template = f"{{{what}=}}: a positive amount of USD, e.g. 100"
+            raise ConfigError(Message("budget-not-positive", template, **{what: value}))
+        raise ConfigError(f"{what} {value}: a positive amount of USD, e.g. 100")
+    return amount
 
 
 def recorded_usd(value: Any, where: str, *, damaged: str) -> Decimal:

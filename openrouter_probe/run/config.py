@@ -30,7 +30,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError
 from openrouter_probe.files import ensure_not_input
-from openrouter_probe.rules.quantities import parse_decimal, whole_number
+from openrouter_probe.rules.quantities import positive_usd, whole_number
 from openrouter_probe.run.books.turns import turns_path
 from openrouter_probe.run.money.journal import journal_path
 
@@ -162,15 +162,7 @@ class JobOptions:
         one (``key_hint`` adds the command's own way out, such as ``dry_run=True``). ``attempts``
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
         """
-        budget = None if budget_usd is None else parse_decimal(budget_usd, "budget_usd")
-        if budget is not None and budget <= 0:
-            raise ConfigError(
-                Message(
-                    "budget-not-positive",
-                    "{budget_usd=}: a positive amount of USD, e.g. 100",
-                    budget_usd=budget_usd,
-                )
-            )
+        budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
         target = Path(out)
         try:
             ensure_not_input(target, *inputs)
