@@ -27,7 +27,7 @@ import hashlib
 import html
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -579,21 +579,27 @@ def _probe_batch(api: Client, model: str) -> BatchListing | None:
 
 
 def resolve_snapshot(
-    model: str | None, *, offline: bool = False, snapshot: str | None = None
+    model: str | None,
+    *,
+    offline: bool = False,
+    snapshot: Snapshot | str | Path | None = None,
+    live: Callable[[str], Snapshot] = probe,
 ) -> Snapshot:
-    """Return the snapshot a command asked for: ``--snapshot bundled|PATH``, ``--offline``, or a
-    fresh ``probe``. A loaded snapshot for another model than ``model`` is an error."""
-    if snapshot == "bundled" or (offline and not snapshot):
+    """Return the snapshot a command asked for: ``--snapshot bundled|PATH`` (or a ``Snapshot``),
+    ``--offline``, or a fresh one (``live``: ``probe``, or a paid run's own read of the API).
+    A snapshot for another model than ``model`` is an error."""
+    if isinstance(snapshot, Snapshot):
+        snap = snapshot
+    elif snapshot == "bundled" or (offline and not snapshot):
         snap = bundled_snapshot(model or "moonshotai/kimi-k2.5")
     elif snapshot:
         snap = load_snapshot(snapshot)
     elif model:
-        snap = probe(model)
+        snap = live(model)
     else:
         raise SnapshotError(Message("no-model", "give a model, {offline=True} or {snapshot=PATH}"))
-    mismatch = model and model_mismatch(
-        snap, model, source=snapshot if snapshot and snapshot != "bundled" else None
-    )
+    named = isinstance(snapshot, str | Path) and snapshot != "bundled"
+    mismatch = model and model_mismatch(snap, model, source=str(snapshot) if named else None)
     if mismatch:
         raise SnapshotError(mismatch)
     return snap

@@ -1,5 +1,5 @@
 """What a paid run checks before it sends anything: the model's endpoints now (``endpoints_now``:
-a snapshot or the live API, checked to be the model's) and the key's budgets (``key_check``:
+``rules.snapshot.resolve_snapshot`` with a live read of the API) and the key's budgets (``key_check``:
 ``GET /key``'s budget that blocks first, against the run's budget and the worst
 case of one request), with what the account can hold in flight (``KeyCheck.balance_usd``:
 ``GET /credits``' balance, at most what that budget has left; where the run's dollar window
@@ -9,10 +9,10 @@ opens, ``run.money.limit.window_start``). ``run.paid`` and the dry runs of ``gen
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from openrouter_probe.api.chat import KeyBudget
@@ -55,52 +55,43 @@ class KeyCheck(NamedTuple):
 def endpoints_now(
     model: str, snapshot: Any, *, api_key: str, base_url: str
 ) -> tuple[list[Endpoint], Any]:
-    """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live."""
-    from openrouter_probe.api.client import Client
-    from openrouter_probe.errors import SnapshotError
-    from openrouter_probe.rules.snapshot import (
-        Snapshot,
-        bundled_snapshot,
-        load_snapshot,
-        model_mismatch,
-    )
+    """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live
+    (``rules.snapshot.resolve_snapshot``, with the live read below)."""
+    from openrouter_probe.rules.snapshot import resolve_snapshot
 
-    if isinstance(snapshot, Snapshot):
-        snap = snapshot
-    elif snapshot == "bundled":
-        snap = bundled_snapshot(model)
-    elif snapshot is not None:
-        snap = load_snapshot(snapshot)
-    else:
-        try:
-            with Client(api_key=api_key, base_url=base_url) as client:
-                data = client.endpoints(model)
-        except APIError as exc:
-            if isinstance(exc, NoRouteError):
-                raise
-            # The client's own advice names --offline, which the paid commands do not have.
-            reason = "no connection" if isinstance(exc, APIConnectionError) else str(exc)
-            raise APIError(
-                Message(
-                    "endpoints-unreadable",
-                    "cannot read {model:s}'s endpoints from {base_url:s} to check the policy and "
-                    "price the cap ({reason:s}); check the network or OPENROUTER_BASE_URL, or pass "
-                    "{snapshot=bundled} or {snapshot=PATH} to use a saved one",
-                    model=model,
-                    base_url=str(base_url),
-                    reason=reason,
-                ),
-                url=exc.url,
-            ) from exc
-        snap = Snapshot.from_endpoints(
-            data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
-        )
-    mismatch = model_mismatch(
-        snap, model, source=str(snapshot) if isinstance(snapshot, str | Path) else None
-    )
-    if mismatch:
-        raise SnapshotError(mismatch)
+    live = functools.partial(_live_snapshot, api_key=api_key, base_url=base_url)
+    snap = resolve_snapshot(model, snapshot=snapshot, live=live)
     return list(snap.endpoints), snap
+
+
+def _live_snapshot(model: str, *, api_key: str, base_url: str) -> Any:
+    """The model's endpoints from the API (``GET /models/{model}/endpoints``) as a snapshot."""
+    from openrouter_probe.api.client import Client
+    from openrouter_probe.rules.snapshot import Snapshot
+
+    try:
+        with Client(api_key=api_key, base_url=base_url) as client:
+            data = client.endpoints(model)
+    except APIError as exc:
+        if isinstance(exc, NoRouteError):
+            raise
+        # The client's own advice names --offline, which the paid commands do not have.
+        reason = "no connection" if isinstance(exc, APIConnectionError) else str(exc)
+        raise APIError(
+            Message(
+                "endpoints-unreadable",
+                "cannot read {model:s}'s endpoints from {base_url:s} to check the policy and "
+                "price the cap ({reason:s}); check the network or OPENROUTER_BASE_URL, or pass "
+                "{snapshot=bundled} or {snapshot=PATH} to use a saved one",
+                model=model,
+                base_url=str(base_url),
+                reason=reason,
+            ),
+            url=exc.url,
+        ) from exc
+    return Snapshot.from_endpoints(
+        data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
+    )
 
 
 def key_check(
