@@ -13,7 +13,7 @@ import functools
 import os
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from openrouter_probe.api.chat import KeyBudget
 from openrouter_probe.api.schema import Endpoint
@@ -30,6 +30,9 @@ from openrouter_probe.run.money.limit import WindowStart, window_start
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
+
+if TYPE_CHECKING:
+    from openrouter_probe.api.client import Client
 
 __all__ = ["KeyCheck", "account_window", "endpoints_now", "key_budget", "key_check"]
 
@@ -108,13 +111,9 @@ def key_check(
     (then OpenRouter would refuse every request: send nothing), and the account's balance
     (``GET /credits``). With ``lower_max_tokens`` the key's own limit blocks only when nothing is
     left: its 402 says how many tokens the rest affords, and the run retries with that many."""
-    from openrouter_probe.api.client import Client
-
     budget = options.budget_usd if budget_usd is None else budget_usd
     try:
-        with Client(
-            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
-        ) as client:
+        with _account(options) as client:
             info = client.key()
     except APIError as exc:
         said = f"could not read the key's limit (GET /key): {exc}"
@@ -130,19 +129,20 @@ def key_check(
     return KeyCheck(warning, blocks, balance, unread)
 
 
+def _account(options: JobOptions, api_key: str = "") -> Client:
+    """The client of the account's reads (``GET /key``, ``GET /credits``): two tries, 10 s."""
+    from openrouter_probe.api.client import Client
+
+    key = api_key or options.api_key
+    return Client(api_key=key, base_url=options.base_url, attempts=2, retry_timeout=10)
+
+
 def _balance(options: JobOptions) -> tuple[Decimal | None, str]:
     """The account's balance (``GET /credits``, asked with ``OPENROUTER_MANAGEMENT_KEY`` when it
     is set, else with the run's key), or ``None`` and why not."""
-    from openrouter_probe.api.client import Client
-
     management = os.environ.get(MANAGEMENT_KEY_ENV, "").strip()
     try:
-        with Client(
-            api_key=management or options.api_key,
-            base_url=options.base_url,
-            attempts=2,
-            retry_timeout=10,
-        ) as client:
+        with _account(options, management) as client:
             balance = client.credits().balance
     except APIError as exc:
         status = getattr(exc, "status_code", None)
@@ -228,16 +228,12 @@ def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> JobOp
     import dataclasses
     import logging
 
-    from openrouter_probe.api.client import Client
-
     why = "the key has no limit (GET /key)"
     if options.send is not None:
         why = "the run's own transport (send=) reads no key limit"
     else:
         try:
-            with Client(
-                api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
-            ) as client:
+            with _account(options) as client:
                 blocking = client.key().blocking_budget
         except APIError as exc:
             why = f"the key's limit could not be read (GET /key: {exc})"
