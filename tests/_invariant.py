@@ -270,14 +270,21 @@ def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
         problems.append(f"counted ${outcome.counted_usd} under the billed ${ledger.total_usd}")
     records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
-    outcome.finished = len(finished)
+    outcome.finished = len({r["id"] for r in finished})
     for r in finished:
         usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
         outcome.searched += "server_tool_use_details" in usage
         outcome.byok += usage.get("is_byok") is True
-    ids = [r["id"] for r in finished]
-    if len(ids) != len(set(ids)):
-        problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
+    # a row recorded ``failed`` may be recorded again: its answer, found in a lost submit's batch
+    # (it wins), or ``failed`` once more; never two answers, never ``failed`` after an answer
+    answered: set[str] = set()
+    twice_finished = 0
+    for r in finished:
+        twice_finished += r["id"] in answered
+        if r["status"] != "failed":
+            answered.add(r["id"])
+    if twice_finished:
+        problems.append(f"{twice_finished} row(s) recorded as finished after their answer")
     for r in finished:
         for answer in r.get("turns") or [r]:  # a row regenerated turn by turn: each turn
             entry = ledger.get(answer["generation_id"]) if answer.get("generation_id") else None
@@ -457,14 +464,21 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
         problems.append(f"counted ${outcome.counted_usd} over the cap ${budget}")
     records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
     finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
-    outcome.finished = len(finished)
+    outcome.finished = len({r["id"] for r in finished})
     for r in finished:
         usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
         outcome.searched += "server_tool_use_details" in usage
         outcome.byok += usage.get("is_byok") is True
-    ids = [r["id"] for r in finished]
-    if len(ids) != len(set(ids)):
-        problems.append(f"{len(ids) - len(set(ids))} row(s) recorded as finished twice")
+    # a row recorded ``failed`` may be recorded again: its answer, found in a lost submit's batch
+    # (it wins), or ``failed`` once more; never two answers, never ``failed`` after an answer
+    answered: set[str] = set()
+    twice_finished = 0
+    for r in finished:
+        twice_finished += r["id"] in answered
+        if r["status"] != "failed":
+            answered.add(r["id"])
+    if twice_finished:
+        problems.append(f"{twice_finished} row(s) recorded as finished after their answer")
     twice = _billed_twice(fake)
     # a row billed in two completed batches: only a lost submit's rows sent again while the cap
     # paid for both (the lost one counted at its worst case): billed <= counted <= cap say it

@@ -121,6 +121,20 @@ def test_a_takeover_never_journaled_counts_the_line_again(tmp_path: Path) -> Non
     ledger.close()
 
 
+def test_a_takeover_fits_the_cap_even_past_its_datasets_share(tmp_path: Path) -> None:
+    """The held line's answer is paid already: its row's dataset share (half a cap of 1.5 lines,
+    less than the line) never locks it out; the cap does (the line fits it)."""
+    journal = tmp_path / "out.jsonl.ledger"
+    _killed_batch(journal)
+    books, claims, ledger = _resumed(journal, cap_usd=WORST * 3 / 2)
+    books.share(["A", "B"], {})
+    assert books.cap.share_usd("A") is not None and books.cap.share_usd("A") < WORST
+    assert books.reserve("A", _attempt(WORST))  # was: refused, a budget stop before the result
+    assert (books.cap.spent_usd, books.cap.reserved_usd) == (0, WORST)
+    assert claims.claim(dumps(ROW)) is None  # taken over
+    ledger.close()
+
+
 def test_a_takeover_that_does_not_fit_keeps_the_hold(tmp_path: Path) -> None:
     journal = tmp_path / "out.jsonl.ledger"
     _killed_batch(journal)

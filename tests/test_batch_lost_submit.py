@@ -97,7 +97,15 @@ def _resume(clock: ManualClock, options: dict[str, Any]) -> Any:
 
 
 def _scenario(
-    tmp_path: Path, snap: Any, policy: Path, *, cap: Decimal, faults: str | None, ahead_s: float
+    tmp_path: Path,
+    snap: Any,
+    policy: Path,
+    *,
+    cap: Decimal,
+    faults: str | None,
+    ahead_s: float,
+    seed: int = 51,
+    attempts: int | None = None,
 ) -> dict[str, Any]:
     """Kill at the second submit, then resume three times; what the fake and the files say."""
     real = time.time()
@@ -106,7 +114,7 @@ def _scenario(
     clock = ManualClock(start)
     out = tmp_path / "out.jsonl"
     journal = tmp_path / "out.jsonl.ledger"
-    with orp.fake.serve(snap, speed=0, seed=51, clock=clock, faults=faults) as fake:
+    with orp.fake.serve(snap, speed=0, seed=seed, clock=clock, faults=faults) as fake:
         options = {
             "prompts": str(_prompts(tmp_path / "prompts.jsonl")),
             "policy": str(policy),
@@ -117,6 +125,8 @@ def _scenario(
             "api_key": KEY,
             "base_url": fake.base_url,
         }
+        if attempts is not None:
+            options["attempts"] = attempts
         _killed_at_the_second_submit(options, clock, journal, finished_at=start + 600)
         made = list(fake.fake.batches.batches.values())
         assert len(made) == 2  # the second POST made its batch; its answer was never read
@@ -132,10 +142,15 @@ def _scenario(
                     if not line.failed:
                         billed_in[line.custom_id] = billed_in.get(line.custom_id, 0) + 1
         served = {e.generation_id: e.cost_usd for e in fake.ledger.entries}
+        batches = [
+            {line.custom_id: not line.failed for line in b.lines}
+            for b in fake.fake.batches.batches.values()
+        ]
         billed = fake.ledger.total_usd
     records = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     return {
         "lost": lost,
+        "batches": batches,
         "summaries": summaries,
         "twice": sorted(c for c, n in billed_in.items() if n > 1),
         "billed": billed,
@@ -348,3 +363,43 @@ def test_two_lost_submits_of_one_size_never_take_each_others_batch(
     assert len(served - recorded) == len(twice)  # each unrecorded answer is a row's second
     assert replay_journal(journal, repair=False).spent_usd >= billed
     assert replay_journal(journal, repair=False).batches == []
+
+
+def test_a_paid_answer_of_a_lost_submit_is_recorded_after_its_row_failed(
+    tmp_path: Path, snap: Any, policy: Path
+) -> None:
+    """The lost batch (out of the list for 90 s) answered r8; the resume, with the cap paying for
+    both, sends r8 again, where its line fails (``line_fail``, seeded: the fake's seed 52) until
+    its two attempts run out: r8 is recorded ``failed``. A later resume finds the lost batch:
+    its paid answer for r8 is recorded after the ``failed`` line and wins for resume, audit and
+    export; every billed answer is recorded, no row has two answers (was: only settled)."""
+    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.run.books.output import load_resume_state
+
+    cap = Decimal(1)
+    faults = "batch_404=@2/90,line_fail=0.25"
+    found = _scenario(
+        tmp_path, snap, policy, cap=cap, faults=faults, ahead_s=0, seed=52, attempts=2
+    )
+    first, lost, again = found["batches"][:3]
+    # the premise, from the fake: the lost batch answered r8, its second batch failed its line
+    assert set(first) == {f"r{i}" for i in range(5)} and all(first.values())
+    assert lost["r8"] is True and again["r8"] is False
+    assert not any(b.get("r8") for b in found["batches"][2:])
+    records = found["records"]
+    r8 = [r for r in records if r["id"] == "r8"]
+    assert r8[0]["status"] == "failed" and r8[1]["status"] in ("ok", "truncated")
+    assert len(r8) == 2
+    assert r8[1]["generation_id"] in found["served"]
+    served = [r["id"] for r in records if r["status"] in ("ok", "truncated")]
+    assert len(served) == len(set(served))  # no row has two answers
+    recorded = {r["generation_id"] for r in records}
+    assert len(set(found["served"]) - recorded) == len(found["twice"])
+    assert found["billed"] <= cap and found["counted"] >= found["billed"]
+    assert found["open"] == []
+    out = tmp_path / "out.jsonl"
+    state = load_resume_state(out, repair=False)
+    assert "r8" in state.finished and "r8" not in state.failed
+    merged = {r["id"]: r for r in merged_records([out])}
+    assert merged["r8"]["status"] == r8[1]["status"]
+    assert merged["r8"]["generation_id"] == r8[1]["generation_id"]

@@ -411,7 +411,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
     options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
-    with open_run(options, redo_failed="failed" in redo, job=job) as paid:
+    take_up = asked.batch is not None and not asked.batch.abandon
+    with open_run(options, redo_failed="failed" in redo, job=job, take_up_batches=take_up) as paid:
         _check_one_source(paid.replay.headers, prompts, options.out)
         paid.options = options = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]

@@ -429,7 +429,7 @@ class PaidRun:
     ) -> RunSummary:
         """Run with the sender the options choose (``run.senders.SENDERS``: batches, a test's,
         or the HTTP transport)."""
-        return await sender_for(options).run(make, options, self.replay, rows)
+        return await sender_for(options).run(make, options, self.replay, rows, self.state.awaiting)
 
 
 class _WriteStop:
@@ -451,7 +451,11 @@ class _WriteStop:
 
 @contextlib.contextmanager
 def open_run(
-    options: JobOptions, *, redo_failed: bool = False, job: Job | None = None
+    options: JobOptions,
+    *,
+    redo_failed: bool = False,
+    job: Job | None = None,
+    take_up_batches: bool = False,
 ) -> Iterator[PaidRun]:
     """Open ``options.out`` for a run and yield the ``PaidRun`` that sends the rest.
 
@@ -459,12 +463,21 @@ def open_run(
     naming the holder), then reads the journal (the money) and the output (the finished rows),
     cutting a torn last line of either. ``job`` names what this run makes: an output another
     command or model wrote is refused, one written under another policy or plan warns.
+    ``take_up_batches``: the run takes up earlier runs' open batches (``generate --batch``
+    without ``abandon``): a row recorded ``failed`` that one holds a line for awaits its answer
+    (``ResumeState.awaiting``).
     """
     with OutputLock(options.out, command=options.command) as lock:
         replay = replay_journal(options.journal, output_exists=options.out.exists())
         warning = _check_job(options, replay.headers, job)
+        # a row an open batch holds a line for: its answer may be paid (``BatchSender``)
+        batches = replay.batches if take_up_batches else []
         state = load_resume_state(
-            options.out, redo_failed=redo_failed, journal_runs=replay.runs, adopted=replay.adopted
+            options.out,
+            redo_failed=redo_failed,
+            journal_runs=replay.runs,
+            adopted=replay.adopted,
+            awaited={str(line[3]) for b in batches for line in b.lines.values()},
         )
         yield PaidRun(options, state, replay, job, [warning] if warning else [], lock=lock)
 

@@ -15,7 +15,7 @@ summary.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
@@ -50,7 +50,12 @@ class SenderKind:
 
     name: str
     chosen: Callable[[JobOptions], bool]
-    run: Callable[[MakeRun, JobOptions, JournalReplay, list[PromptRow]], Awaitable[RunSummary]]
+    #: ``run(make, options, replay, rows, awaiting)``; ``awaiting``: rows recorded ``failed``
+    #: whose line an open batch holds (``ResumeState.awaiting``): only that answer is taken
+    run: Callable[
+        [MakeRun, JobOptions, JournalReplay, list[PromptRow], Collection[str]],
+        Awaitable[RunSummary],
+    ]
 
 
 def sender_for(options: JobOptions) -> SenderKind:
@@ -63,6 +68,7 @@ async def _run_batches(
     options: JobOptions,
     replay: JournalReplay,
     rows: list[PromptRow],
+    awaiting: Collection[str] = (),
 ) -> RunSummary:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
@@ -77,6 +83,7 @@ async def _run_batches(
             earlier=replay.batches,
             recorded=replay.batch_ids,
             wanted={str(row.id) for row in rows},
+            awaiting=awaiting,
             sleep=options.sleep,
             clock=options.clock,
             wall_clock=options.wall_clock,
@@ -119,7 +126,11 @@ def _batch_sink(run: Run) -> EventSink:
 
 
 async def _run_given(
-    make: MakeRun, options: JobOptions, replay: JournalReplay, rows: list[PromptRow]
+    make: MakeRun,
+    options: JobOptions,
+    replay: JournalReplay,
+    rows: list[PromptRow],
+    awaiting: Collection[str] = (),
 ) -> RunSummary:
     """The run with the caller's sender (``options.send``) and lookup."""
     assert options.send is not None
@@ -127,7 +138,11 @@ async def _run_given(
 
 
 async def _run_http(
-    make: MakeRun, options: JobOptions, replay: JournalReplay, rows: list[PromptRow]
+    make: MakeRun,
+    options: JobOptions,
+    replay: JournalReplay,
+    rows: list[PromptRow],
+    awaiting: Collection[str] = (),
 ) -> RunSummary:
     """The run with the HTTP transport, ``/generation`` settling what it leaves unknown."""
     from openrouter_probe.api.completion import response_cache_headers

@@ -144,11 +144,10 @@ class Books:
 
         A claimed row takes over its claim's worst case (still counted in the journal until the
         attempt that carries it is journaled): its result is claimed, not bought again, so the cap
-        an earlier run filled does not lock its own results out."""
-        # the room for output past max_tokens, fixed for this attempt from here to its settle:
-        # the unseen room in the first wave (``run.books.overshoot``), else (or when only that fits,
-        # nothing else in flight) the margin; a request that does not fit is judged at the
-        # margin (``RowQueues.never_fits``)
+        an earlier run filled does not lock its own results out, nor does its dataset's share."""
+        # the room for output past max_tokens, fixed for this attempt to its settle: the unseen
+        # room in the first wave (``run.books.overshoot``), else (or when only that fits, nothing
+        # else in flight) the margin; one that does not fit is judged at the margin (``never_fits``)
         max_tokens, price = attempt.request.max_tokens, attempt.prices.output_usd_per_token
         overshoot, cap, window = self.overshoot, self.cap, self.window
         first = overshoot.first_wave and window is not None  # (no window: the module)
@@ -164,7 +163,8 @@ class Books:
                 claim = None if claims is None else claims.claim(attempt.id_json)
                 if claim is not None:
                     cap.give_back(claim.reserved_usd, claim.dataset)
-                fits = cap.try_reserve(attempt.worst, dataset, borrow=borrow, held_usd=hold)
+                lend = borrow or claim is not None  # paid already: the cap alone, not the share
+                fits = cap.try_reserve(attempt.worst, dataset, borrow=lend, held_usd=hold)
                 if claim is not None and claims is not None:
                     if fits:
                         claims.take(attempt.id_json)

@@ -3,7 +3,8 @@
 A row is finished when its line is flushed (``files.append_line``). Lines are written in the order
 rows finish, not the input order. On start, a torn last line from a crash is cut
 (``files.repair_torn_tail``), then every line is read back: rows recorded as ``ok``, ``truncated`` or
-``failed`` are finished and never sent again (``failed`` ones are with ``--redo-failed``); a
+``failed`` are finished and never sent again (``failed`` ones are with ``--redo-failed``, and a
+``failed`` row an open batch holds a line for waits for that line's answer: ``awaited``); a
 ``cancelled`` line records a request that was in flight when the run was cancelled and that may
 have been billed (``possibly_billed_usd``, its reservation): the row is sent again, and the money
 counts as spent.
@@ -102,6 +103,9 @@ class ResumeState:
     exists: bool = False
     #: ``generate --turns all``: the turns the turns file keeps of rows not finished, by row id
     turns: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: rows recorded ``failed`` whose line an earlier run's open batch holds (its answer may be
+    #: paid): not finished; the resume takes that answer and never sends the row again
+    awaiting: set[str] = field(default_factory=set)
     #: money of records (and kept turns) of runs the journal does not know: unknown
     unjournaled: list[Unjournaled] = field(default_factory=list)
     #: how long the answers of its rows were, and how many were cut (the dry run's useful rows)
@@ -272,6 +276,7 @@ def load_resume_state(
     journal_runs: Collection[str] = frozenset(),
     adopted: Collection[str] = frozenset(),
     repair: bool = True,
+    awaited: Collection[str] = frozenset(),
 ) -> ResumeState:
     """Read what an existing output file holds (empty when it is absent), after cutting a torn
     tail (``repair``: only under the output's lock).
@@ -279,12 +284,17 @@ def load_resume_state(
     Records count no money: the journal does. Records (and kept turns) of runs not in
     ``journal_runs`` whose keys are not in ``adopted`` (``JournalReplay.adopted``) are listed in
     ``ResumeState.unjournaled``: their money is unknown until the run adopts them.
+
+    ``awaited``: the row ids an earlier run's open batch holds a line for; such a row recorded
+    ``failed`` (and not served since) is not finished but ``awaiting`` (its line's answer).
     """
     state = ResumeState()
     p = Path(path)
     seen: set[Any] = set()  # the turns already noted
     if p.exists():
-        _read_records(state, p, redo_failed, journal_runs, repair, seen)
+        _read_records(state, p, redo_failed, journal_runs, repair, seen, awaited)
+    if not redo_failed:
+        state.awaiting = {i for i in state.failed if i in awaited and i not in state.finished}
     # even without the output: the kept turns were paid, and are used (never bought again)
     _read_turns_file(state, p, journal_runs, repair, seen)
     if adopted:
@@ -299,6 +309,7 @@ def _read_records(
     journal_runs: Collection[str],
     repair: bool,
     seen: set[Any],
+    awaited: Collection[str],
 ) -> None:
     state.exists = True
     state.torn = repair_torn_tail(p) if repair else None
@@ -325,12 +336,14 @@ def _read_records(
         if status in FINISHED and ident not in state.finished:
             if status == "failed":
                 state.failed.add(ident)
-                if redo_failed:
+                if redo_failed or ident in awaited:
                     continue
             state.finished.add(ident)
             state.rows_by_dataset[dataset] = state.rows_by_dataset.get(dataset, 0) + 1
         elif status not in ("ok", "truncated"):
             continue
+        if status != "failed":
+            state.failed.discard(ident)  # served after it failed: the answer is the row's
         # every answer's billed output tokens count (a target is of billed tokens): a truncated
         # answer and the one ``--redo-truncated`` bought after it are both paid; the row once
         tokens = output_tokens_of(record)

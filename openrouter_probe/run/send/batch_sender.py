@@ -13,12 +13,12 @@ records); polling on the run's injected sleep; at the end each ``Answer`` gets i
 (``ready``): polled by id at once (a finished batch's paid results fetched), or found by the
 list and adopted. One the list does not show stays open at its worst case (no proof it was
 never made): its rows are sent again only where the cap pays for both. A row in an open plan
-waits for it (a claim of the row source) instead of being packed again.
+waits for it (a claim of the row source) instead of being packed again; one recorded
+``failed`` (``awaiting``) takes only its answer (``batch_watch.awaited``).
 
 **Events, not books.** Every step is a ``run.send.batch_plan.BatchEvent`` given to the sink
-``bind`` takes; the run journals each (``run.books.batch_books``) before the sender goes on.
-There is no cancel: ``aclose`` says which batches still run (a rerun polls them); ``abandon``
-forgets earlier runs' open batches. Each case: ``docs/batch.md``.
+``bind`` takes; the run journals each (``run.books.batch_books``). No cancel: ``aclose`` says
+which batches still run (a rerun polls them); ``abandon`` forgets earlier runs' open batches.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from openrouter_probe.run.send.batch_watch import (
     Line,
     Outcome,
     Watched,
+    awaited,
     failed,
     lost_message,
     not_submitted,
@@ -106,12 +107,12 @@ class BatchSender:
         earlier: Sequence[OpenBatch] = (),
         recorded: Mapping[str, str] | None = None,
         wanted: Collection[str] | None = None,
+        awaiting: Collection[str] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.settings = settings
-        self.client = client
+        self.settings, self.client = settings, client
         self.calls = BatchCalls(settings, client, sleep=sleep, clock=clock, wall_clock=wall_clock)
         self.sleep, self.clock, self.wall_clock = sleep, clock, wall_clock
         self._earlier_plans = list(earlier)
@@ -120,14 +121,14 @@ class BatchSender:
         #: the rows this run may send (``None``: any): an answer served for one of them is
         #: recorded before its plan closes; another row's (finished already) is only settled
         self._wanted = None if wanted is None else set(wanted)
+        self._awaiting = set(awaiting)  # recorded failed, held: the held answer only
         self._by_cid: dict[str, Watched] = {}  # custom id -> the earlier batch that holds it
         self._queue: list[Line] = []  # handed over in this turn of the loop
         self._pending: deque[Line] = deque()  # waiting for a batch to be submitted in
         self._live = 0  # batches running: this run's submitted, earlier runs' taken up
         self._stopped = False  # the run stops: nothing more is submitted
         self._halt = asyncio.Event()  # the same, for ``ready`` to wait on
-        self._flushing = False
-        self._tasks: set[asyncio.Future[None]] = set()
+        self._flushing, self._tasks = False, set[asyncio.Future[None]]()
         self.batches: dict[str, Watched] = {}  # plan -> batch
         self._events: EventSink = _unbound  # the run's sink (``bind``)
         #: what the batch calls say (a history not written), reported to the run
@@ -187,14 +188,17 @@ class BatchSender:
             raise TypeError("the batch sender needs each request's key (run.send.sender.SendKey)")
         cid = custom_id(key.row_id)
         earlier = self._by_cid.pop(cid, None)
+        outcome: Outcome | None = None
         if earlier is not None:
             # the move was journaled with the attempt (``BatchClaims``)
             moved = self._events(Claimed(key.row_id))
             if moved is not None:
                 earlier.moved.append(moved)
             outcome = await earlier.outcome_of(cid, key)
-            if outcome is not None:
-                return outcome
+        if key.row_id in self._awaiting:  # recorded failed: only its earlier line's answer
+            return awaited(key.row_id, outcome)
+        if outcome is not None:
+            return outcome
         line_json = line_body(body)
         loop = asyncio.get_running_loop()
         line = Line(cid, key, line_json, len(body), loop.create_future())

@@ -33,6 +33,7 @@ __all__ = [
     "Line",
     "Outcome",
     "Watched",
+    "awaited",
     "copy",
     "failed",
     "lost_message",
@@ -231,6 +232,22 @@ def failed(batch_id: str, reason: str) -> Failure:
         "run",
         f"batch {batch_id} failed: {reason}"[:400],
         metadata={"stop": StopReason.BATCH_FAILED},
+    )
+
+
+def awaited(row_id: str, outcome: Outcome | None) -> Outcome:
+    """What a row recorded ``failed`` gets from the earlier batch line it awaits (``outcome``;
+    ``None``: none): its answer, recorded after the ``failed`` line (it wins); a run's stop
+    (withheld, still running: it stays awaiting); else it fails again (a ``row`` failure: never
+    sent again), counted as that line's outcome (unknown, or none: at its worst case)."""
+    if isinstance(outcome, Answer) or (outcome is not None and outcome.kind == "run"):
+        return outcome
+    why = "its earlier batch gave no answer" if outcome is None else outcome.message
+    return Failure(
+        "row",
+        f"row {row_id} was recorded failed; {why}"[:400],
+        status=None if outcome is None else outcome.status,
+        cost_unknown=True if outcome is None else outcome.cost_unknown,
     )
 
 
