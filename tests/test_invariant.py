@@ -9,6 +9,7 @@ tool; BYOK answers). CI runs ``SEEDS``; ``python scripts/soak_invariant.py`` run
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,17 @@ def test_the_money_invariant_holds_in_batch_mode(
     assert any(o.finished for o in outcomes)
     with capsys.disabled():
         print("\n" + "\n".join(o.line() for o in outcomes))
+
+
+def test_a_lost_submit_is_found_whatever_the_clocks_did_since_its_plan(tmp_path: Path) -> None:
+    """The batch soak's seed 3062: a child killed right after its first POST made a batch (the
+    answer lost), the server's clock 310 s behind the client's, then the fake's clock moved a
+    day on while the client's did not. The orphan search took the skew it read then (a day
+    ahead) for the skew at the plan and skipped the batch, created "before" the plan: 7-14
+    billed answers were never recorded, every rerun stopped `budget`. The window now reaches
+    ``SKEW_MARGIN_S`` further back; the match is by the batch's content."""
+    outcome = run_batch_scenario(3062, tmp_path)
+    assert "server clock -310 s" in outcome.runs[0] and "killed at create" in outcome.runs[1]
+    assert outcome.problems == [], outcome.line()
+    assert outcome.billed_usd <= outcome.budget_usd <= Decimal("0.05")
+    assert outcome.counted_usd >= outcome.billed_usd

@@ -40,6 +40,11 @@ __all__ = ["BatchCalls", "cadence"]
 log = logging.getLogger(__name__)
 
 _NO_BATCH_ENDPOINT = "does not have a :batch endpoint"
+#: How far below the plan's time (this clock's) the orphan search looks, beside the skew the
+#: list's ``Date`` shows now: that reading is of today's clocks, not of the two at the plan
+#: (one of them may have been reset since). The match is by content (a finished batch's
+#: custom ids), so a wider window costs only pages of the list.
+SKEW_MARGIN_S = 3600.0
 
 
 class BatchCalls:
@@ -143,15 +148,16 @@ class BatchCalls:
     def _listed(self, after: int) -> Iterator[Batch]:
         """The batches created since ``after`` (this clock's, at the plan) in the server's time:
         the list's pages newest first, none asked ``created_after`` by this clock; the bound is
-        moved back by how far the server's clock (its ``Date``) is behind this one, so a clock
-        minutes ahead skips no batch (a server clock ahead only widens the window; blocks)."""
+        moved back by how far the server's clock (its ``Date``) is behind this one, and by
+        ``SKEW_MARGIN_S`` more, so a clock minutes ahead skips no batch, whatever either clock
+        did since the plan (a server clock ahead only widens the window; blocks)."""
         bound: float | None = None
         cursor: str | None = None
         while True:
             page = self.client.list(after=cursor)
             if bound is None:
                 skew = 0.0 if page.served_at is None else page.served_at - self.wall_clock()
-                bound = after + min(0.0, skew)
+                bound = after + min(0.0, skew) - SKEW_MARGIN_S
             for b in page.data:
                 if b.created_at is not None and b.created_at < bound:
                     return  # newest first: the rest are older still
