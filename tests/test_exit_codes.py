@@ -1,5 +1,5 @@
 """Every usage error exits 2, the tool's own checks of an option's value included; 1 is for a job
-that failed (issue 26; docs/cli.md, "Exit codes")."""
+that failed (docs/cli.md, "Exit codes")."""
 
 from __future__ import annotations
 

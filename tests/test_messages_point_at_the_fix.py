@@ -1,5 +1,5 @@
 """Messages that point at the fix, and figures in the house style, where a new user touches the
-tool (issue 26). Each test failed before its change."""
+tool. Each test failed before its change."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The catalogue side: bodies of the shapes OpenRouter sent in 2025 and 2026.
 
-Fixtures are written from the shapes issue 23 and ``../shared/OPENROUTER.md`` describe (the
-recordings themselves are held out): a 2025 endpoint with ``internal_reasoning: "0"`` and no
+Fixtures are written from the shapes ``../shared/OPENROUTER.md`` and other projects' recordings
+describe (the recordings themselves are held out): a 2025 endpoint with ``internal_reasoning: "0"`` and no
 uptime or speed fields at all, billed 362 completion tokens (356 of them reasoning) at
 362 x $2.50/M; a 2026 endpoint with ``perf_last_30m_by_workload``; a 2026 models-list entry with
 ``benchmarks``, ``reasoning``, ``links.details`` and ``pricing.overrides`` (§2, §14, §16).

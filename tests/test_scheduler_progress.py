@@ -1,10 +1,9 @@
-"""The scheduler proves progress or stops, and shares are fair at any budget
-(issue 32 item 4).
+"""The scheduler proves progress or stops, and shares are fair at any budget.
 
-Issue 30's deadlocks: every worker waited in ``Run._reserve_again`` for money that only another
+The deadlocks it had: every worker waited in ``Run._reserve_again`` for money that only another
 dataset's close could free, with nothing in flight and no worker free to close it; the run never
 ended. Each case is here with a guard (``asyncio.wait_for``: a hang fails the test instead of
-blocking the suite; no test sleeps). Issue 32's six datasets under a cap that buys about two rows
+blocking the suite; no test sleeps). The seed job's six datasets under a cap that buys about two rows
 each: two of them got 0 rows while money stayed unspent.
 """
 

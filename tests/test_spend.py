@@ -1,6 +1,6 @@
 """The cap (``run.money.spend``): what a request may cost at worst, and the reservations under the cap.
 
-Pure arithmetic on inline endpoints: every price a request may be billed for (the issue-15 cases:
+Pure arithmetic on inline endpoints: every price a request may be billed for (the unaccounted-money cases:
 26 KB of tools counted like a bare row, a row's own ``max_tokens`` routed to an endpoint the run's
 excluded), the exact-cap boundary, the sub-caps of datasets and what a closed one lends.
 """

@@ -3,7 +3,7 @@
 The cases are the failure table's (``tests/test_failure_table.py``: real, recorded or documented
 bodies, each naming its source); here each is sent through the sync client's translation as the
 HTTP answer it was, and must come out with the kind the run gives it. The two rules that used to
-disagree (issue 33 item 4) are tested through ``Client`` itself, on a scripted session: a 402
+disagree are tested through ``Client`` itself, on a scripted session: a 402
 "in-flight budget" and a 400 wrapping an upstream 503 are retried after their wait, as the run
 retries them.
 """

@@ -1,6 +1,6 @@
 """The precision check against the fake with noise: each kind of difference is caught by the measure
-meant for it and by no other, and undegraded endpoints stay consistent (issue 17's "done when" on
-one seed; ``benchmarks/verify_rates.py`` measures the rates over many).
+meant for it and by no other, and undegraded endpoints stay consistent (on one
+seed; ``benchmarks/verify_rates.py`` measures the rates over many).
 
 Requests go one at a time so that the fake's per-request noise falls on the same requests every run
 (a concurrent client would draw it in arrival order): the test is deterministic.

@@ -1,6 +1,6 @@
 """The report seam: collected responses in, verdicts, frames and dated evidence out.
 
-The end-to-end test of issue 10 (the fake server with two endpoints degraded by 10% and 20%) needs
+The end-to-end test (the fake server with two endpoints degraded by 10% and 20%) needs
 the generator and the fake server; here the same scenario is simulated at the level of responses:
 every endpoint answers the reference's answers, a native one (and the reference's second run, the
 floor) flips 1% of its outcomes both ways (the batch nondeterminism of real deployments), a degraded

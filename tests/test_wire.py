@@ -1,9 +1,9 @@
 """One wire, and what OpenRouter really sends to a paid run.
 
-The bodies are of the real shapes: the 429 recorded with ``Retry-After: 61`` and no provider
-(issue 23), the docs' workspace-budget 403 and the recorded key-limit 403 (``OPENROUTER.md`` 15),
-the mid-stream ``Token limit reached`` after a length finish (issue 23), gpt-5.2's answer with
-``reasoning: null`` and three ``reasoning.summary`` entries (issue 23), each built from the shapes
+The bodies are of the real shapes: the 429 recorded with ``Retry-After: 61`` and no provider,
+the docs' workspace-budget 403 and the recorded key-limit 403 (``OPENROUTER.md`` 15),
+the mid-stream ``Token limit reached`` after a length finish, gpt-5.2's answer with
+``reasoning: null`` and three ``reasoning.summary`` entries, each built from the shapes
 quoted there; the runs go against the project's fake OpenRouter on its manual clock.
 """
 
