@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.conversation import validate_conversation
 from openrouter_probe.generation.manifest import SourceOptions, read_inputs
 from openrouter_probe.generation.prompts import Selection, read_prompts, row_id
-from openrouter_probe.generation.shapes import FieldMap, validate_conversation
+from openrouter_probe.generation.shapes import FieldMap
 from tests._generate import POLICY, LedgerSender, no_sleep, records
 from tests._specforge import assert_specforge_conversation
 from tests.conftest import ROOT

@@ -11,6 +11,10 @@ Every format keeps everything the row holds (tool calls, ``tool_call_id``, image
 every turn's reasoning) except ``specforge``, whose shape cannot hold some rows: ``specforge_row``
 says why in one short reason, and the export leaves the row out and counts it.
 
+On the way in, ``validate_conversation`` says why a prompt row's messages are not a conversation
+to send (SpecForge's own check, plus the chat API's tool calls and content parts): the input
+reader (``generation.shapes``) skips such a row and names it.
+
 The per-turn record (written by ``generate --turns all``, ``run.books.turns``): beside the usual
 fields, ``turns`` is a list with one object per assistant turn the model wrote, in order::
 
@@ -41,6 +45,7 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +60,7 @@ __all__ = [
     "sharegpt_turns",
     "specforge_row",
     "split_think",
+    "validate_conversation",
 ]
 
 #: OpenAI chat roles to ShareGPT's ``from`` (what SpecForge's and speculators' loaders map back).
@@ -316,3 +322,56 @@ def specforge_row(
     if preserve_thinking and conv.has_reasoning:
         row["preserve_thinking"] = True
     return row
+
+
+def _content_problem(m: Mapping[str, Any], i: int) -> str | None:
+    content, role = m.get("content"), m.get("role")
+    if role == "assistant" and m.get("tool_calls") and content in (None, ""):
+        return None  # a call without text
+    if role == "user" and isinstance(content, list) and content:
+        if all(isinstance(p, Mapping) and isinstance(p.get("type"), str) for p in content):
+            return None  # content parts (images): the chat API's, not SpecForge's
+        return f"turn {i} (user) holds content parts that are not objects with a `type`"
+    if not isinstance(content, str):
+        return f"turn {i} ({role}) has no text content (a non-empty string)"
+    if not content.strip():
+        return f"turn {i} ({role}) has empty content"
+    return None
+
+
+def validate_conversation(messages: list[dict[str, Any]]) -> str | None:
+    """Why ``messages`` is not a conversation to send (one line), or ``None``.
+
+    SpecForge's ``validate_conversation`` (a6b6b02): system only before the first user turn,
+    then user and assistant in turn from user, every content a non-empty string; plus the chat
+    API's tool calls (``tool`` messages answering an assistant's ``tool_calls``) and a
+    ``developer`` message where a system one may be.
+    """
+    expected, saw_user = "user", False
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        problem = _content_problem(m, i)
+        if problem is not None:
+            return problem
+        if role in ("system", "developer") and not saw_user:
+            continue
+        if role == "tool":
+            if expected not in ("tool", "tool-or-assistant"):
+                return f"turn {i} is a tool result that answers no tool call"
+            expected = "tool-or-assistant"
+            continue
+        if role not in ("user", "assistant"):
+            return f"turn {i} is {role} after the first user turn (system turns come first)"
+        if expected == "tool":
+            return f"turn {i} is {role}; the tool call before it has no tool result"
+        wanted = "assistant" if expected == "tool-or-assistant" else expected
+        if role != wanted:
+            return f"turn {i} is {role} where {wanted} comes (user and assistant take turns)"
+        saw_user = True
+        calls = role == "assistant" and bool(m.get("tool_calls"))
+        expected = "tool" if calls else ("assistant" if role == "user" else "user")
+    if not saw_user:
+        return "has no user turn"
+    if expected == "tool":
+        return "ends on a tool call with no tool result"
+    return None

@@ -14,7 +14,7 @@ column (``SYSTEM_FIELDS``) goes first unless the conversation opens with its own
 ``status`` says it failed is skipped.
 
 A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
-(``validate_conversation``, a6b6b02) checks it: system messages only before the first user turn,
+(``validate_conversation``, a6b6b02) checks it (``generation.conversation``): system messages only before the first user turn,
 then ``user`` and ``assistant`` in turn from ``user``, every content a non-empty string. Beside it,
 the chat API's own shapes pass: a ``developer`` message where a system one may be, an assistant
 message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a user turn.
@@ -31,6 +31,7 @@ from typing import Any
 
 from openrouter_probe.api.jsontext import json_text_value, jsonable, kind_of
 from openrouter_probe.errors import Message
+from openrouter_probe.generation.conversation import validate_conversation
 from openrouter_probe.generation.layouts import (
     Layout,
     LayoutProblem,
@@ -68,7 +69,6 @@ __all__ = [
     "RowShape",
     "ShapeProblem",
     "read_row",
-    "validate_conversation",
 ]
 
 #: Role names as the families write them, to the chat API's (LLaMA-Factory's ``function_call``
@@ -242,59 +242,6 @@ def _turn_leftovers(value: Any, key: str, *, own: bool) -> dict[str, Any]:
         sent = MESSAGE_KEYS[role] if own and "role" in turn else _READ_KEYS
         out.append({str(k): jsonable(v) for k, v in turn.items() if k not in sent})
     return {key: out} if any(out) else {}
-
-
-def _content_problem(m: Mapping[str, Any], i: int) -> str | None:
-    content, role = m.get("content"), m.get("role")
-    if role == "assistant" and m.get("tool_calls") and content in (None, ""):
-        return None  # a call without text
-    if role == "user" and isinstance(content, list) and content:
-        if all(isinstance(p, Mapping) and isinstance(p.get("type"), str) for p in content):
-            return None  # content parts (images): the chat API's, not SpecForge's
-        return f"turn {i} (user) holds content parts that are not objects with a `type`"
-    if not isinstance(content, str):
-        return f"turn {i} ({role}) has no text content (a non-empty string)"
-    if not content.strip():
-        return f"turn {i} ({role}) has empty content"
-    return None
-
-
-def validate_conversation(messages: list[dict[str, Any]]) -> str | None:
-    """Why ``messages`` is not a conversation to send (one line), or ``None``.
-
-    SpecForge's ``validate_conversation`` (a6b6b02): system only before the first user turn,
-    then user and assistant in turn from user, every content a non-empty string; plus the chat
-    API's tool calls (``tool`` messages answering an assistant's ``tool_calls``) and a
-    ``developer`` message where a system one may be.
-    """
-    expected, saw_user = "user", False
-    for i, m in enumerate(messages):
-        role = m.get("role")
-        problem = _content_problem(m, i)
-        if problem is not None:
-            return problem
-        if role in ("system", "developer") and not saw_user:
-            continue
-        if role == "tool":
-            if expected not in ("tool", "tool-or-assistant"):
-                return f"turn {i} is a tool result that answers no tool call"
-            expected = "tool-or-assistant"
-            continue
-        if role not in ("user", "assistant"):
-            return f"turn {i} is {role} after the first user turn (system turns come first)"
-        if expected == "tool":
-            return f"turn {i} is {role}; the tool call before it has no tool result"
-        wanted = "assistant" if expected == "tool-or-assistant" else expected
-        if role != wanted:
-            return f"turn {i} is {role} where {wanted} comes (user and assistant take turns)"
-        saw_user = True
-        calls = role == "assistant" and bool(m.get("tool_calls"))
-        expected = "tool" if calls else ("assistant" if role == "user" else "user")
-    if not saw_user:
-        return "has no user turn"
-    if expected == "tool":
-        return "ends on a tool call with no tool result"
-    return None
 
 
 def _given_id(
