@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,8 +47,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
-    """Write ``data`` to ``path`` atomically and return the path.
+def atomic_write_bytes(
+    path: str | Path, data: bytes | Iterable[bytes], *, mode: int | None = None
+) -> Path:
+    """Write ``data`` (bytes, or pieces of them written as they come: never all held) to
+    ``path`` atomically and return the path.
 
     The bytes go to a temp file in the same folder (so ``os.replace`` never crosses a file system),
     are flushed and fsynced, and only then replace the target; the folder is fsynced too where the
@@ -70,7 +73,10 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
         raise
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
             handle.flush()
             os.fsync(handle.fileno())
         if mode is not None:

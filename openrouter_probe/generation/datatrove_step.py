@@ -41,13 +41,11 @@ Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import logging
 import os
 import signal
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
@@ -63,6 +61,7 @@ except ImportError:  # pragma: no cover - the message is the test
     ) from None
 
 from openrouter_probe.errors import ConfigError, Message, ProbeError
+from openrouter_probe.files import atomic_write_bytes
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary
@@ -135,26 +134,21 @@ def _row(doc: Any) -> dict[str, Any]:
 
 def _write_rows(path: Path, docs: Iterable[Any]) -> int:
     """A chunk of the rank's rows as datatrove hands them, one line each as they come (never
-    all held), then put in place of the chunk before at once (the same on a rerun: the ids
-    resume); their count. No rows: the file is left as it was."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    all held), then put in place of the chunk before at once (``files.atomic_write_bytes``; the
+    same on a rerun: the ids resume); their count. No rows: the file is left as it was."""
+    rows = iter(docs)
+    first = next(rows, None)
+    if first is None:
+        return 0
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for doc in docs:
-                handle.write(json.dumps(_row(doc), ensure_ascii=False) + "\n")
-                count += 1
-            handle.flush()
-            os.fsync(handle.fileno())
-        if not count:
-            os.unlink(tmp)
-            return 0
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+    def lines() -> Iterator[bytes]:
+        nonlocal count
+        for doc in itertools.chain([first], rows):
+            count += 1
+            yield (json.dumps(_row(doc), ensure_ascii=False) + "\n").encode()
+
+    atomic_write_bytes(path, lines())
     return count
 
 
