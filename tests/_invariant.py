@@ -255,6 +255,30 @@ def _child(options: dict[str, Any], fake: Any, kill_at: int | None) -> tuple[str
     return f"{status}" + (f" (race: {race})" if race else ""), killed
 
 
+def _finished(
+    out: Path, outcome: Outcome, problems: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The output's records and its finished ones, counted into ``outcome``. A row recorded ``failed`` may be
+    recorded again: its answer, found in a lost submit's batch (it wins), or ``failed`` once
+    more; never two answers, never ``failed`` after an answer (a problem)."""
+    records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
+    outcome.finished = len({r["id"] for r in finished})
+    for r in finished:
+        usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+        outcome.searched += "server_tool_use_details" in usage
+        outcome.byok += usage.get("is_byok") is True
+    answered: set[str] = set()
+    twice_finished = 0
+    for r in finished:
+        twice_finished += r["id"] in answered
+        if r["status"] != "failed":
+            answered.add(r["id"])
+    if twice_finished:
+        problems.append(f"{twice_finished} row(s) recorded as finished after their answer")
+    return records, finished
+
+
 def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
     ledger = fake.ledger
     replay = replay_journal(Path(f"{out}.ledger"))
@@ -268,23 +292,7 @@ def _check(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> None:
         problems.append(f"billed ${ledger.total_usd} over the cap ${budget}")
     if outcome.counted_usd < ledger.total_usd:
         problems.append(f"counted ${outcome.counted_usd} under the billed ${ledger.total_usd}")
-    records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
-    finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
-    outcome.finished = len({r["id"] for r in finished})
-    for r in finished:
-        usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
-        outcome.searched += "server_tool_use_details" in usage
-        outcome.byok += usage.get("is_byok") is True
-    # a row recorded ``failed`` may be recorded again: its answer, found in a lost submit's batch
-    # (it wins), or ``failed`` once more; never two answers, never ``failed`` after an answer
-    answered: set[str] = set()
-    twice_finished = 0
-    for r in finished:
-        twice_finished += r["id"] in answered
-        if r["status"] != "failed":
-            answered.add(r["id"])
-    if twice_finished:
-        problems.append(f"{twice_finished} row(s) recorded as finished after their answer")
+    records, finished = _finished(out, outcome, problems)
     for r in finished:
         for answer in r.get("turns") or [r]:  # a row regenerated turn by turn: each turn
             entry = ledger.get(answer["generation_id"]) if answer.get("generation_id") else None
@@ -462,23 +470,7 @@ def _check_batches(out: Path, fake: Any, budget: Decimal, outcome: Outcome) -> N
         problems.append(f"counted ${outcome.counted_usd} under the billed ${outcome.billed_usd}")
     if outcome.counted_usd > budget:  # a line carried into a resume counted twice
         problems.append(f"counted ${outcome.counted_usd} over the cap ${budget}")
-    records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
-    finished = [r for r in records if r["status"] in ("ok", "truncated", "failed")]
-    outcome.finished = len({r["id"] for r in finished})
-    for r in finished:
-        usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
-        outcome.searched += "server_tool_use_details" in usage
-        outcome.byok += usage.get("is_byok") is True
-    # a row recorded ``failed`` may be recorded again: its answer, found in a lost submit's batch
-    # (it wins), or ``failed`` once more; never two answers, never ``failed`` after an answer
-    answered: set[str] = set()
-    twice_finished = 0
-    for r in finished:
-        twice_finished += r["id"] in answered
-        if r["status"] != "failed":
-            answered.add(r["id"])
-    if twice_finished:
-        problems.append(f"{twice_finished} row(s) recorded as finished after their answer")
+    records, finished = _finished(out, outcome, problems)
     twice = _billed_twice(fake)
     # a row billed in two completed batches: only a lost submit's rows sent again while the cap
     # paid for both (the lost one counted at its worst case): billed <= counted <= cap say it
