@@ -398,7 +398,7 @@ async def generate(
 async def _run_job(asked: GeneratePlan) -> RunSummary:
     """Read the prompts, open the output, check the policy against the endpoints now, then
     dry-run or send."""
-    options, prompts, policy, snapshot = asked.options, asked.prompts, asked.policy, asked.snapshot
+    options, prompts, policy, snapshot = asked.run, asked.prompts, asked.policy, asked.snapshot
     redo, reading = asked.redo, asked.source
     inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
     rows = with_samples(inputs.prompts, asked.samples)

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from openrouter_probe.run.send.batch_plan import BatchSettings
     from openrouter_probe.run.send.sender import Sender
 
-__all__ = ["DEFAULT_ATTEMPTS", "JobOptions", "Progress", "default_backoff"]
+__all__ = ["DEFAULT_ATTEMPTS", "CliFlag", "JobOptions", "Progress", "cli", "default_backoff"]
 
 Sleep = Callable[[float], Awaitable[None]]
 #: Tries per row, the first included, unless ``attempts`` or a ``backoff`` says otherwise.
@@ -53,6 +53,21 @@ class Progress(Protocol):
     def row_done(self, record: dict[str, Any], run: Any) -> None: ...
 
     def tick(self, run: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class CliFlag:
+    """The command-line option that sets a plan's field: its flag and its ``--help`` text (the
+    ``generate`` command's; ``tests/test_generate_plan.py`` holds the CLI's options to them)."""
+
+    flag: str
+    help: str
+
+
+def cli(flag: str, help: str) -> dict[str, CliFlag]:
+    """A plan field's metadata: the option that sets it, e.g.
+    ``field(default=None, metadata=cli("--budget-usd", help="Spend cap in USD ..."))``."""
+    return {"cli": CliFlag(flag, help)}
 
 
 def default_backoff(attempts: int = DEFAULT_ATTEMPTS) -> Backoff:
@@ -76,28 +91,86 @@ class JobOptions:
     """
 
     command: str
-    out: Path
-    budget_usd: Decimal | None = None
-    concurrency: int = 256
+    out: Path = field(
+        metadata=cli(
+            "--out", "The output JSONL: appended to; rerunning the same command resumes from it."
+        )
+    )
+    budget_usd: Decimal | None = field(
+        default=None,
+        metadata=cli(
+            "--budget-usd",
+            "Spend cap in USD for this output file, across runs (per shard with --shard); "
+            "default: the key's remaining limit (none: exit 2).",
+        ),
+    )
+    concurrency: int = field(
+        default=256, metadata=cli("--concurrency", "Requests in flight at most.")
+    )
     api_key: str = field(default="", repr=False)  # never in a repr, a log, a traceback
     base_url: str = DEFAULT_BASE_URL
-    backoff: Backoff = field(default_factory=default_backoff)
-    read_timeout_s: float = 300.0
+    backoff: Backoff = field(
+        default_factory=default_backoff,
+        metadata=cli(
+            "--attempts", "Tries per row, the first included, before the row is recorded as failed."
+        ),
+    )
+    read_timeout_s: float = field(
+        default=300.0,
+        metadata=cli(
+            "--read-timeout",
+            "Seconds without data, or a stream without a token (keep-alives only), before an "
+            "attempt counts as stalled.",
+        ),
+    )
     min_tokens_per_s: float = 4.0
-    drain_timeout_s: float = 60.0
-    max_wait_s: float = 60.0
-    target_tokens: int | None = None
-    lower_max_tokens: bool = False
+    drain_timeout_s: float = field(
+        default=60.0,
+        metadata=cli(
+            "--drain-timeout", "After the first Ctrl-C, seconds to wait for requests in flight."
+        ),
+    )
+    max_wait_s: float = field(
+        default=60.0,
+        metadata=cli(
+            "--max-wait",
+            "Longest wait, in seconds, for a rate limit: OpenRouter's own 429 on the key (longer: "
+            "stop) and a provider's 429 Retry-After.",
+        ),
+    )
+    target_tokens: int | None = field(
+        default=None,
+        metadata=cli(
+            "--target-tokens",
+            "Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
+        ),
+    )
+    lower_max_tokens: bool = field(
+        default=False,
+        metadata=cli(
+            "--lower-max-tokens",
+            'On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
+        ),
+    )
     weights: Mapping[str, float] = field(default_factory=dict)
     handle_signals: bool = False
-    progress: bool | Progress = False
+    progress: bool | Progress = field(
+        default=False, metadata=cli("--quiet", "No progress bar (for scripts).")
+    )
     send: Sender | None = None
     lookup: Lookup | None = None
     #: send through the Batch API (``generate --batch``): the batch sender's settings
     batch: BatchSettings | None = None
     #: ask OpenRouter's response cache for every request, answers kept this many seconds
     #: (``None``: never ask; ``verify`` never does, its repeats must be generated anew)
-    response_cache_ttl_s: int | None = None
+    response_cache_ttl_s: int | None = field(
+        default=None,
+        metadata=cli(
+            "--no-response-cache",
+            "Do not ask OpenRouter's response cache (X-OpenRouter-Cache, 24 h) for the "
+            "requests; by default it answers a row resent after a lost answer free.",
+        ),
+    )
     sleep: Sleep = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
@@ -153,7 +226,7 @@ class JobOptions:
         backoff: Backoff | None = None,
         need_key: bool = True,
         key_hint: str = "",
-        **fields: Unpack[_Fields],
+        **fields: Any,
     ) -> JobOptions:
         """Check the options of a paid run and resolve the key and base URL from the environment.
 
@@ -161,6 +234,7 @@ class JobOptions:
         them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
         one (``key_hint`` adds the command's own way out, such as ``dry_run=True``). ``attempts``
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
+        ``fields`` are the other fields, as they are (their defaults are the class's).
         """
         budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
         target = Path(out)
@@ -188,27 +262,6 @@ class JobOptions:
         if concurrency is None:
             return options
         return replace(options, concurrency=whole_number(concurrency, "concurrency"))
-
-
-class _Fields(TypedDict, total=False):
-    """The fields ``resolve`` passes on as they are (their defaults are ``JobOptions``'s)."""
-
-    read_timeout_s: float
-    min_tokens_per_s: float
-    drain_timeout_s: float
-    max_wait_s: float
-    target_tokens: int | None
-    lower_max_tokens: bool
-    weights: Mapping[str, float]
-    handle_signals: bool
-    progress: bool | Progress
-    send: Sender | None
-    lookup: Lookup | None
-    batch: BatchSettings | None
-    response_cache_ttl_s: int | None
-    sleep: Sleep
-    clock: Callable[[], float]
-    wall_clock: Callable[[], float]
 
 
 def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
