@@ -117,7 +117,7 @@ def test_the_cli_defaults_are_generates(tmp_path: Path) -> None:
         wanted = defaults[param.name].default
         got = _default(param)
         resolved = getattr(
-            plan.run if param.name in RUN_FIELDS + ["attempts"] else plan, param.name
+            plan.run if param.name in [*RUN_FIELDS, "attempts"] else plan, param.name
         )
         assert got in (wanted, resolved), param.name
         compared += 1
