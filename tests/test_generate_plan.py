@@ -23,7 +23,7 @@ from openrouter_probe.generation.plan import (
     GeneratePlan,
 )
 from openrouter_probe.run.books.turns import TURNS_MODES
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.send.batch_plan import BatchOptions
 
 COMMAND = cli.commands["generate"]
@@ -31,10 +31,9 @@ FIELDS = [f.name for f in dataclasses.fields(GeneratePlan)]
 RUN_FIELDS = [f.name for f in dataclasses.fields(JobOptions)]
 KEYWORDS = list(inspect.signature(generate).parameters)
 #: What a library caller of ``generate()`` does not set: the run's plan's fields that the
-#: command names itself (``command``), that a test replaces (``lookup``, ``wall_clock``,
-#: ``min_tokens_per_s``), and those the job learns as it opens (``weights`` parsed against the
-#: prompts' datasets, ``batch``'s settings from the endpoints).
-RUN_NOT_KEYWORDS = ("command", "min_tokens_per_s", "weights", "lookup", "batch", "wall_clock")
+#: command names itself (``command``) or that a test replaces (``lookup``, ``wall_clock``,
+#: ``min_tokens_per_s``). What the job learns as it opens is not a field (``run.config.Learned``).
+RUN_NOT_KEYWORDS = ("command", "min_tokens_per_s", "lookup", "wall_clock")
 
 
 def _default(param: click.Parameter) -> Any:
@@ -72,8 +71,12 @@ def test_generate_takes_exactly_the_plans_fields() -> None:
 
 def test_every_field_is_declared_once() -> None:
     """No name is a field of both plans: a field of the run (out, budget, timeouts...) is read
-    from the run's plan, never copied into the job's."""
-    assert set(FIELDS) & set(RUN_FIELDS) == {"weights", "batch"}
+    from the run's plan, never copied into the job's; what the job learns as it opens (the
+    key's cap, the weights parsed, the batch settings) is no field of either."""
+    assert not set(FIELDS) & set(RUN_FIELDS)
+    learned = {f.name for f in dataclasses.fields(Learned)}
+    assert learned == {"cap_usd", "weights", "batch"}
+    assert not learned & set(RUN_FIELDS)
 
 
 def test_the_cli_options_are_the_fields_metadata() -> None:

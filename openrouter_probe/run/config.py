@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from openrouter_probe.run.send.batch_plan import BatchSettings
     from openrouter_probe.run.send.sender import Sender
 
-__all__ = ["DEFAULT_ATTEMPTS", "CliFlag", "JobOptions", "Progress", "cli", "default_backoff"]
+__all__ = [
+    "DEFAULT_ATTEMPTS",
+    "CliFlag",
+    "JobOptions",
+    "Learned",
+    "Progress",
+    "cli",
+    "default_backoff",
+]
 
 Sleep = Callable[[float], Awaitable[None]]
 #: Tries per row, the first included, unless ``attempts`` or a ``backoff`` says otherwise.
@@ -82,12 +90,13 @@ class JobOptions:
     ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest wait for a rate limit (the
     key's own 429's pause, a provider's 429 ``Retry-After``); ``target_tokens`` stops each dataset
-    at that many billed output tokens; ``weights`` split the cap between datasets (unnamed ones
-    weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer tokens retry lower; ``batch``
-    sends through the Batch API (``run.send.batch_sender``); ``response_cache_ttl_s`` asks
+    at that many billed output tokens; ``lower_max_tokens`` lets a 402 that affords fewer tokens
+    retry lower; ``response_cache_ttl_s`` asks
     OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``),
     ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the
     waits and the time (tests). Build it with :meth:`resolve`, which names the option in its errors.
+    What a job learns as it opens (the key's cap, the weights, the batch settings) is ``Learned``,
+    beside it: nothing replaces a field once the plan is built.
     """
 
     command: str
@@ -152,15 +161,12 @@ class JobOptions:
             'On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
         ),
     )
-    weights: Mapping[str, float] = field(default_factory=dict)
     handle_signals: bool = False
     progress: bool | Progress = field(
         default=False, metadata=cli("--quiet", "No progress bar (for scripts).")
     )
     send: Sender | None = None
     lookup: Lookup | None = None
-    #: send through the Batch API (``generate --batch``): the batch sender's settings
-    batch: BatchSettings | None = None
     #: ask OpenRouter's response cache for every request, answers kept this many seconds
     #: (``None``: never ask; ``verify`` never does, its repeats must be generated anew)
     response_cache_ttl_s: int | None = field(
@@ -188,9 +194,6 @@ class JobOptions:
             raise OptionError(
                 "{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens
             )
-        for dataset, weight in self.weights.items():
-            if not 0 < weight < float("inf"):
-                raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
 
     @property
     def connection(self) -> Connection:
@@ -262,6 +265,30 @@ class JobOptions:
         if concurrency is None:
             return options
         return replace(options, concurrency=whole_number(concurrency, "concurrency"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Learned:
+    """What a job learns as it opens, beside its plan (``JobOptions``), never written into it:
+    ``cap_usd``, the spend cap (the plan's ``budget_usd``, or with ``budget_usd="key"`` what the
+    key's limit has left, ``run.checks.key_budget``); ``weights``, each dataset's share of the cap
+    (parsed against the prompts' datasets, unnamed ones weigh 1); ``batch``, the batch sender's
+    settings (``generate --batch``, from the policy and the endpoints; ``None``: sync)."""
+
+    cap_usd: Decimal | None
+    weights: Mapping[str, float] = field(default_factory=dict)
+    batch: BatchSettings | None = None
+
+    def __post_init__(self) -> None:
+        for dataset, weight in self.weights.items():
+            if not 0 < weight < float("inf"):
+                raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
+
+    @classmethod
+    def nothing(cls, options: JobOptions) -> Learned:
+        """What a run that learns nothing runs with (``verify``): the plan's cap, no weights,
+        sync."""
+        return cls(cap_usd=options.budget_usd)
 
 
 def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:

@@ -44,7 +44,7 @@ from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resum
 from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.books.turns import TurnBook
 from openrouter_probe.run.checks import KeyCheck, account_window, key_check
-from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
 from openrouter_probe.run.money.replay import JournalReplay, replay_journal
@@ -226,7 +226,8 @@ class PaidRun:
     ) -> SummaryDraft:
         """The draft of this run's ``RunSummary``, with what the output held before filled in
         (``run`` returns the summary the books make of it); ``datasets`` (rows per dataset in the
-        prompts) lists every dataset, 0 included."""
+        prompts) lists every dataset, 0 included; ``fields`` may give the ``budget_usd`` the run
+        learned (``Learned.cap_usd``; by default the options')."""
         state, replay = self.state, self.replay
         summary = SummaryDraft(
             out=str(self.options.out),
@@ -234,8 +235,7 @@ class PaidRun:
             possibly_billed_before_usd=replay.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
             journal=str(self.options.journal),
-            budget_usd=self.options.budget_usd,
-            **fields,
+            **{"budget_usd": self.options.budget_usd, **fields},
         )
         if datasets:
             summary.datasets = dataset_tallies(datasets, state.rows_by_dataset, state.output_tokens)
@@ -248,6 +248,7 @@ class PaidRun:
     async def _warn(
         self,
         summary: SummaryDraft,
+        budget: Decimal | None,
         one_request_usd: Decimal | None = None,
         *,
         lower_max_tokens: bool = False,
@@ -260,7 +261,7 @@ class PaidRun:
             check = await asyncio.to_thread(
                 functools.partial(key_check, lower_max_tokens=lower_max_tokens),
                 self.options,
-                None,
+                budget,
                 None,
                 one_request_usd,
             )
@@ -268,7 +269,7 @@ class PaidRun:
                 summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, check.warning
             elif check.warning:
                 summary.warnings.append(check.warning)
-        if self.options.budget_usd is None:
+        if budget is None:
             summary.warnings.append(
                 Message(
                     "no-budget",
@@ -281,7 +282,7 @@ class PaidRun:
         return check
 
     def _journal_header(
-        self, builder: RequestBuilder, header: dict[str, Any] | None
+        self, builder: RequestBuilder, header: dict[str, Any] | None, budget: Decimal | None
     ) -> dict[str, Any]:
         """The fields of this run's header line in the journal."""
         return {
@@ -289,7 +290,7 @@ class PaidRun:
             "model": self.job.model if self.job is not None else builder.model,
             "job": self.job.sha256 if self.job is not None else "",
             "out": self.options.out.name,
-            "budget_usd": self.options.budget_usd,
+            "budget_usd": budget,
             **(header or {}),
         }
 
@@ -310,10 +311,10 @@ class PaidRun:
             generation_ids=self.replay.generation_ids,
         )
 
-    def _spent_already(self, summary: SummaryDraft, rows: int) -> bool:
+    def _spent_already(self, summary: SummaryDraft, rows: int, budget: Decimal | None) -> bool:
         """Whether the output already spent the budget (stop at once, ``budget``): unless what
         earlier runs left to settle (``/generation``, open batches) may free money."""
-        budget, spent_before = self.options.budget_usd, self.spent_before_usd
+        spent_before = self.spent_before_usd
         unsettled = self.replay.pending or self.replay.batches
         if budget is None or spent_before < budget or unsettled:
             return False
@@ -334,6 +335,7 @@ class PaidRun:
         summary: SummaryDraft,
         header: dict[str, Any] | None = None,
         turns: TurnBook | None = None,
+        learned: Learned | None = None,
     ) -> RunSummary:
         """Send ``rows`` under one cap over everything the output has spent; return the summary.
 
@@ -341,29 +343,33 @@ class PaidRun:
         when it has them). Warns when the key's limit is below the budget or when nothing caps
         the spend; stops at once (``budget``) when the output already spent the budget.
         ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by
-        turn (``--turns all``).
+        turn (``--turns all``); ``learned``, what the job learned as it opened (the cap, the
+        weights, the batch settings; ``None``: nothing, the options' cap).
         """
         options = self.options
-        budget = options.budget_usd
+        learned = learned or Learned.nothing(options)
+        budget = learned.cap_usd
         if not rows and not self.state.exists:
             # nothing to send, nothing recorded: create no empty output and journal
             return summary.build()
         self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
-        check = await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens)
+        check = await self._warn(
+            summary, budget, one_request, lower_max_tokens=options.lower_max_tokens
+        )
         if check is not None and check.blocks:
             summary.not_sent = len(rows)
             return summary.build()
-        if self._spent_already(summary, len(rows)):
+        if self._spent_already(summary, len(rows), budget):
             return summary.build()
         start = None
-        if options.batch is None:  # a batch holds nothing in flight
+        if learned.batch is None:  # a batch holds nothing in flight
             start = account_window(
                 options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
             )
             summary.notes.append(start.why)
             log.info("%s", start.why)
-        if options.batch is not None:  # an open batch's rows first: its answers are paid
+        if learned.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
             rows = claimed_first(rows, self.replay.batches)
@@ -374,7 +380,9 @@ class PaidRun:
         job_sha256 = self.job.sha256 if self.job is not None else ""
         with (
             OutputLog(options.out) as output,
-            Journal(options.journal, header=self._journal_header(builder, header)) as journal,
+            Journal(
+                options.journal, header=self._journal_header(builder, header, budget)
+            ) as journal,
             _showing(bar),
         ):
             self._created()
@@ -383,7 +391,7 @@ class PaidRun:
                 if turns is None
                 else TurnSource(rows, turns, job_sha256=job_sha256, run_id=journal.run_id)
             )
-            if options.batch is not None:  # earlier runs' open batches claim their rows
+            if learned.batch is not None:  # earlier runs' open batches claim their rows
                 from openrouter_probe.run.books.batch_books import BatchClaims
 
                 source.claims = BatchClaims(journal)
@@ -395,6 +403,7 @@ class PaidRun:
                     run = Run(
                         source,
                         options=options,
+                        learned=learned,
                         builder=builder,
                         prices=prices,
                         books=books,
@@ -411,7 +420,7 @@ class PaidRun:
                 output.writes.on_failure = journal.writes.on_failure = stop
                 if turns is not None:
                     turns.log.writes.on_failure = stop
-                result = await self._send(make, options, summary, rows)
+                result = await self._send(make, options, learned, rows)
         failed = output.writes.line or journal.writes.line or (turns and turns.log.writes.line)
         # (or failed only as the files closed)
         if failed:
@@ -424,12 +433,13 @@ class PaidRun:
         self,
         make: Callable[[Sender, Lookup | None], Run],
         options: JobOptions,
-        summary: SummaryDraft,
+        learned: Learned,
         rows: list[PromptRow],
     ) -> RunSummary:
-        """Run with the sender the options choose (``run.senders.SENDERS``: batches, a test's,
-        or the HTTP transport)."""
-        return await sender_for(options).run(make, options, self.replay, rows, self.state.awaiting)
+        """Run with the sender the options and what the job learned choose
+        (``run.senders.SENDERS``: batches, a test's, or the HTTP transport)."""
+        kind = sender_for(options, learned)
+        return await kind.run(make, options, learned, self.replay, rows, self.state.awaiting)
 
 
 class _WriteStop:
