@@ -95,6 +95,16 @@ def test_the_cli_options_are_the_fields_metadata() -> None:
     assert named == 31
 
 
+def test_verifys_options_of_the_run_are_the_fields_flags() -> None:
+    """``verify`` sets the run's plan's fields it shares with ``generate`` through the same flags
+    (its help says them for a check)."""
+    run = {f.name: f.metadata["cli"] for f in dataclasses.fields(JobOptions) if "cli" in f.metadata}
+    shared = [p for p in cli.commands["verify"].params if p.name in run]
+    assert sorted(p.name for p in shared if p.name) == ["budget_usd", "concurrency", "out"]
+    for param in shared:
+        assert param.name is not None and run[param.name].flag in param.opts, param.name
+
+
 def test_every_cli_option_sets_a_field_of_the_plan() -> None:
     names = [p.name for p in COMMAND.params]
     for name in names:

@@ -183,7 +183,7 @@ def plan_precision_check(
     _, snap = endpoints_now(model, snapshot, api_key=conn.api_key, base_url=conn.base_url)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
-    plan = plan_verify(
+    return plan_verify(
         snap.endpoints,
         model=model,
         tags=tags,
@@ -197,8 +197,8 @@ def plan_precision_check(
         sampling=sampling,
         sampled_n=sampled_n,
         thinking=thinking,
+        snapshot_sha256=getattr(snap, "sha256", None),
     )
-    return dataclasses.replace(plan, snapshot_sha256=getattr(snap, "sha256", None))
 
 
 def _plan_hash(plan: VerifyPlan) -> str:
