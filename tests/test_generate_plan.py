@@ -25,6 +25,7 @@ from openrouter_probe.generation.plan import (
 from openrouter_probe.run.books.turns import TURNS_MODES
 from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.send.batch_plan import BatchOptions
+from openrouter_probe.verify.plan import VerifyPlan
 
 COMMAND = cli.commands["generate"]
 FIELDS = [f.name for f in dataclasses.fields(GeneratePlan)]
@@ -74,6 +75,10 @@ def test_every_field_is_declared_once() -> None:
     from the run's plan, never copied into the job's; what the job learns as it opens (the
     key's cap, the weights parsed, the batch settings) is no field of either."""
     assert not set(FIELDS) & set(RUN_FIELDS)
+    # verify's plan is made without a run too (``plan_verify``: no output, no key): the budget it
+    # prices the check against is its own; ``verify_precision`` gives it the run's
+    verify = {f.name for f in dataclasses.fields(VerifyPlan)}
+    assert verify & set(RUN_FIELDS) == {"budget_usd"}
     learned = {f.name for f in dataclasses.fields(Learned)}
     assert learned == {"cap_usd", "weights", "batch"}
     assert not learned & set(RUN_FIELDS)
