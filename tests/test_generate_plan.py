@@ -70,6 +70,27 @@ def test_generate_takes_exactly_the_plans_fields() -> None:
     assert fed == sorted([*wanted, "backoff"])  # attempts, or a backoff given whole
 
 
+def test_generates_defaults_are_the_run_plans() -> None:
+    """A keyword of ``generate()`` that is a field of the run's plan defaults to the field's
+    default, but for those ``JobOptions.resolve`` resolves (``None``: from the environment, the
+    default backoff)."""
+    keywords = inspect.signature(generate).parameters
+    resolved = {"api_key", "base_url", "backoff"}
+    compared = []
+    for field in dataclasses.fields(JobOptions):
+        if field.name not in keywords or field.name in resolved:
+            continue
+        default = keywords[field.name].default
+        if field.default is dataclasses.MISSING:  # out: required by both
+            assert default is inspect.Parameter.empty, field.name
+            continue
+        assert default == field.default, field.name
+        compared.append(field.name)
+    assert len(compared) == 12
+    for name in resolved:
+        assert keywords[name].default is None, name
+
+
 def test_every_field_is_declared_once() -> None:
     """No name is a field of both plans: a field of the run (out, budget, timeouts...) is read
     from the run's plan, never copied into the job's; what the job learns as it opens (the
