@@ -1,5 +1,7 @@
-"""The one config of a paid run (``JobOptions``): each field declared once, with its default, and
-checked once, when it is made.
+"""The one plan of a paid run (``JobOptions``): each field declared once, with its default and the
+CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan holds it
+whole, ``verify`` runs with it. What a job learns as it opens (the key's cap, the weights, the
+batch settings) is ``Learned``, beside it: nothing replaces the plan's fields once it is built.
 
 ``JobOptions.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
 CLI's flags): it parses the budget, checks the output and its folder, and reads the key and the base
