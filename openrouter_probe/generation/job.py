@@ -441,12 +441,9 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             asked, options, todo, paid.state.turns, summary, inputs, model=compiled.model
         )
         prices = admitted_prices(compiled, policy, endpoints, asked, summary)
-        settings = None
-        if asked.batch is not None:
-            settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
-            prices = settings.prices
-        # what the job learned as it opened travels beside its plan, never written into it
-        learned = Learned(cap_usd=cap, weights=weights, batch=settings)
+        settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
+        prices = prices if settings is None else settings.prices
+        learned = Learned(cap_usd=cap, weights=weights, batch=settings)  # beside the plan
         if asked.dry_run:
             paid.count_unjournaled(summary, prices, asked.max_tokens)
             await key_check(summary, paid, asked, todo, prices, compiled.model)

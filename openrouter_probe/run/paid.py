@@ -226,8 +226,7 @@ class PaidRun:
     ) -> SummaryDraft:
         """The draft of this run's ``RunSummary``, with what the output held before filled in
         (``run`` returns the summary the books make of it); ``datasets`` (rows per dataset in the
-        prompts) lists every dataset, 0 included; ``fields`` may give the ``budget_usd`` the run
-        learned (``Learned.cap_usd``; by default the options')."""
+        prompts) lists every dataset, 0 included; ``fields`` may give the cap learned (``budget_usd``)."""
         state, replay = self.state, self.replay
         summary = SummaryDraft(
             out=str(self.options.out),
@@ -250,8 +249,6 @@ class PaidRun:
         summary: SummaryDraft,
         budget: Decimal | None,
         one_request_usd: Decimal | None = None,
-        *,
-        lower_max_tokens: bool = False,
     ) -> KeyCheck | None:
         """Say before sending what could surprise: the key's limit below the budget, no cap;
         return what the key check read (``None``: a sender of its own, no OpenRouter to ask);
@@ -259,7 +256,7 @@ class PaidRun:
         check = None
         if self.options.send is None:
             check = await asyncio.to_thread(
-                functools.partial(key_check, lower_max_tokens=lower_max_tokens),
+                functools.partial(key_check, lower_max_tokens=self.options.lower_max_tokens),
                 self.options,
                 budget,
                 None,
@@ -335,28 +332,23 @@ class PaidRun:
         summary: SummaryDraft,
         header: dict[str, Any] | None = None,
         turns: TurnBook | None = None,
-        learned: Learned | None = None,
+        learned: Learned,
     ) -> RunSummary:
         """Send ``rows`` under one cap over everything the output has spent; return the summary.
 
         ``builder`` makes each row's body and worst case at ``prices`` (a row's own ``prices``
         when it has them). Warns when the key's limit is below the budget or when nothing caps
         the spend; stops at once (``budget``) when the output already spent the budget.
-        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by
-        turn (``--turns all``); ``learned``, what the job learned as it opened (the cap, the
-        weights, the batch settings; ``None``: nothing, the options' cap).
+        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by turn
+        (``--turns all``); ``learned``: what the job learned as it opened (the cap, the weights...).
         """
-        options = self.options
-        learned = learned or Learned.nothing(options)
-        budget = learned.cap_usd
+        options, budget = self.options, learned.cap_usd
         if not rows and not self.state.exists:
             # nothing to send, nothing recorded: create no empty output and journal
             return summary.build()
         self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
-        check = await self._warn(
-            summary, budget, one_request, lower_max_tokens=options.lower_max_tokens
-        )
+        check = await self._warn(summary, budget, one_request)
         if check is not None and check.blocks:
             summary.not_sent = len(rows)
             return summary.build()
@@ -378,11 +370,10 @@ class PaidRun:
         )
         bar = _progress_bar(options.progress, len(rows))
         job_sha256 = self.job.sha256 if self.job is not None else ""
+        head = self._journal_header(builder, header, budget)
         with (
             OutputLog(options.out) as output,
-            Journal(
-                options.journal, header=self._journal_header(builder, header, budget)
-            ) as journal,
+            Journal(options.journal, header=head) as journal,
             _showing(bar),
         ):
             self._created()
@@ -420,7 +411,7 @@ class PaidRun:
                 output.writes.on_failure = journal.writes.on_failure = stop
                 if turns is not None:
                     turns.log.writes.on_failure = stop
-                result = await self._send(make, options, learned, rows)
+                result = await self._send(make, learned, rows)
         failed = output.writes.line or journal.writes.line or (turns and turns.log.writes.line)
         # (or failed only as the files closed)
         if failed:
@@ -432,13 +423,12 @@ class PaidRun:
     async def _send(
         self,
         make: Callable[[Sender, Lookup | None], Run],
-        options: JobOptions,
         learned: Learned,
         rows: list[PromptRow],
     ) -> RunSummary:
         """Run with the sender the options and what the job learned choose
         (``run.senders.SENDERS``: batches, a test's, or the HTTP transport)."""
-        kind = sender_for(options, learned)
+        kind, options = sender_for(self.options, learned), self.options
         return await kind.run(make, options, learned, self.replay, rows, self.state.awaiting)
 
 

@@ -45,7 +45,7 @@ from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
 from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.rows import PromptRow
@@ -349,7 +349,12 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
             max_tokens=max(item.max_tokens for item in plan.items),
         )
         return await paid.run(
-            rows, builder=builder, prices=worst, summary=summary, header={"policy": summary.policy}
+            rows,
+            builder=builder,
+            prices=worst,
+            summary=summary,
+            header={"policy": summary.policy},
+            learned=Learned.nothing(options),  # a check learns nothing as it opens
         )
 
 

@@ -100,15 +100,14 @@ class Run:
         self.dollars = (start or WindowStart()).window(books.journal)
         if learned.batch is None:
             books.window = self.dollars
-        cap = books.cap
         self.policy = AttemptPolicy(
             options,
             model=builder.model,
             policy=summary.policy,
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
-            held=lambda: (books.cap.held_usd, cap.in_flight),
-            cap_left=lambda: cap.remaining_usd,
+            held=lambda: (books.cap.held_usd, books.cap.in_flight),
+            cap_left=lambda: books.cap.remaining_usd,
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
