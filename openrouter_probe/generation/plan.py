@@ -270,20 +270,9 @@ class GeneratePlan:
             **run,
         )
         batch, options = _batch_mode(k["stream"], options, k["batch"])
-        checked = {
-            "max_tokens": max_tokens,
-            "shard": shard,
-            "batch": batch,
-            "samples": whole_number(k["samples"], "samples"),
-        }
-        return cls(
-            **{**given, **checked},
-            prompts=prompts,
-            budget_from_key=from_key,
-            shard_source=shard_source,
-            run=options,
-            mix=mix,
-        )
+        given["samples"] = whole_number(k["samples"], "samples")
+        given.update(prompts=prompts, max_tokens=max_tokens, shard=shard, batch=batch, mix=mix)
+        return cls(**given, run=options, budget_from_key=from_key, shard_source=shard_source)
 
     @property
     def response_cache(self) -> bool:
