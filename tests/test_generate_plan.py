@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +83,13 @@ def test_generates_defaults_are_the_run_plans() -> None:
         if field.name not in keywords or field.name in resolved:
             continue
         default = keywords[field.name].default
-        if field.default is dataclasses.MISSING:  # out: required by both
+        if field.default_factory is not dataclasses.MISSING:  # sleep: asyncio.sleep
+            assert default == field.default_factory(), field.name
+        elif field.default is dataclasses.MISSING:  # out: required by both
             assert default is inspect.Parameter.empty, field.name
             continue
-        assert default == field.default, field.name
+        else:
+            assert default == field.default, field.name
         compared.append(field.name)
     assert len(compared) == 12
     for name in resolved:
@@ -107,7 +112,8 @@ def test_every_field_is_declared_once() -> None:
 
 def test_the_cli_options_are_the_fields_metadata() -> None:
     """Each field that an option of ``generate`` sets names that option and its help in its
-    metadata (``run.config.cli``), the one place they are written."""
+    metadata (``run.config.cli``), the one place they are written: the CLI makes its options
+    from them (``cli.options.field_option``)."""
     options = {p.name: p for p in COMMAND.params if isinstance(p, click.Option)}
     by_flag = {flag: p for p in options.values() for flag in p.opts + p.secondary_opts}
     named = 0
@@ -119,6 +125,19 @@ def test_the_cli_options_are_the_fields_metadata() -> None:
         assert by_flag[meta.flag].help == meta.help, field.name
         named += 1
     assert named == 31
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["openrouter_probe.cli", "openrouter_probe.generation.plan", "openrouter_probe.run.config"],
+)
+def test_the_cli_reads_the_plans_fields_without_the_runs_machinery(module: str) -> None:
+    """The CLI makes its options from the plans' fields at import: the plans' modules import
+    what their checks and the run need only where they run, so ``--help`` stays fast."""
+    heavy = ("aiohttp", "pydantic", "requests", "pandas", "openrouter_probe.run.books.turns")
+    code = f"import sys, {module}; print(*(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_verifys_options_of_the_run_are_the_fields_flags() -> None:

@@ -1,17 +1,16 @@
 """The plan of a ``generate`` job (``GeneratePlan``): the caller's arguments, checked once.
 
-``GeneratePlan.of`` takes ``generate()``'s keywords, every one of them, and refuses what no run
-could use (a temperature outside OpenRouter's range, a reasoning budget that fills
-``max_tokens``, ``stream`` with ``batch``, ...) before anything is read or sent; it resolves the
-paid run's plan (``run.config.JobOptions``: the key and base URL from the environment, the
-budget, the output) once, as batch mode wants it. The plan is frozen: what the run does next
-(read the prompts, check the policy, send) reads it and never changes it.
+``GeneratePlan.of`` takes ``generate()``'s keywords, every one, and refuses what no run could use
+(a temperature outside OpenRouter's range, a reasoning budget that fills ``max_tokens``,
+``stream`` with ``batch``, ...) before anything is read or sent; it resolves the paid run's plan
+(``run.config.JobOptions``: the key and base URL from the environment, the budget, the output)
+once, as batch mode wants it. The plan is frozen: the run reads it and never changes it.
 
 Each field is declared once: ``generate``'s own here, what every paid run takes in
 ``run.config.JobOptions``. ``generate()``'s keywords are the fields of both that are not
-``DERIVED`` (or set one under another name, ``RUN_KEYWORDS``); each field's metadata names the CLI
-option that sets it (``run.config.cli``): ``tests/test_generate_plan.py`` holds the three in
-agreement.
+``DERIVED`` (or set one under another name, ``RUN_KEYWORDS``); the CLI's options are made from
+the fields' metadata (``run.config.cli``; ``cli.options.field_option``), so ``generate --help``
+imports this module: what its checks need is imported where they run.
 """
 
 from __future__ import annotations
@@ -21,18 +20,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
 from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
-from openrouter_probe.generation.manifest import SourceOptions
-from openrouter_probe.generation.prompts import parse_shard
+from openrouter_probe.generation.shards import shard_from_launcher
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
-from openrouter_probe.rules.sampling_mix import SamplingMix
-from openrouter_probe.run.books.turns import TURNS_MODES
 from openrouter_probe.run.config import JobOptions, cli
-from openrouter_probe.run.send.batch_plan import BatchOptions
-from openrouter_probe.run.send.request import RequestBuilder
+
+if TYPE_CHECKING:
+    from openrouter_probe.generation.manifest import SourceOptions
+    from openrouter_probe.rules.sampling_mix import SamplingMix
+    from openrouter_probe.run.send.batch_plan import BatchOptions
+    from openrouter_probe.run.send.request import RequestBuilder
 
 __all__ = [
     "DERIVED",
@@ -102,14 +101,12 @@ def parse_weights(
 class GeneratePlan:
     """What a ``generate`` job was asked, checked (see the module); build it with :meth:`of`.
 
-    It adds ``generate``'s own inputs (the prompts, the policy, the sampling, the turns, the
-    shard...) to ``run``, the paid run's plan (``run.config.JobOptions``: out, budget,
-    concurrency, timeouts, backoff, response cache... each declared there once). Each own field is
-    ``generate()``'s keyword of the same name, as the job uses it: ``shard`` a pair (``"auto"``
-    resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``. Derived:
+    It adds ``generate``'s own inputs (prompts, policy, sampling, turns, shard...) to ``run``,
+    the paid run's plan (``run.config.JobOptions``, each of its fields declared there once). Each
+    own field is ``generate()``'s keyword of the same name, as the job uses it: ``shard`` a pair
+    (``"auto"`` resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``. Derived:
     ``shard_source`` (the launcher's variables that gave the shard), ``budget_from_key``
-    (``budget_usd="key"``: the cap is read from ``GET /key`` before a paid run), ``mix`` and
-    ``run``.
+    (``budget_usd="key"``: the cap is read from ``GET /key`` before a paid run), ``mix``, ``run``.
     """
 
     prompts: str | Path
@@ -239,10 +236,11 @@ class GeneratePlan:
 
     @classmethod
     def of(cls, prompts: str | Path, **keywords: Any) -> GeneratePlan:
-        """The plan of ``generate(prompts, **keywords)``, every keyword given (``generate``
-        passes its own): checked, the run's plan resolved from the keywords that are not the
-        plan's own fields. Raises ``ConfigError`` (and its ``OptionError``) for what no run
-        could use."""
+        """The plan of ``generate(prompts, **keywords)``, every keyword given: checked, the run's
+        plan resolved from the keywords that are not the plan's own fields. Raises
+        ``ConfigError`` (and its ``OptionError``) for what no run could use."""
+        from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
+
         k = keywords
         if k["offline"]:  # no network, no spending: the dry run on the bundled snapshot
             k = {**k, "dry_run": True, "snapshot": k["snapshot"] or "bundled"}
@@ -307,6 +305,7 @@ class GeneratePlan:
         breaks what the card fixes); ``identity``: each row's ``session_id`` (the response
         cache's rows kept apart: ``response_cache``), of the output's ``job``."""
         from openrouter_probe.rules.sampling import sampling_advice
+        from openrouter_probe.run.send.request import RequestBuilder
 
         advice = sampling_advice(model)
         if self.mix is not None:
@@ -361,6 +360,8 @@ def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix 
             "off for every row: give one of them",
             thinking_mix=Shown(str(k["thinking_mix"])),
         )
+    from openrouter_probe.rules.sampling_mix import SamplingMix
+
     seed = k["mix_seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise OptionError("{mix_seed=}: a whole number, e.g. 0", mix_seed=seed)
@@ -373,6 +374,8 @@ def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix 
 
 
 def _check_turns(turns: str) -> None:
+    from openrouter_probe.run.books.turns import TURNS_MODES
+
     if turns not in TURNS_MODES:
         raise ConfigError(
             f"turns={turns!r}: use 'last' (answer after the last message) or 'all' (regenerate "
@@ -402,6 +405,8 @@ def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, in
                 )
             )
     if "shard" in header:
+        from openrouter_probe.generation.prompts import parse_shard
+
         named = parse_shard(header["shard"])
         if shard is not None and named != shard:
             raise ConfigError(
@@ -417,10 +422,10 @@ def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, in
 def _shard(shard: str | tuple[int, int] | None) -> tuple[tuple[int, int] | None, str]:
     """The shard pair, and (``shard="auto"``) the launcher's variables that gave it."""
     if isinstance(shard, str) and shard.strip() == "auto":
-        from openrouter_probe.generation.shards import shard_from_launcher
-
         launcher = shard_from_launcher()
         return launcher.pair, launcher.source
+    from openrouter_probe.generation.prompts import parse_shard
+
     return (parse_shard(shard) if isinstance(shard, str) else shard), ""
 
 
@@ -480,6 +485,8 @@ def _batch_mode(
             stream=True,
             batch=True,
         )
+    from openrouter_probe.run.send.batch_plan import BatchOptions
+
     chosen = BatchOptions() if batch is True else batch
     chosen = dataclasses.replace(chosen, size=whole_number(chosen.size, "batch size"))
     # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;

@@ -19,24 +19,20 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError
-from openrouter_probe.files import ensure_not_input
-from openrouter_probe.rules.quantities import positive_usd, whole_number
-from openrouter_probe.run.books.turns import turns_path
-from openrouter_probe.run.money.journal import journal_path
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from openrouter_probe.api.backoff import Backoff
     from openrouter_probe.run.books.reconcile import Lookup
     from openrouter_probe.run.send.batch_plan import BatchSettings
     from openrouter_probe.run.send.sender import Sender
@@ -67,8 +63,9 @@ class Progress(Protocol):
 
 @dataclass(frozen=True)
 class CliFlag:
-    """The command-line option that sets a plan's field: its flag and its ``--help`` text (the
-    ``generate`` command's; ``tests/test_generate_plan.py`` holds the CLI's options to them)."""
+    """The command-line option that sets a plan's field: its flag and its ``--help`` text, from
+    which the CLI makes the option (``cli.options.field_option``; ``generate --help`` imports this
+    module, so what only ``resolve`` needs is imported there)."""
 
     flag: str
     help: str
@@ -82,7 +79,16 @@ def cli(flag: str, help: str) -> dict[str, CliFlag]:
 
 def default_backoff(attempts: int = DEFAULT_ATTEMPTS) -> Backoff:
     """The run's retry schedule: 1 s doubling to 60 s, ``attempts`` tries within 10 minutes."""
+    from openrouter_probe.api.backoff import Backoff
+
     return Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=attempts, timeout_s=600.0)
+
+
+def _asyncio_sleep() -> Sleep:
+    """``asyncio.sleep``, imported when a plan is made: ``--help`` reads the fields only."""
+    import asyncio
+
+    return asyncio.sleep
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,7 +185,7 @@ class JobOptions:
             "requests; by default it answers a row resent after a lost answer free.",
         ),
     )
-    sleep: Sleep = asyncio.sleep
+    sleep: Sleep = field(default_factory=_asyncio_sleep)
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
 
@@ -210,6 +216,8 @@ class JobOptions:
     @property
     def journal(self) -> Path:
         """The spend journal beside the output (``out.jsonl.ledger``)."""
+        from openrouter_probe.run.money.journal import journal_path
+
         return journal_path(self.out)
 
     def ceiling_s(self, max_tokens: int) -> float:
@@ -241,6 +249,11 @@ class JobOptions:
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
         ``fields`` are the other fields, as they are (their defaults are the class's).
         """
+        from openrouter_probe.files import ensure_not_input
+        from openrouter_probe.rules.quantities import positive_usd, whole_number
+        from openrouter_probe.run.books.turns import turns_path
+        from openrouter_probe.run.money.journal import journal_path
+
         budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
         target = Path(out)
         try:
@@ -295,6 +308,8 @@ class Learned:
 
 def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
     """The one retry schedule: ``backoff`` as given, else the default with ``attempts`` tries."""
+    from openrouter_probe.rules.quantities import whole_number
+
     if attempts is not None:
         attempts = whole_number(attempts, "attempts")
     if backoff is None:
