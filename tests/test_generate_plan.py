@@ -28,6 +28,7 @@ from openrouter_probe.run.books.turns import TURNS_MODES
 from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.verify.plan import VerifyPlan
+from openrouter_probe.verify.run import plan_precision_check, verify_precision
 
 COMMAND = cli.commands["generate"]
 FIELDS = [f.name for f in dataclasses.fields(GeneratePlan)]
@@ -143,11 +144,28 @@ def test_the_cli_reads_the_plans_fields_without_the_runs_machinery(module: str) 
 def test_verifys_options_of_the_run_are_the_fields_flags() -> None:
     """``verify`` sets the run's plan's fields it shares with ``generate`` through the same flags
     (its help says them for a check)."""
-    run = {f.name: f.metadata["cli"] for f in dataclasses.fields(JobOptions) if "cli" in f.metadata}
-    shared = [p for p in cli.commands["verify"].params if p.name in run]
-    assert sorted(p.name for p in shared if p.name) == ["budget_usd", "concurrency", "out"]
-    for param in shared:
-        assert param.name is not None and run[param.name].flag in param.opts, param.name
+    flags = {f.metadata["cli"].flag for f in dataclasses.fields(JobOptions) if "cli" in f.metadata}
+    shared = [p for p in cli.commands["verify"].params if set(p.opts) & flags]
+    assert sorted(p.name for p in shared if p.name) == ["budget_usd", "concurrency", "out", "quiet"]
+
+
+def test_verify_precisions_keywords_are_the_checks_plan_and_the_runs() -> None:
+    """``verify_precision`` takes the check's plan's keywords (``plan_precision_check``: no
+    output, no run) and the run's plan's fields (``attempts`` sets the backoff): the one
+    ``JobOptions`` of the check is resolved from them, defaulting as the fields do but for
+    ``concurrency`` (a check's 32)."""
+    keywords = inspect.signature(verify_precision).parameters
+    planned = set(inspect.signature(plan_precision_check).parameters)
+    fields = {f.name: f for f in dataclasses.fields(JobOptions)}
+    run = [name for name in keywords if name not in planned and name != "on_plan"]
+    fed = sorted(RUN_KEYWORDS.get(name, name) for name in run)
+    wanted = ["out", "concurrency", "read_timeout_s", "handle_signals", "progress", "sleep"]
+    assert fed == sorted([*wanted, "backoff", "backoff"])  # attempts, or a backoff given whole
+    assert planned & set(fields) == {"budget_usd", "api_key", "base_url"}  # given to both
+    for name in ("read_timeout_s", "handle_signals", "progress"):
+        assert keywords[name].default == fields[name].default, name
+    assert keywords["sleep"].default is fields["sleep"].default_factory()
+    assert (keywords["concurrency"].default, fields["concurrency"].default) == (32, 256)
 
 
 def test_every_cli_option_sets_a_field_of_the_plan() -> None:

@@ -154,7 +154,7 @@ def _moved_options(func: Any) -> Any:
     metavar="FILE.yaml",
     help="Also write the dated evidence (read back with --precision-file).",
 )
-@click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
+@field_option(JobOptions, "progress", "quiet", is_flag=True)
 @format_option("evidence")
 @_moved_options
 def verify(model: str, **opts: Any) -> None:
