@@ -303,7 +303,7 @@ def _truncated_rows(
     dataset each cut record names (a dataset renamed since is counted where it was)."""
     from dataclasses import replace
 
-    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.generation.records import merged_records
     from openrouter_probe.run.books.output import output_tokens_of
 
     if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
