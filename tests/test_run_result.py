@@ -18,6 +18,9 @@ import pytest
 
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
+from openrouter_probe.generation.audit import audit
+from openrouter_probe.generation.export import export
+from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.result import RunResult, RunSummary
 from openrouter_probe.run.start import RunStart, Said
@@ -162,6 +165,21 @@ def test_a_real_result_holds_no_list_dict_set_or_mutable_dataclass(tmp_path: Pat
     assert _mutable(result, "result") == [] and _mutable(dry, "dry") == []
     # a pickle (a rank's result sent back) gives the same value
     assert pickle.loads(pickle.dumps(result)) == result
+
+
+def test_an_audit_and_an_export_are_values_too(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(12, datasets=2))
+    with serve(speed=0, seed=4) as fake:
+        _run(tmp_path, fake.base_url, "out.jsonl", budget_usd=5)
+    report = audit([tmp_path / "out.jsonl"], policy=POLICY, snapshot=bundled_snapshot())
+    done = export([tmp_path / "out.jsonl"], fmt="sharegpt", output=tmp_path / "sft.jsonl")
+    assert report.rows == done.read == 12 and done.not_answered  # (truncated: not written)
+    assert done.written + sum(done.not_answered.values()) == 12
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.failed = 1  # type: ignore[misc]
+    # (``sampling``, the rules' per-dataset sampling counter, is the one mutable part left)
+    assert _mutable(dataclasses.replace(report, sampling=None), "report") == []
+    assert _mutable(done, "export") == []
 
 
 def test_two_shards_results_add_to_the_whole_runs_facts(tmp_path: Path) -> None:
