@@ -279,130 +279,130 @@ def _either(a: str, b: str) -> str:
 WIDTH = 80
 
 
-def _render(r: RunResult, term: Term) -> str:
+def _render(result: RunResult, term: Term) -> str:
     """The summary for people, in lines of at most 80 columns; ``term`` says the library's
     keywords (``errors.keyword_term``; the CLI passes its flags)."""
-    lines = StopReason(r.stop_reason).why()  # the first line says why, when not as asked
-    lines.append(f"{r.model} via {r.policy} -> {r.out}")
-    if r.stop_reason == StopReason.DRY_RUN:
+    lines = StopReason(result.stop_reason).why()  # the first line says why, when not as asked
+    lines.append(f"{result.model} via {result.policy} -> {result.out}")
+    if result.stop_reason == StopReason.DRY_RUN:
         lines.append(
-            f"dry run: {r.rows_to_send:,} row{'' if r.rows_to_send == 1 else 's'} to "
-            f"send ({r.rows_already_done:,} already "
-            f"done, {r.duplicates:,} duplicate ids skipped); nothing sent"
+            f"dry run: {result.rows_to_send:,} row{'' if result.rows_to_send == 1 else 's'} to "
+            f"send ({result.rows_already_done:,} already "
+            f"done, {result.duplicates:,} duplicate ids skipped); nothing sent"
         )
-        if r.shard_from:
-            lines.append(r.shard_from)
+        if result.shard_from:
+            lines.append(result.shard_from)
     else:
         lines.append(
-            f"rows: {r.ok:,} ok, {r.truncated:,} truncated, {r.failed:,} failed, "
-            f"{r.cancelled:,} cancelled, {r.not_sent:,} not sent"
-            + (f", {r.rows_partial:,} stopped mid-way" if r.rows_partial else "")
-            + f" ({r.rows_already_done:,} already done, {r.duplicates:,} duplicate ids "
-            f"skipped); {r.requests:,} requests, {r.retries:,} retried"
+            f"rows: {result.ok:,} ok, {result.truncated:,} truncated, {result.failed:,} failed, "
+            f"{result.cancelled:,} cancelled, {result.not_sent:,} not sent"
+            + (f", {result.rows_partial:,} stopped mid-way" if result.rows_partial else "")
+            + f" ({result.rows_already_done:,} already done, {result.duplicates:,} duplicate ids "
+            f"skipped); {result.requests:,} requests, {result.retries:,} retried"
         )
-    if r.rows_skipped:
+    if result.rows_skipped:
         lines.append(
-            f"skipped {r.rows_skipped:,} rows of the prompts: not a row to send "
+            f"skipped {result.rows_skipped:,} rows of the prompts: not a row to send "
             "(never sent; the warnings name them)"
         )
-    if r.stop_reason == StopReason.DRY_RUN and r.rows_ending_on_assistant:
+    if result.stop_reason == StopReason.DRY_RUN and result.rows_ending_on_assistant:
         lines.append(
-            f"{r.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
+            f"{result.rows_ending_on_assistant:,} rows end on an assistant turn: that answer "
             "is regenerated ("
             + render_template("{turns=last}", {}, term)
             + " keeps it as `original`)"
         )
-    lines.extend(_turn_lines(r, term))
-    lines.extend(_money_lines(r, term))
-    if r.in_flight_refusals:
+    lines.extend(_turn_lines(result, term))
+    lines.extend(_money_lines(result, term))
+    if result.in_flight_refusals:
         lines.append(
-            f"held in flight at most ${r.held_max_usd:,.4f}; {r.in_flight_refusals:,} "
+            f"held in flight at most ${result.held_max_usd:,.4f}; {result.in_flight_refusals:,} "
             "in-flight refusals (OpenRouter's in-flight budget: each waited and went again)"
         )
-    lines.extend(_dataset_lines(r))
-    for name, tally in sorted(r.providers.items()):
+    lines.extend(_dataset_lines(result))
+    for name, tally in sorted(result.providers.items()):
         turns = f", {tally.turns:,} turns" if tally.turns else ""
         byok = f" ({_usd(tally.byok_usd)} BYOK: the provider's, to your own key)"
         lines.append(
             f"  {name}: {tally.rows:,} rows{turns}, {tally.completion_tokens:,} output "
             f"tokens, {_usd(tally.cost_usd)}" + (byok if tally.byok_usd else "")
         )
-    if r.worst_case_usd is not None:
-        what = "rows" if r.turns_to_send is None else "turns"
-        lines.append(f"worst case of the {what} to send: ${r.worst_case_usd:,.4f}")
-    if r.expected_usd is not None:
-        lines.append(f"expected (budget planner, blended): ${r.expected_usd:,.4f}")
-    lines.extend(rendered(n, term) for n in r.notes)
-    message = rendered(r.message, term)
-    lines.append(f"stopped: {r.stop_reason}" + (f": {message}" if message else ""))
+    if result.worst_case_usd is not None:
+        what = "rows" if result.turns_to_send is None else "turns"
+        lines.append(f"worst case of the {what} to send: ${result.worst_case_usd:,.4f}")
+    if result.expected_usd is not None:
+        lines.append(f"expected (budget planner, blended): ${result.expected_usd:,.4f}")
+    lines.extend(rendered(n, term) for n in result.notes)
+    message = rendered(result.message, term)
+    lines.append(f"stopped: {result.stop_reason}" + (f": {message}" if message else ""))
     return "\n".join(_fit(line) for line in lines)
 
 
-def _money_lines(r: RunResult, term: Term) -> list[str]:
-    cap = f" of {format_usd(r.budget_usd)}" if r.budget_usd is not None else ""
-    remaining = r.remaining_usd
+def _money_lines(result: RunResult, term: Term) -> list[str]:
+    cap = f" of {format_usd(result.budget_usd)}" if result.budget_usd is not None else ""
+    remaining = result.remaining_usd
     lines = [
-        f"spent: {_usd(r.spent_usd)} this run, {_usd(r.spent_total_usd)} in all{cap}"
+        f"spent: {_usd(result.spent_usd)} this run, {_usd(result.spent_total_usd)} in all{cap}"
         + (f"; {_usd(remaining)} remains" if remaining is not None else "")
     ]
-    if r.budget_usd is not None and r.spent_total_usd > r.budget_usd:
-        over = r.spent_total_usd - r.budget_usd
+    if result.budget_usd is not None and result.spent_total_usd > result.budget_usd:
+        over = result.spent_total_usd - result.budget_usd
         lines.append(f"over the cap by {_usd(over)} (answers cost more than their worst case)")
-    if r.shards and r.budget_usd is not None:
-        total = r.budget_usd * r.shards
+    if result.shards and result.budget_usd is not None:
+        total = result.budget_usd * result.shards
         lines.append(
             render_template("{budget_usd:bare}", {}, term)
-            + f" is per shard: {format_usd(r.budget_usd)} x {r.shards} "
+            + f" is per shard: {format_usd(result.budget_usd)} x {result.shards} "
             f"shards = {format_usd(total)} on the key in all"
         )
-    if r.possibly_billed_usd or r.reconciled:
+    if result.possibly_billed_usd or result.reconciled:
         lines.append(
             f"possibly billed (cost unknown, counted at the worst case): "
-            f"{_usd(r.possibly_billed_usd)}; settled from /generation: "
-            f"{r.reconciled} attempt(s), {_usd(r.reconciled_back_usd)} given back"
+            f"{_usd(result.possibly_billed_usd)}; settled from /generation: "
+            f"{result.reconciled} attempt(s), {_usd(result.reconciled_back_usd)} given back"
         )
-    if r.possibly_billed_before_usd or r.reconciled_before:
+    if result.possibly_billed_before_usd or result.reconciled_before:
         killed = (
-            f", {r.killed_in_flight_before} in flight when a run was killed"
-            if r.killed_in_flight_before
+            f", {result.killed_in_flight_before} in flight when a run was killed"
+            if result.killed_in_flight_before
             else ""
         )
         settled = (
             "a real run settles what it can from /generation"
-            if r.stop_reason == StopReason.DRY_RUN  # a dry run settles nothing
-            else f"settled from /generation this run: {r.reconciled_before} attempt(s), "
-            f"{_usd(r.reconciled_before_back_usd)} given back"
+            if result.stop_reason == StopReason.DRY_RUN  # a dry run settles nothing
+            else f"settled from /generation this run: {result.reconciled_before} attempt(s), "
+            f"{_usd(result.reconciled_before_back_usd)} given back"
         )
         lines.append(
             f"possibly billed by earlier runs{killed}: "
-            f"{_usd(r.possibly_billed_before_usd)} at the worst case; {settled} "
-            f"({r.journal})"
+            f"{_usd(result.possibly_billed_before_usd)} at the worst case; {settled} "
+            f"({result.journal})"
         )
-    if r.cache_hits:
+    if result.cache_hits:
         lines.append(
-            f"{r.cache_hits:,} answer(s) from OpenRouter's response cache: billed nothing, "
+            f"{result.cache_hits:,} answer(s) from OpenRouter's response cache: billed nothing, "
             "counted $0 (rows resent after a lost answer)"
         )
-    for name, (answers, ratio, usd) in sorted(r.overshoot.items()):
+    for name, (answers, ratio, usd) in sorted(result.overshoot.items()):
         lines.append(
             f"{name} billed past max_tokens: {answers:,} answer(s), up to {ratio:.2f}x, "
             f"{_usd(usd)} for the tokens past the limit (reserved for from then on)"
         )
-    if r.unsettleable:
+    if result.unsettleable:
         lines.append(
-            f"{r.unsettleable} attempt(s) left with no generation id: they stay at their worst case"
+            f"{result.unsettleable} attempt(s) left with no generation id: they stay at their worst case"
         )
     return lines
 
 
-def _dataset_lines(r: RunResult) -> list[str]:
-    if not r.datasets:
-        if not r.output_tokens:
+def _dataset_lines(result: RunResult) -> list[str]:
+    if not result.datasets:
+        if not result.output_tokens:
             return []
-        items = [f"{k} {v:,}" for k, v in sorted(r.output_tokens.items())]
+        items = [f"{k} {v:,}" for k, v in sorted(result.output_tokens.items())]
         return _pack("output tokens (reasoning included):", items)
     lines = ["datasets: rows done/total, output tokens (reasoning included), spent"]
-    for name, t in sorted(r.datasets.items()):
+    for name, t in sorted(result.datasets.items()):
         share = f" of {_usd(t.share_usd)}" if t.share_usd is not None else ""
         unsent = f", {t.not_sent:,} not sent" if t.not_sent else ""
         lines.append(
@@ -412,25 +412,25 @@ def _dataset_lines(r: RunResult) -> list[str]:
     return lines
 
 
-def _turn_lines(r: RunResult, term: Term) -> list[str]:
+def _turn_lines(result: RunResult, term: Term) -> list[str]:
     """``--turns all``: turns, in one unit with the rows line's requests (every request sends
     one turn: a row's last turn finishes it; a row without turns of its own is one turn)."""
-    if r.turns_to_send is None:
+    if result.turns_to_send is None:
         return []
     kept = (
-        f" ({r.turns_resumed:,} more kept by earlier runs, not sent again)"
-        if r.turns_resumed
+        f" ({result.turns_resumed:,} more kept by earlier runs, not sent again)"
+        if result.turns_resumed
         else ""
     )
     asked = render_template("{turns=all}", {}, term)
-    line = f"turns ({asked}): {r.turns_to_send:,} to send for the rows to send{kept}"
-    if r.stop_reason != StopReason.DRY_RUN:
-        line += f"; {r.turns_done:,} answered"
+    line = f"turns ({asked}): {result.turns_to_send:,} to send for the rows to send{kept}"
+    if result.stop_reason != StopReason.DRY_RUN:
+        line += f"; {result.turns_done:,} answered"
     lines = [line]
-    if r.rows_partial:
+    if result.rows_partial:
         lines.append(
-            f"{r.rows_partial:,} row(s) stopped mid-way: their finished turns are kept in "
-            f"{r.turns_file or 'the turns file'}; rerun the same command to finish them"
+            f"{result.rows_partial:,} row(s) stopped mid-way: their finished turns are kept in "
+            f"{result.turns_file or 'the turns file'}; rerun the same command to finish them"
         )
     return lines
 

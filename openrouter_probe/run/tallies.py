@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["DatasetTally", "Frozen", "ProviderTally", "joined", "plus", "summed"]
 
 _ZERO = Decimal(0)
+_T = TypeVar("_T", "ProviderTally", "DatasetTally")
 
 
 def _frozen(value: Any) -> Any:
@@ -52,6 +53,11 @@ def summed(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _added(a: _T, b: _T) -> _T:
+    """Two tallies of one kind, every figure summed (``plus``)."""
+    return type(a)(**{f.name: plus(getattr(a, f.name), getattr(b, f.name)) for f in fields(a)})
+
+
 @dataclass(frozen=True)
 class ProviderTally:
     """Rows, tokens and cost of the rows one provider (display name) served in this run."""
@@ -67,9 +73,7 @@ class ProviderTally:
 
     def __add__(self, other: ProviderTally) -> ProviderTally:
         """Every figure summed."""
-        return ProviderTally(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in _PROVIDER_FIELDS}
-        )
+        return _added(self, other)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,9 +86,6 @@ class ProviderTally:
             "byok_usd": float(self.byok_usd),
             "truncated": self.truncated,
         }
-
-
-_PROVIDER_FIELDS = dataclasses.fields(ProviderTally)
 
 
 @dataclass(frozen=True)
@@ -102,14 +103,7 @@ class DatasetTally:
 
     def __add__(self, other: DatasetTally) -> DatasetTally:
         """Every figure summed (a sub-cap unknown when either is)."""
-        return DatasetTally(
-            rows=self.rows + other.rows,
-            done=self.done + other.done,
-            not_sent=self.not_sent + other.not_sent,
-            output_tokens=self.output_tokens + other.output_tokens,
-            spent_usd=self.spent_usd + other.spent_usd,
-            share_usd=plus(self.share_usd, other.share_usd),
-        )
+        return _added(self, other)
 
     def to_dict(self) -> dict[str, Any]:
         return {
