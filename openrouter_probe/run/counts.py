@@ -148,10 +148,7 @@ class Counts:
 
     def provider(self, name: str) -> dict[str, Any]:
         """The figures counted so far for provider ``name`` (all 0 at first), to add to."""
-        tally = self.providers.get(name)
-        if tally is None:  # (setdefault would build a tally for every answer)
-            tally = self.providers[name] = dict(_NO_PROVIDER)
-        return tally
+        return self.providers.setdefault(name, dict(_NO_PROVIDER))
 
     def provider_tallies(self) -> dict[str, ProviderTally]:
         """What each provider served, as frozen tallies."""

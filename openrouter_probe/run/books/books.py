@@ -409,7 +409,8 @@ class Books:
         self.observed[dataset] = (seen_tokens + tokens, seen_answers + 1)
         self.settled_tokens[dataset] = self.settled_tokens.get(dataset, 0) + tokens
         c.output_tokens[dataset] = c.output_tokens.get(dataset, 0) + tokens
-        tally = c.provider(answer.provider or "?")
+        name = answer.provider or "?"
+        tally = c.providers.get(name) or c.provider(name)  # (a tally is never empty)
         tally["turns"] += turn
         c.turns_done += turn
         tally["completion_tokens"] += tokens
