@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -44,7 +44,7 @@ from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resum
 from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.books.turns import TurnBook
 from openrouter_probe.run.checks import KeyCheck, account_window, key_check
-from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
 from openrouter_probe.run.money.replay import JournalReplay, replay_journal
@@ -197,10 +197,9 @@ class PaidRun:
         )
 
     def _adopt(self, before: RunStart, prices: Prices, max_tokens: int) -> RunStart:
-        """Journal the records the journal does not know (``run.money.journal.adopt``), read the journal
-        again, and return ``before`` with its money before this run from it: the books and the
-        reconciler then settle them from ``/generation`` like any attempt counted at its worst
-        case."""
+        """Journal the records the journal does not know (``run.money.journal.adopt``) and return
+        ``before`` with the money the journal now holds: the books and the reconciler settle them
+        from ``/generation`` like any attempt counted at its worst case."""
         records = self.unjournaled(prices, max_tokens)
         if not records:
             return before
@@ -231,8 +230,8 @@ class PaidRun:
     def run_start(
         self, *, datasets: Mapping[str, int] | None = None, said: Said | None = None, **fields: Any
     ) -> RunStart:
-        """What this run starts from: ``fields``, what the output held before, ``datasets`` (rows
-        per dataset in the prompts, 0 included), ``said`` after the output's own warnings."""
+        """What this run starts from: ``fields`` (``budget_usd``: the cap learned), what the output
+        held before, ``datasets`` (rows per dataset of the prompts), ``said`` after its warnings."""
         state, replay, said = self.state, self.replay, said or Said()
         tallies = dataset_tallies(
             datasets or {}, state.rows_by_dataset, state.output_tokens, self.spent_by_dataset
@@ -243,35 +242,33 @@ class PaidRun:
             possibly_billed_before_usd=replay.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
             journal=str(self.options.journal),
-            budget_usd=self.options.budget_usd,
             datasets=tallies,
             notes=said.notes,
             warnings=(*self.warnings, *said.warnings),
-            **fields,
+            **{"budget_usd": self.options.budget_usd, **fields},
         )
 
     async def _warn(
         self,
         before: RunStart,
+        budget: Decimal | None,
         one_request_usd: Decimal | None = None,
-        lower_max_tokens: bool = False,
     ) -> tuple[RunStart, KeyCheck | None]:
-        """Say before sending what could surprise: the key's limit below the budget, no cap
-        (``before`` with those warnings; a blocking one is the stop's message instead); and what
-        the key check read (``None``: a sender of its own, no OpenRouter to ask; its ``blocks``
-        when a budget of the key blocks even one request: send nothing)."""
+        """``before`` with what could surprise said (the key's limit below the budget, no cap; a
+        blocking one is the stop's message instead), and what the key check read (``None``: a
+        sender of its own; ``blocks``: a budget of the key blocks even one request)."""
         check, said = None, []
         if self.options.send is None:
             check = await asyncio.to_thread(
-                functools.partial(key_check, lower_max_tokens=lower_max_tokens),
+                functools.partial(key_check, lower_max_tokens=self.options.lower_max_tokens),
                 self.options,
-                None,
+                budget,
                 None,
                 one_request_usd,
             )
             if check.warning and not check.blocks:
                 said.append(check.warning)
-        if self.options.budget_usd is None:
+        if budget is None:
             said.append(
                 Message(
                     "no-budget",
@@ -284,7 +281,7 @@ class PaidRun:
         return before.saying(Said(warnings=tuple(said))), check
 
     def _journal_header(
-        self, builder: RequestBuilder, header: dict[str, Any] | None
+        self, builder: RequestBuilder, header: dict[str, Any] | None, budget: Decimal | None
     ) -> dict[str, Any]:
         """The fields of this run's header line in the journal."""
         return {
@@ -292,7 +289,7 @@ class PaidRun:
             "model": self.job.model if self.job is not None else builder.model,
             "job": self.job.sha256 if self.job is not None else "",
             "out": self.options.out.name,
-            "budget_usd": self.options.budget_usd,
+            "budget_usd": budget,
             **(header or {}),
         }
 
@@ -313,16 +310,16 @@ class PaidRun:
             generation_ids=self.replay.generation_ids,
         )
 
-    def _spent_already(self, before: RunStart, rows: int) -> RunResult | None:
+    def _spent_already(self, before: RunStart, rows: int, cap: Decimal | None) -> RunResult | None:
         """The result when the output already spent the budget (stop at once, ``budget``), unless
         what earlier runs left to settle (``/generation``, open batches) may free money."""
-        budget, spent_before = self.options.budget_usd, self.spent_before_usd
+        spent_before = self.spent_before_usd
         unsettled = self.replay.pending or self.replay.batches
-        if budget is None or spent_before < budget or unsettled:
+        if cap is None or spent_before < cap or unsettled:
             return None
         message = (
             f"{self.options.out} and {self.options.journal.name} already record "
-            f"${spent_before:.6f} spent of the {format_usd(budget)} cap"
+            f"${spent_before:.6f} spent of the {format_usd(cap)} cap"
         )
         return RunResult.of(before, stop_reason=StopReason.BUDGET, message=message, not_sent=rows)
 
@@ -335,37 +332,37 @@ class PaidRun:
         before: RunStart,
         header: dict[str, Any] | None = None,
         turns: TurnBook | None = None,
+        learned: Learned,
     ) -> RunResult:
         """Send ``rows`` under one cap over everything the output has spent, starting from
-        ``before`` (what the job learned); return the result.
+        ``before`` (what the job found before sending); return the result.
 
         ``builder`` makes each row's body and worst case at ``prices`` (a row's own ``prices``
         when it has them). Warns when the key's limit is below the budget or when nothing caps
         the spend; stops at once (``budget``) when the output already spent the budget.
-        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by
-        turn (``--turns all``).
+        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by turn
+        (``--turns all``); ``learned``: what the job learned as it opened (the cap, the weights...).
         """
-        options = self.options
-        budget = options.budget_usd
+        options, budget = self.options, learned.cap_usd
         if not rows and not self.state.exists:
             # nothing to send, nothing recorded: create no empty output and journal
             return RunResult.of(before)
         before = self._adopt(before, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
-        before, check = await self._warn(before, one_request, options.lower_max_tokens)
+        before, check = await self._warn(before, budget, one_request)
         if check is not None and check.blocks:
             said_why = {"stop_reason": StopReason.BUDGET_SPENT, "message": check.warning}
             return RunResult.of(before, not_sent=len(rows), **(said_why if check.warning else {}))
-        if (spent := self._spent_already(before, len(rows))) is not None:
+        if (spent := self._spent_already(before, len(rows), budget)) is not None:
             return spent
         start = None
-        if options.batch is None:  # a batch holds nothing in flight
+        if learned.batch is None:  # a batch holds nothing in flight
             start = account_window(
                 options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
             )
             before = before.saying(Said(notes=(start.why,)))
             log.info("%s", start.why)
-        if options.batch is not None:  # an open batch's rows first: its answers are paid
+        if learned.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
             rows = claimed_first(rows, self.replay.batches)
@@ -374,9 +371,10 @@ class PaidRun:
         )
         bar = _progress_bar(options.progress, len(rows))
         job_sha256 = self.job.sha256 if self.job is not None else ""
+        head = self._journal_header(builder, header, budget)
         with (
             OutputLog(options.out) as output,
-            Journal(options.journal, header=self._journal_header(builder, header)) as journal,
+            Journal(options.journal, header=head) as journal,
             _showing(bar),
         ):
             self._created()
@@ -385,7 +383,7 @@ class PaidRun:
                 if turns is None
                 else TurnSource(rows, turns, job_sha256=job_sha256, run_id=journal.run_id)
             )
-            if options.batch is not None:  # earlier runs' open batches claim their rows
+            if learned.batch is not None:  # earlier runs' open batches claim their rows
                 from openrouter_probe.run.books.batch_books import BatchClaims
 
                 source.claims = BatchClaims(journal)
@@ -397,6 +395,7 @@ class PaidRun:
                     run = Run(
                         source,
                         options=options,
+                        learned=learned,
                         builder=builder,
                         prices=prices,
                         books=books,
@@ -413,9 +412,7 @@ class PaidRun:
                 output.writes.on_failure = journal.writes.on_failure = stop
                 if turns is not None:
                     turns.log.writes.on_failure = stop
-                result = await sender_for(options).run(  # (``run.senders.SENDERS``)
-                    make, options, self.replay, rows, self.state.awaiting
-                )
+                result = await self._send(make, learned, rows)
         failed = output.writes.line or journal.writes.line or (turns and turns.log.writes.line)
         # (or failed only as the files closed)
         if failed:
@@ -423,6 +420,17 @@ class PaidRun:
             message = stop.line or failed
             result = replace(result, stop_reason=StopReason.WRITE_FAILED, message=message)
         return result
+
+    async def _send(
+        self,
+        make: Callable[[Sender, Lookup | None], Run],
+        learned: Learned,
+        rows: list[PromptRow],
+    ) -> RunResult:
+        """Run with the sender the options and what the job learned choose
+        (``run.senders.SENDERS``: batches, a test's, or the HTTP transport)."""
+        kind, options = sender_for(self.options, learned), self.options
+        return await kind.run(make, options, learned, self.replay, rows, self.state.awaiting)
 
 
 class _WriteStop:

@@ -1,7 +1,7 @@
 """The senders a paid run may send through, a small registry (``SENDERS``): the first whose
-``chosen(options)`` holds sends the run.
+``chosen(options, learned)`` holds sends the run.
 
-- ``batch``: the Batch API sender (``options.batch``, ``generate --batch``: ``run.send.batch_sender``),
+- ``batch``: the Batch API sender (``learned.batch``, ``generate --batch``: ``run.send.batch_sender``),
   its events journaled by the run (``run.books.batch_books``);
 - ``given``: the sender a caller passed (``options.send``: a test's double, a replay);
 - ``http``: the HTTP transport (``run.send.transport``, aiohttp), the default; a key-limit stop adds
@@ -23,7 +23,7 @@ from openrouter_probe.errors import APIError
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.books.reconcile import Lookup
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.replay import JournalReplay
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
@@ -46,26 +46,29 @@ MakeRun = Callable[[Sender, Lookup | None], Run]
 
 @dataclass(frozen=True)
 class SenderKind:
-    """One way to send a run: its ``name``, when the options choose it, and how it runs."""
+    """One way to send a run: its ``name``, when the options and what the job learned choose
+    it, and how it runs."""
 
     name: str
-    chosen: Callable[[JobOptions], bool]
-    #: ``run(make, options, replay, rows, awaiting)``; ``awaiting``: rows recorded ``failed``
-    #: whose line an open batch holds (``ResumeState.awaiting``): only that answer is taken
+    chosen: Callable[[JobOptions, Learned], bool]
+    #: ``run(make, options, learned, replay, rows, awaiting)``; ``awaiting``: rows recorded
+    #: ``failed`` whose line an open batch holds (``ResumeState.awaiting``): only that answer is
+    #: taken
     run: Callable[
-        [MakeRun, JobOptions, JournalReplay, list[PromptRow], Collection[str]],
+        [MakeRun, JobOptions, Learned, JournalReplay, list[PromptRow], Collection[str]],
         Awaitable[RunResult],
     ]
 
 
-def sender_for(options: JobOptions) -> SenderKind:
-    """The sender ``options`` choose (the first of ``SENDERS``)."""
-    return next(kind for kind in SENDERS if kind.chosen(options))
+def sender_for(options: JobOptions, learned: Learned) -> SenderKind:
+    """The sender ``options`` and ``learned`` choose (the first of ``SENDERS``)."""
+    return next(kind for kind in SENDERS if kind.chosen(options, learned))
 
 
 async def _run_batches(
     make: Callable[[Sender, Lookup | None], Run],
     options: JobOptions,
+    learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
@@ -75,10 +78,10 @@ async def _run_batches(
     from openrouter_probe.api.batches import BatchClient
     from openrouter_probe.run.send.batch_sender import BatchSender
 
-    assert options.batch is not None
+    assert learned.batch is not None
     with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
         sender = BatchSender(
-            options.batch,
+            learned.batch,
             client=client,
             earlier=replay.batches,
             recorded=replay.batch_ids,
@@ -128,6 +131,7 @@ def _batch_sink(run: Run) -> EventSink:
 async def _run_given(
     make: MakeRun,
     options: JobOptions,
+    learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
@@ -140,6 +144,7 @@ async def _run_given(
 async def _run_http(
     make: MakeRun,
     options: JobOptions,
+    learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
@@ -204,7 +209,7 @@ def key_figures(options: JobOptions) -> str:
 
 #: Every sender, in the order they are chosen (the first that ``chosen`` admits).
 SENDERS: tuple[SenderKind, ...] = (
-    SenderKind("batch", lambda options: options.batch is not None, _run_batches),
-    SenderKind("given", lambda options: options.send is not None, _run_given),
-    SenderKind("http", lambda options: True, _run_http),
+    SenderKind("batch", lambda options, learned: learned.batch is not None, _run_batches),
+    SenderKind("given", lambda options, learned: options.send is not None, _run_given),
+    SenderKind("http", lambda options, learned: True, _run_http),
 )

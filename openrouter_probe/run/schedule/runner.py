@@ -32,7 +32,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
-from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.money.limit import AdaptiveLimit, WindowStart
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.result import RunResult
@@ -75,6 +75,7 @@ class Run:
         source: RowSource,
         *,
         options: JobOptions,
+        learned: Learned,
         builder: RequestBuilder,
         prices: Prices,
         books: Books,
@@ -98,17 +99,16 @@ class Run:
         # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch), opened
         # at ``start`` (what the account allows); what 402s teach it is journaled, for a resume
         self.dollars = (start or WindowStart()).window(books.journal)
-        if options.batch is None:
+        if learned.batch is None:
             books.window = self.dollars
-        cap = books.cap
         self.policy = AttemptPolicy(
             options,
             model=builder.model,
             policy=before.policy,
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
-            held=lambda: (books.cap.held_usd, cap.in_flight),
-            cap_left=lambda: cap.remaining_usd,
+            held=lambda: (books.cap.held_usd, books.cap.in_flight),
+            cap_left=lambda: books.cap.remaining_usd,
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -117,6 +117,7 @@ class Run:
             builder=builder,
             prices=prices,
             options=options,
+            weights=learned.weights,
             on_close=self.waits.notify,
         )
         self.stop_reason: StopReason = StopReason.DONE
