@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from openrouter_probe.generation.audit import audit as audit
     from openrouter_probe.generation.export import ExportSummary as ExportSummary
     from openrouter_probe.generation.export import export as export
+    from openrouter_probe.run import RunResult as RunResult
     from openrouter_probe.run import RunSummary as RunSummary
     from openrouter_probe.run import StopReason as StopReason
 

@@ -22,7 +22,7 @@ tree in one place each and chained with ``raise ... from exc``.
     └── SnapshotError               a snapshot or page could not be read or holds no endpoints
 
 A spend cap that is reached is not an error: the run stops sending, drains what is in flight and
-says so in its ``RunSummary`` (``stop_reason``), so nothing here is raised for it.
+says so in its ``RunResult`` (``stop_reason``), so nothing here is raised for it.
 """
 
 from __future__ import annotations

@@ -373,7 +373,7 @@ def test_a_paid_answer_of_a_lost_submit_is_recorded_after_its_row_failed(
     its two attempts run out: r8 is recorded ``failed``. A later resume finds the lost batch:
     its paid answer for r8 is recorded after the ``failed`` line and wins for resume, audit and
     export; every billed answer is recorded, no row has two answers (was: only settled)."""
-    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.generation.records import merged_records
     from openrouter_probe.run.books.output import load_resume_state
 
     cap = Decimal(1)

@@ -125,7 +125,7 @@ def test_a_manifest_and_source_options_say_the_keywords_the_cli_its_flags(tmp_pa
 
 
 def test_the_prompt_field_advice_and_the_turns_line_in_both_terms(tmp_path: Path) -> None:
-    """generation.shapes (no prompt field: prompt_field) and run.summary (turns="all")."""
+    """generation.shapes (no prompt field: prompt_field) and run.render (turns="all")."""
     odd = write_prompts(tmp_path / "odd.jsonl", [{"id": "r0", "foo": "q"}])
     said = _generate_lib(odd)
     assert "name the prompt field (prompt_field, or `fields:`" in said, said

@@ -54,12 +54,12 @@ def test_audit_per_provider_and_within_policy(tmp_path: Path) -> None:
     rows = records(out)
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
     (chutes,) = report.providers
-    assert chutes.provider == "Chutes" and chutes.tags == ["chutes/int4"] and chutes.admitted
+    assert chutes.provider == "Chutes" and chutes.tags == ("chutes/int4",) and chutes.admitted
     assert chutes.rows == 10
     assert chutes.completion_tokens == sum(r["usage"]["completion_tokens"] for r in rows)
     assert chutes.cost_usd == sum(Decimal(str(r["cost_usd"])) for r in rows)
     assert chutes.truncated == sum(r["status"] == "truncated" for r in rows)
-    assert report.exit_code == 0 and report.outside == []
+    assert report.exit_code == 0 and report.outside == ()
     assert report.predicted_usd is not None and report.predicted_usd > 0
     assert "every row was served by an endpoint" in report.render_notes()
 
@@ -100,8 +100,8 @@ def test_audit_flags_rows_outside_the_policy(tmp_path: Path) -> None:
     )
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
     fireworks = next(p for p in report.providers if p.provider == "Fireworks")
-    assert not fireworks.admitted and fireworks.tags == ["fireworks"]
-    assert report.outside == [("x1", "Fireworks")] and report.exit_code == 1
+    assert not fireworks.admitted and fireworks.tags == ("fireworks",)
+    assert report.outside == (("x1", "Fireworks"),) and report.exit_code == 1
     assert report.failed == 1 and report.failed_by_kind == {"400": 1}
     assert fireworks.effective_usd_per_m == Decimal("3")
     assert "OUTSIDE THE POLICY: 1 row(s)" in report.render_notes()
@@ -339,7 +339,7 @@ def test_audit_beside_a_running_generate_says_it_is_running_not_killed(tmp_path:
               "since": "2026-12-01T00:00:00Z"}  # fmt: skip
     lock_path(out.resolve()).write_text(json.dumps(holder) + "\n")
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
-    assert (report.running_in_flight, report.killed_in_flight, report.running) == (0, 2, [])
+    assert (report.running_in_flight, report.killed_in_flight, report.running) == (0, 2, ())
     for pid in (True, 10**30, "7"):  # a damaged file names no process
         lock_path(out.resolve()).write_text(json.dumps({**holder, "pid": pid}) + "\n")
         assert audit([out], policy=POLICY, snapshot=bundled_snapshot()).killed_in_flight == 2

@@ -332,7 +332,7 @@ def test_a_journal_whose_output_was_deleted_stops_the_run(tmp_path: Path) -> Non
 
 
 def test_audit_skips_the_journal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.generation.records import merged_records
 
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(4))
     asyncio.run(_gen(tmp_path, LedgerSender(seed=10), max_tokens=20))

@@ -576,7 +576,7 @@ def test_a_row_past_the_context_window_is_skipped_and_named_the_others_go(
     )
     assert summary.ok + summary.truncated == 2 and summary.rows_skipped == 1
     assert why in summary.warnings and summary.stop_reason == "done"
-    assert summary.skipped_rows == [why.removeprefix("skipped, never sent: ")]  # --format json
+    assert summary.skipped_rows == (why.removeprefix("skipped, never sent: "),)  # --format json
     assert "skipped 1 rows of the prompts" in summary.render()
     assert sorted(r["id"] for r in records(tmp_path / "out.jsonl")) == ["a", "b"]
 

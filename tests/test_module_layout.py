@@ -298,7 +298,7 @@ def test_the_function_generate_hides_no_subpackage() -> None:
 RUN = PACKAGE / "run"
 
 #: The run's values: any room of ``run`` may import them.
-RUN_VALUES = {"rows", "stop", "summary", "counts"}
+RUN_VALUES = {"rows", "stop", "tallies", "start", "result", "counts"}
 
 #: What each room of ``run`` (or each module beside the rooms) may import of ``run``. The rooms
 #: read bottom up, money -> send -> books -> schedule; the assembly (``paid``, ``senders``) may
@@ -307,8 +307,10 @@ RUN_MAY_IMPORT: dict[str, set[str]] = {
     "money": set(),
     "rows": {"money"},  # a row's own prices, for type checkers
     "stop": set(),
-    "summary": {"stop"},
-    "counts": {"summary"},
+    "tallies": set(),
+    "start": {"tallies"},
+    "result": {"start", "stop", "tallies"},
+    "counts": {"tallies"},
     "send": {"money"} | RUN_VALUES,
     "books": {"send", "money"} | RUN_VALUES,
     "config": {"books", "send", "money"},

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.generation import generate
-from openrouter_probe.generation.audit import audit, merged_records
+from openrouter_probe.generation.audit import audit
 from openrouter_probe.generation.export import export
+from openrouter_probe.generation.records import merged_records
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 

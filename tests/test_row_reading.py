@@ -88,12 +88,12 @@ def test_a_bad_line_among_good_ones_is_skipped_named_and_counted(tmp_path: Path)
         dry = _run(path, tmp_path / "out.jsonl", fake.base_url, dry_run=True, snapshot="bundled")
         summary = _run(path, tmp_path / "out.jsonl", fake.base_url)
         sent = [b["messages"] for b in fake.fake.requests]
-    assert dry.rows_to_send == 2 and dry.rows_skipped == 3 and dry.skipped_rows == named
+    assert dry.rows_to_send == 2 and dry.rows_skipped == 3 and dry.skipped_rows == tuple(named)
     assert sorted(map(json.dumps, sent)) == sorted(
         map(json.dumps, [[U("What is 2 + 3?")], [U("What is 6 * 7?")]])
     )
     assert summary.exit_code == 0 and summary.stop_reason == "done"
-    assert summary.rows_skipped == 3 and summary.skipped_rows == named
+    assert summary.rows_skipped == 3 and summary.skipped_rows == tuple(named)
     assert [f"skipped, never sent: {why}" for why in named] == [
         w for w in summary.warnings if w.startswith("skipped, never sent")
     ]

@@ -398,8 +398,8 @@ def test_a_policy_for_an_unknown_model_names_the_policy(tmp_path: Path) -> None:
 def test_a_dry_run_does_not_claim_to_settle(tmp_path: Path) -> None:
     """Review of 0.2.0: a dry run after a kill said "settled from /generation this run: 0
     attempt(s)", though a dry run settles nothing."""
+    from openrouter_probe.run.result import RunResult as RunSummary
     from openrouter_probe.run.stop import StopReason
-    from openrouter_probe.run.summary import RunSummary
 
     summary = RunSummary(
         out="out.jsonl",

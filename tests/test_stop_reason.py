@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from openrouter_probe.run.result import RunResult as RunSummary
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
 
 #: Every value journals and summaries written before the enum hold, with the exit code the CLI
 #: gave each (``generate`` and ``verify``: 130 for a signal, the summary's 0 or 1 otherwise).

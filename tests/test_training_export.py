@@ -159,7 +159,7 @@ def test_prompt_file_turns_are_marked_and_only_generated_drops_them(tmp_path: Pa
         summary.render())  # fmt: skip
     only = export([out], fmt="specforge", output=tmp_path / "sf.jsonl", only_generated=True)
     assert [r["id"] for r in _lines(tmp_path / "sf.jsonl")] == ["s"]
-    assert only.left_out == {"copied_turns": 1} and only.left_out_ids == {"copied_turns": ["m"]}
+    assert only.left_out == {"copied_turns": 1} and only.left_out_ids == {"copied_turns": ("m",)}
     assert "left out 1: holds assistant turns from the prompts file (only_generated=True): m" in (
         only.render())  # fmt: skip
 
@@ -212,7 +212,7 @@ def test_rows_the_specforge_shape_cannot_hold_are_counted_by_reason(
 ) -> None:
     out = _write(tmp_path / "out.jsonl", _record("x", messages, **extra), _record("ok", [USER]))
     summary = export([out], fmt="specforge", output=tmp_path / "sf.jsonl")
-    assert summary.left_out == {reason: 1} and summary.left_out_ids == {reason: ["x"]}
+    assert summary.left_out == {reason: 1} and summary.left_out_ids == {reason: ("x",)}
     assert [r["id"] for r in _lines(tmp_path / "sf.jsonl")] == ["ok"]
     # ShareGPT keeps the row whole.
     kept = export([out], fmt="sharegpt", output=tmp_path / "sg.jsonl")

@@ -34,7 +34,8 @@ from openrouter_probe import exports_of, lazy_exports
 # The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
     from openrouter_probe.generation.job import generate as generate
-    from openrouter_probe.run.summary import RunSummary as RunSummary
+    from openrouter_probe.run.result import RunResult as RunResult
+    from openrouter_probe.run.result import RunSummary as RunSummary
 
 _EXPORTS: dict[str, str] = exports_of(__file__)
 __all__ = sorted(_EXPORTS)

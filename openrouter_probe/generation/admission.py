@@ -20,7 +20,7 @@ from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
-from openrouter_probe.run.summary import SummaryDraft
+from openrouter_probe.run.start import Said
 
 __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
 
@@ -69,11 +69,11 @@ def admitted_prices(
     policy: str | Path,
     endpoints: list[Endpoint],
     asked: GeneratePlan,
-    summary: SummaryDraft,
-) -> Prices:
+) -> tuple[Prices, Said]:
     """The start-up check: the policy against the endpoints serving the model now; return the
-    worst-case prices of what it admits for any request of the run (the cap's prices): a row with
-    its own ``max_tokens`` or parameters may be routed where the run's own parameters are not."""
+    worst-case prices of what it admits for any request of the run (the cap's prices: a row with
+    its own ``max_tokens`` or parameters may be routed where the run's own parameters are not),
+    and the warnings of its ``provider.order`` that no endpoint matches."""
     from openrouter_probe.policy.lint import lint_block
     from openrouter_probe.rules.routing import RequestParams, route
 
@@ -84,15 +84,15 @@ def admitted_prices(
     )
     if not decision.admitted:
         raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
-    for finding in lint_block(compiled.provider, endpoints):
-        if finding.loc.startswith("provider.order") and finding.code in (
-            "no-match",
-            "order-excluded",
-        ):
-            summary.warnings.append(f"{policy}: {finding.loc}: {finding.message}")
+    warnings = tuple(
+        f"{policy}: {finding.loc}: {finding.message}"
+        for finding in lint_block(compiled.provider, endpoints)
+        if finding.loc.startswith("provider.order")
+        and finding.code in ("no-match", "order-excluded")
+    )
     anything = route(compiled.provider, endpoints, RequestParams())
     try:
-        return worst_case_prices(anything.admitted)
+        return worst_case_prices(anything.admitted), Said(warnings=warnings)
     except ValueError as exc:
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
 

@@ -28,42 +28,37 @@ Example::
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
+from openrouter_probe.generation.records import beside, merged_records, records
 from openrouter_probe.rules.sampling_mix import Shares
-from openrouter_probe.run.books.output import (
-    FINISHED,
-    iter_records,
-    load_resume_state,
-    output_tokens_of,
-)
-from openrouter_probe.run.books.turns import TURNS_SUFFIX
+from openrouter_probe.run.books.output import load_resume_state, output_tokens_of
 from openrouter_probe.run.lock import running_holder
-from openrouter_probe.run.money.journal import JOURNAL_SUFFIX, journal_path
+from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
+from openrouter_probe.run.tallies import Frozen
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
 
-__all__ = ["AuditReport", "ProviderAudit", "audit", "merged_records"]
+__all__ = ["AuditReport", "ProviderAudit", "audit"]
 
 _MILLION = Decimal(1_000_000)
 
 
-@dataclass
-class ProviderAudit:
+@dataclass(frozen=True)
+class ProviderAudit(Frozen):
     """One served provider (display name): what it served, cost and whether the policy admits it."""
 
     provider: str
-    tags: list[str]
+    tags: tuple[str, ...]
     admitted: bool
     rows: int = 0
     prompt_tokens: int = 0
@@ -106,24 +101,25 @@ class ProviderAudit:
         }
 
 
-@dataclass
-class AuditReport:
-    """Everything ``audit`` found; ``exit_code`` is 1 when any row was served outside the policy."""
+@dataclass(frozen=True)
+class AuditReport(Frozen):
+    """Everything ``audit`` found, a value (tuples and read-only mappings inside); ``exit_code``
+    is 1 when any row was served outside the policy."""
 
-    files: list[str]
+    files: tuple[str, ...]
     policy: str
     model: str
-    providers: list[ProviderAudit] = field(default_factory=list)
-    outside: list[tuple[str, str]] = field(default_factory=list)  # (row id, provider)
+    providers: tuple[ProviderAudit, ...] = ()
+    outside: tuple[tuple[str, str], ...] = ()  # (row id, provider)
     failed: int = 0
-    failed_by_kind: dict[str, int] = field(default_factory=dict)
+    failed_by_kind: Mapping[str, int] = field(default_factory=dict)
     cancelled: int = 0  # rows cancelled in flight and never finished afterwards
     cancelled_requests: int = 0  # ``cancelled`` lines: requests cancelled in flight
     killed_in_flight: int = 0  # requests in flight when a run was killed (the journals)
     #: requests in flight in a run still writing a file (not killed: its figures will settle),
     #: and the files being written, each with the run that writes it
     running_in_flight: int = 0
-    running: list[str] = field(default_factory=list)
+    running: tuple[str, ...] = ()
     realised_usd: Decimal = Decimal(0)  # the served rows' cost
     possibly_billed_usd: Decimal = Decimal(0)  # cancelled or killed in flight, at the worst case
     spent_usd: Decimal = Decimal(0)  # what generate counts as spent on these files
@@ -167,7 +163,7 @@ class AuditReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "files": self.files,
+            "files": list(self.files),
             "policy": self.policy,
             "model": self.model,
             "providers": self.provider_rows(),
@@ -280,98 +276,59 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def _beside(path: str | Path) -> bool:
-    """Whether ``path`` is a file ``generate`` keeps beside an output (its journal, its turns)."""
-    return str(path).endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
-
-
-def _records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
-    """Every record of the output files ``paths``, in file order; spend journals and turns files
-    (``OUT.jsonl.ledger``, ``OUT.jsonl.turns``, given by a glob such as ``out/*``) are skipped
-    with a warning."""
-    for path in paths:
-        if _beside(path):
-            what = "spend journal" if str(path).endswith(JOURNAL_SUFFIX) else "turns file"
-            logging.getLogger(__name__).warning(
-                "%s: skipped: the %s of `generate`, not an output file", path, what
-            )
-            continue
-        for _, record in iter_records(path):
-            yield record
-
-
-def merged_records(
-    paths: Iterable[str | Path], *, superseded: list[str] | None = None
-) -> Iterator[dict[str, Any]]:
-    """Yield one finished record per row id over several output files (shards).
-
-    A served record (``ok`` or ``truncated``) wins over a ``failed`` one, wherever it is: a row
-    that failed and was sent again with ``--redo-failed`` is recorded twice, failed first. A
-    later served record supersedes a ``truncated`` one (``--redo-truncated`` sent the row again);
-    the ids superseded are appended to ``superseded``. Each row's first served record takes its
-    place in file order; rows that only failed come last. Spend journals are skipped."""
-    served: dict[str, dict[str, Any]] = {}
-    failed: dict[str, dict[str, Any]] = {}
-    for record in _records(paths):
-        ident = str(record["id"])
-        status = record.get("status")
-        if status in FINISHED and status != "failed":
-            before = served.get(ident)
-            if before is None:
-                served[ident] = record
-                failed.pop(ident, None)
-            elif before.get("status") == "truncated":
-                served[ident] = record  # keeps its place: a dict keeps the first key's
-                if superseded is not None:
-                    superseded.append(ident)
-        elif status == "failed" and ident not in served:
-            failed.setdefault(ident, record)
-    yield from served.values()
-    yield from failed.values()
-
-
-def _spent(paths: Iterable[str | Path], report: AuditReport, prices: Prices | None) -> set[str]:
-    """Fill the report's money and counts as generate counts them; return the cancelled row ids.
+def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str, Any], set[str]]:
+    """The report's money and counts as generate counts them (its figures by name), and the
+    cancelled row ids.
 
     Reads each output and its journal without repairing them (a run may still be appending).
     The journal is the only record of money; a record no journal knows is unknown and counts
     at its worst case at ``prices`` (the policy's dearest admitted endpoints; its output at
     most a whole context when it states no ``usage``), never less than the record states."""
     cancelled: set[str] = set()
-    for path in dict.fromkeys(str(p) for p in paths if not _beside(p)):
+    zero = Decimal(0)
+    report: dict[str, Any] = dict.fromkeys(_SPENT_COUNTS, 0) | dict.fromkeys(_SPENT_USD, zero)
+    report["running"] = []
+    for path in dict.fromkeys(str(p) for p in paths if not beside(p)):
         replay = replay_journal(journal_path(path), repair=False)
         state = load_resume_state(
             path, journal_runs=replay.runs, adopted=replay.adopted, repair=False
         )
-        report.spent_usd += replay.spent_usd
-        report.possibly_billed_usd += replay.possibly_billed_usd
+        report["spent_usd"] += replay.spent_usd
+        report["possibly_billed_usd"] += replay.possibly_billed_usd
         for unknown in state.unjournaled:
             worst = (
                 unknown.recorded_usd
                 if prices is None
                 else unknown.worst_usd(prices, prices.context_tokens or 0)
             )
-            report.unjournaled += 1
-            report.unjournaled_usd += worst
-            report.spent_usd += worst
+            report["unjournaled"] += 1
+            report["unjournaled_usd"] += worst
+            report["spent_usd"] += worst
         holder = running_holder(path)
         # the run going now is the journal's last; earlier runs' attempts in flight were a kill's
         last = str(replay.headers[-1].get("run")) if holder and replay.headers else None
         going = replay.in_flight_by_run.get(last, 0) if last is not None else 0
-        report.killed_in_flight += replay.in_flight - going
-        report.running_in_flight += going
+        report["killed_in_flight"] += replay.in_flight - going
+        report["running_in_flight"] += going
         if holder is not None:
-            report.running.append(f"{path} is being written by {holder}")
+            report["running"].append(f"{path} is being written by {holder}")
         for turns in state.turns.values():
-            report.kept_turns += len(turns)
-            report.kept_turns_usd += sum(
+            report["kept_turns"] += len(turns)
+            report["kept_turns_usd"] += sum(
                 (Decimal(str(t.get("cost_usd") or 0)) for t in turns), Decimal(0)
             )
-    for record in _records(paths):
+    for record in records(paths):
         if record.get("status") == "cancelled":
-            report.cancelled_requests += 1
+            report["cancelled_requests"] += 1
             cancelled.add(str(record["id"]))
-    return cancelled
+    return report, cancelled
+
+
+#: The figures ``_spent`` counts: counts, and dollars.
+_SPENT_COUNTS = (
+    "unjournaled", "killed_in_flight", "running_in_flight", "kept_turns", "cancelled_requests"
+)  # fmt: skip
+_SPENT_USD = ("spent_usd", "possibly_billed_usd", "unjournaled_usd", "kept_turns_usd")
 
 
 def _int(value: Any) -> int:
@@ -400,18 +357,19 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     by_name: dict[str, list[str]] = {}
     for e in snapshot.endpoints:
         by_name.setdefault(e.provider_name, []).append(e.tag)
-    report = AuditReport(files=files, policy=str(policy), model=compiled.model)
-    tallies: dict[str, ProviderAudit] = {}
+    tallies: dict[str, dict[str, Any]] = {}
     finished: set[str] = set()
     superseded: list[str] = []
+    failed_by_kind: dict[str, int] = {}
+    outside_rows: list[tuple[str, str]] = []
+    sampling, realised = Shares(), Decimal(0)
     for record in merged_records(files, superseded=superseded):
         finished.add(str(record["id"]))
         if record.get("status") == "failed":
-            report.failed += 1
             kind = str((record.get("error") or {}).get("status") or "other")
-            report.failed_by_kind[kind] = report.failed_by_kind.get(kind, 0) + 1
+            failed_by_kind[kind] = failed_by_kind.get(kind, 0) + 1
             continue
-        report.sampling.add(str(record.get("dataset") or "default"), record.get("sampling_params"))
+        sampling.add(str(record.get("dataset") or "default"), record.get("sampling_params"))
         turns = record.get("turns")
         answers = turns if isinstance(turns, list) and turns else [record]
         outside: list[str] = []
@@ -419,66 +377,85 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             name = str(answer.get("provider") or "?")
             tally = tallies.get(name)
             if tally is None:
-                tags = sorted(by_name.get(name, []))
-                tally = tallies[name] = ProviderAudit(
-                    name, tags, admitted=any(t in admitted_tags for t in tags)
-                )
+                tags = tuple(sorted(by_name.get(name, [])))
+                admitted = any(t in admitted_tags for t in tags)
+                tally = tallies[name] = _NO_TALLY | {"provider": name, "tags": tags}
+                tally["admitted"] = admitted
             last = i == len(answers) - 1
-            report.realised_usd += _tally(
-                tally, answer, row=record if last else None, turn=answers is turns
-            )
-            if not tally.admitted and name not in outside:
+            realised += _tally(tally, answer, row=record if last else None, turn=answers is turns)
+            if not tally["admitted"] and name not in outside:
                 outside.append(name)
-        report.outside.extend((str(record["id"]), name) for name in outside)
-    report.providers = sorted(tallies.values(), key=lambda t: (-t.rows, t.provider))
-    report.superseded = len(superseded)
-    report.cancelled = len(_spent(files, report, _prices(compiled, snapshot)) - finished)
-    _predict(report, snapshot, compiled)
-    return report
+        outside_rows.extend((str(record["id"]), name) for name in outside)
+    providers = sorted(
+        (ProviderAudit(**t) for t in tallies.values()), key=lambda t: (-t.rows, t.provider)
+    )
+    spent, cancelled = _spent(files, _prices(compiled, snapshot))
+    return AuditReport(
+        files=tuple(files),
+        policy=str(policy),
+        model=compiled.model,
+        providers=tuple(providers),
+        outside=tuple(outside_rows),
+        failed=sum(failed_by_kind.values()),
+        failed_by_kind=failed_by_kind,
+        cancelled=len(cancelled - finished),
+        realised_usd=realised,
+        superseded=len(superseded),
+        sampling=sampling,
+        **spent,
+        **_predict(providers, realised, snapshot, compiled),
+    )
+
+
+#: A provider's figures before its first answer (``ProviderAudit``'s defaults).
+_NO_TALLY = {f.name: f.default for f in fields(ProviderAudit) if f.default is not MISSING}
 
 
 def _tally(
-    tally: ProviderAudit, answer: dict[str, Any], *, row: dict[str, Any] | None, turn: bool
+    tally: dict[str, Any], answer: dict[str, Any], *, row: dict[str, Any] | None, turn: bool
 ) -> Decimal:
     """Add one answer (a record, or one turn of it) to its provider's tally; return its cost.
     ``row``: the record the answer finishes (counted as a row), ``None`` for an earlier turn."""
     usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
     assert isinstance(usage, dict)
-    tally.answers += 1
-    tally.turns += turn
-    tally.prompt_tokens += _int(usage.get("prompt_tokens"))
-    tally.completion_tokens += output_tokens_of(answer)
+    tally["answers"] += 1
+    tally["turns"] += turn
+    tally["prompt_tokens"] += _int(usage.get("prompt_tokens"))
+    tally["completion_tokens"] += output_tokens_of(answer)
     details = usage.get("completion_tokens_details") or {}
-    tally.reasoning_tokens += _int(details.get("reasoning_tokens"))
+    tally["reasoning_tokens"] += _int(details.get("reasoning_tokens"))
     cost = Decimal(str(answer.get("cost_usd") or 0))
-    tally.cost_usd += cost
-    tally.byok_usd += usage_spend(usage)[2] or 0  # the provider's part of a BYOK answer's cost
+    tally["cost_usd"] += cost
+    tally["byok_usd"] += usage_spend(usage)[2] or 0  # the provider's part of a BYOK answer's cost
     limit = _int(answer.get("max_tokens") or (row or {}).get("max_tokens"))
     billed = output_tokens_of(answer)
     if limit and billed > limit:
-        tally.past_limit += 1
-        tally.worst_ratio = max(tally.worst_ratio, billed / limit)
-        tally.past_limit_usd += cost * (billed - limit) / billed
+        tally["past_limit"] += 1
+        tally["worst_ratio"] = max(tally["worst_ratio"], billed / limit)
+        tally["past_limit_usd"] += cost * (billed - limit) / billed
     if row is not None:
-        tally.rows += 1
-        tally.truncated += row.get("status") == "truncated"
+        tally["rows"] += 1
+        tally["truncated"] += row.get("status") == "truncated"
     return cost
 
 
-def _predict(report: AuditReport, snapshot: Snapshot, compiled: Any) -> None:
-    """What the budget planner predicts for the served tokens, beside the realised cost."""
+def _predict(
+    providers: list[ProviderAudit], realised: Decimal, snapshot: Snapshot, compiled: Any
+) -> dict[str, Any]:
+    """What the budget planner predicts for the served tokens, beside the realised cost
+    (``predicted_usd``, ``prediction_note``; nothing when no token was served)."""
     from openrouter_probe.analysis.budget import plan_budget
     from openrouter_probe.errors import ProbeError
 
-    output_total = sum(t.completion_tokens for t in report.providers)
-    prompt_total = sum(t.prompt_tokens for t in report.providers)
-    rows = sum(t.answers for t in report.providers)  # requests: a row's turns each count
+    output_total = sum(t.completion_tokens for t in providers)
+    prompt_total = sum(t.prompt_tokens for t in providers)
+    rows = sum(t.answers for t in providers)  # requests: a row's turns each count
     if not (output_total and rows):
-        return
+        return {}
     try:
         plan = plan_budget(
             snapshot,
-            budget_usd=max(report.realised_usd, Decimal("0.000001")),
+            budget_usd=max(realised, Decimal("0.000001")),
             output_tokens=output_total,
             prompt_tokens_per_request=max(1, prompt_total // rows),
             output_tokens_per_request=max(1, output_total // rows),
@@ -486,11 +463,10 @@ def _predict(report: AuditReport, snapshot: Snapshot, compiled: Any) -> None:
             model=compiled.model,
         )
     except ProbeError as exc:
-        report.prediction_note = f"no prediction: {exc}"
-        return
+        return {"prediction_note": f"no prediction: {exc}"}
     figures = plan.blended.all_in or plan.blended.output_only
-    report.predicted_usd = figures.cost_usd
-    report.prediction_note = (
+    note = (
         f"{output_total:,} output and {prompt_total:,} prompt tokens at the blended "
         f"price of the policy's routing ({plan.routing_mode})"
     )
+    return {"predicted_usd": figures.cost_usd, "prediction_note": note}

@@ -63,8 +63,8 @@ except ImportError:  # pragma: no cover - the message is the test
 from openrouter_probe.errors import ConfigError, Message, ProbeError
 from openrouter_probe.files import atomic_write_bytes
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["GenerateStep", "RankIncomplete", "RankInterrupted", "rank_output"]
 
@@ -375,14 +375,14 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
 
     def _generate(
         self, prompts: Path, out: Path, rank: int, world_size: int, key: Any, signals: _Signals
-    ) -> RunSummary:
+    ) -> RunResult:
         """One chunk's run into the rank's output (its cap, across the chunks, the rank's)."""
         from openrouter_probe.generation import generate
         from openrouter_probe.generation.keyfile import name_spent_key
 
         header = {"shard": f"{rank}/{world_size}", **({"key_hash": key.hash} if key else {})}
         options = {"handle_signals": True, **self.generate_options}
-        summary: RunSummary = signals.run(
+        summary: RunResult = signals.run(
             generate(
                 prompts,
                 policy=self.policy,

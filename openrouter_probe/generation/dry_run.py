@@ -1,6 +1,6 @@
 """``generate(dry_run=True)``: what the run would do and cost, sending nothing.
 
-``summarize_dry_run`` fills the summary with the worst case of every request to send (every
+``summarize_dry_run`` makes the result of the worst case of every request to send (every
 turn with ``turns="all"``) and the budget planner's expected cost, and says where the run's
 in-flight window would start (``run.checks.account_window``); ``key_check`` looks at the key's limit
 against the budget of every shard, and at the account's balance.
@@ -20,11 +20,12 @@ from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.counts import AnswerLengths, useful_rows
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import PaidRun
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.queues import unaffordable_shares
 from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.start import RunStart, Said
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary, SummaryDraft
 
 __all__ = ["key_check", "summarize_dry_run"]
 
@@ -56,16 +57,16 @@ def _worst_total(
 
 
 def _shard_shares(
-    summary: SummaryDraft,
     every_shard: list[PromptRow],
     shard: tuple[int, int],
     prices: Prices,
     builder: RequestBuilder,
     book: TurnBook | None,
     samples: int = 1,
-) -> None:
+) -> tuple[list[dict[str, Any]], str]:
     """The dry run of a sharded job: each shard's rows and worst case, before resume (the other
-    shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere)."""
+    shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere), and
+    the note that says them."""
     from openrouter_probe.generation.prompts import shard_of
     from openrouter_probe.generation.shards import shard_shares, shard_shares_note
 
@@ -78,22 +79,21 @@ def _shard_shares(
         ident = row.id.rsplit("#", 1)[0] if samples > 1 else row.id
         parts[shard_of(ident, shard[1])].append(row)
     shares = shard_shares(parts, shard[0], None if book is not None else worst)
-    summary.shard_shares = [s.to_dict() for s in shares]
-    summary.notes.append(shard_shares_note(shares))
+    return [s.to_dict() for s in shares], shard_shares_note(shares)
 
 
-def _mix_shares(summary: SummaryDraft, todo: list[PromptRow], builder: RequestBuilder) -> None:
+def _mix_shares(todo: list[PromptRow], builder: RequestBuilder) -> list[str]:
     """The sampling mix's draws over the rows to send, per dataset (what ``audit`` will count)."""
     from openrouter_probe.rules.sampling_mix import Shares
 
     shares = Shares()
     for row in todo:
         shares.add(row.dataset, builder.sampling_of(row))
-    summary.notes.extend(f"drawn for the rows to send, {line}" for line in shares.lines())
+    return [f"drawn for the rows to send, {line}" for line in shares.lines()]
 
 
 def summarize_dry_run(
-    summary: SummaryDraft,
+    before: RunStart,
     todo: list[PromptRow],
     prices: Prices,
     *,
@@ -105,7 +105,7 @@ def summarize_dry_run(
     book: TurnBook | None,
     every_shard: list[PromptRow] | None = None,
     lengths: AnswerLengths | None = None,
-) -> RunSummary:
+) -> RunResult:
     """What the run would do, sending nothing: the worst case of every request (every turn with
     ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
     from openrouter_probe.analysis.budget import plan_budget
@@ -113,16 +113,18 @@ def summarize_dry_run(
     budget, max_tokens, target = learned.cap_usd, asked.max_tokens, options.target_tokens
     # the provider block adds no prompt bytes; the row identity does, as in the real run
     builder = asked.request_builder(compiled.model, {}, identity=asked.response_cache)
-    summary.stop_reason = StopReason.DRY_RUN
     worst_total = _worst_total(todo, prices, builder, book)
-    summary.worst_case_usd = worst_total
-    summary.not_sent = len(todo)
+    shares: list[dict[str, Any]] = []
+    notes: list[str] = []
     if asked.shard is not None and every_shard:
-        _shard_shares(summary, every_shard, asked.shard, prices, builder, book, asked.samples)
+        shares, note = _shard_shares(every_shard, asked.shard, prices, builder, book, asked.samples)
+        notes.append(note)
     if asked.mix is not None:
-        _mix_shares(summary, todo, builder)
+        notes.extend(_mix_shares(todo, builder))
+    dry = {"stop_reason": StopReason.DRY_RUN, "worst_case_usd": worst_total, "shard_shares": shares}
+    dry["not_sent"] = len(todo)
     if not todo:
-        return summary.build()
+        return RunResult.of(before.saying(Said(notes=tuple(notes))), **dry)
     datasets = sorted({r.dataset for r in todo})
     requests = len(todo) if book is None else book.to_send(todo)
     wanted = max_tokens * requests
@@ -143,16 +145,14 @@ def summarize_dry_run(
     )
     figures = plan.blended.all_in or plan.blended.output_only
     if asked.shard_source and asked.shard is not None:
-        summary.shard_from = (
+        dry["shard_from"] = (
             f"shard {asked.shard[0]}/{asked.shard[1]} from the launcher ({asked.shard_source})"
         )
-    summary.warnings.extend(
-        unaffordable_shares(
-            todo, builder=builder, prices=prices, budget_usd=budget, weights=learned.weights
-        )
+    warnings = unaffordable_shares(
+        todo, builder=builder, prices=prices, budget_usd=budget, weights=learned.weights
     )
     if budget is not None and asked.shards:
-        summary.warnings.append(
+        warnings.append(
             Message(
                 "budget-per-shard",
                 "{budget_usd=} is per shard: the {shards:d} shards may spend ${total:,.2f} on the "
@@ -162,10 +162,13 @@ def summarize_dry_run(
                 total=budget * asked.shards,
             )
         )
-    summary.expected_usd = figures.cost_usd
-    summary.notes.extend(useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
-    summary.message = plan.headline if budget is not None else _no_budget(asked)
-    return summary.build()
+    notes.extend(useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
+    return RunResult.of(
+        before.saying(Said(tuple(notes), tuple(warnings))),
+        **dry,
+        expected_usd=figures.cost_usd,
+        message=plan.headline if budget is not None else _no_budget(asked),
+    )
 
 
 def _no_budget(asked: GeneratePlan) -> str:
@@ -183,18 +186,19 @@ def _no_budget(asked: GeneratePlan) -> str:
 
 
 async def key_check(
-    summary: SummaryDraft,
     paid: PaidRun,
     asked: GeneratePlan,
     todo: list[PromptRow],
     prices: Prices,
     model: str,
-) -> None:
+) -> Said:
     """The dry run's look at the key and the account: the key's limit against the budget of
-    every shard, and where the run's in-flight window would start (``run.checks.account_window``:
-    the balance read, or the last run's window from ``paid``'s journal)."""
+    every shard (a warning), and where the run's in-flight window would start (a note:
+    ``run.checks.account_window``, the balance read, or the last run's window from ``paid``'s
+    journal)."""
     options = paid.options
     read: checks.KeyCheck | None = None
+    said = Said()
     if asked.offline or not options.api_key:
         read = checks.KeyCheck(None, False, None, "offline: the account is not read")
     elif options.send is None:  # with a sender of one's own, no OpenRouter
@@ -202,9 +206,10 @@ async def key_check(
         # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
         read = await asyncio.to_thread(checks.key_check, options, total, asked.shards)
         if read.warning and total is not None:
-            summary.warnings.append(read.warning)
+            said = Said(warnings=(read.warning,))
     if todo and asked.batch is None:  # (a batch holds nothing in flight)
         builder = asked.request_builder(model, {}, identity=asked.response_cache)
         resumed = paid.replay.window_usd
         start = checks.account_window(options, read, todo, builder, prices, resumed_usd=resumed)
-        summary.notes.append(start.why)
+        said += Said(notes=(start.why,))
+    return said

@@ -41,7 +41,8 @@ Example::
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from openrouter_probe.generation.formats import (
     to_jsonl_row,
     to_sharegpt,
 )
+from openrouter_probe.run.tallies import Frozen
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_sharegpt"]
 
@@ -74,18 +76,20 @@ LEFT_OUT_REASONS = {
 _SHOWN_IDS = 3
 
 
-@dataclass
-class ExportSummary:
-    """What an export read, wrote and left out (and why): ``render()`` says it in a few lines."""
+@dataclass(frozen=True)
+class ExportSummary(Frozen):
+    """What an export read, wrote and left out (and why), a value (tuples and read-only mappings
+    inside): ``render()`` says it in a few lines."""
 
     fmt: str
     output: str
     json_array: bool = False
     read: int = 0
     written: int = 0
-    not_answered: dict[str, int] = field(default_factory=dict)  # status -> rows
-    left_out: dict[str, int] = field(default_factory=dict)  # LEFT_OUT_REASONS key -> rows
-    left_out_ids: dict[str, list[str]] = field(default_factory=dict)  # the first few of each
+    not_answered: Mapping[str, int] = field(default_factory=dict)  # status -> rows
+    left_out: Mapping[str, int] = field(default_factory=dict)  # LEFT_OUT_REASONS key -> rows
+    #: the first few row ids of each reason
+    left_out_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     think_split: int = 0  # rows with a <think> split out of a content
     unreasoned: int = 0  # rows written with a model-written turn without reasoning
     copied: int = 0  # rows written that hold prompt-file assistant turns
@@ -100,12 +104,6 @@ class ExportSummary:
     def reasoning_share(self) -> float | None:
         """Reasoning tokens over billed output tokens of the answered rows read."""
         return self.reasoning_tokens / self.output_tokens if self.output_tokens else None
-
-    def leave_out(self, reason: str, row_id: Any) -> None:
-        self.left_out[reason] = self.left_out.get(reason, 0) + 1
-        shown = self.left_out_ids.setdefault(reason, [])
-        if len(shown) < _SHOWN_IDS:
-            shown.append(str(row_id))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,7 +208,24 @@ def _usage_tokens(usage: Any) -> tuple[int, int]:
     )
 
 
-def _count_tokens(summary: ExportSummary, record: dict[str, Any]) -> None:
+class _Counting:
+    """An export's figures while it reads (``ExportSummary``'s, by name): the summary is made of
+    them once, at the end."""
+
+    def __init__(self) -> None:
+        self.figures: Counter[str] = Counter()
+        self.not_answered: dict[str, int] = {}
+        self.left_out: dict[str, int] = {}
+        self.left_out_ids: dict[str, list[str]] = {}
+
+    def leave_out(self, reason: str, row_id: Any) -> None:
+        self.left_out[reason] = self.left_out.get(reason, 0) + 1
+        shown = self.left_out_ids.setdefault(reason, [])
+        if len(shown) < _SHOWN_IDS:
+            shown.append(str(row_id))
+
+
+def _count_tokens(summary: _Counting, record: dict[str, Any]) -> None:
     """Add a row's billed output and reasoning tokens (per turn when it has turns)."""
     turns = record.get("turns")
     usages = (
@@ -218,10 +233,11 @@ def _count_tokens(summary: ExportSummary, record: dict[str, Any]) -> None:
     )
     pairs = [_usage_tokens(u) for u in (usages or [record.get("usage")])]
     output = sum(p[0] for p in pairs)
-    summary.output_tokens += output
-    summary.reasoning_tokens += sum(p[1] for p in pairs)
+    figures = summary.figures
+    figures["output_tokens"] += output
+    figures["reasoning_tokens"] += sum(p[1] for p in pairs)
     if record.get("status") == "ok":
-        summary.longest_ok = max(summary.longest_ok, output)
+        figures["longest_ok"] = max(figures["longest_ok"], output)
 
 
 def _check_target(
@@ -311,9 +327,7 @@ class _Options:
     tools: dict[str, Any]
 
 
-def _row_of(
-    record: dict[str, Any], opts: _Options, summary: ExportSummary
-) -> dict[str, Any] | None:
+def _row_of(record: dict[str, Any], opts: _Options, summary: _Counting) -> dict[str, Any] | None:
     """The exported row of one record, or ``None`` when it is left out (counted in ``summary``)."""
     status = str(record.get("status"))
     if status not in opts.keep:
@@ -329,10 +343,11 @@ def _row_of(
     if isinstance(row, str):
         summary.leave_out(row, record["id"])
         return None
-    summary.think_split += bool(conv.think_split)
-    summary.copied += bool(conv.copied)
-    summary.unreasoned += bool(conv.unreasoned())
-    summary.tools_unknown += bool(not tools and _uses_tools(conv))
+    figures = summary.figures
+    figures["think_split"] += bool(conv.think_split)
+    figures["copied"] += bool(conv.copied)
+    figures["unreasoned"] += bool(conv.unreasoned())
+    figures["tools_unknown"] += bool(not tools and _uses_tools(conv))
     return row
 
 
@@ -361,7 +376,7 @@ def export(
     (``specforge``) sets ``preserve_thinking: true`` on rows with reasoning; ``prompts`` (the
     prompts file) gives each row's ``tools``. A row with an empty answer is never exported.
     """
-    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.generation.records import merged_records
 
     files = [str(p) for p in paths]
     chosen, json_array = _check_target(fmt, output, files, push_to_hub)
@@ -374,19 +389,19 @@ def export(
         preserve_thinking=preserve_thinking,
         tools=tools,
     )
-    summary = ExportSummary(fmt=fmt, output=str(output), json_array=json_array)
+    summary = _Counting()
     pairs = []
     superseded: list[str] = []
     matched = False
     for record in merged_records(files, superseded=superseded):
-        summary.read += 1
+        summary.figures["read"] += 1
         if record.get("status") in ("ok", "truncated"):
             _count_tokens(summary, record)
         row = _row_of(record, opts, summary)
         if row is not None:
             pairs.append((record, row))
         matched = matched or str(record["id"]) in prompt_ids
-    if prompts is not None and summary.read and not matched:
+    if prompts is not None and summary.figures["read"] and not matched:
         raise OptionError(
             "{prompts=}: none of its row ids is a row of the outputs read (the prompts of "
             "another run?): give the prompts file these rows were generated from",
@@ -394,10 +409,20 @@ def export(
         )
     target = Target(Path(output), json_array, tuple(files), command, len(superseded))
     chosen.write(pairs, target)
+    pushed = None
     if push_to_hub:  # (a folder's: ``_check_target``)
         from openrouter_probe.generation import hub
 
-        summary.pushed = hub.push_to_hub(Path(output), push_to_hub, api=hub_api)
-    summary.written = len(pairs)
-    summary.superseded = len(superseded)
-    return summary
+        pushed = hub.push_to_hub(Path(output), push_to_hub, api=hub_api)
+    return ExportSummary(
+        fmt=fmt,
+        output=str(output),
+        json_array=json_array,
+        written=len(pairs),
+        not_answered=summary.not_answered,
+        left_out=summary.left_out,
+        left_out_ids={k: tuple(v) for k, v in summary.left_out_ids.items()},
+        pushed=pushed,
+        superseded=len(superseded),
+        **summary.figures,
+    )

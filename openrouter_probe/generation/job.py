@@ -20,6 +20,7 @@ import json
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -42,17 +43,18 @@ from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.paid import Job, open_run
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
-from openrouter_probe.run.summary import RunSummary, SummaryDraft
+from openrouter_probe.run.start import Said
 
 __all__ = ["generate"]
 
 log = logging.getLogger(__name__)
 
 
-#: Skipped rows the warnings name one by one (``RunSummary.skipped_rows`` holds every one).
+#: Skipped rows the warnings name one by one (``RunResult.skipped_rows`` holds every one).
 _SHOWN_SKIPPED = 10
 
 
@@ -68,29 +70,31 @@ def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
     return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _source_notes(summary: SummaryDraft, prompts: str | Path, snap: Any) -> None:
+def _source_notes(prompts: str | Path, snap: Any) -> Said:
     """Say where the rows and the prices came from when it is not plain: the Parquet files a
     folder was read from (every ``*.parquet`` under it counts), the snapshot the endpoints and
     prices were read from (``snap``: ``None`` when live), as every command on one says it."""
     read_from = read_from_note(prompts)
-    if read_from is not None:
-        summary.notes.append(read_from)
+    notes = [] if read_from is None else [read_from]
     if snap is not None:
-        summary.notes.append(f"endpoints and prices from a snapshot: {snap.provenance}")
+        notes.append(f"endpoints and prices from a snapshot: {snap.provenance}")
+    return Said(notes=tuple(notes))
 
 
-def _sampling_note(summary: SummaryDraft, model: str, asked: GeneratePlan) -> None:
+def _sampling_note(model: str, asked: GeneratePlan) -> Said:
     """Say the sampling the model's card fixes and the run sends (``rules.sampling``)."""
     from openrouter_probe.rules.sampling import sampling_advice
 
     advice = sampling_advice(model)
+    notes = []
     if advice is not None:
         note = advice.describe()
         if asked.temperature is not None:
             note += f"; this run sets temperature={asked.temperature:g}, which wins"
-        summary.notes.append(note)
+        notes.append(note)
     if asked.mix is not None:
-        summary.notes.append(asked.mix.describe())
+        notes.append(asked.mix.describe())
+    return Said(notes=tuple(notes))
 
 
 def _sample_rows(rows: list[PromptRow], samples: int, path: str) -> list[PromptRow]:
@@ -156,21 +160,19 @@ def _cache_job(headers: list[dict[str, Any]]) -> str:
     return "" if headers else secrets.token_hex(8)
 
 
-def _warn_duplicates(summary: SummaryDraft, prompts: str | Path, rows: PromptSet) -> None:
-    summary.warnings.extend(rows.duplicate_lines()[:5])
+def _warn_duplicates(rows: PromptSet) -> Said:
+    """What the rows read say: their duplicate ids, the rows skipped (the first few), notes."""
+    warnings = rows.duplicate_lines()[:5]
     if len(rows.duplicates) > 5:
-        summary.warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
-    summary.notes.extend(rows.notes)
-    summary.rows_skipped = len(rows.skipped)
-    summary.skipped_rows = list(rows.skipped)
-    summary.rows_ending_on_assistant = rows.ending_on_assistant
+        warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
     shown = rows.skipped[:_SHOWN_SKIPPED]
-    summary.warnings.extend(f"skipped, never sent: {why}" for why in shown)
+    warnings.extend(f"skipped, never sent: {why}" for why in shown)
     if len(rows.skipped) > len(shown):
-        summary.warnings.append(
+        warnings.append(
             f"... and {len(rows.skipped) - len(shown)} more rows skipped (the summary's "
             f"skipped_rows names all {len(rows.skipped)}, each with its line and reason)"
         )
+    return Said(notes=tuple(rows.notes), warnings=tuple(warnings))
 
 
 def _turn_book(
@@ -178,14 +180,13 @@ def _turn_book(
     options: JobOptions,
     todo: list[PromptRow],
     kept: dict[str, list[dict[str, Any]]],
-    summary: SummaryDraft,
     inputs: Inputs | None = None,
     *,
     model: str,
-) -> TurnBook | None:
+) -> tuple[TurnBook | None, Said]:
     """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,
     each from its first missing turn, earlier turns' reasoning sent back if ``model`` reads it;
-    say what it counts and what it sends once."""
+    and what to say of what it counts and what it sends once."""
     if inputs is not None and inputs.turns:
         todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
     else:
@@ -206,22 +207,20 @@ def _turn_book(
                     shown=shown,
                 )
             )
-        return None
+        return None, Said()
     from openrouter_probe.rules.sampling import history_reasoning
 
     back, why = history_reasoning(model)
     book = TurnBook.start(options.out, todo_all, kept, reasoning_back=back)
-    summary.notes.append(
+    note = (
         f"turns: earlier turns' reasoning {'goes back' if back else 'is not sent back'} in each "
         f"request's history ({model}: {why})"
     )
-    summary.turns_to_send = book.to_send(todo)
-    summary.turns_resumed = book.resumed
-    summary.turns_file = str(book.path)
+    warnings: list[str] = []
     tools = tool_rows(todo_all)
     if tools:
         shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
-        summary.warnings.append(
+        warnings.append(
             Message(
                 "turns-tools-once",
                 "{turns=all}: {count:d} row(s) hold tool messages or tool calls, sent once as "
@@ -232,12 +231,34 @@ def _turn_book(
             )
         )
     if book.dropped:
-        summary.warnings.append(
+        warnings.append(
             f"{book.path}: the kept turns of {len(book.dropped)} row(s) no longer fit their "
             f"messages (the prompts changed?): regenerated from their first turn: "
             + ", ".join(book.dropped[:5])
         )
-    return book
+    return book, Said(notes=(note,), warnings=tuple(warnings))
+
+
+def _rows_counted(rows: PromptSet, todo: list[PromptRow]) -> dict[str, Any]:
+    """What the run starts from of the rows read: how many, done before, to send, skipped."""
+    return {
+        "rows_total": len(rows),
+        "rows_already_done": len(rows) - len(todo),
+        "rows_to_send": len(todo),
+        "duplicates": len(rows.duplicates),
+        "rows_skipped": len(rows.skipped),
+        "skipped_rows": rows.skipped,
+        "rows_ending_on_assistant": rows.ending_on_assistant,
+    }
+
+
+def _turns_counted(book: TurnBook, todo: list[PromptRow]) -> dict[str, Any]:
+    """What the run starts from of ``book``: the turns to send, those kept, its file."""
+    return {
+        "turns_to_send": book.to_send(todo),
+        "turns_resumed": book.resumed,
+        "turns_file": str(book.path),
+    }
 
 
 async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> Decimal | None:
@@ -282,7 +303,7 @@ def _truncated_rows(
     dataset each cut record names (a dataset renamed since is counted where it was)."""
     from dataclasses import replace
 
-    from openrouter_probe.generation.audit import merged_records
+    from openrouter_probe.generation.records import merged_records
     from openrouter_probe.run.books.output import output_tokens_of
 
     if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
@@ -372,7 +393,7 @@ async def generate(
     mix_seed: int = 0,
     samples: int = 1,
     journal_header: Mapping[str, str] | None = None,
-) -> RunSummary:
+) -> RunResult:
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
@@ -395,7 +416,7 @@ async def generate(
     return await _run_job(plan)
 
 
-async def _run_job(asked: GeneratePlan) -> RunSummary:
+async def _run_job(asked: GeneratePlan) -> RunResult:
     """Read the prompts, open the output, check the policy against the endpoints now, then
     dry-run or send."""
     options, prompts, policy, snapshot = asked.run, asked.prompts, asked.policy, asked.snapshot
@@ -419,38 +440,36 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
             todo, redone, recorded = _truncated_rows(rows, options.out, asked.max_tokens)
             paid.state.reopen((r.id, recorded[r.id]) for r in todo)
-        per_dataset: dict[str, int] = {}
-        for row in rows:
-            per_dataset[row.dataset] = per_dataset.get(row.dataset, 0) + 1
-        summary = paid.new_summary(
-            datasets=per_dataset,
+        said = (
+            _warn_duplicates(rows)
+            + _source_notes(prompts, snap if snapshot is not None else None)
+            + _sampling_note(compiled.model, asked)
+            + Said(warnings=tuple(redone))
+        )
+        book, turns_said = _turn_book(
+            asked, options, todo, paid.state.turns, inputs, model=compiled.model
+        )
+        prices, lint = admitted_prices(compiled, policy, endpoints, asked)
+        before = paid.run_start(
+            datasets=Counter(row.dataset for row in rows),
+            said=said + turns_said + lint,
             policy=str(policy),
             model=compiled.model,
-            rows_total=len(rows),
-            rows_already_done=len(rows) - len(todo),
-            rows_to_send=len(todo),
-            duplicates=len(rows.duplicates),
             shards=asked.shards,
             budget_usd=cap,
+            **_rows_counted(rows, todo),
+            **(_turns_counted(book, todo) if book is not None else {}),
         )
-        _warn_duplicates(summary, prompts, rows)
-        _source_notes(summary, prompts, snap if snapshot is not None else None)
-        _sampling_note(summary, compiled.model, asked)
-        summary.warnings.extend(redone)
-        book = _turn_book(
-            asked, options, todo, paid.state.turns, summary, inputs, model=compiled.model
-        )
-        prices = admitted_prices(compiled, policy, endpoints, asked, summary)
         settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
         prices = prices if settings is None else settings.prices
         learned = Learned(cap_usd=cap, weights=weights, batch=settings)  # beside the plan
         if asked.dry_run:
-            paid.count_unjournaled(summary, prices, asked.max_tokens)
-            await key_check(summary, paid, asked, todo, prices, compiled.model)
-            for text in summary.warnings:  # a real run says them in PaidRun.run
+            before = paid.count_unjournaled(before, prices, asked.max_tokens)
+            before = before.saying(await key_check(paid, asked, todo, prices, compiled.model))
+            for text in before.warnings:  # a real run says them in PaidRun.run
                 log.warning(text)
             return summarize_dry_run(
-                summary,
+                before,
                 todo,
                 prices,
                 snap=snap,
@@ -469,7 +488,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 compiled.model, provider_raw, identity=asked.response_cache, job=cache_job
             ),
             prices=prices,
-            summary=summary,
+            before=before,
             header=_journal_header(asked, book, cache_job, skipped=len(rows.skipped)),
             turns=book,
             learned=learned,

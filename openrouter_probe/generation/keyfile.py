@@ -34,8 +34,8 @@ from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import APIError, ConfigError, Message
 from openrouter_probe.files import atomic_write_text
 from openrouter_probe.run.money.spend import allocate
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
 
 __all__ = [
     "KeyFile",
@@ -273,8 +273,8 @@ def shard_secret(key_file: str | Path, shard: str | tuple[int, int] | None) -> s
 
 
 def name_spent_key(
-    summary: RunSummary, key_file: str | Path, shard: str | tuple[int, int]
-) -> RunSummary:
+    summary: RunResult, key_file: str | Path, shard: str | tuple[int, int]
+) -> RunResult:
     """``summary`` of a run with ``key_file``'s key, its message naming the key when the run
     stopped at its limit (``key-limit``): its name and hash, the file, its limit there (never the
     secret)."""

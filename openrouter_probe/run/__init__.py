@@ -10,10 +10,10 @@ keeps the table):
 - ``run.books``: reserve and settle against the cap, reconciled costs, the output and turn files;
 - ``run.schedule``: the worker pool, queues and fair shares, the row source, retries and waits.
 
-Beside them, the run's values (``rows``, ``stop``, ``summary``, ``counts``: any room may import
-them), its options (``config``: ``run.schedule`` reads them) and the assembly that builds a run
-from them (``paid``, ``senders``, ``checks``, ``lock``, ``progress``).
-May import ``rules`` and ``api`` (and ``errors``, ``files``).
+Beside them, the run's values (``rows``, ``stop``, ``tallies``, ``start``, ``result``, ``counts``:
+any room may import them), its options (``config``: ``run.schedule`` reads them) and the assembly
+that builds a run from them (``paid``, ``senders``, ``checks``, ``lock``, ``progress``). May import
+``rules`` and ``api`` (and ``errors``, ``files``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from openrouter_probe import exports_of, lazy_exports
 # The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
     from openrouter_probe.run.money.spend import SpendCap as SpendCap
+    from openrouter_probe.run.result import RunResult as RunResult
+    from openrouter_probe.run.result import RunSummary as RunSummary
     from openrouter_probe.run.rows import PromptRow as PromptRow
     from openrouter_probe.run.stop import StopReason as StopReason
-    from openrouter_probe.run.summary import RunSummary as RunSummary
 
 _EXPORTS: dict[str, str] = exports_of(__file__)
 __all__ = sorted(_EXPORTS)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
+from typing import Any
 
 from openrouter_probe.errors import Message
-from openrouter_probe.run.summary import ProviderTally
+from openrouter_probe.run.tallies import ProviderTally
 
 __all__ = ["AnswerLengths", "Counts", "useful_rows"]
 
@@ -141,5 +142,17 @@ class Counts:
     done: dict[str, int] = field(default_factory=dict)  # rows finished, per dataset
     not_sent_by: dict[str, int] = field(default_factory=dict)
     output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
-    providers: dict[str, ProviderTally] = field(default_factory=dict)
+    #: per provider, ``ProviderTally``'s figures by name as they are counted (``provider``)
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     lengths: AnswerLengths = field(default_factory=AnswerLengths)  # every answer's, this run
+
+    def provider(self, name: str) -> dict[str, Any]:
+        """The figures counted so far for provider ``name`` (all 0 at first), to add to."""
+        return self.providers.setdefault(name, dict(_NO_PROVIDER))
+
+    def provider_tallies(self) -> dict[str, ProviderTally]:
+        """What each provider served, as frozen tallies."""
+        return {name: ProviderTally(**figures) for name, figures in self.providers.items()}
+
+
+_NO_PROVIDER = {f.name: f.default for f in fields(ProviderTally)}

@@ -17,9 +17,9 @@ Example::
                                  budget_usd=100, concurrency=256)
     with open_run(options) as paid:
         todo = [row for row in rows if row.id not in paid.state.finished]
-        summary = paid.new_summary(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
+        before = paid.run_start(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
         builder = RequestBuilder(model=MODEL, provider_json=block, max_tokens=4096)
-        summary = await paid.run(todo, builder=builder, prices=prices, summary=summary)
+        result = await paid.run(todo, builder=builder, prices=prices, before=before)
 
 A run of the other command on the same output stops with one line; a run of the same command under
 another policy or plan (a re-compiled policy) warns and resumes: its finished rows are kept.
@@ -49,14 +49,16 @@ from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
 from openrouter_probe.run.money.replay import JournalReplay, replay_journal
 from openrouter_probe.run.money.spend import Prices, SpendCap
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.runner import Run
 from openrouter_probe.run.schedule.source import RowSource, TurnSource
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.senders import sender_for
+from openrouter_probe.run.start import RunStart, Said
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import DatasetTally, RunSummary, SummaryDraft
+from openrouter_probe.run.tallies import DatasetTally
 
 __all__ = [
     "Job",
@@ -72,13 +74,15 @@ def dataset_tallies(
     rows_by_dataset: Mapping[str, int],
     done_by_dataset: Mapping[str, int],
     tokens_by_dataset: Mapping[str, int],
+    spent_by_dataset: Mapping[str, Decimal],
 ) -> dict[str, DatasetTally]:
-    """A tally per dataset of the prompts (0 included), with what earlier runs finished."""
+    """A tally per dataset of the prompts (0 included), with what earlier runs did and spent."""
     return {
         name: DatasetTally(
             rows=count,
             done=done_by_dataset.get(name, 0),
             output_tokens=tokens_by_dataset.get(name, 0),
+            spent_usd=spent_by_dataset.get(name, Decimal(0)),
         )
         for name, count in rows_by_dataset.items()
     }
@@ -179,24 +183,26 @@ class PaidRun:
             for u in self.state.unjournaled
         ]
 
-    def count_unjournaled(self, summary: SummaryDraft, prices: Prices, max_tokens: int) -> None:
-        """Add the worst case of the records the journal does not know to ``summary``'s money
-        before this run (a dry run: nothing is written)."""
-        for record in self.unjournaled(prices, max_tokens):
-            summary.spent_before_usd += record.worst_usd
-            summary.possibly_billed_before_usd += record.worst_usd
-            tally = summary.datasets.get(record.dataset)
-            if tally is not None:
-                tally.spent_usd += record.worst_usd
+    def count_unjournaled(self, before: RunStart, prices: Prices, max_tokens: int) -> RunStart:
+        """``before`` with the worst case of the records the journal does not know added to its
+        money before this run (a dry run: nothing is written)."""
+        records = self.unjournaled(prices, max_tokens)
+        worst = sum((record.worst_usd for record in records), Decimal(0))
+        by_dataset = {name: tally.spent_usd for name, tally in before.datasets.items()}
+        for record in records:
+            if record.dataset in by_dataset:
+                by_dataset[record.dataset] += record.worst_usd
+        return before.with_money_before(
+            before.spent_before_usd + worst, before.possibly_billed_before_usd + worst, by_dataset
+        )
 
-    def _adopt(self, summary: SummaryDraft, prices: Prices, max_tokens: int) -> None:
-        """Journal the records the journal does not know (``run.money.journal.adopt``), read the journal
-        again, and refill ``summary``'s money before this run from it: the books and the
-        reconciler then settle them from ``/generation`` like any attempt counted at its worst
-        case."""
+    def _adopt(self, before: RunStart, prices: Prices, max_tokens: int) -> RunStart:
+        """Journal the records the journal does not know (``run.money.journal.adopt``) and return
+        ``before`` with the money the journal now holds: the books and the reconciler settle them
+        from ``/generation`` like any attempt counted at its worst case."""
         records = self.unjournaled(prices, max_tokens)
         if not records:
-            return
+            return before
         options = self.options
         try:
             open_append(options.out).close()  # the journal never stands without its output
@@ -216,44 +222,42 @@ class PaidRun:
         )
         self.replay = replay_journal(options.journal)
         self.state.unjournaled = []
-        summary.spent_before_usd = self.spent_before_usd
-        summary.possibly_billed_before_usd = self.replay.possibly_billed_usd
-        for name, tally in summary.datasets.items():
-            tally.spent_usd = self.replay.by_dataset.get(name, Decimal(0))
+        replay = self.replay
+        return before.with_money_before(
+            replay.spent_usd, replay.possibly_billed_usd, replay.by_dataset
+        )
 
-    def new_summary(
-        self, *, datasets: Mapping[str, int] | None = None, **fields: Any
-    ) -> SummaryDraft:
-        """The draft of this run's ``RunSummary``, with what the output held before filled in
-        (``run`` returns the summary the books make of it); ``datasets`` (rows per dataset in the
-        prompts) lists every dataset, 0 included; ``fields`` may give the cap learned (``budget_usd``)."""
-        state, replay = self.state, self.replay
-        summary = SummaryDraft(
+    def run_start(
+        self, *, datasets: Mapping[str, int] | None = None, said: Said | None = None, **fields: Any
+    ) -> RunStart:
+        """What this run starts from: ``fields`` (``budget_usd``: the cap learned), what the output
+        held before, ``datasets`` (rows per dataset of the prompts), ``said`` after its warnings."""
+        state, replay, said = self.state, self.replay, said or Said()
+        tallies = dataset_tallies(
+            datasets or {}, state.rows_by_dataset, state.output_tokens, self.spent_by_dataset
+        )
+        return RunStart(
             out=str(self.options.out),
             spent_before_usd=self.spent_before_usd,
             possibly_billed_before_usd=replay.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
             journal=str(self.options.journal),
+            datasets=tallies,
+            notes=said.notes,
+            warnings=(*self.warnings, *said.warnings),
             **{"budget_usd": self.options.budget_usd, **fields},
         )
-        if datasets:
-            summary.datasets = dataset_tallies(datasets, state.rows_by_dataset, state.output_tokens)
-            for name, amount in self.spent_by_dataset.items():
-                if name in summary.datasets:
-                    summary.datasets[name].spent_usd = amount
-        summary.warnings.extend(self.warnings)
-        return summary
 
     async def _warn(
         self,
-        summary: SummaryDraft,
+        before: RunStart,
         budget: Decimal | None,
         one_request_usd: Decimal | None = None,
-    ) -> KeyCheck | None:
-        """Say before sending what could surprise: the key's limit below the budget, no cap;
-        return what the key check read (``None``: a sender of its own, no OpenRouter to ask);
-        its ``blocks`` when a budget of the key blocks even one request (send nothing)."""
-        check = None
+    ) -> tuple[RunStart, KeyCheck | None]:
+        """``before`` with what could surprise said (the key's limit below the budget, no cap; a
+        blocking one is the stop's message instead), and what the key check read (``None``: a
+        sender of its own; ``blocks``: a budget of the key blocks even one request)."""
+        check, said = None, []
         if self.options.send is None:
             check = await asyncio.to_thread(
                 functools.partial(key_check, lower_max_tokens=self.options.lower_max_tokens),
@@ -262,21 +266,19 @@ class PaidRun:
                 None,
                 one_request_usd,
             )
-            if check.warning and check.blocks:
-                summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, check.warning
-            elif check.warning:
-                summary.warnings.append(check.warning)
+            if check.warning and not check.blocks:
+                said.append(check.warning)
         if budget is None:
-            summary.warnings.append(
+            said.append(
                 Message(
                     "no-budget",
                     "no {budget_usd:bare}: nothing caps this run's spend ({dry_run=True} shows the "
                     "worst case)",
                 )
             )
-        for text in summary.warnings:
+        for text in (*before.warnings, *said):
             log.warning(text)
-        return check
+        return before.saying(Said(warnings=tuple(said))), check
 
     def _journal_header(
         self, builder: RequestBuilder, header: dict[str, Any] | None, budget: Decimal | None
@@ -308,20 +310,18 @@ class PaidRun:
             generation_ids=self.replay.generation_ids,
         )
 
-    def _spent_already(self, summary: SummaryDraft, rows: int, budget: Decimal | None) -> bool:
-        """Whether the output already spent the budget (stop at once, ``budget``): unless what
-        earlier runs left to settle (``/generation``, open batches) may free money."""
+    def _spent_already(self, before: RunStart, rows: int, cap: Decimal | None) -> RunResult | None:
+        """The result when the output already spent the budget (stop at once, ``budget``), unless
+        what earlier runs left to settle (``/generation``, open batches) may free money."""
         spent_before = self.spent_before_usd
         unsettled = self.replay.pending or self.replay.batches
-        if budget is None or spent_before < budget or unsettled:
-            return False
-        summary.stop_reason = StopReason.BUDGET
-        summary.message = (
+        if cap is None or spent_before < cap or unsettled:
+            return None
+        message = (
             f"{self.options.out} and {self.options.journal.name} already record "
-            f"${spent_before:.6f} spent of the {format_usd(budget)} cap"
+            f"${spent_before:.6f} spent of the {format_usd(cap)} cap"
         )
-        summary.not_sent = rows
-        return True
+        return RunResult.of(before, stop_reason=StopReason.BUDGET, message=message, not_sent=rows)
 
     async def run(
         self,
@@ -329,12 +329,13 @@ class PaidRun:
         *,
         builder: RequestBuilder,
         prices: Prices,
-        summary: SummaryDraft,
+        before: RunStart,
         header: dict[str, Any] | None = None,
         turns: TurnBook | None = None,
         learned: Learned,
-    ) -> RunSummary:
-        """Send ``rows`` under one cap over everything the output has spent; return the summary.
+    ) -> RunResult:
+        """Send ``rows`` under one cap over everything the output has spent, starting from
+        ``before`` (what the job found before sending); return the result.
 
         ``builder`` makes each row's body and worst case at ``prices`` (a row's own ``prices``
         when it has them). Warns when the key's limit is below the budget or when nothing caps
@@ -345,21 +346,21 @@ class PaidRun:
         options, budget = self.options, learned.cap_usd
         if not rows and not self.state.exists:
             # nothing to send, nothing recorded: create no empty output and journal
-            return summary.build()
-        self._adopt(summary, prices, builder.max_tokens)
+            return RunResult.of(before)
+        before = self._adopt(before, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
-        check = await self._warn(summary, budget, one_request)
+        before, check = await self._warn(before, budget, one_request)
         if check is not None and check.blocks:
-            summary.not_sent = len(rows)
-            return summary.build()
-        if self._spent_already(summary, len(rows), budget):
-            return summary.build()
+            said_why = {"stop_reason": StopReason.BUDGET_SPENT, "message": check.warning}
+            return RunResult.of(before, not_sent=len(rows), **(said_why if check.warning else {}))
+        if (spent := self._spent_already(before, len(rows), budget)) is not None:
+            return spent
         start = None
         if learned.batch is None:  # a batch holds nothing in flight
             start = account_window(
                 options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
             )
-            summary.notes.append(start.why)
+            before = before.saying(Said(notes=(start.why,)))
             log.info("%s", start.why)
         if learned.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
@@ -400,7 +401,7 @@ class PaidRun:
                         books=books,
                         output=output,
                         send=sender,
-                        summary=summary,
+                        before=before,
                         progress=bar,
                         start=start,
                     )
@@ -425,7 +426,7 @@ class PaidRun:
         make: Callable[[Sender, Lookup | None], Run],
         learned: Learned,
         rows: list[PromptRow],
-    ) -> RunSummary:
+    ) -> RunResult:
         """Run with the sender the options and what the job learned choose
         (``run.senders.SENDERS``: batches, a test's, or the HTTP transport)."""
         kind, options = sender_for(self.options, learned), self.options

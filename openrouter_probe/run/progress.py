@@ -55,13 +55,13 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
         )
     filled = int(_BAR * done / total) if total else _BAR
     providers = books.counts.providers
-    top = sorted(providers.items(), key=lambda kv: -kv[1].rows)[:4]
+    top = sorted(providers.items(), key=lambda kv: -kv[1]["rows"])[:4]
     optional = [
         f"{rate:,.1f} rows/s",
         f"{sum(books.counts.output_tokens.values()):,} tok",
         flying,
         "━" * filled + "╺" + "─" * max(0, _BAR - filled - 1),
-        " ".join(f"{name}:{t.rows:,}" for name, t in top),
+        " ".join(f"{name}:{t['rows']:,}" for name, t in top),
     ]
     line = "  ".join(first)
     for part in optional:

@@ -25,6 +25,7 @@ from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, se
 from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.replay import JournalReplay
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.runner import Run
 from openrouter_probe.run.send.batch_plan import (
@@ -36,7 +37,6 @@ from openrouter_probe.run.send.batch_plan import (
 )
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
 
 __all__ = ["SENDERS", "SenderKind", "key_figures", "sender_for"]
 
@@ -56,7 +56,7 @@ class SenderKind:
     #: taken
     run: Callable[
         [MakeRun, JobOptions, Learned, JournalReplay, list[PromptRow], Collection[str]],
-        Awaitable[RunSummary],
+        Awaitable[RunResult],
     ]
 
 
@@ -72,7 +72,7 @@ async def _run_batches(
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
-) -> RunSummary:
+) -> RunResult:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
     from openrouter_probe.api.batches import BatchClient
@@ -101,7 +101,7 @@ async def _run_batches(
             result = await _run(run, options.handle_signals, before=sender.ready())
         finally:
             said = await sender.aclose()
-        return replace(result, warnings=[*result.warnings, *said])
+        return replace(result, warnings=(*result.warnings, *said))
 
 
 def _batch_sink(run: Run) -> EventSink:
@@ -135,7 +135,7 @@ async def _run_given(
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
-) -> RunSummary:
+) -> RunResult:
     """The run with the caller's sender (``options.send``) and lookup."""
     assert options.send is not None
     return await _run(make(options.send, options.lookup), options.handle_signals)
@@ -148,7 +148,7 @@ async def _run_http(
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
-) -> RunSummary:
+) -> RunResult:
     """The run with the HTTP transport, ``/generation`` settling what it leaves unknown."""
     from openrouter_probe.api.completion import response_cache_headers
     from openrouter_probe.run.send.transport import HttpTransport
@@ -172,7 +172,7 @@ async def _run_http(
 
 async def _run(
     run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
-) -> RunSummary:
+) -> RunResult:
     """``run`` to its end (``before`` awaited first, the signal handlers already in place)."""
     remove = run.install_signal_handlers() if handle_signals else None
     try:

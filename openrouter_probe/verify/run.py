@@ -48,10 +48,10 @@ from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
 from openrouter_probe.run.paid import Job, open_run
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
@@ -320,7 +320,7 @@ def _row(rid: str, tag: str, body: dict[str, Any], prices: Prices) -> PromptRow:
     )
 
 
-async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -> RunSummary:
+async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -> RunResult:
     """Send every request of ``plan`` that ``options.out`` does not record yet, under one cap
     (with ``pilot``, the pilot's requests only)."""
     try:
@@ -334,7 +334,7 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         total += plan.sampled.requests if plan.sampled else 0
         total = len(_pilot_bodies(plan)) if pilot else total
-        summary = paid.new_summary(
+        before = paid.run_start(
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
             rows_total=total,
@@ -342,7 +342,7 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
             rows_to_send=len(rows),
         )
         if not rows:
-            return summary.build()
+            return RunResult.of(before)
         builder = RequestBuilder(
             model=plan.model,
             provider_json=json.dumps(pin_block(plan.reference), separators=(",", ":")),
@@ -352,13 +352,13 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
             rows,
             builder=builder,
             prices=worst,
-            summary=summary,
-            header={"policy": summary.policy},
+            before=before,
+            header={"policy": before.policy},
             learned=Learned.nothing(options),  # a check learns nothing as it opens
         )
 
 
-def _run_notes(summary: RunSummary, out: str | Path, who: str = "") -> list[str]:
+def _run_notes(summary: RunResult, out: str | Path, who: str = "") -> list[str]:
     """What the sending did (``who``: the pilot), for the report's notes."""
     budget = summary.budget_usd
     notes = [
@@ -446,7 +446,7 @@ async def verify_precision(
 
 async def _plan_with_pilot(
     planning: Callable[..., VerifyPlan], thinking: str | Thinking, options: JobOptions
-) -> tuple[VerifyPlan, RunSummary | None]:
+) -> tuple[VerifyPlan, RunResult | None]:
     """The plan; when it thinks with a provisional room, the pilot is sent first (under the
     check's cap, recorded in its output: a rerun does not send it again) and the plan made
     again with the room the pilot measured."""

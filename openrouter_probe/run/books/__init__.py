@@ -4,5 +4,6 @@
 (``turns``).
 
 May import ``run.send`` and ``run.money`` and the run's values (``run.rows``, ``run.stop``,
-``run.summary``, ``run.counts``); ``rules`` and ``api`` (and ``errors``, ``files``).
+``run.tallies``, ``run.start``, ``run.result``, ``run.counts``); ``rules`` and ``api`` (and
+``errors``, ``files``).
 """

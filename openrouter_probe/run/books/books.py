@@ -6,7 +6,7 @@ this?" (``reserve``), tells them "this leaves" (``sent``: journaled, then flushe
 attempt leaving in the same turn of the event loop, before any of them is sent: ``leaving``) and
 "this came back" (``settle``: the cost, or the worst case while it is unknown; then ``answered``,
 ``failed``, ``cancelled``, ``unsent``). ``/generation`` settles the unknown ones (``reconciled``).
-The run's ``RunSummary`` is made from the books once, at the end (``summarize``): nothing else
+The run's ``RunResult`` is made from the books once, at the end (``summarize``): nothing else
 writes a money figure.
 
 Money: an attempt counts at its reservation from the moment it is reserved; when it comes back, at
@@ -32,12 +32,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
-from openrouter_probe.run.books.overshoot import Overshoot, billed_output, cost_warning, own_cost
+from openrouter_probe.run.books.overshoot import (
+    Overshoot,
+    billed_output,
+    cost_warning,
+    overrun_warning,
+    own_cost,
+)
 from openrouter_probe.run.books.reconcile import CacheHits, Lookup, Reconciler, unsettled_note
 from openrouter_probe.run.counts import Counts
 from openrouter_probe.run.money.claims import Claims
@@ -45,12 +52,13 @@ from openrouter_probe.run.money.journal import Journal
 from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.money.replay import Pending
 from openrouter_probe.run.money.spend import SpendCap
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.attempt import Attempt
 from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
-from openrouter_probe.run.summary import ProviderTally, RunSummary, SummaryDraft
+from openrouter_probe.run.start import RunStart
 
 __all__ = ["Books"]
 
@@ -58,6 +66,11 @@ log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
 BYOK_FEE_SHARE = Decimal("0.05")  # OpenRouter's fee on a BYOK answer (its docs: 5% of the cost)
+#: The books' counts that are the ``RunResult``'s figures of the same name.
+_COUNTED = ("ok", "truncated", "failed", "cancelled", "not_sent", "rows_partial", "requests",
+            "turns_done", "spent_usd", "possibly_billed_usd", "reconciled", "reconciled_back_usd",
+            "reconciled_before", "reconciled_before_back_usd", "unsettleable", "cache_hits",
+            "output_tokens")  # fmt: skip
 
 
 class Books:
@@ -397,25 +410,23 @@ class Books:
         self.settled_tokens[dataset] = self.settled_tokens.get(dataset, 0) + tokens
         c.output_tokens[dataset] = c.output_tokens.get(dataset, 0) + tokens
         name = answer.provider or "?"
-        tally = c.providers.get(name)
-        if tally is None:  # (setdefault would build a tally for every row)
-            tally = c.providers[name] = ProviderTally()
-        tally.turns += turn
+        tally = c.providers.get(name) or c.provider(name)  # (a tally is never empty)
+        tally["turns"] += turn
         c.turns_done += turn
-        tally.completion_tokens += tokens
+        tally["completion_tokens"] += tokens
         usage = answer.usage or {}
-        tally.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        tally["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
         details = usage.get("completion_tokens_details") or {}
-        tally.reasoning_tokens += int(details.get("reasoning_tokens") or 0)
-        tally.cost_usd += cost or 0
+        tally["reasoning_tokens"] += int(details.get("reasoning_tokens") or 0)
+        tally["cost_usd"] += cost or 0
         c.lengths.add(tokens, answer.truncated)
         if cost is not None and not answer.cache_hit:
-            tally.byok_usd += answer.byok_usd or 0  # the provider's part, in cost
+            tally["byok_usd"] += answer.byok_usd or 0  # the provider's part, in cost
         if last:
             truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1
-            tally.rows += 1
-            tally.truncated += truncated
+            tally["rows"] += 1
+            tally["truncated"] += truncated
             c.truncated += truncated
             c.ok += not truncated
 
@@ -445,56 +456,44 @@ class Books:
 
     # -- the summary ------------------------------------------------------------------------------
 
-    def summarize(self, draft: SummaryDraft, **ended: Any) -> RunSummary:
-        """The run's ``RunSummary``: ``draft`` (what the output held before, what the run was
-        given), what the books counted, and ``ended`` (the scheduler's own figures: the stop
-        reason and message, retries, pauses, the time taken)."""
-        c, s = self.counts, draft
-        for name, value in ended.items():
-            setattr(s, name, value)
-        for name in ("ok", "truncated", "failed", "cancelled", "not_sent", "rows_partial"):
-            setattr(s, name, getattr(s, name) + getattr(c, name))
-        s.requests += c.requests
-        s.turns_done += c.turns_done
-        s.spent_usd += c.spent_usd
-        s.possibly_billed_usd += c.possibly_billed_usd
-        s.reconciled += c.reconciled
-        s.reconciled_back_usd += c.reconciled_back_usd
-        s.reconciled_before += c.reconciled_before
-        s.reconciled_before_back_usd += c.reconciled_before_back_usd
-        s.spent_before_usd -= c.reconciled_before_back_usd
-        s.possibly_billed_before_usd -= c.possibly_billed_before_settled_usd
-        s.unsettleable += c.unsettleable
-        s.cache_hits += c.cache_hits
-        for name, seen in self.overshoot.by_provider.items():
-            s.overshoot[name] = (seen.answers, seen.worst_ratio, seen.over_usd)
-        for name, tokens in c.output_tokens.items():
-            s.output_tokens[name] = s.output_tokens.get(name, 0) + tokens
-        s.providers.update(c.providers)
-        for name, tally_ in s.datasets.items():
-            tally_.done += c.done.get(name, 0)
-            tally_.not_sent += c.not_sent_by.get(name, 0)
-            tally_.output_tokens += c.output_tokens.get(name, 0)
-            tally_.spent_usd = self.cap.committed_by_dataset.get(name, tally_.spent_usd)
-        s.peak_committed_usd = self.cap.peak_committed_usd
-        s.notes.extend(c.lengths.note())
+    def summarize(self, start: RunStart, **ended: Any) -> RunResult:
+        """The run's ``RunResult``, made once: ``start`` (what the job learned before sending),
+        what the books counted, and ``ended`` (the scheduler's own figures: the stop reason and
+        message, retries, pauses, the time taken)."""
+        c, cap = self.counts, self.cap
+        datasets = {
+            name: replace(
+                tally,
+                done=tally.done + c.done.get(name, 0),
+                not_sent=tally.not_sent + c.not_sent_by.get(name, 0),
+                output_tokens=tally.output_tokens + c.output_tokens.get(name, 0),
+                spent_usd=cap.committed_by_dataset.get(name, tally.spent_usd),
+            )
+            for name, tally in start.datasets.items()
+        }
         unsettled = unsettled_note(self.reconciler)
         if unsettled:
             self.warn(unsettled)
         window = self.window
-        if window is not None:
-            s.held_max_usd = max(s.held_max_usd, window.most_held_usd)
-            s.in_flight_refusals += window.refusals
-        if self.cap.overruns:
-            why = (
-                "providers billed past max_tokens: the reservations kept room for it from the "
-                "first such answer on"
-                if self.overshoot.by_provider
-                else "did the endpoints' prices rise during the run?"
-            )
-            self.warn(
-                f"{self.cap.overruns} answer(s) cost more than their reserved worst case ({why}): "
-                "the cap may be exceeded by the difference"
-            )
-        s.warnings.extend(self.warnings)
-        return s.build()
+        if cap.overruns:
+            self.warn(overrun_warning(cap.overruns, bool(self.overshoot.by_provider)))
+        return RunResult.of(
+            start,
+            **{name: getattr(c, name) for name in _COUNTED},
+            spent_before_usd=start.spent_before_usd - c.reconciled_before_back_usd,
+            possibly_billed_before_usd=(
+                start.possibly_billed_before_usd - c.possibly_billed_before_settled_usd
+            ),
+            overshoot={
+                name: (seen.answers, seen.worst_ratio, seen.over_usd)
+                for name, seen in self.overshoot.by_provider.items()
+            },
+            providers=c.provider_tallies(),
+            datasets=datasets,
+            peak_committed_usd=cap.peak_committed_usd,
+            held_max_usd=window.most_held_usd if window is not None else _ZERO,
+            in_flight_refusals=window.refusals if window is not None else 0,
+            notes=(*start.notes, *c.lengths.note()),
+            warnings=(*start.warnings, *self.warnings),
+            **ended,
+        )

@@ -174,3 +174,18 @@ def cost_warning(answer: Answer, worst: Decimal) -> str:
         f"{answer.provider or '?'}: {what}; its answers count at their worst case "
         f"(${worst:.6f} here) until /generation settles them"
     )
+
+
+def overrun_warning(overruns: int, billed_past: bool) -> str:
+    """What to say of ``overruns`` answers that cost more than their reserved worst case
+    (``billed_past``: a provider billed past ``max_tokens`` in the run)."""
+    why = (
+        "providers billed past max_tokens: the reservations kept room for it from the first such "
+        "answer on"
+        if billed_past
+        else "did the endpoints' prices rise during the run?"
+    )
+    return (
+        f"{overruns} answer(s) cost more than their reserved worst case ({why}): the cap may be "
+        "exceeded by the difference"
+    )

@@ -35,6 +35,7 @@ from openrouter_probe.run.books.output import OutputLog
 from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.money.limit import AdaptiveLimit, WindowStart
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import (
     HELD_LINE,
@@ -55,8 +56,8 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.send.sender import Sender, SendKey
 from openrouter_probe.run.send.transport import Answer
+from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.summary import RunSummary, SummaryDraft
 
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
 
@@ -80,7 +81,7 @@ class Run:
         books: Books,
         output: OutputLog,
         send: Sender,
-        summary: SummaryDraft,
+        before: RunStart,
         progress: Progress | None = None,
         start: WindowStart | None = None,
     ) -> None:
@@ -91,7 +92,7 @@ class Run:
         books.on_change = self.waits.notify
         self.output = output
         self.send = send
-        self.summary = summary  # what the output held before; filled from the books at the end
+        self.before = before  # what the job learned before sending: the result starts from it
         self.progress = progress
         self.clock = options.clock
         self.stream = builder.stream
@@ -103,7 +104,7 @@ class Run:
         self.policy = AttemptPolicy(
             options,
             model=builder.model,
-            policy=summary.policy,
+            policy=before.policy,
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
             held=lambda: (books.cap.held_usd, books.cap.in_flight),
@@ -428,7 +429,7 @@ class Run:
 
     # -- the pool ---------------------------------------------------------------------------------
 
-    async def run(self) -> RunSummary:
+    async def run(self) -> RunResult:
         """Run every worker to the end (or the stop); return the summary."""
         reconciler = self.books.reconciler
         reconciling = asyncio.ensure_future(reconciler.run()) if reconciler is not None else None
@@ -481,15 +482,14 @@ class Run:
         if stop is not None:
             self.stop_reason, self.message = stop.reason, stop.message
 
-    def _summary(self) -> RunSummary:
-        """The books' summary of the run, with the scheduler's own figures."""
-        s = self.summary
+    def _summary(self) -> RunResult:
+        """The books' result of the run, with the scheduler's own figures."""
         return self.books.summarize(
-            s,
+            self.before,
             stop_reason=self.stop_reason,
             message=self.message,
-            retries=s.retries + self.retries,
-            pauses=s.pauses + self.pauses,
+            retries=self.retries,
+            pauses=self.pauses,
             elapsed_s=self.clock() - self.started,
         )
 
