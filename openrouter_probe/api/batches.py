@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T", bound=Payload)
 
+#: ``(connect, read)`` seconds of a batch request: a create uploads every request of the batch.
+TIMEOUT = (10.0, 120.0)
+
 
 class BatchCounts(Payload):
     total: int = 0
@@ -144,7 +147,7 @@ class BatchClient:
 
     ``api_key`` defaults to ``OPENROUTER_API_KEY`` (required: every batch route needs it),
     ``base_url`` to ``OPENROUTER_BASE_URL``; a ``connection`` (``api.connection``) already
-    resolved replaces them and ``timeout``.
+    resolved replaces them and ``timeout`` (its own timeout is used: ``TIMEOUT`` is a batch's).
     """
 
     def __init__(
@@ -152,7 +155,7 @@ class BatchClient:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: tuple[float, float] = (10.0, 120.0),
+        timeout: tuple[float, float] = TIMEOUT,
         session: requests.Session | None = None,
         connection: Connection | None = None,
     ) -> None:

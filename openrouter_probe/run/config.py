@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.rules.quantities import positive_usd, whole_number
@@ -79,8 +79,8 @@ class JobOptions:
     out: Path
     budget_usd: Decimal | None = None
     concurrency: int = 256
-    api_key: str = field(default="", repr=False)  # never in a repr, a log, a traceback
-    base_url: str = DEFAULT_BASE_URL
+    #: the key and the API root, resolved once (``resolve``); its repr never shows the key
+    connection: Connection = field(default_factory=Connection)
     backoff: Backoff = field(default_factory=default_backoff)
     read_timeout_s: float = 300.0
     min_tokens_per_s: float = 4.0
@@ -118,11 +118,6 @@ class JobOptions:
         for dataset, weight in self.weights.items():
             if not 0 < weight < float("inf"):
                 raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
-
-    @property
-    def connection(self) -> Connection:
-        """The key and the API root as one ``api.connection.Connection``."""
-        return Connection(api_key=self.api_key, base_url=self.base_url)
 
     @property
     def attempts(self) -> int:
@@ -180,8 +175,7 @@ class JobOptions:
             command=command,
             out=target,
             budget_usd=budget,
-            api_key=connection.api_key,
-            base_url=connection.base_url,
+            connection=connection,
             backoff=_backoff(attempts, backoff),
             **fields,
         )

@@ -181,19 +181,18 @@ class HttpTransport:
 
     def __init__(
         self,
+        connection: Connection,
         *,
-        base_url: str,
-        api_key: str,
         limit: int,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = connection.base_url
         self.url = self.base_url + "/chat/completions"
         self._headers = {
-            **Connection(api_key=api_key).authorization(),
+            **connection.authorization(),
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
             **(headers or {}),  # the response cache's (``api.completion.response_cache_headers``)
