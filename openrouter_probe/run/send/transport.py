@@ -81,20 +81,20 @@ def _outcome(completion: ChatCompletion, *, stream: bool) -> Answer | Failure:
     error = completion.error
     if error is not None:
         cost = usage_spend(completion.usage)[0]
-        sent = completion.content or completion.reasoning
+        partial = None
+        if completion.content or completion.reasoning:
+            partial = {
+                "finish_reason": completion.finish_reason,
+                "content": completion.content,
+                "reasoning": completion.reasoning,
+            }
         return classify_error(
             200,
             error,
             cost_usd=cost,
             cost_unknown=cost is None,
             generation_id=completion.generation_id,
-            partial={
-                "finish_reason": completion.finish_reason,
-                "content": completion.content,
-                "reasoning": completion.reasoning,
-            }
-            if sent
-            else None,
+            partial=partial,
         )
     if completion.broken is not None:
         return _unknown(completion.broken, completion.generation_id)
