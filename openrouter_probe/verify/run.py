@@ -123,11 +123,10 @@ def _selected(
             )
         return tags
     if policy is not None:
-        from openrouter_probe.policy.compiled import compiled_from_document
-        from openrouter_probe.policy.spec import read_yaml
+        from openrouter_probe.policy.compiled import load_compiled_policy
         from openrouter_probe.rules.routing import route
 
-        compiled = compiled_from_document(read_yaml(policy), source=str(policy))
+        compiled = load_compiled_policy(policy)
         if compiled.model != model:
             raise PolicyError(
                 f"is compiled for {compiled.model}, not {model}; pass that model or another policy",
