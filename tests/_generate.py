@@ -102,8 +102,16 @@ class LedgerSender:
         return sum((c for _, _, c in self.ledger), Decimal(0))
 
 
-def http_failure(status: int, message: str = "Provider returned error", **metadata: Any) -> Failure:
-    return classify_error(status, {"code": status, "message": message, "metadata": metadata})
+def http_failure(
+    status: int,
+    message: str = "Provider returned error",
+    *,
+    retry_after_s: float | None = None,
+    **metadata: Any,
+) -> Failure:
+    """The failure of an HTTP error ``status`` (its ``Retry-After`` in seconds, if any)."""
+    error = {"code": status, "message": message, "metadata": metadata}
+    return classify_error(status, error, retry_after_s=retry_after_s)
 
 
 async def no_sleep(seconds: float) -> None:

@@ -1053,9 +1053,9 @@ def test_to_dict_nulls_and_listed_prices() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"datasets": True}, r"datasets=True: must be a whole number >= 1"),
-        ({"datasets": 1.5}, r"datasets=1.5: must be"),
-        ({"concurrency": True}, r"concurrency=True: must be"),
+        ({"datasets": True}, r"datasets=True: a whole number >= 1"),
+        ({"datasets": 1.5}, r"datasets=1.5: a whole number"),
+        ({"concurrency": True}, r"concurrency=True: a whole number"),
         ({"prompt_to_output_ratio": -1}, r"prompt_to_output_ratio: -1 must be >= 0"),
         (
             {

@@ -70,7 +70,8 @@ def test_generate_takes_exactly_the_plans_fields() -> None:
     run = [name for name in KEYWORDS if name not in own]
     fed = sorted(RUN_KEYWORDS.get(name, name) for name in run)
     wanted = [name for name in RUN_FIELDS if name not in RUN_NOT_KEYWORDS]
-    assert fed == sorted([*wanted, "backoff"])  # attempts, or a backoff given whole
+    # attempts or a backoff given whole; the key and the base URL make one connection
+    assert fed == sorted([*wanted, "backoff", "connection"])
 
 
 def test_generates_defaults_are_the_run_plans() -> None:
@@ -161,7 +162,7 @@ def test_verify_precisions_keywords_are_the_checks_plan_and_the_runs() -> None:
     fed = sorted(RUN_KEYWORDS.get(name, name) for name in run)
     wanted = ["out", "concurrency", "read_timeout_s", "handle_signals", "progress", "sleep"]
     assert fed == sorted([*wanted, "backoff", "backoff"])  # attempts, or a backoff given whole
-    assert planned & set(fields) == {"budget_usd", "api_key", "base_url"}  # given to both
+    assert planned & set(fields) == {"budget_usd", "connection"}  # given to both
     for name in ("read_timeout_s", "handle_signals", "progress"):
         assert keywords[name].default == fields[name].default, name
     assert keywords["sleep"].default is fields["sleep"].default_factory()
@@ -220,7 +221,7 @@ def test_the_plan_is_frozen_checked_and_keeps_the_key_out_of_its_repr(tmp_path: 
     )
     assert plan.reasoning == {"effort": "high"} and plan.redo == ("truncated",)
     assert plan.parameters == {"max_tokens", "reasoning"}
-    assert "sk-test" not in repr(plan) and plan.run.api_key == "sk-test"
+    assert "sk-test" not in repr(plan) and plan.run.connection.api_key == "sk-test"
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.max_tokens = 1  # type: ignore[misc]
 

@@ -184,9 +184,9 @@ def test_transient_failures_are_retried_with_bounded_waits(tmp_path: Path) -> No
 
     def fail(request: dict[str, Any], attempt: int) -> Failure | None:
         if attempt == 1:
-            f = http_failure(429, raw="rate-limited upstream", provider_name="Groq")
-            f.retry_after_s = 2.0
-            return f
+            return http_failure(
+                429, raw="rate-limited upstream", provider_name="Groq", retry_after_s=2.0
+            )
         if attempt == 2:
             return http_failure(502)
         return None
@@ -222,9 +222,9 @@ def test_retry_after_beyond_the_cap_is_not_final_before_the_attempts_are_spent(
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(1))
 
     def fail(request: dict[str, Any], attempt: int) -> Failure:
-        f = http_failure(429, provider_name="Groq", raw="rate-limited upstream")
-        f.retry_after_s = 3600
-        return f
+        return http_failure(
+            429, provider_name="Groq", raw="rate-limited upstream", retry_after_s=3600
+        )
 
     waits: list[float] = []
 
@@ -238,9 +238,7 @@ def test_retry_after_beyond_the_cap_is_not_final_before_the_attempts_are_spent(
     assert waits == [60.0, 60.0, 60.0]
 
     def key_wide(request: dict[str, Any], attempt: int) -> Failure:
-        f = http_failure(429, "Rate limit exceeded")
-        f.retry_after_s = 3600
-        return f
+        return http_failure(429, "Rate limit exceeded", retry_after_s=3600)
 
     other = tmp_path / "key-wide"
     write_prompts(other.mkdir() or other / "prompts.jsonl", prompt_rows(1))

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
@@ -291,9 +292,8 @@ def test_a_kill_mid_row_resumes_at_the_first_missing_turn_and_bills_none_twice(
     with serve(speed=0, seed=5, record_requests=True) as fake:
 
         async def first_run() -> None:
-            async with HttpTransport(
-                base_url=fake.base_url, api_key="sk-fake", limit=4, read_timeout_s=30
-            ) as transport:
+            connection = Connection(api_key="sk-fake", base_url=fake.base_url)
+            async with HttpTransport(connection, limit=4, read_timeout_s=30) as transport:
 
                 async def send(body: bytes, **kwargs: Any) -> Any:
                     outcome = await transport.send(body, **kwargs)

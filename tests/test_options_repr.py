@@ -24,7 +24,7 @@ def _objects(tmp_path: Path) -> dict[str, Any]:
     options = JobOptions.resolve(
         command="generate", out=tmp_path / "out.jsonl", api_key=MARK, budget_usd=1
     )
-    transport = HttpTransport(base_url="http://127.0.0.1:9/api/v1", api_key=MARK, limit=4)
+    transport = HttpTransport(options.connection, limit=4)
     return {
         "JobOptions": options,
         "JobOptions replaced": dataclasses.replace(options, concurrency=8),
@@ -49,4 +49,4 @@ def test_no_options_object_shows_the_key(tmp_path: Path) -> None:
         assert MARK[8:20] not in as_repr + as_str, name  # not even a part of it
     assert "concurrency=8" in shown["JobOptions replaced"][0]  # a repr that still says things
     options = _objects(tmp_path)["JobOptions"]
-    assert options.api_key == MARK  # redacted from the repr, not lost
+    assert options.connection.api_key == MARK  # redacted from the repr, not lost

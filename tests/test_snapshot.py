@@ -144,21 +144,23 @@ def test_a_paid_run_reads_its_endpoints_through_resolve_snapshot(tmp_path: Path)
     """``run.checks.endpoints_now`` is ``resolve_snapshot`` with a live read of its own: the same
     snapshot from a path, "bundled" or a ``Snapshot``, the same refusal of another model's, and
     the live endpoints from ``GET /models/{model}/endpoints``."""
+    from openrouter_probe.api.connection import Connection
     from openrouter_probe.fake import serve
     from openrouter_probe.run.checks import endpoints_now
 
     model, path = "moonshotai/kimi-k2.5", bundled_snapshot().save(tmp_path / "k25.json")
-    keys = {"api_key": "sk-fake", "base_url": "http://127.0.0.1:9"}  # never asked: no live read
+    nowhere = Connection(api_key="sk-fake", base_url="http://127.0.0.1:9")  # never asked
     for given in (path, str(path), "bundled", bundled_snapshot()):
-        endpoints, snap = endpoints_now(model, given, **keys)
+        endpoints, snap = endpoints_now(model, given, nowhere)
         assert snap.sha256 == resolve_snapshot(model, snapshot=given).sha256
         assert endpoints == list(snap.endpoints) and len(endpoints) == 11
         with pytest.raises(SnapshotError) as info:
-            endpoints_now("moonshotai/kimi-k3", given, **keys)
+            endpoints_now("moonshotai/kimi-k3", given, nowhere)
         with pytest.raises(SnapshotError) as same:
             resolve_snapshot("moonshotai/kimi-k3", snapshot=given)
         assert str(info.value) == str(same.value)
     with serve(speed=0) as fake:
-        endpoints, snap = endpoints_now(model, None, api_key="sk-fake", base_url=fake.base_url)
+        live = Connection(api_key="sk-fake", base_url=fake.base_url)
+        endpoints, snap = endpoints_now(model, None, live)
     assert (snap.source, snap.origin) == ("api", f"{fake.base_url}/models/{model}/endpoints")
     assert len(endpoints) == 11

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from openrouter_probe.api.batches import Batch
 from openrouter_probe.api.schema import (
     AliasTarget,
     Endpoint,
@@ -163,6 +164,22 @@ def test_a_list_of_which_nothing_is_readable_is_an_error() -> None:
     with pytest.raises(ValidationError, match="data"):
         ModelsList.model_validate({"data": "everything"})
     assert ModelsList.model_validate({"data": []}).data == []
+
+
+def test_a_batch_is_read_by_the_same_reader_and_gives_back_what_it_did_not_know() -> None:
+    body = {
+        "id": "batch-1",
+        "status": "in_progress",
+        "request_counts": {"total": 2, "completed": 1, "failed": 0, "expired": 0},
+        "priority": {"tier": "flex"},  # a field this library does not know yet
+    }
+    batch = Batch.model_validate(body)
+    assert batch.request_counts.completed == 1 and batch.model_extra == {
+        "priority": {"tier": "flex"}
+    }
+    assert batch.to_json_dict() == body
+    with pytest.raises(ValidationError, match="status"):  # every declared field of a batch is core
+        Batch.model_validate({"id": "batch-1", "status": ["done"]})
 
 
 def test_skipped_is_silent_with_the_context_flag(caplog: pytest.LogCaptureFixture) -> None:

@@ -169,7 +169,7 @@ def test_one_connection_resolves_the_key_and_the_url(monkeypatch: pytest.MonkeyP
     assert "Authorization" not in conn.headers(accept="text/html")
     # every client and the run's options resolve the same way
     options = JobOptions.resolve(command="generate", out="out.jsonl")
-    assert options.connection == Connection(api_key=conn.api_key, base_url=conn.base_url)
+    assert options.connection == conn  # resolved once, held whole
     batch = BatchClient()
     assert batch.connection.api_key == conn.api_key and batch.base_url == conn.base_url
     assert Client().connection.base_url == conn.base_url

@@ -10,6 +10,7 @@ quoted there; the runs go against the project's fake OpenRouter on its manual cl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -309,6 +310,23 @@ def test_a_token_limit_after_content_fails_the_row_and_keeps_the_text() -> None:
         "partial": {"finish_reason": "length", "content": "The answer is 42", "reasoning": None},
     }
     assert failure.cost_unknown and failure.generation_id == "gen-1"
+    with pytest.raises(dataclasses.FrozenInstanceError):  # made whole once, never patched
+        failure.partial = None  # type: ignore[misc]
+
+
+def test_an_error_in_a_billed_body_is_one_whole_failure() -> None:
+    """An error inside a 200 that still says ``usage.cost``: the failure the table classifies
+    carries that cost and the body's id, as made (nothing sets them afterwards)."""
+    body = {
+        "id": "gen-9",
+        "choices": [{"index": 0, "message": {"content": ""}, "finish_reason": "error"}],
+        "error": {"code": 502, "message": "Provider returned error"},
+        "usage": {"prompt_tokens": 10, "completion_tokens": 0, "cost": 0.0012},
+    }
+    failure = parse_body(json.dumps(body))
+    assert isinstance(failure, Failure) and failure.kind == "transient"
+    assert (failure.cost_usd, failure.cost_unknown) == (Decimal("0.0012"), False)
+    assert failure.generation_id == "gen-9" and failure.partial is None
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from openrouter_probe.rules.quantities import (
     parse_reasoning_share,
     parse_token_count,
     positive_usd,
+    whole_number,
 )
 
 __all__ = ["BudgetJob", "job_figures", "make_job", "time_to_finish_s"]
@@ -51,14 +52,6 @@ class BudgetJob:
     input_tokens: int | None
     requests: int | None
     concurrency: int
-
-
-def _whole(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            Message("not-whole", f"{{{what}=}}: must be a whole number >= 1", **{what: value})
-        )
-    return value
 
 
 def _tokens(value: int | str | None, what: str) -> int | None:
@@ -164,8 +157,8 @@ def make_job(
 ) -> BudgetJob:
     """Validate the job's numbers (see ``plan_budget``); raise ``ConfigError`` naming the option."""
     budget = positive_usd(budget_usd, "budget_usd")
-    datasets = _whole(datasets, "datasets")
-    concurrency = _whole(concurrency, "concurrency")
+    datasets = whole_number(datasets, "datasets")
+    concurrency = whole_number(concurrency, "concurrency")
     target = _target(output_tokens, output_tokens_per_dataset, datasets)
     names = _names(dataset_names, datasets)
     shares = parse_reasoning_share(reasoning_share, what="reasoning_share")

@@ -41,9 +41,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import requests
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from openrouter_probe.api.connection import Connection
+from openrouter_probe.api.payload import Payload
 from openrouter_probe.api.wire import Wire
 from openrouter_probe.errors import APIError, APIStatusError
 
@@ -58,20 +59,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_T = TypeVar("_T", bound=BaseModel)
+_T = TypeVar("_T", bound=Payload)
+
+#: ``(connect, read)`` seconds of a batch request: a create uploads every request of the batch.
+TIMEOUT = (10.0, 120.0)
 
 
-class _Tolerant(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
-
-
-class BatchCounts(_Tolerant):
+class BatchCounts(Payload):
     total: int = 0
     completed: int = 0
     failed: int = 0
 
 
-class BatchResult(_Tolerant):
+class BatchResult(Payload):
     """One result line: exactly one of ``response`` (``{status_code, request_id, body}``, the sync
     shape of the endpoint) and ``error`` (``{message, type, param, error_type}``) is set."""
 
@@ -87,9 +87,10 @@ class BatchResult(_Tolerant):
         return body if isinstance(body, dict) else None
 
 
-class Batch(_Tolerant):
-    """A ``BatchObject`` read tolerantly: recorded bodies lack fields the SDK requires
-    (``provider``, ``expires_at``), so every field but ``id`` and ``status`` may be absent."""
+class Batch(Payload):
+    """A ``BatchObject`` read tolerantly (``api.payload.Payload``, as every view of the API):
+    recorded bodies lack fields the SDK requires (``provider``, ``expires_at``), so every field but
+    ``id`` and ``status`` may be absent."""
 
     id: str
     status: str
@@ -116,7 +117,7 @@ class Batch(_Tolerant):
         return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
 
-class BatchList(_Tolerant):
+class BatchList(Payload):
     data: list[Batch] = Field(default_factory=list)
     first_id: str | None = None
     last_id: str | None = None
@@ -126,7 +127,7 @@ class BatchList(_Tolerant):
     served_at: float | None = Field(default=None, exclude=True)
 
 
-class ResultsPage(_Tolerant):
+class ResultsPage(Payload):
     data: list[BatchResult] = Field(default_factory=list)
     has_more: bool = False
     next_cursor: str | None = None
@@ -146,7 +147,7 @@ class BatchClient:
 
     ``api_key`` defaults to ``OPENROUTER_API_KEY`` (required: every batch route needs it),
     ``base_url`` to ``OPENROUTER_BASE_URL``; a ``connection`` (``api.connection``) already
-    resolved replaces them and ``timeout``.
+    resolved replaces them and ``timeout`` (its own timeout is used: ``TIMEOUT`` is a batch's).
     """
 
     def __init__(
@@ -154,7 +155,7 @@ class BatchClient:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: tuple[float, float] = (10.0, 120.0),
+        timeout: tuple[float, float] = TIMEOUT,
         session: requests.Session | None = None,
         connection: Connection | None = None,
     ) -> None:

@@ -1,4 +1,5 @@
-"""The tolerant reader every typed view of the OpenRouter API shares (``api.schema``).
+"""The tolerant reader every typed view of the OpenRouter API shares (``api.schema``,
+``api.batches``).
 
 OpenRouter adds and reshapes fields over time, and a parser that rejects them breaks on the next
 deploy. So a ``Payload`` keeps unknown keys (``extra="allow"``), and only the fields the library

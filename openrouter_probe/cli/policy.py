@@ -264,7 +264,8 @@ def lint(
     from openrouter_probe.policy.lint import lint_block
     from openrouter_probe.policy.spec import read_yaml
 
-    block, compiled_for = provider_mapping(read_yaml(block_path), source=block_path)
+    doc = read_yaml(block_path)
+    block, compiled_for = provider_mapping(doc, source=block_path)
     model = model or compiled_for
     if not isinstance(block, dict):
         raise PolicyError(
@@ -278,7 +279,7 @@ def lint(
     findings = lint_block(
         block, snap.endpoints, model=snap.model, registry=_registry(precision_files)
     )
-    batch = doc.get("batch") if isinstance(doc := read_yaml(block_path), dict) else None
+    batch = doc.get("batch") if isinstance(doc, dict) else None
     # The batch block: the compiled one always; the older form (sync tags as only) only against a
     # snapshot that lists the :batch rows it would need.
     known = isinstance(batch, dict) and ("decisions" in batch or snap.batch is not None)

@@ -33,9 +33,7 @@ async def model_endpoints(
     """The model's endpoints now; a model OpenRouter does not know names the policy it came from."""
     try:
         # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
-        return await asyncio.to_thread(
-            endpoints_now, model, snapshot, api_key=options.api_key, base_url=options.base_url
-        )
+        return await asyncio.to_thread(endpoints_now, model, snapshot, options.connection)
     except NoRouteError as exc:
         raise PolicyError(
             f"its model: {exc.message.rstrip('.')}; fix `model` in the policy's spec and "
@@ -153,7 +151,7 @@ def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]
     from openrouter_probe.rules.batch import batch_model_id
 
     try:
-        with Client(api_key=options.api_key, base_url=options.base_url) as client:
+        with Client(connection=options.connection) as client:
             return list(client.endpoints(batch_model_id(model), diagnose=False).endpoints)
     except APIError as exc:
         log.warning("%s: %s", batch_model_id(model), exc)

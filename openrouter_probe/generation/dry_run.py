@@ -199,7 +199,7 @@ async def key_check(
     options = paid.options
     read: checks.KeyCheck | None = None
     said = Said()
-    if asked.offline or not options.api_key:
+    if asked.offline or not options.connection.has_key:
         read = checks.KeyCheck(None, False, None, "offline: the account is not read")
     elif options.send is None:  # with a sender of one's own, no OpenRouter
         total = None if options.budget_usd is None else options.budget_usd * (asked.shards or 1)

@@ -330,8 +330,14 @@ class GeneratePlan:
         return named | ({"reasoning"} if self.reasoning is not None else set())
 
 
-#: ``generate()``'s keywords that set a field of the run's plan under another name.
-RUN_KEYWORDS = {"attempts": "backoff", "response_cache": "response_cache_ttl_s"}
+#: ``generate()``'s keywords that set a field of the run's plan under another name (the key and
+#: the base URL make its one ``connection``).
+RUN_KEYWORDS = dict(
+    attempts="backoff",
+    response_cache="response_cache_ttl_s",
+    api_key="connection",
+    base_url="connection",
+)
 #: The plan's fields that are not ``generate()``'s keywords (the plan derives them).
 DERIVED = tuple(f.name for f in dataclasses.fields(GeneratePlan) if f.metadata.get("derived"))
 

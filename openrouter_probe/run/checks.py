@@ -9,6 +9,7 @@ opens, ``run.money.limit.window_start``). ``run.paid`` and the dry runs of ``gen
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from openrouter_probe.api.chat import KeyBudget
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import (
     APIConnectionError,
@@ -55,25 +57,23 @@ class KeyCheck(NamedTuple):
     unread: str = ""
 
 
-def endpoints_now(
-    model: str, snapshot: Any, *, api_key: str, base_url: str
-) -> tuple[list[Endpoint], Any]:
+def endpoints_now(model: str, snapshot: Any, connection: Connection) -> tuple[list[Endpoint], Any]:
     """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live
-    (``rules.snapshot.resolve_snapshot``, with the live read below)."""
+    (``rules.snapshot.resolve_snapshot``, with the live read below, over ``connection``)."""
     from openrouter_probe.rules.snapshot import resolve_snapshot
 
-    live = functools.partial(_live_snapshot, api_key=api_key, base_url=base_url)
+    live = functools.partial(_live_snapshot, connection=connection)
     snap = resolve_snapshot(model, snapshot=snapshot, live=live)
     return list(snap.endpoints), snap
 
 
-def _live_snapshot(model: str, *, api_key: str, base_url: str) -> Any:
+def _live_snapshot(model: str, *, connection: Connection) -> Any:
     """The model's endpoints from the API (``GET /models/{model}/endpoints``) as a snapshot."""
     from openrouter_probe.api.client import Client
     from openrouter_probe.rules.snapshot import Snapshot
 
     try:
-        with Client(api_key=api_key, base_url=base_url) as client:
+        with Client(connection=connection) as client:
             data = client.endpoints(model)
     except APIError as exc:
         if isinstance(exc, NoRouteError):
@@ -87,13 +87,13 @@ def _live_snapshot(model: str, *, api_key: str, base_url: str) -> Any:
                 "price the cap ({reason:s}); check the network or OPENROUTER_BASE_URL, or pass "
                 "{snapshot=bundled} or {snapshot=PATH} to use a saved one",
                 model=model,
-                base_url=str(base_url),
+                base_url=connection.base_url,
                 reason=reason,
             ),
             url=exc.url,
         ) from exc
     return Snapshot.from_endpoints(
-        data, model=model, source="api", origin=f"{base_url}/models/{model}/endpoints"
+        data, model=model, source="api", origin=f"{connection.base_url}/models/{model}/endpoints"
     )
 
 
@@ -130,11 +130,14 @@ def key_check(
 
 
 def _account(options: JobOptions, api_key: str = "") -> Client:
-    """The client of the account's reads (``GET /key``, ``GET /credits``): two tries, 10 s."""
+    """The client of the account's reads (``GET /key``, ``GET /credits``): two tries, 10 s;
+    ``api_key`` (a management key) in place of the run's."""
     from openrouter_probe.api.client import Client
 
-    key = api_key or options.api_key
-    return Client(api_key=key, base_url=options.base_url, attempts=2, retry_timeout=10)
+    connection = options.connection
+    if api_key:
+        connection = dataclasses.replace(connection, api_key=api_key)
+    return Client(connection=connection, attempts=2, retry_timeout=10)
 
 
 def _balance(options: JobOptions) -> tuple[Decimal | None, str]:

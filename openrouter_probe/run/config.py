@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError
 
 if TYPE_CHECKING:
@@ -124,8 +124,8 @@ class JobOptions:
     concurrency: int = field(
         default=256, metadata=cli("--concurrency", "Requests in flight at most.")
     )
-    api_key: str = field(default="", repr=False)  # never in a repr, a log, a traceback
-    base_url: str = DEFAULT_BASE_URL
+    #: the key and the API root, resolved once (``resolve``); its repr never shows the key
+    connection: Connection = field(default_factory=Connection)
     backoff: Backoff = field(
         default_factory=default_backoff,
         metadata=cli(
@@ -204,11 +204,6 @@ class JobOptions:
             )
 
     @property
-    def connection(self) -> Connection:
-        """The key and the API root as one ``api.connection.Connection``."""
-        return Connection(api_key=self.api_key, base_url=self.base_url)
-
-    @property
     def attempts(self) -> int:
         """Tries per row, the first included (the backoff's)."""
         return self.backoff.attempts
@@ -272,8 +267,7 @@ class JobOptions:
             command=command,
             out=target,
             budget_usd=budget,
-            api_key=connection.api_key,
-            base_url=connection.base_url,
+            connection=connection,
             backoff=_backoff(attempts, backoff),
             **fields,
         )

@@ -75,11 +75,11 @@ async def _run_batches(
 ) -> RunResult:
     """The run with the batch sender (``generate --batch``), on the same path: the books journal
     each batch's plan and id and settle each line from the batch's cost."""
-    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.api.batches import TIMEOUT, BatchClient
     from openrouter_probe.run.send.batch_sender import BatchSender
 
     assert learned.batch is not None
-    with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
+    with BatchClient(connection=replace(options.connection, timeout=TIMEOUT)) as client:
         sender = BatchSender(
             learned.batch,
             client=client,
@@ -155,8 +155,7 @@ async def _run_http(
 
     ttl = options.response_cache_ttl_s
     async with HttpTransport(
-        base_url=options.base_url,
-        api_key=options.api_key,
+        options.connection,
         limit=options.concurrency,
         read_timeout_s=options.read_timeout_s,
         clock=options.clock,
@@ -189,9 +188,7 @@ def key_figures(options: JobOptions) -> str:
     from openrouter_probe.api.client import Client
 
     try:
-        with Client(
-            api_key=options.api_key, base_url=options.base_url, attempts=2, retry_timeout=10
-        ) as client:
+        with Client(connection=options.connection, attempts=2, retry_timeout=10) as client:
             info = client.key()
     except APIError:
         return ""

@@ -123,11 +123,10 @@ def _selected(
             )
         return tags
     if policy is not None:
-        from openrouter_probe.policy.compiled import compiled_from_document
-        from openrouter_probe.policy.spec import read_yaml
+        from openrouter_probe.policy.compiled import load_compiled_policy
         from openrouter_probe.rules.routing import route
 
-        compiled = compiled_from_document(read_yaml(policy), source=str(policy))
+        compiled = load_compiled_policy(policy)
         if compiled.model != model:
             raise PolicyError(
                 f"is compiled for {compiled.model}, not {model}; pass that model or another policy",
@@ -162,6 +161,7 @@ def plan_precision_check(
     sampling: str = "greedy",
     sampled_n: int | None = None,
     thinking: str | Thinking = "job",
+    connection: Connection | None = None,
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
@@ -169,8 +169,10 @@ def plan_precision_check(
     is compared; neither compares every endpoint. ``reference`` defaults to the first party.
     ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` items of
     each generated suite from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``)
-    replaces the live endpoints. ``alpha``, ``power``, ``tolerance`` (each in (0, 1)) and
-    ``repeats`` (the reference's runs, 2..10) are checked before anything else. ``sampling``:
+    replaces the live endpoints, read with ``api_key`` and ``base_url`` (the environment's when
+    ``None``; a ``connection`` already resolved replaces both). ``alpha``, ``power``,
+    ``tolerance`` (each in (0, 1)) and ``repeats`` (the reference's runs, 2..10) are checked
+    before anything else. ``sampling``:
     ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
     ``sampled_n`` samples per prompt, chosen for ``power`` within the budget when ``None``;
     ``verify.sampled_arm``). ``thinking`` (``job``, ``on``, ``off``; ``verify.thinking``) sets
@@ -179,8 +181,8 @@ def plan_precision_check(
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    conn = Connection.resolve(api_key=api_key, base_url=base_url)
-    _, snap = endpoints_now(model, snapshot, api_key=conn.api_key, base_url=conn.base_url)
+    connection = connection or Connection.resolve(api_key=api_key, base_url=base_url)
+    _, snap = endpoints_now(model, snapshot, connection)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
     return plan_verify(
@@ -430,7 +432,7 @@ async def verify_precision(
     planning = functools.partial(
         plan_precision_check, model, endpoints=endpoints, policy=policy, reference=reference,
         suite=suite, n=n, seed=seed, budget_usd=options.budget_usd, snapshot=snapshot,
-        api_key=options.api_key, base_url=options.base_url, alpha=alpha, power=power,
+        connection=options.connection, alpha=alpha, power=power,
         tolerance=tolerance, repeats=repeats, sampling=sampling, sampled_n=sampled_n,
     )  # fmt: skip
     plan, pilot = await _plan_with_pilot(planning, thinking, options)

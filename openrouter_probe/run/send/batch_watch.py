@@ -34,7 +34,6 @@ __all__ = [
     "Outcome",
     "Watched",
     "awaited",
-    "copy",
     "failed",
     "lost_message",
     "not_submitted",
@@ -114,12 +113,12 @@ class Watched:
         return f"{now.status}, {c.completed}/{c.total} done, {c.failed} failed"
 
     def answer_all(self, outcome: Failure) -> None:
-        """Give every waiting line the same failure (a copy each)."""
+        """Give every waiting line the same failure (a value: one is shared)."""
         for line in self.lines.values():
-            resolve(line.answer, copy(outcome))
+            resolve(line.answer, outcome)
         self.lines.clear()
         for cid in self.held():
-            self.results.setdefault(cid, copy(outcome))
+            self.results.setdefault(cid, outcome)
 
     async def outcome_of(self, cid: str, key: SendKey) -> Outcome | None:
         """An earlier run's batch: the outcome of ``cid`` (waiting for it); ``None`` when the
@@ -151,17 +150,6 @@ class Watched:
 def resolve(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
     if not future.done():
         future.set_result(outcome)
-
-
-def copy(failure: Failure) -> Failure:
-    return Failure(
-        failure.kind,
-        failure.message,
-        status=failure.status,
-        metadata=dict(failure.metadata),
-        cost_unknown=failure.cost_unknown,
-        rate_limited=failure.rate_limited,
-    )
 
 
 def unknown(message: str) -> Failure:

@@ -30,9 +30,10 @@ __all__ = ["Failure", "FailureKind", "classify_error"]
 _AFFORD_RE = re.compile(r"can only afford (\d+)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Failure:
-    """An attempt that did not produce a completion, and what to do about it.
+    """An attempt that did not produce a completion, and what to do about it: a value, made whole
+    by ``classify_error`` (or one constructor call) and never changed afterwards.
 
     ``cost_unknown``: the request left and nothing said what it cost (count it at its worst case
     until ``/generation`` settles it); ``generation_id``: the id the headers or the body gave, if any.
@@ -84,12 +85,20 @@ def classify_error(
     retry_after_s: float | None = None,
     body: str = "",
     platform: bool = False,
+    reset_epoch_s: float | None = None,
+    cost_usd: Decimal | None = None,
+    cost_unknown: bool = False,
+    generation_id: str | None = None,
+    partial: dict[str, Any] | None = None,
 ) -> Failure:
-    """Classify an HTTP error status, or an error object inside a 200 body (``status`` 200).
+    """Classify an HTTP error status, or an error object inside a 200 body (``status`` 200): the
+    finished ``Failure``, made once (nothing sets a field of it afterwards).
 
     ``error`` is OpenRouter's ``{"code", "message", "metadata"}``; inside a 200 body the error's own
     code decides. ``platform``: the answer carried ``X-RateLimit-*`` headers (OpenRouter's own
-    limit, not a provider's).
+    limit, not a provider's). The rest is what the answer said beside the error, kept as given:
+    a platform 429's reset, a 200's cost (or that it is unknown), its generation id and what it
+    sent before the error (``partial``).
     """
     err = error_object(error)
     raw_metadata = err.get("metadata")
@@ -115,4 +124,9 @@ def classify_error(
         rate_limited=rate_limited,
         metadata=metadata,
         refusal=refusal(status, err),
+        reset_epoch_s=reset_epoch_s,
+        cost_usd=cost_usd,
+        cost_unknown=cost_unknown,
+        generation_id=generation_id,
+        partial=partial,
     )

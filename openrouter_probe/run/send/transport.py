@@ -69,15 +69,6 @@ __all__ = [
 Answer = ChatCompletion
 
 
-def _with_cost(failure: Failure, usage: Any, generation_id: str | None) -> Failure:
-    """An error inside a 200 body or stream: billed as its ``usage.cost`` says, else unknown."""
-    cost = usage_spend(usage)[0]
-    failure.cost_usd = cost
-    failure.cost_unknown = cost is None
-    failure.generation_id = generation_id
-    return failure
-
-
 def _unknown(message: str, generation_id: str | None = None) -> Failure:
     """A transient failure after the request left: what it cost is unknown."""
     return Failure("transient", message, cost_unknown=True, generation_id=generation_id)
@@ -85,18 +76,26 @@ def _unknown(message: str, generation_id: str | None = None) -> Failure:
 
 def _outcome(completion: ChatCompletion, *, stream: bool) -> Answer | Failure:
     """The completion, or the failure it reports: an error inside a 200 (classified by the
-    table; what came before it kept as the failure's ``partial``), or a body that is not a whole
-    answer (transient, cost unknown)."""
+    table; billed as its ``usage.cost`` says, else unknown; what came before it kept as the
+    failure's ``partial``), or a body that is not a whole answer (transient, cost unknown)."""
     error = completion.error
     if error is not None:
-        failure = classify_error(200, error)
+        cost = usage_spend(completion.usage)[0]
+        partial = None
         if completion.content or completion.reasoning:
-            failure.partial = {
+            partial = {
                 "finish_reason": completion.finish_reason,
                 "content": completion.content,
                 "reasoning": completion.reasoning,
             }
-        return _with_cost(failure, completion.usage, completion.generation_id)
+        return classify_error(
+            200,
+            error,
+            cost_usd=cost,
+            cost_unknown=cost is None,
+            generation_id=completion.generation_id,
+            partial=partial,
+        )
     if completion.broken is not None:
         return _unknown(completion.broken, completion.generation_id)
     return completion
@@ -138,16 +137,14 @@ def _error_failure(status: int, data: bytes, headers: Any) -> Failure:
         platform = any(h.startswith("x-ratelimit") for h in named)
         if "x-ratelimit-reset" in named:
             limits = {"X-RateLimit-Reset": named["x-ratelimit-reset"]}
-    failure = classify_error(
+    return classify_error(
         status,
         error or None,
         retry_after_s=said_wait_s(headers, envelope.metadata),
         body=data.decode(errors="replace"),
         platform=platform,
+        reset_epoch_s=_reset_epoch_s(limits) if status == 429 else None,
     )
-    if status == 429:
-        failure.reset_epoch_s = _reset_epoch_s(limits)
-    return failure
 
 
 #: A generation id that points at a response cache hit: ``generation_cost`` answers with the
@@ -184,19 +181,18 @@ class HttpTransport:
 
     def __init__(
         self,
+        connection: Connection,
         *,
-        base_url: str,
-        api_key: str,
         limit: int,
         connect_timeout_s: float = 30.0,
         read_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = connection.base_url
         self.url = self.base_url + "/chat/completions"
         self._headers = {
-            **Connection(api_key=api_key).authorization(),
+            **connection.authorization(),
             "Content-Type": "application/json",
             "X-Title": "openrouter-probe",
             **(headers or {}),  # the response cache's (``api.completion.response_cache_headers``)
