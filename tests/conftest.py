@@ -68,7 +68,11 @@ def vcr_config() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
-    return str(ROOT / "tests" / "cassettes" / request.module.__name__.split(".")[-1])
+    """A module's cassettes follow its path: ``tests/api/test_client.py`` reads
+    ``tests/cassettes/api/test_client/``."""
+    package, *path = request.module.__name__.split(".")
+    assert package == "tests", request.module.__name__
+    return str(ROOT / "tests" / "cassettes" / Path(*path))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ budget, the output) once, as batch mode wants them. The plan is frozen: what the
 
 The plan's fields are declared once, here. ``generate()``'s keywords are exactly the fields
 that are not ``DERIVED``, and the CLI's ``generate`` options each feed one field or are named
-in ``cli.generate.CLI_ONLY``: ``tests/test_generate_plan.py`` holds the three in agreement.
+in ``cli.generate.CLI_ONLY``: ``tests/generation/test_plan.py`` holds the three in agreement.
 """
 
 from __future__ import annotations

@@ -25,9 +25,10 @@ from openrouter_probe.rules.quantities import (
 )
 from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
+from tests.conftest import ROOT
 
 MODEL = "moonshotai/kimi-k2.5"
-POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
+POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 # The scenario's policy, as compiled (tests do not depend on the file's exact order list).
 NATIVE_BLOCK = {
     "ignore": ["baseten", "fireworks"],

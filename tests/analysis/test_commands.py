@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
+from tests.conftest import ROOT
 
 MODEL = "moonshotai/kimi-k2.5"
-ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = [
     "budget",
     MODEL,

@@ -1,6 +1,6 @@
 """The sync client through pytest-recording cassettes.
 
-The cassettes in tests/cassettes/test_client/ are built by tests/cassettes/build_cassettes.py from
+The cassettes in tests/cassettes/api/test_client/ are built by tests/cassettes/build_cassettes.py from
 the real bodies in tests/data/captures (named per cassette there); none was recorded live here.
 """
 

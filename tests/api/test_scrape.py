@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -18,9 +17,10 @@ from hypothesis import strategies as st
 
 from openrouter_probe.api.scrape import _join_chunks, _resolve, _split_records, parse_provider_page
 from openrouter_probe.errors import SnapshotError
+from tests.conftest import DATA
 
-PAGES = Path(__file__).parent / "data" / "pages"
-SCENARIO = Path(__file__).parent / "data" / "kimi-k2.5-endpoints.json"  # copy of the shared one
+PAGES = DATA / "pages"
+SCENARIO = DATA / "kimi-k2.5-endpoints.json"  # copy of the shared one
 MODEL = "moonshotai/kimi-k2.5"
 KIMI_TAGS = [
     "chutes/int4",

@@ -1,6 +1,6 @@
 """One wire: one ``Connection``, one error table for every client, one ``requests`` translation.
 
-The cases are the failure table's (``tests/test_failure_table.py``: real, recorded or documented
+The cases are the failure table's (``tests/api/test_error_rules.py``: real, recorded or documented
 bodies, each naming its source); here each is sent through the sync client's translation as the
 HTTP answer it was, and must come out with the kind the run gives it. The two rules that used to
 disagree are tested through ``Client`` itself, on a scripted session: a 402
@@ -27,7 +27,7 @@ from openrouter_probe.api.translate import retryable, translate_exception, trans
 from openrouter_probe.errors import APIConnectionError, APIStatusError, ConfigError
 from openrouter_probe.run.config import JobOptions
 from openrouter_probe.run.send.failure import classify_error
-from tests.test_failure_table import CASES, IN_FLIGHT_402
+from tests.api.test_error_rules import CASES, IN_FLIGHT_402
 
 
 def _response(status: int, body: Any, headers: dict[str, str] | None = None) -> requests.Response:

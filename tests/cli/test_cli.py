@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from tests.conftest import CAPTURES
+from tests.conftest import CAPTURES, ROOT
 
 
 @pytest.fixture
@@ -228,7 +228,7 @@ def test_generate_and_verify_on_the_bundled_snapshot_say_it_is_reconstructed(
     and ``verify --offline`` said nothing: their plans were priced on reconstructed figures."""
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "hi"}\n')
-    policy = str(Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml")
+    policy = str(ROOT / "policies" / "kimi-k2.5.yaml")
     dry = runner.invoke(
         cli,
         ["generate", str(prompts), "--policy", policy, "--out", str(tmp_path / "o.jsonl"),
@@ -262,7 +262,7 @@ def test_generate_offline_sends_nothing_as_verify_offline(
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "hi"}\n')
-    policy = str(Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml")
+    policy = str(ROOT / "policies" / "kimi-k2.5.yaml")
     out = tmp_path / "o.jsonl"
     with serve(speed=0) as fake:
         env = {"OPENROUTER_API_KEY": "sk-fake", "OPENROUTER_BASE_URL": fake.base_url}

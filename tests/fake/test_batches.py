@@ -3,7 +3,7 @@
 The fake serves the example snapshot (examples/batch/kimi-k3.snapshot.json: a Together ``:batch``
 row at $1.50/$7.50 per M beside its $3/$15 sync row) on a manual clock, so a batch moves from
 ``validating`` to ``completed`` without a real wait. Every body is also read by the official SDK's
-batch types (``openrouter.components``), as the sync bodies are in test_fake_sdk.py.
+batch types (``openrouter.components``), as the sync bodies are in tests/fake/test_sdk.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import logging
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,12 +23,11 @@ from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.fake.batches import FINALIZING_S, VALIDATING_S
 from openrouter_probe.fake.server import FakeServer
 from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
-from tests.conftest import PYTEST_OPENROUTER_KEY
+from tests.conftest import PYTEST_OPENROUTER_KEY, ROOT
 
 openrouter = pytest.importorskip("openrouter", reason="the openrouter SDK is a dev extra")
 components = openrouter.components
 
-ROOT = Path(__file__).resolve().parent.parent
 K3 = load_snapshot(ROOT / "examples" / "batch" / "kimi-k3.snapshot.json")
 MODEL = "moonshotai/kimi-k3"
 RUN_S = 60.0

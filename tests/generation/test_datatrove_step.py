@@ -29,8 +29,8 @@ from openrouter_probe.generation.books import expand_outputs, job_books
 from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file, shard_secret
 from openrouter_probe.generation.prompts import shard_of
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "scale-out" / "datatrove_pipeline.py"
 MANAGER = "mgmt-datatrove"
 

@@ -29,7 +29,14 @@ from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests._generate import POLICY, no_sleep, records
-from tests.test_inputs import HERMES, MAGPIE, OUR_SPECFORGE, SHAREGPT, SPECFORGE_PREPARED, TOOLS
+from tests.generation.test_inputs import (
+    HERMES,
+    MAGPIE,
+    OUR_SPECFORGE,
+    SHAREGPT,
+    SPECFORGE_PREPARED,
+    TOOLS,
+)
 
 PROVIDER = yaml.safe_load(POLICY.read_text())["provider"]
 MODEL = "moonshotai/kimi-k2.5"

@@ -28,8 +28,7 @@ from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder, row_session
 from tests._generate import POLICY, cache_job, no_sleep, prompt_rows, records, write_prompts
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
 
 
 def _gen(tmp: Path, base_url: str, **options: Any) -> Any:

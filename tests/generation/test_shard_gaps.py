@@ -29,9 +29,9 @@ from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import POLICY, prompt_rows, records, write_prompts
+from tests.conftest import ROOT
 
 MANAGER = "mgmt-gaps-key"
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "scale-out" / "datatrove_pipeline.py"
 
 

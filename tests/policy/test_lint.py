@@ -13,8 +13,8 @@ from openrouter_probe.policy.lint import LintFinding, lint_block
 from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.snapshot import bundled_snapshot
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 K25 = bundled_snapshot().endpoints
 K25_TAGS = ", ".join(sorted(e.tag for e in K25))
 

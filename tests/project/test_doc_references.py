@@ -6,9 +6,9 @@
 Read in ``README.md`` and every hand-written page of ``docs/`` (not ``reference.md`` and
 ``cli.md``, which ``docs/make_*.py`` write from the code): every ``openrouter_probe.X.Y`` and every
 ``folder.module[.name]`` in backticks resolves to a module or an attribute; every
-``tests/test_*.py`` (or bare ``test_*.py``) is a file and every ``test_*`` name cited in
+``tests/**/test_*.py`` (or bare ``test_*.py``) is a file and every ``test_*`` name cited in
 backticks is a test function of the suite. (That every path a page cites exists is
-``tests/test_docs.py``'s check.)
+``tests/project/test_docs.py``'s check.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 PACKAGE = ROOT / "openrouter_probe"
 FOLDERS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
 _GENERATED = ("reference.md", "cli.md")
@@ -35,7 +36,7 @@ _DOTTED = re.compile(
     + "|".join([*FOLDERS, "errors", "files"])
     + r")(?:\.\w+)+))"
 )
-_TEST_FILE = re.compile(r"(?<![\w.-])((?:tests/)?test_\w+\.py)\b")
+_TEST_FILE = re.compile(r"(?<![\w.-])((?:tests/(?:\w+/)*)?test_\w+\.py)\b")
 _TEST_NAME = re.compile(r"^(test_\w+)(?:\[.*\])?(?:\(\))?$")
 
 #: Backticked words that look like ``folder.name`` but are a value of a run, not a module path.
@@ -113,7 +114,7 @@ def _defined_in_source(module: str, attrs: list[str]) -> bool:
 @functools.cache
 def _test_functions() -> frozenset[str]:
     names: set[str] = set()
-    for path in (ROOT / "tests").glob("test_*.py"):
+    for path in (ROOT / "tests").rglob("test_*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names |= {
             node.name
@@ -135,14 +136,21 @@ def test_every_module_and_name_a_page_names_exists(page: Path) -> None:
     assert not missing, missing
 
 
+def _test_file_exists(cited: str) -> bool:
+    """``tests/run/money/test_spend.py`` is that file; a bare ``test_spend.py`` is a file of
+    that name anywhere under ``tests/``."""
+    if cited.startswith("tests/"):
+        return (ROOT / cited).is_file()
+    return any((ROOT / "tests").rglob(cited))
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_test_a_page_cites_exists(page: Path) -> None:
     functions = _test_functions()
     missing = []
     for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
         for match in _TEST_FILE.finditer(line):
-            name = match.group(1).removeprefix("tests/")
-            if not (ROOT / "tests" / name).exists():
+            if not _test_file_exists(match.group(1)):
                 missing.append(f"{page.name}:{n}: {match.group(1)}")
     for n, code in _code_spans(page):
         found = _TEST_NAME.match(code.strip())
@@ -160,6 +168,10 @@ def test_the_check_sees_what_it_is_for() -> None:
     spans = [m.group(2) for m in _DOTTED.finditer("`run.failure.classify_error`")]
     assert spans == ["run.failure.classify_error"]
     assert "test_spend_equals_the_fake_ledger" in _test_functions()
+    cited = _TEST_FILE.findall("see `tests/run/money/test_spend.py` and `test_spend.py`")
+    assert cited == ["tests/run/money/test_spend.py", "test_spend.py"]
+    assert all(_test_file_exists(c) for c in cited)
+    assert not _test_file_exists("tests/test_spend.py")
 
 
 #: A folder and the modules listed after it: `openrouter_probe/run/money/` (`spend`, `journal`).

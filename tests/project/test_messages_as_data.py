@@ -15,8 +15,9 @@ import pytest
 from openrouter_probe.cli import cli
 from openrouter_probe.cli._common import flag_of, said, term_of
 from openrouter_probe.errors import ConfigError, Message, keyword_term, rendered
+from tests.conftest import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "openrouter_probe"
+PACKAGE = ROOT / "openrouter_probe"
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
 COMMAND_LINE = re.compile(r"`openrouter-probe [^`]*`")
 

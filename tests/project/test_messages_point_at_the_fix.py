@@ -83,7 +83,7 @@ def test_a_plot_into_a_missing_folder_makes_it(
 
 
 def test_a_compiled_policy_and_a_snapshot_go_into_missing_folders(tmp_path: Path) -> None:
-    spec = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.spec.yaml"
+    spec = ROOT / "policies" / "kimi-k2.5.spec.yaml"
     compiled = tmp_path / "n1" / "n2" / "k.yaml"
     result = CliRunner().invoke(
         cli, ["policy", "compile", str(spec), "--offline", "-o", str(compiled)]

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "openrouter_probe"
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "openrouter_probe"
 
 #: The top level: at most four modules beside the folders.
 TOP_MODULES = {"__init__", "__main__", "errors", "files"}
@@ -398,3 +400,44 @@ def test_tests_are_named_after_what_they_test_not_after_an_issue() -> None:
         if cited.search(path.name) or cited.search(opening):
             offenders.append(str(path.relative_to(PACKAGE.parent)))
     assert offenders == []
+
+
+TESTS = ROOT / "tests"
+#: The folder of the tests of the project as a whole: layout, docs, messages, the public API, the
+#: examples, the cassettes, the notebook, the pre-commit hooks, and the top-level modules.
+PROJECT = Path("project")
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """``tests/`` is laid out as ``openrouter_probe/`` is: a test file lives in the folder of the
+    subpackage it tests (``tests/run/money/`` for ``run/money/``) or in ``tests/project/``, is not
+    named after its folder again (``tests/verify/test_stats.py``, not ``test_verify_stats.py``),
+    and each of those folders is a package; only the shared helpers sit at ``tests/``'s root."""
+    misplaced, repeated = [], []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        folder = path.parent.relative_to(TESTS)
+        if folder.parts[:1] in {("data",), ("cassettes",)}:
+            continue
+        if folder != PROJECT and not (folder.parts and (PACKAGE / folder / "__init__.py").exists()):
+            misplaced.append(str(path.relative_to(ROOT)))
+        elif folder.parts and path.name.startswith(f"test_{folder.name}_"):
+            repeated.append(str(path.relative_to(ROOT)))
+    assert misplaced == [], "move each into tests/<subpackage>/ or tests/project/"
+    assert repeated == []
+    folders = {p.parent for p in TESTS.rglob("test_*.py")} - {TESTS}
+    assert sorted(str(f) for f in folders if not (f / "__init__.py").exists()) == []
+    helpers = {p.name for p in TESTS.glob("*.py")}
+    assert {h for h in helpers if not h.startswith("_") and h != "conftest.py"} == set()
+
+
+def test_the_layout_check_reads_a_folder_as_a_subpackage() -> None:
+    """The rule above passes only where it should: ``run/money`` is a subpackage of the package,
+    ``money`` alone and ``tests`` are not."""
+    assert (PACKAGE / "run" / "money" / "__init__.py").exists()
+    assert not (PACKAGE / "money" / "__init__.py").exists()
+    assert not (PACKAGE / "project").exists()
+    assert {p.parent.relative_to(TESTS) for p in TESTS.rglob("test_*.py")} >= {
+        PROJECT,
+        Path("run/money"),
+        Path("verify"),
+    }

@@ -10,11 +10,11 @@ import importlib.util
 import json
 import re
 import struct
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
+
 NOTEBOOK = ROOT / "notebooks" / "budget_analysis.ipynb"
 
 pytestmark = pytest.mark.notebook
@@ -99,7 +99,7 @@ def test_notebook_runs_and_shows_the_scenario() -> None:
     assert ledger is not None and ledger.group(1) == ledger.group(2)
     assert 0 < float(ledger.group(1)) <= 0.02
     # The plots are real PNGs: price against uptime (8 x 5 in), then the budget with its legend
-    # below the axes (8 x 6.5 in); the marks themselves are checked in tests/test_plots.py.
+    # below the axes (8 x 6.5 in); the marks themselves are checked in tests/analysis/test_plots.py.
     sizes = [struct.unpack(">II", png[16:24]) for png in pngs]
     assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in pngs)
     assert sizes[0][0] > sizes[0][1] and sizes[1][1] > sizes[0][1], sizes

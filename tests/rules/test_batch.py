@@ -29,8 +29,8 @@ from openrouter_probe.rules.snapshot import (
     load_snapshot,
     probe,
 )
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "batch"
 K3 = load_snapshot(EXAMPLE / "kimi-k3.snapshot.json")
 K25 = bundled_snapshot()

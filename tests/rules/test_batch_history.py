@@ -27,8 +27,8 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import SnapshotError
 from openrouter_probe.fake import ManualClock
 from openrouter_probe.rules.batch_history import record_batch_acceptance
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"
 PROMPTS = HERE / "prompts.jsonl"
 KEY = "sk-fake-batch-history"

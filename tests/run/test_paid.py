@@ -2,7 +2,7 @@
 
 Resume, the cap, retries, final errors, targets and cancellation are decided by the runner, not by
 the transport; these tests drive it directly (no sockets, no waits). The same properties are tested
-again over real loopback HTTP against the fake server in ``test_generate_http.py``.
+again over real loopback HTTP against the fake server in ``tests/generation/test_generate_http.py``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.progress import RichProgress
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
-from tests.conftest import PYTEST_OPENROUTER_KEY
+from tests.conftest import PYTEST_OPENROUTER_KEY, ROOT
 
 D = Decimal
 MODEL = "moonshotai/kimi-k2.5"
@@ -486,7 +486,7 @@ def test_rows_turns_and_requests_are_counted_in_one_unit(tmp_path: Path) -> None
     """Issue 26: "turns (--turns all): 1,125 requests for the rows to send; 92 answered" after
     "272 requests": the 92 counted only the turns of multi-turn rows. Every request sends one
     turn: to send, answered and requests agree when nothing is retried."""
-    examples = Path(__file__).resolve().parents[1] / "examples" / "prompts.jsonl"
+    examples = ROOT / "examples" / "prompts.jsonl"
 
     class Sender(LedgerSender):
         def row_id(self, request: dict[str, Any]) -> str:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import DatasetTally, RunSummary, SummaryDraft
+from tests.conftest import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "openrouter_probe"
+PACKAGE = ROOT / "openrouter_probe"
 
 #: Where a draft becomes a summary: the books at the end of a run; a run that sends nothing (the
 #: output already spent, the key blocks one request, nothing to send), a dry run, a verify run

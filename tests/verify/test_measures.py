@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,7 @@ from openrouter_probe.verify.measures import (
 )
 from openrouter_probe.verify.stats import PairedCounts
 from openrouter_probe.verify.suites import Item, arith_suite, tools_suite
-
-CAPTURES = Path(__file__).parent / "data" / "captures"
+from tests.conftest import CAPTURES
 
 
 def _body(

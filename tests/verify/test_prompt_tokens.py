@@ -25,8 +25,8 @@ from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import pin_block
 from openrouter_probe.verify.prompt_tokens import prompt_token_agreement
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]

@@ -22,11 +22,12 @@ from openrouter_probe.fake.content import arithmetic_answer
 from openrouter_probe.rules.precision import PrecisionRegistry
 from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
 from openrouter_probe.run.send.transport import Failure, parse_body
+from tests.conftest import ROOT
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
-POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
+POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 DEGRADED = {"deepinfra/int4": 0.1, "siliconflow/int4": 0.2}
 #: The temperature-0 measures on answers without reasoning (the default thinks as the job does)
 OFF = ("--thinking", "off")

@@ -22,10 +22,11 @@ from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sample_id
 from openrouter_probe.verify.stats import PairedCounts, compare_to_reference
 from openrouter_probe.verify.suites import arith_suite
+from tests.conftest import ROOT
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
-POLICY = Path(__file__).resolve().parents[1] / "policies" / "kimi-k2.5.yaml"
+POLICY = ROOT / "policies" / "kimi-k2.5.yaml"
 ADMITTED = [
     "chutes/int4", "deepinfra/int4", "siliconflow/int4", "atlas-cloud/int4", "parasail/int4",
     "moonshotai/int4",

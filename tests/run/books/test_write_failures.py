@@ -27,6 +27,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.run.money.journal import Journal
 from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import POLICY, LedgerSender, prompt_rows, records, write_prompts
+from tests.conftest import ROOT
 
 
 class Disk:
@@ -319,7 +320,7 @@ def test_a_batch_run_on_a_full_disk_submits_nothing_unjournaled_and_resumes(
     import openrouter_probe as orp
     from openrouter_probe.fake import ManualClock
 
-    here = Path(__file__).resolve().parents[1] / "examples" / "batch"
+    here = ROOT / "examples" / "batch"
     snap = orp.load_snapshot(here / "kimi-k3.snapshot.json")
     policy = orp.compile_policy(orp.load_spec(here / "kimi-k3.spec.yaml"), snap).save(
         tmp_path / "kimi-k3.yaml"

@@ -4,7 +4,7 @@ Replay is tested on hand-written journals (torn lines, unsettled and settled att
 output record accounts for); the runner's use of it with the in-process sender (no sockets): a
 journal line for every request before it is sent, and a resume after a simulated SIGKILL counting
 what was in flight. The real SIGKILL of the CLI is tested on the fake server in
-``test_generate_fake.py``.
+``tests/generation/test_generate_fake.py``.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ import openrouter_probe as orp
 from openrouter_probe.fake import ManualClock
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.send.batch_plan import BatchOptions
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"
 KEY = "sk-fake-batch-lost-submit"
 #: the issue's cap: the second batch's worst case fits once beside the first batch, not twice

@@ -28,8 +28,8 @@ from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.money.spend import allocate
 from openrouter_probe.run.send.batch_plan import BatchOptions
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "examples" / "batch"
 PROMPTS = HERE / "prompts.jsonl"
 KEY = "sk-fake-batch-sender"
