@@ -19,8 +19,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # The test files (under tests/, without .py) that exercise each module (its own and its callers'):
 # a mutant is judged by these.
 declare -A tests_of=(
-  [rules/routing]="rules/test_routing policy/test_lint policy/test_compiler analysis/test_budget policy/test_drift rules/test_bad_inputs"
-  [rules/precision]="rules/test_precision policy/test_compiler analysis/test_matrix rules/test_bad_inputs"
+  [rules/routing]="rules/test_routing policy/test_lint policy/test_compiler analysis/test_budget \
+    policy/test_drift rules/test_bad_inputs"
+  [rules/precision]="rules/test_precision policy/test_compiler analysis/test_matrix \
+    rules/test_bad_inputs"
   [analysis/budget]="analysis/test_budget analysis/test_commands rules/test_bad_inputs"
   [policy/drift]="policy/test_drift rules/test_bad_inputs"
   [rules/quantities]="analysis/test_budget analysis/test_commands rules/test_bad_inputs"

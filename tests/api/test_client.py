@@ -1,7 +1,8 @@
 """The sync client through pytest-recording cassettes.
 
-The cassettes in tests/cassettes/api/test_client/ are built by tests/cassettes/build_cassettes.py from
-the real bodies in tests/data/captures (named per cassette there); none was recorded live here.
+The cassettes in tests/cassettes/api/test_client/ are built by tests/cassettes/build_cassettes.py
+from the real bodies in tests/data/captures (named per cassette there); none was recorded live
+here.
 """
 
 from __future__ import annotations

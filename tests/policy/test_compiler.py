@@ -1,7 +1,8 @@
 """The policy compiler: golden files, properties, and the block reaching a server untouched.
 
 Golden files live in tests/data/policies/{valid,invalid}/. Regenerate the expected YAML of the valid
-specs after an intended change with ``UPDATE_GOLDEN=1 pytest tests/policy/test_compiler.py`` and review the diff.
+specs after an intended change with ``UPDATE_GOLDEN=1 pytest tests/policy/test_compiler.py`` and
+review the diff.
 """
 
 from __future__ import annotations

@@ -218,7 +218,8 @@ def test_the_batch_sender_holds_no_books() -> None:
         # a claim is the row source's (run.money.claims): nothing of the books is imported
         assert not {n for n in found if n.startswith("openrouter_probe.run.books.books.")}, module
     for module in ("send/batch_sender", "send/batch_watch", "send/batch_plan"):
-        # the sender's room sits below the books' (tests/project/test_module_layout.py): no reference
+        # the sender's room sits below the books' (tests/project/test_module_layout.py): no
+        # reference
         assert not {n for n in names(module) if n.startswith("openrouter_probe.run.books")}, module
     text = (folder / "books" / "books.py").read_text().lower()
     assert "batch" not in text
