@@ -7,8 +7,8 @@ Read in ``README.md`` and every hand-written page of ``docs/`` (not ``reference.
 ``cli.md``, which ``docs/make_*.py`` write from the code): every ``openrouter_probe.X.Y`` and every
 ``folder.module[.name]`` in backticks resolves to a module or an attribute; every
 ``tests/**/test_*.py`` (or bare ``test_*.py``) is a file and every ``test_*`` name cited in
-backticks is a test function of the suite. (That every path a page cites exists is
-``tests/project/test_docs.py``'s check.)
+backticks is a test function of the suite; every test file the package, the scripts or the tests
+name exists. (That every path a page cites exists is ``tests/project/test_docs.py``'s check.)
 """
 
 from __future__ import annotations
@@ -157,6 +157,29 @@ def test_every_test_a_page_cites_exists(page: Path) -> None:
         if found and not found.group(1).endswith(".py") and found.group(1) not in functions:
             missing.append(f"{page.name}:{n}: {code}")
     assert not missing, missing
+
+
+def _code_files() -> list[Path]:
+    """The package, the scripts, the benchmarks, the docs' generators, the tests and the project's
+    configuration: every file whose comments and docstrings may name a test file."""
+    files = [ROOT / "pyproject.toml", ROOT / ".pre-commit-hooks.yaml", *(ROOT / ".ci").iterdir()]
+    for folder in ("openrouter_probe", "scripts", "benchmarks", "docs", "tests"):
+        files += [p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".sh"}]
+    return sorted(p for p in files if p.is_file() and p != Path(__file__).resolve())
+
+
+def test_every_test_file_the_code_names_exists() -> None:
+    """A docstring or comment that says where a check lives (``tests/api/test_translate.py``
+    checks ...) names a file that is there: the tests moved into folders once, and a reference
+    left at the old path would send the reader nowhere."""
+    missing = [
+        f"{path.relative_to(ROOT)}:{n}: {match.group(1)}"
+        for path in _code_files()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in _TEST_FILE.finditer(line)
+        if not _test_file_exists(match.group(1))
+    ]
+    assert missing == []
 
 
 def test_the_check_sees_what_it_is_for() -> None:

@@ -411,7 +411,7 @@ PROJECT = Path("project")
 def test_the_tests_mirror_the_package() -> None:
     """``tests/`` is laid out as ``openrouter_probe/`` is: a test file lives in the folder of the
     subpackage it tests (``tests/run/money/`` for ``run/money/``) or in ``tests/project/``, is not
-    named after its folder again (``tests/verify/test_stats.py``, not ``test_verify_stats.py``),
+    named after its folder again (``tests/verify/test_stats.py`` tests ``verify/stats.py``),
     and each of those folders is a package; only the shared helpers sit at ``tests/``'s root."""
     misplaced, repeated = [], []
     for path in sorted(TESTS.rglob("test_*.py")):
