@@ -194,7 +194,7 @@ def test_the_check_sees_what_it_is_for() -> None:
     cited = _TEST_FILE.findall("see `tests/run/money/test_spend.py` and `test_spend.py`")
     assert cited == ["tests/run/money/test_spend.py", "test_spend.py"]
     assert all(_test_file_exists(c) for c in cited)
-    assert not _test_file_exists("tests/test_spend.py")
+    assert not _test_file_exists("tests/run/test_spend.py")  # not in its folder
 
 
 #: A folder and the modules listed after it: `openrouter_probe/run/money/` (`spend`, `journal`).
