@@ -1,7 +1,7 @@
 """Write docs/reference.md: every public name of openrouter_probe with its signature and docstring.
 
 Run ``python docs/make_api_reference.py`` after changing a public signature or docstring;
-``tests/test_docs.py`` fails when the committed page differs from what this script produces. The
+``tests/project/test_docs.py`` fails when the committed page differs from what this script produces. The
 page walks ``openrouter_probe.__all__`` in the groups of the package root's one table (its
 ``TYPE_CHECKING`` block: probe, rules, analyze, compile, generate, verify, errors), then the
 ``__all__`` of the public subpackages (``fake``, ``generation``). Each class shows the public methods
@@ -33,7 +33,7 @@ _INTRO = """\
 # Library API reference
 
 Generated from the docstrings by `python docs/make_api_reference.py`; do not edit by hand
-(`tests/test_docs.py` fails when this page is out of date). Everything here is importable from
+(`tests/project/test_docs.py` fails when this page is out of date). Everything here is importable from
 `openrouter_probe` (`import openrouter_probe as orp; orp.probe(...)`), except the names of the
 `openrouter_probe.fake` section, which live in that subpackage (`orp.fake.serve(...)`). Signatures
 are printed as written in the source; a class lists the public methods and properties it defines

@@ -1,6 +1,6 @@
 """Write docs/cli.md: the ``--help`` of every openrouter-probe command and subcommand.
 
-Run ``python docs/make_cli_reference.py`` after changing a command; ``tests/test_docs.py`` fails when
+Run ``python docs/make_cli_reference.py`` after changing a command; ``tests/project/test_docs.py`` fails when
 the committed page differs from what this script produces. The page is built by walking the click
 group ``openrouter_probe.cli.cli`` recursively, so commands registered later appear by themselves.
 The output does not depend on the terminal: the width is fixed at 80 columns and click writes no
@@ -23,7 +23,7 @@ _INTRO = """\
 # CLI reference
 
 Generated from `--help` by `python docs/make_cli_reference.py`; do not edit by hand
-(`tests/test_docs.py` fails when this page is out of date). Every command accepts `-h` / `--help`.
+(`tests/project/test_docs.py` fails when this page is out of date). Every command accepts `-h` / `--help`.
 Data goes to stdout, provenance and diagnostics to stderr; errors are one line (set
 `OPENROUTER_PROBE_DEBUG=1` for a traceback).
 
@@ -45,7 +45,7 @@ stderr (`--seed` without `--sample`, `--no-preserve-thinking` outside `--format 
 suite). `generate --format json` names every skipped row (`skipped_rows`); the text names 10.
 
 `policy check` is made for CI: 0 when nothing that matters moved, 1 on drift, 2 on any error.
-`tests/test_exit_codes.py` runs every command below with a bad option and checks 2.
+`tests/cli/test_exit_codes.py` runs every command below with a bad option and checks 2.
 
 Commands:
 

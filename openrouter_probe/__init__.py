@@ -123,7 +123,7 @@ def exports_of(path: str | Path) -> dict[str, str]:
     A package that writes its public names once, as the imports its type checker reads, gets its
     lazy table from them (the pattern of scientific-python's ``lazy_loader.attach_stub``). A
     regular expression, not ``ast``, reads them: parsing the file would make ``import
-    openrouter_probe`` five times slower; ``tests/test_exported_members.py`` checks that the two
+    openrouter_probe`` five times slower; ``tests/project/test_exported_members.py`` checks that the two
     readings agree.
     """
     text = Path(path).read_text(encoding="utf-8")

@@ -3,8 +3,9 @@
 Each case is the issue's reproduction against the project's loopback fake OpenRouter (its ledger is
 what was billed), or an in-process sender where the fake cannot say it (an answer without a cost).
 One line per case: the cap, what the fake billed, what the client counted, and the case's own
-figure (rows per dataset, rows bought twice, what a resume gave back...). ``tests/test_money_cases.py``
-holds the same cases small, as assertions; this script is for the figures (about two minutes).
+figure (rows per dataset, rows bought twice, what a resume gave back...).
+``tests/run/money/test_unaccounted_requests.py`` holds the same cases small, as assertions; this
+script is for the figures (about two minutes).
 
     python scripts/money_cases.py            # every case
     python scripts/money_cases.py kill datasets

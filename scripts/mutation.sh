@@ -16,16 +16,19 @@
 # strings (a literal with a space in it: wording, not a decision).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-# The test files that exercise each module (its own and its callers'): a mutant is judged by these.
+# The test files (under tests/, without .py) that exercise each module (its own and its callers'):
+# a mutant is judged by these.
 declare -A tests_of=(
-  [rules/routing]="test_routing test_lint test_policy test_budget test_drift test_bad_inputs"
-  [rules/precision]="test_precision test_policy test_matrix test_bad_inputs"
-  [analysis/budget]="test_budget test_analysis_cli test_bad_inputs"
-  [policy/drift]="test_drift test_bad_inputs"
-  [rules/quantities]="test_budget test_analysis_cli test_bad_inputs"
-  [run/money/spend]="test_spend test_generate_run"
-  [run/money/journal]="test_generate_ledger test_reconcile"
-  [run/books/reconcile]="test_reconcile"
+  [rules/routing]="rules/test_routing policy/test_lint policy/test_compiler analysis/test_budget \
+    policy/test_drift rules/test_bad_inputs"
+  [rules/precision]="rules/test_precision policy/test_compiler analysis/test_matrix \
+    rules/test_bad_inputs"
+  [analysis/budget]="analysis/test_budget analysis/test_commands rules/test_bad_inputs"
+  [policy/drift]="policy/test_drift rules/test_bad_inputs"
+  [rules/quantities]="analysis/test_budget analysis/test_commands rules/test_bad_inputs"
+  [run/money/spend]="run/money/test_spend run/test_paid"
+  [run/money/journal]="run/money/test_journal run/books/test_reconcile"
+  [run/books/reconcile]="run/books/test_reconcile"
 )
 money=(run/money/spend run/money/journal run/books/reconcile)
 if [ "$#" -eq 0 ]; then set -- "${money[@]}"; fi

@@ -8,7 +8,8 @@ priority) and runs pytest ``--runs`` times; it prints one line per run and, at t
 that failed at least once with how often. Exit status 1 if any run failed.
 
     python scripts/suite_under_load.py                 # the whole suite, 20 runs
-    python scripts/suite_under_load.py --runs 50 -- tests/test_money_cases.py -k keep_alives
+    python scripts/suite_under_load.py --runs 50 -- \
+        tests/run/money/test_unaccounted_requests.py -k keep_alives
 
 Arguments after ``--`` go to pytest (default: the README's test command, the whole suite).
 """

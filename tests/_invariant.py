@@ -21,7 +21,7 @@ the response cache (a row resent after its answer was lost) is billed nothing an
 every turn's cost is its generation's, and a turn the turns file kept was never bought again (one
 line per turn, and the finished row holds that very turn).
 
-``tests/test_invariant.py`` runs a few seeds in CI; ``scripts/soak_invariant.py`` runs many.
+``tests/run/money/test_invariant.py`` runs a few seeds in CI; ``scripts/soak_invariant.py`` runs many.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ WAITS = {
 #: ``overbill``'s factor here (not seconds): billing past max_tokens within the margin every
 #: reservation keeps before an overshoot is seen (``run.books.overshoot``: 5% plus 16 tokens), so the
 #: cap holds whatever the concurrency of the first requests; a 6x provider, learned from its
-#: first answers, is ``tests/test_past_max_tokens.py``'s
+#: first answers, is ``tests/run/books/test_past_max_tokens.py``'s
 WAITS["overbill"] = 1.05
 
 
@@ -113,7 +113,7 @@ def _faults(rng: random.Random) -> str:
 #: billed to the user's key, in ``cost_details``).
 SEPARATE_DRAWS = ("in_flight_402", "byok")
 #: The account's refusals stop a run at the first one, and the in-flight 402 whose wait is in its
-#: body is the in-flight 402 again (``tests/test_account_refusals.py``): not in the random mix.
+#: body is the in-flight 402 again (``tests/run/send/test_account_refusals.py``): not in the random mix.
 NOT_DRAWN = ("attestation_403", "guardrail_404", "org_budget_403", "in_flight_402_body")
 #: The web search server tool some rows carry (``_server_tools``), its searches in the bill.
 WEB_SEARCH = {"type": "openrouter:web_search", "parameters": {"max_uses": 1, "max_results": 2}}

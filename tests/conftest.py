@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -11,6 +12,11 @@ CAPTURES = DATA / "captures"  # a byte-exact copy of ../shared/captures
 
 # Like llm-openrouter: a real key only when re-recording; cassettes never hold it.
 PYTEST_OPENROUTER_KEY = os.environ.get("PYTEST_OPENROUTER_KEY", "test-key-not-real")
+
+# No property test has a wall-clock limit: hypothesis's default 200 ms deadline per example and
+# its too-slow health check fail a test when the machine is busy, not when the code is wrong.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +74,11 @@ def vcr_config() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
-    return str(ROOT / "tests" / "cassettes" / request.module.__name__.split(".")[-1])
+    """A module's cassettes follow its path: ``tests/api/test_client.py`` reads
+    ``tests/cassettes/api/test_client/``."""
+    package, *path = request.module.__name__.split(".")
+    assert package == "tests", request.module.__name__
+    return str(ROOT / "tests" / "cassettes" / Path(*path))
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 OpenRouter tells a final error from a transient one only in its wording and codes, so the decision is
 a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in OpenRouter's
 documentation (its errors page, and bodies recorded from the live API), each naming its source,
-first match wins, each tested (``tests/test_failure_table.py``). What each kind leads to is decided in
+first match wins, each tested (``tests/api/test_error_rules.py``). What each kind leads to is decided in
 the run, ``run.schedule.attempts.ON_FAILURE``; the sync client (``api.client``) retries
 ``transient``, ``pause`` and ``held``, and raises the others:
 

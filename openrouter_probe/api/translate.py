@@ -5,7 +5,7 @@ message by ``api.envelope.error_message``, its ``kind`` by ``api.error_rules.err
 table the run's transport reads too); ``translate_exception`` turns a ``requests`` exception into
 an ``APIConnectionError`` chained to it. The sync client (``api.client``), the batch client
 (``api.batches``) and the key management client (``api.keys``) raise nothing else for a failed
-request (httpx's ``map_httpcore_exceptions``; ``tests/test_translate.py`` checks that no
+request (httpx's ``map_httpcore_exceptions``; ``tests/api/test_translate.py`` checks that no
 ``requests`` exception goes unmapped).
 """
 

@@ -43,7 +43,7 @@ _MAX_LINES, _LIVE, _MAX_LIVE, _MIN_POLL_S, _MAX_POLL_S = 5000, 4, 100, 1.0, 3600
 
 #: The ``generate`` options that set a field of the job's plan (``generation.plan.GeneratePlan``,
 #: whose fields are ``generate()``'s keywords) under another name; every other option is named
-#: as the field it sets, but for ``CLI_ONLY``. ``tests/test_generate_plan.py`` holds them so.
+#: as the field it sets, but for ``CLI_ONLY``. ``tests/generation/test_plan.py`` holds them so.
 FEEDS = {
     "key_file": "api_key",
     "no_response_cache": "response_cache",

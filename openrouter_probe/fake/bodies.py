@@ -2,7 +2,7 @@
 
 The catalogue and account bodies (``/models``, ``/models/{id}/endpoints``, ``/key``, ``/credits``,
 ``/generation``) carry every field the official ``openrouter`` SDK (1.3.84) requires, with the values
-a plain pay-as-you-go account sees (``tests/test_fake_sdk.py`` parses each with the SDK's own models).
+a plain pay-as-you-go account sees (``tests/fake/test_sdk.py`` parses each with the SDK's own models).
 
 Non-streaming bodies start with whitespace keep-alive padding; streams open with
 ``: OPENROUTER PROCESSING``, send reasoning deltas, then content deltas, a chunk with the

@@ -1,7 +1,7 @@
 """The paid run that ``generate`` and ``verify`` share: options, key, journal, cap, transport,
 worker pool, progress and summary; a guarantee added here holds for both.
 
-Four rooms, each importing only those above it in this list (``tests/test_module_layout.py``
+Four rooms, each importing only those above it in this list (``tests/project/test_module_layout.py``
 keeps the table):
 
 - ``run.money``: prices and worst cases, the dollar window, the client's journal and its replay;

@@ -34,7 +34,7 @@ Choices, and why:
   equivalence power is the normal approximation of the two one-sided tests.
 
 Everything is computed with the standard library (``math.lgamma``, ``statistics.NormalDist``); the
-values are checked in ``tests/test_verify_stats.py`` against closed forms, published tables and
+values are checked in ``tests/verify/test_stats.py`` against closed forms, published tables and
 scipy/statsmodels.
 """
 

@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 # A byte-exact copy of ../shared/captures lives in tests/data/captures so the tests stand alone.
 CAPTURES = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "data" / "captures"
-OUT = Path(__file__).resolve().parent / "test_client"
+OUT = Path(__file__).resolve().parent / "api" / "test_client"  # tests/api/test_client.py's
 API = "https://openrouter.ai/api/v1"
 
 

@@ -1,0 +1,198 @@
+"""One wire: one ``Connection``, one error table for every client, one ``requests`` translation.
+
+The cases are the failure table's (``tests/api/test_error_rules.py``: real, recorded or documented
+bodies, each naming its source); here each is sent through the sync client's translation as the
+HTTP answer it was, and must come out with the kind the run gives it. The two rules that used to
+disagree are tested through ``Client`` itself, on a scripted session: a 402
+"in-flight budget" and a 400 wrapping an upstream 503 are retried after their wait, as the run
+retries them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from openrouter_probe.api import batches, client, keys, wire
+from openrouter_probe.api.batches import BatchClient
+from openrouter_probe.api.client import Client
+from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
+from openrouter_probe.api.error_rules import RETRIED
+from openrouter_probe.api.translate import retryable, translate_exception, translate_status
+from openrouter_probe.errors import APIConnectionError, APIStatusError, ConfigError
+from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.send.failure import classify_error
+from tests.api.test_error_rules import CASES, IN_FLIGHT_402
+
+
+def _response(status: int, body: Any, headers: dict[str, str] | None = None) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    response._content = (body if isinstance(body, str) else json.dumps(body)).encode()
+    response.headers.update(headers or {})
+    response.url = "https://openrouter.ai/api/v1/models"
+    return response
+
+
+HTTP_CASES = [c for c in CASES if c[1] not in (200,)]
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "platform", "kind"),
+    [c[1:] for c in HTTP_CASES],
+    ids=[c[0] for c in HTTP_CASES],
+)
+def test_the_clients_and_the_run_read_every_case_alike(
+    status: int, error: dict[str, Any], platform: bool, kind: str
+) -> None:
+    headers = {"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "0"} if platform else {}
+    exc = translate_status(_response(status, {"error": error}, headers))
+    run = classify_error(status, error, platform=platform)
+    assert exc.kind == run.kind == kind
+    assert retryable(exc) is (kind in RETRIED)
+    assert exc.refusal == run.refusal
+    assert str(exc).startswith(run.message)  # a 402's advice is the client's addition
+
+
+def test_no_requests_exception_goes_unmapped() -> None:
+    """httpx's test, adapted: every ``requests`` exception becomes an ``APIConnectionError``."""
+    found = [
+        cls
+        for cls in vars(requests.exceptions).values()
+        if inspect.isclass(cls) and issubclass(cls, requests.RequestException)
+    ]
+    assert len(found) >= 20
+    url = "https://openrouter.ai/api/v1/batches"
+    for cls in found:
+        made = cls("boom", "{", 0) if cls is requests.JSONDecodeError else cls("boom")
+        exc = translate_exception(made, url=url, method="POST")
+        assert isinstance(exc, APIConnectionError) and exc.url == url, cls
+    refused = requests.ConnectionError(ConnectionRefusedError(111, "refused"))
+    said = translate_exception(refused, url=url)
+    assert str(said) == "cannot reach https://openrouter.ai: connection refused"
+    assert not retryable(_chained(said, refused))
+    timeout = translate_exception(requests.ReadTimeout("slow"), url=url, method="POST")
+    assert str(timeout) == f"POST {url}: timed out" and retryable(_chained(timeout, None))
+
+
+def _chained(exc: APIConnectionError, cause: BaseException | None) -> APIConnectionError:
+    exc.__cause__ = cause
+    return exc
+
+
+def test_each_client_sends_through_the_one_request_loop() -> None:
+    """The sync client, the batch client and the key client each hold an ``api.wire.Wire``:
+    one place sends a request, translates what failed and retries; none of them does it
+    again. The key's ``Authorization`` header is built in one place in the whole package."""
+    for module in (client, batches, keys):
+        source = inspect.getsource(module)
+        assert "except requests.Timeout" not in source, module.__name__
+        assert "translate_exception" not in source, module.__name__
+        assert "translate_status" not in source, module.__name__
+        assert "_session.request(" not in source and "_session.get(" not in source
+        assert "Wire(" in source, module.__name__
+        assert 'os.environ.get("OPENROUTER_BASE_URL")' not in source, module.__name__
+    assert "translate_exception(exc" in inspect.getsource(wire)
+    package = Path(client.__file__).parents[1]
+    built = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if 'f"Bearer {' in path.read_text(encoding="utf-8")
+    ]
+    assert built == ["api/connection.py"]
+
+
+class _Script:
+    """A ``requests.Session`` that answers from a list, and records what it was asked."""
+
+    def __init__(self, *answers: requests.Response) -> None:
+        self.answers = list(answers)
+        self.asked: list[dict[str, Any]] = []
+        self.headers: dict[str, str] = {}
+
+    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        self.asked.append({"method": method, "url": url, **kwargs})
+        return self.answers.pop(0)
+
+    def close(self) -> None:
+        pass
+
+
+PROVIDERS = {"data": [{"name": "Groq", "slug": "groq"}]}
+
+
+def test_the_sync_client_waits_out_an_in_flight_402_as_the_run_does() -> None:
+    """The client raised a 402 in-flight refusal at once; the run waited ``Retry-After`` and
+    sent again (kind ``held``). One table now: the client waits too."""
+    waits: list[float] = []
+    session = _Script(
+        _response(402, {"error": IN_FLIGHT_402}, {"Retry-After": "7"}),
+        _response(200, PROVIDERS),
+    )
+    with Client(api_key="sk-test", session=session, sleep=waits.append) as api:  # type: ignore[arg-type]
+        listed = api.providers()
+    assert [p.slug for p in listed.data] == ["groq"]
+    assert waits == [7.0] and len(session.asked) == 2
+
+
+def test_the_sync_client_retries_a_400_that_wraps_an_upstream_503() -> None:
+    wrapped = {
+        "code": 400,
+        "message": "Provider returned error",
+        "metadata": {"provider_name": "Groq", "raw": '{"error":{"code":503}}'},
+    }
+    waits: list[float] = []
+    session = _Script(_response(400, {"error": wrapped}), _response(200, PROVIDERS))
+    with Client(session=session, sleep=waits.append) as api:  # type: ignore[arg-type]
+        assert [p.slug for p in api.providers().data] == ["groq"]
+    assert len(waits) == 1 and len(session.asked) == 2
+    # a plain 400 is still final: one request, no wait
+    plain = _Script(_response(400, {"error": {"code": 400, "message": "bad"}}))
+    api = Client(session=plain, sleep=waits.append)  # type: ignore[arg-type]
+    with pytest.raises(APIStatusError, match=r"^bad$"):
+        api.providers()
+    assert len(plain.asked) == 1 and len(waits) == 1
+
+
+def test_one_connection_resolves_the_key_and_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", "  sk-or-v1-" + "x" * 8 + "  ")
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "http://127.0.0.1:9/api/v1/")
+    conn = Connection.resolve()
+    assert conn.api_key == "sk-or-v1-xxxxxxxx" and conn.base_url == "http://127.0.0.1:9/api/v1"
+    assert conn.site == "http://127.0.0.1:9" and "sk-or" not in repr(conn)
+    assert conn.headers()["Authorization"] == "Bearer sk-or-v1-xxxxxxxx"
+    assert "Authorization" not in conn.headers(accept="text/html")
+    # every client and the run's options resolve the same way
+    options = JobOptions.resolve(command="generate", out="out.jsonl")
+    assert options.connection == conn  # resolved once, held whole
+    batch = BatchClient()
+    assert batch.connection.api_key == conn.api_key and batch.base_url == conn.base_url
+    assert Client().connection.base_url == conn.base_url
+    # an argument wins over the environment
+    assert Connection.resolve(api_key="", base_url=DEFAULT_BASE_URL + "/").has_key is False
+    assert Connection.resolve(base_url=DEFAULT_BASE_URL + "/").base_url == DEFAULT_BASE_URL
+
+
+def test_a_blank_key_and_a_bad_url_say_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", " ")
+    monkeypatch.delenv("OPENROUTER_BASE_URL", raising=False)
+    conn = Connection.resolve()
+    assert conn.key_is_blank and not conn.has_key
+    with pytest.raises(ConfigError) as info:
+        conn.require_key("generate", "; or pass dry_run=True")
+    assert str(info.value) == (
+        "generate needs an API key: OPENROUTER_API_KEY is set but empty; export "
+        "OPENROUTER_API_KEY=... (create one at https://openrouter.ai/settings/keys); or pass "
+        "dry_run=True"
+    )
+    with pytest.raises(ConfigError, match=r"^the Batch API needs an API key: "):
+        BatchClient()
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "openrouter.ai/api/v1")
+    for make in (Connection.resolve, Client, lambda: JobOptions.resolve(command="x", out="o")):
+        with pytest.raises(ConfigError, match="is not an http\\(s\\) URL; unset it"):
+            make()
