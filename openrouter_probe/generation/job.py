@@ -41,7 +41,7 @@ from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.paid import Job, open_run
+from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
@@ -463,7 +463,8 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 lengths=paid.state.lengths,
             )
         cache_job = _cache_job(paid.replay.headers)
-        return await paid.run(
+        return await run_job(
+            paid,
             todo,
             builder=asked.request_builder(
                 compiled.model, provider_raw, identity=asked.response_cache, job=cache_job

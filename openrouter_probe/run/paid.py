@@ -5,11 +5,15 @@ folder, the budget, the concurrency, the key and the base URL) before anything i
 output for a run: it takes the output's lock (``run.lock``: one run per output, dry runs included)
 before anything is read or repaired, refuses an output another command (or another model) wrote,
 and reads what the output and its spend journal already record (what is finished, what was spent,
-what is still counted at its worst case). ``PaidRun.run`` then sends the rows: it checks the key's
-limit, builds the books (``run.books.books``: the cap over everything spent so far, shared between the
-datasets, the journal open for appending, the reconciler), the row source, the sender (the aiohttp
-transport unless ``JobOptions.send`` gives one) and the progress line, and runs the scheduler
-(``run.schedule.runner``) with its signals. A guarantee added here holds for both commands.
+what is still counted at its worst case). ``run_job`` then sends the rows: it checks the key's
+limit (``PaidRun.before_sending``), then makes the run's parts in order, each from the ones before
+it, with constructor arguments only (the composition root: nothing is wired in afterwards): the
+waits and the write stop, the output and the journal, the row source, the claims of open
+batches, the dollar window, the sender's channel (``run.senders``: the aiohttp transport unless
+``JobOptions.send`` gives one), the books (``run.books.books``: the cap over everything spent so
+far, shared between the datasets, the journal, the reconciler), the sender and the scheduler
+(``run.schedule.runner``), and runs it with its signals. A guarantee added here holds for both
+commands.
 
 Example::
 
@@ -19,7 +23,7 @@ Example::
         todo = [row for row in rows if row.id not in paid.state.finished]
         summary = paid.new_summary(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
         builder = RequestBuilder(model=MODEL, provider_json=block, max_tokens=4096)
-        summary = await paid.run(todo, builder=builder, prices=prices, summary=summary)
+        summary = await run_job(paid, todo, builder=builder, prices=prices, summary=summary)
 
 A run of the other command on the same output stops with one line; a run of the same command under
 another policy or plan (a re-compiled policy) warns and resumes: its finished rows are kept.
@@ -31,7 +35,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -39,23 +43,24 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import WriteFailed, open_append, write_error
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.books.batch_books import BatchClaims
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
-from openrouter_probe.run.books.reconcile import Lookup
-from openrouter_probe.run.books.turns import TurnBook
+from openrouter_probe.run.books.turns import TurnBook, TurnLog
 from openrouter_probe.run.checks import KeyCheck, account_window, key_check
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
+from openrouter_probe.run.money.limit import WindowStart
 from openrouter_probe.run.money.replay import JournalReplay, replay_journal
 from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.runner import Run
 from openrouter_probe.run.schedule.source import RowSource, TurnSource
+from openrouter_probe.run.schedule.waits import Waits
 from openrouter_probe.run.send.request import RequestBuilder
-from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.senders import sender_for
-from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.stop import StopReason, WriteStop
 from openrouter_probe.run.summary import DatasetTally, RunSummary, SummaryDraft
 
 __all__ = [
@@ -63,6 +68,7 @@ __all__ = [
     "JobOptions",
     "PaidRun",
     "open_run",
+    "run_job",
 ]
 
 log = logging.getLogger(__name__)
@@ -293,23 +299,6 @@ class PaidRun:
             **(header or {}),
         }
 
-    def _books(
-        self, cap: SpendCap, rows: list[PromptRow], journal: Journal, lookup: Lookup | None
-    ) -> Books:
-        """The books of this run: the cap over everything spent, the journal, the reconciler
-        (with what earlier runs left to settle)."""
-        return Books(
-            cap,
-            datasets=sorted({r.dataset for r in rows}),
-            journal=journal,
-            lookup=lookup,
-            pending=self.replay.pending,
-            sleep=self.options.sleep,
-            tokens_before=self.state.output_tokens,
-            unidentified=self.replay.unidentified,
-            generation_ids=self.replay.generation_ids,
-        )
-
     def _spent_already(self, summary: SummaryDraft, rows: int) -> bool:
         """Whether the output already spent the budget (stop at once, ``budget``): unless what
         earlier runs left to settle (``/generation``, open batches) may free money."""
@@ -325,128 +314,138 @@ class PaidRun:
         summary.not_sent = rows
         return True
 
-    async def run(
-        self,
-        rows: list[PromptRow],
-        *,
-        builder: RequestBuilder,
-        prices: Prices,
-        summary: SummaryDraft,
-        header: dict[str, Any] | None = None,
-        turns: TurnBook | None = None,
-    ) -> RunSummary:
-        """Send ``rows`` under one cap over everything the output has spent; return the summary.
-
-        ``builder`` makes each row's body and worst case at ``prices`` (a row's own ``prices``
-        when it has them). Warns when the key's limit is below the budget or when nothing caps
-        the spend; stops at once (``budget``) when the output already spent the budget.
-        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by
-        turn (``--turns all``).
-        """
+    async def before_sending(
+        self, rows: list[PromptRow], builder: RequestBuilder, prices: Prices, summary: SummaryDraft
+    ) -> tuple[list[PromptRow], WindowStart | None] | None:
+        """What ``run_job`` checks before it makes anything: the records the journal does not
+        know journaled, the key's limit and the budget said (``None``: send nothing, the key's
+        budget blocks even one request or the output spent the budget already); return the rows
+        in the order they go (an open batch's first) and where the dollar window opens."""
         options = self.options
-        budget = options.budget_usd
-        if not rows and not self.state.exists:
-            # nothing to send, nothing recorded: create no empty output and journal
-            return summary.build()
         self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
         check = await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens)
         if check is not None and check.blocks:
             summary.not_sent = len(rows)
-            return summary.build()
+            return None
         if self._spent_already(summary, len(rows)):
-            return summary.build()
-        start = None
-        if options.batch is None:  # a batch holds nothing in flight
-            start = account_window(
-                options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
-            )
-            summary.notes.append(start.why)
-            log.info("%s", start.why)
+            return None
         if options.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
-            rows = claimed_first(rows, self.replay.batches)
-        cap = SpendCap(
-            budget, spent_usd=self.spent_before_usd, spent_by_dataset=self.spent_by_dataset
+            return claimed_first(rows, self.replay.batches), None  # (it holds nothing in flight)
+        start = account_window(
+            options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
         )
-        bar = _progress_bar(options.progress, len(rows))
-        job_sha256 = self.job.sha256 if self.job is not None else ""
-        with (
-            OutputLog(options.out) as output,
-            Journal(options.journal, header=self._journal_header(builder, header)) as journal,
-            _showing(bar),
-        ):
-            self._created()
-            source = (
-                RowSource(rows, job_sha256=job_sha256, run_id=journal.run_id)
-                if turns is None
-                else TurnSource(rows, turns, job_sha256=job_sha256, run_id=journal.run_id)
-            )
-            if options.batch is not None:  # earlier runs' open batches claim their rows
-                from openrouter_probe.run.books.batch_books import BatchClaims
-
-                source.claims = BatchClaims(journal)
-            with contextlib.closing(source):
-
-                def make(sender: Sender, lookup: Lookup | None) -> Run:
-                    books = self._books(cap, rows, journal, lookup)
-                    books.claims = source.claims
-                    run = Run(
-                        source,
-                        options=options,
-                        builder=builder,
-                        prices=prices,
-                        books=books,
-                        output=output,
-                        send=sender,
-                        summary=summary,
-                        progress=bar,
-                        start=start,
-                    )
-                    stop.run = run
-                    return run
-
-                stop = _WriteStop()
-                output.writes.on_failure = journal.writes.on_failure = stop
-                if turns is not None:
-                    turns.log.writes.on_failure = stop
-                result = await self._send(make, options, summary, rows)
-        failed = output.writes.line or journal.writes.line or (turns and turns.log.writes.line)
-        # (or failed only as the files closed)
-        if failed:
-            stop(failed)
-            message = stop.line or failed
-            result = replace(result, stop_reason=StopReason.WRITE_FAILED, message=message)
-        return result
-
-    async def _send(
-        self,
-        make: Callable[[Sender, Lookup | None], Run],
-        options: JobOptions,
-        summary: SummaryDraft,
-        rows: list[PromptRow],
-    ) -> RunSummary:
-        """Run with the sender the options choose (``run.senders.SENDERS``: batches, a test's,
-        or the HTTP transport)."""
-        return await sender_for(options).run(make, options, self.replay, rows, self.state.awaiting)
+        summary.notes.append(start.why)
+        log.info("%s", start.why)
+        return rows, start
 
 
-class _WriteStop:
-    """What a failed write of the output or the journal calls (once each): say it in one line
-    (the first only) and stop sending; what is in flight settles into the journal if it can."""
+async def run_job(
+    paid: PaidRun,
+    rows: list[PromptRow],
+    *,
+    builder: RequestBuilder,
+    prices: Prices,
+    summary: SummaryDraft,
+    header: dict[str, Any] | None = None,
+    turns: TurnBook | None = None,
+) -> RunSummary:
+    """Send ``rows`` under one cap over everything ``paid``'s output has spent; return the summary.
 
-    def __init__(self) -> None:
-        self.run: Run | None = None
-        self.line: str | None = None  # the first
+    The one place a run is put together: after ``PaidRun.before_sending``, each part is made once,
+    in order, from what the parts before it are (the waits, the write stop, the files, the row
+    source, the claims, the dollar window, the sender's channel, the books, the sender, the
+    scheduler). ``builder`` makes each row's body and worst case at ``prices`` (a row's own
+    ``prices`` when it has them). ``header`` goes into the journal's run line; ``turns`` holds
+    the rows that go turn by turn (``--turns all``).
+    """
+    options, replay, state = paid.options, paid.replay, paid.state
+    if not rows and not state.exists:  # nothing to send or recorded: no empty output and journal
+        return summary.build()
+    ready = await paid.before_sending(rows, builder, prices, summary)
+    if ready is None:
+        return summary.build()
+    rows, start = ready
+    cap = SpendCap(
+        options.budget_usd, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset
+    )
+    bar = _progress_bar(options.progress, len(rows))
+    job_sha256 = paid.job.sha256 if paid.job is not None else ""
+    waits = Waits(options.sleep)
+    stop = WriteStop(waits.stop)  # a failed write of any of the run's files stops it
+    turn_log = TurnLog(turns.path, stop) if turns is not None else None
+    with (
+        OutputLog(options.out, on_failure=stop) as output,
+        Journal(
+            options.journal, header=paid._journal_header(builder, header), on_failure=stop
+        ) as journal,
+        _showing(bar),
+    ):
+        paid._created()
+        source = (
+            RowSource(rows, job_sha256=job_sha256, run_id=journal.run_id)
+            if turns is None or turn_log is None
+            else TurnSource(rows, turns, log=turn_log, job_sha256=job_sha256, run_id=journal.run_id)
+        )
+        claims = BatchClaims(journal) if options.batch is not None else None  # open batches'
+        # OpenRouter's in-flight budget, learned from ``start`` (what the account allows) on
+        dollars = (start or WindowStart()).window(journal)
+        with contextlib.closing(source):
+            kind = sender_for(options)  # (``run.senders.SENDERS``)
+            async with kind.open(options, replay, rows, state.awaiting) as channel:
+                books = Books(
+                    cap,
+                    datasets=sorted({r.dataset for r in rows}),
+                    journal=journal,
+                    lookup=channel.lookup,
+                    pending=replay.pending,
+                    sleep=options.sleep,
+                    tokens_before=state.output_tokens,
+                    unidentified=replay.unidentified,
+                    generation_ids=replay.generation_ids,
+                    on_change=waits.notify,
+                    claims=claims,
+                    window=dollars if options.batch is None else None,  # a batch holds none
+                )
+                run = Run(
+                    source,
+                    options=options,
+                    builder=builder,
+                    prices=prices,
+                    books=books,
+                    output=output,
+                    send=channel.sender(books, claims, waits),
+                    summary=summary,
+                    waits=waits,
+                    dollars=dollars,
+                    policy=paid.job.label if paid.job is not None else "",
+                    progress=bar,
+                )
+                result = await _run(run, options.handle_signals, before=channel.ready())
+            result = await channel.finish(result)
+    # (or failed only as the files closed)
+    failed = output.writes.line or journal.writes.line or (turn_log and turn_log.writes.line)
+    if failed:
+        stop(failed)
+        message = stop.line or failed
+        result = replace(result, stop_reason=StopReason.WRITE_FAILED, message=message)
+    return result
 
-    def __call__(self, line: str) -> None:
-        if self.line is not None:
-            return
-        self.line = line
-        log.error(line)
-        if self.run is not None:
-            self.run.request_stop(StopReason.WRITE_FAILED, line)
+
+async def _run(
+    run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
+) -> RunSummary:
+    """``run`` to its end (``before`` awaited first, the signal handlers already in place)."""
+    remove = run.install_signal_handlers() if handle_signals else None
+    try:
+        if before is not None:
+            await before
+        return await run.run()  # its warnings are said as they happen (Run.warn)
+    finally:
+        if remove is not None:
+            remove()
 
 
 @contextlib.contextmanager
