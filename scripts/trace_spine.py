@@ -6,7 +6,9 @@ Counts, with ``sys.setprofile`` (Python-level calls only):
 - the entries into a function of ``generation/job.py`` (generator expressions and comprehensions
   included: each is a call); a coroutine's resumptions after an ``await`` are counted apart
   (``sys.setprofile`` reports each as a call);
-- the calls from a frame of ``generation/job.py`` into a function of ``run/``, by callee;
+- the calls from a frame of ``generation/job.py`` into a function of ``run/``, by callee (a
+  call through the standard library counts for the package frame it came from: ``with
+  open_run(...)`` enters ``open_run`` from ``contextlib``);
 - every call from any module of ``generation/`` into a module of ``run/`` (the total, and by
   callee);
 - the entries into a function of ``run/paid.py``.
@@ -30,6 +32,7 @@ from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 
 PACKAGE = Path(openrouter_probe.__file__).resolve().parent
+PACKAGE_PREFIX = str(PACKAGE) + "/"
 POLICY = PACKAGE.parent / "policies" / "kimi-k2.5.yaml"
 JOB = str(PACKAGE / "generation" / "job.py")
 PAID = str(PACKAGE / "run" / "paid.py")
@@ -40,6 +43,14 @@ RUN = str(PACKAGE / "run") + "/"
 def _name(frame: FrameType) -> str:
     code = frame.f_code
     return f"{Path(code.co_filename).relative_to(PACKAGE)}:{code.co_name}"
+
+
+def _package_caller(frame: FrameType) -> str:
+    """The file of the nearest frame of the package below ``frame`` (``""``: none)."""
+    back = frame.f_back
+    while back is not None and not back.f_code.co_filename.startswith(PACKAGE_PREFIX):
+        back = back.f_back
+    return back.f_code.co_filename if back is not None else ""
 
 
 def trace(tmp: Path) -> dict[str, Any]:
@@ -58,7 +69,7 @@ def trace(tmp: Path) -> dict[str, Any]:
         if event != "call":
             return
         callee = frame.f_code.co_filename
-        caller = frame.f_back.f_code.co_filename if frame.f_back is not None else ""
+        caller = _package_caller(frame)
         resumed = id(frame) in seen
         if callee in (JOB, PAID):
             seen[id(frame)] = frame
