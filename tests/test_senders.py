@@ -7,7 +7,7 @@ import dataclasses
 from decimal import Decimal
 from pathlib import Path
 
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.send.batch_plan import BatchSettings
 from openrouter_probe.run.senders import SENDERS, sender_for
@@ -20,10 +20,11 @@ async def _never(body: bytes, **_: object) -> object:
 def test_the_options_choose_the_sender(tmp_path: Path) -> None:
     assert [kind.name for kind in SENDERS] == ["batch", "given", "http"]
     options = JobOptions(command="generate", out=tmp_path / "out.jsonl")
-    assert sender_for(options).name == "http"
+    sync = Learned.nothing(options)
+    assert sender_for(options, sync).name == "http"
     given = dataclasses.replace(options, send=_never)  # type: ignore[arg-type]
-    assert sender_for(given).name == "given"
+    assert sender_for(given, sync).name == "given"
     settings = BatchSettings(
         model="m/x", provider={"only": ["a/int4"]}, prices=Prices(Decimal(1), Decimal(1))
     )
-    assert sender_for(dataclasses.replace(given, batch=settings)).name == "batch"
+    assert sender_for(given, Learned(cap_usd=None, batch=settings)).name == "batch"

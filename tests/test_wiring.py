@@ -38,20 +38,8 @@ PARTS = {
     "WriteStop",
 }
 
-#: Assignments the check reports that stay, each with why (file, line text).
-ALLOWED: dict[tuple[str, str], str] = {
-    # ``generate`` replaces the opened output's options after the key's budget and the batch
-    # settings are read; the plan branch (issue 44, item 1: ``run.config.Learned``) removes both:
-    # drop these entries when it is merged
-    (
-        "generation/job.py",
-        "paid.options = options = await _capped(options, asked, paid.spent_before_usd)",
-    ): "the run's plan (what a job learns travels beside it)",
-    (
-        "generation/job.py",
-        "paid.options = options = dataclasses.replace(options, batch=settings)",
-    ): "the run's plan (what a job learns travels beside it)",
-}
+#: Assignments the check reports that stay, each with why (file, line text): none.
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _mentions_part(annotation: ast.expr | None) -> bool:

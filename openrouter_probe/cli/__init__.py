@@ -3,7 +3,8 @@
 A command parses options, calls one library function and renders. Data goes to stdout, provenance
 and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (a traceback only with
 ``OPENROUTER_PROBE_DEBUG=1``); usage errors exit 2. This package is the only one that imports click;
-library modules are imported inside commands so ``openrouter-probe --help`` stays fast.
+library modules are imported inside commands so ``openrouter-probe --help`` stays fast, but for the
+plans (``run.config``, ``generation.plan``, kept light), whose fields' metadata make the options.
 
 Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models),
 ``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget), ``generate``

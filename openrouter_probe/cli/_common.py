@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
-from openrouter_probe.cli.options import format_option, out_option, snapshot_options
+from openrouter_probe.cli.options import field_option, format_option, out_option, snapshot_options
+from openrouter_probe.run.config import JobOptions
 
 if TYPE_CHECKING:
     from openrouter_probe.errors import OptionError
@@ -298,17 +299,14 @@ def usd_amount(option: str) -> Callable[[Any], object]:
     return check
 
 
-def budget_option(help: str, **attrs: Any) -> Callable[[F], F]:
-    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``usd_amount``).
+def budget_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
+    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``usd_amount``),
+    the run's plan's ``budget_usd`` (its help, unless ``help`` says what another command caps).
     The parameter is ``budget_usd``; ``attrs`` go to ``click.option`` (``required``)."""
-    return click.option(
-        "--budget-usd",
-        "budget_usd",
-        metavar="USD",
-        callback=checked_by(usd_amount("--budget-usd")),
-        help=help,
-        **attrs,
-    )
+    if help is not None:
+        attrs["help"] = help
+    check = checked_by(usd_amount("--budget-usd"))
+    return field_option(JobOptions, "budget_usd", metavar="USD", callback=check, **attrs)
 
 
 def token_count(option: str) -> Callable[[Any], object]:

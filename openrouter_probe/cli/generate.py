@@ -24,7 +24,9 @@ from openrouter_probe.cli._common import (
     token_count,
     warn_unused,
 )
-from openrouter_probe.cli.options import aliased, out_option
+from openrouter_probe.cli.options import aliased, field_option, out_option
+from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
+from openrouter_probe.run.config import DEFAULT_ATTEMPTS, JobOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,12 +92,7 @@ def batch_options(func: F) -> F:
         return func(*args, batching=batching, **kwargs)
 
     options = [
-        click.option(
-            "--batch",
-            is_flag=True,
-            help="Send through OpenRouter's Batch API at the policy's :batch endpoint (its "
-            "price, results within 24 h); the same output, journal, cap and resume.",
-        ),
+        field_option(GeneratePlan, "batch", is_flag=True),
         click.option(
             "--batch-size",
             type=click.IntRange(min=1, max=_MAX_LINES),
@@ -208,37 +205,17 @@ def mix_options(func: F) -> F:
         return func(*args, mixing=mixing, **kwargs)
 
     options = [
-        click.option(
-            "--temperature-mix",
-            metavar="T,T|T=W,...",
-            help="Draw each row's temperature: 0.6,0.8,1.0 (equal shares) or 0.6=1,1.0=3 "
-            "(weights), from --mix-seed and the row id (the same on resume and every shard).",
-        ),
-        click.option(
-            "--reasoning-effort-mix",
-            metavar="E,E|E=W,...",
-            help="Draw each row's reasoning.effort the same way, e.g. low,high,max.",
-        ),
-        click.option(
-            "--thinking-mix",
-            metavar="on=W,off=W",
-            help="Draw thinking on or off per row, e.g. on=0.8,off=0.2 (off: reasoning.enabled "
-            "false); a model card's fixed temperature follows each row's thinking.",
-        ),
-        click.option(
-            "--mix-seed",
-            type=int,
-            default=0,
-            show_default=True,
-            help="The seed of the --*-mix draws (not --sample's: that is --sample-seed).",
-        ),
-        click.option(
-            "--samples",
+        field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,..."),
+        field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,..."),
+        field_option(GeneratePlan, "thinking_mix", metavar="on=W,off=W"),
+        field_option(GeneratePlan, "mix_seed", type=int, default=0, show_default=True),
+        field_option(
+            GeneratePlan,
+            "samples",
             type=click.IntRange(min=1),
             default=1,
             show_default=True,
             metavar="N",
-            help="N rows of each prompt (ids ID#0 ... ID#N-1), each its own draw and answer.",
         ),
     ]
     decorated: Any = wrapper
@@ -263,72 +240,28 @@ def _weights_syntax(text: str) -> object:
 
 @cli.command(keywords={"size": "batch_size", "live": "batch_live", "poll_s": "batch_poll"})
 @click.argument("prompts", metavar="PROMPTS")
-@click.option(
-    "--policy",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
+@field_option(
+    GeneratePlan, "policy", required=True, type=click.Path(exists=True, dir_okay=False),
     metavar="POLICY",
-    help="A compiled policy YAML: its model and provider block go into every request.",
-)
-@out_option(
-    "The output JSONL: appended to; rerunning the same command resumes from it.", required=True
-)
-@budget_option(
-    "Spend cap in USD for this output file, across runs (per shard with --shard); default: "
-    "the key's remaining limit (none: exit 2)."
-)
+)  # fmt: skip
+@out_option(required=True)
+@budget_option()
 @click.option("--no-budget", is_flag=True, help="Run with no spend cap at all (not advised).")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    metavar="N",
-    help="Requests in flight at most.",
+@field_option(JobOptions, "concurrency", type=click.IntRange(min=1), metavar="N")
+@field_option(
+    GeneratePlan, "max_tokens", type=click.IntRange(min=1), default=4096, show_default=True
 )
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(min=1),
-    default=4096,
-    show_default=True,
-    help="Output tokens per answer at most, reasoning included (a --row-params column wins).",
-)
-@click.option(
-    "--target-tokens",
-    metavar="TOKENS",
+@field_option(
+    JobOptions, "target_tokens", metavar="TOKENS",
     callback=checked_by(token_count("--target-tokens")),
-    help="Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
-)
-@click.option(
-    "--stream/--no-stream",
-    default=False,
-    show_default=True,
-    help="Ask for answers as streams (SSE); the records are the same either way.",
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(min=0, max=2),
-    help="Of every request, 0 to 2 (a --row-params column wins).",
-)
-@click.option(
-    "--reasoning-effort",
-    type=click.Choice(["max", "xhigh", "high", "medium", "low", "minimal", "none"]),
-    help="reasoning.effort of every request (a --row-params column wins).",
-)
-@click.option(
-    "--reasoning-max-tokens",
-    type=click.IntRange(min=1),
-    help="reasoning.max_tokens of every request, instead of --reasoning-effort.",
-)
+)  # fmt: skip
+@field_option(GeneratePlan, "stream", negatable=True, default=False, show_default=True)
+@field_option(GeneratePlan, "temperature", type=click.FloatRange(min=0, max=2))
+@field_option(GeneratePlan, "reasoning_effort", type=click.Choice(REASONING_EFFORTS))
+@field_option(GeneratePlan, "reasoning_max_tokens", type=click.IntRange(min=1))
 @mix_options
-@click.option("--dry-run", is_flag=True, help="Print the plan and its cost; send nothing.")
-@click.option(
-    "--shard",
-    metavar="i/n|auto",
-    callback=checked_by(_shard),
-    help="Send only shard i of n (0 <= i < n), by row id; auto: the launcher's rank and world "
-    "size (SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS, RANK/WORLD_SIZE).",
-)
+@field_option(GeneratePlan, "dry_run", is_flag=True)
+@field_option(GeneratePlan, "shard", metavar="i/n|auto", callback=checked_by(_shard))
 @click.option(
     "--key-file",
     type=click.Path(exists=True, dir_okay=False),
@@ -336,87 +269,26 @@ def _weights_syntax(text: str) -> object:
     help="Spend through this shard's own key from `keys create` (with --shard i/n or auto); "
     "OpenRouter stops the shard at the key's limit.",
 )
-@click.option(
-    "--weights",
-    metavar="DS=W,...",
-    callback=checked_by(_weights_syntax),
-    help="Share the budget between datasets by weight, e.g. B3=2,B4=1 (others weigh 1; "
-    "default: equal shares).",
-)
-@click.option(
-    "--turns",
-    type=click.Choice(["last", "all"]),
-    default="last",
-    show_default=True,
-    help="last: answer after the last message; all: regenerate every assistant turn of "
-    "multi-turn rows in order, each request carrying the model's own earlier turns.",
+@field_option(GeneratePlan, "weights", metavar="DS=W,...", callback=checked_by(_weights_syntax))
+@field_option(
+    GeneratePlan, "turns", type=click.Choice(["last", "all"]), default="last", show_default=True
 )
 @source_options
-@click.option("--redo-failed", is_flag=True, help="Send again the rows recorded as failed.")
-@click.option(
-    "--redo-truncated",
-    is_flag=True,
-    help="Send again only the rows cut at max_tokens, with --max-tokens (raise it); the new "
-    "answer supersedes the cut one for audit and export.",
-)
-@click.option(
-    "--lower-max-tokens",
-    is_flag=True,
-    help='On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
-)
-@click.option(
-    "--no-response-cache",
-    "no_response_cache",
-    is_flag=True,
-    help="Do not ask OpenRouter's response cache (X-OpenRouter-Cache, 24 h) for the requests; "
-    "by default it answers a row resent after a lost answer free.",
-)
-@click.option(
-    "--snapshot",
-    metavar="bundled|PATH",
-    help="Price and check the policy against this snapshot instead of the live endpoints.",
-)
-@click.option(
-    "--offline",
-    is_flag=True,
-    help="No network and no spending: the dry run on the bundled snapshot (to send priced on "
-    "it: --snapshot bundled).",
-)
-@click.option(
-    "--attempts",
-    type=click.IntRange(min=1),
-    default=6,
+@field_option(GeneratePlan, "redo_failed", is_flag=True)
+@field_option(GeneratePlan, "redo_truncated", is_flag=True)
+@field_option(JobOptions, "lower_max_tokens", is_flag=True)
+@field_option(JobOptions, "response_cache_ttl_s", "no_response_cache", is_flag=True)
+@field_option(GeneratePlan, "snapshot", metavar="bundled|PATH")
+@field_option(GeneratePlan, "offline", is_flag=True)
+@field_option(
+    JobOptions, "backoff", "attempts", type=click.IntRange(min=1), default=DEFAULT_ATTEMPTS,
     show_default=True,
-    help="Tries per row, the first included, before the row is recorded as failed.",
-)
-@click.option(
-    "--read-timeout",
-    "read_timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds without data, or a stream without a token (keep-alives only), before an "
-    "attempt counts as stalled.",
-)
-@click.option(
-    "--max-wait",
-    "max_wait_s",
-    type=click.FloatRange(min=0),
-    default=60.0,
-    show_default=True,
-    help="Longest wait, in seconds, for a rate limit: OpenRouter's own 429 on the key (longer: "
-    "stop) and a provider's 429 Retry-After.",
-)
-@click.option(
-    "--drain-timeout",
-    "drain_timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="After the first Ctrl-C, seconds to wait for requests in flight.",
-)
+)  # fmt: skip
+@field_option(JobOptions, "read_timeout_s", type=click.FloatRange(min=0, min_open=True))
+@field_option(JobOptions, "max_wait_s", type=click.FloatRange(min=0))
+@field_option(JobOptions, "drain_timeout_s", type=click.FloatRange(min=0, min_open=True))
 @batch_options
-@click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
+@field_option(JobOptions, "progress", "quiet", is_flag=True)
 @format_option()
 def generate(
     prompts: str,

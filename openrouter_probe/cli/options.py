@@ -1,5 +1,8 @@
 """The options every verb shares, declared once: one concept, one flag name.
 
+``field_option`` is the option of a plan's field (``run.config.JobOptions``,
+``generation.plan.GeneratePlan``): its flag, ``--help`` and default are the field's own, written
+once in its metadata (``run.config.cli``).
 ``format_option`` (``--format``: ``text`` for people, ``json``, and ``csv`` or ``evidence`` where
 a command has them), ``out_option`` (``-o/--out``: the file a command writes) and
 ``snapshot_options`` (``--offline``, ``--snapshot``). A spelling that changed stays accepted, hidden
@@ -9,15 +12,19 @@ old option names, ``FormatChoice`` old choice names.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
 
+from openrouter_probe.run.config import JobOptions
+
 __all__ = [
     "ALIASES",
     "AliasedOption",
     "FormatChoice",
+    "field_option",
     "format_option",
     "out_option",
     "snapshot_options",
@@ -83,11 +90,34 @@ def format_option(*extra: str) -> Callable[[F], F]:
     )
 
 
-def out_option(help: str, **attrs: Any) -> Callable[[F], F]:
-    """``-o/--out FILE``: what the command writes (``--output`` kept hidden). The parameter is
+def field_option(plan: type, name: str, *decls: str, **attrs: Any) -> Callable[[F], F]:
+    """``click.option`` of the field ``name`` of a ``plan`` dataclass: its flag and help are the
+    field's metadata (``run.config.cli``), its default the field's own value (shown), unless
+    ``attrs`` give another. ``decls`` add short flags (``-o``) or name the parameter when the
+    option sets the field under another name (``--attempts``: the backoff's tries);
+    ``negatable``: ``--flag/--no-flag``; ``aliases``: old flags, hidden (``AliasedOption``)."""
+    field = next(f for f in dataclasses.fields(plan) if f.name == name)
+    flag = field.metadata["cli"].flag
+    if attrs.pop("negatable", False):
+        flag = f"{flag}/--no-{flag[2:]}"
+    attrs.setdefault("help", field.metadata["cli"].help)
+    if "default" not in attrs and field.default not in (dataclasses.MISSING, None, False):
+        attrs.update(default=field.default, show_default=True)
+    if "aliases" in attrs:
+        attrs["cls"] = AliasedOption
+    shorts = [decl for decl in decls if decl.startswith("-")]
+    named = [decl for decl in decls if not decl.startswith("-")] or [name]
+    return click.option(*shorts, flag, *named, **attrs)
+
+
+def out_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
+    """``-o/--out FILE``: what the command writes (``--output`` kept hidden), the run's plan's
+    ``out`` (its help, unless ``help`` says what another command writes). The parameter is
     ``out``; ``attrs`` go to ``click.option`` (``required``, ``default``, ``type``...)."""
     attrs.setdefault("type", click.Path(dir_okay=False))
-    return aliased("-o", "--out", "out", aliases=("--output",), help=help, **attrs)
+    if help is not None:
+        attrs["help"] = help
+    return field_option(JobOptions, "out", "-o", aliases=("--output",), **attrs)
 
 
 def snapshot_options(func: F) -> F:

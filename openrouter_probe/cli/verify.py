@@ -15,7 +15,8 @@ from openrouter_probe.cli._common import (
     term_of,
     warn_unused,
 )
-from openrouter_probe.cli.options import AliasedOption, out_option
+from openrouter_probe.cli.options import AliasedOption, field_option, out_option
+from openrouter_probe.run.config import JobOptions
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
 _MOVED = ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools", "--noise")
@@ -86,13 +87,13 @@ def _moved_options(func: Any) -> Any:
     show_default=True,
     metavar="FILE",
 )
-@click.option(
-    "--concurrency",
+@field_option(
+    JobOptions,
+    "concurrency",
     type=click.IntRange(min=1),
     default=32,
     show_default=True,
     metavar="N",
-    help="Requests in flight at most.",
 )
 @click.option(
     "--tolerance",
@@ -153,7 +154,7 @@ def _moved_options(func: Any) -> Any:
     metavar="FILE.yaml",
     help="Also write the dated evidence (read back with --precision-file).",
 )
-@click.option("--quiet", is_flag=True, help="No progress bar (for scripts).")
+@field_option(JobOptions, "progress", "quiet", is_flag=True)
 @format_option("evidence")
 @_moved_options
 def verify(model: str, **opts: Any) -> None:

@@ -170,10 +170,11 @@ def batch_settings(
     snapshot: Any = None,
 ) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
-    (the sync ones, which are higher, where the listing is unknown)."""
+    (the sync ones, which are higher, where the listing is unknown); ``None``: a sync run."""
     from openrouter_probe.run.send.batch_plan import BatchSettings
 
-    assert asked.batch is not None
+    if asked.batch is None:
+        return None
     provider = compiled.batch_provider()
     if provider is None or not provider.get("only"):
         note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"

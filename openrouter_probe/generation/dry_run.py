@@ -16,7 +16,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run import checks
 from openrouter_probe.run.books.turns import TurnBook
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.counts import AnswerLengths, useful_rows
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import PaidRun
@@ -100,6 +100,7 @@ def summarize_dry_run(
     snap: Any,
     compiled: Any,
     options: JobOptions,
+    learned: Learned,
     asked: GeneratePlan,
     book: TurnBook | None,
     every_shard: list[PromptRow] | None = None,
@@ -109,7 +110,7 @@ def summarize_dry_run(
     ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
     from openrouter_probe.analysis.budget import plan_budget
 
-    budget, max_tokens, target = options.budget_usd, asked.max_tokens, options.target_tokens
+    budget, max_tokens, target = learned.cap_usd, asked.max_tokens, options.target_tokens
     # the provider block adds no prompt bytes; the row identity does, as in the real run
     builder = asked.request_builder(compiled.model, {}, identity=asked.response_cache)
     summary.stop_reason = StopReason.DRY_RUN
@@ -147,7 +148,7 @@ def summarize_dry_run(
         )
     summary.warnings.extend(
         unaffordable_shares(
-            todo, builder=builder, prices=prices, budget_usd=budget, weights=options.weights
+            todo, builder=builder, prices=prices, budget_usd=budget, weights=learned.weights
         )
     )
     if budget is not None and asked.shards:

@@ -40,7 +40,7 @@ from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
-from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.batch_plan import BatchOptions
@@ -240,12 +240,12 @@ def _turn_book(
     return book
 
 
-async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> JobOptions:
-    """``budget_usd="key"``: a paid run capped at what the output spent before plus what the
-    key's limit has left (or refused)."""
+async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> Decimal | None:
+    """The run's cap: the plan's; with ``budget_usd="key"``, a paid run's is what the output
+    spent before plus what the key's limit has left (or refused)."""
     if asked.budget_from_key and not asked.dry_run:
         return await asyncio.to_thread(key_budget, options, spent)
-    return options
+    return options.budget_usd
 
 
 def _check_one_source(headers: list[dict[str, Any]], prompts: str | Path, out: Path) -> None:
@@ -398,7 +398,7 @@ async def generate(
 async def _run_job(asked: GeneratePlan) -> RunSummary:
     """Read the prompts, open the output, check the policy against the endpoints now, then
     dry-run or send."""
-    options, prompts, policy, snapshot = asked.options, asked.prompts, asked.policy, asked.snapshot
+    options, prompts, policy, snapshot = asked.run, asked.prompts, asked.policy, asked.snapshot
     redo, reading = asked.redo, asked.source
     inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
     rows = with_samples(inputs.prompts, asked.samples)
@@ -409,12 +409,11 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
     )
     endpoints, snap = await model_endpoints(compiled.model, policy, snapshot, options)
     skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
-    options = dataclasses.replace(options, weights=weights)
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     take_up = asked.batch is not None and not asked.batch.abandon
     with open_run(options, redo_failed="failed" in redo, job=job, take_up_batches=take_up) as paid:
         _check_one_source(paid.replay.headers, prompts, options.out)
-        paid.options = options = await _capped(options, asked, paid.spent_before_usd)
+        cap = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
@@ -432,6 +431,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             rows_to_send=len(todo),
             duplicates=len(rows.duplicates),
             shards=asked.shards,
+            budget_usd=cap,
         )
         _warn_duplicates(summary, prompts, rows)
         _source_notes(summary, prompts, snap if snapshot is not None else None)
@@ -441,14 +441,13 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             asked, options, todo, paid.state.turns, summary, inputs, model=compiled.model
         )
         prices = admitted_prices(compiled, policy, endpoints, asked, summary)
-        if asked.batch is not None:
-            settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
-            prices = settings.prices
-            paid.options = options = dataclasses.replace(options, batch=settings)
+        settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
+        prices = prices if settings is None else settings.prices
+        learned = Learned(cap_usd=cap, weights=weights, batch=settings)  # beside the plan
         if asked.dry_run:
             paid.count_unjournaled(summary, prices, asked.max_tokens)
             await key_check(summary, paid, asked, todo, prices, compiled.model)
-            for text in summary.warnings:  # a real run says them in PaidRun.run
+            for text in summary.warnings:  # a real run says them in run_job
                 log.warning(text)
             return summarize_dry_run(
                 summary,
@@ -457,6 +456,7 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
                 snap=snap,
                 compiled=compiled,
                 options=options,
+                learned=learned,
                 asked=asked,
                 book=book,
                 every_shard=rows.every_shard,
@@ -473,4 +473,5 @@ async def _run_job(asked: GeneratePlan) -> RunSummary:
             summary=summary,
             header=_journal_header(asked, book, cache_job, skipped=len(rows.skipped)),
             turns=book,
+            learned=learned,
         )

@@ -1,41 +1,46 @@
 """The plan of a ``generate`` job (``GeneratePlan``): the caller's arguments, checked once.
 
-``GeneratePlan.of`` takes ``generate()``'s keywords, every one of them, and refuses what no run
-could use (a temperature outside OpenRouter's range, a reasoning budget that fills
-``max_tokens``, ``stream`` with ``batch``, ...) before anything is read or sent; it resolves the
-paid run's options (``run.config.JobOptions``: the key and base URL from the environment, the
-budget, the output) once, as batch mode wants them. The plan is frozen: what the run does next
-(read the prompts, check the policy, send) reads it and never changes it.
+``GeneratePlan.of`` takes ``generate()``'s keywords, every one, and refuses what no run could use
+(a temperature outside OpenRouter's range, a reasoning budget that fills ``max_tokens``,
+``stream`` with ``batch``, ...) before anything is read or sent; it resolves the paid run's plan
+(``run.config.JobOptions``: the key and base URL from the environment, the budget, the output)
+once, as batch mode wants it. The plan is frozen: the run reads it and never changes it.
 
-The plan's fields are declared once, here. ``generate()``'s keywords are exactly the fields
-that are not ``DERIVED``, and the CLI's ``generate`` options each feed one field or are named
-in ``cli.generate.CLI_ONLY``: ``tests/test_generate_plan.py`` holds the three in agreement.
+Each field is declared once: ``generate``'s own here, what every paid run takes in
+``run.config.JobOptions``. ``generate()``'s keywords are the fields of both that are not
+``DERIVED`` (or set one under another name, ``RUN_KEYWORDS``); the CLI's options are made from
+the fields' metadata (``run.config.cli``; ``cli.options.field_option``), so ``generate --help``
+imports this module: what its checks need is imported where they run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
 from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
-from openrouter_probe.generation.manifest import SourceOptions
-from openrouter_probe.generation.prompts import parse_shard
+from openrouter_probe.generation.shards import shard_from_launcher
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
-from openrouter_probe.rules.sampling_mix import SamplingMix
-from openrouter_probe.run.books.turns import TURNS_MODES
-from openrouter_probe.run.config import JobOptions, Progress
-from openrouter_probe.run.send.batch_plan import BatchOptions
-from openrouter_probe.run.send.request import RequestBuilder
-from openrouter_probe.run.send.sender import Sender
+from openrouter_probe.run.config import JobOptions, cli
 
-__all__ = ["DERIVED", "KEY_BUDGET", "REASONING_EFFORTS", "GeneratePlan", "parse_weights"]
+if TYPE_CHECKING:
+    from openrouter_probe.generation.manifest import SourceOptions
+    from openrouter_probe.rules.sampling_mix import SamplingMix
+    from openrouter_probe.run.send.batch_plan import BatchOptions
+    from openrouter_probe.run.send.request import RequestBuilder
+
+__all__ = [
+    "DERIVED",
+    "KEY_BUDGET",
+    "REASONING_EFFORTS",
+    "RUN_KEYWORDS",
+    "GeneratePlan",
+    "parse_weights",
+]
 
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 #: ``budget_usd="key"``: the cap is what the key's blocking budget has left (``GET /key``); a key
@@ -96,67 +101,146 @@ def parse_weights(
 class GeneratePlan:
     """What a ``generate`` job was asked, checked (see the module); build it with :meth:`of`.
 
-    Each field is ``generate()``'s keyword of the same name, as the run uses it: ``out`` a
-    path, ``budget_usd`` a ``Decimal``, ``target_tokens`` a count, ``shard`` a pair (``"auto"``
-    resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``, ``api_key``,
-    ``base_url``, ``attempts`` and ``backoff`` as resolved. Derived: ``shard_source`` (the
-    launcher's variables that gave the shard), ``budget_from_key`` (``budget_usd="key"``: the
-    cap is read from ``GET /key`` before a paid run) and ``options``, the paid run's
-    ``JobOptions``.
+    It adds ``generate``'s own inputs (prompts, policy, sampling, turns, shard...) to ``run``,
+    the paid run's plan (``run.config.JobOptions``, each of its fields declared there once). Each
+    own field is ``generate()``'s keyword of the same name, as the job uses it: ``shard`` a pair
+    (``"auto"`` resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``. Derived:
+    ``shard_source`` (the launcher's variables that gave the shard), ``budget_from_key``
+    (``budget_usd="key"``: the cap is read from ``GET /key`` before a paid run), ``mix``, ``run``.
     """
 
     prompts: str | Path
-    policy: str | Path
-    out: Path
-    budget_usd: Decimal | None
-    concurrency: int
-    max_tokens: int
-    target_tokens: int | None
-    stream: bool
-    temperature: float | None
-    reasoning_effort: str | None
-    reasoning_max_tokens: int | None
-    dry_run: bool
-    shard: tuple[int, int] | None
-    redo_failed: bool
-    redo_truncated: bool
-    lower_max_tokens: bool
-    weights: str | Mapping[str, float] | None
-    turns: str
+    policy: str | Path = field(
+        metadata=cli(
+            "--policy",
+            "A compiled policy YAML: its model and provider block go into every request.",
+        )
+    )
+    max_tokens: int = field(
+        metadata=cli(
+            "--max-tokens",
+            "Output tokens per answer at most, reasoning included (a --row-params column wins).",
+        )
+    )
+    stream: bool = field(
+        metadata=cli(
+            "--stream", "Ask for answers as streams (SSE); the records are the same either way."
+        )
+    )
+    temperature: float | None = field(
+        metadata=cli("--temperature", "Of every request, 0 to 2 (a --row-params column wins).")
+    )
+    reasoning_effort: str | None = field(
+        metadata=cli(
+            "--reasoning-effort",
+            "reasoning.effort of every request (a --row-params column wins).",
+        )
+    )
+    reasoning_max_tokens: int | None = field(
+        metadata=cli(
+            "--reasoning-max-tokens",
+            "reasoning.max_tokens of every request, instead of --reasoning-effort.",
+        )
+    )
+    dry_run: bool = field(metadata=cli("--dry-run", "Print the plan and its cost; send nothing."))
+    shard: tuple[int, int] | None = field(
+        metadata=cli(
+            "--shard",
+            "Send only shard i of n (0 <= i < n), by row id; auto: the launcher's rank and world "
+            "size (SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS, RANK/WORLD_SIZE).",
+        )
+    )
+    redo_failed: bool = field(
+        metadata=cli("--redo-failed", "Send again the rows recorded as failed.")
+    )
+    redo_truncated: bool = field(
+        metadata=cli(
+            "--redo-truncated",
+            "Send again only the rows cut at max_tokens, with --max-tokens (raise it); the new "
+            "answer supersedes the cut one for audit and export.",
+        )
+    )
+    weights: str | Mapping[str, float] | None = field(
+        metadata=cli(
+            "--weights",
+            "Share the budget between datasets by weight, e.g. B3=2,B4=1 (others weigh 1; "
+            "default: equal shares).",
+        )
+    )
+    turns: str = field(
+        metadata=cli(
+            "--turns",
+            "last: answer after the last message; all: regenerate every assistant turn of "
+            "multi-turn rows in order, each request carrying the model's own earlier turns.",
+        )
+    )
     source: SourceOptions | None
-    max_wait_s: float
-    snapshot: Any
-    offline: bool
-    api_key: str = field(repr=False)  # never in a repr, a log, a traceback
-    base_url: str
-    attempts: int
-    read_timeout_s: float
-    drain_timeout_s: float
-    handle_signals: bool
-    progress: bool | Progress
-    send: Sender | None
-    sleep: Callable[[float], Awaitable[None]]
-    clock: Callable[[], float]
-    backoff: Backoff
-    batch: BatchOptions | None
-    response_cache: bool
-    temperature_mix: str | Mapping[str, float] | None
-    reasoning_effort_mix: str | Mapping[str, float] | None
-    thinking_mix: str | Mapping[str, float] | None
-    mix_seed: int
-    samples: int
+    snapshot: Any = field(
+        metadata=cli(
+            "--snapshot",
+            "Price and check the policy against this snapshot instead of the live endpoints.",
+        )
+    )
+    offline: bool = field(
+        metadata=cli(
+            "--offline",
+            "No network and no spending: the dry run on the bundled snapshot (to send priced on "
+            "it: --snapshot bundled).",
+        )
+    )
+    batch: BatchOptions | None = field(
+        metadata=cli(
+            "--batch",
+            "Send through OpenRouter's Batch API at the policy's :batch endpoint (its price, "
+            "results within 24 h); the same output, journal, cap and resume.",
+        )
+    )
+    temperature_mix: str | Mapping[str, float] | None = field(
+        metadata=cli(
+            "--temperature-mix",
+            "Draw each row's temperature: 0.6,0.8,1.0 (equal shares) or 0.6=1,1.0=3 (weights), "
+            "from --mix-seed and the row id (the same on resume and every shard).",
+        )
+    )
+    reasoning_effort_mix: str | Mapping[str, float] | None = field(
+        metadata=cli(
+            "--reasoning-effort-mix",
+            "Draw each row's reasoning.effort the same way, e.g. low,high,max.",
+        )
+    )
+    thinking_mix: str | Mapping[str, float] | None = field(
+        metadata=cli(
+            "--thinking-mix",
+            "Draw thinking on or off per row, e.g. on=0.8,off=0.2 (off: reasoning.enabled "
+            "false); a model card's fixed temperature follows each row's thinking.",
+        )
+    )
+    mix_seed: int = field(
+        metadata=cli(
+            "--mix-seed", "The seed of the --*-mix draws (not --sample's: that is --sample-seed)."
+        )
+    )
+    samples: int = field(
+        metadata=cli(
+            "--samples",
+            "N rows of each prompt (ids ID#0 ... ID#N-1), each its own draw and answer.",
+        )
+    )
     journal_header: Mapping[str, str] | None
     budget_from_key: bool = field(default=False, metadata=_DERIVED)
     shard_source: str = field(default="", metadata=_DERIVED)
     #: the sampling mix the three ``*_mix`` keywords and ``mix_seed`` make (``None``: none given)
     mix: SamplingMix | None = field(default=None, metadata=_DERIVED)
-    options: JobOptions = field(metadata=_DERIVED, repr=False)
+    #: the paid run's plan: what ``generate`` shares with ``verify``
+    run: JobOptions = field(metadata=_DERIVED, repr=False)
 
     @classmethod
     def of(cls, prompts: str | Path, **keywords: Any) -> GeneratePlan:
-        """The plan of ``generate(prompts, **keywords)``, every keyword given (``generate``
-        passes its own): checked, the run's options resolved. Raises ``ConfigError`` (and its
-        ``OptionError``) for what no run could use."""
+        """The plan of ``generate(prompts, **keywords)``, every keyword given: checked, the run's
+        plan resolved from the keywords that are not the plan's own fields. Raises
+        ``ConfigError`` (and its ``OptionError``) for what no run could use."""
+        from openrouter_probe.api.completion import RESPONSE_CACHE_TTL_S
+
         k = keywords
         if k["offline"]:  # no network, no spending: the dry run on the bundled snapshot
             k = {**k, "dry_run": True, "snapshot": k["snapshot"] or "bundled"}
@@ -169,57 +253,29 @@ class GeneratePlan:
         _check_sampling(max_tokens, k["temperature"], reasoning)
         mix = _mix(k, reasoning)
         shard, shard_source = _shard(k["shard"])
-        target = k["target_tokens"]
-        if target is not None:
-            target = parse_token_count(target, what="target_tokens")
+        _check_journal_header(k["journal_header"], shard)
+        own = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")}
+        given = {name: value for name, value in k.items() if name in own}
+        run = {name: value for name, value in k.items() if name not in own}
+        if run["target_tokens"] is not None:
+            run["target_tokens"] = parse_token_count(run["target_tokens"], what="target_tokens")
+        cache = run.pop("response_cache")
         options = JobOptions.resolve(
             command="generate",
-            out=k["out"],
             inputs=(prompts, k["policy"]),
-            budget_usd=k["budget_usd"],
-            concurrency=k["concurrency"],
-            api_key=k["api_key"],
-            base_url=k["base_url"],
             need_key=not k["dry_run"],
-            attempts=k["attempts"],
-            read_timeout_s=k["read_timeout_s"],
-            drain_timeout_s=k["drain_timeout_s"],
-            handle_signals=k["handle_signals"],
-            progress=k["progress"],
-            send=k["send"],
-            sleep=k["sleep"],
-            clock=k["clock"],
-            backoff=k["backoff"],
-            max_wait_s=k["max_wait_s"],
-            target_tokens=target,
-            lower_max_tokens=k["lower_max_tokens"],
-            response_cache_ttl_s=RESPONSE_CACHE_TTL_S if k["response_cache"] else None,
+            response_cache_ttl_s=RESPONSE_CACHE_TTL_S if cache else None,
+            **run,
         )
         batch, options = _batch_mode(k["stream"], options, k["batch"])
-        _check_journal_header(k["journal_header"], shard)
-        given = {name: k[name] for name in _PASSED}
-        return cls(
-            **given,
-            prompts=prompts,
-            out=options.out,
-            budget_usd=options.budget_usd,
-            concurrency=options.concurrency,
-            max_tokens=max_tokens,
-            target_tokens=target,
-            shard=shard,
-            api_key=options.api_key,
-            base_url=options.base_url,
-            attempts=options.attempts,
-            drain_timeout_s=options.drain_timeout_s,
-            backoff=options.backoff,
-            batch=batch,
-            budget_from_key=from_key,
-            shard_source=shard_source,
-            options=options,
-            mix=mix,
-            mix_seed=k["mix_seed"],
-            samples=whole_number(k["samples"], "samples"),
-        )
+        given["samples"] = whole_number(k["samples"], "samples")
+        given.update(prompts=prompts, max_tokens=max_tokens, shard=shard, batch=batch, mix=mix)
+        return cls(**given, run=options, budget_from_key=from_key, shard_source=shard_source)
+
+    @property
+    def response_cache(self) -> bool:
+        """Whether the requests ask OpenRouter's response cache (``generate``'s keyword)."""
+        return self.run.response_cache_ttl_s is not None
 
     @property
     def reasoning(self) -> dict[str, Any] | None:
@@ -249,6 +305,7 @@ class GeneratePlan:
         breaks what the card fixes); ``identity``: each row's ``session_id`` (the response
         cache's rows kept apart: ``response_cache``), of the output's ``job``."""
         from openrouter_probe.rules.sampling import sampling_advice
+        from openrouter_probe.run.send.request import RequestBuilder
 
         advice = sampling_advice(model)
         if self.mix is not None:
@@ -273,35 +330,8 @@ class GeneratePlan:
         return named | ({"reasoning"} if self.reasoning is not None else set())
 
 
-#: The fields ``of`` passes on as the caller gave them (checked on the way).
-_PASSED = (
-    "policy",
-    "stream",
-    "temperature",
-    "reasoning_effort",
-    "reasoning_max_tokens",
-    "dry_run",
-    "redo_failed",
-    "redo_truncated",
-    "lower_max_tokens",
-    "weights",
-    "turns",
-    "source",
-    "max_wait_s",
-    "snapshot",
-    "offline",
-    "read_timeout_s",
-    "handle_signals",
-    "progress",
-    "send",
-    "sleep",
-    "clock",
-    "response_cache",
-    "temperature_mix",
-    "reasoning_effort_mix",
-    "thinking_mix",
-    "journal_header",
-)
+#: ``generate()``'s keywords that set a field of the run's plan under another name.
+RUN_KEYWORDS = {"attempts": "backoff", "response_cache": "response_cache_ttl_s"}
 #: The plan's fields that are not ``generate()``'s keywords (the plan derives them).
 DERIVED = tuple(f.name for f in dataclasses.fields(GeneratePlan) if f.metadata.get("derived"))
 
@@ -330,6 +360,8 @@ def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix 
             "off for every row: give one of them",
             thinking_mix=Shown(str(k["thinking_mix"])),
         )
+    from openrouter_probe.rules.sampling_mix import SamplingMix
+
     seed = k["mix_seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise OptionError("{mix_seed=}: a whole number, e.g. 0", mix_seed=seed)
@@ -342,6 +374,8 @@ def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix 
 
 
 def _check_turns(turns: str) -> None:
+    from openrouter_probe.run.books.turns import TURNS_MODES
+
     if turns not in TURNS_MODES:
         raise ConfigError(
             f"turns={turns!r}: use 'last' (answer after the last message) or 'all' (regenerate "
@@ -371,6 +405,8 @@ def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, in
                 )
             )
     if "shard" in header:
+        from openrouter_probe.generation.prompts import parse_shard
+
         named = parse_shard(header["shard"])
         if shard is not None and named != shard:
             raise ConfigError(
@@ -386,10 +422,10 @@ def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, in
 def _shard(shard: str | tuple[int, int] | None) -> tuple[tuple[int, int] | None, str]:
     """The shard pair, and (``shard="auto"``) the launcher's variables that gave it."""
     if isinstance(shard, str) and shard.strip() == "auto":
-        from openrouter_probe.generation.shards import shard_from_launcher
-
         launcher = shard_from_launcher()
         return launcher.pair, launcher.source
+    from openrouter_probe.generation.prompts import parse_shard
+
     return (parse_shard(shard) if isinstance(shard, str) else shard), ""
 
 
@@ -449,6 +485,8 @@ def _batch_mode(
             stream=True,
             batch=True,
         )
+    from openrouter_probe.run.send.batch_plan import BatchOptions
+
     chosen = BatchOptions() if batch is True else batch
     chosen = dataclasses.replace(chosen, size=whole_number(chosen.size, "batch size"))
     # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;

@@ -220,12 +220,11 @@ def account_window(
     )
 
 
-def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> JobOptions:
-    """A paid run's options capped at what the budget that blocks the key first has left
+def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> Decimal:
+    """A paid run's cap (``Learned.cap_usd``): what the budget that blocks the key first has left
     (``GET /key``) over what the output spent before (``spent_before``: the cap is the output's,
     across runs), said on stderr; no limit to read (none on the key, ``/key`` unreadable, an
     injected transport): an ``OptionError`` (exit 2 at the CLI), before anything is sent."""
-    import dataclasses
     import logging
 
     why = "the key has no limit (GET /key)"
@@ -254,7 +253,7 @@ def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> JobOp
                         budget_usd=cap,
                     ),
                 )
-                return dataclasses.replace(options, budget_usd=cap)
+                return cap
     raise OptionError(
         "no {budget_usd} and "
         + why.replace("{", "{{").replace("}", "}}")

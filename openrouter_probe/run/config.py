@@ -1,5 +1,7 @@
-"""The one config of a paid run (``JobOptions``): each field declared once, with its default, and
-checked once, when it is made.
+"""The one plan of a paid run (``JobOptions``): each field declared once, with its default and the
+CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan holds it
+whole, ``verify`` runs with it. What a job learns as it opens (the key's cap, the weights, the
+batch settings) is ``Learned``, beside it: nothing replaces the plan's fields once it is built.
 
 ``JobOptions.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
 CLI's flags): it parses the budget, checks the output and its folder, and reads the key and the base
@@ -17,29 +19,33 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol
 
-from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError
-from openrouter_probe.files import ensure_not_input
-from openrouter_probe.rules.quantities import positive_usd, whole_number
-from openrouter_probe.run.books.turns import turns_path
-from openrouter_probe.run.money.journal import journal_path
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from openrouter_probe.api.backoff import Backoff
     from openrouter_probe.run.books.reconcile import Lookup
     from openrouter_probe.run.send.batch_plan import BatchSettings
     from openrouter_probe.run.send.sender import Sender
 
-__all__ = ["DEFAULT_ATTEMPTS", "JobOptions", "Progress", "default_backoff"]
+__all__ = [
+    "DEFAULT_ATTEMPTS",
+    "CliFlag",
+    "JobOptions",
+    "Learned",
+    "Progress",
+    "cli",
+    "default_backoff",
+]
 
 Sleep = Callable[[float], Awaitable[None]]
 #: Tries per row, the first included, unless ``attempts`` or a ``backoff`` says otherwise.
@@ -55,9 +61,34 @@ class Progress(Protocol):
     def tick(self, run: Any) -> None: ...
 
 
+@dataclass(frozen=True)
+class CliFlag:
+    """The command-line option that sets a plan's field: its flag and its ``--help`` text, from
+    which the CLI makes the option (``cli.options.field_option``; ``generate --help`` imports this
+    module, so what only ``resolve`` needs is imported there)."""
+
+    flag: str
+    help: str
+
+
+def cli(flag: str, help: str) -> dict[str, CliFlag]:
+    """A plan field's metadata: the option that sets it, e.g.
+    ``field(default=None, metadata=cli("--budget-usd", help="Spend cap in USD ..."))``."""
+    return {"cli": CliFlag(flag, help)}
+
+
 def default_backoff(attempts: int = DEFAULT_ATTEMPTS) -> Backoff:
     """The run's retry schedule: 1 s doubling to 60 s, ``attempts`` tries within 10 minutes."""
+    from openrouter_probe.api.backoff import Backoff
+
     return Backoff(wait_initial_s=1.0, wait_max_s=60.0, attempts=attempts, timeout_s=600.0)
+
+
+def _asyncio_sleep() -> Sleep:
+    """``asyncio.sleep``, imported when a plan is made: ``--help`` reads the fields only."""
+    import asyncio
+
+    return asyncio.sleep
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,38 +98,94 @@ class JobOptions:
     ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest wait for a rate limit (the
     key's own 429's pause, a provider's 429 ``Retry-After``); ``target_tokens`` stops each dataset
-    at that many billed output tokens; ``weights`` split the cap between datasets (unnamed ones
-    weigh 1); ``lower_max_tokens`` lets a 402 that affords fewer tokens retry lower; ``batch``
-    sends through the Batch API (``run.send.batch_sender``); ``response_cache_ttl_s`` asks
+    at that many billed output tokens; ``lower_max_tokens`` lets a 402 that affords fewer tokens
+    retry lower; ``response_cache_ttl_s`` asks
     OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``),
     ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the
     waits and the time (tests). Build it with :meth:`resolve`, which names the option in its errors.
+    What a job learns as it opens (the key's cap, the weights, the batch settings) is ``Learned``,
+    beside it: nothing replaces a field once the plan is built.
     """
 
     command: str
-    out: Path
-    budget_usd: Decimal | None = None
-    concurrency: int = 256
+    out: Path = field(
+        metadata=cli(
+            "--out", "The output JSONL: appended to; rerunning the same command resumes from it."
+        )
+    )
+    budget_usd: Decimal | None = field(
+        default=None,
+        metadata=cli(
+            "--budget-usd",
+            "Spend cap in USD for this output file, across runs (per shard with --shard); "
+            "default: the key's remaining limit (none: exit 2).",
+        ),
+    )
+    concurrency: int = field(
+        default=256, metadata=cli("--concurrency", "Requests in flight at most.")
+    )
     api_key: str = field(default="", repr=False)  # never in a repr, a log, a traceback
     base_url: str = DEFAULT_BASE_URL
-    backoff: Backoff = field(default_factory=default_backoff)
-    read_timeout_s: float = 300.0
+    backoff: Backoff = field(
+        default_factory=default_backoff,
+        metadata=cli(
+            "--attempts", "Tries per row, the first included, before the row is recorded as failed."
+        ),
+    )
+    read_timeout_s: float = field(
+        default=300.0,
+        metadata=cli(
+            "--read-timeout",
+            "Seconds without data, or a stream without a token (keep-alives only), before an "
+            "attempt counts as stalled.",
+        ),
+    )
     min_tokens_per_s: float = 4.0
-    drain_timeout_s: float = 60.0
-    max_wait_s: float = 60.0
-    target_tokens: int | None = None
-    lower_max_tokens: bool = False
-    weights: Mapping[str, float] = field(default_factory=dict)
+    drain_timeout_s: float = field(
+        default=60.0,
+        metadata=cli(
+            "--drain-timeout", "After the first Ctrl-C, seconds to wait for requests in flight."
+        ),
+    )
+    max_wait_s: float = field(
+        default=60.0,
+        metadata=cli(
+            "--max-wait",
+            "Longest wait, in seconds, for a rate limit: OpenRouter's own 429 on the key (longer: "
+            "stop) and a provider's 429 Retry-After.",
+        ),
+    )
+    target_tokens: int | None = field(
+        default=None,
+        metadata=cli(
+            "--target-tokens",
+            "Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
+        ),
+    )
+    lower_max_tokens: bool = field(
+        default=False,
+        metadata=cli(
+            "--lower-max-tokens",
+            'On a 402 "can only afford N", retry that row with max_tokens N instead of stopping.',
+        ),
+    )
     handle_signals: bool = False
-    progress: bool | Progress = False
+    progress: bool | Progress = field(
+        default=False, metadata=cli("--quiet", "No progress bar (for scripts).")
+    )
     send: Sender | None = None
     lookup: Lookup | None = None
-    #: send through the Batch API (``generate --batch``): the batch sender's settings
-    batch: BatchSettings | None = None
     #: ask OpenRouter's response cache for every request, answers kept this many seconds
     #: (``None``: never ask; ``verify`` never does, its repeats must be generated anew)
-    response_cache_ttl_s: int | None = None
-    sleep: Sleep = asyncio.sleep
+    response_cache_ttl_s: int | None = field(
+        default=None,
+        metadata=cli(
+            "--no-response-cache",
+            "Do not ask OpenRouter's response cache (X-OpenRouter-Cache, 24 h) for the "
+            "requests; by default it answers a row resent after a lost answer free.",
+        ),
+    )
+    sleep: Sleep = field(default_factory=_asyncio_sleep)
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
 
@@ -115,9 +202,6 @@ class JobOptions:
             raise OptionError(
                 "{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens
             )
-        for dataset, weight in self.weights.items():
-            if not 0 < weight < float("inf"):
-                raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
 
     @property
     def connection(self) -> Connection:
@@ -132,6 +216,8 @@ class JobOptions:
     @property
     def journal(self) -> Path:
         """The spend journal beside the output (``out.jsonl.ledger``)."""
+        from openrouter_probe.run.money.journal import journal_path
+
         return journal_path(self.out)
 
     def ceiling_s(self, max_tokens: int) -> float:
@@ -153,7 +239,7 @@ class JobOptions:
         backoff: Backoff | None = None,
         need_key: bool = True,
         key_hint: str = "",
-        **fields: Unpack[_Fields],
+        **fields: Any,
     ) -> JobOptions:
         """Check the options of a paid run and resolve the key and base URL from the environment.
 
@@ -161,7 +247,13 @@ class JobOptions:
         them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
         one (``key_hint`` adds the command's own way out, such as ``dry_run=True``). ``attempts``
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
+        ``fields`` are the other fields, as they are (their defaults are the class's).
         """
+        from openrouter_probe.files import ensure_not_input
+        from openrouter_probe.rules.quantities import positive_usd, whole_number
+        from openrouter_probe.run.books.turns import turns_path
+        from openrouter_probe.run.money.journal import journal_path
+
         budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
         target = Path(out)
         try:
@@ -190,29 +282,34 @@ class JobOptions:
         return replace(options, concurrency=whole_number(concurrency, "concurrency"))
 
 
-class _Fields(TypedDict, total=False):
-    """The fields ``resolve`` passes on as they are (their defaults are ``JobOptions``'s)."""
+@dataclass(frozen=True, kw_only=True)
+class Learned:
+    """What a job learns as it opens, beside its plan (``JobOptions``), never written into it:
+    ``cap_usd``, the spend cap (the plan's ``budget_usd``, or with ``budget_usd="key"`` what the
+    key's limit has left, ``run.checks.key_budget``); ``weights``, each dataset's share of the cap
+    (parsed against the prompts' datasets, unnamed ones weigh 1); ``batch``, the batch sender's
+    settings (``generate --batch``, from the policy and the endpoints; ``None``: sync)."""
 
-    read_timeout_s: float
-    min_tokens_per_s: float
-    drain_timeout_s: float
-    max_wait_s: float
-    target_tokens: int | None
-    lower_max_tokens: bool
-    weights: Mapping[str, float]
-    handle_signals: bool
-    progress: bool | Progress
-    send: Sender | None
-    lookup: Lookup | None
-    batch: BatchSettings | None
-    response_cache_ttl_s: int | None
-    sleep: Sleep
-    clock: Callable[[], float]
-    wall_clock: Callable[[], float]
+    cap_usd: Decimal | None
+    weights: Mapping[str, float] = field(default_factory=dict)
+    batch: BatchSettings | None = None
+
+    def __post_init__(self) -> None:
+        for dataset, weight in self.weights.items():
+            if not 0 < weight < float("inf"):
+                raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
+
+    @classmethod
+    def nothing(cls, options: JobOptions) -> Learned:
+        """What a run that learns nothing runs with (``verify``): the plan's cap, no weights,
+        sync."""
+        return cls(cap_usd=options.budget_usd)
 
 
 def _backoff(attempts: int | None, backoff: Backoff | None) -> Backoff:
     """The one retry schedule: ``backoff`` as given, else the default with ``attempts`` tries."""
+    from openrouter_probe.rules.quantities import whole_number
+
     if attempts is not None:
         attempts = whole_number(attempts, "attempts")
     if backoff is None:

@@ -23,7 +23,8 @@ Example::
         todo = [row for row in rows if row.id not in paid.state.finished]
         summary = paid.new_summary(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
         builder = RequestBuilder(model=MODEL, provider_json=block, max_tokens=4096)
-        summary = await run_job(paid, todo, builder=builder, prices=prices, summary=summary)
+        summary = await run_job(paid, todo, builder=builder, prices=prices, summary=summary,
+                                learned=Learned.nothing(options))
 
 A run of the other command on the same output stops with one line; a run of the same command under
 another policy or plan (a re-compiled policy) warns and resumes: its finished rows are kept.
@@ -48,7 +49,7 @@ from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.books.turns import TurnBook, TurnLog
 from openrouter_probe.run.checks import KeyCheck, account_window, key_check
-from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
 from openrouter_probe.run.money.limit import WindowStart
@@ -232,7 +233,7 @@ class PaidRun:
     ) -> SummaryDraft:
         """The draft of this run's ``RunSummary``, with what the output held before filled in
         (``run`` returns the summary the books make of it); ``datasets`` (rows per dataset in the
-        prompts) lists every dataset, 0 included."""
+        prompts) lists every dataset, 0 included; ``fields`` may give the cap learned (``budget_usd``)."""
         state, replay = self.state, self.replay
         summary = SummaryDraft(
             out=str(self.options.out),
@@ -240,8 +241,7 @@ class PaidRun:
             possibly_billed_before_usd=replay.possibly_billed_usd,
             killed_in_flight_before=replay.in_flight,
             journal=str(self.options.journal),
-            budget_usd=self.options.budget_usd,
-            **fields,
+            **{"budget_usd": self.options.budget_usd, **fields},
         )
         if datasets:
             summary.datasets = dataset_tallies(datasets, state.rows_by_dataset, state.output_tokens)
@@ -254,9 +254,8 @@ class PaidRun:
     async def _warn(
         self,
         summary: SummaryDraft,
+        budget: Decimal | None,
         one_request_usd: Decimal | None = None,
-        *,
-        lower_max_tokens: bool = False,
     ) -> KeyCheck | None:
         """Say before sending what could surprise: the key's limit below the budget, no cap;
         return what the key check read (``None``: a sender of its own, no OpenRouter to ask);
@@ -264,9 +263,9 @@ class PaidRun:
         check = None
         if self.options.send is None:
             check = await asyncio.to_thread(
-                functools.partial(key_check, lower_max_tokens=lower_max_tokens),
+                functools.partial(key_check, lower_max_tokens=self.options.lower_max_tokens),
                 self.options,
-                None,
+                budget,
                 None,
                 one_request_usd,
             )
@@ -274,7 +273,7 @@ class PaidRun:
                 summary.stop_reason, summary.message = StopReason.BUDGET_SPENT, check.warning
             elif check.warning:
                 summary.warnings.append(check.warning)
-        if self.options.budget_usd is None:
+        if budget is None:
             summary.warnings.append(
                 Message(
                     "no-budget",
@@ -287,7 +286,7 @@ class PaidRun:
         return check
 
     def _journal_header(
-        self, builder: RequestBuilder, header: dict[str, Any] | None
+        self, builder: RequestBuilder, header: dict[str, Any] | None, budget: Decimal | None
     ) -> dict[str, Any]:
         """The fields of this run's header line in the journal."""
         return {
@@ -295,15 +294,14 @@ class PaidRun:
             "model": self.job.model if self.job is not None else builder.model,
             "job": self.job.sha256 if self.job is not None else "",
             "out": self.options.out.name,
-            "budget_usd": self.options.budget_usd,
+            "budget_usd": budget,
             **(header or {}),
         }
 
-    def _spent_already(self, summary: SummaryDraft, rows: int) -> bool:
+    def _spent_already(self, summary: SummaryDraft, rows: int, budget: Decimal | None) -> bool:
         """Whether the output already spent the budget (stop at once, ``budget``): unless what
         earlier runs left to settle (``/generation``, open batches) may free money."""
-        budget, spent_before = self.options.budget_usd, self.spent_before_usd
-        unsettled = self.replay.pending or self.replay.batches
+        spent_before, unsettled = self.spent_before_usd, self.replay.pending or self.replay.batches
         if budget is None or spent_before < budget or unsettled:
             return False
         summary.stop_reason = StopReason.BUDGET
@@ -315,22 +313,27 @@ class PaidRun:
         return True
 
     async def before_sending(
-        self, rows: list[PromptRow], builder: RequestBuilder, prices: Prices, summary: SummaryDraft
+        self,
+        rows: list[PromptRow],
+        builder: RequestBuilder,
+        prices: Prices,
+        summary: SummaryDraft,
+        learned: Learned,
     ) -> tuple[list[PromptRow], WindowStart | None] | None:
         """What ``run_job`` checks before it makes anything: the records the journal does not
         know journaled, the key's limit and the budget said (``None``: send nothing, the key's
         budget blocks even one request or the output spent the budget already); return the rows
         in the order they go (an open batch's first) and where the dollar window opens."""
-        options = self.options
+        options, budget = self.options, learned.cap_usd
         self._adopt(summary, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
-        check = await self._warn(summary, one_request, lower_max_tokens=options.lower_max_tokens)
+        check = await self._warn(summary, budget, one_request)
         if check is not None and check.blocks:
             summary.not_sent = len(rows)
             return None
-        if self._spent_already(summary, len(rows)):
+        if self._spent_already(summary, len(rows), budget):
             return None
-        if options.batch is not None:  # an open batch's rows first: its answers are paid
+        if learned.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
             return claimed_first(rows, self.replay.batches), None  # (it holds nothing in flight)
@@ -351,36 +354,33 @@ async def run_job(
     summary: SummaryDraft,
     header: dict[str, Any] | None = None,
     turns: TurnBook | None = None,
+    learned: Learned,
 ) -> RunSummary:
     """Send ``rows`` under one cap over everything ``paid``'s output has spent; return the summary.
 
     The one place a run is put together: after ``PaidRun.before_sending``, each part is made once,
-    in order, from what the parts before it are (the waits, the write stop, the files, the row
-    source, the claims, the dollar window, the sender's channel, the books, the sender, the
-    scheduler). ``builder`` makes each row's body and worst case at ``prices`` (a row's own
-    ``prices`` when it has them). ``header`` goes into the journal's run line; ``turns`` holds
-    the rows that go turn by turn (``--turns all``).
+    in order, from the parts before it (see the module). ``builder`` makes each row's body and
+    worst case at ``prices`` (a row's own ``prices`` when it has them). ``header`` goes into the
+    journal's run line; ``turns`` holds the rows that go turn by turn (``--turns all``);
+    ``learned``: what the job learned as it opened (the cap, the weights, the batch settings).
     """
-    options, replay, state = paid.options, paid.replay, paid.state
+    options, replay, state, budget = paid.options, paid.replay, paid.state, learned.cap_usd
     if not rows and not state.exists:  # nothing to send or recorded: no empty output and journal
         return summary.build()
-    ready = await paid.before_sending(rows, builder, prices, summary)
+    ready = await paid.before_sending(rows, builder, prices, summary, learned)
     if ready is None:
         return summary.build()
     rows, start = ready
-    cap = SpendCap(
-        options.budget_usd, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset
-    )
+    cap = SpendCap(budget, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset)
     bar = _progress_bar(options.progress, len(rows))
     job_sha256 = paid.job.sha256 if paid.job is not None else ""
     waits = Waits(options.sleep)
     stop = WriteStop(waits.stop)  # a failed write of any of the run's files stops it
     turn_log = TurnLog(turns.path, stop) if turns is not None else None
+    head = paid._journal_header(builder, header, budget)
     with (
         OutputLog(options.out, on_failure=stop) as output,
-        Journal(
-            options.journal, header=paid._journal_header(builder, header), on_failure=stop
-        ) as journal,
+        Journal(options.journal, header=head, on_failure=stop) as journal,
         _showing(bar),
     ):
         paid._created()
@@ -389,12 +389,12 @@ async def run_job(
             if turns is None or turn_log is None
             else TurnSource(rows, turns, log=turn_log, job_sha256=job_sha256, run_id=journal.run_id)
         )
-        claims = BatchClaims(journal) if options.batch is not None else None  # open batches'
+        claims = BatchClaims(journal) if learned.batch is not None else None  # open batches'
         # OpenRouter's in-flight budget, learned from ``start`` (what the account allows) on
         dollars = (start or WindowStart()).window(journal)
         with contextlib.closing(source):
-            kind = sender_for(options)  # (``run.senders.SENDERS``)
-            async with kind.open(options, replay, rows, state.awaiting) as channel:
+            kind = sender_for(options, learned)  # (``run.senders.SENDERS``)
+            async with kind.open(options, learned, replay, rows, state.awaiting) as channel:
                 books = Books(
                     cap,
                     datasets=sorted({r.dataset for r in rows}),
@@ -407,11 +407,12 @@ async def run_job(
                     generation_ids=replay.generation_ids,
                     on_change=waits.notify,
                     claims=claims,
-                    window=dollars if options.batch is None else None,  # a batch holds none
+                    window=dollars if learned.batch is None else None,  # a batch holds none
                 )
                 run = Run(
                     source,
                     options=options,
+                    learned=learned,
                     builder=builder,
                     prices=prices,
                     books=books,

@@ -1,18 +1,18 @@
 """The senders a paid run may send through, a small registry (``SENDERS``): the first whose
-``chosen(options)`` holds sends the run.
+``chosen(options, learned)`` holds sends the run.
 
-- ``batch``: the Batch API sender (``options.batch``, ``generate --batch``: ``run.send.batch_sender``),
+- ``batch``: the Batch API sender (``learned.batch``, ``generate --batch``: ``run.send.batch_sender``),
   its events journaled by the run (``run.books.batch_books``);
 - ``given``: the sender a caller passed (``options.send``: a test's double, a replay);
 - ``http``: the HTTP transport (``run.send.transport``, aiohttp), the default; a key-limit stop adds
   what ``/key`` says of the limit.
 
-Each kind's ``open(options, replay, rows, awaiting)`` holds what the run sends through (the
+Each kind's ``open(options, learned, replay, rows, awaiting)`` holds what the run sends through (the
 transport, the batch client) for the run and yields a ``Channel``: the ``/generation`` lookup the
 books settle from; ``sender(books, claims, waits)``, the sender, made once the run's books exist
 (the batch sender reports its events to them and stops with the run); ``ready()``, awaited before
 the first request; ``finish(result)``, what it adds to the run's result once it is closed.
-``run.job.run_job`` calls them in that order.
+``run.paid.run_job`` calls them in that order.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.reconcile import Lookup
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.replay import JournalReplay
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.waits import Waits
@@ -69,26 +69,27 @@ class Channel(Protocol):
         ...
 
 
-#: ``open(options, replay, rows, awaiting)``: ``awaiting`` the rows recorded ``failed`` whose
-#: line an open batch holds (``ResumeState.awaiting``): only that answer is taken
+#: ``open(options, learned, replay, rows, awaiting)``: ``awaiting`` the rows recorded ``failed``
+#: whose line an open batch holds (``ResumeState.awaiting``): only that answer is taken
 Opener = Callable[
-    [JobOptions, JournalReplay, list[PromptRow], Collection[str]],
+    [JobOptions, Learned, JournalReplay, list[PromptRow], Collection[str]],
     contextlib.AbstractAsyncContextManager[Channel],
 ]
 
 
 @dataclass(frozen=True)
 class SenderKind:
-    """One way to send a run: its ``name``, when the options choose it, and how it opens."""
+    """One way to send a run: its ``name``, when the options and what the job learned choose
+    it, and how it opens."""
 
     name: str
-    chosen: Callable[[JobOptions], bool]
+    chosen: Callable[[JobOptions, Learned], bool]
     open: Opener
 
 
-def sender_for(options: JobOptions) -> SenderKind:
-    """The sender ``options`` choose (the first of ``SENDERS``)."""
-    return next(kind for kind in SENDERS if kind.chosen(options))
+def sender_for(options: JobOptions, learned: Learned) -> SenderKind:
+    """The sender ``options`` and ``learned`` choose (the first of ``SENDERS``)."""
+    return next(kind for kind in SENDERS if kind.chosen(options, learned))
 
 
 class _Batches:
@@ -99,12 +100,14 @@ class _Batches:
     def __init__(
         self,
         options: JobOptions,
+        learned: Learned,
         client: BatchClient,
         replay: JournalReplay,
         rows: list[PromptRow],
         awaiting: Collection[str],
     ) -> None:
         self.options, self.client, self.replay = options, client, replay
+        self.settings = learned.batch
         self.lookup: Lookup | None = None
         self.wanted, self.awaiting = {str(row.id) for row in rows}, awaiting
         self.made: BatchSender | None = None
@@ -114,9 +117,9 @@ class _Batches:
         from openrouter_probe.run.send.batch_sender import BatchSender
 
         options, replay = self.options, self.replay
-        assert options.batch is not None and claims is not None
+        assert self.settings is not None and claims is not None
         self.made = BatchSender(
-            options.batch,
+            self.settings,
             events=_batch_sink(books, claims),
             stopped=waits.stopped,
             client=self.client,
@@ -147,6 +150,7 @@ class _Batches:
 @contextlib.asynccontextmanager
 async def _open_batches(
     options: JobOptions,
+    learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
@@ -154,7 +158,7 @@ async def _open_batches(
     from openrouter_probe.api.batches import BatchClient
 
     with BatchClient(api_key=options.api_key, base_url=options.base_url) as client:
-        channel = _Batches(options, client, replay, rows, awaiting)
+        channel = _Batches(options, learned, client, replay, rows, awaiting)
         try:
             yield channel
         finally:
@@ -202,6 +206,7 @@ class _Given:
 @contextlib.asynccontextmanager
 async def _open_given(
     options: JobOptions,
+    learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
@@ -228,6 +233,7 @@ class _Http(_Given):
 @contextlib.asynccontextmanager
 async def _open_http(
     options: JobOptions,
+    learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
@@ -272,7 +278,7 @@ def key_figures(options: JobOptions) -> str:
 
 #: Every sender, in the order they are chosen (the first that ``chosen`` admits).
 SENDERS: tuple[SenderKind, ...] = (
-    SenderKind("batch", lambda options: options.batch is not None, _open_batches),
-    SenderKind("given", lambda options: options.send is not None, _open_given),
-    SenderKind("http", lambda options: True, _open_http),
+    SenderKind("batch", lambda options, learned: learned.batch is not None, _open_batches),
+    SenderKind("given", lambda options, learned: options.send is not None, _open_given),
+    SenderKind("http", lambda options, learned: True, _open_http),
 )

@@ -541,6 +541,7 @@ def plan_verify(
     sampling: str = "greedy",
     sampled_n: int | None = None,
     thinking: str | Thinking | None = None,
+    snapshot_sha256: str | None = None,
 ) -> VerifyPlan:
     """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``;
     ``thinking`` (``job``, ``on``, ``off``, or a ``verify.thinking.Thinking``) sets the
@@ -550,7 +551,8 @@ def plan_verify(
     prompt, else the plan's choice). ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
     ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
     (``default_reference``) and is sent ``repeats`` times (the floor). ``alpha``, ``power``,
-    ``tolerance`` (in (0, 1)) and ``repeats`` (2..10) are checked first.
+    ``tolerance`` (in (0, 1)) and ``repeats`` (2..10) are checked first; ``snapshot_sha256``
+    names the snapshot ``endpoints`` come from (``None``: live).
 
     Example::
 
@@ -598,6 +600,7 @@ def plan_verify(
         tolerance=tolerance,
         repeats=repeats,
         thinking_rule=rule,
+        snapshot_sha256=snapshot_sha256,
     )
     return plan if sampling == "greedy" else _with_sampled_arm(plan, sampled_n)
 

@@ -45,7 +45,7 @@ from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
 from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.rows import PromptRow
@@ -183,7 +183,7 @@ def plan_precision_check(
     _, snap = endpoints_now(model, snapshot, api_key=conn.api_key, base_url=conn.base_url)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
-    plan = plan_verify(
+    return plan_verify(
         snap.endpoints,
         model=model,
         tags=tags,
@@ -197,8 +197,8 @@ def plan_precision_check(
         sampling=sampling,
         sampled_n=sampled_n,
         thinking=thinking,
+        snapshot_sha256=getattr(snap, "sha256", None),
     )
-    return dataclasses.replace(plan, snapshot_sha256=getattr(snap, "sha256", None))
 
 
 def _plan_hash(plan: VerifyPlan) -> str:
@@ -348,9 +348,14 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
             provider_json=json.dumps(pin_block(plan.reference), separators=(",", ":")),
             max_tokens=max(item.max_tokens for item in plan.items),
         )
-        header = {"policy": summary.policy}
         return await run_job(
-            paid, rows, builder=builder, prices=worst, summary=summary, header=header
+            paid,
+            rows,
+            builder=builder,
+            prices=worst,
+            summary=summary,
+            header={"policy": summary.policy},
+            learned=Learned.nothing(options),  # a check learns nothing as it opens
         )
 
 

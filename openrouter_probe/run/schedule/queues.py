@@ -56,12 +56,14 @@ class RowQueues:
         builder: RequestBuilder,
         prices: Prices,
         options: JobOptions,
+        weights: Mapping[str, float],
         on_close: Callable[[], None],
     ) -> None:
         self.books = books
         self.builder = builder
         self.prices = prices
         self.options = options
+        self.weights = weights
         self._on_close = on_close
         self.queues: dict[str, deque[PromptRow]] = {}
         for row in requests:
@@ -73,7 +75,7 @@ class RowQueues:
         self.in_flight = 0
         self.in_flight_by_dataset: dict[str, int] = dict.fromkeys(self.order, 0)
         self._flying_max_tokens: dict[str, int] = dict.fromkeys(self.order, 0)
-        books.share(self.order, options.weights)
+        books.share(self.order, weights)
 
     def left(self) -> int:
         """Requests queued and not taken."""
@@ -254,7 +256,7 @@ class RowQueues:
         return Idle.WAIT
 
     def _weight(self, dataset: str) -> Decimal:
-        return Decimal(str(self.options.weights.get(dataset, 1)))
+        return Decimal(str(self.weights.get(dataset, 1)))
 
     def _committed_per_weight(self, dataset: str) -> Decimal:
         return self.books.cap.committed_by_dataset.get(dataset, _ZERO) / self._weight(dataset)

@@ -33,7 +33,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
-from openrouter_probe.run.config import JobOptions, Progress
+from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.money.limit import AdaptiveLimit, DollarWindow
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
@@ -75,6 +75,7 @@ class Run:
         source: RowSource,
         *,
         options: JobOptions,
+        learned: Learned,
         builder: RequestBuilder,
         prices: Prices,
         books: Books,
@@ -97,15 +98,14 @@ class Run:
         self.clock = options.clock
         self.stream = builder.stream
         self.dollars = dollars  # in flight (OpenRouter's in-flight budget, learned; journaled)
-        cap = books.cap
         self.policy = AttemptPolicy(
             options,
             model=builder.model,
             policy=policy,
             max_tokens_of=builder.max_tokens_of,
             window=self.dollars,
-            held=lambda: (books.cap.held_usd, cap.in_flight),
-            cap_left=lambda: cap.remaining_usd,
+            held=lambda: (books.cap.held_usd, books.cap.in_flight),
+            cap_left=lambda: books.cap.remaining_usd,
         )
         self.limiter = AdaptiveLimit(options.concurrency)
         self.queues = RowQueues(
@@ -114,6 +114,7 @@ class Run:
             builder=builder,
             prices=prices,
             options=options,
+            weights=learned.weights,
             on_close=self.waits.notify,
         )
         self.retries = self.pauses = 0
