@@ -179,10 +179,10 @@ class WriteFailures:
     """The first failed write of a file a run appends to: ``line`` (``write_error``; ``None``
     while every write went through), and ``on_failure`` told it once (the run stops sending)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, on_failure: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.line: str | None = None
-        self.on_failure: Callable[[str], None] | None = None
+        self.on_failure = on_failure
 
     def fail(self, exc: OSError) -> str:
         """Note a failed write (the first one only) and return its line."""

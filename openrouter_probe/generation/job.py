@@ -42,7 +42,7 @@ from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import JobOptions, Learned, Progress
-from openrouter_probe.run.paid import Job, open_run
+from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.batch_plan import BatchOptions
@@ -466,7 +466,7 @@ async def _run_job(asked: GeneratePlan) -> RunResult:
         if asked.dry_run:
             before = paid.count_unjournaled(before, prices, asked.max_tokens)
             before = before.saying(await key_check(paid, asked, todo, prices, compiled.model))
-            for text in before.warnings:  # a real run says them in PaidRun.run
+            for text in before.warnings:  # a real run says them in run_job
                 log.warning(text)
             return summarize_dry_run(
                 before,
@@ -482,7 +482,8 @@ async def _run_job(asked: GeneratePlan) -> RunResult:
                 lengths=paid.state.lengths,
             )
         cache_job = _cache_job(paid.replay.headers)
-        return await paid.run(
+        return await run_job(
+            paid,
             todo,
             builder=asked.request_builder(
                 compiled.model, provider_raw, identity=asked.response_cache, job=cache_job

@@ -5,11 +5,15 @@ folder, the budget, the concurrency, the key and the base URL) before anything i
 output for a run: it takes the output's lock (``run.lock``: one run per output, dry runs included)
 before anything is read or repaired, refuses an output another command (or another model) wrote,
 and reads what the output and its spend journal already record (what is finished, what was spent,
-what is still counted at its worst case). ``PaidRun.run`` then sends the rows: it checks the key's
-limit, builds the books (``run.books.books``: the cap over everything spent so far, shared between the
-datasets, the journal open for appending, the reconciler), the row source, the sender (the aiohttp
-transport unless ``JobOptions.send`` gives one) and the progress line, and runs the scheduler
-(``run.schedule.runner``) with its signals. A guarantee added here holds for both commands.
+what is still counted at its worst case). ``run_job`` then sends the rows: it checks the key's
+limit (``PaidRun.before_sending``), then makes the run's parts in order, each from the ones before
+it, with constructor arguments only (the composition root: nothing is wired in afterwards): the
+waits and the write stop, the output and the journal, the row source, the claims of open
+batches, the dollar window, the sender's channel (``run.senders``: the aiohttp transport unless
+``JobOptions.send`` gives one), the books (``run.books.books``: the cap over everything spent so
+far, shared between the datasets, the journal, the reconciler), the sender and the scheduler
+(``run.schedule.runner``), and runs it with its signals. A guarantee added here holds for both
+commands.
 
 Example::
 
@@ -19,7 +23,8 @@ Example::
         todo = [row for row in rows if row.id not in paid.state.finished]
         before = paid.run_start(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
         builder = RequestBuilder(model=MODEL, provider_json=block, max_tokens=4096)
-        result = await paid.run(todo, builder=builder, prices=prices, before=before)
+        result = await run_job(paid, todo, builder=builder, prices=prices, before=before,
+                               learned=Learned.nothing(options))
 
 A run of the other command on the same output stops with one line; a run of the same command under
 another policy or plan (a re-compiled policy) warns and resumes: its finished rows are kept.
@@ -31,7 +36,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -39,25 +44,26 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import WriteFailed, open_append, write_error
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.books.batch_books import BatchClaims
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
-from openrouter_probe.run.books.reconcile import Lookup
-from openrouter_probe.run.books.turns import TurnBook
+from openrouter_probe.run.books.turns import TurnBook, TurnLog
 from openrouter_probe.run.checks import KeyCheck, account_window, key_check
 from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
+from openrouter_probe.run.money.limit import WindowStart
 from openrouter_probe.run.money.replay import JournalReplay, replay_journal
 from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.runner import Run
 from openrouter_probe.run.schedule.source import RowSource, TurnSource
+from openrouter_probe.run.schedule.waits import Waits
 from openrouter_probe.run.send.request import RequestBuilder
-from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.senders import sender_for
 from openrouter_probe.run.start import RunStart, Said
-from openrouter_probe.run.stop import StopReason
+from openrouter_probe.run.stop import StopReason, WriteStop
 from openrouter_probe.run.tallies import DatasetTally
 
 __all__ = [
@@ -65,6 +71,7 @@ __all__ = [
     "JobOptions",
     "PaidRun",
     "open_run",
+    "run_job",
 ]
 
 log = logging.getLogger(__name__)
@@ -293,23 +300,6 @@ class PaidRun:
             **(header or {}),
         }
 
-    def _books(
-        self, cap: SpendCap, rows: list[PromptRow], journal: Journal, lookup: Lookup | None
-    ) -> Books:
-        """The books of this run: the cap over everything spent, the journal, the reconciler
-        (with what earlier runs left to settle)."""
-        return Books(
-            cap,
-            datasets=sorted({r.dataset for r in rows}),
-            journal=journal,
-            lookup=lookup,
-            pending=self.replay.pending,
-            sleep=self.options.sleep,
-            tokens_before=self.state.output_tokens,
-            unidentified=self.replay.unidentified,
-            generation_ids=self.replay.generation_ids,
-        )
-
     def _spent_already(self, before: RunStart, rows: int, cap: Decimal | None) -> RunResult | None:
         """The result when the output already spent the budget (stop at once, ``budget``), unless
         what earlier runs left to settle (``/generation``, open batches) may free money."""
@@ -323,30 +313,20 @@ class PaidRun:
         )
         return RunResult.of(before, stop_reason=StopReason.BUDGET, message=message, not_sent=rows)
 
-    async def run(
+    async def before_sending(
         self,
         rows: list[PromptRow],
-        *,
         builder: RequestBuilder,
         prices: Prices,
         before: RunStart,
-        header: dict[str, Any] | None = None,
-        turns: TurnBook | None = None,
         learned: Learned,
-    ) -> RunResult:
-        """Send ``rows`` under one cap over everything the output has spent, starting from
-        ``before`` (what the job found before sending); return the result.
-
-        ``builder`` makes each row's body and worst case at ``prices`` (a row's own ``prices``
-        when it has them). Warns when the key's limit is below the budget or when nothing caps
-        the spend; stops at once (``budget``) when the output already spent the budget.
-        ``header`` goes into the journal's run line; ``turns`` holds the rows that go turn by turn
-        (``--turns all``); ``learned``: what the job learned as it opened (the cap, the weights...).
-        """
+    ) -> tuple[RunStart, list[PromptRow], WindowStart | None] | RunResult:
+        """What ``run_job`` checks before it makes anything: the records the journal does not
+        know journaled, the key's limit and the budget said; the result when nothing is to be sent
+        (the key's budget blocks even one request, or the output spent the budget already); else
+        ``before`` with what was said, the rows in the order they go (an open batch's first) and
+        where the dollar window opens."""
         options, budget = self.options, learned.cap_usd
-        if not rows and not self.state.exists:
-            # nothing to send, nothing recorded: create no empty output and journal
-            return RunResult.of(before)
         before = self._adopt(before, prices, builder.max_tokens)
         one_request = prices.worst_case_usd(prompt_tokens=0, max_tokens=builder.max_tokens)
         before, check = await self._warn(before, budget, one_request)
@@ -355,99 +335,120 @@ class PaidRun:
             return RunResult.of(before, not_sent=len(rows), **(said_why if check.warning else {}))
         if (spent := self._spent_already(before, len(rows), budget)) is not None:
             return spent
-        start = None
-        if learned.batch is None:  # a batch holds nothing in flight
-            start = account_window(
-                options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
-            )
-            before = before.saying(Said(notes=(start.why,)))
-            log.info("%s", start.why)
         if learned.batch is not None:  # an open batch's rows first: its answers are paid
             from openrouter_probe.run.books.batch_books import claimed_first
 
-            rows = claimed_first(rows, self.replay.batches)
-        cap = SpendCap(
-            budget, spent_usd=self.spent_before_usd, spent_by_dataset=self.spent_by_dataset
+            return before, claimed_first(rows, self.replay.batches), None  # (nothing in flight)
+        start = account_window(
+            options, check, rows, builder, prices, resumed_usd=self.replay.window_usd
         )
-        bar = _progress_bar(options.progress, len(rows))
-        job_sha256 = self.job.sha256 if self.job is not None else ""
-        head = self._journal_header(builder, header, budget)
-        with (
-            OutputLog(options.out) as output,
-            Journal(options.journal, header=head) as journal,
-            _showing(bar),
-        ):
-            self._created()
-            source = (
-                RowSource(rows, job_sha256=job_sha256, run_id=journal.run_id)
-                if turns is None
-                else TurnSource(rows, turns, job_sha256=job_sha256, run_id=journal.run_id)
-            )
-            if learned.batch is not None:  # earlier runs' open batches claim their rows
-                from openrouter_probe.run.books.batch_books import BatchClaims
-
-                source.claims = BatchClaims(journal)
-            with contextlib.closing(source):
-
-                def make(sender: Sender, lookup: Lookup | None) -> Run:
-                    books = self._books(cap, rows, journal, lookup)
-                    books.claims = source.claims
-                    run = Run(
-                        source,
-                        options=options,
-                        learned=learned,
-                        builder=builder,
-                        prices=prices,
-                        books=books,
-                        output=output,
-                        send=sender,
-                        before=before,
-                        progress=bar,
-                        start=start,
-                    )
-                    stop.run = run
-                    return run
-
-                stop = _WriteStop()
-                output.writes.on_failure = journal.writes.on_failure = stop
-                if turns is not None:
-                    turns.log.writes.on_failure = stop
-                result = await self._send(make, learned, rows)
-        failed = output.writes.line or journal.writes.line or (turns and turns.log.writes.line)
-        # (or failed only as the files closed)
-        if failed:
-            stop(failed)
-            message = stop.line or failed
-            result = replace(result, stop_reason=StopReason.WRITE_FAILED, message=message)
-        return result
-
-    async def _send(
-        self,
-        make: Callable[[Sender, Lookup | None], Run],
-        learned: Learned,
-        rows: list[PromptRow],
-    ) -> RunResult:
-        """Run with the sender the options and what the job learned choose
-        (``run.senders.SENDERS``: batches, a test's, or the HTTP transport)."""
-        kind, options = sender_for(self.options, learned), self.options
-        return await kind.run(make, options, learned, self.replay, rows, self.state.awaiting)
+        log.info("%s", start.why)
+        return before.saying(Said(notes=(start.why,))), rows, start
 
 
-class _WriteStop:
-    """What a failed write of the output or the journal calls (once each): say it in one line
-    (the first only) and stop sending; what is in flight settles into the journal if it can."""
+async def run_job(
+    paid: PaidRun,
+    rows: list[PromptRow],
+    *,
+    builder: RequestBuilder,
+    prices: Prices,
+    before: RunStart,
+    header: dict[str, Any] | None = None,
+    turns: TurnBook | None = None,
+    learned: Learned,
+) -> RunResult:
+    """Send ``rows`` under one cap over everything ``paid``'s output has spent, starting from
+    ``before`` (what the job found before sending); return the result.
 
-    def __init__(self) -> None:
-        self.run: Run | None = None
-        self.line: str | None = None  # the first
+    The one place a run is put together: after ``PaidRun.before_sending``, each part is made once,
+    in order, from the parts before it (see the module). ``builder`` makes each row's body and
+    worst case at ``prices`` (a row's own ``prices`` when it has them). ``header`` goes into the
+    journal's run line; ``turns`` holds the rows that go turn by turn (``--turns all``);
+    ``learned``: what the job learned as it opened (the cap, the weights, the batch settings).
+    """
+    options, state, budget = paid.options, paid.state, learned.cap_usd
+    if not rows and not state.exists:  # nothing to send or recorded: no empty output and journal
+        return RunResult.of(before)
+    ready = await paid.before_sending(rows, builder, prices, before, learned)
+    if isinstance(ready, RunResult):
+        return ready
+    before, rows, start = ready
+    replay = paid.replay  # (as read again after the records it did not know were journaled)
+    cap = SpendCap(budget, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset)
+    bar = _progress_bar(options.progress, len(rows))
+    job_sha256 = paid.job.sha256 if paid.job is not None else ""
+    waits = Waits(options.sleep)
+    stop = WriteStop(waits.stop)  # a failed write of any of the run's files stops it
+    turn_log = TurnLog(turns.path, stop) if turns is not None else None
+    head = paid._journal_header(builder, header, budget)
+    with (
+        OutputLog(options.out, on_failure=stop) as output,
+        Journal(options.journal, header=head, on_failure=stop) as journal,
+        _showing(bar),
+    ):
+        paid._created()
+        source = (
+            RowSource(rows, job_sha256=job_sha256, run_id=journal.run_id)
+            if turns is None or turn_log is None
+            else TurnSource(rows, turns, log=turn_log, job_sha256=job_sha256, run_id=journal.run_id)
+        )
+        claims = BatchClaims(journal) if learned.batch is not None else None  # open batches'
+        # OpenRouter's in-flight budget, learned from ``start`` (what the account allows) on
+        dollars = (start or WindowStart()).window(journal)
+        with contextlib.closing(source):
+            kind = sender_for(options, learned)  # (``run.senders.SENDERS``)
+            async with kind.open(options, learned, replay, rows, state.awaiting) as channel:
+                books = Books(
+                    cap,
+                    datasets=sorted({r.dataset for r in rows}),
+                    journal=journal,
+                    lookup=channel.lookup,
+                    pending=replay.pending,
+                    sleep=options.sleep,
+                    tokens_before=state.output_tokens,
+                    unidentified=replay.unidentified,
+                    generation_ids=replay.generation_ids,
+                    on_change=waits.notify,
+                    claims=claims,
+                    window=dollars if learned.batch is None else None,  # a batch holds none
+                )
+                run = Run(
+                    source,
+                    options=options,
+                    learned=learned,
+                    builder=builder,
+                    prices=prices,
+                    books=books,
+                    output=output,
+                    send=channel.sender(books, claims, waits),
+                    before=before,
+                    waits=waits,
+                    dollars=dollars,
+                    progress=bar,
+                )
+                result = await _run(run, options.handle_signals, before=channel.ready())
+            result = await channel.finish(result)
+    # (or failed only as the files closed)
+    failed = output.writes.line or journal.writes.line or (turn_log and turn_log.writes.line)
+    if failed:
+        stop(failed)
+        message = stop.line or failed
+        result = replace(result, stop_reason=StopReason.WRITE_FAILED, message=message)
+    return result
 
-    def __call__(self, line: str) -> None:
-        if self.line is not None:
-            return
-        self.line = line
-        log.error(line)
-        if self.run is not None:
-            self.run.request_stop(StopReason.WRITE_FAILED, line)
+
+async def _run(
+    run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
+) -> RunResult:
+    """``run`` to its end (``before`` awaited first, the signal handlers already in place)."""
+    remove = run.install_signal_handlers() if handle_signals else None
+    try:
+        if before is not None:
+            await before
+        return await run.run()  # its warnings are said as they happen (Run.warn)
+    finally:
+        if remove is not None:
+            remove()
 
 
 @contextlib.contextmanager

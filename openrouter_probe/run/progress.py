@@ -42,7 +42,8 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
     eta = (total - done) / rate if rate > 0 else None
     money = f"${books.cap.spent_usd:,.4f}" + (f"/${cap:,.2f}" if cap is not None else "")
     # a run that stopped short (its budget, a stop) has no time left to estimate
-    when = _eta(eta) if run.stop_reason == StopReason.DONE else f"stopped: {run.stop_reason}"
+    reason = run.waits.reason
+    when = _eta(eta) if reason == StopReason.DONE else f"stopped: {reason}"
     first = [f"{done:,}/{total:,} rows", money, when]
     flying = f"{run.in_flight:,} in flight"
     if books.outstanding:

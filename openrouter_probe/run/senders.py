@@ -7,27 +7,33 @@
 - ``http``: the HTTP transport (``run.send.transport``, aiohttp), the default; a key-limit stop adds
   what ``/key`` says of the limit.
 
-Each takes the run's maker (``make(sender, lookup)``: the ``run.schedule.runner.Run`` with that sender and
-``/generation`` lookup), runs it with the signal handlers the options ask for, and returns its
-summary.
+Each kind's ``open(options, learned, replay, rows, awaiting)`` holds what the run sends through (the
+transport, the batch client) for the run and yields a ``Channel``: the ``/generation`` lookup the
+books settle from; ``sender(books, claims, waits)``, the sender, made once the run's books exist
+(the batch sender reports its events to them and stops with the run); ``ready()``, awaited before
+the first request; ``finish(result)``, what it adds to the run's result once it is closed.
+``run.paid.run_job`` calls them in that order.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection
+import contextlib
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import TYPE_CHECKING, Protocol
 
 from openrouter_probe.errors import APIError
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
+from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.replay import JournalReplay
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.schedule.runner import Run
+from openrouter_probe.run.schedule.waits import Waits
 from openrouter_probe.run.send.batch_plan import (
     BatchEvent,
     EventSink,
@@ -38,26 +44,47 @@ from openrouter_probe.run.send.batch_plan import (
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.stop import StopReason
 
-__all__ = ["SENDERS", "SenderKind", "key_figures", "sender_for"]
+if TYPE_CHECKING:
+    from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.send.batch_sender import BatchSender
 
-#: What makes the run with a sender and a ``/generation`` lookup (``None``: none).
-MakeRun = Callable[[Sender, Lookup | None], Run]
+__all__ = ["SENDERS", "Channel", "SenderKind", "key_figures", "sender_for"]
+
+
+class Channel(Protocol):
+    """A way out opened for one run (see the module)."""
+
+    #: what settles an attempt left unknown (``/generation``; ``None``: nothing)
+    lookup: Lookup | None
+
+    def sender(self, books: Books, claims: BatchClaims | None, waits: Waits) -> Sender:
+        """The run's sender, reporting to ``books`` (and ``claims``), stopping with ``waits``."""
+        ...
+
+    async def ready(self) -> None:
+        """What the sender does before the first request is taken."""
+
+    async def finish(self, result: RunResult) -> RunResult:
+        """``result`` with what the sender adds to it, once it is closed."""
+        ...
+
+
+#: ``open(options, learned, replay, rows, awaiting)``: ``awaiting`` the rows recorded ``failed``
+#: whose line an open batch holds (``ResumeState.awaiting``): only that answer is taken
+Opener = Callable[
+    [JobOptions, Learned, JournalReplay, list[PromptRow], Collection[str]],
+    contextlib.AbstractAsyncContextManager[Channel],
+]
 
 
 @dataclass(frozen=True)
 class SenderKind:
     """One way to send a run: its ``name``, when the options and what the job learned choose
-    it, and how it runs."""
+    it, and how it opens."""
 
     name: str
     chosen: Callable[[JobOptions, Learned], bool]
-    #: ``run(make, options, learned, replay, rows, awaiting)``; ``awaiting``: rows recorded
-    #: ``failed`` whose line an open batch holds (``ResumeState.awaiting``): only that answer is
-    #: taken
-    run: Callable[
-        [MakeRun, JobOptions, Learned, JournalReplay, list[PromptRow], Collection[str]],
-        Awaitable[RunResult],
-    ]
+    open: Opener
 
 
 def sender_for(options: JobOptions, learned: Learned) -> SenderKind:
@@ -65,50 +92,82 @@ def sender_for(options: JobOptions, learned: Learned) -> SenderKind:
     return next(kind for kind in SENDERS if kind.chosen(options, learned))
 
 
-async def _run_batches(
-    make: Callable[[Sender, Lookup | None], Run],
+class _Batches:
+    """The batch sender (``generate --batch``), on the same path: the books journal each batch's
+    plan and id and settle each line from the batch's cost; a batch line has no ``/generation``
+    to settle it from."""
+
+    def __init__(
+        self,
+        options: JobOptions,
+        learned: Learned,
+        client: BatchClient,
+        replay: JournalReplay,
+        rows: list[PromptRow],
+        awaiting: Collection[str],
+    ) -> None:
+        self.options, self.client, self.replay = options, client, replay
+        self.settings = learned.batch
+        self.lookup: Lookup | None = None
+        self.wanted, self.awaiting = {str(row.id) for row in rows}, awaiting
+        self.made: BatchSender | None = None
+        self.said: list[str] = []
+
+    def sender(self, books: Books, claims: BatchClaims | None, waits: Waits) -> Sender:
+        from openrouter_probe.run.send.batch_sender import BatchSender
+
+        options, replay = self.options, self.replay
+        assert self.settings is not None and claims is not None
+        self.made = BatchSender(
+            self.settings,
+            events=_batch_sink(books, claims),
+            stopped=waits.stopped,
+            client=self.client,
+            earlier=replay.batches,
+            recorded=replay.batch_ids,
+            wanted=self.wanted,
+            awaiting=self.awaiting,
+            sleep=options.sleep,
+            clock=options.clock,
+            wall_clock=options.wall_clock,
+        )
+        return self.made
+
+    async def ready(self) -> None:
+        # the batches earlier runs left are looked at (and a finished one's paid results
+        # fetched) before anything new is reserved
+        if self.made is not None:
+            await self.made.ready()
+
+    async def aclose(self) -> None:
+        if self.made is not None:
+            self.said = await self.made.aclose()
+
+    async def finish(self, result: RunResult) -> RunResult:
+        return replace(result, warnings=(*result.warnings, *self.said))
+
+
+@contextlib.asynccontextmanager
+async def _open_batches(
     options: JobOptions,
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
-) -> RunResult:
-    """The run with the batch sender (``generate --batch``), on the same path: the books journal
-    each batch's plan and id and settle each line from the batch's cost."""
+) -> AsyncIterator[Channel]:
     from openrouter_probe.api.batches import TIMEOUT, BatchClient
-    from openrouter_probe.run.send.batch_sender import BatchSender
 
-    assert learned.batch is not None
     with BatchClient(connection=replace(options.connection, timeout=TIMEOUT)) as client:
-        sender = BatchSender(
-            learned.batch,
-            client=client,
-            earlier=replay.batches,
-            recorded=replay.batch_ids,
-            wanted={str(row.id) for row in rows},
-            awaiting=awaiting,
-            sleep=options.sleep,
-            clock=options.clock,
-            wall_clock=options.wall_clock,
-        )
-        run = make(sender, None)  # a batch line has no /generation to settle it from
-        # the sender reports its plans' events (it holds no books): the plan journal takes
-        # them, the books the money; the stop ends waiting for a batch
-        sender.bind(_batch_sink(run), stopped=run.waits.stopped)
+        channel = _Batches(options, learned, client, replay, rows, awaiting)
         try:
-            # the batches earlier runs left are looked at (and a finished one's paid results
-            # fetched) before anything new is reserved
-            result = await _run(run, options.handle_signals, before=sender.ready())
+            yield channel
         finally:
-            said = await sender.aclose()
-        return replace(result, warnings=(*result.warnings, *said))
+            await channel.aclose()
 
 
-def _batch_sink(run: Run) -> EventSink:
+def _batch_sink(books: Books, claims: BatchClaims) -> EventSink:
     """Where the batch sender's events go: the plan events to the plan journal, the money
-    events to the books (the claims the sender takes up are the row source's)."""
-    books, claims = run.books, run.source.claims
-    assert isinstance(claims, BatchClaims)
+    events to the books (the claims the sender takes up are the books')."""
     journal = BatchJournal(books.journal, claims)
 
     def record(event: BatchEvent) -> str | None:
@@ -128,28 +187,57 @@ def _batch_sink(run: Run) -> EventSink:
     return record
 
 
-async def _run_given(
-    make: MakeRun,
+class _Given:
+    """The caller's sender (``options.send``) and lookup."""
+
+    def __init__(self, send: Sender, lookup: Lookup | None) -> None:
+        self.send, self.lookup = send, lookup
+
+    def sender(self, books: Books, claims: BatchClaims | None, waits: Waits) -> Sender:
+        return self.send
+
+    async def ready(self) -> None:
+        return None
+
+    async def finish(self, result: RunResult) -> RunResult:
+        return result
+
+
+@contextlib.asynccontextmanager
+async def _open_given(
     options: JobOptions,
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
-) -> RunResult:
-    """The run with the caller's sender (``options.send``) and lookup."""
+) -> AsyncIterator[Channel]:
     assert options.send is not None
-    return await _run(make(options.send, options.lookup), options.handle_signals)
+    yield _Given(options.send, options.lookup)
 
 
-async def _run_http(
-    make: MakeRun,
+class _Http(_Given):
+    """The HTTP transport, ``/generation`` settling what it leaves unknown; a key-limit stop
+    adds what ``/key`` says of the limit."""
+
+    def __init__(self, send: Sender, lookup: Lookup | None, options: JobOptions) -> None:
+        super().__init__(send, lookup)
+        self.options = options
+
+    async def finish(self, result: RunResult) -> RunResult:
+        if result.stop_reason != StopReason.KEY_LIMIT:
+            return result
+        figures = await asyncio.to_thread(key_figures, self.options)
+        return replace(result, message=result.message + figures)
+
+
+@contextlib.asynccontextmanager
+async def _open_http(
     options: JobOptions,
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
     awaiting: Collection[str] = (),
-) -> RunResult:
-    """The run with the HTTP transport, ``/generation`` settling what it leaves unknown."""
+) -> AsyncIterator[Channel]:
     from openrouter_probe.api.completion import response_cache_headers
     from openrouter_probe.run.send.transport import HttpTransport
 
@@ -161,26 +249,7 @@ async def _run_http(
         clock=options.clock,
         headers=None if ttl is None else response_cache_headers(ttl),
     ) as transport:
-        lookup = options.lookup or transport.generation_cost
-        result = await _run(make(transport.send, lookup), options.handle_signals)
-    if result.stop_reason == StopReason.KEY_LIMIT:
-        figures = await asyncio.to_thread(key_figures, options)
-        result = replace(result, message=result.message + figures)
-    return result
-
-
-async def _run(
-    run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
-) -> RunResult:
-    """``run`` to its end (``before`` awaited first, the signal handlers already in place)."""
-    remove = run.install_signal_handlers() if handle_signals else None
-    try:
-        if before is not None:
-            await before
-        return await run.run()  # its warnings are said as they happen (Run.warn)
-    finally:
-        if remove is not None:
-            remove()
+        yield _Http(transport.send, options.lookup or transport.generation_cost, options)
 
 
 def key_figures(options: JobOptions) -> str:
@@ -206,7 +275,7 @@ def key_figures(options: JobOptions) -> str:
 
 #: Every sender, in the order they are chosen (the first that ``chosen`` admits).
 SENDERS: tuple[SenderKind, ...] = (
-    SenderKind("batch", lambda options, learned: learned.batch is not None, _run_batches),
-    SenderKind("given", lambda options, learned: options.send is not None, _run_given),
-    SenderKind("http", lambda options, learned: True, _run_http),
+    SenderKind("batch", lambda options, learned: learned.batch is not None, _open_batches),
+    SenderKind("given", lambda options, learned: options.send is not None, _open_given),
+    SenderKind("http", lambda options, learned: True, _open_http),
 )

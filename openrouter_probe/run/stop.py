@@ -6,13 +6,20 @@ progress line and ``run.render.render`` have always written (``"done"``,
 summaries and callers that compare with strings read as before. The CLI exits
 with ``reason.exit_code``: 0 for a run that ended as asked, 130 for one stopped
 by Ctrl-C (or SIGTERM), 1 otherwise.
+
+``WriteStop`` is what a failed write of the output, its journal or the turns file calls: it says
+the first in one line and stops the run (``write-failed``).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from enum import StrEnum
 
-__all__ = ["StopReason"]
+__all__ = ["StopReason", "WriteStop"]
+
+log = logging.getLogger(__name__)
 
 #: The reasons of a run that ended as asked (exit 0).
 _AS_ASKED = frozenset({"done", "budget", "target", "dry-run"})
@@ -106,3 +113,20 @@ class StopReason(StrEnum):
     def as_asked(self) -> bool:
         """Whether the run ended as its caller asked (done, a cap, a target, a dry run)."""
         return self.value in _AS_ASKED
+
+
+class WriteStop:
+    """What a failed write of the output or the journal calls (once each): say it in one line
+    (the first only) and stop sending (``stop``: the run's, ``Waits.stop``); what is in flight
+    settles into the journal if it can."""
+
+    def __init__(self, stop: Callable[[StopReason, str], None]) -> None:
+        self.stop = stop
+        self.line: str | None = None  # the first
+
+    def __call__(self, line: str) -> None:
+        if self.line is not None:
+            return
+        self.line = line
+        log.error(line)
+        self.stop(StopReason.WRITE_FAILED, line)

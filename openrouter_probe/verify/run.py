@@ -47,7 +47,7 @@ from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions, Learned
 from openrouter_probe.run.money.spend import Prices, worst_case_prices
-from openrouter_probe.run.paid import Job, open_run
+from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
@@ -350,7 +350,8 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
             provider_json=json.dumps(pin_block(plan.reference), separators=(",", ":")),
             max_tokens=max(item.max_tokens for item in plan.items),
         )
-        return await paid.run(
+        return await run_job(
+            paid,
             rows,
             builder=builder,
             prices=worst,

@@ -490,16 +490,17 @@ def test_a_manifests_weights_share_the_cap_as_weights_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run's own sharing (``Learned.weights``) gets the manifest's; --weights replaces them."""
+    from openrouter_probe.generation import job
     from openrouter_probe.run.paid import PaidRun
 
     seen: list[dict[str, float]] = []
-    real = PaidRun.run
+    real = job.run_job
 
     async def spy(paid: PaidRun, rows: Any, **kwargs: Any) -> Any:
         seen.append(dict(kwargs["learned"].weights))
         return await real(paid, rows, **kwargs)
 
-    monkeypatch.setattr(PaidRun, "run", spy)
+    monkeypatch.setattr(job, "run_job", spy)
     for weights in (None, "B3=3"):
         sender = LedgerSender()
         sender.row_id = lambda request: request["messages"][-1]["content"]  # type: ignore[method-assign]

@@ -6,8 +6,8 @@
 the attempts they name were reserved and journaled by the books (``Books.sent``) before the sender
 got them, and their ``sent`` lines hold the money (``run.money.journal``).
 
-``BatchClaims`` holds the lines that earlier runs' open batches carry (``Held``): each is a claim of
-the row source (``run.money.claims.Claim``): a request for such a row is not bought again, its reservation
+``BatchClaims`` holds the lines that earlier runs' open batches carry (``Held``): each is a claim on
+one of the run's rows (``run.money.claims.Claim``): a request for such a row is not bought again, its reservation
 takes over the line's worst case (``Books.reserve``), and the attempt that carries it journals the
 move in the same write as its own line (a plan of one line in this run, naming the batch) while
 the books settle the earlier attempt to 0. ``moved`` answers the sender's ``Claimed``; ``release``
@@ -43,8 +43,8 @@ __all__ = ["BatchClaims", "BatchJournal", "claimed_first", "settlements"]
 
 
 class BatchClaims:
-    """The claims of earlier runs' open batches on this run's rows (see the module); the row
-    source's ``claims``."""
+    """The claims of earlier runs' open batches on this run's rows (see the module); the books'
+    ``claims`` (``Books.reserve`` takes them over)."""
 
     def __init__(self, journal: Journal | None) -> None:
         self.journal = journal

@@ -21,9 +21,9 @@ answer its lines all at once, so a first wave would be all of them, made eight t
 Earlier runs' attempts that a restart settles change what was spent before this run.
 
 A row may come with a claim (``run.money.claims.Claim``): a reservation the journal already holds for
-it, an earlier run's attempt whose answer may still arrive. The claims are the row source's (``claims``,
-wired in by the run): a reservation for a claimed row takes the claim's worst case over instead
-of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
+it, an earlier run's attempt whose answer may still arrive (``claims``: a batch run's,
+``run.books.batch_books.BatchClaims``): a reservation for a claimed row takes the claim's worst
+case over instead of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
 write as its own line. The books know claims, not what made them.
 """
 
@@ -38,6 +38,7 @@ from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
+from openrouter_probe.run.books.batch_books import BatchClaims
 from openrouter_probe.run.books.overshoot import (
     Overshoot,
     billed_output,
@@ -47,7 +48,6 @@ from openrouter_probe.run.books.overshoot import (
 )
 from openrouter_probe.run.books.reconcile import CacheHits, Lookup, Reconciler, unsettled_note
 from openrouter_probe.run.counts import Counts
-from openrouter_probe.run.money.claims import Claims
 from openrouter_probe.run.money.journal import Journal
 from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.money.replay import Pending
@@ -88,8 +88,12 @@ class Books:
         tokens_before: Mapping[str, int] | None = None,
         unidentified: Mapping[str, Sequence[Pending]] | None = None,
         generation_ids: Collection[str] = (),
+        on_change: Callable[[], None] = lambda: None,
+        claims: BatchClaims | None = None,
+        window: DollarWindow | None = None,
     ) -> None:
         self.cap = cap
+        self.on_change = on_change  # money freed up (the scheduler's wake-up: ``Waits.notify``)
         self.journal = journal
         self.run_id = journal.run_id if journal is not None else None
         self.counts = Counts()
@@ -99,7 +103,7 @@ class Books:
             Reconciler(
                 lookup,
                 on_settled=self.reconciled,
-                on_change=lambda: self.on_change(),
+                on_change=on_change,
                 sleep=sleep,
                 counted=set(generation_ids).__contains__,
                 on_source=lambda earlier: self.generation(
@@ -109,13 +113,11 @@ class Books:
             if lookup is not None and journal is not None
             else None
         )
-        for earlier in pending:
-            if self.reconciler is not None:
+        if self.reconciler is not None:
+            for earlier in pending:
                 self.reconciler.add(earlier, now=True)
         #: earlier runs' attempts with no generation id, by row: a cache hit settles one
         self.cache_hits = CacheHits(unidentified or {})
-        #: called when money frees up (the scheduler's wake-up: ``Run`` sets it)
-        self.on_change: Callable[[], None] = lambda: None
         self._dataset_json = {name: dumps(name) for name in datasets}
         #: billed output tokens per dataset, earlier runs included (the targets')
         self.settled_tokens: dict[str, int] = dict(tokens_before or {})
@@ -124,13 +126,11 @@ class Books:
         self.out_of_money: dict[str, str] = {}
         self.warnings: list[str] = []
         self._said_once: set[str] = set()
-        #: the claims of the run's rows (the row source's, wired in by the run): ``reserve``
-        #: takes a claimed row's worst case over
-        self.claims: Claims | None = None
-        #: the dollars that may be in flight (``run.money.limit.DollarWindow``; ``Run`` sets it),
-        #: counted as OpenRouter holds them (``SpendCap.held_usd``): each attempt's worst case
-        #: without the room past ``max_tokens``, the cap's own guard
-        self.window: DollarWindow | None = None
+        self.claims = claims  # on the run's rows (a batch run's): ``reserve`` takes them over
+        #: the dollars that may be in flight (``run.money.limit.DollarWindow``; none for a batch),
+        #: counted as OpenRouter holds them (``SpendCap.held_usd``): worst cases without the room
+        #: past ``max_tokens``, the cap's own guard
+        self.window = window
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
         self.byok_fee = False  # a BYOK answer came: reservations keep OpenRouter's fee too

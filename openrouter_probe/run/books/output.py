@@ -29,7 +29,7 @@ unknown, at its worst case: cancelled, timed out, no valid ``usage.cost``), ``ru
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -363,12 +363,18 @@ class OutputLog:
     paid twice, and only those in flight when the write failed can be.
     """
 
-    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        fsync: bool = False,
+        on_failure: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.fsync = fsync
         self._handle: IO[str] | None = None
-        #: the first failed write (``line``): nothing is written after it
-        self.writes = WriteFailures(self.path)
+        #: the first failed write (``line``; ``on_failure`` is told it): nothing is written after it
+        self.writes = WriteFailures(self.path, on_failure)
 
     def open(self) -> OutputLog:
         try:

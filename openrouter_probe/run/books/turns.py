@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
@@ -257,11 +257,11 @@ def read_turns(path: str | Path) -> Iterator[tuple[int, str, str, dict[str, Any]
 class TurnLog:
     """The turns file open for appending (lazily: a run that keeps no turn creates no file)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, on_failure: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self._handle: IO[str] | None = None
-        #: the first failed write (``line``): nothing is written after it
-        self.writes = WriteFailures(self.path)
+        #: the first failed write (``line``; ``on_failure`` is told it): nothing is written after it
+        self.writes = WriteFailures(self.path, on_failure)
 
     def keep(self, row: PromptRow, turn: dict[str, Any]) -> None:
         """Append one finished turn and flush it: once this returns, a resume will not buy it
@@ -365,7 +365,6 @@ class TurnBook:
     def __init__(self, out: str | Path, *, reasoning_back: bool = False) -> None:
         self.path = turns_path(out)
         self.rows: dict[str, RowTurns] = {}
-        self.log = TurnLog(self.path)
         self.dropped: list[str] = []  # rows whose kept turns no longer fit their messages
         #: whether earlier turns go back with their reasoning (``rules.sampling.history_reasoning``)
         self.reasoning_back = reasoning_back
@@ -420,6 +419,3 @@ class TurnBook:
         """The prompt's messages of the row a request belongs to."""
         progress = self.rows.get(row.id)
         return row.messages if progress is None else progress.row.messages
-
-    def close(self) -> None:
-        self.log.close()

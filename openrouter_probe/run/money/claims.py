@@ -1,6 +1,7 @@
-"""The claims of a run's rows: a reservation the journal already holds for a row (an earlier
-run's attempt whose answer may still come, or a row an open batch carries), which the row's next
-attempt takes over instead of reserving again (``run.books.books`` explains how the money moves).
+"""A claim on a run's row: a reservation the journal already holds for a row (an earlier run's
+attempt whose answer may still come, or a row an open batch carries), which the row's next attempt
+takes over instead of reserving again (``run.books.books`` explains how the money moves; the
+claims of a batch run are ``run.books.batch_books.BatchClaims``).
 """
 
 from __future__ import annotations
@@ -8,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
 
 from openrouter_probe.run.money.replay import Pending
 
-__all__ = ["Claim", "Claims"]
+__all__ = ["Claim"]
 
 
 @dataclass(frozen=True)
@@ -27,17 +27,3 @@ class Claim:
     earlier: Pending
     known: bool
     journal: Callable[[int], None]
-
-
-class Claims(Protocol):
-    """The claims of a run's rows (see the module): one open claim a row at most."""
-
-    def claim(self, row_json: str) -> Claim | None:
-        """The open claim of row ``row_json`` (``None``: none)."""
-
-    def take(self, row_json: str) -> None:
-        """This run's attempt for row ``row_json`` took its open claim over (``reserve``)."""
-
-    def carried(self, row_json: str) -> Claim | None:
-        """The claim row ``row_json``'s attempt took over, now carried by the attempt just
-        journaled (``None``: it took none)."""

@@ -69,13 +69,14 @@ first: a torn ``sent`` line's request never left).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
 import logging
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -170,6 +171,7 @@ class Journal:
         run_id: str | None = None,
         header: dict[str, Any] | None = None,
         fsync: bool = False,
+        on_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.header = dict(header or {})
@@ -180,8 +182,8 @@ class Journal:
         self._run_json = json.dumps(self.run_id)
         self._flush_scheduled = False
         self._written: asyncio.Future[None] | None = None
-        #: the first failed write (``line``): nothing is written after it
-        self.writes = WriteFailures(self.path)
+        #: the first failed write (``line``; ``on_failure`` is told it): nothing is written after it
+        self.writes = WriteFailures(self.path, on_failure)
 
     def open(self) -> Journal:
         """Open for appending and write the run's header line (plus the ``header`` fields)."""
@@ -206,7 +208,9 @@ class Journal:
                 fsync=self.fsync,
             )
         except OSError as exc:  # nothing sent yet: one line, and the rerun starts the same
-            self.close()
+            handle, self._handle = self._handle, None
+            with contextlib.suppress(OSError):  # (the line said is the header's; no run to stop)
+                handle.close()
             raise WriteFailed(write_error(self.path, exc)) from exc
         return self
 

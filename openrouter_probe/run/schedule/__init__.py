@@ -1,5 +1,5 @@
 """What goes when: the worker pool (``runner``), the rows' queues and fair shares (``queues``),
-the row source and its claims (``source``), the retry policy (``attempts``), the failure streak
+the row source (``source``), the retry policy (``attempts``), the failure streak
 (``streak``) and the waits (``waits``).
 
 The top room of ``run``: may import ``run.books``, ``run.send`` and ``run.money``, the run's

@@ -1,17 +1,18 @@
 """The scheduler of a paid run: a fixed pool of C workers, each taking the next request and
 carrying it through its attempts until it is answered, fails, or the run stops.
 
-It is one of three parts, with no money of its own: ``run.schedule.queues`` chooses which request goes next
-(datasets in turn, shares, targets), ``run.books.books`` reserves, journals and settles every attempt's
-money (the only place money is counted, and what the summary is made from at the end), and
-``run.schedule.attempts`` decides what a failed attempt leads to (``ON_FAILURE``). Requests come from a row
-source (``run.schedule.source``: one per row, or turn by turn); they go out through a sender (``run.send.sender``:
-``HttpTransport.send``, a test double, a batch sender).
+It is one of three parts, with no money of its own: ``run.schedule.queues`` chooses which request
+goes next (datasets in turn, shares, targets), ``run.books.books`` reserves, journals and settles
+every attempt's money (the only place money is counted, and what the summary is made from at the
+end), and ``run.schedule.attempts`` decides what a failed attempt leads to (``ON_FAILURE``).
+Requests come from a row source (``run.schedule.source``: one per row, or turn by turn); they go out
+through a sender (``run.send.sender``: ``HttpTransport.send``, a test double, a batch sender).
 
 One attempt: reserved (``RowQueues.pick``; ``_reserve_again`` for a retry or a next turn), journaled
 (flushed before it is sent; with ``fsync`` the attempts of one turn of the loop share one fsync),
-sent, settled; then its record is appended (or the turn kept), or the policy's decision carried out. OpenRouter's own, key-wide 429 pauses the whole pool for its
-``Retry-After``; an adaptive limit lowers the number of requests in flight on 429 storms.
+sent, settled; then its record is appended (or the turn kept), or the policy's decision carried
+out. OpenRouter's own, key-wide 429 pauses the whole pool for its ``Retry-After``; an adaptive
+limit lowers the number of requests in flight on 429 storms.
 
 Stopping: ``request_stop`` (the first SIGINT/SIGTERM) stops taking rows, cancels backoff and pause
 waits, and lets what is in flight finish, for at most ``drain_timeout_s``; ``cancel`` (the second,
@@ -33,7 +34,7 @@ from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
 from openrouter_probe.run.config import JobOptions, Learned, Progress
-from openrouter_probe.run.money.limit import AdaptiveLimit, WindowStart
+from openrouter_probe.run.money.limit import AdaptiveLimit, DollarWindow
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
@@ -82,25 +83,21 @@ class Run:
         output: OutputLog,
         send: Sender,
         before: RunStart,
+        waits: Waits,
+        dollars: DollarWindow,
         progress: Progress | None = None,
-        start: WindowStart | None = None,
     ) -> None:
         self.options = options
         self.source = source
         self.books = books
-        self.waits = Waits(options.sleep)
-        books.on_change = self.waits.notify
+        self.waits = waits  # (the books' ``on_change`` notifies them)
         self.output = output
         self.send = send
         self.before = before  # what the job learned before sending: the result starts from it
         self.progress = progress
         self.clock = options.clock
         self.stream = builder.stream
-        # the dollars in flight (OpenRouter's in-flight budget, learned; not for a batch), opened
-        # at ``start`` (what the account allows); what 402s teach it is journaled, for a resume
-        self.dollars = (start or WindowStart()).window(books.journal)
-        if learned.batch is None:
-            books.window = self.dollars
+        self.dollars = dollars  # in flight (OpenRouter's in-flight budget, learned; journaled)
         self.policy = AttemptPolicy(
             options,
             model=builder.model,
@@ -120,8 +117,6 @@ class Run:
             weights=learned.weights,
             on_close=self.waits.notify,
         )
-        self.stop_reason: StopReason = StopReason.DONE
-        self.message = ""
         self.retries = self.pauses = 0
         self._longest_hold_s = HOLD_WAIT_S  # the longest in-flight wait said so far
         self._workers: list[asyncio.Task[None]] = []
@@ -142,17 +137,15 @@ class Run:
     def request_stop(self, reason: StopReason, message: str = "") -> None:
         """Stop taking rows and cancel waits; requests in flight finish (the first Ctrl-C, a 402,
         the budget)."""
-        if not self.stopping:
-            self.stop_reason, self.message = reason, message
-            if reason == StopReason.INTERRUPTED:
-                loop = asyncio.get_running_loop()
-                self._drain_handle = loop.call_later(self.options.drain_timeout_s, self.cancel)
-        self.waits.stop()
+        if not self.stopping and reason == StopReason.INTERRUPTED:
+            loop = asyncio.get_running_loop()
+            self._drain_handle = loop.call_later(self.options.drain_timeout_s, self.cancel)
+        self.waits.stop(reason, message)
 
     def cancel(self) -> None:
         """Cancel the requests in flight (the second Ctrl-C, or the drain taking too long)."""
-        if self.stop_reason in (StopReason.DONE, StopReason.INTERRUPTED):
-            self.stop_reason = StopReason.CANCELLED
+        if self.waits.reason in (StopReason.DONE, StopReason.INTERRUPTED):
+            self.waits.why(StopReason.CANCELLED)
         self.waits.stop()
         for task in self._workers:
             task.cancel()
@@ -440,7 +433,7 @@ class Run:
         try:
             results = await asyncio.gather(*self._workers, return_exceptions=True)
             # a cancelled run settles nothing more
-            wait = self.stop_reason != StopReason.CANCELLED
+            wait = self.waits.reason != StopReason.CANCELLED
             await self.books.settle_the_rest(reconciling, self.waits.stopped, wait=wait)
         finally:
             if ticker is not None:
@@ -465,29 +458,25 @@ class Run:
             self.books.unsent("", queued)  # (their datasets were never closed: none to name)
             self.queues.queues.clear()
         out_of_money = list(self.books.out_of_money.values())
-        if self.stop_reason == StopReason.DONE and out_of_money:
-            self.stop_reason = StopReason.BUDGET
+        if self.waits.reason == StopReason.DONE and out_of_money:
             shown = out_of_money[:3]
             fields = {f"m{i}": m for i, m in enumerate(shown)}
-            self.message = Message(
-                "out-of-money",
-                "; ".join(f"{{m{i}:s}}" for i in range(len(shown)))
-                + (f"; and {len(out_of_money) - 3} more" if len(out_of_money) > 3 else ""),
-                **fields,
-            )
-        elif self.stop_reason == StopReason.DONE and self.options.target_tokens is not None:
+            more = f"; and {len(out_of_money) - 3} more" if len(out_of_money) > 3 else ""
+            said = "; ".join(f"{{m{i}:s}}" for i in range(len(shown))) + more
+            self.waits.why(StopReason.BUDGET, Message("out-of-money", said, **fields))
+        elif self.waits.reason == StopReason.DONE and self.options.target_tokens is not None:
             done = not self.books.counts.not_sent
-            self.stop_reason = StopReason.DONE if done else StopReason.TARGET
-        stop = self.policy.all_failed(self.books.counts, StopReason(self.stop_reason))
+            self.waits.why(StopReason.DONE if done else StopReason.TARGET)
+        stop = self.policy.all_failed(self.books.counts, StopReason(self.waits.reason))
         if stop is not None:
-            self.stop_reason, self.message = stop.reason, stop.message
+            self.waits.why(stop.reason, stop.message)
 
     def _summary(self) -> RunResult:
         """The books' result of the run, with the scheduler's own figures."""
         return self.books.summarize(
             self.before,
-            stop_reason=self.stop_reason,
-            message=self.message,
+            stop_reason=self.waits.reason,
+            message=self.waits.message,
             retries=self.retries,
             pauses=self.pauses,
             elapsed_s=self.clock() - self.started,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openrouter_probe.run.books.turns import TurnBook, new_turn, row_totals
-from openrouter_probe.run.money.claims import Claims
+from openrouter_probe.run.books.turns import TurnBook, TurnLog, new_turn, row_totals
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.attempt import Attempt
 from openrouter_probe.run.send.failure import Failure
@@ -32,10 +31,6 @@ class RowSource:
         self.rows = rows
         self.job_sha256 = job_sha256
         self.run_id = run_id
-        #: the claims on its rows: reservations the journal holds for them already (batch mode:
-        #: the lines of earlier runs' open batches, ``run.books.batch_books.BatchClaims``), which the
-        #: books take over instead of buying the rows again (``Books.reserve``)
-        self.claims: Claims | None = None
 
     def requests(self) -> list[PromptRow]:
         """The first request of every row, in the order they are to be sent."""
@@ -151,10 +146,17 @@ class TurnSource(RowSource):
     turn_by_turn = True
 
     def __init__(
-        self, rows: list[PromptRow], book: TurnBook, *, job_sha256: str, run_id: str | None
+        self,
+        rows: list[PromptRow],
+        book: TurnBook,
+        *,
+        log: TurnLog,
+        job_sha256: str,
+        run_id: str | None,
     ) -> None:
         super().__init__(rows, job_sha256=job_sha256, run_id=run_id)
         self.book = book
+        self.log = log  # the turns file, where each turn before a row's last is kept
 
     def requests(self) -> list[PromptRow]:
         return self.book.requests(self.rows)
@@ -190,7 +192,7 @@ class TurnSource(RowSource):
             turn["reasoning_in_history"] = self.book.reasoning_back and bool(
                 turn.get("reasoning") or turn.get("reasoning_details")
             )
-            self.book.log.keep(progress.row, turn)
+            self.log.keep(progress.row, turn)
             progress.done.append(turn)
             return progress.request(), None
         progress.done.append(turn)
@@ -207,4 +209,4 @@ class TurnSource(RowSource):
         return record
 
     def close(self) -> None:
-        self.book.close()
+        self.log.close()

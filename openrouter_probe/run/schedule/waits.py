@@ -6,7 +6,10 @@ the next once it took one (``pass_turn``). What the first found when it took non
 would find too (taking looks at the run, not at the worker): the rest of the line sleeps on, so a
 change costs a wake-up per request it lets go, not one per worker waiting.
 
-All waits use the injected ``sleep`` (tests never wait) and end at once when the run stops.
+All waits use the injected ``sleep`` (tests never wait) and end at once when the run stops; the
+stop keeps why (``reason``, ``message``): the first reason given, until the run's end says another
+(``why``). A run's parts made before its scheduler (a failed write's stop, the batch sender) stop
+it here.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
+
+from openrouter_probe.run.stop import StopReason
 
 __all__ = ["Waits"]
 
@@ -24,6 +29,8 @@ class Waits:
     def __init__(self, sleep: Callable[[float], Awaitable[None]]) -> None:
         self.sleep = sleep
         self.stopping = False
+        self.reason = StopReason.DONE  # why the run stops (``DONE``: it has not)
+        self.message = ""
         self.paused: asyncio.Future[None] | None = None  # open while the pool is paused
         self._waiters: list[asyncio.Future[None]] = []
         self._line: deque[asyncio.Future[None]] = deque()  # ``turn``'s, first in line first
@@ -37,8 +44,11 @@ class Waits:
             self._stopped = asyncio.get_running_loop().create_future()
         return self._stopped
 
-    def stop(self) -> None:
-        """The run stops: every wait ends."""
+    def stop(self, reason: StopReason | None = None, message: str = "") -> None:
+        """The run stops: every wait ends; ``reason`` (and ``message``) says why unless an
+        earlier stop said it."""
+        if reason is not None and not self.stopping:
+            self.reason, self.message = reason, message
         self.stopping = True
         if not self.stopped.done():
             self.stopped.set_result(None)
@@ -47,6 +57,12 @@ class Waits:
             if not fut.done():
                 fut.set_result(None)
         self.notify()
+
+    def why(self, reason: StopReason, message: str | None = None) -> None:
+        """Why the run stops after all (a cancel, or what its end shows: the budget, a target)."""
+        self.reason = reason
+        if message is not None:
+            self.message = message
 
     def notify(self) -> None:
         """Something changed (money, datasets, flight): wake every worker waiting for it in

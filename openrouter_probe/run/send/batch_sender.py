@@ -17,7 +17,7 @@ waits for it (a claim of the row source) instead of being packed again; one reco
 ``failed`` (``awaiting``) takes only its answer (``batch_watch.awaited``).
 
 **Events, not books.** Every step is a ``run.send.batch_plan.BatchEvent`` given to the sink
-``bind`` takes; the run journals each (``run.books.batch_books``). No cancel: ``aclose`` says
+it is made with; the run journals each (``run.books.batch_books``). No cancel: ``aclose`` says
 which batches still run (a rerun polls them); ``abandon`` forgets earlier runs' open batches.
 """
 
@@ -45,7 +45,6 @@ from openrouter_probe.run.money.replay import OpenBatch
 from openrouter_probe.run.send.batch_calls import BatchCalls, cadence
 from openrouter_probe.run.send.batch_plan import (
     MAX_BATCH_BYTES,
-    BatchEvent,
     BatchSettings,
     Claimed,
     Closed,
@@ -91,18 +90,18 @@ log = logging.getLogger(__name__)
 _SKEW_S = 300
 
 
-def _unbound(event: BatchEvent) -> str | None:
-    raise AssertionError("BatchSender.bind(events) first")
-
-
 class BatchSender:
-    """Sends a run's requests as batches (see the module). Call ``bind(events)`` before the run,
-    ``await aclose()`` after it."""
+    """Sends a run's requests as batches (see the module): ``events`` is where every event goes
+    (the run journals them: ``run.books.batch_books``); ``stopped``, the run's stop: from then on
+    nothing more is submitted, and the requests still waiting for a batch are answered unsent
+    (nothing was billed). Await ``ready()`` before the run, ``aclose()`` after it."""
 
     def __init__(
         self,
         settings: BatchSettings,
         *,
+        events: EventSink,
+        stopped: asyncio.Future[None],
         client: BatchClient,
         earlier: Sequence[OpenBatch] = (),
         recorded: Mapping[str, str] | None = None,
@@ -130,21 +129,19 @@ class BatchSender:
         self._halt = asyncio.Event()  # the same, for ``ready`` to wait on
         self._flushing, self._tasks = False, set[asyncio.Future[None]]()
         self.batches: dict[str, Watched] = {}  # plan -> batch
-        self._events: EventSink = _unbound  # the run's sink (``bind``)
+        self._events = events
+        stopped.add_done_callback(lambda _: self._stop())
+        self._began = False  # earlier runs' batches were taken up (``ready``)
         #: what the batch calls say (a history not written), reported to the run
         self._said: Callable[[str], object] = lambda text: self._events(Said(text))
         self._random = random.Random()
 
     # -- the run's side -----------------------------------------------------------------------
 
-    def bind(self, events: EventSink, *, stopped: asyncio.Future[None] | None = None) -> None:
-        """Report every event to ``events`` (the run journals them: ``run.books.batch_books``); take
-        up (or, with ``abandon``, forget) earlier runs' batches. ``stopped`` (the run's stop):
-        from then on nothing more is submitted, and the requests still waiting for a batch are
-        answered unsent (nothing was billed)."""
-        self._events = events
-        if stopped is not None:
-            stopped.add_done_callback(lambda _: self._stop())
+    def _take_up_earlier(self) -> None:
+        """Take up (or, with ``abandon``, forget) earlier runs' batches."""
+        self._began = True
+        events = self._events
         roots: dict[str, Watched] = {}
         for plan in self._earlier_plans:
             if self.settings.abandon:
@@ -215,7 +212,7 @@ class BatchSender:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        bound = self._events is not _unbound
+        bound = self._began
         if bound:
             self._events(Released())
         unrecorded = []
@@ -248,9 +245,10 @@ class BatchSender:
         return said
 
     async def ready(self) -> None:
-        """Wait until every batch earlier runs left open was looked at once: found in the list
-        (or not), polled, and a finished one's results fetched (they are paid: a rerun records
-        them before it reserves anything new); or until the run stops."""
+        """Take up earlier runs' batches, and wait until every one left open was looked at once:
+        found in the list (or not), polled, and a finished one's results fetched (they are paid:
+        a rerun records them before it reserves anything new); or until the run stops."""
+        self._take_up_earlier()
         looks = asyncio.gather(*(b.looked.wait() for b in self.batches.values() if b.earlier))
         halt = asyncio.ensure_future(self._halt.wait())
         waits: set[asyncio.Future[Any]] = {looks, halt}

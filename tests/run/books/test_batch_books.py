@@ -10,6 +10,7 @@ journal a second replay reads.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,15 @@ def _killed_batch(journal: Path) -> OpenBatch:
     return batch
 
 
-def _resumed(journal: Path, cap_usd: Decimal) -> tuple[Books, BatchClaims, Journal]:
+def _resumed(
+    journal: Path, cap_usd: Decimal, on_change: Callable[[], None] = lambda: None
+) -> tuple[Books, BatchClaims, Journal]:
     replay = replay_journal(journal)
     cap = SpendCap(cap_usd, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     ledger = Journal(journal, run_id="now").open()
-    books = Books(cap, datasets=["A"], journal=ledger)
     claims = BatchClaims(ledger)
     claims.hold(replay.batches[0])
-    books.claims = claims  # as the run wires the row source's claims in
+    books = Books(cap, datasets=["A"], journal=ledger, claims=claims, on_change=on_change)
     return books, claims, ledger
 
 
@@ -150,9 +152,8 @@ def test_a_takeover_that_does_not_fit_keeps_the_hold(tmp_path: Path) -> None:
 def test_an_earlier_batchs_served_lines_settle_through_the_books(tmp_path: Path) -> None:
     journal = tmp_path / "out.jsonl.ledger"
     batch = _killed_batch(journal)
-    books, _, ledger = _resumed(journal, cap_usd=WORST)
     changes: list[Any] = []
-    books.on_change = lambda: changes.append(1)
+    books, _, ledger = _resumed(journal, cap_usd=WORST, on_change=lambda: changes.append(1))
     served = {custom_id(ROW): Decimal("0.004"), "not-a-line": WORST}
     for pending, cost in settlements(batch, served):  # as the run does at SettledEarlier
         books.reconciled(pending, cost)
@@ -173,9 +174,8 @@ def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
     replay = replay_journal(journal)
     cap = SpendCap(WORST, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     ledger = Journal(journal, run_id="now").open()
-    books = Books(cap, datasets=["A"], journal=ledger)
     claims = BatchClaims(ledger)
-    books.claims = claims
+    books = Books(cap, datasets=["A"], journal=ledger, claims=claims)
     record = BatchJournal(ledger, claims).record
     assert record(Held(earlier)) is None
     attempt = _attempt(WORST)
@@ -197,7 +197,7 @@ def test_the_senders_events_are_journaled_by_the_run(tmp_path: Path) -> None:
 def test_the_batch_sender_holds_no_books() -> None:
     """The sender seam: the batch sender's modules never name the books, and the sender itself
     not the run's side of batch mode either: it reports events, the run journals them. The books
-    know claims (``run.money.claims.Claim``), not batches."""
+    know the claims (``run.books.batch_books.BatchClaims``), not the sender."""
     import ast
 
     import openrouter_probe.run as run
@@ -221,5 +221,5 @@ def test_the_batch_sender_holds_no_books() -> None:
         # the sender's room sits below the books' (tests/project/test_module_layout.py): no
         # reference
         assert not {n for n in names(module) if n.startswith("openrouter_probe.run.books")}, module
-    text = (folder / "books" / "books.py").read_text().lower()
-    assert "batch" not in text
+    of_batches = {n for n in names("books/books") if "batch" in n.lower()}
+    assert of_batches == {"BatchClaims", "openrouter_probe.run.books.batch_books.BatchClaims"}

@@ -59,10 +59,10 @@ def _settle(
     ledger = Journal(tmp / "j.ledger", header={"command": "generate"}) if tmp else None
     if ledger is not None:
         ledger.__enter__()
-    books = Books(SpendCap(Decimal(1)), datasets=["d"], journal=ledger)
-    if first_wave:  # a run's books (a batch has no first wave)
-        books.window = DollarWindow()
-    else:  # past the first wave: the reservation keeps the margin alone
+    # a run's books have a dollar window (a batch's have none, and no first wave)
+    window = DollarWindow() if first_wave else None
+    books = Books(SpendCap(Decimal(1)), datasets=["d"], journal=ledger, window=window)
+    if not first_wave:  # past the first wave: the reservation keeps the margin alone
         books.overshoot.answers = FIRST_ANSWERS
     assert books.reserve("d", attempt)
     number = books.sent(row, attempt)
