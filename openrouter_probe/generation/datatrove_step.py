@@ -41,6 +41,7 @@ Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import logging
@@ -393,6 +394,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                 **options,
             )
         )
+        # the run's objects that hold each other (its books, client, loop) go now, not at the
+        # next full collection: a rank of many chunks would hold several runs' worth at once
+        gc.collect()
         if self.key_file is not None:
             summary = name_spent_key(summary, self.key_file, (rank, world_size))
         self.stat_update("requests", value=summary.requests)
