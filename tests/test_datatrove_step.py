@@ -277,6 +277,7 @@ def test_ranks_stopped_by_their_key_limits_stay_incomplete_and_a_rerun_finishes_
         counted = books.journals_usd - books.possibly_billed_usd
         assert counted <= fake.ledger.total_usd <= books.journals_usd
         assert books.live == []
+        assert [line.limit_usd for line in books.keys] == [1] * 4  # as raised, not as created
         # the only problem said: the limits raised past the key file's budget, as asked
         assert books.problems == [
             f"the keys used ${books.keys_usage_usd}, over the job's budget of $0.008"
