@@ -68,7 +68,11 @@ def main() -> int:
                 env = {**os.environ, "PYTHONPATH": str(args.checkout), "OPENROUTER_API_KEY": ""}
                 command = [sys.executable, "-c", CHILD, str(rows), fake.base_url,
                            str(Path(tmp) / "out"), str(POLICY), str(args.concurrency)]  # fmt: skip
-                run = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+                # run from the temporary folder: `python -c` puts the working folder first on
+                # the path, which would shadow --checkout when run from a checkout's root
+                run = subprocess.run(
+                    command, env=env, cwd=tmp, capture_output=True, text=True, check=True
+                )
                 results.append(json.loads(run.stdout.strip().splitlines()[-1]))
                 print(json.dumps(results[-1]), flush=True)
     if len(results) > 1:

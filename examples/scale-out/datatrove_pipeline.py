@@ -1,5 +1,5 @@
-"""Run a generate job on datatrove's local executor: one task a rank, each with its own output,
-journal and (with --key-file) its own key held by OpenRouter to its limit.
+"""Run a generate job on datatrove's local executor (or Ray's: --executor ray): one task a rank,
+each with its own output, journal and (with --key-file) its own key held by OpenRouter to its limit.
 
     pip install 'openrouter-probe[datatrove]'
     export OPENROUTER_MANAGEMENT_KEY=...          # a management key: it creates the keys
@@ -28,7 +28,11 @@ The same pipeline on a cluster (docs/scale-out.md):
     SlurmPipelineExecutor(pipeline, tasks=4, time="24:00:00", partition="cpu", cpus_per_task=2,
                           job_name="generate", logging_dir=f"{outdir}/logs").run()
 
-    # Ray: one Ray task a rank
+    # Ray (--executor ray; pip install 'ray[default]'): one Ray task a rank. ray.init() joins
+    # RAY_ADDRESS's cluster or starts a local one; the Ray workers need the environment
+    # (OPENROUTER_BASE_URL, OPENROUTER_MANAGEMENT_KEY) and the output folder. Ray's executor
+    # does not raise when a task does: the ranks left incomplete are read from the completion
+    # markers, each one's reason from its task log, and the command exits 1.
     from datatrove.executor import RayPipelineExecutor
     RayPipelineExecutor(pipeline, tasks=4, logging_dir=f"{outdir}/logs").run()
 
@@ -86,9 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-keys", action="store_true", help="keep each rank's key live when it completes"
     )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="datatrove's executor: local (a process pool) or ray (one Ray task a rank; "
+        "ray.init() joins RAY_ADDRESS's cluster, or starts a local one)",
+    )
+    parser.add_argument(
+        "--ray-cpus", type=int, help="a local Ray cluster's CPUs (default: the machine's)"
+    )
     args = parser.parse_args(argv)
 
-    from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.readers import JsonlReader
 
     from openrouter_probe.generation.datatrove_step import GenerateStep, RankIncomplete
@@ -108,14 +121,44 @@ def main(argv: list[str] | None = None) -> int:
             keep_keys=args.keep_keys,
         ),
     ]
+    logs = str(args.outdir / "logs")
+    if args.executor == "ray":
+        return _run_on_ray(pipeline, args.tasks, args.workers, logs, args.ray_cpus)
+    from datatrove.executor import LocalPipelineExecutor
+
     try:
         LocalPipelineExecutor(
-            pipeline, tasks=args.tasks, workers=args.workers, logging_dir=str(args.outdir / "logs")
+            pipeline, tasks=args.tasks, workers=args.workers, logging_dir=logs
         ).run()
     except RankIncomplete as exc:  # the task stays incomplete: a rerun resumes it
         print(f"datatrove_pipeline: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_on_ray(pipeline: list[Any], tasks: int, workers: int, logs: str, cpus: int | None) -> int:
+    """One Ray task a rank. Ray's executor does not raise when a task does (it logs "Only N/M
+    tasks completed"): the ranks left incomplete are read from datatrove's completion markers,
+    and each one's reason from its task log (`logs/logs/task_0000i.log`)."""
+    import ray
+    from datatrove.executor import RayPipelineExecutor
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=cpus, include_dashboard=False)
+    executor = RayPipelineExecutor(pipeline, tasks=tasks, workers=workers, logging_dir=logs)
+    executor.run()
+    incomplete = executor.get_incomplete_ranks(range(tasks))
+    for rank in incomplete:
+        log = Path(logs) / "logs" / f"task_{rank:05d}.log"
+        # datatrove's line: "... | ERROR | datatrove.executor.ray:...: - rank 0/4 ended short..."
+        said = [x for x in _lines(log) if " | ERROR " in x and " ended short of its rows " in x]
+        reason = said[0].split(" - ", 1)[-1] if said else f"no reason found: see {log}"
+        print(f"datatrove_pipeline: rank {rank} incomplete: {reason}", file=sys.stderr)
+    return 1 if incomplete else 0
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
 if __name__ == "__main__":

@@ -278,6 +278,13 @@ def _left(remaining: Decimal | None) -> str:
     return "(its remaining limit unknown)" if remaining is None else f"(${remaining} left)"
 
 
+def _limit(created_usd: Decimal, record: KeyRecord | None) -> Decimal:
+    """A key's limit as the server reports it (raised since, with a PATCH), else as created."""
+    if record is None or record.limit_usd is None:
+        return created_usd
+    return record.limit_usd
+
+
 def job_books(
     key_file: str | Path | KeyFile,
     outputs: Iterable[str | Path] = (),
@@ -294,7 +301,9 @@ def job_books(
         budget_usd=keyfile.budget_usd,
         shards=keyfile.shards,
         keys=[
-            KeyLine(k.shard, k.name, k.hash, k.limit_usd, r, money.of_key(k.hash, k.shard))
+            KeyLine(
+                k.shard, k.name, k.hash, _limit(k.limit_usd, r), r, money.of_key(k.hash, k.shard)
+            )
             for k, r in zip(keyfile.keys, records, strict=True)
         ],
         outputs=[str(f) for f in files],

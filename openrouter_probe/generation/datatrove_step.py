@@ -19,9 +19,9 @@ It yields one Document per answered row (``text`` the answer; metadata: ``status
 ``cost_usd``, ``finish_reason``), so later steps (a writer, a filter) go on from there, and counts
 rows and money in datatrove's stats. A rank that ends short of its rows (the budget, its key's
 limit, a refusal, a signal) yields what it answered, then raises (``RankIncomplete``; a signal:
-``RankInterrupted``, a ``SystemExit``), so datatrove leaves its task incomplete and a rerun
-resumes it; a rank that answered them all completes, and its key is disabled (``keep_keys=True``
-keeps it). SIGTERM and SIGINT are the run's graceful stop (``handle_signals``). The step takes
+``RankInterrupted``, a ``SystemExit``, except on Ray), so datatrove leaves its task incomplete
+and a rerun resumes it; a rank that answered them all completes, and its key is disabled
+(``keep_keys=True`` keeps it). SIGTERM and SIGINT are the run's graceful stop (``handle_signals``). The step takes
 no secret datatrove would write (its ``executor.json`` dumps the options): ``key_file``, or
 ``api_key_env`` (the variable's name); an ``api_key=`` given anyway is kept out of it.
 
@@ -41,6 +41,7 @@ Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import logging
@@ -393,6 +394,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                 **options,
             )
         )
+        # the run's objects that hold each other (its books, client, loop) go now, not at the
+        # next full collection: a rank of many chunks would hold several runs' worth at once
+        gc.collect()
         if self.key_file is not None:
             summary = name_spent_key(summary, self.key_file, (rank, world_size))
         self.stat_update("requests", value=summary.requests)
@@ -412,7 +416,10 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
         """Raise for a rank that ended short: what stopped it, what to raise, and that the
         rerun resumes it (its journal; the task incomplete). A rank that got SIGTERM ends its
         process (``RankInterrupted``) whatever stopped it: datatrove's pool, terminating,
-        waits for its workers to exit, and one that went back for work would wait for ever."""
+        waits for its workers to exit, and one that went back for work would wait for ever.
+        Not on Ray, whose pool never ends the rank's process: there it raises
+        ``RankIncomplete``, which the Ray task gets (its process ending, the task would
+        wait for ever)."""
         message = Message(
             "rank-incomplete",
             "rank {rank:d}/{ranks:d} ended short of its rows ({stop:s}: {why:s}): {answered:,} "
@@ -427,7 +434,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             advice=self._advice(stop, rank, world_size),
         )
         log.error("%s", message)
-        if stop in _SIGNALLED or signalled:
+        # on Ray a rank's pool process is never ended by its pool: its error goes back to the
+        # Ray task (which fails, the rank incomplete); ending the process would hang the task
+        if (stop in _SIGNALLED or signalled) and os.environ.get("DATATROVE_EXECUTOR") != "RAY":
             raise RankInterrupted(StopReason.INTERRUPTED.exit_code, message)
         raise RankIncomplete(message)
 

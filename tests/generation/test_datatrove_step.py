@@ -164,11 +164,24 @@ def test_the_step_streams_a_chunk_at_a_time(tmp_path: Path) -> None:
     assert [d.text for d in redone] == [d.text for d in out]
 
 
-def test_sigterm_between_two_chunks_stops_the_rank_before_the_next(tmp_path: Path) -> None:
+@pytest.mark.parametrize("executor", ["LOCAL", "RAY"])
+def test_sigterm_between_two_chunks_stops_the_rank_before_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: str
+) -> None:
+    """The rank stops before the next chunk. Its process ends (``RankInterrupted``), except on
+    Ray (datatrove sets ``DATATROVE_EXECUTOR``), where no pool ends the rank's process: it
+    raises ``RankIncomplete``, which goes back to the Ray task (ending the process would leave
+    the task waiting for ever)."""
     pytest.importorskip("datatrove")
     from datatrove.data import Document
 
-    from openrouter_probe.generation.datatrove_step import GenerateStep, RankInterrupted
+    from openrouter_probe.generation.datatrove_step import (
+        GenerateStep,
+        RankIncomplete,
+        RankInterrupted,
+    )
+
+    monkeypatch.setenv("DATATROVE_EXECUTOR", executor)
 
     guarded: list[int] = []  # the handler the step replaces, and puts back at the end
 
@@ -189,14 +202,17 @@ def test_sigterm_between_two_chunks_stops_the_rank_before_the_next(tmp_path: Pat
             step = GenerateStep(policy=POLICY, output=tmp_path, base_url=fake.base_url,
                                 api_key="sk-test", snapshot="bundled", max_tokens=64,
                                 chunk_rows=4)  # fmt: skip
-            with pytest.raises(RankInterrupted) as stopped:
+            raised = RankInterrupted if executor == "LOCAL" else RankIncomplete
+            with pytest.raises(raised) as stopped:
                 out.extend(step.run(documents(), rank=0, world_size=1))
             billed = len(fake.ledger)
         assert guarded == [] and signal.getsignal(signal.SIGTERM) is guard
     finally:
         signal.signal(signal.SIGTERM, before)
-    assert stopped.value.code == 130
-    assert stopped.value.message == (
+    if isinstance(stopped.value, RankInterrupted):
+        assert stopped.value.code == 130
+    said = stopped.value.message if isinstance(stopped.value, RankInterrupted) else stopped.value
+    assert str(said) == (
         "rank 0/1 ended short of its rows (interrupted: stopped by SIGTERM between two chunks): "
         "4 of 10 answered; the requests in flight were drained or journalled; datatrove leaves "
         "the task incomplete: rerun the same pipeline to resume it (what was answered is not "
@@ -277,6 +293,7 @@ def test_ranks_stopped_by_their_key_limits_stay_incomplete_and_a_rerun_finishes_
         counted = books.journals_usd - books.possibly_billed_usd
         assert counted <= fake.ledger.total_usd <= books.journals_usd
         assert books.live == []
+        assert [line.limit_usd for line in books.keys] == [1] * 4  # as raised, not as created
         # the only problem said: the limits raised past the key file's budget, as asked
         assert books.problems == [
             f"the keys used ${books.keys_usage_usd}, over the job's budget of $0.008"

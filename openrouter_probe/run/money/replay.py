@@ -8,7 +8,9 @@ a torn ``sent`` line's request never left), or with ``repair=False`` while a run
 
 from __future__ import annotations
 
+import json
 import logging
+import mmap
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -121,19 +123,62 @@ def _number(value: Any, where: str) -> int:
     return value
 
 
+def _kept_apart(path: Path) -> set[tuple[str, int]]:
+    """The attempts a ``reconciled`` line or a batch plan names (few: unknown costs, batches):
+    their entries are kept to the end of the read. The file is searched, not parsed (``mmap``),
+    and only the lines found are read; a line that cannot be is left to the full read, which
+    says what is wrong with it."""
+    apart: set[tuple[str, int]] = set()
+    if path.stat().st_size == 0:
+        return apart
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for marker in (b'"reconciled":', b'"batch_plan":'):
+            at = data.find(marker)
+            while at != -1:
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                if end == -1:
+                    break  # a torn last line: never a line's money
+                _note_apart(apart, data[start:end])
+                at = data.find(marker, end)
+    return apart
+
+
+def _note_apart(apart: set[tuple[str, int]], raw: bytes) -> None:
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        return
+    if not isinstance(line, dict):
+        return
+    run = str(line.get("run"))
+    if "reconciled" in line:
+        apart.add((run, line["reconciled"]))
+    lines = line.get("lines") if "batch_plan" in line else None
+    for item in lines if isinstance(lines, list) else ():
+        if isinstance(item, list) and len(item) == 2:
+            apart.add((run, item[1]))
+
+
 def _read(
     path: Path,
-    plans: dict[tuple[str, str], dict[str, Any]] | None = None,
-    adopted: set[str] | None = None,
-    windows: list[Decimal] | None = None,
+    replay: JournalReplay,
+    plans: dict[tuple[str, str], dict[str, Any]],
+    windows: list[Decimal],
 ) -> tuple[dict[tuple[str, int], list[Any]], list[dict[str, Any]]]:
-    """Every attempt, ``(run, number) -> [dataset, reserved, state, cost, generation id, row]``,
-    and the run header lines; the batch plans go into ``plans`` (``(run, plan)`` -> the line, with
-    ``batch_id`` and ``done`` added as their lines come); the keys of the records adopted go into
-    ``adopted``; the ``window`` lines' dollars into ``windows``."""
+    """Every attempt still open, ``(run, number) -> [dataset, reserved, state, cost, generation
+    id, row]``, and the run header lines; the batch plans go into ``plans`` (``(run, plan)`` ->
+    the line, with ``batch_id`` and ``done`` added as their lines come); the keys of the records
+    adopted go into ``replay.adopted``; the ``window`` lines' dollars into ``windows``.
+
+    An attempt settled at a known cost that no ``reconciled`` line or batch plan
+    names (``_kept_apart``: most of them) is added to its totals as its ``settled`` line comes
+    and not kept (``_fold``), so the read holds the attempts still open, not every attempt: a
+    journal of a million answers is read in the memory of its open ones. Its datasets are
+    listed as their ``sent`` lines come (the order the whole read gives)."""
     attempts: dict[tuple[str, int], list[Any]] = {}
     headers: list[dict[str, Any]] = []
-    plans = {} if plans is None else plans
+    apart = _kept_apart(path)
     for lineno, line in iter_jsonl(
         path, what="the spend journal", line="a spend journal line", damaged=_DAMAGED
     ):
@@ -148,26 +193,32 @@ def _read(
             entry = [dataset, reserved, _SENT, None, None, line.get("id")]
             key = line.get("adopts")
             if isinstance(key, str):  # a record's money adopted: unknown, settled from its id
-                if adopted is not None:
-                    adopted.add(key)
+                replay.adopted.add(key)
                 entry[2] = _UNKNOWN
                 gen = line.get("gen_id")
                 entry[4] = gen if isinstance(gen, str) else None
             attempts[(run, _number(line["sent"], where))] = entry
+            if dataset is not None:
+                replay.by_dataset.setdefault(dataset, _ZERO)
             continue
         if "batch_plan" in line or "batch_id" in line or "batch_done" in line:
             _batch_line(plans, run, line, where)
             continue
         for key in ("gen", "settled", "reconciled"):
             if key in line:
-                found = attempts.get((run, _number(line[key], where)))
+                number = _number(line[key], where)
+                found = attempts.get((run, number))
                 if found is not None:
                     _apply(found, key, line, where)
+                    if found[2] == _KNOWN and (run, number) not in apart:
+                        _fold(replay, run, attempts.pop((run, number)))
+                elif key == "gen" and isinstance(line.get("id"), str):
+                    replay.generation_ids.add(line["id"])  # an attempt folded before its id
                 break
         else:
             if "started_utc" in line:
                 headers.append(line)
-            elif "window" in line and windows is not None:
+            elif "window" in line:
                 windows.append(recorded_usd(line.get("window"), where, damaged=_DAMAGED))
     return attempts, headers
 
@@ -187,6 +238,19 @@ def _batch_line(
     plan = plans.get((run, str(line[key])))
     if plan is not None:
         plan["id" if key == "batch_id" else "done"] = line.get("id", True)
+
+
+def _fold(replay: JournalReplay, run: str, entry: list[Any]) -> None:
+    """An attempt settled at a known cost, added to ``replay``'s totals as the whole read would
+    add it (``replay_journal``), and dropped."""
+    ds, _, _, cost, gen, _ = entry
+    replay.attempts += 1
+    replay.runs.add(run)
+    replay.settled_usd += cost
+    if gen is not None:
+        replay.generation_ids.add(gen)
+    if ds is not None:
+        replay.by_dataset[ds] = replay.by_dataset.get(ds, _ZERO) + cost
 
 
 def _apply(entry: list[Any], key: str, line: dict[str, Any], where: str) -> None:
@@ -227,9 +291,10 @@ def replay_journal(
         log.warning("%s: cut a torn last line (%d bytes) left by a crash", p, len(replay.torn))
     plans: dict[tuple[str, str], dict[str, Any]] = {}
     windows: list[Decimal] = []
-    attempts, replay.headers = _read(p, plans, replay.adopted, windows)
+    attempts, replay.headers = _read(p, replay, plans, windows)
     replay.window_usd = windows[-1] if windows else None
-    if attempts and not output_exists:
+    replay.attempts += len(attempts)  # and those folded as they settled
+    if replay.attempts and not output_exists:
         raise ConfigError(
             Message(
                 "journal-without-output",
@@ -240,8 +305,7 @@ def replay_journal(
                 output=p.name[: -len(JOURNAL_SUFFIX)],
             )
         )
-    replay.attempts = len(attempts)
-    replay.runs = {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
+    replay.runs |= {run for run, _ in attempts} | {str(h.get("run")) for h in replay.headers}
     for (run, number), (ds, reserved, state, cost, gen, row) in attempts.items():
         if gen is not None:
             replay.generation_ids.add(gen)

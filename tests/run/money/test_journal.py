@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import socket
+import tracemalloc
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,47 @@ def test_replay_knows_every_run_and_reads_past_lines_it_does_not_know(tmp_path: 
     assert replay.spent_usd == replay.settled_usd == Decimal("0.3")
     assert replay.by_dataset == {"d": Decimal("0.2")}  # a dataset that is not a name: none
     assert replay.pending == []
+
+
+def test_replay_holds_the_attempts_still_open_not_every_attempt(tmp_path: Path) -> None:
+    """A settled attempt is added to the totals as its line comes and dropped: a journal of
+    20,000 answers replays in little memory. One a later line still names is kept: a
+    ``reconciled`` line's (its cost wins) and a batch plan's (the plan's settled line)."""
+    lines: list[dict[str, Any]] = [{"run": "A", "started_utc": "2026-11-30T10:00:00Z"}]
+    for n in range(1, 20_001):
+        lines += [{**_sent(n, f"r{n}", "0.004"), "ds": f"d{n % 3}"}, _settled(n, "0.001")]
+    lines += [
+        _sent(20_001, "x1", "0.004"),
+        _settled(20_001, "0.002"),
+        _gen_line(20_001, "gen-late"),  # its id after its settle: still the journal's
+        {"reconciled": 20_001, "run": "A", "cost_usd": "0.003"},
+        {
+            "batch_plan": "p1",
+            "run": "A",
+            "model": "m",
+            "after": 1,
+            "worst_usd": "0.004",
+            "lines": [["c1", 20_002]],
+        },
+        _sent(20_002, "x2", "0.004"),
+        _settled(20_002, "0.0015"),
+    ]
+    path = _journal(tmp_path / "out.jsonl.ledger", lines)
+    tracemalloc.start()
+    try:
+        replay = replay_journal(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000  # every attempt held: ~8 MB
+    assert replay.attempts == 20_002 and replay.runs == {"A"}
+    assert replay.settled_usd == Decimal("20") + Decimal("0.003") + Decimal("0.0015")
+    assert replay.reconciled == 1 and replay.reconciled_back_usd == Decimal("0.001")
+    assert list(replay.by_dataset) == ["d1", "d2", "d0"]  # as their first attempts came
+    assert replay.by_dataset["d1"] == Decimal("6.667")
+    assert replay.generation_ids == {"gen-late"}
+    [batch] = replay.batches
+    assert batch.settled == {"c1"} and batch.lines["c1"][:2] == (20_002, Decimal("0.0015"))
 
 
 def test_a_torn_sent_line_was_never_sent(tmp_path: Path) -> None:
