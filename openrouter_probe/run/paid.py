@@ -372,8 +372,7 @@ async def run_job(
     ready = await paid.before_sending(rows, builder, prices, before, learned)
     if isinstance(ready, RunResult):
         return ready
-    before, rows, start = ready
-    replay = paid.replay  # (as read again after the records it did not know were journaled)
+    (before, rows, start), replay = ready, paid.replay  # (read again: the records adopted)
     cap = SpendCap(budget, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset)
     bar = _progress_bar(options.progress, len(rows))
     job_sha256 = paid.job.sha256 if paid.job is not None else ""

@@ -20,7 +20,7 @@ from openrouter_probe.fake import serve
 from openrouter_probe.generation.books import expand_outputs, job_books
 from openrouter_probe.generation.keyfile import create_shard_keys, read_key_file
 from tests._generate import POLICY, prompt_rows, records, write_prompts
-from tests.test_datatrove_step import EXAMPLE, MANAGER, _env
+from tests.generation.test_datatrove_step import EXAMPLE, MANAGER, _env
 
 pytestmark = pytest.mark.slow
 
