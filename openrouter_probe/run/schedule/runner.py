@@ -361,7 +361,8 @@ class Run:
         """Send one attempt whose worst case is reserved; settle it in the books.
 
         Journaled (in the OS) before it leaves, so a SIGKILL from then on cannot hide it; its
-        generation id is journaled as soon as the headers bring it.
+        generation id is journaled as soon as the headers bring it (and the dollar window told
+        it was admitted: the probe's requests open it, ``DollarWindow.admitted``).
         """
         books = self.books
         if attempt.first_s is None:
@@ -373,10 +374,13 @@ class Run:
             self.queues.flying(row, attempt, -1)
             raise
         seen: list[str] = []
+        dollars, worst = self.dollars, attempt.request.worst_usd
 
-        def on_id(generation_id: str) -> None:
+        def on_id(generation_id: str) -> None:  # a 200's headers: OpenRouter admitted it
             seen.append(generation_id)
             books.generation(number, generation_id)
+            if dollars.admitted(worst):  # the window opened: the waiting workers look again
+                self.waits.notify()
 
         attempt.flying = True
         try:
