@@ -98,9 +98,9 @@ def test_the_probe_admitted_whole_opens_the_window_before_any_answer() -> None:
     window, flying = _probe(start, 2000)
     assert flying == START_REQUESTS
     for _ in range(flying - 1):  # OpenRouter's 200 status for all but one of the probe
-        window.admitted(W)
+        window.admitted()
     assert _more(window, flying, 2000) == 0  # one may still be refused: the window waits
-    window.admitted(W)
+    window.admitted()
     assert _more(window, flying, 2000) == 2000 - flying  # every one admitted, none answered
 
 
@@ -108,10 +108,10 @@ def test_a_refusal_in_the_probe_keeps_its_admissions_from_opening_the_window() -
     start = window_start(concurrency=200, worst_usd=W, balance_usd=Decimal(50))
     window, flying = _probe(start, 200)
     for _ in range(10):  # an in-flight budget of ten requests: ten admitted, six refused
-        window.admitted(W)
+        window.admitted()
     for refused in range(flying - 10):
         window.refused(W * (10 + refused), 10 + refused, W)
-    window.admitted(W)  # (a late status changes nothing)
+    window.admitted()  # (a late status changes nothing)
     assert window.learned and _more(window, 10, 200) == 0
     window.on_success(W)  # nor does the first answer: the window learns from here
     assert _more(window, 9, 200) <= 1

@@ -43,6 +43,7 @@ from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import JobOptions, Progress
 from openrouter_probe.run.paid import Job, open_run
 from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.schedule.garbage import paced
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.summary import RunSummary, SummaryDraft
@@ -392,7 +393,8 @@ async def generate(
     # equal), so the plan is built from them whole, in one place
     keywords = dict(locals())
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
-    return await _run_job(plan)
+    with paced():  # the garbage collector, less often while the job runs
+        return await _run_job(plan)
 
 
 async def _run_job(asked: GeneratePlan) -> RunSummary:

@@ -109,6 +109,7 @@ class DollarWindow:
         self.learned = learned  # a refusal was seen (this run or the last): no slow start
         # the probe: requests let go while ``then`` waits, and how many of them were admitted
         self._probe = self._admitted = 0
+        self._probe_usd = _ZERO  # the dearest of them
         self.most_held_usd = _ZERO
         self.refusals = 0
         self.lone_in_a_row = 0  # refusals with nothing else in flight, since the last answer
@@ -133,6 +134,7 @@ class DollarWindow:
             self.most_held_usd = total
         if self.then is not None:
             self._probe += 1
+            self._probe_usd = max(self._probe_usd, worst_usd)
         return True
 
     def _open(self, worst_usd: Decimal) -> Decimal:
@@ -165,14 +167,15 @@ class DollarWindow:
             self.on_learned(self.limit_usd)
         return False
 
-    def admitted(self, worst_usd: Decimal) -> bool:
+    def admitted(self) -> bool:
         """A request's 200 status came (before its answer): OpenRouter admitted it into the
         in-flight budget. Once every request of the probe is admitted and none was refused, the
-        window opens at ``then`` (as on the first answer); whether it opened now."""
+        window opens at ``then`` (as on the first answer, for the probe's dearest request);
+        whether it opened now."""
         if self.then is None or not self._probe:
             return False
         self._admitted += 1
-        return self._admitted >= self._probe and self._open_then(worst_usd)
+        return self._admitted >= self._probe and self._open_then(self._probe_usd)
 
     def _open_then(self, worst_usd: Decimal) -> bool:
         """Open at ``then`` if the probe came back unrefused (once); whether it did."""

@@ -59,7 +59,6 @@ from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.summary import RunSummary, SummaryDraft
 
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
-
 log = logging.getLogger(__name__)
 
 #: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
@@ -361,8 +360,7 @@ class Run:
         """Send one attempt whose worst case is reserved; settle it in the books.
 
         Journaled (in the OS) before it leaves, so a SIGKILL from then on cannot hide it; its
-        generation id is journaled as soon as the headers bring it (and the dollar window told
-        it was admitted: the probe's requests open it, ``DollarWindow.admitted``).
+        generation id is journaled as soon as the headers bring it.
         """
         books = self.books
         if attempt.first_s is None:
@@ -374,12 +372,11 @@ class Run:
             self.queues.flying(row, attempt, -1)
             raise
         seen: list[str] = []
-        dollars, worst = self.dollars, attempt.request.worst_usd
 
-        def on_id(generation_id: str) -> None:  # a 200's headers: OpenRouter admitted it
+        def on_id(generation_id: str) -> None:
             seen.append(generation_id)
             books.generation(number, generation_id)
-            if dollars.admitted(worst):  # the window opened: the waiting workers look again
+            if self.dollars.admitted():  # its 200 status: admissions open the probe's window
                 self.waits.notify()
 
         attempt.flying = True
