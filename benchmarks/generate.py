@@ -32,7 +32,8 @@ prints the median of each (the shared machine's noise moves single runs by 20%).
 
 ``--latency-s L`` measures wall time instead, the time a user feels: a loopback stub in this
 process answers every chat request after exactly L seconds with a 200-token answer (OpenRouter's
-body shape, Chutes' prices; ``/key`` and ``/credits`` an account of $1,000,000 with no in-flight
+body shape, Chutes' prices; as OpenRouter does, the 200 status and whitespace padding at once, the
+body when the answer is made; ``/key`` and ``/credits`` an account of $1,000,000 with no in-flight
 limit), and each client sends ``--requests`` rows at ``--concurrency`` (non-streaming; ``generate``
 on the bundled snapshot). Printed per client: the wall time of its work and of its whole process
 (interpreter start, imports, prompts, journal and output included), the ratio to the bare loop's,
@@ -287,7 +288,7 @@ class LatencyStub:
         self.reset()
 
     def reset(self) -> None:
-        self.held = self.most = self.most_early = self.answered = 0
+        self.held = self.most = self.most_early = self.answered = self.started = 0
         self.first: float | None = None
         self.arrivals: list[float] = []  # when each chat request came, from the first
 
@@ -342,16 +343,23 @@ class LatencyStub:
             self.most = max(self.most, self.held)
             if now - self.first <= 2 * self.latency_s:
                 self.most_early = max(self.most_early, self.held)
+            self.started += 1
+            gen = f"gen-stub-{self.started}"
+            # as OpenRouter (and the fake) answer: the 200 status and keep-alive padding at
+            # once, the body when the answer is made
+            response = web.StreamResponse(
+                status=200, headers={"X-Generation-Id": gen, "Content-Type": "application/json"}
+            )
             try:
+                await response.prepare(request)
+                await response.write(b"\n         \n\n")
                 await asyncio.sleep(self.latency_s)
             finally:
                 self.held -= 1
             self.answered += 1
-            gen = f"gen-stub-{self.answered}"
-            body = self._body(self.answered)
-            return web.Response(
-                body=body, content_type="application/json", headers={"X-Generation-Id": gen}
-            )
+            await response.write(self._body(self.answered))
+            await response.write_eof()
+            return response
 
         async def key(request: web.Request) -> web.Response:
             data = {"label": "stub", "limit": None, "limit_remaining": None, "usage": 0.0}
@@ -442,6 +450,25 @@ def _latency(args: argparse.Namespace) -> None:
 # -- the parent: the fake server, the prompts, the table ---------------------------------------------
 
 
+def _library_env(library: str, tmp: Path) -> dict[str, str]:
+    """A child's environment: ``library`` on ``PYTHONPATH``, its modules' bytecode cached (under
+    ``tmp``) as an installed package has it, compiled before the first child runs. Not compiled
+    from source by every child, as ``PYTHONDONTWRITEBYTECODE`` would have it: the site-packages
+    the bare loop imports have their bytecode, and a user's install has the library's too."""
+    env = {**os.environ, "PYTHONPATH": library, "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    package = Path(library) / "openrouter_probe"
+    if package.is_dir() and library not in _COMPILED:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(package)], env=env, check=True
+        )
+        _COMPILED.add(library)
+    return env
+
+
+_COMPILED: set[str] = set()
+
+
 def _run_child(
     client: str, *, stream: bool, requests: int, base_url: str, args: Any, tmp: Path
 ) -> dict[str, Any]:
@@ -478,7 +505,7 @@ def _run_child(
     ] + (["--stream"] if stream else [])
     if args.latency_s:
         cmd += ["--latency-s", str(args.latency_s)]
-    env = {**os.environ, "PYTHONPATH": library}
+    env = _library_env(library, tmp)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)

@@ -12,7 +12,7 @@ is kept. Which rule reads which field, with its source: ``docs/wire.md``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from operator import itemgetter
 from typing import Any
@@ -93,6 +93,10 @@ class ChatCompletion:
     broken: str | None = None
     cache_hit: bool = False
     cut: bool = False
+    #: ``usage_spend`` of the ``usage`` it was read from (read once per answer, not per property)
+    _spend: tuple[Any, tuple[Decimal | None, bool, Decimal | None]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def truncated(self) -> bool:
@@ -113,24 +117,33 @@ class ChatCompletion:
         """True when the answer reports an error (``error``) or is not a whole one (``broken``)."""
         return self.error is not None or self.broken is not None
 
+    def _spent(self) -> tuple[Decimal | None, bool, Decimal | None]:
+        """``usage_spend(self.usage)``, read again only when ``usage`` is another object."""
+        usage, known = self.usage, self._spend
+        if known is not None and known[0] is usage:
+            return known[1]
+        spend = usage_spend(usage)
+        self._spend = (usage, spend)
+        return spend
+
     @property
     def cost_usd(self) -> Decimal | None:
         """What the answer cost the user: ``usage.cost``, what OpenRouter charged, never
         recomputed, plus for a BYOK answer what the provider billed the user's own key
         (``api.chat.usage_spend``; ``None``: absent or invalid)."""
-        return usage_spend(self.usage)[0]
+        return self._spent()[0]
 
     @property
     def cost_invalid(self) -> bool:
         """Whether ``usage.cost`` (or a BYOK answer's upstream cost) is there but not a cost
         (``"n/a"``, negative, NaN)."""
-        return usage_spend(self.usage)[1]
+        return self._spent()[1]
 
     @property
     def byok_usd(self) -> Decimal | None:
         """A BYOK answer's part billed by the provider to the user's own key (in ``cost_usd``);
         ``None`` for any other answer."""
-        return usage_spend(self.usage)[2]
+        return self._spent()[2]
 
     @property
     def completion_tokens(self) -> int:

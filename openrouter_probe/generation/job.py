@@ -45,6 +45,7 @@ from openrouter_probe.run.config import JobOptions, Learned, Progress
 from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.schedule.garbage import paced
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.start import Said
@@ -413,7 +414,8 @@ async def generate(
     # equal), so the plan is built from them whole, in one place
     keywords = dict(locals())
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
-    return await _run_job(plan)
+    with paced():  # the garbage collector, less often while the job runs
+        return await _run_job(plan)
 
 
 async def _run_job(asked: GeneratePlan) -> RunResult:

@@ -15,11 +15,14 @@ does not bind (no in-flight budget; the request limit binds first) stays near wh
 A request alone is always let go: the window binds only with something else in flight.
 Where it opens is ``WindowStart`` (``window_start``). With the account's balance read
 (``GET /credits``), the first round trip probes at ``START_REQUESTS`` requests (at most what the
-balance covers), and the first answer, when no in-flight 402 came before it (a refusal comes
-back before any answer: it is decided before the request is served), opens the window at what the
+balance covers); once OpenRouter has admitted every request of the probe (each one's 200 status,
+``admitted``: a refusal is a 402 status, decided before the request is served; OpenRouter sends
+the status at once and pads the body while the answer is made) with no in-flight 402, or at the
+first answer if that comes first (a sender that reports no status), the window opens at what the
 account allows (``then_usd``): twice ``--concurrency`` requests' worst case when the balance covers
 that many (rows dearer than the first still fill it; the request limit holds the count at
-``--concurrency``), else the balance. With the balance unread, the slow start above; on a
+``--concurrency``), else the balance. The probe costs the time OpenRouter takes to admit a
+request, not a round trip. With the balance unread, the slow start above; on a
 resume, where the last run's window ended (its ``window`` journal line), learned. OpenRouter's
 exemption from the in-flight budget ("a balance at or above a threshold") has no published
 figure, so no start assumes it; its budget is "a fraction of" the balance, "up to a fixed
@@ -104,6 +107,9 @@ class DollarWindow:
         )
         self.limit_usd: Decimal | None = None  # opened at the first request
         self.learned = learned  # a refusal was seen (this run or the last): no slow start
+        # the probe: requests let go while ``then`` waits, and how many of them were admitted
+        self._probe = self._admitted = 0
+        self._probe_usd = _ZERO  # the dearest of them
         self.most_held_usd = _ZERO
         self.refusals = 0
         self.lone_in_a_row = 0  # refusals with nothing else in flight, since the last answer
@@ -126,6 +132,9 @@ class DollarWindow:
             return False
         if total > self.most_held_usd:
             self.most_held_usd = total
+        if self.then is not None:
+            self._probe += 1
+            self._probe_usd = max(self._probe_usd, worst_usd)
         return True
 
     def _open(self, worst_usd: Decimal) -> Decimal:
@@ -158,18 +167,34 @@ class DollarWindow:
             self.on_learned(self.limit_usd)
         return False
 
+    def admitted(self) -> bool:
+        """A request's 200 status came (before its answer): OpenRouter admitted it into the
+        in-flight budget. Once every request of the probe is admitted and none was refused, the
+        window opens at ``then`` (as on the first answer, for the probe's dearest request);
+        whether it opened now."""
+        if self.then is None or not self._probe:
+            return False
+        self._admitted += 1
+        return self._admitted >= self._probe and self._open_then(self._probe_usd)
+
+    def _open_then(self, worst_usd: Decimal) -> bool:
+        """Open at ``then`` if the probe came back unrefused (once); whether it did."""
+        then, self.then = self.then, None
+        if then is None or self.learned:
+            return False
+        opened = _least(*then, worst_usd)
+        if self.limit_usd is None or opened > self.limit_usd:
+            self.limit_usd = opened
+        return True
+
     def on_success(self, worst_usd: Decimal) -> None:
         """An answer: grow by ``worst_usd`` before the first refusal, by about one request per
         round trip after; never past twice the most held."""
         self.lone_in_a_row = 0
         self._answers += 1
-        limit = self.limit_usd
-        then, self.then = self.then, None
-        if then is not None and not self.learned:  # the probe came back unrefused: open
-            opened = _least(*then, worst_usd)
-            if limit is None or opened > limit:
-                self.limit_usd = opened
+        if self.then is not None and self._open_then(worst_usd):  # the probe, unrefused
             return
+        limit = self.limit_usd
         if limit is None or limit <= 0:
             return
         ceiling = self.most_held_usd * 2
@@ -194,8 +219,8 @@ def _least(requests: int | None, usd: Decimal | None, worst_usd: Decimal) -> Dec
 class WindowStart:
     """Where a run's dollar window opens (``window``), and why (``why``: the dry run and the
     summary say it). ``requests``/``usd``: that many requests' worst case (the first request's),
-    at most that many dollars; ``then_requests``/``then_usd``: where the first answer opens it
-    when no in-flight 402 came first; ``most_usd``: it never grows past (the balance);
+    at most that many dollars; ``then_requests``/``then_usd``: where it opens once the first
+    requests are admitted with no in-flight 402; ``most_usd``: it never grows past (the balance);
     ``learned``: a window an earlier run learned."""
 
     requests: int | None = START_REQUESTS
@@ -267,8 +292,8 @@ def window_start(
             most_usd=balance,
             why=Message(
                 "window-at-concurrency",
-                "in flight: {start:d} requests, then {concurrency=} from the first answer if no "
-                "in-flight 402 came: the balance, ${balance:,.2f}, covers that many requests' "
+                "in flight: {start:d} requests, then {concurrency=} once OpenRouter admits them "
+                "with no in-flight 402: the balance, ${balance:,.2f}, covers that many requests' "
                 "worst case (${worst:,.6f} each)",
                 start=min(START_REQUESTS, concurrency),
                 concurrency=concurrency,
@@ -283,7 +308,7 @@ def window_start(
         why=Message(
             "window-at-balance",
             "in flight: {start:,d} requests, then what the balance, ${balance:,.4f}, covers "
-            "from the first answer if no in-flight 402 came: {covers:,d} of {concurrency=} "
+            "once OpenRouter admits them with no in-flight 402: {covers:,d} of {concurrency=} "
             "requests' worst case (${worst:,.6f} each)",
             start=min(START_REQUESTS, covers),
             balance=balance_usd,

@@ -61,7 +61,6 @@ from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
 
 __all__ = ["AdaptiveLimit", "Progress", "Run"]
-
 log = logging.getLogger(__name__)
 
 #: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
@@ -372,6 +371,8 @@ class Run:
         def on_id(generation_id: str) -> None:
             seen.append(generation_id)
             books.generation(number, generation_id)
+            if self.dollars.admitted():  # its 200 status: admissions open the probe's window
+                self.waits.notify()
 
         attempt.flying = True
         try:

@@ -1,7 +1,7 @@
 """Where a run's in-flight dollar window starts: what the account allows (``GET /credits``' balance,
-at most what the key's blocking budget has left), read before the first request; a first round
-trip at ``START_REQUESTS`` requests, then the concurrency (or the balance) from the first answer
-when no in-flight 402 came; the last run's window on a resume (its ``window`` journal line). The
+at most what the key's blocking budget has left), read before the first request; a first probe
+at ``START_REQUESTS`` requests, then the concurrency (or the balance) once OpenRouter admitted
+them all (their 200 status, before any answer) or at the first answer, when no in-flight 402 came; the last run's window on a resume (its ``window`` journal line). The
 dry run and the summary say which start was taken and why."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _round_trips(start: WindowStart, concurrency: int, rounds: int, budget: int 
 def test_a_balance_that_covers_the_concurrency_opens_it_after_the_first_round_trip() -> None:
     start = window_start(concurrency=2000, worst_usd=W, balance_usd=Decimal(50))
     assert _code(start.why) == "window-at-concurrency"
-    assert "then concurrency=2000 from the first answer" in start.why
+    assert "then concurrency=2000 once OpenRouter admits them" in start.why
     assert "$50.00" in start.why and "$0.001000 each" in start.why
     # no in-flight budget: 16 in the first round trip, 2,000 from the second on
     assert _round_trips(start, 2000, 3, None) == [START_REQUESTS, 2000, 2000]
@@ -77,10 +77,50 @@ def test_a_refusal_in_the_first_round_trip_keeps_the_window_learning() -> None:
     assert sent[0] == START_REQUESTS and max(sent[1:]) <= START_REQUESTS
 
 
+def _probe(start: WindowStart, concurrency: int) -> tuple[Any, int]:
+    """The window and how many requests it lets go at once (at most ``concurrency``)."""
+    window, flying = start.window(), 0
+    while flying < concurrency and window.admits(W * flying, flying, W):
+        flying += 1
+    return window, flying
+
+
+def _more(window: Any, flying: int, concurrency: int) -> int:
+    """How many more requests the window lets go beside ``flying`` in flight."""
+    more = 0
+    while flying + more < concurrency and window.admits(W * (flying + more), flying + more, W):
+        more += 1
+    return more
+
+
+def test_the_probe_admitted_whole_opens_the_window_before_any_answer() -> None:
+    start = window_start(concurrency=2000, worst_usd=W, balance_usd=Decimal(50))
+    window, flying = _probe(start, 2000)
+    assert flying == START_REQUESTS
+    for _ in range(flying - 1):  # OpenRouter's 200 status for all but one of the probe
+        window.admitted()
+    assert _more(window, flying, 2000) == 0  # one may still be refused: the window waits
+    window.admitted()
+    assert _more(window, flying, 2000) == 2000 - flying  # every one admitted, none answered
+
+
+def test_a_refusal_in_the_probe_keeps_its_admissions_from_opening_the_window() -> None:
+    start = window_start(concurrency=200, worst_usd=W, balance_usd=Decimal(50))
+    window, flying = _probe(start, 200)
+    for _ in range(10):  # an in-flight budget of ten requests: ten admitted, six refused
+        window.admitted()
+    for refused in range(flying - 10):
+        window.refused(W * (10 + refused), 10 + refused, W)
+    window.admitted()  # (a late status changes nothing)
+    assert window.learned and _more(window, 10, 200) == 0
+    window.on_success(W)  # nor does the first answer: the window learns from here
+    assert _more(window, 9, 200) <= 1
+
+
 def test_a_balance_that_covers_fewer_opens_at_the_balance() -> None:
     start = window_start(concurrency=200, worst_usd=W, balance_usd=Decimal("0.05"))
     assert _code(start.why) == "window-at-balance"
-    assert "covers from the first answer if no in-flight 402 came: 50 of" in start.why
+    assert "covers once OpenRouter admits them with no in-flight 402: 50 of" in start.why
     assert _round_trips(start, 200, 2, None) == [START_REQUESTS, 50]
     few = window_start(concurrency=200, worst_usd=W, balance_usd=Decimal("0.005"))
     assert _round_trips(few, 200, 2, None) == [5, 5]
@@ -199,8 +239,8 @@ def test_the_run_and_its_dry_run_say_where_the_window_starts(tmp_path: Path) -> 
         plan = _gen(tmp_path, fake.base_url, concurrency=30, budget_usd=5, dry_run=True)
         summary = _gen(tmp_path, fake.base_url, concurrency=30, budget_usd=5)
     assert _window_note(plan).code == _window_note(summary).code == "window-at-concurrency"
-    assert "then concurrency=30 from the first answer" in _window_note(summary)
-    assert "then --concurrency 30 from the first answer" in plan.render(
+    assert "then concurrency=30 once OpenRouter admits them" in _window_note(summary)
+    assert "then --concurrency 30 once OpenRouter admits them" in plan.render(
         lambda name, value, given: f"--{name} {value}" if given else f"--{name}"
     )
     assert summary.ok + summary.truncated == 40
@@ -290,7 +330,7 @@ class RoundTrips:
         self._loop.call_soon_threadsafe(event.set)
 
 
-def test_on_the_fake_in_flight_reaches_the_concurrency_in_the_second_round_trip(
+def test_on_the_fake_in_flight_reaches_the_concurrency_before_the_first_answer(
     tmp_path: Path,
 ) -> None:
     # prompts of one size: one worst case, so that the probe holds 16 of them
@@ -300,8 +340,8 @@ def test_on_the_fake_in_flight_reaches_the_concurrency_in_the_second_round_trip(
 
     async def both(base_url: str) -> Any:
         async def drive() -> None:
-            assert await asyncio.to_thread(gate.wait_held, START_REQUESTS)
-            gate.release()  # the probe's answers come back: no in-flight 402
+            # the fake sends each 200 status (and padding) at once and holds every answer: the
+            # probe's statuses, with no in-flight 402, open the window before any answer
             assert await asyncio.to_thread(gate.wait_held, 200)
             gate.release(for_good=True)
 
@@ -320,6 +360,6 @@ def test_on_the_fake_in_flight_reaches_the_concurrency_in_the_second_round_trip(
 
     with serve(speed=1, seed=3, clock=gate) as fake:  # no in-flight budget
         summary = asyncio.run(both(fake.base_url))
-    assert gate.rounds == [START_REQUESTS, 200]
+    assert gate.rounds == [200]
     assert summary.ok + summary.truncated == 300 and summary.in_flight_refusals == 0
     assert _window_note(summary).code == "window-at-concurrency"
