@@ -309,7 +309,8 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
             asked, options, todo, paid.state.turns, inputs, model=compiled.model
         )
         prices, lint = admitted_prices(compiled, policy, endpoints, asked)
-        before = paid.run_start(
+        before = RunStart.opened(
+            paid.held,
             datasets=Counter(row.dataset for row in rows),
             said=said + turns_said + lint,
             policy=str(policy),

@@ -51,6 +51,7 @@ from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
@@ -336,7 +337,8 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         total += plan.sampled.requests if plan.sampled else 0
         total = len(_pilot_bodies(plan)) if pilot else total
-        before = paid.run_start(
+        before = RunStart.opened(
+            paid.held,
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
             rows_total=total,
