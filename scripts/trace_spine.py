@@ -111,7 +111,8 @@ def trace(tmp: Path) -> dict[str, Any]:
         callee = frame.f_code.co_filename
         caller = _package_caller(frame)
         resumed = id(frame) in seen
-        if callee in (JOB, PAID):
+        crossing = callee.startswith(RUN) and caller.startswith(GENERATION)
+        if callee in (JOB, PAID) or crossing:
             seen[id(frame)] = frame
         if callee == JOB:
             (job_resumes if resumed else job_entries)[frame.f_code.co_name] += 1
@@ -120,7 +121,7 @@ def trace(tmp: Path) -> dict[str, Any]:
                 paid_resumes += 1
             else:
                 paid_entries += 1
-        if callee.startswith(RUN) and caller.startswith(GENERATION) and not resumed:
+        if crossing and not resumed:
             crossings[_name(frame)] += 1
             if not value_call(frame):
                 control[_name(frame)] += 1
