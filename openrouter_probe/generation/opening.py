@@ -70,6 +70,7 @@ class OpenedJob:
     every_shard: list[PromptRow]
 
 
+#: Skipped rows the warnings name one by one (``RunResult.skipped_rows`` holds every one).
 _SHOWN_SKIPPED = 10
 
 
