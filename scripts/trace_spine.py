@@ -11,15 +11,22 @@ Counts, with ``sys.setprofile`` (Python-level calls only):
   open_run(...)`` enters ``open_run`` from ``contextlib``);
 - every call from any module of ``generation/`` into a module of ``run/`` (the total, and by
   callee);
-- the entries into a function of ``run/paid.py``.
+- the entries into a function of ``run/paid.py``;
+- the verdict: of the calls from ``generation/`` into ``run/``, those that are control, i.e. not
+  a value's own (a method, classmethod, ``__post_init__`` or operator of a frozen dataclass: its
+  constructor or a value derived from it) and not a property read. A ``generate`` of one row
+  should enter ``generation/job.py`` at most 3 times and cross into ``run/`` by control twice:
+  opening the output (``open_run``) and running the job (``run_job``).
 
-Run from a checkout: ``PYTHONPATH=$PWD python scripts/trace_spine.py``.
+Run from a checkout: ``PYTHONPATH=$PWD python scripts/trace_spine.py``; ``tests/generation/
+test_job_spine.py`` runs ``trace`` and holds the verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import sys
 import tempfile
@@ -53,6 +60,38 @@ def _package_caller(frame: FrameType) -> str:
     return back.f_code.co_filename if back is not None else ""
 
 
+def _code_of(attr: object) -> object:
+    """The code object of a class attribute that runs code (``None``: none)."""
+    if isinstance(attr, (classmethod, staticmethod)):
+        attr = attr.__func__
+    if isinstance(attr, property):
+        attr = attr.fget
+    if isinstance(attr, functools.cached_property):
+        attr = attr.func
+    return getattr(attr, "__code__", None)
+
+
+def value_call(frame: FrameType) -> str:
+    """Why the call entering ``frame`` is a value's, not control: ``"property read"`` (a
+    property's getter), ``"frozen value"`` (a method, classmethod, ``__post_init__`` or
+    operator of a frozen dataclass); ``""``: control (a function, or a method of an object that
+    is not a frozen value)."""
+    code = frame.f_code
+    if code.co_argcount == 0:
+        return ""
+    first = frame.f_locals.get(code.co_varnames[0])
+    owner = first if isinstance(first, type) else type(first)
+    for klass in owner.__mro__:
+        attr = klass.__dict__.get(code.co_name)
+        if attr is None or _code_of(attr) is not code:
+            continue
+        if isinstance(attr, (property, functools.cached_property)):
+            return "property read"
+        params = getattr(owner, "__dataclass_params__", None)
+        return "frozen value" if params is not None and params.frozen else ""
+    return ""
+
+
 def trace(tmp: Path) -> dict[str, Any]:
     """Run one row through ``generate`` on the fake; return the counts."""
     prompts = tmp / "prompts.jsonl"
@@ -63,6 +102,7 @@ def trace(tmp: Path) -> dict[str, Any]:
     seen: dict[int, FrameType] = {}  # frames entered once (kept alive: their ids stay theirs)
     from_job: collections.Counter[str] = collections.Counter()
     crossings: collections.Counter[str] = collections.Counter()
+    control: collections.Counter[str] = collections.Counter()
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
         nonlocal paid_entries, paid_resumes
@@ -71,7 +111,8 @@ def trace(tmp: Path) -> dict[str, Any]:
         callee = frame.f_code.co_filename
         caller = _package_caller(frame)
         resumed = id(frame) in seen
-        if callee in (JOB, PAID):
+        crossing = callee.startswith(RUN) and caller.startswith(GENERATION)
+        if callee in (JOB, PAID) or crossing:
             seen[id(frame)] = frame
         if callee == JOB:
             (job_resumes if resumed else job_entries)[frame.f_code.co_name] += 1
@@ -80,8 +121,10 @@ def trace(tmp: Path) -> dict[str, Any]:
                 paid_resumes += 1
             else:
                 paid_entries += 1
-        if callee.startswith(RUN) and caller.startswith(GENERATION) and not resumed:
+        if crossing and not resumed:
             crossings[_name(frame)] += 1
+            if not value_call(frame):
+                control[_name(frame)] += 1
             if caller == JOB:
                 from_job[_name(frame)] += 1
 
@@ -111,6 +154,7 @@ def trace(tmp: Path) -> dict[str, Any]:
         "paid_resumes": paid_resumes,
         "from_job": from_job,
         "crossings": crossings,
+        "control": control,
     }
 
 
@@ -132,6 +176,14 @@ def main() -> None:
     print(f"calls generation/ -> run/ (any generation module): {sum(crossings.values())}")
     for name, n in crossings.most_common():
         print(f"  {n:3d}  {name}")
+    control = counts["control"]
+    print(
+        f"verdict: one generate of one row enters generation/job.py {sum(job.values())} time(s) "
+        f"and crosses from generation/ into run/ by {sum(control.values())} control call(s): "
+        + ", ".join(f"{name} x{n}" if n > 1 else name for name, n in control.items())
+        + f" (of {sum(crossings.values())} calls into run/; the others are a frozen value's own "
+        "methods or property reads)"
+    )
 
 
 if __name__ == "__main__":

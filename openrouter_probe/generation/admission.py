@@ -19,7 +19,7 @@ from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions
-from openrouter_probe.run.money.spend import Prices, worst_case_prices
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.start import Said
 
 __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
@@ -90,7 +90,7 @@ def admitted_prices(
     )
     anything = route(compiled.provider, endpoints, RequestParams())
     try:
-        return worst_case_prices(anything.admitted), Said(warnings=warnings)
+        return Prices.worst_case(anything.admitted), Said(warnings=warnings)
     except ValueError as exc:
         raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
 
@@ -189,7 +189,7 @@ def batch_settings(
     listed = _batch_listing(snap, compiled.model, options)
     chosen = [e for e in listed if e.tag in provider["only"]]
     if chosen:
-        batch_prices = worst_case_prices(chosen)
+        batch_prices = Prices.worst_case(chosen)
     else:
         log.warning(
             Message(

@@ -42,7 +42,7 @@ from openrouter_probe.run.books.output import load_resume_state, output_tokens_o
 from openrouter_probe.run.lock import running_holder
 from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
-from openrouter_probe.run.money.spend import Prices, worst_case_prices
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.tallies import Frozen
 
 if TYPE_CHECKING:
@@ -340,7 +340,7 @@ def _prices(compiled: Any, snapshot: Snapshot) -> Prices | None:
     from openrouter_probe.rules.routing import route
 
     try:
-        return worst_case_prices(route(compiled.provider, snapshot.endpoints).admitted)
+        return Prices.worst_case(route(compiled.provider, snapshot.endpoints).admitted)
     except ValueError:
         return None
 

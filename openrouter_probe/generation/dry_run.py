@@ -9,8 +9,9 @@ against the budget of every shard, and at the account's balance.
 from __future__ import annotations
 
 import asyncio
+import logging
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
@@ -27,7 +28,10 @@ from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.start import RunStart, Said
 from openrouter_probe.run.stop import StopReason
 
-__all__ = ["key_check", "summarize_dry_run"]
+if TYPE_CHECKING:
+    from openrouter_probe.generation.opening import OpenedJob
+
+__all__ = ["dry_run_job", "key_check", "summarize_dry_run"]
 
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
@@ -213,3 +217,27 @@ async def key_check(
         start = checks.account_window(options, read, todo, builder, prices, resumed_usd=resumed)
         said += Said(notes=(start.why,))
     return said
+
+
+async def dry_run_job(job: OpenedJob, asked: GeneratePlan) -> RunResult:
+    """The dry run of the opened ``job``: its start with the records the journal does not know
+    counted at their worst case and what the key check says (warned here: a real run says its
+    warnings in ``run_job``), then what the run would do (``summarize_dry_run``)."""
+    paid, todo, prices = job.paid, job.rows, job.prices
+    before = paid.count_unjournaled(job.before, prices, asked.max_tokens)
+    before = before.saying(await key_check(paid, asked, todo, prices, job.compiled.model))
+    for text in before.warnings:
+        logging.getLogger(__name__).warning(text)
+    return summarize_dry_run(
+        before,
+        todo,
+        prices,
+        snap=job.snap,
+        compiled=job.compiled,
+        options=paid.options,
+        learned=job.learned,
+        asked=asked,
+        book=job.turns,
+        every_shard=job.every_shard,
+        lengths=paid.state.lengths,
+    )

@@ -1,4 +1,6 @@
-"""``generate``: read the prompts, the policy and the output so far; check; run; summarize.
+"""``generate``: the one line of a job: its plan (``GeneratePlan``), the job opened
+(``generation.opening.open_job``: the prompts, the policy, the endpoints, the output so far), then
+the run (``run.paid.run_job``) or the dry run (``generation.dry_run``).
 
 Example (in a notebook, whose event loop is already running)::
 
@@ -14,341 +16,24 @@ Example (in a notebook, whose event loop is already running)::
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hashlib
-import json
-import logging
-import secrets
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.errors import ConfigError, Message
-from openrouter_probe.generation.admission import (
-    admitted_prices,
-    batch_settings,
-    model_endpoints,
-    skip_unservable,
-)
-from openrouter_probe.generation.dry_run import key_check, summarize_dry_run
-from openrouter_probe.generation.manifest import Inputs, SourceOptions, read_inputs
-from openrouter_probe.generation.plan import GeneratePlan, parse_weights
-from openrouter_probe.generation.prompts import PromptSet
-from openrouter_probe.generation.sources import read_from_note
-from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
-from openrouter_probe.run.checks import key_budget
-from openrouter_probe.run.config import JobOptions, Learned, Progress
-from openrouter_probe.run.paid import Job, open_run, run_job
+from openrouter_probe.generation.dry_run import dry_run_job
+from openrouter_probe.generation.manifest import SourceOptions
+from openrouter_probe.generation.opening import open_job
+from openrouter_probe.generation.plan import GeneratePlan
+from openrouter_probe.run.config import Progress
+from openrouter_probe.run.paid import run_job
 from openrouter_probe.run.result import RunResult
-from openrouter_probe.run.rows import PromptRow
-from openrouter_probe.run.schedule.garbage import paced
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
-from openrouter_probe.run.start import Said
 
 __all__ = ["generate"]
-
-log = logging.getLogger(__name__)
-
-
-#: Skipped rows the warnings name one by one (``RunResult.skipped_rows`` holds every one).
-_SHOWN_SKIPPED = 10
-
-
-def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
-    """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
-    from openrouter_probe.policy.compiled import compiled_from_document
-    from openrouter_probe.policy.spec import read_yaml
-
-    doc = read_yaml(path)
-    compiled = compiled_from_document(doc, source=str(path))
-    raw = doc["provider"]
-    canonical = json.dumps({"model": compiled.model, "provider": raw}, sort_keys=True)
-    return compiled, raw, "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _source_notes(prompts: str | Path, snap: Any) -> Said:
-    """Say where the rows and the prices came from when it is not plain: the Parquet files a
-    folder was read from (every ``*.parquet`` under it counts), the snapshot the endpoints and
-    prices were read from (``snap``: ``None`` when live), as every command on one says it."""
-    read_from = read_from_note(prompts)
-    notes = [] if read_from is None else [read_from]
-    if snap is not None:
-        notes.append(f"endpoints and prices from a snapshot: {snap.provenance}")
-    return Said(notes=tuple(notes))
-
-
-def _sampling_note(model: str, asked: GeneratePlan) -> Said:
-    """Say the sampling the model's card fixes and the run sends (``rules.sampling``)."""
-    from openrouter_probe.rules.sampling import sampling_advice
-
-    advice = sampling_advice(model)
-    notes = []
-    if advice is not None:
-        note = advice.describe()
-        if asked.temperature is not None:
-            note += f"; this run sets temperature={asked.temperature:g}, which wins"
-        notes.append(note)
-    if asked.mix is not None:
-        notes.append(asked.mix.describe())
-    return Said(notes=tuple(notes))
-
-
-def _sample_rows(rows: list[PromptRow], samples: int, path: str) -> list[PromptRow]:
-    """Each row ``samples`` times, as ``id#0`` ... (``samples`` 1: the rows as they are)."""
-    if samples == 1:
-        return rows
-    out = [dataclasses.replace(row, id=f"{row.id}#{k}") for row in rows for k in range(samples)]
-    seen: set[str] = set()
-    for row in out:
-        if row.id in seen:
-            raise ConfigError(
-                Message(
-                    "sample-id-taken",
-                    "{path:s}: the row id {id:s} is also a sample's id with {samples=}: rename "
-                    "that row (an id ending in #N names a sample)",
-                    path=path,
-                    id=row.id,
-                    samples=samples,
-                )
-            )
-        seen.add(row.id)
-    return out
-
-
-def with_samples(rows: PromptSet, samples: int) -> PromptSet:
-    """``samples`` rows of each prompt (``id#k``, ``k`` from 0), each its own draw and cache
-    identity; a resume counts them as rows (``samples`` 1: ``rows`` as read)."""
-    if samples == 1:
-        return rows
-    return dataclasses.replace(
-        rows,
-        rows=_sample_rows(rows.rows, samples, rows.path),
-        every_shard=_sample_rows(rows.every_shard, samples, rows.path),
-        in_file=rows.in_file * samples,
-        ending_on_assistant=rows.ending_on_assistant * samples,
-    )
-
-
-def _journal_header(
-    asked: GeneratePlan, book: TurnBook | None, cache_job: str, *, skipped: int
-) -> dict[str, Any]:
-    """What this run's header line in the spend journal says besides the run's own fields."""
-    return {
-        "policy": str(asked.policy),
-        "prompts": str(asked.prompts),  # the export's dataset card names it
-        "rows_skipped": skipped,  # rows of the prompts never sent (named)
-        "cache_job": cache_job,  # the response cache's job: a resume keeps it
-        **({"turns": "all"} if book is not None else {}),
-        # keys status matches a shard's key to its journals by it
-        **({"shard": f"{asked.shard[0]}/{asked.shard[1]}"} if asked.shard else {}),
-        **(asked.journal_header or {}),  # a rank given whole (the datatrove step), its key
-    }
-
-
-def _cache_job(headers: list[dict[str, Any]]) -> str:
-    """The job part of the response cache's identity (``run.send.request.row_session``): the salt
-    the output's first run drew and wrote in its journal header, so that a resume (a new run of
-    the same job) resends the same bytes and a fresh output of the same prompts is a new job;
-    ``""`` for an output whose runs came before it (their rows' identity as it was)."""
-    for header in headers:
-        if isinstance(header.get("cache_job"), str):
-            return str(header["cache_job"])
-    return "" if headers else secrets.token_hex(8)
-
-
-def _warn_duplicates(rows: PromptSet) -> Said:
-    """What the rows read say: their duplicate ids, the rows skipped (the first few), notes."""
-    warnings = rows.duplicate_lines()[:5]
-    if len(rows.duplicates) > 5:
-        warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
-    shown = rows.skipped[:_SHOWN_SKIPPED]
-    warnings.extend(f"skipped, never sent: {why}" for why in shown)
-    if len(rows.skipped) > len(shown):
-        warnings.append(
-            f"... and {len(rows.skipped) - len(shown)} more rows skipped (the summary's "
-            f"skipped_rows names all {len(rows.skipped)}, each with its line and reason)"
-        )
-    return Said(notes=tuple(rows.notes), warnings=tuple(warnings))
-
-
-def _turn_book(
-    asked: GeneratePlan,
-    options: JobOptions,
-    todo: list[PromptRow],
-    kept: dict[str, list[dict[str, Any]]],
-    inputs: Inputs | None = None,
-    *,
-    model: str,
-) -> tuple[TurnBook | None, Said]:
-    """``--turns all`` (or a manifest dataset's ``turns: all``): the rows that go turn by turn,
-    each from its first missing turn, earlier turns' reasoning sent back if ``model`` reads it;
-    and what to say of what it counts and what it sends once."""
-    if inputs is not None and inputs.turns:
-        todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
-    else:
-        todo_all = todo if asked.turns == "all" else []
-    if asked.turns != "all" and not todo_all:
-        waiting = sorted({r.id for r in todo} & kept.keys())
-        if waiting:  # paid turns a turns="last" run would throw away
-            shown = ", ".join(waiting[:5]) + (" ..." if len(waiting) > 5 else "")
-            raise ConfigError(
-                Message(
-                    "turns-kept",
-                    "{path:s} keeps turns of {count:d} unfinished row(s) that a {turns=all} run "
-                    "paid for ({shown:s}): resume with {turns=all}, or delete that file to answer "
-                    "those rows after their last message instead (the spend journal keeps "
-                    "counting what they cost)",
-                    path=str(turns_path(options.out)),
-                    count=len(waiting),
-                    shown=shown,
-                )
-            )
-        return None, Said()
-    from openrouter_probe.rules.sampling import history_reasoning
-
-    back, why = history_reasoning(model)
-    book = TurnBook.start(options.out, todo_all, kept, reasoning_back=back)
-    note = (
-        f"turns: earlier turns' reasoning {'goes back' if back else 'is not sent back'} in each "
-        f"request's history ({model}: {why})"
-    )
-    warnings: list[str] = []
-    tools = tool_rows(todo_all)
-    if tools:
-        shown = ", ".join(tools[:5]) + (f" and {len(tools) - 5} more" if len(tools) > 5 else "")
-        warnings.append(
-            Message(
-                "turns-tools-once",
-                "{turns=all}: {count:d} row(s) hold tool messages or tool calls, sent once as "
-                "with {turns=last} (a tool result in the prompts file answers the prompt file's "
-                "call, not the model's): {shown:s}",
-                count=len(tools),
-                shown=shown,
-            )
-        )
-    if book.dropped:
-        warnings.append(
-            f"{book.path}: the kept turns of {len(book.dropped)} row(s) no longer fit their "
-            f"messages (the prompts changed?): regenerated from their first turn: "
-            + ", ".join(book.dropped[:5])
-        )
-    return book, Said(notes=(note,), warnings=tuple(warnings))
-
-
-def _rows_counted(rows: PromptSet, todo: list[PromptRow]) -> dict[str, Any]:
-    """What the run starts from of the rows read: how many, done before, to send, skipped."""
-    return {
-        "rows_total": len(rows),
-        "rows_already_done": len(rows) - len(todo),
-        "rows_to_send": len(todo),
-        "duplicates": len(rows.duplicates),
-        "rows_skipped": len(rows.skipped),
-        "skipped_rows": rows.skipped,
-        "rows_ending_on_assistant": rows.ending_on_assistant,
-    }
-
-
-def _turns_counted(book: TurnBook, todo: list[PromptRow]) -> dict[str, Any]:
-    """What the run starts from of ``book``: the turns to send, those kept, its file."""
-    return {
-        "turns_to_send": book.to_send(todo),
-        "turns_resumed": book.resumed,
-        "turns_file": str(book.path),
-    }
-
-
-async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> Decimal | None:
-    """The run's cap: the plan's; with ``budget_usd="key"``, a paid run's is what the output
-    spent before plus what the key's limit has left (or refused)."""
-    if asked.budget_from_key and not asked.dry_run:
-        return await asyncio.to_thread(key_budget, options, spent)
-    return options.budget_usd
-
-
-def _check_one_source(headers: list[dict[str, Any]], prompts: str | Path, out: Path) -> None:
-    """Refuse a second prompts source run into an output an earlier run wrote from another:
-    its rows would be appended to the first's, and the counts mixed. The same file named
-    another way (relative, absolute) is the same; one no longer found here cannot be told."""
-
-    def where(spec: str) -> str | None:
-        path = Path(spec)
-        return str(path.resolve()) if path.exists() else (spec if spec.startswith("hf:") else None)
-
-    mine = where(str(prompts))
-    for header in headers:
-        earlier = header.get("prompts")
-        theirs = where(earlier) if isinstance(earlier, str) else None
-        if mine is not None and theirs is not None and theirs != mine:
-            raise ConfigError(
-                Message(
-                    "out-of-another-source",
-                    "{out_path:s} holds the rows of {earlier:s}; {prompts:s} is another source: "
-                    "give {out} another file (or merge the sources into one file or manifest)",
-                    out_path=str(out),
-                    earlier=str(earlier),
-                    prompts=str(prompts),
-                )
-            )
-
-
-def _truncated_rows(
-    rows: PromptSet, out: str | Path, max_tokens: int
-) -> tuple[list[PromptRow], list[str], dict[str, str]]:
-    """``--redo-truncated``: the rows whose answer in ``out`` is the one cut at ``max_tokens``
-    (a later answer supersedes it), each with the new limit; what to warn about them; and the
-    dataset each cut record names (a dataset renamed since is counted where it was)."""
-    from dataclasses import replace
-
-    from openrouter_probe.generation.records import merged_records
-    from openrouter_probe.run.books.output import output_tokens_of
-
-    if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
-        return (
-            [],
-            [
-                Message(
-                    "redo-truncated-fresh",
-                    "{redo_truncated=True}: {path:s} holds no "
-                    "answer yet, so none was cut: nothing to redo",
-                    path=str(out),
-                )
-            ],
-            {},
-        )
-    records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
-    cut = {str(r["id"]): output_tokens_of(r) for r in records}
-    recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
-    # a redo is a new answer, never the cached cut one (the same request at the same limit):
-    # its cache identity names the answer it redoes, the same on a resend after a kill
-    kind = {str(r["id"]): f"redo:{r.get('generation_id') or output_tokens_of(r)}" for r in records}
-    todo = [
-        replace(
-            r,
-            params={**r.params, "max_tokens": max_tokens} if "max_tokens" in r.params else r.params,
-            cache_kind=kind[r.id],
-        )
-        for r in rows
-        if r.id in cut
-    ]
-    warnings: list[str] = []
-    longest = max((cut[r.id] for r in todo), default=0)
-    if todo and max_tokens <= longest:
-        warnings.append(
-            Message(
-                "redo-truncated-same-limit",
-                "{redo_truncated=True}: {max_tokens=} is no more than the {longest:,} output "
-                "tokens some were cut at: they may be cut again; raise it above {above:s}",
-                max_tokens=max_tokens,
-                longest=longest,
-                above=Message("above", "{max_tokens=}", max_tokens=longest),
-            )
-        )
-    return todo, warnings, recorded
 
 
 async def generate(
@@ -414,85 +99,16 @@ async def generate(
     # equal), so the plan is built from them whole, in one place
     keywords = dict(locals())
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
-    with paced():  # the garbage collector, less often while the job runs
-        return await _run_job(plan)
-
-
-async def _run_job(asked: GeneratePlan) -> RunResult:
-    """Read the prompts, open the output, check the policy against the endpoints now, then
-    dry-run or send."""
-    options, prompts, policy, snapshot = asked.run, asked.prompts, asked.policy, asked.snapshot
-    redo, reading = asked.redo, asked.source
-    inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
-    rows = with_samples(inputs.prompts, asked.samples)
-    compiled, provider_raw, policy_hash = _policy(policy, snapshot)
-    # a manifest's weights, unless --weights is given
-    weights = parse_weights(
-        asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
-    )
-    endpoints, snap = await model_endpoints(compiled.model, policy, snapshot, options)
-    skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
-    job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
-    take_up = asked.batch is not None and not asked.batch.abandon
-    with open_run(options, redo_failed="failed" in redo, job=job, take_up_batches=take_up) as paid:
-        _check_one_source(paid.replay.headers, prompts, options.out)
-        cap = await _capped(options, asked, paid.spent_before_usd)
-        todo = [r for r in rows if r.id not in paid.state.finished]
-        redone: list[str] = []
-        if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
-            todo, redone, recorded = _truncated_rows(rows, options.out, asked.max_tokens)
-            paid.state.reopen((r.id, recorded[r.id]) for r in todo)
-        said = (
-            _warn_duplicates(rows)
-            + _source_notes(prompts, snap if snapshot is not None else None)
-            + _sampling_note(compiled.model, asked)
-            + Said(warnings=tuple(redone))
-        )
-        book, turns_said = _turn_book(
-            asked, options, todo, paid.state.turns, inputs, model=compiled.model
-        )
-        prices, lint = admitted_prices(compiled, policy, endpoints, asked)
-        before = paid.run_start(
-            datasets=Counter(row.dataset for row in rows),
-            said=said + turns_said + lint,
-            policy=str(policy),
-            model=compiled.model,
-            shards=asked.shards,
-            budget_usd=cap,
-            **_rows_counted(rows, todo),
-            **(_turns_counted(book, todo) if book is not None else {}),
-        )
-        settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
-        prices = prices if settings is None else settings.prices
-        learned = Learned(cap_usd=cap, weights=weights, batch=settings)  # beside the plan
-        if asked.dry_run:
-            before = paid.count_unjournaled(before, prices, asked.max_tokens)
-            before = before.saying(await key_check(paid, asked, todo, prices, compiled.model))
-            for text in before.warnings:  # a real run says them in run_job
-                log.warning(text)
-            return summarize_dry_run(
-                before,
-                todo,
-                prices,
-                snap=snap,
-                compiled=compiled,
-                options=options,
-                learned=learned,
-                asked=asked,
-                book=book,
-                every_shard=rows.every_shard,
-                lengths=paid.state.lengths,
-            )
-        cache_job = _cache_job(paid.replay.headers)
+    async with open_job(plan) as job:
+        if job.builder is None:  # a dry run: nothing is sent
+            return await dry_run_job(job, plan)
         return await run_job(
-            paid,
-            todo,
-            builder=asked.request_builder(
-                compiled.model, provider_raw, identity=asked.response_cache, job=cache_job
-            ),
-            prices=prices,
-            before=before,
-            header=_journal_header(asked, book, cache_job, skipped=len(rows.skipped)),
-            turns=book,
-            learned=learned,
+            job.paid,
+            job.rows,
+            builder=job.builder,
+            prices=job.prices,
+            before=job.before,
+            header=job.header,
+            turns=job.turns,
+            learned=job.learned,
         )

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import json
@@ -43,7 +44,15 @@ from openrouter_probe.generation.sources import Source, open_source
 from openrouter_probe.generation.transcripts import OASST_MESSAGE, OasstTrees, oasst_paths
 from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["PromptSet", "Selection", "parse_shard", "read_prompts", "row_id", "shard_of"]
+__all__ = [
+    "PromptSet",
+    "Selection",
+    "parse_shard",
+    "read_prompts",
+    "row_id",
+    "shard_of",
+    "with_samples",
+]
 
 log = logging.getLogger(__name__)
 
@@ -382,3 +391,39 @@ def read_prompts(
             )
     prompts.ending_on_assistant = sum(1 for r in prompts.rows if r.id in found.ending)
     return prompts
+
+
+def _sample_rows(rows: list[PromptRow], samples: int, path: str) -> list[PromptRow]:
+    """Each row ``samples`` times, as ``id#0`` ... (``samples`` 1: the rows as they are)."""
+    if samples == 1:
+        return rows
+    out = [dataclasses.replace(row, id=f"{row.id}#{k}") for row in rows for k in range(samples)]
+    seen: set[str] = set()
+    for row in out:
+        if row.id in seen:
+            raise ConfigError(
+                Message(
+                    "sample-id-taken",
+                    "{path:s}: the row id {id:s} is also a sample's id with {samples=}: rename "
+                    "that row (an id ending in #N names a sample)",
+                    path=path,
+                    id=row.id,
+                    samples=samples,
+                )
+            )
+        seen.add(row.id)
+    return out
+
+
+def with_samples(rows: PromptSet, samples: int) -> PromptSet:
+    """``samples`` rows of each prompt (``id#k``, ``k`` from 0), each its own draw and cache
+    identity; a resume counts them as rows (``samples`` 1: ``rows`` as read)."""
+    if samples == 1:
+        return rows
+    return dataclasses.replace(
+        rows,
+        rows=_sample_rows(rows.rows, samples, rows.path),
+        every_shard=_sample_rows(rows.every_shard, samples, rows.path),
+        in_file=rows.in_file * samples,
+        ending_on_assistant=rows.ending_on_assistant * samples,
+    )

@@ -1,7 +1,7 @@
 """The records of ``generate``'s output files: every one in file order (``records``; the spend
 journals and turns files beside them skipped), and one finished record per row id over several
 files, a shard's or a redo's (``merged_records``). ``audit``, ``export`` and ``--redo-truncated``
-read them so.
+read them so; ``truncated_rows``: the rows ``--redo-truncated`` sends again.
 
 Example::
 
@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.run.books.output import FINISHED, iter_records
+from openrouter_probe.errors import Message
+from openrouter_probe.run.books.output import FINISHED, iter_records, output_tokens_of
 from openrouter_probe.run.books.turns import TURNS_SUFFIX
 from openrouter_probe.run.money.journal import JOURNAL_SUFFIX
+from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["beside", "merged_records", "records"]
+if TYPE_CHECKING:
+    from openrouter_probe.generation.prompts import PromptSet
+
+__all__ = ["beside", "merged_records", "records", "truncated_rows"]
 
 
 def beside(path: str | Path) -> bool:
@@ -72,3 +78,53 @@ def merged_records(
             failed.setdefault(ident, record)
     yield from served.values()
     yield from failed.values()
+
+
+def truncated_rows(
+    rows: PromptSet, out: str | Path, max_tokens: int
+) -> tuple[list[PromptRow], list[str], dict[str, str]]:
+    """``--redo-truncated``: the rows whose answer in ``out`` is the one cut at ``max_tokens``
+    (a later answer supersedes it), each with the new limit; what to warn about them; and the
+    dataset each cut record names (a dataset renamed since is counted where it was)."""
+    if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
+        return (
+            [],
+            [
+                Message(
+                    "redo-truncated-fresh",
+                    "{redo_truncated=True}: {path:s} holds no "
+                    "answer yet, so none was cut: nothing to redo",
+                    path=str(out),
+                )
+            ],
+            {},
+        )
+    records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
+    cut = {str(r["id"]): output_tokens_of(r) for r in records}
+    recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
+    # a redo is a new answer, never the cached cut one (the same request at the same limit):
+    # its cache identity names the answer it redoes, the same on a resend after a kill
+    kind = {str(r["id"]): f"redo:{r.get('generation_id') or output_tokens_of(r)}" for r in records}
+    todo = [
+        replace(
+            r,
+            params={**r.params, "max_tokens": max_tokens} if "max_tokens" in r.params else r.params,
+            cache_kind=kind[r.id],
+        )
+        for r in rows
+        if r.id in cut
+    ]
+    warnings: list[str] = []
+    longest = max((cut[r.id] for r in todo), default=0)
+    if todo and max_tokens <= longest:
+        warnings.append(
+            Message(
+                "redo-truncated-same-limit",
+                "{redo_truncated=True}: {max_tokens=} is no more than the {longest:,} output "
+                "tokens some were cut at: they may be cut again; raise it above {above:s}",
+                max_tokens=max_tokens,
+                longest=longest,
+                above=Message("above", "{max_tokens=}", max_tokens=longest),
+            )
+        )
+    return todo, warnings, recorded

@@ -21,7 +21,7 @@ Example::
                                  budget_usd=100, concurrency=256)
     with open_run(options) as paid:
         todo = [row for row in rows if row.id not in paid.state.finished]
-        before = paid.run_start(policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
+        before = RunStart.opened(paid.held, policy="policies/kimi-k2.5.yaml", model=MODEL, ...)
         builder = RequestBuilder(model=MODEL, provider_json=block, max_tokens=4096)
         result = await run_job(paid, todo, builder=builder, prices=prices, before=before,
                                learned=Learned.nothing(options))
@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -57,14 +57,14 @@ from openrouter_probe.run.money.replay import JournalReplay, replay_journal
 from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.schedule.garbage import paced
 from openrouter_probe.run.schedule.runner import Run
 from openrouter_probe.run.schedule.source import RowSource, TurnSource
 from openrouter_probe.run.schedule.waits import Waits
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.senders import sender_for
-from openrouter_probe.run.start import RunStart, Said
+from openrouter_probe.run.start import Held, RunStart, Said
 from openrouter_probe.run.stop import StopReason, WriteStop
-from openrouter_probe.run.tallies import DatasetTally
 
 __all__ = [
     "Job",
@@ -75,24 +75,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def dataset_tallies(
-    rows_by_dataset: Mapping[str, int],
-    done_by_dataset: Mapping[str, int],
-    tokens_by_dataset: Mapping[str, int],
-    spent_by_dataset: Mapping[str, Decimal],
-) -> dict[str, DatasetTally]:
-    """A tally per dataset of the prompts (0 included), with what earlier runs did and spent."""
-    return {
-        name: DatasetTally(
-            rows=count,
-            done=done_by_dataset.get(name, 0),
-            output_tokens=tokens_by_dataset.get(name, 0),
-            spent_usd=spent_by_dataset.get(name, Decimal(0)),
-        )
-        for name, count in rows_by_dataset.items()
-    }
 
 
 @dataclass(frozen=True)
@@ -182,6 +164,23 @@ class PaidRun:
         """``spent_before_usd`` per dataset (money no dataset owns is left out)."""
         return dict(self.replay.by_dataset)
 
+    @property
+    def held(self) -> Held:
+        """What the output holds now, as a run starts from it (``RunStart.opened``)."""
+        options, state, replay = self.options, self.state, self.replay
+        return Held(
+            out=str(options.out),
+            journal=str(options.journal),
+            budget_usd=options.budget_usd,
+            spent_usd=self.spent_before_usd,
+            possibly_billed_usd=replay.possibly_billed_usd,
+            killed_in_flight=replay.in_flight,
+            done_by_dataset=dict(state.rows_by_dataset),
+            tokens_by_dataset=dict(state.output_tokens),
+            spent_by_dataset=self.spent_by_dataset,
+            warnings=tuple(self.warnings),
+        )
+
     def unjournaled(self, prices: Prices, max_tokens: int) -> list[Adopted]:
         """The output's records (and kept turns) the journal does not know, each at its worst
         case (``Unjournaled.worst_usd``): their money is unknown."""
@@ -232,27 +231,6 @@ class PaidRun:
         replay = self.replay
         return before.with_money_before(
             replay.spent_usd, replay.possibly_billed_usd, replay.by_dataset
-        )
-
-    def run_start(
-        self, *, datasets: Mapping[str, int] | None = None, said: Said | None = None, **fields: Any
-    ) -> RunStart:
-        """What this run starts from: ``fields`` (``budget_usd``: the cap learned), what the output
-        held before, ``datasets`` (rows per dataset of the prompts), ``said`` after its warnings."""
-        state, replay, said = self.state, self.replay, said or Said()
-        tallies = dataset_tallies(
-            datasets or {}, state.rows_by_dataset, state.output_tokens, self.spent_by_dataset
-        )
-        return RunStart(
-            out=str(self.options.out),
-            spent_before_usd=self.spent_before_usd,
-            possibly_billed_before_usd=replay.possibly_billed_usd,
-            killed_in_flight_before=replay.in_flight,
-            journal=str(self.options.journal),
-            datasets=tallies,
-            notes=said.notes,
-            warnings=(*self.warnings, *said.warnings),
-            **{"budget_usd": self.options.budget_usd, **fields},
         )
 
     async def _warn(
@@ -444,7 +422,8 @@ async def _run(
     try:
         if before is not None:
             await before
-        return await run.run()  # its warnings are said as they happen (Run.warn)
+        with paced():  # the garbage collector less often while the requests are in flight
+            return await run.run()  # its warnings are said as they happen (Run.warn)
     finally:
         if remove is not None:
             remove()

@@ -8,6 +8,8 @@ Example::
 
     said = Said(notes=("endpoints and prices from a snapshot: ...",)) + Said(warnings=("...",))
     start = RunStart(out="out.jsonl", policy="p.yaml", model="m", rows_total=4).saying(said)
+    with open_run(options) as paid:  # what the output held before, and the job's own fields
+        start = RunStart.opened(paid.held, policy="p.yaml", model="m", rows_total=4, said=said)
 """
 
 from __future__ import annotations
@@ -21,10 +23,28 @@ from typing import Any
 
 from openrouter_probe.run.tallies import DatasetTally, Frozen
 
-__all__ = ["RunStart", "Said"]
+__all__ = ["Held", "RunStart", "Said"]
 
 _ZERO = Decimal(0)
 _NONE: Mapping[str, Any] = MappingProxyType({})
+
+
+def dataset_tallies(
+    rows_by_dataset: Mapping[str, int],
+    done_by_dataset: Mapping[str, int],
+    tokens_by_dataset: Mapping[str, int],
+    spent_by_dataset: Mapping[str, Decimal],
+) -> dict[str, DatasetTally]:
+    """A tally per dataset of the prompts (0 included), with what earlier runs did and spent."""
+    return {
+        name: DatasetTally(
+            rows=count,
+            done=done_by_dataset.get(name, 0),
+            output_tokens=tokens_by_dataset.get(name, 0),
+            spent_usd=spent_by_dataset.get(name, Decimal(0)),
+        )
+        for name, count in rows_by_dataset.items()
+    }
 
 
 def empty() -> Mapping[str, Any]:
@@ -42,6 +62,25 @@ class Said:
 
     def __add__(self, other: Said) -> Said:
         return Said(self.notes + other.notes, self.warnings + other.warnings)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What an output opened for a run held before it (``run.paid.PaidRun.held``): its path and
+    its journal's, the cap, the money its journal holds (in all, of it possibly billed, by
+    dataset), the requests killed in flight, the rows finished and their output tokens by
+    dataset, and what opening it warned."""
+
+    out: str
+    journal: str
+    budget_usd: Decimal | None
+    spent_usd: Decimal
+    possibly_billed_usd: Decimal
+    killed_in_flight: int
+    done_by_dataset: Mapping[str, int]
+    tokens_by_dataset: Mapping[str, int]
+    spent_by_dataset: Mapping[str, Decimal]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,6 +122,34 @@ class RunStart(Frozen):
     #: what the run says besides warnings (the sampling a model card fixes, sent explicitly)
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def opened(
+        cls,
+        held: Held,
+        *,
+        datasets: Mapping[str, int] | None = None,
+        said: Said | None = None,
+        **fields: Any,
+    ) -> RunStart:
+        """What a run starts from: ``fields`` (``budget_usd``: the cap learned), what its output
+        ``held`` before, ``datasets`` (rows per dataset of the prompts), ``said`` after the
+        output's warnings."""
+        said = said or Said()
+        tallies = dataset_tallies(
+            datasets or {}, held.done_by_dataset, held.tokens_by_dataset, held.spent_by_dataset
+        )
+        return cls(
+            out=held.out,
+            spent_before_usd=held.spent_usd,
+            possibly_billed_before_usd=held.possibly_billed_usd,
+            killed_in_flight_before=held.killed_in_flight,
+            journal=held.journal,
+            datasets=tallies,
+            notes=said.notes,
+            warnings=(*held.warnings, *said.warnings),
+            **{"budget_usd": held.budget_usd, **fields},
+        )
 
     def saying(self, said: Said) -> RunStart:
         """This start with ``said``'s notes and warnings after its own."""

@@ -46,11 +46,12 @@ from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyErr
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import JobOptions, Learned
-from openrouter_probe.run.money.spend import Prices, worst_case_prices
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
+from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.verify.measures import Observation
 from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
@@ -326,8 +327,8 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
     """Send every request of ``plan`` that ``options.out`` does not record yet, under one cap
     (with ``pilot``, the pilot's requests only)."""
     try:
-        prices = {tag: worst_case_prices([e]) for tag, e in plan.pinned.items()}
-        worst = worst_case_prices(plan.pinned.values())
+        prices = {tag: Prices.worst_case([e]) for tag, e in plan.pinned.items()}
+        worst = Prices.worst_case(plan.pinned.values())
     except ValueError as exc:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
@@ -336,7 +337,8 @@ async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         total += plan.sampled.requests if plan.sampled else 0
         total = len(_pilot_bodies(plan)) if pilot else total
-        before = paid.run_start(
+        before = RunStart.opened(
+            paid.held,
             policy=f"verify {plan.model} (pins)",
             model=plan.model,
             rows_total=total,

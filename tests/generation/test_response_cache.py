@@ -99,7 +99,8 @@ def test_no_response_cache_sends_neither_the_header_nor_a_session(tmp_path: Path
 _BUILD = """
 import json, sys
 import inspect
-from openrouter_probe.generation.job import _policy, generate
+from openrouter_probe.generation.job import generate
+from openrouter_probe.generation.opening import _policy
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.money.spend import Prices

@@ -29,7 +29,7 @@ from openrouter_probe.rules.routing import route
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.books.output import load_resume_state
 from openrouter_probe.run.books.turns import TurnBook, plan_turns, row_totals
-from openrouter_probe.run.money.spend import worst_case_prices
+from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.send.transport import Answer, HttpTransport
 from tests._generate import (
     POLICY,
@@ -610,7 +610,7 @@ def test_kept_turns_are_used_without_the_output_and_never_dropped_by_turns_last(
     state = load_resume_state(out, repair=False)
     assert sum(len(t) for t in state.turns.values()) == len(kept) == len(state.unjournaled)
     assert sum(u.recorded_usd for u in state.unjournaled) == paid > 0
-    prices = worst_case_prices(
+    prices = Prices.worst_case(
         route(load_compiled_policy(POLICY).provider, bundled_snapshot().endpoints).admitted
     )
     worst = sum(u.worst_usd(prices, 200) for u in state.unjournaled)

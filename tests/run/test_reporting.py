@@ -277,7 +277,7 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
 
     from openrouter_probe.rules.sampling import sampling_advice
     from openrouter_probe.run.books.overshoot import Overshoot
-    from openrouter_probe.run.money.spend import worst_case_prices
+    from openrouter_probe.run.money.spend import Prices
     from openrouter_probe.run.send.request import RequestBuilder
 
     summary = gen(4096)
@@ -287,7 +287,7 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
     fits = int(found.group(1))
     # the largest that fits: its worst case within the budget, one more token beyond it
     block = load_compiled_policy(POLICY).provider
-    prices = worst_case_prices(route(block, bundled_snapshot().endpoints, RequestParams()).admitted)
+    prices = Prices.worst_case(route(block, bundled_snapshot().endpoints, RequestParams()).admitted)
     row = read_prompts(tmp_path / "prompts.jsonl").rows[0]
     # the row's body as the run sends it: its session_id (the response cache) and the sampling
     # its card fixes are prompt bytes too

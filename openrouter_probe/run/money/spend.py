@@ -6,7 +6,7 @@ price where it marks ``cache_control``), its ``max_tokens`` at the highest outpu
 included), the per-request price, its images at the highest per-image price and its web search
 results (the ``web`` plugin's, ``web_search_options``, the ``openrouter:web_search`` server tool's:
 ``rules.server_tools``) at the highest per-search price or OpenRouter's price per result, among
-every endpoint the policy admits whatever a row's own parameters (``worst_case_prices``). When the
+every endpoint the policy admits whatever a row's own parameters (``Prices.worst_case``). When the
 answer returns, the reservation is released and its cost added to ``spent``; a cost that cannot be
 read is its whole reservation until ``/generation`` settles it (``give_back``). Concurrency shrinks by itself as the money runs out, and the cap is
 never crossed as long as no answer costs more than its worst case.
@@ -40,7 +40,6 @@ __all__ = [
     "allocate",
     "prompt_tokens_bound",
     "request_shape",
-    "worst_case_prices",
 ]
 
 #: Tokens a chat template may add per message (role markers, separators), and per request.
@@ -180,6 +179,42 @@ class Prices:
             return 2**31 - 1
         return int(left / self.output_usd_per_token)
 
+    @classmethod
+    def worst_case(cls, endpoints: Iterable[Endpoint]) -> Prices:
+        """Return the highest prices of ``endpoints`` (give every endpoint the policy admits for
+        any request of the run), overrides included: input, output (reasoning included), per
+        request, per image, per web search, cache write; and their largest context.
+
+        An admitted endpoint with no listed output price makes the worst case unknowable: that is
+        a ``ValueError`` for the caller to turn into a clear message.
+        """
+        found: dict[str, list[Decimal]] = {
+            key: []
+            for key in ("prompt", "out", "request", "image", "web_search", "input_cache_write")
+        }
+        contexts = []
+        for e in endpoints:
+            out = _prices(e, "completion") + _prices(e, "internal_reasoning")
+            if not out:
+                raise ValueError(f"{e.tag} lists no output price: the worst case cannot be bounded")
+            found["out"].extend(out)
+            for key in ("prompt", "request", "image", "web_search", "input_cache_write"):
+                found[key].extend(_prices(e, key))
+            if e.context_length:
+                contexts.append(e.context_length)
+        if not found["out"]:
+            raise ValueError("no admitted endpoint: nothing to price")
+        top = {key: max(values, default=_ZERO) for key, values in found.items()}
+        return cls(
+            input_usd_per_token=top["prompt"],
+            output_usd_per_token=top["out"],
+            request_usd=top["request"],
+            image_usd=top["image"],
+            web_search_usd=top["web_search"],
+            cache_write_usd_per_token=top["input_cache_write"],
+            context_tokens=max(contexts, default=None),
+        )
+
 
 def _prices(endpoint: Endpoint, key: str) -> list[Decimal]:
     """The price under ``key`` and under every conditional override (prompt size, time window)."""
@@ -200,41 +235,6 @@ def _prices(endpoint: Endpoint, key: str) -> list[Decimal]:
         if value.is_finite() and not value.is_signed():
             found.append(value * (1 - discount))
     return found
-
-
-def worst_case_prices(endpoints: Iterable[Endpoint]) -> Prices:
-    """Return the highest prices of ``endpoints`` (give every endpoint the policy admits for any
-    request of the run), overrides included: input, output (reasoning included), per request, per
-    image, per web search, cache write; and their largest context.
-
-    An admitted endpoint with no listed output price makes the worst case unknowable: that is a
-    ``ValueError`` for the caller to turn into a clear message.
-    """
-    found: dict[str, list[Decimal]] = {
-        key: [] for key in ("prompt", "out", "request", "image", "web_search", "input_cache_write")
-    }
-    contexts = []
-    for e in endpoints:
-        out = _prices(e, "completion") + _prices(e, "internal_reasoning")
-        if not out:
-            raise ValueError(f"{e.tag} lists no output price: the worst case cannot be bounded")
-        found["out"].extend(out)
-        for key in ("prompt", "request", "image", "web_search", "input_cache_write"):
-            found[key].extend(_prices(e, key))
-        if e.context_length:
-            contexts.append(e.context_length)
-    if not found["out"]:
-        raise ValueError("no admitted endpoint: nothing to price")
-    top = {key: max(values, default=_ZERO) for key, values in found.items()}
-    return Prices(
-        input_usd_per_token=top["prompt"],
-        output_usd_per_token=top["out"],
-        request_usd=top["request"],
-        image_usd=top["image"],
-        web_search_usd=top["web_search"],
-        cache_write_usd_per_token=top["input_cache_write"],
-        context_tokens=max(contexts, default=None),
-    )
 
 
 class SpendCap:

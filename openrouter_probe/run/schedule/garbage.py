@@ -1,11 +1,12 @@
-"""The cyclic garbage collector while a ``generate`` job runs: less often.
+"""The cyclic garbage collector while a paid run's requests are in flight: less often.
 
 A paid run allocates a few hundred objects per request (the body, the answer's JSON, aiohttp's
 response, the record) and holds thousands alive at once (2,000 requests in flight, the rows still
 to send, the imports). At CPython's default thresholds (700 allocations; 10, 10) the collector runs
 about every 700 allocations, walks the young objects each time and now and then every tracked
 object: at C=2000 it took about a fifth of the run's CPU. Nearly all of the run's objects are freed
-by their reference counts, not by the collector, so while a job runs (``paced``) the first
+by their reference counts, not by the collector, so while a run sends (``paced``, around
+``run.paid.run_job``'s scheduler, for ``generate`` and ``verify`` alike) the first
 threshold is ``FIRST`` allocations and the older generations' ``OLDER``: the same work for about a
 fifth less CPU per request, the peak memory the same (``benchmarks/README.md``). The thresholds the
 process had come back when the last job in it ends; a collector switched off (a first threshold of

@@ -23,7 +23,7 @@ from openrouter_probe.rules.routing import route
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.books.output import load_resume_state
 from openrouter_probe.run.money.replay import replay_journal
-from openrouter_probe.run.money.spend import worst_case_prices
+from openrouter_probe.run.money.spend import Prices
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 #: a record written by hand: no generation id, no run, its own usage
@@ -85,7 +85,7 @@ def test_an_output_without_a_journal_is_rows_and_its_money_is_settled_from_gener
     assert second.reconciled_before == 4
     # the hand-written one names no generation: it stays at its worst case, its own tokens at
     # the dearest admitted prices, more than it says it cost
-    prices = worst_case_prices(
+    prices = Prices.worst_case(
         route(load_compiled_policy(POLICY).provider, bundled_snapshot().endpoints).admitted
     )
     hand_worst = prices.worst_case_usd(prompt_tokens=20, max_tokens=30)
@@ -110,7 +110,7 @@ def test_audit_says_unknown_for_records_no_journal_knows(tmp_path: Path) -> None
     out = tmp_path / "out.jsonl"
     out.write_text(json.dumps(HAND) + "\n")
     report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
-    prices = worst_case_prices(
+    prices = Prices.worst_case(
         route(load_compiled_policy(POLICY).provider, bundled_snapshot().endpoints).admitted
     )
     worst = prices.worst_case_usd(prompt_tokens=20, max_tokens=30)
@@ -138,7 +138,7 @@ def test_adoption_torn_by_a_kill_is_done_again_and_a_whole_one_never_twice(
     again = load_resume_state(out, journal_runs=replay.runs, adopted=replay.adopted)
     assert [u.key for u in again.unjournaled] == [keys[1]]  # only the torn one, adopted again
     # r5 names no prompt tokens: a whole context in and max_tokens out, at the dearest prices
-    prices = worst_case_prices(
+    prices = Prices.worst_case(
         route(load_compiled_policy(POLICY).provider, bundled_snapshot().endpoints).admitted
     )
     assert again.unjournaled[0].generation_id == "gen-5"

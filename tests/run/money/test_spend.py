@@ -21,7 +21,6 @@ from openrouter_probe.run.money.spend import (
     SpendCap,
     prompt_tokens_bound,
     request_shape,
-    worst_case_prices,
 )
 from openrouter_probe.run.rows import PromptRow
 
@@ -198,7 +197,7 @@ def test_worst_case_prices_take_the_highest_of_each_price() -> None:
         ),
         _endpoint("c", prompt="0.0000001", completion="0.0000025", image="0.003"),
     ]
-    prices = worst_case_prices(endpoints)
+    prices = Prices.worst_case(endpoints)
     assert prices == Prices(
         input_usd_per_token=D("0.0000006"),
         output_usd_per_token=D("0.000003"),  # b's reasoning price
@@ -223,7 +222,7 @@ def test_worst_case_prices_count_overrides_and_the_discount() -> None:
             {"utc_start": 100, "utc_end": 300, "completion": "n/a"},
         ],
     )
-    prices = worst_case_prices([endpoint])
+    prices = Prices.worst_case([endpoint])
     # the override's prices, discount applied (an override is a list price too)
     assert prices.input_usd_per_token == D("0.000002")
     assert prices.output_usd_per_token == D("0.00001")
@@ -238,17 +237,17 @@ def test_an_override_dearer_than_the_base_price_is_the_worst_case() -> None:
         completion="0.000001",
         overrides=[{"utc_start": 1600, "utc_end": 2400, "completion": "0.000002", "prompt": "0"}],
     )
-    prices = worst_case_prices([endpoint])  # no discount: the override's own price
+    prices = Prices.worst_case([endpoint])  # no discount: the override's own price
     assert prices.output_usd_per_token == D("0.000002")
     assert prices.input_usd_per_token == D("0.0000003")
 
 
 def test_an_endpoint_without_an_output_price_cannot_be_bounded() -> None:
     with pytest.raises(ValueError, match="b lists no output price"):
-        worst_case_prices([_endpoint("a", completion="0.1"), _endpoint("b", prompt="0.1")])
+        Prices.worst_case([_endpoint("a", completion="0.1"), _endpoint("b", prompt="0.1")])
     with pytest.raises(ValueError, match="no admitted endpoint"):
-        worst_case_prices([])
-    only_reasoning = worst_case_prices([_endpoint("r", internal_reasoning="0.000002")])
+        Prices.worst_case([])
+    only_reasoning = Prices.worst_case([_endpoint("r", internal_reasoning="0.000002")])
     assert only_reasoning.output_usd_per_token == D("0.000002")
     assert only_reasoning.input_usd_per_token == 0
 

@@ -196,7 +196,7 @@ def test_samples_go_to_their_prompts_shard_and_the_dry_run_counts_them_there(
 
 
 def test_a_fresh_output_is_a_new_job_and_a_resume_keeps_its_own(tmp_path: Path) -> None:
-    from openrouter_probe.generation.job import _cache_job
+    from openrouter_probe.generation.opening import _cache_job
 
     assert _cache_job([{"run": "a", "cache_job": "5eed"}, {"run": "b"}]) == "5eed"
     assert _cache_job([{"run": "a"}]) == ""  # an output of before: its rows' bytes as they were
