@@ -192,6 +192,14 @@ class WriteFailures:
                 self.on_failure(self.line)
         return self.line
 
+    def close(self, handle: IO[str] | None) -> None:
+        """Close ``handle`` (if open): a failure to close is a failed write (data was lost)."""
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError as exc:
+                self.fail(exc)
+
 
 def open_append(path: str | Path) -> IO[str]:
     """Open ``path`` for appending text (the output, the spend journal, the turns file): the one

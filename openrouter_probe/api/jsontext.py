@@ -21,13 +21,13 @@ import base64
 import datetime as _dt
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps_record", "json_text_value", "jsonable", "kind_of", "loads"]
+__all__ = ["dumps_record", "json_text_value", "jsonable", "kind_of", "loads", "mappings_in"]
 
 
 def loads(data: str | bytes) -> Any:
@@ -103,3 +103,15 @@ def json_text_value(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+def mappings_in(value: Any) -> Iterator[dict[str, Any]]:
+    """Every dict inside ``value`` (dicts and lists, nested), in document order."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))

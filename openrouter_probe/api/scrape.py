@@ -19,12 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 from bs4 import BeautifulSoup, Tag
 
+from openrouter_probe.api.jsontext import mappings_in
 from openrouter_probe.api.schema import ModelEndpoints
 from openrouter_probe.errors import SnapshotError
 
@@ -166,23 +166,12 @@ def _resolve(value: Any, records: dict[str, Any], active: frozenset[str] = froze
     return target
 
 
-def _walk(value: Any) -> Iterator[dict[str, Any]]:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            yield item
-            stack.extend(reversed(list(item.values())))
-        elif isinstance(item, list):
-            stack.extend(reversed(item))
-
-
 def _find_query(records: dict[str, Any]) -> tuple[list[Any], str | None, str | None] | None:
     """Return the endpoint entries, the canonical slug and the model's display name, if present."""
     # Resolution only swaps strings for records, so the cache dict itself sits in some raw record:
     # find it there and resolve just that, instead of expanding the whole page tree per record.
     queries: list[dict[str, Any]] = []
-    for node in _walk([r for r in records.values() if not isinstance(r, str)]):
+    for node in mappings_in([r for r in records.values() if not isinstance(r, str)]):
         if "queries" not in node:
             continue
         try:

@@ -12,11 +12,6 @@ from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, not
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: The options that make endpoints answer differently, shared by ``fake-server`` and ``verify``.
-DEGRADATION_OPTIONS = (
-    "degrade", "degrade_flip", "degrade_tools", "degrade_template", "degrade_sampling", "noise"
-)  # fmt: skip
-
 
 def _tag_rate(option: str) -> Callable[[str], object]:
     def check(spec: str) -> object:

@@ -171,12 +171,6 @@ def _cli_snapshot(pair: _Pair, given: str | None, snap: Snapshot) -> str:
     return "bundled" if snap.source == "bundled" else str(pair.snapshot)
 
 
-def _registry(precision_files: tuple[str, ...]) -> Any:
-    from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
-
-    return PrecisionRegistry.load(*precision_files) if precision_files else default_registry()
-
-
 _snapshot_option = click.option(
     "--snapshot",
     "snapshot",
@@ -211,8 +205,9 @@ def compile_cmd(
     """Re-compile each X.spec.yaml among FILES (or paired with them) into X.yaml; exit 1 if any
     compiled file was stale or missing (rewritten unless --check)."""
     from openrouter_probe.errors import ProbeError
+    from openrouter_probe.rules.precision import PrecisionRegistry
 
-    registry = _registry(precision_files)
+    registry = PrecisionRegistry.load(*precision_files)
     ok = True
     try:
         pairs = _pairs_to_compile(files, snapshot)

@@ -38,9 +38,9 @@ def _precision_option(func: Any) -> Any:
 
 
 def _registry(precision_files: tuple[str, ...]) -> Any:
-    from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
+    from openrouter_probe.rules.precision import PrecisionRegistry
 
-    return PrecisionRegistry.load(*precision_files) if precision_files else default_registry()
+    return PrecisionRegistry.load(*precision_files)
 
 
 @policy.command("compile")

@@ -155,6 +155,27 @@ class AccountLimits:
             self._settling_usd += cost_usd
 
 
+def dearest_worst_case(
+    chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
+) -> tuple[Decimal, Endpoint]:
+    """The worst case of a request over ``chain`` and the endpoint that costs it (the dearest)."""
+    return max(
+        (
+            (
+                worst_case_usd(
+                    e,
+                    prompt_tokens=prompt_tokens,
+                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
+                    at=now,
+                ),
+                e,
+            )
+            for e in chain
+        ),
+        key=lambda pair: pair[0],
+    )
+
+
 def hold_for(
     fake: Any, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
 ) -> web.Response | Decimal:
@@ -163,16 +184,7 @@ def hold_for(
     limits = fake.limits
     if not limits.holds:
         return Decimal(0)
-    now = fake.now()
-    need = max(
-        worst_case_usd(
-            e,
-            prompt_tokens=prompt_tokens,
-            max_tokens=output_cap(max_tokens, e, prompt_tokens),
-            at=now,
-        )
-        for e in chain
-    )
+    need, _ = dearest_worst_case(chain, prompt_tokens, max_tokens, fake.now())
     refused = limits.refuse(need, balance_usd=fake.credit.remaining_usd, now=fake.clock.now())
     if refused is not None:
         payload, headers = refused
@@ -196,19 +208,7 @@ def refuse_credit(
     """
     available = fake.credit.available_usd
     assert available is not None
-    worst = [
-        (
-            worst_case_usd(
-                e,
-                prompt_tokens=prompt_tokens,
-                max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                at=now,
-            ),
-            e,
-        )
-        for e in chain
-    ]
-    need, dearest = max(worst, key=lambda pair: pair[0])
+    need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
     if need <= available:
         return None, need
     affordable = affordable_tokens(

@@ -33,7 +33,8 @@ from aiohttp import web
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Credit, affordable_tokens, worst_case_usd
+from openrouter_probe.fake.account import dearest_worst_case
+from openrouter_probe.fake.billing import Credit, affordable_tokens
 from openrouter_probe.fake.reply import output_cap
 
 if TYPE_CHECKING:
@@ -245,19 +246,7 @@ class KeyStore:
     ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
         """``key`` with the worst case to reserve on it, or the key-limit 402 ("can only afford
         N", ``limit_source: openrouter_key_limit``) or 403 ("Key limit exceeded")."""
-        worst = [
-            (
-                worst_case_usd(
-                    e,
-                    prompt_tokens=prompt_tokens,
-                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                    at=now,
-                ),
-                e,
-            )
-            for e in chain
-        ]
-        need, dearest = max(worst, key=lambda pair: pair[0])
+        need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
         available = key.credit.available_usd
         if available is None or need <= available:
             return None, key, need

@@ -81,7 +81,6 @@ class Layout:
     reader: str | None = None  # the dialogue is a transcript: "hh" (one text), "oasst" (a tree)
 
 
-_DIALOGUE = ("messages", "conversations", "conversation", "items")
 _PROMPTS = ("prompt", "question", "instruction", "query", "input")
 
 LAYOUTS: tuple[Layout, ...] = (

@@ -144,14 +144,6 @@ class RowShape:
     #: hashed it (an output they wrote resumes, nothing bought twice)
     id_params: dict[str, Any] | None = None
 
-    @property
-    def has_images(self) -> bool:
-        return any(
-            isinstance(m.get("content"), list)
-            and any(isinstance(p, Mapping) and p.get("type") == "image_url" for p in m["content"])
-            for m in self.messages
-        )
-
 
 def _call(value: Any, i: int) -> dict[str, Any]:
     """LLaMA-Factory's ``function_call`` turn (``{"name", "arguments"}`` as JSON text) as a call."""

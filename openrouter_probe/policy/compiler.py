@@ -214,6 +214,16 @@ def _build(
     return base.model_copy(update={"order": order or None}), ignore_why, verdicts
 
 
+def _dropped(decision: RouteDecision, e: Endpoint, ignore_why: Mapping[str, str]) -> str:
+    """Why ``decision`` left ``e`` out: the ignore entry's reason, or the exclusion's."""
+    x = decision.exclusion(e.tag)
+    assert x is not None
+    if x.reason == "ignore":
+        entry = next(k for k in ignore_why if matches(k, e))
+        return f"dropped: ignored ({ignore_why[entry]})"
+    return f"dropped: {x.reason}: {x.detail}"
+
+
 def _decisions(
     decision: RouteDecision,
     endpoints: Sequence[Endpoint],
@@ -231,14 +241,9 @@ def _decisions(
             )
             reason = f"admitted ({how}); precision {v.verdict}: {v.reason}"
         else:
-            x = decision.exclusion(e.tag)
-            assert x is not None
-            if x.reason == "ignore":
-                entry = next(k for k in ignore_why if matches(k, e))
-                reason = f"dropped: ignored ({ignore_why[entry]})"
-            else:
-                reason = f"dropped: {x.reason}: {x.detail}"
-            if x.reason == "quantization" and loose is not None and loose.candidate(e.tag):
+            reason = _dropped(decision, e, ignore_why)
+            quantization = reason.startswith("dropped: quantization:")
+            if quantization and loose is not None and loose.candidate(e.tag):
                 reason += " (an ignore-list alone would admit it)"
         price_in, price_out = e.pricing.prompt_usd_per_m, e.pricing.completion_usd_per_m
         rows.append(
@@ -421,13 +426,8 @@ def _compile_batch(
                 f"precision {v.verdict}: {v.reason}"
             )
         else:
-            x = None if decision is None else decision.exclusion(e.tag)
-            assert x is not None
-            if x.reason == "ignore":
-                entry = next(k for k in ignore_why if matches(k, e))
-                reason = f"dropped: ignored ({ignore_why[entry]})"
-            else:
-                reason = f"dropped: {x.reason}: {x.detail}"
+            assert decision is not None
+            reason = _dropped(decision, e, ignore_why)
         price_in, price_out = e.pricing.prompt_usd_per_m, e.pricing.completion_usd_per_m
         sync_out = None if pair.sync is None else pair.sync.pricing.completion_usd_per_m
         decisions.append(

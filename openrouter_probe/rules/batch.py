@@ -34,7 +34,6 @@ from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.errors import Message, SnapshotError, first_validation_error
-from openrouter_probe.rules.routing import blended_price_usd_per_m
 
 __all__ = [
     "BatchAcceptance",
@@ -206,10 +205,6 @@ class BatchPair:
         if b is None or not s:
             return None
         return (b / s).quantize(Decimal("0.001"))
-
-    @property
-    def blended_usd_per_m(self) -> Decimal | None:
-        return blended_price_usd_per_m(self.batch)
 
 
 def batch_pairs(listing: BatchListing | None, sync: Sequence[Endpoint]) -> list[BatchPair]:

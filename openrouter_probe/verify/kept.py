@@ -103,11 +103,6 @@ class SampledCompletions:
         """``tag``'s samples that held an answer."""
         return sum(len(texts) for texts in self.completions.get(tag, {}).values())
 
-    def empty_share(self, tag: str) -> float | None:
-        """The share of ``tag``'s samples with no answer (``None``: no sample came back)."""
-        total = self.answered(tag) + self.empty[tag]
-        return None if total == 0 else self.empty[tag] / total
-
 
 def keep_samples(plan: VerifyPlan, observations: Iterable[Observation]) -> SampledCompletions:
     """The sampled arm's completions of ``plan`` (a ``VerifyPlan``) among ``observations``: the

@@ -192,20 +192,6 @@ def binom_sf(k: int, n: int, p: float) -> float:
     return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(k, n + 1)))
 
 
-def _solve(fn: Callable[[float], float], target: float) -> float:
-    """Return p in [0, 1] with fn(p) == target for a monotone increasing ``fn`` (bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if fn(mid) < target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-15:
-            break
-    return (lo + hi) / 2
-
-
 def _check_counts(successes: int, n: int) -> None:
     if n < 0 or successes < 0 or successes > n:
         raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
@@ -227,14 +213,15 @@ def clopper_pearson(successes: int, n: int, *, level: float = 0.95) -> Interval:
     elif successes == n:
         low = tail ** (1.0 / n)
     else:
-        low = _solve(lambda p: binom_sf(successes, n, p), tail)
+        low = _root(lambda p: tail - binom_sf(successes, n, p), 0.0, 1.0, tol=1e-15)
     if successes == n:
         high = 1.0
     elif successes == 0:
         high = 1.0 - tail ** (1.0 / n)
     else:
         # P(X <= x) falls as p rises: solve 1 - cdf (rising) = 1 - tail.
-        high = _solve(lambda p: 1.0 - binom_cdf(successes, n, p), 1.0 - tail)
+        rest = 1.0 - tail
+        high = _root(lambda p: rest - (1.0 - binom_cdf(successes, n, p)), 0.0, 1.0, tol=1e-15)
     return Interval(low, high, level)
 
 
@@ -374,15 +361,15 @@ def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Inte
     return Interval(low, high, level, "tango")
 
 
-def _root(fn: Callable[[float], float], lo: float, hi: float) -> float:
-    """The root of a decreasing ``fn`` in [lo, hi] (bisection to 1e-12)."""
+def _root(fn: Callable[[float], float], lo: float, hi: float, tol: float = 1e-12) -> float:
+    """The root of a decreasing ``fn`` in [lo, hi] (bisection to ``tol``)."""
     for _ in range(200):
         mid = (lo + hi) / 2
         if fn(mid) > 0:
             lo = mid
         else:
             hi = mid
-        if hi - lo < 1e-12:
+        if hi - lo < tol:
             break
     return (lo + hi) / 2
 

@@ -397,11 +397,7 @@ class OutputLog:
 
     def close(self) -> None:
         handle, self._handle = self._handle, None
-        if handle is not None:
-            try:
-                handle.close()
-            except OSError as exc:
-                self.writes.fail(exc)
+        self.writes.close(handle)
 
     def __enter__(self) -> OutputLog:
         return self.open()

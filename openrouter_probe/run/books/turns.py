@@ -278,11 +278,7 @@ class TurnLog:
 
     def close(self) -> None:
         handle, self._handle = self._handle, None
-        if handle is not None:
-            try:
-                handle.close()
-            except OSError as exc:
-                self.writes.fail(exc)
+        self.writes.close(handle)
 
 
 @dataclasses.dataclass

@@ -382,11 +382,7 @@ class Journal:
         """Flush and close (after a failed write, the rest of what was buffered is tried once
         more: it follows what is in the file, so the file stays whole or torn at its end)."""
         handle, self._handle = self._handle, None
-        if handle is not None:
-            try:
-                handle.close()
-            except OSError as exc:
-                self.writes.fail(exc)
+        self.writes.close(handle)
 
     def __enter__(self) -> Journal:
         return self.open()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import mmap
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -35,8 +34,6 @@ _DAMAGED = (
     "the file is damaged. Restore it, or delete it: the output's records then count at their "
     "worst case until /generation settles them"
 )
-#: A string that is its own JSON body once quoted.
-_PLAIN = re.compile(r"[A-Za-z0-9_.:-]+")
 # An attempt's state in the replay.
 _SENT, _KNOWN, _UNKNOWN, _RECONCILED = 0, 1, 2, 3
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+from openrouter_probe.api.jsontext import mappings_in
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.rules.server_tools import RESULT_USD, server_tools
 
@@ -64,18 +65,6 @@ class RequestShape(NamedTuple):
     images: int = 0
     web_searches: int = 0
     cache_write: bool = False
-
-
-def _walk(value: Any) -> Iterable[dict[str, Any]]:
-    """Every mapping inside ``value`` (content parts, plugins, ...)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            yield item
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 def _web_searches(params: Mapping[str, Any]) -> int:
@@ -118,7 +107,7 @@ def request_shape(
     params = params or {}
     images = 0
     cache_write = False
-    for part in _walk([messages, params]):
+    for part in mappings_in([messages, params]):
         kind = part.get("type")  # a tool's JSON Schema may name a property "type"
         if isinstance(kind, str) and kind in _IMAGE_PARTS:
             images += 1
