@@ -2,7 +2,7 @@
 
 ``OPENROUTER_API_KEY`` and ``OPENROUTER_BASE_URL`` are read here and nowhere else: the sync
 client (``api.client``), the batch client (``api.batches``), the key management client
-(``api.keys``, for its base URL) and a paid run (``run.config.JobOptions``) each resolve one
+(``api.keys``, for its base URL) and a paid run (``run.config.RunPlan``) each resolve one
 ``Connection`` from what the caller gave and the environment, with one rule: an argument wins,
 then the environment, then the default; a key is stripped (blank is none); a base URL loses its
 trailing ``/`` and must be http(s).

@@ -24,7 +24,7 @@ import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.options import field_option, format_option, out_option, snapshot_options
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 
 if TYPE_CHECKING:
     from openrouter_probe.errors import OptionError
@@ -306,7 +306,7 @@ def budget_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
     if help is not None:
         attrs["help"] = help
     check = checked_by(usd_amount("--budget-usd"))
-    return field_option(JobOptions, "budget_usd", metavar="USD", callback=check, **attrs)
+    return field_option(RunPlan, "budget_usd", metavar="USD", callback=check, **attrs)
 
 
 def token_count(option: str) -> Callable[[Any], object]:

@@ -26,7 +26,7 @@ from openrouter_probe.cli._common import (
 )
 from openrouter_probe.cli.options import aliased, field_option, out_option
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
-from openrouter_probe.run.config import DEFAULT_ATTEMPTS, JobOptions
+from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -247,12 +247,12 @@ def _weights_syntax(text: str) -> object:
 @out_option(required=True)
 @budget_option()
 @click.option("--no-budget", is_flag=True, help="Run with no spend cap at all (not advised).")
-@field_option(JobOptions, "concurrency", type=click.IntRange(min=1), metavar="N")
+@field_option(RunPlan, "concurrency", type=click.IntRange(min=1), metavar="N")
 @field_option(
     GeneratePlan, "max_tokens", type=click.IntRange(min=1), default=4096, show_default=True
 )
 @field_option(
-    JobOptions, "target_tokens", metavar="TOKENS",
+    RunPlan, "target_tokens", metavar="TOKENS",
     callback=checked_by(token_count("--target-tokens")),
 )  # fmt: skip
 @field_option(GeneratePlan, "stream", negatable=True, default=False, show_default=True)
@@ -276,19 +276,19 @@ def _weights_syntax(text: str) -> object:
 @source_options
 @field_option(GeneratePlan, "redo_failed", is_flag=True)
 @field_option(GeneratePlan, "redo_truncated", is_flag=True)
-@field_option(JobOptions, "lower_max_tokens", is_flag=True)
-@field_option(JobOptions, "response_cache_ttl_s", "no_response_cache", is_flag=True)
+@field_option(RunPlan, "lower_max_tokens", is_flag=True)
+@field_option(RunPlan, "response_cache_ttl_s", "no_response_cache", is_flag=True)
 @field_option(GeneratePlan, "snapshot", metavar="bundled|PATH")
 @field_option(GeneratePlan, "offline", is_flag=True)
 @field_option(
-    JobOptions, "backoff", "attempts", type=click.IntRange(min=1), default=DEFAULT_ATTEMPTS,
+    RunPlan, "backoff", "attempts", type=click.IntRange(min=1), default=DEFAULT_ATTEMPTS,
     show_default=True,
 )  # fmt: skip
-@field_option(JobOptions, "read_timeout_s", type=click.FloatRange(min=0, min_open=True))
-@field_option(JobOptions, "max_wait_s", type=click.FloatRange(min=0))
-@field_option(JobOptions, "drain_timeout_s", type=click.FloatRange(min=0, min_open=True))
+@field_option(RunPlan, "read_timeout_s", type=click.FloatRange(min=0, min_open=True))
+@field_option(RunPlan, "max_wait_s", type=click.FloatRange(min=0))
+@field_option(RunPlan, "drain_timeout_s", type=click.FloatRange(min=0, min_open=True))
 @batch_options
-@field_option(JobOptions, "progress", "quiet", is_flag=True)
+@field_option(RunPlan, "progress", "quiet", is_flag=True)
 @format_option()
 def generate(
     prompts: str,

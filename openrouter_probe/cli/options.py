@@ -1,6 +1,6 @@
 """The options every verb shares, declared once: one concept, one flag name.
 
-``field_option`` is the option of a plan's field (``run.config.JobOptions``,
+``field_option`` is the option of a plan's field (``run.config.RunPlan``,
 ``generation.plan.GeneratePlan``): its flag, ``--help`` and default are the field's own, written
 once in its metadata (``run.config.cli``).
 ``format_option`` (``--format``: ``text`` for people, ``json``, and ``csv`` or ``evidence`` where
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 
 __all__ = [
     "ALIASES",
@@ -117,7 +117,7 @@ def out_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
     attrs.setdefault("type", click.Path(dir_okay=False))
     if help is not None:
         attrs["help"] = help
-    return field_option(JobOptions, "out", "-o", aliases=("--output",), **attrs)
+    return field_option(RunPlan, "out", "-o", aliases=("--output",), **attrs)
 
 
 def snapshot_options(func: F) -> F:

@@ -16,7 +16,7 @@ from openrouter_probe.cli._common import (
     warn_unused,
 )
 from openrouter_probe.cli.options import AliasedOption, field_option, out_option
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
 _MOVED = ("--fake", "--fake-seed", "--degrade", "--degrade-flip", "--degrade-tools", "--noise")
@@ -88,7 +88,7 @@ def _moved_options(func: Any) -> Any:
     metavar="FILE",
 )
 @field_option(
-    JobOptions,
+    RunPlan,
     "concurrency",
     type=click.IntRange(min=1),
     default=32,
@@ -154,7 +154,7 @@ def _moved_options(func: Any) -> Any:
     metavar="FILE.yaml",
     help="Also write the dated evidence (read back with --precision-file).",
 )
-@field_option(JobOptions, "progress", "quiet", is_flag=True)
+@field_option(RunPlan, "progress", "quiet", is_flag=True)
 @format_option("evidence")
 @_moved_options
 def verify(model: str, **opts: Any) -> None:

@@ -18,7 +18,7 @@ from openrouter_probe.errors import APIError, Message, NoRouteError, PolicyError
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.start import Said
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 async def model_endpoints(
-    model: str, policy: str | Path, snapshot: Any, options: JobOptions
+    model: str, policy: str | Path, snapshot: Any, options: RunPlan
 ) -> tuple[list[Any], Any]:
     """The model's endpoints now; a model OpenRouter does not know names the policy it came from."""
     try:
@@ -140,7 +140,7 @@ def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) 
     )
 
 
-def _batch_listing(snap: Any, model: str, options: JobOptions) -> list[Endpoint]:
+def _batch_listing(snap: Any, model: str, options: RunPlan) -> list[Endpoint]:
     """The model's ``:batch`` endpoints: the snapshot's, or (a live one without them) asked now;
     empty when unknown."""
     if snap is not None and snap.batch is not None:
@@ -164,7 +164,7 @@ def batch_settings(
     snap: Any,
     prices: Prices,
     asked: GeneratePlan,
-    options: JobOptions,
+    options: RunPlan,
     snapshot: Any = None,
 ) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices

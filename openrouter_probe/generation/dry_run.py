@@ -17,7 +17,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run import checks
 from openrouter_probe.run.books.turns import TurnBook
-from openrouter_probe.run.config import JobOptions, Learned
+from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.counts import AnswerLengths, useful_rows
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import PaidRun
@@ -103,7 +103,7 @@ def summarize_dry_run(
     *,
     snap: Any,
     compiled: Any,
-    options: JobOptions,
+    options: RunPlan,
     learned: Learned,
     asked: GeneratePlan,
     book: TurnBook | None,

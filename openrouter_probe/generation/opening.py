@@ -39,7 +39,7 @@ from openrouter_probe.generation.records import truncated_rows
 from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
-from openrouter_probe.run.config import JobOptions, Learned
+from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import Job, PaidRun, open_run
 from openrouter_probe.run.rows import PromptRow
@@ -157,7 +157,7 @@ def _warn_duplicates(rows: PromptSet) -> Said:
 
 def _turn_book(
     asked: GeneratePlan,
-    options: JobOptions,
+    options: RunPlan,
     todo: list[PromptRow],
     kept: dict[str, list[dict[str, Any]]],
     inputs: Inputs | None = None,
@@ -241,7 +241,7 @@ def _turns_counted(book: TurnBook, todo: list[PromptRow]) -> dict[str, Any]:
     }
 
 
-async def _capped(options: JobOptions, asked: GeneratePlan, spent: Decimal) -> Decimal | None:
+async def _capped(options: RunPlan, asked: GeneratePlan, spent: Decimal) -> Decimal | None:
     """The run's cap: the plan's; with ``budget_usd="key"``, a paid run's is what the output
     spent before plus what the key's limit has left (or refused)."""
     if asked.budget_from_key and not asked.dry_run:

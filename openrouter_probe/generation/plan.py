@@ -3,11 +3,11 @@
 ``GeneratePlan.of`` takes ``generate()``'s keywords, every one, and refuses what no run could use
 (a temperature outside OpenRouter's range, a reasoning budget that fills ``max_tokens``,
 ``stream`` with ``batch``, ...) before anything is read or sent; it resolves the paid run's plan
-(``run.config.JobOptions``: the key and base URL from the environment, the budget, the output)
+(``run.config.RunPlan``: the key and base URL from the environment, the budget, the output)
 once, as batch mode wants it. The plan is frozen: the run reads it and never changes it.
 
 Each field is declared once: ``generate``'s own here, what every paid run takes in
-``run.config.JobOptions``. ``generate()``'s keywords are the fields of both that are not
+``run.config.RunPlan``. ``generate()``'s keywords are the fields of both that are not
 ``DERIVED`` (or set one under another name, ``RUN_KEYWORDS``); the CLI's options are made from
 the fields' metadata (``run.config.cli``; ``cli.options.field_option``), so ``generate --help``
 imports this module: what its checks need is imported where they run.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.generation.shards import shard_from_launcher
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
-from openrouter_probe.run.config import JobOptions, cli
+from openrouter_probe.run.config import RunPlan, cli
 
 if TYPE_CHECKING:
     from openrouter_probe.generation.manifest import SourceOptions
@@ -102,7 +102,7 @@ class GeneratePlan:
     """What a ``generate`` job was asked, checked (see the module); build it with :meth:`of`.
 
     It adds ``generate``'s own inputs (prompts, policy, sampling, turns, shard...) to ``run``,
-    the paid run's plan (``run.config.JobOptions``, each of its fields declared there once). Each
+    the paid run's plan (``run.config.RunPlan``, each of its fields declared there once). Each
     own field is ``generate()``'s keyword of the same name, as the job uses it: ``shard`` a pair
     (``"auto"`` resolved from the launcher), ``batch`` a ``BatchOptions`` or ``None``. Derived:
     ``shard_source`` (the launcher's variables that gave the shard), ``budget_from_key``
@@ -232,7 +232,7 @@ class GeneratePlan:
     #: the sampling mix the three ``*_mix`` keywords and ``mix_seed`` make (``None``: none given)
     mix: SamplingMix | None = field(default=None, metadata=_DERIVED)
     #: the paid run's plan: what ``generate`` shares with ``verify``
-    run: JobOptions = field(metadata=_DERIVED, repr=False)
+    run: RunPlan = field(metadata=_DERIVED, repr=False)
 
     @classmethod
     def of(cls, prompts: str | Path, **keywords: Any) -> GeneratePlan:
@@ -260,7 +260,7 @@ class GeneratePlan:
         if run["target_tokens"] is not None:
             run["target_tokens"] = parse_token_count(run["target_tokens"], what="target_tokens")
         cache = run.pop("response_cache")
-        options = JobOptions.resolve(
+        options = RunPlan.resolve(
             command="generate",
             inputs=(prompts, k["policy"]),
             need_key=not k["dry_run"],
@@ -478,8 +478,8 @@ def _check_sampling(
 
 
 def _batch_mode(
-    stream: bool, options: JobOptions, batch: bool | BatchOptions
-) -> tuple[BatchOptions | None, JobOptions]:
+    stream: bool, options: RunPlan, batch: bool | BatchOptions
+) -> tuple[BatchOptions | None, RunPlan]:
     """Batch mode's options, checked (``None``: sync); the run's options as batch mode wants
     them (unchanged without ``batch``)."""
     if batch is False:

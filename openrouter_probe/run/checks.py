@@ -27,7 +27,7 @@ from openrouter_probe.errors import (
     OptionError,
 )
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.limit import WindowStart, window_start
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
@@ -98,7 +98,7 @@ def _live_snapshot(model: str, *, connection: Connection) -> Any:
 
 
 def key_check(
-    options: JobOptions,
+    options: RunPlan,
     budget_usd: Decimal | None = None,
     shards: int | None = None,
     one_request_usd: Decimal | None = None,
@@ -129,7 +129,7 @@ def key_check(
     return KeyCheck(warning, blocks, balance, unread)
 
 
-def _account(options: JobOptions, api_key: str = "") -> Client:
+def _account(options: RunPlan, api_key: str = "") -> Client:
     """The client of the account's reads (``GET /key``, ``GET /credits``): two tries, 10 s;
     ``api_key`` (a management key) in place of the run's."""
     from openrouter_probe.api.client import Client
@@ -140,7 +140,7 @@ def _account(options: JobOptions, api_key: str = "") -> Client:
     return Client(connection=connection, attempts=2, retry_timeout=10)
 
 
-def _balance(options: JobOptions) -> tuple[Decimal | None, str]:
+def _balance(options: RunPlan) -> tuple[Decimal | None, str]:
     """The account's balance (``GET /credits``, asked with ``OPENROUTER_MANAGEMENT_KEY`` when it
     is set, else with the run's key), or ``None`` and why not."""
     management = os.environ.get(MANAGEMENT_KEY_ENV, "").strip()
@@ -159,7 +159,7 @@ def _balance(options: JobOptions) -> tuple[Decimal | None, str]:
 
 
 def _key_warning(
-    options: JobOptions,
+    options: RunPlan,
     blocking: KeyBudget | None,
     remaining: Decimal | None,
     budget: Decimal | None,
@@ -198,7 +198,7 @@ def _key_warning(
 
 
 def account_window(
-    options: JobOptions,
+    options: RunPlan,
     check: KeyCheck | None,
     rows: Sequence[PromptRow],
     builder: RequestBuilder,
@@ -223,7 +223,7 @@ def account_window(
     )
 
 
-def key_budget(options: JobOptions, spent_before: Decimal = Decimal(0)) -> Decimal:
+def key_budget(options: RunPlan, spent_before: Decimal = Decimal(0)) -> Decimal:
     """A paid run's cap (``Learned.cap_usd``): what the budget that blocks the key first has left
     (``GET /key``) over what the output spent before (``spent_before``: the cap is the output's,
     across runs), said on stderr; no limit to read (none on the key, ``/key`` unreadable, an

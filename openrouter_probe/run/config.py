@@ -1,9 +1,9 @@
-"""The one plan of a paid run (``JobOptions``): each field declared once, with its default and the
+"""The one plan of a paid run (``RunPlan``): each field declared once, with its default and the
 CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan holds it
 whole, ``verify`` runs with it. What a job learns as it opens (the key's cap, the weights, the
 batch settings) is ``Learned``, beside it: nothing replaces the plan's fields once it is built.
 
-``JobOptions.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
+``RunPlan.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
 CLI's flags): it parses the budget, checks the output and its folder, and reads the key and the base
 URL from the environment. The retry schedule is one ``Backoff``, made here (``default_backoff``) or
 given whole; ``attempts`` and a ``backoff`` that disagree are refused, never one silently winning.
@@ -12,7 +12,7 @@ What a run's requests share (model, provider block, ``max_tokens``, sampling) is
 
 Example::
 
-    options = JobOptions.resolve(command="generate", out="out.jsonl", inputs=["prompts.jsonl"],
+    options = RunPlan.resolve(command="generate", out="out.jsonl", inputs=["prompts.jsonl"],
                                  budget_usd=100, concurrency=256, read_timeout_s=120)
     options.ceiling_s(4096)   # 120 + 4096 / 4: the longest one attempt may take
 """
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ATTEMPTS",
     "CliFlag",
-    "JobOptions",
     "Learned",
     "Progress",
+    "RunPlan",
     "cli",
     "default_backoff",
 ]
@@ -92,7 +92,7 @@ def _asyncio_sleep() -> Sleep:
 
 
 @dataclass(frozen=True, kw_only=True)
-class JobOptions:
+class RunPlan:
     """What every paid run takes: where it writes, what it may spend, how it sends and waits.
 
     ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
@@ -235,7 +235,7 @@ class JobOptions:
         need_key: bool = True,
         key_hint: str = "",
         **fields: Any,
-    ) -> JobOptions:
+    ) -> RunPlan:
         """Check the options of a paid run and resolve the key and base URL from the environment.
 
         ``inputs`` are the files the run reads: neither the output nor its journal may be one of
@@ -278,7 +278,7 @@ class JobOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class Learned:
-    """What a job learns as it opens, beside its plan (``JobOptions``), never written into it:
+    """What a job learns as it opens, beside its plan (``RunPlan``), never written into it:
     ``cap_usd``, the spend cap (the plan's ``budget_usd``, or with ``budget_usd="key"`` what the
     key's limit has left, ``run.checks.key_budget``); ``weights``, each dataset's share of the cap
     (parsed against the prompts' datasets, unnamed ones weigh 1); ``batch``, the batch sender's
@@ -294,7 +294,7 @@ class Learned:
                 raise ConfigError(f"weights {dataset}={weight}: a weight is a number above 0")
 
     @classmethod
-    def nothing(cls, options: JobOptions) -> Learned:
+    def nothing(cls, options: RunPlan) -> Learned:
         """What a run that learns nothing runs with (``verify``): the plan's cap, no weights,
         sync."""
         return cls(cap_usd=options.budget_usd)

@@ -1,6 +1,6 @@
 """The one way to run a paid job: ``generate`` and ``verify`` both start their requests here.
 
-``JobOptions.resolve`` (``run.config``) checks what every paid run takes (the output and its
+``RunPlan.resolve`` (``run.config``) checks what every paid run takes (the output and its
 folder, the budget, the concurrency, the key and the base URL) before anything is read or sent. ``open_run`` opens the
 output for a run: it takes the output's lock (``run.lock``: one run per output, dry runs included)
 before anything is read or repaired, refuses an output another command (or another model) wrote,
@@ -10,14 +10,14 @@ limit (``PaidRun.before_sending``), then makes the run's parts in order, each fr
 it, with constructor arguments only (the composition root: nothing is wired in afterwards): the
 waits and the write stop, the output and the journal, the row source, the claims of open
 batches, the dollar window, the sender's channel (``run.senders``: the aiohttp transport unless
-``JobOptions.send`` gives one), the books (``run.books.books``: the cap over everything spent so
+``RunPlan.send`` gives one), the books (``run.books.books``: the cap over everything spent so
 far, shared between the datasets, the journal, the reconciler), the sender and the scheduler
 (``run.schedule.runner``), and runs it with its signals. A guarantee added here holds for both
 commands.
 
 Example::
 
-    options = JobOptions.resolve(command="generate", out="out.jsonl", inputs=["prompts.jsonl"],
+    options = RunPlan.resolve(command="generate", out="out.jsonl", inputs=["prompts.jsonl"],
                                  budget_usd=100, concurrency=256)
     with open_run(options) as paid:
         todo = [row for row in rows if row.id not in paid.state.finished]
@@ -49,7 +49,7 @@ from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.books.turns import TurnBook, TurnLog
 from openrouter_probe.run.checks import KeyCheck, account_window, key_check
-from openrouter_probe.run.config import JobOptions, Learned, Progress
+from openrouter_probe.run.config import Learned, Progress, RunPlan
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.money.journal import Adopted, Journal, adopt
 from openrouter_probe.run.money.limit import WindowStart
@@ -68,8 +68,8 @@ from openrouter_probe.run.stop import StopReason, WriteStop
 
 __all__ = [
     "Job",
-    "JobOptions",
     "PaidRun",
+    "RunPlan",
     "open_run",
     "run_job",
 ]
@@ -87,7 +87,7 @@ class Job:
     label: str
 
 
-def _check_job(options: JobOptions, headers: list[dict[str, Any]], job: Job | None) -> str | None:
+def _check_job(options: RunPlan, headers: list[dict[str, Any]], job: Job | None) -> str | None:
     """Refuse an output another command or another model wrote; warn (return why) when the same
     command wrote it under another policy or plan: resuming after a re-compile stays possible."""
     for header in headers:
@@ -134,7 +134,7 @@ class PaidRun:
 
     def __init__(
         self,
-        options: JobOptions,
+        options: RunPlan,
         state: ResumeState,
         replay: JournalReplay,
         job: Job | None = None,
@@ -431,7 +431,7 @@ async def _run(
 
 @contextlib.contextmanager
 def open_run(
-    options: JobOptions,
+    options: RunPlan,
     *,
     redo_failed: bool = False,
     job: Job | None = None,

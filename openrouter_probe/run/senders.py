@@ -29,7 +29,7 @@ from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.reconcile import Lookup
-from openrouter_probe.run.config import JobOptions, Learned
+from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.money.replay import JournalReplay
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
@@ -72,7 +72,7 @@ class Channel(Protocol):
 #: ``open(options, learned, replay, rows, awaiting)``: ``awaiting`` the rows recorded ``failed``
 #: whose line an open batch holds (``ResumeState.awaiting``): only that answer is taken
 Opener = Callable[
-    [JobOptions, Learned, JournalReplay, list[PromptRow], Collection[str]],
+    [RunPlan, Learned, JournalReplay, list[PromptRow], Collection[str]],
     contextlib.AbstractAsyncContextManager[Channel],
 ]
 
@@ -83,11 +83,11 @@ class SenderKind:
     it, and how it opens."""
 
     name: str
-    chosen: Callable[[JobOptions, Learned], bool]
+    chosen: Callable[[RunPlan, Learned], bool]
     open: Opener
 
 
-def sender_for(options: JobOptions, learned: Learned) -> SenderKind:
+def sender_for(options: RunPlan, learned: Learned) -> SenderKind:
     """The sender ``options`` and ``learned`` choose (the first of ``SENDERS``)."""
     return next(kind for kind in SENDERS if kind.chosen(options, learned))
 
@@ -99,7 +99,7 @@ class _Batches:
 
     def __init__(
         self,
-        options: JobOptions,
+        options: RunPlan,
         learned: Learned,
         client: BatchClient,
         replay: JournalReplay,
@@ -149,7 +149,7 @@ class _Batches:
 
 @contextlib.asynccontextmanager
 async def _open_batches(
-    options: JobOptions,
+    options: RunPlan,
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
@@ -205,7 +205,7 @@ class _Given:
 
 @contextlib.asynccontextmanager
 async def _open_given(
-    options: JobOptions,
+    options: RunPlan,
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
@@ -219,7 +219,7 @@ class _Http(_Given):
     """The HTTP transport, ``/generation`` settling what it leaves unknown; a key-limit stop
     adds what ``/key`` says of the limit."""
 
-    def __init__(self, send: Sender, lookup: Lookup | None, options: JobOptions) -> None:
+    def __init__(self, send: Sender, lookup: Lookup | None, options: RunPlan) -> None:
         super().__init__(send, lookup)
         self.options = options
 
@@ -232,7 +232,7 @@ class _Http(_Given):
 
 @contextlib.asynccontextmanager
 async def _open_http(
-    options: JobOptions,
+    options: RunPlan,
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
@@ -252,7 +252,7 @@ async def _open_http(
         yield _Http(transport.send, options.lookup or transport.generation_cost, options)
 
 
-def key_figures(options: JobOptions) -> str:
+def key_figures(options: RunPlan) -> str:
     """What ``/key`` says of the key's own limit, for the key-limit stop (``""``: unreadable)."""
     from openrouter_probe.api.client import Client
 

@@ -45,7 +45,7 @@ from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
-from openrouter_probe.run.config import JobOptions, Learned
+from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import Job, open_run, run_job
 from openrouter_probe.run.result import RunResult
@@ -323,7 +323,7 @@ def _row(rid: str, tag: str, body: dict[str, Any], prices: Prices) -> PromptRow:
     )
 
 
-async def _send(plan: VerifyPlan, options: JobOptions, *, pilot: bool = False) -> RunResult:
+async def _send(plan: VerifyPlan, options: RunPlan, *, pilot: bool = False) -> RunResult:
     """Send every request of ``plan`` that ``options.out`` does not record yet, under one cap
     (with ``pilot``, the pilot's requests only)."""
     try:
@@ -416,7 +416,7 @@ async def verify_precision(
     ``ConfigError`` before sending for unusable inputs (``alpha``, ``power``, ``tolerance``
     outside (0, 1), ``repeats`` outside 2..10, ``n`` < 1)."""
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    options = JobOptions.resolve(
+    options = RunPlan.resolve(
         command="verify",
         out=out,
         inputs=[p for p in [policy, *_suite_files(suite)] if p is not None],
@@ -450,7 +450,7 @@ async def verify_precision(
 
 
 async def _plan_with_pilot(
-    planning: Callable[..., VerifyPlan], thinking: str | Thinking, options: JobOptions
+    planning: Callable[..., VerifyPlan], thinking: str | Thinking, options: RunPlan
 ) -> tuple[VerifyPlan, RunResult | None]:
     """The plan; when it thinks with a provisional room, the pilot is sent first (under the
     check's cap, recorded in its output: a rerun does not send it again) and the plan made

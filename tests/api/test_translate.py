@@ -25,7 +25,7 @@ from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.api.error_rules import RETRIED
 from openrouter_probe.api.translate import retryable, translate_exception, translate_status
 from openrouter_probe.errors import APIConnectionError, APIStatusError, ConfigError
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.send.failure import classify_error
 from tests.api.test_error_rules import CASES, IN_FLIGHT_402
 
@@ -168,7 +168,7 @@ def test_one_connection_resolves_the_key_and_the_url(monkeypatch: pytest.MonkeyP
     assert conn.headers()["Authorization"] == "Bearer sk-or-v1-xxxxxxxx"
     assert "Authorization" not in conn.headers(accept="text/html")
     # every client and the run's options resolve the same way
-    options = JobOptions.resolve(command="generate", out="out.jsonl")
+    options = RunPlan.resolve(command="generate", out="out.jsonl")
     assert options.connection == conn  # resolved once, held whole
     batch = BatchClient()
     assert batch.connection.api_key == conn.api_key and batch.base_url == conn.base_url
@@ -193,6 +193,6 @@ def test_a_blank_key_and_a_bad_url_say_what_to_do(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(ConfigError, match=r"^the Batch API needs an API key: "):
         BatchClient()
     monkeypatch.setenv("OPENROUTER_BASE_URL", "openrouter.ai/api/v1")
-    for make in (Connection.resolve, Client, lambda: JobOptions.resolve(command="x", out="o")):
+    for make in (Connection.resolve, Client, lambda: RunPlan.resolve(command="x", out="o")):
         with pytest.raises(ConfigError, match="is not an http\\(s\\) URL; unset it"):
             make()

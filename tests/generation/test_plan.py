@@ -25,14 +25,14 @@ from openrouter_probe.generation.plan import (
     GeneratePlan,
 )
 from openrouter_probe.run.books.turns import TURNS_MODES
-from openrouter_probe.run.config import JobOptions, Learned
+from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.run import plan_precision_check, verify_precision
 
 COMMAND = cli.commands["generate"]
 FIELDS = [f.name for f in dataclasses.fields(GeneratePlan)]
-RUN_FIELDS = [f.name for f in dataclasses.fields(JobOptions)]
+RUN_FIELDS = [f.name for f in dataclasses.fields(RunPlan)]
 KEYWORDS = list(inspect.signature(generate).parameters)
 #: What a library caller of ``generate()`` does not set: the run's plan's fields that the
 #: command names itself (``command``) or that a test replaces (``lookup``, ``wall_clock``,
@@ -76,12 +76,12 @@ def test_generate_takes_exactly_the_plans_fields() -> None:
 
 def test_generates_defaults_are_the_run_plans() -> None:
     """A keyword of ``generate()`` that is a field of the run's plan defaults to the field's
-    default, but for those ``JobOptions.resolve`` resolves (``None``: from the environment, the
+    default, but for those ``RunPlan.resolve`` resolves (``None``: from the environment, the
     default backoff)."""
     keywords = inspect.signature(generate).parameters
     resolved = {"api_key", "base_url", "backoff"}
     compared = []
-    for field in dataclasses.fields(JobOptions):
+    for field in dataclasses.fields(RunPlan):
         if field.name not in keywords or field.name in resolved:
             continue
         default = keywords[field.name].default
@@ -119,7 +119,7 @@ def test_the_cli_options_are_the_fields_metadata() -> None:
     options = {p.name: p for p in COMMAND.params if isinstance(p, click.Option)}
     by_flag = {flag: p for p in options.values() for flag in p.opts + p.secondary_opts}
     named = 0
-    for field in (*dataclasses.fields(GeneratePlan), *dataclasses.fields(JobOptions)):
+    for field in (*dataclasses.fields(GeneratePlan), *dataclasses.fields(RunPlan)):
         meta = field.metadata.get("cli")
         if meta is None:
             continue
@@ -145,7 +145,7 @@ def test_the_cli_reads_the_plans_fields_without_the_runs_machinery(module: str) 
 def test_verifys_options_of_the_run_are_the_fields_flags() -> None:
     """``verify`` sets the run's plan's fields it shares with ``generate`` through the same flags
     (its help says them for a check)."""
-    flags = {f.metadata["cli"].flag for f in dataclasses.fields(JobOptions) if "cli" in f.metadata}
+    flags = {f.metadata["cli"].flag for f in dataclasses.fields(RunPlan) if "cli" in f.metadata}
     shared = [p for p in cli.commands["verify"].params if set(p.opts) & flags]
     assert sorted(p.name for p in shared if p.name) == ["budget_usd", "concurrency", "out", "quiet"]
 
@@ -153,11 +153,11 @@ def test_verifys_options_of_the_run_are_the_fields_flags() -> None:
 def test_verify_precisions_keywords_are_the_checks_plan_and_the_runs() -> None:
     """``verify_precision`` takes the check's plan's keywords (``plan_precision_check``: no
     output, no run) and the run's plan's fields (``attempts`` sets the backoff): the one
-    ``JobOptions`` of the check is resolved from them, defaulting as the fields do but for
+    ``RunPlan`` of the check is resolved from them, defaulting as the fields do but for
     ``concurrency`` (a check's 32)."""
     keywords = inspect.signature(verify_precision).parameters
     planned = set(inspect.signature(plan_precision_check).parameters)
-    fields = {f.name: f for f in dataclasses.fields(JobOptions)}
+    fields = {f.name: f for f in dataclasses.fields(RunPlan)}
     run = [name for name in keywords if name not in planned and name != "on_plan"]
     fed = sorted(RUN_KEYWORDS.get(name, name) for name in run)
     wanted = ["out", "concurrency", "read_timeout_s", "handle_signals", "progress", "sleep"]

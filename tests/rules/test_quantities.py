@@ -130,13 +130,13 @@ def test_one_budget_check_says_the_same_for_a_run_and_a_plan(given: object) -> N
     positive through one check (``positive_usd``), in one message."""
     from openrouter_probe.analysis.budget_job import make_job
     from openrouter_probe.cli._common import usd_amount
-    from openrouter_probe.run.config import JobOptions
+    from openrouter_probe.run.config import RunPlan
 
     said = f"budget_usd={given!r}: a positive amount of USD, e.g. 100"
     if isinstance(given, int | Decimal):
         said = f"budget_usd={given}: a positive amount of USD, e.g. 100"
     with pytest.raises(ConfigError) as run:
-        JobOptions.resolve(command="generate", out="o.jsonl", budget_usd=given, need_key=False)
+        RunPlan.resolve(command="generate", out="o.jsonl", budget_usd=given, need_key=False)
     with pytest.raises(ConfigError) as plan:
         make_job(budget_usd=given, output_tokens="60M", output_tokens_per_dataset=None,
                  datasets=1, dataset_names=None, reasoning_share=None,

@@ -7,7 +7,7 @@ import dataclasses
 from decimal import Decimal
 from pathlib import Path
 
-from openrouter_probe.run.config import JobOptions, Learned
+from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.send.batch_plan import BatchSettings
 from openrouter_probe.run.senders import SENDERS, sender_for
@@ -19,7 +19,7 @@ async def _never(body: bytes, **_: object) -> object:
 
 def test_the_options_choose_the_sender(tmp_path: Path) -> None:
     assert [kind.name for kind in SENDERS] == ["batch", "given", "http"]
-    options = JobOptions(command="generate", out=tmp_path / "out.jsonl")
+    options = RunPlan(command="generate", out=tmp_path / "out.jsonl")
     sync = Learned.nothing(options)
     assert sender_for(options, sync).name == "http"
     given = dataclasses.replace(options, send=_never)  # type: ignore[arg-type]

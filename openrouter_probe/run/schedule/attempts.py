@@ -44,7 +44,7 @@ from decimal import Decimal
 from typing import Any
 
 from openrouter_probe.errors import Message
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.counts import Counts
 from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.rows import PromptRow
@@ -142,7 +142,7 @@ class AttemptPolicy:
 
     def __init__(
         self,
-        options: JobOptions,
+        options: RunPlan,
         *,
         model: str,
         policy: str,

@@ -24,7 +24,7 @@ from decimal import Decimal
 from openrouter_probe.errors import Message
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.books.books import Books
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.attempt import Attempt
@@ -55,7 +55,7 @@ class RowQueues:
         books: Books,
         builder: RequestBuilder,
         prices: Prices,
-        options: JobOptions,
+        options: RunPlan,
         weights: Mapping[str, float],
         on_close: Callable[[], None],
     ) -> None:

@@ -33,7 +33,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog
-from openrouter_probe.run.config import JobOptions, Learned, Progress
+from openrouter_probe.run.config import Learned, Progress, RunPlan
 from openrouter_probe.run.money.limit import AdaptiveLimit, DollarWindow
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.result import RunResult
@@ -74,7 +74,7 @@ class Run:
         self,
         source: RowSource,
         *,
-        options: JobOptions,
+        options: RunPlan,
         learned: Learned,
         builder: RequestBuilder,
         prices: Prices,

@@ -26,7 +26,7 @@ class Attempt:
     request: Request
     prices: Prices
     id_json: str  # the row id as JSON, for the journal
-    ceiling_s: float  # how long an attempt may take (``JobOptions.ceiling_s``)
+    ceiling_s: float  # how long an attempt may take (``RunPlan.ceiling_s``)
     first_s: float | None = None  # the first send: the retry deadline runs from here
     number: int = 0
     extra_cost: Decimal = _ZERO  # what earlier, failed attempts cost (known ones)

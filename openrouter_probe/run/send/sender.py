@@ -14,7 +14,7 @@ double (``tests/_generate.py``'s ``LedgerSender``). The contract, for every impl
   that cannot tell whether the request was billed says so (``Failure.cost_unknown``): the books
   count it at its worst case until ``/generation`` settles it. It raises nothing but
   ``CancelledError``; a cancellation is recorded by the run as a cancelled attempt.
-- **``ceiling_s`` bounds the attempt**, from the call to the last byte (``JobOptions.ceiling_s``).
+- **``ceiling_s`` bounds the attempt**, from the call to the last byte (``RunPlan.ceiling_s``).
 
 - **``key`` names the attempt** (``SendKey``: the row id, the attempt's number in the journal, its
   reservation and dataset). A sender that sends one request per call may ignore it; the batch

@@ -458,7 +458,7 @@ def _wire(status: int, body: Any, headers: dict[str, str] | None = None) -> Any:
 
 
 def test_the_2026_bodies_read_off_the_wire(tmp_path: Path) -> None:
-    from openrouter_probe.run.config import JobOptions
+    from openrouter_probe.run.config import RunPlan
     from openrouter_probe.run.money.spend import Prices
     from openrouter_probe.run.rows import PromptRow
     from openrouter_probe.run.schedule.attempts import AttemptPolicy, Lower, Stop
@@ -483,7 +483,7 @@ def test_the_2026_bodies_read_off_the_wire(tmp_path: Path) -> None:
     wide = _wire(429, KEY_429)
     assert wide.kind == "pause" and wide.reset_epoch_s == 1_790_000_000.0
     # what the run does with each
-    options = JobOptions.resolve(
+    options = RunPlan.resolve(
         command="generate", out=tmp_path / "out.jsonl", api_key="sk-test", lower_max_tokens=True
     )
     policy = AttemptPolicy(options, model="m", policy="p", max_tokens_of=lambda row: 4096)

@@ -20,7 +20,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
 from openrouter_probe.run.checks import key_check
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.limit import START_REQUESTS, WindowStart, window_start
 from openrouter_probe.run.money.replay import replay_journal
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
@@ -183,8 +183,8 @@ def test_a_budget_of_ten_requests_is_learned_in_the_probe() -> None:
 # -- what the account says ----------------------------------------------------------------------
 
 
-def _options(base_url: str, **kw: Any) -> JobOptions:
-    return JobOptions.resolve(
+def _options(base_url: str, **kw: Any) -> RunPlan:
+    return RunPlan.resolve(
         command="generate", out="unused.jsonl", inputs=[], base_url=base_url, **kw
     )
 

@@ -17,7 +17,7 @@ from openrouter_probe.api.backoff import Backoff, said_wait_s
 from openrouter_probe.fake import serve
 from openrouter_probe.fake.refusals import PRIVACY_URL, refusal_body
 from openrouter_probe.generation import generate
-from openrouter_probe.run.config import JobOptions
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import AttemptPolicy, Hold, Retry
@@ -56,7 +56,7 @@ def test_an_in_flight_402_with_its_wait_in_the_body_waits_all_of_it(tmp_path: Pa
     failure = _error_failure(402, json.dumps(IN_FLIGHT_BODY_WAIT).encode(), {})
     assert (failure.kind, failure.refusal, failure.retry_after_s) == ("held", "in_flight", 120.0)
     # not cut at the backoff's longest wait (30 s here), nor at max_wait_s (the key's 429s)
-    options = JobOptions.resolve(
+    options = RunPlan.resolve(
         command="generate", out=tmp_path / "o.jsonl", api_key="sk-test", backoff=FAST, max_wait_s=10
     )
     policy = AttemptPolicy(options, model="m", policy="p", max_tokens_of=lambda row: 64)
@@ -173,7 +173,7 @@ def test_a_key_limit_403_says_when_it_resets() -> None:
     }
     failure = _error_failure(403, json.dumps(body).encode(), {})
     assert failure.kind == "run" and failure.refusal == "key_limit"
-    options = JobOptions.resolve(command="generate", out=Path("o.jsonl"), api_key="sk-test")
+    options = RunPlan.resolve(command="generate", out=Path("o.jsonl"), api_key="sk-test")
     stop = AttemptPolicy(options, model="m", policy="p", max_tokens_of=lambda r: 64).stop_for(
         failure
     )
@@ -220,7 +220,7 @@ def test_a_providers_429_waits_its_retry_after_up_to_max_wait(tmp_path: Path) ->
     request = RequestBuilder(model="m", provider_json="{}").build(row, prices)
     waits = []
     for max_wait_s in (300, 60, 10):
-        options = JobOptions.resolve(
+        options = RunPlan.resolve(
             command="generate", out=tmp_path / "o.jsonl", api_key="k", backoff=FAST,
             max_wait_s=max_wait_s,
         )  # fmt: skip
