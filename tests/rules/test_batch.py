@@ -7,6 +7,7 @@ The example snapshot (examples/batch/kimi-k3.snapshot.json) is reconstructed: fo
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -251,8 +252,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_explain_and_lint_cover_the_batch_block() -> None:
-    policy = str(EXAMPLE / "kimi-k3.yaml")
+def test_explain_and_lint_cover_the_batch_block(tmp_path: Path) -> None:
+    """``policy explain`` and ``policy lint`` on the batch block; the broken and the older forms
+    are written beside a copy of the policy and its spec, never into the checkout."""
+    for name in ("kimi-k3.yaml", "kimi-k3.spec.yaml"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    policy = str(tmp_path / "kimi-k3.yaml")
     snapshot = str(EXAMPLE / "kimi-k3.snapshot.json")
     explained = _cli("policy", "explain", policy)
     assert explained.returncode == 0, explained.stderr
