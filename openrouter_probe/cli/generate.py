@@ -233,7 +233,7 @@ def _shard(text: str) -> object:
 def _weights_syntax(text: str) -> object:
     """``--weights`` read as the run reads it, each dataset named taken as present (the prompts,
     read later, say which datasets there are)."""
-    from openrouter_probe.generation.plan import parse_weights
+    from openrouter_probe.generation.opening import parse_weights
 
     return parse_weights(text, [part.partition("=")[0].strip() for part in text.split(",")])
 

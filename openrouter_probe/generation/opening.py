@@ -19,13 +19,13 @@ import hashlib
 import json
 import secrets
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.generation.admission import (
     admitted_prices,
     batch_settings,
@@ -33,7 +33,7 @@ from openrouter_probe.generation.admission import (
     skip_unservable,
 )
 from openrouter_probe.generation.manifest import Inputs, read_inputs
-from openrouter_probe.generation.plan import GeneratePlan, parse_weights
+from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet, with_samples
 from openrouter_probe.generation.records import truncated_rows
 from openrouter_probe.generation.sources import read_from_note
@@ -46,7 +46,7 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.start import RunStart, Said
 
-__all__ = ["OpenedJob", "open_job"]
+__all__ = ["OpenedJob", "open_job", "parse_weights"]
 
 
 @dataclass(frozen=True)
@@ -342,3 +342,48 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
             compiled=compiled,
             every_shard=rows.every_shard,
         )
+
+
+def parse_weights(
+    weights: str | Mapping[str, float] | None, datasets: list[str]
+) -> dict[str, float]:
+    """``--weights B3=2,B4=1`` (or a mapping) checked against the prompts' datasets: each share
+    of the cap is its weight over the sum (a dataset not named weighs 1)."""
+    if weights is None:
+        return {}
+    if isinstance(weights, str):
+        pairs: dict[str, Any] = {}
+        for item in filter(None, (part.strip() for part in weights.split(","))):
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(
+                    Message(
+                        "weights-form",
+                        "{weights=}: give DATASET=WEIGHT, e.g. B3=2,B4=1",
+                        weights=item,
+                    )
+                )
+            pairs[name.strip()] = value.strip()
+    else:
+        pairs = dict(weights)
+    out: dict[str, float] = {}
+    for name, value in pairs.items():
+        if name not in datasets:
+            known = (", ".join(datasets) or "none").replace("{", "{{").replace("}", "}}")
+            raise OptionError(
+                f"{{weights=}}: no such dataset in the prompts (they are: {known})", weights=name
+            )
+        try:
+            weight = float(value)
+        except (TypeError, ValueError):
+            weight = -1.0
+        if not weight > 0 or weight == float("inf"):
+            raise ConfigError(
+                Message(
+                    "weight-not-positive",
+                    "{weights=}: a weight is a number above 0, e.g. 2",
+                    weights=Shown(f"{name}={value}"),
+                )
+            )
+        out[name] = weight
+    return out

@@ -39,7 +39,6 @@ __all__ = [
     "REASONING_EFFORTS",
     "RUN_KEYWORDS",
     "GeneratePlan",
-    "parse_weights",
 ]
 
 REASONING_EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
@@ -50,51 +49,6 @@ KEY_BUDGET = "key"
 _BATCH_RETRY_WINDOW_S = 3 * 24 * 3600.0
 #: The metadata of a field the plan derives (not a keyword of ``generate()``).
 _DERIVED = {"derived": True}
-
-
-def parse_weights(
-    weights: str | Mapping[str, float] | None, datasets: list[str]
-) -> dict[str, float]:
-    """``--weights B3=2,B4=1`` (or a mapping) checked against the prompts' datasets: each share
-    of the cap is its weight over the sum (a dataset not named weighs 1)."""
-    if weights is None:
-        return {}
-    if isinstance(weights, str):
-        pairs: dict[str, Any] = {}
-        for item in filter(None, (part.strip() for part in weights.split(","))):
-            name, sep, value = item.partition("=")
-            if not sep or not name.strip():
-                raise ConfigError(
-                    Message(
-                        "weights-form",
-                        "{weights=}: give DATASET=WEIGHT, e.g. B3=2,B4=1",
-                        weights=item,
-                    )
-                )
-            pairs[name.strip()] = value.strip()
-    else:
-        pairs = dict(weights)
-    out: dict[str, float] = {}
-    for name, value in pairs.items():
-        if name not in datasets:
-            known = (", ".join(datasets) or "none").replace("{", "{{").replace("}", "}}")
-            raise OptionError(
-                f"{{weights=}}: no such dataset in the prompts (they are: {known})", weights=name
-            )
-        try:
-            weight = float(value)
-        except (TypeError, ValueError):
-            weight = -1.0
-        if not weight > 0 or weight == float("inf"):
-            raise ConfigError(
-                Message(
-                    "weight-not-positive",
-                    "{weights=}: a weight is a number above 0, e.g. 2",
-                    weights=Shown(f"{name}={value}"),
-                )
-            )
-        out[name] = weight
-    return out
 
 
 @dataclass(frozen=True, kw_only=True)
