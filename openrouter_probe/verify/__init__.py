@@ -1,8 +1,9 @@
 """The empirical precision check: the same pinned prompts on every endpoint, judged with statistics.
 
 - ``stats``: Clopper-Pearson intervals, the mid-p paired (McNemar) test, the floor test, Tango's
-  interval for equivalence, Holm's correction, power, and the verdicts ``consistent`` /
-  ``differs`` / ``inconclusive``;
+  interval for equivalence, Holm's correction, power;
+- ``verdict``: the deciding measures as paired counts, judged: ``consistent`` / ``differs`` /
+  ``inconclusive``;
 - ``suites``: the prompts (``arith`` and ``tools`` generated from a seed, user JSONL);
 - ``measures``: what each endpoint did, and its deciding measures, from responses already collected;
 - ``plan``: pins through the routing model, request bodies, cost and power before sending;

@@ -1,7 +1,7 @@
 """Every test of one compared endpoint, as ``results.TestResult`` values, and the verdict's
 deciding test.
 
-The deciding measures (``stats.compare_to_reference``) decide the verdict; beside them, never
+The deciding measures (``verdict.compare_to_reference``) decide the verdict; beside them, never
 deciding: prompt-token agreement (``prompt_tokens``), the K2-Vendor-Verifier tool-call scores
 (``toolcalls``) and the token-level logprob comparison (``logprobs``). Each becomes one
 ``TestResult`` so the report and ``--format json`` show them the same way.
@@ -15,13 +15,9 @@ from typing import TYPE_CHECKING
 from openrouter_probe.verify.logprobs import compare_logprobs, logprob_result
 from openrouter_probe.verify.prompt_tokens import MIN_PAIRS, PromptTokenAgreement
 from openrouter_probe.verify.results import TestResult, TestVerdict, comparison_results
-from openrouter_probe.verify.stats import (
-    DEFAULT_TOLERANCE,
-    Comparison,
-    binom_cdf,
-    clopper_pearson,
-)
+from openrouter_probe.verify.stats import DEFAULT_TOLERANCE, binom_cdf, clopper_pearson
 from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
+from openrouter_probe.verify.verdict import Comparison
 
 if TYPE_CHECKING:
     from openrouter_probe.verify.measures import Observation

@@ -7,7 +7,7 @@ the item's known answer; ``measure_endpoint`` turns an endpoint's observations, 
 with the reference's runs, into ``EndpointMeasures``. A failed request is an outcome like any
 other, never dropped: wrong, disagreeing with everything (even another failure), no tool call.
 
-The **deciding measures** (``EndpointMeasures.paired``, judged by ``stats.compare_to_reference``):
+The **deciding measures** (``EndpointMeasures.paired``, judged by ``verdict.compare_to_reference``):
 
 - ``accuracy``: right on the known answers (tool prompts aside), paired with the reference's first
   run: a two-sided gap;
@@ -37,8 +37,9 @@ from typing import Any
 
 from openrouter_probe.verify.logprobs import positions_of, top_k_distance
 from openrouter_probe.verify.prompt_tokens import PromptTokenAgreement, prompt_token_agreement
-from openrouter_probe.verify.stats import Interval, PairedCounts, PairedMeasure, clopper_pearson
+from openrouter_probe.verify.stats import Interval, clopper_pearson
 from openrouter_probe.verify.suites import Item, check_schema, extract_number, normalise_text
+from openrouter_probe.verify.verdict import PairedCounts, PairedMeasure
 
 __all__ = [
     "FAILED",

@@ -238,7 +238,7 @@ class VerifyPlan:
 
     @property
     def measures(self) -> list[str]:
-        """The deciding measures this plan's items feed (``stats.compare_to_reference``)."""
+        """The deciding measures this plan's items feed (``verdict.compare_to_reference``)."""
         names = []
         if any(item.answer_kind != "tool" for item in self.items):
             names.append("agreement")

@@ -32,11 +32,7 @@ from openrouter_probe.verify.results import TestResult, decided_by, render_resul
 from openrouter_probe.verify.sampled import SampledTest
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
 from openrouter_probe.verify.sight import seen_comparisons, sight_fields
-from openrouter_probe.verify.stats import (
-    Comparison,
-    MeasuredVerdict,
-    compare_to_reference,
-)
+from openrouter_probe.verify.verdict import Comparison, MeasuredVerdict, compare_to_reference
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,8 +18,8 @@ from openrouter_probe.verify.measures import (
     score,
     top_k_distance,
 )
-from openrouter_probe.verify.stats import PairedCounts
 from openrouter_probe.verify.suites import Item, arith_suite, tools_suite
+from openrouter_probe.verify.verdict import PairedCounts
 from tests.conftest import CAPTURES
 
 
