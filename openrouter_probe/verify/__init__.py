@@ -5,8 +5,10 @@
 - ``verdict``: the deciding measures as paired counts, judged: ``consistent`` / ``differs`` /
   ``inconclusive``;
 - ``suites``: the prompts (``arith`` and ``tools`` generated from a seed, user JSONL);
+- ``observation``: one response as the check reads it (a completion body or an output line);
 - ``measures``: what each endpoint did, and its deciding measures, from responses already collected;
-- ``plan``: pins through the routing model, request bodies, cost and power before sending;
+- ``pins``: the pin of each endpoint through the routing model, and the request body sent;
+- ``plan``: what the check sends where, its cost and power, before sending;
 - ``prompt_tokens``: prompt-token agreement with the reference (another chat template);
 - ``toolcalls``: tool calls as K2-Vendor-Verifier scores them (schema accuracy, F1, threshold);
 - ``logprobs``: the token-level top-k logprob comparison on the reference's own completions;

@@ -20,7 +20,7 @@ from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
 from openrouter_probe.verify.verdict import Comparison
 
 if TYPE_CHECKING:
-    from openrouter_probe.verify.measures import Observation
+    from openrouter_probe.verify.observation import Observation
     from openrouter_probe.verify.suites import Item
 
 __all__ = ["beside_findings", "endpoint_tests", "prompt_token_result"]

@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from openrouter_probe.verify.measures import Observation
-from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
+from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.pins import pin_leaked
+from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.sampled_arm import parse_sample_id
 
 __all__ = ["Kept", "SampledCompletions", "keep_responses", "keep_samples"]

@@ -25,7 +25,8 @@ import yaml
 from openrouter_probe.errors import Term, keyword_term, rendered
 from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
 from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_responses, keep_samples
-from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
+from openrouter_probe.verify.measures import EndpointMeasures, measure_endpoint
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.prompt_tokens import prompt_columns
 from openrouter_probe.verify.results import TestResult, decided_by, render_results

@@ -53,8 +53,9 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.verify.measures import Observation
-from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
+from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.pins import pin_block
+from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.stats import (
     DEFAULT_ALPHA,

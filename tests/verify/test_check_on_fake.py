@@ -17,7 +17,8 @@ import requests
 
 import openrouter_probe as orp
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.measures import Observation, measure_endpoint
+from openrouter_probe.verify.measures import measure_endpoint
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.suites import TOOLS, arith_suite, tools_suite
