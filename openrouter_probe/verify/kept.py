@@ -26,6 +26,10 @@ class Kept:
     duplicates: int = 0
     outside: int = 0
 
+    def floor(self, reference: str) -> list[dict[str, Observation]]:
+        """The reference's runs after the first: its disagreement with itself."""
+        return [run for (tag, number), run in self.runs.items() if tag == reference and number > 1]
+
     def notes(self) -> list[str]:
         notes = []
         if sum(self.leaked.values()):

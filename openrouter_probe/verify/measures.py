@@ -24,6 +24,7 @@ differing token, tokens and cost, and prompt-token agreement with the reference
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -185,6 +186,20 @@ class EndpointMeasures:
     tests: tuple[PairedMeasure, ...] = ()
     #: Its ``usage.prompt_tokens`` against the reference's first run's, item by item.
     prompt_agreement: PromptTokenAgreement | None = None
+
+    def with_spend(self, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
+        """These measures with the tokens and cost of the endpoint's other ``runs`` added (the
+        reference's floor, the sampled arm's): what the check spent on it."""
+        extra = [o for run in runs for o in run.values()]
+        costs = [o.cost_usd for o in extra]
+        return dataclasses.replace(
+            self,
+            prompt_tokens=self.prompt_tokens + sum(o.prompt_tokens for o in extra),
+            completion_tokens=self.completion_tokens + sum(o.completion_tokens for o in extra),
+            reasoning_tokens=self.reasoning_tokens + sum(o.reasoning_tokens for o in extra),
+            cost_usd=math.fsum([self.cost_usd, *(c for c in costs if c is not None)]),
+            cost_unknown=self.cost_unknown + sum(1 for c in costs if c is None),
+        )
 
 
 def _is_tool(item: Item) -> bool:
