@@ -52,12 +52,6 @@ __all__ = ["DEFAULT_N", "QUANTIZATION_TOLERANCE", "VerifyPlan", "plan_verify"]
 DEFAULT_N = 200
 
 
-def _reasoning_off(reasoning: Mapping[str, Any] | None) -> bool:
-    return reasoning is not None and (
-        reasoning.get("effort") == "none" or reasoning.get("enabled") is False
-    )
-
-
 @dataclass(frozen=True)
 class VerifyPlan:
     """What a check will send and may cost, before it sends anything."""
@@ -68,7 +62,9 @@ class VerifyPlan:
     endpoints: tuple[EndpointPlan, ...]
     pinned: dict[str, Endpoint]
     seed: int
-    reasoning: dict[str, Any]
+    #: Whether the check thinks, the ``reasoning`` block it sends, its reasoning room and why
+    #: (``verify.thinking``).
+    thinking_rule: Thinking
     top_logprobs: int
     alpha: float = DEFAULT_ALPHA
     power: float = DEFAULT_POWER
@@ -79,15 +75,16 @@ class VerifyPlan:
     repeats: int = DEFAULT_REPEATS
     #: The sampled arm (``sampling="job"``; ``verify.sampled_arm``), or ``None``.
     sampled: SampledArm | None = None
-    #: Whether the check thinks, its reasoning room and why (``verify.thinking``).
-    thinking_rule: Thinking | None = None
 
     @property
     def thinking(self) -> bool:
         """Whether the requests leave reasoning on (the ``reasoning`` block does not turn it off)."""
-        if self.thinking_rule is not None:
-            return self.thinking_rule.on
-        return not _reasoning_off(self.reasoning)
+        return self.thinking_rule.on
+
+    @property
+    def reasoning(self) -> dict[str, Any]:
+        """The ``reasoning`` block every request carries (empty: none is sent)."""
+        return dict(self.thinking_rule.reasoning)
 
     @property
     def measures(self) -> list[str]:
@@ -114,10 +111,6 @@ class VerifyPlan:
     def interval_level(self) -> float:
         """The level of each endpoint's intervals: ``1 - 2 alpha/K`` (Bonferroni over K)."""
         return 1 - 2 * self.alpha / max(1, len(self.compared))
-
-    @property
-    def _deciding(self) -> list[str]:
-        return [*self.measures, *(["sampled_mmd"] if self.sampled is not None else [])]
 
     def _accuracy_items(self) -> int:
         return sum(1 for item in self.items if item.known and item.answer_kind != "tool")
@@ -202,7 +195,7 @@ class VerifyPlan:
                     seed=self.seed,
                     reasoning=self.reasoning,
                     top_logprobs=self.top_logprobs,
-                    room=_room(self),
+                    room=self.thinking_rule.room,
                 ),
             )
             for item in self.items
@@ -242,11 +235,14 @@ class VerifyPlan:
     def _power_lines(self) -> list[str]:
         gap = self.min_detectable_gap_best
         known = self._accuracy_items()
+        deciding = ", ".join(
+            [*self.measures, *(["sampled_mmd"] if self.sampled is not None else [])]
+        )
         if not known:
-            return [f"deciding measures: {', '.join(self._deciding)} (no known-answer prompts)"]
+            return [f"deciding measures: {deciding} (no known-answer prompts)"]
         return [
             f"reference sent {self.repeats} times (its disagreement with itself is the floor); "
-            f"deciding measures: {', '.join(self._deciding)}; Holm over {self.family} tests at "
+            f"deciding measures: {deciding}; Holm over {self.family} tests at "
             f"family-wise alpha {self.alpha:g}",
             "difference: mid-p McNemar detects an accuracy gap of "
             + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
@@ -297,7 +293,7 @@ class VerifyPlan:
             f"{'total':<{width}} {'':<9} {self.requests:>5} {'':>6} {'':>6} "
             f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
         )
-        tail = [*(self.thinking_rule.lines() if self.thinking_rule else []), *self._power_lines()]
+        tail = [*self.thinking_rule.lines(), *self._power_lines()]
         if self.sampled is not None:
             tail.extend(self.sampled.describe())
         if self.budget_usd is not None:
@@ -319,7 +315,7 @@ def _plan_notes(rows: Sequence[EndpointPlan], settings: Mapping[str, Any]) -> tu
             "first-token logprobs cannot be compared: the reference and at least one other "
             "endpoint must list logprobs and top_logprobs"
         )
-    if not _reasoning_off(settings):
+    if settings.get("effort") != "none" and settings.get("enabled") is not False:
         notes.append(
             "reasoning is on: the first generated token is a reasoning token, so the logprob "
             "comparison and the expected cost are weaker (expected = worst-case output)"
@@ -373,7 +369,6 @@ def plan_verify(
     order = tag_order(model, endpoints, tags, reference)
     ref = order[0]
     rule = thinking_for(model, thinking, reasoning=reasoning)
-    settings = dict(rule.reasoning)
     totals = tokens_of(items, reasoning_off=not rule.on, room=rule.room)
     names = [e.provider_name for e in endpoints]
     pinned = pin_tags(order, endpoints, _params(items, rule), reference=reference)
@@ -395,12 +390,11 @@ def plan_verify(
         endpoints=tuple(rows),
         pinned=pinned,
         seed=seed,
-        reasoning=settings,
         top_logprobs=top_logprobs,
         alpha=alpha,
         power=power,
         budget_usd=None if budget_usd is None else Decimal(str(budget_usd)),
-        notes=_plan_notes(rows, settings),
+        notes=_plan_notes(rows, rule.reasoning),
         tolerance=tolerance,
         repeats=repeats,
         thinking_rule=rule,
@@ -444,11 +438,6 @@ def _tolerance_line(plan: VerifyPlan, known: int) -> str:
     )
 
 
-def _room(plan: VerifyPlan) -> int:
-    """Tokens each request's ``max_tokens`` grows by for the reasoning (0 without thinking)."""
-    return 0 if plan.thinking_rule is None else plan.thinking_rule.room
-
-
 def _params(items: Sequence[Item], rule: Thinking) -> RequestParams:
     """What the pins are routed with: the largest ``max_tokens`` and the parameters sent."""
     sent = {"temperature", "max_tokens", *(["reasoning"] if rule.reasoning else [])}
@@ -474,6 +463,6 @@ def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
         budget_left=left,
         n=n,
         seed=plan.seed,
-        room=_room(plan),
+        room=plan.thinking_rule.room,
     )
     return dataclasses.replace(plan, sampled=arm)

@@ -267,7 +267,7 @@ def _piloted(plan: VerifyPlan, out: str | Path) -> Thinking | None:
     pilot answer to measure)."""
     rule = plan.thinking_rule
     found = [o for o in observations_from(out, plan, pilot=True) if not o.failed]
-    if rule is None or not found:
+    if not found:
         return None
     ceiling = _ceiling(plan)
     lengths = [o.reasoning_tokens for o in found]
@@ -457,7 +457,7 @@ async def _plan_with_pilot(
     check's cap, recorded in its output: a rerun does not send it again) and the plan made
     again with the room the pilot measured."""
     plan = await asyncio.to_thread(planning, thinking=thinking)
-    if plan.thinking_rule is None or not plan.thinking_rule.provisional:
+    if not plan.thinking_rule.provisional:
         return plan, None
     pilot = await _send(plan, options, pilot=True)
     rule = _piloted(plan, options.out)
