@@ -13,7 +13,8 @@
 - ``toolcalls``: tool calls as K2-Vendor-Verifier scores them (schema accuracy, F1, threshold);
 - ``logprobs``: the token-level top-k logprob comparison on the reference's own completions;
 - ``results``: ``TestResult``, the one shape every test is reported in, and ``decided_by``;
-- ``endpoint_tests``: every test of one endpoint, deciding and beside the verdict;
+- ``endpoint_tests``: every test of one endpoint, deciding and beside the verdict, and its row of
+  the report (``EndpointResult``);
 - ``kept``: which responses are judged (leaked pins, repeats and outsiders set aside);
 - ``report``: ``build_report(plan, observations)`` (the seam a sending loop calls) and
   ``VerifyReport`` (DataFrame view, HTML repr, dated evidence YAML);

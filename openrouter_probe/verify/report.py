@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from openrouter_probe.errors import Term, keyword_term, rendered
-from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
-from openrouter_probe.verify.kept import keep_responses, keep_samples
+from openrouter_probe.verify.endpoint_tests import EndpointResult, endpoint_tests
+from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_responses, keep_samples
 from openrouter_probe.verify.measures import EndpointMeasures, measure_endpoint
 from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.prompt_tokens import prompt_columns
-from openrouter_probe.verify.results import TestResult, decided_by, render_results
+from openrouter_probe.verify.results import TestResult, render_results
 from openrouter_probe.verify.sampled import SampledTest
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
 from openrouter_probe.verify.sight import seen_comparisons, sight_fields
@@ -33,8 +33,10 @@ from openrouter_probe.verify.verdict import Comparison, MeasuredVerdict, compare
 if TYPE_CHECKING:
     import pandas as pd
 
+    from openrouter_probe.verify.suites import Item
 
-__all__ = ["EVIDENCE_HEADER", "MEASURES", "EndpointResult", "VerifyReport", "build_report"]
+
+__all__ = ["EVIDENCE_HEADER", "MEASURES", "VerifyReport", "build_report"]
 
 #: The deciding measures, in the order the report shows them (``measures`` module docstring).
 MEASURES = ("accuracy", "agreement", "tool_trigger", "tool_schema", "tool_arguments")
@@ -44,53 +46,6 @@ EVIDENCE_HEADER = (
     "# Precision evidence measured by `openrouter-probe verify` (docs/verify.md): each entry is one\n"
     "# endpoint compared with a reference endpoint on the same pinned prompts, with its statistics.\n"
 )
-
-
-@dataclass(frozen=True)
-class EndpointResult:
-    """One endpoint's measures, its comparison with the reference (``None`` for the reference)
-    and what was discarded: ``leaked`` responses served by another provider, ``missing`` items with
-    no response."""
-
-    tag: str
-    provider_name: str
-    quantization: str | None
-    role: str
-    measures: EndpointMeasures
-    comparison: Comparison | None
-    leaked: int
-    missing: int
-    #: Every test of the endpoint against the reference (``results.TestResult``): the deciding
-    #: measures first, then those reported beside them; empty for the reference.
-    tests: tuple[TestResult, ...] = ()
-    #: The sampled arm's samples that held an answer, and that held none (``None``: no arm).
-    sampled_answers: int | None = None
-    sampled_empty: int | None = None
-    #: The sampled arm's power with the samples that held an answer (``None``: no test).
-    sampled_power: float | None = None
-    #: Temperature-0 answers cut at ``max_tokens`` (``verify.sight``).
-    cut: int = 0
-
-    @property
-    def decided_by(self) -> str | None:
-        """The test that decided the verdict (``results.decided_by``)."""
-        return decided_by(self.verdict, self.tests)
-
-    @property
-    def verdict(self) -> MeasuredVerdict | None:
-        return None if self.comparison is None else self.comparison.verdict
-
-    @property
-    def findings(self) -> tuple[str, ...]:
-        """Findings beside the verdict, whatever it is: a systematic prompt-token difference
-        ("renders a different template: +N tokens per request"), a K2VV score below its
-        threshold, token logprobs further from the reference than its own runs. None for the
-        reference."""
-        if self.comparison is None:
-            return ()
-        agreement = self.measures.prompt_agreement
-        tokens = () if agreement is None or agreement.finding is None else (agreement.finding,)
-        return tokens + beside_findings(self.tests)
 
 
 @dataclass(frozen=True)
@@ -384,6 +339,65 @@ def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
     return out
 
 
+def _measures(
+    plan: VerifyPlan, items: Mapping[str, Item], kept: Kept, samples: SampledCompletions
+) -> dict[str, EndpointMeasures]:
+    """Each endpoint's measures against the reference's first run, its cost counting every
+    request the check sent it (the reference's floor, the sampled arm's)."""
+    reference, floor = kept.runs[(plan.reference, 1)], kept.floor(plan.reference)
+    measures = {
+        tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
+        for tag in plan.pinned
+    }
+    measures[plan.reference] = measures[plan.reference].with_spend(floor)
+    for tag, spent in samples.spent.items():
+        measures[tag] = measures[tag].with_spend([{o.item_id: o for o in spent}])
+    return measures
+
+
+def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, SampledTest | str]:
+    """The sampled arm's test of each compared endpoint (none without the arm)."""
+    if plan.sampled is None:
+        return {}
+    return sampled_tests(
+        plan.sampled,
+        samples.completions,
+        reference=plan.reference,
+        compared=plan.compared,
+        alpha=plan.alpha,
+        empty={t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned},
+    )
+
+
+def _tests(
+    plan: VerifyPlan,
+    comparisons: Mapping[str, Comparison],
+    items: Mapping[str, Item],
+    kept: Kept,
+    measures: Mapping[str, EndpointMeasures],
+    sampled: Mapping[str, SampledTest | str],
+) -> dict[str, tuple[TestResult, ...]]:
+    """Every test of each compared endpoint (``endpoint_tests``), the sampled arm's last."""
+    reference, floor = kept.runs[(plan.reference, 1)], kept.floor(plan.reference)
+    return {
+        tag: (
+            *endpoint_tests(
+                c,
+                alpha=plan.alpha,
+                items=items,
+                run=kept.runs[(tag, 1)],
+                reference=reference,
+                floor=floor,
+                agreement=measures[tag].prompt_agreement,
+                thinking=plan.thinking,
+                compared=len(comparisons),
+            ),
+            *sampled_results(sampled.get(tag), c, plan),
+        )
+        for tag, c in comparisons.items()
+    }
+
+
 def build_report(
     plan: VerifyPlan,
     observations: Iterable[Observation],
@@ -414,28 +428,9 @@ def build_report(
     kept = keep_responses(
         plan, (o for o in observations if parse_sample_id(o.item_id) is None), set(items)
     )
-    reference, floor = kept.runs[(plan.reference, 1)], kept.floor(plan.reference)
-    measures = {
-        tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
-        for tag in plan.pinned
-    }
-    # each endpoint's cost counts every request the check sent it (the floor, the sampled arm)
-    measures[plan.reference] = measures[plan.reference].with_spend(floor)
-    for tag, spent in samples.spent.items():
-        measures[tag] = measures[tag].with_spend([{o.item_id: o for o in spent}])
+    measures = _measures(plan, items, kept, samples)
     tolerance = plan.tolerance if tolerance is None else tolerance
-    sampled: dict[str, SampledTest | str] = {}
-    if plan.sampled is not None:
-        sampled = sampled_tests(
-            plan.sampled,
-            samples.completions,
-            reference=plan.reference,
-            compared=plan.compared,
-            alpha=plan.alpha,
-            empty={
-                t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned
-            },
-        )
+    sampled = _sampled(plan, samples)
     comparisons = compare_to_reference(
         {tag: measures[tag].tests for tag in plan.compared},
         accuracy_counts={tag: measures[tag].counts for tag in plan.compared},
@@ -447,23 +442,7 @@ def build_report(
         },
     )
     comparisons = seen_comparisons(plan, comparisons, sampled, samples, kept)
-    tests = {
-        tag: (
-            *endpoint_tests(
-                c,
-                alpha=plan.alpha,
-                items=items,
-                run=kept.runs[(tag, 1)],
-                reference=reference,
-                floor=floor,
-                agreement=measures[tag].prompt_agreement,
-                thinking=plan.thinking,
-                compared=len(comparisons),
-            ),
-            *sampled_results(sampled.get(tag), c, plan),
-        )
-        for tag, c in comparisons.items()
-    }
+    tests = _tests(plan, comparisons, items, kept, measures, sampled)
     results = tuple(
         EndpointResult(
             tag=e.tag,
