@@ -36,7 +36,7 @@ import aiohttp
 
 import openrouter_probe as orp
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.measures import Observation
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.stats import clopper_pearson

@@ -1,7 +1,7 @@
-"""Every test of one compared endpoint, as ``results.TestResult`` values, and the verdict's
-deciding test.
+"""Every test of one compared endpoint, as ``results.TestResult`` values, the verdict's deciding
+test, and ``EndpointResult``: one endpoint's row of the report.
 
-The deciding measures (``stats.compare_to_reference``) decide the verdict; beside them, never
+The deciding measures (``verdict.compare_to_reference``) decide the verdict; beside them, never
 deciding: prompt-token agreement (``prompt_tokens``), the K2-Vendor-Verifier tool-call scores
 (``toolcalls``) and the token-level logprob comparison (``logprobs``). Each becomes one
 ``TestResult`` so the report and ``--format json`` show them the same way.
@@ -10,24 +10,27 @@ deciding: prompt-token agreement (``prompt_tokens``), the K2-Vendor-Verifier too
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from openrouter_probe.verify.logprobs import compare_logprobs, logprob_result
+from openrouter_probe.verify.measures import EndpointMeasures
 from openrouter_probe.verify.prompt_tokens import MIN_PAIRS, PromptTokenAgreement
-from openrouter_probe.verify.results import TestResult, TestVerdict, comparison_results
-from openrouter_probe.verify.stats import (
-    DEFAULT_TOLERANCE,
-    Comparison,
-    binom_cdf,
-    clopper_pearson,
+from openrouter_probe.verify.results import (
+    TestResult,
+    TestVerdict,
+    comparison_results,
+    decided_by,
 )
+from openrouter_probe.verify.stats import DEFAULT_TOLERANCE, binom_cdf, clopper_pearson
 from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
+from openrouter_probe.verify.verdict import Comparison, MeasuredVerdict
 
 if TYPE_CHECKING:
-    from openrouter_probe.verify.measures import Observation
+    from openrouter_probe.verify.observation import Observation
     from openrouter_probe.verify.suites import Item
 
-__all__ = ["beside_findings", "endpoint_tests", "prompt_token_result"]
+__all__ = ["EndpointResult", "beside_findings", "endpoint_tests", "prompt_token_result"]
 
 
 def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | None:
@@ -137,3 +140,50 @@ def beside_findings(tests: Sequence[TestResult]) -> tuple[str, ...]:
                 f"(sign test, adjusted p={t.p_adjusted:.2g}; supporting evidence, not the verdict)"
             )
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class EndpointResult:
+    """One endpoint's measures, its comparison with the reference (``None`` for the reference)
+    and what was discarded: ``leaked`` responses served by another provider, ``missing`` items with
+    no response."""
+
+    tag: str
+    provider_name: str
+    quantization: str | None
+    role: str
+    measures: EndpointMeasures
+    comparison: Comparison | None
+    leaked: int
+    missing: int
+    #: Every test of the endpoint against the reference (``results.TestResult``): the deciding
+    #: measures first, then those reported beside them; empty for the reference.
+    tests: tuple[TestResult, ...] = ()
+    #: The sampled arm's samples that held an answer, and that held none (``None``: no arm).
+    sampled_answers: int | None = None
+    sampled_empty: int | None = None
+    #: The sampled arm's power with the samples that held an answer (``None``: no test).
+    sampled_power: float | None = None
+    #: Temperature-0 answers cut at ``max_tokens`` (``verify.sight``).
+    cut: int = 0
+
+    @property
+    def decided_by(self) -> str | None:
+        """The test that decided the verdict (``results.decided_by``)."""
+        return decided_by(self.verdict, self.tests)
+
+    @property
+    def verdict(self) -> MeasuredVerdict | None:
+        return None if self.comparison is None else self.comparison.verdict
+
+    @property
+    def findings(self) -> tuple[str, ...]:
+        """Findings beside the verdict, whatever it is: a systematic prompt-token difference
+        ("renders a different template: +N tokens per request"), a K2VV score below its
+        threshold, token logprobs further from the reference than its own runs. None for the
+        reference."""
+        if self.comparison is None:
+            return ()
+        agreement = self.measures.prompt_agreement
+        tokens = () if agreement is None or agreement.finding is None else (agreement.finding,)
+        return tokens + beside_findings(self.tests)

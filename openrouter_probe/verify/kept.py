@@ -9,8 +9,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from openrouter_probe.verify.measures import Observation
-from openrouter_probe.verify.plan import VerifyPlan, pin_leaked
+from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.pins import pin_leaked
+from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.sampled_arm import parse_sample_id
 
 __all__ = ["Kept", "SampledCompletions", "keep_responses", "keep_samples"]
@@ -24,6 +25,10 @@ class Kept:
     leaked: Counter[str]
     duplicates: int = 0
     outside: int = 0
+
+    def floor(self, reference: str) -> list[dict[str, Observation]]:
+        """The reference's runs after the first: its disagreement with itself."""
+        return [run for (tag, number), run in self.runs.items() if tag == reference and number > 1]
 
     def notes(self) -> list[str]:
         notes = []

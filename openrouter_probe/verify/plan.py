@@ -1,21 +1,9 @@
 """The plan of a precision check, before anything is sent: pins, request bodies, cost, power.
 
-Each endpoint is reached through a pin, ``provider: {only: [TAG], allow_fallbacks: false}``; the
-routing model (``routing.route``) must confirm the pin admits that endpoint and nothing else (a base
-slug such as ``together`` would also admit ``together/turbo``), at the request's ``max_tokens``.
-Requests are built the same way for every endpoint: temperature 0, a fixed ``seed`` where the
-endpoint lists ``seed``, the same ``reasoning`` settings everywhere, top-k logprobs where listed.
-
-Cost per endpoint, in USD at its own prices (``Pricing.usd_per_m``, discount applied):
-
-- worst case: every request spends its ``max_tokens`` (at the dearer of the output and reasoning
-  prices) on a prompt counted at one token per UTF-8 byte plus a chat-template allowance (a BPE
-  token is at least one byte, so this bounds the real count);
-- expected: prompts at about four characters a token, answers at the suite's typical length, or at
-  ``max_tokens`` when reasoning is left on (a reasoning answer's length is not predictable).
-
-A served response whose ``provider`` (a display name) is not the pinned endpoint's is a leaked pin:
-``pin_leaked`` tells, and the report discards and counts it.
+Each tag is pinned through the routing model (``verify.pins``); each endpoint's cost is priced at its
+own prices (``verify.costs``): in the worst case every request spends its ``max_tokens``; expected,
+answers at the suite's typical length, or at ``max_tokens`` when reasoning is left on (a reasoning
+answer's length is not predictable).
 """
 
 from __future__ import annotations
@@ -25,12 +13,20 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError
-from openrouter_probe.rules.routing import RequestParams, route
-from openrouter_probe.verify.costs import prompt_tokens, request_cost
+from openrouter_probe.rules.routing import RequestParams
+from openrouter_probe.verify.costs import EndpointPlan, endpoint_plan, tokens_of
+from openrouter_probe.verify.pins import (
+    DEFAULT_SEED,
+    DEFAULT_TOP_LOGPROBS,
+    pin_block,
+    pin_tags,
+    request_body,
+    tag_order,
+)
 from openrouter_probe.verify.sampled_arm import SAMPLINGS, SampledArm, plan_sampled_arm
 from openrouter_probe.verify.stats import (
     DEFAULT_ALPHA,
@@ -49,160 +45,11 @@ from openrouter_probe.verify.thinking import Thinking, thinking_for
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "DEFAULT_N",
-    "DEFAULT_REASONING",
-    "DEFAULT_SEED",
-    "DEFAULT_TOP_LOGPROBS",
-    "QUANTIZATION_TOLERANCE",
-    "EndpointPlan",
-    "VerifyPlan",
-    "default_reference",
-    "pin",
-    "pin_block",
-    "pin_leaked",
-    "plan_verify",
-    "prompt_tokens",
-    "request_body",
-    "resolve_tag",
-]
+__all__ = ["DEFAULT_N", "QUANTIZATION_TOLERANCE", "VerifyPlan", "plan_verify"]
 
 #: Arithmetic prompts per endpoint by default: enough that ``consistent`` is reachable at the
 #: default tolerance of 10 pp with five endpoints against a reference (see ``docs/verify.md``).
 DEFAULT_N = 200
-#: The sampling seed sent to endpoints that list ``seed`` (temperature is 0 anyway).
-DEFAULT_SEED = 20260127
-#: Reasoning off by default: the first generated token is then the answer's first token (the one
-#: place where logprobs compare like for like), and the answers are short and cheap.
-DEFAULT_REASONING: dict[str, Any] = {"effort": "none"}
-#: Top-k logprobs asked from endpoints that list ``logprobs`` and ``top_logprobs``.
-DEFAULT_TOP_LOGPROBS = 5
-
-
-def pin_block(tag: str) -> dict[str, Any]:
-    """Return the ``provider`` block that pins a request to the endpoint ``tag``."""
-    return {"only": [tag], "allow_fallbacks": False}
-
-
-def pin(
-    tag: str, endpoints: Sequence[Endpoint], *, params: RequestParams | None = None
-) -> Endpoint:
-    """Return the one endpoint ``pin_block(tag)`` admits, as the routing model decides.
-
-    Raises ``ConfigError`` when the pin admits nothing (with the routing model's reason) or more than
-    one endpoint (name the full tag instead).
-    """
-    decision = route(pin_block(tag), endpoints, params)
-    if decision.admitted_tags == [tag]:
-        return decision.admitted[0]
-    if not decision.admitted:
-        why = decision.exclusion(tag)
-        known = ", ".join(e.tag for e in endpoints)
-        detail = why.detail if why is not None else f"no endpoint has tag {tag!r} (tags: {known})"
-        raise ConfigError(f"pin {tag!r} admits no endpoint: {detail}")
-    raise ConfigError(
-        f"pin {tag!r} admits {len(decision.admitted)} endpoints ({', '.join(decision.admitted_tags)}); "
-        "name one full tag"
-    )
-
-
-def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "endpoints") -> str:
-    """Return the full tag ``tag`` names: itself when an endpoint has it, else the one endpoint
-    whose base slug it is (``chutes`` -> ``chutes/int4``). Several endpoints of that slug are an
-    error listing them; no endpoint is left for ``pin`` to explain."""
-    if any(e.tag == tag for e in endpoints):
-        return tag
-    found = [e.tag for e in endpoints if e.tag.partition("/")[0] == tag]
-    if len(found) > 1:
-        listed = ", ".join(found).replace("{", "{{").replace("}", "}}")
-        raise OptionError(
-            f"{{{option}=}}: {len(found)} endpoints have that slug ({listed}); name one full tag",
-            **{option: tag},
-        )
-    return found[0] if found else tag
-
-
-def pin_leaked(provider: str | None, endpoint: Endpoint) -> bool:
-    """Whether a response served by ``provider`` (its display name) escaped the pin to ``endpoint``.
-
-    A response that names no provider cannot be attributed, so it counts as leaked too.
-    """
-    return provider != endpoint.provider_name
-
-
-def default_reference(model: str, endpoints: Sequence[Endpoint]) -> str | None:
-    """Return the first party's tag: the endpoint whose slug is the model's author
-    (``moonshotai/kimi-k2.5`` -> ``moonshotai/int4``), when there is exactly one."""
-    author = model.split("/", 1)[0].lower()
-    tags = [e.tag for e in endpoints if e.slug == author]
-    return tags[0] if len(tags) == 1 else None
-
-
-def _reasoning_off(reasoning: Mapping[str, Any] | None) -> bool:
-    return reasoning is not None and (
-        reasoning.get("effort") == "none" or reasoning.get("enabled") is False
-    )
-
-
-def request_body(
-    item: Item,
-    endpoint: Endpoint,
-    *,
-    model: str,
-    seed: int = DEFAULT_SEED,
-    reasoning: Mapping[str, Any] | None = None,
-    top_logprobs: int = DEFAULT_TOP_LOGPROBS,
-    room: int = 0,
-) -> dict[str, Any]:
-    """Return the chat request body for ``item`` pinned to ``endpoint``.
-
-    ``reasoning`` defaults to ``DEFAULT_REASONING`` and is sent as given to every endpoint (an
-    empty one is not sent: the model's default); ``max_tokens`` is the item's plus ``room`` (the
-    reasoning room, ``verify.thinking``); ``seed`` and ``logprobs``/``top_logprobs`` (when
-    ``top_logprobs`` > 0) only where the endpoint lists them.
-    """
-    supported = set(endpoint.supported_parameters)
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [dict(m) for m in item.messages],
-        "provider": pin_block(endpoint.tag),
-        "temperature": 0,
-        "max_tokens": item.max_tokens + room,
-        "reasoning": dict(DEFAULT_REASONING if reasoning is None else reasoning),
-    }
-    if not body["reasoning"]:
-        del body["reasoning"]
-    if "seed" in supported:
-        body["seed"] = seed
-    if item.tools:
-        body["tools"] = [dict(t) for t in item.tools]
-        body["tool_choice"] = "auto"
-    if top_logprobs > 0 and {"logprobs", "top_logprobs"} <= supported:
-        body["logprobs"] = True
-        body["top_logprobs"] = top_logprobs
-    return body
-
-
-@dataclass(frozen=True)
-class EndpointPlan:
-    """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
-
-    tag: str
-    provider_name: str
-    quantization: str | None
-    role: str  # "reference" | "compared"
-    requests: int
-    prompt_tokens_expected: int
-    prompt_tokens_worst: int
-    output_tokens_expected: int
-    output_tokens_worst: int
-    price_in_per_m: Decimal | None
-    price_out_per_m: Decimal | None
-    expected_usd: Decimal | None
-    worst_case_usd: Decimal | None
-    seed_sent: bool
-    logprobs_sent: bool
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -215,7 +62,9 @@ class VerifyPlan:
     endpoints: tuple[EndpointPlan, ...]
     pinned: dict[str, Endpoint]
     seed: int
-    reasoning: dict[str, Any]
+    #: Whether the check thinks, the ``reasoning`` block it sends, its reasoning room and why
+    #: (``verify.thinking``).
+    thinking_rule: Thinking
     top_logprobs: int
     alpha: float = DEFAULT_ALPHA
     power: float = DEFAULT_POWER
@@ -226,19 +75,20 @@ class VerifyPlan:
     repeats: int = DEFAULT_REPEATS
     #: The sampled arm (``sampling="job"``; ``verify.sampled_arm``), or ``None``.
     sampled: SampledArm | None = None
-    #: Whether the check thinks, its reasoning room and why (``verify.thinking``).
-    thinking_rule: Thinking | None = None
 
     @property
     def thinking(self) -> bool:
         """Whether the requests leave reasoning on (the ``reasoning`` block does not turn it off)."""
-        if self.thinking_rule is not None:
-            return self.thinking_rule.on
-        return not _reasoning_off(self.reasoning)
+        return self.thinking_rule.on
+
+    @property
+    def reasoning(self) -> dict[str, Any]:
+        """The ``reasoning`` block every request carries (empty: none is sent)."""
+        return dict(self.thinking_rule.reasoning)
 
     @property
     def measures(self) -> list[str]:
-        """The deciding measures this plan's items feed (``stats.compare_to_reference``)."""
+        """The deciding measures this plan's items feed (``verdict.compare_to_reference``)."""
         names = []
         if any(item.answer_kind != "tool" for item in self.items):
             names.append("agreement")
@@ -261,10 +111,6 @@ class VerifyPlan:
     def interval_level(self) -> float:
         """The level of each endpoint's intervals: ``1 - 2 alpha/K`` (Bonferroni over K)."""
         return 1 - 2 * self.alpha / max(1, len(self.compared))
-
-    @property
-    def _deciding(self) -> list[str]:
-        return [*self.measures, *(["sampled_mmd"] if self.sampled is not None else [])]
 
     def _accuracy_items(self) -> int:
         return sum(1 for item in self.items if item.known and item.answer_kind != "tool")
@@ -349,7 +195,7 @@ class VerifyPlan:
                     seed=self.seed,
                     reasoning=self.reasoning,
                     top_logprobs=self.top_logprobs,
-                    room=_room(self),
+                    room=self.thinking_rule.room,
                 ),
             )
             for item in self.items
@@ -389,11 +235,14 @@ class VerifyPlan:
     def _power_lines(self) -> list[str]:
         gap = self.min_detectable_gap_best
         known = self._accuracy_items()
+        deciding = ", ".join(
+            [*self.measures, *(["sampled_mmd"] if self.sampled is not None else [])]
+        )
         if not known:
-            return [f"deciding measures: {', '.join(self._deciding)} (no known-answer prompts)"]
+            return [f"deciding measures: {deciding} (no known-answer prompts)"]
         return [
             f"reference sent {self.repeats} times (its disagreement with itself is the floor); "
-            f"deciding measures: {', '.join(self._deciding)}; Holm over {self.family} tests at "
+            f"deciding measures: {deciding}; Holm over {self.family} tests at "
             f"family-wise alpha {self.alpha:g}",
             "difference: mid-p McNemar detects an accuracy gap of "
             + ("no size up to 100 pp" if gap is None else f"{100 * gap:.1f} pp")
@@ -444,7 +293,7 @@ class VerifyPlan:
             f"{'total':<{width}} {'':<9} {self.requests:>5} {'':>6} {'':>6} "
             f"{usd(self.expected_usd):>9} {usd(self.worst_case_usd):>9}"
         )
-        tail = [*(self.thinking_rule.lines() if self.thinking_rule else []), *self._power_lines()]
+        tail = [*self.thinking_rule.lines(), *self._power_lines()]
         if self.sampled is not None:
             tail.extend(self.sampled.describe())
         if self.budget_usd is not None:
@@ -458,55 +307,6 @@ class VerifyPlan:
         return "\n".join(lines)
 
 
-class _Tokens(NamedTuple):
-    """The tokens the check sends to each endpoint, summed over its items."""
-
-    in_expected: int
-    in_worst: int
-    out_expected: int
-    out_worst: int
-    requests: int
-
-
-def _endpoint_plan(
-    tag: str, endpoint: Endpoint, *, ref: str, totals: _Tokens, names: list[str], top: int
-) -> EndpointPlan:
-    """What the check sends to one pinned endpoint, what it may cost, and what to watch for."""
-    supported = set(endpoint.supported_parameters)
-    warnings = [
-        f"does not list {name}: it may ignore it, so its answers may differ for that reason "
-        "rather than precision"
-        for name in ("temperature", "reasoning", "seed")
-        if name not in supported
-    ]
-    if names.count(endpoint.provider_name) > 1:
-        warnings.append(
-            f"another endpoint is also served by {endpoint.provider_name!r}: a leak to it "
-            "cannot be told from the response's provider"
-        )
-    n = totals.requests
-    return EndpointPlan(
-        tag=tag,
-        provider_name=endpoint.provider_name,
-        quantization=endpoint.quantization,
-        role="reference" if tag == ref else "compared",
-        requests=n,
-        prompt_tokens_expected=totals.in_expected,
-        prompt_tokens_worst=totals.in_worst,
-        output_tokens_expected=totals.out_expected,
-        output_tokens_worst=totals.out_worst,
-        price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
-        price_out_per_m=endpoint.pricing.usd_per_m("completion"),
-        expected_usd=request_cost(
-            totals.in_expected, totals.out_expected, n, endpoint, worst=False
-        ),
-        worst_case_usd=request_cost(totals.in_worst, totals.out_worst, n, endpoint, worst=True),
-        seed_sent="seed" in supported,
-        logprobs_sent=top > 0 and {"logprobs", "top_logprobs"} <= supported,
-        warnings=tuple(warnings),
-    )
-
-
 def _plan_notes(rows: Sequence[EndpointPlan], settings: Mapping[str, Any]) -> tuple[str, ...]:
     notes = []
     lp = [r for r in rows if r.logprobs_sent]
@@ -515,7 +315,7 @@ def _plan_notes(rows: Sequence[EndpointPlan], settings: Mapping[str, Any]) -> tu
             "first-token logprobs cannot be compared: the reference and at least one other "
             "endpoint must list logprobs and top_logprobs"
         )
-    if not _reasoning_off(settings):
+    if settings.get("effort") != "none" and settings.get("enabled") is not False:
         notes.append(
             "reasoning is on: the first generated token is a reasoning token, so the logprob "
             "comparison and the expected cost are weaker (expected = worst-case output)"
@@ -566,19 +366,18 @@ def plan_verify(
         raise ConfigError("no prompts to send; give at least one suite item")
     if sampling not in SAMPLINGS:
         raise OptionError("{sampling=}: must be one of " + ", ".join(SAMPLINGS), sampling=sampling)
-    order = _order(model, endpoints, tags, reference)
+    order = tag_order(model, endpoints, tags, reference)
     ref = order[0]
     rule = thinking_for(model, thinking, reasoning=reasoning)
-    settings = dict(rule.reasoning)
-    totals = _totals(items, reasoning_off=not rule.on, room=rule.room)
+    totals = tokens_of(items, reasoning_off=not rule.on, room=rule.room)
     names = [e.provider_name for e in endpoints]
-    pinned = _pins(order, endpoints, _params(items, rule), reference=reference)
+    pinned = pin_tags(order, endpoints, _params(items, rule), reference=reference)
     rows = [
-        _endpoint_plan(
+        endpoint_plan(
             tag,
             pinned[tag],
             ref=ref,
-            totals=_times(totals, repeats) if tag == ref else totals,
+            totals=totals.times(repeats) if tag == ref else totals,
             names=names,
             top=top_logprobs,
         )
@@ -591,12 +390,11 @@ def plan_verify(
         endpoints=tuple(rows),
         pinned=pinned,
         seed=seed,
-        reasoning=settings,
         top_logprobs=top_logprobs,
         alpha=alpha,
         power=power,
         budget_usd=None if budget_usd is None else Decimal(str(budget_usd)),
-        notes=_plan_notes(rows, settings),
+        notes=_plan_notes(rows, rule.reasoning),
         tolerance=tolerance,
         repeats=repeats,
         thinking_rule=rule,
@@ -640,11 +438,6 @@ def _tolerance_line(plan: VerifyPlan, known: int) -> str:
     )
 
 
-def _room(plan: VerifyPlan) -> int:
-    """Tokens each request's ``max_tokens`` grows by for the reasoning (0 without thinking)."""
-    return 0 if plan.thinking_rule is None else plan.thinking_rule.room
-
-
 def _params(items: Sequence[Item], rule: Thinking) -> RequestParams:
     """What the pins are routed with: the largest ``max_tokens`` and the parameters sent."""
     sent = {"temperature", "max_tokens", *(["reasoning"] if rule.reasoning else [])}
@@ -670,82 +463,6 @@ def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
         budget_left=left,
         n=n,
         seed=plan.seed,
-        room=_room(plan),
+        room=plan.thinking_rule.room,
     )
     return dataclasses.replace(plan, sampled=arm)
-
-
-def _pins(
-    order: Sequence[str],
-    endpoints: Sequence[Endpoint],
-    params: RequestParams,
-    *,
-    reference: str | None,
-) -> dict[str, Endpoint]:
-    """The endpoint each tag pins (``pin``); every tag that pins none is named at once, with
-    why, under the option that gave it (review of 0.3: only the first was, as "pin 'x'")."""
-    pinned: dict[str, Endpoint] = {}
-    refused: list[tuple[str, str]] = []
-    for tag in order:
-        try:
-            pinned[tag] = pin(tag, endpoints, params=params)
-        except ConfigError as exc:
-            reason = str(exc).removeprefix(f"pin {tag!r} ")
-            refused.append((tag, reason.split(" (tags: ")[0]))
-    if not refused:
-        return pinned
-
-    def braced(text: str) -> str:
-        return text.replace("{", "{{").replace("}", "}}")
-
-    by_option: dict[str, list[tuple[str, str]]] = {}
-    for tag, why in refused:  # each tag under the option that gave it
-        option = "reference" if reference and tag == order[0] else "endpoints"
-        by_option.setdefault(option, []).append((tag, why))
-    parts = [
-        f"{{{option}=}}: " + braced("; ".join(f"{tag!r} {why}" for tag, why in found))
-        for option, found in by_option.items()
-    ]
-    known = braced(", ".join(e.tag for e in endpoints))
-    raise OptionError(
-        "; ".join(parts) + f"; the model's tags: {known}",
-        **{option: ",".join(tag for tag, _ in found) for option, found in by_option.items()},
-    )
-
-
-def _order(
-    model: str, endpoints: Sequence[Endpoint], tags: Sequence[str], reference: str | None
-) -> list[str]:
-    """The reference's full tag, then the other endpoints' (a slug with one endpoint resolved)."""
-    ref = (
-        resolve_tag(reference, endpoints, option="reference")
-        if reference
-        else default_reference(model, endpoints)
-    )
-    if ref is None:
-        raise ConfigError(
-            f"no first-party endpoint found for {model}; name the reference endpoint's tag"
-        )
-    resolved = [resolve_tag(t, endpoints) for t in tags]
-    order = [ref, *(t for t in dict.fromkeys(resolved) if t != ref)]
-    if len(order) < 2:
-        raise ConfigError("nothing to compare: give at least one endpoint besides the reference")
-    return order
-
-
-def _totals(items: Sequence[Item], *, reasoning_off: bool, room: int = 0) -> _Tokens:
-    """The tokens one endpoint is sent and may answer, summed over ``items`` (each request's
-    ``max_tokens`` grown by the reasoning ``room``)."""
-    tokens = [prompt_tokens(item) for item in items]
-    out_worst = sum(item.max_tokens + room for item in items)
-    out_expected = (
-        sum(item.expected_output_tokens for item in items) if reasoning_off else out_worst
-    )
-    return _Tokens(
-        sum(t[0] for t in tokens), sum(t[1] for t in tokens), out_expected, out_worst, len(items)
-    )
-
-
-def _times(totals: _Tokens, repeats: int) -> _Tokens:
-    """The reference's share: every item sent ``repeats`` times."""
-    return _Tokens(*(value * repeats for value in totals))

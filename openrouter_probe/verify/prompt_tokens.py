@@ -36,7 +36,7 @@ MIN_SIGN_SHARE = 0.9
 
 
 class _Counted(Protocol):
-    """What is read of an observation (``measures.Observation``)."""
+    """What is read of an observation (``observation.Observation``)."""
 
     @property
     def prompt_tokens(self) -> int: ...

@@ -1,21 +1,16 @@
 """The report of a precision check, and the seam between sending and judging.
 
-``build_report(plan, observations)`` takes the responses a sending loop collected (``Observation``
-objects: pinned tag, item id, body) and returns a ``VerifyReport``: leaked pins discarded and counted,
-every endpoint measured against the reference's runs, each compared endpoint judged on every deciding
-measure (Holm over all endpoints and measures, Tango intervals for ``consistent``).
-The report has a DataFrame view (pandas, imported when asked), a short ``repr``, ``_repr_html_`` for
-Jupyter, and ``to_evidence_yaml()``: dated evidence in an additive ``measured:`` section that the
-precision registry can read (``docs/verify.md`` gives the format and the reader it needs).
+``build_report(plan, observations)`` judges the responses a sending loop collected and returns a
+``VerifyReport``: a DataFrame view (pandas, imported when asked), a short ``repr``, ``_repr_html_``
+for Jupyter, and ``to_evidence_yaml()``: dated evidence in an additive ``measured:`` section that
+the precision registry can read (``docs/verify.md`` gives the format and the reader it needs).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import html
-import math
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -23,27 +18,25 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from openrouter_probe.errors import Term, keyword_term, rendered
-from openrouter_probe.verify.endpoint_tests import beside_findings, endpoint_tests
+from openrouter_probe.verify.endpoint_tests import EndpointResult, endpoint_tests
 from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_responses, keep_samples
-from openrouter_probe.verify.measures import EndpointMeasures, Observation, measure_endpoint
+from openrouter_probe.verify.measures import EndpointMeasures, measure_endpoint
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.prompt_tokens import prompt_columns
-from openrouter_probe.verify.results import TestResult, decided_by, render_results
+from openrouter_probe.verify.results import TestResult, render_results
 from openrouter_probe.verify.sampled import SampledTest
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
 from openrouter_probe.verify.sight import seen_comparisons, sight_fields
-from openrouter_probe.verify.stats import (
-    Comparison,
-    MeasuredVerdict,
-    compare_to_reference,
-)
+from openrouter_probe.verify.verdict import Comparison, MeasuredVerdict, compare_to_reference
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from openrouter_probe.verify.suites import Item
 
-__all__ = ["EVIDENCE_HEADER", "MEASURES", "EndpointResult", "VerifyReport", "build_report"]
+
+__all__ = ["EVIDENCE_HEADER", "MEASURES", "VerifyReport", "build_report"]
 
 #: The deciding measures, in the order the report shows them (``measures`` module docstring).
 MEASURES = ("accuracy", "agreement", "tool_trigger", "tool_schema", "tool_arguments")
@@ -53,53 +46,6 @@ EVIDENCE_HEADER = (
     "# Precision evidence measured by `openrouter-probe verify` (docs/verify.md): each entry is one\n"
     "# endpoint compared with a reference endpoint on the same pinned prompts, with its statistics.\n"
 )
-
-
-@dataclass(frozen=True)
-class EndpointResult:
-    """One endpoint's measures, its comparison with the reference (``None`` for the reference)
-    and what was discarded: ``leaked`` responses served by another provider, ``missing`` items with
-    no response."""
-
-    tag: str
-    provider_name: str
-    quantization: str | None
-    role: str
-    measures: EndpointMeasures
-    comparison: Comparison | None
-    leaked: int
-    missing: int
-    #: Every test of the endpoint against the reference (``results.TestResult``): the deciding
-    #: measures first, then those reported beside them; empty for the reference.
-    tests: tuple[TestResult, ...] = ()
-    #: The sampled arm's samples that held an answer, and that held none (``None``: no arm).
-    sampled_answers: int | None = None
-    sampled_empty: int | None = None
-    #: The sampled arm's power with the samples that held an answer (``None``: no test).
-    sampled_power: float | None = None
-    #: Temperature-0 answers cut at ``max_tokens`` (``verify.sight``).
-    cut: int = 0
-
-    @property
-    def decided_by(self) -> str | None:
-        """The test that decided the verdict (``results.decided_by``)."""
-        return decided_by(self.verdict, self.tests)
-
-    @property
-    def verdict(self) -> MeasuredVerdict | None:
-        return None if self.comparison is None else self.comparison.verdict
-
-    @property
-    def findings(self) -> tuple[str, ...]:
-        """Findings beside the verdict, whatever it is: a systematic prompt-token difference
-        ("renders a different template: +N tokens per request"), a K2VV score below its
-        threshold, token logprobs further from the reference than its own runs. None for the
-        reference."""
-        if self.comparison is None:
-            return ()
-        agreement = self.measures.prompt_agreement
-        tokens = () if agreement is None or agreement.finding is None else (agreement.finding,)
-        return tokens + beside_findings(self.tests)
 
 
 @dataclass(frozen=True)
@@ -139,7 +85,7 @@ class VerifyReport:
         out = []
         for r in self.results:
             m, c = r.measures, r.comparison
-            ci = m.accuracy_ci
+            ci, gap_ci = m.accuracy_ci, None if c is None else c.interval
             out.append(
                 {
                     "tag": r.tag,
@@ -153,13 +99,9 @@ class VerifyReport:
                     "accuracy_ci_low": None if ci is None else ci.low,
                     "accuracy_ci_high": None if ci is None else ci.high,
                     "accuracy_gap": None if c is None else c.counts.gap,
-                    "accuracy_gap_ci_low": None if c is None or not c.interval else c.interval.low,
-                    "accuracy_gap_ci_high": None
-                    if c is None or not c.interval
-                    else c.interval.high,
-                    "interval_level": None
-                    if c is None or not c.tests
-                    else c.tests[0].interval.level,
+                    "accuracy_gap_ci_low": None if gap_ci is None else gap_ci.low,
+                    "accuracy_gap_ci_high": None if gap_ci is None else gap_ci.high,
+                    "interval_level": _level(c),
                     "p_holm": None if c is None else c.p_adjusted,
                     "p_holm_min": _min_p(c),
                     "min_detectable_gap": None if c is None else c.min_detectable_gap,
@@ -207,14 +149,7 @@ class VerifyReport:
         verdict's reason (with the leaked responses discarded) and the notes, wrapped at 80."""
 
         width = max(8, *(len(r.tag) for r in self.results))
-        level = next(
-            (
-                r.comparison.tests[0].interval.level
-                for r in self.results
-                if r.comparison and r.comparison.tests
-            ),
-            None,
-        )
+        level = next((_level(r.comparison) for r in self.results if _level(r.comparison)), None)
         head = (
             f"{self.model} against {self.reference}: {self.items} prompts "
             f"({', '.join(self.suites)}), {self.taken_at:%Y-%m-%d}; family-wise alpha "
@@ -313,7 +248,7 @@ class VerifyReport:
                     "accuracy_gap_ci": None
                     if c.interval is None
                     else [_round(c.interval.low), _round(c.interval.high)],
-                    "interval_level": None if not c.tests else _round(c.tests[0].interval.level),
+                    "interval_level": _round(_level(c)),
                     "discordant": {
                         "reference_only": c.counts.ref_only,
                         "endpoint_only": c.counts.endpoint_only,
@@ -380,6 +315,11 @@ def _min_p(c: Comparison | None) -> float | None:
     return None if c is None or not c.tests else min(t.p_adjusted for t in c.tests)
 
 
+def _level(c: Comparison | None) -> float | None:
+    """The level of the endpoint's intervals (``None``: nothing compared)."""
+    return None if c is None or not c.tests else c.tests[0].interval.level
+
+
 def _gap_text(c: Comparison | None) -> str:
     """``+6.2 [+2.8,+12.3]``: the accuracy gap (pp) and its interval."""
     if c is None or c.counts.gap is None or c.interval is None:
@@ -399,61 +339,19 @@ def _measure_columns(c: Comparison | None) -> dict[str, float | None]:
     return out
 
 
-def _with_spend(m: EndpointMeasures, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
-    """An endpoint's measures with the tokens and cost of its other ``runs`` added (the
-    reference's floor, the sampled arm's): what the check spent on it."""
-    extra = [o for run in runs for o in run.values()]
-    costs = [o.cost_usd for o in extra]
-    return dataclasses.replace(
-        m,
-        prompt_tokens=m.prompt_tokens + sum(o.prompt_tokens for o in extra),
-        completion_tokens=m.completion_tokens + sum(o.completion_tokens for o in extra),
-        reasoning_tokens=m.reasoning_tokens + sum(o.reasoning_tokens for o in extra),
-        cost_usd=math.fsum([m.cost_usd, *(c for c in costs if c is not None)]),
-        cost_unknown=m.cost_unknown + sum(1 for c in costs if c is None),
-    )
-
-
-def _tests(
-    plan: VerifyPlan,
-    comparisons: Mapping[str, Comparison],
-    items: Mapping[str, Item],
-    kept: Kept,
-    measures: Mapping[str, EndpointMeasures],
-) -> dict[str, tuple[TestResult, ...]]:
-    """Every test of each compared endpoint (``endpoint_tests``), by tag."""
-    reference = kept.runs[(plan.reference, 1)]
-    floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
-    return {
-        tag: endpoint_tests(
-            c,
-            alpha=plan.alpha,
-            items=items,
-            run=kept.runs[(tag, 1)],
-            reference=reference,
-            floor=floor,
-            agreement=measures[tag].prompt_agreement,
-            thinking=plan.thinking,
-            compared=len(comparisons),
-        )
-        for tag, c in comparisons.items()
-    }
-
-
 def _measures(
     plan: VerifyPlan, items: Mapping[str, Item], kept: Kept, samples: SampledCompletions
 ) -> dict[str, EndpointMeasures]:
     """Each endpoint's measures against the reference's first run, its cost counting every
     request the check sent it (the reference's floor, the sampled arm's)."""
-    reference = kept.runs[(plan.reference, 1)]
-    floor = [kept.runs[(plan.reference, r)] for r in range(2, plan.repeats + 1)]
+    reference, floor = kept.runs[(plan.reference, 1)], kept.floor(plan.reference)
     measures = {
         tag: measure_endpoint(tag, items, kept.runs[(tag, 1)].values(), reference, floor=floor)
         for tag in plan.pinned
     }
-    measures[plan.reference] = _with_spend(measures[plan.reference], floor)
+    measures[plan.reference] = measures[plan.reference].with_spend(floor)
     for tag, spent in samples.spent.items():
-        measures[tag] = _with_spend(measures[tag], [{o.item_id: o for o in spent}])
+        measures[tag] = measures[tag].with_spend([{o.item_id: o for o in spent}])
     return measures
 
 
@@ -469,6 +367,35 @@ def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, Sampled
         alpha=plan.alpha,
         empty={t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned},
     )
+
+
+def _tests(
+    plan: VerifyPlan,
+    comparisons: Mapping[str, Comparison],
+    items: Mapping[str, Item],
+    kept: Kept,
+    measures: Mapping[str, EndpointMeasures],
+    sampled: Mapping[str, SampledTest | str],
+) -> dict[str, tuple[TestResult, ...]]:
+    """Every test of each compared endpoint (``endpoint_tests``), the sampled arm's last."""
+    reference, floor = kept.runs[(plan.reference, 1)], kept.floor(plan.reference)
+    return {
+        tag: (
+            *endpoint_tests(
+                c,
+                alpha=plan.alpha,
+                items=items,
+                run=kept.runs[(tag, 1)],
+                reference=reference,
+                floor=floor,
+                agreement=measures[tag].prompt_agreement,
+                thinking=plan.thinking,
+                compared=len(comparisons),
+            ),
+            *sampled_results(sampled.get(tag), c, plan),
+        )
+        for tag, c in comparisons.items()
+    }
 
 
 def build_report(
@@ -515,10 +442,7 @@ def build_report(
         },
     )
     comparisons = seen_comparisons(plan, comparisons, sampled, samples, kept)
-    tests = _tests(plan, comparisons, items, kept, measures)
-    for tag, found in tests.items():
-        tests[tag] = (*found, *sampled_results(sampled.get(tag), comparisons[tag], plan))
-    runs_of = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
+    tests = _tests(plan, comparisons, items, kept, measures, sampled)
     results = tuple(
         EndpointResult(
             tag=e.tag,
@@ -529,9 +453,7 @@ def build_report(
             comparison=comparisons.get(e.tag),
             tests=tests.get(e.tag, ()),
             leaked=kept.leaked[e.tag],
-            missing=sum(
-                len(items) - len(kept.runs[(e.tag, r)]) for r in range(1, runs_of[e.tag] + 1)
-            ),
+            missing=sum(len(items) - len(run) for (t, _), run in kept.runs.items() if t == e.tag),
             **sight_fields(plan, e.tag, sampled.get(e.tag), samples, kept),
         )
         for e in plan.endpoints

@@ -1,7 +1,7 @@
 """One value object for every test a check runs, and how the report shows it.
 
 Every test of an endpoint against the reference (the deciding measures judged by
-``stats.compare_to_reference``, prompt-token agreement, the K2-Vendor-Verifier tool-call scores
+``verdict.compare_to_reference``, prompt-token agreement, the K2-Vendor-Verifier tool-call scores
 of ``toolcalls``, the token-level logprob comparison of ``logprobs``, the sampled arm of
 ``sampled``) is reported as a ``TestResult``: its name, statistic, p-value, interval (where there
 is one), its own verdict and a sentence. ``deciding`` says whether it takes part in the
@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from openrouter_probe.verify.stats import WITHIN_TOLERANCE, Comparison, Interval, MeasureTest
+from openrouter_probe.verify.stats import Interval
+from openrouter_probe.verify.verdict import WITHIN_TOLERANCE, Comparison, MeasureTest
 
 __all__ = [
     "TEST_VERDICTS",

@@ -53,8 +53,9 @@ from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.verify.measures import Observation
-from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, pin_block, plan_verify
+from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.pins import pin_block
+from openrouter_probe.verify.plan import DEFAULT_N, VerifyPlan, plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.stats import (
     DEFAULT_ALPHA,
@@ -266,7 +267,7 @@ def _piloted(plan: VerifyPlan, out: str | Path) -> Thinking | None:
     pilot answer to measure)."""
     rule = plan.thinking_rule
     found = [o for o in observations_from(out, plan, pilot=True) if not o.failed]
-    if rule is None or not found:
+    if not found:
         return None
     ceiling = _ceiling(plan)
     lengths = [o.reasoning_tokens for o in found]
@@ -456,7 +457,7 @@ async def _plan_with_pilot(
     check's cap, recorded in its output: a rerun does not send it again) and the plan made
     again with the room the pilot measured."""
     plan = await asyncio.to_thread(planning, thinking=thinking)
-    if plan.thinking_rule is None or not plan.thinking_rule.provisional:
+    if not plan.thinking_rule.provisional:
         return plan, None
     pilot = await _send(plan, options, pilot=True)
     rule = _piloted(plan, options.out)

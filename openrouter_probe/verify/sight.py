@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from openrouter_probe.verify.kept import Kept, SampledCompletions
-from openrouter_probe.verify.measures import Observation
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan
 from openrouter_probe.verify.sampled import SampledTest
-from openrouter_probe.verify.stats import Comparison
+from openrouter_probe.verify.verdict import Comparison
 
 __all__ = [
     "CUT_LIMIT",

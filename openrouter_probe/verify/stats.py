@@ -1,55 +1,24 @@
-"""The statistics behind a precision verdict: intervals, paired tests, the floor, power, verdicts.
+"""The statistics behind a precision verdict: intervals, paired tests, the floor, power.
 
-Choices, and why:
-
-- **Accuracy interval: Clopper-Pearson (exact).** Its coverage is at least the stated level for every
-  n and every true accuracy; Wilson's is closer to nominal on average but dips below it, most of all
-  near 0 and 1, which is where a good model's accuracy sits. ``wilson`` is here too, for comparison.
-- **Difference test: mid-p McNemar on paired outcomes.** The same prompts go to the reference and to
-  each endpoint, so the outcomes are pairs; only the discordant ones (right on one side only) carry
-  information. The exact conditional test is conservative (its family-wise error was 0.008 at a
-  nominal 0.05); the mid-p version keeps close to the nominal level without the asymptotic test's
-  failures at small counts (Fagerland, Lydersen and Laake 2013, BMC Med Res Methodol 13:91).
-- **Equivalence: Tango's score interval for the paired difference** (Tango 1998, Stat Med
-  17:891-908; recommended by Fagerland, Lydersen and Laake 2014, Stat Med 33:2850-2875). At a gap of
-  0 its statistic is McNemar's; a two one-sided tests procedure at level ``a`` is the same as the
-  ``1 - 2a`` interval lying inside the margin. Each endpoint's interval is taken at ``1 - 2 alpha/K``
-  (Bonferroni over the K endpoints), so the chance that any endpoint is called ``consistent`` while
-  its true gap is at the tolerance or beyond is at most ``alpha``.
-- **The floor: disagreement tested against the reference's own.** The reference is sent R >= 2
-  times. On each item, ``x`` says whether the endpoint's answer differs from the reference's first
-  run and ``a`` how many of the other R - 1 runs differ from it. If the endpoint were one more run
-  of the reference (exchangeable with runs 2..R), then given ``t = x + a`` the endpoint is the one
-  that differs with probability ``t / R``: the sum of ``x`` is a sum of independent Bernoulli
-  variables, and its upper tail (mid-p) is the one-sided p-value. With R = 2 this is McNemar's test
-  of the endpoint-vs-reference disagreement against the reference-vs-itself disagreement.
-- **Correction: Holm** over every (endpoint, deciding measure) test: one ``differs`` anywhere is
-  wrong with probability at most ``alpha``, under any dependence between the tests. ``consistent``
-  needs every deciding measure of the endpoint inside its margin (an intersection-union test, which
-  needs no correction across the measures).
-- **Power: exact for the mid-p test** (at the Bonferroni level ``alpha/m``, Holm's strictest step);
-  above ``EXACT_POWER_LIMIT`` pairs the test's rejection given more than 200 discordant pairs is
-  its normal approximation (the number of discordant pairs stays exact, so a tiny gap detected on
-  a handful of pairs is still computed exactly), which takes milliseconds at n = 100,000; the
-  equivalence power is the normal approximation of the two one-sided tests.
-
-Everything is computed with the standard library (``math.lgamma``, ``statistics.NormalDist``); the
-values are checked in ``tests/verify/test_stats.py`` against closed forms, published tables and
-scipy/statsmodels.
+Clopper-Pearson for an accuracy (``wilson`` beside it, for comparison); mid-p McNemar for a paired
+gap (Fagerland, Lydersen and Laake 2013, BMC Med Res Methodol 13:91); the floor test for
+disagreement against the reference's own; Tango's score interval for equivalence (Tango 1998, Stat
+Med 17:891-908); Holm's correction; the exact power of the mid-p test (its normal approximation
+above ``EXACT_POWER_LIMIT`` pairs) and the normal approximation of the equivalence power. Why each,
+and what it assumes: ``docs/verify.md``, "Statistics and verdicts". Everything is computed with the
+standard library (``math.lgamma``, ``statistics.NormalDist``); ``tests/verify/test_stats.py`` checks
+the values against closed forms, published tables and scipy/statsmodels.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Literal
 
 from openrouter_probe.errors import ConfigError, Message
-from openrouter_probe.rules.precision import MeasuredVerdict
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -58,18 +27,11 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "EXACT_POWER_LIMIT",
     "PLANNING_DISCORDANCE",
-    "WITHIN_TOLERANCE",
-    "Comparison",
     "Interval",
-    "MeasureTest",
-    "MeasuredVerdict",
-    "PairedCounts",
-    "PairedMeasure",
     "binom_cdf",
     "binom_sf",
     "check_statistics",
     "clopper_pearson",
-    "compare_to_reference",
     "equivalence_power",
     "floor_test",
     "holm",
@@ -82,9 +44,6 @@ __all__ = [
     "wilson",
 ]
 
-
-#: Equality rejected and equivalence shown at once: a real difference, smaller than the tolerance.
-WITHIN_TOLERANCE: MeasuredVerdict = "differs, within tolerance"
 
 #: Family-wise error rate over all the endpoints (and deciding measures) compared with the reference.
 DEFAULT_ALPHA = 0.05
@@ -178,18 +137,18 @@ def binom_cdf(k: int, n: int, p: float) -> float:
     """Return P(X <= k) for X ~ Binomial(n, p)."""
     if k < 0:
         return 0.0
-    if k >= n:
-        return 1.0
-    return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(k + 1)))
+    return 1.0 if k >= n else _mass(range(k + 1), n, p)
 
 
 def binom_sf(k: int, n: int, p: float) -> float:
     """Return P(X >= k) for X ~ Binomial(n, p)."""
     if k <= 0:
         return 1.0
-    if k > n:
-        return 0.0
-    return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(k, n + 1)))
+    return 0.0 if k > n else _mass(range(k, n + 1), n, p)
+
+
+def _mass(ks: range, n: int, p: float) -> float:
+    return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in ks))
 
 
 def _check_counts(successes: int, n: int) -> None:
@@ -285,10 +244,6 @@ def mcnemar_midp(b: int, c: int) -> float:
     return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(_log_pmf(k, d, 0.5)))
 
 
-def _binom_pmf(n: int, p: float) -> list[float]:
-    return [math.exp(_log_pmf(k, n, p)) for k in range(n + 1)]
-
-
 def _convolve(a: list[float], b: list[float]) -> list[float]:
     out = [0.0] * (len(a) + len(b) - 1)
     for i, x in enumerate(a):
@@ -326,7 +281,7 @@ def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
     for t, (items, _) in sorted(groups.items()):
         if not 0 < t < repeats:
             raise ValueError(f"a group's total must be in 1..{repeats - 1}, got {t}")
-        pmf = _convolve(pmf, _binom_pmf(items, t / repeats))
+        pmf = _convolve(pmf, [math.exp(_log_pmf(k, items, t / repeats)) for k in range(items + 1)])
     return min(1.0, math.fsum(pmf[s + 1 :]) + pmf[s] / 2)
 
 
@@ -539,292 +494,3 @@ def prompts_for_equivalence(
         else:
             lo = mid
     return hi
-
-
-@dataclass(frozen=True)
-class PairedCounts:
-    """Known-answer outcomes of one endpoint paired with the reference's on the same prompts.
-
-    ``both`` right on both, ``ref_only`` right on the reference only (b), ``endpoint_only`` right on
-    the endpoint only (c), ``neither`` wrong on both. A failed request counts as wrong.
-    """
-
-    both: int = 0
-    ref_only: int = 0
-    endpoint_only: int = 0
-    neither: int = 0
-
-    @property
-    def n(self) -> int:
-        return self.both + self.ref_only + self.endpoint_only + self.neither
-
-    @property
-    def gap(self) -> float | None:
-        """Reference accuracy minus endpoint accuracy on the paired prompts."""
-        return None if self.n == 0 else (self.ref_only - self.endpoint_only) / self.n
-
-    def measure(self, name: str = "accuracy") -> PairedMeasure:
-        """These counts as a deciding measure (a two-sided gap)."""
-        return PairedMeasure(name, "gap", self.n, self.ref_only, self.endpoint_only)
-
-
-@dataclass(frozen=True)
-class PairedMeasure:
-    """One deciding measure of one endpoint, as paired discordant counts.
-
-    ``kind`` ``"gap"``: a rate the reference and the endpoint both have (accuracy, schema-valid
-    calls, right arguments); ``b`` reference only, ``c`` endpoint only; tested two-sided.
-    ``kind`` ``"excess"``: disagreement with the reference's first run against the reference's own
-    (the floor); ``b`` and ``c`` the items where only the endpoint, or only the floor, disagrees
-    (fractional with more than two runs); ``groups`` feed ``floor_test``; tested one-sided.
-    """
-
-    name: str
-    kind: Literal["gap", "excess"]
-    n: int
-    b: float
-    c: float
-    groups: tuple[tuple[int, int, int], ...] = ()  # (t, items, endpoint differs)
-    repeats: int = 2
-
-    @property
-    def estimate(self) -> float | None:
-        return None if self.n == 0 else (self.b - self.c) / self.n
-
-    def p_value(self) -> float:
-        if self.kind == "gap":
-            return mcnemar_midp(round(self.b), round(self.c))
-        groups = {t: (items, hits) for t, items, hits in self.groups}
-        return floor_test(groups, repeats=self.repeats)
-
-
-@dataclass(frozen=True)
-class MeasureTest:
-    """A deciding measure judged: its estimate and interval (at ``interval.level``), the raw and
-    Holm-adjusted p-values, the margin and whether the interval lies inside it."""
-
-    measure: PairedMeasure
-    estimate: float | None
-    interval: Interval
-    p_value: float
-    p_adjusted: float
-    margin: float
-
-    @property
-    def within(self) -> bool:
-        """The interval lies inside the margin (``+-margin`` for a gap, below it for an excess)."""
-        if self.measure.n == 0:
-            return False
-        if self.measure.kind == "excess":
-            return self.interval.high < self.margin
-        return -self.margin < self.interval.low and self.interval.high < self.margin
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One endpoint against the reference: the tests, the power and the verdict with its reason.
-
-    ``counts``, ``p_value``, ``p_adjusted``, ``interval`` are the accuracy measure's (``interval``:
-    the gap's, reference minus endpoint); ``tests`` holds every deciding measure.
-    """
-
-    counts: PairedCounts
-    p_value: float
-    p_adjusted: float
-    min_detectable_gap: float | None
-    verdict: MeasuredVerdict
-    reason: str
-    interval: Interval | None = None
-    tests: tuple[MeasureTest, ...] = ()
-    prompts_needed: int | None = None
-    #: Tests with a p-value and no interval (the sampled arm's MMD test) joined to the Holm
-    #: family: ``(name, Holm-adjusted p)``; one that rejects makes the verdict ``differs``.
-    extra: tuple[tuple[str, float], ...] = ()
-
-    def test(self, name: str) -> MeasureTest | None:
-        """The deciding measure ``name`` (``None`` when it had no data)."""
-        return next((t for t in self.tests if t.measure.name == name), None)
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} pp"
-
-
-def _span(interval: Interval) -> str:
-    return f"[{100 * interval.low:+.1f}, {100 * interval.high:+.1f}] pp"
-
-
-_DIFFERS = {
-    "accuracy": ("less accurate than the reference", "more accurate than the reference"),
-    "agreement": ("answers disagree with the reference more than it with itself", ""),
-    "tool_trigger": ("calls a tool where the reference does not (or the reverse) more often", ""),
-    "tool_schema": ("fewer schema-valid tool calls", "more schema-valid tool calls"),
-    "tool_arguments": ("fewer right tool-call arguments", "more right tool-call arguments"),
-}
-
-
-def _differs_text(test: MeasureTest) -> str:
-    estimate = test.estimate or 0.0
-    worse, better = _DIFFERS.get(test.measure.name, (test.measure.name, test.measure.name))
-    text = f"{worse if estimate >= 0 or not better else better} by {_pct(abs(estimate))}"
-    text += (
-        f" (Holm p={test.p_adjusted:.2g}, {test.interval.level:.0%} interval {_span(test.interval)}"
-    )
-    return text + (", inside the tolerance)" if test.within else ")")
-
-
-def _measures_of(
-    value: PairedCounts | Sequence[PairedMeasure],
-) -> tuple[PairedCounts, list[PairedMeasure]]:
-    if isinstance(value, PairedCounts):
-        return value, [value.measure()]
-    measures = list(value)
-    accuracy = next((m for m in measures if m.name == "accuracy"), None)
-    counts = PairedCounts() if accuracy is None else _counts_of(accuracy)
-    return counts, measures
-
-
-def _counts_of(measure: PairedMeasure) -> PairedCounts:
-    b, c = round(measure.b), round(measure.c)
-    return PairedCounts(both=measure.n - b - c, ref_only=b, endpoint_only=c)
-
-
-def compare_to_reference(
-    counts: Mapping[str, PairedCounts | Sequence[PairedMeasure]],
-    *,
-    alpha: float = DEFAULT_ALPHA,
-    tolerance: float = DEFAULT_TOLERANCE,
-    power: float = DEFAULT_POWER,
-    accuracy_counts: Mapping[str, PairedCounts] | None = None,
-    extra: Mapping[str, Mapping[str, float]] | None = None,
-) -> dict[str, Comparison]:
-    """Judge each endpoint's deciding measures against the reference, Holm over all the tests.
-
-    ``extra`` (tag -> test name -> raw p) adds tests that can only show a difference (the
-    sampled arm's MMD test) to the same Holm family; one that rejects makes the endpoint
-    ``differs`` whatever the intervals say, and one that does not changes nothing.
-
-    ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list;
-    ``accuracy_counts`` (optional) gives the full 2x2 of accuracy for the latter (a measure keeps
-    only the discordant counts), shown as ``Comparison.counts``.
-
-    - ``differs``: some measure's test rejects at family-wise ``alpha`` (Holm over every endpoint
-      and measure), and not every measure's interval lies inside ``+-tolerance``;
-    - ``differs, within tolerance``: some test rejects, and every measure's interval (Tango, at
-      ``1 - 2 alpha/K`` for K endpoints) lies inside ``+-tolerance``: a real difference, smaller
-      than the tolerance;
-    - ``consistent``: no test rejects, and every measure's interval lies inside ``+-tolerance``;
-    - ``inconclusive``: anything else; the reason says how many prompts would settle it.
-
-    Example::
-
-        compare_to_reference({"chutes/int4": PairedCounts(both=180, ref_only=14, neither=6)})
-        # {'chutes/int4': Comparison(..., verdict='differs', ...)}
-    """
-    check_statistics(alpha=alpha, power=power, tolerance=tolerance)
-    k = max(1, len(counts))
-    level = 1 - 2 * alpha / k
-    parsed = {tag: _measures_of(value) for tag, value in counts.items()}
-    if accuracy_counts:
-        parsed = {tag: (accuracy_counts.get(tag, c), m) for tag, (c, m) in parsed.items()}
-    raw = {(tag, m.name): m.p_value() for tag, (_, ms) in parsed.items() for m in ms if m.n > 0}
-    joined = {(tag, name): p for tag, ps in (extra or {}).items() for name, p in ps.items()}
-    adjusted = holm({f"{tag}\n{name}": p for (tag, name), p in {**raw, **joined}.items()})
-    family = max(1, len(raw) + len(joined))
-    out: dict[str, Comparison] = {}
-    for tag, (acc, ms) in parsed.items():
-        tests = tuple(
-            MeasureTest(
-                m, m.estimate, tango_interval(m.b, m.c, m.n, level=level), raw[(tag, m.name)],
-                adjusted[f"{tag}\n{m.name}"], tolerance,
-            )
-            for m in ms
-            if m.n > 0
-        )  # fmt: skip
-        judged = _judge(acc, tests, alpha=alpha / family, power=power, holm_alpha=alpha)
-        mine = tuple((name, adjusted[f"{tag}\n{name}"]) for (t, name) in joined if t == tag)
-        out[tag] = _with_extra(judged, mine, holm_alpha=alpha) if mine else judged
-    return out
-
-
-def _with_extra(
-    judged: Comparison, extra: tuple[tuple[str, float], ...], *, holm_alpha: float
-) -> Comparison:
-    """``judged`` with the interval-less tests: ``differs`` when one of them rejects."""
-    rejected = [(name, p) for name, p in extra if p <= holm_alpha]
-    if not rejected or judged.verdict == "differs":
-        reason = judged.reason + "".join(f"; {n} rejects (Holm p={p:.2g})" for n, p in rejected)
-        return dataclasses.replace(judged, extra=extra, reason=reason)
-    said = "; ".join(f"{name} rejects equality (Holm p={p:.2g})" for name, p in rejected)
-    return dataclasses.replace(
-        judged,
-        extra=extra,
-        verdict="differs",
-        reason=f"{said}: the samples come from another distribution ({judged.reason})",
-        prompts_needed=None,
-    )
-
-
-def _judge(
-    acc: PairedCounts,
-    tests: tuple[MeasureTest, ...],
-    *,
-    alpha: float,
-    power: float,
-    holm_alpha: float,
-) -> Comparison:
-    """One endpoint's verdict from its judged measures (``alpha``: the Bonferroni level of the
-    power statement; ``holm_alpha``: the family-wise level the adjusted p-values are held to)."""
-    accuracy = next((t for t in tests if t.measure.name == "accuracy"), None)
-    mdg = None
-    if acc.n:
-        background = min(acc.endpoint_only / acc.n, 0.4999)
-        mdg = min_detectable_gap(acc.n, alpha=alpha, power=power, background=background)
-    p_raw = accuracy.p_value if accuracy else 1.0
-    p_adj = accuracy.p_adjusted if accuracy else 1.0
-    interval = accuracy.interval if accuracy else None
-    if not tests:
-        return Comparison(
-            acc, 1.0, 1.0, mdg, "inconclusive", "no prompt scored on both sides", interval, tests
-        )
-    rejected = [t for t in tests if t.p_adjusted <= holm_alpha]
-    level = f"{tests[0].interval.level:.0%}"
-    spans = ", ".join(f"{t.measure.name} {_span(t.interval)}" for t in tests)
-    if rejected and all(t.within for t in tests):
-        # Equality rejected and equivalence shown at once: neither "differs" (which reads as
-        # beyond the tolerance) nor "consistent" (which reads as the same) says it.
-        reason = (
-            "; ".join(_differs_text(t) for t in rejected)
-            + f"; every {level} interval lies inside +-{_pct(tests[0].margin)}: a real difference,"
-            " smaller than the tolerance"
-        )
-        return Comparison(acc, p_raw, p_adj, mdg, WITHIN_TOLERANCE, reason, interval, tests)
-    if rejected:
-        reason = "; ".join(_differs_text(t) for t in rejected)
-        return Comparison(acc, p_raw, p_adj, mdg, "differs", reason, interval, tests)
-    if all(t.within for t in tests):
-        reason = (
-            f"no test rejects (smallest Holm p={min(t.p_adjusted for t in tests):.2g}) and every "
-            f"{level} interval lies inside +-{_pct(tests[0].margin)}: {spans}"
-        )
-        return Comparison(acc, p_raw, p_adj, mdg, "consistent", reason, interval, tests)
-    wide = [t for t in tests if not t.within]
-    needed = max(_prompts_needed(t, power=power) for t in wide)
-    reason = (
-        f"no test rejects, but the {level} interval of "
-        + ", ".join(f"{t.measure.name} {_span(t.interval)}" for t in wide)
-        + f" reaches past +-{_pct(wide[0].margin)}: about {needed} paired prompts would settle it"
-    )
-    return Comparison(acc, p_raw, p_adj, mdg, "inconclusive", reason, interval, tests, needed)
-
-
-def _prompts_needed(test: MeasureTest, *, power: float) -> int:
-    """The pairs the measure's equivalence needs at its observed discordance (at least the
-    plan's ``PLANNING_DISCORDANCE``, so that a small run with no discordant pair does not promise
-    a tiny sample)."""
-    m = test.measure
-    discordance = max((m.b + m.c) / m.n if m.n else 0.0, PLANNING_DISCORDANCE)
-    one_sided = (1 - test.interval.level) / 2
-    return prompts_for_equivalence(
-        tolerance=test.margin, alpha=one_sided, power=power, discordance=min(1.0, discordance)
-    )

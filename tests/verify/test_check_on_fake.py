@@ -17,12 +17,13 @@ import requests
 
 import openrouter_probe as orp
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.measures import Observation, measure_endpoint
+from openrouter_probe.verify.measures import measure_endpoint
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
-from openrouter_probe.verify.stats import compare_to_reference
 from openrouter_probe.verify.suites import TOOLS, arith_suite, tools_suite
 from openrouter_probe.verify.thinking import thinking_for
+from openrouter_probe.verify.verdict import compare_to_reference
 
 SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]

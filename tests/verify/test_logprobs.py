@@ -23,8 +23,8 @@ from openrouter_probe.verify.logprobs import (
     positions_of,
     top_k_distance,
 )
-from openrouter_probe.verify.measures import Observation
-from openrouter_probe.verify.plan import pin_block
+from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.pins import pin_block
 
 MODEL = "moonshotai/kimi-k2.5"
 BUNDLED = bundled_snapshot(MODEL)

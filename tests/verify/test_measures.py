@@ -11,15 +11,15 @@ import yaml
 
 from openrouter_probe.verify.measures import (
     FAILED,
-    Observation,
     first_difference,
     measure_endpoint,
     pair_counts,
     score,
     top_k_distance,
 )
-from openrouter_probe.verify.stats import PairedCounts
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.suites import Item, arith_suite, tools_suite
+from openrouter_probe.verify.verdict import PairedCounts
 from tests.conftest import CAPTURES
 
 

@@ -12,18 +12,17 @@ from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.routing import RequestParams
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.plan import (
-    DEFAULT_N,
+from openrouter_probe.verify.costs import prompt_tokens
+from openrouter_probe.verify.pins import (
     DEFAULT_SEED,
     default_reference,
     pin,
     pin_block,
     pin_leaked,
-    plan_verify,
-    prompt_tokens,
     request_body,
     resolve_tag,
 )
+from openrouter_probe.verify.plan import DEFAULT_N, plan_verify
 from openrouter_probe.verify.stats import equivalence_power
 from openrouter_probe.verify.suites import arith_suite, tools_suite
 

@@ -22,8 +22,8 @@ from openrouter_probe.fake.app import FakeOpenRouter
 from openrouter_probe.fake.batches import FINALIZING_S, VALIDATING_S
 from openrouter_probe.fake.billing import count_prompt_tokens, unit_prices
 from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
-from openrouter_probe.verify.measures import Observation
-from openrouter_probe.verify.plan import pin_block
+from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.pins import pin_block
 from openrouter_probe.verify.prompt_tokens import prompt_token_agreement
 from tests.conftest import ROOT
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.measures import Observation
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan, plan_verify
 from openrouter_probe.verify.report import EVIDENCE_HEADER, build_report
 from openrouter_probe.verify.suites import arith_suite

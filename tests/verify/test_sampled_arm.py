@@ -20,8 +20,8 @@ from openrouter_probe.rules.sampling_model import VOCABULARY
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.plan import plan_verify
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sample_id
-from openrouter_probe.verify.stats import PairedCounts, compare_to_reference
 from openrouter_probe.verify.suites import arith_suite
+from openrouter_probe.verify.verdict import PairedCounts, compare_to_reference
 from tests.conftest import ROOT
 
 MODEL = "moonshotai/kimi-k2.5"

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 import openrouter_probe as orp
 from openrouter_probe.cli import cli
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.measures import Observation
+from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan, plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.sight import at_best_inconclusive, blind_arms
-from openrouter_probe.verify.stats import PairedCounts, compare_to_reference
 from openrouter_probe.verify.suites import arith_suite
 from openrouter_probe.verify.thinking import thinking_for
+from openrouter_probe.verify.verdict import PairedCounts, compare_to_reference
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)

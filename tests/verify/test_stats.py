@@ -19,13 +19,10 @@ import pytest
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.verify.stats import (
-    PairedCounts,
-    PairedMeasure,
     binom_cdf,
     binom_sf,
     check_statistics,
     clopper_pearson,
-    compare_to_reference,
     equivalence_power,
     floor_test,
     holm,
@@ -37,6 +34,7 @@ from openrouter_probe.verify.stats import (
     tango_interval,
     wilson,
 )
+from openrouter_probe.verify.verdict import PairedCounts, PairedMeasure, compare_to_reference
 
 NEWCOMBE_TABLE_II = [
     # x, n, Wilson (low, high), Clopper-Pearson (low, high)

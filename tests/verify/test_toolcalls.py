@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 import openrouter_probe as orp
 from openrouter_probe.cli import cli
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.verify.measures import Observation, ToolCall
+from openrouter_probe.verify.observation import Observation, ToolCall
 from openrouter_probe.verify.results import TestResult, decided_by
 from openrouter_probe.verify.suites import Item
 from openrouter_probe.verify.toolcalls import (
