@@ -45,6 +45,7 @@ async def generate(
     concurrency: int = 256,
     max_tokens: int = 4096,
     target_tokens: int | str | None = None,
+    pilot: int | None = None,
     stream: bool = False,
     temperature: float | None = None,
     reasoning_effort: str | None = None,
@@ -85,7 +86,9 @@ async def generate(
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
     by ``weights`` (``"key"``: what the key's limit has left, read before sending; a key
     without a limit refuses the run; ``None``: no cap, warned); ``target_tokens`` stops each
-    dataset; ``turns``: ``"last"`` or ``"all"``; ``batch`` (``True`` or ``BatchOptions``) uses
+    dataset; ``pilot=N`` sends only the first N rows of each dataset, then reports their answer
+    lengths and the ``max_tokens`` that keeps 95% and 99% whole (``generation.pilot``; rerun
+    without it for the rest); ``turns``: ``"last"`` or ``"all"``; ``batch`` (``True`` or ``BatchOptions``) uses
     the Batch API; ``temperature_mix``, ``reasoning_effort_mix``, ``thinking_mix``
     (``"on=0.8,off=0.2"``) draw each row's sampling from ``mix_seed``; ``samples`` makes that many
     rows of each prompt (``id#k``); ``offline=True`` is the dry run
@@ -101,8 +104,9 @@ async def generate(
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
     async with open_job(plan) as job:
         if job.builder is None:  # a dry run: nothing is sent
-            return await dry_run_job(job, plan)
-        return await run_job(
+            dry = await dry_run_job(job, plan)
+            return dry if job.pilot is None else job.pilot.dry_run(dry, job.rows)
+        result = await run_job(
             job.paid,
             job.rows,
             builder=job.builder,
@@ -111,4 +115,13 @@ async def generate(
             header=job.header,
             turns=job.turns,
             learned=job.learned,
+        )
+        if job.pilot is None:
+            return result
+        return job.pilot.report(
+            result,
+            plan.run.out,
+            builder=job.builder,
+            prices=job.prices,
+            concurrency=plan.run.concurrency,
         )
