@@ -12,7 +12,7 @@ when more were cut), what one request at it holds in flight at most (its worst c
 endpoints' prices, ``Request.worst_usd``: the hold ``run.money.limit.DollarWindow`` counts) and
 at ``concurrency``; and the useful rows per dollar, projected over the dataset's rows at the
 pilot's mean cost per answer. It never changes ``max_tokens``: the summary says what to run next.
-A ``--turns all`` row's turns are not counted (its record is a row, not one answer).
+A ``turns="all"`` row's turns are not counted (its record is a row, not one answer).
 
 Example::
 
@@ -90,6 +90,8 @@ class PilotFigures:
         return self.cost_per_answer_usd * self.rows
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures by name, as the summary's JSON holds them (``RunResult.pilot``)."""
+
         def usd(value: Decimal | None) -> float | None:
             return None if value is None else float(value)
 
@@ -131,19 +133,10 @@ class PilotFigures:
                 reasoning=_spread(self.reasoning),
             )
         ]
+        unknown = [share for share, keep in self.keeps.items() if keep is None]
         for share, keep in self.keeps.items():
             hold = self.hold_usd[share]
             if keep is None or hold is None:
-                said.append(
-                    Message(
-                        "pilot-keeps-unknown",
-                        "pilot {dataset:s}: keeping {share:.0%} whole needs a higher "
-                        "{max_tokens:bare}, by how much these answers cannot say (a cut answer's "
-                        "length is unknown)",
-                        dataset=name,
-                        share=share,
-                    )
-                )
                 continue
             said.append(
                 Message(
@@ -157,6 +150,17 @@ class PilotFigures:
                     hold=hold,
                     total=hold * concurrency,
                     concurrency=concurrency,
+                )
+            )
+        if unknown:
+            said.append(
+                Message(
+                    "pilot-keeps-unknown",
+                    "pilot {dataset:s}: keeping {shares:s} whole needs a higher "
+                    "{max_tokens:bare}, by how much these answers cannot say (a cut answer's "
+                    "length is unknown)",
+                    dataset=name,
+                    shares=" or ".join(f"{share:.0%}" for share in unknown),
                 )
             )
         said.append(self._useful())
@@ -200,6 +204,8 @@ class Pilot:
 
     @classmethod
     def of(cls, rows: Iterable[PromptRow], size: int) -> Pilot:
+        """The pilot of ``rows`` (the prompts', in their order): the first ``size`` of each
+        dataset."""
         first: dict[str, list[PromptRow]] = {}
         counted: Counter[str] = Counter()
         for row in rows:
@@ -211,6 +217,7 @@ class Pilot:
 
     @property
     def ids(self) -> set[str]:
+        """The ids of the pilot's rows, every dataset's."""
         return {row.id for taken in self.first.values() for row in taken}
 
     def todo(self, todo: list[PromptRow]) -> list[PromptRow]:
@@ -280,7 +287,11 @@ class Pilot:
         for dataset in figures:
             lines.extend(dataset.lines(builder.max_tokens, concurrency))
         left = sum(self.rows.values()) - sum(len(rows) for rows in self.first.values())
-        said = dataclasses.replace(result, notes=(*result.notes, *lines))
+        said = dataclasses.replace(
+            result,
+            notes=(*result.notes, *lines),
+            pilot=tuple(dataset.to_dict() for dataset in figures),
+        )
         if result.stop_reason != StopReason.DONE:
             return said  # stopped short: the reason says why; the report says what came back
         return dataclasses.replace(
@@ -288,9 +299,9 @@ class Pilot:
             stop_reason=StopReason.PILOT,
             message=Message(
                 "pilot-next",
-                "a pilot of the first {pilot=} rows of each dataset; run the same again without "
-                "{pilot:bare} to send the other {left:,d} rows (its answers are kept: not sent or "
-                "paid again); {max_tokens:bare} is not changed: give it to change it",
+                "a pilot of the first {pilot=} rows of each dataset; rerun without {pilot:bare} "
+                "to send the other {left:,d} rows of the prompts (the pilot's answers are kept: "
+                "not sent or paid again); {max_tokens:bare} is not changed: give it to change it",
                 pilot=self.size,
                 left=left,
             ),

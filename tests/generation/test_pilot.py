@@ -6,6 +6,7 @@ per dollar); the same command without ``pilot`` resumes and pays for no row twic
 from __future__ import annotations
 
 import asyncio
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,20 @@ def test_a_pilot_sends_the_first_rows_of_each_dataset_as_the_full_run_and_report
         assert useful.values["cost"] == cost and useful.values["rows"] == ROWS // 2
         assert useful.values["useful"] == useful.values["per"] == 1 / cost
         assert useful.values["projected"] == cost * (ROWS // 2)
+    # the same figures by name in the summary's JSON
+    figures = {f["dataset"]: f for f in json.loads(json.dumps(pilot.to_dict()))["pilot"]}
+    d0 = [e.completion_tokens for e in lengths["d0"]]
+    assert figures["d0"]["output_tokens"] == {
+        "p50": _nearest_rank(d0, 0.5),
+        "p90": _nearest_rank(d0, 0.9),
+        "p95": _nearest_rank(d0, 0.95),
+        "max": max(d0),
+    }
+    assert figures["d0"]["max_tokens_keeps"] == {
+        "95%": _nearest_rank(d0, 0.95),
+        "99%": _nearest_rank(d0, 0.99),
+    }
+    assert (figures["d1"]["answers"], figures["d1"]["cut"], figures["d1"]["rows"]) == (20, 0, 30)
     # what a request at that max_tokens holds in flight is what a run at it holds, one at a time
     k95, h95 = (keeps["d0", 0.95].values[k] for k in ("max_tokens", "hold"))
     with serve(speed=0, seed=7, median_tokens=120) as again:
@@ -121,9 +136,9 @@ def test_a_pilot_sends_the_first_rows_of_each_dataset_as_the_full_run_and_report
     text = " ".join(pilot.render().split())
     assert f"pilot d0: {PILOT} answers, 0 cut at max_tokens={MAX_TOKENS} (0.0%); output " in text
     assert text.endswith(
-        "stopped: pilot: a pilot of the first pilot=20 rows of each dataset; run the same again "
-        "without pilot to send the other 20 rows (its answers are kept: not sent or paid again); "
-        "max_tokens is not changed: give it to change it"
+        "stopped: pilot: a pilot of the first pilot=20 rows of each dataset; rerun without pilot "
+        "to send the other 20 rows of the prompts (the pilot's answers are kept: not sent or paid "
+        "again); max_tokens is not changed: give it to change it"
     )
 
 
@@ -154,11 +169,11 @@ def test_a_pilot_of_cut_answers_says_the_length_is_unknown(tmp_path: Path) -> No
         summary = _gen(tmp_path, fake.base_url, pilot=10, max_tokens=100)
     out = records(tmp_path / "out.jsonl")
     cut = sum(r["status"] == "truncated" for r in out)
-    assert cut >= 1  # (seed 5: more than 1% cut, so 99% whole cannot be read)
+    assert cut >= 1  # of 10 answers: neither 95% nor 99% whole can be read
     (lengths,) = _notes(summary, "pilot-lengths")
     assert (lengths.values["answers"], lengths.values["cut"]) == (10, cut)
-    unknown = _notes(summary, "pilot-keeps-unknown")
-    assert [n.values["share"] for n in unknown][-1] == 0.99
+    (unknown,) = _notes(summary, "pilot-keeps-unknown")
+    assert unknown.values["shares"] == "95% or 99%" and not _notes(summary, "pilot-keeps")
     whole = Decimal(10 - cut) / 10
     (useful,) = _notes(summary, "pilot-useful")
     assert useful.values["whole"] == whole
