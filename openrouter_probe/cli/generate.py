@@ -331,8 +331,7 @@ def generate(
     PROMPTS: JSONL, JSON, Parquet, a datasets folder, hf:OWNER/NAME or a manifest (.yaml), in the
     shapes of SpecForge, ShareGPT, UltraChat... (docs/inputs.md). Set OPENROUTER_API_KEY (and
     OPENROUTER_BASE_URL for another server). Summary on stdout; progress and warnings on stderr.
-    Exit 0 when the run ended as asked (done, budget, target, pilot), 1 when it stopped short, 130
-    when interrupted."""
+    Exit 0: ended as asked (done, budget, target, pilot); 1: stopped short; 130: interrupted."""
     import asyncio
 
     from openrouter_probe.generation import generate as run_generate
@@ -345,8 +344,7 @@ def generate(
         budget_usd = "key"  # the key's remaining limit, read before sending; none: exit 2
     check_snapshot_options(offline, snapshot)
     if offline and not dry_run:
-        # --offline promises no network and no spending, as in verify: the dry run only
-        # (``offline=True``: the library reads no key either).
+        # --offline: no network, no spending, as in verify: the dry run only (and no key read)
         note(
             "generate: --offline sends nothing, so this is the dry run only; to send with the "
             "cap priced on the bundled snapshot, give --snapshot bundled instead"

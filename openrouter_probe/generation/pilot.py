@@ -34,6 +34,7 @@ from typing import Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.run.books.output import iter_records, output_tokens_of
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.counts import AnswerLengths
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.result import RunResult
@@ -272,20 +273,15 @@ class Pilot:
         return figures
 
     def report(
-        self,
-        result: RunResult,
-        out: Path,
-        *,
-        builder: RequestBuilder,
-        prices: Prices,
-        concurrency: int,
+        self, result: RunResult, options: RunPlan, builder: RequestBuilder, prices: Prices
     ) -> RunResult:
-        """``result`` with the pilot's report said (see the module); a run that sent every
-        pilot row stops at ``pilot``, saying what to run next."""
-        figures = self.figures(out, builder, prices)
+        """``result`` with the pilot's report said (see the module), read from the run's output
+        (``options.out``); a run that sent every pilot row stops at ``pilot``, saying what to run
+        next."""
+        figures = self.figures(options.out, builder, prices)
         lines: list[str] = []
         for dataset in figures:
-            lines.extend(dataset.lines(builder.max_tokens, concurrency))
+            lines.extend(dataset.lines(builder.max_tokens, options.concurrency))
         left = sum(self.rows.values()) - sum(len(rows) for rows in self.first.values())
         said = dataclasses.replace(
             result,
