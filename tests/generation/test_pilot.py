@@ -220,3 +220,28 @@ def test_a_pilot_is_a_whole_number_of_rows(tmp_path: Path) -> None:
     for wrong in (0, -1, True, 2.5):
         with pytest.raises(OptionError, match="pilot"):
             _gen(tmp_path, "http://127.0.0.1:9", pilot=wrong, dry_run=True, offline=True)
+
+
+def test_the_cli_pilot_says_its_flags_and_its_json_holds_the_figures(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(12, datasets=2))
+    args = ["generate", str(tmp_path / "prompts.jsonl"), "--policy", str(POLICY), "--quiet"]
+    args += ["--out", str(tmp_path / "out.jsonl"), "--budget-usd", "5", "--pilot", "3"]
+    with serve(speed=0, seed=2, median_tokens=120) as fake:
+        env = {"OPENROUTER_BASE_URL": fake.base_url, "OPENROUTER_API_KEY": "sk-fake"}
+        text = CliRunner().invoke(cli, args, env=env)
+        again = CliRunner().invoke(cli, [*args, "--format", "json"], env=env)
+    assert text.exit_code == again.exit_code == 0, text.output
+    said = " ".join(text.stdout.split())
+    assert "pilot d1: 3 answers, 0 cut at --max-tokens 4096 (0.0%); output tokens p50 " in said
+    assert "--max-tokens " in said.split("pilot d0: ")[2]  # the length that keeps 95% whole
+    assert said.endswith(
+        "stopped: pilot: a pilot of the first --pilot 3 rows of each dataset; rerun without "
+        "--pilot to send the other 6 rows of the prompts (the pilot's answers are kept: not "
+        "sent or paid again); --max-tokens is not changed: give it to change it"
+    )
+    summary = json.loads(again.stdout)  # the second pilot sends nothing and reports again
+    assert summary["stop_reason"] == "pilot" and summary["requests"] == 0
+    assert [(d["dataset"], d["answers"], d["rows"]) for d in summary["pilot"]] == [
+        ("d0", 3, 6),
+        ("d1", 3, 6),
+    ]
