@@ -19,8 +19,9 @@ from openrouter_probe.errors import Message, OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.pilot import percentile
+from openrouter_probe.run.send.request import row_session
 from openrouter_probe.run.stop import StopReason
-from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
+from tests._generate import POLICY, cache_job, no_sleep, prompt_rows, records, write_prompts
 
 ROWS, PILOT, MAX_TOKENS = 60, 20, 4096
 
@@ -149,7 +150,8 @@ def test_the_full_run_after_a_pilot_resumes_and_pays_for_no_row_twice(tmp_path: 
         again = _gen(tmp_path, fake.base_url, pilot=PILOT, concurrency=8)  # nothing left to send
         rest = _gen(tmp_path, fake.base_url, concurrency=8)
         billed = fake.ledger.entries
-        sent = [_row(b) for b in fake.fake.requests or []]
+        bodies = list(fake.fake.requests or [])
+    sent = [_row(b) for b in bodies]
     assert pilot.stop_reason == again.stop_reason == StopReason.PILOT
     assert again.requests == 0 and again.rows_already_done == ROWS - 20  # not its 40: the rest
     assert rest.stop_reason == StopReason.DONE and rest.rows_already_done == 2 * PILOT
@@ -159,6 +161,9 @@ def test_the_full_run_after_a_pilot_resumes_and_pays_for_no_row_twice(tmp_path: 
     out = records(tmp_path / "out.jsonl")
     assert sorted(r["generation_id"] for r in out) == sorted(e.generation_id for e in billed)
     assert len(billed) == ROWS
+    # the pilot's requests ask the response cache as the full run's do: one job, the output's
+    job = cache_job(tmp_path / "out.jsonl")
+    assert all(b["session_id"] == row_session(_row(b), job=job) for b in bodies)
     # the pilot again reports the same answers it read back from the output
     assert _notes(again, "pilot-lengths") == _notes(pilot, "pilot-lengths")
 
