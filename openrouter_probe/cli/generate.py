@@ -255,6 +255,7 @@ def _weights_syntax(text: str) -> object:
     RunPlan, "target_tokens", metavar="TOKENS",
     callback=checked_by(token_count("--target-tokens")),
 )  # fmt: skip
+@field_option(RunPlan, "pilot", type=click.IntRange(min=1), metavar="N")
 @field_option(GeneratePlan, "stream", negatable=True, default=False, show_default=True)
 @field_option(GeneratePlan, "temperature", type=click.FloatRange(min=0, max=2))
 @field_option(GeneratePlan, "reasoning_effort", type=click.Choice(REASONING_EFFORTS))
@@ -299,6 +300,7 @@ def generate(
     concurrency: int,
     max_tokens: int,
     target_tokens: str | None,
+    pilot: int | None,
     stream: bool,
     temperature: float | None,
     reasoning_effort: str | None,
@@ -329,8 +331,7 @@ def generate(
     PROMPTS: JSONL, JSON, Parquet, a datasets folder, hf:OWNER/NAME or a manifest (.yaml), in the
     shapes of SpecForge, ShareGPT, UltraChat... (docs/inputs.md). Set OPENROUTER_API_KEY (and
     OPENROUTER_BASE_URL for another server). Summary on stdout; progress and warnings on stderr.
-    Exit 0 when the run ended as asked (done, budget, target), 1 when it stopped short, 130 when
-    interrupted."""
+    Exit 0: ended as asked (done, budget, target, pilot); 1: stopped short; 130: interrupted."""
     import asyncio
 
     from openrouter_probe.generation import generate as run_generate
@@ -343,8 +344,7 @@ def generate(
         budget_usd = "key"  # the key's remaining limit, read before sending; none: exit 2
     check_snapshot_options(offline, snapshot)
     if offline and not dry_run:
-        # --offline promises no network and no spending, as in verify: the dry run only
-        # (``offline=True``: the library reads no key either).
+        # --offline: no network, no spending, as in verify: the dry run only (and no key read)
         note(
             "generate: --offline sends nothing, so this is the dry run only; to send with the "
             "cap priced on the bundled snapshot, give --snapshot bundled instead"
@@ -358,6 +358,7 @@ def generate(
             concurrency=concurrency,
             max_tokens=max_tokens,
             target_tokens=target_tokens,
+            pilot=pilot,
             stream=stream,
             temperature=temperature,
             reasoning_effort=reasoning_effort,

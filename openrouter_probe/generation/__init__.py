@@ -7,7 +7,8 @@ cancels. ``docs/generate.md`` states the guarantees and how each is tested.
 
 Modules: ``prompts`` (input rows and ids), ``plan`` (``GeneratePlan``: ``generate``'s keywords,
 checked once), ``job`` (``generate``: the policy, then the run through ``openrouter_probe.run``),
-``admission`` (the policy against the endpoints now), ``dry_run``, ``audit`` (who served each
+``admission`` (the policy against the endpoints now), ``dry_run``, ``pilot`` (``pilot=N``: the
+first rows of each dataset, then their answer lengths), ``audit`` (who served each
 row), ``export`` and ``formats`` (the training formats) and ``conversation`` (a row as the
 conversation it exports: which turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
 worker pool) lives in ``openrouter_probe.run``, shared with ``verify``.

@@ -45,6 +45,7 @@ async def generate(
     concurrency: int = 256,
     max_tokens: int = 4096,
     target_tokens: int | str | None = None,
+    pilot: int | None = None,
     stream: bool = False,
     temperature: float | None = None,
     reasoning_effort: str | None = None,
@@ -83,17 +84,17 @@ async def generate(
     """Run ``prompts`` (a file, folder, ``hf:`` id or manifest) through ``policy`` into ``out``.
 
     Finished rows are skipped (resume); ``budget_usd`` caps the output's spend across runs, shared
-    by ``weights`` (``"key"``: what the key's limit has left, read before sending; a key
-    without a limit refuses the run; ``None``: no cap, warned); ``target_tokens`` stops each
-    dataset; ``turns``: ``"last"`` or ``"all"``; ``batch`` (``True`` or ``BatchOptions``) uses
-    the Batch API; ``temperature_mix``, ``reasoning_effort_mix``, ``thinking_mix``
-    (``"on=0.8,off=0.2"``) draw each row's sampling from ``mix_seed``; ``samples`` makes that many
-    rows of each prompt (``id#k``); ``offline=True`` is the dry run
-    on the bundled snapshot that touches no network (no key check); ``response_cache=False`` never
-    asks OpenRouter's response cache; ``journal_header`` (``shard``, ``key_hash``) names in the
-    journal who ran a run whose rows are a shard given whole (the datatrove step's rank);
-    ``send``, ``sleep``, ``clock`` replace the transport, waits and time (docs/generate.md says
-    every option and guarantee).
+    by ``weights`` (``"key"``: what the key's limit has left, read before sending; a key without a
+    limit refuses the run; ``None``: no cap, warned); ``target_tokens`` stops each dataset;
+    ``pilot=N`` sends the first N rows of each dataset and reports (``generation.pilot``);
+    ``turns``: ``"last"`` or ``"all"``; ``batch`` (``True`` or ``BatchOptions``) uses the Batch
+    API; ``temperature_mix``, ``reasoning_effort_mix``, ``thinking_mix`` (``"on=0.8,off=0.2"``)
+    draw each row's sampling from ``mix_seed``; ``samples`` makes that many rows of each prompt
+    (``id#k``); ``offline=True`` is the dry run on the bundled snapshot that touches no network
+    (no key check); ``response_cache=False`` never asks OpenRouter's response cache;
+    ``journal_header`` (``shard``, ``key_hash``) names in the journal who ran a run whose rows are
+    a shard given whole (the datatrove step's rank); ``send``, ``sleep``, ``clock`` replace the
+    transport, waits and time (docs/generate.md says every option and guarantee).
     Raises ``ConfigError``/``PolicyError`` before sending when the inputs are unusable."""
     # every keyword, by its name: the plan's fields are generate()'s keywords (a test holds them
     # equal), so the plan is built from them whole, in one place
@@ -101,8 +102,9 @@ async def generate(
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
     async with open_job(plan) as job:
         if job.builder is None:  # a dry run: nothing is sent
-            return await dry_run_job(job, plan)
-        return await run_job(
+            dry = await dry_run_job(job, plan)
+            return dry if job.pilot is None else job.pilot.dry_run(dry, job.rows)
+        result = await run_job(
             job.paid,
             job.rows,
             builder=job.builder,
@@ -112,3 +114,5 @@ async def generate(
             turns=job.turns,
             learned=job.learned,
         )
+        trial = job.pilot  # (pilot=N: what its answers teach)
+        return result if trial is None else trial.report(result, plan.run, job.builder, job.prices)

@@ -33,6 +33,7 @@ from openrouter_probe.generation.admission import (
     skip_unservable,
 )
 from openrouter_probe.generation.manifest import Inputs, read_inputs
+from openrouter_probe.generation.pilot import Pilot
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet, with_samples
 from openrouter_probe.generation.records import truncated_rows
@@ -68,6 +69,7 @@ class OpenedJob:
     snap: Any
     compiled: Any
     every_shard: list[PromptRow]
+    pilot: Pilot | None = None  # ``pilot=N``: the first N rows of each dataset (``rows`` theirs)
 
 
 #: Skipped rows the warnings name one by one (``RunResult.skipped_rows`` holds every one).
@@ -300,6 +302,11 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
             todo, redone, recorded = truncated_rows(rows, options.out, asked.max_tokens)
             paid.state.reopen((r.id, recorded[r.id]) for r in todo)
+        counted = _rows_counted(rows, todo)
+        pilot = None if options.pilot is None else Pilot.of(rows, options.pilot)
+        if pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
+            todo = pilot.todo(todo)
+            counted["rows_to_send"] = len(todo)
         said = (
             _warn_duplicates(rows)
             + _source_notes(prompts, snap if snapshot is not None else None)
@@ -318,7 +325,7 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
             model=compiled.model,
             shards=asked.shards,
             budget_usd=cap,
-            **_rows_counted(rows, todo),
+            **counted,
             **(_turns_counted(book, todo) if book is not None else {}),
         )
         settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
@@ -341,6 +348,7 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
             snap=snap,
             compiled=compiled,
             every_shard=rows.every_shard,
+            pilot=pilot,
         )
 
 

@@ -98,7 +98,8 @@ class RunPlan:
     ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
     attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest wait for a rate limit (the
     key's own 429's pause, a provider's 429 ``Retry-After``); ``target_tokens`` stops each dataset
-    at that many billed output tokens; ``lower_max_tokens`` lets a 402 that affords fewer tokens
+    at that many billed output tokens; ``pilot`` sends only the first that many rows of each
+    dataset (``generation.pilot``); ``lower_max_tokens`` lets a 402 that affords fewer tokens
     retry lower; ``response_cache_ttl_s`` asks
     OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``),
     ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the
@@ -162,6 +163,15 @@ class RunPlan:
             "Stop each dataset at this many billed output tokens (reasoning included), e.g. 10M.",
         ),
     )
+    pilot: int | None = field(
+        default=None,
+        metadata=cli(
+            "--pilot",
+            "Send only the first N rows of each dataset, as the full run would, then report "
+            "their answer lengths and the --max-tokens that keeps 95% and 99% whole; the same "
+            "command without --pilot resumes with the rest.",
+        ),
+    )
     lower_max_tokens: bool = field(
         default=False,
         metadata=cli(
@@ -198,6 +208,10 @@ class RunPlan:
             raise OptionError(
                 "{max_wait_s=}: a number of seconds, 0 or more", max_wait_s=self.max_wait_s
             )
+        if self.pilot is not None and (
+            isinstance(self.pilot, bool) or not isinstance(self.pilot, int) or self.pilot < 1
+        ):
+            raise OptionError("{pilot=}: a whole number of rows >= 1", pilot=self.pilot)
         if self.target_tokens is not None and self.target_tokens < 1:
             raise OptionError(
                 "{target_tokens=}: a whole number >= 1", target_tokens=self.target_tokens

@@ -89,6 +89,8 @@ class RunResult(RunStart):
     #: 402s OpenRouter answered (its in-flight budget full: ``run.money.limit.DollarWindow``)
     held_max_usd: Decimal = _ZERO
     in_flight_refusals: int = 0
+    #: ``pilot=N``: each dataset's figures (``generation.pilot.PilotFigures.to_dict``)
+    pilot: tuple[Mapping[str, Any], ...] = ()
     worst_case_usd: Decimal | None = None  # dry run: every row at its worst case
     expected_usd: Decimal | None = None  # dry run: the budget planner's blended figure
 
@@ -137,6 +139,7 @@ class RunResult(RunStart):
             notes=joined(self.notes, other.notes),
             warnings=joined(self.warnings, other.warnings),
             shard_shares=joined(self.shard_shares, other.shard_shares),
+            pilot=joined(self.pilot, other.pilot),
             overshoot=overshoot,
             output_tokens=summed(self.output_tokens, other.output_tokens),
             datasets=summed(self.datasets, other.datasets),
@@ -222,6 +225,7 @@ class RunResult(RunStart):
             },
             "notes": list(self.notes),
             "shard_shares": [dict(s) for s in self.shard_shares],
+            "pilot": [{k: _plain(v) for k, v in p.items()} for p in self.pilot],
             "killed_in_flight_before": self.killed_in_flight_before,
             "turns_to_send": self.turns_to_send,
             "turns_resumed": self.turns_resumed,
@@ -266,6 +270,11 @@ def _worse_or_same(a: StopReason, b: StopReason) -> bool:
         return (not reason.as_asked, reason.exit_code, reason != StopReason.DONE)
 
     return rank(a) >= rank(b)
+
+
+def _plain(value: Any) -> Any:
+    """A read-only mapping as a dict (JSON), anything else as it is."""
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def _either(a: str, b: str) -> str:

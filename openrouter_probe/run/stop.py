@@ -22,7 +22,7 @@ __all__ = ["StopReason", "WriteStop"]
 log = logging.getLogger(__name__)
 
 #: The reasons of a run that ended as asked (exit 0).
-_AS_ASKED = frozenset({"done", "budget", "target", "dry-run"})
+_AS_ASKED = frozenset({"done", "budget", "target", "dry-run", "pilot"})
 #: The reasons of a run stopped by a signal (exit 130, as a shell reports SIGINT).
 _SIGNALLED = frozenset({"interrupted", "cancelled"})
 
@@ -60,6 +60,8 @@ class StopReason(StrEnum):
     TARGET = "target"
     #: ``dry_run=True``: nothing was sent
     DRY_RUN = "dry-run"
+    #: ``pilot=N``: the first N rows of each dataset were sent; the rest wait for a rerun
+    PILOT = "pilot"
     #: the first Ctrl-C (or SIGTERM): the requests in flight finished
     INTERRUPTED = "interrupted"
     #: the second Ctrl-C, or the drain took too long: requests in flight were cancelled

@@ -93,7 +93,7 @@ def test_generates_defaults_are_the_run_plans() -> None:
         else:
             assert default == field.default, field.name
         compared.append(field.name)
-    assert len(compared) == 12
+    assert len(compared) == 13
     for name in resolved:
         assert keywords[name].default is None, name
 
@@ -126,7 +126,7 @@ def test_the_cli_options_are_the_fields_metadata() -> None:
         assert meta.flag in by_flag, f"{field.name}: no option {meta.flag}"
         assert by_flag[meta.flag].help == meta.help, field.name
         named += 1
-    assert named == 31
+    assert named == 32
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_the_cli_defaults_are_generates(tmp_path: Path) -> None:
         )
         assert got in (wanted, resolved), param.name
         compared += 1
-    assert compared == 27  # offline among them (review of 0.3); the mixes, mix_seed, samples
+    assert compared == 28  # offline among them (review of 0.3); the mixes, mix_seed, samples
     assert plan.run.attempts == 6 and plan.run.concurrency == 256 and plan.max_tokens == 4096
 
 

@@ -15,6 +15,7 @@ WRITTEN = {
     "budget": 0,
     "target": 0,
     "dry-run": 0,
+    "pilot": 0,
     "interrupted": 130,
     "cancelled": 130,
     "unreachable": 1,
@@ -42,6 +43,7 @@ def test_every_reason_keeps_its_string_and_exit_code() -> None:
         StopReason.BUDGET,
         StopReason.TARGET,
         StopReason.DRY_RUN,
+        StopReason.PILOT,
     ]
 
 
