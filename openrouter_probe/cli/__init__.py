@@ -6,9 +6,9 @@ and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (
 library modules are imported inside commands so ``openrouter-probe --help`` stays fast, but for the
 plans (``run.config``, ``generation.plan``, kept light), whose fields' metadata make the options.
 
-Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models),
-``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget), ``generate``
-(generate, audit, export), ``verify`` (verify).
+Modules: ``_common`` (the group, options, diagnostics), ``tables`` (rendering), ``probe``
+(endpoints, models), ``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget),
+``generate`` (generate, audit, export), ``verify`` (verify).
 """
 
 from __future__ import annotations

@@ -10,17 +10,14 @@ from openrouter_probe.cli._common import (
     budget_option,
     checked_by,
     cli,
-    echo_text,
-    format_option,
     load_snapshot_for,
     note,
     plot_option,
-    render_rows,
     said,
     snapshot_flags,
-    snapshot_options,
 )
-from openrouter_probe.cli.options import AliasedOption
+from openrouter_probe.cli.options import AliasedOption, format_option, snapshot_options
+from openrouter_probe.cli.tables import echo_text, render_rows
 
 if TYPE_CHECKING:
     from openrouter_probe.analysis.budget_plan import BudgetPlan

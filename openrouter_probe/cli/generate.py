@@ -15,16 +15,20 @@ from openrouter_probe.cli._common import (
     check_snapshot_options,
     checked_by,
     cli,
-    format_option,
     load_snapshot_for,
     note,
-    render_rows,
-    snapshot_options,
     term_of,
     token_count,
     warn_unused,
 )
-from openrouter_probe.cli.options import aliased, field_option, out_option
+from openrouter_probe.cli.options import (
+    aliased,
+    field_option,
+    format_option,
+    out_option,
+    snapshot_options,
+)
+from openrouter_probe.cli.tables import render_rows
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
 from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
 

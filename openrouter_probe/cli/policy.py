@@ -10,16 +10,13 @@ import click
 
 from openrouter_probe.cli._common import (
     cli,
-    echo_text,
-    format_option,
     load_snapshot_for,
     note,
-    render_rows,
     said,
-    snapshot_options,
     term_of,
 )
-from openrouter_probe.cli.options import out_option
+from openrouter_probe.cli.options import format_option, out_option, snapshot_options
+from openrouter_probe.cli.tables import echo_text, render_rows
 
 
 @cli.group()
@@ -138,7 +135,8 @@ def explain(
     a SPEC is compiled first. A spec that admits nothing still gets its table (why each endpoint
     is dropped), then exits 1.
     """
-    from openrouter_probe.cli._common import check_snapshot_options, essential_column
+    from openrouter_probe.cli._common import check_snapshot_options
+    from openrouter_probe.cli.tables import essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
     from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml

@@ -10,12 +10,11 @@ import click
 from openrouter_probe.cli._common import (
     budget_option,
     cli,
-    format_option,
     note,
     term_of,
     warn_unused,
 )
-from openrouter_probe.cli.options import AliasedOption, field_option, out_option
+from openrouter_probe.cli.options import AliasedOption, field_option, format_option, out_option
 from openrouter_probe.run.config import RunPlan
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
