@@ -325,6 +325,22 @@ def plot_option(what: str) -> Callable[[F], F]:
     )
 
 
+def save_plot(fig: Any, plot_path: str) -> Any:
+    """``save_figure``, its refusal (``path=FILE: ...``) said with ``--plot FILE``."""
+    from openrouter_probe.analysis.plots import save_figure
+    from openrouter_probe.errors import ConfigError, keyword_term, rendered
+
+    def term(name: str, value: Any, given: bool) -> str:
+        if name != "path":
+            return keyword_term(name, value, given)
+        return f"--plot {value}" if given else "--plot"
+
+    try:
+        return save_figure(fig, plot_path)
+    except ConfigError as exc:
+        raise ConfigError(rendered(exc, term)) from exc
+
+
 def given(name: str) -> bool:
     """Whether the running command's parameter ``name`` was given (not its default)."""
     ctx = click.get_current_context()
