@@ -368,7 +368,7 @@ def check_snapshot_options(offline: bool, snapshot: str | None) -> None:
 
 def load_snapshot_for(model: str | None, offline: bool, snapshot: str | None) -> Snapshot:
     """Resolve ``--offline`` / ``--snapshot`` / a live probe for ``model`` and say which on stderr."""
-    from openrouter_probe.rules.snapshot import resolve_snapshot
+    from openrouter_probe.rules.probing import resolve_snapshot
 
     check_snapshot_options(offline, snapshot)
     snap = resolve_snapshot(model, offline=offline, snapshot=snapshot)

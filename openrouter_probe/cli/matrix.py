@@ -103,7 +103,7 @@ def matrix(
 
     snap = load_snapshot_for(model, offline, snapshot)
     if history:
-        from openrouter_probe.rules.snapshot import resolve_snapshot
+        from openrouter_probe.rules.probing import resolve_snapshot
 
         # Each checked to be of MODEL, so that a mismatch names the file given.
         snaps = [snap, *(resolve_snapshot(snap.model, snapshot=p) for p in history)]
