@@ -38,14 +38,8 @@ from openrouter_probe.policy.spec import (
 from openrouter_probe.rules.batch import batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.rules.provider_block import MaxPrice, ProviderBlock
-from openrouter_probe.rules.routing import (
-    RequestParams,
-    RouteDecision,
-    blended_price_usd_per_m,
-    matches,
-    route,
-    tool_routing,
-)
+from openrouter_probe.rules.ranking import blended_price_usd_per_m, tool_routing
+from openrouter_probe.rules.routing import RequestParams, RouteDecision, matches, route
 from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
 __all__ = ["compile_policy"]
