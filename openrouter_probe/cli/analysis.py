@@ -16,34 +16,13 @@ from openrouter_probe.cli._common import (
     said,
     save_plot,
     snapshot_flags,
+    token_count,
 )
 from openrouter_probe.cli.options import AliasedOption, format_option, snapshot_options
 from openrouter_probe.cli.tables import echo_text, render_rows
 
 if TYPE_CHECKING:
     from openrouter_probe.analysis.budget_plan import BudgetPlan
-
-
-class TokenCount(click.ParamType):  # type: ignore[type-arg]
-    """A token count such as ``60M``, ``7.5M``, ``500k`` or ``60000000``.
-
-    A bad value is a usage error (exit 2) with the library's own message.
-    """
-
-    name = "tokens"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from openrouter_probe.rules.quantities import parse_token_count
-
-        if isinstance(value, int):
-            return value
-        from openrouter_probe.errors import ConfigError
-
-        what = param.opts[0] if param is not None and param.opts else "token count"
-        try:
-            return parse_token_count(str(value), what=what)
-        except ConfigError as exc:
-            raise click.UsageError(said(exc), ctx) from exc
 
 
 def _reasoning_share(value: str) -> object:
@@ -123,7 +102,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 @click.option(
     "--output-tokens",
     "output_tokens",
-    type=TokenCount(),
+    callback=checked_by(token_count("--output-tokens")),
     metavar="TOKENS",
     help="Billed output tokens wanted in total, reasoning included (60M, 7.5M, 500k).",
 )
@@ -132,7 +111,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
     "tokens_per_dataset",
     cls=AliasedOption,
     aliases=("--tokens-per-dataset",),
-    type=TokenCount(),
+    callback=checked_by(token_count("--target-tokens")),
     metavar="TOKENS",
     help="Billed output tokens wanted per dataset (instead of --output-tokens).",
 )
@@ -160,14 +139,14 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 @click.option(
     "--prompt-tokens",
     "prompt_tokens",
-    type=TokenCount(),
+    callback=checked_by(token_count("--prompt-tokens")),
     metavar="TOKENS",
     help="Average prompt tokens per request (with --output-tokens-per-request: all-in figures).",
 )
 @click.option(
     "--output-tokens-per-request",
     "output_tokens_per_request",
-    type=TokenCount(),
+    callback=checked_by(token_count("--output-tokens-per-request")),
     metavar="TOKENS",
     help="Average billed output tokens per request, reasoning included.",
 )
@@ -208,13 +187,13 @@ def budget(
     offline: bool,
     snapshot: str | None,
     budget_usd: str,
-    output_tokens: int | None,
-    tokens_per_dataset: int | None,
+    output_tokens: str | None,
+    tokens_per_dataset: str | None,
     datasets: int | None,
     dataset_names: str | None,
     reasoning_share: str,
-    prompt_tokens: int | None,
-    output_tokens_per_request: int | None,
+    prompt_tokens: str | None,
+    output_tokens_per_request: str | None,
     prompt_ratio: str | None,
     concurrency: int,
     policy_path: str | None,

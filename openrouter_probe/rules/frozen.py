@@ -1,7 +1,7 @@
 """Read-only JSON data: dicts and lists that refuse changes, whose copies are ordinary again.
 
-A ``Snapshot`` holds its ``data`` so (``rules.snapshot``): nobody can change what its cached hash and
-parsed endpoints were computed from.
+A ``Snapshot`` holds its ``data`` so (``rules.snapshot``): nobody can change what its cached hash
+and parsed endpoints were computed from.
 """
 
 from __future__ import annotations
