@@ -156,36 +156,6 @@ def _endpoint_budget(
     )
 
 
-def _blend(
-    decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
-) -> tuple[_Price, float | None]:
-    """Traffic-weighted output and input prices, and the effective p50 throughput, of the blend.
-
-    Requests go to endpoint i with probability w_i and take output/tps_i there, so the mean request
-    runs at the weighted *harmonic* mean of the throughputs.
-    """
-    weights = {c.endpoint.tag: Decimal(repr(c.weight)) for c in decision.candidates}
-    total = sum((weights[e.tag] for e, _ in priced), Decimal(0))
-    if total == 0:
-        # Nothing carries traffic in the model (e.g. every weight 0): fall back to an even spread.
-        weights = {e.tag: Decimal(1) for e, _ in priced}
-        total = Decimal(len(priced))
-    out = sum((weights[e.tag] * p.out for e, p in priced), Decimal(0)) / total
-    with_in = [(e, p.prompt) for e, p in priced if p.prompt is not None]
-    in_total = sum((weights[e.tag] for e, _ in with_in), Decimal(0))
-    p_in = (
-        sum((weights[e.tag] * p for e, p in with_in), Decimal(0)) / in_total if in_total else None
-    )
-    inverse, share = 0.0, 0.0
-    for e, _ in priced:
-        tps = _tps(e)
-        if tps:
-            w = float(weights[e.tag])
-            inverse += w / tps
-            share += w
-    return _Price(out, out, None, p_in), (share / inverse if inverse > 0 else None)
-
-
 def _tps(e: Endpoint) -> float | None:
     thr = e.throughput_last_30m
     return None if thr is None or thr.p50 is None else float(thr.p50)
@@ -432,8 +402,31 @@ def _per_endpoint(
 def _blended(
     job: BudgetJob, decision: RouteDecision, priced: Sequence[tuple[Endpoint, _Price]]
 ) -> EndpointBudget:
-    """The job's figures at the routing blend (no listed completion/reasoning price of its own)."""
-    blend_price, blend_tps = _blend(decision, priced)
+    """The job's figures at the routing blend: traffic-weighted output and input prices (no listed
+    completion/reasoning price of its own), and the effective p50 throughput.
+
+    Requests go to endpoint i with probability w_i and take output/tps_i there, so the mean request
+    runs at the weighted *harmonic* mean of the throughputs.
+    """
+    weights = {c.endpoint.tag: Decimal(repr(c.weight)) for c in decision.candidates}
+    total = sum((weights[e.tag] for e, _ in priced), Decimal(0))
+    if total == 0:
+        # Nothing carries traffic in the model (e.g. every weight 0): fall back to an even spread.
+        weights = {e.tag: Decimal(1) for e, _ in priced}
+        total = Decimal(len(priced))
+    out = sum((weights[e.tag] * p.out for e, p in priced), Decimal(0)) / total
+    with_in = [(e, p.prompt) for e, p in priced if p.prompt is not None]
+    in_total = sum((weights[e.tag] for e, _ in with_in), Decimal(0))
+    p_in = (
+        sum((weights[e.tag] * p for e, p in with_in), Decimal(0)) / in_total if in_total else None
+    )
+    inverse, share = 0.0, 0.0
+    for e, _ in priced:
+        tps = _tps(e)
+        if tps:
+            w = float(weights[e.tag])
+            inverse += w / tps
+            share += w
     blended = _endpoint_budget(
         job,
         tag="blended",
@@ -442,8 +435,8 @@ def _blended(
         role="blend",
         position=None,
         weight=1.0,
-        price=blend_price,
-        throughput_tps=blend_tps,
+        price=_Price(out, out, None, p_in),
+        throughput_tps=share / inverse if inverse > 0 else None,
     )
     return replace(blended, price_completion_usd_per_m=None, price_reasoning_usd_per_m=None)
 

@@ -6,9 +6,9 @@ and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (
 library modules are imported inside commands so ``openrouter-probe --help`` stays fast, but for the
 plans (``run.config``, ``generation.plan``, kept light), whose fields' metadata make the options.
 
-Modules: ``_common`` (the group, options, rendering), ``probe`` (endpoints, models),
-``policy`` (policy compile/explain/lint/check), ``analysis`` (matrix, budget), ``generate``
-(generate, audit, export), ``verify`` (verify).
+Modules: ``_common`` (the group, options, diagnostics), ``tables`` (rendering), ``probe``
+(endpoints, models), ``policy`` (policy compile/explain/lint/check), ``matrix``, ``analysis``
+(budget), ``generate``, ``outputs`` (audit, export), ``verify``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from openrouter_probe.cli import analysis as _analysis  # noqa: F401
 from openrouter_probe.cli import fake as _fake  # noqa: F401
 from openrouter_probe.cli import generate as _generate  # noqa: F401
 from openrouter_probe.cli import keys as _keys  # noqa: F401
+from openrouter_probe.cli import matrix as _matrix  # noqa: F401
+from openrouter_probe.cli import outputs as _outputs  # noqa: F401
 from openrouter_probe.cli import policy as _policy  # noqa: F401  (registers its commands)
 from openrouter_probe.cli import probe as _probe  # noqa: F401
 from openrouter_probe.cli import verify as _verify  # noqa: F401

@@ -1,4 +1,4 @@
-"""``openrouter-probe matrix`` and ``budget``: the analysis commands."""
+"""``openrouter-probe budget``: plan a job against a budget (``cli.matrix``: the matrix)."""
 
 from __future__ import annotations
 
@@ -10,72 +10,19 @@ from openrouter_probe.cli._common import (
     budget_option,
     checked_by,
     cli,
-    echo_text,
-    format_option,
     load_snapshot_for,
     note,
     plot_option,
-    render_rows,
     said,
+    save_plot,
     snapshot_flags,
-    snapshot_options,
+    token_count,
 )
-from openrouter_probe.cli.options import AliasedOption
+from openrouter_probe.cli.options import AliasedOption, format_option, snapshot_options
+from openrouter_probe.cli.tables import echo_text, render_rows
 
 if TYPE_CHECKING:
     from openrouter_probe.analysis.budget_plan import BudgetPlan
-
-# The matrix's table view: the columns that fit a terminal (csv and json carry them all).
-_TABLE_COLUMNS = (
-    "provider",
-    "tag",
-    "quantization_declared",
-    "verdict",
-    "measured",
-    "input_usd_per_m",
-    "output_usd_per_m",
-    "cache_read_usd_per_m",
-    "uptime_30m_pct",
-    "status",
-    "latency_p50_ms",
-    "throughput_p50_tps",
-    "max_output_tokens",
-    "supports_tools",
-)
-# What a short terminal loses first (the tag, verdict and prices are never left out).
-_TABLE_DROP_ORDER = (
-    "supports_tools",
-    "max_output_tokens",
-    "cache_read_usd_per_m",
-    "status",
-    "latency_p50_ms",
-    "quantization_declared",
-    "throughput_p50_tps",
-    "provider",
-    "measured",
-)
-
-
-class TokenCount(click.ParamType):  # type: ignore[type-arg]
-    """A token count such as ``60M``, ``7.5M``, ``500k`` or ``60000000``.
-
-    A bad value is a usage error (exit 2) with the library's own message.
-    """
-
-    name = "tokens"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from openrouter_probe.rules.quantities import parse_token_count
-
-        if isinstance(value, int):
-            return value
-        from openrouter_probe.errors import ConfigError
-
-        what = param.opts[0] if param is not None and param.opts else "token count"
-        try:
-            return parse_token_count(str(value), what=what)
-        except ConfigError as exc:
-            raise click.UsageError(said(exc), ctx) from exc
 
 
 def _reasoning_share(value: str) -> object:
@@ -91,119 +38,6 @@ def _prompt_ratio(value: str) -> object:
     if parse_decimal(value, "--prompt-ratio") < 0:
         raise ConfigError(f"--prompt-ratio: {value} must be >= 0")
     return value
-
-
-def _save_plot(fig: Any, plot_path: str) -> Any:
-    """``save_figure``, its refusal (``path=FILE: ...``) said with ``--plot FILE``."""
-    from openrouter_probe.analysis.plots import save_figure
-    from openrouter_probe.errors import ConfigError, keyword_term, rendered
-
-    def term(name: str, value: Any, given: bool) -> str:
-        if name != "path":
-            return keyword_term(name, value, given)
-        return f"--plot {value}" if given else "--plot"
-
-    try:
-        return save_figure(fig, plot_path)
-    except ConfigError as exc:
-        raise ConfigError(rendered(exc, term)) from exc
-
-
-def _to_python(value: Any) -> Any:
-    """A pandas cell as plain JSON/CSV data (NaN and <NA> become None)."""
-    import pandas as pd
-
-    if value is None:
-        return None
-    if not isinstance(value, str | bool) and pd.isna(value):
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat().replace("+00:00", "Z")
-    return value
-
-
-def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
-    cols = list(columns) if columns is not None else list(frame.columns)
-    return [
-        {c: _to_python(v) for c, v in zip(cols, row, strict=True)}
-        for row in frame[cols].itertuples(index=False, name=None)
-    ]
-
-
-@cli.command()
-@click.argument("model")
-@snapshot_options
-@click.option(
-    "--history",
-    "history",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    metavar="PATH",
-    help="Also load these saved snapshots of MODEL and show what changed over time (repeatable).",
-)
-@click.option(
-    "--precision-file",
-    "precision_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="A precision YAML (facts, or `verify --evidence` output) merged over the bundled one.",
-)
-@plot_option("price against uptime, coloured by precision verdict")
-@format_option("csv")
-def matrix(
-    model: str,
-    offline: bool,
-    snapshot: str | None,
-    history: tuple[str, ...],
-    precision_files: tuple[str, ...],
-    plot_path: str | None,
-    fmt: str,
-) -> None:
-    """Show MODEL's provider matrix: precision verdict, prices, uptime, speed, limits.
-
-    One row per endpoint. Prices are USD per million tokens with the discount applied; the table
-    shows the main columns, --format csv and json carry every column (see docs/analysis.md).
-    With --history PATH (repeatable), show price, tag and status changes across the snapshots.
-    """
-    from openrouter_probe.analysis.matrix import build_matrix, matrix_history
-
-    snap = load_snapshot_for(model, offline, snapshot)
-    if history:
-        from openrouter_probe.rules.snapshot import resolve_snapshot
-
-        # Each checked to be of MODEL, so that a mismatch names the file given.
-        snaps = [snap, *(resolve_snapshot(snap.model, snapshot=p) for p in history)]
-        frame = matrix_history(snaps)
-        title = f"{snap.model}: changes across {len(snaps)} snapshots"
-        render_rows(_frame_rows(frame), fmt, title=title)
-        return
-    registry = None
-    if precision_files:
-        from openrouter_probe.rules.precision import PrecisionRegistry
-
-        registry = PrecisionRegistry.load(*precision_files)
-    frame = build_matrix(snap, registry=registry)
-    if plot_path:
-        from openrouter_probe.analysis.plots import plot_price_uptime
-
-        note(f"plot: {_save_plot(plot_price_uptime(frame), plot_path)}")
-    columns: tuple[str, ...] | None = _TABLE_COLUMNS if fmt == "text" else None
-    if columns is not None and frame["measured"].isna().all():
-        columns = tuple(c for c in columns if c != "measured")  # shown once something is measured
-    if columns is not None and snap.batch is not None:
-        at = columns.index("output_usd_per_m") + 1
-        columns = (*columns[:at], "batch_output_usd_per_m", "batch_status", *columns[at:])
-        from openrouter_probe.rules.batch import describe_batch
-
-        note(describe_batch(snap.batch, snap.model))
-    render_rows(
-        _frame_rows(frame, columns),
-        fmt,
-        title=f"{snap.model} provider matrix (prices USD per 1M tokens)",
-        drop_order=_TABLE_DROP_ORDER,
-    )
 
 
 def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
@@ -268,7 +102,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 @click.option(
     "--output-tokens",
     "output_tokens",
-    type=TokenCount(),
+    callback=checked_by(token_count("--output-tokens")),
     metavar="TOKENS",
     help="Billed output tokens wanted in total, reasoning included (60M, 7.5M, 500k).",
 )
@@ -277,7 +111,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
     "tokens_per_dataset",
     cls=AliasedOption,
     aliases=("--tokens-per-dataset",),
-    type=TokenCount(),
+    callback=checked_by(token_count("--target-tokens")),
     metavar="TOKENS",
     help="Billed output tokens wanted per dataset (instead of --output-tokens).",
 )
@@ -305,14 +139,14 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 @click.option(
     "--prompt-tokens",
     "prompt_tokens",
-    type=TokenCount(),
+    callback=checked_by(token_count("--prompt-tokens")),
     metavar="TOKENS",
     help="Average prompt tokens per request (with --output-tokens-per-request: all-in figures).",
 )
 @click.option(
     "--output-tokens-per-request",
     "output_tokens_per_request",
-    type=TokenCount(),
+    callback=checked_by(token_count("--output-tokens-per-request")),
     metavar="TOKENS",
     help="Average billed output tokens per request, reasoning included.",
 )
@@ -353,13 +187,13 @@ def budget(
     offline: bool,
     snapshot: str | None,
     budget_usd: str,
-    output_tokens: int | None,
-    tokens_per_dataset: int | None,
+    output_tokens: str | None,
+    tokens_per_dataset: str | None,
     datasets: int | None,
     dataset_names: str | None,
     reasoning_share: str,
-    prompt_tokens: int | None,
-    output_tokens_per_request: int | None,
+    prompt_tokens: str | None,
+    output_tokens_per_request: str | None,
     prompt_ratio: str | None,
     concurrency: int,
     policy_path: str | None,
@@ -406,7 +240,7 @@ def budget(
     if plot_path:
         from openrouter_probe.analysis.plots import plot_budget
 
-        note(f"plot: {_save_plot(plot_budget(plan), plot_path)}")
+        note(f"plot: {save_plot(plot_budget(plan), plot_path)}")
     useful = _useful_rows(plan, answers_path)
     if fmt == "json":
         figures = {**plan.to_dict(), "batch": batch.to_dict(), "useful_rows": useful}

@@ -71,7 +71,7 @@ def _snapshot_for(pair: _Pair, model: str, given: str | None, doc: Any, *, where
     """The snapshot to compile or lint ``pair`` against, offline (see the module docstring);
     ``doc`` is the compiled policy document, ``where`` the file an error names."""
     from openrouter_probe.errors import SnapshotError
-    from openrouter_probe.rules.snapshot import resolve_snapshot
+    from openrouter_probe.rules.probing import resolve_snapshot
 
     if given:
         return resolve_snapshot(model, snapshot=given)
@@ -101,7 +101,7 @@ def _pairs_to_compile(files: Iterable[str], given: str | None) -> list[_Pair]:
     """The spec/compiled pairs touched by ``files``; when the shared ``--snapshot`` file itself
     changed, also every tracked spec for the model it holds."""
     from openrouter_probe.policy.spec import load_spec
-    from openrouter_probe.rules.snapshot import resolve_snapshot
+    from openrouter_probe.rules.probing import resolve_snapshot
 
     paths = [Path(f) for f in files]
     pairs = {_Pair.of(p) for p in paths}

@@ -18,11 +18,10 @@ from openrouter_probe.cli._common import (
     budget_option,
     checked_by,
     cli,
-    format_option,
     note,
-    render_rows,
 )
-from openrouter_probe.cli.options import out_option
+from openrouter_probe.cli.options import format_option, out_option
+from openrouter_probe.cli.tables import render_rows
 
 
 def _weights(text: str) -> object:

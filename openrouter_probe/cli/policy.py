@@ -10,16 +10,13 @@ import click
 
 from openrouter_probe.cli._common import (
     cli,
-    echo_text,
-    format_option,
     load_snapshot_for,
     note,
-    render_rows,
     said,
-    snapshot_options,
     term_of,
 )
-from openrouter_probe.cli.options import out_option
+from openrouter_probe.cli.options import format_option, out_option, snapshot_options
+from openrouter_probe.cli.tables import echo_text, render_rows
 
 
 @cli.group()
@@ -138,7 +135,8 @@ def explain(
     a SPEC is compiled first. A spec that admits nothing still gets its table (why each endpoint
     is dropped), then exits 1.
     """
-    from openrouter_probe.cli._common import check_snapshot_options, essential_column
+    from openrouter_probe.cli._common import check_snapshot_options
+    from openrouter_probe.cli.tables import essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
     from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml
@@ -334,11 +332,36 @@ def check(
     is at hand) and the fix. Exit 0 when nothing that matters moved, 1 on drift, 2 on error: made
     for other repos' CI. With --write, a drifted POLICY is re-compiled in place (exit 0 once written).
     """
-    from openrouter_probe.errors import ProbeError
+    from openrouter_probe.errors import PolicyError, ProbeError
+    from openrouter_probe.policy.compiled import load_compiled_policy
+    from openrouter_probe.policy.drift import check_policy, find_spec
+    from openrouter_probe.policy.spec import load_spec
 
     try:
-        report = _check(
-            policy_path, offline, snapshot, precision_files, price_threshold_pct, spec_path, write
+        compiled = load_compiled_policy(policy_path)
+        spec_note: str | None = None
+        found: str | None = spec_path
+        spec = load_spec(spec_path) if spec_path is not None else None
+        if spec_path is None:
+            spec, where, spec_note = find_spec(compiled, policy_path)
+            found = None if where is None else str(where)
+        if spec is None and write:
+            raise PolicyError(
+                "--write re-compiles from the spec the policy was compiled from, and "
+                f"{spec_note}; give it with --spec SPEC",
+                source=policy_path,
+            )
+        if spec_note is not None and spec is not None:
+            note(f"note: {spec_note}: a re-compile also applies those edits")
+        snap = load_snapshot_for(compiled.model, offline, snapshot)
+        report = check_policy(
+            compiled,
+            snap,
+            price_threshold_pct=price_threshold_pct,
+            spec=spec,
+            spec_file=found,
+            policy_file=policy_path,
+            registry=_registry(precision_files),
         )
     except ProbeError as exc:
         click.echo(f"Error: {said(exc)}", err=True)
@@ -352,47 +375,6 @@ def check(
         _write_recompiled(report, policy_path, spec_path)
         sys.exit(0)
     sys.exit(report.exit_code)
-
-
-def _check(
-    policy_path: str,
-    offline: bool,
-    snapshot: str | None,
-    precision_files: tuple[str, ...],
-    price_threshold_pct: float,
-    spec_path: str | None,
-    write: bool,
-) -> Any:
-    from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy.compiled import load_compiled_policy
-    from openrouter_probe.policy.drift import check_policy, find_spec
-    from openrouter_probe.policy.spec import load_spec
-
-    compiled = load_compiled_policy(policy_path)
-    spec_note: str | None = None
-    found: str | None = spec_path
-    spec = load_spec(spec_path) if spec_path is not None else None
-    if spec_path is None:
-        spec, where, spec_note = find_spec(compiled, policy_path)
-        found = None if where is None else str(where)
-    if spec is None and write:
-        raise PolicyError(
-            f"--write re-compiles from the spec the policy was compiled from, and {spec_note}; "
-            "give it with --spec SPEC",
-            source=policy_path,
-        )
-    if spec_note is not None and spec is not None:
-        note(f"note: {spec_note}: a re-compile also applies those edits")
-    snap = load_snapshot_for(compiled.model, offline, snapshot)
-    return check_policy(
-        compiled,
-        snap,
-        price_threshold_pct=price_threshold_pct,
-        spec=spec,
-        spec_file=found,
-        policy_file=policy_path,
-        registry=_registry(precision_files),
-    )
 
 
 def _write_recompiled(report: Any, policy_path: str, spec_path: str | None) -> None:

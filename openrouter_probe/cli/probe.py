@@ -8,12 +8,11 @@ import click
 
 from openrouter_probe.cli._common import (
     cli,
-    format_option,
     load_snapshot_for,
     note,
-    render_rows,
-    snapshot_options,
 )
+from openrouter_probe.cli.options import format_option, snapshot_options
+from openrouter_probe.cli.tables import render_rows
 
 if TYPE_CHECKING:
     from openrouter_probe.api.schema import ModelsList

@@ -10,12 +10,11 @@ import click
 from openrouter_probe.cli._common import (
     budget_option,
     cli,
-    format_option,
     note,
     term_of,
     warn_unused,
 )
-from openrouter_probe.cli.options import AliasedOption, field_option, out_option
+from openrouter_probe.cli.options import AliasedOption, field_option, format_option, out_option
 from openrouter_probe.run.config import RunPlan
 
 #: verify's options up to 0.2.0 that configured the fake server: fake-server has them.
@@ -219,7 +218,7 @@ def _snapshot(model: str, *, offline: bool, snapshot: str | None) -> Any:
     --snapshot PATH (checked to be this model's), its provenance said on stderr."""
     source: Any = "bundled" if offline and not snapshot else snapshot
     if source is not None:  # the bundled one too: it is reconstructed, and says so
-        from openrouter_probe.rules.snapshot import resolve_snapshot
+        from openrouter_probe.rules.probing import resolve_snapshot
 
         source = resolve_snapshot(model, snapshot=source)
         note(f"snapshot: {source.provenance}")

@@ -38,14 +38,8 @@ from openrouter_probe.policy.spec import (
 from openrouter_probe.rules.batch import batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.rules.provider_block import MaxPrice, ProviderBlock
-from openrouter_probe.rules.routing import (
-    RequestParams,
-    RouteDecision,
-    blended_price_usd_per_m,
-    matches,
-    route,
-    tool_routing,
-)
+from openrouter_probe.rules.ranking import blended_price_usd_per_m, tool_routing
+from openrouter_probe.rules.routing import RequestParams, RouteDecision, matches, route
 from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
 __all__ = ["compile_policy"]
@@ -79,21 +73,14 @@ def _score(e: Endpoint, order_by: Any, endpoints: Sequence[Endpoint]) -> tuple[f
         p = blended_price_usd_per_m(x)
         return None if p is None else float(p)
 
-    def thr(x: Endpoint) -> float | None:
-        return (
-            None
-            if x.throughput_last_30m is None or x.throughput_last_30m.p50 is None
-            else float(x.throughput_last_30m.p50)
-        )
+    def p50(stats: Any) -> float | None:
+        return None if stats is None or stats.p50 is None else float(stats.p50)
 
-    def lat(x: Endpoint) -> float | None:
-        return (
-            None
-            if x.latency_last_30m is None or x.latency_last_30m.p50 is None
-            else float(x.latency_last_30m.p50)
-        )
-
-    metrics = {"price": (price, 1.0), "throughput": (thr, -1.0), "latency": (lat, 1.0)}
+    metrics = {
+        "price": (price, 1.0),
+        "throughput": (lambda x: p50(x.throughput_last_30m), -1.0),
+        "latency": (lambda x: p50(x.latency_last_30m), 1.0),
+    }
     weights = {order_by: 1.0} if isinstance(order_by, str) else dict(order_by)
     total = 0.0
     for name, weight in sorted(weights.items()):

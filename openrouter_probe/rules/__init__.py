@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from openrouter_probe.rules.precision import default_registry as default_registry
     from openrouter_probe.rules.pricing import effective_pricing as effective_pricing
     from openrouter_probe.rules.pricing import price_windows as price_windows
+    from openrouter_probe.rules.probing import probe as probe
     from openrouter_probe.rules.provider_block import MaxPrice as MaxPrice
     from openrouter_probe.rules.provider_block import ProviderBlock as ProviderBlock
     from openrouter_probe.rules.provider_block import SortSpec as SortSpec
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot as Snapshot
     from openrouter_probe.rules.snapshot import bundled_snapshot as bundled_snapshot
     from openrouter_probe.rules.snapshot import load_snapshot as load_snapshot
-    from openrouter_probe.rules.snapshot import probe as probe
 
 _EXPORTS: dict[str, str] = exports_of(__file__)
 __all__ = sorted(_EXPORTS)

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.errors import Message, SnapshotError, first_validation_error
+from openrouter_probe.rules.frozen import thaw
 
 __all__ = [
     "BatchAcceptance",
@@ -103,7 +104,7 @@ class BatchListing:
         parsed = self._parsed
         if parsed is None:
             try:
-                parsed = ModelEndpoints.model_validate(_plain(self.data))
+                parsed = ModelEndpoints.model_validate(thaw(self.data))
             except ValidationError as exc:
                 raise SnapshotError(
                     Message(
@@ -143,18 +144,9 @@ class BatchListing:
         return {
             "origin": self.origin,
             "taken_at": _iso(self.taken_at),
-            "data": None if self.data is None else _plain(self.data),
+            "data": None if self.data is None else thaw(self.data),
             "accepted": [a.to_json() for a in self.accepted],
         }
-
-
-def _plain(value: Any) -> Any:
-    """An ordinary (mutable) deep copy of JSON-like data (read-only views included)."""
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
 
 
 def listing_from_json(doc: Any, *, where: str) -> BatchListing:
@@ -181,7 +173,7 @@ def listing_from_json(doc: Any, *, where: str) -> BatchListing:
     listing = BatchListing(
         origin=str(doc.get("origin") or where),
         taken_at=_parse_time(doc.get("taken_at"), f"{where}: batch.taken_at"),
-        data=None if data is None else _plain(data),
+        data=None if data is None else thaw(data),
         accepted=tuple(accepted),
     )
     listing.endpoints  # noqa: B018  (validate now, so a broken file fails where it is named)

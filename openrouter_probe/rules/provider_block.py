@@ -4,7 +4,8 @@
 ``MaxPrice`` its price limits (USD per **million** tokens for prompt and completion, per unit for
 request, image and audio: ``MAX_PRICE_UNITS``) and ``SortSpec`` the object form of ``sort``.
 Errors name the key (``provider.order[2]``) and say which keys are accepted. What a block admits is
-decided by ``openrouter_probe.rules.routing``.
+decided by ``openrouter_probe.rules.routing``; ``REQUEST_PARAMETERS`` are the body keys its
+``require_parameters`` checks, ``NON_PARAMETER_KEYS`` those it never does.
 """
 
 from __future__ import annotations
@@ -19,11 +20,77 @@ from openrouter_probe.errors import PolicyError, validation_errors
 
 __all__ = [
     "MAX_PRICE_UNITS",
+    "NON_PARAMETER_KEYS",
+    "REQUEST_PARAMETERS",
     "MaxPrice",
     "ProviderBlock",
     "SortKey",
     "SortSpec",
 ]
+
+#: What endpoints list in ``supported_parameters`` (OpenRouter's ``Parameter`` enum): the request
+#: parameters ``require_parameters`` checks.
+REQUEST_PARAMETERS = frozenset(
+    {
+        "frequency_penalty",
+        "include_reasoning",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "min_p",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning",
+        "reasoning_effort",
+        "repetition_penalty",
+        "response_format",
+        "seed",
+        "stop",
+        "structured_outputs",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_a",
+        "top_k",
+        "top_logprobs",
+        "top_p",
+        "verbosity",
+        "web_search_options",
+    }
+)
+
+#: Request body keys that are not request parameters: what to run and how to route, stream, bill
+#: or trace it. ``require_parameters`` never checks them against ``supported_parameters``.
+NON_PARAMETER_KEYS = frozenset(
+    {
+        "cache_control",
+        "debug",
+        "deferred_tools",
+        "image_config",
+        "messages",
+        "metadata",
+        "modalities",
+        "model",
+        "models",
+        "plugins",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "provider",
+        "route",
+        "service_tier",
+        "session_id",
+        "stop_server_tools_when",
+        "stream",
+        "stream_options",
+        "trace",
+        "transforms",
+        "usage",
+        "user",
+    }
+)
 
 SortKey = Literal["price", "throughput", "latency", "exacto"]
 

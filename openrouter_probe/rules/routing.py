@@ -3,7 +3,8 @@
 Given a ``provider`` block, a snapshot's endpoints and the request's parameters, ``route`` says which
 endpoints are admitted, in what order or with what weights, and why every other endpoint is
 excluded. The policy compiler, the budget, the fake server and the audit all ask this module; nothing
-else decides "which endpoints does this block admit".
+else decides "which endpoints does this block admit". ``rules.ranking`` holds how the admitted ones
+are ranked and weighed.
 
 Documented behaviour it follows:
 
@@ -38,7 +39,6 @@ sorted on, missing stats, fallback traffic shares, data policies, ``exacto``, th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -47,95 +47,37 @@ from typing import Any, Literal
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.rules.provider_block import (
     MAX_PRICE_UNITS,
+    NON_PARAMETER_KEYS,
+    REQUEST_PARAMETERS,
     ProviderBlock,
     SortKey,
+)
+from openrouter_probe.rules.ranking import (
+    balance_weights,
+    fallback_shares,
+    is_stable,
+    preferred,
+    price_key,
+    rank,
 )
 
 __all__ = [
     "ASSUMPTIONS",
     "BATCH_PROVIDER_KEYS",
-    "NON_PARAMETER_KEYS",
-    "REQUEST_PARAMETERS",
     "SERVICE_TIER_VARIANTS",
     "Candidate",
     "Exclusion",
     "RequestParams",
     "RouteDecision",
-    "blended_price_usd_per_m",
     "matches",
     "route",
     "route_batch",
     "service_tier",
-    "tool_routing",
 ]
 
 #: Tag suffixes that mark a service-tier endpoint in data without a ``service_tier`` field
 #: (OpenRouter docs: service tiers must be named; a base slug does not match them).
 SERVICE_TIER_VARIANTS = frozenset({"priority", "flex"})
-
-#: What endpoints list in ``supported_parameters`` (OpenRouter's ``Parameter`` enum): the request
-#: parameters ``require_parameters`` checks.
-REQUEST_PARAMETERS = frozenset(
-    {
-        "frequency_penalty",
-        "include_reasoning",
-        "logit_bias",
-        "logprobs",
-        "max_completion_tokens",
-        "max_tokens",
-        "min_p",
-        "parallel_tool_calls",
-        "prediction",
-        "presence_penalty",
-        "reasoning",
-        "reasoning_effort",
-        "repetition_penalty",
-        "response_format",
-        "seed",
-        "stop",
-        "structured_outputs",
-        "temperature",
-        "tool_choice",
-        "tools",
-        "top_a",
-        "top_k",
-        "top_logprobs",
-        "top_p",
-        "verbosity",
-        "web_search_options",
-    }
-)
-
-#: Request body keys that are not request parameters: what to run and how to route, stream, bill
-#: or trace it. ``require_parameters`` never checks them against ``supported_parameters``.
-NON_PARAMETER_KEYS = frozenset(
-    {
-        "cache_control",
-        "debug",
-        "deferred_tools",
-        "image_config",
-        "messages",
-        "metadata",
-        "modalities",
-        "model",
-        "models",
-        "plugins",
-        "prompt",
-        "prompt_cache_key",
-        "prompt_cache_options",
-        "provider",
-        "route",
-        "service_tier",
-        "session_id",
-        "stop_server_tools_when",
-        "stream",
-        "stream_options",
-        "trace",
-        "transforms",
-        "usage",
-        "user",
-    }
-)
 
 #: Undocumented points and what this model assumes about them.
 ASSUMPTIONS: dict[str, str] = {
@@ -283,22 +225,6 @@ def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | Non
     return next((e for e in entries or () if matches(e, endpoint)), None)
 
 
-def blended_price_usd_per_m(
-    endpoint: Endpoint, params: RequestParams | None = None
-) -> Decimal | None:
-    """USD per million tokens of a request mix: input and output prices weighted by token counts
-    (1:1 without counts). ``None`` when the endpoint lists no price."""
-    p_in = endpoint.pricing.prompt_usd_per_m
-    p_out = endpoint.pricing.completion_usd_per_m
-    if p_in is None or p_out is None:
-        return None
-    n_in = Decimal(params.prompt_tokens) if params and params.prompt_tokens is not None else None
-    n_out = Decimal(params.output_tokens) if params and params.output_tokens is not None else None
-    if n_in is None or n_out is None or (n_in == 0 and n_out == 0):
-        return (p_in + p_out) / 2
-    return (p_in * n_in + p_out * n_out) / (n_in + n_out)
-
-
 # -- hard filters, in the order OpenRouter's routing funnel applies them --------------------------
 
 _Filter = Callable[[ProviderBlock, Endpoint, RequestParams], "Exclusion | None"]
@@ -391,100 +317,6 @@ def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Excl
     return next((x for check in _FILTERS if (x := check(block, e, params)) is not None), None)
 
 
-# -- soft preferences and ranking -----------------------------------------------------------------
-
-
-def _price_key(e: Endpoint, params: RequestParams) -> float:
-    price = blended_price_usd_per_m(e, params)
-    return math.inf if price is None else float(price)
-
-
-def _throughput_key(e: Endpoint, _: RequestParams) -> float:
-    v = getattr(e.throughput_last_30m, "p50", None)
-    return math.inf if v is None else -float(v)
-
-
-def _latency_key(e: Endpoint, _: RequestParams) -> float:
-    v = getattr(e.latency_last_30m, "p50", None)
-    return math.inf if v is None else float(v)
-
-
-#: How each sort key ranks an endpoint: lower first, endpoints without the figure last.
-_SORT_KEYS: dict[str, Callable[[Endpoint, RequestParams], float]] = {
-    "price": _price_key,
-    "throughput": _throughput_key,
-    "latency": _latency_key,
-}
-
-
-def _cutoffs(value: float | dict[str, float] | None) -> dict[str, float]:
-    """A ``preferred_*`` value as ``{percentile: cutoff}`` (a bare number applies to p50)."""
-    if value is None:
-        return {}
-    return {"p50": float(value)} if isinstance(value, float | int) else dict(value)
-
-
-def _preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool:
-    """False when ``e`` misses any cutoff of ``preferred_min_throughput`` (tokens/s) or
-    ``preferred_max_latency`` (seconds; endpoint latency is in milliseconds), or lacks ``tools``
-    for a request that sends tools (OpenRouter prefers tool-capable providers then)."""
-    if "tools" in params.parameters and "tools" not in e.supported_parameters:
-        return False
-    for pct, cut in _cutoffs(block.preferred_min_throughput).items():
-        have = getattr(e.throughput_last_30m, pct, None)
-        if have is not None and have < cut:
-            return False
-    for pct, cut_s in _cutoffs(block.preferred_max_latency).items():
-        have = getattr(e.latency_last_30m, pct, None)
-        if have is not None and have > cut_s * 1000:
-            return False
-    return True
-
-
-def _stable(e: Endpoint) -> bool:
-    """No sign of a recent outage: status not negative, not deranked (a provider-page flag)."""
-    degraded = e.status is not None and e.status < 0
-    return not degraded and not (e.model_extra or {}).get("is_deranked")
-
-
-def _rank(
-    endpoints: Sequence[Endpoint], key: str, block: ProviderBlock, params: RequestParams
-) -> list[Endpoint]:
-    """Order by ``key``, preferred endpoints first, ties by tag."""
-    value = _SORT_KEYS[key]
-    return sorted(
-        endpoints, key=lambda e: (not _preferred(block, e, params), value(e, params), e.tag)
-    )
-
-
-def _fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
-    """Expected traffic shares of a fallback chain (``ASSUMPTIONS["fallback_share"]``); an endpoint
-    without uptime stats counts as always up; when none is ever up, the first takes everything."""
-    ups = [
-        1.0 if e.uptime_last_30m is None else min(max(e.uptime_last_30m / 100, 0.0), 1.0)
-        for e in endpoints
-    ]
-    shares = [up * math.prod(1 - before for before in ups[:i]) for i, up in enumerate(ups)]
-    total = sum(shares)
-    if total > 0:
-        return [s / total for s in shares]
-    return [float(i == 0) for i in range(len(shares))]
-
-
-def _balance_weights(stable: Sequence[Endpoint], params: RequestParams) -> dict[str, float]:
-    """Load-balancing shares of the stable endpoints: 1/price², normalized to sum to 1."""
-    prices = {e.tag: blended_price_usd_per_m(e, params) for e in stable}
-    free = [tag for tag, p in prices.items() if p == 0]
-    if free:
-        # 1/price² is unbounded for a free endpoint: the free ones share the traffic evenly.
-        return {tag: 1 / len(free) if tag in free else 0.0 for tag in prices}
-    inverse = {tag: float(p) ** -2 for tag, p in prices.items() if p is not None}
-    if not inverse:
-        return {tag: 1 / len(prices) for tag in prices}  # nothing priced: spread evenly
-    total = sum(inverse.values())
-    return {tag: inverse.get(tag, 0.0) / total for tag in prices}
-
-
 # -- the three routing modes ----------------------------------------------------------------------
 
 
@@ -501,7 +333,7 @@ def _ordered_route(
     chain: list[Endpoint] = []
     for entry in block.order or ():
         hits = [e for e in admitted if e.tag not in placed and matches(entry, e)]
-        for e in sorted(hits, key=lambda e: _price_key(e, params)):
+        for e in sorted(hits, key=lambda e: price_key(e, params)):
             placed[e.tag] = entry
             chain.append(e)
     rest = [e for e in admitted if e.tag not in placed]
@@ -509,8 +341,8 @@ def _ordered_route(
         reason = "not in order and allow_fallbacks is false"
         excluded = [*excluded, *(Exclusion(e, "not_in_order", reason) for e in rest)]
         rest = []
-    chain += _rank(rest, sort_key or "price", block, params)
-    shares = _fallback_shares(chain)
+    chain += rank(rest, sort_key or "price", block, params)
+    shares = fallback_shares(chain)
     candidates = tuple(
         Candidate(
             e, i, shares[i - 1], "ordered" if e.tag in placed else "fallback", placed.get(e.tag)
@@ -530,8 +362,8 @@ def _sorted_route(
     notes: Sequence[str],
 ) -> RouteDecision:
     """Strictly by ``sort_key``, preferred endpoints first; traffic falls down the chain."""
-    chain = _rank(admitted, sort_key, block, params)
-    shares = _fallback_shares(chain)
+    chain = rank(admitted, sort_key, block, params)
+    shares = fallback_shares(chain)
     notes = [*notes, ASSUMPTIONS["fallback_share"]]
     if sort_key != "price":
         notes.append(ASSUMPTIONS["missing_stats"])
@@ -550,11 +382,11 @@ def _balanced_route(
 ) -> RouteDecision:
     """Stable, preferred endpoints weighted by 1/price²; the others as zero-weight fallbacks."""
     notes = [*notes, ASSUMPTIONS["balance_price"], ASSUMPTIONS["default_estimate"]]
-    stable = [e for e in admitted if _stable(e) and _preferred(block, e, params)]
-    fallbacks = _rank([e for e in admitted if e not in stable], "price", block, params)
+    stable = [e for e in admitted if is_stable(e) and preferred(block, e, params)]
+    fallbacks = rank([e for e in admitted if e not in stable], "price", block, params)
     if fallbacks:
         notes.append(ASSUMPTIONS["stable"])
-    weights = _balance_weights(stable, params)
+    weights = balance_weights(stable, params)
     stable.sort(key=lambda e: (-weights[e.tag], e.tag))
     rows: list[tuple[Endpoint, float, Literal["balanced", "fallback"]]] = [
         (e, weights[e.tag], "balanced") for e in stable
@@ -563,7 +395,7 @@ def _balanced_route(
         rows += [(e, 0.0, "fallback") for e in fallbacks]
     else:
         # Everything is degraded: OpenRouter still routes, in fallback order.
-        shares = _fallback_shares(fallbacks)
+        shares = fallback_shares(fallbacks)
         rows = [(e, shares[i], "fallback") for i, e in enumerate(fallbacks)]
     candidates = tuple(Candidate(e, i, w, role) for i, (e, w, role) in enumerate(rows, start=1))
     return RouteDecision("load_balanced", candidates, tuple(excluded), tuple(notes))
@@ -581,36 +413,9 @@ def _exacto_route(
     if block.order:
         ordered = _ordered_route(block, admitted, excluded, "throughput", params, notes)
         return replace(ordered, notes=(*ordered.notes, ASSUMPTIONS["auto_exacto"]))
-    chain = _rank(admitted, "throughput", block, params)
-    shares = _fallback_shares(chain)
-    notes = [*notes, ASSUMPTIONS["auto_exacto"], ASSUMPTIONS["fallback_share"]]
-    notes.append(ASSUMPTIONS["missing_stats"])
-    candidates = tuple(
-        Candidate(e, i, shares[i - 1], "sorted") for i, e in enumerate(chain, start=1)
-    )
-    return RouteDecision("exacto", candidates, tuple(excluded), tuple(notes))
-
-
-def tool_routing(block: ProviderBlock | Mapping[str, Any] | None) -> str:
-    """What OpenRouter does with a request that carries ``tools`` under ``block`` (Auto Exacto,
-    docs ``guides/routing/auto-exacto``), in one sentence, for ``policy explain``."""
-    blk = block if isinstance(block, ProviderBlock) else ProviderBlock.parse(block or {})
-    key = blk.sort_key
-    if blk.order:
-        return "requests with tools follow the order list like any other (explicit order wins)"
-    if key == "price":
-        return "requests with tools keep price order (sort: price turns Auto Exacto off)"
-    if key == "exacto":
-        return (
-            "every request, with tools or not, is ordered by Auto Exacto (throughput, tool-call "
-            "error rate, benchmarks), not by price"
-        )
-    if key is not None:
-        return f"requests with tools keep the sort by {key}"
-    return (
-        "requests with tools are ordered by Auto Exacto (throughput, tool-call error rate, "
-        "benchmarks), not by price: add sort: price to keep price order"
-    )
+    notes = [*notes, ASSUMPTIONS["auto_exacto"]]
+    chain = _sorted_route(block, admitted, excluded, "throughput", params, notes)
+    return replace(chain, mode="exacto")
 
 
 def _block_notes(block: ProviderBlock, params: RequestParams) -> list[str]:

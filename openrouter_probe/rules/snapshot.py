@@ -1,15 +1,14 @@
 """Snapshots: a model's endpoints, when and where they were taken, and a content hash.
 
-Every analysis runs on a ``Snapshot``, so it can be saved, shared and reproduced. ``probe(model)``
-takes one from the API and falls back to the provider page; ``bundled_snapshot(model)`` loads the
-one shipped inside the package (the Kimi K2.5 scenario: reconstructed, not a live capture);
-``load_snapshot(path)`` reads a saved one.
+Every analysis runs on a ``Snapshot``, so it can be saved, shared and reproduced.
+``bundled_snapshot(model)`` loads the one shipped inside the package (the Kimi K2.5 scenario:
+reconstructed, not a live capture); ``load_snapshot(path)`` reads a saved one; ``rules.probing``
+takes a fresh one.
 
-A snapshot is immutable from outside: ``data`` is a read-only view (mutating it raises
-``TypeError``), ``to_json()`` returns a fresh copy, so the cached ``sha256`` and parsed endpoints
-always describe the data. ``taken_at`` is a UTC time, or ``None`` when the capture time is unknown
-(a raw ``/endpoints`` body saved with curl): a time is never made up, so the same input bytes
-always give the same output bytes.
+A snapshot is immutable from outside (``rules.frozen``: ``data`` refuses changes, ``to_json()``
+gives a fresh copy), so its cached ``sha256`` and parsed endpoints always describe the data. A
+capture time is never made up (``None`` for a raw ``/endpoints`` body saved with curl), so the same
+input bytes always give the same output bytes.
 
 Example::
 
@@ -21,13 +20,12 @@ Example::
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import html
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -39,9 +37,7 @@ from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.errors import (
-    APIError,
     Message,
-    NoRouteError,
     SnapshotError,
     first_validation_error,
 )
@@ -49,12 +45,12 @@ from openrouter_probe.files import atomic_write_text, ensure_not_input
 from openrouter_probe.rules.batch import (
     BatchAcceptance,
     BatchListing,
-    batch_model_id,
     listing_from_json,
 )
+from openrouter_probe.rules.frozen import freeze_json, thaw
 
 if TYPE_CHECKING:
-    from openrouter_probe.api.client import Client
+    pass
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -63,8 +59,6 @@ __all__ = [
     "bundled_snapshot",
     "load_snapshot",
     "model_mismatch",
-    "probe",
-    "resolve_snapshot",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,107 +70,11 @@ _FORMAT = "openrouter-probe.snapshot/1"
 BUNDLED_MODELS: dict[str, str] = {"moonshotai/kimi-k2.5": "kimi-k2.5.snapshot.json"}
 
 
-_READ_ONLY = (
-    "a Snapshot is read-only: take a copy with snapshot.to_json() (a fresh dict), edit it, "
-    "and build a new Snapshot from it"
-)
-
-
-class _FrozenDict(dict[str, Any]):
-    """A dict that refuses changes; copies (``copy.deepcopy``, ``dict(x)``) are ordinary dicts."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(_READ_ONLY)
-
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
-
-    def __copy__(self) -> dict[str, Any]:
-        return dict(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        return _thaw(self)  # type: ignore[no-any-return]
-
-    def __reduce__(self) -> Any:
-        return (_freeze, (_thaw(self),))
-
-
-class _FrozenList(list[Any]):
-    """A list that refuses changes; copies are ordinary lists."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(_READ_ONLY)
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
-
-    def __copy__(self) -> list[Any]:
-        return list(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
-        return _thaw(self)  # type: ignore[no-any-return]
-
-    def __reduce__(self) -> Any:
-        return (_freeze, (_thaw(self),))
-
-
-def _freeze(value: Any) -> Any:
-    """A deep, read-only copy of JSON-like data."""
-    if isinstance(value, dict):
-        frozen = _FrozenDict()
-        for key, item in value.items():
-            dict.__setitem__(frozen, key, _freeze(item))
-        return frozen
-    if isinstance(value, list | tuple):
-        frozen_list = _FrozenList()
-        list.extend(frozen_list, (_freeze(item) for item in value))
-        return frozen_list
-    if value is None or isinstance(value, str | int | float | bool):
-        return value  # immutable already
-    return copy.deepcopy(value)
-
-
-def _freeze_list(items: list[Any]) -> _FrozenList:
-    for index, item in enumerate(items):
-        if type(item) is list:  # lists of lists are rare: no generator on the common path
-            items[index] = _freeze_list(item)
-    return _FrozenList(items)
-
-
-def _frozen_object(pairs: dict[str, Any]) -> _FrozenDict:
-    # json's object_hook: inner objects arrive frozen already; freeze the lists beside them.
-    for key, item in pairs.items():
-        if type(item) is list:
-            pairs[key] = _freeze_list(item)
-    return _FrozenDict(pairs)
-
-
-def _freeze_json(data: Any) -> tuple[Any, str | None]:
-    """A read-only copy of ``data`` and its JSON text. The round trip runs in C, with a hook per
-    object only; data that is not JSON falls back to ``_freeze``'s walk (and has no text)."""
-    try:
-        text = json.dumps(data, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return _freeze(data), None
-    return json.loads(text, object_hook=_frozen_object), text
-
-
-def _thaw(value: Any) -> Any:
-    """A deep, ordinary (mutable) copy of data made by ``_freeze``."""
-    if isinstance(value, dict):
-        return {key: _thaw(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_thaw(item) for item in value]
-    return value
-
-
 def _as_utc(when: datetime | None) -> datetime | None:
     """``when`` in UTC: an offset is converted (not dropped), a time without a zone is read as UTC."""
     if when is None:
         return None
-    if when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
-    return when.astimezone(UTC)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -213,9 +111,7 @@ class Snapshot:
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Own a read-only copy: neither the caller's dict nor anyone later can change what the
-        # cached sha256 and parsed endpoints were computed from.
-        frozen, text = _freeze_json(self.data)
+        frozen, text = freeze_json(self.data)
         object.__setattr__(self, "data", frozen)
         object.__setattr__(self, "_json", text)
         object.__setattr__(self, "taken_at", _as_utc(self.taken_at))
@@ -315,7 +211,7 @@ class Snapshot:
         try:
             if self._json is not None:  # the JSON text the data was frozen from: parsed in Rust
                 return ModelEndpoints.model_validate_json(self._json)
-            return ModelEndpoints.model_validate(_thaw(self.data))
+            return ModelEndpoints.model_validate(thaw(self.data))
         except ValidationError as exc:
             raise SnapshotError(
                 Message(
@@ -363,7 +259,7 @@ class Snapshot:
             "origin": self.origin,
             "note": self.note,
             "sha256": self.sha256,
-            "data": _thaw(self.data) if self._json is None else json.loads(self._json),
+            "data": thaw(self.data) if self._json is None else json.loads(self._json),
         } | ({} if self.batch is None else {"batch": self.batch.to_json()})
 
     def save(self, path: str | Path, *, inputs: Iterable[str | Path] = ()) -> Path:
@@ -515,94 +411,6 @@ def bundled_snapshot(model: str = "moonshotai/kimi-k2.5") -> Snapshot:
         )
     text = resources.files("openrouter_probe.data").joinpath(name).read_text(encoding="utf-8")
     return _from_document(json.loads(text), where=f"openrouter_probe/data/{name}", source="bundled")
-
-
-def probe(model: str, *, client: Client | None = None, use_page: bool = True) -> Snapshot:
-    """Take a fresh snapshot of ``model``: the API first, then the provider page.
-
-    The result's ``source`` says which one answered. An unknown model (404) is not retried on
-    the page. ``client`` is an ``openrouter_probe.Client`` (one is made from the environment).
-    """
-    from openrouter_probe.api.client import Client, page_url
-    from openrouter_probe.api.scrape import parse_provider_page
-
-    own = client is None
-    api = Client() if client is None else client
-    try:
-        try:
-            parsed = api.endpoints(model)
-            origin = f"{api.base_url}/models/{model}/endpoints"
-            return Snapshot.from_endpoints(
-                parsed, model=model, source="api", origin=origin, batch=_probe_batch(api, model)
-            )
-        except NoRouteError:
-            raise
-        except APIError as api_exc:
-            if not use_page:
-                raise
-            url = page_url(model, base_url=api.base_url)
-            log.warning("API failed (%s); trying the provider page %s", api_exc, url)
-            try:
-                html = api.page(model)
-            except APIError as page_exc:
-                raise APIError(
-                    Message(
-                        "both-sources-failed",
-                        "both sources failed: API: {api:s}; page: {page:s}. Use {offline=True} "
-                        "or {snapshot=PATH} to work without the network",
-                        api=str(api_exc),
-                        page=str(page_exc),
-                    ),
-                    url=url,
-                ) from page_exc
-            parsed = parse_provider_page(html, model=model, source=url)
-            return Snapshot.from_endpoints(parsed, model=model, source="page", origin=url)
-    finally:
-        if own:
-            api.close()
-
-
-def _probe_batch(api: Client, model: str) -> BatchListing | None:
-    """The model's ``:batch`` endpoints (a 404 or an empty list: none), or ``None`` when the
-    listing could not be read (then nothing is known about batches, and that is said)."""
-    variant = batch_model_id(model)
-    origin = f"{api.base_url}/models/{variant}/endpoints"
-    when = datetime.now(UTC).replace(microsecond=0)
-    try:
-        parsed = api.endpoints(variant, diagnose=False)  # the model's own just answered
-    except NoRouteError:
-        return BatchListing(origin=origin, taken_at=when, data=None)
-    except APIError as exc:
-        log.warning("%s: %s; the snapshot says nothing about :batch endpoints", origin, exc)
-        return None
-    return BatchListing(origin=origin, taken_at=when, data=parsed.to_json_dict(), _parsed=parsed)
-
-
-def resolve_snapshot(
-    model: str | None,
-    *,
-    offline: bool = False,
-    snapshot: Snapshot | str | Path | None = None,
-    live: Callable[[str], Snapshot] = probe,
-) -> Snapshot:
-    """Return the snapshot a command asked for: ``--snapshot bundled|PATH`` (or a ``Snapshot``),
-    ``--offline``, or a fresh one (``live``: ``probe``, or a paid run's own read of the API).
-    A snapshot for another model than ``model`` is an error."""
-    if isinstance(snapshot, Snapshot):
-        snap = snapshot
-    elif snapshot == "bundled" or (offline and not snapshot):
-        snap = bundled_snapshot(model or "moonshotai/kimi-k2.5")
-    elif snapshot:
-        snap = load_snapshot(snapshot)
-    elif model:
-        snap = live(model)
-    else:
-        raise SnapshotError(Message("no-model", "give a model, {offline=True} or {snapshot=PATH}"))
-    named = isinstance(snapshot, str | Path) and snapshot != "bundled"
-    mismatch = model and model_mismatch(snap, model, source=str(snapshot) if named else None)
-    if mismatch:
-        raise SnapshotError(mismatch)
-    return snap
 
 
 def model_mismatch(

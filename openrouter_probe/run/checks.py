@@ -1,5 +1,5 @@
 """What a paid run checks before it sends anything: the model's endpoints now (``endpoints_now``:
-``rules.snapshot.resolve_snapshot`` with a live read of the API) and the key's budgets (``key_check``:
+``rules.probing.resolve_snapshot`` with a live read of the API) and the key's budgets (``key_check``:
 ``GET /key``'s budget that blocks first, against the run's budget and the worst
 case of one request), with what the account can hold in flight (``KeyCheck.balance_usd``:
 ``GET /credits``' balance, at most what that budget has left; where the run's dollar window
@@ -59,8 +59,8 @@ class KeyCheck(NamedTuple):
 
 def endpoints_now(model: str, snapshot: Any, connection: Connection) -> tuple[list[Endpoint], Any]:
     """The model's endpoints now: from ``snapshot`` (a Snapshot, a path or "bundled") or live
-    (``rules.snapshot.resolve_snapshot``, with the live read below, over ``connection``)."""
-    from openrouter_probe.rules.snapshot import resolve_snapshot
+    (``rules.probing.resolve_snapshot``, with the live read below, over ``connection``)."""
+    from openrouter_probe.rules.probing import resolve_snapshot
 
     live = functools.partial(_live_snapshot, connection=connection)
     snap = resolve_snapshot(model, snapshot=snapshot, live=live)

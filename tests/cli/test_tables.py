@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from openrouter_probe.cli import cli
-from openrouter_probe.cli._common import fit_columns, format_cell
+from openrouter_probe.cli.tables import fit_columns, format_cell
 from openrouter_probe.rules.snapshot import bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
@@ -124,7 +124,7 @@ def test_the_width_of_a_pipe_a_terminal_and_columns(monkeypatch: pytest.MonkeyPa
     import shutil
     import sys
 
-    from openrouter_probe.cli._common import table_width
+    from openrouter_probe.cli.tables import table_width
 
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setattr(sys, "stdout", open(os.devnull, "w"))  # noqa: SIM115 (closed with the test)

@@ -345,7 +345,8 @@ def test_verify_says_its_keywords_and_the_cli_its_flags(tmp_path: Path) -> None:
 def test_a_snapshot_the_package_lacks_says_snapshot_and_the_cli_its_flag() -> None:
     """rules.snapshot: the suggested command stays whole, the way out is snapshot=PATH."""
     from openrouter_probe.errors import SnapshotError
-    from openrouter_probe.rules.snapshot import bundled_snapshot, resolve_snapshot
+    from openrouter_probe.rules.probing import resolve_snapshot
+    from openrouter_probe.rules.snapshot import bundled_snapshot
 
     with pytest.raises(SnapshotError) as info:
         bundled_snapshot("acme/none")

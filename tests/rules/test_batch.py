@@ -23,13 +23,9 @@ from openrouter_probe.policy.compiler import compile_policy
 from openrouter_probe.policy.lint import lint_batch_block
 from openrouter_probe.policy.spec import load_spec, parse_spec
 from openrouter_probe.rules.batch import BatchListing, batch_pairs
+from openrouter_probe.rules.probing import probe
 from openrouter_probe.rules.routing import route_batch
-from openrouter_probe.rules.snapshot import (
-    Snapshot,
-    bundled_snapshot,
-    load_snapshot,
-    probe,
-)
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "batch"

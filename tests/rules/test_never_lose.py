@@ -19,12 +19,8 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError, PolicyError, SnapshotError
 from openrouter_probe.policy.compiler import compile_policy
 from openrouter_probe.policy.spec import load_spec
-from openrouter_probe.rules.snapshot import (
-    Snapshot,
-    bundled_snapshot,
-    load_snapshot,
-    resolve_snapshot,
-)
+from openrouter_probe.rules.probing import resolve_snapshot
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
 from tests.conftest import CAPTURES, ROOT
 
 MODEL = "moonshotai/kimi-k2.5"

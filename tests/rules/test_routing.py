@@ -18,20 +18,24 @@ from hypothesis import strategies as st
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.rules.provider_block import MAX_PRICE_UNITS, MaxPrice, ProviderBlock, SortSpec
-from openrouter_probe.rules.routing import (
-    ASSUMPTIONS,
+from openrouter_probe.rules.provider_block import (
+    MAX_PRICE_UNITS,
     NON_PARAMETER_KEYS,
     REQUEST_PARAMETERS,
+    MaxPrice,
+    ProviderBlock,
+    SortSpec,
+)
+from openrouter_probe.rules.ranking import blended_price_usd_per_m, tool_routing
+from openrouter_probe.rules.routing import (
+    ASSUMPTIONS,
     Candidate,
     Exclusion,
     RequestParams,
     RouteDecision,
-    blended_price_usd_per_m,
     matches,
     route,
     service_tier,
-    tool_routing,
 )
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from tests.conftest import CAPTURES, ROOT

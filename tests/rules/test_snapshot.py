@@ -8,13 +8,8 @@ import pytest
 
 from openrouter_probe.api.client import Client
 from openrouter_probe.errors import NoRouteError, SnapshotError
-from openrouter_probe.rules.snapshot import (
-    Snapshot,
-    bundled_snapshot,
-    load_snapshot,
-    probe,
-    resolve_snapshot,
-)
+from openrouter_probe.rules.probing import probe, resolve_snapshot
+from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
 from tests.conftest import CAPTURES, DATA
 
 
