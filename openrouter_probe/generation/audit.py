@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
 from openrouter_probe.generation.records import beside, merged_records, records
-from openrouter_probe.rules.sampling_mix import Shares
+from openrouter_probe.rules.sampling_mix import Shares, count_sampling
 from openrouter_probe.run.books.output import load_resume_state, output_tokens_of
 from openrouter_probe.run.lock import running_holder
 from openrouter_probe.run.money.journal import journal_path
@@ -362,14 +362,16 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     superseded: list[str] = []
     failed_by_kind: dict[str, int] = {}
     outside_rows: list[tuple[str, str]] = []
-    sampling, realised = Shares(), Decimal(0)
+    sampling: dict[str, dict[str, dict[str, int]]] = {}
+    realised = Decimal(0)
     for record in merged_records(files, superseded=superseded):
         finished.add(str(record["id"]))
         if record.get("status") == "failed":
             kind = str((record.get("error") or {}).get("status") or "other")
             failed_by_kind[kind] = failed_by_kind.get(kind, 0) + 1
             continue
-        sampling.add(str(record.get("dataset") or "default"), record.get("sampling_params"))
+        dataset = str(record.get("dataset") or "default")
+        count_sampling(sampling, dataset, record.get("sampling_params"))
         turns = record.get("turns")
         answers = turns if isinstance(turns, list) and turns else [record]
         outside: list[str] = []
@@ -401,7 +403,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         cancelled=len(cancelled - finished),
         realised_usd=realised,
         superseded=len(superseded),
-        sampling=sampling,
+        sampling=Shares(sampling),
         **spent,
         **_predict(providers, realised, snapshot, compiled),
     )

@@ -88,12 +88,12 @@ def _shard_shares(
 
 def _mix_shares(todo: list[PromptRow], builder: RequestBuilder) -> list[str]:
     """The sampling mix's draws over the rows to send, per dataset (what ``audit`` will count)."""
-    from openrouter_probe.rules.sampling_mix import Shares
+    from openrouter_probe.rules.sampling_mix import Shares, count_sampling
 
-    shares = Shares()
+    counts: dict[str, dict[str, dict[str, int]]] = {}
     for row in todo:
-        shares.add(row.dataset, builder.sampling_of(row))
-    return [f"drawn for the rows to send, {line}" for line in shares.lines()]
+        count_sampling(counts, row.dataset, builder.sampling_of(row))
+    return [f"drawn for the rows to send, {line}" for line in Shares(counts).lines()]
 
 
 def summarize_dry_run(

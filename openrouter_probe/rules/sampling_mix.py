@@ -28,12 +28,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from openrouter_probe.errors import OptionError, Shown
 from openrouter_probe.rules.sampling import SamplingAdvice, thinking_on
 
-__all__ = ["MIX_KEYWORDS", "Draw", "Mix", "SamplingMix", "Shares", "parse_mix"]
+__all__ = [
+    "MIX_KEYWORDS",
+    "Draw",
+    "Mix",
+    "SamplingMix",
+    "Shares",
+    "count_sampling",
+    "parse_mix",
+]
 
 _EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 _THINKING = {"on": True, "off": False}
@@ -265,40 +274,56 @@ class SamplingMix:
         )
 
 
-@dataclass
+def count_sampling(
+    counts: dict[str, dict[str, dict[str, int]]],
+    dataset: str,
+    sampling_params: Mapping[str, Any] | None,
+) -> None:
+    """Count into ``counts`` one row of ``dataset`` sent with ``sampling_params`` (``None``: not
+    recorded, counted as ``unknown``, never as a default); ``Shares(counts)`` is the value."""
+    by = counts.setdefault(dataset, {})
+    if sampling_params is None:
+        recorded = by.setdefault("recorded", {})
+        recorded["unknown"] = recorded.get("unknown", 0) + 1
+        return
+    reasoning = sampling_params.get("reasoning")
+    effort = sampling_params.get("reasoning_effort")
+    said = reasoning is not None or effort is not None
+    seen = {
+        # nothing said: the model's default, not a guess at it
+        "thinking": ("on" if thinking_on(reasoning, effort) else "off")
+        if said
+        else "model's default",
+        "temperature": _said(sampling_params["temperature"])
+        if "temperature" in sampling_params
+        else "provider's default",
+    }
+    if isinstance(reasoning, Mapping) and "effort" in reasoning:
+        seen["reasoning_effort"] = str(reasoning["effort"])
+    elif effort is not None:
+        seen["reasoning_effort"] = str(effort)
+    for name, value in seen.items():
+        counter = by.setdefault(name, {})
+        counter[value] = counter.get(value, 0) + 1
+
+
+@dataclass(frozen=True)
 class Shares:
     """What rows were sampled with, per dataset (the dry run's draws, ``audit``'s records): how
-    many rows thought, and each temperature and effort they were sent with."""
+    many rows thought, and each temperature and effort they were sent with. A value: the counts
+    ``count_sampling`` made, read-only."""
 
-    counts: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    counts: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
 
-    def add(self, dataset: str, sampling_params: Mapping[str, Any] | None) -> None:
-        """Count one row sent with ``sampling_params`` (``None``: not recorded, counted as
-        ``unknown``, never as a default)."""
-        by = self.counts.setdefault(dataset, {})
-        if sampling_params is None:
-            by.setdefault("recorded", {}).setdefault("unknown", 0)
-            by["recorded"]["unknown"] += 1
-            return
-        reasoning = sampling_params.get("reasoning")
-        effort = sampling_params.get("reasoning_effort")
-        said = reasoning is not None or effort is not None
-        seen = {
-            # nothing said: the model's default, not a guess at it
-            "thinking": ("on" if thinking_on(reasoning, effort) else "off")
-            if said
-            else "model's default",
-            "temperature": _said(sampling_params["temperature"])
-            if "temperature" in sampling_params
-            else "provider's default",
+    def __post_init__(self) -> None:
+        read_only = {
+            d: MappingProxyType({k: MappingProxyType(dict(v)) for k, v in by.items()})
+            for d, by in self.counts.items()
         }
-        if isinstance(reasoning, Mapping) and "effort" in reasoning:
-            seen["reasoning_effort"] = str(reasoning["effort"])
-        elif effort is not None:
-            seen["reasoning_effort"] = str(effort)
-        for name, value in seen.items():
-            counter = by.setdefault(name, {})
-            counter[value] = counter.get(value, 0) + 1
+        object.__setattr__(self, "counts", MappingProxyType(read_only))
+
+    def __reduce__(self) -> Any:
+        return (Shares, (self.to_dict(),))
 
     def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
         return {d: {k: dict(v) for k, v in by.items()} for d, by in sorted(self.counts.items())}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -249,12 +250,17 @@ def test_a_mix_seed_without_a_mix_is_named_unused(tmp_path: Path) -> None:
 
 
 def test_shares_say_a_default_and_an_unrecorded_row_as_such() -> None:
-    from openrouter_probe.rules.sampling_mix import Shares
+    from openrouter_probe.rules.sampling_mix import Shares, count_sampling
 
-    shares = Shares()
-    shares.add("d", {})  # nothing sent: the defaults, not a guess at them
-    shares.add("d", {"temperature": 0.6, "reasoning": {"effort": "low"}})
-    shares.add("d", None)  # a record of before sampling_params
+    counts: dict[str, dict[str, dict[str, int]]] = {}
+    count_sampling(counts, "d", {})  # nothing sent: the defaults, not a guess at them
+    count_sampling(counts, "d", {"temperature": 0.6, "reasoning": {"effort": "low"}})
+    count_sampling(counts, "d", None)  # a record of before sampling_params
+    shares = Shares(counts)
+    counts["d"]["thinking"]["on"] = 99  # the value is a copy: its counter is not
+    with pytest.raises(TypeError):
+        shares.counts["d"]["thinking"]["on"] = 2  # type: ignore[index]
+    assert pickle.loads(pickle.dumps(shares)) == shares
     assert shares.to_dict() == {
         "d": {
             "thinking": {"model's default": 1, "on": 1},

@@ -177,8 +177,7 @@ def test_an_audit_and_an_export_are_values_too(tmp_path: Path) -> None:
     assert done.written + sum(done.not_answered.values()) == 12
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.failed = 1  # type: ignore[misc]
-    # (``sampling``, the rules' per-dataset sampling counter, is the one mutable part left)
-    assert _mutable(dataclasses.replace(report, sampling=None), "report") == []
+    assert report.sampling.counts and _mutable(report, "report") == []
     assert _mutable(done, "export") == []
 
 
