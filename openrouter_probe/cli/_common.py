@@ -9,6 +9,7 @@ option's value included (``checked_by``: option callbacks raise click's usage er
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -38,6 +39,11 @@ __all__ = ["budget_option", "format_option", "out_option", "snapshot_options"]
 _DEBUG_ENV = "OPENROUTER_PROBE_DEBUG"
 
 
+#: The commands that run a paid job: the collector is held off through their setup, until the
+#: job sends (``run.schedule.garbage.held``).
+RUNS_A_JOB = frozenset({"generate", "verify"})
+
+
 class Command(click.Command):
     """A command whose library refusals of a keyword's value (``OptionError``) are usage errors:
     exit 2, the keyword said as this command's own flag, looked up in its click parameters.
@@ -59,9 +65,11 @@ class Command(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         from openrouter_probe.errors import OptionError, ProbeError
+        from openrouter_probe.run.schedule.garbage import held
 
         try:
-            return super().invoke(ctx)
+            with held() if self.name in RUNS_A_JOB else contextlib.nullcontext():
+                return super().invoke(ctx)
         except OptionError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
