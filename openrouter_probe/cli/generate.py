@@ -437,7 +437,9 @@ def _kind_of(path: str) -> str | None:
     from openrouter_probe.policy.spec import document_kind
 
     try:
-        kind = document_kind(yaml.safe_load(head.decode("utf-8", errors="replace")))
+        # libyaml's loader where there is one: ten times faster than the pure one on a policy
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        kind = document_kind(yaml.load(head.decode("utf-8", errors="replace"), Loader=loader))
     except yaml.YAMLError:
         return None
     return {"compiled": "a compiled policy", "spec": "a policy spec"}.get(kind)

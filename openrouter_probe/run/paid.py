@@ -464,9 +464,9 @@ def open_run(
 
 def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
     if progress is True and rows:
-        from openrouter_probe.run.progress import RichProgress
+        from openrouter_probe.run.progress import progress_for
 
-        return RichProgress(rows)
+        return progress_for(rows)
     return None if isinstance(progress, bool) else progress
 
 

@@ -31,7 +31,7 @@ from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.rules.snapshot import bundled_snapshot
-from openrouter_probe.run.progress import RichProgress
+from openrouter_probe.run.progress import LastLine, RichProgress, progress_for
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY, ROOT
 
@@ -123,6 +123,57 @@ def test_the_progress_line_keeps_rows_money_and_eta_first(tmp_path: Path, width:
     assert re.search(r"\d[\d,.]* rows/s", last) and " tok" in last
     assert ("Chutes:40" in last) is (width == 200)  # the provider list goes first
     assert "\x1b" in stream.getvalue()  # drawn on the (forced) terminal
+
+
+def test_where_nothing_redraws_it_the_last_progress_line_is_written_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(40))
+    stream = io.StringIO()
+    bar = LastLine(40, file=stream)
+    asyncio.run(
+        generate(
+            tmp_path / "prompts.jsonl",
+            policy=POLICY,
+            out=tmp_path / "out.jsonl",
+            send=LedgerSender(seed=2),
+            snapshot="bundled",
+            budget_usd=5,
+            max_tokens=50,
+            progress=bar,
+        )
+    )
+    written = stream.getvalue()
+    assert written.count("\n") == 1 and written.endswith("\n")  # one line, at the end
+    assert re.match(r"40/40 rows  \$0\.\d{4}/\$5\.00  ETA 0:00:00", written), written
+    assert len(written) - 1 <= 60
+    assert "\x1b" not in written
+
+
+@pytest.mark.parametrize(
+    ("terminal", "environ", "kind"),
+    [
+        (True, {}, RichProgress),
+        (False, {}, LastLine),
+        (False, {"FORCE_COLOR": "1"}, RichProgress),
+        (False, {"TTY_COMPATIBLE": "1"}, RichProgress),
+        (True, {"TTY_COMPATIBLE": "0"}, LastLine),
+    ],
+)
+def test_the_live_line_is_rich_where_it_is_redrawn(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool, environ: dict[str, str], kind: type
+) -> None:
+    class Stderr(io.StringIO):
+        def isatty(self) -> bool:
+            return terminal
+
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    assert type(progress_for(10)) is kind
 
 
 def test_the_summary_fits_80_columns_and_never_cuts_a_figure(tmp_path: Path) -> None:

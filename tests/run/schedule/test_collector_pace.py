@@ -1,5 +1,6 @@
 """The garbage collector's pace while a ``generate`` job runs: fewer collections, the process's
-thresholds back when the last job ends, a collector switched off left off."""
+thresholds back when the last job ends, a collector switched off left off; held off altogether
+through a command's setup, until its job sends."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from openrouter_probe.run.schedule.garbage import FIRST, OLDER, paced
+from openrouter_probe.run.schedule.garbage import FIRST, OLDER, held, paced
 
 
 @pytest.fixture(autouse=True)
 def _thresholds() -> Iterator[None]:
-    before = gc.get_threshold()
+    before, enabled = gc.get_threshold(), gc.isenabled()
     yield
     gc.set_threshold(*before)
+    (gc.enable if enabled else gc.disable)()
 
 
 def test_a_job_raises_the_thresholds_and_puts_them_back() -> None:
@@ -51,3 +53,49 @@ def test_a_job_that_raises_puts_them_back() -> None:
     with pytest.raises(RuntimeError), paced():
         raise RuntimeError("the job failed")
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_held_collector_runs_again_once_the_job_sends() -> None:
+    gc.set_threshold(700, 10, 10)
+    gc.enable()
+    with held():
+        assert not gc.isenabled()  # the setup: imports, the policy, the prompts
+        assert gc.get_freeze_count() == 0
+        with paced():
+            assert gc.isenabled()
+            assert gc.get_threshold() == (FIRST, *OLDER)
+            assert gc.get_freeze_count() > 0  # what the setup left alive: walked no more
+        assert gc.isenabled()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0  # the process's objects collectable again
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_command_that_ends_before_sending_lets_the_collector_go() -> None:
+    gc.enable()
+    inside = []
+
+    def refuse() -> None:
+        with held():
+            inside.append(gc.isenabled())
+            raise SystemExit(2)  # a refusal, before any job
+
+    with pytest.raises(SystemExit):
+        refuse()
+    assert inside == [False]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_collector_switched_off_stays_off_through_a_hold_and_a_job() -> None:
+    gc.disable()
+    with held(), paced():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_the_commands_that_hold_the_collector_are_the_clis_job_commands() -> None:
+    from openrouter_probe.cli import cli
+    from openrouter_probe.cli._common import RUNS_A_JOB
+
+    assert set(cli.commands) >= RUNS_A_JOB
