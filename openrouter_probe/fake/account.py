@@ -1,7 +1,8 @@
 """The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget
 (``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``: the
 in-flight budget; ``refuse_credit``: the credit's 402s). A key's own limit, the default key's
-(``--key-limit-usd``) as a managed key's, is ``fake.keys``'.
+(``--key-limit-usd``) as a managed key's, is ``fake.keys``'. What ``/key`` and ``/credits`` report
+of the account: ``key_data``, ``credits_data``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import affordable_tokens, worst_case_usd
 from openrouter_probe.fake.reply import output_cap
 
-__all__ = ["AccountLimits", "hold_for", "refuse_credit"]
+__all__ = [
+    "WORKSPACE_ID",
+    "AccountLimits",
+    "credits_data",
+    "hold_for",
+    "key_data",
+    "refuse_credit",
+    "workspace_budget",
+]
 
 
 def _402(body: bytes, headers: dict[str, str] | None = None) -> web.Response:
@@ -224,3 +233,106 @@ def refuse_credit(
         return _402(bodies.error_body(402, message)), need
     message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
     return _402(bodies.error_body(402, message)), need
+
+
+def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
+    """A ``/key`` ``budgets[]`` entry for the fake's workspace budget (``KeyBudget``)."""
+    return {
+        "budget_id": "budget_fake_workspace",
+        "guardrail_id": None,
+        "include_byok": False,
+        "limit_usd": limit_usd,
+        "remaining_usd": limit_usd - spend_usd,
+        "reset_interval": "monthly",
+        "resets_at": resets_at,
+        "scope": "workspace",
+        "spend_usd": spend_usd,
+    }
+
+
+#: The fake account's workspace (every account has a default one; the id format is the fake's own).
+WORKSPACE_ID = "workspace_fake"
+#: Free-model requests a day for an account that bought at least $10 of credits (OpenRouter's
+#: ``FREE_MODEL_HAS_CREDITS_RPD``); the fake serves no ``:free`` variant, so none is ever used.
+FREE_MODEL_DAILY_REQUESTS = 1000
+#: What a lookup without a limit reports as credits bought: the fake never runs out without one.
+UNLIMITED_CREDITS_USD = 1_000_000.0
+
+
+def key_data(
+    *,
+    limit_usd: float | None,
+    remaining_usd: float | None,
+    usage_usd: float,
+    workspace: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD).
+
+    A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
+    the key's own limit when it has one (``effective_budget`` is then that entry), and
+    ``rate_limit`` is the deprecated object that "will always return -1". A ``workspace`` budget
+    (``workspace_budget``) comes first, as enforcement checks it before the key's own limit;
+    ``effective_budget`` is a spent entry if one is, else the one with the least remaining."""
+    budget = (
+        None
+        if limit_usd is None
+        else {
+            "budget_id": None,
+            "guardrail_id": None,
+            "include_byok": False,
+            "limit_usd": limit_usd,
+            "remaining_usd": limit_usd if remaining_usd is None else remaining_usd,
+            "reset_interval": None,
+            "resets_at": None,
+            "scope": "key_limit",
+            "spend_usd": usage_usd,
+        }
+    )
+    layers = [b for b in (workspace, budget) if b is not None]
+    return {
+        "label": "fake-openrouter",
+        "limit": limit_usd,
+        "limit_remaining": remaining_usd,
+        "limit_reset": None,
+        "include_byok_in_limit": False,
+        "usage": usage_usd,
+        "usage_daily": usage_usd,
+        "usage_weekly": usage_usd,
+        "usage_monthly": usage_usd,
+        "byok_usage": 0,
+        "byok_usage_daily": 0,
+        "byok_usage_weekly": 0,
+        "byok_usage_monthly": 0,
+        "is_free_tier": False,
+        "is_management_key": False,
+        "is_provisioning_key": False,
+        "creator_user_id": "user_fake",
+        "organization_id": None,
+        "workspace_id": WORKSPACE_ID,
+        "allowed_data_regions": ["global"],
+        "budgets": layers,
+        "effective_budget": _effective(layers),
+        "free_model_daily_requests": {
+            "limit": FREE_MODEL_DAILY_REQUESTS,
+            "remaining": FREE_MODEL_DAILY_REQUESTS,
+            "used": 0,
+        },
+        "expires_at": None,
+        "rate_limit": {
+            "requests": -1,
+            "interval": "10s",
+            "note": "This field is deprecated and safe to ignore.",
+        },
+    }
+
+
+def _effective(layers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    spent = [b for b in layers if b["remaining_usd"] <= 0]
+    return spent[0] if spent else min(layers, key=lambda b: b["remaining_usd"], default=None)
+
+
+def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:
+    """``GET /credits``' ``data``: credits bought and used, in USD (the key's limit stands for
+    what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
+    total = UNLIMITED_CREDITS_USD if limit_usd is None else limit_usd
+    return {"total_credits": total, "total_usage": usage_usd}

@@ -28,7 +28,14 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.account import AccountLimits, hold_for, refuse_credit
+from openrouter_probe.fake.account import (
+    AccountLimits,
+    credits_data,
+    hold_for,
+    key_data,
+    refuse_credit,
+    workspace_budget,
+)
 from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import (
     Credit,
@@ -38,10 +45,11 @@ from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
 from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
+from openrouter_probe.fake.generation import GenerationRecord
 from openrouter_probe.fake.keys import KeyStore, ManagedKey
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.refusals import ACCOUNT_REFUSALS, refusal_body
-from openrouter_probe.fake.reply import GenerationRecord, Reply
+from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
 from openrouter_probe.fake.sampling import parse_sampling
@@ -335,12 +343,12 @@ class FakeOpenRouter:
             limit, remaining, usage = default.limit_usd, default.remaining_usd, default.spent_usd
         workspace = None
         if self.workspace_budget_usd is not None:
-            workspace = bodies.workspace_budget(
+            workspace = workspace_budget(
                 limit_usd=self.workspace_budget_usd,
                 spend_usd=float(self.ledger.total_usd),
                 resets_at=_next_month(self.now()).isoformat().replace("+00:00", "Z"),
             )
-        data = bodies.key_data(
+        data = key_data(
             limit_usd=None if limit is None else float(limit),
             remaining_usd=None if remaining is None else float(remaining),
             usage_usd=float(usage),
@@ -358,7 +366,7 @@ class FakeOpenRouter:
         if denied is not None:
             return denied
         limit = self.credit.limit_usd
-        data = bodies.credits_data(
+        data = credits_data(
             limit_usd=None if limit is None else float(limit),
             usage_usd=float(self.credit.spent_usd),
         )

@@ -239,7 +239,7 @@ class BatchRun:
         rid = f"batch_req_{self.id.rsplit('-', 1)[-1]}_{i:06d}"
         digest = hashlib.sha256(f"{self.id}:{i}".encode()).hexdigest()
         gen_id = f"gen-batch-{self.created_at}-{digest[:20]}"
-        usage = bodies.usage_object(billed)
+        usage = json.loads(bodies.usage_json(billed))
         usage.pop("cost", None)
         usage.pop("cost_details", None)
         body = {

@@ -1,8 +1,9 @@
 """Response bodies as OpenRouter sends them (the real captures in ``tests/data/captures/``).
 
-The catalogue and account bodies (``/models``, ``/models/{id}/endpoints``, ``/key``, ``/credits``,
-``/generation``) carry every field the official ``openrouter`` SDK (1.3.84) requires, with the values
-a plain pay-as-you-go account sees (``tests/fake/test_sdk.py`` parses each with the SDK's own models).
+The catalogue bodies (``/models``, ``/models/{id}/endpoints``) and the account's (``fake.account``:
+``/key``, ``/credits``; ``fake.generation``: ``/generation``) carry every field the official
+``openrouter`` SDK (1.3.84) requires, with the values a plain pay-as-you-go account sees
+(``tests/fake/test_sdk.py`` parses each with the SDK's own models).
 
 Non-streaming bodies start with whitespace keep-alive padding; streams open with
 ``: OPENROUTER PROCESSING``, send reasoning deltas, then content deltas, a chunk with the
@@ -29,22 +30,18 @@ from openrouter_probe.rules.routing import service_tier
 
 __all__ = [
     "DONE",
-    "GENERATION_EXTRAS",
     "PADDING",
     "PROCESSING",
     "ChunkWriter",
     "choices_json",
     "completion_body",
-    "credits_data",
     "endpoint_entry",
     "error_body",
-    "key_data",
     "logprobs_object",
     "model_entry",
     "no_route_body",
     "provider_entry",
     "usage_json",
-    "usage_object",
 ]
 
 #: Keep-alive whitespace before a non-streaming body (the K2.5 Inceptron capture has this much).
@@ -55,40 +52,8 @@ DONE = b"data: [DONE]\n\n"
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def usage_object(charge: Charge) -> dict[str, Any]:
-    """``usage`` in OpenRouter's full shape; ``cost`` is OpenRouter's part of the bill,
-    ``upstream_inference_cost`` the provider's (a BYOK answer's is billed to the user's key)."""
-    cost = float(charge.cost_usd)
-    usage: dict[str, Any] = {
-        "prompt_tokens": charge.prompt_tokens,
-        "completion_tokens": charge.completion_tokens,
-        "total_tokens": charge.prompt_tokens + charge.completion_tokens,
-        "cost": cost,
-        "is_byok": charge.byok,
-        "prompt_tokens_details": {
-            "cached_tokens": 0,
-            "cache_write_tokens": 0,
-            "audio_tokens": 0,
-            "video_tokens": 0,
-        },
-        "cost_details": {
-            "upstream_inference_cost": float(charge.upstream_usd),
-            "upstream_inference_prompt_cost": float(charge.prompt_usd),
-            "upstream_inference_completions_cost": float(charge.completion_usd),
-        },
-        "completion_tokens_details": {
-            "reasoning_tokens": charge.reasoning_tokens,
-            "image_tokens": 0,
-            "audio_tokens": 0,
-        },
-    }
-    if charge.searches:
-        usage["server_tool_use_details"] = {"web_search_requests": charge.searches}
-    return usage
-
-
 def usage_json(charge: Charge) -> str:
-    """``usage_object(charge)`` serialized, from a template (the hot path of every answer).
+    """``usage`` in OpenRouter's full shape, from a template (the hot path of every answer).
     ``cost`` is OpenRouter's part, ``cost_details.upstream_inference_cost`` the provider's
     (equal to ``cost`` unless the answer is BYOK: OPENROUTER.md 7.2, 19)."""
     cost = repr(float(charge.cost_usd))
@@ -229,7 +194,7 @@ class ChunkWriter:
         self._head = "data: " + _dumps(head)[:-1] + ',"choices":[{"index":0,"delta":'
         self._open = ',"finish_reason":null,"native_finish_reason":null}]}\n\n'
 
-    def reasoning(self, text: str, *, logprobs: dict[str, Any] | None = None) -> str:
+    def reasoning(self, text: str) -> str:
         delta = {
             "content": "",
             "role": "assistant",
@@ -268,20 +233,12 @@ class ChunkWriter:
     def finish(self, finish_reason: str | None, *, usage: str | None = None) -> str:
         """The finishing chunk; with ``usage`` (``usage_json``) it is the last one, with the
         ``finish_reason`` repeated."""
-        delta = (
-            {"content": "", "role": "assistant"}
-            if usage
-            else {
-                "content": "",
-                "role": "assistant",
-                "reasoning": None,
-            }
-        )
+        delta = '{"content":"","role":"assistant"' + ("}" if usage else ',"reasoning":null}')
         said = "null" if finish_reason is None else f'"{finish_reason}"'
         tail = f',"finish_reason":{said},"native_finish_reason":{said}}}]'
         if usage is not None:
             tail += ',"usage":' + usage
-        return self._head + _dumps(delta) + tail + "}\n\n"
+        return self._head + delta + tail + "}\n\n"
 
     def error(self, error: dict[str, Any]) -> str:
         """A mid-stream error event (HTTP stays 200): top-level ``error``, ``finish_reason: error``."""
@@ -389,131 +346,6 @@ def key_429(*, retry_at: datetime, now: datetime) -> tuple[bytes, dict[str, str]
 def workspace_budget_403(limit_usd: float) -> bytes:
     """A workspace budget spent: OpenRouter's 403 (its docs' wording, OPENROUTER.md 15)."""
     return error_body(403, f"Workspace monthly budget of ${limit_usd:,.2f} exceeded")
-
-
-def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
-    """A ``/key`` ``budgets[]`` entry for the fake's workspace budget (``KeyBudget``)."""
-    return {
-        "budget_id": "budget_fake_workspace",
-        "guardrail_id": None,
-        "include_byok": False,
-        "limit_usd": limit_usd,
-        "remaining_usd": limit_usd - spend_usd,
-        "reset_interval": "monthly",
-        "resets_at": resets_at,
-        "scope": "workspace",
-        "spend_usd": spend_usd,
-    }
-
-
-#: The fake account's workspace (every account has a default one; the id format is the fake's own).
-WORKSPACE_ID = "workspace_fake"
-#: Free-model requests a day for an account that bought at least $10 of credits (OpenRouter's
-#: ``FREE_MODEL_HAS_CREDITS_RPD``); the fake serves no ``:free`` variant, so none is ever used.
-FREE_MODEL_DAILY_REQUESTS = 1000
-#: What a lookup without a limit reports as credits bought: the fake never runs out without one.
-UNLIMITED_CREDITS_USD = 1_000_000.0
-
-
-def key_data(
-    *,
-    limit_usd: float | None,
-    remaining_usd: float | None,
-    usage_usd: float,
-    workspace: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD).
-
-    A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
-    the key's own limit when it has one (``effective_budget`` is then that entry), and
-    ``rate_limit`` is the deprecated object that "will always return -1". A ``workspace`` budget
-    (``workspace_budget``) comes first, as enforcement checks it before the key's own limit;
-    ``effective_budget`` is a spent entry if one is, else the one with the least remaining."""
-    budget = (
-        None
-        if limit_usd is None
-        else {
-            "budget_id": None,
-            "guardrail_id": None,
-            "include_byok": False,
-            "limit_usd": limit_usd,
-            "remaining_usd": limit_usd if remaining_usd is None else remaining_usd,
-            "reset_interval": None,
-            "resets_at": None,
-            "scope": "key_limit",
-            "spend_usd": usage_usd,
-        }
-    )
-    layers = [b for b in (workspace, budget) if b is not None]
-    return {
-        "label": "fake-openrouter",
-        "limit": limit_usd,
-        "limit_remaining": remaining_usd,
-        "limit_reset": None,
-        "include_byok_in_limit": False,
-        "usage": usage_usd,
-        "usage_daily": usage_usd,
-        "usage_weekly": usage_usd,
-        "usage_monthly": usage_usd,
-        "byok_usage": 0,
-        "byok_usage_daily": 0,
-        "byok_usage_weekly": 0,
-        "byok_usage_monthly": 0,
-        "is_free_tier": False,
-        "is_management_key": False,
-        "is_provisioning_key": False,
-        "creator_user_id": "user_fake",
-        "organization_id": None,
-        "workspace_id": WORKSPACE_ID,
-        "allowed_data_regions": ["global"],
-        "budgets": layers,
-        "effective_budget": _effective(layers),
-        "free_model_daily_requests": {
-            "limit": FREE_MODEL_DAILY_REQUESTS,
-            "remaining": FREE_MODEL_DAILY_REQUESTS,
-            "used": 0,
-        },
-        "expires_at": None,
-        "rate_limit": {
-            "requests": -1,
-            "interval": "10s",
-            "note": "This field is deprecated and safe to ignore.",
-        },
-    }
-
-
-def _effective(layers: list[dict[str, Any]]) -> dict[str, Any] | None:
-    spent = [b for b in layers if b["remaining_usd"] <= 0]
-    return spent[0] if spent else min(layers, key=lambda b: b["remaining_usd"], default=None)
-
-
-def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:
-    """``GET /credits``' ``data``: credits bought and used, in USD (the key's limit stands for
-    what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
-    total = UNLIMITED_CREDITS_USD if limit_usd is None else limit_usd
-    return {"total_credits": total, "total_usage": usage_usd}
-
-
-#: What ``/generation`` reports beyond the generation's own figures: no app, preset, router,
-#: search or media, the global data region, the fake account's workspace.
-GENERATION_EXTRAS: dict[str, Any] = {
-    "app_id": None,
-    "data_region": "global",
-    "external_user": None,
-    "http_referer": None,
-    "native_tokens_completion_images": 0,
-    "num_fetches": 0,
-    "num_input_audio_prompt": 0,
-    "num_media_completion": 0,
-    "num_media_prompt": 0,
-    "num_search_results": 0,
-    "preset_id": None,
-    "router": None,
-    "service_tier": None,
-    "user_agent": None,
-    "web_search_engine": None,
-    "workspace_id": WORKSPACE_ID,
-}
 
 
 def _tool_choice_support(parameters: Sequence[str]) -> dict[str, bool]:

@@ -33,7 +33,7 @@ from aiohttp import web
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.account import dearest_worst_case
+from openrouter_probe.fake.account import dearest_worst_case, key_data
 from openrouter_probe.fake.billing import Credit, affordable_tokens
 from openrouter_probe.fake.reply import output_cap
 
@@ -293,7 +293,7 @@ class KeyStore:
         """``GET /key`` answered for one of the store's keys: its own limit and usage."""
         limit = None if key.limit_usd is None else float(key.limit_usd)
         remaining = key.credit.remaining_usd
-        data = bodies.key_data(
+        data = key_data(
             limit_usd=limit,
             remaining_usd=None if remaining is None else float(remaining),
             usage_usd=float(key.credit.spent_usd),

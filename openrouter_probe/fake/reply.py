@@ -15,14 +15,13 @@ reasoning, as providers that bill past the limit do.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -45,7 +44,7 @@ from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
 from openrouter_probe.fake.sampling import sampling_factor
 
-__all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "Server", "output_cap"]
+__all__ = ["KEEPALIVE_S", "Reply", "Server", "output_cap"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
@@ -55,90 +54,6 @@ _PAD_BEAT = b"\n         "
 #: Prices without overrides do not depend on the time: skip reading the clock for them.
 _NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 _EMPTY: dict[str, Any] = {}
-
-
-class GenerationRecord(NamedTuple):
-    """What ``/generation?id=`` reports about one generation (billed or not).
-
-    Plain values only (``attempts``: ``(tag, provider name, status)`` per attempt): the server
-    keeps one per generation for its whole life as a plain ``tuple`` (``FakeOpenRouter.generations``,
-    read back with ``GenerationRecord(*row)``), which the garbage collector stops tracking, so a
-    long run's records cost its collections nothing.
-    """
-
-    id: str
-    model: str
-    provider: str
-    tag: str
-    created_s: float
-    ready_s: float
-    streamed: bool
-    cancelled: bool = False
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_ms: float = 0.0
-    generation_time_ms: float = 0.0
-    attempts: tuple[tuple[str, str, int], ...] = ()
-    #: a response cache hit's: the generation its answer was cached from
-    cache_source_id: str | None = None
-    #: a BYOK answer's part billed by the provider to the user's own key (in ``cost_usd``)
-    byok_usd: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        byok = self.byok_usd is not None
-        cost = self.cost_usd - (self.byok_usd or 0.0)
-        prompt = self.prompt_tokens
-        completion = self.completion_tokens
-        reasoning = self.reasoning_tokens
-        return {
-            "id": self.id,
-            "upstream_id": None,
-            "created_at": datetime.fromtimestamp(self.created_s, UTC).isoformat(),
-            "model": self.model,
-            "origin": "",
-            "api_type": "completions",
-            "streamed": self.streamed,
-            "cancelled": self.cancelled,
-            "latency": round(self.latency_ms),
-            "moderation_latency": None,
-            "generation_time": round(self.generation_time_ms),
-            "total_cost": cost,
-            "usage": cost,
-            "upstream_inference_cost": self.byok_usd or 0,
-            "cache_discount": None,
-            "is_byok": byok,
-            "tokens_prompt": prompt,
-            "tokens_completion": completion,
-            "native_tokens_prompt": prompt,
-            "native_tokens_completion": completion,
-            "native_tokens_reasoning": reasoning,
-            "native_tokens_cached": 0,
-            "finish_reason": self.finish_reason,
-            "native_finish_reason": self.finish_reason,
-            "provider_name": self.provider,
-            "provider_responses": [
-                {
-                    "endpoint_id": _endpoint_id(tag),
-                    "id": None,
-                    "is_byok": byok,
-                    "latency": 0,
-                    "model_permaslug": self.model,
-                    "provider_name": provider_name,
-                    "routed_service_tier": None,
-                    "status": status,
-                }
-                for tag, provider_name, status in self.attempts
-            ],
-            **bodies.GENERATION_EXTRAS,
-            "response_cache_source_id": self.cache_source_id,
-        }
-
-
-def _endpoint_id(tag: str) -> str:
-    return hashlib.sha1(tag.encode()).hexdigest()[:12]
 
 
 def _draw(p: Percentiles | None, u: float, default: float) -> float:
