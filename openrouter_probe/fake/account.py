@@ -21,8 +21,7 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import affordable_tokens, worst_case_usd
-from openrouter_probe.fake.reply import output_cap
+from openrouter_probe.fake.billing import affordable_tokens, output_cap, worst_case_usd
 
 __all__ = [
     "WORKSPACE_ID",

@@ -37,10 +37,7 @@ from openrouter_probe.fake.account import (
     workspace_budget,
 )
 from openrouter_probe.fake.batches import BatchService
-from openrouter_probe.fake.billing import (
-    Credit,
-    count_prompt_tokens,
-)
+from openrouter_probe.fake.billing import Credit, count_prompt_tokens
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
@@ -265,13 +262,7 @@ class FakeOpenRouter:
         if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
             self.ledger.count_error("workspace_budget")
             return json_response(403, bodies.workspace_budget_403(budget))
-        limited = (
-            self.faults.draw(
-                "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
-            )
-            if self.faults
-            else None
-        )
+        limited = self.faults.draw("request", request_no, stream) if self.faults else None
         if limited is None:
             return None
         self.ledger.count_error(limited.kind)
@@ -435,7 +426,7 @@ class FakeOpenRouter:
         cache = cache_request(request.headers, raw, stream)
         hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
         if hit is not None:  # before any provider: a hit bills nothing, holds nothing
-            return await hit.run(stream=stream, max_tokens=max_tokens)
+            return await hit.run(max_tokens)
         prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
@@ -485,17 +476,9 @@ class FakeOpenRouter:
             attempts: list[tuple[Endpoint, int]] = []
             failure: web.Response | None = None
             for attempt, endpoint in enumerate(chain):
-                fault = (
-                    self.faults.draw(
-                        "upstream",
-                        request_no=request_no,
-                        attempt=attempt,
-                        endpoint=endpoint,
-                        stream=stream,
-                    )
-                    if self.faults
-                    else None
-                )
+                fault = None
+                if self.faults:
+                    fault = self.faults.draw("upstream", request_no, stream, endpoint, attempt)
                 if fault is None:
                     attempts.append((endpoint, 200))
                     reply = Reply(
@@ -510,7 +493,7 @@ class FakeOpenRouter:
                         stream=stream,
                         cache=cache,
                     )
-                    return await reply.run(stream=stream, max_tokens=max_tokens)
+                    return await reply.run(max_tokens)
                 status, payload = bodies.upstream_error_body(
                     fault.kind, model=model.model_id, provider=endpoint.provider_name
                 )

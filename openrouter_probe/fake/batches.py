@@ -58,13 +58,9 @@ from openrouter_probe.fake.batch_run import (
     BatchRun,
     Host,
 )
-from openrouter_probe.fake.billing import (
-    count_prompt_tokens,
-    worst_case_usd,
-)
+from openrouter_probe.fake.billing import count_prompt_tokens, output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
 from openrouter_probe.fake.faults import FaultRule, uniform
-from openrouter_probe.fake.reply import output_cap
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 
 __all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "BatchService"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from decimal import Decimal
 from email.utils import format_datetime
@@ -37,6 +37,7 @@ __all__ = [
     "completion_body",
     "endpoint_entry",
     "error_body",
+    "frame_count",
     "logprobs_object",
     "model_entry",
     "no_route_body",
@@ -250,6 +251,50 @@ class ChunkWriter:
             + ',"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error",'
             + '"native_finish_reason":"error"}]}\n\n'
         )
+
+    def frames(
+        self, answer: Answer, *, show: bool, n: int, top: int | None
+    ) -> Iterator[tuple[str, int, int]]:
+        """(frame, reasoning tokens, content tokens) in the order they go out, ``n`` tokens a
+        delta: reasoning deltas, content deltas, then each tool call's first delta (id, type,
+        name) and its arguments in pieces, the call's tokens spread over them (they count as
+        content), so a stream cut short bills what it sent. Excluded reasoning (``show`` false) is
+        billed but never sent (an empty frame). Frames are made as they are sent, so an open
+        stream holds one batch, not its answer."""
+        for i in range(0, len(answer.reasoning), n):
+            piece = answer.reasoning[i : i + n]
+            yield (self.reasoning("".join(piece)) if show else "", len(piece), 0)
+        for i in range(0, len(answer.content), n):
+            piece = answer.content[i : i + n]
+            lp = None
+            if top is not None:
+                lp = logprobs_object(
+                    piece, answer.logprobs[i : i + n], answer.alternatives[i : i + n], top
+                )
+            yield (self.content("".join(piece), logprobs=lp), 0, len(piece))
+        for index, (call_id, name, arguments) in enumerate(answer.tool_calls):
+            yield (self.tool_call(index, "", call_id=call_id, name=name), 0, 0)
+            pieces = _pieces(arguments)
+            share = answer.tool_tokens // max(1, len(answer.tool_calls))
+            sent = 0
+            for j, part in enumerate(pieces, start=1):
+                upto = round(share * j / len(pieces))
+                yield (self.tool_call(index, part), 0, upto - sent)
+                sent = upto
+
+
+#: Characters of a tool call's arguments per stream delta.
+_ARGUMENT_PIECE = 16
+
+
+def _pieces(arguments: str) -> list[str]:
+    return [arguments[i : i + _ARGUMENT_PIECE] for i in range(0, len(arguments), _ARGUMENT_PIECE)]
+
+
+def frame_count(answer: Answer, n: int) -> int:
+    """How many frames ``ChunkWriter.frames`` makes of ``answer``, ``n`` tokens a delta."""
+    count = -(-len(answer.reasoning) // n) + -(-len(answer.content) // n)
+    return count + sum(1 + len(_pieces(arguments)) for _, _, arguments in answer.tool_calls)
 
 
 def error_body(code: int, message: str, metadata: dict[str, Any] | None = None) -> bytes:

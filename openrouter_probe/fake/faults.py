@@ -172,11 +172,10 @@ class FaultPlan:
     def draw(
         self,
         phase: Phase,
-        *,
         request_no: int,
-        attempt: int,
-        endpoint: Endpoint | None,
         stream: bool,
+        endpoint: Endpoint | None = None,
+        attempt: int = 0,
     ) -> FaultRule | None:
         """The fault that strikes this request's ``attempt`` (0 first) in ``phase``, if any."""
         for index, rule in enumerate(self.rules):

@@ -34,8 +34,7 @@ from aiohttp import web
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.account import dearest_worst_case, key_data
-from openrouter_probe.fake.billing import Credit, affordable_tokens
-from openrouter_probe.fake.reply import output_cap
+from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap
 
 if TYPE_CHECKING:
     from openrouter_probe.api.schema import Endpoint

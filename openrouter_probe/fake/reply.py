@@ -18,7 +18,6 @@ import asyncio
 import itertools
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
@@ -27,7 +26,7 @@ from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, advised, charge, searched
+from openrouter_probe.fake.billing import Charge, advised, charge, output_cap, searched
 from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import (
     Answer,
@@ -44,7 +43,7 @@ from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
 from openrouter_probe.fake.sampling import sampling_factor
 
-__all__ = ["KEEPALIVE_S", "Reply", "Server", "output_cap"]
+__all__ = ["KEEPALIVE_S", "Reply", "Server"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
@@ -72,44 +71,12 @@ def _draw(p: Percentiles | None, u: float, default: float) -> float:
     return points[-1][1]
 
 
-def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -> int:
-    """The output tokens a request may produce: ``max_tokens``, else the endpoint's limit."""
-    if max_tokens is not None:
-        return max_tokens
-    if endpoint.max_completion_tokens:
-        return endpoint.max_completion_tokens
-    return max(1, (endpoint.context_length or 65536) - prompt_tokens)
-
-
 #: Faults after which the answer is still whole (a response cache may keep it).
 _WHOLE = frozenset({"slow_first_byte", "keepalive", "finish_null", "overbill", "byok"})
 
 
-def charge_nothing() -> Charge:
-    """A cache hit's usage: every billable counter 0."""
-    return Charge(0, 0, 0, Decimal(0), Decimal(0))
-
-
-#: Characters of a tool call's arguments per stream delta.
-_ARGUMENT_PIECE = 16
-
-
-def _pieces(arguments: str) -> list[str]:
-    return [arguments[i : i + _ARGUMENT_PIECE] for i in range(0, len(arguments), _ARGUMENT_PIECE)]
-
-
-def _tool_frames(answer: Answer, writer: bodies.ChunkWriter) -> Iterator[tuple[str, int, int]]:
-    """A call's first delta (id, type, name), then its arguments in pieces; the call's tokens are
-    spread over the pieces, so a stream cut short bills what it sent."""
-    for index, (call_id, name, arguments) in enumerate(answer.tool_calls):
-        yield (writer.tool_call(index, "", call_id=call_id, name=name), 0, 0)
-        pieces = _pieces(arguments)
-        share = answer.tool_tokens // max(1, len(answer.tool_calls))
-        sent = 0
-        for j, piece in enumerate(pieces, start=1):
-            upto = round(share * j / len(pieces))
-            yield (writer.tool_call(index, piece), 0, upto - sent)
-            sent = upto
+#: A cache hit's usage: every billable counter 0.
+_NO_USAGE = bodies.usage_json(Charge(0, 0, 0, Decimal(0), Decimal(0)))
 
 
 def _drop(request: web.Request) -> None:
@@ -159,7 +126,7 @@ class Reply:
         prompt_tokens: int,
         attempts: list[tuple[Endpoint, int]],
         *,
-        stream: bool | None = None,
+        stream: bool,
         cached: CachedAnswer | None = None,
         cache: tuple[str, int] | None = None,
     ) -> None:
@@ -181,7 +148,7 @@ class Reply:
         self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
-        self.streamed = bool(body.get("stream")) if stream is None else stream
+        self.streamed = stream
         self.cache_key: tuple[Any, ...] | None = None
 
     # -- what to say ----------------------------------------------------------------------------
@@ -276,7 +243,7 @@ class Reply:
         serialized."""
         fake = self.fake
         if self.cached is not None:  # a response cache hit: every billable counter 0
-            return bodies.usage_json(charge_nothing())
+            return _NO_USAGE
         if self.overbill:  # billed past max_tokens: the tokens past what was sent as reasoning
             billed = -(-int(self.overbill * self.cap * 1000) // 1000)
             reasoning_tokens += max(0, billed - reasoning_tokens - content_tokens)
@@ -365,20 +332,17 @@ class Reply:
             ),
         )
 
-    def _ttft_s(self) -> float:
-        """Time to first token: drawn from the endpoint's latency percentiles, over ``speed``."""
-        if self.fake.speed == 0:
-            return 0.0
-        u = uniform(self.fake.seed, self.request_no, zlib.crc32(self.endpoint.tag.encode()), 3)
-        return _draw(self.endpoint.latency_last_30m, u, 1000.0) / 1000.0 / self.fake.speed
-
-    def _seconds_per_token(self) -> float:
-        """Drawn from the endpoint's throughput percentiles (tokens/s), over ``speed``."""
-        if self.fake.speed == 0:
-            return 0.0
-        u = uniform(self.fake.seed, self.request_no, zlib.crc32(self.endpoint.tag.encode()), 4)
-        tps = _draw(self.endpoint.throughput_last_30m, 1.0 - u, 40.0)
-        return 1.0 / max(tps, 0.1) / self.fake.speed
+    def _pace(self) -> tuple[float, float]:
+        """Time to first token and seconds per token, drawn from the endpoint's latency (ms) and
+        throughput (tokens/s) percentiles, over ``speed``."""
+        speed, seed, endpoint = self.fake.speed, self.fake.seed, self.endpoint
+        if speed == 0:
+            return 0.0, 0.0
+        tag = zlib.crc32(endpoint.tag.encode())
+        ttft = _draw(endpoint.latency_last_30m, uniform(seed, self.request_no, tag, 3), 1000.0)
+        u = uniform(seed, self.request_no, tag, 4)
+        tps = _draw(endpoint.throughput_last_30m, 1.0 - u, 40.0)
+        return ttft / 1000.0 / speed, 1.0 / max(tps, 0.1) / speed
 
     # -- how to say it --------------------------------------------------------------------------
 
@@ -393,19 +357,11 @@ class Reply:
             if seconds > 0:
                 await response.write(beat)
 
-    async def run(self, *, stream: bool, max_tokens: int | None) -> web.StreamResponse:
-        fake = self.fake
-        fault = (
-            fake.faults.draw(
-                "response",
-                request_no=self.request_no,
-                attempt=0,
-                endpoint=self.endpoint,
-                stream=stream,
-            )
-            if fake.faults and self.cached is None
-            else None
-        )
+    async def run(self, max_tokens: int | None) -> web.StreamResponse:
+        fake, stream = self.fake, self.streamed
+        fault = None
+        if fake.faults and self.cached is None:
+            fault = fake.faults.draw("response", self.request_no, stream, self.endpoint)
         answer, show = self._answer(max_tokens)
         if fault is not None:
             fake.ledger.count_error(fault.kind)
@@ -429,8 +385,8 @@ class Reply:
         fake = self.fake
         kind = fault.kind if fault is not None else None
         top = self._logprobs_top()
-        ttft = self._ttft_s()
-        generating = answer.completion_tokens * self._seconds_per_token()
+        ttft, per_token = self._pace()
+        generating = answer.completion_tokens * per_token
         choice_error = None
         usage: str | None = None
         if kind == "choice_error":
@@ -508,28 +464,6 @@ class Reply:
             choice_error=choice_error,
         )
 
-    def _frames(
-        self, answer: Answer, show: bool, writer: bodies.ChunkWriter
-    ) -> Iterator[tuple[str, int, int]]:
-        """(frame, reasoning tokens, content tokens) in the order they go out: reasoning deltas,
-        content deltas, then tool-call deltas (tool-call tokens count as content). Excluded
-        reasoning is billed but never sent (an empty frame). Frames are made as they are sent, so
-        an open stream holds one batch, not its answer."""
-        n = self.fake.tokens_per_chunk
-        top = self._logprobs_top()
-        for i in range(0, len(answer.reasoning), n):
-            piece = answer.reasoning[i : i + n]
-            yield (writer.reasoning("".join(piece)) if show else "", len(piece), 0)
-        for i in range(0, len(answer.content), n):
-            piece = answer.content[i : i + n]
-            lp = None
-            if top is not None:
-                lp = bodies.logprobs_object(
-                    piece, answer.logprobs[i : i + n], answer.alternatives[i : i + n], top
-                )
-            yield (writer.content("".join(piece), logprobs=lp), 0, len(piece))
-        yield from _tool_frames(answer, writer)
-
     async def _stream(
         self, answer: Answer, show: bool, fault: FaultRule | None
     ) -> web.StreamResponse:
@@ -545,9 +479,8 @@ class Reply:
         response.content_type = "text/event-stream"
         response.headers["Cache-Control"] = "no-cache"
         n = fake.tokens_per_chunk
-        n_frames = -(-len(answer.reasoning) // n) + -(-len(answer.content) // n)
-        n_frames += sum(1 + len(_pieces(arguments)) for _, _, arguments in answer.tool_calls)
-        per_token = self._seconds_per_token()
+        n_frames = bodies.frame_count(answer, n)
+        ttft, per_token = self._pace()
         kind = fault.kind if fault is not None else None
         cut = n_frames // 2 if kind in ("stream_error", "drop", "stall") else n_frames
         sent_r = sent_c = 0
@@ -557,11 +490,11 @@ class Reply:
             first = fake.clock.now()
             await response.write(bodies.PROCESSING)
             keepalive = fault.wait_s if fault is not None and kind == "keepalive" else 0.0
-            await self._wait(self._ttft_s() + keepalive, response, bodies.PROCESSING)
+            await self._wait(ttft + keepalive, response, bodies.PROCESSING)
             first = fake.clock.now()
             batch: list[str] = []
             size = pending_r = pending_c = 0
-            frames = self._frames(answer, show, writer)
+            frames = writer.frames(answer, show=show, n=n, top=self._logprobs_top())
             for frame, n_r, n_c in itertools.islice(frames, cut):
                 if per_token:
                     await fake.clock.sleep(per_token * (n_r + n_c))
@@ -576,38 +509,29 @@ class Reply:
             if batch:
                 await response.write("".join(batch).encode())
             sent_r, sent_c = sent_r + pending_r, sent_c + pending_c
-            if kind == "stream_error":
-                error = {
-                    "code": 502,
-                    "message": "Provider returned error",
-                    "metadata": {
-                        "error_type": "provider_unavailable",
-                        "provider_name": self.endpoint.provider_name,
-                    },
-                }
-                await response.write(writer.error(error).encode())
-                await response.write_eof()
-                self._record("error", first_byte_s=first)
-                return response
-            if kind == "length_error":  # issue 23: content, a length finish, then an error
-                tail = writer.finish("length")
-                tail += writer.error({"code": 400, "message": "Token limit reached"})
-                await response.write(tail.encode())
-                await response.write_eof()
-                self._record("error", first_byte_s=first)
-                return response
             if kind in ("drop", "stall"):
                 if fault is not None and kind == "stall":
                     await fake.clock.sleep(fault.wait_s)
                 self._record("error", first_byte_s=first)
                 _drop(self.request)
                 return response
-            usage = self._bill(sent_r, sent_c, cancelled=False)
-            finish = answer.finish_reason
-            tail = writer.finish(finish) + writer.finish(finish, usage=usage)
-            await response.write(tail.encode() + bodies.DONE)
+            finish: str | None = "error"
+            if kind == "stream_error":
+                provider = {"provider_name": self.endpoint.provider_name}
+                error = {"error_type": "provider_unavailable", **provider}
+                said = {"code": 502, "message": "Provider returned error", "metadata": error}
+                data = writer.error(said).encode()
+            elif kind == "length_error":  # issue 23: content, a length finish, then an error
+                tail = writer.error({"code": 400, "message": "Token limit reached"})
+                data = (writer.finish("length") + tail).encode()
+            else:
+                usage = self._bill(sent_r, sent_c, cancelled=False)
+                finish = answer.finish_reason
+                tail = writer.finish(finish) + writer.finish(finish, usage=usage)
+                data = tail.encode() + bodies.DONE
+            await response.write(data)
             await response.write_eof()
-            self._store(answer, show, fault)
+            self._store(answer, show, fault)  # an error's answer is not whole: not kept
             self._record(finish, first_byte_s=first)
             return response
         except (ConnectionError, asyncio.CancelledError) as exc:
