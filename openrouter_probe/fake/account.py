@@ -1,8 +1,8 @@
 """The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget
 (``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``: the
-in-flight budget; ``refuse_credit``: the credit's 402s). A key's own limit, the default key's
-(``--key-limit-usd``) as a managed key's, is ``fake.keys``'. What ``/key`` and ``/credits`` report
-of the account: ``key_data``, ``credits_data``.
+in-flight budget; ``reserve``: the credit's 402s and the key's limit, ``settle`` after). A key's own
+limit, the default key's (``--key-limit-usd``) as a managed key's, is ``fake.keys``'. What ``/key``
+and ``/credits`` report of the account: ``key_data``, ``default_key_data``, ``credits_data``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -22,20 +22,22 @@ from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import affordable_tokens, output_cap, worst_case_usd
+from openrouter_probe.fake.degrade import template_tokens
+
+if TYPE_CHECKING:
+    from openrouter_probe.fake.reply import Reply
 
 __all__ = [
     "WORKSPACE_ID",
     "AccountLimits",
     "credits_data",
+    "default_key_data",
     "hold_for",
     "key_data",
-    "refuse_credit",
+    "reserve",
+    "settle",
     "workspace_budget",
 ]
-
-
-def _402(body: bytes, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(status=402, body=body, content_type="application/json", headers=headers)
 
 
 @dataclass
@@ -197,41 +199,58 @@ def hold_for(
     if refused is not None:
         payload, headers = refused
         fake.ledger.count_error("in_flight_budget")
-        return _402(payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
+        return bodies.json_response(402, payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
     limits.hold(need)
     return need
 
 
-def refuse_credit(
+def reserve(
     fake: Any,
+    request: web.Request,
     chain: Sequence[Endpoint],
     prompt_tokens: int,
     max_tokens: int | None,
-    now: datetime,
-) -> tuple[web.Response | None, Decimal]:
-    """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
-
-    No credit left gives "Insufficient credits"; a worst case above what is left gives "can
-    only afford N" when some lower ``max_tokens`` would fit.
-    """
+) -> tuple[web.Response | None, tuple[Decimal, Any, Decimal]]:
+    """What a request holds before it is served: its worst case on the dearest endpoint of the
+    chain, on the account's credit and on its key's limit (``fake.keys``: a managed key's, or the
+    default key's ``key_limit_usd``); or its refusal: a key's 401/402/403, or the credit's 402s
+    (none left: "Insufficient credits"; a worst case above what is left: "can only afford N"
+    when some lower ``max_tokens`` would fit). Check and reservation run with no await in
+    between, on the server's one loop: concurrent requests cannot both take the last of it."""
+    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
+    if fake.template:  # another chat template counts more prompt tokens: hold the most of them
+        prompt_tokens = max(template_tokens(fake.template, e, prompt_tokens) for e in chain)
     available = fake.credit.available_usd
-    assert available is not None
-    need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
-    if need <= available:
-        return None, need
-    affordable = affordable_tokens(
-        dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
-    )
-    fake.ledger.count_error("insufficient_credits")
-    if affordable >= 1:
-        requested = output_cap(max_tokens, dearest, prompt_tokens)
-        message = (
-            "This request requires more credits, or fewer max_tokens. You requested up to "
-            f"{requested} tokens, but can only afford {affordable}."
-        )
-        return _402(bodies.error_body(402, message)), need
-    message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
-    return _402(bodies.error_body(402, message)), need
+    if available is not None:
+        reserved, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
+        if reserved > available:
+            fake.ledger.count_error("insufficient_credits")
+            affordable = affordable_tokens(
+                dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+            )
+            message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
+            if affordable >= 1:
+                message = (
+                    "This request requires more credits, or fewer max_tokens. You requested up "
+                    f"to {output_cap(max_tokens, dearest, prompt_tokens)} tokens, but can only "
+                    f"afford {affordable}."
+                )
+            return bodies.error_response(402, message), nothing
+        fake.credit.reserve(reserved)
+    refused, own, own_reserved = fake.keys.admit(request, chain, prompt_tokens, max_tokens, now)
+    if refused is not None:
+        fake.credit.settle(reserved, Decimal(0))
+        return refused, nothing
+    return None, (reserved, own, own_reserved)
+
+
+def settle(fake: Any, held: tuple[Decimal, Any, Decimal], reply: Reply | None) -> None:
+    """Settle what ``reserve`` held to what the request cost (nothing when it was not billed)."""
+    reserved, own, own_reserved = held
+    if fake.credit.limit_usd is not None:
+        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+    if own is not None:
+        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
 
 
 def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
@@ -335,3 +354,28 @@ def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]
     what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
     total = UNLIMITED_CREDITS_USD if limit_usd is None else limit_usd
     return {"total_credits": total, "total_usage": usage_usd}
+
+
+def default_key_data(fake: Any) -> dict[str, Any]:
+    """``GET /key`` for any key the store did not make: the default key's own limit where it has
+    one, else the account's credit, with the workspace budget when one is set."""
+    limit, remaining = fake.credit.limit_usd, fake.credit.remaining_usd
+    usage = fake.credit.spent_usd
+    default = fake.keys.default.credit
+    if default.limit_usd is not None:  # the default key's own limit, beside the credit
+        limit, remaining, usage = default.limit_usd, default.remaining_usd, default.spent_usd
+    workspace = None
+    if fake.workspace_budget_usd is not None:
+        now = fake.now()  # a monthly budget resets on the first of the next month, 00:00 UTC
+        year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+        workspace = workspace_budget(
+            limit_usd=fake.workspace_budget_usd,
+            spend_usd=float(fake.ledger.total_usd),
+            resets_at=datetime(year, month, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z"),
+        )
+    return key_data(
+        limit_usd=None if limit is None else float(limit),
+        remaining_usd=None if remaining is None else float(remaining),
+        usage_usd=float(usage),
+        workspace=workspace,
+    )

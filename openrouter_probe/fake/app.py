@@ -17,9 +17,9 @@ import hashlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -31,10 +31,10 @@ from openrouter_probe.fake import bodies
 from openrouter_probe.fake.account import (
     AccountLimits,
     credits_data,
+    default_key_data,
     hold_for,
-    key_data,
-    refuse_credit,
-    workspace_budget,
+    reserve,
+    settle,
 )
 from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import Credit, count_prompt_tokens
@@ -43,9 +43,9 @@ from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
 from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
 from openrouter_probe.fake.generation import GenerationRecord
-from openrouter_probe.fake.keys import KeyStore, ManagedKey
+from openrouter_probe.fake.keys import KeyStore
 from openrouter_probe.fake.ledger import Ledger
-from openrouter_probe.fake.refusals import ACCOUNT_REFUSALS, refusal_body
+from openrouter_probe.fake.refusals import refuse_request
 from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router
@@ -67,18 +67,6 @@ _CACHE_SIZE = 8192
 _JSON = "application/json"
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
-
-
-def json_response(
-    status: int, body: bytes, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
-
-
-def error_response(
-    status: int, message: str, metadata: dict[str, Any] | None = None
-) -> web.Response:
-    return json_response(status, bodies.error_body(status, message, metadata))
 
 
 @dataclass
@@ -153,7 +141,10 @@ class FakeOpenRouter:
         _check_settings(snaps, speed, reasoning_share, credit_usd, batch_api)
         self._models = _served(snaps)
         served = [e for m in self._models.values() for e in m.endpoints]
-        self.faults = _faults(faults, seed, served)
+        self.faults = (
+            faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
+        )
+        check_fault_tags(self.faults, served)  # a tag that matches no endpoint could never strike
         self.seed, self.speed = seed, speed
         self.degradation = Degradation.build(
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
@@ -196,7 +187,10 @@ class FakeOpenRouter:
             retry_after_s=in_flight_retry_after_s,
             settle_s=in_flight_settle_s,
         )
-        self.keys = _keys(self.ledger, self.now, management_key, key_limit_usd)
+        limit = None if key_limit_usd is None else Decimal(str(key_limit_usd))
+        self.keys = KeyStore(
+            management_key or None, ledger=self.ledger, now=self.now, default_limit_usd=limit
+        )
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
@@ -243,47 +237,14 @@ class FakeOpenRouter:
         """The real 401 for a missing or empty bearer key (the key itself is never logged)."""
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
-            return error_response(401, "No auth credentials found")
+            return bodies.error_response(401, "No auth credentials found")
         if (
             self._api_key is not None
             and key.strip() != self._api_key
             and not self.keys.knows(key.strip())
         ):
-            return error_response(401, "User not found.")
+            return bodies.error_response(401, "User not found.")
         return None
-
-    def _refuse_request(
-        self, request_no: int, model: ServedModel, *, stream: bool
-    ) -> web.Response | None:
-        """What answers before any endpoint is tried: a spent workspace budget (403), a key-wide
-        429 (the ``platform_429`` and ``key_429`` faults), the in-flight 402 (``in_flight_402``);
-        ``None`` when the request goes on."""
-        budget = self.workspace_budget_usd
-        if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
-            self.ledger.count_error("workspace_budget")
-            return json_response(403, bodies.workspace_budget_403(budget))
-        limited = self.faults.draw("request", request_no, stream) if self.faults else None
-        if limited is None:
-            return None
-        self.ledger.count_error(limited.kind)
-        wait = math.ceil(limited.wait_s)
-        if limited.kind == "in_flight_402":
-            self.limits.refused += 1
-            headers = {"Retry-After": str(wait), "X-Fake-Fault": limited.kind}
-            return json_response(402, bodies.in_flight_402(), headers)
-        if limited.kind in ACCOUNT_REFUSALS:  # the wait, if any, only in the body
-            self.limits.refused += limited.kind == "in_flight_402_body"
-            status, said = refusal_body(limited.kind, wait_s=wait, model=model.model_id)
-            return json_response(status, said, {"X-Fake-Fault": limited.kind})
-        if limited.kind == "key_429":
-            now = self.now()
-            payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)
-        else:
-            reset_ms = int((self.clock.now() + wait) * 1000)
-            payload, headers = bodies.platform_429(
-                model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
-            )
-        return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
 
     # -- read-only paths ------------------------------------------------------------------------
 
@@ -291,7 +252,7 @@ class FakeOpenRouter:
         name = f"{request.match_info['author']}/{request.match_info['slug']}"
         model = self._models.get(name)
         if model is None:
-            return error_response(404, f"No endpoints found for {name}.")
+            return bodies.error_response(404, f"No endpoints found for {name}.")
         # Without a key OpenRouter returns the performance stats as null (its API spec,
         # ``PublicEndpoint``).
         stats = "Authorization" in request.headers
@@ -327,25 +288,7 @@ class FakeOpenRouter:
         own = keys.of(keys.bearer(request))
         if own is not None:
             return web.json_response({"data": keys.key_data(own)})
-        limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
-        usage = self.credit.spent_usd
-        default = keys.default.credit
-        if default.limit_usd is not None:  # the default key's own limit, beside the credit
-            limit, remaining, usage = default.limit_usd, default.remaining_usd, default.spent_usd
-        workspace = None
-        if self.workspace_budget_usd is not None:
-            workspace = workspace_budget(
-                limit_usd=self.workspace_budget_usd,
-                spend_usd=float(self.ledger.total_usd),
-                resets_at=_next_month(self.now()).isoformat().replace("+00:00", "Z"),
-            )
-        data = key_data(
-            limit_usd=None if limit is None else float(limit),
-            remaining_usd=None if remaining is None else float(remaining),
-            usage_usd=float(usage),
-            workspace=workspace,
-        )
-        return web.json_response({"data": data})
+        return web.json_response({"data": default_key_data(self)})
 
     async def credits(self, request: web.Request) -> web.Response:
         """``/credits``: what the account bought (the key's limit) and used. OpenRouter asks for a
@@ -370,23 +313,17 @@ class FakeOpenRouter:
             return denied
         gen_id = request.query.get("id", "")
         if not gen_id:
-            return error_response(400, "Missing required query parameter: id")
+            return bodies.error_response(400, "Missing required query parameter: id")
         row = self.generations.get(gen_id)
         gen = None if row is None else GenerationRecord(*row)
         if gen is None or self.clock.now() < gen.ready_s:
-            return error_response(404, f"Generation {gen_id} not found")
+            return bodies.error_response(404, f"Generation {gen_id} not found")
         return web.json_response({"data": gen.to_json()})
 
     async def ledger_view(self, request: web.Request) -> web.Response:
         return web.json_response(self.ledger.to_json())
 
     # -- chat completions -----------------------------------------------------------------------
-
-    def _check(self, body: Any) -> str | None:
-        """What is wrong with a request body (``None``: nothing); kept when recording."""
-        if self.requests is not None:
-            self.requests.append(body)
-        return _check_body(body)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         task = asyncio.current_task()
@@ -410,8 +347,10 @@ class FakeOpenRouter:
             body = _decode(raw.decode()) if raw.isascii() else json.loads(raw)
         except ValueError as exc:
             self.ledger.count_error("bad_request")
-            return error_response(400, f"Invalid JSON in request body: {exc}")
-        problem = self._check(body)
+            return bodies.error_response(400, f"Invalid JSON in request body: {exc}")
+        if self.requests is not None:
+            self.requests.append(body)
+        problem = _check_body(body)
         model = self._models.get(body["model"]) if problem is None else None
         if problem is None and model is None:
             problem = f"{body['model']} is not a valid model ID"
@@ -420,7 +359,7 @@ class FakeOpenRouter:
             problem = f"Invalid provider preferences: {block}"
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
-            return error_response(400, problem or "Bad request")
+            return bodies.error_response(400, problem or "Bad request")
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         stream = bool(body.get("stream"))
         cache = cache_request(request.headers, raw, stream)
@@ -435,8 +374,8 @@ class FakeOpenRouter:
             model, key, block, max_tokens=max_tokens, sent=sent, prompt_tokens=prompt_tokens
         )
         if not plan.decision.candidates:
-            return json_response(404, self.router.no_route(model, plan.decision, block))
-        refused = self._refuse_request(request_no, model, stream=stream)
+            return bodies.json_response(404, self.router.no_route(model, plan.decision, block))
+        refused = refuse_request(self, request_no, model.model_id, stream)
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
@@ -468,7 +407,7 @@ class FakeOpenRouter:
     ) -> web.StreamResponse:
         """Serve a request the account may hold: the credit's 402, or the endpoints in turn
         (what it billed is appended to ``billed``)."""
-        refused, reserved = _hold(self, request, chain, prompt_tokens, max_tokens)
+        refused, reserved = reserve(self, request, chain, prompt_tokens, max_tokens)
         if refused is not None:
             return refused
         reply: Reply | None = None
@@ -497,7 +436,7 @@ class FakeOpenRouter:
                 status, payload = bodies.upstream_error_body(
                     fault.kind, model=model.model_id, provider=endpoint.provider_name
                 )
-                failure = json_response(status, payload, {"X-Fake-Fault": fault.kind})
+                failure = bodies.json_response(status, payload, {"X-Fake-Fault": fault.kind})
                 attempts.append((endpoint, status))
                 self.ledger.count_error(fault.kind)
             assert failure is not None
@@ -505,7 +444,7 @@ class FakeOpenRouter:
         finally:
             if reply is not None:
                 billed.append(reply.billed_usd)
-            _release(self, reserved, reply)
+            settle(self, reserved, reply)
 
 
 def _check_settings(
@@ -536,24 +475,6 @@ def _check_settings(
         raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
 
 
-def _keys(
-    ledger: Ledger,
-    now: Callable[[], datetime],
-    management_key: str | None,
-    key_limit_usd: float | Decimal | None,
-) -> KeyStore:
-    """The fake's keys: the default key's limit and, with a management key, the key API."""
-    limit = None if key_limit_usd is None else Decimal(str(key_limit_usd))
-    return KeyStore(management_key or None, ledger=ledger, now=now, default_limit_usd=limit)
-
-
-def _faults(faults: str | FaultPlan | None, seed: int, served: Sequence[Any]) -> FaultPlan:
-    """The fault plan, each of its tags checked against the endpoints served."""
-    plan = faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
-    check_fault_tags(plan, served)
-    return plan
-
-
 def _id_prefix(seed: int) -> str:
     """The seed's own prefix of every id the fake makes (ten URL-safe characters)."""
     digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
@@ -575,44 +496,6 @@ def _served(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
     return models
 
 
-def _hold(
-    fake: FakeOpenRouter,
-    request: web.Request,
-    chain: Sequence[Endpoint],
-    prompt_tokens: int,
-    max_tokens: int | None,
-) -> tuple[web.Response | None, tuple[Decimal, ManagedKey | None, Decimal]]:
-    """What a request holds before it is served, or its refusal (402, a key's 401/402/403):
-    its worst case on the account's credit and on its key's limit (``fake.keys``: a managed
-    key's, or the default key's ``key_limit_usd``).
-    Check and reservation run with no await in between, on the server's one loop:
-    concurrent requests cannot both take the last of the credit."""
-    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
-    if fake.template:  # another chat template counts more prompt tokens: hold the most of them
-        prompt_tokens = max(template_tokens(fake.template, e, prompt_tokens) for e in chain)
-    if fake.credit.limit_usd is not None:
-        refused, reserved = refuse_credit(fake, chain, prompt_tokens, max_tokens, now)
-        if refused is not None:
-            return refused, nothing
-        fake.credit.reserve(reserved)
-    refused, own, own_reserved = fake.keys.admit(request, chain, prompt_tokens, max_tokens, now)
-    if refused is not None:
-        fake.credit.settle(reserved, Decimal(0))
-        return refused, nothing
-    return None, (reserved, own, own_reserved)
-
-
-def _release(
-    fake: FakeOpenRouter, held: tuple[Decimal, ManagedKey | None, Decimal], reply: Reply | None
-) -> None:
-    """Settle what ``_hold`` held to what the request cost (nothing when it was not billed)."""
-    reserved, own, own_reserved = held
-    if fake.credit.limit_usd is not None:
-        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
-    if own is not None:
-        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
-
-
 def _cache_hit(
     fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
 ) -> Reply | None:
@@ -625,12 +508,6 @@ def _cache_hit(
         fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
         stream=bool(body.get("stream")), cached=hit, cache=cache,
     )  # fmt: skip
-
-
-def _next_month(now: datetime) -> datetime:
-    """When a monthly budget resets: the first of the next month, 00:00 UTC."""
-    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-    return datetime(year, month, 1, tzinfo=UTC)
 
 
 def _check_body(body: Any) -> str | None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from email.utils import format_datetime
 from typing import Any
+
+from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake.billing import Charge
@@ -37,7 +39,9 @@ __all__ = [
     "completion_body",
     "endpoint_entry",
     "error_body",
+    "error_response",
     "frame_count",
+    "json_response",
     "logprobs_object",
     "model_entry",
     "no_route_body",
@@ -85,12 +89,7 @@ def _token_logprob(
     for i, alt in enumerate(alternatives[: max(0, top - 1)]):
         lp = round(logprob - 2.0 - i, 6)
         tops.append({"token": alt, "logprob": lp, "bytes": list(alt.encode())})
-    return {
-        "token": token,
-        "logprob": logprob,
-        "bytes": list(token.encode()),
-        "top_logprobs": tops[:top],
-    }
+    return {**tops[0], "top_logprobs": tops[:top]}
 
 
 def logprobs_object(
@@ -303,6 +302,18 @@ def error_body(code: int, message: str, metadata: dict[str, Any] | None = None) 
     if metadata is not None:
         error["metadata"] = metadata
     return _dumps({"error": error, "user_id": "user_fake"}).encode()
+
+
+def json_response(
+    status: int, body: bytes, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def error_response(
+    status: int, message: str, metadata: dict[str, Any] | None = None
+) -> web.Response:
+    return json_response(status, error_body(status, message, metadata))
 
 
 def no_route_body(

@@ -46,14 +46,6 @@ _RESETS = (None, "daily", "weekly", "monthly")
 _KEY_LIMIT_HINT = "Raise the key's limit or use another key"
 
 
-def _error(status: int, message: str, metadata: dict[str, Any] | None = None) -> web.Response:
-    return web.Response(
-        status=status,
-        body=bodies.error_body(status, message, metadata),
-        content_type="application/json",
-    )
-
-
 def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -172,9 +164,11 @@ class KeyStore:
         """The 401 for a request not made with the management key (``None``: it is)."""
         secret = self.bearer(request)
         if not secret:
-            return _error(401, "No auth credentials found")
+            return bodies.error_response(401, "No auth credentials found")
         if self.management_key is None or secret != self.management_key:
-            return _error(401, "Invalid management key: this endpoint needs a management key")
+            return bodies.error_response(
+                401, "Invalid management key: this endpoint needs a management key"
+            )
         return None
 
     # -- the chat handler's checks --------------------------------------------------------------
@@ -213,7 +207,9 @@ class KeyStore:
         if self.management_key is not None and secret == self.management_key:
             ledger.count_error("management_key")
             return (
-                _error(403, "Management keys cannot be used for completions; use an API key"),
+                bodies.error_response(
+                    403, "Management keys cannot be used for completions; use an API key"
+                ),
                 None,
                 Decimal(0),
             )
@@ -224,13 +220,13 @@ class KeyStore:
         key = self.of(secret)
         if key is None:
             ledger.count_error("key_deleted")
-            return _error(401, "User not found."), None, Decimal(0)
+            return bodies.error_response(401, "User not found."), None, Decimal(0)
         if key.disabled:
             ledger.count_error("key_disabled")
-            return _error(403, "This API key is disabled"), None, Decimal(0)
+            return bodies.error_response(403, "This API key is disabled"), None, Decimal(0)
         if key.expires_at is not None and _iso(now) >= key.expires_at:
             ledger.count_error("key_expired")
-            return _error(401, "This API key has expired"), None, Decimal(0)
+            return bodies.error_response(401, "This API key has expired"), None, Decimal(0)
         if key.credit.limit_usd is None:  # no limit: only its usage is counted
             return None, key, Decimal(0)
         return self._within_limit(key, chain, prompt_tokens, max_tokens, now)
@@ -259,7 +255,7 @@ class KeyStore:
                 f"Key limit exceeded ({reset} limit). Manage it using "
                 "https://openrouter.ai/settings/keys"
             )
-            return _error(403, message), None, Decimal(0)
+            return bodies.error_response(403, message), None, Decimal(0)
         requested = output_cap(max_tokens, dearest, prompt_tokens)
         message = (
             "This request requires more credits, or fewer max_tokens. You requested up to "
@@ -271,7 +267,7 @@ class KeyStore:
             "remedy_hint": _KEY_LIMIT_HINT,
             "provider_name": None,
         }
-        return _error(402, message, metadata), None, Decimal(0)
+        return bodies.error_response(402, message, metadata), None, Decimal(0)
 
     def settle(self, key: ManagedKey, reserved: Decimal, billed: LedgerEntry | None) -> None:
         """Settle a request of ``key``: its reservation given back, its real cost spent."""
@@ -311,7 +307,7 @@ class KeyStore:
         try:
             offset = int(request.query.get("offset", "0"))
         except ValueError:
-            return _error(400, "offset must be a whole number")
+            return bodies.error_response(400, "offset must be a whole number")
         keys = [k for k in self.keys.values() if include_disabled or not k.disabled]
         return web.json_response({"data": [k.to_json() for k in keys[offset : offset + 100]]})
 
@@ -319,9 +315,9 @@ class KeyStore:
         try:
             body = json.loads(await request.read() or b"{}")
         except ValueError as exc:
-            return _error(400, f"Invalid JSON in request body: {exc}")
+            return bodies.error_response(400, f"Invalid JSON in request body: {exc}")
         if not isinstance(body, dict):
-            return _error(400, "Invalid request body: expected a JSON object")
+            return bodies.error_response(400, "Invalid request body: expected a JSON object")
         return body
 
     @staticmethod
@@ -372,13 +368,13 @@ class KeyStore:
         if isinstance(body, web.Response):
             return body
         if not isinstance(body.get("name"), str) or not body["name"].strip():
-            return _error(400, "name is required: a non-empty string")
+            return bodies.error_response(400, "name is required: a non-empty string")
         secret = "sk-or-v1-" + secrets.token_hex(32)
         digest = hashlib.sha256(secret.encode()).hexdigest()
         key = ManagedKey(hash=digest, secret=secret, name=body["name"], created_at=_iso(self.now()))
         problem = self._fields(body, key)
         if problem is not None:
-            return _error(400, problem)
+            return bodies.error_response(400, problem)
         self.keys[digest] = key
         self._by_secret[secret] = digest
         return web.json_response({"data": key.to_json(), "key": secret}, status=201)
@@ -389,7 +385,7 @@ class KeyStore:
             return denied
         key = self.keys.get(request.match_info["hash"])
         if key is None:
-            return _error(404, f"API key {request.match_info['hash']} not found")
+            return bodies.error_response(404, f"API key {request.match_info['hash']} not found")
         return key
 
     async def get(self, request: web.Request) -> web.Response:
@@ -407,7 +403,7 @@ class KeyStore:
             return body
         problem = self._fields(body, key)
         if problem is not None:
-            return _error(400, problem)
+            return bodies.error_response(400, problem)
         key.updated_at = _iso(self.now())
         return web.json_response({"data": key.to_json()})
 

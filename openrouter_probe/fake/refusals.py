@@ -16,10 +16,17 @@ account's settings, its budget or its in-flight holds change.
 from __future__ import annotations
 
 import json
+import math
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
 
+from aiohttp import web
+
+from openrouter_probe.fake import bodies
 from openrouter_probe.fake.bodies import IN_FLIGHT_MESSAGE
 
-__all__ = ["ACCOUNT_REFUSALS", "PRIVACY_URL", "refusal_body"]
+__all__ = ["ACCOUNT_REFUSALS", "PRIVACY_URL", "refusal_body", "refuse_request"]
 
 #: Where a guardrail's data policy is configured (the recorded ``configure_url``).
 PRIVACY_URL = "https://openrouter.ai/settings/privacy"
@@ -101,3 +108,35 @@ ACCOUNT_REFUSALS: dict[str, str] = {
     "restrictions and data policy' (ineligibility_reasons with configure_url)",
     "org_budget_403": "403 'Budget limit exceeded (monthly limit). Contact your org admin.'",
 }
+
+
+def refuse_request(fake: Any, request_no: int, model_id: str, stream: bool) -> web.Response | None:
+    """What answers before any endpoint is tried: a spent workspace budget (403), a key-wide
+    429 (the ``platform_429`` and ``key_429`` faults), the in-flight 402 (``in_flight_402``), an
+    account refusal (``ACCOUNT_REFUSALS``); ``None`` when the request goes on."""
+    budget = fake.workspace_budget_usd
+    if budget is not None and fake.ledger.total_usd >= Decimal(str(budget)):
+        fake.ledger.count_error("workspace_budget")
+        return bodies.json_response(403, bodies.workspace_budget_403(budget))
+    limited = fake.faults.draw("request", request_no, stream) if fake.faults else None
+    if limited is None:
+        return None
+    fake.ledger.count_error(limited.kind)
+    wait = math.ceil(limited.wait_s)
+    if limited.kind == "in_flight_402":
+        fake.limits.refused += 1
+        headers = {"Retry-After": str(wait), "X-Fake-Fault": limited.kind}
+        return bodies.json_response(402, bodies.in_flight_402(), headers)
+    if limited.kind in ACCOUNT_REFUSALS:  # the wait, if any, only in the body
+        fake.limits.refused += limited.kind == "in_flight_402_body"
+        status, said = refusal_body(limited.kind, wait_s=wait, model=model_id)
+        return bodies.json_response(status, said, {"X-Fake-Fault": limited.kind})
+    if limited.kind == "key_429":
+        now = fake.now()
+        payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)
+    else:
+        reset_ms = int((fake.clock.now() + wait) * 1000)
+        payload, headers = bodies.platform_429(
+            model=model_id, reset_ms=reset_ms, retry_after_s=wait
+        )
+    return bodies.json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
