@@ -250,7 +250,7 @@ class BatchRun:
             "provider": runs_on.provider_name,
             "service_tier": "batch",
             "system_fingerprint": None,
-            "choices": json.loads(bodies.choices_json(answer, show_reasoning=True, logprobs=None)),
+            "choices": json.loads(bodies.choices_json(answer, show_reasoning=True)),
             "usage": usage,
         }
         row = {

@@ -112,10 +112,14 @@ def choices_json(
     answer: Answer,
     *,
     show_reasoning: bool,
-    logprobs: dict[str, Any] | None,
+    top: int | None = None,
     choice_error: dict[str, Any] | None = None,
 ) -> str:
-    """The ``choices`` array of a non-streaming body, serialized (callers cache it per answer)."""
+    """The ``choices`` array of a non-streaming body, serialized (callers cache it per answer),
+    with ``top`` logprobs when asked for; a ``choice_error`` shows neither them nor reasoning."""
+    logprobs = None
+    if top is not None and choice_error is None:
+        logprobs = logprobs_object(answer.content, answer.logprobs, answer.alternatives, top)
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(answer.content),
@@ -132,7 +136,7 @@ def choices_json(
             }
             for i, (call_id, name, arguments) in enumerate(answer.tool_calls)
         ]
-    if show_reasoning and answer.reasoning:
+    if show_reasoning and answer.reasoning and choice_error is None:
         text = "".join(answer.reasoning)
         message["reasoning"] = text
         message["reasoning_details"] = [

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.fake.content import Answer, break_tools, flip, noisy, perturb
 from openrouter_probe.fake.tags import check_tags, option_value, read_rate, refused_at, tag_values
 from openrouter_probe.rules.routing import matches
 
@@ -138,6 +139,24 @@ class Degradation:
 
     def __bool__(self) -> bool:
         return bool(self.degrade or self.flip or self.tools)
+
+    def change(
+        self, answer: Answer, endpoint: Endpoint, key: tuple[object, ...], noise_draw: float
+    ) -> Answer:
+        """``answer`` as ``endpoint`` gives it: its degradations (seeded by ``key``: the same
+        request degrades the same way), then the noise every endpoint has (``noise_draw``: the
+        request's own draw in [0, 1))."""
+        if self:
+            degrade, flip_rate, tools_rate = self.rates_for(endpoint)
+            if degrade > 0:
+                answer = perturb(answer, rate=degrade, key=key)
+            if flip_rate > 0:
+                answer = flip(answer, rate=flip_rate)
+            if tools_rate > 0:
+                answer = break_tools(answer, rate=tools_rate, key=key)
+        if self.noise > 0:
+            answer = noisy(answer, noise_draw, rate=self.noise)
+        return answer
 
     def rates_for(self, endpoint: Endpoint) -> tuple[float, float, float]:
         """``(degrade, flip, tools)`` rates of ``endpoint`` (the first matching entry of each)."""

@@ -28,15 +28,7 @@ from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import Charge, advised, charge, output_cap, searched
 from openrouter_probe.fake.clock import Clock
-from openrouter_probe.fake.content import (
-    Answer,
-    answer_for,
-    at_limit,
-    break_tools,
-    flip,
-    noisy,
-    perturb,
-)
+from openrouter_probe.fake.content import Answer, answer_for, at_limit
 from openrouter_probe.fake.degrade import Degradation
 from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
@@ -86,10 +78,7 @@ def _drop(request: web.Request) -> None:
 
 
 class Server(Protocol):
-    """What a reply reads and writes of the server's state (``FakeOpenRouter`` is one).
-
-    A protocol, so that this module does not import the application that imports it.
-    """
+    """What a reply reads and writes of the server (``FakeOpenRouter``, which imports this)."""
 
     clock: Clock
     seed: int
@@ -170,9 +159,8 @@ class Reply:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             budget = None
         temperature = body.get("temperature")
-        nonce = (
-            self.request_no if isinstance(temperature, int | float) and temperature > 0 else None
-        )
+        hot = isinstance(temperature, int | float) and temperature > 0
+        nonce = self.request_no if hot else None
         cap = self.cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
         messages = body["messages"]
         tools = body.get("tools")
@@ -205,29 +193,13 @@ class Reply:
             fake.remember(key, answer)
         self.cache_key = key
         if changes.active:
-            changed = self._change(answer, changes, key[0], nonce)
+            seeded = (fake.seed, key[0], nonce, self.endpoint.tag)
+            noise = uniform(fake.seed, self.request_no, 0x6E6F69)
+            changed = changes.change(answer, self.endpoint, seeded, noise)
             if changed is not answer:
                 self.cache_key = None  # a changed answer is this request's own: not shared
                 answer = changed
         return answer, show
-
-    def _change(
-        self, answer: Answer, changes: Degradation, messages: str, nonce: int | None
-    ) -> Answer:
-        """This endpoint's degradations, then the noise every endpoint has."""
-        if changes:
-            degrade, flip_rate, tools_rate = changes.rates_for(self.endpoint)
-            key = (self.fake.seed, messages, nonce, self.endpoint.tag)
-            if degrade > 0:
-                answer = perturb(answer, rate=degrade, key=key)
-            if flip_rate > 0:
-                answer = flip(answer, rate=flip_rate)
-            if tools_rate > 0:
-                answer = break_tools(answer, rate=tools_rate, key=key)
-        if changes.noise > 0:
-            draw = uniform(self.fake.seed, self.request_no, 0x6E6F69)
-            answer = noisy(answer, draw, rate=changes.noise)
-        return answer
 
     def _logprobs_top(self) -> int | None:
         """``top_logprobs`` when logprobs were asked for and the endpoint lists them."""
@@ -319,18 +291,10 @@ class Reply:
             return
         if fault is not None and fault.kind not in _WHOLE:
             return
-        self.fake.response_cache.put(
-            self.cache[0],
-            CachedAnswer(
-                answer,
-                show,
-                self.endpoint,
-                self.permaslug,
-                self.fake.clock.now(),
-                float(self.cache[1]),
-                self.id,
-            ),
-        )
+        key, ttl = self.cache
+        now = self.fake.clock.now()
+        entry = CachedAnswer(answer, show, self.endpoint, self.permaslug, now, float(ttl), self.id)
+        self.fake.response_cache.put(key, entry)
 
     def _pace(self) -> tuple[float, float]:
         """Time to first token and seconds per token, drawn from the endpoint's latency (ms) and
@@ -402,11 +366,15 @@ class Reply:
             ckey = (self.cache_key, show, top)
             choices = fake.choices.get(ckey)
             if choices is None:
-                choices = fake.choices[ckey] = self._choices(answer, show, top, None)
+                choices = fake.choices[ckey] = bodies.choices_json(
+                    answer, show_reasoning=show, top=top
+                )
                 if len(fake.choices) > len(fake.answers) + 64:
                     fake.choices.clear()  # bounded like the answer cache it mirrors
         else:
-            choices = self._choices(answer, show, top, choice_error)
+            choices = bodies.choices_json(
+                answer, show_reasoning=show, top=top, choice_error=choice_error
+            )
         payload = bodies.completion_body(
             generation_id=self.id,
             created=int(self.started_s),
@@ -447,22 +415,6 @@ class Reply:
             self._store(answer, show, fault)
         self._record(finish, first_byte_s=first)
         return response
-
-    @staticmethod
-    def _choices(
-        answer: Answer, show: bool, top: int | None, choice_error: dict[str, Any] | None
-    ) -> str:
-        logprobs = None
-        if top is not None and choice_error is None:
-            logprobs = bodies.logprobs_object(
-                answer.content, answer.logprobs, answer.alternatives, top
-            )
-        return bodies.choices_json(
-            answer,
-            show_reasoning=show and choice_error is None,
-            logprobs=logprobs,
-            choice_error=choice_error,
-        )
 
     async def _stream(
         self, answer: Answer, show: bool, fault: FaultRule | None
