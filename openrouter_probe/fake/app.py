@@ -18,7 +18,6 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -48,11 +47,11 @@ from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.fake.refusals import refuse_request
 from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
-from openrouter_probe.fake.router import Router
+from openrouter_probe.fake.router import Router, ServedModel, served_models
 from openrouter_probe.fake.sampling import parse_sampling
 from openrouter_probe.rules.snapshot import Snapshot
 
-__all__ = ["FakeOpenRouter", "ServedModel"]
+__all__ = ["FakeOpenRouter"]
 
 #: Body keys that are model parameters (what ``require_parameters`` checks).
 _PARAMETER_KEYS = frozenset(
@@ -67,20 +66,6 @@ _CACHE_SIZE = 8192
 _JSON = "application/json"
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
-
-
-@dataclass
-class ServedModel:
-    """A model the fake serves: its snapshot, id, permaslug and endpoints."""
-
-    snapshot: Snapshot
-    model_id: str
-    permaslug: str
-    endpoints: list[Endpoint]
-
-    @property
-    def slugs(self) -> list[str]:
-        return list(dict.fromkeys(e.slug for e in self.endpoints))
 
 
 class FakeOpenRouter:
@@ -138,8 +123,8 @@ class FakeOpenRouter:
         in_flight_settle_s: float = 0.0,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
-        _check_settings(snaps, speed, reasoning_share, credit_usd, batch_api)
-        self._models = _served(snaps)
+        _check_settings(snaps, speed, reasoning_share, credit_usd)
+        self._models = served_models(snaps)
         served = [e for m in self._models.values() for e in m.endpoints]
         self.faults = (
             faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
@@ -175,8 +160,7 @@ class FakeOpenRouter:
         #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
         self.requests: list[Any] | None = [] if record_requests else None
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
-        self.batches = BatchService(self, batch_seconds=batch_seconds)
-        self._batch_api = batch_api
+        self.batches = BatchService(self, batch_seconds=batch_seconds, mount=batch_api)
         #: the in-flight budget (``fake.account.AccountLimits``) and the keys, each held to its
         #: own limit: the default key (``key_limit_usd``) and, with ``management_key``, the key
         #: management API and the keys it makes (``fake.keys``)
@@ -195,7 +179,7 @@ class FakeOpenRouter:
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
         app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
-        self.batches.register(app, mount=self._batch_api)
+        self.batches.register(app)
         self.keys.register(app)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
@@ -452,7 +436,6 @@ def _check_settings(
     speed: float,
     reasoning_share: float,
     credit_usd: float | Decimal | None,
-    batch_api: str,
 ) -> None:
     """The fake's settings, checked before anything is built."""
     if not snaps:
@@ -471,29 +454,12 @@ def _check_settings(
         raise ConfigError(
             Message("credit-negative", "{credit_usd=}: must not be negative", credit_usd=credit_usd)
         )
-    if batch_api not in ("v1", "beta", "both"):
-        raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
 
 
 def _id_prefix(seed: int) -> str:
     """The seed's own prefix of every id the fake makes (ten URL-safe characters)."""
     digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
     return base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
-
-
-def _served(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
-    """The models the fake serves, by id and by permaslug (the first id's wins)."""
-    models: dict[str, ServedModel] = {}
-    for snap in snaps:
-        endpoints = snap.endpoints
-        if not endpoints:
-            raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
-        names = [e.name for e in endpoints if e.name and " | " in e.name]
-        permaslug = names[0].split(" | ", 1)[1] if names else snap.model
-        entry = ServedModel(snap, snap.model, permaslug, endpoints)
-        models[snap.model] = entry
-        models.setdefault(permaslug, entry)
-    return models
 
 
 def _cache_hit(

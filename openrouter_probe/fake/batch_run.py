@@ -28,8 +28,8 @@ from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import answer_for
 from openrouter_probe.fake.faults import FaultPlan
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.router import ServedModel
 from openrouter_probe.rules.batch import batch_model_id
-from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = [
     "FINALIZING_S",
@@ -39,7 +39,6 @@ __all__ = [
     "BatchLine",
     "BatchRun",
     "Host",
-    "Served",
 ]
 
 VALIDATING_S = 2.0
@@ -49,18 +48,10 @@ WINDOW_S = 24 * 3600.0
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
-class Served(Protocol):
-    """What the Batch API reads of a served model (``fake.app.ServedModel``)."""
-
-    snapshot: Snapshot
-    model_id: str
-    permaslug: str
-
-
 class Host(Protocol):
     """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
 
-    _models: dict[str, Any]
+    _models: dict[str, ServedModel]
     seed: int
     faults: FaultPlan
     clock: Clock
@@ -93,7 +84,7 @@ class BatchRun:
 
     number: int
     id: str
-    model: Served
+    model: ServedModel
     endpoint: str
     runs_on: Endpoint
     lines: list[BatchLine]

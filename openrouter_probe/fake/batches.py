@@ -72,6 +72,8 @@ MAX_REQUESTS = 5000
 _LIST_STATUSES = frozenset(
     {"validating", "in_progress", "completed", "failed", "expired", "cancelled"}
 )
+#: Where the routes are mounted, by ``batch_api``.
+_MOUNTS = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
 _ORDER_MESSAGE = (
     "endpoint and model are required and must appear before requests in the request body"
 )
@@ -88,7 +90,7 @@ def _error(status: int, message: str) -> web.Response:
 class BatchService:
     """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
 
-    def __init__(self, fake: Host, *, batch_seconds: float = 420.0) -> None:
+    def __init__(self, fake: Host, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
             raise ConfigError(
                 Message(
@@ -97,18 +99,19 @@ class BatchService:
                     batch_seconds=batch_seconds,
                 )
             )
-        self.fake = fake
+        if mount not in _MOUNTS:
+            raise ConfigError(f"batch_api {mount!r}: must be v1, beta or both")
+        self.fake, self.mount = fake, mount
         self.batch_seconds = batch_seconds
         self.batches: dict[str, BatchRun] = {}
         self._count = 0
 
-    def register(self, app: web.Application, *, mount: str = "v1") -> None:
-        """Add the routes (``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch`` variant's
-        ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
+    def register(self, app: web.Application) -> None:
+        """Add the routes (under ``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch``
+        variant's ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
         app.router.add_get("/api/v1/models/{author}/{slug:[^/]+:batch}/endpoints", self.endpoints)
         app.on_response_prepare.append(self._dated)
-        prefixes = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
-        for prefix in prefixes[mount]:
+        for prefix in _MOUNTS[self.mount]:
             app.router.add_post(f"{prefix}/batches", self.create)
             app.router.add_get(f"{prefix}/batches", self.list)
             app.router.add_get(f"{prefix}/batches/{{id}}", self.get)

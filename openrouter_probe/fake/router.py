@@ -1,5 +1,5 @@
-"""The fake OpenRouter's routing: provider blocks parsed once, one routing decision per distinct
-request, and the 404 of a block that admits nothing.
+"""The fake OpenRouter's routing: the models it serves (``ServedModel``), provider blocks parsed
+once, one routing decision per distinct request, and the 404 of a block that admits nothing.
 
 ``Router`` keeps two bounded caches: the provider blocks by their raw form (``block``: a parsed
 ``ProviderBlock``, or the ``PolicyError`` a bad one raised) and the decisions by (model, block,
@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from typing import Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
+from openrouter_probe.rules.snapshot import Snapshot
 
-__all__ = ["Plan", "Router"]
+__all__ = ["Plan", "Router", "ServedModel", "served_models"]
 
 #: How many distinct blocks and decisions each cache keeps (the oldest decision goes first).
 _CACHE_SIZE = 8192
@@ -82,15 +85,33 @@ class Plan:
         return chains[pick if pick < len(chains) else -1]
 
 
-class Served(Protocol):
-    """What routing reads of a served model (``fake.app.ServedModel``)."""
+@dataclass
+class ServedModel:
+    """A model the fake serves: its snapshot, id, permaslug and endpoints."""
 
+    snapshot: Snapshot
     model_id: str
     permaslug: str
     endpoints: list[Endpoint]
 
     @property
-    def slugs(self) -> list[str]: ...
+    def slugs(self) -> list[str]:
+        return list(dict.fromkeys(e.slug for e in self.endpoints))
+
+
+def served_models(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
+    """The models the fake serves, by id and by permaslug (the first id's wins)."""
+    models: dict[str, ServedModel] = {}
+    for snap in snaps:
+        endpoints = snap.endpoints
+        if not endpoints:
+            raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
+        names = [e.name for e in endpoints if e.name and " | " in e.name]
+        permaslug = names[0].split(" | ", 1)[1] if names else snap.model
+        entry = ServedModel(snap, snap.model, permaslug, endpoints)
+        models[snap.model] = entry
+        models.setdefault(permaslug, entry)
+    return models
 
 
 class Router:
@@ -117,7 +138,7 @@ class Router:
 
     def plan(
         self,
-        model: Served,
+        model: ServedModel,
         key: str,
         block: ProviderBlock,
         *,
@@ -139,7 +160,7 @@ class Router:
                 self._routes.popitem(last=False)
         return plan
 
-    def no_route(self, model: Served, decision: RouteDecision, block: ProviderBlock) -> bytes:
+    def no_route(self, model: ServedModel, decision: RouteDecision, block: ProviderBlock) -> bytes:
         """The routing-failure 404's body, naming the step where the last endpoint dropped out
         (counted in the ledger as ``no_route``)."""
         reasons = [x.reason for x in decision.excluded]
