@@ -130,10 +130,7 @@ def arithmetic_answer(text: str) -> str | None:
             value = a ** int(b)
     except (DivisionByZero, InvalidOperation):
         return None
-    text_value = (
-        format(value.normalize(), "f") if value != value.to_integral_value() else str(int(value))
-    )
-    return text_value
+    return format(value.normalize(), "f") if value != value.to_integral_value() else str(int(value))
 
 
 def _last_user_text(messages: list[Any]) -> str:
@@ -269,18 +266,25 @@ def answer_for(
 def at_limit(answer: Answer, max_tokens: int) -> Answer:
     """The answer as xAI sends one cut at ``max_tokens``: its content run on to the limit, then
     ``finish_reason: null`` (no tool call: the answer was cut)."""
-    room = max_tokens - len(answer.reasoning) - len(answer.content)
-    more = _take(_CONTENT_CYCLE, len(answer.content), max(0, room))
-    content = (answer.content + more)[: max(0, max_tokens - len(answer.reasoning))]
+    keep = max(0, max_tokens - len(answer.reasoning))
+    more = _take(_CONTENT_CYCLE, len(answer.content), max(0, keep - len(answer.content)))
+    return _text(answer, (answer.content + more)[:keep], None)
+
+
+def _text(answer: Answer, content: tuple[str, ...], finish: str | None, **more: Any) -> Answer:
+    """``answer`` saying ``content`` and no tool call (logprobs and alternatives from the cycles'
+    start unless ``more`` gives them)."""
+    if "logprobs" not in more:
+        more["logprobs"] = _take(_LOGPROB_CYCLE, 0, len(content))
+        more["alternatives"] = _take(_ALT_CYCLE, 0, len(content))
     return dataclasses.replace(
         answer,
         content=content,
-        finish_reason=None,
-        logprobs=_take(_LOGPROB_CYCLE, 0, len(content)),
-        alternatives=_take(_ALT_CYCLE, 0, len(content)),
+        finish_reason=finish,
         tool_calls=(),
         tool_tokens=0,
         call=None,
+        **more,
     )
 
 
@@ -290,18 +294,15 @@ def _cut(answer: Answer, max_tokens: int) -> Answer:
     change)."""
     if answer.completion_tokens <= max_tokens:
         return answer
-    reasoning_tokens = answer.reasoning[:max_tokens]
-    content = answer.content[: max(0, max_tokens - len(reasoning_tokens))]
-    return dataclasses.replace(
+    reasoning = answer.reasoning[:max_tokens]
+    n = max(0, max_tokens - len(reasoning))
+    return _text(
         answer,
-        reasoning=reasoning_tokens,
-        content=content,
-        finish_reason="length",
-        logprobs=answer.logprobs[: len(content)],
-        alternatives=answer.alternatives[: len(content)],
-        tool_calls=(),
-        tool_tokens=0,
-        call=None,
+        answer.content[:n],
+        "length",
+        reasoning=reasoning,
+        logprobs=answer.logprobs[:n],
+        alternatives=answer.alternatives[:n],
     )
 
 
@@ -417,12 +418,7 @@ def break_tools(answer: Answer, *, rate: float, key: tuple[object, ...]) -> Answ
         return answer
     _, arguments, schema = answer.call
     if rng.random() < 0.5:
-        words = _take(_CONTENT_CYCLE, rng.getrandbits(32), 12)
-        return dataclasses.replace(
-            answer, content=words, logprobs=_take(_LOGPROB_CYCLE, 0, 12),
-            alternatives=_take(_ALT_CYCLE, 0, 12), finish_reason="stop", tool_calls=(),
-            tool_tokens=0, call=None,
-        )  # fmt: skip
+        return _text(answer, _take(_CONTENT_CYCLE, rng.getrandbits(32), 12), "stop")
     broken = dict(arguments)
     required = [k for k in schema.get("required") or () if k in broken]
     if required and rng.random() < 0.5:

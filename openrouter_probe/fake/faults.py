@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
@@ -245,6 +245,7 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
                 raise ConfigError(
                     refused_at(where, "{secs:s} is not a number of seconds", secs=repr(secs))
                 ) from None
+        numbers: list[int] = []
         if value.startswith("@"):
             try:
                 numbers = [int(n) for n in value[1:].split("+")]
@@ -254,27 +255,17 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
                         where, "{value:s} is not @N or @N+M (request numbers)", value=repr(value)
                     )
                 ) from None
-            rules.append(
-                _rule(
-                    kind.strip(),
-                    tag=tag or None,
-                    rate=None,
-                    requests=numbers,
-                    seconds=seconds,
-                    where=where,
-                )
+        rate = None if numbers else read_rate(value, where)
+        rules.append(
+            _rule(
+                kind.strip(),
+                tag=tag or None,
+                rate=rate,
+                requests=numbers,
+                seconds=seconds,
+                where=where,
             )
-        else:
-            rules.append(
-                _rule(
-                    kind.strip(),
-                    tag=tag or None,
-                    rate=read_rate(value, where),
-                    requests=(),
-                    seconds=seconds,
-                    where=where,
-                )
-            )
+        )
     return FaultPlan(tuple(rules), seed)
 
 
@@ -332,16 +323,3 @@ def check_fault_tags(plan: FaultPlan, endpoints: Sequence[Endpoint]) -> None:
         ),
         endpoints,
     )
-
-
-def _describe(rules: Iterable[FaultRule]) -> list[dict[str, Any]]:
-    return [
-        {
-            "kind": r.kind,
-            "rate": r.rate,
-            "requests": sorted(r.requests),
-            "tag": r.tag,
-            "seconds": r.wait_s,
-        }
-        for r in rules
-    ]

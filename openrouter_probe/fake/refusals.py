@@ -41,60 +41,40 @@ GUARDRAIL_MESSAGE = (
 ORG_BUDGET_MESSAGE = "Budget limit exceeded (monthly limit). Contact your org admin."
 
 
-def _error(code: int, message: str, metadata: dict[str, object] | None = None) -> dict[str, object]:
-    error: dict[str, object] = {"message": message, "code": code}
-    if metadata is not None:
-        error["metadata"] = metadata
-    return error
-
-
 def refusal_body(kind: str, *, wait_s: int, model: str) -> tuple[int, bytes]:
     """The status and body of the refusal ``kind`` (one of ``ACCOUNT_REFUSALS``); ``wait_s`` is
     the in-flight 402's wait, said in its body."""
+    metadata: dict[str, object] | None = None
     if kind == "in_flight_402_body":
-        error = _error(
-            402,
-            IN_FLIGHT_MESSAGE,
-            {
-                "reason": "in_flight_budget_exhausted",
-                "headers": {"Retry-After": str(wait_s)},
-                "remedy_hint": "Wait for in-flight requests to settle.",
-            },
-        )
-        error["provider_name"] = None
-        status = 402
+        status, message = 402, IN_FLIGHT_MESSAGE
+        metadata = {
+            "reason": "in_flight_budget_exhausted",
+            "headers": {"Retry-After": str(wait_s)},
+            "remedy_hint": "Wait for in-flight requests to settle.",
+        }
     elif kind == "attestation_403":
-        status, error = (
-            403,
-            _error(
-                403,
-                ATTESTATION_MESSAGE,
-                {
-                    "missing_attestation_types": ["age_18plus"],
-                    "failed_routing_step": "Gate Endpoints with Attestations",
-                },
-            ),
-        )
+        status, message = 403, ATTESTATION_MESSAGE
+        metadata = {
+            "missing_attestation_types": ["age_18plus"],
+            "failed_routing_step": "Gate Endpoints with Attestations",
+        }
     elif kind == "guardrail_404":
-        status, error = (
-            404,
-            _error(
-                404,
-                GUARDRAIL_MESSAGE,
-                {
-                    "ineligibility_reasons": [
-                        {"reason": "data_policy", "configure_url": PRIVACY_URL},
-                    ],
-                    "routing_funnel": [{"step": "Initial Endpoints", "endpoint_count": 1}],
-                    "failed_routing_step": "Filter by Guardrails",
-                    "requested_model": model,
-                },
-            ),
-        )
+        status, message = 404, GUARDRAIL_MESSAGE
+        metadata = {
+            "ineligibility_reasons": [{"reason": "data_policy", "configure_url": PRIVACY_URL}],
+            "routing_funnel": [{"step": "Initial Endpoints", "endpoint_count": 1}],
+            "failed_routing_step": "Filter by Guardrails",
+            "requested_model": model,
+        }
     elif kind == "org_budget_403":
-        status, error = 403, _error(403, ORG_BUDGET_MESSAGE)
+        status, message = 403, ORG_BUDGET_MESSAGE
     else:
         raise ValueError(f"not an account refusal: {kind}")
+    error: dict[str, object] = {"message": message, "code": status}
+    if metadata is not None:
+        error["metadata"] = metadata
+    if kind == "in_flight_402_body":
+        error["provider_name"] = None
     return status, json.dumps({"error": error, "user_id": "user_fake"}).encode()
 
 
