@@ -169,21 +169,17 @@ def dearest_worst_case(
     chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
 ) -> tuple[Decimal, Endpoint]:
     """The worst case of a request over ``chain`` and the endpoint that costs it (the dearest)."""
-    return max(
-        (
-            (
-                worst_case_usd(
-                    e,
-                    prompt_tokens=prompt_tokens,
-                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                    at=now,
-                ),
-                e,
-            )
-            for e in chain
-        ),
-        key=lambda pair: pair[0],
-    )
+    costs = [
+        worst_case_usd(
+            e,
+            prompt_tokens=prompt_tokens,
+            max_tokens=output_cap(max_tokens, e, prompt_tokens),
+            at=now,
+        )
+        for e in chain
+    ]
+    dearest = max(range(len(chain)), key=costs.__getitem__)
+    return costs[dearest], chain[dearest]
 
 
 def hold_for(

@@ -284,15 +284,16 @@ class BatchService:
 
     # -- the clock -------------------------------------------------------------------------------
 
-    def _find(self, request: web.Request) -> tuple[BatchRun | None, web.Response | None]:
+    def _find(self, request: web.Request) -> BatchRun | web.Response:
+        """The batch the path names, moved to where the clock says it is (or the 401/404)."""
         denied = self.fake._auth(request)
         if denied is not None:
-            return None, denied
+            return denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None or self.fake.clock.now() < batch.hidden_until:
-            return None, _error(404, f"Batch job {request.match_info['id']} not found.")
+            return _error(404, f"Batch job {request.match_info['id']} not found.")
         batch.tick(self.fake, self.batch_seconds)
-        return batch, None
+        return batch
 
     def _gate(self, batch: BatchRun) -> web.Response | None:
         if not batch.gated:
@@ -311,17 +312,15 @@ class BatchService:
     # -- reads -----------------------------------------------------------------------------------
 
     async def get(self, request: web.Request) -> web.Response:
-        batch, refused = self._find(request)
-        if batch is None:
-            assert refused is not None
-            return refused
+        batch = self._find(request)
+        if isinstance(batch, web.Response):
+            return batch
         return self._gate(batch) or _json(200, batch.to_object(results=True))
 
     async def results_page(self, request: web.Request) -> web.Response:
-        batch, refused = self._find(request)
-        if batch is None:
-            assert refused is not None
-            return refused
+        batch = self._find(request)
+        if isinstance(batch, web.Response):
+            return batch
         gated = self._gate(batch)
         if gated is not None:
             return gated
@@ -418,10 +417,9 @@ class BatchService:
         )
 
     async def delete(self, request: web.Request) -> web.Response:
-        batch, refused = self._find(request)
-        if batch is None:
-            assert refused is not None
-            return refused
+        batch = self._find(request)
+        if isinstance(batch, web.Response):
+            return batch
         if batch.status not in TERMINAL:
             return _error(
                 409, f"Batch {batch.id} is {batch.status}; only a finished batch can be deleted."

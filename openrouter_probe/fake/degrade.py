@@ -25,18 +25,12 @@ def parse_degrade(
 ) -> dict[str, float]:
     """Parse ``--degrade TAG=RATE`` options (or another ``option`` of that form) into
     ``{tag: rate}`` (a mapping passes through, its rates checked)."""
-    if isinstance(specs, Mapping):
-        return {str(k): read_rate(str(v), option_value(option, str(k))) for k, v in specs.items()}
+    mapping = isinstance(specs, Mapping)
     out: dict[str, float] = {}
-    for spec in specs:
-        tag, sep, rate = spec.partition("=")
-        if not sep or not tag.strip():
-            raise ConfigError(
-                refused_at(
-                    option_value(option, repr(spec)), "expected TAG=RATE (e.g. fireworks=0.2)"
-                )
-            )
-        out[tag.strip()] = read_rate(rate, option_value(option, repr(spec)))
+    for tag, rate in tag_values(specs, option=option, form="TAG=RATE (e.g. fireworks=0.2)"):
+        name = str(tag) if mapping else str(tag).strip()
+        given = name if mapping else repr(f"{tag}={rate}")
+        out[name] = read_rate(str(rate), option_value(option, given))
     return out
 
 

@@ -181,81 +181,39 @@ class KeyStore:
         max_tokens: int | None,
         now: datetime,
     ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
-        """``refuse_chat`` for the request's key; what it lets through is reserved on the key at
-        once (no ``await`` between the check and the reservation: concurrent requests cannot both
-        take the last of a key's limit)."""
-        refused, key, amount = self.refuse_chat(
-            self.bearer(request), chain, prompt_tokens, max_tokens, now
-        )
-        if key is not None:
-            key.credit.reserve(amount)
-        return refused, key, amount
-
-    def refuse_chat(
-        self,
-        secret: str,
-        chain: Sequence[Endpoint],
-        prompt_tokens: int,
-        max_tokens: int | None,
-        now: datetime,
-    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
-        """A refusal for a request of ``secret`` (the management key, a disabled, expired or
-        deleted key, a spent limit), or the key to reserve on and the amount (its worst case).
-        A secret the store did not make is the default key's; without a limit it is not held
-        (``None``: nothing to reserve or settle)."""
-        ledger = self.ledger
+        """The request's key and its worst case, reserved on the key at once (no ``await`` between
+        the check and the reservation: concurrent requests cannot both take the last of a key's
+        limit); or its refusal: the management key, a deleted, disabled or expired key, a spent
+        limit (the 402 "can only afford N", ``limit_source: openrouter_key_limit``, or the 403 "Key
+        limit exceeded"). A secret the store did not make is the default key's; without a limit
+        it is not held (``None``: nothing to reserve or settle)."""
+        secret = self.bearer(request)
         if self.management_key is not None and secret == self.management_key:
-            ledger.count_error("management_key")
-            return (
-                bodies.error_response(
-                    403, "Management keys cannot be used for completions; use an API key"
-                ),
-                None,
-                Decimal(0),
-            )
-        if secret not in self._by_secret:
-            if self.default.limit_usd is None:
-                return None, None, Decimal(0)
-            return self._within_limit(self.default, chain, prompt_tokens, max_tokens, now)
-        key = self.of(secret)
+            message = "Management keys cannot be used for completions; use an API key"
+            return self._refused("management_key", 403, message)
+        key = self.of(secret) if secret in self._by_secret else self.default
         if key is None:
-            ledger.count_error("key_deleted")
-            return bodies.error_response(401, "User not found."), None, Decimal(0)
+            return self._refused("key_deleted", 401, "User not found.")
         if key.disabled:
-            ledger.count_error("key_disabled")
-            return bodies.error_response(403, "This API key is disabled"), None, Decimal(0)
+            return self._refused("key_disabled", 403, "This API key is disabled")
         if key.expires_at is not None and _iso(now) >= key.expires_at:
-            ledger.count_error("key_expired")
-            return bodies.error_response(401, "This API key has expired"), None, Decimal(0)
-        if key.credit.limit_usd is None:  # no limit: only its usage is counted
-            return None, key, Decimal(0)
-        return self._within_limit(key, chain, prompt_tokens, max_tokens, now)
-
-    def _within_limit(
-        self,
-        key: ManagedKey,
-        chain: Sequence[Endpoint],
-        prompt_tokens: int,
-        max_tokens: int | None,
-        now: datetime,
-    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
-        """``key`` with the worst case to reserve on it, or the key-limit 402 ("can only afford
-        N", ``limit_source: openrouter_key_limit``) or 403 ("Key limit exceeded")."""
-        need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
+            return self._refused("key_expired", 401, "This API key has expired")
         available = key.credit.available_usd
-        if available is None or need <= available:
+        if available is None:  # no limit: only a managed key's usage is counted
+            return None, None if key is self.default else key, Decimal(0)
+        need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
+        if need <= available:
+            key.credit.reserve(need)
             return None, key, need
-        self.ledger.count_error("key_limit")
         affordable = affordable_tokens(
             dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
         )
-        reset = key.limit_reset or "total"
         if affordable < 1:
             message = (
-                f"Key limit exceeded ({reset} limit). Manage it using "
+                f"Key limit exceeded ({key.limit_reset or 'total'} limit). Manage it using "
                 "https://openrouter.ai/settings/keys"
             )
-            return bodies.error_response(403, message), None, Decimal(0)
+            return self._refused("key_limit", 403, message)
         requested = output_cap(max_tokens, dearest, prompt_tokens)
         message = (
             "This request requires more credits, or fewer max_tokens. You requested up to "
@@ -267,7 +225,14 @@ class KeyStore:
             "remedy_hint": _KEY_LIMIT_HINT,
             "provider_name": None,
         }
-        return bodies.error_response(402, message, metadata), None, Decimal(0)
+        return self._refused("key_limit", 402, message, metadata)
+
+    def _refused(
+        self, kind: str, status: int, message: str, metadata: dict[str, Any] | None = None
+    ) -> tuple[web.Response, None, Decimal]:
+        """A chat request refused for its key, counted in the ledger as ``kind``."""
+        self.ledger.count_error(kind)
+        return bodies.error_response(status, message, metadata), None, Decimal(0)
 
     def settle(self, key: ManagedKey, reserved: Decimal, billed: LedgerEntry | None) -> None:
         """Settle a request of ``key``: its reservation given back, its real cost spent."""
