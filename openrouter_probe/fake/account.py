@@ -36,6 +36,7 @@ __all__ = [
     "key_data",
     "reserve",
     "settle",
+    "usage_fields",
     "workspace_budget",
 ]
 
@@ -309,14 +310,7 @@ def key_data(
         "limit_remaining": remaining_usd,
         "limit_reset": None,
         "include_byok_in_limit": False,
-        "usage": usage_usd,
-        "usage_daily": usage_usd,
-        "usage_weekly": usage_usd,
-        "usage_monthly": usage_usd,
-        "byok_usage": 0,
-        "byok_usage_daily": 0,
-        "byok_usage_weekly": 0,
-        "byok_usage_monthly": 0,
+        **usage_fields(usage_usd),
         "is_free_tier": False,
         "is_management_key": False,
         "is_provisioning_key": False,
@@ -343,6 +337,12 @@ def key_data(
 def _effective(layers: list[dict[str, Any]]) -> dict[str, Any] | None:
     spent = [b for b in layers if b["remaining_usd"] <= 0]
     return spent[0] if spent else min(layers, key=lambda b: b["remaining_usd"], default=None)
+
+
+def usage_fields(usage_usd: float) -> dict[str, float]:
+    """A key's ``usage`` and (none) ``byok_usage``, every period alike (the fake keeps no days)."""
+    periods = ("", "_daily", "_weekly", "_monthly")
+    return {f"usage{p}": usage_usd for p in periods} | {f"byok_usage{p}": 0 for p in periods}
 
 
 def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:

@@ -63,7 +63,6 @@ _PARAMETER_KEYS = frozenset(
     }
 )  # fmt: skip
 _CACHE_SIZE = 8192
-_JSON = "application/json"
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
 
@@ -134,7 +133,6 @@ class FakeOpenRouter:
         self.degradation = Degradation.build(
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
         )
-        self.degrade = self.degradation.degrade
         self.template = parse_template(degrade_template or {}, endpoints=served)
         self.sampling = parse_sampling(degrade_sampling or {}, endpoints=served)
         self.reasoning_share, self.median_tokens = reasoning_share, median_tokens

@@ -33,7 +33,7 @@ from aiohttp import web
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.account import dearest_worst_case, key_data
+from openrouter_probe.fake.account import dearest_worst_case, key_data, usage_fields
 from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap
 
 if TYPE_CHECKING:
@@ -82,14 +82,7 @@ class ManagedKey:
             else float(self.limit_usd - self.credit.spent_usd),  # type: ignore[operator]
             "limit_reset": self.limit_reset,
             "include_byok_in_limit": self.include_byok_in_limit,
-            "usage": spent,
-            "usage_daily": spent,
-            "usage_weekly": spent,
-            "usage_monthly": spent,
-            "byok_usage": 0,
-            "byok_usage_daily": 0,
-            "byok_usage_weekly": 0,
-            "byok_usage_monthly": 0,
+            **usage_fields(spent),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "expires_at": self.expires_at,
