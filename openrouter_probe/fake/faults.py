@@ -194,13 +194,13 @@ class FaultPlan:
 
 def _rule(
     kind: str,
-    *,
     tag: str | None,
     rate: float | None,
     requests: Iterable[int],
     seconds: float | None,
     where: object,
 ) -> FaultRule:
+    """One rule, checked (``where``: what to name in an error)."""
     if kind not in FAULT_KINDS:
         known = ", ".join(sorted(FAULT_KINDS))
         raise ConfigError(
@@ -256,16 +256,7 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
                     )
                 ) from None
         rate = None if numbers else read_rate(value, where)
-        rules.append(
-            _rule(
-                kind.strip(),
-                tag=tag or None,
-                rate=rate,
-                requests=numbers,
-                seconds=seconds,
-                where=where,
-            )
-        )
+        rules.append(_rule(kind.strip(), tag or None, rate, numbers, seconds, where))
     return FaultPlan(tuple(rules), seed)
 
 
@@ -298,18 +289,9 @@ def load_faults(path: str | Path, *, seed: int = 0) -> FaultPlan:
         requests = item.get("requests") or []
         if not isinstance(requests, list) or not all(isinstance(n, int) for n in requests):
             raise ConfigError(f"{where}.requests: a list of request numbers")
-        rate = item.get("rate")
-        seconds = item.get("seconds")
-        rules.append(
-            _rule(
-                str(item["kind"]),
-                tag=item.get("tag"),
-                rate=None if rate is None else read_rate(str(rate), where),
-                requests=requests,
-                seconds=None if seconds is None else float(seconds),
-                where=where,
-            )
-        )
+        rate = None if item.get("rate") is None else read_rate(str(item["rate"]), where)
+        seconds = None if item.get("seconds") is None else float(item["seconds"])
+        rules.append(_rule(str(item["kind"]), item.get("tag"), rate, requests, seconds, where))
     return FaultPlan(tuple(rules), seed)
 
 
