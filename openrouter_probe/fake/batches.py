@@ -1,38 +1,11 @@
 """The fake's Batch API: ``/api/v1/batches`` served from a snapshot's ``:batch`` endpoints.
 
-What it does follows the facts in ``docs/batch.md`` (with their sources), and its bodies are the
-shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject`` ...):
-
-- ``POST /batches``: the documented sync refusals (400 field order, no ``:batch`` endpoint, empty
-  ``requests``, a line's ``body.model`` other than the batch's, a ``provider`` key besides ``only``
-  and ``allow_fallbacks``; 404 ``provider.only`` matching no ``:batch`` endpoint; 422 duplicate
-  ``custom_id``; 402 when the estimate, every line at its ``max_tokens`` at the batch price, is
-  above the credit left), else ``202`` with ``status: validating``. Checks that run after
-  acceptance (``stream: true``, ``max_tokens`` < 1) move the batch to ``failed``.
-- The status moves on the fake's clock: ``validating`` for ``VALIDATING_S``, ``in_progress`` for
-  ``batch_seconds`` (lines complete evenly over it, ``request_counts`` shows them), ``finalizing``
-  for ``FINALIZING_S``, then ``completed`` with the results inline (reversed, as observed). Billing
-  happens at finalize: one ledger entry per successful line at the ``:batch`` endpoint's price;
-  failed lines are billed nothing. The batch-level ``usage.cost`` is the sum; per-line usage has
-  token counts and no ``cost``.
-- ``GET /batches/{id}``; ``GET /batches/{id}/results`` (cursor pages, ``limit`` 1-1000); ``GET
-  /batches`` (newest first; ``limit``, ``after``, ``created_after``/``created_before``,
-  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route. Every
-  answer's ``Date`` is the fake's clock (the one ``created_at`` is on).
-- The 402 gate: a finished batch whose charge the credit cannot cover is not billed and its
-  results are withheld (GET answers 402 with the batch and ``results: null``) until the credit
-  allows it (a test raises ``fake.credit.limit_usd``); the batch is not re-run.
-- Faults (``--faults``, phase ``batch``): ``batch_failed`` (the provider ends the batch as failed,
-  nothing billed), ``batch_expire`` (runs to ``expires_at``, then ``expired`` with no results; the
-  lines done by then, half of them, are billed: whether OpenRouter bills them is an open
-  question, and the harsher answer is the one a client must survive), ``stuck`` (stays
-  ``in_progress`` with nothing done until it expires, nothing billed), ``line_fail`` (each line
-  fails with ``rate_limit_exceeded`` at RATE, or lines ``@N+M`` of every batch), ``batch_404``
-  (``404 Batch job <id> not found.`` for SECONDS (default 2) after the create, and absent from the
-  list meanwhile: the record is written asynchronously). ``@N`` counts batches from 1.
-
-``batch_api`` says where the routes are mounted: ``v1`` (default), ``beta`` (``/api/beta`` only, so
-``/api/v1/batches`` is a plain-text 404, as third parties recorded in Sept 2026) or ``both``.
+Its bodies are the shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject``
+...); what it does, route by route (the submit-time refusals, the status on the fake's clock,
+billing at finalize, the 402 gate, the ``batch`` faults, the ``batch_api`` mounts), is in
+``docs/fake-server.md`` ("The Batch API"), following the facts in ``docs/batch.md`` with their
+sources (a ``batch_expire`` bills half the lines: the harsher reading of an open question). One
+batch on the clock is ``fake.batch_run``.
 """
 
 from __future__ import annotations

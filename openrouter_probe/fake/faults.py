@@ -1,25 +1,11 @@
 """Faults the fake server injects, by rate or by schedule (the endpoints it degrades:
 ``fake.degrade``).
 
-A spec is a comma-separated list (``"upstream_429=0.05,drop=0.01"``) or a YAML file. Each entry is
-``KIND[:TAG]=RATE`` (drawn per request, seeded) or ``KIND[:TAG]=@N+M`` (the Nth and Mth chat requests,
-counting from 1), optionally followed by ``/SECONDS`` for the faults that wait. ``TAG`` limits an
-upstream fault to the endpoints an ``order`` entry with that slug or tag would select::
-
-    upstream_429:chutes/int4=1          chutes always answers 429 (requests fall back, if allowed)
-    stall=0.01/60                       1% of streams stall for 60 s, then the connection closes
-    drop=@3+7                           the 3rd and 7th requests lose their connection mid-body
-
-The same in YAML::
-
-    faults:
-      - {kind: upstream_429, rate: 1, tag: chutes/int4}
-      - {kind: stall, rate: 0.01, seconds: 60}
-      - {kind: drop, requests: [3, 7]}
-
-Draws are seeded by the server's seed, the request's number and the attempt, so a run with the same
-seed and the same arrival order sees the same faults. Upstream faults are drawn per attempt: with
-fallbacks allowed a client sees one only when every admitted endpoint failed, as with OpenRouter.
+The ``--faults`` spec (``KIND[:TAG]=RATE|@N+M[/SECONDS]`` entries, or a YAML file) and what each
+kind does are in ``docs/fake-server.md`` (``FAULT_KINDS`` here). Draws are seeded by the server's
+seed, the request's number and the attempt, so a run with the same seed and the same arrival order
+sees the same faults. Upstream faults are drawn per attempt: with fallbacks allowed a client sees
+one only when every admitted endpoint failed, as with OpenRouter.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """The fake OpenRouter's keys, each with its own limit: the key it was started with (the default
 key: ``--key-limit-usd``) and the keys of its management API (``--management-key KEY``).
 
-``KeyStore`` serves ``/api/v1/keys`` (list, create; get, patch, delete by hash) and
-``/api/v1/activity`` to the management key only, and is asked by the chat handler about every
-request: one made with a key of the store, or with any other key the fake accepts (the default
-key, whose limit is ``key_limit_usd``; the management API does not list it). The one check holds
-both: a disabled, expired or deleted key is refused; a key whose limit
-is spent answers the 403 "Key limit exceeded" of OPENROUTER.md §15; a request whose worst case does
-not fit what the key has left answers the 402 "can only afford N" with ``limit_source:
-openrouter_key_limit`` (§18). Like the account's credit, a request reserves its worst case on its
-key before it is served and settles to its real cost after, so concurrent requests of one key never
-spend past its limit. A management key cannot call completions (OpenRouter: "Management keys cannot
-be used to make API calls to OpenRouter's completion endpoints"); the fake's 403 wording is its own.
-
-The response shapes are the spec's: create answers ``{"data": {...}, "key": "sk-or-v1-..."}`` (the
-secret, shown once), list ``{"data": [...]}``, get and patch ``{"data": {...}}``, delete
-``{"deleted": true}``; activity ``{"data": [{date, model, provider_name, usage, requests, ...}]}``.
+``KeyStore`` serves ``/api/v1/keys`` and ``/api/v1/activity`` to the management key only (the
+routes and their bodies, the spec's: ``docs/fake-server.md``, "Keys: the management API"), and
+checks every chat request's key (``admit``): like the account's credit, a request reserves its
+worst case on its key before it is served and settles to its real cost after, so concurrent
+requests of one key never spend past its limit; a spent limit answers the 402 "can only afford N"
+(``limit_source: openrouter_key_limit``, OPENROUTER.md §18), then the 403 "Key limit exceeded"
+(§15).
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake.content import Answer
@@ -85,6 +84,3 @@ class ResponseCache:
         self.stores += 1
         if len(self._entries) > _SIZE:
             self._entries.popitem(last=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"entries": len(self._entries), "hits": self.hits, "stores": self.stores}
