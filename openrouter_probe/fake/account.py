@@ -21,7 +21,7 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import affordable_tokens, output_cap, worst_case_usd
+from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
 
 if TYPE_CHECKING:
@@ -274,20 +274,18 @@ FREE_MODEL_DAILY_REQUESTS = 1000
 UNLIMITED_CREDITS_USD = 1_000_000.0
 
 
-def key_data(
-    *,
-    limit_usd: float | None,
-    remaining_usd: float | None,
-    usage_usd: float,
-    workspace: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD).
+def key_data(credit: Credit, workspace: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``GET /key``'s ``data`` for a key held to ``credit``: its limit, what is left, what was used
+    (USD).
 
     A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
     the key's own limit when it has one (``effective_budget`` is then that entry), and
     ``rate_limit`` is the deprecated object that "will always return -1". A ``workspace`` budget
     (``workspace_budget``) comes first, as enforcement checks it before the key's own limit;
     ``effective_budget`` is a spent entry if one is, else the one with the least remaining."""
+    limit_usd = None if credit.limit_usd is None else float(credit.limit_usd)
+    remaining_usd = None if credit.remaining_usd is None else float(credit.remaining_usd)
+    usage_usd = float(credit.spent_usd)
     budget = (
         None
         if limit_usd is None
@@ -296,7 +294,7 @@ def key_data(
             "guardrail_id": None,
             "include_byok": False,
             "limit_usd": limit_usd,
-            "remaining_usd": limit_usd if remaining_usd is None else remaining_usd,
+            "remaining_usd": remaining_usd,
             "reset_interval": None,
             "resets_at": None,
             "scope": "key_limit",
@@ -355,11 +353,7 @@ def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]
 def default_key_data(fake: Any) -> dict[str, Any]:
     """``GET /key`` for any key the store did not make: the default key's own limit where it has
     one, else the account's credit, with the workspace budget when one is set."""
-    limit, remaining = fake.credit.limit_usd, fake.credit.remaining_usd
-    usage = fake.credit.spent_usd
-    default = fake.keys.default.credit
-    if default.limit_usd is not None:  # the default key's own limit, beside the credit
-        limit, remaining, usage = default.limit_usd, default.remaining_usd, default.spent_usd
+    default = fake.keys.default.credit  # the default key's own limit, beside the credit
     workspace = None
     if fake.workspace_budget_usd is not None:
         now = fake.now()  # a monthly budget resets on the first of the next month, 00:00 UTC
@@ -369,9 +363,4 @@ def default_key_data(fake: Any) -> dict[str, Any]:
             spend_usd=float(fake.ledger.total_usd),
             resets_at=datetime(year, month, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z"),
         )
-    return key_data(
-        limit_usd=None if limit is None else float(limit),
-        remaining_usd=None if remaining is None else float(remaining),
-        usage_usd=float(usage),
-        workspace=workspace,
-    )
+    return key_data(fake.credit if default.limit_usd is None else default, workspace)

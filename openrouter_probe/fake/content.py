@@ -10,17 +10,9 @@ offers ``tools`` and names one of them (its name's words, e.g. "weather" for ``g
 answered with a call whose arguments are read from the prompt by the tool's JSON schema (quoted
 text for free strings, enum values by name, pattern matches, numbers in order).
 
-The ways to differ, each at a rate:
-
-- ``perturb`` (``--degrade``): every answer token flips with that probability (less accurate), and
-  a tool call's argument value changes;
-- ``flip`` (``--degrade-flip``): wrong on a band of items the model gets right and right on as many
-  it gets wrong: the same accuracy, other answers;
-- ``break_tools`` (``--degrade-tools``): a tool call with schema-invalid arguments, or none;
-- ``noisy`` (``--noise``): on every endpoint, reference included, each request's final answer (or
-  one argument) changes with that probability: nondeterminism at temperature 0.
-
-A token is one word-like piece of text.
+The ways to differ, each at a rate (``docs/fake-server.md``'s options): ``perturb``
+(``--degrade``), ``flip`` (``--degrade-flip``), ``break_tools`` (``--degrade-tools``) and ``noisy``
+(``--noise``). A token is one word-like piece of text.
 """
 
 from __future__ import annotations

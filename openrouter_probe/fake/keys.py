@@ -50,7 +50,6 @@ class ManagedKey:
     secret: str
     name: str
     created_at: str
-    limit_usd: Decimal | None = None
     limit_reset: str | None = None
     include_byok_in_limit: bool = False
     expires_at: str | None = None
@@ -61,20 +60,17 @@ class ManagedKey:
     activity: dict[tuple[str, str, str, str], list[Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        spent = float(self.credit.spent_usd)
-        limit = None if self.limit_usd is None else float(self.limit_usd)
+        limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
         return {
             "hash": self.hash,
             "name": self.name,
             "label": f"{self.secret[:12]}...{self.secret[-4:]}",
             "disabled": self.disabled,
-            "limit": limit,
-            "limit_remaining": None
-            if limit is None
-            else float(self.limit_usd - self.credit.spent_usd),  # type: ignore[operator]
+            "limit": None if limit is None else float(limit),
+            "limit_remaining": None if remaining is None else float(remaining),
             "limit_reset": self.limit_reset,
             "include_byok_in_limit": self.include_byok_in_limit,
-            **usage_fields(spent),
+            **usage_fields(float(self.credit.spent_usd)),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "expires_at": self.expires_at,
@@ -112,7 +108,6 @@ class KeyStore:
             secret="",
             name="default",
             created_at=_iso(now()),
-            limit_usd=default_limit_usd,
             credit=Credit(default_limit_usd),
         )
 
@@ -236,13 +231,7 @@ class KeyStore:
 
     def key_data(self, key: ManagedKey) -> dict[str, Any]:
         """``GET /key`` answered for one of the store's keys: its own limit and usage."""
-        limit = None if key.limit_usd is None else float(key.limit_usd)
-        remaining = key.credit.remaining_usd
-        data = key_data(
-            limit_usd=limit,
-            remaining_usd=None if remaining is None else float(remaining),
-            usage_usd=float(key.credit.spent_usd),
-        )
+        data = key_data(key.credit)
         data.update(label=key.to_json()["label"], limit_reset=key.limit_reset)
         data.update(expires_at=key.expires_at, include_byok_in_limit=key.include_byok_in_limit)
         return data
@@ -276,7 +265,7 @@ class KeyStore:
         if "limit" in body:
             limit = body["limit"]
             if limit is None:
-                key.limit_usd = None
+                key.credit.limit_usd = None
             else:
                 try:
                     value = Decimal(str(limit))
@@ -284,8 +273,7 @@ class KeyStore:
                     return f"limit must be a number, got {limit!r}"
                 if isinstance(limit, bool) or not value.is_finite() or value < 0:
                     return f"limit must be a number >= 0, got {limit!r}"
-                key.limit_usd = value
-            key.credit.limit_usd = key.limit_usd
+                key.credit.limit_usd = value
         if "limit_reset" in body:
             if body["limit_reset"] not in _RESETS:
                 return f"limit_reset must be daily, weekly, monthly or null, got {body['limit_reset']!r}"

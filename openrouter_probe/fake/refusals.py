@@ -1,16 +1,8 @@
 """The account's refusals as 2026 recordings show them (OPENROUTER.md 19), for the fake's
 request-phase faults (``fake.faults``): every request of the key gets the same answer, until the
-account's settings, its budget or its in-flight holds change.
-
-- ``in_flight_402_body``: the in-flight 402 with its wait inside the body
-  (``error.metadata.headers: {"Retry-After": "120"}``), ``metadata.reason`` and no
-  ``limit_source``, ``provider_name: null`` in the error, and no ``Retry-After`` header;
-- ``attestation_403``: "This model requires you to complete the following before use: 18+ age
-  confirmation", ``metadata.missing_attestation_types``, ``failed_routing_step``;
-- ``guardrail_404``: "0 endpoints out of 1 requested are available matching your guardrail
-  restrictions and data policy", ``metadata.ineligibility_reasons[{reason, configure_url}]``;
-- ``org_budget_403``: "Budget limit exceeded (monthly limit). Contact your org admin." (no
-  metadata).
+account's settings, its budget or its in-flight holds change. Each body is in ``docs/fake-server.md``
+(the fault table: ``in_flight_402_body``, ``attestation_403``, ``guardrail_404``,
+``org_budget_403``); ``refuse_request`` answers them, the workspace budget and the key-wide 429s.
 """
 
 from __future__ import annotations
