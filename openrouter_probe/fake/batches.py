@@ -327,15 +327,8 @@ class BatchService:
             if end < len(rows)
             else None
         )
-        return _json(
-            200,
-            {
-                "object": "list",
-                "data": page,
-                "has_more": next_cursor is not None,
-                "next_cursor": next_cursor,
-            },
-        )
+        listing = {"object": "list", "data": page, "has_more": next_cursor is not None}
+        return web.json_response({**listing, "next_cursor": next_cursor})
 
     async def list(self, request: web.Request) -> web.Response:
         denied = self.fake._auth(request)
@@ -368,26 +361,13 @@ class BatchService:
             ):
                 continue
             b.tick(self.fake, self.batch_seconds)
-            listed = "in_progress" if b.status == "finalizing" else b.status
-            if statuses and listed not in statuses:
-                continue
-            picked.append(b)
-        page = picked[:limit]
-        data = []
-        for b in page:
-            item = b.to_object(results=False)
-            item["status"] = "in_progress" if b.status == "finalizing" else b.status
-            data.append(item)
-        return _json(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None,
-                "has_more": len(picked) > limit,
-            },
-        )
+            item = {**b.to_object(results=False), "status": _listed(b.status)}
+            if not statuses or item["status"] in statuses:
+                picked.append(item)
+        data = picked[:limit]
+        first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+        listing = {"object": "list", "data": data, "first_id": first, "last_id": last}
+        return web.json_response({**listing, "has_more": len(picked) > limit})
 
     async def delete(self, request: web.Request) -> web.Response:
         batch = self._find(request)
@@ -409,6 +389,11 @@ class BatchService:
                 },
             },
         )
+
+
+def _listed(status: str) -> str:
+    """A status as the list shows it (``finalizing`` is listed as ``in_progress``)."""
+    return "in_progress" if status == "finalizing" else status
 
 
 def _hits(rule: FaultRule, seed: int, draw_key: int, index: int, number: int) -> bool:

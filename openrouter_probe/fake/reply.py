@@ -2,14 +2,9 @@
 
 A ``Reply`` composes the answer (``fake.content``), sends it as a body with keep-alive padding or as
 a stream (``fake.bodies``), paced by the endpoint's latency and throughput scaled by the server's
-speed, strikes the response-phase fault it drew, and bills what was generated (or, for a stream the
-client abandoned, what was sent) into the ledger. Errors are never billed.
-
-With the response cache asked for (``fake.response_cache``), a whole 200 answer is stored; a hit
-replays one (``cached``): its content, no fault, every usage counter 0, nothing billed. The
-``finish_null`` fault answers to ``max_tokens`` with ``finish_reason: null`` (xAI); ``overbill``
-bills FACTOR x ``max_tokens`` output tokens (default 6), the tokens past what was generated as
-reasoning, as providers that bill past the limit do.
+speed, strikes the response-phase fault it drew (``docs/fake-server.md``'s table), and bills what
+was generated (or, for a stream the client abandoned, what was sent) into the ledger. Errors are
+never billed. A response cache hit (``cached``) replays its answer and bills nothing.
 """
 
 from __future__ import annotations

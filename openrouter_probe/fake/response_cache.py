@@ -1,12 +1,8 @@
 """The fake's OpenRouter response cache (docs ``guides/features/response-caching``, beta).
 
-A chat request with ``X-OpenRouter-Cache: true`` is looked up by a hash of its body (the model and
-the stream mode are in it), its key and its stream mode; a hit within the TTL
-(``X-OpenRouter-Cache-TTL``, 1-86400 seconds, default 300) is answered from the cache before any
-provider: the same content under a new generation id and ``created``, every billable usage counter
-0, nothing billed, ``X-OpenRouter-Cache-Status: HIT``. Only whole 200 answers are stored (never an
-error, a fault that cut or broke the answer, a stream the client left). A miss is answered as
-usual, with ``X-OpenRouter-Cache-Status: MISS`` and the TTL it will be kept.
+A chat request with ``X-OpenRouter-Cache: true`` is looked up by a hash of its body, its key and its
+stream mode; what a hit and a miss answer, and which answers are kept, is in
+``docs/fake-server.md`` ("The response cache").
 """
 
 from __future__ import annotations
