@@ -70,23 +70,12 @@ _decode = json.JSONDecoder().decode
 class FakeOpenRouter:
     """The fake OpenRouter's state and handlers; ``app()`` builds the ``aiohttp.web`` application.
 
-    Options (keyword-only): ``credit_usd`` (the key's limit; ``None`` = unlimited), ``faults`` (a
-    ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
-    own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
-    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
-    n}``: n more prompt tokens on that endpoint, ``degrade.parse_template``), ``degrade_sampling``
-    (``{tag: factor}``: that endpoint samples at factor times the asked temperature,
-    ``fake.sampling``), ``noise`` and ``hard`` (rates on every endpoint: see ``fake.content``),
-    ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
-    ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
-    ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
-    on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
-    a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
-    Batch API is mounted; ``fake.batches``); ``in_flight_share`` (of the credit left),
-    ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s``: the
-    2026 in-flight budget with its real 402 (``fake.account.AccountLimits``); ``key_limit_usd``:
-    the limit of the key the fake was started with, held as each managed key's (``fake.keys``);
-    ``management_key``: serve the key management API to that key.
+    Options (keyword-only) are ``serve``'s, each described in ``docs/fake-server.md`` (its table;
+    ``workspace_budget_usd``, ``batch_seconds``, ``batch_api`` and ``management_key`` in their own
+    sections): ``credit_usd``, ``faults`` (a spec, a YAML path or a ``FaultPlan``), ``seed``,
+    ``speed``, the ``degrade*`` options, ``noise``, ``hard``, ``reasoning_share``,
+    ``median_tokens``, ``generation_lag_s``, ``clock``, ``api_key``, ``tokens_per_chunk``,
+    ``record_requests``, the ``in_flight_*`` budget and ``key_limit_usd``.
     """
 
     def __init__(
