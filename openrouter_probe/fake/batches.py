@@ -243,9 +243,7 @@ class BatchService:
                         line.failed = True
             elif _hits(rule, plan.seed, batch.number, index, batch.number):
                 if rule.kind == "batch_404":
-                    batch.hidden_until = self.fake.clock.now() + (
-                        rule.seconds if rule.seconds is not None else 2.0
-                    )
+                    batch.hidden_until = self.fake.clock.now() + rule.wait_s
                 elif batch.fault is None:
                     batch.fault = rule.kind
         for line in batch.lines:

@@ -100,6 +100,7 @@ DEFAULT_SECONDS = {
     "in_flight_402_body": 120.0,
     "keepalive": 600.0,
     "overbill": 6.0,  # not seconds: the factor of max_tokens billed
+    "batch_404": 2.0,
 }
 
 _MASK = (1 << 64) - 1

@@ -1,12 +1,8 @@
 """The fake OpenRouter's routing: the models it serves (``ServedModel``), provider blocks parsed
 once, one routing decision per distinct request, and the 404 of a block that admits nothing.
 
-``Router`` keeps two bounded caches: the provider blocks by their raw form (``block``: a parsed
-``ProviderBlock``, or the ``PolicyError`` a bad one raised) and the decisions by (model, block,
-parameters) (``plan``: ``rules.routing.route`` asked once, kept as a ``Plan`` with its fallback
-chains computed). ``no_route`` is the body of the real routing-failure 404, naming the funnel step
-where the last endpoint dropped out. Nothing here decides which endpoints a block admits: the
-routing model (``rules.routing``) does.
+Nothing here decides which endpoints a block admits: the routing model (``rules.routing``) does,
+asked once per distinct (model, block, parameters) and kept as a ``Plan`` with its fallback chains.
 """
 
 from __future__ import annotations
