@@ -81,32 +81,6 @@ class AccountLimits:
         if self.in_flight_usd is not None and self.in_flight_usd < 0:
             raise ConfigError(f"in_flight_usd {self.in_flight_usd}: must not be negative")
 
-    @classmethod
-    def build(
-        cls,
-        *,
-        credit_usd: float | Decimal | None,
-        in_flight_share: float | None,
-        in_flight_usd: float | Decimal | None,
-        retry_after_s: int = 1,
-        settle_s: float = 0.0,
-    ) -> AccountLimits:
-        """The fake's options as limits (a share of the credit needs a credit)."""
-        if in_flight_share is not None and credit_usd is None:
-            raise ConfigError(
-                Message(
-                    "in-flight-share-needs-credit",
-                    "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} "
-                    "too",
-                )
-            )
-        return cls(
-            in_flight_share=in_flight_share,
-            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
-            retry_after_s=retry_after_s,
-            settle_s=settle_s,
-        )
-
     @property
     def holds(self) -> bool:
         """Whether requests hold money in flight (an in-flight budget is set)."""

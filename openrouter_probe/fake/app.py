@@ -111,7 +111,7 @@ class FakeOpenRouter:
         in_flight_settle_s: float = 0.0,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
-        _check_settings(snaps, speed, reasoning_share, credit_usd)
+        _check_settings(snaps, speed, reasoning_share, credit_usd, in_flight_share)
         self._models = served_models(snaps)
         served = [e for m in self._models.values() for e in m.endpoints]
         self.faults = (
@@ -151,12 +151,9 @@ class FakeOpenRouter:
         #: the in-flight budget (``fake.account.AccountLimits``) and the keys, each held to its
         #: own limit: the default key (``key_limit_usd``) and, with ``management_key``, the key
         #: management API and the keys it makes (``fake.keys``)
-        self.limits = AccountLimits.build(
-            credit_usd=credit_usd,
-            in_flight_share=in_flight_share,
-            in_flight_usd=in_flight_usd,
-            retry_after_s=in_flight_retry_after_s,
-            settle_s=in_flight_settle_s,
+        in_flight = None if in_flight_usd is None else Decimal(str(in_flight_usd))
+        self.limits = AccountLimits(
+            in_flight_share, in_flight, in_flight_retry_after_s, settle_s=in_flight_settle_s
         )
         limit = None if key_limit_usd is None else Decimal(str(key_limit_usd))
         self.keys = KeyStore(
@@ -423,6 +420,7 @@ def _check_settings(
     speed: float,
     reasoning_share: float,
     credit_usd: float | Decimal | None,
+    in_flight_share: float | None,
 ) -> None:
     """The fake's settings, checked before anything is built."""
     if not snaps:
@@ -440,6 +438,13 @@ def _check_settings(
     if credit_usd is not None and credit_usd < 0:
         raise ConfigError(
             Message("credit-negative", "{credit_usd=}: must not be negative", credit_usd=credit_usd)
+        )
+    if in_flight_share is not None and credit_usd is None:
+        raise ConfigError(
+            Message(
+                "in-flight-share-needs-credit",
+                "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} too",
+            )
         )
 
 
