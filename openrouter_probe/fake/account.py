@@ -317,11 +317,11 @@ def usage_fields(usage_usd: float) -> dict[str, float]:
     return {f"usage{p}": usage_usd for p in periods} | {f"byok_usage{p}": 0 for p in periods}
 
 
-def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:
+def credits_data(credit: Credit) -> dict[str, Any]:
     """``GET /credits``' ``data``: credits bought and used, in USD (the key's limit stands for
     what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
-    total = UNLIMITED_CREDITS_USD if limit_usd is None else limit_usd
-    return {"total_credits": total, "total_usage": usage_usd}
+    total = UNLIMITED_CREDITS_USD if credit.limit_usd is None else float(credit.limit_usd)
+    return {"total_credits": total, "total_usage": float(credit.spent_usd)}
 
 
 def default_key_data(fake: Any) -> dict[str, Any]:

@@ -252,11 +252,9 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
-        keys = self.keys
-        own = keys.of(keys.bearer(request))
-        if own is not None:
-            return web.json_response({"data": keys.key_data(own)})
-        return web.json_response({"data": default_key_data(self)})
+        own = self.keys.of(self.keys.bearer(request))
+        data = default_key_data(self) if own is None else self.keys.key_data(own)
+        return web.json_response({"data": data})
 
     async def credits(self, request: web.Request) -> web.Response:
         """``/credits``: what the account bought (the key's limit) and used. OpenRouter asks for a
@@ -267,12 +265,7 @@ class FakeOpenRouter:
             denied = self.keys.manager_only(request)
         if denied is not None:
             return denied
-        limit = self.credit.limit_usd
-        data = credits_data(
-            limit_usd=None if limit is None else float(limit),
-            usage_usd=float(self.credit.spent_usd),
-        )
-        return web.json_response({"data": data})
+        return web.json_response({"data": credits_data(self.credit)})
 
     async def generation(self, request: web.Request) -> web.Response:
         """``/generation?id=``: 404 until ``generation_lag_s`` after the generation ended."""

@@ -228,11 +228,8 @@ class ChunkWriter:
         if name is not None:
             function = {"name": name, **function}
         call["function"] = function
-        return (
-            self._head
-            + _dumps({"content": "", "role": "assistant", "tool_calls": [call]})
-            + self._open
-        )
+        delta = {"content": "", "role": "assistant", "tool_calls": [call]}
+        return self._head + _dumps(delta) + self._open
 
     def finish(self, finish_reason: str | None, *, usage: str | None = None) -> str:
         """The finishing chunk; with ``usage`` (``usage_json``) it is the last one, with the
@@ -246,14 +243,9 @@ class ChunkWriter:
 
     def error(self, error: dict[str, Any]) -> str:
         """A mid-stream error event (HTTP stays 200): top-level ``error``, ``finish_reason: error``."""
-        start = self._head[: -len(',"choices":[{"index":0,"delta":')]
-        return (
-            start
-            + ',"error":'
-            + _dumps(error)
-            + ',"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error",'
-            + '"native_finish_reason":"error"}]}\n\n'
-        )
+        start = self._head[: -len(',"choices":[{"index":0,"delta":')] + ',"error":' + _dumps(error)
+        ending = '"finish_reason":"error","native_finish_reason":"error"}]}\n\n'
+        return start + ',"choices":[{"index":0,"delta":{"content":""},' + ending
 
     def frames(
         self, answer: Answer, *, show: bool, n: int, top: int | None
