@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from email.utils import format_datetime
@@ -44,7 +44,6 @@ __all__ = [
     "json_response",
     "logprobs_object",
     "model_entry",
-    "no_route_body",
     "provider_entry",
     "usage_json",
 ]
@@ -310,43 +309,6 @@ def error_response(
     status: int, message: str, metadata: dict[str, Any] | None = None
 ) -> web.Response:
     return json_response(status, error_body(status, message, metadata))
-
-
-def no_route_body(
-    *,
-    model: str,
-    available: Iterable[str],
-    requested: Iterable[str] | None,
-    step: str,
-    preference: str,
-    initial_count: int,
-) -> bytes:
-    """The routing-failure 404 (https://openrouter.ai/docs/api-reference/errors): names the providers serving the model."""
-    avail = list(dict.fromkeys(available))
-    req = list(requested or [])
-    if step == "Filter by Allowed Providers":
-        message = (
-            "No allowed providers are available for the selected model. "
-            f"Providers serving {model}: {', '.join(avail)}, but your request's "
-            f"{preference} preference permits only: {', '.join(req)}."
-        )
-    elif step == "Filter by Parameters":
-        message = (
-            "No endpoints found that can handle the requested parameters. To learn more about "
-            "provider routing, visit: https://openrouter.ai/docs/guides/routing/provider-selection"
-        )
-    else:
-        message = (
-            f"No endpoints found matching your provider preferences ({preference}). "
-            f"Providers serving {model}: {', '.join(avail)}."
-        )
-    metadata = {
-        "available_providers": avail,
-        "requested_providers": req,
-        "routing_funnel": [{"step": "Initial Endpoints", "endpoint_count": initial_count}],
-        "failed_routing_step": step,
-    }
-    return error_body(404, message, metadata)
 
 
 def upstream_error_body(kind: str, *, model: str, provider: str) -> tuple[int, bytes]:

@@ -157,8 +157,9 @@ class Router:
         return plan
 
     def no_route(self, model: ServedModel, decision: RouteDecision, block: ProviderBlock) -> bytes:
-        """The routing-failure 404's body, naming the step where the last endpoint dropped out
-        (counted in the ledger as ``no_route``)."""
+        """The routing-failure 404's body (https://openrouter.ai/docs/api-reference/errors), naming
+        the providers serving the model and the step where the last endpoint dropped out (counted
+        in the ledger as ``no_route``)."""
         reasons = [x.reason for x in decision.excluded]
         worst = max(reasons, key=lambda r: _STEP_RANK.get(r, -1)) if reasons else "only"
         if worst in ("only", "not_in_order"):
@@ -167,11 +168,31 @@ class Router:
         else:
             pref, requested = f"provider.{worst}", (block.only or block.order or [])
         self.ledger.count_error("no_route")
-        return bodies.no_route_body(
-            model=model.permaslug,
-            available=model.slugs,
-            requested=requested,
-            step=_STEP.get(worst, "Filter by Provider Preferences"),
-            preference=pref,
-            initial_count=len(model.endpoints),
-        )
+        step = _STEP.get(worst, "Filter by Provider Preferences")
+        avail, req, name = model.slugs, list(requested or []), model.permaslug
+        if step == "Filter by Allowed Providers":
+            message = (
+                "No allowed providers are available for the selected model. "
+                f"Providers serving {name}: {', '.join(avail)}, but your request's "
+                f"{pref} preference permits only: {', '.join(req)}."
+            )
+        elif step == "Filter by Parameters":
+            message = (
+                "No endpoints found that can handle the requested parameters. To learn more "
+                "about provider routing, visit: "
+                "https://openrouter.ai/docs/guides/routing/provider-selection"
+            )
+        else:
+            message = (
+                f"No endpoints found matching your provider preferences ({pref}). "
+                f"Providers serving {name}: {', '.join(avail)}."
+            )
+        metadata = {
+            "available_providers": avail,
+            "requested_providers": req,
+            "routing_funnel": [
+                {"step": "Initial Endpoints", "endpoint_count": len(model.endpoints)}
+            ],
+            "failed_routing_step": step,
+        }
+        return bodies.error_body(404, message, metadata)
