@@ -137,7 +137,9 @@ class FakeOpenRouter:
         self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key, self._requests, self._ids = api_key, 0, 0
-        self._id_prefix = _id_prefix(seed)
+        #: the seed's own prefix of every id the fake makes (ten URL-safe characters)
+        digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
+        self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
         self.router = Router(self.ledger)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -439,12 +441,6 @@ def _check_settings(
                 "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} too",
             )
         )
-
-
-def _id_prefix(seed: int) -> str:
-    """The seed's own prefix of every id the fake makes (ten URL-safe characters)."""
-    digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
-    return base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
 
 
 def _cache_hit(

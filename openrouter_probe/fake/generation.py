@@ -96,7 +96,7 @@ class GenerationRecord(NamedTuple):
             "provider_name": self.provider,
             "provider_responses": [
                 {
-                    "endpoint_id": _endpoint_id(tag),
+                    "endpoint_id": hashlib.sha1(tag.encode()).hexdigest()[:12],
                     "id": None,
                     "is_byok": byok,
                     "latency": 0,
@@ -110,7 +110,3 @@ class GenerationRecord(NamedTuple):
             **GENERATION_EXTRAS,
             "response_cache_source_id": self.cache_source_id,
         }
-
-
-def _endpoint_id(tag: str) -> str:
-    return hashlib.sha1(tag.encode()).hexdigest()[:12]

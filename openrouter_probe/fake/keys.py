@@ -223,11 +223,9 @@ class KeyStore:
         row = key.activity.setdefault(
             (day, billed.model, billed.provider, billed.tag), [0, 0, 0, 0, Decimal(0)]
         )
-        row[0] += 1
-        row[1] += billed.prompt_tokens
-        row[2] += billed.completion_tokens
-        row[3] += billed.reasoning_tokens
-        row[4] += billed.cost_usd
+        tokens = (billed.prompt_tokens, billed.completion_tokens, billed.reasoning_tokens)
+        for i, value in enumerate((1, *tokens, billed.cost_usd)):
+            row[i] += value
 
     def key_data(self, key: ManagedKey) -> dict[str, Any]:
         """``GET /key`` answered for one of the store's keys: its own limit and usage."""
