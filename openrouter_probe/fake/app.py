@@ -326,9 +326,13 @@ class FakeOpenRouter:
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         stream = bool(body.get("stream"))
         cache = cache_request(request.headers, raw, stream)
-        hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
+        hit = None if cache is None else self.response_cache.get(cache[0], self.clock.now())
         if hit is not None:  # before any provider: a hit bills nothing, holds nothing
-            return await hit.run(max_tokens)
+            replay = Reply(
+                self, request, body, hit.permaslug, hit.endpoint, request_no, 0,
+                [(hit.endpoint, 200)], stream=stream, cached=hit, cache=cache,
+            )  # fmt: skip
+            return await replay.run(max_tokens)
         prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
@@ -441,20 +445,6 @@ def _check_settings(
                 "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} too",
             )
         )
-
-
-def _cache_hit(
-    fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
-) -> Reply | None:
-    """The reply that replays the response cache's answer to this request, if it has one."""
-    hit = fake.response_cache.get(cache[0], fake.clock.now())
-    if hit is None:
-        return None
-    served = [(hit.endpoint, 200)]
-    return Reply(
-        fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
-        stream=bool(body.get("stream")), cached=hit, cache=cache,
-    )  # fmt: skip
 
 
 def _check_body(body: Any) -> str | None:

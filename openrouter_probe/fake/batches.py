@@ -52,10 +52,6 @@ _ORDER_MESSAGE = (
 )
 
 
-def _json(status: int, payload: Any) -> web.Response:
-    return web.json_response(payload, status=status)
-
-
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"code": status, "message": message}}, status=status)
 
@@ -104,9 +100,8 @@ class BatchService:
         model = self.fake._models.get(base)
         listing = None if model is None else model.snapshot.batch
         if listing is None or listing.data is None or not listing.endpoints:
-            return _json(
-                404, {"error": {"message": f"No endpoints found for {base}:batch.", "code": 404}}
-            )
+            error = {"message": f"No endpoints found for {base}:batch.", "code": 404}
+            return web.json_response({"error": error}, status=404)
         return web.json_response({"data": dict(listing.data)})
 
     # -- create ----------------------------------------------------------------------------------
@@ -178,7 +173,7 @@ class BatchService:
         batch = BatchRun(number, batch_id, model, str(body["endpoint"]), runs_on, lines, created)
         self._strike(batch)
         self.batches[batch_id] = batch
-        return _json(202, batch.to_object(results=False))
+        return web.json_response(batch.to_object(results=False), status=202)
 
     def _refuse(self, body: dict[str, Any]) -> web.Response | None:
         """The submit-time 4xx for a body whose fields are in order (``None``: accept it)."""
@@ -278,7 +273,7 @@ class BatchService:
                 "covered. Add credits to unlock the already-computed results; the batch is not re-run."
             ),
         }
-        return _json(402, payload)
+        return web.json_response(payload, status=402)
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -286,7 +281,7 @@ class BatchService:
         batch = self._find(request)
         if isinstance(batch, web.Response):
             return batch
-        return self._gate(batch) or _json(200, batch.to_object(results=True))
+        return self._gate(batch) or web.json_response(batch.to_object(results=True))
 
     async def results_page(self, request: web.Request) -> web.Response:
         batch = self._find(request)
@@ -376,17 +371,9 @@ class BatchService:
                 409, f"Batch {batch.id} is {batch.status}; only a finished batch can be deleted."
             )
         del self.batches[batch.id]
-        return _json(
-            200,
-            {
-                "id": batch.id,
-                "object": "batch",
-                "deletion": {
-                    "openrouter": "deleted",
-                    "upstream": {"provider": batch.runs_on.provider_name, "status": "unsupported"},
-                },
-            },
-        )
+        upstream = {"provider": batch.runs_on.provider_name, "status": "unsupported"}
+        deletion = {"openrouter": "deleted", "upstream": upstream}
+        return web.json_response({"id": batch.id, "object": "batch", "deletion": deletion})
 
 
 def _listed(status: str) -> str:
