@@ -205,14 +205,10 @@ class FakeOpenRouter:
 
     def _auth(self, request: web.Request) -> web.Response | None:
         """The real 401 for a missing or empty bearer key (the key itself is never logged)."""
-        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
+        key = self.keys.bearer(request)
+        if not key:
             return bodies.error_response(401, "No auth credentials found")
-        if (
-            self._api_key is not None
-            and key.strip() != self._api_key
-            and not self.keys.knows(key.strip())
-        ):
+        if self._api_key is not None and key != self._api_key and not self.keys.knows(key):
             return bodies.error_response(401, "User not found.")
         return None
 
@@ -223,8 +219,6 @@ class FakeOpenRouter:
         model = self._models.get(name)
         if model is None:
             return bodies.error_response(404, f"No endpoints found for {name}.")
-        # Without a key OpenRouter returns the performance stats as null (its API spec,
-        # ``PublicEndpoint``).
         stats = "Authorization" in request.headers
         data = dict(model.snapshot.data)
         data["endpoints"] = [
@@ -289,14 +283,13 @@ class FakeOpenRouter:
     # -- chat completions -----------------------------------------------------------------------
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+        task = asyncio.current_task()  # aiohttp runs each request in a task of its own
+        assert task is not None
+        self._tasks.add(task)
         try:
             return await self._chat(request)
         finally:
-            if task is not None:
-                self._tasks.discard(task)
+            self._tasks.discard(task)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self._requests += 1

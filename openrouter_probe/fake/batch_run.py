@@ -46,6 +46,7 @@ FINALIZING_S = 3.0
 #: Seconds a batch may run before its provider stops (OpenRouter's 24 h window).
 WINDOW_S = 24 * 3600.0
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+_PROVIDER_FAILED = 'The provider ended this batch as "failed" without reporting a reason.'
 
 
 class Host(Protocol):
@@ -119,10 +120,7 @@ class BatchRun:
             return
         if self.error is not None or self.fault == "batch_failed":
             self.status = "failed"
-            self.error = (
-                self.error
-                or 'The provider ended this batch as "failed" without reporting a reason.'
-            )
+            self.error = self.error or _PROVIDER_FAILED
             self.failed = total
             self.finalized_at = int(self.created_at + VALIDATING_S)
             return

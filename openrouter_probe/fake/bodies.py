@@ -374,7 +374,7 @@ def endpoint_entry(raw: dict[str, Any], endpoint: Endpoint, *, stats: bool) -> d
     """One ``/endpoints`` entry: the snapshot's, plus what the API sends today that older
     snapshots lack (``service_tier`` as the routing model reads the endpoint, no native tools, no
     diarization, ``supports_tool_choice`` from its parameters). Without a key (``stats=False``)
-    the performance stats are null, as OpenRouter sends them."""
+    the performance stats are null, as OpenRouter sends them (its API spec, ``PublicEndpoint``)."""
     entry = {
         "native_tools": {},
         "service_tier": service_tier(endpoint),

@@ -48,9 +48,8 @@ def cache_request(headers: Mapping[str, str], raw: bytes, stream: bool) -> tuple
         ttl = DEFAULT_TTL_S
     ttl = min(MAX_TTL_S, max(1, ttl))
     key = headers.get("Authorization", "")
-    digest = hashlib.sha256()
-    for part in (key.encode(), b"\0", b"stream" if stream else b"body", b"\0", raw):
-        digest.update(part)
+    digest = hashlib.sha256(key.encode() + b"\0" + (b"stream" if stream else b"body") + b"\0")
+    digest.update(raw)
     return digest.hexdigest(), ttl
 
 
