@@ -160,8 +160,7 @@ def dearest_worst_case(
 def hold_for(
     fake: Any, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
 ) -> web.Response | Decimal:
-    """The in-flight budget's 402, or what the request holds in flight
-    (``fake.account.AccountLimits``)."""
+    """The in-flight budget's 402, or what the request holds in flight (``AccountLimits``)."""
     limits = fake.limits
     if not limits.holds:
         return Decimal(0)

@@ -204,9 +204,9 @@ class BatchRun:
             },
         }
 
-    def answered_row(self, host: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
+    def answered_row(self, fake: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
         """A success line (the sync ``chat.completion`` body, usage without cost) and its charge."""
-        fake, runs_on = host, self.runs_on
+        runs_on = self.runs_on
         messages = line.body.get("messages")
         answer = answer_for(
             messages if isinstance(messages, list) else [],
@@ -255,9 +255,8 @@ class BatchRun:
         }
         return row, billed
 
-    def settle(self, host: Host) -> None:
+    def settle(self, fake: Host) -> None:
         """Bill a finished batch when the credit covers it (then its results are served)."""
-        fake = host
         available = fake.credit.available_usd
         if available is not None and self.cost_usd > available:
             return  # the 402 gate: results withheld until the charge is covered

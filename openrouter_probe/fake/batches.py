@@ -265,15 +265,12 @@ class BatchService:
         if not batch.gated:
             return None
         self.fake.ledger.count_error("batch_results_402")
-        payload = batch.to_object(results=False)
-        payload["error"] = {
-            "code": 402,
-            "message": (
-                f"Results withheld until the batch charge of ${float(batch.cost_usd):.6f} is "
-                "covered. Add credits to unlock the already-computed results; the batch is not re-run."
-            ),
-        }
-        return web.json_response(payload, status=402)
+        message = (
+            f"Results withheld until the batch charge of ${float(batch.cost_usd):.6f} is covered. "
+            "Add credits to unlock the already-computed results; the batch is not re-run."
+        )
+        error = {"code": 402, "message": message}
+        return web.json_response({**batch.to_object(results=False), "error": error}, status=402)
 
     # -- reads -----------------------------------------------------------------------------------
 

@@ -327,9 +327,8 @@ def upstream_error_body(kind: str, *, model: str, provider: str) -> tuple[int, b
     else:  # wrapped_400: a 400 whose raw body is a transient 429
         raw = _dumps({"error": {"message": "Rate limit reached, retry shortly", "code": 429}})
         status = 400
-    return status, error_body(
-        status, "Provider returned error", {"raw": raw, "provider_name": provider}
-    )
+    said = {"raw": raw, "provider_name": provider}
+    return status, error_body(status, "Provider returned error", said)
 
 
 def platform_429(*, model: str, reset_ms: int, retry_after_s: int) -> tuple[bytes, dict[str, str]]:
