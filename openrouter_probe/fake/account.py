@@ -1,7 +1,8 @@
 """The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget
 (``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``: the
-in-flight budget; ``refuse_credit``: the credit's 402s). A key's own limit, the default key's
-(``--key-limit-usd``) as a managed key's, is ``fake.keys``'.
+in-flight budget; ``reserve``: the credit's 402s and the key's limit, ``settle`` after). A key's own
+limit, the default key's (``--key-limit-usd``) as a managed key's, is ``fake.keys``'. What ``/key``
+and ``/credits`` report of the account: ``key_data``, ``default_key_data``, ``credits_data``.
 """
 
 from __future__ import annotations
@@ -10,24 +11,34 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import affordable_tokens, worst_case_usd
-from openrouter_probe.fake.reply import output_cap
+from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap, worst_case_usd
+from openrouter_probe.fake.degrade import template_tokens
 
-__all__ = ["AccountLimits", "hold_for", "refuse_credit"]
+if TYPE_CHECKING:
+    from openrouter_probe.fake.reply import Reply
 
-
-def _402(body: bytes, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(status=402, body=body, content_type="application/json", headers=headers)
+__all__ = [
+    "WORKSPACE_ID",
+    "AccountLimits",
+    "credits_data",
+    "default_key_data",
+    "hold_for",
+    "key_data",
+    "reserve",
+    "settle",
+    "usage_fields",
+    "workspace_budget",
+]
 
 
 @dataclass
@@ -69,32 +80,6 @@ class AccountLimits:
             )
         if self.in_flight_usd is not None and self.in_flight_usd < 0:
             raise ConfigError(f"in_flight_usd {self.in_flight_usd}: must not be negative")
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        credit_usd: float | Decimal | None,
-        in_flight_share: float | None,
-        in_flight_usd: float | Decimal | None,
-        retry_after_s: int = 1,
-        settle_s: float = 0.0,
-    ) -> AccountLimits:
-        """The fake's options as limits (a share of the credit needs a credit)."""
-        if in_flight_share is not None and credit_usd is None:
-            raise ConfigError(
-                Message(
-                    "in-flight-share-needs-credit",
-                    "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} "
-                    "too",
-                )
-            )
-        return cls(
-            in_flight_share=in_flight_share,
-            in_flight_usd=None if in_flight_usd is None else Decimal(str(in_flight_usd)),
-            retry_after_s=retry_after_s,
-            settle_s=settle_s,
-        )
 
     @property
     def holds(self) -> bool:
@@ -159,28 +144,23 @@ def dearest_worst_case(
     chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None, now: datetime
 ) -> tuple[Decimal, Endpoint]:
     """The worst case of a request over ``chain`` and the endpoint that costs it (the dearest)."""
-    return max(
-        (
-            (
-                worst_case_usd(
-                    e,
-                    prompt_tokens=prompt_tokens,
-                    max_tokens=output_cap(max_tokens, e, prompt_tokens),
-                    at=now,
-                ),
-                e,
-            )
-            for e in chain
-        ),
-        key=lambda pair: pair[0],
-    )
+    costs = [
+        worst_case_usd(
+            e,
+            prompt_tokens=prompt_tokens,
+            max_tokens=output_cap(max_tokens, e, prompt_tokens),
+            at=now,
+        )
+        for e in chain
+    ]
+    dearest = max(range(len(chain)), key=costs.__getitem__)
+    return costs[dearest], chain[dearest]
 
 
 def hold_for(
     fake: Any, chain: Sequence[Endpoint], prompt_tokens: int, max_tokens: int | None
 ) -> web.Response | Decimal:
-    """The in-flight budget's 402, or what the request holds in flight
-    (``fake.account.AccountLimits``)."""
+    """The in-flight budget's 402, or what the request holds in flight (``AccountLimits``)."""
     limits = fake.limits
     if not limits.holds:
         return Decimal(0)
@@ -189,38 +169,171 @@ def hold_for(
     if refused is not None:
         payload, headers = refused
         fake.ledger.count_error("in_flight_budget")
-        return _402(payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
+        return bodies.json_response(402, payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
     limits.hold(need)
     return need
 
 
-def refuse_credit(
+def reserve(
     fake: Any,
+    request: web.Request,
     chain: Sequence[Endpoint],
     prompt_tokens: int,
     max_tokens: int | None,
-    now: datetime,
-) -> tuple[web.Response | None, Decimal]:
-    """The 402s, or the amount to reserve: the worst case on the dearest endpoint of the chain.
-
-    No credit left gives "Insufficient credits"; a worst case above what is left gives "can
-    only afford N" when some lower ``max_tokens`` would fit.
-    """
+) -> tuple[web.Response | None, tuple[Decimal, Any, Decimal]]:
+    """What a request holds before it is served: its worst case on the dearest endpoint of the
+    chain, on the account's credit and on its key's limit (``fake.keys``: a managed key's, or the
+    default key's ``key_limit_usd``); or its refusal: a key's 401/402/403, or the credit's 402s
+    (none left: "Insufficient credits"; a worst case above what is left: "can only afford N"
+    when some lower ``max_tokens`` would fit). Check and reservation run with no await in
+    between, on the server's one loop: concurrent requests cannot both take the last of it."""
+    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
+    if fake.template:  # another chat template counts more prompt tokens: hold the most of them
+        prompt_tokens = max(template_tokens(fake.template, e, prompt_tokens) for e in chain)
     available = fake.credit.available_usd
-    assert available is not None
-    need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
-    if need <= available:
-        return None, need
-    affordable = affordable_tokens(
-        dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+    if available is not None:
+        reserved, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
+        if reserved > available:
+            fake.ledger.count_error("insufficient_credits")
+            affordable = affordable_tokens(
+                dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
+            )
+            message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
+            if affordable >= 1:
+                message = (
+                    "This request requires more credits, or fewer max_tokens. You requested up "
+                    f"to {output_cap(max_tokens, dearest, prompt_tokens)} tokens, but can only "
+                    f"afford {affordable}."
+                )
+            return bodies.error_response(402, message), nothing
+        fake.credit.reserve(reserved)
+    refused, own, own_reserved = fake.keys.admit(request, chain, prompt_tokens, max_tokens, now)
+    if refused is not None:
+        fake.credit.settle(reserved, Decimal(0))
+        return refused, nothing
+    return None, (reserved, own, own_reserved)
+
+
+def settle(fake: Any, held: tuple[Decimal, Any, Decimal], reply: Reply | None) -> None:
+    """Settle what ``reserve`` held to what the request cost (nothing when it was not billed)."""
+    reserved, own, own_reserved = held
+    if fake.credit.limit_usd is not None:
+        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+    if own is not None:
+        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
+
+
+def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
+    """A ``/key`` ``budgets[]`` entry for the fake's workspace budget (``KeyBudget``)."""
+    return {
+        "budget_id": "budget_fake_workspace",
+        "guardrail_id": None,
+        "include_byok": False,
+        "limit_usd": limit_usd,
+        "remaining_usd": limit_usd - spend_usd,
+        "reset_interval": "monthly",
+        "resets_at": resets_at,
+        "scope": "workspace",
+        "spend_usd": spend_usd,
+    }
+
+
+#: The fake account's workspace (every account has a default one; the id format is the fake's own).
+WORKSPACE_ID = "workspace_fake"
+#: Free-model requests a day for an account that bought at least $10 of credits (OpenRouter's
+#: ``FREE_MODEL_HAS_CREDITS_RPD``); the fake serves no ``:free`` variant, so none is ever used.
+FREE_MODEL_DAILY_REQUESTS = 1000
+#: What a lookup without a limit reports as credits bought: the fake never runs out without one.
+UNLIMITED_CREDITS_USD = 1_000_000.0
+
+
+def key_data(credit: Credit, workspace: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``GET /key``'s ``data`` for a key held to ``credit``: its limit, what is left, what was used
+    (USD).
+
+    A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
+    the key's own limit when it has one (``effective_budget`` is then that entry), and
+    ``rate_limit`` is the deprecated object that "will always return -1". A ``workspace`` budget
+    (``workspace_budget``) comes first, as enforcement checks it before the key's own limit;
+    ``effective_budget`` is a spent entry if one is, else the one with the least remaining."""
+    limit_usd = None if credit.limit_usd is None else float(credit.limit_usd)
+    remaining_usd = None if credit.remaining_usd is None else float(credit.remaining_usd)
+    usage_usd = float(credit.spent_usd)
+    budget = (
+        None
+        if limit_usd is None
+        else {
+            "budget_id": None,
+            "guardrail_id": None,
+            "include_byok": False,
+            "limit_usd": limit_usd,
+            "remaining_usd": remaining_usd,
+            "reset_interval": None,
+            "resets_at": None,
+            "scope": "key_limit",
+            "spend_usd": usage_usd,
+        }
     )
-    fake.ledger.count_error("insufficient_credits")
-    if affordable >= 1:
-        requested = output_cap(max_tokens, dearest, prompt_tokens)
-        message = (
-            "This request requires more credits, or fewer max_tokens. You requested up to "
-            f"{requested} tokens, but can only afford {affordable}."
+    layers = [b for b in (workspace, budget) if b is not None]
+    return {
+        "label": "fake-openrouter",
+        "limit": limit_usd,
+        "limit_remaining": remaining_usd,
+        "limit_reset": None,
+        "include_byok_in_limit": False,
+        **usage_fields(usage_usd),
+        "is_free_tier": False,
+        "is_management_key": False,
+        "is_provisioning_key": False,
+        "creator_user_id": "user_fake",
+        "organization_id": None,
+        "workspace_id": WORKSPACE_ID,
+        "allowed_data_regions": ["global"],
+        "budgets": layers,
+        "effective_budget": _effective(layers),
+        "free_model_daily_requests": {
+            "limit": FREE_MODEL_DAILY_REQUESTS,
+            "remaining": FREE_MODEL_DAILY_REQUESTS,
+            "used": 0,
+        },
+        "expires_at": None,
+        "rate_limit": {
+            "requests": -1,
+            "interval": "10s",
+            "note": "This field is deprecated and safe to ignore.",
+        },
+    }
+
+
+def _effective(layers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    spent = [b for b in layers if b["remaining_usd"] <= 0]
+    return spent[0] if spent else min(layers, key=lambda b: b["remaining_usd"], default=None)
+
+
+def usage_fields(usage_usd: float) -> dict[str, float]:
+    """A key's ``usage`` and (none) ``byok_usage``, every period alike (the fake keeps no days)."""
+    periods = ("", "_daily", "_weekly", "_monthly")
+    return {f"usage{p}": usage_usd for p in periods} | {f"byok_usage{p}": 0 for p in periods}
+
+
+def credits_data(credit: Credit) -> dict[str, Any]:
+    """``GET /credits``' ``data``: credits bought and used, in USD (the key's limit stands for
+    what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
+    total = UNLIMITED_CREDITS_USD if credit.limit_usd is None else float(credit.limit_usd)
+    return {"total_credits": total, "total_usage": float(credit.spent_usd)}
+
+
+def default_key_data(fake: Any) -> dict[str, Any]:
+    """``GET /key`` for any key the store did not make: the default key's own limit where it has
+    one, else the account's credit, with the workspace budget when one is set."""
+    default = fake.keys.default.credit  # the default key's own limit, beside the credit
+    workspace = None
+    if fake.workspace_budget_usd is not None:
+        now = fake.now()  # a monthly budget resets on the first of the next month, 00:00 UTC
+        year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+        workspace = workspace_budget(
+            limit_usd=fake.workspace_budget_usd,
+            spend_usd=float(fake.ledger.total_usd),
+            resets_at=datetime(year, month, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z"),
         )
-        return _402(bodies.error_body(402, message)), need
-    message = "Insufficient credits. Add more using https://openrouter.ai/settings/credits"
-    return _402(bodies.error_body(402, message)), need
+    return key_data(fake.credit if default.limit_usd is None else default, workspace)

@@ -17,9 +17,8 @@ import hashlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -28,26 +27,31 @@ from aiohttp import web
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.account import AccountLimits, hold_for, refuse_credit
-from openrouter_probe.fake.batches import BatchService
-from openrouter_probe.fake.billing import (
-    Credit,
-    count_prompt_tokens,
+from openrouter_probe.fake.account import (
+    AccountLimits,
+    credits_data,
+    default_key_data,
+    hold_for,
+    reserve,
+    settle,
 )
+from openrouter_probe.fake.batches import BatchService
+from openrouter_probe.fake.billing import Credit, count_prompt_tokens
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
 from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
-from openrouter_probe.fake.keys import KeyStore, ManagedKey
+from openrouter_probe.fake.generation import GenerationRecord
+from openrouter_probe.fake.keys import KeyStore
 from openrouter_probe.fake.ledger import Ledger
-from openrouter_probe.fake.refusals import ACCOUNT_REFUSALS, refusal_body
-from openrouter_probe.fake.reply import GenerationRecord, Reply
+from openrouter_probe.fake.refusals import refuse_request
+from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
-from openrouter_probe.fake.router import Router
+from openrouter_probe.fake.router import Router, ServedModel, served_models
 from openrouter_probe.fake.sampling import parse_sampling
 from openrouter_probe.rules.snapshot import Snapshot
 
-__all__ = ["FakeOpenRouter", "ServedModel"]
+__all__ = ["FakeOpenRouter"]
 
 #: Body keys that are model parameters (what ``require_parameters`` checks).
 _PARAMETER_KEYS = frozenset(
@@ -59,57 +63,19 @@ _PARAMETER_KEYS = frozenset(
     }
 )  # fmt: skip
 _CACHE_SIZE = 8192
-_JSON = "application/json"
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
-
-
-def json_response(
-    status: int, body: bytes, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
-
-
-def error_response(
-    status: int, message: str, metadata: dict[str, Any] | None = None
-) -> web.Response:
-    return json_response(status, bodies.error_body(status, message, metadata))
-
-
-@dataclass
-class ServedModel:
-    """A model the fake serves: its snapshot, id, permaslug and endpoints."""
-
-    snapshot: Snapshot
-    model_id: str
-    permaslug: str
-    endpoints: list[Endpoint]
-
-    @property
-    def slugs(self) -> list[str]:
-        return list(dict.fromkeys(e.slug for e in self.endpoints))
 
 
 class FakeOpenRouter:
     """The fake OpenRouter's state and handlers; ``app()`` builds the ``aiohttp.web`` application.
 
-    Options (keyword-only): ``credit_usd`` (the key's limit; ``None`` = unlimited), ``faults`` (a
-    ``--faults`` spec, a YAML path or a ``FaultPlan``), ``seed``, ``speed`` (1 = the endpoints'
-    own latency and throughput, 10 = ten times faster, 0 = no waits), ``degrade``, ``degrade_flip``,
-    ``degrade_tools`` (each ``{tag: rate}`` or ``["tag=rate"]``), ``degrade_template`` (``{tag:
-    n}``: n more prompt tokens on that endpoint, ``degrade.parse_template``), ``degrade_sampling``
-    (``{tag: factor}``: that endpoint samples at factor times the asked temperature,
-    ``fake.sampling``), ``noise`` and ``hard`` (rates on every endpoint: see ``fake.content``),
-    ``reasoning_share`` (of completion tokens), ``median_tokens`` (of the completion length), ``generation_lag_s`` (``/generation`` answers 404 until then), ``clock``,
-    ``api_key`` (when set, other keys get 401 "User not found."), ``tokens_per_chunk``,
-    ``record_requests`` (keep every chat request's body, parsed, in ``requests``: tests assert
-    on what was sent; off by default, a long run would hold them all), ``batch_seconds`` (how long
-    a batch stays ``in_progress``) and ``batch_api`` (``v1``, ``beta`` or ``both``: where the
-    Batch API is mounted; ``fake.batches``); ``in_flight_share`` (of the credit left),
-    ``in_flight_usd`` (a fixed ceiling), ``in_flight_retry_after_s``, ``in_flight_settle_s``: the
-    2026 in-flight budget with its real 402 (``fake.account.AccountLimits``); ``key_limit_usd``:
-    the limit of the key the fake was started with, held as each managed key's (``fake.keys``);
-    ``management_key``: serve the key management API to that key.
+    Options (keyword-only) are ``serve``'s, each described in ``docs/fake-server.md`` (its table;
+    ``workspace_budget_usd``, ``batch_seconds``, ``batch_api`` and ``management_key`` in their own
+    sections): ``credit_usd``, ``faults`` (a spec, a YAML path or a ``FaultPlan``), ``seed``,
+    ``speed``, the ``degrade*`` options, ``noise``, ``hard``, ``reasoning_share``,
+    ``median_tokens``, ``generation_lag_s``, ``clock``, ``api_key``, ``tokens_per_chunk``,
+    ``record_requests``, the ``in_flight_*`` budget and ``key_limit_usd``.
     """
 
     def __init__(
@@ -145,15 +111,17 @@ class FakeOpenRouter:
         in_flight_settle_s: float = 0.0,
     ) -> None:
         snaps = [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
-        _check_settings(snaps, speed, reasoning_share, credit_usd, batch_api)
-        self._models = _served(snaps)
+        _check_settings(snaps, speed, reasoning_share, credit_usd, in_flight_share)
+        self._models = served_models(snaps)
         served = [e for m in self._models.values() for e in m.endpoints]
-        self.faults = _faults(faults, seed, served)
+        self.faults = (
+            faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
+        )
+        check_fault_tags(self.faults, served)  # a tag that matches no endpoint could never strike
         self.seed, self.speed = seed, speed
         self.degradation = Degradation.build(
             served, degrade=degrade, flip=degrade_flip, tools=degrade_tools, noise=noise, hard=hard
         )
-        self.degrade = self.degradation.degrade
         self.template = parse_template(degrade_template or {}, endpoints=served)
         self.sampling = parse_sampling(degrade_sampling or {}, endpoints=served)
         self.reasoning_share, self.median_tokens = reasoning_share, median_tokens
@@ -169,7 +137,9 @@ class FakeOpenRouter:
         self.response_cache = ResponseCache()
         self.choices: dict[tuple[Any, ...], str] = {}
         self._api_key, self._requests, self._ids = api_key, 0, 0
-        self._id_prefix = _id_prefix(seed)
+        #: the seed's own prefix of every id the fake makes (ten URL-safe characters)
+        digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
+        self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
         self.router = Router(self.ledger)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -179,24 +149,23 @@ class FakeOpenRouter:
         #: Every chat request's body, parsed, in arrival order (``record_requests=True``)
         self.requests: list[Any] | None = [] if record_requests else None
         #: The Batch API (``fake.batches``): ``batch_seconds`` in progress, routes under ``batch_api``
-        self.batches = BatchService(self, batch_seconds=batch_seconds)
-        self._batch_api = batch_api
+        self.batches = BatchService(self, batch_seconds=batch_seconds, mount=batch_api)
         #: the in-flight budget (``fake.account.AccountLimits``) and the keys, each held to its
         #: own limit: the default key (``key_limit_usd``) and, with ``management_key``, the key
         #: management API and the keys it makes (``fake.keys``)
-        self.limits = AccountLimits.build(
-            credit_usd=credit_usd,
-            in_flight_share=in_flight_share,
-            in_flight_usd=in_flight_usd,
-            retry_after_s=in_flight_retry_after_s,
-            settle_s=in_flight_settle_s,
+        in_flight = None if in_flight_usd is None else Decimal(str(in_flight_usd))
+        self.limits = AccountLimits(
+            in_flight_share, in_flight, in_flight_retry_after_s, settle_s=in_flight_settle_s
         )
-        self.keys = _keys(self.ledger, self.now, management_key, key_limit_usd)
+        limit = None if key_limit_usd is None else Decimal(str(key_limit_usd))
+        self.keys = KeyStore(
+            management_key or None, ledger=self.ledger, now=self.now, default_limit_usd=limit
+        )
 
     def app(self) -> web.Application:
         """The ``aiohttp.web`` application serving OpenRouter's paths and ``/_fake/ledger``."""
         app = web.Application(client_max_size=256 * 1024 * 1024)  # a batch is up to 200 MB
-        self.batches.register(app, mount=self._batch_api)
+        self.batches.register(app)
         self.keys.register(app)
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_get("/api/v1/models/{author}/{slug}/endpoints", self.endpoints)
@@ -236,55 +205,12 @@ class FakeOpenRouter:
 
     def _auth(self, request: web.Request) -> web.Response | None:
         """The real 401 for a missing or empty bearer key (the key itself is never logged)."""
-        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            return error_response(401, "No auth credentials found")
-        if (
-            self._api_key is not None
-            and key.strip() != self._api_key
-            and not self.keys.knows(key.strip())
-        ):
-            return error_response(401, "User not found.")
+        key = self.keys.bearer(request)
+        if not key:
+            return bodies.error_response(401, "No auth credentials found")
+        if self._api_key is not None and key != self._api_key and not self.keys.knows(key):
+            return bodies.error_response(401, "User not found.")
         return None
-
-    def _refuse_request(
-        self, request_no: int, model: ServedModel, *, stream: bool
-    ) -> web.Response | None:
-        """What answers before any endpoint is tried: a spent workspace budget (403), a key-wide
-        429 (the ``platform_429`` and ``key_429`` faults), the in-flight 402 (``in_flight_402``);
-        ``None`` when the request goes on."""
-        budget = self.workspace_budget_usd
-        if budget is not None and self.ledger.total_usd >= Decimal(str(budget)):
-            self.ledger.count_error("workspace_budget")
-            return json_response(403, bodies.workspace_budget_403(budget))
-        limited = (
-            self.faults.draw(
-                "request", request_no=request_no, attempt=0, endpoint=None, stream=stream
-            )
-            if self.faults
-            else None
-        )
-        if limited is None:
-            return None
-        self.ledger.count_error(limited.kind)
-        wait = math.ceil(limited.wait_s)
-        if limited.kind == "in_flight_402":
-            self.limits.refused += 1
-            headers = {"Retry-After": str(wait), "X-Fake-Fault": limited.kind}
-            return json_response(402, bodies.in_flight_402(), headers)
-        if limited.kind in ACCOUNT_REFUSALS:  # the wait, if any, only in the body
-            self.limits.refused += limited.kind == "in_flight_402_body"
-            status, said = refusal_body(limited.kind, wait_s=wait, model=model.model_id)
-            return json_response(status, said, {"X-Fake-Fault": limited.kind})
-        if limited.kind == "key_429":
-            now = self.now()
-            payload, headers = bodies.key_429(retry_at=now + timedelta(seconds=wait), now=now)
-        else:
-            reset_ms = int((self.clock.now() + wait) * 1000)
-            payload, headers = bodies.platform_429(
-                model=model.model_id, reset_ms=reset_ms, retry_after_s=wait
-            )
-        return json_response(429, payload, {**headers, "X-Fake-Fault": limited.kind})
 
     # -- read-only paths ------------------------------------------------------------------------
 
@@ -292,9 +218,7 @@ class FakeOpenRouter:
         name = f"{request.match_info['author']}/{request.match_info['slug']}"
         model = self._models.get(name)
         if model is None:
-            return error_response(404, f"No endpoints found for {name}.")
-        # Without a key OpenRouter returns the performance stats as null (its API spec,
-        # ``PublicEndpoint``).
+            return bodies.error_response(404, f"No endpoints found for {name}.")
         stats = "Authorization" in request.headers
         data = dict(model.snapshot.data)
         data["endpoints"] = [
@@ -324,28 +248,8 @@ class FakeOpenRouter:
         denied = self._auth(request)
         if denied is not None:
             return denied
-        keys = self.keys
-        own = keys.of(keys.bearer(request))
-        if own is not None:
-            return web.json_response({"data": keys.key_data(own)})
-        limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
-        usage = self.credit.spent_usd
-        default = keys.default.credit
-        if default.limit_usd is not None:  # the default key's own limit, beside the credit
-            limit, remaining, usage = default.limit_usd, default.remaining_usd, default.spent_usd
-        workspace = None
-        if self.workspace_budget_usd is not None:
-            workspace = bodies.workspace_budget(
-                limit_usd=self.workspace_budget_usd,
-                spend_usd=float(self.ledger.total_usd),
-                resets_at=_next_month(self.now()).isoformat().replace("+00:00", "Z"),
-            )
-        data = bodies.key_data(
-            limit_usd=None if limit is None else float(limit),
-            remaining_usd=None if remaining is None else float(remaining),
-            usage_usd=float(usage),
-            workspace=workspace,
-        )
+        own = self.keys.of(self.keys.bearer(request))
+        data = default_key_data(self) if own is None else self.keys.key_data(own)
         return web.json_response({"data": data})
 
     async def credits(self, request: web.Request) -> web.Response:
@@ -357,12 +261,7 @@ class FakeOpenRouter:
             denied = self.keys.manager_only(request)
         if denied is not None:
             return denied
-        limit = self.credit.limit_usd
-        data = bodies.credits_data(
-            limit_usd=None if limit is None else float(limit),
-            usage_usd=float(self.credit.spent_usd),
-        )
-        return web.json_response({"data": data})
+        return web.json_response({"data": credits_data(self.credit)})
 
     async def generation(self, request: web.Request) -> web.Response:
         """``/generation?id=``: 404 until ``generation_lag_s`` after the generation ended."""
@@ -371,11 +270,11 @@ class FakeOpenRouter:
             return denied
         gen_id = request.query.get("id", "")
         if not gen_id:
-            return error_response(400, "Missing required query parameter: id")
+            return bodies.error_response(400, "Missing required query parameter: id")
         row = self.generations.get(gen_id)
         gen = None if row is None else GenerationRecord(*row)
         if gen is None or self.clock.now() < gen.ready_s:
-            return error_response(404, f"Generation {gen_id} not found")
+            return bodies.error_response(404, f"Generation {gen_id} not found")
         return web.json_response({"data": gen.to_json()})
 
     async def ledger_view(self, request: web.Request) -> web.Response:
@@ -383,21 +282,14 @@ class FakeOpenRouter:
 
     # -- chat completions -----------------------------------------------------------------------
 
-    def _check(self, body: Any) -> str | None:
-        """What is wrong with a request body (``None``: nothing); kept when recording."""
-        if self.requests is not None:
-            self.requests.append(body)
-        return _check_body(body)
-
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
+        task = asyncio.current_task()  # aiohttp runs each request in a task of its own
+        assert task is not None
+        self._tasks.add(task)
         try:
             return await self._chat(request)
         finally:
-            if task is not None:
-                self._tasks.discard(task)
+            self._tasks.discard(task)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self._requests += 1
@@ -411,8 +303,10 @@ class FakeOpenRouter:
             body = _decode(raw.decode()) if raw.isascii() else json.loads(raw)
         except ValueError as exc:
             self.ledger.count_error("bad_request")
-            return error_response(400, f"Invalid JSON in request body: {exc}")
-        problem = self._check(body)
+            return bodies.error_response(400, f"Invalid JSON in request body: {exc}")
+        if self.requests is not None:
+            self.requests.append(body)
+        problem = _check_body(body)
         model = self._models.get(body["model"]) if problem is None else None
         if problem is None and model is None:
             problem = f"{body['model']} is not a valid model ID"
@@ -421,13 +315,17 @@ class FakeOpenRouter:
             problem = f"Invalid provider preferences: {block}"
         if problem is not None or model is None or isinstance(block, PolicyError):
             self.ledger.count_error("bad_request")
-            return error_response(400, problem or "Bad request")
+            return bodies.error_response(400, problem or "Bad request")
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         stream = bool(body.get("stream"))
         cache = cache_request(request.headers, raw, stream)
-        hit = None if cache is None else _cache_hit(self, request, body, request_no, cache)
+        hit = None if cache is None else self.response_cache.get(cache[0], self.clock.now())
         if hit is not None:  # before any provider: a hit bills nothing, holds nothing
-            return await hit.run(stream=stream, max_tokens=max_tokens)
+            replay = Reply(
+                self, request, body, hit.permaslug, hit.endpoint, request_no, 0,
+                [(hit.endpoint, 200)], stream=stream, cached=hit, cache=cache,
+            )  # fmt: skip
+            return await replay.run(max_tokens)
         prompt_tokens = count_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
@@ -436,8 +334,8 @@ class FakeOpenRouter:
             model, key, block, max_tokens=max_tokens, sent=sent, prompt_tokens=prompt_tokens
         )
         if not plan.decision.candidates:
-            return json_response(404, self.router.no_route(model, plan.decision, block))
-        refused = self._refuse_request(request_no, model, stream=stream)
+            return bodies.json_response(404, self.router.no_route(model, plan.decision, block))
+        refused = refuse_request(self, request_no, model.model_id, stream)
         if refused is not None:
             return refused
         chain = plan.chain(uniform(self.seed, request_no, 1))
@@ -469,7 +367,7 @@ class FakeOpenRouter:
     ) -> web.StreamResponse:
         """Serve a request the account may hold: the credit's 402, or the endpoints in turn
         (what it billed is appended to ``billed``)."""
-        refused, reserved = _hold(self, request, chain, prompt_tokens, max_tokens)
+        refused, reserved = reserve(self, request, chain, prompt_tokens, max_tokens)
         if refused is not None:
             return refused
         reply: Reply | None = None
@@ -477,17 +375,9 @@ class FakeOpenRouter:
             attempts: list[tuple[Endpoint, int]] = []
             failure: web.Response | None = None
             for attempt, endpoint in enumerate(chain):
-                fault = (
-                    self.faults.draw(
-                        "upstream",
-                        request_no=request_no,
-                        attempt=attempt,
-                        endpoint=endpoint,
-                        stream=stream,
-                    )
-                    if self.faults
-                    else None
-                )
+                fault = None
+                if self.faults:
+                    fault = self.faults.draw("upstream", request_no, stream, endpoint, attempt)
                 if fault is None:
                     attempts.append((endpoint, 200))
                     reply = Reply(
@@ -502,11 +392,11 @@ class FakeOpenRouter:
                         stream=stream,
                         cache=cache,
                     )
-                    return await reply.run(stream=stream, max_tokens=max_tokens)
+                    return await reply.run(max_tokens)
                 status, payload = bodies.upstream_error_body(
                     fault.kind, model=model.model_id, provider=endpoint.provider_name
                 )
-                failure = json_response(status, payload, {"X-Fake-Fault": fault.kind})
+                failure = bodies.json_response(status, payload, {"X-Fake-Fault": fault.kind})
                 attempts.append((endpoint, status))
                 self.ledger.count_error(fault.kind)
             assert failure is not None
@@ -514,7 +404,7 @@ class FakeOpenRouter:
         finally:
             if reply is not None:
                 billed.append(reply.billed_usd)
-            _release(self, reserved, reply)
+            settle(self, reserved, reply)
 
 
 def _check_settings(
@@ -522,7 +412,7 @@ def _check_settings(
     speed: float,
     reasoning_share: float,
     credit_usd: float | Decimal | None,
-    batch_api: str,
+    in_flight_share: float | None,
 ) -> None:
     """The fake's settings, checked before anything is built."""
     if not snaps:
@@ -541,105 +431,13 @@ def _check_settings(
         raise ConfigError(
             Message("credit-negative", "{credit_usd=}: must not be negative", credit_usd=credit_usd)
         )
-    if batch_api not in ("v1", "beta", "both"):
-        raise ConfigError(f"batch_api {batch_api!r}: must be v1, beta or both")
-
-
-def _keys(
-    ledger: Ledger,
-    now: Callable[[], datetime],
-    management_key: str | None,
-    key_limit_usd: float | Decimal | None,
-) -> KeyStore:
-    """The fake's keys: the default key's limit and, with a management key, the key API."""
-    limit = None if key_limit_usd is None else Decimal(str(key_limit_usd))
-    return KeyStore(management_key or None, ledger=ledger, now=now, default_limit_usd=limit)
-
-
-def _faults(faults: str | FaultPlan | None, seed: int, served: Sequence[Any]) -> FaultPlan:
-    """The fault plan, each of its tags checked against the endpoints served."""
-    plan = faults if isinstance(faults, FaultPlan) else parse_faults(faults or "", seed=seed)
-    check_fault_tags(plan, served)
-    return plan
-
-
-def _id_prefix(seed: int) -> str:
-    """The seed's own prefix of every id the fake makes (ten URL-safe characters)."""
-    digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
-    return base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
-
-
-def _served(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
-    """The models the fake serves, by id and by permaslug (the first id's wins)."""
-    models: dict[str, ServedModel] = {}
-    for snap in snaps:
-        endpoints = snap.endpoints
-        if not endpoints:
-            raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
-        names = [e.name for e in endpoints if e.name and " | " in e.name]
-        permaslug = names[0].split(" | ", 1)[1] if names else snap.model
-        entry = ServedModel(snap, snap.model, permaslug, endpoints)
-        models[snap.model] = entry
-        models.setdefault(permaslug, entry)
-    return models
-
-
-def _hold(
-    fake: FakeOpenRouter,
-    request: web.Request,
-    chain: Sequence[Endpoint],
-    prompt_tokens: int,
-    max_tokens: int | None,
-) -> tuple[web.Response | None, tuple[Decimal, ManagedKey | None, Decimal]]:
-    """What a request holds before it is served, or its refusal (402, a key's 401/402/403):
-    its worst case on the account's credit and on its key's limit (``fake.keys``: a managed
-    key's, or the default key's ``key_limit_usd``).
-    Check and reservation run with no await in between, on the server's one loop:
-    concurrent requests cannot both take the last of the credit."""
-    now, reserved, nothing = fake.now(), Decimal(0), (Decimal(0), None, Decimal(0))
-    if fake.template:  # another chat template counts more prompt tokens: hold the most of them
-        prompt_tokens = max(template_tokens(fake.template, e, prompt_tokens) for e in chain)
-    if fake.credit.limit_usd is not None:
-        refused, reserved = refuse_credit(fake, chain, prompt_tokens, max_tokens, now)
-        if refused is not None:
-            return refused, nothing
-        fake.credit.reserve(reserved)
-    refused, own, own_reserved = fake.keys.admit(request, chain, prompt_tokens, max_tokens, now)
-    if refused is not None:
-        fake.credit.settle(reserved, Decimal(0))
-        return refused, nothing
-    return None, (reserved, own, own_reserved)
-
-
-def _release(
-    fake: FakeOpenRouter, held: tuple[Decimal, ManagedKey | None, Decimal], reply: Reply | None
-) -> None:
-    """Settle what ``_hold`` held to what the request cost (nothing when it was not billed)."""
-    reserved, own, own_reserved = held
-    if fake.credit.limit_usd is not None:
-        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
-    if own is not None:
-        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
-
-
-def _cache_hit(
-    fake: FakeOpenRouter, request: web.Request, body: Any, request_no: int, cache: tuple[str, int]
-) -> Reply | None:
-    """The reply that replays the response cache's answer to this request, if it has one."""
-    hit = fake.response_cache.get(cache[0], fake.clock.now())
-    if hit is None:
-        return None
-    served = [(hit.endpoint, 200)]
-    return Reply(
-        fake, request, body, hit.permaslug, hit.endpoint, request_no, 0, served,
-        stream=bool(body.get("stream")), cached=hit, cache=cache,
-    )  # fmt: skip
-
-
-def _next_month(now: datetime) -> datetime:
-    """When a monthly budget resets: the first of the next month, 00:00 UTC."""
-    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-    return datetime(year, month, 1, tzinfo=UTC)
+    if in_flight_share is not None and credit_usd is None:
+        raise ConfigError(
+            Message(
+                "in-flight-share-needs-credit",
+                "{in_flight_share:bare} is a share of the credit left: give {credit_usd:bare} too",
+            )
+        )
 
 
 def _check_body(body: Any) -> str | None:

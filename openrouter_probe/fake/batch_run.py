@@ -28,8 +28,8 @@ from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import answer_for
 from openrouter_probe.fake.faults import FaultPlan
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.router import ServedModel
 from openrouter_probe.rules.batch import batch_model_id
-from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = [
     "FINALIZING_S",
@@ -39,7 +39,6 @@ __all__ = [
     "BatchLine",
     "BatchRun",
     "Host",
-    "Served",
 ]
 
 VALIDATING_S = 2.0
@@ -47,20 +46,13 @@ FINALIZING_S = 3.0
 #: Seconds a batch may run before its provider stops (OpenRouter's 24 h window).
 WINDOW_S = 24 * 3600.0
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
-class Served(Protocol):
-    """What the Batch API reads of a served model (``fake.app.ServedModel``)."""
-
-    snapshot: Snapshot
-    model_id: str
-    permaslug: str
+_PROVIDER_FAILED = 'The provider ended this batch as "failed" without reporting a reason.'
 
 
 class Host(Protocol):
     """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
 
-    _models: dict[str, Any]
+    _models: dict[str, ServedModel]
     seed: int
     faults: FaultPlan
     clock: Clock
@@ -93,7 +85,7 @@ class BatchRun:
 
     number: int
     id: str
-    model: Served
+    model: ServedModel
     endpoint: str
     runs_on: Endpoint
     lines: list[BatchLine]
@@ -128,10 +120,7 @@ class BatchRun:
             return
         if self.error is not None or self.fault == "batch_failed":
             self.status = "failed"
-            self.error = (
-                self.error
-                or 'The provider ended this batch as "failed" without reporting a reason.'
-            )
+            self.error = self.error or _PROVIDER_FAILED
             self.failed = total
             self.finalized_at = int(self.created_at + VALIDATING_S)
             return
@@ -215,9 +204,9 @@ class BatchRun:
             },
         }
 
-    def answered_row(self, host: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
+    def answered_row(self, fake: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
         """A success line (the sync ``chat.completion`` body, usage without cost) and its charge."""
-        fake, runs_on = host, self.runs_on
+        runs_on = self.runs_on
         messages = line.body.get("messages")
         answer = answer_for(
             messages if isinstance(messages, list) else [],
@@ -239,7 +228,7 @@ class BatchRun:
         rid = f"batch_req_{self.id.rsplit('-', 1)[-1]}_{i:06d}"
         digest = hashlib.sha256(f"{self.id}:{i}".encode()).hexdigest()
         gen_id = f"gen-batch-{self.created_at}-{digest[:20]}"
-        usage = bodies.usage_object(billed)
+        usage = json.loads(bodies.usage_json(billed))
         usage.pop("cost", None)
         usage.pop("cost_details", None)
         body = {
@@ -250,7 +239,7 @@ class BatchRun:
             "provider": runs_on.provider_name,
             "service_tier": "batch",
             "system_fingerprint": None,
-            "choices": json.loads(bodies.choices_json(answer, show_reasoning=True, logprobs=None)),
+            "choices": json.loads(bodies.choices_json(answer, show_reasoning=True)),
             "usage": usage,
         }
         row = {
@@ -266,9 +255,8 @@ class BatchRun:
         }
         return row, billed
 
-    def settle(self, host: Host) -> None:
+    def settle(self, fake: Host) -> None:
         """Bill a finished batch when the credit covers it (then its results are served)."""
-        fake = host
         available = fake.credit.available_usd
         if available is not None and self.cost_usd > available:
             return  # the 402 gate: results withheld until the charge is covered

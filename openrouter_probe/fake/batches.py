@@ -1,38 +1,11 @@
 """The fake's Batch API: ``/api/v1/batches`` served from a snapshot's ``:batch`` endpoints.
 
-What it does follows the facts in ``docs/batch.md`` (with their sources), and its bodies are the
-shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject`` ...):
-
-- ``POST /batches``: the documented sync refusals (400 field order, no ``:batch`` endpoint, empty
-  ``requests``, a line's ``body.model`` other than the batch's, a ``provider`` key besides ``only``
-  and ``allow_fallbacks``; 404 ``provider.only`` matching no ``:batch`` endpoint; 422 duplicate
-  ``custom_id``; 402 when the estimate, every line at its ``max_tokens`` at the batch price, is
-  above the credit left), else ``202`` with ``status: validating``. Checks that run after
-  acceptance (``stream: true``, ``max_tokens`` < 1) move the batch to ``failed``.
-- The status moves on the fake's clock: ``validating`` for ``VALIDATING_S``, ``in_progress`` for
-  ``batch_seconds`` (lines complete evenly over it, ``request_counts`` shows them), ``finalizing``
-  for ``FINALIZING_S``, then ``completed`` with the results inline (reversed, as observed). Billing
-  happens at finalize: one ledger entry per successful line at the ``:batch`` endpoint's price;
-  failed lines are billed nothing. The batch-level ``usage.cost`` is the sum; per-line usage has
-  token counts and no ``cost``.
-- ``GET /batches/{id}``; ``GET /batches/{id}/results`` (cursor pages, ``limit`` 1-1000); ``GET
-  /batches`` (newest first; ``limit``, ``after``, ``created_after``/``created_before``,
-  ``status``); ``DELETE /batches/{id}`` (``409`` while live). There is no cancel route. Every
-  answer's ``Date`` is the fake's clock (the one ``created_at`` is on).
-- The 402 gate: a finished batch whose charge the credit cannot cover is not billed and its
-  results are withheld (GET answers 402 with the batch and ``results: null``) until the credit
-  allows it (a test raises ``fake.credit.limit_usd``); the batch is not re-run.
-- Faults (``--faults``, phase ``batch``): ``batch_failed`` (the provider ends the batch as failed,
-  nothing billed), ``batch_expire`` (runs to ``expires_at``, then ``expired`` with no results; the
-  lines done by then, half of them, are billed: whether OpenRouter bills them is an open
-  question, and the harsher answer is the one a client must survive), ``stuck`` (stays
-  ``in_progress`` with nothing done until it expires, nothing billed), ``line_fail`` (each line
-  fails with ``rate_limit_exceeded`` at RATE, or lines ``@N+M`` of every batch), ``batch_404``
-  (``404 Batch job <id> not found.`` for SECONDS (default 2) after the create, and absent from the
-  list meanwhile: the record is written asynchronously). ``@N`` counts batches from 1.
-
-``batch_api`` says where the routes are mounted: ``v1`` (default), ``beta`` (``/api/beta`` only, so
-``/api/v1/batches`` is a plain-text 404, as third parties recorded in Sept 2026) or ``both``.
+Its bodies are the shapes the official SDK 1.3.84 types (``openrouter.components.BatchObject``
+...); what it does, route by route (the submit-time refusals, the status on the fake's clock,
+billing at finalize, the 402 gate, the ``batch`` faults, the ``batch_api`` mounts), is in
+``docs/fake-server.md`` ("The Batch API"), following the facts in ``docs/batch.md`` with their
+sources (a ``batch_expire`` bills half the lines: the harsher reading of an open question). One
+batch on the clock is ``fake.batch_run``.
 """
 
 from __future__ import annotations
@@ -58,13 +31,9 @@ from openrouter_probe.fake.batch_run import (
     BatchRun,
     Host,
 )
-from openrouter_probe.fake.billing import (
-    count_prompt_tokens,
-    worst_case_usd,
-)
+from openrouter_probe.fake.billing import count_prompt_tokens, output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
 from openrouter_probe.fake.faults import FaultRule, uniform
-from openrouter_probe.fake.reply import output_cap
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 
 __all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "BatchService"]
@@ -76,13 +45,11 @@ MAX_REQUESTS = 5000
 _LIST_STATUSES = frozenset(
     {"validating", "in_progress", "completed", "failed", "expired", "cancelled"}
 )
+#: Where the routes are mounted, by ``batch_api``.
+_MOUNTS = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
 _ORDER_MESSAGE = (
     "endpoint and model are required and must appear before requests in the request body"
 )
-
-
-def _json(status: int, payload: Any) -> web.Response:
-    return web.json_response(payload, status=status)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -92,7 +59,7 @@ def _error(status: int, message: str) -> web.Response:
 class BatchService:
     """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
 
-    def __init__(self, fake: Host, *, batch_seconds: float = 420.0) -> None:
+    def __init__(self, fake: Host, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
             raise ConfigError(
                 Message(
@@ -101,18 +68,19 @@ class BatchService:
                     batch_seconds=batch_seconds,
                 )
             )
-        self.fake = fake
+        if mount not in _MOUNTS:
+            raise ConfigError(f"batch_api {mount!r}: must be v1, beta or both")
+        self.fake, self.mount = fake, mount
         self.batch_seconds = batch_seconds
         self.batches: dict[str, BatchRun] = {}
         self._count = 0
 
-    def register(self, app: web.Application, *, mount: str = "v1") -> None:
-        """Add the routes (``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch`` variant's
-        ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
+    def register(self, app: web.Application) -> None:
+        """Add the routes (under ``mount``: ``v1``, ``beta`` or ``both``) and the ``:batch``
+        variant's ``/endpoints`` (before the sync ``/endpoints`` route, which would answer 404)."""
         app.router.add_get("/api/v1/models/{author}/{slug:[^/]+:batch}/endpoints", self.endpoints)
         app.on_response_prepare.append(self._dated)
-        prefixes = {"v1": ["/api/v1"], "beta": ["/api/beta"], "both": ["/api/v1", "/api/beta"]}
-        for prefix in prefixes[mount]:
+        for prefix in _MOUNTS[self.mount]:
             app.router.add_post(f"{prefix}/batches", self.create)
             app.router.add_get(f"{prefix}/batches", self.list)
             app.router.add_get(f"{prefix}/batches/{{id}}", self.get)
@@ -132,9 +100,8 @@ class BatchService:
         model = self.fake._models.get(base)
         listing = None if model is None else model.snapshot.batch
         if listing is None or listing.data is None or not listing.endpoints:
-            return _json(
-                404, {"error": {"message": f"No endpoints found for {base}:batch.", "code": 404}}
-            )
+            error = {"message": f"No endpoints found for {base}:batch.", "code": 404}
+            return web.json_response({"error": error}, status=404)
         return web.json_response({"data": dict(listing.data)})
 
     # -- create ----------------------------------------------------------------------------------
@@ -206,7 +173,7 @@ class BatchService:
         batch = BatchRun(number, batch_id, model, str(body["endpoint"]), runs_on, lines, created)
         self._strike(batch)
         self.batches[batch_id] = batch
-        return _json(202, batch.to_object(results=False))
+        return web.json_response(batch.to_object(results=False), status=202)
 
     def _refuse(self, body: dict[str, Any]) -> web.Response | None:
         """The submit-time 4xx for a body whose fields are in order (``None``: accept it)."""
@@ -271,9 +238,7 @@ class BatchService:
                         line.failed = True
             elif _hits(rule, plan.seed, batch.number, index, batch.number):
                 if rule.kind == "batch_404":
-                    batch.hidden_until = self.fake.clock.now() + (
-                        rule.seconds if rule.seconds is not None else 2.0
-                    )
+                    batch.hidden_until = self.fake.clock.now() + rule.wait_s
                 elif batch.fault is None:
                     batch.fault = rule.kind
         for line in batch.lines:
@@ -285,44 +250,40 @@ class BatchService:
 
     # -- the clock -------------------------------------------------------------------------------
 
-    def _find(self, request: web.Request) -> tuple[BatchRun | None, web.Response | None]:
+    def _find(self, request: web.Request) -> BatchRun | web.Response:
+        """The batch the path names, moved to where the clock says it is (or the 401/404)."""
         denied = self.fake._auth(request)
         if denied is not None:
-            return None, denied
+            return denied
         batch = self.batches.get(request.match_info["id"])
         if batch is None or self.fake.clock.now() < batch.hidden_until:
-            return None, _error(404, f"Batch job {request.match_info['id']} not found.")
+            return _error(404, f"Batch job {request.match_info['id']} not found.")
         batch.tick(self.fake, self.batch_seconds)
-        return batch, None
+        return batch
 
     def _gate(self, batch: BatchRun) -> web.Response | None:
         if not batch.gated:
             return None
         self.fake.ledger.count_error("batch_results_402")
-        payload = batch.to_object(results=False)
-        payload["error"] = {
-            "code": 402,
-            "message": (
-                f"Results withheld until the batch charge of ${float(batch.cost_usd):.6f} is "
-                "covered. Add credits to unlock the already-computed results; the batch is not re-run."
-            ),
-        }
-        return _json(402, payload)
+        message = (
+            f"Results withheld until the batch charge of ${float(batch.cost_usd):.6f} is covered. "
+            "Add credits to unlock the already-computed results; the batch is not re-run."
+        )
+        error = {"code": 402, "message": message}
+        return web.json_response({**batch.to_object(results=False), "error": error}, status=402)
 
     # -- reads -----------------------------------------------------------------------------------
 
     async def get(self, request: web.Request) -> web.Response:
-        batch, refused = self._find(request)
-        if batch is None:
-            assert refused is not None
-            return refused
-        return self._gate(batch) or _json(200, batch.to_object(results=True))
+        batch = self._find(request)
+        if isinstance(batch, web.Response):
+            return batch
+        return self._gate(batch) or web.json_response(batch.to_object(results=True))
 
     async def results_page(self, request: web.Request) -> web.Response:
-        batch, refused = self._find(request)
-        if batch is None:
-            assert refused is not None
-            return refused
+        batch = self._find(request)
+        if isinstance(batch, web.Response):
+            return batch
         gated = self._gate(batch)
         if gated is not None:
             return gated
@@ -356,15 +317,8 @@ class BatchService:
             if end < len(rows)
             else None
         )
-        return _json(
-            200,
-            {
-                "object": "list",
-                "data": page,
-                "has_more": next_cursor is not None,
-                "next_cursor": next_cursor,
-            },
-        )
+        listing = {"object": "list", "data": page, "has_more": next_cursor is not None}
+        return web.json_response({**listing, "next_cursor": next_cursor})
 
     async def list(self, request: web.Request) -> web.Response:
         denied = self.fake._auth(request)
@@ -397,48 +351,31 @@ class BatchService:
             ):
                 continue
             b.tick(self.fake, self.batch_seconds)
-            listed = "in_progress" if b.status == "finalizing" else b.status
-            if statuses and listed not in statuses:
-                continue
-            picked.append(b)
-        page = picked[:limit]
-        data = []
-        for b in page:
-            item = b.to_object(results=False)
-            item["status"] = "in_progress" if b.status == "finalizing" else b.status
-            data.append(item)
-        return _json(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None,
-                "has_more": len(picked) > limit,
-            },
-        )
+            item = {**b.to_object(results=False), "status": _listed(b.status)}
+            if not statuses or item["status"] in statuses:
+                picked.append(item)
+        data = picked[:limit]
+        first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+        listing = {"object": "list", "data": data, "first_id": first, "last_id": last}
+        return web.json_response({**listing, "has_more": len(picked) > limit})
 
     async def delete(self, request: web.Request) -> web.Response:
-        batch, refused = self._find(request)
-        if batch is None:
-            assert refused is not None
-            return refused
+        batch = self._find(request)
+        if isinstance(batch, web.Response):
+            return batch
         if batch.status not in TERMINAL:
             return _error(
                 409, f"Batch {batch.id} is {batch.status}; only a finished batch can be deleted."
             )
         del self.batches[batch.id]
-        return _json(
-            200,
-            {
-                "id": batch.id,
-                "object": "batch",
-                "deletion": {
-                    "openrouter": "deleted",
-                    "upstream": {"provider": batch.runs_on.provider_name, "status": "unsupported"},
-                },
-            },
-        )
+        upstream = {"provider": batch.runs_on.provider_name, "status": "unsupported"}
+        deletion = {"openrouter": "deleted", "upstream": upstream}
+        return web.json_response({"id": batch.id, "object": "batch", "deletion": deletion})
+
+
+def _listed(status: str) -> str:
+    """A status as the list shows it (``finalizing`` is listed as ``in_progress``)."""
+    return "in_progress" if status == "finalizing" else status
 
 
 def _hits(rule: FaultRule, seed: int, draw_key: int, index: int, number: int) -> bool:

@@ -35,6 +35,7 @@ __all__ = [
     "apply_overrides",
     "charge",
     "count_prompt_tokens",
+    "output_cap",
     "searched",
     "unit_prices",
     "worst_case_usd",
@@ -248,6 +249,15 @@ def advised(body: Any, endpoint: Endpoint, prompt_tokens: int) -> Decimal:
         prices = prices or unit_prices(endpoint.pricing)
         total += prices.prompt * prompt_tokens + prices.output_max * tokens
     return total
+
+
+def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -> int:
+    """The output tokens a request may produce: ``max_tokens``, else the endpoint's limit."""
+    if max_tokens is not None:
+        return max_tokens
+    if endpoint.max_completion_tokens:
+        return endpoint.max_completion_tokens
+    return max(1, (endpoint.context_length or 65536) - prompt_tokens)
 
 
 def worst_case_usd(

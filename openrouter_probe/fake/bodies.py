@@ -1,8 +1,9 @@
 """Response bodies as OpenRouter sends them (the real captures in ``tests/data/captures/``).
 
-The catalogue and account bodies (``/models``, ``/models/{id}/endpoints``, ``/key``, ``/credits``,
-``/generation``) carry every field the official ``openrouter`` SDK (1.3.84) requires, with the values
-a plain pay-as-you-go account sees (``tests/fake/test_sdk.py`` parses each with the SDK's own models).
+The catalogue bodies (``/models``, ``/models/{id}/endpoints``) and the account's (``fake.account``:
+``/key``, ``/credits``; ``fake.generation``: ``/generation``) carry every field the official
+``openrouter`` SDK (1.3.84) requires, with the values a plain pay-as-you-go account sees
+(``tests/fake/test_sdk.py`` parses each with the SDK's own models).
 
 Non-streaming bodies start with whitespace keep-alive padding; streams open with
 ``: OPENROUTER PROCESSING``, send reasoning deltas, then content deltas, a chunk with the
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from email.utils import format_datetime
 from typing import Any
+
+from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake.billing import Charge
@@ -29,22 +32,20 @@ from openrouter_probe.rules.routing import service_tier
 
 __all__ = [
     "DONE",
-    "GENERATION_EXTRAS",
     "PADDING",
     "PROCESSING",
     "ChunkWriter",
     "choices_json",
     "completion_body",
-    "credits_data",
     "endpoint_entry",
     "error_body",
-    "key_data",
+    "error_response",
+    "frame_count",
+    "json_response",
     "logprobs_object",
     "model_entry",
-    "no_route_body",
     "provider_entry",
     "usage_json",
-    "usage_object",
 ]
 
 #: Keep-alive whitespace before a non-streaming body (the K2.5 Inceptron capture has this much).
@@ -55,40 +56,8 @@ DONE = b"data: [DONE]\n\n"
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def usage_object(charge: Charge) -> dict[str, Any]:
-    """``usage`` in OpenRouter's full shape; ``cost`` is OpenRouter's part of the bill,
-    ``upstream_inference_cost`` the provider's (a BYOK answer's is billed to the user's key)."""
-    cost = float(charge.cost_usd)
-    usage: dict[str, Any] = {
-        "prompt_tokens": charge.prompt_tokens,
-        "completion_tokens": charge.completion_tokens,
-        "total_tokens": charge.prompt_tokens + charge.completion_tokens,
-        "cost": cost,
-        "is_byok": charge.byok,
-        "prompt_tokens_details": {
-            "cached_tokens": 0,
-            "cache_write_tokens": 0,
-            "audio_tokens": 0,
-            "video_tokens": 0,
-        },
-        "cost_details": {
-            "upstream_inference_cost": float(charge.upstream_usd),
-            "upstream_inference_prompt_cost": float(charge.prompt_usd),
-            "upstream_inference_completions_cost": float(charge.completion_usd),
-        },
-        "completion_tokens_details": {
-            "reasoning_tokens": charge.reasoning_tokens,
-            "image_tokens": 0,
-            "audio_tokens": 0,
-        },
-    }
-    if charge.searches:
-        usage["server_tool_use_details"] = {"web_search_requests": charge.searches}
-    return usage
-
-
 def usage_json(charge: Charge) -> str:
-    """``usage_object(charge)`` serialized, from a template (the hot path of every answer).
+    """``usage`` in OpenRouter's full shape, from a template (the hot path of every answer).
     ``cost`` is OpenRouter's part, ``cost_details.upstream_inference_cost`` the provider's
     (equal to ``cost`` unless the answer is BYOK: OPENROUTER.md 7.2, 19)."""
     cost = repr(float(charge.cost_usd))
@@ -119,12 +88,7 @@ def _token_logprob(
     for i, alt in enumerate(alternatives[: max(0, top - 1)]):
         lp = round(logprob - 2.0 - i, 6)
         tops.append({"token": alt, "logprob": lp, "bytes": list(alt.encode())})
-    return {
-        "token": token,
-        "logprob": logprob,
-        "bytes": list(token.encode()),
-        "top_logprobs": tops[:top],
-    }
+    return {**tops[0], "top_logprobs": tops[:top]}
 
 
 def logprobs_object(
@@ -147,10 +111,14 @@ def choices_json(
     answer: Answer,
     *,
     show_reasoning: bool,
-    logprobs: dict[str, Any] | None,
+    top: int | None = None,
     choice_error: dict[str, Any] | None = None,
 ) -> str:
-    """The ``choices`` array of a non-streaming body, serialized (callers cache it per answer)."""
+    """The ``choices`` array of a non-streaming body, serialized (callers cache it per answer),
+    with ``top`` logprobs when asked for; a ``choice_error`` shows neither them nor reasoning."""
+    logprobs = None
+    if top is not None and choice_error is None:
+        logprobs = logprobs_object(answer.content, answer.logprobs, answer.alternatives, top)
     message: dict[str, Any] = {
         "role": "assistant",
         "content": "".join(answer.content),
@@ -167,7 +135,7 @@ def choices_json(
             }
             for i, (call_id, name, arguments) in enumerate(answer.tool_calls)
         ]
-    if show_reasoning and answer.reasoning:
+    if show_reasoning and answer.reasoning and choice_error is None:
         text = "".join(answer.reasoning)
         message["reasoning"] = text
         message["reasoning_details"] = [
@@ -229,7 +197,7 @@ class ChunkWriter:
         self._head = "data: " + _dumps(head)[:-1] + ',"choices":[{"index":0,"delta":'
         self._open = ',"finish_reason":null,"native_finish_reason":null}]}\n\n'
 
-    def reasoning(self, text: str, *, logprobs: dict[str, Any] | None = None) -> str:
+    def reasoning(self, text: str) -> str:
         delta = {
             "content": "",
             "role": "assistant",
@@ -259,40 +227,68 @@ class ChunkWriter:
         if name is not None:
             function = {"name": name, **function}
         call["function"] = function
-        return (
-            self._head
-            + _dumps({"content": "", "role": "assistant", "tool_calls": [call]})
-            + self._open
-        )
+        delta = {"content": "", "role": "assistant", "tool_calls": [call]}
+        return self._head + _dumps(delta) + self._open
 
     def finish(self, finish_reason: str | None, *, usage: str | None = None) -> str:
         """The finishing chunk; with ``usage`` (``usage_json``) it is the last one, with the
         ``finish_reason`` repeated."""
-        delta = (
-            {"content": "", "role": "assistant"}
-            if usage
-            else {
-                "content": "",
-                "role": "assistant",
-                "reasoning": None,
-            }
-        )
+        delta = '{"content":"","role":"assistant"' + ("}" if usage else ',"reasoning":null}')
         said = "null" if finish_reason is None else f'"{finish_reason}"'
         tail = f',"finish_reason":{said},"native_finish_reason":{said}}}]'
         if usage is not None:
             tail += ',"usage":' + usage
-        return self._head + _dumps(delta) + tail + "}\n\n"
+        return self._head + delta + tail + "}\n\n"
 
     def error(self, error: dict[str, Any]) -> str:
         """A mid-stream error event (HTTP stays 200): top-level ``error``, ``finish_reason: error``."""
-        start = self._head[: -len(',"choices":[{"index":0,"delta":')]
-        return (
-            start
-            + ',"error":'
-            + _dumps(error)
-            + ',"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error",'
-            + '"native_finish_reason":"error"}]}\n\n'
-        )
+        start = self._head[: -len(',"choices":[{"index":0,"delta":')] + ',"error":' + _dumps(error)
+        ending = '"finish_reason":"error","native_finish_reason":"error"}]}\n\n'
+        return start + ',"choices":[{"index":0,"delta":{"content":""},' + ending
+
+    def frames(
+        self, answer: Answer, *, show: bool, n: int, top: int | None
+    ) -> Iterator[tuple[str, int, int]]:
+        """(frame, reasoning tokens, content tokens) in the order they go out, ``n`` tokens a
+        delta: reasoning deltas, content deltas, then each tool call's first delta (id, type,
+        name) and its arguments in pieces, the call's tokens spread over them (they count as
+        content), so a stream cut short bills what it sent. Excluded reasoning (``show`` false) is
+        billed but never sent (an empty frame). Frames are made as they are sent, so an open
+        stream holds one batch, not its answer."""
+        for i in range(0, len(answer.reasoning), n):
+            piece = answer.reasoning[i : i + n]
+            yield (self.reasoning("".join(piece)) if show else "", len(piece), 0)
+        for i in range(0, len(answer.content), n):
+            piece = answer.content[i : i + n]
+            lp = None
+            if top is not None:
+                lp = logprobs_object(
+                    piece, answer.logprobs[i : i + n], answer.alternatives[i : i + n], top
+                )
+            yield (self.content("".join(piece), logprobs=lp), 0, len(piece))
+        for index, (call_id, name, arguments) in enumerate(answer.tool_calls):
+            yield (self.tool_call(index, "", call_id=call_id, name=name), 0, 0)
+            pieces = _pieces(arguments)
+            share = answer.tool_tokens // max(1, len(answer.tool_calls))
+            sent = 0
+            for j, part in enumerate(pieces, start=1):
+                upto = round(share * j / len(pieces))
+                yield (self.tool_call(index, part), 0, upto - sent)
+                sent = upto
+
+
+#: Characters of a tool call's arguments per stream delta.
+_ARGUMENT_PIECE = 16
+
+
+def _pieces(arguments: str) -> list[str]:
+    return [arguments[i : i + _ARGUMENT_PIECE] for i in range(0, len(arguments), _ARGUMENT_PIECE)]
+
+
+def frame_count(answer: Answer, n: int) -> int:
+    """How many frames ``ChunkWriter.frames`` makes of ``answer``, ``n`` tokens a delta."""
+    count = -(-len(answer.reasoning) // n) + -(-len(answer.content) // n)
+    return count + sum(1 + len(_pieces(arguments)) for _, _, arguments in answer.tool_calls)
 
 
 def error_body(code: int, message: str, metadata: dict[str, Any] | None = None) -> bytes:
@@ -303,41 +299,16 @@ def error_body(code: int, message: str, metadata: dict[str, Any] | None = None) 
     return _dumps({"error": error, "user_id": "user_fake"}).encode()
 
 
-def no_route_body(
-    *,
-    model: str,
-    available: Iterable[str],
-    requested: Iterable[str] | None,
-    step: str,
-    preference: str,
-    initial_count: int,
-) -> bytes:
-    """The routing-failure 404 (https://openrouter.ai/docs/api-reference/errors): names the providers serving the model."""
-    avail = list(dict.fromkeys(available))
-    req = list(requested or [])
-    if step == "Filter by Allowed Providers":
-        message = (
-            "No allowed providers are available for the selected model. "
-            f"Providers serving {model}: {', '.join(avail)}, but your request's "
-            f"{preference} preference permits only: {', '.join(req)}."
-        )
-    elif step == "Filter by Parameters":
-        message = (
-            "No endpoints found that can handle the requested parameters. To learn more about "
-            "provider routing, visit: https://openrouter.ai/docs/guides/routing/provider-selection"
-        )
-    else:
-        message = (
-            f"No endpoints found matching your provider preferences ({preference}). "
-            f"Providers serving {model}: {', '.join(avail)}."
-        )
-    metadata = {
-        "available_providers": avail,
-        "requested_providers": req,
-        "routing_funnel": [{"step": "Initial Endpoints", "endpoint_count": initial_count}],
-        "failed_routing_step": step,
-    }
-    return error_body(404, message, metadata)
+def json_response(
+    status: int, body: bytes, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def error_response(
+    status: int, message: str, metadata: dict[str, Any] | None = None
+) -> web.Response:
+    return json_response(status, error_body(status, message, metadata))
 
 
 def upstream_error_body(kind: str, *, model: str, provider: str) -> tuple[int, bytes]:
@@ -356,9 +327,8 @@ def upstream_error_body(kind: str, *, model: str, provider: str) -> tuple[int, b
     else:  # wrapped_400: a 400 whose raw body is a transient 429
         raw = _dumps({"error": {"message": "Rate limit reached, retry shortly", "code": 429}})
         status = 400
-    return status, error_body(
-        status, "Provider returned error", {"raw": raw, "provider_name": provider}
-    )
+    said = {"raw": raw, "provider_name": provider}
+    return status, error_body(status, "Provider returned error", said)
 
 
 def platform_429(*, model: str, reset_ms: int, retry_after_s: int) -> tuple[bytes, dict[str, str]]:
@@ -391,131 +361,6 @@ def workspace_budget_403(limit_usd: float) -> bytes:
     return error_body(403, f"Workspace monthly budget of ${limit_usd:,.2f} exceeded")
 
 
-def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
-    """A ``/key`` ``budgets[]`` entry for the fake's workspace budget (``KeyBudget``)."""
-    return {
-        "budget_id": "budget_fake_workspace",
-        "guardrail_id": None,
-        "include_byok": False,
-        "limit_usd": limit_usd,
-        "remaining_usd": limit_usd - spend_usd,
-        "reset_interval": "monthly",
-        "resets_at": resets_at,
-        "scope": "workspace",
-        "spend_usd": spend_usd,
-    }
-
-
-#: The fake account's workspace (every account has a default one; the id format is the fake's own).
-WORKSPACE_ID = "workspace_fake"
-#: Free-model requests a day for an account that bought at least $10 of credits (OpenRouter's
-#: ``FREE_MODEL_HAS_CREDITS_RPD``); the fake serves no ``:free`` variant, so none is ever used.
-FREE_MODEL_DAILY_REQUESTS = 1000
-#: What a lookup without a limit reports as credits bought: the fake never runs out without one.
-UNLIMITED_CREDITS_USD = 1_000_000.0
-
-
-def key_data(
-    *,
-    limit_usd: float | None,
-    remaining_usd: float | None,
-    usage_usd: float,
-    workspace: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``GET /key``'s ``data``: the credit limit, what is left, what was used (USD).
-
-    A plain key of an individual account: no guardrail or workspace budget, so ``budgets`` holds
-    the key's own limit when it has one (``effective_budget`` is then that entry), and
-    ``rate_limit`` is the deprecated object that "will always return -1". A ``workspace`` budget
-    (``workspace_budget``) comes first, as enforcement checks it before the key's own limit;
-    ``effective_budget`` is a spent entry if one is, else the one with the least remaining."""
-    budget = (
-        None
-        if limit_usd is None
-        else {
-            "budget_id": None,
-            "guardrail_id": None,
-            "include_byok": False,
-            "limit_usd": limit_usd,
-            "remaining_usd": limit_usd if remaining_usd is None else remaining_usd,
-            "reset_interval": None,
-            "resets_at": None,
-            "scope": "key_limit",
-            "spend_usd": usage_usd,
-        }
-    )
-    layers = [b for b in (workspace, budget) if b is not None]
-    return {
-        "label": "fake-openrouter",
-        "limit": limit_usd,
-        "limit_remaining": remaining_usd,
-        "limit_reset": None,
-        "include_byok_in_limit": False,
-        "usage": usage_usd,
-        "usage_daily": usage_usd,
-        "usage_weekly": usage_usd,
-        "usage_monthly": usage_usd,
-        "byok_usage": 0,
-        "byok_usage_daily": 0,
-        "byok_usage_weekly": 0,
-        "byok_usage_monthly": 0,
-        "is_free_tier": False,
-        "is_management_key": False,
-        "is_provisioning_key": False,
-        "creator_user_id": "user_fake",
-        "organization_id": None,
-        "workspace_id": WORKSPACE_ID,
-        "allowed_data_regions": ["global"],
-        "budgets": layers,
-        "effective_budget": _effective(layers),
-        "free_model_daily_requests": {
-            "limit": FREE_MODEL_DAILY_REQUESTS,
-            "remaining": FREE_MODEL_DAILY_REQUESTS,
-            "used": 0,
-        },
-        "expires_at": None,
-        "rate_limit": {
-            "requests": -1,
-            "interval": "10s",
-            "note": "This field is deprecated and safe to ignore.",
-        },
-    }
-
-
-def _effective(layers: list[dict[str, Any]]) -> dict[str, Any] | None:
-    spent = [b for b in layers if b["remaining_usd"] <= 0]
-    return spent[0] if spent else min(layers, key=lambda b: b["remaining_usd"], default=None)
-
-
-def credits_data(*, limit_usd: float | None, usage_usd: float) -> dict[str, Any]:
-    """``GET /credits``' ``data``: credits bought and used, in USD (the key's limit stands for
-    what the account bought; without one, ``UNLIMITED_CREDITS_USD``)."""
-    total = UNLIMITED_CREDITS_USD if limit_usd is None else limit_usd
-    return {"total_credits": total, "total_usage": usage_usd}
-
-
-#: What ``/generation`` reports beyond the generation's own figures: no app, preset, router,
-#: search or media, the global data region, the fake account's workspace.
-GENERATION_EXTRAS: dict[str, Any] = {
-    "app_id": None,
-    "data_region": "global",
-    "external_user": None,
-    "http_referer": None,
-    "native_tokens_completion_images": 0,
-    "num_fetches": 0,
-    "num_input_audio_prompt": 0,
-    "num_media_completion": 0,
-    "num_media_prompt": 0,
-    "num_search_results": 0,
-    "preset_id": None,
-    "router": None,
-    "service_tier": None,
-    "user_agent": None,
-    "web_search_engine": None,
-    "workspace_id": WORKSPACE_ID,
-}
-
-
 def _tool_choice_support(parameters: Sequence[str]) -> dict[str, bool]:
     """Which ``tool_choice`` values pass: all with ``tool_choice``, ``auto`` (the default) with
     ``tools`` alone, none without tools."""
@@ -528,7 +373,7 @@ def endpoint_entry(raw: dict[str, Any], endpoint: Endpoint, *, stats: bool) -> d
     """One ``/endpoints`` entry: the snapshot's, plus what the API sends today that older
     snapshots lack (``service_tier`` as the routing model reads the endpoint, no native tools, no
     diarization, ``supports_tool_choice`` from its parameters). Without a key (``stats=False``)
-    the performance stats are null, as OpenRouter sends them."""
+    the performance stats are null, as OpenRouter sends them (its API spec, ``PublicEndpoint``)."""
     entry = {
         "native_tools": {},
         "service_tier": service_tier(endpoint),

@@ -10,17 +10,9 @@ offers ``tools`` and names one of them (its name's words, e.g. "weather" for ``g
 answered with a call whose arguments are read from the prompt by the tool's JSON schema (quoted
 text for free strings, enum values by name, pattern matches, numbers in order).
 
-The ways to differ, each at a rate:
-
-- ``perturb`` (``--degrade``): every answer token flips with that probability (less accurate), and
-  a tool call's argument value changes;
-- ``flip`` (``--degrade-flip``): wrong on a band of items the model gets right and right on as many
-  it gets wrong: the same accuracy, other answers;
-- ``break_tools`` (``--degrade-tools``): a tool call with schema-invalid arguments, or none;
-- ``noisy`` (``--noise``): on every endpoint, reference included, each request's final answer (or
-  one argument) changes with that probability: nondeterminism at temperature 0.
-
-A token is one word-like piece of text.
+The ways to differ, each at a rate (``docs/fake-server.md``'s options): ``perturb``
+(``--degrade``), ``flip`` (``--degrade-flip``), ``break_tools`` (``--degrade-tools``) and ``noisy``
+(``--noise``). A token is one word-like piece of text.
 """
 
 from __future__ import annotations
@@ -130,10 +122,7 @@ def arithmetic_answer(text: str) -> str | None:
             value = a ** int(b)
     except (DivisionByZero, InvalidOperation):
         return None
-    text_value = (
-        format(value.normalize(), "f") if value != value.to_integral_value() else str(int(value))
-    )
-    return text_value
+    return format(value.normalize(), "f") if value != value.to_integral_value() else str(int(value))
 
 
 def _last_user_text(messages: list[Any]) -> str:
@@ -269,18 +258,25 @@ def answer_for(
 def at_limit(answer: Answer, max_tokens: int) -> Answer:
     """The answer as xAI sends one cut at ``max_tokens``: its content run on to the limit, then
     ``finish_reason: null`` (no tool call: the answer was cut)."""
-    room = max_tokens - len(answer.reasoning) - len(answer.content)
-    more = _take(_CONTENT_CYCLE, len(answer.content), max(0, room))
-    content = (answer.content + more)[: max(0, max_tokens - len(answer.reasoning))]
+    keep = max(0, max_tokens - len(answer.reasoning))
+    more = _take(_CONTENT_CYCLE, len(answer.content), max(0, keep - len(answer.content)))
+    return _text(answer, (answer.content + more)[:keep], None)
+
+
+def _text(answer: Answer, content: tuple[str, ...], finish: str | None, **more: Any) -> Answer:
+    """``answer`` saying ``content`` and no tool call (logprobs and alternatives from the cycles'
+    start unless ``more`` gives them)."""
+    if "logprobs" not in more:
+        more["logprobs"] = _take(_LOGPROB_CYCLE, 0, len(content))
+        more["alternatives"] = _take(_ALT_CYCLE, 0, len(content))
     return dataclasses.replace(
         answer,
         content=content,
-        finish_reason=None,
-        logprobs=_take(_LOGPROB_CYCLE, 0, len(content)),
-        alternatives=_take(_ALT_CYCLE, 0, len(content)),
+        finish_reason=finish,
         tool_calls=(),
         tool_tokens=0,
         call=None,
+        **more,
     )
 
 
@@ -290,18 +286,15 @@ def _cut(answer: Answer, max_tokens: int) -> Answer:
     change)."""
     if answer.completion_tokens <= max_tokens:
         return answer
-    reasoning_tokens = answer.reasoning[:max_tokens]
-    content = answer.content[: max(0, max_tokens - len(reasoning_tokens))]
-    return dataclasses.replace(
+    reasoning = answer.reasoning[:max_tokens]
+    n = max(0, max_tokens - len(reasoning))
+    return _text(
         answer,
-        reasoning=reasoning_tokens,
-        content=content,
-        finish_reason="length",
-        logprobs=answer.logprobs[: len(content)],
-        alternatives=answer.alternatives[: len(content)],
-        tool_calls=(),
-        tool_tokens=0,
-        call=None,
+        answer.content[:n],
+        "length",
+        reasoning=reasoning,
+        logprobs=answer.logprobs[:n],
+        alternatives=answer.alternatives[:n],
     )
 
 
@@ -417,12 +410,7 @@ def break_tools(answer: Answer, *, rate: float, key: tuple[object, ...]) -> Answ
         return answer
     _, arguments, schema = answer.call
     if rng.random() < 0.5:
-        words = _take(_CONTENT_CYCLE, rng.getrandbits(32), 12)
-        return dataclasses.replace(
-            answer, content=words, logprobs=_take(_LOGPROB_CYCLE, 0, 12),
-            alternatives=_take(_ALT_CYCLE, 0, 12), finish_reason="stop", tool_calls=(),
-            tool_tokens=0, call=None,
-        )  # fmt: skip
+        return _text(answer, _take(_CONTENT_CYCLE, rng.getrandbits(32), 12), "stop")
     broken = dict(arguments)
     required = [k for k in schema.get("required") or () if k in broken]
     if required and rng.random() < 0.5:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.fake.content import Answer, break_tools, flip, noisy, perturb
 from openrouter_probe.fake.tags import check_tags, option_value, read_rate, refused_at, tag_values
 from openrouter_probe.rules.routing import matches
 
@@ -24,18 +25,12 @@ def parse_degrade(
 ) -> dict[str, float]:
     """Parse ``--degrade TAG=RATE`` options (or another ``option`` of that form) into
     ``{tag: rate}`` (a mapping passes through, its rates checked)."""
-    if isinstance(specs, Mapping):
-        return {str(k): read_rate(str(v), option_value(option, str(k))) for k, v in specs.items()}
+    mapping = isinstance(specs, Mapping)
     out: dict[str, float] = {}
-    for spec in specs:
-        tag, sep, rate = spec.partition("=")
-        if not sep or not tag.strip():
-            raise ConfigError(
-                refused_at(
-                    option_value(option, repr(spec)), "expected TAG=RATE (e.g. fireworks=0.2)"
-                )
-            )
-        out[tag.strip()] = read_rate(rate, option_value(option, repr(spec)))
+    for tag, rate in tag_values(specs, option=option, form="TAG=RATE (e.g. fireworks=0.2)"):
+        name = str(tag) if mapping else str(tag).strip()
+        given = name if mapping else repr(f"{tag}={rate}")
+        out[name] = read_rate(str(rate), option_value(option, given))
     return out
 
 
@@ -138,6 +133,24 @@ class Degradation:
 
     def __bool__(self) -> bool:
         return bool(self.degrade or self.flip or self.tools)
+
+    def change(
+        self, answer: Answer, endpoint: Endpoint, key: tuple[object, ...], noise_draw: float
+    ) -> Answer:
+        """``answer`` as ``endpoint`` gives it: its degradations (seeded by ``key``: the same
+        request degrades the same way), then the noise every endpoint has (``noise_draw``: the
+        request's own draw in [0, 1))."""
+        if self:
+            degrade, flip_rate, tools_rate = self.rates_for(endpoint)
+            if degrade > 0:
+                answer = perturb(answer, rate=degrade, key=key)
+            if flip_rate > 0:
+                answer = flip(answer, rate=flip_rate)
+            if tools_rate > 0:
+                answer = break_tools(answer, rate=tools_rate, key=key)
+        if self.noise > 0:
+            answer = noisy(answer, noise_draw, rate=self.noise)
+        return answer
 
     def rates_for(self, endpoint: Endpoint) -> tuple[float, float, float]:
         """``(degrade, flip, tools)`` rates of ``endpoint`` (the first matching entry of each)."""

@@ -1,25 +1,11 @@
 """Faults the fake server injects, by rate or by schedule (the endpoints it degrades:
 ``fake.degrade``).
 
-A spec is a comma-separated list (``"upstream_429=0.05,drop=0.01"``) or a YAML file. Each entry is
-``KIND[:TAG]=RATE`` (drawn per request, seeded) or ``KIND[:TAG]=@N+M`` (the Nth and Mth chat requests,
-counting from 1), optionally followed by ``/SECONDS`` for the faults that wait. ``TAG`` limits an
-upstream fault to the endpoints an ``order`` entry with that slug or tag would select::
-
-    upstream_429:chutes/int4=1          chutes always answers 429 (requests fall back, if allowed)
-    stall=0.01/60                       1% of streams stall for 60 s, then the connection closes
-    drop=@3+7                           the 3rd and 7th requests lose their connection mid-body
-
-The same in YAML::
-
-    faults:
-      - {kind: upstream_429, rate: 1, tag: chutes/int4}
-      - {kind: stall, rate: 0.01, seconds: 60}
-      - {kind: drop, requests: [3, 7]}
-
-Draws are seeded by the server's seed, the request's number and the attempt, so a run with the same
-seed and the same arrival order sees the same faults. Upstream faults are drawn per attempt: with
-fallbacks allowed a client sees one only when every admitted endpoint failed, as with OpenRouter.
+The ``--faults`` spec (``KIND[:TAG]=RATE|@N+M[/SECONDS]`` entries, or a YAML file) and what each
+kind does are in ``docs/fake-server.md`` (``FAULT_KINDS`` here). Draws are seeded by the server's
+seed, the request's number and the attempt, so a run with the same seed and the same arrival order
+sees the same faults. Upstream faults are drawn per attempt: with fallbacks allowed a client sees
+one only when every admitted endpoint failed, as with OpenRouter.
 """
 
 from __future__ import annotations
@@ -27,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
@@ -114,6 +100,7 @@ DEFAULT_SECONDS = {
     "in_flight_402_body": 120.0,
     "keepalive": 600.0,
     "overbill": 6.0,  # not seconds: the factor of max_tokens billed
+    "batch_404": 2.0,
 }
 
 _MASK = (1 << 64) - 1
@@ -172,11 +159,10 @@ class FaultPlan:
     def draw(
         self,
         phase: Phase,
-        *,
         request_no: int,
-        attempt: int,
-        endpoint: Endpoint | None,
         stream: bool,
+        endpoint: Endpoint | None = None,
+        attempt: int = 0,
     ) -> FaultRule | None:
         """The fault that strikes this request's ``attempt`` (0 first) in ``phase``, if any."""
         for index, rule in enumerate(self.rules):
@@ -195,13 +181,13 @@ class FaultPlan:
 
 def _rule(
     kind: str,
-    *,
     tag: str | None,
     rate: float | None,
     requests: Iterable[int],
     seconds: float | None,
     where: object,
 ) -> FaultRule:
+    """One rule, checked (``where``: what to name in an error)."""
     if kind not in FAULT_KINDS:
         known = ", ".join(sorted(FAULT_KINDS))
         raise ConfigError(
@@ -246,6 +232,7 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
                 raise ConfigError(
                     refused_at(where, "{secs:s} is not a number of seconds", secs=repr(secs))
                 ) from None
+        numbers: list[int] = []
         if value.startswith("@"):
             try:
                 numbers = [int(n) for n in value[1:].split("+")]
@@ -255,27 +242,8 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
                         where, "{value:s} is not @N or @N+M (request numbers)", value=repr(value)
                     )
                 ) from None
-            rules.append(
-                _rule(
-                    kind.strip(),
-                    tag=tag or None,
-                    rate=None,
-                    requests=numbers,
-                    seconds=seconds,
-                    where=where,
-                )
-            )
-        else:
-            rules.append(
-                _rule(
-                    kind.strip(),
-                    tag=tag or None,
-                    rate=read_rate(value, where),
-                    requests=(),
-                    seconds=seconds,
-                    where=where,
-                )
-            )
+        rate = None if numbers else read_rate(value, where)
+        rules.append(_rule(kind.strip(), tag or None, rate, numbers, seconds, where))
     return FaultPlan(tuple(rules), seed)
 
 
@@ -308,18 +276,9 @@ def load_faults(path: str | Path, *, seed: int = 0) -> FaultPlan:
         requests = item.get("requests") or []
         if not isinstance(requests, list) or not all(isinstance(n, int) for n in requests):
             raise ConfigError(f"{where}.requests: a list of request numbers")
-        rate = item.get("rate")
-        seconds = item.get("seconds")
-        rules.append(
-            _rule(
-                str(item["kind"]),
-                tag=item.get("tag"),
-                rate=None if rate is None else read_rate(str(rate), where),
-                requests=requests,
-                seconds=None if seconds is None else float(seconds),
-                where=where,
-            )
-        )
+        rate = None if item.get("rate") is None else read_rate(str(item["rate"]), where)
+        seconds = None if item.get("seconds") is None else float(item["seconds"])
+        rules.append(_rule(str(item["kind"]), item.get("tag"), rate, requests, seconds, where))
     return FaultPlan(tuple(rules), seed)
 
 
@@ -333,16 +292,3 @@ def check_fault_tags(plan: FaultPlan, endpoints: Sequence[Endpoint]) -> None:
         ),
         endpoints,
     )
-
-
-def _describe(rules: Iterable[FaultRule]) -> list[dict[str, Any]]:
-    return [
-        {
-            "kind": r.kind,
-            "rate": r.rate,
-            "requests": sorted(r.requests),
-            "tag": r.tag,
-            "seconds": r.wait_s,
-        }
-        for r in rules
-    ]

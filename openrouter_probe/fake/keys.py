@@ -1,21 +1,13 @@
 """The fake OpenRouter's keys, each with its own limit: the key it was started with (the default
 key: ``--key-limit-usd``) and the keys of its management API (``--management-key KEY``).
 
-``KeyStore`` serves ``/api/v1/keys`` (list, create; get, patch, delete by hash) and
-``/api/v1/activity`` to the management key only, and is asked by the chat handler about every
-request: one made with a key of the store, or with any other key the fake accepts (the default
-key, whose limit is ``key_limit_usd``; the management API does not list it). The one check holds
-both: a disabled, expired or deleted key is refused; a key whose limit
-is spent answers the 403 "Key limit exceeded" of OPENROUTER.md §15; a request whose worst case does
-not fit what the key has left answers the 402 "can only afford N" with ``limit_source:
-openrouter_key_limit`` (§18). Like the account's credit, a request reserves its worst case on its
-key before it is served and settles to its real cost after, so concurrent requests of one key never
-spend past its limit. A management key cannot call completions (OpenRouter: "Management keys cannot
-be used to make API calls to OpenRouter's completion endpoints"); the fake's 403 wording is its own.
-
-The response shapes are the spec's: create answers ``{"data": {...}, "key": "sk-or-v1-..."}`` (the
-secret, shown once), list ``{"data": [...]}``, get and patch ``{"data": {...}}``, delete
-``{"deleted": true}``; activity ``{"data": [{date, model, provider_name, usage, requests, ...}]}``.
+``KeyStore`` serves ``/api/v1/keys`` and ``/api/v1/activity`` to the management key only (the
+routes and their bodies, the spec's: ``docs/fake-server.md``, "Keys: the management API"), and
+checks every chat request's key (``admit``): like the account's credit, a request reserves its
+worst case on its key before it is served and settles to its real cost after, so concurrent
+requests of one key never spend past its limit; a spent limit answers the 402 "can only afford N"
+(``limit_source: openrouter_key_limit``, OPENROUTER.md §18), then the 403 "Key limit exceeded"
+(§15).
 """
 
 from __future__ import annotations
@@ -33,9 +25,8 @@ from aiohttp import web
 
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.account import dearest_worst_case
-from openrouter_probe.fake.billing import Credit, affordable_tokens
-from openrouter_probe.fake.reply import output_cap
+from openrouter_probe.fake.account import dearest_worst_case, key_data, usage_fields
+from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap
 
 if TYPE_CHECKING:
     from openrouter_probe.api.schema import Endpoint
@@ -45,14 +36,6 @@ __all__ = ["DEFAULT_HASH", "KeyStore", "ManagedKey"]
 
 _RESETS = (None, "daily", "weekly", "monthly")
 _KEY_LIMIT_HINT = "Raise the key's limit or use another key"
-
-
-def _error(status: int, message: str, metadata: dict[str, Any] | None = None) -> web.Response:
-    return web.Response(
-        status=status,
-        body=bodies.error_body(status, message, metadata),
-        content_type="application/json",
-    )
 
 
 def _iso(moment: datetime) -> str:
@@ -67,7 +50,6 @@ class ManagedKey:
     secret: str
     name: str
     created_at: str
-    limit_usd: Decimal | None = None
     limit_reset: str | None = None
     include_byok_in_limit: bool = False
     expires_at: str | None = None
@@ -78,27 +60,17 @@ class ManagedKey:
     activity: dict[tuple[str, str, str, str], list[Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        spent = float(self.credit.spent_usd)
-        limit = None if self.limit_usd is None else float(self.limit_usd)
+        limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
         return {
             "hash": self.hash,
             "name": self.name,
             "label": f"{self.secret[:12]}...{self.secret[-4:]}",
             "disabled": self.disabled,
-            "limit": limit,
-            "limit_remaining": None
-            if limit is None
-            else float(self.limit_usd - self.credit.spent_usd),  # type: ignore[operator]
+            "limit": None if limit is None else float(limit),
+            "limit_remaining": None if remaining is None else float(remaining),
             "limit_reset": self.limit_reset,
             "include_byok_in_limit": self.include_byok_in_limit,
-            "usage": spent,
-            "usage_daily": spent,
-            "usage_weekly": spent,
-            "usage_monthly": spent,
-            "byok_usage": 0,
-            "byok_usage_daily": 0,
-            "byok_usage_weekly": 0,
-            "byok_usage_monthly": 0,
+            **usage_fields(float(self.credit.spent_usd)),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "expires_at": self.expires_at,
@@ -136,7 +108,6 @@ class KeyStore:
             secret="",
             name="default",
             created_at=_iso(now()),
-            limit_usd=default_limit_usd,
             credit=Credit(default_limit_usd),
         )
 
@@ -173,9 +144,11 @@ class KeyStore:
         """The 401 for a request not made with the management key (``None``: it is)."""
         secret = self.bearer(request)
         if not secret:
-            return _error(401, "No auth credentials found")
+            return bodies.error_response(401, "No auth credentials found")
         if self.management_key is None or secret != self.management_key:
-            return _error(401, "Invalid management key: this endpoint needs a management key")
+            return bodies.error_response(
+                401, "Invalid management key: this endpoint needs a management key"
+            )
         return None
 
     # -- the chat handler's checks --------------------------------------------------------------
@@ -188,79 +161,39 @@ class KeyStore:
         max_tokens: int | None,
         now: datetime,
     ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
-        """``refuse_chat`` for the request's key; what it lets through is reserved on the key at
-        once (no ``await`` between the check and the reservation: concurrent requests cannot both
-        take the last of a key's limit)."""
-        refused, key, amount = self.refuse_chat(
-            self.bearer(request), chain, prompt_tokens, max_tokens, now
-        )
-        if key is not None:
-            key.credit.reserve(amount)
-        return refused, key, amount
-
-    def refuse_chat(
-        self,
-        secret: str,
-        chain: Sequence[Endpoint],
-        prompt_tokens: int,
-        max_tokens: int | None,
-        now: datetime,
-    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
-        """A refusal for a request of ``secret`` (the management key, a disabled, expired or
-        deleted key, a spent limit), or the key to reserve on and the amount (its worst case).
-        A secret the store did not make is the default key's; without a limit it is not held
-        (``None``: nothing to reserve or settle)."""
-        ledger = self.ledger
+        """The request's key and its worst case, reserved on the key at once (no ``await`` between
+        the check and the reservation: concurrent requests cannot both take the last of a key's
+        limit); or its refusal: the management key, a deleted, disabled or expired key, a spent
+        limit (the 402 "can only afford N", ``limit_source: openrouter_key_limit``, or the 403 "Key
+        limit exceeded"). A secret the store did not make is the default key's; without a limit
+        it is not held (``None``: nothing to reserve or settle)."""
+        secret = self.bearer(request)
         if self.management_key is not None and secret == self.management_key:
-            ledger.count_error("management_key")
-            return (
-                _error(403, "Management keys cannot be used for completions; use an API key"),
-                None,
-                Decimal(0),
-            )
-        if secret not in self._by_secret:
-            if self.default.limit_usd is None:
-                return None, None, Decimal(0)
-            return self._within_limit(self.default, chain, prompt_tokens, max_tokens, now)
-        key = self.of(secret)
+            message = "Management keys cannot be used for completions; use an API key"
+            return self._refused("management_key", 403, message)
+        key = self.of(secret) if secret in self._by_secret else self.default
         if key is None:
-            ledger.count_error("key_deleted")
-            return _error(401, "User not found."), None, Decimal(0)
+            return self._refused("key_deleted", 401, "User not found.")
         if key.disabled:
-            ledger.count_error("key_disabled")
-            return _error(403, "This API key is disabled"), None, Decimal(0)
+            return self._refused("key_disabled", 403, "This API key is disabled")
         if key.expires_at is not None and _iso(now) >= key.expires_at:
-            ledger.count_error("key_expired")
-            return _error(401, "This API key has expired"), None, Decimal(0)
-        if key.credit.limit_usd is None:  # no limit: only its usage is counted
-            return None, key, Decimal(0)
-        return self._within_limit(key, chain, prompt_tokens, max_tokens, now)
-
-    def _within_limit(
-        self,
-        key: ManagedKey,
-        chain: Sequence[Endpoint],
-        prompt_tokens: int,
-        max_tokens: int | None,
-        now: datetime,
-    ) -> tuple[web.Response | None, ManagedKey | None, Decimal]:
-        """``key`` with the worst case to reserve on it, or the key-limit 402 ("can only afford
-        N", ``limit_source: openrouter_key_limit``) or 403 ("Key limit exceeded")."""
-        need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
+            return self._refused("key_expired", 401, "This API key has expired")
         available = key.credit.available_usd
-        if available is None or need <= available:
+        if available is None:  # no limit: only a managed key's usage is counted
+            return None, None if key is self.default else key, Decimal(0)
+        need, dearest = dearest_worst_case(chain, prompt_tokens, max_tokens, now)
+        if need <= available:
+            key.credit.reserve(need)
             return None, key, need
-        self.ledger.count_error("key_limit")
         affordable = affordable_tokens(
             dearest, prompt_tokens=prompt_tokens, remaining_usd=available, at=now
         )
-        reset = key.limit_reset or "total"
         if affordable < 1:
             message = (
-                f"Key limit exceeded ({reset} limit). Manage it using "
+                f"Key limit exceeded ({key.limit_reset or 'total'} limit). Manage it using "
                 "https://openrouter.ai/settings/keys"
             )
-            return _error(403, message), None, Decimal(0)
+            return self._refused("key_limit", 403, message)
         requested = output_cap(max_tokens, dearest, prompt_tokens)
         message = (
             "This request requires more credits, or fewer max_tokens. You requested up to "
@@ -272,7 +205,14 @@ class KeyStore:
             "remedy_hint": _KEY_LIMIT_HINT,
             "provider_name": None,
         }
-        return _error(402, message, metadata), None, Decimal(0)
+        return self._refused("key_limit", 402, message, metadata)
+
+    def _refused(
+        self, kind: str, status: int, message: str, metadata: dict[str, Any] | None = None
+    ) -> tuple[web.Response, None, Decimal]:
+        """A chat request refused for its key, counted in the ledger as ``kind``."""
+        self.ledger.count_error(kind)
+        return bodies.error_response(status, message, metadata), None, Decimal(0)
 
     def settle(self, key: ManagedKey, reserved: Decimal, billed: LedgerEntry | None) -> None:
         """Settle a request of ``key``: its reservation given back, its real cost spent."""
@@ -283,21 +223,13 @@ class KeyStore:
         row = key.activity.setdefault(
             (day, billed.model, billed.provider, billed.tag), [0, 0, 0, 0, Decimal(0)]
         )
-        row[0] += 1
-        row[1] += billed.prompt_tokens
-        row[2] += billed.completion_tokens
-        row[3] += billed.reasoning_tokens
-        row[4] += billed.cost_usd
+        tokens = (billed.prompt_tokens, billed.completion_tokens, billed.reasoning_tokens)
+        for i, value in enumerate((1, *tokens, billed.cost_usd)):
+            row[i] += value
 
     def key_data(self, key: ManagedKey) -> dict[str, Any]:
         """``GET /key`` answered for one of the store's keys: its own limit and usage."""
-        limit = None if key.limit_usd is None else float(key.limit_usd)
-        remaining = key.credit.remaining_usd
-        data = bodies.key_data(
-            limit_usd=limit,
-            remaining_usd=None if remaining is None else float(remaining),
-            usage_usd=float(key.credit.spent_usd),
-        )
+        data = key_data(key.credit)
         data.update(label=key.to_json()["label"], limit_reset=key.limit_reset)
         data.update(expires_at=key.expires_at, include_byok_in_limit=key.include_byok_in_limit)
         return data
@@ -312,7 +244,7 @@ class KeyStore:
         try:
             offset = int(request.query.get("offset", "0"))
         except ValueError:
-            return _error(400, "offset must be a whole number")
+            return bodies.error_response(400, "offset must be a whole number")
         keys = [k for k in self.keys.values() if include_disabled or not k.disabled]
         return web.json_response({"data": [k.to_json() for k in keys[offset : offset + 100]]})
 
@@ -320,9 +252,9 @@ class KeyStore:
         try:
             body = json.loads(await request.read() or b"{}")
         except ValueError as exc:
-            return _error(400, f"Invalid JSON in request body: {exc}")
+            return bodies.error_response(400, f"Invalid JSON in request body: {exc}")
         if not isinstance(body, dict):
-            return _error(400, "Invalid request body: expected a JSON object")
+            return bodies.error_response(400, "Invalid request body: expected a JSON object")
         return body
 
     @staticmethod
@@ -331,7 +263,7 @@ class KeyStore:
         if "limit" in body:
             limit = body["limit"]
             if limit is None:
-                key.limit_usd = None
+                key.credit.limit_usd = None
             else:
                 try:
                     value = Decimal(str(limit))
@@ -339,8 +271,7 @@ class KeyStore:
                     return f"limit must be a number, got {limit!r}"
                 if isinstance(limit, bool) or not value.is_finite() or value < 0:
                     return f"limit must be a number >= 0, got {limit!r}"
-                key.limit_usd = value
-            key.credit.limit_usd = key.limit_usd
+                key.credit.limit_usd = value
         if "limit_reset" in body:
             if body["limit_reset"] not in _RESETS:
                 return f"limit_reset must be daily, weekly, monthly or null, got {body['limit_reset']!r}"
@@ -373,13 +304,13 @@ class KeyStore:
         if isinstance(body, web.Response):
             return body
         if not isinstance(body.get("name"), str) or not body["name"].strip():
-            return _error(400, "name is required: a non-empty string")
+            return bodies.error_response(400, "name is required: a non-empty string")
         secret = "sk-or-v1-" + secrets.token_hex(32)
         digest = hashlib.sha256(secret.encode()).hexdigest()
         key = ManagedKey(hash=digest, secret=secret, name=body["name"], created_at=_iso(self.now()))
         problem = self._fields(body, key)
         if problem is not None:
-            return _error(400, problem)
+            return bodies.error_response(400, problem)
         self.keys[digest] = key
         self._by_secret[secret] = digest
         return web.json_response({"data": key.to_json(), "key": secret}, status=201)
@@ -390,7 +321,7 @@ class KeyStore:
             return denied
         key = self.keys.get(request.match_info["hash"])
         if key is None:
-            return _error(404, f"API key {request.match_info['hash']} not found")
+            return bodies.error_response(404, f"API key {request.match_info['hash']} not found")
         return key
 
     async def get(self, request: web.Request) -> web.Response:
@@ -408,7 +339,7 @@ class KeyStore:
             return body
         problem = self._fields(body, key)
         if problem is not None:
-            return _error(400, problem)
+            return bodies.error_response(400, problem)
         key.updated_at = _iso(self.now())
         return web.json_response({"data": key.to_json()})
 

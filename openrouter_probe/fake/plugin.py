@@ -1,17 +1,10 @@
 """The ``fake_openrouter`` pytest fixture, shipped as a ``pytest11`` plugin (like pytest-httpserver).
 
-Any project with openrouter-probe installed can test its own OpenRouter code against the fake::
-
-    def test_my_client(fake_openrouter):
-        client = MyClient(base_url=fake_openrouter.base_url, api_key="sk-fake")
-        client.ask("What is 37 * 41?")
-        assert fake_openrouter.ledger.total_usd > 0
-
-Options go in a marker: ``@pytest.mark.fake_openrouter(credit_usd=0.01, faults="drop=@1")`` takes
-any ``serve`` option (``snapshot``, ``credit_usd``, ``faults``, ``seed``, ``speed``, ``degrade``,
-``clock``, ...). The default is the bundled Kimi K2.5 snapshot at ``speed=0`` (no waits). The fixture
-sets ``OPENROUTER_BASE_URL`` for the test, so code that reads it reaches the fake. Nothing heavy is
-imported until a test asks for the fixture.
+Any project with openrouter-probe installed can test its own OpenRouter code against the fake
+(``docs/fake-server.md`` shows a test). A ``@pytest.mark.fake_openrouter(...)`` marker takes any
+``serve`` option; the default is the bundled Kimi K2.5 snapshot at ``speed=0`` (no waits). The
+fixture sets ``OPENROUTER_BASE_URL`` for the test. Nothing heavy is imported until a test asks for
+the fixture.
 """
 
 from __future__ import annotations

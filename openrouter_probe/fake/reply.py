@@ -2,50 +2,35 @@
 
 A ``Reply`` composes the answer (``fake.content``), sends it as a body with keep-alive padding or as
 a stream (``fake.bodies``), paced by the endpoint's latency and throughput scaled by the server's
-speed, strikes the response-phase fault it drew, and bills what was generated (or, for a stream the
-client abandoned, what was sent) into the ledger. Errors are never billed.
-
-With the response cache asked for (``fake.response_cache``), a whole 200 answer is stored; a hit
-replays one (``cached``): its content, no fault, every usage counter 0, nothing billed. The
-``finish_null`` fault answers to ``max_tokens`` with ``finish_reason: null`` (xAI); ``overbill``
-bills FACTOR x ``max_tokens`` output tokens (default 6), the tokens past what was generated as
-reasoning, as providers that bill past the limit do.
+speed, strikes the response-phase fault it drew (``docs/fake-server.md``'s table), and bills what
+was generated (or, for a stream the client abandoned, what was sent) into the ledger. Errors are
+never billed. A response cache hit (``cached``) replays its answer and bills nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, advised, charge, searched
+from openrouter_probe.fake.billing import Charge, advised, charge, output_cap, searched
 from openrouter_probe.fake.clock import Clock
-from openrouter_probe.fake.content import (
-    Answer,
-    answer_for,
-    at_limit,
-    break_tools,
-    flip,
-    noisy,
-    perturb,
-)
+from openrouter_probe.fake.content import Answer, answer_for, at_limit
 from openrouter_probe.fake.degrade import Degradation
 from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
 from openrouter_probe.fake.sampling import sampling_factor
 
-__all__ = ["KEEPALIVE_S", "GenerationRecord", "Reply", "Server", "output_cap"]
+__all__ = ["KEEPALIVE_S", "Reply", "Server"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
@@ -55,90 +40,6 @@ _PAD_BEAT = b"\n         "
 #: Prices without overrides do not depend on the time: skip reading the clock for them.
 _NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 _EMPTY: dict[str, Any] = {}
-
-
-class GenerationRecord(NamedTuple):
-    """What ``/generation?id=`` reports about one generation (billed or not).
-
-    Plain values only (``attempts``: ``(tag, provider name, status)`` per attempt): the server
-    keeps one per generation for its whole life as a plain ``tuple`` (``FakeOpenRouter.generations``,
-    read back with ``GenerationRecord(*row)``), which the garbage collector stops tracking, so a
-    long run's records cost its collections nothing.
-    """
-
-    id: str
-    model: str
-    provider: str
-    tag: str
-    created_s: float
-    ready_s: float
-    streamed: bool
-    cancelled: bool = False
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_ms: float = 0.0
-    generation_time_ms: float = 0.0
-    attempts: tuple[tuple[str, str, int], ...] = ()
-    #: a response cache hit's: the generation its answer was cached from
-    cache_source_id: str | None = None
-    #: a BYOK answer's part billed by the provider to the user's own key (in ``cost_usd``)
-    byok_usd: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        byok = self.byok_usd is not None
-        cost = self.cost_usd - (self.byok_usd or 0.0)
-        prompt = self.prompt_tokens
-        completion = self.completion_tokens
-        reasoning = self.reasoning_tokens
-        return {
-            "id": self.id,
-            "upstream_id": None,
-            "created_at": datetime.fromtimestamp(self.created_s, UTC).isoformat(),
-            "model": self.model,
-            "origin": "",
-            "api_type": "completions",
-            "streamed": self.streamed,
-            "cancelled": self.cancelled,
-            "latency": round(self.latency_ms),
-            "moderation_latency": None,
-            "generation_time": round(self.generation_time_ms),
-            "total_cost": cost,
-            "usage": cost,
-            "upstream_inference_cost": self.byok_usd or 0,
-            "cache_discount": None,
-            "is_byok": byok,
-            "tokens_prompt": prompt,
-            "tokens_completion": completion,
-            "native_tokens_prompt": prompt,
-            "native_tokens_completion": completion,
-            "native_tokens_reasoning": reasoning,
-            "native_tokens_cached": 0,
-            "finish_reason": self.finish_reason,
-            "native_finish_reason": self.finish_reason,
-            "provider_name": self.provider,
-            "provider_responses": [
-                {
-                    "endpoint_id": _endpoint_id(tag),
-                    "id": None,
-                    "is_byok": byok,
-                    "latency": 0,
-                    "model_permaslug": self.model,
-                    "provider_name": provider_name,
-                    "routed_service_tier": None,
-                    "status": status,
-                }
-                for tag, provider_name, status in self.attempts
-            ],
-            **bodies.GENERATION_EXTRAS,
-            "response_cache_source_id": self.cache_source_id,
-        }
-
-
-def _endpoint_id(tag: str) -> str:
-    return hashlib.sha1(tag.encode()).hexdigest()[:12]
 
 
 def _draw(p: Percentiles | None, u: float, default: float) -> float:
@@ -157,44 +58,12 @@ def _draw(p: Percentiles | None, u: float, default: float) -> float:
     return points[-1][1]
 
 
-def output_cap(max_tokens: int | None, endpoint: Endpoint, prompt_tokens: int) -> int:
-    """The output tokens a request may produce: ``max_tokens``, else the endpoint's limit."""
-    if max_tokens is not None:
-        return max_tokens
-    if endpoint.max_completion_tokens:
-        return endpoint.max_completion_tokens
-    return max(1, (endpoint.context_length or 65536) - prompt_tokens)
-
-
 #: Faults after which the answer is still whole (a response cache may keep it).
 _WHOLE = frozenset({"slow_first_byte", "keepalive", "finish_null", "overbill", "byok"})
 
 
-def charge_nothing() -> Charge:
-    """A cache hit's usage: every billable counter 0."""
-    return Charge(0, 0, 0, Decimal(0), Decimal(0))
-
-
-#: Characters of a tool call's arguments per stream delta.
-_ARGUMENT_PIECE = 16
-
-
-def _pieces(arguments: str) -> list[str]:
-    return [arguments[i : i + _ARGUMENT_PIECE] for i in range(0, len(arguments), _ARGUMENT_PIECE)]
-
-
-def _tool_frames(answer: Answer, writer: bodies.ChunkWriter) -> Iterator[tuple[str, int, int]]:
-    """A call's first delta (id, type, name), then its arguments in pieces; the call's tokens are
-    spread over the pieces, so a stream cut short bills what it sent."""
-    for index, (call_id, name, arguments) in enumerate(answer.tool_calls):
-        yield (writer.tool_call(index, "", call_id=call_id, name=name), 0, 0)
-        pieces = _pieces(arguments)
-        share = answer.tool_tokens // max(1, len(answer.tool_calls))
-        sent = 0
-        for j, piece in enumerate(pieces, start=1):
-            upto = round(share * j / len(pieces))
-            yield (writer.tool_call(index, piece), 0, upto - sent)
-            sent = upto
+#: A cache hit's usage: every billable counter 0.
+_NO_USAGE = bodies.usage_json(Charge(0, 0, 0, Decimal(0), Decimal(0)))
 
 
 def _drop(request: web.Request) -> None:
@@ -204,10 +73,7 @@ def _drop(request: web.Request) -> None:
 
 
 class Server(Protocol):
-    """What a reply reads and writes of the server's state (``FakeOpenRouter`` is one).
-
-    A protocol, so that this module does not import the application that imports it.
-    """
+    """What a reply reads and writes of the server (``FakeOpenRouter``, which imports this)."""
 
     clock: Clock
     seed: int
@@ -244,7 +110,7 @@ class Reply:
         prompt_tokens: int,
         attempts: list[tuple[Endpoint, int]],
         *,
-        stream: bool | None = None,
+        stream: bool,
         cached: CachedAnswer | None = None,
         cache: tuple[str, int] | None = None,
     ) -> None:
@@ -266,7 +132,7 @@ class Reply:
         self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
-        self.streamed = bool(body.get("stream")) if stream is None else stream
+        self.streamed = stream
         self.cache_key: tuple[Any, ...] | None = None
 
     # -- what to say ----------------------------------------------------------------------------
@@ -288,9 +154,8 @@ class Reply:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             budget = None
         temperature = body.get("temperature")
-        nonce = (
-            self.request_no if isinstance(temperature, int | float) and temperature > 0 else None
-        )
+        hot = isinstance(temperature, int | float) and temperature > 0
+        nonce = self.request_no if hot else None
         cap = self.cap = output_cap(max_tokens, self.endpoint, self.prompt_tokens)
         messages = body["messages"]
         tools = body.get("tools")
@@ -323,29 +188,13 @@ class Reply:
             fake.remember(key, answer)
         self.cache_key = key
         if changes.active:
-            changed = self._change(answer, changes, key[0], nonce)
+            seeded = (fake.seed, key[0], nonce, self.endpoint.tag)
+            noise = uniform(fake.seed, self.request_no, 0x6E6F69)
+            changed = changes.change(answer, self.endpoint, seeded, noise)
             if changed is not answer:
                 self.cache_key = None  # a changed answer is this request's own: not shared
                 answer = changed
         return answer, show
-
-    def _change(
-        self, answer: Answer, changes: Degradation, messages: str, nonce: int | None
-    ) -> Answer:
-        """This endpoint's degradations, then the noise every endpoint has."""
-        if changes:
-            degrade, flip_rate, tools_rate = changes.rates_for(self.endpoint)
-            key = (self.fake.seed, messages, nonce, self.endpoint.tag)
-            if degrade > 0:
-                answer = perturb(answer, rate=degrade, key=key)
-            if flip_rate > 0:
-                answer = flip(answer, rate=flip_rate)
-            if tools_rate > 0:
-                answer = break_tools(answer, rate=tools_rate, key=key)
-        if changes.noise > 0:
-            draw = uniform(self.fake.seed, self.request_no, 0x6E6F69)
-            answer = noisy(answer, draw, rate=changes.noise)
-        return answer
 
     def _logprobs_top(self) -> int | None:
         """``top_logprobs`` when logprobs were asked for and the endpoint lists them."""
@@ -361,7 +210,7 @@ class Reply:
         serialized."""
         fake = self.fake
         if self.cached is not None:  # a response cache hit: every billable counter 0
-            return bodies.usage_json(charge_nothing())
+            return _NO_USAGE
         if self.overbill:  # billed past max_tokens: the tokens past what was sent as reasoning
             billed = -(-int(self.overbill * self.cap * 1000) // 1000)
             reasoning_tokens += max(0, billed - reasoning_tokens - content_tokens)
@@ -437,33 +286,22 @@ class Reply:
             return
         if fault is not None and fault.kind not in _WHOLE:
             return
-        self.fake.response_cache.put(
-            self.cache[0],
-            CachedAnswer(
-                answer,
-                show,
-                self.endpoint,
-                self.permaslug,
-                self.fake.clock.now(),
-                float(self.cache[1]),
-                self.id,
-            ),
-        )
+        key, ttl = self.cache
+        now = self.fake.clock.now()
+        entry = CachedAnswer(answer, show, self.endpoint, self.permaslug, now, float(ttl), self.id)
+        self.fake.response_cache.put(key, entry)
 
-    def _ttft_s(self) -> float:
-        """Time to first token: drawn from the endpoint's latency percentiles, over ``speed``."""
-        if self.fake.speed == 0:
-            return 0.0
-        u = uniform(self.fake.seed, self.request_no, zlib.crc32(self.endpoint.tag.encode()), 3)
-        return _draw(self.endpoint.latency_last_30m, u, 1000.0) / 1000.0 / self.fake.speed
-
-    def _seconds_per_token(self) -> float:
-        """Drawn from the endpoint's throughput percentiles (tokens/s), over ``speed``."""
-        if self.fake.speed == 0:
-            return 0.0
-        u = uniform(self.fake.seed, self.request_no, zlib.crc32(self.endpoint.tag.encode()), 4)
-        tps = _draw(self.endpoint.throughput_last_30m, 1.0 - u, 40.0)
-        return 1.0 / max(tps, 0.1) / self.fake.speed
+    def _pace(self) -> tuple[float, float]:
+        """Time to first token and seconds per token, drawn from the endpoint's latency (ms) and
+        throughput (tokens/s) percentiles, over ``speed``."""
+        speed, seed, endpoint = self.fake.speed, self.fake.seed, self.endpoint
+        if speed == 0:
+            return 0.0, 0.0
+        tag = zlib.crc32(endpoint.tag.encode())
+        ttft = _draw(endpoint.latency_last_30m, uniform(seed, self.request_no, tag, 3), 1000.0)
+        u = uniform(seed, self.request_no, tag, 4)
+        tps = _draw(endpoint.throughput_last_30m, 1.0 - u, 40.0)
+        return ttft / 1000.0 / speed, 1.0 / max(tps, 0.1) / speed
 
     # -- how to say it --------------------------------------------------------------------------
 
@@ -478,19 +316,11 @@ class Reply:
             if seconds > 0:
                 await response.write(beat)
 
-    async def run(self, *, stream: bool, max_tokens: int | None) -> web.StreamResponse:
-        fake = self.fake
-        fault = (
-            fake.faults.draw(
-                "response",
-                request_no=self.request_no,
-                attempt=0,
-                endpoint=self.endpoint,
-                stream=stream,
-            )
-            if fake.faults and self.cached is None
-            else None
-        )
+    async def run(self, max_tokens: int | None) -> web.StreamResponse:
+        fake, stream = self.fake, self.streamed
+        fault = None
+        if fake.faults and self.cached is None:
+            fault = fake.faults.draw("response", self.request_no, stream, self.endpoint)
         answer, show = self._answer(max_tokens)
         if fault is not None:
             fake.ledger.count_error(fault.kind)
@@ -514,8 +344,8 @@ class Reply:
         fake = self.fake
         kind = fault.kind if fault is not None else None
         top = self._logprobs_top()
-        ttft = self._ttft_s()
-        generating = answer.completion_tokens * self._seconds_per_token()
+        ttft, per_token = self._pace()
+        generating = answer.completion_tokens * per_token
         choice_error = None
         usage: str | None = None
         if kind == "choice_error":
@@ -531,11 +361,15 @@ class Reply:
             ckey = (self.cache_key, show, top)
             choices = fake.choices.get(ckey)
             if choices is None:
-                choices = fake.choices[ckey] = self._choices(answer, show, top, None)
+                choices = fake.choices[ckey] = bodies.choices_json(
+                    answer, show_reasoning=show, top=top
+                )
                 if len(fake.choices) > len(fake.answers) + 64:
                     fake.choices.clear()  # bounded like the answer cache it mirrors
         else:
-            choices = self._choices(answer, show, top, choice_error)
+            choices = bodies.choices_json(
+                answer, show_reasoning=show, top=top, choice_error=choice_error
+            )
         payload = bodies.completion_body(
             generation_id=self.id,
             created=int(self.started_s),
@@ -577,44 +411,6 @@ class Reply:
         self._record(finish, first_byte_s=first)
         return response
 
-    @staticmethod
-    def _choices(
-        answer: Answer, show: bool, top: int | None, choice_error: dict[str, Any] | None
-    ) -> str:
-        logprobs = None
-        if top is not None and choice_error is None:
-            logprobs = bodies.logprobs_object(
-                answer.content, answer.logprobs, answer.alternatives, top
-            )
-        return bodies.choices_json(
-            answer,
-            show_reasoning=show and choice_error is None,
-            logprobs=logprobs,
-            choice_error=choice_error,
-        )
-
-    def _frames(
-        self, answer: Answer, show: bool, writer: bodies.ChunkWriter
-    ) -> Iterator[tuple[str, int, int]]:
-        """(frame, reasoning tokens, content tokens) in the order they go out: reasoning deltas,
-        content deltas, then tool-call deltas (tool-call tokens count as content). Excluded
-        reasoning is billed but never sent (an empty frame). Frames are made as they are sent, so
-        an open stream holds one batch, not its answer."""
-        n = self.fake.tokens_per_chunk
-        top = self._logprobs_top()
-        for i in range(0, len(answer.reasoning), n):
-            piece = answer.reasoning[i : i + n]
-            yield (writer.reasoning("".join(piece)) if show else "", len(piece), 0)
-        for i in range(0, len(answer.content), n):
-            piece = answer.content[i : i + n]
-            lp = None
-            if top is not None:
-                lp = bodies.logprobs_object(
-                    piece, answer.logprobs[i : i + n], answer.alternatives[i : i + n], top
-                )
-            yield (writer.content("".join(piece), logprobs=lp), 0, len(piece))
-        yield from _tool_frames(answer, writer)
-
     async def _stream(
         self, answer: Answer, show: bool, fault: FaultRule | None
     ) -> web.StreamResponse:
@@ -630,9 +426,8 @@ class Reply:
         response.content_type = "text/event-stream"
         response.headers["Cache-Control"] = "no-cache"
         n = fake.tokens_per_chunk
-        n_frames = -(-len(answer.reasoning) // n) + -(-len(answer.content) // n)
-        n_frames += sum(1 + len(_pieces(arguments)) for _, _, arguments in answer.tool_calls)
-        per_token = self._seconds_per_token()
+        n_frames = bodies.frame_count(answer, n)
+        ttft, per_token = self._pace()
         kind = fault.kind if fault is not None else None
         cut = n_frames // 2 if kind in ("stream_error", "drop", "stall") else n_frames
         sent_r = sent_c = 0
@@ -642,11 +437,11 @@ class Reply:
             first = fake.clock.now()
             await response.write(bodies.PROCESSING)
             keepalive = fault.wait_s if fault is not None and kind == "keepalive" else 0.0
-            await self._wait(self._ttft_s() + keepalive, response, bodies.PROCESSING)
+            await self._wait(ttft + keepalive, response, bodies.PROCESSING)
             first = fake.clock.now()
             batch: list[str] = []
             size = pending_r = pending_c = 0
-            frames = self._frames(answer, show, writer)
+            frames = writer.frames(answer, show=show, n=n, top=self._logprobs_top())
             for frame, n_r, n_c in itertools.islice(frames, cut):
                 if per_token:
                     await fake.clock.sleep(per_token * (n_r + n_c))
@@ -661,38 +456,29 @@ class Reply:
             if batch:
                 await response.write("".join(batch).encode())
             sent_r, sent_c = sent_r + pending_r, sent_c + pending_c
-            if kind == "stream_error":
-                error = {
-                    "code": 502,
-                    "message": "Provider returned error",
-                    "metadata": {
-                        "error_type": "provider_unavailable",
-                        "provider_name": self.endpoint.provider_name,
-                    },
-                }
-                await response.write(writer.error(error).encode())
-                await response.write_eof()
-                self._record("error", first_byte_s=first)
-                return response
-            if kind == "length_error":  # issue 23: content, a length finish, then an error
-                tail = writer.finish("length")
-                tail += writer.error({"code": 400, "message": "Token limit reached"})
-                await response.write(tail.encode())
-                await response.write_eof()
-                self._record("error", first_byte_s=first)
-                return response
             if kind in ("drop", "stall"):
                 if fault is not None and kind == "stall":
                     await fake.clock.sleep(fault.wait_s)
                 self._record("error", first_byte_s=first)
                 _drop(self.request)
                 return response
-            usage = self._bill(sent_r, sent_c, cancelled=False)
-            finish = answer.finish_reason
-            tail = writer.finish(finish) + writer.finish(finish, usage=usage)
-            await response.write(tail.encode() + bodies.DONE)
+            finish: str | None = "error"
+            if kind == "stream_error":
+                provider = {"provider_name": self.endpoint.provider_name}
+                error = {"error_type": "provider_unavailable", **provider}
+                said = {"code": 502, "message": "Provider returned error", "metadata": error}
+                data = writer.error(said).encode()
+            elif kind == "length_error":  # issue 23: content, a length finish, then an error
+                tail = writer.error({"code": 400, "message": "Token limit reached"})
+                data = (writer.finish("length") + tail).encode()
+            else:
+                usage = self._bill(sent_r, sent_c, cancelled=False)
+                finish = answer.finish_reason
+                tail = writer.finish(finish) + writer.finish(finish, usage=usage)
+                data = tail.encode() + bodies.DONE
+            await response.write(data)
             await response.write_eof()
-            self._store(answer, show, fault)
+            self._store(answer, show, fault)  # an error's answer is not whole: not kept
             self._record(finish, first_byte_s=first)
             return response
         except (ConnectionError, asyncio.CancelledError) as exc:

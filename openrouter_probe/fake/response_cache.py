@@ -1,12 +1,8 @@
 """The fake's OpenRouter response cache (docs ``guides/features/response-caching``, beta).
 
-A chat request with ``X-OpenRouter-Cache: true`` is looked up by a hash of its body (the model and
-the stream mode are in it), its key and its stream mode; a hit within the TTL
-(``X-OpenRouter-Cache-TTL``, 1-86400 seconds, default 300) is answered from the cache before any
-provider: the same content under a new generation id and ``created``, every billable usage counter
-0, nothing billed, ``X-OpenRouter-Cache-Status: HIT``. Only whole 200 answers are stored (never an
-error, a fault that cut or broke the answer, a stream the client left). A miss is answered as
-usual, with ``X-OpenRouter-Cache-Status: MISS`` and the TTL it will be kept.
+A chat request with ``X-OpenRouter-Cache: true`` is looked up by a hash of its body, its key and its
+stream mode; what a hit and a miss answer, and which answers are kept, is in
+``docs/fake-server.md`` ("The response cache").
 """
 
 from __future__ import annotations
@@ -15,7 +11,6 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake.content import Answer
@@ -53,9 +48,8 @@ def cache_request(headers: Mapping[str, str], raw: bytes, stream: bool) -> tuple
         ttl = DEFAULT_TTL_S
     ttl = min(MAX_TTL_S, max(1, ttl))
     key = headers.get("Authorization", "")
-    digest = hashlib.sha256()
-    for part in (key.encode(), b"\0", b"stream" if stream else b"body", b"\0", raw):
-        digest.update(part)
+    digest = hashlib.sha256(key.encode() + b"\0" + (b"stream" if stream else b"body") + b"\0")
+    digest.update(raw)
     return digest.hexdigest(), ttl
 
 
@@ -85,6 +79,3 @@ class ResponseCache:
         self.stores += 1
         if len(self._entries) > _SIZE:
             self._entries.popitem(last=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"entries": len(self._entries), "hits": self.hits, "stores": self.stores}

@@ -1,28 +1,27 @@
-"""The fake OpenRouter's routing: provider blocks parsed once, one routing decision per distinct
-request, and the 404 of a block that admits nothing.
+"""The fake OpenRouter's routing: the models it serves (``ServedModel``), provider blocks parsed
+once, one routing decision per distinct request, and the 404 of a block that admits nothing.
 
-``Router`` keeps two bounded caches: the provider blocks by their raw form (``block``: a parsed
-``ProviderBlock``, or the ``PolicyError`` a bad one raised) and the decisions by (model, block,
-parameters) (``plan``: ``rules.routing.route`` asked once, kept as a ``Plan`` with its fallback
-chains computed). ``no_route`` is the body of the real routing-failure 404, naming the funnel step
-where the last endpoint dropped out. Nothing here decides which endpoints a block admits: the
-routing model (``rules.routing``) does.
+Nothing here decides which endpoints a block admits: the routing model (``rules.routing``) does,
+asked once per distinct (model, block, parameters) and kept as a ``Plan`` with its fallback chains.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from typing import Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import PolicyError
+from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
+from openrouter_probe.rules.snapshot import Snapshot
 
-__all__ = ["Plan", "Router"]
+__all__ = ["Plan", "Router", "ServedModel", "served_models"]
 
 #: How many distinct blocks and decisions each cache keeps (the oldest decision goes first).
 _CACHE_SIZE = 8192
@@ -82,15 +81,33 @@ class Plan:
         return chains[pick if pick < len(chains) else -1]
 
 
-class Served(Protocol):
-    """What routing reads of a served model (``fake.app.ServedModel``)."""
+@dataclass
+class ServedModel:
+    """A model the fake serves: its snapshot, id, permaslug and endpoints."""
 
+    snapshot: Snapshot
     model_id: str
     permaslug: str
     endpoints: list[Endpoint]
 
     @property
-    def slugs(self) -> list[str]: ...
+    def slugs(self) -> list[str]:
+        return list(dict.fromkeys(e.slug for e in self.endpoints))
+
+
+def served_models(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
+    """The models the fake serves, by id and by permaslug (the first id's wins)."""
+    models: dict[str, ServedModel] = {}
+    for snap in snaps:
+        endpoints = snap.endpoints
+        if not endpoints:
+            raise ConfigError(f"{snap.origin}: the snapshot has no endpoints to serve")
+        names = [e.name for e in endpoints if e.name and " | " in e.name]
+        permaslug = names[0].split(" | ", 1)[1] if names else snap.model
+        entry = ServedModel(snap, snap.model, permaslug, endpoints)
+        models[snap.model] = entry
+        models.setdefault(permaslug, entry)
+    return models
 
 
 class Router:
@@ -117,7 +134,7 @@ class Router:
 
     def plan(
         self,
-        model: Served,
+        model: ServedModel,
         key: str,
         block: ProviderBlock,
         *,
@@ -139,9 +156,10 @@ class Router:
                 self._routes.popitem(last=False)
         return plan
 
-    def no_route(self, model: Served, decision: RouteDecision, block: ProviderBlock) -> bytes:
-        """The routing-failure 404's body, naming the step where the last endpoint dropped out
-        (counted in the ledger as ``no_route``)."""
+    def no_route(self, model: ServedModel, decision: RouteDecision, block: ProviderBlock) -> bytes:
+        """The routing-failure 404's body (https://openrouter.ai/docs/api-reference/errors), naming
+        the providers serving the model and the step where the last endpoint dropped out (counted
+        in the ledger as ``no_route``)."""
         reasons = [x.reason for x in decision.excluded]
         worst = max(reasons, key=lambda r: _STEP_RANK.get(r, -1)) if reasons else "only"
         if worst in ("only", "not_in_order"):
@@ -150,11 +168,31 @@ class Router:
         else:
             pref, requested = f"provider.{worst}", (block.only or block.order or [])
         self.ledger.count_error("no_route")
-        return bodies.no_route_body(
-            model=model.permaslug,
-            available=model.slugs,
-            requested=requested,
-            step=_STEP.get(worst, "Filter by Provider Preferences"),
-            preference=pref,
-            initial_count=len(model.endpoints),
-        )
+        step = _STEP.get(worst, "Filter by Provider Preferences")
+        avail, req, name = model.slugs, list(requested or []), model.permaslug
+        if step == "Filter by Allowed Providers":
+            message = (
+                "No allowed providers are available for the selected model. "
+                f"Providers serving {name}: {', '.join(avail)}, but your request's "
+                f"{pref} preference permits only: {', '.join(req)}."
+            )
+        elif step == "Filter by Parameters":
+            message = (
+                "No endpoints found that can handle the requested parameters. To learn more "
+                "about provider routing, visit: "
+                "https://openrouter.ai/docs/guides/routing/provider-selection"
+            )
+        else:
+            message = (
+                f"No endpoints found matching your provider preferences ({pref}). "
+                f"Providers serving {name}: {', '.join(avail)}."
+            )
+        metadata = {
+            "available_providers": avail,
+            "requested_providers": req,
+            "routing_funnel": [
+                {"step": "Initial Endpoints", "endpoint_count": len(model.endpoints)}
+            ],
+            "failed_routing_step": step,
+        }
+        return bodies.error_body(404, message, metadata)

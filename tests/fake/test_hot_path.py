@@ -16,7 +16,7 @@ import requests
 
 import openrouter_probe.fake.router as fake_router
 from openrouter_probe.fake import serve
-from openrouter_probe.fake.reply import GenerationRecord
+from openrouter_probe.fake.generation import GenerationRecord
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.rules.snapshot import bundled_snapshot

@@ -260,13 +260,14 @@ def test_a_stream_has_the_captured_shape(fake) -> None:
     assert _shape(ours[-1]) == _shape(real[-1])  # the usage chunk, finish_reason repeated
 
 
-def test_the_usage_template_is_the_usage_object() -> None:
+def test_the_usage_template_is_the_captures_usage() -> None:
+    """The Inceptron capture's charge, through the usage template, is the capture's ``usage``."""
     from openrouter_probe.fake import bodies
     from openrouter_probe.fake.billing import Charge
 
     charge = Charge(21, 202, 166, Decimal("0.00000924"), Decimal("0.0004444"))
-    assert json.loads(bodies.usage_json(charge)) == bodies.usage_object(charge)
-    assert bodies.usage_object(charge)["cost"] == 0.00045364  # the Inceptron capture's figure
+    real = json.loads(_capture_body("kimi-k2.5-chat-inceptron.yaml"))["usage"]
+    assert json.loads(bodies.usage_json(charge)) == real
 
 
 def test_load_balancing_follows_the_routing_models_weights() -> None:
