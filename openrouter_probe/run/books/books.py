@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from decimal import Decimal
 from typing import Any
 
@@ -66,11 +66,9 @@ log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
 BYOK_FEE_SHARE = Decimal("0.05")  # OpenRouter's fee on a BYOK answer (its docs: 5% of the cost)
-#: The books' counts that are the ``RunResult``'s figures of the same name.
-_COUNTED = ("ok", "truncated", "failed", "cancelled", "not_sent", "rows_partial", "requests",
-            "turns_done", "spent_usd", "possibly_billed_usd", "reconciled", "reconciled_back_usd",
-            "reconciled_before", "reconciled_before_back_usd", "unsettleable", "cache_hits",
-            "output_tokens")  # fmt: skip
+#: The books' counts that are the ``RunResult``'s figures of the same name, copied as they are
+#: (the providers' figures become frozen tallies).
+_COUNTED = ({f.name for f in fields(Counts)} & {f.name for f in fields(RunResult)}) - {"providers"}
 
 
 class Books:
