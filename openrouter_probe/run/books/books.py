@@ -20,7 +20,7 @@ billed). A run without a dollar window keeps the margin from its first line: its
 answer its lines all at once, so a first wave would be all of them, made eight times smaller.
 Earlier runs' attempts that a restart settles change what was spent before this run.
 
-A row may come with a claim (``run.money.claims.Claim``): a reservation the journal already holds for
+A row may come with a claim (``run.books.batch_books.Claim``): a reservation the journal already holds for
 it, an earlier run's attempt whose answer may still arrive (``claims``: a batch run's,
 ``run.books.batch_books.BatchClaims``): a reservation for a claimed row takes the claim's worst
 case over instead of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
