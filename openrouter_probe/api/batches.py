@@ -45,7 +45,7 @@ from pydantic import Field, ValidationError
 
 from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.payload import Payload
-from openrouter_probe.api.wire import Wire
+from openrouter_probe.api.wire import Wire, Wired
 from openrouter_probe.errors import APIError, APIStatusError
 
 __all__ = [
@@ -142,7 +142,7 @@ def _stamp(value: int | float | datetime | None) -> str | None:
     return str(int(value))
 
 
-class BatchClient:
+class BatchClient(Wired):
     """OpenRouter's Batch API; options keyword-only, as ``openrouter_probe.Client``'s.
 
     ``api_key`` defaults to ``OPENROUTER_API_KEY`` (required: every batch route needs it),
@@ -172,15 +172,6 @@ class BatchClient:
 
     def __repr__(self) -> str:
         return f"BatchClient(path={self.path!r})"  # never the key
-
-    def __enter__(self) -> BatchClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._wire.close()
 
     # -- transport ------------------------------------------------------------------------------
 

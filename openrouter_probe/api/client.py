@@ -44,7 +44,7 @@ from openrouter_probe.api.schema import (
     ModelsList,
     ProvidersList,
 )
-from openrouter_probe.api.wire import Wire, with_message
+from openrouter_probe.api.wire import Wire, Wired, with_message
 from openrouter_probe.errors import (
     APIError,
     APIStatusError,
@@ -81,7 +81,7 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
     return f"{site}/{_check_model(model)}/providers"
 
 
-class Client:
+class Client(Wired):
     """A client for OpenRouter's read-only API paths.
 
     Options are keyword-only. ``api_key`` defaults to ``OPENROUTER_API_KEY`` (public paths work
@@ -130,16 +130,6 @@ class Client:
         # Never show the key, not even in a repr that ends up in a log.
         return f"Client(base_url={self.base_url!r}, has_key={self.has_key})"
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the HTTP session (``with Client() as client:`` does it on exit)."""
-        self._wire.close()
-
     @property
     def has_key(self) -> bool:
         """Whether requests carry an API key."""
@@ -151,16 +141,6 @@ class Client:
         return self.connection.key_is_blank
 
     # -- transport ------------------------------------------------------------------------------
-
-    def _get(
-        self,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        accept: str = "application/json",
-    ) -> requests.Response:
-        """GET with bounded retries (``api.wire.Wire.get``)."""
-        return self._wire.get(path, params=params, accept=accept)
 
     def _answers(self, path: str) -> bool:
         """Whether ``path`` answers without an error status (the body is not read). Only a diagnosis
@@ -191,7 +171,7 @@ class Client:
         params: Mapping[str, str] | None = None,
         context: dict[str, Any] | None = None,
     ) -> _T:
-        response = self._get(path, params=params)
+        response = self._wire.get(path, params=params)
         try:
             payload = json.loads(response.text)
         except ValueError as exc:
@@ -226,16 +206,10 @@ class Client:
         except NoRouteError as exc:
             if diagnose and not self._answers("/models"):
                 raise self._wrong_base_url() from exc
-            raise NoRouteError(
+            raise with_message(
+                exc,
                 f"{exc.message} Check the model id with `openrouter-probe models` "
                 "(ids look like moonshotai/kimi-k2.5).",
-                status_code=exc.status_code,
-                url=exc.url,
-                code=exc.code,
-                metadata=exc.metadata,
-                body=exc.body,
-                retry_after=exc.retry_after,
-                refusal=exc.refusal,
             ) from exc
 
     def models(self) -> ModelsList:
@@ -329,7 +303,7 @@ class Client:
         while True:
             attempt += 1
             try:
-                response = self._get("/generation", params={"id": generation_id})
+                response = self._wire.get("/generation", params={"id": generation_id})
             except NoRouteError as exc:
                 decision = policy.next_wait(attempt=attempt, elapsed_s=wire.now() - started)
                 if decision.give_up:
@@ -353,7 +327,7 @@ class Client:
 
     def page(self, model: str) -> str:
         """Return the HTML of ``model``'s provider page (see ``openrouter_probe.api.scrape``)."""
-        return self._get(page_url(model, base_url=self.base_url), accept="text/html").text
+        return self._wire.get(page_url(model, base_url=self.base_url), accept="text/html").text
 
 
 class _KeyEnvelope(BaseModel):

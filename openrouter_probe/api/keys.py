@@ -27,7 +27,7 @@ from typing import Any
 import requests
 
 from openrouter_probe.api.connection import Connection, resolve_base_url
-from openrouter_probe.api.wire import Wire
+from openrouter_probe.api.wire import Wire, Wired
 from openrouter_probe.errors import APIConnectionError, ConfigError
 
 __all__ = ["CreatedKey", "KeyRecord", "KeysClient"]
@@ -76,7 +76,7 @@ class CreatedKey:
     secret: str = field(repr=False)
 
 
-class KeysClient:
+class KeysClient(Wired):
     """A client of the key management API. ``management_key`` defaults to
     ``OPENROUTER_MANAGEMENT_KEY``, ``base_url`` to ``OPENROUTER_BASE_URL``; ``timeout`` is
     ``(connect, read)`` seconds."""
@@ -107,15 +107,6 @@ class KeysClient:
 
     def __repr__(self) -> str:
         return f"KeysClient(base_url={self.base_url!r})"  # never the key
-
-    def __enter__(self) -> KeysClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._wire.close()
 
     def _call(
         self,

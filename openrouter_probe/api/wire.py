@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 import requests
 
@@ -31,7 +31,7 @@ from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.translate import retryable, translate_exception, translate_status
 from openrouter_probe.errors import APIError, APIStatusError
 
-__all__ = ["Wire", "with_message"]
+__all__ = ["Wire", "Wired", "with_message"]
 
 log = logging.getLogger(__name__)
 
@@ -185,3 +185,20 @@ class Wire:
                     decision.wait_s,
                 )
                 self.pause(decision.wait_s)
+
+
+class Wired:
+    """A client holding one ``Wire`` (``_wire``), closed by ``close`` or at the end of a ``with``
+    block."""
+
+    _wire: Wire
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self._wire.close()

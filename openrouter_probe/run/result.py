@@ -289,8 +289,7 @@ WIDTH = 80
 
 
 def _render(result: RunResult, term: Term) -> str:
-    """The summary for people, in lines of at most 80 columns; ``term`` says the library's
-    keywords (``errors.keyword_term``; the CLI passes its flags)."""
+    """``RunResult.render``."""
     lines = StopReason(result.stop_reason).why()  # the first line says why, when not as asked
     lines.append(f"{result.model} via {result.policy} -> {result.out}")
     if result.stop_reason == StopReason.DRY_RUN:

@@ -153,7 +153,7 @@ async def _open_batches(
     learned: Learned,
     replay: JournalReplay,
     rows: list[PromptRow],
-    awaiting: Collection[str] = (),
+    awaiting: Collection[str],
 ) -> AsyncIterator[Channel]:
     from openrouter_probe.api.batches import TIMEOUT, BatchClient
 
@@ -203,16 +203,9 @@ class _Given:
         return result
 
 
-@contextlib.asynccontextmanager
-async def _open_given(
-    options: RunPlan,
-    learned: Learned,
-    replay: JournalReplay,
-    rows: list[PromptRow],
-    awaiting: Collection[str] = (),
-) -> AsyncIterator[Channel]:
+def _open_given(options: RunPlan, *_: object) -> contextlib.nullcontext[Channel]:
     assert options.send is not None
-    yield _Given(options.send, options.lookup)
+    return contextlib.nullcontext(_Given(options.send, options.lookup))
 
 
 class _Http(_Given):
@@ -231,13 +224,7 @@ class _Http(_Given):
 
 
 @contextlib.asynccontextmanager
-async def _open_http(
-    options: RunPlan,
-    learned: Learned,
-    replay: JournalReplay,
-    rows: list[PromptRow],
-    awaiting: Collection[str] = (),
-) -> AsyncIterator[Channel]:
+async def _open_http(options: RunPlan, *_: object) -> AsyncIterator[Channel]:
     from openrouter_probe.api.completion import response_cache_headers
     from openrouter_probe.run.send.transport import HttpTransport
 

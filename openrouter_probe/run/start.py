@@ -29,24 +29,6 @@ _ZERO = Decimal(0)
 _NONE: Mapping[str, Any] = MappingProxyType({})
 
 
-def dataset_tallies(
-    rows_by_dataset: Mapping[str, int],
-    done_by_dataset: Mapping[str, int],
-    tokens_by_dataset: Mapping[str, int],
-    spent_by_dataset: Mapping[str, Decimal],
-) -> dict[str, DatasetTally]:
-    """A tally per dataset of the prompts (0 included), with what earlier runs did and spent."""
-    return {
-        name: DatasetTally(
-            rows=count,
-            done=done_by_dataset.get(name, 0),
-            output_tokens=tokens_by_dataset.get(name, 0),
-            spent_usd=spent_by_dataset.get(name, Decimal(0)),
-        )
-        for name, count in rows_by_dataset.items()
-    }
-
-
 def empty() -> Mapping[str, Any]:
     """The empty read-only mapping (a default of a mapping field: one for all)."""
     return _NONE
@@ -136,9 +118,15 @@ class RunStart(Frozen):
         ``held`` before, ``datasets`` (rows per dataset of the prompts), ``said`` after the
         output's warnings."""
         said = said or Said()
-        tallies = dataset_tallies(
-            datasets or {}, held.done_by_dataset, held.tokens_by_dataset, held.spent_by_dataset
-        )
+        tallies = {  # every dataset of the prompts, 0 included
+            name: DatasetTally(
+                rows=count,
+                done=held.done_by_dataset.get(name, 0),
+                output_tokens=held.tokens_by_dataset.get(name, 0),
+                spent_usd=held.spent_by_dataset.get(name, _ZERO),
+            )
+            for name, count in (datasets or {}).items()
+        }
         return cls(
             out=held.out,
             spent_before_usd=held.spent_usd,

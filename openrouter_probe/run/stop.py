@@ -1,11 +1,10 @@
 """Why a paid run ended (``StopReason``), each reason with its exit code.
 
-A reason is a ``StrEnum``: its value is the string the summary's JSON, the
-progress line and ``run.render.render`` have always written (``"done"``,
-``"budget-spent"``, ...), and it compares equal to that string, so journals,
-summaries and callers that compare with strings read as before. The CLI exits
-with ``reason.exit_code``: 0 for a run that ended as asked, 130 for one stopped
-by Ctrl-C (or SIGTERM), 1 otherwise.
+A reason is a ``StrEnum``: its value is the string the summary's JSON, the progress line and
+``RunResult.render`` have always written (``"done"``, ``"budget-spent"``, ...), and it compares
+equal to that string, so journals, summaries and callers that compare with strings read as before.
+The CLI exits with ``reason.exit_code``: 0 for a run that ended as asked, 130 for one stopped by
+Ctrl-C (or SIGTERM), 1 otherwise.
 
 ``WriteStop`` is what a failed write of the output, its journal or the turns file calls: it says
 the first in one line and stops the run (``write-failed``).

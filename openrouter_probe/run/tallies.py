@@ -9,12 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Self
 
 __all__ = ["DatasetTally", "Frozen", "ProviderTally", "joined", "plus", "summed"]
 
 _ZERO = Decimal(0)
-_T = TypeVar("_T", "ProviderTally", "DatasetTally")
 
 
 def _frozen(value: Any) -> Any:
@@ -53,46 +52,40 @@ def summed(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _added(a: _T, b: _T) -> _T:
-    """Two tallies of one kind, every figure summed (``plus``)."""
-    return type(a)(**{f.name: plus(getattr(a, f.name), getattr(b, f.name)) for f in fields(a)})
+class _Tally:
+    """Figures that add (``a + b``: every figure summed, unknown when either is, ``plus``) and
+    write as JSON (``to_dict``: dollars as floats, in the order declared)."""
+
+    def __add__(self, other: Self) -> Self:
+        figures = fields(self)  # type: ignore[arg-type]
+        return type(self)(
+            **{f.name: plus(getattr(self, f.name), getattr(other, f.name)) for f in figures}
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        return {k: float(v) if isinstance(v, Decimal) else v for k, v in values.items()}
 
 
 @dataclass(frozen=True)
-class ProviderTally:
+class ProviderTally(_Tally):
     """Rows, tokens and cost of the rows one provider (display name) served in this run."""
 
     rows: int = 0
+    turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: Decimal = _ZERO
     byok_usd: Decimal = _ZERO  # of ``cost_usd``: billed by the provider to the user's own key
     truncated: int = 0
-    turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
-
-    def __add__(self, other: ProviderTally) -> ProviderTally:
-        """Every figure summed."""
-        return _added(self, other)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows": self.rows,
-            "turns": self.turns,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cost_usd": float(self.cost_usd),
-            "byok_usd": float(self.byok_usd),
-            "truncated": self.truncated,
-        }
 
 
 @dataclass(frozen=True)
-class DatasetTally:
+class DatasetTally(_Tally):
     """One dataset's rows and money: ``rows`` in the prompts, ``done`` finished (earlier runs
     included), ``not_sent`` this run, ``spent_usd`` counted against the cap (earlier runs too),
-    ``share_usd`` its sub-cap when the cap was shared."""
+    ``share_usd`` its sub-cap when the cap was shared (unknown in a sum when either is)."""
 
     rows: int = 0
     done: int = 0
@@ -100,20 +93,6 @@ class DatasetTally:
     output_tokens: int = 0
     spent_usd: Decimal = _ZERO
     share_usd: Decimal | None = None
-
-    def __add__(self, other: DatasetTally) -> DatasetTally:
-        """Every figure summed (a sub-cap unknown when either is)."""
-        return _added(self, other)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows": self.rows,
-            "done": self.done,
-            "not_sent": self.not_sent,
-            "output_tokens": self.output_tokens,
-            "spent_usd": float(self.spent_usd),
-            "share_usd": None if self.share_usd is None else float(self.share_usd),
-        }
 
 
 class Frozen:

@@ -7,7 +7,7 @@ the attempts they name were reserved and journaled by the books (``Books.sent``)
 got them, and their ``sent`` lines hold the money (``run.money.journal``).
 
 ``BatchClaims`` holds the lines that earlier runs' open batches carry (``Held``): each is a claim on
-one of the run's rows (``run.money.claims.Claim``): a request for such a row is not bought again, its reservation
+one of the run's rows (``Claim``): a request for such a row is not bought again, its reservation
 takes over the line's worst case (``Books.reserve``), and the attempt that carries it journals the
 move in the same write as its own line (a plan of one line in this run, naming the batch) while
 the books settle the earlier attempt to 0. ``moved`` answers the sender's ``Claimed``; ``release``
@@ -22,10 +22,10 @@ and the summary can never disagree about a line that moved.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
-from openrouter_probe.run.money.claims import Claim
 from openrouter_probe.run.money.journal import Journal
 from openrouter_probe.run.money.replay import OpenBatch, Pending
 from openrouter_probe.run.rows import PromptRow
@@ -39,7 +39,21 @@ from openrouter_probe.run.send.batch_plan import (
 )
 from openrouter_probe.run.send.request import dumps
 
-__all__ = ["BatchClaims", "BatchJournal", "claimed_first", "settlements"]
+__all__ = ["BatchClaims", "BatchJournal", "Claim", "claimed_first", "settlements"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A reservation the journal holds for a row already: the ``earlier`` attempt, counted at its
+    worst case (``reserved_usd``, in ``dataset``) whose answer may still come (``known``: its cost
+    is settled already). ``journal(number)`` writes, buffered, that this run's attempt ``number``
+    carries it from now on (``Books.sent`` calls it right after that attempt's own line)."""
+
+    reserved_usd: Decimal
+    dataset: str | None
+    earlier: Pending
+    known: bool
+    journal: Callable[[int], None]
 
 
 class BatchClaims:

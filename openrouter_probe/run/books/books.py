@@ -20,7 +20,7 @@ billed). A run without a dollar window keeps the margin from its first line: its
 answer its lines all at once, so a first wave would be all of them, made eight times smaller.
 Earlier runs' attempts that a restart settles change what was spent before this run.
 
-A row may come with a claim (``run.money.claims.Claim``): a reservation the journal already holds for
+A row may come with a claim (``run.books.batch_books.Claim``): a reservation the journal already holds for
 it, an earlier run's attempt whose answer may still arrive (``claims``: a batch run's,
 ``run.books.batch_books.BatchClaims``): a reservation for a claimed row takes the claim's worst
 case over instead of buying it again, and the attempt that carries it settles the earlier one to 0 in the same
@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from decimal import Decimal
 from typing import Any
 
@@ -66,11 +66,9 @@ log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
 BYOK_FEE_SHARE = Decimal("0.05")  # OpenRouter's fee on a BYOK answer (its docs: 5% of the cost)
-#: The books' counts that are the ``RunResult``'s figures of the same name.
-_COUNTED = ("ok", "truncated", "failed", "cancelled", "not_sent", "rows_partial", "requests",
-            "turns_done", "spent_usd", "possibly_billed_usd", "reconciled", "reconciled_back_usd",
-            "reconciled_before", "reconciled_before_back_usd", "unsettleable", "cache_hits",
-            "output_tokens")  # fmt: skip
+#: The books' counts that are the ``RunResult``'s figures of the same name, copied as they are
+#: (the providers' figures become frozen tallies).
+_COUNTED = ({f.name for f in fields(Counts)} & {f.name for f in fields(RunResult)}) - {"providers"}
 
 
 class Books:

@@ -71,7 +71,8 @@ class Reconciler:
     ``on_change()`` is called whenever attempts leave the queue (settled or given up).
 
     ``add`` queues an attempt; ``run`` is the background task; ``finish`` waits (boundedly) for
-    what is queued, ``stop`` abandons it. ``outstanding`` is what is still queued.
+    what is queued (``Books.settle_the_rest`` cancels the task past its waits). ``outstanding``
+    is what is still queued.
     """
 
     def __init__(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from openrouter_probe.run.books.output import RECORD_FIELDS
 from openrouter_probe.run.books.turns import TurnBook, TurnLog, new_turn, row_totals
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.attempt import Attempt
@@ -19,6 +20,9 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.transport import Answer
 
 __all__ = ["RowSource", "TurnSource"]
+
+#: Every record's fields, in their order, blank until a record says them.
+_BLANK: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
 
 
 class RowSource:
@@ -46,19 +50,10 @@ class RowSource:
     def record(self, row: PromptRow, **fields: Any) -> dict[str, Any]:
         """``row``'s output record with ``fields`` (``run.books.output`` lists them)."""
         record: dict[str, Any] = {
+            **_BLANK,
             "id": row.id,
             "dataset": row.dataset,
-            "status": None,
-            "provider": None,
-            "model": None,
-            "finish_reason": None,
-            "content": None,
-            "reasoning": None,
-            "usage": None,
-            "cost_usd": None,
-            "generation_id": None,
             "attempts": 0,
-            "error": None,
             "messages": self._messages(row),
             "policy_sha256": self.job_sha256,
             "run_id": self.run_id,  # the journal holds this run's money, attempt by attempt

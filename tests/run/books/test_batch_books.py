@@ -215,7 +215,7 @@ def test_the_batch_sender_holds_no_books() -> None:
     for module in ("send/batch_sender", "send/batch_watch", "send/batch_plan", "books/batch_books"):
         found = names(module)
         assert "Books" not in found, module
-        # a claim is the row source's (run.money.claims): nothing of the books is imported
+        # a claim is batch_books' own (batch_books.Claim): nothing of the books is imported
         assert not {n for n in found if n.startswith("openrouter_probe.run.books.books.")}, module
     for module in ("send/batch_sender", "send/batch_watch", "send/batch_plan"):
         # the sender's room sits below the books' (tests/project/test_module_layout.py): no
