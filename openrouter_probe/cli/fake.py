@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -188,7 +189,7 @@ def fake_server(
     management_key: str | None,
     **changes: Any,
 ) -> None:
-    """Serve a fake OpenRouter from a snapshot until Ctrl-C, and print its base URL.
+    """Serve a fake OpenRouter from a snapshot until Ctrl-C (or SIGTERM), and print its base URL.
 
     It routes every request by its provider block, bills at the serving endpoint's prices, keeps a
     ledger at /_fake/ledger and injects the faults asked for. Point a client at it with
@@ -223,9 +224,22 @@ def fake_server(
         click.echo(fake.base_url)
         note(f"ledger: {fake.url}/_fake/ledger; Ctrl-C to stop")
         try:
+            _stop_on_signals()
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
             note(
                 f"stopped; billed ${float(fake.ledger.total_usd):.6f} in {len(fake.ledger)} generations"
             )
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM stop the server, even where its parent ignored them (a shell's
+    background job starts with SIGINT ignored, and Python then keeps it so): the server says
+    Ctrl-C stops it, and a ``kill -INT`` from a script must."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)

@@ -115,19 +115,21 @@ def test_the_shipped_fixture(fake_openrouter) -> None:
     assert fake_openrouter.credit.limit_usd == Decimal("0.5")
 
 
-def test_fake_server_command_serves_until_interrupted() -> None:
+#: The server started as a shell's background job is: with SIGINT and SIGTERM ignored by its
+#: parent (an exec keeps what was ignored, and Python then keeps SIGINT ignored).
+_IGNORED_BY_THE_PARENT = (
+    "import os, signal, sys\n"
+    "for sig in (signal.SIGINT, signal.SIGTERM):\n"
+    "    signal.signal(sig, signal.SIG_IGN)\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'openrouter_probe', 'fake-server',\n"
+    "                          '--offline', '--port', '0', '--speed', '0'])\n"
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_fake_server_command_serves_until_interrupted(signum: signal.Signals) -> None:
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "openrouter_probe",
-            "fake-server",
-            "--offline",
-            "--port",
-            "0",
-            "--speed",
-            "0",
-        ],
+        [sys.executable, "-c", _IGNORED_BY_THE_PARENT],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,7 +160,7 @@ def test_fake_server_command_serves_until_interrupted() -> None:
         ledger = requests.get(base_url.replace("/api/v1", "/_fake/ledger"), timeout=5).json()
         assert ledger["total_usd"] == cost
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert f"billed ${cost:.6f} in 1 generations" in err
