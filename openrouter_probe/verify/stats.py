@@ -448,6 +448,14 @@ def mcnemar_power(n: int, *, p10: float, p01: float, alpha: float, mid_p: bool =
     value. Above ``EXACT_POWER_LIMIT`` pairs the rejection probability given more than 200
     discordant pairs is the normal approximation (D's distribution stays exact).
     """
+    return min(1.0, _power_sum(n, p10, p01, alpha, mid_p, enough=math.inf))
+
+
+def _power_sum(
+    n: int, p10: float, p01: float, alpha: float, mid_p: bool, *, enough: float
+) -> float:
+    """``mcnemar_power``'s sum, stopped once it reaches ``enough``: its terms are never negative,
+    so a sum stopped there says "at least ``enough``" exactly as the whole sum would."""
     if n < 0 or p10 < 0 or p01 < 0 or p10 + p01 > 1 + 1e-12:
         raise ValueError(f"need n >= 0 and p10, p01 >= 0 with p10 + p01 <= 1, got {p10}, {p01}")
     if not 0.0 < alpha < 1.0:
@@ -465,7 +473,9 @@ def mcnemar_power(n: int, *, p10: float, p01: float, alpha: float, mid_p: bool =
         weight = math.exp(_log_pmf(d, n, psi))
         if weight >= 1e-16:
             total += weight * _reject_given(d, share, alpha, mid_p=mid_p, exact=exact)
-    return min(1.0, total)
+            if total >= enough:
+                break
+    return total
 
 
 @lru_cache(maxsize=1024)
@@ -491,7 +501,7 @@ def min_detectable_gap(
 
     def reaches(gap: float) -> bool:
         p10 = background + gap
-        return mcnemar_power(n, p10=p10, p01=background, alpha=alpha, mid_p=mid_p) >= power
+        return _power_sum(n, p10, background, alpha, mid_p, enough=power) >= power
 
     limit = 1.0 - 2.0 * background
     if n == 0 or not reaches(limit):
