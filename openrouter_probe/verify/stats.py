@@ -50,6 +50,7 @@ from typing import Literal
 
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.rules.precision import MeasuredVerdict
+from openrouter_probe.verify.binomial import log_pmf, pmf_sum
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -160,54 +161,13 @@ class Interval:
     method: str = "clopper-pearson"
 
 
-#: Up to this ``n`` the log factorials come from a table kept across calls (at most 0.8 MB).
-_TABLE_LIMIT = 100_000
-_LOG_FACTORIALS = [0.0]
-
-
-def _log_factorials(n: int) -> list[float]:
-    """``math.lgamma(i + 1)`` for i in 0..n at least (``n <= _TABLE_LIMIT``), grown once and kept:
-    the sums below take three per term, the same values each time."""
-    table = _LOG_FACTORIALS
-    table.extend(math.lgamma(i + 1) for i in range(len(table), n + 1))
-    return table
-
-
-def _log_pmf(k: int, n: int, p: float) -> float:
-    if p <= 0.0:
-        return 0.0 if k == 0 else -math.inf
-    if p >= 1.0:
-        return 0.0 if k == n else -math.inf
-    if n > _TABLE_LIMIT:
-        top, low, high = math.lgamma(n + 1), math.lgamma(k + 1), math.lgamma(n - k + 1)
-    else:
-        table = _log_factorials(n)
-        top, low, high = table[n], table[k], table[n - k]
-    return top - low - high + k * math.log(p) + (n - k) * math.log1p(-p)
-
-
-def _pmf_sum(first: int, last: int, n: int, p: float) -> float:
-    """P(first <= X <= last) for X ~ Binomial(n, p): the terms of ``_log_pmf`` (the same floats),
-    with the table looked up once and the logs of p and 1 - p taken once, summed by ``fsum``."""
-    if p <= 0.0 or p >= 1.0 or n > _TABLE_LIMIT:
-        return math.fsum(math.exp(_log_pmf(i, n, p)) for i in range(first, last + 1))
-    table, exp = _log_factorials(n), math.exp
-    top, log_p, log_q = table[n], math.log(p), math.log1p(-p)
-    return math.fsum(
-        [
-            exp(top - table[i] - table[n - i] + i * log_p + (n - i) * log_q)
-            for i in range(first, last + 1)
-        ]
-    )
-
-
 def binom_cdf(k: int, n: int, p: float) -> float:
     """Return P(X <= k) for X ~ Binomial(n, p)."""
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
-    return min(1.0, _pmf_sum(0, k, n, p))
+    return min(1.0, pmf_sum(0, k, n, p))
 
 
 def binom_sf(k: int, n: int, p: float) -> float:
@@ -216,7 +176,7 @@ def binom_sf(k: int, n: int, p: float) -> float:
         return 1.0
     if k > n:
         return 0.0
-    return min(1.0, _pmf_sum(k, n, n, p))
+    return min(1.0, pmf_sum(k, n, n, p))
 
 
 def _check_counts(successes: int, n: int) -> None:
@@ -309,11 +269,11 @@ def mcnemar_midp(b: int, c: int) -> float:
     if d == 0:
         return 1.0
     k = min(b, c)
-    return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(_log_pmf(k, d, 0.5)))
+    return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(log_pmf(k, d, 0.5)))
 
 
 def _binom_pmf(n: int, p: float) -> list[float]:
-    return [math.exp(_log_pmf(k, n, p)) for k in range(n + 1)]
+    return [math.exp(log_pmf(k, n, p)) for k in range(n + 1)]
 
 
 def _convolve(a: list[float], b: list[float]) -> list[float]:
@@ -407,7 +367,7 @@ def _critical_b(d: int, alpha: float, mid_p: bool) -> int:
     no outcome rejects)."""
     k, tail = -1, 0.0
     while k + 1 <= d // 2:
-        pmf = math.exp(_log_pmf(k + 1, d, 0.5))
+        pmf = math.exp(log_pmf(k + 1, d, 0.5))
         p = 2.0 * tail + pmf if mid_p else 2.0 * (tail + pmf)
         if min(1.0, p) > alpha:
             break
@@ -470,7 +430,7 @@ def _power_sum(
     exact = n <= EXACT_POWER_LIMIT
     total = 0.0
     for d in range(first, last + 1):
-        weight = math.exp(_log_pmf(d, n, psi))
+        weight = math.exp(log_pmf(d, n, psi))
         if weight >= 1e-16:
             total += weight * _reject_given(d, share, alpha, mid_p=mid_p, exact=exact)
             if total >= enough:
