@@ -12,6 +12,8 @@
 - ``prompt_tokens``: prompt-token agreement with the reference (another chat template);
 - ``toolcalls``: tool calls as K2-Vendor-Verifier scores them (schema accuracy, F1, threshold);
 - ``logprobs``: the token-level top-k logprob comparison on the reference's own completions;
+- ``binomial``: the binomial probabilities the exact tests and power sums add up (the log
+  factorials from a table kept across calls);
 - ``results``: ``TestResult``, the one shape every test is reported in, and ``decided_by``;
 - ``endpoint_tests``: every test of one endpoint, deciding and beside the verdict, and its row of
   the report (``EndpointResult``);

@@ -19,6 +19,7 @@ from functools import lru_cache
 from statistics import NormalDist
 
 from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.verify.binomial import log_pmf, pmf_sum
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -119,36 +120,18 @@ class Interval:
     method: str = "clopper-pearson"
 
 
-def _log_pmf(k: int, n: int, p: float) -> float:
-    if p <= 0.0:
-        return 0.0 if k == 0 else -math.inf
-    if p >= 1.0:
-        return 0.0 if k == n else -math.inf
-    return (
-        math.lgamma(n + 1)
-        - math.lgamma(k + 1)
-        - math.lgamma(n - k + 1)
-        + k * math.log(p)
-        + (n - k) * math.log1p(-p)
-    )
-
-
 def binom_cdf(k: int, n: int, p: float) -> float:
     """Return P(X <= k) for X ~ Binomial(n, p)."""
     if k < 0:
         return 0.0
-    return 1.0 if k >= n else _mass(range(k + 1), n, p)
+    return 1.0 if k >= n else min(1.0, pmf_sum(0, k, n, p))
 
 
 def binom_sf(k: int, n: int, p: float) -> float:
     """Return P(X >= k) for X ~ Binomial(n, p)."""
     if k <= 0:
         return 1.0
-    return 0.0 if k > n else _mass(range(k, n + 1), n, p)
-
-
-def _mass(ks: range, n: int, p: float) -> float:
-    return min(1.0, math.fsum(math.exp(_log_pmf(i, n, p)) for i in ks))
+    return 0.0 if k > n else min(1.0, pmf_sum(k, n, n, p))
 
 
 def _check_counts(successes: int, n: int) -> None:
@@ -241,7 +224,7 @@ def mcnemar_midp(b: int, c: int) -> float:
     if d == 0:
         return 1.0
     k = min(b, c)
-    return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(_log_pmf(k, d, 0.5)))
+    return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(log_pmf(k, d, 0.5)))
 
 
 def _convolve(a: list[float], b: list[float]) -> list[float]:
@@ -281,7 +264,7 @@ def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
     for t, (items, _) in sorted(groups.items()):
         if not 0 < t < repeats:
             raise ValueError(f"a group's total must be in 1..{repeats - 1}, got {t}")
-        pmf = _convolve(pmf, [math.exp(_log_pmf(k, items, t / repeats)) for k in range(items + 1)])
+        pmf = _convolve(pmf, [math.exp(log_pmf(k, items, t / repeats)) for k in range(items + 1)])
     return min(1.0, math.fsum(pmf[s + 1 :]) + pmf[s] / 2)
 
 
@@ -335,7 +318,7 @@ def _critical_b(d: int, alpha: float, mid_p: bool) -> int:
     no outcome rejects)."""
     k, tail = -1, 0.0
     while k + 1 <= d // 2:
-        pmf = math.exp(_log_pmf(k + 1, d, 0.5))
+        pmf = math.exp(log_pmf(k + 1, d, 0.5))
         p = 2.0 * tail + pmf if mid_p else 2.0 * (tail + pmf)
         if min(1.0, p) > alpha:
             break
@@ -376,6 +359,14 @@ def mcnemar_power(n: int, *, p10: float, p01: float, alpha: float, mid_p: bool =
     value. Above ``EXACT_POWER_LIMIT`` pairs the rejection probability given more than 200
     discordant pairs is the normal approximation (D's distribution stays exact).
     """
+    return min(1.0, _power_sum(n, p10, p01, alpha, mid_p, enough=math.inf))
+
+
+def _power_sum(
+    n: int, p10: float, p01: float, alpha: float, mid_p: bool, *, enough: float
+) -> float:
+    """``mcnemar_power``'s sum, stopped once it reaches ``enough``: its terms are never negative,
+    so a sum stopped there says "at least ``enough``" exactly as the whole sum would."""
     if n < 0 or p10 < 0 or p01 < 0 or p10 + p01 > 1 + 1e-12:
         raise ValueError(f"need n >= 0 and p10, p01 >= 0 with p10 + p01 <= 1, got {p10}, {p01}")
     if not 0.0 < alpha < 1.0:
@@ -390,12 +381,15 @@ def mcnemar_power(n: int, *, p10: float, p01: float, alpha: float, mid_p: bool =
     exact = n <= EXACT_POWER_LIMIT
     total = 0.0
     for d in range(first, last + 1):
-        weight = math.exp(_log_pmf(d, n, psi))
+        weight = math.exp(log_pmf(d, n, psi))
         if weight >= 1e-16:
             total += weight * _reject_given(d, share, alpha, mid_p=mid_p, exact=exact)
-    return min(1.0, total)
+            if total >= enough:
+                break
+    return total
 
 
+@lru_cache(maxsize=1024)
 def min_detectable_gap(
     n: int,
     *,
@@ -409,7 +403,7 @@ def min_detectable_gap(
     ``background`` is ``p01``, the rate at which the endpoint is right where the reference is wrong
     (noise that both directions share). ``None`` when no gap up to ``1 - 2 * background`` reaches the
     power: the sample is too small for any claim. Resolution: 1e-4. Fast at any ``n`` (the normal
-    approximation above ``EXACT_POWER_LIMIT`` pairs).
+    approximation above ``EXACT_POWER_LIMIT`` pairs); a repeated question is answered from a cache.
     """
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1), got {power}")
@@ -418,7 +412,7 @@ def min_detectable_gap(
 
     def reaches(gap: float) -> bool:
         p10 = background + gap
-        return mcnemar_power(n, p10=p10, p01=background, alpha=alpha, mid_p=mid_p) >= power
+        return _power_sum(n, p10, background, alpha, mid_p, enough=power) >= power
 
     limit = 1.0 - 2.0 * background
     if n == 0 or not reaches(limit):

@@ -24,6 +24,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.run.money.replay import replay_journal
+from tests._gated_clock import GatedClock
 from tests._generate import (
     POLICY,
     journal_reconciled,
@@ -333,9 +334,13 @@ def test_cli_402_is_one_clear_message_without_traceback(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_cli_sigint_drains_then_resume_completes(tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C, or SIGTERM (Slurm's time limit, a preemption): the same graceful stop."""
-    rows = 1500
+    rows = 300
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(rows))
-    with serve(speed=0, seed=9) as fake:
+    # once 100 answers are billed, every answer is held at the fake until the signal is sent:
+    # the run is stopped with 16 requests in flight whatever the load (it was a race against
+    # 1,500 rows at full speed, most of the test's time)
+    clock = GatedClock(closes_when=lambda: len(fake.ledger) >= 100)
+    with serve(speed=1, seed=9, clock=clock) as fake:
         proc = subprocess.Popen(
             _cli(tmp_path, fake.base_url, "--no-budget"),
             env=_env(fake.base_url),
@@ -347,6 +352,7 @@ def test_cli_sigint_drains_then_resume_completes(tmp_path: Path, sig: signal.Sig
         while len(fake.ledger) < 100 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
         proc.send_signal(sig)
+        clock.release()
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 130, stderr
         assert f"{sig.name}: no new requests" in stderr and "Traceback" not in stderr

@@ -27,6 +27,7 @@ from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder, row_session
+from tests._gated_clock import GatedClock
 from tests._generate import POLICY, cache_job, no_sleep, prompt_rows, records, write_prompts
 from tests.conftest import ROOT
 
@@ -151,7 +152,8 @@ def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
         "budget_usd": "5",
         "api_key": "sk-cache",
     }
-    with serve(speed=1, seed=5) as fake:  # real latencies: every answer takes a while
+    clock = GatedClock()  # every answer held at the fake, after its headers, until the kill
+    with serve(speed=1, seed=5, clock=clock) as fake:
         options["base_url"] = fake.base_url
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
@@ -170,10 +172,11 @@ def test_a_row_resent_after_kill_9_is_answered_free(tmp_path: Path) -> None:
         assert fake.fake._requests == rows
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        clock.release()
         out_path = tmp_path / "out.jsonl"
         before = {r["id"] for r in records(out_path)} if out_path.exists() else set()
         lost = rows - len(before)  # billed, never recorded: in flight at the kill
-        assert lost >= 1, "every answer came before the kill: slow the fake down"
+        assert lost >= 1, "every answer came before the kill: the fake's clock did not hold them"
         cache = fake.fake.response_cache
         while cache.stores < rows and time.monotonic() < deadline:
             time.sleep(0.01)  # the fake finishes what was in flight (a client gone or not)
@@ -228,7 +231,8 @@ def test_attempts_killed_before_their_headers_are_settled_by_the_cache_hits_sour
         "budget_usd": "5",
         "api_key": "sk-cache",
     }
-    with serve(speed=0, seed=5, faults="slow_first_byte=1/2") as fake:
+    clock = GatedClock()  # the 2 s first byte held until the kill, on any machine load
+    with serve(speed=0, seed=5, faults="slow_first_byte=1/2", clock=clock) as fake:
         options["base_url"] = fake.base_url
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
@@ -240,9 +244,10 @@ def test_attempts_killed_before_their_headers_are_settled_by_the_cache_hits_sour
         )
         deadline = time.monotonic() + 60
         while fake.fake._requests < rows and time.monotonic() < deadline:
-            time.sleep(0.005)  # every request is at the fake, its headers 2 s away
+            time.sleep(0.005)  # every request is at the fake, its headers held
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        clock.release()
         journal = journal_path(tmp_path / "out.jsonl")
         assert _generation_ids(journal) == 0  # nothing a /generation lookup could settle
         cache = fake.fake.response_cache

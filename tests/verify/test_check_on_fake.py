@@ -3,7 +3,8 @@ meant for it and by no other, and undegraded endpoints stay consistent (on one
 seed; ``benchmarks/verify_rates.py`` measures the rates over many).
 
 Requests go one at a time so that the fake's per-request noise falls on the same requests every run
-(a concurrent client would draw it in arrival order): the test is deterministic.
+(a concurrent client would draw it in arrival order): the test is deterministic. The fake runs on
+the test's own thread (``tests/_in_process.py``): 3,500 sequential posts wait for no thread switch.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ import json
 from typing import Any
 
 import pytest
-import requests
 
-import openrouter_probe as orp
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.measures import measure_endpoint
 from openrouter_probe.verify.observation import Observation
@@ -24,6 +23,7 @@ from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.suites import TOOLS, arith_suite, tools_suite
 from openrouter_probe.verify.thinking import thinking_for
 from openrouter_probe.verify.verdict import compare_to_reference
+from tests._in_process import posting
 
 SNAP = bundled_snapshot("moonshotai/kimi-k2.5")
 INT4 = [e.tag for e in SNAP.endpoints if e.quantization == "int4" and e.slug != "moonshotai"]
@@ -33,17 +33,12 @@ def _check(**changes: Any) -> VerifyReport:
     items = arith_suite(300, seed=7) + tools_suite(200, seed=7)
     plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=items)
     observations = []
-    with orp.fake.serve(SNAP, speed=0, seed=7, noise=0.02, **changes) as fake:
-        session = requests.Session()
-        session.headers["Authorization"] = "Bearer sk-fake"
+    with posting(SNAP, speed=0, seed=7, noise=0.02, **changes) as post:
         for tag in plan.pinned:
             runs = plan.repeats if tag == plan.reference else 1
             for item_id, body in plan.bodies(tag):
                 for run in range(1, runs + 1):
-                    answer = session.post(
-                        f"{fake.base_url}/chat/completions", json=body, timeout=30
-                    ).json()
-                    obs = Observation.from_completion(tag, item_id, answer)
+                    obs = Observation.from_completion(tag, item_id, post(body))
                     observations.append(dataclasses.replace(obs, repeat=run))
     return build_report(plan, observations)
 
@@ -138,17 +133,13 @@ def test_the_fake_answers_every_tool_prompt_with_reasoning_on_and_noise() -> Non
     )
     degraded = {INT4[0]: 0.5}
     finishes: dict[str, int] = {}
-    with orp.fake.serve(
+    with posting(
         SNAP, speed=0, seed=3, noise=0.5, degrade=degraded, degrade_tools=degraded
-    ) as fake:
-        session = requests.Session()
-        session.headers["Authorization"] = "Bearer sk-fake"
+    ) as post:
         for tag in plan.pinned:
             for _, body in plan.bodies(tag):
                 assert body["reasoning"] == {"enabled": True} and body["max_tokens"] == 512
-                response = session.post(f"{fake.base_url}/chat/completions", json=body, timeout=30)
-                assert response.status_code == 200, response.text
-                choice = response.json()["choices"][0]
+                choice = post(body)["choices"][0]  # post() fails on an answer other than 200
                 finish = choice["finish_reason"]
                 finishes[finish] = finishes.get(finish, 0) + 1
                 if finish == "length":

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from click.testing import CliRunner
 
 import openrouter_probe as orp
@@ -23,6 +22,7 @@ from openrouter_probe.verify.sight import at_best_inconclusive, blind_arms
 from openrouter_probe.verify.suites import arith_suite
 from openrouter_probe.verify.thinking import thinking_for
 from openrouter_probe.verify.verdict import PairedCounts, compare_to_reference
+from tests._in_process import posting
 
 MODEL = "moonshotai/kimi-k2.5"
 SNAP = bundled_snapshot(MODEL)
@@ -31,18 +31,13 @@ TAGS = ["chutes/int4", "deepinfra/int4"]
 
 def _observe(plan: VerifyPlan, **fake: Any) -> list[Observation]:
     out = []
-    with orp.fake.serve(SNAP, speed=0, seed=5, **fake) as server:
-        session = requests.Session()
-        session.headers["Authorization"] = "Bearer sk-fake"
+    with posting(SNAP, speed=0, seed=5, **fake) as post:
         for tag in plan.pinned:
             runs = plan.repeats if tag == plan.reference else 1
             sent = [(r, i, b) for i, b in plan.bodies(tag) for r in range(1, runs + 1)]
             sent += [(1, i, b) for i, b in plan.sampled_bodies(tag)]
             for run, item_id, body in sent:
-                answer = session.post(
-                    f"{server.base_url}/chat/completions", json=body, timeout=30
-                ).json()
-                obs = Observation.from_completion(tag, item_id, answer)
+                obs = Observation.from_completion(tag, item_id, post(body))
                 out.append(dataclasses.replace(obs, repeat=run))
     return out
 

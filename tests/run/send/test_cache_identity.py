@@ -140,6 +140,7 @@ def test_samples_killed_in_flight_come_back_free_with_their_draws(tmp_path: Path
     import sys
     import time
 
+    from tests._gated_clock import GatedClock
     from tests._generate import ROOT, prompt_rows
 
     write_prompts(tmp_path / "p.jsonl", prompt_rows(3))
@@ -147,7 +148,8 @@ def test_samples_killed_in_flight_come_back_free_with_their_draws(tmp_path: Path
                "out": str(tmp_path / "out.jsonl"), "max_tokens": 60, "concurrency": 6,
                "budget_usd": "5", "api_key": KEY, "samples": 2,
                "thinking_mix": "on=0.5,off=0.5"}  # fmt: skip
-    with serve(speed=1, seed=5, record_requests=True) as fake:
+    clock = GatedClock()  # every answer held at the fake until the child is dead
+    with serve(speed=1, seed=5, record_requests=True, clock=clock) as fake:
         options["base_url"] = fake.base_url
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
@@ -159,10 +161,11 @@ def test_samples_killed_in_flight_come_back_free_with_their_draws(tmp_path: Path
             time.sleep(0.005)  # every sample's request is at the fake
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        clock.release()
         out = tmp_path / "out.jsonl"
         before = {r["id"] for r in records(out)} if out.exists() else set()
         lost = 6 - len(before)
-        assert lost >= 1, "every answer came before the kill: slow the fake down"
+        assert lost >= 1, "every answer came before the kill: the fake's clock did not hold them"
         while fake.fake.response_cache.stores < 6 and time.monotonic() < deadline:
             time.sleep(0.01)  # the fake finishes (bills, caches) what was in flight
         billed = fake.ledger.total_usd
