@@ -221,10 +221,10 @@ def fake_server(
         management_key=management_key,
         **degradation_kwargs(changes),
     ) as fake:
-        click.echo(fake.base_url)
-        note(f"ledger: {fake.url}/_fake/ledger; Ctrl-C to stop")
+        _stop_on_signals()  # before the URL: a script may signal as soon as it reads it
         try:
-            _stop_on_signals()
+            click.echo(fake.base_url)
+            note(f"ledger: {fake.url}/_fake/ledger; Ctrl-C to stop")
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:

@@ -6,18 +6,24 @@ three log factorials, read here from a table kept across calls (the same floats 
 from __future__ import annotations
 
 import math
+import threading
 
 __all__ = ["log_pmf", "pmf_sum"]
 
-#: Up to this ``n`` the log factorials come from a table kept across calls (at most 0.8 MB).
+#: Up to this ``n`` the log factorials come from a table kept across calls (at most 3.2 MB).
 _TABLE_LIMIT = 100_000
 _LOG_FACTORIALS = [0.0]
+#: One thread grows the table at a time: ``verify`` plans in worker threads, and two growing it
+#: at once would append the same entries twice (every later lookup wrong).
+_GROWING = threading.Lock()
 
 
 def _log_factorials(n: int) -> list[float]:
     """``math.lgamma(i + 1)`` for i in 0..n at least (``n <= _TABLE_LIMIT``), grown once and kept."""
     table = _LOG_FACTORIALS
-    table.extend(math.lgamma(i + 1) for i in range(len(table), n + 1))
+    if len(table) <= n:
+        with _GROWING:
+            table.extend([math.lgamma(i + 1) for i in range(len(table), n + 1)])
     return table
 
 
