@@ -58,14 +58,11 @@ def response_cache_headers(ttl_s: int = RESPONSE_CACHE_TTL_S) -> dict[str, str]:
 class ChatCompletion:
     """A chat completion as a paid run and its tests read it: one body, or one whole stream.
 
-    Read by ``read_completion`` (a non-streaming body) and ``read_stream`` (a whole SSE body): plain
-    dict reads, no validation per request (the generator's hot path). ``provider`` is the display
-    name of who served it (not in the spec, present in every real capture); ``model`` the permaslug
-    used; ``usage`` the object as returned (``Usage.model_validate`` types it);
-    ``reasoning_details`` the list as sent (merged by index for a stream), kept verbatim for
-    whoever sends the turn back (signatures, encrypted blocks); ``reasoning`` its text, from
-    ``message.reasoning`` or, when that is null, from the details' ``reasoning.text`` and
-    ``reasoning.summary`` entries.
+    ``provider`` is the display name of who served it (not in the spec, present in every real
+    capture); ``model`` the permaslug used; ``usage`` the object as returned; ``reasoning_details``
+    the list as sent (merged by index for a stream), kept verbatim for whoever sends the turn back
+    (signatures, encrypted blocks); ``reasoning`` its text, from ``message.reasoning`` or, when
+    that is null, from the details' ``reasoning.text`` and ``reasoning.summary`` entries.
 
     ``error`` is the error the answer reports (a top-level ``error``, a ``choices[].error`` or a
     ``finish_reason`` of ``"error"``: all three occur with HTTP 200; a stream's mid-stream error
@@ -238,8 +235,8 @@ def read_completion(body: bytes | str, *, generation_id: str | None = None) -> C
     return completion
 
 
-def _broken(why: str, generation_id: str | None) -> ChatCompletion:
-    return ChatCompletion(None, None, None, None, None, None, generation_id, broken=why)
+def _broken(why: str, generation_id: str | None, content: str | None = None) -> ChatCompletion:
+    return ChatCompletion(None, None, None, content, None, None, generation_id, broken=why)
 
 
 def _merge_tool_calls(calls: dict[int, dict[str, Any]], deltas: list[Any]) -> None:
@@ -338,20 +335,8 @@ def read_stream(body: bytes | str, *, generation_id: str | None = None) -> ChatC
     try:
         return _read_stream(body, generation_id)
     except (TypeError, AttributeError) as exc:  # a delta of another shape: joined, it raised
-        return ChatCompletion(
-            provider=None,
-            model=None,
-            finish_reason=None,
-            content="",
-            reasoning=None,
-            usage=None,
-            generation_id=generation_id,
-            tool_calls=None,
-            reasoning_details=None,
-            native_finish_reason=None,
-            error=None,
-            broken=f"broken stream: a delta of a shape no reader knows ({exc})",
-        )
+        why = f"broken stream: a delta of a shape no reader knows ({exc})"
+        return _broken(why, generation_id, content="")
 
 
 def _read_stream(body: bytes | str, generation_id: str | None) -> ChatCompletion:
