@@ -307,8 +307,8 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
         if pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
             todo = pilot.todo(todo)
             counted["rows_to_send"] = len(todo)
-        # a redone row is not finished until answered again: only the rows this run sends
-        paid.state.reopen((r.id, recorded[r.id]) for r in todo if r.id in recorded)
+        if recorded:  # a redone row is not finished until answered again: those this run sends
+            paid.state.reopen((r.id, recorded[r.id]) for r in todo)
         said = (
             _warn_duplicates(rows)
             + _source_notes(prompts, snap if snapshot is not None else None)
