@@ -61,7 +61,7 @@ except ImportError:  # pragma: no cover - the message is the test
         "GenerateStep needs datatrove: pip install 'openrouter-probe[datatrove]'"
     ) from None
 
-from openrouter_probe.errors import ConfigError, Message, ProbeError
+from openrouter_probe.errors import ConfigError, Message, OptionError, ProbeError
 from openrouter_probe.files import atomic_write_bytes
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.result import RunResult
@@ -246,7 +246,8 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
     disabled when its rank completes (``keep_keys=True``: kept; disabling needs
     ``OPENROUTER_MANAGEMENT_KEY`` in the ranks' environment); ``api_key_env``: the name of the
     variable holding the key (default ``OPENROUTER_API_KEY``); other keyword arguments go to
-    ``generate`` as they are (``max_tokens=``, ``concurrency=``, ``snapshot=``...).
+    ``generate`` as they are (``max_tokens=``, ``concurrency=``, ``snapshot=``...), but
+    ``pilot=`` (each chunk would be a pilot of its own: run the pilot with ``generate`` first).
     """
 
     name = "openrouter-probe generate"
@@ -280,6 +281,15 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                 )
             )
         self.chunk_rows = chunk_rows
+        if "pilot" in generate_options:  # a chunk a pilot, the rank never complete
+            raise OptionError(
+                "GenerateStep({pilot=}): a step runs no pilot (each chunk of a rank would be a "
+                "pilot of its own and the rank would end incomplete): run the pilot with "
+                "generate first (generate(prompts, policy=..., out=..., {pilot=N})), then give "
+                "the step the {max_tokens} its report says, without {pilot}",
+                pilot=generate_options["pilot"],
+                max_tokens=generate_options.get("max_tokens"),
+            )
         given = generate_options.pop("api_key", None)
         given_ways = [w for w, v in (("api_key", given), ("key_file", key_file),
                                      ("api_key_env", api_key_env)) if v is not None]  # fmt: skip

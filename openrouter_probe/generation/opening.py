@@ -299,14 +299,16 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
         cap = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
+        recorded: dict[str, str] = {}
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
             todo, redone, recorded = truncated_rows(rows, options.out, asked.max_tokens)
-            paid.state.reopen((r.id, recorded[r.id]) for r in todo)
         counted = _rows_counted(rows, todo)
-        pilot = None if options.pilot is None else Pilot.of(rows, options.pilot)
+        pilot = None if options.pilot is None else Pilot.of(rows, options.pilot, todo)
         if pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
             todo = pilot.todo(todo)
             counted["rows_to_send"] = len(todo)
+        if recorded:  # a redone row is not finished until answered again: those this run sends
+            paid.state.reopen((r.id, recorded[r.id]) for r in todo)
         said = (
             _warn_duplicates(rows)
             + _source_notes(prompts, snap if snapshot is not None else None)

@@ -12,7 +12,9 @@ when more were cut), what one request at it holds in flight at most (its worst c
 endpoints' prices, ``Request.worst_usd``: the hold ``run.money.limit.DollarWindow`` counts) and
 at ``concurrency``; and the useful rows per dollar, projected over the dataset's rows at the
 pilot's mean cost per answer. It never changes ``max_tokens``: the summary says what to run next.
-A ``turns="all"`` row's turns are not counted (its record is a row, not one answer).
+A ``turns="all"`` row's turns are not measured (its record is a row, not one answer): the report
+says so. The rows the same command without ``pilot`` would send (``left``) are counted when the
+pilot opens; when none are left the run stops at ``done``, as a full run.
 
 Example::
 
@@ -66,7 +68,8 @@ class PilotFigures:
     "max": ...}``; ``keeps`` maps a share (0.95, 0.99) to the ``max_tokens`` that keeps it whole
     (``None``: too many were cut to say); ``hold_usd`` the most one request at that
     ``max_tokens`` holds in flight; ``cost_per_answer_usd`` the pilot's mean (``None``: an answer
-    states no cost); ``rows`` the dataset's rows in the prompts."""
+    states no cost); ``rows`` the dataset's rows in the prompts; ``by_turn`` the pilot rows
+    answered turn by turn (``turns="all"``: not measured)."""
 
     dataset: str
     answers: int
@@ -77,6 +80,7 @@ class PilotFigures:
     hold_usd: Mapping[float, Decimal | None]
     cost_per_answer_usd: Decimal | None
     rows: int
+    by_turn: int = 0
 
     @property
     def whole_share(self) -> Decimal | None:
@@ -112,6 +116,17 @@ class PilotFigures:
     def lines(self, max_tokens: int, concurrency: int) -> list[str]:
         """What the summary says of this dataset (``Message`` lines; see the module)."""
         name = self.dataset
+        if not self.answers and self.by_turn:
+            return [
+                Message(
+                    "pilot-turns-unmeasured",
+                    "pilot {dataset:s}: {rows:,d} rows answered turn by turn ({turns=all}): a "
+                    "turn-by-turn row's answers are not measured (its record is a row, not one "
+                    "answer): nothing to learn of its lengths",
+                    dataset=name,
+                    rows=self.by_turn,
+                )
+            ]
         if not self.answers:
             return [
                 Message(
@@ -197,16 +212,18 @@ def _spread(figures: Mapping[str, int | None]) -> str:
 @dataclass(frozen=True)
 class Pilot:
     """The first ``size`` rows of each dataset (``first``, in the prompts' order) and every
-    dataset's rows (``rows``): what a pilot sends and what it projects over."""
+    dataset's rows (``rows``): what a pilot sends and what it projects over; ``left`` the rows
+    still to send that are not the pilot's (what the same command without it sends besides)."""
 
     size: int
     first: Mapping[str, tuple[PromptRow, ...]]
     rows: Mapping[str, int]
+    left: int = 0
 
     @classmethod
-    def of(cls, rows: Iterable[PromptRow], size: int) -> Pilot:
+    def of(cls, rows: Iterable[PromptRow], size: int, todo: Iterable[PromptRow] = ()) -> Pilot:
         """The pilot of ``rows`` (the prompts', in their order): the first ``size`` of each
-        dataset."""
+        dataset; ``todo`` the rows still to send (its rows not the pilot's are ``left``)."""
         first: dict[str, list[PromptRow]] = {}
         counted: Counter[str] = Counter()
         for row in rows:
@@ -214,7 +231,9 @@ class Pilot:
             taken = first.setdefault(row.dataset, [])
             if len(taken) < size:
                 taken.append(row)
-        return cls(size, {d: tuple(taken) for d, taken in first.items()}, dict(counted))
+        ids = {row.id for taken in first.values() for row in taken}
+        left = sum(row.id not in ids for row in todo)
+        return cls(size, {d: tuple(taken) for d, taken in first.items()}, dict(counted), left)
 
     @property
     def ids(self) -> set[str]:
@@ -245,7 +264,7 @@ class Pilot:
     def figures(self, out: Path, builder: RequestBuilder, prices: Prices) -> list[PilotFigures]:
         """Each dataset's figures, from the pilot rows' answers in ``out`` (the last answer of a
         row is its own: a redo supersedes a cut one)."""
-        answers = _answers(out, self.ids) if out.exists() else {}
+        answers, turned = _answers(out, self.ids) if out.exists() else ({}, set())
         figures = []
         for dataset, rows in sorted(self.first.items()):
             records = [answers[row.id] for row in rows if row.id in answers]
@@ -268,6 +287,7 @@ class Pilot:
                     hold_usd=hold,
                     cost_per_answer_usd=_mean_cost(records),
                     rows=self.rows[dataset],
+                    by_turn=sum(row.id in turned for row in rows),
                 )
             )
         return figures
@@ -277,19 +297,18 @@ class Pilot:
     ) -> RunResult:
         """``result`` with the pilot's report said (see the module), read from the run's output
         (``options.out``); a run that sent every pilot row stops at ``pilot``, saying what to run
-        next."""
+        next, unless no other row is left to send (then at ``done``)."""
         figures = self.figures(options.out, builder, prices)
         lines: list[str] = []
         for dataset in figures:
             lines.extend(dataset.lines(builder.max_tokens, options.concurrency))
-        left = sum(self.rows.values()) - sum(len(rows) for rows in self.first.values())
         said = dataclasses.replace(
             result,
             notes=(*result.notes, *lines),
             pilot=tuple(dataset.to_dict() for dataset in figures),
         )
-        if result.stop_reason != StopReason.DONE:
-            return said  # stopped short: the reason says why; the report says what came back
+        if result.stop_reason != StopReason.DONE or not self.left:
+            return said  # stopped short (the reason says why) or nothing else to send: done
         return dataclasses.replace(
             said,
             stop_reason=StopReason.PILOT,
@@ -299,20 +318,27 @@ class Pilot:
                 "to send the other {left:,d} rows of the prompts (the pilot's answers are kept: "
                 "not sent or paid again); {max_tokens:bare} is not changed: give it to change it",
                 pilot=self.size,
-                left=left,
+                left=self.left,
             ),
         )
 
 
-def _answers(out: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
-    """The last answer (``ok`` or ``truncated``, not turn by turn) of each of ``ids`` in ``out``."""
+def _answers(out: Path, ids: set[str]) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The last answer (``ok`` or ``truncated``, not turn by turn) of each of ``ids`` in ``out``,
+    and those of ``ids`` answered turn by turn (not measured)."""
     found: dict[str, dict[str, Any]] = {}
+    turned: set[str] = set()
     for _, record in iter_records(out):
         ident = str(record["id"])
-        answered = record.get("status") in ("ok", "truncated")
-        if ident in ids and answered and type(record.get("turns")) is not list:
+        if ident not in ids or record.get("status") not in ("ok", "truncated"):
+            continue
+        if type(record.get("turns")) is list:
+            turned.add(ident)
+            found.pop(ident, None)
+        else:
+            turned.discard(ident)
             found[ident] = record
-    return found
+    return found, turned
 
 
 def _lengths(values: list[int]) -> dict[str, int | None]:

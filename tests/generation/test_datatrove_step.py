@@ -495,9 +495,9 @@ def test_a_completed_rank_without_a_management_key_says_its_key_stays_live(
     ]
 
 
-def test_the_step_takes_one_way_to_the_key_and_a_chunk_of_rows_above_zero() -> None:
+def test_the_step_takes_one_way_to_the_key_a_chunk_of_rows_above_zero_and_no_pilot() -> None:
     pytest.importorskip("datatrove")
-    from openrouter_probe.errors import ConfigError
+    from openrouter_probe.errors import ConfigError, OptionError
     from openrouter_probe.generation.datatrove_step import GenerateStep
 
     with pytest.raises(ConfigError) as caught:
@@ -507,6 +507,15 @@ def test_the_step_takes_one_way_to_the_key_and_a_chunk_of_rows_above_zero() -> N
     with pytest.raises(ConfigError) as caught:
         GenerateStep(policy=POLICY, output="out", chunk_rows=0)
     assert str(caught.value) == "GenerateStep(chunk_rows=0): give a whole number of rows above 0"
+    with pytest.raises(OptionError) as refused:
+        GenerateStep(policy=POLICY, output="out", pilot=20, max_tokens=2048)
+    assert refused.value.options == ("pilot", "max_tokens")
+    assert str(refused.value) == (
+        "GenerateStep(pilot=20): a step runs no pilot (each chunk of a rank would be a pilot of "
+        "its own and the rank would end incomplete): run the pilot with generate first "
+        "(generate(prompts, policy=..., out=..., pilot=N)), then give the step the max_tokens= "
+        "its report says, without pilot="
+    )
     missing = GenerateStep(policy=POLICY, output="out", api_key_env="NO_SUCH_KEY_VARIABLE")
     with pytest.raises(ConfigError) as caught:
         missing._api_key_of()

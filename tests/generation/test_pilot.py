@@ -183,7 +183,7 @@ def test_a_pilot_of_cut_answers_says_the_length_is_unknown(tmp_path: Path) -> No
     (useful,) = _notes(summary, "pilot-useful")
     assert useful.values["whole"] == whole
     assert useful.values["useful"] == useful.values["per"] * whole
-    assert summary.stop_reason == StopReason.PILOT
+    assert summary.stop_reason == StopReason.DONE  # a pilot of every row leaves none to send
 
 
 def test_the_dry_run_of_a_pilot_says_what_it_sends_and_costs_at_most(tmp_path: Path) -> None:
@@ -250,3 +250,56 @@ def test_the_cli_pilot_says_its_flags_and_its_json_holds_the_figures(tmp_path: P
         ("d0", 3, 6),
         ("d1", 3, 6),
     ]
+
+
+def test_a_pilot_redoing_cut_answers_reopens_only_the_rows_it_sends(tmp_path: Path) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(ROWS, datasets=2))
+    with serve(speed=0, seed=5, median_tokens=120) as fake:
+        first = _gen(tmp_path, fake.base_url, max_tokens=100)
+        cut = {r["id"] for r in records(tmp_path / "out.jsonl") if r["status"] == "truncated"}
+        redo = _gen(tmp_path, fake.base_url, pilot=2, redo_truncated=True)
+    pilot_ids = {f"r{i}" for i in range(4)}
+    assert first.stop_reason == StopReason.DONE and cut - pilot_ids  # cut rows it never sends
+    assert redo.requests == len(cut & pilot_ids) >= 1
+    # every row was answered: the rows the pilot does not send stay done
+    assert {d: t.done for d, t in redo.datasets.items()} == {"d0": ROWS // 2, "d1": ROWS // 2}
+    assert redo.stop_reason == StopReason.PILOT
+    assert redo.message.values["left"] == len(cut - pilot_ids)
+
+
+def test_a_pilot_tells_only_the_unfinished_rows_left_and_is_done_when_none_are(
+    tmp_path: Path,
+) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", prompt_rows(ROWS, datasets=2))
+    with serve(speed=0, seed=3, median_tokens=120) as fake:
+        wide = _gen(tmp_path, fake.base_url, pilot=25)
+        narrow = _gen(tmp_path, fake.base_url, pilot=PILOT)  # its rows and 10 more are done
+        whole = _gen(tmp_path, fake.base_url, out="whole.jsonl", pilot=ROWS)
+        rest = _gen(tmp_path, fake.base_url)
+        after = _gen(tmp_path, fake.base_url, pilot=PILOT)
+    assert wide.stop_reason == narrow.stop_reason == StopReason.PILOT
+    assert wide.message.values["left"] == narrow.message.values["left"] == ROWS - 50
+    assert rest.requests == ROWS - 50
+    # a pilot of every row, or one after the full run, leaves nothing: done, no "rerun without"
+    for done in (whole, after):
+        assert done.stop_reason == StopReason.DONE and done.exit_code == 0
+        assert "pilot-next" not in {getattr(done.message, "code", None)}
+        assert _notes(done, "pilot-lengths")  # it still reports what came back
+    assert whole.requests == ROWS and after.requests == 0
+
+
+def test_a_pilot_of_turn_by_turn_rows_says_they_are_not_measured(tmp_path: Path) -> None:
+    turns = [{"role": "user", "content": "question"}, {"role": "assistant", "content": "yes"}]
+    rows = [
+        {"id": f"r{i}", "dataset": "d0", "messages": [*turns, {"role": "user", "content": "why"}]}
+        for i in range(6)
+    ]
+    write_prompts(tmp_path / "prompts.jsonl", rows)
+    with serve(speed=0, seed=2, median_tokens=120) as fake:
+        summary = _gen(tmp_path, fake.base_url, pilot=3, turns="all")
+    assert summary.ok == 3 and not _notes(summary, "pilot-no-answers")
+    (said,) = _notes(summary, "pilot-turns-unmeasured")
+    assert str(said) == (
+        "pilot d0: 3 rows answered turn by turn (turns='all'): a turn-by-turn row's answers are "
+        "not measured (its record is a row, not one answer): nothing to learn of its lengths"
+    )
