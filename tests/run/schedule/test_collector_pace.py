@@ -4,11 +4,14 @@ through a command's setup, until its job sends."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
+from openrouter_probe.run.paid import _run
 from openrouter_probe.run.schedule.garbage import FIRST, OLDER, held, paced
 
 
@@ -99,3 +102,21 @@ def test_the_commands_that_hold_the_collector_are_the_clis_job_commands() -> Non
     from openrouter_probe.cli._common import RUNS_A_JOB
 
     assert set(cli.commands) >= RUNS_A_JOB
+
+
+def test_a_held_collector_runs_while_earlier_batches_are_taken_up() -> None:
+    # a batch resume fetches earlier batches' results (``before``) before it sends anything new
+    seen: list[tuple[bool, int]] = []
+
+    async def before() -> None:
+        seen.append((gc.isenabled(), gc.get_threshold()[0]))
+
+    async def run() -> str:
+        return "done"
+
+    gc.set_threshold(700, 10, 10)
+    gc.enable()
+    with held():
+        job = SimpleNamespace(run=run)
+        assert asyncio.run(_run(job, False, before=before())) == "done"  # type: ignore[arg-type]
+    assert seen == [(True, FIRST)]
