@@ -8,6 +8,7 @@ import asyncio
 import gc
 from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -111,12 +112,13 @@ def test_a_held_collector_runs_while_earlier_batches_are_taken_up() -> None:
     async def before() -> None:
         seen.append((gc.isenabled(), gc.get_threshold()[0]))
 
-    async def run() -> str:
+    async def run() -> Any:
         return "done"
 
     gc.set_threshold(700, 10, 10)
     gc.enable()
     with held():
-        job = SimpleNamespace(run=run)
-        assert asyncio.run(_run(job, False, before=before())) == "done"  # type: ignore[arg-type]
+        job: Any = SimpleNamespace(run=run)
+        result: Any = asyncio.run(_run(job, False, before=before()))
+    assert result == "done"
     assert seen == [(True, FIRST)]
