@@ -23,6 +23,7 @@ from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.options import field_option
 from openrouter_probe.run.config import RunPlan
+from openrouter_probe.run.progress import env_columns
 
 if TYPE_CHECKING:
     from openrouter_probe.errors import OptionError
@@ -409,12 +410,6 @@ def note(text: object) -> None:
     tables are; piped without ``$COLUMNS``, one line per message (for logs and grep)."""
     width = env_columns() or (shutil.get_terminal_size().columns if sys.stderr.isatty() else None)
     click.echo(wrapped(said(text), None if width is None else max(width, 40)), err=True)
-
-
-def env_columns() -> int | None:
-    """``$COLUMNS`` when it is set to a positive number."""
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.strip().isdigit() and int(columns) > 0 else None
 
 
 def wrapped(text: str, width: int | None) -> str:
