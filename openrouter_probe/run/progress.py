@@ -19,7 +19,6 @@ import builtins
 import logging
 import os
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.run.stop import StopReason
@@ -78,21 +77,7 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
     return line
 
 
-class _Rows:
-    """Rows done of ``total`` (``row_done``, per record) and their line (``line``) in ``width()``
-    columns."""
-
-    def __init__(self, total: int, width: Callable[[], int]) -> None:
-        self._total, self._done, self._width = total, 0, width
-
-    def row_done(self, record: dict[str, Any], run: Run) -> None:
-        self._done += 1
-
-    def line(self, run: Run) -> str:
-        return progress_line(run, self._done, self._total, self._width())
-
-
-class RichProgress(_Rows):
+class RichProgress:
     """A rich live line fed by the run (``row_done`` per record, ``tick`` to redraw)."""
 
     def __init__(self, total: int, *, console: Any = None) -> None:
@@ -103,7 +88,8 @@ class RichProgress(_Rows):
         self._console = console or Console(file=sys.stderr)
         self._text = Text("", no_wrap=True, overflow="crop")
         self._live = Live(self._text, console=self._console, auto_refresh=False, transient=False)
-        super().__init__(total, lambda: self._console.width)
+        self._total = total
+        self._done = 0
         self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     def __enter__(self) -> RichProgress:
@@ -124,19 +110,26 @@ class RichProgress(_Rows):
             handler.setStream(stream)
         self._handlers = []
 
+    def row_done(self, record: dict[str, Any], run: Run) -> None:
+        self._done += 1
+
+    def line(self, run: Run) -> str:
+        return progress_line(run, self._done, self._total, self._console.width)
+
     def tick(self, run: Run) -> None:
         self._text.plain = self.line(run)
         self._live.refresh()
 
 
-class LastLine(_Rows):
+class LastLine:
     """The run's last progress line, written to ``file`` (stderr) once as the run ends, in the
     console's width (``COLUMNS``, else a terminal's among the standard streams, else 80)."""
 
     def __init__(self, total: int, *, file: Any = None) -> None:
-        width = _columns()
-        super().__init__(total, lambda: width)
         self._file = file
+        self._total = total
+        self._done = 0
+        self._width = _columns()
         self._line = ""
 
     def __enter__(self) -> LastLine:
@@ -145,8 +138,14 @@ class LastLine(_Rows):
     def __exit__(self, *exc_info: object) -> None:
         if self._line:
             file = self._file or sys.stderr
-            file.write(self._line[: self._width()] + "\n")
+            file.write(self._line[: self._width] + "\n")
             file.flush()
+
+    def row_done(self, record: dict[str, Any], run: Run) -> None:
+        self._done += 1
+
+    def line(self, run: Run) -> str:
+        return progress_line(run, self._done, self._total, self._width)
 
     def tick(self, run: Run) -> None:
         self._line = self.line(run)
