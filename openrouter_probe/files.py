@@ -37,6 +37,7 @@ __all__ = [
     "ensure_not_input",
     "iter_jsonl",
     "json_error",
+    "load_yaml",
     "open_append",
     "repair_torn_tail",
     "same_file",
@@ -299,3 +300,11 @@ def json_error(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg.removesuffix(' at')} at column {exc.pos + 1}"
     return str(exc)
+
+
+def load_yaml(text: str | bytes) -> Any:
+    """``text`` parsed as YAML, safely, by libyaml's loader where there is one: ten times faster
+    than the pure one on a policy. Its errors are ``yaml.YAMLError``."""
+    import yaml
+
+    return yaml.load(text, Loader=yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)

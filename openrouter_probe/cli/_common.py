@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -23,6 +23,7 @@ from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.options import field_option
 from openrouter_probe.run.config import RunPlan
+from openrouter_probe.run.progress import env_columns
 
 if TYPE_CHECKING:
     from openrouter_probe.errors import OptionError
@@ -62,7 +63,8 @@ class Command(click.Command):
         from openrouter_probe.run.schedule.garbage import held
 
         try:
-            with held() if self.name in RUNS_A_JOB else contextlib.nullcontext():
+            own = getattr(ctx.find_root().command, "own_process", False)
+            with held(at_exit=own) if self.name in RUNS_A_JOB else contextlib.nullcontext():
                 return super().invoke(ctx)
         except OptionError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
@@ -192,6 +194,14 @@ class _Group(click.Group):
 
     command_class = Command
     group_class = type  # a sub-group (``policy``) is one of these too
+    own_process = False  # run on this process's own command line (``main``)
+
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **extra: Any) -> Any:
+        """Click's; ``args`` None is this process's own command line (the console script,
+        ``python -m openrouter_probe``), which ends with the command (``run.schedule.garbage.held``
+        then leaves the exit's collection out); not a notebook's call, nor ``CliRunner``'s."""
+        self.own_process = args is None
+        return super().main(args, *rest, **extra)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
@@ -400,12 +410,6 @@ def note(text: object) -> None:
     tables are; piped without ``$COLUMNS``, one line per message (for logs and grep)."""
     width = env_columns() or (shutil.get_terminal_size().columns if sys.stderr.isatty() else None)
     click.echo(wrapped(said(text), None if width is None else max(width, 40)), err=True)
-
-
-def env_columns() -> int | None:
-    """``$COLUMNS`` when it is set to a positive number."""
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.strip().isdigit() and int(columns) > 0 else None
 
 
 def wrapped(text: str, width: int | None) -> str:

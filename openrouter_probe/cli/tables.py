@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from openrouter_probe.cli._common import env_columns, note, wrapped
+from openrouter_probe.cli._common import note, wrapped
+from openrouter_probe.run.progress import env_columns
 
 # Columns a table never cuts (the tag, the verdict, the input/output prices and costs); every
 # other column may wrap, then be left out (the command's drop order, then right to left).

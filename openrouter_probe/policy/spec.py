@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from openrouter_probe.api.schema import KNOWN_QUANTIZATIONS
 from openrouter_probe.errors import Message, PolicyError, validation_errors
+from openrouter_probe.files import load_yaml
 from openrouter_probe.rules.provider_block import ProviderBlock
 
 __all__ = [
@@ -139,9 +140,6 @@ def _yaml_error(exc: yaml.YAMLError, where: str) -> PolicyError:
     return PolicyError(f"not valid YAML: {line}{problem}", source=where)
 
 
-_FAST_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
-
-
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file; unreadable files and YAML errors become a ``PolicyError`` naming it."""
     p = Path(path)
@@ -152,7 +150,7 @@ def read_yaml(path: str | Path) -> Any:
     except UnicodeDecodeError as exc:
         raise PolicyError(f"not a text file ({exc.reason})", source=str(p)) from exc
     try:  # libyaml's loader is ten times faster; the pure one reads a broken file for its error
-        return yaml.load(text, Loader=_FAST_LOADER)
+        return load_yaml(text)
     except yaml.YAMLError:
         pass
     try:

@@ -32,6 +32,7 @@ import yaml
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, Message
+from openrouter_probe.files import load_yaml
 
 __all__ = [
     "MEASURED_VERDICTS",
@@ -329,7 +330,7 @@ def _bundled_document() -> Any:
     registry that an earlier one built, changed, or built with other code.
     """
     data = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_bytes()
-    return yaml.load(data, Loader=yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    return load_yaml(data)
 
 
 def default_registry() -> PrecisionRegistry:

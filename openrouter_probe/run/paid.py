@@ -417,12 +417,13 @@ async def run_job(
 async def _run(
     run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
 ) -> RunResult:
-    """``run`` to its end (``before`` awaited first, the signal handlers already in place)."""
+    """``run`` to its end (``before`` awaited first, the signal handlers already in place); the
+    garbage collector paced from ``before`` on (earlier batches' results fetched are the job's)."""
     remove = run.install_signal_handlers() if handle_signals else None
     try:
-        if before is not None:
-            await before
         with paced():  # the garbage collector less often while the requests are in flight
+            if before is not None:
+                await before
             return await run.run()  # its warnings are said as they happen (Run.warn)
     finally:
         if remove is not None:

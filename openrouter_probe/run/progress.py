@@ -26,7 +26,7 @@ from openrouter_probe.run.stop import StopReason
 if TYPE_CHECKING:
     from openrouter_probe.run.schedule.runner import Run
 
-__all__ = ["LastLine", "RichProgress", "progress_for", "progress_line"]
+__all__ = ["LastLine", "RichProgress", "env_columns", "progress_for", "progress_line"]
 
 _BAR = 20
 
@@ -160,8 +160,13 @@ def _columns() -> int:
             break
         except (AttributeError, ValueError, OSError):  # not a terminal
             continue
+    return env_columns() or width or 80
+
+
+def env_columns() -> int | None:
+    """``$COLUMNS`` when it is set to a positive number (the width tables and notes fit too)."""
     columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() else width or 80
+    return int(columns) if columns.strip().isdigit() and int(columns) > 0 else None
 
 
 def _redrawn(stream: Any) -> bool:

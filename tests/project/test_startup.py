@@ -9,7 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+import pytest
 
 from openrouter_probe.fake import serve
 from tests._generate import POLICY
@@ -37,7 +38,15 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules), "frozen": frozen
 """
 
 
-def _one_row_generate(tmp_path: Path) -> dict[str, object]:
+#: What ``run.progress`` reads to choose rich's live line over the last line (``_redrawn``): a
+#: CI's ``FORCE_COLOR=1`` would import rich.
+_TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE")
+
+
+@pytest.fixture(scope="module")
+def said(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """What a one-row ``generate`` run in a fresh interpreter loaded and did."""
+    tmp_path = tmp_path_factory.mktemp("startup")
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"id": "r0", "prompt": "what is 6 * 7?"}) + "\n")
     args = ["generate", str(prompts), "--policy", str(POLICY), "--out", str(tmp_path / "o.jsonl")]
@@ -45,7 +54,8 @@ def _one_row_generate(tmp_path: Path) -> dict[str, object]:
     with serve(speed=0, seed=0) as fake:
         env = {**os.environ, "OPENROUTER_BASE_URL": fake.base_url}
         env["OPENROUTER_API_KEY"] = PYTEST_OPENROUTER_KEY
-        env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+        for name in ("PYDANTIC_DISABLE_PLUGINS", *_TERMINAL_ENV):
+            env.pop(name, None)
         done = subprocess.run(
             [sys.executable, "-c", _RUN, json.dumps(args)],
             env=env,
@@ -58,22 +68,21 @@ def _one_row_generate(tmp_path: Path) -> dict[str, object]:
     return said
 
 
-def test_a_one_row_generate_imports_only_what_it_uses(tmp_path: Path) -> None:
-    said = _one_row_generate(tmp_path)
+def test_a_one_row_generate_imports_only_what_it_uses(said: dict[str, object]) -> None:
     modules = {str(m).partition(".")[0] for m in said["modules"]}  # type: ignore[attr-defined]
     assert "aiohttp" in modules  # it did send
     assert sorted(modules & set(NOT_IMPORTED)) == []
 
 
-def test_a_one_row_generate_does_not_look_for_pydantic_plugins(tmp_path: Path) -> None:
+def test_a_one_row_generate_does_not_look_for_pydantic_plugins(said: dict[str, object]) -> None:
     # the scan reads every installed package's entry points: a tenth of the run's own CPU
-    said = _one_row_generate(tmp_path)
     assert "pydantic" in {str(m) for m in said["modules"]}  # type: ignore[attr-defined]
     assert said["scanned"] is False
 
 
-def test_a_one_row_generate_freezes_its_setup_once_the_collector_was_held(tmp_path: Path) -> None:
+def test_a_one_row_generate_freezes_its_setup_once_the_collector_was_held(
+    said: dict[str, object],
+) -> None:
     # the first freeze is the job's, as it starts sending, with the collector still off from the
     # command's start; the last is the interpreter's exit (not seen here: after the print)
-    said = _one_row_generate(tmp_path)
     assert said["frozen"] == [False]

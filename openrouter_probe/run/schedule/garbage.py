@@ -17,9 +17,11 @@ altogether (``held``): its imports and setup allocate a few hundred thousand obj
 the end, and the collector walked them about 150 times, then once more at the interpreter's exit,
 about a fifth of a one-row ``generate``'s CPU. When the job starts sending (``paced``), the objects
 alive then are frozen (``gc.freeze``: no collection walks them again) and the collector runs as
-above on the requests' garbage; the command's end unfreezes them, and the interpreter's exit
-freezes whatever is alive before its last collection. A command that ends before it sends (a dry
-run, a refusal) lets the collector go as it ends.
+above on the requests' garbage; the command's end unfreezes them, and, in the CLI's own process
+only (``at_exit``: not a notebook's, nor click's ``CliRunner``'s, whose cyclic garbage and
+finalizers still run at exit), the interpreter's exit freezes whatever is alive before its last
+collection. A command that ends before it sends (a dry run, a refusal) lets the collector go as it
+ends.
 """
 
 from __future__ import annotations
@@ -43,17 +45,19 @@ _frozen = False  # the objects alive when the job began, frozen by ``_let_go``
 
 
 @contextlib.contextmanager
-def held() -> Iterator[None]:
+def held(*, at_exit: bool = False) -> Iterator[None]:
     """The collector off while the block runs, up to the first job's ``paced`` (see the module);
-    a collector already off is left as it was."""
+    a collector already off is left as it was. ``at_exit``: the process ends with the block (the
+    CLI's own), its exit skips the collection of what is alive then."""
     global _held, _frozen
     if _held or not gc.isenabled():
         yield
         return
     gc.disable()
     _held = True
-    atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)  # the exit's collection walks what the command left alive
+    if at_exit:
+        atexit.unregister(gc.freeze)
+        atexit.register(gc.freeze)  # the exit's collection walks what the command left alive
     try:
         yield
     finally:

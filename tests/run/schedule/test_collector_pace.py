@@ -4,12 +4,22 @@ through a command's setup, until its job sends."""
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import gc
+import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from openrouter_probe.run.paid import _run
 from openrouter_probe.run.schedule.garbage import FIRST, OLDER, held, paced
+from tests._generate import POLICY
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +109,48 @@ def test_the_commands_that_hold_the_collector_are_the_clis_job_commands() -> Non
     from openrouter_probe.cli._common import RUNS_A_JOB
 
     assert set(cli.commands) >= RUNS_A_JOB
+
+
+def test_a_held_collector_runs_while_earlier_batches_are_taken_up() -> None:
+    # a batch resume fetches earlier batches' results (``before``) before it sends anything new
+    seen: list[tuple[bool, int]] = []
+
+    async def before() -> None:
+        seen.append((gc.isenabled(), gc.get_threshold()[0]))
+
+    async def run() -> Any:
+        return "done"
+
+    gc.set_threshold(700, 10, 10)
+    gc.enable()
+    with held():
+        job: Any = SimpleNamespace(run=run)
+        result: Any = asyncio.run(_run(job, False, before=before()))
+    assert result == "done"
+    assert seen == [(True, FIRST)]
+
+
+def test_only_the_clis_own_process_skips_the_collection_at_its_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # in a notebook or click's CliRunner the process goes on: its exit still collects the cyclic
+    # garbage and runs the finalizers
+    from openrouter_probe.cli import cli
+
+    registered: list[object] = []
+    monkeypatch.setattr(atexit, "register", lambda f, *a, **k: registered.append(f))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"id": "r0", "prompt": "what is 6 * 7?"}) + "\n")
+    args = ["generate", str(prompts), "--policy", str(POLICY), "-o", str(tmp_path / "o.jsonl")]
+    args += ["--snapshot", "bundled", "--dry-run"]
+    gc.enable()
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert gc.freeze not in registered
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    monkeypatch.setattr(sys, "argv", ["openrouter-probe", *args])  # the console script's call
+    with pytest.raises(SystemExit) as ended:
+        cli.main(standalone_mode=False)
+    assert ended.value.code == 0
+    assert registered.count(gc.freeze) == 1
+    assert gc.isenabled() and gc.get_freeze_count() == 0
