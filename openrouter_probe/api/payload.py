@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-if TYPE_CHECKING:  # the top-level name appeared after pydantic 2.6, the declared minimum
+if TYPE_CHECKING:  # the top-level name appeared after pydantic 2.6
     from pydantic.functional_validators import ModelWrapValidatorHandler
 
 __all__ = [

@@ -19,7 +19,7 @@ from openrouter_probe.api.payload import Payload
 from tests.conftest import CAPTURES
 
 # A dev dependency, absent only from CI's lowest-versions run (the SDK needs pydantic>=2.11.2,
-# which would hide the runtime minimum pydantic>=2.6 that run is there to test).
+# which would hide the runtime minimum pydantic>=2.7 that run is there to test).
 sdk = pytest.importorskip("openrouter.components", reason="the openrouter SDK is a dev extra")
 
 PAIRS: list[tuple[type[BaseModel], type[Payload]]] = [
