@@ -109,7 +109,9 @@ class RunPlan:
     """
 
     command: str
-    out: Path = field(
+    #: the output the run writes (``None``: a plan only priced, such as ``verify``'s without a run,
+    #: which no run opens: ``output``)
+    out: Path | None = field(
         metadata=cli(
             "--out", "The output JSONL: appended to; rerunning the same command resumes from it."
         )
@@ -223,11 +225,20 @@ class RunPlan:
         return self.backoff.attempts
 
     @property
+    def output(self) -> Path:
+        """The output a run writes: ``out``, which a plan only priced lacks (refused here)."""
+        if self.out is None:
+            raise ConfigError(
+                Message("run-without-out", "this plan is only priced: give {out} to run it")
+            )
+        return self.out
+
+    @property
     def journal(self) -> Path:
         """The spend journal beside the output (``out.jsonl.ledger``)."""
         from openrouter_probe.run.money.journal import journal_path
 
-        return journal_path(self.out)
+        return journal_path(self.output)
 
     def ceiling_s(self, max_tokens: int) -> float:
         """How long one attempt may take at most, from its send to its last byte."""
@@ -238,7 +249,7 @@ class RunPlan:
         cls,
         *,
         command: str,
-        out: str | Path,
+        out: str | Path | None,
         inputs: Sequence[str | Path] = (),
         budget_usd: float | int | str | Decimal | None = None,
         concurrency: int | None = None,
@@ -253,7 +264,7 @@ class RunPlan:
         """Check the options of a paid run and resolve the key and base URL from the environment.
 
         ``inputs`` are the files the run reads: neither the output nor its journal may be one of
-        them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
+        them (``out=None``: a plan only priced, its output unchecked). Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
         one (``key_hint`` adds the command's own way out, such as ``dry_run=True``). ``attempts``
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
         ``fields`` are the other fields, as they are (their defaults are the class's).
@@ -264,16 +275,17 @@ class RunPlan:
         from openrouter_probe.run.money.journal import journal_path
 
         budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
-        target = Path(out)
-        try:
-            ensure_not_input(target, *inputs)
-            ensure_not_input(journal_path(target), *inputs)
-            ensure_not_input(turns_path(target), *inputs)
-        except ValueError as exc:
-            raise ConfigError(
-                Message("out-is-input", "{out}: {why:s}; name another file", why=str(exc))
-            ) from exc
-        _check_writable(target)
+        target = None if out is None else Path(out)
+        if target is not None:
+            try:
+                ensure_not_input(target, *inputs)
+                ensure_not_input(journal_path(target), *inputs)
+                ensure_not_input(turns_path(target), *inputs)
+            except ValueError as exc:
+                raise ConfigError(
+                    Message("out-is-input", "{out}: {why:s}; name another file", why=str(exc))
+                ) from exc
+            _check_writable(target)
         connection = Connection.resolve(api_key=api_key, base_url=base_url)
         if need_key:
             connection.require_key(command, key_hint)
