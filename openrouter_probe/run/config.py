@@ -1,6 +1,6 @@
 """The one plan of a paid run (``RunPlan``): each field declared once, with its default and the
-CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan holds it
-whole, ``verify`` runs with it. What a job learns as it opens (the key's cap, the weights, the
+CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan and
+``verify``'s hold it whole (``verify``'s only priced, with no output: ``out=None``). What a job learns as it opens (the key's cap, the weights, the
 batch settings) is ``Learned``, beside it: nothing replaces the plan's fields once it is built.
 
 ``RunPlan.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
