@@ -370,7 +370,11 @@ def plan_verify(
         print(plan.render())
     """
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats)
-    run = _priced(budget_usd) if run is None else _given(run, budget_usd)
+    if run is None:
+        run = _priced(budget_usd)
+    elif budget_usd is not None:  # the run's budget is the cap, never a second one beside it
+        raise OptionError("give {budget_usd} or a {run} with its budget, not both",
+                          budget_usd=budget_usd, run=run)  # fmt: skip
     if not items:
         raise ConfigError("no prompts to send; give at least one suite item")
     if sampling not in SAMPLINGS:
@@ -410,14 +414,6 @@ def _priced(budget_usd: Decimal | float | str | None) -> RunPlan:
 
     budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
     return RunPlan(command="verify", out=None, budget_usd=budget)
-
-
-def _given(run: RunPlan, budget_usd: Decimal | float | str | None) -> RunPlan:
-    """``run`` as given: its ``budget_usd`` is the cap, never a second one beside it."""
-    if budget_usd is not None:
-        raise OptionError("give {budget_usd} or a {run} with its budget, not both",
-                          budget_usd=budget_usd, run=run)  # fmt: skip
-    return run
 
 
 #: The tolerance the plan advises for quantization-sized changes (accuracy gaps of 1 to 5 pp).
