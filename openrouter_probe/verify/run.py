@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import ConfigError, Message, OptionError, PolicyError
 from openrouter_probe.rules.quantities import format_usd, whole_number
 from openrouter_probe.run.checks import endpoints_now
@@ -184,11 +185,8 @@ def plan_precision_check(
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    if run is None:  # a plan only priced: no output; its cap checked, its connection resolved
-        run = RunPlan.resolve(command="verify", out=None, budget_usd=budget_usd, api_key=api_key,
-                              base_url=base_url, need_key=False)  # fmt: skip
-        budget_usd = None  # the run's cap now
-    _, snap = endpoints_now(model, snapshot, run.connection)
+    connection = run.connection if run else Connection.resolve(api_key=api_key, base_url=base_url)
+    _, snap = endpoints_now(model, snapshot, connection)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
     return plan_verify(
@@ -197,7 +195,7 @@ def plan_precision_check(
         tags=tags,
         items=items,
         reference=reference,
-        budget_usd=budget_usd,  # beside a run: refused (its budget is the cap)
+        budget_usd=budget_usd,  # without a run: a plan only priced; beside one: refused
         alpha=alpha,
         power=power,
         tolerance=tolerance,
