@@ -1,7 +1,8 @@
 """The one plan of a paid run (``RunPlan``): each field declared once, with its default and the
 CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan and
-``verify``'s hold it whole (``verify``'s only priced, with no output: ``out=None``). What a job learns as it opens (the key's cap, the weights, the
-batch settings) is ``Learned``, beside it: nothing replaces the plan's fields once it is built.
+``verify``'s hold it whole (a plan only priced holds one without an output, ``out=None``). What a
+job learns as it opens (the key's cap, the weights, the batch settings) is ``Learned``, beside it:
+nothing replaces the plan's fields once it is built.
 
 ``RunPlan.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
 CLI's flags): it parses the budget, checks the output and its folder, and reads the key and the base
@@ -249,7 +250,7 @@ class RunPlan:
         cls,
         *,
         command: str,
-        out: str | Path | None,
+        out: str | Path,
         inputs: Sequence[str | Path] = (),
         budget_usd: float | int | str | Decimal | None = None,
         concurrency: int | None = None,
@@ -264,7 +265,7 @@ class RunPlan:
         """Check the options of a paid run and resolve the key and base URL from the environment.
 
         ``inputs`` are the files the run reads: neither the output nor its journal may be one of
-        them (``out=None``: a plan only priced, its output unchecked). Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
+        them. Without a key (``OPENROUTER_API_KEY``) and ``need_key``, the error says how to set
         one (``key_hint`` adds the command's own way out, such as ``dry_run=True``). ``attempts``
         builds the default backoff; with a ``backoff`` it must agree with ``backoff.attempts``.
         ``fields`` are the other fields, as they are (their defaults are the class's).
@@ -275,17 +276,16 @@ class RunPlan:
         from openrouter_probe.run.money.journal import journal_path
 
         budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
-        target = None if out is None else Path(out)
-        if target is not None:
-            try:
-                ensure_not_input(target, *inputs)
-                ensure_not_input(journal_path(target), *inputs)
-                ensure_not_input(turns_path(target), *inputs)
-            except ValueError as exc:
-                raise ConfigError(
-                    Message("out-is-input", "{out}: {why:s}; name another file", why=str(exc))
-                ) from exc
-            _check_writable(target)
+        target = Path(out)
+        try:
+            ensure_not_input(target, *inputs)
+            ensure_not_input(journal_path(target), *inputs)
+            ensure_not_input(turns_path(target), *inputs)
+        except ValueError as exc:
+            raise ConfigError(
+                Message("out-is-input", "{out}: {why:s}; name another file", why=str(exc))
+            ) from exc
+        _check_writable(target)
         connection = Connection.resolve(api_key=api_key, base_url=base_url)
         if need_key:
             connection.require_key(command, key_hint)

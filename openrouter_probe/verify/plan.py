@@ -171,7 +171,7 @@ class VerifyPlan:
 
     @property
     def fits_budget(self) -> bool | None:
-        """Whether the worst case fits the run's ``budget_usd`` (``None``: no budget or no price)."""
+        """Whether the worst case fits the run's ``budget_usd`` (``None``: no cap or no price)."""
         worst, budget = self.worst_case_usd, self.run.budget_usd
         return None if budget is None or worst is None else worst <= budget
 
