@@ -110,8 +110,7 @@ class RunPlan:
     """
 
     command: str
-    #: the output the run writes (``None``: a plan only priced, such as ``verify``'s without a run,
-    #: which no run opens: ``output``)
+    #: ``None``: a plan only priced (``verify``'s without a run), which no run opens (``output``)
     out: Path | None = field(
         metadata=cli(
             "--out", "The output JSONL: appended to; rerunning the same command resumes from it."
@@ -229,9 +228,7 @@ class RunPlan:
     def output(self) -> Path:
         """The output a run writes: ``out``, which a plan only priced lacks (refused here)."""
         if self.out is None:
-            raise ConfigError(
-                Message("run-without-out", "this plan is only priced: give {out} to run it")
-            )
+            raise ConfigError(Message("run-without-out", "a plan only priced: give {out}"))
         return self.out
 
     @property
