@@ -184,7 +184,7 @@ def _turn_book(
                     "paid for ({shown:s}): resume with {turns=all}, or delete that file to answer "
                     "those rows after their last message instead (the spend journal keeps "
                     "counting what they cost)",
-                    path=str(turns_path(options.out)),
+                    path=str(turns_path(options.output)),
                     count=len(waiting),
                     shown=shown,
                 )
@@ -193,7 +193,7 @@ def _turn_book(
     from openrouter_probe.rules.sampling import history_reasoning
 
     back, why = history_reasoning(model)
-    book = TurnBook.start(options.out, todo_all, kept, reasoning_back=back)
+    book = TurnBook.start(options.output, todo_all, kept, reasoning_back=back)
     note = (
         f"turns: earlier turns' reasoning {'goes back' if back else 'is not sent back'} in each "
         f"request's history ({model}: {why})"
@@ -295,13 +295,13 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     take_up = asked.batch is not None and not asked.batch.abandon
     with open_run(options, redo_failed="failed" in redo, job=job, take_up_batches=take_up) as paid:
-        _check_one_source(paid.replay.headers, prompts, options.out)
+        _check_one_source(paid.replay.headers, prompts, options.output)
         cap = await _capped(options, asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         recorded: dict[str, str] = {}
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
-            todo, redone, recorded = truncated_rows(rows, options.out, asked.max_tokens)
+            todo, redone, recorded = truncated_rows(rows, options.output, asked.max_tokens)
         counted = _rows_counted(rows, todo)
         pilot = None if options.pilot is None else Pilot.of(rows, options.pilot, todo)
         if pilot is not None:  # the first rows of each dataset; the rest wait for a rerun

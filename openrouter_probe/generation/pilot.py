@@ -298,7 +298,7 @@ class Pilot:
         """``result`` with the pilot's report said (see the module), read from the run's output
         (``options.out``); a run that sent every pilot row stops at ``pilot``, saying what to run
         next, unless no other row is left to send (then at ``done``)."""
-        figures = self.figures(options.out, builder, prices)
+        figures = self.figures(options.output, builder, prices)
         lines: list[str] = []
         for dataset in figures:
             lines.extend(dataset.lines(builder.max_tokens, options.concurrency))

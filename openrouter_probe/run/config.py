@@ -1,7 +1,8 @@
 """The one plan of a paid run (``RunPlan``): each field declared once, with its default and the
-CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan holds it
-whole, ``verify`` runs with it. What a job learns as it opens (the key's cap, the weights, the
-batch settings) is ``Learned``, beside it: nothing replaces the plan's fields once it is built.
+CLI option that sets it (``cli``), and checked once, when it is made; ``generate``'s plan and
+``verify``'s hold it whole (a plan only priced holds one without an output, ``out=None``). What a
+job learns as it opens (the key's cap, the weights, the batch settings) is ``Learned``, beside it:
+nothing replaces the plan's fields once it is built.
 
 ``RunPlan.resolve`` builds it from what a user gives (``generate``'s and ``verify``'s keywords, the
 CLI's flags): it parses the budget, checks the output and its folder, and reads the key and the base
@@ -109,7 +110,8 @@ class RunPlan:
     """
 
     command: str
-    out: Path = field(
+    #: ``None``: a plan only priced (``verify``'s without a run), which no run opens (``output``)
+    out: Path | None = field(
         metadata=cli(
             "--out", "The output JSONL: appended to; rerunning the same command resumes from it."
         )
@@ -223,11 +225,18 @@ class RunPlan:
         return self.backoff.attempts
 
     @property
+    def output(self) -> Path:
+        """The output a run writes: ``out``, which a plan only priced lacks (refused here)."""
+        if self.out is None:
+            raise ConfigError(Message("run-without-out", "a plan only priced: give {out}"))
+        return self.out
+
+    @property
     def journal(self) -> Path:
         """The spend journal beside the output (``out.jsonl.ledger``)."""
         from openrouter_probe.run.money.journal import journal_path
 
-        return journal_path(self.out)
+        return journal_path(self.output)
 
     def ceiling_s(self, max_tokens: int) -> float:
         """How long one attempt may take at most, from its send to its last byte."""

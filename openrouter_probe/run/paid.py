@@ -211,9 +211,9 @@ class PaidRun:
             return before
         options = self.options
         try:
-            open_append(options.out).close()  # the journal never stands without its output
+            open_append(options.output).close()  # the journal never stands without its output
         except OSError as exc:
-            raise WriteFailed(write_error(options.out, exc)) from exc
+            raise WriteFailed(write_error(options.output, exc)) from exc
         self._created()
         adopt(options.journal, records)
         unknown = sum(1 for r in records if r.generation_id is None)
@@ -273,7 +273,7 @@ class PaidRun:
             "command": self.options.command,
             "model": self.job.model if self.job is not None else builder.model,
             "job": self.job.sha256 if self.job is not None else "",
-            "out": self.options.out.name,
+            "out": self.options.output.name,
             "budget_usd": budget,
             **(header or {}),
         }
@@ -359,7 +359,7 @@ async def run_job(
     turn_log = TurnLog(turns.path, stop) if turns is not None else None
     head = paid._journal_header(builder, header, budget)
     with (
-        OutputLog(options.out, on_failure=stop) as output,
+        OutputLog(options.output, on_failure=stop) as output,
         Journal(options.journal, header=head, on_failure=stop) as journal,
         _showing(bar),
     ):
@@ -448,13 +448,14 @@ def open_run(
     without ``abandon``): a row recorded ``failed`` that one holds a line for awaits its answer
     (``ResumeState.awaiting``).
     """
-    with OutputLock(options.out, command=options.command) as lock:
-        replay = replay_journal(options.journal, output_exists=options.out.exists())
+    out = options.output  # a plan only priced is refused here, before anything is opened
+    with OutputLock(out, command=options.command) as lock:
+        replay = replay_journal(options.journal, output_exists=out.exists())
         warning = _check_job(options, replay.headers, job)
         # a row an open batch holds a line for: its answer may be paid (``BatchSender``)
         batches = replay.batches if take_up_batches else []
         state = load_resume_state(
-            options.out,
+            out,
             redo_failed=redo_failed,
             journal_runs=replay.runs,
             adopted=replay.adopted,

@@ -3,21 +3,23 @@
 Each tag is pinned through the routing model (``verify.pins``); each endpoint's cost is priced at its
 own prices (``verify.costs``): in the worst case every request spends its ``max_tokens``; expected,
 answers at the suite's typical length, or at ``max_tokens`` when reasoning is left on (a reasoning
-answer's length is not predictable).
+answer's length is not predictable). The plan holds the run that sends it (``run.config.RunPlan``:
+output, cap, concurrency, connection), a plan only priced one without an output.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.routing import RequestParams
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.verify.costs import EndpointPlan, endpoint_plan, tokens_of
 from openrouter_probe.verify.pins import (
     DEFAULT_SEED,
@@ -52,23 +54,26 @@ __all__ = ["DEFAULT_N", "QUANTIZATION_TOLERANCE", "VerifyPlan", "plan_verify"]
 DEFAULT_N = 200
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VerifyPlan:
-    """What a check will send and may cost, before it sends anything."""
+    """What a check will send and may cost, before it sends anything: the check's own inputs and
+    ``run``, the plan of the run that sends it (its ``budget_usd`` is the check's cap), each field
+    declared once. Build it with :func:`plan_verify`; ``pinned`` is read-only."""
 
     model: str
     reference: str
     items: tuple[Item, ...]
     endpoints: tuple[EndpointPlan, ...]
-    pinned: dict[str, Endpoint]
+    pinned: Mapping[str, Endpoint]
     seed: int
     #: Whether the check thinks, the ``reasoning`` block it sends, its reasoning room and why
     #: (``verify.thinking``).
     thinking_rule: Thinking
     top_logprobs: int
+    #: The run that sends the check (``out`` ``None``: a plan only priced, which no run opens).
+    run: RunPlan
     alpha: float = DEFAULT_ALPHA
     power: float = DEFAULT_POWER
-    budget_usd: Decimal | None = None
     notes: tuple[str, ...] = field(default=())
     snapshot_sha256: str | None = None
     tolerance: float = DEFAULT_TOLERANCE
@@ -166,9 +171,9 @@ class VerifyPlan:
 
     @property
     def fits_budget(self) -> bool | None:
-        """Whether the worst case fits ``budget_usd`` (``None``: no budget or no price)."""
-        worst = self.worst_case_usd
-        return None if self.budget_usd is None or worst is None else worst <= self.budget_usd
+        """Whether the worst case fits the run's ``budget_usd`` (``None``: no cap or no price)."""
+        worst, budget = self.worst_case_usd, self.run.budget_usd
+        return None if budget is None or worst is None else worst <= budget
 
     @property
     def min_detectable_gap_best(self) -> float | None:
@@ -296,9 +301,9 @@ class VerifyPlan:
         tail = [*self.thinking_rule.lines(), *self._power_lines()]
         if self.sampled is not None:
             tail.extend(self.sampled.describe())
-        if self.budget_usd is not None:
+        if self.run.budget_usd is not None:
             tail.append(
-                f"budget ${self.budget_usd}: the worst case "
+                f"budget ${self.run.budget_usd}: the worst case "
                 + ("fits" if self.fits_budget else "does NOT fit (the cap will stop the run early)")
             )
         tail.extend(f"warning: {e.tag}: {w}" for e in self.endpoints for w in e.warnings)
@@ -342,6 +347,7 @@ def plan_verify(
     sampled_n: int | None = None,
     thinking: str | Thinking | None = None,
     snapshot_sha256: str | None = None,
+    run: RunPlan | None = None,
 ) -> VerifyPlan:
     """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``;
     ``thinking`` (``job``, ``on``, ``off``, or a ``verify.thinking.Thinking``) sets the
@@ -352,7 +358,9 @@ def plan_verify(
     ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
     (``default_reference``) and is sent ``repeats`` times (the floor). ``alpha``, ``power``,
     ``tolerance`` (in (0, 1)) and ``repeats`` (2..10) are checked first; ``snapshot_sha256``
-    names the snapshot ``endpoints`` come from (``None``: live).
+    names the snapshot ``endpoints`` come from (``None``: live). ``run`` is the plan of the run
+    that sends the check (``verify_precision``'s), whose ``budget_usd`` caps it; without one the
+    plan is only priced, against ``budget_usd`` (a positive amount, or ``None``: no cap).
 
     Example::
 
@@ -362,6 +370,11 @@ def plan_verify(
         print(plan.render())
     """
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats)
+    if run is None:
+        run = _priced(budget_usd)
+    elif budget_usd is not None:  # the run's budget is the cap, never a second one beside it
+        raise OptionError("give {budget_usd} or a {run} with its budget, not both",
+                          budget_usd=budget_usd, run=run)  # fmt: skip
     if not items:
         raise ConfigError("no prompts to send; give at least one suite item")
     if sampling not in SAMPLINGS:
@@ -383,24 +396,24 @@ def plan_verify(
         )
         for tag in order
     ]
-    plan = VerifyPlan(
-        model=model,
-        reference=ref,
-        items=tuple(items),
-        endpoints=tuple(rows),
-        pinned=pinned,
-        seed=seed,
-        top_logprobs=top_logprobs,
-        alpha=alpha,
-        power=power,
-        budget_usd=None if budget_usd is None else Decimal(str(budget_usd)),
-        notes=_plan_notes(rows, rule.reasoning),
-        tolerance=tolerance,
-        repeats=repeats,
-        thinking_rule=rule,
-        snapshot_sha256=snapshot_sha256,
-    )
-    return plan if sampling == "greedy" else _with_sampled_arm(plan, sampled_n)
+    fields: dict[str, Any] = dict(
+        model=model, reference=ref, items=tuple(items), endpoints=tuple(rows),
+        pinned=MappingProxyType(dict(pinned)), seed=seed, top_logprobs=top_logprobs, run=run,
+        alpha=alpha, power=power, notes=_plan_notes(rows, rule.reasoning), tolerance=tolerance,
+        repeats=repeats, thinking_rule=rule, snapshot_sha256=snapshot_sha256,
+    )  # fmt: skip
+    greedy = VerifyPlan(**fields)
+    if sampling == "greedy":
+        return greedy
+    return VerifyPlan(**fields, sampled=_sampled_arm(greedy, sampled_n))
+
+
+def _priced(budget_usd: Decimal | float | str | None) -> RunPlan:
+    """The run of a plan only priced: no output, the cap ``budget_usd`` (checked)."""
+    from openrouter_probe.rules.quantities import positive_usd
+
+    budget = None if budget_usd is None else positive_usd(budget_usd, "budget_usd")
+    return RunPlan(command="verify", out=None, budget_usd=budget)
 
 
 #: The tolerance the plan advises for quantization-sized changes (accuracy gaps of 1 to 5 pp).
@@ -448,11 +461,11 @@ def _params(items: Sequence[Item], rule: Thinking) -> RequestParams:
     )
 
 
-def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
-    """``plan`` with the sampled arm, in what its budget leaves after the temperature-0 arm."""
-    greedy = plan.worst_case_usd
-    left = None if plan.budget_usd is None or greedy is None else plan.budget_usd - greedy
-    arm = plan_sampled_arm(
+def _sampled_arm(plan: VerifyPlan, n: int | None) -> SampledArm:
+    """The sampled arm of ``plan`` (its temperature-0 arm), in what the run's budget leaves."""
+    greedy, budget = plan.worst_case_usd, plan.run.budget_usd
+    left = None if budget is None or greedy is None else budget - greedy
+    return plan_sampled_arm(
         plan.model,
         plan.pinned,
         reasoning=plan.reasoning,
@@ -465,4 +478,3 @@ def _with_sampled_arm(plan: VerifyPlan, n: int | None) -> VerifyPlan:
         seed=plan.seed,
         room=plan.thinking_rule.room,
     )
-    return dataclasses.replace(plan, sampled=arm)

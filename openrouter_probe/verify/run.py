@@ -163,7 +163,7 @@ def plan_precision_check(
     sampling: str = "greedy",
     sampled_n: int | None = None,
     thinking: str | Thinking = "job",
-    connection: Connection | None = None,
+    run: RunPlan | None = None,
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
@@ -172,7 +172,9 @@ def plan_precision_check(
     ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` items of
     each generated suite from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``)
     replaces the live endpoints, read with ``api_key`` and ``base_url`` (the environment's when
-    ``None``; a ``connection`` already resolved replaces both). ``alpha``, ``power``,
+    ``None``). ``budget_usd`` prices the check against a cap; ``run``, the plan of the run that
+    sends it (``verify_precision``'s), is its cap and its connection (``api_key`` and
+    ``base_url`` are then not read; a ``budget_usd`` beside it is refused). ``alpha``, ``power``,
     ``tolerance`` (each in (0, 1)) and ``repeats`` (the reference's runs, 2..10) are checked
     before anything else. ``sampling``:
     ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
@@ -183,7 +185,7 @@ def plan_precision_check(
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    connection = connection or Connection.resolve(api_key=api_key, base_url=base_url)
+    connection = run.connection if run else Connection.resolve(api_key=api_key, base_url=base_url)
     _, snap = endpoints_now(model, snapshot, connection)
     tags = _selected(model, snap, endpoints, policy)
     items = load_suites(suite, n=n, seed=seed)
@@ -193,7 +195,7 @@ def plan_precision_check(
         tags=tags,
         items=items,
         reference=reference,
-        budget_usd=budget_usd,
+        budget_usd=budget_usd,  # without a run: a plan only priced; beside one: refused
         alpha=alpha,
         power=power,
         tolerance=tolerance,
@@ -202,6 +204,7 @@ def plan_precision_check(
         sampled_n=sampled_n,
         thinking=thinking,
         snapshot_sha256=getattr(snap, "sha256", None),
+        run=run,
     )
 
 
@@ -324,16 +327,16 @@ def _row(rid: str, tag: str, body: dict[str, Any], prices: Prices) -> PromptRow:
     )
 
 
-async def _send(plan: VerifyPlan, options: RunPlan, *, pilot: bool = False) -> RunResult:
-    """Send every request of ``plan`` that ``options.out`` does not record yet, under one cap
-    (with ``pilot``, the pilot's requests only)."""
+async def _send(plan: VerifyPlan, *, pilot: bool = False) -> RunResult:
+    """Send every request of ``plan`` that its run's output does not record yet, under its run's
+    cap (with ``pilot``, the pilot's requests only)."""
     try:
         prices = {tag: Prices.worst_case([e]) for tag, e in plan.pinned.items()}
         worst = Prices.worst_case(plan.pinned.values())
     except ValueError as exc:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
-    with open_run(options, job=job) as paid:
+    with open_run(plan.run, job=job) as paid:
         rows = (_pilot_rows if pilot else _rows)(plan, paid.state.finished, prices)
         total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
         total += plan.sampled.requests if plan.sampled else 0
@@ -360,7 +363,7 @@ async def _send(plan: VerifyPlan, options: RunPlan, *, pilot: bool = False) -> R
             prices=worst,
             before=before,
             header={"policy": before.policy},
-            learned=Learned.nothing(options),  # a check learns nothing as it opens
+            learned=Learned.nothing(plan.run),  # a check learns nothing as it opens
         )
 
 
@@ -417,7 +420,7 @@ async def verify_precision(
     ``ConfigError`` before sending for unusable inputs (``alpha``, ``power``, ``tolerance``
     outside (0, 1), ``repeats`` outside 2..10, ``n`` < 1)."""
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
-    options = RunPlan.resolve(
+    run = RunPlan.resolve(
         command="verify",
         out=out,
         inputs=[p for p in [policy, *_suite_files(suite)] if p is not None],
@@ -435,15 +438,14 @@ async def verify_precision(
     )
     planning = functools.partial(
         plan_precision_check, model, endpoints=endpoints, policy=policy, reference=reference,
-        suite=suite, n=n, seed=seed, budget_usd=options.budget_usd, snapshot=snapshot,
-        connection=options.connection, alpha=alpha, power=power,
+        suite=suite, n=n, seed=seed, snapshot=snapshot, run=run, alpha=alpha, power=power,
         tolerance=tolerance, repeats=repeats, sampling=sampling, sampled_n=sampled_n,
     )  # fmt: skip
-    plan, pilot = await _plan_with_pilot(planning, thinking, options)
+    plan, pilot = await _plan_with_pilot(planning, thinking)
     if on_plan is not None:
         on_plan(plan)
     stopped = pilot is not None and pilot.stop_reason != StopReason.DONE
-    summary = pilot if stopped and pilot is not None else await _send(plan, options)
+    summary = pilot if stopped and pilot is not None else await _send(plan)
     report = build_report(plan, observations_from(out, plan), snapshot_sha256=plan.snapshot_sha256)
     ran = _run_notes(pilot, out, "the pilot ") if pilot is not None and not stopped else []
     notes = [*report.notes, *ran, *_run_notes(summary, out)]
@@ -451,7 +453,7 @@ async def verify_precision(
 
 
 async def _plan_with_pilot(
-    planning: Callable[..., VerifyPlan], thinking: str | Thinking, options: RunPlan
+    planning: Callable[..., VerifyPlan], thinking: str | Thinking
 ) -> tuple[VerifyPlan, RunResult | None]:
     """The plan; when it thinks with a provisional room, the pilot is sent first (under the
     check's cap, recorded in its output: a rerun does not send it again) and the plan made
@@ -459,8 +461,8 @@ async def _plan_with_pilot(
     plan = await asyncio.to_thread(planning, thinking=thinking)
     if not plan.thinking_rule.provisional:
         return plan, None
-    pilot = await _send(plan, options, pilot=True)
-    rule = _piloted(plan, options.out)
+    pilot = await _send(plan, pilot=True)
+    rule = _piloted(plan, plan.run.output)
     if rule is not None:
         plan = await asyncio.to_thread(planning, thinking=rule)
     return plan, pilot

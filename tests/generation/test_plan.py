@@ -99,14 +99,15 @@ def test_generates_defaults_are_the_run_plans() -> None:
 
 
 def test_every_field_is_declared_once() -> None:
-    """No name is a field of both plans: a field of the run (out, budget, timeouts...) is read
-    from the run's plan, never copied into the job's; what the job learns as it opens (the
-    key's cap, the weights parsed, the batch settings) is no field of either."""
-    assert not set(FIELDS) & set(RUN_FIELDS)
-    # verify's plan is made without a run too (``plan_verify``: no output, no key): the budget it
-    # prices the check against is its own; ``verify_precision`` gives it the run's
-    verify = {f.name for f in dataclasses.fields(VerifyPlan)}
-    assert verify & set(RUN_FIELDS) == {"budget_usd"}
+    """No name is a field of a job's plan (``generate``'s, ``verify``'s) and of the run's plan it
+    holds: a field of the run (out, budget, concurrency, timeouts, connection...) is read from the
+    run's plan, never copied into the job's; what the job learns as it opens (the key's cap, the
+    weights parsed, the batch settings) is no field of either."""
+    for plan in (GeneratePlan, VerifyPlan):
+        fields = {f.name: f.type for f in dataclasses.fields(plan)}
+        assert not set(fields) & set(RUN_FIELDS), plan.__name__
+        assert fields["run"] == "RunPlan", plan.__name__  # held whole
+        assert plan.__dataclass_params__.frozen, plan.__name__  # type: ignore[attr-defined]
     learned = {f.name for f in dataclasses.fields(Learned)}
     assert learned == {"cap_usd", "weights", "batch"}
     assert not learned & set(RUN_FIELDS)
@@ -162,7 +163,8 @@ def test_verify_precisions_keywords_are_the_checks_plan_and_the_runs() -> None:
     fed = sorted(RUN_KEYWORDS.get(name, name) for name in run)
     wanted = ["out", "concurrency", "read_timeout_s", "handle_signals", "progress", "sleep"]
     assert fed == sorted([*wanted, "backoff", "backoff"])  # attempts, or a backoff given whole
-    assert planned & set(fields) == {"budget_usd", "connection"}  # given to both
+    # a plan only priced is capped by ``budget_usd``; the check's run is given whole (``run``)
+    assert planned & set(fields) == {"budget_usd"} and "run" in planned
     for name in ("read_timeout_s", "handle_signals", "progress"):
         assert keywords[name].default == fields[name].default, name
     assert keywords["sleep"].default is fields["sleep"].default_factory()

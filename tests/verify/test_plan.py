@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from openrouter_probe.api.schema import Endpoint, Pricing
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, OptionError, reason
 from openrouter_probe.rules.routing import RequestParams
 from openrouter_probe.rules.snapshot import bundled_snapshot
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.verify.costs import prompt_tokens
 from openrouter_probe.verify.pins import (
     DEFAULT_SEED,
@@ -182,6 +185,37 @@ def test_plan_warns_where_a_setting_may_be_ignored_or_a_leak_is_invisible() -> N
     assert any("a leak to it cannot be told" in w for w in other.warnings)
     assert plan.fits_budget is False
     assert "does NOT fit" in plan.render()
+
+
+def test_the_plan_holds_the_run_that_sends_it_and_is_read_only(tmp_path: Path) -> None:
+    """The cap is the run's ``budget_usd``, never a second one beside it; a plan only priced
+    holds a run without an output, which no run opens; nothing in the plan can be replaced."""
+    priced = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(2),
+                         budget_usd="0.5")  # fmt: skip
+    assert (priced.run.command, priced.run.out, priced.run.budget_usd) == (
+        "verify",
+        None,
+        Decimal("0.5"),
+    )
+    with pytest.raises(ConfigError) as unrunnable:
+        priced.run.output
+    assert reason(unrunnable.value).code == "run-without-out"
+    run = RunPlan(command="verify", out=tmp_path / "v.jsonl", budget_usd=Decimal("0.000001"))
+    sent = plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(2), run=run)
+    assert sent.run is run and sent.fits_budget is False
+    assert "budget $0.000001: the worst case does NOT fit" in sent.render()
+    with pytest.raises(OptionError) as both:
+        plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(2), run=run,
+                    budget_usd=1)  # fmt: skip
+    assert both.value.options == ("budget_usd", "run")
+    with pytest.raises(ConfigError) as zero:
+        plan_verify(SNAP.endpoints, model=SNAP.model, tags=INT4, items=arith_suite(2),
+                    budget_usd=0)  # fmt: skip
+    assert reason(zero.value).code == "budget-not-positive"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sent.run = priced.run  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        sent.pinned["chutes/int4"] = sent.pinned["deepinfra/int4"]  # type: ignore[index]
 
 
 def test_plan_with_reasoning_on_expects_the_worst_output() -> None:

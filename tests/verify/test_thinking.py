@@ -118,6 +118,8 @@ def test_a_pilot_measures_the_room_first_and_a_rerun_reuses_it(tmp_path: Path) -
         f"3x the longest reasoning, {longest} tokens, of a pilot of 6 requests to moonshotai/int4"
     )
     assert plans[0].bodies("chutes/int4")[0][1]["max_tokens"] == 256 + rule.room
+    run = plans[0].run  # the plan holds the run that sent it, resolved once from the keywords
+    assert (run.out, run.budget_usd, run.concurrency) == (out, 2, 32)
     assert any(n.startswith("the pilot sent 6 request(s)") for n in report.notes)
     assert report.result("chutes/int4").measures.scored == 10  # the pilot is not judged
     again, resent = check()
