@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,12 +27,20 @@ from openrouter_probe.run.rows import PromptRow
 if TYPE_CHECKING:
     from openrouter_probe.generation.prompts import PromptSet
 
-__all__ = ["beside", "merged_records", "records", "truncated_rows"]
+__all__ = ["beside", "merged_records", "reasoning_tokens_of", "records", "truncated_rows"]
 
 
 def beside(path: str | Path) -> bool:
     """Whether ``path`` is a file ``generate`` keeps beside an output (its journal, its turns)."""
     return str(path).endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
+
+
+def reasoning_tokens_of(answer: Mapping[str, Any]) -> int:
+    """Reasoning tokens of a record or a turn (``usage.completion_tokens_details``; 0: none)."""
+    usage = answer.get("usage")
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
