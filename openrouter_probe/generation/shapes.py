@@ -23,7 +23,6 @@ A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +33,14 @@ from openrouter_probe.errors import Message
 from openrouter_probe.generation.conversation import validate_conversation
 from openrouter_probe.generation.layouts import (
     Layout,
-    LayoutProblem,
+    ShapeProblem,
     compose,
     convert_tools,
     convert_xlam,
     glaive_chat,
     image_part,
     layout_of,
+    tool_call,
 )
 from openrouter_probe.generation.params import (
     CHAT_PARAMETERS,
@@ -102,10 +102,6 @@ _TURN_KEYS = ("tool_calls", "tool_call_id", "name")
 _READ_KEYS = frozenset({"role", "from", "content", "value", "input", "output", *_TURN_KEYS})
 
 
-class ShapeProblem(ValueError):
-    """A row that is valid JSON but not a conversation to send: skipped, never sent."""
-
-
 @dataclass(frozen=True)
 class FieldMap:
     """Which fields hold a row's conversation (or prompt string), its id and its system prompt,
@@ -145,18 +141,6 @@ class RowShape:
     id_params: dict[str, Any] | None = None
 
 
-def _call(value: Any, i: int) -> dict[str, Any]:
-    """LLaMA-Factory's ``function_call`` turn (``{"name", "arguments"}`` as JSON text) as a call."""
-    call = json_text_value(value)
-    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
-        raise ShapeProblem(f"turn {i} (function_call) is not JSON of {{name, arguments}}")
-    arguments = call.get("arguments", {})
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    return {"id": f"call_{i}", "type": "function",
-            "function": {"name": call["name"], "arguments": arguments}}  # fmt: skip
-
-
 def _turn(turn: Any, i: int, *, own: bool) -> dict[str, Any]:
     if not isinstance(turn, Mapping):
         raise ShapeProblem(f"turn {i} is not an object")
@@ -171,8 +155,9 @@ def _turn(turn: Any, i: int, *, own: bool) -> dict[str, Any]:
         content = turn.get("content", turn.get("value"))
         message = {"role": role, "content": content}
         message.update({k: turn[k] for k in _TURN_KEYS if turn.get(k)})
-        if named == "function_call":
-            message = {"role": "assistant", "content": "", "tool_calls": [_call(content, i)]}
+        if named == "function_call":  # LLaMA-Factory's: {"name", "arguments"} as JSON text
+            call = tool_call(json_text_value(content), i, f"turn {i} (function_call)")
+            message = {"role": "assistant", "content": "", "tool_calls": [call]}
     content = message.get("content")
     if isinstance(content, list) and content and all(isinstance(p, str) for p in content):
         raise ShapeProblem(
@@ -273,11 +258,7 @@ class _Reader:
         obj, layout = self.obj, self.layout
         if layout.chat_text:
             self.used |= {"system", "chat"}
-            try:
-                messages, tools = glaive_chat(obj.get("system"), obj.get("chat"))
-            except LayoutProblem as exc:
-                raise ShapeProblem(str(exc)) from None
-            self.tools = tools
+            messages, self.tools = glaive_chat(obj.get("system"), obj.get("chat"))
             return messages
         if layout.reader is not None:  # a transcript: one text (hh-rlhf), a tree (oasst)
             key = layout.dialogue[0]
@@ -340,13 +321,10 @@ class _Reader:
             return messages
         self.used.add(key)
         value = self.obj[key]
-        try:
-            parts = [
-                image_part(v, folder=self.folder)
-                for v in (value if isinstance(value, list) else [value])
-            ]
-        except LayoutProblem as exc:
-            raise ShapeProblem(str(exc)) from None
+        parts = [
+            image_part(v, folder=self.folder)
+            for v in (value if isinstance(value, list) else [value])
+        ]
         out = [dict(m) for m in messages]
         for m in out:
             if m.get("role") == "user" and isinstance(m.get("content"), str):
@@ -365,10 +343,7 @@ class _Reader:
         elif layout.tools is not None and obj.get(layout.tools) not in (None, "", []):
             self.used.add(layout.tools)
             tools = json_text_value(obj[layout.tools])
-            try:
-                converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
-            except LayoutProblem as exc:
-                raise ShapeProblem(str(exc)) from None
+            converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
             params = {"tools": converted} if converted else {}
             flag = obj.get("parallel_tool_calls")
             if layout.own and converted and isinstance(flag, bool):  # the fine-tune format's
