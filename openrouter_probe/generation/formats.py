@@ -157,15 +157,9 @@ def _check_hf(target: Path) -> None:
                     output=target)
         )  # fmt: skip
     _check_folder(target)
-    for name in ("pyarrow", "pyarrow.parquet"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise ConfigError(
-                Message(
-                    "hf-needs-pyarrow", "{fmt=hf} needs pyarrow: pip install 'openrouter-probe[hf]'"
-                )
-            ) from None
+    from openrouter_probe.generation.hub import pyarrow_modules
+
+    pyarrow_modules()
 
 
 def _check_parquet(target: Path) -> None:
