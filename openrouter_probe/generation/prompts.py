@@ -331,19 +331,10 @@ def read_prompts(
     split: str | None = None,
     strict: bool = False,
 ) -> PromptSet:
-    """Read a prompt source; every row that cannot be sent (not JSON, none of the fields, a
-    conversation that is not valid) is skipped and listed (``skipped``: file:line: why).
-    ``strict=True``: a row that cannot be read at all raises ``ConfigError`` naming every one,
-    as a source whose every row is unreadable does.
-
-    ``path`` is a file, a folder or ``hf:OWNER/NAME`` (with ``config`` and ``split``). Blank
-    lines are skipped, and a UTF-8 byte order mark before the first line. ``fields`` names the
-    conversation, prompt or id field; ``dataset`` tags every row; ``turns="last"`` takes a
-    trailing assistant answer off the request (kept as ``original``); ``selection`` keeps a
-    limit or a sample. With ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are
-    kept. Rows with an id seen before are dropped and listed in ``duplicates``. A source without a
-    row is a ``ConfigError``; a shard without one logs a warning.
-    """
+    """Read the prompt source ``path`` (a file, a folder or ``hf:OWNER/NAME`` with ``config`` and
+    ``split``) as the module says: ``fields`` names the conversation, prompt or id field;
+    ``dataset`` tags every row; ``selection`` keeps a limit or a sample; ``shard=(i, n)`` keeps
+    the rows whose id hashes to shard ``i``; ``strict=True`` refuses a source with a bad row."""
     source = open_source(path, config=config, split=split)
     folder = None if source.kind == "hf" else Path(source.spec).parent
     how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)
