@@ -285,38 +285,15 @@ def _weights_syntax(text: str) -> object:
 @format_option()
 def generate(
     prompts: str,
-    policy: str,
-    out: str,
-    budget_usd: str | None,
     no_budget: bool,
-    concurrency: int,
-    max_tokens: int,
-    target_tokens: str | None,
-    pilot: int | None,
-    stream: bool,
-    temperature: float | None,
-    reasoning_effort: str | None,
-    reasoning_max_tokens: int | None,
-    mixing: dict[str, Any],
-    dry_run: bool,
-    shard: str | None,
     key_file: str | None,
-    weights: str | None,
-    turns: str,
-    reading: dict[str, Any],
-    redo_failed: bool,
-    redo_truncated: bool,
-    lower_max_tokens: bool,
     no_response_cache: bool,
-    snapshot: str | None,
-    offline: bool,
-    attempts: int,
-    read_timeout_s: float,
-    max_wait_s: float,
-    drain_timeout_s: float,
-    batching: Any,
     quiet: bool,
     fmt: str,
+    mixing: dict[str, Any],
+    reading: dict[str, Any],
+    batching: Any,
+    **keywords: Any,
 ) -> None:
     """Run PROMPTS through the policy's providers into --out, within --budget-usd.
 
@@ -329,12 +306,16 @@ def generate(
     from openrouter_probe.generation import generate as run_generate
     from openrouter_probe.generation.manifest import SourceOptions
 
-    _check_not_swapped(prompts, policy, out)
-    if no_budget and budget_usd is not None:
+    # ``keywords``: the options named as generate()'s keywords (``FEEDS``: the others)
+    offline, dry_run, shard = keywords["offline"], keywords["dry_run"], keywords["shard"]
+    _check_not_swapped(prompts, keywords["policy"], keywords["out"])
+    if no_budget and keywords["budget_usd"] is not None:
         raise click.UsageError("give --budget-usd or --no-budget, not both")
-    if budget_usd is None and not no_budget:
-        budget_usd = "key"  # the key's remaining limit, read before sending; none: exit 2
-    check_snapshot_options(offline, snapshot)
+    if keywords["budget_usd"] is None and not no_budget:
+        keywords["budget_usd"] = (
+            "key"  # the key's remaining limit, read before sending; none: exit 2
+        )
+    check_snapshot_options(offline, keywords["snapshot"])
     if offline and not dry_run:
         # --offline: no network, no spending, as in verify: the dry run only (and no key read)
         note(
@@ -344,34 +325,11 @@ def generate(
     summary = asyncio.run(
         run_generate(
             prompts,
-            policy=policy,
-            out=out,
-            budget_usd=budget_usd,
-            concurrency=concurrency,
-            max_tokens=max_tokens,
-            target_tokens=target_tokens,
-            pilot=pilot,
-            stream=stream,
-            temperature=temperature,
-            reasoning_effort=reasoning_effort,
-            reasoning_max_tokens=reasoning_max_tokens,
+            **keywords,
             **mixing,
-            dry_run=dry_run,
-            shard=shard,
             **_shard_key(key_file, shard),
-            weights=weights,
-            turns=turns,
             source=SourceOptions.of(**reading),
-            redo_failed=redo_failed,
-            redo_truncated=redo_truncated,
-            lower_max_tokens=lower_max_tokens,
             response_cache=not no_response_cache,
-            snapshot=snapshot,
-            offline=offline,
-            attempts=attempts,
-            read_timeout_s=read_timeout_s,
-            max_wait_s=max_wait_s,
-            drain_timeout_s=drain_timeout_s,
             batch=batching,
             handle_signals=True,
             progress=not quiet and not dry_run,
