@@ -89,13 +89,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
         )
 
 
-@cli.command(
-    keywords={
-        "output_tokens_per_dataset": "tokens_per_dataset",
-        "prompt_tokens_per_request": "prompt_tokens",
-        "prompt_to_output_ratio": "prompt_ratio",
-    }
-)
+@cli.command()
 @click.argument("model")
 @snapshot_options
 @budget_option("The money to spend, in USD (e.g. 100).", required=True)
@@ -108,7 +102,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 )
 @click.option(
     "--target-tokens",
-    "tokens_per_dataset",
+    "output_tokens_per_dataset",
     cls=AliasedOption,
     aliases=("--tokens-per-dataset",),
     callback=checked_by(token_count("--target-tokens")),
@@ -138,7 +132,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 )
 @click.option(
     "--prompt-tokens",
-    "prompt_tokens",
+    "prompt_tokens_per_request",
     callback=checked_by(token_count("--prompt-tokens")),
     metavar="TOKENS",
     help="Average prompt tokens per request (with --output-tokens-per-request: all-in figures).",
@@ -152,7 +146,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 )
 @click.option(
     "--prompt-ratio",
-    "prompt_ratio",
+    "prompt_to_output_ratio",
     metavar="R",
     callback=checked_by(_prompt_ratio),
     help="Input tokens per output token (instead of the two per-request sizes).",
@@ -186,20 +180,13 @@ def budget(
     model: str,
     offline: bool,
     snapshot: str | None,
-    budget_usd: str,
-    output_tokens: str | None,
-    tokens_per_dataset: str | None,
     datasets: int | None,
     dataset_names: str | None,
-    reasoning_share: str,
-    prompt_tokens: str | None,
-    output_tokens_per_request: str | None,
-    prompt_ratio: str | None,
-    concurrency: int,
     policy_path: str | None,
     answers_path: str | None,
     plot_path: str | None,
     fmt: str,
+    **figures: Any,
 ) -> None:
     """Plan MODEL's job against a budget: cost, what the budget buys, shortfall, time.
 
@@ -213,7 +200,7 @@ def budget(
     """
     from openrouter_probe.analysis.budget import plan_budget
 
-    if output_tokens is None and tokens_per_dataset is None:
+    if figures["output_tokens"] is None and figures["output_tokens_per_dataset"] is None:
         raise click.UsageError("give the target: --output-tokens 60M or --target-tokens 10M")
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
@@ -222,20 +209,8 @@ def budget(
     block = _policy_block(policy_path, snap.model) if policy_path else None
     if policy_path:
         _warn_if_stale(policy_path, snap)
-    plan = plan_budget(
-        snap,
-        budget_usd=budget_usd,
-        output_tokens=output_tokens,
-        output_tokens_per_dataset=tokens_per_dataset,
-        datasets=datasets,
-        dataset_names=names,
-        reasoning_share=reasoning_share,
-        prompt_tokens_per_request=prompt_tokens,
-        output_tokens_per_request=output_tokens_per_request,
-        prompt_to_output_ratio=prompt_ratio,
-        provider=block,
-        concurrency=concurrency,
-    )
+    # ``figures``: the other options, named as plan_budget()'s keywords
+    plan = plan_budget(snap, datasets=datasets, dataset_names=names, provider=block, **figures)
     batch = _batch_plan(snap, plan, policy_path, block)
     if plot_path:
         from openrouter_probe.analysis.plots import plot_budget

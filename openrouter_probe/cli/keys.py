@@ -59,27 +59,13 @@ def keys_group() -> None:
 @click.option(
     "--include-byok-in-limit", is_flag=True, help="Count BYOK usage against the keys' limits."
 )
-def keys_create(
-    shards: int,
-    budget_usd: str,
-    job: str,
-    out: str,
-    weights: str | None,
-    expires_at: str | None,
-    include_byok_in_limit: bool,
-) -> None:
+def keys_create(job: str, weights: str | None, **options: Any) -> None:
     """Create --shards keys whose limits share --budget-usd and write them to --out."""
     from openrouter_probe.generation.keyfile import create_shard_keys
 
-    made = create_shard_keys(
-        job,
-        shards=shards,
-        budget_usd=budget_usd,
-        out=out,
-        weights=_weights(weights) if weights else None,  # type: ignore[arg-type]
-        expires_at=expires_at,
-        include_byok_in_limit=include_byok_in_limit,
-    )
+    # ``options``: the others, named as create_shard_keys' keywords
+    parsed = _weights(weights) if weights else None
+    made = create_shard_keys(job, weights=parsed, **options)  # type: ignore[arg-type]
     for key in made.keys:
         click.echo(f"shard {key.shard}/{made.shards}: {key.name} limit ${key.limit_usd} {key.hash}")
     total = sum((k.limit_usd for k in made.keys), Decimal(0))
