@@ -95,18 +95,12 @@ def truncated_rows(
     (a later answer supersedes it), each with the new limit; what to warn about them; and the
     dataset each cut record names (a dataset renamed since is counted where it was)."""
     if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
-        return (
-            [],
-            [
-                Message(
-                    "redo-truncated-fresh",
-                    "{redo_truncated=True}: {path:s} holds no "
-                    "answer yet, so none was cut: nothing to redo",
-                    path=str(out),
-                )
-            ],
-            {},
+        fresh = Message(
+            "redo-truncated-fresh",
+            "{redo_truncated=True}: {path:s} holds no answer yet, so none was cut: nothing to redo",
+            path=str(out),
         )
+        return [], [fresh], {}
     records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
     cut = {str(r["id"]): output_tokens_of(r) for r in records}
     recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}
