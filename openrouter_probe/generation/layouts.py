@@ -2,8 +2,7 @@
 the tools, each entry read from its dataset card (``docs/inputs.md`` shows the table).
 
 A row is matched to the first layout whose ``needs`` columns it has (``LAYOUTS`` runs from the
-most specific to the most general); ``generation.shapes`` reads it by that entry. Every column a
-layout does not read is the dataset's data: kept in the output record under ``meta``, never sent.
+most specific to the most general); ``generation.shapes`` reads it by that entry.
 
 Composition rules, written down:
 

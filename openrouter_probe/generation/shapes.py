@@ -1,24 +1,16 @@
 """Row shapes: the conversation, id, parameters and other columns of one input row.
 
-A row is read by its entry of the layout table (``generation.layouts``: WildChat, LMSYS,
-OpenHermes, Tulu, OpenThoughts, OpenOrca, SlimOrca, Alpaca, Dolly, the Nemotron sets, ShareGPT,
-glaive, hermes, xlam, LLaMA-Factory, OpenAI's fine-tune format, SpecForge's vlm and regenerated
-rows, ours; ``docs/inputs.md`` shows the table), or by the fields the user names (``FieldMap``).
-Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names); only the message
-keys the API reads are kept (``params.MESSAGE_KEYS``). No column is a request parameter unless
-the user names it (``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an
-OpenRouter chat parameter (``params.CHAT_PARAMETERS``), checked (``params.check``): a value that
-cannot be sent skips the row. A layout's tools are conversation content. Every other column is the
-dataset's data, returned as ``meta`` (never sent; the output record keeps it). A top-level system
-column (``SYSTEM_FIELDS``) goes first unless the conversation opens with its own. A row whose
-``status`` says it failed is skipped.
-
-A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
-(``validate_conversation``, a6b6b02) checks it (``generation.conversation``): system messages only before the first user turn,
-then ``user`` and ``assistant`` in turn from ``user``, every content a non-empty string. Beside it,
-the chat API's own shapes pass: a ``developer`` message where a system one may be, an assistant
-message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a user turn.
-A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
+A row is read by its entry of the layout table (``generation.layouts``; ``docs/inputs.md`` shows
+the table), or by the fields the user names (``FieldMap``). Turns are ``role``/``content`` or
+``from``/``value`` (``ROLES`` maps the names); only the message keys the API reads are kept
+(``params.MESSAGE_KEYS``). No column is a request parameter unless the user names it
+(``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an OpenRouter chat
+parameter, checked (``params.check``): a value that cannot be sent skips the row. A layout's tools
+are conversation content. Every other column is the dataset's data, returned as ``meta`` (never
+sent; the output record keeps it). A top-level system column (``SYSTEM_FIELDS``) goes first
+unless the conversation opens with its own. A row whose ``status`` says it failed, or whose
+conversation ``conversation.validate_conversation`` refuses, is skipped, never sent
+(``ShapeProblem``: why, in one line).
 """
 
 from __future__ import annotations
