@@ -126,19 +126,8 @@ def batch_options(func: F) -> F:
 
 
 def source_options(func: F) -> F:
-    """How a single source is read (``--prompt-field`` ... ``--split``), passed to the command as
-    one ``reading`` mapping (``SourceOptions.of(**reading)``)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
-        if reading["sample"] is None:
-            warn_unused(
-                "seed",
-                "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)",
-            )
-        return func(*args, reading=reading, **kwargs)
-
+    """How a single source is read (``--prompt-field`` ... ``--split``): ``SourceOptions.of``'s
+    keywords (``_SOURCE_OPTIONS``)."""
     options = [
         click.option(
             "--prompt-field",
@@ -182,23 +171,12 @@ def source_options(func: F) -> F:
             help="Refuse the prompts if a row cannot be read (default: skip it, named).",
         ),
     ]
-    return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
-
-
-_MIX_OPTIONS = ("temperature_mix", "reasoning_effort_mix", "thinking_mix", "mix_seed", "samples")
+    return functools.reduce(lambda f, option: option(f), reversed(options), func)
 
 
 def mix_options(func: F) -> F:
-    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``), passed to the
-    command as one ``mixing`` mapping of ``generate()``'s keywords of the same names."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        mixing = {name: kwargs.pop(name) for name in _MIX_OPTIONS}
-        if all(mixing[name] is None for name in _MIX_OPTIONS[:3]):
-            warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
-        return func(*args, mixing=mixing, **kwargs)
-
+    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``):
+    ``generate()``'s keywords of the same names."""
     options = [
         field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,..."),
         field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,..."),
@@ -213,7 +191,7 @@ def mix_options(func: F) -> F:
             metavar="N",
         ),
     ]
-    return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
+    return functools.reduce(lambda f, option: option(f), reversed(options), func)
 
 
 def _shard(text: str) -> object:
@@ -290,8 +268,6 @@ def generate(
     no_response_cache: bool,
     quiet: bool,
     fmt: str,
-    mixing: dict[str, Any],
-    reading: dict[str, Any],
     batching: Any,
     **keywords: Any,
 ) -> None:
@@ -307,6 +283,16 @@ def generate(
     from openrouter_probe.generation.manifest import SourceOptions
 
     # ``keywords``: the options named as generate()'s keywords (``FEEDS``: the others)
+    reading = {name: keywords.pop(name) for name in _SOURCE_OPTIONS}
+    if reading["sample"] is None:
+        warn_unused(
+            "seed", "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)"
+        )
+    if all(
+        keywords[name] is None
+        for name in ("temperature_mix", "reasoning_effort_mix", "thinking_mix")
+    ):
+        warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
     offline, dry_run, shard = keywords["offline"], keywords["dry_run"], keywords["shard"]
     _check_not_swapped(prompts, keywords["policy"], keywords["out"])
     if no_budget and keywords["budget_usd"] is not None:
@@ -326,7 +312,6 @@ def generate(
         run_generate(
             prompts,
             **keywords,
-            **mixing,
             **_shard_key(key_file, shard),
             source=SourceOptions.of(**reading),
             response_cache=not no_response_cache,
