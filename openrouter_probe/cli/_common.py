@@ -166,7 +166,7 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
 
 def as_flags(exc: OptionError, command: click.Command) -> str:
     """``exc``'s message with each keyword said as ``command``'s flag (``flag_of``)."""
-    return exc.render(lambda name, value, given: flag_of(command, name, value, given=given))
+    return exc.render(term_of(command))
 
 
 def term_of(command: click.Command) -> Callable[[str, Any, bool], str]:
@@ -183,9 +183,7 @@ def said(text: object, command: click.Command | None = None) -> str:
     if command is None:
         ctx = click.get_current_context(silent=True)
         command = None if ctx is None else ctx.command
-    if command is None:
-        return rendered(text, keyword_term)
-    return rendered(text, term_of(command))
+    return rendered(text, keyword_term if command is None else term_of(command))
 
 
 class _Group(click.Group):
