@@ -442,8 +442,6 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             advice=self._advice(stop, rank, world_size),
         )
         log.error("%s", message)
-        # on Ray a rank's pool process is never ended by its pool: its error goes back to the
-        # Ray task (which fails, the rank incomplete); ending the process would hang the task
         if (stop in _SIGNALLED or signalled) and os.environ.get("DATATROVE_EXECUTOR") != "RAY":
             raise RankInterrupted(StopReason.INTERRUPTED.exit_code, message)
         raise RankIncomplete(message)

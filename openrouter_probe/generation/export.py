@@ -59,14 +59,12 @@ from openrouter_probe.generation.formats import (
     FORMATS,
     ExportFormat,
     Target,
-    to_jsonl_row,
-    to_sharegpt,
 )
 from openrouter_probe.generation.records import beside, merged_records, reasoning_tokens_of
 from openrouter_probe.run.books.output import output_tokens_of
 from openrouter_probe.run.tallies import Frozen
 
-__all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_sharegpt"]
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export"]
 
 #: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
 LEFT_OUT_REASONS = {
