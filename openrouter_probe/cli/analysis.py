@@ -40,12 +40,10 @@ def _prompt_ratio(value: str) -> object:
     return value
 
 
-def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
+def _policy_block(compiled: Any, policy_path: str, model: str) -> dict[str, Any]:
     """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy.compiled import load_compiled_policy
 
-    compiled = load_compiled_policy(policy_path)
     if compiled.model != model:
         raise PolicyError(
             f"the policy is for {compiled.model}, not {model}; compile one for {model} "
@@ -56,14 +54,12 @@ def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     return block
 
 
-def _warn_if_stale(policy_path: str, snap: Any) -> None:
+def _warn_if_stale(compiled: Any, policy_path: str, snap: Any) -> None:
     """Warn (stderr) when the policy no longer fits the snapshot: an ``order`` entry that serves
     nothing any more, or any other drift that matters, with the command that fixes it."""
-    from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.drift import check_policy
     from openrouter_probe.rules.routing import matches
 
-    compiled = load_compiled_policy(policy_path)
     fix = f"openrouter-probe policy check {policy_path}{snapshot_flags()} --write"
     gone = [
         entry
@@ -206,12 +202,16 @@ def budget(
     if datasets is None:
         datasets = len(names) if names else 1
     snap = load_snapshot_for(model, offline, snapshot)
-    block = _policy_block(policy_path, snap.model) if policy_path else None
+    compiled = block = None
     if policy_path:
-        _warn_if_stale(policy_path, snap)
+        from openrouter_probe.policy.compiled import load_compiled_policy
+
+        compiled = load_compiled_policy(policy_path)
+        block = _policy_block(compiled, policy_path, snap.model)
+        _warn_if_stale(compiled, policy_path, snap)
     # ``figures``: the other options, named as plan_budget()'s keywords
     plan = plan_budget(snap, datasets=datasets, dataset_names=names, provider=block, **figures)
-    batch = _batch_plan(snap, plan, policy_path, block)
+    batch = _batch_plan(snap, plan, compiled, block)
     if plot_path:
         from openrouter_probe.analysis.plots import plot_budget
 
@@ -243,16 +243,14 @@ def _useful_rows(plan: BudgetPlan, answers_path: str | None) -> list[str]:
     return useful_rows(plan.requests, figures.cost_usd, lengths, answers_path)
 
 
-def _batch_plan(snap: Any, plan: BudgetPlan, policy_path: str | None, block: Any) -> Any:
+def _batch_plan(snap: Any, plan: BudgetPlan, compiled: Any, block: Any) -> Any:
     """The target at the batch price, under the compiled policy's batch block when given."""
     from openrouter_probe.analysis.budget_batch import plan_batch
 
     admitted, why = None, None
-    if policy_path:
-        from openrouter_probe.policy.compiled import load_compiled_policy
+    if compiled is not None:
         from openrouter_probe.rules.routing import route
 
-        compiled = load_compiled_policy(policy_path)
         if compiled.batch is not None:
             admitted, why = list(compiled.batch.get("order") or []), compiled.batch.get("note")
         else:

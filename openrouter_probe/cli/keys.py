@@ -14,12 +14,7 @@ from typing import Any
 
 import click
 
-from openrouter_probe.cli._common import (
-    budget_option,
-    checked_by,
-    cli,
-    note,
-)
+from openrouter_probe.cli._common import budget_option, checked_by, cli, note
 from openrouter_probe.cli.options import format_option, out_option
 from openrouter_probe.cli.tables import render_rows
 
