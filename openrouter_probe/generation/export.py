@@ -258,8 +258,7 @@ def _check_outputs(files: list[str]) -> None:
     from openrouter_probe.run.money.journal import JOURNAL_SUFFIX
 
     if files and all(beside(f) for f in files):
-        first = files[0]
-        what = "spend journal" if first.endswith(JOURNAL_SUFFIX) else "turns file"
+        first, what = files[0], beside(files[0])
         answers = first.removesuffix(JOURNAL_SUFFIX).removesuffix(TURNS_SUFFIX)
         raise OptionError(
             f"{_braced(first)} is the {what} of `generate`, not an output file: export "

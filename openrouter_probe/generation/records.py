@@ -30,9 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["beside", "merged_records", "reasoning_tokens_of", "records", "truncated_rows"]
 
 
-def beside(path: str | Path) -> bool:
-    """Whether ``path`` is a file ``generate`` keeps beside an output (its journal, its turns)."""
-    return str(path).endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
+def beside(path: str | Path) -> str | None:
+    """What ``path`` is when it is a file ``generate`` keeps beside an output (``"spend
+    journal"``, ``"turns file"``), else ``None``."""
+    if str(path).endswith(JOURNAL_SUFFIX):
+        return "spend journal"
+    return "turns file" if str(path).endswith(TURNS_SUFFIX) else None
 
 
 def reasoning_tokens_of(answer: Mapping[str, Any]) -> int:
@@ -48,8 +51,8 @@ def records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
     (``OUT.jsonl.ledger``, ``OUT.jsonl.turns``, given by a glob such as ``out/*``) are skipped
     with a warning."""
     for path in paths:
-        if beside(path):
-            what = "spend journal" if str(path).endswith(JOURNAL_SUFFIX) else "turns file"
+        what = beside(path)
+        if what is not None:
             logging.getLogger(__name__).warning(
                 "%s: skipped: the %s of `generate`, not an output file", path, what
             )
