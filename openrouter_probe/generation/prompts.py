@@ -90,11 +90,7 @@ class PromptSet:
         gone = [r for r in self.rows if r.id in why]
         self.rows = [r for r in self.rows if r.id not in why]
         self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
-        self.ending_on_assistant -= sum(
-            1
-            for r in gone
-            if (r.extra and "original" in r.extra) or r.messages[-1].get("role") == "assistant"
-        )
+        self.ending_on_assistant -= sum(_ends_on_assistant(r) for r in gone)
 
     def duplicate_lines(self) -> list[str]:
         """One line per duplicate id, naming the file and both line numbers."""
@@ -136,6 +132,13 @@ class Selection:
         """The row's place in the sample order (lowest first): stable for an id and a seed."""
         digest = hashlib.sha256(f"{self.seed}\0{ident}".encode()).digest()
         return int.from_bytes(digest[:8], "big")
+
+
+def _ends_on_assistant(row: PromptRow) -> bool:
+    """Whether the row's conversation ends on an assistant turn (kept as its ``original``)."""
+    return (
+        bool(row.extra and "original" in row.extra) or row.messages[-1].get("role") == "assistant"
+    )
 
 
 def row_id(messages: list[dict[str, Any]], dataset: str, params: dict[str, Any]) -> str:
@@ -301,7 +304,7 @@ def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
             found.duplicates.append((row.id, seen[row.id], number))
             continue
         seen[row.id] = number
-        if (row.extra and "original" in row.extra) or row.messages[-1].get("role") == "assistant":
+        if _ends_on_assistant(row):
             found.ending.add(row.id)
         if selection.sample is None:
             found.rows.append(row)
