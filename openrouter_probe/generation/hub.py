@@ -19,13 +19,7 @@ with, as sent, or null when not recorded). Content parts (images) are kept as th
 The card's provenance: the model, the policy and its hash, the snapshot it was compiled against
 (hash and date), the providers that served the rows and their shares, the spend the journals
 record, the prompts and the command. ``push_to_hub`` hands the folder to ``huggingface_hub``
-(``HfApi.upload_folder``); the upload is that library's.
-
-Example::
-
-    from openrouter_probe.generation.export import export
-
-    export(["out.jsonl"], fmt="hf", output="hub/kimi-drafter-data")
+(``HfApi.upload_folder``); the upload is that library's. ``export(..., fmt="hf")`` writes it.
 """
 
 from __future__ import annotations
