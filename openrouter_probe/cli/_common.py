@@ -1,10 +1,6 @@
-"""Shared pieces of the command line: the group, its error handling, options and diagnostics.
-
-A command parses options, calls one library function and renders (``cli.tables``). Data goes to
-stdout, provenance and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (a
-traceback only with ``OPENROUTER_PROBE_DEBUG=1``): the job failed. Usage errors exit 2, the tool's
-own checks of an option's value included (``checked_by``: option callbacks raise click's usage
-error). Library modules are imported inside commands so ``openrouter-probe --help`` stays fast.
+"""Shared pieces of the command line: the group, its error handling (the package's docstring
+says what goes where and each exit code), options and diagnostics. The tool's own checks of an
+option's value are usage errors too (``checked_by``: option callbacks raise click's).
 """
 
 from __future__ import annotations
