@@ -1,9 +1,6 @@
-"""``openrouter-probe keys``: a key per shard, each with its own limit (``generation.keyfile``).
-
-``keys create`` makes them with the management key in ``OPENROUTER_MANAGEMENT_KEY`` and writes the
-key file (mode 0600; the only place the secrets are written: this command prints hashes, never a
-secret); ``keys status`` shows each key's limit and usage as OpenRouter reports them beside what the
-shards' journals count; ``keys revoke`` disables (``--delete``: deletes) them.
+"""``openrouter-probe keys create|status|revoke``: a key per shard, each with its own limit
+(``generation.keyfile``). The key file is the only place the secrets are written: these commands
+print hashes, never a secret.
 """
 
 from __future__ import annotations
