@@ -27,6 +27,7 @@ __all__ = [
     "field_option",
     "format_option",
     "out_option",
+    "precision_option",
     "snapshot_options",
 ]
 
@@ -134,3 +135,14 @@ def snapshot_options(func: F) -> F:
         help="Use the snapshot bundled with the package: no network, no key.",
     )(func)
     return func
+
+
+#: ``--precision-file PATH`` (repeatable): the parameter is ``precision_files``.
+precision_option = click.option(
+    "--precision-file",
+    "precision_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A precision YAML (native precisions and provider facts, or `verify --evidence` "
+    "output) merged over the bundled one (repeatable).",
+)
