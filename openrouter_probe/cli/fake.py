@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, note
+from openrouter_probe.cli.options import snapshot_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,8 +102,7 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
 
 @cli.command("fake-server")
 @click.argument("model", required=False)
-@click.option("--offline", is_flag=True, help="Serve the snapshot bundled with the package.")
-@click.option("--snapshot", metavar="bundled|PATH", help="Serve a saved snapshot.")
+@snapshot_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
     "--port",
