@@ -25,7 +25,7 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from pathlib import Path
@@ -63,10 +63,7 @@ class ShardKey:
     hash: str
     name: str
     limit_usd: Decimal
-    secret: str
-
-    def __repr__(self) -> str:
-        return f"ShardKey(shard={self.shard}, hash={self.hash!r}, limit_usd={self.limit_usd})"
+    secret: str = field(repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
