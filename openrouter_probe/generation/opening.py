@@ -164,7 +164,7 @@ def _turn_book(
     each from its first missing turn, earlier turns' reasoning sent back if ``model`` reads it;
     and what to say of what it counts and what it sends once."""
     if inputs is not None and inputs.turns:
-        todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
+        todo_all = [r for r in todo if inputs.turns.get(r.dataset, asked.turns) == "all"]
     else:
         todo_all = todo if asked.turns == "all" else []
     if asked.turns != "all" and not todo_all:
