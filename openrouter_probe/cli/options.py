@@ -2,12 +2,9 @@
 
 ``field_option`` is the option of a plan's field (``run.config.RunPlan``,
 ``generation.plan.GeneratePlan``): its flag, ``--help`` and default are the field's own, written
-once in its metadata (``run.config.cli``).
-``format_option`` (``--format``: ``text`` for people, ``json``, and ``csv`` or ``evidence`` where
-a command has them), ``out_option`` (``-o/--out``: the file a command writes) and
-``snapshot_options`` (``--offline``, ``--snapshot``). A spelling that changed stays accepted, hidden
-from ``--help``, for one release (``ALIASES``, listed in the CHANGELOG): ``AliasedOption`` takes
-old option names, ``FormatChoice`` old choice names.
+once in its metadata (``run.config.cli``). A spelling that changed stays accepted, hidden from
+``--help``, for one release (``ALIASES``, listed in the CHANGELOG): ``AliasedOption`` takes old
+option names, ``FormatChoice`` old choice names.
 """
 
 from __future__ import annotations
