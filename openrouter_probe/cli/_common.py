@@ -1,10 +1,6 @@
-"""Shared pieces of the command line: the group, its error handling, options and diagnostics.
-
-A command parses options, calls one library function and renders (``cli.tables``). Data goes to
-stdout, provenance and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (a
-traceback only with ``OPENROUTER_PROBE_DEBUG=1``): the job failed. Usage errors exit 2, the tool's
-own checks of an option's value included (``checked_by``: option callbacks raise click's usage
-error). Library modules are imported inside commands so ``openrouter-probe --help`` stays fast.
+"""Shared pieces of the command line: the group, its error handling (the package's docstring
+says what goes where and each exit code), options and diagnostics. The tool's own checks of an
+option's value are usage errors too (``checked_by``: option callbacks raise click's).
 """
 
 from __future__ import annotations
@@ -166,7 +162,7 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
 
 def as_flags(exc: OptionError, command: click.Command) -> str:
     """``exc``'s message with each keyword said as ``command``'s flag (``flag_of``)."""
-    return exc.render(lambda name, value, given: flag_of(command, name, value, given=given))
+    return exc.render(term_of(command))
 
 
 def term_of(command: click.Command) -> Callable[[str, Any, bool], str]:
@@ -183,9 +179,7 @@ def said(text: object, command: click.Command | None = None) -> str:
     if command is None:
         ctx = click.get_current_context(silent=True)
         command = None if ctx is None else ctx.command
-    if command is None:
-        return rendered(text, keyword_term)
-    return rendered(text, term_of(command))
+    return rendered(text, keyword_term if command is None else term_of(command))
 
 
 class _Group(click.Group):

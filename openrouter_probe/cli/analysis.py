@@ -40,12 +40,10 @@ def _prompt_ratio(value: str) -> object:
     return value
 
 
-def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
+def _policy_block(compiled: Any, policy_path: str, model: str) -> dict[str, Any]:
     """The ``provider`` block of a compiled policy for ``model``; another model's is an error."""
     from openrouter_probe.errors import PolicyError
-    from openrouter_probe.policy.compiled import load_compiled_policy
 
-    compiled = load_compiled_policy(policy_path)
     if compiled.model != model:
         raise PolicyError(
             f"the policy is for {compiled.model}, not {model}; compile one for {model} "
@@ -56,14 +54,12 @@ def _policy_block(policy_path: str, model: str) -> dict[str, Any]:
     return block
 
 
-def _warn_if_stale(policy_path: str, snap: Any) -> None:
+def _warn_if_stale(compiled: Any, policy_path: str, snap: Any) -> None:
     """Warn (stderr) when the policy no longer fits the snapshot: an ``order`` entry that serves
     nothing any more, or any other drift that matters, with the command that fixes it."""
-    from openrouter_probe.policy.compiled import load_compiled_policy
     from openrouter_probe.policy.drift import check_policy
     from openrouter_probe.rules.routing import matches
 
-    compiled = load_compiled_policy(policy_path)
     fix = f"openrouter-probe policy check {policy_path}{snapshot_flags()} --write"
     gone = [
         entry
@@ -89,13 +85,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
         )
 
 
-@cli.command(
-    keywords={
-        "output_tokens_per_dataset": "tokens_per_dataset",
-        "prompt_tokens_per_request": "prompt_tokens",
-        "prompt_to_output_ratio": "prompt_ratio",
-    }
-)
+@cli.command()
 @click.argument("model")
 @snapshot_options
 @budget_option("The money to spend, in USD (e.g. 100).", required=True)
@@ -108,7 +98,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 )
 @click.option(
     "--target-tokens",
-    "tokens_per_dataset",
+    "output_tokens_per_dataset",
     cls=AliasedOption,
     aliases=("--tokens-per-dataset",),
     callback=checked_by(token_count("--target-tokens")),
@@ -138,7 +128,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 )
 @click.option(
     "--prompt-tokens",
-    "prompt_tokens",
+    "prompt_tokens_per_request",
     callback=checked_by(token_count("--prompt-tokens")),
     metavar="TOKENS",
     help="Average prompt tokens per request (with --output-tokens-per-request: all-in figures).",
@@ -152,7 +142,7 @@ def _warn_if_stale(policy_path: str, snap: Any) -> None:
 )
 @click.option(
     "--prompt-ratio",
-    "prompt_ratio",
+    "prompt_to_output_ratio",
     metavar="R",
     callback=checked_by(_prompt_ratio),
     help="Input tokens per output token (instead of the two per-request sizes).",
@@ -186,20 +176,13 @@ def budget(
     model: str,
     offline: bool,
     snapshot: str | None,
-    budget_usd: str,
-    output_tokens: str | None,
-    tokens_per_dataset: str | None,
     datasets: int | None,
     dataset_names: str | None,
-    reasoning_share: str,
-    prompt_tokens: str | None,
-    output_tokens_per_request: str | None,
-    prompt_ratio: str | None,
-    concurrency: int,
     policy_path: str | None,
     answers_path: str | None,
     plot_path: str | None,
     fmt: str,
+    **figures: Any,
 ) -> None:
     """Plan MODEL's job against a budget: cost, what the budget buys, shortfall, time.
 
@@ -213,30 +196,22 @@ def budget(
     """
     from openrouter_probe.analysis.budget import plan_budget
 
-    if output_tokens is None and tokens_per_dataset is None:
+    if figures["output_tokens"] is None and figures["output_tokens_per_dataset"] is None:
         raise click.UsageError("give the target: --output-tokens 60M or --target-tokens 10M")
     names = [n.strip() for n in dataset_names.split(",") if n.strip()] if dataset_names else None
     if datasets is None:
         datasets = len(names) if names else 1
     snap = load_snapshot_for(model, offline, snapshot)
-    block = _policy_block(policy_path, snap.model) if policy_path else None
+    compiled = block = None
     if policy_path:
-        _warn_if_stale(policy_path, snap)
-    plan = plan_budget(
-        snap,
-        budget_usd=budget_usd,
-        output_tokens=output_tokens,
-        output_tokens_per_dataset=tokens_per_dataset,
-        datasets=datasets,
-        dataset_names=names,
-        reasoning_share=reasoning_share,
-        prompt_tokens_per_request=prompt_tokens,
-        output_tokens_per_request=output_tokens_per_request,
-        prompt_to_output_ratio=prompt_ratio,
-        provider=block,
-        concurrency=concurrency,
-    )
-    batch = _batch_plan(snap, plan, policy_path, block)
+        from openrouter_probe.policy.compiled import load_compiled_policy
+
+        compiled = load_compiled_policy(policy_path)
+        block = _policy_block(compiled, policy_path, snap.model)
+        _warn_if_stale(compiled, policy_path, snap)
+    # ``figures``: the other options, named as plan_budget()'s keywords
+    plan = plan_budget(snap, datasets=datasets, dataset_names=names, provider=block, **figures)
+    batch = _batch_plan(snap, plan, compiled, block)
     if plot_path:
         from openrouter_probe.analysis.plots import plot_budget
 
@@ -268,16 +243,14 @@ def _useful_rows(plan: BudgetPlan, answers_path: str | None) -> list[str]:
     return useful_rows(plan.requests, figures.cost_usd, lengths, answers_path)
 
 
-def _batch_plan(snap: Any, plan: BudgetPlan, policy_path: str | None, block: Any) -> Any:
+def _batch_plan(snap: Any, plan: BudgetPlan, compiled: Any, block: Any) -> Any:
     """The target at the batch price, under the compiled policy's batch block when given."""
     from openrouter_probe.analysis.budget_batch import plan_batch
 
     admitted, why = None, None
-    if policy_path:
-        from openrouter_probe.policy.compiled import load_compiled_policy
+    if compiled is not None:
         from openrouter_probe.rules.routing import route
 
-        compiled = load_compiled_policy(policy_path)
         if compiled.batch is not None:
             admitted, why = list(compiled.batch.get("order") or []), compiled.batch.get("note")
         else:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, note
+from openrouter_probe.cli.options import snapshot_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,21 +91,18 @@ def degradation_options(func: F) -> F:
 
 
 def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
-    """The ``serve``/``FakeOpenRouter`` keywords for the degradation options given."""
+    """The ``serve``/``FakeOpenRouter`` keywords of the degradation options, taken out of the
+    command's ``options``."""
+    lists = ("degrade", "degrade_flip", "degrade_tools", "degrade_template", "degrade_sampling")
     return {
-        "degrade": list(options.get("degrade") or ()),
-        "degrade_flip": list(options.get("degrade_flip") or ()),
-        "degrade_tools": list(options.get("degrade_tools") or ()),
-        "degrade_template": list(options.get("degrade_template") or ()),
-        "degrade_sampling": list(options.get("degrade_sampling") or ()),
-        "noise": options.get("noise") or 0.0,
+        **{name: list(options.pop(name) or ()) for name in lists},
+        "noise": options.pop("noise"),
     }
 
 
 @cli.command("fake-server")
 @click.argument("model", required=False)
-@click.option("--offline", is_flag=True, help="Serve the snapshot bundled with the package.")
-@click.option("--snapshot", metavar="bundled|PATH", help="Serve a saved snapshot.")
+@snapshot_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
     "--port",
@@ -176,18 +174,9 @@ def fake_server(
     offline: bool,
     snapshot: str | None,
     host: str,
-    port: int,
-    credit_usd: float | None,
-    in_flight_share: float | None,
-    in_flight_usd: float | None,
-    key_limit_usd: float | None,
     faults: str | None,
     seed: int,
-    speed: float,
-    generation_lag_s: float,
-    batch_seconds: float,
-    management_key: str | None,
-    **changes: Any,
+    **options: Any,
 ) -> None:
     """Serve a fake OpenRouter from a snapshot until Ctrl-C (or SIGTERM), and print its base URL.
 
@@ -205,22 +194,9 @@ def fake_server(
     if not (offline or snapshot or model):
         offline = True
     snap = load_snapshot_for(model, offline, snapshot)
-    with serve(
-        snap,
-        host=host,
-        port=port,
-        credit_usd=credit_usd,
-        in_flight_share=in_flight_share,
-        in_flight_usd=in_flight_usd,
-        key_limit_usd=key_limit_usd,
-        faults=plan,
-        seed=seed,
-        speed=speed,
-        generation_lag_s=generation_lag_s,
-        batch_seconds=batch_seconds,
-        management_key=management_key,
-        **degradation_kwargs(changes),
-    ) as fake:
+    # ``options``: the degradations, and the other options named as ``serve``'s keywords
+    degraded = degradation_kwargs(options)
+    with serve(snap, host=host, faults=plan, seed=seed, **degraded, **options) as fake:
         _stop_on_signals()  # before the URL: a script may signal as soon as it reads it
         try:
             click.echo(fake.base_url)

@@ -126,19 +126,8 @@ def batch_options(func: F) -> F:
 
 
 def source_options(func: F) -> F:
-    """How a single source is read (``--prompt-field`` ... ``--split``), passed to the command as
-    one ``reading`` mapping (``SourceOptions.of(**reading)``)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        reading = {name: kwargs.pop(name) for name in _SOURCE_OPTIONS}
-        if reading["sample"] is None:
-            warn_unused(
-                "seed",
-                "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)",
-            )
-        return func(*args, reading=reading, **kwargs)
-
+    """How a single source is read (``--prompt-field`` ... ``--split``): ``SourceOptions.of``'s
+    keywords (``_SOURCE_OPTIONS``)."""
     options = [
         click.option(
             "--prompt-field",
@@ -182,23 +171,12 @@ def source_options(func: F) -> F:
             help="Refuse the prompts if a row cannot be read (default: skip it, named).",
         ),
     ]
-    return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
-
-
-_MIX_OPTIONS = ("temperature_mix", "reasoning_effort_mix", "thinking_mix", "mix_seed", "samples")
+    return functools.reduce(lambda f, option: option(f), reversed(options), func)
 
 
 def mix_options(func: F) -> F:
-    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``), passed to the
-    command as one ``mixing`` mapping of ``generate()``'s keywords of the same names."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        mixing = {name: kwargs.pop(name) for name in _MIX_OPTIONS}
-        if all(mixing[name] is None for name in _MIX_OPTIONS[:3]):
-            warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
-        return func(*args, mixing=mixing, **kwargs)
-
+    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``):
+    ``generate()``'s keywords of the same names."""
     options = [
         field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,..."),
         field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,..."),
@@ -213,7 +191,7 @@ def mix_options(func: F) -> F:
             metavar="N",
         ),
     ]
-    return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
+    return functools.reduce(lambda f, option: option(f), reversed(options), func)
 
 
 def _shard(text: str) -> object:
@@ -285,38 +263,13 @@ def _weights_syntax(text: str) -> object:
 @format_option()
 def generate(
     prompts: str,
-    policy: str,
-    out: str,
-    budget_usd: str | None,
     no_budget: bool,
-    concurrency: int,
-    max_tokens: int,
-    target_tokens: str | None,
-    pilot: int | None,
-    stream: bool,
-    temperature: float | None,
-    reasoning_effort: str | None,
-    reasoning_max_tokens: int | None,
-    mixing: dict[str, Any],
-    dry_run: bool,
-    shard: str | None,
     key_file: str | None,
-    weights: str | None,
-    turns: str,
-    reading: dict[str, Any],
-    redo_failed: bool,
-    redo_truncated: bool,
-    lower_max_tokens: bool,
     no_response_cache: bool,
-    snapshot: str | None,
-    offline: bool,
-    attempts: int,
-    read_timeout_s: float,
-    max_wait_s: float,
-    drain_timeout_s: float,
-    batching: Any,
     quiet: bool,
     fmt: str,
+    batching: Any,
+    **keywords: Any,
 ) -> None:
     """Run PROMPTS through the policy's providers into --out, within --budget-usd.
 
@@ -329,12 +282,26 @@ def generate(
     from openrouter_probe.generation import generate as run_generate
     from openrouter_probe.generation.manifest import SourceOptions
 
-    _check_not_swapped(prompts, policy, out)
-    if no_budget and budget_usd is not None:
+    # ``keywords``: the options named as generate()'s keywords (``FEEDS``: the others)
+    reading = {name: keywords.pop(name) for name in _SOURCE_OPTIONS}
+    if reading["sample"] is None:
+        warn_unused(
+            "seed", "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)"
+        )
+    if all(
+        keywords[name] is None
+        for name in ("temperature_mix", "reasoning_effort_mix", "thinking_mix")
+    ):
+        warn_unused("mix_seed", "draws the --*-mix values, and no mix is given")
+    offline, dry_run, shard = keywords["offline"], keywords["dry_run"], keywords["shard"]
+    _check_not_swapped(prompts, keywords["policy"], keywords["out"])
+    if no_budget and keywords["budget_usd"] is not None:
         raise click.UsageError("give --budget-usd or --no-budget, not both")
-    if budget_usd is None and not no_budget:
-        budget_usd = "key"  # the key's remaining limit, read before sending; none: exit 2
-    check_snapshot_options(offline, snapshot)
+    if keywords["budget_usd"] is None and not no_budget:
+        keywords["budget_usd"] = (
+            "key"  # the key's remaining limit, read before sending; none: exit 2
+        )
+    check_snapshot_options(offline, keywords["snapshot"])
     if offline and not dry_run:
         # --offline: no network, no spending, as in verify: the dry run only (and no key read)
         note(
@@ -344,34 +311,10 @@ def generate(
     summary = asyncio.run(
         run_generate(
             prompts,
-            policy=policy,
-            out=out,
-            budget_usd=budget_usd,
-            concurrency=concurrency,
-            max_tokens=max_tokens,
-            target_tokens=target_tokens,
-            pilot=pilot,
-            stream=stream,
-            temperature=temperature,
-            reasoning_effort=reasoning_effort,
-            reasoning_max_tokens=reasoning_max_tokens,
-            **mixing,
-            dry_run=dry_run,
-            shard=shard,
+            **keywords,
             **_shard_key(key_file, shard),
-            weights=weights,
-            turns=turns,
             source=SourceOptions.of(**reading),
-            redo_failed=redo_failed,
-            redo_truncated=redo_truncated,
-            lower_max_tokens=lower_max_tokens,
             response_cache=not no_response_cache,
-            snapshot=snapshot,
-            offline=offline,
-            attempts=attempts,
-            read_timeout_s=read_timeout_s,
-            max_wait_s=max_wait_s,
-            drain_timeout_s=drain_timeout_s,
             batch=batching,
             handle_signals=True,
             progress=not quiet and not dry_run,

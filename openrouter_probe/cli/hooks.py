@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openrouter_probe.cli._common import said
+from openrouter_probe.cli.options import precision_option
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
@@ -178,13 +179,6 @@ _snapshot_option = click.option(
     help="The snapshot for every file (default: X.snapshot.json next to X.yaml, or the bundled "
     "one when the compiled file records it).",
 )
-_precision_option = click.option(
-    "--precision-file",
-    "precision_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="A YAML file of extra native precisions / provider facts.",
-)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -195,7 +189,7 @@ def hooks() -> None:
 @hooks.command("compile")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @_snapshot_option
-@_precision_option
+@precision_option
 @click.option(
     "--check", "check_only", is_flag=True, help="Report stale files; do not rewrite them."
 )

@@ -1,9 +1,6 @@
-"""``openrouter-probe keys``: a key per shard, each with its own limit (``generation.keyfile``).
-
-``keys create`` makes them with the management key in ``OPENROUTER_MANAGEMENT_KEY`` and writes the
-key file (mode 0600; the only place the secrets are written: this command prints hashes, never a
-secret); ``keys status`` shows each key's limit and usage as OpenRouter reports them beside what the
-shards' journals count; ``keys revoke`` disables (``--delete``: deletes) them.
+"""``openrouter-probe keys create|status|revoke``: a key per shard, each with its own limit
+(``generation.keyfile``). The key file is the only place the secrets are written: these commands
+print hashes, never a secret.
 """
 
 from __future__ import annotations
@@ -14,12 +11,7 @@ from typing import Any
 
 import click
 
-from openrouter_probe.cli._common import (
-    budget_option,
-    checked_by,
-    cli,
-    note,
-)
+from openrouter_probe.cli._common import budget_option, checked_by, cli, note
 from openrouter_probe.cli.options import format_option, out_option
 from openrouter_probe.cli.tables import render_rows
 
@@ -59,27 +51,13 @@ def keys_group() -> None:
 @click.option(
     "--include-byok-in-limit", is_flag=True, help="Count BYOK usage against the keys' limits."
 )
-def keys_create(
-    shards: int,
-    budget_usd: str,
-    job: str,
-    out: str,
-    weights: str | None,
-    expires_at: str | None,
-    include_byok_in_limit: bool,
-) -> None:
+def keys_create(job: str, weights: str | None, **options: Any) -> None:
     """Create --shards keys whose limits share --budget-usd and write them to --out."""
     from openrouter_probe.generation.keyfile import create_shard_keys
 
-    made = create_shard_keys(
-        job,
-        shards=shards,
-        budget_usd=budget_usd,
-        out=out,
-        weights=_weights(weights) if weights else None,  # type: ignore[arg-type]
-        expires_at=expires_at,
-        include_byok_in_limit=include_byok_in_limit,
-    )
+    # ``options``: the others, named as create_shard_keys' keywords
+    parsed = _weights(weights) if weights else None
+    made = create_shard_keys(job, weights=parsed, **options)  # type: ignore[arg-type]
     for key in made.keys:
         click.echo(f"shard {key.shard}/{made.shards}: {key.name} limit ${key.limit_usd} {key.hash}")
     total = sum((k.limit_usd for k in made.keys), Decimal(0))

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import cli, load_snapshot_for, note, plot_option, save_plot
-from openrouter_probe.cli.options import format_option, snapshot_options
+from openrouter_probe.cli.options import format_option, precision_option, snapshot_options
 from openrouter_probe.cli.tables import render_rows
 
 # The matrix's table view: the columns that fit a terminal (csv and json carry them all).
@@ -75,13 +75,7 @@ def _frame_rows(frame: Any, columns: Any = None) -> list[dict[str, Any]]:
     metavar="PATH",
     help="Also load these saved snapshots of MODEL and show what changed over time (repeatable).",
 )
-@click.option(
-    "--precision-file",
-    "precision_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="A precision YAML (facts, or `verify --evidence` output) merged over the bundled one.",
-)
+@precision_option
 @plot_option("price against uptime, coloured by precision verdict")
 @format_option("csv")
 def matrix(

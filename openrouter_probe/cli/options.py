@@ -2,12 +2,9 @@
 
 ``field_option`` is the option of a plan's field (``run.config.RunPlan``,
 ``generation.plan.GeneratePlan``): its flag, ``--help`` and default are the field's own, written
-once in its metadata (``run.config.cli``).
-``format_option`` (``--format``: ``text`` for people, ``json``, and ``csv`` or ``evidence`` where
-a command has them), ``out_option`` (``-o/--out``: the file a command writes) and
-``snapshot_options`` (``--offline``, ``--snapshot``). A spelling that changed stays accepted, hidden
-from ``--help``, for one release (``ALIASES``, listed in the CHANGELOG): ``AliasedOption`` takes
-old option names, ``FormatChoice`` old choice names.
+once in its metadata (``run.config.cli``). A spelling that changed stays accepted, hidden from
+``--help``, for one release (``ALIASES``, listed in the CHANGELOG): ``AliasedOption`` takes old
+option names, ``FormatChoice`` old choice names.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ __all__ = [
     "field_option",
     "format_option",
     "out_option",
+    "precision_option",
     "snapshot_options",
 ]
 
@@ -134,3 +132,14 @@ def snapshot_options(func: F) -> F:
         help="Use the snapshot bundled with the package: no network, no key.",
     )(func)
     return func
+
+
+#: ``--precision-file PATH`` (repeatable): the parameter is ``precision_files``.
+precision_option = click.option(
+    "--precision-file",
+    "precision_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A precision YAML (native precisions and provider facts, or `verify --evidence` "
+    "output) merged over the bundled one (repeatable).",
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -117,17 +118,7 @@ def audit_cmd(
     type=click.Path(exists=True, dir_okay=False),
     help="The prompts file of the run: adds each row's `tools` (the output does not hold them).",
 )
-def export_cmd(
-    outputs: tuple[str, ...],
-    fmt: str,
-    out: str,
-    include_truncated: bool,
-    only_generated: bool,
-    require_reasoning: bool,
-    preserve_thinking: bool,
-    prompts: str | None,
-    push_to_hub: str | None,
-) -> None:
+def export_cmd(outputs: tuple[str, ...], fmt: str, out: str, **options: Any) -> None:
     """Export the answered rows of OUTPUTS (files, folders or globs) for drafter training
     (reasoning as reasoning_content; each assistant turn marked generated: true/false).
 
@@ -144,12 +135,7 @@ def export_cmd(
         expand_outputs(outputs),
         fmt=fmt,
         output=out,
-        include_truncated=include_truncated,
-        only_generated=only_generated,
-        require_reasoning=require_reasoning,
-        preserve_thinking=preserve_thinking,
-        prompts=prompts,
-        push_to_hub=push_to_hub,
         command=" ".join(["openrouter-probe", *sys.argv[1:]]),
+        **options,  # the other options, named as export()'s keywords
     )
     note(summary.render(term_of(click.get_current_context().command)))

@@ -15,23 +15,18 @@ from openrouter_probe.cli._common import (
     said,
     term_of,
 )
-from openrouter_probe.cli.options import format_option, out_option, snapshot_options
+from openrouter_probe.cli.options import (
+    format_option,
+    out_option,
+    precision_option,
+    snapshot_options,
+)
 from openrouter_probe.cli.tables import echo_text, render_rows
 
 
 @cli.group()
 def policy() -> None:
     """Compile a policy spec into OpenRouter's provider block; explain, lint and check it."""
-
-
-def _precision_option(func: Any) -> Any:
-    return click.option(
-        "--precision-file",
-        "precision_files",
-        multiple=True,
-        type=click.Path(exists=True, dir_okay=False),
-        help="A YAML file of extra native precisions / provider facts (merged over the bundled one).",
-    )(func)
 
 
 def _registry(precision_files: tuple[str, ...]) -> Any:
@@ -43,7 +38,7 @@ def _registry(precision_files: tuple[str, ...]) -> Any:
 @policy.command("compile")
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
-@_precision_option
+@precision_option
 @out_option("Write the YAML here (default stdout).")
 def compile_cmd(
     spec: str,
@@ -123,7 +118,7 @@ def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
 @policy.command()
 @click.argument("path", metavar="SPEC|POLICY", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
-@_precision_option
+@precision_option
 @format_option("csv")
 def explain(
     path: str, offline: bool, snapshot: str | None, precision_files: tuple[str, ...], fmt: str
@@ -242,7 +237,7 @@ def _accepted_since(history: Any, tag: str) -> str | None:
 @click.argument("block_path", metavar="BLOCK.yaml", type=click.Path(exists=True, dir_okay=False))
 @click.option("--model", help="The model the block is for (default: the compiled policy's).")
 @snapshot_options
-@_precision_option
+@precision_option
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 def lint(
     block_path: str,
@@ -297,7 +292,7 @@ def lint(
 @policy.command()
 @click.argument("policy_path", metavar="POLICY", type=click.Path(exists=True, dir_okay=False))
 @snapshot_options
-@_precision_option
+@precision_option
 @click.option(
     "--price-threshold-pct",
     type=click.FloatRange(min=0),

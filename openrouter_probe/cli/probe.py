@@ -6,11 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from openrouter_probe.cli._common import (
-    cli,
-    load_snapshot_for,
-    note,
-)
+from openrouter_probe.cli._common import cli, load_snapshot_for, note
 from openrouter_probe.cli.options import format_option, snapshot_options
 from openrouter_probe.cli.tables import render_rows
 
@@ -18,12 +14,12 @@ if TYPE_CHECKING:
     from openrouter_probe.api.schema import ModelsList
 
 
+def _f(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _endpoint_row(e: Any) -> dict[str, Any]:
     """A flat row for the endpoints table/CSV, with units in the column names."""
-
-    def _f(value: Any) -> float | None:
-        return None if value is None else float(value)
-
     lat = e.latency_last_30m
     thr = e.throughput_last_30m
     return {
@@ -129,10 +125,6 @@ def models(input_path: str | None, offline: bool, fmt: str) -> None:
         listing = catalog.load_models_list(input_path)
     else:
         listing = _fetch_models()
-
-    def _f(value: Any) -> float | None:
-        return None if value is None else float(value)
-
     rows = [
         {
             "id": m.id,

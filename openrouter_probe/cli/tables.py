@@ -20,8 +20,6 @@ import click
 from openrouter_probe.cli._common import note, wrapped
 from openrouter_probe.run.progress import env_columns
 
-# Columns a table never cuts (the tag, the verdict, the input/output prices and costs); every
-# other column may wrap, then be left out (the command's drop order, then right to left).
 _ESSENTIAL_NAMES = frozenset({"tag", "id", "verdict"})
 
 
@@ -197,13 +195,10 @@ def render_rows(
     keep: Callable[[str], bool] = essential_column,
     drop_order: Sequence[str] = (),
 ) -> list[str]:
-    """Write ``rows`` to stdout as a rich table, CSV or JSON (``json_rows`` overrides for JSON).
-
-    A table fits ``$COLUMNS`` (or the terminal, or 80 columns when piped): the tag, verdict and
-    prices (``keep``) are never
-    cut; other text columns wrap, then the lesser columns are left out (``drop_order`` first, then
-    from the right), and one line on stderr names them. JSON floats are rounded to what they mean (``round_for_json``).
-    """
+    """Write ``rows`` to stdout as a rich table fitted as the module says (``keep``: the
+    columns never cut; ``drop_order``: the first left out), CSV or JSON (``json_rows`` overrides
+    for JSON; its floats rounded to what they mean: ``round_for_json``). Return the columns left
+    out."""
     from openrouter_probe.rules.quantities import round_for_json
 
     if fmt == "json":

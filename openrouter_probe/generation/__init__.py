@@ -12,11 +12,9 @@ first rows of each dataset, then their answer lengths), ``audit`` (who served ea
 row), ``export`` and ``formats`` (the training formats) and ``conversation`` (a row as the
 conversation it exports: which turns the model wrote, the SpecForge shape). The paid run itself (transport, cap, journal, output,
 worker pool) lives in ``openrouter_probe.run``, shared with ``verify``.
-May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``.
-
-The folder is ``generation`` (it was ``generate`` up to 0.2.0): a package named like the function
-``openrouter_probe.generate`` hid one behind the other, so ``import openrouter_probe.generate.audit``
-failed once the function had been looked up.
+May import ``run``, ``policy``, ``analysis``, ``rules`` and ``api``; never ``cli``. (Not named
+``generate``: a package named like the function ``openrouter_probe.generate`` hid one behind the
+other.)
 
 Example::
 

@@ -36,7 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
-from openrouter_probe.generation.records import beside, merged_records, records
+from openrouter_probe.generation.records import (
+    beside,
+    merged_records,
+    reasoning_tokens_of,
+    records,
+)
 from openrouter_probe.rules.sampling_mix import Shares, count_sampling
 from openrouter_probe.run.books.output import load_resume_state, output_tokens_of
 from openrouter_probe.run.lock import running_holder
@@ -424,8 +429,7 @@ def _tally(
     tally["turns"] += turn
     tally["prompt_tokens"] += _int(usage.get("prompt_tokens"))
     tally["completion_tokens"] += output_tokens_of(answer)
-    details = usage.get("completion_tokens_details") or {}
-    tally["reasoning_tokens"] += _int(details.get("reasoning_tokens"))
+    tally["reasoning_tokens"] += reasoning_tokens_of(answer)
     cost = Decimal(str(answer.get("cost_usd") or 0))
     tally["cost_usd"] += cost
     tally["byok_usd"] += usage_spend(usage)[2] or 0  # the provider's part of a BYOK answer's cost

@@ -21,8 +21,8 @@ from typing import Any
 from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation.keyfile import KeyFile, key_records, read_key_file
-from openrouter_probe.run.books.turns import TURNS_SUFFIX
-from openrouter_probe.run.money.journal import JOURNAL_SUFFIX, journal_path
+from openrouter_probe.generation.records import beside
+from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 
 __all__ = [
@@ -38,12 +38,7 @@ _ZERO = Decimal(0)
 
 
 def _output(path: Path) -> bool:
-    name = path.name
-    return (
-        path.is_file()
-        and not name.endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
-        and not (name.startswith("."))
-    )
+    return path.is_file() and not beside(path) and not path.name.startswith(".")
 
 
 def expand_outputs(paths: Iterable[str | Path]) -> list[Path]:

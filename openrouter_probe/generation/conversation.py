@@ -12,8 +12,7 @@ every turn's reasoning) except ``specforge``, whose shape cannot hold some rows:
 says why in one short reason, and the export leaves the row out and counts it.
 
 On the way in, ``validate_conversation`` says why a prompt row's messages are not a conversation
-to send (SpecForge's own check, plus the chat API's tool calls and content parts): the input
-reader (``generation.shapes``) skips such a row and names it.
+to send: the input reader (``generation.shapes``) skips such a row and names it.
 
 The per-turn record (written by ``generate --turns all``, ``run.books.turns``): beside the usual
 fields, ``turns`` is a list with one object per assistant turn the model wrote, in order::

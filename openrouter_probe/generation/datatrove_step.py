@@ -6,24 +6,19 @@ leaves a completion marker so a rerun skips it. ``GenerateStep`` takes those Doc
 rows (``Document.id`` the row id; ``text`` the prompt, or ``metadata["messages"]`` a
 conversation; ``metadata["dataset"]`` the dataset) and runs ``generate`` on them, writing our
 output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the chunk of the
-rank's rows being answered in ``OUTPUT/prompts/rank-00003.jsonl``). It streams: the Documents are read a chunk at a time
-(``chunk_rows``: 16 times ``concurrency``, 2,000 at least), each chunk answered by one run into
-the rank's output and its answers yielded before the next chunk is read, so a rank holds one
-chunk, not all its rows (a chunk waits for its slowest answer before the next starts). A rank killed
-mid-run and rerun resumes from its journal and never pays twice. With ``key_file`` each rank
-spends through its own key (``keys create --shards N`` with N the executor's ``tasks``), held by
-OpenRouter to its limit; ``budget_usd`` is the job's budget, shared equally between the ranks (each
-also capped by its key's limit).
+rank's rows being answered in ``OUTPUT/prompts/rank-00003.jsonl``). It streams: the Documents
+are read a chunk at a time (``chunk_rows``), each chunk answered by one run into the rank's output
+and its answers yielded before the next chunk is read, so a rank holds one chunk, not all its rows
+(a chunk waits for its slowest answer before the next starts). A rank killed mid-run and rerun
+resumes from its journal and never pays twice.
 
 It yields one Document per answered row (``text`` the answer; metadata: ``status``, ``provider``,
 ``cost_usd``, ``finish_reason``), so later steps (a writer, a filter) go on from there, and counts
 rows and money in datatrove's stats. A rank that ends short of its rows (the budget, its key's
 limit, a refusal, a signal) yields what it answered, then raises (``RankIncomplete``; a signal:
 ``RankInterrupted``, a ``SystemExit``, except on Ray), so datatrove leaves its task incomplete
-and a rerun resumes it; a rank that answered them all completes, and its key is disabled
-(``keep_keys=True`` keeps it). SIGTERM and SIGINT are the run's graceful stop (``handle_signals``). The step takes
-no secret datatrove would write (its ``executor.json`` dumps the options): ``key_file``, or
-``api_key_env`` (the variable's name); an ``api_key=`` given anyway is kept out of it.
+and a rerun resumes it. SIGTERM and SIGINT are the run's graceful stop (``handle_signals``). The
+step keeps no secret where datatrove would write it (its ``executor.json`` dumps the options).
 
 Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the runnable one)::
 
@@ -241,13 +236,16 @@ def _document(record: dict[str, Any], out: Path) -> Any:
 class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
     """Answer each rank's Documents with ``generate`` into ``output`` (a folder), per rank.
 
-    ``policy``: the compiled policy; ``budget_usd``: the job's, split equally between ranks;
-    ``key_file``: ``keys create``'s file (one key a rank, the ranks as its shards), each key
+    ``policy``: the compiled policy; ``budget_usd``: the job's, split equally between ranks
+    (each also capped by its key's limit); ``key_file``: ``keys create --shards N``'s file (N
+    the executor's ``tasks``: one key a rank, held by OpenRouter to its limit), each key
     disabled when its rank completes (``keep_keys=True``: kept; disabling needs
     ``OPENROUTER_MANAGEMENT_KEY`` in the ranks' environment); ``api_key_env``: the name of the
-    variable holding the key (default ``OPENROUTER_API_KEY``); other keyword arguments go to
-    ``generate`` as they are (``max_tokens=``, ``concurrency=``, ``snapshot=``...), but
-    ``pilot=`` (each chunk would be a pilot of its own: run the pilot with ``generate`` first).
+    variable holding the key (default ``OPENROUTER_API_KEY``; an ``api_key=`` given anyway is
+    kept out of ``executor.json``); ``chunk_rows``: rows a chunk (16 times ``concurrency``,
+    2,000 at least); other keyword arguments go to ``generate`` as they are (``max_tokens=``,
+    ``concurrency=``, ``snapshot=``...), but ``pilot=`` (each chunk would be a pilot of its own:
+    run the pilot with ``generate`` first).
     """
 
     name = "openrouter-probe generate"
@@ -444,8 +442,6 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
             advice=self._advice(stop, rank, world_size),
         )
         log.error("%s", message)
-        # on Ray a rank's pool process is never ended by its pool: its error goes back to the
-        # Ray task (which fails, the rank incomplete); ending the process would hang the task
         if (stop in _SIGNALLED or signalled) and os.environ.get("DATATROVE_EXECUTOR") != "RAY":
             raise RankInterrupted(StopReason.INTERRUPTED.exit_code, message)
         raise RankIncomplete(message)

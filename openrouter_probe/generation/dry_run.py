@@ -1,6 +1,6 @@
 """``generate(dry_run=True)``: what the run would do and cost, sending nothing.
 
-``summarize_dry_run`` makes the result of the worst case of every request to send (every
+``dry_run_job`` makes the result of the worst case of every request to send (every
 turn with ``turns="all"``) and the budget planner's expected cost, and says where the run's
 in-flight window would start (``run.checks.account_window``); ``key_check`` looks at the key's limit
 against the budget of every shard, and at the account's balance.
@@ -17,8 +17,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run import checks
 from openrouter_probe.run.books.turns import TurnBook
-from openrouter_probe.run.config import Learned, RunPlan
-from openrouter_probe.run.counts import AnswerLengths, useful_rows
+from openrouter_probe.run.counts import useful_rows
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import PaidRun
 from openrouter_probe.run.result import RunResult
@@ -31,7 +30,7 @@ from openrouter_probe.run.stop import StopReason
 if TYPE_CHECKING:
     from openrouter_probe.generation.opening import OpenedJob
 
-__all__ = ["dry_run_job", "key_check", "summarize_dry_run"]
+__all__ = ["dry_run_job", "key_check"]
 
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
@@ -62,27 +61,29 @@ def _worst_total(
 
 def _shard_shares(
     every_shard: list[PromptRow],
-    shard: tuple[int, int],
+    asked: GeneratePlan,
     prices: Prices,
     builder: RequestBuilder,
     book: TurnBook | None,
-    samples: int = 1,
 ) -> tuple[list[dict[str, Any]], str]:
     """The dry run of a sharded job: each shard's rows and worst case, before resume (the other
     shards' turn by turn with ``--turns all`` are unknown: their turns files are elsewhere), and
     the note that says them."""
     from openrouter_probe.generation.prompts import shard_of
-    from openrouter_probe.generation.shards import shard_shares, shard_shares_note
+    from openrouter_probe.generation.shards import ShardShare, shard_shares_note
 
-    def worst(part: list[PromptRow]) -> Decimal:
-        return _worst_total(part, prices, builder, None)
-
-    parts: list[list[PromptRow]] = [[] for _ in range(shard[1])]
+    assert asked.shard is not None
+    index, count = asked.shard
+    parts: list[list[PromptRow]] = [[] for _ in range(count)]
     for row in every_shard:
         # a sample (ID#k) goes with its prompt's id, as the rows were sharded before sampling
-        ident = row.id.rsplit("#", 1)[0] if samples > 1 else row.id
-        parts[shard_of(ident, shard[1])].append(row)
-    shares = shard_shares(parts, shard[0], None if book is not None else worst)
+        ident = row.id.rsplit("#", 1)[0] if asked.samples > 1 else row.id
+        parts[shard_of(ident, count)].append(row)
+
+    def worst(part: list[PromptRow]) -> Decimal | None:
+        return None if book is not None else _worst_total(part, prices, builder, None)
+
+    shares = [ShardShare(i, count, len(p), worst(p), i == index) for i, p in enumerate(parts)]
     return [s.to_dict() for s in shares], shard_shares_note(shares)
 
 
@@ -96,32 +97,21 @@ def _mix_shares(todo: list[PromptRow], builder: RequestBuilder) -> list[str]:
     return [f"drawn for the rows to send, {line}" for line in Shares(counts).lines()]
 
 
-def summarize_dry_run(
-    before: RunStart,
-    todo: list[PromptRow],
-    prices: Prices,
-    *,
-    snap: Any,
-    compiled: Any,
-    options: RunPlan,
-    learned: Learned,
-    asked: GeneratePlan,
-    book: TurnBook | None,
-    every_shard: list[PromptRow] | None = None,
-    lengths: AnswerLengths | None = None,
-) -> RunResult:
-    """What the run would do, sending nothing: the worst case of every request (every turn with
-    ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
+def _summary(job: OpenedJob, asked: GeneratePlan, before: RunStart) -> RunResult:
+    """What the run of ``job`` would do, sending nothing: the worst case of every request (every
+    turn with ``--turns all``), the expected cost; sharded, every shard's rows and worst case."""
     from openrouter_probe.analysis.budget import plan_budget
 
+    todo, prices, book, compiled = job.rows, job.prices, job.turns, job.compiled
+    options, learned = job.paid.options, job.learned
     budget, max_tokens, target = learned.cap_usd, asked.max_tokens, options.target_tokens
     # the provider block adds no prompt bytes; the row identity does, as in the real run
     builder = asked.request_builder(compiled.model, {}, identity=asked.response_cache)
     worst_total = _worst_total(todo, prices, builder, book)
     shares: list[dict[str, Any]] = []
     notes: list[str] = []
-    if asked.shard is not None and every_shard:
-        shares, note = _shard_shares(every_shard, asked.shard, prices, builder, book, asked.samples)
+    if asked.shard is not None and job.every_shard:
+        shares, note = _shard_shares(job.every_shard, asked, prices, builder, book)
         notes.append(note)
     if asked.mix is not None:
         notes.extend(_mix_shares(todo, builder))
@@ -136,7 +126,7 @@ def summarize_dry_run(
         wanted = min(wanted, target * len(datasets))
     prompt_avg = max(1, sum(r.prompt_size for r in todo) // len(todo) // _BYTES_PER_TOKEN)
     plan = plan_budget(
-        snap,
+        job.snap,
         budget_usd=budget if budget is not None else max(worst_total, Decimal(1)),
         output_tokens=wanted,
         prompt_tokens_per_request=prompt_avg,
@@ -166,7 +156,7 @@ def summarize_dry_run(
                 total=budget * asked.shards,
             )
         )
-    notes.extend(useful_rows(len(todo), figures.cost_usd, lengths or AnswerLengths()))
+    notes.extend(useful_rows(len(todo), figures.cost_usd, job.paid.state.lengths))
     return RunResult.of(
         before.saying(Said(tuple(notes), tuple(warnings))),
         **dry,
@@ -222,22 +212,10 @@ async def key_check(
 async def dry_run_job(job: OpenedJob, asked: GeneratePlan) -> RunResult:
     """The dry run of the opened ``job``: its start with the records the journal does not know
     counted at their worst case and what the key check says (warned here: a real run says its
-    warnings in ``run_job``), then what the run would do (``summarize_dry_run``)."""
+    warnings in ``run_job``), then what the run would do (``_summary``)."""
     paid, todo, prices = job.paid, job.rows, job.prices
     before = paid.count_unjournaled(job.before, prices, asked.max_tokens)
     before = before.saying(await key_check(paid, asked, todo, prices, job.compiled.model))
     for text in before.warnings:
         logging.getLogger(__name__).warning(text)
-    return summarize_dry_run(
-        before,
-        todo,
-        prices,
-        snap=job.snap,
-        compiled=job.compiled,
-        options=paid.options,
-        learned=job.learned,
-        asked=asked,
-        book=job.turns,
-        every_shard=job.every_shard,
-        lengths=paid.state.lengths,
-    )
+    return _summary(job, asked, before)

@@ -59,12 +59,12 @@ from openrouter_probe.generation.formats import (
     FORMATS,
     ExportFormat,
     Target,
-    to_jsonl_row,
-    to_sharegpt,
 )
+from openrouter_probe.generation.records import beside, merged_records, reasoning_tokens_of
+from openrouter_probe.run.books.output import output_tokens_of
 from openrouter_probe.run.tallies import Frozen
 
-__all__ = ["EXPORT_FORMATS", "ExportSummary", "export", "to_jsonl_row", "to_sharegpt"]
+__all__ = ["EXPORT_FORMATS", "ExportSummary", "export"]
 
 #: Why a row is left out, beside ``SPECFORGE_REASONS`` (the export's summary counts by these).
 LEFT_OUT_REASONS = {
@@ -196,18 +196,6 @@ class ExportSummary(Frozen):
         return notes
 
 
-def _usage_tokens(usage: Any) -> tuple[int, int]:
-    if not isinstance(usage, dict):
-        return 0, 0
-    output = usage.get("completion_tokens")
-    details = usage.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return (
-        output if isinstance(output, int) else 0,
-        reasoning if isinstance(reasoning, int) else 0,
-    )
-
-
 class _Counting:
     """An export's figures while it reads (``ExportSummary``'s, by name): the summary is made of
     them once, at the end."""
@@ -228,14 +216,12 @@ class _Counting:
 def _count_tokens(summary: _Counting, record: dict[str, Any]) -> None:
     """Add a row's billed output and reasoning tokens (per turn when it has turns)."""
     turns = record.get("turns")
-    usages = (
-        [t.get("usage") for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
-    )
-    pairs = [_usage_tokens(u) for u in (usages or [record.get("usage")])]
-    output = sum(p[0] for p in pairs)
+    answers = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
+    answers = answers or [record]
+    output = sum(output_tokens_of(a) for a in answers)
     figures = summary.figures
     figures["output_tokens"] += output
-    figures["reasoning_tokens"] += sum(p[1] for p in pairs)
+    figures["reasoning_tokens"] += sum(reasoning_tokens_of(a) for a in answers)
     if record.get("status") == "ok":
         figures["longest_ok"] = max(figures["longest_ok"], output)
 
@@ -271,10 +257,8 @@ def _check_outputs(files: list[str]) -> None:
     from openrouter_probe.run.books.turns import TURNS_SUFFIX
     from openrouter_probe.run.money.journal import JOURNAL_SUFFIX
 
-    beside = [f for f in files if f.endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))]
-    if files and len(beside) == len(files):
-        first = beside[0]
-        what = "spend journal" if first.endswith(JOURNAL_SUFFIX) else "turns file"
+    if files and all(beside(f) for f in files):
+        first, what = files[0], beside(files[0])
         answers = first.removesuffix(JOURNAL_SUFFIX).removesuffix(TURNS_SUFFIX)
         raise OptionError(
             f"{_braced(first)} is the {what} of `generate`, not an output file: export "
@@ -376,8 +360,6 @@ def export(
     (``specforge``) sets ``preserve_thinking: true`` on rows with reasoning; ``prompts`` (the
     prompts file) gives each row's ``tools``. A row with an empty answer is never exported.
     """
-    from openrouter_probe.generation.records import merged_records
-
     files = [str(p) for p in paths]
     chosen, json_array = _check_target(fmt, output, files, push_to_hub)
     tools, prompt_ids = _prompt_tools(prompts)

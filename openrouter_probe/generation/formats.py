@@ -21,12 +21,11 @@ from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import atomic_write_bytes, atomic_write_text
 from openrouter_probe.generation.conversation import (
     Conversation,
-    conversation_of,
     sharegpt_turns,
     specforge_row,
 )
 
-__all__ = ["EXPORT_FORMATS", "FORMATS", "ExportFormat", "Target", "to_jsonl_row", "to_sharegpt"]
+__all__ = ["EXPORT_FORMATS", "FORMATS", "ExportFormat", "Target"]
 
 _JSONL_COLUMNS = (
     "id", "dataset", "conversations", "tools", "provider", "model", "finish_reason", "usage",
@@ -68,16 +67,6 @@ class ExportFormat:
     arrays: bool = False
     options: frozenset[str] = frozenset()
     folder: bool = False
-
-
-def to_sharegpt(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
-    """Turn one output record into a ShareGPT conversation (everything it holds kept)."""
-    return _sharegpt_row(record, conversation_of(record), tools, True)
-
-
-def to_jsonl_row(record: dict[str, Any], *, tools: Any = None) -> dict[str, Any]:
-    """Turn one output record into a chat-format training row (``conversations``: the messages)."""
-    return _jsonl_row(record, conversation_of(record), tools, True)
 
 
 def _sharegpt_row(
@@ -157,15 +146,9 @@ def _check_hf(target: Path) -> None:
                     output=target)
         )  # fmt: skip
     _check_folder(target)
-    for name in ("pyarrow", "pyarrow.parquet"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise ConfigError(
-                Message(
-                    "hf-needs-pyarrow", "{fmt=hf} needs pyarrow: pip install 'openrouter-probe[hf]'"
-                )
-            ) from None
+    from openrouter_probe.generation.hub import pyarrow_modules
+
+    pyarrow_modules()
 
 
 def _check_parquet(target: Path) -> None:

@@ -19,13 +19,7 @@ with, as sent, or null when not recorded). Content parts (images) are kept as th
 The card's provenance: the model, the policy and its hash, the snapshot it was compiled against
 (hash and date), the providers that served the rows and their shares, the spend the journals
 record, the prompts and the command. ``push_to_hub`` hands the folder to ``huggingface_hub``
-(``HfApi.upload_folder``); the upload is that library's.
-
-Example::
-
-    from openrouter_probe.generation.export import export
-
-    export(["out.jsonl"], fmt="hf", output="hub/kimi-drafter-data")
+(``HfApi.upload_folder``); the upload is that library's. ``export(..., fmt="hf")`` writes it.
 """
 
 from __future__ import annotations
@@ -49,7 +43,7 @@ import yaml
 from openrouter_probe.errors import ConfigError, Message, ProbeError
 from openrouter_probe.files import atomic_write_text
 
-__all__ = ["HubCard", "push_to_hub", "write_hub_folder"]
+__all__ = ["HubCard", "push_to_hub", "pyarrow_modules", "write_hub_folder"]
 
 HF_EXTRA = "pip install 'openrouter-probe[hf]'"
 #: Rows per Parquet shard (a shard of a few hundred MB at most for long reasoning rows).
@@ -69,7 +63,8 @@ def shard_name(index: int, shards: int, data: bytes) -> str:
     return f"train-{index:05d}-of-{shards:05d}-{digest}.parquet"
 
 
-def _pyarrow() -> Any:
+def pyarrow_modules() -> Any:
+    """``pyarrow`` and ``pyarrow.parquet``, or a ``ConfigError`` naming the extra to install."""
     try:
         return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
     except ImportError:
@@ -297,7 +292,7 @@ def write_hub_folder(
 ) -> None:
     """Write ``(record, exported row)`` pairs as Parquet shards per dataset and the card, into a
     temp folder renamed over ``folder`` at the end (never half a folder)."""
-    pa, pq = _pyarrow()
+    pa, pq = pyarrow_modules()
     _policy_facts(card, outputs)
     schema = _schema(pa)
     by_dataset: dict[str, list[dict[str, Any]]] = {}

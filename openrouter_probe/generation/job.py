@@ -1,16 +1,7 @@
 """``generate``: the one line of a job: its plan (``GeneratePlan``), the job opened
 (``generation.opening.open_job``: the prompts, the policy, the endpoints, the output so far), then
-the run (``run.paid.run_job``) or the dry run (``generation.dry_run``).
-
-Example (in a notebook, whose event loop is already running)::
-
-    import openrouter_probe as orp
-
-    summary = await orp.generate(
-        "prompts.jsonl", policy="policies/kimi-k2.5.yaml", out="out.jsonl",
-        budget_usd=100, concurrency=2000, max_tokens=4096, target_tokens="10M",
-    )
-    print(summary.render())
+the run (``run.paid.run_job``) or the dry run (``generation.dry_run``). The package's docstring
+shows a call.
 """
 
 from __future__ import annotations

@@ -19,12 +19,13 @@ straight to the run (``api_key=``); the run's journal and output never hold it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from pathlib import Path
@@ -62,10 +63,7 @@ class ShardKey:
     hash: str
     name: str
     limit_usd: Decimal
-    secret: str
-
-    def __repr__(self) -> str:
-        return f"ShardKey(shard={self.shard}, hash={self.hash!r}, limit_usd={self.limit_usd})"
+    secret: str = field(repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -154,45 +152,38 @@ def create_shard_keys(
     except InvalidOperation:
         raise ConfigError(f"budget_usd={budget_usd!r}: not an amount") from None
     limits = split_budget(budget, shards, weights)
-    own = client is None
-    keys_client = client or KeysClient()
     made: list[ShardKey] = []
-
-    def keyfile() -> KeyFile:
-        return KeyFile(
+    with _client(client) as keys_client:
+        keyfile = KeyFile(
             path=target,
             job=job,
             budget_usd=budget,
             shards=shards,
-            keys=tuple(made),
+            keys=(),
             base_url=keys_client.base_url,
             created_utc=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         )
-
-    try:
-        for i, limit in enumerate(limits):
-            name = f"{job}-{i}of{shards}"
-            created = keys_client.create(
-                name,
-                limit_usd=limit,
-                include_byok_in_limit=include_byok_in_limit,
-                expires_at=expires_at,
-            )
-            made.append(ShardKey(i, created.info.hash, name, limit, created.secret))
-    except (APIError, ConfigError) as exc:
-        if made:
-            _write(keyfile())
-            raise ConfigError(
-                f"{target}: created {len(made)} of {shards} keys, then: {exc}; the file holds "
-                "those made: revoke them, then create again"
-            ) from exc
-        raise
-    finally:
-        if own:
-            keys_client.close()
-    result = keyfile()
-    _write(result)
-    return result
+        try:
+            for i, limit in enumerate(limits):
+                name = f"{job}-{i}of{shards}"
+                created = keys_client.create(
+                    name,
+                    limit_usd=limit,
+                    include_byok_in_limit=include_byok_in_limit,
+                    expires_at=expires_at,
+                )
+                made.append(ShardKey(i, created.info.hash, name, limit, created.secret))
+        except (APIError, ConfigError) as exc:
+            if made:
+                _write(replace(keyfile, keys=tuple(made)))
+                raise ConfigError(
+                    f"{target}: created {len(made)} of {shards} keys, then: {exc}; the file "
+                    "holds those made: revoke them, then create again"
+                ) from exc
+            raise
+    keyfile = replace(keyfile, keys=tuple(made))
+    _write(keyfile)
+    return keyfile
 
 
 def read_key_file(path: str | Path) -> KeyFile:
@@ -294,14 +285,9 @@ def name_spent_key(
 
 def key_records(keyfile: KeyFile, *, client: KeysClient | None = None) -> list[KeyRecord | None]:
     """What the server says of each key of the file now (``None``: a key it no longer has)."""
-    own = client is None
-    keys_client = client or KeysClient()
-    try:
+    with _client(client) as keys_client:
         known = {r.hash: r for r in keys_client.list_keys(include_disabled=True)}
-        return [known.get(k.hash) for k in keyfile.keys]
-    finally:
-        if own:
-            keys_client.close()
+    return [known.get(k.hash) for k in keyfile.keys]
 
 
 def revoke_shard_keys(
@@ -309,10 +295,8 @@ def revoke_shard_keys(
 ) -> list[tuple[ShardKey, str]]:
     """Disable (``delete=True``: delete) every key of the file; per key what was done:
     ``disabled``, ``deleted`` or ``gone`` (the server no longer has it)."""
-    own = client is None
-    keys_client = client or KeysClient()
     done: list[tuple[ShardKey, str]] = []
-    try:
+    with _client(client) as keys_client:
         known = {r.hash for r in keys_client.list_keys(include_disabled=True)}
         for key in keyfile.keys:
             if key.hash not in known:
@@ -323,7 +307,9 @@ def revoke_shard_keys(
             else:
                 keys_client.update(key.hash, disabled=True)
                 done.append((key, "disabled"))
-    finally:
-        if own:
-            keys_client.close()
     return done
+
+
+def _client(client: KeysClient | None) -> contextlib.AbstractContextManager[KeysClient]:
+    """``client`` left open for its owner, or a client of our own closed at the block's end."""
+    return contextlib.nullcontext(client) if client is not None else KeysClient()

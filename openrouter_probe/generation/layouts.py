@@ -2,8 +2,7 @@
 the tools, each entry read from its dataset card (``docs/inputs.md`` shows the table).
 
 A row is matched to the first layout whose ``needs`` columns it has (``LAYOUTS`` runs from the
-most specific to the most general); ``generation.shapes`` reads it by that entry. Every column a
-layout does not read is the dataset's data: kept in the output record under ``meta``, never sent.
+most specific to the most general); ``generation.shapes`` reads it by that entry.
 
 Composition rules, written down:
 
@@ -43,21 +42,23 @@ __all__ = [
     "LAYOUTS",
     "TEMPLATE",
     "Layout",
-    "LayoutProblem",
+    "ShapeProblem",
     "compose",
     "convert_tools",
     "convert_xlam",
     "glaive_chat",
     "image_part",
     "layout_of",
+    "tool_call",
 ]
 
 #: Alpaca's and Dolly's instruction and input, as one user turn.
 TEMPLATE = "{instruction}\n\n{input}"
 
 
-class LayoutProblem(ValueError):
-    """A row of a known layout that cannot be sent as it is (one line: why)."""
+class ShapeProblem(ValueError):
+    """A row that is valid JSON but not a conversation to send (one line: why): skipped, never
+    sent."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def _layout_of(obj: Mapping[str, Any]) -> Layout | None:
 
 class _Blank(dict[str, Any]):
     def __missing__(self, key: str) -> str:
-        raise LayoutProblem(f"the template names `{key}`, a column the row does not have")
+        raise ValueError(f"the template names `{key}`, a column the row does not have")
 
 
 def compose(obj: Mapping[str, Any], fields: tuple[str, ...], template: str | None) -> str:
@@ -179,14 +180,14 @@ def compose(obj: Mapping[str, Any], fields: tuple[str, ...], template: str | Non
         try:
             return template.format_map(values).strip()
         except (ValueError, IndexError) as exc:
-            raise LayoutProblem(f"the template cannot be filled ({exc})") from None
+            raise ValueError(f"the template cannot be filled ({exc})") from None
     parts = []
     for key in fields:
         value = obj.get(key)
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
         if not isinstance(value, str):
-            raise LayoutProblem(f"`{key}` is {kind_of(value)}, not text")
+            raise ValueError(f"`{key}` is {kind_of(value)}, not text")
         parts.append(value.strip())
     return "\n\n".join(parts)
 
@@ -200,7 +201,7 @@ def _function(tool: Any, i: int) -> dict[str, Any]:
             return dict(tool)
     if isinstance(tool, Mapping) and isinstance(tool.get("name"), str) and "type" not in tool:
         return {"type": "function", "function": dict(tool)}
-    raise LayoutProblem(
+    raise ShapeProblem(
         f"tools[{i}] is neither an OpenAI tool ({{type: function, function: {{name, ...}}}}) "
         "nor a function ({name, description, parameters})"
     )
@@ -211,11 +212,11 @@ def convert_tools(value: Any) -> list[dict[str, Any]]:
     are, bare functions wrapped; a server tool whose cost the cap cannot bound refuses the row
     (``rules.server_tools.unbounded``: the line says how to bound it)."""
     if not isinstance(value, list):
-        raise LayoutProblem("`tools` is not a list of tools (nor JSON text of one)")
+        raise ShapeProblem("`tools` is not a list of tools (nor JSON text of one)")
     tools = [_function(t, i) for i, t in enumerate(value)]
     problem = unbounded(tools)
     if problem is not None:
-        raise LayoutProblem(problem)
+        raise ShapeProblem(problem)
     return tools
 
 
@@ -233,14 +234,14 @@ def convert_xlam(value: Any) -> list[dict[str, Any]]:
     types as Python writes them: ``str``, ``List[int]``, ``float, optional``) in OpenAI's schema;
     a type it cannot map refuses the row by name."""
     if not isinstance(value, list):
-        raise LayoutProblem("xlam `tools` is not a list of functions (nor JSON text of one)")
+        raise ShapeProblem("xlam `tools` is not a list of functions (nor JSON text of one)")
     out = []
     for i, tool in enumerate(value):
         if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
-            raise LayoutProblem(f"xlam tools[{i}] has no `name`")
+            raise ShapeProblem(f"xlam tools[{i}] has no `name`")
         params = tool.get("parameters") or {}
         if not isinstance(params, Mapping):
-            raise LayoutProblem(f"xlam tools[{i}] ({tool['name']}): `parameters` is not an object")
+            raise ShapeProblem(f"xlam tools[{i}] ({tool['name']}): `parameters` is not an object")
         properties: dict[str, Any] = {}
         required = []
         for arg, spec in params.items():
@@ -249,7 +250,7 @@ def convert_xlam(value: Any) -> list[dict[str, Any]]:
             match = _XLAM_TYPE.match(written)
             base = match.group("base").lower() if match else None
             if base not in _XLAM_TYPES:
-                raise LayoutProblem(
+                raise ShapeProblem(
                     f"xlam tools[{i}] ({tool['name']}): argument `{arg}` has type {written!r}, "
                     "which has no JSON Schema type here"
                 )
@@ -295,7 +296,7 @@ def _glaive_functions(system: str) -> tuple[str, list[dict[str, Any]]]:
         try:
             function, at = decoder.raw_decode(rest, at)
         except ValueError:
-            raise LayoutProblem(
+            raise ShapeProblem(
                 "glaive `system`: the function list is not JSON objects one after another"
             ) from None
         tools.append(_function(function, len(tools)))
@@ -309,9 +310,15 @@ def _glaive_call(text: str, n: int) -> dict[str, Any]:
     try:
         call = json.loads(body)
     except ValueError:
-        raise LayoutProblem(f"glaive turn {n}: the <functioncall> is not JSON") from None
+        raise ShapeProblem(f"glaive turn {n}: the <functioncall> is not JSON") from None
+    return tool_call(call, n, f"glaive turn {n}: the <functioncall>")
+
+
+def tool_call(call: Any, n: int, what: str) -> dict[str, Any]:
+    """``{"name", "arguments"}`` (the arguments an object or JSON text) as the chat API's tool
+    call ``call_N``; ``what`` names the turn that holds it when it names no function."""
     if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
-        raise LayoutProblem(f"glaive turn {n}: the <functioncall> names no function")
+        raise ShapeProblem(f"{what} is not JSON of {{name, arguments}}")
     arguments = call.get("arguments", {})
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
@@ -324,12 +331,12 @@ def glaive_chat(system: Any, chat: Any) -> tuple[list[dict[str, Any]], list[dict
     user turn, ``ASSISTANT: <functioncall> {...}`` an assistant tool call, ``FUNCTION RESPONSE:``
     the tool message answering it, ``<|endoftext|>`` dropped."""
     if not isinstance(chat, str) or not isinstance(system, str | None):
-        raise LayoutProblem("glaive `system` and `chat` are not text")
+        raise ShapeProblem("glaive `system` and `chat` are not text")
     prompt, tools = _glaive_functions(system or "")
     messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}] if prompt else []
     pieces = _GLAIVE_MARK.split(chat)
     if pieces[0].strip():
-        raise LayoutProblem("glaive `chat` does not start with USER:")
+        raise ShapeProblem("glaive `chat` does not start with USER:")
     last_call: str | None = None
     for n, (mark, text) in enumerate(zip(pieces[1::2], pieces[2::2], strict=True)):
         text = text.replace(_END, "").strip()
@@ -343,7 +350,7 @@ def glaive_chat(system: Any, chat: Any) -> tuple[list[dict[str, Any]], list[dict
             messages.append({"role": "assistant", "content": text})
         else:
             if last_call is None:
-                raise LayoutProblem(f"glaive turn {n}: a FUNCTION RESPONSE answers no call")
+                raise ShapeProblem(f"glaive turn {n}: a FUNCTION RESPONSE answers no call")
             messages.append({"role": "tool", "tool_call_id": last_call, "content": text})
             last_call = None
     return messages, tools
@@ -365,7 +372,7 @@ def image_part(value: Any, *, folder: Path | None = None) -> dict[str, Any]:
     if isinstance(value, Mapping) and value.get("path"):
         value = value["path"]
     if not isinstance(value, str) or not value.strip():
-        raise LayoutProblem("`image` is not a path, a URL or image bytes")
+        raise ShapeProblem("`image` is not a path, a URL or image bytes")
     if value.startswith(("http://", "https://", "data:")):
         return {"type": "image_url", "image_url": {"url": value}}
     path = Path(value)
@@ -374,7 +381,7 @@ def image_part(value: Any, *, folder: Path | None = None) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise LayoutProblem(f"`image` {value}: cannot read it ({exc.strerror})") from None
+        raise ShapeProblem(f"`image` {value}: cannot read it ({exc.strerror})") from None
     mime = mimetypes.guess_type(path.name)[0] or "image/png"
     return {"type": "image_url",
             "image_url": {"url": f"data:{mime};base64,{base64.b64encode(raw).decode()}"}}  # fmt: skip

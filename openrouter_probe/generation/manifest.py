@@ -140,9 +140,6 @@ class Inputs:
     weights: dict[str, float] = field(default_factory=dict)
     turns: dict[str, str] = field(default_factory=dict)  # dataset -> last|all (manifest only)
 
-    def turns_of(self, dataset: str, default: str) -> str:
-        return self.turns.get(dataset, default)
-
 
 def _source_path(entry: DatasetEntry, folder: Path) -> str:
     if entry.source.startswith(HF_PREFIX) or Path(entry.source).is_absolute():

@@ -1,14 +1,8 @@
 """Opening a ``generate`` job (``open_job``): read the prompts and the policy, fetch the
 endpoints, open the output (``run.paid.open_run``: its lock, journal and finished rows), decide
 the rows to send and what to say of them, and hand the run one value (``OpenedJob``) holding
-everything ``run.paid.run_job`` (or the dry run) takes.
-
-Example::
-
-    async with open_job(plan) as job:
-        result = await run_job(job.paid, job.rows, builder=job.builder, prices=job.prices,
-                               before=job.before, header=job.header, turns=job.turns,
-                               learned=job.learned)
+everything ``run.paid.run_job`` (or the dry run) takes (``generation.job.generate`` is the
+caller).
 """
 
 from __future__ import annotations
@@ -170,7 +164,7 @@ def _turn_book(
     each from its first missing turn, earlier turns' reasoning sent back if ``model`` reads it;
     and what to say of what it counts and what it sends once."""
     if inputs is not None and inputs.turns:
-        todo_all = [r for r in todo if inputs.turns_of(r.dataset, asked.turns) == "all"]
+        todo_all = [r for r in todo if inputs.turns.get(r.dataset, asked.turns) == "all"]
     else:
         todo_all = todo if asked.turns == "all" else []
     if asked.turns != "all" and not todo_all:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.errors import Message
+from openrouter_probe.generation.records import reasoning_tokens_of
 from openrouter_probe.run.books.output import iter_records, output_tokens_of
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.counts import AnswerLengths
@@ -282,7 +283,7 @@ class Pilot:
                     answers=lengths.answers,
                     cut=lengths.cut,
                     output=_lengths([output_tokens_of(r) for r in records]),
-                    reasoning=_lengths([_reasoning_tokens(r) for r in records]),
+                    reasoning=_lengths([reasoning_tokens_of(r) for r in records]),
                     keeps=keeps,
                     hold_usd=hold,
                     cost_per_answer_usd=_mean_cost(records),
@@ -345,13 +346,6 @@ def _lengths(values: list[int]) -> dict[str, int | None]:
     figures: dict[str, int | None] = {f"p{p}": percentile(values, p) for p in PERCENTILES}
     figures["max"] = max(values) if values else None
     return figures
-
-
-def _reasoning_tokens(record: Mapping[str, Any]) -> int:
-    usage = record.get("usage")
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return value if isinstance(value, int) else 0
 
 
 def _mean_cost(records: list[dict[str, Any]]) -> Decimal | None:

@@ -201,11 +201,11 @@ class GeneratePlan:
         from_key = isinstance(k["budget_usd"], str) and k["budget_usd"].strip() == KEY_BUDGET
         if from_key:  # the key's remaining limit, read before a paid run sends (or refused)
             k = {**k, "budget_usd": None}
-        reasoning = _reasoning(k["reasoning_effort"], k["reasoning_max_tokens"])
+        _check_reasoning(k["reasoning_effort"], k["reasoning_max_tokens"])
         _check_turns(k["turns"])
         max_tokens = whole_number(k["max_tokens"], "max_tokens")
-        _check_sampling(max_tokens, k["temperature"], reasoning)
-        mix = _mix(k, reasoning)
+        _check_sampling(max_tokens, k["temperature"], k["reasoning_max_tokens"])
+        mix = _mix(k)
         shard, shard_source = _shard(k["shard"])
         _check_journal_header(k["journal_header"], shard)
         own = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")}
@@ -296,7 +296,7 @@ RUN_KEYWORDS = dict(
 DERIVED = tuple(f.name for f in dataclasses.fields(GeneratePlan) if f.metadata.get("derived"))
 
 
-def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix | None:
+def _mix(k: Mapping[str, Any]) -> SamplingMix | None:
     """The run's sampling mix, checked against the fixed settings it would contradict: a mix and
     the one value of the same parameter exclude each other."""
     both = [
@@ -314,7 +314,7 @@ def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix 
             f"give {{{mix}}} or {{{fixed}}}, not both: the mix draws the value of each row",
             **{mix: Shown(str(k[mix])), fixed: k[fixed]},
         )
-    if k["thinking_mix"] is not None and (reasoning or {}).get("effort") == "none":
+    if k["thinking_mix"] is not None and k["reasoning_effort"] == "none":
         raise OptionError(
             "{thinking_mix=} draws thinking on for some rows and {reasoning_effort=none} turns it "
             "off for every row: give one of them",
@@ -389,28 +389,21 @@ def _shard(shard: str | tuple[int, int] | None) -> tuple[tuple[int, int] | None,
     return (parse_shard(shard) if isinstance(shard, str) else shard), ""
 
 
-def _reasoning(effort: str | None, max_tokens: int | None) -> dict[str, Any] | None:
+def _check_reasoning(effort: str | None, max_tokens: int | None) -> None:
     if effort is not None and max_tokens is not None:
         raise OptionError(
             "give {reasoning_effort} or {reasoning_max_tokens}, not both",
             reasoning_effort=effort,
             reasoning_max_tokens=max_tokens,
         )
-    if effort is not None:
-        if effort not in REASONING_EFFORTS:
-            raise OptionError(
-                f"{{reasoning_effort=}}: use one of {', '.join(REASONING_EFFORTS)}",
-                reasoning_effort=effort,
-            )
-        return {"effort": effort}
-    if max_tokens is not None:
-        return {"max_tokens": max_tokens}
-    return None
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise OptionError(
+            f"{{reasoning_effort=}}: use one of {', '.join(REASONING_EFFORTS)}",
+            reasoning_effort=effort,
+        )
 
 
-def _check_sampling(
-    max_tokens: int, temperature: float | None, reasoning: dict[str, Any] | None
-) -> None:
+def _check_sampling(max_tokens: int, temperature: float | None, budget: int | None) -> None:
     """Refuse what OpenRouter would refuse or the run could not use: a temperature outside
     [0, 2] (or not a number), a reasoning budget that leaves no room for the answer."""
     if temperature is not None and (
@@ -421,7 +414,6 @@ def _check_sampling(
         raise OptionError(
             "{temperature=}: a number from 0 to 2 (OpenRouter's range)", temperature=temperature
         )
-    budget = (reasoning or {}).get("max_tokens")
     if budget is not None and budget >= max_tokens:
         raise OptionError(
             "{reasoning_max_tokens=} leaves no room for the answer within {max_tokens=} "

@@ -90,11 +90,7 @@ class PromptSet:
         gone = [r for r in self.rows if r.id in why]
         self.rows = [r for r in self.rows if r.id not in why]
         self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
-        self.ending_on_assistant -= sum(
-            1
-            for r in gone
-            if (r.extra and "original" in r.extra) or r.messages[-1].get("role") == "assistant"
-        )
+        self.ending_on_assistant -= sum(_ends_on_assistant(r) for r in gone)
 
     def duplicate_lines(self) -> list[str]:
         """One line per duplicate id, naming the file and both line numbers."""
@@ -136,6 +132,13 @@ class Selection:
         """The row's place in the sample order (lowest first): stable for an id and a seed."""
         digest = hashlib.sha256(f"{self.seed}\0{ident}".encode()).digest()
         return int.from_bytes(digest[:8], "big")
+
+
+def _ends_on_assistant(row: PromptRow) -> bool:
+    """Whether the row's conversation ends on an assistant turn (kept as its ``original``)."""
+    return (
+        bool(row.extra and "original" in row.extra) or row.messages[-1].get("role") == "assistant"
+    )
 
 
 def row_id(messages: list[dict[str, Any]], dataset: str, params: dict[str, Any]) -> str:
@@ -301,7 +304,7 @@ def _read_rows(source: Source, how: _Reading, selection: Selection) -> _Found:
             found.duplicates.append((row.id, seen[row.id], number))
             continue
         seen[row.id] = number
-        if (row.extra and "original" in row.extra) or row.messages[-1].get("role") == "assistant":
+        if _ends_on_assistant(row):
             found.ending.add(row.id)
         if selection.sample is None:
             found.rows.append(row)
@@ -331,19 +334,10 @@ def read_prompts(
     split: str | None = None,
     strict: bool = False,
 ) -> PromptSet:
-    """Read a prompt source; every row that cannot be sent (not JSON, none of the fields, a
-    conversation that is not valid) is skipped and listed (``skipped``: file:line: why).
-    ``strict=True``: a row that cannot be read at all raises ``ConfigError`` naming every one,
-    as a source whose every row is unreadable does.
-
-    ``path`` is a file, a folder or ``hf:OWNER/NAME`` (with ``config`` and ``split``). Blank
-    lines are skipped, and a UTF-8 byte order mark before the first line. ``fields`` names the
-    conversation, prompt or id field; ``dataset`` tags every row; ``turns="last"`` takes a
-    trailing assistant answer off the request (kept as ``original``); ``selection`` keeps a
-    limit or a sample. With ``shard=(i, n)`` only the rows whose id hashes to shard ``i`` are
-    kept. Rows with an id seen before are dropped and listed in ``duplicates``. A source without a
-    row is a ``ConfigError``; a shard without one logs a warning.
-    """
+    """Read the prompt source ``path`` (a file, a folder or ``hf:OWNER/NAME`` with ``config`` and
+    ``split``) as the module says: ``fields`` names the conversation, prompt or id field;
+    ``dataset`` tags every row; ``selection`` keeps a limit or a sample; ``shard=(i, n)`` keeps
+    the rows whose id hashes to shard ``i``; ``strict=True`` refuses a source with a bad row."""
     source = open_source(path, config=config, split=split)
     folder = None if source.kind == "hf" else Path(source.spec).parent
     how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)

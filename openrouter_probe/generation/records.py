@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,12 +27,23 @@ from openrouter_probe.run.rows import PromptRow
 if TYPE_CHECKING:
     from openrouter_probe.generation.prompts import PromptSet
 
-__all__ = ["beside", "merged_records", "records", "truncated_rows"]
+__all__ = ["beside", "merged_records", "reasoning_tokens_of", "records", "truncated_rows"]
 
 
-def beside(path: str | Path) -> bool:
-    """Whether ``path`` is a file ``generate`` keeps beside an output (its journal, its turns)."""
-    return str(path).endswith((JOURNAL_SUFFIX, TURNS_SUFFIX))
+def beside(path: str | Path) -> str | None:
+    """What ``path`` is when it is a file ``generate`` keeps beside an output (``"spend
+    journal"``, ``"turns file"``), else ``None``."""
+    if str(path).endswith(JOURNAL_SUFFIX):
+        return "spend journal"
+    return "turns file" if str(path).endswith(TURNS_SUFFIX) else None
+
+
+def reasoning_tokens_of(answer: Mapping[str, Any]) -> int:
+    """Reasoning tokens of a record or a turn (``usage.completion_tokens_details``; 0: none)."""
+    usage = answer.get("usage")
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
@@ -40,8 +51,8 @@ def records(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
     (``OUT.jsonl.ledger``, ``OUT.jsonl.turns``, given by a glob such as ``out/*``) are skipped
     with a warning."""
     for path in paths:
-        if beside(path):
-            what = "spend journal" if str(path).endswith(JOURNAL_SUFFIX) else "turns file"
+        what = beside(path)
+        if what is not None:
             logging.getLogger(__name__).warning(
                 "%s: skipped: the %s of `generate`, not an output file", path, what
             )
@@ -87,18 +98,12 @@ def truncated_rows(
     (a later answer supersedes it), each with the new limit; what to warn about them; and the
     dataset each cut record names (a dataset renamed since is counted where it was)."""
     if not Path(out).is_file():  # a fresh output: no answer was cut, nothing to redo
-        return (
-            [],
-            [
-                Message(
-                    "redo-truncated-fresh",
-                    "{redo_truncated=True}: {path:s} holds no "
-                    "answer yet, so none was cut: nothing to redo",
-                    path=str(out),
-                )
-            ],
-            {},
+        fresh = Message(
+            "redo-truncated-fresh",
+            "{redo_truncated=True}: {path:s} holds no answer yet, so none was cut: nothing to redo",
+            path=str(out),
         )
+        return [], [fresh], {}
     records = [r for r in merged_records([out]) if r.get("status") == "truncated"]
     cut = {str(r["id"]): output_tokens_of(r) for r in records}
     recorded = {str(r["id"]): str(r.get("dataset") or "default") for r in records}

@@ -1,29 +1,20 @@
 """Row shapes: the conversation, id, parameters and other columns of one input row.
 
-A row is read by its entry of the layout table (``generation.layouts``: WildChat, LMSYS,
-OpenHermes, Tulu, OpenThoughts, OpenOrca, SlimOrca, Alpaca, Dolly, the Nemotron sets, ShareGPT,
-glaive, hermes, xlam, LLaMA-Factory, OpenAI's fine-tune format, SpecForge's vlm and regenerated
-rows, ours; ``docs/inputs.md`` shows the table), or by the fields the user names (``FieldMap``).
-Turns are ``role``/``content`` or ``from``/``value`` (``ROLES`` maps the names); only the message
-keys the API reads are kept (``params.MESSAGE_KEYS``). No column is a request parameter unless
-the user names it (``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an
-OpenRouter chat parameter (``params.CHAT_PARAMETERS``), checked (``params.check``): a value that
-cannot be sent skips the row. A layout's tools are conversation content. Every other column is the
-dataset's data, returned as ``meta`` (never sent; the output record keeps it). A top-level system
-column (``SYSTEM_FIELDS``) goes first unless the conversation opens with its own. A row whose
-``status`` says it failed is skipped.
-
-A conversation is checked as SpecForge's ``scripts/conversation_validation.py``
-(``validate_conversation``, a6b6b02) checks it (``generation.conversation``): system messages only before the first user turn,
-then ``user`` and ``assistant`` in turn from ``user``, every content a non-empty string. Beside it,
-the chat API's own shapes pass: a ``developer`` message where a system one may be, an assistant
-message with ``tool_calls`` answered by ``tool`` messages, content parts (images) in a user turn.
-A row that fails is skipped, never sent (``ShapeProblem``: why, in one line).
+A row is read by its entry of the layout table (``generation.layouts``; ``docs/inputs.md`` shows
+the table), or by the fields the user names (``FieldMap``). Turns are ``role``/``content`` or
+``from``/``value`` (``ROLES`` maps the names); only the message keys the API reads are kept
+(``params.MESSAGE_KEYS``). No column is a request parameter unless the user names it
+(``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an OpenRouter chat
+parameter, checked (``params.check``): a value that cannot be sent skips the row. A layout's tools
+are conversation content. Every other column is the dataset's data, returned as ``meta`` (never
+sent; the output record keeps it). A top-level system column (``SYSTEM_FIELDS``) goes first
+unless the conversation opens with its own. A row whose ``status`` says it failed, or whose
+conversation ``conversation.validate_conversation`` refuses, is skipped, never sent
+(``ShapeProblem``: why, in one line).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +25,14 @@ from openrouter_probe.errors import Message
 from openrouter_probe.generation.conversation import validate_conversation
 from openrouter_probe.generation.layouts import (
     Layout,
-    LayoutProblem,
+    ShapeProblem,
     compose,
     convert_tools,
     convert_xlam,
     glaive_chat,
     image_part,
     layout_of,
+    tool_call,
 )
 from openrouter_probe.generation.params import (
     CHAT_PARAMETERS,
@@ -102,10 +94,6 @@ _TURN_KEYS = ("tool_calls", "tool_call_id", "name")
 _READ_KEYS = frozenset({"role", "from", "content", "value", "input", "output", *_TURN_KEYS})
 
 
-class ShapeProblem(ValueError):
-    """A row that is valid JSON but not a conversation to send: skipped, never sent."""
-
-
 @dataclass(frozen=True)
 class FieldMap:
     """Which fields hold a row's conversation (or prompt string), its id and its system prompt,
@@ -145,18 +133,6 @@ class RowShape:
     id_params: dict[str, Any] | None = None
 
 
-def _call(value: Any, i: int) -> dict[str, Any]:
-    """LLaMA-Factory's ``function_call`` turn (``{"name", "arguments"}`` as JSON text) as a call."""
-    call = json_text_value(value)
-    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
-        raise ShapeProblem(f"turn {i} (function_call) is not JSON of {{name, arguments}}")
-    arguments = call.get("arguments", {})
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    return {"id": f"call_{i}", "type": "function",
-            "function": {"name": call["name"], "arguments": arguments}}  # fmt: skip
-
-
 def _turn(turn: Any, i: int, *, own: bool) -> dict[str, Any]:
     if not isinstance(turn, Mapping):
         raise ShapeProblem(f"turn {i} is not an object")
@@ -171,8 +147,9 @@ def _turn(turn: Any, i: int, *, own: bool) -> dict[str, Any]:
         content = turn.get("content", turn.get("value"))
         message = {"role": role, "content": content}
         message.update({k: turn[k] for k in _TURN_KEYS if turn.get(k)})
-        if named == "function_call":
-            message = {"role": "assistant", "content": "", "tool_calls": [_call(content, i)]}
+        if named == "function_call":  # LLaMA-Factory's: {"name", "arguments"} as JSON text
+            call = tool_call(json_text_value(content), i, f"turn {i} (function_call)")
+            message = {"role": "assistant", "content": "", "tool_calls": [call]}
     content = message.get("content")
     if isinstance(content, list) and content and all(isinstance(p, str) for p in content):
         raise ShapeProblem(
@@ -273,11 +250,7 @@ class _Reader:
         obj, layout = self.obj, self.layout
         if layout.chat_text:
             self.used |= {"system", "chat"}
-            try:
-                messages, tools = glaive_chat(obj.get("system"), obj.get("chat"))
-            except LayoutProblem as exc:
-                raise ShapeProblem(str(exc)) from None
-            self.tools = tools
+            messages, self.tools = glaive_chat(obj.get("system"), obj.get("chat"))
             return messages
         if layout.reader is not None:  # a transcript: one text (hh-rlhf), a tree (oasst)
             key = layout.dialogue[0]
@@ -340,13 +313,10 @@ class _Reader:
             return messages
         self.used.add(key)
         value = self.obj[key]
-        try:
-            parts = [
-                image_part(v, folder=self.folder)
-                for v in (value if isinstance(value, list) else [value])
-            ]
-        except LayoutProblem as exc:
-            raise ShapeProblem(str(exc)) from None
+        parts = [
+            image_part(v, folder=self.folder)
+            for v in (value if isinstance(value, list) else [value])
+        ]
         out = [dict(m) for m in messages]
         for m in out:
             if m.get("role") == "user" and isinstance(m.get("content"), str):
@@ -365,10 +335,7 @@ class _Reader:
         elif layout.tools is not None and obj.get(layout.tools) not in (None, "", []):
             self.used.add(layout.tools)
             tools = json_text_value(obj[layout.tools])
-            try:
-                converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
-            except LayoutProblem as exc:
-                raise ShapeProblem(str(exc)) from None
+            converted = convert_xlam(tools) if layout.xlam else convert_tools(tools)
             params = {"tools": converted} if converted else {}
             flag = obj.get("parallel_tool_calls")
             if layout.own and converted and isinstance(flag, bool):  # the fine-tune format's

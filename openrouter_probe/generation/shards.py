@@ -12,7 +12,7 @@ The variables, first found wins (a Slurm array of multi-task steps is split by t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -24,7 +24,6 @@ __all__ = [
     "LauncherShard",
     "ShardShare",
     "shard_from_launcher",
-    "shard_shares",
     "shard_shares_note",
 ]
 
@@ -124,20 +123,6 @@ class ShardShare:
         worst = None if self.worst_usd is None else float(self.worst_usd)
         return {"shard": f"{self.index}/{self.count}", "rows": self.rows, "worst_usd": worst,
                 "this": self.this}  # fmt: skip
-
-
-def shard_shares(
-    parts: Sequence[Sequence[Any]],
-    index: int,
-    worst: Callable[[list[Any]], Decimal] | None,
-) -> list[ShardShare]:
-    """Every shard of a job, ``parts`` its rows split by the row hash (``prompts.shard_of``):
-    its rows and ``worst(rows)`` (``None``: not known), ``this`` marking shard ``index``."""
-    count = len(parts)
-    return [
-        ShardShare(i, count, len(part), None if worst is None else worst(list(part)), i == index)
-        for i, part in enumerate(parts)
-    ]
 
 
 def shard_shares_note(shares: Sequence[ShardShare], *, listed: int = 8) -> str:

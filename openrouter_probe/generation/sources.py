@@ -83,10 +83,9 @@ class Source:
         return "line" if self.kind == "jsonl" else "row"
 
     def _open(self) -> Any:
-        """The file's bytes (decompressed as read when it is gzip: ``NAME.gz``)."""
         path = Path(self.spec)
         try:
-            return gzip.open(path, "rb") if _gzip(path) else path.open("rb")
+            return _raw(path)
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror}") from exc
 
@@ -336,18 +335,21 @@ def _gzip_errors(spec: str) -> Iterator[None]:
         ) from None
 
 
+def _raw(path: Path) -> Any:
+    """The file's bytes (decompressed as read when it is gzip: ``NAME.gz``)."""
+    return gzip.open(path, "rb") if _gzip(path) else path.open("rb")
+
+
 def _head(path: Path) -> bytes:
     try:
-        with gzip.open(path, "rb") if _gzip(path) else path.open("rb") as handle:
+        with _raw(path) as handle, _gzip_errors(str(path)):
             return bytes(handle.read(4096))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the prompts file: {exc.strerror or exc}") from exc
-    except (EOFError, zlib.error) as exc:
-        raise ConfigError(f"{path}: a damaged or cut gzip file ({exc}); download it again") from exc
 
 
 def _whole(path: Path) -> Any:
-    with gzip.open(path, "rb") if _gzip(path) else path.open("rb") as handle:
+    with _raw(path) as handle:
         return json.loads(handle.read().decode("utf-8-sig"))
 
 

@@ -94,10 +94,10 @@ def pair_turns(value: list[Any]) -> list[dict[str, Any]] | None:
     return turns
 
 
-def _first_reply(children: list[Any]) -> Mapping[str, Any] | None:
+def _first_reply(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The reply an oasst path follows: the lowest ``rank`` (0: most preferred), else the
     first; deleted replies (and what is under them) left out."""
-    kept = [c for c in children if isinstance(c, Mapping) and not c.get("deleted")]
+    kept = _kept(node)
     ranked = [c for c in kept if isinstance(c.get("rank"), int)]
     if ranked:
         return min(ranked, key=lambda c: int(c["rank"]))
@@ -119,8 +119,7 @@ def oasst_path(root: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "prompter or assistant"
             )
         turns.append({"role": role, "content": node.get("text")})
-        children = node.get("children")
-        node = _first_reply(children) if isinstance(children, list) else None
+        node = _first_reply(node)
     return turns
 
 
