@@ -27,6 +27,7 @@ from typing import Any
 
 from openrouter_probe.errors import Term, keyword_term, render_template, rendered
 from openrouter_probe.rules.quantities import format_usd
+from openrouter_probe.run.counts import Figures
 from openrouter_probe.run.start import RunStart, empty
 from openrouter_probe.run.stop import StopReason
 from openrouter_probe.run.tallies import (
@@ -42,10 +43,11 @@ _ZERO = Decimal(0)
 
 
 @dataclass(frozen=True)
-class RunResult(RunStart):
-    """The outcome of a paid run: counts, spend against the cap, and the stop reason. A value:
-    the books make it once, when the run ends (``run.books.books.Books.summarize``), from the
-    job's ``RunStart``; what is said of it afterwards is a new one (``dataclasses.replace``).
+class RunResult(Figures, RunStart):
+    """The outcome of a paid run: what its rows, requests and money came to (``Figures``, as
+    the books counted them), spend against the cap, and the stop reason. A value: the books make
+    it once, when the run ends (``run.books.books.Books.summarize``), from the job's
+    ``RunStart``; what is said of it afterwards is a new one (``dataclasses.replace``).
 
     Money: ``spent_usd`` is this run's (known costs, plus what attempts whose cost is unknown may
     have cost, ``possibly_billed_usd``, at their worst case until ``/generation`` settled them:
@@ -55,30 +57,12 @@ class RunResult(RunStart):
     ``run.stop.StopReason`` (each reason says when it is given).
     """
 
-    ok: int = 0
-    truncated: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    not_sent: int = 0
-    requests: int = 0
     retries: int = 0
     pauses: int = 0
-    spent_usd: Decimal = _ZERO
-    possibly_billed_usd: Decimal = _ZERO
-    reconciled: int = 0
-    reconciled_back_usd: Decimal = _ZERO
-    reconciled_before: int = 0
-    reconciled_before_back_usd: Decimal = _ZERO
-    unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
-    cache_hits: int = 0  # answers of OpenRouter's response cache: billed nothing, counted $0
     #: providers that billed past ``max_tokens``: (answers, worst ratio, USD past the limits)
     overshoot: Mapping[str, tuple[int, float, Decimal]] = field(default_factory=empty)
     #: the dry run of a sharded job: each shard's ``{"shard", "rows", "worst_usd", "this"}``
     shard_shares: tuple[Mapping[str, Any], ...] = ()
-    #: turns answered this run (every answer: a row without turns of its own is one turn), rows
-    #: stopped mid-way (``--turns all``)
-    turns_done: int = 0
-    rows_partial: int = 0
     output_tokens: Mapping[str, int] = field(default_factory=empty)
     providers: Mapping[str, ProviderTally] = field(default_factory=empty)
     stop_reason: StopReason = StopReason.DONE

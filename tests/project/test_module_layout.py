@@ -311,7 +311,7 @@ RUN_MAY_IMPORT: dict[str, set[str]] = {
     "stop": set(),
     "tallies": set(),
     "start": {"tallies"},
-    "result": {"start", "stop", "tallies"},
+    "result": {"start", "stop", "tallies", "counts"},
     "counts": {"tallies"},
     "send": {"money"} | RUN_VALUES,
     "books": {"send", "money"} | RUN_VALUES,
