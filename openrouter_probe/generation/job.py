@@ -10,7 +10,7 @@ Example (in a notebook, whose event loop is already running)::
         "prompts.jsonl", policy="policies/kimi-k2.5.yaml", out="out.jsonl",
         budget_usd=100, concurrency=2000, max_tokens=4096, target_tokens="10M",
     )
-    print(summary.render())
+    print(orp.render_result(summary))
 """
 
 from __future__ import annotations
