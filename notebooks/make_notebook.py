@@ -322,9 +322,9 @@ if policy_file is not None:
     with serve(speed=0) as fake:
         options = dict(policy=policy_file, out=work / "out.jsonl", base_url=fake.base_url, api_key="sk-fake")
         plan = await orp.generate(prompts, budget_usd=100, max_tokens=4096, dry_run=True, **options)
-        print(plan.render(), end="\\n\\n")
+        print(orp.render_result(plan), end="\\n\\n")
         summary = await orp.generate(prompts, budget_usd=0.02, max_tokens=512, concurrency=2000, **options)
-        print(summary.render())
+        print(orp.render_result(summary))
         print(f"the fake's ledger: ${fake.ledger.total_usd:.6f}; recorded: ${summary.spent_usd:.6f}")""",
     ),
     (

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from openrouter_probe.run import RunResult as RunResult
     from openrouter_probe.run import RunSummary as RunSummary
     from openrouter_probe.run import StopReason as StopReason
+    from openrouter_probe.run import render_result as render_result
 
     # -- Verify: the empirical precision check
     from openrouter_probe.verify import VerifyPlan as VerifyPlan

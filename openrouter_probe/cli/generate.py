@@ -28,6 +28,7 @@ from openrouter_probe.cli.options import (
 )
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
 from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
+from openrouter_probe.run.report import render_result
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -350,7 +351,7 @@ def _show_summary(summary: Any, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(summary.to_dict(), indent=2))
         return
-    click.echo(summary.render(term_of(click.get_current_context().command)))
+    click.echo(render_result(summary, term_of(click.get_current_context().command)))
     if len(summary.skipped_rows) > 10:
         note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
 

@@ -11,7 +11,7 @@ keeps the table):
 - ``run.schedule``: the worker pool, queues and fair shares, the row source, retries and waits.
 
 Beside them, the run's values (``rows``, ``stop``, ``tallies``, ``start``, ``result``, ``counts``:
-any room may import them), its options (``config``: ``run.schedule`` reads them) and the assembly
+any room may import them), a result's text (``report``: it reads ``result``), its options (``config``: ``run.schedule`` reads them) and the assembly
 that builds a run from them (``paid``, ``senders``, ``checks``, ``lock``, ``progress``). May import
 ``rules`` and ``api`` (and ``errors``, ``files``).
 """
@@ -25,6 +25,7 @@ from openrouter_probe import exports_of, lazy_exports
 # The public names, written once as the imports a type checker reads (``exports_of``).
 if TYPE_CHECKING:
     from openrouter_probe.run.money.spend import SpendCap as SpendCap
+    from openrouter_probe.run.report import render_result as render_result
     from openrouter_probe.run.result import RunResult as RunResult
     from openrouter_probe.run.result import RunSummary as RunSummary
     from openrouter_probe.run.rows import PromptRow as PromptRow

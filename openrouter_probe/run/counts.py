@@ -1,4 +1,5 @@
-"""What a run's rows, requests and money came to, as its books count them (``run.books.books``)."""
+"""What a run's rows, requests and money came to (``Figures``), as its books count them
+(``Counts``, ``run.books.books``), and how long its answers were (``AnswerLengths``)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.run.tallies import ProviderTally
 
-__all__ = ["AnswerLengths", "Counts", "useful_rows"]
+__all__ = ["AnswerLengths", "Counts", "Figures", "useful_rows"]
 
 #: The share of answers ``AnswerLengths.keeps`` says a ``max_tokens`` for.
 WHOLE_SHARE = 0.95
@@ -118,33 +119,72 @@ def useful_rows(
     return [said, *lengths.note()]
 
 
-@dataclass
-class Counts:
-    """What this run's rows, requests and money came to, as the books count them."""
+@dataclass(frozen=True)
+class Figures:
+    """What a run's rows, requests and money came to, each figure declared once: the
+    ``RunResult``'s of these names (it inherits them) and the slots the books count them in
+    (``Counts``)."""
 
     ok: int = 0
     truncated: int = 0
     failed: int = 0
     cancelled: int = 0
     not_sent: int = 0
+    #: rows stopped mid-way (``--turns all``), and turns answered this run (every answer: a row
+    #: without turns of its own is one turn)
     rows_partial: int = 0
-    requests: int = 0
     turns_done: int = 0
+    requests: int = 0
     spent_usd: Decimal = _ZERO
     possibly_billed_usd: Decimal = _ZERO
     reconciled: int = 0
     reconciled_back_usd: Decimal = _ZERO
     reconciled_before: int = 0
     reconciled_before_back_usd: Decimal = _ZERO
-    possibly_billed_before_settled_usd: Decimal = _ZERO
-    unsettleable: int = 0
-    cache_hits: int = 0  # answers of OpenRouter's response cache (billed nothing)
-    done: dict[str, int] = field(default_factory=dict)  # rows finished, per dataset
-    not_sent_by: dict[str, int] = field(default_factory=dict)
-    output_tokens: dict[str, int] = field(default_factory=dict)  # this run, per dataset
-    #: per provider, ``ProviderTally``'s figures by name as they are counted (``provider``)
-    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    lengths: AnswerLengths = field(default_factory=AnswerLengths)  # every answer's, this run
+    unsettleable: int = 0  # unknown costs with no generation id: they stay at their worst case
+    cache_hits: int = 0  # answers of OpenRouter's response cache: billed nothing, counted $0
+
+
+#: ``Figures``' names, each with what it starts from (0).
+_FIGURES = {f.name: f.default for f in fields(Figures)}
+
+
+class Counts:
+    """The books' tally as the run goes: a slot for each of ``Figures``' figures, bumped in
+    place (``figures`` gives them by name at the end), and what only the books keep: what this
+    run settled of earlier runs' possibly billed money, rows finished and not sent per dataset,
+    output tokens per dataset, each provider's figures, every answer's length."""
+
+    __slots__ = (
+        *_FIGURES,
+        "possibly_billed_before_settled_usd",
+        "done",
+        "not_sent_by",
+        "output_tokens",
+        "providers",
+        "lengths",
+    )
+
+    def __init__(self) -> None:
+        for name, start in _FIGURES.items():
+            setattr(self, name, start)
+        self.possibly_billed_before_settled_usd = _ZERO
+        self.done: dict[str, int] = {}  # rows finished, per dataset
+        self.not_sent_by: dict[str, int] = {}
+        self.output_tokens: dict[str, int] = {}  # this run, per dataset
+        #: per provider, ``ProviderTally``'s figures by name as they are counted (``provider``)
+        self.providers: dict[str, dict[str, Any]] = {}
+        self.lengths = AnswerLengths()  # every answer's, this run
+
+    if TYPE_CHECKING:  # a figure's type is ``Figures``'; here each reads as ``Any``
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
+    def figures(self) -> dict[str, Any]:
+        """``Figures``' figures as counted so far, by name (the ``RunResult``'s keywords)."""
+        return {name: getattr(self, name) for name in _FIGURES}
 
     def provider(self, name: str) -> dict[str, Any]:
         """The figures counted so far for provider ``name`` (all 0 at first), to add to."""

@@ -1,8 +1,9 @@
 """Why a paid run ended (``StopReason``), each reason with its exit code.
 
-A reason is a ``StrEnum``: its value is the string the summary's JSON, the progress line and
-``RunResult.render`` have always written (``"done"``, ``"budget-spent"``, ...), and it compares
-equal to that string, so journals, summaries and callers that compare with strings read as before.
+A reason is a ``StrEnum``: its value is the string the summary's JSON, the progress line and its
+text (``run.report.render_result``) have always written (``"done"``, ``"budget-spent"``, ...),
+and it compares equal to that string, so journals, summaries and callers that compare with
+strings read as before.
 The CLI exits with ``reason.exit_code``: 0 for a run that ended as asked, 130 for one stopped by
 Ctrl-C (or SIGTERM), 1 otherwise.
 

@@ -26,6 +26,7 @@ from openrouter_probe.generation.conversation import validate_conversation
 from openrouter_probe.generation.manifest import SourceOptions, read_inputs
 from openrouter_probe.generation.prompts import Selection, read_prompts, row_id
 from openrouter_probe.generation.shapes import FieldMap
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, LedgerSender, no_sleep, records
 from tests._specforge import assert_specforge_conversation
 from tests.conftest import ROOT
@@ -191,7 +192,7 @@ def test_a_dry_run_counts_each_familys_rows_and_ids(tmp_path: Path, family: str)
         assert row.messages[-1]["role"] in ("user", "tool")
         assert set(row.params) <= {"tools"}
     if ending:
-        assert f"{ending} rows end on an assistant turn" in summary.render()
+        assert f"{ending} rows end on an assistant turn" in render_result(summary)
 
 
 def test_each_family_is_read_as_the_conversation_it_holds(tmp_path: Path) -> None:
@@ -235,7 +236,7 @@ def test_skipped_rows_are_named_in_the_warnings_and_never_sent(tmp_path: Path) -
         f"skipped, never sent: {path}:4: turn 1 is user where assistant comes (user and "
         "assistant take turns)" in summary.warnings
     )
-    assert "skipped 2 rows of the prompts" in summary.render()
+    assert "skipped 2 rows of the prompts" in render_result(summary)
 
 
 def test_turns_last_sends_a_sharegpt_row_without_its_last_gpt_turn(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from openrouter_probe.generation.params import CHAT_PARAMETERS, MESSAGE_KEYS, ch
 from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.rules.snapshot import bundled_snapshot
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, no_sleep, records
 from tests.generation.test_inputs import (
     HERMES,
@@ -584,7 +585,7 @@ def test_a_row_past_the_context_window_is_skipped_and_named_the_others_go(
     assert summary.ok + summary.truncated == 2 and summary.rows_skipped == 1
     assert why in summary.warnings and summary.stop_reason == "done"
     assert summary.skipped_rows == (why.removeprefix("skipped, never sent: "),)  # --format json
-    assert "skipped 1 rows of the prompts" in summary.render()
+    assert "skipped 1 rows of the prompts" in render_result(summary)
     assert sorted(r["id"] for r in records(tmp_path / "out.jsonl")) == ["a", "b"]
 
 

@@ -19,6 +19,7 @@ from openrouter_probe.errors import Message, OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.pilot import percentile
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.request import row_session
 from openrouter_probe.run.stop import StopReason
 from tests._generate import POLICY, cache_job, no_sleep, prompt_rows, records, write_prompts
@@ -134,7 +135,7 @@ def test_a_pilot_sends_the_first_rows_of_each_dataset_as_the_full_run_and_report
             response_cache=False,
         )
     assert at95.held_max_usd == h95 < pilot.held_max_usd
-    text = " ".join(pilot.render().split())
+    text = " ".join(render_result(pilot).split())
     assert f"pilot d0: {PILOT} answers, 0 cut at max_tokens={MAX_TOKENS} (0.0%); output " in text
     assert text.endswith(
         "stopped: pilot: a pilot of the first pilot=20 rows of each dataset; rerun without pilot "

@@ -30,6 +30,7 @@ from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.books.output import load_resume_state
 from openrouter_probe.run.books.turns import TurnBook, plan_turns, row_totals
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.transport import Answer, HttpTransport
 from tests._generate import (
     POLICY,
@@ -269,7 +270,7 @@ def test_the_dry_run_counts_turns_not_rows(tmp_path: Path) -> None:
     )  # fmt: skip
     assert last.rows_to_send == every.rows_to_send == 18
     assert every.turns_to_send == 20 and last.turns_to_send is None
-    assert "turns (turns='all'): 20 to send for the rows to send" in every.render()
+    assert "turns (turns='all'): 20 to send for the rows to send" in render_result(every)
     # two more requests, and each second turn's prompt holds the first answer at its max_tokens
     assert last.worst_case_usd is not None and every.worst_case_usd is not None
     extra = every.worst_case_usd - last.worst_case_usd
@@ -371,7 +372,7 @@ def test_a_budget_stop_mid_row_writes_no_line_and_the_resume_buys_only_the_rest(
                      snapshot="bundled")  # fmt: skip
         assert first.stop_reason == "budget" and first.requests == 1
         assert first.rows_partial == 1 and first.ok == 0 and first.turns_done == 1
-        assert "1 row(s) stopped mid-way" in first.render()
+        assert "1 row(s) stopped mid-way" in render_result(first)
         assert fake.ledger.total_usd <= dry.worst_case_usd  # the cap held across the turns
         assert records(out) == []  # no output line for a row not finished
         kept = _turns_file(out)

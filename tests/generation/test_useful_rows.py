@@ -16,6 +16,7 @@ from openrouter_probe.errors import Message
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.run.counts import AnswerLengths
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 
@@ -99,7 +100,7 @@ def test_the_summary_and_the_dry_run_say_what_is_cut_and_what_a_dollar_buys(
     # (seed 5: one of 30 cut) 29 whole answers needed, the 29th shortest is the advice
     assert note.code == "answers-cut-keep" and cut == 1
     assert note.values["max_tokens"] == whole[math.ceil(0.95 * 30) - 1] < 600
-    assert str(note) in " ".join(summary.render().split())
+    assert str(note) in " ".join(render_result(summary).split())
     # the dry run of the rest: rows per dollar, the share whole as the 30 earlier answers were
     useful = _note(after, "useful-rows")
     assert useful.code == "useful-rows"

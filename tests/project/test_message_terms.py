@@ -21,6 +21,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.generation.export import export
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.run.lock import OutputLock
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, ROOT, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY
 
@@ -136,7 +137,7 @@ def test_the_prompt_field_advice_and_the_turns_line_in_both_terms(tmp_path: Path
     talk = write_prompts(tmp_path / "talk.jsonl", [{"id": "r0", "messages": chat}])
     summary = asyncio.run(generate(talk, policy=POLICY, out=tmp_path / "t.jsonl", dry_run=True,
                                    snapshot="bundled", turns="all"))  # fmt: skip
-    assert "turns (turns='all'): 2 to send" in summary.render()
+    assert "turns (turns='all'): 2 to send" in render_result(summary)
     result = _generate_cli(str(talk), "--out", str(tmp_path / "t.jsonl"), "--turns", "all")
     assert "turns (--turns all): 2 to send" in result.output, result.output
 

@@ -311,8 +311,9 @@ RUN_MAY_IMPORT: dict[str, set[str]] = {
     "stop": set(),
     "tallies": set(),
     "start": {"tallies"},
-    "result": {"start", "stop", "tallies"},
+    "result": {"start", "stop", "tallies", "counts"},
     "counts": {"tallies"},
+    "report": {"result", "stop"},  # a result's text: it reads the value, never the reverse
     "send": {"money"} | RUN_VALUES,
     "books": {"send", "money"} | RUN_VALUES,
     "config": {"books", "send", "money"},
@@ -324,7 +325,7 @@ RUN_MAY_IMPORT: dict[str, set[str]] = {
     "paid": {"schedule", "config", "books", "send", "money", "checks", "lock", "progress"}
     | {"senders"}
     | RUN_VALUES,
-    "__init__": {"money"} | RUN_VALUES,
+    "__init__": {"money", "report"} | RUN_VALUES,
 }
 
 RUN_ROOMS = {"money", "send", "books", "schedule"}

@@ -15,6 +15,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.sampling import sampling_advice, thinking_on
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 from tests._generate import POLICY, no_sleep, records, write_prompts
@@ -83,7 +84,7 @@ def test_generate_sends_records_and_the_dry_run_says_it(tmp_path: Path) -> None:
     dry = _gen(tmp_path, "http://127.0.0.1:9", dry_run=True, snapshot="bundled")
     said = "temperature=1, top_p=0.95 with thinking; temperature=0.6, top_p=0.95 without"
     assert any(said in n for n in dry.notes)
-    assert "Kimi Vendor Verifier" in dry.render()
+    assert "Kimi Vendor Verifier" in render_result(dry)
     with serve(speed=0, seed=1, record_requests=True) as fake:
         named = SourceOptions.of(row_params="reasoning,temperature")  # columns sent: named
         summary = _gen(tmp_path, fake.base_url, budget_usd=1, source=named)

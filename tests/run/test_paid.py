@@ -24,6 +24,7 @@ from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.generation import generate
 from openrouter_probe.run.books.output import FINISHED
 from openrouter_probe.run.money.limit import AdaptiveLimit
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.transport import Answer, Failure
 from tests._generate import (
     POLICY,
@@ -482,7 +483,7 @@ def test_dry_run_sends_nothing_and_prices_the_plan(tmp_path: Path) -> None:
 def test_without_a_budget_nothing_is_invented_and_the_missing_cap_is_said(tmp_path: Path) -> None:
     write_prompts(tmp_path / "prompts.jsonl", prompt_rows(10))
     dry = run(_gen(tmp_path, LedgerSender(), max_tokens=100, dry_run=True))
-    [spent] = [line for line in dry.render().splitlines() if line.startswith("spent:")]
+    [spent] = [line for line in render_result(dry).splitlines() if line.startswith("spent:")]
     assert "$1.00" not in dry.message and " of $" not in spent
     assert dry.message.startswith("no budget_usd: nothing would cap the real run's spend")
     real = run(_gen(tmp_path, LedgerSender(), max_tokens=100))
@@ -490,7 +491,7 @@ def test_without_a_budget_nothing_is_invented_and_the_missing_cap_is_said(tmp_pa
         real.warnings
     )
     capped = run(_gen(tmp_path, LedgerSender(), max_tokens=100, budget_usd="0.005"))
-    assert "of $0.005;" in capped.render()  # not "$0.00"
+    assert "of $0.005;" in render_result(capped)  # not "$0.00"
 
 
 def test_a_policy_that_admits_nothing_stops_before_sending(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from openrouter_probe.policy.compiled import load_compiled_policy
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.progress import LastLine, RichProgress, progress_for
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 from tests.conftest import PYTEST_OPENROUTER_KEY, ROOT
 
@@ -197,7 +198,7 @@ def test_the_summary_fits_80_columns_and_never_cuts_a_figure(tmp_path: Path) -> 
             max_tokens=3000,
         )
     )
-    text = summary.render()
+    text = render_result(summary)
     assert all(len(line) <= 80 for line in text.splitlines()), text
     flat = " ".join(line.strip() for line in text.splitlines())
     for name in names:  # every figure whole, on one line
@@ -462,11 +463,11 @@ def test_a_dry_run_does_not_claim_to_settle(tmp_path: Path) -> None:
         killed_in_flight_before=1,
         stop_reason=StopReason.DRY_RUN,
     )
-    text = summary.render()
+    text = render_result(summary)
     assert "settled from /generation this run" not in text
     assert "a real run settles what it can from /generation" in text
     summary = dataclasses.replace(summary, stop_reason=StopReason.DONE)
-    assert "settled from /generation this run: 0 attempt(s)" in summary.render()
+    assert "settled from /generation this run: 0 attempt(s)" in render_result(summary)
 
 
 def test_the_advice_for_datasets_is_what_fits_every_share_at_the_start(tmp_path: Path) -> None:
@@ -525,7 +526,7 @@ def test_the_budget_stop_names_each_dataset_once(tmp_path: Path) -> None:
                  send=LedgerSender(seed=4, fail=fail), snapshot="bundled", sleep=no_sleep,
                  budget_usd="0.004", max_tokens=400, concurrency=12)
     )  # fmt: skip
-    assert summary.stop_reason == "budget", summary.render()
+    assert summary.stop_reason == "budget", render_result(summary)
     named = re.findall(r"(?:^|; )(B\d): ", summary.message)
     more = re.search(r"; and (\d+) more$", summary.message)
     assert len(named) == len(set(named)) == min(3, len(named))
@@ -551,7 +552,7 @@ def test_rows_turns_and_requests_are_counted_in_one_unit(tmp_path: Path) -> None
     assert summary.stop_reason == "done" and summary.ok + summary.truncated == 18
     assert summary.turns_to_send == summary.turns_done == summary.requests == 20
     assert sum(t.turns for t in summary.providers.values()) == 20
-    text = " ".join(summary.render().split())
+    text = " ".join(render_result(summary).split())
     assert "; 20 requests, 0 retried" in text
     assert "turns (turns='all'): 20 to send for the rows to send; 20 answered" in text
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.result import RunResult as RunSummary
 from openrouter_probe.run.stop import StopReason
 
@@ -55,7 +56,7 @@ def test_a_summary_writes_and_reads_the_old_strings() -> None:
     assert written["stop_reason"] == "key-limit"
     assert StopReason(written["stop_reason"]) is StopReason.KEY_LIMIT
     assert summary.stop_reason == "key-limit"  # a caller comparing strings reads as before
-    assert summary.render().splitlines()[-1] == "stopped: key-limit"
+    assert render_result(summary).splitlines()[-1] == "stopped: key-limit"
     assert summary.exit_code == 1
     summary = dataclasses.replace(summary, stop_reason=StopReason.INTERRUPTED)
     assert summary.exit_code == 130
@@ -71,6 +72,9 @@ def test_a_run_that_did_not_end_as_asked_says_why_in_words_first() -> None:
         assert said[0] != f"not finished (exit {reason.exit_code}): {reason.value}"  # words
         assert len(said[0]) <= 80
     summary = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x", stop_reason=StopReason.KEY)
-    assert summary.render().splitlines()[0] == "not finished (exit 1): OpenRouter refused the key"
+    assert (
+        render_result(summary).splitlines()[0]
+        == "not finished (exit 1): OpenRouter refused the key"
+    )
     done = RunSummary(out="o.jsonl", policy="p.yaml", model="m/x")
-    assert done.render().splitlines()[0] == "m/x via p.yaml -> o.jsonl"
+    assert render_result(done).splitlines()[0] == "m/x via p.yaml -> o.jsonl"

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -66,9 +66,6 @@ log = logging.getLogger(__name__)
 
 _ZERO = Decimal(0)
 BYOK_FEE_SHARE = Decimal("0.05")  # OpenRouter's fee on a BYOK answer (its docs: 5% of the cost)
-#: The books' counts that are the ``RunResult``'s figures of the same name, copied as they are
-#: (the providers' figures become frozen tallies).
-_COUNTED = ({f.name for f in fields(Counts)} & {f.name for f in fields(RunResult)}) - {"providers"}
 
 
 class Books:
@@ -477,7 +474,8 @@ class Books:
             self.warn(overrun_warning(cap.overruns, bool(self.overshoot.by_provider)))
         return RunResult.of(
             start,
-            **{name: getattr(c, name) for name in _COUNTED},
+            **c.figures(),
+            output_tokens=c.output_tokens,
             spent_before_usd=start.spent_before_usd - c.reconciled_before_back_usd,
             possibly_billed_before_usd=(
                 start.possibly_billed_before_usd - c.possibly_billed_before_settled_usd

@@ -21,6 +21,7 @@ from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
 from openrouter_probe.run.books.reconcile import DEFAULT_WAITS_S, PARALLEL_LOOKUPS, Reconciler
 from openrouter_probe.run.money.replay import Pending, replay_journal
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, journal_reconciled, prompt_rows, records, write_prompts
 
 D = Decimal
@@ -179,7 +180,7 @@ def test_a_generation_never_found_stays_at_its_worst_case(tmp_path: Path) -> Non
         summary = _run(tmp_path, fake, clock, budget_usd=1)
         assert summary.reconciled == 0 and summary.possibly_billed_usd > 0
         assert summary.spent_usd == fake.ledger.total_usd + summary.possibly_billed_usd
-        assert "possibly billed (cost unknown, counted at the worst case)" in summary.render()
+        assert "possibly billed (cost unknown, counted at the worst case)" in render_result(summary)
         # issue 30 item 5: the give-up says how much is unsettled and that a rerun settles it
         given_up = (
             f"1 attempt(s) could not be settled from /generation in this run: "

@@ -26,6 +26,7 @@ from openrouter_probe.files import WriteFailed, open_append
 from openrouter_probe.generation import generate
 from openrouter_probe.run.money.journal import Journal
 from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, LedgerSender, prompt_rows, records, write_prompts
 from tests.conftest import ROOT
 
@@ -132,7 +133,7 @@ def test_a_disk_that_fills_stops_the_sending_and_a_rerun_pays_only_what_was_in_f
     assert len(sender.bodies) == disk.sent_at_failure < 300
     said = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(said) == 1 and said[0].getMessage() == summary.message  # one line, the summary's
-    assert "stopped: write-failed: " in " ".join(summary.render().split())
+    assert "stopped: write-failed: " in " ".join(render_result(summary).split())
     in_flight = disk.in_flight_at_failure or 0
 
     # make room: the rerun resumes, and pays again only answers that were in flight (the one

@@ -16,6 +16,7 @@ from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.audit import audit
 from openrouter_probe.rules.snapshot import bundled_snapshot
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 D = Decimal
@@ -103,7 +104,7 @@ def test_a_byok_run_counts_the_providers_part_and_shows_both(tmp_path: Path) -> 
     assert sum(D(str(r["cost_usd"])) for r in out) == summary.spent_usd == billed
     byok_usd = sum(D(str(r["cost_usd"])) for r in byok)
     assert sum(t.byok_usd for t in summary.providers.values()) == byok_usd
-    shown = " ".join(summary.render().split())  # (lines wrap at 80 columns)
+    shown = " ".join(render_result(summary).split())  # (lines wrap at 80 columns)
     assert f"${byok_usd:,.6f} BYOK: the provider's, to your own key" in shown
     report = audit([tmp_path / "out.jsonl"], policy=POLICY, snapshot=bundled_snapshot())
     assert sum(p.byok_usd for p in report.providers) == byok_usd

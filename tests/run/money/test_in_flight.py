@@ -24,6 +24,7 @@ from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.fake.bodies import IN_FLIGHT_MESSAGE
 from openrouter_probe.generation import generate
 from openrouter_probe.run.money.limit import START_REQUESTS, DollarWindow
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.transport import _error_failure, parse_stream
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
@@ -289,7 +290,7 @@ def test_300_rows_at_200_in_flight_finish_under_a_budget_of_ten_requests(tmp_pat
     assert refused / summary.requests < 1 / 3
     assert summary.retries == 0  # a refusal is not a failure's retry
     assert summary.held_max_usd > 0
-    assert "in-flight refusals" in summary.render()
+    assert "in-flight refusals" in render_result(summary)
 
 
 def test_the_in_flight_402_waits_its_retry_after(tmp_path: Path) -> None:
@@ -380,7 +381,7 @@ def test_in_flight_refusals_in_process_show_in_the_progress_line_and_the_records
     out = {r["id"]: r for r in records(tmp_path / "out.jsonl")}
     assert out["r3"]["status"] in ("ok", "truncated") and out["r3"]["attempts"] == 2
     assert "2 in-flight 402s" in lines[-1], lines[-1]
-    assert "held in flight at most $" in summary.render()
+    assert "held in flight at most $" in render_result(summary)
 
 
 def test_the_fakes_in_flight_402_retry_after_as_a_date_is_read_in_seconds() -> None:

@@ -27,6 +27,7 @@ from openrouter_probe.generation import generate
 from openrouter_probe.run.books.output import load_resume_state
 from openrouter_probe.run.money.journal import Journal, journal_path
 from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.transport import Failure
 from tests._generate import POLICY, LedgerSender, no_sleep, prompt_rows, records, write_prompts
 
@@ -335,7 +336,7 @@ def test_resume_after_a_kill_counts_what_was_in_flight(tmp_path: Path) -> None:
     assert summary.killed_in_flight_before == 7
     assert summary.possibly_billed_before_usd == reserved >= first.billed_usd - recorded
     assert summary.spent_before_usd == recorded + reserved
-    assert "7 in flight when a run was killed" in summary.render()
+    assert "7 in flight when a run was killed" in render_result(summary)
     # Only the rows in flight were sent again; every finished one was not.
     assert sorted("r" + second.row_id(json.loads(b)) for b in second.bodies) == sorted(lost_ids)
     # A third start still counts them (they may have been billed), and sends nothing.
@@ -360,7 +361,7 @@ def test_a_billed_retry_of_a_row_that_never_finished_counts(tmp_path: Path) -> N
     again = asyncio.run(_gen(tmp_path, LedgerSender(seed=7), max_tokens=20))
     assert again.spent_before_usd == Decimal("0.0007") and again.possibly_billed_before_usd == 0
     assert again.spent_total_usd == Decimal("0.0007") + again.spent_usd
-    assert f"${again.spent_total_usd:.6f} in all" in again.render()
+    assert f"${again.spent_total_usd:.6f} in all" in render_result(again)
 
 
 def test_a_journal_whose_output_was_deleted_stops_the_run(tmp_path: Path) -> None:

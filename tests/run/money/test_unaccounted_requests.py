@@ -25,6 +25,7 @@ from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.transport import Answer, Failure
 from tests._generate import (
     POLICY,
@@ -413,7 +414,7 @@ def test_datasets_are_served_in_turn_and_share_the_money(tmp_path: Path) -> None
         assert max(done.values()) - min(done.values()) <= 3, done
         for name in names:  # each kept to its sixth of the cap (within one request)
             assert summary.datasets[name].spent_usd <= budget / 6 + D("0.001")
-        text = summary.render()
+        text = render_result(summary)
         for name in names:
             assert f"  {name}: {done[name]}/60 rows" in text
 
@@ -482,7 +483,7 @@ def test_money_is_never_shown_negative(tmp_path: Path) -> None:
             max_tokens=8,
         )
     )
-    text = summary.render()
+    text = render_result(summary)
     assert "$0.00 remains" in text and "$-" not in text and "-$" not in text
     assert summary.remaining_usd == 0 and summary.to_dict()["remaining_usd"] == 0
     assert "over the cap by $0.029000" in text
@@ -503,5 +504,5 @@ def test_a_shards_dry_run_shows_the_total_and_the_keys_limit(tmp_path: Path) -> 
             "the key's remaining limit is $25.00, below the $40.00 that 4 shards of $10.00 may" in w
             for w in summary.warnings
         )
-        assert "$10.00 x 4 shards = $40.00 on the key in all" in summary.render()
+        assert "$10.00 x 4 shards = $40.00 on the key in all" in render_result(summary)
         assert fake.ledger.total_usd == 0

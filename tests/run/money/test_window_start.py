@@ -23,6 +23,7 @@ from openrouter_probe.run.checks import key_check
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.limit import START_REQUESTS, WindowStart, window_start
 from openrouter_probe.run.money.replay import replay_journal
+from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 W = Decimal("0.001")  # one request's worst case
@@ -240,11 +241,11 @@ def test_the_run_and_its_dry_run_say_where_the_window_starts(tmp_path: Path) -> 
         summary = _gen(tmp_path, fake.base_url, concurrency=30, budget_usd=5)
     assert _window_note(plan).code == _window_note(summary).code == "window-at-concurrency"
     assert "then concurrency=30 once OpenRouter admits them" in _window_note(summary)
-    assert "then --concurrency 30 once OpenRouter admits them" in plan.render(
-        lambda name, value, given: f"--{name} {value}" if given else f"--{name}"
+    assert "then --concurrency 30 once OpenRouter admits them" in render_result(
+        plan, lambda name, value, given: f"--{name} {value}" if given else f"--{name}"
     )
     assert summary.ok + summary.truncated == 40
-    assert "in flight: 16 requests, then concurrency=30" in summary.render()
+    assert "in flight: 16 requests, then concurrency=30" in render_result(summary)
     # no in-flight 402: nothing learned, no window line in the journal
     assert replay_journal(tmp_path / "out.jsonl.ledger").window_usd is None
     (tmp_path / "out.jsonl").unlink()

@@ -19,6 +19,7 @@ from openrouter_probe.fake.refusals import PRIVACY_URL, refusal_body
 from openrouter_probe.generation import generate
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.report import render_result
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.attempts import AttemptPolicy, Hold, Retry
 from openrouter_probe.run.send.attempt import Attempt
@@ -135,7 +136,7 @@ def test_an_attestation_gate_stops_the_run_at_the_first_refusal(tmp_path: Path) 
     message = " ".join(str(summary.message).split())
     assert "18+ age confirmation" in message
     assert "Confirm it in the account's settings, then rerun the same command" in message
-    assert summary.render().splitlines()[0] == (
+    assert render_result(summary).splitlines()[0] == (
         "not finished (exit 1): OpenRouter admits no endpoint: policy or account settings"
     )
     # the gate passed, the same command sends every row
@@ -200,7 +201,7 @@ def test_a_run_where_every_row_failed_exits_non_zero(tmp_path: Path) -> None:
     assert summary.stop_reason == "all-failed" and summary.exit_code == 1
     assert "every row sent failed (3" in summary.message
     # the summary's first line says why, in words
-    assert summary.render().splitlines()[0] == "not finished (exit 1): every row sent failed"
+    assert render_result(summary).splitlines()[0] == "not finished (exit 1): every row sent failed"
 
 
 def test_a_providers_429_waits_its_retry_after_up_to_max_wait(tmp_path: Path) -> None:
