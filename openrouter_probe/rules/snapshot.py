@@ -31,26 +31,15 @@ from datetime import UTC, datetime
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
-from openrouter_probe.errors import (
-    Message,
-    SnapshotError,
-    first_validation_error,
-)
+from openrouter_probe.errors import Message, SnapshotError, first_validation_error
 from openrouter_probe.files import atomic_write_text, ensure_not_input
-from openrouter_probe.rules.batch import (
-    BatchAcceptance,
-    BatchListing,
-    listing_from_json,
-)
+from openrouter_probe.rules.batch import BatchAcceptance, BatchListing, listing_from_json
 from openrouter_probe.rules.frozen import freeze_json, thaw
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "BUNDLED_MODELS",
