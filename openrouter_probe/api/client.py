@@ -30,12 +30,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection, resolve_base_url
 from openrouter_probe.api.payload import REPORT_SKIPPED
-from openrouter_probe.api.schema import (
-    EndpointsResponse,
-    ModelEndpoints,
-    ModelsList,
-    ProvidersList,
-)
+from openrouter_probe.api.schema import EndpointsResponse, ModelEndpoints, ModelsList, ProvidersList
 from openrouter_probe.api.wire import Wire, Wired, with_message
 from openrouter_probe.errors import (
     APIError,

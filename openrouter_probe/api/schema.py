@@ -23,13 +23,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from openrouter_probe.api.payload import (
-    Number,
-    Payload,
-    PriceStr,
-    SkippedRecord,
-    to_optional_str,
-)
+from openrouter_probe.api.payload import Number, Payload, PriceStr, SkippedRecord, to_optional_str
 
 __all__ = [
     "KNOWN_QUANTIZATIONS",

@@ -53,10 +53,13 @@ __all__ = ["LintFinding", "lint_batch_block", "lint_block"]
 _PER_TOKEN_SUSPECT = 0.01
 
 
+Severity = Literal["error", "warning"]
+
+
 @dataclass(frozen=True)
 class LintFinding:
     code: str
-    severity: Literal["error", "warning"]
+    severity: Severity
     loc: str
     message: str
 
@@ -219,24 +222,14 @@ def _options_findings(raw: Mapping[str, Any], endpoints: Sequence[Endpoint]) -> 
             if fix
             else f" (slugs: {', '.join(sorted({e.slug for e in endpoints}))})"
         )
-        if key != key.lower() or " " in key:
-            found.append(
-                LintFinding(
-                    "options-slug",
-                    "error",
-                    loc,
-                    f"{key!r} is not a provider slug: OpenRouter silently drops these options{hint}",
-                )
-            )
-        else:
-            found.append(
-                LintFinding(
-                    "options-slug",
-                    "warning",
-                    loc,
-                    f"{key!r} is no provider of this model: these options are never sent{hint}",
-                )
-            )
+        error = key != key.lower() or " " in key
+        said = (
+            "is not a provider slug: OpenRouter silently drops these options"
+            if error
+            else "is no provider of this model: these options are never sent"
+        )
+        severity: Severity = "error" if error else "warning"
+        found.append(LintFinding("options-slug", severity, loc, f"{key!r} {said}{hint}"))
     return found
 
 
