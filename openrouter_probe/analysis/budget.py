@@ -327,47 +327,16 @@ def plan_budget(
     if not any(e.pricing.completion_usd_per_m is not None for e in endpoints):
         raise _no_price(where, model)
     block = provider if isinstance(provider, ProviderBlock) else ProviderBlock.parse(provider or {})
-    registry = registry if registry is not None else default_registry()
-    # Route the job's endpoints under the block, price every admitted one, then the blend.
-    decision, priced = _route_priced(
-        job, endpoints, block, frozenset(parameters), model, max_tokens
-    )
-    per_endpoint = _per_endpoint(job, decision, priced, registry, model)
-    cheapest = min(
-        per_endpoint,
-        key=lambda b: (
-            b.price_out_usd_per_m,
-            b.price_in_usd_per_m if b.price_in_usd_per_m is not None else Decimal(0),
-            b.position or 0,
-        ),
-    )
-    unmatched = _unmatched(block, endpoints)
-    window = _cheapest_window(job, priced, {e.tag: e for e in endpoints})
-    return BudgetPlan(
+    return _plan(
+        job,
+        endpoints,
+        block,
+        frozenset(parameters),
+        max_tokens=max_tokens,
+        registry=registry if registry is not None else default_registry(),
         model=model,
-        snapshot=provenance,
-        budget_usd=job.budget_usd,
-        output_tokens=job.output_tokens,
-        datasets=len(job.targets),
-        dataset_names=job.names,
-        output_tokens_per_dataset=job.targets,
-        reasoning_share_min=job.shares[0],
-        reasoning_share_max=job.shares[1],
-        prompt_tokens_per_request=job.prompt_tokens_per_request,
-        output_tokens_per_request=job.output_tokens_per_request,
-        input_tokens_per_output_token=job.input_per_output,
-        input_tokens=job.input_tokens,
-        requests=job.requests,
-        concurrency=job.concurrency,
-        routing_mode=decision.mode,
+        provenance=provenance,
         policy=block.to_request() if provider is not None else None,
-        cheapest=cheapest,
-        blended=_blended(job, decision, priced),
-        endpoints=tuple(per_endpoint),
-        excluded=tuple((x.endpoint.tag, x.reason, x.detail) for x in decision.excluded),
-        notes=tuple(_notes(job, decision, per_endpoint, endpoints, unmatched, window)),
-        unmatched_entries=unmatched,
-        cheapest_window=window,
     )
 
 
@@ -466,3 +435,57 @@ def _blended(
         throughput_tps=share / inverse if inverse > 0 else None,
     )
     return replace(blended, price_completion_usd_per_m=None, price_reasoning_usd_per_m=None)
+
+
+def _plan(
+    job: BudgetJob,
+    endpoints: Sequence[Endpoint],
+    block: ProviderBlock,
+    parameters: frozenset[str],
+    *,
+    max_tokens: int | None,
+    registry: PrecisionRegistry,
+    model: str | None,
+    provenance: str | None,
+    policy: dict[str, Any] | None,
+) -> BudgetPlan:
+    """Route the job's endpoints under ``block``, price every admitted one, then the blend."""
+    decision, priced = _route_priced(job, endpoints, block, parameters, model, max_tokens)
+    per_endpoint = _per_endpoint(job, decision, priced, registry, model)
+    cheapest = min(
+        per_endpoint,
+        key=lambda b: (
+            b.price_out_usd_per_m,
+            b.price_in_usd_per_m if b.price_in_usd_per_m is not None else Decimal(0),
+            b.position or 0,
+        ),
+    )
+    blended = _blended(job, decision, priced)
+    unmatched = _unmatched(block, endpoints)
+    window = _cheapest_window(job, priced, {e.tag: e for e in endpoints})
+    return BudgetPlan(
+        model=model,
+        snapshot=provenance,
+        budget_usd=job.budget_usd,
+        output_tokens=job.output_tokens,
+        datasets=len(job.targets),
+        dataset_names=job.names,
+        output_tokens_per_dataset=job.targets,
+        reasoning_share_min=job.shares[0],
+        reasoning_share_max=job.shares[1],
+        prompt_tokens_per_request=job.prompt_tokens_per_request,
+        output_tokens_per_request=job.output_tokens_per_request,
+        input_tokens_per_output_token=job.input_per_output,
+        input_tokens=job.input_tokens,
+        requests=job.requests,
+        concurrency=job.concurrency,
+        routing_mode=decision.mode,
+        policy=policy,
+        cheapest=cheapest,
+        blended=blended,
+        endpoints=tuple(per_endpoint),
+        excluded=tuple((x.endpoint.tag, x.reason, x.detail) for x in decision.excluded),
+        notes=tuple(_notes(job, decision, per_endpoint, endpoints, unmatched, window)),
+        unmatched_entries=unmatched,
+        cheapest_window=window,
+    )

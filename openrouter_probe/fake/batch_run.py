@@ -17,18 +17,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, charge
+from openrouter_probe.fake.billing import Charge, Credit, charge
+from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import answer_for
-from openrouter_probe.fake.ledger import LedgerEntry
+from openrouter_probe.fake.faults import FaultPlan
+from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.router import ServedModel
 from openrouter_probe.rules.batch import batch_model_id
-
-if TYPE_CHECKING:
-    from openrouter_probe.fake.app import FakeOpenRouter
 
 __all__ = [
     "FINALIZING_S",
@@ -37,6 +38,7 @@ __all__ = [
     "WINDOW_S",
     "BatchLine",
     "BatchRun",
+    "Host",
 ]
 
 VALIDATING_S = 2.0
@@ -45,6 +47,25 @@ FINALIZING_S = 3.0
 WINDOW_S = 24 * 3600.0
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _PROVIDER_FAILED = 'The provider ended this batch as "failed" without reporting a reason.'
+
+
+class Host(Protocol):
+    """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
+
+    _models: dict[str, ServedModel]
+    seed: int
+    faults: FaultPlan
+    clock: Clock
+    credit: Credit
+    ledger: Ledger
+    reasoning_share: float
+    median_tokens: int
+    #: Extra prompt tokens by tag (``--degrade-template``; ``degrade.template_tokens``).
+    template: dict[str, int]
+
+    def now(self) -> datetime: ...
+
+    def _auth(self, request: web.Request) -> web.Response | None: ...
 
 
 @dataclass
@@ -87,7 +108,7 @@ class BatchRun:
     def expires_at(self) -> int:
         return int(self.created_at + WINDOW_S)
 
-    def tick(self, host: FakeOpenRouter, batch_seconds: float) -> None:
+    def tick(self, host: Host, batch_seconds: float) -> None:
         """Move the batch to where the clock says it is; finalize (and bill) on the way."""
         if self.status in TERMINAL:
             if self.gated:
@@ -133,7 +154,7 @@ class BatchRun:
         self.failed = sum(line.failed for line in shown)
         self.done = len(shown) - self.failed
 
-    def bill(self, host: FakeOpenRouter, lines: Sequence[BatchLine], *, serve: bool) -> None:
+    def bill(self, host: Host, lines: Sequence[BatchLine], *, serve: bool) -> None:
         """Price every successful line of ``lines`` at the ``:batch`` price; bill them once the
         credit covers the whole charge (the 402 gate)."""
         chosen = {id(line) for line in lines}
@@ -183,9 +204,7 @@ class BatchRun:
             },
         }
 
-    def answered_row(
-        self, fake: FakeOpenRouter, i: int, line: BatchLine
-    ) -> tuple[dict[str, Any], Charge]:
+    def answered_row(self, fake: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
         """A success line (the sync ``chat.completion`` body, usage without cost) and its charge."""
         runs_on = self.runs_on
         messages = line.body.get("messages")
@@ -236,7 +255,7 @@ class BatchRun:
         }
         return row, billed
 
-    def settle(self, fake: FakeOpenRouter) -> None:
+    def settle(self, fake: Host) -> None:
         """Bill a finished batch when the credit covers it (then its results are served)."""
         available = fake.credit.available_usd
         if available is not None and self.cost_usd > available:

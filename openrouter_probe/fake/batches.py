@@ -18,7 +18,7 @@ import math
 from datetime import UTC, datetime
 from decimal import Decimal
 from email.utils import formatdate
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -29,14 +29,12 @@ from openrouter_probe.fake.batch_run import (
     VALIDATING_S,
     BatchLine,
     BatchRun,
+    Host,
 )
 from openrouter_probe.fake.billing import count_prompt_tokens, output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
 from openrouter_probe.fake.faults import FaultRule, uniform
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
-
-if TYPE_CHECKING:
-    from openrouter_probe.fake.app import FakeOpenRouter
 
 __all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "BatchService"]
 
@@ -61,9 +59,7 @@ def _error(status: int, message: str) -> web.Response:
 class BatchService:
     """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
 
-    def __init__(
-        self, fake: FakeOpenRouter, *, batch_seconds: float = 420.0, mount: str = "v1"
-    ) -> None:
+    def __init__(self, fake: Host, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
             raise ConfigError(
                 Message(

@@ -12,25 +12,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import zlib
+from collections import OrderedDict
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
 from openrouter_probe.fake.billing import Charge, advised, charge, output_cap, searched
+from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import Answer, answer_for, at_limit
-from openrouter_probe.fake.faults import FaultRule, uniform
-from openrouter_probe.fake.ledger import LedgerEntry
-from openrouter_probe.fake.response_cache import CachedAnswer
+from openrouter_probe.fake.degrade import Degradation
+from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
+from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
 from openrouter_probe.fake.sampling import sampling_factor
 
-if TYPE_CHECKING:
-    from openrouter_probe.fake.app import FakeOpenRouter
-
-__all__ = ["KEEPALIVE_S", "Reply"]
+__all__ = ["KEEPALIVE_S", "Reply", "Server"]
 
 _JSON = "application/json"
 _BATCH_BYTES = 32768
@@ -72,12 +72,36 @@ def _drop(request: web.Request) -> None:
         request.transport.close()
 
 
+class Server(Protocol):
+    """What a reply reads and writes of the server (``FakeOpenRouter``, which imports this)."""
+
+    clock: Clock
+    seed: int
+    speed: float
+    degradation: Degradation
+    sampling: dict[str, float]
+    reasoning_share: float
+    median_tokens: int
+    generation_lag_s: float
+    tokens_per_chunk: int
+    ledger: Ledger
+    generations: dict[str, tuple[Any, ...]]
+    answers: OrderedDict[tuple[Any, ...], Answer]
+    choices: dict[tuple[Any, ...], str]
+    faults: FaultPlan
+    response_cache: ResponseCache
+
+    def new_id(self) -> str: ...
+    def now(self) -> datetime: ...
+    def remember(self, key: tuple[Any, ...], answer: Answer) -> None: ...
+
+
 class Reply:
     """One endpoint's reply to a request: the answer, the body or the stream, the bill."""
 
     def __init__(
         self,
-        fake: FakeOpenRouter,
+        fake: Server,
         request: web.Request,
         body: dict[str, Any],
         permaslug: str,
