@@ -73,9 +73,7 @@ def _clock_time(seconds_from_now: float) -> str:
 
 
 class Wire:
-    """The requests of one connection. ``attempts`` counts every try of a transient failure of a
-    ``get`` (the first included); ``retry_timeout_s`` bounds their total time and ``wait_max_s``
-    each wait between them (``Retry-After`` included). ``sleep`` replaces ``time.sleep``."""
+    """The requests of one connection; a ``get``'s retry options are ``Client``'s (``_s``: seconds)."""
 
     def __init__(
         self,

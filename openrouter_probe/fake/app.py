@@ -72,10 +72,7 @@ class FakeOpenRouter:
 
     Options (keyword-only) are ``serve``'s, each described in ``docs/fake-server.md`` (its table;
     ``workspace_budget_usd``, ``batch_seconds``, ``batch_api`` and ``management_key`` in their own
-    sections): ``credit_usd``, ``faults`` (a spec, a YAML path or a ``FaultPlan``), ``seed``,
-    ``speed``, the ``degrade*`` options, ``noise``, ``hard``, ``reasoning_share``,
-    ``median_tokens``, ``generation_lag_s``, ``clock``, ``api_key``, ``tokens_per_chunk``,
-    ``record_requests``, the ``in_flight_*`` budget and ``key_limit_usd``.
+    sections); ``faults`` is a spec, a YAML path or a ``FaultPlan``.
     """
 
     def __init__(
