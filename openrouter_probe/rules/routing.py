@@ -31,10 +31,8 @@ Documented behaviour it follows:
   as given.
 
 Where OpenRouter does not document its behaviour, the model states what it assumes in
-``ASSUMPTIONS`` (case, exact quantization matching, what "stable" means, which price is balanced or
-sorted on, missing stats, fallback traffic shares, data policies, ``exacto``, the unit of
-``max_price.audio``, body keys it does not know); each decision lists the ones it relied on in
-``RouteDecision.notes`` and ``policy explain`` prints them.
+``ASSUMPTIONS``; each decision lists the ones it relied on in ``RouteDecision.notes`` and ``policy
+explain`` prints them.
 """
 
 from __future__ import annotations
