@@ -49,19 +49,15 @@ from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router, ServedModel, served_models
 from openrouter_probe.fake.sampling import parse_sampling
+from openrouter_probe.rules.provider_block import REQUEST_PARAMETERS
 from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["FakeOpenRouter"]
 
-#: Body keys that are model parameters (what ``require_parameters`` checks).
-_PARAMETER_KEYS = frozenset(
-    {
-        "temperature", "top_p", "top_k", "min_p", "top_a", "max_tokens", "stop", "seed", "tools",
-        "tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "reasoning",
-        "include_reasoning", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty",
-        "repetition_penalty", "logit_bias", "verbosity", "web_search_options",
-    }
-)  # fmt: skip
+#: Body keys that are model parameters (what ``require_parameters`` checks): the routing model's,
+#: ``max_completion_tokens`` read as ``max_tokens`` (``_chat``); the fake checks neither
+#: ``prediction`` nor ``reasoning_effort``.
+_PARAMETER_KEYS = REQUEST_PARAMETERS - {"max_completion_tokens", "prediction", "reasoning_effort"}
 _CACHE_SIZE = 8192
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
