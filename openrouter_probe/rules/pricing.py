@@ -146,7 +146,9 @@ def price_windows(pricing: Pricing, *, prompt_tokens: int | None = None) -> list
     bounds = sorted(cuts)
     pieces: list[list[Any]] = []
     for start, end in pairwise(bounds):
-        priced = effective_pricing(pricing, prompt_tokens=prompt_tokens, at=_as_time(start))
+        priced = effective_pricing(
+            pricing, prompt_tokens=prompt_tokens, at=time(start // 60, start % 60)
+        )
         if pieces and pieces[-1][2].to_json_dict() == priced.to_json_dict():
             pieces[-1][1] = end
         else:
@@ -155,10 +157,6 @@ def price_windows(pricing: Pricing, *, prompt_tokens: int | None = None) -> list
         last = pieces.pop()
         pieces[0][0] = last[0]  # the last window runs on past midnight into the first
     return [PriceWindow(_hhmm(s), _hhmm(e), p) for s, e, p in pieces]
-
-
-def _as_time(minute: int) -> time:
-    return time(minute // 60, minute % 60)
 
 
 def _hhmm(minute: int) -> int:

@@ -70,11 +70,6 @@ def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat().replace("+00:00", "Z")
 
 
-def _content_hash(data: dict[str, Any]) -> str:
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
 @dataclass(frozen=True)
 class Snapshot:
     """A model's endpoints as seen at ``taken_at`` from ``source``.
@@ -220,7 +215,8 @@ class Snapshot:
     @cached_property
     def sha256(self) -> str:
         """A hash of ``data`` (canonical JSON): equal hashes mean equal endpoint data."""
-        return _content_hash(self.data)
+        canonical = json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
     @property
     def provenance(self) -> str:
