@@ -149,9 +149,8 @@ def _strings(raw: Mapping[str, Any], key: str) -> Iterator[tuple[int, str]]:
 def _suggest(entry: str, endpoints: Sequence[Endpoint]) -> str | None:
     low = entry.lower()
     for e in endpoints:
-        if low in (e.provider_name.lower(), e.tag, e.slug) or low.replace(
-            " ", ""
-        ) == e.provider_name.lower().replace(" ", ""):
+        name = e.provider_name.lower()
+        if low in (name, e.tag, e.slug) or low.replace(" ", "") == name.replace(" ", ""):
             return e.tag if "/" in low else e.slug
     return None
 

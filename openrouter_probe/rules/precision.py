@@ -229,10 +229,9 @@ class PrecisionRegistry:
 
     def native_for(self, model: str) -> NativePrecision | None:
         """Return the native release precision of ``model`` (id or canonical slug), if known."""
-        for entry in self.models:
-            if any(fnmatchcase(model, pattern) for pattern in entry.patterns):
-                return entry
-        return None
+        return next(
+            (m for m in self.models if any(fnmatchcase(model, p) for p in m.patterns)), None
+        )
 
     def effective_for(self, model: str, endpoint: Endpoint) -> tuple[str | None, str]:
         """Return what ``endpoint`` really serves and where that came from."""
