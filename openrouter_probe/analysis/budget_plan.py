@@ -224,9 +224,7 @@ class BudgetPlan:
             "target_visible_tokens_max": self.target_visible_tokens_max,
             "prompt_tokens_per_request": self.prompt_tokens_per_request,
             "output_tokens_per_request": self.output_tokens_per_request,
-            "input_tokens_per_output_token": None
-            if self.input_tokens_per_output_token is None
-            else float(self.input_tokens_per_output_token),
+            "input_tokens_per_output_token": _f(self.input_tokens_per_output_token),
             "input_tokens": self.input_tokens,
             "requests": self.requests,
             "concurrency": self.concurrency,
