@@ -26,7 +26,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Message, SnapshotError
-from openrouter_probe.rules.batch import batch_pairs
+from openrouter_probe.rules.batch import BatchPair, batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 
 if TYPE_CHECKING:
@@ -155,6 +155,18 @@ def _num(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+def _add_batch_cells(cols: dict[str, list[Any]], twin: BatchPair | None) -> None:
+    """The ``batch_*`` cells of one row: its ``:batch`` row's prices and status, or none."""
+    pricing = None if twin is None else twin.batch.pricing
+    cols["batch_input_usd_per_m"].append(
+        _num(None if pricing is None else pricing.prompt_usd_per_m)
+    )
+    cols["batch_output_usd_per_m"].append(
+        _num(None if pricing is None else pricing.completion_usd_per_m)
+    )
+    cols["batch_status"].append(None if twin is None else twin.status)
+
+
 def build_matrix(
     snapshots: Snapshot | Iterable[Snapshot], *, registry: PrecisionRegistry | None = None
 ) -> pd.DataFrame:
@@ -204,11 +216,7 @@ def build_matrix(
             cols["reasoning_price_listed"].append(listed)
             cols["reasoning_price_rule"].append(pricing.reasoning_price_rule)
             cols["discount_fraction"].append(float(pricing.discount or 0))
-            twin = twins.get(e.tag)  # the endpoint's :batch row, if any
-            batch = None if twin is None else twin.batch.pricing
-            cols["batch_input_usd_per_m"].append(_num(batch and batch.prompt_usd_per_m))
-            cols["batch_output_usd_per_m"].append(_num(batch and batch.completion_usd_per_m))
-            cols["batch_status"].append(None if twin is None else twin.status)
+            _add_batch_cells(cols, twins.get(e.tag))
             cols["uptime_5m_pct"].append(_num(e.uptime_last_5m))
             cols["uptime_30m_pct"].append(_num(e.uptime_last_30m))
             cols["uptime_1d_pct"].append(_num(e.uptime_last_1d))
