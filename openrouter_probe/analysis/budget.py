@@ -51,11 +51,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.analysis.budget_job import BudgetJob, job_figures, make_job, time_to_finish_s
-from openrouter_probe.analysis.budget_plan import (
-    BudgetPlan,
-    EndpointBudget,
-    TimeWindowCost,
-)
+from openrouter_probe.analysis.budget_plan import BudgetPlan, EndpointBudget, TimeWindowCost
 from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.errors import Message, PolicyError, SnapshotError
 from openrouter_probe.rules.precision import PrecisionRegistry, default_registry

@@ -9,7 +9,7 @@ rounded only where they are shown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,14 +33,7 @@ class DatasetRun:
     status: Literal["complete", "partial", "not started"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "target_output_tokens": self.target_output_tokens,
-            "funded_output_tokens": self.funded_output_tokens,
-            "cost_usd": float(self.cost_usd),
-            "completed_pct": float(self.completed_pct),
-            "status": self.status,
-        }
+        return _plain(self)
 
 
 @dataclass(frozen=True)
@@ -68,25 +61,7 @@ class Figures:
     run: tuple[DatasetRun, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        def f(value: Decimal | None) -> float | None:
-            return None if value is None else float(value)
-
-        return {
-            "basis": self.basis,
-            "effective_usd_per_m": float(self.effective_usd_per_m),
-            "cost_usd": float(self.cost_usd),
-            "affordable_output_tokens": self.affordable_output_tokens,
-            "affordable_output_tokens_per_dataset": self.affordable_output_tokens_per_dataset,
-            "affordable_visible_tokens_min": self.affordable_visible_tokens_min,
-            "affordable_visible_tokens_max": self.affordable_visible_tokens_max,
-            "target_covered_pct": f(self.target_covered_pct),
-            "shortfall_usd": float(self.shortfall_usd),
-            "shortfall_pct": float(self.shortfall_pct),
-            "headroom_usd": float(self.headroom_usd),
-            "headroom_pct": float(self.headroom_pct),
-            "datasets_completed": self.datasets_completed,
-            "run": [r.to_dict() for r in self.run],
-        }
+        return _plain(self)
 
 
 @dataclass(frozen=True)
@@ -117,27 +92,10 @@ class EndpointBudget:
     all_in: Figures | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tag": self.tag,
-            "provider": self.provider,
-            "verdict": self.verdict,
-            "role": self.role,
-            "position": self.position,
-            "weight": self.weight,
-            "price_in_usd_per_m": (
-                None if self.price_in_usd_per_m is None else float(self.price_in_usd_per_m)
-            ),
-            "price_out_usd_per_m": float(self.price_out_usd_per_m),
-            "price_completion_usd_per_m": _f(self.price_completion_usd_per_m),
-            "price_reasoning_usd_per_m": _f(self.price_reasoning_usd_per_m),
-            "throughput_p50_tps": self.throughput_p50_tps,
-            "time_to_finish_s": self.time_to_finish_s,
-            "time_to_finish_h": None
-            if self.time_to_finish_s is None
-            else self.time_to_finish_s / 3600,
-            "output_only": self.output_only.to_dict(),
-            "all_in": None if self.all_in is None else self.all_in.to_dict(),
-        }
+        plain = _plain(self)
+        hours = None if self.time_to_finish_s is None else self.time_to_finish_s / 3600
+        output_only, all_in = plain.pop("output_only"), plain.pop("all_in")
+        return {**plain, "time_to_finish_h": hours, "output_only": output_only, "all_in": all_in}
 
 
 @dataclass(frozen=True)
@@ -266,9 +224,7 @@ class BudgetPlan:
             "target_visible_tokens_max": self.target_visible_tokens_max,
             "prompt_tokens_per_request": self.prompt_tokens_per_request,
             "output_tokens_per_request": self.output_tokens_per_request,
-            "input_tokens_per_output_token": None
-            if self.input_tokens_per_output_token is None
-            else float(self.input_tokens_per_output_token),
+            "input_tokens_per_output_token": _f(self.input_tokens_per_output_token),
             "input_tokens": self.input_tokens,
             "requests": self.requests,
             "concurrency": self.concurrency,
@@ -362,6 +318,20 @@ class BudgetPlan:
 
 def _f(value: Decimal | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _plain(figures: Any) -> dict[str, Any]:
+    """A dataclass of figures as JSON-ready values, field by field: ``Decimal`` as float, a tuple
+    as a list, a nested dataclass by its own ``to_dict``."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, Decimal):
+            return float(value)
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value.to_dict() if hasattr(value, "to_dict") else value
+
+    return {f.name: plain(getattr(figures, f.name)) for f in fields(figures)}
 
 
 def _buys(tokens: int | None) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from decimal import Decimal
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -151,12 +150,8 @@ def _as_snapshots(snapshots: Snapshot | Iterable[Snapshot]) -> list[Snapshot]:
     return [snapshots] if isinstance(snapshots, Snapshot) else list(snapshots)
 
 
-def _per_m(value: Decimal | None) -> float:
-    """A ``Pricing`` helper's figure as a float; NaN when absent or unusable."""
-    return float("nan") if value is None else float(value)
-
-
 def _num(value: Any) -> float:
+    """A figure as a float; NaN when absent."""
     return float("nan") if value is None else float(value)
 
 
@@ -164,10 +159,10 @@ def _add_batch_cells(cols: dict[str, list[Any]], twin: BatchPair | None) -> None
     """The ``batch_*`` cells of one row: its ``:batch`` row's prices and status, or none."""
     pricing = None if twin is None else twin.batch.pricing
     cols["batch_input_usd_per_m"].append(
-        _per_m(None if pricing is None else pricing.prompt_usd_per_m)
+        _num(None if pricing is None else pricing.prompt_usd_per_m)
     )
     cols["batch_output_usd_per_m"].append(
-        _per_m(None if pricing is None else pricing.completion_usd_per_m)
+        _num(None if pricing is None else pricing.completion_usd_per_m)
     )
     cols["batch_status"].append(None if twin is None else twin.status)
 
@@ -212,8 +207,8 @@ def build_matrix(
             cols["verdict_reason"].append(verdict.reason)
             cols["measured"].append(None if verdict.measured is None else str(verdict.measured))
             for column, key in _PRICE_KEYS.items():
-                cols[column].append(_per_m(pricing.usd_per_m(key)))
-            reasoning = _per_m(pricing.listed_reasoning_usd_per_m)
+                cols[column].append(_num(pricing.usd_per_m(key)))
+            reasoning = _num(pricing.listed_reasoning_usd_per_m)
             listed = reasoning == reasoning  # NaN != NaN: listed means a usable, non-zero number
             cols["reasoning_usd_per_m"].append(
                 reasoning if listed else cols["output_usd_per_m"][-1]

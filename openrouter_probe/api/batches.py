@@ -167,7 +167,6 @@ class BatchClient(Wired):
         #: The batches path in use: ``{base}/batches``, or the beta path after a fallback.
         self.path = f"{self.base_url}/batches"
         self._fell_back = False
-        self.timeout = self.connection.timeout
         self._wire = Wire(self.connection, session=session)
 
     def __repr__(self) -> str:

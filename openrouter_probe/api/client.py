@@ -1,16 +1,8 @@
-"""The synchronous OpenRouter API client, on ``requests``.
+"""The synchronous client of OpenRouter's read-only paths, on ``requests``.
 
-One ``Client`` talks to one ``api.connection.Connection``: ``OPENROUTER_BASE_URL`` (default
-``https://openrouter.ai/api/v1``) with the key from ``OPENROUTER_API_KEY`` (optional for the public
-paths), through the one sync request loop the batch and key clients share (``api.wire``):
-transient failures (timeouts, resets, 429, 5xx) are retried with exponential backoff and jitter,
-honouring ``Retry-After`` within bounds (no wait longer than ``wait_max`` or than the time left of
-``retry_timeout``), each retry said as it happens; a refused connection or an unknown host is not
-retried; which error statuses are retried is the error table's (``api.error_rules``). Every failure
-is translated by ``api.translate`` into the tree in ``openrouter_probe.errors``.
-
-Tests turn the waits off by replacing ``api.wire``'s ``_sleep`` (and ``_monotonic``), as
-stamina's testing mode does; a ``Client(sleep=...)`` takes its own sleep function.
+One ``Client`` talks to one ``api.connection.Connection`` (``OPENROUTER_BASE_URL`` with the key
+from ``OPENROUTER_API_KEY``, optional for the public paths) through the one sync request loop the
+batch and key clients share: ``api.wire`` says how it retries, waits and translates failures.
 
 Example::
 
@@ -38,12 +30,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection, resolve_base_url
 from openrouter_probe.api.payload import REPORT_SKIPPED
-from openrouter_probe.api.schema import (
-    EndpointsResponse,
-    ModelEndpoints,
-    ModelsList,
-    ProvidersList,
-)
+from openrouter_probe.api.schema import EndpointsResponse, ModelEndpoints, ModelsList, ProvidersList
 from openrouter_probe.api.wire import Wire, Wired, with_message
 from openrouter_probe.errors import (
     APIError,
@@ -116,7 +103,6 @@ class Client(Wired):
                 "(latency and throughput come back null)"
             )
         self.base_url = self.connection.base_url
-        self.timeout = self.connection.timeout
         self._wire = Wire(
             self.connection,
             session=session,

@@ -81,12 +81,6 @@ class Connection:
         """The site that serves the API (``https://openrouter.ai``): the root without ``/api/vN``."""
         return re.sub(r"/api/v\d+$", "", self.base_url)
 
-    def key_state(self) -> str:
-        """Why there is no key, in a few words."""
-        if self.key_is_blank:
-            return "OPENROUTER_API_KEY is set but empty"
-        return "OPENROUTER_API_KEY is not set"
-
     def require_key(self, what: str, hint: str = "") -> str:
         """The key, or a ``ConfigError`` saying that ``what`` needs one and how to set it
         (``hint`` adds the caller's own way out)."""
@@ -94,10 +88,10 @@ class Connection:
             raise ConfigError(
                 Message(
                     "no-key",
-                    "{what:s} needs an API key: {state:s}; export OPENROUTER_API_KEY=... (create "
-                    "one at {page:s}){hint:s}",
+                    "{what:s} needs an API key: OPENROUTER_API_KEY {state:s}; export "
+                    "OPENROUTER_API_KEY=... (create one at {page:s}){hint:s}",
                     what=what,
-                    state=self.key_state(),
+                    state="is set but empty" if self.key_is_blank else "is not set",
                     page=KEYS_PAGE,
                     hint=hint,
                 )

@@ -59,37 +59,31 @@ _NESTING = 4  # how deep ``error.error...`` is followed
 @dataclass(frozen=True)
 class ErrorEnvelope:
     """What an error body says: the innermost error object's ``code``, its message cleaned for a
-    person (``""``: none), its ``metadata`` (``{}``: none), and ``reason``/``limit_source`` from
-    that metadata. ``error`` is the error object itself, nesting resolved (for the error table)."""
+    person (``""``: none) and its ``metadata`` (``{}``: none). ``error`` is the error object
+    itself, nesting resolved (for the error table)."""
 
     code: int | str | None = None
     message: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
-    reason: str | None = None
-    limit_source: str | None = None
     error: dict[str, Any] = field(default_factory=dict)
-    nested: bool = False
 
 
-def find_error(payload: Any) -> tuple[dict[str, Any] | None, bool]:
-    """The error object of a parsed body (``payload["error"]``, following ``error.error``), and
-    whether it was nested. The outer object's ``code`` and ``metadata`` fill what the inner one
-    lacks."""
+def find_error(payload: Any) -> dict[str, Any] | None:
+    """The error object of a parsed body (``payload["error"]``, following ``error.error``). The
+    outer object's ``code`` and ``metadata`` fill what the inner one lacks."""
     error = payload.get("error") if isinstance(payload, Mapping) else None
     if not isinstance(error, dict):
-        return None, False
+        return None
     merged = dict(error)
-    nested = False
     for _ in range(_NESTING):
         inner = merged.get("error")
         if not isinstance(inner, dict):
             break
-        nested = True
         outer = {k: v for k, v in merged.items() if k != "error"}
         merged = {**outer, **{k: v for k, v in inner.items() if v is not None}}
         if isinstance(outer.get("metadata"), dict) and isinstance(inner.get("metadata"), dict):
             merged["metadata"] = {**outer["metadata"], **inner["metadata"]}
-    return merged, nested
+    return merged
 
 
 def clean_message(text: Any) -> str:
@@ -103,7 +97,7 @@ def clean_message(text: Any) -> str:
             parsed = json.loads(message)
         except ValueError:
             parsed = None
-        inner, _ = find_error(parsed) if isinstance(parsed, dict) else (None, False)
+        inner = find_error(parsed)
         if inner is None and isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
             inner = parsed
         if inner is not None and isinstance(inner.get("message"), str):
@@ -111,10 +105,6 @@ def clean_message(text: Any) -> str:
     if len(message) > MESSAGE_CHARS:
         message = message[: MESSAGE_CHARS - 1].rstrip() + "…"
     return message
-
-
-def _text(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def read_error(body: Any) -> ErrorEnvelope:
@@ -127,7 +117,7 @@ def read_error(body: Any) -> ErrorEnvelope:
             payload = json.loads(body)
         except ValueError:
             return ErrorEnvelope()
-    error, nested = find_error(payload)
+    error = find_error(payload)
     if error is None:
         return ErrorEnvelope()
     raw_metadata = error.get("metadata")
@@ -136,10 +126,7 @@ def read_error(body: Any) -> ErrorEnvelope:
         code=error.get("code"),
         message=clean_message(error.get("message")),
         metadata=metadata,
-        reason=_text(metadata.get("reason")),
-        limit_source=_text(metadata.get("limit_source")),
         error=error,
-        nested=nested,
     )
 
 

@@ -344,7 +344,7 @@ def error_object(error: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     if "error" not in error:
         return dict(error)
-    found, _ = find_error({"error": error})
+    found = find_error({"error": error})
     return found or {}
 
 

@@ -101,7 +101,6 @@ class KeysClient(Wired):
                 "create keys"
             )
         self.base_url = resolve_base_url(base_url)
-        self.timeout = timeout
         connection = Connection(api_key=key.strip(), base_url=self.base_url, timeout=timeout)
         self._wire = Wire(connection, session=session)
 

@@ -1,18 +1,10 @@
-"""Typed views of what the OpenRouter API returns: a tolerant reader.
+"""Typed views of what the OpenRouter API returns, each read tolerantly (``api.payload``).
 
-OpenRouter adds and reshapes fields over time, and a parser that rejects them breaks on the next
-deploy. So every model keeps unknown keys (``extra="allow"``) and tolerates unknown enum values, and
-only the fields the library computes from (ids, prices, quantization, context, stats: each class's
-``core_fields``) are validated strictly. Any other field with an unexpected shape is kept raw
-(``raw_fields``, and ``to_json_dict()`` gives it back) and its attribute is left at its default:
-``Model.alias_target`` sent as a string instead of ``{name, slug}`` never fails a models list.
-
-A model or endpoint whose core fields cannot be read is skipped, not fatal for its list:
-``ModelsList.skipped`` and ``ModelEndpoints.skipped`` hold the skipped records (index, id or tag,
-reason, the raw record), and one warning on the ``openrouter_probe.api.schema`` logger says how many were
-skipped and why the first one was. Skipped records stay in ``to_json_dict()``, so a saved snapshot
-keeps everything OpenRouter sent. The reader itself, shared with ``api.chat``, is
-``api.payload.Payload``.
+Only the fields the library computes from (ids, prices, quantization, context, stats: each class's
+``core_fields``) are validated strictly: ``Model.alias_target`` sent as a string instead of
+``{name, slug}`` never fails a models list, and a model or endpoint that cannot be read is left out
+of its list (``ModelsList.skipped``, ``ModelEndpoints.skipped``) but kept in ``to_json_dict()``, so
+a saved snapshot keeps everything OpenRouter sent.
 
 Numbers are typed ``int | float`` so that a payload dumped with
 ``model_dump(mode="json", exclude_unset=True)`` is the payload that came in.
@@ -31,13 +23,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from openrouter_probe.api.payload import (
-    Number,
-    Payload,
-    PriceStr,
-    SkippedRecord,
-    to_optional_str,
-)
+from openrouter_probe.api.payload import Number, Payload, PriceStr, SkippedRecord, to_optional_str
 
 __all__ = [
     "KNOWN_QUANTIZATIONS",

@@ -67,15 +67,8 @@ def _short(exc: APIError) -> str:
     return str(exc).rsplit(": ", 1)[-1]
 
 
-def _clock_time(seconds_from_now: float) -> str:
-    when = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
-    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 class Wire:
-    """The requests of one connection. ``attempts`` counts every try of a transient failure of a
-    ``get`` (the first included); ``retry_timeout_s`` bounds their total time and ``wait_max_s``
-    each wait between them (``Retry-After`` included). ``sleep`` replaces ``time.sleep``."""
+    """The requests of one connection; a ``get``'s retry options are ``Client``'s (``_s``: seconds)."""
 
     def __init__(
         self,
@@ -174,7 +167,8 @@ class Wire:
                 if decision.give_up:
                     message = f"{exc}; {decision.reason}"
                     if decision.retry_after_s is not None:
-                        message += f": retry after {_clock_time(decision.retry_after_s)}"
+                        when = datetime.now(UTC) + timedelta(seconds=decision.retry_after_s)
+                        message += f": retry after {when:%Y-%m-%d %H:%M:%S UTC}"
                     raise with_message(exc, message) from exc
                 log.warning(
                     "%s: %s; retry %d of %d in %.1f s",

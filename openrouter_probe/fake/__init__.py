@@ -14,13 +14,6 @@ Example::
         ...
         print(fake.ledger.total_usd)
 
-Modules: ``app`` (the aiohttp application: checks, credit, the handlers), ``router`` (provider
-blocks and routing decisions, each parsed or asked once; the routing 404), ``reply`` (one
-endpoint's answer, body or stream, and bill), ``server`` (``serve``: the background thread),
-``bodies`` (response bodies as OpenRouter sends them), ``billing`` (tokens, prices, credit),
-``content`` (what the model says), ``faults`` (fault plans and degraded endpoints), ``ledger``,
-``clock``, ``plugin`` (the fixture), ``batches`` (the Batch API, from a snapshot's ``:batch``
-endpoints: the HTTP side) and ``batch_run`` (one batch on the clock: its state, bill and body).
 Importing this package imports aiohttp; ``import openrouter_probe`` does not import this package.
 May import ``rules`` and ``api`` (and ``errors``, ``files``); never ``run``, ``generate`` or ``cli``.
 """

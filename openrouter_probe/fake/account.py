@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKSPACE_ID",
     "AccountLimits",
+    "budget_entry",
     "credits_data",
     "default_key_data",
     "hold_for",
@@ -37,7 +38,6 @@ __all__ = [
     "reserve",
     "settle",
     "usage_fields",
-    "workspace_budget",
 ]
 
 
@@ -223,17 +223,27 @@ def settle(fake: Any, held: tuple[Decimal, Any, Decimal], reply: Reply | None) -
         fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
 
 
-def workspace_budget(*, limit_usd: float, spend_usd: float, resets_at: str) -> dict[str, Any]:
-    """A ``/key`` ``budgets[]`` entry for the fake's workspace budget (``KeyBudget``)."""
+def budget_entry(
+    scope: str,
+    limit_usd: float,
+    spend_usd: float,
+    *,
+    remaining_usd: float | None = None,
+    budget_id: str | None = None,
+    reset_interval: str | None = None,
+    resets_at: str | None = None,
+) -> dict[str, Any]:
+    """A ``/key`` ``budgets[]`` entry (``KeyBudget``); ``remaining_usd`` defaults to the limit
+    less the spend."""
     return {
-        "budget_id": "budget_fake_workspace",
+        "budget_id": budget_id,
         "guardrail_id": None,
         "include_byok": False,
         "limit_usd": limit_usd,
-        "remaining_usd": limit_usd - spend_usd,
-        "reset_interval": "monthly",
+        "remaining_usd": limit_usd - spend_usd if remaining_usd is None else remaining_usd,
+        "reset_interval": reset_interval,
         "resets_at": resets_at,
-        "scope": "workspace",
+        "scope": scope,
         "spend_usd": spend_usd,
     }
 
@@ -262,17 +272,7 @@ def key_data(credit: Credit, workspace: dict[str, Any] | None = None) -> dict[st
     budget = (
         None
         if limit_usd is None
-        else {
-            "budget_id": None,
-            "guardrail_id": None,
-            "include_byok": False,
-            "limit_usd": limit_usd,
-            "remaining_usd": remaining_usd,
-            "reset_interval": None,
-            "resets_at": None,
-            "scope": "key_limit",
-            "spend_usd": usage_usd,
-        }
+        else budget_entry("key_limit", limit_usd, usage_usd, remaining_usd=remaining_usd)
     )
     layers = [b for b in (workspace, budget) if b is not None]
     return {
@@ -331,9 +331,12 @@ def default_key_data(fake: Any) -> dict[str, Any]:
     if fake.workspace_budget_usd is not None:
         now = fake.now()  # a monthly budget resets on the first of the next month, 00:00 UTC
         year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-        workspace = workspace_budget(
-            limit_usd=fake.workspace_budget_usd,
-            spend_usd=float(fake.ledger.total_usd),
+        workspace = budget_entry(
+            "workspace",
+            fake.workspace_budget_usd,
+            float(fake.ledger.total_usd),
+            budget_id="budget_fake_workspace",
+            reset_interval="monthly",
             resets_at=datetime(year, month, 1, tzinfo=UTC).isoformat().replace("+00:00", "Z"),
         )
     return key_data(fake.credit if default.limit_usd is None else default, workspace)

@@ -49,19 +49,15 @@ from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router, ServedModel, served_models
 from openrouter_probe.fake.sampling import parse_sampling
+from openrouter_probe.rules.provider_block import REQUEST_PARAMETERS
 from openrouter_probe.rules.snapshot import Snapshot
 
 __all__ = ["FakeOpenRouter"]
 
-#: Body keys that are model parameters (what ``require_parameters`` checks).
-_PARAMETER_KEYS = frozenset(
-    {
-        "temperature", "top_p", "top_k", "min_p", "top_a", "max_tokens", "stop", "seed", "tools",
-        "tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "reasoning",
-        "include_reasoning", "logprobs", "top_logprobs", "frequency_penalty", "presence_penalty",
-        "repetition_penalty", "logit_bias", "verbosity", "web_search_options",
-    }
-)  # fmt: skip
+#: Body keys that are model parameters (what ``require_parameters`` checks): the routing model's,
+#: ``max_completion_tokens`` read as ``max_tokens`` (``_chat``); the fake checks neither
+#: ``prediction`` nor ``reasoning_effort``.
+_PARAMETER_KEYS = REQUEST_PARAMETERS - {"max_completion_tokens", "prediction", "reasoning_effort"}
 _CACHE_SIZE = 8192
 _ID_TABLE = bytes.maketrans(b"+/", b"Qz")
 _decode = json.JSONDecoder().decode
@@ -72,10 +68,7 @@ class FakeOpenRouter:
 
     Options (keyword-only) are ``serve``'s, each described in ``docs/fake-server.md`` (its table;
     ``workspace_budget_usd``, ``batch_seconds``, ``batch_api`` and ``management_key`` in their own
-    sections): ``credit_usd``, ``faults`` (a spec, a YAML path or a ``FaultPlan``), ``seed``,
-    ``speed``, the ``degrade*`` options, ``noise``, ``hard``, ``reasoning_share``,
-    ``median_tokens``, ``generation_lag_s``, ``clock``, ``api_key``, ``tokens_per_chunk``,
-    ``record_requests``, the ``in_flight_*`` budget and ``key_limit_usd``.
+    sections); ``faults`` is a spec, a YAML path or a ``FaultPlan``.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """What a fake generation costs: token counts, the price that applies, 402s and the credit.
 
 Prices come from the serving endpoint through the schema's helpers (``Pricing.usd_per_unit``, which
-applies the endpoint's ``discount``); ``apply_overrides`` picks the conditional prices
+applies the endpoint's ``discount``); ``prices_at`` applies the conditional prices
 (``pricing.overrides``) that hold for a request. Reasoning tokens are billed as output tokens at the
 reasoning price (``internal_reasoning`` where listed, else ``completion``), as OpenRouter does.
 Amounts are ``Decimal`` USD until they go into a body.
@@ -32,10 +32,10 @@ __all__ = [
     "UnitPrices",
     "advised",
     "affordable_tokens",
-    "apply_overrides",
     "charge",
     "count_prompt_tokens",
     "output_cap",
+    "prices_at",
     "searched",
     "unit_prices",
     "worst_case_usd",
@@ -71,19 +71,6 @@ def count_prompt_tokens(messages: list[Any], body: dict[str, Any] | None = None)
         if value is not None:
             total += math.ceil(len(json.dumps(value, separators=(",", ":"))) / 4)
     return total
-
-
-def apply_overrides(pricing: Pricing, *, prompt_tokens: int, at: datetime) -> Pricing:
-    """Return ``pricing`` with the ``overrides`` that hold for this request applied.
-
-    The rules (prompt-size tiers, UTC time windows, weekdays; later entries win per key) live in
-    one place, ``openrouter_probe.rules.pricing.effective_pricing``, which the budget planner uses too.
-    Without overrides this returns the same object, whose unit prices ``unit_prices`` caches: the
-    fast path of almost every request.
-    """
-    if not pricing.overrides:
-        return pricing
-    return effective_pricing(pricing, prompt_tokens=prompt_tokens, at=at)
 
 
 @dataclass(frozen=True)
@@ -151,6 +138,16 @@ class UnitPrices:
 _UNIT_CACHE: dict[int, tuple[Pricing, UnitPrices]] = {}
 
 
+def prices_at(endpoint: Endpoint, *, prompt_tokens: int, at: datetime) -> UnitPrices:
+    """The unit prices of a request to ``endpoint``: its ``overrides`` that hold for the request
+    applied (``rules.pricing.effective_pricing``); without overrides the endpoint's own, cached
+    (the fast path of almost every request)."""
+    pricing = endpoint.pricing
+    if pricing.overrides:
+        pricing = effective_pricing(pricing, prompt_tokens=prompt_tokens, at=at)
+    return unit_prices(pricing)
+
+
 def unit_prices(pricing: Pricing) -> UnitPrices:
     """The unit prices of ``pricing`` through the schema's ``Pricing.usd_per_unit`` helper."""
     hit = _UNIT_CACHE.get(id(pricing))
@@ -189,7 +186,7 @@ def charge(
     ``prompt_tokens``) cost the endpoint's own ``web_search`` price each where it lists one (its
     native search), else ``rules.server_tools.RESULT_USD`` per result (OpenRouter's engine).
     """
-    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    prices = prices_at(endpoint, prompt_tokens=prompt_tokens, at=at)
     answer = completion_tokens - reasoning_tokens
     native = endpoint.pricing.usd_per_unit("web_search") or _ZERO
     search_usd = native * searches if native > 0 else RESULT_USD * search_results
@@ -264,7 +261,7 @@ def worst_case_usd(
     endpoint: Endpoint, *, prompt_tokens: int, max_tokens: int, at: datetime
 ) -> Decimal:
     """What a request could cost at most: its prompt plus ``max_tokens`` at the dearer output price."""
-    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    prices = prices_at(endpoint, prompt_tokens=prompt_tokens, at=at)
     return prices.prompt * prompt_tokens + prices.request + prices.output_max * max_tokens
 
 
@@ -272,7 +269,7 @@ def affordable_tokens(
     endpoint: Endpoint, *, prompt_tokens: int, remaining_usd: Decimal, at: datetime
 ) -> int:
     """How many output tokens ``remaining_usd`` pays for after the prompt (0 when none)."""
-    prices = unit_prices(apply_overrides(endpoint.pricing, prompt_tokens=prompt_tokens, at=at))
+    prices = prices_at(endpoint, prompt_tokens=prompt_tokens, at=at)
     left = remaining_usd - prices.prompt * prompt_tokens - prices.request
     if left <= 0:
         return 0

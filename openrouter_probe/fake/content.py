@@ -28,7 +28,7 @@ from decimal import Decimal, DivisionByZero, InvalidOperation
 from typing import Any
 
 from openrouter_probe.fake.tool_calls import tool_call_for
-from openrouter_probe.rules.sampling_model import sampled_words
+from openrouter_probe.rules.sampling_model import ANSWER_TEXT, sampled_words
 
 __all__ = [
     "Answer",
@@ -41,16 +41,11 @@ __all__ = [
     "perturb",
 ]
 
-_ANSWER_TEXT = (
-    "the model weighs each option and keeps the answer short while it checks the facts that "
-    "matter most for this question so the reply stays clear useful and easy to verify against "
-    "known results from earlier steps before it writes one final line"
-)
 _THINK_TEXT = (
     "let me work through this step by step first restate what is asked then check each part "
     "and confirm the result before answering"
 )
-_WORDS = tuple(_ANSWER_TEXT.split())
+_WORDS = tuple(ANSWER_TEXT.split())
 _THINK = tuple(_THINK_TEXT.split())
 _ARITH = re.compile(
     r"(-?\d+(?:\.\d+)?)\s*([-+*/x×÷^]|\*\*|plus|minus|times|divided by)\s*(-?\d+(?:\.\d+)?)",

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 __all__ = ["Ledger", "LedgerEntry"]
@@ -40,6 +41,10 @@ class LedgerEntry:
         return out
 
 
+#: An entry as the plain tuple the ledger keeps (``LedgerEntry(*row)`` reads it back).
+_ROW = attrgetter(*(f.name for f in fields(LedgerEntry)))
+
+
 class Ledger:
     """Billed generations in the order they settled, with their total (``Decimal`` USD)."""
 
@@ -54,19 +59,7 @@ class Ledger:
         with self._lock:
             if entry.generation_id in self._entries:
                 raise ValueError(f"generation {entry.generation_id} is already billed")
-            self._entries[entry.generation_id] = (
-                entry.generation_id,
-                entry.model,
-                entry.provider,
-                entry.tag,
-                entry.prompt_tokens,
-                entry.completion_tokens,
-                entry.reasoning_tokens,
-                entry.cost_usd,
-                entry.streamed,
-                entry.cancelled,
-                entry.created,
-            )
+            self._entries[entry.generation_id] = _ROW(entry)
             self._total += entry.cost_usd
 
     def count_error(self, kind: str) -> None:

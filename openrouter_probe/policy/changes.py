@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -48,12 +48,7 @@ class Change:
         return f"{'DRIFT' if self.matters else 'info '} {self.kind}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "tag": self.tag,
-            "message": self.message,
-            "matters": self.matters,
-        }
+        return asdict(self)
 
 
 # -- what changed -----------------------------------------------------------------------------------
@@ -95,33 +90,18 @@ def _price_changes(
         if before is None and after is None:
             continue
         if after is None:
-            out.append(
-                Change(
-                    "price",
-                    tag,
-                    f"{tag} {label} price ({format_usd_per_m(before)}) is gone",
-                    matters,
-                )
+            message = f"{tag} {label} price ({format_usd_per_m(before)}) is gone"
+        elif before is None:
+            message = f"{tag} {label} price appears: {format_usd_per_m(after)}"
+        else:
+            moved = _signed_pct(float(before), float(after))
+            if abs(moved) <= threshold_pct:
+                continue
+            message = (
+                f"{tag} {label} price {format_usd_per_m(before)} -> {format_usd_per_m(after)} "
+                f"({moved:+.1f}%, threshold ±{threshold_pct:g}%)"
             )
-            continue
-        if before is None:
-            out.append(
-                Change(
-                    "price", tag, f"{tag} {label} price appears: {format_usd_per_m(after)}", matters
-                )
-            )
-            continue
-        moved = _signed_pct(float(before), float(after))
-        if abs(moved) > threshold_pct:
-            out.append(
-                Change(
-                    "price",
-                    tag,
-                    f"{tag} {label} price {format_usd_per_m(before)} -> {format_usd_per_m(after)} "
-                    f"({moved:+.1f}%, threshold ±{threshold_pct:g}%)",
-                    matters,
-                )
-            )
+        out.append(Change("price", tag, message, matters))
     return out
 
 

@@ -28,13 +28,8 @@ from typing import Any
 from openrouter_probe import __version__
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import Message, PolicyError
-from openrouter_probe.policy.compiled import (
-    CompiledPolicy,
-    Decision,
-)
-from openrouter_probe.policy.spec import (
-    PolicySpec,
-)
+from openrouter_probe.policy.compiled import CompiledPolicy, Decision
+from openrouter_probe.policy.spec import PolicySpec
 from openrouter_probe.rules.batch import batch_pairs
 from openrouter_probe.rules.precision import PrecisionRegistry, PrecisionVerdict, default_registry
 from openrouter_probe.rules.provider_block import MaxPrice, ProviderBlock

@@ -124,17 +124,16 @@ def find_spec(
     """The spec ``policy`` was compiled from: the file ``provenance.spec.file`` names, beside
     ``policy_file``. Returns the spec, its path and a note (why none was found, or that the spec
     was edited since the compile); ``(None, None, note)`` when it is not there."""
-    info = policy.provenance.get("spec")
-    name = info.get("file") if isinstance(info, dict) else None
-    if not isinstance(info, dict) or not name:
+    name = _spec_name(policy)
+    if name is None:
         return None, None, "the policy's provenance names no spec file"
     if policy_file is None:
         return None, None, f"the policy was compiled from {name}; its folder is not known"
-    path = Path(policy_file).parent / str(name)
+    path = Path(policy_file).parent / name
     if not path.is_file():
         return None, None, f"provenance.spec.file names {name}, which is not beside {policy_file}"
     spec = load_spec(path)
-    edited = spec.sha256() != info.get("sha256")
+    edited = spec.sha256() != policy.provenance["spec"].get("sha256")
     return spec, path, f"{path} was edited since the compile" if edited else None
 
 

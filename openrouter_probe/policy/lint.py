@@ -53,10 +53,13 @@ __all__ = ["LintFinding", "lint_batch_block", "lint_block"]
 _PER_TOKEN_SUSPECT = 0.01
 
 
+Severity = Literal["error", "warning"]
+
+
 @dataclass(frozen=True)
 class LintFinding:
     code: str
-    severity: Literal["error", "warning"]
+    severity: Severity
     loc: str
     message: str
 
@@ -146,9 +149,8 @@ def _strings(raw: Mapping[str, Any], key: str) -> Iterator[tuple[int, str]]:
 def _suggest(entry: str, endpoints: Sequence[Endpoint]) -> str | None:
     low = entry.lower()
     for e in endpoints:
-        if low in (e.provider_name.lower(), e.tag, e.slug) or low.replace(
-            " ", ""
-        ) == e.provider_name.lower().replace(" ", ""):
+        name = e.provider_name.lower()
+        if low in (name, e.tag, e.slug) or low.replace(" ", "") == name.replace(" ", ""):
             return e.tag if "/" in low else e.slug
     return None
 
@@ -219,24 +221,14 @@ def _options_findings(raw: Mapping[str, Any], endpoints: Sequence[Endpoint]) -> 
             if fix
             else f" (slugs: {', '.join(sorted({e.slug for e in endpoints}))})"
         )
-        if key != key.lower() or " " in key:
-            found.append(
-                LintFinding(
-                    "options-slug",
-                    "error",
-                    loc,
-                    f"{key!r} is not a provider slug: OpenRouter silently drops these options{hint}",
-                )
-            )
-        else:
-            found.append(
-                LintFinding(
-                    "options-slug",
-                    "warning",
-                    loc,
-                    f"{key!r} is no provider of this model: these options are never sent{hint}",
-                )
-            )
+        error = key != key.lower() or " " in key
+        said = (
+            "is not a provider slug: OpenRouter silently drops these options"
+            if error
+            else "is no provider of this model: these options are never sent"
+        )
+        severity: Severity = "error" if error else "warning"
+        found.append(LintFinding("options-slug", severity, loc, f"{key!r} {said}{hint}"))
     return found
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from openrouter_probe.rules.provider_block import ProviderBlock as ProviderBlock
     from openrouter_probe.rules.provider_block import SortSpec as SortSpec
     from openrouter_probe.rules.quantities import parse_token_count as parse_token_count
-    from openrouter_probe.rules.routing import RequestParams as RequestParams
+    from openrouter_probe.rules.ranking import RequestParams as RequestParams
     from openrouter_probe.rules.routing import RouteDecision as RouteDecision
     from openrouter_probe.rules.routing import route as route
     from openrouter_probe.rules.snapshot import Snapshot as Snapshot

@@ -25,7 +25,7 @@ sync endpoints does not change when the batch listing is added or an acceptance 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -125,12 +125,7 @@ class BatchListing:
         """This listing with ``acceptance`` appended to its history (once per batch id)."""
         if any(a.batch_id == acceptance.batch_id for a in self.accepted):
             return self
-        return BatchListing(
-            origin=self.origin,
-            taken_at=self.taken_at,
-            data=self.data,
-            accepted=(*self.accepted, acceptance),
-        )
+        return replace(self, accepted=(*self.accepted, acceptance))
 
     def describe(self) -> str:
         """One line: how many ``:batch`` endpoints are listed, and which were accepted."""

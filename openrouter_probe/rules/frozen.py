@@ -17,42 +17,38 @@ _READ_ONLY = (
 )
 
 
-class _FrozenDict(dict[str, Any]):
-    """A dict that refuses changes; copies (``copy.deepcopy``, ``dict(x)``) are ordinary dicts."""
+class _ReadOnly:
+    """What both read-only containers share: every change refused, deep copies and pickles thawed
+    (a pickle loads read-only again)."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(_READ_ONLY)
 
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (_freeze, (thaw(self),))
+
+
+class _FrozenDict(_ReadOnly, dict[str, Any]):
+    """A dict that refuses changes; copies (``copy.deepcopy``, ``dict(x)``) are ordinary dicts."""
+
+    __setitem__ = __delitem__ = __ior__ = _ReadOnly._refuse
+    clear = pop = popitem = setdefault = update = _ReadOnly._refuse
 
     def __copy__(self) -> dict[str, Any]:
         return dict(self)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        return thaw(self)  # type: ignore[no-any-return]
 
-    def __reduce__(self) -> Any:
-        return (_freeze, (thaw(self),))
-
-
-class _FrozenList(list[Any]):
+class _FrozenList(_ReadOnly, list[Any]):
     """A list that refuses changes; copies are ordinary lists."""
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(_READ_ONLY)
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _ReadOnly._refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _ReadOnly._refuse
 
     def __copy__(self) -> list[Any]:
         return list(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
-        return thaw(self)  # type: ignore[no-any-return]
-
-    def __reduce__(self) -> Any:
-        return (_freeze, (thaw(self),))
 
 
 def _freeze(value: Any) -> Any:

@@ -146,7 +146,10 @@ class PrecisionRegistry:
         """Return the bundled registry with ``user_files`` (and ``$OPENROUTER_PROBE_PRECISION``)
         merged over it: their models and facts are consulted first."""
         registry = cls()
-        registry._merge(_bundled_document(), where="bundled precision.yaml")
+        # Parsed anew on every call (about 2 ms with libyaml): no caller is handed a registry that
+        # an earlier one built, changed, or built with other code.
+        bundled = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_bytes()
+        registry._merge(load_yaml(bundled), where="bundled precision.yaml")
         paths = [*user_files]
         if os.environ.get(PRECISION_ENV):
             paths.append(os.environ[PRECISION_ENV])
@@ -229,10 +232,9 @@ class PrecisionRegistry:
 
     def native_for(self, model: str) -> NativePrecision | None:
         """Return the native release precision of ``model`` (id or canonical slug), if known."""
-        for entry in self.models:
-            if any(fnmatchcase(model, pattern) for pattern in entry.patterns):
-                return entry
-        return None
+        return next(
+            (m for m in self.models if any(fnmatchcase(model, p) for p in m.patterns)), None
+        )
 
     def effective_for(self, model: str, endpoint: Endpoint) -> tuple[str | None, str]:
         """Return what ``endpoint`` really serves and where that came from."""
@@ -321,16 +323,6 @@ def _measured(item: Any, where: str) -> Measured:
     date = str(item["date"])  # YAML reads an unquoted 2026-11-30 as a date: str() gives it back
     rest = {k: v for k, v in item.items() if k not in ("model", "endpoint", "verdict", "n", "date")}
     return Measured(str(item["model"]), endpoint, verdict, n, date, rest)
-
-
-def _bundled_document() -> Any:
-    """The bundled ``precision.yaml``, parsed anew on every call.
-
-    With libyaml this takes about 2 ms, so nothing is cached: no caller (and no test) is handed a
-    registry that an earlier one built, changed, or built with other code.
-    """
-    data = resources.files("openrouter_probe.data").joinpath("precision.yaml").read_bytes()
-    return load_yaml(data)
 
 
 def default_registry() -> PrecisionRegistry:

@@ -73,12 +73,6 @@ def _minutes(hhmm: Any) -> int | None:
     return hours * 60 + minutes
 
 
-def _utc_minutes(at: time | datetime) -> int:
-    if isinstance(at, datetime) and at.tzinfo is not None:
-        at = at.astimezone(UTC)
-    return at.hour * 60 + at.minute
-
-
 def _window(entry: PricingOverride) -> tuple[int, int] | None:
     """The entry's window in minutes, or ``None`` when it has no time condition."""
     if entry.utc_start is None and entry.utc_end is None:
@@ -95,15 +89,6 @@ def _in_window(minute: int, window: tuple[int, int]) -> bool:
     if start <= end:
         return start <= minute < end
     return minute >= start or minute < end  # wraps midnight
-
-
-def _utc_day(at: time | datetime | None) -> str | None:
-    """The UTC weekday of ``at`` (``monday``), or ``None`` when ``at`` carries no date."""
-    if not isinstance(at, datetime):
-        return None
-    if at.tzinfo is not None:
-        at = at.astimezone(UTC)
-    return _WEEKDAYS[at.weekday()]
 
 
 def _applies(
@@ -136,16 +121,14 @@ def effective_pricing(
     """
     base = pricing.to_json_dict()
     base.pop("overrides", None)
-    minute = None if at is None else _utc_minutes(at)
-    day = _utc_day(at)
+    if isinstance(at, datetime) and at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    minute = None if at is None else at.hour * 60 + at.minute
+    day = _WEEKDAYS[at.weekday()] if isinstance(at, datetime) else None
     for entry in pricing.overrides or ():
         if _applies(entry, prompt_tokens, minute, day):
             base.update(_prices(entry))
     return Pricing.model_validate(base)
-
-
-def _key(p: Pricing) -> dict[str, Any]:
-    return p.to_json_dict()
 
 
 def price_windows(pricing: Pricing, *, prompt_tokens: int | None = None) -> list[PriceWindow]:
@@ -163,19 +146,17 @@ def price_windows(pricing: Pricing, *, prompt_tokens: int | None = None) -> list
     bounds = sorted(cuts)
     pieces: list[list[Any]] = []
     for start, end in pairwise(bounds):
-        priced = effective_pricing(pricing, prompt_tokens=prompt_tokens, at=_as_time(start))
-        if pieces and _key(pieces[-1][2]) == _key(priced):
+        priced = effective_pricing(
+            pricing, prompt_tokens=prompt_tokens, at=time(start // 60, start % 60)
+        )
+        if pieces and pieces[-1][2].to_json_dict() == priced.to_json_dict():
             pieces[-1][1] = end
         else:
             pieces.append([start, end, priced])
-    if len(pieces) > 1 and _key(pieces[0][2]) == _key(pieces[-1][2]):
+    if len(pieces) > 1 and pieces[0][2].to_json_dict() == pieces[-1][2].to_json_dict():
         last = pieces.pop()
         pieces[0][0] = last[0]  # the last window runs on past midnight into the first
     return [PriceWindow(_hhmm(s), _hhmm(e), p) for s, e, p in pieces]
-
-
-def _as_time(minute: int) -> time:
-    return time(minute // 60, minute % 60)
 
 
 def _hhmm(minute: int) -> int:

@@ -100,7 +100,7 @@ def parse_reasoning_share(
     if isinstance(value, tuple):
         parts: list[Any] = list(value)
     elif isinstance(value, str):
-        parts = [p for p in re.split(r"\s*[:,]\s*|(?<=\d)\s*-\s*(?=\d|\.)", value.strip())]
+        parts = re.split(r"\s*[:,]\s*|(?<=\d)\s*-\s*(?=\d|\.)", value.strip())
     else:
         parts = [value]
     if len(parts) not in (1, 2):
@@ -212,15 +212,6 @@ _JSON_PLACES = (
 )
 
 
-def _places(key: str | None) -> int | None:
-    if key is None:
-        return None
-    for suffix, places in _JSON_PLACES:
-        if key.endswith(suffix):
-            return places
-    return None
-
-
 def round_for_json(payload: Any, *, key: str | None = None) -> Any:
     """Return ``payload`` with every float rounded to what it means, for JSON output.
 
@@ -236,7 +227,7 @@ def round_for_json(payload: Any, *, key: str | None = None) -> Any:
     if isinstance(payload, float):
         if payload != payload or payload in (float("inf"), float("-inf")):
             return None
-        places = _places(key)
+        places = next((n for end, n in _JSON_PLACES if key is not None and key.endswith(end)), None)
         if places is not None:
             return round(payload, places) + 0.0  # + 0.0: no -0.0
         return float(f"{payload:.10g}") + 0.0

@@ -7,28 +7,39 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.rules.provider_block import ProviderBlock
+from openrouter_probe.rules.provider_block import NON_PARAMETER_KEYS, ProviderBlock
 
-__all__ = ["blended_price_usd_per_m", "tool_routing"]
-
-
-class Request(Protocol):
-    """What ranking reads of a request: ``rules.routing.RequestParams`` (not imported here, which
-    would close an import circle)."""
-
-    @property
-    def parameters(self) -> frozenset[str]: ...
-    @property
-    def prompt_tokens(self) -> int | None: ...
-    @property
-    def output_tokens(self) -> int | None: ...
+__all__ = ["RequestParams", "blended_price_usd_per_m", "tool_routing"]
 
 
-def blended_price_usd_per_m(endpoint: Endpoint, params: Request | None = None) -> Decimal | None:
+@dataclass(frozen=True)
+class RequestParams:
+    """What a request sends that routing looks at.
+
+    ``parameters`` are the body keys sent; only request parameters are kept (``tools``,
+    ``reasoning``, ``response_format``, ...): keys in ``NON_PARAMETER_KEYS`` (``model``,
+    ``messages``, ``stream``, ``provider``, ...) are dropped, so a request body's keys can be passed
+    as they are. ``prompt_tokens``/``output_tokens`` are typical counts, used to blend input and
+    output prices.
+    """
+
+    max_tokens: int | None = None
+    parameters: frozenset[str] = frozenset()
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", frozenset(self.parameters) - NON_PARAMETER_KEYS)
+
+
+def blended_price_usd_per_m(
+    endpoint: Endpoint, params: RequestParams | None = None
+) -> Decimal | None:
     """USD per million tokens of a request mix: input and output prices weighted by token counts
     (1:1 without counts). ``None`` when the endpoint lists no price."""
     p_in = endpoint.pricing.prompt_usd_per_m
@@ -42,23 +53,23 @@ def blended_price_usd_per_m(endpoint: Endpoint, params: Request | None = None) -
     return (p_in * n_in + p_out * n_out) / (n_in + n_out)
 
 
-def price_key(e: Endpoint, params: Request) -> float:
+def price_key(e: Endpoint, params: RequestParams) -> float:
     price = blended_price_usd_per_m(e, params)
     return math.inf if price is None else float(price)
 
 
-def _throughput_key(e: Endpoint, _: Request) -> float:
+def _throughput_key(e: Endpoint, _: RequestParams) -> float:
     v = getattr(e.throughput_last_30m, "p50", None)
     return math.inf if v is None else -float(v)
 
 
-def _latency_key(e: Endpoint, _: Request) -> float:
+def _latency_key(e: Endpoint, _: RequestParams) -> float:
     v = getattr(e.latency_last_30m, "p50", None)
     return math.inf if v is None else float(v)
 
 
 #: How each sort key ranks an endpoint: lower first, endpoints without the figure last.
-_SORT_KEYS: dict[str, Callable[[Endpoint, Request], float]] = {
+_SORT_KEYS: dict[str, Callable[[Endpoint, RequestParams], float]] = {
     "price": price_key,
     "throughput": _throughput_key,
     "latency": _latency_key,
@@ -72,7 +83,7 @@ def _cutoffs(value: float | dict[str, float] | None) -> dict[str, float]:
     return {"p50": float(value)} if isinstance(value, float | int) else dict(value)
 
 
-def preferred(block: ProviderBlock, e: Endpoint, params: Request) -> bool:
+def preferred(block: ProviderBlock, e: Endpoint, params: RequestParams) -> bool:
     """False when ``e`` misses any cutoff of ``preferred_min_throughput`` (tokens/s) or
     ``preferred_max_latency`` (seconds; endpoint latency is in milliseconds), or lacks ``tools``
     for a request that sends tools (OpenRouter prefers tool-capable providers then)."""
@@ -96,7 +107,7 @@ def is_stable(e: Endpoint) -> bool:
 
 
 def rank(
-    endpoints: Sequence[Endpoint], key: str, block: ProviderBlock, params: Request
+    endpoints: Sequence[Endpoint], key: str, block: ProviderBlock, params: RequestParams
 ) -> list[Endpoint]:
     """Order by ``key``, preferred endpoints first, ties by tag."""
     value = _SORT_KEYS[key]
@@ -119,7 +130,7 @@ def fallback_shares(endpoints: Sequence[Endpoint]) -> list[float]:
     return [float(i == 0) for i in range(len(shares))]
 
 
-def balance_weights(stable: Sequence[Endpoint], params: Request) -> dict[str, float]:
+def balance_weights(stable: Sequence[Endpoint], params: RequestParams) -> dict[str, float]:
     """Load-balancing shares of the stable endpoints: 1/price², normalized to sum to 1."""
     prices = {e.tag: blended_price_usd_per_m(e, params) for e in stable}
     free = [tag for tag, p in prices.items() if p == 0]

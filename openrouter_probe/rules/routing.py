@@ -31,10 +31,8 @@ Documented behaviour it follows:
   as given.
 
 Where OpenRouter does not document its behaviour, the model states what it assumes in
-``ASSUMPTIONS`` (case, exact quantization matching, what "stable" means, which price is balanced or
-sorted on, missing stats, fallback traffic shares, data policies, ``exacto``, the unit of
-``max_price.audio``, body keys it does not know); each decision lists the ones it relied on in
-``RouteDecision.notes`` and ``policy explain`` prints them.
+``ASSUMPTIONS``; each decision lists the ones it relied on in ``RouteDecision.notes`` and ``policy
+explain`` prints them.
 """
 
 from __future__ import annotations
@@ -47,12 +45,12 @@ from typing import Any, Literal
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.rules.provider_block import (
     MAX_PRICE_UNITS,
-    NON_PARAMETER_KEYS,
     REQUEST_PARAMETERS,
     ProviderBlock,
     SortKey,
 )
 from openrouter_probe.rules.ranking import (
+    RequestParams,
     balance_weights,
     fallback_shares,
     is_stable,
@@ -111,26 +109,6 @@ ASSUMPTIONS: dict[str, str] = {
     "unknown_parameter": "A body key that is neither a known request parameter nor a known "
     "routing key counts as a parameter under require_parameters: an endpoint must list it.",
 }
-
-
-@dataclass(frozen=True)
-class RequestParams:
-    """What a request sends that routing looks at.
-
-    ``parameters`` are the body keys sent; only request parameters are kept (``tools``,
-    ``reasoning``, ``response_format``, ...): keys in ``NON_PARAMETER_KEYS`` (``model``,
-    ``messages``, ``stream``, ``provider``, ...) are dropped, so a request body's keys can be passed
-    as they are. ``prompt_tokens``/``output_tokens`` are typical counts, used to blend input and
-    output prices.
-    """
-
-    max_tokens: int | None = None
-    parameters: frozenset[str] = frozenset()
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "parameters", frozenset(self.parameters) - NON_PARAMETER_KEYS)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import random
 from functools import lru_cache
 
 __all__ = [
+    "ANSWER_TEXT",
     "LOGIT_SCALE",
     "SAMPLED_WORDS",
     "TABLE_SIZE",
@@ -30,56 +31,13 @@ __all__ = [
     "vector_of",
 ]
 
-#: The vocabulary the sampled words come from (the fake's answer words, each once).
-VOCABULARY: tuple[str, ...] = tuple(
-    dict.fromkeys(
-        [
-            "the",
-            "model",
-            "weighs",
-            "each",
-            "option",
-            "and",
-            "keeps",
-            "the",
-            "answer",
-            "short",
-            "while",
-            "it",
-            "checks",
-            "the",
-            "facts",
-            "that",
-            "matter",
-            "most",
-            "for",
-            "this",
-            "question",
-            "so",
-            "the",
-            "reply",
-            "stays",
-            "clear",
-            "useful",
-            "and",
-            "easy",
-            "to",
-            "verify",
-            "against",
-            "known",
-            "results",
-            "from",
-            "earlier",
-            "steps",
-            "before",
-            "it",
-            "writes",
-            "one",
-            "final",
-            "line",
-        ]
-    )
+#: The fake's answer text: its words, each once, are the vocabulary the sampled words come from.
+ANSWER_TEXT = (
+    "the model weighs each option and keeps the answer short while it checks the facts that "
+    "matter most for this question so the reply stays clear useful and easy to verify against "
+    "known results from earlier steps before it writes one final line"
 )
+VOCABULARY: tuple[str, ...] = tuple(dict.fromkeys(ANSWER_TEXT.split()))
 #: The answer words drawn from the model (the rest of a longer answer is the usual text).
 SAMPLED_WORDS = 32
 #: Logit vectors in the model (a (prompt, position) picks one by hash).

@@ -31,26 +31,15 @@ from datetime import UTC, datetime
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
-from openrouter_probe.errors import (
-    Message,
-    SnapshotError,
-    first_validation_error,
-)
+from openrouter_probe.errors import Message, SnapshotError, first_validation_error
 from openrouter_probe.files import atomic_write_text, ensure_not_input
-from openrouter_probe.rules.batch import (
-    BatchAcceptance,
-    BatchListing,
-    listing_from_json,
-)
+from openrouter_probe.rules.batch import BatchAcceptance, BatchListing, listing_from_json
 from openrouter_probe.rules.frozen import freeze_json, thaw
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -79,11 +68,6 @@ def _as_utc(when: datetime | None) -> datetime | None:
 
 def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat().replace("+00:00", "Z")
-
-
-def _content_hash(data: dict[str, Any]) -> str:
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -231,7 +215,8 @@ class Snapshot:
     @cached_property
     def sha256(self) -> str:
         """A hash of ``data`` (canonical JSON): equal hashes mean equal endpoint data."""
-        return _content_hash(self.data)
+        canonical = json.dumps(self.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
     @property
     def provenance(self) -> str:

@@ -71,8 +71,8 @@ W = Decimal("0.01")
 
 def test_the_in_flight_402_is_read_by_its_reason_and_limit_source() -> None:
     envelope = read_error(json.dumps(IN_FLIGHT_BODY))
-    assert envelope.reason == "in_flight_budget_exhausted"
-    assert envelope.limit_source == "openrouter_in_flight_budget"
+    assert envelope.metadata["reason"] == "in_flight_budget_exhausted"
+    assert envelope.metadata["limit_source"] == "openrouter_in_flight_budget"
     assert envelope.message == IN_FLIGHT_MESSAGE
     assert refusal(402, envelope.error) == "in_flight"
     # the wording alone, should the metadata be lost, still says it
@@ -81,7 +81,6 @@ def test_the_in_flight_402_is_read_by_its_reason_and_limit_source() -> None:
 
 def test_a_nested_402_is_read_through_not_shown_as_raw_json() -> None:
     envelope = read_error(json.dumps(NESTED_402).encode())
-    assert envelope.nested
     assert envelope.message.startswith("Insufficient credits. Add more")
     assert "{" not in envelope.message
     assert refusal(402, envelope.error) == "credits"
