@@ -27,12 +27,7 @@ from pydantic import BaseModel
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
-from openrouter_probe.api.connection import (
-    DEFAULT_BASE_URL,
-    DEFAULT_TIMEOUT,
-    Connection,
-    resolve_base_url,
-)
+from openrouter_probe.api.connection import DEFAULT_BASE_URL, DEFAULT_TIMEOUT, Connection
 from openrouter_probe.api.payload import REPORT_SKIPPED
 from openrouter_probe.api.schema import EndpointsResponse, ModelEndpoints, ModelsList, ProvidersList
 from openrouter_probe.api.wire import Wire, Wired, read_body, with_message
@@ -62,7 +57,7 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
     ``https://openrouter.ai/api/v1`` gives ``https://openrouter.ai/<model>/providers``; a base URL
     pointed at a local fake server gives the same path on that server.
     """
-    site = Connection(base_url=resolve_base_url(base_url)).site
+    site = Connection.resolve(base_url=base_url).site
     return f"{site}/{_check_model(model)}/providers"
 
 

@@ -28,7 +28,7 @@ import requests
 
 from openrouter_probe.api.connection import DEFAULT_TIMEOUT, Connection
 from openrouter_probe.api.wire import Wire, Wired, read_body
-from openrouter_probe.errors import ConfigError
+from openrouter_probe.errors import APIError, ConfigError
 
 __all__ = ["CreatedKey", "KeyRecord", "KeysClient"]
 
@@ -53,7 +53,7 @@ class KeyRecord:
     @classmethod
     def of(cls, data: Any) -> KeyRecord:
         if not isinstance(data, dict) or not isinstance(data.get("hash"), str):
-            raise ConfigError(f"/api/v1/keys answered a key without a hash: {str(data)[:200]}")
+            raise APIError(f"/api/v1/keys answered a key without a hash: {str(data)[:200]}")
         usage = _usd(data.get("usage"))
         return cls(
             hash=data["hash"],
@@ -151,7 +151,7 @@ class KeysClient(Wired):
         answer = self._call("POST", "/keys", body=body)
         secret = answer.get("key") if isinstance(answer, dict) else None
         if not isinstance(secret, str) or not secret:
-            raise ConfigError("POST /api/v1/keys answered no `key`: the new key's secret is lost")
+            raise APIError("POST /api/v1/keys answered no `key`: the new key's secret is lost")
         return CreatedKey(KeyRecord.of(answer.get("data")), secret)
 
     def get(self, key_hash: str) -> KeyRecord:

@@ -200,7 +200,7 @@ class Wire:
             timeout_s=self.retry_timeout_s,
         )
         started = self.now()
-        tries = {True: 0, False: 0}  # by "not written yet"
+        tries = {True: 0, False: 0}  # the tries of each schedule, by "a 404 while settling"
         while True:
             try:
                 return self.send("GET", url, params=params, accept=accept)

@@ -153,6 +153,12 @@ def test_every_client_says_a_body_that_is_not_json_the_same_way() -> None:
         )
 
 
+def test_an_answer_the_key_client_cannot_read_is_an_api_error() -> None:
+    session = _Script(_response(200, {"data": {"name": "no hash"}}))
+    with pytest.raises(APIError, match=r"^/api/v1/keys answered a key without a hash: "):
+        KeysClient(management_key="m", session=session).get("abc")  # type: ignore[arg-type]
+
+
 def test_a_generation_not_yet_written_is_asked_again_in_the_one_loop(
     retry_waits: list[float],
 ) -> None:
