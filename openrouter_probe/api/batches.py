@@ -38,15 +38,15 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import requests
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.payload import Payload
-from openrouter_probe.api.wire import Wire, Wired
-from openrouter_probe.errors import APIError, APIStatusError
+from openrouter_probe.api.wire import Wire, Wired, read_body
+from openrouter_probe.errors import APIStatusError
 
 __all__ = [
     "Batch",
@@ -58,8 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T", bound=Payload)
 
 #: ``(connect, read)`` seconds of a batch request: a create uploads every request of the batch.
 TIMEOUT = (10.0, 120.0)
@@ -159,15 +157,14 @@ class BatchClient(Wired):
         session: requests.Session | None = None,
         connection: Connection | None = None,
     ) -> None:
-        self.connection = connection or Connection.resolve(
+        connection = connection or Connection.resolve(
             api_key=api_key, base_url=base_url, timeout=timeout
         )
-        self.connection.require_key("the Batch API")
-        self.base_url = self.connection.base_url
+        connection.require_key("the Batch API")
+        super().__init__(Wire(connection, session=session))
         #: The batches path in use: ``{base}/batches``, or the beta path after a fallback.
         self.path = f"{self.base_url}/batches"
         self._fell_back = False
-        self._wire = Wire(self.connection, session=session)
 
     def __repr__(self) -> str:
         return f"BatchClient(path={self.path!r})"  # never the key
@@ -202,16 +199,6 @@ class BatchClient(Wired):
                 )
                 self.path, self._fell_back = beta, True
 
-    def _read(self, response: requests.Response, model: type[_T]) -> _T:
-        try:
-            return model.model_validate(json.loads(response.text))
-        except (ValueError, ValidationError) as exc:
-            snippet = " ".join(response.text.split())[:120]
-            raise APIError(
-                f"{response.url} returned a body that is not a {model.__name__}: {snippet!r}",
-                url=response.url,
-            ) from exc
-
     # -- the routes -----------------------------------------------------------------------------
 
     def create(
@@ -238,20 +225,20 @@ class BatchClient(Wired):
             head["provider"] = dict(provider)
         # Dicts keep insertion order and json.dumps writes it: requests goes last.
         text = json.dumps({**head, "requests": [dict(r) for r in requests]}, ensure_ascii=False)
-        return self._read(self._call("POST", data=text.encode()), Batch)
+        return read_body(self._call("POST", data=text.encode()), Batch)
 
     def get(self, batch_id: str) -> Batch:
         """The batch now (``results`` inline once it completed). A 402 (results withheld until the
         charge is covered) raises ``InsufficientCreditsError``; a 404 right after the create is
         the asynchronous write, not a lost batch (ask again)."""
-        return self._read(self._call("GET", f"/{batch_id}"), Batch)
+        return read_body(self._call("GET", f"/{batch_id}"), Batch)
 
     def results_page(
         self, batch_id: str, *, cursor: str | None = None, limit: int = 1000
     ) -> ResultsPage:
         """One page of ``/batches/{id}/results`` (``limit`` 1-1000; ``cursor`` from the last)."""
         params = [("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
-        return self._read(self._call("GET", f"/{batch_id}/results", params=params), ResultsPage)
+        return read_body(self._call("GET", f"/{batch_id}/results", params=params), ResultsPage)
 
     def results(self, batch_id: str, *, limit: int = 1000) -> Iterator[BatchResult]:
         """Every result line of a finished batch, page after page (order not promised: match
@@ -288,7 +275,7 @@ class BatchClient(Wired):
                 params.append((key, value))
         params += [("status", s) for s in status]
         response = self._call("GET", params=params)
-        page = self._read(response, BatchList)
+        page = read_body(response, BatchList)
         page.served_at = _served_at(response)
         return page
 
@@ -307,11 +294,7 @@ class BatchClient(Wired):
     def delete(self, batch_id: str) -> dict[str, Any]:
         """Delete a finished batch's stored requests and results (``409`` while it runs; billing
         is kept; it is not a cancel: there is none)."""
-        response = self._call("DELETE", f"/{batch_id}")
-        try:
-            payload = json.loads(response.text)
-        except ValueError as exc:
-            raise APIError(f"{response.url}: the answer is not JSON", url=response.url) from exc
+        payload = read_body(self._call("DELETE", f"/{batch_id}"))
         return payload if isinstance(payload, dict) else {"answer": payload}
 
 

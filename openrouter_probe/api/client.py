@@ -16,29 +16,22 @@ Example::
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
-from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection, resolve_base_url
+from openrouter_probe.api.connection import DEFAULT_BASE_URL, DEFAULT_TIMEOUT, Connection
 from openrouter_probe.api.payload import REPORT_SKIPPED
 from openrouter_probe.api.schema import EndpointsResponse, ModelEndpoints, ModelsList, ProvidersList
-from openrouter_probe.api.wire import Wire, Wired, with_message
-from openrouter_probe.errors import (
-    APIError,
-    APIStatusError,
-    ConfigError,
-    NoRouteError,
-    first_validation_error,
-)
+from openrouter_probe.api.wire import Wire, Wired, read_body, with_message
+from openrouter_probe.errors import APIError, APIStatusError, ConfigError, NoRouteError
 
 __all__ = ["Client", "page_url"]
 
@@ -46,7 +39,7 @@ log = logging.getLogger(__name__)
 
 _MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
-_T = TypeVar("_T", bound=BaseModel)
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _check_model(model: str) -> str:
@@ -64,7 +57,7 @@ def page_url(model: str, *, base_url: str | None = None) -> str:
     ``https://openrouter.ai/api/v1`` gives ``https://openrouter.ai/<model>/providers``; a base URL
     pointed at a local fake server gives the same path on that server.
     """
-    site = Connection(base_url=resolve_base_url(base_url)).site
+    site = Connection.resolve(base_url=base_url).site
     return f"{site}/{_check_model(model)}/providers"
 
 
@@ -85,7 +78,7 @@ class Client(Wired):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: tuple[float, float] = (10.0, 60.0),
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         attempts: int = 5,
         retry_timeout: float = 60.0,
         wait_max: float = 20.0,
@@ -93,23 +86,23 @@ class Client(Wired):
         sleep: Callable[[float], None] | None = None,
         connection: Connection | None = None,
     ) -> None:
-        #: the key, the API root and the timeouts (``api.connection``), resolved once
-        self.connection = connection or Connection.resolve(
+        connection = connection or Connection.resolve(
             api_key=api_key, base_url=base_url, timeout=timeout
         )
-        if self.connection.key_is_blank:
+        if connection.key_is_blank:
             log.warning(
                 "OPENROUTER_API_KEY is set but empty; going on without a key "
                 "(latency and throughput come back null)"
             )
-        self.base_url = self.connection.base_url
-        self._wire = Wire(
-            self.connection,
-            session=session,
-            attempts=attempts,
-            retry_timeout_s=retry_timeout,
-            wait_max_s=wait_max,
-            sleep=sleep,
+        super().__init__(
+            Wire(
+                connection,
+                session=session,
+                attempts=attempts,
+                retry_timeout_s=retry_timeout,
+                wait_max_s=wait_max,
+                sleep=sleep,
+            )
         )
 
     def __repr__(self) -> str:
@@ -149,33 +142,6 @@ class Client(Wired):
             f"URL. Give the API's root, ending in /api/v1, e.g. {expected}"
         )
 
-    def _get_model(
-        self,
-        path: str,
-        model: type[_T],
-        *,
-        params: Mapping[str, str] | None = None,
-        context: dict[str, Any] | None = None,
-    ) -> _T:
-        response = self._wire.get(path, params=params)
-        try:
-            payload = json.loads(response.text)
-        except ValueError as exc:
-            snippet = " ".join(response.text.split())[:120]
-            raise APIError(
-                f"{response.url} returned a body that is not JSON ({exc}): {snippet!r}; "
-                "is OPENROUTER_BASE_URL an OpenRouter API URL?",
-                url=response.url,
-            ) from exc
-        try:
-            return model.model_validate(payload, context=context)
-        except ValidationError as exc:
-            raise APIError(
-                f"{response.url} returned JSON that is not a {model.__name__}: "
-                f"{first_validation_error(exc)}",
-                url=response.url,
-            ) from exc
-
     # -- API paths ------------------------------------------------------------------------------
 
     def endpoints(self, model: str, *, diagnose: bool = True) -> ModelEndpoints:
@@ -188,7 +154,7 @@ class Client(Wired):
         """
         path = f"/models/{quote(_check_model(model), safe='/:')}/endpoints"
         try:
-            return self._get_model(path, EndpointsResponse).data
+            return read_body(self._wire.get(path), EndpointsResponse).data
         except NoRouteError as exc:
             if diagnose and not self._answers("/models"):
                 raise self._wrong_base_url() from exc
@@ -211,7 +177,7 @@ class Client(Wired):
         """
         quiet = {REPORT_SKIPPED: False}
         try:
-            pages = [self._get_model("/models", ModelsList, context=quiet)]
+            pages = [read_body(self._wire.get("/models"), ModelsList, context=quiet)]
         except NoRouteError as exc:
             raise self._wrong_base_url() from exc
         read = len(pages[0].data) + len(pages[0].skipped)  # entries seen, readable or not
@@ -222,7 +188,7 @@ class Client(Wired):
             if target is None or target[0] + str(target[1]) in asked:
                 break
             asked.add(target[0] + str(target[1]))
-            page = self._get_model(target[0], ModelsList, params=target[1], context=quiet)
+            page = read_body(self._wire.get(target[0], params=target[1]), ModelsList, context=quiet)
             if not page.data and not page.skipped:
                 break
             if page.data and all(m.id in ids for m in page.data):
@@ -262,18 +228,18 @@ class Client(Wired):
 
     def providers(self) -> ProvidersList:
         """Return every provider with its routing slug (``GET /providers``)."""
-        return self._get_model("/providers", ProvidersList)
+        return read_body(self._wire.get("/providers"), ProvidersList)
 
     def key(self) -> KeyInfo:
         """Return the calling key's limits and usage (``GET /key``); needs ``OPENROUTER_API_KEY``."""
         self.connection.require_key("GET /key")
-        return self._get_model("/key", _KeyEnvelope).data
+        return read_body(self._wire.get("/key"), _Data[KeyInfo]).data
 
     def credits(self) -> Credits:
         """Return the account's credits bought and used (``GET /credits``); OpenRouter answers it
         for a management key (a paid run asks with ``OPENROUTER_MANAGEMENT_KEY`` when it is set)."""
         self.connection.require_key("GET /credits")
-        return self._get_model("/credits", _CreditsEnvelope).data
+        return read_body(self._wire.get("/credits"), _Data[Credits]).data
 
     def generation(self, generation_id: str, *, wait_seconds: float = 30.0) -> Generation:
         """Return what a generation cost and who served it.
@@ -282,43 +248,27 @@ class Client(Wired):
         are retried with backoff for up to ``wait_seconds``.
         """
         self.connection.require_key("GET /generation")
-        policy = Backoff(wait_initial_s=1.0, wait_max_s=8.0, attempts=1_000, timeout_s=wait_seconds)
-        wire = self._wire
-        started = wire.now()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self._wire.get("/generation", params={"id": generation_id})
-            except NoRouteError as exc:
-                decision = policy.next_wait(attempt=attempt, elapsed_s=wire.now() - started)
-                if decision.give_up:
-                    raise with_message(
-                        exc, f"{exc} (still not visible after {wait_seconds:.0f} s)"
-                    ) from exc
-                log.debug(
-                    "generation %s not visible yet; asking again in %.1f s",
-                    generation_id,
-                    decision.wait_s,
-                )
-                wire.pause(decision.wait_s)
-                continue
-            found = read_generation(response.status_code, response.text)
-            if isinstance(found, Generation):
-                return found
-            raise APIError(
-                f"{response.url} returned JSON that is not a Generation: {found}",
-                url=response.url,
-            )
+        settling = Backoff(
+            wait_initial_s=1.0, wait_max_s=8.0, attempts=1_000, timeout_s=wait_seconds
+        )
+        answer = self._wire.get("/generation", params={"id": generation_id}, settling=settling)
+        found = read_generation(answer.status_code, answer.text)  # one reader, the run's too
+        if isinstance(found, Generation):
+            return found
+        raise APIError(
+            f"{answer.url} returned a body that is not a Generation: {found}", url=answer.url
+        )
 
     def page(self, model: str) -> str:
         """Return the HTML of ``model``'s provider page (see ``openrouter_probe.api.scrape``)."""
         return self._wire.get(page_url(model, base_url=self.base_url), accept="text/html").text
 
 
-class _KeyEnvelope(BaseModel):
-    data: KeyInfo
+class _Data(BaseModel, Generic[_M]):
+    """OpenRouter's ``{"data": record}`` around one record (``/key``, ``/credits``)."""
 
+    data: _M
 
-class _CreditsEnvelope(BaseModel):
-    data: Credits
+    @classmethod
+    def model_parametrized_name(cls, params: tuple[Any, ...]) -> str:
+        return f"{{data: {params[0].__name__}}}"  # what an error says the JSON is not

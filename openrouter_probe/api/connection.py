@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 
 from openrouter_probe.errors import ConfigError, Message
 
-__all__ = ["DEFAULT_BASE_URL", "KEYS_PAGE", "Connection", "resolve_base_url"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "KEYS_PAGE", "Connection", "resolve_base_url"]
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+#: ``(connect, read)`` seconds of a request, unless the caller gives its own (a batch does).
+DEFAULT_TIMEOUT = (10.0, 60.0)
 #: Where a person creates a key (said in every "needs an API key" error).
 KEYS_PAGE = "https://openrouter.ai/settings/keys"
 
@@ -48,7 +50,7 @@ class Connection:
 
     api_key: str = field(default="", repr=False)
     base_url: str = DEFAULT_BASE_URL
-    timeout: tuple[float, float] = (10.0, 60.0)
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
     key_is_blank: bool = False
 
     @classmethod
@@ -57,7 +59,7 @@ class Connection:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: tuple[float, float] = (10.0, 60.0),
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     ) -> Connection:
         """The connection of ``api_key`` and ``base_url``, the environment filling what is
         ``None``."""

@@ -26,9 +26,9 @@ from typing import Any
 
 import requests
 
-from openrouter_probe.api.connection import Connection, resolve_base_url
-from openrouter_probe.api.wire import Wire, Wired
-from openrouter_probe.errors import APIConnectionError, ConfigError
+from openrouter_probe.api.connection import DEFAULT_TIMEOUT, Connection
+from openrouter_probe.api.wire import Wire, Wired, read_body
+from openrouter_probe.errors import APIError, ConfigError
 
 __all__ = ["CreatedKey", "KeyRecord", "KeysClient"]
 
@@ -53,7 +53,7 @@ class KeyRecord:
     @classmethod
     def of(cls, data: Any) -> KeyRecord:
         if not isinstance(data, dict) or not isinstance(data.get("hash"), str):
-            raise ConfigError(f"/api/v1/keys answered a key without a hash: {str(data)[:200]}")
+            raise APIError(f"/api/v1/keys answered a key without a hash: {str(data)[:200]}")
         usage = _usd(data.get("usage"))
         return cls(
             hash=data["hash"],
@@ -86,7 +86,7 @@ class KeysClient(Wired):
         *,
         management_key: str | None = None,
         base_url: str | None = None,
-        timeout: tuple[float, float] = (10.0, 60.0),
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         session: requests.Session | None = None,
     ) -> None:
         key = (
@@ -100,9 +100,8 @@ class KeysClient(Wired):
                 "(https://openrouter.ai/settings/management-keys); an inference key cannot "
                 "create keys"
             )
-        self.base_url = resolve_base_url(base_url)
-        connection = Connection(api_key=key.strip(), base_url=self.base_url, timeout=timeout)
-        self._wire = Wire(connection, session=session)
+        connection = Connection.resolve(api_key=key, base_url=base_url, timeout=timeout)
+        super().__init__(Wire(connection, session=session))
 
     def __repr__(self) -> str:
         return f"KeysClient(base_url={self.base_url!r})"  # never the key
@@ -116,12 +115,7 @@ class KeysClient(Wired):
         body: dict[str, Any] | None = None,
     ) -> Any:
         """One request (``api.wire``, never repeated: a create is not idempotent); its JSON."""
-        response = self._wire.send(method, path, params=params, json_body=body)
-        try:
-            return response.json()
-        except ValueError:
-            url = response.url
-            raise APIConnectionError(f"{method} {url}: the answer is not JSON", url=url) from None
+        return read_body(self._wire.send(method, path, params=params, json_body=body))
 
     def list_keys(self, *, include_disabled: bool = False) -> list[KeyRecord]:
         """Every key of the account (pages of 100, followed to the end)."""
@@ -157,7 +151,7 @@ class KeysClient(Wired):
         answer = self._call("POST", "/keys", body=body)
         secret = answer.get("key") if isinstance(answer, dict) else None
         if not isinstance(secret, str) or not secret:
-            raise ConfigError("POST /api/v1/keys answered no `key`: the new key's secret is lost")
+            raise APIError("POST /api/v1/keys answered no `key`: the new key's secret is lost")
         return CreatedKey(KeyRecord.of(answer.get("data")), secret)
 
     def get(self, key_hash: str) -> KeyRecord:

@@ -9,29 +9,33 @@ not idempotent); ``get`` retries what the error table calls transient (``api.tra
 with bounded backoff (``api.backoff.Backoff``): ``Retry-After`` honoured within bounds, no wait longer
 than ``wait_max_s`` or than the time left of ``retry_timeout_s``, each retry said as it happens (one
 line on this module's logger), and a server that asks for more is answered at once with an error
-that says when to retry.
+that says when to retry; a ``settling`` schedule also asks again after a 404 (a ``/generation``
+record not written yet). ``read_body`` reads every answer's JSON, as a model or raw, with one
+error for a body that is not JSON and one for JSON that is not the model.
 
 The sync client (``api.client``), the batch client (``api.batches``) and the key management client
-(``api.keys``) each hold one. Tests turn the waits off by replacing the module's ``_sleep`` (and
+(``api.keys``) each hold one (``Wired``: the wire and its ``connection``). Tests turn the waits off by replacing the module's ``_sleep`` (and
 ``_monotonic``), as stamina's testing mode does; a ``Wire(sleep=...)`` takes its own sleep.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Self
+from typing import Any, Self, TypeVar, overload
 
 import requests
+from pydantic import BaseModel, ValidationError
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.translate import retryable, translate_exception, translate_status
-from openrouter_probe.errors import APIError, APIStatusError
+from openrouter_probe.errors import APIError, APIStatusError, NoRouteError, first_validation_error
 
-__all__ = ["Wire", "Wired", "with_message"]
+__all__ = ["Wire", "Wired", "read_body", "with_message"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ _sleep: Callable[[float], None] = time.sleep
 _monotonic: Callable[[], float] = time.monotonic
 
 Params = Mapping[str, str] | Sequence[tuple[str, str]] | None
+_T = TypeVar("_T", bound=BaseModel)
 
 
 def with_message(exc: APIError, message: str) -> APIError:
@@ -58,6 +63,42 @@ def with_message(exc: APIError, message: str) -> APIError:
             kind=exc.kind,
         )
     return type(exc)(message, url=exc.url)
+
+
+@overload
+def read_body(response: requests.Response) -> Any: ...
+@overload
+def read_body(
+    response: requests.Response, model: type[_T], *, context: dict[str, Any] | None = None
+) -> _T: ...
+def read_body(
+    response: requests.Response,
+    model: type[BaseModel] | None = None,
+    *,
+    context: dict[str, Any] | None = None,
+) -> Any:
+    """The JSON of ``response``, read as ``model`` when one is given (``context``: its
+    validation context). A body that is not JSON, or JSON that is not a ``model``, is an
+    ``APIError`` that says so, with the URL."""
+    try:
+        payload = json.loads(response.text)
+    except ValueError as exc:
+        snippet = " ".join(response.text.split())[:120]
+        raise APIError(
+            f"{response.url} returned a body that is not JSON ({exc}): {snippet!r}; "
+            "is OPENROUTER_BASE_URL an OpenRouter API URL?",
+            url=response.url,
+        ) from exc
+    if model is None:
+        return payload
+    try:
+        return model.model_validate(payload, context=context)
+    except ValidationError as exc:
+        raise APIError(
+            f"{response.url} returned JSON that is not a {model.__name__}: "
+            f"{first_validation_error(exc)}",
+            url=response.url,
+        ) from exc
 
 
 def _short(exc: APIError) -> str:
@@ -141,51 +182,70 @@ class Wire:
         return response
 
     def get(
-        self, path: str, *, params: Params = None, accept: str = "application/json"
+        self,
+        path: str,
+        *,
+        params: Params = None,
+        accept: str = "application/json",
+        settling: Backoff | None = None,
     ) -> requests.Response:
-        """A GET with bounded retries: every wait capped, each retry said, one error at the end."""
+        """A GET with bounded retries: every wait capped, each retry said, one error at the end.
+        ``settling``: a 404 is a record not written yet (``/generation`` is eventually
+        consistent), asked again on that schedule; both schedules count from the first try."""
         url = self.url(path)
-        policy = Backoff(
+        transient = Backoff(
             wait_initial_s=0.5,
             wait_max_s=self.wait_max_s,
             attempts=self.attempts,
             timeout_s=self.retry_timeout_s,
         )
         started = self.now()
-        attempt = 0
+        tries = {True: 0, False: 0}  # the tries of each schedule, by "a 404 while settling"
         while True:
-            attempt += 1
             try:
                 return self.send("GET", url, params=params, accept=accept)
             except APIError as exc:
-                if not retryable(exc):
+                unsettled = settling is not None and isinstance(exc, NoRouteError)
+                if not unsettled and not retryable(exc):
                     raise
+                tries[unsettled] += 1
+                policy = settling if unsettled and settling else transient
                 retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
                 decision = policy.next_wait(
-                    attempt=attempt, retry_after_s=retry_after, elapsed_s=self.now() - started
+                    attempt=tries[unsettled],
+                    retry_after_s=retry_after,
+                    elapsed_s=self.now() - started,
                 )
                 if decision.give_up:
-                    message = f"{exc}; {decision.reason}"
+                    said = "still not visible, " if unsettled else ""
+                    message = f"{exc}; {said}{decision.reason}"
                     if decision.retry_after_s is not None:
                         when = datetime.now(UTC) + timedelta(seconds=decision.retry_after_s)
                         message += f": retry after {when:%Y-%m-%d %H:%M:%S UTC}"
                     raise with_message(exc, message) from exc
-                log.warning(
-                    "%s: %s; retry %d of %d in %.1f s",
-                    url,
-                    _short(exc),
-                    attempt,
-                    self.attempts - 1,
-                    decision.wait_s,
-                )
+                if unsettled:
+                    log.debug("%s: not visible yet; asking again in %.1f s", url, decision.wait_s)
+                else:
+                    log.warning(
+                        "%s: %s; retry %d of %d in %.1f s",
+                        url,
+                        _short(exc),
+                        tries[False],
+                        self.attempts - 1,
+                        decision.wait_s,
+                    )
                 self.pause(decision.wait_s)
 
 
 class Wired:
-    """A client holding one ``Wire`` (``_wire``), closed by ``close`` or at the end of a ``with``
-    block."""
+    """A client holding one ``Wire`` (``_wire``) and its ``connection``, closed by ``close`` or
+    at the end of a ``with`` block."""
 
-    _wire: Wire
+    def __init__(self, wire: Wire) -> None:
+        self._wire = wire
+        #: the key, the API root and the timeouts (``api.connection``), resolved once
+        self.connection = wire.connection
+        self.base_url = wire.connection.base_url
 
     def __enter__(self) -> Self:
         return self

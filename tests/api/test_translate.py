@@ -23,8 +23,15 @@ from openrouter_probe.api.batches import BatchClient
 from openrouter_probe.api.client import Client
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, Connection
 from openrouter_probe.api.error_rules import RETRIED
+from openrouter_probe.api.keys import KeysClient
 from openrouter_probe.api.translate import retryable, translate_exception, translate_status
-from openrouter_probe.errors import APIConnectionError, APIStatusError, ConfigError
+from openrouter_probe.errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    ConfigError,
+    NoRouteError,
+)
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.send.failure import classify_error
 from tests.api.test_error_rules import CASES, IN_FLIGHT_402
@@ -97,6 +104,8 @@ def test_each_client_sends_through_the_one_request_loop() -> None:
         assert "_session.request(" not in source and "_session.get(" not in source
         assert "Wire(" in source, module.__name__
         assert 'os.environ.get("OPENROUTER_BASE_URL")' not in source, module.__name__
+        assert "next_wait(" not in source, module.__name__  # retries: in the one loop only
+        assert "json.loads(response" not in source and ".json()" not in source  # read_body
     assert "translate_exception(exc" in inspect.getsource(wire)
     package = Path(client.__file__).parents[1]
     built = [
@@ -124,6 +133,61 @@ class _Script:
 
 
 PROVIDERS = {"data": [{"name": "Groq", "slug": "groq"}]}
+NOT_YET = {"error": {"code": 404, "message": "Generation not found"}}
+
+
+def test_every_client_says_a_body_that_is_not_json_the_same_way() -> None:
+    for call in (
+        lambda session: Client(session=session).providers(),
+        lambda session: BatchClient(api_key="k", session=session).get("batch-1"),
+        lambda session: KeysClient(management_key="m", session=session).get("abc"),
+    ):
+        with pytest.raises(APIError) as info:
+            call(_Script(_response(200, "<html>Bad gateway</html>")))
+        assert type(info.value) is APIError
+        assert str(info.value).startswith(
+            "https://openrouter.ai/api/v1/models returned a body that is not JSON (Expecting value"
+        )
+        assert str(info.value).endswith(
+            "'<html>Bad gateway</html>'; is OPENROUTER_BASE_URL an OpenRouter API URL?"
+        )
+
+
+def test_an_answer_the_key_client_cannot_read_is_an_api_error() -> None:
+    session = _Script(_response(200, {"data": {"name": "no hash"}}))
+    with pytest.raises(APIError, match=r"^/api/v1/keys answered a key without a hash: "):
+        KeysClient(management_key="m", session=session).get("abc")  # type: ignore[arg-type]
+
+
+def test_a_generation_not_yet_written_is_asked_again_in_the_one_loop(
+    retry_waits: list[float],
+) -> None:
+    """``/generation`` answers 404 until the record is written: the one loop asks again on the
+    lookup's own schedule (waits from 1 s), a 503 between on the transient one (from 0.5 s)."""
+    record = {"data": {"id": "gen-1", "total_cost": 0.5, "provider_name": "Groq"}}
+    session = _Script(
+        _response(404, NOT_YET),
+        _response(503, "busy"),
+        _response(404, NOT_YET),
+        _response(200, record),
+    )
+    with Client(api_key="sk-test", session=session) as api:  # type: ignore[arg-type]
+        found = api.generation("gen-1")
+    assert (found.total_cost, found.provider_name) == (0.5, "Groq")
+    assert [a["params"] for a in session.asked] == [{"id": "gen-1"}] * 4
+    assert len(retry_waits) == 3
+    assert 1.0 <= retry_waits[0] <= 2.0 and 0.5 <= retry_waits[1] <= 1.5
+    assert 2.0 <= retry_waits[2] <= 3.0  # the lookup's second wait: its own count
+
+
+def test_a_generation_never_written_gives_up_when_its_wait_is_spent(
+    retry_waits: list[float],
+) -> None:
+    session = _Script(*[_response(404, NOT_YET)] * 20)
+    with pytest.raises(NoRouteError) as info, Client(api_key="k", session=session) as api:  # type: ignore[arg-type]
+        api.generation("gen-1", wait_seconds=20)
+    assert str(info.value).endswith("; still not visible, gave up after 20 s of retries")
+    assert sum(retry_waits) == pytest.approx(20.0) and len(session.asked) == len(retry_waits) + 1
 
 
 def test_the_sync_client_waits_out_an_in_flight_402_as_the_run_does() -> None:
