@@ -20,18 +20,19 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.backoff import Backoff
-from openrouter_probe.generation.dry_run import dry_run_job
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.opening import open_job
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.config import Progress
 from openrouter_probe.run.paid import run_job
 from openrouter_probe.run.result import RunResult
-from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.sender import Sender
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.send.batch_plan import BatchOptions
 
 __all__ = ["generate"]
 
@@ -102,6 +103,8 @@ async def generate(
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
     async with open_job(plan) as job:
         if job.builder is None:  # a dry run: nothing is sent
+            from openrouter_probe.generation.dry_run import dry_run_job
+
             dry = await dry_run_job(job, plan)
             return dry if job.pilot is None else job.pilot.dry_run(dry, job.rows)
         result = await run_job(

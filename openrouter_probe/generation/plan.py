@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
-from openrouter_probe.generation.shards import shard_from_launcher
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
 from openrouter_probe.run.config import RunPlan, cli
 
@@ -382,6 +381,8 @@ def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, in
 def _shard(shard: str | tuple[int, int] | None) -> tuple[tuple[int, int] | None, str]:
     """The shard pair, and (``shard="auto"``) the launcher's variables that gave it."""
     if isinstance(shard, str) and shard.strip() == "auto":
+        from openrouter_probe.generation.shards import shard_from_launcher
+
         launcher = shard_from_launcher()
         return launcher.pair, launcher.source
     from openrouter_probe.generation.prompts import parse_shard

@@ -44,7 +44,6 @@ from typing import Any
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import WriteFailed, open_append, write_error
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.books.batch_books import BatchClaims
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.books.turns import TurnBook, TurnLog
@@ -369,7 +368,11 @@ async def run_job(
             if turns is None or turn_log is None
             else TurnSource(rows, turns, log=turn_log, job_sha256=job_sha256, run_id=journal.run_id)
         )
-        claims = BatchClaims(journal) if learned.batch is not None else None  # open batches'
+        claims = None
+        if learned.batch is not None:  # open batches'
+            from openrouter_probe.run.books.batch_books import BatchClaims
+
+            claims = BatchClaims(journal)
         # OpenRouter's in-flight budget, learned from ``start`` (what the account allows) on
         dollars = (start or WindowStart()).window(journal)
         with contextlib.closing(source):
