@@ -319,11 +319,13 @@ def _mix(k: Mapping[str, Any], reasoning: dict[str, Any] | None) -> SamplingMix 
             "off for every row: give one of them",
             thinking_mix=Shown(str(k["thinking_mix"])),
         )
-    from openrouter_probe.rules.sampling_mix import SamplingMix
-
     seed = k["mix_seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise OptionError("{mix_seed=}: a whole number, e.g. 0", mix_seed=seed)
+    if all(k[name] is None for name in ("temperature_mix", "reasoning_effort_mix", "thinking_mix")):
+        return None  # (no mix: ``SamplingMix.of``'s None, without importing its module)
+    from openrouter_probe.rules.sampling_mix import SamplingMix
+
     return SamplingMix.of(
         temperature=k["temperature_mix"],
         reasoning_effort=k["reasoning_effort_mix"],

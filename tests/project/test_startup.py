@@ -18,14 +18,16 @@ from tests.conftest import PYTEST_OPENROUTER_KEY
 
 #: Modules a one-row run with its progress on a file has no use for.
 NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4")
-#: The package's modules a one-row sync run (no dry run, batch, pilot, shard, precision lint or
-#: redo) has no use for: each is dataclasses and tables built for nothing.
+#: The package's modules a one-row sync run (no dry run, batch, pilot, shard, precision lint,
+#: sampling mix or redo) has no use for: each is dataclasses and tables built for nothing.
 NOT_IMPORTED_HERE = (
     "openrouter_probe.generation.dry_run",
     "openrouter_probe.generation.pilot",
     "openrouter_probe.generation.records",
     "openrouter_probe.generation.shards",
     "openrouter_probe.rules.precision",
+    "openrouter_probe.rules.batch",
+    "openrouter_probe.rules.sampling_mix",
     "openrouter_probe.run.books.batch_books",
     "openrouter_probe.run.send.batch_plan",
 )
