@@ -92,7 +92,9 @@ def _loc(parts: tuple[int | str, ...]) -> str:
 class Payload(BaseModel):
     """A payload that validates its ``core_fields`` and keeps any other odd-shaped field raw."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+    model_config = ConfigDict(
+        extra="allow", populate_by_name=True, protected_namespaces=(), defer_build=True
+    )
 
     #: The fields the library computes from: validated, and a bad one makes the record unreadable.
     #: ``None`` means every declared field. Any other declared field with an unexpected shape is

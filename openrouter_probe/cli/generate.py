@@ -6,7 +6,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -29,6 +29,9 @@ from openrouter_probe.cli.options import (
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
 from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
 from openrouter_probe.run.report import render_result
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.send.batch_plan import BatchOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,8 +80,6 @@ def batch_options(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from openrouter_probe.run.send.batch_plan import BatchOptions
-
         batch = kwargs.pop("batch")
         given = {name: kwargs.pop(name) for name in _BATCH_ONLY}
         asked = {name: value for name, value in given.items() if value not in (None, False)}
@@ -90,7 +91,11 @@ def batch_options(func: F) -> F:
             )
         names = {"batch_size": "size", "batch_live": "live", "batch_poll": "poll_s"}
         chosen = {names[k]: v for k, v in given.items() if k in names and v is not None}
-        batching = batch and BatchOptions(**chosen, abandon=given["abandon"])
+        batching: BatchOptions | bool = False
+        if batch:
+            from openrouter_probe.run.send.batch_plan import BatchOptions
+
+            batching = BatchOptions(**chosen, abandon=given["abandon"])
         return func(*args, batching=batching, **kwargs)
 
     options = [

@@ -169,10 +169,10 @@ def batch_settings(
 ) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
     (the sync ones, which are higher, where the listing is unknown); ``None``: a sync run."""
-    from openrouter_probe.run.send.batch_plan import BatchSettings
-
     if asked.batch is None:
         return None
+    from openrouter_probe.run.send.batch_plan import BatchSettings
+
     provider = compiled.batch_provider()
     if provider is None or not provider.get("only"):
         note = (compiled.batch or {}).get("note") or "no :batch endpoint admitted"

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
 from openrouter_probe.generation.admission import (
@@ -27,16 +27,17 @@ from openrouter_probe.generation.admission import (
     skip_unservable,
 )
 from openrouter_probe.generation.manifest import Inputs, read_inputs
-from openrouter_probe.generation.pilot import Pilot
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet, with_samples
-from openrouter_probe.generation.records import truncated_rows
 from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
 from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import Job, PaidRun, open_run
+
+if TYPE_CHECKING:
+    from openrouter_probe.generation.pilot import Pilot
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.start import RunStart, Said
@@ -295,10 +296,15 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
         redone: list[str] = []
         recorded: dict[str, str] = {}
         if "truncated" in redo:  # only the rows cut at max_tokens, with the new limit
+            from openrouter_probe.generation.records import truncated_rows
+
             todo, redone, recorded = truncated_rows(rows, options.output, asked.max_tokens)
         counted = _rows_counted(rows, todo)
-        pilot = None if options.pilot is None else Pilot.of(rows, options.pilot, todo)
-        if pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
+        pilot: Pilot | None = None
+        if options.pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
+            from openrouter_probe.generation.pilot import Pilot
+
+            pilot = Pilot.of(rows, options.pilot, todo)
             todo = pilot.todo(todo)
             counted["rows_to_send"] = len(todo)
         if recorded:  # a redone row is not finished until answered again: those this run sends

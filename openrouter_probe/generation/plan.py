@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
-from openrouter_probe.generation.shards import shard_from_launcher
 from openrouter_probe.rules.quantities import parse_token_count, whole_number
 from openrouter_probe.run.config import RunPlan, cli
 
@@ -320,11 +319,13 @@ def _mix(k: Mapping[str, Any]) -> SamplingMix | None:
             "off for every row: give one of them",
             thinking_mix=Shown(str(k["thinking_mix"])),
         )
-    from openrouter_probe.rules.sampling_mix import SamplingMix
-
     seed = k["mix_seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise OptionError("{mix_seed=}: a whole number, e.g. 0", mix_seed=seed)
+    if all(k[name] is None for name in ("temperature_mix", "reasoning_effort_mix", "thinking_mix")):
+        return None  # (no mix: ``SamplingMix.of``'s None, without importing its module)
+    from openrouter_probe.rules.sampling_mix import SamplingMix
+
     return SamplingMix.of(
         temperature=k["temperature_mix"],
         reasoning_effort=k["reasoning_effort_mix"],
@@ -382,6 +383,8 @@ def _check_journal_header(header: Mapping[str, str] | None, shard: tuple[int, in
 def _shard(shard: str | tuple[int, int] | None) -> tuple[tuple[int, int] | None, str]:
     """The shard pair, and (``shard="auto"``) the launcher's variables that gave it."""
     if isinstance(shard, str) and shard.strip() == "auto":
+        from openrouter_probe.generation.shards import shard_from_launcher
+
         launcher = shard_from_launcher()
         return launcher.pair, launcher.source
     from openrouter_probe.generation.prompts import parse_shard

@@ -39,13 +39,15 @@ import difflib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from openrouter_probe.api.schema import KNOWN_QUANTIZATIONS, Endpoint
 from openrouter_probe.errors import PolicyError
-from openrouter_probe.rules.precision import PrecisionRegistry, default_registry
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, RouteDecision, matches, route
+
+if TYPE_CHECKING:
+    from openrouter_probe.rules.precision import PrecisionRegistry
 
 __all__ = ["LintFinding", "lint_batch_block", "lint_block"]
 
@@ -95,6 +97,8 @@ def lint_block(
     found += _admits_nothing(decision, endpoints)
     found += _order_findings(raw, blk, decision, endpoints)
     if model is not None:
+        from openrouter_probe.rules.precision import default_registry
+
         found += _precision_findings(decision, model, registry or default_registry())
     return found
 

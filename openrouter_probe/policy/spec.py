@@ -50,7 +50,7 @@ Slug = Annotated[str, AfterValidator(_check_slug)]
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class PriceLimits(_Spec):

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openrouter_probe.errors import APIError, Message, NoRouteError, SnapshotError
-from openrouter_probe.rules.batch import BatchListing, batch_model_id
 from openrouter_probe.rules.snapshot import (
     Snapshot,
     bundled_snapshot,
@@ -22,6 +21,7 @@ from openrouter_probe.rules.snapshot import (
 
 if TYPE_CHECKING:
     from openrouter_probe.api.client import Client
+    from openrouter_probe.rules.batch import BatchListing
 
 __all__ = ["probe", "resolve_snapshot"]
 
@@ -98,6 +98,8 @@ def resolve_snapshot(
 def _probe_batch(api: Client, model: str) -> BatchListing | None:
     """The model's ``:batch`` endpoints (a 404 or an empty list: none), or ``None`` when the
     listing could not be read (then nothing is known about batches, and that is said)."""
+    from openrouter_probe.rules.batch import BatchListing, batch_model_id
+
     variant = batch_model_id(model)
     origin = f"{api.base_url}/models/{variant}/endpoints"
     when = datetime.now(UTC).replace(microsecond=0)

@@ -31,15 +31,17 @@ from datetime import UTC, datetime
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.errors import Message, SnapshotError, first_validation_error
 from openrouter_probe.files import atomic_write_text, ensure_not_input
-from openrouter_probe.rules.batch import BatchAcceptance, BatchListing, listing_from_json
 from openrouter_probe.rules.frozen import freeze_json, thaw
+
+if TYPE_CHECKING:
+    from openrouter_probe.rules.batch import BatchListing
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -184,6 +186,8 @@ class Snapshot:
                 )
             )
         when = _as_utc(at or datetime.now(UTC).replace(microsecond=0))
+        from openrouter_probe.rules.batch import BatchAcceptance
+
         listing = self.batch.with_acceptance(BatchAcceptance(tag, batch_id, when))
         return dataclasses.replace(self, batch=listing, _parsed=self.parsed)
 
@@ -287,7 +291,11 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
         captured = doc.get("source")
         captured_from = captured if captured in ("api", "page", "bundled", "file") else None
         origin, note = str(doc.get("origin") or where), doc.get("note")
-        batch = None if doc.get("batch") is None else listing_from_json(doc["batch"], where=where)
+        batch = None
+        if doc.get("batch") is not None:  # (its module only then)
+            from openrouter_probe.rules.batch import listing_from_json
+
+            batch = listing_from_json(doc["batch"], where=where)
         if source == "bundled":
             origin = where  # the package path: a file every user has
     elif isinstance(doc.get("data"), dict) and "endpoints" in doc["data"]:

@@ -39,12 +39,11 @@ import logging
 from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import ConfigError, Message
 from openrouter_probe.files import WriteFailed, open_append, write_error
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.books.batch_books import BatchClaims
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.output import OutputLog, ResumeState, load_resume_state
 from openrouter_probe.run.books.turns import TurnBook, TurnLog
@@ -65,6 +64,9 @@ from openrouter_probe.run.send.request import RequestBuilder
 from openrouter_probe.run.senders import sender_for
 from openrouter_probe.run.start import Held, RunStart, Said
 from openrouter_probe.run.stop import StopReason, WriteStop
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.books.batch_books import BatchClaims
 
 __all__ = [
     "Job",
@@ -369,7 +371,7 @@ async def run_job(
             if turns is None or turn_log is None
             else TurnSource(rows, turns, log=turn_log, job_sha256=job_sha256, run_id=journal.run_id)
         )
-        claims = BatchClaims(journal) if learned.batch is not None else None  # open batches'
+        claims = _batch_claims(journal) if learned.batch is not None else None  # open batches'
         # OpenRouter's in-flight budget, learned from ``start`` (what the account allows) on
         dollars = (start or WindowStart()).window(journal)
         with contextlib.closing(source):
@@ -479,3 +481,10 @@ def _showing(bar: Any) -> Iterator[None]:
         return
     with bar:
         yield
+
+
+def _batch_claims(journal: Journal) -> BatchClaims:
+    """The claims of the open batches ``journal`` holds (a batch run's; its module only then)."""
+    from openrouter_probe.run.books.batch_books import BatchClaims
+
+    return BatchClaims(journal)

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from openrouter_probe.errors import APIError
 from openrouter_probe.rules.quantities import format_usd
-from openrouter_probe.run.books.batch_books import BatchClaims, BatchJournal, settlements
 from openrouter_probe.run.books.books import Books
 from openrouter_probe.run.books.reconcile import Lookup
 from openrouter_probe.run.config import Learned, RunPlan
@@ -34,18 +33,13 @@ from openrouter_probe.run.money.replay import JournalReplay
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.waits import Waits
-from openrouter_probe.run.send.batch_plan import (
-    BatchEvent,
-    EventSink,
-    Released,
-    Said,
-    SettledEarlier,
-)
 from openrouter_probe.run.send.sender import Sender
 from openrouter_probe.run.stop import StopReason
 
 if TYPE_CHECKING:
     from openrouter_probe.api.batches import BatchClient
+    from openrouter_probe.run.books.batch_books import BatchClaims
+    from openrouter_probe.run.send.batch_plan import BatchEvent, EventSink
     from openrouter_probe.run.send.batch_sender import BatchSender
 
 __all__ = ["SENDERS", "Channel", "SenderKind", "key_figures", "sender_for"]
@@ -168,6 +162,9 @@ async def _open_batches(
 def _batch_sink(books: Books, claims: BatchClaims) -> EventSink:
     """Where the batch sender's events go: the plan events to the plan journal, the money
     events to the books (the claims the sender takes up are the books')."""
+    from openrouter_probe.run.books.batch_books import BatchJournal, settlements
+    from openrouter_probe.run.send.batch_plan import Released, Said, SettledEarlier
+
     journal = BatchJournal(books.journal, claims)
 
     def record(event: BatchEvent) -> str | None:

@@ -18,6 +18,19 @@ from tests.conftest import PYTEST_OPENROUTER_KEY
 
 #: Modules a one-row run with its progress on a file has no use for.
 NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4")
+#: The package's modules a one-row sync run (no dry run, batch, pilot, shard, precision lint,
+#: sampling mix or redo) has no use for: each is dataclasses and tables built for nothing.
+NOT_IMPORTED_HERE = (
+    "openrouter_probe.generation.dry_run",
+    "openrouter_probe.generation.pilot",
+    "openrouter_probe.generation.records",
+    "openrouter_probe.generation.shards",
+    "openrouter_probe.rules.precision",
+    "openrouter_probe.rules.batch",
+    "openrouter_probe.rules.sampling_mix",
+    "openrouter_probe.run.books.batch_books",
+    "openrouter_probe.run.send.batch_plan",
+)
 
 _RUN = """
 import gc, json, runpy, sys
@@ -72,6 +85,9 @@ def test_a_one_row_generate_imports_only_what_it_uses(said: dict[str, object]) -
     modules = {str(m).partition(".")[0] for m in said["modules"]}  # type: ignore[attr-defined]
     assert "aiohttp" in modules  # it did send
     assert sorted(modules & set(NOT_IMPORTED)) == []
+    loaded = {str(m) for m in said["modules"]}  # type: ignore[attr-defined]
+    assert "openrouter_probe.run.send.transport" in loaded
+    assert sorted(loaded & set(NOT_IMPORTED_HERE)) == []
 
 
 def test_a_one_row_generate_does_not_look_for_pydantic_plugins(said: dict[str, object]) -> None:

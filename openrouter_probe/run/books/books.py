@@ -34,11 +34,10 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Message
 from openrouter_probe.files import WriteFailed
-from openrouter_probe.run.books.batch_books import BatchClaims
 from openrouter_probe.run.books.overshoot import (
     Overshoot,
     billed_output,
@@ -59,6 +58,9 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.start import RunStart
+
+if TYPE_CHECKING:
+    from openrouter_probe.run.books.batch_books import BatchClaims
 
 __all__ = ["Books"]
 

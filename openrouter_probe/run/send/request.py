@@ -26,12 +26,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.rules.sampling import SamplingAdvice, thinking_on
-from openrouter_probe.rules.sampling_mix import SamplingMix
 from openrouter_probe.run.money.spend import Prices, RequestShape, request_shape
 from openrouter_probe.run.rows import PromptRow
+
+if TYPE_CHECKING:
+    from openrouter_probe.rules.sampling_mix import SamplingMix
 
 __all__ = ["SAMPLING_KEYS", "Request", "RequestBuilder", "dumps", "row_session"]
 
