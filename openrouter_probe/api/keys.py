@@ -115,7 +115,8 @@ class KeysClient(Wired):
         body: dict[str, Any] | None = None,
     ) -> Any:
         """One request (``api.wire``, never repeated: a create is not idempotent); its JSON."""
-        return read_body(self._wire.send(method, path, params=params, json_body=body))
+        answer = self._wire.send(method, path, params=params, json_body=body)
+        return read_body(answer, quote=False)  # a create's answer holds the new key's secret
 
     def list_keys(self, *, include_disabled: bool = False) -> list[KeyRecord]:
         """Every key of the account (pages of 100, followed to the end)."""

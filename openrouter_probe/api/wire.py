@@ -2,20 +2,21 @@
 
 A ``Wire`` sends the requests of one ``api.connection.Connection``: its headers (the key's
 ``Authorization`` is built by ``Connection.headers`` and nowhere else), its ``(connect, read)``
-timeouts, one ``requests.Session``. Every failure is translated here, by ``api.translate``, into
-the tree of ``openrouter_probe.errors``: a connection that failed is an ``APIConnectionError``, an
-error status an ``APIStatusError`` of its class. ``send`` is one request, never repeated (a create is
-not idempotent); ``get`` retries what the error table calls transient (``api.translate.retryable``)
-with bounded backoff (``api.backoff.Backoff``): ``Retry-After`` honoured within bounds, no wait longer
+timeouts, one ``requests.Session``. Every failure is translated here, by ``api.translate``, into the
+tree of ``openrouter_probe.errors``: a connection that failed is an ``APIConnectionError``, an error
+status an ``APIStatusError`` of its class. ``send`` is one request, never repeated (a create is not
+idempotent); ``get`` retries what the error table calls transient (``api.translate.retryable``) with
+bounded backoff (``api.backoff.Backoff``): ``Retry-After`` honoured within bounds, no wait longer
 than ``wait_max_s`` or than the time left of ``retry_timeout_s``, each retry said as it happens (one
 line on this module's logger), and a server that asks for more is answered at once with an error
 that says when to retry; a ``settling`` schedule also asks again after a 404 (a ``/generation``
-record not written yet). ``read_body`` reads every answer's JSON, as a model or raw, with one
-error for a body that is not JSON and one for JSON that is not the model.
+record not written yet). ``read_body`` reads every answer's JSON, as a model or raw, with one error
+for a body that is not JSON and one for JSON that is not the model.
 
 The sync client (``api.client``), the batch client (``api.batches``) and the key management client
-(``api.keys``) each hold one (``Wired``: the wire and its ``connection``). Tests turn the waits off by replacing the module's ``_sleep`` (and
-``_monotonic``), as stamina's testing mode does; a ``Wire(sleep=...)`` takes its own sleep.
+(``api.keys``) each hold one (``Wired``: the wire and its ``connection``). Tests turn the waits off
+by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's testing mode does; a
+``Wire(sleep=...)`` takes its own sleep.
 """
 
 from __future__ import annotations
@@ -66,26 +67,33 @@ def with_message(exc: APIError, message: str) -> APIError:
 
 
 @overload
-def read_body(response: requests.Response) -> Any: ...
+def read_body(response: requests.Response, *, quote: bool = True) -> Any: ...
 @overload
 def read_body(
-    response: requests.Response, model: type[_T], *, context: dict[str, Any] | None = None
+    response: requests.Response,
+    model: type[_T],
+    *,
+    context: dict[str, Any] | None = None,
+    quote: bool = True,
 ) -> _T: ...
 def read_body(
     response: requests.Response,
     model: type[BaseModel] | None = None,
     *,
     context: dict[str, Any] | None = None,
+    quote: bool = True,
 ) -> Any:
     """The JSON of ``response``, read as ``model`` when one is given (``context``: its
     validation context). A body that is not JSON, or JSON that is not a ``model``, is an
-    ``APIError`` that says so, with the URL."""
+    ``APIError`` that says so, with the URL and, unless ``quote`` is false (an answer that may
+    hold a key's secret), the body's start."""
     try:
         payload = json.loads(response.text)
     except ValueError as exc:
         snippet = " ".join(response.text.split())[:120]
+        shown = repr(snippet) if quote else "not shown (it may hold a key's secret)"
         raise APIError(
-            f"{response.url} returned a body that is not JSON ({exc}): {snippet!r}; "
+            f"{response.url} returned a body that is not JSON ({exc}): {shown}; "
             "is OPENROUTER_BASE_URL an OpenRouter API URL?",
             url=response.url,
         ) from exc
@@ -109,7 +117,8 @@ def _short(exc: APIError) -> str:
 
 
 class Wire:
-    """The requests of one connection; a ``get``'s retry options are ``Client``'s (``_s``: seconds)."""
+    """The requests of one connection; a ``get``'s retry options are ``Client``'s (``_s``:
+    seconds)."""
 
     def __init__(
         self,
@@ -191,7 +200,8 @@ class Wire:
     ) -> requests.Response:
         """A GET with bounded retries: every wait capped, each retry said, one error at the end.
         ``settling``: a 404 is a record not written yet (``/generation`` is eventually
-        consistent), asked again on that schedule; both schedules count from the first try."""
+        consistent), asked again on that schedule, counted from the first try; the transient
+        schedule starts afresh after each such 404."""
         url = self.url(path)
         transient = Backoff(
             wait_initial_s=0.5,
@@ -199,7 +209,7 @@ class Wire:
             attempts=self.attempts,
             timeout_s=self.retry_timeout_s,
         )
-        started = self.now()
+        started = transient_from = self.now()
         tries = {True: 0, False: 0}  # the tries of each schedule, by "a 404 while settling"
         while True:
             try:
@@ -209,12 +219,14 @@ class Wire:
                 if not unsettled and not retryable(exc):
                     raise
                 tries[unsettled] += 1
+                if unsettled:  # each ask after a 404 has its transient tries afresh
+                    tries[False], transient_from = 0, self.now()
                 policy = settling if unsettled and settling else transient
                 retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
                 decision = policy.next_wait(
                     attempt=tries[unsettled],
                     retry_after_s=retry_after,
-                    elapsed_s=self.now() - started,
+                    elapsed_s=self.now() - (started if unsettled else transient_from),
                 )
                 if decision.give_up:
                     said = "still not visible, " if unsettled else ""

@@ -317,8 +317,10 @@ def _glaive_call(text: str, n: int) -> dict[str, Any]:
 def tool_call(call: Any, n: int, what: str) -> dict[str, Any]:
     """``{"name", "arguments"}`` (the arguments an object or JSON text) as the chat API's tool
     call ``call_N``; ``what`` names the turn that holds it when it names no function."""
-    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+    if not isinstance(call, Mapping):
         raise ShapeProblem(f"{what} is not JSON of {{name, arguments}}")
+    if not isinstance(call.get("name"), str):
+        raise ShapeProblem(f"{what} names no function")
     arguments = call.get("arguments", {})
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)

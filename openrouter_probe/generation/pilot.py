@@ -20,7 +20,7 @@ Example::
 
     summary = await orp.generate("prompts.jsonl", policy=POLICY, out="out.jsonl", pilot=20,
                                  budget_usd=5)
-    print(orp.render_result(summary))  # per dataset: lengths, the max_tokens that keeps 95% whole, ...
+    print(orp.render_result(summary))  # per dataset: lengths, the max_tokens keeping 95% whole
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ keeps the table):
 - ``run.schedule``: the worker pool, queues and fair shares, the row source, retries and waits.
 
 Beside them, the run's values (``rows``, ``stop``, ``tallies``, ``start``, ``result``, ``counts``:
-any room may import them), a result's text (``report``: it reads ``result``), its options (``config``: ``run.schedule`` reads them) and the assembly
-that builds a run from them (``paid``, ``senders``, ``checks``, ``lock``, ``progress``). May import
-``rules`` and ``api`` (and ``errors``, ``files``).
+any room may import them), a result's text (``report``: it reads ``result``), its options
+(``config``: ``run.schedule`` reads them) and the assembly that builds a run from them
+(``paid``, ``senders``, ``checks``, ``lock``, ``progress``). May import ``rules`` and ``api`` (and
+``errors``, ``files``).
 """
 
 from __future__ import annotations

@@ -228,7 +228,11 @@ class RunPlan:
     def output(self) -> Path:
         """The output a run writes: ``out``, which a plan only priced lacks (refused here)."""
         if self.out is None:
-            raise ConfigError(Message("run-without-out", "a plan only priced: give {out}"))
+            said = (
+                "this plan was only priced (planned without an output, e.g. plan_verify "
+                "without run=): send the check with verify_precision(..., {out})"
+            )
+            raise ConfigError(Message("run-without-out", said))
         return self.out
 
     @property

@@ -13,13 +13,13 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.rules.routing import RequestParams
 from openrouter_probe.run.config import RunPlan
+from openrouter_probe.run.tallies import Frozen
 from openrouter_probe.verify.costs import EndpointPlan, endpoint_plan, tokens_of
 from openrouter_probe.verify.pins import (
     DEFAULT_SEED,
@@ -55,7 +55,7 @@ DEFAULT_N = 200
 
 
 @dataclass(frozen=True, kw_only=True)
-class VerifyPlan:
+class VerifyPlan(Frozen):
     """What a check will send and may cost, before it sends anything: the check's own inputs and
     ``run``, the plan of the run that sends it (its ``budget_usd`` is the check's cap), each field
     declared once. Build it with :func:`plan_verify`; ``pinned`` is read-only."""
@@ -398,7 +398,7 @@ def plan_verify(
     ]
     fields: dict[str, Any] = dict(
         model=model, reference=ref, items=tuple(items), endpoints=tuple(rows),
-        pinned=MappingProxyType(dict(pinned)), seed=seed, top_logprobs=top_logprobs, run=run,
+        pinned=pinned, seed=seed, top_logprobs=top_logprobs, run=run,
         alpha=alpha, power=power, notes=_plan_notes(rows, rule.reasoning), tolerance=tolerance,
         repeats=repeats, thinking_rule=rule, snapshot_sha256=snapshot_sha256,
     )  # fmt: skip

@@ -137,10 +137,16 @@ NOT_YET = {"error": {"code": 404, "message": "Generation not found"}}
 
 
 def test_every_client_says_a_body_that_is_not_json_the_same_way() -> None:
-    for call in (
-        lambda session: Client(session=session).providers(),
-        lambda session: BatchClient(api_key="k", session=session).get("batch-1"),
-        lambda session: KeysClient(management_key="m", session=session).get("abc"),
+    """The same words from each client; the key client's never quote the body, which may hold a
+    new key's secret (a create's answer cut short)."""
+    quoted = "'<html>Bad gateway</html>'"
+    for call, shown in (
+        (lambda session: Client(session=session).providers(), quoted),
+        (lambda session: BatchClient(api_key="k", session=session).get("batch-1"), quoted),
+        (
+            lambda session: KeysClient(management_key="m", session=session).get("abc"),
+            "not shown (it may hold a key's secret)",
+        ),
     ):
         with pytest.raises(APIError) as info:
             call(_Script(_response(200, "<html>Bad gateway</html>")))
@@ -149,8 +155,17 @@ def test_every_client_says_a_body_that_is_not_json_the_same_way() -> None:
             "https://openrouter.ai/api/v1/models returned a body that is not JSON (Expecting value"
         )
         assert str(info.value).endswith(
-            "'<html>Bad gateway</html>'; is OPENROUTER_BASE_URL an OpenRouter API URL?"
+            f"): {shown}; is OPENROUTER_BASE_URL an OpenRouter API URL?"
         )
+
+
+def test_a_key_created_but_answered_cut_short_keeps_its_secret_out_of_the_error() -> None:
+    secret = "sk-or-v1-" + "5e" * 32
+    session = _Script(_response(200, '{"key": "' + secret + '", "data": {"hash": "ab'))
+    with pytest.raises(APIError) as info:
+        KeysClient(management_key="m", session=session).create("shard-0")  # type: ignore[arg-type]
+    assert secret not in str(info.value) and "5e5e" not in str(info.value)
+    assert "not JSON" in str(info.value)
 
 
 def test_an_answer_the_key_client_cannot_read_is_an_api_error() -> None:
@@ -178,6 +193,20 @@ def test_a_generation_not_yet_written_is_asked_again_in_the_one_loop(
     assert len(retry_waits) == 3
     assert 1.0 <= retry_waits[0] <= 2.0 and 0.5 <= retry_waits[1] <= 1.5
     assert 2.0 <= retry_waits[2] <= 3.0  # the lookup's second wait: its own count
+
+
+def test_each_lookup_after_a_404_has_its_transient_tries_afresh(
+    retry_waits: list[float],
+) -> None:
+    """A 503 after each 404, more of them in all than one schedule's tries: each ask after a
+    404 has its own transient tries, as each lookup had before the loops were one."""
+    record = {"data": {"id": "gen-1", "total_cost": 0.5, "provider_name": "Groq"}}
+    answers = [_response(404, NOT_YET), _response(503, "busy")] * 6
+    session = _Script(*answers, _response(200, record))
+    with Client(api_key="sk-test", session=session, attempts=3) as api:  # type: ignore[arg-type]
+        assert api.generation("gen-1", wait_seconds=300).total_cost == 0.5
+    assert len(session.asked) == 13 and len(retry_waits) == 12
+    assert all(0.5 <= wait <= 1.5 for wait in retry_waits[1::2])  # each 503: a first retry
 
 
 def test_a_generation_never_written_gives_up_when_its_wait_is_spent(

@@ -22,7 +22,7 @@ import yaml
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
-from openrouter_probe.generation.layouts import convert_xlam, glaive_chat
+from openrouter_probe.generation.layouts import convert_xlam, glaive_chat, tool_call
 from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.params import CHAT_PARAMETERS, MESSAGE_KEYS, check
 from openrouter_probe.generation.prompts import read_prompts
@@ -681,3 +681,12 @@ def test_a_manifest_names_its_datasets_row_params(tmp_path: Path) -> None:
     manifest.write_text("datasets:\n  - name: A\n    source: p.jsonl\n    params: [seed, model]\n")
     with pytest.raises(ConfigError, match=r"datasets\[0\]\.params \(A\): `model` is decided by"):
         read_prompts_manifest(manifest)
+
+
+def test_a_tool_call_says_whether_it_is_not_an_object_or_names_no_function() -> None:
+    with pytest.raises(
+        ShapeProblem, match=r"^glaive turn 2: the <functioncall> names no function$"
+    ):
+        tool_call({"arguments": {}}, 2, "glaive turn 2: the <functioncall>")
+    with pytest.raises(ShapeProblem, match=r"is not JSON of \{name, arguments\}$"):
+        tool_call(["get_weather"], 2, "glaive turn 2: the <functioncall>")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import pickle
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -216,6 +218,11 @@ def test_the_plan_holds_the_run_that_sends_it_and_is_read_only(tmp_path: Path) -
         sent.run = priced.run  # type: ignore[misc]
     with pytest.raises(TypeError):
         sent.pinned["chutes/int4"] = sent.pinned["deepinfra/int4"]  # type: ignore[index]
+    # read-only, yet a value a worker process or a notebook's copy can take whole
+    for copied in (pickle.loads(pickle.dumps(sent)), copy.deepcopy(sent)):
+        assert copied == sent and copied.pinned == sent.pinned
+        with pytest.raises(TypeError):
+            copied.pinned["x"] = sent.pinned["deepinfra/int4"]  # type: ignore[index]
 
 
 def test_plan_with_reasoning_on_expects_the_worst_output() -> None:
