@@ -12,6 +12,7 @@ import pytest
 
 from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.errors import ConfigError, OptionError, reason
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.routing import RequestParams
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.config import RunPlan
@@ -129,7 +130,9 @@ def test_prompt_tokens_bound() -> None:
     text = json.dumps([item.messages[0]], ensure_ascii=False)
     expected, worst = prompt_tokens(item)
     assert worst == len(text.encode()) + 16 + 8  # one token per byte, plus the template allowance
-    assert expected == -(-len(text) // 4) + 12
+    # expected: the one estimate (3 for the priming, 3 a message, 4 characters a token)
+    content = item.messages[0]["content"]
+    assert expected == estimate_prompt_tokens(item.messages) == 3 + 3 + -(-len(content) // 4)
     assert expected < worst
 
 
@@ -147,10 +150,11 @@ def test_default_run_on_the_six_int4_endpoints() -> None:
         "51200"
     ) * Decimal("0.0000022")
     assert chutes.worst_case_usd == Decimal("0.130424")
-    # 11,185 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
-    assert chutes.expected_usd == Decimal("0.00855325")
+    # 8,351 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
+    assert chutes.prompt_tokens_expected == 8_351
+    assert chutes.expected_usd == Decimal("0.00727795")
     assert plan.worst_case_usd == Decimal("1.068992")  # 0.89168 + the reference again, 0.177312
-    assert plan.expected_usd == Decimal("0.069226")
+    assert plan.expected_usd == Decimal("0.0590236")
     assert all(e.seed_sent and not e.logprobs_sent and not e.warnings for e in plan.endpoints)
     # mid-p McNemar at alpha/10 (five endpoints x accuracy and agreement), at best
     assert plan.measures == ["accuracy", "agreement"] and plan.family == 10
@@ -161,7 +165,7 @@ def test_default_run_on_the_six_int4_endpoints() -> None:
     assert plan.prompts_needed == 117 and plan.equivalence_power > 0.99
     text = plan.render()
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0230   $0.3546 seed" in text
+    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0196   $0.3546 seed" in text
     assert "(the reference x2) = 1400 requests" in text
     assert "80%\n  power needs n=117" in text
     assert "first-token logprobs cannot be compared" in text

@@ -264,8 +264,8 @@ def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[1] == "200 prompts x 6 endpoints (the reference x2) = 1400 requests"
-    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0230   $0.3546 seed" in lines
-    assert "total                       1400                 $0.0692   $1.0690" in lines
+    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0196   $0.3546 seed" in lines
+    assert "total                       1400                 $0.0590   $1.0690" in lines
     assert max(len(line) for line in lines) <= 80
 
 
