@@ -30,7 +30,11 @@ from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import Message
-from openrouter_probe.rules.prompt_tokens import PROMPT_FIELDS, estimate_prompt_tokens
+from openrouter_probe.rules.prompt_tokens import (
+    PROMPT_FIELDS,
+    estimate_prompt_tokens,
+    prompt_tokens_bound,
+)
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.run.rows import PromptRow
 
@@ -87,8 +91,8 @@ def unservable(
         context = largest[key]
         if context is None:
             continue
-        bound = row.prompt_size + 8 * len(row.messages) + 8
-        bound += sum(len(json.dumps(row.params[k])) for k in PROMPT_FIELDS if k in row.params)
+        sent = sum(len(json.dumps(row.params[k])) for k in PROMPT_FIELDS if k in row.params)
+        bound = prompt_tokens_bound(row.prompt_size + sent, len(row.messages))
         if bound + row_max <= context:
             continue  # a token is at least a byte: it fits
         tokens = estimate_prompt_tokens(row.messages, row.params)

@@ -1,16 +1,17 @@
-"""A request's prompt tokens, estimated once for every message shape the datasets send: string
-content, content parts, an assistant's tool calls, a tool's result, reasoning sent back; the fake
-bills the same count."""
+"""A request's prompt tokens, estimated once for every message shape the datasets send (string
+content, content parts, an assistant's tool calls, a tool's result, reasoning sent back) and bounded
+from above; the fake bills the estimate."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import requests
 
 import openrouter_probe as orp
-from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens, prompt_tokens_bound
 from openrouter_probe.rules.snapshot import bundled_snapshot
 
 MODEL = "moonshotai/kimi-k2.5"
@@ -75,6 +76,14 @@ TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type":
 def test_each_message_shape_is_counted(message: dict[str, Any], tokens: int) -> None:
     # 3 for the reply's priming, 3 for the message, then its text at 4 characters a token
     assert estimate_prompt_tokens([message]) == 3 + 3 + tokens
+    # the bound (every byte sent, and the template's allowance) is never below the estimate
+    assert prompt_tokens_bound(len(json.dumps([message]).encode()), 1) > 3 + 3 + tokens
+
+
+def test_the_prompt_bound_is_bytes_plus_the_template_allowance() -> None:
+    assert prompt_tokens_bound(0, 0) == 32
+    assert prompt_tokens_bound(100, 1) == 148
+    assert prompt_tokens_bound(100, 3) == 100 + 48 + 32
 
 
 def test_the_k25_capture_is_reproduced() -> None:
