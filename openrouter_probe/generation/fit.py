@@ -30,11 +30,7 @@ from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import Message
-from openrouter_probe.rules.prompt_tokens import (
-    PROMPT_FIELDS,
-    estimate_prompt_tokens,
-    prompt_tokens_bound,
-)
+from openrouter_probe.rules import prompt_tokens
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.run.rows import PromptRow
 
@@ -91,11 +87,11 @@ def unservable(
         context = largest[key]
         if context is None:
             continue
-        sent = sum(len(json.dumps(row.params[k])) for k in PROMPT_FIELDS if k in row.params)
-        bound = prompt_tokens_bound(row.prompt_size + sent, len(row.messages))
+        sent = len(json.dumps([row.params.get(k) for k in prompt_tokens.PROMPT_FIELDS]))
+        bound = prompt_tokens.prompt_tokens_bound(row.prompt_size + sent, len(row.messages))
         if bound + row_max <= context:
             continue  # a token is at least a byte: it fits
-        tokens = estimate_prompt_tokens(row.messages, row.params)
+        tokens = prompt_tokens.estimate_prompt_tokens(row.messages, row.params)
         if tokens + row_max <= context:
             continue
         room = context - tokens

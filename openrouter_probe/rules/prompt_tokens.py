@@ -1,17 +1,13 @@
-"""A request's prompt tokens: estimated (``estimate_prompt_tokens``), the one count the fit check,
-the verify planner and the fake server's bill share; and bounded (``prompt_tokens_bound``), what
-the spend cap reserves and the verify planner's worst case.
+"""A request's prompt tokens: the estimate the fit check, the verify planner and the fake's bill
+share (``estimate_prompt_tokens``), and the upper bound the spend cap reserves and verify's worst
+case prices (``prompt_tokens_bound``: every byte sent plus a template allowance; a BPE token is at
+least a byte, whatever the tokenizer).
 
-3 a message plus one per 4 characters of its text (string content, the text of content parts, a
-tool result's content), of an assistant turn's reasoning sent back (``reasoning``, else the text
-of its ``reasoning_details``) and of the JSON of its ``tool_calls``, plus 3 for the reply's
-priming, plus one per 4 characters of the JSON of the request's ``tools``, ``tool_choice`` and
-``response_format``: everything the chat template renders is billed as prompt. Not a real
-tokenizer: stable, cheap and close to real counts for English (the K2.5 capture with a 27- and a
-20-character message reports 21 prompt tokens; this gives 21). Images are not counted here.
-
-The bound is every byte sent plus a chat-template allowance per message and per request: a BPE
-token is never shorter than one byte, so it holds whatever the tokenizer.
+The estimate: 3, plus 3 a message and one per 4 characters of what the template renders of it (its
+text, a tool result's, reasoning sent back, the JSON of its ``tool_calls``), plus one per 4
+characters of the JSON of ``tools``, ``tool_choice`` and ``response_format``. Not a tokenizer:
+stable, cheap, close for English (the K2.5 capture's 27- and 20-character messages: 21, as
+reported). Images are not counted.
 """
 
 from __future__ import annotations
@@ -45,9 +41,8 @@ def estimate_prompt_tokens(messages: Iterable[Any], params: Mapping[str, Any] | 
         if message.get("tool_calls"):
             total += _json_tokens(message["tool_calls"])
     for key in PROMPT_FIELDS:
-        value = params.get(key) if params is not None else None
-        if value is not None:
-            total += _json_tokens(value)
+        if params is not None and params.get(key) is not None:
+            total += _json_tokens(params[key])
     return total
 
 
@@ -57,18 +52,11 @@ def prompt_tokens_bound(prompt_bytes: int, messages: int) -> int:
 
 
 def _text_tokens(text: Any) -> int:
-    """A string's tokens, or a list of parts' (a content part's ``text``, a reasoning detail's
-    ``text`` or ``summary``)."""
-    if isinstance(text, str):
-        return math.ceil(len(text) / 4)
-    if not isinstance(text, list):
-        return 0
-    total = 0
-    for part in text:
-        if isinstance(part, dict):
-            said = part.get("text", part.get("summary"))
-            total += math.ceil(len(said) / 4) if isinstance(said, str) else 0
-    return total
+    """A string's tokens, or a list of parts' (``text``, a reasoning summary's ``summary``)."""
+    if isinstance(text, list):
+        said = (p.get("text", p.get("summary")) for p in text if isinstance(p, dict))
+        return sum(math.ceil(len(s) / 4) for s in said if isinstance(s, str))
+    return math.ceil(len(text) / 4) if isinstance(text, str) else 0
 
 
 def _json_tokens(value: Any) -> int:
