@@ -1,7 +1,6 @@
-"""Fresh snapshots: ``probe(model)`` reads the API and falls back to the provider page (the one
-live read of a model's endpoints, the paid run's included); ``batch_listing`` reads its ``:batch``
-endpoints; ``resolve_snapshot`` gives a command the one it asked for (saved, bundled or probed).
-"""
+"""Fresh snapshots: ``probe(model)`` reads the API (the paid run's too) and falls back to the
+provider page, ``batch_listing`` its ``:batch`` endpoints; ``resolve_snapshot`` gives a command the
+one it asked for (saved, bundled or probed)."""
 
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ def probe(
     ``batch``: read the ``:batch`` listing too (``batch_listing``).
     """
     from openrouter_probe.api.client import Client, page_url
-    from openrouter_probe.api.scrape import parse_provider_page
 
     with Client() if client is None else contextlib.nullcontext(client) as api:
         try:
@@ -69,6 +67,8 @@ def probe(
                     ),
                     url=url,
                 ) from page_exc
+            from openrouter_probe.api.scrape import parse_provider_page  # bs4: the page only
+
             parsed = parse_provider_page(html, model=model, source=url)
             return Snapshot.from_endpoints(parsed, model=model, source="page", origin=url)
 

@@ -21,9 +21,6 @@ __all__ = ["PROMPT_FIELDS", "estimate_prompt_tokens", "prompt_tokens_bound"]
 
 #: Request fields besides ``messages`` that the model reads as prompt (a tool's schema is prompt).
 PROMPT_FIELDS = ("tools", "tool_choice", "response_format")
-#: Tokens a chat template may add per message (role markers, separators), and per request.
-TEMPLATE_TOKENS_PER_MESSAGE = 16
-TEMPLATE_TOKENS_PER_REQUEST = 32
 
 
 def estimate_prompt_tokens(messages: Iterable[Any], params: Mapping[str, Any] | None = None) -> int:
@@ -34,10 +31,7 @@ def estimate_prompt_tokens(messages: Iterable[Any], params: Mapping[str, Any] | 
         if not isinstance(message, dict):
             continue
         total += _text_tokens(message.get("content"))
-        reasoning = message.get("reasoning")
-        if not isinstance(reasoning, str):
-            reasoning = message.get("reasoning_details")
-        total += _text_tokens(reasoning)
+        total += _text_tokens(message.get("reasoning") or message.get("reasoning_details"))
         if message.get("tool_calls"):
             total += _json_tokens(message["tool_calls"])
     for key in PROMPT_FIELDS:
@@ -47,8 +41,9 @@ def estimate_prompt_tokens(messages: Iterable[Any], params: Mapping[str, Any] | 
 
 
 def prompt_tokens_bound(prompt_bytes: int, messages: int) -> int:
-    """Return an upper bound on a prompt's tokens: its bytes plus the template's allowance."""
-    return prompt_bytes + TEMPLATE_TOKENS_PER_MESSAGE * messages + TEMPLATE_TOKENS_PER_REQUEST
+    """Return an upper bound on a prompt's tokens: its bytes plus what a chat template may add
+    (role markers, separators), 16 tokens a message and 32 a request."""
+    return prompt_bytes + 16 * messages + 32
 
 
 def _text_tokens(text: Any) -> int:
