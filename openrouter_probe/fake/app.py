@@ -36,7 +36,7 @@ from openrouter_probe.fake.account import (
     settle,
 )
 from openrouter_probe.fake.batches import BatchService
-from openrouter_probe.fake.billing import Credit, count_prompt_tokens
+from openrouter_probe.fake.billing import Credit
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
 from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
@@ -49,6 +49,7 @@ from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router, ServedModel, served_models
 from openrouter_probe.fake.sampling import parse_sampling
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.provider_block import REQUEST_PARAMETERS
 from openrouter_probe.rules.snapshot import Snapshot
 
@@ -319,7 +320,7 @@ class FakeOpenRouter:
                 [(hit.endpoint, 200)], stream=stream, cached=hit, cache=cache,
             )  # fmt: skip
             return await replay.run(max_tokens)
-        prompt_tokens = count_prompt_tokens(body["messages"], body)
+        prompt_tokens = estimate_prompt_tokens(body["messages"], body)
         sent = _PARAMETER_KEYS.intersection(body)
         if "max_completion_tokens" in body:
             sent |= {"max_tokens"}

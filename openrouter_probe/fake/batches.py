@@ -31,9 +31,10 @@ from openrouter_probe.fake.batch_run import (
     BatchRun,
     Host,
 )
-from openrouter_probe.fake.billing import count_prompt_tokens, output_cap, worst_case_usd
+from openrouter_probe.fake.billing import output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
 from openrouter_probe.fake.faults import FaultRule, uniform
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 
 __all__ = ["BATCH_ENDPOINTS", "FINALIZING_S", "MAX_REQUESTS", "VALIDATING_S", "BatchService"]
@@ -144,7 +145,7 @@ class BatchService:
             line.prompt_tokens = template_tokens(
                 self.fake.template,
                 runs_on,
-                count_prompt_tokens(messages if isinstance(messages, list) else [], line.body),
+                estimate_prompt_tokens(messages if isinstance(messages, list) else [], line.body),
             )
             raw_max = line.body.get("max_tokens", line.body.get("max_completion_tokens"))
             line.max_tokens = output_cap(

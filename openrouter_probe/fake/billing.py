@@ -1,4 +1,5 @@
-"""What a fake generation costs: token counts, the price that applies, 402s and the credit.
+"""What a fake generation costs: the price that applies, 402s and the credit (its prompt tokens:
+``rules.prompt_tokens``).
 
 Prices come from the serving endpoint through the schema's helpers (``Pricing.usd_per_unit``, which
 applies the endpoint's ``discount``); ``prices_at`` applies the conditional prices
@@ -9,8 +10,6 @@ Amounts are ``Decimal`` USD until they go into a body.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -33,7 +32,6 @@ __all__ = [
     "advised",
     "affordable_tokens",
     "charge",
-    "count_prompt_tokens",
     "output_cap",
     "prices_at",
     "searched",
@@ -42,35 +40,6 @@ __all__ = [
 ]
 
 _ZERO = Decimal(0)
-
-
-#: Request fields besides ``messages`` that the model reads as prompt (a tool's schema is prompt).
-PROMPT_FIELDS = ("tools", "tool_choice", "response_format")
-
-
-def count_prompt_tokens(messages: list[Any], body: dict[str, Any] | None = None) -> int:
-    """Count a request's prompt tokens deterministically: 3 per message plus one per 4 characters
-    of its text, plus 3 for the reply's priming, plus one per 4 characters of the JSON of the
-    ``body``'s ``tools``, ``tool_choice`` and ``response_format`` (a provider bills them as prompt).
-
-    Not a real tokenizer; it is stable, cheap and close to real counts for English (the K2.5 capture
-    with a 27- and a 20-character message reports 21 prompt tokens; this gives 21).
-    """
-    total = 3
-    for message in messages:
-        total += 3
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            total += math.ceil(len(content) / 4)
-        elif isinstance(content, list):  # content parts: count the text ones
-            for part in content:
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    total += math.ceil(len(part["text"]) / 4)
-    for key in PROMPT_FIELDS:
-        value = body.get(key) if body is not None else None
-        if value is not None:
-            total += math.ceil(len(json.dumps(value, separators=(",", ":"))) / 4)
-    return total
 
 
 @dataclass(frozen=True)

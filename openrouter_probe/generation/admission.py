@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import APIError, Message, NoRouteError, PolicyError
+from openrouter_probe.errors import Message, NoRouteError, PolicyError
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
@@ -141,21 +141,18 @@ def _admits_none(compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan) 
 
 
 def _batch_listing(snap: Any, model: str, options: RunPlan) -> list[Endpoint]:
-    """The model's ``:batch`` endpoints: the snapshot's, or (a live one without them) asked now;
-    empty when unknown."""
+    """The model's ``:batch`` endpoints: the snapshot's, or (a live one without them) asked now
+    (``rules.probing.batch_listing``); empty when unknown."""
     if snap is not None and snap.batch is not None:
         return list(snap.batch_endpoints)
     if snap is not None and snap.source != "api":
         return []
     from openrouter_probe.api.client import Client
-    from openrouter_probe.rules.batch import batch_model_id
+    from openrouter_probe.rules.probing import batch_listing
 
-    try:
-        with Client(connection=options.connection) as client:
-            return list(client.endpoints(batch_model_id(model), diagnose=False).endpoints)
-    except APIError as exc:
-        log.warning("%s: %s", batch_model_id(model), exc)
-        return []
+    with Client(connection=options.connection) as client:
+        listing = batch_listing(client, model)
+    return [] if listing is None else listing.endpoints
 
 
 def batch_settings(

@@ -8,11 +8,10 @@ A row cannot be served when
 - it holds an image and the model takes no image input (the snapshot's
   ``architecture.input_modalities``; unknown modalities: the row goes).
 
-The prompt's tokens are estimated as the fake server counts them (one token per 4 characters of
-text, 3 per message and 3 more, the JSON of ``tools``/``tool_choice``/``response_format`` at 4
-characters a token): an estimate, not the provider's tokenizer, so a row near the limit may still
-be refused upstream (a final 400 for that row: the run goes on). A row is measured only when its
-bytes could exceed the context (bytes bound tokens from above), so the check is cheap.
+The prompt's tokens are estimated as the fake server counts them (``rules.prompt_tokens``): an
+estimate, not the provider's tokenizer, so a row near the limit may still be refused upstream (a
+final 400 for that row: the run goes on). A row is measured only when its bytes could exceed the
+context (bytes bound tokens from above), so the check is cheap.
 
 Example::
 
@@ -26,38 +25,16 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import Message
+from openrouter_probe.rules import prompt_tokens
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.run.rows import PromptRow
 
-__all__ = ["estimate_prompt_tokens", "input_modalities", "unservable"]
-
-_PROMPT_PARAMS = ("tools", "tool_choice", "response_format")
-
-
-def estimate_prompt_tokens(messages: list[dict[str, Any]], params: dict[str, Any]) -> int:
-    """The prompt tokens of a request, estimated (4 characters a token, 3 a message, 3 more)."""
-    total = 3
-    for message in messages:
-        total += 3
-        content = message.get("content")
-        if isinstance(content, str):
-            total += math.ceil(len(content) / 4)
-        elif isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    total += math.ceil(len(part["text"]) / 4)
-        if message.get("tool_calls"):
-            total += math.ceil(len(json.dumps(message["tool_calls"])) / 4)
-    for key in _PROMPT_PARAMS:
-        if params.get(key) is not None:
-            total += math.ceil(len(json.dumps(params[key], separators=(",", ":"))) / 4)
-    return total
+__all__ = ["input_modalities", "unservable"]
 
 
 def input_modalities(snap: Any) -> list[str] | None:
@@ -110,11 +87,11 @@ def unservable(
         context = largest[key]
         if context is None:
             continue
-        bound = row.prompt_size + 8 * len(row.messages) + 8
-        bound += sum(len(json.dumps(row.params[k])) for k in _PROMPT_PARAMS if k in row.params)
+        sent = len(json.dumps([row.params.get(k) for k in prompt_tokens.PROMPT_FIELDS]))
+        bound = prompt_tokens.prompt_tokens_bound(row.prompt_size + sent, len(row.messages))
         if bound + row_max <= context:
             continue  # a token is at least a byte: it fits
-        tokens = estimate_prompt_tokens(row.messages, row.params)
+        tokens = prompt_tokens.estimate_prompt_tokens(row.messages, row.params)
         if tokens + row_max <= context:
             continue
         room = context - tokens

@@ -1,6 +1,6 @@
-"""Fresh snapshots: ``probe(model)`` reads the API and falls back to the provider page;
-``resolve_snapshot`` gives a command the one it asked for (saved, bundled or probed).
-"""
+"""Fresh snapshots: ``probe(model)`` reads the API (the paid run's too) and falls back to the
+provider page, ``batch_listing`` its ``:batch`` endpoints; ``resolve_snapshot`` gives a command the
+one it asked for (saved, bundled or probed)."""
 
 from __future__ import annotations
 
@@ -23,26 +23,29 @@ if TYPE_CHECKING:
     from openrouter_probe.api.client import Client
     from openrouter_probe.rules.batch import BatchListing
 
-__all__ = ["probe", "resolve_snapshot"]
+__all__ = ["batch_listing", "probe", "resolve_snapshot"]
 
 log = logging.getLogger(__name__)
 
 
-def probe(model: str, *, client: Client | None = None, use_page: bool = True) -> Snapshot:
+def probe(
+    model: str, *, client: Client | None = None, use_page: bool = True, batch: bool = True
+) -> Snapshot:
     """Take a fresh snapshot of ``model``: the API first, then the provider page.
 
     The result's ``source`` says which one answered. An unknown model (404) is not retried on
-    the page. ``client`` is an ``openrouter_probe.Client`` (one is made from the environment).
+    the page. ``client`` is an ``openrouter_probe.Client`` (one is made from the environment);
+    ``batch``: read the ``:batch`` listing too (``batch_listing``).
     """
     from openrouter_probe.api.client import Client, page_url
-    from openrouter_probe.api.scrape import parse_provider_page
 
     with Client() if client is None else contextlib.nullcontext(client) as api:
         try:
             parsed = api.endpoints(model)
             origin = f"{api.base_url}/models/{model}/endpoints"
+            listing = batch_listing(api, model) if batch else None
             return Snapshot.from_endpoints(
-                parsed, model=model, source="api", origin=origin, batch=_probe_batch(api, model)
+                parsed, model=model, source="api", origin=origin, batch=listing
             )
         except NoRouteError:
             raise
@@ -64,6 +67,8 @@ def probe(model: str, *, client: Client | None = None, use_page: bool = True) ->
                     ),
                     url=url,
                 ) from page_exc
+            from openrouter_probe.api.scrape import parse_provider_page  # bs4: the page only
+
             parsed = parse_provider_page(html, model=model, source=url)
             return Snapshot.from_endpoints(parsed, model=model, source="page", origin=url)
 
@@ -95,7 +100,7 @@ def resolve_snapshot(
     return snap
 
 
-def _probe_batch(api: Client, model: str) -> BatchListing | None:
+def batch_listing(api: Client, model: str) -> BatchListing | None:
     """The model's ``:batch`` endpoints (a 404 or an empty list: none), or ``None`` when the
     listing could not be read (then nothing is known about batches, and that is said)."""
     from openrouter_probe.rules.batch import BatchListing, batch_model_id

@@ -68,13 +68,14 @@ def endpoints_now(model: str, snapshot: Any, connection: Connection) -> tuple[li
 
 
 def _live_snapshot(model: str, *, connection: Connection) -> Any:
-    """The model's endpoints from the API (``GET /models/{model}/endpoints``) as a snapshot."""
+    """The model's endpoints from the API (``rules.probing.probe``: no page, no ``:batch`` listing,
+    which a batch run reads when it opens) as a snapshot."""
     from openrouter_probe.api.client import Client
-    from openrouter_probe.rules.snapshot import Snapshot
+    from openrouter_probe.rules.probing import probe
 
     try:
         with Client(connection=connection) as client:
-            data = client.endpoints(model)
+            return probe(model, client=client, use_page=False, batch=False)
     except APIError as exc:
         if isinstance(exc, NoRouteError):
             raise
@@ -92,9 +93,6 @@ def _live_snapshot(model: str, *, connection: Connection) -> Any:
             ),
             url=exc.url,
         ) from exc
-    return Snapshot.from_endpoints(
-        data, model=model, source="api", origin=f"{connection.base_url}/models/{model}/endpoints"
-    )
 
 
 def key_check(

@@ -1,40 +1,35 @@
 """What a check's requests cost: prompt tokens counted the planner's way, and prices applied.
 
-Worst case: a prompt counted at one token per UTF-8 byte plus a chat-template allowance (a BPE
-token is at least one byte, so this bounds the real count), every request spending its
-``max_tokens`` at the dearer of the output and reasoning prices. Expected: about four
-characters a token. ``plan`` and ``sampled_arm`` price their requests here; ``endpoint_plan`` is
-one endpoint's share of the check (``EndpointPlan``).
+Worst case: the prompt at the spend cap's bound (``rules.prompt_tokens``: a token a UTF-8 byte
+plus a chat-template allowance), every request spending its ``max_tokens`` at the dearer of the
+output and reasoning prices. Expected: the prompt as ``rules.prompt_tokens`` estimates it.
+``plan`` and ``sampled_arm`` price their requests here; ``endpoint_plan`` is one endpoint's share
+of the check (``EndpointPlan``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import NamedTuple
 
 from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens, prompt_tokens_bound
 from openrouter_probe.verify.suites import Item
 
 __all__ = ["EndpointPlan", "Tokens", "endpoint_plan", "prompt_tokens", "request_cost", "tokens_of"]
 
-#: Chat-template tokens allowed per message and per request in the worst-case prompt count.
-_TEMPLATE_TOKENS_PER_MESSAGE = 8
-_TEMPLATE_TOKENS_PER_REQUEST = 16
-
 
 def prompt_tokens(item: Item) -> tuple[int, int]:
-    """Return (expected, worst-case) prompt tokens of ``item``: about 4 characters a token, and one
-    token per UTF-8 byte plus the template allowance (tools included: they are sent as text)."""
+    """Return (expected, worst-case) prompt tokens of ``item``: ``rules.prompt_tokens``' estimate
+    and bound (the spend cap's: one token per UTF-8 byte, tools included, plus the template's)."""
     text = json.dumps(list(item.messages), ensure_ascii=False)
     if item.tools:
         text += json.dumps(list(item.tools), ensure_ascii=False)
-    overhead = _TEMPLATE_TOKENS_PER_REQUEST + _TEMPLATE_TOKENS_PER_MESSAGE * len(item.messages)
-    expected = math.ceil(len(text) / 4) + overhead // 2
-    return expected, len(text.encode()) + overhead
+    expected = estimate_prompt_tokens(item.messages, {"tools": list(item.tools) or None})
+    return expected, prompt_tokens_bound(len(text.encode()), len(item.messages))
 
 
 def request_cost(

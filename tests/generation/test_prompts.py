@@ -12,7 +12,7 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation.prompts import parse_shard, read_prompts, row_id, shard_of
 from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.run.books.output import OutputLog, iter_records, load_resume_state
-from openrouter_probe.run.money.spend import Prices, SpendCap, prompt_tokens_bound
+from openrouter_probe.run.money.spend import Prices, SpendCap
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -167,10 +167,6 @@ def test_shards_split_rows_by_a_stable_hash(tmp_path: Path) -> None:
     for bad in ("3/3", "x", "1/0", "-1/2"):
         with pytest.raises(ConfigError, match="shard="):
             parse_shard(bad)
-
-
-def test_prompt_token_bound_is_at_least_the_bytes() -> None:
-    assert prompt_tokens_bound(100, 2) == 100 + 2 * 16 + 32
 
 
 def test_spend_cap_arithmetic() -> None:

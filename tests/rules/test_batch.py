@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from openrouter_probe.api.client import Client
+from openrouter_probe.api.connection import Connection
 from openrouter_probe.errors import SnapshotError
 from openrouter_probe.policy.compiled import compiled_from_document, load_compiled_policy
 from openrouter_probe.policy.compiler import compile_policy
@@ -26,6 +27,7 @@ from openrouter_probe.rules.batch import BatchListing, batch_pairs
 from openrouter_probe.rules.probing import probe
 from openrouter_probe.rules.routing import route_batch
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
+from openrouter_probe.run.checks import endpoints_now
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "batch"
@@ -100,6 +102,18 @@ def test_a_malformed_acceptance_names_the_file_and_the_key(tmp_path: Path) -> No
         SnapshotError, match=r"bad.json: batch.accepted\[0\]: needs tag and batch_id"
     ):
         load_snapshot(path)
+
+
+def test_a_paid_runs_live_snapshot_is_probed_without_the_batch_listing(replay_server) -> None:
+    # the one live read (rules.probing.probe); a batch run reads its :batch listing when it opens
+    base, routes, seen = replay_server
+    path = "/api/v1/models/moonshotai/kimi-k3/endpoints"
+    routes[path] = (200, json.dumps({"data": K3.to_json()["data"]}), "application/json")
+    connection = Connection(api_key="sk-x", base_url=f"{base}/api/v1")
+    endpoints, snap = endpoints_now("moonshotai/kimi-k3", None, connection)
+    assert (snap.source, snap.origin, snap.batch) == ("api", f"{base}{path}", None)
+    assert len(endpoints) == len(K3.endpoints)
+    assert [s["path"] for s in seen] == [path]
 
 
 def test_probe_reads_the_batch_variant_and_a_404_means_none(replay_server) -> None:

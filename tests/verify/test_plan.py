@@ -14,6 +14,7 @@ import pytest
 
 from openrouter_probe.api.schema import Endpoint, Pricing
 from openrouter_probe.errors import ConfigError, OptionError, reason
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.routing import RequestParams
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.config import RunPlan
@@ -130,8 +131,10 @@ def test_prompt_tokens_bound() -> None:
     item = arith_suite(1)[0]
     text = json.dumps([item.messages[0]], ensure_ascii=False)
     expected, worst = prompt_tokens(item)
-    assert worst == len(text.encode()) + 16 + 8  # one token per byte, plus the template allowance
-    assert expected == -(-len(text) // 4) + 12
+    assert worst == len(text.encode()) + 32 + 16  # one token per byte, plus the template allowance
+    # expected: the one estimate (3 for the priming, 3 a message, 4 characters a token)
+    content = item.messages[0]["content"]
+    assert expected == estimate_prompt_tokens(item.messages) == 3 + 3 + -(-len(content) // 4)
     assert expected < worst
 
 
@@ -143,16 +146,17 @@ def test_default_run_on_the_six_int4_endpoints() -> None:
     assert plan.compared == [t for t in INT4 if t != "moonshotai/int4"]
     assert plan.requests == 1400
     chutes = next(e for e in plan.endpoints if e.tag == "chutes/int4")
-    # 39,520 prompt tokens at most x $0.45/M + 200 x 256 output tokens x $2.20/M
-    assert (chutes.prompt_tokens_worst, chutes.output_tokens_worst) == (39_520, 51_200)
-    assert chutes.worst_case_usd == Decimal("39520") * Decimal("0.00000045") + Decimal(
+    # 44,320 prompt tokens at most x $0.45/M + 200 x 256 output tokens x $2.20/M
+    assert (chutes.prompt_tokens_worst, chutes.output_tokens_worst) == (44_320, 51_200)
+    assert chutes.worst_case_usd == Decimal("44320") * Decimal("0.00000045") + Decimal(
         "51200"
     ) * Decimal("0.0000022")
-    assert chutes.worst_case_usd == Decimal("0.130424")
-    # 11,185 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
-    assert chutes.expected_usd == Decimal("0.00855325")
-    assert plan.worst_case_usd == Decimal("1.068992")  # 0.89168 + the reference again, 0.177312
-    assert plan.expected_usd == Decimal("0.069226")
+    assert chutes.worst_case_usd == Decimal("0.132584")
+    # 8,351 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
+    assert chutes.prompt_tokens_expected == 8_351
+    assert chutes.expected_usd == Decimal("0.00727795")
+    assert plan.worst_case_usd == Decimal("1.086272")  # 0.90608 + the reference again, 0.180192
+    assert plan.expected_usd == Decimal("0.0590236")
     assert all(e.seed_sent and not e.logprobs_sent and not e.warnings for e in plan.endpoints)
     # mid-p McNemar at alpha/10 (five endpoints x accuracy and agreement), at best
     assert plan.measures == ["accuracy", "agreement"] and plan.family == 10
@@ -163,7 +167,7 @@ def test_default_run_on_the_six_int4_endpoints() -> None:
     assert plan.prompts_needed == 117 and plan.equivalence_power > 0.99
     text = plan.render()
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0230   $0.3546 seed" in text
+    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0196   $0.3604 seed" in text
     assert "(the reference x2) = 1400 requests" in text
     assert "80%\n  power needs n=117" in text
     assert "first-token logprobs cannot be compared" in text

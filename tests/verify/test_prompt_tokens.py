@@ -20,7 +20,8 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock
 from openrouter_probe.fake.app import FakeOpenRouter
 from openrouter_probe.fake.batches import FINALIZING_S, VALIDATING_S
-from openrouter_probe.fake.billing import count_prompt_tokens, unit_prices
+from openrouter_probe.fake.billing import unit_prices
+from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.snapshot import bundled_snapshot, load_snapshot
 from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.pins import pin_block
@@ -110,7 +111,7 @@ def _ask(base_url: str, tag: str) -> dict[str, Any]:
 
 
 def test_the_fake_counts_and_bills_the_extra_template_tokens() -> None:
-    counted = count_prompt_tokens(
+    counted = estimate_prompt_tokens(
         [{"role": "user", "content": "What is 37 * 41? Answer with the number."}]
     )
     with orp.fake.serve(SNAP, speed=0, seed=3) as plain:
@@ -201,7 +202,7 @@ def test_a_batch_on_that_endpoint_counts_and_bills_them_too() -> None:
         clock.advance(VALIDATING_S + 60 + FINALIZING_S)
         assert client.get(job.id).status == "completed"
         entries = fake.ledger.entries
-    counted = {count_prompt_tokens(line["body"]["messages"], line["body"]) for line in lines}
+    counted = {estimate_prompt_tokens(line["body"]["messages"], line["body"]) for line in lines}
     assert {e.prompt_tokens for e in entries} == {n + 9 for n in counted}
     for e in entries:  # billed at the :batch price, the extra tokens included
         assert e.cost_usd == Decimal("0.0000015") * e.prompt_tokens + Decimal("0.0000075") * (

@@ -264,8 +264,8 @@ def test_cli_dry_run_prints_the_plan_and_its_cost(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[1] == "200 prompts x 6 endpoints (the reference x2) = 1400 requests"
-    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0230   $0.3546 seed" in lines
-    assert "total                       1400                 $0.0692   $1.0690" in lines
+    assert "moonshotai/int4  reference   400   0.60   3.00   $0.0196   $0.3604 seed" in lines
+    assert "total                       1400                 $0.0590   $1.0863" in lines
     assert max(len(line) for line in lines) <= 80
 
 
@@ -525,7 +525,7 @@ def test_offline_without_fake_plans_and_sends_nothing(tmp_path: Path) -> None:
         )
         assert result.exit_code == 0, result.output
         assert "--offline sends nothing, so this is the plan only" in result.stderr
-        assert "60 requests" in result.stdout and "$0.0497" in result.stdout  # the plan
+        assert "60 requests" in result.stdout and "$0.0505" in result.stdout  # the plan
         assert fake.ledger.total_usd == 0
         assert not (tmp_path / "v.jsonl").exists()
 

@@ -11,11 +11,11 @@ answer returns, the reservation is released and its cost added to ``spent``; a c
 read is its whole reservation until ``/generation`` settles it (``give_back``). Concurrency shrinks by itself as the money runs out, and the cap is
 never crossed as long as no answer costs more than its worst case.
 
-Prompt tokens are not known before the provider's tokenizer counts them; the bound is every byte the
-request sends beside the run's fixed prefix (messages, tools, tool_choice, response_format,
-plugins, ...) plus a chat-template allowance per message: a BPE token is never shorter than one
-byte, so this is an upper bound, whatever the tokenizer. A web search adds its results to the prompt:
-such a request counts the largest context an admitted endpoint takes.
+Prompt tokens are not known before the provider's tokenizer counts them; the bound
+(``rules.prompt_tokens.prompt_tokens_bound``) is every byte the request sends beside the run's
+fixed prefix (messages, tools, tool_choice, response_format, plugins, ...) plus a chat-template
+allowance per message. A web search adds its results to the prompt: such a request counts the
+largest context an admitted endpoint takes.
 
 Datasets share the money (``shares``): the cap is split into per-dataset sub-caps by weight (equal by
 default, as the budget planner plans), and what a finished dataset leaves is lent to the others.
@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from openrouter_probe.api.jsontext import mappings_in
 from openrouter_probe.api.schema import Endpoint
+from openrouter_probe.rules.prompt_tokens import prompt_tokens_bound
 from openrouter_probe.rules.server_tools import RESULT_USD, server_tools
 
 __all__ = [
@@ -39,22 +40,13 @@ __all__ = [
     "RequestShape",
     "SpendCap",
     "allocate",
-    "prompt_tokens_bound",
     "request_shape",
 ]
 
-#: Tokens a chat template may add per message (role markers, separators), and per request.
-TEMPLATE_TOKENS_PER_MESSAGE = 16
-TEMPLATE_TOKENS_PER_REQUEST = 32
 #: Results a web search returns when the plugin does not say (OpenRouter's default ``max_results``).
 DEFAULT_WEB_RESULTS = 5
 _ZERO = Decimal(0)
 _IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
-
-
-def prompt_tokens_bound(prompt_bytes: int, messages: int) -> int:
-    """Return an upper bound on a prompt's tokens: its bytes plus the template's allowance."""
-    return prompt_bytes + TEMPLATE_TOKENS_PER_MESSAGE * messages + TEMPLATE_TOKENS_PER_REQUEST
 
 
 class RequestShape(NamedTuple):

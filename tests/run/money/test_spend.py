@@ -19,7 +19,6 @@ from openrouter_probe.run.money.spend import (
     Prices,
     RequestShape,
     SpendCap,
-    prompt_tokens_bound,
     request_shape,
 )
 from openrouter_probe.run.rows import PromptRow
@@ -39,13 +38,7 @@ def _endpoint(tag: str, context: int | None = None, **pricing: Any) -> Endpoint:
     return Endpoint.model_validate(data)
 
 
-# -- the prompt bound and a request's shape ---------------------------------------------------
-
-
-def test_the_prompt_bound_is_bytes_plus_the_template_allowance() -> None:
-    assert prompt_tokens_bound(0, 0) == 32
-    assert prompt_tokens_bound(100, 1) == 148
-    assert prompt_tokens_bound(100, 3) == 100 + 48 + 32
+# -- a request's shape -----------------------------------------------------------------------
 
 
 def test_a_shape_counts_every_byte_sent_images_searches_and_cache_writes() -> None:
