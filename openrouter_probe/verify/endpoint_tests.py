@@ -22,7 +22,7 @@ from openrouter_probe.verify.results import (
     comparison_results,
     decided_by,
 )
-from openrouter_probe.verify.stats import DEFAULT_TOLERANCE, binom_cdf, clopper_pearson
+from openrouter_probe.verify.stats import DEFAULT_TOLERANCE, clopper_pearson, mcnemar_exact
 from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
 from openrouter_probe.verify.verdict import Comparison, MeasuredVerdict
 
@@ -46,9 +46,7 @@ def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | 
     rate = agreement.differ_rate
     interval = clopper_pearson(agreement.differing, agreement.pairs)
     n = agreement.higher + agreement.lower
-    p = None
-    if n:
-        p = min(1.0, 2 * binom_cdf(min(agreement.higher, agreement.lower), n, 0.5))
+    p = mcnemar_exact(agreement.higher, agreement.lower) if n else None
     verdict: TestVerdict = "differs" if agreement.systematic else "consistent"
     if not agreement.systematic and agreement.pairs < MIN_PAIRS:
         verdict = "inconclusive"
