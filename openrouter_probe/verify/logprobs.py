@@ -24,10 +24,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.verify.results import TestResult, TestVerdict
 from openrouter_probe.verify.stats import binom_sf
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.observation import Observation
 
 __all__ = [
     "LogprobComparison",
@@ -88,16 +91,7 @@ def top_k_distance(
     return min(1.0, tv), p_rest + q_rest
 
 
-class _WithLogprobs(Protocol):
-    @property
-    def tokens(self) -> tuple[str, ...] | None: ...
-    @property
-    def top_logprobs(self) -> tuple[dict[str, float], ...] | None: ...
-    @property
-    def failed(self) -> bool: ...
-
-
-def _shared_distance(mine: _WithLogprobs, ref: _WithLogprobs) -> tuple[float, int] | None:
+def _shared_distance(mine: Observation, ref: Observation) -> tuple[float, int] | None:
     """Mean total variation over the positions with a shared context, and their number."""
     if mine.failed or ref.failed or not mine.top_logprobs or not ref.top_logprobs:
         return None
@@ -139,9 +133,9 @@ class LogprobComparison:
 
 
 def compare_logprobs(
-    run: Mapping[str, _WithLogprobs],
-    reference: Mapping[str, _WithLogprobs],
-    floor: Mapping[str, _WithLogprobs] | None,
+    run: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
+    floor: Mapping[str, Observation] | None,
 ) -> LogprobComparison:
     """Compare ``run`` with the reference's first run, against its second (``floor``)."""
     d_all, f_all, higher, lower, positions = [], [], 0, 0, 0
