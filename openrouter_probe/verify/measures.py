@@ -188,8 +188,8 @@ class EndpointMeasures:
     prompt_agreement: PromptTokenAgreement | None = None
 
     def with_spend(self, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
-        """These measures with the tokens and cost of the endpoint's other ``runs`` added (the
-        reference's floor, the sampled arm's): what the check spent on it."""
+        """These measures with the tokens and cost of ``runs`` added (its own first run; the
+        reference's floor, the sampled arm's): what the check spent on the endpoint."""
         extra = [o for run in runs for o in run.values()]
         costs = [o.cost_usd for o in extra]
         return dataclasses.replace(
@@ -369,7 +369,6 @@ def measure_endpoint(
         if (ref := reference.get(i)) is not None
     ]
     logprobs = _logprob_figures(ok, reference, floor)
-    costs = [o.cost_usd for o in mine.values()]
     calls = [s for s in judged.scores.values() if s.called_tool is not None]
     return EndpointMeasures(
         endpoint=tag,
@@ -401,15 +400,10 @@ def measure_endpoint(
         tool_calls=len(calls),
         schema_valid_rate=_rate(judged.valid.values()),
         **_agreement_figures(judged, runs),
-        prompt_tokens=sum(o.prompt_tokens for o in mine.values()),
-        completion_tokens=sum(o.completion_tokens for o in mine.values()),
-        reasoning_tokens=sum(o.reasoning_tokens for o in mine.values()),
-        cost_usd=math.fsum(c for c in costs if c is not None),
-        cost_unknown=sum(1 for c in costs if c is None),
         tests=() if is_reference else _deciding(judged, runs, counts),
         prompt_agreement=prompt_token_agreement(mine, reference, floor=floor[0] if floor else None),
         **logprobs,
-    )
+    ).with_spend([mine])
 
 
 def _agreement_figures(judged: _Judged, runs: Sequence[_Judged]) -> dict[str, Any]:
