@@ -9,6 +9,7 @@ output, cap, concurrency, connection), a plan only priced one without an output.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -396,16 +397,15 @@ def plan_verify(
         )
         for tag in order
     ]
-    fields: dict[str, Any] = dict(
+    greedy = VerifyPlan(
         model=model, reference=ref, items=tuple(items), endpoints=tuple(rows),
         pinned=pinned, seed=seed, top_logprobs=top_logprobs, run=run,
         alpha=alpha, power=power, notes=_plan_notes(rows, rule.reasoning), tolerance=tolerance,
         repeats=repeats, thinking_rule=rule, snapshot_sha256=snapshot_sha256,
     )  # fmt: skip
-    greedy = VerifyPlan(**fields)
     if sampling == "greedy":
         return greedy
-    return VerifyPlan(**fields, sampled=_sampled_arm(greedy, sampled_n))
+    return dataclasses.replace(greedy, sampled=_sampled_arm(greedy, sampled_n))
 
 
 def _priced(budget_usd: Decimal | float | str | None) -> RunPlan:
