@@ -21,7 +21,7 @@ and the test needs the same tokenizer (tokens are compared as strings) and reaso
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ __all__ = [
     "logprob_result",
     "positions_of",
     "top_k_distance",
+    "top_of",
 ]
 
 
@@ -58,16 +59,21 @@ def positions_of(logprobs: Any) -> tuple[dict[str, float], ...] | None:
         if not isinstance(entry, Mapping):
             continue
         top = entry.get("top_logprobs")
-        listed = top if isinstance(top, list) and top else [entry]
-        position: dict[str, float] = {}
-        for t in listed:
-            if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
-                continue
-            lp = _number(t.get("logprob"))
-            if lp is not None:  # a duplicate token keeps its larger logprob
-                position[t["token"]] = max(lp, position.get(t["token"], -math.inf))
-        out.append(position)
+        out.append(top_of(top if isinstance(top, list) and top else [entry]))
     return tuple(out) or None
+
+
+def top_of(listed: Sequence[Any]) -> dict[str, float]:
+    """``{token: logprob}`` of one position's ``top_logprobs`` list (entries without a string
+    token or a finite logprob left out; a duplicate token keeps its larger logprob)."""
+    position: dict[str, float] = {}
+    for t in listed:
+        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
+            continue
+        lp = _number(t.get("logprob"))
+        if lp is not None:
+            position[t["token"]] = max(lp, position.get(t["token"], -math.inf))
+    return position
 
 
 def top_k_distance(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openrouter_probe.verify.logprobs import positions_of
+from openrouter_probe.verify.logprobs import positions_of, top_of
 
 __all__ = ["Observation", "ToolCall"]
 
@@ -168,20 +168,8 @@ def _content_entries(logprobs: Any) -> list[Any]:
 
 def _first_top(logprobs: Any) -> dict[str, float] | None:
     entries = _content_entries(logprobs)
-    if not entries or not isinstance(entries[0], Mapping):
-        return None
-    top = entries[0].get("top_logprobs")
-    if not isinstance(top, list) or not top:
-        return None
-    out: dict[str, float] = {}
-    for t in top:
-        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
-            continue
-        logprob = _number(t.get("logprob"))
-        if logprob is not None:
-            # a duplicate token keeps its larger logprob
-            out[t["token"]] = max(logprob, out.get(t["token"], -math.inf))
-    return out or None
+    top = entries[0].get("top_logprobs") if entries and isinstance(entries[0], Mapping) else None
+    return (top_of(top) or None) if isinstance(top, list) else None
 
 
 def _tokens(logprobs: Any) -> tuple[str, ...] | None:
