@@ -216,9 +216,7 @@ def _plan_hash(plan: VerifyPlan) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def observations_from(
-    path: str | Path, plan: VerifyPlan, *, pilot: bool = False
-) -> list[Observation]:
+def observations_from(path: str | Path, *, pilot: bool = False) -> list[Observation]:
     """Read the check's output file back into observations (every finished request it records;
     with ``pilot``, the pilot's instead)."""
     from openrouter_probe.run.books.output import FINISHED, iter_records
@@ -269,7 +267,7 @@ def _piloted(plan: VerifyPlan, out: str | Path) -> Thinking | None:
     """The thinking of ``plan`` with the room the pilot in ``out`` measured (``None``: no
     pilot answer to measure)."""
     rule = plan.thinking_rule
-    found = [o for o in observations_from(out, plan, pilot=True) if not o.failed]
+    found = [o for o in observations_from(out, pilot=True) if not o.failed]
     if not found:
         return None
     ceiling = _ceiling(plan)
@@ -338,9 +336,7 @@ async def _send(plan: VerifyPlan, *, pilot: bool = False) -> RunResult:
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
     with open_run(plan.run, job=job) as paid:
         rows = (_pilot_rows if pilot else _rows)(plan, paid.state.finished, prices)
-        total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
-        total += plan.sampled.requests if plan.sampled else 0
-        total = len(_pilot_bodies(plan)) if pilot else total
+        total = len(_pilot_bodies(plan)) if pilot else plan.requests
         before = RunStart.opened(
             paid.held,
             policy=f"verify {plan.model} (pins)",
@@ -446,7 +442,7 @@ async def verify_precision(
         on_plan(plan)
     stopped = pilot is not None and pilot.stop_reason != StopReason.DONE
     summary = pilot if stopped and pilot is not None else await _send(plan)
-    report = build_report(plan, observations_from(out, plan), snapshot_sha256=plan.snapshot_sha256)
+    report = build_report(plan, observations_from(out), snapshot_sha256=plan.snapshot_sha256)
     ran = _run_notes(pilot, out, "the pilot ") if pilot is not None and not stopped else []
     notes = [*report.notes, *ran, *_run_notes(summary, out)]
     return dataclasses.replace(report, notes=tuple(notes), run=summary)
