@@ -442,7 +442,7 @@ async def verify_precision(
         on_plan(plan)
     stopped = pilot is not None and pilot.stop_reason != StopReason.DONE
     summary = pilot if stopped and pilot is not None else await _send(plan)
-    report = build_report(plan, observations_from(out), snapshot_sha256=plan.snapshot_sha256)
+    report = build_report(plan, observations_from(out))
     ran = _run_notes(pilot, out, "the pilot ") if pilot is not None and not stopped else []
     notes = [*report.notes, *ran, *_run_notes(summary, out)]
     return dataclasses.replace(report, notes=tuple(notes), run=summary)
