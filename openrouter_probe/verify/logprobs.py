@@ -21,10 +21,10 @@ and the test needs the same tokenizer (tokens are compared as strings) and reaso
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import fmean
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from openrouter_probe.verify.results import TestResult, TestVerdict
 from openrouter_probe.verify.stats import binom_sf
@@ -36,44 +36,8 @@ __all__ = [
     "LogprobComparison",
     "compare_logprobs",
     "logprob_result",
-    "positions_of",
     "top_k_distance",
-    "top_of",
 ]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def positions_of(logprobs: Any) -> tuple[dict[str, float], ...] | None:
-    """Each generated position's top-k ``{token: logprob}`` from ``choices[0].logprobs``
-    (``None`` without logprobs; a position without ``top_logprobs`` maps its own token)."""
-    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
-    if not isinstance(content, list) or not content:
-        return None
-    out = []
-    for entry in content:
-        if not isinstance(entry, Mapping):
-            continue
-        top = entry.get("top_logprobs")
-        out.append(top_of(top if isinstance(top, list) and top else [entry]))
-    return tuple(out) or None
-
-
-def top_of(listed: Sequence[Any]) -> dict[str, float]:
-    """``{token: logprob}`` of one position's ``top_logprobs`` list (entries without a string
-    token or a finite logprob left out; a duplicate token keeps its larger logprob)."""
-    position: dict[str, float] = {}
-    for t in listed:
-        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
-            continue
-        lp = _number(t.get("logprob"))
-        if lp is not None:
-            position[t["token"]] = max(lp, position.get(t["token"], -math.inf))
-    return position
 
 
 def top_k_distance(
