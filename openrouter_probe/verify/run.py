@@ -1,10 +1,5 @@
 """Send a precision check: the plan's pinned requests through the generator, then the report.
 
-``plan_precision_check`` resolves the endpoints (a snapshot, or the live ones), picks the endpoints
-to compare (``endpoints=`` tags, the ones a ``policy`` admits, or every endpoint) and returns the
-``VerifyPlan`` (cost and power before anything is sent). ``verify_precision`` sends it and returns
-the ``VerifyReport``.
-
 Sending goes through the paid run ``generate`` uses (``openrouter_probe.run``: the same options,
 key check, spend journal, cap, transport and progress): one run over every (endpoint, item) pair,
 each row carrying its own pin (``provider: {only: [TAG], allow_fallbacks: false}``) and its own
@@ -167,21 +162,13 @@ def plan_precision_check(
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
-    ``endpoints`` (full tags) or ``policy`` (a compiled policy: the endpoints it admits) choose what
-    is compared; neither compares every endpoint. ``reference`` defaults to the first party.
-    ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` items of
-    each generated suite from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``)
-    replaces the live endpoints, read with ``api_key`` and ``base_url`` (the environment's when
-    ``None``). ``budget_usd`` prices the check against a cap; ``run``, the plan of the run that
-    sends it (``verify_precision``'s), is its cap and its connection (``api_key`` and
-    ``base_url`` are then not read; a ``budget_usd`` beside it is refused). ``alpha``, ``power``,
-    ``tolerance`` (each in (0, 1)) and ``repeats`` (the reference's runs, 2..10) are checked
-    before anything else. ``sampling``:
-    ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
-    ``sampled_n`` samples per prompt, chosen for ``power`` within the budget when ``None``;
-    ``verify.sampled_arm``). ``thinking`` (``job``, ``on``, ``off``; ``verify.thinking``) sets
-    the reasoning of both arms; a ``Thinking`` sets it whole (``thinking_for(model,
-    reasoning={"max_tokens": 4000})``: a reasoning budget, which is the room). Sends nothing.
+    ``endpoints`` (full tags) or ``policy`` (a compiled policy: the endpoints it admits) choose
+    what is compared; neither compares every endpoint. ``suite`` is ``arith``, ``tools`` or JSONL
+    paths (comma-separated or a list); ``n`` items of each generated suite from ``seed``.
+    ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints, read with
+    ``api_key`` and ``base_url`` (the environment's when ``None``; beside a ``run``, its
+    connection instead). The other keywords are ``plan_verify``'s, checked as it checks them
+    before anything is read. Sends nothing.
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
