@@ -210,16 +210,14 @@ def pair_counts(
     items: Mapping[str, Item],
     endpoint: Mapping[str, Observation],
     reference: Mapping[str, Observation],
-    *,
-    tools: bool = False,
 ) -> PairedCounts:
     """Count the known-answer items answered on both sides by outcome pair; a failure is wrong.
-    Tool prompts are left out (the tool measures judge them) unless ``tools``."""
+    Tool prompts are left out (the tool measures judge them)."""
     tally: Counter[tuple[bool, bool]] = Counter()
     for item_id, obs in endpoint.items():
         ref = reference.get(item_id)
         item = items.get(item_id)
-        if item is None or ref is None or (_is_tool(item) and not tools):
+        if item is None or ref is None or _is_tool(item):
             continue
         mine, theirs = score(item, obs).correct, score(item, ref).correct
         if mine is None or theirs is None:
@@ -332,7 +330,7 @@ def _deciding(
     floor measures need a second run)."""
     first = runs[0]
     found: list[PairedMeasure | None] = [
-        counts.measure("accuracy"),
+        counts.measure(),
         _excess("agreement", mine.answers, [r.answers for r in runs]),
         _excess("tool_trigger", mine.triggers, [r.triggers for r in runs]),
         _gap("tool_schema", mine.valid, first.valid),
