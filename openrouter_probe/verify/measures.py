@@ -173,7 +173,6 @@ class EndpointMeasures:
     floor_trigger_f1: float | None = None
     logprob_pairs: int = 0
     first_token_tv_mean: float | None = None
-    first_token_tv_max: float | None = None
     first_token_tv_floor: float | None = None
     first_token_unlisted_mass_max: float | None = None
     first_diff_token_median: float | None = None
@@ -456,7 +455,6 @@ def _logprob_figures(
     return {
         "logprob_pairs": len(found),
         "first_token_tv_mean": fmean(d for d, _ in found) if found else None,
-        "first_token_tv_max": max(d for d, _ in found) if found else None,
         "first_token_tv_floor": fmean(d for d, _ in floor_found) if floor_found else None,
         "first_token_unlisted_mass_max": max(r for _, r in found) if found else None,
         "first_diff_token_median": median(differing) if differing else None,
