@@ -93,7 +93,8 @@ def endpoint_tests(
                     again,
                     alpha=alpha,
                     tests=compared,
-                    tolerance=comparison_margin(comparison),
+                    # the tolerance the deciding tests were held to (the default with none)
+                    tolerance=comparison.tests[0].margin if comparison.tests else DEFAULT_TOLERANCE,
                 )
             )
     found = logprob_result(
@@ -104,11 +105,6 @@ def endpoint_tests(
     if found is not None:
         out.append(found)
     return tuple(out)
-
-
-def comparison_margin(comparison: Comparison) -> float:
-    """The tolerance the deciding tests were held to (the default with no test)."""
-    return comparison.tests[0].margin if comparison.tests else DEFAULT_TOLERANCE
 
 
 def _pct(value: float | None) -> str:
