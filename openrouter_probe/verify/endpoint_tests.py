@@ -22,7 +22,7 @@ from openrouter_probe.verify.results import (
     comparison_results,
     decided_by,
 )
-from openrouter_probe.verify.stats import DEFAULT_TOLERANCE, binom_cdf, clopper_pearson
+from openrouter_probe.verify.stats import DEFAULT_TOLERANCE, clopper_pearson, mcnemar_exact
 from openrouter_probe.verify.toolcalls import k2vv_results, k2vv_score
 from openrouter_probe.verify.verdict import Comparison, MeasuredVerdict
 
@@ -46,9 +46,7 @@ def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | 
     rate = agreement.differ_rate
     interval = clopper_pearson(agreement.differing, agreement.pairs)
     n = agreement.higher + agreement.lower
-    p = None
-    if n:
-        p = min(1.0, 2 * binom_cdf(min(agreement.higher, agreement.lower), n, 0.5))
+    p = mcnemar_exact(agreement.higher, agreement.lower) if n else None
     verdict: TestVerdict = "differs" if agreement.systematic else "consistent"
     if not agreement.systematic and agreement.pairs < MIN_PAIRS:
         verdict = "inconclusive"
@@ -95,7 +93,8 @@ def endpoint_tests(
                     again,
                     alpha=alpha,
                     tests=compared,
-                    tolerance=comparison_margin(comparison),
+                    # the tolerance the deciding tests were held to (the default with none)
+                    tolerance=comparison.tests[0].margin if comparison.tests else DEFAULT_TOLERANCE,
                 )
             )
     found = logprob_result(
@@ -106,11 +105,6 @@ def endpoint_tests(
     if found is not None:
         out.append(found)
     return tuple(out)
-
-
-def comparison_margin(comparison: Comparison) -> float:
-    """The tolerance the deciding tests were held to (the default with no test)."""
-    return comparison.tests[0].margin if comparison.tests else DEFAULT_TOLERANCE
 
 
 def _pct(value: float | None) -> str:

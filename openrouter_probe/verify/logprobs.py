@@ -24,47 +24,20 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from openrouter_probe.verify.results import TestResult, TestVerdict
 from openrouter_probe.verify.stats import binom_sf
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.observation import Observation
 
 __all__ = [
     "LogprobComparison",
     "compare_logprobs",
     "logprob_result",
-    "positions_of",
     "top_k_distance",
 ]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def positions_of(logprobs: Any) -> tuple[dict[str, float], ...] | None:
-    """Each generated position's top-k ``{token: logprob}`` from ``choices[0].logprobs``
-    (``None`` without logprobs; a position without ``top_logprobs`` maps its own token)."""
-    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
-    if not isinstance(content, list) or not content:
-        return None
-    out = []
-    for entry in content:
-        if not isinstance(entry, Mapping):
-            continue
-        top = entry.get("top_logprobs")
-        listed = top if isinstance(top, list) and top else [entry]
-        position: dict[str, float] = {}
-        for t in listed:
-            if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
-                continue
-            lp = _number(t.get("logprob"))
-            if lp is not None:  # a duplicate token keeps its larger logprob
-                position[t["token"]] = max(lp, position.get(t["token"], -math.inf))
-        out.append(position)
-    return tuple(out) or None
 
 
 def top_k_distance(
@@ -88,16 +61,7 @@ def top_k_distance(
     return min(1.0, tv), p_rest + q_rest
 
 
-class _WithLogprobs(Protocol):
-    @property
-    def tokens(self) -> tuple[str, ...] | None: ...
-    @property
-    def top_logprobs(self) -> tuple[dict[str, float], ...] | None: ...
-    @property
-    def failed(self) -> bool: ...
-
-
-def _shared_distance(mine: _WithLogprobs, ref: _WithLogprobs) -> tuple[float, int] | None:
+def _shared_distance(mine: Observation, ref: Observation) -> tuple[float, int] | None:
     """Mean total variation over the positions with a shared context, and their number."""
     if mine.failed or ref.failed or not mine.top_logprobs or not ref.top_logprobs:
         return None
@@ -139,9 +103,9 @@ class LogprobComparison:
 
 
 def compare_logprobs(
-    run: Mapping[str, _WithLogprobs],
-    reference: Mapping[str, _WithLogprobs],
-    floor: Mapping[str, _WithLogprobs] | None,
+    run: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
+    floor: Mapping[str, Observation] | None,
 ) -> LogprobComparison:
     """Compare ``run`` with the reference's first run, against its second (``floor``)."""
     d_all, f_all, higher, lower, positions = [], [], 0, 0, 0

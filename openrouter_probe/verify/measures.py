@@ -173,7 +173,6 @@ class EndpointMeasures:
     floor_trigger_f1: float | None = None
     logprob_pairs: int = 0
     first_token_tv_mean: float | None = None
-    first_token_tv_max: float | None = None
     first_token_tv_floor: float | None = None
     first_token_unlisted_mass_max: float | None = None
     first_diff_token_median: float | None = None
@@ -188,8 +187,8 @@ class EndpointMeasures:
     prompt_agreement: PromptTokenAgreement | None = None
 
     def with_spend(self, runs: Sequence[Mapping[str, Observation]]) -> EndpointMeasures:
-        """These measures with the tokens and cost of the endpoint's other ``runs`` added (the
-        reference's floor, the sampled arm's): what the check spent on it."""
+        """These measures with the tokens and cost of ``runs`` added (its own first run; the
+        reference's floor, the sampled arm's): what the check spent on the endpoint."""
         extra = [o for run in runs for o in run.values()]
         costs = [o.cost_usd for o in extra]
         return dataclasses.replace(
@@ -210,16 +209,14 @@ def pair_counts(
     items: Mapping[str, Item],
     endpoint: Mapping[str, Observation],
     reference: Mapping[str, Observation],
-    *,
-    tools: bool = False,
 ) -> PairedCounts:
     """Count the known-answer items answered on both sides by outcome pair; a failure is wrong.
-    Tool prompts are left out (the tool measures judge them) unless ``tools``."""
+    Tool prompts are left out (the tool measures judge them)."""
     tally: Counter[tuple[bool, bool]] = Counter()
     for item_id, obs in endpoint.items():
         ref = reference.get(item_id)
         item = items.get(item_id)
-        if item is None or ref is None or (_is_tool(item) and not tools):
+        if item is None or ref is None or _is_tool(item):
             continue
         mine, theirs = score(item, obs).correct, score(item, ref).correct
         if mine is None or theirs is None:
@@ -332,7 +329,7 @@ def _deciding(
     floor measures need a second run)."""
     first = runs[0]
     found: list[PairedMeasure | None] = [
-        counts.measure("accuracy"),
+        counts.measure(),
         _excess("agreement", mine.answers, [r.answers for r in runs]),
         _excess("tool_trigger", mine.triggers, [r.triggers for r in runs]),
         _gap("tool_schema", mine.valid, first.valid),
@@ -369,7 +366,6 @@ def measure_endpoint(
         if (ref := reference.get(i)) is not None
     ]
     logprobs = _logprob_figures(ok, reference, floor)
-    costs = [o.cost_usd for o in mine.values()]
     calls = [s for s in judged.scores.values() if s.called_tool is not None]
     return EndpointMeasures(
         endpoint=tag,
@@ -401,15 +397,10 @@ def measure_endpoint(
         tool_calls=len(calls),
         schema_valid_rate=_rate(judged.valid.values()),
         **_agreement_figures(judged, runs),
-        prompt_tokens=sum(o.prompt_tokens for o in mine.values()),
-        completion_tokens=sum(o.completion_tokens for o in mine.values()),
-        reasoning_tokens=sum(o.reasoning_tokens for o in mine.values()),
-        cost_usd=math.fsum(c for c in costs if c is not None),
-        cost_unknown=sum(1 for c in costs if c is None),
         tests=() if is_reference else _deciding(judged, runs, counts),
         prompt_agreement=prompt_token_agreement(mine, reference, floor=floor[0] if floor else None),
         **logprobs,
-    )
+    ).with_spend([mine])
 
 
 def _agreement_figures(judged: _Judged, runs: Sequence[_Judged]) -> dict[str, Any]:
@@ -464,7 +455,6 @@ def _logprob_figures(
     return {
         "logprob_pairs": len(found),
         "first_token_tv_mean": fmean(d for d, _ in found) if found else None,
-        "first_token_tv_max": max(d for d, _ in found) if found else None,
         "first_token_tv_floor": fmean(d for d, _ in floor_found) if floor_found else None,
         "first_token_unlisted_mass_max": max(r for _, r in found) if found else None,
         "first_diff_token_median": median(differing) if differing else None,

@@ -14,9 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from openrouter_probe.verify.logprobs import positions_of
-
-__all__ = ["Observation", "ToolCall"]
+__all__ = ["Observation", "ToolCall", "positions_of"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class Observation:
     tool_calls: tuple[ToolCall, ...] = ()
     first_top_logprobs: dict[str, float] | None = None
     tokens: tuple[str, ...] | None = None
-    #: Every generated position's top-k ``{token: logprob}`` (``logprobs.positions_of``).
+    #: Every generated position's top-k ``{token: logprob}`` (``positions_of``).
     top_logprobs: tuple[dict[str, float], ...] | None = None
     model: str | None = None
     prompt_tokens: int = 0
@@ -168,20 +166,8 @@ def _content_entries(logprobs: Any) -> list[Any]:
 
 def _first_top(logprobs: Any) -> dict[str, float] | None:
     entries = _content_entries(logprobs)
-    if not entries or not isinstance(entries[0], Mapping):
-        return None
-    top = entries[0].get("top_logprobs")
-    if not isinstance(top, list) or not top:
-        return None
-    out: dict[str, float] = {}
-    for t in top:
-        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
-            continue
-        logprob = _number(t.get("logprob"))
-        if logprob is not None:
-            # a duplicate token keeps its larger logprob
-            out[t["token"]] = max(logprob, out.get(t["token"], -math.inf))
-    return out or None
+    top = entries[0].get("top_logprobs") if entries and isinstance(entries[0], Mapping) else None
+    return (_top_of(top) or None) if isinstance(top, list) else None
 
 
 def _tokens(logprobs: Any) -> tuple[str, ...] | None:
@@ -189,3 +175,27 @@ def _tokens(logprobs: Any) -> tuple[str, ...] | None:
     if not entries:
         return None
     return tuple(str(e.get("token", "")) for e in entries if isinstance(e, Mapping))
+
+
+def positions_of(logprobs: Any) -> tuple[dict[str, float], ...] | None:
+    """Each generated position's top-k ``{token: logprob}`` from ``choices[0].logprobs``
+    (``None`` without logprobs; a position without ``top_logprobs`` maps its own token)."""
+    out = []
+    for entry in _content_entries(logprobs):
+        if isinstance(entry, Mapping):
+            top = entry.get("top_logprobs")
+            out.append(_top_of(top if isinstance(top, list) and top else [entry]))
+    return tuple(out) or None
+
+
+def _top_of(listed: list[Any]) -> dict[str, float]:
+    """``{token: logprob}`` of one position's ``top_logprobs`` list (entries without a string
+    token or a finite logprob left out; a duplicate token keeps its larger logprob)."""
+    position: dict[str, float] = {}
+    for t in listed:
+        if not isinstance(t, Mapping) or not isinstance(t.get("token"), str):
+            continue
+        lp = _number(t.get("logprob"))
+        if lp is not None:
+            position[t["token"]] = max(lp, position.get(t["token"], -math.inf))
+    return position

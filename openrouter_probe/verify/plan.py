@@ -9,6 +9,7 @@ output, cap, concurrency, connection), a plan only priced one without an output.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -349,18 +350,21 @@ def plan_verify(
     snapshot_sha256: str | None = None,
     run: RunPlan | None = None,
 ) -> VerifyPlan:
-    """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``;
-    ``thinking`` (``job``, ``on``, ``off``, or a ``verify.thinking.Thinking``) sets the
-    ``reasoning`` block of both arms and the reasoning room added to every ``max_tokens``
-    (``None``: ``reasoning`` as given, default off);
-    ``sampling="job"`` adds the sampled arm (``verify.sampled_arm``, ``sampled_n`` samples a
-    prompt, else the plan's choice). ``endpoints`` are the snapshot's; each tag is pinned through the routing model at the largest
-    ``max_tokens`` and the parameters the requests send. ``reference`` defaults to the first party
-    (``default_reference``) and is sent ``repeats`` times (the floor). ``alpha``, ``power``,
-    ``tolerance`` (in (0, 1)) and ``repeats`` (2..10) are checked first; ``snapshot_sha256``
-    names the snapshot ``endpoints`` come from (``None``: live). ``run`` is the plan of the run
-    that sends the check (``verify_precision``'s), whose ``budget_usd`` caps it; without one the
-    plan is only priced, against ``budget_usd`` (a positive amount, or ``None``: no cap).
+    """Plan a check of ``tags`` (and the ``reference``, added when missing) on ``items``.
+
+    ``endpoints`` are the snapshot's (``snapshot_sha256`` names it; ``None``: live); each tag is
+    pinned through the routing model at the largest ``max_tokens`` and the parameters the
+    requests send. ``reference`` defaults to the first party (``default_reference``) and is sent
+    ``repeats`` times (2..10: the floor); ``alpha``, ``power`` and ``tolerance`` (in (0, 1)) are
+    checked first. ``thinking`` (``job``, ``on``, ``off``, or a ``verify.thinking.Thinking``,
+    e.g. ``thinking_for(model, reasoning={"max_tokens": 4000})``: a reasoning budget, which is the
+    room) sets the ``reasoning`` block of both arms and the room added to every ``max_tokens``
+    (``None``: ``reasoning`` as given, default off). ``sampling="job"`` adds the sampled arm at
+    the job's sampling settings (``verify.sampled_arm``: ``sampled_n`` samples a prompt, else
+    chosen for ``power`` within the budget). ``run`` is the plan of the run that sends the check
+    (``verify_precision``'s), whose ``budget_usd`` caps it (a ``budget_usd`` beside it is
+    refused); without one the plan is only priced, against ``budget_usd`` (a positive amount, or
+    ``None``: no cap).
 
     Example::
 
@@ -396,16 +400,15 @@ def plan_verify(
         )
         for tag in order
     ]
-    fields: dict[str, Any] = dict(
+    greedy = VerifyPlan(
         model=model, reference=ref, items=tuple(items), endpoints=tuple(rows),
         pinned=pinned, seed=seed, top_logprobs=top_logprobs, run=run,
         alpha=alpha, power=power, notes=_plan_notes(rows, rule.reasoning), tolerance=tolerance,
         repeats=repeats, thinking_rule=rule, snapshot_sha256=snapshot_sha256,
     )  # fmt: skip
-    greedy = VerifyPlan(**fields)
     if sampling == "greedy":
         return greedy
-    return VerifyPlan(**fields, sampled=_sampled_arm(greedy, sampled_n))
+    return dataclasses.replace(greedy, sampled=_sampled_arm(greedy, sampled_n))
 
 
 def _priced(budget_usd: Decimal | float | str | None) -> RunPlan:

@@ -402,11 +402,9 @@ def build_report(
     plan: VerifyPlan,
     observations: Iterable[Observation],
     *,
-    tolerance: float | None = None,
     taken_at: datetime | None = None,
-    snapshot_sha256: str | None = None,
 ) -> VerifyReport:
-    """Judge the collected ``observations`` of ``plan`` and return the report.
+    """Judge the collected ``observations`` of ``plan`` (at its tolerance) and return the report.
 
     This is the seam between sending and judging: a sending loop builds one ``Observation`` per
     response (``Observation.from_completion`` or ``from_output_line``) with the tag it pinned and
@@ -429,13 +427,12 @@ def build_report(
         plan, (o for o in observations if parse_sample_id(o.item_id) is None), set(items)
     )
     measures = _measures(plan, items, kept, samples)
-    tolerance = plan.tolerance if tolerance is None else tolerance
     sampled = _sampled(plan, samples)
     comparisons = compare_to_reference(
         {tag: measures[tag].tests for tag in plan.compared},
         accuracy_counts={tag: measures[tag].counts for tag in plan.compared},
         alpha=plan.alpha,
-        tolerance=tolerance,
+        tolerance=plan.tolerance,
         power=plan.power,
         extra={
             t: {"sampled_mmd": s.p_value} for t, s in sampled.items() if isinstance(s, SampledTest)
@@ -466,9 +463,9 @@ def build_report(
         items=len(items),
         alpha=plan.alpha,
         power=plan.power,
-        tolerance=tolerance,
+        tolerance=plan.tolerance,
         results=results,
-        snapshot_sha256=snapshot_sha256,
+        snapshot_sha256=plan.snapshot_sha256,
         notes=(*kept.notes(), *samples.notes()),
         repeats=plan.repeats,
     )

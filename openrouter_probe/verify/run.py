@@ -1,10 +1,5 @@
 """Send a precision check: the plan's pinned requests through the generator, then the report.
 
-``plan_precision_check`` resolves the endpoints (a snapshot, or the live ones), picks the endpoints
-to compare (``endpoints=`` tags, the ones a ``policy`` admits, or every endpoint) and returns the
-``VerifyPlan`` (cost and power before anything is sent). ``verify_precision`` sends it and returns
-the ``VerifyReport``.
-
 Sending goes through the paid run ``generate`` uses (``openrouter_probe.run``: the same options,
 key check, spend journal, cap, transport and progress): one run over every (endpoint, item) pair,
 each row carrying its own pin (``provider: {only: [TAG], allow_fallbacks: false}``) and its own
@@ -167,21 +162,13 @@ def plan_precision_check(
 ) -> VerifyPlan:
     """Return the plan of a check of ``model``: what it sends where, and what it may cost.
 
-    ``endpoints`` (full tags) or ``policy`` (a compiled policy: the endpoints it admits) choose what
-    is compared; neither compares every endpoint. ``reference`` defaults to the first party.
-    ``suite`` is ``arith``, ``tools`` or JSONL paths (comma-separated or a list); ``n`` items of
-    each generated suite from ``seed``. ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``)
-    replaces the live endpoints, read with ``api_key`` and ``base_url`` (the environment's when
-    ``None``). ``budget_usd`` prices the check against a cap; ``run``, the plan of the run that
-    sends it (``verify_precision``'s), is its cap and its connection (``api_key`` and
-    ``base_url`` are then not read; a ``budget_usd`` beside it is refused). ``alpha``, ``power``,
-    ``tolerance`` (each in (0, 1)) and ``repeats`` (the reference's runs, 2..10) are checked
-    before anything else. ``sampling``:
-    ``greedy`` (temperature 0) or ``job`` (also the sampled arm at the job's sampling settings,
-    ``sampled_n`` samples per prompt, chosen for ``power`` within the budget when ``None``;
-    ``verify.sampled_arm``). ``thinking`` (``job``, ``on``, ``off``; ``verify.thinking``) sets
-    the reasoning of both arms; a ``Thinking`` sets it whole (``thinking_for(model,
-    reasoning={"max_tokens": 4000})``: a reasoning budget, which is the room). Sends nothing.
+    ``endpoints`` (full tags) or ``policy`` (a compiled policy: the endpoints it admits) choose
+    what is compared; neither compares every endpoint. ``suite`` is ``arith``, ``tools`` or JSONL
+    paths (comma-separated or a list); ``n`` items of each generated suite from ``seed``.
+    ``snapshot`` (a ``Snapshot``, a path or ``"bundled"``) replaces the live endpoints, read with
+    ``api_key`` and ``base_url`` (the environment's when ``None``; beside a ``run``, its
+    connection instead). The other keywords are ``plan_verify``'s, checked as it checks them
+    before anything is read. Sends nothing.
     """
     whole_number(n, "n")
     check_statistics(alpha=alpha, power=power, tolerance=tolerance, repeats=repeats, n=n)
@@ -216,9 +203,7 @@ def _plan_hash(plan: VerifyPlan) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def observations_from(
-    path: str | Path, plan: VerifyPlan, *, pilot: bool = False
-) -> list[Observation]:
+def observations_from(path: str | Path, *, pilot: bool = False) -> list[Observation]:
     """Read the check's output file back into observations (every finished request it records;
     with ``pilot``, the pilot's instead)."""
     from openrouter_probe.run.books.output import FINISHED, iter_records
@@ -269,7 +254,7 @@ def _piloted(plan: VerifyPlan, out: str | Path) -> Thinking | None:
     """The thinking of ``plan`` with the room the pilot in ``out`` measured (``None``: no
     pilot answer to measure)."""
     rule = plan.thinking_rule
-    found = [o for o in observations_from(out, plan, pilot=True) if not o.failed]
+    found = [o for o in observations_from(out, pilot=True) if not o.failed]
     if not found:
         return None
     ceiling = _ceiling(plan)
@@ -338,9 +323,7 @@ async def _send(plan: VerifyPlan, *, pilot: bool = False) -> RunResult:
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
     with open_run(plan.run, job=job) as paid:
         rows = (_pilot_rows if pilot else _rows)(plan, paid.state.finished, prices)
-        total = len(plan.items) * (len(plan.pinned) - 1 + plan.repeats)
-        total += plan.sampled.requests if plan.sampled else 0
-        total = len(_pilot_bodies(plan)) if pilot else total
+        total = len(_pilot_bodies(plan)) if pilot else plan.requests
         before = RunStart.opened(
             paid.held,
             policy=f"verify {plan.model} (pins)",
@@ -446,7 +429,7 @@ async def verify_precision(
         on_plan(plan)
     stopped = pilot is not None and pilot.stop_reason != StopReason.DONE
     summary = pilot if stopped and pilot is not None else await _send(plan)
-    report = build_report(plan, observations_from(out, plan), snapshot_sha256=plan.snapshot_sha256)
+    report = build_report(plan, observations_from(out))
     ran = _run_notes(pilot, out, "the pilot ") if pilot is not None and not stopped else []
     notes = [*report.notes, *ran, *_run_notes(summary, out)]
     return dataclasses.replace(report, notes=tuple(notes), run=summary)

@@ -41,8 +41,6 @@ __all__ = [
     "DEFAULT_LENGTH",
     "DEFAULT_PERMUTATIONS",
     "SampledTest",
-    "hamming_kernel",
-    "mmd_squared",
     "mmd_test",
     "simulated_power",
     "units",
@@ -78,14 +76,6 @@ class SampledTest:
 def units(text: str | None) -> tuple[str, ...]:
     """A completion's units: its whitespace-separated words (``()`` for no text)."""
     return tuple(text.split()) if text else ()
-
-
-def hamming_kernel(x: Completion, y: Completion, length: int) -> float:
-    """Share of the first ``length`` positions where ``x`` and ``y`` agree."""
-    if length < 1:
-        raise ValueError(f"length must be >= 1 (got {length}); use e.g. 50")
-    same = sum(1 for a, b in zip(x[:length], y[:length], strict=False) if a == b)
-    return same / length
 
 
 def _groups(samples: Samples) -> dict[str, list[Completion]]:
@@ -194,12 +184,6 @@ def _observed(blocks: Sequence[_Block]) -> float:
         return labels
 
     return float(_sum_over_prompts(blocks, first)[0])
-
-
-def mmd_squared(reference: Samples, endpoint: Samples, *, length: int) -> float:
-    """The mean over prompts of each prompt's unbiased MMD squared under the Hamming kernel
-    (prompts with fewer than 2 samples on a side left out)."""
-    return _observed(_blocks(reference, endpoint, length))
 
 
 def _p_value(blocks: Sequence[_Block], permutations: int, seed: int) -> tuple[float, float]:

@@ -1,9 +1,8 @@
 """The statistics behind a precision verdict: intervals, paired tests, the floor, power.
 
-Clopper-Pearson for an accuracy (``wilson`` beside it, for comparison); mid-p McNemar for a paired
-gap (Fagerland, Lydersen and Laake 2013, BMC Med Res Methodol 13:91); the floor test for
-disagreement against the reference's own; Tango's score interval for equivalence (Tango 1998, Stat
-Med 17:891-908); Holm's correction; the exact power of the mid-p test (its normal approximation
+Clopper-Pearson for an accuracy; mid-p McNemar for a paired gap (Fagerland, Lydersen and Laake
+2013, BMC Med Res Methodol 13:91); the floor test for disagreement against the reference's own;
+Tango's score interval for equivalence (Tango 1998, Stat Med 17:891-908); Holm's correction; the exact power of the mid-p test (its normal approximation
 above ``EXACT_POWER_LIMIT`` pairs) and the normal approximation of the equivalence power. Why each,
 and what it assumes: ``docs/verify.md``, "Statistics and verdicts". Everything is computed with the
 standard library (``math.lgamma``, ``statistics.NormalDist``); ``tests/verify/test_stats.py`` checks
@@ -42,7 +41,6 @@ __all__ = [
     "min_detectable_gap",
     "prompts_for_equivalence",
     "tango_interval",
-    "wilson",
 ]
 
 
@@ -165,19 +163,6 @@ def clopper_pearson(successes: int, n: int, *, level: float = 0.95) -> Interval:
         rest = 1.0 - tail
         high = _root(lambda p: rest - (1.0 - binom_cdf(successes, n, p)), 0.0, 1.0, tol=1e-15)
     return Interval(low, high, level)
-
-
-def wilson(successes: int, n: int, *, level: float = 0.95) -> Interval:
-    """Return the Wilson score interval (closer to nominal on average, but may under-cover)."""
-    _check_counts(successes, n)
-    if n == 0:
-        return Interval(0.0, 1.0, level, "wilson")
-    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(max(0.0, centre - half), min(1.0, centre + half), level, "wilson")
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -34,7 +34,6 @@ __all__ = [
     "arith_suite",
     "check_schema",
     "extract_number",
-    "load_jsonl_suite",
     "load_suites",
     "normalise_text",
     "tools_suite",
@@ -391,14 +390,10 @@ def _jsonl_item(row: Any, where: str, suite: str) -> Item:
     )
 
 
-def load_jsonl_suite(path: str | Path) -> list[Item]:
-    """Read a user suite: one JSON object a line, ``messages`` and optional ``answer``/``id``/
-    ``max_tokens``. Blank lines are skipped; a duplicate id is an error naming both lines."""
-    return _jsonl_suite(path)[0]
-
-
 def _jsonl_suite(path: str | Path) -> tuple[list[Item], dict[str, int]]:
-    """The items of a user suite and the line of each id."""
+    """The items of a user suite and the line of each id: one JSON object a line, ``messages``
+    and optional ``answer``/``id``/``max_tokens``. Blank lines are skipped; a duplicate id is an
+    error naming both lines."""
     p = Path(path)
     try:
         # utf-8-sig: a byte order mark (written by some Windows editors) is skipped, as the

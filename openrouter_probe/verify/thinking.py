@@ -91,13 +91,11 @@ def thinking_for(
     thinking: str | Thinking | None = None,
     *,
     reasoning: Mapping[str, Any] | None = None,
-    room: int | None = None,
-    room_said: str | None = None,
 ) -> Thinking:
     """The thinking of a check of ``model``: ``thinking`` (``job``, ``on``, ``off``) or, when
     ``None``, the ``reasoning`` block as given (default ``{"effort": "none"}``). A ``reasoning``
-    block with ``max_tokens`` sets the room; else ``room`` (a pilot's, said by ``room_said``),
-    else ``DEFAULT_ROOM``. A ``Thinking`` is returned as it is."""
+    block with ``max_tokens`` sets the room; else ``DEFAULT_ROOM`` stands in until a pilot
+    measures it (``verify.run`` replaces it). A ``Thinking`` is returned as it is."""
     if isinstance(thinking, Thinking):
         return thinking
     if thinking is not None and thinking not in THINKINGS:
@@ -126,8 +124,6 @@ def thinking_for(
         return Thinking(
             block, True, budget, said, "the reasoning budget sent, reasoning.max_tokens"
         )
-    if room is not None:
-        return Thinking(block, True, room, said, room_said or "as given")
     return Thinking(
         block,
         True,

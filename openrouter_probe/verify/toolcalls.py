@@ -33,11 +33,15 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.verify.results import TestResult, TestVerdict
 from openrouter_probe.verify.stats import clopper_pearson
 from openrouter_probe.verify.suites import check_schema
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.observation import Observation, ToolCall
+    from openrouter_probe.verify.suites import Item
 
 __all__ = [
     "K2VV_COMMIT",
@@ -56,26 +60,7 @@ K2VV_COMMIT = "0bc5061be1a7b5667c2ec71a546a6b1c9ff5af9a"
 K2VV_F1_THRESHOLD = {"thinking": 0.73, "instant": 0.80}
 
 
-class _Call(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def raw_arguments(self) -> str: ...
-
-
-class _Answered(Protocol):
-    @property
-    def finish_reason(self) -> str | None: ...
-    @property
-    def tool_calls(self) -> Sequence[_Call]: ...
-
-
-class _ToolItem(Protocol):
-    @property
-    def tools(self) -> Sequence[Mapping[str, Any]]: ...
-
-
-def k2vv_valid(call: _Call, tools: Sequence[Mapping[str, Any]]) -> bool:
+def k2vv_valid(call: ToolCall, tools: Sequence[Mapping[str, Any]]) -> bool:
     """K2VV's ``validate_tool_call``: a known tool with a schema, JSON arguments, valid."""
     schema = next(
         (
@@ -113,14 +98,6 @@ class K2VVScore:
         return None if n == 0 else self.successful_tool_calls / n
 
     @property
-    def precision(self) -> float | None:
-        return None if self.tp + self.fp == 0 else self.tp / (self.tp + self.fp)
-
-    @property
-    def recall(self) -> float | None:
-        return None if self.tp + self.fn == 0 else self.tp / (self.tp + self.fn)
-
-    @property
     def f1(self) -> float | None:
         """``2TP / (2TP + FP + FN)``: the harmonic mean of precision and recall (0 when the
         endpoint and the reference never both call; ``None`` when neither ever calls)."""
@@ -128,14 +105,14 @@ class K2VVScore:
         return None if d == 0 else 2 * self.tp / d
 
 
-def _positive(obs: _Answered) -> bool:
+def _positive(obs: Observation) -> bool:
     return obs.finish_reason == "tool_calls"
 
 
 def k2vv_score(
-    items: Mapping[str, _ToolItem],
-    run: Mapping[str, _Answered],
-    reference: Mapping[str, _Answered],
+    items: Mapping[str, Item],
+    run: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
     *,
     thinking: bool = False,
 ) -> K2VVScore:

@@ -65,9 +65,9 @@ class PairedCounts:
         """Reference accuracy minus endpoint accuracy on the paired prompts."""
         return None if self.n == 0 else (self.ref_only - self.endpoint_only) / self.n
 
-    def measure(self, name: str = "accuracy") -> PairedMeasure:
-        """These counts as a deciding measure (a two-sided gap)."""
-        return PairedMeasure(name, "gap", self.n, self.ref_only, self.endpoint_only)
+    def measure(self) -> PairedMeasure:
+        """These counts as the deciding ``accuracy`` measure (a two-sided gap)."""
+        return PairedMeasure("accuracy", "gap", self.n, self.ref_only, self.endpoint_only)
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,8 @@ def test_the_fake_answers_every_tool_prompt_with_reasoning_on_and_noise() -> Non
     # Reasoning on, max_tokens 512: reasoning cuts some tool calls before they are made; the noise
     # and the degradations that change a call must leave a cut call alone (they answered 500)
     items = tools_suite(200, seed=3)
-    thinking = thinking_for(SNAP.model, "on", room=0)  # no room: the items' own max_tokens
+    # no room: the items' own max_tokens
+    thinking = dataclasses.replace(thinking_for(SNAP.model, "on"), room=0, provisional=False)
     plan = plan_verify(
         SNAP.endpoints, model=SNAP.model, tags=INT4[:2], items=items, thinking=thinking
     )

@@ -20,10 +20,9 @@ from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 from openrouter_probe.verify.logprobs import (
     compare_logprobs,
     logprob_result,
-    positions_of,
     top_k_distance,
 )
-from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.observation import Observation, positions_of
 from openrouter_probe.verify.pins import pin_block
 
 MODEL = "moonshotai/kimi-k2.5"

@@ -166,7 +166,13 @@ def test_duplicates_and_outsiders_are_counted_not_scored() -> None:
 
 
 def _tiny_report() -> Any:
-    plan = plan_verify(SNAP.endpoints, model=SNAP.model, tags=["chutes/int4"], items=arith_suite(4))
+    plan = plan_verify(
+        SNAP.endpoints,
+        model=SNAP.model,
+        tags=["chutes/int4"],
+        items=arith_suite(4),
+        snapshot_sha256=SNAP.sha256,
+    )
     answers = [item.answer or "" for item in plan.items]
     obs = [
         Observation.from_completion("moonshotai/int4", item.id, _body(a, "Moonshot AI", 0.00002))
@@ -175,7 +181,7 @@ def _tiny_report() -> Any:
         Observation.from_completion("chutes/int4", item.id, _body(a, "Chutes"))
         for item, a in zip(plan.items, [*answers[:3], "5"], strict=True)
     ]
-    return build_report(plan, obs, taken_at=WHEN, snapshot_sha256=SNAP.sha256)
+    return build_report(plan, obs, taken_at=WHEN)
 
 
 def test_evidence_yaml_is_dated_exact_and_reads_back() -> None:

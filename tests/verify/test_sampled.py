@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from openrouter_probe.verify.sampled import hamming_kernel, mmd_squared, mmd_test, units
+from openrouter_probe.verify.sampled import mmd_test, units
 
 
 def _draw(rng: random.Random, temperature: float, n: int) -> list[str]:
@@ -15,16 +15,22 @@ def _draw(rng: random.Random, temperature: float, n: int) -> list[str]:
     return ["".join("b" if rng.random() < share else "a" for _ in range(20)) for _ in range(n)]
 
 
+def _mmd(reference: list[str], endpoint: list[str], length: int = 4) -> float:
+    return mmd_test("mmd", reference, endpoint, length=length, permutations=1, alpha=0.05).statistic
+
+
 def test_kernel_counts_agreeing_positions_over_length() -> None:
-    assert hamming_kernel("abcd", "abxd", 4) == 0.75
-    assert hamming_kernel("ab", "abcd", 4) == 0.5  # missing units never agree
+    # k(abcd, abxd) = 3/4: MMD squared = k_ref + k_end - 2 k_cross = 1 + 1 - 2 * 0.75
+    assert _mmd(["abcd", "abcd"], ["abxd", "abxd"]) == pytest.approx(0.5)
+    # missing units never agree: k(ab, ab) = 2/4, k(ab, abcd) = 2/4, so 0.5 + 1 - 2 * 0.5
+    assert _mmd(["ab", "ab"], ["abcd", "abcd"]) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="length must be >= 1"):
-        hamming_kernel("a", "a", 0)
+        _mmd(["a", "a"], ["a", "a"], length=0)
 
 
 def test_identical_samples_have_negative_or_zero_unbiased_mmd() -> None:
     same = ["aaaa", "aaab", "abaa"]
-    assert mmd_squared(same, list(same), length=4) <= 0.0
+    assert _mmd(same, list(same)) <= 0.0
 
 
 def test_completions_of_different_prompts_never_match() -> None:

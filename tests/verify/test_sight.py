@@ -20,7 +20,7 @@ from openrouter_probe.verify.plan import VerifyPlan, plan_verify
 from openrouter_probe.verify.report import VerifyReport, build_report
 from openrouter_probe.verify.sight import at_best_inconclusive, blind_arms
 from openrouter_probe.verify.suites import arith_suite
-from openrouter_probe.verify.thinking import thinking_for
+from openrouter_probe.verify.thinking import Thinking, thinking_for
 from openrouter_probe.verify.verdict import PairedCounts, compare_to_reference
 from tests._in_process import posting
 
@@ -42,12 +42,17 @@ def _observe(plan: VerifyPlan, **fake: Any) -> list[Observation]:
     return out
 
 
+def _no_room() -> Thinking:
+    """Thinking on with no reasoning room, standing for a measured one (no pilot)."""
+    return dataclasses.replace(thinking_for(MODEL, "on"), room=0, provisional=False)
+
+
 def test_samples_that_reasoning_emptied_are_counted_and_the_arm_says_it_cannot_see() -> None:
     # thinking on with no reasoning room: the sampled arm's 48 tokens go to reasoning (as 1,195
     # of 1,200 did before the room), and half the greedy answers are cut at 256 tokens
     plan = plan_verify(
         SNAP.endpoints, model=MODEL, tags=TAGS, items=arith_suite(40), sampling="job",
-        sampled_n=4, thinking=thinking_for(MODEL, "on", room=0),
+        sampled_n=4, thinking=_no_room(),
     )  # fmt: skip
     report = build_report(plan, _observe(plan))
     rows = {r["tag"]: r for r in report.rows()}

@@ -19,7 +19,6 @@ from openrouter_probe.verify.suites import (
     arith_suite,
     check_schema,
     extract_number,
-    load_jsonl_suite,
     load_suites,
     normalise_text,
     tools_suite,
@@ -166,7 +165,7 @@ def test_jsonl_suite_reads_rows(tmp_path: Path) -> None:
         json.dumps({"messages": [{"role": "user", "content": "Write a haiku."}]}),
         json.dumps({"messages": [{"role": "user", "content": "10^6?"}], "answer": "1,000,000"}),
     )  # fmt: skip
-    items = load_jsonl_suite(path)
+    items = load_suites([str(path)], n=0)
     assert [i.answer for i in items] == ["4", "Paris", None, "1,000,000"]
     assert [i.answer_kind for i in items] == ["number", "text", "text", "number"]
     assert items[0].id.startswith("sha256:") and len(items[0].id) == 7 + 16
@@ -197,16 +196,16 @@ def test_jsonl_suite_errors_name_file_line_and_fix(
     tmp_path: Path, lines: list[str], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        load_jsonl_suite(_write(tmp_path, *lines))
+        load_suites([str(_write(tmp_path, *lines))], n=0)
 
 
 def test_jsonl_suite_unreadable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the suite file"):
-        load_jsonl_suite(tmp_path / "absent.jsonl")
+        load_suites([str(tmp_path / "absent.jsonl")], n=0)
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigError, match="not a UTF-8 text file"):
-        load_jsonl_suite(binary)
+        load_suites([str(binary)], n=0)
 
 
 def test_load_suites(tmp_path: Path) -> None:
@@ -244,5 +243,5 @@ def test_jsonl_suite_skips_a_byte_order_mark(tmp_path: Path) -> None:
     plain, marked = tmp_path / "plain" / "s.jsonl", tmp_path / "marked" / "s.jsonl"
     plain.write_text(row, encoding="utf-8")
     marked.write_bytes(b"\xef\xbb\xbf" + row.encode())
-    assert load_jsonl_suite(marked) == load_jsonl_suite(plain)
-    assert [(item.id, item.answer) for item in load_jsonl_suite(marked)] == [("q1", "4")]
+    assert load_suites([str(marked)], n=0) == load_suites([str(plain)], n=0)
+    assert [(item.id, item.answer) for item in load_suites([str(marked)], n=0)] == [("q1", "4")]
