@@ -2,8 +2,9 @@
 ``/generation`` may still settle (``Pending``) and the batches still open (``OpenBatch``).
 
 The journal's lines and the rules for reading them: docs/generate.md, "The spend journal" (and
-``run.money.journal``, which writes it); this module only reads. Read it after ``run.lock`` is taken (a torn last line is cut first:
-a torn ``sent`` line's request never left), or with ``repair=False`` while a run may append.
+``run.money.journal``, which writes it); this module only reads. Read it after ``run.lock`` is
+taken (a torn last line is cut first: a torn ``sent`` line's request never left), or with
+``repair=False`` while a run may append.
 """
 
 from __future__ import annotations
