@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -94,19 +94,13 @@ def _asyncio_sleep() -> Sleep:
 
 @dataclass(frozen=True, kw_only=True)
 class RunPlan:
-    """What every paid run takes: where it writes, what it may spend, how it sends and waits.
+    """What every paid run takes: where it writes, what it may spend, how it sends and waits
+    (each option's meaning: its field's ``cli`` help).
 
-    ``read_timeout_s`` bounds the gap between two reads and, with ``min_tokens_per_s``, gives each
-    attempt its ceiling (``ceiling_s``); ``max_wait_s`` is the longest wait for a rate limit (the
-    key's own 429's pause, a provider's 429 ``Retry-After``); ``target_tokens`` stops each dataset
-    at that many billed output tokens; ``pilot`` sends only the first that many rows of each
-    dataset (``generation.pilot``); ``lower_max_tokens`` lets a 402 that affords fewer tokens
-    retry lower; ``response_cache_ttl_s`` asks
-    OpenRouter's response cache for every request. ``send``, ``lookup`` (``/generation``),
-    ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP sender, the reconciler's lookups, the
-    waits and the time (tests). Build it with :meth:`resolve`, which names the option in its errors.
-    What a job learns as it opens (the key's cap, the weights, the batch settings) is ``Learned``,
-    beside it: nothing replaces a field once the plan is built.
+    ``read_timeout_s`` with ``min_tokens_per_s`` gives each attempt its ceiling (``ceiling_s``).
+    ``send``, ``lookup`` (``/generation``), ``sleep``, ``clock`` and ``wall_clock`` replace the HTTP
+    sender, the reconciler's lookups, the waits and the time (tests). Build it with
+    :meth:`resolve`, which names the option in its errors.
     """
 
     command: str
@@ -290,7 +284,9 @@ class RunPlan:
         connection = Connection.resolve(api_key=api_key, base_url=base_url)
         if need_key:
             connection.require_key(command, key_hint)
-        options = cls(
+        if concurrency is not None:
+            fields["concurrency"] = whole_number(concurrency, "concurrency")
+        return cls(
             command=command,
             out=target,
             budget_usd=budget,
@@ -298,9 +294,6 @@ class RunPlan:
             backoff=_backoff(attempts, backoff),
             **fields,
         )
-        if concurrency is None:
-            return options
-        return replace(options, concurrency=whole_number(concurrency, "concurrency"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,27 +1,16 @@
 """One writer per output: an exclusive lock held for a run's whole life, dry runs included.
 
-Two runs on one ``--out`` (a second terminal, a cron job) would each keep their own cap and buy the
-same rows twice, and each start's repair of a torn last line could cut a line the other is writing.
-So every run takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on a hidden file beside the output
-(``out.jsonl`` -> ``.out.jsonl.lock``: a shell's ``out*`` given to ``audit`` never picks it up)
-before it reads or repairs anything, and holds it until it ends; the OS drops it
-when the process dies, ``kill -9`` included, so a stale lock never blocks a resume. The holder
-writes its PID, host, command and start time into the file; a second run stops with one line
-naming them. The holder removes the file as it ends, still holding the lock, so a run leaves
-nothing behind; a run that opened the file before it was removed, and locked it after, finds that
-the path no longer names the file it locked (another inode, or none), and tries again on a new one.
+Two runs on one ``--out`` would each keep their own cap and buy the same rows twice (what a user
+sees, and why ``flock`` holds per machine only: docs/generate.md, "One writer per output" and
+"Shards and machines"). The run takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on a hidden file beside
+the output's real path (``out.jsonl`` -> ``.out.jsonl.lock``: a shell's ``out*`` never picks it
+up), writes its PID, host, command and start time into it, and later locks the output's inode too
+(``OutputLock.claim``: a hard link or symlink is refused like its own name). The holder removes the
+file as it ends, still holding the lock; a run that opened the file before it was removed, and
+locked it after, finds that the path no longer names the file it locked, and tries again.
 
-One writer per file, not per name: the lock file sits beside the output's real path (symlinks
-resolved: ``link.jsonl`` -> ``out.jsonl`` takes ``.out.jsonl.lock``), and the run also holds a
-``flock`` on the output file itself once it exists (``claim``: at the start, or as soon as the run
-creates it). A lock on an open file is the inode's, whatever name opened it: a hard link to a
-locked output, in any folder, is refused like its own name (``OutputLock.identity``).
-
-A lock file beside the output rather than a lock on the spend journal: a dry run must take it too,
-and should create nothing that counts money; and the holder's name never mixes with the journal's
-lines. ``flock`` holds between processes of one machine; on a network file system it holds only
-where the system maps it to its own locks (NFSv4 does): shards on several machines each write their
-own output (``docs/generate.md``, "What the cap guarantees").
+A lock file rather than a lock on the spend journal: a dry run must take it too, and should create
+nothing that counts money; and the holder's name never mixes with the journal's lines.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The one way to run a paid job: ``generate`` and ``verify`` both start their requests here.
 
-``RunPlan.resolve`` (``run.config``) checks what every paid run takes (the output and its
-folder, the budget, the concurrency, the key and the base URL) before anything is read or sent. ``open_run`` opens the
-output for a run: it takes the output's lock (``run.lock``: one run per output, dry runs included)
-before anything is read or repaired, refuses an output another command (or another model) wrote,
-and reads what the output and its spend journal already record (what is finished, what was spent,
-what is still counted at its worst case). ``run_job`` then sends the rows: it checks the key's
-limit (``PaidRun.before_sending``), then makes the run's parts in order, each from the ones before
-it, with constructor arguments only (the composition root: nothing is wired in afterwards): the
-waits and the write stop, the output and the journal, the row source, the claims of open
-batches, the dollar window, the sender's channel (``run.senders``: the aiohttp transport unless
-``RunPlan.send`` gives one), the books (``run.books.books``: the cap over everything spent so
-far, shared between the datasets, the journal, the reconciler), the sender and the scheduler
-(``run.schedule.runner``), and runs it with its signals. A guarantee added here holds for both
-commands.
+``open_run`` opens the output for a run (``RunPlan.resolve`` checked the plan before): it takes
+the output's lock (``run.lock``) before anything is read or repaired, refuses an output another
+command (or another model) wrote, and reads what the output and its spend journal already record.
+``run_job`` then checks the key's limit (``PaidRun.before_sending``) and makes the run's parts in
+order, each from the ones before it, with constructor arguments only (the composition root; the
+parts and their order: docs/generate.md, "The run's parts, and the sender interface"). A guarantee
+added here holds for both commands.
 
 Example::
 

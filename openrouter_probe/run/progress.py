@@ -54,8 +54,8 @@ def progress_line(run: Run, done: int, total: int, width: int) -> str:
     flying = f"{run.in_flight:,} in flight"
     if books.outstanding:
         flying += f", {books.outstanding:,} settling"
-    window = getattr(run, "dollars", None)
-    if window is not None and window.refusals:  # OpenRouter's in-flight budget binds
+    window = run.dollars
+    if window.refusals:  # OpenRouter's in-flight budget binds
         flying += (
             f" (${books.cap.held_usd:,.2f} of ${window.limit_usd or 0:,.2f} held, "
             f"{window.refusals:,} in-flight 402s)"

@@ -27,75 +27,49 @@ _AS_ASKED = frozenset({"done", "budget", "target", "dry-run", "pilot"})
 _SIGNALLED = frozenset({"interrupted", "cancelled"})
 
 
-#: What each reason of a run that did not end as asked means, in words.
-_WORDS = {
-    "interrupted": "stopped by a signal; the requests in flight finished",
-    "cancelled": "a second signal cancelled the requests in flight",
-    "unreachable": "the server could not be reached",
-    "rate-limited": "the key is rate limited for longer than the run may wait",
-    "credits": "OpenRouter says the credits are insufficient",
-    "key-limit": "the key's own limit is spent",
-    "in-flight": "OpenRouter's in-flight budget held no more requests",
-    "key": "OpenRouter refused the key",
-    "no-route": "OpenRouter admits no endpoint: policy or account settings",
-    "budget-spent": "an OpenRouter budget is spent",
-    "failing": "nearly every recent attempt failed the same way",
-    "all-failed": "every row sent failed",
-    "write-failed": "the output could not be written",
-    "batch-refused": "OpenRouter refused a batch",
-    "batch-unread": "a batch's results could not be read",
-    "batch-failed": "a batch failed",
-    "batch-running": "a batch is still running",
-}
-
-
 class StopReason(StrEnum):
-    """Why a run stopped; ``exit_code`` is the CLI's (see the module)."""
+    """Why a run stopped; ``exit_code`` is the CLI's (see the module), ``words`` what the summary
+    says of it."""
 
-    #: every row was sent (or was finished before)
-    DONE = "done"
-    #: the spend cap (or every dataset's share of it) is reached
-    BUDGET = "budget"
-    #: every dataset reached ``target_tokens``
-    TARGET = "target"
-    #: ``dry_run=True``: nothing was sent
-    DRY_RUN = "dry-run"
-    #: ``pilot=N``: the first N rows of each dataset were sent; the rest wait for a rerun
-    PILOT = "pilot"
-    #: the first Ctrl-C (or SIGTERM): the requests in flight finished
-    INTERRUPTED = "interrupted"
-    #: the second Ctrl-C, or the drain took too long: requests in flight were cancelled
-    CANCELLED = "cancelled"
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> StopReason:  # ("": a lookup by value)
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    DONE = "done", "every row was sent (or was finished before)"
+    BUDGET = "budget", "the spend cap (or every dataset's share of it) is reached"
+    TARGET = "target", "every dataset reached target_tokens"
+    DRY_RUN = "dry-run", "dry_run=True: nothing was sent"
+    PILOT = "pilot", "the first N rows of each dataset were sent; the rest wait for a rerun"
+    INTERRUPTED = "interrupted", "stopped by a signal; the requests in flight finished"
+    #: the second Ctrl-C, or the drain took too long
+    CANCELLED = "cancelled", "a second signal cancelled the requests in flight"
     #: rows in a row got no answer at all
-    UNREACHABLE = "unreachable"
+    UNREACHABLE = "unreachable", "the server could not be reached"
     #: the key's own 429 asked for longer than ``max_wait_s``
-    RATE_LIMITED = "rate-limited"
-    #: OpenRouter said the credits are insufficient (402)
-    CREDITS = "credits"
-    #: a 402 or 403 saying the key's own limit is spent
-    KEY_LIMIT = "key-limit"
-    #: one request alone refused by the in-flight budget, again and again
-    IN_FLIGHT = "in-flight"
-    #: the key was refused (401)
-    KEY = "key"
-    #: OpenRouter found no endpoint for the request (404)
-    NO_ROUTE = "no-route"
-    #: an OpenRouter budget is spent (403), or one is below a request's worst case
-    BUDGET_SPENT = "budget-spent"
-    #: nearly every recent attempt failed one transient way (``run.schedule.streak``)
-    FAILING = "failing"
-    #: every row the run sent failed: nothing was answered
-    ALL_FAILED = "all-failed"
-    #: the output or its journal could not be written
-    WRITE_FAILED = "write-failed"
-    #: OpenRouter refused a batch submit (batch mode, as the four below)
-    BATCH_REFUSED = "batch-refused"
-    #: a batch finished, but its results could not be read (a rerun fetches them)
-    BATCH_UNREAD = "batch-unread"
-    #: a batch failed
-    BATCH_FAILED = "batch-failed"
-    #: a batch is still running past the batch window (a rerun polls it again)
-    BATCH_RUNNING = "batch-running"
+    RATE_LIMITED = "rate-limited", "the key is rate limited for longer than the run may wait"
+    CREDITS = "credits", "OpenRouter says the credits are insufficient"
+    #: a 402 or 403 saying so
+    KEY_LIMIT = "key-limit", "the key's own limit is spent"
+    #: one request alone refused by it, again and again
+    IN_FLIGHT = "in-flight", "OpenRouter's in-flight budget held no more requests"
+    KEY = "key", "OpenRouter refused the key"
+    NO_ROUTE = "no-route", "OpenRouter admits no endpoint: policy or account settings"
+    #: a 403, or one is below a request's worst case
+    BUDGET_SPENT = "budget-spent", "an OpenRouter budget is spent"
+    #: one transient way (``run.schedule.streak``)
+    FAILING = "failing", "nearly every recent attempt failed the same way"
+    ALL_FAILED = "all-failed", "every row sent failed"
+    #: the output, its journal or the turns file
+    WRITE_FAILED = "write-failed", "the output could not be written"
+    #: batch mode, as the three below (a rerun fetches the results, polls a running batch)
+    BATCH_REFUSED = "batch-refused", "OpenRouter refused a batch"
+    BATCH_UNREAD = "batch-unread", "a batch's results could not be read"
+    BATCH_FAILED = "batch-failed", "a batch failed"
+    BATCH_RUNNING = "batch-running", "a batch is still running"
 
     @property
     def exit_code(self) -> int:
@@ -109,7 +83,7 @@ class StopReason(StrEnum):
         one that did): ``["not finished (exit 1): every row sent failed"]``."""
         if self.as_asked:
             return []
-        return [f"not finished (exit {self.exit_code}): {_WORDS.get(self.value, self.value)}"]
+        return [f"not finished (exit {self.exit_code}): {self.words}"]
 
     @property
     def as_asked(self) -> bool:

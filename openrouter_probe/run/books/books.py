@@ -1,13 +1,10 @@
 """The books of a run: the only place its money is counted, and what its rows and tokens came to.
 
-The books hold the cap (``run.money.spend``), the journal (``run.money.journal``) and the reconciler
-(``run.books.reconcile``); they know nothing of which row goes next. The scheduler asks them "may I send
-this?" (``reserve``), tells them "this leaves" (``sent``: journaled, then flushed with every other
-attempt leaving in the same turn of the event loop, before any of them is sent: ``leaving``) and
-"this came back" (``settle``: the cost, or the worst case while it is unknown; then ``answered``,
-``failed``, ``cancelled``, ``unsent``). ``/generation`` settles the unknown ones (``reconciled``).
-The run's ``RunResult`` is made from the books once, at the end (``summarize``): nothing else
-writes a money figure.
+The books hold the cap (``run.money.spend``), the journal (``run.money.journal``) and the
+reconciler (``run.books.reconcile``), and know nothing of which row goes next; what the scheduler
+asks and tells them (``reserve``, ``sent`` then ``leaving``, ``settle``, ``answered``, ...):
+docs/generate.md, "The run's parts, and the sender interface". The run's ``RunResult`` is made from
+them once, at the end (``summarize``): nothing else writes a money figure.
 
 Money: an attempt counts at its reservation from the moment it is reserved; when it comes back, at
 its cost (``usage.cost``, or the error body's; ``None``: an error status, never billed; $0 for

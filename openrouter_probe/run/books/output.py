@@ -18,12 +18,7 @@ run adopts it into the journal at its worst case (``Unjournaled.worst_usd``, ``r
 ``/generation`` settles it as any unknown attempt. An adopted record is known by its key
 (``JournalReplay.adopted``) and never adopted twice.
 
-Record fields (``RECORD_FIELDS``): ``id``, ``dataset``, ``status``, ``provider``, ``model``,
-``finish_reason``, ``content``, ``reasoning``, ``usage`` (as returned), ``cost_usd`` (``usage.cost``,
-never recomputed), ``generation_id``, ``attempts``, ``error``, plus ``messages`` (the request's),
-``tool_calls``, ``logprobs`` (``choices[0].logprobs`` when the request asked for them),
-``policy_sha256``, ``failed_attempts_cost_usd``, ``possibly_billed_usd`` (an attempt whose cost is
-unknown, at its worst case: cancelled, timed out, no valid ``usage.cost``), ``run_id``.
+The record's fields are ``RECORD_FIELDS``; what each holds: docs/generate.md, "Output".
 """
 
 from __future__ import annotations

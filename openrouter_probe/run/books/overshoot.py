@@ -1,25 +1,15 @@
 """Answers billed past ``max_tokens``, learned as a run goes, so the cap holds when providers do it.
 
-A worst case of ``max_tokens`` x the output price is not an upper bound: providers bill past the
-limit (2026 recordings: AtlasCloud 398 completion tokens for ``max_tokens: 64``, SiliconFlow 65 for
-64, a reasoning model 262 for 10; ``OPENROUTER.md`` §18). So every reservation adds room for output
-past the limit (``extra_usd``): until a provider of the run has been seen billing past it, a margin
-(``MARGIN_SHARE`` of ``max_tokens`` plus ``MARGIN_TOKENS``: SiliconFlow's one token over, with
-room); from the first answer past the limit on, the largest ratio any provider of the run billed
-(completion tokens over ``max_tokens``), if larger, for every request: which provider serves a
-request is OpenRouter's choice, so each one may be served by the worst of them.
-
-The first wave: until the run has had ``FIRST_ANSWERS`` answers, no overshoot is known, and a wide
-first wave (``--concurrency 200`` on a tight cap) would be sent on the margin alone: a provider
-billing 6x would take the total past the cap before its first answer came back. So until then a
-reservation keeps the unseen room instead (``first_room_usd``): ``UNSEEN_SHARE`` of ``max_tokens``
-plus ``UNSEEN_TOKENS`` (8x the limit in all, above AtlasCloud's 6.2x; the 256 tokens cover the
-reasoning model's 262 for 10). Unknown is the worst case: the first wave is smaller (the cap
-admits fewer such reservations), and is learned from before the windows open wide. A request that
-fits the cap only with the margin, nothing else in flight, goes with the margin (``Books.reserve``:
-a tight cap's first requests go one at a time; what one of them can overrun is its own overshoot).
-A provider that serves none of the first answers is covered by the margin until its first answer.
-A batch (``generate --batch``) has no first wave: it keeps the margin (``run.books.books``).
+Providers bill past the limit (2026 recordings: ``OPENROUTER.md`` §18), so every reservation adds
+room for output past it (``extra_usd``). Until the run has had ``FIRST_ANSWERS`` answers (the first
+wave) nothing is known and the room is the unseen one (``first_room_usd``: ``UNSEEN_SHARE`` of
+``max_tokens`` plus ``UNSEEN_TOKENS``): a wide first wave on a tight cap is smaller, and cannot pass
+the cap before its first answer comes back. From then on it is the margin (``MARGIN_SHARE`` of
+``max_tokens`` plus ``MARGIN_TOKENS``), or the largest ratio any provider of the run billed, when
+larger, for every request: which provider serves a request is OpenRouter's choice. A request that
+fits only with the margin, nothing else in flight, goes with it (``Books.reserve``); a batch keeps
+the margin from its first line (``run.books.books``). The figures and their sources:
+docs/generate.md, "Answers past ``max_tokens``".
 
 ``Overshoot`` keeps, per provider (display name), the answers past their limit, the worst ratio
 and what the tokens past the limit cost (``by_provider``): the summary and ``audit`` name them.

@@ -1,37 +1,19 @@
 """Turns: a multi-turn row regenerated turn by turn (``generate --turns all``).
 
-A row whose messages hold assistant turns after a user message is regenerated in order: each of
-those assistant messages is replaced by the model's own answer, asked with the history regenerated
-so far (the prompt's messages up to it, every earlier assistant turn the model's own), and a row
-that ends with another role also gets the answer after its last message. This is what SpecForge's
-``scripts/regenerate_train_data.py`` does (sgl-project/SpecForge at
-a6b6b0230009d15ec2a97a57384e6f53f0f96946, ``call_sglang``), so that every assistant turn a trainer
-reads was written by the model. As there (``build_query_kwargs`` pops ``reasoning_content`` from
-the history), **earlier turns' reasoning is not sent back** unless the model reads it
-(``rules.sampling.history_reasoning``, ``TurnBook.start(..., reasoning_back=True)``: each earlier
-turn then carries its ``reasoning`` and ``reasoning_details``, verbatim). Kimi K2.5's chat template
-drops the reasoning of earlier assistant turns (``hist_msgs``: see ``docs/training-data.md``), so
-for it sending it would only be billed. Each kept turn says whether later requests carried its
-reasoning (``reasoning_in_history``), which the ``jsonl`` export keeps per turn.
+Each assistant message after the first user message is replaced by the model's own answer, asked
+with the history regenerated so far, as SpecForge's ``scripts/regenerate_train_data.py`` does
+(sgl-project/SpecForge at a6b6b0230009d15ec2a97a57384e6f53f0f96946, ``call_sglang``); earlier
+turns' reasoning goes back only to a model that reads it (``rules.sampling.history_reasoning``,
+``TurnBook.start(..., reasoning_back=True)``). ``plan_turns`` says which turns a row has: ``index``
+is the position in ``messages`` of the assistant message a turn replaces, or ``len(messages)`` for
+the answer after the last message; a row holding ``tool`` messages or tool calls is one request.
 
-``plan_turns`` says which turns a row has: ``index`` is the position in ``messages`` of the
-assistant message the turn replaces, or ``len(messages)`` for the answer after the last message
-(the per-turn record ``generate.conversation`` reads). A row with no such assistant turn is one
-request, as with ``--turns last``; so is a row holding ``tool`` messages or tool calls (a tool
-result in the prompts file answers the prompt file's call, not one the model made).
-
-Each turn is its own request: reserved at its worst case on its real body (the history so far, every
-byte), journaled, retried, settled. A turn that is answered before the row's last is kept in the
-**turns file** beside the output (``out.jsonl`` -> ``out.jsonl.turns``), one flushed line each::
-
-    {"id": "b6-0001", "dataset": "B6", "turn": {"index": 1, "content": "...", "reasoning": "...", "tool_calls": null,
-     "finish_reason": "stop", "usage": {...}, "cost_usd": 0.0012, "provider": "Chutes",
-     "model": "...", "generation_id": "gen-...", "attempts": 1, "run_id": "3f9a0c1b2d4e"}}
-
-The output gets the row's line only when its last turn is done (consumers read every output line as
-a row), with every turn in ``turns`` and the row's totals. A resume (after a ``kill -9`` too) reads
-the turns file (torn tail cut, a damaged line named by file and line) and starts each unfinished
-row at its first missing turn: a finished turn is never bought again.
+Each turn is its own request (reserved on its real body, journaled, retried, settled). A turn
+answered before the row's last is kept, flushed, in the **turns file** beside the output
+(``out.jsonl`` -> ``out.jsonl.turns``); the output gets the row's line when its last turn is done.
+A resume reads the turns file and starts each unfinished row at its first missing turn. What a user
+sees (the record, the turns file's lines, the reasoning sent back): docs/generate.md, "Multi-turn
+rows".
 
 Example::
 

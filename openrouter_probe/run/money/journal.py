@@ -2,68 +2,25 @@
 
 The output records rows; the journal records money, attempt by attempt, and is what the cap counts.
 Its path is the output's with ``.ledger`` added (``out.jsonl`` -> ``out.jsonl.ledger``), so
-``*.jsonl`` globs given to ``audit`` and ``export`` never pick it up. One JSON object a line::
-
-    {"run":"3f9a0c1b2d4e","started_utc":"2026-11-30T15:20:00Z","command":"generate","model":"...",
-     "job":"sha256:...","pid":4242,"host":"gpu-1","out":"out.jsonl","budget_usd":"100"}
-    {"sent":17,"run":"3f9a0c1b2d4e","id":"r17","ds":"B3","reserved_usd":"0.00446"}
-    {"gen":17,"run":"3f9a0c1b2d4e","id":"gen-1777319885-pLuUvaQdB3l6lRlhlKuv"}
-    {"settled":17,"run":"3f9a0c1b2d4e","cost_usd":"0.00212"}
-    {"settled":18,"run":"3f9a0c1b2d4e","unknown":true}
-    {"reconciled":18,"run":"3f9a0c1b2d4e","cost_usd":"0.00031"}
-    {"batch_plan":"p1","run":"3f9a0c1b2d4e","model":"m","after":1788697040,"worst_usd":"0.0089",
-     "lines":[["r17",17],["r18",18]]}
-    {"batch_id":"p1","run":"3f9a0c1b2d4e","id":"batch-1788697047-yF7D"}
-    {"batch_done":"p1","run":"3f9a0c1b2d4e","status":"completed"}
-    {"window":"0.0123","run":"3f9a0c1b2d4e"}
-
-- ``sent``: before each attempt leaves, its row, dataset and reserved worst case, flushed: the
-  ``sent`` lines of every attempt leaving in the same turn of the event loop go out in one write
-  and one flush (``Journal.written``), and none of them is sent before that flush returned: from
-  then on the line is in the OS, and a SIGKILL cannot hide it.
-- ``gen``: the attempt's generation id, as soon as the response headers bring it.
-- ``settled``: what the attempt cost (``cost_usd``; ``null``: an error status, never billed), or
-  ``unknown`` (it left, and nothing said what it cost: a timeout, a cut connection, an answer
-  without a valid ``usage.cost``, a cancellation), with ``counted_usd`` when it counts at more
-  than its reservation (an answer without a cost whose own token counts, at the dearest admitted
-  price, cost more: it was billed past ``max_tokens``).
-- ``batch_plan`` (``generate --batch``): a batch about to be submitted, flushed before the POST:
-  its custom ids with the attempt each carries (their ``sent`` lines hold the money), the worst
-  case, the model and the time the batch is created after (the orphan search's bound);
-  ``batch_id`` the id its 202 gave; ``batch_done`` that it is settled (or dropped). A plan
-  without ``batch_done`` is open: the next run polls it by its id, or finds it by the list.
-- ``window``: the dollars OpenRouter's in-flight budget let the run hold, as the run learned them
-  from its in-flight 402s (``run.money.limit.DollarWindow``), after each refusal that shrinks
-  it. The next run's window opens at the last one (``JournalReplay.window_usd``).
-- ``reconciled``: what ``GET /generation`` later said an unknown attempt cost (this run's
-  reconciler, or a later run's settling a killed one's).
+``*.jsonl`` globs given to ``audit`` and ``export`` never pick it up. Its lines (a run's header,
+``sent``, ``gen``, ``settled``, ``reconciled``, an adopted record's ``sent`` with ``adopts``, the
+``batch_*`` lines) and what each guarantees are in docs/generate.md, "The spend journal"; besides
+them, a ``settled`` line carries ``counted_usd`` when an answer without a cost counts at more than
+its reservation (docs/wire.md), and a ``window`` line holds the dollars OpenRouter's in-flight
+budget let the run hold (``run.money.limit.DollarWindow``), from which the next run's window opens
+(``JournalReplay.window_usd``).
 
 An attempt's money is its reconciled cost, else its settled cost, else its whole reservation
-("possibly billed": unknown, or never settled because the run was killed). The journal's money is
-the sum over its attempts, and the only record of money: an output line of a run the journal does
-not know (it was deleted, or the output predates it) is read as a row, never as money
-(``run.books.output``). Its money is unknown, and the run adopts it (``adopt``)::
+("possibly billed"). ``sent`` and batch-plan lines are flushed before the request (or the POST)
+leaves: the ``sent`` lines of one turn of the event loop share one write and one flush
+(``Journal.written``). ``gen``, ``settled`` and ``reconciled`` lines are buffered to the next flush,
+or the end of the turn: one lost to a crash only leaves an attempt counted at its reservation. A
+write that fails fails the journal for good: ``writes.on_failure`` is told once (the run stops
+sending), nothing more is written (a line after a lost one would damage the file), and a ``sent``
+line that cannot be flushed raises ``files.WriteFailed`` (its request never leaves).
 
-    {"sent":1,"run":"9c0d2e4f6a8b","id":"r4","ds":"B3","reserved_usd":"0.0031",
-     "gen_id":"gen-1777319885-pLuUvaQdB3l6lRlhlKuv","adopts":"row||r4|gen-...||1|answer"}
-
-a ``sent`` line standing alone (no header line for the adoption's run): the attempt is unknown
-from the start, counted at ``reserved_usd`` (the record's worst case) until ``/generation``
-settles it by ``gen_id`` (``null``: it stays there); ``adopts`` names the record
-(``JournalReplay.adopted``), so that it is never adopted twice.
-
-``gen``, ``settled`` and ``reconciled`` lines are buffered and reach the file with the next flushed
-line, or within one turn of the event loop: a line lost to a crash only leaves an attempt counted
-at its reservation (more, never less), and one with a generation id is settled again on resume.
-
-A write that fails (a full disk, a read-only file system, a quota) fails the journal for good:
-``writes.on_failure`` is told once (the run stops sending), nothing more is written to it (a line after
-a lost one would leave a damaged file), a ``sent`` (or batch) line that cannot be flushed raises
-``files.WriteFailed`` (its request never leaves), and the lines already in the file stand: the
-next run, once there is room, resumes from them.
-
-``run.money.replay.replay_journal`` reads it back (after ``run.lock`` is taken; a torn last line is cut
-first: a torn ``sent`` line's request never left).
+``run.money.replay.replay_journal`` reads it back (after ``run.lock`` is taken; a torn last line is
+cut first: a torn ``sent`` line's request never left).
 """
 
 from __future__ import annotations

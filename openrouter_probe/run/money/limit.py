@@ -5,32 +5,14 @@ Since 2026 OpenRouter holds each paid request's estimated cost while it runs, an
 that would take the held total past the account's in-flight budget (a fraction of the credit
 balance; OPENROUTER.md 18) with a 402 ``in_flight_budget_exhausted`` and ``Retry-After``. The budget
 is not published, so the run learns it: a request starts only while the worst cases in flight plus
-its own fit the dollar window. A run's window opens at ``START_REQUESTS`` requests' worst case
-(``start_requests``; ``None`` keeps it open until the first refusal), growing by each
-answered request's worst case until the first refusal (doubling per round trip, as TCP's slow
-start), then shrinks ×0.7 on a refusal (at most once per round trip: a window's worth of answers
-between two decreases, so that one burst of refusals is one decrease) and grows back by about one
-request's worst case per round trip. It never grows past twice the most ever held, so a window that
-does not bind (no in-flight budget; the request limit binds first) stays near what was held.
-A request alone is always let go: the window binds only with something else in flight.
-Where it opens is ``WindowStart`` (``window_start``). With the account's balance read
-(``GET /credits``), the first round trip probes at ``START_REQUESTS`` requests (at most what the
-balance covers); once OpenRouter has admitted every request of the probe (each one's 200 status,
-``admitted``: a refusal is a 402 status, decided before the request is served; OpenRouter sends
-the status at once and pads the body while the answer is made) with no in-flight 402, or at the
-first answer if that comes first (a sender that reports no status), the window opens at what the
-account allows (``then_usd``): twice ``--concurrency`` requests' worst case when the balance covers
-that many (rows dearer than the first still fill it; the request limit holds the count at
-``--concurrency``), else the balance. The probe costs the time OpenRouter takes to admit a
-request, not a round trip. With the balance unread, the slow start above; on a
-resume, where the last run's window ended (its ``window`` journal line), learned. OpenRouter's
-exemption from the in-flight budget ("a balance at or above a threshold") has no published
-figure, so no start assumes it; its budget is "a fraction of" the balance, "up to a fixed
-ceiling", so a balance that covers the concurrency does not say the budget does: the probe does.
-The window counts what OpenRouter holds: each request's input and ``max_tokens`` at the dearest
-admitted prices (``Request.worst_usd``; ``SpendCap.held_usd`` in flight), not the room the cap keeps
-past ``max_tokens`` (``run.books.overshoot``): that room changes as the run learns, OpenRouter's hold
-does not.
+its own fit the dollar window (a request alone always may). Where the window opens is
+``WindowStart`` (``window_start``: a probe of ``START_REQUESTS`` requests, then what the account's
+balance allows once OpenRouter admitted them; with the balance unread, a slow start; on a resume,
+the journal's last ``window`` line); a refusal shrinks it ×0.7 at most once per round trip, and it
+grows back by about one request's worst case per round trip, never past twice the most ever held.
+The rules, their reasons and sources: docs/wire.md, "The dollars in flight". The window counts
+what OpenRouter holds, each request's input and ``max_tokens`` at the dearest admitted prices
+(``Request.worst_usd``), not the room the cap keeps past ``max_tokens`` (``run.books.overshoot``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The spend journal read back: every attempt's money summed (``replay_journal``), the attempts
 ``/generation`` may still settle (``Pending``) and the batches still open (``OpenBatch``).
 
-The journal's lines and the rules for reading them are described in ``run.money.journal``, which writes
-it; this module only reads. Read it after ``run.lock`` is taken (a torn last line is cut first:
-a torn ``sent`` line's request never left), or with ``repair=False`` while a run may append.
+The journal's lines and the rules for reading them: docs/generate.md, "The spend journal" (and
+``run.money.journal``, which writes it); this module only reads. Read it after ``run.lock`` is
+taken (a torn last line is cut first: a torn ``sent`` line's request never left), or with
+``repair=False`` while a run may append.
 """
 
 from __future__ import annotations

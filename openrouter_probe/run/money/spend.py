@@ -1,21 +1,18 @@
 """The spend cap: reserve each request's worst case before sending, settle to its real cost after.
 
-A request may be sent only while ``spent + reserved + its worst case <= cap``. Its worst case counts
-the whole request (``RequestShape``): its prompt tokens at the highest input price (the cache-write
-price where it marks ``cache_control``), its ``max_tokens`` at the highest output price (reasoning
-included), the per-request price, its images at the highest per-image price and its web search
-results (the ``web`` plugin's, ``web_search_options``, the ``openrouter:web_search`` server tool's:
-``rules.server_tools``) at the highest per-search price or OpenRouter's price per result, among
-every endpoint the policy admits whatever a row's own parameters (``Prices.worst_case``). When the
-answer returns, the reservation is released and its cost added to ``spent``; a cost that cannot be
-read is its whole reservation until ``/generation`` settles it (``give_back``). Concurrency shrinks by itself as the money runs out, and the cap is
-never crossed as long as no answer costs more than its worst case.
+A request may be sent only while ``spent + reserved + its worst case <= cap``. Its worst case
+(``Prices.worst_case`` of its ``RequestShape``) counts the whole request at the highest prices
+among every endpoint the policy admits, whatever a row's own parameters: what it counts is in
+docs/generate.md, "What the cap guarantees". When the answer returns, the reservation is released
+and its cost added to ``spent``; a cost that cannot be read is its whole reservation until
+``/generation`` settles it (``give_back``). Concurrency shrinks by itself as the money runs out, and
+the cap is never crossed as long as no answer costs more than its worst case.
 
-Prompt tokens are not known before the provider's tokenizer counts them; the bound
+Prompt tokens are not known before the provider's tokenizer counts them: the bound
 (``rules.prompt_tokens.prompt_tokens_bound``) is every byte the request sends beside the run's
-fixed prefix (messages, tools, tool_choice, response_format, plugins, ...) plus a chat-template
-allowance per message. A web search adds its results to the prompt: such a request counts the
-largest context an admitted endpoint takes.
+fixed prefix plus a chat-template allowance per message (a BPE token is never shorter than one
+byte, whatever the tokenizer). A web search adds its results to the prompt: such a request counts
+the largest context an admitted endpoint takes.
 
 Datasets share the money (``shares``): the cap is split into per-dataset sub-caps by weight (equal by
 default, as the budget planner plans), and what a finished dataset leaves is lent to the others.

@@ -12,16 +12,11 @@ of its own.
   ``max_wait_s``, or after ``PAUSES_BEFORE_STOP`` pauses with no answer between, ``Stop`` the run
   (``rate-limited``), the row unsent.
 - ``held`` (a 402 saying the account's in-flight budget is full): ``Hold``: the row waits for
-  Retry-After as long as it says (the header, or ``error.metadata.headers`` in the body) and
-  goes again, never counted a failure;
-  the dollar window (``run.money.limit.DollarWindow``) shrinks. A request refused alone, nothing else in
-  flight, ``LONE_REFUSALS_BEFORE_STOP`` times in a row, is larger than the budget holds: ``Lower``
-  (halved, under ``lower_max_tokens``) or ``Stop`` (``in-flight``) with the advice to lower
-  ``max_tokens``; when the run held at least ``SHRUNK_BELOW_REQUESTS`` such requests before, the
-  budget (a share of the balance left) shrank as the balance was spent: ``Stop`` at ``budget``
-  when the cap has room for fewer than ``CAP_TAIL_REQUESTS`` more (the seed job's end: at $6.24
-  of a $6.25 balance a tenth of it holds no request), else ``in-flight`` (exit 1: the balance,
-  not the cap, stopped it; a run that answered nothing is never ``budget``).
+  Retry-After and goes again, never counted a failure; the dollar window shrinks. A request refused
+  alone ``LONE_REFUSALS_BEFORE_STOP`` times in a row: ``Lower`` (under ``lower_max_tokens``) or
+  ``Stop`` (``in-flight``; ``budget`` when the run held ``SHRUNK_BELOW_REQUESTS`` such requests
+  before and the cap has room for fewer than ``CAP_TAIL_REQUESTS`` more). Why each: docs/wire.md,
+  the ``in_flight`` row.
 - ``row`` (400, 403, 413, 422: this request itself is wrong): ``Fail`` the row; the run goes on.
 - ``run`` (401 key, 402 credits, the key's own limit, a 403 budget spent, 404 no route: no request
   can succeed): ``Stop`` the run, the row unsent; a 402 that affords fewer tokens is sent again

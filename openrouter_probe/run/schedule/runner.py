@@ -1,12 +1,9 @@
 """The scheduler of a paid run: a fixed pool of C workers, each taking the next request and
 carrying it through its attempts until it is answered, fails, or the run stops.
 
-It is one of three parts, with no money of its own: ``run.schedule.queues`` chooses which request
-goes next (datasets in turn, shares, targets), ``run.books.books`` reserves, journals and settles
-every attempt's money (the only place money is counted, and what the summary is made from at the
-end), and ``run.schedule.attempts`` decides what a failed attempt leads to (``ON_FAILURE``).
-Requests come from a row source (``run.schedule.source``: one per row, or turn by turn); they go out
-through a sender (``run.send.sender``: ``HttpTransport.send``, a test double, a batch sender).
+It holds no money: which request goes next is ``run.schedule.queues``', every attempt's money
+``run.books.books``', what a failed attempt leads to ``run.schedule.attempts``' (the run's parts:
+docs/generate.md, "The run's parts, and the sender interface").
 
 One attempt: reserved (``RowQueues.pick``; ``_reserve_again`` for a retry or a next turn), journaled
 (flushed before it is sent; with ``fsync`` the attempts of one turn of the loop share one fsync),

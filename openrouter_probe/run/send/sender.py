@@ -15,19 +15,13 @@ double (``tests/_generate.py``'s ``LedgerSender``). The contract, for every impl
   count it at its worst case until ``/generation`` settles it. It raises nothing but
   ``CancelledError``; a cancellation is recorded by the run as a cancelled attempt.
 - **``ceiling_s`` bounds the attempt**, from the call to the last byte (``RunPlan.ceiling_s``).
-
 - **``key`` names the attempt** (``SendKey``: the row id, the attempt's number in the journal, its
   reservation and dataset). A sender that sends one request per call may ignore it; the batch
   sender needs it to write a batch's plan (custom ids and the attempts they carry) before the POST.
 
-The **Batch API sender** (``run.send.batch_sender``, ``generate --batch``) is one more implementation,
-with no change to the scheduler, the books or the journal beyond passing ``key``: its ``send``
-queues the body and returns an awaitable; the bodies queued in one turn of the loop (up to the run's concurrency, which bounds
-what is reserved at once) are submitted as one batch POST. Every one of them was reserved at its
-worst case and journaled before the POST, because the run calls ``send`` only after that; each
-awaitable resolves when the batch's result for it arrives (minutes or hours later: its
-``ceiling_s`` is the batch window), and the books settle it then, exactly as a synchronous answer.
-A batch that fails as a whole gives each of its requests the same ``Failure``.
+The **Batch API sender** (``run.send.batch_sender``, ``generate --batch``) is one more
+implementation, with no change to the scheduler, the books or the journal beyond passing ``key``
+(how it queues, submits and settles: docs/generate.md, "The run's parts, and the sender interface").
 """
 
 from __future__ import annotations
