@@ -39,7 +39,12 @@ from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import Credit
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
-from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
+from openrouter_probe.fake.degrade import (
+    Degradation,
+    parse_sampling,
+    parse_template,
+    template_tokens,
+)
 from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
 from openrouter_probe.fake.generation import GenerationRecord
 from openrouter_probe.fake.keys import KeyStore
@@ -48,7 +53,6 @@ from openrouter_probe.fake.refusals import refuse_request
 from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router, ServedModel, served_models
-from openrouter_probe.fake.sampling import parse_sampling
 from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.provider_block import REQUEST_PARAMETERS
 from openrouter_probe.rules.snapshot import Snapshot

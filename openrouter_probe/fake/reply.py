@@ -28,7 +28,7 @@ from openrouter_probe.fake.degrade import Degradation
 from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
-from openrouter_probe.fake.sampling import sampling_factor
+from openrouter_probe.fake.tags import first_match
 
 __all__ = ["KEEPALIVE_S", "Reply", "Server"]
 
@@ -169,7 +169,7 @@ class Reply:
             sampled = 0.0
             if nonce is not None:  # the endpoint may sample hotter (``--degrade-sampling``)
                 assert isinstance(temperature, int | float)
-                sampled = float(temperature) * sampling_factor(fake.sampling, self.endpoint)
+                sampled = float(temperature) * first_match(fake.sampling, self.endpoint, 1.0)
             top_p = body.get("top_p")
             answer = answer_for(
                 messages,
