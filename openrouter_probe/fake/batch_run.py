@@ -17,17 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Protocol
-
-from aiohttp import web
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Credit, charge
-from openrouter_probe.fake.clock import Clock
+from openrouter_probe.fake.billing import charge
 from openrouter_probe.fake.content import answer_for
-from openrouter_probe.fake.faults import FaultPlan
-from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.ledger import LedgerEntry
+from openrouter_probe.fake.reply import Server
 from openrouter_probe.fake.router import ServedModel
 from openrouter_probe.rules.batch import batch_model_id
 
@@ -38,7 +35,6 @@ __all__ = [
     "WINDOW_S",
     "BatchLine",
     "BatchRun",
-    "Host",
 ]
 
 VALIDATING_S = 2.0
@@ -47,25 +43,6 @@ FINALIZING_S = 3.0
 WINDOW_S = 24 * 3600.0
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _PROVIDER_FAILED = 'The provider ended this batch as "failed" without reporting a reason.'
-
-
-class Host(Protocol):
-    """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
-
-    _models: dict[str, ServedModel]
-    seed: int
-    faults: FaultPlan
-    clock: Clock
-    credit: Credit
-    ledger: Ledger
-    reasoning_share: float
-    median_tokens: int
-    #: Extra prompt tokens by tag (``--degrade-template``; ``degrade.template_tokens``).
-    template: dict[str, int]
-
-    def now(self) -> datetime: ...
-
-    def _auth(self, request: web.Request) -> web.Response | None: ...
 
 
 @dataclass
@@ -110,7 +87,7 @@ class BatchRun:
     def expires_at(self) -> int:
         return int(self.created_at + WINDOW_S)
 
-    def tick(self, host: Host, batch_seconds: float) -> None:
+    def tick(self, host: Server, batch_seconds: float) -> None:
         """Move the batch to where the clock says it is; finalize (and bill) on the way."""
         if self.status in TERMINAL:
             if self.gated:
@@ -156,7 +133,7 @@ class BatchRun:
         self.failed = sum(line.failed for line in shown)
         self.done = len(shown) - self.failed
 
-    def bill(self, host: Host, lines: Sequence[BatchLine], *, serve: bool) -> None:
+    def bill(self, host: Server, lines: Sequence[BatchLine], *, serve: bool) -> None:
         """Price every successful line of ``lines`` at the ``:batch`` price; bill them once the
         credit covers the whole charge (the 402 gate)."""
         chosen = {id(line) for line in lines}
@@ -204,7 +181,7 @@ class BatchRun:
             },
         }
 
-    def answered_row(self, fake: Host, i: int, line: BatchLine) -> dict[str, Any]:
+    def answered_row(self, fake: Server, i: int, line: BatchLine) -> dict[str, Any]:
         """A success line (the sync ``chat.completion`` body, usage without cost); its ledger
         entry waits in ``unbilled``."""
         runs_on = self.runs_on
@@ -261,7 +238,7 @@ class BatchRun:
         request = {"status_code": 200, "request_id": f"req_batch_{digest[20:36]}", "body": body}
         return {"id": rid, "custom_id": line.custom_id, "response": request, "error": None}
 
-    def settle(self, fake: Host) -> None:
+    def settle(self, fake: Server) -> None:
         """Bill a finished batch when the credit covers it (then its results are served)."""
         available = fake.credit.available_usd
         if available is not None and self.cost_usd > available:

@@ -29,11 +29,11 @@ from openrouter_probe.fake.batch_run import (
     VALIDATING_S,
     BatchLine,
     BatchRun,
-    Host,
 )
 from openrouter_probe.fake.billing import output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
 from openrouter_probe.fake.faults import FaultRule, uniform
+from openrouter_probe.fake.reply import Server
 from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 
@@ -60,7 +60,7 @@ def _error(status: int, message: str) -> web.Response:
 class BatchService:
     """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
 
-    def __init__(self, fake: Host, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
+    def __init__(self, fake: Server, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
             raise ConfigError(
                 Message(
