@@ -1,18 +1,10 @@
-"""What the fake model says: deterministic text, arithmetic, tool calls, reasoning, logprobs, and the
-ways an endpoint can be made to say it differently.
+"""What the fake model says: deterministic text, arithmetic, tool calls, reasoning, logprobs
+(``answer_for``), and the ways an endpoint can be made to say it differently, each at a rate
+(``docs/fake-server.md``'s options): ``perturb`` (``--degrade``), ``flip`` (``--degrade-flip``),
+``break_tools`` (``--degrade-tools``) and ``noisy`` (``--noise``).
 
-An answer depends only on the messages (and the tools offered), the server's seed and (when the
-temperature is above 0) the request's number, never on the endpoint that serves it, so every
-endpoint answers alike unless it is *degraded*. Simple arithmetic questions ("What is 37 * 41?") are
-answered correctly, except on a ``hard`` share of them where every endpoint gives the same wrong
-number (a model is not perfect), so that accuracy can be measured against the fake. A request that
-offers ``tools`` and names one of them (its name's words, e.g. "weather" for ``get_weather``) is
-answered with a call whose arguments are read from the prompt by the tool's JSON schema (quoted
-text for free strings, enum values by name, pattern matches, numbers in order).
-
-The ways to differ, each at a rate (``docs/fake-server.md``'s options): ``perturb``
-(``--degrade``), ``flip`` (``--degrade-flip``), ``break_tools`` (``--degrade-tools``) and ``noisy``
-(``--noise``). A token is one word-like piece of text.
+An answer never depends on the endpoint that serves it, so every endpoint answers alike unless it
+is degraded. A token is one word-like piece of text.
 """
 
 from __future__ import annotations
