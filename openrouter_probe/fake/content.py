@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import operator
 import random
 import re
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ _ARITH = re.compile(
     re.IGNORECASE,
 )
 _OPS = {"x": "*", "×": "*", "÷": "/", "**": "^", "plus": "+", "minus": "-", "times": "*"}
+_APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 #: A tool call as the fake makes it: (call id, function name, arguments as a JSON string).
@@ -91,21 +93,16 @@ def arithmetic_answer(text: str) -> str | None:
         return None
     a_text, op, b_text = found[-1].groups()
     op = _OPS.get(op.lower(), op.lower())
-    if op == "divided by":
-        op = "/"
+    op = "/" if op == "divided by" else op
     a, b = Decimal(a_text), Decimal(b_text)
     try:
-        if op == "+":
-            value = a + b
-        elif op == "-":
-            value = a - b
-        elif op == "*":
-            value = a * b
+        if op in _APPLY:
+            value = _APPLY[op](a, b)
         elif op == "/":
             value = (a / b).quantize(Decimal("0.000001"))
+        elif abs(b) > 64 or b != b.to_integral_value():
+            return None
         else:
-            if abs(b) > 64 or b != b.to_integral_value():
-                return None
             value = a ** int(b)
     except (DivisionByZero, InvalidOperation):
         return None
