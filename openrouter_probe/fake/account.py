@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -49,8 +48,7 @@ class AccountLimits:
     chain, as the credit's reservation) while it is served; a request that would take the held
     total past ``in_flight_share`` of the balance left (the credit's limit less what was spent),
     or past ``in_flight_usd`` (the fixed ceiling), is answered OpenRouter's 402
-    ``in_flight_budget_exhausted`` with ``Retry-After: retry_after_s`` (seconds; ``retry_date``:
-    an HTTP date), or, when only settling costs hold it full, the seconds until enough of them
+    ``in_flight_budget_exhausted`` with ``Retry-After: retry_after_s`` (seconds), or, when only settling costs hold it full, the seconds until enough of them
     settle. A finished request's real cost stays held for ``settle_s`` seconds of the
     server's clock ("for a short settlement window", the docs say), so that the budget can refuse
     with no request still running, as OpenRouter's can.
@@ -59,7 +57,6 @@ class AccountLimits:
     in_flight_share: float | None = None
     in_flight_usd: Decimal | None = None
     retry_after_s: int = 1
-    retry_date: bool = False
     settle_s: float = 0.0
     held_usd: Decimal = field(default_factory=Decimal)
     most_held_usd: Decimal = field(default_factory=Decimal)
@@ -111,13 +108,7 @@ class AccountLimits:
                 if over <= 0:
                     wait = max(wait, until - now)
                     break
-        wait = float(math.ceil(wait))
-        if self.retry_date:
-            retry = formatdate(now + wait, usegmt=True)
-            headers = {"Retry-After": retry, "Date": formatdate(now, usegmt=True)}
-        else:
-            headers = {"Retry-After": str(int(wait))}
-        return bodies.in_flight_402(), headers
+        return bodies.in_flight_402(), {"Retry-After": str(math.ceil(wait))}
 
     def holding(self, now: float) -> Decimal:
         """What is held now: the requests in flight, and the costs still settling."""
