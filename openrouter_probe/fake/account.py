@@ -1,8 +1,6 @@
-"""The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget
-(``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``: the
-in-flight budget; ``reserve``: the credit's 402s and the key's limit, ``settle`` after). A key's own
-limit, the default key's (``--key-limit-usd``) as a managed key's, is ``fake.keys``'. What ``/key``
-and ``/credits`` report of the account: ``key_data``, ``default_key_data``, ``credits_data``.
+"""The fake account's limits beside its credit (OpenRouter's 2026 in-flight budget,
+``AccountLimits``), the checks a chat request passes before it is served, and what ``/key`` and
+``/credits`` report of the account. A key's own limit is ``fake.keys``'.
 """
 
 from __future__ import annotations

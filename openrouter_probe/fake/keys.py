@@ -3,11 +3,7 @@ key: ``--key-limit-usd``) and the keys of its management API (``--management-key
 
 ``KeyStore`` serves ``/api/v1/keys`` and ``/api/v1/activity`` to the management key only (the
 routes and their bodies, the spec's: ``docs/fake-server.md``, "Keys: the management API"), and
-checks every chat request's key (``admit``): like the account's credit, a request reserves its
-worst case on its key before it is served and settles to its real cost after, so concurrent
-requests of one key never spend past its limit; a spent limit answers the 402 "can only afford N"
-(``limit_source: openrouter_key_limit``, OPENROUTER.md §18), then the 403 "Key limit exceeded"
-(§15).
+holds every chat request to its key's limit (``admit``, then ``settle``).
 """
 
 from __future__ import annotations
@@ -164,9 +160,9 @@ class KeyStore:
         """The request's key and its worst case, reserved on the key at once (no ``await`` between
         the check and the reservation: concurrent requests cannot both take the last of a key's
         limit); or its refusal: the management key, a deleted, disabled or expired key, a spent
-        limit (the 402 "can only afford N", ``limit_source: openrouter_key_limit``, or the 403 "Key
-        limit exceeded"). A secret the store did not make is the default key's; without a limit
-        it is not held (``None``: nothing to reserve or settle)."""
+        limit (the 402 "can only afford N", ``limit_source: openrouter_key_limit``, OPENROUTER.md
+        18, or the 403 "Key limit exceeded", 15). A secret the store did not make is the default
+        key's; without a limit it is not held (``None``: nothing to reserve or settle)."""
         secret = self.bearer(request)
         if self.management_key is not None and secret == self.management_key:
             message = "Management keys cannot be used for completions; use an API key"
