@@ -131,11 +131,8 @@ class Degradation:
                 )
             )
         out.hard = max(out.hard, largest)
-        out.active = bool(out) or out.noise > 0
+        out.active = bool(out.degrade or out.flip or out.tools or out.noise)
         return out
-
-    def __bool__(self) -> bool:
-        return bool(self.degrade or self.flip or self.tools)
 
     def change(
         self, answer: Answer, endpoint: Endpoint, key: tuple[object, ...], noise_draw: float
@@ -143,14 +140,13 @@ class Degradation:
         """``answer`` as ``endpoint`` gives it: its degradations (seeded by ``key``: the same
         request degrades the same way), then the noise every endpoint has (``noise_draw``: the
         request's own draw in [0, 1))."""
-        if self:
-            degrade, flip_rate, tools_rate = self.rates_for(endpoint)
-            if degrade > 0:
-                answer = perturb(answer, rate=degrade, key=key)
-            if flip_rate > 0:
-                answer = flip(answer, rate=flip_rate)
-            if tools_rate > 0:
-                answer = break_tools(answer, rate=tools_rate, key=key)
+        degrade, flip_rate, tools_rate = self.rates_for(endpoint)
+        if degrade > 0:
+            answer = perturb(answer, rate=degrade, key=key)
+        if flip_rate > 0:
+            answer = flip(answer, rate=flip_rate)
+        if tools_rate > 0:
+            answer = break_tools(answer, rate=tools_rate, key=key)
         if self.noise > 0:
             answer = noisy(answer, noise_draw, rate=self.noise)
         return answer
