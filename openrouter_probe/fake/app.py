@@ -139,7 +139,7 @@ class FakeOpenRouter:
         digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
         self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
-        self.router = Router(self.ledger)
+        self.router = Router()
         self._tasks: set[asyncio.Task[Any]] = set()
         #: A workspace budget (USD a month; settable while the server runs): once the ledger holds
         #: that much, every chat request answers 403 "Workspace monthly budget of $X exceeded"
@@ -332,6 +332,7 @@ class FakeOpenRouter:
             model, key, block, max_tokens=max_tokens, sent=sent, prompt_tokens=prompt_tokens
         )
         if not plan.decision.candidates:
+            self.ledger.count_error("no_route")
             return bodies.json_response(404, self.router.no_route(model, plan.decision, block))
         refused = refuse_request(self, request_no, model.model_id, stream)
         if refused is not None:
