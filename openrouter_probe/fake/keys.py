@@ -52,8 +52,8 @@ class ManagedKey:
     disabled: bool = False
     updated_at: str | None = None
     credit: Credit = field(default_factory=lambda: Credit(None))
-    #: (date, model, provider, endpoint tag) -> [requests, prompt, completion, reasoning, usd]
-    activity: dict[tuple[str, str, str, str], list[Any]] = field(default_factory=dict)
+    #: what the key was billed, one entry per generation (``/activity`` sums them)
+    billed: list[LedgerEntry] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
@@ -213,15 +213,8 @@ class KeyStore:
     def settle(self, key: ManagedKey, reserved: Decimal, billed: LedgerEntry | None) -> None:
         """Settle a request of ``key``: its reservation given back, its real cost spent."""
         key.credit.settle(reserved, billed.cost_usd if billed is not None else Decimal(0))
-        if billed is None:
-            return
-        day = datetime.fromtimestamp(billed.created, UTC).date().isoformat()
-        row = key.activity.setdefault(
-            (day, billed.model, billed.provider, billed.tag), [0, 0, 0, 0, Decimal(0)]
-        )
-        tokens = (billed.prompt_tokens, billed.completion_tokens, billed.reasoning_tokens)
-        for i, value in enumerate((1, *tokens, billed.cost_usd)):
-            row[i] += value
+        if billed is not None:
+            key.billed.append(billed)
 
     def key_data(self, key: ManagedKey) -> dict[str, Any]:
         """``GET /key`` answered for one of the store's keys: its own limit and usage."""
@@ -356,12 +349,14 @@ class KeyStore:
         for key in self.keys.values():
             if wanted_hash and key.hash != wanted_hash:
                 continue
-            for where, row in key.activity.items():
-                if wanted_date and where[0] != wanted_date:
+            for e in key.billed:
+                day = datetime.fromtimestamp(e.created, UTC).date().isoformat()
+                if wanted_date and day != wanted_date:
                     continue
-                acc = totals.setdefault(where, [0, 0, 0, 0, Decimal(0)])
-                for i, value in enumerate(row):
-                    acc[i] += value
+                row = totals.setdefault((day, e.model, e.provider, e.tag), [0, 0, 0, 0, Decimal(0)])
+                tokens = (e.prompt_tokens, e.completion_tokens, e.reasoning_tokens)
+                for i, value in enumerate((1, *tokens, e.cost_usd)):
+                    row[i] += value
         data = [
             {
                 "date": day,
