@@ -22,7 +22,7 @@ from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap,
 from openrouter_probe.fake.degrade import template_tokens
 
 if TYPE_CHECKING:
-    from openrouter_probe.fake.reply import Reply
+    from openrouter_probe.fake.ledger import LedgerEntry
 
 __all__ = [
     "WORKSPACE_ID",
@@ -203,13 +203,13 @@ def reserve(
     return None, (reserved, own, own_reserved)
 
 
-def settle(fake: Any, held: tuple[Decimal, Any, Decimal], reply: Reply | None) -> None:
+def settle(fake: Any, held: tuple[Decimal, Any, Decimal], billed: LedgerEntry | None) -> None:
     """Settle what ``reserve`` held to what the request cost (nothing when it was not billed)."""
     reserved, own, own_reserved = held
     if fake.credit.limit_usd is not None:
-        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+        fake.credit.settle(reserved, billed.cost_usd if billed is not None else Decimal(0))
     if own is not None:
-        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
+        fake.keys.settle(own, own_reserved, billed)
 
 
 def budget_entry(

@@ -401,9 +401,10 @@ class FakeOpenRouter:
             assert failure is not None
             return failure
         finally:
-            if reply is not None:
-                billed.append(reply.billed_usd)
-            settle(self, reserved, reply)
+            entry = None if reply is None else reply.billed
+            if entry is not None:
+                billed.append(entry.cost_usd)
+            settle(self, reserved, entry)
 
 
 def _check_settings(

@@ -135,7 +135,6 @@ class Reply:
         self.request_no = request_no
         self.prompt_tokens = prompt_tokens
         self.attempts = attempts
-        self.billed_usd = Decimal(0)
         self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
@@ -233,7 +232,6 @@ class Reply:
             byok=self.byok,
             advisor_usd=advised(self.body, self.endpoint, self.prompt_tokens),
         )
-        self.billed_usd = c.total_usd
         if c.byok:
             self.byok_usd = float(c.tokens_usd)
         self.billed = LedgerEntry(
