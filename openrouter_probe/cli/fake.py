@@ -31,7 +31,7 @@ def _tag_tokens(spec: str) -> object:
 
 
 def _tag_factor(spec: str) -> object:
-    from openrouter_probe.fake.sampling import parse_sampling
+    from openrouter_probe.fake.degrade import parse_sampling
 
     return parse_sampling([spec])
 

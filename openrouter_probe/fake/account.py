@@ -1,8 +1,6 @@
-"""The fake account's limits beside its credit: OpenRouter's 2026 in-flight budget
-(``AccountLimits``), and the checks a chat request passes before it is served (``hold_for``: the
-in-flight budget; ``reserve``: the credit's 402s and the key's limit, ``settle`` after). A key's own
-limit, the default key's (``--key-limit-usd``) as a managed key's, is ``fake.keys``'. What ``/key``
-and ``/credits`` report of the account: ``key_data``, ``default_key_data``, ``credits_data``.
+"""The fake account's limits beside its credit (OpenRouter's 2026 in-flight budget,
+``AccountLimits``), the checks a chat request passes before it is served, and what ``/key`` and
+``/credits`` report of the account. A key's own limit is ``fake.keys``'.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -25,7 +22,7 @@ from openrouter_probe.fake.billing import Credit, affordable_tokens, output_cap,
 from openrouter_probe.fake.degrade import template_tokens
 
 if TYPE_CHECKING:
-    from openrouter_probe.fake.reply import Reply
+    from openrouter_probe.fake.ledger import LedgerEntry
 
 __all__ = [
     "WORKSPACE_ID",
@@ -49,8 +46,7 @@ class AccountLimits:
     chain, as the credit's reservation) while it is served; a request that would take the held
     total past ``in_flight_share`` of the balance left (the credit's limit less what was spent),
     or past ``in_flight_usd`` (the fixed ceiling), is answered OpenRouter's 402
-    ``in_flight_budget_exhausted`` with ``Retry-After: retry_after_s`` (seconds; ``retry_date``:
-    an HTTP date), or, when only settling costs hold it full, the seconds until enough of them
+    ``in_flight_budget_exhausted`` with ``Retry-After: retry_after_s`` (seconds), or, when only settling costs hold it full, the seconds until enough of them
     settle. A finished request's real cost stays held for ``settle_s`` seconds of the
     server's clock ("for a short settlement window", the docs say), so that the budget can refuse
     with no request still running, as OpenRouter's can.
@@ -59,7 +55,6 @@ class AccountLimits:
     in_flight_share: float | None = None
     in_flight_usd: Decimal | None = None
     retry_after_s: int = 1
-    retry_date: bool = False
     settle_s: float = 0.0
     held_usd: Decimal = field(default_factory=Decimal)
     most_held_usd: Decimal = field(default_factory=Decimal)
@@ -111,13 +106,7 @@ class AccountLimits:
                 if over <= 0:
                     wait = max(wait, until - now)
                     break
-        wait = float(math.ceil(wait))
-        if self.retry_date:
-            retry = formatdate(now + wait, usegmt=True)
-            headers = {"Retry-After": retry, "Date": formatdate(now, usegmt=True)}
-        else:
-            headers = {"Retry-After": str(int(wait))}
-        return bodies.in_flight_402(), headers
+        return bodies.in_flight_402(), {"Retry-After": str(math.ceil(wait))}
 
     def holding(self, now: float) -> Decimal:
         """What is held now: the requests in flight, and the costs still settling."""
@@ -214,13 +203,13 @@ def reserve(
     return None, (reserved, own, own_reserved)
 
 
-def settle(fake: Any, held: tuple[Decimal, Any, Decimal], reply: Reply | None) -> None:
+def settle(fake: Any, held: tuple[Decimal, Any, Decimal], billed: LedgerEntry | None) -> None:
     """Settle what ``reserve`` held to what the request cost (nothing when it was not billed)."""
     reserved, own, own_reserved = held
     if fake.credit.limit_usd is not None:
-        fake.credit.settle(reserved, reply.billed_usd if reply is not None else Decimal(0))
+        fake.credit.settle(reserved, billed.cost_usd if billed is not None else Decimal(0))
     if own is not None:
-        fake.keys.settle(own, own_reserved, None if reply is None else reply.billed)
+        fake.keys.settle(own, own_reserved, billed)
 
 
 def budget_entry(

@@ -39,7 +39,12 @@ from openrouter_probe.fake.batches import BatchService
 from openrouter_probe.fake.billing import Credit
 from openrouter_probe.fake.clock import Clock, SystemClock
 from openrouter_probe.fake.content import Answer
-from openrouter_probe.fake.degrade import Degradation, parse_template, template_tokens
+from openrouter_probe.fake.degrade import (
+    Degradation,
+    parse_sampling,
+    parse_template,
+    template_tokens,
+)
 from openrouter_probe.fake.faults import FaultPlan, check_fault_tags, parse_faults, uniform
 from openrouter_probe.fake.generation import GenerationRecord
 from openrouter_probe.fake.keys import KeyStore
@@ -48,7 +53,6 @@ from openrouter_probe.fake.refusals import refuse_request
 from openrouter_probe.fake.reply import Reply
 from openrouter_probe.fake.response_cache import ResponseCache, cache_request
 from openrouter_probe.fake.router import Router, ServedModel, served_models
-from openrouter_probe.fake.sampling import parse_sampling
 from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.provider_block import REQUEST_PARAMETERS
 from openrouter_probe.rules.snapshot import Snapshot
@@ -135,7 +139,7 @@ class FakeOpenRouter:
         digest = hashlib.blake2b(str(seed).encode(), digest_size=8).digest()
         self._id_prefix = base64.b64encode(digest).translate(_ID_TABLE).decode()[:10]
         #: provider blocks and routing decisions, each parsed or asked once (``fake.router``)
-        self.router = Router(self.ledger)
+        self.router = Router()
         self._tasks: set[asyncio.Task[Any]] = set()
         #: A workspace budget (USD a month; settable while the server runs): once the ledger holds
         #: that much, every chat request answers 403 "Workspace monthly budget of $X exceeded"
@@ -328,6 +332,7 @@ class FakeOpenRouter:
             model, key, block, max_tokens=max_tokens, sent=sent, prompt_tokens=prompt_tokens
         )
         if not plan.decision.candidates:
+            self.ledger.count_error("no_route")
             return bodies.json_response(404, self.router.no_route(model, plan.decision, block))
         refused = refuse_request(self, request_no, model.model_id, stream)
         if refused is not None:
@@ -396,9 +401,10 @@ class FakeOpenRouter:
             assert failure is not None
             return failure
         finally:
-            if reply is not None:
-                billed.append(reply.billed_usd)
-            settle(self, reserved, reply)
+            entry = None if reply is None else reply.billed
+            if entry is not None:
+                billed.append(entry.cost_usd)
+            settle(self, reserved, entry)
 
 
 def _check_settings(

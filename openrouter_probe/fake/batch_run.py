@@ -17,17 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Protocol
-
-from aiohttp import web
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, Credit, charge
-from openrouter_probe.fake.clock import Clock
+from openrouter_probe.fake.billing import charge
 from openrouter_probe.fake.content import answer_for
-from openrouter_probe.fake.faults import FaultPlan
-from openrouter_probe.fake.ledger import Ledger, LedgerEntry
+from openrouter_probe.fake.ledger import LedgerEntry
+from openrouter_probe.fake.reply import Server
 from openrouter_probe.fake.router import ServedModel
 from openrouter_probe.rules.batch import batch_model_id
 
@@ -38,7 +35,6 @@ __all__ = [
     "WINDOW_S",
     "BatchLine",
     "BatchRun",
-    "Host",
 ]
 
 VALIDATING_S = 2.0
@@ -47,25 +43,6 @@ FINALIZING_S = 3.0
 WINDOW_S = 24 * 3600.0
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _PROVIDER_FAILED = 'The provider ended this batch as "failed" without reporting a reason.'
-
-
-class Host(Protocol):
-    """What the Batch API needs of its server (``fake.app.FakeOpenRouter``)."""
-
-    _models: dict[str, ServedModel]
-    seed: int
-    faults: FaultPlan
-    clock: Clock
-    credit: Credit
-    ledger: Ledger
-    reasoning_share: float
-    median_tokens: int
-    #: Extra prompt tokens by tag (``--degrade-template``; ``degrade.template_tokens``).
-    template: dict[str, int]
-
-    def now(self) -> datetime: ...
-
-    def _auth(self, request: web.Request) -> web.Response | None: ...
 
 
 @dataclass
@@ -103,12 +80,14 @@ class BatchRun:
     done: int = 0
     failed: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: the answered lines' ledger entries, added once the credit covers them (``settle``)
+    unbilled: list[LedgerEntry] = field(default_factory=list)
 
     @property
     def expires_at(self) -> int:
         return int(self.created_at + WINDOW_S)
 
-    def tick(self, host: Host, batch_seconds: float) -> None:
+    def tick(self, host: Server, batch_seconds: float) -> None:
         """Move the batch to where the clock says it is; finalize (and bill) on the way."""
         if self.status in TERMINAL:
             if self.gated:
@@ -154,31 +133,29 @@ class BatchRun:
         self.failed = sum(line.failed for line in shown)
         self.done = len(shown) - self.failed
 
-    def bill(self, host: Host, lines: Sequence[BatchLine], *, serve: bool) -> None:
+    def bill(self, host: Server, lines: Sequence[BatchLine], *, serve: bool) -> None:
         """Price every successful line of ``lines`` at the ``:batch`` price; bill them once the
         credit covers the whole charge (the 402 gate)."""
         chosen = {id(line) for line in lines}
         rows: list[dict[str, Any]] = []
-        prompt = completion = reasoning = 0
-        cost = Decimal(0)
-        for i, line in enumerate(self.lines, start=1):
+        # observed: results come in reverse order of the requests
+        for i, line in reversed(list(enumerate(self.lines, start=1))):
             if line.failed:
                 rows.append(self.failed_row(line))
             elif id(line) in chosen:
-                row, billed = self.answered_row(host, i, line)
-                rows.append(row)
-                prompt += billed.prompt_tokens
-                completion += billed.completion_tokens
-                reasoning += billed.reasoning_tokens
-                cost += billed.total_usd
-        rows.reverse()  # observed: results come in reverse order of the requests
+                rows.append(self.answered_row(host, i, line))
         self.rows = rows
-        self.cost_usd = cost
+        entries = self.unbilled
+        prompt = sum(e.prompt_tokens for e in entries)
+        completion = sum(e.completion_tokens for e in entries)
+        cost = self.cost_usd = sum((e.cost_usd for e in entries), Decimal(0))
         self.usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
-            "completion_tokens_details": {"reasoning_tokens": reasoning},
+            "completion_tokens_details": {
+                "reasoning_tokens": sum(e.reasoning_tokens for e in entries)
+            },
             "cost": float(cost),
             "is_byok": False,
         }
@@ -204,8 +181,9 @@ class BatchRun:
             },
         }
 
-    def answered_row(self, fake: Host, i: int, line: BatchLine) -> tuple[dict[str, Any], Charge]:
-        """A success line (the sync ``chat.completion`` body, usage without cost) and its charge."""
+    def answered_row(self, fake: Server, i: int, line: BatchLine) -> dict[str, Any]:
+        """A success line (the sync ``chat.completion`` body, usage without cost); its ledger
+        entry waits in ``unbilled``."""
         runs_on = self.runs_on
         messages = line.body.get("messages")
         answer = answer_for(
@@ -242,50 +220,38 @@ class BatchRun:
             "choices": json.loads(bodies.choices_json(answer, show_reasoning=True)),
             "usage": usage,
         }
-        row = {
-            "id": rid,
-            "custom_id": line.custom_id,
-            "response": {
-                "status_code": 200,
-                "request_id": f"req_batch_{digest[20:36]}",
-                "body": body,
-            },
-            "error": None,
-            "_entry": (gen_id, billed),
-        }
-        return row, billed
+        self.unbilled.append(
+            LedgerEntry(
+                generation_id=gen_id,
+                model=self.model.model_id,
+                provider=runs_on.provider_name,
+                tag=runs_on.tag,
+                prompt_tokens=billed.prompt_tokens,
+                completion_tokens=billed.completion_tokens,
+                reasoning_tokens=billed.reasoning_tokens,
+                cost_usd=billed.total_usd,
+                streamed=False,
+                cancelled=False,
+                created=finished,
+            )
+        )
+        request = {"status_code": 200, "request_id": f"req_batch_{digest[20:36]}", "body": body}
+        return {"id": rid, "custom_id": line.custom_id, "response": request, "error": None}
 
-    def settle(self, fake: Host) -> None:
+    def settle(self, fake: Server) -> None:
         """Bill a finished batch when the credit covers it (then its results are served)."""
         available = fake.credit.available_usd
         if available is not None and self.cost_usd > available:
             return  # the 402 gate: results withheld until the charge is covered
-        for row in self.rows:
-            entry = row.pop("_entry", None)
-            if entry is None:
-                continue
-            gen_id, billed = entry
-            fake.ledger.add(
-                LedgerEntry(
-                    generation_id=gen_id,
-                    model=self.model.model_id,
-                    provider=self.runs_on.provider_name,
-                    tag=self.runs_on.tag,
-                    prompt_tokens=billed.prompt_tokens,
-                    completion_tokens=billed.completion_tokens,
-                    reasoning_tokens=billed.reasoning_tokens,
-                    cost_usd=billed.total_usd,
-                    streamed=False,
-                    cancelled=False,
-                    created=int(self.finalized_at or self.created_at),
-                )
-            )
+        for entry in self.unbilled:
+            fake.ledger.add(entry)
+        self.unbilled = []
         if fake.credit.limit_usd is not None:
             fake.credit.settle(Decimal(0), self.cost_usd)
         self.gated = False
         self.billed = True
         if self.status == "completed":
-            self.results = [{k: v for k, v in row.items() if k != "_entry"} for row in self.rows]
+            self.results = self.rows
 
     # -- bodies ----------------------------------------------------------------------------------
 

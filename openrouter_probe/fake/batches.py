@@ -29,11 +29,10 @@ from openrouter_probe.fake.batch_run import (
     VALIDATING_S,
     BatchLine,
     BatchRun,
-    Host,
 )
 from openrouter_probe.fake.billing import output_cap, worst_case_usd
 from openrouter_probe.fake.degrade import template_tokens
-from openrouter_probe.fake.faults import FaultRule, uniform
+from openrouter_probe.fake.reply import Server
 from openrouter_probe.rules.prompt_tokens import estimate_prompt_tokens
 from openrouter_probe.rules.routing import BATCH_PROVIDER_KEYS, route_batch
 
@@ -60,7 +59,7 @@ def _error(status: int, message: str) -> web.Response:
 class BatchService:
     """The Batch API of one ``FakeOpenRouter``: its batches, their clock and their bills."""
 
-    def __init__(self, fake: Host, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
+    def __init__(self, fake: Server, *, batch_seconds: float = 420.0, mount: str = "v1") -> None:
         if batch_seconds < 0 or not math.isfinite(batch_seconds):
             raise ConfigError(
                 Message(
@@ -235,9 +234,9 @@ class BatchService:
                 continue
             if rule.kind == "line_fail":
                 for i, line in enumerate(batch.lines, start=1):
-                    if _hits(rule, plan.seed, batch.number * 100_003 + i, index, i):
+                    if rule.strikes(i, plan.seed, batch.number * 100_003 + i, index, 5):
                         line.failed = True
-            elif _hits(rule, plan.seed, batch.number, index, batch.number):
+            elif rule.strikes(batch.number, plan.seed, batch.number, index, 5):
                 if rule.kind == "batch_404":
                     batch.hidden_until = self.fake.clock.now() + rule.wait_s
                 elif batch.fault is None:
@@ -352,7 +351,9 @@ class BatchService:
             ):
                 continue
             b.tick(self.fake, self.batch_seconds)
-            item = {**b.to_object(results=False), "status": _listed(b.status)}
+            # the list shows ``finalizing`` as ``in_progress``
+            listed = "in_progress" if b.status == "finalizing" else b.status
+            item = {**b.to_object(results=False), "status": listed}
             if not statuses or item["status"] in statuses:
                 picked.append(item)
         data = picked[:limit]
@@ -372,18 +373,6 @@ class BatchService:
         upstream = {"provider": batch.runs_on.provider_name, "status": "unsupported"}
         deletion = {"openrouter": "deleted", "upstream": upstream}
         return web.json_response({"id": batch.id, "object": "batch", "deletion": deletion})
-
-
-def _listed(status: str) -> str:
-    """A status as the list shows it (``finalizing`` is listed as ``in_progress``)."""
-    return "in_progress" if status == "finalizing" else status
-
-
-def _hits(rule: FaultRule, seed: int, draw_key: int, index: int, number: int) -> bool:
-    """Whether ``rule`` strikes the batch (or line) ``number``: listed, or drawn at its rate."""
-    if rule.requests:
-        return number in rule.requests
-    return rule.rate >= 1.0 or (rule.rate > 0 and uniform(seed, draw_key, index, 5) < rule.rate)
 
 
 def _timestamp(value: str | None) -> float | None:

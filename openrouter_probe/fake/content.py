@@ -1,18 +1,10 @@
-"""What the fake model says: deterministic text, arithmetic, tool calls, reasoning, logprobs, and the
-ways an endpoint can be made to say it differently.
+"""What the fake model says: deterministic text, arithmetic, tool calls, reasoning, logprobs
+(``answer_for``), and the ways an endpoint can be made to say it differently, each at a rate
+(``docs/fake-server.md``'s options): ``perturb`` (``--degrade``), ``flip`` (``--degrade-flip``),
+``break_tools`` (``--degrade-tools``) and ``noisy`` (``--noise``).
 
-An answer depends only on the messages (and the tools offered), the server's seed and (when the
-temperature is above 0) the request's number, never on the endpoint that serves it, so every
-endpoint answers alike unless it is *degraded*. Simple arithmetic questions ("What is 37 * 41?") are
-answered correctly, except on a ``hard`` share of them where every endpoint gives the same wrong
-number (a model is not perfect), so that accuracy can be measured against the fake. A request that
-offers ``tools`` and names one of them (its name's words, e.g. "weather" for ``get_weather``) is
-answered with a call whose arguments are read from the prompt by the tool's JSON schema (quoted
-text for free strings, enum values by name, pattern matches, numbers in order).
-
-The ways to differ, each at a rate (``docs/fake-server.md``'s options): ``perturb``
-(``--degrade``), ``flip`` (``--degrade-flip``), ``break_tools`` (``--degrade-tools``) and ``noisy``
-(``--noise``). A token is one word-like piece of text.
+An answer never depends on the endpoint that serves it, so every endpoint answers alike unless it
+is degraded. A token is one word-like piece of text.
 """
 
 from __future__ import annotations
@@ -21,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import operator
 import random
 import re
 from dataclasses import dataclass
@@ -52,6 +45,7 @@ _ARITH = re.compile(
     re.IGNORECASE,
 )
 _OPS = {"x": "*", "×": "*", "÷": "/", "**": "^", "plus": "+", "minus": "-", "times": "*"}
+_APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 #: A tool call as the fake makes it: (call id, function name, arguments as a JSON string).
@@ -99,21 +93,16 @@ def arithmetic_answer(text: str) -> str | None:
         return None
     a_text, op, b_text = found[-1].groups()
     op = _OPS.get(op.lower(), op.lower())
-    if op == "divided by":
-        op = "/"
+    op = "/" if op == "divided by" else op
     a, b = Decimal(a_text), Decimal(b_text)
     try:
-        if op == "+":
-            value = a + b
-        elif op == "-":
-            value = a - b
-        elif op == "*":
-            value = a * b
+        if op in _APPLY:
+            value = _APPLY[op](a, b)
         elif op == "/":
             value = (a / b).quantize(Decimal("0.000001"))
+        elif abs(b) > 64 or b != b.to_integral_value():
+            return None
         else:
-            if abs(b) > 64 or b != b.to_integral_value():
-                return None
             value = a ** int(b)
     except (DivisionByZero, InvalidOperation):
         return None

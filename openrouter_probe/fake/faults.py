@@ -145,6 +145,13 @@ class FaultRule:
             return False
         return self.tag is None or (endpoint is not None and matches(self.tag, endpoint))
 
+    def strikes(self, number: int, *draw: int) -> bool:
+        """Whether the rule strikes request (or batch, or line) ``number``: listed, or drawn at
+        its rate (``uniform(*draw)``)."""
+        if self.requests:
+            return number in self.requests
+        return self.rate >= 1.0 or (self.rate > 0 and uniform(*draw) < self.rate)
+
 
 @dataclass(frozen=True)
 class FaultPlan:
@@ -168,13 +175,9 @@ class FaultPlan:
         for index, rule in enumerate(self.rules):
             if rule.phase != phase or not rule.applies_to(endpoint, stream=stream):
                 continue
-            if rule.requests:
-                if request_no in rule.requests and attempt == 0:
-                    return rule
-                continue
-            if rule.rate >= 1.0:
-                return rule
-            if rule.rate > 0 and uniform(self.seed, request_no, attempt, index, 2) < rule.rate:
+            if rule.requests and attempt > 0:
+                continue  # listed request numbers strike their first attempt only
+            if rule.strikes(request_no, self.seed, request_no, attempt, index, 2):
                 return rule
         return None
 

@@ -3,11 +3,7 @@ key: ``--key-limit-usd``) and the keys of its management API (``--management-key
 
 ``KeyStore`` serves ``/api/v1/keys`` and ``/api/v1/activity`` to the management key only (the
 routes and their bodies, the spec's: ``docs/fake-server.md``, "Keys: the management API"), and
-checks every chat request's key (``admit``): like the account's credit, a request reserves its
-worst case on its key before it is served and settles to its real cost after, so concurrent
-requests of one key never spend past its limit; a spent limit answers the 402 "can only afford N"
-(``limit_source: openrouter_key_limit``, OPENROUTER.md §18), then the 403 "Key limit exceeded"
-(§15).
+holds every chat request to its key's limit (``admit``, then ``settle``).
 """
 
 from __future__ import annotations
@@ -56,8 +52,8 @@ class ManagedKey:
     disabled: bool = False
     updated_at: str | None = None
     credit: Credit = field(default_factory=lambda: Credit(None))
-    #: (date, model, provider, endpoint tag) -> [requests, prompt, completion, reasoning, usd]
-    activity: dict[tuple[str, str, str, str], list[Any]] = field(default_factory=dict)
+    #: what the key was billed, one entry per generation (``/activity`` sums them)
+    billed: list[LedgerEntry] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         limit, remaining = self.credit.limit_usd, self.credit.remaining_usd
@@ -164,9 +160,9 @@ class KeyStore:
         """The request's key and its worst case, reserved on the key at once (no ``await`` between
         the check and the reservation: concurrent requests cannot both take the last of a key's
         limit); or its refusal: the management key, a deleted, disabled or expired key, a spent
-        limit (the 402 "can only afford N", ``limit_source: openrouter_key_limit``, or the 403 "Key
-        limit exceeded"). A secret the store did not make is the default key's; without a limit
-        it is not held (``None``: nothing to reserve or settle)."""
+        limit (the 402 "can only afford N", ``limit_source: openrouter_key_limit``, OPENROUTER.md
+        18, or the 403 "Key limit exceeded", 15). A secret the store did not make is the default
+        key's; without a limit it is not held (``None``: nothing to reserve or settle)."""
         secret = self.bearer(request)
         if self.management_key is not None and secret == self.management_key:
             message = "Management keys cannot be used for completions; use an API key"
@@ -217,15 +213,8 @@ class KeyStore:
     def settle(self, key: ManagedKey, reserved: Decimal, billed: LedgerEntry | None) -> None:
         """Settle a request of ``key``: its reservation given back, its real cost spent."""
         key.credit.settle(reserved, billed.cost_usd if billed is not None else Decimal(0))
-        if billed is None:
-            return
-        day = datetime.fromtimestamp(billed.created, UTC).date().isoformat()
-        row = key.activity.setdefault(
-            (day, billed.model, billed.provider, billed.tag), [0, 0, 0, 0, Decimal(0)]
-        )
-        tokens = (billed.prompt_tokens, billed.completion_tokens, billed.reasoning_tokens)
-        for i, value in enumerate((1, *tokens, billed.cost_usd)):
-            row[i] += value
+        if billed is not None:
+            key.billed.append(billed)
 
     def key_data(self, key: ManagedKey) -> dict[str, Any]:
         """``GET /key`` answered for one of the store's keys: its own limit and usage."""
@@ -360,12 +349,14 @@ class KeyStore:
         for key in self.keys.values():
             if wanted_hash and key.hash != wanted_hash:
                 continue
-            for where, row in key.activity.items():
-                if wanted_date and where[0] != wanted_date:
+            for e in key.billed:
+                day = datetime.fromtimestamp(e.created, UTC).date().isoformat()
+                if wanted_date and day != wanted_date:
                     continue
-                acc = totals.setdefault(where, [0, 0, 0, 0, Decimal(0)])
-                for i, value in enumerate(row):
-                    acc[i] += value
+                row = totals.setdefault((day, e.model, e.provider, e.tag), [0, 0, 0, 0, Decimal(0)])
+                tokens = (e.prompt_tokens, e.completion_tokens, e.reasoning_tokens)
+                for i, value in enumerate((1, *tokens, e.cost_usd)):
+                    row[i] += value
         data = [
             {
                 "date": day,

@@ -21,14 +21,15 @@ from aiohttp import web
 
 from openrouter_probe.api.schema import Endpoint, Percentiles
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.billing import Charge, advised, charge, output_cap, searched
+from openrouter_probe.fake.billing import Charge, Credit, advised, charge, output_cap, searched
 from openrouter_probe.fake.clock import Clock
 from openrouter_probe.fake.content import Answer, answer_for, at_limit
 from openrouter_probe.fake.degrade import Degradation
 from openrouter_probe.fake.faults import FaultPlan, FaultRule, uniform
 from openrouter_probe.fake.ledger import Ledger, LedgerEntry
 from openrouter_probe.fake.response_cache import CachedAnswer, ResponseCache
-from openrouter_probe.fake.sampling import sampling_factor
+from openrouter_probe.fake.router import ServedModel
+from openrouter_probe.fake.tags import first_match
 
 __all__ = ["KEEPALIVE_S", "Reply", "Server"]
 
@@ -73,9 +74,12 @@ def _drop(request: web.Request) -> None:
 
 
 class Server(Protocol):
-    """What a reply reads and writes of the server (``FakeOpenRouter``, which imports this)."""
+    """What a reply and a batch read and write of the server (``FakeOpenRouter``, which imports
+    this)."""
 
+    _models: dict[str, ServedModel]
     clock: Clock
+    credit: Credit
     seed: int
     speed: float
     degradation: Degradation
@@ -90,10 +94,13 @@ class Server(Protocol):
     choices: dict[tuple[Any, ...], str]
     faults: FaultPlan
     response_cache: ResponseCache
+    #: Extra prompt tokens by tag (``--degrade-template``; ``degrade.template_tokens``).
+    template: dict[str, int]
 
     def new_id(self) -> str: ...
     def now(self) -> datetime: ...
     def remember(self, key: tuple[Any, ...], answer: Answer) -> None: ...
+    def _auth(self, request: web.Request) -> web.Response | None: ...
 
 
 class Reply:
@@ -128,7 +135,6 @@ class Reply:
         self.request_no = request_no
         self.prompt_tokens = prompt_tokens
         self.attempts = attempts
-        self.billed_usd = Decimal(0)
         self.billed: LedgerEntry | None = None
         self.started_s = fake.clock.now()
         self.id = fake.new_id()
@@ -169,7 +175,7 @@ class Reply:
             sampled = 0.0
             if nonce is not None:  # the endpoint may sample hotter (``--degrade-sampling``)
                 assert isinstance(temperature, int | float)
-                sampled = float(temperature) * sampling_factor(fake.sampling, self.endpoint)
+                sampled = float(temperature) * first_match(fake.sampling, self.endpoint, 1.0)
             top_p = body.get("top_p")
             answer = answer_for(
                 messages,
@@ -226,7 +232,6 @@ class Reply:
             byok=self.byok,
             advisor_usd=advised(self.body, self.endpoint, self.prompt_tokens),
         )
-        self.billed_usd = c.total_usd
         if c.byok:
             self.byok_usd = float(c.tokens_usd)
         self.billed = LedgerEntry(

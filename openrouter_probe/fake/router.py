@@ -16,7 +16,6 @@ from typing import Any
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, PolicyError
 from openrouter_probe.fake import bodies
-from openrouter_probe.fake.ledger import Ledger
 from openrouter_probe.rules.provider_block import ProviderBlock
 from openrouter_probe.rules.routing import RequestParams, RouteDecision, route
 from openrouter_probe.rules.snapshot import Snapshot
@@ -111,10 +110,9 @@ def served_models(snaps: Sequence[Snapshot]) -> dict[str, ServedModel]:
 
 
 class Router:
-    """The routing caches of one fake server (see the module); ``ledger`` counts the 404s."""
+    """The routing caches of one fake server (see the module)."""
 
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self) -> None:
         self._routes: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
         self._blocks: dict[str, ProviderBlock | PolicyError] = {}
 
@@ -158,8 +156,7 @@ class Router:
 
     def no_route(self, model: ServedModel, decision: RouteDecision, block: ProviderBlock) -> bytes:
         """The routing-failure 404's body (https://openrouter.ai/docs/api-reference/errors), naming
-        the providers serving the model and the step where the last endpoint dropped out (counted
-        in the ledger as ``no_route``)."""
+        the providers serving the model and the step where the last endpoint dropped out."""
         reasons = [x.reason for x in decision.excluded]
         worst = max(reasons, key=lambda r: _STEP_RANK.get(r, -1)) if reasons else "only"
         if worst in ("only", "not_in_order"):
@@ -167,7 +164,6 @@ class Router:
             requested = block.only if worst == "only" else block.order
         else:
             pref, requested = f"provider.{worst}", (block.only or block.order or [])
-        self.ledger.count_error("no_route")
         step = _STEP.get(worst, "Filter by Provider Preferences")
         avail, req, name = model.slugs, list(requested or []), model.permaslug
         if step == "Filter by Allowed Providers":

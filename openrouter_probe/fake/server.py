@@ -61,33 +61,22 @@ class FakeServer:
 
     def start(self) -> FakeServer:
         """Start serving in a daemon thread; return once the port is bound."""
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._start())
-            except BaseException as exc:  # reported to the starting thread
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-openrouter", daemon=True)
+        loop = self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="fake-openrouter", daemon=True)
         self._thread.start()
-        ready.wait()
-        if failure:
-            exc = failure[0]
+        try:
+            asyncio.run_coroutine_threadsafe(self._start(), loop).result()
+        except Exception as exc:
+            self.stop()
             raise ConfigError(f"cannot serve on {self.host}:{self.port}: {exc}") from exc
         return self
+
+    def _run(self) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
 
     async def _start(self) -> None:
         runner = web.AppRunner(self.fake.app(), access_log=None, handle_signals=False)

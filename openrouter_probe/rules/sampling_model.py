@@ -5,7 +5,7 @@ The fake's "model" gives every (prompt, position) fixed logits over a small voca
 of the prompt and the position, so every endpoint has the same model. A request at temperature
 ``T > 0`` with ``top_p`` draws each of its first ``SAMPLED_WORDS`` answer words from
 ``softmax(logits / T)`` cut to the ``top_p`` nucleus, with the request's own random draws
-(``sampled_words``; ``fake.content`` uses it, ``fake.sampling`` makes an endpoint sample hotter).
+(``sampled_words``; ``fake.content`` uses it, ``fake.degrade`` makes an endpoint sample hotter).
 ``verify.sampled.simulated_power`` draws from the same model (``nucleus``), so the power a plan
 states is the power on the fake, an assumption about the real endpoints' distributions that
 ``docs/verify.md`` ("The sampled arm") spells out.

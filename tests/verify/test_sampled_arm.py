@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import openrouter_probe as orp
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError, OptionError
-from openrouter_probe.fake.sampling import parse_sampling
+from openrouter_probe.fake.degrade import parse_sampling
 from openrouter_probe.rules.sampling_model import VOCABULARY
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.verify.plan import plan_verify

@@ -12,6 +12,7 @@ import io
 import json
 import time
 from decimal import Decimal
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -383,16 +384,17 @@ def test_in_flight_refusals_in_process_show_in_the_progress_line_and_the_records
     assert "held in flight at most $" in render_result(summary)
 
 
-def test_the_fakes_in_flight_402_retry_after_as_a_date_is_read_in_seconds() -> None:
+def test_an_in_flight_402s_retry_after_as_a_date_is_read_in_seconds() -> None:
     from openrouter_probe.fake.account import AccountLimits
 
-    limits = AccountLimits(in_flight_usd=Decimal("0.01"), retry_after_s=5, retry_date=True)
+    limits = AccountLimits(in_flight_usd=Decimal("0.01"), retry_after_s=5)
     assert limits.refuse(Decimal("0.004"), balance_usd=None, now=1e9) is None
     limits.hold(Decimal("0.008"))
     refused = limits.refuse(Decimal("0.004"), balance_usd=None, now=1e9)
-    assert refused is not None
-    body, headers = refused
-    failure = _error_failure(402, body, headers)
+    assert refused is not None and refused[1] == {"Retry-After": "5"}
+    body = refused[0]
+    dated = {"Retry-After": formatdate(1e9 + 5, usegmt=True), "Date": formatdate(1e9, usegmt=True)}
+    failure = _error_failure(402, body, dated)
     assert failure.kind == "held" and failure.retry_after_s == 5.0  # the date, from `Date`
     assert json.loads(body)["error"]["metadata"]["reason"] == "in_flight_budget_exhausted"
     # a share of the balance left, at most the ceiling
