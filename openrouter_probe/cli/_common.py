@@ -22,7 +22,6 @@ from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.progress import env_columns
 
 if TYPE_CHECKING:
-    from openrouter_probe.errors import OptionError
     from openrouter_probe.rules.snapshot import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,7 +64,7 @@ class Command(click.Command):
         except OptionError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
-            raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
+            raise click.UsageError(said(exc, ctx.command), ctx) from exc
         except ProbeError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
@@ -158,11 +157,6 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
     if param.is_flag:
         return param.secondary_opts[0] if value is False and param.secondary_opts else flag
     return f"{flag} {_shown(value)}"
-
-
-def as_flags(exc: OptionError, command: click.Command) -> str:
-    """``exc``'s message with each keyword said as ``command``'s flag (``flag_of``)."""
-    return exc.render(term_of(command))
 
 
 def term_of(command: click.Command) -> Callable[[str, Any, bool], str]:
@@ -283,16 +277,14 @@ def checked_by(
     (which is for a job that failed). The value passes on as given; the library reads it again."""
 
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        from openrouter_probe.errors import ConfigError, OptionError
+        from openrouter_probe.errors import ConfigError
 
         if value is None or value == ():
             return value
         try:
             for one in value if isinstance(value, tuple) else (value,):
                 check(one)
-        except OptionError as exc:
-            raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
-        except ConfigError as exc:
+        except ConfigError as exc:  # an ``OptionError`` too: its keywords said as flags
             raise click.UsageError(said(exc, ctx.command), ctx) from exc
         return value
 
