@@ -6,6 +6,7 @@ option's value are usage errors too (``checked_by``: option callbacks raise clic
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -18,6 +19,7 @@ import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.options import field_option
+from openrouter_probe.rules.quantities import positive_usd
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.progress import env_columns
 
@@ -291,36 +293,14 @@ def checked_by(
     return callback
 
 
-def usd_amount(option: str) -> Callable[[Any], object]:
-    """The check of ``--budget-usd``-like options: a positive, finite amount of USD."""
-
-    def check(value: Any) -> object:
-        from openrouter_probe.rules.quantities import positive_usd
-
-        return positive_usd(value, option)
-
-    return check
-
-
 def budget_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
-    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``usd_amount``),
+    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``positive_usd``),
     the run's plan's ``budget_usd`` (its help, unless ``help`` says what another command caps).
     The parameter is ``budget_usd``; ``attrs`` go to ``click.option`` (``required``)."""
     if help is not None:
         attrs["help"] = help
-    check = checked_by(usd_amount("--budget-usd"))
+    check = checked_by(functools.partial(positive_usd, what="--budget-usd"))
     return field_option(RunPlan, "budget_usd", metavar="USD", callback=check, **attrs)
-
-
-def token_count(option: str) -> Callable[[Any], object]:
-    """The check of a token-count option (``60M``, ``7.5M``, ``500k``)."""
-
-    def check(value: Any) -> object:
-        from openrouter_probe.rules.quantities import parse_token_count
-
-        return parse_token_count(value, what=option)
-
-    return check
 
 
 def plot_option(what: str) -> Callable[[F], F]:

@@ -17,7 +17,6 @@ from openrouter_probe.cli._common import (
     cli,
     note,
     term_of,
-    token_count,
     warn_unused,
 )
 from openrouter_probe.cli.options import (
@@ -27,6 +26,7 @@ from openrouter_probe.cli.options import (
     out_option,
 )
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
+from openrouter_probe.rules.quantities import parse_token_count
 from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
 from openrouter_probe.run.report import render_result
 
@@ -229,7 +229,7 @@ def _weights_syntax(text: str) -> object:
 )
 @field_option(
     RunPlan, "target_tokens", metavar="TOKENS",
-    callback=checked_by(token_count("--target-tokens")),
+    callback=checked_by(functools.partial(parse_token_count, what="--target-tokens")),
 )  # fmt: skip
 @field_option(RunPlan, "pilot", type=click.IntRange(min=1), metavar="N")
 @field_option(GeneratePlan, "stream", negatable=True, default=False, show_default=True)
