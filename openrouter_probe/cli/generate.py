@@ -20,7 +20,7 @@ from openrouter_probe.cli._common import (
     warn_unused,
 )
 from openrouter_probe.cli.options import (
-    aliased,
+    AliasedOption,
     field_option,
     format_option,
     out_option,
@@ -152,9 +152,10 @@ def source_options(func: F) -> F:
             help="Take N rows picked by --sample-seed and each row id: the same rows on every "
             "rerun.",
         ),
-        aliased(
+        click.option(
             "--sample-seed",
             "seed",
+            cls=AliasedOption,
             aliases=("--seed",),
             type=int,
             default=0,

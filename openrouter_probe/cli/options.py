@@ -58,11 +58,6 @@ class AliasedOption(click.Option):
             self.opts = shown
 
 
-def aliased(*param_decls: str, aliases: Sequence[str], **attrs: Any) -> Callable[[F], F]:
-    """``click.option`` with old names kept hidden (``AliasedOption``)."""
-    return click.option(*param_decls, cls=AliasedOption, aliases=aliases, **attrs)
-
-
 class FormatChoice(click.Choice):  # type: ignore[type-arg]
     """A ``click.Choice`` that also takes old names of its choices (``table`` for ``text``),
     unlisted, and gives the new one."""
