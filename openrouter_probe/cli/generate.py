@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: The options that say how a single source is read: ``SourceOptions.of``'s keywords.
 _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split",
                    "row_params", "strict")  # fmt: skip
 
@@ -131,76 +132,6 @@ def batch_options(func: F) -> F:
     return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
 
 
-def source_options(func: F) -> F:
-    """How a single source is read (``--prompt-field`` ... ``--split``): ``SourceOptions.of``'s
-    keywords (``_SOURCE_OPTIONS``)."""
-    options = [
-        click.option(
-            "--prompt-field",
-            metavar="FIELD",
-            help="The field that holds each row's prompt (a string) or conversation, e.g. "
-            "question.",
-        ),
-        click.option("--id-field", metavar="FIELD", help="The field that holds each row's id."),
-        click.option(
-            "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
-        ),
-        click.option(
-            "--sample",
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="Take N rows picked by --sample-seed and each row id: the same rows on every "
-            "rerun.",
-        ),
-        click.option(
-            "--sample-seed",
-            "seed",
-            cls=AliasedOption,
-            aliases=("--seed",),
-            type=int,
-            default=0,
-            show_default=True,
-            help="The seed of --sample (the --*-mix draws: --mix-seed).",
-        ),
-        click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
-        click.option(
-            "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
-        ),
-        click.option(
-            "--row-params",
-            metavar="COL,...",
-            help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
-            "other column is ever sent).",
-        ),
-        click.option(
-            "--strict",
-            is_flag=True,
-            help="Refuse the prompts if a row cannot be read (default: skip it, named).",
-        ),
-    ]
-    return functools.reduce(lambda f, option: option(f), reversed(options), func)
-
-
-def mix_options(func: F) -> F:
-    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``):
-    ``generate()``'s keywords of the same names."""
-    options = [
-        field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,..."),
-        field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,..."),
-        field_option(GeneratePlan, "thinking_mix", metavar="on=W,off=W"),
-        field_option(GeneratePlan, "mix_seed", type=int, default=0, show_default=True),
-        field_option(
-            GeneratePlan,
-            "samples",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            metavar="N",
-        ),
-    ]
-    return functools.reduce(lambda f, option: option(f), reversed(options), func)
-
-
 def _shard(text: str) -> object:
     from openrouter_probe.generation.prompts import parse_shard
 
@@ -237,7 +168,13 @@ def _weights_syntax(text: str) -> object:
 @field_option(GeneratePlan, "temperature", type=click.FloatRange(min=0, max=2))
 @field_option(GeneratePlan, "reasoning_effort", type=click.Choice(REASONING_EFFORTS))
 @field_option(GeneratePlan, "reasoning_max_tokens", type=click.IntRange(min=1))
-@mix_options
+@field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,...")
+@field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,...")
+@field_option(GeneratePlan, "thinking_mix", metavar="on=W,off=W")
+@field_option(GeneratePlan, "mix_seed", type=int, default=0, show_default=True)
+@field_option(
+    GeneratePlan, "samples", type=click.IntRange(min=1), default=1, show_default=True, metavar="N"
+)
 @field_option(GeneratePlan, "dry_run", is_flag=True)
 @field_option(GeneratePlan, "shard", metavar="i/n|auto", callback=checked_by(_shard))
 @click.option(
@@ -251,7 +188,46 @@ def _weights_syntax(text: str) -> object:
 @field_option(
     GeneratePlan, "turns", type=click.Choice(["last", "all"]), default="last", show_default=True
 )
-@source_options
+@click.option(
+    "--prompt-field",
+    metavar="FIELD",
+    help="The field that holds each row's prompt (a string) or conversation, e.g. question.",
+)
+@click.option("--id-field", metavar="FIELD", help="The field that holds each row's id.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Take N rows picked by --sample-seed and each row id: the same rows on every rerun.",
+)
+@click.option(
+    "--sample-seed",
+    "seed",
+    cls=AliasedOption,
+    aliases=("--seed",),
+    type=int,
+    default=0,
+    show_default=True,
+    help="The seed of --sample (the --*-mix draws: --mix-seed).",
+)
+@click.option("--config", metavar="NAME", help="hf: sources: the dataset config.")
+@click.option(
+    "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+)
+@click.option(
+    "--row-params",
+    metavar="COL,...",
+    help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
+    "other column is ever sent).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse the prompts if a row cannot be read (default: skip it, named).",
+)
 @field_option(GeneratePlan, "redo_failed", is_flag=True)
 @field_option(GeneratePlan, "redo_truncated", is_flag=True)
 @field_option(RunPlan, "lower_max_tokens", is_flag=True)
