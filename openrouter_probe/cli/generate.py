@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,9 +31,6 @@ from openrouter_probe.run.report import render_result
 
 if TYPE_CHECKING:
     from openrouter_probe.run.send.batch_plan import BatchOptions
-
-F = TypeVar("F", bound=Callable[..., Any])
-
 
 #: The options that say how a single source is read: ``SourceOptions.of``'s keywords.
 _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split",
@@ -75,61 +71,23 @@ NOT_OPTIONS = (
 )
 
 
-def batch_options(func: F) -> F:
-    """``--batch``, ``--batch-size``, ``--batch-live``, ``--batch-poll``, ``--abandon``, passed to
-    the command as one ``batching`` (``False``, or the ``BatchOptions`` they ask for)."""
+def _batching(batch: bool, given: dict[str, Any]) -> BatchOptions | bool:
+    """What ``--batch`` and ``given`` (``--batch-size``, ``--batch-live``, ``--batch-poll``,
+    ``--abandon``) ask for: ``False``, or the ``BatchOptions``."""
+    asked = {name: value for name, value in given.items() if value not in (None, False)}
+    if not batch and asked:
+        flags = ", ".join("--" + name.replace("_", "-") for name in asked)
+        raise click.UsageError(
+            "--batch-size, --batch-live, --batch-poll and --abandon go with --batch; add "
+            f"--batch (given: {flags})"
+        )
+    if not batch:
+        return False
+    from openrouter_probe.run.send.batch_plan import BatchOptions
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        batch = kwargs.pop("batch")
-        given = {name: kwargs.pop(name) for name in _BATCH_ONLY}
-        asked = {name: value for name, value in given.items() if value not in (None, False)}
-        if not batch and asked:
-            flags = ", ".join("--" + name.replace("_", "-") for name in asked)
-            raise click.UsageError(
-                "--batch-size, --batch-live, --batch-poll and --abandon go with --batch; add "
-                f"--batch (given: {flags})"
-            )
-        names = {"batch_size": "size", "batch_live": "live", "batch_poll": "poll_s"}
-        chosen = {names[k]: v for k, v in given.items() if k in names and v is not None}
-        batching: BatchOptions | bool = False
-        if batch:
-            from openrouter_probe.run.send.batch_plan import BatchOptions
-
-            batching = BatchOptions(**chosen, abandon=given["abandon"])
-        return func(*args, batching=batching, **kwargs)
-
-    options = [
-        field_option(GeneratePlan, "batch", is_flag=True),
-        click.option(
-            "--batch-size",
-            type=click.IntRange(min=1, max=_MAX_LINES),
-            default=None,
-            help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
-        ),
-        click.option(
-            "--batch-live",
-            type=click.IntRange(min=1, max=_MAX_LIVE),
-            default=None,
-            help=f"With --batch: batches running at once at most (default {_LIVE}; "
-            "each may take 24 h; the rest wait, reserved, for one to end).",
-        ),
-        click.option(
-            "--batch-poll",
-            type=click.FloatRange(min=_MIN_POLL_S, max=_MAX_POLL_S),
-            default=None,
-            metavar="SECONDS",
-            help="With --batch: seconds before the first poll of a batch (default 15; it grows "
-            "by half to 2 minutes, or to this if longer).",
-        ),
-        click.option(
-            "--abandon",
-            is_flag=True,
-            help="With --batch: forget the batches an earlier run left running (there is no "
-            "cancel: what completes is still billed) and send their rows again.",
-        ),
-    ]
-    return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
+    names = {"batch_size": "size", "batch_live": "live", "batch_poll": "poll_s"}
+    chosen = {names[k]: v for k, v in given.items() if k in names and v is not None}
+    return BatchOptions(**chosen, abandon=given["abandon"])
 
 
 def _shard(text: str) -> object:
@@ -241,7 +199,34 @@ def _weights_syntax(text: str) -> object:
 @field_option(RunPlan, "read_timeout_s", type=click.FloatRange(min=0, min_open=True))
 @field_option(RunPlan, "max_wait_s", type=click.FloatRange(min=0))
 @field_option(RunPlan, "drain_timeout_s", type=click.FloatRange(min=0, min_open=True))
-@batch_options
+@field_option(GeneratePlan, "batch", is_flag=True)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1, max=_MAX_LINES),
+    default=None,
+    help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
+)
+@click.option(
+    "--batch-live",
+    type=click.IntRange(min=1, max=_MAX_LIVE),
+    default=None,
+    help=f"With --batch: batches running at once at most (default {_LIVE}; "
+    "each may take 24 h; the rest wait, reserved, for one to end).",
+)
+@click.option(
+    "--batch-poll",
+    type=click.FloatRange(min=_MIN_POLL_S, max=_MAX_POLL_S),
+    default=None,
+    metavar="SECONDS",
+    help="With --batch: seconds before the first poll of a batch (default 15; it grows "
+    "by half to 2 minutes, or to this if longer).",
+)
+@click.option(
+    "--abandon",
+    is_flag=True,
+    help="With --batch: forget the batches an earlier run left running (there is no "
+    "cancel: what completes is still billed) and send their rows again.",
+)
 @field_option(RunPlan, "progress", "quiet", is_flag=True)
 @format_option()
 def generate(
@@ -251,7 +236,6 @@ def generate(
     no_response_cache: bool,
     quiet: bool,
     fmt: str,
-    batching: Any,
     **keywords: Any,
 ) -> None:
     """Run PROMPTS through the policy's providers into --out, within --budget-usd.
@@ -267,6 +251,7 @@ def generate(
 
     # ``keywords``: the options named as generate()'s keywords (``FEEDS``: the others)
     reading = {name: keywords.pop(name) for name in _SOURCE_OPTIONS}
+    batching = _batching(keywords.pop("batch"), {name: keywords.pop(name) for name in _BATCH_ONLY})
     if reading["sample"] is None:
         warn_unused(
             "seed", "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)"
