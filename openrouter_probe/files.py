@@ -1,17 +1,7 @@
-"""Files that are never lost: every write goes to a temp file beside the target, is fsynced, then
-``os.replace``d over it, so a write that fails halfway (disk full, a size limit, Ctrl-C) leaves the
-old file whole.
-
-The generator's output and its spend journal are the files that are appended to instead (a row is
-finished when its line is flushed); they use :func:`append_line`, :func:`repair_torn_tail` and
-:func:`iter_jsonl`, kept here beside the atomic writes so that every way the project touches a file
-on disk is in one module.
-
-Example::
-
-    from openrouter_probe.files import atomic_write_text
-
-    atomic_write_text("policies/kimi-k2.5.yaml", text)
+"""Every way the project touches a file on disk: atomic writes (a temp file beside the target,
+fsynced, then ``os.replace``d over it, so a failed write leaves the old file whole), and the
+appended files of a run (its output, its spend journal: ``append_line``, ``repair_torn_tail``,
+``iter_jsonl``), where a row is finished once its line is flushed.
 """
 
 from __future__ import annotations
