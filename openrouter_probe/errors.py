@@ -65,12 +65,9 @@ class ConfigError(ProbeError):
 class OptionError(ConfigError):
     """A value given for a keyword (or a combination of keywords) is refused: a usage error.
 
-    ``template`` names each keyword in braces; ``values`` holds each keyword's value as given.
-    ``{name}`` is the keyword alone (``limit=``; ``{name:bare}``: ``limit``, for prose),
-    ``{name=}`` the keyword with its value (``read_timeout_s=-1.0``), ``{name=text}`` the keyword
-    with that value (``fmt='hf'``).
-    ``str()`` is the library's wording; the CLI renders the same template with each command's
-    own flags (``--read-timeout -1.0``) and exits 2.
+    ``template`` names each keyword in braces (``render_template``); ``values`` holds each
+    keyword's value as given. ``str()`` is the library's wording; the CLI renders the same
+    template with each command's own flags (``--read-timeout -1.0``) and exits 2.
 
     Example::
 
@@ -100,9 +97,10 @@ Term = Callable[[str, Any, bool], str]
 
 
 def render_template(template: str, values: Mapping[str, Any], term: Term) -> str:
-    """``template`` with its fields said: ``{name}``, ``{name:bare}``, ``{name=}`` and
-    ``{name=text}`` are keywords (``term``: ``limit=`` / ``--limit``, ``max_wait_s=60`` /
-    ``--max-wait 60``); ``{@step}`` is advice, a step the interface says its own way (``term``
+    """``template`` with its fields said: ``{name}`` is a keyword alone (``term``: ``limit=`` /
+    ``--limit``; ``{name:bare}``: ``limit``, for prose), ``{name=}`` with its value in ``values``
+    (``max_wait_s=60`` / ``--max-wait 60``), ``{name=text}`` with that value (``fmt='hf'``);
+    ``{@step}`` is advice, a step the interface says its own way (``term``
     gets ``"@step"``: ``ADVICE`` for the library, the CLI's whole command lines); a field with
     any other format spec (``{count:,}``, ``{path:s}``) is a plain value of ``values``
     formatted with it, the same in every interface (a ``Message`` value is rendered with
