@@ -252,7 +252,6 @@ def lint(
     Every finding is reported, schema errors included. Exit 0 when clean (or warnings only), 1 on
     errors (or any finding with --strict).
     """
-    from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import provider_mapping
     from openrouter_probe.policy.lint import lint_block
     from openrouter_probe.policy.spec import read_yaml
@@ -260,10 +259,6 @@ def lint(
     doc = read_yaml(block_path)
     block, compiled_for = provider_mapping(doc, source=block_path)
     model = model or compiled_for
-    if not isinstance(block, dict):
-        raise PolicyError(
-            "expected a provider mapping (or a file with provider: at top level)", source=block_path
-        )
     if not model and not offline and not snapshot:
         raise click.UsageError(
             "give --model MODEL (or --offline / --snapshot PATH) for a bare block"
