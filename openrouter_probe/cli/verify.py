@@ -11,6 +11,7 @@ from openrouter_probe.cli._common import (
     budget_option,
     check_snapshot_options,
     cli,
+    load_snapshot_for,
     note,
     term_of,
     warn_unused,
@@ -180,7 +181,9 @@ def verify(model: str, **opts: Any) -> None:
     _check_options(opts)
     _warn_unused(opts)
     tags = opts["endpoints"].split(",") if opts["endpoints"] is not None else None
-    source = _snapshot(model, offline=opts["offline"], snapshot=opts["snapshot"])
+    source = None  # live: the check probes the endpoints itself
+    if opts["offline"] or opts["snapshot"]:
+        source = load_snapshot_for(model, opts["offline"], opts["snapshot"])
     options: dict[str, Any] = {
         "endpoints": tags,
         "snapshot": source,
@@ -217,18 +220,6 @@ def verify(model: str, **opts: Any) -> None:
     _show_report(report, fmt=fmt, evidence=opts["evidence"])
     run = report.run
     sys.exit(0 if run is None else run.exit_code)
-
-
-def _snapshot(model: str, *, offline: bool, snapshot: str | None) -> Any:
-    """What ``snapshot=`` gets: ``None`` (live) or a loaded ``Snapshot``, the bundled one or a
-    --snapshot PATH (checked to be this model's), its provenance said on stderr."""
-    source: Any = "bundled" if offline and not snapshot else snapshot
-    if source is not None:  # the bundled one too: it is reconstructed, and says so
-        from openrouter_probe.rules.probing import resolve_snapshot
-
-        source = resolve_snapshot(model, snapshot=source)
-        note(f"snapshot: {source.provenance}")
-    return source
 
 
 def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
