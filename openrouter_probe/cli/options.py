@@ -3,8 +3,8 @@
 ``field_option`` is the option of a plan's field (``run.config.RunPlan``,
 ``generation.plan.GeneratePlan``): its flag, ``--help`` and default are the field's own, written
 once in its metadata (``run.config.cli``). A spelling that changed stays accepted, hidden from
-``--help``, for one release (``ALIASES``, listed in the CHANGELOG): ``AliasedOption`` takes old
-option names, ``FormatChoice`` old choice names.
+``--help``, until 0.4.0 (the CHANGELOG lists them): ``AliasedOption`` takes old option names,
+``FormatChoice`` old choice names.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import click
 from openrouter_probe.run.config import RunPlan
 
 __all__ = [
-    "ALIASES",
     "AliasedOption",
     "FormatChoice",
     "field_option",
@@ -29,15 +28,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: Old spellings still accepted (hidden) until 0.4.0, and the flag that replaced each.
-ALIASES: Mapping[str, str] = {
-    "--output": "--out",  # export, policy compile
-    "--tokens-per-dataset": "--target-tokens",  # budget
-    # generate / verify (fake-server keeps --seed); generate's mixes draw from --mix-seed
-    "--seed": "--sample-seed / --suite-seed",
-    "--format table": "--format text",
-}
 
 
 class AliasedOption(click.Option):
