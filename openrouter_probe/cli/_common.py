@@ -73,11 +73,6 @@ class Command(click.Command):
             raise click.ClickException(said(exc, ctx.command)) from exc
 
 
-def _parameter(command: click.Command, keyword: str) -> click.Parameter | None:
-    name = getattr(command, "keywords", {}).get(keyword, keyword)
-    return next((p for p in command.params if p.name == name), None)
-
-
 def _shown(value: Any) -> str:
     """A value as typed on a command line (a quoted word where it has spaces)."""
     import shlex
@@ -132,11 +127,6 @@ ADVICE: dict[str, str | Callable[[], str]] = {
 }
 
 
-def _advice(step: str) -> str:
-    said = ADVICE[step]
-    return said() if callable(said) else said
-
-
 def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: bool = False) -> str:
     """How ``command`` spells the library keyword ``keyword`` (``read_timeout_s`` ->
     ``--read-timeout``), with ``value`` when ``given`` (``--read-timeout -1.0``; a flag alone,
@@ -145,8 +135,10 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
     from openrouter_probe.errors import keyword_term
 
     if keyword.startswith("@"):
-        return _advice(keyword[1:])
-    param = _parameter(command, keyword)
+        advice = ADVICE[keyword[1:]]
+        return advice() if callable(advice) else advice
+    name = getattr(command, "keywords", {}).get(keyword, keyword)
+    param = next((p for p in command.params if p.name == name), None)
     if param is None:
         return keyword_term(keyword, value, given)
     if isinstance(param, click.Argument):

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
+    check_snapshot_options,
     cli,
     load_snapshot_for,
     note,
@@ -21,7 +22,7 @@ from openrouter_probe.cli.options import (
     precision_option,
     snapshot_options,
 )
-from openrouter_probe.cli.tables import echo_text, render_rows
+from openrouter_probe.cli.tables import echo_text, essential_column, render_rows
 
 
 @cli.group()
@@ -130,8 +131,6 @@ def explain(
     a SPEC is compiled first. A spec that admits nothing still gets its table (why each endpoint
     is dropped), then exits 1.
     """
-    from openrouter_probe.cli._common import check_snapshot_options
-    from openrouter_probe.cli.tables import essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
     from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml
