@@ -27,6 +27,7 @@ says so in its ``RunResult`` (``stop_reason``), so nothing here is raised for it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -187,11 +188,7 @@ class Message(str):
         return cls(code, template, **{f"p{i}": p for i, p in enumerate(parts)})
 
     def __reduce__(self) -> Any:  # copy and pickle keep the data
-        return (_message, (self.code, self.template, dict(self.values)))
-
-
-def _message(code: str, template: str, values: dict[str, Any]) -> Message:
-    return Message(code, template, **values)
+        return (functools.partial(Message, self.code, self.template, **self.values), ())
 
 
 def reason(exc: BaseException) -> str:
@@ -204,9 +201,8 @@ def rendered(text: object, term: Term) -> str:
     else as its ``str``."""
     if isinstance(text, OptionError):
         return text.render(term)
-    if isinstance(text, BaseException) and text.args and isinstance(text.args[0], Message):
-        return text.args[0].render(term)
-    return text.render(term) if isinstance(text, Message) else str(text)
+    said = reason(text) if isinstance(text, BaseException) else text
+    return said.render(term) if isinstance(said, Message) else str(said)
 
 
 #: Advice as a Python caller takes it, by step (``{@step}`` in a template; the CLI has its own
