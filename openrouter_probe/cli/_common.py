@@ -171,8 +171,8 @@ def said(text: object, command: click.Command | None = None) -> str:
 
 
 class _Group(click.Group):
-    """Turns library errors into one clear line and exit code 1; its commands' refused values
-    (``OptionError``) into usage errors, exit 2 (``Command``)."""
+    """The group: its commands (``Command``) turn library errors into one line, exit 1, and
+    refused values into usage errors, exit 2; an interrupt exits 130."""
 
     command_class = Command
     group_class = type  # a sub-group (``policy``) is one of these too
@@ -204,8 +204,6 @@ class _Group(click.Group):
             raise click.UsageError(f"{exc.message} Did you mean {near[0]!r}?", ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
-        from openrouter_probe.errors import ProbeError
-
         _setup_logging()
         # The command's pydantic models are its own reading of OpenRouter's answers and files:
         # pydantic's plugins (observability) are not looked for, a scan of every installed
@@ -214,10 +212,6 @@ class _Group(click.Group):
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
         try:
             return super().invoke(ctx)
-        except ProbeError as exc:
-            if os.environ.get(_DEBUG_ENV) == "1":
-                raise
-            raise click.ClickException(said(exc)) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             raise SystemExit(130) from None
