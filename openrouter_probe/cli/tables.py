@@ -137,7 +137,7 @@ def _table_total(widths: Sequence[int]) -> int:
 
 def fit_columns(
     rows: Sequence[dict[str, Any]],
-    width: int | None,
+    width: int,
     *,
     keep: Callable[[str], bool] = essential_column,
     drop_order: Sequence[str] = (),
@@ -145,7 +145,7 @@ def fit_columns(
     """Decide how a table fits ``width``: its column plans, whether headers take two lines, and
     the columns left out: empty ones (every cell ``-``) first, then those in ``drop_order``, in
     that order, then the others right to left, never one that ``keep`` protects; a column left out
-    early comes back when the later ones leave room for it. ``None`` fits nothing."""
+    early comes back when the later ones leave room for it."""
     columns = list(rows[0]) if rows else []
     plans = [
         ColumnPlan(
@@ -158,8 +158,6 @@ def fit_columns(
         )
         for c in columns
     ]
-    if width is None:
-        return plans, False, []
     for two_lines in (False, True):
         if _table_total([p.minimum(two_lines) for p in plans]) <= width:
             return plans, two_lines, []
@@ -217,11 +215,9 @@ def render_rows(
 
     width = table_width()
     plans, two_lines, dropped = fit_columns(rows, width, keep=keep, drop_order=drop_order)
-    needed = _table_total([p.minimum(two_lines) for p in plans])
-    natural = _table_total([p.natural(two_lines) for p in plans])
     # Wider than asked even with only the essential columns: their text (a long model id) folds
     # onto a second line, never cut; figures stay whole.
-    fold = width is not None and needed > width
+    fold = _table_total([p.minimum(two_lines) for p in plans]) > width
     table = Table(title=title, show_lines=False)
     for p in plans:
         whole = p.fixed and not (fold and not p.numeric)
@@ -234,8 +230,7 @@ def render_rows(
         )
     for i in range(len(rows)):
         table.add_row(*(p.cells[i] for p in plans))
-    render_width = natural if width is None else width
-    Console(file=sys.stdout, width=render_width).print(table)
+    Console(file=sys.stdout, width=width).print(table)
     if dropped:
         others = _other_formats()
         hint = f"; --format {others} has every column" if others else ""
