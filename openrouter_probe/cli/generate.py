@@ -266,9 +266,8 @@ def generate(
     if no_budget and keywords["budget_usd"] is not None:
         raise click.UsageError("give --budget-usd or --no-budget, not both")
     if keywords["budget_usd"] is None and not no_budget:
-        keywords["budget_usd"] = (
-            "key"  # the key's remaining limit, read before sending; none: exit 2
-        )
+        # the key's remaining limit, read before sending; none: exit 2
+        keywords["budget_usd"] = "key"
     check_snapshot_options(offline, keywords["snapshot"])
     if offline and not dry_run:
         # --offline: no network, no spending, as in verify: the dry run only (and no key read)
