@@ -45,9 +45,7 @@ def _to_python(value: Any) -> Any:
     """A pandas cell as plain JSON/CSV data (NaN and <NA> become None)."""
     import pandas as pd
 
-    if value is None:
-        return None
-    if not isinstance(value, str | bool) and pd.isna(value):
+    if not isinstance(value, str | bool) and pd.isna(value):  # None, NaN, NaT, <NA>
         return None
     if hasattr(value, "item"):
         return value.item()
