@@ -84,8 +84,10 @@ def _refuse_overwrite(output: str, inputs: list[str]) -> None:
             )
 
 
-# The explain table: what was decided first; a short terminal loses these first, in this order
-# (the reason is then listed below the table instead).
+# The explain table: what was decided first, then these of each ``Decision``; a short terminal
+# loses the ``_EXPLAIN_DROP_ORDER`` first, in this order (the reason is then listed below it).
+_EXPLAIN_COLUMNS = ("verdict", "input_usd_per_m", "output_usd_per_m", "uptime_30m_pct",
+                    "provider", "declared", "effective", "status", "reason")  # fmt: skip
 _EXPLAIN_DROP_ORDER = ("status", "effective", "declared", "provider", "uptime_30m_pct", "reason")
 
 
@@ -99,19 +101,7 @@ def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
             where = f"#{d.position}" if d.position is not None else "kept"
             decision = where + (f", {format_pct(d.share)}" if d.share is not None else "")
         rows.append(
-            {
-                "tag": d.tag,
-                "decision": decision,
-                "verdict": d.verdict,
-                "input_usd_per_m": d.input_usd_per_m,
-                "output_usd_per_m": d.output_usd_per_m,
-                "uptime_30m_pct": d.uptime_30m_pct,
-                "provider": d.provider,
-                "declared": d.declared,
-                "effective": d.effective,
-                "status": d.status,
-                "reason": d.reason,
-            }
+            {"tag": d.tag, "decision": decision, **{c: getattr(d, c) for c in _EXPLAIN_COLUMNS}}
         )
     return rows
 
