@@ -22,6 +22,3 @@ from openrouter_probe.cli import verify as _verify  # noqa: F401
 from openrouter_probe.cli._common import cli
 
 __all__ = ["cli"]
-
-if __name__ == "__main__":  # pragma: no cover
-    cli()

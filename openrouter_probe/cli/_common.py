@@ -283,10 +283,8 @@ def budget_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
     """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``positive_usd``),
     the run's plan's ``budget_usd`` (its help, unless ``help`` says what another command caps).
     The parameter is ``budget_usd``; ``attrs`` go to ``click.option`` (``required``)."""
-    if help is not None:
-        attrs["help"] = help
     check = checked_by(functools.partial(positive_usd, what="--budget-usd"))
-    return field_option(RunPlan, "budget_usd", metavar="USD", callback=check, **attrs)
+    return field_option(RunPlan, "budget_usd", metavar="USD", callback=check, help=help, **attrs)
 
 
 def plot_option(what: str) -> Callable[[F], F]:

@@ -76,14 +76,15 @@ def format_option(*extra: str) -> Callable[[F], F]:
 def field_option(plan: type, name: str, *decls: str, **attrs: Any) -> Callable[[F], F]:
     """``click.option`` of the field ``name`` of a ``plan`` dataclass: its flag and help are the
     field's metadata (``run.config.cli``), its default the field's own value (shown), unless
-    ``attrs`` give another. ``decls`` add short flags (``-o``) or name the parameter when the
-    option sets the field under another name (``--attempts``: the backoff's tries);
-    ``negatable``: ``--flag/--no-flag``; ``aliases``: old flags, hidden (``AliasedOption``)."""
+    ``attrs`` give another (``help=None``: the field's). ``decls`` add short flags (``-o``) or
+    name the parameter when the option sets the field under another name (``--attempts``: the
+    backoff's tries); ``negatable``: ``--flag/--no-flag``; ``aliases``: old flags, hidden."""
     field = next(f for f in dataclasses.fields(plan) if f.name == name)
     flag = field.metadata["cli"].flag
     if attrs.pop("negatable", False):
         flag = f"{flag}/--no-{flag[2:]}"
-    attrs.setdefault("help", field.metadata["cli"].help)
+    if attrs.get("help") is None:
+        attrs["help"] = field.metadata["cli"].help
     if "default" not in attrs and field.default not in (dataclasses.MISSING, None, False):
         attrs.update(default=field.default, show_default=True)
     if "aliases" in attrs:
@@ -98,9 +99,7 @@ def out_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
     ``out`` (its help, unless ``help`` says what another command writes). The parameter is
     ``out``; ``attrs`` go to ``click.option`` (``required``, ``default``, ``type``...)."""
     attrs.setdefault("type", click.Path(dir_okay=False))
-    if help is not None:
-        attrs["help"] = help
-    return field_option(RunPlan, "out", "-o", aliases=("--output",), **attrs)
+    return field_option(RunPlan, "out", "-o", aliases=("--output",), help=help, **attrs)
 
 
 def snapshot_options(func: F) -> F:
