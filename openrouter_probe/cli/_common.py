@@ -314,22 +314,13 @@ def save_plot(fig: Any, plot_path: str) -> Any:
         raise ConfigError(rendered(exc, term)) from exc
 
 
-def given(name: str) -> bool:
-    """Whether the running command's parameter ``name`` was given (not its default)."""
+def warn_unused(name: str, why: str) -> None:
+    """Say on stderr that the option ``name``, given (not its default), does nothing here
+    (``why``), as the running command spells it (``--no-preserve-thinking``)."""
     ctx = click.get_current_context()
     source = ctx.get_parameter_source(name)
-    return source is not None and source not in (
-        ParameterSource.DEFAULT,
-        ParameterSource.DEFAULT_MAP,
-    )
-
-
-def warn_unused(name: str, why: str) -> None:
-    """Say on stderr that the option ``name``, given, does nothing here (``why``), as the
-    running command spells it (``--no-preserve-thinking``)."""
-    if not given(name):
+    if source is None or source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
         return
-    ctx = click.get_current_context()
     note(f"warning: {flag_of(ctx.command, name, ctx.params.get(name), given=True)} {why}: ignored")
 
 
