@@ -116,11 +116,9 @@ def _remove_folders(made: list[Path]) -> None:
             parent.rmdir()
 
 
-def atomic_write_text(
-    path: str | Path, text: str, *, encoding: str = "utf-8", mode: int | None = None
-) -> Path:
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    return atomic_write_bytes(path, text.encode(encoding), mode=mode)
+def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
+    """Write ``text`` to ``path`` atomically, in UTF-8 (see :func:`atomic_write_bytes`)."""
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
 def _fsync_dir(folder: Path) -> None:
