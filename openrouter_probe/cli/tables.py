@@ -12,7 +12,7 @@ import io
 import json
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
@@ -77,16 +77,11 @@ def echo_text(text: str) -> None:
     click.echo(wrapped(text, table_width()))
 
 
-def _cell_width(text: str) -> int:
+def _widest(parts: Iterable[str]) -> int:
+    """The widest of ``parts`` in terminal cells (a wide character takes two)."""
     from rich.cells import cell_len
 
-    return max((cell_len(line) for line in text.splitlines() or [""]), default=0)
-
-
-def _word_width(text: str) -> int:
-    from rich.cells import cell_len
-
-    return max((cell_len(word) for word in text.split()), default=0)
+    return max((cell_len(part) for part in parts), default=0)
 
 
 class ColumnPlan:
@@ -115,16 +110,16 @@ class ColumnPlan:
         return " ".join(words[:cut]) + "\n" + " ".join(words[cut:])
 
     def natural(self, two_lines: bool) -> int:
-        header = self.header(two_lines)
-        return max([_cell_width(header), *(_cell_width(c) for c in self.cells)])
+        return _widest(
+            line for text in (self.header(two_lines), *self.cells) for line in text.splitlines()
+        )
 
     def minimum(self, two_lines: bool) -> int:
         if self.fixed:
             return self.natural(two_lines)
-        header = self.header(two_lines)
         # A text column wraps, but not below its longest word or a readable 20 characters.
-        words = max([_word_width(header), *(_word_width(c) for c in self.cells), 1])
-        return max(words, min(self.natural(two_lines), _WRAP_MIN))
+        words = _widest(w for text in (self.header(two_lines), *self.cells) for w in text.split())
+        return max(words, 1, min(self.natural(two_lines), _WRAP_MIN))
 
 
 _WRAP_MIN = 20
