@@ -318,12 +318,11 @@ def check(
 
     try:
         compiled = load_compiled_policy(policy_path)
-        spec_note: str | None = None
-        found: str | None = spec_path
-        spec = load_spec(spec_path) if spec_path is not None else None
         if spec_path is None:
             spec, where, spec_note = find_spec(compiled, policy_path)
             found = None if where is None else str(where)
+        else:
+            spec, found, spec_note = load_spec(spec_path), spec_path, None
         if spec is None and write:
             raise PolicyError(
                 "--write re-compiles from the spec the policy was compiled from, and "
