@@ -27,6 +27,7 @@ says so in its ``RunResult`` (``stop_reason``), so nothing here is raised for it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,12 +66,9 @@ class ConfigError(ProbeError):
 class OptionError(ConfigError):
     """A value given for a keyword (or a combination of keywords) is refused: a usage error.
 
-    ``template`` names each keyword in braces; ``values`` holds each keyword's value as given.
-    ``{name}`` is the keyword alone (``limit=``; ``{name:bare}``: ``limit``, for prose),
-    ``{name=}`` the keyword with its value (``read_timeout_s=-1.0``), ``{name=text}`` the keyword
-    with that value (``fmt='hf'``).
-    ``str()`` is the library's wording; the CLI renders the same template with each command's
-    own flags (``--read-timeout -1.0``) and exits 2.
+    ``template`` names each keyword in braces (``render_template``); ``values`` holds each
+    keyword's value as given. ``str()`` is the library's wording; the CLI renders the same
+    template with each command's own flags (``--read-timeout -1.0``) and exits 2.
 
     Example::
 
@@ -100,9 +98,10 @@ Term = Callable[[str, Any, bool], str]
 
 
 def render_template(template: str, values: Mapping[str, Any], term: Term) -> str:
-    """``template`` with its fields said: ``{name}``, ``{name:bare}``, ``{name=}`` and
-    ``{name=text}`` are keywords (``term``: ``limit=`` / ``--limit``, ``max_wait_s=60`` /
-    ``--max-wait 60``); ``{@step}`` is advice, a step the interface says its own way (``term``
+    """``template`` with its fields said: ``{name}`` is a keyword alone (``term``: ``limit=`` /
+    ``--limit``; ``{name:bare}``: ``limit``, for prose), ``{name=}`` with its value in ``values``
+    (``max_wait_s=60`` / ``--max-wait 60``), ``{name=text}`` with that value (``fmt='hf'``);
+    ``{@step}`` is advice, a step the interface says its own way (``term``
     gets ``"@step"``: ``ADVICE`` for the library, the CLI's whole command lines); a field with
     any other format spec (``{count:,}``, ``{path:s}``) is a plain value of ``values``
     formatted with it, the same in every interface (a ``Message`` value is rendered with
@@ -189,11 +188,7 @@ class Message(str):
         return cls(code, template, **{f"p{i}": p for i, p in enumerate(parts)})
 
     def __reduce__(self) -> Any:  # copy and pickle keep the data
-        return (_message, (self.code, self.template, dict(self.values)))
-
-
-def _message(code: str, template: str, values: dict[str, Any]) -> Message:
-    return Message(code, template, **values)
+        return (functools.partial(Message, self.code, self.template, **self.values), ())
 
 
 def reason(exc: BaseException) -> str:
@@ -206,9 +201,8 @@ def rendered(text: object, term: Term) -> str:
     else as its ``str``."""
     if isinstance(text, OptionError):
         return text.render(term)
-    if isinstance(text, BaseException) and text.args and isinstance(text.args[0], Message):
-        return text.args[0].render(term)
-    return text.render(term) if isinstance(text, Message) else str(text)
+    said = reason(text) if isinstance(text, BaseException) else text
+    return said.render(term) if isinstance(said, Message) else str(said)
 
 
 #: Advice as a Python caller takes it, by step (``{@step}`` in a template; the CLI has its own

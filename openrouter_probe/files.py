@@ -1,17 +1,7 @@
-"""Files that are never lost: every write goes to a temp file beside the target, is fsynced, then
-``os.replace``d over it, so a write that fails halfway (disk full, a size limit, Ctrl-C) leaves the
-old file whole.
-
-The generator's output and its spend journal are the files that are appended to instead (a row is
-finished when its line is flushed); they use :func:`append_line`, :func:`repair_torn_tail` and
-:func:`iter_jsonl`, kept here beside the atomic writes so that every way the project touches a file
-on disk is in one module.
-
-Example::
-
-    from openrouter_probe.files import atomic_write_text
-
-    atomic_write_text("policies/kimi-k2.5.yaml", text)
+"""Every way the project touches a file on disk: atomic writes (a temp file beside the target,
+fsynced, then ``os.replace``d over it, so a failed write leaves the old file whole), and the
+appended files of a run (its output, its spend journal: ``append_line``, ``repair_torn_tail``,
+``iter_jsonl``), where a row is finished once its line is flushed.
 """
 
 from __future__ import annotations
@@ -20,6 +10,7 @@ import contextlib
 import errno
 import json
 import logging
+import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -125,11 +116,9 @@ def _remove_folders(made: list[Path]) -> None:
             parent.rmdir()
 
 
-def atomic_write_text(
-    path: str | Path, text: str, *, encoding: str = "utf-8", mode: int | None = None
-) -> Path:
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    return atomic_write_bytes(path, text.encode(encoding), mode=mode)
+def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
+    """Write ``text`` to ``path`` atomically, in UTF-8 (see :func:`atomic_write_bytes`)."""
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -235,23 +224,12 @@ def repair_torn_tail(path: str | Path) -> bytes | None:
     if size == 0:
         return None
     with open(target, "rb+") as handle:
-        block = 65536
-        pos = size
-        tail = b""
-        while pos > 0:
-            start = max(0, pos - block)
-            handle.seek(start)
-            chunk = handle.read(pos - start)
-            tail = chunk + tail
-            if b"\n" in chunk:
-                break
-            pos = start
-        if tail.endswith(b"\n"):
-            return None
-        cut = tail.rfind(b"\n") + 1  # 0 when the whole file is one torn line
-        keep = size - (len(tail) - cut)
-        torn = tail[cut:]
-        handle.truncate(keep)
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            if view[-1:] == b"\n":
+                return None
+            cut = view.rfind(b"\n") + 1  # searched from the end; 0: the whole file is torn
+            torn = view[cut:]
+        handle.truncate(cut)
         handle.flush()
         os.fsync(handle.fileno())
     return torn

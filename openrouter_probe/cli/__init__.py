@@ -5,10 +5,7 @@ and diagnostics to stderr. Any ``ProbeError`` becomes one line and exit code 1 (
 ``OPENROUTER_PROBE_DEBUG=1``); usage errors exit 2. This package is the only one that imports click;
 library modules are imported inside commands so ``openrouter-probe --help`` stays fast, but for the
 plans (``run.config``, ``generation.plan``, kept light), whose fields' metadata make the options.
-
-Modules: ``_common`` (the group, options, diagnostics), ``tables`` (rendering), ``probe``
-(endpoints, models), ``policy`` (policy compile/explain/lint/check), ``matrix``, ``analysis``
-(budget), ``generate``, ``outputs`` (audit, export), ``verify``.
+Each module holds the commands its docstring names; ``_common`` the group and its error handling.
 """
 
 from __future__ import annotations
@@ -25,6 +22,3 @@ from openrouter_probe.cli import verify as _verify  # noqa: F401
 from openrouter_probe.cli._common import cli
 
 __all__ = ["cli"]
-
-if __name__ == "__main__":  # pragma: no cover
-    cli()

@@ -6,6 +6,7 @@ option's value are usage errors too (``checked_by``: option callbacks raise clic
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -18,11 +19,11 @@ import click
 from click.core import ParameterSource  # click.ParameterSource only from 8.3 on
 
 from openrouter_probe.cli.options import field_option
+from openrouter_probe.rules.quantities import positive_usd
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.progress import env_columns
 
 if TYPE_CHECKING:
-    from openrouter_probe.errors import OptionError
     from openrouter_probe.rules.snapshot import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,16 +66,11 @@ class Command(click.Command):
         except OptionError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
-            raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
+            raise click.UsageError(said(exc, ctx.command), ctx) from exc
         except ProbeError as exc:
             if os.environ.get(_DEBUG_ENV) == "1":
                 raise
             raise click.ClickException(said(exc, ctx.command)) from exc
-
-
-def _parameter(command: click.Command, keyword: str) -> click.Parameter | None:
-    name = getattr(command, "keywords", {}).get(keyword, keyword)
-    return next((p for p in command.params if p.name == name), None)
 
 
 def _shown(value: Any) -> str:
@@ -131,11 +127,6 @@ ADVICE: dict[str, str | Callable[[], str]] = {
 }
 
 
-def _advice(step: str) -> str:
-    said = ADVICE[step]
-    return said() if callable(said) else said
-
-
 def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: bool = False) -> str:
     """How ``command`` spells the library keyword ``keyword`` (``read_timeout_s`` ->
     ``--read-timeout``), with ``value`` when ``given`` (``--read-timeout -1.0``; a flag alone,
@@ -144,8 +135,10 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
     from openrouter_probe.errors import keyword_term
 
     if keyword.startswith("@"):
-        return _advice(keyword[1:])
-    param = _parameter(command, keyword)
+        advice = ADVICE[keyword[1:]]
+        return advice() if callable(advice) else advice
+    name = getattr(command, "keywords", {}).get(keyword, keyword)
+    param = next((p for p in command.params if p.name == name), None)
     if param is None:
         return keyword_term(keyword, value, given)
     if isinstance(param, click.Argument):
@@ -158,11 +151,6 @@ def flag_of(command: click.Command, keyword: str, value: Any = None, *, given: b
     if param.is_flag:
         return param.secondary_opts[0] if value is False and param.secondary_opts else flag
     return f"{flag} {_shown(value)}"
-
-
-def as_flags(exc: OptionError, command: click.Command) -> str:
-    """``exc``'s message with each keyword said as ``command``'s flag (``flag_of``)."""
-    return exc.render(term_of(command))
 
 
 def term_of(command: click.Command) -> Callable[[str, Any, bool], str]:
@@ -183,8 +171,8 @@ def said(text: object, command: click.Command | None = None) -> str:
 
 
 class _Group(click.Group):
-    """Turns library errors into one clear line and exit code 1; its commands' refused values
-    (``OptionError``) into usage errors, exit 2 (``Command``)."""
+    """The group: its commands (``Command``) turn library errors into one line, exit 1, and
+    refused values into usage errors, exit 2; an interrupt exits 130."""
 
     command_class = Command
     group_class = type  # a sub-group (``policy``) is one of these too
@@ -216,8 +204,6 @@ class _Group(click.Group):
             raise click.UsageError(f"{exc.message} Did you mean {near[0]!r}?", ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
-        from openrouter_probe.errors import ProbeError
-
         _setup_logging()
         # The command's pydantic models are its own reading of OpenRouter's answers and files:
         # pydantic's plugins (observability) are not looked for, a scan of every installed
@@ -226,10 +212,6 @@ class _Group(click.Group):
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
         try:
             return super().invoke(ctx)
-        except ProbeError as exc:
-            if os.environ.get(_DEBUG_ENV) == "1":
-                raise
-            raise click.ClickException(said(exc)) from exc
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             raise SystemExit(130) from None
@@ -283,52 +265,26 @@ def checked_by(
     (which is for a job that failed). The value passes on as given; the library reads it again."""
 
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        from openrouter_probe.errors import ConfigError, OptionError
+        from openrouter_probe.errors import ConfigError
 
         if value is None or value == ():
             return value
         try:
             for one in value if isinstance(value, tuple) else (value,):
                 check(one)
-        except OptionError as exc:
-            raise click.UsageError(as_flags(exc, ctx.command), ctx) from exc
-        except ConfigError as exc:
+        except ConfigError as exc:  # an ``OptionError`` too: its keywords said as flags
             raise click.UsageError(said(exc, ctx.command), ctx) from exc
         return value
 
     return callback
 
 
-def usd_amount(option: str) -> Callable[[Any], object]:
-    """The check of ``--budget-usd``-like options: a positive, finite amount of USD."""
-
-    def check(value: Any) -> object:
-        from openrouter_probe.rules.quantities import positive_usd
-
-        return positive_usd(value, option)
-
-    return check
-
-
 def budget_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
-    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``usd_amount``),
+    """``--budget-usd USD``: a positive amount of USD, checked as a usage error (``positive_usd``),
     the run's plan's ``budget_usd`` (its help, unless ``help`` says what another command caps).
     The parameter is ``budget_usd``; ``attrs`` go to ``click.option`` (``required``)."""
-    if help is not None:
-        attrs["help"] = help
-    check = checked_by(usd_amount("--budget-usd"))
-    return field_option(RunPlan, "budget_usd", metavar="USD", callback=check, **attrs)
-
-
-def token_count(option: str) -> Callable[[Any], object]:
-    """The check of a token-count option (``60M``, ``7.5M``, ``500k``)."""
-
-    def check(value: Any) -> object:
-        from openrouter_probe.rules.quantities import parse_token_count
-
-        return parse_token_count(value, what=option)
-
-    return check
+    check = checked_by(functools.partial(positive_usd, what="--budget-usd"))
+    return field_option(RunPlan, "budget_usd", metavar="USD", callback=check, help=help, **attrs)
 
 
 def plot_option(what: str) -> Callable[[F], F]:
@@ -358,22 +314,13 @@ def save_plot(fig: Any, plot_path: str) -> Any:
         raise ConfigError(rendered(exc, term)) from exc
 
 
-def given(name: str) -> bool:
-    """Whether the running command's parameter ``name`` was given (not its default)."""
+def warn_unused(name: str, why: str) -> None:
+    """Say on stderr that the option ``name``, given (not its default), does nothing here
+    (``why``), as the running command spells it (``--no-preserve-thinking``)."""
     ctx = click.get_current_context()
     source = ctx.get_parameter_source(name)
-    return source is not None and source not in (
-        ParameterSource.DEFAULT,
-        ParameterSource.DEFAULT_MAP,
-    )
-
-
-def warn_unused(name: str, why: str) -> None:
-    """Say on stderr that the option ``name``, given, does nothing here (``why``), as the
-    running command spells it (``--no-preserve-thinking``)."""
-    if not given(name):
+    if source is None or source in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
         return
-    ctx = click.get_current_context()
     note(f"warning: {flag_of(ctx.command, name, ctx.params.get(name), given=True)} {why}: ignored")
 
 

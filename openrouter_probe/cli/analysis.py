@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,25 +17,21 @@ from openrouter_probe.cli._common import (
     said,
     save_plot,
     snapshot_flags,
-    token_count,
 )
 from openrouter_probe.cli.options import AliasedOption, format_option, snapshot_options
 from openrouter_probe.cli.tables import echo_text, render_rows
+from openrouter_probe.errors import ConfigError
+from openrouter_probe.rules.quantities import (
+    parse_decimal,
+    parse_reasoning_share,
+    parse_token_count,
+)
 
 if TYPE_CHECKING:
     from openrouter_probe.analysis.budget_plan import BudgetPlan
 
 
-def _reasoning_share(value: str) -> object:
-    from openrouter_probe.rules.quantities import parse_reasoning_share
-
-    return parse_reasoning_share(value, what="--reasoning-share")
-
-
 def _prompt_ratio(value: str) -> object:
-    from openrouter_probe.errors import ConfigError
-    from openrouter_probe.rules.quantities import parse_decimal
-
     if parse_decimal(value, "--prompt-ratio") < 0:
         raise ConfigError(f"--prompt-ratio: {value} must be >= 0")
     return value
@@ -92,7 +89,7 @@ def _warn_if_stale(compiled: Any, policy_path: str, snap: Any) -> None:
 @click.option(
     "--output-tokens",
     "output_tokens",
-    callback=checked_by(token_count("--output-tokens")),
+    callback=checked_by(partial(parse_token_count, what="--output-tokens")),
     metavar="TOKENS",
     help="Billed output tokens wanted in total, reasoning included (60M, 7.5M, 500k).",
 )
@@ -101,7 +98,7 @@ def _warn_if_stale(compiled: Any, policy_path: str, snap: Any) -> None:
     "output_tokens_per_dataset",
     cls=AliasedOption,
     aliases=("--tokens-per-dataset",),
-    callback=checked_by(token_count("--target-tokens")),
+    callback=checked_by(partial(parse_token_count, what="--target-tokens")),
     metavar="TOKENS",
     help="Billed output tokens wanted per dataset (instead of --output-tokens).",
 )
@@ -123,20 +120,20 @@ def _warn_if_stale(compiled: Any, policy_path: str, snap: Any) -> None:
     default="0",
     show_default=True,
     metavar="S|LOW:HIGH",
-    callback=checked_by(_reasoning_share),
+    callback=checked_by(partial(parse_reasoning_share, what="--reasoning-share")),
     help="Reasoning part of output: a fraction in [0, 1) or a range such as 0.5:0.8.",
 )
 @click.option(
     "--prompt-tokens",
     "prompt_tokens_per_request",
-    callback=checked_by(token_count("--prompt-tokens")),
+    callback=checked_by(partial(parse_token_count, what="--prompt-tokens")),
     metavar="TOKENS",
     help="Average prompt tokens per request (with --output-tokens-per-request: all-in figures).",
 )
 @click.option(
     "--output-tokens-per-request",
     "output_tokens_per_request",
-    callback=checked_by(token_count("--output-tokens-per-request")),
+    callback=checked_by(partial(parse_token_count, what="--output-tokens-per-request")),
     metavar="TOKENS",
     help="Average billed output tokens per request, reasoning included.",
 )

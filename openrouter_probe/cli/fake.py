@@ -5,14 +5,12 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from openrouter_probe.cli._common import checked_by, cli, load_snapshot_for, note
 from openrouter_probe.cli.options import snapshot_options
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _tag_rate(option: str) -> Callable[[str], object]:
@@ -40,64 +38,6 @@ def _faults(spec: str) -> object:
     from openrouter_probe.fake import parse_faults
 
     return parse_faults(spec)
-
-
-def degradation_options(func: F) -> F:
-    """``--degrade``, ``--degrade-flip``, ``--degrade-tools`` (each TAG=RATE, repeatable),
-    ``--degrade-template TAG=N``, ``--degrade-sampling TAG=FACTOR`` (repeatable) and ``--noise
-    RATE``: how the fake's endpoints
-    answer differently (``fake.content``)."""
-    rate = click.FloatRange(0, 1)
-    for option in reversed(
-        (
-            click.option(
-                "--degrade", multiple=True, metavar="TAG=RATE",
-                callback=checked_by(_tag_rate("degrade")),
-                help="Make an endpoint less accurate: answer tokens flip at RATE (repeatable).",
-            ),
-            click.option(
-                "--degrade-flip", multiple=True, metavar="TAG=RATE",
-                callback=checked_by(_tag_rate("degrade_flip")),
-                help="Make an endpoint wrong on RATE of the items and right on as many others "
-                "(same accuracy, other answers; repeatable).",
-            ),
-            click.option(
-                "--degrade-tools", multiple=True, metavar="TAG=RATE",
-                callback=checked_by(_tag_rate("degrade_tools")),
-                help="Break an endpoint's tool calls at RATE: invalid arguments or no call "
-                "(repeatable).",
-            ),
-            click.option(
-                "--degrade-template", multiple=True, metavar="TAG=N",
-                callback=checked_by(_tag_tokens),
-                help="Make an endpoint render another chat template: it counts and bills N "
-                "more prompt tokens per request (repeatable).",
-            ),
-            click.option(
-                "--degrade-sampling", multiple=True, metavar="TAG=FACTOR",
-                callback=checked_by(_tag_factor),
-                help="Make an endpoint sample at FACTOR times the asked temperature: the same "
-                "greedy answers, another distribution (repeatable).",
-            ),
-            click.option(
-                "--noise", type=rate, default=0.0, show_default=True, metavar="RATE",
-                help="Every endpoint (reference included) changes an answer at RATE: "
-                "nondeterminism at temperature 0.",
-            ),
-        )
-    ):  # fmt: skip
-        func = option(func)
-    return func
-
-
-def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
-    """The ``serve``/``FakeOpenRouter`` keywords of the degradation options, taken out of the
-    command's ``options``."""
-    lists = ("degrade", "degrade_flip", "degrade_tools", "degrade_template", "degrade_sampling")
-    return {
-        **{name: list(options.pop(name) or ()) for name in lists},
-        "noise": options.pop("noise"),
-    }
 
 
 @cli.command("fake-server")
@@ -138,7 +78,53 @@ def degradation_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     callback=checked_by(_faults),
     help="Faults to inject, e.g. 'upstream_429=0.05,drop=0.01' (see docs/fake-server.md).",
 )
-@degradation_options
+@click.option(
+    "--degrade",
+    multiple=True,
+    metavar="TAG=RATE",
+    callback=checked_by(_tag_rate("degrade")),
+    help="Make an endpoint less accurate: answer tokens flip at RATE (repeatable).",
+)
+@click.option(
+    "--degrade-flip",
+    multiple=True,
+    metavar="TAG=RATE",
+    callback=checked_by(_tag_rate("degrade_flip")),
+    help="Make an endpoint wrong on RATE of the items and right on as many others "
+    "(same accuracy, other answers; repeatable).",
+)
+@click.option(
+    "--degrade-tools",
+    multiple=True,
+    metavar="TAG=RATE",
+    callback=checked_by(_tag_rate("degrade_tools")),
+    help="Break an endpoint's tool calls at RATE: invalid arguments or no call (repeatable).",
+)
+@click.option(
+    "--degrade-template",
+    multiple=True,
+    metavar="TAG=N",
+    callback=checked_by(_tag_tokens),
+    help="Make an endpoint render another chat template: it counts and bills N "
+    "more prompt tokens per request (repeatable).",
+)
+@click.option(
+    "--degrade-sampling",
+    multiple=True,
+    metavar="TAG=FACTOR",
+    callback=checked_by(_tag_factor),
+    help="Make an endpoint sample at FACTOR times the asked temperature: the same "
+    "greedy answers, another distribution (repeatable).",
+)
+@click.option(
+    "--noise",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    metavar="RATE",
+    help="Every endpoint (reference included) changes an answer at RATE: "
+    "nondeterminism at temperature 0.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every draw.")
 @click.option(
     "--speed",
@@ -194,9 +180,8 @@ def fake_server(
     if not (offline or snapshot or model):
         offline = True
     snap = load_snapshot_for(model, offline, snapshot)
-    # ``options``: the degradations, and the other options named as ``serve``'s keywords
-    degraded = degradation_kwargs(options)
-    with serve(snap, host=host, faults=plan, seed=seed, **degraded, **options) as fake:
+    # ``options``: the others, named as ``serve``'s keywords
+    with serve(snap, host=host, faults=plan, seed=seed, **options) as fake:
         _stop_on_signals()  # before the URL: a script may signal as soon as it reads it
         try:
             click.echo(fake.base_url)

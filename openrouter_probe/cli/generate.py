@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,25 +16,23 @@ from openrouter_probe.cli._common import (
     cli,
     note,
     term_of,
-    token_count,
     warn_unused,
 )
 from openrouter_probe.cli.options import (
-    aliased,
+    AliasedOption,
     field_option,
     format_option,
     out_option,
 )
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
+from openrouter_probe.rules.quantities import parse_token_count
 from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
 from openrouter_probe.run.report import render_result
 
 if TYPE_CHECKING:
     from openrouter_probe.run.send.batch_plan import BatchOptions
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
+#: The options that say how a single source is read: ``SourceOptions.of``'s keywords.
 _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split",
                    "row_params", "strict")  # fmt: skip
 
@@ -74,130 +71,23 @@ NOT_OPTIONS = (
 )
 
 
-def batch_options(func: F) -> F:
-    """``--batch``, ``--batch-size``, ``--batch-live``, ``--batch-poll``, ``--abandon``, passed to
-    the command as one ``batching`` (``False``, or the ``BatchOptions`` they ask for)."""
+def _batching(batch: bool, given: dict[str, Any]) -> BatchOptions | bool:
+    """What ``--batch`` and ``given`` (``--batch-size``, ``--batch-live``, ``--batch-poll``,
+    ``--abandon``) ask for: ``False``, or the ``BatchOptions``."""
+    asked = {name: value for name, value in given.items() if value not in (None, False)}
+    if not batch and asked:
+        flags = ", ".join("--" + name.replace("_", "-") for name in asked)
+        raise click.UsageError(
+            "--batch-size, --batch-live, --batch-poll and --abandon go with --batch; add "
+            f"--batch (given: {flags})"
+        )
+    if not batch:
+        return False
+    from openrouter_probe.run.send.batch_plan import BatchOptions
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        batch = kwargs.pop("batch")
-        given = {name: kwargs.pop(name) for name in _BATCH_ONLY}
-        asked = {name: value for name, value in given.items() if value not in (None, False)}
-        if not batch and asked:
-            flags = ", ".join("--" + name.replace("_", "-") for name in asked)
-            raise click.UsageError(
-                "--batch-size, --batch-live, --batch-poll and --abandon go with --batch; add "
-                f"--batch (given: {flags})"
-            )
-        names = {"batch_size": "size", "batch_live": "live", "batch_poll": "poll_s"}
-        chosen = {names[k]: v for k, v in given.items() if k in names and v is not None}
-        batching: BatchOptions | bool = False
-        if batch:
-            from openrouter_probe.run.send.batch_plan import BatchOptions
-
-            batching = BatchOptions(**chosen, abandon=given["abandon"])
-        return func(*args, batching=batching, **kwargs)
-
-    options = [
-        field_option(GeneratePlan, "batch", is_flag=True),
-        click.option(
-            "--batch-size",
-            type=click.IntRange(min=1, max=_MAX_LINES),
-            default=None,
-            help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
-        ),
-        click.option(
-            "--batch-live",
-            type=click.IntRange(min=1, max=_MAX_LIVE),
-            default=None,
-            help=f"With --batch: batches running at once at most (default {_LIVE}; "
-            "each may take 24 h; the rest wait, reserved, for one to end).",
-        ),
-        click.option(
-            "--batch-poll",
-            type=click.FloatRange(min=_MIN_POLL_S, max=_MAX_POLL_S),
-            default=None,
-            metavar="SECONDS",
-            help="With --batch: seconds before the first poll of a batch (default 15; it grows "
-            "by half to 2 minutes, or to this if longer).",
-        ),
-        click.option(
-            "--abandon",
-            is_flag=True,
-            help="With --batch: forget the batches an earlier run left running (there is no "
-            "cancel: what completes is still billed) and send their rows again.",
-        ),
-    ]
-    return cast(F, functools.reduce(lambda f, option: option(f), reversed(options), wrapper))
-
-
-def source_options(func: F) -> F:
-    """How a single source is read (``--prompt-field`` ... ``--split``): ``SourceOptions.of``'s
-    keywords (``_SOURCE_OPTIONS``)."""
-    options = [
-        click.option(
-            "--prompt-field",
-            metavar="FIELD",
-            help="The field that holds each row's prompt (a string) or conversation, e.g. "
-            "question.",
-        ),
-        click.option("--id-field", metavar="FIELD", help="The field that holds each row's id."),
-        click.option(
-            "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
-        ),
-        click.option(
-            "--sample",
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="Take N rows picked by --sample-seed and each row id: the same rows on every "
-            "rerun.",
-        ),
-        aliased(
-            "--sample-seed",
-            "seed",
-            aliases=("--seed",),
-            type=int,
-            default=0,
-            show_default=True,
-            help="The seed of --sample (the --*-mix draws: --mix-seed).",
-        ),
-        click.option("--config", metavar="NAME", help="hf: sources: the dataset config."),
-        click.option(
-            "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
-        ),
-        click.option(
-            "--row-params",
-            metavar="COL,...",
-            help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
-            "other column is ever sent).",
-        ),
-        click.option(
-            "--strict",
-            is_flag=True,
-            help="Refuse the prompts if a row cannot be read (default: skip it, named).",
-        ),
-    ]
-    return functools.reduce(lambda f, option: option(f), reversed(options), func)
-
-
-def mix_options(func: F) -> F:
-    """The sampling mix and the samples (``--temperature-mix`` ... ``--samples``):
-    ``generate()``'s keywords of the same names."""
-    options = [
-        field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,..."),
-        field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,..."),
-        field_option(GeneratePlan, "thinking_mix", metavar="on=W,off=W"),
-        field_option(GeneratePlan, "mix_seed", type=int, default=0, show_default=True),
-        field_option(
-            GeneratePlan,
-            "samples",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            metavar="N",
-        ),
-    ]
-    return functools.reduce(lambda f, option: option(f), reversed(options), func)
+    names = {"batch_size": "size", "batch_live": "live", "batch_poll": "poll_s"}
+    chosen = {names[k]: v for k, v in given.items() if k in names and v is not None}
+    return BatchOptions(**chosen, abandon=given["abandon"])
 
 
 def _shard(text: str) -> object:
@@ -229,14 +119,20 @@ def _weights_syntax(text: str) -> object:
 )
 @field_option(
     RunPlan, "target_tokens", metavar="TOKENS",
-    callback=checked_by(token_count("--target-tokens")),
+    callback=checked_by(functools.partial(parse_token_count, what="--target-tokens")),
 )  # fmt: skip
 @field_option(RunPlan, "pilot", type=click.IntRange(min=1), metavar="N")
 @field_option(GeneratePlan, "stream", negatable=True, default=False, show_default=True)
 @field_option(GeneratePlan, "temperature", type=click.FloatRange(min=0, max=2))
 @field_option(GeneratePlan, "reasoning_effort", type=click.Choice(REASONING_EFFORTS))
 @field_option(GeneratePlan, "reasoning_max_tokens", type=click.IntRange(min=1))
-@mix_options
+@field_option(GeneratePlan, "temperature_mix", metavar="T,T|T=W,...")
+@field_option(GeneratePlan, "reasoning_effort_mix", metavar="E,E|E=W,...")
+@field_option(GeneratePlan, "thinking_mix", metavar="on=W,off=W")
+@field_option(GeneratePlan, "mix_seed", type=int, default=0, show_default=True)
+@field_option(
+    GeneratePlan, "samples", type=click.IntRange(min=1), default=1, show_default=True, metavar="N"
+)
 @field_option(GeneratePlan, "dry_run", is_flag=True)
 @field_option(GeneratePlan, "shard", metavar="i/n|auto", callback=checked_by(_shard))
 @click.option(
@@ -250,7 +146,46 @@ def _weights_syntax(text: str) -> object:
 @field_option(
     GeneratePlan, "turns", type=click.Choice(["last", "all"]), default="last", show_default=True
 )
-@source_options
+@click.option(
+    "--prompt-field",
+    metavar="FIELD",
+    help="The field that holds each row's prompt (a string) or conversation, e.g. question.",
+)
+@click.option("--id-field", metavar="FIELD", help="The field that holds each row's id.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Take N rows picked by --sample-seed and each row id: the same rows on every rerun.",
+)
+@click.option(
+    "--sample-seed",
+    "seed",
+    cls=AliasedOption,
+    aliases=("--seed",),
+    type=int,
+    default=0,
+    show_default=True,
+    help="The seed of --sample (the --*-mix draws: --mix-seed).",
+)
+@click.option("--config", metavar="NAME", help="hf: sources: the dataset config.")
+@click.option(
+    "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+)
+@click.option(
+    "--row-params",
+    metavar="COL,...",
+    help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
+    "other column is ever sent).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse the prompts if a row cannot be read (default: skip it, named).",
+)
 @field_option(GeneratePlan, "redo_failed", is_flag=True)
 @field_option(GeneratePlan, "redo_truncated", is_flag=True)
 @field_option(RunPlan, "lower_max_tokens", is_flag=True)
@@ -264,7 +199,34 @@ def _weights_syntax(text: str) -> object:
 @field_option(RunPlan, "read_timeout_s", type=click.FloatRange(min=0, min_open=True))
 @field_option(RunPlan, "max_wait_s", type=click.FloatRange(min=0))
 @field_option(RunPlan, "drain_timeout_s", type=click.FloatRange(min=0, min_open=True))
-@batch_options
+@field_option(GeneratePlan, "batch", is_flag=True)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1, max=_MAX_LINES),
+    default=None,
+    help="With --batch: lines per batch at most (default and OpenRouter's limit: 5000).",
+)
+@click.option(
+    "--batch-live",
+    type=click.IntRange(min=1, max=_MAX_LIVE),
+    default=None,
+    help=f"With --batch: batches running at once at most (default {_LIVE}; "
+    "each may take 24 h; the rest wait, reserved, for one to end).",
+)
+@click.option(
+    "--batch-poll",
+    type=click.FloatRange(min=_MIN_POLL_S, max=_MAX_POLL_S),
+    default=None,
+    metavar="SECONDS",
+    help="With --batch: seconds before the first poll of a batch (default 15; it grows "
+    "by half to 2 minutes, or to this if longer).",
+)
+@click.option(
+    "--abandon",
+    is_flag=True,
+    help="With --batch: forget the batches an earlier run left running (there is no "
+    "cancel: what completes is still billed) and send their rows again.",
+)
 @field_option(RunPlan, "progress", "quiet", is_flag=True)
 @format_option()
 def generate(
@@ -274,7 +236,6 @@ def generate(
     no_response_cache: bool,
     quiet: bool,
     fmt: str,
-    batching: Any,
     **keywords: Any,
 ) -> None:
     """Run PROMPTS through the policy's providers into --out, within --budget-usd.
@@ -290,6 +251,7 @@ def generate(
 
     # ``keywords``: the options named as generate()'s keywords (``FEEDS``: the others)
     reading = {name: keywords.pop(name) for name in _SOURCE_OPTIONS}
+    batching = _batching(keywords.pop("batch"), {name: keywords.pop(name) for name in _BATCH_ONLY})
     if reading["sample"] is None:
         warn_unused(
             "seed", "picks the rows of --sample, and there is no --sample (the mixes: --mix-seed)"
@@ -304,9 +266,8 @@ def generate(
     if no_budget and keywords["budget_usd"] is not None:
         raise click.UsageError("give --budget-usd or --no-budget, not both")
     if keywords["budget_usd"] is None and not no_budget:
-        keywords["budget_usd"] = (
-            "key"  # the key's remaining limit, read before sending; none: exit 2
-        )
+        # the key's remaining limit, read before sending; none: exit 2
+        keywords["budget_usd"] = "key"
     check_snapshot_options(offline, keywords["snapshot"])
     if offline and not dry_run:
         # --offline: no network, no spending, as in verify: the dry run only (and no key read)

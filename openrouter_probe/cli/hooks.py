@@ -1,16 +1,11 @@
-"""pre-commit hooks for repositories that check a policy in (``.pre-commit-hooks.yaml``).
+"""pre-commit hooks for repositories that check a policy in (``.pre-commit-hooks.yaml``), not
+part of the ``openrouter-probe`` group: ``python -m openrouter_probe.cli.hooks compile|lint
+[--snapshot PATH] FILE...``.
 
-pre-commit runs a hook once with every staged file that matches it, while ``policy compile`` and
-``policy lint`` take one file each and need a snapshot; this module loops over the files, pairs
-``X.spec.yaml`` with its compiled ``X.yaml`` and finds the snapshot to use offline, then calls the
-same library functions as those commands. It is not part of the ``openrouter-probe`` command group::
-
-    python -m openrouter_probe.cli.hooks compile [--snapshot PATH] [--check] FILE...
-    python -m openrouter_probe.cli.hooks lint [--snapshot PATH] [--strict] FILE...
-
-The snapshot of ``X.spec.yaml`` / ``X.yaml`` is ``--snapshot PATH`` when given, else
-``X.snapshot.json`` next to them, else the bundled one when the compiled file's
-``provenance.snapshot.source`` says ``bundled``. Exit 0 when every file is fresh and clean, 1 otherwise.
+pre-commit passes every staged file at once; these loop over them, pair ``X.spec.yaml`` with its
+compiled ``X.yaml``, find the snapshot to use offline (docs/checked-in-policies.md says which)
+and call the library functions ``policy compile`` and ``policy lint`` call. Exit 0 when every
+file is fresh and clean, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -69,7 +64,8 @@ def _recorded_source(doc: Any) -> str | None:
 
 
 def _snapshot_for(pair: _Pair, model: str, given: str | None, doc: Any, *, where: Path) -> Snapshot:
-    """The snapshot to compile or lint ``pair`` against, offline (see the module docstring);
+    """The snapshot to compile or lint ``pair`` against, offline: ``given``, else
+    ``X.snapshot.json`` beside it, else the bundled one when ``doc`` records it;
     ``doc`` is the compiled policy document, ``where`` the file an error names."""
     from openrouter_probe.errors import SnapshotError
     from openrouter_probe.rules.probing import resolve_snapshot
@@ -241,11 +237,7 @@ def lint(files: tuple[str, ...], snapshot: str | None, strict: bool) -> None:
             doc = read_yaml(path)
             if not isinstance(doc, dict) or "provider" not in doc:
                 continue
-            block, model = provider_mapping(doc)
-            if not isinstance(block, dict):
-                click.echo(f"{path}: provider: must be a mapping")
-                failed = True
-                continue
+            block, model = provider_mapping(doc)  # not a mapping: lint_block's schema error
             snap = _snapshot_for(_Pair.of(path), model or "", snapshot, doc, where=path)
             findings = lint_block(block, snap.endpoints, model=snap.model)
         except ProbeError as exc:

@@ -45,9 +45,7 @@ def _to_python(value: Any) -> Any:
     """A pandas cell as plain JSON/CSV data (NaN and <NA> become None)."""
     import pandas as pd
 
-    if value is None:
-        return None
-    if not isinstance(value, str | bool) and pd.isna(value):
+    if not isinstance(value, str | bool) and pd.isna(value):  # None, NaN, NaT, <NA>
         return None
     if hasattr(value, "item"):
         return value.item()
@@ -94,6 +92,7 @@ def matrix(
     With --history PATH (repeatable), show price, tag and status changes across the snapshots.
     """
     from openrouter_probe.analysis.matrix import build_matrix, matrix_history
+    from openrouter_probe.rules.precision import PrecisionRegistry
 
     snap = load_snapshot_for(model, offline, snapshot)
     if history:
@@ -105,12 +104,7 @@ def matrix(
         title = f"{snap.model}: changes across {len(snaps)} snapshots"
         render_rows(_frame_rows(frame), fmt, title=title)
         return
-    registry = None
-    if precision_files:
-        from openrouter_probe.rules.precision import PrecisionRegistry
-
-        registry = PrecisionRegistry.load(*precision_files)
-    frame = build_matrix(snap, registry=registry)
+    frame = build_matrix(snap, registry=PrecisionRegistry.load(*precision_files))
     if plot_path:
         from openrouter_probe.analysis.plots import plot_price_uptime
 

@@ -3,8 +3,8 @@
 ``field_option`` is the option of a plan's field (``run.config.RunPlan``,
 ``generation.plan.GeneratePlan``): its flag, ``--help`` and default are the field's own, written
 once in its metadata (``run.config.cli``). A spelling that changed stays accepted, hidden from
-``--help``, for one release (``ALIASES``, listed in the CHANGELOG): ``AliasedOption`` takes old
-option names, ``FormatChoice`` old choice names.
+``--help``, until 0.4.0 (the CHANGELOG lists them): ``AliasedOption`` takes old option names,
+``FormatChoice`` old choice names.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import click
 from openrouter_probe.run.config import RunPlan
 
 __all__ = [
-    "ALIASES",
     "AliasedOption",
     "FormatChoice",
     "field_option",
@@ -29,15 +28,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: Old spellings still accepted (hidden) until 0.4.0, and the flag that replaced each.
-ALIASES: Mapping[str, str] = {
-    "--output": "--out",  # export, policy compile
-    "--tokens-per-dataset": "--target-tokens",  # budget
-    # generate / verify (fake-server keeps --seed); generate's mixes draw from --mix-seed
-    "--seed": "--sample-seed / --suite-seed",
-    "--format table": "--format text",
-}
 
 
 class AliasedOption(click.Option):
@@ -56,11 +46,6 @@ class AliasedOption(click.Option):
             return super().get_help_record(ctx)
         finally:
             self.opts = shown
-
-
-def aliased(*param_decls: str, aliases: Sequence[str], **attrs: Any) -> Callable[[F], F]:
-    """``click.option`` with old names kept hidden (``AliasedOption``)."""
-    return click.option(*param_decls, cls=AliasedOption, aliases=aliases, **attrs)
 
 
 class FormatChoice(click.Choice):  # type: ignore[type-arg]
@@ -91,14 +76,15 @@ def format_option(*extra: str) -> Callable[[F], F]:
 def field_option(plan: type, name: str, *decls: str, **attrs: Any) -> Callable[[F], F]:
     """``click.option`` of the field ``name`` of a ``plan`` dataclass: its flag and help are the
     field's metadata (``run.config.cli``), its default the field's own value (shown), unless
-    ``attrs`` give another. ``decls`` add short flags (``-o``) or name the parameter when the
-    option sets the field under another name (``--attempts``: the backoff's tries);
-    ``negatable``: ``--flag/--no-flag``; ``aliases``: old flags, hidden (``AliasedOption``)."""
+    ``attrs`` give another (``help=None``: the field's). ``decls`` add short flags (``-o``) or
+    name the parameter when the option sets the field under another name (``--attempts``: the
+    backoff's tries); ``negatable``: ``--flag/--no-flag``; ``aliases``: old flags, hidden."""
     field = next(f for f in dataclasses.fields(plan) if f.name == name)
     flag = field.metadata["cli"].flag
     if attrs.pop("negatable", False):
         flag = f"{flag}/--no-{flag[2:]}"
-    attrs.setdefault("help", field.metadata["cli"].help)
+    if attrs.get("help") is None:
+        attrs["help"] = field.metadata["cli"].help
     if "default" not in attrs and field.default not in (dataclasses.MISSING, None, False):
         attrs.update(default=field.default, show_default=True)
     if "aliases" in attrs:
@@ -113,9 +99,7 @@ def out_option(help: str | None = None, **attrs: Any) -> Callable[[F], F]:
     ``out`` (its help, unless ``help`` says what another command writes). The parameter is
     ``out``; ``attrs`` go to ``click.option`` (``required``, ``default``, ``type``...)."""
     attrs.setdefault("type", click.Path(dir_okay=False))
-    if help is not None:
-        attrs["help"] = help
-    return field_option(RunPlan, "out", "-o", aliases=("--output",), **attrs)
+    return field_option(RunPlan, "out", "-o", aliases=("--output",), help=help, **attrs)
 
 
 def snapshot_options(func: F) -> F:

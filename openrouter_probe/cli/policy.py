@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from openrouter_probe.cli._common import (
+    check_snapshot_options,
     cli,
     load_snapshot_for,
     note,
@@ -21,7 +22,7 @@ from openrouter_probe.cli.options import (
     precision_option,
     snapshot_options,
 )
-from openrouter_probe.cli.tables import echo_text, render_rows
+from openrouter_probe.cli.tables import echo_text, essential_column, render_rows
 
 
 @cli.group()
@@ -83,8 +84,10 @@ def _refuse_overwrite(output: str, inputs: list[str]) -> None:
             )
 
 
-# The explain table: what was decided first; a short terminal loses these first, in this order
-# (the reason is then listed below the table instead).
+# The explain table: what was decided first, then these of each ``Decision``; a short terminal
+# loses the ``_EXPLAIN_DROP_ORDER`` first, in this order (the reason is then listed below it).
+_EXPLAIN_COLUMNS = ("verdict", "input_usd_per_m", "output_usd_per_m", "uptime_30m_pct",
+                    "provider", "declared", "effective", "status", "reason")  # fmt: skip
 _EXPLAIN_DROP_ORDER = ("status", "effective", "declared", "provider", "uptime_30m_pct", "reason")
 
 
@@ -98,19 +101,7 @@ def _decision_rows(compiled: Any) -> list[dict[str, Any]]:
             where = f"#{d.position}" if d.position is not None else "kept"
             decision = where + (f", {format_pct(d.share)}" if d.share is not None else "")
         rows.append(
-            {
-                "tag": d.tag,
-                "decision": decision,
-                "verdict": d.verdict,
-                "input_usd_per_m": d.input_usd_per_m,
-                "output_usd_per_m": d.output_usd_per_m,
-                "uptime_30m_pct": d.uptime_30m_pct,
-                "provider": d.provider,
-                "declared": d.declared,
-                "effective": d.effective,
-                "status": d.status,
-                "reason": d.reason,
-            }
+            {"tag": d.tag, "decision": decision, **{c: getattr(d, c) for c in _EXPLAIN_COLUMNS}}
         )
     return rows
 
@@ -130,8 +121,6 @@ def explain(
     a SPEC is compiled first. A spec that admits nothing still gets its table (why each endpoint
     is dropped), then exits 1.
     """
-    from openrouter_probe.cli._common import check_snapshot_options
-    from openrouter_probe.cli.tables import essential_column
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.compiler import compile_policy
     from openrouter_probe.policy.spec import is_compiled, parse_spec, read_yaml
@@ -252,7 +241,6 @@ def lint(
     Every finding is reported, schema errors included. Exit 0 when clean (or warnings only), 1 on
     errors (or any finding with --strict).
     """
-    from openrouter_probe.errors import PolicyError
     from openrouter_probe.policy.compiled import provider_mapping
     from openrouter_probe.policy.lint import lint_block
     from openrouter_probe.policy.spec import read_yaml
@@ -260,10 +248,6 @@ def lint(
     doc = read_yaml(block_path)
     block, compiled_for = provider_mapping(doc, source=block_path)
     model = model or compiled_for
-    if not isinstance(block, dict):
-        raise PolicyError(
-            "expected a provider mapping (or a file with provider: at top level)", source=block_path
-        )
     if not model and not offline and not snapshot:
         raise click.UsageError(
             "give --model MODEL (or --offline / --snapshot PATH) for a bare block"
@@ -334,12 +318,11 @@ def check(
 
     try:
         compiled = load_compiled_policy(policy_path)
-        spec_note: str | None = None
-        found: str | None = spec_path
-        spec = load_spec(spec_path) if spec_path is not None else None
         if spec_path is None:
             spec, where, spec_note = find_spec(compiled, policy_path)
             found = None if where is None else str(where)
+        else:
+            spec, found, spec_note = load_spec(spec_path), spec_path, None
         if spec is None and write:
             raise PolicyError(
                 "--write re-compiles from the spec the policy was compiled from, and "

@@ -18,10 +18,13 @@ def _f(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _endpoint_row(e: Any) -> dict[str, Any]:
-    """A flat row for the endpoints table/CSV, with units in the column names."""
+def _endpoint_row(e: Any, twins: dict[str, Any] | None) -> dict[str, Any]:
+    """A flat row for the endpoints table/CSV, with units in the column names; ``twins`` (each
+    sync tag's ``:batch`` endpoint) adds the batch price beside the sync one."""
     lat = e.latency_last_30m
     thr = e.throughput_last_30m
+    twin = None if twins is None else twins.get(e.tag)
+    batch = None if twin is None else _f(twin.pricing.completion_usd_per_m)
     return {
         "provider": e.provider_name,
         "tag": e.tag,
@@ -29,6 +32,7 @@ def _endpoint_row(e: Any) -> dict[str, Any]:
         "status": e.status,
         "input_usd_per_m": _f(e.pricing.prompt_usd_per_m),
         "output_usd_per_m": _f(e.pricing.completion_usd_per_m),
+        **({} if twins is None else {"batch_output_usd_per_m": batch}),
         "cache_read_usd_per_m": _f(e.pricing.cache_read_usd_per_m),
         "uptime_30m_pct": e.uptime_last_30m,
         "latency_p50_ms": lat.p50 if lat else None,
@@ -70,19 +74,13 @@ def endpoints(model: str, offline: bool, snapshot: str | None, save: str | None,
     if save:
         read_from = (snapshot,) if snapshot and snapshot != "bundled" else ()
         note(f"saved {snap.save(save, inputs=read_from)}")
-    rows = [_endpoint_row(e) for e in snap.endpoints]
+    twins = None
     if snap.batch is not None:  # the :batch price beside the sync one (older snapshots: none)
         from openrouter_probe.rules.batch import batch_pairs, describe_batch
 
         twins = {p.sync.tag: p.batch for p in batch_pairs(snap.batch, snap.endpoints) if p.sync}
-        for index, row in enumerate(rows):
-            twin = twins.get(row["tag"])
-            price = None if twin is None else twin.pricing.completion_usd_per_m
-            at = list(row).index("output_usd_per_m") + 1
-            items = list(row.items())
-            items.insert(at, ("batch_output_usd_per_m", None if price is None else float(price)))
-            rows[index] = dict(items)
         note(describe_batch(snap.batch, snap.model))
+    rows = [_endpoint_row(e, twins) for e in snap.endpoints]
     render_rows(
         rows,
         fmt,

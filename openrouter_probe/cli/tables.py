@@ -12,7 +12,7 @@ import io
 import json
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
@@ -77,16 +77,11 @@ def echo_text(text: str) -> None:
     click.echo(wrapped(text, table_width()))
 
 
-def _cell_width(text: str) -> int:
+def _widest(parts: Iterable[str]) -> int:
+    """The widest of ``parts`` in terminal cells (a wide character takes two)."""
     from rich.cells import cell_len
 
-    return max((cell_len(line) for line in text.splitlines() or [""]), default=0)
-
-
-def _word_width(text: str) -> int:
-    from rich.cells import cell_len
-
-    return max((cell_len(word) for word in text.split()), default=0)
+    return max((cell_len(part) for part in parts), default=0)
 
 
 class ColumnPlan:
@@ -115,16 +110,16 @@ class ColumnPlan:
         return " ".join(words[:cut]) + "\n" + " ".join(words[cut:])
 
     def natural(self, two_lines: bool) -> int:
-        header = self.header(two_lines)
-        return max([_cell_width(header), *(_cell_width(c) for c in self.cells)])
+        return _widest(
+            line for text in (self.header(two_lines), *self.cells) for line in text.splitlines()
+        )
 
     def minimum(self, two_lines: bool) -> int:
         if self.fixed:
             return self.natural(two_lines)
-        header = self.header(two_lines)
         # A text column wraps, but not below its longest word or a readable 20 characters.
-        words = max([_word_width(header), *(_word_width(c) for c in self.cells), 1])
-        return max(words, min(self.natural(two_lines), _WRAP_MIN))
+        words = _widest(w for text in (self.header(two_lines), *self.cells) for w in text.split())
+        return max(words, 1, min(self.natural(two_lines), _WRAP_MIN))
 
 
 _WRAP_MIN = 20
@@ -137,7 +132,7 @@ def _table_total(widths: Sequence[int]) -> int:
 
 def fit_columns(
     rows: Sequence[dict[str, Any]],
-    width: int | None,
+    width: int,
     *,
     keep: Callable[[str], bool] = essential_column,
     drop_order: Sequence[str] = (),
@@ -145,7 +140,7 @@ def fit_columns(
     """Decide how a table fits ``width``: its column plans, whether headers take two lines, and
     the columns left out: empty ones (every cell ``-``) first, then those in ``drop_order``, in
     that order, then the others right to left, never one that ``keep`` protects; a column left out
-    early comes back when the later ones leave room for it. ``None`` fits nothing."""
+    early comes back when the later ones leave room for it."""
     columns = list(rows[0]) if rows else []
     plans = [
         ColumnPlan(
@@ -158,8 +153,6 @@ def fit_columns(
         )
         for c in columns
     ]
-    if width is None:
-        return plans, False, []
     for two_lines in (False, True):
         if _table_total([p.minimum(two_lines) for p in plans]) <= width:
             return plans, two_lines, []
@@ -217,11 +210,9 @@ def render_rows(
 
     width = table_width()
     plans, two_lines, dropped = fit_columns(rows, width, keep=keep, drop_order=drop_order)
-    needed = _table_total([p.minimum(two_lines) for p in plans])
-    natural = _table_total([p.natural(two_lines) for p in plans])
     # Wider than asked even with only the essential columns: their text (a long model id) folds
     # onto a second line, never cut; figures stay whole.
-    fold = width is not None and needed > width
+    fold = _table_total([p.minimum(two_lines) for p in plans]) > width
     table = Table(title=title, show_lines=False)
     for p in plans:
         whole = p.fixed and not (fold and not p.numeric)
@@ -234,8 +225,7 @@ def render_rows(
         )
     for i in range(len(rows)):
         table.add_row(*(p.cells[i] for p in plans))
-    render_width = natural if width is None else width
-    Console(file=sys.stdout, width=render_width).print(table)
+    Console(file=sys.stdout, width=width).print(table)
     if dropped:
         others = _other_formats()
         hint = f"; --format {others} has every column" if others else ""

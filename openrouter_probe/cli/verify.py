@@ -9,7 +9,9 @@ import click
 
 from openrouter_probe.cli._common import (
     budget_option,
+    check_snapshot_options,
     cli,
+    load_snapshot_for,
     note,
     term_of,
     warn_unused,
@@ -171,13 +173,17 @@ def verify(model: str, **opts: Any) -> None:
     or to the budget), 1 on a 401/402/404 stop, 2 on a usage error, 130 when interrupted; the
     verdicts are data, not the exit code.
     """
-    from openrouter_probe.verify.run import plan_precision_check
+    import asyncio
+
+    from openrouter_probe.verify.run import plan_precision_check, verify_precision
 
     fmt, dry_run = opts["fmt"], opts["dry_run"]
     _check_options(opts)
     _warn_unused(opts)
     tags = opts["endpoints"].split(",") if opts["endpoints"] is not None else None
-    source = _snapshot(model, offline=opts["offline"], snapshot=opts["snapshot"])
+    source = None  # live: the check probes the endpoints itself
+    if opts["offline"] or opts["snapshot"]:
+        source = load_snapshot_for(model, opts["offline"], opts["snapshot"])
     options: dict[str, Any] = {
         "endpoints": tags,
         "snapshot": source,
@@ -200,29 +206,20 @@ def verify(model: str, **opts: Any) -> None:
     if dry_run:
         show(plan_precision_check(model, **options))
         return
-    report = _send_check(
-        model,
-        out=opts["out"],
-        concurrency=opts["concurrency"],
-        progress=not opts["quiet"],
-        on_plan=show,
-        **options,
+    report = asyncio.run(
+        verify_precision(
+            model,
+            handle_signals=True,
+            out=opts["out"],
+            concurrency=opts["concurrency"],
+            progress=not opts["quiet"],
+            on_plan=show,
+            **options,
+        )
     )
     _show_report(report, fmt=fmt, evidence=opts["evidence"])
     run = report.run
     sys.exit(0 if run is None else run.exit_code)
-
-
-def _snapshot(model: str, *, offline: bool, snapshot: str | None) -> Any:
-    """What ``snapshot=`` gets: ``None`` (live) or a loaded ``Snapshot``, the bundled one or a
-    --snapshot PATH (checked to be this model's), its provenance said on stderr."""
-    source: Any = "bundled" if offline and not snapshot else snapshot
-    if source is not None:  # the bundled one too: it is reconstructed, and says so
-        from openrouter_probe.rules.probing import resolve_snapshot
-
-        source = resolve_snapshot(model, snapshot=source)
-        note(f"snapshot: {source.provenance}")
-    return source
 
 
 def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
@@ -242,15 +239,6 @@ def _show_report(report: Any, *, fmt: str, evidence: str | None) -> None:
         click.echo(report.render(term_of(click.get_current_context().command)))
 
 
-def _send_check(model: str, **kwargs: Any) -> Any:
-    """Run ``verify_precision`` with the signal handlers of a command."""
-    import asyncio
-
-    from openrouter_probe.verify.run import verify_precision
-
-    return asyncio.run(verify_precision(model, handle_signals=True, **kwargs))
-
-
 def _warn_unused(opts: dict[str, Any]) -> None:
     """Options given that this check does not read."""
     if opts["dry_run"] or opts["offline"]:
@@ -268,8 +256,7 @@ def _warn_unused(opts: dict[str, Any]) -> None:
 def _check_options(opts: dict[str, Any]) -> None:
     from openrouter_probe.files import ensure_not_input
 
-    if opts["offline"] and opts["snapshot"] and opts["snapshot"] != "bundled":
-        raise click.UsageError("--offline and --snapshot PATH exclude each other")
+    check_snapshot_options(opts["offline"], opts["snapshot"])
     evidence = opts["evidence"]
     if evidence is not None:
         inputs = (opts["out"], *(p for p in (opts["policy"],) if p))

@@ -1,9 +1,6 @@
-"""The compiled policy: what ``compile_policy`` produces, written and read back.
-
-``CompiledPolicy`` and ``Decision`` are what ``openrouter_probe.policy.compile_policy`` produces,
-written by ``CompiledPolicy.save`` (atomically, never over an input) and read back by
-``load_compiled_policy``; ``provider_mapping`` and ``load_provider_block`` take the ``provider``
-block out of a compiled policy or a bare block.
+"""The compiled policy (``CompiledPolicy``, a ``Decision`` per endpoint): written by ``save``,
+read back by ``load_compiled_policy``; ``provider_mapping`` and ``load_provider_block`` take the
+``provider`` block out of a compiled policy or a bare block.
 """
 
 from __future__ import annotations

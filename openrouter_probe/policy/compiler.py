@@ -1,19 +1,10 @@
-"""Policy specs and the compiler that turns them into OpenRouter's ``provider`` block.
+"""``compile_policy``: a policy spec read against a snapshot into a ``CompiledPolicy``.
 
-A *spec* says what a person means ("native precision only, ignore fireworks and baseten, cheapest
-first"); ``compile_policy`` reads it against a snapshot and produces a ``CompiledPolicy``: the
-``provider`` mapping exactly as OpenRouter's request field wants it, the Batch API form, the
-provenance (model, snapshot, spec hash, compiler version) and a decision for every endpoint. The YAML
-it writes has ``provider:`` at the top level so other repos can pass
-``yaml.safe_load(f)["provider"]`` on untouched. The same inputs give byte-identical YAML.
-
-Which endpoints a block admits is decided by ``openrouter_probe.rules.routing`` alone.
+What it writes (the ``provider`` block as OpenRouter's request field wants it, the batch block,
+the provenance, a decision for every endpoint) is docs/policy.md's "The compiled file"; the same
+inputs give byte-identical YAML. Which endpoints a block admits is ``rules.routing``'s alone.
 
 Example::
-
-    from openrouter_probe.policy.compiler import compile_policy
-    from openrouter_probe.policy.spec import load_spec
-    from openrouter_probe.rules.snapshot import bundled_snapshot
 
     compiled = compile_policy(load_spec("policies/kimi-k2.5.spec.yaml"), bundled_snapshot())
     compiled.save("policies/kimi-k2.5.yaml")
@@ -38,8 +29,6 @@ from openrouter_probe.rules.routing import RequestParams, RouteDecision, matches
 from openrouter_probe.rules.snapshot import Snapshot, model_mismatch
 
 __all__ = ["compile_policy"]
-
-# -- the compiler ---------------------------------------------------------------------------------
 
 
 def _allowed_formats(

@@ -1,20 +1,9 @@
 """Drift: what moved between a compiled policy's snapshot and a fresh one, and what to do about it.
 
-For other repos' CI: ``check_policy`` compares the decisions recorded in a compiled policy with a new
-snapshot and says three things:
-
-- **what changed**: endpoints added or gone (an ordered one gone), a provider's quantization (its tag
-  ``chutes/int4`` becoming ``chutes/fp4`` is one change of that provider, not one endpoint gone and
-  another added), prices moved beyond a threshold or appearing/disappearing, status. A change *matters*
-  when it touches an endpoint the policy admits (then or now); the others are info lines;
-- **what it does to the policy as it stands**, by re-routing its ``provider`` block on the new
-  snapshot (``routing.route``): "order now starts with X (the first entry is gone)", "new endpoint Y
-  is admitted at $a/M but ranks 6th behind 4 dearer ones", "blended output price $b/M -> $c/M";
-- **what a re-compile would change**, when the spec is at hand (the file ``provenance.spec.file``
-  names, beside the policy, or one given): the re-compiled block and its blended price.
-
-The report ends with the step that fixes it. ``openrouter-probe policy check`` exits 0 when nothing
-that matters moved, 1 on drift, 2 on error, and re-compiles the policy in place when asked to.
+``check_policy`` says what changed (``policy.changes``), what it does to the policy as it stands
+(its ``provider`` block re-routed on the new snapshot), what a re-compile would change when the
+spec is at hand, and the fix: docs/policy.md ("Drift check for CI") shows each part and the exit
+codes of ``openrouter-probe policy check``.
 """
 
 from __future__ import annotations

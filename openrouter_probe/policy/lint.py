@@ -1,35 +1,9 @@
 """Lint a ``provider`` block (compiled or hand-written) against a snapshot.
 
-Each finding names the key, what is wrong and the fix. Schema errors do not stop the lint: the keys
-that fail validation are reported and left out, and everything else is still checked. The traps it
-knows:
-
-- ``display-name``: a display name or mixed case where a lowercase slug belongs (OpenRouter matches
-  slugs and silently drops what does not match);
-- ``no-match``: a slug or tag that matches no endpoint of the model;
-- ``base-slug-variants``: a base slug in ``order``/``only`` that also admits other variants
-  (``deepinfra`` admits ``deepinfra/fp4`` too);
-- ``admits-nothing``: the block admits no endpoint (every request would fail with 404);
-- ``max-price-per-token``: ``max_price`` values that look like USD per token (it is per million);
-- ``order-ignored``: an ``order`` entry that ``ignore`` also matches;
-- ``order-excluded``: an ``order`` entry whose endpoints other filters exclude;
-- ``unknown-quantization``: a ``quantizations`` value OpenRouter does not know;
-- ``latency-in-ms``: ``preferred_max_latency`` that looks like milliseconds (it is seconds);
-- ``options-slug``: an ``options`` key that is not a provider slug of this model (OpenRouter
-  forwards only the matched provider's options and silently drops unrecognized keys);
-- ``not-native``: the block admits an endpoint whose precision verdict is not ``native`` (a
-  hand-edited policy that now admits Fireworks' NVFP4 for an INT4 model), one finding per endpoint,
-  when the model is given and the precision registry knows its native precision;
-- ``exacto``: ``sort: "exacto"`` (Auto Exacto on every request: ordered by throughput, tool-call
-  error rate and benchmarks, not by price; OPENROUTER.md 16): the traffic and the blended price
-  are then not the cheapest endpoints', so the budget's blend is an estimate;
-- ``schema``: a key OpenRouter does not accept, or a value of the wrong type.
-
-``lint_batch_block`` lints the ``batch.provider`` block (what a Batch API request carries) against
-the model's ``:batch`` endpoints: ``batch-unsupported-key`` (a batch honours only ``only`` and
-``allow_fallbacks``), ``batch-no-endpoint`` (no ``:batch`` endpoint, or an ``only`` entry that
-matches none: the submit is refused), ``batch-not-pinned`` (several ``only`` entries: a batch runs
-on one provider, OpenRouter picks the cheapest).
+Each finding names the key, what is wrong and the fix; schema errors do not stop the lint (the keys
+that fail validation are reported and left out, the rest is still checked). The codes and the trap
+each catches are the table in docs/policy.md ("Lint"); ``lint_batch_block`` lints the
+``batch.provider`` block against the model's ``:batch`` endpoints (docs/batch.md).
 """
 
 from __future__ import annotations

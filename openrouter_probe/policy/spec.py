@@ -1,10 +1,6 @@
-"""The policy spec a person writes, and telling the policy documents apart.
-
-``PolicySpec`` is the spec model (``parse_spec``/``load_spec`` read one). ``read_yaml`` reads a
-document once, ``document_kind`` tells a spec from a compiled policy or a bare provider block, and
-``require_document`` refuses the wrong one in one line with the step that fixes it (advice:
-``orp.compile_policy(...)`` for a Python caller, the command line for the CLI, which repeats how
-the user got the snapshot). What the compiler writes is in ``openrouter_probe.policy.compiled``.
+"""The policy spec a person writes (``PolicySpec``), and telling the policy documents apart:
+``document_kind``, and ``require_document``, which refuses the wrong one in one line with the
+step that fixes it.
 """
 
 from __future__ import annotations
@@ -61,28 +57,8 @@ class PriceLimits(_Spec):
 
 
 class PolicySpec(_Spec):
-    """What a person means, in YAML. Unknown keys are errors.
-
-    - ``precision``: ``native`` (the model's release precision from the registry),
-      ``native-or-upcast`` (native or wider), ``any``, or a list of formats (``[int4, fp8]``);
-    - ``undeclared``: ``exclude`` (default) drops endpoints tagged ``unknown`` or untagged;
-      ``admit`` adds ``unknown`` to ``quantizations`` (the registry's provider facts still apply).
-      Endpoints with no quantization at all (``null``) cannot be admitted by any ``quantizations``
-      list, since OpenRouter has no value for them: use ``precision: any`` with ``ignore`` for those;
-    - ``ignore`` / ``allow``: lowercase provider slugs or full endpoint tags;
-    - ``min_uptime_30m_pct``: endpoints below it at compile time are ignored;
-    - ``max_price``: ceilings in USD per million tokens;
-    - ``strategy``: ``order`` (an explicit ``order`` list, sorted by ``order_by``), ``sort``
-      (OpenRouter sorts by ``order_by`` at request time) or ``balance`` (default load balancing);
-    - ``order_by``: ``price``, ``throughput``, ``latency`` or weights such as
-      ``{price: 0.7, throughput: 0.3}``;
-    - ``fallbacks``: ``allow_fallbacks``; ``require_parameters``, ``data_collection``, ``zdr``,
-      ``options`` (provider-specific options keyed by provider slug): passed through.
-    - ``exclude_measured``: measured verdicts (``differs``, ``differs, within tolerance``,
-      ``inconclusive``, ``consistent``) whose
-      endpoints are ignored: the latest ``measured:`` evidence in the precision registry (written
-      by ``openrouter-probe verify --evidence``) decides.
-    """
+    """What a person means, in YAML; unknown keys are errors. Each key, its default and what it
+    compiles to: the table in docs/policy.md ("The spec format")."""
 
     model: str
     description: str | None = None

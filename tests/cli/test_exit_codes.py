@@ -235,7 +235,7 @@ def test_an_option_error_carries_its_keywords_and_values_and_says_them_as_keywor
 
 
 def test_the_cli_looks_each_flag_up_in_the_commands_own_params() -> None:
-    from openrouter_probe.cli._common import as_flags, flag_of
+    from openrouter_probe.cli._common import flag_of, said
     from openrouter_probe.errors import OptionError
 
     generate, export = cli.commands["generate"], cli.commands["export"]
@@ -248,7 +248,7 @@ def test_the_cli_looks_each_flag_up_in_the_commands_own_params() -> None:
     # a keyword the command has no parameter for is said as the library says it
     assert flag_of(generate, "min_tokens_per_s", 0, given=True) == "min_tokens_per_s=0"
     error = OptionError("{push_to_hub=} needs {fmt=hf}", push_to_hub="me/x", fmt="jsonl")
-    assert as_flags(error, export) == "--push-to-hub me/x needs --format hf"
+    assert said(error, export) == "--push-to-hub me/x needs --format hf"
     assert str(error) == "push_to_hub='me/x' needs fmt='hf'"
 
 

@@ -432,3 +432,23 @@ def test_not_native_needs_a_known_native_precision_and_heeds_the_tag(tmp_path: P
         "(2026-11-01)) is wider than native int4; moonshotai/kimi-k2.5 is released in int4. "
         "Exclude it (ignore: [chutes]) unless you mean it [not-native]"
     ]
+
+
+def test_a_provider_that_is_not_a_mapping_is_a_finding_of_the_command_and_the_hook(
+    tmp_path: Path,
+) -> None:
+    """``policy lint`` and the pre-commit hook report it as ``lint_block``'s schema finding."""
+    from click.testing import CliRunner
+
+    from openrouter_probe.cli import cli
+    from openrouter_probe.cli.hooks import hooks
+
+    path = tmp_path / "block.yaml"
+    path.write_text("provider: [chutes]\n", encoding="utf-8")
+    said = f"{path}: error: provider: a provider block must be a mapping [schema]"
+    command = CliRunner().invoke(
+        cli, ["policy", "lint", str(path), "--offline", "--model", "moonshotai/kimi-k2.5"]
+    )
+    hook = CliRunner().invoke(hooks, ["lint", "--snapshot", "bundled", str(path)])
+    assert (command.exit_code, hook.exit_code) == (1, 1)
+    assert said in command.output.splitlines() and said in hook.output.splitlines()

@@ -128,8 +128,10 @@ def test_round_for_json_rounds_by_the_unit_in_the_key() -> None:
 def test_one_budget_check_says_the_same_for_a_run_and_a_plan(given: object) -> None:
     """A paid run's options, the budget planner and ``--budget-usd`` refuse a budget that is not
     positive through one check (``positive_usd``), in one message."""
+    from click.testing import CliRunner
+
     from openrouter_probe.analysis.budget_job import make_job
-    from openrouter_probe.cli._common import usd_amount
+    from openrouter_probe.cli import cli
     from openrouter_probe.run.config import RunPlan
 
     said = f"budget_usd={given!r}: a positive amount of USD, e.g. 100"
@@ -142,8 +144,10 @@ def test_one_budget_check_says_the_same_for_a_run_and_a_plan(given: object) -> N
                  datasets=1, dataset_names=None, reasoning_share=None,
                  prompt_tokens_per_request=None, output_tokens_per_request=None,
                  prompt_to_output_ratio=None, concurrency=1)  # fmt: skip
-    with pytest.raises(ConfigError) as option:
-        usd_amount("--budget-usd")(given)
+    option = CliRunner().invoke(
+        cli, ["budget", "m/x", "--offline", "--output-tokens", "1M", f"--budget-usd={given}"]
+    )
     assert str(run.value) == str(plan.value) == said
-    assert str(option.value) == f"--budget-usd {given}: a positive amount of USD, e.g. 100"
+    assert option.exit_code == 2
+    assert f"--budget-usd {given}: a positive amount of USD, e.g. 100" in option.output
     assert run.value.args[0].code == plan.value.args[0].code == "budget-not-positive"
