@@ -1,21 +1,11 @@
 """Audit generator output: who served each row, at what cost, and whether the policy allowed it.
 
-``audit`` reads one or more output files (shards are merged by row id), maps each row's served
-``provider`` (a display name) to the snapshot's endpoints of that name, and asks the routing model
-whether the policy's ``provider`` block admits one of them. It reports, per provider: rows, tokens,
-cost, effective USD per million output tokens, truncations and errors, and the answers billed past
-their ``max_tokens`` (how many, the worst ratio, what the tokens past the limit cost: providers
-bill past it, ``run.books.overshoot``); every row served outside the policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
-regenerated turn by turn (``generate --turns all``) counts each turn at the provider that served
-it (the providers of one row may differ): its tokens, its cost, and whether the policy admits it;
-the row itself counts at the provider of its last turn.
-
-It also accounts for the money that served no row, as ``generate`` does against its cap: requests
-cancelled in flight (a double Ctrl-C; ``cancelled`` lines) and requests in flight when a run was
-killed (the spend journal beside each output) may have been billed, so each counts at its
-reserved worst case; billed retries and failed attempts count at their cost. ``spent_usd`` is what
-``generate`` counts as spent on the same files (``run.books.output.load_resume_state`` and
-``run.money.replay.replay_journal``, read without repairing anything: a run may still be appending).
+``docs/generate.md`` ("Audit and export") says what the report holds. Each row's served
+``provider`` (a display name) is mapped to the snapshot's endpoints of that name and the routing
+model asked whether the policy admits one; a row regenerated turn by turn counts each turn at its
+own provider. The money that served no row counts as ``generate`` counts it against its cap
+(``run.books.output.load_resume_state`` and ``run.money.replay.replay_journal``, read without
+repairing anything: a run may still be appending).
 
 Example::
 
@@ -23,7 +13,7 @@ Example::
     from openrouter_probe.rules.snapshot import bundled_snapshot
 
     report = audit(["out.jsonl"], policy="policies/kimi-k2.5.yaml", snapshot=bundled_snapshot())
-    print(report.render()); report.exit_code   # 1 when a row was served outside the policy
+    print(report.render_notes()); report.exit_code   # 1: a row was served outside the policy
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
-"""Export generator output for training a drafter: SpecForge, ShareGPT, plain JSONL or parquet.
+"""Export generator output for training a drafter: SpecForge, ShareGPT, plain JSONL, parquet, hf.
 
-Rows come from one or more output files (shards merged by row id). Only answered rows are exported:
-``ok`` ones, and ``truncated`` ones when asked (``include_truncated``); failed rows never; and never
-a row whose answer is empty (the reasoning used up ``max_tokens``), whatever was asked. Each row's
-conversation is its prompt with the model's answers in place (``generate.conversation``); every
-assistant turn says whether the model wrote it (``generated``) and carries its reasoning as
-``reasoning_content``.
-
-- ``specforge``: SpecForge's regenerated-data shape, what its ``validate_regenerated_data.py`` and
-  ``expand_reasoning_conversations.py`` read: ``{"id": str, "status": "success", "conversations":
-  [{"role", "content"}, ...], "preserve_thinking": true, "sampling_params": {...}}``. Rows the
-  shape cannot hold (tools, other
-  roles, image parts, an empty message, a ``<think>`` left in the text) are left out and counted.
-- ``sharegpt``: ``{"id", "conversations": [{"from": "system"|"human"|"gpt"|"tool", "value"}...],
-  "tools", "metadata": {"sampling_params"}}`` (where speculators' ``regenerate-responses`` keeps
-  it), every other key of a message kept (``reasoning_content``, ``tool_calls``,
-  ``tool_call_id``, ``generated``), image parts kept as parts;
-- ``jsonl``: ``{"id", "dataset", "conversations": [...chat messages...], "tools", "provider",
-  "model", "finish_reason", "usage", "meta", "sampling_params"}`` (plus ``turns``, per-turn
-  metadata, for regenerated rows);
-- ``parquet``: the ``jsonl`` rows as a table (needs ``pyarrow``: the ``parquet`` extra), nested
-  values as JSON text.
-- ``hf``: a Hugging Face dataset folder (``-o DIR``): Parquet shards per dataset and a dataset
-  card with the provenance, what ``datasets.load_dataset(DIR)`` reads (``generation.hub``);
-  ``push_to_hub`` uploads it with ``huggingface_hub``.
-
-``-o NAME.json`` writes the rows as one JSON array (``sharegpt``, ``jsonl``); every other name gets
-JSON Lines. ``specforge`` refuses ``.json`` (SpecForge's scripts read JSON Lines), ``parquet`` refuses
-``.json`` and ``.jsonl``. Every format is written atomically (a temp file, then a rename): an export
-never leaves half a file, and never writes over one of its inputs.
+Rows come from one or more output files (shards merged by row id); only answered rows are
+exported, never one whose answer is empty; each row's conversation is its prompt with the model's
+answers in place (``generation.conversation``). Each format's row, its refusals and its writer are
+one entry of ``generation.formats``; ``docs/training-data.md`` has the formats field by field and
+their rules. Every format is written atomically, never over one of its inputs.
 
 Example::
 

@@ -1,22 +1,11 @@
 """Prompts: the input rows of a generation job, from any source, as each family writes them.
 
-A source (``generation.sources``) is a JSONL file, a JSON array, Parquet, a ``datasets`` folder or
-``hf:OWNER/NAME``; a row is read as its family writes it (``generation.shapes``: ``messages`` or
-``conversations``, role/content or from/value, ``id``/``uuid``/``prompt_id``, a single prompt
-field), with an optional ``dataset`` and the per-row request parameters the user names
-(``FieldMap.params``). A row's id is its own, else a stable hash of its content (messages,
-dataset and parameters), so that a rerun finds the same ids. A row that cannot be sent (not
-JSON, no prompt field, a conversation that is not valid) is skipped with its file, line and
-reason (``skipped``), never sent; ``strict=True`` refuses the source instead.
-Duplicate ids are reported with both line numbers and sent once. A UTF-8 byte order mark at the
-start of a file (Windows editors write one) is skipped. A source with no row is an error (an empty
-input is almost always a wrong path or a failed step before); a shard (``--shard i/n``) that gets
-none of the rows is not: it has nothing to send, and says so in one line.
-
-``turns="last"`` regenerates a conversation's last assistant turn: a trailing assistant answer
-is taken off the request and kept as the row's ``original`` (the output record holds it).
-``limit`` keeps the first N rows; ``sample`` N rows chosen by a hash of ``seed`` and each id, the
-same rows on every rerun (so resume finds them), in source order.
+Each row of a source (``generation.sources``) is read by its family's shape
+(``generation.shapes``); its id is its own, else a stable hash of its content (messages, dataset
+and parameters), so that a rerun finds the same ids. A row that cannot be sent is skipped with its
+file, line and reason (``strict=True`` refuses the source instead); a duplicate id is sent once;
+a source with no row is an error, a shard that gets none is not. ``turns="last"`` keeps a trailing
+assistant answer as the row's ``original``. ``docs/inputs.md`` says each rule.
 
 Example::
 

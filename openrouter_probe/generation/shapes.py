@@ -1,16 +1,10 @@
 """Row shapes: the conversation, id, parameters and other columns of one input row.
 
-A row is read by its entry of the layout table (``generation.layouts``; ``docs/inputs.md`` shows
-the table), or by the fields the user names (``FieldMap``). Turns are ``role``/``content`` or
-``from``/``value`` (``ROLES`` maps the names); only the message keys the API reads are kept
-(``params.MESSAGE_KEYS``). No column is a request parameter unless the user names it
-(``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an OpenRouter chat
-parameter, checked (``params.check``): a value that cannot be sent skips the row. A layout's tools
-are conversation content. Every other column is the dataset's data, returned as ``meta`` (never
-sent; the output record keeps it). A top-level system column (``SYSTEM_FIELDS``) goes first
-unless the conversation opens with its own. A row whose ``status`` says it failed, or whose
-conversation ``conversation.validate_conversation`` refuses, is skipped, never sent
-(``ShapeProblem``: why, in one line).
+A row is read by its entry of the layout table (``generation.layouts``) or by the fields the user
+names (``FieldMap``); ``docs/inputs.md`` says each rule. Only the message keys the API reads are
+kept (``params.MESSAGE_KEYS``); no column is a request parameter unless the user names it
+(``FieldMap.params``, checked by ``params.check``); every other column is the dataset's data,
+returned as ``meta`` (never sent). A row to skip raises ``ShapeProblem`` (why, in one line).
 """
 
 from __future__ import annotations
