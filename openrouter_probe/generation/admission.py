@@ -1,14 +1,16 @@
 """``generate``'s start-up check: the policy against the endpoints serving its model now.
 
 Before anything is sent: the model's endpoints now (``model_endpoints``), the rows no admitted
-endpoint can serve taken out (``skip_unservable``), the worst-case prices of what the policy
-admits for any request of the run (``admitted_prices``, the cap's prices), and in batch mode the
-batch sender's settings from the policy's batch block (``batch_settings``).
+endpoint can serve (too long for every context, an image the model cannot take) taken out
+(``skip_unservable``), the worst-case prices of what the policy admits for any request of the run
+(``admitted_prices``, the cap's prices), and in batch mode the batch sender's settings from the
+policy's batch block (``batch_settings``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.start import Said
 
 __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
@@ -45,21 +48,72 @@ async def model_endpoints(
 def skip_unservable(
     rows: PromptSet, endpoints: list[Endpoint], snap: Any, compiled: Any, asked: GeneratePlan
 ) -> None:
-    """Take the rows no admitted endpoint can serve (longer than every context, an image the
-    model cannot take) out of ``rows``: skipped with their line and why, counted; the others go."""
-    from openrouter_probe.generation.fit import input_modalities, unservable
+    """Take the rows no admitted endpoint can serve out of ``rows``: skipped with their line and
+    why (one line), counted; the others go. A row holding an image when the snapshot lists the
+    model's input modalities without ``image``; or a row whose prompt and ``max_tokens`` are
+    longer than the context of every endpoint the policy admits for it (OpenRouter's routing
+    drops such an endpoint: ``rules.routing``'s ``context_length`` step). The prompt's tokens are
+    estimated as the fake server counts them (``rules.prompt_tokens``), not by the provider's
+    tokenizer: a row near the limit may still be refused upstream (a final 400 for that row). A
+    row is measured only when its bytes could exceed the context (bytes bound tokens from
+    above). Rows whose parameters no endpoint admits at all are the start-up check's to say."""
+    from openrouter_probe.rules import prompt_tokens
+    from openrouter_probe.rules.routing import RequestParams, route
 
-    found = unservable(
-        rows.rows,
-        endpoints=endpoints,
-        provider=compiled.provider,
-        parameters=asked.parameters,
-        max_tokens=asked.max_tokens,
-        input_modalities=input_modalities(snap),
-        model=compiled.model,
+    architecture = getattr(getattr(snap, "parsed", None), "architecture", None)
+    modalities = list(getattr(architecture, "input_modalities", None) or ()) or None
+    asked_params = frozenset(asked.parameters)
+    largest: dict[tuple[int, frozenset[str]], int | None] = {}
+    why: dict[str, str] = {}
+    for row in rows.rows:
+        if modalities is not None and "image" not in modalities and _has_image(row):
+            takes = ", ".join(modalities)
+            why[row.id] = (
+                f"holds an image; {compiled.model} takes {takes} input only (the snapshot)"
+            )
+            continue
+        row_max = int(row.params.get("max_tokens", asked.max_tokens))
+        key = (row_max, asked_params | frozenset(row.params))
+        if key not in largest:
+            params = RequestParams(max_tokens=row_max, parameters=key[1])
+            admitted = route(compiled.provider, endpoints, params).admitted
+            contexts = [e.context_length for e in admitted]
+            largest[key] = (
+                None
+                if not contexts or None in contexts
+                else max(c for c in contexts if c is not None)
+            )
+        context = largest[key]
+        if context is None:
+            continue
+        sent = len(json.dumps([row.params.get(k) for k in prompt_tokens.PROMPT_FIELDS]))
+        bound = prompt_tokens.prompt_tokens_bound(row.prompt_size + sent, len(row.messages))
+        if bound + row_max <= context:
+            continue  # a token is at least a byte: it fits
+        tokens = prompt_tokens.estimate_prompt_tokens(row.messages, row.params)
+        if tokens + row_max <= context:
+            continue
+        room = context - tokens
+        fix = f"shorten it, or lower max_tokens to {room}" if room >= 1 else "shorten it"
+        why[row.id] = Message(
+            "row-past-context",
+            "its prompt is about {tokens:,} tokens: with {max_tokens=} it is longer than "
+            "the context of every endpoint admitted ({context:,} at most); {fix:s}",
+            tokens=tokens,
+            max_tokens=row_max,
+            context=context,
+            fix=fix,
+        )
+    if why:
+        rows.drop(why)
+
+
+def _has_image(row: PromptRow) -> bool:
+    return any(
+        isinstance(m.get("content"), list)
+        and any(isinstance(p, dict) and p.get("type") == "image_url" for p in m["content"])
+        for m in row.messages
     )
-    if found:
-        rows.drop({row.id: why for row, why in found})
 
 
 def admitted_prices(

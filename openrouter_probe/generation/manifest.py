@@ -144,7 +144,6 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
         merged.duplicates.extend(one.duplicates)
         merged.skipped.extend(one.skipped)
         merged.notes.extend(one.notes)
-        merged.in_file += one.in_file
         merged.ending_on_assistant += one.ending_on_assistant
         if one.source is not None:
             merged.sources.update(dict.fromkeys(one.datasets, one.source))

@@ -57,7 +57,6 @@ class PromptSet:
     path: str
     rows: list[PromptRow]
     duplicates: list[tuple[str, int, int]] = field(default_factory=list)  # (id, first line, line)
-    in_file: int = 0  # distinct rows selected from the source, every shard's
     skipped: list[str] = field(default_factory=list)
     #: rows (of ``rows``) whose conversation in the source ends on an assistant turn
     ending_on_assistant: int = 0
@@ -359,8 +358,8 @@ def read_prompts(
             f"{label}: no rows, the file is empty; write one JSON object per line with "
             '`messages` or `prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
         )
-    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped,
-                        source=source, notes=_notes(label, found.notes))  # fmt: skip
+    prompts = PromptSet(label, rows, found.duplicates, skipped=found.skipped, source=source,
+                        notes=_notes(label, found.notes))  # fmt: skip
     if shard is not None:
         prompts.every_shard = rows
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
@@ -407,6 +406,5 @@ def with_samples(rows: PromptSet, samples: int) -> PromptSet:
         rows,
         rows=_sample_rows(rows.rows, samples, rows.path),
         every_shard=_sample_rows(rows.every_shard, samples, rows.path),
-        in_file=rows.in_file * samples,
         ending_on_assistant=rows.ending_on_assistant * samples,
     )
