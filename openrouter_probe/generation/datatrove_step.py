@@ -43,6 +43,8 @@ except ImportError:  # pragma: no cover - the message is the test
         "GenerateStep needs datatrove: pip install 'openrouter-probe[datatrove]'"
     ) from None
 
+from pydantic import SecretStr
+
 from openrouter_probe.errors import ConfigError, Message, OptionError, ProbeError
 from openrouter_probe.files import atomic_write_bytes
 from openrouter_probe.rules.quantities import format_usd
@@ -77,24 +79,6 @@ class RankInterrupted(SystemExit):
 
     def __reduce__(self) -> Any:  # pickled whole (a Ray task's error)
         return (RankInterrupted, (self.code, self.message))
-
-
-class _Secret:
-    """A secret kept on the step for its ranks (pickled with it) that datatrove's
-    ``executor.json`` and any repr show only as hidden."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "<secret, not shown>"
-
-    __str__ = __repr__
-
-    def __reduce__(self) -> Any:
-        return (_Secret, (self.value,))
 
 
 def rank_output(output: str | Path, rank: int) -> Path:
@@ -286,8 +270,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                     ways=" and ".join(given_ways),
                 )
             )
-        #: never in ``executor.json`` (datatrove dumps the step's attributes): shown hidden
-        self._api_key = None if given is None else _Secret(str(given))
+        #: kept for the ranks (pickled with the step) but never in ``executor.json`` (datatrove
+        #: dumps the step's attributes, each by its ``str``) nor any repr: shown masked
+        self._api_key = None if given is None else SecretStr(str(given))
         self.generate_options = generate_options
 
     def _budget(self, rank: int, world_size: int) -> Decimal | None:
@@ -299,7 +284,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
 
     def _api_key_of(self) -> str | None:
         if self._api_key is not None:
-            return self._api_key.value
+            return self._api_key.get_secret_value()
         if self.api_key_env is None:
             return None  # generate reads OPENROUTER_API_KEY
         value = os.environ.get(self.api_key_env, "")
