@@ -181,7 +181,6 @@ class _Reading:
     """How to read each row of one source."""
 
     fields: FieldMap
-    default_dataset: str
     dataset: str | None  # every row's dataset (a manifest entry), whatever the row says
     turns: str | None
     folder: Path | None = None  # where a row's relative image paths are read from
@@ -191,7 +190,7 @@ def _prompt_row(obj: Any, number: int, how: _Reading, notes: dict[str, int]) -> 
     shape = read_row(obj, how.fields, folder=how.folder)
     for note in shape.notes:
         notes[note] = notes.get(note, 0) + 1
-    dataset = how.dataset or shape.dataset or how.default_dataset
+    dataset = how.dataset or shape.dataset or "default"
     messages = shape.messages
     params = shape.params if shape.id_params is None else shape.id_params
     ident = shape.given_id or row_id(messages, dataset, params)
@@ -313,7 +312,6 @@ def read_prompts(
     path: str | Path,
     *,
     shard: tuple[int, int] | None = None,
-    default_dataset: str = "default",
     dataset: str | None = None,
     turns: str | None = None,
     fields: FieldMap | None = None,
@@ -328,7 +326,7 @@ def read_prompts(
     the rows whose id hashes to shard ``i``; ``strict=True`` refuses a source with a bad row."""
     source = open_source(path, config=config, split=split)
     folder = None if source.kind == "hf" else Path(source.spec).parent
-    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)
+    how = _Reading(fields or FieldMap(), dataset, turns, folder)
     found = _read_rows(source, how, selection or Selection())
     label = source.spec
     if (strict and found.skipped) or (found.errors and not found.rows):
