@@ -30,18 +30,16 @@ __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unserva
 log = logging.getLogger(__name__)
 
 
-async def model_endpoints(
-    model: str, policy: str | Path, snapshot: Any, options: RunPlan
-) -> tuple[list[Any], Any]:
+async def model_endpoints(model: str, asked: GeneratePlan) -> tuple[list[Any], Any]:
     """The model's endpoints now; a model OpenRouter does not know names the policy it came from."""
     try:
         # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
-        return await asyncio.to_thread(endpoints_now, model, snapshot, options.connection)
+        return await asyncio.to_thread(endpoints_now, model, asked.snapshot, asked.run.connection)
     except NoRouteError as exc:
         raise PolicyError(
             f"its model: {exc.message.rstrip('.')}; fix `model` in the policy's spec and "
             "re-compile it",
-            source=str(policy),
+            source=str(asked.policy),
         ) from exc
 
 
@@ -117,10 +115,7 @@ def _has_image(row: PromptRow) -> bool:
 
 
 def admitted_prices(
-    compiled: Any,
-    policy: str | Path,
-    endpoints: list[Endpoint],
-    asked: GeneratePlan,
+    compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan
 ) -> tuple[Prices, Said]:
     """The start-up check: the policy against the endpoints serving the model now; return the
     worst-case prices of what it admits for any request of the run (the cap's prices: a row with
@@ -135,9 +130,9 @@ def admitted_prices(
         RequestParams(max_tokens=asked.max_tokens, parameters=_sent_parameters(compiled, asked)),
     )
     if not decision.admitted:
-        raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
+        raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(asked.policy))
     warnings = tuple(
-        f"{policy}: {finding.loc}: {finding.message}"
+        f"{asked.policy}: {finding.loc}: {finding.message}"
         for finding in lint_block(compiled.provider, endpoints)
         if finding.loc.startswith("provider.order")
         and finding.code in ("no-match", "order-excluded")
@@ -146,7 +141,7 @@ def admitted_prices(
     try:
         return Prices.worst_case(anything.admitted), Said(warnings=warnings)
     except ValueError as exc:
-        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
+        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(asked.policy)) from exc
 
 
 def _sent_parameters(compiled: Any, asked: GeneratePlan) -> frozenset[str]:
@@ -209,15 +204,7 @@ def _batch_listing(snap: Any, model: str, options: RunPlan) -> list[Endpoint]:
     return [] if listing is None else listing.endpoints
 
 
-def batch_settings(
-    compiled: Any,
-    policy: str | Path,
-    snap: Any,
-    prices: Prices,
-    asked: GeneratePlan,
-    options: RunPlan,
-    snapshot: Any = None,
-) -> Any:
+def batch_settings(compiled: Any, snap: Any, prices: Prices, asked: GeneratePlan) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
     (the sync ones, which are higher, where the listing is unknown); ``None``: a sync run."""
     if asked.batch is None:
@@ -234,10 +221,10 @@ def batch_settings(
                 "without {batch}, or re-compile the policy from a snapshot that lists one",
                 note=str(note),
             ),
-            source=str(policy),
+            source=str(asked.policy),
         )
     batch_prices = prices
-    listed = _batch_listing(snap, compiled.model, options)
+    listed = _batch_listing(snap, compiled.model, asked.run)
     chosen = [e for e in listed if e.tag in provider["only"]]
     if chosen:
         batch_prices = Prices.worst_case(chosen)
@@ -259,7 +246,7 @@ def batch_settings(
         poll_s=asked.batch.poll_s,
         poll_max_s=max(120.0, asked.batch.poll_s),
         abandon=asked.batch.abandon,
-        **_batch_history(snapshot, snap),
+        **_batch_history(asked.snapshot, snap),
     )
 
 
