@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
@@ -280,9 +281,8 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
     at its worst case at ``prices`` (the policy's dearest admitted endpoints; its output at
     most a whole context when it states no ``usage``), never less than the record states."""
     cancelled: set[str] = set()
-    zero = Decimal(0)
-    report: dict[str, Any] = dict.fromkeys(_SPENT_COUNTS, 0) | dict.fromkeys(_SPENT_USD, zero)
-    report["running"] = []
+    report: defaultdict[str, Any] = defaultdict(int)  # counts, and dollars (Decimal sums)
+    running: list[str] = []
     for path in dict.fromkeys(str(p) for p in paths if not beside(p)):
         replay = replay_journal(journal_path(path), repair=False)
         state = load_resume_state(
@@ -306,7 +306,7 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
         report["killed_in_flight"] += replay.in_flight - going
         report["running_in_flight"] += going
         if holder is not None:
-            report["running"].append(f"{path} is being written by {holder}")
+            running.append(f"{path} is being written by {holder}")
         for turns in state.turns.values():
             report["kept_turns"] += len(turns)
             report["kept_turns_usd"] += sum(
@@ -316,14 +316,7 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
         if record.get("status") == "cancelled":
             report["cancelled_requests"] += 1
             cancelled.add(str(record["id"]))
-    return report, cancelled
-
-
-#: The figures ``_spent`` counts: counts, and dollars.
-_SPENT_COUNTS = (
-    "unjournaled", "killed_in_flight", "running_in_flight", "kept_turns", "cancelled_requests"
-)  # fmt: skip
-_SPENT_USD = ("spent_usd", "possibly_billed_usd", "unjournaled_usd", "kept_turns_usd")
+    return {**report, "running": running}, cancelled
 
 
 def _int(value: Any) -> int:
