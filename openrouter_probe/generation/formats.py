@@ -238,17 +238,7 @@ def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
     ]
     frame = pd.DataFrame(cells, columns=columns, dtype=object)
     buffer = io.BytesIO()
-    try:
-        frame.to_parquet(buffer, index=False)
-    except ImportError as exc:
-        raise ConfigError(
-            Message(
-                "parquet-needs-pyarrow",
-                "{fmt=parquet} needs pyarrow ({why:s}): {extra:s}",
-                why=str(exc),
-                extra=_PARQUET_EXTRA,
-            )
-        ) from exc
+    frame.to_parquet(buffer, index=False)  # (pyarrow: imported by _check_parquet before reading)
     atomic_write_bytes(target.output, buffer.getvalue())
 
 
