@@ -122,7 +122,7 @@ class KeyLine:
         return "disabled" if self.record.disabled else "enabled"
 
     def to_dict(self) -> dict[str, Any]:
-        usage = None if self.record is None else self.record.usage_usd
+        usage = self.usage_usd
         remaining = None if self.record is None else self.record.limit_remaining_usd
         return {
             "shard": self.shard,

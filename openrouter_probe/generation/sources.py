@@ -132,8 +132,7 @@ class Source:
                 f"{path}: a .json prompts file is one JSON array of rows, not "
                 f"{kind_of(data)} (name a JSON Lines file .jsonl)"
             )
-        for number, row in enumerate(data, start=1):
-            yield number, row, None
+        yield from _numbered(data)
 
     def _csv(self) -> Iterator[tuple[int, Any, str | None]]:
         """CSV or TSV rows by their header's column names (every value a string; a cell the
