@@ -261,8 +261,8 @@ class _Reader:
             return messages
         keys = [k for k in layout.prompt if k in obj]
         if layout.name in ("alpaca", "dolly") or self.fields.template is not None:
-            self.used |= set(keys) if self.fields.template is None else set()
-            if self.fields.template is None:
+            if self.fields.template is None:  # (a template's columns stay in ``meta`` too)
+                self.used |= set(keys)
                 _main_field(obj, keys)
             text = compose(obj, tuple(keys), self.fields.template)
             if not text:
