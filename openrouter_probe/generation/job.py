@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.generation.manifest import SourceOptions
-from openrouter_probe.generation.opening import open_job
+from openrouter_probe.generation.opening import OpenedJob, open_job
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.config import Progress
 from openrouter_probe.run.paid import run_job
@@ -93,11 +93,8 @@ async def generate(
     keywords = dict(locals())
     plan = GeneratePlan.of(keywords.pop("prompts"), **keywords)
     async with open_job(plan) as job:
-        if job.builder is None:  # a dry run: nothing is sent (its module imported for it only)
-            from openrouter_probe.generation.dry_run import dry_run_job
-
-            dry = await dry_run_job(job, plan)
-            return dry if job.pilot is None else job.pilot.dry_run(dry, job.rows)
+        if job.builder is None:  # a dry run: nothing is sent
+            return await _dry_run(job, plan)
         result = await run_job(
             job.paid,
             job.rows,
@@ -110,3 +107,11 @@ async def generate(
         )
         trial = job.pilot  # (pilot=N: what its answers teach)
         return result if trial is None else trial.report(result, plan.run, job.builder, job.prices)
+
+
+async def _dry_run(job: OpenedJob, plan: GeneratePlan) -> RunResult:
+    """The dry run of ``job`` (``generation.dry_run``, imported for a dry run only)."""
+    from openrouter_probe.generation.dry_run import dry_run_job
+
+    dry = await dry_run_job(job, plan)
+    return dry if job.pilot is None else job.pilot.dry_run(dry, job.rows)
