@@ -109,14 +109,13 @@ class FieldMap:
 @dataclass(frozen=True)
 class RowShape:
     """One row as read: the full conversation (chat messages), its id given (or ``None``), the
-    dataset it names, its request parameters, whether it is of our own shape, the layout it was
-    read as and its other columns (``meta``: data, never sent)."""
+    dataset it names, its request parameters, the layout it was read as and its other columns
+    (``meta``: data, never sent)."""
 
     messages: list[dict[str, Any]]
     given_id: str | None
     dataset: str | None
     params: dict[str, Any]
-    own: bool
     layout: str = "ours"
     meta: dict[str, Any] = field(default_factory=dict)
     #: what to say once per source about this row: a column kept unsent
@@ -415,5 +414,5 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     notes = frozenset(reader.notes.union(f"param:{k}" for k in unsent)) if unsent or reader.notes \
         else _NO_NOTES  # fmt: skip
     meta.update(reader.turn_meta)
-    return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
-                    notes, id_params(obj) if layout.own else None)  # fmt: skip
+    return RowShape(messages, given, dataset, params, layout.name, meta, notes,
+                    id_params(obj) if layout.own else None)  # fmt: skip
