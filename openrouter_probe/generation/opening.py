@@ -139,7 +139,10 @@ def _cache_job(headers: list[dict[str, Any]]) -> str:
 
 def _warn_duplicates(rows: PromptSet) -> Said:
     """What the rows read say: their duplicate ids, the rows skipped (the first few), notes."""
-    warnings = rows.duplicate_lines()[:5]
+    warnings = [
+        f"{rows.path}:{again}: id {ident!r} already on line {first}; sent once"
+        for ident, first, again in rows.duplicates[:5]
+    ]
     if len(rows.duplicates) > 5:
         warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
     shown = rows.skipped[:_SHOWN_SKIPPED]

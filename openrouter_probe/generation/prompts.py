@@ -80,13 +80,6 @@ class PromptSet:
         self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
         self.ending_on_assistant -= sum(_ends_on_assistant(r) for r in gone)
 
-    def duplicate_lines(self) -> list[str]:
-        """One line per duplicate id, naming the file and both line numbers."""
-        return [
-            f"{self.path}:{again}: id {ident!r} already on line {first}; sent once"
-            for ident, first, again in self.duplicates
-        ]
-
     def __iter__(self) -> Iterator[PromptRow]:
         return iter(self.rows)
 
