@@ -306,8 +306,7 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
         if options.pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
             from openrouter_probe.generation.pilot import Pilot
 
-            pilot = Pilot.of(rows, options.pilot, todo)
-            todo = pilot.todo(todo)
+            pilot, todo = Pilot.of(rows, options.pilot, todo)
             counted["rows_to_send"] = len(todo)
         if recorded:  # a redone row is not finished until answered again: those this run sends
             paid.state.reopen((r.id, recorded[r.id]) for r in todo)

@@ -214,9 +214,12 @@ class Pilot:
     left: int = 0
 
     @classmethod
-    def of(cls, rows: Iterable[PromptRow], size: int, todo: Iterable[PromptRow] = ()) -> Pilot:
+    def of(
+        cls, rows: Iterable[PromptRow], size: int, todo: list[PromptRow]
+    ) -> tuple[Pilot, list[PromptRow]]:
         """The pilot of ``rows`` (the prompts', in their order): the first ``size`` of each
-        dataset; ``todo`` the rows still to send (its rows not the pilot's are ``left``)."""
+        dataset; and of ``todo``, the rows still to send, the pilot's (an earlier pilot's answers
+        stay done; the others are ``left``)."""
         first: dict[str, list[PromptRow]] = {}
         counted: Counter[str] = Counter()
         for row in rows:
@@ -224,19 +227,15 @@ class Pilot:
             taken = first.setdefault(row.dataset, [])
             if len(taken) < size:
                 taken.append(row)
-        ids = {row.id for taken in first.values() for row in taken}
-        left = sum(row.id not in ids for row in todo)
-        return cls(size, {d: tuple(taken) for d, taken in first.items()}, dict(counted), left)
+        pilot = cls(size, {d: tuple(taken) for d, taken in first.items()}, dict(counted))
+        ids = pilot.ids
+        sending = [row for row in todo if row.id in ids]
+        return dataclasses.replace(pilot, left=len(todo) - len(sending)), sending
 
     @property
     def ids(self) -> set[str]:
         """The ids of the pilot's rows, every dataset's."""
         return {row.id for taken in self.first.values() for row in taken}
-
-    def todo(self, todo: list[PromptRow]) -> list[PromptRow]:
-        """Of the rows still to send, the pilot's (an earlier pilot's answers stay done)."""
-        ids = self.ids
-        return [row for row in todo if row.id in ids]
 
     def dry_run(self, result: RunResult, todo: list[PromptRow]) -> RunResult:
         """The dry run's result (of the pilot's rows ``todo``) with what the pilot would send
