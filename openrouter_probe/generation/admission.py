@@ -1,14 +1,16 @@
 """``generate``'s start-up check: the policy against the endpoints serving its model now.
 
 Before anything is sent: the model's endpoints now (``model_endpoints``), the rows no admitted
-endpoint can serve taken out (``skip_unservable``), the worst-case prices of what the policy
-admits for any request of the run (``admitted_prices``, the cap's prices), and in batch mode the
-batch sender's settings from the policy's batch block (``batch_settings``).
+endpoint can serve (too long for every context, an image the model cannot take) taken out
+(``skip_unservable``), the worst-case prices of what the policy admits for any request of the run
+(``admitted_prices``, the cap's prices), and in batch mode the batch sender's settings from the
+policy's batch block (``batch_settings``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from openrouter_probe.generation.prompts import PromptSet
 from openrouter_probe.run.checks import endpoints_now
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.spend import Prices
+from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.start import Said
 
 __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unservable"]
@@ -27,46 +30,92 @@ __all__ = ["admitted_prices", "batch_settings", "model_endpoints", "skip_unserva
 log = logging.getLogger(__name__)
 
 
-async def model_endpoints(
-    model: str, policy: str | Path, snapshot: Any, options: RunPlan
-) -> tuple[list[Any], Any]:
+async def model_endpoints(model: str, asked: GeneratePlan) -> tuple[list[Any], Any]:
     """The model's endpoints now; a model OpenRouter does not know names the policy it came from."""
     try:
         # the sync client runs in a thread: the event loop (a notebook's, a test server's) goes on
-        return await asyncio.to_thread(endpoints_now, model, snapshot, options.connection)
+        return await asyncio.to_thread(endpoints_now, model, asked.snapshot, asked.run.connection)
     except NoRouteError as exc:
         raise PolicyError(
             f"its model: {exc.message.rstrip('.')}; fix `model` in the policy's spec and "
             "re-compile it",
-            source=str(policy),
+            source=str(asked.policy),
         ) from exc
 
 
 def skip_unservable(
     rows: PromptSet, endpoints: list[Endpoint], snap: Any, compiled: Any, asked: GeneratePlan
 ) -> None:
-    """Take the rows no admitted endpoint can serve (longer than every context, an image the
-    model cannot take) out of ``rows``: skipped with their line and why, counted; the others go."""
-    from openrouter_probe.generation.fit import input_modalities, unservable
+    """Take the rows no admitted endpoint can serve out of ``rows``: skipped with their line and
+    why (one line), counted; the others go. A row holding an image when the snapshot lists the
+    model's input modalities without ``image``; or a row whose prompt and ``max_tokens`` are
+    longer than the context of every endpoint the policy admits for it (OpenRouter's routing
+    drops such an endpoint: ``rules.routing``'s ``context_length`` step). The prompt's tokens are
+    estimated as the fake server counts them (``rules.prompt_tokens``), not by the provider's
+    tokenizer: a row near the limit may still be refused upstream (a final 400 for that row). A
+    row is measured only when its bytes could exceed the context (bytes bound tokens from
+    above). Rows whose parameters no endpoint admits at all are the start-up check's to say."""
+    from openrouter_probe.rules import prompt_tokens
+    from openrouter_probe.rules.routing import RequestParams, route
 
-    found = unservable(
-        rows.rows,
-        endpoints=endpoints,
-        provider=compiled.provider,
-        parameters=asked.parameters,
-        max_tokens=asked.max_tokens,
-        input_modalities=input_modalities(snap),
-        model=compiled.model,
+    architecture = getattr(getattr(snap, "parsed", None), "architecture", None)
+    modalities = list(getattr(architecture, "input_modalities", None) or ()) or None
+    asked_params = frozenset(asked.parameters)
+    largest: dict[tuple[int, frozenset[str]], int | None] = {}
+    why: dict[str, str] = {}
+    for row in rows.rows:
+        if modalities is not None and "image" not in modalities and _has_image(row):
+            takes = ", ".join(modalities)
+            why[row.id] = (
+                f"holds an image; {compiled.model} takes {takes} input only (the snapshot)"
+            )
+            continue
+        row_max = int(row.params.get("max_tokens", asked.max_tokens))
+        key = (row_max, asked_params | frozenset(row.params))
+        if key not in largest:
+            params = RequestParams(max_tokens=row_max, parameters=key[1])
+            admitted = route(compiled.provider, endpoints, params).admitted
+            contexts = [e.context_length for e in admitted]
+            largest[key] = (
+                None
+                if not contexts or None in contexts
+                else max(c for c in contexts if c is not None)
+            )
+        context = largest[key]
+        if context is None:
+            continue
+        sent = len(json.dumps([row.params.get(k) for k in prompt_tokens.PROMPT_FIELDS]))
+        bound = prompt_tokens.prompt_tokens_bound(row.prompt_size + sent, len(row.messages))
+        if bound + row_max <= context:
+            continue  # a token is at least a byte: it fits
+        tokens = prompt_tokens.estimate_prompt_tokens(row.messages, row.params)
+        if tokens + row_max <= context:
+            continue
+        room = context - tokens
+        fix = f"shorten it, or lower max_tokens to {room}" if room >= 1 else "shorten it"
+        why[row.id] = Message(
+            "row-past-context",
+            "its prompt is about {tokens:,} tokens: with {max_tokens=} it is longer than "
+            "the context of every endpoint admitted ({context:,} at most); {fix:s}",
+            tokens=tokens,
+            max_tokens=row_max,
+            context=context,
+            fix=fix,
+        )
+    if why:
+        rows.drop(why)
+
+
+def _has_image(row: PromptRow) -> bool:
+    return any(
+        isinstance(m.get("content"), list)
+        and any(isinstance(p, dict) and p.get("type") == "image_url" for p in m["content"])
+        for m in row.messages
     )
-    if found:
-        rows.drop({row.id: why for row, why in found})
 
 
 def admitted_prices(
-    compiled: Any,
-    policy: str | Path,
-    endpoints: list[Endpoint],
-    asked: GeneratePlan,
+    compiled: Any, endpoints: list[Endpoint], asked: GeneratePlan
 ) -> tuple[Prices, Said]:
     """The start-up check: the policy against the endpoints serving the model now; return the
     worst-case prices of what it admits for any request of the run (the cap's prices: a row with
@@ -81,9 +130,9 @@ def admitted_prices(
         RequestParams(max_tokens=asked.max_tokens, parameters=_sent_parameters(compiled, asked)),
     )
     if not decision.admitted:
-        raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(policy))
+        raise PolicyError(_admits_none(compiled, endpoints, asked), source=str(asked.policy))
     warnings = tuple(
-        f"{policy}: {finding.loc}: {finding.message}"
+        f"{asked.policy}: {finding.loc}: {finding.message}"
         for finding in lint_block(compiled.provider, endpoints)
         if finding.loc.startswith("provider.order")
         and finding.code in ("no-match", "order-excluded")
@@ -92,7 +141,7 @@ def admitted_prices(
     try:
         return Prices.worst_case(anything.admitted), Said(warnings=warnings)
     except ValueError as exc:
-        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(policy)) from exc
+        raise PolicyError(f"{exc}; the spend cap needs prices", source=str(asked.policy)) from exc
 
 
 def _sent_parameters(compiled: Any, asked: GeneratePlan) -> frozenset[str]:
@@ -155,15 +204,7 @@ def _batch_listing(snap: Any, model: str, options: RunPlan) -> list[Endpoint]:
     return [] if listing is None else listing.endpoints
 
 
-def batch_settings(
-    compiled: Any,
-    policy: str | Path,
-    snap: Any,
-    prices: Prices,
-    asked: GeneratePlan,
-    options: RunPlan,
-    snapshot: Any = None,
-) -> Any:
+def batch_settings(compiled: Any, snap: Any, prices: Prices, asked: GeneratePlan) -> Any:
     """The batch sender's settings: the policy's batch block and the ``:batch`` row's prices
     (the sync ones, which are higher, where the listing is unknown); ``None``: a sync run."""
     if asked.batch is None:
@@ -180,10 +221,10 @@ def batch_settings(
                 "without {batch}, or re-compile the policy from a snapshot that lists one",
                 note=str(note),
             ),
-            source=str(policy),
+            source=str(asked.policy),
         )
     batch_prices = prices
-    listed = _batch_listing(snap, compiled.model, options)
+    listed = _batch_listing(snap, compiled.model, asked.run)
     chosen = [e for e in listed if e.tag in provider["only"]]
     if chosen:
         batch_prices = Prices.worst_case(chosen)
@@ -205,7 +246,7 @@ def batch_settings(
         poll_s=asked.batch.poll_s,
         poll_max_s=max(120.0, asked.batch.poll_s),
         abandon=asked.batch.abandon,
-        **_batch_history(snapshot, snap),
+        **_batch_history(asked.snapshot, snap),
     )
 
 

@@ -1,21 +1,11 @@
 """Audit generator output: who served each row, at what cost, and whether the policy allowed it.
 
-``audit`` reads one or more output files (shards are merged by row id), maps each row's served
-``provider`` (a display name) to the snapshot's endpoints of that name, and asks the routing model
-whether the policy's ``provider`` block admits one of them. It reports, per provider: rows, tokens,
-cost, effective USD per million output tokens, truncations and errors, and the answers billed past
-their ``max_tokens`` (how many, the worst ratio, what the tokens past the limit cost: providers
-bill past it, ``run.books.overshoot``); every row served outside the policy; and the realised spend beside what the budget planner predicts for the same tokens. A row
-regenerated turn by turn (``generate --turns all``) counts each turn at the provider that served
-it (the providers of one row may differ): its tokens, its cost, and whether the policy admits it;
-the row itself counts at the provider of its last turn.
-
-It also accounts for the money that served no row, as ``generate`` does against its cap: requests
-cancelled in flight (a double Ctrl-C; ``cancelled`` lines) and requests in flight when a run was
-killed (the spend journal beside each output) may have been billed, so each counts at its
-reserved worst case; billed retries and failed attempts count at their cost. ``spent_usd`` is what
-``generate`` counts as spent on the same files (``run.books.output.load_resume_state`` and
-``run.money.replay.replay_journal``, read without repairing anything: a run may still be appending).
+``docs/generate.md`` ("Audit and export") says what the report holds. Each row's served
+``provider`` (a display name) is mapped to the snapshot's endpoints of that name and the routing
+model asked whether the policy admits one; a row regenerated turn by turn counts each turn at its
+own provider. The money that served no row counts as ``generate`` counts it against its cap
+(``run.books.output.load_resume_state`` and ``run.money.replay.replay_journal``, read without
+repairing anything: a run may still be appending).
 
 Example::
 
@@ -23,11 +13,12 @@ Example::
     from openrouter_probe.rules.snapshot import bundled_snapshot
 
     report = audit(["out.jsonl"], policy="policies/kimi-k2.5.yaml", snapshot=bundled_snapshot())
-    print(report.render()); report.exit_code   # 1 when a row was served outside the policy
+    print(report.render_notes()); report.exit_code   # 1: a row was served outside the policy
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal
@@ -290,9 +281,8 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
     at its worst case at ``prices`` (the policy's dearest admitted endpoints; its output at
     most a whole context when it states no ``usage``), never less than the record states."""
     cancelled: set[str] = set()
-    zero = Decimal(0)
-    report: dict[str, Any] = dict.fromkeys(_SPENT_COUNTS, 0) | dict.fromkeys(_SPENT_USD, zero)
-    report["running"] = []
+    report: defaultdict[str, Any] = defaultdict(int)  # counts, and dollars (Decimal sums)
+    running: list[str] = []
     for path in dict.fromkeys(str(p) for p in paths if not beside(p)):
         replay = replay_journal(journal_path(path), repair=False)
         state = load_resume_state(
@@ -316,7 +306,7 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
         report["killed_in_flight"] += replay.in_flight - going
         report["running_in_flight"] += going
         if holder is not None:
-            report["running"].append(f"{path} is being written by {holder}")
+            running.append(f"{path} is being written by {holder}")
         for turns in state.turns.values():
             report["kept_turns"] += len(turns)
             report["kept_turns_usd"] += sum(
@@ -326,14 +316,7 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
         if record.get("status") == "cancelled":
             report["cancelled_requests"] += 1
             cancelled.add(str(record["id"]))
-    return report, cancelled
-
-
-#: The figures ``_spent`` counts: counts, and dollars.
-_SPENT_COUNTS = (
-    "unjournaled", "killed_in_flight", "running_in_flight", "kept_turns", "cancelled_requests"
-)  # fmt: skip
-_SPENT_USD = ("spent_usd", "possibly_billed_usd", "unjournaled_usd", "kept_turns_usd")
+    return {**report, "running": running}, cancelled
 
 
 def _int(value: Any) -> int:

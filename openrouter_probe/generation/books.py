@@ -20,14 +20,13 @@ from typing import Any
 
 from openrouter_probe.api.keys import KeyRecord, KeysClient
 from openrouter_probe.errors import ConfigError
-from openrouter_probe.generation.keyfile import KeyFile, key_records, read_key_file
+from openrouter_probe.generation.keyfile import KeyFile, ShardKey, key_records, read_key_file
 from openrouter_probe.generation.records import beside
 from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 
 __all__ = [
     "JobBooks",
-    "JournalsMoney",
     "KeyLine",
     "expand_outputs",
     "job_books",
@@ -61,47 +60,28 @@ def expand_outputs(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-@dataclass(frozen=True)
-class JournalsMoney:
-    """The journals' money over a job's outputs: what they count as spent, how much of it is
-    possibly billed (at its worst case), what the journals of each key count (``by_key``, by
-    its hash) and what those naming a shard but no key count (``by_shard``)."""
-
-    spent_usd: Decimal
-    possibly_billed_usd: Decimal
-    by_shard: dict[int, Decimal]
-    by_key: dict[str, Decimal] = field(default_factory=dict)
-
-    def of_key(self, key_hash: str, shard: int) -> Decimal | None:
-        """What the journals of the key ``key_hash`` (shard ``shard``'s) count (``None``: no
-        journal names either)."""
-        known = [p for p in (self.by_key.get(key_hash), self.by_shard.get(shard)) if p is not None]
-        return sum(known, _ZERO) if known else None
-
-
-def journals_money(outputs: Sequence[Path]) -> JournalsMoney:
-    """Read each output's journal once, without repairing (a shard may still be writing). A
-    journal counts for the key its runs' header lines name (``key_hash``: ``generate
-    --key-file`` and the datatrove step write it), else for the shard they name
-    (``generate --shard i/n``, the step's rank); one whose runs name no shard, or two, counts
-    in the total only (its key is then not matched, and ``JobBooks.unmatched`` says so)."""
+def journals_money(outputs: Sequence[Path]) -> tuple[Decimal, Decimal, dict[str | int, Decimal]]:
+    """What the journals of ``outputs`` count as spent, how much of it is possibly billed (at its
+    worst case), and what they count by whom: by the key their runs' header lines name
+    (``key_hash``: ``generate --key-file`` and the datatrove step write it), else by the shard
+    they name (its index: ``generate --shard i/n``, the step's rank); one whose runs name no
+    shard, or two, counts in the total only (its key is then not matched, and
+    ``JobBooks.unmatched`` says so). Each journal is read once, without repairing (a shard may
+    still be writing)."""
     spent = possibly = _ZERO
-    by_shard: dict[int, Decimal] = {}
-    by_key: dict[str, Decimal] = {}
+    by: dict[str | int, Decimal] = {}
     for path in outputs:
         replay = replay_journal(journal_path(path), repair=False)
         spent += replay.spent_usd
         possibly += replay.possibly_billed_usd
         keys = {h["key_hash"] for h in replay.headers if isinstance(h.get("key_hash"), str)}
-        if len(keys) == 1:
-            key = keys.pop()
-            by_key[key] = by_key.get(key, _ZERO) + replay.spent_usd
-            continue
         named = {h["shard"] for h in replay.headers if h.get("shard") is not None}
-        shard = _shard_index(named.pop()) if len(named) == 1 and not keys else None
-        if shard is not None:
-            by_shard[shard] = by_shard.get(shard, _ZERO) + replay.spent_usd
-    return JournalsMoney(spent, possibly, by_shard, by_key)
+        who: str | int | None = keys.pop() if len(keys) == 1 else None
+        if who is None and len(named) == 1 and not keys:
+            who = _shard_index(named.pop())
+        if who is not None:
+            by[who] = by.get(who, _ZERO) + replay.spent_usd
+    return spent, possibly, by
 
 
 def _shard_index(raw: object) -> int | None:
@@ -142,7 +122,7 @@ class KeyLine:
         return "disabled" if self.record.disabled else "enabled"
 
     def to_dict(self) -> dict[str, Any]:
-        usage = None if self.record is None else self.record.usage_usd
+        usage = self.usage_usd
         remaining = None if self.record is None else self.record.limit_remaining_usd
         return {
             "shard": self.shard,
@@ -289,19 +269,22 @@ def job_books(
     """The books of the job of ``key_file`` over its shards' ``outputs`` (files, folders, globs)."""
     keyfile = key_file if isinstance(key_file, KeyFile) else read_key_file(key_file)
     files = expand_outputs(outputs) if outputs else []
-    money = journals_money(files)
+    spent, possibly, by = journals_money(files)
     records = key_records(keyfile, client=client)
+
+    def counted(key: ShardKey) -> Decimal | None:  # its hash's journals and its shard's
+        known = [by[who] for who in (key.hash, key.shard) if who in by]
+        return sum(known, _ZERO) if known else None
+
     return JobBooks(
         job=keyfile.job,
         budget_usd=keyfile.budget_usd,
         shards=keyfile.shards,
         keys=[
-            KeyLine(
-                k.shard, k.name, k.hash, _limit(k.limit_usd, r), r, money.of_key(k.hash, k.shard)
-            )
+            KeyLine(k.shard, k.name, k.hash, _limit(k.limit_usd, r), r, counted(k))
             for k, r in zip(keyfile.keys, records, strict=True)
         ],
         outputs=[str(f) for f in files],
-        journals_usd=money.spent_usd,
-        possibly_billed_usd=money.possibly_billed_usd,
+        journals_usd=spent,
+        possibly_billed_usd=possibly,
     )

@@ -1,35 +1,16 @@
 """A finished output row as a training conversation, and the row shapes each trainer reads.
 
-A row's conversation is its prompt's messages with the model's answers in place: the last answer
-appended after the prompt (``generate`` today), or, for a row whose every assistant turn was
-regenerated, each prompt-file assistant turn replaced by the model's own (``turns``, below). Each
-assistant message says whether the model wrote it in this job (``generated``), so that a trainer can
-mask the others; its reasoning is ``reasoning_content``. A provider that returns the reasoning
-inline, as ``<think>...</think>`` at the head of the content, is split into the two fields.
-
-Every format keeps everything the row holds (tool calls, ``tool_call_id``, image parts as parts,
-every turn's reasoning) except ``specforge``, whose shape cannot hold some rows: ``specforge_row``
-says why in one short reason, and the export leaves the row out and counts it.
-
+A row's conversation is its prompt's messages with the model's answers in place (the answer after
+the prompt, or for a row regenerated turn by turn each of its ``turns`` at its ``index``: the
+per-turn record, ``docs/training-data.md``). Each assistant message says whether the model wrote
+it in this job (``generated``) and carries its reasoning as ``reasoning_content`` (an inline
+``<think>...</think>`` split out). Every format keeps everything the row holds except
+``specforge``, whose shape cannot hold some rows: ``specforge_row`` says why in one short reason.
 On the way in, ``validate_conversation`` says why a prompt row's messages are not a conversation
-to send: the input reader (``generation.shapes``) skips such a row and names it.
+to send (``generation.shapes`` skips such a row).
 
-The per-turn record (written by ``generate --turns all``, ``run.books.turns``): beside the usual
-fields, ``turns`` is a list with one object per assistant turn the model wrote, in order::
-
-    {"index": 1, "content": "...", "reasoning": "...", "tool_calls": null, "finish_reason": "stop",
-     "usage": {...}, "cost_usd": 0.0012, "provider": "Chutes", "model": "...",
-     "generation_id": "gen-...", "attempts": 1}
-
-``index`` is the position in ``messages`` of the prompt-file assistant message the turn replaces,
-or ``len(messages)`` for the answer after the last message. The record's own ``content`` and
-``reasoning`` are then the last turn's, and are not read again. The conversation ends with the last
-turn: a row that stopped before its last turn (a turn cut at ``max_tokens``, recorded as
-``truncated``; a turn that failed) keeps none of the prompt's messages after it, which answer text
-the model never wrote.
-
-SpecForge's shape (``--format specforge``) is its regenerated-data contract, read from
-sgl-project/SpecForge at a6b6b0230009d15ec2a97a57384e6f53f0f96946: ``scripts/conversation_validation.py``
+SpecForge's shape is its regenerated-data contract, read from sgl-project/SpecForge at
+a6b6b0230009d15ec2a97a57384e6f53f0f96946: ``scripts/conversation_validation.py``
 (``validate_conversation``), ``scripts/validate_regenerated_data.py`` (``validate_row``) and
 ``scripts/expand_reasoning_conversations.py`` (``validate_conversation``, ``expand_row``).
 

@@ -1,24 +1,11 @@
 """A datatrove ``PipelineStep`` that runs our job on its rank: ``pip install 'openrouter-probe[datatrove]'``.
 
-datatrove (Hugging Face) places the work: its Local, Slurm and Ray executors run one task a rank,
-its readers (JSONL, Parquet, the Hub) hand each rank its files' Documents, and a rank that finished
-leaves a completion marker so a rerun skips it. ``GenerateStep`` takes those Documents as prompt
-rows (``Document.id`` the row id; ``text`` the prompt, or ``metadata["messages"]`` a
-conversation; ``metadata["dataset"]`` the dataset) and runs ``generate`` on them, writing our
-output and journal per rank (``OUTPUT/rank-00003.jsonl`` and its ``.ledger``; the chunk of the
-rank's rows being answered in ``OUTPUT/prompts/rank-00003.jsonl``). It streams: the Documents
-are read a chunk at a time (``chunk_rows``), each chunk answered by one run into the rank's output
-and its answers yielded before the next chunk is read, so a rank holds one chunk, not all its rows
-(a chunk waits for its slowest answer before the next starts). A rank killed mid-run and rerun
-resumes from its journal and never pays twice.
-
-It yields one Document per answered row (``text`` the answer; metadata: ``status``, ``provider``,
-``cost_usd``, ``finish_reason``), so later steps (a writer, a filter) go on from there, and counts
-rows and money in datatrove's stats. A rank that ends short of its rows (the budget, its key's
-limit, a refusal, a signal) yields what it answered, then raises (``RankIncomplete``; a signal:
-``RankInterrupted``, a ``SystemExit``, except on Ray), so datatrove leaves its task incomplete
-and a rerun resumes it. SIGTERM and SIGINT are the run's graceful stop (``handle_signals``). The
-step keeps no secret where datatrove would write it (its ``executor.json`` dumps the options).
+datatrove places the work (its executors run one task a rank, its readers hand each rank its
+Documents, a finished rank leaves a completion marker); ``GenerateStep`` answers the rank's
+Documents with ``generate`` a chunk at a time into ``OUTPUT/rank-0000i.jsonl`` and yields one
+Document per answered row. A rank that ends short raises (``RankIncomplete``, or on a signal
+``RankInterrupted``) so datatrove leaves its task incomplete and a rerun resumes it from its
+journal, paying nothing twice. ``docs/scale-out.md`` ("datatrove") says each rule and why.
 
 Example (the local executor; ``examples/scale-out/datatrove_pipeline.py`` is the runnable one)::
 
@@ -56,6 +43,8 @@ except ImportError:  # pragma: no cover - the message is the test
         "GenerateStep needs datatrove: pip install 'openrouter-probe[datatrove]'"
     ) from None
 
+from pydantic import SecretStr
+
 from openrouter_probe.errors import ConfigError, Message, OptionError, ProbeError
 from openrouter_probe.files import atomic_write_bytes
 from openrouter_probe.rules.quantities import format_usd
@@ -90,24 +79,6 @@ class RankInterrupted(SystemExit):
 
     def __reduce__(self) -> Any:  # pickled whole (a Ray task's error)
         return (RankInterrupted, (self.code, self.message))
-
-
-class _Secret:
-    """A secret kept on the step for its ranks (pickled with it) that datatrove's
-    ``executor.json`` and any repr show only as hidden."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "<secret, not shown>"
-
-    __str__ = __repr__
-
-    def __reduce__(self) -> Any:
-        return (_Secret, (self.value,))
 
 
 def rank_output(output: str | Path, rank: int) -> Path:
@@ -299,8 +270,9 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
                     ways=" and ".join(given_ways),
                 )
             )
-        #: never in ``executor.json`` (datatrove dumps the step's attributes): shown hidden
-        self._api_key = None if given is None else _Secret(str(given))
+        #: kept for the ranks (pickled with the step) but never in ``executor.json`` (datatrove
+        #: dumps the step's attributes, each by its ``str``) nor any repr: shown masked
+        self._api_key = None if given is None else SecretStr(str(given))
         self.generate_options = generate_options
 
     def _budget(self, rank: int, world_size: int) -> Decimal | None:
@@ -312,7 +284,7 @@ class GenerateStep(PipelineStep):  # type: ignore[misc]  # datatrove is untyped
 
     def _api_key_of(self) -> str | None:
         if self._api_key is not None:
-            return self._api_key.value
+            return self._api_key.get_secret_value()
         if self.api_key_env is None:
             return None  # generate reads OPENROUTER_API_KEY
         value = os.environ.get(self.api_key_env, "")

@@ -2,8 +2,8 @@
 
 ``dry_run_job`` makes the result of the worst case of every request to send (every
 turn with ``turns="all"``) and the budget planner's expected cost, and says where the run's
-in-flight window would start (``run.checks.account_window``); ``key_check`` looks at the key's limit
-against the budget of every shard, and at the account's balance.
+in-flight window would start (``run.checks.account_window``), the key's limit against the budget
+of every shard, and the account's balance.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from openrouter_probe.run import checks
 from openrouter_probe.run.books.turns import TurnBook
 from openrouter_probe.run.counts import useful_rows
 from openrouter_probe.run.money.spend import Prices
-from openrouter_probe.run.paid import PaidRun
 from openrouter_probe.run.result import RunResult
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.schedule.queues import unaffordable_shares
@@ -30,7 +29,7 @@ from openrouter_probe.run.stop import StopReason
 if TYPE_CHECKING:
     from openrouter_probe.generation.opening import OpenedJob
 
-__all__ = ["dry_run_job", "key_check"]
+__all__ = ["dry_run_job"]
 
 #: Bytes per token assumed for the dry run's *expected* prompt size (the cap uses a strict bound).
 _BYTES_PER_TOKEN = 4
@@ -179,17 +178,12 @@ def _no_budget(asked: GeneratePlan) -> str:
     )
 
 
-async def key_check(
-    paid: PaidRun,
-    asked: GeneratePlan,
-    todo: list[PromptRow],
-    prices: Prices,
-    model: str,
-) -> Said:
+async def _key_check(job: OpenedJob, asked: GeneratePlan) -> Said:
     """The dry run's look at the key and the account: the key's limit against the budget of
     every shard (a warning), and where the run's in-flight window would start (a note:
-    ``run.checks.account_window``, the balance read, or the last run's window from ``paid``'s
+    ``run.checks.account_window``, the balance read, or the last run's window from the job's
     journal)."""
+    paid, todo = job.paid, job.rows
     options = paid.options
     read: checks.KeyCheck | None = None
     said = Said()
@@ -202,9 +196,9 @@ async def key_check(
         if read.warning and total is not None:
             said = Said(warnings=(read.warning,))
     if todo and asked.batch is None:  # (a batch holds nothing in flight)
-        builder = asked.request_builder(model, {}, identity=asked.response_cache)
+        builder = asked.request_builder(job.compiled.model, {}, identity=asked.response_cache)
         resumed = paid.replay.window_usd
-        start = checks.account_window(options, read, todo, builder, prices, resumed_usd=resumed)
+        start = checks.account_window(options, read, todo, builder, job.prices, resumed_usd=resumed)
         said += Said(notes=(start.why,))
     return said
 
@@ -213,9 +207,8 @@ async def dry_run_job(job: OpenedJob, asked: GeneratePlan) -> RunResult:
     """The dry run of the opened ``job``: its start with the records the journal does not know
     counted at their worst case and what the key check says (warned here: a real run says its
     warnings in ``run_job``), then what the run would do (``_summary``)."""
-    paid, todo, prices = job.paid, job.rows, job.prices
-    before = paid.count_unjournaled(job.before, prices, asked.max_tokens)
-    before = before.saying(await key_check(paid, asked, todo, prices, job.compiled.model))
+    before = job.paid.count_unjournaled(job.before, job.prices, asked.max_tokens)
+    before = before.saying(await _key_check(job, asked))
     for text in before.warnings:
         logging.getLogger(__name__).warning(text)
     return _summary(job, asked, before)

@@ -1,34 +1,10 @@
-"""Export generator output for training a drafter: SpecForge, ShareGPT, plain JSONL or parquet.
+"""Export generator output for training a drafter: SpecForge, ShareGPT, plain JSONL, parquet, hf.
 
-Rows come from one or more output files (shards merged by row id). Only answered rows are exported:
-``ok`` ones, and ``truncated`` ones when asked (``include_truncated``); failed rows never; and never
-a row whose answer is empty (the reasoning used up ``max_tokens``), whatever was asked. Each row's
-conversation is its prompt with the model's answers in place (``generate.conversation``); every
-assistant turn says whether the model wrote it (``generated``) and carries its reasoning as
-``reasoning_content``.
-
-- ``specforge``: SpecForge's regenerated-data shape, what its ``validate_regenerated_data.py`` and
-  ``expand_reasoning_conversations.py`` read: ``{"id": str, "status": "success", "conversations":
-  [{"role", "content"}, ...], "preserve_thinking": true, "sampling_params": {...}}``. Rows the
-  shape cannot hold (tools, other
-  roles, image parts, an empty message, a ``<think>`` left in the text) are left out and counted.
-- ``sharegpt``: ``{"id", "conversations": [{"from": "system"|"human"|"gpt"|"tool", "value"}...],
-  "tools", "metadata": {"sampling_params"}}`` (where speculators' ``regenerate-responses`` keeps
-  it), every other key of a message kept (``reasoning_content``, ``tool_calls``,
-  ``tool_call_id``, ``generated``), image parts kept as parts;
-- ``jsonl``: ``{"id", "dataset", "conversations": [...chat messages...], "tools", "provider",
-  "model", "finish_reason", "usage", "meta", "sampling_params"}`` (plus ``turns``, per-turn
-  metadata, for regenerated rows);
-- ``parquet``: the ``jsonl`` rows as a table (needs ``pyarrow``: the ``parquet`` extra), nested
-  values as JSON text.
-- ``hf``: a Hugging Face dataset folder (``-o DIR``): Parquet shards per dataset and a dataset
-  card with the provenance, what ``datasets.load_dataset(DIR)`` reads (``generation.hub``);
-  ``push_to_hub`` uploads it with ``huggingface_hub``.
-
-``-o NAME.json`` writes the rows as one JSON array (``sharegpt``, ``jsonl``); every other name gets
-JSON Lines. ``specforge`` refuses ``.json`` (SpecForge's scripts read JSON Lines), ``parquet`` refuses
-``.json`` and ``.jsonl``. Every format is written atomically (a temp file, then a rename): an export
-never leaves half a file, and never writes over one of its inputs.
+Rows come from one or more output files (shards merged by row id); only answered rows are
+exported, never one whose answer is empty; each row's conversation is its prompt with the model's
+answers in place (``generation.conversation``). Each format's row, its refusals and its writer are
+one entry of ``generation.formats``; ``docs/training-data.md`` has the formats field by field and
+their rules. Every format is written atomically, never over one of its inputs.
 
 Example::
 
@@ -196,30 +172,12 @@ class ExportSummary(Frozen):
         return notes
 
 
-class _Counting:
-    """An export's figures while it reads (``ExportSummary``'s, by name): the summary is made of
-    them once, at the end."""
-
-    def __init__(self) -> None:
-        self.figures: Counter[str] = Counter()
-        self.not_answered: dict[str, int] = {}
-        self.left_out: dict[str, int] = {}
-        self.left_out_ids: dict[str, list[str]] = {}
-
-    def leave_out(self, reason: str, row_id: Any) -> None:
-        self.left_out[reason] = self.left_out.get(reason, 0) + 1
-        shown = self.left_out_ids.setdefault(reason, [])
-        if len(shown) < _SHOWN_IDS:
-            shown.append(str(row_id))
-
-
-def _count_tokens(summary: _Counting, record: dict[str, Any]) -> None:
+def _count_tokens(figures: Counter[str], record: dict[str, Any]) -> None:
     """Add a row's billed output and reasoning tokens (per turn when it has turns)."""
     turns = record.get("turns")
     answers = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
     answers = answers or [record]
     output = sum(output_tokens_of(a) for a in answers)
-    figures = summary.figures
     figures["output_tokens"] += output
     figures["reasoning_tokens"] += sum(reasoning_tokens_of(a) for a in answers)
     if record.get("status") == "ok":
@@ -301,38 +259,47 @@ def _left_out(conv: Conversation, *, only_generated: bool, require_reasoning: bo
     return None
 
 
-@dataclass(frozen=True)
-class _Options:
+@dataclass
+class _Export:
+    """An export as it reads: what it keeps (``export``'s options) and its figures so far
+    (``ExportSummary``'s, by name: the summary is made of them once, at the end)."""
+
     fmt: ExportFormat
     keep: frozenset[str]
     only_generated: bool
     require_reasoning: bool
     preserve_thinking: bool
     tools: dict[str, Any]
+    figures: Counter[str] = field(default_factory=Counter)
+    not_answered: Counter[str] = field(default_factory=Counter)
+    left_out: Counter[str] = field(default_factory=Counter)
+    left_out_ids: dict[str, list[str]] = field(default_factory=dict)
 
-
-def _row_of(record: dict[str, Any], opts: _Options, summary: _Counting) -> dict[str, Any] | None:
-    """The exported row of one record, or ``None`` when it is left out (counted in ``summary``)."""
-    status = str(record.get("status"))
-    if status not in opts.keep:
-        summary.not_answered[status] = summary.not_answered.get(status, 0) + 1
-        return None
-    conv = conversation_of(record)
-    tools = record.get("tools") or opts.tools.get(str(record["id"]))
-    row: dict[str, Any] | str | None = _left_out(
-        conv, only_generated=opts.only_generated, require_reasoning=opts.require_reasoning
-    )
-    if row is None:
-        row = opts.fmt.row(record, conv, tools, opts.preserve_thinking)
-    if isinstance(row, str):
-        summary.leave_out(row, record["id"])
-        return None
-    figures = summary.figures
-    figures["think_split"] += bool(conv.think_split)
-    figures["copied"] += bool(conv.copied)
-    figures["unreasoned"] += bool(conv.unreasoned())
-    figures["tools_unknown"] += bool(not tools and _uses_tools(conv))
-    return row
+    def row(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The exported row of one record, or ``None`` when it is left out (counted)."""
+        status = str(record.get("status"))
+        if status not in self.keep:
+            self.not_answered[status] += 1
+            return None
+        conv = conversation_of(record)
+        tools = record.get("tools") or self.tools.get(str(record["id"]))
+        row: dict[str, Any] | str | None = _left_out(
+            conv, only_generated=self.only_generated, require_reasoning=self.require_reasoning
+        )
+        if row is None:
+            row = self.fmt.row(record, conv, tools, self.preserve_thinking)
+        if isinstance(row, str):
+            self.left_out[row] += 1
+            shown = self.left_out_ids.setdefault(row, [])
+            if len(shown) < _SHOWN_IDS:
+                shown.append(str(record["id"]))
+            return None
+        figures = self.figures
+        figures["think_split"] += bool(conv.think_split)
+        figures["copied"] += bool(conv.copied)
+        figures["unreasoned"] += bool(conv.unreasoned())
+        figures["tools_unknown"] += bool(not tools and _uses_tools(conv))
+        return row
 
 
 def export(
@@ -363,7 +330,7 @@ def export(
     files = [str(p) for p in paths]
     chosen, json_array = _check_target(fmt, output, files, push_to_hub)
     tools, prompt_ids = _prompt_tools(prompts)
-    opts = _Options(
+    reading = _Export(
         fmt=chosen,
         keep=frozenset({"ok", "truncated"} if include_truncated else {"ok"}),
         only_generated=only_generated,
@@ -371,19 +338,18 @@ def export(
         preserve_thinking=preserve_thinking,
         tools=tools,
     )
-    summary = _Counting()
     pairs = []
     superseded: list[str] = []
     matched = False
     for record in merged_records(files, superseded=superseded):
-        summary.figures["read"] += 1
+        reading.figures["read"] += 1
         if record.get("status") in ("ok", "truncated"):
-            _count_tokens(summary, record)
-        row = _row_of(record, opts, summary)
+            _count_tokens(reading.figures, record)
+        row = reading.row(record)
         if row is not None:
             pairs.append((record, row))
         matched = matched or str(record["id"]) in prompt_ids
-    if prompts is not None and summary.figures["read"] and not matched:
+    if prompts is not None and reading.figures["read"] and not matched:
         raise OptionError(
             "{prompts=}: none of its row ids is a row of the outputs read (the prompts of "
             "another run?): give the prompts file these rows were generated from",
@@ -401,10 +367,10 @@ def export(
         output=str(output),
         json_array=json_array,
         written=len(pairs),
-        not_answered=summary.not_answered,
-        left_out=summary.left_out,
-        left_out_ids={k: tuple(v) for k, v in summary.left_out_ids.items()},
+        not_answered=dict(reading.not_answered),
+        left_out=dict(reading.left_out),
+        left_out_ids={k: tuple(v) for k, v in reading.left_out_ids.items()},
         pushed=pushed,
         superseded=len(superseded),
-        **summary.figures,
+        **reading.figures,
     )

@@ -1,11 +1,7 @@
 """The export formats, one registry (``FORMATS``): each names its row, its output and its writer.
 
-An ``ExportFormat`` says how one answered record becomes a row (or why the format leaves it
-out), which outputs it refuses before anything is read, whether ``-o NAME.json`` writes one
-JSON array, which of ``export``'s options it reads, and how its rows are written (atomically:
-a temp file, then a rename). ``generation.export`` reads and filters the records and asks the
-format for the rest; a new format is one entry here. The formats themselves are described in
-``generation.export``'s docstring.
+``generation.export`` reads and filters the records and asks the format for the rest; a new
+format is one entry here (``docs/training-data.md`` describes each).
 """
 
 from __future__ import annotations
@@ -242,17 +238,7 @@ def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
     ]
     frame = pd.DataFrame(cells, columns=columns, dtype=object)
     buffer = io.BytesIO()
-    try:
-        frame.to_parquet(buffer, index=False)
-    except ImportError as exc:
-        raise ConfigError(
-            Message(
-                "parquet-needs-pyarrow",
-                "{fmt=parquet} needs pyarrow ({why:s}): {extra:s}",
-                why=str(exc),
-                extra=_PARQUET_EXTRA,
-            )
-        ) from exc
+    frame.to_parquet(buffer, index=False)  # (pyarrow: imported by _check_parquet before reading)
     atomic_write_bytes(target.output, buffer.getvalue())
 
 

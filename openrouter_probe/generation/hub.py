@@ -1,25 +1,10 @@
 """``export --format hf DIR``: the rows as a Hugging Face dataset folder, with its card.
 
-The folder::
-
-    DIR/README.md                                   the dataset card: YAML header + provenance
-    DIR/data/<dataset>/train-00000-of-00001-<sha>.parquet  one folder of shards per dataset (the
-                                                    name ends in the start of its SHA-256)
-
-``datasets.load_dataset(DIR)`` reads it (the card's ``configs``: ``default``, every row, and one
-config per dataset, e.g. ``load_dataset(DIR, "B3")``). A row: ``id``, ``dataset``,
-``conversations`` (``role``, ``content``, ``reasoning_content``, ``generated``: the model wrote it
-in this job; ``false`` for every turn from the prompts, ``tool_calls`` as JSON text,
-``tool_call_id``), ``tools`` (JSON text, as hermes-fc stores it), ``provider``, ``model``,
-``finish_reason``, ``usage`` (JSON text), ``original`` (the prompts' answer that ``--turns last``
-regenerated, or null), ``meta`` (JSON text: the prompt row's other columns, the dataset's data
-that was never sent, or null), ``sampling_params`` (JSON text: what the answers were sampled
-with, as sent, or null when not recorded). Content parts (images) are kept as their JSON text.
-
-The card's provenance: the model, the policy and its hash, the snapshot it was compiled against
-(hash and date), the providers that served the rows and their shares, the spend the journals
-record, the prompts and the command. ``push_to_hub`` hands the folder to ``huggingface_hub``
-(``HfApi.upload_folder``); the upload is that library's. ``export(..., fmt="hf")`` writes it.
+``DIR/data/<dataset>/train-*-<sha>.parquet`` (one schema for every row: ``hub_row``) and
+``DIR/README.md``, the card: its YAML header's configs (``default`` and one per dataset) and the
+rows' provenance; ``docs/inputs.md`` ("Out as a Hugging Face dataset") has the row's columns and
+the card's fields. ``push_to_hub`` hands the folder to ``huggingface_hub``
+(``HfApi.upload_folder``); the upload is that library's.
 """
 
 from __future__ import annotations
@@ -42,10 +27,10 @@ import yaml
 
 from openrouter_probe.errors import ConfigError, Message, ProbeError
 from openrouter_probe.files import atomic_write_text
+from openrouter_probe.generation.sources import HF_EXTRA
 
 __all__ = ["HubCard", "push_to_hub", "pyarrow_modules", "write_hub_folder"]
 
-HF_EXTRA = "pip install 'openrouter-probe[hf]'"
 #: Rows per Parquet shard (a shard of a few hundred MB at most for long reasoning rows).
 SHARD_ROWS = 50_000
 

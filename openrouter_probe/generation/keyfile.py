@@ -1,12 +1,9 @@
 """A key per shard: the key file ``keys.create`` writes, and what ``generate``, ``status`` and
 ``revoke`` read from it.
 
-A sharded job's cap across machines is OpenRouter's own when each shard spends through its own key,
-created with a ``limit`` by a management key (``api.keys``): the limits share the job's budget (by
-``weights``, equal by default, each rounded down to the micro-dollar so they never sum above it),
-and a shard whose process is killed, or that is given a larger ``budget_usd`` by mistake, is
-stopped by the server at its key's limit. The key file is the one place the secrets are written
-(mode 0600, atomically)::
+Each shard spends through its own key, created with a ``limit`` by a management key
+(``api.keys``), so OpenRouter holds the job's budget across machines (``docs/scale-out.md``, "A
+key per shard"). The key file is the one place the secrets are written (mode 0600, atomically)::
 
     {"version": 1, "job": "JOB", "budget_usd": "2", "shards": 4, "created_utc": "...",
      "base_url": "https://openrouter.ai/api/v1",

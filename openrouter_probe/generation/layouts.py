@@ -1,24 +1,11 @@
 """Layouts: which columns of a popular SFT set make the conversation, the system turn, the id and
-the tools, each entry read from its dataset card (``docs/inputs.md`` shows the table).
+the tools, each entry read from its dataset card.
 
 A row is matched to the first layout whose ``needs`` columns it has (``LAYOUTS`` runs from the
 most specific to the most general); ``generation.shapes`` reads it by that entry.
-
-Composition rules, written down:
-
-- ``prompt`` fields (Alpaca's ``instruction`` + ``input``, Dolly's ``instruction`` + ``context``)
-  are joined as ``TEMPLATE``: the instruction, a blank line, the input (no blank line and no input
-  when it is empty); a manifest's ``fields: {template: "..."}`` replaces it (``{column}`` names a
-  column, ``{{``/``}}`` a brace);
-- a ``system`` field (OpenThoughts' ``system``, OpenOrca's and Llama-Nemotron's ``system_prompt``)
-  is the system turn, put first unless the conversation holds one;
-- ``tools`` are sent in OpenAI's schema: a list of ``{"type": "function", "function": {...}}`` as
-  it is; a list of bare functions (LLaMA-Factory's glaive) wrapped; xlam's
-  ``{name, description, parameters: {arg: {type, description, default}}}`` converted
-  (``convert_xlam``); glaive's functions in its ``system`` text parsed (``glaive_chat``); anything
-  else refused by name;
-- ``image`` (SpecForge's vlm rows): a path, URL or ``data:`` URL, sent as an ``image_url`` part
-  before the text of the first user turn (``<image>`` taken out of the text).
+``docs/inputs.md`` ("The layout table") shows the table and the composition rules: a composed
+prompt (``TEMPLATE``), the system column, tools in OpenAI's schema (xlam's converted, glaive's
+parsed out of its text), an image as an ``image_url`` part.
 """
 
 from __future__ import annotations

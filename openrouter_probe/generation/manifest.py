@@ -1,24 +1,8 @@
 """A manifest: many datasets in one job, each with its source, selection, weight and turns.
 
-A small YAML file (``examples/datasets.yaml`` is one)::
-
-    datasets:
-      - name: B3                                  # every row of it is tagged B3
-        source: hf:HuggingFaceH4/ultrachat_200k    # a path (from the manifest's folder) or hf:
-        split: train_sft
-        sample: 2000                               # or limit: N (the first N rows)
-        seed: 0
-        weight: 2                                  # its share of the budget (others weigh 1)
-      - name: B5
-        source: gsm8k.json
-        fields: {prompt: question}                 # conversation / prompt / id / system /
-                                                   # template: which field holds what
-        turns: all                                 # regenerate every assistant turn of its rows
-        params: [seed]                             # columns sent as request parameters
-
-``generate MANIFEST.yaml`` (and its dry run) reads every dataset into one prompt set; the
-weights become the run's ``--weights`` (the cap is shared across datasets by the run, as with
-``--weights``), and ``turns`` a dataset's own ``--turns`` (the command's otherwise).
+A small YAML file (``examples/datasets.yaml`` is one; ``docs/inputs.md``, "Many datasets in one
+job", shows every key). ``generate MANIFEST.yaml`` reads every dataset into one prompt set; the
+weights become the run's ``--weights``, and ``turns`` a dataset's own ``--turns``.
 
 Example::
 
@@ -160,7 +144,6 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
         merged.duplicates.extend(one.duplicates)
         merged.skipped.extend(one.skipped)
         merged.notes.extend(one.notes)
-        merged.in_file += one.in_file
         merged.ending_on_assistant += one.ending_on_assistant
         if one.source is not None:
             merged.sources.update(dict.fromkeys(one.datasets, one.source))

@@ -32,7 +32,7 @@ from openrouter_probe.generation.prompts import PromptSet, with_samples
 from openrouter_probe.generation.sources import read_from_note
 from openrouter_probe.run.books.turns import TurnBook, tool_rows, turns_path
 from openrouter_probe.run.checks import key_budget
-from openrouter_probe.run.config import Learned, RunPlan
+from openrouter_probe.run.config import Learned
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.paid import Job, PaidRun, open_run
 
@@ -71,7 +71,7 @@ class OpenedJob:
 _SHOWN_SKIPPED = 10
 
 
-def _policy(path: str | Path, snapshot: Any) -> tuple[Any, dict[str, Any], str]:
+def _policy(path: str | Path) -> tuple[Any, dict[str, Any], str]:
     """The compiled policy, its provider mapping exactly as the YAML holds it, and their hash."""
     from openrouter_probe.policy.compiled import compiled_from_document
     from openrouter_probe.policy.spec import read_yaml
@@ -139,7 +139,10 @@ def _cache_job(headers: list[dict[str, Any]]) -> str:
 
 def _warn_duplicates(rows: PromptSet) -> Said:
     """What the rows read say: their duplicate ids, the rows skipped (the first few), notes."""
-    warnings = rows.duplicate_lines()[:5]
+    warnings = [
+        f"{rows.path}:{again}: id {ident!r} already on line {first}; sent once"
+        for ident, first, again in rows.duplicates[:5]
+    ]
     if len(rows.duplicates) > 5:
         warnings.append(f"... and {len(rows.duplicates) - 5} more duplicate ids")
     shown = rows.skipped[:_SHOWN_SKIPPED]
@@ -154,7 +157,6 @@ def _warn_duplicates(rows: PromptSet) -> Said:
 
 def _turn_book(
     asked: GeneratePlan,
-    options: RunPlan,
     todo: list[PromptRow],
     kept: dict[str, list[dict[str, Any]]],
     inputs: Inputs | None = None,
@@ -179,7 +181,7 @@ def _turn_book(
                     "paid for ({shown:s}): resume with {turns=all}, or delete that file to answer "
                     "those rows after their last message instead (the spend journal keeps "
                     "counting what they cost)",
-                    path=str(turns_path(options.output)),
+                    path=str(turns_path(asked.run.output)),
                     count=len(waiting),
                     shown=shown,
                 )
@@ -188,7 +190,7 @@ def _turn_book(
     from openrouter_probe.rules.sampling import history_reasoning
 
     back, why = history_reasoning(model)
-    book = TurnBook.start(options.output, todo_all, kept, reasoning_back=back)
+    book = TurnBook.start(asked.run.output, todo_all, kept, reasoning_back=back)
     note = (
         f"turns: earlier turns' reasoning {'goes back' if back else 'is not sent back'} in each "
         f"request's history ({model}: {why})"
@@ -238,12 +240,12 @@ def _turns_counted(book: TurnBook, todo: list[PromptRow]) -> dict[str, Any]:
     }
 
 
-async def _capped(options: RunPlan, asked: GeneratePlan, spent: Decimal) -> Decimal | None:
+async def _capped(asked: GeneratePlan, spent: Decimal) -> Decimal | None:
     """The run's cap: the plan's; with ``budget_usd="key"``, a paid run's is what the output
     spent before plus what the key's limit has left (or refused)."""
     if asked.budget_from_key and not asked.dry_run:
-        return await asyncio.to_thread(key_budget, options, spent)
-    return options.budget_usd
+        return await asyncio.to_thread(key_budget, asked.run, spent)
+    return asked.run.budget_usd
 
 
 def _check_one_source(headers: list[dict[str, Any]], prompts: str | Path, out: Path) -> None:
@@ -277,21 +279,21 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
     """Read the prompts, check the policy against the endpoints now, open the output (held until
     the block ends) and yield what the run takes (``OpenedJob``)."""
     options, prompts, policy, snapshot = asked.run, asked.prompts, asked.policy, asked.snapshot
-    redo, reading = asked.redo, asked.source
-    inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=reading)
+    redo = asked.redo
+    inputs = read_inputs(prompts, turns=asked.turns, shard=asked.shard, options=asked.source)
     rows = with_samples(inputs.prompts, asked.samples)
-    compiled, provider_raw, policy_hash = _policy(policy, snapshot)
+    compiled, provider_raw, policy_hash = _policy(policy)
     # a manifest's weights, unless --weights is given
     weights = parse_weights(
         asked.weights if asked.weights is not None else inputs.weights or None, rows.datasets
     )
-    endpoints, snap = await model_endpoints(compiled.model, policy, snapshot, options)
+    endpoints, snap = await model_endpoints(compiled.model, asked)
     skip_unservable(rows, endpoints, snap, compiled, asked)  # after the weights: they name them
     job = Job(model=compiled.model, sha256=policy_hash, label=str(policy))
     take_up = asked.batch is not None and not asked.batch.abandon
     with open_run(options, redo_failed="failed" in redo, job=job, take_up_batches=take_up) as paid:
         _check_one_source(paid.replay.headers, prompts, options.output)
-        cap = await _capped(options, asked, paid.spent_before_usd)
+        cap = await _capped(asked, paid.spent_before_usd)
         todo = [r for r in rows if r.id not in paid.state.finished]
         redone: list[str] = []
         recorded: dict[str, str] = {}
@@ -304,8 +306,7 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
         if options.pilot is not None:  # the first rows of each dataset; the rest wait for a rerun
             from openrouter_probe.generation.pilot import Pilot
 
-            pilot = Pilot.of(rows, options.pilot, todo)
-            todo = pilot.todo(todo)
+            pilot, todo = Pilot.of(rows, options.pilot, todo)
             counted["rows_to_send"] = len(todo)
         if recorded:  # a redone row is not finished until answered again: those this run sends
             paid.state.reopen((r.id, recorded[r.id]) for r in todo)
@@ -315,10 +316,8 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
             + _sampling_note(compiled.model, asked)
             + Said(warnings=tuple(redone))
         )
-        book, turns_said = _turn_book(
-            asked, options, todo, paid.state.turns, inputs, model=compiled.model
-        )
-        prices, lint = admitted_prices(compiled, policy, endpoints, asked)
+        book, turns_said = _turn_book(asked, todo, paid.state.turns, inputs, model=compiled.model)
+        prices, lint = admitted_prices(compiled, endpoints, asked)
         before = RunStart.opened(
             paid.held,
             datasets=Counter(row.dataset for row in rows),
@@ -330,7 +329,7 @@ async def open_job(asked: GeneratePlan) -> AsyncIterator[OpenedJob]:
             **counted,
             **(_turns_counted(book, todo) if book is not None else {}),
         )
-        settings = batch_settings(compiled, policy, snap, prices, asked, options, snapshot)
+        settings = batch_settings(compiled, snap, prices, asked)
         prices = prices if settings is None else settings.prices
         learned = Learned(cap_usd=cap, weights=weights, batch=settings)  # beside the plan
         cache_job = "" if asked.dry_run else _cache_job(paid.replay.headers)

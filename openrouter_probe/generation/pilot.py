@@ -1,20 +1,12 @@
 """``generate(pilot=N)``: send the first N rows of each dataset, then say what their answers teach.
 
-A pilot is a run like any other, of fewer rows: ``Pilot.of`` takes the first ``N`` rows of each
-dataset in the prompts' order (``todo`` keeps those still to send), built by the full run's
-request builder, written to the same output and journal, so that the same command without
-``pilot`` resumes from it and never pays for those rows twice. When it ends, ``report`` reads the
-pilot's answers back from the output and says, per dataset: the answers and how many were cut at
-``max_tokens``; the answer lengths (p50, p90, p95 and max, output tokens and reasoning tokens:
-nearest rank, a cut answer at the tokens it billed, a floor of its own length); the
-``max_tokens`` that would have kept 95% and 99% whole (``run.counts.AnswerLengths.keeps``: unknown
-when more were cut), what one request at it holds in flight at most (its worst case at the
-endpoints' prices, ``Request.worst_usd``: the hold ``run.money.limit.DollarWindow`` counts) and
-at ``concurrency``; and the useful rows per dollar, projected over the dataset's rows at the
-pilot's mean cost per answer. It never changes ``max_tokens``: the summary says what to run next.
-A ``turns="all"`` row's turns are not measured (its record is a row, not one answer): the report
-says so. The rows the same command without ``pilot`` would send (``left``) are counted when the
-pilot opens; when none are left the run stops at ``done``, as a full run.
+A pilot is a run like any other, of fewer rows (``Pilot.of``: the first ``N`` of each dataset),
+built by the full run's request builder into the same output and journal, so that the same
+command without ``pilot`` resumes from it and never pays for those rows twice. ``report`` reads
+the pilot's answers back and says, per dataset, their lengths, the ``max_tokens`` that would have
+kept 95% and 99% whole (``run.counts.AnswerLengths.keeps``) and what a request at it holds in
+flight (``Request.worst_usd``), and the useful rows per dollar; it never changes ``max_tokens``.
+``docs/generate.md`` ("A pilot first") shows the report and each rule.
 
 Example::
 
@@ -222,9 +214,12 @@ class Pilot:
     left: int = 0
 
     @classmethod
-    def of(cls, rows: Iterable[PromptRow], size: int, todo: Iterable[PromptRow] = ()) -> Pilot:
+    def of(
+        cls, rows: Iterable[PromptRow], size: int, todo: list[PromptRow]
+    ) -> tuple[Pilot, list[PromptRow]]:
         """The pilot of ``rows`` (the prompts', in their order): the first ``size`` of each
-        dataset; ``todo`` the rows still to send (its rows not the pilot's are ``left``)."""
+        dataset; and of ``todo``, the rows still to send, the pilot's (an earlier pilot's answers
+        stay done; the others are ``left``)."""
         first: dict[str, list[PromptRow]] = {}
         counted: Counter[str] = Counter()
         for row in rows:
@@ -232,19 +227,15 @@ class Pilot:
             taken = first.setdefault(row.dataset, [])
             if len(taken) < size:
                 taken.append(row)
-        ids = {row.id for taken in first.values() for row in taken}
-        left = sum(row.id not in ids for row in todo)
-        return cls(size, {d: tuple(taken) for d, taken in first.items()}, dict(counted), left)
+        pilot = cls(size, {d: tuple(taken) for d, taken in first.items()}, dict(counted))
+        ids = pilot.ids
+        sending = [row for row in todo if row.id in ids]
+        return dataclasses.replace(pilot, left=len(todo) - len(sending)), sending
 
     @property
     def ids(self) -> set[str]:
         """The ids of the pilot's rows, every dataset's."""
         return {row.id for taken in self.first.values() for row in taken}
-
-    def todo(self, todo: list[PromptRow]) -> list[PromptRow]:
-        """Of the rows still to send, the pilot's (an earlier pilot's answers stay done)."""
-        ids = self.ids
-        return [row for row in todo if row.id in ids]
 
     def dry_run(self, result: RunResult, todo: list[PromptRow]) -> RunResult:
         """The dry run's result (of the pilot's rows ``todo``) with what the pilot would send

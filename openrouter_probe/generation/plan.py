@@ -1,16 +1,11 @@
 """The plan of a ``generate`` job (``GeneratePlan``): the caller's arguments, checked once.
 
-``GeneratePlan.of`` takes ``generate()``'s keywords, every one, and refuses what no run could use
-(a temperature outside OpenRouter's range, a reasoning budget that fills ``max_tokens``,
-``stream`` with ``batch``, ...) before anything is read or sent; it resolves the paid run's plan
-(``run.config.RunPlan``: the key and base URL from the environment, the budget, the output)
-once, as batch mode wants it. The plan is frozen: the run reads it and never changes it.
-
-Each field is declared once: ``generate``'s own here, what every paid run takes in
-``run.config.RunPlan``. ``generate()``'s keywords are the fields of both that are not
-``DERIVED`` (or set one under another name, ``RUN_KEYWORDS``); the CLI's options are made from
-the fields' metadata (``run.config.cli``; ``cli.options.field_option``), so ``generate --help``
-imports this module: what its checks need is imported where they run.
+``GeneratePlan.of`` refuses what no run could use before anything is read or sent and resolves
+the paid run's plan (``run.config.RunPlan``) once; the plan is frozen. Each field is declared
+once: ``generate``'s own here, what every paid run takes in ``RunPlan``. ``generate()``'s keywords
+are the fields of both that are not ``DERIVED`` (or set one under another name,
+``RUN_KEYWORDS``); the CLI's options are made from the fields' metadata (``run.config.cli``), so
+``generate --help`` imports this module: what its checks need is imported where they run.
 """
 
 from __future__ import annotations

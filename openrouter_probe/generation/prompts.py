@@ -1,22 +1,11 @@
 """Prompts: the input rows of a generation job, from any source, as each family writes them.
 
-A source (``generation.sources``) is a JSONL file, a JSON array, Parquet, a ``datasets`` folder or
-``hf:OWNER/NAME``; a row is read as its family writes it (``generation.shapes``: ``messages`` or
-``conversations``, role/content or from/value, ``id``/``uuid``/``prompt_id``, a single prompt
-field), with an optional ``dataset`` and the per-row request parameters the user names
-(``FieldMap.params``). A row's id is its own, else a stable hash of its content (messages,
-dataset and parameters), so that a rerun finds the same ids. A row that cannot be sent (not
-JSON, no prompt field, a conversation that is not valid) is skipped with its file, line and
-reason (``skipped``), never sent; ``strict=True`` refuses the source instead.
-Duplicate ids are reported with both line numbers and sent once. A UTF-8 byte order mark at the
-start of a file (Windows editors write one) is skipped. A source with no row is an error (an empty
-input is almost always a wrong path or a failed step before); a shard (``--shard i/n``) that gets
-none of the rows is not: it has nothing to send, and says so in one line.
-
-``turns="last"`` regenerates a conversation's last assistant turn: a trailing assistant answer
-is taken off the request and kept as the row's ``original`` (the output record holds it).
-``limit`` keeps the first N rows; ``sample`` N rows chosen by a hash of ``seed`` and each id, the
-same rows on every rerun (so resume finds them), in source order.
+Each row of a source (``generation.sources``) is read by its family's shape
+(``generation.shapes``); its id is its own, else a stable hash of its content (messages, dataset
+and parameters), so that a rerun finds the same ids. A row that cannot be sent is skipped with its
+file, line and reason (``strict=True`` refuses the source instead); a duplicate id is sent once;
+a source with no row is an error, a shard that gets none is not. ``turns="last"`` keeps a trailing
+assistant answer as the row's ``original``. ``docs/inputs.md`` says each rule.
 
 Example::
 
@@ -68,7 +57,6 @@ class PromptSet:
     path: str
     rows: list[PromptRow]
     duplicates: list[tuple[str, int, int]] = field(default_factory=list)  # (id, first line, line)
-    in_file: int = 0  # distinct rows selected from the source, every shard's
     skipped: list[str] = field(default_factory=list)
     #: rows (of ``rows``) whose conversation in the source ends on an assistant turn
     ending_on_assistant: int = 0
@@ -91,13 +79,6 @@ class PromptSet:
         self.rows = [r for r in self.rows if r.id not in why]
         self.skipped.extend(f"{self.where(r)}: {why[r.id]}" for r in gone)
         self.ending_on_assistant -= sum(_ends_on_assistant(r) for r in gone)
-
-    def duplicate_lines(self) -> list[str]:
-        """One line per duplicate id, naming the file and both line numbers."""
-        return [
-            f"{self.path}:{again}: id {ident!r} already on line {first}; sent once"
-            for ident, first, again in self.duplicates
-        ]
 
     def __iter__(self) -> Iterator[PromptRow]:
         return iter(self.rows)
@@ -193,7 +174,6 @@ class _Reading:
     """How to read each row of one source."""
 
     fields: FieldMap
-    default_dataset: str
     dataset: str | None  # every row's dataset (a manifest entry), whatever the row says
     turns: str | None
     folder: Path | None = None  # where a row's relative image paths are read from
@@ -203,7 +183,7 @@ def _prompt_row(obj: Any, number: int, how: _Reading, notes: dict[str, int]) -> 
     shape = read_row(obj, how.fields, folder=how.folder)
     for note in shape.notes:
         notes[note] = notes.get(note, 0) + 1
-    dataset = how.dataset or shape.dataset or how.default_dataset
+    dataset = how.dataset or shape.dataset or "default"
     messages = shape.messages
     params = shape.params if shape.id_params is None else shape.id_params
     ident = shape.given_id or row_id(messages, dataset, params)
@@ -325,7 +305,6 @@ def read_prompts(
     path: str | Path,
     *,
     shard: tuple[int, int] | None = None,
-    default_dataset: str = "default",
     dataset: str | None = None,
     turns: str | None = None,
     fields: FieldMap | None = None,
@@ -340,7 +319,7 @@ def read_prompts(
     the rows whose id hashes to shard ``i``; ``strict=True`` refuses a source with a bad row."""
     source = open_source(path, config=config, split=split)
     folder = None if source.kind == "hf" else Path(source.spec).parent
-    how = _Reading(fields or FieldMap(), default_dataset, dataset, turns, folder)
+    how = _Reading(fields or FieldMap(), dataset, turns, folder)
     found = _read_rows(source, how, selection or Selection())
     label = source.spec
     if (strict and found.skipped) or (found.errors and not found.rows):
@@ -370,8 +349,8 @@ def read_prompts(
             f"{label}: no rows, the file is empty; write one JSON object per line with "
             '`messages` or `prompt`, e.g. {"id": "q1", "prompt": "Hello"}'
         )
-    prompts = PromptSet(label, rows, found.duplicates, in_file=len(rows), skipped=found.skipped,
-                        source=source, notes=_notes(label, found.notes))  # fmt: skip
+    prompts = PromptSet(label, rows, found.duplicates, skipped=found.skipped, source=source,
+                        notes=_notes(label, found.notes))  # fmt: skip
     if shard is not None:
         prompts.every_shard = rows
         prompts.rows = [r for r in rows if shard_of(r.id, shard[1]) == shard[0]]
@@ -418,6 +397,5 @@ def with_samples(rows: PromptSet, samples: int) -> PromptSet:
         rows,
         rows=_sample_rows(rows.rows, samples, rows.path),
         every_shard=_sample_rows(rows.every_shard, samples, rows.path),
-        in_file=rows.in_file * samples,
         ending_on_assistant=rows.ending_on_assistant * samples,
     )

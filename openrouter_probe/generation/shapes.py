@@ -1,16 +1,10 @@
 """Row shapes: the conversation, id, parameters and other columns of one input row.
 
-A row is read by its entry of the layout table (``generation.layouts``; ``docs/inputs.md`` shows
-the table), or by the fields the user names (``FieldMap``). Turns are ``role``/``content`` or
-``from``/``value`` (``ROLES`` maps the names); only the message keys the API reads are kept
-(``params.MESSAGE_KEYS``). No column is a request parameter unless the user names it
-(``FieldMap.params``: ``--row-params``, a manifest's ``params:``), each an OpenRouter chat
-parameter, checked (``params.check``): a value that cannot be sent skips the row. A layout's tools
-are conversation content. Every other column is the dataset's data, returned as ``meta`` (never
-sent; the output record keeps it). A top-level system column (``SYSTEM_FIELDS``) goes first
-unless the conversation opens with its own. A row whose ``status`` says it failed, or whose
-conversation ``conversation.validate_conversation`` refuses, is skipped, never sent
-(``ShapeProblem``: why, in one line).
+A row is read by its entry of the layout table (``generation.layouts``) or by the fields the user
+names (``FieldMap``); ``docs/inputs.md`` says each rule. Only the message keys the API reads are
+kept (``params.MESSAGE_KEYS``); no column is a request parameter unless the user names it
+(``FieldMap.params``, checked by ``params.check``); every other column is the dataset's data,
+returned as ``meta`` (never sent). A row to skip raises ``ShapeProblem`` (why, in one line).
 """
 
 from __future__ import annotations
@@ -115,14 +109,13 @@ class FieldMap:
 @dataclass(frozen=True)
 class RowShape:
     """One row as read: the full conversation (chat messages), its id given (or ``None``), the
-    dataset it names, its request parameters, whether it is of our own shape, the layout it was
-    read as and its other columns (``meta``: data, never sent)."""
+    dataset it names, its request parameters, the layout it was read as and its other columns
+    (``meta``: data, never sent)."""
 
     messages: list[dict[str, Any]]
     given_id: str | None
     dataset: str | None
     params: dict[str, Any]
-    own: bool
     layout: str = "ours"
     meta: dict[str, Any] = field(default_factory=dict)
     #: what to say once per source about this row: a column kept unsent
@@ -267,8 +260,8 @@ class _Reader:
             return messages
         keys = [k for k in layout.prompt if k in obj]
         if layout.name in ("alpaca", "dolly") or self.fields.template is not None:
-            self.used |= set(keys) if self.fields.template is None else set()
-            if self.fields.template is None:
+            if self.fields.template is None:  # (a template's columns stay in ``meta`` too)
+                self.used |= set(keys)
                 _main_field(obj, keys)
             text = compose(obj, tuple(keys), self.fields.template)
             if not text:
@@ -421,5 +414,5 @@ def read_row(obj: Any, fields: FieldMap | None = None, *, folder: Path | None = 
     notes = frozenset(reader.notes.union(f"param:{k}" for k in unsent)) if unsent or reader.notes \
         else _NO_NOTES  # fmt: skip
     meta.update(reader.turn_meta)
-    return RowShape(messages, given, dataset, params, layout.own, layout.name, meta,
-                    notes, id_params(obj) if layout.own else None)  # fmt: skip
+    return RowShape(messages, given, dataset, params, layout.name, meta, notes,
+                    id_params(obj) if layout.own else None)  # fmt: skip

@@ -1,21 +1,10 @@
 """Sources: where a prompt set's rows come from, one decoded row at a time.
 
-- a JSON Lines file: one object per line;
-- a file holding one JSON array of objects (its first character is ``[``; ``export -o NAME.json``
-  writes one), or one JSON object over many lines (one row);
-- a CSV or TSV file (``.csv``, ``.tsv``): one row per record, its columns named by the header;
-- any of these gzip-compressed (``NAME.jsonl.gz``, as hh-rlhf and HelpSteer2 ship), read as it
-  decompresses;
-- a ``.parquet`` file, or a folder of ``*.parquet`` files (``export --format hf`` writes one),
-  read in batches through ``pyarrow`` (the ``parquet`` extra);
-- a folder written by ``datasets``' ``save_to_disk`` (memory-mapped, not loaded);
-- ``hf:OWNER/NAME`` (with ``config`` and ``split``): ``datasets.load_dataset`` with
-  ``streaming=True``, so a million-row set is read as it streams, through the library's cache and
-  its offline mode (``HF_HUB_OFFLINE=1`` reads what the cache holds). ``datasets`` is the ``hf``
-  extra; without it, a ``hf:`` source or a ``save_to_disk`` folder says what to install.
-
-Each row comes as ``(number, row, error)``: the line (JSONL) or the row's position from 1, the
-decoded row, or why it could not be decoded (JSONL: not UTF-8, not JSON).
+A JSON Lines file, a JSON array (or one object over many lines), CSV or TSV, any of them gzipped,
+Parquet (a file or a folder of them, through ``pyarrow``), a ``datasets`` ``save_to_disk``
+folder, or ``hf:OWNER/NAME`` (``datasets.load_dataset`` streaming, its cache and offline mode);
+``docs/inputs.md`` ("Sources") says how each is read. Each row comes as ``(number, row, error)``:
+the line (JSONL) or the row's position from 1, the decoded row, or why it could not be decoded.
 
 Example::
 
@@ -143,8 +132,7 @@ class Source:
                 f"{path}: a .json prompts file is one JSON array of rows, not "
                 f"{kind_of(data)} (name a JSON Lines file .jsonl)"
             )
-        for number, row in enumerate(data, start=1):
-            yield number, row, None
+        yield from _numbered(data)
 
     def _csv(self) -> Iterator[tuple[int, Any, str | None]]:
         """CSV or TSV rows by their header's column names (every value a string; a cell the

@@ -12,8 +12,7 @@
   ``prompter``/``assistant``, ``text``, ``deleted``: the Hub's parquet, ``.messages.jsonl``),
   gathered into trees (``OasstTrees``). Each path from the initial prompt to a leaf is one
   conversation (``oasst_paths``: its id the leaf's ``message_id``); deleted messages and the
-  replies under them are left out. ``oasst_path`` reads one path (a tree of one reply each; of a
-  whole tree, the reply ranked first at each message).
+  replies under them are left out. ``oasst_path`` reads one path.
 """
 
 from __future__ import annotations
@@ -94,19 +93,9 @@ def pair_turns(value: list[Any]) -> list[dict[str, Any]] | None:
     return turns
 
 
-def _first_reply(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The reply an oasst path follows: the lowest ``rank`` (0: most preferred), else the
-    first; deleted replies (and what is under them) left out."""
-    kept = _kept(node)
-    ranked = [c for c in kept if isinstance(c.get("rank"), int)]
-    if ranked:
-        return min(ranked, key=lambda c: int(c["rank"]))
-    return kept[0] if kept else None
-
-
 def oasst_path(root: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A message tree's conversation: the initial prompt, then the reply ranked first at each
-    message, down to a leaf."""
+    """A path's conversation (``oasst_paths``: a tree of one reply each, as the rows are read):
+    the initial prompt, then each reply down to the leaf."""
     if root.get("deleted"):
         raise TranscriptProblem("the initial prompt is deleted")
     turns: list[dict[str, Any]] = []
@@ -119,7 +108,8 @@ def oasst_path(root: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "prompter or assistant"
             )
         turns.append({"role": role, "content": node.get("text")})
-        node = _first_reply(node)
+        kept = _kept(node)
+        node = kept[0] if kept else None
     return turns
 
 

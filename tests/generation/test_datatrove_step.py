@@ -372,7 +372,7 @@ def test_no_secret_reaches_the_logging_folder_whichever_way_the_key_is_given(
     dumped = json.loads((tmp_path / "out" / "logs" / "executor.json").read_text())
     options = dumped["pipeline"][1]
     if way == "api_key":
-        assert options["_api_key"] == "<secret, not shown>"
+        assert options["_api_key"] == "**********"  # pydantic's SecretStr, masked
     assert "api_key" not in options["generate_options"]
 
 

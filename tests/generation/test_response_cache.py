@@ -105,7 +105,7 @@ from openrouter_probe.generation.opening import _policy
 from openrouter_probe.generation.plan import GeneratePlan
 from openrouter_probe.run.rows import PromptRow
 from openrouter_probe.run.money.spend import Prices
-compiled, raw, _ = _policy(sys.argv[1], "bundled")
+compiled, raw, _ = _policy(sys.argv[1])
 keywords = {name: p.default for name, p in inspect.signature(generate).parameters.items()
             if p.default is not inspect.Parameter.empty}
 keywords.update(policy=sys.argv[1], out=sys.argv[2], max_tokens=100, dry_run=True)
