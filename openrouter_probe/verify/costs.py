@@ -1,10 +1,6 @@
-"""What a check's requests cost: prompt tokens counted the planner's way, and prices applied.
-
-Worst case: the prompt at the spend cap's bound (``rules.prompt_tokens``: a token a UTF-8 byte
-plus a chat-template allowance), every request spending its ``max_tokens`` at the dearer of the
-output and reasoning prices. Expected: the prompt as ``rules.prompt_tokens`` estimates it.
-``plan`` and ``sampled_arm`` price their requests here; ``endpoint_plan`` is one endpoint's share
-of the check (``EndpointPlan``).
+"""What a check's requests cost: prompt tokens counted the planner's way, and prices applied
+(worst case at the spend cap's bound, expected at ``rules.prompt_tokens``' estimate;
+``docs/verify.md``, "Cost first"). ``endpoint_plan`` is one endpoint's share of the check.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Every test of one compared endpoint, as ``results.TestResult`` values, the verdict's deciding
-test, and ``EndpointResult``: one endpoint's row of the report.
-
-The deciding measures (``verdict.compare_to_reference``) decide the verdict; beside them, never
-deciding: prompt-token agreement (``prompt_tokens``), the K2-Vendor-Verifier tool-call scores
-(``toolcalls``) and the token-level logprob comparison (``logprobs``). Each becomes one
-``TestResult`` so the report and ``--format json`` show them the same way.
+"""Every test of one compared endpoint as ``results.TestResult`` values (the deciding measures,
+then prompt-token agreement, K2VV's tool-call scores and the logprob comparison beside them), and
+``EndpointResult``: one endpoint's row of the report.
 """
 
 from __future__ import annotations

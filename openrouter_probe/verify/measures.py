@@ -1,25 +1,9 @@
 """Per-endpoint measures from responses already collected: nothing here sends a request.
 
-``score`` judges an ``Observation`` (``verify.observation``) against the item's known answer;
-``measure_endpoint`` turns an endpoint's observations, paired item by item with the reference's
-runs, into ``EndpointMeasures``. A failed request is an outcome like any other, never dropped:
-wrong, disagreeing with everything (even another failure), no tool call.
-
-The **deciding measures** (``EndpointMeasures.paired``, judged by ``verdict.compare_to_reference``):
-
-- ``accuracy``: right on the known answers (tool prompts aside), paired with the reference's first
-  run: a two-sided gap;
-- ``agreement``: the answer differs from the reference's first run, tested against how often the
-  reference's other runs differ from it (the floor): a one-sided excess;
-- ``tool_trigger``: the decision to call a tool differs from the reference's, against the floor;
-- ``tool_schema``: a schema-valid call where a call is expected, paired with the reference's;
-- ``tool_arguments``: the expected tool with the expected argument values, paired likewise.
-
-Descriptive measures beside them: the Clopper-Pearson interval of accuracy, the strict-format rate,
-exact match and ``difflib`` similarity, finish reasons, trigger F1 against the reference (and the
-reference's own against itself), first-token total variation (with its floor) and the first
-differing token, tokens and cost, and prompt-token agreement with the reference
-(``prompt_tokens.PromptTokenAgreement``: a systematic difference is a finding of its own).
+``score`` judges an ``Observation`` against the item's known answer; ``measure_endpoint`` pairs an
+endpoint's observations item by item with the reference's runs into ``EndpointMeasures``. A failed
+request is an outcome, never dropped: wrong, disagreeing with everything (even another failure),
+no tool call. The deciding and descriptive measures: ``docs/verify.md``, "Measures".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Prompt-token agreement: whether an endpoint counts the same ``usage.prompt_tokens`` as the
-reference for the same request body.
-
-Every endpoint of a check is sent the same messages (only the provider pin differs), so a
-provider that renders the same chat template with the same tokenizer reports the same count. One
-that counts differently renders the conversation differently (the text a drafter learns from is
-not what the target serves) or bills differently; Moonshot's K2-Vendor-Verifier tests exactly this
-(``tests/prompt_tokens/``). A *systematic* difference (most requests differ, nearly all in one
-direction) is a finding of its own, whatever the accuracy says: "renders a different template: +N
-tokens per request".
-
-A failed request, or one whose usage carried no prompt count (read as 0: a real request always
-has at least one prompt token), is left out of the pairs and counted as ``unreported``: an unknown
-count is neither agreement nor a difference.
+reference for the same request body; a systematic difference (another chat template or tokenizer)
+is a finding of its own. A failed request or a missing count is ``unreported``: unknown is not
+agreement. ``docs/verify.md``, "Prompt tokens".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """One value object for every test a check runs, and how the report shows it.
 
-Every test of an endpoint against the reference (the deciding measures judged by
-``verdict.compare_to_reference``, prompt-token agreement, the K2-Vendor-Verifier tool-call scores
-of ``toolcalls``, the token-level logprob comparison of ``logprobs``, the sampled arm of
-``sampled``) is reported as a ``TestResult``: its name, statistic, p-value, interval (where there
-is one), its own verdict and a sentence. ``deciding`` says whether it takes part in the
-endpoint's verdict (the deciding measures, Holm over the family) or is reported beside it.
-
-The JSON form (``TestResult.to_json``) has the stable keys ``name``, ``statistic``, ``p_value``,
-``p_adjusted``, ``interval`` (``[low, high]`` or ``null``), ``interval_level``, ``threshold``,
-``verdict``,
-``deciding``, ``detail`` (``docs/verify.md``, "The JSON").
+Every test of an endpoint (the deciding measures, and those beside the verdict) is a
+``TestResult``; its JSON keys are stable (``docs/verify.md``, "The JSON").
 """
 
 from __future__ import annotations

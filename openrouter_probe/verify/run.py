@@ -1,25 +1,8 @@
 """Send a precision check: the plan's pinned requests through the generator, then the report.
 
-Sending goes through the paid run ``generate`` uses (``openrouter_probe.run``: the same options,
-key check, spend journal, cap, transport and progress): one run over every (endpoint, item) pair,
-each row carrying its own pin (``provider: {only: [TAG], allow_fallbacks: false}``) and its own
-worst-case prices, all under ONE spend cap for the whole check. Rows are interleaved item by item,
-so a run stopped by the cap leaves mostly complete pairs behind (near the cap, cheaper endpoints'
-requests still fit when dearer ones wait; unpaired items are not scored against the reference).
-The output file is the generator's JSONL (one line per finished request, id ``TAG|ITEM``, and
-``TAG#R|ITEM`` for the reference's runs after the first) with its
-spend journal beside it (``OUT.ledger``); a rerun with the same ``out`` sends nothing already
-recorded there and judges everything it holds.
-
-Example (in a notebook, whose event loop is already running)::
-
-    import openrouter_probe as orp
-
-    report = await orp.verify_precision(
-        "moonshotai/kimi-k2.5", endpoints=["chutes/int4", "deepinfra/int4"],
-        out="verify.jsonl", budget_usd=1, snapshot="bundled",
-    )
-    report.verdicts   # {'chutes/int4': 'consistent', 'deepinfra/int4': 'inconclusive'}
+One paid run (``generate``'s) over every (endpoint, item) pair, each row pinned and priced at its
+own endpoint, under ONE spend cap; rows interleaved item by item; a rerun with the same ``out``
+sends only what its output lacks (``docs/verify.md``, "How it sends").
 """
 
 from __future__ import annotations

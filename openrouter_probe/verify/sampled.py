@@ -1,26 +1,9 @@
-"""The sampled arm: does an endpoint sample from the reference's distribution (issue 35)?
+"""The sampled arm's test: does an endpoint sample from the reference's distribution?
 
-Gao, Liang & Guestrin, "Model Equality Testing: Which Model Is This API Serving?" (ICLR 2025)
-compare an endpoint's sampled completions with the reference's by the maximum mean discrepancy
-(MMD) under the Hamming kernel: for two completions ``x`` and ``y`` cut to ``length`` units,
-``k(x, y)`` counts the positions ``i < length`` where both have a unit and ``x[i] == y[i]``,
-divided by ``length``; completions of different prompts never match (the kernel of a (prompt,
-completion) pair is the Hamming kernel times "same prompt"). Units are whitespace-separated
-words (``units``): the same for every endpoint, logprobs or not.
-
-The statistic is the mean over prompts of each prompt's unbiased estimate of MMD squared
-(about 0 when the endpoint samples as the reference does; prompts with fewer than 2 samples on
-a side are left out); its p-value comes from ``permutations`` seeded relabellings *within each
-prompt* (each prompt keeps its number of reference and endpoint samples, so the null
-distribution is exact whatever the prompts), the observed split counted once, so
-``p >= 1 / (permutations + 1)``. The test can reject
-(``differs``) and never shows equality: not rejecting is ``inconclusive`` alone, and the
-endpoint's verdict stays with the temperature-0 measures (``report.build_report`` joins the
-p-values to their Holm family).
-
-``simulated_power`` is the planned power: the same test on the fake's sampling model
-(``rules.sampling_model``) with one side sampling at ``factor`` times the temperature, over seeded
-simulations (``docs/verify.md``, "The sampled arm").
+The permutation MMD test under the Hamming kernel of Gao, Liang & Guestrin, "Model Equality
+Testing: Which Model Is This API Serving?" (ICLR 2025), on whitespace-separated words, relabelled
+within each prompt; it can reject, never show equality. ``simulated_power`` is its planned power
+on the fake's sampling model (``rules.sampling_model``). ``docs/verify.md``, "The sampled arm".
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The sampled arm of a check: what it sends, what it costs, its power, and its judging.
 
-With ``sampling="job"`` a check also sends ``SAMPLED_PROMPTS`` open prompts ``n`` times each to
-every endpoint, the reference included, at the job's own sampling settings: the model card's
-(``rules.sampling``, with thinking as the check's ``reasoning`` sets it; Kimi K2.5 without
-thinking: temperature 0.6, top_p 0.95), else OpenRouter's defaults (temperature 1, top_p 1) with
-a note. No ``seed`` is sent (it would make the samples one sample). Each endpoint's completions
-are compared with the reference's by the MMD test (``verify.sampled``), one test per compared
-endpoint in the same Holm family as the temperature-0 measures.
-
-``n`` is chosen by the plan: the smallest of ``N_GRID`` whose simulated power (``sampled.
-simulated_power``, on the fake's sampling model, against an endpoint sampling at
-``PLANNING_FACTOR`` times the temperature, at Holm's first-step level) has a 95% lower bound at
-the check's ``power``, and whose worst case fits what the budget leaves after the temperature-0
-arm; failing that, the largest that fits, with a warning. ``sampled_n=`` sets it instead.
-
-Row ids: ``TAG|PROMPT~K`` (sample ``K`` of ``PROMPT``; ``~`` is in no built-in item id).
+``SAMPLED_PROMPTS`` open prompts ``n`` times each to every endpoint at the job's own sampling
+settings, one MMD test (``verify.sampled``) per compared endpoint in the Holm family; ``n`` is
+the smallest of ``N_GRID`` with enough simulated power that the budget pays (``docs/verify.md``,
+"The sampled arm"). Row ids: ``TAG|PROMPT~K`` (``~`` is in no built-in item id).
 """
 
 from __future__ import annotations

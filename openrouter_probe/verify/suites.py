@@ -1,15 +1,7 @@
-"""The prompts a precision check sends: ``arith``, ``tools`` and user JSONL files.
-
-- ``arith``: multi-digit arithmetic generated from a seed, each with its exact answer and a strict
-  answer format ("Answer with the number only"). Item ``i`` of a seed is the same whatever ``n`` is, so
-  a larger run extends a smaller one (and its ids, ``arith/s<seed>/<i>``, are stable for resume).
-- ``tools``: tool-use prompts generated from templates and a seed (like ``arith``), each offered six
-  tools with JSON schemas, with the call (or no call) a correct answer makes; ``check_schema``
-  validates tool-call arguments with ``jsonschema`` (Draft 2020-12).
-- a user JSONL file: one object a line with ``messages`` and an optional ``answer`` (and ``id``,
-  ``max_tokens``); errors name ``file:line`` and the fix.
-
-``extract_number`` and ``normalise_text`` turn an answer into what is compared.
+"""The prompts a precision check sends: ``arith`` and ``tools`` (generated from a seed: item ``i``
+depends on the seed and ``i`` only, so a larger ``n`` extends a smaller run) and user JSONL files
+(errors name ``file:line`` and the fix); ``docs/verify.md``, "Suites". ``extract_number`` and
+``normalise_text`` turn an answer into what is compared.
 """
 
 from __future__ import annotations

@@ -208,15 +208,9 @@ def compare_to_reference(
 
     ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list;
     ``accuracy_counts`` (optional) gives the full 2x2 of accuracy for the latter (a measure keeps
-    only the discordant counts), shown as ``Comparison.counts``.
-
-    - ``differs``: some measure's test rejects at family-wise ``alpha`` (Holm over every endpoint
-      and measure), and not every measure's interval lies inside ``+-tolerance``;
-    - ``differs, within tolerance``: some test rejects, and every measure's interval (Tango, at
-      ``1 - 2 alpha/K`` for K endpoints) lies inside ``+-tolerance``: a real difference, smaller
-      than the tolerance;
-    - ``consistent``: no test rejects, and every measure's interval lies inside ``+-tolerance``;
-    - ``inconclusive``: anything else; the reason says how many prompts would settle it.
+    only the discordant counts), shown as ``Comparison.counts``. The verdicts are the table of
+    ``docs/verify.md`` ("Statistics and verdicts"): does some test reject at family-wise ``alpha``
+    (Holm), and does every Tango interval at ``1 - 2 alpha/K`` lie inside ``+-tolerance``?
 
     Example::
 
