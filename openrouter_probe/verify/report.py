@@ -364,7 +364,6 @@ def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, Sampled
         samples.completions,
         reference=plan.reference,
         compared=plan.compared,
-        alpha=plan.alpha,
         empty={t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned},
     )
 

@@ -14,11 +14,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from openrouter_probe.verify.stats import Interval
-
 Completion = Sequence[object]
-#: Completions by prompt id (a plain sequence is one prompt's).
-Samples = Mapping[str, Sequence[Completion]] | Sequence[Completion]
+#: Completions by prompt id.
+Samples = Mapping[str, Sequence[Completion]]
 
 __all__ = [
     "DEFAULT_LENGTH",
@@ -37,19 +35,13 @@ DEFAULT_PERMUTATIONS = 1000
 
 @dataclass(frozen=True)
 class SampledTest:
-    """One endpoint's sampled-arm result.
+    """One endpoint's sampled-arm result: the statistic and its permutation p-value (no
+    interval: the test can reject, never show equality); ``samples`` is the endpoint's and the
+    reference's sample count over ``prompts`` prompts."""
 
-    ``verdict`` is ``differs`` when ``p_value`` is at or under the level the caller judged it
-    at, else ``inconclusive`` (an MMD test cannot show equality). ``interval`` is ``None``: the
-    permutation test gives none. ``samples`` is the endpoint's and the reference's sample count
-    over ``prompts`` prompts."""
-
-    name: str
     statistic: float
     p_value: float
-    verdict: str
     permutations: int
-    interval: Interval | None = None
     samples: tuple[int, int] = (0, 0)
     prompts: int = 0
     #: The power the test had with the samples it compared (``sampled_arm.realised_power``).
@@ -59,12 +51,6 @@ class SampledTest:
 def units(text: str | None) -> tuple[str, ...]:
     """A completion's units: its whitespace-separated words (``()`` for no text)."""
     return tuple(text.split()) if text else ()
-
-
-def _groups(samples: Samples) -> dict[str, list[Completion]]:
-    if isinstance(samples, Mapping):
-        return {str(k): list(v) for k, v in samples.items()}
-    return {"": list(samples)}
 
 
 def _encode(pool: Sequence[Completion], length: int) -> np.ndarray:
@@ -97,11 +83,10 @@ class _Block:
     total: float
 
 
-def _blocks(reference: Samples, endpoint: Samples, length: int) -> list[_Block]:
+def _blocks(ref: Samples, end: Samples, length: int) -> list[_Block]:
     """One block per prompt with at least 2 samples on each side."""
     if length < 1:
         raise ValueError(f"length must be >= 1 (got {length}); use e.g. 32")
-    ref, end = _groups(reference), _groups(endpoint)
     out = []
     for g in ref:
         if len(ref[g]) < 2 or len(end.get(g, ())) < 2:
@@ -184,25 +169,22 @@ def _p_value(blocks: Sequence[_Block], permutations: int, seed: int) -> tuple[fl
 
 
 def mmd_test(
-    name: str,
     reference: Samples,
     endpoint: Samples,
     *,
     length: int = DEFAULT_LENGTH,
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = 0,
-    alpha: float,
 ) -> SampledTest:
-    """Permutation MMD test of ``endpoint`` against ``reference`` at level ``alpha``: each a
-    mapping of prompt id to completions (or one prompt's sequence)."""
+    """Permutation MMD test of ``endpoint`` against ``reference``: each a mapping of prompt id
+    to completions."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1 (got {permutations}); use e.g. 1000")
     blocks = _blocks(reference, endpoint, length)
     observed, p_value = _p_value(blocks, permutations, seed)
-    verdict = "differs" if p_value <= alpha else "inconclusive"
     n = sum(b.n for b in blocks)
     m = sum(len(b.gram) - b.n for b in blocks)
-    return SampledTest(name, observed, p_value, verdict, permutations, None, (m, n), len(blocks))
+    return SampledTest(observed, p_value, permutations, (m, n), len(blocks))
 
 
 # -- the planned power, on the fake's sampling model ----------------------------------------------

@@ -351,14 +351,12 @@ def sampled_tests(
     *,
     reference: str,
     compared: Sequence[str],
-    alpha: float,
-    empty: Mapping[str, tuple[int, int]] | None = None,
+    empty: Mapping[str, tuple[int, int]],
 ) -> dict[str, SampledTest | str]:
     """The MMD test of each compared tag against ``reference`` from ``completions`` (tag ->
     prompt id -> texts that hold an answer), with its realised power, or the reason there is
     none: too few samples on a side, or over ``EMPTY_LIMIT`` of them empty (``empty``: tag ->
     (samples with no answer, samples))."""
-    empty = empty or {}
     ref = {p: [units(t) for t in texts] for p, texts in completions.get(reference, {}).items()}
     out: dict[str, SampledTest | str] = {}
     for index, tag in enumerate(compared):
@@ -372,13 +370,7 @@ def sampled_tests(
             continue
         try:
             found = mmd_test(
-                "sampled_mmd",
-                ref,
-                mine,
-                length=arm.length,
-                permutations=arm.permutations,
-                seed=index,
-                alpha=alpha,
+                ref, mine, length=arm.length, permutations=arm.permutations, seed=index
             )
         except ValueError as exc:
             out[tag] = f"{exc}; realised power {power:.0%}"
