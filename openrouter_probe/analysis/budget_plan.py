@@ -209,39 +209,16 @@ class BudgetPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure by name, units in the names (JSON-ready: floats, ints, strings)."""
+        plain = _plain(self)
+        plain["excluded"] = [
+            {"tag": tag, "reason": reason, "detail": detail}
+            for tag, reason, detail in self.excluded
+        ]
         return {
-            "model": self.model,
-            "snapshot": self.snapshot,
             "headline": self.headline,
-            "budget_usd": float(self.budget_usd),
-            "output_tokens": self.output_tokens,
-            "datasets": self.datasets,
-            "dataset_names": list(self.dataset_names),
-            "output_tokens_per_dataset": list(self.output_tokens_per_dataset),
-            "reasoning_share_min": float(self.reasoning_share_min),
-            "reasoning_share_max": float(self.reasoning_share_max),
             "target_visible_tokens_min": self.target_visible_tokens_min,
             "target_visible_tokens_max": self.target_visible_tokens_max,
-            "prompt_tokens_per_request": self.prompt_tokens_per_request,
-            "output_tokens_per_request": self.output_tokens_per_request,
-            "input_tokens_per_output_token": _f(self.input_tokens_per_output_token),
-            "input_tokens": self.input_tokens,
-            "requests": self.requests,
-            "concurrency": self.concurrency,
-            "routing_mode": self.routing_mode,
-            "policy": self.policy,
-            "cheapest": self.cheapest.to_dict(),
-            "blended": self.blended.to_dict(),
-            "endpoints": [e.to_dict() for e in self.endpoints],
-            "excluded": [
-                {"tag": tag, "reason": reason, "detail": detail}
-                for tag, reason, detail in self.excluded
-            ],
-            "notes": list(self.notes),
-            "unmatched_entries": list(self.unmatched_entries),
-            "cheapest_window": None
-            if self.cheapest_window is None
-            else self.cheapest_window.to_dict(),
+            **plain,
         }
 
     def endpoint_rows(self) -> list[dict[str, Any]]:
