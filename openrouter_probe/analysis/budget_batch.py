@@ -7,7 +7,7 @@ probed, none listed, none admitted). Output tokens only, like the headline (``do
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -44,19 +44,9 @@ class BatchBudget:
     affordable_output_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        def num(value: Decimal | None) -> float | None:
-            return None if value is None else float(value)
-
-        return {
-            "line": self.line,
-            "tag": self.tag,
-            "status": self.status,
-            "price_out_usd_per_m": num(self.price_out_usd_per_m),
-            "cost_usd": num(self.cost_usd),
-            "sync_price_out_usd_per_m": num(self.sync_price_out_usd_per_m),
-            "sync_cost_usd": num(self.sync_cost_usd),
-            "affordable_output_tokens": self.affordable_output_tokens,
-        }
+        """The batch figure as JSON-ready values (the job's own numbers left out)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)[3:]}
+        return {k: float(v) if isinstance(v, Decimal) else v for k, v in shown.items()}
 
 
 def plan_batch(
