@@ -77,18 +77,16 @@ def check_statistics(
     *,
     alpha: float | None = None,
     power: float | None = None,
-    level: float | None = None,
     tolerance: float | None = None,
     repeats: int | None = None,
     n: int | None = None,
 ) -> None:
     """Raise ``ConfigError`` (one line naming the option and its range) for a bad statistical
-    argument: ``alpha``, ``power``, ``level`` and ``tolerance`` in (0, 1), ``repeats`` an integer
+    argument: ``alpha``, ``power`` and ``tolerance`` in (0, 1), ``repeats`` an integer
     from 2 to 10, ``n`` an integer >= 1. Called before anything is sent."""
     for name, value, example in (
         ("alpha", alpha, "0.05"),
         ("power", power, "0.8"),
-        ("level", level, "0.95"),
         ("tolerance", tolerance, "0.1 (10 pp)"),
     ):
         if value is not None:
@@ -110,12 +108,11 @@ def check_statistics(
 
 @dataclass(frozen=True)
 class Interval:
-    """A two-sided confidence interval for a proportion (fractions in 0..1)."""
+    """A two-sided confidence interval: of a proportion (in 0..1) or a paired difference (-1..1)."""
 
     low: float
     high: float
     level: float = 0.95
-    method: str = "clopper-pearson"
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -263,7 +260,7 @@ def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Inte
     Fractional counts are accepted (the floor with more than two runs of the reference).
     """
     if n <= 0:
-        return Interval(-1.0, 1.0, level, "tango")
+        return Interval(-1.0, 1.0, level)
     if b < 0 or c < 0 or b + c > n + 1e-9:
         raise ValueError(f"need 0 <= b, c and b + c <= n, got {b}, {c} of {n}")
     z = _Z.inv_cdf(1 - (1 - level) / 2)
@@ -281,7 +278,7 @@ def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Inte
     estimate = (b - c) / n
     low = -1.0 if estimate <= -1 else _root(lambda d: statistic(d) - z, -1.0, estimate)
     high = 1.0 if estimate >= 1 else _root(lambda d: statistic(d) + z, estimate, 1.0)
-    return Interval(low, high, level, "tango")
+    return Interval(low, high, level)
 
 
 def _root(fn: Callable[[float], float], lo: float, hi: float, tol: float = 1e-12) -> float:
