@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.observation import Observation
 
 __all__ = [
     "MIN_PAIRS",
@@ -23,15 +26,6 @@ __all__ = [
 MIN_PAIRS = 5
 #: The share of the differing pairs that must differ in the same direction.
 MIN_SIGN_SHARE = 0.9
-
-
-class _Counted(Protocol):
-    """What is read of an observation (``observation.Observation``)."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def failed(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -88,7 +82,7 @@ class PromptTokenAgreement:
         )
 
 
-def _counts(run: Mapping[str, _Counted]) -> dict[str, int]:
+def _counts(run: Mapping[str, Observation]) -> dict[str, int]:
     return {i: o.prompt_tokens for i, o in run.items() if not o.failed and o.prompt_tokens > 0}
 
 
@@ -97,10 +91,10 @@ def _differences(mine: Mapping[str, int], theirs: Mapping[str, int]) -> list[int
 
 
 def prompt_token_agreement(
-    run: Mapping[str, _Counted],
-    reference: Mapping[str, _Counted],
+    run: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
     *,
-    floor: Mapping[str, _Counted] | None = None,
+    floor: Mapping[str, Observation] | None = None,
 ) -> PromptTokenAgreement:
     """Compare ``run``'s prompt-token counts with ``reference``'s (its first run) by item id, and
     the reference's ``floor`` run (its second, when it has one) with its first."""
