@@ -139,4 +139,12 @@ def logprob_result(found: LogprobComparison, *, alpha: float, tests: int = 1) ->
         f"{max(1, tests)} endpoint(s)); supporting "
         "evidence only"
     )
-    return TestResult("logprobs", found.statistic, p, None, verdict, detail, p_adjusted=adjusted)
+    finding = None
+    if verdict == "differs" and adjusted is not None:
+        finding = (
+            "token logprobs differ from the reference's more than its own second run's "
+            f"(sign test, adjusted p={adjusted:.2g}; supporting evidence, not the verdict)"
+        )
+    return TestResult(
+        "logprobs", found.statistic, p, None, verdict, detail, p_adjusted=adjusted, finding=finding
+    )

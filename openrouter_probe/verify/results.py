@@ -48,6 +48,8 @@ class TestResult:
     p_adjusted: float | None = None
     #: A published threshold the statistic is held to (K2VV's F1), where the test is one.
     threshold: float | None = None
+    #: What the report says beside the verdict when a test beside it differs: a reason to look.
+    finding: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (keys in a fixed order, statistics and intervals to 6 decimals, p-values to 6

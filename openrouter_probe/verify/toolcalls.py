@@ -137,7 +137,7 @@ def _schema_result(
         if acc is None
         else clopper_pearson(score.successful_tool_calls, score.tool_call_responses)
     )
-    p = adjusted = None
+    p = adjusted = finding = None
     verdict: TestVerdict = "inconclusive"
     if interval is not None and reference is not None and ref_acc is not None:
         p = fisher_exact(
@@ -149,6 +149,10 @@ def _schema_result(
         adjusted = min(1.0, max(1, tests) * p)
         if adjusted <= alpha:
             verdict = "differs"
+            finding = (
+                f"K2-Vendor-Verifier schema accuracy {acc:.1%} (95% interval {interval.low:.1%} "
+                f"to {interval.high:.1%}) below the reference's"
+            )
         elif interval.low >= ref_acc - tolerance:
             verdict = "consistent"
     text = (
@@ -163,7 +167,8 @@ def _schema_result(
         )
         + "; K2VV publishes no threshold"
     )
-    return TestResult("k2vv_schema_accuracy", acc, p, interval, verdict, text, p_adjusted=adjusted)
+    name = "k2vv_schema_accuracy"
+    return TestResult(name, acc, p, interval, verdict, text, p_adjusted=adjusted, finding=finding)
 
 
 def k2vv_results(
@@ -202,7 +207,17 @@ def k2vv_results(
     )
     return (
         TestResult(
-            "k2vv_tool_call_f1", f1, None, None, f1_verdict, f1_text, threshold=score.threshold
+            "k2vv_tool_call_f1",
+            f1,
+            None,
+            None,
+            f1_verdict,
+            f1_text,
+            threshold=score.threshold,
+            finding=None
+            if f1_verdict != "differs"
+            else f"below K2-Vendor-Verifier's tool_call_f1 threshold: {f1:.1%} < "
+            f"{score.threshold:.1%}",
         ),
         _schema_result(score, reference, alpha=alpha, tests=tests, tolerance=tolerance),
     )
