@@ -13,7 +13,7 @@ data classes live in ``budget_plan``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +48,7 @@ class _Price:
     """What one million billed output tokens (and input tokens) cost at an endpoint for the job."""
 
     out: Decimal
-    completion: Decimal
+    completion: Decimal | None  # None: the blend, which lists no price of its own
     reasoning: Decimal | None
     prompt: Decimal | None
 
@@ -390,7 +390,7 @@ def _blended(
             w = float(weights[e.tag])
             inverse += w / tps
             share += w
-    blended = _endpoint_budget(
+    return _endpoint_budget(
         job,
         tag="blended",
         provider=f"routing weights ({decision.mode})",
@@ -398,10 +398,9 @@ def _blended(
         role="blend",
         position=None,
         weight=1.0,
-        price=_Price(out, out, None, p_in),
+        price=_Price(out, None, None, p_in),
         throughput_tps=share / inverse if inverse > 0 else None,
     )
-    return replace(blended, price_completion_usd_per_m=None, price_reasoning_usd_per_m=None)
 
 
 def _plan(
