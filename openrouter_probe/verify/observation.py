@@ -1,9 +1,5 @@
-"""One response to one pinned request, as the check reads it: nothing here judges or sends.
-
-An ``Observation`` says which endpoint the request was pinned to (and, for the reference, which of
-its runs), which item, who served it, what it said (content, tool calls, the first token's top-k
-logprobs, the generated tokens), and what it cost; it is read from a chat completion body or from a
-line of the generator's output, through one translation.
+"""One response to one pinned request, as the check reads it (from a chat completion body or from
+a line of the generator's output, through one translation): nothing here judges or sends.
 """
 
 from __future__ import annotations

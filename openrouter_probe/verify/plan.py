@@ -1,10 +1,6 @@
-"""The plan of a precision check, before anything is sent: pins, request bodies, cost, power.
-
-Each tag is pinned through the routing model (``verify.pins``); each endpoint's cost is priced at its
-own prices (``verify.costs``): in the worst case every request spends its ``max_tokens``; expected,
-answers at the suite's typical length, or at ``max_tokens`` when reasoning is left on (a reasoning
-answer's length is not predictable). The plan holds the run that sends it (``run.config.RunPlan``:
-output, cap, concurrency, connection), a plan only priced one without an output.
+"""The plan of a precision check, before anything is sent: pins, request bodies, cost
+(``verify.costs``), power. The plan holds the run that sends it (``run.config.RunPlan``); a plan
+only priced holds one without an output.
 """
 
 from __future__ import annotations
@@ -313,15 +309,15 @@ class VerifyPlan(Frozen):
         return "\n".join(lines)
 
 
-def _plan_notes(rows: Sequence[EndpointPlan], settings: Mapping[str, Any]) -> tuple[str, ...]:
+def _plan_notes(rows: Sequence[EndpointPlan], *, thinking: bool) -> tuple[str, ...]:
     notes = []
-    lp = [r for r in rows if r.logprobs_sent]
-    if not any(r.logprobs_sent and r.role == "reference" for r in rows) or len(lp) < 2:
+    listed = [r.role for r in rows if r.logprobs_sent]
+    if "reference" not in listed or len(listed) < 2:
         notes.append(
             "first-token logprobs cannot be compared: the reference and at least one other "
             "endpoint must list logprobs and top_logprobs"
         )
-    if settings.get("effort") != "none" and settings.get("enabled") is not False:
+    if thinking:
         notes.append(
             "reasoning is on: the first generated token is a reasoning token, so the logprob "
             "comparison and the expected cost are weaker (expected = worst-case output)"
@@ -403,7 +399,7 @@ def plan_verify(
     greedy = VerifyPlan(
         model=model, reference=ref, items=tuple(items), endpoints=tuple(rows),
         pinned=pinned, seed=seed, top_logprobs=top_logprobs, run=run,
-        alpha=alpha, power=power, notes=_plan_notes(rows, rule.reasoning), tolerance=tolerance,
+        alpha=alpha, power=power, notes=_plan_notes(rows, thinking=rule.on), tolerance=tolerance,
         repeats=repeats, thinking_rule=rule, snapshot_sha256=snapshot_sha256,
     )  # fmt: skip
     if sampling == "greedy":

@@ -1,9 +1,5 @@
-"""The report of a precision check, and the seam between sending and judging.
-
-``build_report(plan, observations)`` judges the responses a sending loop collected and returns a
-``VerifyReport``: a DataFrame view (pandas, imported when asked), a short ``repr``, ``_repr_html_``
-for Jupyter, and ``to_evidence_yaml()``: dated evidence in an additive ``measured:`` section that
-the precision registry can read (``docs/verify.md`` gives the format and the reader it needs).
+"""The report of a precision check (``VerifyReport``: a DataFrame view, HTML in Jupyter, dated
+evidence YAML), and ``build_report``, the seam between sending and judging.
 """
 
 from __future__ import annotations
@@ -405,12 +401,9 @@ def build_report(
 ) -> VerifyReport:
     """Judge the collected ``observations`` of ``plan`` (at its tolerance) and return the report.
 
-    This is the seam between sending and judging: a sending loop builds one ``Observation`` per
-    response (``Observation.from_completion`` or ``from_output_line``) with the tag it pinned and
-    the item id it sent. Here a response whose provider is not the pinned endpoint's is discarded
-    and counted as leaked; per (endpoint, item) the first response is kept, or the first success
-    after a failed one (a retry); responses for endpoints or items outside the plan are left out
-    and counted in the notes.
+    A sending loop builds one ``Observation`` per response (``Observation.from_completion`` or
+    ``from_output_line``) with the tag it pinned and the item id it sent; which are judged, and
+    what is set aside and counted (leaked pins, repeats, outsiders), is ``verify.kept``'s.
 
     Example::
 

@@ -1,9 +1,6 @@
-"""Each endpoint's verdict: its deciding measures as paired counts, judged against the reference.
-
-``compare_to_reference`` tests every (endpoint, deciding measure) with ``stats`` (mid-p McNemar or
-the floor test, Holm over all of them, Tango intervals at ``1 - 2 alpha/K`` for the margin) and
-says ``consistent``, ``differs``, ``differs, within tolerance`` or ``inconclusive`` with its reason;
-``docs/verify.md`` ("Statistics and verdicts") gives the table of how each is reached.
+"""Each endpoint's verdict: its deciding measures as paired counts, judged against the reference
+(``compare_to_reference``; ``docs/verify.md``, "Statistics and verdicts", tables how each is
+reached).
 """
 
 from __future__ import annotations
