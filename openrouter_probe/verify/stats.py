@@ -2,11 +2,12 @@
 
 Clopper-Pearson for an accuracy; mid-p McNemar for a paired gap (Fagerland, Lydersen and Laake
 2013, BMC Med Res Methodol 13:91); the floor test for disagreement against the reference's own;
-Tango's score interval for equivalence (Tango 1998, Stat Med 17:891-908); Holm's correction; the exact power of the mid-p test (its normal approximation
-above ``EXACT_POWER_LIMIT`` pairs) and the normal approximation of the equivalence power. Why each,
-and what it assumes: ``docs/verify.md``, "Statistics and verdicts". Everything is computed with the
-standard library (``math.lgamma``, ``statistics.NormalDist``); ``tests/verify/test_stats.py`` checks
-the values against closed forms, published tables and scipy/statsmodels.
+Tango's score interval for equivalence (Tango 1998, Stat Med 17:891-908); Holm's correction; the
+exact power of the mid-p test (its normal approximation above ``EXACT_POWER_LIMIT`` pairs) and the
+normal approximation of the equivalence power. Why each, and what it assumes: ``docs/verify.md``,
+"Statistics and verdicts". No statistics library: ``math.lgamma``, ``statistics.NormalDist`` and
+numpy's convolution; ``tests/verify/test_stats.py`` checks the values against closed forms,
+published tables and scipy/statsmodels.
 """
 
 from __future__ import annotations
@@ -209,16 +210,6 @@ def mcnemar_midp(b: int, c: int) -> float:
     return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(log_pmf(k, d, 0.5)))
 
 
-def _convolve(a: list[float], b: list[float]) -> list[float]:
-    out = [0.0] * (len(a) + len(b) - 1)
-    for i, x in enumerate(a):
-        if x < 1e-300:
-            continue
-        for j, y in enumerate(b):
-            out[i + j] += x * y
-    return out
-
-
 def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
     """Return the one-sided mid-p value that the endpoint disagrees with the reference more than the
     reference disagrees with itself.
@@ -242,12 +233,14 @@ def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
         if var == 0:
             return 1.0 if s <= mean else 0.0
         return 1.0 - _Z.cdf((s - mean) / math.sqrt(var))
-    pmf = [1.0]
+    import numpy as np
+
+    pmf = np.ones(1)  # the sum's distribution: each group's binomial convolved in
     for t, (items, _) in sorted(groups.items()):
         if not 0 < t < repeats:
             raise ValueError(f"a group's total must be in 1..{repeats - 1}, got {t}")
-        pmf = _convolve(pmf, [math.exp(log_pmf(k, items, t / repeats)) for k in range(items + 1)])
-    return min(1.0, math.fsum(pmf[s + 1 :]) + pmf[s] / 2)
+        pmf = np.convolve(pmf, [math.exp(log_pmf(k, items, t / repeats)) for k in range(items + 1)])
+    return min(1.0, math.fsum(pmf[s + 1 :]) + float(pmf[s]) / 2)
 
 
 def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Interval:
