@@ -8,6 +8,7 @@ the smallest of ``N_GRID`` with enough simulated power that the budget pays (``d
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -296,24 +297,16 @@ def _smallest_reaching(
     target: float,
 ) -> tuple[int, float]:
     """Binary search of the (monotone) power over ``grid``: the smallest reaching ``target``,
-    else the largest with its power (each evaluation is a simulation: the fewest are run)."""
-    powers: dict[int, float] = {}
+    else the largest, with its power (each evaluation is a simulation, kept by
+    ``simulated_power``'s cache: the fewest are run)."""
 
-    def power_at(index: int) -> float:
-        if grid[index] not in powers:
-            powers[grid[index]] = _power(
-                grid[index], prompts=prompts, settings=settings, level=level
-            )
-        return powers[grid[index]]
+    def power_at(n: int) -> float:
+        return _power(n, prompts=prompts, settings=settings, level=level)
 
-    low, high = 0, len(grid) - 1
-    while low < high:
-        mid = (low + high) // 2
-        if _reaches(power_at(mid), target):
-            high = mid
-        else:
-            low = mid + 1
-    return grid[low], power_at(low)
+    index = bisect.bisect_left(
+        grid, True, hi=len(grid) - 1, key=lambda n: _reaches(power_at(n), target)
+    )
+    return grid[index], power_at(grid[index])
 
 
 def realised_power(

@@ -12,6 +12,7 @@ published tables and scipy/statsmodels.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -455,11 +456,4 @@ def prompts_for_equivalence(
     hi = 1
     while not enough(hi):
         hi *= 2
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if enough(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return bisect.bisect_left(range(hi + 1), True, lo=hi // 2, key=enough)
