@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError
@@ -40,9 +40,6 @@ from openrouter_probe.verify.stats import (
 )
 from openrouter_probe.verify.suites import Item
 from openrouter_probe.verify.thinking import Thinking, thinking_for
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = ["DEFAULT_N", "QUANTIZATION_TOLERANCE", "VerifyPlan", "plan_verify"]
 
@@ -211,28 +208,6 @@ class VerifyPlan(Frozen):
         if tag not in self.pinned:
             raise ConfigError(f"{tag!r} is not in this plan ({', '.join(self.pinned)})")
         return self.sampled.bodies(self.model, pin_block(tag))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per endpoint (pandas, imported here)."""
-        import pandas as pd
-
-        rows = [
-            {
-                "tag": e.tag,
-                "provider": e.provider_name,
-                "role": e.role,
-                "requests": e.requests,
-                "price_in_usd_per_m": e.price_in_per_m,
-                "price_out_usd_per_m": e.price_out_per_m,
-                "expected_usd": e.expected_usd,
-                "worst_case_usd": e.worst_case_usd,
-                "seed": e.seed_sent,
-                "logprobs": e.logprobs_sent,
-                "warnings": "; ".join(e.warnings),
-            }
-            for e in self.endpoints
-        ]
-        return pd.DataFrame(rows)
 
     def _power_lines(self) -> list[str]:
         gap = self.min_detectable_gap_best
