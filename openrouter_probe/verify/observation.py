@@ -62,7 +62,6 @@ class Observation:
         choices = body.get("choices") or [{}]
         choice = choices[0] if isinstance(choices[0], Mapping) else {}
         message = choice.get("message") or {}
-        usage = body.get("usage") or {}
         row = {
             "provider": body.get("provider"),
             "content": message.get("content"),
@@ -70,8 +69,7 @@ class Observation:
             "tool_calls": message.get("tool_calls"),
             "logprobs": choice.get("logprobs"),
             "model": body.get("model"),
-            "usage": usage,
-            "cost_usd": usage.get("cost") if isinstance(usage, Mapping) else None,
+            "usage": body.get("usage"),
             "error": body.get("error") or choice.get("error"),
         }
         return cls.from_output_line(row, endpoint=endpoint, item_id=item_id)

@@ -270,8 +270,6 @@ def plan_sampled_arm(
             warnings.append(
                 f"the budget pays n={chosen}, short of {power:.0%} power; raise the budget"
             )
-    if not pinned:
-        raise ConfigError("the sampled arm needs the pinned endpoints")
     return SampledArm(
         prompts=tuple(prompts),
         n=chosen,

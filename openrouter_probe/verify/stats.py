@@ -131,11 +131,6 @@ def binom_sf(k: int, n: int, p: float) -> float:
     return 0.0 if k > n else min(1.0, pmf_sum(k, n, n, p))
 
 
-def _check_counts(successes: int, n: int) -> None:
-    if n < 0 or successes < 0 or successes > n:
-        raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
-
-
 def clopper_pearson(successes: int, n: int, *, level: float = 0.95) -> Interval:
     """Return the exact (Clopper-Pearson) interval for ``successes`` out of ``n``.
 
@@ -143,7 +138,8 @@ def clopper_pearson(successes: int, n: int, *, level: float = 0.95) -> Interval:
     P(X <= successes) = (1 - level)/2; at 0 and n they have closed forms, e.g. 0 of 10 gives
     ``(0, 1 - 0.025 ** (1/10))`` = ``(0, 0.3085)``. ``n == 0`` gives ``(0, 1)``: no information.
     """
-    _check_counts(successes, n)
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
     tail = (1.0 - level) / 2
     if n == 0:
         return Interval(0.0, 1.0, level)
