@@ -8,7 +8,7 @@ on the fake's sampling model (``rules.sampling_model``). ``docs/verify.md``, "Th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -128,14 +128,17 @@ def _by_shape(blocks: Sequence[_Block]) -> list[tuple[int, int, list[_Block]]]:
 
 
 def _sum_over_prompts(
-    blocks: Sequence[_Block], labelling: Callable[[int, int, int], np.ndarray]
+    blocks: Sequence[_Block], copies: int, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """The mean over prompts of the per-prompt statistic, for each labelling ``labelling``
-    gives ((prompts, size, n) -> labels)."""
+    """The mean over prompts of the per-prompt statistic for ``copies`` labellings: the observed
+    one (each block's first ``n`` samples are the reference's), or with ``rng`` that labelling
+    shuffled within each prompt."""
     total: np.ndarray | float = 0.0
     for size, n, same in _by_shape(blocks):
+        labels = np.zeros((len(same), copies, size))
+        labels[:, :, :n] = 1.0
         found = _statistics(
-            labelling(len(same), size, n),
+            labels if rng is None else rng.permuted(labels, axis=2),
             np.stack([b.gram for b in same]),
             np.stack([b.column_sums for b in same]),
             np.array([b.total for b in same]),
@@ -145,25 +148,9 @@ def _sum_over_prompts(
     return np.asarray(total) / len(blocks)
 
 
-def _observed(blocks: Sequence[_Block]) -> float:
-    def first(prompts: int, size: int, n: int) -> np.ndarray:
-        labels = np.zeros((prompts, 1, size))
-        labels[:, :, :n] = 1.0
-        return labels
-
-    return float(_sum_over_prompts(blocks, first)[0])
-
-
 def _p_value(blocks: Sequence[_Block], permutations: int, seed: int) -> tuple[float, float]:
-    observed = _observed(blocks)
-    rng = np.random.default_rng(seed)
-
-    def shuffled(prompts: int, size: int, n: int) -> np.ndarray:
-        labels = np.zeros((prompts, permutations, size))
-        labels[:, :, :n] = 1.0
-        return rng.permuted(labels, axis=2)
-
-    null = _sum_over_prompts(blocks, shuffled)
+    observed = float(_sum_over_prompts(blocks, 1)[0])
+    null = _sum_over_prompts(blocks, permutations, np.random.default_rng(seed))
     at_least = 1 + int((null >= observed - 1e-12).sum())  # ties count (float sums)
     return observed, at_least / (permutations + 1)
 
