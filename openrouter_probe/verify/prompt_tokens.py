@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from openrouter_probe.verify.observation import Observation
@@ -18,7 +18,6 @@ __all__ = [
     "MIN_PAIRS",
     "MIN_SIGN_SHARE",
     "PromptTokenAgreement",
-    "prompt_columns",
     "prompt_token_agreement",
 ]
 
@@ -112,21 +111,3 @@ def prompt_token_agreement(
         floor_differing=sum(1 for d in floor_diffs if d),
         unreported=sum(1 for o in run.values() if o.failed or o.prompt_tokens <= 0),
     )
-
-
-def prompt_columns(a: PromptTokenAgreement | None) -> dict[str, Any]:
-    """Prompt-token agreement with the reference as flat columns (``prompt_tokens`` module)."""
-    return {
-        "prompt_tokens_pairs": None if a is None else a.pairs,
-        "prompt_tokens_differ_rate": None if a is None else _round4(a.differ_rate),
-        "prompt_tokens_diff_median": None if a is None else a.median_difference,
-        "prompt_tokens_higher": None if a is None else a.higher,
-        "prompt_tokens_lower": None if a is None else a.lower,
-        "prompt_tokens_floor_differ_rate": None if a is None else _round4(a.floor_rate),
-        "prompt_tokens_unreported": None if a is None else a.unreported,
-        "prompt_tokens_systematic": None if a is None else a.systematic,
-    }
-
-
-def _round4(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 4)

@@ -19,7 +19,7 @@ from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_response
 from openrouter_probe.verify.measures import EndpointMeasures, measure_endpoint
 from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan
-from openrouter_probe.verify.prompt_tokens import prompt_columns
+from openrouter_probe.verify.prompt_tokens import PromptTokenAgreement
 from openrouter_probe.verify.results import TestResult, render_results
 from openrouter_probe.verify.sampled import SampledTest
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
@@ -125,7 +125,7 @@ class VerifyReport:
                     "sampled_power": r.sampled_power,
                     "leaked": r.leaked,
                     "missing": r.missing,
-                    **prompt_columns(m.prompt_agreement),
+                    **_prompt_columns(m.prompt_agreement),
                     "findings": list(r.findings),
                     "prompt_tokens": m.prompt_tokens,
                     "completion_tokens": m.completion_tokens,
@@ -275,7 +275,7 @@ class VerifyReport:
                     "reason": c.reason,
                     "prompt_tokens": {
                         k.removeprefix("prompt_tokens_"): v
-                        for k, v in prompt_columns(m.prompt_agreement).items()
+                        for k, v in _prompt_columns(m.prompt_agreement).items()
                     },
                     "findings": list(r.findings),
                     "decided_by": r.decided_by,
@@ -301,6 +301,20 @@ def _share(empty: int | None, answers: int | None) -> float | None:
 
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def _prompt_columns(a: PromptTokenAgreement | None) -> dict[str, Any]:
+    """Prompt-token agreement with the reference as flat columns (``verify.prompt_tokens``)."""
+    return {
+        "prompt_tokens_pairs": None if a is None else a.pairs,
+        "prompt_tokens_differ_rate": None if a is None else _round(a.differ_rate),
+        "prompt_tokens_diff_median": None if a is None else a.median_difference,
+        "prompt_tokens_higher": None if a is None else a.higher,
+        "prompt_tokens_lower": None if a is None else a.lower,
+        "prompt_tokens_floor_differ_rate": None if a is None else _round(a.floor_rate),
+        "prompt_tokens_unreported": None if a is None else a.unreported,
+        "prompt_tokens_systematic": None if a is None else a.systematic,
+    }
 
 
 def _pct(value: float | None) -> str:
