@@ -86,22 +86,20 @@ def arith_suite(n: int, *, seed: int = 0) -> list[Item]:
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    items = []
-    for i in range(n):
-        rng = random.Random(f"arith/{seed}/{i}")  # str seeds hash with sha512: stable across runs
-        question, value = _arith_question(rng)
-        items.append(
-            Item(
-                id=f"arith/s{seed}/{i:05d}",
-                suite="arith",
-                messages=({"role": "user", "content": f"What is {question}? {ARITH_INSTRUCTION}"},),
-                answer=str(value),
-                answer_kind="number",
-                max_tokens=256,
-                expected_output_tokens=8,
-            )
+    # str seeds hash with sha512: stable across runs
+    questions = [_arith_question(random.Random(f"arith/{seed}/{i}")) for i in range(n)]
+    return [
+        Item(
+            id=f"arith/s{seed}/{i:05d}",
+            suite="arith",
+            messages=({"role": "user", "content": f"What is {question}? {ARITH_INSTRUCTION}"},),
+            answer=str(value),
+            answer_kind="number",
+            max_tokens=256,
+            expected_output_tokens=8,
         )
-    return items
+        for i, (question, value) in enumerate(questions)
+    ]
 
 
 @dataclass(frozen=True)
@@ -286,23 +284,21 @@ def tools_suite(n: int = 200, *, seed: int = 0) -> list[Item]:
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    items = []
-    for i in range(n):
-        prompt, tool, arguments = _tool_case(random.Random(f"tools/{seed}/{i}"))
-        items.append(
-            Item(
-                id=f"tools/s{seed}/{i:05d}",
-                suite="tools",
-                messages=({"role": "user", "content": prompt},),
-                answer_kind="tool",
-                tools=TOOLS,
-                expect_tool=tool,
-                expect_arguments=arguments,
-                max_tokens=512,
-                expected_output_tokens=30,
-            )
+    cases = [_tool_case(random.Random(f"tools/{seed}/{i}")) for i in range(n)]
+    return [
+        Item(
+            id=f"tools/s{seed}/{i:05d}",
+            suite="tools",
+            messages=({"role": "user", "content": prompt},),
+            answer_kind="tool",
+            tools=TOOLS,
+            expect_tool=tool,
+            expect_arguments=arguments,
+            max_tokens=512,
+            expected_output_tokens=30,
         )
-    return items
+        for i, (prompt, tool, arguments) in enumerate(cases)
+    ]
 
 
 @lru_cache(maxsize=64)
