@@ -256,14 +256,7 @@ def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Inte
     z = _Z.inv_cdf(1 - (1 - level) / 2)
 
     def statistic(d: float) -> float:
-        big_b = -b - c + (2 * n - b + c) * d
-        big_c = -c * d * (1 - d)
-        q = (math.sqrt(max(0.0, big_b * big_b - 8 * n * big_c)) - big_b) / (4 * n)
-        var = n * (2 * q + d * (1 - d))
-        diff = b - c - n * d
-        if var <= 0:
-            return math.copysign(math.inf, diff) if diff else 0.0
-        return diff / math.sqrt(var)
+        return (b - c - n * d) / math.sqrt(n * _restricted_var(b / n, c / n, d))
 
     estimate = (b - c) / n
     low = -1.0 if estimate <= -1 else _root(lambda d: statistic(d) - z, -1.0, estimate)
@@ -401,7 +394,8 @@ def min_detectable_gap(
 
 def _restricted_var(p10: float, p01: float, d: float) -> float:
     """The per-pair variance in Tango's statistic at the margin ``d``: ``2 q + d (1 - d)``, ``q``
-    the restricted estimate of the reverse discordance for data at the rates ``p10``, ``p01``."""
+    the restricted estimate of the reverse discordance for data at the rates ``p10``, ``p01``
+    (floored above 0: at a margin of +-1 it vanishes, and the statistic is then infinite)."""
     big_b = -p10 - p01 + (2 - p10 + p01) * d
     big_c = -p01 * d * (1 - d)
     q = (math.sqrt(max(0.0, big_b * big_b - 8 * big_c)) - big_b) / 4
