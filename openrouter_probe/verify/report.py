@@ -365,19 +365,6 @@ def _measures(
     return measures
 
 
-def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, SampledTest | str]:
-    """The sampled arm's test of each compared endpoint (none without the arm)."""
-    if plan.sampled is None:
-        return {}
-    return sampled_tests(
-        plan.sampled,
-        samples.completions,
-        reference=plan.reference,
-        compared=plan.compared,
-        empty={t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned},
-    )
-
-
 def _tests(
     plan: VerifyPlan,
     comparisons: Mapping[str, Comparison],
@@ -433,7 +420,13 @@ def build_report(
         plan, (o for o in observations if parse_sample_id(o.item_id) is None), set(items)
     )
     measures = _measures(plan, items, kept, samples)
-    sampled = _sampled(plan, samples)
+    sampled = sampled_tests(
+        plan.sampled,
+        samples.completions,
+        reference=plan.reference,
+        compared=plan.compared,
+        empty=samples.empty,
+    )
     comparisons = compare_to_reference(
         {tag: measures[tag].tests for tag in plan.compared},
         accuracy_counts={tag: measures[tag].counts for tag in plan.compared},

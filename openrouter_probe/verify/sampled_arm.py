@@ -324,9 +324,12 @@ def realised_power(
     return _power(n, prompts=len(usable), settings=arm.settings, level=arm.level)
 
 
-def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
-    """Why the arm cannot judge when over ``EMPTY_LIMIT`` of ``who``'s samples held no answer."""
-    count, total = empty
+def _too_empty(
+    arm: SampledArm, who: str, count: int, answers: Mapping[str, Sequence[object]]
+) -> str | None:
+    """Why the arm cannot judge when over ``EMPTY_LIMIT`` of ``who``'s samples held no answer
+    (``count`` of them; ``answers`` the others, by prompt)."""
+    total = count + sum(map(len, answers.values()))
     if total == 0 or count / total <= EMPTY_LIMIT:
         return None
     return (
@@ -337,23 +340,25 @@ def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
 
 
 def sampled_tests(
-    arm: SampledArm,
+    arm: SampledArm | None,
     completions: Mapping[str, Mapping[str, Sequence[str | None]]],
     *,
     reference: str,
     compared: Sequence[str],
-    empty: Mapping[str, tuple[int, int]],
+    empty: Mapping[str, int],
 ) -> dict[str, SampledTest | str]:
     """The MMD test of each compared tag against ``reference`` from ``completions`` (tag ->
     prompt id -> texts that hold an answer), with its realised power, or the reason there is
     none: too few samples on a side, or over ``EMPTY_LIMIT`` of them empty (``empty``: tag ->
-    (samples with no answer, samples))."""
+    samples with no answer); none without the arm."""
+    if arm is None:
+        return {}
     ref = {p: [units(t) for t in texts] for p, texts in completions.get(reference, {}).items()}
     out: dict[str, SampledTest | str] = {}
     for index, tag in enumerate(compared):
         mine = {p: [units(t) for t in texts] for p, texts in completions.get(tag, {}).items()}
-        blind = _too_empty(arm, "the reference", empty.get(reference, (0, 0))) or _too_empty(
-            arm, "this endpoint", empty.get(tag, (0, 0))
+        blind = _too_empty(arm, "the reference", empty.get(reference, 0), ref) or _too_empty(
+            arm, "this endpoint", empty.get(tag, 0), mine
         )
         power = realised_power(arm, ref, mine)
         if blind is not None:
