@@ -46,28 +46,6 @@ def request_cost(
     return p_in * n_in + p_out * n_out + per_request * requests
 
 
-@dataclass(frozen=True)
-class EndpointPlan:
-    """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
-
-    tag: str
-    provider_name: str
-    quantization: str | None
-    role: str  # "reference" | "compared"
-    requests: int
-    prompt_tokens_expected: int
-    prompt_tokens_worst: int
-    output_tokens_expected: int
-    output_tokens_worst: int
-    price_in_per_m: Decimal | None
-    price_out_per_m: Decimal | None
-    expected_usd: Decimal | None
-    worst_case_usd: Decimal | None
-    seed_sent: bool
-    logprobs_sent: bool
-    warnings: tuple[str, ...] = ()
-
-
 class Tokens(NamedTuple):
     """The tokens the check sends to each endpoint, summed over its items."""
 
@@ -80,6 +58,28 @@ class Tokens(NamedTuple):
     def times(self, repeats: int) -> Tokens:
         """The reference's share: every item sent ``repeats`` times."""
         return Tokens(*(value * repeats for value in self))
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
+
+    tag: str
+    provider_name: str
+    quantization: str | None
+    role: str  # "reference" | "compared"
+    tokens: Tokens
+    price_in_per_m: Decimal | None
+    price_out_per_m: Decimal | None
+    expected_usd: Decimal | None
+    worst_case_usd: Decimal | None
+    seed_sent: bool
+    logprobs_sent: bool
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def requests(self) -> int:
+        return self.tokens.requests
 
 
 def endpoint_plan(
@@ -104,11 +104,7 @@ def endpoint_plan(
         provider_name=endpoint.provider_name,
         quantization=endpoint.quantization,
         role="reference" if tag == ref else "compared",
-        requests=n,
-        prompt_tokens_expected=totals.in_expected,
-        prompt_tokens_worst=totals.in_worst,
-        output_tokens_expected=totals.out_expected,
-        output_tokens_worst=totals.out_worst,
+        tokens=totals,
         price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
         price_out_per_m=endpoint.pricing.usd_per_m("completion"),
         expected_usd=request_cost(
