@@ -1,52 +1,19 @@
 """The budget planner: what a job costs, what a budget buys, and how far it gets.
 
-A target is a number of **billed output tokens** (reasoning included: OpenRouter bills reasoning
-tokens as output), in total or per dataset times the number of datasets. Given a budget in USD,
-``plan_budget`` works out, for every endpoint the routing model admits (under a ``provider`` block or
-OpenRouter's default routing):
-
-- the cost of the target, and the shortfall or headroom against the budget (USD and percent);
-- what the budget buys: billed output tokens, and the visible (non-reasoning) part of them for the
-  reasoning share's range (``visible = billed × (1 − share)``);
-- the feasible target per dataset, and "run until the money runs out": the datasets in order, how
-  many complete and how far the last one gets;
-- all of it twice: output tokens only, and all-in with the input tokens the requests send (when the
-  prompt size is given);
-- a time to finish from p50 throughput and concurrency: a lower bound, since a provider's capacity
-  is not known.
-
-Prices are the ones the job pays: pricing ``overrides`` are resolved for the job's prompt size
-(``openrouter_probe.rules.pricing``), and where an endpoint lists ``internal_reasoning`` the reasoning share
-of output is priced at it (at the end of the share range that costs more), so the cheapest endpoint
-is chosen on that effective price. When prices vary by time of day the plan prices the default
-(outside any window) and names the cheapest window.
-
-The headline is the cheapest admitted endpoint; the blended figure weighs every admitted endpoint by
-its expected traffic share from ``routing.route`` (ordered, sorted or load-balanced). Money is
-``Decimal`` throughout; figures are rounded only where they are shown. The job's numbers are
-validated in ``budget_job``; the plan's data classes live in ``budget_plan``.
-
-Example (the Kimi K2.5 scenario)::
-
-    from openrouter_probe.analysis.budget import plan_budget
-    from openrouter_probe.rules.snapshot import bundled_snapshot
-
-    plan = plan_budget(
-        bundled_snapshot("moonshotai/kimi-k2.5"),
-        budget_usd=100,
-        output_tokens=60_000_000,
-        datasets=6,
-        reasoning_share=(0.5, 0.8),
-    )
-    plan.cheapest.output_only.cost_usd                            # Decimal('132.0')
-    plan.cheapest.output_only.affordable_output_tokens            # 45454545
-    plan.cheapest.output_only.affordable_output_tokens_per_dataset  # 7575757
+A target is a number of **billed output tokens** (reasoning included). ``plan_budget`` prices it at
+every endpoint the routing model admits, at the cheapest of them (the headline) and at the routing
+blend (weighted by each endpoint's traffic share from ``routing.route``), output-only and all-in,
+with a time to finish that is a lower bound. Prices are the ones the job pays: overrides resolved
+for its prompt size, the reasoning share at ``internal_reasoning`` where listed (at the end of the
+share range that costs more). Money is ``Decimal`` throughout. The inputs and every figure:
+``docs/analysis.md``, "The budget planner"; the job is validated in ``budget_job``, the plan's
+data classes live in ``budget_plan``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +48,7 @@ class _Price:
     """What one million billed output tokens (and input tokens) cost at an endpoint for the job."""
 
     out: Decimal
-    completion: Decimal
+    completion: Decimal | None  # None: the blend, which lists no price of its own
     reasoning: Decimal | None
     prompt: Decimal | None
 
@@ -423,7 +390,7 @@ def _blended(
             w = float(weights[e.tag])
             inverse += w / tps
             share += w
-    blended = _endpoint_budget(
+    return _endpoint_budget(
         job,
         tag="blended",
         provider=f"routing weights ({decision.mode})",
@@ -431,10 +398,9 @@ def _blended(
         role="blend",
         position=None,
         weight=1.0,
-        price=_Price(out, out, None, p_in),
+        price=_Price(out, None, None, p_in),
         throughput_tps=share / inverse if inverse > 0 else None,
     )
-    return replace(blended, price_completion_usd_per_m=None, price_reasoning_usd_per_m=None)
 
 
 def _plan(

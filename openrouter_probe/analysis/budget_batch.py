@@ -1,27 +1,13 @@
-"""What a job costs through OpenRouter's Batch API, beside the sync figures (issue 25).
-
-``plan_batch(snapshot, output_tokens=..., budget_usd=...)`` prices the target at the cheapest
-admitted ``:batch`` endpoint (its own row's price, the batch price), next to the sync price of the
-same deployment, and says in one line why there is no batch figure when there is none: the
-snapshot was taken before batches were probed (nothing is known), the model lists no ``:batch``
-endpoint, or the policy admits none of those listed. ``admitted`` is the compiled policy's batch
-order (``CompiledPolicy.batch["order"]``); without a policy every ``:batch`` endpoint is
-admitted, as OpenRouter picks the cheapest one by default. Output tokens only, like the headline:
-input tokens, web search and caching are not all discounted (docs/batch.md).
-
-Example::
-
-    from openrouter_probe.analysis.budget_batch import plan_batch
-    from openrouter_probe.rules.snapshot import bundled_snapshot
-
-    plan_batch(bundled_snapshot(), output_tokens=60_000_000, budget_usd=100).line
-    # 'batch: no :batch endpoint is known for moonshotai/kimi-k2.5 (...)'
+"""What a job costs through OpenRouter's Batch API, beside the sync figures: the target at the
+cheapest admitted ``:batch`` endpoint, or one line saying why there is no batch figure (not
+probed, none listed, none admitted). Output tokens only, like the headline (``docs/analysis.md``,
+"The batch line"; ``docs/batch.md``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -58,19 +44,9 @@ class BatchBudget:
     affordable_output_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        def num(value: Decimal | None) -> float | None:
-            return None if value is None else float(value)
-
-        return {
-            "line": self.line,
-            "tag": self.tag,
-            "status": self.status,
-            "price_out_usd_per_m": num(self.price_out_usd_per_m),
-            "cost_usd": num(self.cost_usd),
-            "sync_price_out_usd_per_m": num(self.sync_price_out_usd_per_m),
-            "sync_cost_usd": num(self.sync_cost_usd),
-            "affordable_output_tokens": self.affordable_output_tokens,
-        }
+        """The batch figure as JSON-ready values (the job's own numbers left out)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self)[3:]}
+        return {k: float(v) if isinstance(v, Decimal) else v for k, v in shown.items()}
 
 
 def plan_batch(

@@ -1,9 +1,5 @@
-"""The job a budget is planned for, and what it costs at one price.
-
-``make_job`` validates what the user asks for (the budget, the target in total or per dataset, the
-datasets, the reasoning share, the prompt size) into a ``BudgetJob``, with every error naming its option
-and the fix. ``job_figures`` prices the job at one endpoint's output (and input) price: the cost,
-what the budget buys, and "run until the money runs out" over the datasets in order.
+"""The job a budget is planned for (``make_job``: every error names its option and the fix), and
+what it costs at one price (``job_figures``).
 """
 
 from __future__ import annotations

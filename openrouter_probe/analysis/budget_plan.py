@@ -1,15 +1,11 @@
-"""What ``plan_budget`` works out: the plan and its figures, as plain frozen data.
-
-``BudgetPlan`` holds the job, the cheapest admitted endpoint, the routing blend and every admitted
-endpoint (``EndpointBudget``), each with its ``Figures`` output-only and all-in, and the datasets in
-"run until the money runs out" (``DatasetRun``). ``to_dict()`` gives every figure by name with its
-unit in the name; ``endpoint_rows()`` one plain row per endpoint. Money is ``Decimal``; figures are
-rounded only where they are shown.
+"""What ``plan_budget`` works out, as plain frozen data: ``to_dict()`` gives every figure by name
+with its unit in the name, ``endpoint_rows()`` one plain row per endpoint. Money is ``Decimal``;
+figures are rounded only where they are shown.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,9 +27,6 @@ class DatasetRun:
     cost_usd: Decimal
     completed_pct: Decimal
     status: Literal["complete", "partial", "not started"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
 
 
 @dataclass(frozen=True)
@@ -59,9 +52,6 @@ class Figures:
     headroom_pct: Decimal
     datasets_completed: int
     run: tuple[DatasetRun, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
 
 
 @dataclass(frozen=True)
@@ -209,39 +199,16 @@ class BudgetPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure by name, units in the names (JSON-ready: floats, ints, strings)."""
+        plain = _plain(self)
+        plain["excluded"] = [
+            {"tag": tag, "reason": reason, "detail": detail}
+            for tag, reason, detail in self.excluded
+        ]
         return {
-            "model": self.model,
-            "snapshot": self.snapshot,
             "headline": self.headline,
-            "budget_usd": float(self.budget_usd),
-            "output_tokens": self.output_tokens,
-            "datasets": self.datasets,
-            "dataset_names": list(self.dataset_names),
-            "output_tokens_per_dataset": list(self.output_tokens_per_dataset),
-            "reasoning_share_min": float(self.reasoning_share_min),
-            "reasoning_share_max": float(self.reasoning_share_max),
             "target_visible_tokens_min": self.target_visible_tokens_min,
             "target_visible_tokens_max": self.target_visible_tokens_max,
-            "prompt_tokens_per_request": self.prompt_tokens_per_request,
-            "output_tokens_per_request": self.output_tokens_per_request,
-            "input_tokens_per_output_token": _f(self.input_tokens_per_output_token),
-            "input_tokens": self.input_tokens,
-            "requests": self.requests,
-            "concurrency": self.concurrency,
-            "routing_mode": self.routing_mode,
-            "policy": self.policy,
-            "cheapest": self.cheapest.to_dict(),
-            "blended": self.blended.to_dict(),
-            "endpoints": [e.to_dict() for e in self.endpoints],
-            "excluded": [
-                {"tag": tag, "reason": reason, "detail": detail}
-                for tag, reason, detail in self.excluded
-            ],
-            "notes": list(self.notes),
-            "unmatched_entries": list(self.unmatched_entries),
-            "cheapest_window": None
-            if self.cheapest_window is None
-            else self.cheapest_window.to_dict(),
+            **plain,
         }
 
     def endpoint_rows(self) -> list[dict[str, Any]]:
@@ -312,7 +279,7 @@ class BudgetPlan:
             if figures is None:
                 continue
             for r in figures.run:
-                rows.append({"basis": figures.basis, **r.to_dict()})
+                rows.append({"basis": figures.basis, **_plain(r)})
         return pd.DataFrame(rows)
 
 
@@ -322,14 +289,16 @@ def _f(value: Decimal | None) -> float | None:
 
 def _plain(figures: Any) -> dict[str, Any]:
     """A dataclass of figures as JSON-ready values, field by field: ``Decimal`` as float, a tuple
-    as a list, a nested dataclass by its own ``to_dict``."""
+    as a list, a nested dataclass by its own ``to_dict`` where it has one."""
 
     def plain(value: Any) -> Any:
         if isinstance(value, Decimal):
             return float(value)
         if isinstance(value, tuple):
             return [plain(v) for v in value]
-        return value.to_dict() if hasattr(value, "to_dict") else value
+        if hasattr(value, "to_dict"):
+            return value.to_dict()
+        return _plain(value) if is_dataclass(value) else value
 
     return {f.name: plain(getattr(figures, f.name)) for f in fields(figures)}
 

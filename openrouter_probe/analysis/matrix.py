@@ -1,21 +1,7 @@
-"""The matrix: one tidy pandas row per endpoint, and a history view across snapshots.
-
-``build_matrix(snapshot)`` turns a snapshot (or several) into a DataFrame whose columns carry their
-units in their names (``output_usd_per_m``, ``latency_p50_ms``, ``throughput_p50_tps``); every
-column is described in ``MATRIX_COLUMNS``. Prices come from ``Pricing``'s helpers (USD per million,
-discount applied) and precision verdicts from the precision registry, so the matrix agrees with every
-other command. ``matrix_history(snapshots)`` lines up snapshots of one model taken at different times
-and says what changed for each endpoint (price, quantization tag, status; new and gone endpoints).
-
-pandas is imported inside the functions: importing this module stays cheap.
-
-Example::
-
-    from openrouter_probe.analysis.matrix import build_matrix
-    from openrouter_probe.rules.snapshot import bundled_snapshot
-
-    frame = build_matrix(bundled_snapshot("moonshotai/kimi-k2.5"))
-    frame[["provider", "tag", "verdict", "output_usd_per_m", "uptime_30m_pct"]]
+"""The matrix: one tidy pandas row per endpoint (``MATRIX_COLUMNS``, units in the names), and a
+history view across snapshots of one model saying what changed (``HISTORY_COLUMNS``);
+``docs/analysis.md``, "The matrix". pandas is imported inside the functions: importing this module
+stays cheap.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Plots of the matrix and the budget (matplotlib).
 
 Each function returns a ``matplotlib.figure.Figure`` built without pyplot, so nothing depends on
-the interactive backend: a notebook shows the returned figure inline, and ``save_figure`` writes it
-through the Agg canvas (what the CLI's ``--plot FILE.png`` does). matplotlib is imported inside the
-functions, so importing this module stays cheap.
-
-Example::
-
-    from openrouter_probe.analysis.plots import plot_price_uptime, save_figure
-
-    fig = plot_price_uptime(build_matrix(bundled_snapshot("moonshotai/kimi-k2.5")))
-    save_figure(fig, "price-uptime.png")
+the interactive backend; ``save_figure`` writes it through the Agg canvas. matplotlib is imported
+inside the functions, so importing this module stays cheap.
 """
 
 from __future__ import annotations

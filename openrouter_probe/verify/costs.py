@@ -1,10 +1,6 @@
-"""What a check's requests cost: prompt tokens counted the planner's way, and prices applied.
-
-Worst case: the prompt at the spend cap's bound (``rules.prompt_tokens``: a token a UTF-8 byte
-plus a chat-template allowance), every request spending its ``max_tokens`` at the dearer of the
-output and reasoning prices. Expected: the prompt as ``rules.prompt_tokens`` estimates it.
-``plan`` and ``sampled_arm`` price their requests here; ``endpoint_plan`` is one endpoint's share
-of the check (``EndpointPlan``).
+"""What a check's requests cost: prompt tokens counted the planner's way, and prices applied
+(worst case at the spend cap's bound, expected at ``rules.prompt_tokens``' estimate;
+``docs/verify.md``, "Cost first"). ``endpoint_plan`` is one endpoint's share of the check.
 """
 
 from __future__ import annotations
@@ -50,28 +46,6 @@ def request_cost(
     return p_in * n_in + p_out * n_out + per_request * requests
 
 
-@dataclass(frozen=True)
-class EndpointPlan:
-    """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
-
-    tag: str
-    provider_name: str
-    quantization: str | None
-    role: str  # "reference" | "compared"
-    requests: int
-    prompt_tokens_expected: int
-    prompt_tokens_worst: int
-    output_tokens_expected: int
-    output_tokens_worst: int
-    price_in_per_m: Decimal | None
-    price_out_per_m: Decimal | None
-    expected_usd: Decimal | None
-    worst_case_usd: Decimal | None
-    seed_sent: bool
-    logprobs_sent: bool
-    warnings: tuple[str, ...] = ()
-
-
 class Tokens(NamedTuple):
     """The tokens the check sends to each endpoint, summed over its items."""
 
@@ -84,6 +58,28 @@ class Tokens(NamedTuple):
     def times(self, repeats: int) -> Tokens:
         """The reference's share: every item sent ``repeats`` times."""
         return Tokens(*(value * repeats for value in self))
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    """One endpoint's share of the check: requests, tokens, prices, costs and what it is sent."""
+
+    tag: str
+    provider_name: str
+    quantization: str | None
+    role: str  # "reference" | "compared"
+    tokens: Tokens
+    price_in_per_m: Decimal | None
+    price_out_per_m: Decimal | None
+    expected_usd: Decimal | None
+    worst_case_usd: Decimal | None
+    seed_sent: bool
+    logprobs_sent: bool
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def requests(self) -> int:
+        return self.tokens.requests
 
 
 def endpoint_plan(
@@ -108,11 +104,7 @@ def endpoint_plan(
         provider_name=endpoint.provider_name,
         quantization=endpoint.quantization,
         role="reference" if tag == ref else "compared",
-        requests=n,
-        prompt_tokens_expected=totals.in_expected,
-        prompt_tokens_worst=totals.in_worst,
-        output_tokens_expected=totals.out_expected,
-        output_tokens_worst=totals.out_worst,
+        tokens=totals,
         price_in_per_m=endpoint.pricing.usd_per_m("prompt"),
         price_out_per_m=endpoint.pricing.usd_per_m("completion"),
         expected_usd=request_cost(

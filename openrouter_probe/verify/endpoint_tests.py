@@ -1,10 +1,6 @@
-"""Every test of one compared endpoint, as ``results.TestResult`` values, the verdict's deciding
-test, and ``EndpointResult``: one endpoint's row of the report.
-
-The deciding measures (``verdict.compare_to_reference``) decide the verdict; beside them, never
-deciding: prompt-token agreement (``prompt_tokens``), the K2-Vendor-Verifier tool-call scores
-(``toolcalls``) and the token-level logprob comparison (``logprobs``). Each becomes one
-``TestResult`` so the report and ``--format json`` show them the same way.
+"""Every test of one compared endpoint as ``results.TestResult`` values (the deciding measures,
+then prompt-token agreement, K2VV's tool-call scores and the logprob comparison beside them), and
+``EndpointResult``: one endpoint's row of the report.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ if TYPE_CHECKING:
     from openrouter_probe.verify.observation import Observation
     from openrouter_probe.verify.suites import Item
 
-__all__ = ["EndpointResult", "beside_findings", "endpoint_tests", "prompt_token_result"]
+__all__ = ["EndpointResult", "endpoint_tests", "prompt_token_result"]
 
 
 def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | None:
@@ -57,7 +53,9 @@ def prompt_token_result(agreement: PromptTokenAgreement | None) -> TestResult | 
         + ("" if median is None else f", median {median:+g}")
         + "); sign test of the direction"
     )
-    return TestResult("prompt_tokens", rate, p, interval, verdict, detail)
+    return TestResult(
+        "prompt_tokens", rate, p, interval, verdict, detail, finding=agreement.finding
+    )
 
 
 def endpoint_tests(
@@ -107,35 +105,6 @@ def endpoint_tests(
     return tuple(out)
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def beside_findings(tests: Sequence[TestResult]) -> tuple[str, ...]:
-    """A finding for each test beside the verdict that says ``differs`` (prompt tokens aside:
-    ``PromptTokenAgreement.finding`` words that one): reasons to look, not the verdict."""
-    out = []
-    for t in tests:
-        if t.deciding or t.verdict != "differs":
-            continue
-        if t.name == "k2vv_tool_call_f1":
-            out.append(
-                f"below K2-Vendor-Verifier's tool_call_f1 threshold: {_pct(t.statistic)} < "
-                f"{_pct(t.threshold)}"
-            )
-        elif t.name == "k2vv_schema_accuracy" and t.interval is not None:
-            out.append(
-                f"K2-Vendor-Verifier schema accuracy {_pct(t.statistic)} (95% interval "
-                f"{_pct(t.interval.low)} to {_pct(t.interval.high)}) below the reference's"
-            )
-        elif t.name == "logprobs" and t.p_adjusted is not None:
-            out.append(
-                "token logprobs differ from the reference's more than its own second run's "
-                f"(sign test, adjusted p={t.p_adjusted:.2g}; supporting evidence, not the verdict)"
-            )
-    return tuple(out)
-
-
 @dataclass(frozen=True)
 class EndpointResult:
     """One endpoint's measures, its comparison with the reference (``None`` for the reference)
@@ -176,8 +145,4 @@ class EndpointResult:
         ("renders a different template: +N tokens per request"), a K2VV score below its
         threshold, token logprobs further from the reference than its own runs. None for the
         reference."""
-        if self.comparison is None:
-            return ()
-        agreement = self.measures.prompt_agreement
-        tokens = () if agreement is None or agreement.finding is None else (agreement.finding,)
-        return tokens + beside_findings(self.tests)
+        return tuple(t.finding for t in self.tests if t.finding is not None)

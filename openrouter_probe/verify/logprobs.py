@@ -1,21 +1,8 @@
 """A token-level comparison of top-k logprobs, on the reference's own completions.
 
-Where an endpoint lists ``logprobs`` and ``top_logprobs`` the check asks for the top-k
-alternatives at every generated position (OpenAI's and OpenRouter's shape:
-``choices[].logprobs.content[].{token, logprob, top_logprobs[].{token, logprob}}``). The only
-positions where two endpoints saw the same context are those of the reference's completion
-that the endpoint also generated: the shared prefix of the two token sequences, up to and
-including the first position where they part (whose context is still shared). There, per
-prompt, ``d`` is the mean total variation between the two top-k distributions
-(``top_k_distance``), and ``f`` the same between the reference's second run and its first.
-
-The test: if the endpoint served the same model the same way it would be one more run of the
-reference, exchangeable with run 2 given the prompt; then ``d - f`` is symmetric about 0 and
-its sign is a fair coin on every prompt where it is not 0. The one-sided exact sign test
-(more prompts with ``d > f`` than chance) gives the p-value; the statistic is the mean of
-``d - f``. It is reported as supporting evidence, never deciding the verdict (``deciding`` is
-false): batch nondeterminism moves logprobs in ways a top-5 list cannot separate from precision,
-and the test needs the same tokenizer (tokens are compared as strings) and reasoning off.
+Per prompt, the mean total variation on the positions whose context both sides share, against the
+same for the reference's second run; a one-sided exact sign test, reported beside the verdict and
+never deciding it (``docs/verify.md``, "Token-level logprobs").
 """
 
 from __future__ import annotations
@@ -152,4 +139,12 @@ def logprob_result(found: LogprobComparison, *, alpha: float, tests: int = 1) ->
         f"{max(1, tests)} endpoint(s)); supporting "
         "evidence only"
     )
-    return TestResult("logprobs", found.statistic, p, None, verdict, detail, p_adjusted=adjusted)
+    finding = None
+    if verdict == "differs" and adjusted is not None:
+        finding = (
+            "token logprobs differ from the reference's more than its own second run's "
+            f"(sign test, adjusted p={adjusted:.2g}; supporting evidence, not the verdict)"
+        )
+    return TestResult(
+        "logprobs", found.statistic, p, None, verdict, detail, p_adjusted=adjusted, finding=finding
+    )

@@ -1,25 +1,9 @@
 """Per-endpoint measures from responses already collected: nothing here sends a request.
 
-``score`` judges an ``Observation`` (``verify.observation``) against the item's known answer;
-``measure_endpoint`` turns an endpoint's observations, paired item by item with the reference's
-runs, into ``EndpointMeasures``. A failed request is an outcome like any other, never dropped:
-wrong, disagreeing with everything (even another failure), no tool call.
-
-The **deciding measures** (``EndpointMeasures.paired``, judged by ``verdict.compare_to_reference``):
-
-- ``accuracy``: right on the known answers (tool prompts aside), paired with the reference's first
-  run: a two-sided gap;
-- ``agreement``: the answer differs from the reference's first run, tested against how often the
-  reference's other runs differ from it (the floor): a one-sided excess;
-- ``tool_trigger``: the decision to call a tool differs from the reference's, against the floor;
-- ``tool_schema``: a schema-valid call where a call is expected, paired with the reference's;
-- ``tool_arguments``: the expected tool with the expected argument values, paired likewise.
-
-Descriptive measures beside them: the Clopper-Pearson interval of accuracy, the strict-format rate,
-exact match and ``difflib`` similarity, finish reasons, trigger F1 against the reference (and the
-reference's own against itself), first-token total variation (with its floor) and the first
-differing token, tokens and cost, and prompt-token agreement with the reference
-(``prompt_tokens.PromptTokenAgreement``: a systematic difference is a finding of its own).
+``score`` judges an ``Observation`` against the item's known answer; ``measure_endpoint`` pairs an
+endpoint's observations item by item with the reference's runs into ``EndpointMeasures``. A failed
+request is an outcome, never dropped: wrong, disagreeing with everything (even another failure),
+no tool call. The deciding and descriptive measures: ``docs/verify.md``, "Measures".
 """
 
 from __future__ import annotations
@@ -47,7 +31,6 @@ __all__ = [
     "Score",
     "first_difference",
     "measure_endpoint",
-    "pair_counts",
     "score",
     "top_k_distance",
 ]
@@ -205,31 +188,6 @@ def _is_tool(item: Item) -> bool:
     return item.answer_kind == "tool"
 
 
-def pair_counts(
-    items: Mapping[str, Item],
-    endpoint: Mapping[str, Observation],
-    reference: Mapping[str, Observation],
-) -> PairedCounts:
-    """Count the known-answer items answered on both sides by outcome pair; a failure is wrong.
-    Tool prompts are left out (the tool measures judge them)."""
-    tally: Counter[tuple[bool, bool]] = Counter()
-    for item_id, obs in endpoint.items():
-        ref = reference.get(item_id)
-        item = items.get(item_id)
-        if item is None or ref is None or _is_tool(item):
-            continue
-        mine, theirs = score(item, obs).correct, score(item, ref).correct
-        if mine is None or theirs is None:
-            continue
-        tally[(theirs, mine)] += 1
-    return PairedCounts(
-        both=tally[(True, True)],
-        ref_only=tally[(True, False)],
-        endpoint_only=tally[(False, True)],
-        neither=tally[(False, False)],
-    )
-
-
 def _rate(values: Iterable[bool]) -> float | None:
     seq = list(values)
     return None if not seq else sum(seq) / len(seq)
@@ -358,13 +316,14 @@ def measure_endpoint(
         i: s for i, s in judged.scores.items() if s.correct is not None and not _is_tool(items[i])
     }
     correct = sum(1 for s in known.values() if s.correct)
-    counts = pair_counts(items, mine, reference)
-    is_reference = mine is not None and all(reference.get(i) is o for i, o in mine.items())
-    pairs = [
-        (i, s, ref, score(items[i], ref))
-        for i, s in judged.scores.items()
-        if (ref := reference.get(i)) is not None
-    ]
+    first = runs[0].scores
+    # the known answers on both sides by outcome pair, (reference, endpoint); a failure is wrong
+    tally = Counter((first[i].correct, s.correct) for i, s in known.items() if i in first)
+    counts = PairedCounts(
+        tally[(True, True)], tally[(True, False)], tally[(False, True)], tally[(False, False)]
+    )
+    is_reference = all(reference.get(i) is o for i, o in mine.items())
+    pairs = [(i, s, reference[i], first[i]) for i, s in judged.scores.items() if i in first]
     logprobs = _logprob_figures(ok, reference, floor)
     calls = [s for s in judged.scores.values() if s.called_tool is not None]
     return EndpointMeasures(

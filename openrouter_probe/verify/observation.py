@@ -1,9 +1,5 @@
-"""One response to one pinned request, as the check reads it: nothing here judges or sends.
-
-An ``Observation`` says which endpoint the request was pinned to (and, for the reference, which of
-its runs), which item, who served it, what it said (content, tool calls, the first token's top-k
-logprobs, the generated tokens), and what it cost; it is read from a chat completion body or from a
-line of the generator's output, through one translation.
+"""One response to one pinned request, as the check reads it (from a chat completion body or from
+a line of the generator's output, through one translation): nothing here judges or sends.
 """
 
 from __future__ import annotations
@@ -66,7 +62,6 @@ class Observation:
         choices = body.get("choices") or [{}]
         choice = choices[0] if isinstance(choices[0], Mapping) else {}
         message = choice.get("message") or {}
-        usage = body.get("usage") or {}
         row = {
             "provider": body.get("provider"),
             "content": message.get("content"),
@@ -74,8 +69,7 @@ class Observation:
             "tool_calls": message.get("tool_calls"),
             "logprobs": choice.get("logprobs"),
             "model": body.get("model"),
-            "usage": usage,
-            "cost_usd": usage.get("cost") if isinstance(usage, Mapping) else None,
+            "usage": body.get("usage"),
             "error": body.get("error") or choice.get("error"),
         }
         return cls.from_output_line(row, endpoint=endpoint, item_id=item_id)

@@ -1,12 +1,8 @@
 """Pinned requests: the ``provider`` block that pins a request to one endpoint, and its body.
 
-Each endpoint is reached through a pin, ``provider: {only: [TAG], allow_fallbacks: false}``; the
-routing model (``routing.route``) must confirm the pin admits that endpoint and nothing else (a base
-slug such as ``together`` would also admit ``together/turbo``), at the request's ``max_tokens``.
-Requests are built the same way for every endpoint: temperature 0, a fixed ``seed`` where the
-endpoint lists ``seed``, the same ``reasoning`` settings everywhere, top-k logprobs where listed.
-A served response whose ``provider`` (a display name) is not the pinned endpoint's is a leaked pin:
-``pin_leaked`` tells, and the report discards and counts it.
+The routing model must confirm each pin admits its endpoint and nothing else; a response served by
+another provider is a leaked pin (``pin_leaked``). ``docs/verify.md``, "Pinning and request
+settings".
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The plan of a precision check, before anything is sent: pins, request bodies, cost, power.
-
-Each tag is pinned through the routing model (``verify.pins``); each endpoint's cost is priced at its
-own prices (``verify.costs``): in the worst case every request spends its ``max_tokens``; expected,
-answers at the suite's typical length, or at ``max_tokens`` when reasoning is left on (a reasoning
-answer's length is not predictable). The plan holds the run that sends it (``run.config.RunPlan``:
-output, cap, concurrency, connection), a plan only priced one without an output.
+"""The plan of a precision check, before anything is sent: pins, request bodies, cost
+(``verify.costs``), power. The plan holds the run that sends it (``run.config.RunPlan``); a plan
+only priced holds one without an output.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
 from openrouter_probe.errors import ConfigError, OptionError
@@ -44,9 +40,6 @@ from openrouter_probe.verify.stats import (
 )
 from openrouter_probe.verify.suites import Item
 from openrouter_probe.verify.thinking import Thinking, thinking_for
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = ["DEFAULT_N", "QUANTIZATION_TOLERANCE", "VerifyPlan", "plan_verify"]
 
@@ -216,28 +209,6 @@ class VerifyPlan(Frozen):
             raise ConfigError(f"{tag!r} is not in this plan ({', '.join(self.pinned)})")
         return self.sampled.bodies(self.model, pin_block(tag))
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per endpoint (pandas, imported here)."""
-        import pandas as pd
-
-        rows = [
-            {
-                "tag": e.tag,
-                "provider": e.provider_name,
-                "role": e.role,
-                "requests": e.requests,
-                "price_in_usd_per_m": e.price_in_per_m,
-                "price_out_usd_per_m": e.price_out_per_m,
-                "expected_usd": e.expected_usd,
-                "worst_case_usd": e.worst_case_usd,
-                "seed": e.seed_sent,
-                "logprobs": e.logprobs_sent,
-                "warnings": "; ".join(e.warnings),
-            }
-            for e in self.endpoints
-        ]
-        return pd.DataFrame(rows)
-
     def _power_lines(self) -> list[str]:
         gap = self.min_detectable_gap_best
         known = self._accuracy_items()
@@ -313,15 +284,15 @@ class VerifyPlan(Frozen):
         return "\n".join(lines)
 
 
-def _plan_notes(rows: Sequence[EndpointPlan], settings: Mapping[str, Any]) -> tuple[str, ...]:
+def _plan_notes(rows: Sequence[EndpointPlan], *, thinking: bool) -> tuple[str, ...]:
     notes = []
-    lp = [r for r in rows if r.logprobs_sent]
-    if not any(r.logprobs_sent and r.role == "reference" for r in rows) or len(lp) < 2:
+    listed = [r.role for r in rows if r.logprobs_sent]
+    if "reference" not in listed or len(listed) < 2:
         notes.append(
             "first-token logprobs cannot be compared: the reference and at least one other "
             "endpoint must list logprobs and top_logprobs"
         )
-    if settings.get("effort") != "none" and settings.get("enabled") is not False:
+    if thinking:
         notes.append(
             "reasoning is on: the first generated token is a reasoning token, so the logprob "
             "comparison and the expected cost are weaker (expected = worst-case output)"
@@ -403,7 +374,7 @@ def plan_verify(
     greedy = VerifyPlan(
         model=model, reference=ref, items=tuple(items), endpoints=tuple(rows),
         pinned=pinned, seed=seed, top_logprobs=top_logprobs, run=run,
-        alpha=alpha, power=power, notes=_plan_notes(rows, rule.reasoning), tolerance=tolerance,
+        alpha=alpha, power=power, notes=_plan_notes(rows, thinking=rule.on), tolerance=tolerance,
         repeats=repeats, thinking_rule=rule, snapshot_sha256=snapshot_sha256,
     )  # fmt: skip
     if sampling == "greedy":

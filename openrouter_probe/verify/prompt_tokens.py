@@ -1,17 +1,7 @@
 """Prompt-token agreement: whether an endpoint counts the same ``usage.prompt_tokens`` as the
-reference for the same request body.
-
-Every endpoint of a check is sent the same messages (only the provider pin differs), so a
-provider that renders the same chat template with the same tokenizer reports the same count. One
-that counts differently renders the conversation differently (the text a drafter learns from is
-not what the target serves) or bills differently; Moonshot's K2-Vendor-Verifier tests exactly this
-(``tests/prompt_tokens/``). A *systematic* difference (most requests differ, nearly all in one
-direction) is a finding of its own, whatever the accuracy says: "renders a different template: +N
-tokens per request".
-
-A failed request, or one whose usage carried no prompt count (read as 0: a real request always
-has at least one prompt token), is left out of the pairs and counted as ``unreported``: an unknown
-count is neither agreement nor a difference.
+reference for the same request body; a systematic difference (another chat template or tokenizer)
+is a finding of its own. A failed request or a missing count is ``unreported``: unknown is not
+agreement. ``docs/verify.md``, "Prompt tokens".
 """
 
 from __future__ import annotations
@@ -19,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openrouter_probe.verify.observation import Observation
 
 __all__ = [
     "MIN_PAIRS",
     "MIN_SIGN_SHARE",
     "PromptTokenAgreement",
-    "prompt_columns",
     "prompt_token_agreement",
 ]
 
@@ -33,15 +25,6 @@ __all__ = [
 MIN_PAIRS = 5
 #: The share of the differing pairs that must differ in the same direction.
 MIN_SIGN_SHARE = 0.9
-
-
-class _Counted(Protocol):
-    """What is read of an observation (``observation.Observation``)."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def failed(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +81,7 @@ class PromptTokenAgreement:
         )
 
 
-def _counts(run: Mapping[str, _Counted]) -> dict[str, int]:
+def _counts(run: Mapping[str, Observation]) -> dict[str, int]:
     return {i: o.prompt_tokens for i, o in run.items() if not o.failed and o.prompt_tokens > 0}
 
 
@@ -107,10 +90,10 @@ def _differences(mine: Mapping[str, int], theirs: Mapping[str, int]) -> list[int
 
 
 def prompt_token_agreement(
-    run: Mapping[str, _Counted],
-    reference: Mapping[str, _Counted],
+    run: Mapping[str, Observation],
+    reference: Mapping[str, Observation],
     *,
-    floor: Mapping[str, _Counted] | None = None,
+    floor: Mapping[str, Observation] | None = None,
 ) -> PromptTokenAgreement:
     """Compare ``run``'s prompt-token counts with ``reference``'s (its first run) by item id, and
     the reference's ``floor`` run (its second, when it has one) with its first."""
@@ -128,21 +111,3 @@ def prompt_token_agreement(
         floor_differing=sum(1 for d in floor_diffs if d),
         unreported=sum(1 for o in run.values() if o.failed or o.prompt_tokens <= 0),
     )
-
-
-def prompt_columns(a: PromptTokenAgreement | None) -> dict[str, Any]:
-    """Prompt-token agreement with the reference as flat columns (``prompt_tokens`` module)."""
-    return {
-        "prompt_tokens_pairs": None if a is None else a.pairs,
-        "prompt_tokens_differ_rate": None if a is None else _round4(a.differ_rate),
-        "prompt_tokens_diff_median": None if a is None else a.median_difference,
-        "prompt_tokens_higher": None if a is None else a.higher,
-        "prompt_tokens_lower": None if a is None else a.lower,
-        "prompt_tokens_floor_differ_rate": None if a is None else _round4(a.floor_rate),
-        "prompt_tokens_unreported": None if a is None else a.unreported,
-        "prompt_tokens_systematic": None if a is None else a.systematic,
-    }
-
-
-def _round4(value: float | None) -> float | None:
-    return None if value is None else round(float(value), 4)

@@ -1,9 +1,5 @@
-"""The report of a precision check, and the seam between sending and judging.
-
-``build_report(plan, observations)`` judges the responses a sending loop collected and returns a
-``VerifyReport``: a DataFrame view (pandas, imported when asked), a short ``repr``, ``_repr_html_``
-for Jupyter, and ``to_evidence_yaml()``: dated evidence in an additive ``measured:`` section that
-the precision registry can read (``docs/verify.md`` gives the format and the reader it needs).
+"""The report of a precision check (``VerifyReport``: a DataFrame view, HTML in Jupyter, dated
+evidence YAML), and ``build_report``, the seam between sending and judging.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from openrouter_probe.verify.kept import Kept, SampledCompletions, keep_response
 from openrouter_probe.verify.measures import EndpointMeasures, measure_endpoint
 from openrouter_probe.verify.observation import Observation
 from openrouter_probe.verify.plan import VerifyPlan
-from openrouter_probe.verify.prompt_tokens import prompt_columns
+from openrouter_probe.verify.prompt_tokens import PromptTokenAgreement
 from openrouter_probe.verify.results import TestResult, render_results
 from openrouter_probe.verify.sampled import SampledTest
 from openrouter_probe.verify.sampled_arm import parse_sample_id, sampled_results, sampled_tests
@@ -129,7 +125,7 @@ class VerifyReport:
                     "sampled_power": r.sampled_power,
                     "leaked": r.leaked,
                     "missing": r.missing,
-                    **prompt_columns(m.prompt_agreement),
+                    **_prompt_columns(m.prompt_agreement),
                     "findings": list(r.findings),
                     "prompt_tokens": m.prompt_tokens,
                     "completion_tokens": m.completion_tokens,
@@ -279,7 +275,7 @@ class VerifyReport:
                     "reason": c.reason,
                     "prompt_tokens": {
                         k.removeprefix("prompt_tokens_"): v
-                        for k, v in prompt_columns(m.prompt_agreement).items()
+                        for k, v in _prompt_columns(m.prompt_agreement).items()
                     },
                     "findings": list(r.findings),
                     "decided_by": r.decided_by,
@@ -305,6 +301,20 @@ def _share(empty: int | None, answers: int | None) -> float | None:
 
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def _prompt_columns(a: PromptTokenAgreement | None) -> dict[str, Any]:
+    """Prompt-token agreement with the reference as flat columns (``verify.prompt_tokens``)."""
+    return {
+        "prompt_tokens_pairs": None if a is None else a.pairs,
+        "prompt_tokens_differ_rate": None if a is None else _round(a.differ_rate),
+        "prompt_tokens_diff_median": None if a is None else a.median_difference,
+        "prompt_tokens_higher": None if a is None else a.higher,
+        "prompt_tokens_lower": None if a is None else a.lower,
+        "prompt_tokens_floor_differ_rate": None if a is None else _round(a.floor_rate),
+        "prompt_tokens_unreported": None if a is None else a.unreported,
+        "prompt_tokens_systematic": None if a is None else a.systematic,
+    }
 
 
 def _pct(value: float | None) -> str:
@@ -355,20 +365,6 @@ def _measures(
     return measures
 
 
-def _sampled(plan: VerifyPlan, samples: SampledCompletions) -> dict[str, SampledTest | str]:
-    """The sampled arm's test of each compared endpoint (none without the arm)."""
-    if plan.sampled is None:
-        return {}
-    return sampled_tests(
-        plan.sampled,
-        samples.completions,
-        reference=plan.reference,
-        compared=plan.compared,
-        alpha=plan.alpha,
-        empty={t: (samples.empty[t], samples.answered(t) + samples.empty[t]) for t in plan.pinned},
-    )
-
-
 def _tests(
     plan: VerifyPlan,
     comparisons: Mapping[str, Comparison],
@@ -406,12 +402,9 @@ def build_report(
 ) -> VerifyReport:
     """Judge the collected ``observations`` of ``plan`` (at its tolerance) and return the report.
 
-    This is the seam between sending and judging: a sending loop builds one ``Observation`` per
-    response (``Observation.from_completion`` or ``from_output_line``) with the tag it pinned and
-    the item id it sent. Here a response whose provider is not the pinned endpoint's is discarded
-    and counted as leaked; per (endpoint, item) the first response is kept, or the first success
-    after a failed one (a retry); responses for endpoints or items outside the plan are left out
-    and counted in the notes.
+    A sending loop builds one ``Observation`` per response (``Observation.from_completion`` or
+    ``from_output_line``) with the tag it pinned and the item id it sent; which are judged, and
+    what is set aside and counted (leaked pins, repeats, outsiders), is ``verify.kept``'s.
 
     Example::
 
@@ -427,7 +420,13 @@ def build_report(
         plan, (o for o in observations if parse_sample_id(o.item_id) is None), set(items)
     )
     measures = _measures(plan, items, kept, samples)
-    sampled = _sampled(plan, samples)
+    sampled = sampled_tests(
+        plan.sampled,
+        samples.completions,
+        reference=plan.reference,
+        compared=plan.compared,
+        empty=samples.empty,
+    )
     comparisons = compare_to_reference(
         {tag: measures[tag].tests for tag in plan.compared},
         accuracy_counts={tag: measures[tag].counts for tag in plan.compared},

@@ -1,16 +1,7 @@
 """One value object for every test a check runs, and how the report shows it.
 
-Every test of an endpoint against the reference (the deciding measures judged by
-``verdict.compare_to_reference``, prompt-token agreement, the K2-Vendor-Verifier tool-call scores
-of ``toolcalls``, the token-level logprob comparison of ``logprobs``, the sampled arm of
-``sampled``) is reported as a ``TestResult``: its name, statistic, p-value, interval (where there
-is one), its own verdict and a sentence. ``deciding`` says whether it takes part in the
-endpoint's verdict (the deciding measures, Holm over the family) or is reported beside it.
-
-The JSON form (``TestResult.to_json``) has the stable keys ``name``, ``statistic``, ``p_value``,
-``p_adjusted``, ``interval`` (``[low, high]`` or ``null``), ``interval_level``, ``threshold``,
-``verdict``,
-``deciding``, ``detail`` (``docs/verify.md``, "The JSON").
+Every test of an endpoint (the deciding measures, and those beside the verdict) is a
+``TestResult``; its JSON keys are stable (``docs/verify.md``, "The JSON").
 """
 
 from __future__ import annotations
@@ -23,7 +14,6 @@ from openrouter_probe.verify.stats import Interval
 from openrouter_probe.verify.verdict import WITHIN_TOLERANCE, Comparison, MeasureTest
 
 __all__ = [
-    "TEST_VERDICTS",
     "TestResult",
     "TestVerdict",
     "comparison_results",
@@ -31,15 +21,8 @@ __all__ = [
     "render_results",
 ]
 
-TestVerdict = Literal["differs", "differs, within tolerance", "consistent", "inconclusive"]
-
 #: What one test can say: the endpoint verdicts' words, for one test.
-TEST_VERDICTS: tuple[TestVerdict, ...] = (
-    "differs",
-    WITHIN_TOLERANCE,
-    "consistent",
-    "inconclusive",
-)
+TestVerdict = Literal["differs", "differs, within tolerance", "consistent", "inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -65,10 +48,8 @@ class TestResult:
     p_adjusted: float | None = None
     #: A published threshold the statistic is held to (K2VV's F1), where the test is one.
     threshold: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.verdict not in TEST_VERDICTS:
-            raise ValueError(f"{self.name}: verdict {self.verdict!r} is not one of {TEST_VERDICTS}")
+    #: What the report says beside the verdict when a test beside it differs: a reason to look.
+    finding: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (keys in a fixed order, statistics and intervals to 6 decimals, p-values to 6

@@ -1,25 +1,8 @@
 """Send a precision check: the plan's pinned requests through the generator, then the report.
 
-Sending goes through the paid run ``generate`` uses (``openrouter_probe.run``: the same options,
-key check, spend journal, cap, transport and progress): one run over every (endpoint, item) pair,
-each row carrying its own pin (``provider: {only: [TAG], allow_fallbacks: false}``) and its own
-worst-case prices, all under ONE spend cap for the whole check. Rows are interleaved item by item,
-so a run stopped by the cap leaves mostly complete pairs behind (near the cap, cheaper endpoints'
-requests still fit when dearer ones wait; unpaired items are not scored against the reference).
-The output file is the generator's JSONL (one line per finished request, id ``TAG|ITEM``, and
-``TAG#R|ITEM`` for the reference's runs after the first) with its
-spend journal beside it (``OUT.ledger``); a rerun with the same ``out`` sends nothing already
-recorded there and judges everything it holds.
-
-Example (in a notebook, whose event loop is already running)::
-
-    import openrouter_probe as orp
-
-    report = await orp.verify_precision(
-        "moonshotai/kimi-k2.5", endpoints=["chutes/int4", "deepinfra/int4"],
-        out="verify.jsonl", budget_usd=1, snapshot="bundled",
-    )
-    report.verdicts   # {'chutes/int4': 'consistent', 'deepinfra/int4': 'inconclusive'}
+One paid run (``generate``'s) over every (endpoint, item) pair, each row pinned and priced at its
+own endpoint, under ONE spend cap; rows interleaved item by item; a rerun with the same ``out``
+sends only what its output lacks (``docs/verify.md``, "How it sends").
 """
 
 from __future__ import annotations
@@ -234,16 +217,6 @@ def _pilot_bodies(plan: VerifyPlan) -> list[tuple[str, dict[str, Any]]]:
     return [(PILOT + item_id, {**body, "max_tokens": ceiling}) for item_id, body in chosen]
 
 
-def _pilot_rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
-    """The pilot's rows that ``finished`` does not hold yet."""
-    ref = plan.reference
-    return [
-        _row(rid, ref, body, prices[ref])
-        for item_id, body in _pilot_bodies(plan)
-        if (rid := row_key(ref, item_id)) not in finished
-    ]
-
-
 def _ceiling(plan: VerifyPlan) -> int:
     """The pilot's ``max_tokens``: ``PILOT_MAX_TOKENS``, or what the reference allows."""
     endpoint = plan.pinned[plan.reference]
@@ -270,27 +243,27 @@ def _piloted(plan: VerifyPlan, out: str | Path) -> Thinking | None:
     return dataclasses.replace(rule, room=room, room_said=said, provisional=False)
 
 
-def _rows(plan: VerifyPlan, finished: set[str], prices: dict[str, Prices]) -> list[PromptRow]:
-    """One row per (endpoint, run, item) not yet finished, interleaved item by item, each pinned;
-    the reference's runs follow one another."""
+def _requests(plan: VerifyPlan, *, pilot: bool) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(row id, tag, body)`` of every request of ``plan`` (with ``pilot``, the pilot's), one per
+    (endpoint, run, item), interleaved item by item, each pinned; the reference's runs follow one
+    another, and the sampled arm's samples come after, interleaved too (a capped run leaves
+    comparable pairs)."""
+    if pilot:
+        ref = plan.reference
+        return [(row_key(ref, item_id), ref, body) for item_id, body in _pilot_bodies(plan)]
     bodies = {tag: plan.bodies(tag) for tag in plan.pinned}
     runs = {tag: plan.repeats if tag == plan.reference else 1 for tag in plan.pinned}
-    rows: list[PromptRow] = []
+    out: list[tuple[str, str, dict[str, Any]]] = []
     for index in range(len(plan.items)):
         for tag in plan.pinned:
             item_id, body = bodies[tag][index]
-            for run in range(1, runs[tag] + 1):
-                rid = row_key(tag, item_id, run)
-                if rid not in finished:
-                    rows.append(_row(rid, tag, body, prices[tag]))
+            out.extend((row_key(tag, item_id, run), tag, body) for run in range(1, runs[tag] + 1))
     samples = {tag: plan.sampled_bodies(tag) for tag in plan.pinned}
     for index in range(plan.sampled.requests_per_endpoint if plan.sampled else 0):
-        for tag in plan.pinned:  # interleaved too: a capped run leaves comparable samples
+        for tag in plan.pinned:
             item_id, body = samples[tag][index]
-            rid = row_key(tag, item_id)
-            if rid not in finished:
-                rows.append(_row(rid, tag, body, prices[tag]))
-    return rows
+            out.append((row_key(tag, item_id), tag, body))
+    return out
 
 
 def _row(rid: str, tag: str, body: dict[str, Any], prices: Prices) -> PromptRow:
@@ -322,8 +295,10 @@ async def _send(plan: VerifyPlan, *, pilot: bool = False) -> RunResult:
         raise ConfigError(f"{exc}; the spend cap needs every endpoint's prices") from exc
     job = Job(model=plan.model, sha256=_plan_hash(plan), label=f"verify {plan.model} (pins)")
     with open_run(plan.run, job=job) as paid:
-        rows = (_pilot_rows if pilot else _rows)(plan, paid.state.finished, prices)
-        total = len(_pilot_bodies(plan)) if pilot else plan.requests
+        requests = _requests(plan, pilot=pilot)
+        finished = paid.state.finished
+        rows = [_row(r, tag, body, prices[tag]) for r, tag, body in requests if r not in finished]
+        total = len(requests)
         before = RunStart.opened(
             paid.held,
             policy=f"verify {plan.model} (pins)",

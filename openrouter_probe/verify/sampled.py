@@ -1,41 +1,22 @@
-"""The sampled arm: does an endpoint sample from the reference's distribution (issue 35)?
+"""The sampled arm's test: does an endpoint sample from the reference's distribution?
 
-Gao, Liang & Guestrin, "Model Equality Testing: Which Model Is This API Serving?" (ICLR 2025)
-compare an endpoint's sampled completions with the reference's by the maximum mean discrepancy
-(MMD) under the Hamming kernel: for two completions ``x`` and ``y`` cut to ``length`` units,
-``k(x, y)`` counts the positions ``i < length`` where both have a unit and ``x[i] == y[i]``,
-divided by ``length``; completions of different prompts never match (the kernel of a (prompt,
-completion) pair is the Hamming kernel times "same prompt"). Units are whitespace-separated
-words (``units``): the same for every endpoint, logprobs or not.
-
-The statistic is the mean over prompts of each prompt's unbiased estimate of MMD squared
-(about 0 when the endpoint samples as the reference does; prompts with fewer than 2 samples on
-a side are left out); its p-value comes from ``permutations`` seeded relabellings *within each
-prompt* (each prompt keeps its number of reference and endpoint samples, so the null
-distribution is exact whatever the prompts), the observed split counted once, so
-``p >= 1 / (permutations + 1)``. The test can reject
-(``differs``) and never shows equality: not rejecting is ``inconclusive`` alone, and the
-endpoint's verdict stays with the temperature-0 measures (``report.build_report`` joins the
-p-values to their Holm family).
-
-``simulated_power`` is the planned power: the same test on the fake's sampling model
-(``rules.sampling_model``) with one side sampling at ``factor`` times the temperature, over seeded
-simulations (``docs/verify.md``, "The sampled arm").
+The permutation MMD test under the Hamming kernel of Gao, Liang & Guestrin, "Model Equality
+Testing: Which Model Is This API Serving?" (ICLR 2025), on whitespace-separated words, relabelled
+within each prompt; it can reject, never show equality. ``simulated_power`` is its planned power
+on the fake's sampling model (``rules.sampling_model``). ``docs/verify.md``, "The sampled arm".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from openrouter_probe.verify.stats import Interval
-
 Completion = Sequence[object]
-#: Completions by prompt id (a plain sequence is one prompt's).
-Samples = Mapping[str, Sequence[Completion]] | Sequence[Completion]
+#: Completions by prompt id.
+Samples = Mapping[str, Sequence[Completion]]
 
 __all__ = [
     "DEFAULT_LENGTH",
@@ -54,19 +35,13 @@ DEFAULT_PERMUTATIONS = 1000
 
 @dataclass(frozen=True)
 class SampledTest:
-    """One endpoint's sampled-arm result.
+    """One endpoint's sampled-arm result: the statistic and its permutation p-value (no
+    interval: the test can reject, never show equality); ``samples`` is the endpoint's and the
+    reference's sample count over ``prompts`` prompts."""
 
-    ``verdict`` is ``differs`` when ``p_value`` is at or under the level the caller judged it
-    at, else ``inconclusive`` (an MMD test cannot show equality). ``interval`` is ``None``: the
-    permutation test gives none. ``samples`` is the endpoint's and the reference's sample count
-    over ``prompts`` prompts."""
-
-    name: str
     statistic: float
     p_value: float
-    verdict: str
     permutations: int
-    interval: Interval | None = None
     samples: tuple[int, int] = (0, 0)
     prompts: int = 0
     #: The power the test had with the samples it compared (``sampled_arm.realised_power``).
@@ -76,12 +51,6 @@ class SampledTest:
 def units(text: str | None) -> tuple[str, ...]:
     """A completion's units: its whitespace-separated words (``()`` for no text)."""
     return tuple(text.split()) if text else ()
-
-
-def _groups(samples: Samples) -> dict[str, list[Completion]]:
-    if isinstance(samples, Mapping):
-        return {str(k): list(v) for k, v in samples.items()}
-    return {"": list(samples)}
 
 
 def _encode(pool: Sequence[Completion], length: int) -> np.ndarray:
@@ -114,11 +83,10 @@ class _Block:
     total: float
 
 
-def _blocks(reference: Samples, endpoint: Samples, length: int) -> list[_Block]:
+def _blocks(ref: Samples, end: Samples, length: int) -> list[_Block]:
     """One block per prompt with at least 2 samples on each side."""
     if length < 1:
         raise ValueError(f"length must be >= 1 (got {length}); use e.g. 32")
-    ref, end = _groups(reference), _groups(endpoint)
     out = []
     for g in ref:
         if len(ref[g]) < 2 or len(end.get(g, ())) < 2:
@@ -160,14 +128,17 @@ def _by_shape(blocks: Sequence[_Block]) -> list[tuple[int, int, list[_Block]]]:
 
 
 def _sum_over_prompts(
-    blocks: Sequence[_Block], labelling: Callable[[int, int, int], np.ndarray]
+    blocks: Sequence[_Block], copies: int, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """The mean over prompts of the per-prompt statistic, for each labelling ``labelling``
-    gives ((prompts, size, n) -> labels)."""
+    """The mean over prompts of the per-prompt statistic for ``copies`` labellings: the observed
+    one (each block's first ``n`` samples are the reference's), or with ``rng`` that labelling
+    shuffled within each prompt."""
     total: np.ndarray | float = 0.0
     for size, n, same in _by_shape(blocks):
+        labels = np.zeros((len(same), copies, size))
+        labels[:, :, :n] = 1.0
         found = _statistics(
-            labelling(len(same), size, n),
+            labels if rng is None else rng.permuted(labels, axis=2),
             np.stack([b.gram for b in same]),
             np.stack([b.column_sums for b in same]),
             np.array([b.total for b in same]),
@@ -177,49 +148,30 @@ def _sum_over_prompts(
     return np.asarray(total) / len(blocks)
 
 
-def _observed(blocks: Sequence[_Block]) -> float:
-    def first(prompts: int, size: int, n: int) -> np.ndarray:
-        labels = np.zeros((prompts, 1, size))
-        labels[:, :, :n] = 1.0
-        return labels
-
-    return float(_sum_over_prompts(blocks, first)[0])
-
-
 def _p_value(blocks: Sequence[_Block], permutations: int, seed: int) -> tuple[float, float]:
-    observed = _observed(blocks)
-    rng = np.random.default_rng(seed)
-
-    def shuffled(prompts: int, size: int, n: int) -> np.ndarray:
-        labels = np.zeros((prompts, permutations, size))
-        labels[:, :, :n] = 1.0
-        return rng.permuted(labels, axis=2)
-
-    null = _sum_over_prompts(blocks, shuffled)
+    observed = float(_sum_over_prompts(blocks, 1)[0])
+    null = _sum_over_prompts(blocks, permutations, np.random.default_rng(seed))
     at_least = 1 + int((null >= observed - 1e-12).sum())  # ties count (float sums)
     return observed, at_least / (permutations + 1)
 
 
 def mmd_test(
-    name: str,
     reference: Samples,
     endpoint: Samples,
     *,
     length: int = DEFAULT_LENGTH,
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = 0,
-    alpha: float,
 ) -> SampledTest:
-    """Permutation MMD test of ``endpoint`` against ``reference`` at level ``alpha``: each a
-    mapping of prompt id to completions (or one prompt's sequence)."""
+    """Permutation MMD test of ``endpoint`` against ``reference``: each a mapping of prompt id
+    to completions."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1 (got {permutations}); use e.g. 1000")
     blocks = _blocks(reference, endpoint, length)
     observed, p_value = _p_value(blocks, permutations, seed)
-    verdict = "differs" if p_value <= alpha else "inconclusive"
     n = sum(b.n for b in blocks)
     m = sum(len(b.gram) - b.n for b in blocks)
-    return SampledTest(name, observed, p_value, verdict, permutations, None, (m, n), len(blocks))
+    return SampledTest(observed, p_value, permutations, (m, n), len(blocks))
 
 
 # -- the planned power, on the fake's sampling model ----------------------------------------------

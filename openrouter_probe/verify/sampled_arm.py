@@ -1,24 +1,14 @@
 """The sampled arm of a check: what it sends, what it costs, its power, and its judging.
 
-With ``sampling="job"`` a check also sends ``SAMPLED_PROMPTS`` open prompts ``n`` times each to
-every endpoint, the reference included, at the job's own sampling settings: the model card's
-(``rules.sampling``, with thinking as the check's ``reasoning`` sets it; Kimi K2.5 without
-thinking: temperature 0.6, top_p 0.95), else OpenRouter's defaults (temperature 1, top_p 1) with
-a note. No ``seed`` is sent (it would make the samples one sample). Each endpoint's completions
-are compared with the reference's by the MMD test (``verify.sampled``), one test per compared
-endpoint in the same Holm family as the temperature-0 measures.
-
-``n`` is chosen by the plan: the smallest of ``N_GRID`` whose simulated power (``sampled.
-simulated_power``, on the fake's sampling model, against an endpoint sampling at
-``PLANNING_FACTOR`` times the temperature, at Holm's first-step level) has a 95% lower bound at
-the check's ``power``, and whose worst case fits what the budget leaves after the temperature-0
-arm; failing that, the largest that fits, with a warning. ``sampled_n=`` sets it instead.
-
-Row ids: ``TAG|PROMPT~K`` (sample ``K`` of ``PROMPT``; ``~`` is in no built-in item id).
+``SAMPLED_PROMPTS`` open prompts ``n`` times each to every endpoint at the job's own sampling
+settings, one MMD test (``verify.sampled``) per compared endpoint in the Holm family; ``n`` is
+the smallest of ``N_GRID`` with enough simulated power that the budget pays (``docs/verify.md``,
+"The sampled arm"). Row ids: ``TAG|PROMPT~K`` (``~`` is in no built-in item id).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -280,8 +270,6 @@ def plan_sampled_arm(
             warnings.append(
                 f"the budget pays n={chosen}, short of {power:.0%} power; raise the budget"
             )
-    if not pinned:
-        raise ConfigError("the sampled arm needs the pinned endpoints")
     return SampledArm(
         prompts=tuple(prompts),
         n=chosen,
@@ -307,24 +295,16 @@ def _smallest_reaching(
     target: float,
 ) -> tuple[int, float]:
     """Binary search of the (monotone) power over ``grid``: the smallest reaching ``target``,
-    else the largest with its power (each evaluation is a simulation: the fewest are run)."""
-    powers: dict[int, float] = {}
+    else the largest, with its power (each evaluation is a simulation, kept by
+    ``simulated_power``'s cache: the fewest are run)."""
 
-    def power_at(index: int) -> float:
-        if grid[index] not in powers:
-            powers[grid[index]] = _power(
-                grid[index], prompts=prompts, settings=settings, level=level
-            )
-        return powers[grid[index]]
+    def power_at(n: int) -> float:
+        return _power(n, prompts=prompts, settings=settings, level=level)
 
-    low, high = 0, len(grid) - 1
-    while low < high:
-        mid = (low + high) // 2
-        if _reaches(power_at(mid), target):
-            high = mid
-        else:
-            low = mid + 1
-    return grid[low], power_at(low)
+    index = bisect.bisect_left(
+        grid, True, hi=len(grid) - 1, key=lambda n: _reaches(power_at(n), target)
+    )
+    return grid[index], power_at(grid[index])
 
 
 def realised_power(
@@ -344,9 +324,12 @@ def realised_power(
     return _power(n, prompts=len(usable), settings=arm.settings, level=arm.level)
 
 
-def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
-    """Why the arm cannot judge when over ``EMPTY_LIMIT`` of ``who``'s samples held no answer."""
-    count, total = empty
+def _too_empty(
+    arm: SampledArm, who: str, count: int, answers: Mapping[str, Sequence[object]]
+) -> str | None:
+    """Why the arm cannot judge when over ``EMPTY_LIMIT`` of ``who``'s samples held no answer
+    (``count`` of them; ``answers`` the others, by prompt)."""
+    total = count + sum(map(len, answers.values()))
     if total == 0 or count / total <= EMPTY_LIMIT:
         return None
     return (
@@ -357,25 +340,25 @@ def _too_empty(arm: SampledArm, who: str, empty: tuple[int, int]) -> str | None:
 
 
 def sampled_tests(
-    arm: SampledArm,
+    arm: SampledArm | None,
     completions: Mapping[str, Mapping[str, Sequence[str | None]]],
     *,
     reference: str,
     compared: Sequence[str],
-    alpha: float,
-    empty: Mapping[str, tuple[int, int]] | None = None,
+    empty: Mapping[str, int],
 ) -> dict[str, SampledTest | str]:
     """The MMD test of each compared tag against ``reference`` from ``completions`` (tag ->
     prompt id -> texts that hold an answer), with its realised power, or the reason there is
     none: too few samples on a side, or over ``EMPTY_LIMIT`` of them empty (``empty``: tag ->
-    (samples with no answer, samples))."""
-    empty = empty or {}
+    samples with no answer); none without the arm."""
+    if arm is None:
+        return {}
     ref = {p: [units(t) for t in texts] for p, texts in completions.get(reference, {}).items()}
     out: dict[str, SampledTest | str] = {}
     for index, tag in enumerate(compared):
         mine = {p: [units(t) for t in texts] for p, texts in completions.get(tag, {}).items()}
-        blind = _too_empty(arm, "the reference", empty.get(reference, (0, 0))) or _too_empty(
-            arm, "this endpoint", empty.get(tag, (0, 0))
+        blind = _too_empty(arm, "the reference", empty.get(reference, 0), ref) or _too_empty(
+            arm, "this endpoint", empty.get(tag, 0), mine
         )
         power = realised_power(arm, ref, mine)
         if blind is not None:
@@ -383,13 +366,7 @@ def sampled_tests(
             continue
         try:
             found = mmd_test(
-                "sampled_mmd",
-                ref,
-                mine,
-                length=arm.length,
-                permutations=arm.permutations,
-                seed=index,
-                alpha=alpha,
+                ref, mine, length=arm.length, permutations=arm.permutations, seed=index
             )
         except ValueError as exc:
             out[tag] = f"{exc}; realised power {power:.0%}"

@@ -1,18 +1,8 @@
 """What each arm of a check could see, and no ``consistent`` resting on an arm that could not.
 
-``consistent`` reads "the same". It is earned by intervals inside the tolerance on the
-temperature-0 measures, and the sampled arm's MMD test can only reject; but an endpoint is not
-shown to be the same by an arm the user asked for that could not see:
-
-- the sampled arm, when its *realised* power (``sampled_arm.realised_power``: with the samples
-  that held an answer) is under the plan's ``power``, or when it ran no test at all (too many
-  samples with no answer, too few samples);
-- the temperature-0 arm, when more than ``CUT_LIMIT`` of the endpoint's or the reference's
-  answers were cut at ``max_tokens`` (reasoning that used the room up): an accuracy measured on
-  cut answers is not evidence of equality.
-
-Such an endpoint is at best ``inconclusive``, and the reason names the arm and what it saw
-(``at_best_inconclusive``); a ``differs`` stands (a test that rejects did see a difference).
+An endpoint whose sampled arm had too little realised power (or ran no test), or whose (or the
+reference's) temperature-0 answers were cut at ``max_tokens`` over ``CUT_LIMIT``, is at best
+``inconclusive``; a ``differs`` stands (``docs/verify.md``, "What each arm could see").
 """
 
 from __future__ import annotations

@@ -2,15 +2,17 @@
 
 Clopper-Pearson for an accuracy; mid-p McNemar for a paired gap (Fagerland, Lydersen and Laake
 2013, BMC Med Res Methodol 13:91); the floor test for disagreement against the reference's own;
-Tango's score interval for equivalence (Tango 1998, Stat Med 17:891-908); Holm's correction; the exact power of the mid-p test (its normal approximation
-above ``EXACT_POWER_LIMIT`` pairs) and the normal approximation of the equivalence power. Why each,
-and what it assumes: ``docs/verify.md``, "Statistics and verdicts". Everything is computed with the
-standard library (``math.lgamma``, ``statistics.NormalDist``); ``tests/verify/test_stats.py`` checks
-the values against closed forms, published tables and scipy/statsmodels.
+Tango's score interval for equivalence (Tango 1998, Stat Med 17:891-908); Holm's correction; the
+exact power of the mid-p test (its normal approximation above ``EXACT_POWER_LIMIT`` pairs) and the
+normal approximation of the equivalence power. Why each, and what it assumes: ``docs/verify.md``,
+"Statistics and verdicts". No statistics library: ``math.lgamma``, ``statistics.NormalDist`` and
+numpy's convolution; ``tests/verify/test_stats.py`` checks the values against closed forms,
+published tables and scipy/statsmodels.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -77,18 +79,16 @@ def check_statistics(
     *,
     alpha: float | None = None,
     power: float | None = None,
-    level: float | None = None,
     tolerance: float | None = None,
     repeats: int | None = None,
     n: int | None = None,
 ) -> None:
     """Raise ``ConfigError`` (one line naming the option and its range) for a bad statistical
-    argument: ``alpha``, ``power``, ``level`` and ``tolerance`` in (0, 1), ``repeats`` an integer
+    argument: ``alpha``, ``power`` and ``tolerance`` in (0, 1), ``repeats`` an integer
     from 2 to 10, ``n`` an integer >= 1. Called before anything is sent."""
     for name, value, example in (
         ("alpha", alpha, "0.05"),
         ("power", power, "0.8"),
-        ("level", level, "0.95"),
         ("tolerance", tolerance, "0.1 (10 pp)"),
     ):
         if value is not None:
@@ -110,12 +110,11 @@ def check_statistics(
 
 @dataclass(frozen=True)
 class Interval:
-    """A two-sided confidence interval for a proportion (fractions in 0..1)."""
+    """A two-sided confidence interval: of a proportion (in 0..1) or a paired difference (-1..1)."""
 
     low: float
     high: float
     level: float = 0.95
-    method: str = "clopper-pearson"
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -132,11 +131,6 @@ def binom_sf(k: int, n: int, p: float) -> float:
     return 0.0 if k > n else min(1.0, pmf_sum(k, n, n, p))
 
 
-def _check_counts(successes: int, n: int) -> None:
-    if n < 0 or successes < 0 or successes > n:
-        raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
-
-
 def clopper_pearson(successes: int, n: int, *, level: float = 0.95) -> Interval:
     """Return the exact (Clopper-Pearson) interval for ``successes`` out of ``n``.
 
@@ -144,7 +138,8 @@ def clopper_pearson(successes: int, n: int, *, level: float = 0.95) -> Interval:
     P(X <= successes) = (1 - level)/2; at 0 and n they have closed forms, e.g. 0 of 10 gives
     ``(0, 1 - 0.025 ** (1/10))`` = ``(0, 0.3085)``. ``n == 0`` gives ``(0, 1)``: no information.
     """
-    _check_counts(successes, n)
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
     tail = (1.0 - level) / 2
     if n == 0:
         return Interval(0.0, 1.0, level)
@@ -212,16 +207,6 @@ def mcnemar_midp(b: int, c: int) -> float:
     return min(1.0, 2.0 * binom_cdf(k - 1, d, 0.5) + math.exp(log_pmf(k, d, 0.5)))
 
 
-def _convolve(a: list[float], b: list[float]) -> list[float]:
-    out = [0.0] * (len(a) + len(b) - 1)
-    for i, x in enumerate(a):
-        if x < 1e-300:
-            continue
-        for j, y in enumerate(b):
-            out[i + j] += x * y
-    return out
-
-
 def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
     """Return the one-sided mid-p value that the endpoint disagrees with the reference more than the
     reference disagrees with itself.
@@ -245,12 +230,14 @@ def floor_test(groups: Mapping[int, tuple[int, int]], *, repeats: int) -> float:
         if var == 0:
             return 1.0 if s <= mean else 0.0
         return 1.0 - _Z.cdf((s - mean) / math.sqrt(var))
-    pmf = [1.0]
+    import numpy as np
+
+    pmf = np.ones(1)  # the sum's distribution: each group's binomial convolved in
     for t, (items, _) in sorted(groups.items()):
         if not 0 < t < repeats:
             raise ValueError(f"a group's total must be in 1..{repeats - 1}, got {t}")
-        pmf = _convolve(pmf, [math.exp(log_pmf(k, items, t / repeats)) for k in range(items + 1)])
-    return min(1.0, math.fsum(pmf[s + 1 :]) + pmf[s] / 2)
+        pmf = np.convolve(pmf, [math.exp(log_pmf(k, items, t / repeats)) for k in range(items + 1)])
+    return min(1.0, math.fsum(pmf[s + 1 :]) + float(pmf[s]) / 2)
 
 
 def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Interval:
@@ -263,25 +250,18 @@ def tango_interval(b: float, c: float, n: float, *, level: float = 0.95) -> Inte
     Fractional counts are accepted (the floor with more than two runs of the reference).
     """
     if n <= 0:
-        return Interval(-1.0, 1.0, level, "tango")
+        return Interval(-1.0, 1.0, level)
     if b < 0 or c < 0 or b + c > n + 1e-9:
         raise ValueError(f"need 0 <= b, c and b + c <= n, got {b}, {c} of {n}")
     z = _Z.inv_cdf(1 - (1 - level) / 2)
 
     def statistic(d: float) -> float:
-        big_b = -b - c + (2 * n - b + c) * d
-        big_c = -c * d * (1 - d)
-        q = (math.sqrt(max(0.0, big_b * big_b - 8 * n * big_c)) - big_b) / (4 * n)
-        var = n * (2 * q + d * (1 - d))
-        diff = b - c - n * d
-        if var <= 0:
-            return math.copysign(math.inf, diff) if diff else 0.0
-        return diff / math.sqrt(var)
+        return (b - c - n * d) / math.sqrt(n * _restricted_var(b / n, c / n, d))
 
     estimate = (b - c) / n
     low = -1.0 if estimate <= -1 else _root(lambda d: statistic(d) - z, -1.0, estimate)
     high = 1.0 if estimate >= 1 else _root(lambda d: statistic(d) + z, estimate, 1.0)
-    return Interval(low, high, level, "tango")
+    return Interval(low, high, level)
 
 
 def _root(fn: Callable[[float], float], lo: float, hi: float, tol: float = 1e-12) -> float:
@@ -414,7 +394,8 @@ def min_detectable_gap(
 
 def _restricted_var(p10: float, p01: float, d: float) -> float:
     """The per-pair variance in Tango's statistic at the margin ``d``: ``2 q + d (1 - d)``, ``q``
-    the restricted estimate of the reverse discordance for data at the rates ``p10``, ``p01``."""
+    the restricted estimate of the reverse discordance for data at the rates ``p10``, ``p01``
+    (floored above 0: at a margin of +-1 it vanishes, and the statistic is then infinite)."""
     big_b = -p10 - p01 + (2 - p10 + p01) * d
     big_c = -p01 * d * (1 - d)
     q = (math.sqrt(max(0.0, big_b * big_b - 8 * big_c)) - big_b) / 4
@@ -465,11 +446,4 @@ def prompts_for_equivalence(
     hi = 1
     while not enough(hi):
         hi *= 2
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if enough(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return bisect.bisect_left(range(hi + 1), True, lo=hi // 2, key=enough)

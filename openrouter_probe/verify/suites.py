@@ -1,15 +1,7 @@
-"""The prompts a precision check sends: ``arith``, ``tools`` and user JSONL files.
-
-- ``arith``: multi-digit arithmetic generated from a seed, each with its exact answer and a strict
-  answer format ("Answer with the number only"). Item ``i`` of a seed is the same whatever ``n`` is, so
-  a larger run extends a smaller one (and its ids, ``arith/s<seed>/<i>``, are stable for resume).
-- ``tools``: tool-use prompts generated from templates and a seed (like ``arith``), each offered six
-  tools with JSON schemas, with the call (or no call) a correct answer makes; ``check_schema``
-  validates tool-call arguments with ``jsonschema`` (Draft 2020-12).
-- a user JSONL file: one object a line with ``messages`` and an optional ``answer`` (and ``id``,
-  ``max_tokens``); errors name ``file:line`` and the fix.
-
-``extract_number`` and ``normalise_text`` turn an answer into what is compared.
+"""The prompts a precision check sends: ``arith`` and ``tools`` (generated from a seed: item ``i``
+depends on the seed and ``i`` only, so a larger ``n`` extends a smaller run) and user JSONL files
+(errors name ``file:line`` and the fix); ``docs/verify.md``, "Suites". ``extract_number`` and
+``normalise_text`` turn an answer into what is compared.
 """
 
 from __future__ import annotations
@@ -94,22 +86,20 @@ def arith_suite(n: int, *, seed: int = 0) -> list[Item]:
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    items = []
-    for i in range(n):
-        rng = random.Random(f"arith/{seed}/{i}")  # str seeds hash with sha512: stable across runs
-        question, value = _arith_question(rng)
-        items.append(
-            Item(
-                id=f"arith/s{seed}/{i:05d}",
-                suite="arith",
-                messages=({"role": "user", "content": f"What is {question}? {ARITH_INSTRUCTION}"},),
-                answer=str(value),
-                answer_kind="number",
-                max_tokens=256,
-                expected_output_tokens=8,
-            )
+    # str seeds hash with sha512: stable across runs
+    questions = [_arith_question(random.Random(f"arith/{seed}/{i}")) for i in range(n)]
+    return [
+        Item(
+            id=f"arith/s{seed}/{i:05d}",
+            suite="arith",
+            messages=({"role": "user", "content": f"What is {question}? {ARITH_INSTRUCTION}"},),
+            answer=str(value),
+            answer_kind="number",
+            max_tokens=256,
+            expected_output_tokens=8,
         )
-    return items
+        for i, (question, value) in enumerate(questions)
+    ]
 
 
 @dataclass(frozen=True)
@@ -294,23 +284,21 @@ def tools_suite(n: int = 200, *, seed: int = 0) -> list[Item]:
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    items = []
-    for i in range(n):
-        prompt, tool, arguments = _tool_case(random.Random(f"tools/{seed}/{i}"))
-        items.append(
-            Item(
-                id=f"tools/s{seed}/{i:05d}",
-                suite="tools",
-                messages=({"role": "user", "content": prompt},),
-                answer_kind="tool",
-                tools=TOOLS,
-                expect_tool=tool,
-                expect_arguments=arguments,
-                max_tokens=512,
-                expected_output_tokens=30,
-            )
+    cases = [_tool_case(random.Random(f"tools/{seed}/{i}")) for i in range(n)]
+    return [
+        Item(
+            id=f"tools/s{seed}/{i:05d}",
+            suite="tools",
+            messages=({"role": "user", "content": prompt},),
+            answer_kind="tool",
+            tools=TOOLS,
+            expect_tool=tool,
+            expect_arguments=arguments,
+            max_tokens=512,
+            expected_output_tokens=30,
         )
-    return items
+        for i, (prompt, tool, arguments) in enumerate(cases)
+    ]
 
 
 @lru_cache(maxsize=64)

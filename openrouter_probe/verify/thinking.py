@@ -1,19 +1,9 @@
 """Whether a check thinks, and the room its answers get past the reasoning.
 
-``verify --thinking`` chooses it for both arms: ``off`` sends ``reasoning: {"effort": "none"}``;
-``on`` sends ``reasoning: {"enabled": true}``; ``job`` (the command's default) does what the job
-does: a model whose card the registry knows (``rules.sampling``: Kimi K2.5) thinks by default,
-so ``{"enabled": true}`` is sent to every endpoint (and the sampled arm samples at the card's
-values with thinking: temperature 1.0, top_p 0.95); another model gets no ``reasoning`` at all,
-its own default (treated as thinking when the check sizes and prices its requests).
-
-A thinking answer spends its reasoning first, inside ``max_tokens``: a request sized for the
-answer alone comes back with no answer (``finish_reason: "length"``). So each request's
-``max_tokens`` grows by the *reasoning room*: the reasoning budget the request sets
-(``reasoning.max_tokens``, which caps the reasoning where the endpoint honours it), else the
-room a short pilot measured (``verify_precision``: the longest reasoning of a few requests to the
-reference, times ``PILOT_MARGIN``), else ``DEFAULT_ROOM`` until a pilot has run. The report
-counts what was cut all the same: a sample with no answer is not a sample.
+``verify --thinking`` (``job``, ``on``, ``off``) sets the ``reasoning`` block of both arms; with
+thinking, each request's ``max_tokens`` grows by a reasoning room: the reasoning budget sent, else
+what a pilot measured, else ``DEFAULT_ROOM`` until one has run (``docs/verify.md``, "Thinking in
+both arms").
 """
 
 from __future__ import annotations

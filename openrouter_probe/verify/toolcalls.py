@@ -1,30 +1,9 @@
-"""Tool calls scored as Moonshot's K2-Vendor-Verifier (K2VV) scores them.
+"""Tool calls as Moonshot's K2-Vendor-Verifier (K2VV) scores them: schema accuracy, tool-call F1
+and its threshold, reported beside the verdict, never deciding it.
 
-Read from github.com/MoonshotAI/K2-Vendor-Verifier at commit
-0bc5061be1a7b5667c2ec71a546a6b1c9ff5af9a (2026-02-14): ``README.md`` ("Evaluation Metrics") and
-``tool_calls_eval.py`` (``process_request``, ``validate_tool_call``, ``compute_summary``).
-
-- **Schema accuracy** (``schema_accuracy``): among the responses whose ``finish_reason`` is
-  ``"tool_calls"``, the share whose tool calls *all* validate. A call validates when its function
-  name is one of the request's tools, that tool has a (non-empty) ``parameters`` schema, its
-  ``arguments`` parse as JSON (a string) and pass ``jsonschema`` validation. A ``tool_calls``
-  finish with an empty call list counts as invalid (K2VV leaves ``tool_calls_valid`` unset and
-  counts it as a schema error).
-- **Tool-call F1** (``tool_call_f1``): each response is positive when its ``finish_reason`` is
-  ``"tool_calls"`` and negative otherwise (``stop``, ``length``, any other, or none: a failed
-  request); TP both the endpoint and the first party positive, FP the endpoint only, FN the
-  first party only; precision ``TP/(TP+FP)``, recall ``TP/(TP+FN)``, F1 their harmonic mean.
-- **The threshold**: K2VV calls an F1 above 73% acceptable for K2-thinking (temperature 1.0;
-  the first party's own lowest was 75.81%) and above 80% for K2-0905 (temperature 0.6; lowest
-  82.71%). It publishes none for schema accuracy (the first party scores 100%) and none for
-  K2.5 at that commit: a check with reasoning off is held to the non-thinking 80%, one with
-  reasoning on to the thinking 73%.
-
-Here the prompts are the check's tool prompts, the first party is the check's reference (its
-first run), and the scores are reported beside our own tool measures (``tool_trigger``,
-``tool_schema``, ``tool_arguments`` in ``measures``), which decide the verdict: a threshold on
-one F1 is not a test, and K2VV's thresholds were set at the sampling temperatures, not at the
-check's temperature 0, where the reference agrees with itself far more often.
+Read from github.com/MoonshotAI/K2-Vendor-Verifier at ``K2VV_COMMIT`` (2026-02-14): ``README.md``
+("Evaluation Metrics") and ``tool_calls_eval.py``; the definitions and why our own tool measures
+decide instead: ``docs/verify.md``, "Tool calls as K2-Vendor-Verifier scores them".
 """
 
 from __future__ import annotations
@@ -158,7 +137,7 @@ def _schema_result(
         if acc is None
         else clopper_pearson(score.successful_tool_calls, score.tool_call_responses)
     )
-    p = adjusted = None
+    p = adjusted = finding = None
     verdict: TestVerdict = "inconclusive"
     if interval is not None and reference is not None and ref_acc is not None:
         p = fisher_exact(
@@ -170,6 +149,10 @@ def _schema_result(
         adjusted = min(1.0, max(1, tests) * p)
         if adjusted <= alpha:
             verdict = "differs"
+            finding = (
+                f"K2-Vendor-Verifier schema accuracy {acc:.1%} (95% interval {interval.low:.1%} "
+                f"to {interval.high:.1%}) below the reference's"
+            )
         elif interval.low >= ref_acc - tolerance:
             verdict = "consistent"
     text = (
@@ -184,7 +167,8 @@ def _schema_result(
         )
         + "; K2VV publishes no threshold"
     )
-    return TestResult("k2vv_schema_accuracy", acc, p, interval, verdict, text, p_adjusted=adjusted)
+    name = "k2vv_schema_accuracy"
+    return TestResult(name, acc, p, interval, verdict, text, p_adjusted=adjusted, finding=finding)
 
 
 def k2vv_results(
@@ -223,7 +207,17 @@ def k2vv_results(
     )
     return (
         TestResult(
-            "k2vv_tool_call_f1", f1, None, None, f1_verdict, f1_text, threshold=score.threshold
+            "k2vv_tool_call_f1",
+            f1,
+            None,
+            None,
+            f1_verdict,
+            f1_text,
+            threshold=score.threshold,
+            finding=None
+            if f1_verdict != "differs"
+            else f"below K2-Vendor-Verifier's tool_call_f1 threshold: {f1:.1%} < "
+            f"{score.threshold:.1%}",
         ),
         _schema_result(score, reference, alpha=alpha, tests=tests, tolerance=tolerance),
     )

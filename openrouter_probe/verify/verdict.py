@@ -1,9 +1,6 @@
-"""Each endpoint's verdict: its deciding measures as paired counts, judged against the reference.
-
-``compare_to_reference`` tests every (endpoint, deciding measure) with ``stats`` (mid-p McNemar or
-the floor test, Holm over all of them, Tango intervals at ``1 - 2 alpha/K`` for the margin) and
-says ``consistent``, ``differs``, ``differs, within tolerance`` or ``inconclusive`` with its reason;
-``docs/verify.md`` ("Statistics and verdicts") gives the table of how each is reached.
+"""Each endpoint's verdict: its deciding measures as paired counts, judged against the reference
+(``compare_to_reference``; ``docs/verify.md``, "Statistics and verdicts", tables how each is
+reached).
 """
 
 from __future__ import annotations
@@ -208,15 +205,9 @@ def compare_to_reference(
 
     ``counts`` maps a tag to its accuracy ``PairedCounts`` or to its ``PairedMeasure`` list;
     ``accuracy_counts`` (optional) gives the full 2x2 of accuracy for the latter (a measure keeps
-    only the discordant counts), shown as ``Comparison.counts``.
-
-    - ``differs``: some measure's test rejects at family-wise ``alpha`` (Holm over every endpoint
-      and measure), and not every measure's interval lies inside ``+-tolerance``;
-    - ``differs, within tolerance``: some test rejects, and every measure's interval (Tango, at
-      ``1 - 2 alpha/K`` for K endpoints) lies inside ``+-tolerance``: a real difference, smaller
-      than the tolerance;
-    - ``consistent``: no test rejects, and every measure's interval lies inside ``+-tolerance``;
-    - ``inconclusive``: anything else; the reason says how many prompts would settle it.
+    only the discordant counts), shown as ``Comparison.counts``. The verdicts are the table of
+    ``docs/verify.md`` ("Statistics and verdicts"): does some test reject at family-wise ``alpha``
+    (Holm), and does every Tango interval at ``1 - 2 alpha/K`` lie inside ``+-tolerance``?
 
     Example::
 

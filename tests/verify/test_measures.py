@@ -13,11 +13,11 @@ from openrouter_probe.verify.measures import (
     FAILED,
     first_difference,
     measure_endpoint,
-    pair_counts,
     score,
     top_k_distance,
 )
 from openrouter_probe.verify.observation import Observation
+from openrouter_probe.verify.stats import clopper_pearson
 from openrouter_probe.verify.suites import Item, arith_suite, tools_suite
 from openrouter_probe.verify.verdict import PairedCounts
 from tests.conftest import CAPTURES
@@ -249,10 +249,9 @@ def test_measure_endpoint_by_hand() -> None:
     # right (2 says "12")
     assert (m.scored, m.failed, m.known, m.correct) == (4, 1, 5, 3)
     assert m.accuracy == 0.6
-    assert m.accuracy_ci is not None and m.accuracy_ci.method == "clopper-pearson"
+    assert m.accuracy_ci == clopper_pearson(3, 5)
     # pairs: 0, 1 both right; 2 and 3 (failed) ref only; 4 endpoint only (the reference said "7")
     assert m.counts == PairedCounts(both=2, ref_only=2, endpoint_only=1, neither=0)
-    assert pair_counts(items, {o.item_id: o for o in mine}, reference) == m.counts
     assert m.paired == 5
     assert m.exact_match_rate == 0.4  # 0 and 1; a failure agrees with nothing
     assert m.similarity_mean is not None and 0.3 < m.similarity_mean < 1.0

@@ -147,13 +147,13 @@ def test_default_run_on_the_six_int4_endpoints() -> None:
     assert plan.requests == 1400
     chutes = next(e for e in plan.endpoints if e.tag == "chutes/int4")
     # 44,320 prompt tokens at most x $0.45/M + 200 x 256 output tokens x $2.20/M
-    assert (chutes.prompt_tokens_worst, chutes.output_tokens_worst) == (44_320, 51_200)
+    assert (chutes.tokens.in_worst, chutes.tokens.out_worst) == (44_320, 51_200)
     assert chutes.worst_case_usd == Decimal("44320") * Decimal("0.00000045") + Decimal(
         "51200"
     ) * Decimal("0.0000022")
     assert chutes.worst_case_usd == Decimal("0.132584")
     # 8,351 expected prompt tokens x $0.45/M + 200 x 8 answer tokens x $2.20/M
-    assert chutes.prompt_tokens_expected == 8_351
+    assert chutes.tokens.in_expected == 8_351
     assert chutes.expected_usd == Decimal("0.00727795")
     assert plan.worst_case_usd == Decimal("1.086272")  # 0.90608 + the reference again, 0.180192
     assert plan.expected_usd == Decimal("0.0590236")
@@ -237,7 +237,7 @@ def test_plan_with_reasoning_on_expects_the_worst_output() -> None:
         items=arith_suite(4),
         reasoning={"effort": "low"},
     )
-    assert plan.endpoints[0].output_tokens_expected == plan.endpoints[0].output_tokens_worst
+    assert plan.endpoints[0].tokens.out_expected == plan.endpoints[0].tokens.out_worst
     assert any("reasoning is on" in n for n in plan.notes)
 
 

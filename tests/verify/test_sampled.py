@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from openrouter_probe.verify.sampled import mmd_test, units
+from openrouter_probe.verify.sampled import SampledTest, mmd_test, units
 
 
 def _draw(rng: random.Random, temperature: float, n: int) -> list[str]:
@@ -16,7 +16,7 @@ def _draw(rng: random.Random, temperature: float, n: int) -> list[str]:
 
 
 def _mmd(reference: list[str], endpoint: list[str], length: int = 4) -> float:
-    return mmd_test("mmd", reference, endpoint, length=length, permutations=1, alpha=0.05).statistic
+    return mmd_test({"": reference}, {"": endpoint}, length=length, permutations=1).statistic
 
 
 def test_kernel_counts_agreeing_positions_over_length() -> None:
@@ -39,17 +39,17 @@ def test_completions_of_different_prompts_never_match() -> None:
     ref = {"p1": ["aaaa", "aaab"] * 5, "p2": ["bbbb", "bbba"] * 5}
     same = {"p1": ["aaab", "aaaa"] * 5, "p2": ["bbba", "bbbb"] * 5}
     swapped = {"p1": ["bbbb", "bbba"] * 5, "p2": ["aaaa", "aaab"] * 5}
-    kept = mmd_test("mmd", ref, same, length=4, permutations=200, seed=0, alpha=0.05)
-    assert kept.verdict == "inconclusive" and kept.prompts == 2 and kept.samples == (20, 20)
+    kept = mmd_test(ref, same, length=4, permutations=200, seed=0)
+    assert kept.p_value > 0.05 and kept.prompts == 2 and kept.samples == (20, 20)
     # The same pooled words under the wrong prompts: only a per-prompt kernel sees it.
-    moved = mmd_test("mmd", ref, swapped, length=4, permutations=200, seed=0, alpha=0.05)
-    assert moved.verdict == "differs" and moved.statistic > 0.5
+    moved = mmd_test(ref, swapped, length=4, permutations=200, seed=0)
+    assert moved.p_value <= 0.05 and moved.statistic > 0.5
 
 
 def test_a_prompt_with_one_sample_on_a_side_is_left_out() -> None:
     ref = {"p1": ["ab", "ab", "ab"], "p2": ["ab"]}
     end = {"p1": ["ab", "ab"], "p2": ["zz", "zz"]}
-    found = mmd_test("mmd", ref, end, length=2, permutations=50, seed=0, alpha=0.05)
+    found = mmd_test(ref, end, length=2, permutations=50, seed=0)
     assert found.prompts == 1 and found.statistic == pytest.approx(0.0)
 
 
@@ -60,33 +60,19 @@ def test_units_are_whitespace_words() -> None:
 
 def test_hotter_endpoint_differs_and_same_one_does_not() -> None:
     rng = random.Random(7)
-    ref = _draw(rng, 1.0, 30)
-    hot = mmd_test("mmd", ref, _draw(rng, 3.0, 30), length=20, permutations=200, seed=1, alpha=0.05)
-    assert hot.verdict == "differs" and hot.p_value == pytest.approx(1 / 201)
-    same = mmd_test(
-        "mmd", ref, _draw(rng, 1.0, 30), length=20, permutations=200, seed=1, alpha=0.05
-    )
-    assert same.verdict == "inconclusive" and same.p_value > 0.05
-    again = mmd_test(
-        "mmd",
-        ref,
-        _draw(random.Random(7), 1.0, 30),
-        length=20,
-        permutations=200,
-        seed=1,
-        alpha=0.05,
-    )
-    assert again == mmd_test(
-        "mmd",
-        ref,
-        _draw(random.Random(7), 1.0, 30),
-        length=20,
-        permutations=200,
-        seed=1,
-        alpha=0.05,
-    )
+    ref = {"": _draw(rng, 1.0, 30)}
+
+    def test(endpoint: list[str]) -> SampledTest:
+        return mmd_test(ref, {"": endpoint}, length=20, permutations=200, seed=1)
+
+    hot = test(_draw(rng, 3.0, 30))
+    assert hot.p_value == pytest.approx(1 / 201)
+    same = test(_draw(rng, 1.0, 30))
+    assert same.p_value > 0.05
+    again = test(_draw(random.Random(7), 1.0, 30))
+    assert again == test(_draw(random.Random(7), 1.0, 30))
 
 
 def test_too_few_samples_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="raise the sampled arm's N"):
-        mmd_test("mmd", ["a"], ["a", "b"], length=1, permutations=10, seed=0, alpha=0.05)
+        mmd_test({"": ["a"]}, {"": ["a", "b"]}, length=1, permutations=10, seed=0)

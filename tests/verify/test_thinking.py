@@ -46,7 +46,7 @@ def test_job_thinks_as_kimi_runs_in_both_arms_with_room_for_the_answer() -> None
     assert "compared: the answer text (message content), the reasoning apart" in text
     # the worst case is priced at the grown max_tokens: 20 prompts x 2304 tokens at $3/M output
     reference = plan.endpoints[0]
-    assert reference.output_tokens_worst == 2 * 20 * (256 + 2048)
+    assert reference.tokens.out_worst == 2 * 20 * (256 + 2048)
 
 
 def test_off_sends_effort_none_and_samples_at_the_cards_values_without_thinking() -> None:
