@@ -37,6 +37,7 @@ __all__ = [
     "TRANSIENT_STATUSES",
     "Backoff",
     "WaitDecision",
+    "http_date",
     "retry_after_s",
     "said_wait_s",
 ]
@@ -68,10 +69,10 @@ def retry_after_s(
     try:
         seconds = float(text)
     except ValueError:
-        when = _http_date(text)
+        when = http_date(text)
         if when is None:
             return None
-        base = _http_date(date) if date else None
+        base = http_date(date)
         seconds = when - (base if base is not None else now_s())
     if not math.isfinite(seconds):
         return None
@@ -94,8 +95,9 @@ def said_wait_s(
     return retry_after_s(str(value) if value is not None else None, date=named.get("date"))
 
 
-def _http_date(text: str | None) -> float | None:
-    """An HTTP date (RFC 9110: IMF-fixdate, or the obsolete forms) in epoch seconds."""
+def http_date(text: str | None) -> float | None:
+    """An HTTP date (RFC 9110: IMF-fixdate, or the obsolete forms) in epoch seconds (``None``:
+    absent or unreadable)."""
     if not text:
         return None
     try:

@@ -37,12 +37,12 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
 from pydantic import Field
 
+from openrouter_probe.api.backoff import http_date
 from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.payload import Payload
 from openrouter_probe.api.wire import Wire, Wired, read_body
@@ -276,7 +276,7 @@ class BatchClient(Wired):
         params += [("status", s) for s in status]
         response = self._call("GET", params=params)
         page = read_body(response, BatchList)
-        page.served_at = _served_at(response)
+        page.served_at = http_date(response.headers.get("Date"))
         return page
 
     def list_all(
@@ -296,15 +296,6 @@ class BatchClient(Wired):
         is kept; it is not a cancel: there is none)."""
         payload = read_body(self._call("DELETE", f"/{batch_id}"))
         return payload if isinstance(payload, dict) else {"answer": payload}
-
-
-def _served_at(response: requests.Response) -> float | None:
-    """The response's ``Date`` header as Unix seconds (``None``: absent or unreadable)."""
-    date = response.headers.get("Date")
-    try:
-        return parsedate_to_datetime(date).timestamp() if date else None
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def _is_json(text: str | None) -> bool:
