@@ -1,22 +1,9 @@
-"""A client for OpenRouter's Batch API (``/api/v1/batches``), on ``requests``.
+"""A client for OpenRouter's Batch API (``/api/v1/batches``), on ``requests``: ``BatchClient``.
 
-What the batch sender stands on: ``create`` (the body written with ``endpoint`` and ``model``
-before ``requests``, which OpenRouter reads as a stream and otherwise refuses with 400), ``get``,
-``results`` (the cursor pages of ``/batches/{id}/results``), ``list`` (``created_after``, ``after``,
-``status``; each page with the server's clock, its ``Date``: how an orphaned batch is found
-again), ``delete``. Facts and sources: ``docs/batch.md``.
-
-Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
-first in ``list``), and a poll's cadence is the sender's to set. Errors go
-through the same translation as the sync client (``api.translate``): a 402 on ``get`` (results
-withheld until the charge is covered) is an ``InsufficientCreditsError`` whose ``body`` holds the
-batch; a 404 right after a create is normal (the record is written asynchronously) and is a
-``NoRouteError`` like any 404.
-
-The canonical path is ``{base}/batches`` (``https://openrouter.ai/api/v1``); launch-era accounts
-answered it with the web app's HTML 404 and served ``/api/beta/batches``. So a 404 whose body is
-not JSON switches this client to the beta path once, says so on the
-``openrouter_probe.api.batches`` logger, and ``path`` tells which one is in use.
+What it sends and reads, the beta path it falls back on and why nothing here retries (a
+``create`` retried after a lost answer can make a second batch: find the first in ``list``):
+docs/api.md ("The Batch API client"); the API's facts and sources: docs/batch.md. Errors go
+through the sync client's translation (``api.translate``).
 
 Example::
 

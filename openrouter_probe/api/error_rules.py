@@ -1,42 +1,15 @@
 """Final versus transient, from OpenRouter's own words: ``ERROR_RULES`` and ``error_kind``.
 
-OpenRouter tells a final error from a transient one only in its wording and codes, so the decision is
-a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in OpenRouter's
-documentation (its errors page, and bodies recorded from the live API), each naming its source,
-first match wins, each tested (``tests/api/test_error_rules.py``). What each kind leads to is decided in
-the run, ``run.schedule.attempts.ON_FAILURE``; the sync client (``api.client``) retries
-``transient``, ``pause`` and ``held``, and raises the others:
-
-- ``transient``: retry with backoff (408, upstream 429, 5xx, a 400 wrapping one of those, timeouts,
-  cut connections and streams, an error inside a 200 body or stream that has no code or a
-  transient one);
-- ``pause``: a key-wide 429, the whole pool waits: OpenRouter's own (``X-RateLimit-*`` headers,
-  in the headers or in ``metadata.headers``), and any HTTP 429 that does not say it came from a
-  provider (no ``metadata.provider_name``, ``provider_code`` or ``raw``): unknown is the key's own
-  until shown otherwise;
-- ``row``: the row fails, the run goes on (400 invalid request or context length, a moderation or
-  guardrail 403, 413, 422, a token limit reached mid-answer);
-- ``held``: the account's in-flight budget is full (a 402 ``in_flight_budget_exhausted``, 2026):
-  not the row's failure and not a stop: the row waits for ``Retry-After`` and goes again, and the
-  run holds fewer dollars in flight (``run.money.limit.DollarWindow``);
-- ``run``: no row can succeed: 401 (the key), 402 (credits; the key's own limit; one request
-  larger than the account can hold), a 403 that says a budget is spent (workspace, guardrail or
-  key budget: ``Failure.budget``), a 403 attestation gate (an 18+ confirmation the account has not
-  given), 404 (the policy, or the account's guardrails and data policy, admit nothing), a 400
-  naming an invalid model.
-
-Every 402 and 403 is read once, by ``api.envelope`` (``reason``, ``limit_source``, a nested
-``error.error``, the message cleaned): the table matches its case (``Failure.refusal``).
-
-An error inside a 200 body or stream is classified by its own ``code`` as an HTTP status would be
-(the mid-stream error rule): a mid-stream 429 or 5xx is transient, a mid-stream 400 the row's.
-A stream that sent content, ended with ``finish_reason: "length"`` and then
-``{"error": {"code": 400, "message": "Token limit reached"}}`` (recorded by a third party, 2026)
-reached its token limit: a retry would pay for the same cut, so it fails the row.
-
-One table for every client: the sync client and the batch client (``api.translate``, on
-``APIStatusError.kind``) and the run's transport (``run.send.failure.classify_error``, on
-``Failure.kind``) read the same lines.
+OpenRouter tells a final error from a transient one only in its wording and codes, so the decision
+is a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in
+OpenRouter's documentation, each naming its source, first match wins, each tested
+(``tests/api/test_error_rules.py``). Its kinds are ``transient`` (retry), ``pause`` (the whole pool
+waits), ``held`` (the in-flight budget: wait and go again), ``row`` (this row fails) and ``run`` (no
+row can succeed); docs/wire.md ("The failure table") says which errors are which and why, the
+mid-stream error rule among them. One table for every client: the sync and batch clients retry
+``RETRIED`` (``api.translate``, on ``APIStatusError.kind``), the run does what
+``run.schedule.attempts.ON_FAILURE`` says (``run.send.failure.classify_error``, on
+``Failure.kind``).
 """
 
 from __future__ import annotations

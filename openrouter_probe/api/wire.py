@@ -1,22 +1,14 @@
 """One synchronous request loop for every client of OpenRouter's HTTP API, on ``requests``.
 
-A ``Wire`` sends the requests of one ``api.connection.Connection``: its headers (the key's
-``Authorization`` is built by ``Connection.headers`` and nowhere else), its ``(connect, read)``
-timeouts, one ``requests.Session``. Every failure is translated here, by ``api.translate``, into the
-tree of ``openrouter_probe.errors``: a connection that failed is an ``APIConnectionError``, an error
-status an ``APIStatusError`` of its class. ``send`` is one request, never repeated (a create is not
-idempotent); ``get`` retries what the error table calls transient (``api.translate.retryable``) with
-bounded backoff (``api.backoff.Backoff``): ``Retry-After`` honoured within bounds, no wait longer
-than ``wait_max_s`` or than the time left of ``retry_timeout_s``, each retry said as it happens (one
-line on this module's logger), and a server that asks for more is answered at once with an error
-that says when to retry; a ``settling`` schedule also asks again after a 404 (a ``/generation``
-record not written yet). ``read_body`` reads every answer's JSON, as a model or raw, with one error
-for a body that is not JSON and one for JSON that is not the model.
-
-The sync client (``api.client``), the batch client (``api.batches``) and the key management client
-(``api.keys``) each hold one (``Wired``: the wire and its ``connection``). Tests turn the waits off
-by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's testing mode does; a
-``Wire(sleep=...)`` takes its own sleep.
+A ``Wire`` sends the requests of one ``api.connection.Connection`` (its headers: the key's
+``Authorization`` is built by ``Connection.headers`` and nowhere else; its timeouts; one
+``requests.Session``) and translates every failure into ``openrouter_probe.errors``
+(``api.translate``). ``send`` is one request, never repeated (a create is not idempotent); ``get``
+retries what the error table calls transient, boundedly and said, and a ``settling`` schedule asks
+again after a 404 (docs/api.md, "Retries, bounded and visible", and "Paging" for ``/generation``).
+``read_body`` reads every answer's JSON. The sync client, the batch client and the key management
+client each hold one (``Wired``). Tests turn the waits off by replacing the module's ``_sleep``
+(and ``_monotonic``), as stamina's testing mode does; a ``Wire(sleep=...)`` takes its own sleep.
 """
 
 from __future__ import annotations

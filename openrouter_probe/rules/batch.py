@@ -1,25 +1,10 @@
 """A model's ``:batch`` endpoints: what OpenRouter's Batch API lists for it, and what it accepted.
 
-OpenRouter prices batches on separate ``:batch`` variant rows
-(``GET /api/v1/models/{id}:batch/endpoints``, the same shape as the sync endpoints); a 404 or an
-empty list means the model has none. A snapshot holds them in ``Snapshot.batch``, a
-``BatchListing`` (``None``: the snapshot was taken before batches were probed, so nothing is
-known). The catalog has listed ``:batch`` slugs that were then refused at submit, so an endpoint is
-only ``listed`` until a submit to it was accepted: ``BatchListing.accepted`` is that history (the
-batch sender appends to the snapshot file it was given with ``rules.batch_history``), and
-``status(tag)`` reads it.
-
-In a saved snapshot the listing is the top-level ``batch`` key, beside ``data``::
-
-    "batch": {
-      "origin": "https://openrouter.ai/api/v1/models/moonshotai/kimi-k3:batch/endpoints",
-      "taken_at": "2026-11-20T09:00:00Z",
-      "data": {"id": "moonshotai/kimi-k3:batch", "endpoints": [...]},   (null: 404, none)
-      "accepted": [{"tag": "together", "batch_id": "batch-...", "at": "2026-11-21T10:00:00Z"}]
-    }
-
-It stays out of the snapshot's ``sha256`` (which hashes ``data``), so a policy compiled from the
-sync endpoints does not change when the batch listing is added or an acceptance recorded.
+A snapshot holds them in ``Snapshot.batch``, a ``BatchListing`` (``None``: the snapshot was taken
+before batches were probed, so nothing is known), saved as its top-level ``batch`` key beside
+``data`` and outside its ``sha256``. An endpoint is only ``listed`` until a submit to it was
+accepted (``BatchListing.accepted``, appended by ``rules.batch_history``): docs/batch.md ("In a
+snapshot") has the layout and the reasons.
 """
 
 from __future__ import annotations

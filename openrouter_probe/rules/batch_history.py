@@ -1,17 +1,12 @@
 """A snapshot file's batch history: recording, in place, a submit OpenRouter accepted.
 
-The catalog has listed ``:batch`` slugs that were then refused at submit, so a ``:batch``
-endpoint shows as ``listed`` until a submit to it was accepted (``BatchListing.accepted``). A
-``generate --batch`` run given ``--snapshot PATH`` records its first accepted submit per endpoint
-in that file (``record_batch_acceptance``), so that ``endpoints``, ``matrix``, ``budget`` and
-``policy`` read with the same ``--snapshot PATH`` say ``accepted`` from then on.
-
-Only the top-level ``batch`` value of the file changes: every other byte (``data``, ``sha256``,
-the key order and layout) stays as it was, so a policy that pins the snapshot's ``sha256`` still
-matches it and ``policy check`` sees no drift. The file is replaced atomically (a temp file in the
-same folder, fsynced, ``os.replace``), keeping its mode: a failed write leaves the old file whole.
-A file that is read-only, not a saved snapshot, or lists no such ``:batch`` endpoint is left
-alone with a ``SnapshotError`` that says why (the sender warns and the run goes on).
+A ``generate --batch`` run given ``--snapshot PATH`` records its first accepted submit per
+``:batch`` endpoint in that file (``record_batch_acceptance``; docs/batch.md, "Where a run's
+acceptance goes"). Only the top-level ``batch`` value changes: every other byte (``data``,
+``sha256``, the key order and layout) stays, so a policy that pins the snapshot's ``sha256`` still
+matches it. The file is replaced atomically, keeping its mode. A file that is read-only, not a
+saved snapshot, or lists no such endpoint is left alone with a ``SnapshotError`` that says why (the
+sender warns and the run goes on).
 """
 
 from __future__ import annotations

@@ -6,29 +6,9 @@ excluded. The policy compiler, the budget, the fake server and the audit all ask
 else decides "which endpoints does this block admit". ``rules.ranking`` holds how the admitted ones
 are ranked and weighed.
 
-Documented behaviour it follows:
-
-- slugs are lowercase; a base slug (``deepinfra``) matches every variant (``deepinfra/turbo``) except
-  service-tier endpoints: those whose ``service_tier`` is set (``flex``, ``priority``, ``ultrafast``),
-  or, in older data without that field, whose tag ends in ``/priority`` or ``/flex``; a full tag
-  matches one endpoint;
-- ``only`` is an allow-list, ``ignore`` a deny-list; ``quantizations`` keeps endpoints whose tag is
-  listed; ``max_price`` is USD per **million** tokens for prompt and completion (endpoint prices are
-  USD per token) and per unit for request, image and audio; with ``require_parameters`` every
-  request parameter sent (``temperature``, ``tools``, ``response_format``, ...; not ``model``,
-  ``messages``, ``stream`` or ``provider``) must be in the endpoint's ``supported_parameters``;
-  ``max_tokens`` above an endpoint's ``max_completion_tokens`` excludes it;
-- ``order`` is tried first, then the other admitted endpoints as fallbacks unless
-  ``allow_fallbacks: false``; ``sort`` sorts strictly; neither means load balancing: endpoints with
-  recent outages are skipped, the stable ones weighted by 1/price²;
-- Auto Exacto (docs ``guides/routing/auto-exacto``, 2026): a request that carries ``tools`` is
-  ordered by OpenRouter on throughput, tool-call error rate and benchmark scores, not by price,
-  unless the block says ``sort: "price"`` (an explicit ``order`` is unaffected); ``sort: "exacto"``
-  asks for that order on every request (mode ``exacto``, ``ASSUMPTIONS["auto_exacto"]``);
-- ``preferred_min_throughput`` (tokens/s) and ``preferred_max_latency`` (**seconds**; endpoint latency
-  is ms) deprioritize, never exclude;
-- ``options`` (provider-specific options keyed by provider slug) does not route: it is kept and sent
-  as given.
+The documented behaviour it follows (slugs and service tiers, the hard filters, ``order`` and its
+fallbacks, ``sort``, load balancing by 1/price², Auto Exacto, ``preferred_*``) is listed in
+docs/policy.md ("The routing model and its assumptions").
 
 Where OpenRouter does not document its behaviour, the model states what it assumes in
 ``ASSUMPTIONS``; each decision lists the ones it relied on in ``RouteDecision.notes`` and ``policy
