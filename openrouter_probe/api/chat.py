@@ -1,12 +1,7 @@
-"""Typed views of what a request costs: usage, generations, the key and its budgets.
-
-``Usage`` (with its token details) is what a ``POST /chat/completions`` reply says it used and
-cost (the reply itself is ``openrouter_probe.api.completion.ChatCompletion``, the one model of a
-completion); ``read_cost`` reads its ``cost``. ``Generation`` (with ``ProviderResponse``, one
-routing attempt) is ``GET /generation``, read by ``read_generation`` for the client and the run
-alike; ``KeyInfo`` (with ``KeyBudget``) is ``GET /key``, ``Credits`` ``GET /credits``. The pydantic ones read tolerantly like every payload in
-``openrouter_probe.api.schema``: unknown keys are kept, and only the fields the library computes from
-are validated strictly.
+"""Typed views of what a request costs: ``Usage`` (a completion's), ``Generation``
+(``GET /generation``, read by ``read_generation`` for the client and the run alike), ``KeyInfo``
+(``GET /key``) and ``Credits`` (``GET /credits``), read tolerantly (``api.payload``); ``read_spend``
+and ``read_cost`` read a cost, never taking an unreadable one as zero.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Typed views of what the OpenRouter API returns, each read tolerantly (``api.payload``).
 
-Only the fields the library computes from (ids, prices, quantization, context, stats: each class's
-``core_fields``) are validated strictly: ``Model.alias_target`` sent as a string instead of
-``{name, slug}`` never fails a models list, and a model or endpoint that cannot be read is left out
-of its list (``ModelsList.skipped``, ``ModelEndpoints.skipped``) but kept in ``to_json_dict()``, so
-a saved snapshot keeps everything OpenRouter sent.
-
-Numbers are typed ``int | float`` so that a payload dumped with
-``model_dump(mode="json", exclude_unset=True)`` is the payload that came in.
-
-Units are OpenRouter's own here (prices are decimal strings in USD per token, uptime in percent,
-latency in milliseconds, throughput in tokens per second). Helpers that convert say so in their name:
-``Pricing.prompt_usd_per_m`` is USD per million tokens with the discount applied.
+Only each class's ``core_fields`` are validated strictly; a model or endpoint that cannot be read
+is left out of its list (``skipped``) but kept in ``to_json_dict()`` (docs/api.md, "Payloads and
+units"). Numbers are typed ``int | float`` so that a payload dumped with
+``model_dump(mode="json", exclude_unset=True)`` is the payload that came in. Units are
+OpenRouter's own (prices are decimal strings in USD per token, uptime in percent, latency in
+milliseconds, throughput in tokens per second); helpers that convert say so in their name
+(``Pricing.prompt_usd_per_m``: USD per million tokens, the discount applied).
 """
 
 from __future__ import annotations

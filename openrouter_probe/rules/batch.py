@@ -112,14 +112,6 @@ class BatchListing:
             return self
         return replace(self, accepted=(*self.accepted, acceptance))
 
-    def describe(self) -> str:
-        """One line: how many ``:batch`` endpoints are listed, and which were accepted."""
-        eps = self.endpoints
-        if not eps:
-            return "no :batch endpoint (OpenRouter lists none for this model)"
-        tags = ", ".join(f"{e.tag} ({self.status(e.tag)})" for e in eps)
-        return f"{len(eps)} :batch endpoint(s): {tags}"
-
     def to_json(self) -> dict[str, Any]:
         return {
             "origin": self.origin,
@@ -200,4 +192,8 @@ def describe_batch(listing: BatchListing | None, model: str) -> str:
     status, or that none is listed, or that the snapshot does not say."""
     if listing is None:
         return f"batch: no :batch endpoint is known for {model} (this snapshot was not probed for them)"
-    return f"batch: {model}: {listing.describe()}"
+    eps = listing.endpoints
+    if not eps:
+        return f"batch: {model}: no :batch endpoint (OpenRouter lists none for this model)"
+    tags = ", ".join(f"{e.tag} ({listing.status(e.tag)})" for e in eps)
+    return f"batch: {model}: {len(eps)} :batch endpoint(s): {tags}"
