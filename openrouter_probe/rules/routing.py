@@ -149,10 +149,6 @@ class RouteDecision:
         """Return why the endpoint with this exact tag is not admitted, or ``None``."""
         return next((x for x in self.excluded if x.endpoint.tag == tag), None)
 
-    def admits_provider(self, provider_name: str) -> bool:
-        """Whether a response's ``provider`` (a display name) is among the admitted endpoints."""
-        return any(c.endpoint.provider_name == provider_name for c in self.candidates)
-
 
 # -- matching -------------------------------------------------------------------------------------
 
