@@ -81,7 +81,7 @@ class ErrorRule:
 
 
 #: The table: first match wins; statuses it does not name fall back on their class (see
-#: ``_by_status``). Sources: [real] a body recorded from the live API, [3p] a body recorded by a
+#: ``error_kind``). Sources: [real] a body recorded from the live API, [3p] a body recorded by a
 #: third party, [docs] OpenRouter's documentation (the numbers are sections of the project's notes
 #: on the API; the tests name the recording of each line).
 ERROR_RULES: tuple[ErrorRule, ...] = (
@@ -291,14 +291,6 @@ def _facts(
     )
 
 
-def _by_status(status: int | None) -> FailureKind:
-    """The kind of a status no table line names: no code (an error inside a 200 body without
-    one) and 408/429/5xx are transient; other 4xx fail the row."""
-    if status is None or status in TRANSIENT_STATUSES or status >= 500:
-        return "transient"
-    return "row"
-
-
 def rule_for(
     status: int | None, error: Mapping[str, Any] | None, *, platform: bool = False
 ) -> ErrorRule | None:
@@ -331,4 +323,7 @@ def error_kind(
     rule = rule_for(status, err, platform=platform)
     if rule is not None:
         return rule.kind
-    return _by_status(int_code(err.get("code")) if status in (None, 200) else status)
+    # no line names it: no code (an error inside a 200 body without one) and 408/429/5xx are
+    # transient; other 4xx fail the row
+    code = int_code(err.get("code")) if status in (None, 200) else status
+    return "transient" if code is None or code in TRANSIENT_STATUSES or code >= 500 else "row"

@@ -23,7 +23,6 @@ from openrouter_probe.api.payload import Number, Payload, PriceStr, SkippedRecor
 __all__ = [
     "KNOWN_QUANTIZATIONS",
     "KNOWN_SERVICE_TIERS",
-    "KNOWN_STATUSES",
     "AliasTarget",
     "Architecture",
     "Endpoint",
@@ -58,10 +57,6 @@ KNOWN_QUANTIZATIONS: tuple[str, ...] = (
     "fp32",
     "unknown",
 )
-
-#: Endpoint ``status`` codes in OpenRouter's spec. Meanings are undocumented; ``-2`` was observed on
-#: degraded endpoints (uptime 72-91%) and ``-5`` on worse ones. Other values may appear.
-KNOWN_STATUSES: tuple[int, ...] = (0, -1, -2, -3, -5, -10)
 
 #: Endpoint ``service_tier`` values in OpenRouter's spec (``null`` is a standard endpoint). Other
 #: strings are kept as they came.
@@ -252,6 +247,8 @@ class Endpoint(Payload):
     max_completion_tokens: int | None = None
     max_prompt_tokens: int | None = None
     supported_parameters: list[str] = Field(default_factory=list)
+    #: in OpenRouter's spec 0, -1, -2, -3, -5 or -10, meanings undocumented: -2 was observed on
+    #: degraded endpoints (uptime 72-91%), -5 on worse ones (``rules.ranking.is_stable``)
     status: int | None = None
     uptime_last_5m: Number | None = None
     uptime_last_30m: Number | None = None
