@@ -203,13 +203,13 @@ class BatchClient(Wired):
         Each request is ``{"custom_id": ..., "body": {...}}``. The body is written with
         ``endpoint``, ``model`` and the optional fields before ``requests``. Never retried.
         """
+        optional = {
+            "callback_url": callback_url,
+            "completion_window": completion_window,
+            "provider": None if provider is None else dict(provider),
+        }
         head: dict[str, Any] = {"endpoint": endpoint, "model": model}
-        if callback_url is not None:
-            head["callback_url"] = callback_url
-        if completion_window is not None:
-            head["completion_window"] = completion_window
-        if provider is not None:
-            head["provider"] = dict(provider)
+        head |= {k: v for k, v in optional.items() if v is not None}
         # Dicts keep insertion order and json.dumps writes it: requests goes last.
         text = json.dumps({**head, "requests": [dict(r) for r in requests]}, ensure_ascii=False)
         return read_body(self._call("POST", data=text.encode()), Batch)
@@ -252,14 +252,12 @@ class BatchClient(Wired):
         """One page of the workspace's batches, newest first (items omit ``results``).
         ``created_after``/``created_before`` are strict bounds; ``after`` is the previous page's
         ``last_id``."""
-        params: list[tuple[str, str]] = [("limit", str(limit))]
-        for key, value in (
-            ("created_after", _stamp(created_after)),
-            ("created_before", _stamp(created_before)),
-            ("after", after),
-        ):
-            if value is not None:
-                params.append((key, value))
+        bounds = {
+            "created_after": _stamp(created_after),
+            "created_before": _stamp(created_before),
+            "after": after,
+        }
+        params = [("limit", str(limit)), *((k, v) for k, v in bounds.items() if v is not None)]
         params += [("status", s) for s in status]
         response = self._call("GET", params=params)
         page = read_body(response, BatchList)

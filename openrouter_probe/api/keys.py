@@ -140,15 +140,13 @@ class KeysClient(Wired):
         limit_reset: str | None = None,
     ) -> CreatedKey:
         """Create a key named ``name`` with a credit ``limit_usd`` (``None``: unlimited)."""
-        body: dict[str, Any] = {"name": name}
-        if limit_usd is not None:
-            body["limit"] = float(limit_usd)
-        if include_byok_in_limit is not None:
-            body["include_byok_in_limit"] = include_byok_in_limit
-        if expires_at is not None:
-            body["expires_at"] = expires_at
-        if limit_reset is not None:
-            body["limit_reset"] = limit_reset
+        options = {
+            "limit": None if limit_usd is None else float(limit_usd),
+            "include_byok_in_limit": include_byok_in_limit,
+            "expires_at": expires_at,
+            "limit_reset": limit_reset,
+        }
+        body = {"name": name, **{k: v for k, v in options.items() if v is not None}}
         answer = self._call("POST", "/keys", body=body)
         secret = answer.get("key") if isinstance(answer, dict) else None
         if not isinstance(secret, str) or not secret:
