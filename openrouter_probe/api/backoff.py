@@ -1,14 +1,11 @@
 """Bounded waits: how long to wait before a retry, and when to stop retrying.
 
-One policy serves the sync client and the async generator, and so does what it reads from the wire:
-``TRANSIENT_STATUSES`` (the HTTP statuses worth another attempt) and ``retry_after_s`` (the
-``Retry-After`` header, in seconds or as an HTTP date). Every wait is capped:
-by ``wait_max_s``, and by the time left before the overall deadline. When the server asks for more
-than that (``Retry-After: 3600``), the answer is "give up now" with the time the server named, so
-that the caller can say when to retry instead of sleeping an hour in silence.
-
-The computation is a pure function of its inputs (the random draw is injected), so it is
-unit-tested without waiting; the callers inject their sleep, and tests run with waits off.
+One policy serves the sync client and the run, and so does what it reads from the wire:
+``TRANSIENT_STATUSES`` and ``retry_after_s`` (``Retry-After``, in seconds or as an HTTP date).
+Every wait is capped by ``wait_max_s`` and by the time left; a server that asks for more is
+answered "give up now, retry after ..." rather than slept on in silence (docs/api.md, "Retries,
+bounded and visible"). The computation is a pure function of its inputs (the random draw is
+injected), so it is tested without waiting.
 
 Example::
 

@@ -1,11 +1,9 @@
 """The key management API client (``/api/v1/keys``, ``/api/v1/activity``), on ``requests``.
 
-A ``KeysClient`` speaks for a management key (``OPENROUTER_MANAGEMENT_KEY``; a management key cannot
-call completions, and an inference key cannot call these paths) to ``OPENROUTER_BASE_URL``. Every
-call is one request: a create is not idempotent, so nothing here retries (a key created twice is a
-second key with its own limit). Errors become the ``openrouter_probe.errors`` tree as in
-``api.client``. The secret of a created key is returned once, in ``CreatedKey.secret``; nothing here
-logs it, and ``repr`` of a ``CreatedKey`` hides it.
+A ``KeysClient`` speaks for a management key (``OPENROUTER_MANAGEMENT_KEY``: a management key cannot
+call completions, and an inference key cannot call these paths). Every call is one request
+(``api.wire``): a create is not idempotent, so nothing here retries. The secret of a created key is
+returned once, in ``CreatedKey.secret``; nothing here logs or quotes it, and its ``repr`` hides it.
 
 Example::
 
