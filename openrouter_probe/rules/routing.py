@@ -17,7 +17,7 @@ explain`` prints them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
@@ -179,96 +179,41 @@ def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | Non
     return next((e for e in entries or () if matches(e, endpoint)), None)
 
 
-# -- hard filters, in the order OpenRouter's routing funnel applies them --------------------------
-
-_Filter = Callable[[ProviderBlock, Endpoint, RequestParams], "Exclusion | None"]
-
-
-def _byok_only(_: ProviderBlock, e: Endpoint, __: RequestParams) -> Exclusion | None:
-    if (e.model_extra or {}).get("is_byok_only"):
-        # Seen on provider pages: reachable only with the user's own provider key.
-        return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
-    return None
-
-
-def _only(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    if block.only is not None and _first_match(block.only, e) is None:
-        return Exclusion(e, "only", f"not matched by only {block.only}")
-    return None
-
-
-def _ignore(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    hit = _first_match(block.ignore, e)
-    return None if hit is None else Exclusion(e, "ignore", f"ignored by {hit!r}")
-
-
-def _quantization(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    if block.quantizations is not None and e.quantization not in block.quantizations:
-        return Exclusion(
-            e, "quantization", f"quantization {e.quantization!r} not in {block.quantizations}"
-        )
-    return None
-
-
 def _listed_price(e: Endpoint, key: str) -> Decimal | None:
     """The endpoint's price for a ``max_price`` key, in that key's unit (``MAX_PRICE_UNITS``)."""
     per_m = MAX_PRICE_UNITS[key] == "/M tokens"
     return e.pricing.usd_per_m(key) if per_m else e.pricing.usd_per_unit(key)
 
 
-def _max_price(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    if block.max_price is None:
-        return None
+def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    """The first hard filter ``e`` fails, in the order OpenRouter's routing funnel applies them."""
+    if (e.model_extra or {}).get("is_byok_only"):
+        # Seen on provider pages: reachable only with the user's own provider key.
+        return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
+    if block.only is not None and _first_match(block.only, e) is None:
+        return Exclusion(e, "only", f"not matched by only {block.only}")
+    if (hit := _first_match(block.ignore, e)) is not None:
+        return Exclusion(e, "ignore", f"ignored by {hit!r}")
+    if block.quantizations is not None and e.quantization not in block.quantizations:
+        said = f"quantization {e.quantization!r} not in {block.quantizations}"
+        return Exclusion(e, "quantization", said)
     for key, unit in MAX_PRICE_UNITS.items():
-        limit = block.max_price.limit(key)
-        price = _listed_price(e, key)
+        limit = None if block.max_price is None else block.max_price.limit(key)
+        price = None if limit is None else _listed_price(e, key)
         if limit is not None and price is not None and price > limit:
-            return Exclusion(
-                e, "max_price", f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
-            )
-    return None
-
-
-def _parameters(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    if not block.require_parameters:
-        return None
-    missing = sorted(params.parameters - set(e.supported_parameters))
-    if missing:
+            said = f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
+            return Exclusion(e, "max_price", said)
+    if block.require_parameters and (
+        missing := sorted(params.parameters - set(e.supported_parameters))
+    ):
         return Exclusion(e, "require_parameters", f"does not support {', '.join(missing)}")
-    return None
-
-
-def _max_tokens(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
     cap = e.max_completion_tokens
     if params.max_tokens is not None and cap is not None and params.max_tokens > cap:
         return Exclusion(e, "max_tokens", f"max_tokens {params.max_tokens} > its max {cap}")
-    return None
-
-
-def _context(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    context = e.context_length
-    if params.prompt_tokens is None or context is None:
-        return None
-    if params.prompt_tokens + (params.max_tokens or 0) > context:
+    context, prompt = e.context_length, params.prompt_tokens
+    if context is not None and prompt is not None and prompt + (params.max_tokens or 0) > context:
         return Exclusion(e, "context_length", f"request exceeds its context {context}")
     return None
-
-
-_FILTERS: tuple[_Filter, ...] = (
-    _byok_only,
-    _only,
-    _ignore,
-    _quantization,
-    _max_price,
-    _parameters,
-    _max_tokens,
-    _context,
-)
-
-
-def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    """The first hard filter ``e`` fails."""
-    return next((x for check in _FILTERS if (x := check(block, e, params)) is not None), None)
 
 
 # -- the three routing modes ----------------------------------------------------------------------
