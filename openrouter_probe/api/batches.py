@@ -118,15 +118,6 @@ class ResultsPage(Payload):
     next_cursor: str | None = None
 
 
-def _stamp(value: int | float | datetime | None) -> str | None:
-    """A ``created_after``/``created_before`` value: Unix seconds (a datetime is converted)."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return str(int(value.timestamp()))
-    return str(int(value))
-
-
 class BatchClient(Wired):
     """OpenRouter's Batch API; options keyword-only, as ``openrouter_probe.Client``'s.
 
@@ -193,23 +184,14 @@ class BatchClient(Wired):
         *,
         model: str,
         requests: Sequence[Mapping[str, Any]],
-        endpoint: str = "/v1/chat/completions",
         provider: Mapping[str, Any] | None = None,
-        completion_window: str | None = None,
-        callback_url: str | None = None,
     ) -> Batch:
-        """Submit a batch (``202``: stored, not yet valid; it may still go ``failed``).
-
-        Each request is ``{"custom_id": ..., "body": {...}}``. The body is written with
-        ``endpoint``, ``model`` and the optional fields before ``requests``. Never retried.
-        """
-        optional = {
-            "callback_url": callback_url,
-            "completion_window": completion_window,
-            "provider": None if provider is None else dict(provider),
-        }
-        head: dict[str, Any] = {"endpoint": endpoint, "model": model}
-        head |= {k: v for k, v in optional.items() if v is not None}
+        """Submit a batch of chat completions (``202``: stored, not yet valid; it may still go
+        ``failed``). Each request is ``{"custom_id": ..., "body": {...}}``. The body is written
+        with ``endpoint``, ``model`` and ``provider`` before ``requests``. Never retried."""
+        head: dict[str, Any] = {"endpoint": "/v1/chat/completions", "model": model}
+        if provider is not None:
+            head["provider"] = dict(provider)
         # Dicts keep insertion order and json.dumps writes it: requests goes last.
         text = json.dumps({**head, "requests": [dict(r) for r in requests]}, ensure_ascii=False)
         return read_body(self._call("POST", data=text.encode()), Batch)
@@ -244,20 +226,21 @@ class BatchClient(Wired):
         self,
         *,
         created_after: int | float | datetime | None = None,
-        created_before: int | float | datetime | None = None,
         after: str | None = None,
         status: Sequence[str] = (),
         limit: int = 100,
     ) -> BatchList:
         """One page of the workspace's batches, newest first (items omit ``results``).
-        ``created_after``/``created_before`` are strict bounds; ``after`` is the previous page's
-        ``last_id``."""
-        bounds = {
-            "created_after": _stamp(created_after),
-            "created_before": _stamp(created_before),
-            "after": after,
-        }
-        params = [("limit", str(limit)), *((k, v) for k, v in bounds.items() if v is not None)]
+        ``created_after`` (Unix seconds or a datetime) is a strict bound; ``after`` is the previous
+        page's ``last_id``."""
+        params = [("limit", str(limit))]
+        if created_after is not None:
+            stamp = (
+                created_after.timestamp() if isinstance(created_after, datetime) else created_after
+            )
+            params.append(("created_after", str(int(stamp))))
+        if after is not None:
+            params.append(("after", after))
         params += [("status", s) for s in status]
         response = self._call("GET", params=params)
         page = read_body(response, BatchList)
