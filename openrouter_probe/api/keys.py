@@ -135,14 +135,12 @@ class KeysClient(Wired):
         limit_usd: Decimal | float | None = None,
         include_byok_in_limit: bool | None = None,
         expires_at: str | None = None,
-        limit_reset: str | None = None,
     ) -> CreatedKey:
         """Create a key named ``name`` with a credit ``limit_usd`` (``None``: unlimited)."""
         options = {
             "limit": None if limit_usd is None else float(limit_usd),
             "include_byok_in_limit": include_byok_in_limit,
             "expires_at": expires_at,
-            "limit_reset": limit_reset,
         }
         body = {"name": name, **{k: v for k, v in options.items() if v is not None}}
         answer = self._call("POST", "/keys", body=body)
