@@ -92,7 +92,7 @@ def _in_window(minute: int, window: tuple[int, int]) -> bool:
 
 
 def _applies(
-    entry: PricingOverride, prompt_tokens: int | None, minute: int | None, day: str | None = None
+    entry: PricingOverride, prompt_tokens: int | None, minute: int | None, day: str | None
 ) -> bool:
     if entry.min_prompt_tokens is not None and (
         prompt_tokens is None or prompt_tokens <= entry.min_prompt_tokens
