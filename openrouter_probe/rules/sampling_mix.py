@@ -16,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -64,12 +66,8 @@ class Mix:
         row id, placed on the shares (the same in any process, on any shard)."""
         key = f"{seed}\0{self.name}\0{row_id}".encode()
         u = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2.0**64
-        running = 0.0
-        for value, share in zip(self.values, self.shares, strict=True):
-            running += share
-            if u < running:
-                return value
-        return self.values[-1]
+        at = bisect.bisect_right(list(itertools.accumulate(self.shares)), u)
+        return self.values[min(at, len(self.values) - 1)]  # past the last share's rounding
 
     def describe(self) -> str:
         """``on 80%, off 20%``: each value and its share."""
