@@ -46,7 +46,6 @@ class KeyRecord:
     limit_remaining_usd: Decimal | None
     usage_usd: Decimal
     expires_at: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, data: Any) -> KeyRecord:
@@ -62,7 +61,6 @@ class KeyRecord:
             # unknown is not zero: a usage the server did not say is unknown, never $0
             usage_usd=usage if usage is not None else Decimal("NaN"),
             expires_at=data.get("expires_at"),
-            raw=data,
         )
 
 
