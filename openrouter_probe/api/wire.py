@@ -140,15 +140,6 @@ class Wire:
         """``path`` under the connection's API root (a full URL is kept as it is)."""
         return path if path.startswith("http") else f"{self.connection.base_url}{path}"
 
-    def pause(self, seconds: float) -> None:
-        """Wait ``seconds`` (the injected sleep in tests)."""
-        (self._sleep or _sleep)(seconds)
-
-    @staticmethod
-    def now() -> float:
-        """The monotonic clock the waits are measured on (virtual in tests)."""
-        return _monotonic()
-
     def send(
         self,
         method: str,
@@ -201,7 +192,7 @@ class Wire:
             attempts=self.attempts,
             timeout_s=self.retry_timeout_s,
         )
-        started = transient_from = self.now()
+        started = transient_from = _monotonic()
         tries = {True: 0, False: 0}  # the tries of each schedule, by "a 404 while settling"
         while True:
             try:
@@ -212,13 +203,13 @@ class Wire:
                     raise
                 tries[unsettled] += 1
                 if unsettled:  # each ask after a 404 has its transient tries afresh
-                    tries[False], transient_from = 0, self.now()
+                    tries[False], transient_from = 0, _monotonic()
                 policy = settling if unsettled and settling else transient
                 retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
                 decision = policy.next_wait(
                     attempt=tries[unsettled],
                     retry_after_s=retry_after,
-                    elapsed_s=self.now() - (started if unsettled else transient_from),
+                    elapsed_s=_monotonic() - (started if unsettled else transient_from),
                 )
                 if decision.give_up:
                     said = "still not visible, " if unsettled else ""
@@ -238,7 +229,7 @@ class Wire:
                         self.attempts - 1,
                         decision.wait_s,
                     )
-                self.pause(decision.wait_s)
+                (self._sleep or _sleep)(decision.wait_s)
 
 
 class Wired:
