@@ -62,7 +62,7 @@ def _parse_time(value: Any, where: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return datetime.fromisoformat(str(value))
     except ValueError as exc:
         raise SnapshotError(
             f"{where}: {value!r} is not an ISO time (e.g. 2026-11-20T09:00:00Z)"

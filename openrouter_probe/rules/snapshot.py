@@ -275,11 +275,7 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
     if doc.get("format") == _FORMAT:
         try:
             stamp = doc["taken_at"]
-            taken_at = (
-                None
-                if stamp is None
-                else _as_utc(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")))
-            )
+            taken_at = None if stamp is None else _as_utc(datetime.fromisoformat(str(stamp)))
             data = doc["data"]
             model = str(doc["model"])
         except (KeyError, ValueError) as exc:
