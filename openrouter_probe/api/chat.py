@@ -17,7 +17,6 @@ __all__ = [
     "CompletionTokensDetails",
     "Credits",
     "Generation",
-    "GenerationFound",
     "KeyBudget",
     "KeyInfo",
     "PromptTokensDetails",
@@ -222,15 +221,11 @@ class Generation(Payload):
         )[:2]
 
 
-#: What ``read_generation`` found: the record, ``None`` (not there yet: ``/generation`` is
-#: eventually consistent; 429 and 5xx too: ask again), or why it cannot be read (``str``).
-GenerationFound = Generation | str | None
-
-
-def read_generation(status: int, data: bytes | str) -> GenerationFound:
+def read_generation(status: int, data: bytes | str) -> Generation | str | None:
     """Read a ``GET /generation`` answer, for the sync client and the run alike: a 200 gives the
-    record (``data``); 404 (not visible yet), 429 and 5xx are ``None``; anything else says why
-    it is unreadable (``"HTTP 401"``, ``"not a /generation body"``)."""
+    record (``data``); 404 (not visible yet: ``/generation`` is eventually consistent), 429 and
+    5xx are ``None`` (ask again); anything else says why it is unreadable (``"HTTP 401"``,
+    ``"not a /generation body"``)."""
     if status == 404 or status == 429 or status >= 500:
         return None
     if status != 200:
