@@ -223,18 +223,6 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
 )
 
 
-@dataclass
-class _Facts:
-    """What the table matches on, read once from an error."""
-
-    message: str
-    details: tuple[str, ...]
-    wraps_transient: bool
-    platform: bool
-    unattributed: bool = False
-    refusal: str | None = None
-
-
 def upstream_code(metadata: Mapping[str, Any]) -> int | None:
     """The upstream's own status: ``metadata.provider_code``, else the code inside ``raw`` when it
     is a JSON error body or starts with a status line (never any number found in its text)."""
@@ -259,36 +247,44 @@ def upstream_code(metadata: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _facts(
-    error: Mapping[str, Any],
-    metadata: Mapping[str, Any],
-    platform: bool,
-    *,
-    http: bool,
-    status: int | None = None,
-) -> _Facts:
-    details = [
-        str(metadata.get(key) or "").lower() for key in ("raw", "error_type", "provider_error_code")
-    ]
-    availability = error.get("availability")
-    if isinstance(availability, dict) and availability.get("retryable") is True:
-        # only a retryable availability decides; a final one leaves the status to decide
-        details.append(str(availability.get("code") or "temporarily_unavailable").lower())
-    upstream = upstream_code(metadata)
-    headers = metadata.get("headers")
-    in_body = isinstance(headers, dict) and any(
-        str(k).lower().startswith("x-ratelimit") for k in headers
-    )
-    return _Facts(
-        message=str(error.get("message") or "").lower(),
-        details=tuple(d for d in details if d),
-        wraps_transient=upstream is not None
-        and (upstream in TRANSIENT_STATUSES or upstream >= 500),
-        platform=platform or in_body,
-        unattributed=http
-        and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
-        refusal=refusal(status, error),
-    )
+@dataclass
+class _Facts:
+    """What the table matches on, read once from an error object (``status`` as ``rule_for``
+    takes it)."""
+
+    message: str
+    details: tuple[str, ...]
+    wraps_transient: bool
+    platform: bool
+    unattributed: bool
+    refusal: str | None
+
+    @classmethod
+    def of(cls, error: Mapping[str, Any], status: int | None, platform: bool) -> _Facts:
+        raw_metadata = error.get("metadata")
+        metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
+        details = [
+            str(metadata.get(k) or "").lower() for k in ("raw", "error_type", "provider_error_code")
+        ]
+        availability = error.get("availability")
+        if isinstance(availability, dict) and availability.get("retryable") is True:
+            # only a retryable availability decides; a final one leaves the status to decide
+            details.append(str(availability.get("code") or "temporarily_unavailable").lower())
+        upstream = upstream_code(metadata)
+        headers = metadata.get("headers")
+        in_body = isinstance(headers, dict) and any(
+            str(k).lower().startswith("x-ratelimit") for k in headers
+        )
+        return cls(
+            message=str(error.get("message") or "").lower(),
+            details=tuple(d for d in details if d),
+            wraps_transient=upstream is not None
+            and (upstream in TRANSIENT_STATUSES or upstream >= 500),
+            platform=platform or in_body,
+            unattributed=status not in (None, 200)
+            and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
+            refusal=refusal(status, error),
+        )
 
 
 def rule_for(
@@ -296,10 +292,8 @@ def rule_for(
 ) -> ErrorRule | None:
     """The table's line that decides this error (``None``: its status class decides)."""
     err = error_object(error)
-    raw_metadata = err.get("metadata")
-    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     effective = int_code(err.get("code")) if status in (None, 200) else status
-    facts = _facts(err, metadata, platform, http=status not in (None, 200), status=status)
+    facts = _Facts.of(err, status, platform)
     return next((r for r in ERROR_RULES if r.matches(effective, facts)), None)
 
 
