@@ -23,6 +23,7 @@ from pathlib import Path
 
 import openrouter_probe as orp
 from openrouter_probe.fake import ManualClock
+from openrouter_probe.rules.batch import describe_batch
 
 HERE = Path(__file__).resolve().parent
 SNAPSHOT = HERE / "kimi-k3.snapshot.json"
@@ -34,7 +35,7 @@ KEY = "sk-fake-side-by-side"
 
 async def run(workdir: Path) -> int:
     snap = orp.load_snapshot(SNAPSHOT)
-    print(f"1. snapshot: {snap!r}; {snap.batch.describe() if snap.batch else 'no batch data'}")
+    print(f"1. snapshot: {snap!r}; {describe_batch(snap.batch, snap.model)}")
     policy = orp.compile_policy(orp.load_spec(SPEC), snap)
     policy_path = policy.save(workdir / "kimi-k3.yaml")
     batch_provider = policy.batch_provider()

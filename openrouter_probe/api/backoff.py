@@ -1,14 +1,11 @@
 """Bounded waits: how long to wait before a retry, and when to stop retrying.
 
-One policy serves the sync client and the async generator, and so does what it reads from the wire:
-``TRANSIENT_STATUSES`` (the HTTP statuses worth another attempt) and ``retry_after_s`` (the
-``Retry-After`` header, in seconds or as an HTTP date). Every wait is capped:
-by ``wait_max_s``, and by the time left before the overall deadline. When the server asks for more
-than that (``Retry-After: 3600``), the answer is "give up now" with the time the server named, so
-that the caller can say when to retry instead of sleeping an hour in silence.
-
-The computation is a pure function of its inputs (the random draw is injected), so it is
-unit-tested without waiting; the callers inject their sleep, and tests run with waits off.
+One policy serves the sync client and the run, and so does what it reads from the wire:
+``TRANSIENT_STATUSES`` and ``retry_after_s`` (``Retry-After``, in seconds or as an HTTP date).
+Every wait is capped by ``wait_max_s`` and by the time left; a server that asks for more is
+answered "give up now, retry after ..." rather than slept on in silence (docs/api.md, "Retries,
+bounded and visible"). The computation is a pure function of its inputs (the random draw is
+injected), so it is tested without waiting.
 
 Example::
 
@@ -37,6 +34,7 @@ __all__ = [
     "TRANSIENT_STATUSES",
     "Backoff",
     "WaitDecision",
+    "http_date",
     "retry_after_s",
     "said_wait_s",
 ]
@@ -68,10 +66,10 @@ def retry_after_s(
     try:
         seconds = float(text)
     except ValueError:
-        when = _http_date(text)
+        when = http_date(text)
         if when is None:
             return None
-        base = _http_date(date) if date else None
+        base = http_date(date)
         seconds = when - (base if base is not None else now_s())
     if not math.isfinite(seconds):
         return None
@@ -94,8 +92,9 @@ def said_wait_s(
     return retry_after_s(str(value) if value is not None else None, date=named.get("date"))
 
 
-def _http_date(text: str | None) -> float | None:
-    """An HTTP date (RFC 9110: IMF-fixdate, or the obsolete forms) in epoch seconds."""
+def http_date(text: str | None) -> float | None:
+    """An HTTP date (RFC 9110: IMF-fixdate, or the obsolete forms) in epoch seconds (``None``:
+    absent or unreadable)."""
     if not text:
         return None
     try:

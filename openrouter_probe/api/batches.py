@@ -1,22 +1,9 @@
-"""A client for OpenRouter's Batch API (``/api/v1/batches``), on ``requests``.
+"""A client for OpenRouter's Batch API (``/api/v1/batches``), on ``requests``: ``BatchClient``.
 
-What the batch sender stands on: ``create`` (the body written with ``endpoint`` and ``model``
-before ``requests``, which OpenRouter reads as a stream and otherwise refuses with 400), ``get``,
-``results`` (the cursor pages of ``/batches/{id}/results``), ``list`` (``created_after``, ``after``,
-``status``; each page with the server's clock, its ``Date``: how an orphaned batch is found
-again), ``delete``. Facts and sources: ``docs/batch.md``.
-
-Nothing here retries: a ``create`` retried after a lost answer can make a second batch (find the
-first in ``list``), and a poll's cadence is the sender's to set. Errors go
-through the same translation as the sync client (``api.translate``): a 402 on ``get`` (results
-withheld until the charge is covered) is an ``InsufficientCreditsError`` whose ``body`` holds the
-batch; a 404 right after a create is normal (the record is written asynchronously) and is a
-``NoRouteError`` like any 404.
-
-The canonical path is ``{base}/batches`` (``https://openrouter.ai/api/v1``); launch-era accounts
-answered it with the web app's HTML 404 and served ``/api/beta/batches``. So a 404 whose body is
-not JSON switches this client to the beta path once, says so on the
-``openrouter_probe.api.batches`` logger, and ``path`` tells which one is in use.
+What it sends and reads, the beta path it falls back on and why nothing here retries (a
+``create`` retried after a lost answer can make a second batch: find the first in ``list``):
+docs/api.md ("The Batch API client"); the API's facts and sources: docs/batch.md. Errors go
+through the sync client's translation (``api.translate``).
 
 Example::
 
@@ -37,12 +24,12 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
 from pydantic import Field
 
+from openrouter_probe.api.backoff import http_date
 from openrouter_probe.api.connection import Connection
 from openrouter_probe.api.payload import Payload
 from openrouter_probe.api.wire import Wire, Wired, read_body
@@ -131,15 +118,6 @@ class ResultsPage(Payload):
     next_cursor: str | None = None
 
 
-def _stamp(value: int | float | datetime | None) -> str | None:
-    """A ``created_after``/``created_before`` value: Unix seconds (a datetime is converted)."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return str(int(value.timestamp()))
-    return str(int(value))
-
-
 class BatchClient(Wired):
     """OpenRouter's Batch API; options keyword-only, as ``openrouter_probe.Client``'s.
 
@@ -206,21 +184,12 @@ class BatchClient(Wired):
         *,
         model: str,
         requests: Sequence[Mapping[str, Any]],
-        endpoint: str = "/v1/chat/completions",
         provider: Mapping[str, Any] | None = None,
-        completion_window: str | None = None,
-        callback_url: str | None = None,
     ) -> Batch:
-        """Submit a batch (``202``: stored, not yet valid; it may still go ``failed``).
-
-        Each request is ``{"custom_id": ..., "body": {...}}``. The body is written with
-        ``endpoint``, ``model`` and the optional fields before ``requests``. Never retried.
-        """
-        head: dict[str, Any] = {"endpoint": endpoint, "model": model}
-        if callback_url is not None:
-            head["callback_url"] = callback_url
-        if completion_window is not None:
-            head["completion_window"] = completion_window
+        """Submit a batch of chat completions (``202``: stored, not yet valid; it may still go
+        ``failed``). Each request is ``{"custom_id": ..., "body": {...}}``. The body is written
+        with ``endpoint``, ``model`` and ``provider`` before ``requests``. Never retried."""
+        head: dict[str, Any] = {"endpoint": "/v1/chat/completions", "model": model}
         if provider is not None:
             head["provider"] = dict(provider)
         # Dicts keep insertion order and json.dumps writes it: requests goes last.
@@ -257,26 +226,25 @@ class BatchClient(Wired):
         self,
         *,
         created_after: int | float | datetime | None = None,
-        created_before: int | float | datetime | None = None,
         after: str | None = None,
         status: Sequence[str] = (),
         limit: int = 100,
     ) -> BatchList:
         """One page of the workspace's batches, newest first (items omit ``results``).
-        ``created_after``/``created_before`` are strict bounds; ``after`` is the previous page's
-        ``last_id``."""
-        params: list[tuple[str, str]] = [("limit", str(limit))]
-        for key, value in (
-            ("created_after", _stamp(created_after)),
-            ("created_before", _stamp(created_before)),
-            ("after", after),
-        ):
-            if value is not None:
-                params.append((key, value))
+        ``created_after`` (Unix seconds or a datetime) is a strict bound; ``after`` is the previous
+        page's ``last_id``."""
+        params = [("limit", str(limit))]
+        if created_after is not None:
+            stamp = (
+                created_after.timestamp() if isinstance(created_after, datetime) else created_after
+            )
+            params.append(("created_after", str(int(stamp))))
+        if after is not None:
+            params.append(("after", after))
         params += [("status", s) for s in status]
         response = self._call("GET", params=params)
         page = read_body(response, BatchList)
-        page.served_at = _served_at(response)
+        page.served_at = http_date(response.headers.get("Date"))
         return page
 
     def list_all(
@@ -296,15 +264,6 @@ class BatchClient(Wired):
         is kept; it is not a cancel: there is none)."""
         payload = read_body(self._call("DELETE", f"/{batch_id}"))
         return payload if isinstance(payload, dict) else {"answer": payload}
-
-
-def _served_at(response: requests.Response) -> float | None:
-    """The response's ``Date`` header as Unix seconds (``None``: absent or unreadable)."""
-    date = response.headers.get("Date")
-    try:
-        return parsedate_to_datetime(date).timestamp() if date else None
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def _is_json(text: str | None) -> bool:

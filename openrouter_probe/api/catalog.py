@@ -1,14 +1,7 @@
-"""Model lists (``GET /models``) read from a saved body or from the copy bundled in the package.
-
-The live list comes from ``Client.models()``. Without the network, ``bundled_models_list()`` gives
-the list shipped inside the package: a real ``GET /api/v1/models`` body of 2026-01-28 (347 models,
-the day after Kimi K2.5 launched), published in the public repository
-``Crashthatch/openroutermodeltable`` (``models_data.json``, commit 7e0a0dc7) and stored gzipped,
-byte-exact. It is old: prices and the set of models have changed since. ``load_models_list(path)``
-reads a body the user saved (``curl .../api/v1/models > models.json``).
-
-Both read tolerantly (see ``openrouter_probe.api.schema``): a model that cannot be read is skipped and
-listed in the result's ``skipped``.
+"""Model lists (``GET /models``) read from a saved body (``load_models_list``) or from the copy
+bundled in the package (``bundled_models_list``: a real body of 2026-01-28, old prices; docs/probe.md
+says where it comes from). The live list is ``Client.models()``. Both read tolerantly: a model that
+cannot be read is skipped and listed in the result's ``skipped``.
 
 Example::
 

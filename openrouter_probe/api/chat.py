@@ -1,12 +1,7 @@
-"""Typed views of what a request costs: usage, generations, the key and its budgets.
-
-``Usage`` (with its token details) is what a ``POST /chat/completions`` reply says it used and
-cost (the reply itself is ``openrouter_probe.api.completion.ChatCompletion``, the one model of a
-completion); ``read_cost`` reads its ``cost``. ``Generation`` (with ``ProviderResponse``, one
-routing attempt) is ``GET /generation``, read by ``read_generation`` for the client and the run
-alike; ``KeyInfo`` (with ``KeyBudget``) is ``GET /key``, ``Credits`` ``GET /credits``. The pydantic ones read tolerantly like every payload in
-``openrouter_probe.api.schema``: unknown keys are kept, and only the fields the library computes from
-are validated strictly.
+"""Typed views of what a request costs: ``Usage`` (a completion's), ``Generation``
+(``GET /generation``, read by ``read_generation`` for the client and the run alike), ``KeyInfo``
+(``GET /key``) and ``Credits`` (``GET /credits``), read tolerantly (``api.payload``); ``read_spend``
+and ``read_cost`` read a cost, never taking an unreadable one as zero.
 """
 
 from __future__ import annotations
@@ -22,7 +17,6 @@ __all__ = [
     "CompletionTokensDetails",
     "Credits",
     "Generation",
-    "GenerationFound",
     "KeyBudget",
     "KeyInfo",
     "PromptTokensDetails",
@@ -227,15 +221,11 @@ class Generation(Payload):
         )[:2]
 
 
-#: What ``read_generation`` found: the record, ``None`` (not there yet: ``/generation`` is
-#: eventually consistent; 429 and 5xx too: ask again), or why it cannot be read (``str``).
-GenerationFound = Generation | str | None
-
-
-def read_generation(status: int, data: bytes | str) -> GenerationFound:
+def read_generation(status: int, data: bytes | str) -> Generation | str | None:
     """Read a ``GET /generation`` answer, for the sync client and the run alike: a 200 gives the
-    record (``data``); 404 (not visible yet), 429 and 5xx are ``None``; anything else says why
-    it is unreadable (``"HTTP 401"``, ``"not a /generation body"``)."""
+    record (``data``); 404 (not visible yet: ``/generation`` is eventually consistent), 429 and
+    5xx are ``None`` (ask again); anything else says why it is unreadable (``"HTTP 401"``,
+    ``"not a /generation body"``)."""
     if status == 404 or status == 429 or status >= 500:
         return None
     if status != 200:

@@ -165,16 +165,11 @@ class Client(Wired):
             ) from exc
 
     def models(self) -> ModelsList:
-        """Return every model OpenRouter lists (``GET /models``), following its pages.
-
-        A newer list names its next page in ``links.next``, or says ``total_count``. An explicit
-        ``links.next: null`` ends the list whatever ``total_count`` says; without ``links`` the
-        client pages on with ``?offset=N`` while ``total_count`` says more (on this client's host
-        only). A page that adds nothing ends it, and so does a page whose models were all on
-        earlier pages (a server that ignores ``offset``), with a warning. Models that cannot be
-        read are left out and listed in the result's ``skipped``, with one warning for the whole
-        list.
-        """
+        """Return every model OpenRouter lists (``GET /models``), following its pages
+        (``links.next``, else ``offset`` while ``total_count`` says more; on this client's host
+        only; docs/api.md, "Paging"). An explicit ``links.next: null`` ends the list; so does a
+        page that adds nothing or repeats (said). Models that cannot be read are left out and
+        listed in the result's ``skipped``, with one warning for the whole list."""
         quiet = {REPORT_SKIPPED: False}
         try:
             pages = [read_body(self._wire.get("/models"), ModelsList, context=quiet)]

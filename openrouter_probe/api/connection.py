@@ -22,24 +22,13 @@ from dataclasses import dataclass, field
 
 from openrouter_probe.errors import ConfigError, Message
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "KEYS_PAGE", "Connection", "resolve_base_url"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "KEYS_PAGE", "Connection"]
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 #: ``(connect, read)`` seconds of a request, unless the caller gives its own (a batch does).
 DEFAULT_TIMEOUT = (10.0, 60.0)
 #: Where a person creates a key (said in every "needs an API key" error).
 KEYS_PAGE = "https://openrouter.ai/settings/keys"
-
-
-def resolve_base_url(base_url: str | None = None) -> str:
-    """The API root: ``base_url``, else ``OPENROUTER_BASE_URL``, else the default; no trailing
-    ``/``. A URL that is not http(s) is refused with the way out."""
-    url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"OPENROUTER_BASE_URL={url!r} is not an http(s) URL; unset it to use {DEFAULT_BASE_URL}"
-        )
-    return url
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,13 +51,20 @@ class Connection:
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     ) -> Connection:
         """The connection of ``api_key`` and ``base_url``, the environment filling what is
-        ``None``."""
+        ``None`` (the module says how). A base URL that is not http(s) is refused with the way
+        out."""
+        url = (base_url or os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"OPENROUTER_BASE_URL={url!r} is not an http(s) URL; unset it to use "
+                f"{DEFAULT_BASE_URL}"
+            )
         env_key = os.environ.get("OPENROUTER_API_KEY")
         key = api_key if api_key is not None else (env_key or "")
         blank = api_key is None and env_key is not None and not env_key.strip()
         return cls(
             api_key=key.strip(),
-            base_url=resolve_base_url(base_url),
+            base_url=url,
             timeout=timeout,
             key_is_blank=blank,
         )

@@ -7,26 +7,10 @@ error object, keeps its ``metadata`` (``reason`` and ``limit_source`` among it, 
 the message for a person (whitespace joined, a message that is itself JSON read for its own
 message, never cut raw JSON).
 
-``refusal`` names what a 402 or 403 says, one case each, the same for the sync client
-(``api.client``), the batch client (``api.batches``) and the run (``run.send.failure``); the action is
-the caller's (docs/wire.md has the table):
-
-=================  ==========================================================================
-``in_flight``      402 ``reason: in_flight_budget_exhausted`` / ``limit_source:
-                   openrouter_in_flight_budget``: the account's in-flight budget is full; wait for
-                   ``Retry-After`` and send again (OPENROUTER.md 18)
-``key_limit``      402 ``limit_source: openrouter_key_limit`` (18), or a 403 "Key limit exceeded"
-                   (15): the key's own limit is spent
-``too_large``      402 ``reason: weight_exceeds_budget``, ``limit_source: openrouter_credits`` or
-                   "can only afford N": one request is larger than the account can hold (18, 9.1)
-``credits``        any other 402: "Insufficient credits" (9.1)
-``budget``         403 naming a budget ("Workspace monthly budget of $500.00 exceeded", 15;
-                   "Budget limit exceeded (monthly limit). Contact your org admin.", 19)
-``attestation``    403 "This model requires you to complete the following before use: 18+
-                   age confirmation" (``metadata.missing_attestation_types``, 19): the
-                   account must confirm it in its settings
-``flagged``        any other 403: a moderation or guardrail flag on this request (9.1)
-=================  ==========================================================================
+``refusal`` names what a 402 or 403 says (``in_flight``, ``key_limit``, ``too_large``,
+``credits``, ``budget``, ``attestation``, ``flagged``), one case each, the same for the sync
+client, the batch client and the run; the action is the caller's (docs/wire.md has the table,
+each case's bodies and sources).
 """
 
 from __future__ import annotations

@@ -1,42 +1,15 @@
 """Final versus transient, from OpenRouter's own words: ``ERROR_RULES`` and ``error_kind``.
 
-OpenRouter tells a final error from a transient one only in its wording and codes, so the decision is
-a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in OpenRouter's
-documentation (its errors page, and bodies recorded from the live API), each naming its source,
-first match wins, each tested (``tests/api/test_error_rules.py``). What each kind leads to is decided in
-the run, ``run.schedule.attempts.ON_FAILURE``; the sync client (``api.client``) retries
-``transient``, ``pause`` and ``held``, and raises the others:
-
-- ``transient``: retry with backoff (408, upstream 429, 5xx, a 400 wrapping one of those, timeouts,
-  cut connections and streams, an error inside a 200 body or stream that has no code or a
-  transient one);
-- ``pause``: a key-wide 429, the whole pool waits: OpenRouter's own (``X-RateLimit-*`` headers,
-  in the headers or in ``metadata.headers``), and any HTTP 429 that does not say it came from a
-  provider (no ``metadata.provider_name``, ``provider_code`` or ``raw``): unknown is the key's own
-  until shown otherwise;
-- ``row``: the row fails, the run goes on (400 invalid request or context length, a moderation or
-  guardrail 403, 413, 422, a token limit reached mid-answer);
-- ``held``: the account's in-flight budget is full (a 402 ``in_flight_budget_exhausted``, 2026):
-  not the row's failure and not a stop: the row waits for ``Retry-After`` and goes again, and the
-  run holds fewer dollars in flight (``run.money.limit.DollarWindow``);
-- ``run``: no row can succeed: 401 (the key), 402 (credits; the key's own limit; one request
-  larger than the account can hold), a 403 that says a budget is spent (workspace, guardrail or
-  key budget: ``Failure.budget``), a 403 attestation gate (an 18+ confirmation the account has not
-  given), 404 (the policy, or the account's guardrails and data policy, admit nothing), a 400
-  naming an invalid model.
-
-Every 402 and 403 is read once, by ``api.envelope`` (``reason``, ``limit_source``, a nested
-``error.error``, the message cleaned): the table matches its case (``Failure.refusal``).
-
-An error inside a 200 body or stream is classified by its own ``code`` as an HTTP status would be
-(the mid-stream error rule): a mid-stream 429 or 5xx is transient, a mid-stream 400 the row's.
-A stream that sent content, ended with ``finish_reason: "length"`` and then
-``{"error": {"code": 400, "message": "Token limit reached"}}`` (recorded by a third party, 2026)
-reached its token limit: a retry would pay for the same cut, so it fails the row.
-
-One table for every client: the sync client and the batch client (``api.translate``, on
-``APIStatusError.kind``) and the run's transport (``run.send.failure.classify_error``, on
-``Failure.kind``) read the same lines.
+OpenRouter tells a final error from a transient one only in its wording and codes, so the decision
+is a table, ``ERROR_RULES``: one line per error message or code seen in real traffic or in
+OpenRouter's documentation, each naming its source, first match wins, each tested
+(``tests/api/test_error_rules.py``). Its kinds are ``transient`` (retry), ``pause`` (the whole pool
+waits), ``held`` (the in-flight budget: wait and go again), ``row`` (this row fails) and ``run`` (no
+row can succeed); docs/wire.md ("The failure table") says which errors are which and why, the
+mid-stream error rule among them. One table for every client: the sync and batch clients retry
+``RETRIED`` (``api.translate``, on ``APIStatusError.kind``), the run does what
+``run.schedule.attempts.ON_FAILURE`` says (``run.send.failure.classify_error``, on
+``Failure.kind``).
 """
 
 from __future__ import annotations
@@ -108,7 +81,7 @@ class ErrorRule:
 
 
 #: The table: first match wins; statuses it does not name fall back on their class (see
-#: ``_by_status``). Sources: [real] a body recorded from the live API, [3p] a body recorded by a
+#: ``error_kind``). Sources: [real] a body recorded from the live API, [3p] a body recorded by a
 #: third party, [docs] OpenRouter's documentation (the numbers are sections of the project's notes
 #: on the API; the tests name the recording of each line).
 ERROR_RULES: tuple[ErrorRule, ...] = (
@@ -250,18 +223,6 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
 )
 
 
-@dataclass
-class _Facts:
-    """What the table matches on, read once from an error."""
-
-    message: str
-    details: tuple[str, ...]
-    wraps_transient: bool
-    platform: bool
-    unattributed: bool = False
-    refusal: str | None = None
-
-
 def upstream_code(metadata: Mapping[str, Any]) -> int | None:
     """The upstream's own status: ``metadata.provider_code``, else the code inside ``raw`` when it
     is a JSON error body or starts with a status line (never any number found in its text)."""
@@ -286,44 +247,44 @@ def upstream_code(metadata: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _facts(
-    error: Mapping[str, Any],
-    metadata: Mapping[str, Any],
-    platform: bool,
-    *,
-    http: bool,
-    status: int | None = None,
-) -> _Facts:
-    details = [
-        str(metadata.get(key) or "").lower() for key in ("raw", "error_type", "provider_error_code")
-    ]
-    availability = error.get("availability")
-    if isinstance(availability, dict) and availability.get("retryable") is True:
-        # only a retryable availability decides; a final one leaves the status to decide
-        details.append(str(availability.get("code") or "temporarily_unavailable").lower())
-    upstream = upstream_code(metadata)
-    headers = metadata.get("headers")
-    in_body = isinstance(headers, dict) and any(
-        str(k).lower().startswith("x-ratelimit") for k in headers
-    )
-    return _Facts(
-        message=str(error.get("message") or "").lower(),
-        details=tuple(d for d in details if d),
-        wraps_transient=upstream is not None
-        and (upstream in TRANSIENT_STATUSES or upstream >= 500),
-        platform=platform or in_body,
-        unattributed=http
-        and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
-        refusal=refusal(status, error),
-    )
+@dataclass
+class _Facts:
+    """What the table matches on, read once from an error object (``status`` as ``rule_for``
+    takes it)."""
 
+    message: str
+    details: tuple[str, ...]
+    wraps_transient: bool
+    platform: bool
+    unattributed: bool
+    refusal: str | None
 
-def _by_status(status: int | None) -> FailureKind:
-    """The kind of a status no table line names: no code (an error inside a 200 body without
-    one) and 408/429/5xx are transient; other 4xx fail the row."""
-    if status is None or status in TRANSIENT_STATUSES or status >= 500:
-        return "transient"
-    return "row"
+    @classmethod
+    def of(cls, error: Mapping[str, Any], status: int | None, platform: bool) -> _Facts:
+        raw_metadata = error.get("metadata")
+        metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
+        details = [
+            str(metadata.get(k) or "").lower() for k in ("raw", "error_type", "provider_error_code")
+        ]
+        availability = error.get("availability")
+        if isinstance(availability, dict) and availability.get("retryable") is True:
+            # only a retryable availability decides; a final one leaves the status to decide
+            details.append(str(availability.get("code") or "temporarily_unavailable").lower())
+        upstream = upstream_code(metadata)
+        headers = metadata.get("headers")
+        in_body = isinstance(headers, dict) and any(
+            str(k).lower().startswith("x-ratelimit") for k in headers
+        )
+        return cls(
+            message=str(error.get("message") or "").lower(),
+            details=tuple(d for d in details if d),
+            wraps_transient=upstream is not None
+            and (upstream in TRANSIENT_STATUSES or upstream >= 500),
+            platform=platform or in_body,
+            unattributed=status not in (None, 200)
+            and not any(metadata.get(k) for k in ("provider_name", "provider_code", "raw")),
+            refusal=refusal(status, error),
+        )
 
 
 def rule_for(
@@ -331,10 +292,8 @@ def rule_for(
 ) -> ErrorRule | None:
     """The table's line that decides this error (``None``: its status class decides)."""
     err = error_object(error)
-    raw_metadata = err.get("metadata")
-    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     effective = int_code(err.get("code")) if status in (None, 200) else status
-    facts = _facts(err, metadata, platform, http=status not in (None, 200), status=status)
+    facts = _Facts.of(err, status, platform)
     return next((r for r in ERROR_RULES if r.matches(effective, facts)), None)
 
 
@@ -358,4 +317,7 @@ def error_kind(
     rule = rule_for(status, err, platform=platform)
     if rule is not None:
         return rule.kind
-    return _by_status(int_code(err.get("code")) if status in (None, 200) else status)
+    # no line names it: no code (an error inside a 200 body without one) and 408/429/5xx are
+    # transient; other 4xx fail the row
+    code = int_code(err.get("code")) if status in (None, 200) else status
+    return "transient" if code is None or code in TRANSIENT_STATUSES or code >= 500 else "row"

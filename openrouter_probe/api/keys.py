@@ -1,11 +1,9 @@
 """The key management API client (``/api/v1/keys``, ``/api/v1/activity``), on ``requests``.
 
-A ``KeysClient`` speaks for a management key (``OPENROUTER_MANAGEMENT_KEY``; a management key cannot
-call completions, and an inference key cannot call these paths) to ``OPENROUTER_BASE_URL``. Every
-call is one request: a create is not idempotent, so nothing here retries (a key created twice is a
-second key with its own limit). Errors become the ``openrouter_probe.errors`` tree as in
-``api.client``. The secret of a created key is returned once, in ``CreatedKey.secret``; nothing here
-logs it, and ``repr`` of a ``CreatedKey`` hides it.
+A ``KeysClient`` speaks for a management key (``OPENROUTER_MANAGEMENT_KEY``: a management key cannot
+call completions, and an inference key cannot call these paths). Every call is one request
+(``api.wire``): a create is not idempotent, so nothing here retries. The secret of a created key is
+returned once, in ``CreatedKey.secret``; nothing here logs or quotes it, and its ``repr`` hides it.
 
 Example::
 
@@ -48,7 +46,6 @@ class KeyRecord:
     limit_remaining_usd: Decimal | None
     usage_usd: Decimal
     expires_at: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, data: Any) -> KeyRecord:
@@ -64,7 +61,6 @@ class KeyRecord:
             # unknown is not zero: a usage the server did not say is unknown, never $0
             usage_usd=usage if usage is not None else Decimal("NaN"),
             expires_at=data.get("expires_at"),
-            raw=data,
         )
 
 
@@ -137,18 +133,14 @@ class KeysClient(Wired):
         limit_usd: Decimal | float | None = None,
         include_byok_in_limit: bool | None = None,
         expires_at: str | None = None,
-        limit_reset: str | None = None,
     ) -> CreatedKey:
         """Create a key named ``name`` with a credit ``limit_usd`` (``None``: unlimited)."""
-        body: dict[str, Any] = {"name": name}
-        if limit_usd is not None:
-            body["limit"] = float(limit_usd)
-        if include_byok_in_limit is not None:
-            body["include_byok_in_limit"] = include_byok_in_limit
-        if expires_at is not None:
-            body["expires_at"] = expires_at
-        if limit_reset is not None:
-            body["limit_reset"] = limit_reset
+        options = {
+            "limit": None if limit_usd is None else float(limit_usd),
+            "include_byok_in_limit": include_byok_in_limit,
+            "expires_at": expires_at,
+        }
+        body = {"name": name, **{k: v for k, v in options.items() if v is not None}}
         answer = self._call("POST", "/keys", body=body)
         secret = answer.get("key") if isinstance(answer, dict) else None
         if not isinstance(secret, str) or not secret:

@@ -1,13 +1,9 @@
 """The tolerant reader every typed view of the OpenRouter API shares (``api.schema``,
-``api.batches``).
+``api.batches``): ``Payload``.
 
 OpenRouter adds and reshapes fields over time, and a parser that rejects them breaks on the next
-deploy. So a ``Payload`` keeps unknown keys (``extra="allow"``), and only the fields the library
-computes from (each class's ``core_fields``) are validated strictly. Any other field with an
-unexpected shape is kept raw (``raw_fields``, and ``to_json_dict()`` gives it back) and its
-attribute is left at its default. A record of a list whose core fields cannot be read is skipped
-(``SkippedRecord``), not fatal for its list, and one warning on the ``openrouter_probe.api.schema``
-logger says how many were skipped and why the first one was.
+deploy: unknown keys are kept, only ``core_fields`` are strict, an odd-shaped other field is kept
+raw, an unreadable list entry is skipped with one warning (docs/api.md, "Payloads and units").
 """
 
 from __future__ import annotations

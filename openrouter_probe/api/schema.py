@@ -1,17 +1,12 @@
 """Typed views of what the OpenRouter API returns, each read tolerantly (``api.payload``).
 
-Only the fields the library computes from (ids, prices, quantization, context, stats: each class's
-``core_fields``) are validated strictly: ``Model.alias_target`` sent as a string instead of
-``{name, slug}`` never fails a models list, and a model or endpoint that cannot be read is left out
-of its list (``ModelsList.skipped``, ``ModelEndpoints.skipped``) but kept in ``to_json_dict()``, so
-a saved snapshot keeps everything OpenRouter sent.
-
-Numbers are typed ``int | float`` so that a payload dumped with
-``model_dump(mode="json", exclude_unset=True)`` is the payload that came in.
-
-Units are OpenRouter's own here (prices are decimal strings in USD per token, uptime in percent,
-latency in milliseconds, throughput in tokens per second). Helpers that convert say so in their name:
-``Pricing.prompt_usd_per_m`` is USD per million tokens with the discount applied.
+Only each class's ``core_fields`` are validated strictly; a model or endpoint that cannot be read
+is left out of its list (``skipped``) but kept in ``to_json_dict()`` (docs/api.md, "Payloads and
+units"). Numbers are typed ``int | float`` so that a payload dumped with
+``model_dump(mode="json", exclude_unset=True)`` is the payload that came in. Units are
+OpenRouter's own (prices are decimal strings in USD per token, uptime in percent, latency in
+milliseconds, throughput in tokens per second); helpers that convert say so in their name
+(``Pricing.prompt_usd_per_m``: USD per million tokens, the discount applied).
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ from openrouter_probe.api.payload import Number, Payload, PriceStr, SkippedRecor
 __all__ = [
     "KNOWN_QUANTIZATIONS",
     "KNOWN_SERVICE_TIERS",
-    "KNOWN_STATUSES",
     "AliasTarget",
     "Architecture",
     "Endpoint",
@@ -63,10 +57,6 @@ KNOWN_QUANTIZATIONS: tuple[str, ...] = (
     "fp32",
     "unknown",
 )
-
-#: Endpoint ``status`` codes in OpenRouter's spec. Meanings are undocumented; ``-2`` was observed on
-#: degraded endpoints (uptime 72-91%) and ``-5`` on worse ones. Other values may appear.
-KNOWN_STATUSES: tuple[int, ...] = (0, -1, -2, -3, -5, -10)
 
 #: Endpoint ``service_tier`` values in OpenRouter's spec (``null`` is a standard endpoint). Other
 #: strings are kept as they came.
@@ -257,6 +247,8 @@ class Endpoint(Payload):
     max_completion_tokens: int | None = None
     max_prompt_tokens: int | None = None
     supported_parameters: list[str] = Field(default_factory=list)
+    #: in OpenRouter's spec 0, -1, -2, -3, -5 or -10, meanings undocumented: -2 was observed on
+    #: degraded endpoints (uptime 72-91%), -5 on worse ones (``rules.ranking.is_stable``)
     status: int | None = None
     uptime_last_5m: Number | None = None
     uptime_last_30m: Number | None = None

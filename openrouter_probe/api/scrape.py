@@ -9,9 +9,8 @@ records ``<hex id>:<payload>``: one per line for JSON and tagged payloads, while
 endpoints (provider slug = exact routing tag, quantization, prices in USD per token, p50 stats).
 
 None of this is documented: it is reverse-engineered, as public scrapers describe it, and may
-change with any deploy. So every miss raises ``SnapshotError`` instead of
-returning a partial result, and the API (``/models/{id}/endpoints``) stays the primary source. An
-older page layout with a rendered ``<table>`` is read as a fallback when its rows carry routing tags.
+change with any deploy. So every miss raises ``SnapshotError`` instead of returning a partial
+result, and the API (``/models/{id}/endpoints``) stays the primary source.
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from decimal import Decimal
 from typing import Any
 
-from bs4 import BeautifulSoup, Tag
+from bs4 import BeautifulSoup
 
 from openrouter_probe.api.jsontext import mappings_in
 from openrouter_probe.api.schema import ModelEndpoints
@@ -34,21 +32,7 @@ _PUSH = re.compile(r"__next_f\)?\.push\((\[.*\])\)\s*;?\s*\Z", re.S)
 _REF = re.compile(r"\$L?([0-9a-fA-F]+)((?::[^:]+)*)")
 _ROW_ID = re.compile(rb"[0-9a-fA-F]*")
 _TEXT_LEN = re.compile(rb"T([0-9a-fA-F]+),")
-_NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*([KkMm](?![a-z]))?")
-_MILLION = Decimal(1_000_000)
 _FLAGS = ("is_free", "is_deranked", "is_disabled", "is_hidden", "is_byok_only", "variant")
-_TAG_ATTRS = ("data-provider-slug", "data-tag")
-_COLUMNS = (
-    ("provider", ("provider",)),
-    ("quantization", ("quantization", "precision")),
-    ("context", ("context",)),
-    ("max_output", ("max output", "max completion")),
-    ("input", ("input", "prompt")),
-    ("output", ("output", "completion")),
-    ("latency", ("latency",)),
-    ("throughput", ("throughput",)),
-    ("uptime", ("uptime",)),
-)
 
 
 def parse_provider_page(html: str, *, model: str, source: str | None = None) -> ModelEndpoints:
@@ -57,40 +41,34 @@ def parse_provider_page(html: str, *, model: str, source: str | None = None) -> 
     ``source`` (a URL or file name) only serves error messages. Entries of another model, of a
     non-standard variant, and disabled or hidden ones are dropped; free, deranked and BYOK-only
     entries are kept with their page flags as extra keys. Raises ``SnapshotError`` when the page
-    holds no provider table or no usable endpoint.
+    holds no provider table data or no usable endpoint.
 
     >>> parse_provider_page(html, model="moonshotai/kimi-k2.5").endpoints[0].tag  # doctest: +SKIP
     'chutes/int4'
     """
     where = f"the provider page for {model}" + (f" ({source})" if source else "")
-    soup = BeautifulSoup(html, "html.parser")
-    records = _split_records(_join_chunks(soup))
+    records = _split_records(_join_chunks(html))
     found = _find_query(records)
-    if found is not None:
-        entries, permaslug, name = found
-        endpoints = [e for e in (_to_endpoint(x, model, permaslug, name) for x in entries) if e]
-        if not endpoints:
-            raise SnapshotError(
-                f"{where} lists {len(entries)} provider entries but none is a usable standard "
-                f"endpoint of {model}; check the model id or use the API (`openrouter-probe "
-                f"endpoints {model}`)"
-            )
-        return ModelEndpoints.model_validate({"id": model, "name": name, "endpoints": endpoints})
-    rows = _from_table(soup, where)
-    if rows is None:
+    if found is None:
         raise SnapshotError(
             f"{where} holds no providerTableEndpointStats data; OpenRouter may have changed the "
             f"page; use the API (`openrouter-probe endpoints {model}`) instead"
         )
-    return ModelEndpoints.model_validate({"id": model, "name": None, "endpoints": rows})
+    entries, permaslug, name = found
+    endpoints = [e for e in (_to_endpoint(x, model, permaslug, name) for x in entries) if e]
+    if not endpoints:
+        raise SnapshotError(
+            f"{where} lists {len(entries)} provider entries but none is a usable standard "
+            f"endpoint of {model}; check the model id or use the API (`openrouter-probe "
+            f"endpoints {model}`)"
+        )
+    return ModelEndpoints.model_validate({"id": model, "name": name, "endpoints": endpoints})
 
 
-def _join_chunks(soup: BeautifulSoup | str) -> str:
+def _join_chunks(html: str) -> str:
     """Join the string chunks of every ``push([1, ...])`` in document order."""
-    if isinstance(soup, str):
-        soup = BeautifulSoup(soup, "html.parser")
     chunks: list[str] = []
-    for script in soup.find_all("script"):
+    for script in BeautifulSoup(html, "html.parser").find_all("script"):
         match = _PUSH.search(script.get_text())
         if match is None:
             continue
@@ -257,96 +235,3 @@ def _to_endpoint(
     if "id" in entry:
         out["endpoint_id"] = entry["id"]
     return out
-
-
-def _from_table(soup: BeautifulSoup, where: str) -> list[dict[str, Any]] | None:
-    """Read a rendered provider table, or return ``None`` when the page has none."""
-    for table in soup.find_all("table"):
-        rows = table.find_all("tr")
-        if not rows:
-            continue
-        header = [c.get_text(" ", strip=True).lower() for c in rows[0].find_all(["th", "td"])]
-        cols = _columns(header)
-        if "provider" not in cols or not {"input", "output"} & cols.keys():
-            continue
-        endpoints = [_table_row(row, cols, where) for row in rows[1:] if row.find("td")]
-        return endpoints or None
-    return None
-
-
-def _columns(header: list[str]) -> dict[str, int]:
-    cols: dict[str, int] = {}
-    for i, text in enumerate(header):
-        # First keyword wins, so "Max Output" is not read as the output price.
-        name = next((n for n, words in _COLUMNS if any(w in text for w in words)), None)
-        if name is not None:
-            cols.setdefault(name, i)
-    return cols
-
-
-def _table_row(row: Tag, cols: dict[str, int], where: str) -> dict[str, Any]:
-    cells = [c.get_text(" ", strip=True) for c in row.find_all(["td", "th"])]
-
-    def cell(name: str) -> str:
-        i = cols.get(name)
-        return cells[i] if i is not None and i < len(cells) else ""
-
-    holders = [row, *row.find_all(lambda t: any(t.has_attr(a) for a in _TAG_ATTRS))]
-    tags = [h.get(a) for h in holders for a in _TAG_ATTRS if h.has_attr(a)]
-    tag = next((t.strip() for t in tags if isinstance(t, str) and t.strip()), None)
-    if tag is None:
-        # Display names are not routing slugs (``Z.AI`` is ``z-ai``, ``Mancer 2`` is ``mancer``), so never guess one.
-        raise SnapshotError(
-            f"the provider table on {where} lacks routing tags (row {cell('provider')!r} has no "
-            "data-provider-slug); use the API (`openrouter-probe endpoints MODEL`) instead"
-        )
-    quant = cell("quantization").lower()
-    prices = {"prompt": _price(cell("input")), "completion": _price(cell("output"))}
-    out: dict[str, Any] = {
-        "name": cell("provider"),
-        "provider_name": cell("provider"),
-        "tag": tag,
-        "quantization": quant if quant not in ("", "-", "\u2014", "n/a") else None,
-        "pricing": {k: v for k, v in prices.items() if v is not None},
-    }
-    context, max_out = _number(cell("context")), _number(cell("max_output"))
-    latency, throughput = _number(cell("latency")), _number(cell("throughput"))
-    uptime = _number(cell("uptime"))
-    if context is not None:
-        out["context_length"] = int(context)
-    if max_out is not None:
-        out["max_completion_tokens"] = int(max_out)
-    if latency is not None:
-        # Rendered as "1.85s" or "850ms"; the API's unit is milliseconds.
-        unit = Decimal(1) if cell("latency").lower().rstrip().endswith("ms") else Decimal(1000)
-        out["latency_last_30m"] = {"p50": _plain(latency * unit)}
-    if throughput is not None:
-        out["throughput_last_30m"] = {"p50": _plain(throughput)}
-    if uptime is not None:
-        out["uptime_pct"] = _plain(uptime)  # the page does not say over which window
-    return out
-
-
-def _number(text: str) -> Decimal | None:
-    """First number in ``text``; a K/M suffix multiplies ("262K" is 262000, rounded as shown)."""
-    match = _NUMBER.search(text)
-    if match is None:
-        return None
-    value = Decimal(match.group(1).replace(",", ""))
-    suffix = (match.group(2) or "").upper()
-    return value * (1000 if suffix == "K" else 1_000_000 if suffix == "M" else 1)
-
-
-def _price(text: str) -> str | None:
-    """A "$0.45/M" or "$0.45" cell (USD per million tokens) as USD per token, e.g. "0.00000045"."""
-    if "free" in text.lower():
-        return "0"
-    match = _NUMBER.search(text)
-    if match is None or "$" not in text:
-        return None
-    per_token = Decimal(match.group(1).replace(",", "")) / _MILLION
-    return format(per_token.normalize(), "f")
-
-
-def _plain(value: Decimal) -> int | float:
-    return int(value) if value == value.to_integral_value() else float(value)

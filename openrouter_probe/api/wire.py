@@ -1,22 +1,14 @@
 """One synchronous request loop for every client of OpenRouter's HTTP API, on ``requests``.
 
-A ``Wire`` sends the requests of one ``api.connection.Connection``: its headers (the key's
-``Authorization`` is built by ``Connection.headers`` and nowhere else), its ``(connect, read)``
-timeouts, one ``requests.Session``. Every failure is translated here, by ``api.translate``, into the
-tree of ``openrouter_probe.errors``: a connection that failed is an ``APIConnectionError``, an error
-status an ``APIStatusError`` of its class. ``send`` is one request, never repeated (a create is not
-idempotent); ``get`` retries what the error table calls transient (``api.translate.retryable``) with
-bounded backoff (``api.backoff.Backoff``): ``Retry-After`` honoured within bounds, no wait longer
-than ``wait_max_s`` or than the time left of ``retry_timeout_s``, each retry said as it happens (one
-line on this module's logger), and a server that asks for more is answered at once with an error
-that says when to retry; a ``settling`` schedule also asks again after a 404 (a ``/generation``
-record not written yet). ``read_body`` reads every answer's JSON, as a model or raw, with one error
-for a body that is not JSON and one for JSON that is not the model.
-
-The sync client (``api.client``), the batch client (``api.batches``) and the key management client
-(``api.keys``) each hold one (``Wired``: the wire and its ``connection``). Tests turn the waits off
-by replacing the module's ``_sleep`` (and ``_monotonic``), as stamina's testing mode does; a
-``Wire(sleep=...)`` takes its own sleep.
+A ``Wire`` sends the requests of one ``api.connection.Connection`` (its headers: the key's
+``Authorization`` is built by ``Connection.headers`` and nowhere else; its timeouts; one
+``requests.Session``) and translates every failure into ``openrouter_probe.errors``
+(``api.translate``). ``send`` is one request, never repeated (a create is not idempotent); ``get``
+retries what the error table calls transient, boundedly and said, and a ``settling`` schedule asks
+again after a 404 (docs/api.md, "Retries, bounded and visible", and "Paging" for ``/generation``).
+``read_body`` reads every answer's JSON. The sync client, the batch client and the key management
+client each hold one (``Wired``). Tests turn the waits off by replacing the module's ``_sleep``
+(and ``_monotonic``), as stamina's testing mode does; a ``Wire(sleep=...)`` takes its own sleep.
 """
 
 from __future__ import annotations
@@ -148,15 +140,6 @@ class Wire:
         """``path`` under the connection's API root (a full URL is kept as it is)."""
         return path if path.startswith("http") else f"{self.connection.base_url}{path}"
 
-    def pause(self, seconds: float) -> None:
-        """Wait ``seconds`` (the injected sleep in tests)."""
-        (self._sleep or _sleep)(seconds)
-
-    @staticmethod
-    def now() -> float:
-        """The monotonic clock the waits are measured on (virtual in tests)."""
-        return _monotonic()
-
     def send(
         self,
         method: str,
@@ -209,7 +192,7 @@ class Wire:
             attempts=self.attempts,
             timeout_s=self.retry_timeout_s,
         )
-        started = transient_from = self.now()
+        started = transient_from = _monotonic()
         tries = {True: 0, False: 0}  # the tries of each schedule, by "a 404 while settling"
         while True:
             try:
@@ -220,13 +203,13 @@ class Wire:
                     raise
                 tries[unsettled] += 1
                 if unsettled:  # each ask after a 404 has its transient tries afresh
-                    tries[False], transient_from = 0, self.now()
+                    tries[False], transient_from = 0, _monotonic()
                 policy = settling if unsettled and settling else transient
                 retry_after = exc.retry_after if isinstance(exc, APIStatusError) else None
                 decision = policy.next_wait(
                     attempt=tries[unsettled],
                     retry_after_s=retry_after,
-                    elapsed_s=self.now() - (started if unsettled else transient_from),
+                    elapsed_s=_monotonic() - (started if unsettled else transient_from),
                 )
                 if decision.give_up:
                     said = "still not visible, " if unsettled else ""
@@ -246,7 +229,7 @@ class Wire:
                         self.attempts - 1,
                         decision.wait_s,
                     )
-                self.pause(decision.wait_s)
+                (self._sleep or _sleep)(decision.wait_s)
 
 
 class Wired:

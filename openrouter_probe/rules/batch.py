@@ -1,39 +1,36 @@
 """A model's ``:batch`` endpoints: what OpenRouter's Batch API lists for it, and what it accepted.
 
-OpenRouter prices batches on separate ``:batch`` variant rows
-(``GET /api/v1/models/{id}:batch/endpoints``, the same shape as the sync endpoints); a 404 or an
-empty list means the model has none. A snapshot holds them in ``Snapshot.batch``, a
-``BatchListing`` (``None``: the snapshot was taken before batches were probed, so nothing is
-known). The catalog has listed ``:batch`` slugs that were then refused at submit, so an endpoint is
-only ``listed`` until a submit to it was accepted: ``BatchListing.accepted`` is that history (the
-batch sender appends to the snapshot file it was given with ``rules.batch_history``), and
-``status(tag)`` reads it.
+A snapshot holds them in ``Snapshot.batch``, a ``BatchListing`` (``None``: the snapshot was taken
+before batches were probed, so nothing is known), saved as its top-level ``batch`` key beside
+``data`` and outside its ``sha256``. An endpoint is only ``listed`` until a submit to it was
+accepted (``BatchListing.accepted``): docs/batch.md ("In a snapshot") has the layout and the
+reasons.
 
-In a saved snapshot the listing is the top-level ``batch`` key, beside ``data``::
-
-    "batch": {
-      "origin": "https://openrouter.ai/api/v1/models/moonshotai/kimi-k3:batch/endpoints",
-      "taken_at": "2026-11-20T09:00:00Z",
-      "data": {"id": "moonshotai/kimi-k3:batch", "endpoints": [...]},   (null: 404, none)
-      "accepted": [{"tag": "together", "batch_id": "batch-...", "at": "2026-11-21T10:00:00Z"}]
-    }
-
-It stays out of the snapshot's ``sha256`` (which hashes ``data``), so a policy compiled from the
-sync endpoints does not change when the batch listing is added or an acceptance recorded.
+A ``generate --batch`` run given ``--snapshot PATH`` records its first accepted submit per
+``:batch`` endpoint in that file (``record_batch_acceptance``; docs/batch.md, "Where a run's
+acceptance goes"). Only the top-level ``batch`` value changes: every other byte (``data``,
+``sha256``, the key order and layout) stays, so a policy that pins the snapshot's ``sha256`` still
+matches it. The file is replaced atomically, keeping its mode. A file that is read-only, not a
+saved snapshot, or lists no such endpoint is left alone with a ``SnapshotError`` that says why (the
+sender warns and the run goes on).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.errors import Message, SnapshotError, first_validation_error
+from openrouter_probe.files import atomic_write_text
 from openrouter_probe.rules.frozen import thaw
 
 __all__ = [
@@ -45,9 +42,11 @@ __all__ = [
     "batch_pairs",
     "describe_batch",
     "listing_from_json",
+    "record_batch_acceptance",
 ]
 
 BatchStatus = Literal["listed", "accepted"]
+_DECODER = json.JSONDecoder()
 
 
 def batch_model_id(model: str) -> str:
@@ -63,7 +62,7 @@ def _parse_time(value: Any, where: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return datetime.fromisoformat(str(value))
     except ValueError as exc:
         raise SnapshotError(
             f"{where}: {value!r} is not an ISO time (e.g. 2026-11-20T09:00:00Z)"
@@ -126,14 +125,6 @@ class BatchListing:
         if any(a.batch_id == acceptance.batch_id for a in self.accepted):
             return self
         return replace(self, accepted=(*self.accepted, acceptance))
-
-    def describe(self) -> str:
-        """One line: how many ``:batch`` endpoints are listed, and which were accepted."""
-        eps = self.endpoints
-        if not eps:
-            return "no :batch endpoint (OpenRouter lists none for this model)"
-        tags = ", ".join(f"{e.tag} ({self.status(e.tag)})" for e in eps)
-        return f"{len(eps)} :batch endpoint(s): {tags}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -215,4 +206,112 @@ def describe_batch(listing: BatchListing | None, model: str) -> str:
     status, or that none is listed, or that the snapshot does not say."""
     if listing is None:
         return f"batch: no :batch endpoint is known for {model} (this snapshot was not probed for them)"
-    return f"batch: {model}: {listing.describe()}"
+    eps = listing.endpoints
+    if not eps:
+        return f"batch: {model}: no :batch endpoint (OpenRouter lists none for this model)"
+    tags = ", ".join(f"{e.tag} ({listing.status(e.tag)})" for e in eps)
+    return f"batch: {model}: {len(eps)} :batch endpoint(s): {tags}"
+
+
+def record_batch_acceptance(
+    path: str | Path, tag: str, batch_id: str, *, at: datetime | None = None
+) -> bool:
+    """Record in the snapshot file ``path`` that OpenRouter accepted batch ``batch_id`` (a 202)
+    for its ``:batch`` endpoint ``tag``; return ``False`` when that batch was already recorded.
+
+    Only the file's ``batch`` value is rewritten (see the module). Raises ``SnapshotError``
+    naming the file and the fix when it cannot be recorded.
+
+    Example::
+
+        record_batch_acceptance("kimi-k3.snapshot.json", "together", "batch-1788697047-yF7D")
+    """
+    target = Path(path)
+    try:
+        text = target.read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SnapshotError(f"{target}: cannot read it to record batch {batch_id}: {exc}") from exc
+    listing = _listing(doc, target, tag)
+    when = (at or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
+    grown = listing.with_acceptance(BatchAcceptance(tag, batch_id, when))
+    if grown is listing:
+        return False
+    if not os.access(target, os.W_OK) or not os.stat(target).st_mode & 0o222:
+        # a file marked read-only is left alone, even by a user (root) who could replace it
+        raise SnapshotError(
+            f"{target} is read-only: batch {batch_id} accepted for {tag} is not recorded in its "
+            "history; make it writable (chmod u+w) for later runs to record theirs"
+        )
+    new_text = _replace_value(text, "batch", grown.to_json())
+    try:
+        atomic_write_text(target, new_text)
+    except OSError as exc:
+        raise SnapshotError(
+            f"cannot write {target} to record batch {batch_id}: {exc.strerror}; check the "
+            "folder is writable"
+        ) from exc
+    return True
+
+
+def _listing(doc: Any, target: Path, tag: str) -> BatchListing:
+    """The file's batch listing, when it is a saved snapshot that lists ``tag``."""
+    if not isinstance(doc, dict) or "format" not in doc or not isinstance(doc.get("batch"), dict):
+        raise SnapshotError(
+            Message(
+                "no-batch-listing",
+                "{target:s}: no :batch listing to record an accepted submit in (a snapshot saved "
+                "before batches were probed, or a raw /endpoints body); save a fresh one with "
+                "{@save_snapshot}",
+                target=str(target),
+            )
+        )
+    listing = listing_from_json(doc["batch"], where=str(target))
+    if tag not in {e.tag for e in listing.endpoints}:
+        raise SnapshotError(
+            Message(
+                "not-a-batch-endpoint",
+                "{target:s}: {tag:s} is not among its :batch endpoints; re-probe it with "
+                "{@save_snapshot}",
+                target=str(target),
+                tag=repr(tag),
+            )
+        )
+    return listing
+
+
+def _replace_value(text: str, key: str, value: Any) -> str:
+    """``text`` (a JSON object) with the value of its top-level ``key`` replaced by ``value``,
+    laid out as ``Snapshot.save`` lays it out, and every other byte as it was."""
+    start, end = _value_span(text, key)
+    laid_out = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+    return text[:start] + laid_out + text[end:]
+
+
+def _value_span(text: str, key: str) -> tuple[int, int]:
+    """Where the value of the top-level ``key`` of the JSON object ``text`` starts and ends
+    (the last one, as ``json.loads`` keeps the last of a repeated key)."""
+    i = _skip(text, 0)
+    if not text.startswith("{", i):
+        raise ValueError("not a JSON object")
+    i = _skip(text, i + 1)
+    found: tuple[int, int] | None = None
+    while not text.startswith("}", i):
+        name, i = _DECODER.raw_decode(text, i)  # the key: a JSON string
+        i = _skip(text, _skip(text, i) + 1)  # past the colon
+        _, end = _DECODER.raw_decode(text, i)
+        if name == key:
+            found = (i, end)
+        i = _skip(text, end)
+        if text.startswith(",", i):
+            i = _skip(text, i + 1)
+    if found is None:
+        raise ValueError(f"no top-level {key!r}")
+    return found
+
+
+def _skip(text: str, i: int) -> int:
+    """The first index at or after ``i`` that is not white space."""
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i

@@ -1,22 +1,10 @@
 """Precision: what a model was released in, what each endpoint serves, and the verdict.
 
-OpenRouter's ``quantization`` tag says what a provider *declares*; it says nothing about what the
-model was released in, and some providers declare ``unknown`` (or nothing) while serving a known
-format. The registry (``data/precision.yaml``, extendable by a user file) holds:
-
-- the vocabulary: ``int4, int8, fp4, mxfp4, nvfp4, fp6, fp8, mxfp8, fp16, bf16, fp32`` with bits and
-  family, plus ``unknown`` and ``null`` (undeclared);
-- each model's **native release precision** with its source (Kimi K2.5: INT4 by QAT; Kimi K2: block
-  FP8; DeepSeek V3/R1: FP8; gpt-oss: MXFP4; the usual BF16 families);
-- **provider facts** the tags miss (Fireworks serves K2.5 as NVFP4 under an ``unknown`` tag);
-- **measured** evidence (``measured:``, written by ``openrouter-probe verify --evidence``): an
-  endpoint's answers compared with a reference's, with a verdict ``consistent``, ``differs`` or
-  ``inconclusive``, its sample size and date (``measured_for`` gives the latest).
-
-Each endpoint gets a ``PrecisionVerdict``: ``native`` (effective == native), ``upcast`` (more bits
-than native: same quality, maybe dearer), ``requantized`` (fewer bits, or another format at the same
-width: INT4-native served as FP4/NVFP4), ``undeclared`` (no tag and no fact), or ``unassessed`` (the
-model's native precision is not in the registry).
+The registry (``data/precision.yaml``, extendable by user files and ``$OPENROUTER_PROBE_PRECISION``)
+holds the formats, each model's native release precision, provider facts the tags miss and
+measured evidence from ``verify --evidence``; ``PrecisionRegistry.verdict`` judges one endpoint
+(``native``, ``upcast``, ``requantized``, ``undeclared`` or ``unassessed``). docs/precision.md
+has what each section and verdict means, and the sources.
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """Prices as OpenRouter applies them: ``overrides`` for the prompt size and the time of day.
 
-An endpoint's top-level prices are the *default-condition* prices. ``pricing.overrides`` lists
-conditional prices (OpenRouter's API spec, ``PricingOverride``):
-
-- ``min_prompt_tokens``: the entry applies when the request's prompt tokens are **strictly
-  greater**;
-- ``utc_start`` / ``utc_end``: a UTC clock window in HHMM numbers (``2230`` is 22:30), half-open
-  (``start <= t < end``), wrapping midnight when ``start > end``; a missing end is the end of the
-  day, a missing start its beginning;
-- ``utc_days``: the UTC weekdays (``monday`` .. ``sunday``) the entry applies on; a request whose
-  day is not known (``at`` a bare ``time``, or no ``at``) gets no day-bound entry;
-- an entry applies when every condition it carries holds; its other keys are prices that replace
-  the base ones. Later entries win per key; keys an entry omits inherit the base price.
-
-``effective_pricing`` resolves them into a plain ``Pricing`` (no ``overrides`` left), so every price
-helper (``completion_usd_per_m``, ``usd_per_m("internal_reasoning")``, discount applied) works on
-the result. ``price_windows`` cuts the day into the windows over which the prices are constant.
-The budget planner, the fake server and the generator all call these two; nothing else reads
-``overrides``.
+An endpoint's top-level prices are the default-condition prices; ``pricing.overrides`` lists
+conditional prices (OpenRouter's API spec; ``api.schema.PricingOverride`` says when one applies).
+A missing ``utc_end`` is the end of the day, a missing ``utc_start`` its beginning; a request whose
+UTC weekday is not known (``at`` a bare ``time``, or no ``at``) gets no ``utc_days`` entry. Later
+entries win per key; keys an entry omits inherit the base price. ``effective_pricing`` resolves
+them into a plain ``Pricing`` (no ``overrides`` left), so every price helper works on the result;
+``price_windows`` cuts the day into the windows over which the prices are constant. The budget
+planner, the fake server and the generator all call these two; nothing else reads ``overrides``.
 
 Example::
 
@@ -92,7 +82,7 @@ def _in_window(minute: int, window: tuple[int, int]) -> bool:
 
 
 def _applies(
-    entry: PricingOverride, prompt_tokens: int | None, minute: int | None, day: str | None = None
+    entry: PricingOverride, prompt_tokens: int | None, minute: int | None, day: str | None
 ) -> bool:
     if entry.min_prompt_tokens is not None and (
         prompt_tokens is None or prompt_tokens <= entry.min_prompt_tokens

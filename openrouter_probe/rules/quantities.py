@@ -135,15 +135,13 @@ def format_tokens(count: int | None) -> str:
     """
     if count is None:
         return "-"
-    units = ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "B"))
     if abs(count) < 1_000:
         return str(count)
-    i = max(j for j, (size, _) in enumerate(units) if abs(count) >= size)
-    shown = round(Decimal(count) / units[i][0], 2)
-    if abs(shown) >= 1000 and i + 1 < len(units):
-        i += 1
-        shown = round(Decimal(count) / units[i][0], 2)
-    return f"{shown:.2f}".rstrip("0").rstrip(".") + units[i][1]
+    for size, unit in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "B")):
+        shown = round(Decimal(count) / size, 2)
+        if abs(shown) < 1000 or unit == "B":
+            break
+    return f"{shown:.2f}".rstrip("0").rstrip(".") + unit
 
 
 def _decimal(value: Decimal | float | int) -> Decimal:

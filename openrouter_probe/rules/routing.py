@@ -6,29 +6,9 @@ excluded. The policy compiler, the budget, the fake server and the audit all ask
 else decides "which endpoints does this block admit". ``rules.ranking`` holds how the admitted ones
 are ranked and weighed.
 
-Documented behaviour it follows:
-
-- slugs are lowercase; a base slug (``deepinfra``) matches every variant (``deepinfra/turbo``) except
-  service-tier endpoints: those whose ``service_tier`` is set (``flex``, ``priority``, ``ultrafast``),
-  or, in older data without that field, whose tag ends in ``/priority`` or ``/flex``; a full tag
-  matches one endpoint;
-- ``only`` is an allow-list, ``ignore`` a deny-list; ``quantizations`` keeps endpoints whose tag is
-  listed; ``max_price`` is USD per **million** tokens for prompt and completion (endpoint prices are
-  USD per token) and per unit for request, image and audio; with ``require_parameters`` every
-  request parameter sent (``temperature``, ``tools``, ``response_format``, ...; not ``model``,
-  ``messages``, ``stream`` or ``provider``) must be in the endpoint's ``supported_parameters``;
-  ``max_tokens`` above an endpoint's ``max_completion_tokens`` excludes it;
-- ``order`` is tried first, then the other admitted endpoints as fallbacks unless
-  ``allow_fallbacks: false``; ``sort`` sorts strictly; neither means load balancing: endpoints with
-  recent outages are skipped, the stable ones weighted by 1/price²;
-- Auto Exacto (docs ``guides/routing/auto-exacto``, 2026): a request that carries ``tools`` is
-  ordered by OpenRouter on throughput, tool-call error rate and benchmark scores, not by price,
-  unless the block says ``sort: "price"`` (an explicit ``order`` is unaffected); ``sort: "exacto"``
-  asks for that order on every request (mode ``exacto``, ``ASSUMPTIONS["auto_exacto"]``);
-- ``preferred_min_throughput`` (tokens/s) and ``preferred_max_latency`` (**seconds**; endpoint latency
-  is ms) deprioritize, never exclude;
-- ``options`` (provider-specific options keyed by provider slug) does not route: it is kept and sent
-  as given.
+The documented behaviour it follows (slugs and service tiers, the hard filters, ``order`` and its
+fallbacks, ``sort``, load balancing by 1/price², Auto Exacto, ``preferred_*``) is listed in
+docs/policy.md ("The routing model and its assumptions").
 
 Where OpenRouter does not document its behaviour, the model states what it assumes in
 ``ASSUMPTIONS``; each decision lists the ones it relied on in ``RouteDecision.notes`` and ``policy
@@ -37,7 +17,7 @@ explain`` prints them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
@@ -169,10 +149,6 @@ class RouteDecision:
         """Return why the endpoint with this exact tag is not admitted, or ``None``."""
         return next((x for x in self.excluded if x.endpoint.tag == tag), None)
 
-    def admits_provider(self, provider_name: str) -> bool:
-        """Whether a response's ``provider`` (a display name) is among the admitted endpoints."""
-        return any(c.endpoint.provider_name == provider_name for c in self.candidates)
-
 
 # -- matching -------------------------------------------------------------------------------------
 
@@ -203,96 +179,41 @@ def _first_match(entries: Sequence[str] | None, endpoint: Endpoint) -> str | Non
     return next((e for e in entries or () if matches(e, endpoint)), None)
 
 
-# -- hard filters, in the order OpenRouter's routing funnel applies them --------------------------
-
-_Filter = Callable[[ProviderBlock, Endpoint, RequestParams], "Exclusion | None"]
-
-
-def _byok_only(_: ProviderBlock, e: Endpoint, __: RequestParams) -> Exclusion | None:
-    if (e.model_extra or {}).get("is_byok_only"):
-        # Seen on provider pages: reachable only with the user's own provider key.
-        return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
-    return None
-
-
-def _only(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    if block.only is not None and _first_match(block.only, e) is None:
-        return Exclusion(e, "only", f"not matched by only {block.only}")
-    return None
-
-
-def _ignore(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    hit = _first_match(block.ignore, e)
-    return None if hit is None else Exclusion(e, "ignore", f"ignored by {hit!r}")
-
-
-def _quantization(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    if block.quantizations is not None and e.quantization not in block.quantizations:
-        return Exclusion(
-            e, "quantization", f"quantization {e.quantization!r} not in {block.quantizations}"
-        )
-    return None
-
-
 def _listed_price(e: Endpoint, key: str) -> Decimal | None:
     """The endpoint's price for a ``max_price`` key, in that key's unit (``MAX_PRICE_UNITS``)."""
     per_m = MAX_PRICE_UNITS[key] == "/M tokens"
     return e.pricing.usd_per_m(key) if per_m else e.pricing.usd_per_unit(key)
 
 
-def _max_price(block: ProviderBlock, e: Endpoint, _: RequestParams) -> Exclusion | None:
-    if block.max_price is None:
-        return None
+def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
+    """The first hard filter ``e`` fails, in the order OpenRouter's routing funnel applies them."""
+    if (e.model_extra or {}).get("is_byok_only"):
+        # Seen on provider pages: reachable only with the user's own provider key.
+        return Exclusion(e, "byok_only", "serves only requests that bring their own provider key")
+    if block.only is not None and _first_match(block.only, e) is None:
+        return Exclusion(e, "only", f"not matched by only {block.only}")
+    if (hit := _first_match(block.ignore, e)) is not None:
+        return Exclusion(e, "ignore", f"ignored by {hit!r}")
+    if block.quantizations is not None and e.quantization not in block.quantizations:
+        said = f"quantization {e.quantization!r} not in {block.quantizations}"
+        return Exclusion(e, "quantization", said)
     for key, unit in MAX_PRICE_UNITS.items():
-        limit = block.max_price.limit(key)
-        price = _listed_price(e, key)
+        limit = None if block.max_price is None else block.max_price.limit(key)
+        price = None if limit is None else _listed_price(e, key)
         if limit is not None and price is not None and price > limit:
-            return Exclusion(
-                e, "max_price", f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
-            )
-    return None
-
-
-def _parameters(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    if not block.require_parameters:
-        return None
-    missing = sorted(params.parameters - set(e.supported_parameters))
-    if missing:
+            said = f"{key} ${price:f}{unit} > max_price.{key} ${limit:f}{unit}"
+            return Exclusion(e, "max_price", said)
+    if block.require_parameters and (
+        missing := sorted(params.parameters - set(e.supported_parameters))
+    ):
         return Exclusion(e, "require_parameters", f"does not support {', '.join(missing)}")
-    return None
-
-
-def _max_tokens(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
     cap = e.max_completion_tokens
     if params.max_tokens is not None and cap is not None and params.max_tokens > cap:
         return Exclusion(e, "max_tokens", f"max_tokens {params.max_tokens} > its max {cap}")
-    return None
-
-
-def _context(_: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    context = e.context_length
-    if params.prompt_tokens is None or context is None:
-        return None
-    if params.prompt_tokens + (params.max_tokens or 0) > context:
+    context, prompt = e.context_length, params.prompt_tokens
+    if context is not None and prompt is not None and prompt + (params.max_tokens or 0) > context:
         return Exclusion(e, "context_length", f"request exceeds its context {context}")
     return None
-
-
-_FILTERS: tuple[_Filter, ...] = (
-    _byok_only,
-    _only,
-    _ignore,
-    _quantization,
-    _max_price,
-    _parameters,
-    _max_tokens,
-    _context,
-)
-
-
-def _exclusion(block: ProviderBlock, e: Endpoint, params: RequestParams) -> Exclusion | None:
-    """The first hard filter ``e`` fails."""
-    return next((x for check in _FILTERS if (x := check(block, e, params)) is not None), None)
 
 
 # -- the three routing modes ----------------------------------------------------------------------

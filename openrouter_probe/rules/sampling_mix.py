@@ -1,21 +1,12 @@
 """A sampling mix per row: the temperature, reasoning effort and thinking of each row, drawn.
 
-Drafter trainers regenerate with a seeded mix rather than one setting (vllm-project/speculators'
-``regenerate-responses``, ``src/speculators/cli/regenerate_responses.py`` at
-b51a8bd2c6521000d0bff3fc6a4c4436017c7eb0: ``--temperature-cycle 0.6,0.8,1.0`` and
-``--reasoning-effort-cycle low,high,max``, one value picked per conversation by ``rng.choice``, the
-settings of each request recorded as ``metadata.sampling_params``: the request's sampling keys and
-their values, flat). A mix here is written the same way, ``0.6,0.8,1.0`` (equal shares, a cycle),
-or with weights, ``on=0.8,off=0.2`` (weighted shares; they need not sum to 1).
-
-Each value is drawn by a hash of the seed, the mix and the row id (``Mix.draw``), not by a
-running random generator: the same row (``id#k`` for a sample) gets the same draw on a resume, on
-every shard and in any process, whatever was drawn for the rows before it.
-
-A model whose card fixes its sampling (``rules.sampling``: Kimi K2.5 at temperature 1.0 with
-thinking, 0.6 without) keeps it: a thinking mix sets thinking and the card sets the temperature;
-a temperature mix that asks another temperature is refused with the rule named (``check``).
-``Shares`` counts what was drawn (the dry run) or recorded (``audit``) per dataset.
+A mix is written as speculators' ``regenerate-responses`` cycles are (``0.6,0.8,1.0``: equal
+shares), or with weights (``on=0.8,off=0.2``; they need not sum to 1). Each value is drawn by a
+hash of the seed, the mix and the row id (``Mix.draw``), not by a running random generator, so the
+same row gets the same draw on a resume, on every shard and in any process. A model card's fixed
+sampling (``rules.sampling``) holds: a temperature mix that asks another temperature is refused
+(``SamplingMix.check``). ``Shares`` counts what was drawn (the dry run) or recorded (``audit``)
+per dataset. docs/generate.md ("A sampling mix per row") has the rules and their sources.
 
 Example::
 
@@ -25,7 +16,9 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -73,12 +66,8 @@ class Mix:
         row id, placed on the shares (the same in any process, on any shard)."""
         key = f"{seed}\0{self.name}\0{row_id}".encode()
         u = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2.0**64
-        running = 0.0
-        for value, share in zip(self.values, self.shares, strict=True):
-            running += share
-            if u < running:
-                return value
-        return self.values[-1]
+        at = bisect.bisect_right(list(itertools.accumulate(self.shares)), u)
+        return self.values[min(at, len(self.values) - 1)]  # past the last share's rounding
 
     def describe(self) -> str:
         """``on 80%, off 20%``: each value and its share."""

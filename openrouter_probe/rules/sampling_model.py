@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import math
 import random
 from functools import lru_cache
@@ -74,18 +75,10 @@ def nucleus(
     weights = [math.exp((v - top) / temperature) for v in logits]
     total = sum(weights)
     order = sorted(range(len(weights)), key=lambda i: -weights[i])
-    kept: list[int] = []
-    mass = 0.0
-    for i in order:
-        kept.append(i)
-        mass += weights[i] / total
-        if mass >= top_p:
-            break
-    running, cumulative = 0.0, []
-    for i in kept:
-        running += weights[i]
-        cumulative.append(running)
-    return tuple(c / running for c in cumulative), tuple(kept)
+    masses = list(itertools.accumulate(weights[i] / total for i in order))
+    kept = order[: bisect.bisect_left(masses, top_p) + 1]  # up to the first that reaches top_p
+    cumulative = list(itertools.accumulate(weights[i] for i in kept))
+    return tuple(c / cumulative[-1] for c in cumulative), tuple(kept)
 
 
 def draw(vector: int, temperature: float, top_p: float, u: float) -> int:

@@ -7,21 +7,14 @@ prompt tokens of results for ``max_uses: 1``, cost $0.0133 where the tokens alon
 quarter of it); an advisor adds its own model's tokens at that model's price
 (``openrouter:advisor``, 2026-07). One reading serves the spend cap's worst case
 (``run.money.spend.request_shape``), the rows' check (``generation.params``) and the fake server's
-bill (``fake.server_tools``):
+bill (``fake.server_tools``).
 
-==========================  ======================================================================
-``openrouter:web_search``   bounded by ``parameters.max_uses`` (searches) times
-                            ``parameters.max_results`` (results per search, default
-                            ``DEFAULT_RESULTS``): each result at ``RESULT_USD`` or the endpoint's
-                            ``web_search`` price, whichever is dearer, and the results in the prompt
-                            up to the largest context; without ``max_uses`` it is unbounded
-``openrouter:datetime``     free: a few tokens of the date in the prompt (``DATETIME_TOKENS``)
-``openrouter:advisor``      not bounded: each consultation bills the advisor model's tokens at its
-                            price, and the model decides how many a request makes (no documented
-                            ``max_uses``; it may run its own tools): refused, with the line
-any other ``openrouter:*``  not bounded here (a fetch's pages, an image's price): the row is
-                            refused before it is sent, with the line
-==========================  ======================================================================
+``openrouter:web_search`` is bounded by ``parameters.max_uses`` searches of
+``parameters.max_results`` results (each at the dearer of ``RESULT_USD`` and the endpoint's
+``web_search`` price, the results in the prompt up to the largest context), ``openrouter:datetime``
+adds ``DATETIME_TOKENS``; a search without ``max_uses``, ``openrouter:advisor`` (its model decides
+how many consultations, each billed at that model's price) and any other ``openrouter:*`` cannot be
+bounded: the row is refused before it is sent, with the line (docs/wire.md).
 """
 
 from __future__ import annotations

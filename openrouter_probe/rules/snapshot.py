@@ -1,14 +1,10 @@
 """Snapshots: a model's endpoints, when and where they were taken, and a content hash.
 
-Every analysis runs on a ``Snapshot``, so it can be saved, shared and reproduced.
-``bundled_snapshot(model)`` loads the one shipped inside the package (the Kimi K2.5 scenario:
-reconstructed, not a live capture); ``load_snapshot(path)`` reads a saved one; ``rules.probing``
-takes a fresh one.
-
-A snapshot is immutable from outside (``rules.frozen``: ``data`` refuses changes, ``to_json()``
-gives a fresh copy), so its cached ``sha256`` and parsed endpoints always describe the data. A
-capture time is never made up (``None`` for a raw ``/endpoints`` body saved with curl), so the same
-input bytes always give the same output bytes.
+Every analysis runs on a ``Snapshot``, so it can be saved, shared and reproduced:
+``bundled_snapshot(model)`` loads the one shipped inside the package (reconstructed, not a live
+capture), ``load_snapshot(path)`` a saved one, and ``rules.probing`` takes a fresh one. A snapshot
+is immutable from outside (``rules.frozen``) and never makes up a capture time (docs/probe.md says
+why both matter).
 
 Example::
 
@@ -279,11 +275,7 @@ def _from_document(doc: Any, *, where: str, source: SnapshotSource) -> Snapshot:
     if doc.get("format") == _FORMAT:
         try:
             stamp = doc["taken_at"]
-            taken_at = (
-                None
-                if stamp is None
-                else _as_utc(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")))
-            )
+            taken_at = None if stamp is None else _as_utc(datetime.fromisoformat(str(stamp)))
             data = doc["data"]
             model = str(doc["model"])
         except (KeyError, ValueError) as exc:

@@ -177,31 +177,16 @@ def test_query_without_usable_endpoints_is_an_error():
         parse_provider_page(read("kimi-k2.5-providers.html"), model="openai/gpt-5")
 
 
-def test_rendered_table_fallback():
-    endpoints = by_tag("rendered-table.html")
-    assert list(endpoints) == [
-        "chutes/int4",
-        "deepinfra/int4",
-        "siliconflow/int4",
-        "atlas-cloud/int4",
-        "fireworks",
-        "baseten/fp4",
-    ]
-    chutes = endpoints["chutes/int4"]
-    assert chutes.pricing.prompt == "0.00000045"  # "$0.45/M"
-    assert chutes.pricing.completion == "0.0000022"  # "$2.20"
-    assert chutes.pricing.completion_usd_per_m == Decimal("2.2")
-    assert chutes.latency_last_30m.p50 == 1850  # "1.85s"
-    assert chutes.throughput_last_30m.p50 == 31  # "31 tps"
-    assert chutes.context_length == 262144
-    assert endpoints["fireworks"].latency_last_30m.p50 == 640  # "640ms"
-    assert endpoints["fireworks"].quantization == "unknown"
-    assert endpoints["baseten/fp4"].quantization == "fp4"
-
-
-def test_table_row_without_slug_is_refused():
-    html = read("rendered-table.html").replace('<tr data-provider-slug="fireworks">', "<tr>")
-    with pytest.raises(SnapshotError, match="lacks routing tags"):
+def test_a_rendered_table_without_the_query_is_refused():
+    # No raw page was ever seen with the rows in the HTML (OPENROUTER.md 11): only the Flight data
+    # is read, and a page without it fails as such, whatever table it renders.
+    html = read("no-data.html").replace(
+        "</body>",
+        "<table><tr><th>Provider</th><th>Input</th><th>Output</th></tr>"
+        '<tr data-provider-slug="chutes/int4"><td>Chutes</td><td>$0.45/M</td><td>$2.20</td></tr>'
+        "</table></body>",
+    )
+    with pytest.raises(SnapshotError, match="holds no providerTableEndpointStats data"):
         parse_provider_page(html, model=MODEL, source="table.html")
 
 

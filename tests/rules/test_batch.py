@@ -23,7 +23,7 @@ from openrouter_probe.policy.compiled import compiled_from_document, load_compil
 from openrouter_probe.policy.compiler import compile_policy
 from openrouter_probe.policy.lint import lint_batch_block
 from openrouter_probe.policy.spec import load_spec, parse_spec
-from openrouter_probe.rules.batch import BatchListing, batch_pairs
+from openrouter_probe.rules.batch import BatchListing, batch_pairs, describe_batch
 from openrouter_probe.rules.probing import probe
 from openrouter_probe.rules.routing import route_batch
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot, load_snapshot
@@ -146,7 +146,7 @@ def test_probe_reads_the_batch_variant_and_a_404_means_none(replay_server) -> No
     )
     listed_none = probe("moonshotai/kimi-k2.5", client=Client(base_url=f"{base}/api/v1"))
     assert listed_none.batch is not None and listed_none.batch_endpoints == []
-    assert "no :batch endpoint" in listed_none.batch.describe()
+    assert "no :batch endpoint (OpenRouter lists none" in describe_batch(listed_none.batch, "m")
 
 
 # -- the compiler ----------------------------------------------------------------------------------
@@ -310,7 +310,10 @@ def test_compiled_batch_block_must_be_a_mapping() -> None:
 
 def test_listing_without_data_has_no_endpoints() -> None:
     listing = BatchListing(origin="o", taken_at=None, data=None)
-    assert listing.endpoints == [] and "no :batch endpoint" in listing.describe()
+    assert listing.endpoints == []
+    assert describe_batch(listing, "m") == (
+        "batch: m: no :batch endpoint (OpenRouter lists none for this model)"
+    )
 
 
 # -- analysis: endpoints, matrix, budget -----------------------------------------------------------

@@ -26,7 +26,7 @@ import openrouter_probe as orp
 from openrouter_probe.cli import cli
 from openrouter_probe.errors import SnapshotError
 from openrouter_probe.fake import ManualClock
-from openrouter_probe.rules.batch_history import record_batch_acceptance
+from openrouter_probe.rules.batch import record_batch_acceptance
 from tests.conftest import ROOT
 
 HERE = ROOT / "examples" / "batch"

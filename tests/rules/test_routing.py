@@ -1073,13 +1073,6 @@ def test_rows_with_tools_are_ordered_by_auto_exacto_unless_sort_price() -> None:
     assert tool_routing({"sort": "exacto"}).startswith("every request, with tools or not")
 
 
-def test_admits_provider_by_display_name() -> None:
-    d = route({"only": ["moonshotai"]}, K25)
-    assert d.admits_provider("Moonshot AI")
-    assert not d.admits_provider("moonshotai")
-    assert not d.admits_provider("Fireworks")
-
-
 # ---------------------------------------------------------------------------------------------
 # Property: every endpoint exactly once; filters hold; deterministic
 # ---------------------------------------------------------------------------------------------

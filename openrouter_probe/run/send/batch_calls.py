@@ -25,7 +25,7 @@ from openrouter_probe.errors import (
     NoRouteError,
     SnapshotError,
 )
-from openrouter_probe.rules.batch_history import record_batch_acceptance
+from openrouter_probe.rules.batch import record_batch_acceptance
 from openrouter_probe.run.money.spend import allocate
 from openrouter_probe.run.send.batch_plan import BatchSettings, line_outcome, priced_tokens
 from openrouter_probe.run.send.batch_watch import unknown, withheld

@@ -128,7 +128,7 @@ class BatchSettings:
     ``list_lag_s`` (an orphan is searched for that long); a batch is polled ``window_s`` at most.
     ``abandon`` forgets the batches earlier runs left running (what completes is billed).
     ``history`` is the snapshot file that records the first accepted submit of the run
-    (``rules.batch_history``; ``None``: none, and ``history_off`` says why, once, if not empty).
+    (``rules.batch``; ``None``: none, and ``history_off`` says why, once, if not empty).
     """
 
     model: str

@@ -196,42 +196,6 @@ def chunked(records: list[str], split_inside: str | None = None) -> list[str]:
     return [stream[a:b] for a, b in itertools.pairwise(cuts) if b > a]
 
 
-def table_page(scenario: dict[str, Any]) -> str:
-    rows = []
-    for ep in scenario["data"]["endpoints"][:4] + scenario["data"]["endpoints"][8:10]:
-        price_in = float(ep["pricing"]["prompt"]) * 1e6
-        price_out = float(ep["pricing"]["completion"]) * 1e6
-        lat = ep["latency_last_30m"]["p50"]
-        lat_text = f"{lat}ms" if lat < 1000 else f"{lat / 1000:g}s"
-        rows.append(
-            f'<tr data-provider-slug="{ep["tag"]}"><td><a href="/provider/'
-            f'{ep["tag"].split("/")[0]}">{ep["provider_name"]}</a></td>'
-            f"<td>{ep['quantization'] or '—'}</td><td>{ep['context_length']:,}</td>"
-            f"<td>{ep['max_completion_tokens']:,}</td><td>${price_in:.2f}/M</td>"
-            f"<td>${price_out:.2f}</td><td>{lat_text}</td>"
-            f"<td>{ep['throughput_last_30m']['p50']} tps</td><td>{ep['uptime_last_1d']}%</td></tr>"
-        )
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "Provider",
-            "Quantization",
-            "Context",
-            "Max Output",
-            "Input",
-            "Output",
-            "Latency",
-            "Throughput",
-            "Uptime",
-        )
-    )
-    table = (
-        '<h2>Providers for Kimi K2.5</h2><table class="providers"><thead><tr>'
-        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-    return page("Kimi K2.5 - Providers | OpenRouter", chunked(shell_records("Kimi K2.5")), table)
-
-
 def main(argv: list[str]) -> None:
     scenario_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_SCENARIO
     scenario = json.loads(scenario_path.read_text(encoding="utf-8"))
@@ -240,7 +204,6 @@ def main(argv: list[str]) -> None:
     outputs = {
         "kimi-k2.5-providers.html": page(title, chunks, "<h2>Providers for Kimi K2.5</h2>"),
         "no-data.html": page(title, chunked(kimi_stream(scenario, with_table=False))),
-        "rendered-table.html": table_page(scenario),
     }
     for name, text in outputs.items():
         (HERE / name).write_text(text, encoding="utf-8")
