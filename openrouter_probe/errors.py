@@ -46,6 +46,7 @@ __all__ = [
     "RateLimitError",
     "Shown",
     "SnapshotError",
+    "braced",
     "first_validation_error",
     "keyword_term",
     "reason",
@@ -140,6 +141,11 @@ class Shown(str):
         return str(self)
 
 
+def braced(text: object) -> str:
+    """``text`` to stand as itself in a template (``render_template``): its braces doubled."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 def _literal(text: str) -> Any:
     if text.isupper():
         return Shown(text)
@@ -180,11 +186,7 @@ class Message(str):
     def joined(cls, code: str, separator: str, parts: Sequence[object]) -> Message:
         """``parts`` (messages or plain text) joined by ``separator``, each still said by the
         interface that renders the whole."""
-        template = (
-            separator.replace("{", "{{")
-            .replace("}", "}}")
-            .join(f"{{p{i}:s}}" for i in range(len(parts)))
-        )
+        template = braced(separator).join(f"{{p{i}:s}}" for i in range(len(parts)))
         return cls(code, template, **{f"p{i}": p for i, p in enumerate(parts)})
 
     def __reduce__(self) -> Any:  # copy and pickle keep the data

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError, OptionError, Term, keyword_term, render_template
+from openrouter_probe.errors import (
+    ConfigError,
+    OptionError,
+    Term,
+    braced,
+    keyword_term,
+    render_template,
+)
 from openrouter_probe.files import ensure_not_input
 from openrouter_probe.generation.conversation import (
     SPECFORGE_REASONS,
@@ -219,14 +226,10 @@ def _check_outputs(files: list[str]) -> None:
         first, what = files[0], beside(files[0])
         answers = first.removesuffix(JOURNAL_SUFFIX).removesuffix(TURNS_SUFFIX)
         raise OptionError(
-            f"{_braced(first)} is the {what} of `generate`, not an output file: export "
-            f"the output it is beside ({_braced(answers)})",
+            f"{braced(first)} is the {what} of `generate`, not an output file: export "
+            f"the output it is beside ({braced(answers)})",
             paths=files,
         )
-
-
-def _braced(text: object) -> str:
-    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 def _prompt_tools(prompts: str | Path | None) -> tuple[dict[str, Any], set[str]]:

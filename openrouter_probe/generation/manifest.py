@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
-from openrouter_probe.errors import ConfigError, OptionError, validation_errors
+from openrouter_probe.errors import ConfigError, OptionError, braced, validation_errors
 from openrouter_probe.generation.params import parse_row_params, row_params_problem
 from openrouter_probe.generation.prompts import PromptSet, Selection, read_prompts
 from openrouter_probe.generation.shapes import FieldMap
@@ -186,7 +186,7 @@ class SourceOptions:
         names = parse_row_params(row_params)
         problem = row_params_problem(names)
         if problem is not None:
-            raise OptionError(f"{{row_params=}}: {_braced(problem)}", row_params=",".join(names))
+            raise OptionError(f"{{row_params=}}: {braced(problem)}", row_params=",".join(names))
         return cls(FieldMap(prompt=prompt_field, id=id_field, params=names),
                    Selection(limit, sample, seed), config, split, strict)  # fmt: skip
 
@@ -204,11 +204,6 @@ class SourceOptions:
         return {name: value for name, value in named.items() if value is not None}
 
 
-def _braced(text: object) -> str:
-    """``text`` inside an ``OptionError`` template (its braces doubled)."""
-    return str(text).replace("{", "{{").replace("}", "}}")
-
-
 def read_inputs(
     prompts: str | Path,
     *,
@@ -223,8 +218,7 @@ def read_inputs(
         wrong = hf_only(prompts, config=options.config, split=options.split)
         if wrong is not None:
             raise OptionError(
-                f"{{{wrong}=}} is for hf: ids and datasets folders, not the file "
-                f"{_braced(prompts)}",
+                f"{{{wrong}=}} is for hf: ids and datasets folders, not the file {braced(prompts)}",
                 **{wrong: getattr(options, wrong)},
             )
         rows = read_prompts(
@@ -242,7 +236,7 @@ def read_inputs(
     if given:
         names = ", ".join(f"{{{name}=}}" for name in given)
         raise OptionError(
-            f"{_braced(prompts)}: a manifest sets each dataset's own; drop {names} (or set them "
+            f"{braced(prompts)}: a manifest sets each dataset's own; drop {names} (or set them "
             "in the manifest)",
             **given,
         )

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openrouter_probe.errors import ConfigError, Message, OptionError, Shown
+from openrouter_probe.errors import ConfigError, Message, OptionError, Shown, braced
 from openrouter_probe.generation.admission import (
     admitted_prices,
     batch_settings,
@@ -378,7 +378,7 @@ def parse_weights(
     out: dict[str, float] = {}
     for name, value in pairs.items():
         if name not in datasets:
-            known = (", ".join(datasets) or "none").replace("{", "{{").replace("}", "}}")
+            known = braced(", ".join(datasets) or "none")
             raise OptionError(
                 f"{{weights=}}: no such dataset in the prompts (they are: {known})", weights=name
             )

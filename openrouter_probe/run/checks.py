@@ -25,6 +25,7 @@ from openrouter_probe.errors import (
     Message,
     NoRouteError,
     OptionError,
+    braced,
 )
 from openrouter_probe.rules.quantities import format_usd
 from openrouter_probe.run.config import RunPlan
@@ -257,7 +258,7 @@ def key_budget(options: RunPlan, spent_before: Decimal = Decimal(0)) -> Decimal:
                 return cap
     raise OptionError(
         "no {budget_usd} and "
-        + why.replace("{", "{{").replace("}", "}}")
+        + braced(why)
         + ": nothing would cap the spend; give {budget_usd=USD} (e.g. 10), or {@no_cap} to "
         "run with no cap",
         budget_usd=None,

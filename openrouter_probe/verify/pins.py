@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openrouter_probe.api.schema import Endpoint
-from openrouter_probe.errors import ConfigError, OptionError
+from openrouter_probe.errors import ConfigError, OptionError, braced
 from openrouter_probe.rules.routing import RequestParams, route
 from openrouter_probe.verify.suites import Item
 
@@ -73,7 +73,7 @@ def resolve_tag(tag: str, endpoints: Sequence[Endpoint], *, option: str = "endpo
         return tag
     found = [e.tag for e in endpoints if e.tag.partition("/")[0] == tag]
     if len(found) > 1:
-        listed = ", ".join(found).replace("{", "{{").replace("}", "}}")
+        listed = braced(", ".join(found))
         raise OptionError(
             f"{{{option}=}}: {len(found)} endpoints have that slug ({listed}); name one full tag",
             **{option: tag},
@@ -155,9 +155,6 @@ def pin_tags(
             refused.append((tag, reason.split(" (tags: ")[0]))
     if not refused:
         return pinned
-
-    def braced(text: str) -> str:
-        return text.replace("{", "{{").replace("}", "}}")
 
     by_option: dict[str, list[tuple[str, str]]] = {}
     for tag, why in refused:  # each tag under the option that gave it
