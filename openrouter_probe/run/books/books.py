@@ -2,7 +2,7 @@
 
 The books hold the cap (``run.money.spend``), the journal (``run.money.journal``) and the
 reconciler (``run.books.reconcile``), and know nothing of which row goes next; what the scheduler
-asks and tells them (``reserve``, ``sent`` then ``leaving``, ``settle``, ``answered``, ...):
+asks and tells them (``reserve``, ``sent``, ``settle``, ``answered``, ...):
 docs/generate.md, "The run's parts, and the sender interface". The run's ``RunResult`` is made from
 them once, at the end (``summarize``): nothing else writes a money figure.
 
@@ -190,12 +190,8 @@ class Books:
         self.cap.add_spent(reserved, dataset)
 
     def sent(self, row: PromptRow, attempt: Attempt) -> int:
-        """Journal an attempt about to leave (reserved); return its number. Await ``leaving``
-        before sending it.
-
-        Without ``fsync`` the line is flushed to the OS at once: a flush costs less than the
-        wait for a shared one (a wake-up per request). With ``fsync`` the lines of every attempt
-        leaving in this turn of the loop share one write and one ``fsync`` (``leaving``).
+        """Journal an attempt about to leave (reserved) and flush it to the OS; return its
+        number (a flush costs less than the wait for a shared one: a wake-up per request).
 
         A line the journal cannot take (``files.WriteFailed``, raised on): the attempt never
         leaves, and its reservation is released (nothing was billed)."""
@@ -207,8 +203,6 @@ class Books:
         try:
             claims = self.claims
             if claims is None:
-                if journal.fsync:
-                    return journal.sending(attempt.id_json, attempt.worst, dataset)
                 return journal.sent(attempt.id_json, attempt.worst, dataset)
             number = journal.sending(attempt.id_json, attempt.worst, dataset)
             # a claim this attempt took over (``reserve``) goes in the same write: the earlier
@@ -217,20 +211,12 @@ class Books:
             if claim is not None:
                 self.reconciled(claim.earlier, _ZERO, taken_over=True, known=claim.known)
                 claim.journal(number)
-            if not journal.fsync:
-                journal.flush()
+            journal.flush()
             return number
         except WriteFailed:
             self.counts.requests -= 1
             self.cap.settle(attempt.worst, None, row.dataset, held_usd=attempt.request.worst_usd)
             raise
-
-    def leaving(self) -> Awaitable[None] | None:
-        """What to await before sending what ``sent`` journaled (``None``: it is in the OS
-        already): the journal's one write and ``fsync`` for every attempt leaving in this turn
-        of the loop."""
-        journal = self.journal
-        return None if journal is None or not journal.fsync else journal.written()
 
     def generation(self, number: int, generation_id: str, *, run_id: str | None = None) -> None:
         """Journal the generation id the headers brought for attempt ``number`` (of an earlier

@@ -75,8 +75,6 @@ RECORD_FIELDS = (
 )
 #: Statuses of a finished row (never sent again; ``failed`` is with ``--redo-failed``).
 FINISHED = frozenset({"ok", "truncated", "failed"})
-#: One encoder for every record: orjson's, ``json``'s where orjson cannot (``api.jsontext``).
-_ENCODE = dumps_record
 #: What to do about a damaged output line.
 _DAMAGED = (
     "is this the output file of `generate`? If it is, the line is damaged: "
@@ -362,11 +360,9 @@ class OutputLog:
         self,
         path: str | Path,
         *,
-        fsync: bool = False,
         on_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.fsync = fsync
         self._handle: IO[str] | None = None
         #: the first failed write (``line``; ``on_failure`` is told it): nothing is written after it
         self.writes = WriteFailures(self.path, on_failure)
@@ -386,7 +382,7 @@ class OutputLog:
         if self.writes.line is not None:
             return
         try:
-            append_line(self._handle, _ENCODE(record), fsync=self.fsync)
+            append_line(self._handle, dumps_record(record))
         except OSError as exc:
             self.writes.fail(exc)
 

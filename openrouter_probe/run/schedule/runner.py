@@ -61,7 +61,6 @@ __all__ = ["AdaptiveLimit", "Progress", "Run"]
 log = logging.getLogger(__name__)
 
 #: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
-_NOT_SENT = Failure("run", "not sent: the spend journal cannot be written")
 
 
 class Run:
@@ -373,13 +372,6 @@ class Run:
 
         attempt.flying = True
         try:
-            leaving = books.leaving()
-            if leaving is not None:
-                try:
-                    await leaving
-                except WriteFailed:  # never left: released, never billed
-                    books.settle(row, attempt, number, _NOT_SENT, None, journaled=False)
-                    raise
             key = SendKey(row.id, number, attempt.worst, row.dataset)
             outcome = await self.send(
                 attempt.request.body,
