@@ -155,11 +155,6 @@ class PaidRun:
         return self.replay.spent_usd
 
     @property
-    def spent_by_dataset(self) -> dict[str, Decimal]:
-        """``spent_before_usd`` per dataset (money no dataset owns is left out)."""
-        return dict(self.replay.by_dataset)
-
-    @property
     def held(self) -> Held:
         """What the output holds now, as a run starts from it (``RunStart.opened``)."""
         options, state, replay = self.options, self.state, self.replay
@@ -172,7 +167,7 @@ class PaidRun:
             killed_in_flight=replay.in_flight,
             done_by_dataset=dict(state.rows_by_dataset),
             tokens_by_dataset=dict(state.output_tokens),
-            spent_by_dataset=self.spent_by_dataset,
+            spent_by_dataset=dict(replay.by_dataset),
             warnings=tuple(self.warnings),
         )
 
@@ -346,7 +341,7 @@ async def run_job(
     if isinstance(ready, RunResult):
         return ready
     (before, rows, start), replay = ready, paid.replay  # (read again: the records adopted)
-    cap = SpendCap(budget, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset)
+    cap = SpendCap(budget, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     bar = _progress_bar(options.progress, len(rows))
     job_sha256 = paid.job.sha256 if paid.job is not None else ""
     waits = Waits(options.sleep)

@@ -133,12 +133,7 @@ def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def output_tokens_of(record: dict[str, Any]) -> int:
     """Billed output tokens of a record (``usage.completion_tokens``, reasoning included)."""
-    usage = record.get("usage")
-    if isinstance(usage, dict):
-        value = usage.get("completion_tokens")
-        if isinstance(value, int):
-            return value
-    return 0
+    return _tokens(record.get("usage"), "completion_tokens") or 0
 
 
 @dataclass(frozen=True)
