@@ -165,7 +165,7 @@ def _batch_sink(books: Books, claims: BatchClaims) -> EventSink:
     from openrouter_probe.run.books.batch_books import BatchJournal, settlements
     from openrouter_probe.run.send.batch_plan import Released, Said, SettledEarlier
 
-    journal = BatchJournal(books.journal, claims)
+    journal = BatchJournal(claims.journal, claims)
 
     def record(event: BatchEvent) -> str | None:
         match event:
