@@ -132,10 +132,9 @@ class PaidRun:
         options: RunPlan,
         state: ResumeState,
         replay: JournalReplay,
-        job: Job | None = None,
-        warnings: Sequence[str] = (),
-        *,
-        lock: OutputLock | None = None,
+        job: Job | None,
+        warnings: Sequence[str],
+        lock: OutputLock,
     ) -> None:
         self.options = options
         self.state = state
@@ -146,8 +145,7 @@ class PaidRun:
 
     def _created(self) -> None:
         """The output exists now: lock its inode too (``OutputLock.claim``)."""
-        if self.lock is not None:
-            self.lock.claim()
+        self.lock.claim()
 
     @property
     def spent_before_usd(self) -> Decimal:
@@ -404,16 +402,13 @@ async def run_job(
     return result
 
 
-async def _run(
-    run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
-) -> RunResult:
+async def _run(run: Run, handle_signals: bool, *, before: Awaitable[None]) -> RunResult:
     """``run`` to its end (``before`` awaited first, the signal handlers already in place); the
     garbage collector paced from ``before`` on (earlier batches' results fetched are the job's)."""
     remove = run.install_signal_handlers() if handle_signals else None
     try:
         with paced():  # the garbage collector less often while the requests are in flight
-            if before is not None:
-                await before
+            await before
             return await run.run()  # its warnings are said as they happen (Run.warn)
     finally:
         if remove is not None:
@@ -451,7 +446,7 @@ def open_run(
             adopted=replay.adopted,
             awaited={str(line[3]) for b in batches for line in b.lines.values()},
         )
-        yield PaidRun(options, state, replay, job, [warning] if warning else [], lock=lock)
+        yield PaidRun(options, state, replay, job, [warning] if warning else [], lock)
 
 
 def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:

@@ -55,6 +55,7 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.start import RunStart
+from openrouter_probe.run.tallies import ProviderTally
 
 if TYPE_CHECKING:
     from openrouter_probe.run.books.batch_books import BatchClaims
@@ -469,7 +470,7 @@ class Books:
                 name: (seen.answers, seen.worst_ratio, seen.over_usd)
                 for name, seen in self.overshoot.by_provider.items()
             },
-            providers=c.provider_tallies(),
+            providers={name: ProviderTally(**f) for name, f in c.providers.items()},
             datasets=datasets,
             peak_committed_usd=cap.peak_committed_usd,
             held_max_usd=window.most_held_usd if window is not None else _ZERO,
