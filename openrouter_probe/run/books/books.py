@@ -76,7 +76,7 @@ class Books:
         cap: SpendCap,
         *,
         datasets: Sequence[str],
-        journal: Journal | None = None,
+        journal: Journal,
         lookup: Lookup | None = None,
         pending: Sequence[Pending] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -90,10 +90,10 @@ class Books:
         self.cap = cap
         self.on_change = on_change  # money freed up (the scheduler's wake-up: ``Waits.notify``)
         self.journal = journal
-        self.run_id = journal.run_id if journal is not None else None
+        self.run_id = journal.run_id
         self.counts = Counts()
-        # Attempts counted at their worst case are settled from /generation when there is a
-        # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
+        # Attempts counted at their worst case are settled from /generation, when the sender
+        # has a lookup (``HttpTransport.generation_cost``; a batch's has none).
         self.reconciler = (
             Reconciler(
                 lookup,
@@ -105,7 +105,7 @@ class Books:
                     earlier.attempt, earlier.generation_id, run_id=earlier.run
                 ),
             )
-            if lookup is not None and journal is not None
+            if lookup is not None
             else None
         )
         if self.reconciler is not None:
@@ -198,8 +198,6 @@ class Books:
         leaves, and its reservation is released (nothing was billed)."""
         journal = self.journal
         self.counts.requests += 1
-        if journal is None:
-            return 0
         dataset = self._dataset_json[row.dataset]
         try:
             claims = self.claims
@@ -222,8 +220,7 @@ class Books:
     def generation(self, number: int, generation_id: str, *, run_id: str | None = None) -> None:
         """Journal the generation id the headers brought for attempt ``number`` (of an earlier
         run, ``run_id``: the one a cache hit named)."""
-        if self.journal is not None:
-            self.journal.generation(number, generation_id, run_id=run_id)
+        self.journal.generation(number, generation_id, run_id=run_id)
 
     # -- when it comes back -----------------------------------------------------------------------
 
@@ -282,8 +279,7 @@ class Books:
             cost = outcome.cost_usd
             if cost:
                 attempt.extra_cost += cost
-        if self.journal is not None:
-            self.journal.settle(number, cost)
+        self.journal.settle(number, cost)
         self.cap.settle(worst, cost, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += cost or 0
 
@@ -303,14 +299,13 @@ class Books:
         headers, is journaled now, so that a restart can settle it too)."""
         reserved = attempt.worst
         worst = max(reserved, counted)
-        if self.journal is not None:
-            if generation_id is not None and not journaled:
-                self.journal.generation(number, generation_id)
-            self.journal.settle_unknown(number, counted_usd=worst if worst > reserved else None)
+        if generation_id is not None and not journaled:
+            self.journal.generation(number, generation_id)
+        self.journal.settle_unknown(number, counted_usd=worst if worst > reserved else None)
         self.cap.settle(reserved, worst, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
-        if generation_id is None or self.reconciler is None or self.run_id is None:
+        if generation_id is None or self.reconciler is None:
             self.counts.unsettleable += 1
             return
         self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
@@ -323,8 +318,7 @@ class Books:
         alike). ``taken_over``: an earlier run's attempt whose worst case this run's attempt
         took over (``reserve``, a claim): the cap already gave it back, only the journal and the
         counts change. ``known``: it was settled at its answer's cost, not possibly billed."""
-        if self.journal is not None:
-            self.journal.reconciled(pending.run, pending.attempt, cost)
+        self.journal.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
         if taken_over:
             pass
