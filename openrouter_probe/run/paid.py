@@ -341,6 +341,10 @@ async def run_job(
     (before, rows, start), replay = ready, paid.replay  # (read again: the records adopted)
     cap = SpendCap(budget, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     bar = _progress_bar(options.progress, len(rows))
+    # (the bar is shown while the run goes; a caller's own may be no context manager)
+    showing = (
+        bar if isinstance(bar, contextlib.AbstractContextManager) else contextlib.nullcontext()
+    )
     job_sha256 = paid.job.sha256 if paid.job is not None else ""
     waits = Waits(options.sleep)
     stop = WriteStop(waits.stop)  # a failed write of any of the run's files stops it
@@ -349,7 +353,7 @@ async def run_job(
     with (
         OutputLog(options.output, on_failure=stop) as output,
         Journal(options.journal, header=head, on_failure=stop) as journal,
-        _showing(bar),
+        showing,
     ):
         paid._created()
         source = (
@@ -455,15 +459,6 @@ def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
 
         return progress_for(rows)
     return None if isinstance(progress, bool) else progress
-
-
-@contextlib.contextmanager
-def _showing(bar: Any) -> Iterator[None]:
-    if bar is None or not hasattr(bar, "__enter__"):
-        yield
-        return
-    with bar:
-        yield
 
 
 def _batch_claims(journal: Journal) -> BatchClaims:
