@@ -53,7 +53,6 @@ __all__ = [
     "Journal",
     "adopt",
     "journal_path",
-    "window_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,17 +102,6 @@ def adopt(path: str | Path, records: Sequence[Adopted]) -> str:
     return str(json.loads(run))
 
 
-def window_line(journal: Journal, limit_usd: Decimal) -> None:
-    """Record in ``journal`` the dollar window learned from in-flight 402s (buffered: a lost line
-    only makes the next run learn it again)."""
-    journal._write(f'{{"window":"{limit_usd}","run":{journal._run_json}}}\n')
-    journal._flush_soon()
-
-
-def _host() -> str:
-    return socket.gethostname() or "?"
-
-
 class Journal:
     """The journal open for appending, for one run: ``sent`` before each attempt, then what
     happened to it (``generation``, ``settle``, ``settle_unknown``, ``reconciled``)."""
@@ -150,7 +138,7 @@ class Journal:
             "started_utc": started,
             **self.header,
             "pid": os.getpid(),
-            "host": _host(),
+            "host": socket.gethostname() or "?",
         }
         try:
             append_line(self._handle, json.dumps(first, separators=(",", ":"), default=str))
@@ -231,6 +219,12 @@ class Journal:
         self._write(
             f'{{"reconciled":{attempt},"run":{json.dumps(run_id)},"cost_usd":"{cost_usd}"}}\n'
         )
+        self._flush_soon()
+
+    def window(self, limit_usd: Decimal) -> None:
+        """Record the dollar window learned from in-flight 402s (buffered: a lost line only makes
+        the next run learn it again)."""
+        self._write(f'{{"window":"{limit_usd}","run":{self._run_json}}}\n')
         self._flush_soon()
 
     def batch_plan(

@@ -17,13 +17,12 @@ what OpenRouter holds, each request's input and ``max_tokens`` at the dearest ad
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from openrouter_probe.errors import Message
-from openrouter_probe.run.money.journal import Journal, window_line
+from openrouter_probe.run.money.journal import Journal
 
 __all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow", "WindowStart", "window_start"]
 
@@ -210,8 +209,8 @@ class WindowStart:
 
     def window(self, journal: Journal | None = None) -> DollarWindow:
         """A run's dollar window opening here, journaled after each decrease in ``journal``
-        (``run.money.journal.window_line``)."""
-        on_learned = None if journal is None else functools.partial(window_line, journal)
+        (``Journal.window``)."""
+        on_learned = None if journal is None else journal.window
         return DollarWindow(
             start_requests=self.requests,
             start_usd=self.usd,
