@@ -155,8 +155,9 @@ class RunResult(Figures, RunStart):
         return StopReason(self.stop_reason).exit_code
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field by name as JSON holds it (``_json``), then ``spent_total_usd``,
-        ``remaining_usd`` and ``ledger`` (``journal``'s old key, until 0.4.0)."""
+        """Every field by name as JSON holds it (money as floats, tallies as dicts), then
+        ``spent_total_usd``, ``remaining_usd`` and ``ledger`` (``journal``'s old key, until
+        0.4.0)."""
         said = {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
         said.update(
             stop_reason=str(self.stop_reason),
