@@ -190,9 +190,5 @@ class Counts:
         """The figures counted so far for provider ``name`` (all 0 at first), to add to."""
         return self.providers.setdefault(name, dict(_NO_PROVIDER))
 
-    def provider_tallies(self) -> dict[str, ProviderTally]:
-        """What each provider served, as frozen tallies."""
-        return {name: ProviderTally(**figures) for name, figures in self.providers.items()}
-
 
 _NO_PROVIDER = {f.name: f.default for f in fields(ProviderTally)}

@@ -157,7 +157,8 @@ class OutputLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            holder = _flock_holder(os.fstat(fd))
+            pid = _flock_pid(os.fstat(fd))
+            holder = "another run" if pid is None else f"another run (pid {pid})"
             os.close(fd)
             raise ConfigError(
                 Message(
@@ -234,10 +235,3 @@ def _same_file(handle: IO[str], path: Path) -> bool:
         return False
     here = os.fstat(handle.fileno())
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
-
-
-def _flock_holder(st: os.stat_result) -> str:
-    """Who holds a ``flock`` on the file ``st`` describes: ``pid N`` from ``/proc/locks``
-    (Linux), or "another run"."""
-    pid = _flock_pid(st)
-    return "another run" if pid is None else f"another run (pid {pid})"

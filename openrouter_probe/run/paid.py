@@ -132,10 +132,9 @@ class PaidRun:
         options: RunPlan,
         state: ResumeState,
         replay: JournalReplay,
-        job: Job | None = None,
-        warnings: Sequence[str] = (),
-        *,
-        lock: OutputLock | None = None,
+        job: Job | None,
+        warnings: Sequence[str],
+        lock: OutputLock,
     ) -> None:
         self.options = options
         self.state = state
@@ -146,18 +145,12 @@ class PaidRun:
 
     def _created(self) -> None:
         """The output exists now: lock its inode too (``OutputLock.claim``)."""
-        if self.lock is not None:
-            self.lock.claim()
+        self.lock.claim()
 
     @property
     def spent_before_usd(self) -> Decimal:
         """What the output's journal holds as spent (the only record of money)."""
         return self.replay.spent_usd
-
-    @property
-    def spent_by_dataset(self) -> dict[str, Decimal]:
-        """``spent_before_usd`` per dataset (money no dataset owns is left out)."""
-        return dict(self.replay.by_dataset)
 
     @property
     def held(self) -> Held:
@@ -172,7 +165,7 @@ class PaidRun:
             killed_in_flight=replay.in_flight,
             done_by_dataset=dict(state.rows_by_dataset),
             tokens_by_dataset=dict(state.output_tokens),
-            spent_by_dataset=self.spent_by_dataset,
+            spent_by_dataset=dict(replay.by_dataset),
             warnings=tuple(self.warnings),
         )
 
@@ -346,8 +339,12 @@ async def run_job(
     if isinstance(ready, RunResult):
         return ready
     (before, rows, start), replay = ready, paid.replay  # (read again: the records adopted)
-    cap = SpendCap(budget, spent_usd=paid.spent_before_usd, spent_by_dataset=paid.spent_by_dataset)
+    cap = SpendCap(budget, spent_usd=replay.spent_usd, spent_by_dataset=replay.by_dataset)
     bar = _progress_bar(options.progress, len(rows))
+    # (the bar is shown while the run goes; a caller's own may be no context manager)
+    showing = (
+        bar if isinstance(bar, contextlib.AbstractContextManager) else contextlib.nullcontext()
+    )
     job_sha256 = paid.job.sha256 if paid.job is not None else ""
     waits = Waits(options.sleep)
     stop = WriteStop(waits.stop)  # a failed write of any of the run's files stops it
@@ -356,7 +353,7 @@ async def run_job(
     with (
         OutputLog(options.output, on_failure=stop) as output,
         Journal(options.journal, header=head, on_failure=stop) as journal,
-        _showing(bar),
+        showing,
     ):
         paid._created()
         source = (
@@ -409,16 +406,13 @@ async def run_job(
     return result
 
 
-async def _run(
-    run: Run, handle_signals: bool, *, before: Awaitable[None] | None = None
-) -> RunResult:
+async def _run(run: Run, handle_signals: bool, *, before: Awaitable[None]) -> RunResult:
     """``run`` to its end (``before`` awaited first, the signal handlers already in place); the
     garbage collector paced from ``before`` on (earlier batches' results fetched are the job's)."""
     remove = run.install_signal_handlers() if handle_signals else None
     try:
         with paced():  # the garbage collector less often while the requests are in flight
-            if before is not None:
-                await before
+            await before
             return await run.run()  # its warnings are said as they happen (Run.warn)
     finally:
         if remove is not None:
@@ -456,7 +450,7 @@ def open_run(
             adopted=replay.adopted,
             awaited={str(line[3]) for b in batches for line in b.lines.values()},
         )
-        yield PaidRun(options, state, replay, job, [warning] if warning else [], lock=lock)
+        yield PaidRun(options, state, replay, job, [warning] if warning else [], lock)
 
 
 def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
@@ -465,15 +459,6 @@ def _progress_bar(progress: bool | Progress, rows: int) -> Progress | None:
 
         return progress_for(rows)
     return None if isinstance(progress, bool) else progress
-
-
-@contextlib.contextmanager
-def _showing(bar: Any) -> Iterator[None]:
-    if bar is None or not hasattr(bar, "__enter__"):
-        yield
-        return
-    with bar:
-        yield
 
 
 def _batch_claims(journal: Journal) -> BatchClaims:

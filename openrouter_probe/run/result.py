@@ -27,12 +27,7 @@ from typing import Any
 from openrouter_probe.run.counts import Figures
 from openrouter_probe.run.start import RunStart, empty
 from openrouter_probe.run.stop import StopReason
-from openrouter_probe.run.tallies import (
-    ProviderTally,
-    joined,
-    plus,
-    summed,
-)
+from openrouter_probe.run.tallies import DatasetTally, ProviderTally, joined, plus, summed
 
 __all__ = ["RunResult", "RunSummary"]
 
@@ -160,69 +155,22 @@ class RunResult(Figures, RunStart):
         return StopReason(self.stop_reason).exit_code
 
     def to_dict(self) -> dict[str, Any]:
-        def money(value: Decimal | None) -> float | None:
-            return None if value is None else float(value)
-
-        return {
-            "out": self.out,
-            "policy": self.policy,
-            "model": self.model,
-            "stop_reason": str(self.stop_reason),
-            "message": self.message,
-            "rows_total": self.rows_total,
-            "rows_already_done": self.rows_already_done,
-            "rows_to_send": self.rows_to_send,
-            "duplicates": self.duplicates,
-            "rows_skipped": self.rows_skipped,
-            "skipped_rows": list(self.skipped_rows),
-            "rows_ending_on_assistant": self.rows_ending_on_assistant,
-            "ok": self.ok,
-            "truncated": self.truncated,
-            "failed": self.failed,
-            "cancelled": self.cancelled,
-            "not_sent": self.not_sent,
-            "requests": self.requests,
-            "retries": self.retries,
-            "pauses": self.pauses,
-            "spent_usd": money(self.spent_usd),
-            "spent_total_usd": money(self.spent_total_usd),
-            "possibly_billed_usd": money(self.possibly_billed_usd),
-            "possibly_billed_before_usd": money(self.possibly_billed_before_usd),
-            "reconciled": self.reconciled,
-            "reconciled_back_usd": money(self.reconciled_back_usd),
-            "reconciled_before": self.reconciled_before,
-            "reconciled_before_back_usd": money(self.reconciled_before_back_usd),
-            "unsettleable": self.unsettleable,
-            "cache_hits": self.cache_hits,
-            "overshoot": {
+        """Every field by name as JSON holds it (money as floats, tallies as dicts), then
+        ``spent_total_usd``, ``remaining_usd`` and ``ledger`` (``journal``'s old key, until
+        0.4.0)."""
+        said = {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        said.update(
+            stop_reason=str(self.stop_reason),
+            overshoot={
                 k: {"answers": n, "worst_ratio": round(r, 3), "over_usd": float(usd)}
                 for k, (n, r, usd) in sorted(self.overshoot.items())
             },
-            "notes": list(self.notes),
-            "shard_shares": [dict(s) for s in self.shard_shares],
-            "pilot": [{k: _plain(v) for k, v in p.items()} for p in self.pilot],
-            "killed_in_flight_before": self.killed_in_flight_before,
-            "turns_to_send": self.turns_to_send,
-            "turns_resumed": self.turns_resumed,
-            "turns_done": self.turns_done,
-            "rows_partial": self.rows_partial,
-            "journal": self.journal,
-            "ledger": self.journal,  # the old key, until 0.4.0
-            "budget_usd": money(self.budget_usd),
-            "shards": self.shards,
-            "shard_from": self.shard_from,
-            "remaining_usd": money(self.remaining_usd),
-            "peak_committed_usd": money(self.peak_committed_usd),
-            "held_max_usd": money(self.held_max_usd),
-            "in_flight_refusals": self.in_flight_refusals,
-            "worst_case_usd": money(self.worst_case_usd),
-            "expected_usd": money(self.expected_usd),
-            "output_tokens": dict(self.output_tokens),
-            "datasets": {k: v.to_dict() for k, v in sorted(self.datasets.items())},
-            "providers": {k: v.to_dict() for k, v in sorted(self.providers.items())},
-            "elapsed_s": round(self.elapsed_s, 3),
-            "warnings": list(self.warnings),
-        }
+            elapsed_s=round(self.elapsed_s, 3),
+            spent_total_usd=float(self.spent_total_usd),
+            remaining_usd=_json(self.remaining_usd),
+            ledger=self.journal,
+        )
+        return said
 
 
 #: The figures ``RunResult.__add__`` sums (every count, token and dollar figure).
@@ -247,9 +195,16 @@ def _worse_or_same(a: StopReason, b: StopReason) -> bool:
     return rank(a) >= rank(b)
 
 
-def _plain(value: Any) -> Any:
-    """A read-only mapping as a dict (JSON), anything else as it is."""
-    return dict(value) if isinstance(value, Mapping) else value
+def _json(value: Any) -> Any:
+    """``value`` as JSON holds it: money as floats, tuples as lists, mappings as dicts, tallies
+    by their ``to_dict``."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    return value.to_dict() if isinstance(value, ProviderTally | DatasetTally) else value
 
 
 def _either(a: str, b: str) -> str:

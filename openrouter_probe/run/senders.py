@@ -8,11 +8,9 @@
   what ``/key`` says of the limit.
 
 Each kind's ``open(options, learned, replay, rows, awaiting)`` holds what the run sends through (the
-transport, the batch client) for the run and yields a ``Channel``: the ``/generation`` lookup the
-books settle from; ``sender(books, claims, waits)``, the sender, made once the run's books exist
-(the batch sender reports its events to them and stops with the run); ``ready()``, awaited before
-the first request; ``finish(result)``, what it adds to the run's result once it is closed.
-``run.paid.run_job`` calls them in that order.
+transport, the batch client) for the run and yields a ``Channel``, which ``run.paid.run_job`` uses
+in the order its protocol lists; the sender is made once the run's books exist (the batch sender
+reports its events to them and stops with the run).
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ __all__ = ["SENDERS", "Channel", "SenderKind", "key_figures", "sender_for"]
 class Channel(Protocol):
     """A way out opened for one run (see the module)."""
 
-    #: what settles an attempt left unknown (``/generation``; ``None``: nothing)
+    #: what the books settle an attempt left unknown from (``/generation``; ``None``: nothing)
     lookup: Lookup | None
 
     def sender(self, books: Books, claims: BatchClaims | None, waits: Waits) -> Sender:
@@ -165,7 +163,7 @@ def _batch_sink(books: Books, claims: BatchClaims) -> EventSink:
     from openrouter_probe.run.books.batch_books import BatchJournal, settlements
     from openrouter_probe.run.send.batch_plan import Released, Said, SettledEarlier
 
-    journal = BatchJournal(books.journal, claims)
+    journal = BatchJournal(claims.journal, claims)
 
     def record(event: BatchEvent) -> str | None:
         match event:

@@ -309,8 +309,9 @@ def test_a_hit_on_the_fake_bills_nothing_and_replays_the_answer() -> None:
         assert fake.ledger.get(b["id"]) is None
 
 
-def test_the_books_count_a_hit_at_zero_without_a_cost() -> None:
+def test_the_books_count_a_hit_at_zero_without_a_cost(tmp_path: Path) -> None:
     from openrouter_probe.run.books.books import Books
+    from openrouter_probe.run.money.journal import Journal
     from openrouter_probe.run.money.spend import Prices, SpendCap
     from openrouter_probe.run.send.attempt import Attempt
     from openrouter_probe.run.send.transport import parse_body
@@ -326,9 +327,10 @@ def test_the_books_count_a_hit_at_zero_without_a_cost() -> None:
     row = PromptRow("r", "d", [{"role": "user", "content": "q"}], {}, 1)
     request = RequestBuilder(model="m", provider_json="{}").build(row, prices)
     attempt = Attempt(request, prices, '"r"', 60.0)
-    books = Books(SpendCap(Decimal(1)), datasets=["d"])
-    assert books.reserve("d", attempt)
-    books.settle(row, attempt, 1, answer, "gen-1", journaled=True)  # type: ignore[arg-type]
+    with Journal(tmp_path / "out.jsonl.ledger") as journal:
+        books = Books(SpendCap(Decimal(1)), datasets=["d"], journal=journal)
+        assert books.reserve("d", attempt)
+        books.settle(row, attempt, 1, answer, "gen-1", journaled=True)  # type: ignore[arg-type]
     assert attempt.cost == 0 and books.cap.spent_usd == 0 and books.counts.cache_hits == 1
 
 

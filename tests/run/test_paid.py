@@ -443,7 +443,7 @@ def test_rate_limit_storm_lowers_concurrency_then_recovers(tmp_path: Path) -> No
 
 
 def test_adaptive_limit_backs_off_on_429_and_recovers() -> None:
-    limit = AdaptiveLimit(100, cooldown_s=1.0)
+    limit = AdaptiveLimit(100)
     limit.on_rate_limited(10.0)
     limit.on_rate_limited(10.5)  # within the cooldown: one storm, one decrease
     assert limit.allowed == 70

@@ -350,7 +350,7 @@ def test_a_budget_too_small_for_one_row_says_the_max_tokens_that_fits(tmp_path: 
     room = Overshoot().extra_usd  # and the room each reservation keeps past max_tokens
 
     def worst(max_tokens: int) -> Decimal:
-        return builder.worst_case_usd(row, prices, max_tokens) + room(
+        return builder.build(row, prices, max_tokens=max_tokens).worst_usd + room(
             max_tokens, prices.output_usd_per_token
         )
 

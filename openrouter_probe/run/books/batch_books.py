@@ -60,7 +60,7 @@ class BatchClaims:
     """The claims of earlier runs' open batches on this run's rows (see the module); the books'
     ``claims`` (``Books.reserve`` takes them over)."""
 
-    def __init__(self, journal: Journal | None) -> None:
+    def __init__(self, journal: Journal) -> None:
         self.journal = journal
         #: rows an earlier run's open batch carries: the row id (JSON) -> (that batch, the custom
         #: id); ``taken``: those whose line's worst case this run's attempt took over
@@ -100,17 +100,16 @@ class BatchClaims:
             A kill lands before all three lines or after them: the line is counted once."""
             plan = f"{batch.plan.split('.')[0]}.{secrets.token_hex(3)}"
             journal = self.journal
-            if journal is not None:
-                journal.batch_plan(
-                    plan,
-                    model=batch.model,
-                    after=batch.after,
-                    worst_usd=reserved,
-                    lines=[[cid, number]],
-                    count=batch.count,
-                )
-                if batch.batch_id is not None:
-                    journal.batch_id(journal.run_id, plan, batch.batch_id)
+            journal.batch_plan(
+                plan,
+                model=batch.model,
+                after=batch.after,
+                worst_usd=reserved,
+                lines=[[cid, number]],
+                count=batch.count,
+            )
+            if batch.batch_id is not None:
+                journal.batch_id(journal.run_id, plan, batch.batch_id)
             self.moves[row_json] = plan
 
         return Claim(reserved, dataset, earlier, cid in batch.settled, journal_move)
@@ -132,7 +131,7 @@ class BatchJournal:
     """The plan journal of one run's batches (see the module): ``record`` takes the sender's
     plan events (the money events are the books': ``run.senders``)."""
 
-    def __init__(self, journal: Journal | None, claims: BatchClaims) -> None:
+    def __init__(self, journal: Journal, claims: BatchClaims) -> None:
         self.journal = journal
         self.claims = claims
 
@@ -143,14 +142,11 @@ class BatchJournal:
         match event:
             case Planned(plan, model, after, worst, lines):
                 # flushed before the POST; the lines' money is their attempts' (``Books.sent``)
-                if journal is not None:
-                    journal.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
+                journal.batch_plan(plan, model=model, after=after, worst_usd=worst, lines=lines)
             case Submitted(run, plan, batch_id):
-                if journal is not None:
-                    journal.batch_id(run or journal.run_id, plan, batch_id)
+                journal.batch_id(run or journal.run_id, plan, batch_id)
             case Closed(run, plan, status):
-                if journal is not None:
-                    journal.batch_done(run or journal.run_id, plan, status)
+                journal.batch_done(run or journal.run_id, plan, status)
             case Held(batch):
                 self.claims.hold(batch)
             case Claimed(row_id):

@@ -2,7 +2,7 @@
 
 The books hold the cap (``run.money.spend``), the journal (``run.money.journal``) and the
 reconciler (``run.books.reconcile``), and know nothing of which row goes next; what the scheduler
-asks and tells them (``reserve``, ``sent`` then ``leaving``, ``settle``, ``answered``, ...):
+asks and tells them (``reserve``, ``sent``, ``settle``, ``answered``, ...):
 docs/generate.md, "The run's parts, and the sender interface". The run's ``RunResult`` is made from
 them once, at the end (``summarize``): nothing else writes a money figure.
 
@@ -55,6 +55,7 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.start import RunStart
+from openrouter_probe.run.tallies import ProviderTally
 
 if TYPE_CHECKING:
     from openrouter_probe.run.books.batch_books import BatchClaims
@@ -75,7 +76,7 @@ class Books:
         cap: SpendCap,
         *,
         datasets: Sequence[str],
-        journal: Journal | None = None,
+        journal: Journal,
         lookup: Lookup | None = None,
         pending: Sequence[Pending] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -89,10 +90,10 @@ class Books:
         self.cap = cap
         self.on_change = on_change  # money freed up (the scheduler's wake-up: ``Waits.notify``)
         self.journal = journal
-        self.run_id = journal.run_id if journal is not None else None
+        self.run_id = journal.run_id
         self.counts = Counts()
-        # Attempts counted at their worst case are settled from /generation when there is a
-        # journal to write what it says (``lookup``: ``HttpTransport.generation_cost``).
+        # Attempts counted at their worst case are settled from /generation, when the sender
+        # has a lookup (``HttpTransport.generation_cost``; a batch's has none).
         self.reconciler = (
             Reconciler(
                 lookup,
@@ -104,7 +105,7 @@ class Books:
                     earlier.attempt, earlier.generation_id, run_id=earlier.run
                 ),
             )
-            if lookup is not None and journal is not None
+            if lookup is not None
             else None
         )
         if self.reconciler is not None:
@@ -190,25 +191,17 @@ class Books:
         self.cap.add_spent(reserved, dataset)
 
     def sent(self, row: PromptRow, attempt: Attempt) -> int:
-        """Journal an attempt about to leave (reserved); return its number. Await ``leaving``
-        before sending it.
-
-        Without ``fsync`` the line is flushed to the OS at once: a flush costs less than the
-        wait for a shared one (a wake-up per request). With ``fsync`` the lines of every attempt
-        leaving in this turn of the loop share one write and one ``fsync`` (``leaving``).
+        """Journal an attempt about to leave (reserved) and flush it to the OS; return its
+        number (a flush costs less than the wait for a shared one: a wake-up per request).
 
         A line the journal cannot take (``files.WriteFailed``, raised on): the attempt never
         leaves, and its reservation is released (nothing was billed)."""
         journal = self.journal
         self.counts.requests += 1
-        if journal is None:
-            return 0
         dataset = self._dataset_json[row.dataset]
         try:
             claims = self.claims
             if claims is None:
-                if journal.fsync:
-                    return journal.sending(attempt.id_json, attempt.worst, dataset)
                 return journal.sent(attempt.id_json, attempt.worst, dataset)
             number = journal.sending(attempt.id_json, attempt.worst, dataset)
             # a claim this attempt took over (``reserve``) goes in the same write: the earlier
@@ -217,26 +210,17 @@ class Books:
             if claim is not None:
                 self.reconciled(claim.earlier, _ZERO, taken_over=True, known=claim.known)
                 claim.journal(number)
-            if not journal.fsync:
-                journal.flush()
+            journal.flush()
             return number
         except WriteFailed:
             self.counts.requests -= 1
             self.cap.settle(attempt.worst, None, row.dataset, held_usd=attempt.request.worst_usd)
             raise
 
-    def leaving(self) -> Awaitable[None] | None:
-        """What to await before sending what ``sent`` journaled (``None``: it is in the OS
-        already): the journal's one write and ``fsync`` for every attempt leaving in this turn
-        of the loop."""
-        journal = self.journal
-        return None if journal is None or not journal.fsync else journal.written()
-
     def generation(self, number: int, generation_id: str, *, run_id: str | None = None) -> None:
         """Journal the generation id the headers brought for attempt ``number`` (of an earlier
         run, ``run_id``: the one a cache hit named)."""
-        if self.journal is not None:
-            self.journal.generation(number, generation_id, run_id=run_id)
+        self.journal.generation(number, generation_id, run_id=run_id)
 
     # -- when it comes back -----------------------------------------------------------------------
 
@@ -295,8 +279,7 @@ class Books:
             cost = outcome.cost_usd
             if cost:
                 attempt.extra_cost += cost
-        if self.journal is not None:
-            self.journal.settle(number, cost)
+        self.journal.settle(number, cost)
         self.cap.settle(worst, cost, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += cost or 0
 
@@ -316,14 +299,13 @@ class Books:
         headers, is journaled now, so that a restart can settle it too)."""
         reserved = attempt.worst
         worst = max(reserved, counted)
-        if self.journal is not None:
-            if generation_id is not None and not journaled:
-                self.journal.generation(number, generation_id)
-            self.journal.settle_unknown(number, counted_usd=worst if worst > reserved else None)
+        if generation_id is not None and not journaled:
+            self.journal.generation(number, generation_id)
+        self.journal.settle_unknown(number, counted_usd=worst if worst > reserved else None)
         self.cap.settle(reserved, worst, row.dataset, held_usd=attempt.request.worst_usd)
         self.counts.spent_usd += worst
         self.counts.possibly_billed_usd += worst
-        if generation_id is None or self.reconciler is None or self.run_id is None:
+        if generation_id is None or self.reconciler is None:
             self.counts.unsettleable += 1
             return
         self.reconciler.add(Pending(self.run_id, number, generation_id, worst, row.dataset))
@@ -336,8 +318,7 @@ class Books:
         alike). ``taken_over``: an earlier run's attempt whose worst case this run's attempt
         took over (``reserve``, a claim): the cap already gave it back, only the journal and the
         counts change. ``known``: it was settled at its answer's cost, not possibly billed."""
-        if self.journal is not None:
-            self.journal.reconciled(pending.run, pending.attempt, cost)
+        self.journal.reconciled(pending.run, pending.attempt, cost)
         back = pending.reserved_usd - cost
         if taken_over:
             pass
@@ -483,7 +464,7 @@ class Books:
                 name: (seen.answers, seen.worst_ratio, seen.over_usd)
                 for name, seen in self.overshoot.by_provider.items()
             },
-            providers=c.provider_tallies(),
+            providers={name: ProviderTally(**f) for name, f in c.providers.items()},
             datasets=datasets,
             peak_committed_usd=cap.peak_committed_usd,
             held_max_usd=window.most_held_usd if window is not None else _ZERO,

@@ -75,8 +75,6 @@ RECORD_FIELDS = (
 )
 #: Statuses of a finished row (never sent again; ``failed`` is with ``--redo-failed``).
 FINISHED = frozenset({"ok", "truncated", "failed"})
-#: One encoder for every record: orjson's, ``json``'s where orjson cannot (``api.jsontext``).
-_ENCODE = dumps_record
 #: What to do about a damaged output line.
 _DAMAGED = (
     "is this the output file of `generate`? If it is, the line is damaged: "
@@ -135,12 +133,7 @@ def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def output_tokens_of(record: dict[str, Any]) -> int:
     """Billed output tokens of a record (``usage.completion_tokens``, reasoning included)."""
-    usage = record.get("usage")
-    if isinstance(usage, dict):
-        value = usage.get("completion_tokens")
-        if isinstance(value, int):
-            return value
-    return 0
+    return _tokens(record.get("usage"), "completion_tokens") or 0
 
 
 @dataclass(frozen=True)
@@ -362,11 +355,9 @@ class OutputLog:
         self,
         path: str | Path,
         *,
-        fsync: bool = False,
         on_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.fsync = fsync
         self._handle: IO[str] | None = None
         #: the first failed write (``line``; ``on_failure`` is told it): nothing is written after it
         self.writes = WriteFailures(self.path, on_failure)
@@ -386,7 +377,7 @@ class OutputLog:
         if self.writes.line is not None:
             return
         try:
-            append_line(self._handle, _ENCODE(record), fsync=self.fsync)
+            append_line(self._handle, dumps_record(record))
         except OSError as exc:
             self.writes.fail(exc)
 

@@ -11,10 +11,9 @@ budget let the run hold (``run.money.limit.DollarWindow``), from which the next 
 (``JournalReplay.window_usd``).
 
 An attempt's money is its reconciled cost, else its settled cost, else its whole reservation
-("possibly billed"). ``sent`` and batch-plan lines are flushed before the request (or the POST)
-leaves: the ``sent`` lines of one turn of the event loop share one write and one flush
-(``Journal.written``). ``gen``, ``settled`` and ``reconciled`` lines are buffered to the next flush,
-or the end of the turn: one lost to a crash only leaves an attempt counted at its reservation. A
+("possibly billed"). ``sent`` and batch-plan lines are flushed as they are written, before the
+request (or the POST) leaves. ``gen``, ``settled`` and ``reconciled`` lines are buffered to the next
+flush, or the end of the turn: one lost to a crash only leaves an attempt counted at its reservation. A
 write that fails fails the journal for good: ``writes.on_failure`` is told once (the run stops
 sending), nothing more is written (a line after a lost one would damage the file), and a ``sent``
 line that cannot be flushed raises ``files.WriteFailed`` (its request never leaves).
@@ -54,7 +53,6 @@ __all__ = [
     "Journal",
     "adopt",
     "journal_path",
-    "window_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,9 +78,9 @@ class Adopted:
     generation_id: str | None
 
 
-def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) -> str:
+def adopt(path: str | Path, records: Sequence[Adopted]) -> str:
     """Journal ``records`` as the attempts of one adoption run (no header line; its id is
-    returned): one line each, written in one write and flushed (fsynced with ``fsync``).
+    returned): one line each, written in one write and flushed.
 
     Each line stands alone: a record whose line a crash tore (the torn tail is cut on the next
     start) is not adopted, and is adopted again by the next start; one whose line is there is
@@ -99,22 +97,9 @@ def adopt(path: str | Path, records: Sequence[Adopted], *, fsync: bool = False) 
         with open_append(path) as handle:
             handle.write("".join(lines))
             handle.flush()
-            if fsync:
-                os.fsync(handle.fileno())
     except OSError as exc:  # a full disk: one line, nothing sent (``files.WriteFailed``)
         raise WriteFailed(write_error(path, exc)) from exc
     return str(json.loads(run))
-
-
-def window_line(journal: Journal, limit_usd: Decimal) -> None:
-    """Record in ``journal`` the dollar window learned from in-flight 402s (buffered: a lost line
-    only makes the next run learn it again)."""
-    journal._write(f'{{"window":"{limit_usd}","run":{journal._run_json}}}\n')
-    journal._flush_soon()
-
-
-def _host() -> str:
-    return socket.gethostname() or "?"
 
 
 class Journal:
@@ -127,18 +112,15 @@ class Journal:
         *,
         run_id: str | None = None,
         header: dict[str, Any] | None = None,
-        fsync: bool = False,
         on_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
         self.header = dict(header or {})
         self.run_id = run_id or secrets.token_hex(6)
-        self.fsync = fsync
         self._handle: IO[str] | None = None
         self._next = 0
         self._run_json = json.dumps(self.run_id)
         self._flush_scheduled = False
-        self._written: asyncio.Future[None] | None = None
         #: the first failed write (``line``; ``on_failure`` is told it): nothing is written after it
         self.writes = WriteFailures(self.path, on_failure)
 
@@ -156,14 +138,10 @@ class Journal:
             "started_utc": started,
             **self.header,
             "pid": os.getpid(),
-            "host": _host(),
+            "host": socket.gethostname() or "?",
         }
         try:
-            append_line(
-                self._handle,
-                json.dumps(first, separators=(",", ":"), default=str),
-                fsync=self.fsync,
-            )
+            append_line(self._handle, json.dumps(first, separators=(",", ":"), default=str))
         except OSError as exc:  # nothing sent yet: one line, and the rerun starts the same
             handle, self._handle = self._handle, None
             with contextlib.suppress(OSError):  # (the line said is the header's; no run to stop)
@@ -194,9 +172,8 @@ class Journal:
         return number
 
     def sending(self, row_id_json: str, reserved_usd: Decimal, dataset_json: str = "null") -> int:
-        """Record an attempt about to be sent, buffered; return its number. Await ``written``
-        before the request leaves (the run's way: many attempts leave in one turn of the loop,
-        and their lines share one write and one flush)."""
+        """Record an attempt about to be sent, buffered; return its number. Flush before the
+        request leaves (``sent`` does both; a batch run journals a claim taken over first)."""
         self._next += 1
         self._write(
             f'{{"sent":{self._next},"run":{self._run_json},"id":{row_id_json},'
@@ -206,41 +183,12 @@ class Journal:
             raise WriteFailed(self.writes.line)
         return self._next
 
-    def written(self) -> asyncio.Future[None]:
-        """A future done once every line written so far is in the OS (flushed; ``fsync`` too
-        when asked): one flush at the end of this turn of the loop for all the ``sent`` lines
-        written in it. A failed flush fails the future: none of those requests may leave."""
-        waiting = self._written
-        if waiting is None:
-            loop = asyncio.get_running_loop()
-            waiting = self._written = loop.create_future()
-            loop.call_soon(self._flush_written)
-        return waiting
-
     def _flush_now(self) -> None:
-        """Flush what is written to the OS (and to the disk with ``fsync``); raise
-        ``WriteFailed`` when it cannot be (now or before): what it guards must not happen."""
+        """Flush what is written to the OS; raise ``WriteFailed`` when it cannot be (now or
+        before): what it guards must not happen."""
         self.flush()
-        if self.fsync and self._handle is not None and self.writes.line is None:
-            try:
-                os.fsync(self._handle.fileno())
-            except OSError as exc:
-                self.writes.fail(exc)
         if self.writes.line is not None:
             raise WriteFailed(self.writes.line)
-
-    def _flush_written(self) -> None:
-        waiting, self._written = self._written, None
-        if waiting is None:
-            return
-        try:
-            self._flush_now()
-        except WriteFailed as exc:
-            if not waiting.done():
-                waiting.set_exception(exc)
-            return
-        if not waiting.done():
-            waiting.set_result(None)
 
     def generation(self, attempt: int, generation_id: str, *, run_id: str | None = None) -> None:
         """Record an attempt's generation id (flushed within this turn of the event loop); an
@@ -271,6 +219,12 @@ class Journal:
         self._write(
             f'{{"reconciled":{attempt},"run":{json.dumps(run_id)},"cost_usd":"{cost_usd}"}}\n'
         )
+        self._flush_soon()
+
+    def window(self, limit_usd: Decimal) -> None:
+        """Record the dollar window learned from in-flight 402s (buffered: a lost line only makes
+        the next run learn it again)."""
+        self._write(f'{{"window":"{limit_usd}","run":{self._run_json}}}\n')
         self._flush_soon()
 
     def batch_plan(

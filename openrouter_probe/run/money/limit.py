@@ -17,13 +17,12 @@ what OpenRouter holds, each request's input and ``max_tokens`` at the dearest ad
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from openrouter_probe.errors import Message
-from openrouter_probe.run.money.journal import Journal, window_line
+from openrouter_probe.run.money.journal import Journal
 
 __all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow", "WindowStart", "window_start"]
 
@@ -31,24 +30,24 @@ __all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow", "WindowStart", "wi
 START_REQUESTS = 16
 _ZERO = Decimal(0)
 _SHRINK = Decimal("0.7")
+_COOLDOWN_S = 1.0  # ``AdaptiveLimit``'s least time between two decreases
 
 
 class AdaptiveLimit:
     """How many requests may be in flight: ``maximum`` at first, less after 429 storms.
 
-    Multiplicative decrease (×0.7, at most once per ``cooldown_s``) on a rate-limited answer;
+    Multiplicative decrease (×0.7, at most once a second) on a rate-limited answer;
     additive increase (+1 per ``limit`` successes, about one per round trip) otherwise.
     """
 
-    def __init__(self, maximum: int, *, cooldown_s: float = 1.0) -> None:
+    def __init__(self, maximum: int) -> None:
         self.maximum = maximum
         self.limit = float(maximum)
         self.allowed = maximum  # int(limit), at least 1: read for every request
-        self.cooldown_s = cooldown_s
         self._last_decrease = -1e9
 
     def on_rate_limited(self, now: float) -> None:
-        if now - self._last_decrease >= self.cooldown_s:
+        if now - self._last_decrease >= _COOLDOWN_S:
             self.limit = max(1.0, self.limit * 0.7)
             self.allowed = max(1, int(self.limit))
             self._last_decrease = now
@@ -74,7 +73,6 @@ class DollarWindow:
         start_requests: int | None = None,
         start_usd: Decimal | None = None,
         learned: bool = False,
-        then_requests: int | None = None,
         then_usd: Decimal | None = None,
         most_usd: Decimal | None = None,
         on_learned: Callable[[Decimal], None] | None = None,
@@ -84,9 +82,7 @@ class DollarWindow:
         self.start_usd = start_usd
         self.most_usd = most_usd  # it never grows past this (the balance: more is never held)
         #: what the first answer opens the window at, when no refusal came before it
-        self.then: tuple[int | None, Decimal | None] | None = (
-            (then_requests, then_usd) if then_requests is not None or then_usd is not None else None
-        )
+        self.then = then_usd
         self.limit_usd: Decimal | None = None  # opened at the first request
         self.learned = learned  # a refusal was seen (this run or the last): no slow start
         # the probe: requests let go while ``then`` waits, and how many of them were admitted
@@ -164,7 +160,7 @@ class DollarWindow:
         then, self.then = self.then, None
         if then is None or self.learned:
             return False
-        opened = _least(*then, worst_usd)
+        opened = max(then, worst_usd)
         if self.limit_usd is None or opened > self.limit_usd:
             self.limit_usd = opened
         return True
@@ -201,13 +197,11 @@ def _least(requests: int | None, usd: Decimal | None, worst_usd: Decimal) -> Dec
 class WindowStart:
     """Where a run's dollar window opens (``window``), and why (``why``: the dry run and the
     summary say it). ``requests``/``usd``: that many requests' worst case (the first request's),
-    at most that many dollars; ``then_requests``/``then_usd``: where it opens once the first
-    requests are admitted with no in-flight 402; ``most_usd``: it never grows past (the balance);
+    at most that many dollars; ``then_usd``: where it opens once the first requests are admitted with no in-flight 402; ``most_usd``: it never grows past (the balance);
     ``learned``: a window an earlier run learned."""
 
     requests: int | None = START_REQUESTS
     usd: Decimal | None = None
-    then_requests: int | None = None
     then_usd: Decimal | None = None
     most_usd: Decimal | None = None
     learned: bool = False
@@ -215,13 +209,12 @@ class WindowStart:
 
     def window(self, journal: Journal | None = None) -> DollarWindow:
         """A run's dollar window opening here, journaled after each decrease in ``journal``
-        (``run.money.journal.window_line``)."""
-        on_learned = None if journal is None else functools.partial(window_line, journal)
+        (``Journal.window``)."""
+        on_learned = None if journal is None else journal.window
         return DollarWindow(
             start_requests=self.requests,
             start_usd=self.usd,
             learned=self.learned,
-            then_requests=self.then_requests,
             then_usd=self.then_usd,
             most_usd=self.most_usd,
             on_learned=on_learned,

@@ -237,7 +237,6 @@ class SpendCap:
     ) -> None:
         self.cap_usd = cap_usd
         self.spent_usd = spent_usd
-        self.spent_before_usd = spent_usd  # what earlier runs spent: never spendable again
         self.reserved_usd = _ZERO
         #: what OpenRouter holds for the reservations in flight, as the in-flight budget counts
         #: it (``held_usd`` of each: its input and ``max_tokens``; ``run.money.limit.DollarWindow``)

@@ -6,10 +6,9 @@ It holds no money: which request goes next is ``run.schedule.queues``', every at
 docs/generate.md, "The run's parts, and the sender interface").
 
 One attempt: reserved (``RowQueues.pick``; ``_reserve_again`` for a retry or a next turn), journaled
-(flushed before it is sent; with ``fsync`` the attempts of one turn of the loop share one fsync),
-sent, settled; then its record is appended (or the turn kept), or the policy's decision carried
-out. OpenRouter's own, key-wide 429 pauses the whole pool for its ``Retry-After``; an adaptive
-limit lowers the number of requests in flight on 429 storms.
+(flushed before it is sent), sent, settled; then its record is appended (or the turn kept), or the
+policy's decision carried out. OpenRouter's own, key-wide 429 pauses the whole pool for its
+``Retry-After``; an adaptive limit lowers the number of requests in flight on 429 storms.
 
 Stopping: ``request_stop`` (the first SIGINT/SIGTERM) stops taking rows, cancels backoff and pause
 waits, and lets what is in flight finish, for at most ``drain_timeout_s``; ``cancel`` (the second,
@@ -57,11 +56,8 @@ from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.start import RunStart
 from openrouter_probe.run.stop import StopReason
 
-__all__ = ["AdaptiveLimit", "Progress", "Run"]
+__all__ = ["Run"]
 log = logging.getLogger(__name__)
-
-#: an attempt whose ``sent`` line the journal could not take (``files.WriteFailed``)
-_NOT_SENT = Failure("run", "not sent: the spend journal cannot be written")
 
 
 class Run:
@@ -373,13 +369,6 @@ class Run:
 
         attempt.flying = True
         try:
-            leaving = books.leaving()
-            if leaving is not None:
-                try:
-                    await leaving
-                except WriteFailed:  # never left: released, never billed
-                    books.settle(row, attempt, number, _NOT_SENT, None, journaled=False)
-                    raise
             key = SendKey(row.id, number, attempt.worst, row.dataset)
             outcome = await self.send(
                 attempt.request.body,

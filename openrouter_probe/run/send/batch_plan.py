@@ -83,7 +83,27 @@ class BatchOptions:
     abandon: bool = False
 
     def __post_init__(self) -> None:
-        _check_live(self.live)
+        if not 1 <= self.size <= MAX_BATCH_LINES:
+            raise ConfigError(
+                Message(
+                    "batch-size",
+                    "{size=}: a whole number from 1 to {most:d} (OpenRouter's limit per batch)",
+                    size=self.size,
+                    most=MAX_BATCH_LINES,
+                )
+            )
+        live = self.live
+        if isinstance(live, bool) or not isinstance(live, int) or not 1 <= live <= MAX_LIVE_BATCHES:
+            raise ConfigError(
+                Message(
+                    "batch-live",
+                    "{live=}: a whole number from 1 to {most:d} (batches running at once; default "
+                    "{default:d})",
+                    live=live,
+                    most=MAX_LIVE_BATCHES,
+                    default=DEFAULT_LIVE_BATCHES,
+                )
+            )
         if isinstance(self.poll_s, bool) or not isinstance(self.poll_s, int | float):
             raise ConfigError(
                 Message("batch-poll", "{poll_s=}: a number of seconds, e.g. 15", poll_s=self.poll_s)
@@ -101,20 +121,6 @@ class BatchOptions:
             )
 
 
-def _check_live(live: int) -> None:
-    if isinstance(live, bool) or not isinstance(live, int) or not 1 <= live <= MAX_LIVE_BATCHES:
-        raise ConfigError(
-            Message(
-                "batch-live",
-                "{live=}: a whole number from 1 to {most:d} (batches running at once; default "
-                "{default:d})",
-                live=live,
-                most=MAX_LIVE_BATCHES,
-                default=DEFAULT_LIVE_BATCHES,
-            )
-        )
-
-
 @dataclass(frozen=True, kw_only=True)
 class BatchSettings:
     """How a run sends through the Batch API.
@@ -129,6 +135,7 @@ class BatchSettings:
     ``abandon`` forgets the batches earlier runs left running (what completes is billed).
     ``history`` is the snapshot file that records the first accepted submit of the run
     (``rules.batch``; ``None``: none, and ``history_off`` says why, once, if not empty).
+    Made from a ``BatchOptions`` (``generation.admission``), which checked what the caller gave.
     """
 
     model: str
@@ -144,27 +151,6 @@ class BatchSettings:
     abandon: bool = False
     history: Path | None = None
     history_off: str | None = None
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.size <= MAX_BATCH_LINES:
-            raise ConfigError(
-                Message(
-                    "batch-size",
-                    "{size=}: a whole number from 1 to {most:d} (OpenRouter's limit per batch)",
-                    size=self.size,
-                    most=MAX_BATCH_LINES,
-                )
-            )
-        _check_live(self.live)
-        if not 0 < self.poll_s <= self.poll_max_s:
-            raise ConfigError(
-                Message(
-                    "batch-poll-max",
-                    "{poll_s=}: seconds above 0, at most {most:g}",
-                    poll_s=self.poll_s,
-                    most=self.poll_max_s,
-                )
-            )
 
 
 def custom_id(row_id: str) -> str:

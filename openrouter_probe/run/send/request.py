@@ -120,10 +120,6 @@ class RequestBuilder:
             + ("true" if self.stream else "false")
         )
 
-    def own_part(self, row: PromptRow, max_tokens: int) -> str:
-        """Everything the row adds to the prefix, closing brace included."""
-        return self._own(row, max_tokens)[0]
-
     def sampling_of(self, row: PromptRow) -> dict[str, Any]:
         """What ``row`` is sent with (``SAMPLING_KEYS``): the run's part (its mix's draw, its
         ``temperature`` and ``reasoning``, its card's advice) where the row sets none, and the
@@ -177,18 +173,6 @@ class RequestBuilder:
                 parts += [",", dumps(key), ":", dumps(value)]
         parts.append("}")
         return "".join(parts), self.sampling_of(row)
-
-    def shape(self, row: PromptRow, own_part: str) -> RequestShape:
-        """What ``row`` may be billed for besides its output (see ``spend.request_shape``)."""
-        return request_shape(len(own_part.encode()), row.messages, row.params)
-
-    def worst_case_usd(
-        self, row: PromptRow, prices: Prices, max_tokens: int, *, extra_prompt_tokens: int = 0
-    ) -> Decimal:
-        """The most ``row`` may cost at ``max_tokens`` (``build``'s worst case)."""
-        return self.build(
-            row, prices, max_tokens=max_tokens, extra_prompt_tokens=extra_prompt_tokens
-        ).worst_usd
 
     def max_tokens_of(self, row: PromptRow) -> int:
         """The ``max_tokens`` ``row`` asks for: its own, else the run's."""

@@ -53,30 +53,26 @@ def _attempt(max_tokens: int) -> tuple[PromptRow, Attempt]:
 
 
 def _settle(
-    body: str, max_tokens: int, tmp: Path | None = None, *, first_wave: bool = False
+    body: str, max_tokens: int, tmp: Path, *, first_wave: bool = False
 ) -> tuple[Books, Attempt, Any]:
     row, attempt = _attempt(max_tokens)
-    ledger = Journal(tmp / "j.ledger", header={"command": "generate"}) if tmp else None
-    if ledger is not None:
-        ledger.__enter__()
     # a run's books have a dollar window (a batch's have none, and no first wave)
     window = DollarWindow() if first_wave else None
-    books = Books(SpendCap(Decimal(1)), datasets=["d"], journal=ledger, window=window)
-    if not first_wave:  # past the first wave: the reservation keeps the margin alone
-        books.overshoot.answers = FIRST_ANSWERS
-    assert books.reserve("d", attempt)
-    number = books.sent(row, attempt)
-    outcome = parse_body(body)
-    assert isinstance(outcome, Answer)
-    books.settle(row, attempt, number, outcome, outcome.generation_id, journaled=True)
-    books.answered(row, outcome, attempt.cost, last=True, turn=False)
-    if ledger is not None:
-        ledger.__exit__(None, None, None)
+    with Journal(tmp / "j.ledger", header={"command": "generate"}) as ledger:
+        books = Books(SpendCap(Decimal(1)), datasets=["d"], journal=ledger, window=window)
+        if not first_wave:  # past the first wave: the reservation keeps the margin alone
+            books.overshoot.answers = FIRST_ANSWERS
+        assert books.reserve("d", attempt)
+        number = books.sent(row, attempt)
+        outcome = parse_body(body)
+        assert isinstance(outcome, Answer)
+        books.settle(row, attempt, number, outcome, outcome.generation_id, journaled=True)
+        books.answered(row, outcome, attempt.cost, last=True, turn=False)
     return books, attempt, outcome
 
 
-def test_xai_null_finish_at_the_limit_is_truncated() -> None:
-    books, attempt, answer = _settle(XAI_CUT, 64)
+def test_xai_null_finish_at_the_limit_is_truncated(tmp_path: Path) -> None:
+    books, attempt, answer = _settle(XAI_CUT, 64, tmp_path)
     assert answer.finish_reason is None and answer.cut and answer.truncated
     assert books.counts.truncated == 1 and books.counts.ok == 0
     row, _ = _attempt(64)
@@ -85,7 +81,7 @@ def test_xai_null_finish_at_the_limit_is_truncated() -> None:
     assert record["status"] == "truncated" and record["finish_reason"] is None
     assert record["max_tokens"] == 64
     # under the limit a null finish is no cut
-    _, _, short = _settle(XAI_CUT, 65)
+    _, _, short = _settle(XAI_CUT, 65, tmp_path)
     assert not short.truncated
 
 
@@ -122,7 +118,7 @@ def test_a_missing_cost_counts_at_least_its_own_tokens_at_the_dearest_price(
     assert books.reserve("d", later)
     assert later.worst >= 9 * PRICES.input_usd_per_token + 262 * PRICES.output_usd_per_token
     # in the first wave (no answer yet) the reservation already had room for it (8x + 256)
-    first, attempt, _ = _settle(NO_COST_PAST, 10, first_wave=True)
+    first, attempt, _ = _settle(NO_COST_PAST, 10, tmp_path, first_wave=True)
     assert attempt.overshoot_usd == (70 + 256) * PRICES.output_usd_per_token
     assert attempt.worst >= own and first.cap.spent_usd == attempt.worst
 

@@ -111,12 +111,13 @@ def test_a_byok_run_counts_the_providers_part_and_shows_both(tmp_path: Path) -> 
     assert sum(p.cost_usd for p in report.providers) == billed
 
 
-def test_after_a_byok_answer_each_reservation_keeps_openrouters_fee() -> None:
+def test_after_a_byok_answer_each_reservation_keeps_openrouters_fee(tmp_path: Path) -> None:
     """The provider's bill is bounded by the endpoint's prices as any answer's; OpenRouter's BYOK
     fee (5% of what the request would cost through its credits) is kept from the first BYOK
     answer on."""
     from openrouter_probe.run.books.books import BYOK_FEE_SHARE, Books
     from openrouter_probe.run.books.overshoot import FIRST_ANSWERS
+    from openrouter_probe.run.money.journal import Journal
     from openrouter_probe.run.money.spend import Prices, SpendCap
     from openrouter_probe.run.rows import PromptRow
     from openrouter_probe.run.send.attempt import Attempt
@@ -129,13 +130,14 @@ def test_after_a_byok_answer_each_reservation_keeps_openrouters_fee() -> None:
     def attempt() -> Attempt:
         return Attempt(builder.build(row, prices), prices, '"r1"', 60.0)
 
-    books = Books(SpendCap(D(1)), datasets=["d"])
-    books.overshoot.answers = FIRST_ANSWERS  # past the first wave: the margin alone
-    before = attempt()
-    assert books.reserve("d", before)
-    number = books.sent(row, before)
-    answer = read_completion(json.dumps(BYOK_BODY))
-    books.settle(row, before, number, answer, answer.generation_id, journaled=False)
+    with Journal(tmp_path / "out.jsonl.ledger") as journal:
+        books = Books(SpendCap(D(1)), datasets=["d"], journal=journal)
+        books.overshoot.answers = FIRST_ANSWERS  # past the first wave: the margin alone
+        before = attempt()
+        assert books.reserve("d", before)
+        number = books.sent(row, before)
+        answer = read_completion(json.dumps(BYOK_BODY))
+        books.settle(row, before, number, answer, answer.generation_id, journaled=False)
     assert books.cap.spent_usd == D("0.0003253")  # both parts
     after = attempt()
     assert books.reserve("d", after)

@@ -134,19 +134,18 @@ def test_tool_heavy_rows_are_bounded_by_every_byte_they_send() -> None:
     ]
     row = PromptRow("r1", "d", [{"role": "user", "content": "hi"}], {"tools": tools}, 1, 30)
     builder = RequestBuilder(model="m", provider_json="{}")
-    own = builder.own_part(row, 100)
+    prefix = len(builder.prefix().encode())  # the run's part: model, provider block, stream
+    heavy = builder.build(row, PRICES, max_tokens=100)
+    own = len(heavy.body) - prefix  # every byte the row adds, its tools included
     assert len(json.dumps(tools)) > 26_000
-    shape = builder.shape(row, own)
-    assert shape.prompt_tokens == len(own.encode()) + 16 + 32 > 26_000
-    heavy = builder.worst_case_usd(row, PRICES, 100)
-    assert heavy == PRICES.worst_case_usd(
+    shape = heavy.shape
+    assert shape.prompt_tokens == own + 16 + 32 > 26_000
+    assert heavy.worst_usd == PRICES.worst_case_usd(
         prompt_tokens=shape.prompt_tokens, max_tokens=100, shape=shape
     )
-    bare = builder.worst_case_usd(PromptRow("r2", "d", row.messages, {}, 1, 30), PRICES, 100)
-    assert heavy - bare == len(own.encode()) * PRICES.input_usd_per_token - (
-        len(builder.own_part(PromptRow("r2", "d", row.messages, {}, 1, 30), 100).encode())
-        * PRICES.input_usd_per_token
-    )
+    bare = builder.build(PromptRow("r2", "d", row.messages, {}, 1, 30), PRICES, max_tokens=100)
+    bare_own = len(bare.body) - prefix
+    assert heavy.worst_usd - bare.worst_usd == (own - bare_own) * PRICES.input_usd_per_token
 
 
 def test_the_largest_max_tokens_that_fits() -> None:
