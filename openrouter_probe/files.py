@@ -10,7 +10,6 @@ import contextlib
 import errno
 import json
 import logging
-import mmap
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -224,12 +223,23 @@ def repair_torn_tail(path: str | Path) -> bytes | None:
     if size == 0:
         return None
     with open(target, "rb+") as handle:
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            if view[-1:] == b"\n":
-                return None
-            cut = view.rfind(b"\n") + 1  # searched from the end; 0: the whole file is torn
-            torn = view[cut:]
-        handle.truncate(cut)
+        block = 65536
+        pos = size
+        tail = b""
+        while pos > 0:
+            start = max(0, pos - block)
+            handle.seek(start)
+            chunk = handle.read(pos - start)
+            tail = chunk + tail
+            if b"\n" in chunk:
+                break
+            pos = start
+        if tail.endswith(b"\n"):
+            return None
+        cut = tail.rfind(b"\n") + 1  # 0 when the whole file is one torn line
+        keep = size - (len(tail) - cut)
+        torn = tail[cut:]
+        handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())
     return torn
