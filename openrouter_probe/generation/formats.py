@@ -7,6 +7,7 @@ format is one entry here (``docs/training-data.md`` describes each).
 from __future__ import annotations
 
 import importlib
+import io
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -168,6 +169,19 @@ def _check_parquet(target: Path) -> None:
                 extra=_PARQUET_EXTRA,
             )
         ) from None
+    import pandas as pd
+
+    try:  # pandas' own check that this pyarrow is one it can write with (pandas 3: 16 or newer)
+        pd.DataFrame().to_parquet(io.BytesIO(), engine="pyarrow")
+    except ImportError as exc:
+        raise ConfigError(
+            Message(
+                "parquet-needs-pyarrow",
+                "{fmt=parquet} needs a newer pyarrow ({why:s}): pip install -U pyarrow (or use "
+                "{fmt=jsonl})",
+                why=" ".join(str(exc).split()),
+            )
+        ) from None
 
 
 def _write_file(body: Callable[[list[dict[str, Any]], Target], None]) -> Callable[..., None]:
@@ -221,7 +235,6 @@ def _json_body(rows: list[dict[str, Any]], target: Target) -> None:
 
 
 def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
-    import io
 
     import pandas as pd
 
@@ -238,7 +251,7 @@ def _parquet_body(rows: list[dict[str, Any]], target: Target) -> None:
     ]
     frame = pd.DataFrame(cells, columns=columns, dtype=object)
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)  # (pyarrow: imported by _check_parquet before reading)
+    frame.to_parquet(buffer, index=False)  # (pyarrow: checked by _check_parquet before reading)
     atomic_write_bytes(target.output, buffer.getvalue())
 
 

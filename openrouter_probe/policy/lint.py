@@ -58,7 +58,14 @@ def lint_block(
     bundled ones).
     """
     if not isinstance(block, ProviderBlock | Mapping):
-        return [LintFinding("schema", "error", "provider", "a provider block must be a mapping")]
+        return [
+            LintFinding(
+                "schema",
+                "error",
+                "provider",
+                "a provider block must be a mapping (or a file with provider: at top level)",
+            )
+        ]
     raw = block.to_request() if isinstance(block, ProviderBlock) else block
     blk, found = (block, []) if isinstance(block, ProviderBlock) else _valid_part(block)
     found += _slug_findings(raw, endpoints)

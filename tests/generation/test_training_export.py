@@ -451,6 +451,27 @@ def test_parquet_without_pyarrow_names_the_extra(
     )
 
 
+def test_parquet_with_a_pyarrow_too_old_for_pandas_says_so_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    out = _write(tmp_path / "out.jsonl", _record("a", [USER]))
+    old = "Pandas requires version '16.0.0' or newer of 'pyarrow' (version '15.0.0' currently installed)."
+
+    def too_old(*args: object, **kwargs: object) -> None:
+        raise ImportError(old)  # what pandas 3 raises over pyarrow 15 (pyproject allows >=14)
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", too_old)
+    result = _cli(str(out), "--format", "parquet", "-o", str(tmp_path / "t.parquet"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        f"Error: --format parquet needs a newer pyarrow ({old}): pip install -U pyarrow "
+        "(or use --format jsonl)"
+    )
+    assert not (tmp_path / "t.parquet").exists()
+
+
 def test_a_non_utf8_byte_in_the_output_is_one_line(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     out.write_bytes(json.dumps(_record("a", [USER])).encode() + b'\n{"id": "b\xff"}\n')

@@ -230,7 +230,7 @@ def test_schema_error_alone_and_a_non_mapping() -> None:
     assert (f.code, f.loc, f.message) == (
         "schema",
         "provider",
-        "a provider block must be a mapping",
+        "a provider block must be a mapping (or a file with provider: at top level)",
     )
 
 
@@ -445,7 +445,10 @@ def test_a_provider_that_is_not_a_mapping_is_a_finding_of_the_command_and_the_ho
 
     path = tmp_path / "block.yaml"
     path.write_text("provider: [chutes]\n", encoding="utf-8")
-    said = f"{path}: error: provider: a provider block must be a mapping [schema]"
+    said = (
+        f"{path}: error: provider: a provider block must be a mapping (or a file with "
+        "provider: at top level) [schema]"
+    )
     command = CliRunner().invoke(
         cli, ["policy", "lint", str(path), "--offline", "--model", "moonshotai/kimi-k2.5"]
     )
