@@ -196,15 +196,11 @@ def open_append(path: str | Path) -> IO[str]:
     return Path(path).open("a", encoding="utf-8")
 
 
-def append_line(handle: IO[str], line: str, *, fsync: bool = False) -> None:
-    """Append one line (a newline is added) and flush it, so that a crash never tears it silently.
-
-    A line is on disk once this returns (``fsync=True`` also survives a power cut, at a cost).
-    """
+def append_line(handle: IO[str], line: str) -> None:
+    """Append one line (a newline is added) and flush it to the OS, so that a killed process never
+    tears it silently (a power cut may still lose what the OS had not written)."""
     handle.write(line if line.endswith("\n") else line + "\n")
     handle.flush()
-    if fsync:
-        os.fsync(handle.fileno())
 
 
 def repair_torn_tail(path: str | Path) -> bytes | None:
@@ -215,14 +211,14 @@ def repair_torn_tail(path: str | Path) -> bytes | None:
     ``truncate`` so that the next append starts on a fresh line. Returns ``None`` when nothing was
     torn or the file does not exist.
     """
-    target = Path(path)
     try:
-        size = target.stat().st_size
+        handle = open(path, "rb+")  # noqa: SIM115 (closed by the with below)
     except FileNotFoundError:
         return None
-    if size == 0:
-        return None
-    with open(target, "rb+") as handle:
+    with handle:
+        size = os.fstat(handle.fileno()).st_size  # of the file opened, not of a name read before
+        if size == 0:
+            return None
         block = 65536
         pos = size
         tail = b""

@@ -438,7 +438,6 @@ def _batch_mode(
     from openrouter_probe.run.send.batch_plan import BatchOptions
 
     chosen = BatchOptions() if batch is True else batch
-    chosen = dataclasses.replace(chosen, size=whole_number(chosen.size, "batch size"))
     # no cancel route: the first Ctrl-C stops submitting and leaves the batches running;
     # a line retried in a later batch waits for a batch (hours), not 10 minutes
     timeout = max(options.backoff.timeout_s or 0.0, _BATCH_RETRY_WINDOW_S)

@@ -155,12 +155,15 @@ class RunResult(Figures, RunStart):
         return StopReason(self.stop_reason).exit_code
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field by name as JSON holds it (money as floats, tallies as dicts), then
-        ``spent_total_usd``, ``remaining_usd`` and ``ledger`` (``journal``'s old key, until
-        0.4.0)."""
-        said = {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Every field by name as JSON holds it (money as floats, tallies as dicts; where the run
+        ended first, datasets and providers by name), then ``spent_total_usd``,
+        ``remaining_usd`` and ``ledger`` (``journal``'s old key, until 0.4.0)."""
+        said: dict[str, Any] = dict.fromkeys(("out", "policy", "model", "stop_reason", "message"))
+        said.update((f.name, _json(getattr(self, f.name))) for f in dataclasses.fields(self))
         said.update(
             stop_reason=str(self.stop_reason),
+            datasets=dict(sorted(said["datasets"].items())),
+            providers=dict(sorted(said["providers"].items())),
             overshoot={
                 k: {"answers": n, "worst_ratio": round(r, 3), "over_usd": float(usd)}
                 for k, (n, r, usd) in sorted(self.overshoot.items())

@@ -83,3 +83,15 @@ def test_repair_torn_tail(tmp_path: Path) -> None:
     out.write_bytes(b'{"torn')
     assert repair_torn_tail(out) == b'{"torn'
     assert out.read_bytes() == b""
+
+
+def test_a_torn_line_longer_than_a_read_block_is_cut_whole(tmp_path: Path) -> None:
+    """The tail is read backwards in 64 KiB blocks: a torn line of 200 KB behind a whole one of
+    100 KB (the last newline two blocks back) is cut to that newline, nothing more or less."""
+    out = tmp_path / "out.jsonl"
+    whole, torn = b"w" * 100_000 + b"\n", b"t" * 200_000
+    out.write_bytes(b"a\n" + whole + torn)
+    assert repair_torn_tail(out) == torn
+    assert out.read_bytes() == b"a\n" + whole
+    out.write_bytes(b"x" * 150_000)  # one torn line, no newline anywhere
+    assert repair_torn_tail(out) == b"x" * 150_000 and out.read_bytes() == b""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
+import json
 import pickle
 from collections.abc import Mapping
 from decimal import Decimal
@@ -245,3 +246,26 @@ def test_the_journal_is_named_journal_and_ledger_still_reads_for_one_release() -
     with pytest.warns(DeprecationWarning, match=r"RunResult\.journal.*0\.4\.0"):
         assert summary.ledger == "o.jsonl.ledger"
     assert "ledger" not in {f.name for f in dataclasses.fields(RunResult)}
+
+
+def test_the_json_holds_every_field_in_a_stable_order_and_dumps() -> None:
+    """``generate --json``: every field of the result (and the three derived figures), the run's
+    end first, tallies by name whatever order the answers came in, all of it JSON."""
+    result = RunResult(
+        out="o.jsonl", policy="p.yaml", model="m/x", ok=3, spent_usd=Decimal("0.25"),
+        budget_usd=Decimal(1), stop_reason=StopReason.BUDGET, message="cap reached",
+        providers={"Zeta": ProviderTally(rows=1), "Alpha": ProviderTally(rows=2)},
+        datasets={"tail": DatasetTally(rows=1), "head": DatasetTally(rows=2)},
+        overshoot={"Zeta": (1, 1.5, Decimal("0.1"))}, output_tokens={"head": 10},
+    )  # fmt: skip
+    said = result.to_dict()
+    fields = {f.name for f in dataclasses.fields(RunResult)}
+    assert set(said) == fields | {"spent_total_usd", "remaining_usd", "ledger"}
+    assert list(said)[:5] == ["out", "policy", "model", "stop_reason", "message"]
+    assert (said["stop_reason"], said["message"]) == ("budget", "cap reached")
+    assert list(said["providers"]) == ["Alpha", "Zeta"] and list(said["datasets"]) == [
+        "head",
+        "tail",
+    ]
+    assert said["providers"]["Alpha"]["rows"] == 2 and said["remaining_usd"] == 0.75
+    assert json.loads(json.dumps(said)) == said

@@ -13,8 +13,8 @@ budget let the run hold (``run.money.limit.DollarWindow``), from which the next 
 An attempt's money is its reconciled cost, else its settled cost, else its whole reservation
 ("possibly billed"). ``sent`` and batch-plan lines are flushed as they are written, before the
 request (or the POST) leaves. ``gen``, ``settled`` and ``reconciled`` lines are buffered to the next
-flush, or the end of the turn: one lost to a crash only leaves an attempt counted at its reservation. A
-write that fails fails the journal for good: ``writes.on_failure`` is told once (the run stops
+flush, or the end of the turn: one lost to a crash only leaves an attempt counted at its
+reservation. A write that fails fails the journal for good: ``writes.on_failure`` is told once (the run stops
 sending), nothing more is written (a line after a lost one would damage the file), and a ``sent``
 line that cannot be flushed raises ``files.WriteFailed`` (its request never leaves).
 
@@ -61,7 +61,7 @@ JOURNAL_SUFFIX = ".ledger"
 
 
 def journal_path(out: str | Path) -> Path:
-    """Return the journal's path for the output file ``out`` (``out.jsonl`` -> ``out.jsonl.ledger``)."""
+    """The journal's path for the output file ``out`` (``out.jsonl`` -> ``out.jsonl.ledger``)."""
     p = Path(out)
     return p.with_name(p.name + JOURNAL_SUFFIX)
 

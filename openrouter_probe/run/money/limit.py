@@ -61,9 +61,9 @@ class AdaptiveLimit:
 class DollarWindow:
     """How many dollars of worst cases may be in flight (see the module).
 
-    ``admits`` is asked before every reservation (``run.books.books.Books.reserve``), with what is held
-    (the cap's ``reserved_usd``, its ``in_flight``); ``refused`` on an in-flight 402, with what the
-    others still hold; ``on_success`` on every answer. ``most_held_usd`` and ``refusals`` are the
+    ``admits`` is asked before every reservation (``run.books.books.Books.reserve``), with what is
+    held (the cap's ``reserved_usd``, its ``in_flight``); ``refused`` on an in-flight 402, with what
+    the others still hold; ``on_success`` on every answer. ``most_held_usd`` and ``refusals`` are the
     summary's ("held in flight at most $X; N in-flight refusals").
     """
 
@@ -197,7 +197,8 @@ def _least(requests: int | None, usd: Decimal | None, worst_usd: Decimal) -> Dec
 class WindowStart:
     """Where a run's dollar window opens (``window``), and why (``why``: the dry run and the
     summary say it). ``requests``/``usd``: that many requests' worst case (the first request's),
-    at most that many dollars; ``then_usd``: where it opens once the first requests are admitted with no in-flight 402; ``most_usd``: it never grows past (the balance);
+    at most that many dollars; ``then_usd``: where it opens once the first requests are admitted
+    with no in-flight 402; ``most_usd``: it never grows past (the balance);
     ``learned``: a window an earlier run learned."""
 
     requests: int | None = START_REQUESTS

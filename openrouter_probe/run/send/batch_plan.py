@@ -83,7 +83,8 @@ class BatchOptions:
     abandon: bool = False
 
     def __post_init__(self) -> None:
-        if not 1 <= self.size <= MAX_BATCH_LINES:
+        size = self.size
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BATCH_LINES:
             raise ConfigError(
                 Message(
                     "batch-size",

@@ -512,8 +512,9 @@ def test_the_first_poll_waits_poll_s(tmp_path: Path, snap: Any, policy: Path) ->
         BatchOptions(poll_s=0)
     with pytest.raises(ConfigError, match=r"live=0: a whole number from 1 to 100"):
         BatchOptions(live=0)
-    with pytest.raises(ConfigError, match=r"size=0: a whole number from 1 to 5000"):
-        BatchOptions(size=0)
+    for size in (0, "10", None, True, 10.0):
+        with pytest.raises(ConfigError, match=r"size=.*: a whole number from 1 to 5000"):
+            BatchOptions(size=size)  # type: ignore[arg-type]
 
 
 def test_batch_live_and_batch_poll_from_the_cli(
