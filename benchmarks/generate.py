@@ -243,11 +243,11 @@ def child(args: argparse.Namespace) -> None:
     import yaml  # noqa: F401
 
     if args.client == "generate":
-        # The library's modules are start-up too: generate imports them on first use.
-        import openrouter_probe.analysis.budget
+        # The library's modules are start-up too: generate imports them on first use. Only
+        # those: a module its run does not import (the dry run's budget, the policy compiler)
+        # would be counted in --whole-process as work the run never does.
         import openrouter_probe.api.client
         import openrouter_probe.generation
-        import openrouter_probe.policy.compiler
         import openrouter_probe.policy.lint
         import openrouter_probe.rules.snapshot  # noqa: F401
     if args.client == "openai":

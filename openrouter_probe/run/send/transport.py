@@ -223,41 +223,6 @@ class HttpTransport:
             await self._session.close()
             self._session = None
 
-    async def _read(
-        self,
-        response: aiohttp.ClientResponse,
-        *,
-        stream: bool,
-        ceiling_s: float | None,
-        started: float,
-    ) -> bytes | str:
-        """Read the body; return it, or why the wait ended (keep-alives only; the ceiling).
-
-        Both waits count from ``started``, the call (before the request left), not from the
-        headers. A chunk is judged by the silence before it: one that arrives after more than
-        ``read_timeout_s`` without a token fails even if it brings one, as it would have had the
-        keep-alives before it come one by one. So the outcome depends on the clock alone, never on
-        how the bytes were cut into chunks (a reader that falls behind gets them in one piece)."""
-        clock, limit = self._clock, self._read_timeout_s
-        last = started
-        chunks = []
-        content = response.content
-        while chunk := await content.readany():
-            chunks.append(chunk)
-            now = clock()
-            if stream:
-                if now - last > limit:
-                    return Message(
-                        "keep-alives-only",
-                        "no token for {waited:.0f} s, only keep-alive comments ({read_timeout_s:bare})",
-                        waited=now - last,
-                    )
-                if b"data:" in chunk:
-                    last = now
-            if ceiling_s is not None and now - started > ceiling_s:
-                return f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
-        return b"".join(chunks)
-
     async def send(
         self,
         body: bytes,
@@ -270,22 +235,49 @@ class HttpTransport:
         """Send one request body; return the answer or a classified failure (never raises for
         HTTP or connection trouble; ``CancelledError`` propagates). ``on_id`` gets the generation
         id as soon as the headers bring it; ``ceiling_s`` bounds the whole attempt; ``key``
-        (``run.send.sender.SendKey``) is not needed: one request per call."""
+        (``run.send.sender.SendKey``) is not needed: one request per call.
+
+        Reading the body, both waits count from ``started``, the call (before the request left),
+        not from the headers. A chunk is judged by the silence before it: one that arrives after
+        more than ``read_timeout_s`` without a token fails even if it brings one, as it would have
+        had the keep-alives before it come one by one. So the outcome depends on the clock alone,
+        never on how the bytes were cut into chunks (a reader that falls behind gets them in one
+        piece). (One coroutine, not one per read: a request's chain of awaits is its cost.)
+        """
         assert self._session is not None, "use `async with HttpTransport(...)`"
         generation_id = None
-        started = self._clock()
+        clock, limit = self._clock, self._read_timeout_s
+        started = last = clock()
         try:
             async with self._session.post(self.url, data=body) as response:
-                status = response.status
-                generation_id = response.headers.get("X-Generation-Id")
-                hit = response.headers.get(CACHE_STATUS_HEADER) == "HIT"
+                status, headers = response.status, response.headers
+                generation_id = headers.get("X-Generation-Id")
+                hit = headers.get(CACHE_STATUS_HEADER) == "HIT"
                 if generation_id and on_id is not None and status < 400:
                     on_id(generation_id)
                 if status >= 400:
-                    return _error_failure(status, await response.read(), response.headers)
-                data = await self._read(
-                    response, stream=stream, ceiling_s=ceiling_s, started=started
-                )
+                    return _error_failure(status, await response.read(), headers)
+                chunks = []
+                content = response.content
+                while chunk := await content.readany():
+                    chunks.append(chunk)
+                    now = clock()
+                    if stream:
+                        if now - last > limit:
+                            return _unknown(
+                                Message(
+                                    "keep-alives-only",
+                                    "no token for {waited:.0f} s, only keep-alive comments ({read_timeout_s:bare})",
+                                    waited=now - last,
+                                ),
+                                generation_id,
+                            )
+                        if b"data:" in chunk:
+                            last = now
+                    if ceiling_s is not None and now - started > ceiling_s:
+                        why = f"no answer within {ceiling_s:.0f} s (the attempt's ceiling)"
+                        return _unknown(why, generation_id)
+                data = b"".join(chunks)
         except aiohttp.ClientConnectorError as exc:
             # never connected: the request did not leave, nothing can be billed
             return Failure("transient", f"connection failed: {type(exc).__name__}: {exc}")
@@ -296,8 +288,6 @@ class HttpTransport:
         except aiohttp.ClientError as exc:
             # ServerDisconnectedError, ClientPayloadError (a body cut off), a reset: it had left
             return _unknown(f"connection failed: {type(exc).__name__}: {exc}", generation_id)
-        if isinstance(data, str):
-            return _unknown(data, generation_id)
         if stream:
             outcome = parse_stream(data, generation_id=generation_id)
         else:
