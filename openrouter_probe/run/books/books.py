@@ -55,7 +55,7 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.start import RunStart
-from openrouter_probe.run.tallies import ProviderTally
+from openrouter_probe.run.tallies import ProviderTally, count_answer
 
 if TYPE_CHECKING:
     from openrouter_probe.run.books.batch_books import BatchClaims
@@ -384,24 +384,22 @@ class Books:
         self.observed[dataset] = (seen_tokens + tokens, seen_answers + 1)
         self.settled_tokens[dataset] = self.settled_tokens.get(dataset, 0) + tokens
         c.output_tokens[dataset] = c.output_tokens.get(dataset, 0) + tokens
-        name = answer.provider or "?"
-        tally = c.providers.get(name) or c.provider(name)  # (a tally is never empty)
-        tally["turns"] += turn
+        truncated = answer.truncated
+        count_answer(
+            c.providers,
+            answer.provider or "?",
+            answer.usage,
+            tokens=tokens,
+            cost=cost,
+            # the provider's part, in cost (a replay of the response cache is billed nothing)
+            byok_usd=None if cost is None or answer.cache_hit else answer.byok_usd,
+            turn=turn,
+            truncated=truncated if last else None,
+        )
         c.turns_done += turn
-        tally["completion_tokens"] += tokens
-        usage = answer.usage or {}
-        tally["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
-        details = usage.get("completion_tokens_details") or {}
-        tally["reasoning_tokens"] += int(details.get("reasoning_tokens") or 0)
-        tally["cost_usd"] += cost or 0
-        c.lengths.add(tokens, answer.truncated)
-        if cost is not None and not answer.cache_hit:
-            tally["byok_usd"] += answer.byok_usd or 0  # the provider's part, in cost
+        c.lengths.add(tokens, truncated)
         if last:
-            truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1
-            tally["rows"] += 1
-            tally["truncated"] += truncated
             c.truncated += truncated
             c.ok += not truncated
 
