@@ -29,8 +29,8 @@ from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
 from openrouter_probe.generation.records import beside, merged_records, records
 from openrouter_probe.rules.sampling_mix import Shares, count_sampling
-from openrouter_probe.run.books.output import load_resume_state, output_tokens_of
-from openrouter_probe.run.books.overshoot import Overshoot, billed_output
+from openrouter_probe.run.books.output import load_resume_state
+from openrouter_probe.run.books.overshoot import Overshoot, ProviderOvershoot, billed_output
 from openrouter_probe.run.lock import running_holder
 from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
@@ -356,35 +356,33 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
             cost = Decimal(str(answer.get("cost_usd") or 0))
             last = i == len(answers) - 1
-            count_answer(
-                tallies,
-                name,
-                usage,
-                tokens=output_tokens_of(answer),
-                cost=cost,
-                byok_usd=None if answer.get("response_cache") == "hit" else usage_spend(usage)[2],
-                turn=answers is turns,
-                truncated=record.get("status") == "truncated" if last else None,
-            )
+            byok = None if answer.get("response_cache") == "hit" else usage_spend(usage)[2]
+            cut = record.get("status") == "truncated"
+            count_answer(tallies, name, usage, cost, byok, answers is turns, last, cut)
             limit = answer.get("max_tokens") or (record.get("max_tokens") if last else None)
-            overshoot.see(
-                name,
-                billed_tokens=billed_output(usage),
-                max_tokens=limit if type(limit) is int else 0,
-                cost_usd=cost,
-            )
+            limit = limit if type(limit) is int else 0
+            overshoot.see(name, billed_tokens=billed_output(usage), max_tokens=limit, cost_usd=cost)
             answered[name] += 1
             realised += cost
             if not admits.get(name) and name not in outside:
                 outside.append(name)
         outside_rows.extend((str(record["id"]), name) for name in outside)
-    providers = sorted(
-        (
-            _provider(name, tally, answered[name], overshoot, by_name, admits)
-            for name, tally in tallies.items()
-        ),
-        key=lambda t: (-t.rows, t.provider),
-    )
+    providers = []
+    for name, tally in tallies.items():
+        past = overshoot.by_provider.get(name, ProviderOvershoot())
+        providers.append(
+            ProviderAudit(
+                **tally,
+                provider=name,
+                tags=tuple(sorted(by_name.get(name, ()))),
+                admitted=admits.get(name, False),
+                answers=answered[name],
+                past_limit=past.answers,
+                worst_ratio=past.worst_ratio,
+                past_limit_usd=past.over_usd,
+            )
+        )
+    providers.sort(key=lambda t: (-t.rows, t.provider))
     spent, cancelled = _spent(files, _prices(compiled, snapshot))
     return AuditReport(
         files=tuple(files),
@@ -400,29 +398,6 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         sampling=Shares(sampling),
         **spent,
         **_predict(providers, realised, snapshot, compiled),
-    )
-
-
-def _provider(
-    name: str,
-    tally: dict[str, Any],
-    answers: int,
-    overshoot: Overshoot,
-    by_name: Mapping[str, list[str]],
-    admits: Mapping[str, bool],
-) -> ProviderAudit:
-    """Provider ``name``'s audit: its ``tally`` and ``answers``, its answers past their limits
-    (``overshoot``), its endpoints' tags (``by_name``) and whether the policy admits one."""
-    past = overshoot.by_provider.get(name)
-    return ProviderAudit(
-        **tally,
-        provider=name,
-        tags=tuple(sorted(by_name.get(name, ()))),
-        admitted=admits.get(name, False),
-        answers=answers,
-        past_limit=past.answers if past else 0,
-        worst_ratio=past.worst_ratio if past else 0.0,
-        past_limit_usd=past.over_usd if past else Decimal(0),
     )
 
 

@@ -12,15 +12,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Self
 
-__all__ = [
-    "DatasetTally",
-    "Frozen",
-    "ProviderTally",
-    "count_answer",
-    "joined",
-    "plus",
-    "summed",
-]
+__all__ = ["DatasetTally", "Frozen", "ProviderTally", "count_answer", "joined", "plus", "summed"]
 
 _ZERO = Decimal(0)
 
@@ -98,32 +90,32 @@ def count_answer(
     tallies: dict[str, dict[str, Any]],
     provider: str,
     usage: Mapping[str, Any] | None,
-    *,
-    tokens: int,
     cost: Decimal | None,
     byok_usd: Decimal | None,
     turn: bool,
-    truncated: bool | None,
-) -> None:
+    last: bool,
+    truncated: bool,
+) -> int:
     """Add one answer to ``provider``'s ``ProviderTally`` figures in ``tallies`` (by name, as
-    they are counted): ``usage`` as it came, ``tokens`` its completion tokens, ``cost`` what it
-    cost (unknown: none counted), ``byok_usd`` the provider's part of a BYOK answer's cost;
-    ``turn``: an answer to one turn of a row regenerated turn by turn; ``truncated``: whether
-    the row it finishes was cut (``None``: it finishes none, an earlier turn)."""
+    counted); return its completion tokens. ``usage`` as it came; ``cost`` (unknown: none
+    counted) and of it ``byok_usd``, a BYOK answer's provider's part; ``turn``: to one turn of a
+    row going turn by turn; ``last``: it finishes its row, ``truncated`` (cut)."""
     tally = tallies.get(provider) or tallies.setdefault(provider, dict(_NO_PROVIDER))
     usage = usage or {}
-    prompt = usage.get("prompt_tokens")
+    tokens, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
     details = usage.get("completion_tokens_details")
     reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    tokens = tokens if type(tokens) is int else 0
     tally["turns"] += turn
     tally["prompt_tokens"] += prompt if type(prompt) is int else 0
     tally["completion_tokens"] += tokens
     tally["reasoning_tokens"] += reasoning if type(reasoning) is int else 0
     tally["cost_usd"] += cost or 0
     tally["byok_usd"] += byok_usd or 0
-    if truncated is not None:
+    if last:
         tally["rows"] += 1
         tally["truncated"] += truncated
+    return tokens
 
 
 @dataclass(frozen=True)

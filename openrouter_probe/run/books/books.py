@@ -377,25 +377,14 @@ class Books:
     ) -> None:
         """Count an answer: its tokens and cost, and the row it finishes when it is the ``last``
         of its row (``turn``: an answer to one turn of a row that goes turn by turn)."""
-        c = self.counts
-        tokens = answer.completion_tokens
-        dataset = row.dataset
+        c, dataset, truncated = self.counts, row.dataset, answer.truncated
+        byok = None if cost is None or answer.cache_hit else answer.byok_usd  # (billed: in cost)
+        name = answer.provider or "?"
+        tokens = count_answer(c.providers, name, answer.usage, cost, byok, turn, last, truncated)
         seen_tokens, seen_answers = self.observed.get(dataset, (0, 0))
         self.observed[dataset] = (seen_tokens + tokens, seen_answers + 1)
         self.settled_tokens[dataset] = self.settled_tokens.get(dataset, 0) + tokens
         c.output_tokens[dataset] = c.output_tokens.get(dataset, 0) + tokens
-        truncated = answer.truncated
-        count_answer(
-            c.providers,
-            answer.provider or "?",
-            answer.usage,
-            tokens=tokens,
-            cost=cost,
-            # the provider's part, in cost (a replay of the response cache is billed nothing)
-            byok_usd=None if cost is None or answer.cache_hit else answer.byok_usd,
-            turn=turn,
-            truncated=truncated if last else None,
-        )
         c.turns_done += turn
         c.lengths.add(tokens, truncated)
         if last:
