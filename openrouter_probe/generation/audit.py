@@ -339,7 +339,6 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     failed_by_kind: dict[str, int] = {}
     outside_rows: list[tuple[str, str]] = []
     sampling: dict[str, dict[str, dict[str, int]]] = {}
-    realised = Decimal(0)
     for record in merged_records(files, superseded=superseded):
         finished.add(str(record["id"]))
         if record.get("status") == "failed":
@@ -350,6 +349,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         count_sampling(sampling, dataset, record.get("sampling_params"))
         turns = record.get("turns")
         answers = turns if isinstance(turns, list) and turns else [record]
+        cut = record.get("status") == "truncated"
         outside: list[str] = []
         for i, answer in enumerate(answers):
             name = str(answer.get("provider") or "?")
@@ -357,13 +357,11 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             cost = Decimal(str(answer.get("cost_usd") or 0))
             last = i == len(answers) - 1
             byok = None if answer.get("response_cache") == "hit" else usage_spend(usage)[2]
-            cut = record.get("status") == "truncated"
             count_answer(tallies, name, usage, cost, byok, answers is turns, last, cut)
             limit = answer.get("max_tokens") or (record.get("max_tokens") if last else None)
             limit = limit if type(limit) is int else 0
             overshoot.see(name, billed_tokens=billed_output(usage), max_tokens=limit, cost_usd=cost)
             answered[name] += 1
-            realised += cost
             if not admits.get(name) and name not in outside:
                 outside.append(name)
         outside_rows.extend((str(record["id"]), name) for name in outside)
@@ -383,6 +381,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
             )
         )
     providers.sort(key=lambda t: (-t.rows, t.provider))
+    realised = sum((p.cost_usd for p in providers), Decimal(0))  # the served rows' cost
     spent, cancelled = _spent(files, _prices(compiled, snapshot))
     return AuditReport(
         files=tuple(files),
