@@ -18,28 +18,24 @@ Example::
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
-from openrouter_probe.generation.records import (
-    beside,
-    merged_records,
-    reasoning_tokens_of,
-    records,
-)
+from openrouter_probe.generation.records import beside, merged_records, records
 from openrouter_probe.rules.sampling_mix import Shares, count_sampling
-from openrouter_probe.run.books.output import load_resume_state, output_tokens_of
+from openrouter_probe.run.books.output import load_resume_state
+from openrouter_probe.run.books.overshoot import Overshoot, ProviderOvershoot, billed_output
 from openrouter_probe.run.lock import running_holder
 from openrouter_probe.run.money.journal import journal_path
 from openrouter_probe.run.money.replay import replay_journal
 from openrouter_probe.run.money.spend import Prices
-from openrouter_probe.run.tallies import Frozen
+from openrouter_probe.run.tallies import Frozen, ProviderTally, count_answer
 
 if TYPE_CHECKING:
     from openrouter_probe.rules.snapshot import Snapshot
@@ -49,21 +45,14 @@ __all__ = ["AuditReport", "ProviderAudit", "audit"]
 _MILLION = Decimal(1_000_000)
 
 
-@dataclass(frozen=True)
-class ProviderAudit(Frozen):
-    """One served provider (display name): what it served, cost and whether the policy admits it."""
+@dataclass(frozen=True, kw_only=True)
+class ProviderAudit(ProviderTally, Frozen):
+    """One served provider (display name): what it served and cost, as a run's summary tallies
+    it, whether the policy admits it, and its answers billed past their ``max_tokens``."""
 
     provider: str
     tags: tuple[str, ...]
     admitted: bool
-    rows: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: Decimal = Decimal(0)
-    byok_usd: Decimal = Decimal(0)  # of cost_usd: BYOK answers' provider part, to the user's key
-    truncated: int = 0
-    turns: int = 0  # answers to turns of rows regenerated turn by turn (``--turns all``)
     answers: int = 0  # requests answered: one per row, one per turn of a row regenerated so
     past_limit: int = 0  # answers billed past their max_tokens
     worst_ratio: float = 0.0  # the largest billed output tokens / max_tokens among them
@@ -319,10 +308,6 @@ def _spent(paths: Iterable[str | Path], prices: Prices | None) -> tuple[dict[str
     return {**report, "running": running}, cancelled
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _prices(compiled: Any, snapshot: Snapshot) -> Prices | None:
     """The worst-case prices of the endpoints ``compiled`` admits (``None``: unknowable)."""
     from openrouter_probe.rules.routing import route
@@ -345,13 +330,15 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     by_name: dict[str, list[str]] = {}
     for e in snapshot.endpoints:
         by_name.setdefault(e.provider_name, []).append(e.tag)
-    tallies: dict[str, dict[str, Any]] = {}
+    admits = {name: not admitted_tags.isdisjoint(tags) for name, tags in by_name.items()}
+    tallies: dict[str, dict[str, Any]] = {}  # per provider, ``ProviderTally``'s figures
+    answered: Counter[str] = Counter()
+    overshoot = Overshoot()
     finished: set[str] = set()
     superseded: list[str] = []
     failed_by_kind: dict[str, int] = {}
     outside_rows: list[tuple[str, str]] = []
     sampling: dict[str, dict[str, dict[str, int]]] = {}
-    realised = Decimal(0)
     for record in merged_records(files, superseded=superseded):
         finished.add(str(record["id"]))
         if record.get("status") == "failed":
@@ -362,23 +349,39 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         count_sampling(sampling, dataset, record.get("sampling_params"))
         turns = record.get("turns")
         answers = turns if isinstance(turns, list) and turns else [record]
+        cut = record.get("status") == "truncated"
         outside: list[str] = []
         for i, answer in enumerate(answers):
             name = str(answer.get("provider") or "?")
-            tally = tallies.get(name)
-            if tally is None:
-                tags = tuple(sorted(by_name.get(name, [])))
-                admitted = any(t in admitted_tags for t in tags)
-                tally = tallies[name] = _NO_TALLY | {"provider": name, "tags": tags}
-                tally["admitted"] = admitted
+            usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+            cost = Decimal(str(answer.get("cost_usd") or 0))
             last = i == len(answers) - 1
-            realised += _tally(tally, answer, row=record if last else None, turn=answers is turns)
-            if not tally["admitted"] and name not in outside:
+            byok = None if answer.get("response_cache") == "hit" else usage_spend(usage)[2]
+            count_answer(tallies, name, usage, cost, byok, answers is turns, last, cut)
+            limit = answer.get("max_tokens") or (record.get("max_tokens") if last else None)
+            limit = limit if type(limit) is int else 0
+            overshoot.see(name, billed_tokens=billed_output(usage), max_tokens=limit, cost_usd=cost)
+            answered[name] += 1
+            if not admits.get(name) and name not in outside:
                 outside.append(name)
         outside_rows.extend((str(record["id"]), name) for name in outside)
-    providers = sorted(
-        (ProviderAudit(**t) for t in tallies.values()), key=lambda t: (-t.rows, t.provider)
-    )
+    providers = []
+    for name, tally in tallies.items():
+        past = overshoot.by_provider.get(name, ProviderOvershoot())
+        providers.append(
+            ProviderAudit(
+                **tally,
+                provider=name,
+                tags=tuple(sorted(by_name.get(name, ()))),
+                admitted=admits.get(name, False),
+                answers=answered[name],
+                past_limit=past.answers,
+                worst_ratio=past.worst_ratio,
+                past_limit_usd=past.over_usd,
+            )
+        )
+    providers.sort(key=lambda t: (-t.rows, t.provider))
+    realised = sum((p.cost_usd for p in providers), Decimal(0))  # the served rows' cost
     spent, cancelled = _spent(files, _prices(compiled, snapshot))
     return AuditReport(
         files=tuple(files),
@@ -395,37 +398,6 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         **spent,
         **_predict(providers, realised, snapshot, compiled),
     )
-
-
-#: A provider's figures before its first answer (``ProviderAudit``'s defaults).
-_NO_TALLY = {f.name: f.default for f in fields(ProviderAudit) if f.default is not MISSING}
-
-
-def _tally(
-    tally: dict[str, Any], answer: dict[str, Any], *, row: dict[str, Any] | None, turn: bool
-) -> Decimal:
-    """Add one answer (a record, or one turn of it) to its provider's tally; return its cost.
-    ``row``: the record the answer finishes (counted as a row), ``None`` for an earlier turn."""
-    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
-    tally["answers"] += 1
-    tally["turns"] += turn
-    tally["prompt_tokens"] += _int(usage.get("prompt_tokens"))
-    tally["completion_tokens"] += output_tokens_of(answer)
-    tally["reasoning_tokens"] += reasoning_tokens_of(answer)
-    cost = Decimal(str(answer.get("cost_usd") or 0))
-    tally["cost_usd"] += cost
-    tally["byok_usd"] += usage_spend(usage)[2] or 0  # the provider's part of a BYOK answer's cost
-    limit = _int(answer.get("max_tokens") or (row or {}).get("max_tokens"))
-    billed = output_tokens_of(answer)
-    if limit and billed > limit:
-        tally["past_limit"] += 1
-        tally["worst_ratio"] = max(tally["worst_ratio"], billed / limit)
-        tally["past_limit_usd"] += cost * (billed - limit) / billed
-    if row is not None:
-        tally["rows"] += 1
-        tally["truncated"] += row.get("status") == "truncated"
-    return cost
 
 
 def _predict(

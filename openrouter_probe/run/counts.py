@@ -10,7 +10,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.errors import Message
-from openrouter_probe.run.tallies import ProviderTally
 
 __all__ = ["AnswerLengths", "Counts", "Figures", "useful_rows"]
 
@@ -172,7 +171,7 @@ class Counts:
         self.done: dict[str, int] = {}  # rows finished, per dataset
         self.not_sent_by: dict[str, int] = {}
         self.output_tokens: dict[str, int] = {}  # this run, per dataset
-        #: per provider, ``ProviderTally``'s figures by name as they are counted (``provider``)
+        #: per provider, ``ProviderTally``'s figures by name as they are counted (``count_answer``)
         self.providers: dict[str, dict[str, Any]] = {}
         self.lengths = AnswerLengths()  # every answer's, this run
 
@@ -185,10 +184,3 @@ class Counts:
     def figures(self) -> dict[str, Any]:
         """``Figures``' figures as counted so far, by name (the ``RunResult``'s keywords)."""
         return {name: getattr(self, name) for name in _FIGURES}
-
-    def provider(self, name: str) -> dict[str, Any]:
-        """The figures counted so far for provider ``name`` (all 0 at first), to add to."""
-        return self.providers.setdefault(name, dict(_NO_PROVIDER))
-
-
-_NO_PROVIDER = {f.name: f.default for f in fields(ProviderTally)}

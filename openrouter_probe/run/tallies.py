@@ -1,5 +1,6 @@
-"""The frozen tallies of a run's result (``run.result``): per provider, per dataset; and how a
-result's values are deep-frozen (``Frozen``: lists as tuples, mappings as read-only
+"""The frozen tallies of a run's result (``run.result``): per provider, per dataset; how one
+answer adds to its provider's (``count_answer``: the books as a run goes, ``audit`` over the
+records afterwards); and how a result's values are deep-frozen (``Frozen``: lists as tuples, mappings as read-only
 ``types.MappingProxyType``) and added (``plus``, ``joined``, ``summed``)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Self
 
-__all__ = ["DatasetTally", "Frozen", "ProviderTally", "joined", "plus", "summed"]
+__all__ = ["DatasetTally", "Frozen", "ProviderTally", "count_answer", "joined", "plus", "summed"]
 
 _ZERO = Decimal(0)
 
@@ -79,6 +80,42 @@ class ProviderTally(_Tally):
     cost_usd: Decimal = _ZERO
     byok_usd: Decimal = _ZERO  # of ``cost_usd``: billed by the provider to the user's own key
     truncated: int = 0
+
+
+#: ``ProviderTally``'s figures before a provider's first answer, by name.
+_NO_PROVIDER = {f.name: f.default for f in fields(ProviderTally)}
+
+
+def count_answer(
+    tallies: dict[str, dict[str, Any]],
+    provider: str,
+    usage: Mapping[str, Any] | None,
+    cost: Decimal | None,
+    byok_usd: Decimal | None,
+    turn: bool,
+    last: bool,
+    truncated: bool,
+) -> int:
+    """Add one answer to ``provider``'s ``ProviderTally`` figures in ``tallies`` (by name, as
+    counted); return its completion tokens. ``usage`` as it came; ``cost`` (unknown: none
+    counted) and of it ``byok_usd``, a BYOK answer's provider's part; ``turn``: to one turn of a
+    row going turn by turn; ``last``: it finishes its row, ``truncated`` (cut)."""
+    tally = tallies.get(provider) or tallies.setdefault(provider, dict(_NO_PROVIDER))
+    usage = usage or {}
+    tokens, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    tokens = tokens if type(tokens) is int else 0
+    tally["turns"] += turn
+    tally["prompt_tokens"] += prompt if type(prompt) is int else 0
+    tally["completion_tokens"] += tokens
+    tally["reasoning_tokens"] += reasoning if type(reasoning) is int else 0
+    tally["cost_usd"] += cost or 0
+    tally["byok_usd"] += byok_usd or 0
+    if last:
+        tally["rows"] += 1
+        tally["truncated"] += truncated
+    return tokens
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from openrouter_probe.run.send.failure import Failure
 from openrouter_probe.run.send.request import dumps
 from openrouter_probe.run.send.transport import Answer
 from openrouter_probe.run.start import RunStart
-from openrouter_probe.run.tallies import ProviderTally
+from openrouter_probe.run.tallies import ProviderTally, count_answer
 
 if TYPE_CHECKING:
     from openrouter_probe.run.books.batch_books import BatchClaims
@@ -377,31 +377,18 @@ class Books:
     ) -> None:
         """Count an answer: its tokens and cost, and the row it finishes when it is the ``last``
         of its row (``turn``: an answer to one turn of a row that goes turn by turn)."""
-        c = self.counts
-        tokens = answer.completion_tokens
-        dataset = row.dataset
+        c, dataset, truncated = self.counts, row.dataset, answer.truncated
+        byok = None if cost is None or answer.cache_hit else answer.byok_usd  # (billed: in cost)
+        name = answer.provider or "?"
+        tokens = count_answer(c.providers, name, answer.usage, cost, byok, turn, last, truncated)
         seen_tokens, seen_answers = self.observed.get(dataset, (0, 0))
         self.observed[dataset] = (seen_tokens + tokens, seen_answers + 1)
         self.settled_tokens[dataset] = self.settled_tokens.get(dataset, 0) + tokens
         c.output_tokens[dataset] = c.output_tokens.get(dataset, 0) + tokens
-        name = answer.provider or "?"
-        tally = c.providers.get(name) or c.provider(name)  # (a tally is never empty)
-        tally["turns"] += turn
         c.turns_done += turn
-        tally["completion_tokens"] += tokens
-        usage = answer.usage or {}
-        tally["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
-        details = usage.get("completion_tokens_details") or {}
-        tally["reasoning_tokens"] += int(details.get("reasoning_tokens") or 0)
-        tally["cost_usd"] += cost or 0
-        c.lengths.add(tokens, answer.truncated)
-        if cost is not None and not answer.cache_hit:
-            tally["byok_usd"] += answer.byok_usd or 0  # the provider's part, in cost
+        c.lengths.add(tokens, truncated)
         if last:
-            truncated = answer.truncated
             c.done[dataset] = c.done.get(dataset, 0) + 1
-            tally["rows"] += 1
-            tally["truncated"] += truncated
             c.truncated += truncated
             c.ok += not truncated
 
