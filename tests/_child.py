@@ -22,7 +22,7 @@ def batch_options(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` as ``generate`` takes them: a ``batch`` given as JSON (``{"size": 4}``) becomes
     the ``BatchOptions`` it stands for, a ``source`` (``{"row_params": "max_tokens"}``) the
     ``SourceOptions``."""
-    from openrouter_probe.generation.prompts import SourceOptions
+    from openrouter_probe.generation.manifest import SourceOptions
     from openrouter_probe.run.send.batch_plan import BatchOptions
 
     if isinstance(options.get("batch"), dict):

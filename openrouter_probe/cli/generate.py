@@ -18,10 +18,13 @@ from openrouter_probe.cli._common import (
     term_of,
     warn_unused,
 )
-from openrouter_probe.cli.options import field_option, format_option, out_option
+from openrouter_probe.cli.options import (
+    AliasedOption,
+    field_option,
+    format_option,
+    out_option,
+)
 from openrouter_probe.generation.plan import REASONING_EFFORTS, GeneratePlan
-from openrouter_probe.generation.prompts import Selection, SourceOptions
-from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.rules.quantities import parse_token_count
 from openrouter_probe.run.config import DEFAULT_ATTEMPTS, RunPlan
 from openrouter_probe.run.report import render_result
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 #: The options that say how a single source is read: ``SourceOptions.of``'s keywords.
 _SOURCE_OPTIONS = ("prompt_field", "id_field", "limit", "sample", "seed", "config", "split",
                    "row_params", "strict")  # fmt: skip
+
 
 _BATCH_ONLY = ("batch_size", "batch_live", "batch_poll", "abandon")
 #: ``run.send.batch_plan``'s bounds (MAX_BATCH_LINES, DEFAULT_LIVE_BATCHES, MAX_LIVE_BATCHES,
@@ -142,15 +146,46 @@ def _weights_syntax(text: str) -> object:
 @field_option(
     GeneratePlan, "turns", type=click.Choice(["last", "all"]), default="last", show_default=True
 )
-@field_option(FieldMap, "prompt", "prompt_field", metavar="FIELD")
-@field_option(FieldMap, "id", "id_field", metavar="FIELD")
-@field_option(Selection, "limit", type=click.IntRange(min=1), metavar="N")
-@field_option(Selection, "sample", type=click.IntRange(min=1), metavar="N")
-@field_option(Selection, "seed", type=int, default=0, show_default=True, aliases=("--seed",))
-@field_option(SourceOptions, "config", metavar="NAME")
-@field_option(SourceOptions, "split", metavar="NAME")
-@field_option(FieldMap, "params", "row_params", metavar="COL,...", default=None)
-@field_option(SourceOptions, "strict", is_flag=True)
+@click.option(
+    "--prompt-field",
+    metavar="FIELD",
+    help="The field that holds each row's prompt (a string) or conversation, e.g. question.",
+)
+@click.option("--id-field", metavar="FIELD", help="The field that holds each row's id.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), metavar="N", help="Take the first N rows only."
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Take N rows picked by --sample-seed and each row id: the same rows on every rerun.",
+)
+@click.option(
+    "--sample-seed",
+    "seed",
+    cls=AliasedOption,
+    aliases=("--seed",),
+    type=int,
+    default=0,
+    show_default=True,
+    help="The seed of --sample (the --*-mix draws: --mix-seed).",
+)
+@click.option("--config", metavar="NAME", help="hf: sources: the dataset config.")
+@click.option(
+    "--split", metavar="NAME", help="hf: sources and datasets folders: the split (train)."
+)
+@click.option(
+    "--row-params",
+    metavar="COL,...",
+    help="Columns sent as request parameters of their row, e.g. seed,temperature (no "
+    "other column is ever sent).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse the prompts if a row cannot be read (default: skip it, named).",
+)
 @field_option(GeneratePlan, "redo_failed", is_flag=True)
 @field_option(GeneratePlan, "redo_truncated", is_flag=True)
 @field_option(RunPlan, "lower_max_tokens", is_flag=True)
@@ -212,6 +247,7 @@ def generate(
     import asyncio
 
     from openrouter_probe.generation import generate as run_generate
+    from openrouter_probe.generation.manifest import SourceOptions
 
     # ``keywords``: the options named as generate()'s keywords (``FEEDS``: the others)
     reading = {name: keywords.pop(name) for name in _SOURCE_OPTIONS}

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.api.backoff import Backoff
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.opening import OpenedJob, open_job
 from openrouter_probe.generation.plan import GeneratePlan
-from openrouter_probe.generation.prompts import SourceOptions
 from openrouter_probe.run.config import Progress
 from openrouter_probe.run.paid import run_job
 from openrouter_probe.run.result import RunResult

@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from openrouter_probe.errors import ConfigError, OptionError, braced, validation_errors
-from openrouter_probe.generation.params import row_params_problem
-from openrouter_probe.generation.prompts import PromptSet, Selection, SourceOptions, read_prompts
+from openrouter_probe.generation.params import parse_row_params, row_params_problem
+from openrouter_probe.generation.prompts import PromptSet, Selection, read_prompts
 from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.generation.sources import HF_PREFIX, hf_only
 
@@ -32,6 +32,7 @@ __all__ = [
     "DatasetEntry",
     "Inputs",
     "Manifest",
+    "SourceOptions",
     "is_manifest",
     "read_inputs",
     "read_manifest",
@@ -153,6 +154,54 @@ def _merge(sets: list[PromptSet], label: str) -> PromptSet:
             seen[row.id] = row.line
             merged.rows.append(row)
     return merged
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How to read a single source (a manifest sets each dataset's own): which fields hold the
+    conversation or prompt and the id, which rows to take, the ``hf:`` config and split."""
+
+    fields: FieldMap = field(default_factory=FieldMap)
+    selection: Selection = field(default_factory=Selection)
+    config: str | None = None
+    split: str | None = None
+    strict: bool = False  # a row that cannot be read refuses the source (else: skipped, named)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        prompt_field: str | None = None,
+        id_field: str | None = None,
+        limit: int | None = None,
+        sample: int | None = None,
+        seed: int = 0,
+        config: str | None = None,
+        split: str | None = None,
+        row_params: str | list[str] | tuple[str, ...] | None = None,
+        strict: bool = False,
+    ) -> SourceOptions:
+        """From ``generate``'s options (``--prompt-field``, ``--id-field``, ``--limit``, ...,
+        ``--row-params seed,temperature``: the columns sent as request parameters)."""
+        names = parse_row_params(row_params)
+        problem = row_params_problem(names)
+        if problem is not None:
+            raise OptionError(f"{{row_params=}}: {braced(problem)}", row_params=",".join(names))
+        return cls(FieldMap(prompt=prompt_field, id=id_field, params=names),
+                   Selection(limit, sample, seed), config, split, strict)  # fmt: skip
+
+    def given(self) -> dict[str, Any]:
+        """The options set, by their keywords (``SourceOptions.of``'s) and values."""
+        named = {
+            "prompt_field": self.fields.prompt,
+            "id_field": self.fields.id,
+            "limit": self.selection.limit,
+            "sample": self.selection.sample,
+            "config": self.config,
+            "split": self.split,
+            "row_params": ",".join(self.fields.params) or None,
+        }
+        return {name: value for name, value in named.items() if value is not None}
 
 
 def read_inputs(

@@ -22,7 +22,7 @@ from openrouter_probe.rules.quantities import parse_token_count, whole_number
 from openrouter_probe.run.config import RunPlan, cli
 
 if TYPE_CHECKING:
-    from openrouter_probe.generation.prompts import SourceOptions
+    from openrouter_probe.generation.manifest import SourceOptions
     from openrouter_probe.rules.sampling_mix import SamplingMix
     from openrouter_probe.run.send.batch_plan import BatchOptions
     from openrouter_probe.run.send.request import RequestBuilder

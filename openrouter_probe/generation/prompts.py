@@ -27,18 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openrouter_probe.errors import ConfigError, Message, OptionError, braced, reason
-from openrouter_probe.generation.params import parse_row_params, row_params_problem
+from openrouter_probe.errors import ConfigError, Message, OptionError, reason
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.generation.sources import Source, open_source
 from openrouter_probe.generation.transcripts import OASST_MESSAGE, OasstTrees, oasst_paths
-from openrouter_probe.run.config import cli
 from openrouter_probe.run.rows import PromptRow
 
 __all__ = [
     "PromptSet",
     "Selection",
-    "SourceOptions",
     "parse_shard",
     "read_prompts",
     "row_id",
@@ -99,18 +96,9 @@ class Selection:
     """Which of a source's rows to take: the first ``limit``, or ``sample`` of them picked by a
     hash of ``seed`` and each row's id (the same rows on every rerun)."""
 
-    limit: int | None = field(default=None, metadata=cli("--limit", "Take the first N rows only."))
-    sample: int | None = field(
-        default=None,
-        metadata=cli(
-            "--sample",
-            "Take N rows picked by --sample-seed and each row id: the same rows on every rerun.",
-        ),
-    )
-    seed: int = field(
-        default=0,
-        metadata=cli("--sample-seed", "The seed of --sample (the --*-mix draws: --mix-seed)."),
-    )
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.sample is not None:
@@ -125,63 +113,6 @@ class Selection:
         """The row's place in the sample order (lowest first): stable for an id and a seed."""
         digest = hashlib.sha256(f"{self.seed}\0{ident}".encode()).digest()
         return int.from_bytes(digest[:8], "big")
-
-
-@dataclass(frozen=True)
-class SourceOptions:
-    """How to read a single source (a manifest sets each dataset's own): which fields hold the
-    conversation or prompt and the id, which rows to take, the ``hf:`` config and split."""
-
-    fields: FieldMap = field(default_factory=FieldMap)
-    selection: Selection = field(default_factory=Selection)
-    config: str | None = field(
-        default=None, metadata=cli("--config", "hf: sources: the dataset config.")
-    )
-    split: str | None = field(
-        default=None,
-        metadata=cli("--split", "hf: sources and datasets folders: the split (train)."),
-    )
-    strict: bool = field(
-        default=False,
-        metadata=cli(
-            "--strict", "Refuse the prompts if a row cannot be read (default: skip it, named)."
-        ),
-    )
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        prompt_field: str | None = None,
-        id_field: str | None = None,
-        limit: int | None = None,
-        sample: int | None = None,
-        seed: int = 0,
-        config: str | None = None,
-        split: str | None = None,
-        row_params: str | list[str] | tuple[str, ...] | None = None,
-        strict: bool = False,
-    ) -> SourceOptions:
-        """From ``generate``'s options (each field's flag: its ``cli`` metadata)."""
-        names = parse_row_params(row_params)
-        problem = row_params_problem(names)
-        if problem is not None:
-            raise OptionError(f"{{row_params=}}: {braced(problem)}", row_params=",".join(names))
-        return cls(FieldMap(prompt=prompt_field, id=id_field, params=names),
-                   Selection(limit, sample, seed), config, split, strict)  # fmt: skip
-
-    def given(self) -> dict[str, Any]:
-        """The options set, by their keywords (``SourceOptions.of``'s) and values."""
-        named = {
-            "prompt_field": self.fields.prompt,
-            "id_field": self.fields.id,
-            "limit": self.selection.limit,
-            "sample": self.selection.sample,
-            "config": self.config,
-            "split": self.split,
-            "row_params": ",".join(self.fields.params) or None,
-        }
-        return {name: value for name, value in named.items() if value is not None}
 
 
 def _ends_on_assistant(row: PromptRow) -> bool:

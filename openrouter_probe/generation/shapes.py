@@ -43,7 +43,6 @@ from openrouter_probe.generation.transcripts import (
     oasst_path,
     pair_turns,
 )
-from openrouter_probe.run.config import cli
 
 __all__ = [
     "CONVERSATION_FIELDS",
@@ -95,26 +94,12 @@ class FieldMap:
     and the template that composes a prompt of several columns (``None``: the layout's)."""
 
     conversation: str | None = None
-    prompt: str | None = field(
-        default=None,
-        metadata=cli(
-            "--prompt-field",
-            "The field that holds each row's prompt (a string) or conversation, e.g. question.",
-        ),
-    )
-    id: str | None = field(
-        default=None, metadata=cli("--id-field", "The field that holds each row's id.")
-    )
+    prompt: str | None = None
+    id: str | None = None
     system: str | None = None
     template: str | None = None
-    params: tuple[str, ...] = field(
-        default=(),
-        metadata=cli(
-            "--row-params",
-            "Columns sent as request parameters of their row, e.g. seed,temperature (no other "
-            "column is ever sent).",
-        ),
-    )
+    #: the columns sent as request parameters (``--row-params``, a manifest's ``params:``)
+    params: tuple[str, ...] = ()
 
     @property
     def named(self) -> bool:

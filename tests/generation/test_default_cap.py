@@ -18,7 +18,7 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
-from openrouter_probe.generation.prompts import SourceOptions
+from openrouter_probe.generation.manifest import SourceOptions
 from tests._generate import POLICY, no_sleep, prompt_rows, records, write_prompts
 
 

@@ -23,8 +23,8 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.conversation import validate_conversation
-from openrouter_probe.generation.manifest import read_inputs
-from openrouter_probe.generation.prompts import Selection, SourceOptions, read_prompts, row_id
+from openrouter_probe.generation.manifest import SourceOptions, read_inputs
+from openrouter_probe.generation.prompts import Selection, read_prompts, row_id
 from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, LedgerSender, no_sleep, records

@@ -23,8 +23,9 @@ from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.layouts import convert_xlam, glaive_chat, tool_call
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.generation.params import CHAT_PARAMETERS, MESSAGE_KEYS, check
-from openrouter_probe.generation.prompts import SourceOptions, read_prompts
+from openrouter_probe.generation.prompts import read_prompts
 from openrouter_probe.generation.shapes import FieldMap, ShapeProblem, read_row
 from openrouter_probe.rules.snapshot import bundled_snapshot
 from openrouter_probe.run.report import render_result

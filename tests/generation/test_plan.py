@@ -24,8 +24,6 @@ from openrouter_probe.generation.plan import (
     RUN_KEYWORDS,
     GeneratePlan,
 )
-from openrouter_probe.generation.prompts import Selection, SourceOptions
-from openrouter_probe.generation.shapes import FieldMap
 from openrouter_probe.run.books.turns import TURNS_MODES
 from openrouter_probe.run.config import Learned, RunPlan
 from openrouter_probe.run.send.batch_plan import BatchOptions
@@ -118,30 +116,23 @@ def test_every_field_is_declared_once() -> None:
 def test_the_cli_options_are_the_fields_metadata() -> None:
     """Each field that an option of ``generate`` sets names that option and its help in its
     metadata (``run.config.cli``), the one place they are written: the CLI makes its options
-    from them (``cli.options.field_option``). The options of how a source is read set the fields
-    of ``SourceOptions`` and of what it holds."""
+    from them (``cli.options.field_option``)."""
     options = {p.name: p for p in COMMAND.params if isinstance(p, click.Option)}
     by_flag = {flag: p for p in options.values() for flag in p.opts + p.secondary_opts}
     named = 0
-    plans = (GeneratePlan, RunPlan, SourceOptions, Selection, FieldMap)
-    for field in (f for plan in plans for f in dataclasses.fields(plan)):
+    for field in (*dataclasses.fields(GeneratePlan), *dataclasses.fields(RunPlan)):
         meta = field.metadata.get("cli")
         if meta is None:
             continue
         assert meta.flag in by_flag, f"{field.name}: no option {meta.flag}"
         assert by_flag[meta.flag].help == meta.help, field.name
         named += 1
-    assert named == 41
+    assert named == 32
 
 
 @pytest.mark.parametrize(
     "module",
-    [
-        "openrouter_probe.cli",
-        "openrouter_probe.generation.plan",
-        "openrouter_probe.generation.prompts",
-        "openrouter_probe.run.config",
-    ],
+    ["openrouter_probe.cli", "openrouter_probe.generation.plan", "openrouter_probe.run.config"],
 )
 def test_the_cli_reads_the_plans_fields_without_the_runs_machinery(module: str) -> None:
     """The CLI makes its options from the plans' fields at import: the plans' modules import
@@ -211,14 +202,6 @@ def test_the_cli_defaults_are_generates(tmp_path: Path) -> None:
         compared += 1
     assert compared == 28  # offline among them (review of 0.3); the mixes, mix_seed, samples
     assert plan.run.attempts == 6 and plan.run.concurrency == 256 and plan.max_tokens == 4096
-
-
-def test_the_source_options_default_as_source_options_of() -> None:
-    defaults = inspect.signature(SourceOptions.of).parameters
-    params = {p.name: p for p in COMMAND.params}
-    assert list(defaults) == [name for name, fed in cli_generate.FEEDS.items() if fed == "source"]
-    for name, keyword in defaults.items():
-        assert _default(params[name]) == keyword.default, name
 
 
 def test_the_cli_choices_are_the_plans() -> None:

@@ -19,7 +19,7 @@ from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.export import export
-from openrouter_probe.generation.prompts import SourceOptions
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.run.lock import OutputLock
 from openrouter_probe.run.report import render_result
 from tests._generate import POLICY, ROOT, write_prompts

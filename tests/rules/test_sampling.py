@@ -12,7 +12,7 @@ from typing import Any
 
 from openrouter_probe.fake import serve
 from openrouter_probe.generation import generate
-from openrouter_probe.generation.prompts import SourceOptions
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.sampling import sampling_advice, thinking_on
 from openrouter_probe.run.money.spend import Prices
 from openrouter_probe.run.report import render_result

@@ -18,7 +18,7 @@ from openrouter_probe.cli import cli
 from openrouter_probe.errors import ConfigError, OptionError
 from openrouter_probe.generation import generate
 from openrouter_probe.generation.audit import audit
-from openrouter_probe.generation.prompts import SourceOptions
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.sampling import sampling_advice
 from openrouter_probe.rules.sampling_mix import SamplingMix, parse_mix
 from openrouter_probe.rules.snapshot import bundled_snapshot

@@ -11,7 +11,7 @@ from typing import Any
 
 from openrouter_probe.api.batches import BatchClient
 from openrouter_probe.api.client import Client
-from openrouter_probe.generation.prompts import SourceOptions
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.send.batch_plan import BatchOptions
 from openrouter_probe.run.send.request import RequestBuilder

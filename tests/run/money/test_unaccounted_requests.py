@@ -23,7 +23,7 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.errors import ConfigError
 from openrouter_probe.fake import ManualClock, serve
 from openrouter_probe.generation import generate
-from openrouter_probe.generation.prompts import SourceOptions
+from openrouter_probe.generation.manifest import SourceOptions
 from openrouter_probe.rules.snapshot import Snapshot, bundled_snapshot
 from openrouter_probe.run.report import render_result
 from openrouter_probe.run.send.transport import Answer, Failure
