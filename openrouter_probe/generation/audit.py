@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from openrouter_probe.api.chat import usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
@@ -57,6 +57,9 @@ class ProviderAudit(ProviderTally, Frozen):
     past_limit: int = 0  # answers billed past their max_tokens
     worst_ratio: float = 0.0  # the largest billed output tokens / max_tokens among them
     past_limit_usd: Decimal = Decimal(0)  # what the tokens past the limits cost (their share)
+
+    def __add__(self, other: object) -> NoReturn:
+        raise TypeError("a provider's audit does not add: audit the outputs together")
 
     @property
     def effective_usd_per_m(self) -> Decimal | None:
@@ -376,7 +379,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
                 admitted=admits.get(name, False),
                 answers=answered[name],
                 past_limit=past.answers,
-                worst_ratio=past.worst_ratio,
+                worst_ratio=past.worst_ratio if past.answers else 0.0,
                 past_limit_usd=past.over_usd,
             )
         )

@@ -1,7 +1,7 @@
 """The frozen tallies of a run's result (``run.result``): per provider, per dataset; how one
 answer adds to its provider's (``count_answer``: the books as a run goes, ``audit`` over the
-records afterwards); and how a result's values are deep-frozen (``Frozen``: lists as tuples, mappings as read-only
-``types.MappingProxyType``) and added (``plus``, ``joined``, ``summed``)."""
+records afterwards); and how a result's values are deep-frozen (``Frozen``: lists as tuples,
+mappings as read-only ``types.MappingProxyType``) and added (``plus``, ``joined``, ``summed``)."""
 
 from __future__ import annotations
 

@@ -64,6 +64,35 @@ def test_audit_per_provider_and_within_policy(tmp_path: Path) -> None:
     assert "every row was served by an endpoint" in report.render_notes()
 
 
+def test_audit_bills_as_the_run_does_byok_cache_hits_and_reasoning_past_the_limit(
+    tmp_path: Path,
+) -> None:
+    """The audit counts an answer as the run's books do: a cache hit adds no BYOK part (it cost
+    nothing), billed output is completion plus reasoning when reasoning is reported above it."""
+    out = tmp_path / "out.jsonl"
+    byok = {"is_byok": True, "cost_details": {"upstream_inference_cost": 0.002}}
+    rows = [
+        ("past", "Chutes", "0.001", None, {"cost": 0.001, "completion_tokens": 16,
+         "completion_tokens_details": {"reasoning_tokens": 19}}),
+        ("hit", "Chutes", "0", "hit", {"cost": 0, "completion_tokens": 5, **byok}),
+        ("own", "Chutes", "0.0021", None, {"cost": 0.0001, "completion_tokens": 5, **byok}),
+        ("other", "DeepInfra", "0.001", None, {"cost": 0.001, "completion_tokens": 5}),
+    ]  # fmt: skip
+    for row_id, provider, cost, cache, usage in rows:
+        _append(out, {"id": row_id, "dataset": "d0", "status": "ok", "provider": provider,
+                      "usage": {"prompt_tokens": 10, **usage}, "cost_usd": float(cost),
+                      "max_tokens": 20, "response_cache": cache})  # fmt: skip
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    chutes, other = report.providers
+    assert (chutes.provider, chutes.rows, other.provider) == ("Chutes", 3, "DeepInfra")
+    assert chutes.byok_usd == Decimal("0.002")  # the hit's upstream cost is not billed again
+    assert chutes.cost_usd == Decimal("0.0031")
+    assert (chutes.past_limit, chutes.worst_ratio) == (1, 35 / 20)  # 16 + 19 tokens of 20
+    assert (other.past_limit, other.worst_ratio) == (0, 0.0)
+    with pytest.raises(TypeError, match="does not add"):
+        chutes + other
+
+
 def test_audit_of_only_failed_rows_does_not_claim_they_were_served(tmp_path: Path) -> None:
     out = tmp_path / "failed.jsonl"
     for i in range(3):

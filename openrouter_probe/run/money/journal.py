@@ -14,9 +14,10 @@ An attempt's money is its reconciled cost, else its settled cost, else its whole
 ("possibly billed"). ``sent`` and batch-plan lines are flushed as they are written, before the
 request (or the POST) leaves. ``gen``, ``settled`` and ``reconciled`` lines are buffered to the next
 flush, or the end of the turn: one lost to a crash only leaves an attempt counted at its
-reservation. A write that fails fails the journal for good: ``writes.on_failure`` is told once (the run stops
-sending), nothing more is written (a line after a lost one would damage the file), and a ``sent``
-line that cannot be flushed raises ``files.WriteFailed`` (its request never leaves).
+reservation. A write that fails fails the journal for good: ``writes.on_failure`` is told once
+(the run stops sending), nothing more is written (a line after a lost one would damage the
+file), and a ``sent`` line that cannot be flushed raises ``files.WriteFailed`` (its request never
+leaves).
 
 ``run.money.replay.replay_journal`` reads it back (after ``run.lock`` is taken; a torn last line is
 cut first: a torn ``sent`` line's request never left).

@@ -267,7 +267,8 @@ class HttpTransport:
                             return _unknown(
                                 Message(
                                     "keep-alives-only",
-                                    "no token for {waited:.0f} s, only keep-alive comments ({read_timeout_s:bare})",
+                                    "no token for {waited:.0f} s, only keep-alive comments "
+                                    "({read_timeout_s:bare})",
                                     waited=now - last,
                                 ),
                                 generation_id,
