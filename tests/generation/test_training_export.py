@@ -460,7 +460,7 @@ def test_parquet_with_a_pyarrow_too_old_for_pandas_says_so_before_reading(
     old = "Pandas requires version '16.0.0' or newer of 'pyarrow' (version '15.0.0' currently installed)."
 
     def too_old(*args: object, **kwargs: object) -> None:
-        raise ImportError(old)  # what pandas 3 raises over pyarrow 15 (pyproject allows >=14)
+        raise ImportError(old)  # what pandas 3 raises over a pyarrow 15 already installed
 
     monkeypatch.setattr(pd.DataFrame, "to_parquet", too_old)
     result = _cli(str(out), "--format", "parquet", "-o", str(tmp_path / "t.parquet"))
