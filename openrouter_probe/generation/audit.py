@@ -25,7 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from openrouter_probe.api.chat import usage_spend
+from openrouter_probe.api.chat import read_cost, usage_spend
 from openrouter_probe.errors import Term, keyword_term, render_template
 from openrouter_probe.generation.records import beside, merged_records, records
 from openrouter_probe.rules.sampling_mix import Shares, count_sampling
@@ -57,6 +57,9 @@ class ProviderAudit(ProviderTally, Frozen):
     past_limit: int = 0  # answers billed past their max_tokens
     worst_ratio: float = 0.0  # the largest billed output tokens / max_tokens among them
     past_limit_usd: Decimal = Decimal(0)  # what the tokens past the limits cost (their share)
+    #: answers whose record holds no cost it can read (``cost_usd`` null or not a cost): not in
+    #: ``cost_usd``, which is then a lower bound (the journal counts them at their worst case)
+    cost_unknown: int = 0
 
     def __add__(self, other: object) -> NoReturn:
         raise TypeError("a provider's audit does not add: audit the outputs together")
@@ -86,6 +89,7 @@ class ProviderAudit(ProviderTally, Frozen):
             "past_max_tokens": self.past_limit,
             "worst_ratio": round(self.worst_ratio, 2) if self.past_limit else None,
             "past_max_tokens_usd": round(float(self.past_limit_usd), 6),
+            "cost_unknown": self.cost_unknown,
         }
 
 
@@ -147,6 +151,9 @@ class AuditReport(Frozen):
             for row in rows:
                 for name in ("past_max_tokens", "worst_ratio", "past_max_tokens_usd"):
                     del row[name]
+        if not any(p.cost_unknown for p in self.providers):
+            for row in rows:
+                del row["cost_unknown"]
         return rows
 
     def to_dict(self) -> dict[str, Any]:
@@ -215,10 +222,17 @@ class AuditReport(Frozen):
 
     def render_notes(self, term: Term = keyword_term) -> str:
         """The audit's notes for people (``term`` says the library's keywords)."""
+        unknown = sum(p.cost_unknown for p in self.providers)
         lines = [
             f"{self.rows} rows served, {self.failed} failed, {self.cancelled} cancelled; "
-            f"realised ${self.realised_usd:,.6f}"
+            f"realised {'at least ' if unknown else ''}${self.realised_usd:,.6f}"
         ]
+        lines.extend(
+            f"{p.provider}: {p.cost_unknown} answer(s) with no known cost in the output: its cost "
+            "is at least what is shown (the spend journal counts them at their worst case)"
+            for p in self.providers
+            if p.cost_unknown
+        )
         lines.extend(
             f"{running}: the figures are what it has recorded so far" for running in self.running
         )
@@ -336,6 +350,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
     admits = {name: not admitted_tags.isdisjoint(tags) for name, tags in by_name.items()}
     tallies: dict[str, dict[str, Any]] = {}  # per provider, ``ProviderTally``'s figures
     answered: Counter[str] = Counter()
+    unknown_cost: Counter[str] = Counter()
     overshoot = Overshoot()
     finished: set[str] = set()
     superseded: list[str] = []
@@ -357,7 +372,8 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
         for i, answer in enumerate(answers):
             name = str(answer.get("provider") or "?")
             usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-            cost = Decimal(str(answer.get("cost_usd") or 0))
+            cost, _ = read_cost(answer.get("cost_usd"))  # unknown: counted apart, never as $0
+            unknown_cost[name] += cost is None
             last = i == len(answers) - 1
             byok = None if answer.get("response_cache") == "hit" else usage_spend(usage)[2]
             count_answer(tallies, name, usage, cost, byok, answers is turns, last, cut)
@@ -381,6 +397,7 @@ def audit(paths: Iterable[str | Path], *, policy: str | Path, snapshot: Snapshot
                 past_limit=past.answers,
                 worst_ratio=past.worst_ratio if past.answers else 0.0,
                 past_limit_usd=past.over_usd,
+                cost_unknown=unknown_cost[name],
             )
         )
     providers.sort(key=lambda t: (-t.rows, t.provider))

@@ -93,6 +93,29 @@ def test_audit_bills_as_the_run_does_byok_cache_hits_and_reasoning_past_the_limi
         chutes + other
 
 
+def test_an_answer_whose_cost_is_unknown_is_counted_apart_never_as_zero(tmp_path: Path) -> None:
+    """A record's ``cost_usd`` is null when a turn's cost was unknown (``run.books.turns``): the
+    audit counts that answer apart and says the provider's cost is a lower bound."""
+    out = tmp_path / "out.jsonl"
+    for row_id, cost in (("known", 0.002), ("unknown", None), ("later", None)):
+        _append(out, {"id": row_id, "dataset": "d0", "status": "ok", "provider": "Chutes",
+                      "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+                      "cost_usd": cost})  # fmt: skip
+    report = audit([out], policy=POLICY, snapshot=bundled_snapshot())
+    (chutes,) = report.providers
+    assert (chutes.rows, chutes.cost_unknown, chutes.cost_usd) == (3, 2, Decimal("0.002"))
+    assert report.provider_rows()[0]["cost_unknown"] == 2
+    notes = report.render_notes()
+    assert "3 rows served, 0 failed, 0 cancelled; realised at least $0.002000" in notes
+    assert "Chutes: 2 answer(s) with no known cost in the output" in notes
+    known = tmp_path / "known.jsonl"
+    _append(known, {"id": "k", "dataset": "d0", "status": "ok", "provider": "Chutes",
+                    "usage": {"completion_tokens": 5}, "cost_usd": 0.002})  # fmt: skip
+    plain = audit([known], policy=POLICY, snapshot=bundled_snapshot())
+    assert "cost_unknown" not in plain.provider_rows()[0]
+    assert "realised $0.002000" in plain.render_notes()
+
+
 def test_audit_of_only_failed_rows_does_not_claim_they_were_served(tmp_path: Path) -> None:
     out = tmp_path / "failed.jsonl"
     for i in range(3):
