@@ -13,7 +13,12 @@ cached as an installed package has it (a first run, not counted, writes it under
 ``PYTHONPYCACHEPREFIX``): compiling the package's sources is not what a user's run pays. Target (issue 47):
 under 0.25 s of CPU in all. This checkout's ``openrouter_probe`` (``PYTHONPATH``).
 
-    python benchmarks/startup.py [--runs 21] [--generate 7]
+``--instructions``: the same one-row ``generate`` (and ``import aiohttp`` beside it) once each under
+valgrind's callgrind, printing the instructions executed: stable to about 0.5% from run to run where
+CPU seconds on a shared machine are not, so a change's effect is measurable; ``--against DIR`` adds
+another checkout's ``generate`` as ``before``.
+
+    python benchmarks/startup.py [--runs 21] [--generate 7] [--instructions [--against DIR]]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -53,6 +59,51 @@ def _cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
+def _instructions(cmd: list[str], env: dict[str, str]) -> int:
+    """The instructions ``cmd`` executes, whole process, counted by callgrind."""
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    proc = subprocess.run([*valgrind, *cmd], env=env, capture_output=True, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise SystemExit(f"{cmd[:4]} under valgrind failed:\n{proc.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def _generate_cmd(root: Path, prompts: Path, out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "openrouter_probe", "generate", str(prompts)]
+    cmd += ["--policy", str(root / "policies" / "kimi-k2.5.yaml"), "--out", str(out)]
+    return [*cmd, "--budget-usd", "1", "--max-tokens", "64"]
+
+
+def one_row_instructions(against: Path | None) -> None:
+    """A one-row ``generate``'s instructions in all, against the fake (see the module)."""
+    from openrouter_probe.fake import serve
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt-get install valgrind")
+    roots = {"generate": ROOT, **({"before": against} if against else {})}
+    found: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as folder, serve(speed=0, seed=0) as fake:
+        prompts = Path(folder) / "prompts.jsonl"
+        prompts.write_text(json.dumps({"id": "r0", "prompt": "what is 6 * 7?"}) + "\n")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env |= {"OPENROUTER_API_KEY": "sk-or-bench-not-real", "OPENROUTER_BASE_URL": fake.base_url}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(folder) / "pycache")
+        bare = [sys.executable, "-c", "import aiohttp"]
+        subprocess.run(bare, env=env, check=True)  # its bytecode, not counted
+        found["python -c 'import aiohttp'"] = _instructions(bare, env)
+        for name, root in roots.items():
+            here = {**env, "PYTHONPATH": str(root)}
+            warm = _generate_cmd(root, prompts, Path(folder) / f"warm-{name}.jsonl")
+            subprocess.run(warm, env=here, capture_output=True, check=True)  # bytecode, not counted
+            cmd = _generate_cmd(root, prompts, Path(folder) / f"out-{name}.jsonl")
+            found[name] = _instructions(cmd, here)
+    print(f"{'one row, whole process':34} {'instructions':>15} {'x import aiohttp':>17}")
+    for name, count in found.items():
+        ratio = count / found["python -c 'import aiohttp'"]
+        print(f"{name:34} {count:15,} {ratio:17.2f}")
+
+
 def one_row_generate(runs: int) -> None:
     """A one-row ``generate``'s CPU in all, against the fake (see the module)."""
     from openrouter_probe.fake import serve
@@ -72,9 +123,7 @@ def one_row_generate(runs: int) -> None:
             if i >= 0:
                 cases["python -c 'import aiohttp'"].append(bare)
             out = Path(folder) / f"out-{i}.jsonl"
-            cmd = [sys.executable, "-m", "openrouter_probe", "generate", str(prompts)]
-            cmd += ["--policy", str(ROOT / "policies" / "kimi-k2.5.yaml"), "--out", str(out)]
-            found = _cpu([*cmd, "--budget-usd", "1", "--max-tokens", "64"], env)
+            found = _cpu(_generate_cmd(ROOT, prompts, out), env)
             if i >= 0:
                 cases["generate"].append(found)
     print(f"{'one row, whole process':34} {'CPU s':>9} {'wall s':>9}  target")
@@ -93,7 +142,18 @@ def main() -> None:
     parser.add_argument(
         "--generate", type=int, default=0, metavar="N", help="N runs of a one-row generate"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="a one-row generate's instructions, counted by callgrind",
+    )
+    parser.add_argument(
+        "--against", type=Path, help="with --instructions: another checkout, as 'before'"
+    )
     args = parser.parse_args()
+    if args.instructions:
+        one_row_instructions(args.against)
+        return
     if args.generate:
         one_row_generate(args.generate)
         return
