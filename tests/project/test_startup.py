@@ -21,6 +21,11 @@ NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4")
 #: The package's modules a one-row sync run (no dry run, batch, pilot, shard, precision lint,
 #: sampling mix or redo) has no use for: each is dataclasses and tables built for nothing.
 NOT_IMPORTED_HERE = (
+    *(  # the other commands' modules (``cli._common.COMMANDS``)
+        f"openrouter_probe.cli.{name}"
+        for name in ("analysis", "fake", "keys", "matrix", "outputs", "policy", "probe", "verify")
+    ),
+    "openrouter_probe.cli.tables",
     "openrouter_probe.generation.dry_run",
     "openrouter_probe.generation.pilot",
     "openrouter_probe.generation.records",
