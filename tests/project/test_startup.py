@@ -17,7 +17,7 @@ from tests._generate import POLICY
 from tests.conftest import PYTEST_OPENROUTER_KEY
 
 #: Modules a one-row run with its progress on a file has no use for.
-NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4")
+NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4", "html", "difflib")
 #: The package's modules a one-row sync run (no dry run, batch, pilot, shard, precision lint,
 #: sampling mix or redo) has no use for: each is dataclasses and tables built for nothing.
 NOT_IMPORTED_HERE = (
