@@ -26,6 +26,7 @@ NOT_IMPORTED_HERE = (
         for name in ("analysis", "fake", "keys", "matrix", "outputs", "policy", "probe", "verify")
     ),
     "openrouter_probe.cli.tables",
+    "openrouter_probe.api.listings",  # GET /models and /providers: a run reads endpoints only
     "openrouter_probe.generation.dry_run",
     "openrouter_probe.generation.pilot",
     "openrouter_probe.generation.records",
