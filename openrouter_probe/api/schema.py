@@ -15,7 +15,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from openrouter_probe.api.payload import Number, Payload, PriceStr, SkippedRecord, to_optional_str
 
@@ -303,6 +303,10 @@ class ModelEndpoints(Payload):
 
     An endpoint that cannot be read is left out of ``endpoints`` and listed in ``skipped``.
     """
+
+    # built at import, not deferred: ``EndpointsResponse`` (the body a run reads) then reuses its
+    # schema, and a snapshot's dump (``to_json_dict``) has its serializer: built once, not twice
+    model_config = ConfigDict(defer_build=False)
 
     core_fields: ClassVar[frozenset[str] | None] = frozenset({"id", "endpoints"})
     skippable_list: ClassVar[str | None] = "endpoints"
