@@ -27,6 +27,7 @@ NOT_IMPORTED_HERE = (
     ),
     "openrouter_probe.cli.tables",
     "openrouter_probe.api.listings",  # GET /models and /providers: a run reads endpoints only
+    "openrouter_probe.api.error_rules",  # the error table: read on the first failure
     "openrouter_probe.generation.dry_run",
     "openrouter_probe.generation.pilot",
     "openrouter_probe.generation.records",
