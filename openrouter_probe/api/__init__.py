@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from openrouter_probe.api.completion import ChatCompletion as ChatCompletion
     from openrouter_probe.api.connection import DEFAULT_BASE_URL as DEFAULT_BASE_URL
     from openrouter_probe.api.connection import Connection as Connection
+    from openrouter_probe.api.listings import Model as Model
+    from openrouter_probe.api.listings import ModelsList as ModelsList
+    from openrouter_probe.api.listings import Provider as Provider
     from openrouter_probe.api.schema import Endpoint as Endpoint
-    from openrouter_probe.api.schema import Model as Model
     from openrouter_probe.api.schema import ModelEndpoints as ModelEndpoints
-    from openrouter_probe.api.schema import ModelsList as ModelsList
     from openrouter_probe.api.schema import Pricing as Pricing
-    from openrouter_probe.api.schema import Provider as Provider
     from openrouter_probe.api.schema import SkippedRecord as SkippedRecord
     from openrouter_probe.api.scrape import parse_provider_page as parse_provider_page
     from openrouter_probe.api.sse import iter_sse_events as iter_sse_events

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from openrouter_probe.api.schema import ModelsList
+from openrouter_probe.api.listings import ModelsList
 from openrouter_probe.errors import SnapshotError
 
 __all__ = [

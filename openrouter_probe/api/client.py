@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
@@ -29,9 +29,12 @@ from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
 from openrouter_probe.api.connection import DEFAULT_BASE_URL, DEFAULT_TIMEOUT, Connection
 from openrouter_probe.api.payload import REPORT_SKIPPED
-from openrouter_probe.api.schema import EndpointsResponse, ModelEndpoints, ModelsList, ProvidersList
+from openrouter_probe.api.schema import EndpointsResponse, ModelEndpoints
 from openrouter_probe.api.wire import Wire, Wired, read_body, with_message
 from openrouter_probe.errors import APIError, APIStatusError, ConfigError, NoRouteError
+
+if TYPE_CHECKING:  # the listings' models are built for models() and providers() alone
+    from openrouter_probe.api.listings import ModelsList, ProvidersList
 
 __all__ = ["Client", "page_url"]
 
@@ -170,6 +173,8 @@ class Client(Wired):
         only; docs/api.md, "Paging"). An explicit ``links.next: null`` ends the list; so does a
         page that adds nothing or repeats (said). Models that cannot be read are left out and
         listed in the result's ``skipped``, with one warning for the whole list."""
+        from openrouter_probe.api.listings import ModelsList
+
         quiet = {REPORT_SKIPPED: False}
         try:
             pages = [read_body(self._wire.get("/models"), ModelsList, context=quiet)]
@@ -223,6 +228,8 @@ class Client(Wired):
 
     def providers(self) -> ProvidersList:
         """Return every provider with its routing slug (``GET /providers``)."""
+        from openrouter_probe.api.listings import ProvidersList
+
         return read_body(self._wire.get("/providers"), ProvidersList)
 
     def key(self) -> KeyInfo:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 __all__ = [
     "ErrorEnvelope",
+    "FailureKind",
     "Refusal",
     "clean_message",
     "error_message",
@@ -30,6 +31,10 @@ __all__ = [
     "read_error",
     "refusal",
 ]
+
+#: What an error is to whoever sends again (``api.error_rules`` decides which, from the table):
+#: named here, beside the envelope, so that a module that names a kind needs not the table.
+FailureKind = Literal["transient", "pause", "held", "row", "run"]
 
 Refusal = Literal[
     "in_flight", "key_limit", "too_large", "credits", "budget", "attestation", "flagged"

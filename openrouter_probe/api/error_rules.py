@@ -18,10 +18,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from openrouter_probe.api.backoff import TRANSIENT_STATUSES
-from openrouter_probe.api.envelope import find_error, int_code, refusal
+from openrouter_probe.api.envelope import FailureKind, find_error, int_code, refusal
 
 __all__ = [
     "ERROR_RULES",
@@ -34,7 +34,6 @@ __all__ = [
     "upstream_code",
 ]
 
-FailureKind = Literal["transient", "pause", "held", "row", "run"]
 #: The kinds a client sends again after a wait (``Retry-After`` honoured): the others are final.
 RETRIED: frozenset[str] = frozenset({"transient", "pause", "held"})
 

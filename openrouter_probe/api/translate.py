@@ -18,7 +18,6 @@ import requests
 
 from openrouter_probe.api.backoff import said_wait_s
 from openrouter_probe.api.envelope import error_message, read_error, refusal
-from openrouter_probe.api.error_rules import RETRIED, error_kind
 from openrouter_probe.errors import (
     APIConnectionError,
     APIError,
@@ -50,6 +49,8 @@ _CLASSES: dict[int, type[APIStatusError]] = {
 
 def translate_status(response: requests.Response) -> APIStatusError:
     """Map an error response to the exception tree (every client uses this one function)."""
+    from openrouter_probe.api.error_rules import error_kind  # the table: for a failure alone
+
     status = response.status_code
     body = response.text
     envelope = read_error(body)
@@ -116,6 +117,8 @@ def retryable(exc: APIError) -> bool:
     (``api.error_rules.RETRIED``), a timeout or a reset; never a refused connection or an
     unknown host."""
     if isinstance(exc, APIStatusError):
+        from openrouter_probe.api.error_rules import RETRIED, error_kind
+
         kind = exc.kind or error_kind(exc.status_code, read_error(exc.body).error)
         return kind in RETRIED
     if isinstance(exc, APIConnectionError) and exc.__cause__ is not None:

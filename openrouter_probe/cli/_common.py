@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import logging
 import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -170,6 +171,54 @@ def said(text: object, command: click.Command | None = None) -> str:
     return rendered(text, keyword_term if command is None else term_of(command))
 
 
+#: Each command of the group and the module that registers it (``@cli.command``), imported when
+#: the command is first looked up: a ``generate`` imports ``cli.generate`` alone, ``--help`` all of
+#: them. ``tests/cli/test_commands.py`` holds the table to what the modules register.
+COMMANDS = {
+    "audit": "openrouter_probe.cli.outputs",
+    "budget": "openrouter_probe.cli.analysis",
+    "endpoints": "openrouter_probe.cli.probe",
+    "export": "openrouter_probe.cli.outputs",
+    "fake-server": "openrouter_probe.cli.fake",
+    "generate": "openrouter_probe.cli.generate",
+    "keys": "openrouter_probe.cli.keys",
+    "matrix": "openrouter_probe.cli.matrix",
+    "models": "openrouter_probe.cli.probe",
+    "policy": "openrouter_probe.cli.policy",
+    "verify": "openrouter_probe.cli.verify",
+}
+
+
+class _Commands(MutableMapping[str, click.Command]):
+    """The group's commands by name (click's ``Group.commands``): a command of ``modules`` is
+    there from the start, its module imported when the command is first looked up; listing the
+    names imports nothing."""
+
+    def __init__(self, modules: Mapping[str, str]) -> None:
+        self.modules = dict(modules)
+        self.loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self.loaded and name in self.modules:
+            importlib.import_module(self.modules[name])  # its ``@cli.command`` adds it
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self.loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self.loaded and name not in self.modules:
+            raise KeyError(name)
+        self.loaded.pop(name, None)
+        self.modules.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.modules | self.loaded)
+
+    def __len__(self) -> int:
+        return len(self.modules | self.loaded)
+
+
 class _Group(click.Group):
     """The group: its commands (``Command``) turn library errors into one line, exit 1, and
     refused values into usage errors, exit 2; an interrupt exits 130."""
@@ -240,7 +289,11 @@ def _setup_logging() -> None:
     root.propagate = False
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_Group,
+    commands=_Commands(COMMANDS),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(
     package_name="openrouter-probe", prog_name="openrouter-probe", message="%(prog)s %(version)s"
 )

@@ -11,7 +11,7 @@ from openrouter_probe.cli.options import format_option, snapshot_options
 from openrouter_probe.cli.tables import render_rows
 
 if TYPE_CHECKING:
-    from openrouter_probe.api.schema import ModelsList
+    from openrouter_probe.api.listings import ModelsList
 
 
 def _f(value: Any) -> float | None:

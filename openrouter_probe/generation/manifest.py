@@ -62,7 +62,7 @@ class DatasetEntry(_Strict):
     source: str = Field(min_length=1)
     split: str | None = None
     config: str | None = None
-    fields: Fields = Fields()
+    fields: Fields = Field(default_factory=Fields)
     limit: PositiveInt | None = None
     sample: PositiveInt | None = None
     seed: int = 0

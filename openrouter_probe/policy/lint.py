@@ -9,7 +9,6 @@ each catches are the table in docs/policy.md ("Lint"); ``lint_batch_block`` lint
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -198,6 +197,8 @@ def _options_findings(raw: Mapping[str, Any], endpoints: Sequence[Endpoint]) -> 
         if not isinstance(key, str) or key in known:
             continue
         loc = f"provider.options.{key}"
+        import difflib  # a key that is no slug: rare, and a run lints every policy
+
         fix = _suggest(key, endpoints) or next(
             iter(difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.6)), None
         )

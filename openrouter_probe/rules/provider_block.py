@@ -96,7 +96,7 @@ SortKey = Literal["price", "throughput", "latency", "exacto"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class SortSpec(_Strict):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import html
 import json
 import logging
 from collections.abc import Iterable
@@ -110,6 +109,8 @@ class Snapshot:
 
     def _repr_html_(self) -> str:
         """A table of the endpoints for Jupyter: tag, provider, quantization, prices, uptime."""
+        import html  # for a notebook alone: a run never draws this table
+
         from openrouter_probe.rules.quantities import format_usd_per_m
 
         rows = []

@@ -18,7 +18,8 @@ import pytest
 from openrouter_probe.analysis.budget import plan_budget
 from openrouter_probe.analysis.matrix import build_matrix
 from openrouter_probe.api.completion import read_completion
-from openrouter_probe.api.schema import Endpoint, ModelEndpoints, ModelsList
+from openrouter_probe.api.listings import ModelsList
+from openrouter_probe.api.schema import Endpoint, ModelEndpoints
 from openrouter_probe.rules.snapshot import Snapshot
 
 #: A 2025 endpoint as the endpoints list of that time gave it (issue 23: 319 of 321 models listed

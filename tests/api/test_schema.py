@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from openrouter_probe.api.completion import read_completion, read_stream
-from openrouter_probe.api.schema import Endpoint, EndpointsResponse, ModelsList, Pricing
+from openrouter_probe.api.listings import ModelsList
+from openrouter_probe.api.schema import Endpoint, EndpointsResponse, Pricing
 from openrouter_probe.api.sse import iter_sse_events
 from tests.conftest import CAPTURES, DATA
 

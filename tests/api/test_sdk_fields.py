@@ -3,7 +3,7 @@
 The SDK (``openrouter``, a dev dependency only) is generated from OpenRouter's spec, so it is the
 newest machine-readable statement of the API's shapes. Its models reject older data (``PublicEndpoint``
 requires ``service_tier`` and ``native_tools``), so it is a reference to test against, not our parser.
-An SDK upgrade that adds a field fails here: declare the field in ``openrouter_probe/api/schema.py`` (in
+An SDK upgrade that adds a field fails here: declare the field in ``openrouter_probe/api/schema.py`` or ``listings.py`` (in
 ``core_fields`` if the library computes from it), or list it below with the reason it stays raw.
 """
 
@@ -14,7 +14,7 @@ import json
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from openrouter_probe.api import schema
+from openrouter_probe.api import listings, schema
 from openrouter_probe.api.payload import Payload
 from tests.conftest import CAPTURES
 
@@ -25,12 +25,12 @@ sdk = pytest.importorskip("openrouter.components", reason="the openrouter SDK is
 PAIRS: list[tuple[type[BaseModel], type[Payload]]] = [
     (sdk.PublicEndpoint, schema.Endpoint),
     (sdk.PublicPricing, schema.Pricing),
-    (sdk.Model, schema.Model),
+    (sdk.Model, listings.Model),
     (sdk.PercentileStats, schema.Percentiles),
     (sdk.PricingOverride, schema.PricingOverride),
-    (sdk.TopProviderInfo, schema.TopProvider),
+    (sdk.TopProviderInfo, listings.TopProvider),
     (sdk.ModelArchitecture, schema.Architecture),
-    (sdk.ModelAliasTarget, schema.AliasTarget),
+    (sdk.ModelAliasTarget, listings.AliasTarget),
 ]
 
 #: Fields the schema does not declare on purpose: they stay in ``model_extra`` as they came.

@@ -17,14 +17,8 @@ import pytest
 from pydantic import ValidationError
 
 from openrouter_probe.api.batches import Batch
-from openrouter_probe.api.schema import (
-    AliasTarget,
-    Endpoint,
-    EndpointsResponse,
-    ModelEndpoints,
-    ModelsList,
-    Percentiles,
-)
+from openrouter_probe.api.listings import AliasTarget, ModelsList
+from openrouter_probe.api.schema import Endpoint, EndpointsResponse, ModelEndpoints, Percentiles
 from openrouter_probe.rules.snapshot import load_snapshot
 from tests.conftest import CAPTURES
 

@@ -17,10 +17,17 @@ from tests._generate import POLICY
 from tests.conftest import PYTEST_OPENROUTER_KEY
 
 #: Modules a one-row run with its progress on a file has no use for.
-NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4")
+NOT_IMPORTED = ("rich", "pandas", "matplotlib", "bs4", "html", "difflib")
 #: The package's modules a one-row sync run (no dry run, batch, pilot, shard, precision lint,
 #: sampling mix or redo) has no use for: each is dataclasses and tables built for nothing.
 NOT_IMPORTED_HERE = (
+    *(  # the other commands' modules (``cli._common.COMMANDS``)
+        f"openrouter_probe.cli.{name}"
+        for name in ("analysis", "fake", "keys", "matrix", "outputs", "policy", "probe", "verify")
+    ),
+    "openrouter_probe.cli.tables",
+    "openrouter_probe.api.listings",  # GET /models and /providers: a run reads endpoints only
+    "openrouter_probe.api.error_rules",  # the error table: read on the first failure
     "openrouter_probe.generation.dry_run",
     "openrouter_probe.generation.pilot",
     "openrouter_probe.generation.records",

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from openrouter_probe.api.envelope import error_message, int_code, refusal
-from openrouter_probe.api.error_rules import FailureKind, error_kind, error_object, upstream_code
+from openrouter_probe.api.envelope import FailureKind, error_message, int_code, refusal
 
 __all__ = ["Failure", "FailureKind", "classify_error"]
 
@@ -100,6 +99,9 @@ def classify_error(
     a platform 429's reset, a 200's cost (or that it is unknown), its generation id and what it
     sent before the error (``partial``).
     """
+    # the error table, read on the first failure: a run whose answers all come back needs it not
+    from openrouter_probe.api.error_rules import error_kind, error_object, upstream_code
+
     err = error_object(error)
     raw_metadata = err.get("metadata")
     metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
