@@ -27,7 +27,6 @@ __all__ = [
     "ERROR_RULES",
     "RETRIED",
     "ErrorRule",
-    "FailureKind",
     "error_kind",
     "error_object",
     "rule_for",

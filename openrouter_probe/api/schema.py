@@ -2,9 +2,9 @@
 
 Only each class's ``core_fields`` are validated strictly; a model or endpoint that cannot be read
 is left out of its list (``skipped``) but kept in ``to_json_dict()`` (docs/api.md, "Payloads and
-units"). The listings (``GET /models``,
-``GET /providers``) are ``api.listings``. Numbers are typed ``int | float`` so that a payload dumped with
-``model_dump(mode="json", exclude_unset=True)`` is the payload that came in. Units are
+units"). The listings (``GET /models``, ``GET /providers``) are ``api.listings``. Numbers are
+typed ``int | float`` so that a payload dumped with ``model_dump(mode="json",
+exclude_unset=True)`` is the payload that came in. Units are
 OpenRouter's own (prices are decimal strings in USD per token, uptime in percent, latency in
 milliseconds, throughput in tokens per second); helpers that convert say so in their name
 (``Pricing.prompt_usd_per_m``: USD per million tokens, the discount applied).

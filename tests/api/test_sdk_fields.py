@@ -3,8 +3,9 @@
 The SDK (``openrouter``, a dev dependency only) is generated from OpenRouter's spec, so it is the
 newest machine-readable statement of the API's shapes. Its models reject older data (``PublicEndpoint``
 requires ``service_tier`` and ``native_tools``), so it is a reference to test against, not our parser.
-An SDK upgrade that adds a field fails here: declare the field in ``openrouter_probe/api/schema.py`` or ``listings.py`` (in
-``core_fields`` if the library computes from it), or list it below with the reason it stays raw.
+An SDK upgrade that adds a field fails here: declare the field in
+``openrouter_probe/api/schema.py`` or ``listings.py`` (in ``core_fields`` if the library computes
+from it), or list it below with the reason it stays raw.
 """
 
 from __future__ import annotations

@@ -9,12 +9,15 @@ import sys
 from openrouter_probe.cli._common import COMMANDS
 
 _REGISTERED = """
-import importlib, json, sys
+import importlib, json, pkgutil, sys
+import openrouter_probe.cli
 from openrouter_probe.cli import cli
 before = sorted(m for m in sys.modules if m.startswith("openrouter_probe.cli."))
 listed = cli.list_commands(None)
 after_listing = sorted(m for m in sys.modules if m.startswith("openrouter_probe.cli."))
-modules = sorted(set(json.loads(sys.argv[1]).values()))
+# every module of the package, not only the table's: one that registers a command the table
+# does not name would be missed by --help
+modules = [m.name for m in pkgutil.iter_modules(openrouter_probe.cli.__path__, "openrouter_probe.cli.")]
 for module in modules:
     importlib.import_module(module)
 found = {name: cmd.callback.__module__ for name, cmd in cli.commands.loaded.items()}
@@ -25,7 +28,7 @@ print(json.dumps({"before": before, "after_listing": after_listing, "listed": li
 
 def _registered() -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", _REGISTERED, json.dumps(COMMANDS)],
+        [sys.executable, "-c", _REGISTERED],
         capture_output=True,
         text=True,
         check=True,
