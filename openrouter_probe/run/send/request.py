@@ -66,10 +66,12 @@ def row_session(row_id: str, kind: str = "", job: str = "") -> str:
     return "orp-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     """One request of a row: the body it sends, its ``max_tokens``, what it may be billed for
-    besides its output (``shape``) and the most it may cost (``worst_usd``)."""
+    besides its output (``shape``) and the most it may cost (``worst_usd``). Never changed once
+    built (a retry builds another); not frozen: one is built per request, and a frozen
+    dataclass pays an ``object.__setattr__`` per field."""
 
     body: bytes
     max_tokens: int
