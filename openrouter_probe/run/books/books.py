@@ -129,6 +129,9 @@ class Books:
         #: output billed past ``max_tokens`` so far, and the room each reservation keeps for it
         self.overshoot = Overshoot()
         self.byok_fee = False  # a BYOK answer came: reservations keep OpenRouter's fee too
+        #: the last ``reserve`` was refused by the dollar window: no share, loan or margin lets
+        #: it go until something in flight settles (the scheduler tries nothing else meanwhile)
+        self.window_full = False
 
     @property
     def outstanding(self) -> int:
@@ -165,19 +168,23 @@ class Books:
         room = overshoot.first_room_usd(max_tokens, price) if first else margin - fee
         attempt.overshoot_usd = room + fee
         claims = self.claims
+        self.window_full = False
         while True:
-            fits = False  # the dollars in flight are full: wait for one to settle
-            if window is None or window.admits(cap.held_usd, cap.in_flight, hold):
-                claim = None if claims is None else claims.claim(attempt.id_json)
-                if claim is not None:
-                    cap.give_back(claim.reserved_usd, claim.dataset)
-                lend = borrow or claim is not None  # paid already: the cap alone, not the share
-                fits = cap.try_reserve(attempt.worst, dataset, borrow=lend, held_usd=hold)
-                if claim is not None and claims is not None:
-                    if fits:
-                        claims.take(attempt.id_json)
-                    else:
-                        self.hand_back(claim.reserved_usd, claim.dataset)
+            if window is not None and not window.admits(cap.held_usd, cap.in_flight, hold):
+                # the dollars in flight are full (``hold`` is the same at the margin, and
+                # borrowing moves the cap alone): wait for one to settle
+                self.window_full, attempt.overshoot_usd = True, margin
+                return False
+            claim = None if claims is None else claims.claim(attempt.id_json)
+            if claim is not None:
+                cap.give_back(claim.reserved_usd, claim.dataset)
+            lend = borrow or claim is not None  # paid already: the cap alone, not the share
+            fits = cap.try_reserve(attempt.worst, dataset, borrow=lend, held_usd=hold)
+            if claim is not None and claims is not None:
+                if fits:
+                    claims.take(attempt.id_json)
+                else:
+                    self.hand_back(claim.reserved_usd, claim.dataset)
             if fits or not first:
                 return fits
             first, attempt.overshoot_usd = False, margin

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from openrouter_probe.api.jsontext import mappings_in
@@ -133,7 +134,11 @@ class Prices:
         prices, plus what ``shape`` adds (images, searches, a cache write)."""
         input_price = self.input_usd_per_token
         extra = self.request_usd
-        if shape is not None:
+        if shape is not None and not (shape.images or shape.web_searches or shape.cache_write):
+            # the common request, text alone: the sum below with no image and no search, made
+            # once (the same value, to the same exponent)
+            extra = self._text_extra_usd
+        elif shape is not None:
             if shape.cache_write:
                 input_price = max(input_price, self.cache_write_usd_per_token)
             if shape.web_searches and self.context_tokens:
@@ -144,6 +149,11 @@ class Prices:
             per_result = max(self.web_search_usd, RESULT_USD)
             extra += shape.images * self.image_usd + shape.web_searches * per_result
         return prompt_tokens * input_price + max_tokens * self.output_usd_per_token + extra
+
+    @cached_property
+    def _text_extra_usd(self) -> Decimal:
+        """What ``worst_case_usd`` adds to a request with no image, search or cache write."""
+        return self.request_usd + (0 * self.image_usd + 0 * max(self.web_search_usd, RESULT_USD))
 
     def max_tokens_within(
         self, budget_usd: Decimal, *, prompt_tokens: int, shape: RequestShape | None = None

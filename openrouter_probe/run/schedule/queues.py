@@ -144,8 +144,11 @@ class RowQueues:
             and len(self._open) > 1
             and cap.cap_usd - cap.committed_usd < len(self._open) * attempt.worst
         )
-        if not tight and books.reserve(dataset, attempt):
-            return True
+        if not tight:
+            if books.reserve(dataset, attempt):
+                return True
+            if books.window_full:
+                return False  # a loan moves the cap alone: the window refuses it the same
         if held and not stuck:
             return False  # the held lines' money is planned line by line: no loans beside it
         if not held and not cap.fits(attempt.worst, borrow=True):
@@ -188,8 +191,9 @@ class RowQueues:
             if picked is not Idle.AGAIN:
                 return picked
 
-    def _pick_alone(self, allowed: int) -> tuple[PromptRow, Attempt] | None:
-        """The common case in a few lines: one dataset, no target, a request that fits now."""
+    def _pick_alone(self, allowed: int) -> tuple[PromptRow, Attempt] | Idle | None:
+        """The common case in a few lines: one dataset, no target, a request that fits now, or
+        the dollar window full (``Idle.WAIT``, as ``_pick_once`` would find it)."""
         if len(self._open) != 1 or self.options.target_tokens is not None:
             return None
         queue = self.queues[self._open[0]]
@@ -199,7 +203,9 @@ class RowQueues:
         attempt = self.prepare(row)
         if not self.books.reserve(row.dataset, attempt):
             self._prepared[id(row)] = attempt
-            return None  # the general path decides: wait, or the money is out
+            if self.books.window_full and not self.never_fits(attempt):
+                return Idle.WAIT  # something is in flight (a request alone always goes): wait
+            return None  # the general path decides: skip the row, wait, or the money is out
         queue.popleft()
         self._prepared.pop(id(row), None)
         return row, attempt

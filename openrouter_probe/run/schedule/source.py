@@ -23,6 +23,11 @@ __all__ = ["RowSource", "TurnSource"]
 
 #: Every record's fields, in their order, blank until a record says them.
 _BLANK: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
+#: The fields an answer gives its record (``RowSource.answered``).
+_ANSWERED = (
+    "status", "provider", "model", "finish_reason", "content", "reasoning", "usage", "cost_usd",
+    "generation_id", "attempts",
+)  # fmt: skip
 
 
 class RowSource:
@@ -67,19 +72,29 @@ class RowSource:
     ) -> tuple[PromptRow | None, dict[str, Any] | None]:
         """An answer came: the request that follows it, or the row's record (one of the two)."""
         cost = attempt.cost
-        record = self.record(
-            row,
-            status="truncated" if answer.truncated else "ok",
-            provider=answer.provider,
-            model=answer.model,
-            finish_reason=answer.finish_reason,
-            content=answer.content,
-            reasoning=answer.reasoning,
-            usage=answer.usage,
-            cost_usd=float(cost) if cost is not None else None,
-            generation_id=answer.generation_id,
-            attempts=attempt.number,
-        )
+        # ``record``'s dict, made at once (one per request): the same keys in the same order
+        record: dict[str, Any] = {
+            "id": row.id,
+            "dataset": row.dataset,
+            "status": "truncated" if answer.truncated else "ok",
+            "provider": answer.provider,
+            "model": answer.model,
+            "finish_reason": answer.finish_reason,
+            "content": answer.content,
+            "reasoning": answer.reasoning,
+            "usage": answer.usage,
+            "cost_usd": float(cost) if cost is not None else None,
+            "generation_id": answer.generation_id,
+            "attempts": attempt.number,
+            "error": None,
+            "messages": self._messages(row),
+            "policy_sha256": self.job_sha256,
+            "run_id": self.run_id,
+        }
+        if row.extra:  # the row's own fields, under the answer's (as ``record`` orders them)
+            said = {key: record[key] for key in _ANSWERED}
+            record.update(row.extra)
+            record.update(said)
         request = attempt.request
         record["max_tokens"] = request.max_tokens  # what an overshoot is measured against
         record["sampling_params"] = request.sampling or {}  # as sent (speculators' field)

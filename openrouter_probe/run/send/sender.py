@@ -37,10 +37,11 @@ from openrouter_probe.run.send.transport import Answer
 __all__ = ["SendKey", "Sender"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendKey:
     """Which attempt a ``send`` carries: its row, its number in the journal (``sent``), its
-    reserved worst case and its dataset."""
+    reserved worst case and its dataset. Never changed (not frozen: one is made per attempt, and
+    a frozen dataclass pays an ``object.__setattr__`` per field)."""
 
     row_id: str
     number: int

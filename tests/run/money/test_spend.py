@@ -102,6 +102,15 @@ def test_the_worst_case_of_a_bare_request() -> None:
     assert PRICES.worst_case_usd(prompt_tokens=1000, max_tokens=500, shape=shape) == D("0.005")
 
 
+def test_a_text_requests_worst_case_is_written_as_the_whole_sum_writes_it() -> None:
+    """Its journal line holds the figure as text: the zero image and search terms (made once)
+    keep their exponent in it, as when they are summed per request."""
+    prices = Prices(D("6E-7"), D("3.0E-6"), request_usd=D("0.0010"), image_usd=D("1E-11"))
+    text = prices.worst_case_usd(prompt_tokens=57, max_tokens=32, shape=RequestShape(57))
+    summed = 57 * D("6E-7") + 32 * D("3.0E-6") + (D("0.0010") + (0 * D("1E-11") + 0 * D("0.004")))
+    assert text.as_tuple() == summed.as_tuple() and str(text) == "0.00113020000"
+
+
 def test_the_worst_case_adds_what_the_row_uses() -> None:
     images = RequestShape(prompt_tokens=1000, images=3)
     assert PRICES.worst_case_usd(prompt_tokens=1000, max_tokens=500, shape=images) == D("0.035")
