@@ -322,10 +322,9 @@ def _show_summary(summary: Any, fmt: str) -> None:
         note(f"--format json lists all {len(summary.skipped_rows)} skipped rows (skipped_rows)")
 
 
-def _kind_of(path: str, *, yaml_too: bool = True) -> str | None:
+def _kind_of(path: str) -> str | None:
     """What a file given to ``generate`` is, read from its start: ``"a compiled policy"`` or
-    ``"a policy spec"`` (YAML; ``yaml_too=False``: not parsed, ``None``), ``"a prompts file"``
-    (JSON lines, Parquet), or ``None``."""
+    ``"a policy spec"`` (YAML), ``"a prompts file"`` (JSON lines, Parquet), or ``None``."""
     from pathlib import Path
 
     file = Path(path)
@@ -341,7 +340,7 @@ def _kind_of(path: str, *, yaml_too: bool = True) -> str | None:
             return "a prompts file" if isinstance(json.loads(first), dict) else None
         except ValueError:
             return None
-    if not yaml_too or file.suffix.lower() not in (".yaml", ".yml") or len(head) == 1 << 20:
+    if file.suffix.lower() not in (".yaml", ".yml") or len(head) == 1 << 20:
         return None
     import yaml
 
@@ -358,11 +357,10 @@ def _kind_of(path: str, *, yaml_too: bool = True) -> str | None:
 def _check_not_swapped(prompts: str, policy: str, out: str) -> None:
     """A policy given as PROMPTS, or prompts given as --policy: one line with the command as it
     should be, before either is read (they gave a page of "not JSON" or a YAML parse error)."""
-    as_prompts, as_policy = _kind_of(prompts), _kind_of(policy, yaml_too=False)
+    as_prompts, as_policy = _kind_of(prompts), _kind_of(policy)
     policy_given = as_prompts in ("a compiled policy", "a policy spec")
     if not policy_given and as_policy != "a prompts file":
-        return  # (the policy's YAML is parsed once, as the job opens)
-    as_policy = _kind_of(policy)  # what the message says of it
+        return
     right_prompts = prompts if as_prompts == "a prompts file" else "PROMPTS.jsonl"
     right_policy = policy if as_policy in ("a compiled policy", None) else "POLICY.yaml"
     if policy_given and as_policy == "a prompts file":
