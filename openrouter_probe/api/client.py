@@ -150,9 +150,6 @@ class Client(Wired):
         right after the model's own endpoints).
         """
         path = f"/models/{quote(_check_model(model), safe='/:')}/endpoints"
-        # built before the wrapper, whose schema then reuses it: a snapshot dumps the endpoints
-        # alone, which built their schema a second time (models are built on first use)
-        ModelEndpoints.model_rebuild()
         try:
             return read_body(self._wire.get(path), EndpointsResponse).data
         except NoRouteError as exc:
