@@ -19,11 +19,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
-from pydantic import BaseModel
 
 from openrouter_probe.api.backoff import Backoff
 from openrouter_probe.api.chat import Credits, Generation, KeyInfo, read_generation
@@ -42,7 +41,6 @@ log = logging.getLogger(__name__)
 
 _MAX_MODEL_PAGES = 100
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][\w.\-~]*/[\w.\-:~]+$")
-_M = TypeVar("_M", bound=BaseModel)
 
 
 def _check_model(model: str) -> str:
@@ -235,13 +233,13 @@ class Client(Wired):
     def key(self) -> KeyInfo:
         """Return the calling key's limits and usage (``GET /key``); needs ``OPENROUTER_API_KEY``."""
         self.connection.require_key("GET /key")
-        return read_body(self._wire.get("/key"), _Data[KeyInfo]).data
+        return read_body(self._wire.get("/key"), KeyInfo, member="data")
 
     def credits(self) -> Credits:
         """Return the account's credits bought and used (``GET /credits``); OpenRouter answers it
         for a management key (a paid run asks with ``OPENROUTER_MANAGEMENT_KEY`` when it is set)."""
         self.connection.require_key("GET /credits")
-        return read_body(self._wire.get("/credits"), _Data[Credits]).data
+        return read_body(self._wire.get("/credits"), Credits, member="data")
 
     def generation(self, generation_id: str, *, wait_seconds: float = 30.0) -> Generation:
         """Return what a generation cost and who served it.
@@ -264,13 +262,3 @@ class Client(Wired):
     def page(self, model: str) -> str:
         """Return the HTML of ``model``'s provider page (see ``openrouter_probe.api.scrape``)."""
         return self._wire.get(page_url(model, base_url=self.base_url), accept="text/html").text
-
-
-class _Data(BaseModel, Generic[_M]):
-    """OpenRouter's ``{"data": record}`` around one record (``/key``, ``/credits``)."""
-
-    data: _M
-
-    @classmethod
-    def model_parametrized_name(cls, params: tuple[Any, ...]) -> str:
-        return f"{{data: {params[0].__name__}}}"  # what an error says the JSON is not

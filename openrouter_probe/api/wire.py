@@ -67,6 +67,7 @@ def read_body(
     *,
     context: dict[str, Any] | None = None,
     quote: bool = True,
+    member: str = "",
 ) -> _T: ...
 def read_body(
     response: requests.Response,
@@ -74,9 +75,11 @@ def read_body(
     *,
     context: dict[str, Any] | None = None,
     quote: bool = True,
+    member: str = "",
 ) -> Any:
     """The JSON of ``response``, read as ``model`` when one is given (``context``: its
-    validation context). A body that is not JSON, or JSON that is not a ``model``, is an
+    validation context; ``member``: the body's member that holds the record, as OpenRouter's
+    ``{"data": record}``). A body that is not JSON, or JSON that is not a ``model``, is an
     ``APIError`` that says so, with the URL and, unless ``quote`` is false (an answer that may
     hold a key's secret), the body's start."""
     try:
@@ -91,12 +94,18 @@ def read_body(
         ) from exc
     if model is None:
         return payload
+    shape = f"{{{member}: {model.__name__}}}" if member else model.__name__
+    if member and not (isinstance(payload, dict) and member in payload):
+        what = f"{member}: Field required" if isinstance(payload, dict) else "<root>: not an object"
+        raise APIError(
+            f"{response.url} returned JSON that is not a {shape}: {what}", url=response.url
+        )
     try:
-        return model.model_validate(payload, context=context)
+        return model.model_validate(payload[member] if member else payload, context=context)
     except ValidationError as exc:
         raise APIError(
-            f"{response.url} returned JSON that is not a {model.__name__}: "
-            f"{first_validation_error(exc)}",
+            f"{response.url} returned JSON that is not a {shape}: "
+            f"{first_validation_error(exc, prefix=member)}",
             url=response.url,
         ) from exc
 

@@ -96,8 +96,6 @@ class Snapshot:
         object.__setattr__(self, "data", frozen)
         object.__setattr__(self, "_json", text)
         object.__setattr__(self, "taken_at", _as_utc(self.taken_at))
-        if self._parsed is not None:
-            object.__setattr__(self, "_parsed", self._parsed.model_copy(deep=True))
 
     def __repr__(self) -> str:
         when = _iso(self.taken_at) or "capture time unknown"
@@ -147,7 +145,9 @@ class Snapshot:
         note: str | None = None,
         batch: BatchListing | None = None,
     ) -> Snapshot:
-        """Build a snapshot from a parsed endpoints payload (the API's or the page's)."""
+        """Build a snapshot from a parsed endpoints payload (the API's or the page's): ``parsed``
+        becomes its typed view (``parsed``, not copied: a fresh parse is the usual one; pass
+        ``parsed.model_copy(deep=True)`` to change yours afterwards)."""
         return cls(
             model=model,
             data=parsed.to_json_dict(),

@@ -9,6 +9,7 @@ opens, ``run.money.limit.window_start``). ``run.paid`` and the dry runs of ``gen
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -111,13 +112,16 @@ def key_check(
     (``GET /credits``). With ``lower_max_tokens`` the key's own limit blocks only when nothing is
     left: its 402 says how many tokens the rest affords, and the run retries with that many."""
     budget = options.budget_usd if budget_usd is None else budget_usd
-    try:
-        with _account(options) as client:
+    management = os.environ.get(MANAGEMENT_KEY_ENV, "").strip()
+    with _account(options) as client:  # its connection asks /credits too, without a management key
+        try:
             info = client.key()
-    except APIError as exc:
-        said = f"could not read the key's limit (GET /key): {exc}"
-        return KeyCheck(said, False, None, "GET /key could not be read")
-    balance, unread = _balance(options)
+        except APIError as exc:
+            said = f"could not read the key's limit (GET /key): {exc}"
+            return KeyCheck(said, False, None, "GET /key could not be read")
+        asked = _account(options, management) if management else contextlib.nullcontext(client)
+        with asked as account:
+            balance, unread = _balance(account, management)
     blocking = info.blocking_budget
     remaining = blocking.remaining if blocking is not None else None
     if balance is not None and remaining is not None:
@@ -139,13 +143,12 @@ def _account(options: RunPlan, api_key: str = "") -> Client:
     return Client(connection=connection, attempts=2, retry_timeout=10)
 
 
-def _balance(options: RunPlan) -> tuple[Decimal | None, str]:
-    """The account's balance (``GET /credits``, asked with ``OPENROUTER_MANAGEMENT_KEY`` when it
-    is set, else with the run's key), or ``None`` and why not."""
-    management = os.environ.get(MANAGEMENT_KEY_ENV, "").strip()
+def _balance(client: Client, management: str) -> tuple[Decimal | None, str]:
+    """The account's balance (``GET /credits`` through ``client``: the management key's, when
+    ``OPENROUTER_MANAGEMENT_KEY`` is set, else the one that read ``/key``), or ``None`` and why
+    not."""
     try:
-        with _account(options, management) as client:
-            balance = client.credits().balance
+        balance = client.credits().balance
     except APIError as exc:
         status = getattr(exc, "status_code", None)
         said = f"GET /credits answered {status}" if status else "GET /credits failed"

@@ -116,6 +116,24 @@ def test_generation_retries_404(vcr: object) -> None:
     assert gen.native_tokens_reasoning == 166
 
 
+def test_a_key_answer_is_read_from_its_data_member(replay_server) -> None:
+    """``GET /key`` answers ``{"data": record}``: the record is read, and a body without it, or
+    holding a record of the wrong shape, is an ``APIError`` naming the URL, the shape and where."""
+    base, routes, _ = replay_server
+    client = Client(api_key="sk-test", base_url=f"{base}/api/v1", attempts=1)
+    routes["/api/v1/key"] = (200, '{"data": {"limit": 5, "usage": 1.5}}', "application/json")
+    assert client.key().limit == 5
+    routes["/api/v1/key"] = (200, '{"limit": 5}', "application/json")
+    with pytest.raises(APIError, match=r"/key returned JSON that is not a \{data: KeyInfo\}: data"):
+        client.key()
+    routes["/api/v1/key"] = (200, "[]", "application/json")
+    with pytest.raises(APIError, match=r"not a \{data: KeyInfo\}: <root>: not an object"):
+        client.key()
+    routes["/api/v1/credits"] = (200, '{"data": 7}', "application/json")
+    with pytest.raises(APIError, match=r"not a \{data: Credits\}: data: "):
+        client.credits()
+
+
 def test_key_is_required_for_key_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENROUTER_API_KEY")
     client = Client()
