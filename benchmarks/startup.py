@@ -70,7 +70,8 @@ def _instructions(cmd: list[str], env: dict[str, str]) -> int:
 
 
 def _generate_cmd(root: Path, prompts: Path, out: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "openrouter_probe", "generate", str(prompts)]
+    # -P: the checkout on PYTHONPATH, not the one ``python -m`` finds in the working directory
+    cmd = [sys.executable, "-P", "-m", "openrouter_probe", "generate", str(prompts)]
     cmd += ["--policy", str(root / "policies" / "kimi-k2.5.yaml"), "--out", str(out)]
     return [*cmd, "--budget-usd", "1", "--max-tokens", "64"]
 
