@@ -171,8 +171,8 @@ class Books:
         self.window_full = False
         while True:
             if window is not None and not window.admits(cap.held_usd, cap.in_flight, hold):
-                # the dollars in flight are full (``hold`` is the same at the margin, and
-                # borrowing moves the cap alone): wait for one to settle
+                # the dollars in flight are full: wait for one to settle (``window_full``
+                # tells the queues so: a loan or another try holds the same ``hold``)
                 self.window_full, attempt.overshoot_usd = True, margin
                 return False
             claim = None if claims is None else claims.claim(attempt.id_json)

@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from openrouter_probe.rules.sampling import SamplingAdvice, thinking_on
@@ -43,12 +43,12 @@ __all__ = ["SAMPLING_KEYS", "Request", "RequestBuilder", "dumps", "row_session"]
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 #: Its C loop, made once: ``JSONEncoder.encode`` makes one per call (half the cost of a row's
 #: messages). The same arguments but the circular check's (a row read from JSON has no cycle).
+#: (None where there is no C loop: PyPy's ``json.encoder`` has no ``c_make_encoder``.)
+_C_LOOP = getattr(json.encoder, "c_make_encoder", None)
 _ITERENCODE = (
     None
-    if c_make_encoder is None
-    else c_make_encoder(
-        None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, True
-    )
+    if _C_LOOP is None
+    else _C_LOOP(None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, True)
 )
 
 

@@ -1,17 +1,22 @@
-"""A reservation the dollar window refuses (``Books.reserve``): refused once, with nothing
-reserved and nothing else tried (the margin in place of the first wave's room, or a loan, holds
-the same dollars in flight), and said (``window_full``) so that the scheduler waits at once."""
+"""A reservation the dollar window refuses (``Books.reserve``): refused with nothing reserved,
+and said (``window_full``) so that the queues (``RowQueues.pick``) wait at once instead of asking
+the window the same question again for a loan or a second pick (a loan holds the same dollars in
+flight)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from openrouter_probe.run.books.books import Books
+from openrouter_probe.run.config import RunPlan
 from openrouter_probe.run.money.journal import Journal
 from openrouter_probe.run.money.limit import DollarWindow
 from openrouter_probe.run.money.spend import Prices, SpendCap
 from openrouter_probe.run.rows import PromptRow
+from openrouter_probe.run.schedule.queues import Idle, RowQueues
 from openrouter_probe.run.send.attempt import Attempt
 from openrouter_probe.run.send.request import RequestBuilder
 
@@ -50,3 +55,39 @@ def test_a_reservation_the_window_refuses_asks_it_once(tmp_path: Path) -> None:
         assert books.cap.in_flight == 1 and books.cap.reserved_usd == first.worst
         books.cap.settle(first.worst, Decimal(0), "d", held_usd=first.request.worst_usd)
         assert books.reserve("d", second) and not books.window_full  # alone, it goes
+
+
+def _queues(books: Books, datasets: list[str], tmp_path: Path) -> RowQueues:
+    rows = [
+        PromptRow(f"{d}{i}", d, [{"role": "user", "content": "q"}], {"max_tokens": 100}, i)
+        for d in datasets
+        for i in range(2)
+    ]
+    return RowQueues(
+        rows,
+        books=books,
+        builder=RequestBuilder(model="m", provider_json="{}"),
+        prices=_PRICES,
+        options=RunPlan(command="generate", out=tmp_path / "out.jsonl"),
+        weights={},
+        on_close=lambda: None,
+    )
+
+
+@pytest.mark.parametrize(("datasets", "most"), [(["d"], 1), (["d", "e"], 2)])
+def test_a_pick_the_window_refuses_waits_without_asking_again(
+    datasets: list[str], most: int, tmp_path: Path
+) -> None:
+    window = _Counted(start_requests=1)  # one request's worst case: the second waits
+    with Journal(tmp_path / "out.jsonl.ledger") as journal:
+        books = Books(SpendCap(Decimal(1)), datasets=datasets, journal=journal, window=window)
+        queues = _queues(books, datasets, tmp_path)
+        picked = queues.pick(10)
+        assert not isinstance(picked, Idle)
+        asked = window.asked
+        assert queues.pick(10) is Idle.WAIT
+        # before, the pick asked the window the same question three times (the row, its
+        # margin, a loan): once per dataset now, nothing reserved, the row kept
+        assert 1 <= window.asked - asked <= most
+        assert books.cap.in_flight == 1 and books.cap.reserved_usd == picked[1].worst
+        assert sum(len(q) for q in queues.queues.values()) == 2 * len(datasets) - 1

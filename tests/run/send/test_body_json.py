@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from openrouter_probe.run.send import request
 from openrouter_probe.run.send.request import dumps
 
 
@@ -28,8 +29,13 @@ VALUES: list[Any] = [
 ]
 
 
+@pytest.mark.parametrize("c_loop", [True, False], ids=["c-loop", "no-c-loop"])
 @pytest.mark.parametrize("value", VALUES)
-def test_dumps_writes_what_json_dumps_writes(value: Any) -> None:
+def test_dumps_writes_what_json_dumps_writes(
+    value: Any, c_loop: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not c_loop:  # PyPy, or a CPython built without _json: the encoder's own loop
+        monkeypatch.setattr(request, "_ITERENCODE", None)
     assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
