@@ -62,6 +62,14 @@ class AccountLimits:
     #: what finished requests still hold while their costs settle: (until, cost), oldest first
     settling: deque[tuple[float, Decimal]] = field(default_factory=deque)
     _settling_usd: Decimal = field(default_factory=Decimal)
+    #: the books' time-weighted integral of what is held (dollar-seconds on the server's clock)
+    #: at its moments: the first refusal, the last request let in, the last release; the mean
+    #: held between two of them is ``held_mean_usd`` (a scenario's figure, never a test's clock)
+    first_refusal: tuple[float, float] | None = None
+    last_hold: tuple[float, float] | None = None
+    last_release: tuple[float, float] | None = None
+    _area: float = 0.0
+    _mark: float | None = None
 
     def __post_init__(self) -> None:
         share = self.in_flight_share
@@ -98,6 +106,8 @@ class AccountLimits:
         if budget is None or self.holding(now) + need_usd <= budget:
             return None
         self.refused += 1
+        if self.first_refusal is None:
+            self.first_refusal = (now, self._area)
         wait = float(self.retry_after_s)
         over = self.holding(now) + need_usd - budget
         if self.held_usd + need_usd <= budget:  # settling costs alone hold it: until they free
@@ -109,24 +119,43 @@ class AccountLimits:
         return bodies.in_flight_402(), {"Retry-After": str(math.ceil(wait))}
 
     def holding(self, now: float) -> Decimal:
-        """What is held now: the requests in flight, and the costs still settling."""
-        settling = self.settling
+        """What is held now: the requests in flight, and the costs still settling (the integral
+        of what was held runs to ``now``, each settled cost leaving it at its own time)."""
+        mark = now if self._mark is None else self._mark
+        level, settling = float(self.held_usd + self._settling_usd), self.settling
         while settling and settling[0][0] <= now:
-            self._settling_usd -= settling.popleft()[1]
+            until, cost = settling.popleft()
+            self._settling_usd -= cost
+            if until > mark:
+                self._area += level * (until - mark)
+                mark = until
+            level -= float(cost)
+        self._area += level * max(0.0, now - mark)
+        self._mark = max(now, mark)
         return self.held_usd + self._settling_usd
 
-    def hold(self, amount_usd: Decimal) -> None:
+    def hold(self, amount_usd: Decimal, now: float) -> None:
+        self.holding(now)
         self.held_usd += amount_usd
         total = self.held_usd + self._settling_usd
         if total > self.most_held_usd:
             self.most_held_usd = total
+        self.last_hold = (now, self._area)
+
+    def held_mean_usd(self, since: tuple[float, float], until: tuple[float, float]) -> float:
+        """The time-weighted mean of what was held between two moments of the books
+        (``first_refusal``, ``last_hold``, ``last_release``: each is (time, integral))."""
+        seconds = until[0] - since[0]
+        return (until[1] - since[1]) / seconds if seconds > 0 else 0.0
 
     def release(self, amount_usd: Decimal, cost_usd: Decimal, now: float) -> None:
         """A request finished: its hold becomes its cost, held ``settle_s`` more."""
+        self.holding(now)
         self.held_usd -= amount_usd
         if self.settle_s > 0 and cost_usd > 0:
             self.settling.append((now + self.settle_s, cost_usd))
             self._settling_usd += cost_usd
+        self.last_release = (now, self._area)
 
 
 def dearest_worst_case(
@@ -159,7 +188,7 @@ def hold_for(
         payload, headers = refused
         fake.ledger.count_error("in_flight_budget")
         return bodies.json_response(402, payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
-    limits.hold(need)
+    limits.hold(need, fake.clock.now())
     return need
 
 
