@@ -6,8 +6,10 @@ worst case. ``--rows`` rows at ``--concurrency`` must all finish, exit 0, with t
 share of the attempts. The fake runs at ``--speed`` (real waits, scaled: this is a scenario, not a
 test). Issue 47's figure is the dollars held in flight once the budget is learned: the fake's own
 books' time-weighted mean of what it holds, as a share of the budget, from its first in-flight 402
-to the last request it lets in (every row sent: a refused one is sent again and let in before
-that), and to its last answer (the drain included: fewer rows left than the budget holds).
+to the moment the run's books let the last row go for the first time (on the same clock:
+``time.time()``; after it no row is left to fill the window), and to the fake's last answer (the
+drain included: fewer rows left than the budget holds; a row refused in it waits its
+Retry-After).
 ``--runs N`` runs it N times (seeds ``--seed`` on). Usage::
 
     python scripts/in_flight_scenario.py --rows 300 --concurrency 200 --hold 10 --speed 50
@@ -29,8 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from openrouter_probe.fake import serve  # noqa: E402
+from openrouter_probe.fake.account import AccountLimits  # noqa: E402
 from openrouter_probe.generation import generate  # noqa: E402
+from openrouter_probe.run.books.books import Books  # noqa: E402
 from tests._generate import POLICY, prompt_rows, write_prompts  # noqa: E402
+
+_RESERVE = Books.reserve
 
 
 def _run(tmp: Path, base_url: str, rows: int, concurrency: int) -> object:
@@ -50,15 +56,30 @@ def _run(tmp: Path, base_url: str, rows: int, concurrency: int) -> object:
     )
 
 
-def _held_means(limits: Any, budget: Decimal) -> tuple[float, float]:
-    """The mean held from the first refusal to the last request let in, and to the last answer,
-    as shares of ``budget`` (0 with no refusal: the budget was never learned)."""
-    first = limits.first_refusal
+def _held_means(limits: AccountLimits, budget: Decimal, last_sent_s: float) -> tuple[float, float]:
+    """The fake's mean held from its first refusal to ``last_sent_s``, and to its last change (the
+    drain included), as shares of ``budget`` (0 with no refusal: the budget was never learned)."""
+    first = limits.first_refusal_s
     if first is None:
         return 0.0, 0.0
-    sent = limits.held_mean_usd(first, limits.last_hold)
-    drained = limits.held_mean_usd(first, limits.last_release)
+    sent = limits.held_mean_usd(first, last_sent_s)
+    drained = limits.held_mean_usd(first, limits.history[-1][0])
     return sent / float(budget), drained / float(budget)
+
+
+def _first_sends() -> dict[str, float]:
+    """When each row was first let go by the run's books (``time.time()``: the fake's clock)."""
+    sent: dict[str, float] = {}
+
+    def noted(self: Books, dataset: str, attempt: Any, *, borrow: bool = False) -> bool:
+        if (
+            went := _RESERVE(self, dataset, attempt, borrow=borrow)
+        ) and attempt.id_json not in sent:
+            sent[attempt.id_json] = time.time()
+        return went
+
+    Books.reserve = noted  # type: ignore[method-assign]
+    return sent
 
 
 def _scenario(args: argparse.Namespace, seed: int, tmp: Path) -> bool:
@@ -67,12 +88,15 @@ def _scenario(args: argparse.Namespace, seed: int, tmp: Path) -> bool:
         one = fake.fake.limits.most_held_usd
     budget = one * int(args.hold * 1000) / 1000
     with serve(speed=args.speed, seed=seed, in_flight_usd=budget) as fake:
-        started = time.monotonic()
-        s: Any = _run(tmp, fake.base_url, args.rows, args.concurrency)
+        started, sent = time.monotonic(), _first_sends()
+        try:
+            s: Any = _run(tmp, fake.base_url, args.rows, args.concurrency)
+        finally:
+            Books.reserve = _RESERVE  # type: ignore[method-assign]
         limits = fake.fake.limits
         billed = len(fake.ledger)
     share = limits.refused / max(1, s.requests)
-    to_sent, drained = _held_means(limits, budget)
+    to_sent, drained = _held_means(limits, budget, max(sent.values()))
     print(
         f"seed {seed}: rows {args.rows} at concurrency {args.concurrency}, budget {args.hold} "
         f"requests (${budget:.6f}), speed {args.speed}: stop {s.stop_reason}, exit {s.exit_code}, "
@@ -83,7 +107,7 @@ def _scenario(args: argparse.Namespace, seed: int, tmp: Path) -> bool:
         f"{limits.most_held_usd / one:.2f} requests, the run ${s.held_max_usd:.6f}; "
         f"{time.monotonic() - started:.1f} s"
     )
-    return s.exit_code == 0 and s.failed == 0
+    return bool(s.exit_code == 0 and s.failed == 0)
 
 
 def main() -> int:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,12 +63,10 @@ class AccountLimits:
     #: what finished requests still hold while their costs settle: (until, cost), oldest first
     settling: deque[tuple[float, Decimal]] = field(default_factory=deque)
     _settling_usd: Decimal = field(default_factory=Decimal)
-    #: the books' time-weighted integral of what is held (dollar-seconds on the server's clock)
-    #: at its moments: the first refusal, the last request let in, the last release; the mean
-    #: held between two of them is ``held_mean_usd`` (a scenario's figure, never a test's clock)
-    first_refusal: tuple[float, float] | None = None
-    last_hold: tuple[float, float] | None = None
-    last_release: tuple[float, float] | None = None
+    #: the books' time-weighted integral of what is held, on the server's clock: (time, dollar-
+    #: seconds so far, dollars held after) at each change; ``held_mean_usd`` reads it
+    history: list[tuple[float, float, float]] = field(default_factory=list)
+    first_refusal_s: float | None = None  # when the first in-flight 402 was answered
     _area: float = 0.0
     _mark: float | None = None
 
@@ -106,8 +105,8 @@ class AccountLimits:
         if budget is None or self.holding(now) + need_usd <= budget:
             return None
         self.refused += 1
-        if self.first_refusal is None:
-            self.first_refusal = (now, self._area)
+        if self.first_refusal_s is None:
+            self.first_refusal_s = now
         wait = float(self.retry_after_s)
         over = self.holding(now) + need_usd - budget
         if self.held_usd + need_usd <= budget:  # settling costs alone hold it: until they free
@@ -130,6 +129,7 @@ class AccountLimits:
                 self._area += level * (until - mark)
                 mark = until
             level -= float(cost)
+            self.history.append((mark, self._area, level))
         self._area += level * max(0.0, now - mark)
         self._mark = max(now, mark)
         return self.held_usd + self._settling_usd
@@ -140,13 +140,22 @@ class AccountLimits:
         total = self.held_usd + self._settling_usd
         if total > self.most_held_usd:
             self.most_held_usd = total
-        self.last_hold = (now, self._area)
+        self.history.append((now, self._area, float(total)))
 
-    def held_mean_usd(self, since: tuple[float, float], until: tuple[float, float]) -> float:
-        """The time-weighted mean of what was held between two moments of the books
-        (``first_refusal``, ``last_hold``, ``last_release``: each is (time, integral))."""
-        seconds = until[0] - since[0]
-        return (until[1] - since[1]) / seconds if seconds > 0 else 0.0
+    def held_mean_usd(self, since: float, until: float) -> float:
+        """The time-weighted mean of what was held from ``since`` to ``until`` (the server's
+        clock; costs settling after the last change the books saw are not in them yet)."""
+        if until <= since:
+            return 0.0
+        return (self._area_at(until) - self._area_at(since)) / (until - since)
+
+    def _area_at(self, when: float) -> float:
+        """The integral of what was held up to ``when``, from ``history``."""
+        at = bisect_right(self.history, when, key=lambda change: change[0]) - 1
+        if at < 0:
+            return 0.0
+        mark, area, level = self.history[at]
+        return area + level * (when - mark)
 
     def release(self, amount_usd: Decimal, cost_usd: Decimal, now: float) -> None:
         """A request finished: its hold becomes its cost, held ``settle_s`` more."""
@@ -155,7 +164,7 @@ class AccountLimits:
         if self.settle_s > 0 and cost_usd > 0:
             self.settling.append((now + self.settle_s, cost_usd))
             self._settling_usd += cost_usd
-        self.last_release = (now, self._area)
+        self.history.append((now, self._area, float(self.held_usd + self._settling_usd)))
 
 
 def dearest_worst_case(
