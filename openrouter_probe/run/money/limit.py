@@ -8,9 +8,8 @@ is not published, so the run learns it: a request starts only while the worst ca
 its own fit the dollar window (a request alone always may). Where the window opens is
 ``WindowStart`` (``window_start``: a probe of ``START_REQUESTS`` requests, then what the account's
 balance allows once OpenRouter admitted them; with the balance unread, a slow start; on a resume,
-the journal's last ``window`` line); a refusal shrinks it ×0.7 at most once per round trip; it grows
-back to what OpenRouter held beside the refused request at one request per answer, then past that by
-one request per ``_PAST_FIT_ROUND_TRIPS`` round trips, never past twice the most ever held.
+the journal's last ``window`` line); a refusal shrinks it ×0.7 at most once per round trip, and it
+grows back by about one request's worst case per round trip, never past twice the most ever held.
 The rules, their reasons and sources: docs/wire.md, "The dollars in flight". The window counts
 what OpenRouter holds, each request's input and ``max_tokens`` at the dearest admitted prices
 (``Request.worst_usd``), not the room the cap keeps past ``max_tokens`` (``run.books.overshoot``).
@@ -31,8 +30,6 @@ __all__ = ["START_REQUESTS", "AdaptiveLimit", "DollarWindow", "WindowStart", "wi
 START_REQUESTS = 16
 _ZERO = Decimal(0)
 _SHRINK = Decimal("0.7")
-#: past what fit beside the last refusal, the window grows a request per this many round trips
-_PAST_FIT_ROUND_TRIPS = 4
 _COOLDOWN_S = 1.0  # ``AdaptiveLimit``'s least time between two decreases
 
 
@@ -94,7 +91,6 @@ class DollarWindow:
         self.most_held_usd = _ZERO
         self.refusals = 0
         self.lone_in_a_row = 0  # refusals with nothing else in flight, since the last answer
-        self._fits_usd = _ZERO  # what OpenRouter held beside the last refusal: it fit then
         # one decrease per round trip: answers since the last one, and a window's worth of them
         self._answers = 0
         self._round_trip = 0
@@ -136,7 +132,6 @@ class DollarWindow:
         if others == 0:
             self.lone_in_a_row += 1
             return True
-        self._fits_usd = others_usd
         level = others_usd + worst_usd  # what OpenRouter would not hold
         if self.limit_usd is not None:
             level = min(level, self.limit_usd)
@@ -171,9 +166,8 @@ class DollarWindow:
         return True
 
     def on_success(self, worst_usd: Decimal) -> None:
-        """An answer: grow by ``worst_usd`` before the first refusal, and after it up to what fit
-        beside the last refusal; past that by about one request per ``_PAST_FIT_ROUND_TRIPS``
-        round trips; never past twice the most held."""
+        """An answer: grow by ``worst_usd`` before the first refusal, by about one request per
+        round trip after; never past twice the most held."""
         self.lone_in_a_row = 0
         self._answers += 1
         if self.then is not None and self._open_then(worst_usd):  # the probe, unrefused
@@ -186,13 +180,8 @@ class DollarWindow:
             ceiling = min(ceiling, max(self.most_usd, worst_usd))
         if limit >= ceiling:
             return
-        if not self.learned or limit < self._fits_usd:
-            grown = limit + worst_usd
-            if self.learned:
-                grown = min(grown, self._fits_usd)
-        else:
-            grown = limit + worst_usd * worst_usd / limit / _PAST_FIT_ROUND_TRIPS
-        self.limit_usd = min(ceiling, grown)
+        step = worst_usd if not self.learned else worst_usd * worst_usd / limit
+        self.limit_usd = min(ceiling, limit + step)
 
 
 def _least(requests: int | None, usd: Decimal | None, worst_usd: Decimal) -> Decimal:

@@ -176,23 +176,6 @@ def test_the_window_shrinks_once_per_round_trip_and_never_above_what_was_refused
     assert window.limit_usd == grown * Decimal("0.7")
 
 
-def test_after_a_refusal_the_window_grows_back_to_what_fit_then_slowly_past_it() -> None:
-    window = DollarWindow(start_requests=16)
-    for held in range(16):
-        window.admits(W * held, held, W)
-    window.refused(W * 10, 10, W)  # ten fit beside the refused one: 11 x 0.7
-    assert window.limit_usd == W * 11 * Decimal("0.7")
-    grown = []
-    for _ in range(3):  # back to what fit within a round trip: one request per answer
-        window.on_success(W)
-        grown.append(window.limit_usd)
-    assert grown == [W * Decimal("8.7"), W * Decimal("9.7"), W * 10]
-    for _ in range(40):  # past it: about one request per four round trips (of ten answers)
-        window.on_success(W)
-    assert window.limit_usd is not None
-    assert W * Decimal("10.9") < window.limit_usd < W * 11
-
-
 def test_slow_start_doubles_and_never_passes_twice_the_most_held() -> None:
     window = DollarWindow(start_requests=2)
     window.admits(Decimal(0), 0, W)

@@ -173,12 +173,12 @@ def _account(budget: int, concurrency: int = 200, rows: int = 300) -> tuple[int,
 def test_a_budget_of_ten_requests_is_learned_in_the_probe() -> None:
     attempts, refusals, held = _account(10)
     assert attempts == 300 + refusals  # every row finishes; a refusal is sent again
-    assert refusals / attempts <= 0.05  # 11 of 311
-    assert held >= 0.8  # once learned, all of it in this model (the fake: about 91%)
+    assert refusals / attempts <= 0.05  # 13 of 313
+    assert held >= 0.8  # once learned, 88% of the budget held on average
     # what the probe cannot see: a budget between it and the concurrency takes the second round
     # trip's burst (refused, never billed: each waits its Retry-After), then is learned
     attempts, refusals, _ = _account(20)
-    assert refusals == 182 and attempts == 482
+    assert refusals == 181 and attempts == 481
 
 
 # -- what the account says ----------------------------------------------------------------------
