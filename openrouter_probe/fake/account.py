@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,12 @@ class AccountLimits:
     #: what finished requests still hold while their costs settle: (until, cost), oldest first
     settling: deque[tuple[float, Decimal]] = field(default_factory=deque)
     _settling_usd: Decimal = field(default_factory=Decimal)
+    #: the books' time-weighted integral of what is held, on the server's clock: (time, dollar-
+    #: seconds so far, dollars held after) at each change; ``held_mean_usd`` reads it
+    history: list[tuple[float, float, float]] = field(default_factory=list)
+    first_refusal_s: float | None = None  # when the first in-flight 402 was answered
+    _area: float = 0.0
+    _mark: float | None = None
 
     def __post_init__(self) -> None:
         share = self.in_flight_share
@@ -98,6 +105,8 @@ class AccountLimits:
         if budget is None or self.holding(now) + need_usd <= budget:
             return None
         self.refused += 1
+        if self.first_refusal_s is None:
+            self.first_refusal_s = now
         wait = float(self.retry_after_s)
         over = self.holding(now) + need_usd - budget
         if self.held_usd + need_usd <= budget:  # settling costs alone hold it: until they free
@@ -109,24 +118,53 @@ class AccountLimits:
         return bodies.in_flight_402(), {"Retry-After": str(math.ceil(wait))}
 
     def holding(self, now: float) -> Decimal:
-        """What is held now: the requests in flight, and the costs still settling."""
-        settling = self.settling
+        """What is held now: the requests in flight, and the costs still settling (the integral
+        of what was held runs to ``now``, each settled cost leaving it at its own time)."""
+        mark = now if self._mark is None else self._mark
+        level, settling = float(self.held_usd + self._settling_usd), self.settling
         while settling and settling[0][0] <= now:
-            self._settling_usd -= settling.popleft()[1]
+            until, cost = settling.popleft()
+            self._settling_usd -= cost
+            if until > mark:
+                self._area += level * (until - mark)
+                mark = until
+            level -= float(cost)
+            self.history.append((mark, self._area, level))
+        self._area += level * max(0.0, now - mark)
+        self._mark = max(now, mark)
         return self.held_usd + self._settling_usd
 
-    def hold(self, amount_usd: Decimal) -> None:
+    def hold(self, amount_usd: Decimal, now: float) -> None:
+        self.holding(now)
         self.held_usd += amount_usd
         total = self.held_usd + self._settling_usd
         if total > self.most_held_usd:
             self.most_held_usd = total
+        self.history.append((now, self._area, float(total)))
+
+    def held_mean_usd(self, since: float, until: float) -> float:
+        """The time-weighted mean of what was held from ``since`` to ``until`` (the server's
+        clock; costs settling after the last change the books saw are not in them yet)."""
+        if until <= since:
+            return 0.0
+        return (self._area_at(until) - self._area_at(since)) / (until - since)
+
+    def _area_at(self, when: float) -> float:
+        """The integral of what was held up to ``when``, from ``history``."""
+        at = bisect_right(self.history, when, key=lambda change: change[0]) - 1
+        if at < 0:
+            return 0.0
+        mark, area, level = self.history[at]
+        return area + level * (when - mark)
 
     def release(self, amount_usd: Decimal, cost_usd: Decimal, now: float) -> None:
         """A request finished: its hold becomes its cost, held ``settle_s`` more."""
+        self.holding(now)
         self.held_usd -= amount_usd
         if self.settle_s > 0 and cost_usd > 0:
             self.settling.append((now + self.settle_s, cost_usd))
             self._settling_usd += cost_usd
+        self.history.append((now, self._area, float(self.held_usd + self._settling_usd)))
 
 
 def dearest_worst_case(
@@ -159,7 +197,7 @@ def hold_for(
         payload, headers = refused
         fake.ledger.count_error("in_flight_budget")
         return bodies.json_response(402, payload, {**headers, "X-Fake-Fault": "in_flight_budget"})
-    limits.hold(need)
+    limits.hold(need, fake.clock.now())
     return need
 
 

@@ -389,7 +389,7 @@ def test_an_in_flight_402s_retry_after_as_a_date_is_read_in_seconds() -> None:
 
     limits = AccountLimits(in_flight_usd=Decimal("0.01"), retry_after_s=5)
     assert limits.refuse(Decimal("0.004"), balance_usd=None, now=1e9) is None
-    limits.hold(Decimal("0.008"))
+    limits.hold(Decimal("0.008"), 1e9)
     refused = limits.refuse(Decimal("0.004"), balance_usd=None, now=1e9)
     assert refused is not None and refused[1] == {"Retry-After": "5"}
     body = refused[0]
