@@ -38,6 +38,10 @@ __all__ = [
     "usage_fields",
 ]
 
+#: how many changes of what is held ``AccountLimits.history`` keeps (two a request: a 300-row
+#: scenario makes about 630; the tail of a long-running server, about 10 MB)
+HISTORY = 100_000
+
 
 @dataclass
 class AccountLimits:
@@ -64,8 +68,11 @@ class AccountLimits:
     settling: deque[tuple[float, Decimal]] = field(default_factory=deque)
     _settling_usd: Decimal = field(default_factory=Decimal)
     #: the books' time-weighted integral of what is held, on the server's clock: (time, dollar-
-    #: seconds so far, dollars held after) at each change; ``held_mean_usd`` reads it
-    history: list[tuple[float, float, float]] = field(default_factory=list)
+    #: seconds so far, dollars held after) at each of the last ``HISTORY`` changes (a server
+    #: that runs for days keeps a bounded tail); ``held_mean_usd`` reads it
+    history: deque[tuple[float, float, float]] = field(
+        default_factory=lambda: deque(maxlen=HISTORY)
+    )
     first_refusal_s: float | None = None  # when the first in-flight 402 was answered
     _area: float = 0.0
     _mark: float | None = None
@@ -147,6 +154,12 @@ class AccountLimits:
         clock; costs settling after the last change the books saw are not in them yet)."""
         if until <= since:
             return 0.0
+        history = self.history
+        if len(history) == history.maxlen and since < history[0][0]:
+            raise ValueError(
+                f"the books keep the last {HISTORY:,} changes of what is held, from "
+                f"{history[0][0]:.3f} s: ask for a mean since then"
+            )
         return (self._area_at(until) - self._area_at(since)) / (until - since)
 
     def _area_at(self, when: float) -> float:

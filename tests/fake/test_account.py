@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from openrouter_probe.fake import account
 from openrouter_probe.fake.account import AccountLimits
 
 
@@ -25,3 +26,15 @@ def test_the_books_integrate_what_is_held_over_time_settling_costs_leaving_at_th
     assert limits.held_mean_usd(100.0, 102.0) == pytest.approx((0.4 + 0.8) / 2)
     assert limits.held_mean_usd(106.5, 108.0) == pytest.approx((0.3 * 0.5 + 0.2 * 1) / 1.5)
     assert limits.held_mean_usd(99.0, 99.0) == 0.0
+
+
+def test_the_history_of_what_is_held_is_a_bounded_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(account, "HISTORY", 4)
+    limits = AccountLimits(in_flight_usd=Decimal(1))
+    for second in range(6):  # twelve changes: the books keep the last four
+        limits.hold(Decimal("0.5"), float(second))
+        limits.release(Decimal("0.5"), Decimal(0), second + 0.5)
+    assert len(limits.history) == 4 and limits.history[0][0] == 4.0
+    assert limits.held_mean_usd(4.0, 6.0) == pytest.approx(0.25)  # $0.5 half of the time
+    with pytest.raises(ValueError, match="last 4 changes"):
+        limits.held_mean_usd(0.0, 6.0)
