@@ -56,15 +56,19 @@ def _run(tmp: Path, base_url: str, rows: int, concurrency: int) -> object:
     )
 
 
-def _held_means(limits: AccountLimits, budget: Decimal, last_sent_s: float) -> tuple[float, float]:
+def _held_means(limits: AccountLimits, budget: Decimal, last_sent_s: float) -> str:
     """The fake's mean held from its first refusal to ``last_sent_s``, and to its last change (the
-    drain included), as shares of ``budget`` (0 with no refusal: the budget was never learned)."""
+    drain included), as shares of ``budget``; with no refusal the budget was never learned, and
+    there is no such mean (not 0%)."""
     first = limits.first_refusal_s
     if first is None:
-        return 0.0, 0.0
-    sent = limits.held_mean_usd(first, last_sent_s)
-    drained = limits.held_mean_usd(first, limits.history[-1][0])
-    return sent / float(budget), drained / float(budget)
+        return "held in flight: the budget was never learned (no in-flight 402)"
+    sent = limits.held_mean_usd(first, last_sent_s) / float(budget)
+    drained = limits.held_mean_usd(first, limits.history[-1][0]) / float(budget)
+    return (
+        f"held in flight once learned (from the first 402), mean {sent:.1%} of the budget to "
+        f"the last row sent, {drained:.1%} with the drain"
+    )
 
 
 def _first_sends() -> dict[str, float]:
@@ -96,14 +100,13 @@ def _scenario(args: argparse.Namespace, seed: int, tmp: Path) -> bool:
         limits = fake.fake.limits
         billed = len(fake.ledger)
     share = limits.refused / max(1, s.requests)
-    to_sent, drained = _held_means(limits, budget, max(sent.values()))
+    held = _held_means(limits, budget, max(sent.values()))
     print(
         f"seed {seed}: rows {args.rows} at concurrency {args.concurrency}, budget {args.hold} "
         f"requests (${budget:.6f}), speed {args.speed}: stop {s.stop_reason}, exit {s.exit_code}, "
         f"ok {s.ok}, truncated {s.truncated}, failed {s.failed}, not sent {s.not_sent}; "
         f"{limits.refused} in-flight 402s / {s.requests} attempts ({share:.1%}); billed {billed} "
-        f"generations; held in flight once learned (from the first 402), mean {to_sent:.1%} of "
-        f"the budget to the last row sent, {drained:.1%} with the drain; the fake held at most "
+        f"generations; {held}; the fake held at most "
         f"{limits.most_held_usd / one:.2f} requests, the run ${s.held_max_usd:.6f}; "
         f"{time.monotonic() - started:.1f} s"
     )

@@ -153,7 +153,7 @@ class AccountLimits:
         """The time-weighted mean of what was held from ``since`` to ``until`` (the server's
         clock; costs settling after the last change the books saw are not in them yet)."""
         if until <= since:
-            return 0.0
+            raise ValueError(f"no time from {since:.3f} s to {until:.3f} s: no mean to take")
         history = self.history
         if len(history) == history.maxlen and since < history[0][0]:
             raise ValueError(

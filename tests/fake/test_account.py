@@ -25,7 +25,8 @@ def test_the_books_integrate_what_is_held_over_time_settling_costs_leaving_at_th
     assert limits.held_mean_usd(103.0, 107.0) == pytest.approx(area / 4)
     assert limits.held_mean_usd(100.0, 102.0) == pytest.approx((0.4 + 0.8) / 2)
     assert limits.held_mean_usd(106.5, 108.0) == pytest.approx((0.3 * 0.5 + 0.2 * 1) / 1.5)
-    assert limits.held_mean_usd(99.0, 99.0) == 0.0
+    with pytest.raises(ValueError, match="no mean"):
+        limits.held_mean_usd(99.0, 99.0)
 
 
 def test_the_history_of_what_is_held_is_a_bounded_tail(monkeypatch: pytest.MonkeyPatch) -> None:
